@@ -1,0 +1,104 @@
+"""What a plugin author imports: the hook marker, the memory backend base class and its types."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.hookspecs import hookimpl
+
+__all__ = [
+    "hookimpl",
+    "BackendOptions",
+    "MemoryBackend",
+    "RetrieveResult",
+    "ConversationContext",
+    "TextLLM",
+]
+
+
+class RetrieveResult(TypedDict):
+    """One result per query, the shape of seed 000: the query and its ranked docs with scores."""
+
+    question: str
+    docs: list[str]
+    doc_scores: list[float]
+
+
+@runtime_checkable
+class TextLLM(Protocol):
+    """The cheap model tier memory backends may use (summaries, fact extraction)."""
+
+    def complete(self, system: str, prompt: str, max_tokens: int = 1024) -> str:
+        """Return the model's text reply to one user prompt."""
+
+
+class BackendOptions(BaseModel):
+    """Base for a backend's options: strict, so an unknown key in config is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass
+class ConversationContext:
+    """What a conversation-watching backend gives the middle agent instead of the full transcript.
+
+    `summary` is the latest completed summary (None when none is ready yet); `gap_messages` are
+    the messages after it, each `{"seq": int, "role": "prompt"|"response", "text": str}`.
+    """
+
+    summary: str | None
+    gap_messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+class MemoryBackend(ABC):
+    """A project memory store. One instance serves one project directory.
+
+    The facade (orchestrator/memory.py) creates it with the project's own directory, the
+    validated options and an optional TextLLM (None means: work offline, deterministically).
+    It serialises calls per project with a thread lock and a file lock, so a backend needs no
+    locking of its own for index/retrieve/delete (background work it starts is its own).
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    Options: ClassVar[type[BackendOptions]] = BackendOptions
+
+    def __init__(self, store_dir: Path, options: BackendOptions, llm: TextLLM | None = None):
+        self.store_dir = Path(store_dir)
+        self.options = options
+        self.llm = llm
+
+    @abstractmethod
+    def index(self, docs: list[str]) -> None:
+        """Add docs to the store (a doc already present is not added twice)."""
+
+    @abstractmethod
+    def retrieve(self, queries: list[str], num_to_retrieve: int) -> list[RetrieveResult]:
+        """Return one RetrieveResult per query, at most num_to_retrieve docs each, best first."""
+
+    @abstractmethod
+    def delete(self, docs: list[str]) -> int:
+        """Remove docs given by their exact text; return how many were removed."""
+
+    def list_docs(self) -> list[str]:
+        """Every doc in the store, oldest first (used by `middle memory list|export`)."""
+        raise NotImplementedError(f"backend {self.name!r} cannot list its docs")
+
+    # Optional: backends that watch the ticket conversation (sliding_window) override these.
+    def observe_round(self, conversation_id: str, prompt: str, response: str) -> None:
+        """Record one prompt/response round of a ticket conversation; default ignores it."""
+
+    def conversation_context(self, conversation_id: str) -> ConversationContext | None:
+        """Summary plus gap messages for the conversation; None means show the full transcript."""
+        return None
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for background work (summaries) to finish; default has none."""
+
+    def close(self) -> None:
+        """Release files and threads; the facade calls it once when done with the project."""

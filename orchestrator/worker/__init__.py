@@ -1,0 +1,1 @@
+"""Coding-agent workers: the Claude Code headless driver and the worker protocol."""

@@ -1,0 +1,50 @@
+"""The worker protocol: what the ticket graph needs from a coding agent, one turn at a time."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Protocol
+
+
+@dataclass
+class TurnResult:
+    """The outcome of one coding-agent turn (for Claude Code: the final `result` line)."""
+
+    session_id: str | None
+    text: str
+    is_error: bool = False
+    error: str | None = None  # a sentence saying what went wrong, when is_error
+    cost_usd: float = 0.0
+    usage: dict[str, Any] = field(default_factory=dict)
+    num_turns: int = 0
+    duration_ms: int = 0
+    exit_code: int | None = 0
+    terminal_reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# Called with each parsed progress event ({"type": ..., ...}) so the CLI can stream progress.
+EventCallback = Callable[[dict[str, Any]], None]
+
+
+class Worker(Protocol):
+    """A coding agent driven one prompt at a time in the ticket's project directory."""
+
+    kind: ClassVar[str]
+
+    def run_turn(
+        self,
+        prompt: str,
+        cwd: Path,
+        *,
+        session_id: str | None,
+        resume: bool,
+        on_event: EventCallback | None = None,
+    ) -> TurnResult:
+        """Run one turn. `session_id` is chosen by the caller and stored before launch;
+        `resume` says whether it names an existing session (turn 2 on) or a new one to create.
+        Must not raise for a failed turn: return TurnResult(is_error=True, error=...).
+        Raises WorkerError only when the worker cannot start at all (e.g. not installed)."""

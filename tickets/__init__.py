@@ -1,0 +1,1 @@
+"""The ticket domain: the ticket model, its SQLite store and ticket sources."""
