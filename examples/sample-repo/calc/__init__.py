@@ -1,0 +1,1 @@
+"""calc: a tiny sample package for the middle-agent demo."""

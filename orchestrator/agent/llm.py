@@ -1,0 +1,149 @@
+"""LLM adapters: the anthropic SDK (default, structured output) and any LangChain chat model."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from orchestrator.errors import AgentReplyError, ConfigError
+
+log = logging.getLogger("middle.agent")
+
+
+class AgentLLM(Protocol):
+    """What the middle agent needs from a model: a text reply, asked to follow a JSON schema."""
+
+    def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel]) -> str:
+        """Return the reply text for `messages` ([{"role": "user"|"assistant", "content": str}])."""
+
+
+class AnthropicLLM:
+    """Claude through the `anthropic` SDK with structured output (`output_config` JSON schema).
+
+    The SDK retries transient errors (connection, 408/409/429/5xx) with backoff; what is left
+    after its retries becomes one clear AgentReplyError or ConfigError.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        max_tokens: int = 2048,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        max_retries: int = 3,
+        timeout_s: float = 300.0,
+        client: Any = None,
+    ):
+        import anthropic
+
+        self.model = model
+        self.max_tokens = max_tokens
+        self.usage = {"input_tokens": 0, "output_tokens": 0, "requests": 0}
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if client is None and not key:
+            raise ConfigError(
+                "ANTHROPIC_API_KEY is not set: export it to use Claude as the middle agent, "
+                "or run `middle demo` / `middle run --fake` to use the built-in offline fake model"
+            )
+        self.client = client or anthropic.Anthropic(
+            api_key=key,
+            base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+            max_retries=max_retries,
+            timeout=timeout_s,
+        )
+
+    def _create(self, **kwargs: Any):
+        import anthropic
+
+        try:
+            return self.client.messages.create(model=self.model, **kwargs)
+        except anthropic.AuthenticationError as exc:
+            raise ConfigError(
+                f"the Messages API rejected the API key ({exc.status_code}): check ANTHROPIC_API_KEY"
+            ) from None
+        except anthropic.NotFoundError as exc:
+            raise ConfigError(
+                f"model {self.model!r} was not found ({exc.message}): set [agent] model in middle.toml"
+            ) from None
+        except anthropic.APIConnectionError as exc:
+            raise AgentReplyError(
+                f"cannot reach the Messages API at {self.client.base_url} ({exc}): check the "
+                "network or ANTHROPIC_BASE_URL, then `middle resume`"
+            ) from None
+        except anthropic.APIStatusError as exc:
+            raise AgentReplyError(
+                f"the Messages API answered {exc.status_code} after retries ({exc.message}); "
+                "try again later with `middle resume`"
+            ) from None
+
+    def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel]) -> str:
+        import anthropic
+
+        resp = self._create(
+            max_tokens=self.max_tokens,
+            system=system,
+            messages=messages,
+            output_config={"format": {"type": "json_schema", "schema": anthropic.transform_schema(schema)}},
+        )
+        self._count(resp)
+        return "".join(b.text for b in resp.content if getattr(b, "type", "") == "text")
+
+    def _count(self, resp: Any) -> None:
+        usage = getattr(resp, "usage", None)
+        self.usage["requests"] += 1
+        if usage is not None:
+            self.usage["input_tokens"] += getattr(usage, "input_tokens", 0) or 0
+            self.usage["output_tokens"] += getattr(usage, "output_tokens", 0) or 0
+
+
+class AnthropicTextLLM:
+    """The cheaper model tier memory backends use (a TextLLM), sharing an AnthropicLLM's client."""
+
+    def __init__(self, model: str, base: AnthropicLLM):
+        self.model, self.base = model, base
+
+    def complete(self, system: str, prompt: str, max_tokens: int = 1024) -> str:
+        resp = self.base.client.messages.create(
+            model=self.model, max_tokens=max_tokens, system=system,
+            messages=[{"role": "user", "content": prompt}],
+        )
+        return "".join(b.text for b in resp.content if getattr(b, "type", "") == "text")
+
+
+class LangChainLLM:
+    """Any LangChain `BaseChatModel` (Ollama, OpenAI, ...) as the middle agent's model."""
+
+    def __init__(self, chat_model: Any):
+        self.chat_model = chat_model
+
+    def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel]) -> str:
+        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+        lc = [SystemMessage(content=system)]
+        for m in messages:
+            lc.append(HumanMessage(content=m["content"]) if m["role"] == "user" else AIMessage(content=m["content"]))
+        reply = self.chat_model.invoke(lc)
+        content = reply.content
+        if isinstance(content, list):  # content blocks
+            content = "".join(c.get("text", "") if isinstance(c, dict) else str(c) for c in content)
+        return str(content)
+
+
+def as_agent_llm(model: Any) -> AgentLLM:
+    """Accept an AgentLLM as is, or wrap a LangChain BaseChatModel."""
+    if hasattr(model, "complete"):
+        return model
+    try:
+        from langchain_core.language_models import BaseChatModel
+    except ImportError:  # pragma: no cover - langchain-core is a dependency
+        BaseChatModel = ()  # type: ignore[assignment]
+    if isinstance(model, BaseChatModel):
+        return LangChainLLM(model)
+    raise ConfigError(
+        f"{type(model).__name__} is not a usable model: pass a LangChain BaseChatModel or an "
+        "object with complete(system, messages, schema) -> str"
+    )

@@ -1,0 +1,75 @@
+"""The middle agent's system prompt and the user messages it sees at planning and each assessment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The fake Messages API routes requests by this opening phrase (orchestrator.fake_api).
+SYSTEM_PROMPT = """You are the middle agent: a senior developer who works through a ticket by \
+supervising Claude Code, a coding agent that edits the project's files. You never edit files \
+yourself. You write the prompts Claude Code receives, read what it answers, and decide when the \
+ticket is done.
+
+You have access to project memory. When a message starts with "Memories invoked:", that is recall \
+from past tickets of this project (what was done, learned and overcome). Use it only for your own \
+reasoning, for example to avoid a known mistake or reuse an approach that worked. Never paste \
+memory into a prompt for Claude Code as if it were Claude's own output or the user's request; \
+Claude Code sees only the prompts you write.
+
+Reply with one JSON object and nothing else."""
+
+PLAN_INSTRUCTIONS = """Claude Code has not been run yet. Write the first prompt for it: a clear, \
+self-contained task instruction for this ticket. Reply as JSON: {"prompt": "..."}."""
+
+ASSESS_INSTRUCTIONS = """Decide whether the ticket is complete. If it is, set "complete" to true \
+and write a short "summary" of what was done, learned and overcome (it is kept as project memory \
+for future tickets). If not, set "complete" to false and write "next_prompt", the exact next \
+prompt for Claude Code. Reply as JSON: {"complete": bool, "summary": "...", "next_prompt": "..."}."""
+
+
+def with_memories(memories: str, message: str) -> str:
+    """Seed 000: when non-empty, memories are prepended to the user message, then a blank line."""
+    return f"{memories}\n\n{message}" if memories else message
+
+
+def plan_message(ticket: dict[str, Any], memories: str) -> str:
+    # The description comes last: it is the ticket's own words, and the offline demo model
+    # takes everything after "Description:" as the task.
+    body = (
+        f"Ticket: {ticket['title']}\n"
+        f"Project: {ticket['project_id']} at {ticket['project_path']}\n\n"
+        f"{PLAN_INSTRUCTIONS}\n\n"
+        f"Description:\n{ticket.get('description') or '(none)'}"
+    )
+    return with_memories(memories, body)
+
+
+def transcript(
+    rounds: list[dict[str, Any]], summary: str | None = None, gap: list[dict[str, Any]] | None = None
+) -> str:
+    """The conversation as the agent reads it: every round, or a summary plus the gap messages."""
+    if summary is None:
+        parts = []
+        for r in rounds:
+            parts.append(
+                f"--- Turn {r['turn']} ---\nYou sent Claude Code:\n{r['prompt']}\n"
+                f"Claude Code responded:\n{r['response']}"
+            )
+        return "\n\n".join(parts)
+    lines = [f"Summary of the earlier turns:\n{summary}", "", "Messages since that summary:"]
+    for m in gap or []:
+        who = "You sent Claude Code:" if m["role"] == "prompt" else "Claude Code responded:"
+        lines.append(f"{who}\n{m['text']}")
+    return "\n".join(lines)
+
+
+def assess_message(
+    ticket: dict[str, Any], conversation: str, memories: str, turn: int, max_turns: int
+) -> str:
+    body = (
+        f"Ticket: {ticket['title']}\n"
+        f"Description:\n{ticket.get('description') or '(none)'}\n\n"
+        f"Conversation so far (turn {turn} of at most {max_turns}):\n{conversation}\n\n"
+        f"{ASSESS_INSTRUCTIONS}"
+    )
+    return with_memories(memories, body)

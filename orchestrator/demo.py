@@ -1,0 +1,75 @@
+"""`middle demo`: the sample repo's backlog, end to end, offline, on the built-in fake model."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+
+import click
+
+from orchestrator.config import load_config
+from orchestrator.errors import ConfigError
+
+
+def examples_dir() -> Path:
+    here = Path(__file__).resolve().parent.parent / "examples"
+    if not (here / "sample-repo").is_dir():
+        raise ConfigError(
+            f"the examples folder was not found at {here}: run `middle demo` from an editable "
+            "install of a clone (`pip install -e .`), or pass --examples DIR"
+        )
+    return here
+
+
+def prepare(workdir: Path, examples: Path, backend: str) -> Path:
+    """Copy the sample repo and backlog into workdir and write its middle.toml."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    if (workdir / "middle.toml").exists() or (workdir / "repo").exists():
+        raise ConfigError(f"{workdir} already holds a demo: pass an empty or new --dir")
+    shutil.copytree(examples / "sample-repo", workdir / "repo")
+    shutil.copytree(examples / "backlog", workdir / "tickets")
+    shutil.copy(examples / "configs" / f"{backend}.toml", workdir / "middle.toml")
+    return workdir / "middle.toml"
+
+
+@click.command()
+@click.option("--dir", "workdir", type=click.Path(file_okay=False), default=None,
+              help="Where to put the demo project (default: a new temporary folder).")
+@click.option("--examples", type=click.Path(file_okay=False, exists=True), default=None,
+              help="The examples folder (default: the one in this clone).")
+@click.option("--memory/--no-memory", default=True, show_default=True,
+              help="Run with sliding-window project memory, or with memory off.")
+def demo(workdir: str | None, examples: str | None, memory: bool) -> None:
+    """Run the sample backlog with the real Claude Code CLI against the offline fake model."""
+    from orchestrator.cli import console, open_orchestrator, report
+    from orchestrator.log_view import print_log
+
+    root = Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="middle-demo-"))
+    config_file = prepare(root, Path(examples) if examples else examples_dir(),
+                          "sliding_window" if memory else "none")
+    config = load_config(config_file, environ={})  # the demo ignores MIDDLE_* overrides
+    console.print(f"[bold]middle demo[/] in {root} (memory {'on: sliding_window' if memory else 'off'})")
+    failed = 0
+    with ExitStack() as stack:
+        orch = open_orchestrator(config, stack, fake=True)
+        orch.sync_tickets()
+        tickets = orch.store.list_tickets(status="pending")
+        for ticket in tickets:
+            console.print(f"\n[bold]ticket {ticket.id}[/]: {ticket.title}")
+            outcome = orch.run_ticket(ticket.id)
+            report(outcome)
+            failed += outcome.status != "complete"
+        if tickets:
+            console.print()
+            print_log(console, orch.store, tickets[-1].id)
+        created = sorted(p.relative_to(root) for p in (root / "repo").rglob("*.py"))
+        console.print("\n[bold]files in the sample repo now:[/] " + ", ".join(map(str, created)))
+        if orch.memory is not None:
+            docs = orch.memory.list_docs("calc")
+            console.print(f"[bold]project memory[/] ({len(docs)} doc(s) in {orch.memory.store_dir('calc')})")
+    console.print(f"\nexplore it: cd {root} && middle tickets && middle log 002-farewell")
+    if failed:
+        sys.exit(1)

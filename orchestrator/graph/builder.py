@@ -1,0 +1,36 @@
+"""Builds the ticket graph, uncompiled, so callers compile it with their own checkpointer."""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+
+from orchestrator.graph import nodes
+from orchestrator.graph.context import TicketContext
+from orchestrator.graph.state import TicketState
+
+
+def build_graph() -> StateGraph:
+    """START → load_ticket → recall_start → plan → work → recall_turn → assess → ...
+
+    assess goes to index_summary → finalize when complete, to fail over a limit, else back to work.
+    """
+    g = StateGraph(TicketState, context_schema=TicketContext)
+    for fn in (nodes.load_ticket, nodes.recall_start, nodes.plan, nodes.work, nodes.recall_turn,
+               nodes.assess, nodes.index_summary, nodes.finalize, nodes.fail):
+        g.add_node(fn.__name__, fn)
+    g.add_edge(START, "load_ticket")
+    g.add_edge("load_ticket", "recall_start")
+    g.add_edge("recall_start", "plan")
+    g.add_edge("plan", "work")
+    g.add_edge("work", "recall_turn")
+    g.add_edge("recall_turn", "assess")
+    g.add_conditional_edges("assess", nodes.route_after_assess, ["index_summary", "fail", "work"])
+    g.add_edge("index_summary", "finalize")
+    g.add_edge("finalize", END)
+    g.add_edge("fail", END)
+    return g
+
+
+def mermaid() -> str:
+    """The graph as a Mermaid diagram (`middle graph`)."""
+    return build_graph().compile().get_graph().draw_mermaid()

@@ -1,0 +1,32 @@
+"""Run-time dependencies of the graph, passed through LangGraph's runtime context (never state)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from orchestrator.agent.middle_agent import MiddleAgent
+from orchestrator.memory import MemoryFacade
+from orchestrator.worker.base import EventCallback, Worker
+from tickets.store import TicketStore
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What ends a ticket as failed: turns and cost (the per-turn timeout lives in the worker)."""
+
+    max_turns: int = 20
+    max_cost_usd: float = 5.0
+
+
+@dataclass
+class TicketContext:
+    store: TicketStore
+    agent: MiddleAgent
+    worker: Worker
+    memory: MemoryFacade | None = None  # None: memory off, and no memory call is ever made
+    limits: Limits = field(default_factory=Limits)
+    num_to_retrieve: int = 5
+    hooks: Any = None  # pluggy hook relay for lifecycle hooks, or None
+    on_event: EventCallback | None = None  # worker progress, for the terminal
+    say: Callable[[str], None] = lambda _msg: None  # one-line progress notes

@@ -1,0 +1,200 @@
+"""The graph's nodes: each reads state, uses the runtime context, and returns a state update."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from orchestrator.agent import prompts
+from orchestrator.errors import TicketError, WorkerError
+from orchestrator.graph.context import TicketContext
+from orchestrator.graph.state import TicketState
+from orchestrator.memory import format_memories
+
+log = logging.getLogger("middle.graph")
+
+Update = dict[str, Any]
+
+
+def _hook(ctx: TicketContext, name: str, **kwargs: Any) -> None:
+    """Lifecycle hooks observe runs; a plugin that raises is logged, never stops the ticket."""
+    if ctx.hooks is None:
+        return
+    try:
+        getattr(ctx.hooks, name)(**kwargs)
+    except Exception:
+        log.exception("plugin hook %s raised; the ticket goes on", name)
+
+
+def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> str:
+    """One retrieve; memory off means no call at all; any failure means no memories."""
+    if ctx.memory is None:
+        return ""
+    project_id = state["ticket"]["project_id"]
+    try:
+        results = ctx.memory.retrieve(project_id, [query], ctx.num_to_retrieve)
+    except Exception as exc:  # memory failures never stop a ticket (seed 000)
+        log.warning("memory recall at %s failed; going on with no memories: %s", where, exc)
+        ctx.say(f"memory recall failed ({exc}); going on without memories")
+        return ""
+    return format_memories(results)
+
+
+def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
+    ctx = runtime.context
+    ticket = ctx.store.get_ticket(state["ticket_id"])
+    path = Path(ticket.project_path)
+    if not path.is_dir():
+        where = f"`path:` in {ticket.source}" if ticket.source else "the ticket's project path"
+        raise TicketError(
+            f"ticket {ticket.id!r}: project path {path} does not exist; fix {where} and run it again"
+        )
+    ctx.store.set_status(ticket.id, "running")
+    _hook(ctx, "on_ticket_start", ticket=ticket, run_id=state["run_id"])
+    snapshot = {
+        "id": ticket.id,
+        "project_id": ticket.project_id,
+        "title": ticket.title,
+        "description": ticket.description,
+        "project_path": str(path),
+    }
+    return {"ticket": snapshot, "turn": 0, "rounds": [], "cost_usd": 0.0, "session_id": "",
+            "status": "running", "memories": "", "indexed_docs": []}
+
+
+def recall_start(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
+    t = state["ticket"]
+    return {"memories": _recall(runtime.context, state, f"{t['title']}. {t['description'] or ''}", "ticket start")}
+
+
+def plan(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
+    ctx = runtime.context
+    prompt = ctx.agent.plan(state["ticket"], state.get("memories", ""))
+    ctx.store.set_run_fields(state["run_id"], plan_memories=state.get("memories", ""), plan_prompt=prompt)
+    ctx.say("planned the first prompt for Claude Code")
+    return {"next_prompt": prompt, "last_prompt": prompt}
+
+
+def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
+    ctx = runtime.context
+    run_id, ticket = state["run_id"], state["ticket"]
+    turn_no = state.get("turn", 0) + 1
+    prompt = state["next_prompt"]
+    done = ctx.store.get_turn(run_id, turn_no)
+    if done and done["status"] == "done":
+        # The turn finished but the process died before the checkpoint: never run it twice.
+        text, session_id = done["response"], done["session_id"]
+    else:
+        # Turn 1 (or a retry of it) starts a new session; later turns resume the ticket's one.
+        resume = bool(state.get("session_id")) and turn_no > 1
+        session_id = state["session_id"] if resume else str(uuid.uuid4())
+        ctx.store.start_turn(run_id, turn_no, prompt, session_id, resume)  # stored before launch
+        ctx.say(f"turn {turn_no}: Claude Code is working")
+        result = ctx.worker.run_turn(
+            prompt, Path(ticket["project_path"]), session_id=session_id, resume=resume,
+            on_event=ctx.on_event,
+        )
+        ctx.store.finish_turn(
+            run_id, turn_no, response=result.text, is_error=result.is_error, error=result.error,
+            cost_usd=result.cost_usd, duration_ms=result.duration_ms, usage=result.usage,
+            num_turns=result.num_turns,
+        )
+        if result.is_error:
+            raise WorkerError(
+                f"Claude Code turn {turn_no} of ticket {ticket['id']!r} failed: {result.error}. "
+                f"The turns so far are kept (`middle log {ticket['id']}`); retry with "
+                f"`middle resume {ticket['id']}`"
+            )
+        text, session_id = result.text, result.session_id or session_id
+        if ctx.memory is not None:  # conversation-watching backends see each round
+            try:
+                ctx.memory.observe_round(ticket["project_id"], f"run-{run_id}", prompt, text)
+            except Exception as exc:
+                log.warning("memory could not observe turn %s: %s", turn_no, exc)
+    _hook(ctx, "on_turn_end", ticket=ticket, run_id=run_id, turn=ctx.store.get_turn(run_id, turn_no))
+    rounds = list(state.get("rounds", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
+    return {"turn": turn_no, "last_prompt": prompt, "last_response": text, "session_id": session_id,
+            "rounds": rounds, "cost_usd": ctx.store.total_cost(run_id)}
+
+
+def recall_turn(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
+    query = f"{state['last_prompt'][:500]}\n{state['last_response'][:500]}"
+    return {"memories": _recall(runtime.context, state, query, f"turn {state['turn']}")}
+
+
+def _conversation(ctx: TicketContext, state: TicketState) -> str:
+    if ctx.memory is not None:
+        try:
+            view = ctx.memory.conversation_context(state["ticket"]["project_id"], f"run-{state['run_id']}")
+        except Exception as exc:
+            log.warning("memory conversation summary unavailable, using the transcript: %s", exc)
+            view = None
+        if view is not None and view.summary is not None:
+            return prompts.transcript(state["rounds"], view.summary, view.gap_messages)
+    return prompts.transcript(state["rounds"])
+
+
+def assess(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
+    ctx = runtime.context
+    memories = state.get("memories", "")
+    decision = ctx.agent.assess(state["ticket"], _conversation(ctx, state), memories, state["turn"])
+    ctx.store.set_turn_assessment(state["run_id"], state["turn"], memories, decision.model_dump())
+    ctx.say("middle agent: " + ("complete" if decision.complete else "another turn"))
+    return {"decision": decision.model_dump(), "next_prompt": decision.next_prompt}
+
+
+def _limit_reason(state: TicketState, ctx: TicketContext) -> str | None:
+    if state.get("cost_usd", 0.0) >= ctx.limits.max_cost_usd:
+        return (f"cost limit reached: ${state['cost_usd']:.4f} spent of max_cost_usd "
+                f"${ctx.limits.max_cost_usd:.2f} (raise [agent] max_cost_usd to allow more)")
+    if state.get("turn", 0) >= ctx.limits.max_turns:
+        return (f"turn limit reached: {state['turn']} turns of max_turns {ctx.limits.max_turns} "
+                "without completing (raise [agent] max_turns or split the ticket)")
+    if not (state.get("decision") or {}).get("next_prompt", "").strip():
+        return "the middle agent neither completed the ticket nor gave a next prompt"
+    return None
+
+
+def route_after_assess(state: TicketState, runtime: Runtime[TicketContext]) -> str:
+    if state["decision"]["complete"]:
+        return "index_summary"
+    return "fail" if _limit_reason(state, runtime.context) else "work"
+
+
+def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
+    ctx, t = runtime.context, state["ticket"]
+    if ctx.memory is None:
+        return {"indexed_docs": []}
+    doc = f"Ticket: {t['title']}. {t['description'] or ''}. {state['decision'].get('summary', '')}"
+    # Kept with the ticket first, so a revert can delete exactly this string later.
+    if doc not in ctx.store.memory_docs(t["id"]):
+        ctx.store.add_memory_doc(t["id"], t["project_id"], doc)
+    try:
+        ctx.memory.index(t["project_id"], [doc])
+        ctx.say("indexed the ticket summary to project memory")
+    except Exception as exc:  # memory failures never stop a ticket (seed 000)
+        log.warning("memory index of ticket %s failed; the ticket completes anyway: %s", t["id"], exc)
+        ctx.say(f"memory index failed ({exc}); the ticket completes anyway")
+    return {"indexed_docs": [doc]}
+
+
+def finalize(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
+    ctx, t = runtime.context, state["ticket"]
+    summary = state["decision"].get("summary", "")
+    ctx.store.set_status(t["id"], "complete", summary or None)
+    ctx.store.finish_run(state["run_id"], "complete")
+    _hook(ctx, "on_ticket_complete", ticket=t, run_id=state["run_id"], summary=summary)
+    return {"status": "complete", "reason": ""}
+
+
+def fail(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
+    ctx, t = runtime.context, state["ticket"]
+    reason = _limit_reason(state, ctx) or "failed"
+    ctx.store.set_status(t["id"], "failed", reason)
+    ctx.store.finish_run(state["run_id"], "failed", reason)
+    _hook(ctx, "on_ticket_failed", ticket=t, run_id=state["run_id"], reason=reason)
+    return {"status": "failed", "reason": reason}

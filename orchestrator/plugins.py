@@ -1,0 +1,135 @@
+"""The plugin manager: built-in plugins plus the `middle_agent` entry-point group, and the registries."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pluggy
+
+from orchestrator import hookspecs
+from orchestrator.errors import ConfigError
+from orchestrator.plugin_api import BackendOptions, MemoryBackend
+
+log = logging.getLogger("middle.plugins")
+
+ENTRY_POINT_GROUP = "middle_agent"
+
+# Built-in plugins register through the same hooks a third-party plugin uses (as pytest's
+# default_plugins). This tuple is the only place that names them.
+DEFAULT_PLUGINS: tuple[str, ...] = (
+    "backends.none.plugin",
+    "backends.sliding_window.plugin",
+    "orchestrator.worker.plugin",
+)
+
+_NAME = re.compile(r"^[a-z][a-z0-9_\-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A registered backend or worker class and the plugin that registered it."""
+
+    name: str
+    cls: type
+    plugin: str
+
+
+class PluginRegistry:
+    """Loads plugins once and holds what they registered: memory backends and workers."""
+
+    def __init__(self, *, load_entry_points: bool = True, extra_plugins: tuple[Any, ...] = ()):
+        self.pm = pluggy.PluginManager("middle_agent")
+        self.pm.add_hookspecs(hookspecs)
+        for modname in DEFAULT_PLUGINS:
+            self.pm.register(importlib.import_module(modname), name=modname)
+        if load_entry_points:
+            self.pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        for plugin in extra_plugins:
+            self.pm.register(plugin)
+        self.backends: dict[str, Registered] = {}
+        self.workers: dict[str, Registered] = {}
+        self._collect()
+
+    def _collect(self) -> None:
+        # The core owns the register callbacks: each checks the name and refuses duplicates.
+        for impl in self.pm.hook.register_memory_backends.get_hookimpls():
+            impl.function(register=self._registrar(self.backends, impl.plugin_name, "name"))
+        for impl in self.pm.hook.register_workers.get_hookimpls():
+            impl.function(register=self._registrar(self.workers, impl.plugin_name, "kind"))
+
+    def _registrar(self, table: dict[str, Registered], plugin: str, attr: str):
+        def register(cls: type) -> None:
+            name = getattr(cls, attr, None)
+            if not isinstance(name, str) or not _NAME.match(name):
+                raise ConfigError(
+                    f"plugin {plugin!r} registered {cls!r} with bad {attr} {name!r}: use a "
+                    "lower-case identifier such as 'my_backend'"
+                )
+            if attr == "name" and not (isinstance(cls, type) and issubclass(cls, MemoryBackend)):
+                raise ConfigError(
+                    f"plugin {plugin!r} registered {cls!r}, which is not a subclass of "
+                    "orchestrator.plugin_api.MemoryBackend"
+                )
+            if name in table:
+                raise ConfigError(
+                    f"{attr} {name!r} is registered twice (by {table[name].plugin!r} and "
+                    f"{plugin!r}): uninstall one of the two plugins"
+                )
+            table[name] = Registered(name, cls, plugin)
+
+        return register
+
+    def backend_class(self, name: str) -> type[MemoryBackend]:
+        if name not in self.backends:
+            raise ConfigError(
+                f"unknown memory backend {name!r}: choose one of "
+                f"{', '.join(sorted(self.backends))} (see `middle backends`), or install "
+                "the plugin that provides it"
+            )
+        return self.backends[name].cls
+
+    def backend_options(self, name: str, options: dict[str, Any]) -> BackendOptions:
+        """Validate `[memory.options]` with the backend's strict model."""
+        cls = self.backend_class(name)
+        try:
+            return cls.Options(**(options or {}))
+        except Exception as exc:  # pydantic.ValidationError: reword as one actionable line
+            errors = getattr(exc, "errors", lambda: [])()
+            parts = []
+            for e in errors:
+                loc = ".".join(str(x) for x in e.get("loc", ()))
+                parts.append(f"{loc}: {e.get('msg')}")
+            fields = ", ".join(cls.Options.model_fields) or "none"
+            raise ConfigError(
+                f"bad [memory.options] for backend {name!r}: {'; '.join(parts) or exc}. "
+                f"Allowed options: {fields}"
+            ) from None
+
+    def worker_class(self, kind: str) -> type:
+        if kind not in self.workers:
+            raise ConfigError(
+                f"unknown worker kind {kind!r}: choose one of {', '.join(sorted(self.workers))}"
+            )
+        return self.workers[kind].cls
+
+    def plugin_rows(self) -> list[dict[str, str]]:
+        """One row per loaded plugin: name, where it came from, and what hooks it implements."""
+        dists = {plugin: dist for plugin, dist in self.pm.list_plugin_distinfo()}
+        rows = []
+        for name, plugin in self.pm.list_name_plugin():
+            dist = dists.get(plugin)
+            source = (
+                f"{dist.project_name} {dist.version} (entry point)" if dist else "built-in"
+            )
+            hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
+            where = getattr(plugin, "__file__", None) or repr(plugin)
+            rows.append({"name": name, "source": source, "hooks": ", ".join(hooks), "file": where})
+        return rows
+
+    @property
+    def hook(self):
+        return self.pm.hook

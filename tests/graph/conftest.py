@@ -1,0 +1,29 @@
+"""Fixtures for graph tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graph_helpers import RecordedBackend
+from orchestrator.testing import InMemoryBackend
+
+
+@pytest.fixture(autouse=True)
+def _reset_recorded():
+    RecordedBackend.instances.clear()
+    RecordedBackend.fail_on = set()
+    InMemoryBackend.reset()
+    yield
+    InMemoryBackend.reset()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README.md").write_text("sample\n")
+    return repo
+
+

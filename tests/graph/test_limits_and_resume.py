@@ -1,0 +1,140 @@
+"""Limits end a ticket as failed with a clear reason; checkpoints let `resume` finish a run."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.plugin_api import hookimpl
+from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.worker.base import TurnResult
+from graph_helpers import add_ticket, make_config, make_orchestrator
+
+
+class Crash(BaseException):
+    """Stands in for the process dying (not an Exception, so nothing on the way catches it)."""
+
+
+def test_max_turns_fails_with_reason_and_keeps_turns(tmp_path, project):
+    llm = ScriptedAgentLLM([plan_reply("p1")] + [decision_reply(False, next_prompt="again")] * 2)
+    config = make_config(tmp_path, max_turns=2)
+    with make_orchestrator(config, llm, RecordingWorker(["r1", "r2"])) as orch:
+        add_ticket(orch, project)
+        outcome = orch.run_ticket("t1")
+        assert outcome.status == "failed"
+        assert "turn limit reached: 2 turns" in outcome.reason
+        ticket = orch.store.get_ticket("t1")
+        assert ticket.status == "failed" and "max_turns" in ticket.status_reason
+        assert len(orch.store.list_turns(ticket_id="t1")) == 2
+        assert orch.store.memory_docs("t1") == []  # nothing indexed for a failed ticket
+
+
+def test_max_cost_fails_with_reason(tmp_path, project):
+    llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(False, next_prompt="more")])
+    config = make_config(tmp_path, max_cost_usd=0.5)
+    worker = RecordingWorker(["expensive"], cost_per_turn=0.75)
+    with make_orchestrator(config, llm, worker) as orch:
+        add_ticket(orch, project)
+        outcome = orch.run_ticket("t1")
+    assert outcome.status == "failed" and "cost limit reached" in outcome.reason
+    assert outcome.cost_usd == pytest.approx(0.75)
+    assert len(worker.calls) == 1
+
+
+def test_worker_error_fails_ticket_keeps_turns_and_resume_retries(tmp_path, project):
+    config = make_config(tmp_path)
+    bad = TurnResult(session_id=None, text="", is_error=True, error="Claude Code exited 1: boom",
+                     exit_code=1)
+    llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(False, next_prompt="p2")])
+    worker = RecordingWorker(["r1", bad])
+    with make_orchestrator(config, llm, worker) as orch:
+        add_ticket(orch, project)
+        outcome = orch.run_ticket("t1")
+        assert outcome.status == "failed" and outcome.resumable
+        assert "turn 2" in outcome.reason and "boom" in outcome.reason and "middle resume t1" in outcome.reason
+        turns = orch.store.list_turns(ticket_id="t1")
+        assert [(t["turn_no"], t["status"]) for t in turns] == [(1, "done"), (2, "error")]
+    # A new process resumes: turn 1 is not re-run, turn 2 is retried in the same session.
+    llm2 = ScriptedAgentLLM([decision_reply(True, "finally")])
+    worker2 = RecordingWorker(["r2"])
+    with make_orchestrator(config, llm2, worker2) as orch:
+        outcome = orch.resume("t1")
+        assert outcome.status == "complete"
+        assert worker2.prompts == ["p2"] and worker2.calls[0]["resume"] is True
+        assert worker2.calls[0]["session_id"] == worker.calls[0]["session_id"]
+        assert orch.store.get_ticket("t1").status == "complete"
+
+
+def test_crash_mid_turn_resumes_without_repeating_completed_turns(tmp_path, project):
+    config = make_config(tmp_path)
+
+    def crash(prompt, cwd):
+        raise Crash()
+
+    llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(False, next_prompt="p2")])
+    worker = RecordingWorker(["r1", crash])
+    with make_orchestrator(config, llm, worker) as orch:
+        add_ticket(orch, project)
+        with pytest.raises(Crash):
+            orch.run_ticket("t1")
+    llm2 = ScriptedAgentLLM([decision_reply(True, "done")])
+    worker2 = RecordingWorker(["r2"])
+    with make_orchestrator(config, llm2, worker2) as orch:
+        assert orch.resume("t1").status == "complete"
+        assert worker2.prompts == ["p2"]  # turn 1 was not run again
+        assert [t["response"] for t in orch.store.list_turns(ticket_id="t1")] == ["r1", "r2"]
+
+
+class _CrashAfterTurn:
+    """A plugin whose on_turn_end kills the process after turn 1 finished, before its checkpoint."""
+
+    @hookimpl
+    def on_turn_end(self, ticket, run_id, turn):
+        if turn["turn_no"] == 1:
+            raise Crash()
+
+
+def test_completed_turn_is_never_run_twice_even_without_its_checkpoint(tmp_path, project):
+    from orchestrator.plugins import PluginRegistry
+    from orchestrator.runner import Orchestrator
+    from graph_helpers import _TestPlugin
+
+    config = make_config(tmp_path)
+    llm = ScriptedAgentLLM([plan_reply("p1")])
+    worker = RecordingWorker(["r1"])
+    registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(), _CrashAfterTurn()))
+    with Orchestrator(config, llm=llm, worker=worker, registry=registry) as orch:
+        add_ticket(orch, project)
+        with pytest.raises(Crash):
+            orch.run_ticket("t1")
+    llm2 = ScriptedAgentLLM([decision_reply(True, "done")])
+    worker2 = RecordingWorker([])
+    with make_orchestrator(config, llm2, worker2) as orch:
+        assert orch.resume("t1").status == "complete"
+    assert worker2.calls == []  # the finished turn's stored response was used
+    assert "r1" in llm2.user_messages[0]
+
+
+def test_resume_refuses_finished_or_unknown_runs(tmp_path, project):
+    from orchestrator.errors import TicketError
+
+    config = make_config(tmp_path)
+    llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(True, "s")])
+    with make_orchestrator(config, llm, RecordingWorker(["r"])) as orch:
+        add_ticket(orch, project)
+        add_ticket(orch, project, tid="t2")
+        orch.run_ticket("t1")
+        with pytest.raises(TicketError, match="already ended"):
+            orch.resume("t1")
+        with pytest.raises(TicketError, match="never run"):
+            orch.resume("t2")
+        with pytest.raises(TicketError, match="no ticket 'zz'"):
+            orch.resume("zz")
+
+
+def test_missing_project_path_fails_clearly(tmp_path, project):
+    llm = ScriptedAgentLLM([])
+    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker()) as orch:
+        add_ticket(orch, project)
+        project.rename(project.with_name("moved"))
+        outcome = orch.run_ticket("t1")
+    assert outcome.status == "failed" and "does not exist" in outcome.reason and llm.calls == []

@@ -1,0 +1,225 @@
+"""Ticket sources: a folder of Markdown tickets, each with YAML front matter, read into `Ticket`s."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+from pydantic import ValidationError
+
+from orchestrator.errors import ConfigError, TicketError
+from tickets.model import Ticket, validate_project_id, validate_ticket_id
+
+__all__ = [
+    "LoadResult",
+    "MarkdownFolderSource",
+    "TicketFileError",
+    "TicketSource",
+    "load_ticket_file",
+    "load_tickets",
+]
+
+PathArg = str | os.PathLike[str]
+# Front-matter keys the source interprets; every other key is kept in Ticket.fields.
+_RESERVED = ("title", "project", "id", "path")
+_EXAMPLE = "---\ntitle: Fix the login bug\nproject: my-app\n---\nWhat to do, in Markdown."
+
+
+@dataclass(frozen=True)
+class TicketFileError:
+    """One ticket file that could not be loaded: its absolute path and what to do about it."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass
+class LoadResult:
+    """The tickets that loaded and the files that did not; one bad file never hides the rest."""
+
+    tickets: list[Ticket] = field(default_factory=list)
+    errors: list[TicketFileError] = field(default_factory=list)
+
+
+class TicketSource(Protocol):
+    """Anything that can produce tickets (a folder today; an issue tracker later)."""
+
+    def load(self) -> LoadResult:
+        """Read every ticket, collecting per-ticket problems instead of raising."""
+
+
+class _BadFile(Exception):
+    """A problem with one ticket file; the message says what to fix."""
+
+
+def _split_front_matter(text: str) -> tuple[Any, str]:
+    """Return (parsed YAML front matter, body) of a Markdown ticket."""
+    lines = text.splitlines()
+    if not lines or lines[0].rstrip() != "---":
+        raise _BadFile(
+            "no YAML front matter: start the file with a '---' line, then 'title:' and 'project:' "
+            f"lines, then a closing '---' line, e.g.\n{_EXAMPLE}")
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
+    if end is None:
+        raise _BadFile("the front matter is never closed: add a '---' line after its last field")
+    try:
+        meta = yaml.safe_load("\n".join(lines[1:end]))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""  # +2: 0-based, after '---'
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise _BadFile(
+            f"the front matter is not valid YAML{where} ({problem}): fix the 'key: value' lines "
+            "between the '---' lines (quote values that contain ':' or '#')") from None
+    return meta, "\n".join(lines[end + 1:]).strip()
+
+
+def _text(meta: dict[str, Any], key: str) -> str | None:
+    """A front-matter scalar as text (YAML reads `project: 42` as a number), None if absent."""
+    value = meta.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise _BadFile(f"'{key}' is a {type(value).__name__}, not text: write it as '{key}: some text' "
+                       "(quote it if YAML reads it as something else)")
+    return str(value).strip()
+
+
+def _jsonable(value: Any) -> Any:
+    """Turn what YAML can produce (dates, sets, bytes, NaN) into JSON-able values."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def _project_path(meta: dict[str, Any], ticket_dir: Path, default: PathArg | None) -> str:
+    raw = _text(meta, "path")
+    if raw:
+        # Relative to the ticket file, so a backlog folder can live inside (or next to) its repo.
+        path = Path(raw).expanduser()
+        path = (path if path.is_absolute() else ticket_dir / path).resolve()
+        fix = f"fix the 'path' field (a relative path is relative to {ticket_dir})"
+    elif default is not None:
+        path = Path(default).expanduser().resolve()
+        fix = "add a 'path' field naming the project directory, or pass an existing default project path"
+    else:
+        raise _BadFile("no project path: add a 'path' field naming the project directory "
+                       f"(relative paths are relative to {ticket_dir}), or pass a default project path")
+    if not path.exists():
+        raise _BadFile(f"project path {path} does not exist: {fix}, or create that directory")
+    if not path.is_dir():
+        raise _BadFile(f"project path {path} is not a directory: {fix}")
+    return str(path)
+
+
+def _parse(path: Path, default_project_path: PathArg | None) -> Ticket:
+    """Build a Ticket from one Markdown file, raising _BadFile with a fix for any problem."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise _BadFile("the file is not UTF-8 text: save it as UTF-8") from None
+    except OSError as err:
+        raise _BadFile(f"cannot read the file ({err.strerror or err}): check it exists and is readable") from None
+    meta, body = _split_front_matter(text)
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise _BadFile(
+            f"the front matter is a {type(meta).__name__}, not a mapping: write 'key: value' lines "
+            "such as 'title: Fix the login bug' and 'project: my-app'")
+    title = _text(meta, "title")
+    if not title:
+        raise _BadFile("missing 'title': add a line such as 'title: Fix the login bug' to the front matter")
+    project = _text(meta, "project")
+    if not project:
+        raise _BadFile("missing 'project': add a line such as 'project: my-app' (the project id, "
+                       "which names the project's memory) to the front matter")
+    try:
+        validate_project_id(project)
+    except ConfigError as err:
+        raise _BadFile(f"{err}; fix the 'project' field") from None
+    explicit_id = _text(meta, "id")
+    ticket_id = explicit_id if explicit_id else path.stem
+    try:
+        validate_ticket_id(ticket_id)
+    except TicketError as err:
+        fix = "fix the 'id' field" if explicit_id else "rename the file or add an 'id' field"
+        raise _BadFile(f"{err}; {fix}") from None
+    project_path = _project_path(meta, path.parent, default_project_path)
+    fields = _jsonable({k: v for k, v in meta.items() if str(k) not in _RESERVED})
+    description = body
+    # The body is the description; a 'description' field stands in only for an empty body
+    # (and otherwise stays in fields like any other extra key).
+    if not description and isinstance(fields.get("description"), str):
+        description = fields.pop("description").strip()
+    try:
+        return Ticket(id=ticket_id, project_id=project, title=title, description=description,
+                      project_path=project_path, source=str(path), fields=fields)
+    except ValidationError as err:
+        problems = "; ".join(e["msg"] for e in err.errors())
+        raise _BadFile(f"invalid ticket: {problems}") from None
+
+
+def load_ticket_file(path: PathArg, default_project_path: PathArg | None = None) -> Ticket:
+    """Load one Markdown ticket; raises TicketError naming the file and the fix."""
+    abs_path = Path(path).expanduser().resolve()
+    if not abs_path.is_file():
+        raise TicketError(f"{abs_path}: no such ticket file: check the path")
+    try:
+        return _parse(abs_path, default_project_path)
+    except _BadFile as err:
+        raise TicketError(str(TicketFileError(str(abs_path), str(err)))) from None
+
+
+def load_tickets(folder: PathArg, default_project_path: PathArg | None = None) -> LoadResult:
+    """Load every `*.md` ticket in `folder` (sorted by name), collecting per-file errors."""
+    root = Path(folder).expanduser().resolve()
+    if not root.is_dir():
+        what = "is not a folder" if root.exists() else "does not exist"
+        raise TicketError(f"ticket folder {root} {what}: pass the folder that holds your *.md tickets")
+    result = LoadResult()
+    seen: dict[str, Path] = {}
+    # Hidden files are editor backups and lock files (.#x.md), not tickets.
+    paths = sorted(p for p in root.glob("*.md") if p.is_file() and not p.name.startswith("."))
+    for path in paths:
+        try:
+            ticket = _parse(path, default_project_path)
+            if ticket.id in seen:
+                raise _BadFile(f"ticket id '{ticket.id}' is also used by {seen[ticket.id]}: give one "
+                               "of them a different 'id' field (or rename the file)")
+        except _BadFile as err:
+            result.errors.append(TicketFileError(str(path), str(err)))
+            continue
+        seen[ticket.id] = path
+        result.tickets.append(ticket)
+    return result
+
+
+class MarkdownFolderSource:
+    """A `TicketSource` over a folder of Markdown tickets with YAML front matter."""
+
+    def __init__(self, folder: PathArg, default_project_path: PathArg | None = None) -> None:
+        self.folder = folder
+        self.default_project_path = default_project_path
+
+    def load(self) -> LoadResult:
+        return load_tickets(self.folder, self.default_project_path)

@@ -1,0 +1,438 @@
+"""The SQLite ticket store: tickets, runs, turns (the execution log) and indexed memory docs."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from orchestrator.errors import TicketError
+from tickets.model import RunStatus, Ticket, TicketStatus, utc_now
+
+__all__ = ["TicketStore", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_MS = 30_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS tickets (
+    id TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    title TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    project_path TEXT NOT NULL,
+    status TEXT NOT NULL,
+    status_reason TEXT,
+    source TEXT,
+    fields TEXT NOT NULL DEFAULT '{}',
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    ticket_id TEXT NOT NULL REFERENCES tickets(id) ON DELETE CASCADE,
+    status TEXT NOT NULL,
+    reason TEXT,
+    plan_memories TEXT,
+    plan_prompt TEXT,
+    total_cost_usd REAL NOT NULL DEFAULT 0,
+    started_at TEXT NOT NULL,
+    ended_at TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_by_ticket ON runs(ticket_id, started_at);
+CREATE TABLE IF NOT EXISTS turns (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    turn_no INTEGER NOT NULL CHECK (turn_no >= 1),
+    prompt TEXT NOT NULL,
+    response TEXT,
+    memories_invoked TEXT,
+    decision TEXT,
+    session_id TEXT,
+    resume INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL NOT NULL DEFAULT 0,
+    duration_ms INTEGER NOT NULL DEFAULT 0,
+    usage TEXT NOT NULL DEFAULT '{}',
+    num_turns INTEGER NOT NULL DEFAULT 0,
+    is_error INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    status TEXT NOT NULL CHECK (status IN ('running', 'done', 'error')),
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    PRIMARY KEY (run_id, turn_no)
+);
+CREATE TABLE IF NOT EXISTS memory_docs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ticket_id TEXT NOT NULL REFERENCES tickets(id) ON DELETE CASCADE,
+    project_id TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    deleted_at TEXT
+);
+CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
+"""
+
+_RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ended_at"})
+_TURN_COLUMNS = (
+    "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
+    " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
+)
+
+
+def _no_ticket(ticket_id: str) -> TicketError:
+    return TicketError(f"no ticket '{ticket_id}': list them with `middle tickets`")
+
+
+def _no_run(run_id: str) -> TicketError:
+    return TicketError(f"no run '{run_id}': list a ticket's runs with `middle log TICKET`")
+
+
+class TicketStore:
+    """Tickets and their execution log in one SQLite file (WAL), shared by threads and processes."""
+
+    def __init__(self, db_path: str | Path) -> None:
+        self.path = Path(db_path).expanduser().resolve()
+        # One connection guarded by a lock: sqlite3 connections are not safe to use from two
+        # threads at once, and one connection keeps a thread's writes visible to the others.
+        self._lock = threading.RLock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so a writer takes the
+            # write lock up front and waits (busy_timeout) instead of failing mid-transaction.
+            self._conn = sqlite3.connect(
+                str(self.path), check_same_thread=False, isolation_level=None,
+                timeout=BUSY_TIMEOUT_MS / 1000)
+        except (OSError, sqlite3.Error) as err:
+            raise self._open_error(err) from err
+        try:
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self._init_schema()
+        except sqlite3.Error as err:
+            self._conn.close()
+            raise self._open_error(err) from err
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _open_error(self, err: BaseException) -> TicketError:
+        return TicketError(
+            f"cannot open the ticket database at {self.path}: {err}; "
+            "check that the directory is writable and the file is a middle-agent database")
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _init_schema(self) -> None:
+        with self._write() as conn:
+            for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                conn.execute(statement)
+            row = conn.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
+            if row["v"] is None:
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            elif row["v"] > SCHEMA_VERSION:
+                raise TicketError(
+                    f"the ticket database at {self.path} has schema version {row['v']}, newer than "
+                    f"this middle-agent understands ({SCHEMA_VERSION}): upgrade middle-agent"
+                )
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; rolled back on any error."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def schema_version(self) -> int:
+        """The schema version recorded in the database file."""
+        return int(self._read("SELECT MAX(version) FROM schema_version")[0][0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> TicketStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- tickets ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _ticket(row: sqlite3.Row) -> Ticket:
+        data = dict(row)
+        data["fields"] = json.loads(data["fields"])
+        return Ticket(**data)
+
+    def upsert_ticket(self, ticket: Ticket) -> Ticket:
+        """Insert a ticket, or refresh an existing one's content while keeping its status."""
+        fields_json = json.dumps(ticket.fields, sort_keys=True)
+        content = (ticket.project_id, ticket.title, ticket.description, ticket.project_path,
+                   ticket.source, fields_json)
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT project_id, title, description, project_path, source, fields FROM tickets"
+                " WHERE id = ?", (ticket.id,)).fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO tickets (id, project_id, title, description, project_path, source,"
+                    " fields, status, status_reason, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (ticket.id, *content, ticket.status.value, ticket.status_reason,
+                     ticket.created_at, ticket.updated_at))
+            elif tuple(row) != content:
+                # Only a real change bumps updated_at, so re-syncing a folder is a no-op.
+                conn.execute(
+                    "UPDATE tickets SET project_id = ?, title = ?, description = ?, project_path = ?,"
+                    " source = ?, fields = ?, updated_at = ? WHERE id = ?",
+                    (*content, utc_now(), ticket.id))
+            stored = conn.execute("SELECT * FROM tickets WHERE id = ?", (ticket.id,)).fetchone()
+        return self._ticket(stored)
+
+    def get_ticket(self, ticket_id: str) -> Ticket:
+        rows = self._read("SELECT * FROM tickets WHERE id = ?", (ticket_id,))
+        if not rows:
+            raise _no_ticket(ticket_id)
+        return self._ticket(rows[0])
+
+    def list_tickets(
+        self, status: TicketStatus | str | None = None, project_id: str | None = None
+    ) -> list[Ticket]:
+        """Tickets oldest first, optionally only those with one status and/or one project."""
+        sql, params = "SELECT * FROM tickets WHERE 1 = 1", []
+        if status is not None:
+            try:  # the status often comes straight from the command line
+                status = TicketStatus(status)
+            except ValueError:
+                raise TicketError(f"unknown ticket status {status!r}: use one of "
+                                  f"{', '.join(s.value for s in TicketStatus)}") from None
+            sql += " AND status = ?"
+            params.append(status.value)
+        if project_id is not None:
+            sql += " AND project_id = ?"
+            params.append(project_id)
+        rows = self._read(sql + " ORDER BY created_at, id", tuple(params))
+        return [self._ticket(r) for r in rows]
+
+    def set_status(self, ticket_id: str, status: TicketStatus | str, reason: str | None = None) -> None:
+        status = TicketStatus(status)
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE tickets SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?",
+                (status.value, reason, utc_now(), ticket_id))
+            if cur.rowcount == 0:
+                raise _no_ticket(ticket_id)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _run(row: sqlite3.Row) -> dict[str, Any]:
+        # Both keys: `id` is the row's name, `run_id` matches the turn dicts and graph state.
+        data = dict(row)
+        data["run_id"] = data["id"]
+        return data
+
+    def create_run(self, ticket_id: str) -> str:
+        """Start a new attempt at a ticket; its id is also the LangGraph thread id."""
+        run_id = uuid.uuid4().hex
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM tickets WHERE id = ?", (ticket_id,)).fetchone() is None:
+                raise _no_ticket(ticket_id)
+            conn.execute(
+                "INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",
+                (run_id, ticket_id, RunStatus.RUNNING.value, utc_now()))
+        return run_id
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        rows = self._read("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if not rows:
+            raise _no_run(run_id)
+        return self._run(rows[0])
+
+    def list_runs(self, ticket_id: str) -> list[dict[str, Any]]:
+        """A ticket's runs, oldest first (rowid breaks ties between equal start times)."""
+        rows = self._read(
+            "SELECT * FROM runs WHERE ticket_id = ? ORDER BY started_at, rowid", (ticket_id,))
+        return [self._run(r) for r in rows]
+
+    def latest_run(self, ticket_id: str) -> dict[str, Any] | None:
+        runs = self.list_runs(ticket_id)
+        return runs[-1] if runs else None
+
+    def finish_run(self, run_id: str, status: RunStatus | str, reason: str | None = None) -> None:
+        """Record how a run ended (or mark it running again when it is resumed)."""
+        try:
+            status = RunStatus(status)
+        except ValueError:
+            raise ValueError(
+                f"run status {status!r} is not one of {', '.join(s.value for s in RunStatus)}") from None
+        ended_at = None if status is RunStatus.RUNNING else utc_now()
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE runs SET status = ?, reason = ?, ended_at = ? WHERE id = ?",
+                (status.value, reason, ended_at, run_id))
+            if cur.rowcount == 0:
+                raise _no_run(run_id)
+
+    def set_run_fields(self, run_id: str, **fields: Any) -> None:
+        """Set some of plan_memories, plan_prompt, total_cost_usd, ended_at on a run."""
+        unknown = set(fields) - _RUN_FIELDS
+        if unknown:
+            raise ValueError(
+                f"unknown run field(s) {', '.join(sorted(unknown))}: "
+                f"settable fields are {', '.join(sorted(_RUN_FIELDS))}")
+        if not fields:
+            return
+        names = sorted(fields)  # names come from the allow-list above, never from the caller
+        assignments = ", ".join(f"{n} = ?" for n in names)
+        with self._write() as conn:
+            cur = conn.execute(
+                f"UPDATE runs SET {assignments} WHERE id = ?", (*(fields[n] for n in names), run_id))
+            if cur.rowcount == 0:
+                raise _no_run(run_id)
+
+    # -- turns ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _turn(row: sqlite3.Row) -> dict[str, Any]:
+        data = dict(row)
+        data["decision"] = json.loads(data["decision"]) if data["decision"] is not None else None
+        data["usage"] = json.loads(data["usage"])
+        data["resume"] = bool(data["resume"])
+        data["is_error"] = bool(data["is_error"])
+        return data
+
+    def start_turn(
+        self, run_id: str, turn_no: int, prompt: str, session_id: str | None, resume: bool
+    ) -> None:
+        """Record a turn as running before Claude Code is launched, so a crash can be resumed.
+
+        A turn left 'running' or 'error' is overwritten (a retry); a 'done' turn raises
+        ValueError, because a completed turn is never re-run.
+        """
+        if turn_no < 1:
+            raise ValueError(f"turn numbers start at 1, got {turn_no}")
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+                raise _no_run(run_id)
+            row = conn.execute(
+                "SELECT status FROM turns WHERE run_id = ? AND turn_no = ?", (run_id, turn_no)
+            ).fetchone()
+            if row is not None and row["status"] == "done":
+                raise ValueError(
+                    f"turn {turn_no} of run '{run_id}' already completed; a completed turn is "
+                    "never re-run: read its stored result with get_turn()")
+            conn.execute(
+                "INSERT OR REPLACE INTO turns (run_id, turn_no, prompt, session_id, resume, status,"
+                " started_at) VALUES (?, ?, ?, ?, ?, 'running', ?)",
+                (run_id, turn_no, prompt, session_id, int(bool(resume)), utc_now()))
+
+    def finish_turn(
+        self,
+        run_id: str,
+        turn_no: int,
+        *,
+        response: str,
+        is_error: bool,
+        error: str | None,
+        cost_usd: float,
+        duration_ms: int,
+        usage: dict[str, Any],
+        num_turns: int,
+    ) -> None:
+        """Store a turn's result; its status becomes 'error' when is_error, else 'done'."""
+        status = "error" if is_error else "done"
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT status FROM turns WHERE run_id = ? AND turn_no = ?", (run_id, turn_no)
+            ).fetchone()
+            if row is None:
+                raise ValueError(f"turn {turn_no} of run '{run_id}' was never started: call start_turn() first")
+            if row["status"] == "done":
+                raise ValueError(f"turn {turn_no} of run '{run_id}' already completed; its result is final")
+            conn.execute(
+                "UPDATE turns SET response = ?, is_error = ?, error = ?, cost_usd = ?, duration_ms = ?,"
+                " usage = ?, num_turns = ?, status = ?, ended_at = ? WHERE run_id = ? AND turn_no = ?",
+                (response, int(bool(is_error)), error, float(cost_usd or 0.0), int(duration_ms or 0),
+                 json.dumps(usage or {}), int(num_turns or 0), status, utc_now(), run_id, turn_no))
+
+    def set_turn_assessment(
+        self, run_id: str, turn_no: int, memories_invoked: str, decision: dict[str, Any]
+    ) -> None:
+        """Attach the middle agent's recalled memories and decision to a turn."""
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE turns SET memories_invoked = ?, decision = ? WHERE run_id = ? AND turn_no = ?",
+                (memories_invoked, json.dumps(decision), run_id, turn_no))
+            if cur.rowcount == 0:
+                raise ValueError(f"turn {turn_no} of run '{run_id}' was never started: call start_turn() first")
+
+    def get_turn(self, run_id: str, turn_no: int) -> dict[str, Any] | None:
+        rows = self._read(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE run_id = ? AND turn_no = ?", (run_id, turn_no))
+        return self._turn(rows[0]) if rows else None
+
+    def list_turns(self, *, run_id: str | None = None, ticket_id: str | None = None) -> list[dict[str, Any]]:
+        """Turns of one run, or of all a ticket's runs (by run start, then turn number)."""
+        sql = (f"SELECT {', '.join('t.' + c.strip() for c in _TURN_COLUMNS.split(','))}"
+               " FROM turns t JOIN runs r ON r.id = t.run_id WHERE 1 = 1")
+        params: list[Any] = []
+        if run_id is not None:
+            sql += " AND t.run_id = ?"
+            params.append(run_id)
+        if ticket_id is not None:
+            sql += " AND r.ticket_id = ?"
+            params.append(ticket_id)
+        rows = self._read(sql + " ORDER BY r.started_at, r.rowid, t.turn_no", tuple(params))
+        return [self._turn(r) for r in rows]
+
+    def total_cost(self, run_id: str) -> float:
+        """The sum of the run's turn costs in USD."""
+        rows = self._read("SELECT COALESCE(SUM(cost_usd), 0) FROM turns WHERE run_id = ?", (run_id,))
+        return float(rows[0][0])
+
+    # -- memory docs ------------------------------------------------------------------------
+
+    def add_memory_doc(self, ticket_id: str, project_id: str, doc: str) -> None:
+        """Remember the exact string indexed for a ticket; an identical live doc is kept once,
+        because the index node re-runs when a crashed run is resumed."""
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM tickets WHERE id = ?", (ticket_id,)).fetchone() is None:
+                raise _no_ticket(ticket_id)
+            exists = conn.execute(
+                "SELECT 1 FROM memory_docs WHERE ticket_id = ? AND project_id = ? AND doc = ?"
+                " AND deleted_at IS NULL", (ticket_id, project_id, doc)).fetchone()
+            if exists is None:
+                conn.execute(
+                    "INSERT INTO memory_docs (ticket_id, project_id, doc, created_at) VALUES (?, ?, ?, ?)",
+                    (ticket_id, project_id, doc, utc_now()))
+
+    def memory_docs(self, ticket_id: str, include_deleted: bool = False) -> list[str]:
+        """The docs indexed for a ticket, oldest first; deleted ones only when asked."""
+        sql = "SELECT doc FROM memory_docs WHERE ticket_id = ?"
+        if not include_deleted:
+            sql += " AND deleted_at IS NULL"
+        return [r["doc"] for r in self._read(sql + " ORDER BY id", (ticket_id,))]
+
+    def mark_memory_docs_deleted(self, ticket_id: str) -> int:
+        """Mark a ticket's live docs deleted (after a revert removed them); returns how many."""
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE memory_docs SET deleted_at = ? WHERE ticket_id = ? AND deleted_at IS NULL",
+                (utc_now(), ticket_id))
+            return cur.rowcount
