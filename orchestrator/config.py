@@ -88,7 +88,7 @@ def _parse_env_value(raw: str) -> Any:
 
 
 def env_overrides(environ: dict[str, str]) -> dict[str, Any]:
-    """MIDDLE_<SECTION>_<KEY>=value (e.g. MIDDLE_MEMORY_BACKEND=none); MEMORY_SAVE_DIR as seed 000."""
+    """MIDDLE_<SECTION>_<KEY>=value (e.g. MIDDLE_MEMORY_BACKEND=none), parsed as JSON when it can be."""
     out: dict[str, Any] = {}
     sections = {"agent", "worker", "memory", "project"}
     for key, raw in environ.items():
@@ -100,8 +100,6 @@ def env_overrides(environ: dict[str, str]) -> dict[str, Any]:
             out.setdefault(section, {})[field] = _parse_env_value(raw)
         elif rest == "state_dir":
             out["state_dir"] = raw
-    if environ.get("MEMORY_SAVE_DIR"):
-        out.setdefault("memory", {}).setdefault("save_dir", environ["MEMORY_SAVE_DIR"])
     return out
 
 
@@ -125,6 +123,8 @@ def load_config(path: str | Path | None = None, environ: dict[str, str] | None =
             raise ConfigError(f"{file.resolve()}: not valid TOML ({exc}); fix the file") from None
     elif explicit:
         raise ConfigError(f"config file {file} does not exist: create it with `middle init`")
+    if environ.get("MEMORY_SAVE_DIR"):  # seed 000's variable: used when the file sets no save_dir
+        data.setdefault("memory", {}).setdefault("save_dir", environ["MEMORY_SAVE_DIR"])
     data = _merge(data, env_overrides(environ))
     try:
         cfg = Config(**data, root=file.resolve().parent)

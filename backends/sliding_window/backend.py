@@ -1,0 +1,280 @@
+"""The sliding-window memory backend: rolling incremental summaries (seed 004)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from orchestrator.errors import ConfigError, MemoryStoreError
+from orchestrator.plugin_api import (
+    BackendOptions,
+    ConversationContext,
+    MemoryBackend,
+    RetrieveResult,
+    TextLLM,
+)
+
+from . import store as q
+from .store import Store
+from .summarizer import Summarizer
+from .window import doc_window, window_range
+
+log = logging.getLogger("middle.memory.sliding_window")
+
+DB_NAME = "sliding_window.sqlite3"
+# Project docs live as messages of this reserved conversation; the colons keep it from
+# colliding with a ticket id (conversation ids of tickets are never allowed to use it).
+PROJECT_CONVERSATION = ":project:"
+
+
+class SlidingWindowOptions(BackendOptions):
+    """Options of the sliding_window backend (`[memory.options]` in middle.toml)."""
+
+    window_size: int = Field(14, ge=2, description="messages (or docs) a summary covers")
+    summarize_after_seq: int = Field(5, ge=0, description="first seq that triggers a summary")
+    processing_timeout_s: float = Field(300, gt=0, description="age at which a run counts failed")
+    max_summary_chars: int = Field(4000, ge=200, description="longest summary kept")
+    background: bool = Field(True, description="summarise in a background thread")
+
+
+class SlidingWindowBackend(MemoryBackend):
+    """Rolling summaries of the ticket conversation and of the project's completed-ticket docs."""
+
+    name = "sliding_window"
+    description = "Rolling incremental summaries over a sliding window of recent messages and docs."
+    Options = SlidingWindowOptions
+
+    def __init__(
+        self,
+        store_dir: Path,
+        options: BackendOptions | dict[str, Any] | None = None,
+        llm: TextLLM | None = None,
+    ):
+        super().__init__(store_dir, _coerce_options(options), llm)
+        self.options: SlidingWindowOptions
+        self._store = Store(self.store_dir / DB_NAME)
+        self._summarizer = Summarizer(llm, self.options.max_summary_chars)
+        self._threads: set[threading.Thread] = set()
+        self._threads_lock = threading.Lock()
+        self._clock = time.time  # wall clock: processing rows may come from another process
+
+    # --- ticket conversation -------------------------------------------------------------
+
+    def observe_round(self, conversation_id: str, prompt: str, response: str) -> None:
+        """Save one round (prompt then response) and summarise if the window says so."""
+        _check_conversation_id(conversation_id)
+        with self._store.tx() as conn:
+            q.append_messages(
+                conn, conversation_id, [("prompt", prompt), ("response", response)], self._clock()
+            )
+        self._maybe_summarize(conversation_id)
+
+    def conversation_context(self, conversation_id: str) -> ConversationContext:
+        """Latest completed summary plus the messages after it, or every message when none."""
+        _check_conversation_id(conversation_id)
+        with self._store.read() as conn:
+            latest = q.latest_completed(conn, conversation_id)
+            if latest is None:
+                everything = q.messages(conn, conversation_id)
+                return ConversationContext(summary=None, gap_messages=everything)
+            gap = q.messages(conn, conversation_id, latest["end_sequence"] + 1)
+        return ConversationContext(summary=latest["memory_text"], gap_messages=gap)
+
+    def summaries(self, conversation_id: str | None = None) -> list[dict[str, Any]]:
+        """Every summary row (the version chain) of a conversation, oldest first; None = project."""
+        cid = PROJECT_CONVERSATION if conversation_id is None else conversation_id
+        with self._store.read() as conn:
+            return q.memory_rows(conn, cid)
+
+    # --- project memory ------------------------------------------------------------------
+
+    def index(self, docs: list[str]) -> None:
+        """Append new docs to the project conversation (exact duplicates are skipped)."""
+        _check_docs(docs)
+        added = 0
+        with self._store.tx() as conn:
+            for doc in docs:
+                added += q.add_doc(conn, PROJECT_CONVERSATION, doc, self._clock())
+        log.debug("Indexed %d new of %d docs in %s", added, len(docs), self._store.path)
+        if added:
+            self._maybe_summarize(PROJECT_CONVERSATION)
+
+    def retrieve(self, queries: list[str], num_to_retrieve: int) -> list[RetrieveResult]:
+        """Recency, not relevance: every query gets the same memory, whatever its words.
+
+        Each result is the latest completed project summary (first, if any) followed by the
+        docs it does not cover yet, newest last, at most num_to_retrieve items in all. Scores
+        are all 1.0 because nothing is ranked.
+        """
+        if not queries:
+            return []
+        with self._store.read() as conn:
+            latest = q.latest_completed(conn, PROJECT_CONVERSATION)
+            after = latest["end_sequence"] + 1 if latest else 0
+            pending = [m["text"] for m in q.messages(conn, PROJECT_CONVERSATION, after)]
+        items: list[str] = []
+        k = max(0, num_to_retrieve)
+        if k and latest is not None:
+            items.append(latest["memory_text"])
+        room = k - len(items)
+        if room > 0:
+            items.extend(pending[-room:])
+        return [
+            {"question": query, "docs": list(items), "doc_scores": [1.0] * len(items)}
+            for query in queries
+        ]
+
+    def delete(self, docs: list[str]) -> int:
+        """Remove docs by exact text and invalidate every summary that could still quote them."""
+        _check_docs(docs)
+        removed: list[int] = []
+        with self._store.tx() as conn:
+            for doc in dict.fromkeys(docs):
+                seq = q.remove_doc(conn, PROJECT_CONVERSATION, doc)
+                if seq is not None:
+                    removed.append(seq)
+            stale = q.invalidate_covering(conn, PROJECT_CONVERSATION, removed) if removed else []
+        if stale:
+            log.info("Deleted %d docs; summaries %s marked stale", len(removed), stale)
+        if removed:
+            self._maybe_summarize(PROJECT_CONVERSATION)
+        return len(removed)
+
+    def list_docs(self) -> list[str]:
+        with self._store.read() as conn:
+            return [m["text"] for m in q.messages(conn, PROJECT_CONVERSATION)]
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for running summaries; with a timeout, give up after that many seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._threads_lock:
+            running = list(self._threads)
+        for thread in running:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            thread.join(left)
+
+    def close(self) -> None:
+        """Wait (bounded by processing_timeout_s) for summaries, then close the database."""
+        if self._store.closed:
+            return
+        self.flush(self.options.processing_timeout_s)
+        self._store.close()
+
+    # --- summarisation -------------------------------------------------------------------
+
+    def _maybe_summarize(self, cid: str) -> None:
+        """Seed 004's trigger: enough messages and no summary in progress → start one."""
+        opts = self.options
+        now = self._clock()
+        with self._store.tx() as conn:
+            for row in q.memory_rows(conn, cid, status="processing"):
+                if now - row["created_at"] <= opts.processing_timeout_s:
+                    log.debug("Summarization already in progress for %s", cid)
+                    return
+                # Its thread died or hangs (or its process is gone): give up on it and go on.
+                q.finish(conn, row["memory_id"], "failed")
+                log.warning(
+                    "Memory %d for %s was processing for %.0fs; marked failed",
+                    row["memory_id"], cid, now - row["created_at"],
+                )
+            if cid == PROJECT_CONVERSATION:
+                seqs = q.live_seqs(conn, cid)
+                if len(seqs) - 1 < opts.summarize_after_seq:
+                    return
+                start, end = doc_window(seqs, opts.window_size)
+            else:
+                seqs = q.live_seqs(conn, cid)
+                if not seqs or seqs[-1] < opts.summarize_after_seq:
+                    return
+                start, end = window_range(seqs[-1], opts.window_size)
+            base = q.latest_completed(conn, cid)
+            if base is not None and base["end_sequence"] >= end:
+                log.debug("No new messages to summarize for %s", cid)
+                return
+            base_id = base["memory_id"] if base else None
+            memory_id = q.insert_processing(conn, cid, start, end, base_id, now)
+        if start > 0:
+            log.info("Sliding window: dropping seq 0-%d for %s", start - 1, cid)
+        job = (memory_id, cid, start, end, base_id)
+        if not opts.background:
+            self._summarize(*job)
+            return
+        thread = threading.Thread(
+            target=self._summarize, args=job, name=f"sliding-window-{memory_id}", daemon=True
+        )
+        with self._threads_lock:
+            self._threads.add(thread)
+        thread.start()
+
+    def _summarize(
+        self, memory_id: int, cid: str, start: int, end: int, base_id: int | None
+    ) -> None:
+        """Build one summary incrementally from its base; mark the row completed or failed."""
+        started = time.perf_counter()
+        try:
+            with self._store.read() as conn:
+                base = q.get_memory(conn, base_id) if base_id is not None else None
+                new_from = max(start, base["end_sequence"] + 1) if base else start
+                new_messages = q.messages(conn, cid, new_from, end)
+                window_messages = q.messages(conn, cid, start, end)
+            text = self._summarizer.summarize(
+                kind="project" if cid == PROJECT_CONVERSATION else "conversation",
+                previous=base["memory_text"] if base else None,
+                previous_end=base["end_sequence"] if base else None,
+                new_messages=new_messages,
+                window_messages=window_messages,
+                window_start=start,
+                label=f"{cid} seq {start}-{end}",
+            )
+            elapsed_ms = int((time.perf_counter() - started) * 1000)
+            with self._store.tx() as conn:
+                done = q.finish(conn, memory_id, "completed", text, elapsed_ms)
+            if done:
+                log.info("Summarized messages %d-%d for %s in %dms", start, end, cid, elapsed_ms)
+                log.debug("Memory %d status updated to completed", memory_id)
+            else:
+                log.debug("Memory %d was marked failed or stale meanwhile; dropped", memory_id)
+        except Exception as exc:
+            if self._store.closed:
+                return  # closed under us (close() timed out): nothing left to record into
+            log.warning(
+                "Summarizing messages %d-%d for %s failed: %s", start, end, cid, exc, exc_info=True
+            )
+            try:
+                with self._store.tx() as conn:
+                    q.finish(conn, memory_id, "failed")
+                log.debug("Memory %d status updated to failed", memory_id)
+            except MemoryStoreError:
+                pass  # the stale-row check turns it into failed after processing_timeout_s
+        finally:
+            with self._threads_lock:
+                self._threads.discard(threading.current_thread())
+
+
+def _coerce_options(options: BackendOptions | dict[str, Any] | None) -> SlidingWindowOptions:
+    if isinstance(options, SlidingWindowOptions):
+        return options
+    raw = options.model_dump() if isinstance(options, BackendOptions) else dict(options or {})
+    try:
+        return SlidingWindowOptions.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"Invalid [memory.options] for sliding_window: {exc}") from exc
+
+
+def _check_conversation_id(conversation_id: str) -> None:
+    if not isinstance(conversation_id, str) or not conversation_id:
+        raise ValueError("conversation_id must be a non-empty string")
+    if conversation_id == PROJECT_CONVERSATION:
+        raise ValueError(f"{PROJECT_CONVERSATION!r} is reserved for project docs")
+
+
+def _check_docs(docs: list[str]) -> None:
+    if isinstance(docs, str) or not all(isinstance(d, str) for d in docs):
+        raise TypeError("docs must be a list of strings")

@@ -1,0 +1,286 @@
+"""SQLite (WAL) tables of the sliding-window backend: messages, summary rows and project docs."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from orchestrator.errors import MemoryStoreError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    conversation_id TEXT PRIMARY KEY,
+    next_seq INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS messages (
+    conversation_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (conversation_id, seq)
+);
+CREATE TABLE IF NOT EXISTS memory (
+    memory_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id TEXT NOT NULL,
+    memory_text TEXT NOT NULL DEFAULT '',
+    start_sequence INTEGER NOT NULL,
+    end_sequence INTEGER NOT NULL,
+    base_memory_id INTEGER REFERENCES memory(memory_id),
+    status TEXT NOT NULL DEFAULT 'processing',
+    created_at REAL NOT NULL,
+    generation_time_ms INTEGER
+);
+CREATE INDEX IF NOT EXISTS idx_memory_conversation_status
+    ON memory (conversation_id, status, end_sequence DESC);
+CREATE TABLE IF NOT EXISTS docs (
+    doc_hash TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL
+);
+"""
+
+MEMORY_COLUMNS = (
+    "memory_id, conversation_id, memory_text, start_sequence, end_sequence, base_memory_id, "
+    "status, created_at, generation_time_ms"
+)
+
+
+def doc_hash(doc: str) -> str:
+    """Key of a project doc: exact-string identity without indexing megabytes of text."""
+    return hashlib.sha256(doc.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Store:
+    """One SQLite connection shared by the caller's threads and the summary threads.
+
+    A single connection behind an RLock keeps this simple; the slow part (the LLM call) runs
+    outside the lock, so the lock is only held for short queries.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path).resolve()
+        self._lock = threading.RLock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn: sqlite3.Connection | None = sqlite3.connect(
+                str(self.path), check_same_thread=False, isolation_level=None, timeout=30
+            )
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.executescript(SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            raise MemoryStoreError(
+                f"Cannot open the sliding-window memory store at {self.path}: {exc}. "
+                "Check that the directory is writable, or move the file away to start afresh."
+            ) from exc
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (BEGIN IMMEDIATE, so another process waits rather than races)."""
+        with self._lock:
+            conn = self._require_open()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A consistent read (one deferred transaction)."""
+        with self._lock:
+            conn = self._require_open()
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _require_open(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise MemoryStoreError(f"The sliding-window memory store at {self.path} is closed.")
+        return self._conn
+
+    def _error(self, exc: sqlite3.Error) -> MemoryStoreError:
+        return MemoryStoreError(
+            f"The sliding-window memory store at {self.path} failed: {exc}. "
+            "If the file is corrupt, move it away to start afresh."
+        )
+
+
+# Queries below take a connection from Store.tx()/Store.read(), so callers compose them
+# into one transaction.
+
+
+def append_messages(
+    conn: sqlite3.Connection, cid: str, items: list[tuple[str, str]], now: float
+) -> list[int]:
+    """Append (role, text) messages with the next sequence numbers; return their seqs."""
+    conn.execute("INSERT OR IGNORE INTO conversations (conversation_id) VALUES (?)", (cid,))
+    (next_seq,) = conn.execute(
+        "SELECT next_seq FROM conversations WHERE conversation_id = ?", (cid,)
+    ).fetchone()
+    seqs = list(range(next_seq, next_seq + len(items)))
+    conn.executemany(
+        "INSERT INTO messages (conversation_id, seq, role, text, created_at) VALUES (?,?,?,?,?)",
+        [(cid, seq, role, text, now) for seq, (role, text) in zip(seqs, items)],
+    )
+    conn.execute(
+        "UPDATE conversations SET next_seq = ? WHERE conversation_id = ?",
+        (next_seq + len(items), cid),
+    )
+    return seqs
+
+
+def messages(
+    conn: sqlite3.Connection, cid: str, start: int = 0, end: int | None = None
+) -> list[dict[str, Any]]:
+    """Messages of a conversation with start <= seq <= end, oldest first."""
+    rows = conn.execute(
+        "SELECT seq, role, text FROM messages WHERE conversation_id = ? AND seq >= ? "
+        "AND seq <= ? ORDER BY seq",
+        (cid, start, end if end is not None else 2**62),
+    ).fetchall()
+    return [{"seq": r["seq"], "role": r["role"], "text": r["text"]} for r in rows]
+
+
+def live_seqs(conn: sqlite3.Connection, cid: str) -> list[int]:
+    rows = conn.execute(
+        "SELECT seq FROM messages WHERE conversation_id = ? ORDER BY seq", (cid,)
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def get_memory(conn: sqlite3.Connection, memory_id: int) -> dict[str, Any] | None:
+    row = conn.execute(
+        f"SELECT {MEMORY_COLUMNS} FROM memory WHERE memory_id = ?", (memory_id,)
+    ).fetchone()
+    return dict(row) if row else None
+
+
+def latest_completed(conn: sqlite3.Connection, cid: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        f"SELECT {MEMORY_COLUMNS} FROM memory WHERE conversation_id = ? AND status = 'completed' "
+        "ORDER BY end_sequence DESC, memory_id DESC LIMIT 1",
+        (cid,),
+    ).fetchone()
+    return dict(row) if row else None
+
+
+def memory_rows(
+    conn: sqlite3.Connection, cid: str, status: str | None = None
+) -> list[dict[str, Any]]:
+    """Summary rows of a conversation (optionally one status), oldest first."""
+    sql = f"SELECT {MEMORY_COLUMNS} FROM memory WHERE conversation_id = ?"
+    args: tuple[Any, ...] = (cid,)
+    if status is not None:
+        sql += " AND status = ?"
+        args += (status,)
+    return [dict(r) for r in conn.execute(sql + " ORDER BY memory_id", args).fetchall()]
+
+
+def insert_processing(
+    conn: sqlite3.Connection, cid: str, start: int, end: int, base_id: int | None, now: float
+) -> int:
+    cur = conn.execute(
+        "INSERT INTO memory (conversation_id, start_sequence, end_sequence, base_memory_id, "
+        "status, created_at) VALUES (?, ?, ?, ?, 'processing', ?)",
+        (cid, start, end, base_id, now),
+    )
+    return int(cur.lastrowid)
+
+
+def finish(
+    conn: sqlite3.Connection,
+    memory_id: int,
+    status: str,
+    text: str = "",
+    generation_time_ms: int | None = None,
+) -> bool:
+    """Move a processing row to its final status; False if it is no longer processing.
+
+    A row already marked failed (stale) or stale (invalidated by a delete) must stay so, even
+    when its late summary thread finishes.
+    """
+    cur = conn.execute(
+        "UPDATE memory SET status = ?, memory_text = ?, generation_time_ms = ? "
+        "WHERE memory_id = ? AND status = 'processing'",
+        (status, text, generation_time_ms, memory_id),
+    )
+    return cur.rowcount == 1
+
+
+def invalidate_covering(conn: sqlite3.Connection, cid: str, seqs: list[int]) -> list[int]:
+    """Mark stale (and blank) every summary covering one of seqs, and every summary built on one.
+
+    Descendants go too: an incremental summary may carry text from its base, so a deleted doc
+    could otherwise come back through a later version of the chain.
+    """
+    hit: set[int] = set()
+    for seq in seqs:
+        rows = conn.execute(
+            "SELECT memory_id FROM memory WHERE conversation_id = ? AND start_sequence <= ? "
+            "AND end_sequence >= ? AND status != 'stale'",
+            (cid, seq, seq),
+        ).fetchall()
+        hit.update(r[0] for r in rows)
+    frontier = set(hit)
+    while frontier:
+        marks = ",".join("?" * len(frontier))
+        rows = conn.execute(
+            f"SELECT memory_id FROM memory WHERE base_memory_id IN ({marks}) AND status != 'stale'",
+            tuple(frontier),
+        ).fetchall()
+        frontier = {r[0] for r in rows} - hit
+        hit |= frontier
+    for memory_id in hit:
+        conn.execute(
+            "UPDATE memory SET status = 'stale', memory_text = '' WHERE memory_id = ?",
+            (memory_id,),
+        )
+    return sorted(hit)
+
+
+def add_doc(conn: sqlite3.Connection, cid: str, doc: str, now: float) -> bool:
+    """Add a project doc as the next message of cid; False when the exact doc is already there."""
+    key = doc_hash(doc)
+    if conn.execute("SELECT 1 FROM docs WHERE doc_hash = ?", (key,)).fetchone():
+        return False
+    (seq,) = append_messages(conn, cid, [("doc", doc)], now)
+    conn.execute("INSERT INTO docs (doc_hash, seq) VALUES (?, ?)", (key, seq))
+    return True
+
+
+def remove_doc(conn: sqlite3.Connection, cid: str, doc: str) -> int | None:
+    """Remove a project doc by exact text; return its seq, or None when it was not there."""
+    key = doc_hash(doc)
+    row = conn.execute("SELECT seq FROM docs WHERE doc_hash = ?", (key,)).fetchone()
+    if row is None:
+        return None
+    conn.execute("DELETE FROM docs WHERE doc_hash = ?", (key,))
+    conn.execute("DELETE FROM messages WHERE conversation_id = ? AND seq = ?", (cid, row[0]))
+    return int(row[0])

@@ -1,0 +1,76 @@
+"""The plugin registry: built-ins through the same hook, strict names and options, entry points."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.errors import ConfigError
+from orchestrator.plugin_api import BackendOptions, MemoryBackend, hookimpl
+from orchestrator.plugins import DEFAULT_PLUGINS, PluginRegistry
+
+
+class _Dummy(MemoryBackend):
+    name = "sliding_window"  # clashes with the built-in
+
+    def index(self, docs): ...
+    def retrieve(self, queries, num_to_retrieve): return []
+    def delete(self, docs): return 0
+
+
+def _plugin(cls):
+    class P:
+        @hookimpl
+        def register_memory_backends(self, register):
+            register(cls)
+    return P()
+
+
+def test_builtins_register_through_the_hook():
+    reg = PluginRegistry(load_entry_points=False)
+    assert {"none", "sliding_window"} <= set(reg.backends)
+    assert reg.backends["sliding_window"].plugin == "backends.sliding_window.plugin"
+    assert "claude-code" in reg.workers
+    assert set(DEFAULT_PLUGINS) <= {r["name"] for r in reg.plugin_rows()}
+
+
+def test_unknown_backend_lists_the_known_ones():
+    reg = PluginRegistry(load_entry_points=False)
+    with pytest.raises(ConfigError) as err:
+        reg.backend_class("hipporag_typo")
+    assert "unknown memory backend 'hipporag_typo'" in str(err.value)
+    assert "sliding_window" in str(err.value) and "middle backends" in str(err.value)
+
+
+def test_unknown_backend_option_is_an_error_listing_allowed_options():
+    reg = PluginRegistry(load_entry_points=False)
+    with pytest.raises(ConfigError) as err:
+        reg.backend_options("sliding_window", {"windw_size": 3})
+    assert "windw_size" in str(err.value) and "window_size" in str(err.value)
+    assert reg.backend_options("sliding_window", {"window_size": 4}).window_size == 4
+
+
+def test_duplicate_names_are_refused():
+    with pytest.raises(ConfigError, match="registered twice"):
+        PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(_Dummy),))
+
+
+def test_bad_registrations_are_refused():
+    class NotABackend:
+        name = "fine_name"
+
+    with pytest.raises(ConfigError, match="not a subclass"):
+        PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(NotABackend),))
+
+    class BadName(_Dummy):
+        name = "Bad Name!"
+
+    with pytest.raises(ConfigError, match="bad name"):
+        PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(BadName),))
+
+
+def test_entry_point_plugin_is_loaded_from_its_distribution():
+    pytest.importorskip("middle_agent_keyword_memory", reason="install plugins/middle-agent-keyword-memory")
+    reg = PluginRegistry()
+    assert "keyword" in reg.backends
+    row = next(r for r in reg.plugin_rows() if "keyword" in r["name"])
+    assert "middle-agent-keyword-memory" in row["source"] and "entry point" in row["source"]
