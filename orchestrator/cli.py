@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.config import CONFIG_FILE, Config, load_config
@@ -26,7 +27,7 @@ class MiddleGroup(click.Group):
         try:
             return super().invoke(ctx)
         except MiddleError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
             sys.exit(1)
 
 
@@ -48,7 +49,7 @@ def get_config(ctx: click.Context) -> Config:
 
 
 def say(msg: str) -> None:
-    console.print(f"  [dim]·[/] {msg}")
+    console.print(f"  [dim]·[/] {escape(msg)}", soft_wrap=True)
 
 
 def on_event(event: dict[str, Any]) -> None:
@@ -57,9 +58,17 @@ def on_event(event: dict[str, Any]) -> None:
     if kind == "tool_use":
         inp = event.get("input") or {}
         target = inp.get("file_path") or inp.get("command") or inp.get("pattern") or ""
-        console.print(f"    [cyan]▸ {event.get('name')}[/] {str(target)[:100]}")
+        console.print(f"    [cyan]▸ {escape(str(event.get('name')))}[/] {escape(str(target)[:100])}")
     elif kind == "text" and event.get("text", "").strip():
-        console.print(f"    [dim]{event['text'].strip().splitlines()[0][:120]}[/]")
+        console.print(f"    [dim]{escape(event['text'].strip().splitlines()[0][:120])}[/]")
+
+
+def make_table(*names: str) -> Table:
+    """A table that folds long cells instead of cutting them, so every name stays readable."""
+    table = Table()
+    for i, name in enumerate(names):
+        table.add_column(name, overflow="fold", no_wrap=i == 0)
+    return table
 
 
 def open_orchestrator(config: Config, stack: ExitStack, fake: bool, **kwargs: Any):
@@ -80,7 +89,7 @@ def report(outcome) -> None:
     line = (f"[bold {color}]{outcome.status}[/] ticket {outcome.ticket_id}: "
             f"{outcome.turns} turn(s), ${outcome.cost_usd:.4f}")
     if outcome.reason:
-        line += f" — {outcome.reason}"
+        line += f" — {escape(outcome.reason)}"
     console.print(line, soft_wrap=True)
 
 
@@ -96,14 +105,14 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
         orch = open_orchestrator(config, stack, fake)
         loaded = orch.sync_tickets(tickets_dir)
         for problem in loaded.errors:
-            err_console.print(f"[yellow]skipped:[/] {problem}", soft_wrap=True)
+            err_console.print(f"[yellow]skipped:[/] {escape(str(problem))}", soft_wrap=True)
         ids = list(ticket_ids) or [t.id for t in orch.store.list_tickets(status="pending")]
         if not ids:
             console.print("no pending tickets (see `middle tickets`)")
         failed = 0
         for tid in ids:
             ticket = orch.store.get_ticket(tid)
-            console.print(f"[bold]ticket {tid}[/]: {ticket.title}")
+            console.print(f"[bold]ticket {escape(tid)}[/]: {escape(ticket.title)}")
             outcome = orch.run_ticket(tid)
             report(outcome)
             failed += outcome.status != "complete"
@@ -137,7 +146,7 @@ def open_store(config: Config):
 def tickets(ctx: click.Context, status: str | None) -> None:
     """List the tickets the store knows (`middle run` loads the ticket folder)."""
     store = open_store(get_config(ctx))
-    table = Table("id", "project", "status", "title", "note")
+    table = make_table("id", "project", "status", "title", "note")
     for t in store.list_tickets(status=status):
         table.add_row(t.id, t.project_id, str(getattr(t.status, "value", t.status)), t.title,
                       (t.status_reason or "")[:60])
@@ -194,7 +203,7 @@ def backends() -> None:
     from orchestrator.plugins import PluginRegistry
 
     reg = PluginRegistry()
-    table = Table("backend", "plugin", "options", "description")
+    table = make_table("backend", "plugin", "options", "description")
     for name, r in sorted(reg.backends.items()):
         opts = ", ".join(f"{k}={f.default!r}" for k, f in r.cls.Options.model_fields.items())
         table.add_row(name, r.plugin, opts or "-", r.cls.description)
@@ -206,7 +215,7 @@ def plugins() -> None:
     """List the loaded plugins, where each comes from, and the hooks it implements."""
     from orchestrator.plugins import PluginRegistry
 
-    table = Table("plugin", "source", "hooks", "file")
+    table = make_table("plugin", "source", "hooks", "file")
     for row in PluginRegistry().plugin_rows():
         table.add_row(row["name"], row["source"], row["hooks"], row["file"])
     console.print(table)

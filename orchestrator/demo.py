@@ -9,6 +9,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from orchestrator.config import load_config
 from orchestrator.errors import ConfigError
@@ -58,13 +59,13 @@ def demo(workdir: str | None, examples: str | None, memory: bool) -> None:
         orch.sync_tickets()
         tickets = orch.store.list_tickets(status="pending")
         for ticket in tickets:
-            console.print(f"\n[bold]ticket {ticket.id}[/]: {ticket.title}")
+            console.print(f"\n[bold]ticket {escape(ticket.id)}[/]: {escape(ticket.title)}")
             outcome = orch.run_ticket(ticket.id)
             report(outcome)
             failed += outcome.status != "complete"
-        if tickets:
-            console.print()
-            print_log(console, orch.store, tickets[-1].id)
+        if len(tickets) > 1:  # the second ticket is the first that recalls memory
+            console.print("\n[bold]the execution log of the second ticket (`middle log`):[/]")
+            print_log(console, orch.store, tickets[1].id)
         created = sorted(p.relative_to(root) for p in (root / "repo").rglob("*.py"))
         console.print("\n[bold]files in the sample repo now:[/] " + ", ".join(map(str, created)))
         if orch.memory is not None:

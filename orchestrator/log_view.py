@@ -26,7 +26,7 @@ def _block(console: Console, label: str, text: str | None, full: bool) -> None:
 def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = False) -> None:
     ticket = store.get_ticket(ticket_id)
     status = getattr(ticket.status, "value", ticket.status)
-    console.print(f"[bold]ticket {escape(ticket.id)}[/]: {escape(ticket.title)} [{status}]")
+    console.print(f"[bold]ticket {escape(ticket.id)}[/]: {escape(ticket.title)} " + escape(f"[{status}]"))
     if ticket.status_reason:
         console.print(f"  {escape(ticket.status_reason)}", soft_wrap=True)
     runs = store.list_runs(ticket_id)
@@ -42,7 +42,7 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
             _block(console, "memories invoked", run.get("plan_memories"), full)
         for turn in store.list_turns(run_id=run["id"]):
             secs = (turn.get("duration_ms") or 0) / 1000
-            console.print(f"  [bold]turn {turn['turn_no']}[/] [{turn['status']}] "
+            console.print(f"  [bold]turn {turn['turn_no']}[/] " + escape(f"[{turn['status']}]") + " "
                           f"${turn.get('cost_usd') or 0:.4f} {secs:.1f}s session {turn.get('session_id')}")
             _block(console, "prompt to Claude Code", turn.get("prompt"), full)
             _block(console, "Claude Code response", turn.get("response"), full)

@@ -41,7 +41,10 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
         log.warning("memory recall at %s failed; going on with no memories: %s", where, exc)
         ctx.say(f"memory recall failed ({exc}); going on without memories")
         return ""
-    return format_memories(results)
+    memories = format_memories(results)
+    if memories:
+        ctx.say(f"recalled {sum(len(r['docs']) for r in results)} memory doc(s) at {where}")
+    return memories
 
 
 def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:

@@ -1,0 +1,104 @@
+"""The CLI edge: user mistakes print one `error:` line and exit non-zero, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli import main
+from orchestrator.hookspecs import hookspec  # noqa: F401  (the module the doc test reads)
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    for var in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "tickets").mkdir()
+    return tmp_path
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def write_config(root: Path, memory: str = "") -> None:
+    (root / "middle.toml").write_text(f'[project]\npath = "repo"\n{memory}')
+
+
+def ticket(root: Path, name: str, front: str, body: str = "Do it.") -> None:
+    (root / "tickets" / name).write_text(f"---\n{front}\n---\n{body}\n")
+
+
+def assert_clean_error(result, *needles: str) -> None:
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    for needle in needles:
+        assert needle in result.output, result.output
+
+
+def test_unknown_backend_name(workdir):
+    write_config(workdir, '[memory]\nsave_dir = "m"\nbackend = "hipporagg"\n')
+    result = invoke("run", "--fake")
+    assert_clean_error(result, "error: unknown memory backend 'hipporagg'", "sliding_window")
+
+
+def test_unknown_backend_option(workdir):
+    write_config(workdir, '[memory]\nsave_dir = "m"\nbackend = "sliding_window"\n[memory.options]\nwindw = 3\n')
+    assert_clean_error(invoke("run", "--fake"), "error: bad [memory.options]", "windw", "window_size")
+
+
+def test_unknown_config_key(workdir):
+    (workdir / "middle.toml").write_text("[agent]\nmodle = 'x'\n")
+    assert_clean_error(invoke("tickets"), "error:", "agent.modle")
+
+
+def test_no_api_key_says_how_to_run_offline(workdir):
+    write_config(workdir)
+    assert_clean_error(invoke("run"), "error: ANTHROPIC_API_KEY is not set", "--fake")
+
+
+def test_bad_ticket_files_are_named_and_the_rest_still_load(workdir, monkeypatch):
+    write_config(workdir)
+    ticket(workdir, "a-no-title.md", "project: demo")
+    ticket(workdir, "b-unsafe.md", "title: Escape\nproject: ../x")
+    ticket(workdir, "c-no-path.md", "title: Lost\nproject: demo\npath: /does/not/exist")
+    ticket(workdir, "d-good.md", "title: Good one\nproject: demo")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    from orchestrator.runner import Orchestrator
+
+    monkeypatch.setattr(Orchestrator, "run_ticket", lambda self, tid: pytest.fail("no run expected"))
+    result = invoke("run", "no-such-ticket")
+    out = result.output
+    assert "a-no-title.md" in out and "title" in out
+    assert "b-unsafe.md" in out and "'../x'" in out
+    assert "c-no-path.md" in out and "/does/not/exist" in out
+    assert_clean_error(result, "error: no ticket 'no-such-ticket'")
+    listing = invoke("tickets")
+    assert "d-good" in listing.output and "a-no-title" not in listing.output
+
+
+def test_unknown_ticket_in_log_revert_resume(workdir):
+    write_config(workdir)
+    for args in (("log", "nope"), ("revert", "nope"), ("resume", "nope", "--fake")):
+        assert_clean_error(invoke(*args), "error: no ticket 'nope'")
+
+
+def test_memory_commands_need_memory_on(workdir):
+    write_config(workdir)
+    assert_clean_error(invoke("memory", "list"), "error: memory is off")
+
+
+def test_memory_command_rejects_unsafe_project_id(workdir):
+    write_config(workdir, '[memory]\nsave_dir = "m"\n')
+    assert_clean_error(invoke("memory", "add", "x", "--project", "../x"), "error: project id '../x'", "no '/', no '..'")
+    assert not (workdir / "x").exists()
+
+
+def test_missing_config_file(workdir):
+    assert_clean_error(invoke("--config", "nope.toml", "tickets"), "error: config file nope.toml does not exist")
