@@ -20,7 +20,7 @@ class _Strict(BaseModel):
 
 
 class AgentConfig(_Strict):
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-5-5"
     max_tokens: int = Field(2048, gt=0)
     max_turns: int = Field(20, gt=0)
     max_cost_usd: float = Field(5.0, gt=0)

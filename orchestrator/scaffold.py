@@ -7,7 +7,7 @@ from pathlib import Path
 STARTER_CONFIG = """\
 # middle-agent configuration (see README.md). Secrets come from the environment only.
 [agent]
-model = "claude-sonnet-4-5"
+model = "claude-sonnet-5-5"
 max_turns = 20
 max_cost_usd = 5.0
 

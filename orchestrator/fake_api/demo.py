@@ -1,0 +1,117 @@
+"""DemoResponder: a deterministic offline "model" that plans, creates files via Write, and decides."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from typing import Any
+
+from .messages import content_text, last_message, last_user_text, working_directory
+from .replies import ApiError, Reply, reply, text, tool_use
+
+NOT_RUN_YET = "Claude Code has not been run yet."
+RESPONDED = "Claude Code responded:"
+
+# ``Create `path/file.ext` with:`` then a fenced block; the closing fence must match the opening.
+_CREATE_RE = re.compile(
+    r"Create\s+`(?P<path>[^`\n]+)`\s+with:[ \t]*\n(?:[ \t]*\n)*"
+    r"[ \t]*(?P<fence>`{3,}|~{3,})[^\n]*\n(?P<body>.*?)^[ \t]*(?P=fence)[ \t]*$",
+    re.S | re.M,
+)
+_DESCRIPTION_RE = re.compile(r"^[ \t]*Description:[ \t]*", re.M)
+
+
+def file_instructions(prompt: str) -> list[tuple[str, str]]:
+    """Every (relative path, content) pair the prompt asks for; content keeps its final newline."""
+    return [(m.group("path").strip(), m.group("body")) for m in _CREATE_RE.finditer(prompt)]
+
+
+def plan_instruction(user_text: str) -> str:
+    """The ticket text after the `Description:` line (or the whole message), minus our marker line."""
+    matches = list(_DESCRIPTION_RE.finditer(user_text))
+    instruction = user_text[matches[0].end():] if matches else user_text
+    lines = [line for line in instruction.splitlines() if line.strip() != NOT_RUN_YET]
+    return "\n".join(lines).strip()
+
+
+def latest_response(user_text: str) -> str | None:
+    """Claude Code's latest response: everything after the last `Claude Code responded:` line."""
+    index = user_text.rfind(RESPONDED)
+    if index < 0:
+        return None
+    return user_text[index + len(RESPONDED):].strip()
+
+
+def one_sentence(response: str, limit: int = 200) -> str:
+    """The first sentence of the first non-empty line, shortened to `limit` characters."""
+    line = next((ln.strip() for ln in response.splitlines() if ln.strip()), "")
+    sentence = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0] if line else "no output"
+    if len(sentence) > limit:
+        sentence = sentence[: limit - 3].rstrip() + "..."
+    return sentence if sentence.endswith((".", "!", "?", "...")) else sentence + "."
+
+
+class DemoResponder:
+    """The built-in fake model for `middle demo` and offline runs; needs no script."""
+
+    def respond(self, channel: str, body: dict[str, Any]) -> Reply | ApiError:
+        if channel == "agent":
+            return self._agent(body)
+        if channel == "worker":
+            return self._worker(body)
+        return reply(text("Offline demo."))
+
+    def _agent(self, body: dict[str, Any]) -> Reply:
+        user_text = last_user_text(body)
+        response = latest_response(user_text)
+        if response is None:  # the planning request: turn the ticket into Claude Code's prompt
+            return reply(text(json.dumps({"prompt": plan_instruction(user_text)})))
+        decision = {"complete": True, "summary": f"Claude Code reported: {one_sentence(response)}",
+                    "next_prompt": ""}
+        return reply(text(json.dumps(decision)))
+
+    def _worker(self, body: dict[str, Any]) -> Reply:
+        cwd = working_directory(body)
+        results = _tool_results(body)
+        if results is not None:
+            return reply(text(" ".join(_describe_result(r, cwd) for r in results)))
+        prompt = last_user_text(body)
+        wanted = file_instructions(prompt)
+        if not wanted:
+            first = next((ln.strip() for ln in prompt.splitlines()
+                          if ln.strip() and not ln.lstrip().startswith("<")), "the task")
+            return reply(text(f"I would work on this: {first[:200]} (the offline demo model only "
+                              "creates files asked for as: Create `path` with: and a fenced code block)."))
+        if cwd is None:
+            return reply(text("I cannot tell the working directory from Claude Code's request, "
+                              "so the offline demo model cannot create files."))
+        blocks = [text(f"Creating {', '.join(p for p, _ in wanted)}.")]
+        blocks += [tool_use("Write", {"file_path": posixpath.normpath(posixpath.join(cwd, path)),
+                                      "content": content}) for path, content in wanted]
+        return reply(*blocks)
+
+
+def _tool_results(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The tool results in the latest user message joined with their tool_use, or None if none."""
+    user = last_message(body, "user")
+    if not user or isinstance(user.get("content"), str):
+        return None
+    results = [b for b in user["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+    if not results:
+        return None
+    assistant = last_message(body, "assistant") or {}
+    uses = {b.get("id"): b for b in assistant.get("content") or [] if isinstance(b, dict)}
+    return [dict(r, tool_use=uses.get(r.get("tool_use_id"), {})) for r in results]
+
+
+def _describe_result(result: dict[str, Any], cwd: str | None) -> str:
+    use = result["tool_use"]
+    path = (use.get("input") or {}).get("file_path", "the file")
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        path = path[len(cwd.rstrip("/")) + 1:]
+    if use.get("name") != "Write":
+        return f"Ran {use.get('name', 'a tool')}."
+    if result.get("is_error"):
+        return f"Could not create {path}: {content_text(result.get('content'))[:200]}"
+    return f"Created {path}."

@@ -1,0 +1,46 @@
+"""Pytest fixtures for tests that run against the fake Messages API (and the real Claude Code CLI).
+
+Use them from a conftest.py:
+
+    from orchestrator.fake_api.pytest_fixtures import claude_cli, claude_env, fake_api  # noqa: F401
+
+- `fake_api`: a started FakeMessagesAPI with an empty ScriptedResponder (script it with
+  `fake_api.script.agent(...)` / `.worker(...)`; read `fake_api.requests`); stopped afterwards.
+- `claude_env`: env vars (a dict) pointing Claude Code at `fake_api` with a private
+  CLAUDE_CONFIG_DIR and CLAUDE_CODE_MAX_RETRIES=0, so an API error ends a turn at once.
+  Pass it as `ClaudeCodeWorker(options, env=claude_env)` or merge it over os.environ.
+- `claude_cli`: the path of the Claude Code CLI; skips the test when it is not installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from orchestrator.errors import WorkerError
+
+from .env import claude_code_env
+from .scripted import ScriptedResponder
+from .server import FakeMessagesAPI
+
+
+@pytest.fixture
+def fake_api() -> Iterator[FakeMessagesAPI]:
+    with FakeMessagesAPI(ScriptedResponder()) as fake:
+        yield fake
+
+
+@pytest.fixture
+def claude_env(fake_api: FakeMessagesAPI, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return claude_code_env(fake_api.base_url, tmp_path_factory.mktemp("claude-config"), max_retries=0)
+
+
+@pytest.fixture(scope="session")
+def claude_cli() -> str:
+    from orchestrator.worker.locate import find_claude_cli
+
+    try:
+        return find_claude_cli(None)
+    except WorkerError as exc:
+        pytest.skip(str(exc))

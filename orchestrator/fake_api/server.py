@@ -1,0 +1,226 @@
+"""A local fake of the Anthropic Messages API (JSON and SSE) that records every request.
+
+Facts about Claude Code 2.1.330 this fake relies on (observed against this server):
+- Every call is `POST /v1/messages?beta=true` with `stream: true`, header `x-api-key` (or
+  `Authorization: Bearer` when ANTHROPIC_AUTH_TOKEN is used), `anthropic-beta`, `x-app: cli`,
+  `X-Claude-Code-Session-Id`; model `claude-opus-5-5` unless `--model` is given.
+- The main loop always sends a non-empty `tools` list (even with --allowedTools, which only
+  grants permission) and `system` as a list of text blocks. In `-p` mode with
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 no side requests (title, topic, quota) were seen;
+  anything without tools is still answered, on the "aux" channel.
+- The working directory is not in the system prompt: it is in a `role: "system"` message inside
+  `messages` ("- Primary working directory: /abs/path"); see messages.working_directory.
+- A 400 makes it retry a few times at once with fewer betas, then give up; 5xx/429 are retried
+  10 times with backoff (minutes) unless CLAUDE_CODE_MAX_RETRIES is set (0 = no retry).
+- Cost (`total_cost_usd`) is computed from the `usage` in message_start / message_delta.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, urlsplit
+
+from .messages import classify
+from .replies import ApiError, Reply, api_error, estimate_tokens, sse_events, summarize, to_message
+from .scripted import ScriptedResponder
+
+
+class Responder(Protocol):
+    """Decides the reply to one /v1/messages request on a channel ("agent", "worker", "aux")."""
+
+    def respond(self, channel: str, body: dict[str, Any]) -> Reply | ApiError: ...
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the fake saw it; `channel` is None for anything but message generation."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+    channel: str | None = None
+    reply: dict[str, Any] = field(default_factory=dict)  # filled in once the fake has answered
+
+
+class FakeMessagesAPI:
+    """Serves POST /v1/messages and /v1/messages/count_tokens on 127.0.0.1 (an ephemeral port)."""
+
+    def __init__(self, responder: Responder | None = None, host: str = "127.0.0.1", port: int = 0):
+        self.responder: Responder = responder if responder is not None else ScriptedResponder()
+        self._address = (host, port)
+        self._lock = threading.Lock()
+        self._requests: list[RecordedRequest] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> "FakeMessagesAPI":
+        if self._server is None:
+            self._server = ThreadingHTTPServer(self._address, _make_handler(self))
+            # Handler threads may sit in a slow scripted reply or an idle keep-alive read; they
+            # must never keep stop() (or interpreter exit) waiting.
+            self._server.daemon_threads = True
+            self._server.block_on_close = False
+            self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fake-messages-api",
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+            self._thread = None
+
+    def __enter__(self) -> "FakeMessagesAPI":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def script(self) -> ScriptedResponder:
+        """The ScriptedResponder, for `fake.script.worker(...)`; an error for other responders."""
+        if not isinstance(self.responder, ScriptedResponder):
+            raise TypeError(f"this fake answers with {type(self.responder).__name__}, not a ScriptedResponder")
+        return self.responder
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the fake Messages API is not running; call start() first")
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # -- the record ----------------------------------------------------------------------------
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A snapshot of every request received so far, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    def requests_for(self, channel: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.channel == channel]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._requests.clear()
+
+    def _record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+
+def _make_handler(fake: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
+    class Handler(_Handler):
+        pass
+
+    Handler.fake = fake
+    return Handler
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs expect
+    fake: FakeMessagesAPI
+    timeout = 120  # an idle keep-alive connection frees its thread eventually
+
+    def log_message(self, format: str, *args: Any) -> None:  # stdlib logs to stderr; stay quiet
+        pass
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_PUT(self) -> None:
+        self._handle()
+
+    def do_DELETE(self) -> None:
+        self._handle()
+
+    def _handle(self) -> None:
+        parts = urlsplit(self.path)
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.headers.get("Content-Encoding", "").lower() == "gzip":
+            raw = gzip.decompress(raw)
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        route = parts.path.rstrip("/")
+        is_generation = self.command == "POST" and route == "/v1/messages" and isinstance(body, dict)
+        record = RecordedRequest(
+            method=self.command, path=parts.path, query=dict(parse_qsl(parts.query)),
+            headers={k.lower(): v for k, v in self.headers.items()}, body=body,
+            channel=classify(body) if is_generation else None,
+        )
+        self.fake._record(record)  # before replying, so a slow reply is already visible
+        try:
+            self._route(route, record)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away (e.g. a killed Claude Code); nothing to answer
+
+    def _route(self, route: str, record: RecordedRequest) -> None:
+        if not self._authorized():
+            return self._error(record, api_error(401, "No API key: send the x-api-key header or "
+                                                      "Authorization: Bearer <key>."))
+        if self.command != "POST" or route not in ("/v1/messages", "/v1/messages/count_tokens"):
+            return self._error(record, api_error(404, f"Not found: {self.command} {record.path} "
+                                                      "(the fake serves POST /v1/messages only)."))
+        if not isinstance(record.body, dict):
+            return self._error(record, api_error(400, "The request body must be a JSON object."))
+        if route == "/v1/messages/count_tokens":
+            tokens = estimate_tokens({k: record.body.get(k) for k in ("system", "messages", "tools")})
+            record.reply = {"status": 200, "input_tokens": tokens}
+            return self._send_json(200, {"input_tokens": tokens})
+        try:
+            result = self.fake.responder.respond(record.channel or "aux", record.body)
+        except Exception as exc:  # a broken script must fail visibly, not hang the client
+            result = api_error(500, f"The fake Messages API responder raised {type(exc).__name__}: {exc}")
+        if isinstance(result, ApiError):
+            return self._error(record, result)
+        message = to_message(result, str(record.body.get("model") or "claude-fake"), record.body)
+        record.reply = summarize(result, message)
+        if record.body.get("stream"):
+            return self._send_sse(message)
+        return self._send_json(200, message)
+
+    def _authorized(self) -> bool:
+        if self.headers.get("x-api-key"):
+            return True
+        auth = self.headers.get("Authorization", "")
+        return auth.lower().startswith("bearer ") and bool(auth[7:].strip())
+
+    def _error(self, record: RecordedRequest, error: ApiError) -> None:
+        record.reply = summarize(error)
+        self._send_json(error.status, error.body(), error.headers)
+
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("request-id", payload.get("request_id", "req_fake") if isinstance(payload, dict) else "req_fake")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_sse(self, message: dict[str, Any]) -> None:
+        data = "".join(f"event: {name}\ndata: {json.dumps(event)}\n\n" for name, event in sse_events(message)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("request-id", "req_fake")
+        self.end_headers()
+        self.wfile.write(data)

@@ -1,0 +1,290 @@
+"""The Claude Code worker: one headless `claude -p` process per turn, its stream-json parsed live."""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import WorkerError
+from .base import EventCallback, TurnResult
+from .locate import INSTALL_HINT, bundled_cli, find_claude_cli
+from .stream_json import TurnStream, turn_cost
+
+__all__ = ["ClaudeCodeOptions", "ClaudeCodeWorker", "INSTALL_HINT", "bundled_cli", "find_claude_cli"]
+
+log = logging.getLogger(__name__)
+
+_KILL_GRACE_S = 3.0  # between SIGTERM and SIGKILL; Claude Code exits on SIGTERM at once
+_DRAIN_S = 5.0  # how long to keep reading stdout after the process is gone
+_STDERR_KEEP = 64 * 1024
+
+
+class ClaudeCodeOptions(BaseModel):
+    """`[worker]` settings for Claude Code (unknown keys are an error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cli_path: str | None = None
+    permission_mode: str = "acceptEdits"
+    allowed_tools: list[str] = Field(default_factory=lambda: ["Read", "Write", "Edit", "MultiEdit", "Glob", "Grep", "Bash"])
+    model: str | None = None
+    max_turns: int | None = None  # Claude Code's own cap on model round trips within one turn
+    turn_timeout_s: float = 900
+    extra_args: list[str] = Field(default_factory=list)
+
+
+class ClaudeCodeWorker:
+    """Runs Claude Code headless in the ticket's project directory, one process per turn."""
+
+    kind: ClassVar[str] = "claude-code"
+
+    def __init__(self, options: ClaudeCodeOptions | None = None, env: dict[str, str] | None = None):
+        self.options = options or ClaudeCodeOptions()
+        self.env = dict(env or {})  # merged over os.environ for the child (e.g. claude_code_env())
+
+    def command(self, cli: str, *, session_id: str | None, resume: bool) -> list[str]:
+        """The argv for one turn. The prompt goes to stdin (`-p` reads it from there), which has no
+        per-argument size limit and cannot be mistaken for a flag when it starts with "-"."""
+        o = self.options
+        cmd = [cli, "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", o.permission_mode]
+        if o.allowed_tools:
+            cmd += ["--allowedTools", ",".join(o.allowed_tools)]
+        if o.model:
+            cmd += ["--model", o.model]
+        if o.max_turns is not None:
+            cmd += ["--max-turns", str(o.max_turns)]
+        if session_id:
+            cmd += ["--resume" if resume else "--session-id", session_id]
+        return cmd + list(o.extra_args)
+
+    def run_turn(self, prompt: str, cwd: Path, *, session_id: str | None, resume: bool,
+                 on_event: EventCallback | None = None) -> TurnResult:
+        if resume and not session_id:
+            raise ValueError("resume=True needs the session_id of the session to resume")
+        cwd = Path(cwd)
+        if not cwd.is_dir():
+            raise WorkerError(f"The project directory {cwd.resolve()} does not exist, so Claude Code "
+                              "cannot run there. Create it or fix the ticket's project path.")
+        env = {**os.environ, **self.env}
+        cli = find_claude_cli(self.options.cli_path, path=env.get("PATH"))
+        emit = _safe(on_event)
+        result = self._run_once(cli, prompt, cwd, env, session_id, resume, emit)
+        if (not resume and session_id and result.exit_code not in (0, None) and result.text == ""
+                and "already in use" in (result.error or "")):
+            # An earlier attempt of this turn (e.g. before a crash) already created the session;
+            # the caller stored the id before launch precisely so we can pick it up again.
+            emit({"type": "log", "line": f"Session {session_id} already exists; resuming it instead."})
+            result = self._run_once(cli, prompt, cwd, env, session_id, True, emit)
+        return result
+
+    def _run_once(self, cli: str, prompt: str, cwd: Path, env: dict[str, str], session_id: str | None,
+                  resume: bool, emit: EventCallback) -> TurnResult:
+        cmd = self.command(cli, session_id=session_id, resume=resume)
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            raise WorkerError(f"Claude Code could not be started ({cli}: {exc}). " + INSTALL_HINT) from exc
+        emit({"type": "start", "pid": proc.pid, "session_id": session_id, "resume": resume, "cwd": str(cwd)})
+        stderr_tail: deque[bytes] = deque()
+        lines: queue.Queue[bytes | None] = queue.Queue()
+        threads = [threading.Thread(target=_feed_stdin, args=(proc, prompt), daemon=True),
+                   threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True),
+                   threading.Thread(target=_drain, args=(proc.stderr, stderr_tail), daemon=True)]
+        for t in threads:
+            t.start()
+        stream = TurnStream(session_id=session_id)
+        timed_out = False
+        deadline = started + self.options.turn_timeout_s
+        gone_at: float | None = None  # when the process was first seen gone (or killed)
+        try:
+            while True:
+                now = time.monotonic()
+                if not timed_out and now >= deadline:
+                    timed_out = True
+                    emit({"type": "timeout", "after_s": self.options.turn_timeout_s})
+                    _kill_group(proc)
+                if gone_at is None and proc.poll() is not None:
+                    gone_at = now
+                    # Leftovers in its group (a background shell) may hold stdout open; end them
+                    # now so EOF comes at once instead of after the drain wait.
+                    _kill_group(proc)
+                if gone_at is not None and now - gone_at > _DRAIN_S:
+                    break  # exited, but a detached grandchild holds stdout open: stop waiting
+                try:
+                    line = lines.get(timeout=max(0.02, min(deadline - now, 0.1)))
+                except queue.Empty:
+                    continue
+                if line is None:
+                    break
+                for event in stream.feed(line):
+                    emit(event)
+            try:
+                exit_code = proc.wait(timeout=_DRAIN_S if gone_at is not None else max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:  # stdout closed but the process hung on
+                timed_out = True
+                emit({"type": "timeout", "after_s": self.options.turn_timeout_s})
+                _kill_group(proc)
+                exit_code = proc.poll()
+        finally:
+            # Ends the turn's leftovers too (background shells it started), and never leaves a
+            # live process behind if we got here through an exception.
+            _kill_group(proc)
+        threads[2].join(timeout=1.0)
+        stderr = b"".join(stderr_tail).decode("utf-8", "replace")
+        return self._result(stream, exit_code, stderr, timed_out, int((time.monotonic() - started) * 1000))
+
+    def _result(self, stream: TurnStream, exit_code: int | None, stderr: str, timed_out: bool,
+                elapsed_ms: int) -> TurnResult:
+        r = stream.result or {}
+        text = r.get("result") if isinstance(r.get("result"), str) else ""
+        turn = TurnResult(
+            session_id=r.get("session_id") or stream.session_id,
+            text=text or "",
+            is_error=bool(r.get("is_error")) or exit_code != 0 or stream.result is None or timed_out,
+            cost_usd=turn_cost(r),
+            usage=r.get("usage") if isinstance(r.get("usage"), dict) else {},
+            num_turns=int(r.get("num_turns") or 0),
+            duration_ms=int(r.get("duration_ms") or elapsed_ms),
+            exit_code=exit_code,
+            terminal_reason="timeout" if timed_out else r.get("terminal_reason"),
+        )
+        if turn.is_error:
+            turn.error = self._explain(r, stream, exit_code, stderr, timed_out)
+        return turn
+
+    def _explain(self, r: dict[str, Any], stream: TurnStream, exit_code: int | None, stderr: str,
+                 timed_out: bool) -> str:
+        """One or two sentences: what happened, and what to do about it."""
+        tail = _tail(stderr)
+        if timed_out:
+            return (f"Claude Code did not finish the turn within {self.options.turn_timeout_s:g} s, so its "
+                    "process group was killed. Raise `[worker] turn_timeout_s` or give it a smaller task.")
+        if r.get("api_error_status") or r.get("terminal_reason") == "api_error":
+            detail = _tail(r.get("result") or "", 300) or r.get("api_error_type") or "no details"
+            return (f"Claude Code could not get an answer from the model (HTTP {r.get('api_error_status')}): "
+                    f"{detail.rstrip('.')}. Check ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY and the provider's "
+                    "status, then retry the ticket.")
+        errors = "; ".join(str(e) for e in r.get("errors") or [])
+        if r.get("terminal_reason") == "max_turns" or r.get("subtype") == "error_max_turns":
+            return (f"Claude Code stopped at its own turn cap ({errors or 'max turns reached'}). Raise "
+                    "`[worker] max_turns` or split the work into smaller prompts.")
+        if "No conversation found" in errors or "No conversation found" in stderr:
+            return (f"Claude Code has no session {r.get('session_id') or stream.session_id} to resume here "
+                    "(sessions live under CLAUDE_CONFIG_DIR, per project directory). Start a new session "
+                    "for this ticket.")
+        if errors:
+            return f"Claude Code reported an error: {_tail(errors, 500)}."
+        if r.get("is_error"):
+            return f"Claude Code reported an error: {_tail(r.get('result') or 'no details', 500)}"
+        if exit_code is not None and exit_code < 0:
+            return f"Claude Code was killed by signal {-exit_code}{f' (stderr: {tail})' if tail else ''}."
+        if stream.result is None:
+            return (f"Claude Code exited with code {exit_code} without a result"
+                    f"{f' (stderr: {tail})' if tail else ''}. Check the `[worker]` settings such as "
+                    "extra_args, and that `claude --version` runs.")
+        return f"Claude Code exited with code {exit_code}{f' (stderr: {tail})' if tail else ''}."
+
+
+def _safe(on_event: EventCallback | None) -> EventCallback:
+    """A callback that cannot break the turn: a failing progress display is only logged."""
+
+    def emit(event: dict[str, Any]) -> None:
+        if on_event is None:
+            return
+        try:
+            on_event(event)
+        except Exception:
+            log.exception("progress callback failed on %s event; continuing the turn", event.get("type"))
+
+    return emit
+
+
+def _feed_stdin(proc: subprocess.Popen, prompt: str) -> None:
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(prompt.encode("utf-8"))
+        proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass  # the process died before reading its prompt; its exit code tells the story
+
+
+def _pump(stream: Any, lines: "queue.Queue[bytes | None]") -> None:
+    try:
+        for line in iter(stream.readline, b""):
+            lines.put(line)
+    except (OSError, ValueError):
+        pass
+    finally:
+        lines.put(None)
+
+
+def _drain(stream: Any, tail: deque[bytes]) -> None:
+    """Read stderr to the end so the pipe never fills and blocks the child; keep only the tail."""
+    size = 0
+    try:
+        for chunk in iter(lambda: stream.read1(4096), b""):
+            tail.append(chunk)
+            size += len(chunk)
+            while size > _STDERR_KEEP and len(tail) > 1:
+                size -= len(tail.popleft())
+    except (OSError, ValueError):
+        pass
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the turn's whole process group, give it a grace period, then SIGKILL what is left."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return  # nothing left in the group
+    deadline = time.monotonic() + _KILL_GRACE_S
+    while time.monotonic() < deadline and _group_alive(proc):
+        time.sleep(0.05)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=_KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        log.warning("Claude Code process %s did not exit even after SIGKILL", proc.pid)
+
+
+def _group_alive(proc: subprocess.Popen) -> bool:
+    """Whether any live (non-zombie) process is left in the turn's process group."""
+    proc.poll()  # reap the leader as soon as it exits, or it would keep the group "alive"
+    try:
+        os.killpg(proc.pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    if not os.path.isdir("/proc/self"):
+        return True
+    # Orphans that already died wait as zombies until init reaps them, which can take a while
+    # in containers; they hold nothing open, so only count members that still run.
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == proc.pid and fields[0] != "Z":
+                return True
+    return False
+
+
+def _tail(text: str, limit: int = 1000) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-limit:]

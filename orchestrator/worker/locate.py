@@ -1,0 +1,49 @@
+"""Find the Claude Code CLI: configured path, then PATH, then the copy bundled in claude-agent-sdk."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from ..errors import WorkerError
+
+INSTALL_HINT = ("Install Claude Code with `npm install -g @anthropic-ai/claude-code` or "
+                "`pip install claude-agent-sdk` (which bundles it), or set `[worker] cli_path` in "
+                "middle.toml to the `claude` executable.")
+
+
+def bundled_cli() -> str | None:
+    """The `claude` binary inside the claude-agent-sdk wheel, found without importing the SDK."""
+    try:
+        spec = importlib.util.find_spec("claude_agent_sdk")
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(location) / "_bundled" / "claude"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def find_claude_cli(configured: str | None = None, *, path: str | None = None,
+                    bundled: Callable[[], str | None] = bundled_cli) -> str:
+    """The Claude Code executable to run, or WorkerError saying how to install it.
+
+    `path` is the PATH to search (default: this process's); `bundled` finds the wheel's copy
+    (tests pass `lambda: None` to make "not installed" deterministic).
+    """
+    if configured:
+        # A configured path is explicit: if it is wrong, say so instead of quietly using another.
+        found = shutil.which(configured, path=path) if os.sep not in configured else (
+            configured if os.path.isfile(configured) and os.access(configured, os.X_OK) else None)
+        if found:
+            return found
+        raise WorkerError(f"Claude Code was not found at the configured `[worker] cli_path` "
+                          f"{configured!r} (no such executable). Fix or remove that setting. " + INSTALL_HINT)
+    found = shutil.which("claude", path=path) or bundled()
+    if found:
+        return found
+    raise WorkerError("Claude Code (the `claude` command) is not installed or not on PATH. " + INSTALL_HINT)

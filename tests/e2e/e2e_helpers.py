@@ -1,0 +1,63 @@
+"""Helpers for end-to-end runs: a fresh sample repo, a config, and an Orchestrator on the fake."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from orchestrator.agent.llm import AnthropicLLM
+from orchestrator.config import Config
+from orchestrator.fake_api import tool_use, reply, text, working_directory
+from orchestrator.runner import Orchestrator
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def fresh_project(tmp_path: Path, tickets: dict[str, str]) -> Path:
+    shutil.copytree(EXAMPLES / "sample-repo", tmp_path / "repo")
+    (tmp_path / "tickets").mkdir()
+    for name, body in tickets.items():
+        (tmp_path / "tickets" / name).write_text(body)
+    return tmp_path / "repo"
+
+
+def config(tmp_path: Path, memory: bool) -> Config:
+    return Config(
+        root=tmp_path, state_dir=str(tmp_path / "state"),
+        project={"path": "repo", "tickets_dir": "tickets"},
+        agent={"max_turns": 4, "max_cost_usd": 5.0},
+        worker={"allowed_tools": ["Read", "Write", "Edit"], "turn_timeout_s": 120},
+        memory={"backend": "sliding_window", "save_dir": str(tmp_path / "mem") if memory else None},
+    )
+
+
+def orchestrator(cfg: Config, fake_api, claude_env: dict[str, str]) -> Orchestrator:
+    llm = AnthropicLLM(cfg.agent.model, base_url=fake_api.base_url, api_key="sk-fake-local", max_retries=0)
+    return Orchestrator(cfg, llm=llm, worker_env=claude_env)
+
+
+def write_file(rel: str, content: str):
+    """A worker reply: Claude Code's own Write tool on an absolute path under its cwd."""
+    def make(body: dict[str, Any]):
+        cwd = working_directory(body)
+        assert cwd, "the fake could not find Claude Code's working directory"
+        return reply(tool_use("Write", {"file_path": f"{cwd}/{rel}", "content": content}))
+    return make
+
+
+def plan(prompt: str) -> str:
+    return json.dumps({"prompt": prompt})
+
+
+def decide(complete: bool, summary: str = "", next_prompt: str = "") -> str:
+    return json.dumps({"complete": complete, "summary": summary, "next_prompt": next_prompt})
+
+
+def done(msg: str):
+    return reply(text(msg))
+
+
+def body_text(request) -> str:
+    return json.dumps(request.body, ensure_ascii=False)
