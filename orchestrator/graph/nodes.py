@@ -137,7 +137,14 @@ def _conversation(ctx: TicketContext, state: TicketState) -> str:
             log.warning("memory conversation summary unavailable, using the transcript: %s", exc)
             view = None
         if view is not None and view.summary is not None:
-            return prompts.transcript(state["rounds"], view.summary, view.gap_messages)
+            gap = list(view.gap_messages)
+            latest = state["rounds"][-1]
+            if not gap or gap[-1]["text"] != latest["response"]:
+                # A summary may already cover the latest round; the agent must still read
+                # Claude Code's latest answer verbatim to assess it.
+                gap += [{"role": "prompt", "text": latest["prompt"]},
+                        {"role": "response", "text": latest["response"]}]
+            return prompts.transcript(state["rounds"], view.summary, gap)
     return prompts.transcript(state["rounds"])
 
 

@@ -74,3 +74,24 @@ def test_entry_point_plugin_is_loaded_from_its_distribution():
     assert "keyword" in reg.backends
     row = next(r for r in reg.plugin_rows() if "keyword" in r["name"])
     assert "middle-agent-keyword-memory" in row["source"] and "entry point" in row["source"]
+
+
+def test_entry_point_backend_selected_by_name_in_config_runs_tickets(tmp_path):
+    pytest.importorskip("middle_agent_keyword_memory", reason="install plugins/middle-agent-keyword-memory")
+    from orchestrator.config import Config
+    from orchestrator.runner import Orchestrator
+    from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+    from tickets.model import Ticket
+
+    (tmp_path / "repo").mkdir()
+    cfg = Config(root=tmp_path, state_dir="state",
+                 memory={"backend": "keyword", "save_dir": "mem", "options": {"min_overlap": 1}})
+    llm = ScriptedAgentLLM([plan_reply("p"), decision_reply(True, "greeting uses f-strings"),
+                            plan_reply("q"), decision_reply(True, "farewell done")])
+    with Orchestrator(cfg, llm=llm, worker=RecordingWorker(["ok", "ok"])) as orch:
+        for tid, title in (("t1", "Add greeting"), ("t2", "Add farewell like greeting")):
+            orch.store.upsert_ticket(Ticket(id=tid, project_id="calc", title=title,
+                                            project_path=str(tmp_path / "repo")))
+            assert orch.run_ticket(tid).status == "complete"
+    assert (tmp_path / "mem" / "calc" / "keyword_memory.json").exists()
+    assert llm.user_messages[2].startswith("Memories invoked:\nTicket: Add greeting. . greeting uses f-strings")
