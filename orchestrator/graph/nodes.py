@@ -108,7 +108,8 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         )
         if result.is_error:
             raise WorkerError(
-                f"Claude Code turn {turn_no} of ticket {ticket['id']!r} failed: {result.error}. "
+                f"Claude Code turn {turn_no} of ticket {ticket['id']!r} failed: "
+                f"{(result.error or 'no detail').rstrip('.')}. "
                 f"The turns so far are kept (`middle log {ticket['id']}`); retry with "
                 f"`middle resume {ticket['id']}`"
             )

@@ -170,3 +170,22 @@ def test_malformed_reply_twice_fails_clearly_and_keeps_turns(tmp_path, project):
         assert "unusable twice" in outcome.reason and "still not json" in outcome.reason
         assert orch.store.get_ticket("t1").status == "failed"
         assert [t["response"] for t in orch.store.list_turns(ticket_id="t1")] == ["r1"]
+
+
+def test_corrupt_sliding_window_store_does_not_stop_the_ticket(tmp_path, project, caplog):
+    from orchestrator.config import Config
+    from orchestrator.plugins import PluginRegistry
+    from orchestrator.runner import Orchestrator
+
+    store = tmp_path / "mem" / "demo"
+    store.mkdir(parents=True)
+    (store / "sliding_window.sqlite3").write_bytes(b"this is not a database" * 100)
+    cfg = Config(root=tmp_path, state_dir="state", memory={"backend": "sliding_window", "save_dir": "mem"})
+    llm = one_turn_llm()
+    with Orchestrator(cfg, llm=llm, worker=RecordingWorker(["ok"]),
+                      registry=PluginRegistry(load_entry_points=False)) as orch:
+        add_ticket(orch, project)
+        with caplog.at_level(logging.WARNING):
+            assert orch.run_ticket("t1").status == "complete"
+    assert str(store.resolve()) in caplog.text and "recall" in caplog.text and "index" in caplog.text
+    assert (store / "sliding_window.sqlite3").read_bytes().startswith(b"this is not a database")  # nothing lost
