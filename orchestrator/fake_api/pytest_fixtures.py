@@ -9,11 +9,13 @@ Use them from a conftest.py:
 - `claude_env`: env vars (a dict) pointing Claude Code at `fake_api` with a private
   CLAUDE_CONFIG_DIR and CLAUDE_CODE_MAX_RETRIES=0, so an API error ends a turn at once.
   Pass it as `ClaudeCodeWorker(options, env=claude_env)` or merge it over os.environ.
-- `claude_cli`: the path of the Claude Code CLI; skips the test when it is not installed.
+- `claude_cli`: the path of the Claude Code CLI; skips the test when it is not installed
+  (fails instead when the CI environment variable is set).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -43,4 +45,6 @@ def claude_cli() -> str:
     try:
         return find_claude_cli(None)
     except WorkerError as exc:
+        if os.environ.get("CI"):  # CI installs the CLI (.ci/run): a missing one is a failure there
+            pytest.fail(f"CI=true but the Claude Code CLI is missing: {exc}")
         pytest.skip(str(exc))

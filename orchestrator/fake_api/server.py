@@ -1,9 +1,10 @@
 """A local fake of the Anthropic Messages API (JSON and SSE) that records every request.
 
 Facts about Claude Code 2.1.330 this fake relies on (observed against this server):
-- Every call is `POST /v1/messages?beta=true` with `stream: true`, header `x-api-key` (or
-  `Authorization: Bearer` when ANTHROPIC_AUTH_TOKEN is used), `anthropic-beta`, `x-app: cli`,
-  `X-Claude-Code-Session-Id`; model `claude-opus-5-5` unless `--model` is given.
+- Every call is `POST /v1/messages?beta=true` with `stream: true`, header `x-api-key`
+  (`Authorization: Bearer` when ANTHROPIC_AUTH_TOKEN is used instead; the Python SDK 2.x sends
+  Bearer for its api_key too), `anthropic-beta`, `x-app: cli`, `X-Claude-Code-Session-Id`;
+  model `claude-opus-5-5` unless `--model` is given.
 - The main loop always sends a non-empty `tools` list (even with --allowedTools, which only
   grants permission) and `system` as a list of text blocks. In `-p` mode with
   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 no side requests (title, topic, quota) were seen;
@@ -12,7 +13,8 @@ Facts about Claude Code 2.1.330 this fake relies on (observed against this serve
   `messages` ("- Primary working directory: /abs/path"); see messages.working_directory.
 - A 400 makes it retry a few times at once with fewer betas, then give up; 5xx/429 are retried
   10 times with backoff (minutes) unless CLAUDE_CODE_MAX_RETRIES is set (0 = no retry).
-- Cost (`total_cost_usd`) is computed from the `usage` in message_start / message_delta.
+- Cost (`total_cost_usd`) is computed from the `usage` in message_start / message_delta; no
+  other host is contacted with the env from env.claude_code_env (checked with strace).
 """
 
 from __future__ import annotations
