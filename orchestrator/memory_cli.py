@@ -27,11 +27,26 @@ def open_memory(config: Config, required: bool = True) -> MemoryFacade | None:
 
 
 def default_project(config: Config) -> str:
-    return config.project.id or config.resolve(config.project.path).name
+    """[project] id, else the one project the ticket store knows, else the project folder's name."""
+    if config.project.id:
+        return config.project.id
+    if config.db_path.exists():
+        from tickets.store import TicketStore
+
+        with TicketStore(config.db_path) as store:
+            projects = {t.project_id for t in store.list_tickets()}
+        if len(projects) == 1:
+            return projects.pop()
+        if projects:
+            raise ConfigError(
+                f"the tickets belong to several projects ({', '.join(sorted(projects))}): "
+                "choose one with --project"
+            )
+    return config.resolve(config.project.path).name
 
 
 project_option = click.option("--project", "-p", default=None,
-                              help="Project id (default: [project] id, else the project folder's name).")
+                              help="Project id (default: [project] id, else the only project of the tickets, else the project folder's name).")
 
 
 def _ctx(ctx: click.Context, project: str | None) -> tuple[MemoryFacade, str]:

@@ -88,3 +88,15 @@ def test_every_hook_is_documented():
     for name in hooks:
         assert f"`{name}(" in doc, f"hook {name} is not documented in docs/plugins.md"
         assert inspect.getdoc(getattr(hookspecs, name)), f"hook {name} has no docstring"
+
+
+def test_memory_commands_default_to_the_tickets_project(workdir):
+    from tickets.model import Ticket
+    from tickets.store import TicketStore
+
+    (workdir / "middle.toml").write_text('[memory]\nsave_dir = "mem"\n')
+    with TicketStore(workdir / ".middle" / "middle.sqlite3") as store:
+        store.upsert_ticket(Ticket(id="t1", project_id="calc", title="T", project_path=str(workdir)))
+    invoke("memory", "add", "a calc memory")
+    assert (workdir / "mem" / "calc").is_dir()
+    assert "a calc memory" in invoke("memory", "list").output
