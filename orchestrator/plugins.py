@@ -74,6 +74,11 @@ class PluginRegistry:
                     f"plugin {plugin!r} registered {cls!r}, which is not a subclass of "
                     "orchestrator.plugin_api.MemoryBackend"
                 )
+            if attr == "kind" and not (hasattr(cls, "Options") and callable(getattr(cls, "run_turn", None))):
+                raise ConfigError(
+                    f"plugin {plugin!r} registered worker {cls!r} without an `Options` model or a "
+                    "`run_turn` method: see orchestrator/worker/base.py"
+                )
             if name in table:
                 raise ConfigError(
                     f"{attr} {name!r} is registered twice (by {table[name].plugin!r} and "

@@ -81,15 +81,11 @@ class Orchestrator:
         self.graph = build_graph().compile(checkpointer=SqliteSaver(self._conn))
 
     def _make_worker(self, env: dict[str, str] | None) -> Worker:
-        from orchestrator.worker.claude_code import ClaudeCodeOptions
-
-        w = self.config.worker
-        cls = self.registry.worker_class(w.kind)
-        opts = ClaudeCodeOptions(
-            cli_path=w.cli_path, permission_mode=w.permission_mode, allowed_tools=w.allowed_tools,
-            model=w.model, max_turns=w.max_turns, turn_timeout_s=w.turn_timeout_s,
-        )
-        return cls(opts, env=env)
+        """The configured worker kind, given the `[worker]` settings its Options model declares."""
+        cls = self.registry.worker_class(self.config.worker.kind)
+        settings = self.config.worker.model_dump(exclude={"kind"})
+        fields = cls.Options.model_fields
+        return cls(cls.Options(**{k: v for k, v in settings.items() if k in fields}), env=env)
 
     # -- tickets ---------------------------------------------------------------------------
     def sync_tickets(self, folder: str | Path | None = None) -> LoadResult:

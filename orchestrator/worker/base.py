@@ -34,6 +34,7 @@ class Worker(Protocol):
     """A coding agent driven one prompt at a time in the ticket's project directory."""
 
     kind: ClassVar[str]
+    Options: ClassVar[type]  # a strict pydantic model; it receives the [worker] keys it declares
 
     def run_turn(
         self,

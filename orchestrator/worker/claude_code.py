@@ -47,6 +47,7 @@ class ClaudeCodeWorker:
     """Runs Claude Code headless in the ticket's project directory, one process per turn."""
 
     kind: ClassVar[str] = "claude-code"
+    Options: ClassVar[type[ClaudeCodeOptions]] = ClaudeCodeOptions
 
     def __init__(self, options: ClaudeCodeOptions | None = None, env: dict[str, str] | None = None):
         self.options = options or ClaudeCodeOptions()

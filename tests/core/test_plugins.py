@@ -95,3 +95,42 @@ def test_entry_point_backend_selected_by_name_in_config_runs_tickets(tmp_path):
             assert orch.run_ticket(tid).status == "complete"
     assert (tmp_path / "mem" / "calc" / "keyword_memory.json").exists()
     assert llm.user_messages[2].startswith("Memories invoked:\nTicket: Add greeting. . greeting uses f-strings")
+
+
+def test_a_third_party_worker_kind_gets_its_own_options(tmp_path):
+    from pydantic import BaseModel, ConfigDict
+
+    from orchestrator.config import Config
+    from orchestrator.runner import Orchestrator
+    from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM
+
+    class EchoOptions(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        turn_timeout_s: float = 1.0
+
+    class EchoWorker(RecordingWorker):
+        kind = "echo"
+        Options = EchoOptions
+
+        def __init__(self, options, env=None):
+            super().__init__()
+            self.options = options
+
+    class P:
+        @hookimpl
+        def register_workers(self, register):
+            register(EchoWorker)
+
+    reg = PluginRegistry(load_entry_points=False, extra_plugins=(P(),))
+    cfg = Config(root=tmp_path, state_dir="s", worker={"kind": "echo", "turn_timeout_s": 7})
+    with Orchestrator(cfg, llm=ScriptedAgentLLM([]), registry=reg) as orch:
+        assert isinstance(orch.worker, EchoWorker) and orch.worker.options.turn_timeout_s == 7
+
+    class NoOptions:
+        kind = "broken"
+
+        def run_turn(self): ...
+
+    with pytest.raises(ConfigError, match="without an `Options` model"):
+        PluginRegistry(load_entry_points=False, extra_plugins=(type("Q", (), {
+            "register_workers": hookimpl(lambda self, register: register(NoOptions))})(),))
