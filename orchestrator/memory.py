@@ -14,6 +14,7 @@ from filelock import FileLock, Timeout
 from orchestrator.errors import ConfigError, MemoryStoreError
 from orchestrator.plugin_api import ConversationContext, MemoryBackend, RetrieveResult, TextLLM
 from orchestrator.plugins import PluginRegistry
+from tickets.model import validate_project_id
 
 log = logging.getLogger("middle.memory")
 
@@ -24,12 +25,6 @@ def format_memories(results: list[RetrieveResult]) -> str:
     """Seed 000: flatten every result's docs into one list; header + one doc per line, or ''."""
     docs = [doc for result in results for doc in result.get("docs", [])]
     return MEMORIES_HEADER + "\n" + "\n".join(docs) if docs else ""
-
-
-def validate_project_id(project_id: str) -> str:
-    from tickets.model import validate_project_id as _validate
-
-    return _validate(project_id)
 
 
 class MemoryFacade:
@@ -91,7 +86,7 @@ class MemoryFacade:
                     "check the directory's permissions or [memory] save_dir"
                 ) from exc
             try:
-                yield self._backend(project_id, store, op)
+                yield self._backend(project_id, store)
             except (MemoryStoreError, ConfigError):
                 raise
             except Exception as exc:
@@ -102,7 +97,7 @@ class MemoryFacade:
             finally:
                 flock.release()
 
-    def _backend(self, project_id: str, store: Path, op: str) -> MemoryBackend:
+    def _backend(self, project_id: str, store: Path) -> MemoryBackend:
         backend = self._backends.get(project_id)
         if backend is None:
             backend = self.backend_cls(store, self.options, self.llm)

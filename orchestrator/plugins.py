@@ -138,3 +138,13 @@ class PluginRegistry:
     @property
     def hook(self):
         return self.pm.hook
+
+
+def call_hook(hooks: Any, name: str, **kwargs: Any) -> None:
+    """Call a lifecycle hook; a plugin that raises is logged and never stops the ticket."""
+    if hooks is None:
+        return
+    try:
+        getattr(hooks, name)(**kwargs)
+    except Exception:
+        log.exception("plugin hook %s raised; the ticket goes on", name)

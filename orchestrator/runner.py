@@ -17,7 +17,7 @@ from orchestrator.errors import MiddleError, TicketError
 from orchestrator.graph import Limits, TicketContext, build_graph
 from orchestrator.memory import MemoryFacade
 from orchestrator.plugin_api import TextLLM
-from orchestrator.plugins import PluginRegistry
+from orchestrator.plugins import PluginRegistry, call_hook
 from orchestrator.worker.base import EventCallback, Worker
 from tickets.source import LoadResult, load_tickets
 from tickets.store import TicketStore
@@ -143,7 +143,8 @@ class Orchestrator:
             reason = str(exc)
             self.store.set_status(ticket_id, "failed", reason)
             self.store.finish_run(run_id, "failed", reason)
-            self.registry.hook.on_ticket_failed(ticket=self.store.get_ticket(ticket_id), run_id=run_id, reason=reason)
+            call_hook(self.registry.hook, "on_ticket_failed", ticket=self.store.get_ticket(ticket_id),
+                      run_id=run_id, reason=reason)
             return RunOutcome(ticket_id, run_id, "failed", reason, self._turns(run_id),
                               self.store.total_cost(run_id), resumable=True)
         except KeyboardInterrupt:

@@ -14,6 +14,7 @@ from orchestrator.errors import TicketError, WorkerError
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.memory import format_memories
+from orchestrator.plugins import call_hook
 
 log = logging.getLogger("middle.graph")
 
@@ -21,13 +22,7 @@ Update = dict[str, Any]
 
 
 def _hook(ctx: TicketContext, name: str, **kwargs: Any) -> None:
-    """Lifecycle hooks observe runs; a plugin that raises is logged, never stops the ticket."""
-    if ctx.hooks is None:
-        return
-    try:
-        getattr(ctx.hooks, name)(**kwargs)
-    except Exception:
-        log.exception("plugin hook %s raised; the ticket goes on", name)
+    call_hook(ctx.hooks, name, **kwargs)
 
 
 def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> str:

@@ -138,3 +138,40 @@ def test_missing_project_path_fails_clearly(tmp_path, project):
         project.rename(project.with_name("moved"))
         outcome = orch.run_ticket("t1")
     assert outcome.status == "failed" and "does not exist" in outcome.reason and llm.calls == []
+
+
+class _BrokenObserver:
+    """A plugin whose lifecycle hooks all raise ordinary exceptions."""
+
+    def __init__(self):
+        self.seen = []
+
+    @hookimpl
+    def on_ticket_start(self, ticket, run_id):
+        self.seen.append("start")
+        raise RuntimeError("observer bug")
+
+    @hookimpl
+    def on_turn_end(self, ticket, run_id, turn):
+        self.seen.append(("turn", turn["turn_no"], turn["response"]))
+        raise RuntimeError("observer bug")
+
+    @hookimpl
+    def on_ticket_complete(self, ticket, run_id, summary):
+        self.seen.append(("complete", summary))
+        raise RuntimeError("observer bug")
+
+
+def test_lifecycle_hooks_see_the_run_and_a_raising_plugin_never_stops_it(tmp_path, project, caplog):
+    from orchestrator.plugins import PluginRegistry
+    from orchestrator.runner import Orchestrator
+    from graph_helpers import _TestPlugin
+
+    observer = _BrokenObserver()
+    registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(), observer))
+    llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(True, "sum")])
+    with Orchestrator(make_config(tmp_path), llm=llm, worker=RecordingWorker(["r1"]), registry=registry) as orch:
+        add_ticket(orch, project)
+        assert orch.run_ticket("t1").status == "complete"
+    assert observer.seen == ["start", ("turn", 1, "r1"), ("complete", "sum")]
+    assert caplog.text.count("observer bug") == 3
