@@ -174,4 +174,4 @@ def test_lifecycle_hooks_see_the_run_and_a_raising_plugin_never_stops_it(tmp_pat
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "complete"
     assert observer.seen == ["start", ("turn", 1, "r1"), ("complete", "sum")]
-    assert caplog.text.count("observer bug") == 3
+    assert len([r for r in caplog.records if "raised; the ticket goes on" in r.getMessage()]) == 3
