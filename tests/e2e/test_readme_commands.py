@@ -45,3 +45,25 @@ def test_middle_demo_runs_offline_without_an_api_key(tmp_path, claude_cli):
     assert "Memories invoked:" in out  # the second ticket's log shows recall of the first
     assert (tmp_path / "demo" / "repo" / "calc" / "farewell.py").read_text().count("Goodbye") == 1
     assert "3 doc(s)" in out
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples" / "configs").glob("*.toml")), ids=lambda p: p.stem)
+def test_example_configs_load_and_name_a_registered_backend(path):
+    from orchestrator.config import load_config
+    from orchestrator.plugins import PluginRegistry
+
+    cfg = load_config(path, environ={})
+    assert cfg.memory.backend == path.stem  # one config per backend, named after it
+    if cfg.memory.backend != "none":
+        PluginRegistry(load_entry_points=False).backend_options(cfg.memory.backend, cfg.memory.options)
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+def test_python_api_example_runs_offline(tmp_path, claude_cli):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
+    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "api_example.py"), str(tmp_path / "w")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count(": complete after 1 turn(s)") == 3
+    assert "Ticket: Add a greeting module." in proc.stdout
