@@ -170,10 +170,9 @@ def log(ctx: click.Context, ticket_id: str, full: bool) -> None:
 def revert(ctx: click.Context, ticket_id: str) -> None:
     """Delete a ticket's indexed summary from memory and mark the ticket reverted."""
     from orchestrator.memory_cli import open_memory
-
-    config = get_config(ctx)
     from orchestrator.runner import revert_ticket
 
+    config = get_config(ctx)
     removed = revert_ticket(open_store(config), open_memory(config, required=False), ticket_id)
     console.print(f"reverted ticket {ticket_id}: {removed} memory doc(s) deleted")
 

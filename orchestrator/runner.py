@@ -57,7 +57,8 @@ class Orchestrator:
     ):
         self.config = config
         self.registry = registry or PluginRegistry()
-        if config.memory.backend != "none":  # an unknown name or option is an error even when off
+        if config.memory.backend != "none" and not config.memory_enabled:
+            # The facade validates when memory is on; when off, a bad name or option is still an error.
             self.registry.backend_options(config.memory.backend, config.memory.options)
         self.store = TicketStore(config.db_path)
         agent_llm = llm if llm is not None else AnthropicLLM(

@@ -21,10 +21,6 @@ log = logging.getLogger("middle.graph")
 Update = dict[str, Any]
 
 
-def _hook(ctx: TicketContext, name: str, **kwargs: Any) -> None:
-    call_hook(ctx.hooks, name, **kwargs)
-
-
 def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> str:
     """One retrieve; memory off means no call at all; any failure means no memories."""
     if ctx.memory is None:
@@ -52,7 +48,7 @@ def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
             f"ticket {ticket.id!r}: project path {path} does not exist; fix {where} and run it again"
         )
     ctx.store.set_status(ticket.id, "running")
-    _hook(ctx, "on_ticket_start", ticket=ticket, run_id=state["run_id"])
+    call_hook(ctx.hooks, "on_ticket_start", ticket=ticket, run_id=state["run_id"])
     snapshot = {
         "id": ticket.id,
         "project_id": ticket.project_id,
@@ -114,7 +110,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                 ctx.memory.observe_round(ticket["project_id"], f"run-{run_id}", prompt, text)
             except Exception as exc:
                 log.warning("memory could not observe turn %s: %s", turn_no, exc)
-    _hook(ctx, "on_turn_end", ticket=ticket, run_id=run_id, turn=ctx.store.get_turn(run_id, turn_no))
+    call_hook(ctx.hooks, "on_turn_end", ticket=ticket, run_id=run_id, turn=ctx.store.get_turn(run_id, turn_no))
     rounds = list(state.get("rounds", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
     return {"turn": turn_no, "last_prompt": prompt, "last_response": text, "session_id": session_id,
             "rounds": rounds, "cost_usd": ctx.store.total_cost(run_id)}
@@ -193,7 +189,7 @@ def finalize(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     summary = state["decision"].get("summary", "")
     ctx.store.set_status(t["id"], "complete", summary or None)
     ctx.store.finish_run(state["run_id"], "complete")
-    _hook(ctx, "on_ticket_complete", ticket=t, run_id=state["run_id"], summary=summary)
+    call_hook(ctx.hooks, "on_ticket_complete", ticket=t, run_id=state["run_id"], summary=summary)
     return {"status": "complete", "reason": ""}
 
 
@@ -202,5 +198,5 @@ def fail(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     reason = _limit_reason(state, ctx) or "failed"
     ctx.store.set_status(t["id"], "failed", reason)
     ctx.store.finish_run(state["run_id"], "failed", reason)
-    _hook(ctx, "on_ticket_failed", ticket=t, run_id=state["run_id"], reason=reason)
+    call_hook(ctx.hooks, "on_ticket_failed", ticket=t, run_id=state["run_id"], reason=reason)
     return {"status": "failed", "reason": reason}

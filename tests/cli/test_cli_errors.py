@@ -8,7 +8,6 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import main
-from orchestrator.hookspecs import hookspec  # noqa: F401  (the module the doc test reads)
 
 
 @pytest.fixture

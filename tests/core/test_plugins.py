@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.errors import ConfigError
-from orchestrator.plugin_api import BackendOptions, MemoryBackend, hookimpl
+from orchestrator.plugin_api import MemoryBackend, hookimpl
 from orchestrator.plugins import DEFAULT_PLUGINS, PluginRegistry
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pytest
-
 from orchestrator.config import Config
 from orchestrator.plugin_api import hookimpl
 from orchestrator.plugins import PluginRegistry
