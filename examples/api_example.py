@@ -11,15 +11,15 @@ from pathlib import Path
 
 from orchestrator.config import load_config
 from orchestrator.demo import examples_dir, prepare
-from orchestrator.offline import offline_model
 from orchestrator.runner import Orchestrator
 
 
 def main() -> None:
     workdir = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="middle-api-"))
     config = load_config(prepare(workdir, examples_dir(), "sliding_window"), environ={})
-    # With a real key you would drop offline_model and pass nothing, or llm=<a LangChain chat model>.
-    with offline_model(config) as fake, Orchestrator(config, llm=fake["llm"], worker_env=fake["worker_env"]) as orch:
+    # With a real key you would drop fake=True (Claude via ANTHROPIC_API_KEY), or pass
+    # llm=<any LangChain chat model>.
+    with Orchestrator(config, fake=True) as orch:
         orch.sync_tickets()
         for ticket in orch.store.list_tickets(status="pending"):
             outcome = orch.run_ticket(ticket.id)

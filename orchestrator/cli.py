@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import logging
 import sys
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from orchestrator.config import CONFIG_FILE, Config, load_config
+from orchestrator.cli_output import (
+    console, err_console, make_table, on_event, report, safe, say, shorten, summary_line,
+)
+from orchestrator.config import CONFIG_FILE, Config, load_config, require_config_file
 from orchestrator.errors import MiddleError
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+EXIT_INTERRUPTED = 130  # the shell's convention for a process ended by Ctrl-C (SIGINT)
 
 
 class MiddleGroup(click.Group):
@@ -27,13 +25,13 @@ class MiddleGroup(click.Group):
         try:
             return super().invoke(ctx)
         except MiddleError as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {safe(exc)}")
             sys.exit(1)
 
 
 @click.group(cls=MiddleGroup)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help=f"Config file (default: ./{CONFIG_FILE}).")
+              help=f"Config file (default: ./{CONFIG_FILE}, or MIDDLE_CONFIG).")
 @click.option("-v", "--verbose", is_flag=True, help="Log memory calls and graph steps.")
 @click.version_option(package_name="middle-agent")
 @click.pass_context
@@ -44,80 +42,70 @@ def main(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
     ctx.obj = {"config_path": config_path}
 
 
-def get_config(ctx: click.Context) -> Config:
-    return load_config(ctx.obj["config_path"])
+def get_config(ctx: click.Context, *, required: bool = True) -> Config:
+    """The config; commands that act on a project need its middle.toml to exist."""
+    config = load_config(ctx.find_root().obj["config_path"])
+    if required:
+        require_config_file(config)
+    return config
 
 
-def say(msg: str) -> None:
-    console.print(f"  [dim]·[/] {escape(msg)}", soft_wrap=True)
+def services(ctx: click.Context, config: Config, **kwargs: Any):
+    """The services for this command, closed when the command ends."""
+    from orchestrator.services import Services
+
+    svc = Services(config, **kwargs)
+    ctx.call_on_close(svc.close)
+    return svc
 
 
-def on_event(event: dict[str, Any]) -> None:
-    """Stream Claude Code's progress: its tool calls and the first line of its text."""
-    kind = event.get("type")
-    if kind == "tool_use":
-        inp = event.get("input") or {}
-        target = inp.get("file_path") or inp.get("command") or inp.get("pattern") or ""
-        console.print(f"    [cyan]▸ {escape(str(event.get('name')))}[/] {escape(str(target)[:100])}")
-    elif kind == "text" and event.get("text", "").strip():
-        console.print(f"    [dim]{escape(event['text'].strip().splitlines()[0][:120])}[/]")
-
-
-def make_table(*names: str) -> Table:
-    """A table that folds long cells instead of cutting them, so every name stays readable."""
-    table = Table()
-    for i, name in enumerate(names):
-        table.add_column(name, overflow="fold", no_wrap=i == 0)
-    return table
-
-
-def open_orchestrator(config: Config, stack: ExitStack, fake: bool, **kwargs: Any):
+def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
     from orchestrator.runner import Orchestrator
 
     if fake:
-        from orchestrator.offline import offline_model
-
-        kwargs.update(stack.enter_context(offline_model(config)))
-        kwargs.pop("api", None)
         console.print("[yellow]offline:[/] using the built-in fake model (no API key needed)")
-    orch = stack.enter_context(Orchestrator(config, say=say, on_event=on_event, **kwargs))
+    orch = Orchestrator(config, services=services(ctx, config, fake=fake), say=say, on_event=on_event)
+    ctx.call_on_close(orch.close)
     return orch
 
 
-def report(outcome) -> None:
-    color = {"complete": "green", "failed": "red"}.get(outcome.status, "yellow")
-    line = (f"[bold {color}]{outcome.status}[/] ticket {outcome.ticket_id}: "
-            f"{outcome.turns} turn(s), ${outcome.cost_usd:.4f}")
-    if outcome.reason:
-        line += f" — {escape(outcome.reason)}"
-    console.print(line, soft_wrap=True)
+def _interrupted(ticket_id: str) -> None:
+    err_console.print(f"[yellow]interrupted:[/] middle resume {safe(ticket_id)}")
+    sys.exit(EXIT_INTERRUPTED)
 
 
 @main.command()
 @click.argument("ticket_ids", nargs=-1)
 @click.option("--tickets", "tickets_dir", default=None, help="Ticket folder (default [project] tickets_dir).")
 @click.option("--fake", is_flag=True, help="Use the built-in offline fake model instead of the API.")
+@click.option("--rerun", is_flag=True, help="Also start tickets that are already complete.")
 @click.pass_context
-def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None, fake: bool) -> None:
+def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None, fake: bool,
+        rerun: bool) -> None:
     """Run the given tickets, or every pending one, from the ticket folder."""
-    config = get_config(ctx)
-    with ExitStack() as stack:
-        orch = open_orchestrator(config, stack, fake)
-        loaded = orch.sync_tickets(tickets_dir)
-        for problem in loaded.errors:
-            err_console.print(f"[yellow]skipped:[/] {escape(str(problem))}", soft_wrap=True)
-        ids = list(ticket_ids) or [t.id for t in orch.store.list_tickets(status="pending")]
-        if not ids:
-            console.print("no pending tickets (see `middle tickets`)")
-        failed = 0
-        for tid in ids:
-            ticket = orch.store.get_ticket(tid)
-            console.print(f"[bold]ticket {escape(tid)}[/]: {escape(ticket.title)}")
-            outcome = orch.run_ticket(tid)
-            report(outcome)
-            failed += outcome.status != "complete"
-        if failed or loaded.errors:
-            sys.exit(1)
+    orch = open_orchestrator(ctx, get_config(ctx), fake)
+    loaded = orch.sync_tickets(tickets_dir)
+    for problem in loaded.errors:
+        err_console.print(f"[yellow]skipped:[/] {safe(problem)}")
+    ids = list(ticket_ids) or [t.id for t in orch.store.list_tickets(status="pending")]
+    for tid in ids:
+        orch.store.get_ticket(tid)  # an unknown id is an error before anything runs
+    if not ids:
+        console.print("no pending tickets (see `middle tickets`)")
+    outcomes = []
+    for tid in ids:
+        console.print(f"[bold]ticket {safe(tid)}[/]: {safe(orch.store.get_ticket(tid).title)}")
+        try:
+            # Named tickets are refused when another process holds them; the pending list skips them.
+            outcome = orch.run_ticket(tid, rerun=rerun, skip_claimed=not ticket_ids)
+        except KeyboardInterrupt:
+            _interrupted(tid)
+        report(outcome)
+        outcomes.append(outcome)
+    if outcomes:
+        console.print(summary_line(outcomes))
+    if any(o.status == "failed" for o in outcomes) or loaded.errors:
+        sys.exit(1)
 
 
 @main.command()
@@ -126,31 +114,43 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
 @click.pass_context
 def resume(ctx: click.Context, ticket_id: str, fake: bool) -> None:
     """Finish a ticket's interrupted or failed run from its last checkpoint."""
-    with ExitStack() as stack:
-        orch = open_orchestrator(get_config(ctx), stack, fake)
+    orch = open_orchestrator(ctx, get_config(ctx), fake)
+    try:
         outcome = orch.resume(ticket_id)
-        report(outcome)
-        if outcome.status != "complete":
-            sys.exit(1)
-
-
-def open_store(config: Config):
-    from tickets.store import TicketStore
-
-    return TicketStore(config.db_path)
+    except KeyboardInterrupt:
+        _interrupted(ticket_id)
+    report(outcome)
+    if outcome.status != "complete":
+        sys.exit(1)
 
 
 @main.command()
 @click.option("--status", default=None, help="Only tickets with this status.")
 @click.pass_context
 def tickets(ctx: click.Context, status: str | None) -> None:
-    """List the tickets the store knows (`middle run` loads the ticket folder)."""
-    store = open_store(get_config(ctx))
+    """List the tickets: the ticket folder's, with their status from past runs."""
+    from tickets.model import TicketStatus
+    from tickets.source import load_tickets
+
+    config = get_config(ctx)
+    if status is not None and status not in {s.value for s in TicketStatus}:
+        raise click.BadParameter(f"use one of {', '.join(s.value for s in TicketStatus)}", param_hint="--status")
+    store = services(ctx, config).read_store()  # read-only: creates no file
+    known = {t.id: t for t in store.list_tickets()} if store else {}
+    folder = load_tickets(config.resolve(config.project.tickets_dir), config.resolve(config.project.path))
+    rows = dict(known)
+    for t in folder.tickets:
+        rows.setdefault(t.id, t)  # not run yet: pending, as in the file
     table = make_table("id", "project", "status", "title", "note")
-    for t in store.list_tickets(status=status):
-        table.add_row(t.id, t.project_id, str(getattr(t.status, "value", t.status)), t.title,
-                      (t.status_reason or "")[:60])
+    for t in sorted(rows.values(), key=lambda t: t.id):
+        st = t.status.value
+        if status and st != status:
+            continue
+        table.add_row(safe(t.id), safe(t.project_id), st, safe(shorten(t.title, 60)),
+                      safe(shorten(t.status_reason or "", 60)))
     console.print(table)
+    for problem in folder.errors:
+        err_console.print(f"[yellow]skipped:[/] {safe(problem)}")
 
 
 @main.command()
@@ -159,9 +159,13 @@ def tickets(ctx: click.Context, status: str | None) -> None:
 @click.pass_context
 def log(ctx: click.Context, ticket_id: str, full: bool) -> None:
     """Show every run and turn of a ticket: prompt, response, memories invoked, decision, cost."""
+    from orchestrator.errors import TicketError
     from orchestrator.log_view import print_log
 
-    print_log(console, open_store(get_config(ctx)), ticket_id, full=full)
+    store = services(ctx, get_config(ctx)).read_store()
+    if store is None:
+        raise TicketError(f"no ticket {ticket_id!r} has run yet: start it with `middle run {ticket_id}`")
+    print_log(console, store, ticket_id, full=full)
 
 
 @main.command()
@@ -169,23 +173,29 @@ def log(ctx: click.Context, ticket_id: str, full: bool) -> None:
 @click.pass_context
 def revert(ctx: click.Context, ticket_id: str) -> None:
     """Delete a ticket's indexed summary from memory and mark the ticket reverted."""
-    from orchestrator.memory_cli import open_memory
     from orchestrator.runner import revert_ticket
 
-    config = get_config(ctx)
-    removed = revert_ticket(open_store(config), open_memory(config, required=False), ticket_id)
-    console.print(f"reverted ticket {ticket_id}: {removed} memory doc(s) deleted")
+    svc = services(ctx, get_config(ctx))
+    removed = revert_ticket(svc.store, svc.memory, ticket_id)
+    console.print(f"reverted ticket {safe(ticket_id)}: {removed} memory doc(s) deleted")
 
 
 @main.command()
-@click.option("--backend", default="sliding_window", help="Memory backend for the new config.")
-def init(backend: str) -> None:
+@click.option("--backend", default="sliding_window", show_default=True,
+              help="Memory backend for the new config (see `middle backends`).")
+@click.pass_context
+def init(ctx: click.Context, backend: str) -> None:
     """Write a starter middle.toml and a tickets/ folder with one example ticket."""
+    from orchestrator.plugins import PluginRegistry
     from orchestrator.scaffold import write_starter
 
-    for path in write_starter(Path.cwd(), backend):
-        console.print(f"wrote {path}")
-    console.print("next: edit tickets/*.md, export ANTHROPIC_API_KEY, then `middle run`")
+    PluginRegistry().backend_class(backend)  # an unknown name is an error before any file
+    path = Path(ctx.find_root().obj["config_path"] or CONFIG_FILE)
+    result = write_starter(path, backend)
+    for line in result:
+        console.print(safe(line))
+    console.print("next: edit tickets/*.md, export ANTHROPIC_API_KEY, then `middle run` "
+                  "(or `middle run --fake` to try it offline)")
 
 
 @main.command()
@@ -202,10 +212,11 @@ def backends() -> None:
     from orchestrator.plugins import PluginRegistry
 
     reg = PluginRegistry()
-    table = make_table("backend", "plugin", "options", "description")
+    table = make_table("backend", "recall", "plugin", "options", "description")
     for name, r in sorted(reg.backends.items()):
         opts = ", ".join(f"{k}={f.default!r}" for k, f in r.cls.Options.model_fields.items())
-        table.add_row(name, r.plugin, opts or "-", r.cls.description)
+        recall = "by recency (query ignored)" if r.cls.recall == "recency" else "by relevance"
+        table.add_row(name, recall, r.plugin, opts or "-", r.cls.description)
     console.print(table)
 
 
@@ -229,3 +240,7 @@ def _register_subcommands() -> None:
 
 
 _register_subcommands()
+
+
+if __name__ == "__main__":  # `python -m orchestrator.cli`, as the `middle` script does
+    main()

@@ -1,18 +1,25 @@
-"""Configuration: `middle.toml` (or --config), overridden by MIDDLE_* environment variables."""
+"""Configuration: `middle.toml` (or --config), overridden by MIDDLE_* environment variables.
+
+Environment overrides come from pydantic-settings: `MIDDLE_<SECTION>_<KEY>` is parsed by the
+field's type (`MIDDLE_PROJECT_ID=2024` is the text "2024", `MIDDLE_AGENT_MAX_TURNS=5` a number;
+lists and tables are JSON), and a bad value is reported naming the variable, not the file.
+"""
 
 from __future__ import annotations
 
-import json
 import os
+import threading
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from orchestrator.errors import ConfigError
 
 CONFIG_FILE = "middle.toml"
+ENV_PREFIX = "MIDDLE_"
 
 
 class _Strict(BaseModel):
@@ -28,13 +35,10 @@ class AgentConfig(_Strict):
 
 
 class WorkerConfig(_Strict):
+    """`[worker] kind` picks the coding agent; `[worker.options]` is validated by its Options model."""
+
     kind: str = "claude-code"
-    permission_mode: str = "acceptEdits"
-    allowed_tools: list[str] = ["Read", "Write", "Edit", "MultiEdit", "Glob", "Grep", "Bash"]
-    cli_path: str | None = None
-    model: str | None = None
-    max_turns: int | None = Field(None, gt=0)  # Claude Code's own cap on tool rounds per turn
-    turn_timeout_s: float = Field(900, gt=0)
+    options: dict[str, Any] = {}
 
 
 class MemoryConfig(_Strict):
@@ -42,6 +46,9 @@ class MemoryConfig(_Strict):
     backend: str = "sliding_window"
     num_to_retrieve: int = Field(5, gt=0)
     llm_model: str | None = None  # cheaper tier for summaries; None: offline deterministic path
+    # Seed 002 aims at ~500 tokens per injection; a doc longer than max_doc_chars is cut on index.
+    max_doc_chars: int = Field(8000, gt=0)
+    memories_budget_chars: int = Field(2000, gt=0)
     options: dict[str, Any] = {}
 
 
@@ -51,13 +58,26 @@ class ProjectConfig(_Strict):
     tickets_dir: str = "tickets"
 
 
-class Config(_Strict):
+class Config(BaseSettings):
+    model_config = SettingsConfigDict(
+        extra="forbid", env_prefix=ENV_PREFIX, env_nested_delimiter="_", env_nested_max_split=1,
+        case_sensitive=False,
+    )
+
     agent: AgentConfig = AgentConfig()
     worker: WorkerConfig = WorkerConfig()
     memory: MemoryConfig = MemoryConfig()
     project: ProjectConfig = ProjectConfig()
     state_dir: str = ".middle"  # tickets DB, checkpoints, Claude Code config for fake runs
     root: Path = Field(default_factory=Path.cwd, exclude=True)  # relative paths resolve here
+    source: Path | None = Field(None, exclude=True)  # the config file read, if any
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings,
+                                   dotenv_settings, file_secret_settings):
+        # Only the file (passed as init values) and the environment; the environment wins.
+        env = _Environ(settings_cls, _ENVIRON.get("value", {}))
+        return (env, init_settings)
 
     def resolve(self, path: str | Path) -> Path:
         p = Path(os.path.expanduser(str(path)))
@@ -71,66 +91,117 @@ class Config(_Strict):
     def memory_dir(self) -> Path | None:
         return self.resolve(self.memory.save_dir) if self.memory_enabled else None
 
+    def memory_limits(self) -> dict[str, int]:
+        """The size caps the memory facade applies (see [memory] in README)."""
+        return {"max_doc_chars": self.memory.max_doc_chars,
+                "memories_budget_chars": self.memory.memories_budget_chars}
+
+    @property
+    def state_path(self) -> Path:
+        return self.resolve(self.state_dir)
+
     @property
     def db_path(self) -> Path:
-        return self.resolve(self.state_dir) / "middle.sqlite3"
+        return self.state_path / "middle.sqlite3"
 
     @property
     def checkpoint_path(self) -> Path:
-        return self.resolve(self.state_dir) / "checkpoints.sqlite3"
+        return self.state_path / "checkpoints.sqlite3"
 
 
-def _parse_env_value(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
+# pydantic-settings reads os.environ; load_config(environ=...) lets tests and the demo pass their own.
+_ENVIRON: dict[str, Mapping[str, str]] = {}
+_ENVIRON_LOCK = threading.Lock()
 
 
-def env_overrides(environ: dict[str, str]) -> dict[str, Any]:
-    """MIDDLE_<SECTION>_<KEY>=value (e.g. MIDDLE_MEMORY_BACKEND=none), parsed as JSON when it can be."""
-    out: dict[str, Any] = {}
-    sections = {"agent", "worker", "memory", "project"}
-    for key, raw in environ.items():
-        if not key.startswith("MIDDLE_") or key == "MIDDLE_CONFIG":
-            continue
-        rest = key[len("MIDDLE_"):].lower()
-        section, _, field = rest.partition("_")
-        if section in sections and field:
-            out.setdefault(section, {})[field] = _parse_env_value(raw)
-        elif rest == "state_dir":
-            out["state_dir"] = raw
-    return out
+class _Environ(EnvSettingsSource):
+    """The MIDDLE_* variables of a given mapping (not necessarily os.environ)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]):
+        self._given = {k.lower(): v for k, v in environ.items()
+                       if k.upper().startswith(ENV_PREFIX) and k.upper() != "MIDDLE_CONFIG"
+                       and k.upper() != "MIDDLE_API_TOKEN"}
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return self._given
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for k, v in over.items():
-        merged[k] = _merge(merged[k], v) if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
-    return merged
+_OLD_WORKER_KEYS = {"permission_mode", "allowed_tools", "cli_path", "model", "max_turns",
+                    "turn_timeout_s", "extra_args"}
 
 
-def load_config(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:
+def _where(loc: tuple[Any, ...], environ: Mapping[str, str], file: Path | None) -> str:
+    """Name the environment variable that set a value, else the config file."""
+    names = [str(x) for x in loc]
+    for n in range(len(names), 0, -1):
+        var = ENV_PREFIX + "_".join(names[:n]).upper()
+        if any(k.upper() == var for k in environ):
+            return f"environment variable {var}"
+    return str(file) if file else "the configuration"
+
+
+def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """Read the config file (if any), apply environment overrides, validate strictly."""
     environ = dict(os.environ if environ is None else environ)
     explicit = path or environ.get("MIDDLE_CONFIG")
     file = Path(explicit) if explicit else Path.cwd() / CONFIG_FILE
     data: dict[str, Any] = {}
-    if file.exists():
+    if file.is_file():
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{file.resolve()}: not valid TOML ({exc}); fix the file") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read {file.resolve()} ({exc.strerror}); check its permissions") from None
+    elif file.exists():
+        raise ConfigError(f"{file.resolve()} is not a file: pass the config file with --config")
     elif explicit:
-        raise ConfigError(f"config file {file} does not exist: create it with `middle init`")
+        raise ConfigError(f"config file {file} does not exist: run `middle init` in the project, "
+                          f"or create it with `middle --config {file} init`")
+    old = _OLD_WORKER_KEYS & set(data.get("worker") or {})
+    if old:
+        raise ConfigError(
+            f"{file.resolve()}: [worker] {', '.join(sorted(old))} now belong under [worker.options] "
+            "(the worker kind validates them): move those lines below a `[worker.options]` header")
     if environ.get("MEMORY_SAVE_DIR"):  # seed 000's variable: used when the file sets no save_dir
         data.setdefault("memory", {}).setdefault("save_dir", environ["MEMORY_SAVE_DIR"])
-    data = _merge(data, env_overrides(environ))
-    try:
-        cfg = Config(**data, root=file.resolve().parent)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"{file.resolve()}: {problems}") from None
-    return cfg
+    source = file.resolve() if file.is_file() else None
+    _check_variable_names(environ)
+    with _ENVIRON_LOCK:
+        _ENVIRON["value"] = environ
+        try:
+            return Config(**data, root=file.resolve().parent, source=source)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']} (in {_where(e['loc'], environ, source)})"
+                for e in exc.errors()
+            )
+            raise ConfigError(f"bad configuration: {problems}") from None
+        finally:
+            _ENVIRON.pop("value", None)
+
+
+_SECTIONS = ("agent", "worker", "memory", "project")
+_OTHER_VARIABLES = {"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", "MIDDLE_STATE_DIR"}
+
+
+def _check_variable_names(environ: Mapping[str, str]) -> None:
+    """A MIDDLE_* variable that names no setting is a typo: say so rather than ignore it."""
+    for key in environ:
+        upper = key.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in _OTHER_VARIABLES:
+            continue
+        section = upper[len(ENV_PREFIX):].split("_", 1)[0].lower()
+        if section not in _SECTIONS:
+            raise ConfigError(
+                f"environment variable {key} names no setting: use MIDDLE_<SECTION>_<KEY> with a "
+                f"section of {', '.join(_SECTIONS)} (e.g. MIDDLE_AGENT_MAX_TURNS), or unset it")
+
+
+def require_config_file(config: Config) -> None:
+    """Commands that act on a project need its middle.toml: say so, and how to make one."""
+    if config.source is None:
+        raise ConfigError(
+            f"no {CONFIG_FILE} in {config.root}: run `middle init` here to create one, or pass "
+            "--config FILE (or set MIDDLE_CONFIG)")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
-from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -37,15 +36,17 @@ def prepare(workdir: Path, examples: Path, backend: str) -> Path:
 
 
 @click.command()
+@click.pass_context
 @click.option("--dir", "workdir", type=click.Path(file_okay=False), default=None,
               help="Where to put the demo project (default: a new temporary folder).")
 @click.option("--examples", type=click.Path(file_okay=False, exists=True), default=None,
               help="The examples folder (default: the one in this clone).")
 @click.option("--memory/--no-memory", default=True, show_default=True,
               help="Run with sliding-window project memory, or with memory off.")
-def demo(workdir: str | None, examples: str | None, memory: bool) -> None:
+def demo(ctx: click.Context, workdir: str | None, examples: str | None, memory: bool) -> None:
     """Run the sample backlog with the real Claude Code CLI against the offline fake model."""
-    from orchestrator.cli import console, open_orchestrator, report
+    from orchestrator.cli import open_orchestrator
+    from orchestrator.cli_output import console, report
     from orchestrator.log_view import print_log
 
     root = Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="middle-demo-"))
@@ -54,23 +55,22 @@ def demo(workdir: str | None, examples: str | None, memory: bool) -> None:
     config = load_config(config_file, environ={})  # the demo ignores MIDDLE_* overrides
     console.print(f"[bold]middle demo[/] in {root} (memory {'on: sliding_window' if memory else 'off'})")
     failed = 0
-    with ExitStack() as stack:
-        orch = open_orchestrator(config, stack, fake=True)
-        orch.sync_tickets()
-        tickets = orch.store.list_tickets(status="pending")
-        for ticket in tickets:
-            console.print(f"\n[bold]ticket {escape(ticket.id)}[/]: {escape(ticket.title)}")
-            outcome = orch.run_ticket(ticket.id)
-            report(outcome)
-            failed += outcome.status != "complete"
-        if len(tickets) > 1:  # the second ticket is the first that recalls memory
-            console.print("\n[bold]the execution log of the second ticket (`middle log`):[/]")
-            print_log(console, orch.store, tickets[1].id)
-        created = sorted(p.relative_to(root) for p in (root / "repo").rglob("*.py"))
-        console.print("\n[bold]files in the sample repo now:[/] " + ", ".join(map(str, created)))
-        if orch.memory is not None:
-            docs = orch.memory.list_docs("calc")
-            console.print(f"[bold]project memory[/] ({len(docs)} doc(s) in {orch.memory.store_dir('calc')})")
+    orch = open_orchestrator(ctx, config, fake=True)  # closed when the command ends
+    orch.sync_tickets()
+    tickets = orch.store.list_tickets(status="pending")
+    for ticket in tickets:
+        console.print(f"\n[bold]ticket {escape(ticket.id)}[/]: {escape(ticket.title)}")
+        outcome = orch.run_ticket(ticket.id)
+        report(outcome)
+        failed += outcome.status != "complete"
+    if len(tickets) > 1:  # the second ticket is the first that recalls memory
+        console.print("\n[bold]the execution log of the second ticket (`middle log`):[/]")
+        print_log(console, orch.store, tickets[1].id)
+    created = sorted(p.relative_to(root) for p in (root / "repo").rglob("*.py"))
+    console.print("\n[bold]files in the sample repo now:[/] " + ", ".join(map(str, created)))
+    if orch.memory is not None:
+        docs = orch.memory.list_docs("calc")
+        console.print(f"[bold]project memory[/] ({len(docs)} doc(s) in {orch.memory.store_dir('calc')})")
     console.print(f"\nexplore it: cd {root} && middle tickets && middle log 002-farewell")
     if failed:
         sys.exit(1)

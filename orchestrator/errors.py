@@ -1,21 +1,17 @@
 """The handful of exception types the product raises; each message says how to fix the problem.
 
-They are turned into one line of user output only at the CLI edge (orchestrator/cli.py).
+They are turned into one line of user output only at the CLI and HTTP edges. The ticket-domain
+ones are defined in `tickets.errors` (which imports nothing from `orchestrator`) and re-exported.
 """
 
 from __future__ import annotations
 
+from tickets.errors import ConfigError, MiddleError, StoreError, TicketError
 
-class MiddleError(Exception):
-    """Base class: `str(err)` is a complete, user-facing sentence with what to do next."""
-
-
-class ConfigError(MiddleError):
-    """Bad configuration: unknown backend, unknown option, bad value, unsafe project id."""
-
-
-class TicketError(MiddleError):
-    """A ticket that cannot be loaded or run as asked (bad file, missing path, unknown id)."""
+__all__ = [
+    "MiddleError", "ConfigError", "TicketError", "StoreError",
+    "MemoryStoreError", "WorkerError", "AgentReplyError",
+]
 
 
 class MemoryStoreError(MiddleError):

@@ -2,37 +2,42 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable
+
 import pluggy
+
+if TYPE_CHECKING:  # annotations only: importing the ticket model here would be a cycle for plugins
+    from tickets.model import Ticket
 
 hookspec = pluggy.HookspecMarker("middle_agent")
 hookimpl = pluggy.HookimplMarker("middle_agent")
 
 
 @hookspec
-def register_memory_backends(register):
+def register_memory_backends(register: Callable[[type], None]) -> None:
     """Register memory backend classes by calling register(BackendClass) once per class."""
 
 
 @hookspec
-def register_workers(register):
+def register_workers(register: Callable[[type], None]) -> None:
     """Register coding-agent worker classes (like Claude Code) by calling register(WorkerClass)."""
 
 
 @hookspec
-def on_ticket_start(ticket, run_id):
+def on_ticket_start(ticket: Ticket, run_id: str) -> None:
     """Called when a run of a ticket starts (or resumes), before any memory recall."""
 
 
 @hookspec
-def on_turn_end(ticket, run_id, turn):
+def on_turn_end(ticket: Ticket, run_id: str, turn: dict[str, Any]) -> None:
     """Called after each coding-agent turn with the turn record (prompt, response, cost)."""
 
 
 @hookspec
-def on_ticket_complete(ticket, run_id, summary):
+def on_ticket_complete(ticket: Ticket, run_id: str, summary: str) -> None:
     """Called when the middle agent marks a ticket complete, after its summary is indexed."""
 
 
 @hookspec
-def on_ticket_failed(ticket, run_id, reason):
+def on_ticket_failed(ticket: Ticket, run_id: str, reason: str) -> None:
     """Called when a ticket fails (a limit reached or a turn that could not run)."""

@@ -19,20 +19,117 @@ from tickets.model import validate_project_id
 log = logging.getLogger("middle.memory")
 
 MEMORIES_HEADER = "Memories invoked:"
+DEFAULT_MAX_DOC_CHARS = 8000
+DEFAULT_MEMORIES_BUDGET_CHARS = 2000  # about 500 tokens, what seed 002 aims at per injection
+MIN_MAX_DOC_CHARS = 200  # room for some text plus the truncation marker
+MIN_MEMORIES_BUDGET_CHARS = 100  # room for the header plus the "not shown" note
+CUT_MARKER = " … [truncated]"
+_MIN_CUT_CHARS = 40  # a cut doc keeping less than this says nothing; drop it instead
+# Project ids never start with '.', so this directory can never be a project's store.
+LOCK_DIR_NAME = ".locks"
 
 
-def format_memories(results: list[RetrieveResult]) -> str:
-    """Seed 000: flatten every result's docs into one list; header + one doc per line, or ''."""
+class MemoryArgumentError(MemoryStoreError, ValueError):
+    """A memory call with bad arguments: refused before any I/O, with what to pass instead.
+
+    A MemoryStoreError so callers that go on without memory do so, and the CLI prints one line;
+    a ValueError for code that checks arguments the usual way.
+    """
+
+
+def truncate_doc(doc: str, max_chars: int) -> str:
+    """`doc` itself if it fits in max_chars, else its head plus a visible marker, within max_chars.
+
+    Cutting an already cut doc returns it unchanged, so the text a caller keeps (to delete it
+    later) and the text the backend stores are the same string.
+    """
+    if len(doc) <= max_chars:
+        return doc
+    widest = f"\n… [truncated: {len(doc)} chars, kept {max_chars}]"
+    keep = max(0, max_chars - len(widest))
+    return doc[:keep] + f"\n… [truncated: {len(doc)} chars, kept {keep}]"
+
+
+def format_memories(
+    results: list[RetrieveResult], budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS
+) -> str:
+    """Seed 000's block: header + one doc per line from every result, at most budget_chars long.
+
+    Whole docs are kept in rank order while they fit; the first that does not is cut with a
+    visible marker, and a last line says how many docs were left out. No docs: ''.
+    """
     docs = [doc for result in results for doc in result.get("docs", [])]
-    return MEMORIES_HEADER + "\n" + "\n".join(docs) if docs else ""
+    if not docs:
+        return ""
+
+    def note(n: int) -> str:
+        return f"\n[{n} more memories not shown: budget of {budget_chars} chars]" if n else ""
+
+    reserve = len(note(len(docs)))  # the longest note there could be
+    parts, used = [MEMORIES_HEADER], len(MEMORIES_HEADER)
+    for i, doc in enumerate(docs):
+        rest = len(docs) - i - 1
+        if used + 1 + len(doc) + (reserve if rest else 0) <= budget_chars:
+            parts.append("\n" + doc)
+            used += 1 + len(doc)
+            continue
+        room = budget_chars - used - 1 - len(CUT_MARKER) - len(note(rest))
+        if room >= _MIN_CUT_CHARS:
+            parts.append("\n" + doc[:room].rstrip() + CUT_MARKER + note(rest))
+        else:
+            parts.append(note(rest + 1))
+        break
+    return "".join(parts)
+
+
+def _check_texts(texts: Any, what: str, example: str, allow_empty: bool) -> list[str]:
+    if isinstance(texts, (str, bytes)):
+        raise MemoryArgumentError(
+            f"{what} must be a list, not a single {type(texts).__name__}: pass a list of {what}, "
+            f"e.g. [{example}]"
+        )
+    if not isinstance(texts, (list, tuple)):
+        raise MemoryArgumentError(
+            f"{what} must be a list of strings, e.g. [{example}], not {type(texts).__name__}"
+        )
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise MemoryArgumentError(f"{what}[{i}] is {type(text).__name__}, not str: pass text")
+        if not allow_empty and not text.strip():
+            raise MemoryArgumentError(f"{what}[{i}] is empty: pass only {what} with some text")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise MemoryArgumentError(
+                f"{what}[{i}] is not valid Unicode (a lone surrogate at index {exc.start}): "
+                "decode the text properly first, e.g. with errors='replace'"
+            ) from None
+    return list(texts)
+
+
+def _check_count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise MemoryArgumentError(f"{what} must be a whole number of at least 1, not {value!r}")
+    return value
+
+
+def _check_setting(value: Any, key: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"[memory] {key} must be a whole number of at least {minimum}, "
+                          f"not {value!r}")
+    return value
 
 
 class MemoryFacade:
     """Opens one backend instance per project at `<save_dir>/<project_id>/` and serialises its calls.
 
-    A thread lock guards a project within this process; a file lock beside the store guards it
-    across processes on one machine. Every error comes out as MemoryStoreError naming the
-    absolute store path, so callers can log it and go on (memory failures never stop a ticket).
+    A thread lock guards a project within this process; a file lock in `<save_dir>/.locks/`
+    guards it across processes on one machine. Bad arguments are refused before any I/O with a
+    MemoryArgumentError; every other error comes out as MemoryStoreError naming the absolute
+    store path, so callers can log it and go on (memory failures never stop a ticket).
+
+    Size caps: a doc longer than max_doc_chars is cut on index (see `prepare_doc`), and
+    `format_memories` keeps the recalled block within memories_budget_chars.
     """
 
     def __init__(
@@ -45,15 +142,20 @@ class MemoryFacade:
         llm: TextLLM | None = None,
         num_to_retrieve: int = 5,
         lock_timeout_s: float = 120.0,
+        max_doc_chars: int = DEFAULT_MAX_DOC_CHARS,
+        memories_budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
     ):
         if backend == "none":
             raise ConfigError("backend 'none' means memory off: do not build a MemoryFacade for it")
+        self.num_to_retrieve = _check_setting(num_to_retrieve, "num_to_retrieve", 1)
+        self.max_doc_chars = _check_setting(max_doc_chars, "max_doc_chars", MIN_MAX_DOC_CHARS)
+        self.memories_budget_chars = _check_setting(
+            memories_budget_chars, "memories_budget_chars", MIN_MEMORIES_BUDGET_CHARS)
         self.save_dir = Path(save_dir).expanduser().resolve()
         self.backend_name = backend
         self.backend_cls = registry.backend_class(backend)
         self.options = registry.backend_options(backend, options or {})  # ConfigError up front
         self.llm = llm
-        self.num_to_retrieve = num_to_retrieve
         self.lock_timeout_s = lock_timeout_s
         self._backends: dict[str, MemoryBackend] = {}
         self._locks: dict[str, threading.RLock] = {}
@@ -63,6 +165,10 @@ class MemoryFacade:
     def store_dir(self, project_id: str) -> Path:
         return self.save_dir / validate_project_id(project_id)
 
+    def lock_path(self, project_id: str) -> Path:
+        """The project's lock file, kept apart from every store (project 'x.lock' is no clash)."""
+        return self.save_dir / LOCK_DIR_NAME / f"{validate_project_id(project_id)}.lock"
+
     def _thread_lock(self, project_id: str) -> threading.RLock:
         with self._master:
             return self._locks.setdefault(project_id, threading.RLock())
@@ -70,22 +176,30 @@ class MemoryFacade:
     @contextmanager
     def _locked(self, project_id: str, op: str) -> Iterator[MemoryBackend]:
         store = self.store_dir(project_id)  # ConfigError for an unsafe id, before any I/O
+        lock_path = self.lock_path(project_id)
         with self._thread_lock(project_id):
             try:
-                store.mkdir(parents=True, exist_ok=True)
-                flock = FileLock(str(store) + ".lock", timeout=self.lock_timeout_s)
+                lock_path.parent.mkdir(parents=True, exist_ok=True)
+                flock = FileLock(str(lock_path), timeout=self.lock_timeout_s)
                 flock.acquire()
             except Timeout:
                 raise MemoryStoreError(
                     f"memory {op} for project {project_id!r}: another process holds the lock "
-                    f"{store}.lock for over {self.lock_timeout_s:.0f}s; wait or remove a stale lock"
+                    f"{lock_path} for over {self.lock_timeout_s:.0f}s; wait or remove a stale lock"
                 ) from None
             except OSError as exc:
                 raise MemoryStoreError(
-                    f"memory {op} for project {project_id!r}: cannot use store {store} ({exc}); "
+                    f"memory {op} for project {project_id!r}: cannot lock {lock_path} ({exc}); "
                     "check the directory's permissions or [memory] save_dir"
                 ) from exc
             try:
+                try:
+                    store.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise MemoryStoreError(
+                        f"memory {op} for project {project_id!r}: cannot use store {store} "
+                        f"({exc}); check the directory's permissions or [memory] save_dir"
+                    ) from exc
                 yield self._backend(project_id, store)
             except (MemoryStoreError, ConfigError):
                 raise
@@ -104,29 +218,60 @@ class MemoryFacade:
             self._backends[project_id] = backend
         return backend
 
+    # -- size caps ----------------------------------------------------------------------------
+    def prepare_doc(self, doc: str) -> str:
+        """The exact text `index([doc])` stores: doc itself, or cut to max_doc_chars with a marker.
+
+        Keep this string (not the original) if the doc must be deleted later; passing it to
+        index again stores it unchanged.
+        """
+        (doc,) = _check_texts([doc], "docs", "text", allow_empty=False)
+        stored = truncate_doc(doc, self.max_doc_chars)
+        if stored is not doc:
+            log.warning("memory doc of %d chars cut to %d ([memory] max_doc_chars = %d)",
+                        len(doc), len(stored), self.max_doc_chars)
+        return stored
+
+    def format_memories(self, results: list[RetrieveResult]) -> str:
+        """`format_memories` with this facade's memories_budget_chars."""
+        return format_memories(results, self.memories_budget_chars)
+
     # -- seed 000 API -------------------------------------------------------------------------
     def retrieve(
         self, project_id: str, queries: list[str], num_to_retrieve: int | None = None
     ) -> list[RetrieveResult]:
-        k = num_to_retrieve or self.num_to_retrieve
+        validate_project_id(project_id)
+        queries = _check_texts(queries, "queries", "question", allow_empty=True)
+        k = self.num_to_retrieve if num_to_retrieve is None else _check_count(
+            num_to_retrieve, "num_to_retrieve")
         started = time.perf_counter()
         with self._locked(project_id, "retrieve") as backend:
-            results = backend.retrieve(list(queries), k)
+            results = backend.retrieve(queries, k)
         self._log("retrieve", project_id, started, queries=len(queries),
                   docs=sum(len(r.get("docs", [])) for r in results))
         return results
 
     def index(self, project_id: str, docs: list[str]) -> None:
+        validate_project_id(project_id)
+        docs = [self.prepare_doc(d) for d in _check_texts(docs, "docs", "text", allow_empty=False)]
         started = time.perf_counter()
         with self._locked(project_id, "index") as backend:
-            backend.index(list(docs))
+            backend.index(docs)
         self._log("index", project_id, started, docs=len(docs))
 
     def delete(self, project_id: str, docs: list[str]) -> int:
+        """Delete docs by exact text; a doc longer than max_doc_chars also means its cut form.
+
+        The full text is kept in the list too: stores written before the cap may hold it whole.
+        """
+        validate_project_id(project_id)
+        given = _check_texts(docs, "docs", "text", allow_empty=True)
+        docs = list(dict.fromkeys(
+            form for d in given for form in (d, truncate_doc(d, self.max_doc_chars))))
         started = time.perf_counter()
         with self._locked(project_id, "delete") as backend:
-            removed = backend.delete(list(docs))
-        self._log("delete", project_id, started, docs=len(docs), removed=removed)
+            removed = backend.delete(docs)
+        self._log("delete", project_id, started, docs=len(given), removed=removed)
         return removed
 
     def list_docs(self, project_id: str) -> list[str]:

@@ -7,34 +7,17 @@ from pathlib import Path
 
 import click
 
-from orchestrator.config import Config, load_config
-from orchestrator.errors import ConfigError
-from orchestrator.memory import MemoryFacade
+from orchestrator.cli_output import console, err_console, safe
+from orchestrator.config import Config
+from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError
 
 
-def open_memory(config: Config, required: bool = True) -> MemoryFacade | None:
-    if not config.memory_enabled:
-        if required:
-            raise ConfigError(
-                "memory is off: set [memory] save_dir in middle.toml (or MEMORY_SAVE_DIR) and a "
-                "backend other than 'none'"
-            )
-        return None
-    from orchestrator.plugins import PluginRegistry
-
-    return MemoryFacade(config.memory_dir, config.memory.backend, config.memory.options,
-                        PluginRegistry(), num_to_retrieve=config.memory.num_to_retrieve)
-
-
-def default_project(config: Config) -> str:
+def default_project(config: Config, store) -> str:
     """[project] id, else the one project the ticket store knows, else the project folder's name."""
     if config.project.id:
         return config.project.id
-    if config.db_path.exists():
-        from tickets.store import TicketStore
-
-        with TicketStore(config.db_path) as store:
-            projects = {t.project_id for t in store.list_tickets()}
+    if store is not None:
+        projects = {t.project_id for t in store.list_tickets()}
         if len(projects) == 1:
             return projects.pop()
         if projects:
@@ -49,11 +32,23 @@ project_option = click.option("--project", "-p", default=None,
                               help="Project id (default: [project] id, else the only project of the tickets, else the project folder's name).")
 
 
-def _ctx(ctx: click.Context, project: str | None) -> tuple[MemoryFacade, str]:
-    config = load_config(ctx.obj["config_path"])
-    memory = open_memory(config)
-    ctx.call_on_close(memory.close)
-    return memory, project or default_project(config)
+def _memory(ctx: click.Context, project: str | None):
+    """The memory facade (from the shared services, with its memory model) and the project id."""
+    from orchestrator.cli import get_config, services
+
+    config = get_config(ctx)
+    svc = services(ctx, config)
+    if svc.memory is None:
+        raise ConfigError(
+            "memory is off: set [memory] save_dir in middle.toml (or MEMORY_SAVE_DIR) and a "
+            "backend other than 'none'"
+        )
+    return svc.memory, project if project is not None else default_project(config, svc.read_store())
+
+
+def _exists(mem, pid: str) -> bool:
+    """Read-only commands on a project that has no store yet answer without creating one."""
+    return mem.store_dir(pid).exists()
 
 
 @click.group()
@@ -63,17 +58,22 @@ def memory() -> None:
 
 @memory.command()
 @click.argument("query")
-@click.option("-k", "num", default=5, show_default=True, help="How many docs to return.")
+@click.option("-k", "num", default=5, show_default=True, type=click.IntRange(min=1),
+              help="How many docs to return.")
 @project_option
 @click.pass_context
 def search(ctx: click.Context, query: str, num: int, project: str | None) -> None:
     """Show what recall returns for QUERY, with scores."""
-    mem, pid = _ctx(ctx, project)
-    for result in mem.retrieve(pid, [query], num):
+    mem, pid = _memory(ctx, project)
+    if mem.backend_cls.recall == "recency":
+        err_console.print(f"note: backend {mem.backend_name!r} recalls by recency: these are the "
+                          "newest docs whatever the query, and the scores do not rank relevance")
+    results = mem.retrieve(pid, [query], num) if _exists(mem, pid) else [{"docs": [], "doc_scores": []}]
+    for result in results:
         if not result["docs"]:
-            click.echo("(no memories)")
+            console.print("(no memories)")
         for doc, score in zip(result["docs"], result["doc_scores"]):
-            click.echo(f"{score:7.3f}  {doc}")
+            console.print(f"{score:7.3f}  {safe(doc)}")
 
 
 @memory.command(name="list")
@@ -81,11 +81,11 @@ def search(ctx: click.Context, query: str, num: int, project: str | None) -> Non
 @click.pass_context
 def list_(ctx: click.Context, project: str | None) -> None:
     """List every doc in the project's memory."""
-    mem, pid = _ctx(ctx, project)
-    docs = mem.list_docs(pid)
+    mem, pid = _memory(ctx, project)
+    docs = mem.list_docs(pid) if _exists(mem, pid) else []
     for doc in docs:
-        click.echo(doc)
-    click.echo(f"({len(docs)} doc(s) in {mem.store_dir(pid)})", err=True)
+        console.print(safe(doc))
+    err_console.print(f"({len(docs)} doc(s) in {safe(mem.store_dir(pid))})")
 
 
 @memory.command()
@@ -94,9 +94,9 @@ def list_(ctx: click.Context, project: str | None) -> None:
 @click.pass_context
 def add(ctx: click.Context, text: str, project: str | None) -> None:
     """Index TEXT as one doc."""
-    mem, pid = _ctx(ctx, project)
+    mem, pid = _memory(ctx, project)
     mem.index(pid, [text])
-    click.echo(f"added 1 doc to {mem.store_dir(pid)}")
+    console.print(f"added 1 doc to {safe(mem.store_dir(pid))}")
 
 
 @memory.command()
@@ -105,11 +105,13 @@ def add(ctx: click.Context, text: str, project: str | None) -> None:
 @click.pass_context
 def delete(ctx: click.Context, text: str, project: str | None) -> None:
     """Delete the doc whose text is exactly TEXT."""
-    mem, pid = _ctx(ctx, project)
-    removed = mem.delete(pid, [text])
-    click.echo(f"deleted {removed} doc(s)")
+    mem, pid = _memory(ctx, project)
+    removed = mem.delete(pid, [text]) if _exists(mem, pid) else 0
     if not removed:
-        raise click.exceptions.Exit(1)
+        raise MemoryStoreError(
+            f"no doc in project {pid!r} has exactly that text, so nothing was deleted: copy the "
+            "exact text from `middle memory list`")
+    console.print(f"deleted {removed} doc(s)")
 
 
 @memory.command()
@@ -119,11 +121,17 @@ def delete(ctx: click.Context, text: str, project: str | None) -> None:
 @click.pass_context
 def export(ctx: click.Context, output: str | None, project: str | None) -> None:
     """Export every doc of the project's memory as JSON."""
-    mem, pid = _ctx(ctx, project)
-    data = json.dumps({"project": pid, "backend": mem.backend_name, "docs": mem.list_docs(pid)},
+    mem, pid = _memory(ctx, project)
+    docs = mem.list_docs(pid) if _exists(mem, pid) else []
+    data = json.dumps({"project": pid, "backend": mem.backend_name, "docs": docs},
                       ensure_ascii=False, indent=2)
-    if output:
-        Path(output).write_text(data + "\n", encoding="utf-8")
-        click.echo(f"wrote {output}")
-    else:
+    if not output:
         click.echo(data)
+        return
+    target = Path(output)
+    try:
+        target.write_text(data + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise MiddleError(f"cannot write {target.resolve()} ({exc.strerror}): choose a path in an "
+                          "existing directory you can write to") from None
+    console.print(f"wrote {len(docs)} doc(s) to {safe(target)}")

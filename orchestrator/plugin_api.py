@@ -1,4 +1,10 @@
-"""What a plugin author imports: the hook marker, the memory backend base class and its types."""
+"""What a plugin author imports: the hook marker, the backend base class, its types and errors.
+
+This module is the whole public surface for plugins: backends and third-party plugins import
+nothing else from `orchestrator` (import-linter contracts in the tests keep it so). The shared
+retrieval parts (`backends.retrieval`) and the contract suite are re-exported lazily, so importing
+this module stays cheap and never needs pytest, FAISS or an embedding model.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,9 @@ from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError
 from orchestrator.hookspecs import hookimpl
+from tickets.model import Ticket
 
 __all__ = [
     "hookimpl",
@@ -18,6 +26,13 @@ __all__ = [
     "RetrieveResult",
     "ConversationContext",
     "TextLLM",
+    "Ticket",
+    "check_texts",
+    "MiddleError",
+    "ConfigError",
+    "MemoryStoreError",
+    "MemoryBackendContract",
+    "retrieval",
 ]
 
 
@@ -35,6 +50,25 @@ class TextLLM(Protocol):
 
     def complete(self, system: str, prompt: str, max_tokens: int = 1024) -> str:
         """Return the model's text reply to one user prompt."""
+
+
+def check_texts(texts: object, what: str = "docs") -> list[str]:
+    """Return texts as a list, or raise TypeError / ValueError before a backend changes anything.
+
+    A bare string (not a list), a non-string item or a lone surrogate (not storable as UTF-8)
+    is refused, so one bad doc never leaves half a batch behind.
+    """
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, (list, tuple)):
+        raise TypeError(f"{what} must be a list of strings, e.g. [text], not {type(texts).__name__}")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{what}[{i}] is {type(text).__name__}, not str: pass text only")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{what}[{i}] is not valid Unicode (lone surrogate at index "
+                             f"{exc.start}): decode the text properly before indexing") from None
+    return list(texts)
 
 
 class BackendOptions(BaseModel):
@@ -61,12 +95,17 @@ class MemoryBackend(ABC):
     The facade (orchestrator/memory.py) creates it with the project's own directory, the
     validated options and an optional TextLLM (None means: work offline, deterministically).
     It serialises calls per project with a thread lock and a file lock, so a backend needs no
-    locking of its own for index/retrieve/delete (background work it starts is its own).
+    locking of its own for index/retrieve/delete (background work it starts is its own), but it
+    must re-read its state at the start of each call: another process (a second `middle run`,
+    `middle memory add`) may have changed the store since (see docs/plugins.md, Other processes).
     """
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
     Options: ClassVar[type[BackendOptions]] = BackendOptions
+    # How `retrieve` ranks, shown by `middle backends` and `middle memory search`: "relevance"
+    # (scores say how well a doc matches the query) or "recency" (newest first, query ignored).
+    recall: ClassVar[str] = "relevance"
 
     def __init__(self, store_dir: Path, options: BackendOptions, llm: TextLLM | None = None):
         self.store_dir = Path(store_dir)
@@ -102,3 +141,16 @@ class MemoryBackend(ABC):
 
     def close(self) -> None:
         """Release files and threads; the facade calls it once when done with the project."""
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy re-exports: the contract suite needs pytest, the retrieval parts need NumPy and FAISS.
+    if name == "MemoryBackendContract":
+        from orchestrator.testing.contract import MemoryBackendContract
+
+        return MemoryBackendContract
+    if name == "retrieval":
+        import importlib
+
+        return importlib.import_module("backends.retrieval")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

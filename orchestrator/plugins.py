@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pluggy
+from pydantic import ValidationError
 
 from orchestrator import hookspecs
 from orchestrator.errors import ConfigError
@@ -99,20 +100,12 @@ class PluginRegistry:
 
     def backend_options(self, name: str, options: dict[str, Any]) -> BackendOptions:
         """Validate `[memory.options]` with the backend's strict model."""
-        cls = self.backend_class(name)
-        try:
-            return cls.Options(**(options or {}))
-        except Exception as exc:  # pydantic.ValidationError: reword as one actionable line
-            errors = getattr(exc, "errors", lambda: [])()
-            parts = []
-            for e in errors:
-                loc = ".".join(str(x) for x in e.get("loc", ()))
-                parts.append(f"{loc}: {e.get('msg')}")
-            fields = ", ".join(cls.Options.model_fields) or "none"
-            raise ConfigError(
-                f"bad [memory.options] for backend {name!r}: {'; '.join(parts) or exc}. "
-                f"Allowed options: {fields}"
-            ) from None
+        return _validated(self.backend_class(name).Options, options, f"[memory.options] for backend {name!r}")
+
+    def worker_options(self, kind: str, options: dict[str, Any]) -> Any:
+        """Validate `[worker.options]` with the worker kind's strict Options model."""
+        cls = self.worker_class(kind)
+        return _validated(cls.Options, options, f"[worker.options] for worker {kind!r}")
 
     def worker_class(self, kind: str) -> type:
         if kind not in self.workers:
@@ -140,11 +133,28 @@ class PluginRegistry:
         return self.pm.hook
 
 
+def _validated(model: type, options: dict[str, Any] | None, what: str) -> Any:
+    """Options through a strict pydantic model, any problem reworded as one actionable line."""
+    try:
+        return model(**(options or {}))
+    except ValidationError as exc:
+        parts = [f"{'.'.join(str(x) for x in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()]
+        fields = ", ".join(model.model_fields) or "none"
+        raise ConfigError(f"bad {what}: {'; '.join(parts)}. Allowed options: {fields}") from None
+    except TypeError as exc:
+        raise ConfigError(f"bad {what}: {exc}") from None
+
+
 def call_hook(hooks: Any, name: str, **kwargs: Any) -> None:
-    """Call a lifecycle hook; a plugin that raises is logged and never stops the ticket."""
+    """Call a lifecycle hook's implementations one by one: a plugin that raises is logged, and
+    the other plugins' implementations still run (pluggy alone would stop at the first error)."""
     if hooks is None:
         return
-    try:
-        getattr(hooks, name)(**kwargs)
-    except Exception:
-        log.exception("plugin hook %s raised; the ticket goes on", name)
+    caller = getattr(hooks, name)
+    for impl in reversed(caller.get_hookimpls()):  # pluggy's own order: last registered first
+        if impl.hookwrapper or impl.wrapper:  # lifecycle hooks have no use for wrappers
+            continue
+        try:
+            impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+        except Exception:
+            log.exception("plugin %s raised in hook %s; the ticket goes on", impl.plugin_name, name)

@@ -1,35 +1,40 @@
-"""The Python API: build everything from a Config and run, resume or revert tickets."""
+"""The Python API: run, resume or revert tickets with the services built from a Config."""
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from orchestrator.agent.llm import AnthropicLLM, AnthropicTextLLM
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.config import Config
-from orchestrator.errors import MiddleError, TicketError
+from orchestrator.errors import MiddleError, StoreError, TicketError
 from orchestrator.graph import Limits, TicketContext, build_graph
+from orchestrator.graph.serde import StrictSerializer
 from orchestrator.memory import MemoryFacade
-from orchestrator.plugin_api import TextLLM
-from orchestrator.plugins import PluginRegistry, call_hook
-from orchestrator.worker.base import EventCallback, Worker
+from orchestrator.plugins import call_hook
+from orchestrator.services import Services
+from orchestrator.worker.base import EventCallback
+from tickets.claims import DEFAULT_LEASE_S
 from tickets.source import LoadResult, load_tickets
 from tickets.store import TicketStore
 
 log = logging.getLogger("middle.runner")
+
+# `middle run` starts tickets in these states; a complete one only when asked (`--rerun`).
+RUNNABLE = ("pending", "failed", "reverted")
 
 
 @dataclass
 class RunOutcome:
     ticket_id: str
     run_id: str
-    status: str  # complete | failed | interrupted
+    status: str  # complete | failed | interrupted | skipped
     reason: str = ""
     turns: int = 0
     cost_usd: float = 0.0
@@ -37,56 +42,43 @@ class RunOutcome:
 
 
 class Orchestrator:
-    """Owns the ticket store, memory, middle agent, worker and checkpointer for one config.
+    """Runs tickets through the graph with the services of one config.
 
-    `llm` may be an AgentLLM or any LangChain BaseChatModel; by default Claude through the
-    anthropic SDK. `worker` defaults to the configured kind (Claude Code).
+    Pass `services` to share them (the CLI and the server do), or the same overrides `Services`
+    takes (`llm` = an AgentLLM or any LangChain BaseChatModel, `worker`, `registry`,
+    `memory_llm`, `worker_env`, `fake`). Use as a context manager; it closes what it built.
     """
 
     def __init__(
         self,
         config: Config,
         *,
-        llm: Any = None,
-        worker: Worker | None = None,
-        registry: PluginRegistry | None = None,
-        memory_llm: TextLLM | None = None,
-        worker_env: dict[str, str] | None = None,
+        services: Services | None = None,
         say: Callable[[str], None] | None = None,
         on_event: EventCallback | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+        **overrides: Any,
     ):
         self.config = config
-        self.registry = registry or PluginRegistry()
-        if config.memory.backend != "none" and not config.memory_enabled:
-            # The facade validates when memory is on; when off, a bad name or option is still an error.
-            self.registry.backend_options(config.memory.backend, config.memory.options)
-        self.store = TicketStore(config.db_path)
-        agent_llm = llm if llm is not None else AnthropicLLM(
-            config.agent.model, config.agent.max_tokens, base_url=config.agent.base_url
-        )
-        if memory_llm is None and config.memory.llm_model and config.memory_enabled:
-            base = agent_llm if isinstance(agent_llm, AnthropicLLM) else AnthropicLLM(config.agent.model)
-            memory_llm = AnthropicTextLLM(config.memory.llm_model, base)
-        self.memory = (
-            MemoryFacade(config.memory_dir, config.memory.backend, config.memory.options,
-                         self.registry, llm=memory_llm, num_to_retrieve=config.memory.num_to_retrieve)
-            if config.memory_enabled else None
-        )
-        self.agent = MiddleAgent(agent_llm, config.agent.max_turns)
-        self.worker = worker or self._make_worker(worker_env)
+        self._own_services = services is None
+        self.services = services or Services(config, **overrides)
         self.say = say or (lambda msg: log.info(msg))
         self.on_event = on_event
-        config.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(str(config.checkpoint_path), check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self.graph = build_graph().compile(checkpointer=SqliteSaver(self._conn))
-
-    def _make_worker(self, env: dict[str, str] | None) -> Worker:
-        """The configured worker kind, given the `[worker]` settings its Options model declares."""
-        cls = self.registry.worker_class(self.config.worker.kind)
-        settings = self.config.worker.model_dump(exclude={"kind"})
-        fields = cls.Options.model_fields
-        return cls(cls.Options(**{k: v for k, v in settings.items() if k in fields}), env=env)
+        self.lease_s = lease_s
+        self.registry = self.services.registry
+        self.store: TicketStore = self.services.store
+        self.memory: MemoryFacade | None = self.services.memory  # validates backend + options now
+        self.agent = MiddleAgent(self.services.agent_llm, config.agent.max_turns)
+        self.worker = self.services.worker
+        path = config.checkpoint_path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(str(path), check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+        except (OSError, sqlite3.Error) as exc:
+            raise _checkpoint_error(path, exc) from None
+        self.graph = build_graph().compile(
+            checkpointer=SqliteSaver(self._conn, serde=StrictSerializer(str(path))))
 
     # -- tickets ---------------------------------------------------------------------------
     def sync_tickets(self, folder: str | Path | None = None) -> LoadResult:
@@ -97,23 +89,61 @@ class Orchestrator:
             self.store.upsert_ticket(ticket)
         return result
 
-    def _context(self) -> TicketContext:
+    def _context(self, ticket_id: str, run_id: str) -> TicketContext:
+        record = self._recorder(ticket_id, run_id)
+
+        def say(msg: str) -> None:
+            record("note", {"text": msg})
+            self.say(msg)
+
+        def on_event(event: dict[str, Any]) -> None:
+            record("worker", event)
+            if self.on_event is not None:
+                self.on_event(event)
+
         return TicketContext(
             store=self.store, agent=self.agent, worker=self.worker, memory=self.memory,
             limits=Limits(self.config.agent.max_turns, self.config.agent.max_cost_usd),
             num_to_retrieve=self.config.memory.num_to_retrieve, hooks=self.registry.hook,
-            on_event=self.on_event, say=self.say,
+            on_event=on_event, say=say,
         )
 
-    def run_ticket(self, ticket_id: str) -> RunOutcome:
-        """Start a new run of a ticket (pending, failed or reverted; a running one is refused)."""
+    def _recorder(self, ticket_id: str, run_id: str) -> Callable[[str, dict[str, Any]], None]:
+        """Store run events (`middle log --follow`, the API and the dashboard read them)."""
+        def record(kind: str, data: dict[str, Any]) -> None:
+            try:
+                self.store.add_event(run_id, ticket_id, kind, data)
+            except Exception:  # the event log is for watching; it never stops a run
+                log.exception("recording a %s event of run %s failed", kind, run_id)
+        return record
+
+    def run_ticket(self, ticket_id: str, *, rerun: bool = False, skip_claimed: bool = False) -> RunOutcome:
+        """Start a new run of a ticket, claimed atomically so no other process runs it at once.
+
+        A pending, failed or reverted ticket starts; a complete one only with `rerun=True`. A
+        ticket another process holds is refused, or skipped with `skip_claimed=True` (what
+        `middle run` does for the pending list, so two runners share a backlog).
+        """
         ticket = self.store.get_ticket(ticket_id)
-        if ticket.status == "running":
-            raise TicketError(
-                f"ticket {ticket_id!r} is marked running: if no other `middle` process is "
-                f"working on it, continue it with `middle resume {ticket_id}`"
-            )
-        run_id = self.store.create_run(ticket_id)
+        allowed = RUNNABLE + (("complete",) if rerun else ())
+        run_id = self.store.claim_new_run(ticket_id, allowed, lease_s=self.lease_s)
+        if run_id is None:
+            status = self.store.get_ticket(ticket_id).status.value
+            claim = self.store.get_claim(ticket_id)
+            if status == "complete" and not rerun:
+                why = (f"ticket {ticket_id!r} is already complete: run it again on purpose "
+                       f"with `middle run --rerun {ticket_id}`")
+            elif status == "interrupted" or (status == "running" and claim is None):
+                why = f"ticket {ticket_id!r} has an unfinished run: continue it with `middle resume {ticket_id}`"
+            elif claim is not None:
+                why = (f"ticket {ticket_id!r} is being worked by {claim.describe()}; if that process "
+                       f"is gone, continue with `middle resume {ticket_id}`")
+            else:
+                why = f"ticket {ticket_id!r} is {status}: it cannot be started now"
+            if skip_claimed:
+                return RunOutcome(ticket_id, "", "skipped", why)
+            raise TicketError(why)
+        del ticket
         return self._drive(ticket_id, run_id, {"ticket_id": ticket_id, "run_id": run_id})
 
     def resume(self, ticket_id: str) -> RunOutcome:
@@ -122,23 +152,23 @@ class Orchestrator:
         if run is None:
             self.store.get_ticket(ticket_id)  # a clear error for an unknown id
             raise TicketError(f"ticket {ticket_id!r} has never run: start it with `middle run {ticket_id}`")
-        snapshot = self.graph.get_state({"configurable": {"thread_id": run["id"]}})
+        snapshot = self._checkpointed(lambda: self.graph.get_state({"configurable": {"thread_id": run["id"]}}))
         if not snapshot.next:
             raise TicketError(
                 f"the last run of ticket {ticket_id!r} already ended ({run['status']}): "
                 f"start a new one with `middle run {ticket_id}`"
             )
-        self.store.finish_run(run["id"], "running")
-        self.store.set_status(ticket_id, "running")
+        self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
         return self._drive(ticket_id, run["id"], None)
 
     def _drive(self, ticket_id: str, run_id: str, graph_input: dict[str, Any] | None) -> RunOutcome:
         cfg = {"configurable": {"thread_id": run_id}}
+        heartbeat = _Heartbeat(self.store, ticket_id, run_id, self.lease_s)
+        record = self._recorder(ticket_id, run_id)
+        record("run_start", {"resume": graph_input is None})
         try:
-            for update in self.graph.stream(
-                graph_input, cfg, context=self._context(), stream_mode="updates", durability="sync"
-            ):
-                log.debug("graph step %s", list(update))
+            with heartbeat:
+                self._checkpointed(lambda: self._stream(graph_input, cfg, ticket_id, run_id))
         except MiddleError as exc:
             # The checkpoint stays before the failed node, so `middle resume` retries from there.
             reason = str(exc)
@@ -146,15 +176,46 @@ class Orchestrator:
             self.store.finish_run(run_id, "failed", reason)
             call_hook(self.registry.hook, "on_ticket_failed", ticket=self.store.get_ticket(ticket_id),
                       run_id=run_id, reason=reason)
+            record("run_end", {"status": "failed", "reason": reason, "resumable": True})
             return RunOutcome(ticket_id, run_id, "failed", reason, self._turns(run_id),
                               self.store.total_cost(run_id), resumable=True)
         except KeyboardInterrupt:
-            self.store.finish_run(run_id, "interrupted", "interrupted by the user")
-            self.store.set_status(ticket_id, "failed", f"interrupted: continue with `middle resume {ticket_id}`")
+            reason = f"interrupted by the user: continue with `middle resume {ticket_id}`"
+            self.store.interrupt_run(run_id, reason)
+            self.store.set_status(ticket_id, "interrupted", reason)
+            record("run_end", {"status": "interrupted", "reason": reason, "resumable": True})
             raise
-        state = self.graph.get_state(cfg).values
-        return RunOutcome(ticket_id, run_id, state.get("status", "failed"), state.get("reason", ""),
-                          state.get("turn", 0), self.store.total_cost(run_id))
+        finally:
+            self.store.release_claim(ticket_id, run_id)
+        state = self._checkpointed(lambda: self.graph.get_state(cfg)).values
+        outcome = RunOutcome(ticket_id, run_id, state.get("status", "failed"), state.get("reason", ""),
+                             state.get("turn", 0), self.store.total_cost(run_id))
+        record("run_end", {"status": outcome.status, "reason": outcome.reason, "turns": outcome.turns,
+                           "cost_usd": outcome.cost_usd})
+        return outcome
+
+    def _stream(self, graph_input: dict[str, Any] | None, cfg: dict[str, Any], ticket_id: str,
+                run_id: str) -> None:
+        record = self._recorder(ticket_id, run_id)
+        for task in self.graph.stream(graph_input, cfg, context=self._context(ticket_id, run_id),
+                                      stream_mode="tasks", durability="sync"):
+            log.debug("graph task %s", task.get("name"))
+            if "input" in task:  # a node starts
+                record("node", {"node": task["name"], "phase": "start"})
+                continue
+            result = task.get("result") or {}
+            data = {"node": task["name"], "phase": "end",
+                    **{k: result[k] for k in _EVENT_FIELDS if k in result}}
+            if task.get("error"):
+                data["error"] = str(task["error"])
+            record("decision" if "decision" in result else "node", data)
+
+    def _checkpointed(self, fn: Callable[[], Any]) -> Any:
+        """Run fn; an SQLite error from the checkpoint file becomes one clear StoreError."""
+        try:
+            return fn()
+        except sqlite3.DatabaseError as exc:
+            raise _checkpoint_error(self.config.checkpoint_path, exc) from None
 
     def _turns(self, run_id: str) -> int:
         return len(self.store.list_turns(run_id=run_id))
@@ -163,9 +224,9 @@ class Orchestrator:
         return revert_ticket(self.store, self.memory, ticket_id)
 
     def close(self) -> None:
-        if self.memory is not None:
-            self.memory.close()
         self._conn.close()
+        if self._own_services:
+            self.services.close()
 
     def __enter__(self) -> "Orchestrator":
         return self
@@ -174,9 +235,50 @@ class Orchestrator:
         self.close()
 
 
+# What a finished node's state update contributes to its event (the rest is in the turn record).
+_EVENT_FIELDS = ("memories", "turn", "cost_usd", "decision", "status", "reason", "indexed_docs")
+
+
+class _Heartbeat:
+    """Refreshes the run's claim lease in the background while the run goes on."""
+
+    def __init__(self, store: TicketStore, ticket_id: str, run_id: str, lease_s: float):
+        self.store, self.ticket_id, self.run_id, self.lease_s = store, ticket_id, run_id, lease_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{ticket_id}", daemon=True)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.lease_s / 3):
+            try:
+                if not self.store.refresh_claim(self.ticket_id, self.run_id, self.lease_s):
+                    log.warning("the claim on ticket %s was taken over by another process", self.ticket_id)
+                    return
+            except Exception:  # a busy database now is retried at the next beat
+                log.exception("refreshing the claim on ticket %s failed", self.ticket_id)
+
+    def __enter__(self) -> "_Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _checkpoint_error(path: Path, exc: BaseException) -> StoreError:
+    return StoreError(
+        f"the checkpoint file {path} is unreadable ({exc}): it is corrupt or not a checkpoint "
+        "database. Move it away and start the ticket again with `middle run` (runs in it can "
+        "then not be resumed)")
+
+
 def revert_ticket(store: TicketStore, memory: MemoryFacade | None, ticket_id: str) -> int:
     """Delete the ticket's indexed docs from memory (exact strings) and mark it reverted."""
     ticket = store.get_ticket(ticket_id)
+    if store.latest_run(ticket_id) is None:
+        raise TicketError(f"ticket {ticket_id!r} has never run, so there is nothing to revert")
+    if ticket.status.value == "running":
+        raise TicketError(f"ticket {ticket_id!r} is running: wait for it to end, then revert it")
     docs = store.memory_docs(ticket_id)
     removed = 0
     if docs:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.errors import ConfigError
+
 STARTER_CONFIG = """\
 # middle-agent configuration (see README.md). Secrets come from the environment only.
 [agent]
@@ -13,6 +15,8 @@ max_cost_usd = 5.0
 
 [worker]
 kind = "claude-code"
+
+[worker.options]                # validated by the worker kind (see README)
 permission_mode = "acceptEdits"
 
 [memory]
@@ -40,17 +44,40 @@ def hello(name: str) -> str:
 """
 
 
-def write_starter(root: Path, backend: str) -> list[Path]:
-    """Write middle.toml and tickets/hello.md, never overwriting an existing file."""
-    written = []
-    config = root / "middle.toml"
-    if not config.exists():
-        config.write_text(STARTER_CONFIG.format(backend=backend), encoding="utf-8")
-        written.append(config)
-    ticket = root / "tickets" / "hello.md"
-    if not ticket.exists():
-        ticket.parent.mkdir(parents=True, exist_ok=True)
-        project = "".join(c if c.isalnum() or c in "._-" else "-" for c in root.resolve().name).lstrip(".") or "project"
-        ticket.write_text(STARTER_TICKET.format(project=project), encoding="utf-8")
-        written.append(ticket)
-    return written
+def write_starter(config_path: Path, backend: str) -> list[str]:
+    """Write the config file, tickets/hello.md beside it and `.middle/` in .gitignore.
+
+    Never overwrites: an existing file is left unchanged and said so. Returns one line per file.
+    """
+    config_path = Path(config_path).resolve()
+    root = config_path.parent
+    lines: list[str] = []
+    try:
+        if config_path.exists():
+            lines.append(f"left {config_path} unchanged (it exists; --backend was not applied)")
+        else:
+            _write(config_path, STARTER_CONFIG.format(backend=backend))
+            lines.append(f"wrote {config_path}")
+        ticket = root / "tickets" / "hello.md"
+        if ticket.exists():
+            lines.append(f"left {ticket} unchanged (it exists)")
+        else:
+            ticket.parent.mkdir(parents=True, exist_ok=True)
+            project = "".join(c if c.isalnum() or c in "._-" else "-" for c in root.name).lstrip(".") or "project"
+            _write(ticket, STARTER_TICKET.format(project=project))
+            lines.append(f"wrote {ticket}")
+        ignore = root / ".gitignore"
+        existing = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
+        if not any(line.strip() in {".middle", ".middle/", "/.middle", "/.middle/"} for line in existing.splitlines()):
+            sep = "" if not existing or existing.endswith("\n") else "\n"
+            _write(ignore, existing + sep + "# middle-agent state (tickets DB, checkpoints, memory)\n.middle/\n")
+            lines.append(f"added .middle/ to {ignore}")
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write in {root} ({exc.strerror}): run `middle init` in a directory you can "
+            "write to, or pass --config PATH/middle.toml") from None
+    return lines
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.errors import ConfigError, TicketError
+from tickets.errors import ConfigError, TicketError
 
 __all__ = [
     "TicketStatus",
@@ -36,6 +36,7 @@ class TicketStatus(str, Enum):
     RUNNING = "running"
     COMPLETE = "complete"
     FAILED = "failed"
+    INTERRUPTED = "interrupted"  # stopped by the user (Ctrl-C); `middle resume` continues it
     REVERTED = "reverted"
 
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import yaml
 from pydantic import ValidationError
 
-from orchestrator.errors import ConfigError, TicketError
+from tickets.errors import ConfigError, TicketError
 from tickets.model import Ticket, validate_project_id, validate_ticket_id
 
 __all__ = [

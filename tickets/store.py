@@ -10,12 +10,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from orchestrator.errors import TicketError
+from tickets.claims import CLAIMS_SCHEMA, TicketClaims
+from tickets.errors import StoreError, TicketError
+from tickets.events import EVENTS_SCHEMA, RunEvents
 from tickets.model import RunStatus, Ticket, TicketStatus, utc_now
 
 __all__ = ["TicketStore", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 1
+# 2: the claims table (one run per ticket across processes), turn status 'interrupted', run events.
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 30_000
 
 _SCHEMA = """
@@ -60,7 +63,7 @@ CREATE TABLE IF NOT EXISTS turns (
     num_turns INTEGER NOT NULL DEFAULT 0,
     is_error INTEGER NOT NULL DEFAULT 0,
     error TEXT,
-    status TEXT NOT NULL CHECK (status IN ('running', 'done', 'error')),
+    status TEXT NOT NULL CHECK (status IN ('running', 'done', 'error', 'interrupted')),
     started_at TEXT NOT NULL,
     ended_at TEXT,
     PRIMARY KEY (run_id, turn_no)
@@ -74,7 +77,7 @@ CREATE TABLE IF NOT EXISTS memory_docs (
     deleted_at TEXT
 );
 CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
-"""
+""" + CLAIMS_SCHEMA + EVENTS_SCHEMA
 
 _RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ended_at"})
 _TURN_COLUMNS = (
@@ -91,29 +94,41 @@ def _no_run(run_id: str) -> TicketError:
     return TicketError(f"no run '{run_id}': list a ticket's runs with `middle log TICKET`")
 
 
-class TicketStore:
-    """Tickets and their execution log in one SQLite file (WAL), shared by threads and processes."""
+class TicketStore(TicketClaims, RunEvents):
+    """Tickets and their execution log in one SQLite file (WAL), shared by threads and processes.
 
-    def __init__(self, db_path: str | Path) -> None:
+    `readonly=True` opens an existing file for reading only (read-only commands create nothing).
+    Every SQLite error becomes a StoreError naming the file and what to do.
+    """
+
+    def __init__(self, db_path: str | Path, *, readonly: bool = False) -> None:
         self.path = Path(db_path).expanduser().resolve()
+        self.readonly = readonly
         # One connection guarded by a lock: sqlite3 connections are not safe to use from two
         # threads at once, and one connection keeps a thread's writes visible to the others.
         self._lock = threading.RLock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if readonly:
+                if not self.path.is_file():
+                    raise TicketError(f"no ticket database at {self.path} yet: `middle run` creates it")
+                target, uri = f"file:{self.path}?mode=ro", True
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                target, uri = str(self.path), False
             # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so a writer takes the
             # write lock up front and waits (busy_timeout) instead of failing mid-transaction.
             self._conn = sqlite3.connect(
-                str(self.path), check_same_thread=False, isolation_level=None,
+                target, uri=uri, check_same_thread=False, isolation_level=None,
                 timeout=BUSY_TIMEOUT_MS / 1000)
         except (OSError, sqlite3.Error) as err:
             raise self._open_error(err) from err
         try:
             self._conn.row_factory = sqlite3.Row
             self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            if not readonly:
+                self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA foreign_keys = ON")
-            self._init_schema()
+            self._init_schema() if not readonly else self._check_version()
         except sqlite3.Error as err:
             self._conn.close()
             raise self._open_error(err) from err
@@ -121,41 +136,83 @@ class TicketStore:
             self._conn.close()
             raise
 
-    def _open_error(self, err: BaseException) -> TicketError:
-        return TicketError(
+    def _open_error(self, err: BaseException) -> StoreError:
+        if isinstance(err, sqlite3.DatabaseError) and not isinstance(err, sqlite3.OperationalError):
+            return self._corrupt(err)
+        return StoreError(
             f"cannot open the ticket database at {self.path}: {err}; "
             "check that the directory is writable and the file is a middle-agent database")
 
+    def _corrupt(self, err: BaseException) -> StoreError:
+        return StoreError(
+            f"the ticket database at {self.path} is unreadable ({err}): it is corrupt or not a "
+            "middle-agent database. Move it away and run again: tickets reload from the ticket "
+            "folder (the run history in the old file is not carried over)")
+
     # -- plumbing ---------------------------------------------------------------------------
+
+    def _check_version(self) -> int:
+        try:
+            row = self._conn.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
+        except sqlite3.OperationalError as err:  # no such table: not one of ours
+            raise self._corrupt(err) from None
+        if row["v"] is not None and row["v"] > SCHEMA_VERSION:
+            raise StoreError(
+                f"the ticket database at {self.path} has schema version {row['v']}, newer than "
+                f"this middle-agent understands ({SCHEMA_VERSION}): upgrade middle-agent")
+        return row["v"] or 0
 
     def _init_schema(self) -> None:
         with self._write() as conn:
             for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                 conn.execute(statement)
-            row = conn.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
-            if row["v"] is None:
+            version = self._check_version()
+            if version == 0:
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-            elif row["v"] > SCHEMA_VERSION:
-                raise TicketError(
-                    f"the ticket database at {self.path} has schema version {row['v']}, newer than "
-                    f"this middle-agent understands ({SCHEMA_VERSION}): upgrade middle-agent"
-                )
+            elif version < SCHEMA_VERSION:
+                _migrate_turns_v2(conn)
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; rolled back on any error."""
+        """One write transaction; rolled back on any error; SQLite errors become StoreError."""
+        if self.readonly:
+            raise StoreError(f"the ticket database at {self.path} was opened read-only")
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as err:
+                raise self._sqlite_error(err) from None
             try:
                 yield self._conn
+            except sqlite3.DatabaseError as err:
+                self._conn.execute("ROLLBACK")
+                raise self._sqlite_error(err) from None
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.DatabaseError as err:
+                raise self._sqlite_error(err) from None
+
+    def _sqlite_error(self, err: sqlite3.DatabaseError) -> Exception:
+        if isinstance(err, sqlite3.ProgrammingError):  # our bug (e.g. a closed store), not the file's
+            return err
+        if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
+            return StoreError(
+                f"the ticket database at {self.path} stayed locked by another process for "
+                f"{BUSY_TIMEOUT_MS // 1000}s: wait for the other `middle` command, then try again")
+        if isinstance(err, sqlite3.OperationalError) and "readonly" in str(err).replace("-", ""):
+            return StoreError(f"the ticket database at {self.path} is read-only: check its permissions")
+        return self._corrupt(err)
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as err:
+                raise self._sqlite_error(err) from None
 
     def schema_version(self) -> int:
         """The schema version recorded in the database file."""
@@ -436,3 +493,12 @@ class TicketStore:
                 "UPDATE memory_docs SET deleted_at = ? WHERE ticket_id = ? AND deleted_at IS NULL",
                 (utc_now(), ticket_id))
             return cur.rowcount
+
+
+def _migrate_turns_v2(conn: sqlite3.Connection) -> None:
+    """Schema 1 -> 2: rebuild `turns` so its status may be 'interrupted' (SQLite cannot alter a CHECK)."""
+    conn.execute("ALTER TABLE turns RENAME TO turns_v1")
+    ddl = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS turns"):]
+    conn.execute(ddl[: ddl.index(");") + 1])
+    conn.execute(f"INSERT INTO turns ({_TURN_COLUMNS}) SELECT {_TURN_COLUMNS} FROM turns_v1")
+    conn.execute("DROP TABLE turns_v1")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.plugin_api import BackendOptions, MemoryBackend, RetrieveResult
+from orchestrator.plugin_api import BackendOptions, MemoryBackend, RetrieveResult, check_texts
 
 
 class NoneOptions(BackendOptions):
@@ -21,12 +21,13 @@ class NoneBackend(MemoryBackend):
         super().__init__(store_dir, options or NoneOptions(), llm)
 
     def index(self, docs: list[str]) -> None:
-        return None
+        check_texts(docs)  # memory off still refuses what no other backend would take
 
     def retrieve(self, queries: list[str], num_to_retrieve: int) -> list[RetrieveResult]:
         return [{"question": q, "docs": [], "doc_scores": []} for q in queries]
 
     def delete(self, docs: list[str]) -> int:
+        check_texts(docs)
         return 0
 
     def list_docs(self) -> list[str]:

@@ -10,11 +10,13 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from orchestrator.errors import ConfigError, MemoryStoreError
 from orchestrator.plugin_api import (
+    check_texts,
     BackendOptions,
+    ConfigError,
     ConversationContext,
     MemoryBackend,
+    MemoryStoreError,
     RetrieveResult,
     TextLLM,
 )
@@ -48,6 +50,7 @@ class SlidingWindowBackend(MemoryBackend):
     name = "sliding_window"
     description = "Rolling incremental summaries over a sliding window of recent messages and docs."
     Options = SlidingWindowOptions
+    recall = "recency"  # retrieve returns the newest summary and docs, whatever the query
 
     def __init__(
         self,
@@ -95,7 +98,7 @@ class SlidingWindowBackend(MemoryBackend):
 
     def index(self, docs: list[str]) -> None:
         """Append new docs to the project conversation (exact duplicates are skipped)."""
-        _check_docs(docs)
+        check_texts(docs)
         added = 0
         with self._store.tx() as conn:
             for doc in docs:
@@ -131,7 +134,7 @@ class SlidingWindowBackend(MemoryBackend):
 
     def delete(self, docs: list[str]) -> int:
         """Remove docs by exact text and invalidate every summary that could still quote them."""
-        _check_docs(docs)
+        check_texts(docs)
         removed: list[int] = []
         with self._store.tx() as conn:
             for doc in dict.fromkeys(docs):
@@ -273,8 +276,3 @@ def _check_conversation_id(conversation_id: str) -> None:
         raise ValueError("conversation_id must be a non-empty string")
     if conversation_id == PROJECT_CONVERSATION:
         raise ValueError(f"{PROJECT_CONVERSATION!r} is reserved for project docs")
-
-
-def _check_docs(docs: list[str]) -> None:
-    if isinstance(docs, str) or not all(isinstance(d, str) for d in docs):
-        raise TypeError("docs must be a list of strings")

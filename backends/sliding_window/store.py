@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from orchestrator.errors import MemoryStoreError
+from orchestrator.plugin_api import MemoryStoreError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (

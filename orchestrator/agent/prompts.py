@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-# The fake Messages API routes requests by this opening phrase (orchestrator.fake_api).
-SYSTEM_PROMPT = """You are the middle agent: a senior developer who works through a ticket by \
+# Markers the offline fake model (orchestrator.fake_api) reads these prompts by; it imports them
+# from here, so rewording a prompt cannot silently break the demo model.
+MIDDLE_AGENT_MARKER = "You are the middle agent"
+NOT_RUN_YET = "Claude Code has not been run yet."
+SENT = "You sent Claude Code:"
+RESPONDED = "Claude Code responded:"
+DESCRIPTION = "Description:"
+
+SYSTEM_PROMPT = MIDDLE_AGENT_MARKER + """: a senior developer who works through a ticket by \
 supervising Claude Code, a coding agent that edits the project's files. You never edit files \
 yourself. You write the prompts Claude Code receives, read what it answers, and decide when the \
 ticket is done.
@@ -18,7 +25,7 @@ Claude Code sees only the prompts you write.
 
 Reply with one JSON object and nothing else."""
 
-PLAN_INSTRUCTIONS = """Claude Code has not been run yet. Write the first prompt for it: a clear, \
+PLAN_INSTRUCTIONS = NOT_RUN_YET + """ Write the first prompt for it: a clear, \
 self-contained task instruction for this ticket. Reply as JSON: {"prompt": "..."}."""
 
 ASSESS_INSTRUCTIONS = """Decide whether the ticket is complete. If it is, set "complete" to true \
@@ -39,7 +46,7 @@ def plan_message(ticket: dict[str, Any], memories: str) -> str:
         f"Ticket: {ticket['title']}\n"
         f"Project: {ticket['project_id']} at {ticket['project_path']}\n\n"
         f"{PLAN_INSTRUCTIONS}\n\n"
-        f"Description:\n{ticket.get('description') or '(none)'}"
+        f"{DESCRIPTION}\n{ticket.get('description') or '(none)'}"
     )
     return with_memories(memories, body)
 
@@ -52,13 +59,13 @@ def transcript(
         parts = []
         for r in rounds:
             parts.append(
-                f"--- Turn {r['turn']} ---\nYou sent Claude Code:\n{r['prompt']}\n"
-                f"Claude Code responded:\n{r['response']}"
+                f"--- Turn {r['turn']} ---\n{SENT}\n{r['prompt']}\n"
+                f"{RESPONDED}\n{r['response']}"
             )
         return "\n\n".join(parts)
     lines = [f"Summary of the earlier turns:\n{summary}", "", "Messages since that summary:"]
     for m in gap or []:
-        who = "You sent Claude Code:" if m["role"] == "prompt" else "Claude Code responded:"
+        who = SENT if m["role"] == "prompt" else RESPONDED
         lines.append(f"{who}\n{m['text']}")
     return "\n".join(lines)
 
@@ -68,7 +75,7 @@ def assess_message(
 ) -> str:
     body = (
         f"Ticket: {ticket['title']}\n"
-        f"Description:\n{ticket.get('description') or '(none)'}\n\n"
+        f"{DESCRIPTION}\n{ticket.get('description') or '(none)'}\n\n"
         f"Conversation so far (turn {turn} of at most {max_turns}):\n{conversation}\n\n"
         f"{ASSESS_INSTRUCTIONS}"
     )

@@ -10,8 +10,7 @@ from typing import Any
 from .messages import content_text, last_message, last_user_text, working_directory
 from .replies import ApiError, Reply, reply, text, tool_use
 
-NOT_RUN_YET = "Claude Code has not been run yet."
-RESPONDED = "Claude Code responded:"
+from orchestrator.agent.prompts import DESCRIPTION, NOT_RUN_YET, RESPONDED, SENT
 
 # ``Create `path/file.ext` with:`` then a fenced block; the closing fence must match the opening.
 _CREATE_RE = re.compile(
@@ -19,7 +18,7 @@ _CREATE_RE = re.compile(
     r"[ \t]*(?P<fence>`{3,}|~{3,})[^\n]*\n(?P<body>.*?)^[ \t]*(?P=fence)[ \t]*$",
     re.S | re.M,
 )
-_DESCRIPTION_RE = re.compile(r"^[ \t]*Description:[ \t]*", re.M)
+_DESCRIPTION_RE = re.compile(rf"^[ \t]*{re.escape(DESCRIPTION)}[ \t]*", re.M)
 
 
 def file_instructions(prompt: str) -> list[tuple[str, str]]:
@@ -52,6 +51,35 @@ def one_sentence(response: str, limit: int = 200) -> str:
     return sentence if sentence.endswith((".", "!", "?", "...")) else sentence + "."
 
 
+def latest_prompt(user_text: str) -> str | None:
+    """The prompt the middle agent last sent Claude Code (between the last two markers)."""
+    start = user_text.rfind(SENT)
+    if start < 0:
+        return None
+    end = user_text.find(RESPONDED, start)
+    return user_text[start + len(SENT): end if end > 0 else None].strip()
+
+
+def assess(prompt: str, response: str) -> dict[str, Any]:
+    """Complete only when Claude Code reported creating every file the prompt asked for.
+
+    The demo model can do nothing else, so any other ticket fails honestly, saying why, and no
+    summary is indexed for it (nothing was done).
+    """
+    wanted = [path for path, _ in file_instructions(prompt)]
+    created = [p for p in wanted if f"Created {posixpath.normpath(p)}." in response]
+    if wanted and created == wanted:
+        return {"complete": True, "summary": f"Created {', '.join(wanted)} as the ticket asked.",
+                "next_prompt": ""}
+    if wanted:
+        missing = ", ".join(p for p in wanted if p not in created)
+        why = f"Claude Code did not create {missing} ({one_sentence(response)})"
+    else:
+        why = ("the offline demo model can only create files asked for as ``Create `path` with:`` "
+               "and a fenced code block, and this ticket asks for none")
+    return {"complete": False, "summary": f"Not done: {why}", "next_prompt": ""}
+
+
 class DemoResponder:
     """The built-in fake model for `middle demo` and offline runs; needs no script."""
 
@@ -67,9 +95,7 @@ class DemoResponder:
         response = latest_response(user_text)
         if response is None:  # the planning request: turn the ticket into Claude Code's prompt
             return reply(text(json.dumps({"prompt": plan_instruction(user_text)})))
-        decision = {"complete": True, "summary": f"Claude Code reported: {one_sentence(response)}",
-                    "next_prompt": ""}
-        return reply(text(json.dumps(decision)))
+        return reply(text(json.dumps(assess(latest_prompt(user_text) or "", response))))
 
     def _worker(self, body: dict[str, Any]) -> Reply:
         cwd = working_directory(body)

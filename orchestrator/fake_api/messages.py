@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-MIDDLE_AGENT_MARKER = "You are the middle agent"
+from orchestrator.agent.prompts import MIDDLE_AGENT_MARKER  # the one wording, read from the prompts
+
+__all__ = ["MIDDLE_AGENT_MARKER", "classify", "content_text", "last_message", "last_user_text",
+           "system_text", "working_directory"]
 
 # Claude Code 2.1.330 states its cwd in a `role: "system"` message ("# Environment ...
 # - Primary working directory: /abs/path"); older versions put it in the system prompt

@@ -13,7 +13,6 @@ from orchestrator.agent import prompts
 from orchestrator.errors import TicketError, WorkerError
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
-from orchestrator.memory import format_memories
 from orchestrator.plugins import call_hook
 
 log = logging.getLogger("middle.graph")
@@ -32,7 +31,7 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
         log.warning("memory recall at %s failed; going on with no memories: %s", where, exc)
         ctx.say(f"memory recall failed ({exc}); going on without memories")
         return ""
-    memories = format_memories(results)
+    memories = ctx.memory.format_memories(results)  # within [memory] memories_budget_chars
     if memories:
         ctx.say(f"recalled {sum(len(r['docs']) for r in results)} memory doc(s) at {where}")
     return memories
@@ -110,7 +109,8 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                 ctx.memory.observe_round(ticket["project_id"], f"run-{run_id}", prompt, text)
             except Exception as exc:
                 log.warning("memory could not observe turn %s: %s", turn_no, exc)
-    call_hook(ctx.hooks, "on_turn_end", ticket=ticket, run_id=run_id, turn=ctx.store.get_turn(run_id, turn_no))
+    call_hook(ctx.hooks, "on_turn_end", ticket=ctx.store.get_ticket(ticket["id"]), run_id=run_id,
+              turn=ctx.store.get_turn(run_id, turn_no))
     rounds = list(state.get("rounds", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
     return {"turn": turn_no, "last_prompt": prompt, "last_response": text, "session_id": session_id,
             "rounds": rounds, "cost_usd": ctx.store.total_cost(run_id)}
@@ -156,8 +156,10 @@ def _limit_reason(state: TicketState, ctx: TicketContext) -> str | None:
     if state.get("turn", 0) >= ctx.limits.max_turns:
         return (f"turn limit reached: {state['turn']} turns of max_turns {ctx.limits.max_turns} "
                 "without completing (raise [agent] max_turns or split the ticket)")
-    if not (state.get("decision") or {}).get("next_prompt", "").strip():
-        return "the middle agent neither completed the ticket nor gave a next prompt"
+    decision = state.get("decision") or {}
+    if not decision.get("next_prompt", "").strip():
+        why = decision.get("summary", "").strip()
+        return "the middle agent neither completed the ticket nor gave a next prompt" + (f": {why}" if why else "")
     return None
 
 
@@ -172,6 +174,7 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
     if ctx.memory is None:
         return {"indexed_docs": []}
     doc = f"Ticket: {t['title']}. {t['description'] or ''}. {state['decision'].get('summary', '')}"
+    doc = ctx.memory.prepare_doc(doc)  # the exact text stored: cut to [memory] max_doc_chars
     # Kept with the ticket first, so a revert can delete exactly this string later.
     if doc not in ctx.store.memory_docs(t["id"]):
         ctx.store.add_memory_doc(t["id"], t["project_id"], doc)
@@ -189,7 +192,8 @@ def finalize(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     summary = state["decision"].get("summary", "")
     ctx.store.set_status(t["id"], "complete", summary or None)
     ctx.store.finish_run(state["run_id"], "complete")
-    call_hook(ctx.hooks, "on_ticket_complete", ticket=t, run_id=state["run_id"], summary=summary)
+    call_hook(ctx.hooks, "on_ticket_complete", ticket=ctx.store.get_ticket(t["id"]),
+              run_id=state["run_id"], summary=summary)
     return {"status": "complete", "reason": ""}
 
 
@@ -198,5 +202,6 @@ def fail(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     reason = _limit_reason(state, ctx) or "failed"
     ctx.store.set_status(t["id"], "failed", reason)
     ctx.store.finish_run(state["run_id"], "failed", reason)
-    call_hook(ctx.hooks, "on_ticket_failed", ticket=t, run_id=state["run_id"], reason=reason)
+    call_hook(ctx.hooks, "on_ticket_failed", ticket=ctx.store.get_ticket(t["id"]),
+              run_id=state["run_id"], reason=reason)
     return {"status": "failed", "reason": reason}

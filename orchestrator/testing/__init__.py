@@ -1,4 +1,4 @@
-"""Test helpers for backend authors: the contract suite and an in-memory fake backend."""
+"""Test helpers for backend authors: the contract suite, a real-process check, a fake backend."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from orchestrator.testing.inmemory import InMemoryBackend, InMemoryOptions
 try:  # rewrite the contract's asserts so failures show values; pytest may be absent at runtime
     import pytest
 
-    pytest.register_assert_rewrite("orchestrator.testing.contract")
+    pytest.register_assert_rewrite("orchestrator.testing.contract",
+                                   "orchestrator.testing.robustness")
 except ImportError:  # pragma: no cover - only the contract needs pytest
     pass
 
-__all__ = ["InMemoryBackend", "InMemoryOptions", "MemoryBackendContract"]
+__all__ = ["InMemoryBackend", "InMemoryOptions", "MemoryBackendContract", "run_processes"]
 
 
 def __getattr__(name: str) -> Any:
@@ -22,4 +23,8 @@ def __getattr__(name: str) -> Any:
         from orchestrator.testing.contract import MemoryBackendContract
 
         return MemoryBackendContract
+    if name == "run_processes":  # the real-process check, usable without pytest
+        from orchestrator.testing.processes import run_processes
+
+        return run_processes
     raise AttributeError(name)

@@ -10,13 +10,15 @@ Use it from a plugin's tests::
             return lambda store_dir: MyBackend(store_dir, MyBackend.Options())
 
 `backend_factory(store_dir)` opens a backend on that directory (which may not exist yet);
-calling it again on the same directory after `close()` is a reopen. Capability flags below let
-a backend opt out of what it cannot do; each opted-out test is skipped with the reason.
+calling it again on the same directory after `close()` is a reopen, and calling it twice gives
+two instances on one store (as two processes have). Capability flags below let a backend opt
+out of what it cannot do; each opted-out test is skipped with the reason. The tests for other
+instances, failed writes, bad input and real processes are in `robustness.py`; set
+`process_factory` to run the process test.
 """
 
 from __future__ import annotations
 
-import random
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -24,41 +26,10 @@ from typing import Any, Callable
 import pytest
 
 from orchestrator.plugin_api import BackendOptions, MemoryBackend
+from orchestrator.testing.robustness import SharedStoreContract
+from orchestrator.testing.samples import UNICODE_DOCS, huge_doc, sample_doc
 
-_FIXES = ["adding a retry", "pinning the version", "escaping the input", "closing the handle",
-          "raising the timeout", "sorting the keys", "caching the token", "splitting the query"]
-_THINGS = ["payment webhook", "login form", "csv export", "search index", "upload queue",
-           "billing report", "cache layer", "config parser", "cron scheduler", "email sender"]
-
-UNICODE_DOCS = [
-    "Deploy fixed 🚀🔥 for the 👩‍💻 team after the 🇯🇵 locale crash",
-    "東京のサーバーで設定ファイルの読み込みエラーを修正した。中文测试：数据库迁移完成",
-    "תוקן באג בהתחברות למערכת; مرحبا بالعالم: تم إصلاح الخطأ",
-    "Combining marks stay as given: e\u0301 (decomposed) vs \u00e9 (composed), "
-    "Z\u0351\u0334a\u0336",
-    "Mixed scripts: naïve façade 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 Ελληνικά кириллица \u200f rtl-mark \u200d zwj",
-]
-
-
-def sample_doc(i: int, tag: str = "doc") -> str:
-    """A short, distinct doc: its unique token `<tag><i>` plus a varied sentence."""
-    return (f"Ticket {tag}{i}: fixed the {_THINGS[i % len(_THINGS)]} in module_{tag}_{i} "
-            f"by {_FIXES[(i // len(_THINGS)) % len(_FIXES)]}.")
-
-
-def huge_doc(chars: int) -> str:
-    """About `chars` characters of varied prose behind a recognisable first sentence."""
-    rng = random.Random(1234)
-    vocab = [f"{w}{n}" for w in ("alpha", "bravo", "carrot", "delta", "ember") for n in range(60)]
-    head = "Huge design note zqhugemarker: storage layer explained at length.\n"
-    body: list[str] = []
-    size = len(head)
-    while size < chars:
-        line = " ".join(rng.choice(vocab) for _ in range(12)) + ".\n"
-        body.append(line)
-        size += len(line)
-    return head + "".join(body)
-
+__all__ = ["UNICODE_DOCS", "MemoryBackendContract", "huge_doc", "sample_doc"]
 
 class _Opener:
     """Opens backends through the factory and closes whatever a test left open."""
@@ -77,8 +48,12 @@ class _Opener:
         backend.close()
 
 
-class MemoryBackendContract:
-    """Subclass as `Test...` and provide a `backend_factory` fixture; see the module docstring."""
+class MemoryBackendContract(SharedStoreContract):
+    """Subclass as `Test...` and provide a `backend_factory` fixture; see the module docstring.
+
+    More flags (`writes_to_disk`, `process_factory`, `leftover_temp_file`) and the
+    `fail_writes` fixture are described in `SharedStoreContract`.
+    """
 
     stores_docs = True  # False: keeps nothing (the `none` backend); only shape tests apply
     supports_delete = True

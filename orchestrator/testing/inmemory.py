@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from orchestrator.plugin_api import (
+    check_texts,
     BackendOptions,
     ConversationContext,
     MemoryBackend,
@@ -65,6 +66,7 @@ class InMemoryBackend(MemoryBackend):
             self.calls.append((method, args))
 
     def index(self, docs: list[str]) -> None:
+        check_texts(docs)  # before any change: a bad doc leaves the store as it was
         self._record("index", list(docs))
         with self._stores_lock:
             for doc in docs:
@@ -96,6 +98,7 @@ class InMemoryBackend(MemoryBackend):
         return results
 
     def delete(self, docs: list[str]) -> int:
+        check_texts(docs)
         self._record("delete", list(docs))
         removed = 0
         with self._stores_lock:

@@ -21,6 +21,8 @@ class TurnResult:
     duration_ms: int = 0
     exit_code: int | None = 0
     terminal_reason: str | None = None
+    # Tool calls refused for lack of permission, e.g. a write outside the project: {"tool", "target"}
+    permission_denials: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -34,7 +36,7 @@ class Worker(Protocol):
     """A coding agent driven one prompt at a time in the ticket's project directory."""
 
     kind: ClassVar[str]
-    Options: ClassVar[type]  # a strict pydantic model; it receives the [worker] keys it declares
+    Options: ClassVar[type]  # a strict pydantic model; it validates the `[worker.options]` table
 
     def run_turn(
         self,

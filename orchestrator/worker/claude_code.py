@@ -13,12 +13,13 @@ from collections import deque
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..errors import WorkerError
 from .base import EventCallback, TurnResult
 from .locate import INSTALL_HINT, bundled_cli, find_claude_cli
-from .stream_json import TurnStream, turn_cost
+from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
+from .stream_json import TurnStream, permission_denials, turn_cost
 
 __all__ = ["ClaudeCodeOptions", "ClaudeCodeWorker", "INSTALL_HINT", "bundled_cli", "find_claude_cli"]
 
@@ -30,17 +31,52 @@ _STDERR_KEEP = 64 * 1024
 
 
 class ClaudeCodeOptions(BaseModel):
-    """`[worker]` settings for Claude Code (unknown keys are an error)."""
+    """`[worker.options]` for Claude Code: the one schema of these settings (unknown keys are an error)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    cli_path: str | None = None
-    permission_mode: str = "acceptEdits"
-    allowed_tools: list[str] = Field(default_factory=lambda: ["Read", "Write", "Edit", "MultiEdit", "Glob", "Grep", "Bash"])
-    model: str | None = None
-    max_turns: int | None = None  # Claude Code's own cap on model round trips within one turn
-    turn_timeout_s: float = 900
-    extra_args: list[str] = Field(default_factory=list)
+    cli_path: str | None = Field(None, description=(
+        "The `claude` executable. Default: `claude` on PATH, then the copy bundled in the "
+        "claude-agent-sdk wheel."))
+    scope_to_project: bool = Field(True, description=(
+        "Keep file writes inside the ticket's project (and additional_dirs): Write/Edit are allowed "
+        "only there, and settings that would let writes escape are rejected. false passes "
+        "allowed_tools unchanged (a bare \"Write\" or \"Bash\" then works on any path)."))
+    permission_mode: str = Field("acceptEdits", description=(
+        "Claude Code's --permission-mode. acceptEdits accepts file edits in the project without "
+        "asking; anything that would need a person is refused, since nobody is there to answer."))
+    allowed_tools: list[str] = Field(default_factory=lambda: ["Read", "Write", "Edit", "Glob", "Grep"],
+                                     description=(
+        "Permission rules for tools Claude Code may use without asking (--allowedTools), e.g. "
+        "\"Read\", \"Edit\", \"Bash(pytest *)\". With scope_to_project, Write/Edit become "
+        "\"Edit(//<project>/**)\" and a bare \"Bash\" is refused (a shell command can write anywhere)."))
+    additional_dirs: list[str] = Field(default_factory=list, description=(
+        "More directories Claude Code may read and write (--add-dir), e.g. a shared library next "
+        "to the project. Relative paths are taken from the project directory."))
+    model: str | None = Field(None, description="Claude Code's --model. Default: Claude Code's own choice.")
+    max_turns: int | None = Field(None, gt=0, description=(
+        "Claude Code's own cap on model round trips within one turn (--max-turns). Default: none."))
+    turn_timeout_s: float = Field(900, gt=0, description=(
+        "Seconds one turn may take; then Claude Code's whole process group is killed."))
+    extra_args: list[str] = Field(default_factory=list, description=(
+        "More command-line arguments for `claude`, appended as given (e.g. [\"--restricted\"])."))
+
+    # scope_to_project is declared before the two fields below so that they can see it.
+    @field_validator("permission_mode")
+    @classmethod
+    def _mode_keeps_writes_in_the_project(cls, mode: str, info: ValidationInfo) -> str:
+        problem = info.data.get("scope_to_project", True) and unscoped_mode(mode)
+        if problem:
+            raise ValueError(problem)
+        return mode
+
+    @field_validator("allowed_tools")
+    @classmethod
+    def _tools_keep_writes_in_the_project(cls, tools: list[str], info: ValidationInfo) -> list[str]:
+        problem = info.data.get("scope_to_project", True) and unscoped_command(tools)
+        if problem:
+            raise ValueError(problem)
+        return tools
 
 
 class ClaudeCodeWorker:
@@ -53,13 +89,20 @@ class ClaudeCodeWorker:
         self.options = options or ClaudeCodeOptions()
         self.env = dict(env or {})  # merged over os.environ for the child (e.g. claude_code_env())
 
-    def command(self, cli: str, *, session_id: str | None, resume: bool) -> list[str]:
-        """The argv for one turn. The prompt goes to stdin (`-p` reads it from there), which has no
-        per-argument size limit and cannot be mistaken for a flag when it starts with "-"."""
+    def command(self, cli: str, cwd: Path, *, session_id: str | None, resume: bool) -> list[str]:
+        """The argv for one turn in project directory `cwd`. The prompt goes to stdin (`-p` reads it
+        from there), which has no per-argument size limit and cannot be mistaken for a flag when it
+        starts with "-"."""
         o = self.options
         cmd = [cli, "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", o.permission_mode]
-        if o.allowed_tools:
-            cmd += ["--allowedTools", ",".join(o.allowed_tools)]
+        tools = (scoped_tools(o.allowed_tools, writable_dirs(cwd, o.additional_dirs)) if o.scope_to_project
+                 else list(o.allowed_tools))
+        if tools:
+            # One argv item per rule (the option takes several): joined with commas, a project
+            # path holding a comma or space would be cut in two.
+            cmd += ["--allowedTools", *tools]
+        if o.additional_dirs:
+            cmd += ["--add-dir", *(str(d) for d in extra_dirs(cwd, o.additional_dirs))]
         if o.model:
             cmd += ["--model", o.model]
         if o.max_turns is not None:
@@ -76,6 +119,7 @@ class ClaudeCodeWorker:
         if not cwd.is_dir():
             raise WorkerError(f"The project directory {cwd.resolve()} does not exist, so Claude Code "
                               "cannot run there. Create it or fix the ticket's project path.")
+        check_dirs(cwd, self.options.additional_dirs, scoped=self.options.scope_to_project)
         env = {**os.environ, **self.env}
         cli = find_claude_cli(self.options.cli_path, path=env.get("PATH"))
         emit = _safe(on_event)
@@ -90,7 +134,7 @@ class ClaudeCodeWorker:
 
     def _run_once(self, cli: str, prompt: str, cwd: Path, env: dict[str, str], session_id: str | None,
                   resume: bool, emit: EventCallback) -> TurnResult:
-        cmd = self.command(cli, session_id=session_id, resume=resume)
+        cmd = self.command(cli, cwd, session_id=session_id, resume=resume)
         started = time.monotonic()
         try:
             proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -160,6 +204,7 @@ class ClaudeCodeWorker:
             duration_ms=int(r.get("duration_ms") or elapsed_ms),
             exit_code=exit_code,
             terminal_reason="timeout" if timed_out else r.get("terminal_reason"),
+            permission_denials=permission_denials(r),
         )
         if turn.is_error:
             turn.error = self._explain(r, stream, exit_code, stderr, timed_out)
@@ -171,7 +216,7 @@ class ClaudeCodeWorker:
         tail = _tail(stderr)
         if timed_out:
             return (f"Claude Code did not finish the turn within {self.options.turn_timeout_s:g} s, so its "
-                    "process group was killed. Raise `[worker] turn_timeout_s` or give it a smaller task.")
+                    "process group was killed. Raise `[worker.options] turn_timeout_s` or give it a smaller task.")
         if r.get("api_error_status") or r.get("terminal_reason") == "api_error":
             detail = _tail(r.get("result") or "", 300) or r.get("api_error_type") or "no details"
             return (f"Claude Code could not get an answer from the model (HTTP {r.get('api_error_status')}): "
@@ -180,7 +225,7 @@ class ClaudeCodeWorker:
         errors = "; ".join(str(e) for e in r.get("errors") or [])
         if r.get("terminal_reason") == "max_turns" or r.get("subtype") == "error_max_turns":
             return (f"Claude Code stopped at its own turn cap ({errors or 'max turns reached'}). Raise "
-                    "`[worker] max_turns` or split the work into smaller prompts.")
+                    "`[worker.options] max_turns` or split the work into smaller prompts.")
         if "No conversation found" in errors or "No conversation found" in stderr:
             return (f"Claude Code has no session {r.get('session_id') or stream.session_id} to resume here "
                     "(sessions live under CLAUDE_CONFIG_DIR, per project directory). Start a new session "
@@ -193,7 +238,7 @@ class ClaudeCodeWorker:
             return f"Claude Code was killed by signal {-exit_code}{f' (stderr: {tail})' if tail else ''}."
         if stream.result is None:
             return (f"Claude Code exited with code {exit_code} without a result"
-                    f"{f' (stderr: {tail})' if tail else ''}. Check the `[worker]` settings such as "
+                    f"{f' (stderr: {tail})' if tail else ''}. Check the `[worker.options]` settings such as "
                     "extra_args, and that `claude --version` runs.")
         return f"Claude Code exited with code {exit_code}{f' (stderr: {tail})' if tail else ''}."
 

@@ -11,7 +11,7 @@ from typing import Callable
 from ..errors import WorkerError
 
 INSTALL_HINT = ("Install Claude Code with `npm install -g @anthropic-ai/claude-code` or "
-                "`pip install claude-agent-sdk` (which bundles it), or set `[worker] cli_path` in "
+                "`pip install claude-agent-sdk` (which bundles it), or set `[worker.options] cli_path` in "
                 "middle.toml to the `claude` executable.")
 
 
@@ -41,7 +41,7 @@ def find_claude_cli(configured: str | None = None, *, path: str | None = None,
             configured if os.path.isfile(configured) and os.access(configured, os.X_OK) else None)
         if found:
             return found
-        raise WorkerError(f"Claude Code was not found at the configured `[worker] cli_path` "
+        raise WorkerError(f"Claude Code was not found at the configured `[worker.options] cli_path` "
                           f"{configured!r} (no such executable). Fix or remove that setting. " + INSTALL_HINT)
     found = shutil.which("claude", path=path) or bundled()
     if found:

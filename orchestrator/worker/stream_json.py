@@ -65,6 +65,19 @@ def progress_events(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return events
 
 
+def permission_denials(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls Claude Code refused this turn for lack of permission (e.g. a write outside the
+    project), as {"tool", "target"}; the model was told and may have worked around it."""
+    out = []
+    for d in result.get("permission_denials") or []:
+        if not isinstance(d, dict):
+            continue
+        args = d.get("tool_input") if isinstance(d.get("tool_input"), dict) else {}
+        target = args.get("file_path") or args.get("notebook_path") or args.get("command") or args.get("path")
+        out.append({"tool": d.get("tool_name"), "target": _short(str(target or ""), 500)})
+    return out
+
+
 def turn_cost(result: dict[str, Any]) -> float:
     """This turn's cost in USD.
 
@@ -115,4 +128,5 @@ class TurnStream:
                 "session_id": r.get("session_id"),
                 "cost_usd": turn_cost(r), "session_cost_usd": float(r.get("total_cost_usd") or 0.0),
                 "num_turns": r.get("num_turns"), "duration_ms": r.get("duration_ms"),
-                "terminal_reason": r.get("terminal_reason"), "text": _short(r.get("result") or "")}
+                "terminal_reason": r.get("terminal_reason"), "text": _short(r.get("result") or ""),
+                "permission_denials": permission_denials(r)}

@@ -11,6 +11,7 @@ from orchestrator.testing import InMemoryBackend, MemoryBackendContract
 
 class TestSlidingWindowContract(MemoryBackendContract):
     relevance_ranked = False  # it returns the newest summary and docs, whatever the query
+    process_factory = "backends.sliding_window:SlidingWindowBackend"
 
     @pytest.fixture
     def backend_factory(self):
@@ -28,6 +29,9 @@ class TestNoneContract(MemoryBackendContract):
 
 
 class TestInMemoryContract(MemoryBackendContract):
+    writes_to_disk = False  # its store is a dict in this process
+
     @pytest.fixture
     def backend_factory(self):
         return lambda store_dir: InMemoryBackend(store_dir, InMemoryBackend.Options())
+

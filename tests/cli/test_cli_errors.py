@@ -79,7 +79,8 @@ def test_bad_ticket_files_are_named_and_the_rest_still_load(workdir, monkeypatch
     assert "c-no-path.md" in out and "/does/not/exist" in out
     assert_clean_error(result, "error: no ticket 'no-such-ticket'")
     listing = invoke("tickets")
-    assert "d-good" in listing.output and "a-no-title" not in listing.output
+    assert "d-good" in listing.stdout and "a-no-title" not in listing.stdout
+    assert "a-no-title.md" in listing.stderr  # the folder's problems are still named
 
 
 def test_unknown_ticket_in_log_revert_resume(workdir):

@@ -12,7 +12,7 @@ def test_defaults_without_a_file_mean_memory_off(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = load_config(environ={})
     assert cfg.memory_enabled is False and cfg.memory_dir is None
-    assert cfg.agent.max_turns == 20 and cfg.worker.permission_mode == "acceptEdits"
+    assert cfg.agent.max_turns == 20 and cfg.worker.kind == "claude-code" and cfg.worker.options == {}
     assert cfg.db_path == (tmp_path / ".middle" / "middle.sqlite3").resolve()
 
 
@@ -36,6 +36,7 @@ def test_unknown_key_names_file_and_key(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(f, environ={})
     assert str(f.resolve()) in str(err.value) and "agent.max_turn" in str(err.value)
+    assert "environment variable" not in str(err.value)
 
 
 def test_bad_values_and_bad_toml(tmp_path):
@@ -57,10 +58,10 @@ def test_environment_overrides(tmp_path):
     f = tmp_path / "middle.toml"
     f.write_text('[agent]\nmax_turns = 9\n[memory]\nbackend = "sliding_window"\n')
     env = {"MIDDLE_AGENT_MAX_TURNS": "3", "MIDDLE_MEMORY_BACKEND": "none",
-           "MEMORY_SAVE_DIR": str(tmp_path / "m"), "MIDDLE_WORKER_PERMISSION_MODE": "plan"}
+           "MEMORY_SAVE_DIR": str(tmp_path / "m"), "MIDDLE_WORKER_OPTIONS": '{"permission_mode": "plan"}'}
     cfg = load_config(f, environ=env)
     assert cfg.agent.max_turns == 3 and cfg.memory.backend == "none"
-    assert cfg.memory.save_dir == str(tmp_path / "m") and cfg.worker.permission_mode == "plan"
+    assert cfg.memory.save_dir == str(tmp_path / "m") and cfg.worker.options == {"permission_mode": "plan"}
 
 
 def test_config_file_save_dir_wins_over_memory_save_dir(tmp_path):
@@ -68,3 +69,45 @@ def test_config_file_save_dir_wins_over_memory_save_dir(tmp_path):
     f.write_text('[memory]\nsave_dir = "from-file"\n')
     cfg = load_config(f, environ={"MEMORY_SAVE_DIR": "/elsewhere"})
     assert cfg.memory.save_dir == "from-file"
+
+
+def test_environment_values_are_parsed_by_the_fields_type(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = {"MIDDLE_PROJECT_ID": "2024", "MIDDLE_AGENT_MODEL": "null", "MIDDLE_AGENT_MAX_COST_USD": "0.5",
+           "MIDDLE_STATE_DIR": "state", "MIDDLE_MEMORY_OPTIONS": '{"window_size": 4}'}
+    cfg = load_config(environ=env)
+    assert cfg.project.id == "2024" and cfg.agent.model == "null"  # text fields stay text
+    assert cfg.agent.max_cost_usd == 0.5 and cfg.state_dir == "state"
+    assert cfg.memory.options == {"window_size": 4}
+
+
+def test_a_bad_environment_value_names_the_variable_not_the_file(tmp_path):
+    f = tmp_path / "middle.toml"
+    f.write_text("[agent]\nmax_turns = 9\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(f, environ={"MIDDLE_AGENT_MAX_TURNS": "many"})
+    assert "environment variable MIDDLE_AGENT_MAX_TURNS" in str(err.value)
+    assert str(f.resolve()) not in str(err.value)
+
+
+def test_a_misspelt_variable_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="MIDDLE_AGNET_MAX_TURNS names no setting"):
+        load_config(environ={"MIDDLE_AGNET_MAX_TURNS": "3"})
+
+
+def test_old_worker_keys_say_where_they_moved(tmp_path):
+    f = tmp_path / "middle.toml"
+    f.write_text('[worker]\nkind = "claude-code"\npermission_mode = "acceptEdits"\n')
+    with pytest.raises(ConfigError, match=r"\[worker.options\]"):
+        load_config(f, environ={})
+
+
+def test_worker_options_are_validated_by_the_worker_kind(tmp_path):
+    from orchestrator.plugins import PluginRegistry
+
+    reg = PluginRegistry(load_entry_points=False)
+    opts = reg.worker_options("claude-code", {"extra_args": ["--foo"], "turn_timeout_s": 5})
+    assert opts.extra_args == ["--foo"] and opts.turn_timeout_s == 5
+    with pytest.raises(ConfigError, match="worker.options.*permision_mode"):
+        reg.worker_options("claude-code", {"permision_mode": "x"})

@@ -122,7 +122,7 @@ def test_a_third_party_worker_kind_gets_its_own_options(tmp_path):
             register(EchoWorker)
 
     reg = PluginRegistry(load_entry_points=False, extra_plugins=(P(),))
-    cfg = Config(root=tmp_path, state_dir="s", worker={"kind": "echo", "turn_timeout_s": 7})
+    cfg = Config(root=tmp_path, state_dir="s", worker={"kind": "echo", "options": {"turn_timeout_s": 7}})
     with Orchestrator(cfg, llm=ScriptedAgentLLM([]), registry=reg) as orch:
         assert isinstance(orch.worker, EchoWorker) and orch.worker.options.turn_timeout_s == 7
 

@@ -28,7 +28,7 @@ def config(tmp_path: Path, memory: bool) -> Config:
         root=tmp_path, state_dir=str(tmp_path / "state"),
         project={"path": "repo", "tickets_dir": "tickets"},
         agent={"max_turns": 4, "max_cost_usd": 5.0},
-        worker={"allowed_tools": ["Read", "Write", "Edit"], "turn_timeout_s": 120},
+        worker={"options": {"allowed_tools": ["Read", "Write", "Edit"], "turn_timeout_s": 120}},
         memory={"backend": "sliding_window", "save_dir": str(tmp_path / "mem") if memory else None},
     )
 

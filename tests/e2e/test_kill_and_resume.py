@@ -36,7 +36,7 @@ def test_sigkill_mid_turn_then_resume(tmp_path, fake_api, claude_env, claude_cli
     repo = fresh_project(tmp_path, {"t1.md": "---\ntitle: Two steps\nproject: calc\nid: t1\n---\nTwo files.\n"})
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n[memory]\nsave_dir = "mem"\n'
-        '[worker]\nallowed_tools = ["Read", "Write", "Edit"]\n')
+        '[worker.options]\nallowed_tools = ["Read", "Write", "Edit"]\n')
     in_turn_two, release = threading.Event(), threading.Event()
 
     def stall(body):

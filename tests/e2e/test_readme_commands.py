@@ -21,12 +21,28 @@ def readme_commands() -> list[str]:
 
 def test_readme_starts_with_demo_and_test_commands():
     demo, tests = readme_commands()
-    assert demo.startswith("pip install -e .") and demo.endswith("middle demo")
+    assert demo.startswith("pip install -e ") and demo.endswith("middle demo")
     assert "pip install" in tests and tests.endswith("pytest")
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "pytest" in ci and "@anthropic-ai/claude-code@" in ci
-    version = re.search(r"claude-code@([\d.]+)", demo).group(1)
-    assert f"claude-code@{version}" in tests and f"claude-code@{version}" in ci
+    # Everything installs with pip: the `claude` extra brings the CLI, and CI installs what the
+    # README's test command does.
+    assert '".[claude]"' in demo and '".[test,claude]"' in tests
+    assert '".[test,claude]"' in ci and "pytest" in ci and "npm install" not in ci
+
+
+def test_the_claude_extra_bundles_the_cli_version_the_readme_names():
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert re.search(r'claude = \["claude-agent-sdk==[\d.]+"\]', pyproject)
+    version = re.search(r"claude-code@([\d.]+)", (ROOT / "README.md").read_text()).group(1)
+    from orchestrator.worker.locate import bundled_cli
+
+    cli = bundled_cli()
+    if cli is None and os.environ.get("CI"):
+        pytest.fail("the claude extra is not installed: pip install -e '.[claude]'")
+    if cli is None:
+        pytest.skip("the claude extra is not installed")
+    bundled = (Path(cli).parent / "claude.version").read_text().split()[0]
+    assert bundled == version
 
 
 @pytest.mark.cli

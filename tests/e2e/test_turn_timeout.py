@@ -13,8 +13,9 @@ pytestmark = [pytest.mark.cli, pytest.mark.slow]
 
 def test_turn_timeout_fails_the_ticket_clearly(tmp_path, fake_api, claude_env, claude_cli):
     fresh_project(tmp_path, {"t1.md": "---\ntitle: Slow\nproject: calc\nid: t1\n---\nTake forever.\n"})
-    cfg = config(tmp_path, memory=False).model_copy(
-        update={"worker": config(tmp_path, False).worker.model_copy(update={"turn_timeout_s": 3})})
+    base = config(tmp_path, memory=False)
+    cfg = base.model_copy(update={"worker": base.worker.model_copy(
+        update={"options": {**base.worker.options, "turn_timeout_s": 3}})})
 
     def stall(body):
         time.sleep(20)  # longer than the turn timeout; the fake's thread just finishes late

@@ -57,15 +57,35 @@ def test_one_sentence():
     assert one_sentence("x" * 500).endswith("...") and len(one_sentence("x" * 500)) == 200
 
 
+def _assess_body(prompt: str, response: str) -> dict:
+    from orchestrator.agent.prompts import transcript
+
+    return agent_body("Title: T\nDescription: Make it.\n\nConversation so far:\n"
+                      + transcript([{"turn": 1, "prompt": prompt, "response": response}]))
+
+
 def test_agent_plans_then_decides():
     demo = DemoResponder()
     plan = demo.respond("agent", agent_body("Memories invoked:\nold\n\nTitle: T\nDescription: Make it.\n"
                                             "Claude Code has not been run yet."))
     assert json.loads(plan.content[0]["text"]) == {"prompt": "Make it."}
-    decision = demo.respond("agent", agent_body("Title: T\nDescription: Make it.\n"
-                                                "Claude Code responded:\nCreated src/app.py. All good."))
+    decision = demo.respond("agent", _assess_body("Create `src/app.py` with:\n```\nx\n```\n",
+                                                  "Created src/app.py. All good."))
     assert json.loads(decision.content[0]["text"]) == {
-        "complete": True, "summary": "Claude Code reported: Created src/app.py.", "next_prompt": ""}
+        "complete": True, "summary": "Created src/app.py as the ticket asked.", "next_prompt": ""}
+
+
+def test_agent_fails_honestly_when_nothing_it_asked_for_was_done():
+    demo = DemoResponder()
+    nothing = json.loads(demo.respond("agent", _assess_body(
+        "Refactor the billing module.", "I would work on this: Refactor the billing module.")).content[0]["text"])
+    assert nothing["complete"] is False and nothing["next_prompt"] == ""
+    assert "can only create files" in nothing["summary"]
+    refused = json.loads(demo.respond("agent", _assess_body(
+        "Create `a.py` with:\n```\nx\n```\nCreate `b.py` with:\n```\ny\n```\n",
+        "Created a.py. Could not create b.py: permission denied")).content[0]["text"])
+    assert refused["complete"] is False and "did not create b.py" in refused["summary"]
+    assert "You are" not in refused["summary"]  # never quotes Claude Code's own prompt
 
 
 def test_worker_writes_absolute_paths_under_the_announced_cwd():

@@ -174,4 +174,40 @@ def test_lifecycle_hooks_see_the_run_and_a_raising_plugin_never_stops_it(tmp_pat
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "complete"
     assert observer.seen == ["start", ("turn", 1, "r1"), ("complete", "sum")]
-    assert len([r for r in caplog.records if "raised; the ticket goes on" in r.getMessage()]) == 3
+    assert len([r for r in caplog.records if "the ticket goes on" in r.getMessage()]) == 3
+
+
+class _TypeRecorder:
+    """A well-behaved observer registered before the broken one: it must still be called."""
+
+    def __init__(self):
+        self.types: list[tuple[str, type]] = []
+
+    @hookimpl(tryfirst=False)
+    def on_ticket_start(self, ticket, run_id):
+        self.types.append(("start", type(ticket)))
+
+    @hookimpl
+    def on_turn_end(self, ticket, run_id, turn):
+        self.types.append(("turn", type(ticket)))
+
+    @hookimpl
+    def on_ticket_complete(self, ticket, run_id, summary):
+        self.types.append(("complete", type(ticket)))
+
+
+def test_other_plugins_still_run_after_one_raises_and_all_hooks_get_a_ticket(tmp_path, project):
+    from orchestrator.plugin_api import Ticket
+    from orchestrator.plugins import PluginRegistry
+    from orchestrator.runner import Orchestrator
+    from graph_helpers import _TestPlugin
+
+    # pluggy calls the last registered first: the broken observer runs before the recorder.
+    recorder, observer = _TypeRecorder(), _BrokenObserver()
+    registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(), recorder, observer))
+    llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(True, "sum")])
+    with Orchestrator(make_config(tmp_path), llm=llm, worker=RecordingWorker(["r1"]), registry=registry) as orch:
+        add_ticket(orch, project)
+        assert orch.run_ticket("t1").status == "complete"
+    assert observer.seen == ["start", ("turn", 1, "r1"), ("complete", "sum")]
+    assert recorder.types == [("start", Ticket), ("turn", Ticket), ("complete", Ticket)]

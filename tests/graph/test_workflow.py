@@ -26,11 +26,11 @@ def test_memory_off_makes_no_memory_call_and_no_files(tmp_path, project):
         add_ticket(orch, project)
         outcome = orch.run_ticket("t1")
         assert orch.memory is None
+        assert orch.store.memory_docs("t1") == []
     assert outcome.status == "complete"
     assert RecordedBackend.instances == []  # the backend was never even opened
     assert not (tmp_path / "memory").exists()
     assert all(not m.startswith("Memories invoked:") for m in llm.user_messages)
-    assert orch.store.memory_docs("t1") == []
 
 
 def test_start_query_turn_query_and_memories_format(tmp_path, project):

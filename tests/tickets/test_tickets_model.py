@@ -24,8 +24,8 @@ def make(**overrides):
     return Ticket(**data)
 
 
-def test_statuses_are_the_five_ticket_states():
-    assert [s.value for s in TicketStatus] == ["pending", "running", "complete", "failed", "reverted"]
+def test_statuses_are_the_six_ticket_states():
+    assert [s.value for s in TicketStatus] == ["pending", "running", "complete", "failed", "interrupted", "reverted"]
     assert TicketStatus("complete") is TicketStatus.COMPLETE
     assert TicketStatus.FAILED == "failed"  # a str enum compares equal to its value
 

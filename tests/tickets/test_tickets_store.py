@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import TicketError
+from tickets.errors import StoreError, TicketError
 from tickets.model import Ticket, TicketStatus
 from tickets.store import SCHEMA_VERSION, TicketStore
 
@@ -75,14 +75,14 @@ def test_newer_schema_is_refused(tmp_path):
     conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION + 1,))
     conn.commit()
     conn.close()
-    with pytest.raises(TicketError, match="upgrade middle-agent"):
+    with pytest.raises(StoreError, match="upgrade middle-agent"):
         TicketStore(path)
 
 
-def test_a_file_that_is_not_a_database_is_a_ticket_error(tmp_path):
+def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path):
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(TicketError) as info:
+    with pytest.raises(StoreError) as info:
         TicketStore(path)
     assert str(path) in str(info.value)
 

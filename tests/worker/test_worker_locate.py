@@ -47,7 +47,7 @@ def test_not_installed_says_how_to_install(tmp_path):
         find_claude_cli(None, path=str(tmp_path), bundled=no_bundled)
     message = str(err.value)
     assert "npm install -g @anthropic-ai/claude-code" in message
-    assert "pip install claude-agent-sdk" in message and "[worker] cli_path" in message
+    assert "pip install claude-agent-sdk" in message and "[worker.options] cli_path" in message
 
 
 def test_bundled_copy_is_found_in_the_sdk_package_without_importing_it(tmp_path, monkeypatch):
@@ -77,17 +77,17 @@ def test_options_are_strict_and_have_defaults():
         ClaudeCodeOptions(permision_mode="acceptEdits")  # misspelt key
     o = ClaudeCodeOptions()
     assert (o.permission_mode, o.turn_timeout_s, o.max_turns) == ("acceptEdits", 900, None)
-    assert "Write" in o.allowed_tools and "Bash" in o.allowed_tools
+    assert "Write" in o.allowed_tools and o.scope_to_project is True
 
 
 def test_command_uses_session_id_for_new_and_resume_for_existing_sessions():
-    worker = ClaudeCodeWorker(ClaudeCodeOptions(model="m1", max_turns=3, allowed_tools=["Read", "Write"],
-                                                extra_args=["--add-dir", "/x"]))
-    new = worker.command("claude", session_id="abc", resume=False)
+    worker = ClaudeCodeWorker(ClaudeCodeOptions(model="m1", max_turns=3, allowed_tools=["Read", "Grep"],
+                                                extra_args=["--restricted"]))
+    new = worker.command("claude", Path("/p"), session_id="abc", resume=False)
     assert new[:5] == ["claude", "-p", "--output-format", "stream-json", "--verbose"]
-    for flag, value in [("--permission-mode", "acceptEdits"), ("--allowedTools", "Read,Write"),
+    for flag, value in [("--permission-mode", "acceptEdits"), ("--allowedTools", "Read"),
                         ("--model", "m1"), ("--max-turns", "3"), ("--session-id", "abc")]:
         assert new[new.index(flag) + 1] == value
-    assert "--resume" not in new and new[-2:] == ["--add-dir", "/x"]
-    resumed = worker.command("claude", session_id="abc", resume=True)
+    assert "--resume" not in new and new[-1] == "--restricted"
+    resumed = worker.command("claude", Path("/p"), session_id="abc", resume=True)
     assert resumed[resumed.index("--resume") + 1] == "abc" and "--session-id" not in resumed

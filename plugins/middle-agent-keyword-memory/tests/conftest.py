@@ -1,9 +1,13 @@
-"""Lets the plugin's tests run from a checkout where the plugin is not pip-installed yet."""
+"""Test the plugin code beside these tests, even where an older copy is pip-installed.
 
-import importlib.util
+`pip install ./plugins/...` (without -e) copies the package into site-packages; putting the
+checkout first on sys.path makes the tests (and processes they spawn, which inherit sys.path)
+import this checkout's code instead. The entry point names a module, so it resolves here too.
+"""
+
 import sys
 from pathlib import Path
 
-if importlib.util.find_spec("middle_agent_keyword_memory") is None:
-    # Not installed: import the package from this checkout (the entry-point test then skips).
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+CHECKOUT = str(Path(__file__).resolve().parents[1])
+if CHECKOUT not in sys.path:
+    sys.path.insert(0, CHECKOUT)

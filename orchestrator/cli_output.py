@@ -1,0 +1,83 @@
+"""Terminal output for the CLI: consoles, safe text (no terminal control codes), tables, reports."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def _console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    # Piped to a file, rich would hard-wrap at 80 columns; a wide console keeps one line a line.
+    width = None if stream.isatty() else 10_000
+    return Console(stderr=stderr, highlight=False, width=width, soft_wrap=True)
+
+
+console = _console()
+err_console = _console(stderr=True)
+
+# C0/C1 control characters except tab and newline: stored text (a ticket, a memory, Claude Code's
+# output) must not be able to move the cursor, recolour or retitle the user's terminal.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def safe(text: Any) -> str:
+    """Text made safe to print: control characters shown as \\xNN, rich markup escaped."""
+    return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text)))
+
+
+def shorten(text: str, limit: int) -> str:
+    """At most `limit` characters, ending with an ellipsis when cut."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def make_table(*names: str) -> Table:
+    """A table whose first column never wraps; long cells are cut with an ellipsis."""
+    table = Table()
+    for i, name in enumerate(names):
+        table.add_column(name, overflow="ellipsis" if i else "fold", no_wrap=i == 0)
+    return table
+
+
+def say(msg: str) -> None:
+    console.print(f"  [dim]·[/] {safe(msg)}")
+
+
+def on_event(event: dict[str, Any]) -> None:
+    """Stream Claude Code's progress: its tool calls and the first line of its text."""
+    kind = event.get("type")
+    if kind == "tool_use":
+        inp = event.get("input") or {}
+        target = inp.get("file_path") or inp.get("command") or inp.get("pattern") or ""
+        console.print(f"    [cyan]▸ {safe(event.get('name'))}[/] {safe(str(target)[:100])}")
+    elif kind == "text" and event.get("text", "").strip():
+        console.print(f"    [dim]{safe(event['text'].strip().splitlines()[0][:120])}[/]")
+
+
+def report(outcome: Any) -> None:
+    color = {"complete": "green", "failed": "red", "skipped": "yellow"}.get(outcome.status, "yellow")
+    if outcome.status == "skipped":
+        console.print(f"[bold {color}]skipped[/] ticket {safe(outcome.ticket_id)}: {safe(outcome.reason)}")
+        return
+    line = (f"[bold {color}]{outcome.status}[/] ticket {safe(outcome.ticket_id)}: "
+            f"{outcome.turns} turn(s), ${outcome.cost_usd:.4f}")
+    if outcome.reason:
+        line += f" — {safe(outcome.reason)}"
+    console.print(line)
+
+
+def summary_line(outcomes: list[Any]) -> str:
+    """`middle run`'s last line: tickets complete / failed / skipped, turns, cost."""
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("complete", "failed", "skipped")}
+    turns = sum(o.turns for o in outcomes)
+    cost = sum(o.cost_usd for o in outcomes)
+    parts = [f"{counts['complete']} complete", f"{counts['failed']} failed"]
+    if counts["skipped"]:
+        parts.append(f"{counts['skipped']} skipped")
+    return f"{len(outcomes)} ticket(s): {', '.join(parts)}; {turns} turn(s), ${cost:.4f}"

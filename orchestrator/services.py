@@ -1,0 +1,209 @@
+"""The one place that builds the services from a config: registry, memory, ticket store, worker, LLMs.
+
+The runner, every CLI command, the demo, the memory CLI, `middle serve` and the benchmarks use it,
+so a service is configured one way everywhere. Each part is built on first use (a read-only
+command never starts a model client or creates a file) and `close()` closes what was built, in
+reverse order: the memory facade first (its background summaries finish or are cancelled), then
+the ticket store, then the offline fake API if one was started.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import ExitStack
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from orchestrator.config import Config
+from orchestrator.errors import ConfigError
+from orchestrator.plugin_api import TextLLM
+from orchestrator.plugins import PluginRegistry
+
+log = logging.getLogger("middle.services")
+
+MEMORY_FLUSH_TIMEOUT_S = 30.0  # how long close() waits for background summaries before cancelling
+
+
+class LazyTextLLM:
+    """The memory model tier, created on its first call: `middle memory search` needs no API key
+    even when a memory model is configured, and only a summary that is really written does."""
+
+    def __init__(self, factory: Any):
+        self._factory = factory
+        self._llm: TextLLM | None = None
+
+    def complete(self, system: str, prompt: str, max_tokens: int = 1024) -> str:
+        if self._llm is None:
+            self._llm = self._factory()
+        return self._llm.complete(system, prompt, max_tokens)
+
+
+class Services:
+    """Everything a command needs for one config, built lazily and closed together.
+
+    Overrides (for tests, the Python API and the server): `llm` (an AgentLLM or any LangChain
+    BaseChatModel), `worker`, `registry`, `memory_llm`, `worker_env`. `fake=True` starts the
+    built-in fake Messages API on 127.0.0.1 and points the middle agent and Claude Code at it
+    (`responder` replaces its demo model, e.g. a ScriptedResponder).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        llm: Any = None,
+        worker: Any = None,
+        registry: PluginRegistry | None = None,
+        memory_llm: TextLLM | None = None,
+        worker_env: dict[str, str] | None = None,
+        fake: bool = False,
+        responder: Any = None,
+    ):
+        self.config = config
+        self._llm, self._worker, self._registry = llm, worker, registry
+        self._memory_llm, self._worker_env = memory_llm, dict(worker_env or {})
+        self.fake, self._responder = fake, responder
+        self._stack = ExitStack()
+        self._built: list[str] = []
+
+    # -- parts ----------------------------------------------------------------------------
+    @cached_property
+    def registry(self) -> PluginRegistry:
+        return self._registry or PluginRegistry()
+
+    @cached_property
+    def fake_api(self) -> Any:
+        """The running fake Messages API (fake mode only), with `base_url`."""
+        if not self.fake:
+            raise ConfigError("the fake Messages API runs only in offline mode (--fake)")
+        from orchestrator.fake_api import DemoResponder, FakeMessagesAPI
+
+        api = FakeMessagesAPI(self._responder or DemoResponder())
+        self._stack.enter_context(api)
+        return api
+
+    @cached_property
+    def agent_llm(self) -> Any:
+        """The middle agent's model: the override, else Claude through the anthropic SDK."""
+        if self._llm is not None:
+            return self._llm
+        from orchestrator.agent.llm import AnthropicLLM
+
+        cfg = self.config.agent
+        if self.fake:
+            from orchestrator.offline import FAKE_API_KEY
+
+            return AnthropicLLM(cfg.model, cfg.max_tokens, base_url=self.fake_api.base_url,
+                                api_key=FAKE_API_KEY, max_retries=0)
+        return AnthropicLLM(cfg.model, cfg.max_tokens, base_url=cfg.base_url)
+
+    @cached_property
+    def memory_llm(self) -> TextLLM | None:
+        """The cheaper memory tier (`[memory] llm_model`), or None: backends then work offline."""
+        if self._memory_llm is not None:
+            return self._memory_llm
+        model = self.config.memory.llm_model
+        if not model:
+            return None
+
+        def build() -> TextLLM:
+            from orchestrator.agent.llm import AnthropicLLM, AnthropicTextLLM
+
+            base = self.agent_llm
+            if not isinstance(base, AnthropicLLM):  # a LangChain agent model: a client of our own
+                base = AnthropicLLM(self.config.agent.model, base_url=self.config.agent.base_url)
+            return AnthropicTextLLM(model, base)
+
+        return LazyTextLLM(build)
+
+    @cached_property
+    def memory(self) -> Any:
+        """The memory facade, or None when memory is off (then no memory call is ever made)."""
+        cfg = self.config
+        if not cfg.memory_enabled:
+            if cfg.memory.backend != "none":  # still an error to name a bad backend or option
+                self.registry.backend_options(cfg.memory.backend, cfg.memory.options)
+            return None
+        from orchestrator.memory import MemoryFacade
+
+        facade = MemoryFacade(
+            cfg.memory_dir, cfg.memory.backend, cfg.memory.options, self.registry,
+            llm=self.memory_llm, num_to_retrieve=cfg.memory.num_to_retrieve,
+            **cfg.memory_limits(),
+        )
+        self._built.append("memory")
+        return facade
+
+    @cached_property
+    def store(self) -> Any:
+        """The ticket store, created if missing (commands that run or change tickets)."""
+        from tickets.store import TicketStore
+
+        store = TicketStore(self.config.db_path)
+        self._built.append("store")
+        return store
+
+    def read_store(self) -> Any:
+        """The ticket store opened read-only, or None when no run has created it yet.
+
+        Read-only commands (`tickets`, `log`, `memory list`) use this so they create no files.
+        """
+        if "store" in self.__dict__:
+            return self.store
+        if "read_store" not in self.__dict__:
+            from tickets.store import TicketStore
+
+            path = self.config.db_path
+            self.__dict__["read_store"] = TicketStore(path, readonly=True) if path.exists() else None
+            if self.__dict__["read_store"] is not None:
+                self._built.append("read_store")
+        return self.__dict__["read_store"]
+
+    @cached_property
+    def worker_env(self) -> dict[str, str]:
+        """Variables merged over the environment for the worker's process (fake mode: the fake)."""
+        env = dict(self._worker_env)
+        if self.fake:
+            from orchestrator.fake_api.env import claude_code_env
+            from orchestrator.offline import FAKE_API_KEY
+
+            claude_config = self.config.resolve(self.config.state_dir) / "claude-config"
+            claude_config.mkdir(parents=True, exist_ok=True)
+            env = {**claude_code_env(self.fake_api.base_url, str(claude_config),
+                                     api_key=FAKE_API_KEY), **env}
+        return env
+
+    @cached_property
+    def worker(self) -> Any:
+        """The configured coding agent, its options validated by the worker class's own model."""
+        if self._worker is not None:
+            return self._worker
+        cls = self.registry.worker_class(self.config.worker.kind)
+        options = self.registry.worker_options(self.config.worker.kind, self.config.worker.options)
+        return cls(options, env=self.worker_env)
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.config.checkpoint_path
+
+    # -- lifetime -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close what was built: memory first (background work finishes), then stores, then the fake."""
+        if "memory" in self._built and self.memory is not None:
+            try:
+                self.memory.flush(MEMORY_FLUSH_TIMEOUT_S)
+            except Exception:  # closing must not mask the command's own outcome
+                log.exception("waiting for background memory work failed")
+            self.memory.close()
+        for name in ("store", "read_store"):
+            if name in self._built and self.__dict__.get(name) is not None:
+                self.__dict__[name].close()
+        self._built.clear()
+        self._stack.close()
+
+    def __enter__(self) -> "Services":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

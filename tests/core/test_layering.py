@@ -1,0 +1,33 @@
+"""Layering is enforced, not hoped for: import-linter runs the contracts in pyproject.toml."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_import_contracts_hold():
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    result = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Contracts: 3 kept, 0 broken." in result.stdout
+
+
+def test_the_contracts_can_fail(tmp_path):
+    # A copy of the tickets package that imports orchestrator must break the first contract.
+    pkg = tmp_path / "tickets"
+    shutil.copytree(ROOT / "tickets", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (pkg / "leak.py").write_text("from orchestrator.runner import Orchestrator\n")
+    cfg = tmp_path / ".importlinter"
+    cfg.write_text("[importlinter]\nroot_packages =\n    tickets\n    orchestrator\n\n"
+                   "[importlinter:contract:1]\nname = t\ntype = forbidden\n"
+                   "source_modules = tickets\nforbidden_modules = orchestrator\n")
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    env_path = f"{tmp_path}:{ROOT}"
+    result = subprocess.run([exe, "--no-cache", "--config", str(cfg)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
+    assert result.returncode != 0 and "tickets.leak -> orchestrator.runner" in result.stdout, result.stdout

@@ -1,0 +1,158 @@
+"""Ticket claims: one run per ticket across processes, leases, takeover of dead claims, Ctrl-C marks."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from tickets.claims import Claim, claim_is_live, this_host
+from tickets.errors import StoreError, TicketError
+from tickets.model import Ticket
+from tickets.store import TicketStore
+
+
+def _ticket(tid: str, tmp_path) -> Ticket:
+    return Ticket(id=tid, project_id="p", title=f"T {tid}", project_path=str(tmp_path))
+
+
+@pytest.fixture
+def store(tmp_path):
+    with TicketStore(tmp_path / "t.db") as s:
+        for i in range(3):
+            s.upsert_ticket(_ticket(f"t{i}", tmp_path))
+        yield s
+
+
+def test_claim_creates_the_run_and_marks_the_ticket_running(store):
+    run_id = store.claim_new_run("t0", ["pending"])
+    assert run_id and store.get_ticket("t0").status.value == "running"
+    claim = store.get_claim("t0")
+    assert claim.run_id == run_id and claim.pid == os.getpid() and claim.host == this_host()
+    assert store.latest_run("t0")["id"] == run_id
+    # A second claim (another runner in this or another process) gets nothing.
+    assert store.claim_new_run("t0", ["pending", "running"]) is None
+
+
+def test_status_outside_the_allowed_set_is_not_claimed(store):
+    store.set_status("t1", "complete")
+    assert store.claim_new_run("t1", ["pending", "failed"]) is None
+    assert store.claim_new_run("t1", ["complete"]) is not None
+
+
+def test_release_and_refresh(store):
+    run_id = store.claim_new_run("t0", ["pending"], lease_s=60)
+    before = store.get_claim("t0").lease_until
+    assert store.refresh_claim("t0", run_id, lease_s=600)
+    assert store.get_claim("t0").lease_until > before
+    assert not store.refresh_claim("t0", "another-run")
+    store.release_claim("t0", run_id)
+    assert store.get_claim("t0") is None
+
+
+def test_a_dead_process_or_an_expired_lease_is_not_live():
+    future, past = "9999-01-01T00:00:00+00:00", "2000-01-01T00:00:00+00:00"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    assert claim_is_live(Claim("t", "r", this_host(), os.getpid(), past, future))
+    assert not claim_is_live(Claim("t", "r", this_host(), int(dead), past, future))
+    assert not claim_is_live(Claim("t", "r", this_host(), os.getpid(), past, past))
+    assert claim_is_live(Claim("t", "r", "another-host", 1, past, future))  # only the lease counts there
+
+
+def test_resume_takes_over_a_dead_claim_but_not_a_live_one(store):
+    run_id = store.claim_new_run("t0", ["pending"])
+    # Another live process holds it: a resume here is refused with who holds it.
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with store._write() as conn:
+            conn.execute("UPDATE claims SET pid = ? WHERE ticket_id = 't0'", (holder.pid,))
+        with pytest.raises(TicketError, match=f"pid {holder.pid}"):
+            store.claim_for_resume("t0", run_id)
+    finally:
+        holder.kill()
+        holder.wait()
+    store.claim_for_resume("t0", run_id)  # the holder is gone: taken over
+    assert store.get_claim("t0").pid == os.getpid()
+
+
+def test_interrupt_marks_the_run_and_its_running_turn(store):
+    run_id = store.claim_new_run("t0", ["pending"])
+    store.start_turn(run_id, 1, "prompt", "sess", False)
+    store.interrupt_run(run_id, "interrupted by the user")
+    assert store.get_run(run_id)["status"] == "interrupted"
+    assert store.get_turn(run_id, 1)["status"] == "interrupted"
+    store.start_turn(run_id, 1, "prompt", "sess", False)  # a resume retries the interrupted turn
+
+
+def _race(path: str, ticket_id: str, barrier, results) -> None:
+    with TicketStore(path) as s:
+        barrier.wait()
+        results.put(s.claim_new_run(ticket_id, ["pending"]))
+
+
+def test_processes_racing_for_one_ticket_get_one_claim(tmp_path):
+    path = tmp_path / "t.db"
+    with TicketStore(path) as s:
+        s.upsert_ticket(_ticket("t0", tmp_path))
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(str(path), "t0", barrier, results)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(60)
+    assert len([r for r in got if r]) == 1
+    with TicketStore(path) as s:
+        assert len(s.list_runs("t0")) == 1
+
+
+def test_schema_1_database_is_migrated(tmp_path):
+    path = tmp_path / "old.db"
+    with TicketStore(path) as s:
+        s.upsert_ticket(_ticket("t0", tmp_path))
+        run_id = s.claim_new_run("t0", ["pending"])
+        s.start_turn(run_id, 1, "p", "s", False)
+    conn = sqlite3.connect(path)  # make it look like a schema-1 file: no claims, old turns CHECK
+    conn.executescript("""
+        DROP TABLE claims; DELETE FROM schema_version; INSERT INTO schema_version VALUES (1);
+        ALTER TABLE turns RENAME TO t2;
+        CREATE TABLE turns AS SELECT * FROM t2; DROP TABLE t2;
+    """)
+    conn.close()
+    with TicketStore(path) as s:
+        assert s.schema_version() == 2
+        assert s.get_turn(run_id, 1)["prompt"] == "p"
+        s.interrupt_run(run_id, "x")
+        assert s.get_turn(run_id, 1)["status"] == "interrupted"
+
+
+def test_readonly_store_reads_and_refuses_writes_and_creates_nothing(tmp_path):
+    with pytest.raises(TicketError, match="`middle run` creates it"):
+        TicketStore(tmp_path / "missing.db", readonly=True)
+    assert not (tmp_path / "missing.db").exists()
+    with TicketStore(tmp_path / "t.db") as s:
+        s.upsert_ticket(_ticket("t0", tmp_path))
+    with TicketStore(tmp_path / "t.db", readonly=True) as s:
+        assert [t.id for t in s.list_tickets()] == ["t0"]
+        with pytest.raises(StoreError, match="read-only"):
+            s.set_status("t0", "complete")
+
+
+def test_a_database_overwritten_in_the_middle_is_a_store_error_naming_it(tmp_path):
+    path = tmp_path / "t.db"
+    with TicketStore(path) as s:
+        for i in range(50):
+            s.upsert_ticket(_ticket(f"t{i}", tmp_path).model_copy(update={"description": "x" * 2000}))
+    with open(path, "r+b") as fh:  # keep the header, trash the pages after it
+        fh.seek(4096)
+        fh.write(b"\xff" * 16384)
+    with pytest.raises(StoreError) as err:
+        with TicketStore(path) as s:
+            s.list_tickets()
+    assert str(path) in str(err.value) and "Move it away" in str(err.value)

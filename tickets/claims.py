@@ -1,0 +1,156 @@
+"""Ticket claims: one run per ticket across processes, with a lease refreshed while it runs.
+
+A runner claims a ticket in one transaction that checks the ticket's status and any live claim,
+creates the run and marks the ticket running; a second runner then skips it. A claim is live while
+its lease has not expired and, on this host, its process still exists; a dead claim (a process
+killed with -9, a crashed machine) is taken over by `middle resume`. This is the SQLite version of
+a row claim; on PostgreSQL the same interface maps to `SELECT ... FOR UPDATE SKIP LOCKED`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Iterable
+
+from tickets.errors import TicketError
+from tickets.model import RunStatus, utc_now
+
+CLAIMS_SCHEMA = """;
+CREATE TABLE IF NOT EXISTS claims (
+    ticket_id TEXT PRIMARY KEY REFERENCES tickets(id) ON DELETE CASCADE,
+    run_id TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    claimed_at TEXT NOT NULL,
+    lease_until TEXT NOT NULL
+)
+"""
+
+DEFAULT_LEASE_S = 120.0
+
+
+@dataclass(frozen=True)
+class Claim:
+    ticket_id: str
+    run_id: str
+    host: str
+    pid: int
+    claimed_at: str
+    lease_until: str
+
+    def describe(self) -> str:
+        return f"run {self.run_id} (pid {self.pid} on {self.host}, claimed {self.claimed_at[:19]}Z)"
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def _lease_end(lease_s: float) -> str:
+    return (datetime.now(timezone.utc) + timedelta(seconds=lease_s)).isoformat(timespec="microseconds")
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def claim_is_live(claim: Claim) -> bool:
+    """Live while the lease holds and, on this host, the claiming process still exists."""
+    if claim.lease_until <= utc_now():
+        return False
+    if claim.host == this_host():
+        return process_alive(claim.pid)
+    return True
+
+
+class TicketClaims:
+    """Claim methods of TicketStore (needs its `_write`, `_read` and `path`)."""
+
+    def get_claim(self, ticket_id: str) -> Claim | None:
+        rows = self._read("SELECT * FROM claims WHERE ticket_id = ?", (ticket_id,))
+        return Claim(**dict(rows[0])) if rows else None
+
+    def claim_new_run(
+        self, ticket_id: str, allowed: Iterable[str], *, lease_s: float = DEFAULT_LEASE_S,
+        pid: int | None = None,
+    ) -> str | None:
+        """Atomically: if the ticket's status is in `allowed` and no live claim holds it, create a
+        run, claim the ticket for it and mark it running. Returns the run id, or None when the
+        ticket is not claimable (another process has it, or its status changed)."""
+        allowed = {getattr(s, "value", s) for s in allowed}
+        with self._write() as conn:
+            row = conn.execute("SELECT status FROM tickets WHERE id = ?", (ticket_id,)).fetchone()
+            if row is None:
+                raise TicketError(f"no ticket '{ticket_id}': list them with `middle tickets`")
+            if row["status"] not in allowed or self._live_claim(conn, ticket_id):
+                return None
+            run_id = uuid.uuid4().hex
+            now = utc_now()
+            conn.execute("INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",
+                         (run_id, ticket_id, RunStatus.RUNNING.value, now))
+            self._put_claim(conn, ticket_id, run_id, lease_s, pid)
+            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?"
+                         " WHERE id = ?", (now, ticket_id))
+        return run_id
+
+    def claim_for_resume(self, ticket_id: str, run_id: str, *, lease_s: float = DEFAULT_LEASE_S,
+                         pid: int | None = None) -> None:
+        """Take the claim on an existing run (a resume); refused while another live claim holds it."""
+        with self._write() as conn:
+            live = self._live_claim(conn, ticket_id)
+            if live is not None and live.pid != (pid or os.getpid()):
+                raise TicketError(
+                    f"ticket {ticket_id!r} is being worked by {live.describe()}: wait for it to "
+                    "finish (`middle tickets`), or stop that process first")
+            self._put_claim(conn, ticket_id, run_id, lease_s, pid)
+            conn.execute("UPDATE runs SET status = 'running', reason = NULL, ended_at = NULL WHERE id = ?",
+                         (run_id,))
+            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?"
+                         " WHERE id = ?", (utc_now(), ticket_id))
+
+    def refresh_claim(self, ticket_id: str, run_id: str, lease_s: float = DEFAULT_LEASE_S) -> bool:
+        """Extend our lease; False when the claim is no longer ours (then stop working)."""
+        with self._write() as conn:
+            cur = conn.execute("UPDATE claims SET lease_until = ? WHERE ticket_id = ? AND run_id = ?"
+                               " AND host = ? AND pid = ?",
+                               (_lease_end(lease_s), ticket_id, run_id, this_host(), os.getpid()))
+            return cur.rowcount == 1
+
+    def release_claim(self, ticket_id: str, run_id: str) -> None:
+        with self._write() as conn:
+            conn.execute("DELETE FROM claims WHERE ticket_id = ? AND run_id = ?", (ticket_id, run_id))
+
+    def interrupt_run(self, run_id: str, reason: str) -> None:
+        """Mark a run and its running turn interrupted (Ctrl-C); `middle resume` continues it."""
+        now = utc_now()
+        with self._write() as conn:
+            conn.execute("UPDATE runs SET status = 'interrupted', reason = ?, ended_at = ? WHERE id = ?",
+                         (reason, now, run_id))
+            conn.execute("UPDATE turns SET status = 'interrupted', error = ?, ended_at = ?"
+                         " WHERE run_id = ? AND status = 'running'", (reason, now, run_id))
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _live_claim(self, conn: sqlite3.Connection, ticket_id: str) -> Claim | None:
+        row = conn.execute("SELECT * FROM claims WHERE ticket_id = ?", (ticket_id,)).fetchone()
+        if row is None:
+            return None
+        claim = Claim(**dict(row))
+        return claim if claim_is_live(claim) else None
+
+    @staticmethod
+    def _put_claim(conn: Any, ticket_id: str, run_id: str, lease_s: float, pid: int | None) -> None:
+        conn.execute(
+            "INSERT OR REPLACE INTO claims (ticket_id, run_id, host, pid, claimed_at, lease_until)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (ticket_id, run_id, this_host(), pid or os.getpid(), utc_now(), _lease_end(lease_s)))

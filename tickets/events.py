@@ -1,0 +1,64 @@
+"""Run events: what happened during a run, in order, stored with the run in the ticket store.
+
+The CLI (`middle log --follow`), the HTTP API and the dashboard all read this one record, so a
+viewer opened mid-run replays what it missed (events after a given id) and then follows.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tickets.model import utc_now
+
+EVENTS_SCHEMA = """;
+CREATE TABLE IF NOT EXISTS run_events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    ticket_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL DEFAULT '{}',
+    at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_events_by_run ON run_events(run_id, id)
+"""
+
+# What kinds of event the runner records (the data keys each carries are in the README).
+EVENT_KINDS = ("run_start", "node", "note", "worker", "decision", "run_end")
+MAX_EVENT_TEXT = 4000  # one event's text fields are cut here; the turn record keeps the whole text
+
+
+def _clip(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_EVENT_TEXT:
+        return value[:MAX_EVENT_TEXT] + f"… [{len(value) - MAX_EVENT_TEXT} more chars]"
+    if isinstance(value, dict):
+        return {k: _clip(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clip(v) for v in value]
+    return value
+
+
+class RunEvents:
+    """Event methods of TicketStore (needs its `_write` and `_read`)."""
+
+    def add_event(self, run_id: str, ticket_id: str, kind: str, data: dict[str, Any] | None = None) -> int:
+        """Append one event to a run; returns its id (ids grow, so `after` can resume a stream)."""
+        payload = json.dumps(_clip(data or {}), ensure_ascii=False, default=str)
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?)",
+                (run_id, ticket_id, kind, payload, utc_now()))
+            return int(cur.lastrowid)
+
+    def list_events(self, *, run_id: str | None = None, ticket_id: str | None = None,
+                    after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+        """Events of a run (or of all a ticket's runs) with id > after, oldest first."""
+        sql, params = "SELECT * FROM run_events WHERE id > ?", [after]
+        if run_id is not None:
+            sql += " AND run_id = ?"
+            params.append(run_id)
+        if ticket_id is not None:
+            sql += " AND ticket_id = ?"
+            params.append(ticket_id)
+        rows = self._read(sql + " ORDER BY id LIMIT ?", (*params, limit))
+        return [{**dict(r), "data": json.loads(r["data"])} for r in rows]
