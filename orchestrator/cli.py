@@ -19,7 +19,34 @@ EXIT_INTERRUPTED = 130  # the shell's convention for a process ended by Ctrl-C (
 
 
 class MiddleGroup(click.Group):
-    """Turns every MiddleError into `error: <message>` on stderr and exit code 1, no traceback."""
+    """Turns every MiddleError into `error: <message>` on stderr and exit code 1, no traceback.
+
+    Plugins add commands through the `register_commands` hook, loaded on first lookup.
+    """
+
+    _plugins_loaded = False
+
+    def _load_plugin_commands(self) -> None:
+        if MiddleGroup._plugins_loaded:
+            return
+        MiddleGroup._plugins_loaded = True
+        from orchestrator.plugins import PluginRegistry, call_hook
+
+        try:
+            call_hook(PluginRegistry().hook, "register_commands", cli=self)
+        except MiddleError as exc:  # a broken plugin must not take the built-in commands down
+            err_console.print(f"[yellow]warning:[/] plugin commands not loaded: {safe(exc)}")
+
+    def get_command(self, ctx: click.Context, name: str) -> Any:
+        command = super().get_command(ctx, name)
+        if command is None or name == "memory":
+            self._load_plugin_commands()
+            command = super().get_command(ctx, name)
+        return command
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_plugin_commands()
+        return super().list_commands(ctx)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

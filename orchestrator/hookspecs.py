@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import pluggy
 
 if TYPE_CHECKING:  # annotations only: importing the ticket model here would be a cycle for plugins
+    import click
+
     from tickets.model import Ticket
 
 hookspec = pluggy.HookspecMarker("middle_agent")
@@ -21,6 +23,11 @@ def register_memory_backends(register: Callable[[type], None]) -> None:
 @hookspec
 def register_workers(register: Callable[[type], None]) -> None:
     """Register coding-agent worker classes (like Claude Code) by calling register(WorkerClass)."""
+
+
+@hookspec
+def register_commands(cli: click.Group) -> None:
+    """Add click commands to `middle`, e.g. a backend's own `middle memory ...` subcommand."""
 
 
 @hookspec

@@ -211,6 +211,18 @@ class MemoryFacade:
             finally:
                 flock.release()
 
+    def agent_context(self, project_id: str) -> str:
+        """The backend's standing text for the middle agent (mental models), or ''."""
+        if not self.store_dir(project_id).exists():
+            return ""
+        with self._locked(project_id, "context") as backend:
+            return backend.agent_context() or ""
+
+    def using(self, project_id: str, op: str) -> Any:
+        """`with facade.using(project, "reflect") as backend:` a backend's own operation (beyond
+        index/retrieve/delete) under the project's locks, errors worded like the facade's."""
+        return self._locked(project_id, op)
+
     def _backend(self, project_id: str, store: Path) -> MemoryBackend:
         backend = self._backends.get(project_id)
         if backend is None:

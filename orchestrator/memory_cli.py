@@ -46,6 +46,12 @@ def _memory(ctx: click.Context, project: str | None):
     return svc.memory, project if project is not None else default_project(config, svc.read_store())
 
 
+def command_backend(ctx: click.Context, project: str | None, op: str):
+    """The project's backend under the facade's locks, for a plugin's own memory command."""
+    mem, pid = _memory(ctx, project)
+    return mem.using(pid, op)
+
+
 def _exists(mem, pid: str) -> bool:
     """Read-only commands on a project that has no store yet answer without creating one."""
     return mem.store_dir(pid).exists()

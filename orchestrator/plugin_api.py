@@ -28,6 +28,7 @@ __all__ = [
     "TextLLM",
     "Ticket",
     "check_texts",
+    "memory_backend",
     "MiddleError",
     "ConfigError",
     "MemoryStoreError",
@@ -136,11 +137,30 @@ class MemoryBackend(ABC):
         """Summary plus gap messages for the conversation; None means show the full transcript."""
         return None
 
+    def agent_context(self) -> str:
+        """Curated project knowledge (e.g. mental models) the middle agent reads ahead of the
+        recalled memories at ticket start and every turn; '' (the default) for none. Keep it
+        bounded: it is sent on every middle-agent request."""
+        return ""
+
     def flush(self, timeout: float | None = None) -> None:
         """Wait for background work (summaries) to finish; default has none."""
 
     def close(self) -> None:
         """Release files and threads; the facade calls it once when done with the project."""
+
+
+def memory_backend(ctx: Any, project: str | None, op: str) -> Any:
+    """In a plugin's click command: `with memory_backend(ctx, project, "reflect") as backend:`
+    the configured backend of the project (default project when None), under the facade's locks.
+
+    It uses the same config and services as every `middle` command; a backend operation that
+    raises is reported as one `error:` line. `backend` is your class when memory is configured
+    with it; check `isinstance` and raise ConfigError otherwise.
+    """
+    from orchestrator.memory_cli import command_backend
+
+    return command_backend(ctx, project, op)
 
 
 def __getattr__(name: str) -> Any:

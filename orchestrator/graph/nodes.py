@@ -21,7 +21,11 @@ Update = dict[str, Any]
 
 
 def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> str:
-    """One retrieve; memory off means no call at all; any failure means no memories."""
+    """One retrieve; memory off means no call at all; any failure means no memories.
+
+    A backend with standing project knowledge (`agent_context`, e.g. Hindsight's mental models)
+    has it placed ahead of the "Memories invoked:" block.
+    """
     if ctx.memory is None:
         return ""
     project_id = state["ticket"]["project_id"]
@@ -30,11 +34,16 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
     except Exception as exc:  # memory failures never stop a ticket (seed 000)
         log.warning("memory recall at %s failed; going on with no memories: %s", where, exc)
         ctx.say(f"memory recall failed ({exc}); going on without memories")
-        return ""
+        results = []
     memories = ctx.memory.format_memories(results)  # within [memory] memories_budget_chars
     if memories:
         ctx.say(f"recalled {sum(len(r['docs']) for r in results)} memory doc(s) at {where}")
-    return memories
+    try:
+        standing = ctx.memory.agent_context(project_id)
+    except Exception as exc:
+        log.warning("memory agent context at %s failed; going on without it: %s", where, exc)
+        standing = ""
+    return "\n\n".join(part for part in (standing.strip(), memories) if part)
 
 
 def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:

@@ -1,10 +1,33 @@
-"""The plugin module named by the `middle_agent` entry point: it registers the backend class."""
+"""The plugin module named by the `middle_agent` entry point: the backend and its own command."""
 
-from orchestrator.plugin_api import hookimpl
+from collections import Counter
 
-from .backend import KeywordBackend
+import click
+
+from orchestrator.plugin_api import ConfigError, hookimpl, memory_backend
+
+from .backend import KeywordBackend, keywords
 
 
 @hookimpl
 def register_memory_backends(register):
     register(KeywordBackend)
+
+
+@click.command(name="keywords")
+@click.option("-n", "top", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option("--project", "-p", default=None, help="Project id (default: as `middle memory list`).")
+@click.pass_context
+def keywords_command(ctx: click.Context, top: int, project: str | None) -> None:
+    """The most frequent keywords in the project's keyword memory."""
+    with memory_backend(ctx, project, "keywords") as backend:
+        if not isinstance(backend, KeywordBackend):
+            raise ConfigError("`middle memory keywords` needs [memory] backend = \"keyword\"")
+        counts = Counter(word for doc in backend.list_docs() for word in keywords(doc))
+    for word, count in sorted(counts.items(), key=lambda wc: (-wc[1], wc[0]))[:top]:  # ties by word
+        click.echo(f"{count:5d}  {word}")
+
+
+@hookimpl
+def register_commands(cli):
+    cli.commands["memory"].add_command(keywords_command)
