@@ -183,15 +183,19 @@ def tickets(ctx: click.Context, status: str | None) -> None:
 @main.command()
 @click.argument("ticket_id")
 @click.option("--full", is_flag=True, help="Do not shorten prompts and responses.")
+@click.option("--follow", "-f", is_flag=True, help="Stream the latest run's events live until it ends.")
 @click.pass_context
-def log(ctx: click.Context, ticket_id: str, full: bool) -> None:
+def log(ctx: click.Context, ticket_id: str, full: bool, follow: bool) -> None:
     """Show every run and turn of a ticket: prompt, response, memories invoked, decision, cost."""
     from orchestrator.errors import TicketError
-    from orchestrator.log_view import print_log
+    from orchestrator.log_view import follow_log, print_log
 
     store = services(ctx, get_config(ctx)).read_store()
     if store is None:
         raise TicketError(f"no ticket {ticket_id!r} has run yet: start it with `middle run {ticket_id}`")
+    if follow:
+        follow_log(console, store, ticket_id)
+        return
     print_log(console, store, ticket_id, full=full)
 
 
@@ -264,6 +268,7 @@ def _register_subcommands() -> None:
 
     main.add_command(memory)
     main.add_command(demo)
+    from orchestrator.server.serve import serve; main.add_command(serve)  # noqa: E702
 
 
 _register_subcommands()

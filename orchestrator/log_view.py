@@ -56,3 +56,102 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
         console.print("\n[bold]indexed to memory[/]")
         for doc in docs:
             console.print("  " + escape(_short(doc, full)), soft_wrap=True)
+
+
+# -- `middle log --follow`: the run's stored events, printed as they arrive ------------------------
+
+FOLLOW_POLL_S = 0.5  # the store is polled: the run may be in another process
+
+
+def _money(value: Any) -> str:
+    return f"${float(value or 0):.4f}"
+
+
+def describe_event(event: dict[str, Any]) -> str:
+    """One line of plain text for a stored run event (the dashboard's live log says the same)."""
+    d, kind = event.get("data") or {}, event.get("kind")
+    if kind == "run_start":
+        return "run resumed" if d.get("resume") else "run started"
+    if kind == "node":
+        if d.get("phase") == "start":
+            return f"▶ {d.get('node')}"
+        extra = "".join([f" (turn {d['turn']})" if d.get("turn") else "",
+                         f" {_money(d['cost_usd'])}" if d.get("cost_usd") else "",
+                         f" — error: {d['error']}" if d.get("error") else "",
+                         f" — {d['reason']}" if d.get("reason") else ""])
+        return f"✓ {d.get('node')}{extra}"
+    if kind == "note":
+        return str(d.get("text", ""))
+    if kind == "decision":
+        dec = d.get("decision") or {}
+        text = f"decision: {'complete' if dec.get('complete') else 'continue'}"
+        if dec.get("summary"):
+            text += f" — {dec['summary']}"
+        if dec.get("next_prompt"):
+            text += f" — next: {dec['next_prompt']}"
+        return text
+    if kind == "run_end":
+        text = f"run ended: {d.get('status')}"
+        if "turns" in d:
+            text += f", {d['turns']} turn(s)"
+        if "cost_usd" in d:
+            text += f", {_money(d['cost_usd'])}"
+        return text + (f" — {d['reason']}" if d.get("reason") else "")
+    if kind == "worker":
+        kind_of = d.get("type")
+        if kind_of == "tool_use":
+            inp = d.get("input") or {}
+            target = inp.get("file_path") or inp.get("command") or inp.get("pattern") or ""
+            return f"Claude Code ▸ {d.get('name')} {target}".rstrip()
+        if kind_of == "text":
+            return f"Claude Code: {d.get('text', '')}"
+        if kind_of == "start":
+            return f"Claude Code started (pid {d.get('pid')})"
+        if kind_of == "timeout":
+            return f"Claude Code timed out after {d.get('after_s')}s"
+        if kind_of == "log":
+            return f"Claude Code log: {d.get('line', '')}"
+        if kind_of == "result":
+            return (f"Claude Code finished: {'error' if d.get('is_error') else 'ok'}"
+                    + (f", {_money(d['cost_usd'])}" if d.get("cost_usd") else ""))
+        return f"Claude Code {kind_of or 'event'}"
+    return json.dumps(d, ensure_ascii=False)
+
+
+def follow_log(console: Console, store: Any, ticket_id: str, *, poll_s: float = FOLLOW_POLL_S,
+               sleep: Any = None) -> str | None:
+    """Print the ticket's latest run event by event from its start, following it live until it ends.
+
+    With no run yet, wait for the first one (start it from another terminal). Returns the run's
+    final status, or None when stopped with Ctrl-C.
+    """
+    import time
+
+    from orchestrator.cli_output import safe
+
+    sleep = sleep or time.sleep
+    store.get_ticket(ticket_id)  # an unknown id is an error before any waiting
+    try:
+        run = store.latest_run(ticket_id)
+        if run is None:
+            console.print(f"waiting for ticket {safe(ticket_id)} to start (Ctrl-C to stop)…")
+            while run is None:
+                sleep(poll_s)
+                run = store.latest_run(ticket_id)
+        console.print(f"[bold]run {run['id']}[/] of ticket {safe(ticket_id)}")
+        last, last_kind = 0, None
+        while True:
+            events = store.list_events(run_id=run["id"], after=last)
+            for event in events:
+                last, last_kind = event["id"], event["kind"]
+                line = safe(describe_event(event))
+                style = "red" if event["kind"] == "run_end" and event["data"].get("status") == "failed" else "dim"
+                console.print(f"[{style}]{event['at'][11:19]}[/] {event['kind']:<9} {line}", soft_wrap=True)
+            if not events and last_kind == "run_end":
+                status = store.get_run(run["id"])["status"]
+                if status != "running":
+                    return status
+            if not events:
+                sleep(poll_s)
+    except KeyboardInterrupt:
+        return None

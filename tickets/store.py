@@ -486,6 +486,15 @@ class TicketStore(TicketClaims, RunEvents):
             sql += " AND deleted_at IS NULL"
         return [r["doc"] for r in self._read(sql + " ORDER BY id", (ticket_id,))]
 
+    def replace_memory_doc(self, project_id: str, old: str, new: str) -> int:
+        """After a memory doc was edited (delete + index), keep the tickets' record of it in step,
+        so a later revert deletes the edited text; returns how many records changed."""
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE memory_docs SET doc = ? WHERE project_id = ? AND doc = ? AND deleted_at IS NULL",
+                (new, project_id, old))
+            return cur.rowcount
+
     def mark_memory_docs_deleted(self, ticket_id: str) -> int:
         """Mark a ticket's live docs deleted (after a revert removed them); returns how many."""
         with self._write() as conn:

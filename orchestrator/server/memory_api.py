@@ -1,0 +1,148 @@
+"""The memory HTTP API: seed 000's index / retrieve / delete, plus list, search, edit and stats.
+
+Arguments go to the memory facade as they came, so the API refuses exactly what the facade
+refuses, with the facade's message. A read-only call on a project that has no store yet answers
+empty without creating one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.server import queries
+from orchestrator.server.errors import NotFound
+from orchestrator.server.state import ServerState, checked_project, get_state
+
+router = APIRouter(prefix="/api/projects/{project_id}/memory", tags=["memory"])
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DocsBody(_Body):
+    docs: Any = Field(..., description="The docs, a list of strings.",
+                      examples=[["Ticket: Fix login. Users could not sign in. Reset the session cookie."]])
+
+
+class RetrieveBody(_Body):
+    queries: Any = Field(..., description="The questions, a list of strings.", examples=[["login bug"]])
+    num_to_retrieve: Any = Field(None, description="How many docs per query (default: the server's "
+                                                  "[memory] num_to_retrieve).", examples=[5])
+
+
+class EditBody(_Body):
+    old: str = Field(..., description="The exact text of the doc to replace.")
+    new: str = Field(..., description="The text to index in its place.")
+
+
+class RetrieveResult(BaseModel):
+    question: str
+    docs: list[str]
+    doc_scores: list[float]
+
+
+def _facade(project_id: str, state: ServerState) -> tuple[Any, str]:
+    pid = checked_project(project_id)  # a 400 naming the id, before any path is built
+    return state.memory(), pid
+
+
+def _with_sources(state: ServerState, pid: str) -> dict[str, list[dict[str, Any]]]:
+    return queries.doc_sources(state.store, pid)
+
+
+@router.post("/index", summary="Index docs (seed 000)")
+def index(project_id: str, body: DocsBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    mem, pid = _facade(project_id, state)
+    mem.index(pid, body.docs)
+    return {"project": pid, "indexed": len(body.docs)}
+
+
+@router.post("/retrieve", summary="Retrieve docs for queries (seed 000)",
+             response_model=list[RetrieveResult])
+def retrieve(project_id: str, body: RetrieveBody, state: ServerState = Depends(get_state)) -> list[dict[str, Any]]:
+    mem, pid = _facade(project_id, state)
+    return mem.retrieve(pid, body.queries, body.num_to_retrieve)
+
+
+@router.post("/delete", summary="Delete docs by exact text (seed 000)")
+def delete(project_id: str, body: DocsBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    mem, pid = _facade(project_id, state)
+    return {"project": pid, "deleted": mem.delete(pid, body.docs)}
+
+
+@router.post("/edit", summary="Replace one doc: delete the old text and index the new, in one call")
+def edit(project_id: str, body: EditBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    mem, pid = _facade(project_id, state)
+    new = mem.prepare_doc(body.new)  # refuse a bad new text before anything is deleted
+    if not mem.store_dir(pid).exists() or not mem.delete(pid, [body.old]):
+        raise NotFound(f"no doc in project {pid!r} has exactly that text, so nothing was changed: "
+                       "copy the exact text from the list")
+    try:
+        mem.index(pid, [new])
+    except Exception:
+        mem.index(pid, [body.old])  # put the old doc back: an edit never just loses a doc
+        raise
+    # Tickets that indexed the old text now own the new one, so `middle revert` deletes the edit.
+    state.store.replace_memory_doc(pid, body.old, new)
+    return {"project": pid, "old": body.old, "new": new}
+
+
+@router.get("/docs", summary="Every doc in the project's memory, with the tickets that indexed it")
+def docs(project_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    mem, pid = _facade(project_id, state)
+    texts = mem.list_docs(pid) if mem.store_dir(pid).exists() else []
+    sources = _with_sources(state, pid)
+    return {"project": pid, "backend": mem.backend_name, "count": len(texts),
+            "docs": [{"text": t, "tickets": sources.get(t, [])} for t in texts]}
+
+
+@router.get("/search", summary="What recall returns for a query, with scores")
+def search(project_id: str, q: str = Query(..., description="The query."),
+           k: int = Query(5, ge=1, le=100, description="How many docs."),
+           state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    mem, pid = _facade(project_id, state)
+    return search_results(state, mem, pid, q, k)
+
+
+def search_results(state: ServerState, mem: Any, pid: str, q: str, k: int) -> dict[str, Any]:
+    results = mem.retrieve(pid, [q], k) if mem.store_dir(pid).exists() else []
+    sources = _with_sources(state, pid)
+    hits = [{"doc": d, "score": s, "tickets": sources.get(d, [])}
+            for r in results for d, s in zip(r["docs"], r["doc_scores"])]
+    return {"project": pid, "backend": mem.backend_name, "recall": mem.backend_cls.recall,
+            "query": q, "results": hits}
+
+
+@router.get("/stats", summary="Backend, doc count, store size on disk and last write")
+def stats(project_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    mem, pid = _facade(project_id, state)
+    return memory_stats(mem, pid)
+
+
+def memory_stats(mem: Any, pid: str) -> dict[str, Any]:
+    store = mem.store_dir(pid)
+    exists = store.exists()
+    size, last = _disk_usage(store) if exists else (0, None)
+    return {"project": pid, "backend": mem.backend_name, "recall": mem.backend_cls.recall,
+            "docs": len(mem.list_docs(pid)) if exists else 0, "store_bytes": size,
+            "last_write": last, "store_dir": str(store)}
+
+
+def _disk_usage(root: Path) -> tuple[int, str | None]:
+    total, newest = 0, 0.0
+    for path in root.rglob("*"):
+        try:
+            st = path.stat()
+        except OSError:  # a temp file renamed away while we looked
+            continue
+        if path.is_file():
+            total += st.st_size
+        newest = max(newest, st.st_mtime)
+    last = datetime.fromtimestamp(newest, timezone.utc).isoformat(timespec="seconds") if newest else None
+    return total, last

@@ -1,0 +1,164 @@
+"""The dashboard's pages: board, ticket (live), read-only share view, memory, and the login form."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from orchestrator.errors import MemoryStoreError
+from orchestrator.server import queries
+from orchestrator.server.auth import SESSION_COOKIE, csrf_token, safe_next, session_value
+from orchestrator.server.memory_api import memory_stats, search_results
+from orchestrator.server.state import ServerState, checked_project, get_state, ticket_or_404
+from orchestrator.server.tickets_api import ticket_detail
+
+router = APIRouter(include_in_schema=False)
+
+STATUSES = ("pending", "running", "complete", "failed", "interrupted", "reverted")
+
+
+def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
+    state = get_state(request)
+    base = {"csrf": csrf_token(state.token), "token_on": bool(state.token), "fake": state.fake}
+    if "nav_projects" not in context:  # the login and share pages show no projects
+        base["nav_projects"] = queries.project_ids(state.store, state.config.memory_dir)
+    return request.app.state.templates.TemplateResponse(request, name, {**base, **context},
+                                                        status_code=status)
+
+
+def board_context(state: ServerState, project: str | None) -> dict[str, Any]:
+    problems, folder_problem = state.sync_folder()
+    store = state.store
+    stats = queries.ticket_stats(store)
+    active = state.runs.active()
+    cards: dict[str, list[dict[str, Any]]] = {s: [] for s in STATUSES}
+    for ticket in store.list_tickets(project_id=project or None):
+        data = {**ticket.model_dump(mode="json"), "turns": 0, "cost_usd": 0.0, "last_event_at": None,
+                **stats.get(ticket.id, {}), "running_here": ticket.id in active}
+        cards.setdefault(data["status"], []).append(data)
+    for column in cards.values():  # most recently active first
+        column.sort(key=lambda c: c["last_event_at"] or c["updated_at"], reverse=True)
+    totals = [t for t in queries.project_totals(store) if not project or t["project"] == project]
+    return {"columns": list(cards.items()), "totals": totals, "project": project or "",
+            "projects": queries.project_ids(store, None),
+            "problems": [str(p) for p in problems] + ([folder_problem] if folder_problem else []),
+            "after": queries.last_event_id(store), "default_project": _default_project(state)}
+
+
+def _default_project(state: ServerState) -> str:
+    cfg = state.config
+    return cfg.project.id or cfg.resolve(cfg.project.path).name
+
+
+@router.get("/", response_class=HTMLResponse)
+def board(request: Request, project: str | None = Query(None),
+          state: ServerState = Depends(get_state)) -> HTMLResponse:
+    return page(request, "board.html", board_context(state, project))
+
+
+@router.get("/board/fragment", response_class=HTMLResponse)
+def board_fragment(request: Request, project: str | None = Query(None),
+                   state: ServerState = Depends(get_state)) -> HTMLResponse:
+    return page(request, "_board_fragment.html", board_context(state, project))
+
+
+def ticket_context(state: ServerState, ticket_id: str, readonly: bool, sync: bool = True) -> dict[str, Any]:
+    ticket = state.ticket(ticket_id) if sync else ticket_or_404(state.store, ticket_id)
+    detail = ticket_detail(state, ticket)
+    first = None
+    if detail["runs"]:  # replay the latest run's events from its start, then follow
+        events = state.store.list_events(run_id=detail["runs"][0]["id"], limit=1)
+        first = events[0]["id"] if events else None
+    after = first - 1 if first else queries.last_event_id(state.store, ticket_id=ticket_id)
+    return {"t": detail, "readonly": readonly, "after": after}
+
+
+@router.get("/tickets/{ticket_id}", response_class=HTMLResponse)
+def ticket_page(request: Request, ticket_id: str, state: ServerState = Depends(get_state)) -> HTMLResponse:
+    return page(request, "ticket.html", ticket_context(state, ticket_id, readonly=False))
+
+
+@router.get("/tickets/{ticket_id}/fragment", response_class=HTMLResponse)
+def ticket_fragment(request: Request, ticket_id: str, state: ServerState = Depends(get_state)) -> HTMLResponse:
+    return page(request, "_ticket_fragment.html", ticket_context(state, ticket_id, readonly=False, sync=False))
+
+
+@router.get("/share/tickets/{ticket_id}", response_class=HTMLResponse)
+def share_page(request: Request, ticket_id: str, state: ServerState = Depends(get_state)) -> HTMLResponse:
+    context = ticket_context(state, ticket_id, readonly=True)
+    response = page(request, "ticket.html", {**context, "csrf": "", "token_on": False, "nav_projects": []})
+    response.headers["X-Robots-Tag"] = "noindex"
+    return response
+
+
+@router.get("/memory", response_class=HTMLResponse)
+def memory_index(request: Request, state: ServerState = Depends(get_state)) -> HTMLResponse:
+    state.sync_folder()
+    projects = queries.project_ids(state.store, state.config.memory_dir)
+    if len(projects) == 1:
+        return RedirectResponse(f"/projects/{projects[0]}/memory", status_code=303)
+    return page(request, "memory_index.html", {"projects": projects,
+                                               "memory_on": state.memory_or_none() is not None})
+
+
+@router.get("/projects/{project_id}/memory", response_class=HTMLResponse)
+def memory_page(request: Request, project_id: str, q: str | None = Query(None),
+                k: int = Query(5, ge=1, le=100), state: ServerState = Depends(get_state)) -> HTMLResponse:
+    pid = checked_project(project_id)
+    context: dict[str, Any] = {"pid": pid, "q": q or "", "k": k, "search": None, "docs": [],
+                               "stats": None, "off": None, "failure": None}
+    if state.memory_or_none() is None:
+        context["off"] = str(_off())
+        return page(request, "memory.html", context)
+    mem = state.memory()
+    try:
+        context["stats"] = memory_stats(mem, pid)
+        sources = queries.doc_sources(state.store, pid)
+        texts = mem.list_docs(pid) if mem.store_dir(pid).exists() else []
+        context["docs"] = [{"text": t, "tickets": sources.get(t, [])} for t in texts]
+        if q and q.strip():
+            context["search"] = search_results(state, mem, pid, q, k)
+    except MemoryStoreError as exc:  # shown on the page, like any other failure
+        context["failure"] = str(exc)
+    return page(request, "memory.html", context, status=503 if context["failure"] else 200)
+
+
+def _off() -> Exception:
+    from orchestrator.server.errors import memory_off
+
+    return memory_off()
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, next: str = Query("/")) -> HTMLResponse:
+    state = get_state(request)
+    if not state.token:
+        return RedirectResponse(safe_next(next), status_code=303)
+    return page(request, "login.html", {"next": safe_next(next), "error": None, "csrf": "",
+                                        "token_on": False, "nav_projects": []})
+
+
+@router.post("/login", response_class=HTMLResponse)
+async def login(request: Request) -> Response:
+    state = get_state(request)
+    form = await request.form()
+    target = safe_next(str(form.get("next") or "/"))
+    given = str(form.get("token") or "")
+    if not state.token or not hmac.compare_digest(given.strip(), state.token):
+        return page(request, "login.html", {"next": target, "error": "That token is not this server's "
+                    "MIDDLE_API_TOKEN: check it and try again.", "csrf": "", "token_on": False,
+                    "nav_projects": []}, status=401)
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(SESSION_COOKIE, session_value(state.token), httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https", path="/")
+    return response
+
+
+@router.post("/logout")
+def logout() -> Response:
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response

@@ -1,0 +1,83 @@
+"""The dashboard's Jinja2 templates (autoescaped) and the filters they use: links, money, times."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
+
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+# http(s) URLs only; trailing punctuation is the sentence's, not the link's.
+_URL = re.compile(r"https?://[^\s<>\"'`]+", re.I)
+_TRAILING = ".,;:!?)]}'\""
+
+
+def linkify(text: Any) -> Markup:
+    """Escape text, then turn each http(s) URL in it into a link (nothing else becomes markup)."""
+    if text is None:
+        return Markup("")
+    text = str(text)
+    out, pos = [], 0
+    for match in _URL.finditer(text):
+        url = match.group(0).rstrip(_TRAILING)
+        out.append(escape(text[pos:match.start()]))
+        out.append(Markup('<a href="{0}" rel="noopener noreferrer nofollow" target="_blank">{0}</a>')
+                   .format(url))
+        pos = match.start() + len(url)
+    out.append(escape(text[pos:]))
+    return Markup("").join(out)
+
+
+def money(value: Any) -> str:
+    return f"${float(value or 0):.4f}"
+
+
+def when(value: str | None) -> str:
+    """A stored UTC timestamp as a short relative time ("3 min ago"); '' when none."""
+    if not value:
+        return ""
+    try:
+        then = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    secs = max(0, int((datetime.now(timezone.utc) - then).total_seconds()))
+    if secs < 60:
+        return f"{secs}s ago"
+    if secs < 3600:
+        return f"{secs // 60} min ago"
+    if secs < 86400:
+        return f"{secs // 3600} h ago"
+    return then.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def clock(value: str | None) -> str:
+    """The time of day of a stored UTC timestamp (HH:MM:SS), for event lines."""
+    return value[11:19] if value and len(value) >= 19 else (value or "")
+
+
+def size(n: int | None) -> str:
+    n = int(n or 0)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=2) if value is not None else ""
+
+
+def make_templates() -> Jinja2Templates:
+    templates = Jinja2Templates(directory=str(TEMPLATES_DIR))  # autoescape on for .html
+    env = templates.env
+    env.autoescape = True  # every template, whatever its extension: stored text is untrusted
+    env.filters.update(linkify=linkify, money=money, when=when, clock=clock, size=size, pretty=pretty)
+    return templates

@@ -1,0 +1,201 @@
+"""Runs started from the API: each in a background thread with its own Orchestrator, one per ticket.
+
+The request returns as soon as the run has claimed its ticket (the claim is the same atomic store
+claim `middle run` takes, so a ticket is never run twice, here or in another process). Every run
+shares the server's one Services; each thread has its own Orchestrator because each Orchestrator
+owns a checkpoint connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from orchestrator.errors import MiddleError, TicketError
+from orchestrator.server.errors import Conflict
+from orchestrator.services import Services
+from tickets.claims import DEFAULT_LEASE_S, claim_is_live, this_host
+
+log = logging.getLogger("middle.server.runs")
+
+START_TIMEOUT_S = 120.0  # building the first Orchestrator may start the fake API and locate the CLI
+POLL_S = 0.02  # how often a starting request looks for the run's claim
+
+
+@dataclass
+class _Slot:
+    ticket_id: str
+    known_runs: set[str]
+    expect_run: str | None = None  # a resume continues this run
+    run_id: str | None = None
+    outcome: Any = None
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class RunManager:
+    """Starts runs and resumes in the background; `active()` says what this server is running."""
+
+    def __init__(self, services: Services, *, lease_s: float = DEFAULT_LEASE_S,
+                 orchestrator_factory: Callable[..., Any] | None = None):
+        self.services = services
+        self.lease_s = lease_s
+        self._factory = orchestrator_factory
+        self._lock = threading.Lock()
+        self.build_lock = threading.Lock()  # Services builds its parts lazily, not thread-safely
+        self._active: dict[str, _Slot] = {}
+        self._threads: list[threading.Thread] = []
+
+    # -- public ------------------------------------------------------------------------------
+    def start(self, ticket_id: str, *, rerun: bool = False) -> str:
+        """Start a new run of the ticket; returns its run id once the ticket is claimed."""
+        return self._launch(ticket_id, lambda orch: orch.run_ticket(ticket_id, rerun=rerun))
+
+    def resume(self, ticket_id: str) -> str:
+        """Continue the ticket's latest run from its checkpoint; returns that run's id."""
+        latest = self.services.store.latest_run(ticket_id)
+        return self._launch(ticket_id, lambda orch: orch.resume(ticket_id),
+                            expect=latest["id"] if latest else None)
+
+    def active(self) -> dict[str, str | None]:
+        """ticket id -> run id of the runs this server process is driving now."""
+        with self._lock:
+            return {tid: slot.run_id for tid, slot in self._active.items()}
+
+    def warm_up(self) -> None:
+        """Import and build what a run needs (langgraph, the SDK, the worker, memory) ahead of the
+        first request, so starting the first run answers as fast as the next ones."""
+        try:
+            with self.build_lock:
+                import orchestrator.runner  # noqa: F401
+
+                for part in ("memory", "worker", "agent_llm"):
+                    getattr(self.services, part)
+        except Exception as exc:  # e.g. no API key: the first run reports it to its caller
+            log.debug("warming up the run services stopped: %s", exc)
+
+    def interrupt_all(self) -> list[str]:
+        """At shutdown: mark the runs still going as interrupted (as Ctrl-C does for `middle run`),
+        so the board says so and `middle resume` continues them. Returns their ticket ids."""
+        store = self.services.store
+        stopped = []
+        for ticket_id, run_id in self.active().items():
+            if run_id is None:
+                continue
+            reason = f"the server stopped during this run: continue with `middle resume {ticket_id}`"
+            try:
+                store.interrupt_run(run_id, reason)
+                store.set_status(ticket_id, "interrupted", reason)
+                store.release_claim(ticket_id, run_id)
+                store.add_event(run_id, ticket_id, "run_end", {"status": "interrupted", "reason": reason})
+                stopped.append(ticket_id)
+            except Exception:  # shutting down: say what could not be recorded, and go on
+                log.exception("marking the run of ticket %s interrupted failed", ticket_id)
+        return stopped
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for every background run to end (tests, and a polite shutdown)."""
+        for thread in list(self._threads):
+            thread.join(timeout)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _launch(self, ticket_id: str, action: Callable[[Any], Any], expect: str | None = None) -> str:
+        store = self.services.store
+        with self._lock:
+            if ticket_id in self._active:
+                running = self._active[ticket_id].run_id or "starting"
+                raise Conflict(f"ticket {ticket_id!r} is already running in this server (run {running}): "
+                               "follow it on its page, or wait for it to end")
+            slot = _Slot(ticket_id, {r["id"] for r in store.list_runs(ticket_id)}, expect)
+            self._active[ticket_id] = slot
+        thread = threading.Thread(target=self._work, args=(slot, action), daemon=True,
+                                  name=f"middle-run-{ticket_id}")
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+        run_id = self._wait_for_claim(slot)
+        if run_id is not None:
+            return run_id
+        raise self._start_error(slot)
+
+    def _wait_for_claim(self, slot: _Slot) -> str | None:
+        """The run id once our thread holds the ticket's claim; None if the thread ended first
+        without a run (its error is then in the slot)."""
+        store = self.services.store
+        waited = 0.0
+        while waited < START_TIMEOUT_S:
+            if slot.done.wait(POLL_S):
+                break
+            waited += POLL_S
+            claim = store.get_claim(slot.ticket_id)
+            # Only this process's claim on a run it had not seen before (or the run it resumes):
+            # one start per ticket per process is guaranteed by _active.
+            if (claim is not None and claim.pid == os.getpid() and claim.host == this_host()
+                    and (claim.run_id == slot.expect_run if slot.expect_run
+                         else claim.run_id not in slot.known_runs)):
+                slot.run_id = claim.run_id
+                return claim.run_id
+        outcome = slot.outcome
+        if outcome is not None and outcome.run_id:
+            slot.run_id = outcome.run_id
+        return slot.run_id  # also set when the run crashed after its claim (see _record_crash)
+
+    def _start_error(self, slot: _Slot) -> MiddleError:
+        exc = slot.error
+        if exc is None:
+            return TicketError(f"the run of ticket {slot.ticket_id!r} did not start within "
+                               f"{START_TIMEOUT_S:.0f}s; see the server log")
+        if isinstance(exc, TicketError):
+            claim = self.services.store.get_claim(slot.ticket_id)
+            if claim is not None and claim_is_live(claim):
+                return Conflict(str(exc))
+        if isinstance(exc, MiddleError):
+            return exc
+        return MiddleError(f"the run of ticket {slot.ticket_id!r} could not start: "
+                           f"{type(exc).__name__}: {exc}")
+
+    def _orchestrator(self) -> Any:
+        if self._factory is not None:
+            return self._factory()
+        from orchestrator.runner import Orchestrator
+
+        return Orchestrator(self.services.config, services=self.services, lease_s=self.lease_s)
+
+    def _work(self, slot: _Slot, action: Callable[[Any], Any]) -> None:
+        try:
+            with self.build_lock:
+                orch = self._orchestrator()
+            try:
+                slot.outcome = action(orch)
+            finally:
+                orch.close()
+            log.info("run of ticket %s ended: %s", slot.ticket_id, getattr(slot.outcome, "status", "?"))
+        except BaseException as exc:  # reported to the starting request, or logged and recorded
+            slot.error = exc
+            if not isinstance(exc, MiddleError):
+                log.exception("the run of ticket %s crashed", slot.ticket_id)
+                self._record_crash(slot, exc)
+        finally:
+            slot.done.set()
+            with self._lock:
+                self._active.pop(slot.ticket_id, None)
+
+    def _record_crash(self, slot: _Slot, exc: BaseException) -> None:
+        """An unexpected error after the claim: mark the run failed so the board does not show a
+        ticket running forever (MiddleErrors are recorded by the runner itself)."""
+        store = self.services.store
+        run = store.latest_run(slot.ticket_id)
+        if run is None or run["status"] != "running" or (run["id"] in slot.known_runs and not slot.expect_run):
+            return
+        slot.run_id = slot.run_id or run["id"]
+        reason = (f"internal error: {type(exc).__name__}: {exc}; the server log has the details. "
+                  f"Continue with `middle resume {slot.ticket_id}`")
+        try:
+            store.finish_run(run["id"], "failed", reason)
+            store.set_status(slot.ticket_id, "failed", reason)
+            store.release_claim(slot.ticket_id, run["id"])
+            store.add_event(run["id"], slot.ticket_id, "run_end", {"status": "failed", "reason": reason})
+        except Exception:
+            log.exception("recording the crash of ticket %s failed", slot.ticket_id)

@@ -1,0 +1,99 @@
+"""What every route shares: the config, the services, the run manager, the token; small lookups."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+
+from orchestrator.config import Config
+from orchestrator.errors import TicketError
+from orchestrator.server.errors import NotFound, memory_off
+from orchestrator.services import Services
+from tickets.model import Ticket, validate_project_id
+from tickets.source import TicketFileError, load_tickets
+
+log = logging.getLogger("middle.server")
+
+
+@dataclass
+class ServerState:
+    config: Config
+    services: Services
+    runs: Any  # RunManager
+    token: str | None = None
+    fake: bool = False
+    stopping: threading.Event = field(default_factory=threading.Event)  # ends live streams
+    _sync_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def store(self) -> Any:
+        return self.services.store
+
+    def memory_or_none(self) -> Any:
+        """The memory facade, or None when memory is off."""
+        with self.runs.build_lock:  # Services builds its parts lazily, not thread-safely
+            return self.services.memory
+
+    def memory(self) -> Any:
+        """The memory facade; MemoryOff (503) when this server runs without memory."""
+        facade = self.memory_or_none()
+        if facade is None:
+            raise memory_off()
+        return facade
+
+    def sync_folder(self) -> tuple[list[TicketFileError], str | None]:
+        """Load the Markdown ticket folder into the store (the folder is the source of truth).
+
+        Read on every board or list request, so a ticket file added by hand or by another process
+        shows up without a restart. Returns the files that did not load and a folder-level problem.
+        """
+        cfg = self.config
+        with self._sync_lock:
+            try:
+                result = load_tickets(cfg.resolve(cfg.project.tickets_dir), cfg.resolve(cfg.project.path))
+            except TicketError as exc:  # no folder yet: the store's tickets are still shown
+                return [], str(exc)
+            known = {t.id: t for t in self.store.list_tickets()}
+            for ticket in result.tickets:
+                if _changed(known.get(ticket.id), ticket):  # no write (no lock) for an unchanged file
+                    self.store.upsert_ticket(ticket)
+        return result.errors, None
+
+    def ticket(self, ticket_id: str) -> Ticket:
+        """A ticket by id, after reading the folder (a file added a moment ago counts); 404 if none."""
+        self.sync_folder()
+        return ticket_or_404(self.store, ticket_id)
+
+
+_CONTENT = ("project_id", "title", "description", "project_path", "source", "fields")
+
+
+def _changed(stored: Ticket | None, loaded: Ticket) -> bool:
+    return stored is None or any(getattr(stored, f) != getattr(loaded, f) for f in _CONTENT)
+
+
+def get_state(request: Request) -> ServerState:
+    return request.app.state.middle
+
+
+def ticket_or_404(store: Any, ticket_id: str) -> Ticket:
+    try:
+        return store.get_ticket(ticket_id)
+    except TicketError as exc:
+        raise NotFound(str(exc)) from None
+
+
+def run_or_404(store: Any, run_id: str) -> dict[str, Any]:
+    try:
+        return store.get_run(run_id)
+    except TicketError as exc:
+        raise NotFound(str(exc)) from None
+
+
+def checked_project(project_id: str) -> str:
+    """The project id if safe (ConfigError, a 400 naming the id and never a path, otherwise)."""
+    return validate_project_id(project_id)

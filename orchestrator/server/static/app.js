@@ -1,0 +1,223 @@
+// middle dashboard: plain JS, no build step. Server-rendered fragments are swapped in on live events,
+// so every piece of stored text is escaped by the server's templates; text built here uses textContent.
+"use strict";
+
+const CSRF = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+const EVENT_KINDS = ["run_start", "node", "note", "worker", "decision", "run_end", "end"];
+
+async function api(method, url, body) {
+  const response = await fetch(url, {
+    method, credentials: "same-origin",
+    headers: {"Content-Type": "application/json", "X-CSRF-Token": CSRF, "Accept": "application/json"},
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let data = null;
+  try { data = await response.json(); } catch (e) { /* an empty or non-JSON body */ }
+  if (!response.ok) throw new Error((data && data.error) || `HTTP ${response.status}`);
+  return data;
+}
+
+function toast(message, bad) {
+  const box = document.getElementById("toast");
+  const item = document.createElement("div");
+  item.textContent = message;
+  if (bad) { item.className = "bad"; item.setAttribute("role", "alert"); }
+  box.appendChild(item);
+  setTimeout(() => item.remove(), bad ? 12000 : 5000);
+}
+
+function debounce(fn, ms) {
+  let timer = null;
+  return () => { clearTimeout(timer); timer = setTimeout(fn, ms); };
+}
+
+// Fetch a server-rendered fragment and put each of its top-level elements in place of the
+// page's element with the same id (the server escaped every stored text in it).
+async function swap(url) {
+  const response = await fetch(url, {credentials: "same-origin", headers: {"Accept": "text/html"}});
+  if (!response.ok) return;
+  const focusedAction = document.activeElement && document.activeElement.dataset.action;
+  const doc = new DOMParser().parseFromString(await response.text(), "text/html");
+  for (const fresh of Array.from(doc.body.children)) {
+    const old = fresh.id && document.getElementById(fresh.id);
+    if (!old) continue;
+    const open = Array.from(old.querySelectorAll("details[data-run]"), (d) => [d.dataset.run, d.open]);
+    old.replaceWith(fresh);
+    open.forEach(([run, isOpen]) => {  // keep the runs the reader opened or closed
+      const again = fresh.querySelector(`details[data-run="${run}"]`);
+      if (again) again.open = isOpen;
+    });
+  }
+  if (focusedAction) {  // keep keyboard users where they were
+    const again = document.querySelector(`[data-action="${focusedAction}"]`);
+    if (again) again.focus();
+  }
+}
+
+// Append text to an element, turning http(s) URLs into links (never markup from the text itself).
+function linkified(parent, text) {
+  const url = /https?:\/\/[^\s<>"'`]+/g;
+  let pos = 0, match;
+  while ((match = url.exec(text)) !== null) {
+    const href = match[0].replace(/[.,;:!?)\]}'"]+$/, "");
+    parent.appendChild(document.createTextNode(text.slice(pos, match.index)));
+    const a = document.createElement("a");
+    a.href = href; a.textContent = href; a.rel = "noopener noreferrer nofollow"; a.target = "_blank";
+    parent.appendChild(a);
+    pos = match.index + href.length;
+    url.lastIndex = pos;
+  }
+  parent.appendChild(document.createTextNode(text.slice(pos)));
+}
+
+function money(v) { return "$" + Number(v || 0).toFixed(4); }
+
+function describe(ev) {
+  const d = ev.data || {};
+  switch (ev.kind) {
+    case "run_start": return d.resume ? "run resumed" : "run started";
+    case "node":
+      if (d.phase === "start") return `▶ ${d.node}`;
+      return `✓ ${d.node}` + (d.turn ? ` (turn ${d.turn})` : "") + (d.cost_usd ? ` ${money(d.cost_usd)}` : "")
+        + (d.memories ? ` — memories: ${d.memories.split("\n").length - 1} line(s)` : "")
+        + (d.error ? ` — error: ${d.error}` : "") + (d.reason ? ` — ${d.reason}` : "");
+    case "note": return d.text || "";
+    case "decision": {
+      const dec = d.decision || {};
+      return `decision: ${dec.complete ? "complete" : "continue"}` + (dec.summary ? ` — ${dec.summary}` : "")
+        + (dec.next_prompt ? ` — next: ${dec.next_prompt}` : "");
+    }
+    case "run_end":
+      return `run ended: ${d.status}` + (d.turns !== undefined ? `, ${d.turns} turn(s)` : "")
+        + (d.cost_usd !== undefined ? `, ${money(d.cost_usd)}` : "") + (d.reason ? ` — ${d.reason}` : "");
+    case "worker": {
+      const input = d.input || {};
+      if (d.type === "tool_use") return `Claude Code ▸ ${d.name} ${input.file_path || input.command || input.pattern || ""}`;
+      if (d.type === "text") return `Claude Code: ${d.text || ""}`;
+      if (d.type === "start") return `Claude Code started (pid ${d.pid})`;
+      if (d.type === "timeout") return `Claude Code timed out after ${d.after_s}s`;
+      if (d.type === "log") return `Claude Code log: ${d.line || ""}`;
+      if (d.type === "result") return `Claude Code finished: ${d.is_error ? "error" : "ok"}` + (d.cost_usd ? `, ${money(d.cost_usd)}` : "");
+      return `Claude Code ${d.type || "event"}`;
+    }
+    default: return JSON.stringify(d);
+  }
+}
+
+function follow(url, onEvent, stateEl) {
+  const source = new EventSource(url);
+  const handle = (msg) => {
+    let ev = {};
+    try { ev = JSON.parse(msg.data); } catch (e) { return; }
+    onEvent(msg.type, ev, source);
+  };
+  EVENT_KINDS.forEach((kind) => source.addEventListener(kind, handle));
+  source.onopen = () => { if (stateEl) stateEl.textContent = "· live"; };
+  source.onerror = () => { if (stateEl) stateEl.textContent = "· reconnecting…"; };
+  window.addEventListener("pagehide", () => source.close());
+  return source;
+}
+
+function initBoard() {
+  const board = document.getElementById("board");
+  const project = board.dataset.project;
+  const refresh = debounce(() => swap("/board/fragment" + (project ? `?project=${encodeURIComponent(project)}` : "")), 300);
+  follow(`/api/events/stream?after=${board.dataset.after}`, refresh);
+  const form = document.getElementById("new-ticket-form");
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const body = Object.fromEntries(new FormData(form).entries());
+    try {
+      const ticket = await api("POST", "/api/tickets", body);
+      window.location.href = `/tickets/${encodeURIComponent(ticket.id)}`;
+    } catch (err) { toast(err.message, true); }
+  });
+}
+
+function initTicket() {
+  const article = document.querySelector("article.ticket");
+  const id = article.dataset.ticket;
+  const live = document.getElementById("live");
+  const list = document.getElementById("events");
+  const refresh = debounce(() => swap(`/tickets/${encodeURIComponent(id)}/fragment`), 250);
+  follow(`/api/tickets/${encodeURIComponent(id)}/stream?after=${live.dataset.after}`, (kind, ev) => {
+    const li = document.createElement("li");
+    li.dataset.kind = ev.kind;
+    const when = document.createElement("span");
+    when.className = "k";
+    when.textContent = `${(ev.at || "").slice(11, 19)} ${ev.kind}`;
+    li.appendChild(when);
+    li.appendChild(document.createTextNode(" "));
+    linkified(li, describe(ev));
+    if ((ev.data || {}).error || (ev.kind === "run_end" && ev.data.status === "failed")) li.classList.add("ev-error");
+    list.appendChild(li);
+    list.scrollTop = list.scrollHeight;
+    if (ev.kind === "run_start" && ev.id > Number(live.dataset.after)) live.open = true;
+    if (kind !== "worker" || ["start", "result", "timeout"].includes((ev.data || {}).type)) refresh();
+  }, document.getElementById("live-state"));
+  const paths = {run: "run", rerun: "run", resume: "resume", revert: "revert"};
+  article.addEventListener("click", async (e) => {
+    const button = e.target.closest("button[data-action]");
+    if (!button || !paths[button.dataset.action]) return;
+    button.disabled = true;
+    try {
+      const action = button.dataset.action;
+      const result = await api("POST", `/api/tickets/${encodeURIComponent(id)}/${paths[action]}`,
+                               action === "rerun" ? {rerun: true} : undefined);
+      toast(action === "revert" ? `Reverted: ${result.removed} memory doc(s) deleted` : `Run ${result.run_id.slice(0, 8)} started`);
+    } catch (err) { toast(err.message, true); }
+    refresh();
+  });
+}
+
+function initMemory() {
+  const root = document.getElementById("memory");
+  if (!root) return;
+  const base = `/api/projects/${encodeURIComponent(root.dataset.project)}/memory`;
+  const reload = () => window.location.reload();
+  const add = document.getElementById("add-doc");
+  add.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try { await api("POST", `${base}/index`, {docs: [add.elements.text.value]}); reload(); }
+    catch (err) { toast(err.message, true); }
+  });
+  document.getElementById("docs").addEventListener("click", async (e) => {
+    const button = e.target.closest("button[data-action]");
+    if (!button) return;
+    const item = button.closest(".doc-item");
+    const form = item.querySelector(".edit-form"), confirmBox = item.querySelector(".confirm");
+    const action = button.dataset.action;
+    if (action === "edit") { form.hidden = false; confirmBox.hidden = true; form.elements.text.focus(); }
+    else if (action === "delete") { confirmBox.hidden = false; form.hidden = true; confirmBox.querySelector('[data-action="cancel"]').focus(); }
+    else if (action === "cancel") { form.hidden = true; confirmBox.hidden = true; item.querySelector('[data-action="edit"]').focus(); }
+    else if (action === "confirm-delete") {
+      try {
+        const result = await api("POST", `${base}/delete`, {docs: [item.dataset.doc]});
+        if (!result.deleted) throw new Error("that doc was not found any more: reload the page");
+        reload();
+      } catch (err) { toast(err.message, true); }
+    }
+  });
+  document.getElementById("docs").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const item = e.target.closest(".doc-item");
+    try { await api("POST", `${base}/edit`, {old: item.dataset.doc, new: e.target.elements.text.value}); reload(); }
+    catch (err) { toast(err.message, true); }
+  });
+}
+
+function initCommon() {
+  const logout = document.querySelector('[data-action="logout"]');
+  if (logout) logout.addEventListener("click", async () => {
+    await fetch("/logout", {method: "POST", credentials: "same-origin", headers: {"X-CSRF-Token": CSRF}});
+    window.location.href = "/login";
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  initCommon();
+  const page = document.body.dataset.page;
+  if (page === "board") initBoard();
+  if (page === "ticket") initTicket();
+  if (page === "memory") initMemory();
+});

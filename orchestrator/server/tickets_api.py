@@ -1,0 +1,137 @@
+"""The tickets API: list, read, create, and run / resume / revert in the background."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.server import queries
+from orchestrator.server.auth import share_key
+from orchestrator.server.errors import Conflict
+from orchestrator.server.state import ServerState, get_state, run_or_404
+from orchestrator.server.ticket_files import create_ticket_file
+from tickets.model import Ticket
+
+router = APIRouter(prefix="/api", tags=["tickets"])
+
+
+class NewTicket(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    title: str = Field(..., examples=["Add a greeting module"])
+    project: str = Field(..., description="The project id (memory is per project).", examples=["calc"])
+    description: str = Field("", description="The ticket body, in Markdown.")
+    id: str | None = Field(None, description="Default: NNN-slug-of-the-title.")
+    path: str | None = Field(None, description="The project directory, relative to the ticket "
+                                                "folder (default: [project] path).")
+
+
+class RunBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rerun: bool = Field(False, description="Also start a ticket that is already complete.")
+
+
+def ticket_json(ticket: Ticket, stats: dict[str, Any] | None = None, running_here: bool = False) -> dict[str, Any]:
+    data = ticket.model_dump(mode="json")
+    data.update(stats or {"turns": 0, "cost_usd": 0.0, "runs": 0, "last_event_at": None})
+    data["running_here"] = running_here
+    return data
+
+
+def share_path(state: ServerState, ticket_id: str) -> str:
+    key = share_key(state.token, ticket_id)
+    return f"/share/tickets/{ticket_id}" + (f"?key={key}" if key else "")
+
+
+def ticket_detail(state: ServerState, ticket: Ticket) -> dict[str, Any]:
+    store = state.store
+    runs = []
+    for run in reversed(store.list_runs(ticket.id)):  # newest first
+        runs.append({**run, "cost_usd": store.total_cost(run["id"]),
+                     "turns": store.list_turns(run_id=run["id"])})
+    stats = queries.ticket_stats(store).get(ticket.id)
+    live = set(store.memory_docs(ticket.id))
+    return {**ticket_json(ticket, stats, ticket.id in state.runs.active()), "runs": runs,
+            "memory_docs": [{"doc": d, "deleted": d not in live}
+                            for d in store.memory_docs(ticket.id, include_deleted=True)],
+            "share_path": share_path(state, ticket.id)}
+
+
+@router.get("/tickets", summary="Tickets, optionally of one project and/or one status")
+def list_tickets(project: str | None = Query(None), status: str | None = Query(None),
+                 state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    problems, folder_problem = state.sync_folder()
+    stats = queries.ticket_stats(state.store)
+    active = state.runs.active()
+    tickets = state.store.list_tickets(status=status, project_id=project)
+    return {"tickets": [ticket_json(t, stats.get(t.id), t.id in active) for t in tickets],
+            "folder_problems": [str(p) for p in problems] + ([folder_problem] if folder_problem else [])}
+
+
+@router.post("/tickets", status_code=201, summary="Create a ticket (written as a Markdown file)")
+def create(body: NewTicket, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    ticket = create_ticket_file(state.config, title=body.title, project=body.project,
+                                description=body.description, ticket_id=body.id, path=body.path)
+    stored = state.store.upsert_ticket(ticket)
+    return ticket_json(stored)
+
+
+@router.get("/tickets/{ticket_id}", summary="One ticket with its runs, turns and indexed docs")
+def get_ticket(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    return ticket_detail(state, state.ticket(ticket_id))
+
+
+def _started(state: ServerState, ticket_id: str, run_id: str) -> JSONResponse:
+    return JSONResponse(status_code=202, content={
+        "ticket_id": ticket_id, "run_id": run_id, "status": "running",
+        "events": f"/api/runs/{run_id}/events", "stream": f"/api/runs/{run_id}/stream",
+        "page": f"/tickets/{ticket_id}"})
+
+
+@router.post("/tickets/{ticket_id}/run", status_code=202,
+             summary="Start a run in the background; returns at once with its run id")
+def run(ticket_id: str, body: RunBody | None = None, state: ServerState = Depends(get_state)) -> JSONResponse:
+    state.ticket(ticket_id)
+    run_id = state.runs.start(ticket_id, rerun=bool(body and body.rerun))
+    return _started(state, ticket_id, run_id)
+
+
+@router.post("/tickets/{ticket_id}/resume", status_code=202,
+             summary="Continue the latest run from its checkpoint, in the background")
+def resume(ticket_id: str, state: ServerState = Depends(get_state)) -> JSONResponse:
+    state.ticket(ticket_id)
+    run_id = state.runs.resume(ticket_id)
+    return _started(state, ticket_id, run_id)
+
+
+@router.post("/tickets/{ticket_id}/revert", summary="Delete the ticket's indexed docs; mark it reverted")
+def revert(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    from orchestrator.runner import revert_ticket
+
+    state.ticket(ticket_id)
+    if ticket_id in state.runs.active():
+        raise Conflict(f"ticket {ticket_id!r} is running: wait for it to end, then revert it")
+    removed = revert_ticket(state.store, state.memory_or_none(), ticket_id)
+    return {"ticket_id": ticket_id, "status": "reverted", "removed": removed}
+
+
+@router.get("/runs/{run_id}", summary="One run with its turns")
+def get_run(run_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    run_data = run_or_404(state.store, run_id)
+    return {**run_data, "cost_usd": state.store.total_cost(run_id),
+            "turns": state.store.list_turns(run_id=run_id)}
+
+
+@router.get("/projects", summary="Per project: tickets done and failed, cost today and all time")
+def projects(state: ServerState = Depends(get_state)) -> list[dict[str, Any]]:
+    state.sync_folder()
+    return queries.project_totals(state.store)
+
+
+@router.get("/health", summary="Is the server up, with which memory backend and model")
+def health(state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    cfg = state.config
+    return {"ok": True, "memory_backend": cfg.memory.backend if cfg.memory_enabled else None,
+            "fake_model": state.fake, "running": state.runs.active()}

@@ -1,0 +1,74 @@
+"""Helpers for `middle serve` tests: a sample project, a served app with a client, an SSE reader."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from orchestrator.config import Config, load_config
+from orchestrator.server.live import ServerThread
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def make_project(root: Path, *, backend: str | None = "keyword") -> Config:
+    """The example repo and backlog in `root`, with a middle.toml (memory off when backend is None)."""
+    shutil.copytree(EXAMPLES / "sample-repo", root / "repo")
+    shutil.copytree(EXAMPLES / "backlog", root / "tickets")
+    memory = f'[memory]\nsave_dir = ".middle/memory"\nbackend = "{backend}"\n' if backend else ""
+    (root / "middle.toml").write_text(
+        '[agent]\nmax_turns = 4\nmax_cost_usd = 5.0\n\n'
+        '[worker.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n\n'
+        f'{memory}\n[project]\nid = "calc"\npath = "repo"\ntickets_dir = "tickets"\n')
+    return load_config(root / "middle.toml", environ={})
+
+
+class Served:
+    """A running server: its URL, an HTTP client, and the app's shared state."""
+
+    def __init__(self, thread: ServerThread, app: Any):
+        self.thread, self.app, self.url = thread, app, thread.url
+        self.client = httpx.Client(base_url=thread.url, timeout=60)
+
+    @property
+    def state(self) -> Any:
+        return self.app.state.middle
+
+    def close(self) -> None:
+        self.state.runs.join(timeout=180)  # let background runs end before the services close
+        self.client.close()
+        self.thread.stop()
+
+
+def read_sse(client: httpx.Client, url: str, *, until: str = "end", headers: dict[str, str] | None = None,
+             limit: int = 10_000) -> list[tuple[str, dict[str, Any], str | None]]:
+    """Read a Server-Sent Events stream until an event named `until`: [(event, data, id)]."""
+    events: list[tuple[str, dict[str, Any], str | None]] = []
+    name, data, ident = "message", [], None
+    with client.stream("GET", url, headers=headers, timeout=httpx.Timeout(180, connect=10)) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+            elif line.startswith("id:"):
+                ident = line[3:].strip()
+            elif line == "" and data:
+                events.append((name, json.loads("\n".join(data)), ident))
+                if name == until or len(events) >= limit:
+                    return events
+                name, data, ident = "message", [], None
+    return events
+
+
+def wait_for_run(served: Served, run_id: str) -> dict[str, Any]:
+    """Follow the run's event stream until it ends; return the run as the API shows it."""
+    events = read_sse(served.client, f"/api/runs/{run_id}/stream")
+    assert events[-1][0] == "end", events[-3:]
+    return served.client.get(f"/api/runs/{run_id}").json()

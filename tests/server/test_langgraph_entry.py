@@ -1,0 +1,52 @@
+"""langgraph.json names an importable factory that builds the ticket graph with the project's services."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from orchestrator.graph import build_graph
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_factory():
+    """Resolve the entry the way LangGraph Server does: `./file.py:attr`, relative to langgraph.json."""
+    config = json.loads((ROOT / "langgraph.json").read_text())
+    assert "." in config["dependencies"]
+    path, attr = config["graphs"]["ticket"].split(":")
+    spec = importlib.util.spec_from_file_location("middle_langgraph_entry", ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, attr)
+
+
+def test_the_entry_imports_and_compiles_the_ticket_graph():
+    graph = load_factory()({"configurable": {}})
+    drawn = graph.get_graph()
+    expected = build_graph().compile().get_graph()
+    assert set(drawn.nodes) == set(expected.nodes)
+    assert {(e.source, e.target) for e in drawn.edges} == {(e.source, e.target) for e in expected.edges}
+    assert "index_summary" in graph.get_graph().draw_mermaid()
+
+
+@pytest.mark.cli
+def test_the_entry_runs_a_ticket_on_the_fake_model(project, claude_cli, monkeypatch):
+    monkeypatch.setenv("MIDDLE_CONFIG", str(project.source))
+    monkeypatch.chdir(project.root)
+    graph = load_factory()({"configurable": {"fake": True}})
+    state = graph.invoke({"ticket_id": "001-greeting"})
+    assert state["status"] == "complete" and state["run_id"]
+    from tickets.store import TicketStore
+
+    with TicketStore(project.db_path) as store:
+        assert store.get_ticket("001-greeting").status.value == "complete"
+        assert store.get_claim("001-greeting") is None
+        kinds = [e["kind"] for e in store.list_events(run_id=state["run_id"])]
+    assert kinds[0] == "run_start" and kinds[-1] == "run_end" and "decision" in kinds
+    assert (project.root / "repo" / "calc" / "greeting.py").is_file()
+    assert os.environ["MIDDLE_CONFIG"] == str(project.source)

@@ -1,0 +1,191 @@
+"""The memory API over real HTTP: seed 000's routes, list/search/edit/stats, validation, failures."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from orchestrator.plugin_api import MemoryBackend, hookimpl
+from orchestrator.plugins import PluginRegistry
+from orchestrator.services import Services
+
+from server_helpers import make_project
+
+BASE = "/api/projects/calc/memory"
+
+
+def test_index_retrieve_delete_list_search_stats(server):
+    c = server.client
+    docs = ["Ticket: Fix login. Users could not sign in. Reset the session cookie.",
+            "Ticket: Speed up export. Export was slow. Streamed the CSV rows."]
+    r = c.post(f"{BASE}/index", json={"docs": docs})
+    assert r.status_code == 200 and r.json() == {"project": "calc", "indexed": 2}
+
+    r = c.post(f"{BASE}/retrieve", json={"queries": ["login cookie", "export csv"], "num_to_retrieve": 1})
+    assert r.status_code == 200
+    results = r.json()
+    assert [x["question"] for x in results] == ["login cookie", "export csv"]
+    assert results[0]["docs"] == [docs[0]] and results[1]["docs"] == [docs[1]]
+    assert all(len(x["doc_scores"]) == 1 and x["doc_scores"][0] > 0 for x in results)
+
+    listed = c.get(f"{BASE}/docs").json()
+    assert listed["backend"] == "keyword" and listed["count"] == 2
+    assert [d["text"] for d in listed["docs"]] == docs and listed["docs"][0]["tickets"] == []
+
+    found = c.get(f"{BASE}/search", params={"q": "session cookie", "k": 5}).json()
+    assert found["recall"] == "relevance" and found["results"][0]["doc"] == docs[0]
+    assert found["results"][0]["score"] > 0
+
+    stats = c.get(f"{BASE}/stats").json()
+    assert stats["backend"] == "keyword" and stats["docs"] == 2
+    assert stats["store_bytes"] > 0 and stats["last_write"]
+
+    r = c.post(f"{BASE}/delete", json={"docs": [docs[0], "not there"]})
+    assert r.json() == {"project": "calc", "deleted": 1}
+    assert [d["text"] for d in c.get(f"{BASE}/docs").json()["docs"]] == [docs[1]]
+
+
+def test_edit_replaces_one_doc_and_refuses_unknown_text(server):
+    c = server.client
+    c.post(f"{BASE}/index", json={"docs": ["old wording of a memory"]})
+    r = c.post(f"{BASE}/edit", json={"old": "old wording of a memory", "new": "new wording of a memory"})
+    assert r.status_code == 200 and r.json()["new"] == "new wording of a memory"
+    assert [d["text"] for d in c.get(f"{BASE}/docs").json()["docs"]] == ["new wording of a memory"]
+
+    r = c.post(f"{BASE}/edit", json={"old": "never indexed", "new": "whatever"})
+    assert r.status_code == 404 and "exactly that text" in r.json()["error"]
+    r = c.post(f"{BASE}/edit", json={"old": "new wording of a memory", "new": "   "})
+    assert r.status_code == 400 and "empty" in r.json()["error"]
+    assert [d["text"] for d in c.get(f"{BASE}/docs").json()["docs"]] == ["new wording of a memory"]
+
+
+def test_read_only_calls_on_a_new_project_create_nothing(server, project):
+    c = server.client
+    assert c.get("/api/projects/fresh/memory/docs").json()["count"] == 0
+    assert c.get("/api/projects/fresh/memory/search", params={"q": "x"}).json()["results"] == []
+    assert c.get("/api/projects/fresh/memory/stats").json()["docs"] == 0
+    assert not (project.memory_dir / "fresh").exists()
+
+
+@pytest.mark.parametrize("pid", ["a b", ".hidden", "x" * 101, "%2E%2E", "%2E%2Essh", "semi;colon"])
+def test_bad_project_id_is_a_400_with_the_message_and_no_path(server, project, pid):
+    for method, route, body in [("post", "index", {"docs": ["x"]}), ("post", "retrieve", {"queries": ["x"]}),
+                                ("post", "delete", {"docs": ["x"]}), ("get", "docs", None),
+                                ("get", "stats", None)]:
+        r = server.client.request(method.upper(), f"/api/projects/{pid}/memory/{route}", json=body)
+        assert r.status_code == 400, (pid, route, r.text)
+        message = r.json()["error"]
+        assert message.startswith("project id") and "no '/'" in message
+        assert str(project.root) not in message and "/memory" not in message
+
+
+@pytest.mark.parametrize("body, expected", [
+    (b"{not json", "not valid JSON"),
+    (b"[]", "must be a JSON object"),
+    (b"{}", "docs is required"),
+    (b'{"docs": "one string"}', "docs must be a list"),
+    (b'{"docs": [1]}', "docs[0] is int"),
+    (b'{"docs": ["ok"], "extra": 1}', "unknown field 'extra'"),
+])
+def test_bad_bodies_are_400_with_the_facade_message(server, body, expected):
+    r = server.client.post(f"{BASE}/index", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert expected in r.json()["error"]
+
+
+def test_bad_retrieve_arguments(server):
+    c = server.client
+    r = c.post(f"{BASE}/retrieve", json={"queries": ["x"], "num_to_retrieve": 0})
+    assert r.status_code == 400 and "num_to_retrieve must be a whole number of at least 1" in r.json()["error"]
+    r = c.post(f"{BASE}/retrieve", json={"queries": "x"})
+    assert r.status_code == 400 and "queries must be a list" in r.json()["error"]
+
+
+def test_concurrent_index_from_many_requests_loses_nothing(server):
+    docs = [f"memory number {i} about topic {i * 7}" for i in range(40)]
+    errors: list[str] = []
+
+    def send(chunk: list[str]) -> None:
+        for doc in chunk:
+            r = server.client.post(f"{BASE}/index", json={"docs": [doc]})
+            if r.status_code != 200:
+                errors.append(r.text)
+
+    threads = [threading.Thread(target=send, args=(docs[i::8],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    stored = [d["text"] for d in server.client.get(f"{BASE}/docs").json()["docs"]]
+    assert sorted(stored) == sorted(docs)
+
+
+def test_memory_off_is_503_and_tickets_still_work(serve, tmp_path):
+    served = serve(make_project(tmp_path, backend=None))
+    r = served.client.post(f"{BASE}/index", json={"docs": ["x"]})
+    assert r.status_code == 503 and "memory is off" in r.json()["error"]
+    assert served.client.get("/api/tickets").status_code == 200
+
+
+class _Broken(MemoryBackend):
+    name = "broken"
+    description = "Every call fails, like a store on a full or vanished disk."
+
+    def index(self, docs):
+        raise OSError("No space left on device")
+
+    def retrieve(self, queries, num_to_retrieve):
+        raise OSError("No space left on device")
+
+    def delete(self, docs):
+        raise OSError("No space left on device")
+
+    def list_docs(self):
+        raise OSError("No space left on device")
+
+
+class _BrokenPlugin:
+    @hookimpl
+    def register_memory_backends(self, register):
+        register(_Broken)
+
+
+def test_failing_backend_is_503_and_the_ticket_api_still_works(serve, tmp_path: Path):
+    config = make_project(tmp_path, backend="broken")
+    services = Services(config, registry=PluginRegistry(extra_plugins=(_BrokenPlugin(),)))
+    try:
+        served = serve(config, services=services)
+        c = served.client
+        for method, route, body in [("POST", "index", {"docs": ["x"]}), ("POST", "retrieve", {"queries": ["x"]}),
+                                    ("GET", "docs", None)]:
+            r = c.request(method, f"{BASE}/{route}", json=body)
+            assert r.status_code == 503, r.text
+            assert "No space left on device" in r.json()["error"] and "broken" in r.json()["error"]
+        assert c.get("/api/tickets").json()["tickets"][0]["id"] == "001-greeting"
+        assert c.get("/api/tickets/001-greeting").status_code == 200
+        created = c.post("/api/tickets", json={"title": "Still works", "project": "calc"})
+        assert created.status_code == 201
+        page = c.get("/projects/calc/memory", headers={"Accept": "text/html"})
+        assert page.status_code == 503 and "No space left on device" in page.text
+    finally:
+        served.close()
+        services.close()
+
+
+def test_editing_a_ticket_s_doc_keeps_the_ticket_record_so_revert_deletes_the_edit(server, project):
+    from tickets.model import Ticket
+    from tickets.store import TicketStore
+
+    c = server.client
+    with TicketStore(project.db_path) as store:
+        store.upsert_ticket(Ticket(id="t1", project_id="calc", title="Login", project_path=str(project.root)))
+        store.add_memory_doc("t1", "calc", "Ticket: Login. Fixed it.")
+    c.post(f"{BASE}/index", json={"docs": ["Ticket: Login. Fixed it."]})
+    r = c.post(f"{BASE}/edit", json={"old": "Ticket: Login. Fixed it.", "new": "Ticket: Login. Fixed the cookie."})
+    assert r.status_code == 200
+    with TicketStore(project.db_path) as store:
+        assert store.memory_docs("t1") == ["Ticket: Login. Fixed the cookie."]
+    assert [t["ticket_id"] for t in c.get(f"{BASE}/docs").json()["docs"][0]["tickets"]] == ["t1"]
