@@ -54,6 +54,10 @@ class MiddleGroup(click.Group):
         except MiddleError as exc:
             err_console.print(f"[bold red]error:[/] {safe(exc)}")
             sys.exit(1)
+        except click.UsageError as exc:  # a bad option or argument: one line too, with where to look
+            where = f"`{exc.ctx.command_path} --help`" if exc.ctx else "`middle --help`"
+            err_console.print(f"[bold red]error:[/] {safe(exc.format_message())} (see {where})")
+            sys.exit(exc.exit_code)
 
 
 @click.group(cls=MiddleGroup)

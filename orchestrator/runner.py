@@ -6,6 +6,7 @@ import logging
 import sqlite3
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
@@ -68,7 +69,6 @@ class Orchestrator:
         self.registry = self.services.registry
         self.store: TicketStore = self.services.store
         self.memory: MemoryFacade | None = self.services.memory  # validates backend + options now
-        self.agent = MiddleAgent(self.services.agent_llm, config.agent.max_turns)
         self.worker = self.services.worker
         path = config.checkpoint_path
         try:
@@ -79,6 +79,11 @@ class Orchestrator:
             raise _checkpoint_error(path, exc) from None
         self.graph = build_graph().compile(
             checkpointer=SqliteSaver(self._conn, serde=StrictSerializer(str(path))))
+
+    @cached_property
+    def agent(self) -> MiddleAgent:
+        """Built on first use: `resume` of a run that already ended needs no API key to say so."""
+        return MiddleAgent(self.services.agent_llm, self.config.agent.max_turns)
 
     # -- tickets ---------------------------------------------------------------------------
     def sync_tickets(self, folder: str | Path | None = None) -> LoadResult:
@@ -125,6 +130,7 @@ class Orchestrator:
         `middle run` does for the pending list, so two runners share a backlog).
         """
         ticket = self.store.get_ticket(ticket_id)
+        self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
         allowed = RUNNABLE + (("complete",) if rerun else ())
         run_id = self.store.claim_new_run(ticket_id, allowed, lease_s=self.lease_s)
         if run_id is None:
@@ -158,6 +164,7 @@ class Orchestrator:
                 f"the last run of ticket {ticket_id!r} already ended ({run['status']}): "
                 f"start a new one with `middle run {ticket_id}`"
             )
+        self.agent  # as in run_ticket: a model that cannot be built fails before the claim
         self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
         return self._drive(ticket_id, run["id"], None)
 

@@ -57,9 +57,14 @@ def test_unknown_config_key(workdir):
     assert_clean_error(invoke("tickets"), "error:", "agent.modle")
 
 
-def test_no_api_key_says_how_to_run_offline(workdir):
+def test_no_api_key_says_how_to_run_offline_and_claims_nothing(workdir):
     write_config(workdir)
+    ticket(workdir, "a.md", "title: Something\nproject: demo")
     assert_clean_error(invoke("run"), "error: ANTHROPIC_API_KEY is not set", "--fake")
+    from tickets.store import TicketStore
+
+    with TicketStore(workdir / ".middle" / "middle.sqlite3") as store:  # nothing ran, nothing failed
+        assert store.get_ticket("a").status.value == "pending" and store.latest_run("a") is None
 
 
 def test_bad_ticket_files_are_named_and_the_rest_still_load(workdir, monkeypatch):
