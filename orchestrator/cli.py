@@ -216,7 +216,7 @@ def revert(ctx: click.Context, ticket_id: str) -> None:
 
 
 @main.command()
-@click.option("--backend", default="sliding_window", show_default=True,
+@click.option("--backend", default="hybrid", show_default=True,
               help="Memory backend for the new config (see `middle backends`).")
 @click.pass_context
 def init(ctx: click.Context, backend: str) -> None:
@@ -271,6 +271,7 @@ def _register_subcommands() -> None:
     from orchestrator.memory_cli import memory
 
     main.add_command(memory)
+    from orchestrator.bench.cli import bench; main.add_command(bench)  # noqa: E702
     main.add_command(demo)
     from orchestrator.server.serve import serve; main.add_command(serve)  # noqa: E702
 

@@ -119,8 +119,7 @@ class _Environ(EnvSettingsSource):
 
     def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]):
         self._given = {k.lower(): v for k, v in environ.items()
-                       if k.upper().startswith(ENV_PREFIX) and k.upper() != "MIDDLE_CONFIG"
-                       and k.upper() != "MIDDLE_API_TOKEN"}
+                       if k.upper().startswith(ENV_PREFIX) and k.upper() not in _OTHER_VARIABLES}
         super().__init__(settings_cls)
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
@@ -183,14 +182,16 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
 
 
 _SECTIONS = ("agent", "worker", "memory", "project")
-_OTHER_VARIABLES = {"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", "MIDDLE_STATE_DIR"}
+# Variables of ours that are not config keys (MIDDLE_AGENT_CACHE_DIR is the product's embedding
+# cache, "middle-agent" + "cache dir", not an [agent] key).
+_OTHER_VARIABLES = {"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", "MIDDLE_AGENT_CACHE_DIR"}
 
 
 def _check_variable_names(environ: Mapping[str, str]) -> None:
     """A MIDDLE_* variable that names no setting is a typo: say so rather than ignore it."""
     for key in environ:
         upper = key.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in _OTHER_VARIABLES:
+        if not upper.startswith(ENV_PREFIX) or upper in _OTHER_VARIABLES or upper == "MIDDLE_STATE_DIR":
             continue
         section = upper[len(ENV_PREFIX):].split("_", 1)[0].lower()
         if section not in _SECTIONS:

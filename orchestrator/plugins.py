@@ -24,6 +24,9 @@ ENTRY_POINT_GROUP = "middle_agent"
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "backends.none.plugin",
     "backends.sliding_window.plugin",
+    "backends.dense.plugin",
+    "backends.bm25.plugin",
+    "backends.hybrid.plugin",
     "orchestrator.worker.plugin",
 )
 

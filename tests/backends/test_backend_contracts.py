@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from backends.bm25 import Bm25Backend
+from backends.dense import DenseBackend
+from backends.hybrid import HybridBackend
 from backends.none import NoneBackend
 from backends.sliding_window import SlidingWindowBackend
 from orchestrator.testing import InMemoryBackend, MemoryBackendContract
@@ -34,4 +37,65 @@ class TestInMemoryContract(MemoryBackendContract):
     @pytest.fixture
     def backend_factory(self):
         return lambda store_dir: InMemoryBackend(store_dir, InMemoryBackend.Options())
+
+
+@pytest.fixture(autouse=True)
+def _private_embedding_cache(tmp_path_factory, monkeypatch):
+    # Vectors are cached by (model, text hash); one cache per test session keeps them off the
+    # user's ~/.cache and lets the contract runs of dense and hybrid share the sample docs' vectors.
+    from backends.retrieval.cache import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path_factory.getbasetemp() / "embedding-cache"))
+
+
+class TestBm25Contract(MemoryBackendContract):
+    process_factory = "backends.bm25:Bm25Backend"
+
+    @pytest.fixture
+    def backend_factory(self):
+        return lambda store_dir: Bm25Backend(store_dir, Bm25Backend.Options())
+
+
+class TestHybridContract(MemoryBackendContract):
+    """Default options: the offline MiniLM ONNX model really run, FTS5, fusion, the default
+    pipeline stages. Fewer "many docs" than the default 500 to keep embedding time down."""
+
+    many_docs_count = 120
+    process_docs_per_thread = 6
+    process_factory = "backends.hybrid:HybridBackend"
+    leftover_temp_file = "hybrid.g1.faiss.k1ll3d.tmp"  # a snapshot write cut short
+
+    @pytest.fixture
+    def backend_factory(self):
+        return lambda store_dir: HybridBackend(store_dir, HybridBackend.Options())
+
+
+def hashing_dense(store_dir):
+    """The dense backend on the no-model embedder (fast); hybrid runs the real model above."""
+    return DenseBackend(store_dir, DenseBackend.Options(embedder="hashing"))
+
+
+class TestDenseContract(MemoryBackendContract):
+    # Default options here (MiniLM in each process): the hybrid class above has already put these
+    # docs' vectors in the session's embedding cache.
+    process_factory = "backends.dense:DenseBackend"
+    process_docs_per_thread = 6
+    leftover_temp_file = "dense.g1.faiss.k1ll3d.tmp"
+
+    @pytest.fixture
+    def backend_factory(self):
+        return hashing_dense
+
+
+class TestHybridAllStagesContract(MemoryBackendContract):
+    """Every optional stage on, with the no-model embedder (fast): RRF, MMR, threshold, budget."""
+
+    many_docs_count = 200
+
+    @pytest.fixture
+    def backend_factory(self):
+        options = HybridBackend.Options(
+            embedder="hashing", fusion="rrf", mmr_lambda=0.7, relevance_threshold=0.01,
+            token_budget=400_000, dedup_threshold=0.999)
+        return lambda store_dir: HybridBackend(store_dir, options)
 

@@ -39,7 +39,7 @@ def test_init_writes_a_loadable_config_and_ticket(workdir):
     from tickets.source import load_tickets
 
     cfg = load_config(workdir / "middle.toml", environ={})
-    assert cfg.memory_enabled and cfg.memory.backend == "sliding_window"
+    assert cfg.memory_enabled and cfg.memory.backend == "hybrid"  # the recommended general-purpose backend
     loaded = load_tickets(workdir / "tickets", workdir)
     assert loaded.errors == [] and loaded.tickets[0].title == "Add a hello module"
 

@@ -121,7 +121,7 @@ def test_init_checks_the_backend_writes_gitignore_and_never_overwrites(workdir):
     assert "wrote" in out and ".middle/" in (workdir / ".gitignore").read_text()
     again = invoke("init", "--backend", "none").stdout
     assert "left" in again and "unchanged" in again
-    assert 'backend = "sliding_window"' in (workdir / "middle.toml").read_text()
+    assert 'backend = "hybrid"' in (workdir / "middle.toml").read_text()
     assert (workdir / ".gitignore").read_text().count(".middle/") == 1
 
 

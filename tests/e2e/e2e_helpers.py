@@ -23,13 +23,13 @@ def fresh_project(tmp_path: Path, tickets: dict[str, str]) -> Path:
     return tmp_path / "repo"
 
 
-def config(tmp_path: Path, memory: bool) -> Config:
+def config(tmp_path: Path, memory: bool, backend: str = "sliding_window") -> Config:
     return Config(
         root=tmp_path, state_dir=str(tmp_path / "state"),
         project={"path": "repo", "tickets_dir": "tickets"},
         agent={"max_turns": 4, "max_cost_usd": 5.0},
         worker={"options": {"allowed_tools": ["Read", "Write", "Edit"], "turn_timeout_s": 120}},
-        memory={"backend": "sliding_window", "save_dir": str(tmp_path / "mem") if memory else None},
+        memory={"backend": backend, "save_dir": str(tmp_path / "mem") if memory else None},
     )
 
 

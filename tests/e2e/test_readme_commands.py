@@ -26,7 +26,7 @@ def test_readme_starts_with_demo_and_test_commands():
     ci = (ROOT / ".ci" / "run").read_text()
     # Everything installs with pip: the `claude` extra brings the CLI, and CI installs what the
     # README's test command does.
-    assert '".[claude]"' in demo and '".[test,claude]"' in tests
+    assert '".[claude,embeddings]"' in demo and '".[test,claude]"' in tests
     assert '".[test,claude]"' in ci and "pytest" in ci and "npm install" not in ci
 
 

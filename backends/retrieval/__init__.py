@@ -1,0 +1,35 @@
+"""Retrieval parts shared by backends, exported as `orchestrator.plugin_api.retrieval`."""
+
+from . import bm25, fusion, pipeline
+from .backend import RetrievalBackend
+from .cache import EmbeddingCache, cache_dir, embed_documents, shared_cache
+from .embedders import (
+    INSTALL_HINT,
+    Embedder,
+    FastEmbedEmbedder,
+    HashingEmbedder,
+    HttpEmbedder,
+    MiniLMEmbedder,
+    SentenceTransformerEmbedder,
+    default_embedder_name,
+    make_embedder,
+)
+from .options import (
+    Bm25Options,
+    DenseOptions,
+    EmbedderOptions,
+    HybridOptions,
+    PipelineOptions,
+)
+from .store import FORMAT_VERSION, MemoryRecord, RetrievalStore
+from .vector import VectorIndex
+
+__all__ = [
+    "bm25", "fusion", "pipeline",
+    "RetrievalBackend", "RetrievalStore", "MemoryRecord", "FORMAT_VERSION", "VectorIndex",
+    "EmbeddingCache", "cache_dir", "embed_documents", "shared_cache",
+    "Embedder", "HashingEmbedder", "MiniLMEmbedder", "HttpEmbedder",
+    "SentenceTransformerEmbedder", "FastEmbedEmbedder", "make_embedder", "default_embedder_name",
+    "INSTALL_HINT",
+    "Bm25Options", "DenseOptions", "EmbedderOptions", "HybridOptions", "PipelineOptions",
+]

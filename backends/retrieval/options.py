@@ -1,0 +1,75 @@
+"""Strict options models for retrieval backends: the embedder, fusion and the seed 001/002 pipeline."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from orchestrator.plugin_api import BackendOptions
+
+from .embedders import EMBEDDER_HELP
+
+
+class Bm25Options(BackendOptions):
+    """Options of the bm25 backend: none (FTS5 with Porter stemming needs no tuning)."""
+
+
+class EmbedderOptions(BackendOptions):
+    """Which embedder a backend uses; the store records it and refuses another later."""
+
+    embedder: str = Field("auto", description=f"one of {EMBEDDER_HELP}")
+    embedder_url: str | None = Field(None, description="base URL of an ollama/openai endpoint")
+    embedder_api_key_env: str | None = Field(
+        None, description="environment variable holding the endpoint's API key (openai: "
+        "OPENAI_API_KEY)")
+    query_prefix: str | None = Field(
+        None, description="text put before queries; default: the model's known prefix "
+        "(nomic-embed-text: 'search_query: ')")
+    document_prefix: str | None = Field(
+        None, description="text put before documents; default: the model's known prefix")
+    embedding_cache: bool = Field(
+        True, description="reuse document vectors by (model, text hash) across stores and runs")
+
+
+class DenseOptions(EmbedderOptions):
+    """Options of the dense backend: the embedder only (cosine similarity, nothing else)."""
+
+
+class PipelineOptions(BackendOptions):
+    """The seed 001/002 stages, in the order they run. Defaults are the seeds' where a stage is
+    on; stages that would change what the memory contract promises are off until set."""
+
+    candidate_multiplier: int = Field(
+        3, ge=1, le=50, description="candidate pool = top_k * this (seed 001)")
+    rerank_model: str | None = Field(
+        None, description="cross-encoder to rerank the pool ('sentence-transformers:NAME' or "
+        "'fastembed:NAME'); None skips reranking (no offline package ships one)")
+    relevance_threshold: float | None = Field(
+        None, ge=0, le=1, description="drop candidates with relevance below this: the "
+        "reranker's sigmoid when reranking (seed 001 uses 0.35), else the fused score. None: off")
+    use_importance: bool = Field(
+        True, description="multiply relevance by importance/3 (seed 002; docs default to 3)")
+    recency_weight: float = Field(
+        0.2, ge=0, le=1, description="total = (1-w)*relevance + w*exp(-age_days/scale) (seed 001)")
+    recency_scale_days: float = Field(30.0, gt=0, description="recency decay scale in days")
+    mmr_lambda: float | None = Field(
+        None, ge=0, le=1, description="MMR on embedding cosine, lambda*total - (1-lambda)*"
+        "redundancy (seed 001 uses 0.7); None: off (it lowered recall in `middle bench`)")
+    dedup_threshold: float | None = Field(
+        None, gt=0, le=1, description="on index, a doc whose cosine to a stored one is at least "
+        "this replaces it instead of being added (seed 002 uses 0.85). None: off")
+    track_access: bool = Field(True, description="count retrievals and last access per doc")
+    token_budget: int | None = Field(
+        None, ge=1, description="most tokens (~4 chars each) returned per query; docs are never "
+        "cut, and the best one is always returned (seed 002 uses 500). None: no limit")
+
+
+class HybridOptions(EmbedderOptions, PipelineOptions):
+    """Options of the hybrid backend: embedder, fusion of dense and BM25, and the pipeline."""
+
+    fusion: Literal["weighted", "rrf"] = Field(
+        "weighted", description="'weighted': sum of min-max-normalised scores; 'rrf': "
+        "reciprocal-rank fusion (measured lower on MuSiQue and LoCoMo)")
+    dense_weight: float = Field(0.5, ge=0, le=1, description="weight of the dense list")
+    rrf_k: int = Field(60, ge=1, description="RRF's rank constant")

@@ -1,0 +1,93 @@
+"""FAISS inner-product index over unit vectors, keyed by int64 ids, saved and loaded atomically."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from orchestrator.plugin_api import ConfigError, MemoryStoreError
+
+
+def _faiss():
+    try:
+        import faiss
+    except ImportError:
+        raise ConfigError("the vector index needs faiss-cpu: run pip install faiss-cpu") from None
+    return faiss
+
+
+class VectorIndex:
+    """Exact search (IndexFlatIP): cosine similarity on normalised vectors, no training, and
+    add/remove by id without a rebuild. At 100k x 384 a query scans 150 MB in ~10-20 ms."""
+
+    def __init__(self, dimension: int):
+        faiss = _faiss()
+        self.dimension = dimension
+        self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(dimension))
+
+    def __len__(self) -> int:
+        return int(self._index.ntotal)
+
+    def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dimension:
+            raise MemoryStoreError(
+                f"vector size {vectors.shape[-1]} does not match the index's {self.dimension}"
+            )
+        if len(ids):
+            self._index.add_with_ids(vectors, np.ascontiguousarray(ids, dtype=np.int64))
+
+    def remove(self, ids: np.ndarray | list[int]) -> int:
+        if len(ids) == 0:
+            return 0
+        return int(self._index.remove_ids(np.ascontiguousarray(ids, dtype=np.int64)))
+
+    def search(self, query: np.ndarray, k: int) -> tuple[list[int], list[float]]:
+        """Ids and cosine scores of the k nearest vectors, best first."""
+        if k <= 0 or len(self) == 0:
+            return [], []
+        faiss = _faiss()
+        query = np.ascontiguousarray(query, dtype=np.float32).reshape(1, -1)
+        # One query is too small to split across OpenMP threads: measured on a busy 2-core
+        # machine, two threads made a 10k search ~7x slower (9 ms vs 1.3 ms) and 100k ~3x.
+        threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)
+        try:
+            scores, ids = self._index.search(query, min(k, len(self)))
+        finally:
+            faiss.omp_set_num_threads(threads)
+        keep = ids[0] >= 0
+        return ids[0][keep].tolist(), scores[0][keep].astype(float).tolist()
+
+    def save(self, path: Path) -> None:
+        """Write to a temp file beside `path`, fsync, then rename: a reader sees old or new."""
+        faiss = _faiss()
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            faiss.write_index(self._index, tmp)
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def load(cls, path: Path) -> "VectorIndex":
+        faiss = _faiss()
+        try:
+            index = faiss.read_index(str(path))
+        except RuntimeError as exc:
+            raise MemoryStoreError(
+                f"cannot read the vector index {path}: {exc}. Delete the file: it is rebuilt "
+                "from the store's database"
+            ) from exc
+        self = cls.__new__(cls)
+        self.dimension = int(index.d)
+        self._index = index
+        return self

@@ -1,0 +1,167 @@
+"""`middle bench retrieval|memory|scale`: measure memory backends side by side (table or --json)."""
+
+from __future__ import annotations
+
+import json
+import math
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator.errors import ConfigError
+
+from . import datasets, runner
+
+console = Console(highlight=False)
+if not console.is_terminal:  # piped to a file: rich would assume 80 columns and squeeze the table
+    console = Console(highlight=False, width=140)
+err_console = Console(stderr=True, highlight=False)
+
+BACKEND_HELP = ("Backend to measure, repeatable; NAME or NAME:key=value,... with options "
+                "(e.g. hybrid:fusion=rrf).")
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[runner.Progress]:
+    """A rich progress bar on stderr (so --json output stays clean); quiet when disabled."""
+    if not enabled:
+        yield runner.no_progress
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+        def track(description: str, total: int) -> Callable[[int], None]:
+            task = bar.add_task(description, total=max(total, 1))
+            return lambda n=1: bar.advance(task, n)
+
+        yield track
+
+
+def _default(relative: str, option: str) -> Path:
+    path = datasets.default_path(relative)
+    if path is None:
+        raise ConfigError(f"no dataset given and {datasets.SHARED_DATA / relative} does not exist: "
+                          f"pass {option} PATH")
+    return path
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "-"
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+HEADERS = {  # short headers so a table fits 80 columns; --json has the full key names
+    "recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "embed_s": "embed s",
+    "index_s": "index s", "retrieve_p50_ms": "p50 ms", "retrieve_p95_ms": "p95 ms",
+    "store_mb": "MB", "retrieve_cpu_p95_ms": "cpu p95", "index_ms_per_turn": "index ms/turn", "questions": "qs",
+    "embed_per_1k_s": "embed s/1k", "index_per_1k_s": "index s/1k", "add_last_1k_s": "last 1k s",
+}
+
+
+def _table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        if column in ("backend", "category"):  # labels and numbers are never folded
+            table.add_column(column, no_wrap=True)
+        else:
+            table.add_column(HEADERS.get(column, column), justify="right", no_wrap=True)
+    for row in rows:
+        table.add_row(*(_fmt(row.get(c, "")) for c in columns))
+    return table
+
+
+def _emit(report: dict[str, Any], as_json: bool, columns: list[str]) -> None:
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    console.print(_table(f"{report['kind']} benchmark: {report['dataset']}", report["results"],
+                         columns))
+    for row in report["results"]:
+        cats = row.get("by_category")
+        if cats:
+            cat_rows = [{"category": name, **values} for name, values in cats.items()]
+            console.print(_table(f"{row['backend']}: recall by category", cat_rows,
+                                 ["category", "questions", "recall@2", "recall@5", "recall@10"]))
+
+
+LATENCY = ["retrieve_p50_ms", "retrieve_p95_ms", "retrieve_cpu_p95_ms"]
+
+
+@click.group()
+def bench() -> None:
+    """Measure memory backends: recall, index time, retrieve latency."""
+
+
+@bench.command()
+@click.option("--dataset", "dataset", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Folder with questions.json + corpus.json "
+              "(default: ../shared/data/musique100).")
+@click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
+@click.option("--limit", type=int, default=None, help="Use only the first N questions.")
+@click.option("--openie", default=None, help="OpenIE source for backends with an `openie` "
+              "option (graph backends), e.g. precomputed:PATH to measure the graph method apart "
+              "from extraction; other backends are unaffected.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+def retrieval(dataset: Path | None, backends: tuple[str, ...], limit: int | None,
+              openie: str | None, as_json: bool, progress: bool) -> None:
+    """Passage retrieval on a MuSiQue-shaped dataset: recall@2/5/10 of supporting passages."""
+    dataset = dataset or _default("musique100", "--dataset")
+    shared = {"openie": openie} if openie else None
+    with progress_bar(progress) as track:
+        report = runner.run_retrieval(dataset, backends, limit=limit, progress=track,
+                                      shared_options=shared)
+    _emit(report, as_json, ["backend", "recall@2", "recall@5", "recall@10", "embed_s", "index_s",
+                            *LATENCY, "store_mb"])
+
+
+@bench.command()
+@click.option("--dataset", "dataset", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="LoCoMo-shaped JSON file (default: "
+              "../shared/data/locomo/locomo_dev5.json).")
+@click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
+@click.option("--conversations", type=int, default=None, help="Use only the first N conversations.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+def memory(dataset: Path | None, backends: tuple[str, ...], conversations: int | None,
+           as_json: bool, progress: bool) -> None:
+    """Conversational memory on LoCoMo-shaped data: recall of gold evidence turns."""
+    dataset = dataset or _default("locomo/locomo_dev5.json", "--dataset")
+    with progress_bar(progress) as track:
+        report = runner.run_memory(dataset, backends, conversations=conversations, progress=track)
+    _emit(report, as_json, ["backend", "recall@2", "recall@5", "recall@10", "index_ms_per_turn",
+                            *LATENCY, "questions"])
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        return [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: give sizes like 1000,10000,100000") from None
+
+
+@bench.command()
+@click.option("--docs", "sizes", default="1000,10000", show_default=True,
+              help="Store sizes to grow through, comma-separated.")
+@click.option("--corpus", "corpus", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="MuSiQue-shaped folder the synthetic docs and queries come from "
+              "(default: ../shared/data/musique100).")
+@click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
+@click.option("--queries", type=int, default=100, show_default=True, help="Queries per size.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+def scale(sizes: str, corpus: Path | None, backends: tuple[str, ...], queries: int,
+          as_json: bool, progress: bool) -> None:
+    """Synthetic stores of growing size: index time per 1,000 docs and retrieve latency."""
+    corpus = corpus or _default("musique100", "--corpus")
+    with progress_bar(progress) as track:
+        report = runner.run_scale(corpus, backends, _sizes(sizes), queries=queries, progress=track)
+    _emit(report, as_json, ["backend", "docs", "embed_per_1k_s", "index_per_1k_s",
+                            "add_last_1k_s", *LATENCY, "store_mb"])

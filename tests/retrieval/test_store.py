@@ -1,0 +1,150 @@
+"""Store safety: format versions, embedder binding, kill -9 mid-index, snapshots, the change log."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from backends.dense import DenseBackend
+from backends.hybrid import HybridBackend
+from backends.retrieval import store as store_module
+from backends.retrieval.embedders import minilm
+from orchestrator.plugin_api import MemoryStoreError
+
+
+def hashing(store_dir, **options):
+    return HybridBackend(store_dir, HybridBackend.Options(embedder="hashing", **options))
+
+
+def test_newer_format_version_is_refused_with_the_file_named(tmp_path):
+    hashing(tmp_path).close()
+    db = tmp_path / "hybrid.sqlite3"
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'format_version'")
+    with pytest.raises(MemoryStoreError) as err:
+        hashing(tmp_path)
+    assert str(db) in str(err.value) and "format version 99" in str(err.value)
+    assert "upgrade middle-agent" in str(err.value)
+
+
+def test_store_built_by_another_embedder_is_refused(tmp_path):
+    backend = hashing(tmp_path)
+    backend.index(["the cron scheduler skips leap days"])
+    backend.close()
+    with pytest.raises(MemoryStoreError) as err:
+        HybridBackend(tmp_path, HybridBackend.Options(embedder="minilm"))
+    message = str(err.value)
+    assert "hashing-v1-d384" in message and minilm.MODEL_ID in message
+    assert 'embedder = "hashing"' in message and str(tmp_path / "hybrid.sqlite3") in message
+    # "auto" adopts whatever the store was built with.
+    again = HybridBackend(tmp_path, HybridBackend.Options())
+    assert again.embedder.model_id == "hashing-v1-d384"
+    assert again.retrieve(["cron leap days"], 1)[0]["docs"] == ["the cron scheduler skips leap days"]
+    again.close()
+
+
+def test_an_empty_store_takes_a_new_embedder(tmp_path):
+    hashing(tmp_path).close()
+    backend = DenseBackend(tmp_path, DenseBackend.Options(embedder="hashing"))
+    backend.close()
+    fresh = HybridBackend(tmp_path, HybridBackend.Options(embedder="minilm"))
+    assert fresh.embedder.model_id == minilm.MODEL_ID
+    fresh.close()
+
+
+def test_default_options_use_the_offline_model(tmp_path):
+    backend = HybridBackend(tmp_path)
+    assert backend.embedder.model_id == minilm.MODEL_ID
+    backend.index(["Fixed the WiFi by resetting the router's DHCP lease"])
+    assert backend.retrieve(["network problem"], 1)[0]["docs"]
+    backend.close()
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from backends.hybrid import HybridBackend
+    backend = HybridBackend(sys.argv[1], HybridBackend.Options(embedder="hashing"))
+    for batch in range(10_000):
+        backend.index([f"batch {batch} doc {i} zq{batch}x{i}" for i in range(50)])
+        print(batch, flush=True)
+""")
+
+
+def test_kill_9_during_indexing_leaves_the_last_complete_state(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        for _ in range(4):  # let a few batches commit, then kill it mid-stream
+            assert proc.stdout.readline(), "the writer died early"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    backend = hashing(tmp_path)
+    docs = backend.list_docs()
+    assert len(docs) >= 200 and len(docs) % 50 == 0, "a batch was half written"
+    batches = len(docs) // 50
+    assert docs == [f"batch {b} doc {i} zq{b}x{i}" for b in range(batches) for i in range(50)]
+    last = docs[-1]
+    assert backend.retrieve([last], 1)[0]["docs"] == [last]
+    with sqlite3.connect(tmp_path / "hybrid.sqlite3") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] == len(docs)
+    backend.index(["after the crash"])
+    assert backend.list_docs()[-1] == "after the crash"
+    backend.close()
+
+
+def test_snapshot_speeds_up_open_and_catches_up_on_later_changes(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "SNAPSHOT_MIN_DOCS", 1)
+    first = hashing(tmp_path)
+    first.index([f"snapshot doc {i} zz{i}" for i in range(20)])
+    first.close()
+    snapshots = list(tmp_path.glob("hybrid.g*.faiss"))
+    assert [p.name for p in snapshots] == ["hybrid.g1.faiss"]
+    other = hashing(tmp_path)  # changes after the snapshot: one added, one deleted
+    other.index(["added after the snapshot qq77"])
+    assert other.delete(["snapshot doc 3 zz3"]) == 1
+    other._store._index = None  # forget its mirror: the next call loads snapshot + change log
+    other._store._gen = None
+    assert other.retrieve(["qq77"], 1)[0]["docs"] == ["added after the snapshot qq77"]
+    assert "snapshot doc 3 zz3" not in other.retrieve(["snapshot doc 3 zz3"], 30)[0]["docs"]
+    assert len(other._store._index) == 20
+    other.close()
+    assert [p.name for p in tmp_path.glob("hybrid.g*.faiss")] == ["hybrid.g3.faiss"]
+
+
+def test_corrupt_snapshot_and_leftover_temp_files_are_harmless(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "SNAPSHOT_MIN_DOCS", 1)
+    backend = hashing(tmp_path)
+    backend.index(["kept through it all"])
+    backend.close()
+    (tmp_path / "hybrid.g1.faiss").write_bytes(b"garbage")
+    leftover = tmp_path / "hybrid.g1.faiss.abc123.tmp"
+    leftover.write_bytes(b"half")
+    old = time.time() - 3600
+    os.utime(leftover, (old, old))
+    again = hashing(tmp_path)
+    assert not leftover.exists()
+    assert again.retrieve(["kept"], 1)[0]["docs"] == ["kept through it all"]
+    again.close()
+
+
+def test_a_reader_behind_the_pruned_change_log_reloads_in_full(tmp_path, monkeypatch):
+    monkeypatch.setattr(store_module, "KEEP_GENERATIONS", 10)
+    reader, writer = hashing(tmp_path), hashing(tmp_path)
+    reader.index(["first doc"])
+    assert reader.retrieve(["first"], 1)[0]["docs"] == ["first doc"]
+    for i in range(105):  # generation 100 prunes the log below 90
+        writer.index([f"writer doc {i} ww{i}"])
+    writer.delete(["first doc"])
+    assert int(reader._store.meta("changes_floor")) == 90
+    assert reader.retrieve(["ww104"], 1)[0]["docs"] == ["writer doc 104 ww104"]
+    assert len(reader._store._index) == 105
+    reader.close()
+    writer.close()
