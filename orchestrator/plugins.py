@@ -27,6 +27,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "backends.dense.plugin",
     "backends.bm25.plugin",
     "backends.hybrid.plugin",
+    "backends.hindsight.plugin",
     "orchestrator.worker.plugin",
 )
 

@@ -6,6 +6,7 @@ import pytest
 
 from backends.bm25 import Bm25Backend
 from backends.dense import DenseBackend
+from backends.hindsight import HindsightBackend
 from backends.hybrid import HybridBackend
 from backends.none import NoneBackend
 from backends.sliding_window import SlidingWindowBackend
@@ -98,4 +99,16 @@ class TestHybridAllStagesContract(MemoryBackendContract):
             embedder="hashing", fusion="rrf", mmr_lambda=0.7, relevance_threshold=0.01,
             token_budget=400_000, dedup_threshold=0.999)
         return lambda store_dir: HybridBackend(store_dir, options)
+
+
+class TestHindsightContract(MemoryBackendContract):
+    """The no-model embedder here (fast); the process test opens the default options (MiniLM,
+    whose vectors of these docs the hybrid class has cached) in fresh interpreters."""
+
+    process_factory = "backends.hindsight:HindsightBackend"
+    process_docs_per_thread = 6
+
+    @pytest.fixture
+    def backend_factory(self):
+        return lambda store_dir: HindsightBackend(store_dir, HindsightBackend.Options(embedder="hashing"))
 

@@ -1,0 +1,326 @@
+"""HindsightBackend: the memory contract on retain/recall, plus reflect, fact deletion, mental
+models and the optional turn-retaining lifecycle of seed 003."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+from pydantic import ValidationError
+
+from orchestrator.plugin_api import (
+    BackendOptions,
+    ConfigError,
+    MemoryBackend,
+    MemoryStoreError,
+    RetrieveResult,
+    TextLLM,
+    check_texts,
+    retrieval,
+)
+
+from . import extract, lifecycle, recall as recall_mod, reflect as reflect_mod
+from .bank import Bank, in_clause
+from .observations import remove_facts
+from .options import HindsightOptions
+from .retain import RetainItem, check_tags, retain_items, text_hash
+
+log = logging.getLogger("middle.hindsight")
+RECENT_QUERIES = 64
+SECOND_FACT_WEIGHT = 0.3  # a document with two matching facts beats one with a single match
+
+
+class HindsightBackend(MemoryBackend):
+    """Typed facts with entities, links and observations in one SQLite bank per project."""
+
+    name = "hindsight"
+    description = ("Hindsight-style: retain typed facts (entities, dates, links, observations), "
+                   "recall by semantic + keyword + graph + temporal, reflect, mental models.")
+    Options = HindsightOptions
+    recall: ClassVar[str] = "relevance"
+
+    def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
+                 llm: TextLLM | None = None):
+        super().__init__(store_dir, self._coerce(options), llm)
+        self.options: HindsightOptions
+        self.clock = time.time
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.bank = Bank(self.store_dir)
+        try:
+            self.embedder = self._open_embedder()
+        except BaseException:
+            self.bank.close()
+            raise
+        self.cache = retrieval.shared_cache() if self.options.embedding_cache and self.embedder.cacheable else None
+
+    @classmethod
+    def _coerce(cls, options: BackendOptions | dict[str, Any] | None) -> HindsightOptions:
+        if isinstance(options, HindsightOptions):
+            return options
+        raw = options.model_dump() if isinstance(options, BackendOptions) else dict(options or {})
+        try:
+            return HindsightOptions.model_validate(raw)
+        except ValidationError as exc:
+            raise ConfigError(f"invalid [memory.options] for backend 'hindsight': {exc}") from None
+
+    def _open_embedder(self) -> retrieval.Embedder:
+        """The configured embedder; a bank built with another is re-embedded from its fact
+        texts (Hindsight cannot switch embedders; every fact here keeps its text)."""
+        opts = self.options
+        with self.bank.read() as conn:
+            recorded = self.bank.meta_json(conn, "embedder_spec", None)
+        if opts.embedder == "auto" and recorded:
+            embedder = retrieval.make_embedder(
+                recorded["embedder"], url=recorded.get("embedder_url"),
+                api_key_env=recorded.get("embedder_api_key_env"),
+                query_prefix=recorded.get("query_prefix", ""),
+                document_prefix=recorded.get("document_prefix", ""))
+        else:
+            name = retrieval.default_embedder_name() if opts.embedder == "auto" else opts.embedder
+            embedder = retrieval.make_embedder(
+                name, url=opts.embedder_url, api_key_env=opts.embedder_api_key_env,
+                query_prefix=opts.query_prefix, document_prefix=opts.document_prefix)
+        spec = {**embedder.spec(), "embedder_url": opts.embedder_url,
+                "embedder_api_key_env": opts.embedder_api_key_env}
+        with self.bank.read() as conn:
+            model_id = self.bank.meta(conn, "embedder_model_id")
+        if model_id != embedder.model_id:
+            self._reembed(embedder, model_id, spec)
+        return embedder
+
+    def _reembed(self, embedder: retrieval.Embedder, old: str | None, spec: dict) -> None:
+        with self.bank.read() as conn:
+            rows = conn.execute("SELECT id, text FROM facts ORDER BY id").fetchall()
+        if rows:
+            log.warning("hindsight bank %s was embedded with %s; re-embedding its %d facts with %s",
+                        self.bank.path, old, len(rows), embedder.model_id)
+        vectors = retrieval.embed_documents(embedder, [t for _, t in rows], None) if rows else []
+        with self.bank.write() as conn:
+            conn.execute("DELETE FROM vectors")
+            conn.executemany("INSERT INTO vectors (id, vec) VALUES (?, ?)",
+                             [(i, np.asarray(v, dtype=np.float32).tobytes()) for (i, _), v in zip(rows, vectors)])
+            self.bank.set_meta(conn, "embedder_model_id", embedder.model_id)
+            self.bank.set_meta(conn, "embedder_spec", spec)
+            self.bank.set_meta(conn, "changes_floor", str(int(self.bank.meta(conn, "generation") or 0) + 1))
+            self.bank.bump(conn, [])
+        self.bank.forget_mirror()
+
+    # --- helpers used by retain / recall -------------------------------------------------------
+
+    def query_vector(self, query: str) -> np.ndarray:
+        vector = self._queries.pop(query, None)
+        if vector is None:
+            vector = self.embedder.embed_query(query)
+        self._queries[query] = vector
+        while len(self._queries) > RECENT_QUERIES:
+            self._queries.popitem(last=False)
+        return vector
+
+    def has_facts(self) -> bool:
+        with self.bank.read() as conn:
+            return conn.execute("SELECT 1 FROM facts LIMIT 1").fetchone() is not None
+
+    def recall_facts(self, query: str, k: int, **kwargs: Any) -> list[recall_mod.Hit]:
+        return recall_mod.recall(self, query, k, **kwargs).hits
+
+    # --- Hindsight's own API -----------------------------------------------------------------
+
+    def retain(self, text: str, timestamp: float | None = None, tags: Sequence[str] | None = None,
+               document_id: str | None = None) -> int | None:
+        """Retain one document; re-retaining a document id replaces its facts. Returns the
+        document's row id (None when the same text was already retained under that id)."""
+        (text,) = check_texts([text], "text")
+        written = self._retain([RetainItem(text, _check_time(timestamp), check_tags(tags),
+                                           None if document_id is None else str(document_id), "retain")])
+        return written[0] if written else None
+
+    def index_records(self, records: Sequence[Any]) -> None:
+        """Docs with their event times (`MemoryRecord`s, as `middle bench memory` passes)."""
+        items = []
+        for record in records:
+            (text,) = check_texts([getattr(record, "text", None)], "docs")
+            items.append(RetainItem(text, _check_time(getattr(record, "timestamp", None))))
+        self._retain(items)
+
+    def warm_embeddings(self, docs: Sequence[str]) -> None:
+        """Embed the offline facts of docs into the cache without retaining them (`middle
+        bench` times embedding and the bank apart)."""
+        if self.cache is None:
+            return
+        now = self.clock()
+        texts = [f.text for d in check_texts(list(docs), "docs")
+                 for f in extract.extract(d, now, self.options.max_facts_per_doc)]
+        retrieval.embed_documents(self.embedder, texts, self.cache)
+
+    def _retain(self, items: list[RetainItem]) -> list[int]:
+        if not items:
+            return []
+        written = retain_items(self, items)
+        every = self.options.refresh_every_retains
+        if written and every and self.options.mental_models:
+            with self.bank.read() as conn:
+                due = int(self.bank.meta(conn, "retains_since_refresh") or 0) >= every
+            if due:
+                try:
+                    reflect_mod.refresh_models(self)
+                except Exception as exc:  # the retain is committed; models catch up next time
+                    log.warning("hindsight mental models not refreshed: %s", exc)
+        return written
+
+    def recall_query(self, query: str, budget: int = 10, max_tokens: int | None = None,
+                     types: Sequence[str] | None = None, tags: Sequence[str] | None = None,
+                     tags_match: str = "any") -> recall_mod.Recalled:
+        """Hindsight's recall: at most `budget` facts within `max_tokens`, filtered by kind and tags."""
+        (query,) = check_texts([query], "query")
+        bad = set(types or ()) - set(recall_mod.KINDS)
+        if bad:
+            raise ValueError(f"unknown fact type(s) {sorted(bad)}: use {', '.join(recall_mod.KINDS)}")
+        if tags_match not in ("any", "all"):
+            raise ValueError("tags_match must be 'any' or 'all'")
+        return recall_mod.recall(self, query, budget, budget_tokens=max_tokens, types=types,
+                                 tags=check_tags(tags), tags_match=tags_match)
+
+    def reflect(self, question: str) -> reflect_mod.Reflection:
+        (question,) = check_texts([question], "question")
+        return reflect_mod.reflect(self, question)
+
+    def delete_fact(self, fact_id: int) -> bool:
+        """Delete one fact (or observation) exactly; a document left with no facts goes too."""
+        with self.bank.write() as conn:
+            row = conn.execute("SELECT doc_id FROM facts WHERE id = ?", (int(fact_id),)).fetchone()
+            if row is None:
+                return False
+            touched: list[int] = []
+            remove_facts(self, conn, [int(fact_id)], touched)
+            if row[0] is not None and not conn.execute(
+                    "SELECT 1 FROM facts WHERE doc_id = ? LIMIT 1", (row[0],)).fetchone():
+                conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
+            self.bank.bump(conn, touched)
+        return True
+
+    def mental_models(self) -> list[dict[str, Any]]:
+        with self.bank.read() as conn:
+            rows = conn.execute("SELECT name, question, content, version, updated_at, fact_ids "
+                                "FROM mental_models ORDER BY name").fetchall()
+        out = []
+        for r in rows:
+            try:
+                fact_ids = json.loads(r[5])
+            except json.JSONDecodeError:
+                raise MemoryStoreError(f"the hindsight bank {self.bank.path} is corrupt (mental model "
+                                       f"{r[0]!r} has fact ids that are not JSON); move it away") from None
+            out.append({"name": r[0], "question": r[1], "content": r[2], "version": r[3],
+                        "updated_at": r[4], "fact_ids": fact_ids})
+        return out
+
+    def refresh_mental_models(self) -> list[str]:
+        return reflect_mod.refresh_models(self)
+
+    # --- the memory contract -------------------------------------------------------------------
+
+    def index(self, docs: list[str]) -> None:
+        docs = check_texts(docs, "docs")
+        self._retain([RetainItem(d) for d in docs])
+
+    def retrieve(self, queries: list[str], num_to_retrieve: int) -> list[RetrieveResult]:
+        queries = check_texts(queries, "queries")
+        return [self._retrieve_one(q, num_to_retrieve) for q in queries]
+
+    def _retrieve_one(self, query: str, k: int) -> RetrieveResult:
+        if k <= 0:
+            return {"question": query, "docs": [], "doc_scores": []}
+        facts_mode = self.options.retrieve_returns == "facts"
+        wanted = k if facts_mode else 5 * k  # enough facts for k documents (a doc has several)
+        hits = recall_mod.recall(self, query, wanted).hits
+        if facts_mode:
+            return {"question": query, "docs": [f"{h.text} ({h.when})" if h.when else h.text for h in hits],
+                    "doc_scores": [float(h.score) for h in hits]}
+        return {"question": query, **self._documents(hits, k)}
+
+    def _documents(self, hits: list[recall_mod.Hit], k: int) -> dict[str, list]:
+        """Facts to their documents, each scored by its best fact plus a share of its second;
+        an observation stands for the documents of the facts supporting it."""
+        scores: dict[int, float] = {}
+        best: dict[int, recall_mod.Hit] = {}
+        obs = [h for h in hits if h.doc_id is None]
+        with self.bank.read() as conn:
+            support: dict[int, list[int]] = {}
+            if obs:
+                ids = [h.id for h in obs]
+                for obs_id, doc_id in conn.execute(
+                        f"SELECT s.obs_id, f.doc_id FROM observation_support s JOIN facts f ON "
+                        f"f.id = s.fact_id WHERE s.obs_id IN {in_clause(ids)}", ids):
+                    support.setdefault(obs_id, []).append(doc_id)
+            per_doc: dict[int, list[float]] = {}
+            for hit in hits:
+                for doc_id in ([hit.doc_id] if hit.doc_id is not None else support.get(hit.id, [])):
+                    if doc_id is None:
+                        continue
+                    per_doc.setdefault(doc_id, []).append(hit.score)
+                    if hit.score > max(per_doc[doc_id][:-1], default=-1.0):
+                        best[doc_id] = hit
+            for doc_id, values in per_doc.items():
+                values.sort(reverse=True)
+                scores[doc_id] = values[0] + SECOND_FACT_WEIGHT * sum(values[1:2])
+            ranked = sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]
+            ids = [d for d, _ in ranked]
+            rows = {r[0]: (r[1], r[2]) for r in conn.execute(
+                f"SELECT id, text, source FROM documents WHERE id IN {in_clause(ids)}", ids)} if ids else {}
+        docs, doc_scores = [], []
+        for doc_id, score in ranked:
+            if doc_id not in rows:
+                continue
+            text, source = rows[doc_id]
+            if source == "turns":  # a window of turns is long: its best fact speaks for it
+                hit = best[doc_id]
+                text = f"{hit.text} ({hit.when})" if hit.when else hit.text
+            docs.append(text)
+            doc_scores.append(float(score))
+        return {"docs": docs, "doc_scores": doc_scores}
+
+    def delete(self, docs: list[str]) -> int:
+        docs = check_texts(docs, "docs")
+        hashes = list(dict.fromkeys(text_hash(d) for d in docs))
+        if not hashes:
+            return 0
+        with self.bank.write() as conn:
+            rows = conn.execute(f"SELECT id, text_hash FROM documents WHERE text_hash IN "
+                                f"{in_clause(hashes)}", hashes).fetchall()
+            touched: list[int] = []
+            for doc_id, _ in rows:
+                facts = [r[0] for r in conn.execute("SELECT id FROM facts WHERE doc_id = ?", (doc_id,))]
+                remove_facts(self, conn, facts, touched)
+                conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+            if rows:
+                self.bank.bump(conn, touched)
+        return len({h for _, h in rows})
+
+    def list_docs(self) -> list[str]:
+        with self.bank.read() as conn:
+            return [r[0] for r in conn.execute("SELECT text FROM documents ORDER BY id")]
+
+    def observe_round(self, conversation_id: str, prompt: str, response: str) -> None:
+        lifecycle.observe_round(self, conversation_id, prompt, response)
+
+    def agent_context(self) -> str:
+        return reflect_mod.agent_context(self)
+
+    def close(self) -> None:
+        self.bank.close()
+
+
+def _check_time(timestamp: Any) -> float | None:
+    if timestamp is None:
+        return None
+    if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)) or timestamp != timestamp \
+            or abs(timestamp) == float("inf"):
+        raise ValueError(f"timestamp must be finite unix seconds, got {timestamp!r}")
+    return float(timestamp)
+
+
+__all__ = ["HindsightBackend", "HindsightOptions", "MemoryStoreError"]

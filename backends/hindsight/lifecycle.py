@@ -1,0 +1,58 @@
+"""Seed 003's lifecycle: retain a ticket conversation every N turns (with overlap), tagged with
+its conversation, memory text stripped. Off by default (seed 000 indexes only at completion)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchestrator.plugin_api import check_texts
+
+from .extract import strip_memory_text
+from .retain import RetainItem
+
+if TYPE_CHECKING:
+    from .backend import HindsightBackend
+
+CONVERSATION_TAG = "conversation:"
+
+
+def conversation_tag(conversation_id: str) -> str:
+    return f"{CONVERSATION_TAG}{conversation_id}"
+
+
+def window_text(rounds: list[tuple[int, str, str]]) -> str:
+    """Rounds as one document, memory text stripped from both sides (no feedback loop)."""
+    parts = []
+    for seq, prompt, response in rounds:
+        parts.append(f"[turn {seq}] The middle agent asked Claude Code: {strip_memory_text(prompt)}\n"
+                     f"[turn {seq}] Claude Code answered: {strip_memory_text(response)}")
+    return "\n\n".join(parts)
+
+
+def observe_round(hb: HindsightBackend, conversation_id: str, prompt: str, response: str) -> None:
+    """Buffer the round in the bank (another process may see the next one); every N rounds
+    retain the window since the last retain plus `retain_overlap_turns` earlier rounds."""
+    every = hb.options.retain_every_turns
+    if every <= 0:
+        return
+    conversation_id, prompt, response = check_texts([conversation_id, prompt, response], "round")
+    key = f"lifecycle:{conversation_id}"
+    with hb.bank.write() as conn:
+        seq = (conn.execute("SELECT MAX(seq) FROM pending_rounds WHERE conversation_id = ?",
+                            (conversation_id,)).fetchone()[0] or int(hb.bank.meta(conn, key) or 0)) + 1
+        conn.execute("INSERT INTO pending_rounds VALUES (?, ?, ?, ?)", (conversation_id, seq, prompt, response))
+        last = int(hb.bank.meta(conn, key) or 0)
+        if seq - last < every:
+            return
+        first = max(1, last + 1 - hb.options.retain_overlap_turns)
+        rounds = conn.execute("SELECT seq, prompt, response FROM pending_rounds WHERE conversation_id = ? "
+                              "AND seq >= ? ORDER BY seq", (conversation_id, first)).fetchall()
+    tags = [conversation_tag(conversation_id)] if hb.options.tag_conversations else []
+    item = RetainItem(window_text(rounds), tags=tags, key=f"{conversation_id}:turns {rounds[0][0]}-{seq}",
+                      source="turns")
+    hb._retain([item])  # committed first: a crash before the bookkeeping below retains it again, no loss
+    with hb.bank.write() as conn:
+        hb.bank.set_meta(conn, key, str(seq))
+        keep_from = seq + 1 - hb.options.retain_overlap_turns
+        conn.execute("DELETE FROM pending_rounds WHERE conversation_id = ? AND seq < ?",
+                     (conversation_id, keep_from))
