@@ -28,6 +28,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "backends.bm25.plugin",
     "backends.hybrid.plugin",
     "backends.hindsight.plugin",
+    "backends.hipporag.plugin",
     "orchestrator.worker.plugin",
 )
 

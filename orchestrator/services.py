@@ -29,8 +29,9 @@ class LazyTextLLM:
     """The memory model tier, created on its first call: `middle memory search` needs no API key
     even when a memory model is configured, and only a summary that is really written does."""
 
-    def __init__(self, factory: Any):
+    def __init__(self, factory: Any, model: str | None = None):
         self._factory = factory
+        self.model = model  # backends key caches by it (e.g. hipporag's OpenIE cache)
         self._llm: TextLLM | None = None
 
     def complete(self, system: str, prompt: str, max_tokens: int = 1024) -> str:
@@ -115,7 +116,7 @@ class Services:
                 base = AnthropicLLM(self.config.agent.model, base_url=self.config.agent.base_url)
             return AnthropicTextLLM(model, base)
 
-        return LazyTextLLM(build)
+        return LazyTextLLM(build, model=model)
 
     @cached_property
     def memory(self) -> Any:

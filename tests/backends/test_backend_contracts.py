@@ -101,6 +101,25 @@ class TestHybridAllStagesContract(MemoryBackendContract):
         return lambda store_dir: HybridBackend(store_dir, options)
 
 
+def hashing_hipporag(store_dir):
+    """The hipporag backend on the no-model embedder (fast); its process test runs the default."""
+    from backends.hipporag import HippoRAGBackend
+
+    return HippoRAGBackend(store_dir, HippoRAGBackend.Options(embedder="hashing"))
+
+
+class TestHippoRAGContract(MemoryBackendContract):
+    """Offline extractor, graph and PageRank on the hashing embedder; the two-process test opens
+    the backend with its default options (offline MiniLM ONNX, no LLM, no network)."""
+
+    process_factory = "backends.hipporag:HippoRAGBackend"
+    process_docs_per_thread = 6
+
+    @pytest.fixture
+    def backend_factory(self):
+        return hashing_hipporag
+
+
 class TestHindsightContract(MemoryBackendContract):
     """The no-model embedder here (fast); the process test opens the default options (MiniLM,
     whose vectors of these docs the hybrid class has cached) in fresh interpreters."""

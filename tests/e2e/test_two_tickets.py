@@ -49,7 +49,7 @@ def middle_log(cfg_path, ticket_id):
 
 
 # Every built-in backend that recalls by content: ticket 2 must recall ticket 1's summary.
-RECALLING_BACKENDS = ["sliding_window", "hybrid", "hindsight"]
+RECALLING_BACKENDS = ["sliding_window", "hybrid", "hipporag", "hindsight"]
 # Backends whose recall returns the indexed doc itself (others return facts drawn from it).
 RETURNS_WHOLE_DOCS = {"sliding_window", "hybrid", "dense", "bm25", "hipporag"}
 

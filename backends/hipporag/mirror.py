@@ -1,0 +1,146 @@
+"""In-memory copies of the store's vector tables, caught up through the change log on each call."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+
+from orchestrator.plugin_api import retrieval
+
+from .store import GraphStore
+
+
+class _Mirror:
+    """One vector table as of a generation; `sync` applies the changes logged since."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.gen: int | None = None
+
+    def sync(self, store: GraphStore, conn: sqlite3.Connection) -> None:
+        gen, floor = store.generation(conn)
+        if self.gen == gen:
+            return
+        if self.gen is None or self.gen < floor or self.gen > gen:
+            self._reset()
+            ids, vectors = store.vector_rows(conn, self.kind)
+        else:
+            # Remove every touched id, then re-add those that still have a vector: idempotent,
+            # so the order of adds and deletes within the range does not matter.
+            touched = [r[0] for r in conn.execute(
+                "SELECT DISTINCT id FROM changes WHERE kind = ? AND gen > ? AND gen <= ?",
+                (self.kind, self.gen, gen))]
+            self._remove(np.asarray(touched, dtype=np.int64))
+            ids, vectors = store.vector_rows(conn, self.kind, touched)
+        if vectors is not None:
+            self._add(ids, vectors)
+        self.gen = gen
+
+    def invalidate(self) -> None:
+        """Forget everything: the next sync reloads (after a write that rolled back)."""
+        self._reset()
+        self.gen = None
+
+    def _reset(self) -> None:
+        raise NotImplementedError
+
+    def _remove(self, ids: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        raise NotImplementedError
+
+
+class MatrixMirror(_Mirror):
+    """Vectors as one (n, d) array ordered by id: every row is scored per query. Rows live in a
+    buffer with spare capacity, so appending new docs copies only the new rows."""
+
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._rows: np.ndarray | None = None
+        self.n = 0
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self._ids[:self.n]
+
+    @property
+    def matrix(self) -> np.ndarray | None:
+        return None if self._rows is None else self._rows[:self.n]
+
+    def _remove(self, ids: np.ndarray) -> None:
+        if not (len(ids) and self.n):
+            return
+        keep = ~np.isin(self.ids, ids)
+        if not keep.all():
+            self._ids, self._rows = self.ids[keep], np.ascontiguousarray(self.matrix[keep])
+            self.n = len(self._ids)
+
+    def _add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if self._rows is None or self.n == 0:
+            self._ids, self._rows, self.n = ids.copy(), vectors.copy(), len(ids)
+            return
+        if ids.min() <= self._ids[self.n - 1]:  # not a pure append: merge in id order
+            merged = np.concatenate([self.ids, ids])
+            order = np.argsort(merged, kind="stable")
+            self._ids = merged[order]
+            self._rows = np.ascontiguousarray(np.vstack([self.matrix, vectors])[order])
+            self.n = len(self._ids)
+            return
+        need = self.n + len(ids)
+        if need > len(self._ids):  # grow by half again: appends stay amortised O(new rows)
+            capacity = max(need, len(self._ids) * 3 // 2)
+            grown = np.empty((capacity, self._rows.shape[1]), dtype=np.float32)
+            grown[:self.n] = self.matrix
+            grown_ids = np.empty(capacity, dtype=np.int64)
+            grown_ids[:self.n] = self.ids
+            self._rows, self._ids = grown, grown_ids
+        self._ids[self.n:need] = ids
+        self._rows[self.n:need] = vectors
+        self.n = need
+
+    def scores(self, query: np.ndarray) -> np.ndarray:
+        if self._rows is None or self.n == 0:
+            return np.zeros(0, dtype=np.float32)
+        # einsum runs one thread: BLAS gemv split over threads was 3-4x slower on a busy
+        # 2-core machine (memory-bound work), and its blocking could vary with the row count.
+        return np.einsum("ij,j->i", self.matrix, np.asarray(query, dtype=np.float32))
+
+
+class IndexMirror(_Mirror):
+    """Vectors in the shared FAISS VectorIndex, for nearest-neighbour search (synonymy)."""
+
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.index: retrieval.VectorIndex | None = None
+
+    def _reset(self) -> None:
+        self.index = None
+
+    def _remove(self, ids: np.ndarray) -> None:
+        if self.index is not None and len(ids):
+            self.index.remove(ids)
+
+    def _add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
+        if self.index is None or (len(self.index) == 0 and self.index.dimension != vectors.shape[1]):
+            self.index = retrieval.VectorIndex(vectors.shape[1])
+        self.index.add(ids, vectors)
+
+    def add(self, ids: list[int], vectors: np.ndarray) -> None:
+        """Mirror rows being written in the current transaction (invalidate if it fails)."""
+        if ids:
+            self._add(np.asarray(ids, dtype=np.int64), vectors)
+
+    def remove(self, ids: list[int]) -> None:
+        self._remove(np.asarray(ids, dtype=np.int64))
+
+    def search(self, vector: np.ndarray, k: int) -> tuple[list[int], list[float]]:
+        if self.index is None:
+            return [], []
+        return self.index.search(vector, k)

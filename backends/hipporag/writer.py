@@ -1,0 +1,240 @@
+"""Adds and removes passages inside one write transaction, keeping every edge's contributors exact.
+
+Synonymy is incremental: each entity keeps its nearest `k` entities with cosine >= threshold
+(ties by name), and the edge set is the union of these lists. A new entity searches the entity
+index once for its own list and offers itself to each neighbour above the threshold; a removed
+entity leaves the lists that held it, and only those lists that were full are searched again.
+So the lists always equal a from-scratch computation over the entities present, whatever
+order passages came and went in, and adding docs costs in proportion to the new entities.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .extract import Extraction
+from .mirror import IndexMirror
+from .store import CHUNK, to_blob
+
+
+@dataclass
+class NewPassage:
+    text: str
+    hash: str
+    vector: np.ndarray
+    extraction: Extraction
+
+
+def fact_text(subject: str, predicate: str, obj: str) -> str:
+    """What a fact's vector embeds."""
+    return " ".join(part for part in (subject, predicate, obj) if part)
+
+
+def alnum_count(name: str) -> int:
+    return sum(c.isalnum() for c in name)
+
+
+class GraphWriter:
+    """One write transaction's work; `changes` collects the (kind, id) vector rows touched."""
+
+    def __init__(self, conn: sqlite3.Connection, entities: IndexMirror, threshold: float, k: int,
+                 min_chars: int, vectors_for: Callable[[list[str]], dict[str, np.ndarray]]):
+        self.conn, self.entities = conn, entities
+        self.threshold, self.k, self.min_chars = threshold, k, min_chars
+        self.vectors_for = vectors_for  # embeds entity names / fact texts this call lacks
+        self.changes: list[tuple[str, int]] = []
+
+    # --- adding ------------------------------------------------------------------------------
+
+    def add(self, passages: list[NewPassage], known: dict[str, np.ndarray]) -> int:
+        """Insert passages (an exact text already stored is skipped); return how many were new."""
+        now = time.time()
+        new_entities: list[tuple[int, str]] = []
+        added = 0
+        for p in passages:
+            cur = self.conn.execute(
+                "INSERT OR IGNORE INTO passages (hash, text, created_at, source) VALUES (?, ?, ?, ?)",
+                (p.hash, p.text, now, p.extraction.source))
+            if cur.rowcount == 0:
+                continue
+            added += 1
+            pid = int(cur.lastrowid)
+            self.conn.execute("INSERT INTO passage_vectors VALUES (?, ?)", (pid, to_blob(p.vector)))
+            self.changes.append(("p", pid))
+            ids = {name: self._entity(name, known, new_entities) for name in p.extraction.entities}
+            self.conn.executemany("INSERT OR IGNORE INTO passage_entities VALUES (?, ?)",
+                                  [(pid, eid) for eid in ids.values()])
+            for (s, pred, o), count in Counter(p.extraction.triples).items():
+                fid = self._fact(ids[s], pred, ids[o], fact_text(s, pred, o), known)
+                self.conn.execute("INSERT INTO passage_facts VALUES (?, ?, ?)", (pid, fid, count))
+                if ids[s] != ids[o]:
+                    a, b = sorted((ids[s], ids[o]))
+                    self.conn.execute(
+                        "INSERT INTO fact_edges VALUES (?, ?, ?) ON CONFLICT (a, b) "
+                        "DO UPDATE SET weight = weight + excluded.weight", (a, b, count))
+        self._link_synonyms(new_entities)
+        return added
+
+    def _vector(self, text: str, known: dict[str, np.ndarray]) -> np.ndarray:
+        if text not in known:  # another writer removed it since we looked: embed it now
+            known.update(self.vectors_for([text]))
+        return known[text]
+
+    def _entity(self, name: str, known: dict[str, np.ndarray],
+                new_entities: list[tuple[int, str]]) -> int:
+        row = self.conn.execute("SELECT id FROM entities WHERE name = ?", (name,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        eid = int(self.conn.execute("INSERT INTO entities (name) VALUES (?)", (name,)).lastrowid)
+        if self.k > 0 and alnum_count(name) >= self.min_chars:
+            self.conn.execute("INSERT INTO entity_vectors VALUES (?, ?)",
+                              (eid, to_blob(self._vector(name, known))))
+            self.changes.append(("e", eid))
+            new_entities.append((eid, name))
+        return eid
+
+    def _fact(self, subject: int, predicate: str, obj: int, text: str,
+              known: dict[str, np.ndarray]) -> int:
+        row = self.conn.execute("SELECT id FROM facts WHERE subject = ? AND predicate = ? AND "
+                                "object = ?", (subject, predicate, obj)).fetchone()
+        if row is not None:
+            return int(row[0])
+        fid = int(self.conn.execute("INSERT INTO facts (subject, predicate, object) VALUES "
+                                    "(?, ?, ?)", (subject, predicate, obj)).lastrowid)
+        self.conn.execute("INSERT INTO fact_vectors VALUES (?, ?)", (fid, to_blob(self._vector(text, known))))
+        self.changes.append(("f", fid))
+        return fid
+
+    # --- synonymy ------------------------------------------------------------------------------
+
+    def _vectors(self, ids: list[int]) -> dict[int, np.ndarray]:
+        out: dict[int, np.ndarray] = {}
+        for start in range(0, len(ids), CHUNK):
+            chunk = ids[start:start + CHUNK]
+            for i, blob in self.conn.execute(
+                    f"SELECT id, vec FROM entity_vectors WHERE id IN ({','.join('?' * len(chunk))})",
+                    chunk):
+                out[i] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def _names(self, ids: list[int]) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for start in range(0, len(ids), CHUNK):
+            chunk = ids[start:start + CHUNK]
+            out.update(self.conn.execute(
+                f"SELECT id, name FROM entities WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        return out
+
+    def _above(self, eid: int, vector: np.ndarray, limit: int | None) -> list[tuple[int, float]]:
+        """Entities with cosine >= threshold (all of them, or the nearest `limit`)."""
+        k = (limit or self.k) + 1
+        while True:
+            ids, scores = self.entities.search(vector, k)
+            if len(ids) < k or scores[-1] < self.threshold or (limit and k > limit):
+                break
+            k *= 4  # the threshold reaches further: widen until it is crossed
+        return [(i, s) for i, s in zip(ids, scores) if i != eid and s >= self.threshold]
+
+    def _ranked(self, pairs: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        names = self._names([i for i, _ in pairs])
+        return sorted(pairs, key=lambda p: (-p[1], names[p[0]]))[:self.k]
+
+    def _recompute(self, eid: int, vector: np.ndarray,
+                   above: list[tuple[int, float]] | None = None) -> None:
+        """Set eid's list to its k best neighbours (from `above` when already searched)."""
+        if above is None:
+            above = self._above(eid, vector, self.k)
+        self.conn.execute("DELETE FROM synonyms WHERE entity = ?", (eid,))
+        self.conn.executemany("INSERT INTO synonyms VALUES (?, ?, ?)",
+                              [(eid, n, s) for n, s in self._ranked(above)])
+
+    def _link_synonyms(self, new_entities: list[tuple[int, str]]) -> None:
+        if not new_entities:
+            return
+        fresh = {eid for eid, _ in new_entities}
+        vectors = self._vectors(sorted(fresh))
+        self.entities.add(sorted(fresh), np.vstack([vectors[i] for i in sorted(fresh)]))
+        for eid, name in new_entities:
+            above = self._above(eid, vectors[eid], None)  # one search serves both directions
+            self._recompute(eid, vectors[eid], above)
+            for other, score in above:
+                if other not in fresh:
+                    self._offer(other, eid, name, score)
+
+    def _offer(self, owner: int, candidate: int, name: str, score: float) -> None:
+        """Put candidate in owner's list if it ranks among owner's k best."""
+        rows = self.conn.execute("SELECT s.neighbour, s.score, e.name FROM synonyms s JOIN "
+                                 "entities e ON e.id = s.neighbour WHERE s.entity = ?",
+                                 (owner,)).fetchall()
+        if len(rows) >= self.k:
+            worst = max(rows, key=lambda r: (-r[1], r[2]))
+            if (-score, name) >= (-worst[1], worst[2]):
+                return
+            self.conn.execute("DELETE FROM synonyms WHERE entity = ? AND neighbour = ?",
+                              (owner, worst[0]))
+        self.conn.execute("INSERT OR REPLACE INTO synonyms VALUES (?, ?, ?)", (owner, candidate, score))
+
+    # --- removing --------------------------------------------------------------------------------
+
+    def remove(self, pids: list[int]) -> None:
+        """Remove passages, their contributions, and entities and facts no passage holds any more."""
+        facts: set[int] = set()
+        entities: set[int] = set()
+        for pid in pids:
+            if self.conn.execute("SELECT 1 FROM passages WHERE id = ?", (pid,)).fetchone() is None:
+                continue
+            for fid, count, s, o in self.conn.execute(
+                    "SELECT pf.fact, pf.count, f.subject, f.object FROM passage_facts pf JOIN facts f "
+                    "ON f.id = pf.fact WHERE pf.passage = ?", (pid,)).fetchall():
+                facts.add(fid)
+                if s != o:
+                    a, b = sorted((s, o))
+                    self.conn.execute("UPDATE fact_edges SET weight = weight - ? WHERE a = ? AND b = ?",
+                                      (count, a, b))
+            entities.update(r[0] for r in self.conn.execute(
+                "SELECT entity FROM passage_entities WHERE passage = ?", (pid,)))
+            for table, column in (("passage_facts", "passage"), ("passage_entities", "passage"),
+                                  ("passage_vectors", "id"), ("passages", "id")):
+                self.conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (pid,))
+            self.changes.append(("p", pid))
+        self.conn.execute("DELETE FROM fact_edges WHERE weight <= 0")
+        for fid in sorted(facts):
+            if self.conn.execute("SELECT 1 FROM passage_facts WHERE fact = ? LIMIT 1", (fid,)).fetchone() is None:
+                self.conn.execute("DELETE FROM facts WHERE id = ?", (fid,))
+                self.conn.execute("DELETE FROM fact_vectors WHERE id = ?", (fid,))
+                self.changes.append(("f", fid))
+        orphans = [eid for eid in sorted(entities) if self.conn.execute(
+            "SELECT 1 FROM passage_entities WHERE entity = ? LIMIT 1", (eid,)).fetchone() is None]
+        self._unlink(orphans)
+
+    def _unlink(self, orphans: list[int]) -> None:
+        if not orphans:
+            return
+        gone = set(orphans)
+        holders: set[int] = set()
+        full: set[int] = set()
+        for eid in orphans:
+            for owner, size in self.conn.execute(
+                    "SELECT s.entity, (SELECT COUNT(*) FROM synonyms t WHERE t.entity = s.entity) "
+                    "FROM synonyms s WHERE s.neighbour = ?", (eid,)).fetchall():
+                holders.add(owner)
+                if size >= self.k:
+                    full.add(owner)
+        for eid in orphans:
+            self.conn.execute("DELETE FROM synonyms WHERE entity = ? OR neighbour = ?", (eid, eid))
+            self.conn.execute("DELETE FROM entities WHERE id = ?", (eid,))
+            if self.conn.execute("DELETE FROM entity_vectors WHERE id = ?", (eid,)).rowcount:
+                self.changes.append(("e", eid))
+        self.entities.remove(orphans)
+        # A list that was full may now admit an entity it had no room for: search it again.
+        refill = sorted(full - gone)
+        vectors = self._vectors(refill)
+        for owner in refill:
+            if owner in vectors:
+                self._recompute(owner, vectors[owner])
