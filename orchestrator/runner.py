@@ -27,6 +27,8 @@ from tickets.store import TicketStore
 
 log = logging.getLogger("middle.runner")
 
+BUSY_TIMEOUT_S = 60.0  # how long a checkpoint write waits for another process's write
+
 # `middle run` starts tickets in these states; a complete one only when asked (`--rerun`).
 RUNNABLE = ("pending", "failed", "reverted")
 
@@ -73,7 +75,10 @@ class Orchestrator:
         path = config.checkpoint_path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(path), check_same_thread=False)
+            # Two `middle run` processes share this file: wait for the other's write (like the
+            # ticket store does) instead of failing after SQLite's default 5 s.
+            self._conn = sqlite3.connect(str(path), check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+            self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             self._conn.execute("PRAGMA journal_mode=WAL")
         except (OSError, sqlite3.Error) as exc:
             raise _checkpoint_error(path, exc) from None
@@ -273,6 +278,10 @@ class _Heartbeat:
 
 
 def _checkpoint_error(path: Path, exc: BaseException) -> StoreError:
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
+        return StoreError(
+            f"the checkpoint file {path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f}s "
+            "({exc}): wait for the other `middle` command, then continue with `middle resume`")
     return StoreError(
         f"the checkpoint file {path} is unreadable ({exc}): it is corrupt or not a checkpoint "
         "database. Move it away and start the ticket again with `middle run` (runs in it can "
