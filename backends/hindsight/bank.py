@@ -13,6 +13,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from orchestrator.plugin_api import MemoryStoreError, retrieval
+from backends.sqlite_tx import read_tx, write_tx
 
 FORMAT_VERSION = 1
 FILE_NAME = "hindsight.sqlite3"
@@ -115,32 +116,14 @@ class Bank:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE ... COMMIT, rolled back on any error: a failed write changes nothing."""
-        with self.lock:
-            conn = self._require()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise self.error(exc, "write failed in") from exc
+        with self.lock, write_tx(self._require(), self.error) as conn:
+            yield conn
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """One read transaction: every SELECT in it sees the same committed state."""
-        with self.lock:
-            conn = self._require()
-            try:
-                conn.execute("BEGIN")
-                try:
-                    yield conn
-                finally:
-                    conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise self.error(exc, "read failed in") from exc
+        with self.lock, read_tx(self._require(), self.error) as conn:
+            yield conn
 
     @staticmethod
     def _meta(conn: sqlite3.Connection, key: str) -> str | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from orchestrator.plugin_api import MemoryStoreError
+from backends.sqlite_tx import read_tx, write_tx
 
 FORMAT_VERSION = 1
 KEEP_GENERATIONS = 1000  # change-log depth; a reader further behind reloads in full
@@ -102,34 +103,14 @@ class GraphStore:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE ... COMMIT, rolled back on any error: a failed write changes nothing."""
-        with self._lock:
-            conn = self._require_open()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise self.error(exc, "write failed in") from exc
+        with self._lock, write_tx(self._require_open(), self.error) as conn:
+            yield conn
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """One read transaction: every SELECT in it sees the same committed state."""
-        with self._lock:
-            conn = self._require_open()
-            try:
-                conn.execute("BEGIN")
-                try:
-                    yield conn
-                finally:
-                    conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise self.error(exc, "read failed in") from exc
+        with self._lock, read_tx(self._require_open(), self.error) as conn:
+            yield conn
 
     @staticmethod
     def get_meta(conn: sqlite3.Connection, key: str) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from orchestrator.plugin_api import MemoryStoreError
+from backends.sqlite_tx import read_tx, write_tx
 
 from . import bm25
 from .vector import VectorIndex
@@ -117,33 +118,14 @@ class RetrievalStore:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """BEGIN IMMEDIATE ... COMMIT, rolled back on any error: a failed write changes nothing."""
-        with self._lock:
-            conn = self._require_open()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:  # also when COMMIT itself failed (disk full)
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                raise self._error(exc, "write failed in") from exc
+        with self._lock, write_tx(self._require_open(), self._error) as conn:
+            yield conn
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """One read transaction: every SELECT in it sees the same committed state."""
-        with self._lock:
-            conn = self._require_open()
-            try:
-                conn.execute("BEGIN")
-                try:
-                    yield conn
-                finally:
-                    conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise self._error(exc, "read failed in") from exc
+        with self._lock, read_tx(self._require_open(), self._error) as conn:
+            yield conn
 
     def bump(self, conn: sqlite3.Connection, ids: Sequence[int]) -> int:
         """Inside a write: log the touched ids under the next generation and return it."""

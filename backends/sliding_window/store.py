@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.plugin_api import MemoryStoreError
+from backends.sqlite_tx import read_tx, write_tx
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -87,32 +88,14 @@ class Store:
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE, so another process waits rather than races)."""
-        with self._lock:
-            conn = self._require_open()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
+        with self._lock, write_tx(self._require_open(), lambda exc, _what: self._error(exc)) as conn:
+            yield conn
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """A consistent read (one deferred transaction)."""
-        with self._lock:
-            conn = self._require_open()
-            try:
-                conn.execute("BEGIN")
-                try:
-                    yield conn
-                finally:
-                    conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
+        with self._lock, read_tx(self._require_open(), lambda exc, _what: self._error(exc)) as conn:
+            yield conn
 
     def close(self) -> None:
         with self._lock:
