@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
@@ -13,7 +14,7 @@ from orchestrator.cli_output import (
     console, err_console, make_table, on_event, report, safe, say, shorten, summary_line,
 )
 from orchestrator.config import CONFIG_FILE, Config, load_config, require_config_file
-from orchestrator.errors import MiddleError
+from orchestrator.errors import MiddleError, TicketError
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a process ended by Ctrl-C (SIGINT)
 
@@ -100,43 +101,102 @@ def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
     return orch
 
 
-def _interrupted(ticket_id: str) -> None:
-    err_console.print(f"[yellow]interrupted:[/] middle resume {safe(ticket_id)}")
+def _interrupted(ticket_ids: list[str] | str) -> None:
+    for tid in [ticket_ids] if isinstance(ticket_ids, str) else ticket_ids:
+        err_console.print(f"[yellow]interrupted:[/] middle resume {safe(tid)}")
     sys.exit(EXIT_INTERRUPTED)
+
+
+@contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP end a run like Ctrl-C: turns and runs marked interrupted, Claude Code
+    killed, exit 130 (a closed terminal or `kill` must not leave an orphan spending money)."""
+    import signal
+
+    from orchestrator.errors import RunInterrupted
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise RunInterrupted(f"stopped by {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 @main.command()
 @click.argument("ticket_ids", nargs=-1)
 @click.option("--tickets", "tickets_dir", default=None, help="Ticket folder (default [project] tickets_dir).")
 @click.option("--fake", is_flag=True, help="Use the built-in offline fake model instead of the API.")
-@click.option("--rerun", is_flag=True, help="Also start tickets that are already complete.")
+@click.option("--rerun", is_flag=True, help="Also start tickets that are already complete or merged.")
+@click.option("--parallel", "-j", type=click.IntRange(1, 64), default=None,
+              help="Tickets at once, each in its own worktree (default [run] parallel).")
 @click.pass_context
 def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None, fake: bool,
-        rerun: bool) -> None:
+        rerun: bool, parallel: int | None) -> None:
     """Run the given tickets, or every pending one, from the ticket folder."""
-    orch = open_orchestrator(ctx, get_config(ctx), fake)
+    from orchestrator.batch import BatchInterrupted, run_batch
+    from orchestrator.batch_view import make_view
+
+    config = get_config(ctx)
+    orch = open_orchestrator(ctx, config, fake)
     loaded = orch.sync_tickets(tickets_dir)
     for problem in loaded.errors:
         err_console.print(f"[yellow]skipped:[/] {safe(problem)}")
+    for warning in loaded.warnings:
+        err_console.print(f"[yellow]warning:[/] {safe(warning)}")
+    blocked: dict[str, str] = {}
+    for problem in loaded.dependency_errors:
+        err_console.print(f"[bold red]error:[/] {safe(problem)}")
+        blocked.update({tid: str(problem) for tid in problem.ticket_ids})
+    ticket_ids = tuple(_ticket_id(t, loaded) for t in ticket_ids)
+    for tid in ticket_ids:
+        if not orch.store.has_ticket(tid):
+            raise TicketError(_no_such_ticket(tid, loaded, config))
     ids = list(ticket_ids) or [t.id for t in orch.store.list_tickets(status="pending")]
-    for tid in ids:
-        orch.store.get_ticket(tid)  # an unknown id is an error before anything runs
     if not ids:
         console.print("no pending tickets (see `middle tickets`)")
-    outcomes = []
-    for tid in ids:
-        console.print(f"[bold]ticket {safe(tid)}[/]: {safe(orch.store.get_ticket(tid).title)}")
-        try:
-            # Named tickets are refused when another process holds them; the pending list skips them.
-            outcome = orch.run_ticket(tid, rerun=rerun, skip_claimed=not ticket_ids)
-        except KeyboardInterrupt:
-            _interrupted(tid)
-        report(outcome)
-        outcomes.append(outcome)
-    if outcomes:
-        console.print(summary_line(outcomes))
-    if any(o.status == "failed" for o in outcomes) or loaded.errors:
+    n = parallel or config.run.parallel
+    view = make_view(n)
+    try:
+        with _stop_signals():
+            result = run_batch(orch, ids, parallel=n, rerun=rerun, named=bool(ticket_ids), view=view,
+                               blocked=blocked)
+    except BatchInterrupted as exc:
+        view.close()
+        if exc.outcomes:
+            console.print(summary_line(exc.outcomes))
+        _interrupted(exc.ticket_ids)
+    finally:
+        view.close()
+    if result.outcomes:
+        console.print(summary_line(result.outcomes))
+    if result.stopped:
+        err_console.print(f"[yellow]stopped:[/] {safe(result.stopped)}; the other tickets stay pending")
+    if result.fatal is not None:
+        raise result.fatal
+    for error in result.errors:
+        err_console.print(f"[bold red]error:[/] {safe(error)}")
+    if (any(o.status == "failed" for o in result.outcomes) or loaded.errors or blocked or result.errors):
         sys.exit(1)
+
+
+def _ticket_id(arg: str, loaded: Any) -> str:
+    """A ticket id, also when given as its file's path (`tickets/001-x.md`, as tab completion gives)."""
+    if not (arg.endswith(".md") or "/" in arg):
+        return arg
+    path = str(Path(arg).resolve())
+    return next((t.id for t in loaded.tickets if t.source == path), Path(arg).stem)
+
+
+def _no_such_ticket(tid: str, loaded: Any, config: Config) -> str:
+    """`middle run ID` of an unknown id: say whether a file by that name failed to load."""
+    for problem in loaded.errors:
+        if Path(problem.path).stem == tid or Path(problem.path).name == tid:
+            return f"ticket {tid!r} was skipped: {problem.message}"
+    return f"no ticket {tid!r} in {config.resolve(config.project.tickets_dir)}: see `middle tickets`"
 
 
 @main.command()
@@ -144,10 +204,11 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
 @click.option("--fake", is_flag=True, help="Use the built-in offline fake model instead of the API.")
 @click.pass_context
 def resume(ctx: click.Context, ticket_id: str, fake: bool) -> None:
-    """Finish a ticket's interrupted or failed run from its last checkpoint."""
+    """Continue a ticket's interrupted run, or a failed one that can be retried, from its last checkpoint."""
     orch = open_orchestrator(ctx, get_config(ctx), fake)
     try:
-        outcome = orch.resume(ticket_id)
+        with _stop_signals():
+            outcome = orch.resume(ticket_id)
     except KeyboardInterrupt:
         _interrupted(ticket_id)
     report(outcome)
@@ -160,6 +221,7 @@ def resume(ctx: click.Context, ticket_id: str, fake: bool) -> None:
 @click.pass_context
 def tickets(ctx: click.Context, status: str | None) -> None:
     """List the tickets: the ticket folder's, with their status from past runs."""
+    from tickets.deps import check_dependencies, waiting_for
     from tickets.model import TicketStatus
     from tickets.source import load_tickets
 
@@ -170,18 +232,31 @@ def tickets(ctx: click.Context, status: str | None) -> None:
     known = {t.id: t for t in store.list_tickets()} if store else {}
     folder = load_tickets(config.resolve(config.project.tickets_dir), config.resolve(config.project.path))
     rows = dict(known)
-    for t in folder.tickets:
-        rows.setdefault(t.id, t)  # not run yet: pending, as in the file
-    table = make_table("id", "project", "status", "title", "note")
+    for t in folder.tickets:  # the file's content (its depends_on) with the stored status
+        rows[t.id] = t.model_copy(update={"status": known[t.id].status,
+                                          "status_reason": known[t.id].status_reason}) if t.id in known else t
+    problems = check_dependencies(folder.tickets, rows)
+    blocked = {tid: "see the error below" for p in problems for tid in p.ticket_ids}
+
+    def status_of(tid: str) -> str | None:
+        return rows[tid].status.value if tid in rows else None
+
+    table = make_table("id", "project", "status", "waits for", "title", "note")
     for t in sorted(rows.values(), key=lambda t: t.id):
         st = t.status.value
         if status and st != status:
             continue
-        table.add_row(safe(t.id), safe(t.project_id), st, safe(shorten(t.title, 60)),
-                      safe(shorten(t.status_reason or "", 60)))
+        waits = blocked.get(t.id) or (", ".join(waiting_for(t, status_of, config.run.dependencies))
+                                      if st in ("pending", "failed", "discarded", "reverted") else "")
+        table.add_row(safe(t.id), safe(t.project_id), st, safe(shorten(waits or "-", 40)),
+                      safe(shorten(t.title, 60)), safe(shorten(t.status_reason or "", 60)))
     console.print(table)
     for problem in folder.errors:
         err_console.print(f"[yellow]skipped:[/] {safe(problem)}")
+    for warning in folder.warnings:
+        err_console.print(f"[yellow]warning:[/] {safe(warning)}")
+    for problem in problems:
+        err_console.print(f"[bold red]error:[/] {safe(problem)}")
 
 
 @main.command()
@@ -201,18 +276,6 @@ def log(ctx: click.Context, ticket_id: str, full: bool, follow: bool) -> None:
         follow_log(console, store, ticket_id)
         return
     print_log(console, store, ticket_id, full=full)
-
-
-@main.command()
-@click.argument("ticket_id")
-@click.pass_context
-def revert(ctx: click.Context, ticket_id: str) -> None:
-    """Delete a ticket's indexed summary from memory and mark the ticket reverted."""
-    from orchestrator.runner import revert_ticket
-
-    svc = services(ctx, get_config(ctx))
-    removed = revert_ticket(svc.store, svc.memory, ticket_id)
-    console.print(f"reverted ticket {safe(ticket_id)}: {removed} memory doc(s) deleted")
 
 
 @main.command()
@@ -269,6 +332,10 @@ def plugins() -> None:
 def _register_subcommands() -> None:
     from orchestrator.demo import demo
     from orchestrator.memory_cli import memory
+    from orchestrator.review_cli import REVIEW_COMMANDS
+
+    for command in REVIEW_COMMANDS:
+        main.add_command(command)
 
     main.add_command(memory)
     from orchestrator.bench.cli import bench; main.add_command(bench)  # noqa: E702

@@ -11,7 +11,7 @@ import os
 import threading
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
@@ -56,6 +56,23 @@ class ProjectConfig(_Strict):
     id: str | None = None  # default project id for tickets that name none: the folder name
     path: str = "."
     tickets_dir: str = "tickets"
+    # The branch tickets start from and merge into; `middle init` records the branch checked out
+    # then. Unset: the branch checked out in the project's repository when a ticket starts.
+    base_branch: str | None = None
+    # "worktree": each ticket on its own branch in .middle/worktrees/<id> (the user's working tree
+    # is never written by a run). "none": Claude Code edits the project directory in place.
+    isolation: Literal["worktree", "none"] = "worktree"
+
+
+class RunConfig(_Strict):
+    """`[run]`: how a batch of tickets runs (`middle run`, `middle serve`)."""
+
+    parallel: int = Field(1, gt=0, le=64)  # tickets at once, each in its own worktree
+    # The whole batch stops starting tickets once Claude Code's reported cost reaches this.
+    max_cost_usd_total: float | None = Field(None, gt=0)
+    # A ticket with depends_on starts once each dependency is merged (default) or complete (it
+    # then branches from the dependencies' branches).
+    dependencies: Literal["merged", "complete"] = "merged"
 
 
 class Config(BaseSettings):
@@ -68,6 +85,7 @@ class Config(BaseSettings):
     worker: WorkerConfig = WorkerConfig()
     memory: MemoryConfig = MemoryConfig()
     project: ProjectConfig = ProjectConfig()
+    run: RunConfig = RunConfig()
     state_dir: str = ".middle"  # tickets DB, checkpoints, Claude Code config for fake runs
     root: Path = Field(default_factory=Path.cwd, exclude=True)  # relative paths resolve here
     source: Path | None = Field(None, exclude=True)  # the config file read, if any
@@ -107,6 +125,11 @@ class Config(BaseSettings):
     @property
     def checkpoint_path(self) -> Path:
         return self.state_path / "checkpoints.sqlite3"
+
+    @property
+    def worktrees_path(self) -> Path:
+        """Where ticket worktrees live: `<state_dir>/worktrees/<ticket-id>`."""
+        return self.state_path / "worktrees"
 
 
 # pydantic-settings reads os.environ; load_config(environ=...) lets tests and the demo pass their own.
@@ -181,7 +204,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
             _ENVIRON.pop("value", None)
 
 
-_SECTIONS = ("agent", "worker", "memory", "project")
+_SECTIONS = ("agent", "worker", "memory", "project", "run")
 # Variables of ours that are not config keys (MIDDLE_AGENT_CACHE_DIR is the product's embedding
 # cache, "middle-agent" + "cache dir", not an [agent] key).
 _OTHER_VARIABLES = {"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", "MIDDLE_AGENT_CACHE_DIR"}

@@ -32,7 +32,17 @@ def prepare(workdir: Path, examples: Path, backend: str) -> Path:
     shutil.copytree(examples / "sample-repo", workdir / "repo")
     shutil.copytree(examples / "backlog", workdir / "tickets")
     shutil.copy(examples / "configs" / f"{backend}.toml", workdir / "middle.toml")
+    _git_init(workdir / "repo")
     return workdir / "middle.toml"
+
+
+def _git_init(repo: Path) -> None:
+    """Make the sample repo a git repository with one commit: each ticket runs on its own branch."""
+    from orchestrator.workspace.git import author_args, git
+
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    git(repo, "add", "-A")
+    git(repo, *author_args(repo), "commit", "--quiet", "--no-verify", "-m", "Sample repo")
 
 
 @click.command()
@@ -63,6 +73,9 @@ def demo(ctx: click.Context, workdir: str | None, examples: str | None, memory: 
         outcome = orch.run_ticket(ticket.id)
         report(outcome)
         failed += outcome.status != "complete"
+        if outcome.status == "complete":  # what a reviewer does next: `middle merge ID`
+            merged = orch.services.review.merge(ticket.id)
+            console.print(f"  [dim]·[/] middle merge {escape(ticket.id)}: {escape(merged.message)}")
     if len(tickets) > 1:  # the second ticket is the first that recalls memory
         console.print("\n[bold]the execution log of the second ticket (`middle log`):[/]")
         print_log(console, orch.store, tickets[1].id)

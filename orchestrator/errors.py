@@ -10,7 +10,8 @@ from tickets.errors import ConfigError, MiddleError, StoreError, TicketError
 
 __all__ = [
     "MiddleError", "ConfigError", "TicketError", "StoreError",
-    "MemoryStoreError", "WorkerError", "AgentReplyError",
+    "MemoryStoreError", "WorkerError", "AgentReplyError", "ModelAccessError", "GitError",
+    "RunInterrupted",
 ]
 
 
@@ -24,3 +25,22 @@ class WorkerError(MiddleError):
 
 class AgentReplyError(MiddleError):
     """The middle agent's LLM gave no usable decision, even after one repair attempt."""
+
+
+class ModelAccessError(AgentReplyError):
+    """The model API cannot be used at all (rejected key, unknown model, unreachable host): every
+    other ticket would fail the same way, so a batch stops at the first one."""
+
+
+class GitError(MiddleError):
+    """A git operation on the project's repository failed (not a repository, a conflict, a dirty
+    working tree in the way); the message says what was left as it was and what to do."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped from outside (Ctrl-C, SIGTERM, SIGHUP, a server shutdown): handled like
+    Ctrl-C everywhere, so the run and its turn are marked interrupted and can be resumed."""
+
+    def __init__(self, why: str = "interrupted by the user"):
+        super().__init__(why)
+        self.why = why

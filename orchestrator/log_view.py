@@ -37,6 +37,7 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
         console.print(f"\n[bold]run {run['id']}[/] {run['status']} started {run.get('started_at')} "
                       f"cost ${cost:.4f}" + (f" — {escape(run['reason'])}" if run.get("reason") else ""),
                       soft_wrap=True)
+        _git_lines(console, run)
         if run.get("plan_prompt") is not None:
             console.print("  [bold]plan[/]")
             _block(console, "memories invoked", run.get("plan_memories"), full)
@@ -56,6 +57,28 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
         console.print("\n[bold]indexed to memory[/]")
         for doc in docs:
             console.print("  " + escape(_short(doc, full)), soft_wrap=True)
+
+
+def _git_lines(console: Console, run: dict[str, Any]) -> None:
+    """The run's code change: branch and base, the commit made, the changed paths, merge/revert."""
+    if run.get("isolation") == "none":
+        console.print("  [dim]ran in the project directory (isolation = none)[/]")
+        return
+    if not run.get("branch"):
+        return
+    console.print(f"  branch {escape(run['branch'])} from {escape(run.get('base_branch') or '?')} "
+                  f"at {(run.get('base_commit') or '?')[:10]}")
+    if run.get("head_commit"):
+        console.print(f"  commit {run['head_commit'][:10]}: {len(run.get('changes') or [])} file(s) changed")
+        for change in run.get("changes") or []:
+            counts = "binary" if change.get("added") is None else f"+{change['added']} -{change['deleted']}"
+            console.print(f"    {escape(change['path'])} ({counts})", soft_wrap=True)
+    elif run.get("status") == "complete":
+        console.print("  no files changed")
+    if run.get("merge_commit"):
+        console.print(f"  merged into {escape(run.get('base_branch') or '?')} at {run['merge_commit'][:10]}")
+    if run.get("revert_commit"):
+        console.print(f"  reverted by {run['revert_commit'][:10]}")
 
 
 # -- `middle log --follow`: the run's stored events, printed as they arrive ------------------------

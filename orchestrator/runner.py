@@ -14,23 +14,24 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.config import Config
-from orchestrator.errors import MiddleError, StoreError, TicketError
+from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreError, TicketError
 from orchestrator.graph import Limits, TicketContext, build_graph
 from orchestrator.graph.serde import StrictSerializer
+from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
+from orchestrator.lifecycle import RUNNABLE, RunLifecycle, start_refusal
 from orchestrator.memory import MemoryFacade
-from orchestrator.plugins import call_hook
 from orchestrator.services import Services
 from orchestrator.worker.base import EventCallback
 from tickets.claims import DEFAULT_LEASE_S
-from tickets.source import LoadResult, load_tickets
+from tickets.deps import check_dependencies
+from tickets.source import LoadResult, TicketFileError, load_tickets
 from tickets.store import TicketStore
 
 log = logging.getLogger("middle.runner")
 
 BUSY_TIMEOUT_S = 60.0  # how long a checkpoint write waits for another process's write
 
-# `middle run` starts tickets in these states; a complete one only when asked (`--rerun`).
-RUNNABLE = ("pending", "failed", "reverted")
+__all__ = ["Orchestrator", "RunOutcome", "RUNNABLE"]
 
 
 @dataclass
@@ -42,6 +43,8 @@ class RunOutcome:
     turns: int = 0
     cost_usd: float = 0.0
     resumable: bool = False
+    commit: str | None = None  # the commit on the ticket's branch (complete, with changes)
+    changes: int = 0  # files it changed
 
 
 class Orchestrator:
@@ -60,6 +63,7 @@ class Orchestrator:
         say: Callable[[str], None] | None = None,
         on_event: EventCallback | None = None,
         lease_s: float = DEFAULT_LEASE_S,
+        stop: threading.Event | None = None,
         **overrides: Any,
     ):
         self.config = config
@@ -72,6 +76,9 @@ class Orchestrator:
         self.store: TicketStore = self.services.store
         self.memory: MemoryFacade | None = self.services.memory  # validates backend + options now
         self.worker = self.services.worker
+        self.lifecycle: RunLifecycle = self.services.lifecycle
+        self.worktrees = self.services.worktrees
+        self.stop = stop or threading.Event()  # set: runs stop between nodes, marked interrupted
         path = config.checkpoint_path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,11 +99,17 @@ class Orchestrator:
 
     # -- tickets ---------------------------------------------------------------------------
     def sync_tickets(self, folder: str | Path | None = None) -> LoadResult:
-        """Load the Markdown ticket folder into the store (new tickets pending; others updated)."""
+        """Load the Markdown ticket folder into the store (new tickets pending; others updated).
+
+        Dependency problems (an unknown id, a cycle) are in `dependency_errors`; those tickets
+        are stored but never start until the files are fixed.
+        """
         folder = self.config.resolve(folder or self.config.project.tickets_dir)
         result = load_tickets(folder, self.config.resolve(self.config.project.path))
         for ticket in result.tickets:
             self.store.upsert_ticket(ticket)
+        known = {t.id for t in self.store.list_tickets()}
+        result.dependency_errors = check_dependencies(result.tickets, known)
         return result
 
     def _context(self, ticket_id: str, run_id: str) -> TicketContext:
@@ -115,7 +128,8 @@ class Orchestrator:
             store=self.store, agent=self.agent, worker=self.worker, memory=self.memory,
             limits=Limits(self.config.agent.max_turns, self.config.agent.max_cost_usd),
             num_to_retrieve=self.config.memory.num_to_retrieve, hooks=self.registry.hook,
-            on_event=on_event, say=say,
+            on_event=on_event, say=say, lifecycle=self.lifecycle, worktrees=self.worktrees,
+            dependencies=self.config.run.dependencies, stop=self.stop,
         )
 
     def _recorder(self, ticket_id: str, run_id: str) -> Callable[[str, dict[str, Any]], None]:
@@ -130,35 +144,46 @@ class Orchestrator:
     def run_ticket(self, ticket_id: str, *, rerun: bool = False, skip_claimed: bool = False) -> RunOutcome:
         """Start a new run of a ticket, claimed atomically so no other process runs it at once.
 
-        A pending, failed or reverted ticket starts; a complete one only with `rerun=True`. A
-        ticket another process holds is refused, or skipped with `skip_claimed=True` (what
-        `middle run` does for the pending list, so two runners share a backlog).
+        A pending, failed, reverted or discarded ticket starts; a complete or merged one only with
+        `rerun=True`, and never while its change is unmerged; a ticket whose dependencies are not
+        done waits. A ticket another process holds is refused, or skipped with
+        `skip_claimed=True` (what `middle run` does for the pending list, so two runners share a
+        backlog).
         """
         ticket = self.store.get_ticket(ticket_id)
         self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
-        allowed = RUNNABLE + (("complete",) if rerun else ())
-        run_id = self.store.claim_new_run(ticket_id, allowed, lease_s=self.lease_s)
-        if run_id is None:
-            status = self.store.get_ticket(ticket_id).status.value
-            claim = self.store.get_claim(ticket_id)
-            if status == "complete" and not rerun:
-                why = (f"ticket {ticket_id!r} is already complete: run it again on purpose "
-                       f"with `middle run --rerun {ticket_id}`")
-            elif status == "interrupted" or (status == "running" and claim is None):
-                why = f"ticket {ticket_id!r} has an unfinished run: continue it with `middle resume {ticket_id}`"
-            elif claim is not None:
-                why = (f"ticket {ticket_id!r} is being worked by {claim.describe()}; if that process "
-                       f"is gone, continue with `middle resume {ticket_id}`")
-            else:
-                why = f"ticket {ticket_id!r} is {status}: it cannot be started now"
-            if skip_claimed:
-                return RunOutcome(ticket_id, "", "skipped", why)
-            raise TicketError(why)
-        del ticket
-        return self._drive(ticket_id, run_id, {"ticket_id": ticket_id, "run_id": run_id})
+        refusal = start_refusal(self.store, ticket_id, rerun=rerun, dependencies=self.config.run.dependencies)
+        if refusal is None and self.worktrees is not None and Path(ticket.project_path).is_dir():
+            from orchestrator.workspace.git import toplevel
+
+            toplevel(Path(ticket.project_path))  # not a repository: one clear error, nothing claimed
+        if refusal is None:
+            allowed = RUNNABLE + (("complete", "merged") if rerun else ())
+            run_id = self.store.claim_new_run(ticket_id, allowed, lease_s=self.lease_s)
+            if run_id is not None:
+                return self._drive(ticket_id, run_id, {"ticket_id": ticket_id, "run_id": run_id})
+            refusal = self._why_not_claimed(ticket_id)
+        if skip_claimed:
+            return RunOutcome(ticket_id, "", "skipped", refusal)
+        raise TicketError(refusal)
+
+    def _why_not_claimed(self, ticket_id: str) -> str:
+        status = self.store.get_ticket(ticket_id).status.value
+        claim = self.store.get_claim(ticket_id)
+        if status == "interrupted" or (status == "running" and claim is None):
+            return f"ticket {ticket_id!r} has an unfinished run: continue it with `middle resume {ticket_id}`"
+        if claim is not None:
+            return (f"ticket {ticket_id!r} is being worked by {claim.describe()}; if that process "
+                    f"is gone, continue with `middle resume {ticket_id}`")
+        return f"ticket {ticket_id!r} is {status}: it cannot be started now"
 
     def resume(self, ticket_id: str) -> RunOutcome:
-        """Continue the ticket's latest run from its last checkpoint (a completed turn never re-runs)."""
+        """Continue the ticket's latest run from its last checkpoint (a completed turn never re-runs).
+
+        An interrupted run, and a failed one whose failure can be retried (a Claude Code turn or
+        the model failed), continue; a run that ended as the agent decided (complete, or failed
+        on a limit) cannot.
+        """
         run = self.store.latest_run(ticket_id)
         if run is None:
             self.store.get_ticket(ticket_id)  # a clear error for an unknown id
@@ -166,45 +191,47 @@ class Orchestrator:
         snapshot = self._checkpointed(lambda: self.graph.get_state({"configurable": {"thread_id": run["id"]}}))
         if not snapshot.next:
             raise TicketError(
-                f"the last run of ticket {ticket_id!r} already ended ({run['status']}): "
-                f"start a new one with `middle run {ticket_id}`"
-            )
+                f"the last run of ticket {ticket_id!r} already ended ({run['status']}"
+                f"{': ' + run['reason'] if run.get('reason') else ''}): start a new one with "
+                f"`middle run {ticket_id}`")
         self.agent  # as in run_ticket: a model that cannot be built fails before the claim
         self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
         return self._drive(ticket_id, run["id"], None)
 
     def _drive(self, ticket_id: str, run_id: str, graph_input: dict[str, Any] | None) -> RunOutcome:
+        """Run the graph under the claim; every way out ends the run through the lifecycle."""
         cfg = {"configurable": {"thread_id": run_id}}
         heartbeat = _Heartbeat(self.store, ticket_id, run_id, self.lease_s)
-        record = self._recorder(ticket_id, run_id)
-        record("run_start", {"resume": graph_input is None})
+        self._recorder(ticket_id, run_id)("run_start", {"resume": graph_input is None})
         try:
             with heartbeat:
                 self._checkpointed(lambda: self._stream(graph_input, cfg, ticket_id, run_id))
+        except ModelAccessError as exc:
+            # Nothing this run did can be kept when no turn finished: back to the backlog, so one
+            # `middle run` picks it up once the key or network is fixed.
+            untouched = graph_input is not None and not any(
+                t["status"] == "done" for t in self.store.list_turns(run_id=run_id))
+            self.lifecycle.fail(ticket_id, run_id, str(exc), resumable=not untouched,
+                                ticket_status="pending" if untouched else None)
+            raise
         except MiddleError as exc:
             # The checkpoint stays before the failed node, so `middle resume` retries from there.
             reason = str(exc)
-            self.store.set_status(ticket_id, "failed", reason)
-            self.store.finish_run(run_id, "failed", reason)
-            call_hook(self.registry.hook, "on_ticket_failed", ticket=self.store.get_ticket(ticket_id),
-                      run_id=run_id, reason=reason)
-            record("run_end", {"status": "failed", "reason": reason, "resumable": True})
+            self.lifecycle.fail(ticket_id, run_id, reason, resumable=True)
             return RunOutcome(ticket_id, run_id, "failed", reason, self._turns(run_id),
                               self.store.total_cost(run_id), resumable=True)
-        except KeyboardInterrupt:
-            reason = f"interrupted by the user: continue with `middle resume {ticket_id}`"
-            self.store.interrupt_run(run_id, reason)
-            self.store.set_status(ticket_id, "interrupted", reason)
-            record("run_end", {"status": "interrupted", "reason": reason, "resumable": True})
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (RunInterrupted), a stop()
+            why = exc.why if isinstance(exc, RunInterrupted) else "interrupted by the user"
+            self.lifecycle.interrupt(ticket_id, run_id, f"{why}: continue with `middle resume {ticket_id}`")
             raise
-        finally:
-            self.store.release_claim(ticket_id, run_id)
+        except BaseException as exc:  # a bug: still end the run, so no claim or 'running' is left
+            self.lifecycle.fail(ticket_id, run_id, f"internal error: {type(exc).__name__}: {exc}; "
+                                f"continue with `middle resume {ticket_id}`", resumable=True)
+            raise
         state = self._checkpointed(lambda: self.graph.get_state(cfg)).values
-        outcome = RunOutcome(ticket_id, run_id, state.get("status", "failed"), state.get("reason", ""),
-                             state.get("turn", 0), self.store.total_cost(run_id))
-        record("run_end", {"status": outcome.status, "reason": outcome.reason, "turns": outcome.turns,
-                           "cost_usd": outcome.cost_usd})
-        return outcome
+        return RunOutcome(ticket_id, run_id, state.get("status", "failed"), state.get("reason", ""),
+                          state.get("turn", 0), self.store.total_cost(run_id), commit=state.get("commit"),
+                          changes=len(state.get("changes") or []))
 
     def _stream(self, graph_input: dict[str, Any] | None, cfg: dict[str, Any], ticket_id: str,
                 run_id: str) -> None:
@@ -212,12 +239,16 @@ class Orchestrator:
         for task in self.graph.stream(graph_input, cfg, context=self._context(ticket_id, run_id),
                                       stream_mode="tasks", durability="sync"):
             log.debug("graph task %s", task.get("name"))
+            if self.stop.is_set():
+                raise RunInterrupted("stopped")
             if "input" in task:  # a node starts
                 record("node", {"node": task["name"], "phase": "start"})
                 continue
+            if task["name"] in ENDING_NODES and not task.get("error"):
+                continue  # its run_end event, written with the run's end, is the last one
             result = task.get("result") or {}
             data = {"node": task["name"], "phase": "end",
-                    **{k: result[k] for k in _EVENT_FIELDS if k in result}}
+                    **{k: result[k] for k in EVENT_FIELDS if k in result}}
             if task.get("error"):
                 data["error"] = str(task["error"])
             record("decision" if "decision" in result else "node", data)
@@ -232,8 +263,9 @@ class Orchestrator:
     def _turns(self, run_id: str) -> int:
         return len(self.store.list_turns(run_id=run_id))
 
-    def revert(self, ticket_id: str) -> int:
-        return revert_ticket(self.store, self.memory, ticket_id)
+    def revert(self, ticket_id: str) -> Any:
+        """Undo a ticket: a revert commit for a merged one, else discard; its memory doc deleted."""
+        return self.services.review.revert(ticket_id)
 
     def close(self) -> None:
         self._conn.close()
@@ -247,8 +279,6 @@ class Orchestrator:
         self.close()
 
 
-# What a finished node's state update contributes to its event (the rest is in the turn record).
-_EVENT_FIELDS = ("memories", "turn", "cost_usd", "decision", "status", "reason", "indexed_docs")
 
 
 class _Heartbeat:
@@ -263,7 +293,8 @@ class _Heartbeat:
         while not self._stop.wait(self.lease_s / 3):
             try:
                 if not self.store.refresh_claim(self.ticket_id, self.run_id, self.lease_s):
-                    log.warning("the claim on ticket %s was taken over by another process", self.ticket_id)
+                    if self.store.get_run(self.run_id)["status"] == "running":
+                        log.warning("the claim on ticket %s was taken over by another process", self.ticket_id)
                     return
             except Exception:  # a busy database now is retried at the next beat
                 log.exception("refreshing the claim on ticket %s failed", self.ticket_id)
@@ -286,24 +317,3 @@ def _checkpoint_error(path: Path, exc: BaseException) -> StoreError:
         f"the checkpoint file {path} is unreadable ({exc}): it is corrupt or not a checkpoint "
         "database. Move it away and start the ticket again with `middle run` (runs in it can "
         "then not be resumed)")
-
-
-def revert_ticket(store: TicketStore, memory: MemoryFacade | None, ticket_id: str) -> int:
-    """Delete the ticket's indexed docs from memory (exact strings) and mark it reverted."""
-    ticket = store.get_ticket(ticket_id)
-    if store.latest_run(ticket_id) is None:
-        raise TicketError(f"ticket {ticket_id!r} has never run, so there is nothing to revert")
-    if ticket.status.value == "running":
-        raise TicketError(f"ticket {ticket_id!r} is running: wait for it to end, then revert it")
-    docs = store.memory_docs(ticket_id)
-    removed = 0
-    if docs:
-        if memory is None:
-            raise TicketError(
-                f"ticket {ticket_id!r} has {len(docs)} indexed memory doc(s) but memory is off: "
-                "set [memory] save_dir (or MEMORY_SAVE_DIR) to the store they were indexed in"
-            )
-        removed = memory.delete(ticket.project_id, docs)
-        store.mark_memory_docs_deleted(ticket_id)
-    store.set_status(ticket_id, "reverted", f"reverted; {removed} memory doc(s) deleted")
-    return removed

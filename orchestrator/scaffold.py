@@ -29,6 +29,13 @@ num_to_retrieve = 5
 [project]
 path = "."
 tickets_dir = "tickets"
+{base_branch_line}
+# isolation = "none"            # let tickets edit this directory in place instead of a worktree
+
+[run]
+parallel = 1                    # tickets at once, each on its own branch and worktree
+# max_cost_usd_total = 20.0     # a batch stops starting tickets once this much is spent
+# dependencies = "complete"     # start a ticket after its depends_on are complete (default: merged)
 """
 
 STARTER_TICKET = """\
@@ -44,6 +51,21 @@ def hello(name: str) -> str:
 """
 
 
+def _base_branch_line(root: Path) -> str:
+    """`base_branch = "<the branch checked out now>"` when root is in a git repository."""
+    from orchestrator.workspace.git import current_branch, git
+
+    try:
+        inside = git(root, "rev-parse", "--is-inside-work-tree", check=False).returncode == 0
+        branch = current_branch(root) if inside else None
+    except Exception:  # no git installed: tickets will say so when they run
+        branch = None
+    if branch:
+        return f'base_branch = "{branch}"           # tickets branch from here and merge back into it'
+    return ('# base_branch = "main"          # tickets branch from here and merge back into it '
+            "(default: the branch checked out)")
+
+
 def write_starter(config_path: Path, backend: str) -> list[str]:
     """Write the config file, tickets/hello.md beside it and `.middle/` in .gitignore.
 
@@ -56,7 +78,8 @@ def write_starter(config_path: Path, backend: str) -> list[str]:
         if config_path.exists():
             lines.append(f"left {config_path} unchanged (it exists; --backend was not applied)")
         else:
-            _write(config_path, STARTER_CONFIG.format(backend=backend))
+            _write(config_path, STARTER_CONFIG.format(backend=backend,
+                                                      base_branch_line=_base_branch_line(root)))
             lines.append(f"wrote {config_path}")
         ticket = root / "tickets" / "hello.md"
         if ticket.exists():

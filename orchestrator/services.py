@@ -188,6 +188,31 @@ class Services:
     def checkpoint_path(self) -> Path:
         return self.config.checkpoint_path
 
+    @cached_property
+    def worktrees(self) -> Any:
+        """Ticket worktrees under `<state_dir>/worktrees`, or None with `[project] isolation = "none"`."""
+        if self.config.project.isolation == "none":
+            return None
+        from orchestrator.workspace import Worktrees
+
+        return Worktrees(self.config.worktrees_path, self.config.project.base_branch)
+
+    @cached_property
+    def lifecycle(self) -> Any:
+        """The one owner of a run's end (status, run, claim, run_end event, hook)."""
+        from orchestrator.lifecycle import RunLifecycle
+
+        return RunLifecycle(self.store, self.registry.hook)
+
+    @cached_property
+    def review(self) -> Any:
+        """diff / merge / discard / revert of tickets. The memory facade is built only when a doc
+        is deleted: `middle diff` and `middle merge` open no memory store (and create none)."""
+        from orchestrator.workspace import Review, Worktrees
+
+        worktrees = self.worktrees or Worktrees(self.config.worktrees_path, self.config.project.base_branch)
+        return Review(self.store, worktrees, memory=lambda: self.memory)
+
     # -- lifetime -------------------------------------------------------------------------
     def close(self) -> None:
         """Close what was built: memory first (background work finishes), then stores, then the fake."""
@@ -208,3 +233,4 @@ class Services:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+

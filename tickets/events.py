@@ -28,13 +28,13 @@ EVENT_KINDS = ("run_start", "node", "note", "worker", "decision", "run_end")
 MAX_EVENT_TEXT = 4000  # one event's text fields are cut here; the turn record keeps the whole text
 
 
-def _clip(value: Any) -> Any:
+def clip_event_data(value: Any) -> Any:
     if isinstance(value, str) and len(value) > MAX_EVENT_TEXT:
         return value[:MAX_EVENT_TEXT] + f"… [{len(value) - MAX_EVENT_TEXT} more chars]"
     if isinstance(value, dict):
-        return {k: _clip(v) for k, v in value.items()}
+        return {k: clip_event_data(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_clip(v) for v in value]
+        return [clip_event_data(v) for v in value]
     return value
 
 
@@ -43,7 +43,7 @@ class RunEvents:
 
     def add_event(self, run_id: str, ticket_id: str, kind: str, data: dict[str, Any] | None = None) -> int:
         """Append one event to a run; returns its id (ids grow, so `after` can resume a stream)."""
-        payload = json.dumps(_clip(data or {}), ensure_ascii=False, default=str)
+        payload = json.dumps(clip_event_data(data or {}), ensure_ascii=False, default=str)
         with self._write() as conn:
             cur = conn.execute(
                 "INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?)",

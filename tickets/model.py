@@ -37,7 +37,10 @@ class TicketStatus(str, Enum):
     COMPLETE = "complete"
     FAILED = "failed"
     INTERRUPTED = "interrupted"  # stopped by the user (Ctrl-C); `middle resume` continues it
-    REVERTED = "reverted"
+    REVERTED = "reverted"  # memory doc deleted, and a merged change undone by a revert commit
+    MERGED = "merged"  # the ticket's branch is merged into the base branch (`middle merge`)
+    CONFLICT = "conflict"  # a merge found conflicts; the base branch was left as it was
+    DISCARDED = "discarded"  # its worktree and branch removed unmerged (`middle discard`)
 
 
 class RunStatus(str, Enum):
@@ -126,6 +129,7 @@ class Ticket(BaseModel):
     source: str | None = None
     fields: dict[str, Any] = Field(default_factory=dict)
     status_reason: str | None = None
+    depends_on: list[str] = Field(default_factory=list)  # ticket ids that must be done first
 
     # Validators raise ValueError so pydantic reports every problem in one ValidationError.
     @field_validator("id")
@@ -151,6 +155,16 @@ class Ticket(BaseModel):
         if not v:
             raise ValueError("title is empty: give the ticket a short title")
         return v
+
+    @field_validator("depends_on")
+    @classmethod
+    def _check_depends_on(cls, v: list[str]) -> list[str]:
+        for tid in v:
+            try:
+                validate_ticket_id(tid)
+            except TicketError as err:
+                raise ValueError(f"depends_on: {err}") from None
+        return list(dict.fromkeys(v))  # a repeated id is one dependency
 
     @field_validator("project_path")
     @classmethod

@@ -27,7 +27,10 @@ __all__ = [
 
 PathArg = str | os.PathLike[str]
 # Front-matter keys the source interprets; every other key is kept in Ticket.fields.
-_RESERVED = ("title", "project", "id", "path")
+_RESERVED = ("title", "project", "id", "path", "depends_on")
+# Keys a ticket may carry without a warning: the ones above plus free-form metadata we know of.
+# Anything else is likely a typo (`pth:` for `path:`), so loading says so, naming file and key.
+KNOWN_KEYS = frozenset({*_RESERVED, "description", "labels"})
 _EXAMPLE = "---\ntitle: Fix the login bug\nproject: my-app\n---\nWhat to do, in Markdown."
 
 
@@ -44,10 +47,16 @@ class TicketFileError:
 
 @dataclass
 class LoadResult:
-    """The tickets that loaded and the files that did not; one bad file never hides the rest."""
+    """The tickets that loaded and the files that did not; one bad file never hides the rest.
+
+    `warnings` are loaded tickets with something odd (an unknown front-matter key);
+    `dependency_errors` are set by the runner once it knows every ticket id.
+    """
 
     tickets: list[Ticket] = field(default_factory=list)
     errors: list[TicketFileError] = field(default_factory=list)
+    warnings: list[TicketFileError] = field(default_factory=list)
+    dependency_errors: list[Any] = field(default_factory=list)
 
 
 class TicketSource(Protocol):
@@ -131,7 +140,30 @@ def _project_path(meta: dict[str, Any], ticket_dir: Path, default: PathArg | Non
     return str(path)
 
 
+def _depends_on(meta: dict[str, Any]) -> list[str]:
+    raw = meta.get("depends_on")
+    if raw is None:
+        return []
+    items = [raw] if isinstance(raw, (str, int)) and not isinstance(raw, bool) else raw
+    if not isinstance(items, list) or not all(isinstance(i, (str, int)) and not isinstance(i, bool)
+                                              for i in items):
+        raise _BadFile("'depends_on' must be a ticket id or a list of ticket ids, e.g. "
+                       "'depends_on: [001-setup, 002-schema]'")
+    ids = [str(i).strip() for i in items]
+    for tid in ids:
+        try:
+            validate_ticket_id(tid)
+        except TicketError as err:
+            raise _BadFile(f"depends_on: {err}") from None
+    return ids
+
+
 def _parse(path: Path, default_project_path: PathArg | None) -> Ticket:
+    return _parse_with_keys(path, default_project_path)[0]
+
+
+def _parse_with_keys(path: Path, default_project_path: PathArg | None) -> tuple[Ticket, list[str]]:
+    """The ticket, and its front-matter keys that no part of middle-agent reads (likely typos)."""
     """Build a Ticket from one Markdown file, raising _BadFile with a fix for any problem."""
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -171,9 +203,12 @@ def _parse(path: Path, default_project_path: PathArg | None) -> Ticket:
     # (and otherwise stays in fields like any other extra key).
     if not description and isinstance(fields.get("description"), str):
         description = fields.pop("description").strip()
+    depends_on = _depends_on(meta)
+    unknown = sorted(str(k) for k in meta if str(k) not in KNOWN_KEYS)
     try:
         return Ticket(id=ticket_id, project_id=project, title=title, description=description,
-                      project_path=project_path, source=str(path), fields=fields)
+                      project_path=project_path, source=str(path), fields=fields,
+                      depends_on=depends_on), unknown
     except ValidationError as err:
         problems = "; ".join(e["msg"] for e in err.errors())
         raise _BadFile(f"invalid ticket: {problems}") from None
@@ -202,7 +237,7 @@ def load_tickets(folder: PathArg, default_project_path: PathArg | None = None) -
     paths = sorted(p for p in root.glob("*.md") if p.is_file() and not p.name.startswith("."))
     for path in paths:
         try:
-            ticket = _parse(path, default_project_path)
+            ticket, unknown = _parse_with_keys(path, default_project_path)
             if ticket.id in seen:
                 raise _BadFile(f"ticket id '{ticket.id}' is also used by {seen[ticket.id]}: give one "
                                "of them a different 'id' field (or rename the file)")
@@ -211,6 +246,10 @@ def load_tickets(folder: PathArg, default_project_path: PathArg | None = None) -
             continue
         seen[ticket.id] = path
         result.tickets.append(ticket)
+        for key in unknown:
+            result.warnings.append(TicketFileError(
+                str(path), f"unknown front-matter key {key!r} is ignored (known keys: "
+                           f"{', '.join(sorted(KNOWN_KEYS))}); fix it if it is a typo"))
     return result
 
 

@@ -13,12 +13,14 @@ from typing import Any, Iterator
 from tickets.claims import CLAIMS_SCHEMA, TicketClaims
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
+from tickets.run_end import RunEnding
 from tickets.model import RunStatus, Ticket, TicketStatus, utc_now
 
 __all__ = ["TicketStore", "SCHEMA_VERSION"]
 
 # 2: the claims table (one run per ticket across processes), turn status 'interrupted', run events.
-SCHEMA_VERSION = 2
+# 3: tickets.depends_on; a run's git record (base, branch, worktree, commit, changed paths, merge).
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 30_000
 
 _SCHEMA = """
@@ -33,6 +35,7 @@ CREATE TABLE IF NOT EXISTS tickets (
     status_reason TEXT,
     source TEXT,
     fields TEXT NOT NULL DEFAULT '{}',
+    depends_on TEXT NOT NULL DEFAULT '[]',
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL
 );
@@ -45,7 +48,17 @@ CREATE TABLE IF NOT EXISTS runs (
     plan_prompt TEXT,
     total_cost_usd REAL NOT NULL DEFAULT 0,
     started_at TEXT NOT NULL,
-    ended_at TEXT
+    ended_at TEXT,
+    isolation TEXT,
+    repo TEXT,
+    base_branch TEXT,
+    base_commit TEXT,
+    branch TEXT,
+    worktree TEXT,
+    head_commit TEXT,
+    changes TEXT,
+    merge_commit TEXT,
+    revert_commit TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_ticket ON runs(ticket_id, started_at);
 CREATE TABLE IF NOT EXISTS turns (
@@ -79,7 +92,14 @@ CREATE TABLE IF NOT EXISTS memory_docs (
 CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
 """ + CLAIMS_SCHEMA + EVENTS_SCHEMA
 
-_RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ended_at"})
+# A run's git record (issue: a ticket is a unit of code change); `changes` is JSON
+# [{"path", "added", "deleted"}] from `git diff --numstat` (None: not committed yet).
+GIT_RUN_FIELDS = ("isolation", "repo", "base_branch", "base_commit", "branch", "worktree", "head_commit",
+                  "changes", "merge_commit", "revert_commit")
+_RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ended_at", *GIT_RUN_FIELDS})
+# Columns added after a table was first created: (table, column, declaration) for the migration.
+_ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
+                  *(("runs", name, "TEXT") for name in GIT_RUN_FIELDS))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
@@ -94,7 +114,7 @@ def _no_run(run_id: str) -> TicketError:
     return TicketError(f"no run '{run_id}': list a ticket's runs with `middle log TICKET`")
 
 
-class TicketStore(TicketClaims, RunEvents):
+class TicketStore(TicketClaims, RunEvents, RunEnding):
     """Tickets and their execution log in one SQLite file (WAL), shared by threads and processes.
 
     `readonly=True` opens an existing file for reading only (read-only commands create nothing).
@@ -170,7 +190,9 @@ class TicketStore(TicketClaims, RunEvents):
             if version == 0:
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
             elif version < SCHEMA_VERSION:
-                _migrate_turns_v2(conn)
+                if version < 2:
+                    _migrate_turns_v2(conn)
+                _add_columns(conn)
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
 
     @contextmanager
@@ -234,32 +256,36 @@ class TicketStore(TicketClaims, RunEvents):
     def _ticket(row: sqlite3.Row) -> Ticket:
         data = dict(row)
         data["fields"] = json.loads(data["fields"])
+        data["depends_on"] = json.loads(data.get("depends_on") or "[]")
         return Ticket(**data)
 
     def upsert_ticket(self, ticket: Ticket) -> Ticket:
         """Insert a ticket, or refresh an existing one's content while keeping its status."""
         fields_json = json.dumps(ticket.fields, sort_keys=True)
         content = (ticket.project_id, ticket.title, ticket.description, ticket.project_path,
-                   ticket.source, fields_json)
+                   ticket.source, fields_json, json.dumps(ticket.depends_on))
         with self._write() as conn:
             row = conn.execute(
-                "SELECT project_id, title, description, project_path, source, fields FROM tickets"
-                " WHERE id = ?", (ticket.id,)).fetchone()
+                "SELECT project_id, title, description, project_path, source, fields, depends_on"
+                " FROM tickets WHERE id = ?", (ticket.id,)).fetchone()
             if row is None:
                 conn.execute(
                     "INSERT INTO tickets (id, project_id, title, description, project_path, source,"
-                    " fields, status, status_reason, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " fields, depends_on, status, status_reason, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (ticket.id, *content, ticket.status.value, ticket.status_reason,
                      ticket.created_at, ticket.updated_at))
             elif tuple(row) != content:
                 # Only a real change bumps updated_at, so re-syncing a folder is a no-op.
                 conn.execute(
                     "UPDATE tickets SET project_id = ?, title = ?, description = ?, project_path = ?,"
-                    " source = ?, fields = ?, updated_at = ? WHERE id = ?",
+                    " source = ?, fields = ?, depends_on = ?, updated_at = ? WHERE id = ?",
                     (*content, utc_now(), ticket.id))
             stored = conn.execute("SELECT * FROM tickets WHERE id = ?", (ticket.id,)).fetchone()
         return self._ticket(stored)
+
+    def has_ticket(self, ticket_id: str) -> bool:
+        return bool(self._read("SELECT 1 FROM tickets WHERE id = ?", (ticket_id,)))
 
     def get_ticket(self, ticket_id: str) -> Ticket:
         rows = self._read("SELECT * FROM tickets WHERE id = ?", (ticket_id,))
@@ -302,6 +328,7 @@ class TicketStore(TicketClaims, RunEvents):
         # Both keys: `id` is the row's name, `run_id` matches the turn dicts and graph state.
         data = dict(row)
         data["run_id"] = data["id"]
+        data["changes"] = json.loads(data["changes"]) if data.get("changes") else None
         return data
 
     def create_run(self, ticket_id: str) -> str:
@@ -326,6 +353,10 @@ class TicketStore(TicketClaims, RunEvents):
         rows = self._read(
             "SELECT * FROM runs WHERE ticket_id = ? ORDER BY started_at, rowid", (ticket_id,))
         return [self._run(r) for r in rows]
+
+    def run_repos(self) -> list[str]:
+        """The git repositories runs worked in (for `middle gc`)."""
+        return [r[0] for r in self._read("SELECT DISTINCT repo FROM runs WHERE repo IS NOT NULL ORDER BY repo")]
 
     def latest_run(self, ticket_id: str) -> dict[str, Any] | None:
         runs = self.list_runs(ticket_id)
@@ -355,6 +386,8 @@ class TicketStore(TicketClaims, RunEvents):
                 f"settable fields are {', '.join(sorted(_RUN_FIELDS))}")
         if not fields:
             return
+        if isinstance(fields.get("changes"), list):
+            fields["changes"] = json.dumps(fields["changes"])
         names = sorted(fields)  # names come from the allow-list above, never from the caller
         assignments = ", ".join(f"{n} = ?" for n in names)
         with self._write() as conn:
@@ -502,6 +535,14 @@ class TicketStore(TicketClaims, RunEvents):
                 "UPDATE memory_docs SET deleted_at = ? WHERE ticket_id = ? AND deleted_at IS NULL",
                 (utc_now(), ticket_id))
             return cur.rowcount
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """Schema 2 -> 3: add the columns a newer schema declares to tables an older one created."""
+    for table, column, declaration in _ADDED_COLUMNS:
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 
 def _migrate_turns_v2(conn: sqlite3.Connection) -> None:

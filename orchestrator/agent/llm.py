@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from orchestrator.errors import AgentReplyError, ConfigError
+from orchestrator.errors import AgentReplyError, ConfigError, ModelAccessError
 
 log = logging.getLogger("middle.agent")
 
@@ -61,18 +61,18 @@ class AnthropicLLM:
 
         try:
             return self.client.messages.create(model=self.model, **kwargs)
-        except anthropic.AuthenticationError as exc:
-            raise ConfigError(
+        except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
+            raise ModelAccessError(
                 f"the Messages API rejected the API key ({exc.status_code}): check ANTHROPIC_API_KEY"
             ) from None
         except anthropic.NotFoundError as exc:
-            raise ConfigError(
+            raise ModelAccessError(
                 f"model {self.model!r} was not found ({exc.message}): set [agent] model in middle.toml"
             ) from None
         except anthropic.APIConnectionError as exc:
-            raise AgentReplyError(
+            raise ModelAccessError(
                 f"cannot reach the Messages API at {self.client.base_url} ({exc}): check the "
-                "network or ANTHROPIC_BASE_URL, then `middle resume`"
+                "network or ANTHROPIC_BASE_URL"
             ) from None
         except anthropic.APIStatusError as exc:
             raise AgentReplyError(

@@ -80,3 +80,19 @@ def assess_message(
         f"{ASSESS_INSTRUCTIONS}"
     )
     return with_memories(memories, body)
+
+
+CHANGED = "Files changed on the ticket's branch so far (git diff against where it started):"
+
+
+def changes_note(changes: list[dict[str, Any]], limit: int = 50) -> str:
+    """The ticket worktree's changed paths for the assessment, so the summary can name them."""
+    if not changes:
+        return CHANGED + " none."
+    lines = []
+    for c in changes[:limit]:
+        counts = "binary" if c.get("added") is None else f"+{c['added']} -{c['deleted']}"
+        lines.append(f"- {c['path']} ({counts})")
+    if len(changes) > limit:
+        lines.append(f"- … and {len(changes) - limit} more")
+    return CHANGED + "\n" + "\n".join(lines)

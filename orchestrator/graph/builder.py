@@ -12,11 +12,12 @@ from orchestrator.graph.state import TicketState
 def build_graph() -> StateGraph:
     """START → load_ticket → recall_start → plan → work → recall_turn → assess → ...
 
-    assess goes to index_summary → finalize when complete, to fail over a limit, else back to work.
+    assess goes to commit → index_summary → finalize when complete, to fail over a limit, else
+    back to work.
     """
     g = StateGraph(TicketState, context_schema=TicketContext)
     for fn in (nodes.load_ticket, nodes.recall_start, nodes.plan, nodes.work, nodes.recall_turn,
-               nodes.assess, nodes.index_summary, nodes.finalize, nodes.fail):
+               nodes.assess, nodes.commit, nodes.index_summary, nodes.finalize, nodes.fail):
         g.add_node(fn.__name__, fn)
     g.add_edge(START, "load_ticket")
     g.add_edge("load_ticket", "recall_start")
@@ -24,7 +25,8 @@ def build_graph() -> StateGraph:
     g.add_edge("plan", "work")
     g.add_edge("work", "recall_turn")
     g.add_edge("recall_turn", "assess")
-    g.add_conditional_edges("assess", nodes.route_after_assess, ["index_summary", "fail", "work"])
+    g.add_conditional_edges("assess", nodes.route_after_assess, ["commit", "fail", "work"])
+    g.add_edge("commit", "index_summary")
     g.add_edge("index_summary", "finalize")
     g.add_edge("finalize", END)
     g.add_edge("fail", END)

@@ -6,8 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from orchestrator.agent.middle_agent import MiddleAgent
+from orchestrator.lifecycle import RunLifecycle
 from orchestrator.memory import MemoryFacade
 from orchestrator.worker.base import EventCallback, Worker
+from orchestrator.workspace import Worktrees
 from tickets.store import TicketStore
 
 
@@ -30,3 +32,11 @@ class TicketContext:
     hooks: Any = None  # pluggy hook relay for lifecycle hooks, or None
     on_event: EventCallback | None = None  # worker progress, for the terminal
     say: Callable[[str], None] = lambda _msg: None  # one-line progress notes
+    lifecycle: RunLifecycle | None = None  # ends runs (built from store and hooks when not given)
+    worktrees: Worktrees | None = None  # None: Claude Code edits the project in place
+    dependencies: str = "merged"  # [run] dependencies: "complete" starts from dependency branches
+    stop: Any = None  # a threading.Event: once set, no new Claude Code turn starts
+
+    def __post_init__(self) -> None:
+        if self.lifecycle is None:
+            self.lifecycle = RunLifecycle(self.store, self.hooks)

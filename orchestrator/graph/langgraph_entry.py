@@ -24,14 +24,13 @@ from langgraph.runtime import Runtime
 from orchestrator.errors import MiddleError, TicketError
 from orchestrator.graph.builder import build_graph
 from orchestrator.graph.context import Limits, TicketContext
-from orchestrator.graph.state import TicketState
+from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS, TicketState
 
 log = logging.getLogger("middle.langgraph")
 
 # No heartbeat refreshes a claim taken here, so the lease is long; a claim still dies with the
 # server process (claims are checked against the process on this host).
 LEASE_S = 6 * 3600.0
-EVENT_FIELDS = ("memories", "turn", "cost_usd", "decision", "status", "reason")  # as the runner records
 _SERVICES: dict[tuple[str, bool], Any] = {}
 _LOCK = threading.Lock()
 
@@ -68,10 +67,12 @@ class BoundServices:
             limits=Limits(cfg.agent.max_turns, cfg.agent.max_cost_usd),
             num_to_retrieve=cfg.memory.num_to_retrieve, hooks=services.registry.hook,
             on_event=lambda event: self.record(run_id, ticket_id, "worker", event),
-            say=lambda msg: self.record(run_id, ticket_id, "note", {"text": msg}))
+            say=lambda msg: self.record(run_id, ticket_id, "note", {"text": msg}),
+            lifecycle=services.lifecycle, worktrees=services.worktrees,
+            dependencies=cfg.run.dependencies)
 
     def claim(self, ticket_id: str) -> str:
-        from orchestrator.runner import RUNNABLE
+        from orchestrator.lifecycle import RUNNABLE, start_refusal
         from tickets.source import load_tickets
 
         services = self.parts()[0]
@@ -80,20 +81,23 @@ class BoundServices:
         loaded = load_tickets(cfg.resolve(cfg.project.tickets_dir), cfg.resolve(cfg.project.path))
         for ticket in loaded.tickets:
             store.upsert_ticket(ticket)
-        run_id = store.claim_new_run(ticket_id, RUNNABLE + ("complete",), lease_s=LEASE_S)
+        refusal = start_refusal(store, ticket_id, rerun=True, dependencies=cfg.run.dependencies)
+        if refusal:
+            raise TicketError(refusal)
+        run_id = store.claim_new_run(ticket_id, RUNNABLE + ("complete", "merged"), lease_s=LEASE_S)
         if run_id is None:
             raise TicketError(f"ticket {ticket_id!r} is {store.get_ticket(ticket_id).status.value} or "
                               "claimed by another run: see `middle tickets`")
         self.record(run_id, ticket_id, "run_start", {"resume": False, "via": "langgraph"})
         return run_id
 
-    def end(self, state: dict[str, Any], status: str, reason: str = "") -> None:
-        store = self.parts()[0].store
-        if status == "failed":
-            store.set_status(state["ticket_id"], "failed", reason)
-            store.finish_run(state["run_id"], "failed", reason)
-        store.release_claim(state["ticket_id"], state["run_id"])
-        self.record(state["run_id"], state["ticket_id"], "run_end", {"status": status, "reason": reason})
+    def fail(self, state: dict[str, Any], exc: BaseException) -> None:
+        """A node raised: end the run through the one owner of run ends (claim released, hook)."""
+        lifecycle = self.parts()[0].lifecycle
+        if isinstance(exc, KeyboardInterrupt):
+            lifecycle.interrupt(state["ticket_id"], state["run_id"], "interrupted")
+        else:
+            lifecycle.fail(state["ticket_id"], state["run_id"], str(exc), resumable=True)
 
 
 def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[dict[str, Any]], Any]:
@@ -109,15 +113,12 @@ def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[
             bound.record(state["run_id"], state["ticket_id"], "node", {"node": name, "phase": "start"})
         try:
             result = fn(state, Runtime(context=bound.context(state["ticket_id"], state["run_id"])))
-        except MiddleError as exc:
-            bound.end(state, "failed", str(exc))
+        except (MiddleError, KeyboardInterrupt) as exc:
+            bound.fail(state, exc)
             raise
-        if is_node:
+        if is_node and name not in ENDING_NODES:  # their run_end event is the run's last
             data = {"node": name, "phase": "end", **{k: result[k] for k in EVENT_FIELDS if k in result}}
             bound.record(state["run_id"], state["ticket_id"], "decision" if "decision" in result else "node", data)
-        if name in ("finalize", "fail"):
-            bound.end(state, "complete" if name == "finalize" else "failed",
-                      (result or {}).get("reason", "") if isinstance(result, dict) else "")
         return {**result, **update} if isinstance(result, dict) else result
 
     # Not functools.wraps: LangGraph would read fn's signature and pass a runtime itself.

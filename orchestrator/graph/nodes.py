@@ -10,10 +10,11 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from orchestrator.agent import prompts
-from orchestrator.errors import TicketError, WorkerError
+from orchestrator.errors import ModelAccessError, RunInterrupted, TicketError, WorkerError
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.plugins import call_hook
+from orchestrator.workspace import Workspace, branch_name
 
 log = logging.getLogger("middle.graph")
 
@@ -55,6 +56,7 @@ def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         raise TicketError(
             f"ticket {ticket.id!r}: project path {path} does not exist; fix {where} and run it again"
         )
+    workspace = _workspace(ctx, ticket, state["run_id"])
     ctx.store.set_status(ticket.id, "running")
     call_hook(ctx.hooks, "on_ticket_start", ticket=ticket, run_id=state["run_id"])
     snapshot = {
@@ -63,9 +65,38 @@ def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         "title": ticket.title,
         "description": ticket.description,
         "project_path": str(path),
+        # Where Claude Code works: the ticket's worktree, or the project itself (isolation none).
+        "cwd": workspace["cwd"] if workspace else str(path),
+        "workspace": workspace,
     }
     return {"ticket": snapshot, "turn": 0, "rounds": [], "cost_usd": 0.0, "session_id": "",
             "status": "running", "memories": "", "indexed_docs": []}
+
+
+def _workspace(ctx: TicketContext, ticket: Any, run_id: str) -> dict[str, Any] | None:
+    """The run's worktree: made for a new run, found again when this node re-runs on resume."""
+    if ctx.worktrees is None:
+        ctx.store.set_run_fields(run_id, isolation="none")
+        return None
+    run = ctx.store.get_run(run_id)
+    if run.get("worktree") and Path(run["worktree"]).is_dir():
+        return Workspace.from_dict({**run, "path": run["worktree"],
+                                    "cwd": _cwd(run, Path(ticket.project_path))}).to_dict()
+    deps = []
+    if ctx.dependencies == "complete":  # merged ones are in the base branch already
+        deps = [branch_name(d) for d in ticket.depends_on
+                if ctx.store.get_ticket(d).status.value == "complete"]
+    ws = ctx.worktrees.prepare(ticket.id, ticket.project_path, start_from=deps)
+    ctx.store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
+                             base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)
+    ctx.say(f"working on branch {ws.branch} in {ws.path} (from {ws.base_branch} at {ws.base_commit[:10]})")
+    return ws.to_dict()
+
+
+def _cwd(run: dict[str, Any], project: Path) -> str:
+    repo = Path(run["repo"])
+    rel = project.resolve().relative_to(repo) if project.resolve() != repo else Path()
+    return str(Path(run["worktree"]) / rel)
 
 
 def recall_start(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
@@ -91,20 +122,27 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         # The turn finished but the process died before the checkpoint: never run it twice.
         text, session_id = done["response"], done["session_id"]
     else:
+        if ctx.stop is not None and ctx.stop.is_set():
+            raise RunInterrupted("stopped before Claude Code's next turn")
         # Turn 1 (or a retry of it) starts a new session; later turns resume the ticket's one.
         resume = bool(state.get("session_id")) and turn_no > 1
         session_id = state["session_id"] if resume else str(uuid.uuid4())
         ctx.store.start_turn(run_id, turn_no, prompt, session_id, resume)  # stored before launch
         ctx.say(f"turn {turn_no}: Claude Code is working")
         result = ctx.worker.run_turn(
-            prompt, Path(ticket["project_path"]), session_id=session_id, resume=resume,
-            on_event=ctx.on_event,
+            prompt, Path(ticket.get("cwd") or ticket["project_path"]), session_id=session_id,
+            resume=resume, on_event=ctx.on_event,
         )
         ctx.store.finish_turn(
             run_id, turn_no, response=result.text, is_error=result.is_error, error=result.error,
             cost_usd=result.cost_usd, duration_ms=result.duration_ms, usage=result.usage,
             num_turns=result.num_turns,
         )
+        if result.is_error and getattr(result, "api_error_status", None) in (401, 403):
+            # Every other ticket would fail the same way: a batch stops here (see the runner).
+            raise ModelAccessError(
+                f"Claude Code's model API rejected the key (HTTP {result.api_error_status}) in turn "
+                f"{turn_no} of ticket {ticket['id']!r}: check ANTHROPIC_API_KEY")
         if result.is_error:
             raise WorkerError(
                 f"Claude Code turn {turn_no} of ticket {ticket['id']!r} failed: "
@@ -149,10 +187,27 @@ def _conversation(ctx: TicketContext, state: TicketState) -> str:
     return prompts.transcript(state["rounds"])
 
 
+def _changes_note(ctx: TicketContext, state: TicketState) -> str:
+    """What the ticket's worktree holds now, so the agent's summary can name the changed paths."""
+    ws = state["ticket"].get("workspace")
+    if not ws or ctx.worktrees is None:
+        return ""
+    try:
+        changes = ctx.worktrees.changes(Workspace.from_dict(ws))
+    except Exception as exc:  # a view for the agent; never a reason to stop
+        log.warning("could not list the worktree's changes: %s", exc)
+        return ""
+    return prompts.changes_note(changes)
+
+
 def assess(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx = runtime.context
     memories = state.get("memories", "")
-    decision = ctx.agent.assess(state["ticket"], _conversation(ctx, state), memories, state["turn"])
+    conversation = _conversation(ctx, state)
+    note = _changes_note(ctx, state)
+    if note:
+        conversation += "\n\n" + note
+    decision = ctx.agent.assess(state["ticket"], conversation, memories, state["turn"])
     ctx.store.set_turn_assessment(state["run_id"], state["turn"], memories, decision.model_dump())
     ctx.say("middle agent: " + ("complete" if decision.complete else "another turn"))
     return {"decision": decision.model_dump(), "next_prompt": decision.next_prompt}
@@ -174,8 +229,26 @@ def _limit_reason(state: TicketState, ctx: TicketContext) -> str | None:
 
 def route_after_assess(state: TicketState, runtime: Runtime[TicketContext]) -> str:
     if state["decision"]["complete"]:
-        return "index_summary"
+        return "commit"
     return "fail" if _limit_reason(state, runtime.context) else "work"
+
+
+def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
+    """Commit what Claude Code changed on the ticket's branch (nothing to do when running in place)."""
+    ctx, t = runtime.context, state["ticket"]
+    ws = t.get("workspace")
+    if not ws or ctx.worktrees is None:
+        return {"commit": None, "changes": []}
+    summary = state["decision"].get("summary", "").strip()
+    message = f"{t['title']}\n\n{summary}\n" if summary else f"{t['title']}\n"
+    sha, changes = ctx.worktrees.commit(Workspace.from_dict(ws), message)
+    ctx.store.set_run_fields(state["run_id"], head_commit=sha, changes=changes)
+    if sha:
+        ctx.say(f"committed {len(changes)} changed file(s) on {ws['branch']} ({sha[:10]}): "
+                f"review with `middle diff {t['id']}`, then `middle merge {t['id']}`")
+    else:
+        ctx.say("the ticket changed no files: nothing to commit")
+    return {"commit": sha, "changes": changes}
 
 
 def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
@@ -199,18 +272,12 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
 def finalize(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx, t = runtime.context, state["ticket"]
     summary = state["decision"].get("summary", "")
-    ctx.store.set_status(t["id"], "complete", summary or None)
-    ctx.store.finish_run(state["run_id"], "complete")
-    call_hook(ctx.hooks, "on_ticket_complete", ticket=ctx.store.get_ticket(t["id"]),
-              run_id=state["run_id"], summary=summary)
+    ctx.lifecycle.complete(t["id"], state["run_id"], summary, commit=state.get("commit"))
     return {"status": "complete", "reason": ""}
 
 
 def fail(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx, t = runtime.context, state["ticket"]
     reason = _limit_reason(state, ctx) or "failed"
-    ctx.store.set_status(t["id"], "failed", reason)
-    ctx.store.finish_run(state["run_id"], "failed", reason)
-    call_hook(ctx.hooks, "on_ticket_failed", ticket=ctx.store.get_ticket(t["id"]),
-              run_id=state["run_id"], reason=reason)
+    ctx.lifecycle.fail(t["id"], state["run_id"], reason)
     return {"status": "failed", "reason": reason}

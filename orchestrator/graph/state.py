@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 class TicketState(TypedDict, total=False):
     ticket_id: str
     run_id: str
-    ticket: dict[str, Any]  # id, project_id, title, description, project_path
+    ticket: dict[str, Any]  # id, project_id, title, description, project_path, cwd, workspace
     turn: int  # Claude Code turns completed in this run
     last_prompt: str  # the prompt that produced the latest response (set by plan, then work)
     next_prompt: str  # what `work` sends next
@@ -19,5 +19,16 @@ class TicketState(TypedDict, total=False):
     cost_usd: float  # Claude Code's reported cost, summed over this run's turns
     decision: dict[str, Any]  # the latest assess decision
     indexed_docs: list[str]
+    commit: str | None  # the commit made on the ticket's branch at completion (None: no change)
+    changes: list[dict[str, Any]]  # [{"path", "added", "deleted"}] of that commit
     status: str  # running | complete | failed
     reason: str
+
+
+# What a finished node's state update contributes to its run event (the rest is in the turn
+# record); the runner and the LangGraph Server entry record the same fields.
+EVENT_FIELDS = ("memories", "turn", "cost_usd", "decision", "status", "reason", "indexed_docs",
+                "commit", "changes")
+# Nodes that end the run: their `run_end` event (written with the run's end) is the run's last
+# event, so no node-end event is recorded after it.
+ENDING_NODES = ("finalize", "fail")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 
 from orchestrator.errors import (
-    AgentReplyError, ConfigError, MemoryStoreError, MiddleError, StoreError, TicketError, WorkerError,
+    AgentReplyError, ConfigError, GitError, MemoryStoreError, MiddleError, StoreError, TicketError,
+    WorkerError,
 )
 
 log = logging.getLogger("middle.server")
@@ -31,7 +32,7 @@ def status_for(exc: MiddleError) -> int:
     """The HTTP status of a MiddleError: the client's mistake, a missing thing, or a broken part."""
     if isinstance(exc, NotFound):
         return 404
-    if isinstance(exc, Conflict):
+    if isinstance(exc, (Conflict, GitError)):  # the repository's state is in the way (dirty, conflict)
         return 409
     if isinstance(exc, Forbidden):
         return 403

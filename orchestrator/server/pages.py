@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from orchestrator.errors import MemoryStoreError
+from orchestrator.errors import MemoryStoreError, MiddleError
 from orchestrator.server import queries
 from orchestrator.server.auth import SESSION_COOKIE, csrf_token, safe_next, session_value
 from orchestrator.server.memory_api import memory_stats, search_results
@@ -17,7 +17,9 @@ from orchestrator.server.tickets_api import ticket_detail
 
 router = APIRouter(include_in_schema=False)
 
-STATUSES = ("pending", "running", "complete", "failed", "interrupted", "reverted")
+# Board columns, in the order a ticket moves through them.
+STATUSES = ("pending", "running", "complete", "conflict", "merged", "failed", "interrupted",
+            "reverted", "discarded")
 
 
 def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
@@ -73,7 +75,25 @@ def ticket_context(state: ServerState, ticket_id: str, readonly: bool, sync: boo
         events = state.store.list_events(run_id=detail["runs"][0]["id"], limit=1)
         first = events[0]["id"] if events else None
     after = first - 1 if first else queries.last_event_id(state.store, ticket_id=ticket_id)
-    return {"t": detail, "readonly": readonly, "after": after}
+    return {"t": detail, "readonly": readonly, "after": after, "diff": _diff(state, detail)}
+
+
+def _diff(state: ServerState, detail: dict[str, Any]) -> dict[str, Any] | None:
+    """The ticket's change per file for the page (None when it has no branch of its own)."""
+    runs = detail["runs"]
+    if not runs or not runs[0].get("branch") or detail["status"] == "running":
+        return None
+    from orchestrator.workspace import split_patch
+
+    try:
+        with state.runs.build_lock:
+            review = state.services.review
+        result = review.diff(detail["id"])
+    except MiddleError as exc:  # e.g. a discarded ticket's commits are gone: say so on the page
+        return {"error": str(exc), "files": []}
+    patches = {f["path"]: f["patch"] for f in split_patch(result.pop("text"))}
+    result["files"] = [{**f, "patch": patches.get(f["path"], "")} for f in result["files"]]
+    return result
 
 
 @router.get("/tickets/{ticket_id}", response_class=HTMLResponse)

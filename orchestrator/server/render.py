@@ -35,6 +35,15 @@ def linkify(text: Any) -> Markup:
     return Markup("").join(out)
 
 
+def diff_html(patch: str) -> Markup:
+    """One file's unified diff, syntax-coloured by pygments (which escapes every character)."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import DiffLexer
+
+    return Markup(highlight(patch or "", DiffLexer(), HtmlFormatter(nowrap=True)))
+
+
 def money(value: Any) -> str:
     return f"${float(value or 0):.4f}"
 
@@ -79,5 +88,5 @@ def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(TEMPLATES_DIR))  # autoescape on for .html
     env = templates.env
     env.autoescape = True  # every template, whatever its extension: stored text is untrusted
-    env.filters.update(linkify=linkify, money=money, when=when, clock=clock, size=size, pretty=pretty)
+    env.filters.update(linkify=linkify, diff_html=diff_html, money=money, when=when, clock=clock, size=size, pretty=pretty)
     return templates

@@ -30,6 +30,7 @@ class _Slot:
     ticket_id: str
     known_runs: set[str]
     expect_run: str | None = None  # a resume continues this run
+    has_slot: bool = False  # holds one of the [run] parallel slots (else waits for one)
     run_id: str | None = None
     outcome: Any = None
     error: BaseException | None = None
@@ -48,13 +49,17 @@ class RunManager:
         self.build_lock = threading.Lock()  # Services builds its parts lazily, not thread-safely
         self._active: dict[str, _Slot] = {}
         self._threads: list[threading.Thread] = []
+        self.stop = threading.Event()  # set at shutdown: runs stop between nodes
+        # At most [run] parallel runs at once, as `middle run --parallel N`; more wait their turn.
+        self._slots = threading.BoundedSemaphore(services.config.run.parallel)
 
     # -- public ------------------------------------------------------------------------------
-    def start(self, ticket_id: str, *, rerun: bool = False) -> str:
-        """Start a new run of the ticket; returns its run id once the ticket is claimed."""
+    def start(self, ticket_id: str, *, rerun: bool = False) -> str | None:
+        """Start a new run of the ticket; returns its run id once the ticket is claimed, or None
+        when all [run] parallel slots are busy (it then starts, queued, as soon as one frees)."""
         return self._launch(ticket_id, lambda orch: orch.run_ticket(ticket_id, rerun=rerun))
 
-    def resume(self, ticket_id: str) -> str:
+    def resume(self, ticket_id: str) -> str | None:
         """Continue the ticket's latest run from its checkpoint; returns that run's id."""
         latest = self.services.store.latest_run(ticket_id)
         return self._launch(ticket_id, lambda orch: orch.resume(ticket_id),
@@ -82,16 +87,17 @@ class RunManager:
         so the board says so and `middle resume` continues them. Returns their ticket ids."""
         store = self.services.store
         stopped = []
+        self.stop.set()  # no new node or Claude Code turn starts in this server's runs
+        stopper = getattr(self.services.worker, "stop_all", None)
+        if stopper is not None:
+            stopper("the server stopped")  # and the running turns' process groups are killed
         for ticket_id, run_id in self.active().items():
             if run_id is None:
                 continue
             reason = f"the server stopped during this run: continue with `middle resume {ticket_id}`"
             try:
-                store.interrupt_run(run_id, reason)
-                store.set_status(ticket_id, "interrupted", reason)
-                store.release_claim(ticket_id, run_id)
-                store.add_event(run_id, ticket_id, "run_end", {"status": "interrupted", "reason": reason})
-                stopped.append(ticket_id)
+                if self.services.lifecycle.interrupt(ticket_id, run_id, reason):
+                    stopped.append(ticket_id)
             except Exception:  # shutting down: say what could not be recorded, and go on
                 log.exception("marking the run of ticket %s interrupted failed", ticket_id)
         return stopped
@@ -102,7 +108,7 @@ class RunManager:
             thread.join(timeout)
 
     # -- internals ---------------------------------------------------------------------------
-    def _launch(self, ticket_id: str, action: Callable[[Any], Any], expect: str | None = None) -> str:
+    def _launch(self, ticket_id: str, action: Callable[[Any], Any], expect: str | None = None) -> str | None:
         store = self.services.store
         with self._lock:
             if ticket_id in self._active:
@@ -110,11 +116,14 @@ class RunManager:
                 raise Conflict(f"ticket {ticket_id!r} is already running in this server (run {running}): "
                                "follow it on its page, or wait for it to end")
             slot = _Slot(ticket_id, {r["id"] for r in store.list_runs(ticket_id)}, expect)
+            slot.has_slot = self._slots.acquire(blocking=False)
             self._active[ticket_id] = slot
         thread = threading.Thread(target=self._work, args=(slot, action), daemon=True,
                                   name=f"middle-run-{ticket_id}")
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
+        if not slot.has_slot:
+            return None  # queued
         run_id = self._wait_for_claim(slot)
         if run_id is not None:
             return run_id
@@ -161,10 +170,15 @@ class RunManager:
             return self._factory()
         from orchestrator.runner import Orchestrator
 
-        return Orchestrator(self.services.config, services=self.services, lease_s=self.lease_s)
+        return Orchestrator(self.services.config, services=self.services, lease_s=self.lease_s,
+                            stop=self.stop)
 
     def _work(self, slot: _Slot, action: Callable[[Any], Any]) -> None:
         try:
+            if not slot.has_slot:
+                slot.has_slot = self._slots.acquire()  # queued: wait for a run to end
+            if self.stop.is_set():
+                return
             with self.build_lock:
                 orch = self._orchestrator()
             try:
@@ -178,6 +192,8 @@ class RunManager:
                 log.exception("the run of ticket %s crashed", slot.ticket_id)
                 self._record_crash(slot, exc)
         finally:
+            if slot.has_slot:
+                self._slots.release()
             slot.done.set()
             with self._lock:
                 self._active.pop(slot.ticket_id, None)
@@ -193,9 +209,6 @@ class RunManager:
         reason = (f"internal error: {type(exc).__name__}: {exc}; the server log has the details. "
                   f"Continue with `middle resume {slot.ticket_id}`")
         try:
-            store.finish_run(run["id"], "failed", reason)
-            store.set_status(slot.ticket_id, "failed", reason)
-            store.release_claim(slot.ticket_id, run["id"])
-            store.add_event(run["id"], slot.ticket_id, "run_end", {"status": "failed", "reason": reason})
+            self.services.lifecycle.fail(slot.ticket_id, run["id"], reason, resumable=True)
         except Exception:
             log.exception("recording the crash of ticket %s failed", slot.ticket_id)

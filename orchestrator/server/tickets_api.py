@@ -83,7 +83,11 @@ def get_ticket(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[
     return ticket_detail(state, state.ticket(ticket_id))
 
 
-def _started(state: ServerState, ticket_id: str, run_id: str) -> JSONResponse:
+def _started(state: ServerState, ticket_id: str, run_id: str | None) -> JSONResponse:
+    if run_id is None:  # every [run] parallel slot is busy: it starts when one frees
+        return JSONResponse(status_code=202, content={
+            "ticket_id": ticket_id, "run_id": None, "status": "queued",
+            "stream": f"/api/tickets/{ticket_id}/stream", "page": f"/tickets/{ticket_id}"})
     return JSONResponse(status_code=202, content={
         "ticket_id": ticket_id, "run_id": run_id, "status": "running",
         "events": f"/api/runs/{run_id}/events", "stream": f"/api/runs/{run_id}/stream",
@@ -106,15 +110,45 @@ def resume(ticket_id: str, state: ServerState = Depends(get_state)) -> JSONRespo
     return _started(state, ticket_id, run_id)
 
 
-@router.post("/tickets/{ticket_id}/revert", summary="Delete the ticket's indexed docs; mark it reverted")
-def revert(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
-    from orchestrator.runner import revert_ticket
-
+def _review(state: ServerState, ticket_id: str, action: str) -> Any:
     state.ticket(ticket_id)
-    if ticket_id in state.runs.active():
-        raise Conflict(f"ticket {ticket_id!r} is running: wait for it to end, then revert it")
-    removed = revert_ticket(state.store, state.memory_or_none(), ticket_id)
-    return {"ticket_id": ticket_id, "status": "reverted", "removed": removed}
+    if action != "diff" and ticket_id in state.runs.active():
+        raise Conflict(f"ticket {ticket_id!r} is running: wait for it to end, then {action} it")
+    with state.runs.build_lock:  # Services builds its parts lazily, not thread-safely
+        return state.services.review
+
+
+@router.get("/tickets/{ticket_id}/diff",
+            summary="The ticket's change against the commit it started from, per file")
+def diff(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    from orchestrator.workspace import split_patch
+
+    result = _review(state, ticket_id, "diff").diff(ticket_id)
+    patches = {f["path"]: f["patch"] for f in split_patch(result.pop("text"))}
+    result["files"] = [{**f, "patch": patches.get(f["path"], "")} for f in result["files"]]
+    return result
+
+
+@router.post("/tickets/{ticket_id}/merge", summary="Merge the ticket's branch into the base branch "
+             "(409 with the conflicting files, nothing changed, on a conflict)")
+def merge(ticket_id: str, state: ServerState = Depends(get_state)) -> JSONResponse:
+    result = _review(state, ticket_id, "merge").merge(ticket_id)
+    return JSONResponse(status_code=409 if result.status == "conflict" else 200,
+                        content={**result.to_dict(), **({"error": result.message}
+                                                         if result.status == "conflict" else {})})
+
+
+@router.post("/tickets/{ticket_id}/discard", summary="Remove the unmerged ticket's worktree, branch "
+             "and memory doc")
+def discard(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    return _review(state, ticket_id, "discard").discard(ticket_id).to_dict()
+
+
+@router.post("/tickets/{ticket_id}/revert", summary="Undo the ticket: a revert commit if merged "
+             "(else discard), and delete its memory doc")
+def revert(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    result = _review(state, ticket_id, "revert").revert(ticket_id)
+    return {**result.to_dict(), "removed": result.memory_docs_deleted}
 
 
 @router.get("/runs/{run_id}", summary="One run with its turns")

@@ -14,7 +14,7 @@ try:  # rewrite the contract's asserts so failures show values; pytest may be ab
 except ImportError:  # pragma: no cover - only the contract needs pytest
     pass
 
-__all__ = ["InMemoryBackend", "InMemoryOptions", "MemoryBackendContract", "run_processes"]
+__all__ = ["InMemoryBackend", "InMemoryOptions", "MemoryBackendContract", "run_processes", "make_repo"]
 
 
 def __getattr__(name: str) -> Any:
@@ -23,6 +23,10 @@ def __getattr__(name: str) -> Any:
         from orchestrator.testing.contract import MemoryBackendContract
 
         return MemoryBackendContract
+    if name == "make_repo":  # a committed git repository (tickets run on their own branch)
+        from orchestrator.testing.git import make_repo
+
+        return make_repo
     if name == "run_processes":  # the real-process check, usable without pytest
         from orchestrator.testing.processes import run_processes
 

@@ -39,6 +39,26 @@ class ScriptedAgentLLM:
         return [c["messages"][0]["content"] for c in self.calls]
 
 
+class PerTicketAgentLLM:
+    """Answers each ticket's requests from that ticket's own script, whatever order parallel
+    tickets ask in. A request belongs to the ticket whose `Ticket: {title}` line it carries."""
+
+    def __init__(self, scripts: dict[str, list[str]]):
+        self.scripts = {title: list(replies) for title, replies in scripts.items()}
+        self.calls: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def complete(self, system: str, messages: list[dict[str, str]], schema: Any) -> str:
+        text = messages[0]["content"]
+        with self._lock:
+            title = next((t for t in self.scripts if f"Ticket: {t}\n" in text), None)
+            self.calls.append({"title": title, "messages": [dict(m) for m in messages],
+                               "schema": getattr(schema, "__name__", str(schema))})
+            if title is None or not self.scripts[title]:
+                raise AssertionError(f"PerTicketAgentLLM has no reply for this request: {text[:200]!r}")
+            return self.scripts[title].pop(0)
+
+
 class RecordingWorker:
     """A worker that records each turn it is asked to run and replies from a script.
 

@@ -21,6 +21,7 @@ class TurnResult:
     duration_ms: int = 0
     exit_code: int | None = 0
     terminal_reason: str | None = None
+    api_error_status: int | None = None  # the model API's HTTP status when it failed the turn
     # Tool calls refused for lack of permission, e.g. a write outside the project: {"tool", "target"}
     permission_denials: list[dict[str, Any]] = field(default_factory=list)
 

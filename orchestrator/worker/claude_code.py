@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from ..errors import WorkerError
+from ..errors import RunInterrupted, WorkerError
 from .base import EventCallback, TurnResult
 from .locate import INSTALL_HINT, bundled_cli, find_claude_cli
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
@@ -88,6 +88,21 @@ class ClaudeCodeWorker:
     def __init__(self, options: ClaudeCodeOptions | None = None, env: dict[str, str] | None = None):
         self.options = options or ClaudeCodeOptions()
         self.env = dict(env or {})  # merged over os.environ for the child (e.g. claude_code_env())
+        # Turns running now (one per parallel ticket), so stop_all() can end every one of them.
+        self._procs_lock = threading.Lock()
+        self._live: dict[int, subprocess.Popen] = {}
+        self._stopped: dict[int, str] = {}
+
+    def stop_all(self, why: str = "interrupted by the user") -> int:
+        """Kill every running turn's process group (Ctrl-C, SIGTERM of a batch); each of those
+        `run_turn` calls then raises RunInterrupted. Returns how many turns were stopped."""
+        with self._procs_lock:
+            procs = list(self._live.values())
+            for proc in procs:
+                self._stopped[proc.pid] = why
+        for proc in procs:
+            _kill_group(proc)
+        return len(procs)
 
     def command(self, cli: str, cwd: Path, *, session_id: str | None, resume: bool) -> list[str]:
         """The argv for one turn in project directory `cwd`. The prompt goes to stdin (`-p` reads it
@@ -141,6 +156,8 @@ class ClaudeCodeWorker:
                                     stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise WorkerError(f"Claude Code could not be started ({cli}: {exc}). " + INSTALL_HINT) from exc
+        with self._procs_lock:
+            self._live[proc.pid] = proc
         emit({"type": "start", "pid": proc.pid, "session_id": session_id, "resume": resume, "cwd": str(cwd)})
         stderr_tail: deque[bytes] = deque()
         lines: queue.Queue[bytes | None] = queue.Queue()
@@ -186,6 +203,11 @@ class ClaudeCodeWorker:
             # Ends the turn's leftovers too (background shells it started), and never leaves a
             # live process behind if we got here through an exception.
             _kill_group(proc)
+            with self._procs_lock:
+                self._live.pop(proc.pid, None)
+                stopped = self._stopped.pop(proc.pid, None)
+        if stopped is not None:
+            raise RunInterrupted(stopped)
         threads[2].join(timeout=1.0)
         stderr = b"".join(stderr_tail).decode("utf-8", "replace")
         return self._result(stream, exit_code, stderr, timed_out, int((time.monotonic() - started) * 1000))
@@ -205,6 +227,7 @@ class ClaudeCodeWorker:
             exit_code=exit_code,
             terminal_reason="timeout" if timed_out else r.get("terminal_reason"),
             permission_denials=permission_denials(r),
+            api_error_status=_int_or_none(r.get("api_error_status")),
         )
         if turn.is_error:
             turn.error = self._explain(r, stream, exit_code, stderr, timed_out)
@@ -241,6 +264,13 @@ class ClaudeCodeWorker:
                     f"{f' (stderr: {tail})' if tail else ''}. Check the `[worker.options]` settings such as "
                     "extra_args, and that `claude --version` runs.")
         return f"Claude Code exited with code {exit_code}{f' (stderr: {tail})' if tail else ''}."
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _safe(on_event: EventCallback | None) -> EventCallback:

@@ -8,12 +8,13 @@ from orchestrator.agent.llm import AnthropicLLM
 from orchestrator.config import Config
 from orchestrator.plugins import PluginRegistry
 from orchestrator.runner import Orchestrator
+from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingWorker
 from tickets.model import Ticket
 
 
 def test_sliding_window_summarises_with_the_memory_model(tmp_path, fake_api):
-    (tmp_path / "repo").mkdir()
+    make_repo(tmp_path / "repo")
     cfg = Config(root=tmp_path, state_dir="state",
                  memory={"backend": "sliding_window", "save_dir": "mem", "llm_model": "claude-haiku-5-5",
                          "options": {"summarize_after_seq": 1, "background": False}})

@@ -10,7 +10,7 @@ from orchestrator.agent import MiddleAgent
 from orchestrator.agent.decision import Decision, Plan, parse_reply
 from orchestrator.agent.llm import AnthropicLLM, as_agent_llm
 from orchestrator.agent.prompts import SYSTEM_PROMPT
-from orchestrator.errors import AgentReplyError, ConfigError
+from orchestrator.errors import AgentReplyError, ConfigError, ModelAccessError
 from orchestrator.fake_api import MIDDLE_AGENT_MARKER, api_error
 
 TICKET = {"id": "t1", "project_id": "p", "title": "Add hello", "description": "Make hello.py",
@@ -58,7 +58,7 @@ def test_api_errors_become_clear_errors(fake_api):
     with pytest.raises(AgentReplyError, match="529.*middle resume"):
         MiddleAgent(llm_for(fake_api)).plan(TICKET, "")
     fake_api.script.agent(api_error(401, "bad key"))
-    with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
+    with pytest.raises(ModelAccessError, match="ANTHROPIC_API_KEY"):
         MiddleAgent(llm_for(fake_api)).plan(TICKET, "")
 
 

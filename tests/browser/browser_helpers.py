@@ -10,6 +10,7 @@ from typing import Any, Callable
 import pytest
 
 from orchestrator.config import Config, load_config
+from orchestrator.testing import make_repo
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CHROMIUM = os.environ.get("MIDDLE_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -21,6 +22,7 @@ WAIT_S = 120  # the longest a page may take to show what the test waits for (a w
 
 def make_project(root: Path) -> Config:
     shutil.copytree(EXAMPLES / "sample-repo", root / "repo")
+    make_repo(root / "repo")  # tickets run on their own branch of the project's repository
     shutil.copytree(EXAMPLES / "backlog", root / "tickets")
     (root / "middle.toml").write_text(
         '[agent]\nmax_turns = 4\n\n[worker.options]\nallowed_tools = ["Read", "Write", "Edit"]\n'

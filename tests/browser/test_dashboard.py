@@ -38,13 +38,13 @@ def _doc_item(driver: Any, text: str) -> Any:
 
 def _finish(site: Any, ticket_id: str) -> None:
     """Make sure the ticket has completed (run it through the API if an earlier test did not)."""
-    if site.api.get(f"/api/tickets/{ticket_id}").json()["status"] != "complete":
+    if site.api.get(f"/api/tickets/{ticket_id}").json()["status"] not in ("complete", "merged"):
         run_id = site.api.post(f"/api/tickets/{ticket_id}/run").json()["run_id"]
         with site.api.stream("GET", f"/api/runs/{run_id}/stream", timeout=httpx.Timeout(180)) as stream:
             for line in stream.iter_lines():
                 if line == "event: end":
                     break
-    assert site.api.get(f"/api/tickets/{ticket_id}").json()["status"] == "complete"
+    assert site.api.get(f"/api/tickets/{ticket_id}").json()["status"] in ("complete", "merged")
 
 
 @pytest.mark.cli
@@ -67,8 +67,16 @@ def test_run_a_ticket_from_the_board_and_watch_it_complete_live(browser, site, c
     assert _text(d, ".decision .complete") == "yes"
     events = _text(d, "#events")
     assert "▶ work" in events and "Claude Code ▸ Write" in events and "decision: complete" in events
-    assert 'data-action="revert"' in d.page_source and 'data-action="run"' not in d.page_source
+    assert 'data-action="merge"' in d.page_source and 'data-action="run"' not in d.page_source
+    change = _text(d, "#diff")
+    assert "calc/greeting.py" in change and "+5" in change and "middle/001-greeting" in change
+    assert d.find_elements(By.CSS_SELECTOR, "#diff .highlight .gi")  # added lines, coloured
     screenshot(d, "ticket")
+    greeting = site.config.root / "repo" / "calc" / "greeting.py"
+    assert not greeting.exists()
+    d.find_element(By.CSS_SELECTOR, 'button[data-action="merge"]').send_keys(Keys.ENTER)
+    wait(d, lambda d: _text(d, "#ticket-status") == "merged", "the ticket to show merged")
+    assert greeting.is_file() and 'data-action="revert"' in d.page_source
 
     d.get(site.url + "/")
     d.execute_script("window.__sameDocument = true")

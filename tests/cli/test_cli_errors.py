@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import main
+from orchestrator.testing import make_repo
 
 
 @pytest.fixture
@@ -16,7 +17,7 @@ def workdir(tmp_path, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     for var in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG"):
         monkeypatch.delenv(var, raising=False)
-    (tmp_path / "repo").mkdir()
+    make_repo(tmp_path / "repo")
     (tmp_path / "tickets").mkdir()
     return tmp_path
 

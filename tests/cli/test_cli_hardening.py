@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import main
+from orchestrator.testing import make_repo
 
 
 @pytest.fixture
@@ -18,7 +19,7 @@ def workdir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for var in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY"):
         monkeypatch.delenv(var, raising=False)
-    (tmp_path / "repo").mkdir()
+    make_repo(tmp_path / "repo")
     (tmp_path / "tickets").mkdir()
     return tmp_path
 

@@ -80,10 +80,11 @@ def test_entry_point_backend_selected_by_name_in_config_runs_tickets(tmp_path):
     pytest.importorskip("middle_agent_keyword_memory", reason="install plugins/middle-agent-keyword-memory")
     from orchestrator.config import Config
     from orchestrator.runner import Orchestrator
+    from orchestrator.testing import make_repo
     from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
     from tickets.model import Ticket
 
-    (tmp_path / "repo").mkdir()
+    make_repo(tmp_path / "repo")
     cfg = Config(root=tmp_path, state_dir="state",
                  memory={"backend": "keyword", "save_dir": "mem", "options": {"min_overlap": 1}})
     llm = ScriptedAgentLLM([plan_reply("p"), decision_reply(True, "greeting uses f-strings"),

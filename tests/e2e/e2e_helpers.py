@@ -11,16 +11,24 @@ from orchestrator.agent.llm import AnthropicLLM
 from orchestrator.config import Config
 from orchestrator.fake_api import tool_use, reply, text, working_directory
 from orchestrator.runner import Orchestrator
+from orchestrator.testing import make_repo
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def fresh_project(tmp_path: Path, tickets: dict[str, str]) -> Path:
+    """The sample repo as a git repository with one commit, and a ticket folder beside it."""
     shutil.copytree(EXAMPLES / "sample-repo", tmp_path / "repo")
+    make_repo(tmp_path / "repo")
     (tmp_path / "tickets").mkdir()
     for name, body in tickets.items():
         (tmp_path / "tickets" / name).write_text(body)
     return tmp_path / "repo"
+
+
+def worktree(tmp_path: Path, ticket_id: str) -> Path:
+    """Where a ticket's run works (state_dir is tmp_path/state in these tests)."""
+    return tmp_path / "state" / "worktrees" / ticket_id
 
 
 def config(tmp_path: Path, memory: bool, backend: str = "sliding_window") -> Config:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e_helpers import config, decide, done, fresh_project, orchestrator, plan, write_file
+from e2e_helpers import worktree, config, decide, done, fresh_project, orchestrator, plan, write_file
 from orchestrator.fake_api import api_error
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
@@ -35,6 +35,8 @@ def test_failed_turn_then_resume(tmp_path, fake_api, claude_env, claude_cli):
         turns = orch.store.list_turns(ticket_id="t1")
         assert [(t["turn_no"], t["status"]) for t in turns] == [(1, "done"), (2, "done")]
         assert turns[1]["session_id"] == session and turns[1]["resume"]
-    assert (repo / "a.txt").read_text() == "a\n" and (repo / "b.txt").read_text() == "b\n"
+    wt = worktree(tmp_path, "t1")
+    assert (wt / "a.txt").read_text() == "a\n" and (wt / "b.txt").read_text() == "b\n"
+    assert not (repo / "a.txt").exists()  # the user's tree is untouched until `middle merge`
     resumed = fake_api.requests_for("worker")[before]
     assert "Created a.txt." in str(resumed.body["messages"])  # the resumed session remembers turn 1

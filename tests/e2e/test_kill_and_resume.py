@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_helpers import config, decide, done, fresh_project, orchestrator, plan, write_file
+from e2e_helpers import worktree, config, decide, done, fresh_project, orchestrator, plan, write_file
 from tickets.store import TicketStore
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
@@ -75,6 +75,8 @@ def test_sigkill_mid_turn_then_resume(tmp_path, fake_api, claude_env, claude_cli
     assert [(t["turn_no"], t["status"], t["response"]) for t in turns] == [
         (1, "done", "Created a.txt."), (2, "done", "Created b.txt.")]
     assert turns[1]["session_id"] == turn2["session_id"]
-    assert (repo / "a.txt").read_text() == "a\n" and (repo / "b.txt").read_text() == "b\n"
+    wt = worktree(tmp_path, "t1")
+    assert (wt / "a.txt").read_text() == "a\n" and (wt / "b.txt").read_text() == "b\n"
+    assert not (repo / "a.txt").exists()
     # Turn 1 was not run again: after the kill only turn 2's two requests reached the fake.
     assert len(fake_api.requests_for("worker")) - worker_requests_before == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e_helpers import body_text, decide, done, fresh_project, orchestrator, plan, write_file
+from e2e_helpers import worktree, body_text, decide, done, fresh_project, orchestrator, plan, write_file
 from orchestrator.config import Config
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
@@ -28,7 +28,9 @@ def test_a_ticket_cannot_make_claude_code_write_outside_the_project(tmp_path, fa
         outcome = orch.run_ticket("t1")
     assert outcome.status == "complete", outcome
     assert not (tmp_path / "outside.py").exists()
-    assert (repo / "notes.txt").read_text() == "hi\n"
+    assert not (worktree(tmp_path, "t1").parent / "outside.py").exists()  # outside the worktree
+    assert (worktree(tmp_path, "t1") / "notes.txt").read_text() == "hi\n"
+    assert not (repo / "notes.txt").exists()
     # Claude Code told the model the outside write was refused, and its answer reached the agent.
     after_refusal = body_text(fake_api.requests_for("worker")[1])
     assert "outside.py" in after_refusal and "haven't granted it yet" in after_refusal

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_helpers import config, decide, done, fresh_project, orchestrator, plan, write_file
+from e2e_helpers import worktree, config, decide, done, fresh_project, orchestrator, plan, write_file
 from tickets.store import TicketStore
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
@@ -45,7 +45,8 @@ def test_two_runners_share_six_pending_tickets_and_run_each_once(tmp_path, claud
             assert len(runs) == 1 and runs[0]["status"] == "complete", (i, runs, outputs)
             assert store.get_claim(f"t{i}") is None  # released when the run ended
     for i in range(6):
-        assert (repo / f"f{i}.txt").read_text() == f"file {i}\n"
+        assert (worktree(tmp_path, f"t{i}") / f"f{i}.txt").read_text() == f"file {i}\n"
+        assert not (repo / f"f{i}.txt").exists()
     completed = [line for out in outputs for line in out.splitlines() if line.startswith("complete ticket")]
     assert sorted(completed) == sorted(set(completed)) and len(completed) == 6
     # Each runner ends with one summary line; together they account for all six tickets.
@@ -90,7 +91,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_finishes_it(tmp_path, fake_
     fake_api.script.agent(decide(True, "Created a.txt."))
     with orchestrator(config(tmp_path, memory=False), fake_api, claude_env) as orch:
         outcome = orch.resume("t1")
-    assert outcome.status == "complete" and (repo / "a.txt").read_text() == "a\n"
+    assert outcome.status == "complete" and (worktree(tmp_path, "t1") / "a.txt").read_text() == "a\n"
 
 
 def test_the_offline_model_fails_a_ticket_it_cannot_do_and_indexes_nothing(tmp_path, claude_cli):

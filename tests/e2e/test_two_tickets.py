@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from e2e_helpers import body_text, config, decide, done, fresh_project, orchestrator, plan, write_file
+from e2e_helpers import worktree, body_text, config, decide, done, fresh_project, orchestrator, plan, write_file
 from orchestrator.cli import main
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
@@ -59,9 +59,10 @@ def test_two_tickets_with_memory(tmp_path, fake_api, claude_env, claude_cli, bac
     monkeypatch.setenv("MIDDLE_AGENT_CACHE_DIR", str(tmp_path / "embedding-cache"))
     repo, cfg, outcomes, docs = run_both(tmp_path, fake_api, claude_env, memory=True, backend=backend)
     assert [o.status for o in outcomes] == ["complete", "complete"], outcomes
-    # Claude Code really wrote the files with its own Write tool.
-    assert (repo / "notes.txt").read_text() == "hello\n"
-    assert (repo / "more.txt").read_text() == "more\n"
+    # Claude Code really wrote the files with its own Write tool, each in its ticket's worktree.
+    assert (worktree(tmp_path, "t1") / "notes.txt").read_text() == "hello\n"
+    assert (worktree(tmp_path, "t2") / "more.txt").read_text() == "more\n"
+    assert not (repo / "notes.txt").exists() and not (repo / "more.txt").exists()
     worker = fake_api.requests_for("worker")
     assert any('"tool_result"' in body_text(r) for r in worker)
     # Ticket 1's summary doc was indexed, exactly, and kept for revert.
@@ -86,12 +87,13 @@ def test_two_tickets_with_memory(tmp_path, fake_api, claude_env, claude_cli, bac
     log1, log2 = middle_log(cfg_path, "t1"), middle_log(cfg_path, "t2")
     assert "turn 1" in log1 and "Created notes.txt." in log1 and "LESSON-ALPHA" in log1
     assert "turn 1" in log2 and "Created more.txt." in log2 and "Memories invoked:" in log2
+    assert "branch middle/t1 from main" in log1 and "notes.txt (+1 -0)" in log1
 
 
 def test_two_tickets_with_memory_off(tmp_path, fake_api, claude_env, claude_cli):
     repo, cfg, outcomes, docs = run_both(tmp_path, fake_api, claude_env, memory=False)
     assert [o.status for o in outcomes] == ["complete", "complete"]
-    assert (repo / "more.txt").read_text() == "more\n"
+    assert (worktree(tmp_path, "t2") / "more.txt").read_text() == "more\n"
     assert not (tmp_path / "mem").exists()
     assert not list(tmp_path.rglob("sliding_window.sqlite3"))
     assert docs == {"t1": [], "t2": []}

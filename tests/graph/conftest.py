@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from graph_helpers import RecordedBackend
-from orchestrator.testing import InMemoryBackend
+from orchestrator.testing import InMemoryBackend, make_repo
 
 
 @pytest.fixture(autouse=True)
@@ -21,9 +21,6 @@ def _reset_recorded():
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "README.md").write_text("sample\n")
-    return repo
+    return make_repo(tmp_path / "repo", {"README.md": "sample\n"})
 
 

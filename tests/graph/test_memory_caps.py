@@ -30,4 +30,4 @@ def test_a_huge_description_is_cut_on_index_and_the_recalled_block_fits_the_budg
         assert block.startswith("Memories invoked:") and len(block) <= budget
         assert "truncated" in block
         assert len(plan_message) < budget + 2_000  # not the 200 KB description, twice or once
-        assert orch.revert("t1") == 1  # revert deletes the exact (cut) string
+        assert orch.revert("t1").memory_docs_deleted == 1  # revert deletes the exact (cut) string

@@ -82,7 +82,21 @@ def test_claude_code_gets_exactly_the_agents_prompts_and_never_memory(tmp_path, 
     # one session: created on turn 1, resumed on turn 2
     assert worker.calls[0]["resume"] is False and worker.calls[1]["resume"] is True
     assert worker.calls[0]["session_id"] == worker.calls[1]["session_id"]
+    # Claude Code works in the ticket's own worktree, never in the user's working tree
+    assert worker.calls[0]["cwd"] == str(tmp_path / "state" / "worktrees" / "t1")
+
+
+def test_in_place_isolation_runs_in_the_project_directory(tmp_path, project):
+    config = make_config(tmp_path)
+    config.project.isolation = "none"
+    worker = RecordingWorker(["ok"])
+    with make_orchestrator(config, one_turn_llm(), worker) as orch:
+        add_ticket(orch, project)
+        assert orch.run_ticket("t1").status == "complete"
+        assert orch.store.latest_run("t1")["isolation"] == "none"
+        assert orch.store.latest_run("t1")["branch"] is None
     assert worker.calls[0]["cwd"] == str(project)
+    assert not (tmp_path / "state" / "worktrees").exists()
 
 
 def test_index_summary_doc_is_exact_and_stored_for_revert(tmp_path, project):
@@ -94,9 +108,10 @@ def test_index_summary_doc_is_exact_and_stored_for_revert(tmp_path, project):
         assert [a for n, a in RecordedBackend.all_calls() if n == "index"] == [([doc],)]
         assert orch.store.memory_docs("t1") == [doc]
         assert orch.memory.list_docs("demo") == [doc]
-        assert orch.revert("t1") == 1
+        result = orch.revert("t1")  # unmerged: revert is discard (no code reached the base branch)
+        assert result.memory_docs_deleted == 1 and "changed no files" in result.message
         assert orch.memory.list_docs("demo") == []
-        assert orch.store.get_ticket("t1").status == "reverted"
+        assert orch.store.get_ticket("t1").status == "discarded"
         assert [a for n, a in RecordedBackend.all_calls() if n == "delete"] == [([doc],)]
 
 

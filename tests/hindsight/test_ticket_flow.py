@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from orchestrator.config import Config
 from orchestrator.runner import Orchestrator
+from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
 from tickets.model import Ticket
 
 
 def test_a_ticket_recalls_the_previous_tickets_summary(tmp_path):
-    project = tmp_path / "repo"
-    project.mkdir()
+    project = make_repo(tmp_path / "repo")
     config = Config(state_dir=str(tmp_path / "state"), root=tmp_path,
                     agent={"max_turns": 3, "max_cost_usd": 1.0},
                     memory={"backend": "hindsight", "save_dir": str(tmp_path / "memory"),

@@ -11,6 +11,7 @@ import httpx
 
 from orchestrator.config import Config, load_config
 from orchestrator.server.live import ServerThread
+from orchestrator.testing import make_repo
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -18,6 +19,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def make_project(root: Path, *, backend: str | None = "keyword") -> Config:
     """The example repo and backlog in `root`, with a middle.toml (memory off when backend is None)."""
     shutil.copytree(EXAMPLES / "sample-repo", root / "repo")
+    make_repo(root / "repo")  # tickets run on their own branch of the project's repository
     shutil.copytree(EXAMPLES / "backlog", root / "tickets")
     memory = f'[memory]\nsave_dir = ".middle/memory"\nbackend = "{backend}"\n' if backend else ""
     (root / "middle.toml").write_text(

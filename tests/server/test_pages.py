@@ -39,7 +39,7 @@ def test_board_ticket_and_memory_pages_show_their_parts(server):
     c = server.client
     board = c.get("/", headers=HTML)
     assert board.status_code == 200
-    assert board.text.count('class="column"') == 6 and 'data-ticket="001-greeting"' in board.text
+    assert board.text.count('class="column"') == 9 and 'data-ticket="001-greeting"' in board.text
     assert re.search(r'<tr data-project="calc">.*?<td>3</td>', board.text, re.S)
     assert 'src="/static/app.js"' in board.text and "http://" not in board.text.split("<body")[0]
     ticket = c.get("/tickets/001-greeting", headers=HTML).text

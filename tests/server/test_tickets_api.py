@@ -50,7 +50,7 @@ def test_create_writes_a_markdown_ticket_file(server, project):
 
 
 @pytest.mark.cli
-def test_run_in_background_then_revert(server, claude_cli, project):
+def test_run_in_background_then_diff_merge_and_revert(server, claude_cli, project):
     c = server.client
     r = c.post("/api/tickets/001-greeting/run")
     assert r.status_code == 202, r.text
@@ -59,7 +59,10 @@ def test_run_in_background_then_revert(server, claude_cli, project):
     assert again.status_code in (400, 409), again.text  # 409 while running; 400 once complete
     run = wait_for_run(server, run_id)
     assert run["status"] == "complete" and len(run["turns"]) == 1
-    assert (project.root / "repo" / "calc" / "greeting.py").is_file()
+    greeting = project.root / "repo" / "calc" / "greeting.py"
+    assert not greeting.exists()  # on the ticket's branch only, until merged
+    assert run["branch"] == "middle/001-greeting" and run["head_commit"]
+    assert run["changes"] == [{"path": "calc/greeting.py", "added": 5, "deleted": 0}]
 
     detail = c.get("/api/tickets/001-greeting").json()
     assert detail["status"] == "complete" and detail["turns"] == 1 and detail["cost_usd"] > 0
@@ -73,12 +76,20 @@ def test_run_in_background_then_revert(server, claude_cli, project):
     assert kinds[0] == "run_start" and kinds[-1] == "run_end" and "decision" in kinds
     assert any(e["kind"] == "worker" and e["data"].get("type") == "tool_use" for e in events)
 
+    diff = c.get("/api/tickets/001-greeting/diff").json()
+    assert [f["path"] for f in diff["files"]] == ["calc/greeting.py"] and diff["merged"] is False
+    assert "+def greet(name: str) -> str:" in diff["files"][0]["patch"]
     r = c.post("/api/tickets/001-greeting/run")
-    assert r.status_code == 400 and "already complete" in r.json()["error"]
+    assert r.status_code == 400 and "unmerged change on middle/001-greeting" in r.json()["error"]
     r = c.post("/api/tickets/001-greeting/resume")
     assert r.status_code == 400 and "already ended" in r.json()["error"]
+    r = c.post("/api/tickets/001-greeting/merge")
+    assert r.status_code == 200 and r.json()["status"] == "merged", r.text
+    assert greeting.is_file() and c.get("/api/tickets/001-greeting").json()["status"] == "merged"
     r = c.post("/api/tickets/001-greeting/revert")
-    assert r.status_code == 200 and r.json()["removed"] == 1
+    assert r.status_code == 200 and r.json()["removed"] == 1 and r.json()["commit"], r.text
+    assert "revert commit" in r.json()["message"]
+    assert not greeting.exists()  # the revert commit undid the code
     assert c.get("/api/tickets/001-greeting").json()["status"] == "reverted"
     assert summary_doc not in [d["text"] for d in c.get("/api/projects/calc/memory/docs").json()["docs"]]
     totals = c.get("/api/projects").json()

@@ -13,7 +13,7 @@ import pytest
 from tickets.claims import Claim, claim_is_live, this_host
 from tickets.errors import StoreError, TicketError
 from tickets.model import Ticket
-from tickets.store import TicketStore
+from tickets.store import SCHEMA_VERSION, TicketStore
 
 
 def _ticket(tid: str, tmp_path) -> Ticket:
@@ -126,7 +126,7 @@ def test_schema_1_database_is_migrated(tmp_path):
     """)
     conn.close()
     with TicketStore(path) as s:
-        assert s.schema_version() == 2
+        assert s.schema_version() == SCHEMA_VERSION
         assert s.get_turn(run_id, 1)["prompt"] == "p"
         s.interrupt_run(run_id, "x")
         assert s.get_turn(run_id, 1)["status"] == "interrupted"

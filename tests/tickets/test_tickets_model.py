@@ -24,8 +24,9 @@ def make(**overrides):
     return Ticket(**data)
 
 
-def test_statuses_are_the_six_ticket_states():
-    assert [s.value for s in TicketStatus] == ["pending", "running", "complete", "failed", "interrupted", "reverted"]
+def test_statuses_are_the_ticket_states():
+    assert [s.value for s in TicketStatus] == ["pending", "running", "complete", "failed", "interrupted",
+                                               "reverted", "merged", "conflict", "discarded"]
     assert TicketStatus("complete") is TicketStatus.COMPLETE
     assert TicketStatus.FAILED == "failed"  # a str enum compares equal to its value
 

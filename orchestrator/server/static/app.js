@@ -155,16 +155,20 @@ function initTicket() {
     if (ev.kind === "run_start" && ev.id > Number(live.dataset.after)) live.open = true;
     if (kind !== "worker" || ["start", "result", "timeout"].includes((ev.data || {}).type)) refresh();
   }, document.getElementById("live-state"));
-  const paths = {run: "run", rerun: "run", resume: "resume", revert: "revert"};
+  const paths = {run: "run", rerun: "run", resume: "resume", revert: "revert", merge: "merge", discard: "discard"};
   article.addEventListener("click", async (e) => {
     const button = e.target.closest("button[data-action]");
     if (!button || !paths[button.dataset.action]) return;
+    const warn = {discard: "Discard this ticket's worktree, branch and memory doc?",
+                  revert: "Add a revert commit on the base branch and delete this ticket's memory doc?"};
+    if (warn[button.dataset.action] && !window.confirm(warn[button.dataset.action])) return;
     button.disabled = true;
     try {
       const action = button.dataset.action;
       const result = await api("POST", `/api/tickets/${encodeURIComponent(id)}/${paths[action]}`,
                                action === "rerun" ? {rerun: true} : undefined);
-      toast(action === "revert" ? `Reverted: ${result.removed} memory doc(s) deleted` : `Run ${result.run_id.slice(0, 8)} started`);
+      if (["revert", "merge", "discard"].includes(action)) toast(result.message);
+      else toast(result.run_id ? `Run ${result.run_id.slice(0, 8)} started` : "Queued: it starts when a running ticket ends");
     } catch (err) { toast(err.message, true); }
     refresh();
   });

@@ -1,0 +1,88 @@
+"""The one owner of a run's end: status, run record, claim, `run_end` event, then the plugin hook.
+
+The graph's finalize and fail nodes, the runner's error and interrupt paths, the server's shutdown
+and crash paths, and the LangGraph Server entry all end runs here. The store writes the record in
+one transaction and refuses a run that already ended, so the hook fires once per run end.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from orchestrator.plugins import call_hook
+
+log = logging.getLogger("middle.lifecycle")
+
+
+class RunLifecycle:
+    """Ends runs on one ticket store, calling the lifecycle hooks of one plugin registry."""
+
+    def __init__(self, store: Any, hooks: Any = None):
+        self.store, self.hooks = store, hooks
+
+    def complete(self, ticket_id: str, run_id: str, summary: str, **event: Any) -> bool:
+        ended = self.store.end_run(ticket_id, run_id, "complete", None, ticket_reason=summary or None,
+                                   event=event)
+        if ended:
+            call_hook(self.hooks, "on_ticket_complete", ticket=self.store.get_ticket(ticket_id),
+                      run_id=run_id, summary=summary)
+        return ended
+
+    def fail(self, ticket_id: str, run_id: str, reason: str, *, resumable: bool = False,
+             ticket_status: str | None = None) -> bool:
+        """End a run as failed. `ticket_status="pending"` returns the ticket to the backlog (a
+        model that cannot be reached before anything was done)."""
+        ended = self.store.end_run(ticket_id, run_id, "failed", reason, ticket_status=ticket_status,
+                                   event={"resumable": resumable})
+        if ended:
+            call_hook(self.hooks, "on_ticket_failed", ticket=self.store.get_ticket(ticket_id),
+                      run_id=run_id, reason=reason)
+        return ended
+
+    def interrupt(self, ticket_id: str, run_id: str, reason: str) -> bool:
+        """Ctrl-C, SIGTERM, SIGHUP or a server shutdown: resumable, no hook (nothing ended for good)."""
+        return self.store.end_run(ticket_id, run_id, "interrupted", reason, event={"resumable": True})
+
+
+# `middle run ID` starts tickets in these states; a complete one only when asked (`--rerun`).
+RUNNABLE = ("pending", "failed", "reverted", "discarded")
+
+
+def start_refusal(store: Any, ticket_id: str, *, rerun: bool = False, dependencies: str = "merged",
+                  in_batch: Any = ()) -> str | None:
+    """Why a new run of the ticket must not start now, or None when it may (before the claim).
+
+    The claim itself re-checks status and claims atomically; this says *why* in words, and checks
+    what the claim cannot: dependencies, and an unmerged change that a rerun would throw away.
+    Dependencies named in `in_batch` are not counted (a batch starts them first).
+    """
+    from tickets.deps import waiting_for
+
+    ticket = store.get_ticket(ticket_id)
+    status = ticket.status.value
+    run = store.latest_run(ticket_id)
+    if status in ("complete", "conflict") and run and run.get("head_commit") and not run.get("merge_commit"):
+        return (f"ticket {ticket_id!r} has an unmerged change on {run.get('branch')}: merge it "
+                f"(`middle merge {ticket_id}`) or discard it (`middle discard {ticket_id}`) first")
+    if status == "complete" and not rerun:
+        return (f"ticket {ticket_id!r} is already complete: run it again on purpose with "
+                f"`middle run --rerun {ticket_id}`")
+    if status == "merged" and not rerun:
+        return (f"ticket {ticket_id!r} is merged: run it again on purpose with `middle run --rerun "
+                f"{ticket_id}` (or undo it with `middle revert {ticket_id}`)")
+
+    def status_of(tid: str) -> str | None:
+        try:
+            return store.get_ticket(tid).status.value
+        except Exception:
+            return None
+
+    waits = waiting_for(ticket.model_copy(update={"depends_on": [d for d in ticket.depends_on
+                                                                  if d not in set(in_batch)]}),
+                        status_of, dependencies)  # type: ignore[arg-type]
+    if waits:
+        return f"ticket {ticket_id!r} waits for {', '.join(waits)}" + (
+            " (`middle merge` it once it is complete, or set [run] dependencies = \"complete\")"
+            if dependencies == "merged" and any("merged" in w for w in waits) else "")
+    return None

@@ -1,0 +1,97 @@
+"""`middle diff | merge | discard | revert | gc`: review a ticket's change and act on it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from orchestrator.cli_output import console, err_console, safe
+
+
+def _services(ctx: click.Context):
+    from orchestrator.cli import get_config, services
+
+    return services(ctx, get_config(ctx))
+
+
+def _report(result) -> None:
+    color = {"merged": "green", "conflict": "red", "reverted": "yellow", "discarded": "yellow"}.get(result.status, "")
+    text = safe(result.message)
+    console.print(f"[bold {color}]{result.status}[/]: {text}" if color else text)
+
+
+@click.command()
+@click.argument("ticket_id")
+@click.option("--stat", is_flag=True, help="Only the changed files and line counts.")
+@click.pass_context
+def diff(ctx: click.Context, ticket_id: str, stat: bool) -> None:
+    """Show a ticket's change: its branch against the commit it started from."""
+    result = _services(ctx).review.diff(ticket_id, stat=stat)
+    if not result["text"]:
+        err_console.print(f"ticket {safe(ticket_id)} changed no files")
+        return
+    if console.is_terminal and not stat:
+        from rich.syntax import Syntax
+
+        console.print(Syntax(result["text"], "diff", theme="ansi_dark", word_wrap=False))
+    else:  # piped: the plain patch, so `middle diff ID | git apply` works
+        sys.stdout.write(result["text"])
+
+
+@click.command()
+@click.argument("ticket_id")
+@click.pass_context
+def merge(ctx: click.Context, ticket_id: str) -> None:
+    """Merge a complete ticket's branch into the base branch (fast-forward when possible).
+
+    A conflict leaves the base branch and your working tree as they were and marks the ticket
+    `conflict`; uncommitted changes of yours in a file the merge would write stop it first.
+    """
+    result = _services(ctx).review.merge(ticket_id)
+    _report(result)
+    if result.status == "conflict":
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("ticket_id")
+@click.pass_context
+def discard(ctx: click.Context, ticket_id: str) -> None:
+    """Drop an unmerged ticket's work: its worktree and branch, and its memory doc."""
+    _report(_services(ctx).review.discard(ticket_id))
+
+
+@click.command()
+@click.argument("ticket_id")
+@click.pass_context
+def revert(ctx: click.Context, ticket_id: str) -> None:
+    """Undo a ticket: a revert commit on the base branch if merged (else discard), memory doc deleted."""
+    _report(_services(ctx).review.revert(ticket_id))
+
+
+@click.command()
+@click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
+@click.pass_context
+def gc(ctx: click.Context, dry_run: bool) -> None:
+    """Remove worktrees and branches that no ticket needs any more (e.g. left by a crashed run)."""
+    from orchestrator.workspace.gc import collect
+
+    svc = _services(ctx)
+    store = svc.read_store()
+    if store is None:
+        console.print("nothing to collect: no ticket has run here yet")
+        return
+    repos = [Path(r) for r in store.run_repos()]
+    report = collect(store, svc.review.worktrees, repos, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for path in report.worktrees:
+        console.print(f"{verb} worktree {safe(path)}")
+    for branch in report.branches:
+        console.print(f"{verb} branch {safe(branch)}")
+    if not report.worktrees and not report.branches:
+        console.print("nothing to collect")
+
+
+REVIEW_COMMANDS = (diff, merge, discard, revert, gc)

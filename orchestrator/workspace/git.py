@@ -1,0 +1,168 @@
+"""Running git: one function per question the workspace code asks, errors as GitError.
+
+We call the `git` executable rather than a library: worktrees, `merge-tree --write-tree` and the
+user's own config (author, hooks, attributes) behave exactly as the user's git does, and git is
+already on every machine that has a repository to work on.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import GitError
+
+FALLBACK_NAME, FALLBACK_EMAIL = "middle-agent", "middle@localhost"
+# No prompts (a credential helper or an editor would hang a headless run), one locale for parsing.
+_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true", "LC_ALL": "C", "LANGUAGE": "C"}
+
+
+def git(repo: Path | str, *args: str, check: bool = True, env: dict[str, str] | None = None,
+        input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `git -C repo ARGS`; a failure (when `check`) is a GitError with git's own message."""
+    try:
+        proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                              env={**os.environ, **_ENV, **(env or {})}, input=input)
+    except FileNotFoundError:
+        raise GitError("git is not installed: install git, or set [project] isolation = \"none\" "
+                       "to let tickets edit the project directory in place") from None
+    if check and proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise GitError(f"git {' '.join(args[:2])} failed in {repo}: {detail[-1] if detail else proc.returncode}")
+    return proc
+
+
+def out(repo: Path | str, *args: str) -> str:
+    return git(repo, *args).stdout.strip()
+
+
+def toplevel(path: Path) -> Path:
+    """The working tree root that holds `path`; a clear error when it is not in a repository."""
+    proc = git(path, "rev-parse", "--show-toplevel", check=False)
+    if proc.returncode != 0:
+        raise GitError(
+            f"{path} is not in a git repository, and tickets run on their own git branch: run "
+            "`git init && git add -A && git commit -m 'initial'` there, or set [project] "
+            "isolation = \"none\" in middle.toml to let tickets edit the directory in place")
+    root = Path(proc.stdout.strip())
+    if git(root, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False).returncode != 0:
+        raise GitError(
+            f"the git repository at {root} has no commit yet, and a ticket's branch starts from "
+            "one: commit your files first (`git add -A && git commit -m 'initial'`), or set "
+            "[project] isolation = \"none\"")
+    return root
+
+
+def current_branch(repo: Path) -> str | None:
+    """The branch checked out in `repo`, or None on a detached HEAD."""
+    proc = git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def branch_commit(repo: Path, branch: str) -> str | None:
+    proc = git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}", check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def branches(repo: Path, pattern: str = "") -> list[str]:
+    args = ["for-each-ref", "--format=%(refname:short)", "refs/heads/" + pattern]
+    return [b for b in out(repo, *args).splitlines() if b]
+
+
+def is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    return git(repo, "merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
+
+
+def has_object(repo: Path, sha: str) -> bool:
+    return git(repo, "cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode == 0
+
+
+@dataclass(frozen=True)
+class TreeMerge:
+    """The result of a three-way merge computed without touching any working tree."""
+
+    tree: str | None  # the merged tree, when there was no conflict
+    conflicts: list[str]  # paths that conflict (empty when clean)
+
+
+def merge_trees(repo: Path, ours: str, theirs: str) -> TreeMerge:
+    """`git merge-tree --write-tree` (git 2.38+): the merged tree, or the conflicting paths."""
+    args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", "-z"]
+    proc = git(repo, *args, ours, theirs, check=False)
+    if proc.returncode not in (0, 1):
+        if "unknown option" in proc.stderr or "usage" in proc.stderr:
+            raise GitError("this git is too old for merging without a working tree (git 2.38 or "
+                           f"newer is needed): {proc.stderr.strip()}")
+        raise GitError(f"git merge-tree failed in {repo}: {proc.stderr.strip()}")
+    fields = proc.stdout.split("\0")
+    tree = fields[0].strip()
+    if proc.returncode == 0:
+        return TreeMerge(tree, [])
+    conflicts = sorted({f for f in fields[1:] if f})
+    return TreeMerge(None, conflicts)
+
+
+def author_args(repo: Path) -> list[str]:
+    """`-c user.name=... -c user.email=...` when git config has none, so a commit never fails."""
+    args = []
+    if not git(repo, "config", "user.name", check=False).stdout.strip():
+        args += ["-c", f"user.name={FALLBACK_NAME}"]
+    if not git(repo, "config", "user.email", check=False).stdout.strip():
+        args += ["-c", f"user.email={FALLBACK_EMAIL}"]
+    return args
+
+
+def commit_tree(repo: Path, tree: str, parents: list[str], message: str) -> str:
+    """A commit object for `tree` (no working tree or ref touched); returns its sha."""
+    args = [*author_args(repo), "commit-tree", tree]
+    for parent in parents:
+        args += ["-p", parent]
+    return git(repo, *args, "-F", "-", input=message).stdout.strip()
+
+
+def numstat(repo: Path, *revs: str, cached: bool = False) -> list[dict[str, object]]:
+    """`git diff --numstat` as [{"path", "added", "deleted"}] (binary files count as None)."""
+    args = ["diff", "--numstat", "-z", "--no-renames", "--no-ext-diff"]
+    if cached:
+        args.append("--cached")
+    text = git(repo, *args, *revs).stdout
+    rows = []
+    for item in text.split("\0"):
+        if not item:
+            continue
+        added, deleted, path = item.split("\t", 2)
+        rows.append({"path": path, "added": None if added == "-" else int(added),
+                     "deleted": None if deleted == "-" else int(deleted)})
+    return rows
+
+
+def dirty_paths(worktree: Path) -> set[str]:
+    """Paths with uncommitted changes (staged, unstaged or untracked) in a working tree."""
+    text = git(worktree, "status", "--porcelain=v1", "-z", "--untracked-files=all").stdout
+    paths: set[str] = set()
+    items = text.split("\0")
+    i = 0
+    while i < len(items):
+        item = items[i]
+        i += 1
+        if len(item) < 4:
+            continue
+        paths.add(item[3:])
+        if item[0] in "RC":  # a rename or copy: the next field is the old path
+            paths.add(items[i])
+            i += 1
+    return paths
+
+
+def checked_out_at(repo: Path, branch: str) -> Path | None:
+    """The working tree where `branch` is checked out (the user's, usually), or None."""
+    want = f"branch refs/heads/{branch}"
+    path = None
+    for line in out(repo, "worktree", "list", "--porcelain").splitlines():
+        if line.startswith("worktree "):
+            path = Path(line[len("worktree "):])
+        elif line == want and path is not None:
+            return path
+    return None

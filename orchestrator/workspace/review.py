@@ -1,0 +1,279 @@
+"""Review a ticket's change and act on it: diff, merge, discard, revert (commands, API, dashboard).
+
+Merges and reverts are computed without touching any working tree (`git merge-tree`), so a
+conflict leaves the base branch and the user's files exactly as they were. The base branch then
+moves in one step: a fast-forward of the user's working tree when the branch is checked out there
+(refused, before anything changes, when the user has uncommitted changes in a file it would
+write), else a compare-and-swap of the ref.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import GitError, TicketError
+from orchestrator.workspace import git as g
+from orchestrator.workspace.worktrees import Worktrees, branch_name
+
+log = logging.getLogger("middle.review")
+
+
+@dataclass
+class ReviewResult:
+    """What a review action did, for the CLI line and the API's JSON."""
+
+    ticket_id: str
+    status: str  # the ticket's status afterwards
+    message: str  # one sentence: what happened to the code and to memory
+    commit: str | None = None
+    conflicts: list[str] = field(default_factory=list)
+    memory_docs_deleted: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ticket_id": self.ticket_id, "status": self.status, "message": self.message,
+                "commit": self.commit, "conflicts": self.conflicts,
+                "memory_docs_deleted": self.memory_docs_deleted}
+
+
+def split_patch(patch: str) -> list[dict[str, str]]:
+    """A unified diff cut into one {"path", "patch"} per file (for the ticket page)."""
+    files: list[dict[str, str]] = []
+    for chunk in patch.split("\ndiff --git ")[0:]:
+        if not chunk.strip():
+            continue
+        text = chunk if chunk.startswith("diff --git ") else "diff --git " + chunk
+        header = text.splitlines()[0]
+        path = header.split(" b/", 1)[-1] if " b/" in header else header
+        files.append({"path": path, "patch": text.rstrip("\n") + "\n"})
+    return files
+
+
+class Review:
+    """Diff, merge, discard and revert of tickets, on the ticket store and the repository."""
+
+    def __init__(self, store: Any, worktrees: Worktrees, memory: Any = None):
+        """`memory`: the memory facade, or a function returning it (built only when needed)."""
+        self.store, self.worktrees, self._memory = store, worktrees, memory
+
+    # -- reading -----------------------------------------------------------------------------
+    def _run(self, ticket_id: str) -> dict[str, Any]:
+        ticket = self.store.get_ticket(ticket_id)
+        run = self.store.latest_run(ticket_id)
+        if run is None:
+            raise TicketError(f"ticket {ticket_id!r} has never run, so it has no change to review: "
+                              f"start it with `middle run {ticket_id}`")
+        if run.get("isolation") != "worktree" or not run.get("branch"):
+            raise TicketError(
+                f"ticket {ticket.id!r} ran in the project directory itself ([project] isolation = "
+                "\"none\"), so it has no branch of its own: review its edits with `git diff` there")
+        return run
+
+    def _tip(self, run: dict[str, Any]) -> str | None:
+        """The ticket's tip: its branch (which the user may have added commits to), else the
+        commit recorded when it completed."""
+        repo = Path(run["repo"]) if run.get("repo") else None
+        tip = g.branch_commit(repo, run["branch"]) if repo else None
+        head = run.get("head_commit")
+        if tip and (head is None or g.is_ancestor(repo, head, tip)) and tip != run["base_commit"]:
+            return tip
+        return head
+
+    def diff(self, ticket_id: str, *, stat: bool = False) -> dict[str, Any]:
+        """The ticket's change against the commit it started from: committed, or (while it runs
+        or after it failed) what its worktree holds now."""
+        run = self._run(ticket_id)
+        repo = Path(run["repo"])
+        tip = run.get("head_commit") if run.get("merge_commit") else self._tip(run)
+        fmt = ["--stat"] if stat else ["--no-color", "--no-ext-diff"]
+        if tip:
+            text = g.git(repo, "diff", *fmt, run["base_commit"], tip).stdout
+            files = g.numstat(repo, run["base_commit"], tip)
+        elif run.get("worktree") and Path(run["worktree"]).is_dir():
+            wt = run["worktree"]
+            g.git(wt, "add", "--all", "--intent-to-add", check=False)  # new files show in the diff
+            text = g.git(wt, "diff", *fmt, run["base_commit"]).stdout
+            files = g.numstat(wt, run["base_commit"])
+        else:
+            text, files = "", []
+        return {"ticket_id": ticket_id, "base_branch": run["base_branch"], "base_commit": run["base_commit"],
+                "branch": run["branch"], "commit": tip, "merged": bool(run.get("merge_commit")),
+                "files": files, "text": text}
+
+    # -- merging -----------------------------------------------------------------------------
+    def merge(self, ticket_id: str) -> ReviewResult:
+        ticket = self.store.get_ticket(ticket_id)
+        status = ticket.status.value
+        if status == "merged":
+            return ReviewResult(ticket_id, status, f"ticket {ticket_id} is already merged")
+        if status not in ("complete", "conflict"):
+            raise TicketError(f"ticket {ticket_id!r} is {status}: only a complete ticket can be merged"
+                              + (f" (continue it with `middle resume {ticket_id}`)" if status in
+                                 ("failed", "interrupted") else ""))
+        run = self._run(ticket_id)
+        repo, base = Path(run["repo"]), run["base_branch"]
+        with self.worktrees.locked():
+            tip = self._tip(run)
+            if tip is None:
+                self._finish_merge(ticket_id, run, None)
+                return ReviewResult(ticket_id, "merged", f"ticket {ticket_id} changed no files: nothing "
+                                    f"to merge into {base}; marked merged")
+            old = g.branch_commit(repo, base)
+            if old is None:
+                raise GitError(f"the base branch {base!r} no longer exists in {repo}: recreate it, "
+                               "then merge again")
+            if g.is_ancestor(repo, tip, old):
+                self._finish_merge(ticket_id, run, old, tip)
+                return ReviewResult(ticket_id, "merged", f"ticket {ticket_id}'s commits are already in "
+                                    f"{base}; marked merged", old)
+            if g.is_ancestor(repo, old, tip):
+                new, how = tip, "fast-forward"
+            else:
+                merged = g.merge_trees(repo, old, tip)
+                if merged.tree is None:
+                    reason = (f"merging into {base} conflicts in {', '.join(merged.conflicts)}; {base} and "
+                              "your working tree were left as they were")
+                    self.store.set_status(ticket_id, "conflict", reason)
+                    return ReviewResult(
+                        ticket_id, "conflict",
+                        f"{reason}. Resolve it on the ticket's branch (cd {run['worktree']} && git merge "
+                        f"{base}, fix, commit), then `middle merge {ticket_id}` again; or discard it "
+                        f"(`middle discard {ticket_id}`) and run it again", conflicts=merged.conflicts)
+                new = g.commit_tree(repo, merged.tree, [old, tip],
+                                    f"Merge {branch_name(ticket_id)}: {ticket.title}\n")
+                how = "merge commit"
+            paths = self._advance_base(repo, base, old, new, action=f"merge ticket {ticket_id}")
+            self._finish_merge(ticket_id, run, new, tip)
+        return ReviewResult(ticket_id, "merged", f"merged ticket {ticket_id} into {base} ({how} "
+                            f"{new[:10]}, {len(paths)} file(s))", new)
+
+    def _finish_merge(self, ticket_id: str, run: dict[str, Any], merge_commit: str | None,
+                      tip: str | None = None) -> None:
+        fields: dict[str, Any] = {"merge_commit": merge_commit or ""}
+        if tip and tip != run.get("head_commit"):
+            fields.update(head_commit=tip, changes=g.numstat(Path(run["repo"]), run["base_commit"], tip))
+        self.store.set_run_fields(run["id"], **fields)
+        self.store.set_status(ticket_id, "merged", f"merged into {run['base_branch']}"
+                              + (f" at {merge_commit[:10]}" if merge_commit else " (no changes)"))
+        self.worktrees.remove(run["repo"], ticket_id)
+
+    def _advance_base(self, repo: Path, base: str, old: str, new: str, *, action: str) -> list[str]:
+        """Move the base branch from `old` to its descendant `new`; returns the paths written."""
+        paths = [r["path"] for r in g.numstat(repo, old, new)]
+        where = g.checked_out_at(repo, base)
+        if where is None:
+            g.git(repo, "update-ref", "-m", f"middle: {action}", f"refs/heads/{base}", new, old)
+            return paths
+        clash = sorted(g.dirty_paths(where) & set(paths))
+        if clash:
+            raise GitError(
+                f"cannot {action}: your uncommitted changes in {where} to {', '.join(clash[:10])}"
+                f"{' …' if len(clash) > 10 else ''} would be overwritten. Nothing was changed: commit "
+                "or stash them, then try again")
+        proc = g.git(where, "merge", "--ff-only", "--quiet", new, check=False)
+        if proc.returncode != 0:
+            raise GitError(f"cannot {action}: git refused to update {where} ({proc.stderr.strip()}); "
+                           f"{base} was left as it was")
+        return paths
+
+    # -- discarding and reverting ------------------------------------------------------------
+    def discard(self, ticket_id: str) -> ReviewResult:
+        ticket = self.store.get_ticket(ticket_id)
+        status = ticket.status.value
+        if status == "running":
+            raise TicketError(f"ticket {ticket_id!r} is running: stop it (Ctrl-C) before discarding it")
+        if status == "merged":
+            raise TicketError(f"ticket {ticket_id!r} is merged: undo it with `middle revert {ticket_id}`")
+        if status == "discarded":
+            return ReviewResult(ticket_id, status, f"ticket {ticket_id} is already discarded")
+        run = self.store.latest_run(ticket_id)
+        if run is None:
+            raise TicketError(f"ticket {ticket_id!r} has never run: there is nothing to discard")
+        code = "it ran in place (isolation = \"none\"), so its edits are left in the project"
+        if run.get("isolation") == "worktree" and run.get("branch"):
+            changed = bool(self._tip(run)) if run.get("repo") else False
+            self.worktrees.remove(run["repo"], ticket_id)
+            code = (f"removed its worktree and branch {run['branch']}" if changed
+                    else "it changed no files; removed its worktree")
+        removed = self.forget(ticket_id)
+        self.store.set_status(ticket_id, "discarded", f"discarded; {removed} memory doc(s) deleted")
+        return ReviewResult(ticket_id, "discarded",
+                            f"discarded ticket {ticket_id}: {code}; {removed} memory doc(s) deleted",
+                            memory_docs_deleted=removed)
+
+    def revert(self, ticket_id: str) -> ReviewResult:
+        ticket = self.store.get_ticket(ticket_id)
+        status = ticket.status.value
+        run = self.store.latest_run(ticket_id)
+        if run is None:
+            raise TicketError(f"ticket {ticket_id!r} has never run, so there is nothing to revert")
+        if status == "running":
+            raise TicketError(f"ticket {ticket_id!r} is running: wait for it to end, then revert it")
+        if status in ("failed", "interrupted") and not self.store.memory_docs(ticket_id):
+            raise TicketError(
+                f"ticket {ticket_id!r} is {status} and was never merged or indexed, so there is nothing "
+                f"to revert: continue it with `middle resume {ticket_id}`, or drop its work with "
+                f"`middle discard {ticket_id}`")
+        if status == "reverted":
+            return ReviewResult(ticket_id, status, f"ticket {ticket_id} is already reverted")
+        if run.get("isolation") != "worktree":
+            removed = self.forget(ticket_id)
+            self.store.set_status(ticket_id, "reverted", f"reverted; {removed} memory doc(s) deleted")
+            return ReviewResult(ticket_id, "reverted", f"reverted ticket {ticket_id}: {removed} memory doc(s) "
+                                "deleted; its edits were made in place (isolation = \"none\") and are not "
+                                "undone: use git for that", memory_docs_deleted=removed)
+        if status != "merged":
+            return self.discard(ticket_id)
+        commit, code = self._revert_commit(ticket, run)
+        removed = self.forget(ticket_id)
+        if commit:
+            self.store.set_run_fields(run["id"], revert_commit=commit)
+        self.store.set_status(ticket_id, "reverted", f"{code}; {removed} memory doc(s) deleted")
+        return ReviewResult(ticket_id, "reverted", f"reverted ticket {ticket_id}: {code}; {removed} memory "
+                            "doc(s) deleted", commit, memory_docs_deleted=removed)
+
+    def _revert_commit(self, ticket: Any, run: dict[str, Any]) -> tuple[str | None, str]:
+        repo, base, start, tip = Path(run["repo"]), run["base_branch"], run["base_commit"], run.get("head_commit")
+        if not tip:
+            return None, "it changed no files, so no code was reverted"
+        with self.worktrees.locked():
+            old = g.branch_commit(repo, base)
+            if old is None:
+                raise GitError(f"the base branch {base!r} no longer exists in {repo}: nothing was changed")
+            if not g.is_ancestor(repo, tip, old):
+                return None, f"its commits are not in {base} any more, so no revert commit was needed"
+            # Undo start..tip as one change: a commit on top of the ticket's tip that restores the
+            # tree it started from, merged into the base (their merge base is the tip), kept
+            # with the base as its only parent. git 2.38's merge-tree needs no working tree.
+            undo = g.commit_tree(repo, g.out(repo, "rev-parse", f"{start}^{{tree}}"), [tip], "undo\n")
+            merged = g.merge_trees(repo, old, undo)
+            if merged.tree is None:
+                raise GitError(
+                    f"cannot revert ticket {ticket.id} cleanly: later changes on {base} touch "
+                    f"{', '.join(merged.conflicts)}. Nothing was changed; revert it by hand "
+                    f"(`git revert {start[:10]}..{tip[:10]}`), then `middle revert {ticket.id}` again "
+                    "to drop its memory")
+            if merged.tree == g.out(repo, "rev-parse", f"{old}^{{tree}}"):
+                return None, f"its changes are no longer in {base}, so no revert commit was needed"
+            message = (f"Revert \"{ticket.title}\"\n\n`middle revert {ticket.id}`: undoes "
+                       f"{start[:10]}..{tip[:10]} of {run['branch']}.\n")
+            new = g.commit_tree(repo, merged.tree, [old], message)
+            paths = self._advance_base(repo, base, old, new, action=f"revert ticket {ticket.id}")
+        return new, f"revert commit {new[:10]} on {base} undoes {len(paths)} file(s)"
+
+    def forget(self, ticket_id: str) -> int:
+        """Delete the ticket's indexed docs from memory (exact strings); returns how many."""
+        ticket = self.store.get_ticket(ticket_id)
+        docs = self.store.memory_docs(ticket_id)
+        if not docs:
+            return 0
+        memory = self._memory() if callable(self._memory) else self._memory
+        if memory is None:
+            raise TicketError(
+                f"ticket {ticket_id!r} has {len(docs)} indexed memory doc(s) but memory is off: "
+                "set [memory] save_dir (or MEMORY_SAVE_DIR) to the store they were indexed in")
+        removed = memory.delete(ticket.project_id, docs)
+        self.store.mark_memory_docs_deleted(ticket_id)
+        return removed

@@ -1,0 +1,162 @@
+"""A ticket's own git worktree and branch: made at run start, committed at completion, removed after.
+
+`.middle/worktrees/<ticket-id>` on branch `middle/<ticket-id>`, from the base branch's current
+commit (or, with `[run] dependencies = "complete"`, from that commit with the dependencies'
+branches merged in). Claude Code works there; the user's own working tree is never written.
+Git operations that change refs or worktrees hold one file lock per state directory, so parallel
+tickets and two `middle` processes never race inside git.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from orchestrator.errors import GitError, TicketError
+from orchestrator.workspace import git as g
+
+log = logging.getLogger("middle.workspace")
+
+BRANCH_PREFIX = "middle/"
+LOCK_TIMEOUT_S = 120.0
+
+
+def branch_name(ticket_id: str) -> str:
+    return BRANCH_PREFIX + ticket_id
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where a run works: JSON-able, so it lives in graph state and the run record."""
+
+    repo: str  # the repository's main working tree (toplevel)
+    path: str  # the worktree
+    cwd: str  # where Claude Code runs: the worktree, or the project's subfolder inside it
+    branch: str
+    base_branch: str
+    base_commit: str  # the commit the branch started from
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Workspace":
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+
+
+class Worktrees:
+    """Creates, inspects, commits and removes ticket worktrees under one state directory."""
+
+    def __init__(self, root: Path, base_branch: str | None = None):
+        self.root = Path(root)
+        self.base_branch = base_branch
+        self._lock = FileLock(str(self.root.parent / "worktrees.lock"), timeout=LOCK_TIMEOUT_S)
+
+    def locked(self) -> FileLock:
+        """The lock held around ref and worktree changes (merge and revert take it too)."""
+        self.root.parent.mkdir(parents=True, exist_ok=True)
+        return self._lock
+
+    def path_for(self, ticket_id: str) -> Path:
+        return self.root / ticket_id
+
+    # -- run start ---------------------------------------------------------------------------
+    def prepare(self, ticket_id: str, project_path: str | Path, *, start_from: list[str] = ()) -> Workspace:
+        """A fresh worktree for a new run of the ticket (an old one of an earlier run is replaced).
+
+        `start_from`: dependency branches merged into the start point (dependencies = complete).
+        """
+        project = Path(project_path).resolve()
+        repo = g.toplevel(project)
+        base = self.base_branch or g.current_branch(repo)
+        if not base:
+            raise GitError(f"the repository at {repo} has no branch checked out (detached HEAD), so "
+                           "there is no base branch to start tickets from: check out a branch, or "
+                           "set [project] base_branch in middle.toml")
+        with self.locked():
+            start = g.branch_commit(repo, base)
+            if start is None:
+                known = ", ".join(g.branches(repo)[:10]) or "none"
+                raise GitError(f"the base branch {base!r} does not exist in {repo} (branches: {known}): "
+                               "set [project] base_branch in middle.toml to the branch tickets "
+                               "start from and merge into")
+            start = self._merge_dependencies(repo, ticket_id, start, list(start_from))
+            path, branch = self.path_for(ticket_id), branch_name(ticket_id)
+            self._remove(repo, path, branch)
+            self.root.mkdir(parents=True, exist_ok=True)
+            g.git(repo, "worktree", "add", "--quiet", "-b", branch, str(path), start)
+        rel = project.relative_to(repo) if project != repo else Path()
+        return Workspace(repo=str(repo), path=str(path), cwd=str(path / rel), branch=branch,
+                         base_branch=base, base_commit=start)
+
+    def _merge_dependencies(self, repo: Path, ticket_id: str, start: str, deps: list[str]) -> str:
+        for dep in deps:
+            tip = g.branch_commit(repo, dep)
+            if tip is None:
+                raise TicketError(f"ticket {ticket_id!r} starts from its dependency's branch {dep!r}, "
+                                  "which no longer exists: run that ticket again, or merge it first")
+            if g.is_ancestor(repo, tip, start):
+                continue
+            if g.is_ancestor(repo, start, tip):
+                start = tip
+                continue
+            merged = g.merge_trees(repo, start, tip)
+            if merged.tree is None:
+                raise TicketError(
+                    f"ticket {ticket_id!r} cannot start: its dependencies' branches conflict in "
+                    f"{', '.join(merged.conflicts)}; merge them one at a time (`middle merge`), then "
+                    f"run it again")
+            start = g.commit_tree(repo, merged.tree, [start, tip],
+                                  f"Start {branch_name(ticket_id)} from its dependencies\n\nMerges {dep}.")
+        return start
+
+    # -- during and at the end of a run ------------------------------------------------------
+    def changes(self, ws: Workspace) -> list[dict[str, Any]]:
+        """What the ticket changed so far (committed or not), against its start."""
+        g.git(ws.path, "add", "-A")
+        return g.numstat(ws.path, ws.base_commit, cached=True)
+
+    def commit(self, ws: Workspace, message: str) -> tuple[str | None, list[dict[str, Any]]]:
+        """Commit everything Claude Code changed on the ticket's branch.
+
+        Returns (commit sha, changed paths); (None, []) when the ticket changed nothing. Safe to
+        call again after a crash: an existing commit with a clean worktree is returned as is.
+        """
+        if not Path(ws.path).is_dir():
+            raise GitError(f"the ticket's worktree {ws.path} is gone (removed by hand or by "
+                           "`middle gc`?): start the ticket again with `middle run --rerun`")
+        g.git(ws.path, "add", "-A")
+        staged = g.git(ws.path, "diff", "--cached", "--quiet", "HEAD", check=False).returncode != 0
+        if staged:
+            # No hooks (the user's pre-commit would judge half-reviewed work; the user reviews
+            # before merging) and no signing prompt in a headless run.
+            g.git(ws.path, *g.author_args(Path(ws.repo)), "-c", "commit.gpgsign=false", "commit",
+                  "--quiet", "--no-verify", "-F", "-", input=message)
+        head = g.out(ws.path, "rev-parse", "HEAD")
+        if head == ws.base_commit:
+            return None, []
+        return head, g.numstat(ws.path, ws.base_commit, head)
+
+    # -- removal -----------------------------------------------------------------------------
+    def remove(self, repo: str | Path, ticket_id: str, *, keep_branch: bool = False) -> None:
+        """Remove the ticket's worktree (and its branch unless `keep_branch`)."""
+        with self.locked():
+            self._remove(Path(repo), self.path_for(ticket_id), None if keep_branch else branch_name(ticket_id))
+
+    def _remove(self, repo: Path, path: Path, branch: str | None) -> None:
+        if path.exists():
+            proc = g.git(repo, "worktree", "remove", "--force", "--force", str(path), check=False)
+            if proc.returncode != 0 and path.exists():
+                shutil.rmtree(path, ignore_errors=True)
+        g.git(repo, "worktree", "prune", check=False)
+        if branch and g.branch_commit(repo, branch):
+            g.git(repo, "branch", "-D", branch)
+
+    def leftovers(self) -> list[Path]:
+        """Worktree folders under the state directory (gc compares them with the tickets)."""
+        return sorted(p for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []

@@ -1,0 +1,140 @@
+"""Batches: N tickets at once in their own worktrees, dependencies, the batch cost limit, a model
+that cannot be used, and the graph's commit (the agent sees the changed paths)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from graph_helpers import add_ticket, make_config, make_orchestrator
+from orchestrator.batch import run_batch
+from orchestrator.errors import ModelAccessError
+from orchestrator.testing.fakes import PerTicketAgentLLM, RecordingWorker, decision_reply, plan_reply
+from orchestrator.workspace.git import branch_commit, out
+from tickets.model import Ticket
+
+
+def writes(rel: str, text: str, barrier: threading.Barrier | None = None):
+    """A worker turn that writes one file in its cwd (optionally waiting for the other tickets)."""
+    def turn(prompt: str, cwd: Path) -> str:
+        if barrier is not None:
+            barrier.wait(timeout=20)  # raises unless every ticket of the barrier runs at once
+        (cwd / rel).write_text(text)
+        return f"Created {rel}."
+    return turn
+
+
+def one_turn(title: str, summary: str = "done") -> dict[str, list[str]]:
+    return {title: [plan_reply(f"write for {title}"), decision_reply(True, summary)]}
+
+
+def test_two_tickets_run_at_once_each_on_its_own_branch(tmp_path, project):
+    barrier = threading.Barrier(2)
+    llm = PerTicketAgentLLM({**one_turn("Alpha"), **one_turn("Beta")})
+    worker = RecordingWorker([writes("shared_name.py", "x = 1\n", barrier),
+                              writes("shared_name.py", "x = 2\n", barrier)])
+    config = make_config(tmp_path)
+    config.run.parallel = 2
+    with make_orchestrator(config, llm, worker) as orch:
+        add_ticket(orch, project, "a", title="Alpha")
+        add_ticket(orch, project, "b", title="Beta")
+        result = run_batch(orch, ["a", "b"])
+        assert sorted(o.status for o in result.outcomes) == ["complete", "complete"]
+        cwds = sorted(c["cwd"] for c in worker.calls)
+        assert cwds == [str(tmp_path / "state" / "worktrees" / t) for t in ("a", "b")]
+        for tid in ("a", "b"):
+            run = orch.store.latest_run(tid)
+            assert run["head_commit"] == branch_commit(project, f"middle/{tid}")
+            assert run["changes"] == [{"path": "shared_name.py", "added": 1, "deleted": 0}]
+            assert out(project, "show", f"middle/{tid}:shared_name.py") in ("x = 1", "x = 2")
+        assert not (project / "shared_name.py").exists()  # the user's tree: untouched
+    # the agent's assessment listed the changed path, so its summary can name it
+    assess = [c["messages"][0]["content"] for c in llm.calls if "Decide whether" in c["messages"][0]["content"]]
+    assert all("shared_name.py (+1 -0)" in m for m in assess) and len(assess) == 2
+
+
+def test_a_dependency_on_a_complete_ticket_starts_from_its_branch(tmp_path, project):
+    llm = PerTicketAgentLLM({**one_turn("Base"), **one_turn("On top")})
+    seen: dict[str, bool] = {}
+
+    def second(prompt: str, cwd: Path) -> str:
+        seen["base file"] = (cwd / "base.py").exists()
+        (cwd / "top.py").write_text("import base\n")
+        return "Created top.py."
+
+    worker = RecordingWorker([writes("base.py", "B = 1\n"), second])
+    config = make_config(tmp_path)
+    config.run.parallel = 2
+    config.run.dependencies = "complete"
+    with make_orchestrator(config, llm, worker) as orch:
+        add_ticket(orch, project, "base", title="Base")
+        orch.store.upsert_ticket(Ticket(id="top", project_id="demo", title="On top", project_path=str(project),
+                                        depends_on=["base"]))
+        result = run_batch(orch, ["top", "base"])  # order in the list does not matter
+        assert [o.ticket_id for o in result.outcomes] == ["base", "top"]
+        assert all(o.status == "complete" for o in result.outcomes)
+    assert seen["base file"] is True
+
+
+def test_with_merged_dependencies_the_dependent_waits_for_the_merge(tmp_path, project):
+    llm = PerTicketAgentLLM({**one_turn("Base"), **one_turn("On top")})
+    config = make_config(tmp_path)
+    with make_orchestrator(config, llm, RecordingWorker([writes("base.py", "B = 1\n"),
+                                                         writes("top.py", "T = 1\n")])) as orch:
+        add_ticket(orch, project, "base", title="Base")
+        orch.store.upsert_ticket(Ticket(id="top", project_id="demo", title="On top", project_path=str(project),
+                                        depends_on=["base"]))
+        first = run_batch(orch, ["base", "top"])
+        assert [(o.ticket_id, o.status) for o in first.outcomes] == [("base", "complete"), ("top", "skipped")]
+        assert "waits for base to be merged" in first.outcomes[1].reason
+        orch.services.review.merge("base")
+        second = run_batch(orch, ["top"])
+        assert second.outcomes[0].status == "complete"
+        assert orch.store.latest_run("top")["base_commit"] == orch.store.latest_run("base")["merge_commit"]
+
+
+def test_the_batch_cost_limit_stops_starting_tickets(tmp_path, project):
+    titles = ["One", "Two", "Three"]
+    llm = PerTicketAgentLLM({k: v for t in titles for k, v in one_turn(t).items()})
+    config = make_config(tmp_path)
+    config.run.max_cost_usd_total = 0.015  # each turn costs 0.01
+    with make_orchestrator(config, llm, RecordingWorker(["a", "b", "c"], cost_per_turn=0.01)) as orch:
+        for i, t in enumerate(titles):
+            add_ticket(orch, project, f"t{i}", title=t)
+        result = run_batch(orch, ["t0", "t1", "t2"])
+        assert [o.status for o in result.outcomes] == ["complete", "complete", "skipped"]
+        assert "max_cost_usd_total" in result.outcomes[2].reason and result.stopped
+        assert orch.store.get_ticket("t2").status.value == "pending"
+
+
+class RejectingLLM:
+    def __init__(self):
+        self.calls = 0
+
+    def complete(self, system, messages, schema):
+        self.calls += 1
+        raise ModelAccessError("the Messages API rejected the API key (401): check ANTHROPIC_API_KEY")
+
+
+def test_a_rejected_key_stops_the_batch_and_leaves_every_ticket_pending(tmp_path, project):
+    llm = RejectingLLM()
+    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker()) as orch:
+        for i in range(3):
+            add_ticket(orch, project, f"t{i}", title=f"T{i}")
+        result = run_batch(orch, ["t0", "t1", "t2"])
+        assert isinstance(result.fatal, ModelAccessError)
+        assert llm.calls == 1  # stopped at the first ticket
+        assert [orch.store.get_ticket(f"t{i}").status.value for i in range(3)] == ["pending"] * 3
+        assert orch.store.get_claim("t0") is None
+        assert orch.store.latest_run("t0")["status"] == "failed"
+
+
+def test_a_rerun_of_a_complete_ticket_with_an_unmerged_change_is_refused(tmp_path, project):
+    llm = PerTicketAgentLLM({"Alpha": [plan_reply("p"), decision_reply(True, "d")]})
+    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker([writes("a.py", "1\n")])) as orch:
+        add_ticket(orch, project, "a", title="Alpha")
+        assert orch.run_ticket("a").status == "complete"
+        with pytest.raises(Exception, match="unmerged change on middle/a: merge it .* or discard it"):
+            orch.run_ticket("a", rerun=True)

@@ -1,0 +1,229 @@
+"""Review with real git: diff, merge (fast-forward, merge commit, conflict, dirty tree), discard,
+revert of a merged ticket, and gc. A conflict or a refusal must leave everything as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import GitError, TicketError
+from orchestrator.testing import InMemoryBackend, make_repo
+from orchestrator.testing.git import commit_all
+from orchestrator.workspace import Review, Worktrees
+from orchestrator.workspace.gc import collect
+from orchestrator.workspace.git import branch_commit, git, out
+from tickets.model import Ticket
+from tickets.store import TicketStore
+
+
+class Memory:
+    """The part of the memory facade review uses, recording deletes."""
+
+    def __init__(self):
+        self.deleted: list[tuple[str, list[str]]] = []
+
+    def delete(self, project, docs):
+        self.deleted.append((project, list(docs)))
+        return len(docs)
+
+
+@pytest.fixture
+def env(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"app.py": "print('v1')\n", "README.md": "app\n"})
+    store = TicketStore(tmp_path / "state" / "middle.sqlite3")
+    wt = Worktrees(tmp_path / "state" / "worktrees")
+    memory = Memory()
+    yield repo, store, wt, Review(store, wt, memory), memory
+    store.close()
+    InMemoryBackend.reset()
+
+
+def complete(store, wt, repo, tid, files, *, doc=None):
+    """A ticket whose run wrote `files` in its worktree and completed (what the graph does)."""
+    store.upsert_ticket(Ticket(id=tid, project_id="p", title=f"Ticket {tid}", project_path=str(repo)))
+    run_id = store.claim_new_run(tid, ["pending", "discarded"])
+    ws = wt.prepare(tid, repo)
+    store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
+                         base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)
+    for rel, text in files.items():
+        (Path(ws.path) / rel).write_text(text)
+    sha, changes = wt.commit(ws, f"Ticket {tid}\n\ndone\n")
+    store.set_run_fields(run_id, head_commit=sha, changes=changes)
+    if doc:
+        store.add_memory_doc(tid, "p", doc)
+    assert store.end_run(tid, run_id, "complete", None)
+    return sha
+
+
+def snapshot(repo: Path) -> dict:
+    """Everything a user could notice: branch tips, HEAD, index and working-tree files."""
+    files = {str(p.relative_to(repo)): p.read_bytes() for p in repo.rglob("*")
+             if p.is_file() and ".git" not in p.parts}
+    return {"refs": out(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
+            "head": out(repo, "rev-parse", "HEAD"), "status": out(repo, "status", "--porcelain"),
+            "files": files}
+
+
+def test_diff_shows_the_branch_against_its_start(env):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"})
+    d = review.diff("t1")
+    assert d["files"] == [{"path": "app.py", "added": 1, "deleted": 1}]
+    assert "-print('v1')" in d["text"] and "+print('v2')" in d["text"]
+    assert "app.py | 2" in review.diff("t1", stat=True)["text"]
+
+
+def test_merge_fast_forwards_the_checked_out_base_branch(env):
+    repo, store, wt, review, _ = env
+    sha = complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"})
+    assert (repo / "app.py").read_text() == "print('v1')\n"  # untouched until merge
+    result = review.merge("t1")
+    assert result.status == "merged" and "fast-forward" in result.message
+    assert branch_commit(repo, "main") == sha
+    assert (repo / "app.py").read_text() == "print('v2')\n"  # the user's tree follows its branch
+    assert out(repo, "status", "--porcelain") == ""
+    assert store.get_ticket("t1").status.value == "merged"
+    assert store.latest_run("t1")["merge_commit"] == sha
+    assert branch_commit(repo, "middle/t1") is None and not Path(wt.path_for("t1")).exists()
+
+
+def test_merge_makes_a_merge_commit_when_the_base_moved(env):
+    repo, store, wt, review, _ = env
+    tip = complete(store, wt, repo, "t1", {"new.py": "x = 1\n"})
+    (repo / "README.md").write_text("app, edited by the user\n")
+    user = commit_all(repo, "user edit")
+    result = review.merge("t1")
+    assert result.status == "merged" and "merge commit" in result.message
+    head = branch_commit(repo, "main")
+    assert out(repo, "rev-parse", f"{head}^1", f"{head}^2").split() == [user, tip]
+    assert (repo / "new.py").exists() and "edited by the user" in (repo / "README.md").read_text()
+
+
+def test_a_conflict_changes_nothing_and_names_the_files(env):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {"app.py": "print('ticket')\n"})
+    (repo / "app.py").write_text("print('user')\n")
+    commit_all(repo, "user edit")
+    before = snapshot(repo)
+    result = review.merge("t1")
+    assert result.status == "conflict" and result.conflicts == ["app.py"]
+    assert "app.py" in result.message and "left as they were" in result.message
+    assert snapshot(repo) == before
+    assert store.get_ticket("t1").status.value == "conflict"
+    assert branch_commit(repo, "middle/t1")  # kept, to be resolved
+
+
+def test_merge_refuses_when_the_user_has_uncommitted_changes_in_those_files(env):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"})
+    (repo / "app.py").write_text("print('my own work in progress')\n")
+    (repo / "notes.txt").write_text("untracked and unrelated\n")
+    before = snapshot(repo)
+    with pytest.raises(GitError, match="uncommitted changes .* to app.py would be overwritten. Nothing was changed"):
+        review.merge("t1")
+    assert snapshot(repo) == before
+    assert store.get_ticket("t1").status.value == "complete"
+
+
+def test_merge_goes_ahead_when_uncommitted_changes_are_elsewhere(env):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {"new.py": "x = 1\n"})
+    (repo / "README.md").write_text("my edit\n")
+    assert review.merge("t1").status == "merged"
+    assert (repo / "README.md").read_text() == "my edit\n" and (repo / "new.py").exists()
+
+
+def test_merge_of_a_base_branch_not_checked_out_moves_only_the_ref(env):
+    repo, store, wt, review, _ = env
+    git(repo, "checkout", "--quiet", "-b", "feature")
+    sha = complete(store, wt, Path(repo), "t1", {"new.py": "x = 1\n"})  # base: feature (checked out)
+    git(repo, "checkout", "--quiet", "main")
+    before = snapshot(repo)
+    review.merge("t1")
+    assert branch_commit(repo, "feature") == sha
+    assert snapshot(repo)["files"] == before["files"]
+
+
+def test_revert_of_a_merged_ticket_adds_a_revert_commit_and_deletes_its_doc(env):
+    repo, store, wt, review, memory = env
+    complete(store, wt, repo, "t1", {"app.py": "print('v2')\n", "extra.py": "y = 2\n"}, doc="Ticket: t1 doc")
+    review.merge("t1")
+    (repo / "README.md").write_text("later, unrelated work\n")
+    later = commit_all(repo, "later")
+    result = review.revert("t1")
+    assert result.status == "reverted" and "revert commit" in result.message and "2 file(s)" in result.message
+    assert "1 memory doc(s) deleted" in result.message and memory.deleted == [("p", ["Ticket: t1 doc"])]
+    head = branch_commit(repo, "main")
+    assert out(repo, "rev-parse", f"{head}^") == later
+    assert (repo / "app.py").read_text() == "print('v1')\n" and not (repo / "extra.py").exists()
+    assert (repo / "README.md").read_text() == "later, unrelated work\n"
+    assert store.latest_run("t1")["revert_commit"] == head
+    assert store.get_ticket("t1").status.value == "reverted"
+
+
+def test_revert_that_would_conflict_changes_nothing(env):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"})
+    review.merge("t1")
+    (repo / "app.py").write_text("print('v3, built on v2')\n")
+    commit_all(repo, "later edit of the same line")
+    before = snapshot(repo)
+    with pytest.raises(GitError, match="cannot revert ticket t1 cleanly.*app.py.*Nothing was changed"):
+        review.revert("t1")
+    assert snapshot(repo) == before and store.get_ticket("t1").status.value == "merged"
+
+
+def test_revert_of_an_unmerged_ticket_is_discard(env):
+    repo, store, wt, review, memory = env
+    complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"}, doc="d1")
+    before = snapshot(repo)
+    result = review.revert("t1")
+    assert result.status == "discarded" and "removed its worktree and branch middle/t1" in result.message
+    assert branch_commit(repo, "middle/t1") is None and memory.deleted == [("p", ["d1"])]
+    assert snapshot(repo)["files"] == before["files"]
+
+
+def test_revert_and_discard_of_a_ticket_that_changed_nothing_say_so(env):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {})
+    assert "changed no files" in review.merge("t1").message
+    assert "changed no files, so no code was reverted" in review.revert("t1").message
+
+
+def test_revert_of_a_failed_ticket_keeps_the_failure(env):
+    repo, store, wt, review, _ = env
+    store.upsert_ticket(Ticket(id="t1", project_id="p", title="T", project_path=str(repo)))
+    run_id = store.claim_new_run("t1", ["pending"])
+    store.end_run("t1", run_id, "failed", "turn limit reached")
+    with pytest.raises(TicketError, match="failed and was never merged or indexed.*middle discard t1"):
+        review.revert("t1")
+    assert store.get_ticket("t1").status.value == "failed"
+
+
+def test_discard_refuses_a_merged_ticket(env):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {"new.py": "1\n"})
+    review.merge("t1")
+    with pytest.raises(TicketError, match="is merged: undo it with `middle revert t1`"):
+        review.discard("t1")
+
+
+def test_gc_removes_what_no_ticket_needs(env, tmp_path):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "keep", {"a.py": "1\n"})  # complete: kept for review
+    wt.prepare("ghost", repo)  # a worktree of a ticket nobody knows (a crashed, deleted run)
+    git(repo, "branch", "middle/orphan")
+    assert collect(store, wt, [repo], dry_run=True).worktrees == [str(wt.path_for("ghost"))]
+    assert (wt.path_for("ghost")).exists()
+    report = collect(store, wt, [repo])
+    assert report.worktrees == [str(wt.path_for("ghost"))]
+    assert f"{repo}:middle/orphan" in report.branches and f"{repo}:middle/ghost" in report.branches
+    assert not wt.path_for("ghost").exists() and wt.path_for("keep").exists()
+    assert g_branches(repo) == ["main", "middle/keep"]
+
+
+def g_branches(repo):
+    from orchestrator.workspace.git import branches
+
+    return branches(repo)

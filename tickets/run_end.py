@@ -1,0 +1,67 @@
+"""The end of a run, written in one transaction: run record, ticket status, claim, `run_end` event.
+
+Every path that ends a run (the graph's finalize and fail nodes, the runner's error and Ctrl-C
+paths, the server's shutdown and crash paths, the LangGraph Server entry) goes through
+`end_run`, through `orchestrator.lifecycle.RunLifecycle`, so they cannot disagree. A run that
+already ended is left alone (the call returns False): a node that re-runs on resume, or a
+shutdown racing the run's own end, never ends a run twice or fires its hook twice.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tickets.events import clip_event_data
+from tickets.model import RunStatus, TicketStatus, utc_now
+
+
+class RunEnding:
+    """The run-end method of TicketStore (needs its `_write`)."""
+
+    def end_run(
+        self,
+        ticket_id: str,
+        run_id: str,
+        status: RunStatus | str,
+        reason: str | None = None,
+        *,
+        ticket_status: TicketStatus | str | None = None,
+        ticket_reason: str | None = None,
+        event: dict[str, Any] | None = None,
+    ) -> bool:
+        """End a running run: set its status, the ticket's status (unless another run has since
+        claimed the ticket), release its claim and append its `run_end` event, atomically.
+
+        `ticket_status` defaults to the run's status; `ticket_reason` to `reason`. Returns False,
+        changing nothing, when the run is not running (it already ended).
+        """
+        status = RunStatus(status)
+        ticket_status = TicketStatus(ticket_status or status.value)
+        now = utc_now()
+        with self._write() as conn:
+            row = conn.execute("SELECT status FROM runs WHERE id = ? AND ticket_id = ?",
+                               (run_id, ticket_id)).fetchone()
+            if row is None:
+                raise ValueError(f"run {run_id!r} of ticket {ticket_id!r} does not exist")
+            if row["status"] != RunStatus.RUNNING.value:
+                return False
+            totals = conn.execute("SELECT COUNT(*) AS turns, COALESCE(SUM(cost_usd), 0) AS cost"
+                                  " FROM turns WHERE run_id = ?", (run_id,)).fetchone()
+            conn.execute("UPDATE runs SET status = ?, reason = ?, ended_at = ?, total_cost_usd = ?"
+                         " WHERE id = ?", (status.value, reason, now, totals["cost"], run_id))
+            if status is RunStatus.INTERRUPTED:
+                conn.execute("UPDATE turns SET status = 'interrupted', error = ?, ended_at = ?"
+                             " WHERE run_id = ? AND status = 'running'", (reason, now, run_id))
+            claim = conn.execute("SELECT run_id FROM claims WHERE ticket_id = ?", (ticket_id,)).fetchone()
+            if claim is None or claim["run_id"] == run_id:
+                conn.execute("UPDATE tickets SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?",
+                             (ticket_status.value, ticket_reason if ticket_reason is not None else reason,
+                              now, ticket_id))
+                conn.execute("DELETE FROM claims WHERE ticket_id = ? AND run_id = ?", (ticket_id, run_id))
+            data = {"status": status.value, "reason": reason or "", "turns": totals["turns"],
+                    "cost_usd": totals["cost"], **(event or {})}
+            conn.execute("INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?)",
+                         (run_id, ticket_id, "run_end",
+                          json.dumps(clip_event_data(data), ensure_ascii=False, default=str), now))
+        return True
