@@ -22,8 +22,11 @@ def main() -> None:
     with Orchestrator(config, fake=True) as orch:
         orch.sync_tickets()
         for ticket in orch.store.list_tickets(status="pending"):
-            outcome = orch.run_ticket(ticket.id)
-            print(f"{ticket.id}: {outcome.status} after {outcome.turns} turn(s)")
+            outcome = orch.run_ticket(ticket.id)  # on its own branch, middle/<id>
+            print(f"{ticket.id}: {outcome.status} after {outcome.turns} turn(s), "
+                  f"{outcome.changes} file(s) changed")
+            if outcome.status == "complete":
+                print("  " + orch.merge(ticket.id).message)  # into the base branch
         print("memory:", orch.memory.list_docs("calc"))
 
 

@@ -179,7 +179,11 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
         raise result.fatal
     for error in result.errors:
         err_console.print(f"[bold red]error:[/] {safe(error)}")
-    if (any(o.status == "failed" for o in result.outcomes) or loaded.errors or blocked or result.errors):
+    # Problems in ticket files fail a run of the whole backlog; a run of named tickets is judged
+    # by those tickets (the other files were still reported above).
+    named_blocked = any(tid in blocked for tid in ticket_ids)
+    if (any(o.status == "failed" for o in result.outcomes) or result.errors or named_blocked
+            or (not ticket_ids and (loaded.errors or blocked))):
         sys.exit(1)
 
 
@@ -339,6 +343,7 @@ def _register_subcommands() -> None:
 
     main.add_command(memory)
     from orchestrator.bench.cli import bench; main.add_command(bench)  # noqa: E702
+    from orchestrator.bench.runs import runs; bench.add_command(runs)  # noqa: E702
     main.add_command(demo)
     from orchestrator.server.serve import serve; main.add_command(serve)  # noqa: E702
 

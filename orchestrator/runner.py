@@ -263,6 +263,25 @@ class Orchestrator:
     def _turns(self, run_id: str) -> int:
         return len(self.store.list_turns(run_id=run_id))
 
+    def run_many(self, ticket_ids: list[str], *, parallel: int | None = None, rerun: bool = False) -> Any:
+        """Run tickets N at once (default `[run] parallel`), dependencies first; a BatchResult."""
+        from orchestrator.batch import run_batch
+
+        return run_batch(self, ticket_ids, parallel=parallel, rerun=rerun)
+
+    def diff(self, ticket_id: str) -> dict[str, Any]:
+        """The ticket's change against the commit it started from (files and the patch text)."""
+        return self.services.review.diff(ticket_id)
+
+    def merge(self, ticket_id: str) -> Any:
+        """Merge a complete ticket's branch into the base branch (a ReviewResult; on a conflict
+        nothing changed and its status is "conflict")."""
+        return self.services.review.merge(ticket_id)
+
+    def discard(self, ticket_id: str) -> Any:
+        """Remove an unmerged ticket's worktree, branch and memory doc."""
+        return self.services.review.discard(ticket_id)
+
     def revert(self, ticket_id: str) -> Any:
         """Undo a ticket: a revert commit for a merged one, else discard; its memory doc deleted."""
         return self.services.review.revert(ticket_id)

@@ -108,3 +108,48 @@ def test_memory_command_rejects_unsafe_project_id(workdir):
 
 def test_missing_config_file(workdir):
     assert_clean_error(invoke("--config", "nope.toml", "tickets"), "error: config file nope.toml does not exist")
+
+
+def test_run_names_a_ticket_by_its_file_and_says_why_a_malformed_one_was_skipped(workdir, monkeypatch):
+    write_config(workdir)
+    ticket(workdir, "001-good.md", "title: Good\nproject: demo\nid: good-one")
+    (workdir / "tickets" / "002-bad.md").write_text("---\ntitle: [unclosed\nproject: demo\n---\n")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    from orchestrator import batch
+
+    seen = []
+    monkeypatch.setattr(batch, "run_batch", lambda orch, ids, **kw: seen.append(ids) or batch.BatchResult())
+    assert invoke("run", "tickets/001-good.md").exit_code == 0 and seen == [["good-one"]]
+    result = invoke("run", "002-bad")
+    assert_clean_error(result, "error: ticket '002-bad' was skipped:", "not valid YAML")
+
+
+def test_a_project_that_is_not_a_git_repository_is_one_error_and_nothing_is_claimed(workdir, monkeypatch):
+    import shutil
+
+    shutil.rmtree(workdir / "repo" / ".git")
+    write_config(workdir)
+    ticket(workdir, "a.md", "title: Something\nproject: demo")
+    result = invoke("run", "--fake")
+    assert_clean_error(result, "is not in a git repository", "git init", 'isolation = "none"')
+    assert [line for line in result.output.splitlines() if line.startswith("error:")].__len__() == 1
+    from tickets.store import TicketStore
+
+    with TicketStore(workdir / ".middle" / "middle.sqlite3") as store:
+        assert store.get_ticket("a").status.value == "pending" and store.latest_run("a") is None
+
+
+def test_an_unreachable_model_api_stops_the_batch_with_one_error_and_leaves_tickets_pending(workdir, monkeypatch):
+    write_config(workdir)
+    for name in ("a", "b", "c"):
+        ticket(workdir, f"{name}.md", f"title: Ticket {name}\nproject: demo")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
+    result = invoke("run")
+    assert_clean_error(result, "error: cannot reach the Messages API at http://127.0.0.1:9")
+    assert len([line for line in result.output.splitlines() if line.startswith("error:")]) == 1
+    from tickets.store import TicketStore
+
+    with TicketStore(workdir / ".middle" / "middle.sqlite3") as store:
+        assert [store.get_ticket(t).status.value for t in "abc"] == ["pending"] * 3
+        assert store.latest_run("b") is None and store.latest_run("c") is None

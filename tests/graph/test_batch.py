@@ -138,3 +138,23 @@ def test_a_rerun_of_a_complete_ticket_with_an_unmerged_change_is_refused(tmp_pat
         assert orch.run_ticket("a").status == "complete"
         with pytest.raises(Exception, match="unmerged change on middle/a: merge it .* or discard it"):
             orch.run_ticket("a", rerun=True)
+
+
+def test_parallel_tickets_share_one_real_memory_store(tmp_path, project):
+    from orchestrator.plugins import PluginRegistry
+    from orchestrator.runner import Orchestrator
+
+    titles = [f"Ticket {i}" for i in range(6)]
+    llm = PerTicketAgentLLM({t: [plan_reply(t), decision_reply(True, f"summary of {t}")] for t in titles})
+    config = make_config(tmp_path)
+    config.memory.backend = "bm25"
+    config.run.parallel = 3
+    worker = RecordingWorker([writes(f"f{i}.py", f"X = {i}\n") for i in range(6)])
+    with Orchestrator(config, llm=llm, worker=worker, registry=PluginRegistry(load_entry_points=False)) as orch:
+        for i, t in enumerate(titles):
+            add_ticket(orch, project, f"t{i}", title=t)
+        result = run_batch(orch, [f"t{i}" for i in range(6)])
+        assert [o.status for o in result.outcomes] == ["complete"] * 6
+        docs = orch.memory.list_docs("demo")
+        assert sorted(docs) == sorted(d for i in range(6) for d in orch.store.memory_docs(f"t{i}"))
+        assert len(docs) == 6 and all(f"summary of Ticket {i}" in " ".join(docs) for i in range(6))

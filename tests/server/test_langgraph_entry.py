@@ -51,3 +51,29 @@ def test_the_entry_runs_a_ticket_on_the_fake_model(project, claude_cli, monkeypa
     assert (project.state_path / "worktrees" / "001-greeting" / "calc" / "greeting.py").is_file()
     assert not (project.root / "repo" / "calc" / "greeting.py").exists()  # merged only on request
     assert os.environ["MIDDLE_CONFIG"] == str(project.source)
+
+
+def test_a_failing_run_through_the_entry_fires_the_hook_and_releases_the_claim(project, monkeypatch):
+    """The LangGraph Server path ends runs through the same owner as the CLI (it used to skip
+    on_ticket_failed and keep the claim for its whole lease)."""
+    import shutil
+
+    from orchestrator import lifecycle
+    from tickets.store import TicketStore
+
+    fired = []
+    real = lifecycle.call_hook
+    monkeypatch.setattr(lifecycle, "call_hook", lambda hooks, name, **kw: (fired.append(name), real(hooks, name, **kw)))
+    monkeypatch.setenv("MIDDLE_CONFIG", str(project.source))
+    monkeypatch.chdir(project.root)
+    shutil.rmtree(project.root / "repo" / ".git")  # not a repository any more: load_ticket fails
+    graph = load_factory()({"configurable": {"fake": True}})
+    with pytest.raises(Exception, match="not in a git repository"):
+        graph.invoke({"ticket_id": "002-farewell"})
+    assert fired == ["on_ticket_failed"]
+    with TicketStore(project.db_path) as store:
+        assert store.get_ticket("002-farewell").status.value == "failed"
+        assert store.get_claim("002-farewell") is None
+        run = store.latest_run("002-farewell")
+        ends = [e for e in store.list_events(run_id=run["id"]) if e["kind"] == "run_end"]
+        assert len(ends) == 1 and ends[0]["data"]["status"] == "failed"
