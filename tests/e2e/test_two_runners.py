@@ -25,7 +25,8 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {**env, **(extra or {})}
 
 
-def test_two_runners_share_six_pending_tickets_and_run_each_once(tmp_path, claude_cli):
+@pytest.mark.parametrize("parallel", ["1", "3"])
+def test_two_runners_share_six_pending_tickets_and_run_each_once(tmp_path, claude_cli, parallel):
     tickets = {
         f"t{i}.md": f"---\ntitle: File {i}\nproject: calc\nid: t{i}\n---\n"
                     f"Create `f{i}.txt` with:\n```\nfile {i}\n```\n"
@@ -35,7 +36,7 @@ def test_two_runners_share_six_pending_tickets_and_run_each_once(tmp_path, claud
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n'
         f'[worker.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
-    procs = [subprocess.Popen([MIDDLE, "run", "--fake"], cwd=tmp_path, env=_env(), text=True,
+    procs = [subprocess.Popen([MIDDLE, "run", "--fake", "--parallel", parallel], cwd=tmp_path, env=_env(), text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
     outputs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outputs
