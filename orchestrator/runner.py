@@ -202,6 +202,8 @@ class Orchestrator:
         """Run the graph under the claim; every way out ends the run through the lifecycle."""
         cfg = {"configurable": {"thread_id": run_id}}
         heartbeat = _Heartbeat(self.store, ticket_id, run_id, self.lease_s)
+        if self.services.fake:  # the fake model's costs are made up: kept apart from real spending
+            self.store.set_run_fields(run_id, offline=1)
         self._recorder(ticket_id, run_id)("run_start", {"resume": graph_input is None})
         try:
             with heartbeat:

@@ -58,7 +58,8 @@ CREATE TABLE IF NOT EXISTS runs (
     head_commit TEXT,
     changes TEXT,
     merge_commit TEXT,
-    revert_commit TEXT
+    revert_commit TEXT,
+    offline INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_by_ticket ON runs(ticket_id, started_at);
 CREATE TABLE IF NOT EXISTS turns (
@@ -96,10 +97,13 @@ CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
 # [{"path", "added", "deleted"}] from `git diff --numstat` (None: not committed yet).
 GIT_RUN_FIELDS = ("isolation", "repo", "base_branch", "base_commit", "branch", "worktree", "head_commit",
                   "changes", "merge_commit", "revert_commit")
-_RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ended_at", *GIT_RUN_FIELDS})
+# offline: run on the built-in fake model, so its (made-up) cost is kept apart from real spending.
+_RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ended_at", "offline",
+                         *GIT_RUN_FIELDS})
 # Columns added after a table was first created: (table, column, declaration) for the migration.
 _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
-                  *(("runs", name, "TEXT") for name in GIT_RUN_FIELDS))
+                  *(("runs", name, "TEXT") for name in GIT_RUN_FIELDS),
+                  ("runs", "offline", "INTEGER NOT NULL DEFAULT 0"))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
