@@ -13,16 +13,42 @@ import click
 from orchestrator.cli_output import (
     console, err_console, make_table, on_event, report, safe, say, shorten, summary_line,
 )
-from orchestrator.config import CONFIG_FILE, Config, load_config, require_config_file
+from orchestrator.config import CONFIG_FILE, DEFAULT_BACKEND, Config, load_config, require_config_file
 from orchestrator.errors import MiddleError, TicketError
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a process ended by Ctrl-C (SIGINT)
 
 
+# Subcommands that live in their own modules, imported only when used, so `middle --help`,
+# `middle tickets` and `middle log` do not import the server (FastAPI), the benchmarks or the
+# memory stack. The short help is kept here so `--help` can list them without importing.
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "diff": ("orchestrator.review_cli:diff", "Show a ticket's change: its branch against the commit it started from."),
+    "merge": ("orchestrator.review_cli:merge", "Merge a complete ticket's branch into the base branch."),
+    "discard": ("orchestrator.review_cli:discard", "Drop an unmerged ticket's work: worktree, branch, memory doc."),
+    "revert": ("orchestrator.review_cli:revert", "Undo a ticket: a revert commit if merged (else discard)."),
+    "gc": ("orchestrator.review_cli:gc", "Remove worktrees and branches that no ticket needs any more."),
+    "memory": ("orchestrator.memory_cli:memory", "Search, list, add, delete and export project memory."),
+    "bench": ("orchestrator.bench.cli:bench", "Measure memory backends and whole runs (recall, latency, wall time)."),
+    "demo": ("orchestrator.demo:demo", "Run the sample backlog offline with the real Claude Code CLI."),
+    "serve": ("orchestrator.server.serve:serve", "Serve the dashboard, the tickets and memory API, live run events."),
+}
+
+
+def _has_entry_point_plugins() -> bool:
+    from importlib.metadata import entry_points
+
+    from orchestrator.plugins import ENTRY_POINT_GROUP
+
+    return bool(entry_points(group=ENTRY_POINT_GROUP))
+
+
 class MiddleGroup(click.Group):
     """Turns every MiddleError into `error: <message>` on stderr and exit code 1, no traceback.
 
-    Plugins add commands through the `register_commands` hook, loaded on first lookup.
+    Built-in subcommands in other modules load on first use (LAZY_COMMANDS); plugins add
+    commands through the `register_commands` hook, loaded when a command is not a built-in one
+    (or `memory`, which plugins extend).
     """
 
     _plugins_loaded = False
@@ -31,23 +57,48 @@ class MiddleGroup(click.Group):
         if MiddleGroup._plugins_loaded:
             return
         MiddleGroup._plugins_loaded = True
-        from orchestrator.plugins import PluginRegistry, call_hook
+        from orchestrator.plugins import call_hook, registry
 
+        self._lazy("memory")  # the group plugins add their `middle memory ...` commands to
         try:
-            call_hook(PluginRegistry().hook, "register_commands", cli=self)
+            call_hook(registry().hook, "register_commands", cli=self)
         except MiddleError as exc:  # a broken plugin must not take the built-in commands down
             err_console.print(f"[yellow]warning:[/] plugin commands not loaded: {safe(exc)}")
 
+    def _lazy(self, name: str) -> Any:
+        if name not in self.commands and name in LAZY_COMMANDS:
+            import importlib
+
+            module, attr = LAZY_COMMANDS[name][0].split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+            if module == "orchestrator.bench.cli":  # `middle bench runs` lives beside the core
+                from orchestrator.bench.runs import runs
+
+                self.commands[name].add_command(runs)
+        return self.commands.get(name)
+
     def get_command(self, ctx: click.Context, name: str) -> Any:
-        command = super().get_command(ctx, name)
+        command = self._lazy(name)
         if command is None or name == "memory":
             self._load_plugin_commands()
             command = super().get_command(ctx, name)
         return command
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        self._load_plugin_commands()
-        return super().list_commands(ctx)
+        if _has_entry_point_plugins():  # an installed plugin may add top-level commands
+            self._load_plugin_commands()
+        return sorted(set(super().list_commands(ctx)) | set(LAZY_COMMANDS))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """`middle --help`: short help from LAZY_COMMANDS, without importing those modules."""
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in LAZY_COMMANDS and name not in self.commands:
+                rows.append((name, LAZY_COMMANDS[name][1]))
+            else:
+                rows.append((name, self.commands[name].get_short_help_str(formatter.width - 20)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -227,14 +278,13 @@ def tickets(ctx: click.Context, status: str | None) -> None:
     """List the tickets: the ticket folder's, with their status from past runs."""
     from tickets.deps import check_dependencies, waiting_for
     from tickets.model import TicketStatus
-    from tickets.source import load_tickets
 
     config = get_config(ctx)
     if status is not None and status not in {s.value for s in TicketStatus}:
         raise click.BadParameter(f"use one of {', '.join(s.value for s in TicketStatus)}", param_hint="--status")
     store = services(ctx, config).read_store()  # read-only: creates no file
     known = {t.id: t for t in store.list_tickets()} if store else {}
-    folder = load_tickets(config.resolve(config.project.tickets_dir), config.resolve(config.project.path))
+    folder = config.load_tickets()
     rows = dict(known)
     for t in folder.tickets:  # the file's content (its depends_on) with the stored status
         rows[t.id] = t.model_copy(update={"status": known[t.id].status,
@@ -283,16 +333,25 @@ def log(ctx: click.Context, ticket_id: str, full: bool, follow: bool) -> None:
 
 
 @main.command()
-@click.option("--backend", default="hybrid", show_default=True,
-              help="Memory backend for the new config (see `middle backends`).")
+@click.option("--backend", default=None,
+              help=f"Memory backend for the new config (default: {DEFAULT_BACKEND}; see `middle backends`).")
 @click.pass_context
-def init(ctx: click.Context, backend: str) -> None:
+def init(ctx: click.Context, backend: str | None) -> None:
     """Write a starter middle.toml and a tickets/ folder with one example ticket."""
-    from orchestrator.plugins import PluginRegistry
+    from orchestrator.config import find_config_file
+    from orchestrator.errors import ConfigError
+    from orchestrator.plugins import registry
     from orchestrator.scaffold import write_starter
 
-    PluginRegistry().backend_class(backend)  # an unknown name is an error before any file
-    path = Path(ctx.find_root().obj["config_path"] or CONFIG_FILE)
+    if backend is not None:
+        registry().backend_class(backend)  # an unknown name is an error before any file
+    explicit = ctx.find_root().obj["config_path"]
+    path = Path(explicit or CONFIG_FILE)
+    enclosing = find_config_file(Path.cwd().parent) if not explicit else None
+    if enclosing is not None and enclosing.is_file() and not path.exists():
+        raise ConfigError(f"{enclosing} already makes this folder part of a project: run `middle` "
+                          "commands from anywhere inside it; to start a separate project here "
+                          "anyway, pass --config middle.toml")
     result = write_starter(path, backend)
     for line in result:
         console.print(safe(line))
@@ -309,46 +368,69 @@ def graph() -> None:
 
 
 @main.command()
-def backends() -> None:
-    """List the memory backends that are loaded, and which plugin registered each."""
-    from orchestrator.plugins import PluginRegistry
+@click.argument("name", required=False)
+def backends(name: str | None) -> None:
+    """List the memory backends (the default marked), or show one backend's options."""
+    from orchestrator.plugins import registry
 
-    reg = PluginRegistry()
+    reg = registry()
+    if name is not None:
+        _backend_detail(reg, name)
+        return
     table = make_table("backend", "recall", "plugin", "options", "description")
-    for name, r in sorted(reg.backends.items()):
-        opts = ", ".join(f"{k}={f.default!r}" for k, f in r.cls.Options.model_fields.items())
-        recall = "by recency (query ignored)" if r.cls.recall == "recency" else "by relevance"
-        table.add_row(name, recall, r.plugin, opts or "-", r.cls.description)
+    for backend, r in sorted(reg.backends.items()):
+        label = f"{backend} (default)" if backend == DEFAULT_BACKEND else backend
+        table.add_row(label, _recall_kind(backend, r.cls), r.plugin, str(len(r.cls.Options.model_fields)),
+                      r.cls.description)
     console.print(table)
+    console.print("`middle backends NAME` shows a backend's options, their defaults and what they do")
+
+
+def _recall_kind(name: str, cls: type) -> str:
+    if name == "none":
+        return "- (memory off)"
+    return "by recency (query ignored)" if cls.recall == "recency" else "by relevance"
+
+
+def _backend_detail(reg: Any, name: str) -> None:
+    """`middle backends NAME`: what it is, and each [memory.options] key with default and doc."""
+    cls = reg.backend_class(name)
+    entry = reg.backends[name]
+    console.print(f"[bold]{safe(name)}[/]{' (default)' if name == DEFAULT_BACKEND else ''}: "
+                  f"{safe(cls.description)}")
+    console.print(f"recall: {_recall_kind(name, cls)}; registered by {safe(entry.plugin)}")
+    fields = cls.Options.model_fields
+    if not fields:
+        console.print("options: none")
+        return
+    table = make_table("option", "default", "what it does")
+    for key, field in fields.items():
+        default = field.get_default(call_default_factory=True)
+        table.add_row(key, safe(repr(default)), safe(field.description or "-"))
+    console.print(table)
+    console.print(f"set them under {safe('[memory.options]')} in middle.toml, e.g. {next(iter(fields))} = "
+                  f"{_toml(fields[next(iter(fields))].get_default(call_default_factory=True))}")
+
+
+def _toml(value: Any) -> str:
+    import json
+
+    if value is None:
+        return '"..."  # unset by default'
+    if isinstance(value, bool):
+        return str(value).lower()
+    return json.dumps(value)
 
 
 @main.command()
 def plugins() -> None:
     """List the loaded plugins, where each comes from, and the hooks it implements."""
-    from orchestrator.plugins import PluginRegistry
+    from orchestrator.plugins import registry
 
     table = make_table("plugin", "source", "hooks", "file")
-    for row in PluginRegistry().plugin_rows():
+    for row in registry().plugin_rows():
         table.add_row(row["name"], row["source"], row["hooks"], row["file"])
     console.print(table)
-
-
-def _register_subcommands() -> None:
-    from orchestrator.demo import demo
-    from orchestrator.memory_cli import memory
-    from orchestrator.review_cli import REVIEW_COMMANDS
-
-    for command in REVIEW_COMMANDS:
-        main.add_command(command)
-
-    main.add_command(memory)
-    from orchestrator.bench.cli import bench; main.add_command(bench)  # noqa: E702
-    from orchestrator.bench.runs import runs; bench.add_command(runs)  # noqa: E702
-    main.add_command(demo)
-    from orchestrator.server.serve import serve; main.add_command(serve)  # noqa: E702
-
-
-_register_subcommands()
 
 
 if __name__ == "__main__":  # `python -m orchestrator.cli`, as the `middle` script does

@@ -1,24 +1,25 @@
 """Configuration: `middle.toml` (or --config), overridden by MIDDLE_* environment variables.
 
-Environment overrides come from pydantic-settings: `MIDDLE_<SECTION>_<KEY>` is parsed by the
-field's type (`MIDDLE_PROJECT_ID=2024` is the text "2024", `MIDDLE_AGENT_MAX_TURNS=5` a number;
-lists and tables are JSON), and a bad value is reported naming the variable, not the file.
+Environment overrides come from pydantic-settings (`orchestrator.config_env`, imported only when a
+MIDDLE_* setting is set, so a plain command starts fast): `MIDDLE_<SECTION>_<KEY>` is parsed by
+the field's type (`MIDDLE_PROJECT_ID=2024` is the text "2024", `MIDDLE_AGENT_MAX_TURNS=5` a
+number; lists and tables are JSON), and a bad value is reported naming the variable, not the file.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from orchestrator.errors import ConfigError
 
 CONFIG_FILE = "middle.toml"
+# The one default memory backend: `middle init`, `middle demo`, a config that names none.
+DEFAULT_BACKEND = "hybrid"
 ENV_PREFIX = "MIDDLE_"
 
 
@@ -43,7 +44,7 @@ class WorkerConfig(_Strict):
 
 class MemoryConfig(_Strict):
     save_dir: str | None = None  # None (and no MEMORY_SAVE_DIR) means memory off
-    backend: str = "sliding_window"
+    backend: str = DEFAULT_BACKEND
     num_to_retrieve: int = Field(5, gt=0)
     llm_model: str | None = None  # cheaper tier for summaries; None: offline deterministic path
     # Seed 002 aims at ~500 tokens per injection; a doc longer than max_doc_chars is cut on index.
@@ -62,6 +63,9 @@ class ProjectConfig(_Strict):
     # "worktree": each ticket on its own branch in .middle/worktrees/<id> (the user's working tree
     # is never written by a run). "none": Claude Code edits the project directory in place.
     isolation: Literal["worktree", "none"] = "worktree"
+    # A longer ticket file is refused at load: it would be planned with, sent to Claude Code (which
+    # refuses a prompt that long) and copied into every store.
+    max_ticket_chars: int = Field(100_000, gt=0)
 
 
 class RunConfig(_Strict):
@@ -75,11 +79,7 @@ class RunConfig(_Strict):
     dependencies: Literal["merged", "complete"] = "merged"
 
 
-class Config(BaseSettings):
-    model_config = SettingsConfigDict(
-        extra="forbid", env_prefix=ENV_PREFIX, env_nested_delimiter="_", env_nested_max_split=1,
-        case_sensitive=False,
-    )
+class Config(_Strict):
 
     agent: AgentConfig = AgentConfig()
     worker: WorkerConfig = WorkerConfig()
@@ -89,13 +89,6 @@ class Config(BaseSettings):
     state_dir: str = ".middle"  # tickets DB, checkpoints, Claude Code config for fake runs
     root: Path = Field(default_factory=Path.cwd, exclude=True)  # relative paths resolve here
     source: Path | None = Field(None, exclude=True)  # the config file read, if any
-
-    @classmethod
-    def settings_customise_sources(cls, settings_cls, init_settings, env_settings,
-                                   dotenv_settings, file_secret_settings):
-        # Only the file (passed as init values) and the environment; the environment wins.
-        env = _Environ(settings_cls, _ENVIRON.get("value", {}))
-        return (env, init_settings)
 
     def resolve(self, path: str | Path) -> Path:
         p = Path(os.path.expanduser(str(path)))
@@ -126,27 +119,17 @@ class Config(BaseSettings):
     def checkpoint_path(self) -> Path:
         return self.state_path / "checkpoints.sqlite3"
 
+    def load_tickets(self, folder: str | Path | None = None) -> Any:
+        """The ticket folder's tickets (a LoadResult), with this config's paths and size limit."""
+        from tickets.source import load_tickets
+
+        return load_tickets(self.resolve(folder or self.project.tickets_dir), self.resolve(self.project.path),
+                            max_chars=self.project.max_ticket_chars)
+
     @property
     def worktrees_path(self) -> Path:
         """Where ticket worktrees live: `<state_dir>/worktrees/<ticket-id>`."""
         return self.state_path / "worktrees"
-
-
-# pydantic-settings reads os.environ; load_config(environ=...) lets tests and the demo pass their own.
-_ENVIRON: dict[str, Mapping[str, str]] = {}
-_ENVIRON_LOCK = threading.Lock()
-
-
-class _Environ(EnvSettingsSource):
-    """The MIDDLE_* variables of a given mapping (not necessarily os.environ)."""
-
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]):
-        self._given = {k.lower(): v for k, v in environ.items()
-                       if k.upper().startswith(ENV_PREFIX) and k.upper() not in _OTHER_VARIABLES}
-        super().__init__(settings_cls)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return self._given
 
 
 _OLD_WORKER_KEYS = {"permission_mode", "allowed_tools", "cli_path", "model", "max_turns",
@@ -167,7 +150,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     """Read the config file (if any), apply environment overrides, validate strictly."""
     environ = dict(os.environ if environ is None else environ)
     explicit = path or environ.get("MIDDLE_CONFIG")
-    file = Path(explicit) if explicit else Path.cwd() / CONFIG_FILE
+    file = Path(explicit) if explicit else find_config_file(Path.cwd())
     data: dict[str, Any] = {}
     if file.is_file():
         try:
@@ -190,24 +173,29 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         data.setdefault("memory", {}).setdefault("save_dir", environ["MEMORY_SAVE_DIR"])
     source = file.resolve() if file.is_file() else None
     _check_variable_names(environ)
-    with _ENVIRON_LOCK:
-        _ENVIRON["value"] = environ
-        try:
-            return Config(**data, root=file.resolve().parent, source=source)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']} (in {_where(e['loc'], environ, source)})"
-                for e in exc.errors()
-            )
-            raise ConfigError(f"bad configuration: {problems}") from None
-        finally:
-            _ENVIRON.pop("value", None)
+    try:
+        if any(_is_setting(k) for k in environ):
+            from orchestrator.config_env import config_with_environment
+
+            return config_with_environment(data, environ, root=file.resolve().parent, source=source)
+        return Config(**data, root=file.resolve().parent, source=source)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']} (in {_where(e['loc'], environ, source)})"
+            for e in exc.errors()
+        )
+        raise ConfigError(f"bad configuration: {problems}") from None
 
 
 _SECTIONS = ("agent", "worker", "memory", "project", "run")
 # Variables of ours that are not config keys (MIDDLE_AGENT_CACHE_DIR is the product's embedding
 # cache, "middle-agent" + "cache dir", not an [agent] key).
-_OTHER_VARIABLES = {"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", "MIDDLE_AGENT_CACHE_DIR"}
+_OTHER_VARIABLES = {"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", "MIDDLE_AGENT_CACHE_DIR", "MIDDLE_LOAD_PLUGINS"}
+
+
+def _is_setting(key: str) -> bool:
+    upper = key.upper()
+    return upper.startswith(ENV_PREFIX) and upper not in _OTHER_VARIABLES
 
 
 def _check_variable_names(environ: Mapping[str, str]) -> None:
@@ -223,9 +211,19 @@ def _check_variable_names(environ: Mapping[str, str]) -> None:
                 f"section of {', '.join(_SECTIONS)} (e.g. MIDDLE_AGENT_MAX_TURNS), or unset it")
 
 
+def find_config_file(start: Path) -> Path:
+    """The nearest middle.toml in `start` or a folder above it (as git finds its repository);
+    `start/middle.toml` when there is none, so the error names where it was looked for."""
+    for folder in (start, *start.parents):
+        if (folder / CONFIG_FILE).is_file():
+            return folder / CONFIG_FILE
+    return start / CONFIG_FILE
+
+
 def require_config_file(config: Config) -> None:
     """Commands that act on a project need its middle.toml: say so, and how to make one."""
     if config.source is None:
         raise ConfigError(
-            f"no {CONFIG_FILE} in {config.root}: run `middle init` here to create one, or pass "
-            "--config FILE (or set MIDDLE_CONFIG)")
+            f"no {CONFIG_FILE} in {config.root} or any folder above it: run `middle init` in your "
+            "project's top folder (the one holding your repository), or pass --config FILE (or set "
+            "MIDDLE_CONFIG)")

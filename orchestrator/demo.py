@@ -10,18 +10,21 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from orchestrator.config import load_config
+from orchestrator.config import DEFAULT_BACKEND, load_config
 from orchestrator.errors import ConfigError
 
 
 def examples_dir() -> Path:
-    here = Path(__file__).resolve().parent.parent / "examples"
-    if not (here / "sample-repo").is_dir():
-        raise ConfigError(
-            f"the examples folder was not found at {here}: run `middle demo` from an editable "
-            "install of a clone (`pip install -e .`), or pass --examples DIR"
-        )
-    return here
+    """The examples: the clone's `examples/` (editable install), else the copy a wheel installs
+    under `<prefix>/share/middle-agent/examples`."""
+    candidates = [Path(__file__).resolve().parent.parent / "examples",
+                  Path(sys.prefix) / "share" / "middle-agent" / "examples"]
+    for here in candidates:
+        if (here / "sample-repo").is_dir():
+            return here
+    raise ConfigError(
+        f"the examples were not found (looked in {', '.join(map(str, candidates))}): reinstall "
+        "middle-agent, or pass --examples DIR (the `examples/` folder of a clone)")
 
 
 def prepare(workdir: Path, examples: Path, backend: str) -> Path:
@@ -48,22 +51,26 @@ def _git_init(repo: Path) -> None:
 @click.command()
 @click.pass_context
 @click.option("--dir", "workdir", type=click.Path(file_okay=False), default=None,
-              help="Where to put the demo project (default: a new temporary folder).")
+              help="Where to put the demo project, kept afterwards to explore (default: a "
+                   "temporary folder, removed at the end).")
 @click.option("--examples", type=click.Path(file_okay=False, exists=True), default=None,
               help="The examples folder (default: the one in this clone).")
 @click.option("--memory/--no-memory", default=True, show_default=True,
-              help="Run with sliding-window project memory, or with memory off.")
+              help=f"Run with project memory (the default backend, {DEFAULT_BACKEND}), or with memory off.")
 def demo(ctx: click.Context, workdir: str | None, examples: str | None, memory: bool) -> None:
     """Run the sample backlog with the real Claude Code CLI against the offline fake model."""
     from orchestrator.cli import open_orchestrator
     from orchestrator.cli_output import console, report
     from orchestrator.log_view import print_log
 
-    root = Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="middle-demo-"))
-    config_file = prepare(root, Path(examples) if examples else examples_dir(),
-                          "sliding_window" if memory else "none")
+    keep = workdir is not None
+    root = Path(workdir).resolve() if keep else Path(tempfile.mkdtemp(prefix="middle-demo-"))
+    if not keep:  # removed when the command ends, however it ends (the services close first)
+        ctx.call_on_close(lambda: shutil.rmtree(root, ignore_errors=True))
+    backend = DEFAULT_BACKEND if memory else "none"
+    config_file = prepare(root, Path(examples) if examples else examples_dir(), backend)
     config = load_config(config_file, environ={})  # the demo ignores MIDDLE_* overrides
-    console.print(f"[bold]middle demo[/] in {root} (memory {'on: sliding_window' if memory else 'off'})")
+    console.print(f"[bold]middle demo[/] in {root} (memory {'on: ' + backend if memory else 'off'})")
     failed = 0
     orch = open_orchestrator(ctx, config, fake=True)  # closed when the command ends
     orch.sync_tickets()
@@ -84,6 +91,9 @@ def demo(ctx: click.Context, workdir: str | None, examples: str | None, memory: 
     if orch.memory is not None:
         docs = orch.memory.list_docs("calc")
         console.print(f"[bold]project memory[/] ({len(docs)} doc(s) in {orch.memory.store_dir('calc')})")
-    console.print(f"\nexplore it: cd {root} && middle tickets && middle log 002-farewell")
+    if keep:
+        console.print(f"\nexplore it: cd {root} && middle tickets && middle log 002-farewell")
+    else:
+        console.print("\n(the demo folder is removed now: `middle demo --dir DIR` keeps it to explore)")
     if failed:
         sys.exit(1)

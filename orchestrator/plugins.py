@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,9 @@ from orchestrator.plugin_api import BackendOptions, MemoryBackend
 log = logging.getLogger("middle.plugins")
 
 ENTRY_POINT_GROUP = "middle_agent"
+# Which installed plugins load: unset = all; a comma-separated list of entry-point or package
+# names = only those; empty = none (as simonw/llm's LLM_LOAD_PLUGINS).
+LOAD_PLUGINS_VARIABLE = "MIDDLE_LOAD_PLUGINS"
 
 # Built-in plugins register through the same hooks a third-party plugin uses (as pytest's
 # default_plugins). This tuple is the only place that names them.
@@ -53,7 +58,7 @@ class PluginRegistry:
         for modname in DEFAULT_PLUGINS:
             self.pm.register(importlib.import_module(modname), name=modname)
         if load_entry_points:
-            self.pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+            _load_entry_points(self.pm, os.environ.get(LOAD_PLUGINS_VARIABLE))
         for plugin in extra_plugins:
             self.pm.register(plugin)
         self.backends: dict[str, Registered] = {}
@@ -163,3 +168,30 @@ def call_hook(hooks: Any, name: str, **kwargs: Any) -> None:
             impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
         except Exception:
             log.exception("plugin %s raised in hook %s; the ticket goes on", impl.plugin_name, name)
+
+
+def _load_entry_points(pm: pluggy.PluginManager, only: str | None) -> None:
+    if only is None:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        return
+    from importlib.metadata import entry_points
+
+    wanted = {name.strip() for name in only.split(",") if name.strip()}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):  # an entry point's name, or its package's
+        dist = getattr(getattr(ep, "dist", None), "name", None)
+        if ep.name in wanted or dist in wanted:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=ep.name)
+
+
+_REGISTRY: PluginRegistry | None = None
+_REGISTRY_LOCK = threading.Lock()
+
+
+def registry() -> PluginRegistry:
+    """The process's one plugin registry, loaded on first use and then shared (as simonw/llm's
+    `load_plugins()`): the CLI, the services, the server and the benchmarks all use this one."""
+    global _REGISTRY
+    with _REGISTRY_LOCK:
+        if _REGISTRY is None:
+            _REGISTRY = PluginRegistry()
+        return _REGISTRY

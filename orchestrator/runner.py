@@ -24,7 +24,7 @@ from orchestrator.services import Services
 from orchestrator.worker.base import EventCallback
 from tickets.claims import DEFAULT_LEASE_S
 from tickets.deps import check_dependencies
-from tickets.source import LoadResult, TicketFileError, load_tickets
+from tickets.source import LoadResult
 from tickets.store import TicketStore
 
 log = logging.getLogger("middle.runner")
@@ -104,8 +104,7 @@ class Orchestrator:
         Dependency problems (an unknown id, a cycle) are in `dependency_errors`; those tickets
         are stored but never start until the files are fixed.
         """
-        folder = self.config.resolve(folder or self.config.project.tickets_dir)
-        result = load_tickets(folder, self.config.resolve(self.config.project.path))
+        result = self.config.load_tickets(folder)
         for ticket in result.tickets:
             self.store.upsert_ticket(ticket)
         known = {t.id for t in self.store.list_tickets()}

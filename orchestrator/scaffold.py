@@ -66,24 +66,33 @@ def _base_branch_line(root: Path) -> str:
             "(default: the branch checked out)")
 
 
-def write_starter(config_path: Path, backend: str) -> list[str]:
+def write_starter(config_path: Path, backend: str | None = None) -> list[str]:
     """Write the config file, tickets/hello.md beside it and `.middle/` in .gitignore.
 
-    Never overwrites: an existing file is left unchanged and said so. Returns one line per file.
+    Never overwrites: an existing file is left unchanged and said so. In a project that already
+    has a config or tickets, no example ticket is added (the next `middle run` would run it, and
+    pay for it). Returns one line per file.
     """
+    from orchestrator.config import DEFAULT_BACKEND
+
     config_path = Path(config_path).resolve()
     root = config_path.parent
     lines: list[str] = []
+    existing_project = config_path.exists()
     try:
-        if config_path.exists():
-            lines.append(f"left {config_path} unchanged (it exists; --backend was not applied)")
+        if existing_project:
+            lines.append(f"left {config_path} unchanged (it exists"
+                         + ("; --backend was not applied: edit [memory] backend there)" if backend else ")"))
         else:
-            _write(config_path, STARTER_CONFIG.format(backend=backend,
+            _write(config_path, STARTER_CONFIG.format(backend=backend or DEFAULT_BACKEND,
                                                       base_branch_line=_base_branch_line(root)))
             lines.append(f"wrote {config_path}")
         ticket = root / "tickets" / "hello.md"
+        has_tickets = any((root / "tickets").glob("*.md")) if (root / "tickets").is_dir() else False
         if ticket.exists():
             lines.append(f"left {ticket} unchanged (it exists)")
+        elif existing_project or has_tickets:
+            lines.append(f"added no example ticket ({root / 'tickets'} is your backlog)")
         else:
             ticket.parent.mkdir(parents=True, exist_ok=True)
             project = "".join(c if c.isalnum() or c in "._-" else "-" for c in root.name).lstrip(".") or "project"

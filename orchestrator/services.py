@@ -18,7 +18,7 @@ from typing import Any
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError
 from orchestrator.plugin_api import TextLLM
-from orchestrator.plugins import PluginRegistry
+from orchestrator.plugins import PluginRegistry, registry
 
 log = logging.getLogger("middle.services")
 
@@ -71,7 +71,7 @@ class Services:
     # -- parts ----------------------------------------------------------------------------
     @cached_property
     def registry(self) -> PluginRegistry:
-        return self._registry or PluginRegistry()
+        return self._registry or registry()
 
     @cached_property
     def fake_api(self) -> Any:

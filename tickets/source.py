@@ -140,6 +140,14 @@ def _project_path(meta: dict[str, Any], ticket_dir: Path, default: PathArg | Non
     return str(path)
 
 
+def _too_long(size: int, limit: int, unit: str) -> _BadFile:
+    # A huge ticket would be planned with, sent to Claude Code (which refuses it as too long) and
+    # copied into every store: refuse it before anything is spent.
+    return _BadFile(f"the ticket is {size:,} {unit}, over the limit of {limit:,} characters "
+                    "([project] max_ticket_chars): put long material in a file of the project and "
+                    "point to it, or raise the limit")
+
+
 def _depends_on(meta: dict[str, Any]) -> list[str]:
     raw = meta.get("depends_on")
     if raw is None:
@@ -158,19 +166,29 @@ def _depends_on(meta: dict[str, Any]) -> list[str]:
     return ids
 
 
-def _parse(path: Path, default_project_path: PathArg | None) -> Ticket:
-    return _parse_with_keys(path, default_project_path)[0]
+def _parse(path: Path, default_project_path: PathArg | None, max_chars: int | None = None) -> Ticket:
+    return _parse_with_keys(path, default_project_path, max_chars)[0]
 
 
-def _parse_with_keys(path: Path, default_project_path: PathArg | None) -> tuple[Ticket, list[str]]:
-    """The ticket, and its front-matter keys that no part of middle-agent reads (likely typos)."""
-    """Build a Ticket from one Markdown file, raising _BadFile with a fix for any problem."""
+def _parse_with_keys(path: Path, default_project_path: PathArg | None,
+                     max_chars: int | None = None) -> tuple[Ticket, list[str]]:
+    """Build a Ticket from one Markdown file, raising _BadFile with a fix for any problem; also
+    return its front-matter keys that no part of middle-agent reads (likely typos)."""
+    if max_chars is not None:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0
+        if size > max_chars * 4:  # even all-ASCII text this long is over the limit: do not read it
+            raise _too_long(size, max_chars, "bytes")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise _BadFile("the file is not UTF-8 text: save it as UTF-8") from None
     except OSError as err:
         raise _BadFile(f"cannot read the file ({err.strerror or err}): check it exists and is readable") from None
+    if max_chars is not None and len(text) > max_chars:
+        raise _too_long(len(text), max_chars, "characters")
     meta, body = _split_front_matter(text)
     if meta is None:
         meta = {}
@@ -214,19 +232,23 @@ def _parse_with_keys(path: Path, default_project_path: PathArg | None) -> tuple[
         raise _BadFile(f"invalid ticket: {problems}") from None
 
 
-def load_ticket_file(path: PathArg, default_project_path: PathArg | None = None) -> Ticket:
+def load_ticket_file(path: PathArg, default_project_path: PathArg | None = None,
+                     max_chars: int | None = None) -> Ticket:
     """Load one Markdown ticket; raises TicketError naming the file and the fix."""
     abs_path = Path(path).expanduser().resolve()
     if not abs_path.is_file():
         raise TicketError(f"{abs_path}: no such ticket file: check the path")
     try:
-        return _parse(abs_path, default_project_path)
+        return _parse(abs_path, default_project_path, max_chars)
     except _BadFile as err:
         raise TicketError(str(TicketFileError(str(abs_path), str(err)))) from None
 
 
-def load_tickets(folder: PathArg, default_project_path: PathArg | None = None) -> LoadResult:
-    """Load every `*.md` ticket in `folder` (sorted by name), collecting per-file errors."""
+def load_tickets(folder: PathArg, default_project_path: PathArg | None = None,
+                 max_chars: int | None = None) -> LoadResult:
+    """Load every `*.md` ticket in `folder` (sorted by name), collecting per-file errors.
+
+    A file longer than `max_chars` is refused (an error naming it) without being parsed."""
     root = Path(folder).expanduser().resolve()
     if not root.is_dir():
         what = "is not a folder" if root.exists() else "does not exist"
@@ -237,7 +259,7 @@ def load_tickets(folder: PathArg, default_project_path: PathArg | None = None) -
     paths = sorted(p for p in root.glob("*.md") if p.is_file() and not p.name.startswith("."))
     for path in paths:
         try:
-            ticket, unknown = _parse_with_keys(path, default_project_path)
+            ticket, unknown = _parse_with_keys(path, default_project_path, max_chars)
             if ticket.id in seen:
                 raise _BadFile(f"ticket id '{ticket.id}' is also used by {seen[ticket.id]}: give one "
                                "of them a different 'id' field (or rename the file)")

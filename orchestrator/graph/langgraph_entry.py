@@ -73,12 +73,11 @@ class BoundServices:
 
     def claim(self, ticket_id: str) -> str:
         from orchestrator.lifecycle import RUNNABLE, start_refusal
-        from tickets.source import load_tickets
 
         services = self.parts()[0]
         store, cfg = services.store, services.config
         # The ticket folder is the source of truth, as for `middle run`.
-        loaded = load_tickets(cfg.resolve(cfg.project.tickets_dir), cfg.resolve(cfg.project.path))
+        loaded = cfg.load_tickets()
         for ticket in loaded.tickets:
             store.upsert_ticket(ticket)
         refusal = start_refusal(store, ticket_id, rerun=True, dependencies=cfg.run.dependencies)

@@ -85,7 +85,6 @@ class RunManager:
     def interrupt_all(self) -> list[str]:
         """At shutdown: mark the runs still going as interrupted (as Ctrl-C does for `middle run`),
         so the board says so and `middle resume` continues them. Returns their ticket ids."""
-        store = self.services.store
         stopped = []
         self.stop.set()  # no new node or Claude Code turn starts in this server's runs
         stopper = getattr(self.services.worker, "stop_all", None)

@@ -25,6 +25,8 @@ __all__ = ["ClaudeCodeOptions", "ClaudeCodeWorker", "INSTALL_HINT", "bundled_cli
 
 log = logging.getLogger(__name__)
 
+# What `claude --permission-mode` accepts (2.1.330; "default" is an alias of "manual").
+PERMISSION_MODES = ("acceptEdits", "default", "manual", "dontAsk", "plan", "auto", "bypassPermissions")
 _KILL_GRACE_S = 3.0  # between SIGTERM and SIGKILL; Claude Code exits on SIGTERM at once
 _DRAIN_S = 5.0  # how long to keep reading stdout after the process is gone
 _STDERR_KEEP = 64 * 1024
@@ -65,6 +67,9 @@ class ClaudeCodeOptions(BaseModel):
     @field_validator("permission_mode")
     @classmethod
     def _mode_keeps_writes_in_the_project(cls, mode: str, info: ValidationInfo) -> str:
+        if mode not in PERMISSION_MODES:  # checked at config load, not after the first paid call
+            raise ValueError(f"{mode!r} is not a Claude Code permission mode: use one of "
+                             f"{', '.join(PERMISSION_MODES)}")
         problem = info.data.get("scope_to_project", True) and unscoped_mode(mode)
         if problem:
             raise ValueError(problem)

@@ -1,0 +1,45 @@
+"""MIDDLE_* environment overrides of the config, through pydantic-settings.
+
+Imported by `load_config` only when such a variable is set: pydantic-settings is a fair part of a
+command's start-up time, and most commands run without any override.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+
+from orchestrator.config import _OTHER_VARIABLES, ENV_PREFIX, Config
+
+
+class _Environ(EnvSettingsSource):
+    """The MIDDLE_* variables of a given mapping (not necessarily os.environ)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]):
+        self._given = {k.lower(): v for k, v in environ.items()
+                       if k.upper().startswith(ENV_PREFIX) and k.upper() not in _OTHER_VARIABLES}
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return self._given
+
+
+def config_with_environment(data: dict[str, Any], environ: Mapping[str, str], *, root: Path,
+                            source: Path | None) -> Config:
+    """The file's values with the environment's MIDDLE_* overrides on top, parsed by field type."""
+
+    class EnvConfig(BaseSettings, Config):
+        model_config = SettingsConfigDict(
+            extra="forbid", env_prefix=ENV_PREFIX, env_nested_delimiter="_", env_nested_max_split=1,
+            case_sensitive=False,
+        )
+
+        @classmethod
+        def settings_customise_sources(cls, settings_cls, init_settings, env_settings,
+                                       dotenv_settings, file_secret_settings):
+            # Only the file (passed as init values) and the environment; the environment wins.
+            return (_Environ(settings_cls, environ), init_settings)
+
+    return EnvConfig(**data, root=root, source=source)

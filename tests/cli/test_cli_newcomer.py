@@ -1,0 +1,141 @@
+"""Edges a new user trips on: config from a subfolder, init in an existing project, oversized
+tickets, bad option values found at load, `middle backends`, the demo's files, packaging."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli import main
+from orchestrator.fake_api.pytest_fixtures import claude_cli  # noqa: F401
+from orchestrator.testing import make_repo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for var in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    make_repo(tmp_path / "repo")
+    (tmp_path / "tickets").mkdir()
+    (tmp_path / "middle.toml").write_text('[project]\nid = "demo"\npath = "repo"\n')
+    return tmp_path
+
+
+def invoke(*args: str):
+    result = CliRunner().invoke(main, list(args))
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+def test_the_config_is_found_from_a_subfolder(workdir, monkeypatch):
+    (workdir / "tickets" / "a.md").write_text("---\ntitle: A\nproject: demo\n---\nx\n")
+    monkeypatch.chdir(workdir / "repo")
+    result = invoke("tickets")
+    assert result.exit_code == 0 and "pending" in result.stdout
+
+
+def test_init_in_a_subfolder_of_a_project_refuses_to_nest_one(workdir, monkeypatch):
+    (workdir / "repo" / "sub").mkdir()
+    monkeypatch.chdir(workdir / "repo" / "sub")
+    result = invoke("init")
+    assert result.exit_code == 1 and "already makes this folder part of a project" in result.output
+    assert not (workdir / "repo" / "sub" / "middle.toml").exists()
+
+
+def test_no_config_anywhere_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MIDDLE_CONFIG", raising=False)
+    result = invoke("tickets")
+    assert result.exit_code == 1 and "or any folder above it" in result.output
+
+
+def test_init_in_an_existing_project_adds_no_example_ticket(workdir):
+    (workdir / "tickets" / "real.md").write_text("---\ntitle: Real work\nproject: demo\n---\nx\n")
+    result = invoke("init")
+    assert result.exit_code == 0
+    assert not (workdir / "tickets" / "hello.md").exists()
+    assert "--backend was not applied" not in result.output and "added no example ticket" in result.output
+    assert "--backend was not applied" in invoke("init", "--backend", "bm25").output
+
+
+def test_init_in_a_new_git_repository_records_its_branch(tmp_path, monkeypatch):
+    make_repo(tmp_path, branch="trunk")
+    monkeypatch.chdir(tmp_path)
+    assert invoke("init").exit_code == 0
+    config = tomllib.loads((tmp_path / "middle.toml").read_text())
+    assert config["project"]["base_branch"] == "trunk" and config["memory"]["backend"] == "hybrid"
+    assert (tmp_path / "tickets" / "hello.md").exists()
+
+
+def test_an_oversized_ticket_is_refused_at_load_naming_the_file(workdir):
+    (workdir / "tickets" / "huge.md").write_text("---\ntitle: Huge\nproject: demo\n---\n" + "x" * 150_000)
+    (workdir / "tickets" / "ok.md").write_text("---\ntitle: Fine\nproject: demo\n---\nx\n")
+    result = invoke("tickets")
+    assert "huge.md" in result.stderr and "max_ticket_chars" in result.stderr and "150,0" in result.stderr
+    assert "ok" in result.stdout and "huge" not in result.stdout
+
+
+def test_a_bad_permission_mode_fails_before_anything_runs(workdir, monkeypatch):
+    (workdir / "middle.toml").write_text('[project]\npath = "repo"\n[worker.options]\npermission_mode = "yolo"\n')
+    (workdir / "tickets" / "a.md").write_text("---\ntitle: A\nproject: demo\n---\nx\n")
+    result = invoke("run", "--fake")
+    assert result.exit_code == 1 and "'yolo' is not a Claude Code permission mode" in result.output
+    from tickets.store import TicketStore
+
+    db = workdir / ".middle" / "middle.sqlite3"
+    if db.exists():
+        with TicketStore(db) as store:
+            assert all(store.latest_run(t.id) is None for t in store.list_tickets())
+
+
+def test_backends_marks_the_default_and_shows_one_backends_options():
+    listing = invoke("backends").stdout
+    assert re.search(r"hybrid \(default\)", listing)
+    none_row = next(line for line in listing.splitlines() if line.lstrip("│ ").startswith("none"))
+    assert "memory off" in none_row and "by relevance" not in none_row
+    detail = invoke("backends", "sliding_window").stdout
+    assert "window_size" in detail and "14" in detail and "[memory.options]" in detail
+    assert invoke("backends", "nosuch").exit_code == 1
+
+
+def test_every_builtin_backend_has_an_example_config():
+    from orchestrator.plugins import PluginRegistry
+
+    builtin = {n for n, r in PluginRegistry(load_entry_points=False).backends.items()}
+    assert builtin == {p.stem for p in (ROOT / "examples" / "configs").glob("*.toml")}
+
+
+def test_the_wheel_installs_every_example_file():
+    """`middle demo` outside a clone reads the examples the wheel installs (data-files)."""
+    import glob
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = [p for files in pyproject["tool"]["setuptools"]["data-files"].values() for p in files]
+    packaged = {Path(f) for p in patterns for f in glob.glob(str(ROOT / p))}
+    wanted = {p for p in (ROOT / "examples").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    assert wanted and wanted <= packaged
+
+
+@pytest.mark.cli
+@pytest.mark.slow
+def test_the_demo_leaves_nothing_in_the_temp_folder(tmp_path, claude_cli):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    (tmp_path / "tmp").mkdir()
+    middle = Path(sys.executable).with_name("middle")
+    proc = subprocess.run([str(middle), "demo", "--no-memory"], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "middle demo --dir DIR" in proc.stdout
+    # (Claude Code keeps its own per-user folders there, e.g. claude-0/; nothing of ours is left)
+    assert [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("middle")] == []
