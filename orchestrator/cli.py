@@ -143,10 +143,10 @@ def services(ctx: click.Context, config: Config, **kwargs: Any):
 
 
 def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
+    if fake:  # said first: building the orchestrator imports LangGraph and the SDK (a second)
+        console.print("[yellow]offline:[/] using the built-in fake model (no API key needed)")
     from orchestrator.runner import Orchestrator
 
-    if fake:
-        console.print("[yellow]offline:[/] using the built-in fake model (no API key needed)")
     orch = Orchestrator(config, services=services(ctx, config, fake=fake), say=say, on_event=on_event)
     ctx.call_on_close(orch.close)
     return orch
@@ -188,11 +188,11 @@ def _stop_signals() -> Iterator[None]:
 def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None, fake: bool,
         rerun: bool, parallel: int | None) -> None:
     """Run the given tickets, or every pending one, from the ticket folder."""
+    config = get_config(ctx)
+    orch = open_orchestrator(ctx, config, fake)
     from orchestrator.batch import BatchInterrupted, run_batch
     from orchestrator.batch_view import make_view
 
-    config = get_config(ctx)
-    orch = open_orchestrator(ctx, config, fake)
     loaded = orch.sync_tickets(tickets_dir)
     for problem in loaded.errors:
         err_console.print(f"[yellow]skipped:[/] {safe(problem)}")
@@ -433,5 +433,36 @@ def plugins() -> None:
     console.print(table)
 
 
+def entry() -> None:
+    """The `middle` script: run the command, then leave at once.
+
+    Once a command has finished and closed what it opened, the interpreter's own teardown
+    (collecting a large heap of modules and objects) still took over half a second after the last
+    line was printed. With no thread left that could still be working, the exit handlers run
+    and the process ends without that teardown.
+    """
+    import atexit
+    import os
+    import threading
+
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            err_console.print(str(exc.code))
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if others:  # something may still be writing: leave the normal way, which waits for it
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`middle log | head`)
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":  # `python -m orchestrator.cli`, as the `middle` script does
-    main()
+    entry()
