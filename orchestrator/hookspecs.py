@@ -9,6 +9,7 @@ import pluggy
 if TYPE_CHECKING:  # annotations only: importing the ticket model here would be a cycle for plugins
     import click
 
+    from orchestrator.worker.base import TurnRecord
     from tickets.model import Ticket
 
 hookspec = pluggy.HookspecMarker("middle_agent")
@@ -36,8 +37,8 @@ def on_ticket_start(ticket: Ticket, run_id: str) -> None:
 
 
 @hookspec
-def on_turn_end(ticket: Ticket, run_id: str, turn: dict[str, Any]) -> None:
-    """Called after each coding-agent turn with the turn record (prompt, response, cost)."""
+def on_turn_end(ticket: Ticket, run_id: str, turn: TurnRecord) -> None:
+    """Called after each coding-agent turn with its TurnRecord (prompt, response, cost, status)."""
 
 
 @hookspec

@@ -15,8 +15,9 @@ from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError
+from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, WorkerError
 from orchestrator.hookspecs import hookimpl
+from orchestrator.worker.base import EventCallback, TurnRecord, TurnResult, Worker
 from tickets.model import Ticket
 
 __all__ = [
@@ -27,11 +28,16 @@ __all__ = [
     "ConversationContext",
     "TextLLM",
     "Ticket",
+    "Worker",
+    "TurnResult",
+    "TurnRecord",
+    "EventCallback",
     "check_texts",
     "memory_backend",
     "MiddleError",
     "ConfigError",
     "MemoryStoreError",
+    "WorkerError",
     "MemoryBackendContract",
     "retrieval",
 ]

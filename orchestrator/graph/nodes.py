@@ -14,6 +14,7 @@ from orchestrator.errors import ModelAccessError, RunInterrupted, TicketError, W
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.plugins import call_hook
+from orchestrator.worker.base import TurnRecord
 from orchestrator.workspace import Workspace, branch_name
 
 log = logging.getLogger("middle.graph")
@@ -157,7 +158,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
             except Exception as exc:
                 log.warning("memory could not observe turn %s: %s", turn_no, exc)
     call_hook(ctx.hooks, "on_turn_end", ticket=ctx.store.get_ticket(ticket["id"]), run_id=run_id,
-              turn=ctx.store.get_turn(run_id, turn_no))
+              turn=TurnRecord.from_row(ctx.store.get_turn(run_id, turn_no)))
     rounds = list(state.get("rounds", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
     return {"turn": turn_no, "last_prompt": prompt, "last_response": text, "session_id": session_id,
             "rounds": rounds, "cost_usd": ctx.store.total_cost(run_id)}

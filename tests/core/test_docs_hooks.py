@@ -38,3 +38,23 @@ def test_every_hook_has_a_one_line_docstring_and_types():
             assert fn.__doc__ and "\n" not in fn.__doc__.strip(), name
             assert all(p.annotation is not inspect.Parameter.empty
                        for p in inspect.signature(fn).parameters.values()), name
+
+
+def test_every_public_member_of_the_backend_base_is_documented():
+    from orchestrator.plugin_api import MemoryBackend
+
+    text = DOC.read_text(encoding="utf-8")
+    members = [m for m in vars(MemoryBackend) if not m.startswith("_") or m == "__init__"]
+    members += ["store_dir", "options", "llm"]  # set by __init__
+    missing = [m for m in members if f"`{m}`" not in text and f"`{m}(" not in text]
+    assert not missing, f"docs/plugins.md does not document MemoryBackend members {missing}"
+
+
+def test_every_name_plugin_api_exports_is_importable_and_the_worker_parts_are_documented():
+    import orchestrator.plugin_api as api
+
+    for name in api.__all__:
+        assert getattr(api, name) is not None, name
+    text = DOC.read_text(encoding="utf-8")
+    for name in ("Worker", "TurnResult", "TurnRecord", "EventCallback", "WorkerError"):
+        assert name in api.__all__ and f"`{name}`" in text, name

@@ -31,3 +31,15 @@ def test_the_contracts_can_fail(tmp_path):
     result = subprocess.run([exe, "--no-cache", "--config", str(cfg)], cwd=tmp_path, capture_output=True,
                             text=True, timeout=300, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
     assert result.returncode != 0 and "tickets.leak -> orchestrator.runner" in result.stdout, result.stdout
+
+
+def test_the_plugin_api_pulls_in_no_cli_server_or_heavy_library():
+    import subprocess
+    import sys
+
+    code = ("import sys, orchestrator.plugin_api; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('fastapi', 'numpy', 'faiss', 'scipy', 'langgraph', 'anthropic') "
+            "or m in ('orchestrator.cli', 'orchestrator.memory_cli', 'orchestrator.server')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
