@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import queue
+from functools import partial
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -116,8 +117,7 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
     def launch(ticket: Any) -> None:
         slot = _Slot(ticket.id)
         child = Orchestrator(orch.config, services=orch.services, lease_s=orch.lease_s, stop=orch.stop,
-                             say=lambda msg, tid=ticket.id: view.say(tid, msg),
-                             on_event=lambda ev, tid=ticket.id: view.event(tid, ev))
+                             say=partial(view.say, ticket.id), on_event=partial(view.event, ticket.id))
 
         def work() -> None:
             try:

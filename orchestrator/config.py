@@ -100,7 +100,7 @@ class Config(_Strict):
 
     @property
     def memory_dir(self) -> Path | None:
-        return self.resolve(self.memory.save_dir) if self.memory_enabled else None
+        return self.resolve(self.memory.save_dir) if self.memory.save_dir and self.memory_enabled else None
 
     def memory_limits(self) -> dict[str, int]:
         """The size caps the memory facade applies (see [memory] in README)."""

@@ -45,7 +45,7 @@ class Registered:
     """A registered backend or worker class and the plugin that registered it."""
 
     name: str
-    cls: type
+    cls: Any  # a MemoryBackend subclass or a worker class (each with its Options model)
     plugin: str
 
 
@@ -117,7 +117,7 @@ class PluginRegistry:
         cls = self.worker_class(kind)
         return _validated(cls.Options, options, f"[worker.options] for worker {kind!r}")
 
-    def worker_class(self, kind: str) -> type:
+    def worker_class(self, kind: str) -> Any:
         if kind not in self.workers:
             raise ConfigError(
                 f"unknown worker kind {kind!r}: choose one of {', '.join(sorted(self.workers))}"
@@ -143,7 +143,7 @@ class PluginRegistry:
         return self.pm.hook
 
 
-def _validated(model: type, options: dict[str, Any] | None, what: str) -> Any:
+def _validated(model: Any, options: dict[str, Any] | None, what: str) -> Any:
     """Options through a strict pydantic model, any problem reworded as one actionable line."""
     try:
         return model(**(options or {}))

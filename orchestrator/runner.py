@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from orchestrator.agent.middle_agent import MiddleAgent
@@ -187,7 +188,7 @@ class Orchestrator:
         if run is None:
             self.store.get_ticket(ticket_id)  # a clear error for an unknown id
             raise TicketError(f"ticket {ticket_id!r} has never run: start it with `middle run {ticket_id}`")
-        snapshot = self._checkpointed(lambda: self.graph.get_state({"configurable": {"thread_id": run["id"]}}))
+        snapshot = self._checkpointed(lambda: self.graph.get_state(_thread(run["id"])))
         if not snapshot.next:
             raise TicketError(
                 f"the last run of ticket {ticket_id!r} already ended ({run['status']}"
@@ -199,7 +200,7 @@ class Orchestrator:
 
     def _drive(self, ticket_id: str, run_id: str, graph_input: dict[str, Any] | None) -> RunOutcome:
         """Run the graph under the claim; every way out ends the run through the lifecycle."""
-        cfg = {"configurable": {"thread_id": run_id}}
+        cfg = _thread(run_id)
         heartbeat = _Heartbeat(self.store, ticket_id, run_id, self.lease_s)
         if self.services.fake:  # the fake model's costs are made up: kept apart from real spending
             self.store.set_run_fields(run_id, offline=1)
@@ -234,10 +235,11 @@ class Orchestrator:
                           state.get("turn", 0), self.store.total_cost(run_id), commit=state.get("commit"),
                           changes=len(state.get("changes") or []))
 
-    def _stream(self, graph_input: dict[str, Any] | None, cfg: dict[str, Any], ticket_id: str,
+    def _stream(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, ticket_id: str,
                 run_id: str) -> None:
         record = self._recorder(ticket_id, run_id)
-        for task in self.graph.stream(graph_input, cfg, context=self._context(ticket_id, run_id),
+        # (langgraph types `context` as None on this overload whatever the graph's context schema)
+        for task in self.graph.stream(graph_input, cfg, context=self._context(ticket_id, run_id),  # type: ignore[call-overload]
                                       stream_mode="tasks", durability="sync"):
             log.debug("graph task %s", task.get("name"))
             if self.stop.is_set():
@@ -326,6 +328,11 @@ class _Heartbeat:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+
+
+def _thread(run_id: str) -> RunnableConfig:
+    """The LangGraph config of a run: its id is the checkpointer's thread id."""
+    return {"configurable": {"thread_id": run_id}}
 
 
 def _checkpoint_error(path: Path, exc: BaseException) -> StoreError:

@@ -13,12 +13,19 @@ import logging
 from contextlib import ExitStack
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError
 from orchestrator.plugin_api import TextLLM
 from orchestrator.plugins import PluginRegistry, registry
+
+if TYPE_CHECKING:  # the parts are imported when first built (a read-only command builds few)
+    from orchestrator.lifecycle import RunLifecycle
+    from orchestrator.memory import MemoryFacade
+    from orchestrator.worker.base import Worker
+    from orchestrator.workspace import Review, Worktrees
+    from tickets.store import TicketStore
 
 log = logging.getLogger("middle.services")
 
@@ -119,7 +126,7 @@ class Services:
         return LazyTextLLM(build, model=model)
 
     @cached_property
-    def memory(self) -> Any:
+    def memory(self) -> MemoryFacade | None:
         """The memory facade, or None when memory is off (then no memory call is ever made)."""
         cfg = self.config
         if not cfg.memory_enabled:
@@ -128,6 +135,7 @@ class Services:
             return None
         from orchestrator.memory import MemoryFacade
 
+        assert cfg.memory_dir is not None  # memory_enabled
         facade = MemoryFacade(
             cfg.memory_dir, cfg.memory.backend, cfg.memory.options, self.registry,
             llm=self.memory_llm, num_to_retrieve=cfg.memory.num_to_retrieve,
@@ -137,7 +145,7 @@ class Services:
         return facade
 
     @cached_property
-    def store(self) -> Any:
+    def store(self) -> TicketStore:
         """The ticket store, created if missing (commands that run or change tickets)."""
         from tickets.store import TicketStore
 
@@ -145,7 +153,7 @@ class Services:
         self._built.append("store")
         return store
 
-    def read_store(self) -> Any:
+    def read_store(self) -> TicketStore | None:
         """The ticket store opened read-only, or None when no run has created it yet.
 
         Read-only commands (`tickets`, `log`, `memory list`) use this so they create no files.
@@ -176,7 +184,7 @@ class Services:
         return env
 
     @cached_property
-    def worker(self) -> Any:
+    def worker(self) -> Worker:
         """The configured coding agent, its options validated by the worker class's own model."""
         if self._worker is not None:
             return self._worker
@@ -189,7 +197,7 @@ class Services:
         return self.config.checkpoint_path
 
     @cached_property
-    def worktrees(self) -> Any:
+    def worktrees(self) -> Worktrees | None:
         """Ticket worktrees under `<state_dir>/worktrees`, or None with `[project] isolation = "none"`."""
         if self.config.project.isolation == "none":
             return None
@@ -198,14 +206,14 @@ class Services:
         return Worktrees(self.config.worktrees_path, self.config.project.base_branch)
 
     @cached_property
-    def lifecycle(self) -> Any:
+    def lifecycle(self) -> RunLifecycle:
         """The one owner of a run's end (status, run, claim, run_end event, hook)."""
         from orchestrator.lifecycle import RunLifecycle
 
         return RunLifecycle(self.store, self.registry.hook)
 
     @cached_property
-    def review(self) -> Any:
+    def review(self) -> Review:
         """diff / merge / discard / revert of tickets. The memory facade is built only when a doc
         is deleted: `middle diff` and `middle merge` open no memory store (and create none)."""
         from orchestrator.workspace import Review, Worktrees

@@ -15,7 +15,8 @@ import sqlite3
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Iterable
 
 from tickets.errors import TicketError
 from tickets.model import RunStatus, utc_now
@@ -76,6 +77,10 @@ def claim_is_live(claim: Claim) -> bool:
 
 class TicketClaims:
     """Claim methods of TicketStore (needs its `_write`, `_read` and `path`)."""
+
+    if TYPE_CHECKING:  # provided by TicketStore, which this mixin is part of
+        def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
+        def _write(self) -> AbstractContextManager[sqlite3.Connection]: ...
 
     def get_claim(self, ticket_id: str) -> Claim | None:
         rows = self._read("SELECT * FROM claims WHERE ticket_id = ?", (ticket_id,))

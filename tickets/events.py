@@ -7,7 +7,9 @@ viewer opened mid-run replays what it missed (events after a given id) and then 
 from __future__ import annotations
 
 import json
-from typing import Any
+import sqlite3
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from tickets.model import utc_now
 
@@ -41,6 +43,10 @@ def clip_event_data(value: Any) -> Any:
 class RunEvents:
     """Event methods of TicketStore (needs its `_write` and `_read`)."""
 
+    if TYPE_CHECKING:  # provided by TicketStore, which this mixin is part of
+        def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
+        def _write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
     def add_event(self, run_id: str, ticket_id: str, kind: str, data: dict[str, Any] | None = None) -> int:
         """Append one event to a run; returns its id (ids grow, so `after` can resume a stream)."""
         payload = json.dumps(clip_event_data(data or {}), ensure_ascii=False, default=str)
@@ -48,12 +54,13 @@ class RunEvents:
             cur = conn.execute(
                 "INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?)",
                 (run_id, ticket_id, kind, payload, utc_now()))
-            return int(cur.lastrowid)
+            return int(cur.lastrowid or 0)
 
     def list_events(self, *, run_id: str | None = None, ticket_id: str | None = None,
                     after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
         """Events of a run (or of all a ticket's runs) with id > after, oldest first."""
-        sql, params = "SELECT * FROM run_events WHERE id > ?", [after]
+        sql = "SELECT * FROM run_events WHERE id > ?"
+        params: list[Any] = [after]
         if run_id is not None:
             sql += " AND run_id = ?"
             params.append(run_id)

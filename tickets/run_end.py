@@ -10,7 +10,9 @@ shutdown racing the run's own end, never ends a run twice or fires its hook twic
 from __future__ import annotations
 
 import json
-from typing import Any
+import sqlite3
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from tickets.events import clip_event_data
 from tickets.model import RunStatus, TicketStatus, utc_now
@@ -18,6 +20,9 @@ from tickets.model import RunStatus, TicketStatus, utc_now
 
 class RunEnding:
     """The run-end method of TicketStore (needs its `_write`)."""
+
+    if TYPE_CHECKING:  # provided by TicketStore, which this mixin is part of
+        def _write(self) -> AbstractContextManager[sqlite3.Connection]: ...
 
     def end_run(
         self,

@@ -9,7 +9,7 @@ from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 
 
-def build_graph() -> StateGraph:
+def build_graph() -> StateGraph[TicketState, TicketContext, TicketState, TicketState]:
     """START → load_ticket → recall_start → plan → work → recall_turn → assess → ...
 
     assess goes to commit → index_summary → finalize when complete, to fail over a limit, else

@@ -39,7 +39,8 @@ class BoundServices:
     """Builds the services and the middle agent on first use and makes a TicketContext per run."""
 
     def __init__(self, fake: bool = False, config: Any = None):
-        self.fake, self._config, self._parts = fake, config, None
+        self.fake, self._config = fake, config
+        self._parts: tuple[Any, Any] | None = None
 
     def parts(self) -> tuple[Any, Any]:
         with _LOCK:
@@ -126,17 +127,17 @@ def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[
     return node
 
 
-def bind_services(builder: StateGraph, bound: BoundServices) -> StateGraph:
+def bind_services(builder: StateGraph[Any, Any, Any, Any], bound: BoundServices) -> StateGraph[Any, Any, Any, Any]:
     """A copy of `builder` (same nodes, edges and branches) whose nodes use `bound`'s services."""
     graph = StateGraph(TicketState)
     for name, spec in builder.nodes.items():
-        graph.add_node(name, _bind(spec.runnable.func, bound, name))
+        graph.add_node(name, _bind(getattr(spec.runnable, "func"), bound, name))  # type: ignore[call-overload]
     for start, end in builder.edges:
         graph.add_edge(start, end)
     for start, branches in builder.branches.items():
         for branch in branches.values():
             ends = list(branch.ends.values()) if branch.ends else None
-            graph.add_conditional_edges(start, _bind(branch.path.func, bound, "route"), ends)
+            graph.add_conditional_edges(start, _bind(getattr(branch.path, "func"), bound, "route"), ends)
     return graph
 
 

@@ -158,7 +158,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
             except Exception as exc:
                 log.warning("memory could not observe turn %s: %s", turn_no, exc)
     call_hook(ctx.hooks, "on_turn_end", ticket=ctx.store.get_ticket(ticket["id"]), run_id=run_id,
-              turn=TurnRecord.from_row(ctx.store.get_turn(run_id, turn_no)))
+              turn=TurnRecord.from_row(ctx.store.get_turn(run_id, turn_no) or {}))
     rounds = list(state.get("rounds", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
     return {"turn": turn_no, "last_prompt": prompt, "last_response": text, "session_id": session_id,
             "rounds": rounds, "cost_usd": ctx.store.total_cost(run_id)}
@@ -273,6 +273,7 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
 def finalize(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx, t = runtime.context, state["ticket"]
     summary = state["decision"].get("summary", "")
+    assert ctx.lifecycle is not None  # TicketContext makes one
     ctx.lifecycle.complete(t["id"], state["run_id"], summary, commit=state.get("commit"))
     return {"status": "complete", "reason": ""}
 
@@ -280,5 +281,6 @@ def finalize(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
 def fail(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx, t = runtime.context, state["ticket"]
     reason = _limit_reason(state, ctx) or "failed"
+    assert ctx.lifecycle is not None
     ctx.lifecycle.fail(t["id"], state["run_id"], reason)
     return {"status": "failed", "reason": reason}

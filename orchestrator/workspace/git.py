@@ -11,6 +11,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from orchestrator.errors import GitError
 
@@ -122,7 +123,7 @@ def commit_tree(repo: Path, tree: str, parents: list[str], message: str) -> str:
     return git(repo, *args, "-F", "-", input=message).stdout.strip()
 
 
-def numstat(repo: Path, *revs: str, cached: bool = False) -> list[dict[str, object]]:
+def numstat(repo: Path | str, *revs: str, cached: bool = False) -> list[dict[str, Any]]:
     """`git diff --numstat` as [{"path", "added", "deleted"}] (binary files count as None)."""
     args = ["diff", "--numstat", "-z", "--no-renames", "--no-ext-diff"]
     if cached:

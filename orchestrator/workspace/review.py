@@ -74,8 +74,10 @@ class Review:
     def _tip(self, run: dict[str, Any]) -> str | None:
         """The ticket's tip: its branch (which the user may have added commits to), else the
         commit recorded when it completed."""
-        repo = Path(run["repo"]) if run.get("repo") else None
-        tip = g.branch_commit(repo, run["branch"]) if repo else None
+        if not run.get("repo"):
+            return run.get("head_commit")
+        repo = Path(run["repo"])
+        tip = g.branch_commit(repo, run["branch"])
         head = run.get("head_commit")
         if tip and (head is None or g.is_ancestor(repo, head, tip)) and tip != run["base_commit"]:
             return tip
@@ -161,7 +163,7 @@ class Review:
 
     def _advance_base(self, repo: Path, base: str, old: str, new: str, *, action: str) -> list[str]:
         """Move the base branch from `old` to its descendant `new`; returns the paths written."""
-        paths = [r["path"] for r in g.numstat(repo, old, new)]
+        paths = [str(r["path"]) for r in g.numstat(repo, old, new)]
         where = g.checked_out_at(repo, base)
         if where is None:
             g.git(repo, "update-ref", "-m", f"middle: {action}", f"refs/heads/{base}", new, old)

@@ -13,7 +13,7 @@ import logging
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from filelock import FileLock
 
@@ -66,7 +66,7 @@ class Worktrees:
         return self.root / ticket_id
 
     # -- run start ---------------------------------------------------------------------------
-    def prepare(self, ticket_id: str, project_path: str | Path, *, start_from: list[str] = ()) -> Workspace:
+    def prepare(self, ticket_id: str, project_path: str | Path, *, start_from: Sequence[str] = ()) -> Workspace:
         """A fresh worktree for a new run of the ticket (an old one of an earlier run is replaced).
 
         `start_from`: dependency branches merged into the start point (dependencies = complete).
