@@ -68,6 +68,14 @@ class ProjectConfig(_Strict):
     max_ticket_chars: int = Field(100_000, gt=0)
 
 
+class StoreConfig(_Strict):
+    """`[store]`: where tickets, runs, claims, run events and checkpoints live."""
+
+    # None: SQLite files under state_dir (one machine). "postgresql://user:pass@host/db": one
+    # shared database for a team's machines (`middle worker`); also MIDDLE_STORE_URL.
+    url: str | None = None
+
+
 class RunConfig(_Strict):
     """`[run]`: how a batch of tickets runs (`middle run`, `middle serve`)."""
 
@@ -86,6 +94,7 @@ class Config(_Strict):
     memory: MemoryConfig = MemoryConfig()
     project: ProjectConfig = ProjectConfig()
     run: RunConfig = RunConfig()
+    store: StoreConfig = StoreConfig()
     state_dir: str = ".middle"  # tickets DB, checkpoints, Claude Code config for fake runs
     root: Path = Field(default_factory=Path.cwd, exclude=True)  # relative paths resolve here
     source: Path | None = Field(None, exclude=True)  # the config file read, if any
@@ -118,6 +127,21 @@ class Config(_Strict):
     @property
     def checkpoint_path(self) -> Path:
         return self.state_path / "checkpoints.sqlite3"
+
+    @property
+    def shared_store(self) -> bool:
+        """Whether state lives in a database server shared by machines, not in local files."""
+        return bool(self.store.url)
+
+    @property
+    def store_target(self) -> str | Path:
+        """The ticket store: the [store] url, else the SQLite file under state_dir."""
+        return self.store.url or self.db_path
+
+    @property
+    def checkpoint_target(self) -> str | Path:
+        """The checkpoint store: the [store] url, else its own SQLite file under state_dir."""
+        return self.store.url or self.checkpoint_path
 
     def load_tickets(self, folder: str | Path | None = None) -> Any:
         """The ticket folder's tickets (a LoadResult), with this config's paths and size limit."""
@@ -187,7 +211,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         raise ConfigError(f"bad configuration: {problems}") from None
 
 
-_SECTIONS = ("agent", "worker", "memory", "project", "run")
+_SECTIONS = ("agent", "worker", "memory", "project", "run", "store")
 # Variables of ours that are not config keys (MIDDLE_AGENT_CACHE_DIR is the product's embedding
 # cache, "middle-agent" + "cache dir", not an [agent] key).
 _OTHER_VARIABLES = {"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", "MIDDLE_AGENT_CACHE_DIR", "MIDDLE_LOAD_PLUGINS"}

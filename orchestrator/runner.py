@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 from dataclasses import dataclass
 from functools import cached_property
@@ -11,13 +10,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.sqlite import SqliteSaver
 
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.config import Config
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreError, TicketError
 from orchestrator.graph import Limits, TicketContext, build_graph
-from orchestrator.graph.serde import StrictSerializer
+from orchestrator.checkpoints import open_checkpointer
 from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
 from orchestrator.lifecycle import RUNNABLE, RunLifecycle, start_refusal
 from orchestrator.memory import MemoryFacade
@@ -29,8 +27,6 @@ from tickets.source import LoadResult
 from tickets.store import TicketStore
 
 log = logging.getLogger("middle.runner")
-
-BUSY_TIMEOUT_S = 60.0  # how long a checkpoint write waits for another process's write
 
 __all__ = ["Orchestrator", "RunOutcome", "RUNNABLE"]
 
@@ -80,18 +76,8 @@ class Orchestrator:
         self.lifecycle: RunLifecycle = self.services.lifecycle
         self.worktrees = self.services.worktrees
         self.stop = stop or threading.Event()  # set: runs stop between nodes, marked interrupted
-        path = config.checkpoint_path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Two `middle run` processes share this file: wait for the other's write (like the
-            # ticket store does) instead of failing after SQLite's default 5 s.
-            self._conn = sqlite3.connect(str(path), check_same_thread=False, timeout=BUSY_TIMEOUT_S)
-            self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            self._conn.execute("PRAGMA journal_mode=WAL")
-        except (OSError, sqlite3.Error) as exc:
-            raise _checkpoint_error(path, exc) from None
-        self.graph = build_graph().compile(
-            checkpointer=SqliteSaver(self._conn, serde=StrictSerializer(str(path))))
+        self._checkpoints = open_checkpointer(config.checkpoint_target)
+        self.graph = build_graph().compile(checkpointer=self._checkpoints.saver)
 
     @cached_property
     def agent(self) -> MiddleAgent:
@@ -257,11 +243,14 @@ class Orchestrator:
             record("decision" if "decision" in result else "node", data)
 
     def _checkpointed(self, fn: Callable[[], Any]) -> Any:
-        """Run fn; an SQLite error from the checkpoint file becomes one clear StoreError."""
+        """Run fn; a database error of the checkpoint store becomes one clear StoreError."""
         try:
             return fn()
-        except sqlite3.DatabaseError as exc:
-            raise _checkpoint_error(self.config.checkpoint_path, exc) from None
+        except Exception as exc:
+            error = self._checkpoints.error(exc)
+            if error is None:
+                raise
+            raise error from None
 
     def _turns(self, run_id: str) -> int:
         return len(self.store.list_turns(run_id=run_id))
@@ -290,7 +279,7 @@ class Orchestrator:
         return self.services.review.revert(ticket_id)
 
     def close(self) -> None:
-        self._conn.close()
+        self._checkpoints.close()
         if self._own_services:
             self.services.close()
 
@@ -334,13 +323,3 @@ def _thread(run_id: str) -> RunnableConfig:
     """The LangGraph config of a run: its id is the checkpointer's thread id."""
     return {"configurable": {"thread_id": run_id}}
 
-
-def _checkpoint_error(path: Path, exc: BaseException) -> StoreError:
-    if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
-        return StoreError(
-            f"the checkpoint file {path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f}s "
-            "({exc}): wait for the other `middle` command, then continue with `middle resume`")
-    return StoreError(
-        f"the checkpoint file {path} is unreadable ({exc}): it is corrupt or not a checkpoint "
-        "database. Move it away and start the ticket again with `middle run` (runs in it can "
-        "then not be resumed)")

@@ -1,0 +1,105 @@
+"""Where LangGraph checkpoints live: a SQLite file beside the ticket store, or PostgreSQL.
+
+Both are read back through the same strict reader (`graph/serde.py`): nothing a checkpoint names
+is imported or called, whichever database it came from. Each Orchestrator opens its own
+checkpointer (one connection or small pool) and closes it with `close()`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from orchestrator.errors import StoreError
+from orchestrator.graph.serde import StrictSerializer
+
+BUSY_TIMEOUT_S = 60.0  # how long a SQLite checkpoint write waits for another process's write
+_PG_SETUP: set[str] = set()  # URLs whose checkpoint tables this process has created or migrated
+_PG_SETUP_LOCK = threading.Lock()
+
+
+@dataclass
+class Checkpointer:
+    saver: Any  # a LangGraph BaseCheckpointSaver
+    close: Callable[[], None]
+    error: Callable[[BaseException], StoreError | None]  # a database error as a clear StoreError
+
+
+def open_checkpointer(target: str | Path) -> Checkpointer:
+    """The checkpointer for a postgresql:// URL, else for the SQLite file at `target`."""
+    from tickets.db import is_postgres
+
+    if is_postgres(target):
+        return _postgres(str(target))
+    return _sqlite(Path(target))
+
+
+def _sqlite(path: Path) -> Checkpointer:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Two `middle run` processes share this file: wait for the other's write (like the
+        # ticket store does) instead of failing after SQLite's default 5 s.
+        conn = sqlite3.connect(str(path), check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA journal_mode=WAL")
+    except (OSError, sqlite3.Error) as exc:
+        raise sqlite_error(path, exc) from None
+
+    def error(exc: BaseException) -> StoreError | None:
+        return sqlite_error(path, exc) if isinstance(exc, sqlite3.DatabaseError) else None
+
+    return Checkpointer(SqliteSaver(conn, serde=StrictSerializer(str(path))), conn.close, error)
+
+
+def sqlite_error(path: Path, exc: BaseException) -> StoreError:
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
+        return StoreError(
+            f"the checkpoint file {path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f}s "
+            f"({exc}): wait for the other `middle` command, then continue with `middle resume`")
+    return StoreError(
+        f"the checkpoint file {path} is unreadable ({exc}): it is corrupt or not a checkpoint "
+        "database. Move it away and start the ticket again with `middle run` (runs in it can "
+        "then not be resumed)")
+
+
+def _postgres(url: str) -> Checkpointer:
+    try:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+    except ImportError:
+        raise StoreError("a postgresql:// store needs its extra: pip install 'middle-agent[postgres]'") from None
+    from tickets.db import redact
+
+    where = redact(url)
+    # What PostgresSaver needs of its connections (autocommit, dict rows, no prepared statements).
+    pool = ConnectionPool(url, min_size=1, max_size=4, open=False, name="middle-checkpoints",
+                          check=ConnectionPool.check_connection,
+                          kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
+    try:
+        pool.open(wait=True, timeout=60)
+    except Exception as exc:
+        pool.close()
+        raise StoreError(f"cannot reach the PostgreSQL checkpoint store at {where} ({exc}): check "
+                         "[store] url and that the server is running") from None
+    saver = PostgresSaver(pool, serde=StrictSerializer(where))  # type: ignore[arg-type]
+    with _PG_SETUP_LOCK:
+        if url not in _PG_SETUP:
+            saver.setup()  # creates or migrates the checkpoint tables (LangGraph's own migrations)
+            _PG_SETUP.add(url)
+
+    def error(exc: BaseException) -> StoreError | None:
+        if isinstance(exc, psycopg.OperationalError):
+            return StoreError(f"the PostgreSQL checkpoint store at {where} is unreachable ({exc}): "
+                              "continue with `middle resume` once it is back")
+        if isinstance(exc, psycopg.Error):
+            return StoreError(f"the PostgreSQL checkpoint store at {where} failed: {exc}")
+        return None
+
+    return Checkpointer(saver, pool.close, error)

@@ -1,0 +1,371 @@
+"""Where the ticket store's rows live: one SQLite file (the embedded default) or PostgreSQL.
+
+The store's SQL is written once, with `?` placeholders, in the subset both engines speak
+(upserts with ON CONFLICT, RETURNING); the few differences are attributes of the database
+object (`skip_locked`, `lock_row`, `order_col`) and its schema. A `Database` gives:
+
+- `write()`: one transaction (SQLite: BEGIN IMMEDIATE, so writers queue instead of failing;
+  PostgreSQL: a pooled connection's transaction), rolled back on any error;
+- `read(sql, params)`: rows for a query;
+- `notify(conn, event_id)` / `wait(timeout)`: run events pushed to followers (PostgreSQL's
+  LISTEN/NOTIFY; SQLite has no push, so a follower sleeps and polls);
+- every engine error as one StoreError that names the database and says what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Protocol, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+from tickets.errors import StoreError
+
+log = logging.getLogger("middle.store")
+
+BUSY_TIMEOUT_MS = 30_000
+EVENTS_CHANNEL = "middle_events"
+RECONNECT_S = 60.0  # how long a PostgreSQL call keeps retrying while the server is unreachable
+
+
+class Row:
+    """One result row, by column name or position (as sqlite3.Row, for both engines)."""
+
+    __slots__ = ("_names", "_values")
+
+    def __init__(self, names: Sequence[str], values: Sequence[Any]):
+        self._names, self._values = tuple(names), tuple(values)
+
+    def __getitem__(self, key: int | str) -> Any:
+        if isinstance(key, int):
+            return self._values[key]
+        try:
+            return self._values[self._names.index(key)]
+        except ValueError:
+            raise IndexError(f"no column {key!r}") from None
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Row({dict(zip(self._names, self._values))!r})"
+
+
+class Cursor(Protocol):
+    rowcount: int
+
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+
+
+class Connection(Protocol):
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor: ...
+
+
+def is_postgres(url: str | Path) -> bool:
+    return str(url).startswith(("postgresql://", "postgres://"))
+
+
+def redact(url: str) -> str:
+    """A database URL fit for messages: the password replaced by ***."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+# -- SQLite ------------------------------------------------------------------------------------
+
+
+class SqliteDatabase:
+    """One SQLite file (WAL), one connection guarded by a lock, shared by threads and processes."""
+
+    dialect = "sqlite"
+    skip_locked = ""  # BEGIN IMMEDIATE already makes writers take turns
+    lock_row = ""
+    order_col = "rowid"  # insertion order, the tie-break for equal timestamps
+
+    def __init__(self, path: str | Path, *, readonly: bool = False):
+        from tickets.errors import TicketError
+
+        self.path = Path(path).expanduser().resolve()
+        self.where = str(self.path)
+        self.readonly = readonly
+        # sqlite3 connections are not safe to use from two threads at once, and one connection
+        # keeps a thread's writes visible to the others.
+        self._lock = threading.RLock()
+        try:
+            if readonly:
+                if not self.path.is_file():
+                    raise TicketError(f"no ticket database at {self.path} yet: `middle run` creates it")
+                target, uri = f"file:{self.path}?mode=ro", True
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                target, uri = str(self.path), False
+            # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so a writer takes the
+            # write lock up front and waits (busy_timeout) instead of failing mid-transaction.
+            self._conn = sqlite3.connect(target, uri=uri, check_same_thread=False, isolation_level=None,
+                                         timeout=BUSY_TIMEOUT_MS / 1000)
+        except (OSError, sqlite3.Error) as err:
+            raise self.open_error(err) from err
+        try:
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            if not readonly:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as err:
+            self._conn.close()
+            raise self.open_error(err) from err
+
+    def open_error(self, err: BaseException) -> StoreError:
+        if isinstance(err, sqlite3.DatabaseError) and not isinstance(err, sqlite3.OperationalError):
+            return self.corrupt(err)
+        return StoreError(
+            f"cannot open the ticket database at {self.path}: {err}; "
+            "check that the directory is writable and the file is a middle-agent database")
+
+    def corrupt(self, err: BaseException) -> StoreError:
+        return StoreError(
+            f"the ticket database at {self.path} is unreadable ({err}): it is corrupt or not a "
+            "middle-agent database. Move it away and run again: tickets reload from the ticket "
+            "folder (the run history in the old file is not carried over)")
+
+    def error(self, err: BaseException) -> BaseException:
+        if isinstance(err, sqlite3.ProgrammingError):  # our bug (e.g. a closed store), not the file's
+            return err
+        if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
+            return StoreError(
+                f"the ticket database at {self.path} stayed locked by another process for "
+                f"{BUSY_TIMEOUT_MS // 1000}s: wait for the other `middle` command, then try again")
+        if isinstance(err, sqlite3.OperationalError) and "readonly" in str(err).replace("-", ""):
+            return StoreError(f"the ticket database at {self.path} is read-only: check its permissions")
+        return self.corrupt(err)
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        if self.readonly:
+            raise StoreError(f"the ticket database at {self.path} was opened read-only")
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as err:
+                raise self.error(err) from None
+            try:
+                yield self._conn  # type: ignore[misc]
+            except sqlite3.DatabaseError as err:
+                self._conn.execute("ROLLBACK")
+                raise self.error(err) from None
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.DatabaseError as err:
+                raise self.error(err) from None
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, tuple(params)).fetchall()
+            except sqlite3.DatabaseError as err:
+                raise self.error(err) from None
+
+    def script(self, statements: Sequence[str]) -> None:
+        """Run DDL statements in one write transaction (schema creation and migration)."""
+        with self.write() as conn:
+            for statement in statements:
+                conn.execute(statement)
+
+    def columns(self, conn: Connection, table: str) -> set[str]:
+        return {r[1] for r in conn.execute(f"PRAGMA table_info({table})").fetchall()}
+
+    def notify(self, conn: Connection, event_id: int) -> None:
+        """No push in SQLite: followers poll (see wait)."""
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep `timeout` (a follower then reads what is new); False: nothing was pushed."""
+        time.sleep(timeout)
+        return False
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+# -- PostgreSQL --------------------------------------------------------------------------------
+
+
+def _pg_rows(cursor: Any) -> Any:
+    names = [c.name for c in cursor.description] if cursor.description else []
+    return lambda values: Row(names, values)
+
+
+class _PgConnection:
+    """A psycopg connection that speaks the store's `?` placeholders."""
+
+    def __init__(self, conn: Any):
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(_pg_sql(sql), tuple(params))
+
+
+def _pg_sql(sql: str) -> str:
+    # The store's SQL has no literal '?' or '%', so this translation is exact.
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PostgresDatabase:
+    """A PostgreSQL database through a psycopg 3 connection pool, shared by threads and machines.
+
+    A call that finds the server unreachable (a restart, a network blip) is retried with backoff
+    for up to RECONNECT_S; a transaction that failed is retried whole, never half.
+    """
+
+    dialect = "postgres"
+    skip_locked = " FOR UPDATE SKIP LOCKED"  # a runner skips the row another is claiming
+    lock_row = " FOR UPDATE"
+    order_col = "seq"
+
+    def __init__(self, url: str, *, readonly: bool = False, min_size: int = 1, max_size: int = 16):
+        try:
+            import psycopg  # noqa: F401
+            from psycopg_pool import ConnectionPool
+        except ImportError:
+            raise StoreError("a postgresql:// store needs psycopg: pip install 'middle-agent[postgres]'") from None
+        self.url = url
+        self.where = redact(url)
+        self.readonly = readonly
+        self._listen: Any = None
+        self._listen_lock = threading.Lock()
+        self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=False,
+                                   kwargs={"row_factory": _pg_rows, "autocommit": False},
+                                   check=ConnectionPool.check_connection, name="middle-store")
+        try:
+            self.pool.open(wait=True, timeout=RECONNECT_S)
+        except Exception as err:
+            self.pool.close()
+            raise self.unreachable(err) from None
+
+    def unreachable(self, err: BaseException) -> StoreError:
+        return StoreError(f"cannot reach the PostgreSQL store at {self.where} ({str(err).strip()}): "
+                          "check [store] url (or MIDDLE_STORE_URL) and that the server is running")
+
+    def error(self, err: BaseException) -> BaseException:
+        import psycopg
+
+        if isinstance(err, psycopg.OperationalError):
+            return self.unreachable(err)
+        if isinstance(err, psycopg.errors.InsufficientPrivilege):
+            return StoreError(f"the PostgreSQL store at {self.where} refused the operation ({err}): "
+                              "grant the store's user rights on its tables")
+        if isinstance(err, psycopg.Error):
+            return StoreError(f"the PostgreSQL store at {self.where} failed: {str(err).strip()}")
+        return err
+
+    def _retrying(self, fn: Any) -> Any:
+        import psycopg
+
+        deadline = time.monotonic() + RECONNECT_S
+        delay = 0.2
+        while True:
+            try:
+                return fn()
+            except (psycopg.OperationalError, _PoolTimeout()) as err:
+                if time.monotonic() >= deadline:
+                    raise self.unreachable(err) from None
+                log.warning("the PostgreSQL store at %s is unreachable (%s); retrying", self.where, err)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            except psycopg.Error as err:
+                raise self.error(err) from None
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One transaction on a pooled connection. Getting a live connection is retried while the
+        server is unreachable (a restart); a failure inside the transaction rolls it back and is
+        reported, never half applied."""
+        import psycopg
+
+        if self.readonly:
+            raise StoreError(f"the ticket store at {self.where} was opened read-only")
+        conn = self._retrying(lambda: self.pool.getconn(timeout=RECONNECT_S))
+        try:
+            with conn.transaction():
+                yield _PgConnection(conn)
+        except psycopg.Error as err:
+            raise self.error(err) from None
+        finally:
+            self.pool.putconn(conn)
+
+    def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        def run() -> list[Any]:
+            with self.pool.connection() as conn:
+                rows = conn.execute(_pg_sql(sql), tuple(params)).fetchall()
+                conn.rollback()
+                return rows
+        return self._retrying(run)
+
+    def script(self, statements: Sequence[str]) -> None:
+        with self.write() as conn:
+            for statement in statements:
+                conn.execute(statement)
+
+    def columns(self, conn: Connection, table: str) -> set[str]:
+        rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?",
+                            (table,)).fetchall()
+        return {r[0] for r in rows}
+
+    def notify(self, conn: Connection, event_id: int) -> None:
+        """Delivered to every listener when the transaction commits (LISTEN/NOTIFY)."""
+        conn.execute("SELECT pg_notify(?, ?)", (EVENTS_CHANNEL, str(event_id)))
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a run event is committed anywhere (True), or `timeout` passes (False)."""
+        import psycopg
+
+        try:
+            with self._listen_lock:
+                if self._listen is None or self._listen.closed:
+                    self._listen = psycopg.connect(self.url, autocommit=True)
+                    self._listen.execute(f"LISTEN {EVENTS_CHANNEL}")
+                for _ in self._listen.notifies(timeout=timeout, stop_after=1):
+                    return True
+                return False
+        except psycopg.OperationalError as err:  # the server went away: poll until it is back
+            log.warning("listening for run events at %s failed (%s); polling", self.where, err)
+            if self._listen is not None:
+                self._listen.close()
+                self._listen = None
+            time.sleep(timeout)
+            return False
+
+    def close(self) -> None:
+        if self._listen is not None:
+            self._listen.close()
+        self.pool.close()
+
+
+def _PoolTimeout() -> type[BaseException]:
+    from psycopg_pool import PoolTimeout
+
+    return PoolTimeout
+
+
+def open_database(target: str | Path, *, readonly: bool = False) -> SqliteDatabase | PostgresDatabase:
+    """A PostgreSQL database for a postgresql:// URL, else the SQLite file at that path."""
+    if is_postgres(target):
+        return PostgresDatabase(str(target), readonly=readonly)
+    return SqliteDatabase(target, readonly=readonly)
