@@ -152,7 +152,10 @@ def follow_log(console: Console, store: Any, ticket_id: str, *, poll_s: float = 
 
     from orchestrator.cli_output import safe
 
-    sleep = sleep or time.sleep
+    # Wait for the next event: pushed at once by a PostgreSQL store (LISTEN/NOTIFY), a short
+    # poll on SQLite (the run may be in another process, which cannot signal this one).
+    if sleep is None:
+        sleep = store.wait_for_events if hasattr(store, "wait_for_events") else time.sleep
     store.get_ticket(ticket_id)  # an unknown id is an error before any waiting
     try:
         run = store.latest_run(ticket_id)

@@ -149,7 +149,7 @@ class Services:
         """The ticket store, created if missing (commands that run or change tickets)."""
         from tickets.store import TicketStore
 
-        store = TicketStore(self.config.db_path)
+        store = TicketStore(self.config.store_target)
         self._built.append("store")
         return store
 
@@ -161,10 +161,14 @@ class Services:
         if "store" in self.__dict__:
             return self.store
         if "read_store" not in self.__dict__:
+            from tickets.errors import TicketError
             from tickets.store import TicketStore
 
-            path = self.config.db_path
-            self.__dict__["read_store"] = TicketStore(path, readonly=True) if path.exists() else None
+            try:  # a SQLite file that does not exist yet, or a database with no store in it yet
+                store = TicketStore(self.config.store_target, readonly=True)
+            except TicketError:
+                store = None
+            self.__dict__["read_store"] = store
             if self.__dict__["read_store"] is not None:
                 self._built.append("read_store")
         return self.__dict__["read_store"]

@@ -79,8 +79,10 @@ class TicketClaims:
     """Claim methods of TicketStore (needs its `_write`, `_read` and `path`)."""
 
     if TYPE_CHECKING:  # provided by TicketStore, which this mixin is part of
-        def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
-        def _write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+        _db: Any
+
+        def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
+        def _write(self) -> AbstractContextManager[Any]: ...
 
     def get_claim(self, ticket_id: str) -> Claim | None:
         rows = self._read("SELECT * FROM claims WHERE ticket_id = ?", (ticket_id,))
@@ -95,9 +97,15 @@ class TicketClaims:
         ticket is not claimable (another process has it, or its status changed)."""
         allowed = {getattr(s, "value", s) for s in allowed}
         with self._write() as conn:
-            row = conn.execute("SELECT status FROM tickets WHERE id = ?", (ticket_id,)).fetchone()
+            # On PostgreSQL the row is locked for this transaction, and a runner that finds it
+            # locked by another skips it (SKIP LOCKED); on SQLite BEGIN IMMEDIATE already
+            # serialises the writers.
+            row = conn.execute("SELECT status FROM tickets WHERE id = ?" + self._db.skip_locked,
+                               (ticket_id,)).fetchone()
             if row is None:
-                raise TicketError(f"no ticket '{ticket_id}': list them with `middle tickets`")
+                if conn.execute("SELECT 1 FROM tickets WHERE id = ?", (ticket_id,)).fetchone() is None:
+                    raise TicketError(f"no ticket '{ticket_id}': list them with `middle tickets`")
+                return None  # being claimed by another runner right now
             if row["status"] not in allowed or self._live_claim(conn, ticket_id):
                 return None
             run_id = uuid.uuid4().hex
@@ -113,6 +121,7 @@ class TicketClaims:
                          pid: int | None = None) -> None:
         """Take the claim on an existing run (a resume); refused while another live claim holds it."""
         with self._write() as conn:
+            conn.execute("SELECT 1 FROM tickets WHERE id = ?" + self._db.lock_row, (ticket_id,))
             live = self._live_claim(conn, ticket_id)
             if live is not None and live.pid != (pid or os.getpid()):
                 raise TicketError(
@@ -156,6 +165,8 @@ class TicketClaims:
     @staticmethod
     def _put_claim(conn: Any, ticket_id: str, run_id: str, lease_s: float, pid: int | None) -> None:
         conn.execute(
-            "INSERT OR REPLACE INTO claims (ticket_id, run_id, host, pid, claimed_at, lease_until)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO claims (ticket_id, run_id, host, pid, claimed_at, lease_until)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ticket_id) DO UPDATE SET run_id = excluded.run_id,"
+            " host = excluded.host, pid = excluded.pid, claimed_at = excluded.claimed_at,"
+            " lease_until = excluded.lease_until",
             (ticket_id, run_id, this_host(), pid or os.getpid(), utc_now(), _lease_end(lease_s)))

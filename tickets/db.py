@@ -364,6 +364,15 @@ def _PoolTimeout() -> type[BaseException]:
     return PoolTimeout
 
 
+def postgres_ddl(statement: str) -> str:
+    """A SQLite DDL statement of the store in PostgreSQL's words: one schema, written once."""
+    st = statement.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
+    st = st.replace(" REAL", " DOUBLE PRECISION")
+    if st.startswith("CREATE TABLE IF NOT EXISTS runs ("):  # SQLite orders ties by rowid
+        st = st.replace("(", "(\n    seq BIGSERIAL,", 1)
+    return st
+
+
 def open_database(target: str | Path, *, readonly: bool = False) -> SqliteDatabase | PostgresDatabase:
     """A PostgreSQL database for a postgresql:// URL, else the SQLite file at that path."""
     if is_postgres(target):

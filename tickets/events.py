@@ -44,17 +44,20 @@ class RunEvents:
     """Event methods of TicketStore (needs its `_write` and `_read`)."""
 
     if TYPE_CHECKING:  # provided by TicketStore, which this mixin is part of
-        def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
-        def _write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+        _db: Any
+
+        def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
+        def _write(self) -> AbstractContextManager[Any]: ...
 
     def add_event(self, run_id: str, ticket_id: str, kind: str, data: dict[str, Any] | None = None) -> int:
         """Append one event to a run; returns its id (ids grow, so `after` can resume a stream)."""
         payload = json.dumps(clip_event_data(data or {}), ensure_ascii=False, default=str)
         with self._write() as conn:
-            cur = conn.execute(
-                "INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?)",
-                (run_id, ticket_id, kind, payload, utc_now()))
-            return int(cur.lastrowid or 0)
+            row = conn.execute(
+                "INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?)"
+                " RETURNING id", (run_id, ticket_id, kind, payload, utc_now())).fetchone()
+            self._db.notify(conn, int(row[0]))  # followers on other machines see it at once
+            return int(row[0])
 
     def list_events(self, *, run_id: str | None = None, ticket_id: str | None = None,
                     after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:

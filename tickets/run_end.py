@@ -22,7 +22,9 @@ class RunEnding:
     """The run-end method of TicketStore (needs its `_write`)."""
 
     if TYPE_CHECKING:  # provided by TicketStore, which this mixin is part of
-        def _write(self) -> AbstractContextManager[sqlite3.Connection]: ...
+        _db: Any
+
+        def _write(self) -> AbstractContextManager[Any]: ...
 
     def end_run(
         self,
@@ -45,7 +47,7 @@ class RunEnding:
         ticket_status = TicketStatus(ticket_status or status.value)
         now = utc_now()
         with self._write() as conn:
-            row = conn.execute("SELECT status FROM runs WHERE id = ? AND ticket_id = ?",
+            row = conn.execute("SELECT status FROM runs WHERE id = ? AND ticket_id = ?" + self._db.lock_row,
                                (run_id, ticket_id)).fetchone()
             if row is None:
                 raise ValueError(f"run {run_id!r} of ticket {ticket_id!r} does not exist")
@@ -66,7 +68,9 @@ class RunEnding:
                 conn.execute("DELETE FROM claims WHERE ticket_id = ? AND run_id = ?", (ticket_id, run_id))
             data = {"status": status.value, "reason": reason or "", "turns": totals["turns"],
                     "cost_usd": totals["cost"], **(event or {})}
-            conn.execute("INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?)",
-                         (run_id, ticket_id, "run_end",
-                          json.dumps(clip_event_data(data), ensure_ascii=False, default=str), now))
+            row = conn.execute(
+                "INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?) RETURNING id",
+                (run_id, ticket_id, "run_end", json.dumps(clip_event_data(data), ensure_ascii=False, default=str),
+                 now)).fetchone()
+            self._db.notify(conn, int(row[0]))
         return True

@@ -1,16 +1,17 @@
-"""The SQLite ticket store: tickets, runs, turns (the execution log) and indexed memory docs."""
+"""The ticket store: tickets, runs, turns (the execution log), claims, run events and indexed
+memory docs, in SQLite (embedded) or PostgreSQL (shared); see tickets/db.py."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import uuid
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tickets.claims import CLAIMS_SCHEMA, TicketClaims
+from tickets.db import SqliteDatabase, open_database, postgres_ddl
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
 from tickets.run_end import RunEnding
@@ -21,7 +22,9 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 2: the claims table (one run per ticket across processes), turn status 'interrupted', run events.
 # 3: tickets.depends_on; a run's git record (base, branch, worktree, commit, changed paths, merge).
 SCHEMA_VERSION = 3
-BUSY_TIMEOUT_MS = 30_000
+# Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
+# not both create tables ("middle" in ASCII).
+SCHEMA_LOCK_KEY = 0x6D6964646C65
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -119,134 +122,87 @@ def _no_run(run_id: str) -> TicketError:
 
 
 class TicketStore(TicketClaims, RunEvents, RunEnding):
-    """Tickets and their execution log in one SQLite file (WAL), shared by threads and processes.
+    """Tickets and their execution log, shared by threads, processes and (on PostgreSQL) machines.
 
-    `readonly=True` opens an existing file for reading only (read-only commands create nothing).
-    Every SQLite error becomes a StoreError naming the file and what to do.
+    `target` is the SQLite file (the embedded default) or a postgresql:// URL. `readonly=True`
+    opens an existing store for reading only (read-only commands create nothing). Every database
+    error becomes a StoreError naming the store and what to do.
     """
 
-    def __init__(self, db_path: str | Path, *, readonly: bool = False) -> None:
-        self.path = Path(db_path).expanduser().resolve()
+    def __init__(self, target: str | Path, *, readonly: bool = False) -> None:
+        self._db = open_database(target, readonly=readonly)
         self.readonly = readonly
-        # One connection guarded by a lock: sqlite3 connections are not safe to use from two
-        # threads at once, and one connection keeps a thread's writes visible to the others.
-        self._lock = threading.RLock()
+        self.path = getattr(self._db, "path", None) or self._db.where  # for messages and logs
         try:
-            if readonly:
-                if not self.path.is_file():
-                    raise TicketError(f"no ticket database at {self.path} yet: `middle run` creates it")
-                target, uri = f"file:{self.path}?mode=ro", True
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                target, uri = str(self.path), False
-            # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so a writer takes the
-            # write lock up front and waits (busy_timeout) instead of failing mid-transaction.
-            self._conn = sqlite3.connect(
-                target, uri=uri, check_same_thread=False, isolation_level=None,
-                timeout=BUSY_TIMEOUT_MS / 1000)
-        except (OSError, sqlite3.Error) as err:
-            raise self._open_error(err) from err
-        try:
-            self._conn.row_factory = sqlite3.Row
-            self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            if not readonly:
-                self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA foreign_keys = ON")
             self._init_schema() if not readonly else self._check_version()
         except sqlite3.Error as err:
-            self._conn.close()
-            raise self._open_error(err) from err
+            self._db.close()
+            raise self._db.open_error(err) if isinstance(self._db, SqliteDatabase) else err from err
         except BaseException:
-            self._conn.close()
+            self._db.close()
             raise
 
-    def _open_error(self, err: BaseException) -> StoreError:
-        if isinstance(err, sqlite3.DatabaseError) and not isinstance(err, sqlite3.OperationalError):
-            return self._corrupt(err)
-        return StoreError(
-            f"cannot open the ticket database at {self.path}: {err}; "
-            "check that the directory is writable and the file is a middle-agent database")
-
-    def _corrupt(self, err: BaseException) -> StoreError:
-        return StoreError(
-            f"the ticket database at {self.path} is unreadable ({err}): it is corrupt or not a "
-            "middle-agent database. Move it away and run again: tickets reload from the ticket "
-            "folder (the run history in the old file is not carried over)")
+    @property
+    def where(self) -> str:
+        """The store for messages: the SQLite file's path, or the URL without its password."""
+        return self._db.where
 
     # -- plumbing ---------------------------------------------------------------------------
 
     def _check_version(self) -> int:
-        try:
-            row = self._conn.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
-        except sqlite3.OperationalError as err:  # no such table: not one of ours
-            raise self._corrupt(err) from None
-        if row["v"] is not None and row["v"] > SCHEMA_VERSION:
+        if self._db.dialect == "postgres" and not self._db.read(
+                "SELECT 1 FROM information_schema.tables WHERE table_name = 'schema_version'"):
+            raise TicketError(f"no ticket store at {self.where} yet: `middle run` creates it")
+        rows = self._db.read("SELECT MAX(version) AS v FROM schema_version")
+        version = rows[0]["v"] if rows else None
+        if version is not None and version > SCHEMA_VERSION:
             raise StoreError(
-                f"the ticket database at {self.path} has schema version {row['v']}, newer than "
+                f"the ticket store at {self.where} has schema version {version}, newer than "
                 f"this middle-agent understands ({SCHEMA_VERSION}): upgrade middle-agent")
-        return row["v"] or 0
+        return int(version or 0)
 
     def _init_schema(self) -> None:
-        with self._write() as conn:
-            for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+        db = self._db
+        statements = [st for st in (x.strip() for x in _SCHEMA.split(";")) if st]
+        if db.dialect == "postgres":
+            statements = [postgres_ddl(st) for st in statements]
+        with db.write() as conn:
+            if db.dialect == "postgres":  # one schema creation at a time across machines
+                conn.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK_KEY,))
+            for statement in statements:
                 conn.execute(statement)
-            version = self._check_version()
+            row = conn.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
+            version = int(row[0] or 0)
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"the ticket store at {self.where} has schema version {version}, newer than "
+                    f"this middle-agent understands ({SCHEMA_VERSION}): upgrade middle-agent")
             if version == 0:
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
             elif version < SCHEMA_VERSION:
-                if version < 2:
+                if version < 2 and db.dialect == "sqlite":
                     _migrate_turns_v2(conn)
-                _add_columns(conn)
+                _add_columns(db, conn)
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; rolled back on any error; SQLite errors become StoreError."""
-        if self.readonly:
-            raise StoreError(f"the ticket database at {self.path} was opened read-only")
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.DatabaseError as err:
-                raise self._sqlite_error(err) from None
-            try:
-                yield self._conn
-            except sqlite3.DatabaseError as err:
-                self._conn.execute("ROLLBACK")
-                raise self._sqlite_error(err) from None
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            try:
-                self._conn.execute("COMMIT")
-            except sqlite3.DatabaseError as err:
-                raise self._sqlite_error(err) from None
+    def _write(self) -> AbstractContextManager[Any]:
+        """One write transaction; rolled back on any error; database errors become StoreError."""
+        return self._db.write()
 
-    def _sqlite_error(self, err: sqlite3.DatabaseError) -> Exception:
-        if isinstance(err, sqlite3.ProgrammingError):  # our bug (e.g. a closed store), not the file's
-            return err
-        if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
-            return StoreError(
-                f"the ticket database at {self.path} stayed locked by another process for "
-                f"{BUSY_TIMEOUT_MS // 1000}s: wait for the other `middle` command, then try again")
-        if isinstance(err, sqlite3.OperationalError) and "readonly" in str(err).replace("-", ""):
-            return StoreError(f"the ticket database at {self.path} is read-only: check its permissions")
-        return self._corrupt(err)
-
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            try:
-                return self._conn.execute(sql, params).fetchall()
-            except sqlite3.DatabaseError as err:
-                raise self._sqlite_error(err) from None
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        return self._db.read(sql, params)
 
     def schema_version(self) -> int:
         """The schema version recorded in the database file."""
         return int(self._read("SELECT MAX(version) FROM schema_version")[0][0])
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._db.close()
+
+    def wait_for_events(self, timeout: float) -> bool:
+        """Block until a run event may have been added (pushed by PostgreSQL; on SQLite after
+        `timeout`, a poll). Followers then read what is new with `list_events(after=...)`."""
+        return self._db.wait(timeout)
 
     def __enter__(self) -> TicketStore:
         return self
@@ -271,12 +227,12 @@ class TicketStore(TicketClaims, RunEvents, RunEnding):
         with self._write() as conn:
             row = conn.execute(
                 "SELECT project_id, title, description, project_path, source, fields, depends_on"
-                " FROM tickets WHERE id = ?", (ticket.id,)).fetchone()
+                " FROM tickets WHERE id = ?" + self._db.lock_row, (ticket.id,)).fetchone()
             if row is None:
                 conn.execute(
                     "INSERT INTO tickets (id, project_id, title, description, project_path, source,"
                     " fields, depends_on, status, status_reason, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                     (ticket.id, *content, ticket.status.value, ticket.status_reason,
                      ticket.created_at, ticket.updated_at))
             elif tuple(row) != content:
@@ -355,7 +311,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding):
     def list_runs(self, ticket_id: str) -> list[dict[str, Any]]:
         """A ticket's runs, oldest first (rowid breaks ties between equal start times)."""
         rows = self._read(
-            "SELECT * FROM runs WHERE ticket_id = ? ORDER BY started_at, rowid", (ticket_id,))
+            f"SELECT * FROM runs WHERE ticket_id = ? ORDER BY started_at, {self._db.order_col}", (ticket_id,))
         return [self._run(r) for r in rows]
 
     def run_repos(self) -> list[str]:
@@ -431,9 +387,14 @@ class TicketStore(TicketClaims, RunEvents, RunEnding):
                 raise ValueError(
                     f"turn {turn_no} of run '{run_id}' already completed; a completed turn is "
                     "never re-run: read its stored result with get_turn()")
+            # A retry replaces the earlier attempt's row whole (its result columns reset).
             conn.execute(
-                "INSERT OR REPLACE INTO turns (run_id, turn_no, prompt, session_id, resume, status,"
-                " started_at) VALUES (?, ?, ?, ?, ?, 'running', ?)",
+                "INSERT INTO turns (run_id, turn_no, prompt, session_id, resume, status, started_at)"
+                " VALUES (?, ?, ?, ?, ?, 'running', ?) ON CONFLICT (run_id, turn_no) DO UPDATE SET"
+                " prompt = excluded.prompt, session_id = excluded.session_id, resume = excluded.resume,"
+                " status = 'running', started_at = excluded.started_at, response = NULL,"
+                " memories_invoked = NULL, decision = NULL, cost_usd = 0, duration_ms = 0, usage = '{}',"
+                " num_turns = 0, is_error = 0, error = NULL, ended_at = NULL",
                 (run_id, turn_no, prompt, session_id, int(bool(resume)), utc_now()))
 
     def finish_turn(
@@ -492,7 +453,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding):
         if ticket_id is not None:
             sql += " AND r.ticket_id = ?"
             params.append(ticket_id)
-        rows = self._read(sql + " ORDER BY r.started_at, r.rowid, t.turn_no", tuple(params))
+        rows = self._read(sql + f" ORDER BY r.started_at, r.{self._db.order_col}, t.turn_no", tuple(params))
         return [self._turn(r) for r in rows]
 
     def total_cost(self, run_id: str) -> float:
@@ -541,11 +502,12 @@ class TicketStore(TicketClaims, RunEvents, RunEnding):
             return cur.rowcount
 
 
-def _add_columns(conn: sqlite3.Connection) -> None:
+def _add_columns(db: Any, conn: Any) -> None:
     """Schema 2 -> 3: add the columns a newer schema declares to tables an older one created."""
     for table, column, declaration in _ADDED_COLUMNS:
-        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-        if column not in have:
+        if column not in db.columns(conn, table):
+            if db.dialect == "postgres":
+                declaration = postgres_ddl(declaration)
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 

@@ -21,8 +21,8 @@ def _ticket(tid: str, tmp_path) -> Ticket:
 
 
 @pytest.fixture
-def store(tmp_path):
-    with TicketStore(tmp_path / "t.db") as s:
+def store(store_target, tmp_path):
+    with TicketStore(store_target) as s:  # on SQLite and on PostgreSQL
         for i in range(3):
             s.upsert_ticket(_ticket(f"t{i}", tmp_path))
         yield s
@@ -95,13 +95,13 @@ def _race(path: str, ticket_id: str, barrier, results) -> None:
         results.put(s.claim_new_run(ticket_id, ["pending"]))
 
 
-def test_processes_racing_for_one_ticket_get_one_claim(tmp_path):
-    path = tmp_path / "t.db"
+def test_processes_racing_for_one_ticket_get_one_claim(store_target, tmp_path):
+    path = store_target  # SQLite: BEGIN IMMEDIATE; PostgreSQL: FOR UPDATE SKIP LOCKED
     with TicketStore(path) as s:
         s.upsert_ticket(_ticket("t0", tmp_path))
     ctx = multiprocessing.get_context("spawn")
-    barrier, results = ctx.Barrier(4), ctx.Queue()
-    procs = [ctx.Process(target=_race, args=(str(path), "t0", barrier, results)) for _ in range(4)]
+    barrier, results = ctx.Barrier(8), ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(str(path), "t0", barrier, results)) for _ in range(8)]
     for p in procs:
         p.start()
     got = [results.get(timeout=60) for _ in procs]

@@ -96,8 +96,8 @@ def _end(db: str, run_id: str, status: str, barrier) -> bool:
         return store.end_run("t1", run_id, status, f"by {status}")
 
 
-def test_two_processes_ending_one_run_at_once_end_it_once(tmp_path):
-    db = str(tmp_path / "db.sqlite3")
+def test_two_processes_ending_one_run_at_once_end_it_once(store_target, tmp_path):
+    db = store_target
     with TicketStore(db) as store:
         store.upsert_ticket(_ticket(tmp_path))
         run_id = store.claim_new_run("t1", ["pending"])

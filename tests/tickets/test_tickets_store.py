@@ -25,8 +25,8 @@ def ticket(tid="t1", **overrides):
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = TicketStore(tmp_path / "db" / "tickets.sqlite")
+def store(store_target):
+    s = TicketStore(store_target)  # every test that takes `store` runs on SQLite and PostgreSQL
     yield s
     s.close()
 
@@ -52,10 +52,11 @@ def test_creates_parent_dirs_and_uses_wal(tmp_path):
         conn.close()
 
 
-def test_connection_pragmas(store):
-    conn = store._conn  # the pragmas are per connection, so read them from the store's own
-    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+def test_sqlite_connection_pragmas(tmp_path):
+    with TicketStore(tmp_path / "t.sqlite") as store:
+        conn = store._db._conn  # the pragmas are per connection, so read them from the store's own
+        assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
 
 
 def test_schema_version_is_recorded_once(tmp_path):

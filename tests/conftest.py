@@ -1,0 +1,40 @@
+"""Fixtures shared by every test folder: a real PostgreSQL server for the `postgres` tests."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import pytest
+
+from orchestrator.testing import postgres
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[postgres.PostgresServer]:
+    why = postgres.available()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI=true but {why}")
+        pytest.skip(why)
+    yield from postgres.session_server()
+
+
+@pytest.fixture
+def pg_url(pg_server: postgres.PostgresServer) -> Iterator[str]:
+    """A fresh, empty database on the session's server, dropped after the test."""
+    url = pg_server.create_database()
+    yield url
+    pg_server.drop_database(url)
+
+
+# Every engine the ticket store runs on; a test that takes `store_target` runs on each.
+ENGINES = [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=ENGINES)
+def store_target(request: pytest.FixtureRequest, tmp_path) -> str:
+    """Where a ticket store lives: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "postgres":
+        return request.getfixturevalue("pg_url")
+    return str(tmp_path / "db" / "tickets.sqlite")
