@@ -79,12 +79,13 @@ class _Slot:
 
 def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None = None,
               rerun: bool = False, named: bool = False, view: BatchView | None = None,
-              blocked: dict[str, str] | None = None) -> BatchResult:
+              blocked: dict[str, str] | None = None, resume: frozenset[str] = frozenset()) -> BatchResult:
     """Run the tickets, at most `parallel` at once (default `[run] parallel`).
 
     `named`: the user named these tickets, so one that cannot start is an error (else it is
     skipped, as the pending list skips tickets another runner holds). `blocked`: ticket id ->
-    why it can never start as written (a dependency problem).
+    why it can never start as written (a dependency problem). `resume`: tickets whose latest run
+    is continued rather than started anew (runs a dead runner left behind).
     """
     view = view or LogView()
     parallel = parallel or orch.config.run.parallel
@@ -96,8 +97,8 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
     tickets = run_order([store.get_ticket(t) for t in ticket_ids])
     batch_ids = {t.id for t in tickets}
     for t in tickets:  # what can never start (a wrong status, a missing dependency): say so first
-        why = (blocked or {}).get(t.id) or start_refusal(
-            store, t.id, rerun=rerun, dependencies=mode, in_batch=batch_ids)
+        why = (blocked or {}).get(t.id) or (None if t.id in resume else start_refusal(
+            store, t.id, rerun=rerun, dependencies=mode, in_batch=batch_ids))
         if why and named:
             raise TicketError(why)
     _check_repositories(orch, tickets)
@@ -117,11 +118,15 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
     def launch(ticket: Any) -> None:
         slot = _Slot(ticket.id)
         child = Orchestrator(orch.config, services=orch.services, lease_s=orch.lease_s, stop=orch.stop,
+                             project_override=orch.project_override,
                              say=partial(view.say, ticket.id), on_event=partial(view.event, ticket.id))
 
         def work() -> None:
             try:
-                slot.outcome = child.run_ticket(ticket.id, rerun=rerun, skip_claimed=not named)
+                if ticket.id in resume:
+                    slot.outcome = child.resume(ticket.id)
+                else:
+                    slot.outcome = child.run_ticket(ticket.id, rerun=rerun, skip_claimed=not named)
             except BaseException as exc:  # reported by the main thread
                 slot.error = exc
             finally:
@@ -145,7 +150,8 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
                 for ticket in list(queue_):
                     if len(active) >= parallel:
                         break
-                    state = _readiness(store, ticket, mode, rerun, batch_ids, queue_, active, blocked)
+                    state = None if ticket.id in resume else _readiness(
+                        store, ticket, mode, rerun, batch_ids, queue_, active, blocked)
                     if state == "wait":
                         continue
                     queue_.remove(ticket)
@@ -183,7 +189,7 @@ def _check_repositories(orch: Orchestrator, tickets: list[Any]) -> None:
 
     from orchestrator.workspace.git import toplevel
 
-    for path in sorted({t.project_path for t in tickets}):
+    for path in sorted({orch.project_override or t.project_path for t in tickets}):
         if Path(path).is_dir():  # a missing folder is the ticket's own error, reported by its run
             toplevel(Path(path))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -17,6 +18,7 @@ from orchestrator.errors import StoreError
 from orchestrator.graph.serde import StrictSerializer
 
 BUSY_TIMEOUT_S = 60.0  # how long a SQLite checkpoint write waits for another process's write
+SETUP_LOCK_KEY = 0x6D6964636B70  # "midckp": one checkpoint migration at a time per database
 _PG_SETUP: set[str] = set()  # URLs whose checkpoint tables this process has created or migrated
 _PG_SETUP_LOCK = threading.Lock()
 
@@ -91,7 +93,18 @@ def _postgres(url: str) -> Checkpointer:
     saver = PostgresSaver(pool, serde=StrictSerializer(where))  # type: ignore[arg-type]
     with _PG_SETUP_LOCK:
         if url not in _PG_SETUP:
-            saver.setup()  # creates or migrates the checkpoint tables (LangGraph's own migrations)
+            # LangGraph's migrations create indexes CONCURRENTLY, which wait for every other open
+            # transaction: two machines migrating at once would wait for each other forever. One
+            # at a time, under a session advisory lock; a migrated database is a quick no-op.
+            with psycopg.connect(url, autocommit=True) as lock:
+                # Try, then sleep: a session blocked in pg_advisory_lock would itself be an open
+                # transaction the holder's CONCURRENTLY index waits for (a deadlock).
+                while not lock.execute("SELECT pg_try_advisory_lock(%s)", (SETUP_LOCK_KEY,)).fetchone()[0]:
+                    time.sleep(0.2)
+                try:
+                    saver.setup()
+                finally:
+                    lock.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_KEY,))
             _PG_SETUP.add(url)
 
     def error(exc: BaseException) -> StoreError | None:

@@ -32,6 +32,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("orchestrator.bench.cli:bench", "Measure memory backends and whole runs (recall, latency, wall time)."),
     "demo": ("orchestrator.demo:demo", "Run the sample backlog offline with the real Claude Code CLI."),
     "serve": ("orchestrator.server.serve:serve", "Serve the dashboard, the tickets and memory API, live run events."),
+    "worker": ("orchestrator.worker_cli:worker", "Work the shared backlog on this machine (claim, run, push)."),
 }
 
 
@@ -252,6 +253,33 @@ def _no_such_ticket(tid: str, loaded: Any, config: Config) -> str:
         if Path(problem.path).stem == tid or Path(problem.path).name == tid:
             return f"ticket {tid!r} was skipped: {problem.message}"
     return f"no ticket {tid!r} in {config.resolve(config.project.tickets_dir)}: see `middle tickets`"
+
+
+@main.command()
+@click.option("--tickets", "tickets_dir", default=None, help="Ticket folder (default [project] tickets_dir).")
+@click.pass_context
+def sync(ctx: click.Context, tickets_dir: str | None) -> None:
+    """Load the ticket folder into the store (new tickets pending), for workers to pick up."""
+    config = get_config(ctx)
+    svc = services(ctx, config)
+    store = svc.store
+    loaded = config.load_tickets(tickets_dir)
+    known = {t.id for t in store.list_tickets()}
+    for ticket in loaded.tickets:
+        store.upsert_ticket(ticket)
+    for problem in loaded.errors:
+        err_console.print(f"[yellow]skipped:[/] {safe(problem)}")
+    for warning in loaded.warnings:
+        err_console.print(f"[yellow]warning:[/] {safe(warning)}")
+    from tickets.deps import check_dependencies
+
+    problems = check_dependencies(loaded.tickets, known | {t.id for t in loaded.tickets})
+    for problem in problems:
+        err_console.print(f"[bold red]error:[/] {safe(problem)}")
+    new = [t for t in loaded.tickets if t.id not in known]
+    console.print(f"{len(loaded.tickets)} ticket(s) in {safe(store.where)}: {len(new)} new")
+    if loaded.errors or problems:
+        sys.exit(1)
 
 
 @main.command()

@@ -63,6 +63,9 @@ class ProjectConfig(_Strict):
     # "worktree": each ticket on its own branch in .middle/worktrees/<id> (the user's working tree
     # is never written by a run). "none": Claude Code edits the project directory in place.
     isolation: Literal["worktree", "none"] = "worktree"
+    # The shared repository (`middle worker` clones it, fetches it before each ticket and pushes
+    # each ticket's branch to it; `middle merge` on another machine fetches the branch from it).
+    repo_url: str | None = None
     # A longer ticket file is refused at load: it would be planned with, sent to Claude Code (which
     # refuses a prompt that long) and copied into every store.
     max_ticket_chars: int = Field(100_000, gt=0)
@@ -85,6 +88,9 @@ class RunConfig(_Strict):
     # A ticket with depends_on starts once each dependency is merged (default) or complete (it
     # then branches from the dependencies' branches).
     dependencies: Literal["merged", "complete"] = "merged"
+    # How long a claim holds without its runner's heartbeat: a machine that died (or a killed
+    # worker) gives its tickets up after this, and another runner takes them over.
+    lease_s: float = Field(120.0, ge=1.0)
 
 
 class Config(_Strict):
@@ -149,6 +155,11 @@ class Config(_Strict):
 
         return load_tickets(self.resolve(folder or self.project.tickets_dir), self.resolve(self.project.path),
                             max_chars=self.project.max_ticket_chars)
+
+    @property
+    def clone_path(self) -> Path:
+        """`middle worker`'s own clone of [project] repo_url."""
+        return self.state_path / "clone"
 
     @property
     def worktrees_path(self) -> Path:

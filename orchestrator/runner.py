@@ -21,7 +21,6 @@ from orchestrator.lifecycle import RUNNABLE, RunLifecycle, start_refusal
 from orchestrator.memory import MemoryFacade
 from orchestrator.services import Services
 from orchestrator.worker.base import EventCallback
-from tickets.claims import DEFAULT_LEASE_S
 from tickets.deps import check_dependencies
 from tickets.source import LoadResult
 from tickets.store import TicketStore
@@ -59,8 +58,9 @@ class Orchestrator:
         services: Services | None = None,
         say: Callable[[str], None] | None = None,
         on_event: EventCallback | None = None,
-        lease_s: float = DEFAULT_LEASE_S,
+        lease_s: float | None = None,
         stop: threading.Event | None = None,
+        project_override: str | None = None,
         **overrides: Any,
     ):
         self.config = config
@@ -68,7 +68,7 @@ class Orchestrator:
         self.services = services or Services(config, **overrides)
         self.say = say or (lambda msg: log.info(msg))
         self.on_event = on_event
-        self.lease_s = lease_s
+        self.lease_s = lease_s or config.run.lease_s
         self.registry = self.services.registry
         self.store: TicketStore = self.services.store
         self.memory: MemoryFacade | None = self.services.memory  # validates backend + options now
@@ -76,6 +76,7 @@ class Orchestrator:
         self.lifecycle: RunLifecycle = self.services.lifecycle
         self.worktrees = self.services.worktrees
         self.stop = stop or threading.Event()  # set: runs stop between nodes, marked interrupted
+        self.project_override = project_override  # `middle worker`: every ticket in its own clone
         self._checkpoints = open_checkpointer(config.checkpoint_target)
         self.graph = build_graph().compile(checkpointer=self._checkpoints.saver)
 
@@ -116,6 +117,7 @@ class Orchestrator:
             num_to_retrieve=self.config.memory.num_to_retrieve, hooks=self.registry.hook,
             on_event=on_event, say=say, lifecycle=self.lifecycle, worktrees=self.worktrees,
             dependencies=self.config.run.dependencies, stop=self.stop,
+            project_override=self.project_override,
         )
 
     def _recorder(self, ticket_id: str, run_id: str) -> Callable[[str, dict[str, Any]], None]:
@@ -139,10 +141,11 @@ class Orchestrator:
         ticket = self.store.get_ticket(ticket_id)
         self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
         refusal = start_refusal(self.store, ticket_id, rerun=rerun, dependencies=self.config.run.dependencies)
-        if refusal is None and self.worktrees is not None and Path(ticket.project_path).is_dir():
+        project = Path(self.project_override or ticket.project_path)
+        if refusal is None and self.worktrees is not None and project.is_dir():
             from orchestrator.workspace.git import toplevel
 
-            toplevel(Path(ticket.project_path))  # not a repository: one clear error, nothing claimed
+            toplevel(project)  # not a repository: one clear error, nothing claimed
         if refusal is None:
             allowed = RUNNABLE + (("complete", "merged") if rerun else ())
             run_id = self.store.claim_new_run(ticket_id, allowed, lease_s=self.lease_s)

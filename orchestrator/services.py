@@ -67,11 +67,13 @@ class Services:
         worker_env: dict[str, str] | None = None,
         fake: bool = False,
         responder: Any = None,
+        remote: str | None = None,
     ):
         self.config = config
         self._llm, self._worker, self._registry = llm, worker, registry
         self._memory_llm, self._worker_env = memory_llm, dict(worker_env or {})
         self.fake, self._responder = fake, responder
+        self.remote = remote  # `middle worker`: its clone's remote, fetched and pushed per ticket
         self._stack = ExitStack()
         self._built: list[str] = []
 
@@ -207,7 +209,7 @@ class Services:
             return None
         from orchestrator.workspace import Worktrees
 
-        return Worktrees(self.config.worktrees_path, self.config.project.base_branch)
+        return Worktrees(self.config.worktrees_path, self.config.project.base_branch, remote=self.remote)
 
     @cached_property
     def lifecycle(self) -> RunLifecycle:

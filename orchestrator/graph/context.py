@@ -36,6 +36,9 @@ class TicketContext:
     worktrees: Worktrees | None = None  # None: Claude Code edits the project in place
     dependencies: str = "merged"  # [run] dependencies: "complete" starts from dependency branches
     stop: Any = None  # a threading.Event: once set, no new Claude Code turn starts
+    # A `middle worker` runs every ticket in its own clone of [project] repo_url, whatever
+    # directory the ticket names on the machine that filed it.
+    project_override: str | None = None
 
     def __post_init__(self) -> None:
         if self.lifecycle is None:

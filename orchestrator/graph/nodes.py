@@ -51,6 +51,8 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
 def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx = runtime.context
     ticket = ctx.store.get_ticket(state["ticket_id"])
+    if ctx.project_override:
+        ticket = ticket.model_copy(update={"project_path": ctx.project_override})
     path = Path(ticket.project_path)
     if not path.is_dir():
         where = f"`path:` in {ticket.source}" if ticket.source else "the ticket's project path"
@@ -80,7 +82,10 @@ def _workspace(ctx: TicketContext, ticket: Any, run_id: str) -> dict[str, Any] |
         ctx.store.set_run_fields(run_id, isolation="none")
         return None
     run = ctx.store.get_run(run_id)
-    if run.get("worktree") and Path(run["worktree"]).is_dir():
+    # This run's worktree, when this runner made it (a run taken over from a dead worker on
+    # another machine or clone starts a worktree of its own; completed turns are not re-run).
+    if run.get("worktree") and Path(run["worktree"]).is_dir() and \
+            Path(run["worktree"]).parent == ctx.worktrees.root:
         return Workspace.from_dict({**run, "path": run["worktree"],
                                     "cwd": _cwd(run, Path(ticket.project_path))}).to_dict()
     deps = []
@@ -242,13 +247,17 @@ def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         return {"commit": None, "changes": []}
     summary = state["decision"].get("summary", "").strip()
     message = f"{t['title']}\n\n{summary}\n" if summary else f"{t['title']}\n"
-    sha, changes = ctx.worktrees.commit(Workspace.from_dict(ws), message)
+    workspace = Workspace.from_dict(ws)
+    sha, changes = ctx.worktrees.commit(workspace, message)
     ctx.store.set_run_fields(state["run_id"], head_commit=sha, changes=changes)
     if sha:
         ctx.say(f"committed {len(changes)} changed file(s) on {ws['branch']} ({sha[:10]}): "
                 f"review with `middle diff {t['id']}`, then `middle merge {t['id']}`")
     else:
         ctx.say("the ticket changed no files: nothing to commit")
+    if sha and ctx.worktrees.remote:
+        ctx.worktrees.push(workspace)
+        ctx.say(f"pushed {ws['branch']} to {ctx.worktrees.remote}")
     return {"commit": sha, "changes": changes}
 
 

@@ -52,9 +52,13 @@ class Workspace:
 class Worktrees:
     """Creates, inspects, commits and removes ticket worktrees under one state directory."""
 
-    def __init__(self, root: Path, base_branch: str | None = None):
+    def __init__(self, root: Path, base_branch: str | None = None, remote: str | None = None):
+        """`remote`: a git remote of the project's clone (a `middle worker`'s "origin"): each
+        ticket then starts from the remote's base branch, fetched first, and its finished branch
+        is pushed there."""
         self.root = Path(root)
         self.base_branch = base_branch
+        self.remote = remote
         self._lock = FileLock(str(self.root.parent / "worktrees.lock"), timeout=LOCK_TIMEOUT_S)
 
     def locked(self) -> FileLock:
@@ -73,19 +77,21 @@ class Worktrees:
         """
         project = Path(project_path).resolve()
         repo = g.toplevel(project)
-        base = self.base_branch or g.current_branch(repo)
+        if self.remote:
+            g.git(repo, "fetch", "--quiet", "--prune", self.remote)
+        base = self.base_branch or (self._remote_default(repo) if self.remote else g.current_branch(repo))
         if not base:
             raise GitError(f"the repository at {repo} has no branch checked out (detached HEAD), so "
                            "there is no base branch to start tickets from: check out a branch, or "
                            "set [project] base_branch in middle.toml")
         with self.locked():
-            start = g.branch_commit(repo, base)
+            start = self._commit_of(repo, base)
             if start is None:
                 known = ", ".join(g.branches(repo)[:10]) or "none"
                 raise GitError(f"the base branch {base!r} does not exist in {repo} (branches: {known}): "
                                "set [project] base_branch in middle.toml to the branch tickets "
                                "start from and merge into")
-            start = self._merge_dependencies(repo, ticket_id, start, list(start_from))
+            start = self._merge_dependencies(repo, ticket_id, start, [self._ref(d) for d in start_from])
             path, branch = self.path_for(ticket_id), branch_name(ticket_id)
             self._remove(repo, path, branch)
             self.root.mkdir(parents=True, exist_ok=True)
@@ -94,9 +100,23 @@ class Worktrees:
         return Workspace(repo=str(repo), path=str(path), cwd=str(path / rel), branch=branch,
                          base_branch=base, base_commit=start)
 
+    def _ref(self, branch: str) -> str:
+        """Where a branch is read from: the local branch, or the remote's copy of it."""
+        return f"refs/remotes/{self.remote}/{branch}" if self.remote else f"refs/heads/{branch}"
+
+    def _commit_of(self, repo: Path, branch: str) -> str | None:
+        proc = g.git(repo, "rev-parse", "--verify", "--quiet", f"{self._ref(branch)}^{{commit}}", check=False)
+        return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+    def _remote_default(self, repo: Path) -> str | None:
+        proc = g.git(repo, "symbolic-ref", "--quiet", "--short", f"refs/remotes/{self.remote}/HEAD", check=False)
+        name = proc.stdout.strip()
+        return name.split("/", 1)[1] if proc.returncode == 0 and "/" in name else None
+
     def _merge_dependencies(self, repo: Path, ticket_id: str, start: str, deps: list[str]) -> str:
         for dep in deps:
-            tip = g.branch_commit(repo, dep)
+            proc = g.git(repo, "rev-parse", "--verify", "--quiet", f"{dep}^{{commit}}", check=False)
+            tip = proc.stdout.strip() if proc.returncode == 0 else None
             if tip is None:
                 raise TicketError(f"ticket {ticket_id!r} starts from its dependency's branch {dep!r}, "
                                   "which no longer exists: run that ticket again, or merge it first")
@@ -141,6 +161,12 @@ class Worktrees:
         if head == ws.base_commit:
             return None, []
         return head, g.numstat(ws.path, ws.base_commit, head)
+
+    def push(self, ws: Workspace) -> None:
+        """Publish the ticket's branch on the remote (a worker's clone), so any machine can
+        review and merge it; a rerun's branch replaces the earlier one there."""
+        if self.remote:
+            g.git(ws.path, "push", "--quiet", "--force", self.remote, f"{ws.branch}:refs/heads/{ws.branch}")
 
     # -- removal -----------------------------------------------------------------------------
     def remove(self, repo: str | Path, ticket_id: str, *, keep_branch: bool = False) -> None:

@@ -1,0 +1,106 @@
+"""`middle worker`: one machine of a fleet working a shared backlog until stopped.
+
+Each machine runs `middle worker` against the same store (`[store] url`, PostgreSQL). A worker
+keeps its own clone of `[project] repo_url` under its state directory, fetches it before each
+ticket, runs the ticket in a worktree of that clone, and pushes the ticket's branch back, so
+`middle diff` and `middle merge` work from any machine. It takes the next runnable ticket
+(pending, dependencies done) under the same atomic claim as `middle run`, and takes over the run
+of a worker that died once that worker's claim lease has run out (its heartbeat stopped).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.batch import BatchView, run_batch
+from orchestrator.config import Config
+from orchestrator.errors import ConfigError, GitError
+from orchestrator.runner import Orchestrator, RunOutcome
+from orchestrator.workspace import git as g
+from tickets.claims import claim_is_live
+from tickets.deps import SATISFIED
+
+log = logging.getLogger("middle.worker")
+
+REMOTE = "origin"
+IDLE_WAIT_S = 2.0  # when nothing can start: wait this long for any run event, then look again
+
+
+def ensure_clone(config: Config) -> Path:
+    """The worker's own clone of [project] repo_url (cloned on first use)."""
+    url = config.project.repo_url
+    if not url:
+        raise ConfigError("`middle worker` needs the shared repository: set [project] repo_url in "
+                          "middle.toml (a URL or path git can clone; each ticket's branch is pushed there)")
+    path = config.clone_path
+    if (path / ".git").exists():
+        have = g.git(path, "remote", "get-url", REMOTE, check=False).stdout.strip()
+        if have != url:
+            raise ConfigError(f"{path} is a clone of {have or 'nothing'}, not of [project] repo_url {url}: "
+                              "move it away (the worker clones again) or fix repo_url")
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    proc = g.git(path.parent, "clone", "--quiet", "--origin", REMOTE, url, str(path), check=False)
+    if proc.returncode != 0:
+        raise GitError(f"cannot clone [project] repo_url {url} into {path}: {proc.stderr.strip()}")
+    return path
+
+
+@dataclass
+class WorkerReport:
+    outcomes: list[RunOutcome] = field(default_factory=list)
+
+    @property
+    def started(self) -> list[RunOutcome]:
+        return [o for o in self.outcomes if o.status != "skipped"]
+
+
+def _orphans(store: Any) -> list[str]:
+    """Tickets left `running` by a runner that is gone (its claim lease ran out, or, on this
+    machine, its process died): their runs are continued, not started again."""
+    found = []
+    for ticket in store.list_tickets(status="running"):
+        claim = store.get_claim(ticket.id)
+        if claim is None or not claim_is_live(claim):
+            found.append(ticket.id)
+    return found
+
+
+def _could_start_later(store: Any, mode: str) -> bool:
+    """Whether a pending ticket may still become runnable: something it waits for is pending or
+    running somewhere (so a worker with `--once` waits rather than leaves)."""
+    statuses = {t.id: t.status.value for t in store.list_tickets()}
+    for ticket in store.list_tickets(status="pending"):
+        waits = [d for d in ticket.depends_on if statuses.get(d) not in SATISFIED[mode]]
+        if not waits or any(statuses.get(d) in ("pending", "running") for d in waits):
+            return True
+    return False
+
+
+def work(orch: Orchestrator, *, parallel: int, once: bool, view: BatchView,
+         idle_wait_s: float = IDLE_WAIT_S) -> WorkerReport:
+    """Work the shared backlog until stopped (or, with `once`, until nothing is left to start)."""
+    store, mode = orch.store, orch.config.run.dependencies
+    report = WorkerReport()
+    while not orch.stop.is_set():
+        orphans = _orphans(store)
+        pending = [t.id for t in store.list_tickets(status="pending")]
+        started = []
+        if orphans or pending:
+            result = run_batch(orch, orphans + pending, parallel=parallel, view=view,
+                               resume=frozenset(orphans))
+            if result.fatal is not None:
+                raise result.fatal
+            started = [o for o in result.outcomes if o.status != "skipped"]
+            report.outcomes += started
+        if started:
+            continue  # finished ones may have unblocked others: look again at once
+        running_elsewhere = any(claim_is_live(c) for c in (store.get_claim(t.id)
+                                for t in store.list_tickets(status="running")) if c is not None)
+        if once and not running_elsewhere and not (pending and _could_start_later(store, mode)):
+            break
+        store.wait_for_events(idle_wait_s)  # another worker's progress wakes us at once (NOTIFY)
+    return report

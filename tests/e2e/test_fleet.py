@@ -1,0 +1,180 @@
+"""Several `middle worker` processes, each with its own clone of one bare repository (standing for
+the shared remote), on one PostgreSQL store: 24 tickets with dependencies on the built-in fake,
+each run exactly once in dependency order with its branch pushed; a worker killed mid-ticket is
+taken over; a PostgreSQL restart mid-run is survived."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.testing import make_repo
+from orchestrator.workspace.git import git, out
+from tickets.store import TicketStore
+
+pytestmark = [pytest.mark.cli, pytest.mark.slow, pytest.mark.postgres]
+
+MIDDLE = str(Path(sys.executable).with_name("middle"))
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
+
+
+def _ticket(i: int, deps: list[int]) -> str:
+    dep_line = f"depends_on: [{', '.join(f't{d:02d}' for d in deps)}]\n" if deps else ""
+    return (f"---\ntitle: Module {i}\nproject: calc\nid: t{i:02d}\n{dep_line}---\n"
+            f"Create `calc/m{i:02d}.py` with:\n```python\nVALUE = {i}\n```\n")
+
+
+def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[int]], *,
+          lease_s: float = 120.0) -> tuple[Path, Path]:
+    """A bare remote, a filing machine that syncs the tickets, and the config workers share."""
+    seed = make_repo(tmp_path / "seed", {"calc/__init__.py": "", "README.md": "calc\n"})
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "--quiet", "--bare", str(seed), str(remote))
+    desk = tmp_path / "desk"
+    (desk / "tickets").mkdir(parents=True)
+    for i, deps in tickets.items():
+        (desk / "tickets" / f"t{i:02d}.md").write_text(_ticket(i, deps))
+    config = (f'[store]\nurl = "{pg_url}"\n[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
+              f'[run]\ndependencies = "complete"\nlease_s = {lease_s}\n'
+              f'[worker.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
+    (desk / "middle.toml").write_text(config)
+    make_repo(desk)
+    subprocess.run([MIDDLE, "sync"], cwd=desk, env=_env(), check=True, capture_output=True, text=True)
+    return remote, desk
+
+
+def start_worker(tmp_path: Path, desk: Path, name: str, *extra: str) -> subprocess.Popen:
+    home = tmp_path / name
+    home.mkdir(exist_ok=True)
+    (home / "middle.toml").write_text((desk / "middle.toml").read_text())
+    return subprocess.Popen([MIDDLE, "worker", "--fake", *extra], cwd=home, env=_env(), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def chain_and_fan(n: int) -> dict[int, list[int]]:
+    """t00..: every fourth ticket depends on the one before it, a few depend on two."""
+    deps: dict[int, list[int]] = {}
+    for i in range(n):
+        deps[i] = [i - 1] if i % 4 == 3 else ([i - 2, i - 5] if i % 7 == 6 and i >= 5 else [])
+    return deps
+
+
+def check_all_ran_once_in_order(pg_url: str, remote: Path, tickets: dict[int, list[int]]) -> None:
+    with TicketStore(pg_url) as store:
+        runs = {}
+        for i in tickets:
+            tid = f"t{i:02d}"
+            ticket_runs = store.list_runs(tid)
+            assert [r["status"] for r in ticket_runs] == ["complete"], (tid, ticket_runs)
+            assert store.get_claim(tid) is None
+            runs[tid] = ticket_runs[0]
+        for i, deps in tickets.items():
+            for d in deps:  # a dependent started after its dependency ended
+                assert runs[f"t{i:02d}"]["started_at"] >= runs[f"t{d:02d}"]["ended_at"], (i, d)
+    heads = out(remote, "for-each-ref", "--format=%(refname:short)", "refs/heads/middle")
+    assert sorted(heads.split()) == sorted(f"middle/t{i:02d}" for i in tickets)
+    for i, deps in tickets.items():  # each branch holds its own file and its dependencies'
+        for j in [i, *deps]:
+            assert out(remote, "show", f"middle/t{i:02d}:calc/m{j:02d}.py") == f"VALUE = {j}"
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_workers_share_24_tickets_each_runs_once_in_dependency_order(tmp_path, claude_cli, pg_url, workers):
+    tickets = chain_and_fan(24)
+    remote, desk = fleet(tmp_path, claude_cli, pg_url, tickets)
+    procs = [start_worker(tmp_path, desk, f"w{k}", "--once", "--parallel", "2") for k in range(workers)]
+    outputs = [p.communicate(timeout=900)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    assert all("Traceback" not in o for o in outputs), outputs
+    check_all_ran_once_in_order(pg_url, remote, tickets)
+    done = [line for o in outputs for line in o.splitlines() if line.startswith("complete ticket")]
+    assert len(done) == 24 and len(set(done)) == 24
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_a_killed_workers_ticket_is_taken_over_and_finishes_once(tmp_path, claude_cli, pg_url):
+    """kill -9 leaves the claim in the store; on this machine the claim is dead at once (its pid
+    is gone), on another after the lease (claim_is_live is unit-tested for both)."""
+    tickets = {i: [] for i in range(6)}
+    remote, desk = fleet(tmp_path, claude_cli, pg_url, tickets, lease_s=8)
+    doomed = start_worker(tmp_path, desk, "doomed", "--parallel", "1")
+    try:
+        deadline = time.monotonic() + 120
+        victim = None
+        while victim is None and time.monotonic() < deadline:  # wait until it is inside a turn
+            with TicketStore(pg_url) as store:
+                for t in store.list_tickets(status="running"):
+                    run = store.latest_run(t.id)
+                    if run and store.list_turns(run_id=run["id"]):
+                        victim = t.id
+            time.sleep(0.05)
+        assert victim, "the worker never started a turn"
+    finally:
+        _kill_group(doomed)  # kill -9: no chance to release its claim
+        for pid in _pids_under(tmp_path / "doomed"):
+            os.kill(pid, signal.SIGKILL)
+    doomed.wait(30)
+    with TicketStore(pg_url) as store:
+        assert store.get_ticket(victim).status.value == "running" and store.get_claim(victim) is not None
+    survivor = start_worker(tmp_path, desk, "survivor", "--once", "--parallel", "2")
+    out_ = survivor.communicate(timeout=600)[0]
+    assert survivor.returncode == 0, out_
+    with TicketStore(pg_url) as store:
+        runs = store.list_runs(victim)
+        assert len(runs) == 1 and runs[0]["status"] == "complete", runs  # continued, never restarted
+        assert all(len(store.list_runs(f"t{i:02d}")) == 1 for i in tickets)
+        assert all(store.get_ticket(f"t{i:02d}").status.value == "complete" for i in tickets)
+
+
+def _pids_under(path: Path) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if os.readlink(proc / "cwd").startswith(str(path)):
+                    found.append(int(proc.name))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_postgresql_restart_mid_run_is_survived(tmp_path, claude_cli, pg_server, pg_url):
+    tickets = {i: ([i - 1] if i % 3 == 2 else []) for i in range(9)}
+    remote, desk = fleet(tmp_path, claude_cli, pg_url, tickets)
+    procs = [start_worker(tmp_path, desk, f"w{k}", "--once", "--parallel", "2") for k in range(2)]
+    restarted = threading.Event()
+
+    def restart_when_busy() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with TicketStore(pg_url) as store:
+                if store.list_tickets(status="complete") and store.list_tickets(status="running"):
+                    break
+            time.sleep(0.1)
+        pg_server.restart()
+        restarted.set()
+
+    thread = threading.Thread(target=restart_when_busy)
+    thread.start()
+    outputs = [p.communicate(timeout=900)[0] for p in procs]
+    thread.join(60)
+    assert restarted.is_set()
+    assert all(p.returncode == 0 for p in procs), outputs
+    check_all_ran_once_in_order(pg_url, remote, tickets)
