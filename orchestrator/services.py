@@ -225,7 +225,9 @@ class Services:
         from orchestrator.workspace import Review, Worktrees
 
         worktrees = self.worktrees or Worktrees(self.config.worktrees_path, self.config.project.base_branch)
-        return Review(self.store, worktrees, memory=lambda: self.memory)
+        cfg = self.config
+        return Review(self.store, worktrees, memory=lambda: self.memory,
+                      local_project=cfg.resolve(cfg.project.path), repo_url=cfg.project.repo_url)
 
     # -- lifetime -------------------------------------------------------------------------
     def close(self) -> None:

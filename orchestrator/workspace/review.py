@@ -54,9 +54,13 @@ def split_patch(patch: str) -> list[dict[str, str]]:
 class Review:
     """Diff, merge, discard and revert of tickets, on the ticket store and the repository."""
 
-    def __init__(self, store: Any, worktrees: Worktrees, memory: Any = None):
-        """`memory`: the memory facade, or a function returning it (built only when needed)."""
+    def __init__(self, store: Any, worktrees: Worktrees, memory: Any = None, *,
+                 local_project: Path | None = None, repo_url: str | None = None):
+        """`memory`: the memory facade, or a function returning it (built only when needed).
+        `local_project` and `repo_url`: a ticket that ran on another machine (a `middle worker`)
+        is reviewed in this project's repository, its branch fetched from the shared remote."""
         self.store, self.worktrees, self._memory = store, worktrees, memory
+        self.local_project, self.repo_url = local_project, repo_url
 
     # -- reading -----------------------------------------------------------------------------
     def _run(self, ticket_id: str) -> dict[str, Any]:
@@ -69,7 +73,26 @@ class Review:
             raise TicketError(
                 f"ticket {ticket.id!r} ran in the project directory itself ([project] isolation = "
                 "\"none\"), so it has no branch of its own: review its edits with `git diff` there")
-        return run
+        return self._here(run)
+
+    def _here(self, run: dict[str, Any]) -> dict[str, Any]:
+        """The run as this machine sees it. One that ran in another machine's clone (a worker) is
+        reviewed in this project's repository, with its branch fetched from [project] repo_url."""
+        if not run.get("repo"):
+            return run
+        local = g.toplevel(self.local_project) if self.local_project and self.local_project.is_dir() else None
+        if local is not None and Path(run["repo"]) == local:
+            return run
+        if not self.repo_url or local is None:
+            if Path(run["repo"]).is_dir():  # another repository on this machine (a ticket's `path:`)
+                return run
+            raise TicketError(
+                f"ticket {run['ticket_id']!r} ran in {run['repo']}, which is not on this machine: set "
+                "[project] repo_url to the shared repository its branch was pushed to")
+        repo = local
+        g.git(repo, "fetch", "--quiet", self.repo_url, f"+refs/heads/{run['branch']}:refs/heads/{run['branch']}",
+              check=False)  # gone from the remote (merged or discarded elsewhere): no tip, said so below
+        return {**run, "repo": str(repo), "worktree": None}
 
     def _tip(self, run: dict[str, Any]) -> str | None:
         """The ticket's tip: its branch (which the user may have added commits to), else the
@@ -193,6 +216,7 @@ class Review:
         run = self.store.latest_run(ticket_id)
         if run is None:
             raise TicketError(f"ticket {ticket_id!r} has never run: there is nothing to discard")
+        run = self._here(run) if run.get("isolation") == "worktree" and run.get("branch") else run
         code = "it ran in place (isolation = \"none\"), so its edits are left in the project"
         if run.get("isolation") == "worktree" and run.get("branch"):
             changed = bool(self._tip(run)) if run.get("repo") else False
@@ -228,7 +252,7 @@ class Review:
                                 "undone: use git for that", memory_docs_deleted=removed)
         if status != "merged":
             return self.discard(ticket_id)
-        commit, code = self._revert_commit(ticket, run)
+        commit, code = self._revert_commit(ticket, self._here(run))
         removed = self.forget(ticket_id)
         if commit:
             self.store.set_run_fields(run["id"], revert_commit=commit)

@@ -41,7 +41,8 @@ def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[
     seed = make_repo(tmp_path / "seed", {"calc/__init__.py": "", "README.md": "calc\n"})
     remote = tmp_path / "remote.git"
     git(tmp_path, "clone", "--quiet", "--bare", str(seed), str(remote))
-    desk = tmp_path / "desk"
+    desk = tmp_path / "desk"  # a developer's clone: tickets are filed and reviewed here
+    git(tmp_path, "clone", "--quiet", str(remote), str(desk))
     (desk / "tickets").mkdir(parents=True)
     for i, deps in tickets.items():
         (desk / "tickets" / f"t{i:02d}.md").write_text(_ticket(i, deps))
@@ -49,7 +50,6 @@ def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[
               f'[run]\ndependencies = "complete"\nlease_s = {lease_s}\n'
               f'[worker.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
     (desk / "middle.toml").write_text(config)
-    make_repo(desk)
     subprocess.run([MIDDLE, "sync"], cwd=desk, env=_env(), check=True, capture_output=True, text=True)
     return remote, desk
 
@@ -100,6 +100,12 @@ def test_workers_share_24_tickets_each_runs_once_in_dependency_order(tmp_path, c
     check_all_ran_once_in_order(pg_url, remote, tickets)
     done = [line for o in outputs for line in o.splitlines() if line.startswith("complete ticket")]
     assert len(done) == 24 and len(set(done)) == 24
+    # Reviewed and merged from the developer's clone: the branch is fetched from the remote.
+    merged = subprocess.run([MIDDLE, "merge", "t00"], cwd=desk, env=_env(), capture_output=True, text=True)
+    assert merged.returncode == 0 and "merged ticket t00 into main" in merged.stdout, merged.stdout + merged.stderr
+    assert (desk / "calc" / "m00.py").read_text() == "VALUE = 0\n"
+    diff = subprocess.run([MIDDLE, "diff", "t01"], cwd=desk, env=_env(), capture_output=True, text=True)
+    assert "+VALUE = 1" in diff.stdout, diff.stdout + diff.stderr
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
