@@ -26,7 +26,7 @@ def make_project(root: Path) -> Config:
     shutil.copytree(EXAMPLES / "backlog", root / "tickets")
     (root / "middle.toml").write_text(
         '[agent]\nmax_turns = 4\n\n[worker.options]\nallowed_tools = ["Read", "Write", "Edit"]\n'
-        'turn_timeout_s = 120\n\n[memory]\nsave_dir = ".middle/memory"\nbackend = "keyword"\n\n'
+        'turn_timeout_s = 120\n\n[memory]\nsave_dir = ".middle/memory"\nbackend = "bm25"\n\n'
         '[project]\nid = "calc"\npath = "repo"\ntickets_dir = "tickets"\n')
     return load_config(root / "middle.toml", environ={})
 

@@ -101,7 +101,7 @@ def test_memory_page_search_add_edit_delete(browser, site, claude_cli):
     first = d.find_element(By.CSS_SELECTOR, "#results li")
     assert "Ticket: Add a greeting module." in first.text and "001-greeting" in first.text
     assert float(first.find_element(By.CSS_SELECTOR, ".score").text) > 0
-    assert "keyword" in _text(d, "#stat-backend")
+    assert "bm25" in _text(d, "#stat-backend")
     screenshot(d, "memory")
 
     note, edited = "Hand-written note: the CSV export streams rows.", "Hand-written note: export streams CSV."

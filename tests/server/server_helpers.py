@@ -16,8 +16,11 @@ from orchestrator.testing import make_repo
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def make_project(root: Path, *, backend: str | None = "keyword") -> Config:
-    """The example repo and backlog in `root`, with a middle.toml (memory off when backend is None)."""
+def make_project(root: Path, *, backend: str | None = "bm25") -> Config:
+    """The example repo and backlog in `root`, with a middle.toml (memory off when backend is None).
+
+    The default backend is built in (bm25 needs no model), so these tests need no plugin installed.
+    """
     shutil.copytree(EXAMPLES / "sample-repo", root / "repo")
     make_repo(root / "repo")  # tickets run on their own branch of the project's repository
     shutil.copytree(EXAMPLES / "backlog", root / "tickets")
