@@ -202,3 +202,24 @@ def test_editing_a_ticket_s_doc_keeps_the_ticket_record_so_revert_deletes_the_ed
     with TicketStore(project.db_path) as store:
         assert store.memory_docs("t1") == ["Ticket: Login. Fixed the cookie."]
     assert [t["ticket_id"] for t in c.get(f"{BASE}/docs").json()["docs"][0]["tickets"]] == ["t1"]
+
+
+def test_a_ticket_that_indexed_a_doc_twice_is_listed_once(server, project):
+    from tickets.model import Ticket
+    from tickets.store import TicketStore
+
+    doc = "Ticket: Login. Fixed the session cookie."
+    with TicketStore(project.db_path) as store:
+        store.upsert_ticket(Ticket(id="t1", project_id="calc", title="Login", project_path=str(project.root)))
+        store.add_memory_doc("t1", "calc", doc)
+        store.mark_memory_docs_deleted("t1")  # reverted ...
+        store.add_memory_doc("t1", "calc", doc)  # ... then run again: the same summary, indexed again
+    c = server.client
+    c.post(f"{BASE}/index", json={"docs": [doc]})
+    hit = c.get(f"{BASE}/search", params={"q": "session cookie"}).json()["results"][0]
+    assert hit["doc"] == doc and [(s["ticket_id"], s["deleted_at"]) for s in hit["tickets"]] == [("t1", None)]
+    listed = c.get(f"{BASE}/docs").json()["docs"][0]
+    assert [s["ticket_id"] for s in listed["tickets"]] == ["t1"]
+    page = c.get("/projects/calc/memory", params={"q": "session cookie"}, headers={"Accept": "text/html"}).text
+    results = page[page.index('id="results"'):page.index("</ol>", page.index('id="results"'))]
+    assert results.count('href="/tickets/t1"') == 1 and "(reverted)" not in page

@@ -126,3 +126,23 @@ def test_openapi_documents_the_errors_the_api_answers(serve, server, tmp_path):
     refused = server.client.get("/api/tickets", headers={"Host": "example.com"})
     assert refused.status_code == 403 and "loopback" in refused.json()["error"]
     assert "403" in _documented(spec, "/api/tickets", "GET")
+
+
+def test_a_description_is_rendered_markdown_with_no_raw_html(server):
+    description = ("## Steps\n\n1. Create `calc/sub.py`\n2. **Test** it against [the spec](https://example.com/spec)\n\n"
+                   "<script>alert(1)</script>\n\n<img src=x onerror=\"alert(2)\">\n\n"
+                   "[click me](javascript:alert(3)), <javascript:alert(4)>, [data](data:text/html,hi) "
+                   "and https://example.org/bare.\n\n![logo](https://example.net/logo.png)")
+    created = server.client.post("/api/tickets", json={"title": "Markdown", "project": "calc",
+                                                       "description": description})
+    page = server.client.get(f"/tickets/{created.json()['id']}", headers=HTML).text
+    section = page[page.index('id="desc-h"'):page.index("</section>", page.index('id="desc-h"'))]
+    assert "<h4>Steps</h4>" in section  # below the page's own h1 and h2
+    assert "<ol>" in section and "<code>calc/sub.py</code>" in section and "<strong>Test</strong>" in section
+    assert '<a href="https://example.com/spec" rel="noopener noreferrer nofollow" target="_blank">the spec</a>' in section
+    assert '<a href="https://example.org/bare" rel="noopener noreferrer nofollow"' in section
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section and "<script" not in section
+    assert "<img" not in page and "&lt;img src=x onerror=" in section
+    assert re.findall(r'href="([^"]*)"', section) == [
+        "https://example.com/spec", "https://example.org/bare", "https://example.net/logo.png"]
+    assert "[click me](javascript:alert(3))" in section  # shown as the text it is, not a link

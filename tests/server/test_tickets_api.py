@@ -109,6 +109,11 @@ def test_a_ticket_claimed_by_another_process_is_409(server):
         assert r.status_code == 409 and "being worked by" in r.json()["error"]
         r = server.client.post("/api/tickets/002-farewell/revert")
         assert r.status_code == 400 and "is running" in r.json()["error"]
+        # A live claim: no Resume button, and the API refuses a resume too.
+        assert server.client.get("/api/tickets/002-farewell").json()["resumable"] is False
+        page = server.client.get("/tickets/002-farewell", headers={"Accept": "text/html"}).text
+        assert 'data-action="resume"' not in page
+        assert server.client.post("/api/tickets/002-farewell/resume").status_code == 409
     finally:
         holder.kill()
         holder.wait()
@@ -150,6 +155,7 @@ def test_a_failed_run_shows_its_reason_and_resumes(server, claude_cli, project):
     assert run["status"] == "failed" and "does not exist" in run["reason"]
     page = c.get("/tickets/001-greeting", headers={"Accept": "text/html"}).text
     assert 'class="reason error-box"' in page and "does not exist" in page and 'data-action="resume"' in page
+    assert c.get("/api/tickets/001-greeting").json()["resumable"] is True  # a failure the runner can retry
 
     (project.root / "repo.away").rename(repo)
     r = c.post("/api/tickets/001-greeting/resume")

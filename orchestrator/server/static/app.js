@@ -84,8 +84,10 @@ function linkified(parent, text) {
 
 function money(v) { return "$" + Number(v || 0).toFixed(4); }
 
-function describe(ev) {
-  const d = ev.data || {};
+// `offline`: the run is on the built-in fake model, whose costs are made up: they are not shown.
+function describe(ev, offline) {
+  const d = {...(ev.data || {})};
+  if (offline) delete d.cost_usd;
   switch (ev.kind) {
     case "run_start": return d.resume ? "run resumed" : "run started";
     case "node":
@@ -191,6 +193,8 @@ function initTicket() {
   const list = document.getElementById("events");
   const stateEl = document.getElementById("live-state");
   let status = live.dataset.runStatus;
+  const offlineRuns = new Set((live.dataset.offlineRuns || "").split(" ").filter(Boolean));
+  const knownRuns = new Set((live.dataset.runs || "").split(" ").filter(Boolean));
   const refresh = debounce(() => swap(`/tickets/${encodeURIComponent(id)}/fragment`), 250);
   const source = follow(`/api/tickets/${encodeURIComponent(id)}/stream?after=${live.dataset.after}`, (kind, ev) => {
     if (ev.kind === "run_start") status = "running";
@@ -203,7 +207,7 @@ function initTicket() {
     when.textContent = `${(ev.at || "").slice(11, 19)} ${ev.kind}`;
     li.appendChild(when);
     li.appendChild(document.createTextNode(" "));
-    linkified(li, describe(ev));
+    linkified(li, describe(ev, offlineRuns.has(ev.run_id) || (live.dataset.newRunsOffline === "yes" && !knownRuns.has(ev.run_id))));
     if ((ev.data || {}).error || (ev.kind === "run_end" && ev.data.status === "failed")) li.classList.add("ev-error");
     list.appendChild(li);
     list.scrollTop = list.scrollHeight;
