@@ -69,8 +69,8 @@ class TicketQueries:
                 " COUNT(t.turn_no) AS turns,"
                 " COALESCE(SUM(CASE WHEN r.offline THEN 0 ELSE t.cost_usd END), 0) AS cost"
                 " FROM runs r LEFT JOIN turns t ON t.run_id = r.id GROUP BY r.ticket_id"):
-            stats[row["ticket_id"]].update(turns=row["turns"], cost_usd=float(row["cost"]), runs=row["runs"],
-                                           offline_runs=row["offline_runs"])
+            stats[row["ticket_id"]] = {"turns": row["turns"], "cost_usd": float(row["cost"]), "runs": row["runs"],
+                                       "offline_runs": row["offline_runs"], "last_event_at": None}
         for row in self._read("SELECT ticket_id, MAX(at) AS at FROM run_events GROUP BY ticket_id"):
             stats[row["ticket_id"]]["last_event_at"] = row["at"]
         return dict(stats)
@@ -125,14 +125,11 @@ class TicketQueries:
 
     def last_event_id(self, *, ticket_id: str | None = None, run_id: str | None = None) -> int:
         """The newest event id (0 when none): a page renders up to it, then streams what follows."""
-        sql, params = "SELECT COALESCE(MAX(id), 0) FROM run_events WHERE 1 = 1", []
-        if ticket_id is not None:
-            sql += " AND ticket_id = ?"
-            params.append(ticket_id)
-        if run_id is not None:
-            sql += " AND run_id = ?"
-            params.append(run_id)
-        return int(self._read(sql, tuple(params))[0][0])
+        named = {column: value for column, value in (("ticket_id", ticket_id), ("run_id", run_id))
+                 if value is not None}
+        where = " AND ".join(f"{column} = ?" for column in named) or "1 = 1"
+        return int(self._read(f"SELECT COALESCE(MAX(id), 0) FROM run_events WHERE {where}",
+                              tuple(named.values()))[0][0])
 
     def project_ids(self) -> list[str]:
         """The projects that have tickets, sorted."""

@@ -78,7 +78,7 @@ def _link_bare_urls(state: StateCore) -> None:
         block.children = out
 
 
-def _text(token_cls: Any, content: str) -> Token:
+def _text(token_cls: type[Token], content: str) -> Token:
     token = token_cls("text", "", 0)
     token.content = content
     return token

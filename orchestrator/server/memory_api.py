@@ -20,6 +20,7 @@ from tickets.queries import DocSource
 
 if TYPE_CHECKING:
     from orchestrator.memory import MemoryFacade
+    from orchestrator.plugin_api import RetrieveResult as Retrieved
 
 router = APIRouter(prefix="/api/projects/{project_id}/memory", tags=["memory"])
 
@@ -72,7 +73,7 @@ def index(project_id: str, body: DocsBody, state: ServerState = Depends(get_stat
 
 @router.post("/retrieve", summary="Retrieve docs for queries (seed 000)",
              response_model=list[RetrieveResult], responses=_ERRORS)
-def retrieve(project_id: str, body: RetrieveBody, state: ServerState = Depends(get_state)) -> list[dict[str, Any]]:
+def retrieve(project_id: str, body: RetrieveBody, state: ServerState = Depends(get_state)) -> list[Retrieved]:
     mem, pid = _facade(project_id, state)
     return mem.retrieve(pid, body.queries, body.num_to_retrieve)
 

@@ -85,9 +85,7 @@ def _diff(state: ServerState, detail: dict[str, Any]) -> dict[str, Any] | None:
     from orchestrator.workspace import split_patch
 
     try:
-        with state.runs.build_lock:
-            review = state.services.review
-        result = review.diff(detail["id"])
+        result = state.review().diff(detail["id"])
     except MiddleError as exc:  # e.g. a discarded ticket's commits are gone: say so on the page
         return {"error": str(exc), "files": []}
     patches = {f["path"]: f["patch"] for f in split_patch(result.pop("text"))}
@@ -114,7 +112,7 @@ def share_page(request: Request, ticket_id: str, state: ServerState = Depends(ge
 
 
 @router.get("/memory", response_class=HTMLResponse)
-def memory_index(request: Request, state: ServerState = Depends(get_state)) -> HTMLResponse:
+def memory_index(request: Request, state: ServerState = Depends(get_state)) -> Response:
     state.sync_folder()
     projects = state.project_ids()
     if len(projects) == 1:
@@ -152,7 +150,7 @@ def _off() -> Exception:
 
 
 @router.get("/login", response_class=HTMLResponse)
-def login_form(request: Request, next: str = Query("/")) -> HTMLResponse:
+def login_form(request: Request, next: str = Query("/")) -> Response:
     state = get_state(request)
     if not state.token:
         return RedirectResponse(safe_next(next), status_code=303)

@@ -20,6 +20,7 @@ from tickets.store import TicketStore
 
 if TYPE_CHECKING:
     from orchestrator.memory import MemoryFacade
+    from orchestrator.workspace import Review
 
 log = logging.getLogger("middle.server")
 
@@ -43,6 +44,11 @@ class ServerState:
         """The memory facade, or None when memory is off."""
         with self.runs.build_lock:  # Services builds its parts lazily, not thread-safely
             return cast("MemoryFacade | None", self.services.memory)
+
+    def review(self) -> Review:
+        """diff / merge / discard / revert of tickets."""
+        with self.runs.build_lock:  # Services builds its parts lazily, not thread-safely
+            return cast("Review", self.services.review)
 
     def memory(self) -> MemoryFacade:
         """The memory facade; MemoryOff (503) when this server runs without memory."""
@@ -91,7 +97,7 @@ def _changed(stored: Ticket | None, loaded: Ticket) -> bool:
 
 
 def get_state(request: Request) -> ServerState:
-    return request.app.state.middle
+    return cast(ServerState, request.app.state.middle)
 
 
 def ticket_or_404(store: TicketStore, ticket_id: str) -> Ticket:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
@@ -16,6 +16,9 @@ from tickets.claims import claim_is_live
 from tickets.model import Ticket
 from tickets.queries import TicketStats
 from tickets.store import TicketStore
+
+if TYPE_CHECKING:
+    from orchestrator.workspace import Review
 
 router = APIRouter(prefix="/api", tags=["tickets"])
 
@@ -152,12 +155,11 @@ def resume(ticket_id: str, state: ServerState = Depends(get_state)) -> JSONRespo
     return _started(state, ticket_id, run_id)
 
 
-def _review(state: ServerState, ticket_id: str, action: str) -> Any:
+def _review(state: ServerState, ticket_id: str, action: str) -> Review:
     state.ticket(ticket_id)
     if action != "diff" and ticket_id in state.runs.active():
         raise Conflict(f"ticket {ticket_id!r} is running: wait for it to end, then {action} it")
-    with state.runs.build_lock:  # Services builds its parts lazily, not thread-safely
-        return state.services.review
+    return state.review()
 
 
 @router.get("/tickets/{ticket_id}/diff",
