@@ -56,7 +56,7 @@ def _no_stats() -> TicketStats:
 class TicketQueries:
     """Aggregate queries of TicketStore (needs its `_read`)."""
 
-    if TYPE_CHECKING:
+    if TYPE_CHECKING:  # provided by TicketStore, which this mixin is part of
         def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
 
     def ticket_stats(self) -> dict[str, TicketStats]:

@@ -38,17 +38,17 @@ class ServerState:
 
     @property
     def store(self) -> TicketStore:
-        return cast(TicketStore, self.services.store)
+        return self.services.store
 
     def memory_or_none(self) -> MemoryFacade | None:
         """The memory facade, or None when memory is off."""
         with self.runs.build_lock:  # Services builds its parts lazily, not thread-safely
-            return cast("MemoryFacade | None", self.services.memory)
+            return self.services.memory
 
     def review(self) -> Review:
         """diff / merge / discard / revert of tickets."""
         with self.runs.build_lock:  # Services builds its parts lazily, not thread-safely
-            return cast("Review", self.services.review)
+            return self.services.review
 
     def memory(self) -> MemoryFacade:
         """The memory facade; MemoryOff (503) when this server runs without memory."""
