@@ -1,7 +1,8 @@
 """Read-only aggregates over the ticket store for the board, the memory page and the event streams.
 
-Nothing is cached: every call reads the file, so a `middle run` in another process shows up on the
-next request. Costs count real spending only: a run on the built-in fake model (`runs.offline`)
+Nothing is cached: every call reads the store, so a `middle run` in another process shows up on the
+next request. The SQL keeps to what SQLite and PostgreSQL both speak (`runs.offline` is compared
+with 0/1, never used as a boolean). Costs count real spending only: a run on the built-in fake model (`runs.offline`)
 is counted apart, as a number of offline runs, never as money.
 """
 
@@ -65,9 +66,9 @@ class TicketQueries:
         stats: dict[str, TicketStats] = defaultdict(_no_stats)
         for row in self._read(
                 "SELECT r.ticket_id, COUNT(DISTINCT r.id) AS runs,"
-                " COUNT(DISTINCT CASE WHEN r.offline THEN r.id END) AS offline_runs,"
+                " COUNT(DISTINCT CASE WHEN r.offline = 1 THEN r.id END) AS offline_runs,"
                 " COUNT(t.turn_no) AS turns,"
-                " COALESCE(SUM(CASE WHEN r.offline THEN 0 ELSE t.cost_usd END), 0) AS cost"
+                " COALESCE(SUM(CASE WHEN r.offline = 1 THEN 0 ELSE t.cost_usd END), 0) AS cost"
                 " FROM runs r LEFT JOIN turns t ON t.run_id = r.id GROUP BY r.ticket_id"):
             stats[row["ticket_id"]] = {"turns": row["turns"], "cost_usd": float(row["cost"]), "runs": row["runs"],
                                        "offline_runs": row["offline_runs"], "last_event_at": None}
@@ -101,12 +102,12 @@ class TicketQueries:
                 "SELECT tk.project_id, COALESCE(SUM(t.cost_usd), 0) AS total,"
                 " COALESCE(SUM(CASE WHEN t.started_at >= ? THEN t.cost_usd ELSE 0 END), 0) AS today"
                 " FROM turns t JOIN runs r ON r.id = t.run_id JOIN tickets tk ON tk.id = r.ticket_id"
-                " WHERE NOT r.offline GROUP BY tk.project_id", (today_start_utc(),)):
+                " WHERE r.offline = 0 GROUP BY tk.project_id", (today_start_utc(),)):
             e = entry(row["project_id"])
             e["cost_total_usd"], e["cost_today_usd"] = float(row["total"]), float(row["today"])
         for row in self._read(
                 "SELECT tk.project_id, COUNT(*) AS n FROM runs r JOIN tickets tk ON tk.id = r.ticket_id"
-                " WHERE r.offline GROUP BY tk.project_id"):
+                " WHERE r.offline = 1 GROUP BY tk.project_id"):
             entry(row["project_id"])["offline_runs"] = row["n"]
         return [totals[k] for k in sorted(totals)]
 
