@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from datetime import datetime, time, timezone
-import sqlite3
 from typing import TYPE_CHECKING, Any, TypedDict
 
 # Ticket statuses the board counts as done: the work is finished (merged is complete and in).
@@ -58,7 +57,7 @@ class TicketQueries:
     """Aggregate queries of TicketStore (needs its `_read`)."""
 
     if TYPE_CHECKING:  # provided by TicketStore, which this mixin is part of
-        def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]: ...
+        def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
 
     def ticket_stats(self) -> dict[str, TicketStats]:
         """Per ticket: turns and real cost over all its runs, its runs (and how many were offline)
