@@ -15,6 +15,7 @@ from tickets.db import SqliteDatabase, open_database, postgres_ddl
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
 from tickets.run_end import RunEnding
+from tickets.queries import TicketQueries
 from tickets.model import RunStatus, Ticket, TicketStatus, utc_now
 
 __all__ = ["TicketStore", "SCHEMA_VERSION"]
@@ -121,7 +122,7 @@ def _no_run(run_id: str) -> TicketError:
     return TicketError(f"no run '{run_id}': list a ticket's runs with `middle log TICKET`")
 
 
-class TicketStore(TicketClaims, RunEvents, RunEnding):
+class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
     """Tickets and their execution log, shared by threads, processes and (on PostgreSQL) machines.
 
     `target` is the SQLite file (the embedded default) or a postgresql:// URL. `readonly=True`

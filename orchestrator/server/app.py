@@ -18,7 +18,7 @@ from orchestrator.config import Config
 from orchestrator.errors import MiddleError
 from orchestrator.server import events_api, memory_api, pages, tickets_api
 from orchestrator.server.auth import AuthMiddleware
-from orchestrator.server.errors import status_for
+from orchestrator.server.errors import document_errors, status_for
 from orchestrator.server.render import STATIC_DIR, make_templates
 from orchestrator.server.runs import RunManager
 from orchestrator.server.state import ServerState
@@ -28,7 +28,9 @@ log = logging.getLogger("middle.server")
 
 DESCRIPTION = """The memory API of seed 000 (`/api/projects/{project_id}/memory/index|retrieve|delete`,
 plus list, search, edit and stats), the tickets API (list, create, run, resume, revert), and each
-run's events, as JSON and live as Server-Sent Events. Errors are `{"error": "message"}`.
+run's events, as JSON and live as Server-Sent Events. Every error is `{"error": "message"}` with
+its status: 400 for a bad request (never 422), 404 for an unknown ticket, run or doc, 409 when
+another run or the repository's state is in the way, 503 when memory is off or a store failed.
 With MIDDLE_API_TOKEN set, send `Authorization: Bearer TOKEN`."""
 
 
@@ -64,6 +66,8 @@ def create_app(config: Config, *, services: Services | None = None, fake: bool =
     for module in (memory_api, tickets_api, events_api, pages):
         app.include_router(module.router)
     _error_handlers(app)
+    generate = app.openapi
+    app.openapi = lambda: document_errors(generate())  # type: ignore[method-assign]
     return app
 
 

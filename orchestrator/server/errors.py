@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
+
+from pydantic import BaseModel, Field
 
 from orchestrator.errors import (
     AgentReplyError, ConfigError, GitError, MemoryStoreError, MiddleError, StoreError, TicketError,
@@ -50,3 +53,63 @@ def status_for(exc: MiddleError) -> int:
 def memory_off() -> MemoryOff:
     return MemoryOff("memory is off on this server: set [memory] save_dir in middle.toml (or "
                      "MEMORY_SAVE_DIR) and a backend other than 'none', then restart `middle serve`")
+
+
+# -- how errors are documented in the OpenAPI document ------------------------------------------
+
+class ErrorBody(BaseModel):
+    """The body of every error answer."""
+    error: str = Field(..., description="What went wrong and what to do about it, in one sentence.",
+                       examples=["no ticket 'nope': list them with `middle tickets`"])
+
+
+class MergeConflictBody(ErrorBody):
+    """A merge that conflicts: nothing was changed; the files that conflict are listed."""
+    ticket_id: str
+    status: str = Field(..., examples=["conflict"])
+    message: str
+    commit: str | None
+    conflicts: list[str] = Field(..., examples=[["calc/greeting.py"]])
+    memory_docs_deleted: int
+
+
+# What each status means wherever it is answered; a route adds what is particular to it.
+_MEANING = {
+    400: "Bad request: a malformed body or parameter, or something the request asks that cannot be done now",
+    401: "This server has a token (MIDDLE_API_TOKEN) and the request sent none or a wrong one",
+    403: "Refused: a Host name that is not loopback on a server without a token, a cross-site request, "
+         "or a missing CSRF token with the login cookie",
+    404: "Not found",
+    409: "In the way: another run holds the ticket, or the repository's state blocks the change (nothing changed)",
+    502: "The coding agent or the model failed to start",
+    503: "Memory is off on this server, or the memory store or the ticket store failed",
+}
+
+
+def error_responses(*codes: int, **why: str) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for the error statuses a route answers, each `{"error": message}`;
+    `why` adds what a status means on this route (keys like `e404`)."""
+    out: dict[int | str, dict[str, Any]] = {}
+    for code in codes:
+        text = _MEANING[code] + (f": {why[f'e{code}']}" if f"e{code}" in why else "")
+        out[code] = {"model": ErrorBody, "description": text}
+    return out
+
+
+def document_errors(schema: dict[str, Any]) -> dict[str, Any]:
+    """Make the generated OpenAPI document say what the API does: FastAPI lists a 422 with its own
+    validation body on every route with parameters, but this API answers a bad request with 400
+    `{"error": ...}`; and the token gate can answer 401/403 on any /api route."""
+    for path, item in schema.get("paths", {}).items():
+        for operation in item.values():
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            if path.startswith("/api/"):
+                for code in (401, 403):
+                    responses.setdefault(str(code), {
+                        "description": _MEANING[code],
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}})
+    schemas = schema.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    return schema

@@ -9,16 +9,24 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.server import queries
-from orchestrator.server.errors import NotFound
+from orchestrator.server.errors import NotFound, error_responses
 from orchestrator.server.state import ServerState, checked_project, get_state
+from tickets.queries import DocSource
+
+if TYPE_CHECKING:
+    from orchestrator.memory import MemoryFacade
+    from orchestrator.plugin_api import RetrieveResult as Retrieved
 
 router = APIRouter(prefix="/api/projects/{project_id}/memory", tags=["memory"])
+
+# Every memory route: a bad project id or body is a 400; memory off or a failing store a 503.
+_ERRORS = error_responses(400, 503, e400="e.g. a project id with a '/', or docs that are not a list "
+                          "of strings", e503="memory is off, or the backend's store failed")
 
 
 class _Body(BaseModel):
@@ -47,16 +55,16 @@ class RetrieveResult(BaseModel):
     doc_scores: list[float]
 
 
-def _facade(project_id: str, state: ServerState) -> tuple[Any, str]:
+def _facade(project_id: str, state: ServerState) -> tuple[MemoryFacade, str]:
     pid = checked_project(project_id)  # a 400 naming the id, before any path is built
     return state.memory(), pid
 
 
-def _with_sources(state: ServerState, pid: str) -> dict[str, list[dict[str, Any]]]:
-    return queries.doc_sources(state.store, pid)
+def _with_sources(state: ServerState, pid: str) -> dict[str, list[DocSource]]:
+    return state.store.doc_sources(pid)
 
 
-@router.post("/index", summary="Index docs (seed 000)")
+@router.post("/index", summary="Index docs (seed 000)", responses=_ERRORS)
 def index(project_id: str, body: DocsBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
     mem.index(pid, body.docs)
@@ -64,19 +72,20 @@ def index(project_id: str, body: DocsBody, state: ServerState = Depends(get_stat
 
 
 @router.post("/retrieve", summary="Retrieve docs for queries (seed 000)",
-             response_model=list[RetrieveResult])
-def retrieve(project_id: str, body: RetrieveBody, state: ServerState = Depends(get_state)) -> list[dict[str, Any]]:
+             response_model=list[RetrieveResult], responses=_ERRORS)
+def retrieve(project_id: str, body: RetrieveBody, state: ServerState = Depends(get_state)) -> list[Retrieved]:
     mem, pid = _facade(project_id, state)
     return mem.retrieve(pid, body.queries, body.num_to_retrieve)
 
 
-@router.post("/delete", summary="Delete docs by exact text (seed 000)")
+@router.post("/delete", summary="Delete docs by exact text (seed 000)", responses=_ERRORS)
 def delete(project_id: str, body: DocsBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
     return {"project": pid, "deleted": mem.delete(pid, body.docs)}
 
 
-@router.post("/edit", summary="Replace one doc: delete the old text and index the new, in one call")
+@router.post("/edit", summary="Replace one doc: delete the old text and index the new, in one call",
+             responses={**_ERRORS, **error_responses(404, e404="no doc has exactly the old text")})
 def edit(project_id: str, body: EditBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
     new = mem.prepare_doc(body.new)  # refuse a bad new text before anything is deleted
@@ -93,7 +102,8 @@ def edit(project_id: str, body: EditBody, state: ServerState = Depends(get_state
     return {"project": pid, "old": body.old, "new": new}
 
 
-@router.get("/docs", summary="Every doc in the project's memory, with the tickets that indexed it")
+@router.get("/docs", summary="Every doc in the project's memory, with the tickets that indexed it",
+            responses=_ERRORS)
 def docs(project_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
     texts = mem.list_docs(pid) if mem.store_dir(pid).exists() else []
@@ -102,7 +112,7 @@ def docs(project_id: str, state: ServerState = Depends(get_state)) -> dict[str, 
             "docs": [{"text": t, "tickets": sources.get(t, [])} for t in texts]}
 
 
-@router.get("/search", summary="What recall returns for a query, with scores")
+@router.get("/search", summary="What recall returns for a query, with scores", responses=_ERRORS)
 def search(project_id: str, q: str = Query(..., description="The query."),
            k: int = Query(5, ge=1, le=100, description="How many docs."),
            state: ServerState = Depends(get_state)) -> dict[str, Any]:
@@ -110,7 +120,7 @@ def search(project_id: str, q: str = Query(..., description="The query."),
     return search_results(state, mem, pid, q, k)
 
 
-def search_results(state: ServerState, mem: Any, pid: str, q: str, k: int) -> dict[str, Any]:
+def search_results(state: ServerState, mem: MemoryFacade, pid: str, q: str, k: int) -> dict[str, Any]:
     results = mem.retrieve(pid, [q], k) if mem.store_dir(pid).exists() else []
     sources = _with_sources(state, pid)
     hits = [{"doc": d, "score": s, "tickets": sources.get(d, [])}
@@ -119,13 +129,13 @@ def search_results(state: ServerState, mem: Any, pid: str, q: str, k: int) -> di
             "query": q, "results": hits}
 
 
-@router.get("/stats", summary="Backend, doc count, store size on disk and last write")
+@router.get("/stats", summary="Backend, doc count, store size on disk and last write", responses=_ERRORS)
 def stats(project_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
     return memory_stats(mem, pid)
 
 
-def memory_stats(mem: Any, pid: str) -> dict[str, Any]:
+def memory_stats(mem: MemoryFacade, pid: str) -> dict[str, Any]:
     store = mem.store_dir(pid)
     exists = store.exists()
     size, last = _disk_usage(store) if exists else (0, None)

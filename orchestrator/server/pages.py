@@ -9,7 +9,6 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from orchestrator.errors import MemoryStoreError, MiddleError
-from orchestrator.server import queries
 from orchestrator.server.auth import SESSION_COOKIE, csrf_token, safe_next, session_value
 from orchestrator.server.memory_api import memory_stats, search_results
 from orchestrator.server.state import ServerState, checked_project, get_state, ticket_or_404
@@ -26,7 +25,7 @@ def page(request: Request, name: str, context: dict[str, Any], status: int = 200
     state = get_state(request)
     base = {"csrf": csrf_token(state.token), "token_on": bool(state.token), "fake": state.fake}
     if "nav_projects" not in context:  # the login and share pages show no projects
-        base["nav_projects"] = queries.project_ids(state.store, state.config.memory_dir)
+        base["nav_projects"] = state.project_ids()
     return request.app.state.templates.TemplateResponse(request, name, {**base, **context},
                                                         status_code=status)
 
@@ -34,20 +33,20 @@ def page(request: Request, name: str, context: dict[str, Any], status: int = 200
 def board_context(state: ServerState, project: str | None) -> dict[str, Any]:
     problems, folder_problem = state.sync_folder()
     store = state.store
-    stats = queries.ticket_stats(store)
+    stats = store.ticket_stats()
     active = state.runs.active()
     cards: dict[str, list[dict[str, Any]]] = {s: [] for s in STATUSES}
     for ticket in store.list_tickets(project_id=project or None):
-        data = {**ticket.model_dump(mode="json"), "turns": 0, "cost_usd": 0.0, "last_event_at": None,
-                **stats.get(ticket.id, {}), "running_here": ticket.id in active}
+        data = {**ticket.model_dump(mode="json"), "turns": 0, "cost_usd": 0.0, "offline_runs": 0,
+                "last_event_at": None, **stats.get(ticket.id, {}), "running_here": ticket.id in active}
         cards.setdefault(data["status"], []).append(data)
     for column in cards.values():  # most recently active first
         column.sort(key=lambda c: c["last_event_at"] or c["updated_at"], reverse=True)
-    totals = [t for t in queries.project_totals(store) if not project or t["project"] == project]
+    totals = [t for t in store.project_totals() if not project or t["project"] == project]
     return {"columns": list(cards.items()), "totals": totals, "project": project or "",
-            "projects": queries.project_ids(store, None),
+            "projects": state.project_ids(with_memory=False),
             "problems": [str(p) for p in problems] + ([folder_problem] if folder_problem else []),
-            "after": queries.last_event_id(store), "default_project": _default_project(state)}
+            "after": store.last_event_id(), "default_project": _default_project(state)}
 
 
 def _default_project(state: ServerState) -> str:
@@ -74,7 +73,7 @@ def ticket_context(state: ServerState, ticket_id: str, readonly: bool, sync: boo
     if detail["runs"]:  # replay the latest run's events from its start, then follow
         events = state.store.list_events(run_id=detail["runs"][0]["id"], limit=1)
         first = events[0]["id"] if events else None
-    after = first - 1 if first else queries.last_event_id(state.store, ticket_id=ticket_id)
+    after = first - 1 if first else state.store.last_event_id(ticket_id=ticket_id)
     return {"t": detail, "readonly": readonly, "after": after, "diff": _diff(state, detail)}
 
 
@@ -86,9 +85,7 @@ def _diff(state: ServerState, detail: dict[str, Any]) -> dict[str, Any] | None:
     from orchestrator.workspace import split_patch
 
     try:
-        with state.runs.build_lock:
-            review = state.services.review
-        result = review.diff(detail["id"])
+        result = state.review().diff(detail["id"])
     except MiddleError as exc:  # e.g. a discarded ticket's commits are gone: say so on the page
         return {"error": str(exc), "files": []}
     patches = {f["path"]: f["patch"] for f in split_patch(result.pop("text"))}
@@ -115,9 +112,9 @@ def share_page(request: Request, ticket_id: str, state: ServerState = Depends(ge
 
 
 @router.get("/memory", response_class=HTMLResponse)
-def memory_index(request: Request, state: ServerState = Depends(get_state)) -> HTMLResponse:
+def memory_index(request: Request, state: ServerState = Depends(get_state)) -> Response:
     state.sync_folder()
-    projects = queries.project_ids(state.store, state.config.memory_dir)
+    projects = state.project_ids()
     if len(projects) == 1:
         return RedirectResponse(f"/projects/{projects[0]}/memory", status_code=303)
     return page(request, "memory_index.html", {"projects": projects,
@@ -136,7 +133,7 @@ def memory_page(request: Request, project_id: str, q: str | None = Query(None),
     mem = state.memory()
     try:
         context["stats"] = memory_stats(mem, pid)
-        sources = queries.doc_sources(state.store, pid)
+        sources = state.store.doc_sources(pid)
         texts = mem.list_docs(pid) if mem.store_dir(pid).exists() else []
         context["docs"] = [{"text": t, "tickets": sources.get(t, [])} for t in texts]
         if q and q.strip():
@@ -153,7 +150,7 @@ def _off() -> Exception:
 
 
 @router.get("/login", response_class=HTMLResponse)
-def login_form(request: Request, next: str = Query("/")) -> HTMLResponse:
+def login_form(request: Request, next: str = Query("/")) -> Response:
     state = get_state(request)
     if not state.token:
         return RedirectResponse(safe_next(next), status_code=303)

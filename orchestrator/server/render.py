@@ -1,4 +1,4 @@
-"""The dashboard's Jinja2 templates (autoescaped) and the filters they use: links, money, times."""
+"""The dashboard's Jinja2 templates (autoescaped) and the filters they use: links, Markdown, money, times."""
 
 from __future__ import annotations
 
@@ -84,9 +84,17 @@ def pretty(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2) if value is not None else ""
 
 
+def markdown(text: str | None) -> Markup:
+    """A ticket description rendered from Markdown, safely (see orchestrator/server/markdown.py)."""
+    from orchestrator.server.markdown import render_markdown
+
+    return render_markdown(text)
+
+
 def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(TEMPLATES_DIR))  # autoescape on for .html
     env = templates.env
     env.autoescape = True  # every template, whatever its extension: stored text is untrusted
-    env.filters.update(linkify=linkify, diff_html=diff_html, money=money, when=when, clock=clock, size=size, pretty=pretty)
+    env.filters.update(linkify=linkify, markdown=markdown, diff_html=diff_html, money=money, when=when,
+                       clock=clock, size=size, pretty=pretty)
     return templates

@@ -22,6 +22,7 @@ from tickets.claims import DEFAULT_LEASE_S, claim_is_live, this_host
 log = logging.getLogger("middle.server.runs")
 
 START_TIMEOUT_S = 120.0  # building the first Orchestrator may start the fake API and locate the CLI
+TIDY_TIMEOUT_S = 30.0  # how long a new start waits for an ended run's thread to close its parts
 POLL_S = 0.02  # how often a starting request looks for the run's claim
 
 
@@ -66,9 +67,11 @@ class RunManager:
                             expect=latest["id"] if latest else None)
 
     def active(self) -> dict[str, str | None]:
-        """ticket id -> run id of the runs this server process is driving now."""
+        """ticket id -> run id of the runs this server process is driving now. A run whose end is
+        stored is not: its thread only closes its parts, and the ticket may be resumed or merged."""
         with self._lock:
-            return {tid: slot.run_id for tid, slot in self._active.items()}
+            slots = list(self._active.items())
+        return {tid: slot.run_id for tid, slot in slots if not self._tidying(slot)}
 
     def warm_up(self) -> None:
         """Import and build what a run needs (langgraph, the SDK, the worker, memory) ahead of the
@@ -107,8 +110,21 @@ class RunManager:
             thread.join(timeout)
 
     # -- internals ---------------------------------------------------------------------------
+    def _tidying(self, slot: _Slot) -> bool:
+        """The slot's run has ended in the store; its thread is still closing its orchestrator."""
+        if slot.run_id is None:
+            return False
+        try:
+            return bool(self.services.store.get_run(slot.run_id)["status"] != "running")
+        except TicketError:
+            return False
+
     def _launch(self, ticket_id: str, action: Callable[[Any], Any], expect: str | None = None) -> str | None:
         store = self.services.store
+        with self._lock:
+            previous = self._active.get(ticket_id)
+        if previous is not None and self._tidying(previous):
+            previous.done.wait(TIDY_TIMEOUT_S)  # the run ended a moment ago: start once it is tidy
         with self._lock:
             if ticket_id in self._active:
                 running = self._active[ticket_id].run_id or "starting"
@@ -193,9 +209,10 @@ class RunManager:
         finally:
             if slot.has_slot:
                 self._slots.release()
-            slot.done.set()
             with self._lock:
-                self._active.pop(slot.ticket_id, None)
+                if self._active.get(slot.ticket_id) is slot:
+                    del self._active[slot.ticket_id]
+            slot.done.set()
 
     def _record_crash(self, slot: _Slot, exc: BaseException) -> None:
         """An unexpected error after the claim: mark the run failed so the board does not show a

@@ -5,16 +5,22 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import Request
 
 from orchestrator.config import Config
 from orchestrator.errors import TicketError
 from orchestrator.server.errors import NotFound, memory_off
+from orchestrator.server.runs import RunManager
 from orchestrator.services import Services
 from tickets.model import Ticket, validate_project_id
 from tickets.source import TicketFileError, load_tickets
+from tickets.store import TicketStore
+
+if TYPE_CHECKING:
+    from orchestrator.memory import MemoryFacade
+    from orchestrator.workspace import Review
 
 log = logging.getLogger("middle.server")
 
@@ -23,22 +29,28 @@ log = logging.getLogger("middle.server")
 class ServerState:
     config: Config
     services: Services
-    runs: Any  # RunManager
+    runs: RunManager
     token: str | None = None
     fake: bool = False
     stopping: threading.Event = field(default_factory=threading.Event)  # ends live streams
+    live_streams: int = 0  # event streams being served now (each ends when its client leaves)
     _sync_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
-    def store(self) -> Any:
+    def store(self) -> TicketStore:
         return self.services.store
 
-    def memory_or_none(self) -> Any:
+    def memory_or_none(self) -> MemoryFacade | None:
         """The memory facade, or None when memory is off."""
         with self.runs.build_lock:  # Services builds its parts lazily, not thread-safely
             return self.services.memory
 
-    def memory(self) -> Any:
+    def review(self) -> Review:
+        """diff / merge / discard / revert of tickets."""
+        with self.runs.build_lock:  # Services builds its parts lazily, not thread-safely
+            return self.services.review
+
+    def memory(self) -> MemoryFacade:
         """The memory facade; MemoryOff (503) when this server runs without memory."""
         facade = self.memory_or_none()
         if facade is None:
@@ -63,6 +75,14 @@ class ServerState:
                     self.store.upsert_ticket(ticket)
         return result.errors, None
 
+    def project_ids(self, *, with_memory: bool = True) -> list[str]:
+        """Projects that have tickets, plus (with_memory) those with only a memory store on disk."""
+        ids = set(self.store.project_ids())
+        memory_dir = self.config.memory_dir if with_memory else None
+        if memory_dir is not None and memory_dir.is_dir():
+            ids |= {p.name for p in memory_dir.iterdir() if p.is_dir() and not p.name.startswith(".")}
+        return sorted(ids)
+
     def ticket(self, ticket_id: str) -> Ticket:
         """A ticket by id, after reading the folder (a file added a moment ago counts); 404 if none."""
         self.sync_folder()
@@ -77,17 +97,17 @@ def _changed(stored: Ticket | None, loaded: Ticket) -> bool:
 
 
 def get_state(request: Request) -> ServerState:
-    return request.app.state.middle
+    return cast(ServerState, request.app.state.middle)
 
 
-def ticket_or_404(store: Any, ticket_id: str) -> Ticket:
+def ticket_or_404(store: TicketStore, ticket_id: str) -> Ticket:
     try:
         return store.get_ticket(ticket_id)
     except TicketError as exc:
         raise NotFound(str(exc)) from None
 
 
-def run_or_404(store: Any, run_id: str) -> dict[str, Any]:
+def run_or_404(store: TicketStore, run_id: str) -> dict[str, Any]:
     try:
         return store.get_run(run_id)
     except TicketError as exc:

@@ -2,20 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.server import queries
 from orchestrator.server.auth import share_key
-from orchestrator.server.errors import Conflict
+from orchestrator.server.errors import Conflict, MergeConflictBody, error_responses
 from orchestrator.server.state import ServerState, get_state, run_or_404
 from orchestrator.server.ticket_files import create_ticket_file
+from tickets.claims import claim_is_live
 from tickets.model import Ticket
+from tickets.queries import TicketStats
+from tickets.store import TicketStore
+
+if TYPE_CHECKING:
+    from orchestrator.workspace import Review
 
 router = APIRouter(prefix="/api", tags=["tickets"])
+
+_STORE = "the ticket store failed (e.g. locked by another process for too long)"
+_NO_TICKET = "no such ticket"
+_START = error_responses(
+    400, 404, 409, 502, 503, e404=_NO_TICKET, e409="the ticket is running here or in another process",
+    e502="the worker (Claude Code) or the model could not be set up", e503=_STORE,
+    e400="the ticket cannot start now (complete, merged, an unmerged change, waiting for a dependency, "
+         "no API key), or for resume: it never ran, or its last run ended for good")
+_REVIEW = error_responses(
+    400, 404, 409, 503, e400="the ticket's status does not allow it (e.g. never run, not complete)",
+    e404=_NO_TICKET, e409="the ticket is running, the change conflicts, or uncommitted changes in "
+                          "your working tree are in the way; nothing was changed", e503=_STORE)
 
 
 class NewTicket(BaseModel):
@@ -33,10 +50,32 @@ class RunBody(BaseModel):
     rerun: bool = Field(False, description="Also start a ticket that is already complete.")
 
 
-def ticket_json(ticket: Ticket, stats: dict[str, Any] | None = None, running_here: bool = False) -> dict[str, Any]:
+# A ticket in one of these states may have a run that `resume` continues.
+_MAY_RESUME = ("failed", "interrupted", "running")
+
+
+def resumable(store: TicketStore, ticket: Ticket, running_here: bool) -> bool:
+    """Would `POST .../resume` be accepted now? The latest run was interrupted, or failed in a way
+    the runner marked resumable (a Claude Code turn or the model failed, not a limit the agent
+    hit), or is still `running` under a dead claim (its process was killed)."""
+    if running_here or ticket.status.value not in _MAY_RESUME:
+        return False
+    run = store.latest_run(ticket.id)
+    if run is None:
+        return False
+    if run["status"] == "running":
+        claim = store.get_claim(ticket.id)
+        return claim is None or not claim_is_live(claim)
+    end = store.run_end_data(run["id"]) or {}
+    return bool(end.get("resumable", run["status"] == "interrupted"))
+
+
+def ticket_json(store: TicketStore, ticket: Ticket, stats: TicketStats | None = None,
+                running_here: bool = False) -> dict[str, Any]:
     data = ticket.model_dump(mode="json")
-    data.update(stats or {"turns": 0, "cost_usd": 0.0, "runs": 0, "last_event_at": None})
+    data.update(stats or {"turns": 0, "cost_usd": 0.0, "runs": 0, "offline_runs": 0, "last_event_at": None})
     data["running_here"] = running_here
+    data["resumable"] = resumable(store, ticket, running_here)
     return data
 
 
@@ -51,34 +90,40 @@ def ticket_detail(state: ServerState, ticket: Ticket) -> dict[str, Any]:
     for run in reversed(store.list_runs(ticket.id)):  # newest first
         runs.append({**run, "cost_usd": store.total_cost(run["id"]),
                      "turns": store.list_turns(run_id=run["id"])})
-    stats = queries.ticket_stats(store).get(ticket.id)
+    stats = store.ticket_stats().get(ticket.id)
     live = set(store.memory_docs(ticket.id))
-    return {**ticket_json(ticket, stats, ticket.id in state.runs.active()), "runs": runs,
+    return {**ticket_json(store, ticket, stats, ticket.id in state.runs.active()), "runs": runs,
             "memory_docs": [{"doc": d, "deleted": d not in live}
                             for d in store.memory_docs(ticket.id, include_deleted=True)],
             "share_path": share_path(state, ticket.id)}
 
 
-@router.get("/tickets", summary="Tickets, optionally of one project and/or one status")
+@router.get("/tickets", summary="Tickets, optionally of one project and/or one status",
+            responses=error_responses(400, 503, e400="an unknown status", e503=_STORE))
 def list_tickets(project: str | None = Query(None), status: str | None = Query(None),
                  state: ServerState = Depends(get_state)) -> dict[str, Any]:
     problems, folder_problem = state.sync_folder()
-    stats = queries.ticket_stats(state.store)
+    store = state.store
+    stats = store.ticket_stats()
     active = state.runs.active()
-    tickets = state.store.list_tickets(status=status, project_id=project)
-    return {"tickets": [ticket_json(t, stats.get(t.id), t.id in active) for t in tickets],
+    tickets = store.list_tickets(status=status, project_id=project)
+    return {"tickets": [ticket_json(store, t, stats.get(t.id), t.id in active) for t in tickets],
             "folder_problems": [str(p) for p in problems] + ([folder_problem] if folder_problem else [])}
 
 
-@router.post("/tickets", status_code=201, summary="Create a ticket (written as a Markdown file)")
+@router.post("/tickets", status_code=201, summary="Create a ticket (written as a Markdown file)",
+             responses=error_responses(
+                 400, 409, 503, e400="a missing title or project, a bad project id, an id or path "
+                 "that cannot be used", e409="a ticket with that id already exists", e503=_STORE))
 def create(body: NewTicket, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     ticket = create_ticket_file(state.config, title=body.title, project=body.project,
                                 description=body.description, ticket_id=body.id, path=body.path)
     stored = state.store.upsert_ticket(ticket)
-    return ticket_json(stored)
+    return ticket_json(state.store, stored)
 
 
-@router.get("/tickets/{ticket_id}", summary="One ticket with its runs, turns and indexed docs")
+@router.get("/tickets/{ticket_id}", summary="One ticket with its runs, turns and indexed docs",
+            responses=error_responses(404, 503, e404=_NO_TICKET, e503=_STORE))
 def get_ticket(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     return ticket_detail(state, state.ticket(ticket_id))
 
@@ -95,7 +140,7 @@ def _started(state: ServerState, ticket_id: str, run_id: str | None) -> JSONResp
 
 
 @router.post("/tickets/{ticket_id}/run", status_code=202,
-             summary="Start a run in the background; returns at once with its run id")
+             summary="Start a run in the background; returns at once with its run id", responses=_START)
 def run(ticket_id: str, body: RunBody | None = None, state: ServerState = Depends(get_state)) -> JSONResponse:
     state.ticket(ticket_id)
     run_id = state.runs.start(ticket_id, rerun=bool(body and body.rerun))
@@ -103,23 +148,22 @@ def run(ticket_id: str, body: RunBody | None = None, state: ServerState = Depend
 
 
 @router.post("/tickets/{ticket_id}/resume", status_code=202,
-             summary="Continue the latest run from its checkpoint, in the background")
+             summary="Continue the latest run from its checkpoint, in the background", responses=_START)
 def resume(ticket_id: str, state: ServerState = Depends(get_state)) -> JSONResponse:
     state.ticket(ticket_id)
     run_id = state.runs.resume(ticket_id)
     return _started(state, ticket_id, run_id)
 
 
-def _review(state: ServerState, ticket_id: str, action: str) -> Any:
+def _review(state: ServerState, ticket_id: str, action: str) -> Review:
     state.ticket(ticket_id)
     if action != "diff" and ticket_id in state.runs.active():
         raise Conflict(f"ticket {ticket_id!r} is running: wait for it to end, then {action} it")
-    with state.runs.build_lock:  # Services builds its parts lazily, not thread-safely
-        return state.services.review
+    return state.review()
 
 
 @router.get("/tickets/{ticket_id}/diff",
-            summary="The ticket's change against the commit it started from, per file")
+            summary="The ticket's change against the commit it started from, per file", responses=_REVIEW)
 def diff(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     from orchestrator.workspace import split_patch
 
@@ -130,7 +174,10 @@ def diff(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, A
 
 
 @router.post("/tickets/{ticket_id}/merge", summary="Merge the ticket's branch into the base branch "
-             "(409 with the conflicting files, nothing changed, on a conflict)")
+             "(409 with the conflicting files, nothing changed, on a conflict)",
+             responses={**_REVIEW, 409: {"model": MergeConflictBody, "description": (
+                 "Nothing was changed: the change conflicts (the files are listed), uncommitted "
+                 "changes in your working tree are in the way, or the ticket is running")}})
 def merge(ticket_id: str, state: ServerState = Depends(get_state)) -> JSONResponse:
     result = _review(state, ticket_id, "merge").merge(ticket_id)
     return JSONResponse(status_code=409 if result.status == "conflict" else 200,
@@ -139,33 +186,35 @@ def merge(ticket_id: str, state: ServerState = Depends(get_state)) -> JSONRespon
 
 
 @router.post("/tickets/{ticket_id}/discard", summary="Remove the unmerged ticket's worktree, branch "
-             "and memory doc")
+             "and memory doc", responses=_REVIEW)
 def discard(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     return _review(state, ticket_id, "discard").discard(ticket_id).to_dict()
 
 
 @router.post("/tickets/{ticket_id}/revert", summary="Undo the ticket: a revert commit if merged "
-             "(else discard), and delete its memory doc")
+             "(else discard), and delete its memory doc", responses=_REVIEW)
 def revert(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     result = _review(state, ticket_id, "revert").revert(ticket_id)
     return {**result.to_dict(), "removed": result.memory_docs_deleted}
 
 
-@router.get("/runs/{run_id}", summary="One run with its turns")
+@router.get("/runs/{run_id}", summary="One run with its turns",
+            responses=error_responses(404, 503, e404="no such run", e503=_STORE))
 def get_run(run_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     run_data = run_or_404(state.store, run_id)
     return {**run_data, "cost_usd": state.store.total_cost(run_id),
             "turns": state.store.list_turns(run_id=run_id)}
 
 
-@router.get("/projects", summary="Per project: tickets done and failed, cost today and all time")
+@router.get("/projects", summary="Per project: tickets done (complete or merged) and failed, real "
+            "cost today and all time, offline runs", responses=error_responses(503, e503=_STORE))
 def projects(state: ServerState = Depends(get_state)) -> list[dict[str, Any]]:
     state.sync_folder()
-    return queries.project_totals(state.store)
+    return [dict(t) for t in state.store.project_totals()]
 
 
 @router.get("/health", summary="Is the server up, with which memory backend and model")
 def health(state: ServerState = Depends(get_state)) -> dict[str, Any]:
     cfg = state.config
     return {"ok": True, "memory_backend": cfg.memory.backend if cfg.memory_enabled else None,
-            "fake_model": state.fake, "running": state.runs.active()}
+            "fake_model": state.fake, "running": state.runs.active(), "live_streams": state.live_streams}

@@ -4,31 +4,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-from orchestrator.config import Config, load_config
-from orchestrator.testing import make_repo
+# The server tests' helpers (sample project, scripted fake replies) serve the browser tests too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+from server_helpers import Stall, decide, make_project, plan  # noqa: E402
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+__all__ = ["Stall", "decide", "make_project", "plan", "start_browser", "screenshot", "wait"]
+
 CHROMIUM = os.environ.get("MIDDLE_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("MIDDLE_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
 ARTIFACTS = Path(os.environ.get("MIDDLE_TEST_ARTIFACTS") or Path(__file__).parent / "artifacts")
-LAPTOP, PHONE = (1366, 900), (390, 844)
+LAPTOP, PHONE = (1280, 800), (390, 844)
 WAIT_S = 120  # the longest a page may take to show what the test waits for (a whole ticket run)
-
-
-def make_project(root: Path) -> Config:
-    shutil.copytree(EXAMPLES / "sample-repo", root / "repo")
-    make_repo(root / "repo")  # tickets run on their own branch of the project's repository
-    shutil.copytree(EXAMPLES / "backlog", root / "tickets")
-    (root / "middle.toml").write_text(
-        '[agent]\nmax_turns = 4\n\n[worker.options]\nallowed_tools = ["Read", "Write", "Edit"]\n'
-        'turn_timeout_s = 120\n\n[memory]\nsave_dir = ".middle/memory"\nbackend = "keyword"\n\n'
-        '[project]\nid = "calc"\npath = "repo"\ntickets_dir = "tickets"\n')
-    return load_config(root / "middle.toml", environ={})
 
 
 def start_browser() -> Any:

@@ -1,4 +1,5 @@
-"""The dashboard in real headless Chromium: board, a live ticket run on the fake model, memory, token gate."""
+"""The dashboard in real headless Chromium: board, a live ticket run on the fake model, parallel runs,
+memory, token gate."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
+from orchestrator.fake_api.scripted import ScriptedResponder
 from orchestrator.server import create_app
 from orchestrator.server.live import ServerThread
+from orchestrator.services import Services
 
-from browser_helpers import make_project, screenshot, wait
+from browser_helpers import LAPTOP, PHONE, Stall, decide, make_project, plan, screenshot, wait
 
 TOKEN = "browser-test-token-0123456789abcdef"
 
@@ -30,10 +33,17 @@ def _text(driver: Any, css: str) -> str:
 
 
 def _doc_item(driver: Any, text: str) -> Any:
-    for item in driver.find_elements(By.CSS_SELECTOR, ".doc-item"):
-        if item.get_attribute("data-doc") == text:
-            return item
-    return None
+    # Looked up inside the page in one step: the page reloads after an edit, and an element found
+    # before the reload cannot be read after it.
+    return driver.execute_script("return Array.from(document.querySelectorAll('.doc-item'))"
+                                 ".find((item) => item.dataset.doc === arguments[0]) || null", text)
+
+
+def _cards(driver: Any, status: str) -> set[str]:
+    """The ticket ids in one board column, read in one step (the board swaps fragments in live)."""
+    return set(driver.execute_script(
+        "return Array.from(document.querySelectorAll(`[data-status=\"${arguments[0]}\"] a[data-ticket]`),"
+        " (a) => a.dataset.ticket)", status))
 
 
 def _finish(site: Any, ticket_id: str) -> None:
@@ -61,6 +71,7 @@ def test_run_a_ticket_from_the_board_and_watch_it_complete_live(browser, site, c
 
     wait(d, lambda d: _text(d, "#ticket-status") == "complete", "the ticket to show complete")
     wait(d, lambda d: "run ended: complete" in _text(d, "#events"), "the live log to show the run's end")
+    wait(d, lambda d: _text(d, "#live-state") == "· run ended: complete", "the events panel to say the run ended")
     assert d.execute_script("return window.__sameDocument") is True
     assert "calc/greeting.py" in _text(d, ".turn .prompt")
     assert "Created calc/greeting.py" in _text(d, ".turn .response")
@@ -85,14 +96,50 @@ def test_run_a_ticket_from_the_board_and_watch_it_complete_live(browser, site, c
          "the board to move the card to Complete")
     assert d.execute_script("return window.__sameDocument") is True
     card = _text(d, 'a[data-ticket="001-greeting"]')
-    assert "1 turn" in card and "$0.0" in card and "ago" in card
-    assert "$0.0" in _text(d, 'tr[data-project="calc"]')
+    assert "1 turn" in card and "offline" in card and "ago" in card  # the fake model's runs cost nothing
+    totals = [c.text for c in d.find_elements(By.CSS_SELECTOR, 'tr[data-project="calc"] td')]
+    assert totals == ["3", "2", "0", "0", "$0.0000", "$0.0000", "2"]  # merged and complete: done; 2 offline runs
     screenshot(d, "board")
+
+
+@pytest.mark.cli
+def test_the_board_shows_every_running_ticket_while_two_run_at_once(browser, tmp_path, claude_cli):
+    held = Stall()  # both Claude Code turns wait here, so both tickets are running at once
+    script = ScriptedResponder().agent(plan("Say hello."), plan("Say goodbye.")).worker(held, held)
+    script.agent(decide(True, "Said it."), decide(True, "Said it."))
+    config = make_project(tmp_path, parallel=2)
+    services = Services(config, fake=True, responder=script)
+    app = create_app(config, services=services)
+    both = {"001-greeting", "002-farewell"}
+    d = browser
+    try:
+        with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=60) as api:
+            d.get(server.url + "/")
+            d.execute_script("window.__sameDocument = true")
+            started = [api.post(f"/api/tickets/{t}/run").json() for t in sorted(both)]
+            assert [s["status"] for s in started] == ["running", "running"]  # [run] parallel = 2: none queued
+            assert held.wait_for(2), "the two turns did not both start"
+            wait(d, lambda d: _cards(d, "running") == both, "both tickets in the Running column")
+            assert "2" in _text(d, '.jump a[data-column="running"] .count')
+            screenshot(d, "board-running")
+            held.release.set()
+            wait(d, lambda d: both <= _cards(d, "complete") and not _cards(d, "running"),
+                 "both tickets to move to Complete")
+            assert d.execute_script("return window.__sameDocument") is True  # updated live, no reload
+    finally:
+        held.release.set()
+        app.state.middle.runs.join(timeout=180)
+        services.close()
 
 
 @pytest.mark.cli
 def test_memory_page_search_add_edit_delete(browser, site, claude_cli):
     _finish(site, "001-greeting")
+    # A few more memories, so bm25 (whose word weights need a corpus) ranks by more than chance.
+    site.api.post("/api/projects/calc/memory/index", json={"docs": [
+        "Ticket: Fix login. Users could not sign in. Reset the session cookie.",
+        "Ticket: Speed up export. Export was slow. Streamed the CSV rows.",
+        "Ticket: Parser crash. Fixed the tokenizer on empty input."]})
     d = browser
     d.get(site.url + "/projects/calc/memory")
     box = d.find_element(By.ID, "q")
@@ -101,7 +148,7 @@ def test_memory_page_search_add_edit_delete(browser, site, claude_cli):
     first = d.find_element(By.CSS_SELECTOR, "#results li")
     assert "Ticket: Add a greeting module." in first.text and "001-greeting" in first.text
     assert float(first.find_element(By.CSS_SELECTOR, ".score").text) > 0
-    assert "keyword" in _text(d, "#stat-backend")
+    assert "bm25" in _text(d, "#stat-backend")
     screenshot(d, "memory")
 
     note, edited = "Hand-written note: the CSV export streams rows.", "Hand-written note: export streams CSV."
@@ -155,3 +202,70 @@ def test_token_gate_login_csrf_and_share_link(browser, tmp_path):
         assert not d.find_elements(By.CSS_SELECTOR, "button[data-action]")
         d.get(server.url + "/")
         assert "/login" in d.current_url
+
+
+def _fits(driver: Any, css: str) -> bool:
+    """Every element matching css lies within the window's width (nothing cut off at the side)."""
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]))"
+        ".every((el) => el.getBoundingClientRect().right <= document.documentElement.clientWidth)", css)
+
+
+@pytest.mark.cli
+def test_board_fits_a_laptop_and_a_phone_and_new_ticket_is_at_the_top(browser, site, claude_cli):
+    d = browser
+    d.set_window_size(*LAPTOP)
+    d.get(site.url + "/")
+    assert _fits(d, ".column") and _fits(d, ".totals table")  # all nine columns, none clipped
+    d.set_window_size(*PHONE)
+    assert _fits(d, ".column") and _fits(d, ".totals tr")  # stacked; the totals one block per project
+    assert d.execute_script("const w = document.querySelector('.totals .table-wrap');"
+                            " return w.scrollWidth <= w.clientWidth")
+    d.set_window_size(*LAPTOP)
+
+    opener = d.find_element(By.ID, "new-ticket-open")
+    assert opener.location["y"] < 200  # at the top, not below the board
+    opener.click()
+    dialog = d.find_element(By.ID, "new-ticket")
+    assert dialog.is_displayed() and d.switch_to.active_element.get_attribute("id") == "nt-title"
+    d.switch_to.active_element.send_keys("Document the calculator")
+    d.find_element(By.ID, "nt-description").send_keys(
+        "## Steps\n\n- write **docs/calc.md**\n- link https://example.com/style\n\n"
+        "<img src=x onerror=\"window.__xss = 1\"> [click](javascript:window.__xss=2)")
+    d.find_element(By.CSS_SELECTOR, "#new-ticket-form button[type=submit]").click()
+    wait(d, lambda d: d.title.startswith("Document the calculator"), "the new ticket's page")
+    description = d.find_element(By.CSS_SELECTOR, ".description .md")
+    assert description.find_element(By.TAG_NAME, "h4").text == "Steps"
+    assert description.find_element(By.TAG_NAME, "strong").text == "docs/calc.md"
+    links = [a.get_attribute("href") for a in description.find_elements(By.TAG_NAME, "a")]
+    assert links == ["https://example.com/style"]
+    assert not description.find_elements(By.TAG_NAME, "img") and "<img src=x" in description.text
+    assert d.execute_script("return window.__xss === undefined")
+    assert _text(d, "#live-state") == "· no run yet"
+
+
+def test_a_full_board_scrolls_sideways_with_a_way_to_every_column(browser, tmp_path):
+    from orchestrator.server.pages import STATUSES
+
+    app = create_app(make_project(tmp_path), fake=True)
+    d = browser
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=60) as api:
+        for status in STATUSES:  # a card in every column
+            tid = api.post("/api/tickets", json={"title": f"A ticket that is {status}", "project": "calc",
+                                                 "id": f"x-{status}"}).json()["id"]
+            app.state.middle.store.set_status(tid, status)
+        d.set_window_size(*LAPTOP)
+        d.get(server.url + "/")
+        row = d.find_element(By.ID, "columns")
+        assert d.execute_script("return arguments[0].scrollWidth > arguments[0].clientWidth", row)
+        wait(d, lambda d: "more-right" in d.find_element(By.ID, "board-scroll").get_attribute("class"),
+             "the shade that says more columns are to the right")
+        screenshot(d, "board-full")
+        d.set_window_size(*LAPTOP)
+        d.find_element(By.CSS_SELECTOR, '.jump a[data-column="discarded"]').click()
+        wait(d, lambda d: d.execute_script(
+            "const r = document.getElementById('columns').getBoundingClientRect();"
+            " const c = document.querySelector('[data-status=discarded]').getBoundingClientRect();"
+            " return c.left >= r.left - 1 && c.right <= r.right + 1"), "the last column scrolled into view")
+        assert "more-left" in d.find_element(By.ID, "board-scroll").get_attribute("class")
+        assert d.switch_to.active_element.get_attribute("id") == "col-discarded"

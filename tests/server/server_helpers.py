@@ -1,9 +1,11 @@
-"""Helpers for `middle serve` tests: a sample project, a served app with a client, an SSE reader."""
+"""Helpers for `middle serve` tests (the browser tests use them too): a sample project, a served app
+with a client, an SSE reader, and scripted replies for the fake Messages API."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,12 @@ from orchestrator.testing import make_repo
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def make_project(root: Path, *, backend: str | None = "keyword") -> Config:
-    """The example repo and backlog in `root`, with a middle.toml (memory off when backend is None)."""
+def make_project(root: Path, *, backend: str | None = "bm25", parallel: int = 1) -> Config:
+    """The example repo and backlog in `root`, with a middle.toml (memory off when backend is None;
+    `parallel` runs at once).
+
+    The default backend is built in (bm25 needs no model), so these tests need no plugin installed.
+    """
     shutil.copytree(EXAMPLES / "sample-repo", root / "repo")
     make_repo(root / "repo")  # tickets run on their own branch of the project's repository
     shutil.copytree(EXAMPLES / "backlog", root / "tickets")
@@ -25,7 +31,7 @@ def make_project(root: Path, *, backend: str | None = "keyword") -> Config:
     (root / "middle.toml").write_text(
         '[agent]\nmax_turns = 4\nmax_cost_usd = 5.0\n\n'
         '[worker.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n\n'
-        f'{memory}\n[project]\nid = "calc"\npath = "repo"\ntickets_dir = "tickets"\n')
+        f'{memory}\n[run]\nparallel = {parallel}\n\n[project]\nid = "calc"\npath = "repo"\ntickets_dir = "tickets"\n')
     return load_config(root / "middle.toml", environ={})
 
 
@@ -69,8 +75,41 @@ def read_sse(client: httpx.Client, url: str, *, until: str = "end", headers: dic
     return events
 
 
-def wait_for_run(served: Served, run_id: str) -> dict[str, Any]:
+def wait_for_run(served: Served | httpx.Client, run_id: str) -> dict[str, Any]:
     """Follow the run's event stream until it ends; return the run as the API shows it."""
-    events = read_sse(served.client, f"/api/runs/{run_id}/stream")
+    client = served if isinstance(served, httpx.Client) else served.client
+    events = read_sse(client, f"/api/runs/{run_id}/stream")
     assert events[-1][0] == "end", events[-3:]
-    return served.client.get(f"/api/runs/{run_id}").json()
+    return client.get(f"/api/runs/{run_id}").json()
+
+
+def plan(prompt: str) -> str:
+    """The middle agent's scripted plan: the first prompt for Claude Code."""
+    return json.dumps({"prompt": prompt})
+
+
+def decide(complete: bool, summary: str, next_prompt: str = "") -> str:
+    """The middle agent's scripted assessment of a turn."""
+    return json.dumps({"complete": complete, "summary": summary, "next_prompt": next_prompt})
+
+
+class Stall:
+    """A scripted Claude Code turn that does not answer until released, so a test can look at (or
+    stop) a run while it is in progress. One Stall can hold several turns at once."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self._held = threading.Condition()
+        self.calls = 0
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        with self._held:
+            self.calls += 1
+            self._held.notify_all()
+        self.release.wait(120)
+        return "Done."
+
+    def wait_for(self, calls: int = 1, timeout: float = 120) -> bool:
+        """Until `calls` turns are being held (False if they are not within the timeout)."""
+        with self._held:
+            return self._held.wait_for(lambda: self.calls >= calls, timeout)

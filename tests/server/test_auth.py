@@ -117,7 +117,7 @@ def test_middle_serve_runs_and_stops_on_ctrl_c(project):
         line = proc.stdout.readline()
         url = re.search(r"dashboard (http://127\.0\.0\.1:\d+/)", line).group(1)
         health = httpx.get(url + "api/health", timeout=30).json()
-        assert health["ok"] is True and health["memory_backend"] == "keyword"
+        assert health["ok"] is True and health["memory_backend"] == "bm25"
         assert httpx.get(url + "api/tickets", timeout=30).json()["tickets"][0]["id"] == "001-greeting"
         docs = httpx.get(url + "docs", timeout=30).text
         assert "/static-offline-docs/swagger-ui-bundle.js" in docs and "cdn.jsdelivr" not in docs

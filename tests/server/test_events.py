@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import io
+import logging
+import socket
+import sqlite3
 import subprocess
 import sys
 import threading
+import time
 
 from rich.console import Console
 
@@ -61,9 +65,65 @@ def test_stream_replays_then_follows_and_ends_with_the_run(server):
     assert [e["kind"] for e in listed] == ["node", "worker", "decision", "run_end"]
     ticket_stream = read_sse(server.client, "/api/tickets/001-greeting/stream", until="run_end")
     assert ticket_stream[-1][0] == "run_end"
-    board_stream = read_sse(server.client, "/api/events/stream", until="run_end")
+    board_stream = read_sse(server.client, "/api/events/stream?after=0", until="run_end")
     assert len(board_stream) == 5
+    resumed = read_sse(server.client, "/api/events/stream", until="run_end",
+                       headers={"Last-Event-ID": str(ids[2])})
+    assert [name for name, _, _ in resumed] == ["decision", "run_end"]
     assert server.client.get("/api/runs/nope/stream").status_code == 404
+
+
+def _wait_for_streams(server, count: int) -> None:
+    """Until the server serves `count` live streams (it says so in /api/health)."""
+    deadline = time.monotonic() + 60
+    while server.client.get("/api/health").json()["live_streams"] != count:
+        assert time.monotonic() < deadline, f"the server did not get to {count} live stream(s)"
+        time.sleep(0.05)
+
+
+def test_the_all_runs_stream_starts_now_without_after(server):
+    store = server.state.store
+    server.state.sync_folder()
+    run_id = _run_with_events(store)
+    history = store.last_event_id()
+    received: list = []
+    reader = threading.Thread(target=lambda: received.extend(
+        read_sse(server.client, "/api/events/stream", until="note")))
+    reader.start()
+    _wait_for_streams(server, 1)  # connected: what is stored from here on is "new"
+    store.add_event(run_id, "001-greeting", "note", {"text": "written after the board connected"})
+    reader.join(timeout=60)
+    assert [(name, data["data"].get("text")) for name, data, _ in received] == [
+        ("note", "written after the board connected")]
+    assert all(int(i) > history for _, _, i in received)
+
+
+def _seed_events(db_path, run_id: str, ticket_id: str, n: int) -> None:
+    """Many stored events at once, as a long history of another process's runs would be."""
+    with sqlite3.connect(db_path) as conn:
+        conn.executemany("INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?)",
+                         [(run_id, ticket_id, "note", '{"text": "%s"}' % ("x" * 100), "2026-01-01T00:00:00")
+                          for _ in range(n)])
+
+
+def test_a_stream_stops_when_its_client_leaves_and_logs_nothing(server, project, caplog):
+    caplog.set_level(logging.WARNING)
+    server.state.sync_folder()
+    run_id = server.state.store.claim_new_run("001-greeting", ["pending"])
+    _seed_events(project.db_path, run_id, "001-greeting", 20_000)
+    host, port = server.url.split("//")[1].rsplit(":", 1)
+    for _ in range(3):  # a client replaying a long history leaves in the middle of it
+        with socket.create_connection((host, int(port))) as client:
+            client.sendall(b"GET /api/events/stream?after=0 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                           b"Accept: text/event-stream\r\n\r\n")
+            got = 0
+            while got < 300_000:
+                chunk = client.recv(65536)
+                assert chunk, "the stream ended before the client left"
+                got += len(chunk)
+        _wait_for_streams(server, 0)  # the server stopped that stream's generator
+    sends = [r.getMessage() for r in caplog.records if "socket.send()" in r.getMessage()]
+    assert sends == []
 
 
 def _store_with_tickets(project) -> TicketStore:

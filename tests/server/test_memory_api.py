@@ -31,7 +31,7 @@ def test_index_retrieve_delete_list_search_stats(server):
     assert all(len(x["doc_scores"]) == 1 and x["doc_scores"][0] > 0 for x in results)
 
     listed = c.get(f"{BASE}/docs").json()
-    assert listed["backend"] == "keyword" and listed["count"] == 2
+    assert listed["backend"] == "bm25" and listed["count"] == 2
     assert [d["text"] for d in listed["docs"]] == docs and listed["docs"][0]["tickets"] == []
 
     found = c.get(f"{BASE}/search", params={"q": "session cookie", "k": 5}).json()
@@ -39,12 +39,25 @@ def test_index_retrieve_delete_list_search_stats(server):
     assert found["results"][0]["score"] > 0
 
     stats = c.get(f"{BASE}/stats").json()
-    assert stats["backend"] == "keyword" and stats["docs"] == 2
+    assert stats["backend"] == "bm25" and stats["docs"] == 2
     assert stats["store_bytes"] > 0 and stats["last_write"]
 
     r = c.post(f"{BASE}/delete", json={"docs": [docs[0], "not there"]})
     assert r.json() == {"project": "calc", "deleted": 1}
     assert [d["text"] for d in c.get(f"{BASE}/docs").json()["docs"]] == [docs[1]]
+
+
+def test_a_plugin_backend_serves_the_memory_api(serve, tmp_path):
+    """The server uses whatever backend the registry has, a third-party plugin's too."""
+    pytest.importorskip("middle_agent_keyword_memory", reason="the example plugin is not installed "
+                        "(pip install ./plugins/middle-agent-keyword-memory); the other server tests "
+                        "use the built-in bm25 backend")
+    c = serve(make_project(tmp_path, backend="keyword")).client
+    assert c.post(f"{BASE}/index", json={"docs": ["the login cookie expired", "export streams CSV"]}).status_code == 200
+    found = c.get(f"{BASE}/search", params={"q": "login cookie"}).json()
+    assert found["backend"] == "keyword" and found["results"][0]["doc"] == "the login cookie expired"
+    assert c.get(f"{BASE}/stats").json()["backend"] == "keyword"
+    assert c.get("/api/health").json()["memory_backend"] == "keyword"
 
 
 def test_edit_replaces_one_doc_and_refuses_unknown_text(server):
@@ -189,3 +202,24 @@ def test_editing_a_ticket_s_doc_keeps_the_ticket_record_so_revert_deletes_the_ed
     with TicketStore(project.db_path) as store:
         assert store.memory_docs("t1") == ["Ticket: Login. Fixed the cookie."]
     assert [t["ticket_id"] for t in c.get(f"{BASE}/docs").json()["docs"][0]["tickets"]] == ["t1"]
+
+
+def test_a_ticket_that_indexed_a_doc_twice_is_listed_once(server, project):
+    from tickets.model import Ticket
+    from tickets.store import TicketStore
+
+    doc = "Ticket: Login. Fixed the session cookie."
+    with TicketStore(project.db_path) as store:
+        store.upsert_ticket(Ticket(id="t1", project_id="calc", title="Login", project_path=str(project.root)))
+        store.add_memory_doc("t1", "calc", doc)
+        store.mark_memory_docs_deleted("t1")  # reverted ...
+        store.add_memory_doc("t1", "calc", doc)  # ... then run again: the same summary, indexed again
+    c = server.client
+    c.post(f"{BASE}/index", json={"docs": [doc]})
+    hit = c.get(f"{BASE}/search", params={"q": "session cookie"}).json()["results"][0]
+    assert hit["doc"] == doc and [(s["ticket_id"], s["deleted_at"]) for s in hit["tickets"]] == [("t1", None)]
+    listed = c.get(f"{BASE}/docs").json()["docs"][0]
+    assert [s["ticket_id"] for s in listed["tickets"]] == ["t1"]
+    page = c.get("/projects/calc/memory", params={"q": "session cookie"}, headers={"Accept": "text/html"}).text
+    results = page[page.index('id="results"'):page.index("</ol>", page.index('id="results"'))]
+    assert results.count('href="/tickets/t1"') == 1 and "(reverted)" not in page

@@ -103,3 +103,38 @@ def test_a_refused_claim_comes_back_as_the_error(services):
     with pytest.raises(Conflict, match="being worked by another run"):
         manager.start("001-greeting")
     assert manager.active() == {}
+
+
+class EndsThenTidies(HeldRun):
+    """Ends its run in the store (resumably) when told, then keeps its thread busy tidying up until
+    released."""
+
+    def __init__(self, store, release: threading.Event, end: threading.Event):
+        super().__init__(store, release)
+        self.end = end
+
+    def run_ticket(self, ticket_id: str, rerun: bool = False) -> RunOutcome:
+        run_id = self.store.claim_new_run(ticket_id, ["pending", "failed"])
+        self.end.wait(60)
+        self.store.end_run(ticket_id, run_id, "failed", "Claude Code exited with code 1",
+                           event={"resumable": True})
+        self.release.wait(60)
+        return RunOutcome(ticket_id, run_id, "failed")
+
+
+def test_a_run_whose_end_is_stored_is_not_running_here_any_more(services):
+    end, tidied = threading.Event(), threading.Event()
+    manager = RunManager(services, orchestrator_factory=lambda: EndsThenTidies(services.store, tidied, end))
+    run_id = manager.start("001-greeting")
+    end.set()
+    for _ in range(600):  # the run's thread stores its end right after its claim
+        if services.store.get_run(run_id)["status"] == "failed":
+            break
+        threading.Event().wait(0.05)
+    assert services.store.get_run(run_id)["status"] == "failed"
+    assert manager.active() == {}  # so the page offers Resume (and merge is not "running")
+    threading.Timer(0.1, tidied.set).start()  # the old thread finishes while the new start waits
+    second = manager.start("001-greeting")  # not a 409: it waits for the ended run's thread
+    assert second is not None and second != run_id
+    manager.join(30)
+    assert manager.active() == {}

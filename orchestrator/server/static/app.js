@@ -36,21 +36,33 @@ function debounce(fn, ms) {
 async function swap(url) {
   const response = await fetch(url, {credentials: "same-origin", headers: {"Accept": "text/html"}});
   if (!response.ok) return;
-  const focusedAction = document.activeElement && document.activeElement.dataset.action;
+  const focused = document.activeElement;
+  const focusedAction = focused && focused.dataset.action;
+  const focusedId = focused && focused.id;
   const doc = new DOMParser().parseFromString(await response.text(), "text/html");
   for (const fresh of Array.from(doc.body.children)) {
     const old = fresh.id && document.getElementById(fresh.id);
     if (!old) continue;
     const open = Array.from(old.querySelectorAll("details[data-run]"), (d) => [d.dataset.run, d.open]);
+    // Keep where the reader had scrolled the board's columns to (an update must not jump back).
+    const scrolled = Array.from(old.querySelectorAll("[data-keep-scroll][id]"),
+                                (el) => [el.id, el.scrollLeft, el.scrollTop]);
     old.replaceWith(fresh);
     open.forEach(([run, isOpen]) => {  // keep the runs the reader opened or closed
       const again = fresh.querySelector(`details[data-run="${run}"]`);
       if (again) again.open = isOpen;
     });
+    scrolled.forEach(([id, left, top]) => {
+      const again = document.getElementById(id);
+      if (again) { again.scrollLeft = left; again.scrollTop = top; }
+    });
   }
   if (focusedAction) {  // keep keyboard users where they were
     const again = document.querySelector(`[data-action="${focusedAction}"]`);
     if (again) again.focus();
+  } else if (focusedId && focusedId !== "main") {
+    const again = document.getElementById(focusedId);
+    if (again && again !== document.activeElement) again.focus({preventScroll: true});
   }
 }
 
@@ -72,8 +84,10 @@ function linkified(parent, text) {
 
 function money(v) { return "$" + Number(v || 0).toFixed(4); }
 
-function describe(ev) {
-  const d = ev.data || {};
+// `offline`: the run is on the built-in fake model, whose costs are made up: they are not shown.
+function describe(ev, offline) {
+  const d = {...(ev.data || {})};
+  if (offline) delete d.cost_usd;
   switch (ev.kind) {
     case "run_start": return d.resume ? "run resumed" : "run started";
     case "node":
@@ -118,12 +132,45 @@ function follow(url, onEvent, stateEl) {
   return source;
 }
 
+// The board's row of columns: shade the side that has more columns, and let the column links
+// above it scroll that column into view (the row scrolls sideways on its own, not the page).
+function initColumns() {
+  const wrap = document.getElementById("board-scroll");
+  const row = document.getElementById("columns");
+  if (!wrap || !row) return;
+  const edges = () => {
+    wrap.classList.toggle("more-left", row.scrollLeft > 1);
+    wrap.classList.toggle("more-right", row.scrollLeft + row.clientWidth < row.scrollWidth - 1);
+  };
+  row.addEventListener("scroll", edges, {passive: true});
+  edges();
+  document.querySelectorAll(".jump a[data-column]").forEach((link) => link.addEventListener("click", (e) => {
+    const column = row.querySelector(`[data-status="${link.dataset.column}"]`);
+    if (!column || getComputedStyle(row).display !== "flex") return;  // a phone: the link scrolls the page
+    e.preventDefault();
+    column.scrollIntoView({inline: "start", block: "nearest", behavior: "smooth"});
+    column.querySelector("h2").setAttribute("tabindex", "-1");
+    column.querySelector("h2").focus({preventScroll: true});
+  }));
+  return edges;
+}
+
 function initBoard() {
   const board = document.getElementById("board");
   const project = board.dataset.project;
-  const refresh = debounce(() => swap("/board/fragment" + (project ? `?project=${encodeURIComponent(project)}` : "")), 300);
+  let edges = initColumns();
+  window.addEventListener("resize", () => edges && edges());
+  const refresh = debounce(async () => {
+    await swap("/board/fragment" + (project ? `?project=${encodeURIComponent(project)}` : ""));
+    edges = initColumns();
+  }, 300);
   follow(`/api/events/stream?after=${board.dataset.after}`, refresh);
+  const dialog = document.getElementById("new-ticket");
+  const opener = document.getElementById("new-ticket-open");
   const form = document.getElementById("new-ticket-form");
+  opener.addEventListener("click", () => { dialog.showModal(); form.elements.title.focus(); });
+  dialog.addEventListener("close", () => opener.focus());
+  dialog.querySelector('[data-action="close-dialog"]').addEventListener("click", () => dialog.close());
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     const body = Object.fromEntries(new FormData(form).entries());
@@ -134,13 +181,25 @@ function initBoard() {
   });
 }
 
+// What the events panel says about the run: live while it runs, and how it ended once it has.
+function runState(stateEl, status) {
+  stateEl.textContent = status === "running" ? "· live" : status ? `· run ended: ${status}` : "· no run yet";
+}
+
 function initTicket() {
   const article = document.querySelector("article.ticket");
   const id = article.dataset.ticket;
   const live = document.getElementById("live");
   const list = document.getElementById("events");
+  const stateEl = document.getElementById("live-state");
+  let status = live.dataset.runStatus;
+  const offlineRuns = new Set((live.dataset.offlineRuns || "").split(" ").filter(Boolean));
+  const knownRuns = new Set((live.dataset.runs || "").split(" ").filter(Boolean));
   const refresh = debounce(() => swap(`/tickets/${encodeURIComponent(id)}/fragment`), 250);
-  follow(`/api/tickets/${encodeURIComponent(id)}/stream?after=${live.dataset.after}`, (kind, ev) => {
+  const source = follow(`/api/tickets/${encodeURIComponent(id)}/stream?after=${live.dataset.after}`, (kind, ev) => {
+    if (ev.kind === "run_start") status = "running";
+    if (ev.kind === "run_end") status = (ev.data || {}).status || "ended";
+    runState(stateEl, status);
     const li = document.createElement("li");
     li.dataset.kind = ev.kind;
     const when = document.createElement("span");
@@ -148,13 +207,15 @@ function initTicket() {
     when.textContent = `${(ev.at || "").slice(11, 19)} ${ev.kind}`;
     li.appendChild(when);
     li.appendChild(document.createTextNode(" "));
-    linkified(li, describe(ev));
+    linkified(li, describe(ev, offlineRuns.has(ev.run_id) || (live.dataset.newRunsOffline === "yes" && !knownRuns.has(ev.run_id))));
     if ((ev.data || {}).error || (ev.kind === "run_end" && ev.data.status === "failed")) li.classList.add("ev-error");
     list.appendChild(li);
     list.scrollTop = list.scrollHeight;
     if (ev.kind === "run_start" && ev.id > Number(live.dataset.after)) live.open = true;
     if (kind !== "worker" || ["start", "result", "timeout"].includes((ev.data || {}).type)) refresh();
-  }, document.getElementById("live-state"));
+  });
+  source.onopen = () => runState(stateEl, status);
+  source.onerror = () => { stateEl.textContent = "· reconnecting…"; };
   const paths = {run: "run", rerun: "run", resume: "resume", revert: "revert", merge: "merge", discard: "discard"};
   article.addEventListener("click", async (e) => {
     const button = e.target.closest("button[data-action]");
