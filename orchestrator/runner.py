@@ -178,6 +178,12 @@ class Orchestrator:
             self.store.get_ticket(ticket_id)  # a clear error for an unknown id
             raise TicketError(f"ticket {ticket_id!r} has never run: start it with `middle run {ticket_id}`")
         snapshot = self._checkpointed(lambda: self.graph.get_state(_thread(run["id"])))
+        if not snapshot.next and snapshot.created_at is None and run["status"] in ("running", "interrupted"):
+            # The runner died before the graph's first checkpoint: nothing of this run was done,
+            # so it starts over from its input, under the same run.
+            self.agent
+            self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
+            return self._drive(ticket_id, run["id"], {"ticket_id": ticket_id, "run_id": run["id"]})
         if not snapshot.next:
             raise TicketError(
                 f"the last run of ticket {ticket_id!r} already ended ({run['status']}"

@@ -249,7 +249,10 @@ class PostgresDatabase:
         self.where = redact(url)
         self.readonly = readonly
         self._listen: Any = None
-        self._listen_lock = threading.Lock()
+        self._listen_lock = threading.Condition()
+        self._listener: threading.Thread | None = None
+        self._notified = 0  # notifications seen so far (waiters compare before and after)
+        self._closed = False
         self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=False,
                                    kwargs={"row_factory": _pg_rows, "autocommit": False},
                                    check=ConnectionPool.check_connection, name="middle-store")
@@ -333,28 +336,44 @@ class PostgresDatabase:
         conn.execute("SELECT pg_notify(?, ?)", (EVENTS_CHANNEL, str(event_id)))
 
     def wait(self, timeout: float) -> bool:
-        """Block until a run event is committed anywhere (True), or `timeout` passes (False)."""
+        """Block until a run event is committed anywhere (True), or `timeout` passes (False).
+
+        One listener thread per store holds the LISTEN connection and wakes every waiter (the
+        CLI's follower, each SSE stream of the server) on each notification.
+        """
+        with self._listen_lock:
+            if self._listener is None:
+                self._listener = threading.Thread(target=self._listen_forever, name="middle-listen", daemon=True)
+                self._listener.start()
+            seen = self._notified
+            self._listen_lock.wait_for(lambda: self._notified != seen or self._closed, timeout)
+            return self._notified != seen
+
+    def _listen_forever(self) -> None:
         import psycopg
 
-        try:
-            with self._listen_lock:
-                if self._listen is None or self._listen.closed:
-                    self._listen = psycopg.connect(self.url, autocommit=True)
-                    self._listen.execute(f"LISTEN {EVENTS_CHANNEL}")
-                for _ in self._listen.notifies(timeout=timeout, stop_after=1):
-                    return True
-                return False
-        except psycopg.OperationalError as err:  # the server went away: poll until it is back
-            log.warning("listening for run events at %s failed (%s); polling", self.where, err)
-            if self._listen is not None:
-                self._listen.close()
+        while not self._closed:
+            try:
+                with psycopg.connect(self.url, autocommit=True) as conn:
+                    self._listen = conn
+                    conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+                    while not self._closed:
+                        got = any(True for _ in conn.notifies(timeout=1.0))
+                        if got:
+                            with self._listen_lock:
+                                self._notified += 1
+                                self._listen_lock.notify_all()
+            except psycopg.Error as err:  # the server went away: waiters time out (a poll) until back
+                if not self._closed:
+                    log.warning("listening for run events at %s failed (%s); retrying", self.where, err)
+                    time.sleep(1.0)
+            finally:
                 self._listen = None
-            time.sleep(timeout)
-            return False
 
     def close(self) -> None:
-        if self._listen is not None:
-            self._listen.close()
+        with self._listen_lock:
+            self._closed = True
+            self._listen_lock.notify_all()
         self.pool.close()
 
 

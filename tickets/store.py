@@ -200,6 +200,11 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
     def close(self) -> None:
         self._db.close()
 
+    @property
+    def pushes_events(self) -> bool:
+        """Whether followers are woken by the database (PostgreSQL) rather than polling."""
+        return self._db.dialect == "postgres"
+
     def wait_for_events(self, timeout: float) -> bool:
         """Block until a run event may have been added (pushed by PostgreSQL; on SQLite after
         `timeout`, a poll). Followers then read what is new with `list_events(after=...)`."""

@@ -22,7 +22,8 @@ from orchestrator.server.state import ServerState, get_state, run_or_404, ticket
 
 router = APIRouter(prefix="/api", tags=["events"])
 
-POLL_S = 0.3  # the store is polled, not notified: another process's writes must show up too
+POLL_S = 0.3  # a SQLite store is polled, not notified: another process's writes must show up too
+PUSH_WAIT_S = 1.0  # a PostgreSQL store pushes events (LISTEN/NOTIFY); wake this often anyway
 PING_S = 15
 BATCH = 500
 _STORE = "the ticket store failed (e.g. locked by another process for too long)"
@@ -70,7 +71,10 @@ async def _stream(request: Request, state: ServerState, after: int, *, run_id: s
                 if run["status"] != "running":
                     yield {"event": "end", "data": json.dumps({"run_id": run_id, "status": run["status"]})}
                     return
-            await anyio.sleep(POLL_S)
+            if getattr(store, "pushes_events", False):  # PostgreSQL: woken at once by NOTIFY
+                await anyio.to_thread.run_sync(store.wait_for_events, PUSH_WAIT_S)
+            else:
+                await anyio.sleep(POLL_S)
     finally:
         state.live_streams -= 1
 

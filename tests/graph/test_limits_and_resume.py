@@ -211,3 +211,23 @@ def test_other_plugins_still_run_after_one_raises_and_all_hooks_get_a_ticket(tmp
         assert orch.run_ticket("t1").status == "complete"
     assert observer.seen == ["start", ("turn", 1, "r1"), ("complete", "sum")]
     assert recorder.types == [("start", Ticket), ("turn", Ticket), ("complete", Ticket)]
+
+
+def test_resume_of_a_run_whose_runner_died_before_its_first_checkpoint_starts_it_over(tmp_path, project):
+    """A runner killed between the claim and the graph's first checkpoint left a `running` run
+    with nothing in it: resume runs it from its input, under the same run."""
+    import subprocess
+    import sys
+
+    from graph_helpers import add_ticket, make_config, make_orchestrator
+    from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True).stdout)
+    llm = ScriptedAgentLLM([plan_reply("p"), decision_reply(True, "done")])
+    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker(["ok"])) as orch:
+        add_ticket(orch, project)
+        run_id = orch.store.claim_new_run("t1", ["pending"], pid=dead)
+        outcome = orch.resume("t1")
+        assert outcome.status == "complete" and outcome.run_id == run_id
+        assert [r["id"] for r in orch.store.list_runs("t1")] == [run_id]

@@ -118,3 +118,39 @@ def test_an_unknown_status_is_refused(tmp_path, bad):
         run_id = store.claim_new_run("t1", ["pending"])
         with pytest.raises(ValueError):
             store.end_run("t1", run_id, bad)
+
+
+def _add_events(url: str, run_id: str, stop_file: str) -> None:
+    """Add an event every 0.2 s until told to stop (so a follower that starts late still sees one)."""
+    import os
+    import time
+
+    with TicketStore(url) as store:
+        for _ in range(300):
+            if os.path.exists(stop_file):
+                return
+            store.add_event(run_id, "t1", "note", {"text": "from another process"})
+            time.sleep(0.2)
+
+
+@pytest.mark.postgres
+def test_postgresql_pushes_a_run_event_to_followers_in_other_processes(pg_url, tmp_path):
+    """LISTEN/NOTIFY: a follower is woken by the event itself (True), not by its timeout (False)."""
+    import threading
+
+    with TicketStore(pg_url) as store:
+        assert store.pushes_events
+        store.upsert_ticket(_ticket(tmp_path))
+        run_id = store.claim_new_run("t1", ["pending"])
+        assert store.wait_for_events(0.2) is False  # nothing happened: the wait times out
+        woken: list[bool] = []
+        follower = threading.Thread(target=lambda: woken.append(store.wait_for_events(60)))
+        follower.start()
+        stop = tmp_path / "stop"
+        writer = mp.get_context("spawn").Process(target=_add_events, args=(pg_url, run_id, str(stop)))
+        writer.start()
+        follower.join(90)
+        stop.write_text("")
+        writer.join(60)
+        assert woken == [True]  # woken by a notification, long before its 60 s timeout
+        assert store.list_events(run_id=run_id)[0]["data"]["text"] == "from another process"
