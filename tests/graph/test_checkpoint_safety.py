@@ -90,3 +90,33 @@ def test_a_corrupt_checkpoint_file_is_one_clear_error(tmp_path, project):
     with pytest.raises(StoreError, match="checkpoint file .* is unreadable"):
         with make_orchestrator(config, ScriptedAgentLLM([]), _FailingWorker()) as orch:
             orch.resume("t1")
+
+
+def _plant_postgres(url: str, marker) -> None:
+    """The same tampering, in the checkpoint tables of a PostgreSQL store (langgraph's schema:
+    the channel values live as typed blobs in checkpoint_blobs)."""
+    import psycopg
+
+    evil = ormsgpack.Ext(EXT_CONSTRUCTOR_POS_ARGS, ormsgpack.packb(("os", "system", [f"touch {marker}"])))
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT thread_id, channel, version FROM checkpoint_blobs WHERE channel = 'ticket'").fetchall()
+        assert rows
+        for thread_id, channel, version in rows:
+            conn.execute("UPDATE checkpoint_blobs SET type = 'msgpack', blob = %s WHERE thread_id = %s "
+                         "AND channel = %s AND version = %s", (ormsgpack.packb(evil), thread_id, channel, version))
+
+
+@pytest.mark.postgres
+def test_a_tampered_postgresql_checkpoint_runs_nothing_on_resume(tmp_path, project, pg_url):
+    config = make_config(tmp_path, memory=False)
+    config.store.url = pg_url
+    with make_orchestrator(config, ScriptedAgentLLM([plan_reply("do it")]), _FailingWorker()) as orch:
+        add_ticket(orch, project)
+        assert orch.run_ticket("t1").resumable
+    marker = tmp_path / "pwned"
+    _plant_postgres(pg_url, marker)
+    with make_orchestrator(config, ScriptedAgentLLM([]), _FailingWorker()) as orch:
+        with pytest.raises(StoreError) as err:
+            orch.resume("t1")
+    assert not marker.exists()
+    assert "os.system" in str(err.value) and "middle_test" in str(err.value)  # names the database
