@@ -72,10 +72,12 @@ class MiddleGroup(click.Group):
 
             module, attr = LAZY_COMMANDS[name][0].split(":")
             self.add_command(getattr(importlib.import_module(module), attr), name)
-            if module == "orchestrator.bench.cli":  # `middle bench runs` lives beside the core
+            if module == "orchestrator.bench.cli":  # `middle bench runs|fleet` live beside the core
+                from orchestrator.bench.fleet import fleet
                 from orchestrator.bench.runs import runs
 
                 self.commands[name].add_command(runs)
+                self.commands[name].add_command(fleet)
         return self.commands.get(name)
 
     def get_command(self, ctx: click.Context, name: str) -> Any:
