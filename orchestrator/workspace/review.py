@@ -80,7 +80,12 @@ class Review:
         reviewed in this project's repository, with its branch fetched from [project] repo_url."""
         if not run.get("repo"):
             return run
-        local = g.toplevel(self.local_project) if self.local_project and self.local_project.is_dir() else None
+        if Path(run["repo"]).is_dir() and not self.repo_url:
+            return run  # one machine: the repository the ticket ran in is here
+        try:
+            local = g.toplevel(self.local_project) if self.local_project and self.local_project.is_dir() else None
+        except GitError:  # this project's folder is not a repository (its tickets name another)
+            local = None
         if local is not None and Path(run["repo"]) == local:
             return run
         if not self.repo_url or local is None:
