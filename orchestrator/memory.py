@@ -59,27 +59,37 @@ def format_memories(
     visible marker, and a last line says how many docs were left out. No docs: ''.
     """
     docs = [doc for result in results for doc in result.get("docs", [])]
+    return "".join(text for _, text in memories_layout(docs, budget_chars))
+
+
+def memories_layout(docs: list[str], budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS
+                    ) -> list[tuple[int | None, str]]:
+    """The pieces of the "Memories invoked" block in order: (doc position, the text shown of it)
+    for docs, (None, text) for the header and the "not shown" note. Joined, they are the block;
+    `middle bench tickets` uses the positions to count how much of the block was relevant."""
     if not docs:
-        return ""
+        return []
 
     def note(n: int) -> str:
         return f"\n[{n} more memories not shown: budget of {budget_chars} chars]" if n else ""
 
     reserve = len(note(len(docs)))  # the longest note there could be
-    parts, used = [MEMORIES_HEADER], len(MEMORIES_HEADER)
+    parts: list[tuple[int | None, str]] = [(None, MEMORIES_HEADER)]
+    used = len(MEMORIES_HEADER)
     for i, doc in enumerate(docs):
         rest = len(docs) - i - 1
         if used + 1 + len(doc) + (reserve if rest else 0) <= budget_chars:
-            parts.append("\n" + doc)
+            parts.append((i, "\n" + doc))
             used += 1 + len(doc)
             continue
         room = budget_chars - used - 1 - len(CUT_MARKER) - len(note(rest))
         if room >= _MIN_CUT_CHARS:
-            parts.append("\n" + doc[:room].rstrip() + CUT_MARKER + note(rest))
+            parts.append((i, "\n" + doc[:room].rstrip() + CUT_MARKER))
+            parts.append((None, note(rest)))
         else:
-            parts.append(note(rest + 1))
+            parts.append((None, note(rest + 1)))
         break
-    return "".join(parts)
+    return [(i, text) for i, text in parts if text]
 
 
 def _check_texts(texts: Any, what: str, example: str, allow_empty: bool) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
@@ -48,7 +47,6 @@ class HindsightBackend(MemoryBackend):
                  llm: TextLLM | None = None):
         super().__init__(store_dir, self._coerce(options), llm)
         self.options: HindsightOptions
-        self.clock = time.time
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self.bank = Bank(self.store_dir)
         try:

@@ -24,7 +24,7 @@ from orchestrator.plugin_api import (
 )
 
 from . import openie
-from .graph import Graph, personalized_pagerank
+from .graph import Graph, GraphMirror, personalized_pagerank
 from .mirror import IndexMirror, MatrixMirror
 from .options import HippoRAGOptions
 from .store import GraphStore, text_hash
@@ -33,6 +33,7 @@ from .writer import GraphWriter, NewPassage, alnum_count, fact_text
 log = logging.getLogger("middle.memory.hipporag")
 
 RECENT_QUERIES = 64
+MAX_QUERY_CHARS = 2000  # entities are looked for in a query's head (per-turn queries are ~1000)
 # What changes the graph's shape: a store keeps the values it was built with.
 GRAPH_SPEC_KEYS = ("synonymy_threshold", "synonymy_max_neighbours", "synonymy_min_chars")
 
@@ -61,8 +62,7 @@ class HippoRAGBackend(MemoryBackend):
         self._passages = MatrixMirror("p")
         self._facts = MatrixMirror("f")
         self._entities = IndexMirror("e")
-        self._graph: Graph | None = None
-        self._graph_gen: int | None = None
+        self._graph = GraphMirror()
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
 
     @classmethod
@@ -250,11 +250,8 @@ class HippoRAGBackend(MemoryBackend):
         with self._store.read() as conn:
             self._passages.sync(self._store, conn)
             self._facts.sync(self._store, conn)
-            gen = self._store.generation(conn)[0]
-            if self._graph_gen != gen:
-                self._graph, self._graph_gen = Graph.load(conn), gen
-        graph = self._graph
-        if graph is None or len(graph.passage_ids) == 0:
+            graph = self._graph.sync(self._store, conn)
+        if len(graph.passage_ids) == 0:
             return None
         if not (np.array_equal(graph.passage_ids, self._passages.ids)
                 and np.array_equal(graph.fact_ids, self._facts.ids)):
@@ -287,9 +284,12 @@ class HippoRAGBackend(MemoryBackend):
         q = self._query_vector(query)
         dense = self._passages.scores(q).astype(np.float64)
         facts = self._top_facts(graph, q, query)
-        if not facts:  # no fact survives: dense passage retrieval
+        named = self._named_entities(graph, query)
+        if not facts and not named:  # nothing links the query to the graph: dense retrieval
             return _top(graph.passage_ids, dense, k)
         seeds = np.zeros(graph.adjacency.shape[0])
+        for node in named:  # an entity the query names exactly: certain, so full weight
+            seeds[node] = 1.0 / max(graph.passages_per_entity[node], 1.0)
         for i, score in facts:
             for node in (graph.fact_subject[i], graph.fact_object[i]):
                 weight = score / max(graph.passages_per_entity[node], 1.0)
@@ -298,6 +298,12 @@ class HippoRAGBackend(MemoryBackend):
         rank = personalized_pagerank(graph, seeds, opts.damping, opts.ppr_max_iterations,
                                      opts.ppr_tolerance)
         return _top(graph.passage_ids, rank[graph.n_entities:], k)
+
+    def _named_entities(self, graph: Graph, query: str) -> list[int]:
+        """Nodes of the graph's entities that the query names, found by the offline extractor
+        (the same normalised names the graph holds)."""
+        names = openie.extract_offline(query[:MAX_QUERY_CHARS]).entities
+        return [n for n in (graph.entity_node(name) for name in names) if n is not None]
 
     def _top_facts(self, graph: Graph, q: np.ndarray, query: str) -> list[tuple[int, float]]:
         """(fact position, min-max normalised score) of the best facts, after the LLM filter."""
@@ -332,7 +338,7 @@ class HippoRAGBackend(MemoryBackend):
 
     def close(self) -> None:
         self._store.close()
-        self._graph = None
+        self._graph.invalidate()
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:

@@ -132,11 +132,13 @@ class GraphStore:
         return int(gen[0]) if gen else 0, int(floor[0]) if floor else 0
 
     def bump(self, conn: sqlite3.Connection, changes: Sequence[tuple[str, int]]) -> int:
-        """Inside a write: log touched (kind, id) vector rows under the next generation."""
+        """Inside a write: log what it touched under the next generation: (kind, id) with kind
+        'p' passage, 'e' entity vector, 'f' fact, 'n' entity node, 'g' an entity's edges to
+        other entities."""
         gen = self.generation(conn)[0] + 1
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(gen),))
         conn.executemany("INSERT INTO changes (gen, kind, id) VALUES (?, ?, ?)",
-                         [(gen, kind, i) for kind, i in changes])
+                         [(gen, kind, i) for kind, i in dict.fromkeys(changes)])
         if gen % 100 == 0 and gen > KEEP_GENERATIONS:
             floor = gen - KEEP_GENERATIONS
             conn.execute("DELETE FROM changes WHERE gen <= ?", (floor,))

@@ -78,6 +78,7 @@ class GraphWriter:
                     self.conn.execute(
                         "INSERT INTO fact_edges VALUES (?, ?, ?) ON CONFLICT (a, b) "
                         "DO UPDATE SET weight = weight + excluded.weight", (a, b, count))
+                    self.changes += [("g", a), ("g", b)]
         self._link_synonyms(new_entities)
         return added
 
@@ -92,6 +93,7 @@ class GraphWriter:
         if row is not None:
             return int(row[0])
         eid = int(self.conn.execute("INSERT INTO entities (name) VALUES (?)", (name,)).lastrowid)
+        self.changes.append(("n", eid))
         if self.k > 0 and alnum_count(name) >= self.min_chars:
             self.conn.execute("INSERT INTO entity_vectors VALUES (?, ?)",
                               (eid, to_blob(self._vector(name, known))))
@@ -150,9 +152,11 @@ class GraphWriter:
         """Set eid's list to its k best neighbours (from `above` when already searched)."""
         if above is None:
             above = self._above(eid, vector, self.k)
+        old = [r[0] for r in self.conn.execute("SELECT neighbour FROM synonyms WHERE entity = ?", (eid,))]
         self.conn.execute("DELETE FROM synonyms WHERE entity = ?", (eid,))
-        self.conn.executemany("INSERT INTO synonyms VALUES (?, ?, ?)",
-                              [(eid, n, s) for n, s in self._ranked(above)])
+        new = self._ranked(above)
+        self.conn.executemany("INSERT INTO synonyms VALUES (?, ?, ?)", [(eid, n, s) for n, s in new])
+        self.changes += [("g", i) for i in (eid, *old, *(n for n, _ in new))]
 
     def _link_synonyms(self, new_entities: list[tuple[int, str]]) -> None:
         if not new_entities:
@@ -178,7 +182,9 @@ class GraphWriter:
                 return
             self.conn.execute("DELETE FROM synonyms WHERE entity = ? AND neighbour = ?",
                               (owner, worst[0]))
+            self.changes.append(("g", worst[0]))
         self.conn.execute("INSERT OR REPLACE INTO synonyms VALUES (?, ?, ?)", (owner, candidate, score))
+        self.changes += [("g", owner), ("g", candidate)]
 
     # --- removing --------------------------------------------------------------------------------
 
@@ -197,6 +203,7 @@ class GraphWriter:
                     a, b = sorted((s, o))
                     self.conn.execute("UPDATE fact_edges SET weight = weight - ? WHERE a = ? AND b = ?",
                                       (count, a, b))
+                    self.changes += [("g", a), ("g", b)]
             entities.update(r[0] for r in self.conn.execute(
                 "SELECT entity FROM passage_entities WHERE passage = ?", (pid,)))
             for table, column in (("passage_facts", "passage"), ("passage_entities", "passage"),
@@ -227,6 +234,10 @@ class GraphWriter:
                 if size >= self.k:
                     full.add(owner)
         for eid in orphans:
+            self.changes += [("g", r[0]) for r in self.conn.execute(
+                "SELECT neighbour FROM synonyms WHERE entity = ? UNION SELECT entity FROM synonyms "
+                "WHERE neighbour = ?", (eid, eid))]
+            self.changes += [("g", eid), ("n", eid)]
             self.conn.execute("DELETE FROM synonyms WHERE entity = ? OR neighbour = ?", (eid, eid))
             self.conn.execute("DELETE FROM entities WHERE id = ?", (eid,))
             if self.conn.execute("DELETE FROM entity_vectors WHERE id = ?", (eid,)).rowcount:

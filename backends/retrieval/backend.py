@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 from abc import abstractmethod
 from collections import OrderedDict
 from pathlib import Path
@@ -46,7 +45,6 @@ class RetrievalBackend(MemoryBackend):
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
                  llm: TextLLM | None = None):
         super().__init__(store_dir, self._coerce(options), llm)
-        self._clock = time.time
         self._recent_queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._store = RetrievalStore(self.store_dir / f"{self.name}.sqlite3",
                                      use_vectors=self.uses_vectors)
@@ -136,7 +134,7 @@ class RetrievalBackend(MemoryBackend):
         return embed_documents(self.embedder, texts, self._cache)
 
     def _write(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
-        now = self._clock()
+        now = self.clock()
         with self._store.write() as conn:
             touched = []
             for i, record in enumerate(records):
@@ -165,7 +163,7 @@ class RetrievalBackend(MemoryBackend):
                 results.append({"question": query, "docs": [rows[i].text for i, _ in ranked],
                                 "doc_scores": [float(s) for _, s in ranked]})
             if returned and getattr(self.options, "track_access", False):
-                self._store.touch(sorted(set(returned)), self._clock())
+                self._store.touch(sorted(set(returned)), self.clock())
         return results
 
     @abstractmethod

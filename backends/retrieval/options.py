@@ -51,8 +51,15 @@ class PipelineOptions(BackendOptions):
     use_importance: bool = Field(
         True, description="multiply relevance by importance/3 (seed 002; docs default to 3)")
     recency_weight: float = Field(
-        0.2, ge=0, le=1, description="total = (1-w)*relevance + w*exp(-age_days/scale) (seed 001)")
-    recency_scale_days: float = Field(30.0, gt=0, description="recency decay scale in days")
+        0.5, ge=0, le=1, description="total = (1-w)*relevance + w*exp(-age_days/scale) (seed "
+        "001's blend); 0.5 weighs what a doc says and how recently the work was done alike")
+    recency_scale_days: float = Field(
+        1.0, gt=0, description="recency decay scale in days: a working day (seed 001 uses 30 "
+        "for chat memories; ticket work that bears on the next ticket is hours old, not weeks)")
+    recent_candidates: bool = Field(
+        True, description="the newest docs join the candidate pool (as many as each ranked "
+        "list holds), so the work just done is weighed even when it shares no words with the "
+        "query; off, or recency_weight = 0, leaves the pool to the ranked lists")
     mmr_lambda: float | None = Field(
         None, ge=0, le=1, description="MMR on embedding cosine, lambda*total - (1-lambda)*"
         "redundancy (seed 001 uses 0.7); None: off (it lowered recall in `middle bench`)")

@@ -76,12 +76,6 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def today(clock: float) -> float:
-    """Recency is measured from the start of the current UTC day, so scores stay identical for
-    the same store all day (a 30-day decay needs no finer clock)."""
-    return math.floor(clock / DAY_S) * DAY_S
-
-
 def run(query: str, candidates: list[Candidate], k: int, opts: PipelineOptions,
         now: float, reranker: Reranker | None = None) -> list[Candidate]:
     """The pipeline's top k, best first; each candidate's `score` is what it was ranked by."""

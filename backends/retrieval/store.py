@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS docs (
     access_count INTEGER NOT NULL DEFAULT 0,
     last_accessed REAL
 );
+CREATE INDEX IF NOT EXISTS docs_by_time ON docs (doc_time);
 CREATE TABLE IF NOT EXISTS vectors (id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS changes (gen INTEGER NOT NULL, id INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS changes_by_gen ON changes (gen);
@@ -98,6 +99,12 @@ class RetrievalStore:
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('format_version', ?)",
                              (str(FORMAT_VERSION),))
                 version = int(self._meta(conn, "format_version") or 0)
+                # A new store indexes code terms with each doc; one written before keeps its
+                # FTS rows as they are (a doc's row must be deleted with the text it was added).
+                empty = conn.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('fts_terms', ?)",
+                             (bm25.CODE_TERMS if empty else "plain",))
+                self.code_terms = self._meta(conn, "fts_terms") == bm25.CODE_TERMS
         except (sqlite3.Error, OSError, ValueError) as exc:
             raise self._error(exc, "cannot open") from exc
         if version > FORMAT_VERSION:
@@ -263,7 +270,7 @@ class RetrievalStore:
         if cur.rowcount == 0:
             return None
         rowid = int(cur.lastrowid)
-        conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (rowid, record.text))
+        conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (rowid, self._fts(record.text)))
         if vector is not None:
             conn.execute("INSERT INTO vectors (id, vec) VALUES (?, ?)",
                          (rowid, np.asarray(vector, dtype=np.float32).tobytes()))
@@ -277,23 +284,28 @@ class RetrievalStore:
         if row is None:
             return False
         old_text, importance = row
-        conn.execute("INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)", (doc_id, old_text))
+        conn.execute("INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)",
+                     (doc_id, self._fts(old_text)))
         conn.execute(
             "UPDATE docs SET hash = ?, text = ?, doc_time = ?, importance = ? WHERE id = ?",
             (doc_hash(record.text), record.text,
              record.timestamp if record.timestamp is not None else now,
              min(5, max(importance, record.importance or 3) + 1), doc_id))
-        conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (doc_id, record.text))
+        conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (doc_id, self._fts(record.text)))
         if vector is not None:
             conn.execute("INSERT OR REPLACE INTO vectors (id, vec) VALUES (?, ?)",
                          (doc_id, np.asarray(vector, dtype=np.float32).tobytes()))
         return True
 
+    def _fts(self, text: str) -> str:
+        return bm25.fts_text(text) if self.code_terms else text
+
     def remove(self, conn: sqlite3.Connection, doc_id: int) -> None:
         row = conn.execute("SELECT text FROM docs WHERE id = ?", (doc_id,)).fetchone()
         if row is None:
             return
-        conn.execute("INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)", (doc_id, row[0]))
+        conn.execute("INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)",
+                     (doc_id, self._fts(row[0])))
         conn.execute("DELETE FROM docs WHERE id = ?", (doc_id,))
         conn.execute("DELETE FROM vectors WHERE id = ?", (doc_id,))
 
@@ -331,7 +343,13 @@ class RetrievalStore:
 
     def bm25(self, query: str, k: int) -> list[tuple[int, float]]:
         with self.read() as conn:
-            return bm25.search(conn, "fts", query, k)
+            return bm25.search(conn, "fts", query, k, self.code_terms)
+
+    def recent(self, n: int) -> list[int]:
+        """Ids of the n newest docs by event time, newest first."""
+        with self.read() as conn:
+            return [r[0] for r in conn.execute(
+                "SELECT id FROM docs ORDER BY doc_time DESC, id DESC LIMIT ?", (n,))]
 
     def texts(self) -> list[str]:
         with self.read() as conn:

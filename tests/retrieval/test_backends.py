@@ -44,7 +44,7 @@ def test_hybrid_finds_what_only_one_side_finds(tmp_path):
 
 def test_recency_favours_the_newer_of_two_equal_memories(tmp_path):
     backend = hybrid(tmp_path, recency_weight=0.5)
-    now = backend._clock()
+    now = backend.clock()
     backend.index_records([MemoryRecord("deploy checklist v1 zz", timestamp=now - 90 * DAY),
                            MemoryRecord("deploy checklist v2 zz", timestamp=now - DAY)])
     docs = backend.retrieve(["deploy checklist zz"], 2)[0]["docs"]
