@@ -41,6 +41,7 @@ class HindsightBackend(MemoryBackend):
     description = ("Hindsight-style: retain typed facts (entities, dates, links, observations), "
                    "recall by semantic + keyword + graph + temporal, reflect, mental models.")
     Options = HindsightOptions
+    store_files = ("hindsight.sqlite3",)
     recall: ClassVar[str] = "relevance"
 
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
@@ -301,6 +302,16 @@ class HindsightBackend(MemoryBackend):
     def list_docs(self) -> list[str]:
         with self.bank.read() as conn:
             return [r[0] for r in conn.execute("SELECT text FROM documents ORDER BY id")]
+
+    def list_records(self) -> list[tuple[str, float]]:
+        """Every retained document with its event time, oldest first."""
+        with self.bank.read() as conn:
+            return conn.execute("SELECT text, event_time FROM documents ORDER BY id").fetchall()
+
+    def has_doc(self, doc: str) -> bool:
+        with self.bank.read() as conn:
+            return conn.execute("SELECT 1 FROM documents WHERE text_hash = ? LIMIT 1",
+                                (text_hash(doc),)).fetchone() is not None
 
     def observe_round(self, conversation_id: str, prompt: str, response: str) -> None:
         lifecycle.observe_round(self, conversation_id, prompt, response)

@@ -33,6 +33,7 @@ from .writer import GraphWriter, NewPassage, alnum_count, fact_text
 log = logging.getLogger("middle.memory.hipporag")
 
 RECENT_QUERIES = 64
+POOL = 3  # candidates per result for the recency blend (hybrid's candidate_multiplier)
 MAX_QUERY_CHARS = 2000  # entities are looked for in a query's head (per-turn queries are ~1000)
 # What changes the graph's shape: a store keeps the values it was built with.
 GRAPH_SPEC_KEYS = ("synonymy_threshold", "synonymy_max_neighbours", "synonymy_min_chars")
@@ -45,6 +46,7 @@ class HippoRAGBackend(MemoryBackend):
     description = ("HippoRAG 2 minimal: OpenIE knowledge graph (offline extractor, the memory "
                    "LLM or precomputed triples) ranked by Personalized PageRank.")
     Options = HippoRAGOptions
+    store_files = ("hipporag.sqlite3",)
 
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
                  llm: TextLLM | None = None):
@@ -153,7 +155,9 @@ class HippoRAGBackend(MemoryBackend):
     # --- index ----------------------------------------------------------------------------
 
     def index(self, docs: list[str]) -> None:
-        docs = check_texts(docs, "docs")
+        self._add(check_texts(docs, "docs"), {})
+
+    def _add(self, docs: list[str], when: dict[str, float | None]) -> None:
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
         with self._store.lock:
             fresh = self._unknown(docs)
@@ -165,15 +169,16 @@ class HippoRAGBackend(MemoryBackend):
                         if opts.synonymy_max_neighbours > 0 and alnum_count(n) >= opts.synonymy_min_chars}
             triples = {t for ex in extractions.values() for t in ex.triples}
             known = self._embed(self._missing(entities, triples))
-            items = [NewPassage(text, text_hash(text), passages[text], extractions[text])
-                     for text in fresh]
+            items = [NewPassage(text, text_hash(text), passages[text], extractions[text],
+                                when.get(text)) for text in fresh]
             self._write(lambda w: w.add(items, known))
 
     def index_records(self, records: Sequence[Any]) -> None:
-        """Index records with a `text` (retrieval.MemoryRecord, as `middle bench memory` passes):
-        the text is the passage; event time and importance do not enter the graph ranking."""
-        texts = [getattr(r, "text", None) for r in records]
-        self.index(texts)  # type: ignore[arg-type] - a record without text is refused there
+        """Index records with a `text` and optional `timestamp` (retrieval.MemoryRecord): the
+        text is the passage, its time what recency counts from; importance is not used."""
+        texts = check_texts([getattr(r, "text", None) for r in records], "docs")
+        times = [getattr(r, "timestamp", None) for r in records]
+        self._add(texts, {t: w for t, w in reversed(list(zip(texts, times)))})  # first one wins
 
     def _unknown(self, docs: list[str]) -> list[str]:
         unique = list(dict.fromkeys(docs))
@@ -207,7 +212,7 @@ class HippoRAGBackend(MemoryBackend):
                 self._entities.sync(self._store, conn)
                 writer = GraphWriter(conn, self._entities, opts.synonymy_threshold,
                                      opts.synonymy_max_neighbours, opts.synonymy_min_chars,
-                                     self._embed)
+                                     self._embed, self.clock())
                 result = work(writer)
                 # Nothing changed (another writer was first): keep the generation, so no
                 # instance reloads for nothing.
@@ -243,6 +248,16 @@ class HippoRAGBackend(MemoryBackend):
     def list_docs(self) -> list[str]:
         with self._store.read() as conn:
             return [r[0] for r in conn.execute("SELECT text FROM passages ORDER BY id")]
+
+    def list_records(self) -> list[tuple[str, float]]:
+        """Every passage with the time it was indexed, oldest first."""
+        with self._store.read() as conn:
+            return conn.execute("SELECT text, created_at FROM passages ORDER BY id").fetchall()
+
+    def has_doc(self, doc: str) -> bool:
+        with self._store.read() as conn:
+            return conn.execute("SELECT 1 FROM passages WHERE hash = ?",
+                                (text_hash(doc),)).fetchone() is not None
 
     # --- retrieve -------------------------------------------------------------------------
 
@@ -280,13 +295,15 @@ class HippoRAGBackend(MemoryBackend):
                                      f"({','.join('?' * len(ids))})", ids).fetchall())
 
     def _rank(self, graph: Graph, query: str, k: int) -> list[tuple[int, float]]:
+        """PageRank over the graph seeded by the query (dense similarity when nothing links
+        the query to the graph), then the recency blend over the best and the newest."""
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
         q = self._query_vector(query)
         dense = self._passages.scores(q).astype(np.float64)
         facts = self._top_facts(graph, q, query)
         named = self._named_entities(graph, query)
         if not facts and not named:  # nothing links the query to the graph: dense retrieval
-            return _top(graph.passage_ids, dense, k)
+            return self._with_recency(_top(graph.passage_ids, dense, POOL * k), k)
         seeds = np.zeros(graph.adjacency.shape[0])
         for node in named:  # an entity the query names exactly: certain, so full weight
             seeds[node] = 1.0 / max(graph.passages_per_entity[node], 1.0)
@@ -297,7 +314,32 @@ class HippoRAGBackend(MemoryBackend):
         seeds[graph.n_entities:] = _minmax(dense) * opts.passage_node_weight
         rank = personalized_pagerank(graph, seeds, opts.damping, opts.ppr_max_iterations,
                                      opts.ppr_tolerance)
-        return _top(graph.passage_ids, rank[graph.n_entities:], k)
+        return self._with_recency(_top(graph.passage_ids, rank[graph.n_entities:], POOL * k), k)
+
+    def _with_recency(self, ranked: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
+        """The best k by (1 - w) * relevance + w * recency (seed 001), relevance min-max
+        normalised over the pool; the newest passages join the pool (see RecencyOptions)."""
+        opts: HippoRAGOptions = self.options  # type: ignore[assignment]
+        if not opts.recency_weight or not ranked:
+            return ranked[:k]
+        pool = dict(ranked)
+        with self._store.read() as conn:
+            if opts.recent_candidates:
+                for (pid,) in conn.execute("SELECT id FROM passages ORDER BY created_at DESC, id "
+                                           "DESC LIMIT ?", (len(ranked),)):
+                    pool.setdefault(pid, None)
+            ids = list(pool)
+            times = dict(conn.execute(f"SELECT id, created_at FROM passages WHERE id IN "
+                                      f"({','.join('?' * len(ids))})", ids).fetchall())
+        scored = [s for s in pool.values() if s is not None]
+        low, high = min(scored), max(scored)
+        now = self.clock()
+        blended = []
+        for pid, score in pool.items():
+            relevance = 0.0 if score is None else (score - low) / (high - low) if high > low else 1.0
+            blended.append((pid, retrieval.pipeline.with_recency(relevance, times.get(pid, now),
+                                                                 now, opts)))
+        return sorted(blended, key=lambda item: (-item[1], item[0]))[:k]
 
     def _named_entities(self, graph: Graph, query: str) -> list[int]:
         """Nodes of the graph's entities that the query names, found by the offline extractor
@@ -311,7 +353,10 @@ class HippoRAGBackend(MemoryBackend):
         scores = self._facts.scores(q).astype(np.float64)
         if len(scores) == 0:
             return []
-        norm = _minmax(scores)
+        # A fact seeds its entities by how surely the query refers to it: its cosine, so a
+        # weak best match stays weak (min-max would make any best fact count as much as a
+        # name the query contains); "minmax" is HippoRAG 2's normalisation within the query.
+        norm = _minmax(scores) if opts.fact_weight == "minmax" else np.clip(scores, 0.0, 1.0)
         k = min(opts.fact_top_k, len(scores))
         cutoff = np.partition(norm, len(norm) - k)[len(norm) - k]
         pool = np.flatnonzero(norm >= cutoff)  # ties at the cut broken by content, not row ids

@@ -11,7 +11,6 @@ order passages came and went in, and adding docs costs in proportion to the new 
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ class NewPassage:
     hash: str
     vector: np.ndarray
     extraction: Extraction
+    time: float | None = None  # when the work it records was done; None: now
 
 
 def fact_text(subject: str, predicate: str, obj: str) -> str:
@@ -44,8 +44,9 @@ class GraphWriter:
     """One write transaction's work; `changes` collects the (kind, id) vector rows touched."""
 
     def __init__(self, conn: sqlite3.Connection, entities: IndexMirror, threshold: float, k: int,
-                 min_chars: int, vectors_for: Callable[[list[str]], dict[str, np.ndarray]]):
-        self.conn, self.entities = conn, entities
+                 min_chars: int, vectors_for: Callable[[list[str]], dict[str, np.ndarray]],
+                 now: float):
+        self.conn, self.entities, self.now = conn, entities, now
         self.threshold, self.k, self.min_chars = threshold, k, min_chars
         self.vectors_for = vectors_for  # embeds entity names / fact texts this call lacks
         self.changes: list[tuple[str, int]] = []
@@ -54,13 +55,13 @@ class GraphWriter:
 
     def add(self, passages: list[NewPassage], known: dict[str, np.ndarray]) -> int:
         """Insert passages (an exact text already stored is skipped); return how many were new."""
-        now = time.time()
+        now = self.now
         new_entities: list[tuple[int, str]] = []
         added = 0
         for p in passages:
             cur = self.conn.execute(
                 "INSERT OR IGNORE INTO passages (hash, text, created_at, source) VALUES (?, ?, ?, ?)",
-                (p.hash, p.text, now, p.extraction.source))
+                (p.hash, p.text, now if p.time is None else p.time, p.extraction.source))
             if cur.rowcount == 0:
                 continue
             added += 1

@@ -20,6 +20,7 @@ from .options import (
     EmbedderOptions,
     HybridOptions,
     PipelineOptions,
+    RecencyOptions,
 )
 from .store import FORMAT_VERSION, MemoryRecord, RetrievalStore
 from .vector import VectorIndex
@@ -32,4 +33,5 @@ __all__ = [
     "SentenceTransformerEmbedder", "FastEmbedEmbedder", "make_embedder", "default_embedder_name",
     "INSTALL_HINT",
     "Bm25Options", "DenseOptions", "EmbedderOptions", "HybridOptions", "PipelineOptions",
+    "RecencyOptions",
 ]

@@ -42,6 +42,11 @@ class RetrievalBackend(MemoryBackend):
 
     uses_vectors: ClassVar[bool] = True
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if isinstance(cls.__dict__.get("name"), str):  # one SQLite file named after the backend
+            cls.store_files = (f"{cls.name}.sqlite3",)
+
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
                  llm: TextLLM | None = None):
         super().__init__(store_dir, self._coerce(options), llm)
@@ -200,6 +205,14 @@ class RetrievalBackend(MemoryBackend):
 
     def list_docs(self) -> list[str]:
         return self._store.texts()
+
+    def list_records(self) -> list[tuple[str, float]]:
+        """Every doc with its event time, oldest first (`middle memory reindex` keeps times)."""
+        return [(row["text"], row["doc_time"]) for row in self._store.stats()]
+
+    def has_doc(self, doc: str) -> bool:
+        with self._store.read() as conn:
+            return bool(self._store.ids_by_text(conn, [doc]))
 
     def stats(self) -> list[dict[str, Any]]:
         """Per-doc metadata (times, importance, access count), oldest first."""
