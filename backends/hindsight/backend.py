@@ -159,17 +159,22 @@ class HindsightBackend(MemoryBackend):
     def _retain(self, items: list[RetainItem]) -> list[int]:
         if not items:
             return []
-        written = retain_items(self, items)
+        return retain_items(self, items)
+
+    def _refresh_if_due(self) -> None:
+        """Refresh the mental models when refresh_every_retains retains have happened since
+        the last refresh. Done when the models are read, not in the retain that made them
+        due: a retain stays cheap, and retains between two reads share one refresh."""
         every = self.options.refresh_every_retains
-        if written and every and self.options.mental_models:
-            with self.bank.read() as conn:
-                due = int(self.bank.meta(conn, "retains_since_refresh") or 0) >= every
-            if due:
-                try:
-                    reflect_mod.refresh_models(self)
-                except Exception as exc:  # the retain is committed; models catch up next time
-                    log.warning("hindsight mental models not refreshed: %s", exc)
-        return written
+        if not (every and self.options.mental_models):
+            return
+        with self.bank.read() as conn:
+            due = int(self.bank.meta(conn, "retains_since_refresh") or 0) >= every
+        if due:
+            try:
+                reflect_mod.refresh_models(self)
+            except Exception as exc:  # the models stay as they were; the next read retries
+                log.warning("hindsight mental models not refreshed: %s", exc)
 
     def recall_query(self, query: str, budget: int = 10, max_tokens: int | None = None,
                      types: Sequence[str] | None = None, tags: Sequence[str] | None = None,
@@ -203,6 +208,7 @@ class HindsightBackend(MemoryBackend):
         return True
 
     def mental_models(self) -> list[dict[str, Any]]:
+        self._refresh_if_due()
         with self.bank.read() as conn:
             rows = conn.execute("SELECT name, question, content, version, updated_at, fact_ids "
                                 "FROM mental_models ORDER BY name").fetchall()
@@ -317,6 +323,7 @@ class HindsightBackend(MemoryBackend):
         lifecycle.observe_round(self, conversation_id, prompt, response)
 
     def agent_context(self) -> str:
+        self._refresh_if_due()
         return reflect_mod.agent_context(self)
 
     def close(self) -> None:

@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS facts (
     context TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS facts_by_doc ON facts (doc_id);
 CREATE INDEX IF NOT EXISTS facts_by_time ON facts (occurred_start, occurred_end);
+CREATE INDEX IF NOT EXISTS facts_by_mention ON facts (mentioned_at);
 CREATE VIRTUAL TABLE IF NOT EXISTS fact_fts USING fts5(
     text, context, content='facts', content_rowid='id', tokenize='{retrieval.bm25.FTS_TOKENIZE}');
 CREATE TABLE IF NOT EXISTS vectors (id INTEGER PRIMARY KEY, vec BLOB NOT NULL);

@@ -11,7 +11,7 @@ import numpy as np
 
 from orchestrator.plugin_api import ConfigError
 
-from .base import INSTALL_HINT, Embedder
+from .base import INSTALL_HINT, Embedder, clip_text, normalise
 
 log = logging.getLogger("middle.retrieval.embedder")
 
@@ -20,6 +20,11 @@ log = logging.getLogger("middle.retrieval.embedder")
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MODEL_ID = f"all-MiniLM-L6-v2/onnx-int8/{MODEL_SHA256[:8]}"
 MAX_TOKENS = 256  # the model's max_seq_length in sentence-transformers
+# A query is read to the length the model was trained on (all-MiniLM-L6-v2's card: sequences
+# limited to 128 tokens): half the time of 256 for a long ticket description, and recall on the
+# ticket replay's development split was the same (R@5 0.282 vs 0.280). Documents keep 256:
+# stored vectors do not change.
+QUERY_TOKENS = 128
 TOKENIZER_FILE = "minilm-tokenizer.json"
 
 _runtime: tuple[Any, Any] | None = None  # (InferenceSession, Tokenizer), one per process
@@ -92,7 +97,10 @@ class MiniLMEmbedder(Embedder):
     def name_for_spec(self) -> str:
         return "minilm"
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
+    def embed_query(self, text: str) -> np.ndarray:
+        return normalise(self._embed([self.query_prefix + clip_text(text)], QUERY_TOKENS))[0]
+
+    def _embed(self, texts: list[str], max_tokens: int = MAX_TOKENS) -> np.ndarray:
         session, tokenizer = _load()
         out = np.empty((len(texts), 384), dtype=np.float32)
         for i, text in enumerate(texts):
@@ -100,8 +108,11 @@ class MiniLMEmbedder(Embedder):
                 out[i] = 0.0  # nothing to mean-pool: similarity 0 to everything, not [CLS]'s
                 continue
             enc = tokenizer.encode(text)
-            ids = np.asarray([enc.ids], dtype=np.int64)
-            mask = np.asarray([enc.attention_mask], dtype=np.int64)
+            ids, mask = enc.ids, enc.attention_mask
+            if len(ids) > max_tokens:  # cut inside, keeping the closing [SEP]
+                ids, mask = ids[:max_tokens - 1] + ids[-1:], mask[:max_tokens]
+            ids = np.asarray([ids], dtype=np.int64)
+            mask = np.asarray([mask], dtype=np.int64)
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             with _run_lock:  # one inference at a time: two would only fight over the 2 cores
                 (hidden,) = session.run(["last_hidden_state"], feeds)
