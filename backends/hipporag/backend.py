@@ -28,7 +28,7 @@ from .graph import Graph, GraphMirror, personalized_pagerank
 from .mirror import IndexMirror, MatrixMirror
 from .options import HippoRAGOptions
 from .store import GraphStore, text_hash
-from .writer import GraphWriter, NewPassage, alnum_count, fact_text
+from .writer import GraphWriter, NewPassage, alnum_count, composed, fact_text
 
 log = logging.getLogger("middle.memory.hipporag")
 
@@ -168,7 +168,7 @@ class HippoRAGBackend(MemoryBackend):
             entities = {n for ex in extractions.values() for n in ex.entities
                         if opts.synonymy_max_neighbours > 0 and alnum_count(n) >= opts.synonymy_min_chars}
             triples = {t for ex in extractions.values() for t in ex.triples}
-            known = self._embed(self._missing(entities, triples))
+            known = self._embed(self._missing(entities, triples, opts.fact_vectors))
             items = [NewPassage(text, text_hash(text), passages[text], extractions[text],
                                 when.get(text)) for text in fresh]
             self._write(lambda w: w.add(items, known))
@@ -186,12 +186,16 @@ class HippoRAGBackend(MemoryBackend):
             return [d for d in unique if conn.execute(
                 "SELECT 1 FROM passages WHERE hash = ?", (text_hash(d),)).fetchone() is None]
 
-    def _missing(self, entities: set[str], triples: set[tuple[str, str, str]]) -> list[str]:
+    def _missing(self, entities: set[str], triples: set[tuple[str, str, str]],
+                 fact_vectors: str) -> list[str]:
         """Entity names and fact texts the store has no vector for yet (embed only those)."""
+        built = {t for t in triples if composed(t, fact_vectors)}  # from their names' vectors
+        entities = entities | {n for t in built for n in (t[0], t[2])}
         with self._store.read() as conn:
             names = [n for n in sorted(entities) if conn.execute(
-                "SELECT 1 FROM entities WHERE name = ?", (n,)).fetchone() is None]
-            facts = [fact_text(*t) for t in sorted(triples) if conn.execute(
+                "SELECT 1 FROM entity_vectors v JOIN entities e ON e.id = v.id WHERE e.name = ?",
+                (n,)).fetchone() is None]
+            facts = [fact_text(*t) for t in sorted(triples - built) if conn.execute(
                 "SELECT 1 FROM facts f JOIN entities s ON s.id = f.subject JOIN entities o ON "
                 "o.id = f.object WHERE s.name = ? AND f.predicate = ? AND o.name = ?",
                 t).fetchone() is None]
@@ -212,7 +216,7 @@ class HippoRAGBackend(MemoryBackend):
                 self._entities.sync(self._store, conn)
                 writer = GraphWriter(conn, self._entities, opts.synonymy_threshold,
                                      opts.synonymy_max_neighbours, opts.synonymy_min_chars,
-                                     self._embed, self.clock())
+                                     self._embed, self.clock(), opts.fact_vectors)
                 result = work(writer)
                 # Nothing changed (another writer was first): keep the generation, so no
                 # instance reloads for nothing.

@@ -26,6 +26,10 @@ class HippoRAGOptions(retrieval.EmbedderOptions, retrieval.RecencyOptions):
         3, ge=0, description="entities with fewer letters/digits get no synonymy edges "
         "(short tokens are near everything)")
     fact_top_k: int = Field(5, ge=1, le=1000, description="facts kept by dense similarity")
+    fact_vectors: Literal["text", "entities"] = Field(
+        "text", description="what a fact's vector is: its text embedded (HippoRAG 2; a fact "
+        "with a bare predicate such as 'and' takes its names' vectors), or 'entities': always "
+        "the normalised sum of its subject's and object's name vectors (no model call per fact)")
     fact_weight: Literal["cosine", "minmax"] = Field(
         "cosine", description="seed weight of a fact's entities: its cosine to the query "
         "(absolute: a weak best match stays weak beside an entity the query names, which "

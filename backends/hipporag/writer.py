@@ -31,6 +31,17 @@ class NewPassage:
     time: float | None = None  # when the work it records was done; None: now
 
 
+# Predicates that say nothing beyond "these two names go together" (a list, a topic's mention).
+BARE_PREDICATES = frozenset({"", "and", "or", "mentions"})
+
+
+def composed(triple: tuple[str, str, str], fact_vectors: str) -> bool:
+    """Whether a fact's vector is built from its names' vectors rather than embedded: always
+    with fact_vectors = "entities", and for a bare predicate (a list such as "Changed: a.py,
+    b.py" says nothing its two names do not), so indexing pays no model call for it."""
+    return fact_vectors == "entities" or triple[1] in BARE_PREDICATES
+
+
 def fact_text(subject: str, predicate: str, obj: str) -> str:
     """What a fact's vector embeds."""
     return " ".join(part for part in (subject, predicate, obj) if part)
@@ -45,8 +56,9 @@ class GraphWriter:
 
     def __init__(self, conn: sqlite3.Connection, entities: IndexMirror, threshold: float, k: int,
                  min_chars: int, vectors_for: Callable[[list[str]], dict[str, np.ndarray]],
-                 now: float):
+                 now: float, fact_vectors: str = "text"):
         self.conn, self.entities, self.now = conn, entities, now
+        self.fact_vectors = fact_vectors
         self.threshold, self.k, self.min_chars = threshold, k, min_chars
         self.vectors_for = vectors_for  # embeds entity names / fact texts this call lacks
         self.changes: list[tuple[str, int]] = []
@@ -72,7 +84,7 @@ class GraphWriter:
             self.conn.executemany("INSERT OR IGNORE INTO passage_entities VALUES (?, ?)",
                                   [(pid, eid) for eid in ids.values()])
             for (s, pred, o), count in Counter(p.extraction.triples).items():
-                fid = self._fact(ids[s], pred, ids[o], fact_text(s, pred, o), known)
+                fid = self._fact(ids[s], pred, ids[o], (s, pred, o), known)
                 self.conn.execute("INSERT INTO passage_facts VALUES (?, ?, ?)", (pid, fid, count))
                 if ids[s] != ids[o]:
                     a, b = sorted((ids[s], ids[o]))
@@ -102,7 +114,20 @@ class GraphWriter:
             new_entities.append((eid, name))
         return eid
 
-    def _fact(self, subject: int, predicate: str, obj: int, text: str,
+    def _fact_vector(self, triple: tuple[str, str, str], subject: int, obj: int,
+                     known: dict[str, np.ndarray]) -> np.ndarray:
+        """The fact's text embedded, or (see `composed`) the normalised sum of its subject's and
+        object's name vectors: no model call for a fact between names already embedded."""
+        if not composed(triple, self.fact_vectors):
+            return self._vector(fact_text(*triple), known)
+        stored = self._vectors([subject, obj])
+        parts = [stored[i] if i in stored else self._vector(name, known)
+                 for i, name in ((subject, triple[0]), (obj, triple[2]))]
+        total = np.asarray(parts[0], dtype=np.float32) + np.asarray(parts[1], dtype=np.float32)
+        norm = float(np.linalg.norm(total))
+        return total / norm if norm > 0 else total
+
+    def _fact(self, subject: int, predicate: str, obj: int, triple: tuple[str, str, str],
               known: dict[str, np.ndarray]) -> int:
         row = self.conn.execute("SELECT id FROM facts WHERE subject = ? AND predicate = ? AND "
                                 "object = ?", (subject, predicate, obj)).fetchone()
@@ -110,7 +135,8 @@ class GraphWriter:
             return int(row[0])
         fid = int(self.conn.execute("INSERT INTO facts (subject, predicate, object) VALUES "
                                     "(?, ?, ?)", (subject, predicate, obj)).lastrowid)
-        self.conn.execute("INSERT INTO fact_vectors VALUES (?, ?)", (fid, to_blob(self._vector(text, known))))
+        vector = self._fact_vector(triple, subject, obj, known)
+        self.conn.execute("INSERT INTO fact_vectors VALUES (?, ?)", (fid, to_blob(vector)))
         self.changes.append(("f", fid))
         return fid
 

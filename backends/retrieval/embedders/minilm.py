@@ -25,6 +25,7 @@ MAX_TOKENS = 256  # the model's max_seq_length in sentence-transformers
 # ticket replay's development split was the same (R@5 0.282 vs 0.280). Documents keep 256:
 # stored vectors do not change.
 QUERY_TOKENS = 128
+BATCH = 32  # texts of one token count per model call
 TOKENIZER_FILE = "minilm-tokenizer.json"
 
 _runtime: tuple[Any, Any] | None = None  # (InferenceSession, Tokenizer), one per process
@@ -86,8 +87,9 @@ def _load() -> tuple[Any, Any]:
 class MiniLMEmbedder(Embedder):
     """all-MiniLM-L6-v2: mean pooling over the attention mask, L2-normalised, 384 dimensions.
 
-    Texts are embedded one per model call: measured on 2 cores, batching padded inputs is
-    slower for this int8 export (42/s one at a time, 15/s in batches of 16), and a vector then
+    Texts are never padded: measured on 2 cores, batching padded inputs is slower for this
+    int8 export (42/s one at a time, 15/s in batches of 16). Texts of equal token count share
+    a call (short entity names and facts: 2.2 ms a text against 3.5 ms alone), and a vector
     never depends on what it was batched with.
     """
 
@@ -102,20 +104,25 @@ class MiniLMEmbedder(Embedder):
 
     def _embed(self, texts: list[str], max_tokens: int = MAX_TOKENS) -> np.ndarray:
         session, tokenizer = _load()
-        out = np.empty((len(texts), 384), dtype=np.float32)
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        # Texts of the same token count go through the model together: no padding, so each
+        # row is computed exactly as alone, and a batch of short texts (entity names, facts)
+        # costs one call's overhead instead of one per text.
+        by_length: dict[int, list[tuple[int, list[int]]]] = {}
         for i, text in enumerate(texts):
             if not text.strip():
-                out[i] = 0.0  # nothing to mean-pool: similarity 0 to everything, not [CLS]'s
-                continue
-            enc = tokenizer.encode(text)
-            ids, mask = enc.ids, enc.attention_mask
+                continue  # nothing to mean-pool: similarity 0 to everything, not [CLS]'s
+            ids = tokenizer.encode(text).ids
             if len(ids) > max_tokens:  # cut inside, keeping the closing [SEP]
-                ids, mask = ids[:max_tokens - 1] + ids[-1:], mask[:max_tokens]
-            ids = np.asarray([ids], dtype=np.int64)
-            mask = np.asarray([mask], dtype=np.int64)
-            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            with _run_lock:  # one inference at a time: two would only fight over the 2 cores
-                (hidden,) = session.run(["last_hidden_state"], feeds)
-            weights = mask[0].astype(np.float32)[:, None]
-            out[i] = (hidden[0] * weights).sum(axis=0) / max(float(weights.sum()), 1.0)
+                ids = ids[:max_tokens - 1] + ids[-1:]
+            by_length.setdefault(len(ids), []).append((i, ids))
+        for group in by_length.values():
+            for start in range(0, len(group), BATCH):
+                rows = group[start:start + BATCH]
+                ids = np.asarray([r[1] for r in rows], dtype=np.int64)
+                feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                         "token_type_ids": np.zeros_like(ids)}
+                with _run_lock:  # one inference at a time: two would only fight over the 2 cores
+                    (hidden,) = session.run(["last_hidden_state"], feeds)
+                out[[r[0] for r in rows]] = hidden.mean(axis=1)  # every token is real
         return out
