@@ -223,6 +223,15 @@ def extract_offline(passage: str) -> Extraction:
         if n >= MAX_SENTENCES or len(triples) >= MAX_FACTS:
             break
         spans = [s for s in _spans(sentence) if normalise(s[2])][:MAX_ENTITIES_PER_SENTENCE]
+        title_phrases: list[tuple[int, int, str]] = []
+        if n == 0:
+            # The first sentence is a doc's title: its plain-word phrases name the work ("Make
+            # custom type and foreign key mutually exclusive"). Without names they are its
+            # entities; beside names they hang off the topic, leaving the names' facts whole.
+            title_phrases = [p for p in _phrases(sentence, spans) if normalise(p[2])]
+            title_phrases = title_phrases[:MAX_PHRASES_PER_SENTENCE]
+            if not spans:
+                spans, title_phrases = title_phrases, []
         if not spans:
             # A sentence naming nothing (chat, notes) is about its phrases: hang them off the
             # passage's topic. Where names exist, phrases only added hubs (measured on MuSiQue).
@@ -243,4 +252,7 @@ def extract_offline(passage: str) -> Extraction:
             triples.append((a[2], _predicate(sentence[a[1]:b[0]]) or "and", b[2]))
         for b in spans[2:]:
             triples.append((first[2], _predicate(sentence[first[1]:b[0]]), b[2]))
+        for phrase in title_phrases:
+            raw_entities.append(phrase[2])
+            triples.append((topic, _predicate(sentence[:phrase[0]]) or "mentions", phrase[2]))
     return Extraction.build(raw_entities, triples[:MAX_FACTS], "offline")
