@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
-import numpy as np
-from pydantic import ValidationError
 
 from orchestrator.plugin_api import (
     BackendOptions,
-    ConfigError,
     MemoryBackend,
     MemoryStoreError,
     RetrieveResult,
@@ -23,6 +19,8 @@ from orchestrator.plugin_api import (
     retrieval,
 )
 
+from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
+
 from . import extract, lifecycle, recall as recall_mod, reflect as reflect_mod
 from .bank import Bank, in_clause
 from .observations import remove_facts
@@ -30,7 +28,6 @@ from .options import HindsightOptions
 from .retain import RetainItem, check_tags, retain_items, text_hash
 
 log = logging.getLogger("middle.hindsight")
-RECENT_QUERIES = 64
 SECOND_FACT_WEIGHT = 0.3  # a document with two matching facts beats one with a single match
 
 
@@ -48,77 +45,21 @@ class HindsightBackend(MemoryBackend):
                  llm: TextLLM | None = None):
         super().__init__(store_dir, self._coerce(options), llm)
         self.options: HindsightOptions
-        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self.bank = Bank(self.store_dir)
         try:
-            self.embedder = self._open_embedder()
+            claim_backend(self.bank, self.name)
+            self.embedder = bind_embedder(self.bank, self.options, self.name, "facts")
         except BaseException:
             self.bank.close()
             raise
         self.cache = retrieval.shared_cache() if self.options.embedding_cache and self.embedder.cacheable else None
+        self.query_vector = QueryVectors(self.embedder)
 
     @classmethod
     def _coerce(cls, options: BackendOptions | dict[str, Any] | None) -> HindsightOptions:
-        if isinstance(options, HindsightOptions):
-            return options
-        raw = options.model_dump() if isinstance(options, BackendOptions) else dict(options or {})
-        try:
-            return HindsightOptions.model_validate(raw)
-        except ValidationError as exc:
-            raise ConfigError(f"invalid [memory.options] for backend 'hindsight': {exc}") from None
-
-    def _open_embedder(self) -> retrieval.Embedder:
-        """The configured embedder; a bank built with another is re-embedded from its fact
-        texts (Hindsight cannot switch embedders; every fact here keeps its text)."""
-        opts = self.options
-        with self.bank.read() as conn:
-            recorded = self.bank.meta_json(conn, "embedder_spec", None)
-        if opts.embedder == "auto" and recorded:
-            embedder = retrieval.make_embedder(
-                recorded["embedder"], url=recorded.get("embedder_url"),
-                api_key_env=recorded.get("embedder_api_key_env"),
-                query_prefix=recorded.get("query_prefix", ""),
-                document_prefix=recorded.get("document_prefix", ""))
-        else:
-            name = retrieval.default_embedder_name() if opts.embedder == "auto" else opts.embedder
-            embedder = retrieval.make_embedder(
-                name, url=opts.embedder_url, api_key_env=opts.embedder_api_key_env,
-                query_prefix=opts.query_prefix, document_prefix=opts.document_prefix)
-        spec = {**embedder.spec(), "embedder_url": opts.embedder_url,
-                "embedder_api_key_env": opts.embedder_api_key_env}
-        with self.bank.read() as conn:
-            model_id = self.bank.meta(conn, "embedder_model_id")
-        if model_id != embedder.model_id:
-            self._reembed(embedder, model_id, spec)
-        return embedder
-
-    def _reembed(self, embedder: retrieval.Embedder, old: str | None, spec: dict) -> None:
-        with self.bank.read() as conn:
-            rows = conn.execute("SELECT id, text FROM facts ORDER BY id").fetchall()
-        if rows:
-            log.warning("hindsight bank %s was embedded with %s; re-embedding its %d facts with %s",
-                        self.bank.path, old, len(rows), embedder.model_id)
-        vectors = retrieval.embed_documents(embedder, [t for _, t in rows], None) if rows else []
-        with self.bank.write() as conn:
-            conn.execute("DELETE FROM vectors")
-            conn.executemany("INSERT INTO vectors (id, vec) VALUES (?, ?)",
-                             [(i, np.asarray(v, dtype=np.float32).tobytes()) for (i, _), v in zip(rows, vectors)])
-            self.bank.set_meta(conn, "embedder_model_id", embedder.model_id)
-            self.bank.set_meta(conn, "embedder_spec", spec)
-            self.bank.set_meta(conn, "changes_floor", str(int(self.bank.meta(conn, "generation") or 0) + 1))
-            self.bank.bump(conn, [])
-        self.bank.forget_mirror()
+        return coerce_options(cls, options)  # type: ignore[return-value]
 
     # --- helpers used by retain / recall -------------------------------------------------------
-
-    def query_vector(self, query: str) -> np.ndarray:
-        vector = self._queries.pop(query, None)
-        if vector is None:
-            vector = self.embedder.embed_query(query)
-        self._queries[query] = vector
-        while len(self._queries) > RECENT_QUERIES:
-            self._queries.popitem(last=False)
-        return vector
 
     def has_facts(self) -> bool:
         with self.bank.read() as conn:

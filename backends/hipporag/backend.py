@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import ValidationError
 
 from orchestrator.plugin_api import (
     BackendOptions,
@@ -23,16 +21,17 @@ from orchestrator.plugin_api import (
     retrieval,
 )
 
+from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
+
 from . import openie
 from .graph import Graph, GraphMirror, personalized_pagerank
-from .mirror import IndexMirror, MatrixMirror
+from .store import VECTOR_TABLES
 from .options import HippoRAGOptions
 from .store import GraphStore, text_hash
 from .writer import GraphWriter, NewPassage, alnum_count, composed, fact_text
 
 log = logging.getLogger("middle.memory.hipporag")
 
-RECENT_QUERIES = 64
 POOL = 3  # candidates per result for the recency blend (hybrid's candidate_multiplier)
 MAX_QUERY_CHARS = 2000  # entities are looked for in a query's head (per-turn queries are ~1000)
 # What changes the graph's shape: a store keeps the values it was built with.
@@ -50,32 +49,27 @@ class HippoRAGBackend(MemoryBackend):
 
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
                  llm: TextLLM | None = None):
-        super().__init__(store_dir, self._coerce(options), llm)
+        super().__init__(store_dir, coerce_options(type(self), options), llm)
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
         self.source, self.precomputed = self._openie_source(opts)
         self._store = GraphStore(self.store_dir / "hipporag.sqlite3")
         try:
+            claim_backend(self._store, self.name)
             self._claim(opts)
-            self.embedder = self._open_embedder(opts)
+            self.embedder = bind_embedder(self._store, opts, self.name, "passages")
         except BaseException:
             self._store.close()
             raise
         self._cache = retrieval.shared_cache() if opts.embedding_cache else None
-        self._passages = MatrixMirror("p")
-        self._facts = MatrixMirror("f")
-        self._entities = IndexMirror("e")
+        self._passages = retrieval.MatrixMirror(VECTOR_TABLES["p"], "p")
+        self._facts = retrieval.MatrixMirror(VECTOR_TABLES["f"], "f")
+        self._entities = retrieval.IndexMirror(VECTOR_TABLES["e"], "e")
         self._graph = GraphMirror()
-        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._query_vector = QueryVectors(self.embedder)
 
     @classmethod
     def _coerce(cls, options: BackendOptions | dict[str, Any] | None) -> BackendOptions:
-        if isinstance(options, cls.Options):
-            return options
-        raw = options.model_dump() if isinstance(options, BackendOptions) else dict(options or {})
-        try:
-            return cls.Options.model_validate(raw)
-        except ValidationError as exc:
-            raise ConfigError(f"invalid [memory.options] for backend {cls.name!r}: {exc}") from None
+        return coerce_options(cls, options)
 
     def _openie_source(self, opts: HippoRAGOptions):
         if opts.openie.startswith("precomputed:"):
@@ -89,45 +83,12 @@ class HippoRAGBackend(MemoryBackend):
 
     def _claim(self, opts: HippoRAGOptions) -> None:
         spec = json.dumps({k: getattr(opts, k) for k in GRAPH_SPEC_KEYS}, sort_keys=True)
-        held = self._store.claim_meta({"backend": self.name, "graph_spec": spec})
-        if held["backend"] != self.name:
-            raise MemoryStoreError(f"{self._store.path} belongs to backend {held['backend']!r}, "
-                                   f"not {self.name!r}: move it away or use that backend")
+        held = self._store.claim_meta({"graph_spec": spec})
         if held["graph_spec"] != spec:
             raise ConfigError(f"the hipporag store {self._store.path} was built with synonymy "
                               f"options {held['graph_spec']}, but [memory.options] asks for {spec}: "
-                              "use the store's values, or export, move the store away and re-index")
-
-    def _open_embedder(self, opts: HippoRAGOptions) -> retrieval.Embedder:
-        with self._store.read() as conn:
-            recorded = self._store.get_meta(conn, "embedder_spec")
-            empty = conn.execute("SELECT COUNT(*) FROM passages").fetchone()[0] == 0
-        if opts.embedder == "auto" and recorded:
-            spec = json.loads(recorded)
-            embedder = retrieval.make_embedder(
-                spec["embedder"], url=spec.get("embedder_url"),
-                api_key_env=spec.get("embedder_api_key_env"),
-                query_prefix=spec.get("query_prefix", ""),
-                document_prefix=spec.get("document_prefix", ""))
-        else:
-            name = retrieval.default_embedder_name() if opts.embedder == "auto" else opts.embedder
-            embedder = retrieval.make_embedder(
-                name, url=opts.embedder_url, api_key_env=opts.embedder_api_key_env,
-                query_prefix=opts.query_prefix, document_prefix=opts.document_prefix)
-        wanted = {"embedder_model_id": embedder.model_id,
-                  "embedder_spec": json.dumps(embedder.spec(), sort_keys=True)}
-        if empty:  # an empty store takes whichever embedder is asked for
-            with self._store.write() as conn:
-                if conn.execute("SELECT COUNT(*) FROM passages").fetchone()[0] == 0:
-                    conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", wanted.items())
-        held = self._store.claim_meta(wanted)
-        if held["embedder_model_id"] != embedder.model_id:
-            raise MemoryStoreError(
-                f"the memory store {self._store.path} was built with embedder "
-                f"{held['embedder_model_id']!r}, but [memory.options] asks for "
-                f"{embedder.model_id!r}: set embedder = \"auto\" to use this store, or export it, "
-                "move it away and re-index to switch embedders")
-        return embedder
+                              "use the store's values, or run `middle memory reindex --from "
+                              "hipporag` to rebuild it with the new ones")
 
     # --- embedding ------------------------------------------------------------------------
 
@@ -142,15 +103,6 @@ class HippoRAGBackend(MemoryBackend):
         """Embed passages into the cache without storing them (benchmarks time the two apart)."""
         if self._cache is not None:
             retrieval.embed_documents(self.embedder, list(docs), self._cache)
-
-    def _query_vector(self, query: str) -> np.ndarray:
-        vector = self._recent.pop(query, None)
-        if vector is None:
-            vector = self.embedder.embed_query(query)
-        self._recent[query] = vector
-        while len(self._recent) > RECENT_QUERIES:
-            self._recent.popitem(last=False)
-        return vector
 
     # --- index ----------------------------------------------------------------------------
 

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from backends.retrieval.mirror import IndexMirror
+
 from .extract import Extraction
-from .mirror import IndexMirror
 from .store import CHUNK, to_blob
 
 

@@ -11,7 +11,7 @@ import pytest
 from backends.hipporag import HippoRAGBackend
 from backends.hipporag.export import render, to_networkx
 from backends.hipporag.graph import Graph, personalized_pagerank
-from backends.hipporag.mirror import IndexMirror
+from backends.retrieval.mirror import IndexMirror
 from orchestrator.plugin_api import ConfigError, MemoryStoreError
 
 # Overlapping names, so entities are shared between docs and synonymy has work to do. A low
@@ -233,9 +233,9 @@ def test_a_broken_vector_row_is_a_clear_error_naming_the_store(open_backend, tmp
 
 
 def test_matrix_mirror_appends_removes_and_merges_in_id_order():
-    from backends.hipporag.mirror import MatrixMirror
+    from backends.retrieval.mirror import MatrixMirror
 
-    mirror = MatrixMirror("p")
+    mirror = MatrixMirror("passage_vectors", "p")
     rows = {i: np.full(3, float(i), dtype=np.float32) for i in range(1, 30)}
 
     def add(ids):
