@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -27,6 +28,15 @@ CUT_MARKER = " … [truncated]"
 _MIN_CUT_CHARS = 40  # a cut doc keeping less than this says nothing; drop it instead
 # Project ids never start with '.', so this directory can never be a project's store.
 LOCK_DIR_NAME = ".locks"
+
+
+DOC_ID_CHARS = 8  # `middle memory list` shows this much of a doc's id
+
+
+def doc_id(doc: str) -> str:
+    """A doc's id: the start of its text's SHA-256. It names the same doc in every backend and
+    after a reindex; `middle memory delete` takes any unambiguous prefix of 4+ characters."""
+    return hashlib.sha256(doc.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class MemoryArgumentError(MemoryStoreError, ValueError):
@@ -59,27 +69,37 @@ def format_memories(
     visible marker, and a last line says how many docs were left out. No docs: ''.
     """
     docs = [doc for result in results for doc in result.get("docs", [])]
+    return "".join(text for _, text in memories_layout(docs, budget_chars))
+
+
+def memories_layout(docs: list[str], budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS
+                    ) -> list[tuple[int | None, str]]:
+    """The pieces of the "Memories invoked" block in order: (doc position, the text shown of it)
+    for docs, (None, text) for the header and the "not shown" note. Joined, they are the block;
+    `middle bench tickets` uses the positions to count how much of the block was relevant."""
     if not docs:
-        return ""
+        return []
 
     def note(n: int) -> str:
         return f"\n[{n} more memories not shown: budget of {budget_chars} chars]" if n else ""
 
     reserve = len(note(len(docs)))  # the longest note there could be
-    parts, used = [MEMORIES_HEADER], len(MEMORIES_HEADER)
+    parts: list[tuple[int | None, str]] = [(None, MEMORIES_HEADER)]
+    used = len(MEMORIES_HEADER)
     for i, doc in enumerate(docs):
         rest = len(docs) - i - 1
         if used + 1 + len(doc) + (reserve if rest else 0) <= budget_chars:
-            parts.append("\n" + doc)
+            parts.append((i, "\n" + doc))
             used += 1 + len(doc)
             continue
         room = budget_chars - used - 1 - len(CUT_MARKER) - len(note(rest))
         if room >= _MIN_CUT_CHARS:
-            parts.append("\n" + doc[:room].rstrip() + CUT_MARKER + note(rest))
+            parts.append((i, "\n" + doc[:room].rstrip() + CUT_MARKER))
+            parts.append((None, note(rest)))
         else:
-            parts.append(note(rest + 1))
+            parts.append((None, note(rest + 1)))
         break
-    return "".join(parts)
+    return [(i, text) for i, text in parts if text]
 
 
 def _check_texts(texts: Any, what: str, example: str, allow_empty: bool) -> list[str]:
@@ -153,6 +173,7 @@ class MemoryFacade:
             memories_budget_chars, "memories_budget_chars", MIN_MEMORIES_BUDGET_CHARS)
         self.save_dir = Path(save_dir).expanduser().resolve()
         self.backend_name = backend
+        self.registry = registry
         self.backend_cls = registry.backend_class(backend)
         self.options = registry.backend_options(backend, options or {})  # ConfigError up front
         self.llm = llm
@@ -175,6 +196,43 @@ class MemoryFacade:
 
     @contextmanager
     def _locked(self, project_id: str, op: str) -> Iterator[MemoryBackend]:
+        """The project's configured backend, under the project's thread and file locks."""
+        with self._project_locks(project_id, op) as store:
+            yield self._backend(project_id, store)
+
+    @contextmanager
+    def other_backend(self, project_id: str, name: str, op: str,
+                      options: Any = None) -> Iterator[MemoryBackend]:
+        """Backend `name`'s store of the project under the project's locks: the configured
+        backend as this facade keeps it open, or (another backend's store left by a change of
+        [memory] backend, or `options` given) a fresh instance, closed afterwards. Another
+        backend opens with its default options, so its store's own embedder."""
+        if name == self.backend_name and options is None:
+            with self._locked(project_id, op) as backend:
+                yield backend
+            return
+        cls = self.registry.backend_class(name)
+        options = options if options is not None else self.registry.backend_options(name, {})
+        with self._project_locks(project_id, op) as store:
+            backend = cls(store, options, self.llm)
+            try:
+                yield backend
+            finally:
+                backend.close()
+
+    def release(self, project_id: str) -> None:
+        """Close the project's open backend (before its store files are moved)."""
+        with self._thread_lock(project_id):
+            backend = self._backends.pop(project_id, None)
+            if backend is not None:
+                backend.close()
+
+    def project_lock(self, project_id: str, op: str) -> Any:
+        """`with facade.project_lock(project, op) as store_dir:` the project's locks alone."""
+        return self._project_locks(project_id, op)
+
+    @contextmanager
+    def _project_locks(self, project_id: str, op: str) -> Iterator[Path]:
         store = self.store_dir(project_id)  # ConfigError for an unsafe id, before any I/O
         lock_path = self.lock_path(project_id)
         with self._thread_lock(project_id):
@@ -200,7 +258,7 @@ class MemoryFacade:
                         f"memory {op} for project {project_id!r}: cannot use store {store} "
                         f"({exc}); check the directory's permissions or [memory] save_dir"
                     ) from exc
-                yield self._backend(project_id, store)
+                yield store
             except (MemoryStoreError, ConfigError):
                 raise
             except Exception as exc:
@@ -211,9 +269,15 @@ class MemoryFacade:
             finally:
                 flock.release()
 
+    def has_store(self, project_id: str) -> bool:
+        """Whether the project has a store of the configured backend. Read-only commands and
+        API routes ask first, so on a project without one they answer empty and create
+        nothing (no directory, no lock file); runs call the backend whatever the answer."""
+        return self.backend_cls.store_exists(self.store_dir(project_id))
+
     def agent_context(self, project_id: str) -> str:
         """The backend's standing text for the middle agent (mental models), or ''."""
-        if not self.store_dir(project_id).exists():
+        if not self.has_store(project_id):
             return ""
         with self._locked(project_id, "context") as backend:
             return backend.agent_context() or ""
@@ -250,12 +314,17 @@ class MemoryFacade:
 
     # -- seed 000 API -------------------------------------------------------------------------
     def retrieve(
-        self, project_id: str, queries: list[str], num_to_retrieve: int | None = None
+        self, project_id: str, queries: list[str], num_to_retrieve: int | None = None,
+        *, if_exists: bool = False,
     ) -> list[RetrieveResult]:
+        """Seed 000's retrieve. `if_exists`: a project without a store of the configured
+        backend answers with empty results and gets none created (read-only callers)."""
         validate_project_id(project_id)
         queries = _check_texts(queries, "queries", "question", allow_empty=True)
         k = self.num_to_retrieve if num_to_retrieve is None else _check_count(
             num_to_retrieve, "num_to_retrieve")
+        if if_exists and not self.has_store(project_id):
+            return [{"question": q, "docs": [], "doc_scores": []} for q in queries]
         started = time.perf_counter()
         with self._locked(project_id, "retrieve") as backend:
             results = backend.retrieve(queries, k)
@@ -271,6 +340,28 @@ class MemoryFacade:
             backend.index(docs)
         self._log("index", project_id, started, docs=len(docs))
 
+    def index_records(self, project_id: str, records: list[tuple[str, float | None]]) -> None:
+        """Index (text, time) pairs: with their times where the backend keeps times (a
+        reindex keeps a doc's age, which recency ranks by), else as plain docs."""
+        texts = [self.prepare_doc(t) for t, _ in records]
+        if not texts:
+            return
+        started = time.perf_counter()
+        with self._locked(project_id, "index") as backend:
+            if hasattr(backend, "index_records") and any(w is not None for _, w in records):
+                from orchestrator.plugin_api import retrieval
+
+                backend.index_records([retrieval.MemoryRecord(t, timestamp=w)
+                                       for t, (_, w) in zip(texts, records)])
+            else:
+                backend.index(texts)
+        self._log("index", project_id, started, docs=len(texts))
+
+    def delete_forms(self, docs: list[str]) -> list[str]:
+        """The texts `delete` looks for: each doc, and its cut form when it is longer than
+        max_doc_chars (stores written before the cap may hold it whole)."""
+        return list(dict.fromkeys(form for d in docs for form in (d, truncate_doc(d, self.max_doc_chars))))
+
     def delete(self, project_id: str, docs: list[str]) -> int:
         """Delete docs by exact text; a doc longer than max_doc_chars also means its cut form.
 
@@ -278,8 +369,7 @@ class MemoryFacade:
         """
         validate_project_id(project_id)
         given = _check_texts(docs, "docs", "text", allow_empty=True)
-        docs = list(dict.fromkeys(
-            form for d in given for form in (d, truncate_doc(d, self.max_doc_chars))))
+        docs = self.delete_forms(given)
         started = time.perf_counter()
         with self._locked(project_id, "delete") as backend:
             removed = backend.delete(docs)
@@ -287,11 +377,39 @@ class MemoryFacade:
         return removed
 
     def list_docs(self, project_id: str) -> list[str]:
+        """Every doc, oldest first; [] (creating nothing) for a project without a store."""
+        if not self.has_store(project_id):
+            return []
         with self._locked(project_id, "list") as backend:
             try:
                 return backend.list_docs()
             except NotImplementedError as exc:
                 raise MemoryStoreError(f"{exc}; use `middle memory search` instead") from None
+
+    def has_doc(self, project_id: str, doc: str) -> bool:
+        """Whether the store holds exactly this doc (as `prepare_doc` would store it)."""
+        doc = self.prepare_doc(doc)
+        if not self.has_store(project_id):
+            return False
+        with self._locked(project_id, "lookup") as backend:
+            has = getattr(backend, "has_doc", None)
+            if has is not None:
+                return bool(has(doc))
+            try:
+                return doc in backend.list_docs()
+            except NotImplementedError:
+                return False
+
+    def find_docs(self, project_id: str, id_or_text: str) -> list[str]:
+        """The docs `id_or_text` names: the doc with exactly that text, else the docs whose id
+        starts with it (4+ hex characters)."""
+        docs = self.list_docs(project_id)
+        if id_or_text in docs:
+            return [id_or_text]
+        key = id_or_text.strip().lower()
+        if len(key) < 4 or any(c not in "0123456789abcdef" for c in key):
+            return []
+        return [d for d in docs if doc_id(d).startswith(key)]
 
     # -- conversation watching (sliding_window) ---------------------------------------------
     def observe_round(self, project_id: str, conversation_id: str, prompt: str, response: str) -> None:

@@ -1,4 +1,4 @@
-"""`middle memory search|list|add|delete|export`: the project memory from the command line."""
+"""`middle memory search|list|add|delete|export|stores|reindex`: the project memory from the command line."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import click
 from orchestrator.cli_output import console, err_console, safe
 from orchestrator.config import Config
 from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError
+from orchestrator.memory import DOC_ID_CHARS, doc_id
 
 
 def default_project(config: Config, store) -> str:
@@ -52,14 +53,9 @@ def command_backend(ctx: click.Context, project: str | None, op: str):
     return mem.using(pid, op)
 
 
-def _exists(mem, pid: str) -> bool:
-    """Read-only commands on a project that has no store yet answer without creating one."""
-    return mem.store_dir(pid).exists()
-
-
 @click.group()
 def memory() -> None:
-    """Search, list, add, delete and export project memory."""
+    """Search, list, add, delete, export and reindex project memory."""
 
 
 @memory.command()
@@ -74,7 +70,7 @@ def search(ctx: click.Context, query: str, num: int, project: str | None) -> Non
     if mem.backend_cls.recall == "recency":
         err_console.print(f"note: backend {mem.backend_name!r} recalls by recency: these are the "
                           "newest docs whatever the query, and the scores do not rank relevance")
-    results = mem.retrieve(pid, [query], num) if _exists(mem, pid) else [{"docs": [], "doc_scores": []}]
+    results = mem.retrieve(pid, [query], num, if_exists=True)
     for result in results:
         if not result["docs"]:
             console.print("(no memories)")
@@ -86,12 +82,13 @@ def search(ctx: click.Context, query: str, num: int, project: str | None) -> Non
 @project_option
 @click.pass_context
 def list_(ctx: click.Context, project: str | None) -> None:
-    """List every doc in the project's memory."""
+    """List every doc in the project's memory with its id (what `delete` takes)."""
     mem, pid = _memory(ctx, project)
-    docs = mem.list_docs(pid) if _exists(mem, pid) else []
+    docs = mem.list_docs(pid)
     for doc in docs:
-        console.print(safe(doc))
-    err_console.print(f"({len(docs)} doc(s) in {safe(mem.store_dir(pid))})")
+        console.print(f"{doc_id(doc)[:DOC_ID_CHARS]}  {safe(doc)}")
+    err_console.print(f"({len(docs)} doc(s) in {safe(mem.store_dir(pid))}, backend "
+                      f"{mem.backend_name})")
 
 
 @memory.command()
@@ -101,23 +98,33 @@ def list_(ctx: click.Context, project: str | None) -> None:
 def add(ctx: click.Context, text: str, project: str | None) -> None:
     """Index TEXT as one doc."""
     mem, pid = _memory(ctx, project)
-    mem.index(pid, [text])
-    console.print(f"added 1 doc to {safe(mem.store_dir(pid))}")
+    stored = mem.prepare_doc(text)
+    if mem.has_doc(pid, stored):
+        console.print(f"already in memory (id {doc_id(stored)[:DOC_ID_CHARS]}): nothing added")
+        return
+    mem.index(pid, [stored])
+    console.print(f"added 1 doc (id {doc_id(stored)[:DOC_ID_CHARS]}) to {safe(mem.store_dir(pid))}")
 
 
 @memory.command()
-@click.argument("text")
+@click.argument("id_or_text", metavar="ID_OR_TEXT")
 @project_option
 @click.pass_context
-def delete(ctx: click.Context, text: str, project: str | None) -> None:
-    """Delete the doc whose text is exactly TEXT."""
+def delete(ctx: click.Context, id_or_text: str, project: str | None) -> None:
+    """Delete one doc: by its id from `middle memory list` (4+ characters of it), or by its
+    exact text."""
     mem, pid = _memory(ctx, project)
-    removed = mem.delete(pid, [text]) if _exists(mem, pid) else 0
+    docs = mem.find_docs(pid, id_or_text)
+    if len(docs) > 1:
+        raise MemoryStoreError(
+            f"id {id_or_text!r} starts {len(docs)} docs' ids in project {pid!r}: give more of it "
+            "(`middle memory list` shows 8 characters)")
+    removed = mem.delete(pid, docs) if docs else 0
     if not removed:
         raise MemoryStoreError(
-            f"no doc in project {pid!r} has exactly that text, so nothing was deleted: copy the "
-            "exact text from `middle memory list`")
-    console.print(f"deleted {removed} doc(s)")
+            f"no doc in project {pid!r} has that id or exactly that text, so nothing was deleted: "
+            "copy the id (or the exact text) from `middle memory list`")
+    console.print(f"deleted doc {doc_id(docs[0])[:DOC_ID_CHARS]}")
 
 
 @memory.command()
@@ -128,7 +135,7 @@ def delete(ctx: click.Context, text: str, project: str | None) -> None:
 def export(ctx: click.Context, output: str | None, project: str | None) -> None:
     """Export every doc of the project's memory as JSON."""
     mem, pid = _memory(ctx, project)
-    docs = mem.list_docs(pid) if _exists(mem, pid) else []
+    docs = mem.list_docs(pid)
     data = json.dumps({"project": pid, "backend": mem.backend_name, "docs": docs},
                       ensure_ascii=False, indent=2)
     if not output:
@@ -141,3 +148,43 @@ def export(ctx: click.Context, output: str | None, project: str | None) -> None:
         raise MiddleError(f"cannot write {target.resolve()} ({exc.strerror}): choose a path in an "
                           "existing directory you can write to") from None
     console.print(f"wrote {len(docs)} doc(s) to {safe(target)}")
+
+
+@memory.command()
+@project_option
+@click.pass_context
+def stores(ctx: click.Context, project: str | None) -> None:
+    """List the project's stores: one per backend it has been used with."""
+    from orchestrator.memory_stores import store_counts
+
+    mem, pid = _memory(ctx, project)
+    rows = store_counts(mem, pid)
+    for name, count, note in rows:
+        docs = "?" if count is None else f"{count} doc(s)"
+        console.print(f"{name:16} {docs:>12}  {safe(note)}")
+    if not rows:
+        console.print("(no stores)")
+    err_console.print(f"(in {safe(mem.store_dir(pid))}; [memory] backend = {mem.backend_name})")
+
+
+@memory.command()
+@click.option("--from", "source", required=True, metavar="BACKEND",
+              help="The backend whose store of the project to read (the configured backend "
+              "itself rebuilds its store, e.g. to re-embed it with a newly installed model).")
+@project_option
+@click.pass_context
+def reindex(ctx: click.Context, source: str, project: str | None) -> None:
+    """Copy a project's docs from one backend's store into the configured backend."""
+    from orchestrator.memory_stores import reindex as run_reindex
+
+    mem, pid = _memory(ctx, project)
+    report = run_reindex(mem, pid, source)
+    line = (f"reindexed {report.copied} doc(s) from {report.source} into {report.target}"
+            if report.source != report.target else
+            f"rebuilt the {report.target} store: {report.copied} doc(s) indexed afresh")
+    if report.already:
+        line += f"; {report.already} already there"
+    console.print(line)
+    if report.backup is not None:
+        console.print(f"the old store's files are in {safe(report.backup)} (delete it when "
+                      "the new store looks right)")

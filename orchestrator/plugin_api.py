@@ -8,10 +8,11 @@ this module stays cheap and never needs pytest, FAISS or an embedding model.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
+from typing import Any, Callable, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -113,6 +114,22 @@ class MemoryBackend(ABC):
     # How `retrieve` ranks, shown by `middle backends` and `middle memory search`: "relevance"
     # (scores say how well a doc matches the query) or "recency" (newest first, query ignored).
     recall: ClassVar[str] = "relevance"
+    # What the backend reads as "now" (unix seconds) for the times it stores and the recency it
+    # ranks by. `middle bench tickets` replays a history on the history's own clock.
+    clock: Callable[[], float] = staticmethod(time.time)
+    # The files in a project's directory that make up this backend's store (e.g.
+    # ("hybrid.sqlite3",)); empty: unknown, so the directory itself counts. See store_exists.
+    store_files: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def store_exists(cls, store_dir: Path) -> bool:
+        """Whether store_dir holds this backend's store. Read-only calls (`middle memory
+        list|search|export`, the memory API's retrieve, docs and search) on a project without
+        one answer empty and create nothing."""
+        store_dir = Path(store_dir)
+        if cls.store_files:
+            return any((store_dir / name).exists() for name in cls.store_files)
+        return store_dir.is_dir()
 
     def __init__(self, store_dir: Path, options: BackendOptions, llm: TextLLM | None = None):
         self.store_dir = Path(store_dir)

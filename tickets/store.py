@@ -22,7 +22,8 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 
 # 2: the claims table (one run per ticket across processes), turn status 'interrupted', run events.
 # 3: tickets.depends_on; a run's git record (base, branch, worktree, commit, changed paths, merge).
-SCHEMA_VERSION = 3
+# 4: memory_docs.backend: the memory backend that indexed each doc (NULL: not recorded).
+SCHEMA_VERSION = 4
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
 SCHEMA_LOCK_KEY = 0x6D6964646C65
@@ -92,7 +93,8 @@ CREATE TABLE IF NOT EXISTS memory_docs (
     project_id TEXT NOT NULL,
     doc TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    deleted_at TEXT
+    deleted_at TEXT,
+    backend TEXT
 );
 CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
 """ + CLAIMS_SCHEMA + EVENTS_SCHEMA
@@ -107,7 +109,8 @@ _RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ende
 # Columns added after a table was first created: (table, column, declaration) for the migration.
 _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   *(("runs", name, "TEXT") for name in GIT_RUN_FIELDS),
-                  ("runs", "offline", "INTEGER NOT NULL DEFAULT 0"))
+                  ("runs", "offline", "INTEGER NOT NULL DEFAULT 0"),
+                  ("memory_docs", "backend", "TEXT"))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
@@ -469,9 +472,11 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
 
     # -- memory docs ------------------------------------------------------------------------
 
-    def add_memory_doc(self, ticket_id: str, project_id: str, doc: str) -> None:
-        """Remember the exact string indexed for a ticket; an identical live doc is kept once,
-        because the index node re-runs when a crashed run is resumed."""
+    def add_memory_doc(self, ticket_id: str, project_id: str, doc: str,
+                       backend: str | None = None) -> None:
+        """Remember the exact string indexed for a ticket, and the memory backend indexing it;
+        an identical live doc is kept once, because the index node re-runs when a crashed run
+        is resumed."""
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM tickets WHERE id = ?", (ticket_id,)).fetchone() is None:
                 raise _no_ticket(ticket_id)
@@ -480,8 +485,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
                 " AND deleted_at IS NULL", (ticket_id, project_id, doc)).fetchone()
             if exists is None:
                 conn.execute(
-                    "INSERT INTO memory_docs (ticket_id, project_id, doc, created_at) VALUES (?, ?, ?, ?)",
-                    (ticket_id, project_id, doc, utc_now()))
+                    "INSERT INTO memory_docs (ticket_id, project_id, doc, created_at, backend) "
+                    "VALUES (?, ?, ?, ?, ?)", (ticket_id, project_id, doc, utc_now(), backend))
 
     def memory_docs(self, ticket_id: str, include_deleted: bool = False) -> list[str]:
         """The docs indexed for a ticket, oldest first; deleted ones only when asked."""
@@ -489,6 +494,12 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
         if not include_deleted:
             sql += " AND deleted_at IS NULL"
         return [r["doc"] for r in self._read(sql + " ORDER BY id", (ticket_id,))]
+
+    def memory_doc_backends(self, ticket_id: str) -> dict[str, str | None]:
+        """The ticket's live docs and the backend that indexed each (None: not recorded)."""
+        rows = self._read("SELECT doc, backend FROM memory_docs WHERE ticket_id = ? AND "
+                          "deleted_at IS NULL ORDER BY id", (ticket_id,))
+        return {r["doc"]: r["backend"] for r in rows}
 
     def replace_memory_doc(self, project_id: str, old: str, new: str) -> int:
         """After a memory doc was edited (delete + index), keep the tickets' record of it in step,

@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
-import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
-import numpy as np
-from pydantic import ValidationError
 
 from orchestrator.plugin_api import (
     BackendOptions,
-    ConfigError,
     MemoryBackend,
     MemoryStoreError,
     RetrieveResult,
@@ -24,6 +19,8 @@ from orchestrator.plugin_api import (
     retrieval,
 )
 
+from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
+
 from . import extract, lifecycle, recall as recall_mod, reflect as reflect_mod
 from .bank import Bank, in_clause
 from .observations import remove_facts
@@ -31,7 +28,6 @@ from .options import HindsightOptions
 from .retain import RetainItem, check_tags, retain_items, text_hash
 
 log = logging.getLogger("middle.hindsight")
-RECENT_QUERIES = 64
 SECOND_FACT_WEIGHT = 0.3  # a document with two matching facts beats one with a single match
 
 
@@ -42,84 +38,28 @@ class HindsightBackend(MemoryBackend):
     description = ("Hindsight-style: retain typed facts (entities, dates, links, observations), "
                    "recall by semantic + keyword + graph + temporal, reflect, mental models.")
     Options = HindsightOptions
+    store_files = ("hindsight.sqlite3",)
     recall: ClassVar[str] = "relevance"
 
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
                  llm: TextLLM | None = None):
         super().__init__(store_dir, self._coerce(options), llm)
         self.options: HindsightOptions
-        self.clock = time.time
-        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self.bank = Bank(self.store_dir)
         try:
-            self.embedder = self._open_embedder()
+            claim_backend(self.bank, self.name)
+            self.embedder = bind_embedder(self.bank, self.options, self.name, "facts")
         except BaseException:
             self.bank.close()
             raise
         self.cache = retrieval.shared_cache() if self.options.embedding_cache and self.embedder.cacheable else None
+        self.query_vector = QueryVectors(self.embedder)
 
     @classmethod
     def _coerce(cls, options: BackendOptions | dict[str, Any] | None) -> HindsightOptions:
-        if isinstance(options, HindsightOptions):
-            return options
-        raw = options.model_dump() if isinstance(options, BackendOptions) else dict(options or {})
-        try:
-            return HindsightOptions.model_validate(raw)
-        except ValidationError as exc:
-            raise ConfigError(f"invalid [memory.options] for backend 'hindsight': {exc}") from None
-
-    def _open_embedder(self) -> retrieval.Embedder:
-        """The configured embedder; a bank built with another is re-embedded from its fact
-        texts (Hindsight cannot switch embedders; every fact here keeps its text)."""
-        opts = self.options
-        with self.bank.read() as conn:
-            recorded = self.bank.meta_json(conn, "embedder_spec", None)
-        if opts.embedder == "auto" and recorded:
-            embedder = retrieval.make_embedder(
-                recorded["embedder"], url=recorded.get("embedder_url"),
-                api_key_env=recorded.get("embedder_api_key_env"),
-                query_prefix=recorded.get("query_prefix", ""),
-                document_prefix=recorded.get("document_prefix", ""))
-        else:
-            name = retrieval.default_embedder_name() if opts.embedder == "auto" else opts.embedder
-            embedder = retrieval.make_embedder(
-                name, url=opts.embedder_url, api_key_env=opts.embedder_api_key_env,
-                query_prefix=opts.query_prefix, document_prefix=opts.document_prefix)
-        spec = {**embedder.spec(), "embedder_url": opts.embedder_url,
-                "embedder_api_key_env": opts.embedder_api_key_env}
-        with self.bank.read() as conn:
-            model_id = self.bank.meta(conn, "embedder_model_id")
-        if model_id != embedder.model_id:
-            self._reembed(embedder, model_id, spec)
-        return embedder
-
-    def _reembed(self, embedder: retrieval.Embedder, old: str | None, spec: dict) -> None:
-        with self.bank.read() as conn:
-            rows = conn.execute("SELECT id, text FROM facts ORDER BY id").fetchall()
-        if rows:
-            log.warning("hindsight bank %s was embedded with %s; re-embedding its %d facts with %s",
-                        self.bank.path, old, len(rows), embedder.model_id)
-        vectors = retrieval.embed_documents(embedder, [t for _, t in rows], None) if rows else []
-        with self.bank.write() as conn:
-            conn.execute("DELETE FROM vectors")
-            conn.executemany("INSERT INTO vectors (id, vec) VALUES (?, ?)",
-                             [(i, np.asarray(v, dtype=np.float32).tobytes()) for (i, _), v in zip(rows, vectors)])
-            self.bank.set_meta(conn, "embedder_model_id", embedder.model_id)
-            self.bank.set_meta(conn, "embedder_spec", spec)
-            self.bank.set_meta(conn, "changes_floor", str(int(self.bank.meta(conn, "generation") or 0) + 1))
-            self.bank.bump(conn, [])
-        self.bank.forget_mirror()
+        return coerce_options(cls, options)  # type: ignore[return-value]
 
     # --- helpers used by retain / recall -------------------------------------------------------
-
-    def query_vector(self, query: str) -> np.ndarray:
-        vector = self._queries.pop(query, None)
-        if vector is None:
-            vector = self.embedder.embed_query(query)
-        self._queries[query] = vector
-        while len(self._queries) > RECENT_QUERIES:
-            self._queries.popitem(last=False)
-        return vector
 
     def has_facts(self) -> bool:
         with self.bank.read() as conn:
@@ -160,17 +100,22 @@ class HindsightBackend(MemoryBackend):
     def _retain(self, items: list[RetainItem]) -> list[int]:
         if not items:
             return []
-        written = retain_items(self, items)
+        return retain_items(self, items)
+
+    def _refresh_if_due(self) -> None:
+        """Refresh the mental models when refresh_every_retains retains have happened since
+        the last refresh. Done when the models are read, not in the retain that made them
+        due: a retain stays cheap, and retains between two reads share one refresh."""
         every = self.options.refresh_every_retains
-        if written and every and self.options.mental_models:
-            with self.bank.read() as conn:
-                due = int(self.bank.meta(conn, "retains_since_refresh") or 0) >= every
-            if due:
-                try:
-                    reflect_mod.refresh_models(self)
-                except Exception as exc:  # the retain is committed; models catch up next time
-                    log.warning("hindsight mental models not refreshed: %s", exc)
-        return written
+        if not (every and self.options.mental_models):
+            return
+        with self.bank.read() as conn:
+            due = int(self.bank.meta(conn, "retains_since_refresh") or 0) >= every
+        if due:
+            try:
+                reflect_mod.refresh_models(self)
+            except Exception as exc:  # the models stay as they were; the next read retries
+                log.warning("hindsight mental models not refreshed: %s", exc)
 
     def recall_query(self, query: str, budget: int = 10, max_tokens: int | None = None,
                      types: Sequence[str] | None = None, tags: Sequence[str] | None = None,
@@ -204,6 +149,7 @@ class HindsightBackend(MemoryBackend):
         return True
 
     def mental_models(self) -> list[dict[str, Any]]:
+        self._refresh_if_due()
         with self.bank.read() as conn:
             rows = conn.execute("SELECT name, question, content, version, updated_at, fact_ids "
                                 "FROM mental_models ORDER BY name").fetchall()
@@ -304,10 +250,21 @@ class HindsightBackend(MemoryBackend):
         with self.bank.read() as conn:
             return [r[0] for r in conn.execute("SELECT text FROM documents ORDER BY id")]
 
+    def list_records(self) -> list[tuple[str, float]]:
+        """Every retained document with its event time, oldest first."""
+        with self.bank.read() as conn:
+            return conn.execute("SELECT text, event_time FROM documents ORDER BY id").fetchall()
+
+    def has_doc(self, doc: str) -> bool:
+        with self.bank.read() as conn:
+            return conn.execute("SELECT 1 FROM documents WHERE text_hash = ? LIMIT 1",
+                                (text_hash(doc),)).fetchone() is not None
+
     def observe_round(self, conversation_id: str, prompt: str, response: str) -> None:
         lifecycle.observe_round(self, conversation_id, prompt, response)
 
     def agent_context(self) -> str:
+        self._refresh_if_due()
         return reflect_mod.agent_context(self)
 
     def close(self) -> None:

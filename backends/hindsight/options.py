@@ -16,7 +16,7 @@ MODEL_NAME_CHARS = 64
 MENTAL_MODEL_CAP = 16_000  # seed 003 caps a mental model at 16k characters
 
 
-class HindsightOptions(retrieval.EmbedderOptions):
+class HindsightOptions(retrieval.EmbedderOptions, retrieval.RecencyOptions):
     """Options of the hindsight backend; every default works offline with no LLM."""
 
     # --- retain -------------------------------------------------------------------------
@@ -49,9 +49,6 @@ class HindsightOptions(retrieval.EmbedderOptions):
         description="weight of each recall strategy in the fusion (0 turns one off)")
     candidate_pool: int = Field(100, ge=10, le=2000, description="candidates per strategy")
     graph_seeds: int = Field(8, ge=1, le=100, description="best hits the graph spreads from")
-    recency_weight: float = Field(
-        0.0, ge=0, le=1, description="blend of exp(-age/scale) by fact time (seed 001); 0: off")
-    recency_scale_days: float = Field(30.0, gt=0)
     evidence_weight: float = Field(
         0.1, ge=0, le=1, description="boost for facts confirmed by several sources: "
         "score * (1 + w * ln(sources))")
@@ -83,7 +80,8 @@ class HindsightOptions(retrieval.EmbedderOptions):
     mental_model_chars: int = Field(
         MENTAL_MODEL_CAP, ge=200, le=MENTAL_MODEL_CAP, description="cap per stored model")
     refresh_every_retains: int = Field(
-        1, ge=0, description="refresh the mental models after this many retain calls; 0: never")
+        1, ge=0, description="refresh the mental models after this many retain calls, when "
+        "they are next read (the middle agent's context, `middle memory models`); 0: never")
     agent_context_chars: int = Field(
         1200, ge=0, le=8000, description="most characters of mental models shown to the middle "
         "agent on each request (all models together); 0: none")

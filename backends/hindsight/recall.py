@@ -140,6 +140,13 @@ def recall(hb: HindsightBackend, query: str, k: int, *, budget_tokens: int | Non
         fused = fuse(lists, opts.strategy_weights, opts.fusion, opts.rrf_k)
         # Boosts only reorder near the top: rows for a margin beyond k are enough.
         fused = fused[:max(k + 20, 2 * k) if not opts.rerank_model else max(pool, k)]
+        if opts.recent_candidates and opts.recency_weight and not filtered:
+            # The newest facts join the candidates (RecencyOptions): the work just done is
+            # weighed even when it shares no words with the query.
+            held = {i for i, _ in fused}
+            fused += [(r[0], 0.0) for r in conn.execute(
+                "SELECT id FROM facts WHERE doc_id IS NOT NULL ORDER BY mentioned_at DESC, id DESC "
+                "LIMIT ?", (len(fused) or k,)) if r[0] not in held]
         if not filtered:
             rows = _rows(conn, [i for i, _ in fused])
     ranks = {name: {j: r for r, (j, _) in enumerate(ranked, start=1)} for name, ranked in lists.items()}
@@ -149,11 +156,10 @@ def recall(hb: HindsightBackend, query: str, k: int, *, budget_tokens: int | Non
         hit.found_by = {name: by[i] for name, by in ranks.items() if i in by}
         if opts.evidence_weight and hit.sources > 1:
             score *= 1 + opts.evidence_weight * math.log(hit.sources)
-        if opts.recency_weight:
-            age = max(0.0, (now - (hit.start if hit.dated else hit.mentioned_at)) / dates.DAY)
-            score = (1 - opts.recency_weight) * score + opts.recency_weight * math.exp(
-                -age / opts.recency_scale_days)
-        hit.score = score
+        # Recency counts from when a fact was said or retained, not the date it mentions: a
+        # fix recorded today about an old date is recent work (questions about dates are the
+        # temporal strategy's to answer).
+        hit.score = retrieval.pipeline.with_recency(score, hit.mentioned_at, now, opts)
         hits.append(hit)
     hits = _rerank(hb, query, hits)
     hits.sort(key=lambda h: (-h.score, h.id))

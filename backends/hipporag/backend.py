@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import ValidationError
 
 from orchestrator.plugin_api import (
     BackendOptions,
@@ -23,16 +21,19 @@ from orchestrator.plugin_api import (
     retrieval,
 )
 
+from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
+
 from . import openie
-from .graph import Graph, personalized_pagerank
-from .mirror import IndexMirror, MatrixMirror
+from .graph import Graph, GraphMirror, personalized_pagerank
+from .store import VECTOR_TABLES
 from .options import HippoRAGOptions
 from .store import GraphStore, text_hash
-from .writer import GraphWriter, NewPassage, alnum_count, fact_text
+from .writer import GraphWriter, NewPassage, alnum_count, composed, fact_text
 
 log = logging.getLogger("middle.memory.hipporag")
 
-RECENT_QUERIES = 64
+POOL = 3  # candidates per result for the recency blend (hybrid's candidate_multiplier)
+MAX_QUERY_CHARS = 2000  # entities are looked for in a query's head (per-turn queries are ~1000)
 # What changes the graph's shape: a store keeps the values it was built with.
 GRAPH_SPEC_KEYS = ("synonymy_threshold", "synonymy_max_neighbours", "synonymy_min_chars")
 
@@ -44,36 +45,31 @@ class HippoRAGBackend(MemoryBackend):
     description = ("HippoRAG 2 minimal: OpenIE knowledge graph (offline extractor, the memory "
                    "LLM or precomputed triples) ranked by Personalized PageRank.")
     Options = HippoRAGOptions
+    store_files = ("hipporag.sqlite3",)
 
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
                  llm: TextLLM | None = None):
-        super().__init__(store_dir, self._coerce(options), llm)
+        super().__init__(store_dir, coerce_options(type(self), options), llm)
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
         self.source, self.precomputed = self._openie_source(opts)
         self._store = GraphStore(self.store_dir / "hipporag.sqlite3")
         try:
+            claim_backend(self._store, self.name)
             self._claim(opts)
-            self.embedder = self._open_embedder(opts)
+            self.embedder = bind_embedder(self._store, opts, self.name, "passages")
         except BaseException:
             self._store.close()
             raise
         self._cache = retrieval.shared_cache() if opts.embedding_cache else None
-        self._passages = MatrixMirror("p")
-        self._facts = MatrixMirror("f")
-        self._entities = IndexMirror("e")
-        self._graph: Graph | None = None
-        self._graph_gen: int | None = None
-        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._passages = retrieval.MatrixMirror(VECTOR_TABLES["p"], "p")
+        self._facts = retrieval.MatrixMirror(VECTOR_TABLES["f"], "f")
+        self._entities = retrieval.IndexMirror(VECTOR_TABLES["e"], "e")
+        self._graph = GraphMirror()
+        self._query_vector = QueryVectors(self.embedder)
 
     @classmethod
     def _coerce(cls, options: BackendOptions | dict[str, Any] | None) -> BackendOptions:
-        if isinstance(options, cls.Options):
-            return options
-        raw = options.model_dump() if isinstance(options, BackendOptions) else dict(options or {})
-        try:
-            return cls.Options.model_validate(raw)
-        except ValidationError as exc:
-            raise ConfigError(f"invalid [memory.options] for backend {cls.name!r}: {exc}") from None
+        return coerce_options(cls, options)
 
     def _openie_source(self, opts: HippoRAGOptions):
         if opts.openie.startswith("precomputed:"):
@@ -87,45 +83,12 @@ class HippoRAGBackend(MemoryBackend):
 
     def _claim(self, opts: HippoRAGOptions) -> None:
         spec = json.dumps({k: getattr(opts, k) for k in GRAPH_SPEC_KEYS}, sort_keys=True)
-        held = self._store.claim_meta({"backend": self.name, "graph_spec": spec})
-        if held["backend"] != self.name:
-            raise MemoryStoreError(f"{self._store.path} belongs to backend {held['backend']!r}, "
-                                   f"not {self.name!r}: move it away or use that backend")
+        held = self._store.claim_meta({"graph_spec": spec})
         if held["graph_spec"] != spec:
             raise ConfigError(f"the hipporag store {self._store.path} was built with synonymy "
                               f"options {held['graph_spec']}, but [memory.options] asks for {spec}: "
-                              "use the store's values, or export, move the store away and re-index")
-
-    def _open_embedder(self, opts: HippoRAGOptions) -> retrieval.Embedder:
-        with self._store.read() as conn:
-            recorded = self._store.get_meta(conn, "embedder_spec")
-            empty = conn.execute("SELECT COUNT(*) FROM passages").fetchone()[0] == 0
-        if opts.embedder == "auto" and recorded:
-            spec = json.loads(recorded)
-            embedder = retrieval.make_embedder(
-                spec["embedder"], url=spec.get("embedder_url"),
-                api_key_env=spec.get("embedder_api_key_env"),
-                query_prefix=spec.get("query_prefix", ""),
-                document_prefix=spec.get("document_prefix", ""))
-        else:
-            name = retrieval.default_embedder_name() if opts.embedder == "auto" else opts.embedder
-            embedder = retrieval.make_embedder(
-                name, url=opts.embedder_url, api_key_env=opts.embedder_api_key_env,
-                query_prefix=opts.query_prefix, document_prefix=opts.document_prefix)
-        wanted = {"embedder_model_id": embedder.model_id,
-                  "embedder_spec": json.dumps(embedder.spec(), sort_keys=True)}
-        if empty:  # an empty store takes whichever embedder is asked for
-            with self._store.write() as conn:
-                if conn.execute("SELECT COUNT(*) FROM passages").fetchone()[0] == 0:
-                    conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", wanted.items())
-        held = self._store.claim_meta(wanted)
-        if held["embedder_model_id"] != embedder.model_id:
-            raise MemoryStoreError(
-                f"the memory store {self._store.path} was built with embedder "
-                f"{held['embedder_model_id']!r}, but [memory.options] asks for "
-                f"{embedder.model_id!r}: set embedder = \"auto\" to use this store, or export it, "
-                "move it away and re-index to switch embedders")
-        return embedder
+                              "use the store's values, or run `middle memory reindex --from "
+                              "hipporag` to rebuild it with the new ones")
 
     # --- embedding ------------------------------------------------------------------------
 
@@ -141,19 +104,12 @@ class HippoRAGBackend(MemoryBackend):
         if self._cache is not None:
             retrieval.embed_documents(self.embedder, list(docs), self._cache)
 
-    def _query_vector(self, query: str) -> np.ndarray:
-        vector = self._recent.pop(query, None)
-        if vector is None:
-            vector = self.embedder.embed_query(query)
-        self._recent[query] = vector
-        while len(self._recent) > RECENT_QUERIES:
-            self._recent.popitem(last=False)
-        return vector
-
     # --- index ----------------------------------------------------------------------------
 
     def index(self, docs: list[str]) -> None:
-        docs = check_texts(docs, "docs")
+        self._add(check_texts(docs, "docs"), {})
+
+    def _add(self, docs: list[str], when: dict[str, float | None]) -> None:
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
         with self._store.lock:
             fresh = self._unknown(docs)
@@ -164,16 +120,17 @@ class HippoRAGBackend(MemoryBackend):
             entities = {n for ex in extractions.values() for n in ex.entities
                         if opts.synonymy_max_neighbours > 0 and alnum_count(n) >= opts.synonymy_min_chars}
             triples = {t for ex in extractions.values() for t in ex.triples}
-            known = self._embed(self._missing(entities, triples))
-            items = [NewPassage(text, text_hash(text), passages[text], extractions[text])
-                     for text in fresh]
+            known = self._embed(self._missing(entities, triples, opts.fact_vectors))
+            items = [NewPassage(text, text_hash(text), passages[text], extractions[text],
+                                when.get(text)) for text in fresh]
             self._write(lambda w: w.add(items, known))
 
     def index_records(self, records: Sequence[Any]) -> None:
-        """Index records with a `text` (retrieval.MemoryRecord, as `middle bench memory` passes):
-        the text is the passage; event time and importance do not enter the graph ranking."""
-        texts = [getattr(r, "text", None) for r in records]
-        self.index(texts)  # type: ignore[arg-type] - a record without text is refused there
+        """Index records with a `text` and optional `timestamp` (retrieval.MemoryRecord): the
+        text is the passage, its time what recency counts from; importance is not used."""
+        texts = check_texts([getattr(r, "text", None) for r in records], "docs")
+        times = [getattr(r, "timestamp", None) for r in records]
+        self._add(texts, {t: w for t, w in reversed(list(zip(texts, times)))})  # first one wins
 
     def _unknown(self, docs: list[str]) -> list[str]:
         unique = list(dict.fromkeys(docs))
@@ -181,12 +138,16 @@ class HippoRAGBackend(MemoryBackend):
             return [d for d in unique if conn.execute(
                 "SELECT 1 FROM passages WHERE hash = ?", (text_hash(d),)).fetchone() is None]
 
-    def _missing(self, entities: set[str], triples: set[tuple[str, str, str]]) -> list[str]:
+    def _missing(self, entities: set[str], triples: set[tuple[str, str, str]],
+                 fact_vectors: str) -> list[str]:
         """Entity names and fact texts the store has no vector for yet (embed only those)."""
+        built = {t for t in triples if composed(t, fact_vectors)}  # from their names' vectors
+        entities = entities | {n for t in built for n in (t[0], t[2])}
         with self._store.read() as conn:
             names = [n for n in sorted(entities) if conn.execute(
-                "SELECT 1 FROM entities WHERE name = ?", (n,)).fetchone() is None]
-            facts = [fact_text(*t) for t in sorted(triples) if conn.execute(
+                "SELECT 1 FROM entity_vectors v JOIN entities e ON e.id = v.id WHERE e.name = ?",
+                (n,)).fetchone() is None]
+            facts = [fact_text(*t) for t in sorted(triples - built) if conn.execute(
                 "SELECT 1 FROM facts f JOIN entities s ON s.id = f.subject JOIN entities o ON "
                 "o.id = f.object WHERE s.name = ? AND f.predicate = ? AND o.name = ?",
                 t).fetchone() is None]
@@ -207,7 +168,7 @@ class HippoRAGBackend(MemoryBackend):
                 self._entities.sync(self._store, conn)
                 writer = GraphWriter(conn, self._entities, opts.synonymy_threshold,
                                      opts.synonymy_max_neighbours, opts.synonymy_min_chars,
-                                     self._embed)
+                                     self._embed, self.clock(), opts.fact_vectors)
                 result = work(writer)
                 # Nothing changed (another writer was first): keep the generation, so no
                 # instance reloads for nothing.
@@ -244,17 +205,24 @@ class HippoRAGBackend(MemoryBackend):
         with self._store.read() as conn:
             return [r[0] for r in conn.execute("SELECT text FROM passages ORDER BY id")]
 
+    def list_records(self) -> list[tuple[str, float]]:
+        """Every passage with the time it was indexed, oldest first."""
+        with self._store.read() as conn:
+            return conn.execute("SELECT text, created_at FROM passages ORDER BY id").fetchall()
+
+    def has_doc(self, doc: str) -> bool:
+        with self._store.read() as conn:
+            return conn.execute("SELECT 1 FROM passages WHERE hash = ?",
+                                (text_hash(doc),)).fetchone() is not None
+
     # --- retrieve -------------------------------------------------------------------------
 
     def _sync(self) -> Graph | None:
         with self._store.read() as conn:
             self._passages.sync(self._store, conn)
             self._facts.sync(self._store, conn)
-            gen = self._store.generation(conn)[0]
-            if self._graph_gen != gen:
-                self._graph, self._graph_gen = Graph.load(conn), gen
-        graph = self._graph
-        if graph is None or len(graph.passage_ids) == 0:
+            graph = self._graph.sync(self._store, conn)
+        if len(graph.passage_ids) == 0:
             return None
         if not (np.array_equal(graph.passage_ids, self._passages.ids)
                 and np.array_equal(graph.fact_ids, self._facts.ids)):
@@ -283,13 +251,18 @@ class HippoRAGBackend(MemoryBackend):
                                      f"({','.join('?' * len(ids))})", ids).fetchall())
 
     def _rank(self, graph: Graph, query: str, k: int) -> list[tuple[int, float]]:
+        """PageRank over the graph seeded by the query (dense similarity when nothing links
+        the query to the graph), then the recency blend over the best and the newest."""
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
         q = self._query_vector(query)
         dense = self._passages.scores(q).astype(np.float64)
         facts = self._top_facts(graph, q, query)
-        if not facts:  # no fact survives: dense passage retrieval
-            return _top(graph.passage_ids, dense, k)
+        named = self._named_entities(graph, query)
+        if not facts and not named:  # nothing links the query to the graph: dense retrieval
+            return self._with_recency(_top(graph.passage_ids, dense, POOL * k), k)
         seeds = np.zeros(graph.adjacency.shape[0])
+        for node in named:  # an entity the query names exactly: certain, so full weight
+            seeds[node] = 1.0 / max(graph.passages_per_entity[node], 1.0)
         for i, score in facts:
             for node in (graph.fact_subject[i], graph.fact_object[i]):
                 weight = score / max(graph.passages_per_entity[node], 1.0)
@@ -297,7 +270,38 @@ class HippoRAGBackend(MemoryBackend):
         seeds[graph.n_entities:] = _minmax(dense) * opts.passage_node_weight
         rank = personalized_pagerank(graph, seeds, opts.damping, opts.ppr_max_iterations,
                                      opts.ppr_tolerance)
-        return _top(graph.passage_ids, rank[graph.n_entities:], k)
+        return self._with_recency(_top(graph.passage_ids, rank[graph.n_entities:], POOL * k), k)
+
+    def _with_recency(self, ranked: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
+        """The best k by (1 - w) * relevance + w * recency (seed 001), relevance min-max
+        normalised over the pool; the newest passages join the pool (see RecencyOptions)."""
+        opts: HippoRAGOptions = self.options  # type: ignore[assignment]
+        if not opts.recency_weight or not ranked:
+            return ranked[:k]
+        pool = dict(ranked)
+        with self._store.read() as conn:
+            if opts.recent_candidates:
+                for (pid,) in conn.execute("SELECT id FROM passages ORDER BY created_at DESC, id "
+                                           "DESC LIMIT ?", (len(ranked),)):
+                    pool.setdefault(pid, None)
+            ids = list(pool)
+            times = dict(conn.execute(f"SELECT id, created_at FROM passages WHERE id IN "
+                                      f"({','.join('?' * len(ids))})", ids).fetchall())
+        scored = [s for s in pool.values() if s is not None]
+        low, high = min(scored), max(scored)
+        now = self.clock()
+        blended = []
+        for pid, score in pool.items():
+            relevance = 0.0 if score is None else (score - low) / (high - low) if high > low else 1.0
+            blended.append((pid, retrieval.pipeline.with_recency(relevance, times.get(pid, now),
+                                                                 now, opts)))
+        return sorted(blended, key=lambda item: (-item[1], item[0]))[:k]
+
+    def _named_entities(self, graph: Graph, query: str) -> list[int]:
+        """Nodes of the graph's entities that the query names, found by the offline extractor
+        (the same normalised names the graph holds)."""
+        names = openie.extract_offline(query[:MAX_QUERY_CHARS]).entities
+        return [n for n in (graph.entity_node(name) for name in names) if n is not None]
 
     def _top_facts(self, graph: Graph, q: np.ndarray, query: str) -> list[tuple[int, float]]:
         """(fact position, min-max normalised score) of the best facts, after the LLM filter."""
@@ -305,7 +309,10 @@ class HippoRAGBackend(MemoryBackend):
         scores = self._facts.scores(q).astype(np.float64)
         if len(scores) == 0:
             return []
-        norm = _minmax(scores)
+        # A fact seeds its entities by how surely the query refers to it: its cosine, so a
+        # weak best match stays weak (min-max would make any best fact count as much as a
+        # name the query contains); "minmax" is HippoRAG 2's normalisation within the query.
+        norm = _minmax(scores) if opts.fact_weight == "minmax" else np.clip(scores, 0.0, 1.0)
         k = min(opts.fact_top_k, len(scores))
         cutoff = np.partition(norm, len(norm) - k)[len(norm) - k]
         pool = np.flatnonzero(norm >= cutoff)  # ties at the cut broken by content, not row ids
@@ -332,7 +339,7 @@ class HippoRAGBackend(MemoryBackend):
 
     def close(self) -> None:
         self._store.close()
-        self._graph = None
+        self._graph.invalidate()
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:

@@ -89,19 +89,52 @@ tonight""")
 _TIME = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\.?\b)?", re.IGNORECASE)
 
 
+# Verbs a ticket or commit starts with, and the labels of the completion doc ("Ticket: ...
+# Changed: ..."): capitalised at a sentence's start, they name no work ("Add", "Fix").
+_LEADING = _words("""
+add added adds adding fix fixed fixes fixing remove removed removes update updated updates
+refactor refactored rename renamed move moved implement implemented support supports allow
+allowed allows use uses make makes change changed changes improve improved improves test tested
+tests document documented docs release released bump bumped merge merged revert reverted handle
+handled handles show shows showed hide hides create created creates delete deleted deletes drop
+dropped replace replaced switch switched ensure ensures avoid avoids prevent prevents enable
+enabled enables disable disabled expose exposed return returns raise raises run runs ran build
+built install installed upgrade upgraded simplify simplified clean cleaned tidy tweak tweaked
+correct corrected rewrite rewrote restore restored introduce introduced extract extracted split
+initial new ticket tickets note notes see refs closes ref""")
+# Spans a developer's text names work with, whatever their case: `code spans`, --options and
+# error names (paths, dotted.names and identifiers are tokens, see _is_name_token).
+_CODE_SPAN = re.compile(r"`([^`\n]{2,80})`|(?<![\w-])(--[A-Za-z][\w-]+)|\b(\w+(?:Error|Exception|Warning))\b")
+
+
+def _is_code_token(token: str) -> bool:
+    """A path or dotted name (datasette/views/table.py, sqlite3.connect): one of its parts has
+    three or more letters, so "e.g" and "U.S" are not code."""
+    return ("/" in token or "." in token) and any(
+        sum(c.isalpha() for c in part) >= 3 for part in re.split(r"[./]", token))
+
+
 def _is_name_token(token: str) -> bool:
     first = token[0]
     # "I'm", "What's": a stopword with a contraction names nothing.
     if ("'" in token or "’" in token) and re.split("['’]", token.lower())[0] in _STOP:
         return False
     return first.isupper() or first.isdigit() or any(c.isdigit() for c in token) or "_" in token \
-        or (token[1:] != token[1:].lower() and token.isalnum())  # camelCase identifiers
+        or (token[1:] != token[1:].lower() and token.isalnum()) \
+        or _is_code_token(token)  # camelCase identifiers, paths
 
 
 def _spans(sentence: str) -> list[tuple[int, int, str]]:
-    """(start, end, text) of name-like spans: capitalised runs, numbers, dates, identifiers."""
-    tokens = [(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(sentence)]
+    """(start, end, text) of name-like spans: capitalised runs, numbers, dates, identifiers,
+    paths, code spans, options and error names."""
     spans: list[tuple[int, int, str]] = []
+    for m in _CODE_SPAN.finditer(sentence):
+        group = next(g for g in (1, 2, 3) if m.group(g))
+        if len(m.group(group).split()) <= MAX_ENTITY_WORDS:
+            spans.append((m.start(group), m.end(group), m.group(group)))
+    taken = [(a, b) for a, b, _ in spans]
+    tokens = [(m.start(), m.end(), m.group()) for m in _TOKEN.finditer(sentence)
+              if not any(a <= m.start() < b for a, b in taken)]
     i = 0
     while i < len(tokens):
         if not _is_name_token(tokens[i][2]):
@@ -121,14 +154,15 @@ def _spans(sentence: str) -> list[tuple[int, int, str]]:
             else:
                 break
         words = tokens[i:j]
-        while words and words[0][2].lower() in _STOP:  # "The Journal ..." -> "Journal ..."
+        # "The Journal ..." -> "Journal ...", "Fix CSV export" -> "CSV"
+        while words and words[0][2].lower() in _STOP | _LEADING:
             words = words[1:]
         while words and words[-1][2].lower() in _CONNECTORS | _STOP:
             words = words[:-1]
         if words and not (len(words) == 1 and len(words[0][2]) < 2):
             spans.append((words[0][0], words[-1][1], sentence[words[0][0]:words[-1][1]]))
         i = j
-    return spans
+    return sorted(spans)
 
 
 # Common words that are not topics (verbs, adverbs, chat filler): a phrase is a run of other
@@ -189,6 +223,15 @@ def extract_offline(passage: str) -> Extraction:
         if n >= MAX_SENTENCES or len(triples) >= MAX_FACTS:
             break
         spans = [s for s in _spans(sentence) if normalise(s[2])][:MAX_ENTITIES_PER_SENTENCE]
+        title_phrases: list[tuple[int, int, str]] = []
+        if n == 0:
+            # The first sentence is a doc's title: its plain-word phrases name the work ("Make
+            # custom type and foreign key mutually exclusive"). Without names they are its
+            # entities; beside names they hang off the topic, leaving the names' facts whole.
+            title_phrases = [p for p in _phrases(sentence, spans) if normalise(p[2])]
+            title_phrases = title_phrases[:MAX_PHRASES_PER_SENTENCE]
+            if not spans:
+                spans, title_phrases = title_phrases, []
         if not spans:
             # A sentence naming nothing (chat, notes) is about its phrases: hang them off the
             # passage's topic. Where names exist, phrases only added hubs (measured on MuSiQue).
@@ -209,4 +252,7 @@ def extract_offline(passage: str) -> Extraction:
             triples.append((a[2], _predicate(sentence[a[1]:b[0]]) or "and", b[2]))
         for b in spans[2:]:
             triples.append((first[2], _predicate(sentence[first[1]:b[0]]), b[2]))
+        for phrase in title_phrases:
+            raw_entities.append(phrase[2])
+            triples.append((topic, _predicate(sentence[:phrase[0]]) or "mentions", phrase[2]))
     return Extraction.build(raw_entities, triples[:MAX_FACTS], "offline")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 
 from orchestrator.plugin_api import retrieval
@@ -10,7 +12,7 @@ OPENIE_HELP = ('"auto" (the memory LLM when one is configured, else offline), "o
                'or "precomputed:PATH" (a JSON file shaped like musique100/openie_triples.json)')
 
 
-class HippoRAGOptions(retrieval.EmbedderOptions):
+class HippoRAGOptions(retrieval.EmbedderOptions, retrieval.RecencyOptions):
     """Embedder (shared with dense/hybrid), OpenIE source, graph and retrieval numbers."""
 
     openie: str = Field("auto", description=OPENIE_HELP)
@@ -24,6 +26,14 @@ class HippoRAGOptions(retrieval.EmbedderOptions):
         3, ge=0, description="entities with fewer letters/digits get no synonymy edges "
         "(short tokens are near everything)")
     fact_top_k: int = Field(5, ge=1, le=1000, description="facts kept by dense similarity")
+    fact_vectors: Literal["text", "entities"] = Field(
+        "text", description="what a fact's vector is: its text embedded (HippoRAG 2; a fact "
+        "with a bare predicate such as 'and' takes its names' vectors), or 'entities': always "
+        "the normalised sum of its subject's and object's name vectors (no model call per fact)")
+    fact_weight: Literal["cosine", "minmax"] = Field(
+        "cosine", description="seed weight of a fact's entities: its cosine to the query "
+        "(absolute: a weak best match stays weak beside an entity the query names, which "
+        "seeds with 1), or 'minmax' over the kept facts (HippoRAG 2)")
     recognition_filter: bool = Field(
         True, description="let the memory LLM drop irrelevant facts (recognition memory); "
         "off when no LLM is configured")

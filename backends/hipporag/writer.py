@@ -11,15 +11,15 @@ order passages came and went in, and adding docs costs in proportion to the new 
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from backends.retrieval.mirror import IndexMirror
+
 from .extract import Extraction
-from .mirror import IndexMirror
 from .store import CHUNK, to_blob
 
 
@@ -29,6 +29,18 @@ class NewPassage:
     hash: str
     vector: np.ndarray
     extraction: Extraction
+    time: float | None = None  # when the work it records was done; None: now
+
+
+# Predicates that say nothing beyond "these two names go together" (a list, a topic's mention).
+BARE_PREDICATES = frozenset({"", "and", "or", "mentions"})
+
+
+def composed(triple: tuple[str, str, str], fact_vectors: str) -> bool:
+    """Whether a fact's vector is built from its names' vectors rather than embedded: always
+    with fact_vectors = "entities", and for a bare predicate (a list such as "Changed: a.py,
+    b.py" says nothing its two names do not), so indexing pays no model call for it."""
+    return fact_vectors == "entities" or triple[1] in BARE_PREDICATES
 
 
 def fact_text(subject: str, predicate: str, obj: str) -> str:
@@ -44,8 +56,10 @@ class GraphWriter:
     """One write transaction's work; `changes` collects the (kind, id) vector rows touched."""
 
     def __init__(self, conn: sqlite3.Connection, entities: IndexMirror, threshold: float, k: int,
-                 min_chars: int, vectors_for: Callable[[list[str]], dict[str, np.ndarray]]):
-        self.conn, self.entities = conn, entities
+                 min_chars: int, vectors_for: Callable[[list[str]], dict[str, np.ndarray]],
+                 now: float, fact_vectors: str = "text"):
+        self.conn, self.entities, self.now = conn, entities, now
+        self.fact_vectors = fact_vectors
         self.threshold, self.k, self.min_chars = threshold, k, min_chars
         self.vectors_for = vectors_for  # embeds entity names / fact texts this call lacks
         self.changes: list[tuple[str, int]] = []
@@ -54,13 +68,13 @@ class GraphWriter:
 
     def add(self, passages: list[NewPassage], known: dict[str, np.ndarray]) -> int:
         """Insert passages (an exact text already stored is skipped); return how many were new."""
-        now = time.time()
+        now = self.now
         new_entities: list[tuple[int, str]] = []
         added = 0
         for p in passages:
             cur = self.conn.execute(
                 "INSERT OR IGNORE INTO passages (hash, text, created_at, source) VALUES (?, ?, ?, ?)",
-                (p.hash, p.text, now, p.extraction.source))
+                (p.hash, p.text, now if p.time is None else p.time, p.extraction.source))
             if cur.rowcount == 0:
                 continue
             added += 1
@@ -71,13 +85,14 @@ class GraphWriter:
             self.conn.executemany("INSERT OR IGNORE INTO passage_entities VALUES (?, ?)",
                                   [(pid, eid) for eid in ids.values()])
             for (s, pred, o), count in Counter(p.extraction.triples).items():
-                fid = self._fact(ids[s], pred, ids[o], fact_text(s, pred, o), known)
+                fid = self._fact(ids[s], pred, ids[o], (s, pred, o), known)
                 self.conn.execute("INSERT INTO passage_facts VALUES (?, ?, ?)", (pid, fid, count))
                 if ids[s] != ids[o]:
                     a, b = sorted((ids[s], ids[o]))
                     self.conn.execute(
                         "INSERT INTO fact_edges VALUES (?, ?, ?) ON CONFLICT (a, b) "
                         "DO UPDATE SET weight = weight + excluded.weight", (a, b, count))
+                    self.changes += [("g", a), ("g", b)]
         self._link_synonyms(new_entities)
         return added
 
@@ -92,6 +107,7 @@ class GraphWriter:
         if row is not None:
             return int(row[0])
         eid = int(self.conn.execute("INSERT INTO entities (name) VALUES (?)", (name,)).lastrowid)
+        self.changes.append(("n", eid))
         if self.k > 0 and alnum_count(name) >= self.min_chars:
             self.conn.execute("INSERT INTO entity_vectors VALUES (?, ?)",
                               (eid, to_blob(self._vector(name, known))))
@@ -99,7 +115,20 @@ class GraphWriter:
             new_entities.append((eid, name))
         return eid
 
-    def _fact(self, subject: int, predicate: str, obj: int, text: str,
+    def _fact_vector(self, triple: tuple[str, str, str], subject: int, obj: int,
+                     known: dict[str, np.ndarray]) -> np.ndarray:
+        """The fact's text embedded, or (see `composed`) the normalised sum of its subject's and
+        object's name vectors: no model call for a fact between names already embedded."""
+        if not composed(triple, self.fact_vectors):
+            return self._vector(fact_text(*triple), known)
+        stored = self._vectors([subject, obj])
+        parts = [stored[i] if i in stored else self._vector(name, known)
+                 for i, name in ((subject, triple[0]), (obj, triple[2]))]
+        total = np.asarray(parts[0], dtype=np.float32) + np.asarray(parts[1], dtype=np.float32)
+        norm = float(np.linalg.norm(total))
+        return total / norm if norm > 0 else total
+
+    def _fact(self, subject: int, predicate: str, obj: int, triple: tuple[str, str, str],
               known: dict[str, np.ndarray]) -> int:
         row = self.conn.execute("SELECT id FROM facts WHERE subject = ? AND predicate = ? AND "
                                 "object = ?", (subject, predicate, obj)).fetchone()
@@ -107,7 +136,8 @@ class GraphWriter:
             return int(row[0])
         fid = int(self.conn.execute("INSERT INTO facts (subject, predicate, object) VALUES "
                                     "(?, ?, ?)", (subject, predicate, obj)).lastrowid)
-        self.conn.execute("INSERT INTO fact_vectors VALUES (?, ?)", (fid, to_blob(self._vector(text, known))))
+        vector = self._fact_vector(triple, subject, obj, known)
+        self.conn.execute("INSERT INTO fact_vectors VALUES (?, ?)", (fid, to_blob(vector)))
         self.changes.append(("f", fid))
         return fid
 
@@ -150,9 +180,11 @@ class GraphWriter:
         """Set eid's list to its k best neighbours (from `above` when already searched)."""
         if above is None:
             above = self._above(eid, vector, self.k)
+        old = [r[0] for r in self.conn.execute("SELECT neighbour FROM synonyms WHERE entity = ?", (eid,))]
         self.conn.execute("DELETE FROM synonyms WHERE entity = ?", (eid,))
-        self.conn.executemany("INSERT INTO synonyms VALUES (?, ?, ?)",
-                              [(eid, n, s) for n, s in self._ranked(above)])
+        new = self._ranked(above)
+        self.conn.executemany("INSERT INTO synonyms VALUES (?, ?, ?)", [(eid, n, s) for n, s in new])
+        self.changes += [("g", i) for i in (eid, *old, *(n for n, _ in new))]
 
     def _link_synonyms(self, new_entities: list[tuple[int, str]]) -> None:
         if not new_entities:
@@ -178,7 +210,9 @@ class GraphWriter:
                 return
             self.conn.execute("DELETE FROM synonyms WHERE entity = ? AND neighbour = ?",
                               (owner, worst[0]))
+            self.changes.append(("g", worst[0]))
         self.conn.execute("INSERT OR REPLACE INTO synonyms VALUES (?, ?, ?)", (owner, candidate, score))
+        self.changes += [("g", owner), ("g", candidate)]
 
     # --- removing --------------------------------------------------------------------------------
 
@@ -197,6 +231,7 @@ class GraphWriter:
                     a, b = sorted((s, o))
                     self.conn.execute("UPDATE fact_edges SET weight = weight - ? WHERE a = ? AND b = ?",
                                       (count, a, b))
+                    self.changes += [("g", a), ("g", b)]
             entities.update(r[0] for r in self.conn.execute(
                 "SELECT entity FROM passage_entities WHERE passage = ?", (pid,)))
             for table, column in (("passage_facts", "passage"), ("passage_entities", "passage"),
@@ -227,6 +262,10 @@ class GraphWriter:
                 if size >= self.k:
                     full.add(owner)
         for eid in orphans:
+            self.changes += [("g", r[0]) for r in self.conn.execute(
+                "SELECT neighbour FROM synonyms WHERE entity = ? UNION SELECT entity FROM synonyms "
+                "WHERE neighbour = ?", (eid, eid))]
+            self.changes += [("g", eid), ("n", eid)]
             self.conn.execute("DELETE FROM synonyms WHERE entity = ? OR neighbour = ?", (eid, eid))
             self.conn.execute("DELETE FROM entities WHERE id = ?", (eid,))
             if self.conn.execute("DELETE FROM entity_vectors WHERE id = ?", (eid,)).rowcount:

@@ -29,6 +29,9 @@ class HybridBackend(retrieval.RetrievalBackend):
         sparse = self._store.bm25(query, pool)
         fused = retrieval.fusion.fuse(opts.fusion, dense, sparse, opts.dense_weight, opts.rrf_k)
         fused = fused[:pool]
+        if opts.recent_candidates and opts.recency_weight > 0:
+            held = {i for i, _ in fused}
+            fused += [(i, 0.0) for i in self._store.recent(pool) if i not in held]
         if not fused:
             return []
         ids = [i for i, _ in fused]
@@ -40,7 +43,7 @@ class HybridBackend(retrieval.RetrievalBackend):
             for i, score in fused if i in rows
         ]
         reranker = pipeline.load_reranker(opts.rerank_model) if opts.rerank_model else None
-        picked = pipeline.run(query, candidates, k, opts, pipeline.today(self._clock()), reranker)
+        picked = pipeline.run(query, candidates, k, opts, self.clock(), reranker)
         return [(c.id, c.score) for c in picked]
 
     def _write(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
@@ -48,7 +51,7 @@ class HybridBackend(retrieval.RetrievalBackend):
         if threshold is None or vectors is None or not records:
             return super()._write(records, vectors)
         plan = self._plan_merges(records, vectors, threshold)
-        now = self._clock()
+        now = self.clock()
         with self._store.write() as conn:
             touched = []
             for target, record, vector in plan:

@@ -20,16 +20,19 @@ from .options import (
     EmbedderOptions,
     HybridOptions,
     PipelineOptions,
+    RecencyOptions,
 )
+from .mirror import IndexMirror, MatrixMirror
 from .store import FORMAT_VERSION, MemoryRecord, RetrievalStore
 from .vector import VectorIndex
 
 __all__ = [
     "bm25", "fusion", "pipeline",
-    "RetrievalBackend", "RetrievalStore", "MemoryRecord", "FORMAT_VERSION", "VectorIndex",
+    "RetrievalBackend", "RetrievalStore", "IndexMirror", "MatrixMirror", "MemoryRecord", "FORMAT_VERSION", "VectorIndex",
     "EmbeddingCache", "cache_dir", "embed_documents", "shared_cache",
     "Embedder", "HashingEmbedder", "MiniLMEmbedder", "HttpEmbedder",
     "SentenceTransformerEmbedder", "FastEmbedEmbedder", "make_embedder", "default_embedder_name",
     "INSTALL_HINT",
     "Bm25Options", "DenseOptions", "EmbedderOptions", "HybridOptions", "PipelineOptions",
+    "RecencyOptions",
 ]

@@ -2,36 +2,29 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import time
 from abc import abstractmethod
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
-from pydantic import ValidationError
 
 from orchestrator.plugin_api import (
     BackendOptions,
-    ConfigError,
     MemoryBackend,
-    MemoryStoreError,
     RetrieveResult,
     TextLLM,
     check_texts,
 )
 
+from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
+
 from .cache import EmbeddingCache, embed_documents, shared_cache
-from .embedders import Embedder, default_embedder_name, make_embedder
-from .options import EmbedderOptions
+from .embedders import Embedder
 from .store import MemoryRecord, RetrievalStore
 
 log = logging.getLogger("middle.retrieval")
-
-RECENT_QUERIES = 64
 
 
 class RetrievalBackend(MemoryBackend):
@@ -43,70 +36,31 @@ class RetrievalBackend(MemoryBackend):
 
     uses_vectors: ClassVar[bool] = True
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if isinstance(cls.__dict__.get("name"), str):  # one SQLite file named after the backend
+            cls.store_files = (f"{cls.name}.sqlite3",)
+
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
                  llm: TextLLM | None = None):
-        super().__init__(store_dir, self._coerce(options), llm)
-        self._clock = time.time
-        self._recent_queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        super().__init__(store_dir, coerce_options(type(self), options), llm)
         self._store = RetrievalStore(self.store_dir / f"{self.name}.sqlite3",
                                      use_vectors=self.uses_vectors)
         try:
-            claimed = self._store.claim_meta({"backend": self.name})
-            if claimed["backend"] != self.name:
-                raise MemoryStoreError(
-                    f"{self._store.path} belongs to backend {claimed['backend']!r}, not "
-                    f"{self.name!r}: move it away or use that backend")
-            self.embedder: Embedder | None = self._open_embedder() if self.uses_vectors else None
+            claim_backend(self._store, self.name)
+            self.embedder: Embedder | None = (
+                bind_embedder(self._store, self.options, self.name, "docs")
+                if self.uses_vectors else None)
         except BaseException:
             self._store.close()
             raise
+        self._query_vector = QueryVectors(self.embedder)
         cache_on = self.uses_vectors and getattr(self.options, "embedding_cache", False)
         self._cache: EmbeddingCache | None = shared_cache() if cache_on else None
 
     @classmethod
     def _coerce(cls, options: BackendOptions | dict[str, Any] | None) -> BackendOptions:
-        if isinstance(options, cls.Options):
-            return options
-        raw = options.model_dump() if isinstance(options, BackendOptions) else dict(options or {})
-        try:
-            return cls.Options.model_validate(raw)
-        except ValidationError as exc:
-            raise ConfigError(f"invalid [memory.options] for backend {cls.name!r}: {exc}") from None
-
-    # --- the embedder a store is bound to ------------------------------------------------
-
-    def _open_embedder(self) -> Embedder:
-        opts: EmbedderOptions = self.options  # type: ignore[assignment]
-        recorded = self._store.meta("embedder_spec")
-        if opts.embedder == "auto" and recorded:
-            spec = json.loads(recorded)
-            embedder = make_embedder(
-                spec["embedder"], url=spec.get("embedder_url"),
-                api_key_env=spec.get("embedder_api_key_env"),
-                query_prefix=spec.get("query_prefix", ""),
-                document_prefix=spec.get("document_prefix", ""))
-        else:
-            name = default_embedder_name() if opts.embedder == "auto" else opts.embedder
-            embedder = make_embedder(
-                name, url=opts.embedder_url, api_key_env=opts.embedder_api_key_env,
-                query_prefix=opts.query_prefix, document_prefix=opts.document_prefix)
-        wanted = {"embedder_model_id": embedder.model_id,
-                  "embedder_spec": json.dumps(embedder.spec(), sort_keys=True)}
-        with self._store.write() as conn:
-            if conn.execute("SELECT COUNT(*) FROM docs").fetchone()[0] == 0:
-                # An empty store takes whichever embedder is asked for: nothing to re-embed.
-                conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", wanted.items())
-                conn.execute("DELETE FROM vectors")
-        claimed = self._store.claim_meta(wanted)
-        if claimed["embedder_model_id"] != embedder.model_id:
-            recorded_name = json.loads(claimed["embedder_spec"])["embedder"]
-            raise MemoryStoreError(
-                f"the memory store {self._store.path} was built with embedder "
-                f"{claimed['embedder_model_id']!r}, but [memory.options] asks for "
-                f"{embedder.model_id!r}: set embedder = \"{recorded_name}\" (or \"auto\") to use "
-                "this store, or export it (`middle memory export`), move it away and re-index "
-                "to switch embedders")
-        return embedder
+        return coerce_options(cls, options)
 
     # --- the memory API ------------------------------------------------------------------
 
@@ -136,7 +90,7 @@ class RetrievalBackend(MemoryBackend):
         return embed_documents(self.embedder, texts, self._cache)
 
     def _write(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
-        now = self._clock()
+        now = self.clock()
         with self._store.write() as conn:
             touched = []
             for i, record in enumerate(records):
@@ -165,7 +119,7 @@ class RetrievalBackend(MemoryBackend):
                 results.append({"question": query, "docs": [rows[i].text for i, _ in ranked],
                                 "doc_scores": [float(s) for _, s in ranked]})
             if returned and getattr(self.options, "track_access", False):
-                self._store.touch(sorted(set(returned)), self._clock())
+                self._store.touch(sorted(set(returned)), self.clock())
         return results
 
     @abstractmethod
@@ -179,17 +133,6 @@ class RetrievalBackend(MemoryBackend):
         ids, scores = index.search(self._query_vector(query), k)
         return list(zip(ids, scores))
 
-    def _query_vector(self, query: str) -> np.ndarray:
-        # A few recent query vectors per instance: the agent repeats its recall query within a
-        # run, and embedding one costs ~20 ms. Not shared, so a fresh instance times honestly.
-        vector = self._recent_queries.pop(query, None)
-        if vector is None:
-            vector = self.embedder.embed_query(query)  # type: ignore[union-attr]
-        self._recent_queries[query] = vector
-        while len(self._recent_queries) > RECENT_QUERIES:
-            self._recent_queries.popitem(last=False)
-        return vector
-
     def delete(self, docs: list[str]) -> int:
         docs = check_texts(docs, "docs")
         with self._store.write() as conn:
@@ -202,6 +145,14 @@ class RetrievalBackend(MemoryBackend):
 
     def list_docs(self) -> list[str]:
         return self._store.texts()
+
+    def list_records(self) -> list[tuple[str, float]]:
+        """Every doc with its event time, oldest first (`middle memory reindex` keeps times)."""
+        return [(row["text"], row["doc_time"]) for row in self._store.stats()]
+
+    def has_doc(self, doc: str) -> bool:
+        with self._store.read() as conn:
+            return bool(self._store.ids_by_text(conn, [doc]))
 
     def stats(self) -> list[dict[str, Any]]:
         """Per-doc metadata (times, importance, access count), oldest first."""

@@ -26,25 +26,64 @@ would you your yours yourself yourselves
 """.split())
 
 
-def query_terms(query: str) -> list[str]:
-    """Distinct lower-cased words of a query without stop words; a query of only stop words
-    keeps them all (so "to be or not to be" still searches)."""
+# Developer text names things with identifiers: paths (datasette/views/table.py), snake_case,
+# dotted.names, kebab-case options, CamelCase. unicode61 splits them at every '_', '/' and '.'
+# (so a path shares most of its words with every file beside it) and never at a CamelCase hump.
+_IDENT = re.compile(r"[A-Za-z_][\w]*(?:[./:-]+\w+)+|\w*[a-z][A-Z]\w*|[A-Z]{2,}[a-z]\w*|[A-Za-z]\w*_\w+")
+_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_JOIN = re.compile(r"[\W_]+")
+CODE_TERMS = "code-v1"  # recorded by stores whose FTS rows carry code_terms (see fts_text)
+
+
+def code_terms(text: str) -> list[str]:
+    """Extra words for identifiers in text: each identifier joined into one word (so naming it
+    exactly outweighs sharing its common parts), a path's file name joined on its own (a query
+    names `table.py` without its folder), and CamelCase split into its words."""
+    terms: list[str] = []
+    for match in _IDENT.finditer(text[:200_000]):
+        ident = match.group()
+        joined = _JOIN.sub("", ident).lower()
+        if len(joined) > 2:
+            terms.append(joined)
+        if "/" in ident:
+            name = _JOIN.sub("", ident.rsplit("/", 1)[1]).lower()
+            if len(name) > 2:
+                terms.append(name)
+        humps = _HUMP.sub(" ", ident)
+        if humps != ident:
+            terms.extend(w.lower() for w in _WORD.findall(humps))
+    return list(dict.fromkeys(terms))
+
+
+def fts_text(text: str) -> str:
+    """What a store with CODE_TERMS indexes for a doc: its text plus its code terms."""
+    extra = code_terms(text)
+    return f"{text}\n{' '.join(extra)}" if extra else text
+
+
+def query_terms(query: str, code: bool = False) -> list[str]:
+    """Distinct lower-cased words of a query without stop words, then its code terms; a query
+    of only stop words keeps them all (so "to be or not to be" still searches)."""
     words = [w.lower() for w in _WORD.findall(query)]
+    if code:
+        words += code_terms(query)
     content = [w for w in words if w not in STOP_WORDS]
     return list(dict.fromkeys(content or words))[:MAX_QUERY_TERMS]
 
 
-def match_expression(query: str) -> str | None:
+def match_expression(query: str, code: bool = False) -> str | None:
     """An FTS5 MATCH string OR-ing the query's terms, each quoted so no character is syntax."""
-    terms = query_terms(query)
+    terms = query_terms(query, code)
     if not terms:
         return None
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
-def search(conn: sqlite3.Connection, table: str, query: str, k: int) -> list[tuple[int, float]]:
-    """(rowid, score) of the k best BM25 matches, best first; scores are positive."""
-    expression = match_expression(query)
+def search(conn: sqlite3.Connection, table: str, query: str, k: int,
+           code: bool = False) -> list[tuple[int, float]]:
+    """(rowid, score) of the k best BM25 matches, best first; scores are positive. `code`:
+    the table's rows carry code terms (fts_text), so the query's are searched too."""
+    expression = match_expression(query, code)
     if expression is None or k <= 0:
         return []
     rows = conn.execute(

@@ -26,6 +26,24 @@ def weighted_sum(dense: Ranked, sparse: Ranked, dense_weight: float = 0.5) -> li
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
 
 
+def max_scaled(ranked: Ranked) -> dict[int, float]:
+    """Scores divided by the list's best (negatives as 0): a list whose candidates all score
+    alike stays flat, where min-max would stretch its small differences to [0, 1]."""
+    if not ranked:
+        return {}
+    top = max(s for _, s in ranked)
+    return {i: max(s, 0.0) / top if top > 0 else 0.0 for i, s in ranked}
+
+
+def relative_sum(dense: Ranked, sparse: Ranked, dense_weight: float = 0.5) -> list[tuple[int, float]]:
+    """w * dense + (1 - w) * sparse on max-scaled scores: each list counts as much as it
+    separates its candidates. Ties break by id."""
+    d, s = max_scaled(dense), max_scaled(sparse)
+    fused = {i: dense_weight * d.get(i, 0.0) + (1 - dense_weight) * s.get(i, 0.0)
+             for i in d.keys() | s.keys()}
+    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+
+
 def reciprocal_rank(dense: Ranked, sparse: Ranked, dense_weight: float = 0.5,
                     k: int = 60) -> list[tuple[int, float]]:
     """Weighted RRF: sum of w / (k + rank) over the lists (rank from 1), scaled so 1.0 is the
@@ -43,4 +61,6 @@ def fuse(method: str, dense: Ranked, sparse: Ranked, dense_weight: float = 0.5,
         return reciprocal_rank(dense, sparse, dense_weight, rrf_k)
     if method == "weighted":
         return weighted_sum(dense, sparse, dense_weight)
-    raise ValueError(f"unknown fusion {method!r}: use 'weighted' or 'rrf'")
+    if method == "relative":
+        return relative_sum(dense, sparse, dense_weight)
+    raise ValueError(f"unknown fusion {method!r}: use 'weighted', 'relative' or 'rrf'")

@@ -36,7 +36,23 @@ class DenseOptions(EmbedderOptions):
     """Options of the dense backend: the embedder only (cosine similarity, nothing else)."""
 
 
-class PipelineOptions(BackendOptions):
+class RecencyOptions(BackendOptions):
+    """How much the time of a doc counts: seed 001's recency blend, and recent docs as
+    candidates. Shared by the backends that rank by relevance (hybrid, hipporag)."""
+
+    recency_weight: float = Field(
+        0.5, ge=0, le=1, description="total = (1-w)*relevance + w*exp(-age_days/scale) (seed "
+        "001's blend); 0.5 weighs what a doc says and how recently the work was done alike")
+    recency_scale_days: float = Field(
+        1.0, gt=0, description="recency decay scale in days: a working day (seed 001 uses 30 "
+        "for chat memories; ticket work that bears on the next ticket is hours old, not weeks)")
+    recent_candidates: bool = Field(
+        True, description="the newest docs join the candidate pool (as many as each ranked "
+        "list holds), so the work just done is weighed even when it shares no words with the "
+        "query; off, or recency_weight = 0, leaves the pool to the ranked lists")
+
+
+class PipelineOptions(RecencyOptions):
     """The seed 001/002 stages, in the order they run. Defaults are the seeds' where a stage is
     on; stages that would change what the memory contract promises are off until set."""
 
@@ -50,9 +66,6 @@ class PipelineOptions(BackendOptions):
         "reranker's sigmoid when reranking (seed 001 uses 0.35), else the fused score. None: off")
     use_importance: bool = Field(
         True, description="multiply relevance by importance/3 (seed 002; docs default to 3)")
-    recency_weight: float = Field(
-        0.2, ge=0, le=1, description="total = (1-w)*relevance + w*exp(-age_days/scale) (seed 001)")
-    recency_scale_days: float = Field(30.0, gt=0, description="recency decay scale in days")
     mmr_lambda: float | None = Field(
         None, ge=0, le=1, description="MMR on embedding cosine, lambda*total - (1-lambda)*"
         "redundancy (seed 001 uses 0.7); None: off (it lowered recall in `middle bench`)")
@@ -68,7 +81,7 @@ class PipelineOptions(BackendOptions):
 class HybridOptions(EmbedderOptions, PipelineOptions):
     """Options of the hybrid backend: embedder, fusion of dense and BM25, and the pipeline."""
 
-    fusion: Literal["weighted", "rrf"] = Field(
+    fusion: Literal["weighted", "relative", "rrf"] = Field(
         "weighted", description="'weighted': sum of min-max-normalised scores; 'rrf': "
         "reciprocal-rank fusion (measured lower on MuSiQue and LoCoMo)")
     dense_weight: float = Field(0.5, ge=0, le=1, description="weight of the dense list")

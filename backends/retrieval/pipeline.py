@@ -11,7 +11,7 @@ import numpy as np
 
 from orchestrator.plugin_api import ConfigError
 
-from .options import PipelineOptions
+from .options import PipelineOptions, RecencyOptions
 
 DAY_S = 86400.0
 CHARS_PER_TOKEN = 4  # a rough English average; only used for the token budget
@@ -76,12 +76,6 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def today(clock: float) -> float:
-    """Recency is measured from the start of the current UTC day, so scores stay identical for
-    the same store all day (a 30-day decay needs no finer clock)."""
-    return math.floor(clock / DAY_S) * DAY_S
-
-
 def run(query: str, candidates: list[Candidate], k: int, opts: PipelineOptions,
         now: float, reranker: Reranker | None = None) -> list[Candidate]:
     """The pipeline's top k, best first; each candidate's `score` is what it was ranked by."""
@@ -95,11 +89,7 @@ def run(query: str, candidates: list[Candidate], k: int, opts: PipelineOptions,
         candidates = [c for c in candidates if c.relevance >= opts.relevance_threshold]
     for c in candidates:
         total = c.relevance * (c.importance / 3.0 if opts.use_importance else 1.0)
-        if opts.recency_weight:
-            age_days = max(0.0, (now - c.doc_time) / DAY_S)
-            recency = math.exp(-age_days / opts.recency_scale_days)
-            total = (1 - opts.recency_weight) * total + opts.recency_weight * recency
-        c.score = total
+        c.score = with_recency(total, c.doc_time, now, opts)
     ranked = sorted(candidates, key=lambda c: (-c.score, c.id))
     if opts.mmr_lambda is not None:
         ranked = mmr(ranked, k, opts.mmr_lambda)
@@ -108,6 +98,15 @@ def run(query: str, candidates: list[Candidate], k: int, opts: PipelineOptions,
     if opts.token_budget is not None:
         ranked = within_budget(ranked, opts.token_budget)
     return ranked
+
+
+def with_recency(relevance: float, doc_time: float, now: float, opts: RecencyOptions) -> float:
+    """Seed 001's blend: (1 - w) * relevance + w * exp(-age_days / scale)."""
+    if not opts.recency_weight:
+        return relevance
+    age_days = max(0.0, (now - doc_time) / DAY_S)
+    recency = math.exp(-age_days / opts.recency_scale_days)
+    return (1 - opts.recency_weight) * relevance + opts.recency_weight * recency
 
 
 def mmr(ranked: list[Candidate], k: int, lam: float) -> list[Candidate]:

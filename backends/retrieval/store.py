@@ -6,28 +6,26 @@ import hashlib
 import logging
 import re
 import sqlite3
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from orchestrator.plugin_api import MemoryStoreError
-from backends.sqlite_tx import read_tx, write_tx
+from backends.storage import CHUNK, SqliteStore
 
 from . import bm25
+from .mirror import IndexMirror
 from .vector import VectorIndex
 
 log = logging.getLogger("middle.retrieval.store")
 
 FORMAT_VERSION = 1
-KEEP_GENERATIONS = 1000  # change-log depth; a reader further behind reloads in full
 SNAPSHOT_MIN_DOCS = 2000  # below this, reloading vectors from SQLite is as fast as a snapshot
 STALE_TMP_S = 60  # a temp file older than this is a crashed writer's leftover
-_CHUNK = 500
+
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,6 +39,7 @@ CREATE TABLE IF NOT EXISTS docs (
     access_count INTEGER NOT NULL DEFAULT 0,
     last_accessed REAL
 );
+CREATE INDEX IF NOT EXISTS docs_by_time ON docs (doc_time);
 CREATE TABLE IF NOT EXISTS vectors (id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS changes (gen INTEGER NOT NULL, id INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS changes_by_gen ON changes (gen);
@@ -70,7 +69,7 @@ def doc_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class RetrievalStore:
+class RetrievalStore(SqliteStore):
     """Thread-safe (one RLock); process-safe through SQLite transactions and the change log.
 
     SQLite is the source of truth; every write is one transaction that also bumps a generation
@@ -81,135 +80,47 @@ class RetrievalStore:
     """
 
     def __init__(self, path: Path, *, use_vectors: bool):
-        self.path = Path(path)
         self.use_vectors = use_vectors
-        self._lock = threading.RLock()
-        self._index: VectorIndex | None = None
-        self._gen: int | None = None  # generation the FAISS mirror reflects; None = not loaded
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn: sqlite3.Connection | None = sqlite3.connect(
-                str(self.path), check_same_thread=False, isolation_level=None, timeout=60)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            with self.write() as conn:
-                for statement in SCHEMA.split(";")[:-1]:  # executescript would COMMIT early
-                    conn.execute(statement)
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('format_version', ?)",
-                             (str(FORMAT_VERSION),))
-                version = int(self._meta(conn, "format_version") or 0)
-        except (sqlite3.Error, OSError, ValueError) as exc:
-            raise self._error(exc, "cannot open") from exc
-        if version > FORMAT_VERSION:
-            self.close()
-            raise MemoryStoreError(
-                f"the memory store {self.path} has format version {version}, newer than this "
-                f"middle-agent reads ({FORMAT_VERSION}): upgrade middle-agent "
-                "(pip install -U middle-agent), or move the store away to start a new one")
+        self._mirror = IndexMirror("vectors")  # the FAISS index as of a generation
+        super().__init__(path, SCHEMA, FORMAT_VERSION)
+        with self.write() as conn:
+            # A new store indexes code terms with each doc; one written before keeps its FTS
+            # rows as they are (a doc's row must be deleted with the text it was added with).
+            empty = conn.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('fts_terms', ?)",
+                         (bm25.CODE_TERMS if empty else "plain",))
+            self.code_terms = self.meta(conn, "fts_terms") == bm25.CODE_TERMS
         self._clean_temp_files()
 
-    @property
-    def lock(self) -> threading.RLock:
-        """Held for a whole backend call, so a read-embed-write sequence is one unit."""
-        return self._lock
-
-    # --- transactions ------------------------------------------------------------------
-
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE ... COMMIT, rolled back on any error: a failed write changes nothing."""
-        with self._lock, write_tx(self._require_open(), self._error) as conn:
-            yield conn
-
-    @contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction: every SELECT in it sees the same committed state."""
-        with self._lock, read_tx(self._require_open(), self._error) as conn:
-            yield conn
-
-    def bump(self, conn: sqlite3.Connection, ids: Sequence[int]) -> int:
-        """Inside a write: log the touched ids under the next generation and return it."""
-        gen = int(self._meta(conn, "generation") or 0) + 1
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('generation', ?)", (str(gen),))
-        conn.executemany("INSERT INTO changes (gen, id) VALUES (?, ?)", [(gen, i) for i in ids])
-        if gen % 100 == 0 and gen > KEEP_GENERATIONS:
-            floor = gen - KEEP_GENERATIONS
-            conn.execute("DELETE FROM changes WHERE gen <= ?", (floor,))
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('changes_floor', ?)", (str(floor),))
-        return gen
-
-    # --- metadata ----------------------------------------------------------------------
-
-    @staticmethod
-    def _meta(conn: sqlite3.Connection, key: str) -> str | None:
-        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else row[0]
-
-    def meta(self, key: str) -> str | None:
-        with self.read() as conn:
-            return self._meta(conn, key)
-
-    def claim_meta(self, values: dict[str, str]) -> dict[str, str]:
-        """Record values not yet set (first writer wins) and return what the store holds."""
-        with self.write() as conn:
-            for key, value in values.items():
-                conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
-            return {key: self._meta(conn, key) or "" for key in values}
+    def bump(self, conn: sqlite3.Connection, ids: Sequence[int]) -> int:  # type: ignore[override]
+        """Inside a write: log the touched doc ids under the next generation and return it."""
+        return super().bump(conn, [(i,) for i in ids])
 
     # --- the FAISS mirror --------------------------------------------------------------
 
     def sync(self) -> VectorIndex | None:
-        """Bring the in-memory index up to the database's generation; return it."""
+        """Bring the in-memory index up to the database's generation; return it. A mirror not
+        loaded yet (or behind the log) starts from the newest usable snapshot, if any."""
         if not self.use_vectors:
             return None
         with self.read() as conn:
-            gen = int(self._meta(conn, "generation") or 0)
-            floor = int(self._meta(conn, "changes_floor") or 0)
-            if self._gen == gen:
-                return self._index
-            if self._gen is None or self._gen < floor or self._gen > gen:
-                self._full_load(conn, gen, floor)
-            else:
-                self._apply_changes(conn, self._gen, gen)
-            self._gen = gen
-        return self._index
+            gen, floor = self.generation(conn)
+            held = self._mirror.gen
+            if held is None or held < floor or held > gen:
+                self._from_snapshot(floor, gen)
+            self._mirror.sync(self, conn)
+        return self._mirror.index
 
-    def _apply_changes(self, conn: sqlite3.Connection, since: int, upto: int) -> None:
-        # Remove every touched id, then re-add those that still have a vector: idempotent, so
-        # the order of adds, updates and deletes within the range does not matter.
-        ids = [r[0] for r in conn.execute(
-            "SELECT DISTINCT id FROM changes WHERE gen > ? AND gen <= ?", (since, upto))]
-        if self._index is not None:
-            self._index.remove(ids)
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start:start + _CHUNK]
-            rows = conn.execute(f"SELECT id, vec FROM vectors WHERE id IN "
-                                f"({','.join('?' * len(chunk))})", chunk).fetchall()
-            self._add_rows(rows)
-
-    def _full_load(self, conn: sqlite3.Connection, gen: int, floor: int) -> None:
-        self._index = None
+    def _from_snapshot(self, floor: int, gen: int) -> None:
+        self._mirror.invalidate()
         snapshot = self._best_snapshot(floor, gen)
-        if snapshot is not None:
-            path, snap_gen = snapshot
-            try:
-                self._index = VectorIndex.load(path)
-                self._apply_changes(conn, snap_gen, gen)
-                return
-            except (MemoryStoreError, OSError) as exc:
-                log.warning("Ignoring vector snapshot %s (%s); reloading from %s", path, exc, self.path)
-                self._index = None
-        rows = conn.execute("SELECT id, vec FROM vectors ORDER BY id").fetchall()
-        self._add_rows(rows)
-
-    def _add_rows(self, rows: list[tuple[int, bytes]]) -> None:
-        if not rows:
+        if snapshot is None:
             return
-        vectors = np.vstack([np.frombuffer(blob, dtype=np.float32) for _, blob in rows])
-        if self._index is None or (len(self._index) == 0
-                                   and self._index.dimension != vectors.shape[1]):
-            self._index = VectorIndex(vectors.shape[1])
-        self._index.add(np.asarray([r[0] for r in rows], dtype=np.int64), vectors)
+        path, snap_gen = snapshot
+        try:
+            self._mirror.start(VectorIndex.load(path), snap_gen)
+        except (MemoryStoreError, OSError) as exc:
+            log.warning("Ignoring vector snapshot %s (%s); reloading from %s", path, exc, self.path)
 
     # --- snapshots (a faster open for big stores) ---------------------------------------
 
@@ -228,15 +139,16 @@ class RetrievalStore:
 
     def save_snapshot(self) -> Path | None:
         """Save the mirror as `<stem>.g<generation>.faiss` (atomically) and drop older ones."""
-        with self._lock:
+        with self.lock:
             index = self.sync()
-            if index is None or len(index) < SNAPSHOT_MIN_DOCS or self._gen is None:
+            gen = self._mirror.gen
+            if index is None or len(index) < SNAPSHOT_MIN_DOCS or gen is None:
                 return None
-            target = self.path.with_name(f"{self.path.stem}.g{self._gen}.faiss")
+            target = self.path.with_name(f"{self.path.stem}.g{gen}.faiss")
             if not target.exists():
                 index.save(target)
-            for path, gen in self._snapshots():
-                if gen < self._gen:
+            for path, snap_gen in self._snapshots():
+                if snap_gen < gen:
                     path.unlink(missing_ok=True)
             return target
 
@@ -263,7 +175,7 @@ class RetrievalStore:
         if cur.rowcount == 0:
             return None
         rowid = int(cur.lastrowid)
-        conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (rowid, record.text))
+        conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (rowid, self._fts(record.text)))
         if vector is not None:
             conn.execute("INSERT INTO vectors (id, vec) VALUES (?, ?)",
                          (rowid, np.asarray(vector, dtype=np.float32).tobytes()))
@@ -277,23 +189,28 @@ class RetrievalStore:
         if row is None:
             return False
         old_text, importance = row
-        conn.execute("INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)", (doc_id, old_text))
+        conn.execute("INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)",
+                     (doc_id, self._fts(old_text)))
         conn.execute(
             "UPDATE docs SET hash = ?, text = ?, doc_time = ?, importance = ? WHERE id = ?",
             (doc_hash(record.text), record.text,
              record.timestamp if record.timestamp is not None else now,
              min(5, max(importance, record.importance or 3) + 1), doc_id))
-        conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (doc_id, record.text))
+        conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (doc_id, self._fts(record.text)))
         if vector is not None:
             conn.execute("INSERT OR REPLACE INTO vectors (id, vec) VALUES (?, ?)",
                          (doc_id, np.asarray(vector, dtype=np.float32).tobytes()))
         return True
 
+    def _fts(self, text: str) -> str:
+        return bm25.fts_text(text) if self.code_terms else text
+
     def remove(self, conn: sqlite3.Connection, doc_id: int) -> None:
         row = conn.execute("SELECT text FROM docs WHERE id = ?", (doc_id,)).fetchone()
         if row is None:
             return
-        conn.execute("INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)", (doc_id, row[0]))
+        conn.execute("INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)",
+                     (doc_id, self._fts(row[0])))
         conn.execute("DELETE FROM docs WHERE id = ?", (doc_id,))
         conn.execute("DELETE FROM vectors WHERE id = ?", (doc_id,))
 
@@ -302,8 +219,8 @@ class RetrievalStore:
     def rows(self, ids: Sequence[int]) -> dict[int, DocRow]:
         found: dict[int, DocRow] = {}
         with self.read() as conn:
-            for start in range(0, len(ids), _CHUNK):
-                chunk = list(ids[start:start + _CHUNK])
+            for start in range(0, len(ids), CHUNK):
+                chunk = list(ids[start:start + CHUNK])
                 for r in conn.execute(
                     "SELECT id, text, doc_time, importance FROM docs WHERE id IN "
                     f"({','.join('?' * len(chunk))})", chunk):
@@ -313,8 +230,8 @@ class RetrievalStore:
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         found: dict[int, np.ndarray] = {}
         with self.read() as conn:
-            for start in range(0, len(ids), _CHUNK):
-                chunk = list(ids[start:start + _CHUNK])
+            for start in range(0, len(ids), CHUNK):
+                chunk = list(ids[start:start + CHUNK])
                 for i, blob in conn.execute(
                     f"SELECT id, vec FROM vectors WHERE id IN ({','.join('?' * len(chunk))})",
                     chunk):
@@ -331,7 +248,13 @@ class RetrievalStore:
 
     def bm25(self, query: str, k: int) -> list[tuple[int, float]]:
         with self.read() as conn:
-            return bm25.search(conn, "fts", query, k)
+            return bm25.search(conn, "fts", query, k, self.code_terms)
+
+    def recent(self, n: int) -> list[int]:
+        """Ids of the n newest docs by event time, newest first."""
+        with self.read() as conn:
+            return [r[0] for r in conn.execute(
+                "SELECT id FROM docs ORDER BY doc_time DESC, id DESC LIMIT ?", (n,))]
 
     def texts(self) -> list[str]:
         with self.read() as conn:
@@ -358,25 +281,9 @@ class RetrievalStore:
                 "last_accessed")
         return [dict(zip(keys, r)) for r in rows]
 
-    # --- lifecycle ---------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        return self._conn is None
+    # --- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-            self._index, self._gen = None, None
-
-    def _require_open(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise MemoryStoreError(f"the memory store {self.path} is closed")
-        return self._conn
-
-    def _error(self, exc: BaseException, what: str) -> MemoryStoreError:
-        return MemoryStoreError(
-            f"{what} the memory store {self.path}: {exc}. Check that the directory is writable "
-            "and the disk not full; if the file is corrupt, move it away to start afresh")
+        with self.lock:
+            super().close()
+            self._mirror.invalidate()

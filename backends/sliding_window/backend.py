@@ -50,6 +50,7 @@ class SlidingWindowBackend(MemoryBackend):
     name = "sliding_window"
     description = "Rolling incremental summaries over a sliding window of recent messages and docs."
     Options = SlidingWindowOptions
+    store_files = (DB_NAME,)
     recall = "recency"  # retrieve returns the newest summary and docs, whatever the query
 
     def __init__(

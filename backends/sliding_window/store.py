@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import threading
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from orchestrator.plugin_api import MemoryStoreError
-from backends.sqlite_tx import read_tx, write_tx
+from backends.storage import SqliteStore
 
+FORMAT_VERSION = 1
 SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS conversations (
     conversation_id TEXT PRIMARY KEY,
     next_seq INTEGER NOT NULL DEFAULT 0
@@ -55,7 +54,7 @@ def doc_hash(doc: str) -> str:
     return hashlib.sha256(doc.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class Store:
+class Store(SqliteStore):
     """One SQLite connection shared by the caller's threads and the summary threads.
 
     A single connection behind an RLock keeps this simple; the slow part (the LLM call) runs
@@ -63,56 +62,13 @@ class Store:
     """
 
     def __init__(self, path: Path):
-        self.path = Path(path).resolve()
-        self._lock = threading.RLock()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn: sqlite3.Connection | None = sqlite3.connect(
-                str(self.path), check_same_thread=False, isolation_level=None, timeout=30
-            )
-            self._conn.row_factory = sqlite3.Row
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
-            self._conn.executescript(SCHEMA)
-        except (sqlite3.Error, OSError) as exc:
-            raise MemoryStoreError(
-                f"Cannot open the sliding-window memory store at {self.path}: {exc}. "
-                "Check that the directory is writable, or move the file away to start afresh."
-            ) from exc
+        super().__init__(Path(path).resolve(), SCHEMA, FORMAT_VERSION,
+                         kind="sliding-window memory store", row_factory=sqlite3.Row,
+                         foreign_keys=True)
 
-    @property
-    def closed(self) -> bool:
-        return self._conn is None
-
-    @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
+    def tx(self) -> Any:
         """A write transaction (BEGIN IMMEDIATE, so another process waits rather than races)."""
-        with self._lock, write_tx(self._require_open(), lambda exc, _what: self._error(exc)) as conn:
-            yield conn
-
-    @contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
-        """A consistent read (one deferred transaction)."""
-        with self._lock, read_tx(self._require_open(), lambda exc, _what: self._error(exc)) as conn:
-            yield conn
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def _require_open(self) -> sqlite3.Connection:
-        if self._conn is None:
-            raise MemoryStoreError(f"The sliding-window memory store at {self.path} is closed.")
-        return self._conn
-
-    def _error(self, exc: sqlite3.Error) -> MemoryStoreError:
-        return MemoryStoreError(
-            f"The sliding-window memory store at {self.path} failed: {exc}. "
-            "If the file is corrupt, move it away to start afresh."
-        )
+        return self.write()
 
 
 # Queries below take a connection from Store.tx()/Store.read(), so callers compose them

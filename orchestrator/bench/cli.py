@@ -1,4 +1,4 @@
-"""`middle bench retrieval|memory|scale`: measure memory backends side by side (table or --json)."""
+"""`middle bench retrieval|memory|scale|tickets`: measure memory backends side by side (table or --json)."""
 
 from __future__ import annotations
 
@@ -61,14 +61,15 @@ HEADERS = {  # short headers so a table fits 80 columns; --json has the full key
     "recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "embed_s": "embed s",
     "index_s": "index s", "retrieve_p50_ms": "p50 ms", "retrieve_p95_ms": "p95 ms",
     "store_mb": "MB", "retrieve_cpu_p95_ms": "cpu p95", "index_ms_per_turn": "index ms/turn", "questions": "qs",
-    "embed_per_1k_s": "embed s/1k", "index_per_1k_s": "index s/1k", "add_last_1k_s": "last 1k s",
+    "embed_per_1k_s": "embed s/1k", "hit@5": "hit@5", "mrr@10": "MRR@10",
+    "block_precision": "block prec", "index_p50_ms": "idx p50", "index_p95_ms": "idx p95", "index_per_1k_s": "index s/1k", "add_last_1k_s": "last 1k s",
 }
 
 
 def _table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Table:
     table = Table(title=title, title_justify="left")
     for column in columns:
-        if column in ("backend", "category"):  # labels and numbers are never folded
+        if column in ("backend", "category", "query"):  # labels and numbers are never folded
             table.add_column(column, no_wrap=True)
         else:
             table.add_column(HEADERS.get(column, column), justify="right", no_wrap=True)
@@ -165,3 +166,38 @@ def scale(sizes: str, corpus: Path | None, backends: tuple[str, ...], queries: i
         report = runner.run_scale(corpus, backends, _sizes(sizes), queries=queries, progress=track)
     _emit(report, as_json, ["backend", "docs", "embed_per_1k_s", "index_per_1k_s",
                             "add_last_1k_s", *LATENCY, "store_mb"])
+
+
+@bench.command()
+@click.option("--dataset", "dataset", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Ticket history file shaped like "
+              "../shared/data/tickets/datasette.json (the default when no --repo is given).")
+@click.option("--repo", "repo", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Replay a git repository's history instead: its non-merge commits, oldest "
+              "first, as tickets (issue numbers in messages say which tickets are related).")
+@click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
+@click.option("--last", type=int, default=None, help="Replay only the newest N tickets.")
+@click.option("--before-last", type=int, default=None, help="Leave out the newest N tickets "
+              "first (a development split that never sees the held-out newest N).")
+@click.option("--cached-embeddings", is_flag=True, help="Reuse document vectors from the "
+              "embedding cache (fast reruns; index times then leave out embedding).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], last: int | None,
+            before_last: int | None, cached_embeddings: bool, as_json: bool,
+            progress: bool) -> None:
+    """Replay a ticket history as the ticket workflow does: recall at each ticket's start and
+    on a turn, then index its completion doc. Scores recall of earlier related tickets."""
+    from .replay import run_tickets
+
+    if dataset is not None and repo is not None:
+        raise ConfigError("give --dataset FILE or --repo PATH, not both")
+    if repo is None:
+        dataset = dataset or _default("tickets/datasette.json", "--dataset or --repo")
+    with progress_bar(progress) as track:
+        report = run_tickets(dataset=dataset, repo=repo, backends=backends, last=last,
+                             before_last=before_last, cached_embeddings=cached_embeddings,
+                             progress=track)
+    _emit(report, as_json, ["backend", "query", "recall@5", "recall@10", "hit@5", "mrr@10",
+                            "block_precision", "retrieve_p50_ms", "retrieve_p95_ms",
+                            "index_p50_ms", "index_p95_ms"])

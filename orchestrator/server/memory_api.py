@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.memory import DOC_ID_CHARS, doc_id
 from orchestrator.server.errors import NotFound, error_responses
 from orchestrator.server.state import ServerState, checked_project, get_state
 from tickets.queries import DocSource
@@ -75,7 +76,8 @@ def index(project_id: str, body: DocsBody, state: ServerState = Depends(get_stat
              response_model=list[RetrieveResult], responses=_ERRORS)
 def retrieve(project_id: str, body: RetrieveBody, state: ServerState = Depends(get_state)) -> list[Retrieved]:
     mem, pid = _facade(project_id, state)
-    return mem.retrieve(pid, body.queries, body.num_to_retrieve)
+    # A project without a store answers as an empty one would, and gets none created.
+    return mem.retrieve(pid, body.queries, body.num_to_retrieve, if_exists=True)
 
 
 @router.post("/delete", summary="Delete docs by exact text (seed 000)", responses=_ERRORS)
@@ -89,7 +91,7 @@ def delete(project_id: str, body: DocsBody, state: ServerState = Depends(get_sta
 def edit(project_id: str, body: EditBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
     new = mem.prepare_doc(body.new)  # refuse a bad new text before anything is deleted
-    if not mem.store_dir(pid).exists() or not mem.delete(pid, [body.old]):
+    if not mem.has_store(pid) or not mem.delete(pid, [body.old]):
         raise NotFound(f"no doc in project {pid!r} has exactly that text, so nothing was changed: "
                        "copy the exact text from the list")
     try:
@@ -106,10 +108,11 @@ def edit(project_id: str, body: EditBody, state: ServerState = Depends(get_state
             responses=_ERRORS)
 def docs(project_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
-    texts = mem.list_docs(pid) if mem.store_dir(pid).exists() else []
+    texts = mem.list_docs(pid)  # [] without creating a store when the project has none
     sources = _with_sources(state, pid)
     return {"project": pid, "backend": mem.backend_name, "count": len(texts),
-            "docs": [{"text": t, "tickets": sources.get(t, [])} for t in texts]}
+            "docs": [{"id": doc_id(t)[:DOC_ID_CHARS], "text": t, "tickets": sources.get(t, [])}
+                     for t in texts]}
 
 
 @router.get("/search", summary="What recall returns for a query, with scores", responses=_ERRORS)
@@ -121,7 +124,7 @@ def search(project_id: str, q: str = Query(..., description="The query."),
 
 
 def search_results(state: ServerState, mem: MemoryFacade, pid: str, q: str, k: int) -> dict[str, Any]:
-    results = mem.retrieve(pid, [q], k) if mem.store_dir(pid).exists() else []
+    results = mem.retrieve(pid, [q], k, if_exists=True)
     sources = _with_sources(state, pid)
     hits = [{"doc": d, "score": s, "tickets": sources.get(d, [])}
             for r in results for d, s in zip(r["docs"], r["doc_scores"])]
@@ -137,7 +140,7 @@ def stats(project_id: str, state: ServerState = Depends(get_state)) -> dict[str,
 
 def memory_stats(mem: MemoryFacade, pid: str) -> dict[str, Any]:
     store = mem.store_dir(pid)
-    exists = store.exists()
+    exists = mem.has_store(pid)
     size, last = _disk_usage(store) if exists else (0, None)
     return {"project": pid, "backend": mem.backend_name, "recall": mem.backend_cls.recall,
             "docs": len(mem.list_docs(pid)) if exists else 0, "store_bytes": size,

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import main
+from orchestrator.memory import doc_id
 from orchestrator.testing import make_repo
 
 
@@ -104,7 +105,7 @@ def test_memory_delete_of_a_missing_doc_and_export_to_a_missing_dir(workdir):
     assert invoke("memory", "add", "kept doc").exit_code == 0
     one_error_line(invoke("memory", "delete", "not there"), "middle memory list")
     one_error_line(invoke("memory", "export", "-o", "/missing/dir/x.json"), "/missing/dir/x.json")
-    assert invoke("memory", "list").stdout.strip() == "kept doc"
+    assert invoke("memory", "list").stdout.strip() == f"{doc_id('kept doc')[:8]}  kept doc"
 
 
 def test_search_says_when_the_backend_recalls_by_recency(workdir):
@@ -154,4 +155,4 @@ def test_piped_output_is_not_wrapped_at_80_columns(workdir):
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "memory", "list"], cwd=workdir,
                          env=env, capture_output=True, text=True, check=True).stdout
-    assert doc in out.splitlines()
+    assert f"{doc_id(doc)[:8]}  {doc}" in out.splitlines()

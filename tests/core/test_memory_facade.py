@@ -105,8 +105,9 @@ def test_backend_errors_become_memory_store_errors_naming_the_store(tmp_path):
     (tmp_path / "mem" / "p").write_text("a file where the store dir should be")
     facade = MemoryFacade(tmp_path / "mem", "sliding_window", {}, PluginRegistry(load_entry_points=False))
     with pytest.raises(MemoryStoreError) as err:
-        facade.retrieve("p", ["q"])
+        facade.index("p", ["a doc"])
     assert str((tmp_path / "mem" / "p").resolve()) in str(err.value)
+    assert facade.list_docs("p") == []  # a read of a project without a store creates nothing
 
 
 def test_bad_backend_or_options_fail_at_construction(tmp_path):

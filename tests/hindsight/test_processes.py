@@ -33,12 +33,20 @@ WRITER_CHILD = """
 import sys, time
 from pathlib import Path
 from backends.hindsight import HindsightBackend
-store, name, start = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+store, name, flags = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 hb = HindsightBackend(store, {"embedder": "hashing", "mental_models": {}})
-while time.time() < start:
-    time.sleep(0.01)
+def wait_for(step):  # until every writer has reached `step`, however late it started
+    (flags / f"{name}.{step}").touch()
+    deadline = time.monotonic() + 90
+    while len(list(flags.glob(f"*.{step}"))) < 2:
+        if time.monotonic() > deadline:
+            sys.exit(f"writer {name}: the other writer never reached {step}")
+        time.sleep(0.01)
+wait_for("ready")
 for i in range(15):
     hb.retain(f"Writer {name} note {i}: the SharedService cache for item{name}{i} was fixed.")
+    if i == 0:
+        wait_for("first")  # each has written before either goes on: the writes overlap
 hb.close()
 """
 
@@ -75,11 +83,14 @@ def test_kill_9_mid_retain_leaves_the_last_complete_state(tmp_path):
 def test_two_processes_retaining_at_once_lose_nothing(tmp_path):
     store = tmp_path / "bank"
     HindsightBackend(store, OPTIONS).close()
-    start = str(time.time() + 3)
-    children = [_spawn(WRITER_CHILD, str(store), name, start) for name in ("a", "b")]
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    children = [_spawn(WRITER_CHILD, str(store), name, str(flags)) for name in ("a", "b")]
     for child in children:
         _, err = child.communicate(timeout=120)
         assert child.returncode == 0, err
+    # Both wrote their first doc before either wrote its second: the two writers overlapped.
+    assert sorted(p.name for p in flags.iterdir()) == ["a.first", "a.ready", "b.first", "b.ready"]
     hb = HindsightBackend(store, OPTIONS)
     try:
         docs = hb.list_docs()

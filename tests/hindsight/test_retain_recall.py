@@ -160,13 +160,27 @@ def test_corrupt_and_newer_banks_are_refused_with_their_path(tmp_path):
         HindsightBackend(newer, {"embedder": "hashing"})
 
 
-def test_switching_embedder_re_embeds_with_the_real_onnx_model(tmp_path):
-    store = tmp_path / "bank"
+def test_a_bank_refuses_another_embedder_and_reindex_rebuilds_it(tmp_path):
+    """One policy for every store: a bank keeps its embedder; `middle memory reindex --from
+    hindsight` rebuilds it with the one now configured (here the real ONNX MiniLM)."""
+    from orchestrator.memory import MemoryFacade
+    from orchestrator.memory_stores import reindex
+    from orchestrator.plugins import PluginRegistry
+
+    store = tmp_path / "mem" / "p"
     first = HindsightBackend(store, {"embedder": "hashing"})
     first.index(["The invoice PDF renderer crashed on Arabic names.",
                  "Our team lunch is on Fridays."])
     first.close()
-    second = HindsightBackend(store, {"embedder": "minilm"})  # real ONNX MiniLM
+    with pytest.raises(MemoryStoreError, match="middle memory reindex --from hindsight"):
+        HindsightBackend(store, {"embedder": "minilm"})
+    facade = MemoryFacade(tmp_path / "mem", "hindsight", {"embedder": "minilm"},
+                          PluginRegistry(load_entry_points=False))
+    try:
+        assert reindex(facade, "p", "hindsight").copied == 2
+    finally:
+        facade.close()
+    second = HindsightBackend(store, {})  # "auto" keeps the bank's recorded embedder: MiniLM now
     try:
         assert second.embedder.model_id.startswith("all-MiniLM-L6-v2")
         # No word in common with the doc: only a semantic model finds it.
@@ -180,8 +194,3 @@ def test_switching_embedder_re_embeds_with_the_real_onnx_model(tmp_path):
         assert doc in second.list_docs()
     finally:
         second.close()
-    third = HindsightBackend(store, {})  # "auto" keeps the bank's recorded embedder
-    try:
-        assert third.embedder.model_id.startswith("all-MiniLM-L6-v2")
-    finally:
-        third.close()

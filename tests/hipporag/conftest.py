@@ -11,6 +11,7 @@ import pytest
 from backends.hipporag import HippoRAGBackend
 from backends.retrieval.cache import CACHE_ENV
 
+NOW = 1_750_000_000.0
 MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique100"
 
 
@@ -47,6 +48,7 @@ def open_backend(tmp_path) -> Callable[..., HippoRAGBackend]:
     def open_(name: str = "store", llm=None, **options) -> HippoRAGBackend:
         options.setdefault("embedder", "hashing")
         backend = HippoRAGBackend(tmp_path / name, HippoRAGBackend.Options(**options), llm)
+        backend.clock = lambda: NOW  # one moment for every store: recency ties, results compare
         opened.append(backend)
         return backend
 

@@ -11,7 +11,7 @@ import pytest
 from backends.hipporag import HippoRAGBackend
 from backends.hipporag.export import render, to_networkx
 from backends.hipporag.graph import Graph, personalized_pagerank
-from backends.hipporag.mirror import IndexMirror
+from backends.retrieval.mirror import IndexMirror
 from orchestrator.plugin_api import ConfigError, MemoryStoreError
 
 # Overlapping names, so entities are shared between docs and synonymy has work to do. A low
@@ -132,10 +132,10 @@ def test_graph_ranking_reaches_a_passage_through_an_entity(open_backend):
 
 def test_without_facts_ranking_falls_back_to_dense(open_backend):
     backend = open_backend()
-    docs = ["just lower case words about caching", "more lower case words about parsing"]
+    docs = ["it was so good to see you", "we had so much fun today"]  # no names, no phrases
     backend.index(docs)
-    assert snapshot(backend)["facts"] == []
-    (result,) = backend.retrieve(["parsing words"], 2)
+    assert snapshot(backend)["facts"] == [] and snapshot(backend)["entities"] == []
+    (result,) = backend.retrieve(["we had fun"], 2)
     assert result["docs"] == [docs[1], docs[0]]
     assert result["doc_scores"][0] > result["doc_scores"][1]
 
@@ -233,9 +233,9 @@ def test_a_broken_vector_row_is_a_clear_error_naming_the_store(open_backend, tmp
 
 
 def test_matrix_mirror_appends_removes_and_merges_in_id_order():
-    from backends.hipporag.mirror import MatrixMirror
+    from backends.retrieval.mirror import MatrixMirror
 
-    mirror = MatrixMirror("p")
+    mirror = MatrixMirror("passage_vectors", "p")
     rows = {i: np.full(3, float(i), dtype=np.float32) for i in range(1, 30)}
 
     def add(ids):
@@ -260,3 +260,20 @@ def test_top_keeps_ties_in_id_order_at_the_cut():
     assert _top(ids, scores, 3) == [(11, pytest.approx(0.9)), (15, pytest.approx(0.9)),
                                     (10, pytest.approx(0.5))]
     assert [i for i, _ in _top(ids, scores, 10)] == [11, 15, 10, 12, 14, 13]
+
+
+def test_a_name_the_query_contains_ranks_its_doc_first(open_backend):
+    """`middle memory search Carol` once ranked the only doc naming Carol last: facts that
+    merely resemble the query outweighed the name itself."""
+    backend = open_backend(embedder="minilm")
+    docs = ["Ticket: Add login page. Users sign in with email. Changed: app/login.py",
+            "Ticket: Fix CSV export. Export failed on unicode. Changed: app/export.py",
+            "Carol asked for a dark mode toggle in settings.",
+            "Ticket: Speed up search. Added an index on title. Changed: app/db.py",
+            "Ticket: Refactor settings. Moved config to settings.toml. Changed: app/settings.py"]
+    for doc in docs:
+        backend.index([doc])
+    for query in ("Carol", "What did Carol ask for?"):
+        assert backend.retrieve([query], 5)[0]["docs"][0] == docs[2]
+    assert backend.retrieve(["app/export.py"], 5)[0]["docs"][0] == docs[1]
+    assert backend.retrieve(["settings.toml"], 5)[0]["docs"][0] == docs[4]

@@ -55,7 +55,14 @@ def test_offline_extractor_sees_code_identifiers():
 
 
 def test_offline_extractor_on_text_without_entities_and_on_odd_input():
-    assert extract_offline("just some lower case words with nothing named").entities == []
+    assert extract_offline("yes we did it again, it was so good").entities == []
+    # A first sentence in plain words is a title: its phrases are its entities.
+    titled = extract_offline("Make custom type and foreign key exclusive. Nothing else here.")
+    assert {"custom type", "foreign key exclusive"} <= set(titled.entities)
+    beside = extract_offline("Fix the CSV export of row tables. It failed.")
+    assert {"csv", "export"} <= set(beside.entities)
+    assert ("csv", "of", "row tables") in beside.triples or any(
+        t[0] == "csv" and t[2] == "row tables" for t in beside.triples)
     assert extract_offline("").triples == []
     weird = extract_offline("Ctrl\x00chars \x07 and 🚀 emoji, then Alice met Bob.\u200f")
     assert {"alice", "bob"} <= set(weird.entities)

@@ -42,6 +42,25 @@ def test_minilm_truncates_at_256_tokens():
     assert np.allclose(a, b, atol=1e-6)
 
 
+def test_minilm_vectors_do_not_depend_on_their_batch():
+    model = embedders.make_embedder("minilm")
+    texts = ["export csv", "base url", "route path", "", "a longer sentence about a login form",
+             "csv export", "x " * 400]
+    together = model.embed_documents(texts)
+    alone = np.vstack([model.embed_documents([t]) for t in texts])
+    assert np.array_equal(together, alone)  # equal-length texts share a call, exactly
+    assert not together[3].any()  # an empty text is the zero vector
+
+
+def test_minilm_reads_queries_to_128_tokens():
+    model = embedders.make_embedder("minilm")
+    long = "alpha beta gamma delta " * 100
+    cut = " ".join(long.split()[:126])  # 126 words (one token each) + [CLS] + [SEP] = 128
+    assert np.allclose(model.embed_query(long), model.embed_query(cut), atol=1e-6)
+    assert not np.allclose(model.embed_documents([long])[0], model.embed_documents([cut])[0],
+                           atol=1e-3)  # documents are read further, to 256
+
+
 def test_missing_model_package_names_the_install_command(monkeypatch):
     monkeypatch.setattr(minilm, "_runtime", None)
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from backends import storage
 from backends.dense import DenseBackend
 from backends.hybrid import HybridBackend
 from backends.retrieval import store as store_module
@@ -110,11 +111,15 @@ def test_snapshot_speeds_up_open_and_catches_up_on_later_changes(tmp_path, monke
     other = hashing(tmp_path)  # changes after the snapshot: one added, one deleted
     other.index(["added after the snapshot qq77"])
     assert other.delete(["snapshot doc 3 zz3"]) == 1
-    other._store._index = None  # forget its mirror: the next call loads snapshot + change log
-    other._store._gen = None
+    other._store._mirror.invalidate()  # forget its mirror: the next call loads snapshot + log
+    loaded = []
+    original = store_module.VectorIndex.load
+    monkeypatch.setattr(store_module.VectorIndex, "load",
+                        classmethod(lambda cls, path: loaded.append(path.name) or original(path)))
     assert other.retrieve(["qq77"], 1)[0]["docs"] == ["added after the snapshot qq77"]
+    assert loaded == ["hybrid.g1.faiss"]
     assert "snapshot doc 3 zz3" not in other.retrieve(["snapshot doc 3 zz3"], 30)[0]["docs"]
-    assert len(other._store._index) == 20
+    assert len(other._store._mirror.index) == 20
     other.close()
     assert [p.name for p in tmp_path.glob("hybrid.g*.faiss")] == ["hybrid.g3.faiss"]
 
@@ -136,15 +141,15 @@ def test_corrupt_snapshot_and_leftover_temp_files_are_harmless(tmp_path, monkeyp
 
 
 def test_a_reader_behind_the_pruned_change_log_reloads_in_full(tmp_path, monkeypatch):
-    monkeypatch.setattr(store_module, "KEEP_GENERATIONS", 10)
+    monkeypatch.setattr(storage, "KEEP_GENERATIONS", 10)
     reader, writer = hashing(tmp_path), hashing(tmp_path)
     reader.index(["first doc"])
     assert reader.retrieve(["first"], 1)[0]["docs"] == ["first doc"]
     for i in range(105):  # generation 100 prunes the log below 90
         writer.index([f"writer doc {i} ww{i}"])
     writer.delete(["first doc"])
-    assert int(reader._store.meta("changes_floor")) == 90
+    assert int(reader._store.read_meta("changes_floor")) == 90
     assert reader.retrieve(["ww104"], 1)[0]["docs"] == ["writer doc 104 ww104"]
-    assert len(reader._store._index) == 105
+    assert len(reader._store._mirror.index) == 105
     reader.close()
     writer.close()

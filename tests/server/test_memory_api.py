@@ -79,7 +79,32 @@ def test_read_only_calls_on_a_new_project_create_nothing(server, project):
     assert c.get("/api/projects/fresh/memory/docs").json()["count"] == 0
     assert c.get("/api/projects/fresh/memory/search", params={"q": "x"}).json()["results"] == []
     assert c.get("/api/projects/fresh/memory/stats").json()["docs"] == 0
-    assert not (project.memory_dir / "fresh").exists()
+    r = c.post("/api/projects/nosuch/memory/retrieve", json={"queries": ["x"]})
+    assert r.status_code == 200 and r.json() == [{"question": "x", "docs": [], "doc_scores": []}]
+    assert c.post("/api/projects/nosuch/memory/retrieve", json={"queries": "x"}).status_code == 400
+    assert not (project.memory_dir / "fresh").exists() and not (project.memory_dir / "nosuch").exists()
+    assert not list(project.memory_dir.rglob("*fresh*")) and not list(project.memory_dir.rglob("*nosuch*"))
+
+
+def test_read_only_calls_never_create_the_store_of_another_backend(serve, tmp_path):
+    """A project whose memory lives in one backend's store, read under another backend."""
+    config = make_project(tmp_path, backend="bm25")
+    first = serve(config)
+    assert first.client.post(f"{BASE}/index", json={"docs": ["kept in bm25"]}).status_code == 200
+    first.close()
+    store = config.memory_dir / "calc"
+    before = sorted(p.name for p in store.iterdir())
+    (tmp_path / "middle.toml").write_text(
+        (tmp_path / "middle.toml").read_text().replace('backend = "bm25"', 'backend = "dense"'))
+    from orchestrator.config import load_config
+
+    second = serve(load_config(tmp_path / "middle.toml", environ={}))
+    c = second.client
+    assert c.post(f"{BASE}/retrieve", json={"queries": ["kept"]}).json()[0]["docs"] == []
+    assert c.get(f"{BASE}/docs").json()["count"] == 0
+    assert c.get(f"{BASE}/search", params={"q": "kept"}).json()["results"] == []
+    assert c.get(f"{BASE}/stats").json()["docs"] == 0
+    assert sorted(p.name for p in store.iterdir()) == before  # no dense.sqlite3
 
 
 @pytest.mark.parametrize("pid", ["a b", ".hidden", "x" * 101, "%2E%2E", "%2E%2Essh", "semi;colon"])

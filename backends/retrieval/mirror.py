@@ -1,4 +1,4 @@
-"""In-memory copies of the store's vector tables, caught up through the change log on each call."""
+"""In-memory copies of a store's vector tables (a matrix, or a FAISS index), caught up through the store's change log on each call."""
 
 from __future__ import annotations
 
@@ -6,33 +6,35 @@ import sqlite3
 
 import numpy as np
 
-from orchestrator.plugin_api import retrieval
+from backends.storage import SqliteStore
 
-from .store import GraphStore
+from .vector import VectorIndex
 
 
 class _Mirror:
-    """One vector table as of a generation; `sync` applies the changes logged since."""
+    """One vector table as of a generation; `sync` applies the changes logged since. `kind`:
+    the value of the change log's `kind` column for this table (None: a log without kinds)."""
 
-    def __init__(self, kind: str):
-        self.kind = kind
+    def __init__(self, table: str, kind: str | None = None):
+        self.table, self.kind = table, kind
         self.gen: int | None = None
 
-    def sync(self, store: GraphStore, conn: sqlite3.Connection) -> None:
+    def sync(self, store: SqliteStore, conn: sqlite3.Connection) -> None:
         gen, floor = store.generation(conn)
         if self.gen == gen:
             return
         if self.gen is None or self.gen < floor or self.gen > gen:
             self._reset()
-            ids, vectors = store.vector_rows(conn, self.kind)
+            ids, vectors = store.vector_rows(conn, self.table)
         else:
             # Remove every touched id, then re-add those that still have a vector: idempotent,
             # so the order of adds and deletes within the range does not matter.
+            where = "" if self.kind is None else "kind = ? AND "
             touched = [r[0] for r in conn.execute(
-                "SELECT DISTINCT id FROM changes WHERE kind = ? AND gen > ? AND gen <= ?",
-                (self.kind, self.gen, gen))]
+                f"SELECT DISTINCT id FROM changes WHERE {where}gen > ? AND gen <= ?",
+                (*((self.kind,) if self.kind else ()), self.gen, gen))]
             self._remove(np.asarray(touched, dtype=np.int64))
-            ids, vectors = store.vector_rows(conn, self.kind, touched)
+            ids, vectors = store.vector_rows(conn, self.table, touched)
         if vectors is not None:
             self._add(ids, vectors)
         self.gen = gen
@@ -56,8 +58,8 @@ class MatrixMirror(_Mirror):
     """Vectors as one (n, d) array ordered by id: every row is scored per query. Rows live in a
     buffer with spare capacity, so appending new docs copies only the new rows."""
 
-    def __init__(self, kind: str):
-        super().__init__(kind)
+    def __init__(self, table: str, kind: str | None = None):
+        super().__init__(table, kind)
         self._reset()
 
     def _reset(self) -> None:
@@ -116,9 +118,13 @@ class MatrixMirror(_Mirror):
 class IndexMirror(_Mirror):
     """Vectors in the shared FAISS VectorIndex, for nearest-neighbour search (synonymy)."""
 
-    def __init__(self, kind: str):
-        super().__init__(kind)
-        self.index: retrieval.VectorIndex | None = None
+    def __init__(self, table: str, kind: str | None = None):
+        super().__init__(table, kind)
+        self.index: VectorIndex | None = None
+
+    def start(self, index: VectorIndex, gen: int) -> None:
+        """Begin from an index saved at generation `gen` (a snapshot); sync catches up."""
+        self.index, self.gen = index, gen
 
     def _reset(self) -> None:
         self.index = None
@@ -129,7 +135,7 @@ class IndexMirror(_Mirror):
 
     def _add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         if self.index is None or (len(self.index) == 0 and self.index.dimension != vectors.shape[1]):
-            self.index = retrieval.VectorIndex(vectors.shape[1])
+            self.index = VectorIndex(vectors.shape[1])
         self.index.add(ids, vectors)
 
     def add(self, ids: list[int], vectors: np.ndarray) -> None:

@@ -1,0 +1,95 @@
+"""What the built-in backends share beyond their store: strict options, the embedder a store is bound to, and a cache of recent query vectors."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from orchestrator.plugin_api import BackendOptions, ConfigError, MemoryStoreError
+
+from .storage import SqliteStore
+
+RECENT_QUERIES = 64
+
+
+def coerce_options(cls: Any, options: BackendOptions | dict[str, Any] | None) -> BackendOptions:
+    """options as the backend's strict Options model; unknown keys and bad values are a
+    ConfigError naming the backend."""
+    if isinstance(options, cls.Options):
+        return options
+    raw = options.model_dump() if isinstance(options, BackendOptions) else dict(options or {})
+    try:
+        return cls.Options.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid [memory.options] for backend {cls.name!r}: {exc}") from None
+
+
+def claim_backend(store: SqliteStore, name: str) -> None:
+    """Record which backend a store belongs to; refuse a store another backend wrote."""
+    held = store.claim_meta({"backend": name})["backend"]
+    if held != name:
+        raise MemoryStoreError(f"{store.path} belongs to backend {held!r}, not {name!r}: move it "
+                               "away or use that backend")
+
+
+def bind_embedder(store: SqliteStore, options: Any, backend: str, docs_table: str) -> Any:
+    """The embedder of a store: `embedder = "auto"` means the one the store recorded (else the
+    default: MiniLM when installed, else hashing); an empty store takes whichever is asked for;
+    a store with docs refuses another (its vectors live in another space) and says how to
+    switch: `middle memory reindex --from BACKEND` rebuilds it with the one now asked for."""
+    from backends.retrieval.embedders import default_embedder_name, make_embedder
+
+    with store.read() as conn:
+        recorded = store.meta_json(conn, "embedder_spec", None)
+    if options.embedder == "auto" and recorded:
+        embedder = make_embedder(
+            recorded["embedder"], url=recorded.get("embedder_url"),
+            api_key_env=recorded.get("embedder_api_key_env"),
+            query_prefix=recorded.get("query_prefix", ""),
+            document_prefix=recorded.get("document_prefix", ""))
+        url, key_env = recorded.get("embedder_url"), recorded.get("embedder_api_key_env")
+    else:
+        name = default_embedder_name() if options.embedder == "auto" else options.embedder
+        embedder = make_embedder(
+            name, url=options.embedder_url, api_key_env=options.embedder_api_key_env,
+            query_prefix=options.query_prefix, document_prefix=options.document_prefix)
+        url, key_env = options.embedder_url, options.embedder_api_key_env
+    spec = {**embedder.spec(), "embedder_url": url, "embedder_api_key_env": key_env}
+    wanted = {"embedder_model_id": embedder.model_id,
+              "embedder_spec": json.dumps(spec, sort_keys=True)}
+    with store.write() as conn:
+        if conn.execute(f"SELECT 1 FROM {docs_table} LIMIT 1").fetchone() is None:
+            for key, value in wanted.items():  # nothing stored yet: nothing to re-embed
+                store.set_meta(conn, key, value)
+    held = store.claim_meta(wanted)
+    if held["embedder_model_id"] != embedder.model_id:
+        recorded_name = json.loads(held["embedder_spec"]).get("embedder", "auto")
+        raise MemoryStoreError(
+            f"the {store.kind} {store.path} was built with embedder "
+            f"{held['embedder_model_id']!r}, but [memory.options] asks for {embedder.model_id!r}: "
+            f"set embedder = \"{recorded_name}\" (or \"auto\") to use this store, or run "
+            f"`middle memory reindex --from {backend}` to rebuild it with the new embedder")
+    return embedder
+
+
+class QueryVectors:
+    """The vectors of a few recent queries, per backend instance: the agent repeats its recall
+    query within a run, and embedding one costs milliseconds. Not shared between instances, so
+    a fresh instance (a benchmark's) times the embedding honestly."""
+
+    def __init__(self, embedder: Any, size: int = RECENT_QUERIES):
+        self.embedder, self.size = embedder, size
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def __call__(self, query: str) -> np.ndarray:
+        vector = self._recent.pop(query, None)
+        if vector is None:
+            vector = self.embedder.embed_query(query)
+        self._recent[query] = vector
+        while len(self._recent) > self.size:
+            self._recent.popitem(last=False)
+        return vector

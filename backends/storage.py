@@ -1,0 +1,231 @@
+"""The one storage base of the built-in backend stores: a SQLite file in WAL mode with its schema, format version, transactions, meta values and a generation change log."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from orchestrator.plugin_api import MemoryStoreError
+
+CHUNK = 500  # ids per IN (...) query: below SQLite's bound-parameter limit
+KEEP_GENERATIONS = 1000  # change-log depth; a reader further behind reloads in full
+ErrorFactory = Callable[[sqlite3.Error, str], Exception]
+
+
+@contextmanager
+def write_tx(conn: sqlite3.Connection, error: ErrorFactory) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE ... COMMIT (another process waits rather than races); rolled back on any
+    error, COMMIT's own included, so a failed write changes nothing. The caller holds its lock."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        raise error(exc, "write failed in") from exc
+
+
+@contextmanager
+def read_tx(conn: sqlite3.Connection, error: ErrorFactory) -> Iterator[sqlite3.Connection]:
+    """One deferred transaction: every SELECT in it sees the same committed state."""
+    try:
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        raise error(exc, "read failed in") from exc
+
+
+class SqliteStore:
+    """One store file, shared by the instance's threads (one connection behind an RLock) and
+    by other processes (SQLite transactions). The policy every built-in store follows:
+
+    - opening checks the recorded format version before touching the schema, and refuses a
+      newer one; an unreadable file is a MemoryStoreError naming it;
+    - every write is one BEGIN IMMEDIATE transaction, rolled back whole on any error;
+    - what is recorded in `meta` on first use (backend, embedder, options that shape the
+      store) is claimed first-writer-wins and compared by the caller (see `claim_meta`);
+    - a write that changes what in-memory mirrors hold bumps a generation and logs the touched
+      rows in `changes`, so every instance (here or in another process) catches up from the log.
+
+    The schema must create `meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)` and, for stores
+    that use `bump`, `changes (gen INTEGER NOT NULL, ...)` with `gen` first.
+    """
+
+    def __init__(self, path: Path, schema: str, format_version: int, *,
+                 kind: str = "memory store", row_factory: Any = None, foreign_keys: bool = False):
+        self.path = Path(path)
+        self.kind = kind
+        self.format_version = format_version
+        self.lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(str(self.path), check_same_thread=False,
+                                         isolation_level=None, timeout=60)
+            if row_factory is not None:
+                self._conn.row_factory = row_factory
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            if foreign_keys:
+                self._conn.execute("PRAGMA foreign_keys=ON")
+            with self.write() as conn:
+                if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+                    self._refuse_newer(self.meta(conn, "format_version"))
+                for statement in schema.split(";"):  # executescript would COMMIT early
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('format_version', ?)",
+                             (str(format_version),))
+        except MemoryStoreError:
+            self.close()
+            raise
+        except (sqlite3.Error, OSError, ValueError) as exc:
+            self.close()
+            raise self.error(exc, "cannot open") from exc
+
+    def _refuse_newer(self, recorded: str | None) -> None:
+        if recorded is not None and int(recorded) > self.format_version:
+            raise MemoryStoreError(
+                f"the {self.kind} {self.path} has format version {recorded}, newer than this "
+                f"middle-agent reads ({self.format_version}): upgrade middle-agent (pip install "
+                "-U middle-agent), or move the store away to start a new one")
+
+    # --- transactions ---------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back on any error: a failed write changes nothing."""
+        with self.lock, write_tx(self.require_open(), self.error) as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every SELECT in it sees the same committed state."""
+        with self.lock, read_tx(self.require_open(), self.error) as conn:
+            yield conn
+
+    # --- meta -------------------------------------------------------------------------------
+
+    @staticmethod
+    def meta(conn: sqlite3.Connection, key: str) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    @staticmethod
+    def set_meta(conn: sqlite3.Connection, key: str, value: Any) -> None:
+        conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                     (key, value if isinstance(value, str) else json.dumps(value)))
+
+    def read_meta(self, key: str) -> str | None:
+        """One meta value, in its own read transaction."""
+        with self.read() as conn:
+            return self.meta(conn, key)
+
+    def meta_json(self, conn: sqlite3.Connection, key: str, default: Any) -> Any:
+        """A JSON meta value; a value that is not JSON is a corrupt store, said with its path."""
+        raw = self.meta(conn, key)
+        if raw is None:
+            return default
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise MemoryStoreError(f"the {self.kind} {self.path} is corrupt (meta {key!r} is not "
+                                   f"JSON: {exc}); move the file away to start afresh") from None
+
+    def claim_meta(self, values: dict[str, str]) -> dict[str, str]:
+        """Record values not yet set (first writer wins) and return what the store holds."""
+        with self.write() as conn:
+            for key, value in values.items():
+                conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
+            return {key: self.meta(conn, key) or "" for key in values}
+
+    # --- the change log ---------------------------------------------------------------------
+
+    @staticmethod
+    def generation(conn: sqlite3.Connection) -> tuple[int, int]:
+        """(current generation, oldest generation still in the change log)."""
+        gen = SqliteStore.meta(conn, "generation")
+        floor = SqliteStore.meta(conn, "changes_floor")
+        return int(gen or 0), int(floor or 0)
+
+    def bump(self, conn: sqlite3.Connection, rows: Sequence[tuple]) -> int:
+        """Inside a write: log the touched rows (each a tuple of the `changes` columns after
+        `gen`) under the next generation, and return it. The log keeps KEEP_GENERATIONS."""
+        gen = self.generation(conn)[0] + 1
+        self.set_meta(conn, "generation", str(gen))
+        unique = list(dict.fromkeys(tuple(r) for r in rows))
+        if unique:
+            marks = ",".join("?" * (1 + len(unique[0])))
+            conn.executemany(f"INSERT INTO changes VALUES ({marks})", [(gen, *r) for r in unique])
+        if gen % 100 == 0 and gen > KEEP_GENERATIONS:
+            floor = gen - KEEP_GENERATIONS
+            conn.execute("DELETE FROM changes WHERE gen <= ?", (floor,))
+            self.set_meta(conn, "changes_floor", str(floor))
+        return gen
+
+    # --- vectors --------------------------------------------------------------------------
+
+    def vector_rows(self, conn: sqlite3.Connection, table: str, ids: Sequence[int] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(ids, vectors) of a table of (id, vec) rows, ordered by id; all rows when ids is
+        None. Vectors of mixed or broken sizes are a corrupt store, said with its path."""
+        if ids is None:
+            rows = conn.execute(f"SELECT id, vec FROM {table} ORDER BY id").fetchall()
+        else:
+            rows = []
+            ids = list(ids)
+            for start in range(0, len(ids), CHUNK):
+                chunk = ids[start:start + CHUNK]
+                rows += conn.execute(f"SELECT id, vec FROM {table} WHERE id IN "
+                                     f"{in_clause(chunk)}", chunk).fetchall()
+            rows.sort()
+        if not rows:
+            return np.zeros(0, dtype=np.int64), None
+        blobs = [r[1] for r in rows]
+        if len({len(b) for b in blobs}) != 1 or len(blobs[0]) % 4:
+            raise MemoryStoreError(f"the {self.kind} {self.path} holds vectors of mixed or broken "
+                                   f"sizes in {table}: the file is corrupt; move it away and "
+                                   "re-index (middle memory export first)")
+        vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), -1)
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), vectors
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None
+
+    def close(self) -> None:
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def require_open(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise MemoryStoreError(f"the {self.kind} {self.path} is closed")
+        return self._conn
+
+    def error(self, exc: BaseException, what: str) -> MemoryStoreError:
+        return MemoryStoreError(
+            f"{what} the {self.kind} {self.path}: {exc}. Check that the directory is writable and "
+            "the disk not full; if the file is corrupt, move it away to start afresh")
+
+
+def in_clause(ids: Sequence[Any]) -> str:
+    """'(?,?,...)' for an IN over ids (callers chunk long lists)."""
+    return "(" + ",".join("?" * len(ids)) + ")"

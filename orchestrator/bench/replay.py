@@ -1,0 +1,156 @@
+"""`middle bench tickets`: replay a ticket history through backends as the ticket workflow does."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from orchestrator.errors import ConfigError
+from orchestrator.memory import DEFAULT_MEMORIES_BUDGET_CHARS, memories_layout
+
+from . import ticket_data
+from .metrics import mean, percentile
+from .runner import Bench, Progress, no_progress
+
+K = 10  # recall@10 and MRR@10 need ten; the agent is shown the first NUM_SHOWN
+NUM_SHOWN = 5  # [memory] num_to_retrieve's default: what recall at ticket start returns
+QUERY_KINDS = ("start", "turn")
+
+
+def select(history: ticket_data.TicketHistory, last: int | None,
+           before_last: int | None) -> list[ticket_data.HistoryTicket]:
+    """The tickets to replay: without the newest `before_last` (a development split), then the
+    newest `last` of what remains."""
+    tickets = history.tickets
+    for value, option in ((last, "--last"), (before_last, "--before-last")):
+        if value is not None and value < 1:
+            raise ConfigError(f"{option} must be at least 1, not {value}")
+    if before_last:
+        if before_last >= len(tickets):
+            raise ConfigError(f"--before-last {before_last} leaves nothing of {len(tickets)} tickets")
+        tickets = tickets[:-before_last]
+    if last:
+        tickets = tickets[-last:]
+    return tickets
+
+
+def relevant_earlier(tickets: Sequence[ticket_data.HistoryTicket]) -> list[set[int]]:
+    """For each ticket, the positions of earlier tickets sharing an issue reference."""
+    by_ref: dict[int, list[int]] = {}
+    out = []
+    for pos, ticket in enumerate(tickets):
+        out.append({p for ref in ticket.refs for p in by_ref.get(ref, ())})
+        for ref in dict.fromkeys(ticket.refs):
+            by_ref.setdefault(ref, []).append(pos)
+    return out
+
+
+def block_precision(docs: list[str], owners: dict[str, set[int]], relevant: set[int],
+                    budget: int) -> float | None:
+    """Share of the "Memories invoked" block's characters (built by the facade's own budget
+    code) that belong to relevant docs; None when the block is empty."""
+    layout = memories_layout(docs, budget)
+    total = sum(len(text) for _, text in layout)
+    if not total:
+        return None
+    good = sum(len(text) for i, text in layout if i is not None and owners.get(docs[i], set()) & relevant)
+    return good / total
+
+
+class _Scores:
+    """Per query kind: the ranking metrics of scored tickets and every retrieve's latency."""
+
+    def __init__(self) -> None:
+        self.recall5: list[float] = []
+        self.recall10: list[float] = []
+        self.hit5: list[float] = []
+        self.mrr10: list[float] = []
+        self.precision: list[float] = []
+        self.latency: list[float] = []
+
+    def add(self, ranked: list[set[int]], relevant: set[int], precision: float | None) -> None:
+        found5 = set().union(*ranked[:5]) & relevant
+        found10 = set().union(*ranked[:10]) & relevant
+        self.recall5.append(len(found5) / len(relevant))
+        self.recall10.append(len(found10) / len(relevant))
+        self.hit5.append(1.0 if found5 else 0.0)
+        first = next((r for r, owners in enumerate(ranked[:10], start=1) if owners & relevant), None)
+        self.mrr10.append(1.0 / first if first else 0.0)
+        if precision is not None:
+            self.precision.append(precision)
+
+    def row(self) -> dict[str, Any]:
+        return {"recall@5": mean(self.recall5), "recall@10": mean(self.recall10),
+                "hit@5": mean(self.hit5), "mrr@10": mean(self.mrr10),
+                "block_precision": mean(self.precision),
+                "retrieve_p50_ms": percentile(self.latency, 50),
+                "retrieve_p95_ms": percentile(self.latency, 95)}
+
+
+def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket],
+           budget: int, progress: Progress) -> list[dict[str, Any]]:
+    """One backend through the whole history in a fresh store; one result row per query kind."""
+    relevant = relevant_earlier(tickets)
+    scores = {kind: _Scores() for kind in QUERY_KINDS}
+    index_ms: list[float] = []
+    owners: dict[str, set[int]] = {}  # doc text -> ticket positions (equal docs stand for all)
+    advance = progress(spec.label, len(tickets))
+    with bench.scratch() as tmp:
+        backend = bench.open(spec, tmp / "store")
+        now = [time.time()]
+        # The history's own clock: each ticket starts and ends at its date, so a backend's
+        # recency means what it would have meant when the work was done.
+        backend.clock = lambda: now[0]
+        try:
+            for pos, ticket in enumerate(tickets):
+                now[0] = ticket.timestamp or now[0]
+                for kind, query in (("start", ticket.start_query()), ("turn", ticket.turn_query())):
+                    started = time.perf_counter()
+                    (result,) = backend.retrieve([query], K)
+                    scores[kind].latency.append((time.perf_counter() - started) * 1000)
+                    if relevant[pos]:
+                        docs = result["docs"]
+                        ranked = [owners.get(d, set()) for d in docs]
+                        scores[kind].add(ranked, relevant[pos], block_precision(
+                            docs[:NUM_SHOWN], owners, relevant[pos], budget))
+                doc = ticket.completion_doc()
+                started = time.perf_counter()
+                backend.index([doc])
+                index_ms.append((time.perf_counter() - started) * 1000)
+                owners.setdefault(doc, set()).add(pos)
+                advance(1)
+        finally:
+            backend.close()
+    index = {"index_p50_ms": percentile(index_ms, 50), "index_p95_ms": percentile(index_ms, 95)}
+    scored = sum(1 for r in relevant if r)
+    return [{"backend": spec.label, "query": kind, **scores[kind].row(), **index,
+             "tickets": len(tickets), "scored": scored} for kind in QUERY_KINDS]
+
+
+def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
+                backends: Sequence[str], last: int | None = None,
+                before_last: int | None = None, cached_embeddings: bool = False,
+                budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS, work_dir: Path | None = None,
+                progress: Progress = no_progress) -> dict[str, Any]:
+    """Replay a ticket history (a file, or a git repository's log) through each backend.
+
+    For each ticket in order: recall with its start query and its per-turn query, then index
+    its completion doc. A ticket is scored when an earlier one shares an issue reference.
+    Document vectors are embedded inside each index call (as in a real run) unless
+    `cached_embeddings`, which reuses the embedding cache for faster reruns.
+    """
+    if (dataset is None) == (repo is None):
+        raise ConfigError("give one ticket history: --dataset FILE or --repo PATH")
+    shared = None if cached_embeddings else {"embedding_cache": False}
+    bench = Bench(backends, work_dir, progress, shared_options=shared)  # bad names fail first
+    history = (ticket_data.load_ticket_file(dataset) if dataset is not None
+               else ticket_data.load_git_repo(repo))  # type: ignore[arg-type]
+    tickets = select(history, last, before_last)
+    results = [row for spec in bench.specs for row in replay(bench, spec, tickets, budget_chars,
+                                                              progress)]
+    return {"dataset": str(dataset if dataset is not None else repo), "kind": "tickets",
+            "name": history.name, "tickets": len(tickets),
+            "scored": sum(1 for r in relevant_earlier(tickets) if r),
+            "embeddings": "cached" if cached_embeddings else "embedded in each index call",
+            "memories_budget_chars": budget_chars, "results": results}

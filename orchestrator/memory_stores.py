@@ -1,0 +1,200 @@
+"""A project's stores under every backend: where a doc lives, deleting it wherever it is, reindexing one backend's store into the configured one."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import ConfigError, MemoryStoreError
+from orchestrator.memory import MemoryFacade
+
+log = logging.getLogger("middle.memory")
+
+
+def stores(facade: MemoryFacade, project_id: str) -> dict[str, Path]:
+    """The backends with a store in the project's directory, and that directory."""
+    store = facade.store_dir(project_id)
+    return {name: store for name, reg in facade.registry.backends.items()
+            if name != "none" and reg.cls.store_exists(store)}
+
+
+def store_counts(facade: MemoryFacade, project_id: str) -> list[tuple[str, int | None, str]]:
+    """(backend, docs, note) for every store the project has; note says which is configured
+    or why a store could not be read."""
+    rows = []
+    for name in stores(facade, project_id):
+        note = "configured" if name == facade.backend_name else ""
+        try:
+            with facade.other_backend(project_id, name, "list") as backend:
+                rows.append((name, len(_records(backend)), note))
+        except (MemoryStoreError, ConfigError) as exc:
+            rows.append((name, None, f"cannot read: {exc}"))
+    return rows
+
+
+def _has(backend: Any, doc: str) -> bool:
+    has = getattr(backend, "has_doc", None)
+    if has is not None:
+        return bool(has(doc))
+    try:
+        return doc in backend.list_docs()
+    except NotImplementedError:
+        return False
+
+
+def locate(facade: MemoryFacade, project_id: str, docs: list[str]) -> dict[str, list[str]]:
+    """For each doc, the backends whose store of the project holds it (a store that cannot
+    be opened is logged and skipped)."""
+    found: dict[str, list[str]] = {doc: [] for doc in docs}
+    for name in stores(facade, project_id):
+        try:
+            with facade.other_backend(project_id, name, "lookup") as backend:
+                for doc in docs:
+                    if _has(backend, doc):
+                        found[doc].append(name)
+        except (MemoryStoreError, ConfigError) as exc:
+            log.warning("cannot look into the %s store of project %s: %s", name, project_id, exc)
+    return found
+
+
+@dataclass
+class ForgetReport:
+    """What `forget` did: docs deleted per backend, and docs no store held."""
+
+    configured: str
+    store_dir: Path
+    deleted: dict[str, int] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.deleted.values())
+
+    def describe(self) -> str:
+        """One line for the user, e.g. "1 memory doc deleted (from the bm25 store in DIR,
+        where it was indexed before [memory] backend became 'hybrid')"."""
+        parts = []
+        for name, n in self.deleted.items():
+            if name == self.configured:
+                parts.append(f"{n} from {name}")
+            else:
+                parts.append(f"{n} from the {name} store in {self.store_dir}, where it was "
+                              f"indexed before [memory] backend became {self.configured!r}")
+        text = f"{self.total} memory doc(s) deleted"
+        if parts:
+            text += f" ({'; '.join(parts)})"
+        if self.missing:
+            text += (f"; {len(self.missing)} doc(s) are in no store of {self.store_dir} (deleted "
+                     "by hand, or indexed under another [memory] save_dir)")
+        return text
+
+
+def forget(facade: MemoryFacade, project_id: str, docs: list[str],
+           indexed_by: dict[str, str | None] | None = None) -> ForgetReport:
+    """Delete docs (exact texts) from the project's memory wherever they are: the configured
+    backend's store first, then the store of the backend that indexed each (`indexed_by`, as
+    the ticket store records it), then any other backend's store of the project."""
+    report = ForgetReport(facade.backend_name, facade.store_dir(project_id))
+    left = list(dict.fromkeys(docs))
+    present = stores(facade, project_id)
+    preferred = [n for n in dict.fromkeys((indexed_by or {}).get(d) for d in left)
+                 if n in present and n != facade.backend_name]
+    order = [facade.backend_name] + preferred + [n for n in present if n not in preferred]
+    for name in dict.fromkeys(order):
+        if not left:
+            break
+        if name not in present:
+            continue
+        try:
+            with facade.other_backend(project_id, name, "delete") as backend:
+                held = [d for d in left if any(_has(backend, f) for f in facade.delete_forms([d]))]
+                if held:
+                    report.deleted[name] = backend.delete(facade.delete_forms(held))
+                    left = [d for d in left if d not in held]
+        except (MemoryStoreError, ConfigError) as exc:
+            log.warning("cannot delete from the %s store of project %s: %s", name, project_id, exc)
+    report.missing = left
+    log.info("memory forget project=%s: %s", project_id, report.describe())
+    return report
+
+
+@dataclass
+class ReindexReport:
+    source: str
+    target: str
+    copied: int
+    already: int
+    backup: Path | None = None
+
+
+def _records(backend: Any) -> list[tuple[str, float | None]]:
+    """(text, time) of every doc; times only from backends that keep them."""
+    records = getattr(backend, "list_records", None)
+    if records is not None:
+        return [(text, when) for text, when in records()]
+    try:
+        return [(text, None) for text in backend.list_docs()]
+    except NotImplementedError:
+        raise ConfigError(f"backend {backend.name!r} cannot list its docs, so its store cannot "
+                          "be reindexed") from None
+
+
+def reindex(facade: MemoryFacade, project_id: str, source: str) -> ReindexReport:
+    """Copy every doc of `source`'s store of the project into the configured backend, keeping
+    doc times where both keep them. With `source` the configured backend itself, rebuild its
+    store: its files move to a backup folder and the docs are indexed afresh (so a store built
+    with the no-model embedder is re-embedded once a model is installed)."""
+    facade.registry.backend_class(source)  # ConfigError for an unknown name
+    store = facade.store_dir(project_id)
+    source_cls = facade.registry.backends[source].cls
+    if source == "none" or not source_cls.store_exists(store):
+        raise ConfigError(f"project {project_id!r} has no {source} store in {store}: nothing to "
+                          "reindex (`middle memory stores` lists the stores the project has)")
+    backup = None
+    if source == facade.backend_name:
+        if not source_cls.store_files:
+            raise ConfigError(f"backend {source!r} does not say which files hold its store, so it "
+                              "cannot be rebuilt in place: `middle memory export`, move the store "
+                              "away and add the docs again")
+        with facade.other_backend(project_id, source, "reindex", _own_embedder(facade)) as old:
+            records = _records(old)
+        facade.release(project_id)
+        backup = _move_aside(facade, project_id, source_cls)
+        before: set[str] = set()
+    else:
+        with facade.other_backend(project_id, source, "reindex") as old:
+            records = _records(old)
+        before = set(facade.list_docs(project_id))
+    fresh = [(facade.prepare_doc(text), when) for text, when in records]
+    fresh = [(t, w) for t, w in dict((t, w) for t, w in reversed(fresh)).items() if t not in before]
+    fresh.reverse()  # oldest first, as they were indexed
+    facade.index_records(project_id, fresh)
+    return ReindexReport(source, facade.backend_name, len(fresh), len(records) - len(fresh), backup)
+
+
+def _own_embedder(facade: MemoryFacade) -> Any:
+    """The configured options with `embedder = "auto"` (a store's own embedder), to read a
+    store built with another embedder than the one now asked for."""
+    fields = getattr(facade.backend_cls.Options, "model_fields", {})
+    raw = facade.options.model_dump()
+    if "embedder" in fields:
+        raw["embedder"] = "auto"
+    return facade.registry.backend_options(facade.backend_name, raw)
+
+
+def _move_aside(facade: MemoryFacade, project_id: str, cls: Any) -> Path:
+    """Move the backend's store files (and their -wal, -shm and snapshot companions) into a
+    new folder `.reindex-<time>` of the project's directory; returns that folder."""
+    store = facade.store_dir(project_id)
+    backup = store / f".reindex-{time.strftime('%Y%m%d-%H%M%S')}"
+    with facade.project_lock(project_id, "reindex"):
+        backup.mkdir()
+        for name in cls.store_files:
+            stem = name.rsplit(".", 1)[0]
+            for path in sorted(store.glob(f"{stem}*")):
+                if path.is_file():
+                    path.rename(backup / path.name)
+    return backup

@@ -1,0 +1,169 @@
+"""`middle bench tickets`: ticket histories from a file or a real git repository, the replay, its
+metrics (recall, hit, MRR, the relevant share of the "Memories invoked" block) and the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.bench import ticket_data
+from orchestrator.bench.replay import block_precision, relevant_earlier, run_tickets, select
+from orchestrator.cli import main
+from orchestrator.errors import ConfigError
+from orchestrator.memory import format_memories
+
+KEYS = {"backend", "query", "recall@5", "recall@10", "hit@5", "mrr@10", "retrieve_p95_ms",
+        "index_p95_ms"}
+
+
+def git(repo: Path, *args: str, date: str = "2024-01-01T10:00:00+00:00") -> None:
+    env = {"GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@example.com", "GIT_COMMITTER_NAME": "A",
+           "GIT_COMMITTER_EMAIL": "a@example.com", "GIT_AUTHOR_DATE": date,
+           "GIT_COMMITTER_DATE": date, "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+def commit(repo: Path, path: str, message: str, hour: int) -> None:
+    target = repo / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(f"{message}\n{hour}\n")
+    git(repo, "add", path)
+    git(repo, "commit", "-q", "-m", message, date=f"2024-01-01T{hour:02d}:00:00+00:00")
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    """Six commits on three issues, one merge commit (not a ticket), refs in several forms."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    commit(repo, "app/login.py", "Add login form, refs #1", 1)
+    commit(repo, "app/export.py", "CSV export of tables\n\nFirst cut. Closes #2", 2)
+    commit(repo, "app/login.py", "Login form validates email (#1)", 3)
+    git(repo, "checkout", "-q", "-b", "side")
+    commit(repo, "docs/export.md", "Document the CSV export\n\nSee https://github.com/o/r/issues/2", 4)
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "side", "-m", "Merge branch side (#9)")
+    commit(repo, "app/search.py", "Search box on every page", 6)
+    commit(repo, "app/login.py", "Fix login redirect\n\nFixes #1 and other/repo#1",  7)
+    return repo
+
+
+def test_git_history_becomes_tickets_with_refs_removed_from_the_text(repo):
+    history = ticket_data.load_git_repo(repo)
+    assert history.name == "repo"
+    assert [t.title for t in history.tickets] == [
+        "Add login form", "CSV export of tables", "Login form validates email",
+        "Document the CSV export", "Search box on every page", "Fix login redirect"]
+    assert [t.refs for t in history.tickets] == [[1], [2], [1], [2], [], [1]]
+    assert history.tickets[1].description == "First cut."
+    assert history.tickets[5].description == "and"  # "other/repo#1" is another repo's issue
+    assert history.tickets[3].paths == ["docs/export.md"]
+    assert history.tickets[0].completion_doc() == "Ticket: Add login form. . Changed: app/login.py"
+    assert history.tickets[0].turn_query() == "Add login form\nChanged app/login.py"
+    assert history.tickets[0].timestamp < history.tickets[5].timestamp
+    # Relevant: earlier tickets sharing an issue.
+    assert relevant_earlier(history.tickets) == [set(), set(), {0}, {1}, set(), {0, 2}]
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p, "not a git repository"),
+    (lambda p: p / "missing", "no such directory"),
+])
+def test_a_path_that_is_not_a_repository_is_a_clear_error(tmp_path, make, message):
+    with pytest.raises(ConfigError, match=message):
+        ticket_data.load_git_repo(make(tmp_path))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q")
+    with pytest.raises(ConfigError, match="no commits yet"):
+        ticket_data.load_git_repo(empty)
+
+
+def test_replay_scores_each_backend_and_query_kind(repo):
+    report = run_tickets(repo=repo, backends=["bm25", "hybrid:embedder=hashing"])
+    assert report["kind"] == "tickets" and report["tickets"] == 6 and report["scored"] == 3
+    rows = report["results"]
+    assert [(r["backend"], r["query"]) for r in rows] == [
+        ("bm25", "start"), ("bm25", "turn"), ("hybrid:embedder=hashing", "start"),
+        ("hybrid:embedder=hashing", "turn")]
+    for row in rows:
+        assert KEYS <= set(row)
+        assert 0 <= row["recall@5"] <= row["recall@10"] <= 1 and 0 <= row["mrr@10"] <= 1
+        assert 0 <= row["block_precision"] <= 1 and row["scored"] == 3
+        assert row["retrieve_p50_ms"] <= row["retrieve_p95_ms"]
+        assert row["index_p50_ms"] <= row["index_p95_ms"]
+    # Three docs at most are stored when a ticket is scored: every relevant one is in the top 5.
+    assert all(r["recall@5"] == 1.0 and r["hit@5"] == 1.0 for r in rows)
+    # The turn query names the changed file: BM25 ranks the login tickets first for ticket 6.
+    assert rows[1]["mrr@10"] == 1.0
+
+
+def test_block_precision_counts_the_relevant_characters_the_agent_is_shown():
+    docs = ["relevant one", "noise " * 50, "relevant two"]
+    owners = {docs[0]: {0}, docs[1]: {1}, docs[2]: {2}}
+    block = format_memories([{"docs": docs}], 200)
+    share = block_precision(docs, owners, {0, 2}, 200)
+    assert block.startswith("Memories invoked:\nrelevant one")
+    assert share == pytest.approx(len("\nrelevant one") / len(block))  # doc 3 did not fit
+    assert block_precision([], owners, {0}, 200) is None
+
+
+def test_last_and_before_last_select_the_split():
+    history = ticket_data.TicketHistory("h", [ticket_data.HistoryTicket(str(i), "", f"t{i}", "")
+                                              for i in range(10)])
+    assert [t.id for t in select(history, 3, None)] == ["7", "8", "9"]
+    assert [t.id for t in select(history, 3, 4)] == ["3", "4", "5"]
+    with pytest.raises(ConfigError, match="leaves nothing"):
+        select(history, None, 10)
+    with pytest.raises(ConfigError, match="at least 1"):
+        select(history, 0, None)
+
+
+def test_dataset_file_of_the_wrong_shape_names_file_and_key(tmp_path):
+    bad = tmp_path / "bad.json"
+    for data, message in [([1, 2], "JSON object with a 'tickets' list"),
+                          ({"tickets": [{"title": "x"}]}, "ticket 0 has no 'files' key"),
+                          ({"tickets": [{"title": "x", "description": "", "files": [],
+                                         "refs": ["1"]}]}, "list of issue numbers")]:
+        bad.write_text(json.dumps(data))
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+            ticket_data.load_ticket_file(bad)
+
+
+def test_cli_json_has_the_issue_keys_and_errors_are_one_line(repo, tmp_path):
+    runner = CliRunner()
+    out = runner.invoke(main, ["bench", "tickets", "--repo", str(repo), "--backend", "bm25",
+                               "--json", "--no-progress"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.stdout)
+    assert {"dataset", "kind", "results"} <= set(report) and report["kind"] == "tickets"
+    assert {r["query"] for r in report["results"]} == {"start", "turn"}
+    assert all(KEYS <= set(r) for r in report["results"])
+    table = runner.invoke(main, ["bench", "tickets", "--repo", str(repo), "--backend", "bm25",
+                                 "--last", "4", "--no-progress"])
+    assert table.exit_code == 0 and "hit@5" in table.stdout and "MRR@10" in table.stdout
+    for args, message in [(["--repo", str(tmp_path)], "not a git repository"),
+                          (["--repo", str(repo), "--dataset", str(tmp_path / "x.json")], "not both"),
+                          (["--dataset", str(tmp_path / "x.json")], "does not exist")]:
+        failed = runner.invoke(main, ["bench", "tickets", *args, "--backend", "bm25"])
+        assert failed.exit_code == 1, failed.output
+        lines = [ln for ln in failed.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+
+
+@pytest.mark.slow
+def test_real_datasette_history_loads():
+    from orchestrator.bench import datasets
+
+    path = datasets.SHARED_DATA / "tickets" / "datasette.json"
+    if not path.exists():
+        pytest.skip(f"{path} is not here")
+    history = ticket_data.load_ticket_file(path)
+    assert len(history.tickets) == 3374
+    scored = sum(1 for r in relevant_earlier(select(history, 1500, None)) if r)
+    assert scored == 507  # as shared/data/README.md counts them

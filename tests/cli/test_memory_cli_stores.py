@@ -1,0 +1,86 @@
+"""`middle memory` as a user runs it, one process per command: ids, add, delete, read-only
+commands under a switched backend, stores and reindex."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.memory import doc_id
+from orchestrator.testing import make_repo
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    make_repo(tmp_path / "repo")
+    (tmp_path / "tickets").mkdir()
+    use_backend(tmp_path, "bm25")
+    return tmp_path
+
+
+def use_backend(root: Path, backend: str) -> None:
+    options = '\n[memory.options]\nembedder = "hashing"\n' if backend not in ("bm25",) else ""
+    (root / "middle.toml").write_text(
+        f'[project]\nid = "demo"\npath = "repo"\n[memory]\nsave_dir = ".middle/memory"\n'
+        f'backend = "{backend}"\n{options}')
+
+
+def middle(root: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY")}
+    env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
+    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "memory", *args], cwd=root,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert (out.returncode == 0) == ok, (out.stdout, out.stderr)
+    return out
+
+
+def test_ids_add_and_delete(workdir):
+    first = middle(workdir, "add", "Ticket: Fix login. Reset the cookie.")
+    assert f"added 1 doc (id {doc_id('Ticket: Fix login. Reset the cookie.')[:8]})" in first.stdout
+    again = middle(workdir, "add", "Ticket: Fix login. Reset the cookie.")
+    assert again.stdout.startswith("already in memory (id ")
+    middle(workdir, "add", "Ticket: Speed up export.")
+    listed = middle(workdir, "list").stdout.splitlines()
+    assert listed == [f"{doc_id(d)[:8]}  {d}" for d in
+                      ("Ticket: Fix login. Reset the cookie.", "Ticket: Speed up export.")]
+    gone = middle(workdir, "delete", listed[1][:6])
+    assert gone.stdout.strip() == f"deleted doc {listed[1][:8]}"
+    middle(workdir, "delete", "Ticket: Fix login. Reset the cookie.")  # the exact text works too
+    error = middle(workdir, "delete", "abcd", ok=False).stderr.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith("error: no doc in project 'demo' has that id")
+    assert middle(workdir, "list").stdout == ""
+
+
+def test_read_only_commands_under_a_switched_backend_create_no_store(workdir):
+    middle(workdir, "add", "kept in bm25")
+    store = workdir / ".middle" / "memory" / "demo"
+    before = sorted(p.name for p in store.iterdir())
+    use_backend(workdir, "dense")
+    assert middle(workdir, "list").stdout == ""
+    assert "(no memories)" in middle(workdir, "search", "kept").stdout
+    assert '"docs": []' in middle(workdir, "export").stdout
+    assert "bm25" in middle(workdir, "stores").stdout
+    assert sorted(p.name for p in store.iterdir()) == before  # no dense.sqlite3
+    assert not (workdir / ".middle" / "memory" / "other").exists()
+    middle(workdir, "list", "--project", "other")
+    assert not (workdir / ".middle" / "memory" / "other").exists()
+
+
+def test_reindex_from_the_old_backend(workdir):
+    middle(workdir, "add", "first memory about caching")
+    middle(workdir, "add", "second memory about parsing")
+    use_backend(workdir, "hybrid")
+    done = middle(workdir, "reindex", "--from", "bm25")
+    assert done.stdout.strip() == "reindexed 2 doc(s) from bm25 into hybrid"
+    assert middle(workdir, "search", "parsing", "-k", "1").stdout.strip().endswith(
+        "second memory about parsing")
+    again = middle(workdir, "reindex", "--from", "bm25")
+    assert "reindexed 0 doc(s)" in again.stdout and "2 already there" in again.stdout
+    error = middle(workdir, "reindex", "--from", "hipporag", ok=False).stderr.strip().splitlines()
+    assert len(error) == 1 and "has no hipporag store" in error[0]

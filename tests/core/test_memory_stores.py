@@ -1,0 +1,109 @@
+"""A project's stores under several backends: locate a doc, forget it wherever it is, reindex."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from backends.retrieval.cache import CACHE_ENV
+from backends.retrieval.embedders import minilm
+from orchestrator.errors import ConfigError
+from orchestrator.memory import MemoryFacade, doc_id
+from orchestrator.memory_stores import forget, locate, reindex, store_counts
+from orchestrator.plugins import PluginRegistry
+
+REGISTRY = PluginRegistry(load_entry_points=False)
+
+
+@pytest.fixture(autouse=True)
+def _private_embedding_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "embedding-cache"))
+
+
+def facade(tmp_path, backend: str, **options) -> MemoryFacade:
+    return MemoryFacade(tmp_path / "mem", backend, options, REGISTRY)
+
+
+def test_forget_deletes_a_doc_where_it_lives_and_says_where(tmp_path):
+    old = facade(tmp_path, "bm25")
+    old.index("p", ["Ticket: Fix login. Reset the cookie.", "Ticket: Speed up export."])
+    old.close()
+    new = facade(tmp_path, "hybrid", embedder="hashing")  # [memory] backend switched
+    new.index("p", ["Ticket: Add dark mode."])
+    assert locate(new, "p", ["Ticket: Fix login. Reset the cookie."]) == {
+        "Ticket: Fix login. Reset the cookie.": ["bm25"]}
+    report = forget(new, "p", ["Ticket: Fix login. Reset the cookie.", "Ticket: Add dark mode.",
+                               "Ticket: never indexed."],
+                    {"Ticket: Fix login. Reset the cookie.": "bm25"})
+    assert report.deleted == {"hybrid": 1, "bm25": 1} and report.missing == ["Ticket: never indexed."]
+    text = report.describe()
+    assert text.startswith("2 memory doc(s) deleted (1 from hybrid; 1 from the bm25 store in ")
+    assert str(new.store_dir("p")) in text and "before [memory] backend became 'hybrid'" in text
+    assert "1 doc(s) are in no store" in text
+    new.close()
+    old = facade(tmp_path, "bm25")
+    assert old.list_docs("p") == ["Ticket: Speed up export."]
+    old.close()
+
+
+def test_forget_without_a_record_still_finds_the_doc(tmp_path):
+    old = facade(tmp_path, "bm25")
+    old.index("p", ["only in bm25"])
+    old.close()
+    new = facade(tmp_path, "dense", embedder="hashing")
+    assert forget(new, "p", ["only in bm25"]).deleted == {"bm25": 1}
+    assert not (new.store_dir("p") / "dense.sqlite3").exists()  # looking created no store
+    new.close()
+
+
+def test_reindex_copies_docs_and_their_times_into_the_configured_backend(tmp_path):
+    old = facade(tmp_path, "bm25")
+    old.index("p", ["first doc about caching", "second doc about parsing"])
+    with old.other_backend("p", "bm25", "read") as backend:
+        times = [t for _, t in backend.list_records()]
+    old.close()
+    new = facade(tmp_path, "hybrid", embedder="hashing")
+    new.index("p", ["second doc about parsing"])
+    report = reindex(new, "p", "bm25")
+    assert (report.copied, report.already, report.backup) == (1, 1, None)
+    assert sorted(new.list_docs("p")) == ["first doc about caching", "second doc about parsing"]
+    with new.other_backend("p", "hybrid", "read") as backend:
+        kept = dict(backend.list_records())
+    assert kept["first doc about caching"] == times[0]  # its age survives the copy
+    assert [(n, c) for n, c, _ in store_counts(new, "p")] == [("bm25", 2), ("hybrid", 2)]
+    with pytest.raises(ConfigError, match="has no hipporag store"):
+        reindex(new, "p", "hipporag")
+    with pytest.raises(ConfigError, match="unknown memory backend"):
+        reindex(new, "p", "nope")
+    new.close()
+
+
+@pytest.mark.skipif(not minilm.available(), reason="needs the embeddings extra")
+def test_reindex_from_itself_re_embeds_a_store_built_without_a_model(tmp_path):
+    before = facade(tmp_path, "hybrid", embedder="hashing")
+    before.index("p", ["the wifi keeps dropping", "lunch order for friday"])
+    before.close()
+    after = facade(tmp_path, "hybrid")  # embedder "auto": the store's own (hashing) until rebuilt
+    report = reindex(after, "p", "hybrid")
+    assert report.copied == 2 and report.backup is not None
+    assert (report.backup / "hybrid.sqlite3").is_file()
+    db = sqlite3.connect(after.store_dir("p") / "hybrid.sqlite3")
+    model = db.execute("SELECT value FROM meta WHERE key = 'embedder_model_id'").fetchone()[0]
+    db.close()
+    assert model == minilm.MODEL_ID
+    assert after.retrieve("p", ["wireless network disconnects"], 1)[0]["docs"] == [
+        "the wifi keeps dropping"]
+    after.close()
+
+
+def test_doc_ids_are_stable_prefixes_of_the_text_hash(tmp_path):
+    mem = facade(tmp_path, "bm25")
+    mem.index("p", ["alpha doc", "beta doc"])
+    full = doc_id("alpha doc")
+    assert mem.find_docs("p", full[:4]) == ["alpha doc"] == mem.find_docs("p", "alpha doc")
+    assert mem.find_docs("p", "zz") == [] and mem.find_docs("p", "not hex!") == []
+    assert mem.has_doc("p", "beta doc") and not mem.has_doc("p", "gamma doc")
+    assert json.dumps(full)  # plain hex
+    mem.close()
