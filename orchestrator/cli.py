@@ -6,14 +6,31 @@ import logging
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import click
 
 from orchestrator.cli_output import (
     console, err_console, make_table, on_event, report, safe, say, shorten, summary_line,
 )
-from orchestrator.config import CONFIG_FILE, DEFAULT_BACKEND, Config, load_config, require_config_file
+from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND
+
+if TYPE_CHECKING:
+    from orchestrator.config import Config
+
+
+def get_config(ctx: click.Context, *, required: bool = True) -> Config:
+    """The config of this invocation (see orchestrator.command_context; imported when needed)."""
+    from orchestrator.command_context import get_config as load
+
+    return load(ctx, required=required)
+
+
+def services(ctx: click.Context, config: Config, **kwargs: Any) -> Any:
+    """The services of this invocation, closed when the command ends."""
+    from orchestrator.command_context import services as build
+
+    return build(ctx, config, **kwargs)
 from orchestrator.errors import MiddleError, TicketError
 
 EXIT_INTERRUPTED = 130  # the shell's convention for a process ended by Ctrl-C (SIGINT)
@@ -37,10 +54,14 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _has_entry_point_plugins() -> bool:
+    """Whether an installed plugin that will load could add top-level commands."""
+    import os
     from importlib.metadata import entry_points
 
-    from orchestrator.plugins import ENTRY_POINT_GROUP
+    from orchestrator.names import ENTRY_POINT_GROUP, LOAD_PLUGINS_VARIABLE
 
+    if os.environ.get(LOAD_PLUGINS_VARIABLE) == "":  # plugins switched off
+        return False
     return bool(entry_points(group=ENTRY_POINT_GROUP))
 
 
@@ -126,23 +147,6 @@ def main(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     ctx.obj = {"config_path": config_path}
-
-
-def get_config(ctx: click.Context, *, required: bool = True) -> Config:
-    """The config; commands that act on a project need its middle.toml to exist."""
-    config = load_config(ctx.find_root().obj["config_path"])
-    if required:
-        require_config_file(config)
-    return config
-
-
-def services(ctx: click.Context, config: Config, **kwargs: Any):
-    """The services for this command, closed when the command ends."""
-    from orchestrator.services import Services
-
-    svc = Services(config, **kwargs)
-    ctx.call_on_close(svc.close)
-    return svc
 
 
 def open_orchestrator(ctx: click.Context, config: Config, fake: bool):

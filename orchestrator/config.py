@@ -17,9 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.errors import ConfigError
 
-CONFIG_FILE = "middle.toml"
-# The one default memory backend: `middle init`, `middle demo`, a config that names none.
-DEFAULT_BACKEND = "hybrid"
+from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND  # noqa: E402 - re-exported
 ENV_PREFIX = "MIDDLE_"
 
 

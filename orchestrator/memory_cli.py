@@ -8,49 +8,16 @@ from pathlib import Path
 import click
 
 from orchestrator.cli_output import console, err_console, safe
-from orchestrator.config import Config
-from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError
+from orchestrator.errors import MemoryStoreError, MiddleError
+from orchestrator.command_context import command_backend, default_project, project_memory  # noqa: F401
 from orchestrator.memory import DOC_ID_CHARS, doc_id
-
-
-def default_project(config: Config, store) -> str:
-    """[project] id, else the one project the ticket store knows, else the project folder's name."""
-    if config.project.id:
-        return config.project.id
-    if store is not None:
-        projects = {t.project_id for t in store.list_tickets()}
-        if len(projects) == 1:
-            return projects.pop()
-        if projects:
-            raise ConfigError(
-                f"the tickets belong to several projects ({', '.join(sorted(projects))}): "
-                "choose one with --project"
-            )
-    return config.resolve(config.project.path).name
 
 
 project_option = click.option("--project", "-p", default=None,
                               help="Project id (default: [project] id, else the only project of the tickets, else the project folder's name).")
 
 
-def _memory(ctx: click.Context, project: str | None):
-    """The memory facade (from the shared services, with its memory model) and the project id."""
-    from orchestrator.cli import get_config, services
-
-    config = get_config(ctx)
-    svc = services(ctx, config)
-    if svc.memory is None:
-        raise ConfigError(
-            "memory is off: set [memory] save_dir in middle.toml (or MEMORY_SAVE_DIR) and a "
-            "backend other than 'none'"
-        )
-    return svc.memory, project if project is not None else default_project(config, svc.read_store())
-
-
-def command_backend(ctx: click.Context, project: str | None, op: str):
-    """The project's backend under the facade's locks, for a plugin's own memory command."""
-    mem, pid = _memory(ctx, project)
-    return mem.using(pid, op)
+_memory = project_memory  # the facade and the project id of this command
 
 
 @click.group()

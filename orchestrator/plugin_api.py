@@ -12,14 +12,16 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, WorkerError
 from orchestrator.hookspecs import hookimpl
 from orchestrator.worker.base import EventCallback, TurnRecord, TurnResult, Worker
-from tickets.model import Ticket
+
+if TYPE_CHECKING:
+    from tickets.model import Ticket
 
 __all__ = [
     "hookimpl",
@@ -181,7 +183,7 @@ def memory_backend(ctx: Any, project: str | None, op: str) -> Any:
     raises is reported as one `error:` line. `backend` is your class when memory is configured
     with it; check `isinstance` and raise ConfigError otherwise.
     """
-    from orchestrator.memory_cli import command_backend
+    from orchestrator.command_context import command_backend
 
     return command_backend(ctx, project, op)
 
@@ -196,4 +198,8 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return importlib.import_module("backends.retrieval")
+    if name == "Ticket":  # the ticket model (pydantic), for lifecycle hooks' annotations
+        from tickets.model import Ticket
+
+        return Ticket
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,6 +8,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pluggy
@@ -19,10 +20,8 @@ from orchestrator.plugin_api import BackendOptions, MemoryBackend
 
 log = logging.getLogger("middle.plugins")
 
-ENTRY_POINT_GROUP = "middle_agent"
-# Which installed plugins load: unset = all; a comma-separated list of entry-point or package
-# names = only those; empty = none (as simonw/llm's LLM_LOAD_PLUGINS).
-LOAD_PLUGINS_VARIABLE = "MIDDLE_LOAD_PLUGINS"
+# Which installed plugins load: see LOAD_PLUGINS_VARIABLE (as simonw/llm's LLM_LOAD_PLUGINS).
+from orchestrator.names import ENTRY_POINT_GROUP, LOAD_PLUGINS_VARIABLE  # noqa: E402
 
 # Built-in plugins register through the same hooks a third-party plugin uses (as pytest's
 # default_plugins). This tuple is the only place that names them.
@@ -61,16 +60,24 @@ class PluginRegistry:
             _load_entry_points(self.pm, os.environ.get(LOAD_PLUGINS_VARIABLE))
         for plugin in extra_plugins:
             self.pm.register(plugin)
-        self.backends: dict[str, Registered] = {}
-        self.workers: dict[str, Registered] = {}
-        self._collect()
 
-    def _collect(self) -> None:
+    # What the plugins register is collected on first use: the built-in plugins import their
+    # backend classes (and with them NumPy, FAISS, SciPy) inside the hook, so a registry built
+    # only for plugin commands (`middle --help`) stays light.
+    @cached_property
+    def backends(self) -> dict[str, Registered]:
+        table: dict[str, Registered] = {}
         # The core owns the register callbacks: each checks the name and refuses duplicates.
         for impl in self.pm.hook.register_memory_backends.get_hookimpls():
-            impl.function(register=self._registrar(self.backends, impl.plugin_name, "name"))
+            impl.function(register=self._registrar(table, impl.plugin_name, "name"))
+        return table
+
+    @cached_property
+    def workers(self) -> dict[str, Registered]:
+        table: dict[str, Registered] = {}
         for impl in self.pm.hook.register_workers.get_hookimpls():
-            impl.function(register=self._registrar(self.workers, impl.plugin_name, "kind"))
+            impl.function(register=self._registrar(table, impl.plugin_name, "kind"))
+        return table
 
     def _registrar(self, table: dict[str, Registered], plugin: str, attr: str):
         def register(cls: type) -> None:

@@ -11,7 +11,7 @@ from orchestrator.cli_output import console, err_console, safe
 
 
 def _services(ctx: click.Context):
-    from orchestrator.cli import get_config, services
+    from orchestrator.command_context import get_config, services
 
     return services(ctx, get_config(ctx))
 

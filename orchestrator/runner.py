@@ -13,7 +13,7 @@ from langchain_core.runnables import RunnableConfig
 
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.config import Config
-from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreError, TicketError
+from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, TicketError
 from orchestrator.graph import Limits, TicketContext, build_graph
 from orchestrator.checkpoints import open_checkpointer
 from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
@@ -70,9 +70,11 @@ class Orchestrator:
         self.on_event = on_event
         self.lease_s = lease_s or config.run.lease_s
         self.registry = self.services.registry
-        self.store: TicketStore = self.services.store
+        # Options first (a bad backend option or permission mode is an error before any file
+        # is created or anything paid for), then the store.
         self.memory: MemoryFacade | None = self.services.memory  # validates backend + options now
         self.worker = self.services.worker
+        self.store: TicketStore = self.services.store
         self.lifecycle: RunLifecycle = self.services.lifecycle
         self.worktrees = self.services.worktrees
         self.stop = stop or threading.Event()  # set: runs stop between nodes, marked interrupted

@@ -44,7 +44,8 @@ class _QuietSkips:
 @click.pass_context
 def worker(ctx: click.Context, parallel: int | None, once: bool, fake: bool) -> None:
     """Work the shared backlog on this machine: claim, run in a clone, push the branch."""
-    from orchestrator.cli import _stop_signals, get_config, services
+    from orchestrator.cli import _stop_signals
+    from orchestrator.command_context import get_config, services
     from orchestrator.fleet import REMOTE, ensure_clone, work
 
     config = get_config(ctx)

@@ -1,33 +1,23 @@
-"""The ticket domain: the ticket model, its SQLite store and ticket sources."""
+"""The ticket domain: the ticket model, its store (SQLite or PostgreSQL) and ticket sources."""
 
-from tickets.model import (
-    RunStatus,
-    Ticket,
-    TicketStatus,
-    validate_project_id,
-    validate_ticket_id,
-)
-from tickets.source import (
-    LoadResult,
-    MarkdownFolderSource,
-    TicketFileError,
-    TicketSource,
-    load_ticket_file,
-    load_tickets,
-)
-from tickets.store import TicketStore
+from __future__ import annotations
 
-__all__ = [
-    "LoadResult",
-    "MarkdownFolderSource",
-    "RunStatus",
-    "Ticket",
-    "TicketFileError",
-    "TicketSource",
-    "TicketStatus",
-    "TicketStore",
-    "load_ticket_file",
-    "load_tickets",
-    "validate_project_id",
-    "validate_ticket_id",
-]
+import importlib
+from typing import Any
+
+# Imported on first use, so `tickets.errors` (which every error path imports) costs nothing more.
+_LAZY = {
+    "RunStatus": "model", "Ticket": "model", "TicketStatus": "model",
+    "validate_project_id": "model", "validate_ticket_id": "model",
+    "LoadResult": "source", "MarkdownFolderSource": "source", "TicketFileError": "source",
+    "TicketSource": "source", "load_ticket_file": "source", "load_tickets": "source",
+    "TicketStore": "store",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"tickets.{_LAZY[name]}"), name)
+    raise AttributeError(name)

@@ -1,5 +1,18 @@
 """The bm25 memory backend: SQLite FTS5 keyword search with Porter stemming (a baseline)."""
 
-from .backend import Bm25Backend, Bm25Options
+from __future__ import annotations
 
-__all__ = ["Bm25Backend", "Bm25Options"]
+import importlib
+from typing import Any
+
+# Imported on first use: loading the plugin registry (e.g. for `middle --help`) then costs no
+# NumPy, FAISS or SciPy.
+_LAZY = {'Bm25Backend': 'backend', 'Bm25Options': 'backend'}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(name)

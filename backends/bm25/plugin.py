@@ -2,9 +2,10 @@
 
 from orchestrator.plugin_api import hookimpl
 
-from .backend import Bm25Backend
 
 
 @hookimpl
 def register_memory_backends(register):
+    from .backend import Bm25Backend  # imported when the registry collects backends
+
     register(Bm25Backend)

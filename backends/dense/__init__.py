@@ -1,5 +1,18 @@
 """The dense memory backend: cosine similarity of embeddings in a FAISS index (a baseline)."""
 
-from .backend import DenseBackend, DenseOptions
+from __future__ import annotations
 
-__all__ = ["DenseBackend", "DenseOptions"]
+import importlib
+from typing import Any
+
+# Imported on first use: loading the plugin registry (e.g. for `middle --help`) then costs no
+# NumPy, FAISS or SciPy.
+_LAZY = {'DenseBackend': 'backend', 'DenseOptions': 'backend'}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(name)

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 import click
 
 from orchestrator.plugin_api import ConfigError, hookimpl, memory_backend
 
-from .backend import HindsightBackend
-from .recall import KINDS
+from .kinds import KINDS
+
+if TYPE_CHECKING:
+    from .backend import HindsightBackend
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @hookimpl
 def register_memory_backends(register):
+    from .backend import HindsightBackend  # imported when the registry collects backends
+
     register(HindsightBackend)
 
 
@@ -27,6 +32,8 @@ def _safe(text: str) -> str:
 
 def _hindsight(ctx: click.Context, project: str | None, op: str):
     """The project's hindsight backend under the facade's locks, or a one-line ConfigError."""
+    from .backend import HindsightBackend
+
     manager = memory_backend(ctx, project, op)
 
     class _Checked:

@@ -14,6 +14,7 @@ import numpy as np
 from orchestrator.plugin_api import retrieval
 
 from . import dates
+from .kinds import KINDS  # noqa: F401 - re-exported
 from .bank import in_clause
 
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("middle.hindsight")
 
-KINDS = ("world", "experience", "observation")
 ENTITY_FANOUT = 50  # an entity in more facts than this says little about any one of them
 COMMON_TERM_SHARE = 0.1
 COMMON_TERM_MIN = 500

@@ -1,6 +1,18 @@
 """The hipporag memory backend: HippoRAG 2 graph memory with Personalized PageRank (recommended)."""
 
-from .backend import HippoRAGBackend
-from .options import HippoRAGOptions
+from __future__ import annotations
 
-__all__ = ["HippoRAGBackend", "HippoRAGOptions"]
+import importlib
+from typing import Any
+
+# Imported on first use: loading the plugin registry (e.g. for `middle --help`) then costs no
+# NumPy, FAISS or SciPy.
+_LAZY = {'HippoRAGBackend': 'backend', 'HippoRAGOptions': 'options'}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(name)

@@ -8,12 +8,12 @@ import click
 
 from orchestrator.plugin_api import ConfigError, hookimpl, memory_backend
 
-from .backend import HippoRAGBackend
-from .export import render, to_networkx
 
 
 @hookimpl
 def register_memory_backends(register):
+    from .backend import HippoRAGBackend  # imported when the registry collects backends
+
     register(HippoRAGBackend)
 
 
@@ -29,6 +29,9 @@ def register_memory_backends(register):
 def graph_command(ctx: click.Context, fmt: str, output: Path | None, passages: bool,
                   project: str | None) -> None:
     """Export the hipporag memory graph (entities, facts, synonyms, passages)."""
+    from .backend import HippoRAGBackend
+    from .export import render, to_networkx
+
     with memory_backend(ctx, project, "graph") as backend:
         if not isinstance(backend, HippoRAGBackend):
             raise ConfigError("`middle memory graph` needs [memory] backend = \"hipporag\"")

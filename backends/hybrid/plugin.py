@@ -2,9 +2,10 @@
 
 from orchestrator.plugin_api import hookimpl
 
-from .backend import HybridBackend
 
 
 @hookimpl
 def register_memory_backends(register):
+    from .backend import HybridBackend  # imported when the registry collects backends
+
     register(HybridBackend)

@@ -2,9 +2,10 @@
 
 from orchestrator.plugin_api import hookimpl
 
-from .backend import NoneBackend
 
 
 @hookimpl
 def register_memory_backends(register):
+    from .backend import NoneBackend  # imported when the registry collects backends
+
     register(NoneBackend)

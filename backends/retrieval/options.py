@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from orchestrator.plugin_api import BackendOptions
 
-from .embedders import EMBEDDER_HELP
+from .embedders import EMBEDDER_HELP, embedder_spec_problem
 
 
 class Bm25Options(BackendOptions):
@@ -30,6 +30,14 @@ class EmbedderOptions(BackendOptions):
         None, description="text put before documents; default: the model's known prefix")
     embedding_cache: bool = Field(
         True, description="reuse document vectors by (model, text hash) across stores and runs")
+
+    @field_validator("embedder")
+    @classmethod
+    def _known_embedder(cls, name: str) -> str:
+        problem = embedder_spec_problem(name)
+        if problem:  # at config load: `memory list` or a paid `middle run` must not get this far
+            raise ValueError(problem)
+        return name
 
 
 class DenseOptions(EmbedderOptions):

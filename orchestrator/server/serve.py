@@ -61,7 +61,7 @@ def serve(ctx: click.Context, host: str, port: int, fake: bool) -> None:
     """Serve the memory API, the tickets API, live run events and the dashboard."""
     import uvicorn
 
-    from orchestrator.cli import get_config, services
+    from orchestrator.command_context import get_config, services
     from orchestrator.cli_output import console, safe
     from orchestrator.server.app import create_app
 

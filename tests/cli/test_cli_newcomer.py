@@ -139,3 +139,15 @@ def test_the_demo_leaves_nothing_in_the_temp_folder(tmp_path, claude_cli):
     assert "middle demo --dir DIR" in proc.stdout
     # (Claude Code keeps its own per-user folders there, e.g. claude-0/; nothing of ours is left)
     assert [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("middle")] == []
+
+
+@pytest.mark.parametrize("backend", ["hybrid", "dense", "hipporag", "hindsight"])
+def test_a_bad_embedder_is_an_error_at_load_not_after_the_first_paid_call(workdir, backend):
+    (workdir / "middle.toml").write_text(
+        f'[project]\npath = "repo"\n[memory]\nsave_dir = "mem"\nbackend = "{backend}"\n'
+        '[memory.options]\nembedder = "nope"\n')
+    (workdir / "tickets" / "a.md").write_text("---\ntitle: A\nproject: demo\n---\nx\n")
+    for args in (("memory", "list"), ("run", "--fake")):
+        result = invoke(*args)
+        assert result.exit_code == 1 and "unknown embedder 'nope'" in result.output, (args, result.output)
+    assert not (workdir / "mem").exists() and not (workdir / ".middle" / "middle.sqlite3").exists()

@@ -51,7 +51,7 @@ def test_unknown_backend_option_is_an_error_listing_allowed_options():
 
 def test_duplicate_names_are_refused():
     with pytest.raises(ConfigError, match="registered twice"):
-        PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(_Dummy),))
+        PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(_Dummy),)).backends
 
 
 def test_bad_registrations_are_refused():
@@ -59,13 +59,13 @@ def test_bad_registrations_are_refused():
         name = "fine_name"
 
     with pytest.raises(ConfigError, match="not a subclass"):
-        PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(NotABackend),))
+        PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(NotABackend),)).backends
 
     class BadName(_Dummy):
         name = "Bad Name!"
 
     with pytest.raises(ConfigError, match="bad name"):
-        PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(BadName),))
+        PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(BadName),)).backends
 
 
 def test_entry_point_plugin_is_loaded_from_its_distribution():
@@ -134,4 +134,18 @@ def test_a_third_party_worker_kind_gets_its_own_options(tmp_path):
 
     with pytest.raises(ConfigError, match="without an `Options` model"):
         PluginRegistry(load_entry_points=False, extra_plugins=(type("Q", (), {
-            "register_workers": hookimpl(lambda self, register: register(NoOptions))})(),))
+            "register_workers": hookimpl(lambda self, register: register(NoOptions))})(),)).workers
+
+
+def test_a_registry_built_for_commands_imports_no_backend_code():
+    """`middle --help` loads the plugins for their commands; the backends' heavy libraries
+    (NumPy, FAISS, SciPy) load only once a backend is asked for."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from orchestrator.plugins import PluginRegistry; r = PluginRegistry(load_entry_points=False); "
+            "r.hook.register_commands.get_hookimpls(); "
+            "print(sorted(m for m in ('numpy', 'faiss', 'scipy', 'backends.storage') if m in sys.modules)); "
+            "r.backends; print(sorted(m for m in ('numpy', 'backends.storage') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]" and out[1] == "['backends.storage', 'numpy']"

@@ -17,7 +17,7 @@ from .remote import HttpEmbedder
 __all__ = [
     "Embedder", "HashingEmbedder", "MiniLMEmbedder", "HttpEmbedder",
     "SentenceTransformerEmbedder", "FastEmbedEmbedder", "make_embedder", "default_embedder_name",
-    "normalise", "INSTALL_HINT", "EMBEDDER_HELP",
+    "normalise", "INSTALL_HINT", "EMBEDDER_HELP", "embedder_spec_problem",
 ]
 
 log = logging.getLogger("middle.retrieval.embedder")
@@ -26,6 +26,21 @@ EMBEDDER_HELP = (
     '"auto" (the store\'s own, else "minilm" when installed, else "hashing"), "minilm", '
     '"hashing", "ollama:MODEL", "openai:MODEL", "sentence-transformers:MODEL", "fastembed:MODEL"'
 )
+
+
+# The spellings make_embedder accepts: the plain names, and the kinds that take ":MODEL".
+PLAIN_EMBEDDERS = ("auto", "minilm", "hashing")
+MODEL_KINDS = ("ollama", "openai", "sentence-transformers", "fastembed")
+
+
+def embedder_spec_problem(name: str) -> str | None:
+    """Why `name` names no embedder, or None (checked when the config loads, before any work)."""
+    kind, sep, model = name.partition(":")
+    if name in PLAIN_EMBEDDERS or (kind in MODEL_KINDS and sep and model.strip()):
+        return None
+    if kind in MODEL_KINDS:
+        return f"embedder {name!r} names no model: write {kind}:MODEL (e.g. {kind}:nomic-embed-text)"
+    return f"unknown embedder {name!r}: use one of {EMBEDDER_HELP}"
 
 
 def default_embedder_name() -> str:

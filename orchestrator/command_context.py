@@ -1,0 +1,69 @@
+"""What every `middle` subcommand (and a plugin's own command) gets from the click context: the
+config and the services of this invocation. Kept apart from `orchestrator.cli` so that subcommand
+modules and `plugin_api.memory_backend` never import the CLI itself."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from orchestrator.config import Config, load_config, require_config_file
+from orchestrator.errors import ConfigError
+
+if TYPE_CHECKING:
+    from orchestrator.memory import MemoryFacade
+    from orchestrator.services import Services
+
+
+def get_config(ctx: click.Context, *, required: bool = True) -> Config:
+    """The config; commands that act on a project need its middle.toml to exist."""
+    root = ctx.find_root()
+    config = load_config((root.obj or {}).get("config_path"))
+    if required:
+        require_config_file(config)
+    return config
+
+
+def services(ctx: click.Context, config: Config, **kwargs: Any) -> Services:
+    """The services for this command, closed when the command ends."""
+    from orchestrator.services import Services
+
+    svc = Services(config, **kwargs)
+    ctx.call_on_close(svc.close)
+    return svc
+
+
+def default_project(config: Config, store: Any) -> str:
+    """The project a memory command means when none is named: [project] id, else the one project
+    of the stored tickets, else the project folder's name."""
+    if config.project.id:
+        return config.project.id
+    if store is not None:
+        projects = {t.project_id for t in store.list_tickets()}
+        if len(projects) == 1:
+            return projects.pop()
+        if projects:
+            raise ConfigError(
+                f"the tickets belong to several projects ({', '.join(sorted(projects))}): "
+                "choose one with --project"
+            )
+    return config.resolve(config.project.path).name
+
+
+def project_memory(ctx: click.Context, project: str | None) -> tuple[MemoryFacade, str]:
+    """The memory facade (from the shared services, with its memory model) and the project id."""
+    config = get_config(ctx)
+    svc = services(ctx, config)
+    if svc.memory is None:
+        raise ConfigError(
+            "memory is off: set [memory] save_dir in middle.toml (or MEMORY_SAVE_DIR) and a "
+            "backend other than 'none'"
+        )
+    return svc.memory, project if project is not None else default_project(config, svc.read_store())
+
+
+def command_backend(ctx: click.Context, project: str | None, op: str) -> Any:
+    """The project's backend under the facade's locks, for a plugin's own memory command."""
+    mem, pid = project_memory(ctx, project)
+    return mem.using(pid, op)

@@ -1,0 +1,9 @@
+"""Names the CLI shows before anything is loaded (kept light: `middle --help` imports no pydantic)."""
+
+CONFIG_FILE = "middle.toml"
+# The one default memory backend: `middle init`, `middle demo`, a config that names none.
+DEFAULT_BACKEND = "hybrid"
+# The entry-point group third-party plugins register under, and the variable that picks which
+# of them load (unset: all; a comma-separated list of entry-point or package names; empty: none).
+ENTRY_POINT_GROUP = "middle_agent"
+LOAD_PLUGINS_VARIABLE = "MIDDLE_LOAD_PLUGINS"
