@@ -34,7 +34,13 @@ def progress_bar(enabled: bool) -> Iterator[runner.Progress]:
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True) as bar:
+        # A pulsing bar from the first instant (reading the data set, loading a model), until
+        # the first measured phase starts.
+        starting = [bar.add_task("starting: reading data, loading models", total=None)]
+
         def track(description: str, total: int) -> Callable[[int], None]:
+            if starting:
+                bar.remove_task(starting.pop())
             task = bar.add_task(description, total=max(total, 1))
             return lambda n=1: bar.advance(task, n)
 
@@ -49,20 +55,36 @@ def _default(relative: str, option: str) -> Path:
     return path
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, column: str = "") -> str:
+    """One precision per kind of column: fractions 3 decimals, milliseconds and rates 1, seconds 2."""
     if isinstance(value, float):
         if math.isnan(value):
             return "-"
-        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+        return f"{value:.{_decimals(column)}f}"
     return str(value)
 
 
-HEADERS = {  # short headers so a table fits 80 columns; --json has the full key names
-    "recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "embed_s": "embed s",
-    "index_s": "index s", "retrieve_p50_ms": "p50 ms", "retrieve_p95_ms": "p95 ms",
-    "store_mb": "MB", "retrieve_cpu_p95_ms": "cpu p95", "index_ms_per_turn": "index ms/turn", "questions": "qs",
-    "embed_per_1k_s": "embed s/1k", "hit@5": "hit@5", "mrr@10": "MRR@10",
-    "block_precision": "block prec", "index_p50_ms": "idx p50", "index_p95_ms": "idx p95", "index_per_1k_s": "index s/1k", "add_last_1k_s": "last 1k s",
+def _decimals(column: str) -> int:
+    if column.endswith(("_ms", "per_min", "_mb")) or column in ("speedup",):
+        return 1 if column != "speedup" else 2
+    if column.endswith(("_s", "_s_per_ticket", "_s_min", "_s_max")):
+        return 2
+    return 3  # recall, hit, MRR, precision: fractions between 0 and 1
+
+
+# Short headers with their units, so a table fits 80 columns; --json has the full key names.
+HEADERS = {
+    "recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "hit@5": "hit@5", "mrr@10": "MRR@10",
+    "block_precision": "block prec", "questions": "questions", "docs": "docs",
+    "embed_s": "embed s", "index_s": "index s", "retrieve_p50_ms": "p50 ms", "retrieve_p95_ms": "p95 ms",
+    "retrieve_cpu_p95_ms": "cpu p95 ms", "store_mb": "store MB", "index_ms_per_turn": "index ms/turn",
+    "embed_per_1k_s": "embed s/1k", "index_per_1k_s": "index s/1k", "add_last_1k_s": "last 1k s",
+    "index_p50_ms": "index p50 ms", "index_p95_ms": "index p95 ms",
+    "wall_s": "wall s", "wall_s_min": "min s", "wall_s_max": "max s", "speedup": "speedup ×",
+    "claude_code_s_per_ticket": "Claude Code s/ticket", "framework_s_per_ticket": "framework s/ticket",
+    "process_start_end_s": "start+end s", "tickets_per_min": "tickets/min",
+    "coordination_s_per_ticket": "coordination s/ticket", "attempts": "attempts",
+    "claims_won": "claims won", "claim_p50_ms": "claim p50 ms", "claim_p95_ms": "claim p95 ms",
 }
 
 
@@ -74,7 +96,7 @@ def _table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Table:
         else:
             table.add_column(HEADERS.get(column, column), justify="right", no_wrap=True)
     for row in rows:
-        table.add_row(*(_fmt(row.get(c, "")) for c in columns))
+        table.add_row(*(_fmt(row.get(c, ""), c) for c in columns))
     return table
 
 

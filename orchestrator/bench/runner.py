@@ -60,9 +60,9 @@ class Bench:
         if not specs:
             raise ConfigError("name at least one backend to measure (--backend NAME)")
         if registry is None:
-            from orchestrator.plugins import PluginRegistry
+            from orchestrator.plugins import registry as process_registry
 
-            registry = PluginRegistry()
+            registry = process_registry()
         self.registry = registry
         self.specs = [_with_shared(BackendSpec.parse(s), shared_options or {}, registry)
                       for s in specs]
@@ -89,16 +89,20 @@ def _with_shared(spec: BackendSpec, shared: dict[str, Any], registry: Any) -> Ba
     return BackendSpec(spec.label, spec.name, {**spec.options, **extra}) if extra else spec
 
 
+EMBED_CHUNK = 64  # docs embedded between two moves of the progress bar
+
+
 def _index_timed(backend: MemoryBackend, docs: list[str], label: str, progress: Progress,
                  records: list | None = None, batch: int = INDEX_BATCH) -> dict[str, float]:
     """Embed ahead (when the backend can) so index_s times the store, then index in batches."""
     started = time.perf_counter()
     warm = getattr(backend, "warm_embeddings", None)
-    if warm is not None and docs:
+    embeds = getattr(backend, "embedder", True) is not None  # bm25 embeds nothing: no such phase
+    if warm is not None and embeds and docs:
         advance = progress(f"{label}: embed", len(docs))
-        for start in range(0, len(docs), 500):  # in chunks, so the bar moves
-            warm(docs[start:start + 500])
-            advance(min(500, len(docs) - start))
+        for start in range(0, len(docs), EMBED_CHUNK):  # small chunks: the bar moves from the start
+            warm(docs[start:start + EMBED_CHUNK])
+            advance(min(EMBED_CHUNK, len(docs) - start))
     embed_s = time.perf_counter() - started
     started = time.perf_counter()
     advance = progress(f"{label}: index", len(docs)) if docs else no_progress("", 0)

@@ -1,0 +1,53 @@
+"""`middle bench` tables: a unit in every header, one precision per column, and progress that
+starts at once and shows no embed phase for a backend that embeds nothing."""
+
+from __future__ import annotations
+
+from orchestrator.bench import runner
+from orchestrator.bench.cli import HEADERS, _fmt, _table
+
+
+def test_each_column_has_one_precision_and_a_header_with_its_unit():
+    assert [_fmt(v, "retrieve_p95_ms") for v in (3.14159, 123.456)] == ["3.1", "123.5"]
+    assert [_fmt(v, "recall@5") for v in (0.5, 0.12345)] == ["0.500", "0.123"]
+    assert [_fmt(v, "index_s") for v in (0.5, 12.345)] == ["0.50", "12.35"]
+    assert _fmt(float("nan"), "index_s") == "-"
+    for key, header in HEADERS.items():
+        if key.endswith("_ms"):
+            assert header.endswith("ms"), key
+        if key.endswith(("_s", "_s_per_ticket")):
+            assert " s" in header or header.endswith("s"), key
+    table = _table("t", [{"backend": "b", "retrieve_p95_ms": 2.0}], ["backend", "retrieve_p95_ms"])
+    assert [c.header for c in table.columns] == ["backend", "p95 ms"]
+
+
+def test_a_backend_that_embeds_nothing_has_no_embed_phase(tmp_path):
+    phases: list[str] = []
+
+    def track(description: str, total: int):
+        phases.append(description.split(": ")[-1])
+        return lambda n=1: None
+
+    class Fake:
+        embedder = None  # like bm25
+
+        def warm_embeddings(self, docs):
+            raise AssertionError("bm25 has nothing to embed")
+
+        def index(self, docs):
+            pass
+
+    runner._index_timed(Fake(), ["a", "b"], "bm25", track)
+    assert phases == ["index"]
+
+    class Embeds(Fake):
+        embedder = object()
+        warmed: list[int] = []
+
+        def warm_embeddings(self, docs):
+            self.warmed.append(len(docs))
+
+    phases.clear()
+    backend = Embeds()
+    runner._index_timed(backend, ["x"] * 200, "dense", track)
+    assert phases == ["embed", "index"] and backend.warmed == [64, 64, 64, 8]  # small steps
