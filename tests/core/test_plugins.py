@@ -149,3 +149,38 @@ def test_a_registry_built_for_commands_imports_no_backend_code():
             "r.backends; print(sorted(m for m in ('numpy', 'backends.storage') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "[]" and out[1] == "['backends.storage', 'numpy']"
+
+
+def test_middle_load_plugins_chooses_the_entry_points_that_load(monkeypatch):
+    pytest.importorskip("middle_agent_keyword_memory", reason="install plugins/middle-agent-keyword-memory")
+    monkeypatch.setenv("MIDDLE_LOAD_PLUGINS", "")
+    assert "keyword" not in PluginRegistry().backends
+    monkeypatch.setenv("MIDDLE_LOAD_PLUGINS", "middle-agent-keyword-memory")  # the package's name
+    assert "keyword" in PluginRegistry().backends
+    monkeypatch.setenv("MIDDLE_LOAD_PLUGINS", "someone-else")
+    assert "keyword" not in PluginRegistry().backends
+    monkeypatch.delenv("MIDDLE_LOAD_PLUGINS")
+    assert "keyword" in PluginRegistry().backends
+
+
+def test_one_registry_per_process_even_for_middle_memory(monkeypatch, tmp_path):
+    """`middle memory list` used to build the plugin registry twice; now every part asks the one."""
+    from click.testing import CliRunner
+
+    from orchestrator import cli, plugins
+
+    built = []
+    real = plugins.PluginRegistry.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(plugins.PluginRegistry, "__init__", counting)
+    monkeypatch.setattr(plugins, "_REGISTRY", None)
+    monkeypatch.setattr(cli.MiddleGroup, "_plugins_loaded", False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "middle.toml").write_text('[memory]\nsave_dir = "mem"\nbackend = "bm25"\n')
+    result = CliRunner().invoke(cli.main, ["memory", "list"])
+    assert result.exit_code == 0, result.output
+    assert len(built) == 1
