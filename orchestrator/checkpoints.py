@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from orchestrator.errors import StoreError
+from orchestrator.errors import StoreError, StoreUnavailable
 from orchestrator.graph.serde import StrictSerializer
 
 BUSY_TIMEOUT_S = 60.0  # how long a SQLite checkpoint write waits for another process's write
@@ -109,8 +109,8 @@ def _postgres(url: str) -> Checkpointer:
 
     def error(exc: BaseException) -> StoreError | None:
         if isinstance(exc, psycopg.OperationalError):
-            return StoreError(f"the PostgreSQL checkpoint store at {where} is unreachable ({exc}): "
-                              "continue with `middle resume` once it is back")
+            return StoreUnavailable(f"the PostgreSQL checkpoint store at {where} is unreachable ({exc}): "
+                                    "continue with `middle resume` once it is back")
         if isinstance(exc, psycopg.Error):
             return StoreError(f"the PostgreSQL checkpoint store at {where} failed: {exc}")
         return None

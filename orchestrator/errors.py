@@ -6,10 +6,10 @@ ones are defined in `tickets.errors` (which imports nothing from `orchestrator`)
 
 from __future__ import annotations
 
-from tickets.errors import ConfigError, MiddleError, StoreError, TicketError
+from tickets.errors import ConfigError, MiddleError, StoreError, StoreUnavailable, TicketError
 
 __all__ = [
-    "MiddleError", "ConfigError", "TicketError", "StoreError",
+    "MiddleError", "ConfigError", "TicketError", "StoreError", "StoreUnavailable",
     "MemoryStoreError", "WorkerError", "AgentReplyError", "ModelAccessError", "GitError",
     "RunInterrupted",
 ]

@@ -59,12 +59,17 @@ class WorkerReport:
 
 
 def _orphans(store: Any) -> list[str]:
-    """Tickets left `running` by a runner that is gone (its claim lease ran out, or, on this
-    machine, its process died): their runs are continued, not started again."""
+    """Runs to continue, not start again: those left `running` by a runner that is gone (its
+    claim lease ran out, or, on this machine, its process died), and those interrupted with no
+    person behind it (a stopped worker, the store out of reach for a moment)."""
     found = []
     for ticket in store.list_tickets(status="running"):
         claim = store.get_claim(ticket.id)
         if claim is None or not claim_is_live(claim):
+            found.append(ticket.id)
+    for ticket in store.list_tickets(status="interrupted"):
+        run = store.latest_run(ticket.id)
+        if run and (store.run_end_data(run["id"]) or {}).get("auto_resume") and store.get_claim(ticket.id) is None:
             found.append(ticket.id)
     return found
 

@@ -40,9 +40,14 @@ class RunLifecycle:
                       run_id=run_id, reason=reason)
         return ended
 
-    def interrupt(self, ticket_id: str, run_id: str, reason: str) -> bool:
-        """Ctrl-C, SIGTERM, SIGHUP or a server shutdown: resumable, no hook (nothing ended for good)."""
-        return self.store.end_run(ticket_id, run_id, "interrupted", reason, event={"resumable": True})
+    def interrupt(self, ticket_id: str, run_id: str, reason: str, *, auto_resume: bool = False) -> bool:
+        """Ctrl-C, SIGTERM, SIGHUP or a server shutdown: resumable, no hook (nothing ended for good).
+
+        `auto_resume`: no person stopped it (a stopped `middle worker`, the shared store out of
+        reach for a moment), so any worker continues it; a ticket a person interrupted waits for
+        that person (`middle resume`)."""
+        return self.store.end_run(ticket_id, run_id, "interrupted", reason,
+                                  event={"resumable": True, "auto_resume": auto_resume})
 
 
 # `middle run ID` starts tickets in these states; a complete one only when asked (`--rerun`).

@@ -13,7 +13,7 @@ from langchain_core.runnables import RunnableConfig
 
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.config import Config
-from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, TicketError
+from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.graph import Limits, TicketContext, build_graph
 from orchestrator.checkpoints import open_checkpointer
 from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
@@ -205,6 +205,13 @@ class Orchestrator:
         try:
             with heartbeat:
                 self._checkpointed(lambda: self._stream(graph_input, cfg, ticket_id, run_id))
+        except StoreUnavailable as exc:
+            # The shared store went away mid-run (a restart): nothing is wrong with the ticket,
+            # so it is interrupted, and any worker continues it once the store is back.
+            reason = f"{exc}; continue with `middle resume {ticket_id}`"
+            self.lifecycle.interrupt(ticket_id, run_id, reason, auto_resume=True)
+            return RunOutcome(ticket_id, run_id, "interrupted", reason, self._turns(run_id),
+                              self.store.total_cost(run_id), resumable=True)
         except ModelAccessError as exc:
             # Nothing this run did can be kept when no turn finished: back to the backlog, so one
             # `middle run` picks it up once the key or network is fixed.
@@ -221,7 +228,8 @@ class Orchestrator:
                               self.store.total_cost(run_id), resumable=True)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (RunInterrupted), a stop()
             why = exc.why if isinstance(exc, RunInterrupted) else "interrupted by the user"
-            self.lifecycle.interrupt(ticket_id, run_id, f"{why}: continue with `middle resume {ticket_id}`")
+            self.lifecycle.interrupt(ticket_id, run_id, f"{why}: continue with `middle resume {ticket_id}`",
+                                     auto_resume=self.project_override is not None)  # a worker's
             raise
         except BaseException as exc:  # a bug: still end the run, so no claim or 'running' is left
             self.lifecycle.fail(ticket_id, run_id, f"internal error: {type(exc).__name__}: {exc}; "

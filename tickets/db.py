@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-from tickets.errors import StoreError
+from tickets.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("middle.store")
 
@@ -263,7 +263,7 @@ class PostgresDatabase:
             raise self.unreachable(err) from None
 
     def unreachable(self, err: BaseException) -> StoreError:
-        return StoreError(f"cannot reach the PostgreSQL store at {self.where} ({str(err).strip()}): "
+        return StoreUnavailable(f"cannot reach the PostgreSQL store at {self.where} ({str(err).strip()}): "
                           "check [store] url (or MIDDLE_STORE_URL) and that the server is running")
 
     def error(self, err: BaseException) -> BaseException:

@@ -21,3 +21,8 @@ class TicketError(MiddleError):
 
 class StoreError(MiddleError):
     """A state file (ticket database, checkpoints) is unreadable, corrupt or of another version."""
+
+
+class StoreUnavailable(StoreError):
+    """The shared store's server cannot be reached right now (a restart, the network): the work
+    it interrupted can be continued once it is back."""

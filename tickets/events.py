@@ -7,7 +7,6 @@ viewer opened mid-run replays what it missed (events after a given id) and then 
 from __future__ import annotations
 
 import json
-import sqlite3
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 

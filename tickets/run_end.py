@@ -10,7 +10,6 @@ shutdown racing the run's own end, never ends a run twice or fires its hook twic
 from __future__ import annotations
 
 import json
-import sqlite3
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 

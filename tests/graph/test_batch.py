@@ -158,3 +158,38 @@ def test_parallel_tickets_share_one_real_memory_store(tmp_path, project):
         docs = orch.memory.list_docs("demo")
         assert sorted(docs) == sorted(d for i in range(6) for d in orch.store.memory_docs(f"t{i}"))
         assert len(docs) == 6 and all(f"summary of Ticket {i}" in " ".join(docs) for i in range(6))
+
+
+def test_a_store_outage_mid_run_interrupts_it_and_a_worker_continues_it(tmp_path, project, monkeypatch):
+    from orchestrator.errors import StoreUnavailable
+    from orchestrator.fleet import _orphans
+
+    llm = PerTicketAgentLLM({"Alpha": [plan_reply("p"), decision_reply(True, "d")]})
+    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker([writes("a.py", "1\n")])) as orch:
+        add_ticket(orch, project, "a", title="Alpha")
+        real = orch.store.finish_turn
+        calls = []
+
+        def flaky(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 1:
+                raise StoreUnavailable("cannot reach the PostgreSQL store at postgresql://db (restarting)")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(orch.store, "finish_turn", flaky)
+        outcome = orch.run_ticket("a")
+        assert outcome.status == "interrupted" and outcome.resumable
+        assert orch.store.get_ticket("a").status.value == "interrupted"
+        assert _orphans(orch.store) == ["a"]  # no person stopped it: a worker picks it up
+        assert orch.resume("a").status == "complete"
+        assert _orphans(orch.store) == []
+
+
+def test_a_ticket_a_person_interrupted_waits_for_that_person(tmp_path, project):
+    from orchestrator.fleet import _orphans
+
+    with make_orchestrator(make_config(tmp_path), PerTicketAgentLLM({}), RecordingWorker()) as orch:
+        add_ticket(orch, project, "a", title="Alpha")
+        run_id = orch.store.claim_new_run("a", ["pending"])
+        orch.lifecycle.interrupt("a", run_id, "interrupted by the user")
+        assert _orphans(orch.store) == []
