@@ -123,11 +123,32 @@ class SqliteDatabase:
             self._conn.row_factory = sqlite3.Row
             self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             if not readonly:
-                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._enter_wal()
             self._conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as err:
             self._conn.close()
             raise self.open_error(err) from err
+
+    def _enter_wal(self) -> None:
+        """Switch to WAL, waiting out another process that is opening or closing the same file.
+
+        SQLite does not call the busy handler while another connection runs WAL recovery or the
+        last connection's checkpoint-and-delete of the -wal file (both happen when processes
+        start and stop together, as two `middle run`s do), so "database is locked" can come back
+        at once; those windows are short, so retry until the busy timeout.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        delay = 0.01
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as err:
+                transient = "locked" in str(err) or "busy" in str(err)
+                if not transient or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
 
     def open_error(self, err: BaseException) -> StoreError:
         if isinstance(err, sqlite3.DatabaseError) and not isinstance(err, sqlite3.OperationalError):
