@@ -199,6 +199,10 @@ def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], 
         report = run_tickets(dataset=dataset, repo=repo, backends=backends, last=last,
                              before_last=before_last, cached_embeddings=cached_embeddings,
                              progress=track)
+    if not report["scored"]:
+        err_console.print(f"note: none of the {report['tickets']} tickets shares an issue "
+                          "reference (#123, an issue URL) with an earlier one, so recall could not "
+                          "be scored; only the timings mean something")
     _emit(report, as_json, ["backend", "query", "recall@5", "recall@10", "hit@5", "mrr@10",
                             "block_precision", "retrieve_p50_ms", "retrieve_p95_ms",
                             "retrieve_cpu_p95_ms", "index_p50_ms", "index_p95_ms",
