@@ -228,7 +228,9 @@ def extract_offline(passage: str) -> Extraction:
             # The first sentence is a doc's title: its plain-word phrases name the work ("Make
             # custom type and foreign key mutually exclusive"). Without names they are its
             # entities; beside names they hang off the topic, leaving the names' facts whole.
-            title_phrases = [p for p in _phrases(sentence, spans) if normalise(p[2])]
+            # A one-word phrase ("song", "export") is a hub, not a topic: only multi-word ones.
+            title_phrases = [p for p in _phrases(sentence, spans)
+                             if normalise(p[2]) and len(p[2].split()) > 1]
             title_phrases = title_phrases[:MAX_PHRASES_PER_SENTENCE]
             if not spans:
                 spans, title_phrases = title_phrases, []

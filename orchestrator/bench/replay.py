@@ -68,6 +68,7 @@ class _Scores:
         self.mrr10: list[float] = []
         self.precision: list[float] = []
         self.latency: list[float] = []
+        self.cpu: list[float] = []
 
     def add(self, ranked: list[set[int]], relevant: set[int], precision: float | None) -> None:
         found5 = set().union(*ranked[:5]) & relevant
@@ -85,7 +86,8 @@ class _Scores:
                 "hit@5": mean(self.hit5), "mrr@10": mean(self.mrr10),
                 "block_precision": mean(self.precision),
                 "retrieve_p50_ms": percentile(self.latency, 50),
-                "retrieve_p95_ms": percentile(self.latency, 95)}
+                "retrieve_p95_ms": percentile(self.latency, 95),
+                "retrieve_cpu_p95_ms": percentile(self.cpu, 95)}
 
 
 def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket],
@@ -94,6 +96,7 @@ def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket]
     relevant = relevant_earlier(tickets)
     scores = {kind: _Scores() for kind in QUERY_KINDS}
     index_ms: list[float] = []
+    index_cpu: list[float] = []
     owners: dict[str, set[int]] = {}  # doc text -> ticket positions (equal docs stand for all)
     advance = progress(spec.label, len(tickets))
     with bench.scratch() as tmp:
@@ -106,23 +109,27 @@ def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket]
             for pos, ticket in enumerate(tickets):
                 now[0] = ticket.timestamp or now[0]
                 for kind, query in (("start", ticket.start_query()), ("turn", ticket.turn_query())):
-                    started = time.perf_counter()
+                    started, cpu = time.perf_counter(), time.process_time()
                     (result,) = backend.retrieve([query], K)
                     scores[kind].latency.append((time.perf_counter() - started) * 1000)
+                    scores[kind].cpu.append((time.process_time() - cpu) * 1000)
                     if relevant[pos]:
                         docs = result["docs"]
                         ranked = [owners.get(d, set()) for d in docs]
                         scores[kind].add(ranked, relevant[pos], block_precision(
                             docs[:NUM_SHOWN], owners, relevant[pos], budget))
                 doc = ticket.completion_doc()
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 backend.index([doc])
                 index_ms.append((time.perf_counter() - started) * 1000)
+                index_cpu.append((time.process_time() - cpu) * 1000)
                 owners.setdefault(doc, set()).add(pos)
                 advance(1)
         finally:
             backend.close()
-    index = {"index_p50_ms": percentile(index_ms, 50), "index_p95_ms": percentile(index_ms, 95)}
+    # Wall time holds the wait for a core on a shared machine; CPU time is what the call costs.
+    index = {"index_p50_ms": percentile(index_ms, 50), "index_p95_ms": percentile(index_ms, 95),
+             "index_cpu_p95_ms": percentile(index_cpu, 95)}
     scored = sum(1 for r in relevant if r)
     return [{"backend": spec.label, "query": kind, **scores[kind].row(), **index,
              "tickets": len(tickets), "scored": scored} for kind in QUERY_KINDS]
