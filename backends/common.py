@@ -11,7 +11,6 @@ from pydantic import ValidationError
 
 from orchestrator.plugin_api import BackendOptions, ConfigError, MemoryStoreError
 
-from .storage import SqliteStore
 
 RECENT_QUERIES = 64
 
@@ -28,7 +27,7 @@ def coerce_options(cls: Any, options: BackendOptions | dict[str, Any] | None) ->
         raise ConfigError(f"invalid [memory.options] for backend {cls.name!r}: {exc}") from None
 
 
-def claim_backend(store: SqliteStore, name: str) -> None:
+def claim_backend(store: Any, name: str) -> None:
     """Record which backend a store belongs to; refuse a store another backend wrote."""
     held = store.claim_meta({"backend": name})["backend"]
     if held != name:
@@ -36,7 +35,7 @@ def claim_backend(store: SqliteStore, name: str) -> None:
                                "away or use that backend")
 
 
-def bind_embedder(store: SqliteStore, options: Any, backend: str, docs_table: str) -> Any:
+def bind_embedder(store: Any, options: Any, backend: str, docs_table: str) -> Any:
     """The embedder of a store: `embedder = "auto"` means the one the store recorded (else the
     default: MiniLM when installed, else hashing); an empty store takes whichever is asked for;
     a store with docs refuses another (its vectors live in another space) and says how to
@@ -45,6 +44,10 @@ def bind_embedder(store: SqliteStore, options: Any, backend: str, docs_table: st
 
     with store.read() as conn:
         recorded = store.meta_json(conn, "embedder_spec", None)
+    if recorded is not None and not (isinstance(recorded, dict)
+                                     and isinstance(recorded.get("embedder"), str)):
+        raise MemoryStoreError(f"the {store.kind} {store.path} is corrupt (its recorded embedder "
+                               f"is {recorded!r}, not an embedder spec); move it away or reindex")
     if options.embedder == "auto" and recorded:
         embedder = make_embedder(
             recorded["embedder"], url=recorded.get("embedder_url"),
@@ -62,7 +65,7 @@ def bind_embedder(store: SqliteStore, options: Any, backend: str, docs_table: st
     wanted = {"embedder_model_id": embedder.model_id,
               "embedder_spec": json.dumps(spec, sort_keys=True)}
     with store.write() as conn:
-        if conn.execute(f"SELECT 1 FROM {docs_table} LIMIT 1").fetchone() is None:
+        if not store.holds_rows(conn, docs_table):
             for key, value in wanted.items():  # nothing stored yet: nothing to re-embed
                 store.set_meta(conn, key, value)
     held = store.claim_meta(wanted)

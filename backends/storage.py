@@ -153,6 +153,11 @@ class SqliteStore:
                 conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
             return {key: self.meta(conn, key) or "" for key in values}
 
+    @staticmethod
+    def holds_rows(conn: sqlite3.Connection, table: str) -> bool:
+        """Whether a table of the store has any row."""
+        return conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+
     # --- the change log ---------------------------------------------------------------------
 
     @staticmethod
