@@ -12,6 +12,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
+from backends.storage import MetaValues
 
 from . import bm25, pg_database
 from .pg_database import TS_CONFIG
@@ -25,6 +26,7 @@ MAX_ANALYSED_CHARS = 200_000  # a tsvector holds at most 1 MB: the words of a do
 # across machines as BEGIN IMMEDIATE makes them on one SQLite file ("mdlw" in ASCII).
 WRITE_LOCK_SPACE = 0x6D646C77
 _WORD = re.compile(r"[^\W_]+")  # unicode61's tokens: letters and digits; '_' separates
+_JOINED = re.compile(r"[\W_]+")
 
 LEXEMES = f"SELECT lexeme, cardinality(positions) AS tf FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))"
 
@@ -112,7 +114,7 @@ class VectorSearch:
         return [int(r[0]) for r in rows], [float(r[1]) for r in rows]
 
 
-class PgRetrievalStore:
+class PgRetrievalStore(MetaValues):
     """A project's store of one backend in a shared PostgreSQL database.
 
     The database is the only state: nothing is mirrored in memory, so another machine's writes
@@ -122,6 +124,7 @@ class PgRetrievalStore:
     """
 
     kind = "memory store"
+    corrupt_hint = "fix or delete that row of retrieval_meta"
 
     def __init__(self, database: MemoryDatabase, backend: str, *, use_vectors: bool):
         self.database, self.backend, self.use_vectors = database, backend, use_vectors
@@ -160,14 +163,14 @@ class PgRetrievalStore:
                 raise pg_database.failure(self.database, exc, what) from None
 
     @contextmanager
-    def write(self, locked: bool = True) -> Iterator[Any]:
+    def write(self, locked: bool = True) -> Iterator[Any]:  # type: ignore[override]
         """One transaction, under the store's write lock; rolled back whole on any error."""
         key = self._lock_key() if locked else None
         with self._transaction("write failed in", key) as conn:
             yield conn
 
     @contextmanager
-    def read(self) -> Iterator[Any]:
+    def read(self) -> Iterator[Any]:  # type: ignore[override]
         with self._transaction("read failed in", None) as conn:
             yield conn
 
@@ -186,28 +189,9 @@ class PgRetrievalStore:
                      "DO UPDATE SET value = EXCLUDED.value",
                      (self.store_id, key, value if isinstance(value, str) else json.dumps(value)))
 
-    def read_meta(self, key: str) -> str | None:
-        with self.read() as conn:
-            return self.meta(conn, key)
-
-    def meta_json(self, conn: Any, key: str, default: Any) -> Any:
-        raw = self.meta(conn, key)
-        if raw is None:
-            return default
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise MemoryStoreError(f"the {self.kind} in {self.path} is corrupt (meta {key!r} is "
-                                   f"not JSON: {exc}); fix or delete that row of retrieval_meta"
-                                   ) from None
-
-    def claim_meta(self, values: dict[str, str]) -> dict[str, str]:
-        """Record values not yet set (first writer wins) and return what the store holds."""
-        with self.write() as conn:
-            for key, value in values.items():
-                conn.execute("INSERT INTO retrieval_meta VALUES (%s, %s, %s) "
-                             "ON CONFLICT (store_id, key) DO NOTHING", (self.store_id, key, value))
-            return {key: self.meta(conn, key) or "" for key in values}
+    def claim(self, conn: Any, key: str, value: str) -> None:
+        conn.execute("INSERT INTO retrieval_meta VALUES (%s, %s, %s) "
+                     "ON CONFLICT (store_id, key) DO NOTHING", (self.store_id, key, value))
 
     def holds_rows(self, conn: Any, table: str = "docs") -> bool:
         """Whether the store holds any doc (the embedder may change only while it holds none)."""
@@ -288,7 +272,14 @@ class PgRetrievalStore:
         return {hashes[h]: int(i) for h, i in found}
 
     def bm25(self, query: str, k: int) -> list[tuple[int, float]]:
-        words = analysed_words(" ".join(bm25.query_terms(query, self.code_terms)))
+        terms = bm25.query_terms(query, self.code_terms)
+        if self.code_terms:
+            # FTS5 searches a word joined by '_' as a phrase, which postings cannot; its code
+            # term (the identifier joined into one word, indexed with every doc naming it)
+            # finds the same docs, so the phrase's parts are not searched one by one.
+            joined = set(bm25.code_terms(query))
+            terms = [t for t in terms if "_" not in t or _JOINED.sub("", t) not in joined]
+        words = analysed_words(" ".join(terms))
         if not words or k <= 0:
             return []
         with self.read() as conn:
