@@ -119,3 +119,13 @@ def test_a_database_is_named_without_its_password():
     where = MemoryDatabase("postgresql://u:pw1@db:5432/mem?sslmode=require&password=pw2", "p").where
     assert where == "postgresql://u:***@db:5432/mem?sslmode=require&password=*** (project 'p')"
     assert MemoryDatabase("postgresql://u@db/mem", "x").where == "postgresql://u@db/mem (project 'x')"
+
+
+def test_the_memory_stats_count_a_database_store(tmp_path, pg_url):
+    from orchestrator.server.memory_api import memory_stats
+
+    memory = facade(tmp_path / "a", pg_url)
+    memory.index(PROJECT, [sample_doc(1), sample_doc(2)])
+    stats = memory_stats(facade(tmp_path / "b", pg_url), PROJECT)  # another machine's view
+    assert stats["docs"] == 2 and stats["store_dir"].endswith("(project 'shared')")
+    memory.close()
