@@ -126,6 +126,8 @@ def test_the_memory_stats_count_a_database_store(tmp_path, pg_url):
 
     memory = facade(tmp_path / "a", pg_url)
     memory.index(PROJECT, [sample_doc(1), sample_doc(2)])
-    stats = memory_stats(facade(tmp_path / "b", pg_url), PROJECT)  # another machine's view
+    other_machine = facade(tmp_path / "b", pg_url)
+    stats = memory_stats(other_machine, PROJECT)
     assert stats["docs"] == 2 and stats["store_dir"].endswith("(project 'shared')")
     memory.close()
+    other_machine.close()
