@@ -69,13 +69,16 @@ WITH terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', %(w
 hits AS (
     SELECT p.term, p.doc_id, p.tf, p.doc_len FROM retrieval_postings p
     WHERE p.store_id = %(store)s AND p.term IN (SELECT lexeme FROM terms)),
-df AS (SELECT term, count(*) AS n FROM hits GROUP BY term),
-st AS (SELECT n_docs, GREATEST(total_len::float8 / GREATEST(n_docs, 1), 1e-9) AS avgdl
-       FROM retrieval_stores WHERE id = %(store)s)
+df AS (SELECT term, count(*)::float8 AS n FROM hits GROUP BY term),
+st AS (SELECT n_docs::float8 AS n_docs,
+              GREATEST(total_len::float8 / GREATEST(n_docs, 1), 1e-9) AS avgdl
+       FROM retrieval_stores WHERE id = %(store)s),
+idf AS (SELECT term, GREATEST(ln((st.n_docs - n + 0.5) / (n + 0.5)), 1e-6) AS idf
+        FROM df CROSS JOIN st)
 SELECT h.doc_id,
-       sum(GREATEST(ln((st.n_docs - df.n + 0.5) / (df.n + 0.5)), 1e-6)
-           * h.tf * ({K1} + 1) / (h.tf + {K1} * (1 - {B} + {B} * h.doc_len / st.avgdl))) AS score
-FROM hits h JOIN df USING (term) CROSS JOIN st
+       sum(idf.idf * h.tf * {K1 + 1}::float8
+           / (h.tf + {K1}::float8 * ({1 - B}::float8 + {B}::float8 * h.doc_len / st.avgdl))) AS score
+FROM hits h JOIN idf USING (term) CROSS JOIN st
 GROUP BY h.doc_id ORDER BY score DESC, h.doc_id LIMIT %(k)s"""
 
 

