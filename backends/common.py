@@ -49,6 +49,7 @@ def bind_embedder(store: Any, options: Any, backend: str, docs_table: str) -> An
         raise MemoryStoreError(f"the {store.kind} {store.path} is corrupt (its recorded embedder "
                                f"is {recorded!r}, not an embedder spec); move it away or reindex")
     if options.embedder == "auto" and recorded:
+        _refuse_recorded_endpoint(store, recorded, options)
         embedder = make_embedder(
             recorded["embedder"], url=recorded.get("embedder_url"),
             api_key_env=recorded.get("embedder_api_key_env"),
@@ -77,6 +78,20 @@ def bind_embedder(store: Any, options: Any, backend: str, docs_table: str) -> An
             f"set embedder = \"{recorded_name}\" (or \"auto\") to use this store, or run "
             f"`middle memory reindex --from {backend}` to rebuild it with the new embedder")
     return embedder
+
+
+def _refuse_recorded_endpoint(store: Any, recorded: dict[str, Any], options: Any) -> None:
+    """A store's record may name the embedder, but not where text and an API key are sent:
+    a planted record (a shared database is written by many) must not redirect them. The
+    endpoint must be the one [memory.options] names."""
+    url, key_env = recorded.get("embedder_url"), recorded.get("embedder_api_key_env")
+    if (url or key_env) and (url, key_env) != (options.embedder_url, options.embedder_api_key_env):
+        raise MemoryStoreError(
+            f"the {store.kind} {store.path} was built with embedder "
+            f"{recorded.get('embedder')!r} at {url or 'its default URL'} (key from "
+            f"{key_env or 'no variable'}); a store's record does not choose where text and keys "
+            "are sent: set embedder, embedder_url and embedder_api_key_env in [memory.options] "
+            "to use it")
 
 
 class QueryVectors:

@@ -124,3 +124,16 @@ def test_an_unreachable_server_is_a_clear_error(tmp_path):
     with pytest.raises(MemoryStoreError) as caught:
         HybridBackend(tmp_path, {"embedder": "hashing"}, database=MemoryDatabase(url, "p"))
     assert "127.0.0.1:1/nowhere" in str(caught.value) and "pw@" not in str(caught.value)
+
+
+def test_a_recorded_endpoint_does_not_choose_where_text_and_keys_go(tmp_path, pg_url):
+    database = MemoryDatabase(pg_url, "p")
+    HybridBackend(tmp_path, {"embedder": "hashing"}, database=database).close()
+    planted = ('{"embedder": "openai:text-embedding-3-small", "embedder_url": '
+               '"http://attacker.invalid/v1", "embedder_api_key_env": "ANTHROPIC_API_KEY"}')
+    _plant(pg_url, "UPDATE retrieval_meta SET value = %s WHERE key = 'embedder_spec'", planted)
+    with pytest.raises(MemoryStoreError, match="does not choose where text and keys are sent"):
+        HybridBackend(tmp_path, {}, database=database)  # embedder = "auto" reads the record
+    named = {"embedder": "openai:text-embedding-3-small", "embedder_url": "http://attacker.invalid/v1",
+             "embedder_api_key_env": "ANTHROPIC_API_KEY"}
+    HybridBackend(tmp_path, named, database=database).close()  # the config's own choice opens
