@@ -11,7 +11,6 @@ from pydantic import ValidationError
 
 from orchestrator.plugin_api import BackendOptions, ConfigError, MemoryStoreError
 
-from .storage import SqliteStore
 
 RECENT_QUERIES = 64
 
@@ -28,7 +27,7 @@ def coerce_options(cls: Any, options: BackendOptions | dict[str, Any] | None) ->
         raise ConfigError(f"invalid [memory.options] for backend {cls.name!r}: {exc}") from None
 
 
-def claim_backend(store: SqliteStore, name: str) -> None:
+def claim_backend(store: Any, name: str) -> None:
     """Record which backend a store belongs to; refuse a store another backend wrote."""
     held = store.claim_meta({"backend": name})["backend"]
     if held != name:
@@ -36,7 +35,7 @@ def claim_backend(store: SqliteStore, name: str) -> None:
                                "away or use that backend")
 
 
-def bind_embedder(store: SqliteStore, options: Any, backend: str, docs_table: str) -> Any:
+def bind_embedder(store: Any, options: Any, backend: str, docs_table: str) -> Any:
     """The embedder of a store: `embedder = "auto"` means the one the store recorded (else the
     default: MiniLM when installed, else hashing); an empty store takes whichever is asked for;
     a store with docs refuses another (its vectors live in another space) and says how to
@@ -45,7 +44,12 @@ def bind_embedder(store: SqliteStore, options: Any, backend: str, docs_table: st
 
     with store.read() as conn:
         recorded = store.meta_json(conn, "embedder_spec", None)
+    if recorded is not None and not (isinstance(recorded, dict)
+                                     and isinstance(recorded.get("embedder"), str)):
+        raise MemoryStoreError(f"the {store.kind} {store.path} is corrupt (its recorded embedder "
+                               f"is {recorded!r}, not an embedder spec); move it away or reindex")
     if options.embedder == "auto" and recorded:
+        _refuse_recorded_endpoint(store, recorded, options)
         embedder = make_embedder(
             recorded["embedder"], url=recorded.get("embedder_url"),
             api_key_env=recorded.get("embedder_api_key_env"),
@@ -62,7 +66,7 @@ def bind_embedder(store: SqliteStore, options: Any, backend: str, docs_table: st
     wanted = {"embedder_model_id": embedder.model_id,
               "embedder_spec": json.dumps(spec, sort_keys=True)}
     with store.write() as conn:
-        if conn.execute(f"SELECT 1 FROM {docs_table} LIMIT 1").fetchone() is None:
+        if not store.holds_rows(conn, docs_table):
             for key, value in wanted.items():  # nothing stored yet: nothing to re-embed
                 store.set_meta(conn, key, value)
     held = store.claim_meta(wanted)
@@ -74,6 +78,20 @@ def bind_embedder(store: SqliteStore, options: Any, backend: str, docs_table: st
             f"set embedder = \"{recorded_name}\" (or \"auto\") to use this store, or run "
             f"`middle memory reindex --from {backend}` to rebuild it with the new embedder")
     return embedder
+
+
+def _refuse_recorded_endpoint(store: Any, recorded: dict[str, Any], options: Any) -> None:
+    """A store's record may name the embedder, but not where text and an API key are sent:
+    a planted record (a shared database is written by many) must not redirect them. The
+    endpoint must be the one [memory.options] names."""
+    url, key_env = recorded.get("embedder_url"), recorded.get("embedder_api_key_env")
+    if (url or key_env) and (url, key_env) != (options.embedder_url, options.embedder_api_key_env):
+        raise MemoryStoreError(
+            f"the {store.kind} {store.path} was built with embedder "
+            f"{recorded.get('embedder')!r} at {url or 'its default URL'} (key from "
+            f"{key_env or 'no variable'}); a store's record does not choose where text and keys "
+            "are sent: set embedder, embedder_url and embedder_api_key_env in [memory.options] "
+            "to use it")
 
 
 class QueryVectors:

@@ -49,7 +49,52 @@ def read_tx(conn: sqlite3.Connection, error: ErrorFactory) -> Iterator[sqlite3.C
         raise error(exc, "read failed in") from exc
 
 
-class SqliteStore:
+class MetaValues:
+    """Meta values of a store (key -> text), for the SQLite stores and the PostgreSQL one alike.
+    A subclass gives `read()`/`write()` transactions, `meta(conn, key)`, `claim(conn, key,
+    value)` (insert unless set), and `kind`, `path` and `corrupt_hint` for messages."""
+
+    kind: str
+    path: Any
+    corrupt_hint = "move the file away to start afresh"
+
+    def read(self) -> Any:
+        raise NotImplementedError
+
+    def write(self) -> Any:
+        raise NotImplementedError
+
+    def meta(self, conn: Any, key: str) -> str | None:
+        raise NotImplementedError
+
+    def claim(self, conn: Any, key: str, value: str) -> None:
+        raise NotImplementedError
+
+    def read_meta(self, key: str) -> str | None:
+        """One meta value, in its own read transaction."""
+        with self.read() as conn:
+            return self.meta(conn, key)
+
+    def meta_json(self, conn: Any, key: str, default: Any) -> Any:
+        """A JSON meta value; a value that is not JSON is a corrupt store, said with its path."""
+        raw = self.meta(conn, key)
+        if raw is None:
+            return default
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise MemoryStoreError(f"the {self.kind} {self.path} is corrupt (meta {key!r} is not "
+                                   f"JSON: {exc}); {self.corrupt_hint}") from None
+
+    def claim_meta(self, values: dict[str, str]) -> dict[str, str]:
+        """Record values not yet set (first writer wins) and return what the store holds."""
+        with self.write() as conn:
+            for key, value in values.items():
+                self.claim(conn, key, value)
+            return {key: self.meta(conn, key) or "" for key in values}
+
+
+class SqliteStore(MetaValues):
     """One store file, shared by the instance's threads (one connection behind an RLock) and
     by other processes (SQLite transactions). The policy every built-in store follows:
 
@@ -121,37 +166,23 @@ class SqliteStore:
     # --- meta -------------------------------------------------------------------------------
 
     @staticmethod
-    def meta(conn: sqlite3.Connection, key: str) -> str | None:
+    def meta(conn: sqlite3.Connection, key: str) -> str | None:  # type: ignore[override]
         row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else row[0]
+
+    @staticmethod
+    def claim(conn: sqlite3.Connection, key: str, value: str) -> None:  # type: ignore[override]
+        conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
 
     @staticmethod
     def set_meta(conn: sqlite3.Connection, key: str, value: Any) -> None:
         conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                      (key, value if isinstance(value, str) else json.dumps(value)))
 
-    def read_meta(self, key: str) -> str | None:
-        """One meta value, in its own read transaction."""
-        with self.read() as conn:
-            return self.meta(conn, key)
-
-    def meta_json(self, conn: sqlite3.Connection, key: str, default: Any) -> Any:
-        """A JSON meta value; a value that is not JSON is a corrupt store, said with its path."""
-        raw = self.meta(conn, key)
-        if raw is None:
-            return default
-        try:
-            return json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise MemoryStoreError(f"the {self.kind} {self.path} is corrupt (meta {key!r} is not "
-                                   f"JSON: {exc}); move the file away to start afresh") from None
-
-    def claim_meta(self, values: dict[str, str]) -> dict[str, str]:
-        """Record values not yet set (first writer wins) and return what the store holds."""
-        with self.write() as conn:
-            for key, value in values.items():
-                conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
-            return {key: self.meta(conn, key) or "" for key in values}
+    @staticmethod
+    def holds_rows(conn: sqlite3.Connection, table: str) -> bool:
+        """Whether a table of the store has any row."""
+        return conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
 
     # --- the change log ---------------------------------------------------------------------
 

@@ -13,12 +13,13 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from orchestrator.errors import ConfigError
 
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND  # noqa: E402 - re-exported
 ENV_PREFIX = "MIDDLE_"
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 class _Strict(BaseModel):
@@ -48,7 +49,19 @@ class MemoryConfig(_Strict):
     # Seed 002 aims at ~500 tokens per injection; a doc longer than max_doc_chars is cut on index.
     max_doc_chars: int = Field(8000, gt=0)
     memories_budget_chars: int = Field(2000, gt=0)
+    # "postgresql://...": the stores of backends that can share a database (hybrid, dense,
+    # bm25) live there, one database for every project and machine; also MIDDLE_MEMORY_URL.
+    # None: the [store] url when it names PostgreSQL, else per machine under save_dir.
+    url: str | None = None
     options: dict[str, Any] = {}
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(POSTGRES_SCHEMES):
+            raise ValueError(f"{value.split('://')[0]!r} is not a PostgreSQL URL: write "
+                             "postgresql://user@host/db, or leave it unset for per-machine stores")
+        return value or None
 
 
 class ProjectConfig(_Strict):
@@ -114,6 +127,14 @@ class Config(_Strict):
     @property
     def memory_dir(self) -> Path | None:
         return self.resolve(self.memory.save_dir) if self.memory.save_dir and self.memory_enabled else None
+
+    @property
+    def memory_url(self) -> str | None:
+        """The database of shared memory stores: [memory] url, else a PostgreSQL [store] url."""
+        if self.memory.url:
+            return self.memory.url
+        store = self.store.url or ""
+        return store if store.startswith(POSTGRES_SCHEMES) else None
 
     def memory_limits(self) -> dict[str, int]:
         """The size caps the memory facade applies (see [memory] in README)."""

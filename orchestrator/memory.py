@@ -9,8 +9,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from filelock import FileLock, Timeout
-
 from orchestrator.errors import ConfigError, MemoryStoreError
 from orchestrator.memory_format import (  # noqa: F401 - re-exported: the facade's text rules
     CUT_MARKER,
@@ -25,7 +23,14 @@ from orchestrator.memory_format import (  # noqa: F401 - re-exported: the facade
     memories_layout,
     truncate_doc,
 )
-from orchestrator.plugin_api import ConversationContext, MemoryBackend, RetrieveResult, TextLLM
+from orchestrator.memory_lock import AdvisoryLocks, FileLocks
+from orchestrator.plugin_api import (
+    ConversationContext,
+    MemoryBackend,
+    MemoryDatabase,
+    RetrieveResult,
+    TextLLM,
+)
 from orchestrator.plugins import PluginRegistry
 from tickets.model import validate_project_id
 
@@ -85,7 +90,9 @@ class MemoryFacade:
     """Opens one backend instance per project at `<save_dir>/<project_id>/` and serialises its calls.
 
     A thread lock guards a project within this process; a file lock in `<save_dir>/.locks/`
-    guards it across processes on one machine. Bad arguments are refused before any I/O with a
+    guards it across processes on one machine. With a PostgreSQL `url` and a backend that can
+    keep its store there (`shares_database`), the store is the project's rows in that database
+    and an advisory lock in it guards the project across processes and machines. Bad arguments are refused before any I/O with a
     MemoryArgumentError; every other error comes out as MemoryStoreError naming the absolute
     store path, so callers can log it and go on (memory failures never stop a ticket).
 
@@ -105,6 +112,7 @@ class MemoryFacade:
         lock_timeout_s: float = 120.0,
         max_doc_chars: int = DEFAULT_MAX_DOC_CHARS,
         memories_budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
+        url: str | None = None,
     ):
         if backend == "none":
             raise ConfigError("backend 'none' means memory off: do not build a MemoryFacade for it")
@@ -119,6 +127,15 @@ class MemoryFacade:
         self.options = registry.backend_options(backend, options or {})  # ConfigError up front
         self.llm = llm
         self.lock_timeout_s = lock_timeout_s
+        # The database of the shared stores, when the configured backend can keep one there;
+        # other backends (hipporag, hindsight, ...) keep their stores under save_dir.
+        self.url = url if url and self.backend_cls.shares_database else None
+        if url and not self.url:
+            log.info("memory backend %r keeps its stores per machine in %s ([memory] url is "
+                     "used by backends that can share a database)", backend, self.save_dir)
+        self._locks_across: FileLocks | AdvisoryLocks = (
+            AdvisoryLocks(self.url, lock_timeout_s) if self.url
+            else FileLocks(self.save_dir / LOCK_DIR_NAME, lock_timeout_s))
         self._backends: dict[str, MemoryBackend] = {}
         self._locks: dict[str, threading.RLock] = {}
         self._master = threading.Lock()
@@ -130,6 +147,28 @@ class MemoryFacade:
     def lock_path(self, project_id: str) -> Path:
         """The project's lock file, kept apart from every store (project 'x.lock' is no clash)."""
         return self.save_dir / LOCK_DIR_NAME / f"{validate_project_id(project_id)}.lock"
+
+    def database(self, cls: type[MemoryBackend], project_id: str) -> MemoryDatabase | None:
+        """Where backend `cls` keeps the project's store in the shared database, or None (its
+        store is `store_dir(project_id)`)."""
+        if self.url and cls.shares_database:
+            return MemoryDatabase(self.url, validate_project_id(project_id))
+        return None
+
+    def open_backend(self, cls: type[MemoryBackend], project_id: str, options: Any) -> MemoryBackend:
+        """A new instance of backend `cls` on the project's store (call under its locks)."""
+        database = self.database(cls, project_id)
+        store = self.store_dir(project_id)
+        if database is not None:
+            return cls(store, options, self.llm, database=database)  # type: ignore[call-arg]
+        return cls(store, options, self.llm)
+
+    def backend_has_store(self, cls: type[MemoryBackend], project_id: str) -> bool:
+        """Whether backend `cls` has a store of the project (in the database or on disk)."""
+        database = self.database(cls, project_id)
+        if database is not None:
+            return cls.store_exists(self.store_dir(project_id), database=database)  # type: ignore[call-arg]
+        return cls.store_exists(self.store_dir(project_id))
 
     def _thread_lock(self, project_id: str) -> threading.RLock:
         with self._master:
@@ -154,8 +193,8 @@ class MemoryFacade:
             return
         cls = self.registry.backend_class(name)
         options = options if options is not None else self.registry.backend_options(name, {})
-        with self._project_locks(project_id, op) as store:
-            backend = cls(store, options, self.llm)
+        with self._project_locks(project_id, op):
+            backend = self.open_backend(cls, project_id, options)
             try:
                 yield backend
             finally:
@@ -175,22 +214,7 @@ class MemoryFacade:
     @contextmanager
     def _project_locks(self, project_id: str, op: str) -> Iterator[Path]:
         store = self.store_dir(project_id)  # ConfigError for an unsafe id, before any I/O
-        lock_path = self.lock_path(project_id)
-        with self._thread_lock(project_id):
-            try:
-                lock_path.parent.mkdir(parents=True, exist_ok=True)
-                flock = FileLock(str(lock_path), timeout=self.lock_timeout_s)
-                flock.acquire()
-            except Timeout:
-                raise MemoryStoreError(
-                    f"memory {op} for project {project_id!r}: another process holds the lock "
-                    f"{lock_path} for over {self.lock_timeout_s:.0f}s; wait or remove a stale lock"
-                ) from None
-            except OSError as exc:
-                raise MemoryStoreError(
-                    f"memory {op} for project {project_id!r}: cannot lock {lock_path} ({exc}); "
-                    "check the directory's permissions or [memory] save_dir"
-                ) from exc
+        with self._thread_lock(project_id), self._locks_across.hold(project_id, op):
             try:
                 try:
                     store.mkdir(parents=True, exist_ok=True)
@@ -205,16 +229,21 @@ class MemoryFacade:
             except Exception as exc:
                 raise MemoryStoreError(
                     f"memory {op} failed for project {project_id!r} with backend "
-                    f"{self.backend_name!r} at {store}: {type(exc).__name__}: {exc}"
+                    f"{self.backend_name!r} at {self.where(project_id)}: "
+                    f"{type(exc).__name__}: {exc}"
                 ) from exc
-            finally:
-                flock.release()
+
+    def where(self, project_id: str) -> str:
+        """The configured backend's store of the project, for messages: the database (without
+        its password) or the absolute store path."""
+        database = self.database(self.backend_cls, project_id)
+        return database.where if database is not None else str(self.store_dir(project_id))
 
     def has_store(self, project_id: str) -> bool:
         """Whether the project has a store of the configured backend. Read-only commands and
         API routes ask first, so on a project without one they answer empty and create
         nothing (no directory, no lock file); runs call the backend whatever the answer."""
-        return self.backend_cls.store_exists(self.store_dir(project_id))
+        return self.backend_has_store(self.backend_cls, project_id)
 
     def agent_context(self, project_id: str) -> str:
         """The backend's standing text for the middle agent (mental models), or ''."""
@@ -231,7 +260,7 @@ class MemoryFacade:
     def _backend(self, project_id: str, store: Path) -> MemoryBackend:
         backend = self._backends.get(project_id)
         if backend is None:
-            backend = self.backend_cls(store, self.options, self.llm)
+            backend = self.open_backend(self.backend_cls, project_id, self.options)
             self._backends[project_id] = backend
         return backend
 
@@ -373,9 +402,10 @@ class MemoryFacade:
                 backend.close()
             except Exception:  # closing must not mask the run's own outcome
                 log.exception("closing memory backend %s failed", self.backend_name)
+        self._locks_across.close()
 
     def _log(self, op: str, project_id: str, started: float, **counts: int) -> None:
         ms = (time.perf_counter() - started) * 1000
         detail = " ".join(f"{k}={v}" for k, v in counts.items())
         log.info("memory %s project=%s backend=%s %s in %.1f ms (store %s)",
-                 op, project_id, self.backend_name, detail, ms, self.store_dir(project_id))
+                 op, project_id, self.backend_name, detail, ms, self.where(project_id))

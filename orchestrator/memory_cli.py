@@ -54,7 +54,7 @@ def list_(ctx: click.Context, project: str | None) -> None:
     docs = mem.list_docs(pid)
     for doc in docs:
         console.print(f"{doc_id(doc)[:DOC_ID_CHARS]}  {safe(doc)}")
-    err_console.print(f"({len(docs)} doc(s) in {safe(mem.store_dir(pid))}, backend "
+    err_console.print(f"({len(docs)} doc(s) in {safe(mem.where(pid))}, backend "
                       f"{mem.backend_name})")
 
 
@@ -70,7 +70,7 @@ def add(ctx: click.Context, text: str, project: str | None) -> None:
         console.print(f"already in memory (id {doc_id(stored)[:DOC_ID_CHARS]}): nothing added")
         return
     mem.index(pid, [stored])
-    console.print(f"added 1 doc (id {doc_id(stored)[:DOC_ID_CHARS]}) to {safe(mem.store_dir(pid))}")
+    console.print(f"added 1 doc (id {doc_id(stored)[:DOC_ID_CHARS]}) to {safe(mem.where(pid))}")
 
 
 @memory.command()
@@ -131,7 +131,7 @@ def stores(ctx: click.Context, project: str | None) -> None:
         console.print(f"{name:16} {docs:>12}  {safe(note)}")
     if not rows:
         console.print("(no stores)")
-    err_console.print(f"(in {safe(mem.store_dir(pid))}; [memory] backend = {mem.backend_name})")
+    err_console.print(f"(in {safe(mem.where(pid))}; [memory] backend = {mem.backend_name})")
 
 
 @memory.command()

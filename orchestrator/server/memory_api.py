@@ -144,7 +144,7 @@ def memory_stats(mem: MemoryFacade, pid: str) -> dict[str, Any]:
     size, last = _disk_usage(store) if exists else (0, None)
     return {"project": pid, "backend": mem.backend_name, "recall": mem.backend_cls.recall,
             "docs": len(mem.list_docs(pid)) if exists else 0, "store_bytes": size,
-            "last_write": last, "store_dir": str(store)}
+            "last_write": last, "store_dir": mem.where(pid)}  # or the database
 
 
 def _disk_usage(root: Path) -> tuple[int, str | None]:

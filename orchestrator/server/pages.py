@@ -134,7 +134,7 @@ def memory_page(request: Request, project_id: str, q: str | None = Query(None),
     try:
         context["stats"] = memory_stats(mem, pid)
         sources = state.store.doc_sources(pid)
-        texts = mem.list_docs(pid) if mem.store_dir(pid).exists() else []
+        texts = mem.list_docs(pid)  # [] (creating nothing) without a store
         context["docs"] = [{"text": t, "tickets": sources.get(t, [])} for t in texts]
         if q and q.strip():
             context["search"] = search_results(state, mem, pid, q, k)

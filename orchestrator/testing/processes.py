@@ -2,8 +2,10 @@
 
 `run_processes` spawns processes that each open the backend through a factory importable by
 dotted path, then index and delete disjoint docs from several threads, every call under one
-`filelock.FileLock` (and a thread lock), like the memory facade. Afterwards it opens the store
-once more and reports docs that were lost and deleted docs that came back. No pytest needed::
+`filelock.FileLock` (and a thread lock), like the memory facade; `lock_factory` names another
+cross-process lock (e.g. a database's advisory lock: then the processes stand for machines).
+Afterwards it opens the store once more and reports docs that were lost, stored twice, and
+deleted docs that came back. No pytest needed::
 
     from orchestrator.testing import run_processes
 
@@ -25,6 +27,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -65,14 +68,16 @@ class ProcessRunReport:
     lost: list[str] = field(default_factory=list)
     resurrected: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    duplicated: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.resurrected or self.failures)
+        return not (self.lost or self.resurrected or self.failures or self.duplicated)
 
     def summary(self) -> str:
         text = (f"lost {len(self.lost)} of {self.kept} docs, resurrected {len(self.resurrected)}"
-                f" of {self.deleted} deleted docs, {len(self.failures)} process failure(s)")
+                f" of {self.deleted} deleted docs, {len(self.duplicated)} stored twice, "
+                f"{len(self.failures)} process failure(s)")
         if self.lost:
             text += f"; first lost: {self.lost[0]!r}"
         if self.resurrected:
@@ -90,10 +95,15 @@ def run_processes(
     threads: int = 4,
     docs_per_thread: int = 12,
     lock_path: str | Path | None = None,
+    lock_factory: str | None = None,
     timeout_s: float = 120.0,
 ) -> ProcessRunReport:
-    """Run the scenario (see the module docstring) and check the store afterwards."""
+    """Run the scenario (see the module docstring) and check the store afterwards.
+    `lock_factory`: "package.module:callable" giving, as `callable(store_dir)`, a reusable
+    context manager that every call of every process holds (default: a FileLock)."""
     load_factory(factory)  # a bad path fails here, with its own error, not in every child
+    if lock_factory is not None:
+        load_factory(lock_factory)
     store_dir = Path(store_dir)
     lock = Path(lock_path) if lock_path else store_dir.with_name(store_dir.name + ".lock")
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter, as a second `middle` is
@@ -101,8 +111,8 @@ def run_processes(
     errors = ctx.Queue()
     children = [
         ctx.Process(target=_process_main, name=f"store-writer-{p}",
-                    args=(factory, str(store_dir), str(lock), p, threads, docs_per_thread,
-                          ready, errors))
+                    args=(factory, str(store_dir), str(lock), lock_factory, p, threads,
+                          docs_per_thread, ready, errors))
         for p in range(processes)
     ]
     for child in children:
@@ -122,23 +132,34 @@ def run_processes(
     plans = [planned_docs(p, t, docs_per_thread) for p in range(processes) for t in range(threads)]
     keep = [d for kept, _ in plans for d in kept]
     drop = [d for _, dropped in plans for d in dropped]
-    with FileLock(str(lock)):
+    with _cross_process_lock(lock_factory, store_dir, lock):
         present = _present(load_factory(factory)(store_dir), keep + drop)
     return ProcessRunReport(
         kept=len(keep), deleted=len(drop),
         lost=[d for d in keep if d not in present],
         resurrected=[d for d in drop if d in present],
         failures=failures,
+        duplicated=sorted({d for d in present if present.count(d) > 1}),
     )
 
 
-def _present(backend: MemoryBackend, docs: list[str]) -> set[str]:
-    """Which of docs the store holds: list_docs, else each doc as its own query."""
+def _cross_process_lock(lock_factory: str | None, store_dir: Path, lock_path: Path) -> Any:
+    if lock_factory is not None:
+        return load_factory(lock_factory)(store_dir)
+    return FileLock(str(lock_path), timeout=60)
+
+
+def _present(backend: MemoryBackend, docs: list[str]) -> list[str]:
+    """Which of docs the store holds (each as often as it is stored): list_docs, else each doc
+    as its own query."""
     try:
         try:
-            return set(backend.list_docs())
+            return backend.list_docs()
         except NotImplementedError:
-            return {d for d in docs if d in backend.retrieve([d], 5)[0]["docs"]}
+            found = []
+            for d in docs:
+                found += [r for r in backend.retrieve([d], 5)[0]["docs"] if r == d]
+            return found
     finally:
         backend.close()
 
@@ -152,12 +173,12 @@ def _drain(errors, failures: list[str], wait: float) -> None:
         pass
 
 
-def _process_main(factory: str, store_dir: str, lock_path: str, proc: int, threads: int,
-                  docs: int, ready, errors) -> None:
+def _process_main(factory: str, store_dir: str, lock_path: str, lock_factory: str | None,
+                  proc: int, threads: int, docs: int, ready, errors) -> None:
     """One process: open the backend under the lock, then its threads write concurrently."""
     try:
         thread_lock = threading.Lock()  # the facade's per-project thread lock
-        file_lock = FileLock(lock_path, timeout=60)
+        file_lock = _cross_process_lock(lock_factory, Path(store_dir), Path(lock_path))
         with file_lock:  # the facade opens a backend under the project's lock too
             backend = load_factory(factory)(Path(store_dir))
         ready.wait(60)

@@ -64,6 +64,10 @@ class SharedStoreContract:
     # process (a backend class with default options will do); None skips the process test.
     process_factory: str | None = None
     process_docs_per_thread = 12
+    # "package.module:callable" giving, as `callable(store_dir)`, the reusable lock every call
+    # of the process test holds (default: a file lock, as the facade takes on one machine; a
+    # database's advisory lock makes the processes stand for machines).
+    process_lock: str | None = None
     # A file name shaped like your backend's own temp files, e.g. ".mystore-1234.tmp": the
     # leftover test drops one (holding half a write) before opening the store.
     leftover_temp_file: str | None = None
@@ -186,5 +190,6 @@ class SharedStoreContract:
         if self.process_factory is None:
             pytest.skip("set process_factory = 'package.module:callable' to run real processes")
         report = run_processes(self.process_factory, store_dir,
-                               docs_per_thread=self.process_docs_per_thread)
+                               docs_per_thread=self.process_docs_per_thread,
+                               lock_factory=self.process_lock)
         assert report.ok, report.summary()

@@ -50,8 +50,9 @@ def plan(proc: int, thread: int, docs: int) -> tuple[list[str], list[str]]:
 
 
 def _worker(save_dir: str, backend: str, plugins: tuple[str, ...], proc: int, threads: int,
-            docs: int, start) -> None:
-    facade = MemoryFacade(save_dir, backend, {}, _registry(plugins))
+            docs: int, start, options: dict | None = None, url: str | None = None,
+            common: int = 0) -> None:
+    facade = MemoryFacade(save_dir, backend, options, _registry(plugins), url=url)
     facade.list_docs(PROJECT)  # open the store first, as a run does when it recalls memory
     start.wait(60)
     errors: list[BaseException] = []
@@ -62,6 +63,8 @@ def _worker(save_dir: str, backend: str, plugins: tuple[str, ...], proc: int, th
         try:
             for j, doc in enumerate(keep):
                 facade.index(PROJECT, [doc])
+                if t == 0 and j < common:  # every process indexes these: one copy must stay
+                    facade.index(PROJECT, [sample_doc(j, tag="common")])
                 if pending is not None:
                     facade.delete(PROJECT, [pending])
                     pending = None
@@ -85,22 +88,30 @@ def _worker(save_dir: str, backend: str, plugins: tuple[str, ...], proc: int, th
 
 
 def measure(backend: str, processes: int, threads: int, docs: int,
-            plugins: tuple[str, ...] = (KEYWORD_PLUGIN,)) -> dict[str, int]:
+            plugins: tuple[str, ...] = (KEYWORD_PLUGIN,), *, options: dict | None = None,
+            url: str | None = None, common: int = 0) -> dict[str, int]:
+    """`url`: the facades' [memory] url; each process then has its own save_dir, as machines
+    have (only the database and its advisory locks are shared). `common`: docs every process
+    indexes as well (each must be stored once)."""
     with tempfile.TemporaryDirectory() as tmp:
-        save_dir = str(Path(tmp) / "mem")
+        def save_dir(p: int) -> str:
+            return str(Path(tmp) / (f"machine-{p}" if url else "mem"))
+
         ctx = multiprocessing.get_context("spawn")
         start = ctx.Barrier(processes)  # all facades built before anyone writes
-        procs = [ctx.Process(target=_worker,
-                             args=(save_dir, backend, plugins, p, threads, docs, start))
+        procs = [ctx.Process(target=_worker, args=(save_dir(p), backend, plugins, p, threads,
+                                                   docs, start, options, url, common))
                  for p in range(processes)]
         for p in procs:
             p.start()
         for p in procs:
             p.join()
-        facade = MemoryFacade(save_dir, backend, {}, _registry(plugins))
-        present = set(facade.list_docs(PROJECT))
+        facade = MemoryFacade(save_dir(processes), backend, options, _registry(plugins), url=url)
+        listed = facade.list_docs(PROJECT)
+        present = set(listed)
         facade.close()
     keep = [d for p in range(processes) for t in range(threads) for d in plan(p, t, docs)[0]]
+    keep += [sample_doc(j, tag="common") for j in range(min(common, docs))]
     drop = [d for p in range(processes) for t in range(threads) for d in plan(p, t, docs)[1]]
     return {
         "exit_codes_nonzero": sum(1 for p in procs if p.exitcode != 0),
@@ -108,6 +119,7 @@ def measure(backend: str, processes: int, threads: int, docs: int,
         "lost": sum(1 for d in keep if d not in present),
         "deleted_docs": len(drop),
         "resurrected": sum(1 for d in drop if d in present),
+        "duplicated": len(listed) - len(present),
     }
 
 
@@ -118,6 +130,7 @@ def test_two_processes_of_eight_threads_lose_nothing(backend):
     assert result["exit_codes_nonzero"] == 0, "a worker process failed: see its stderr above"
     assert result["lost"] == 0, result
     assert result["resurrected"] == 0, result
+    assert result["duplicated"] == 0, result
 
 
 def main() -> None:

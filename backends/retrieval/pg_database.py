@@ -1,0 +1,224 @@
+"""The PostgreSQL side of the retrieval store: the schema (versioned, migrated under an advisory lock), the text search configuration, and one connection pool per database per process."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
+
+INSTALL_HINT = "pip install 'middle-agent[postgres]'"
+SCHEMA_VERSION = 1
+# Schema creation and migration take this transaction-level advisory lock, so two machines
+# starting at once do not both create tables ("mdlmem" in ASCII; the ticket store uses "middle").
+SCHEMA_LOCK_KEY = 0x6D646C6D656D
+POOL_MAX = 8
+CONNECT_TIMEOUT_S = 30.0
+TS_CONFIG = "middle_memory_english"
+
+# Tables are prefixed `retrieval_`: the ticket store, often in the same database, has its own
+# `memory_docs`. Every row belongs to one store (a project's store of one backend): its id
+# leads every index, so a project's rows are found without touching another project's.
+SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS retrieval_schema (version INTEGER NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS retrieval_stores (
+        id BIGSERIAL PRIMARY KEY,
+        project TEXT NOT NULL,
+        backend TEXT NOT NULL,
+        n_docs BIGINT NOT NULL DEFAULT 0,
+        total_len BIGINT NOT NULL DEFAULT 0,
+        UNIQUE (project, backend))""",
+    """CREATE TABLE IF NOT EXISTS retrieval_meta (
+        store_id BIGINT NOT NULL REFERENCES retrieval_stores (id) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (store_id, key))""",
+    """CREATE TABLE IF NOT EXISTS retrieval_docs (
+        id BIGSERIAL PRIMARY KEY,
+        store_id BIGINT NOT NULL REFERENCES retrieval_stores (id) ON DELETE CASCADE,
+        hash TEXT NOT NULL,
+        text TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        doc_time DOUBLE PRECISION NOT NULL,
+        importance INTEGER NOT NULL DEFAULT 3,
+        access_count INTEGER NOT NULL DEFAULT 0,
+        last_accessed DOUBLE PRECISION,
+        doc_len INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (store_id, hash))""",
+    "CREATE INDEX IF NOT EXISTS retrieval_docs_by_time ON retrieval_docs (store_id, doc_time)",
+    # pgvector, any dimension: a store's embedder fixes it, and search is exact (as the SQLite
+    # store's FAISS flat index), so no dimension-bound ANN index is needed.
+    """CREATE TABLE IF NOT EXISTS retrieval_vectors (
+        id BIGINT PRIMARY KEY REFERENCES retrieval_docs (id) ON DELETE CASCADE,
+        store_id BIGINT NOT NULL,
+        embedding vector NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS retrieval_vectors_by_store ON retrieval_vectors (store_id)",
+    # BM25 postings: a doc's lexemes (from to_tsvector) with their counts and the doc's length,
+    # so a query reads only the postings of its own terms (an index-only range scan).
+    """CREATE TABLE IF NOT EXISTS retrieval_postings (
+        store_id BIGINT NOT NULL,
+        term TEXT NOT NULL,
+        doc_id BIGINT NOT NULL REFERENCES retrieval_docs (id) ON DELETE CASCADE,
+        tf INTEGER NOT NULL,
+        doc_len INTEGER NOT NULL,
+        PRIMARY KEY (store_id, term, doc_id) INCLUDE (tf, doc_len))""",
+    "CREATE INDEX IF NOT EXISTS retrieval_postings_by_doc ON retrieval_postings (doc_id)",
+    # Snowball English stemming of every word, stop words kept (as SQLite FTS5's porter
+    # tokenizer indexes them); the query side drops stop words as it does for FTS5.
+    f"""DO $$ BEGIN
+        IF NOT EXISTS (SELECT 1 FROM pg_ts_dict WHERE dictname = '{TS_CONFIG}_stem') THEN
+            CREATE TEXT SEARCH DICTIONARY {TS_CONFIG}_stem (TEMPLATE = snowball, Language = english);
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = '{TS_CONFIG}') THEN
+            CREATE TEXT SEARCH CONFIGURATION {TS_CONFIG} (COPY = simple);
+            ALTER TEXT SEARCH CONFIGURATION {TS_CONFIG}
+                ALTER MAPPING FOR asciiword, word WITH {TS_CONFIG}_stem;
+        END IF;
+    END $$""",
+]
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+        import psycopg_pool  # noqa: F401
+        from pgvector.psycopg import register_vector  # noqa: F401
+    except ImportError as exc:
+        raise MemoryStoreError(f"memory in PostgreSQL needs psycopg and pgvector ({exc}): "
+                               f"{INSTALL_HINT}") from None
+    return psycopg
+
+
+def failure(database: MemoryDatabase, exc: BaseException, what: str) -> MemoryStoreError:
+    """A database error as one MemoryStoreError naming the database (never its password)."""
+    psycopg = _psycopg()
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, psycopg.OperationalError) or type(exc).__name__ == "PoolTimeout":
+        hint = "check [memory] url (or [store] url) and that the server is running"
+    elif isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        hint = "grant the user rights to create tables there (or create them as an owner once)"
+    else:
+        hint = ("if its memory tables were changed by hand, restore them or move the project's "
+                "rows away (middle memory export first)")
+    return MemoryStoreError(f"{what} the memory store in {database.where}: {detail}; {hint}")
+
+
+class Database:
+    """One PostgreSQL database in this process: its pool (pgvector types registered on every
+    connection) and the schema, checked and migrated once when first opened."""
+
+    def __init__(self, database: MemoryDatabase):
+        psycopg = _psycopg()
+        from psycopg_pool import ConnectionPool
+
+        self.url, self.users = database.url, 0
+        try:
+            with psycopg.connect(database.url, connect_timeout=int(CONNECT_TIMEOUT_S)) as conn:
+                _migrate(conn, database)
+        except psycopg.Error as exc:
+            raise failure(database, exc, "cannot open") from None
+        self.pool = ConnectionPool(database.url, min_size=1, max_size=POOL_MAX, open=False,
+                                   configure=_register_vector, check=ConnectionPool.check_connection,
+                                   name="middle-memory")
+        try:
+            self.pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except Exception as exc:
+            self.pool.close()
+            raise failure(database, exc, "cannot reach") from None
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        """A pooled connection in a transaction: committed at the end, rolled back on error."""
+        with self.pool.connection(timeout=CONNECT_TIMEOUT_S) as conn:
+            yield conn
+
+
+def _register_vector(conn: Any) -> None:
+    from pgvector.psycopg import register_vector
+
+    register_vector(conn)
+    conn.commit()  # the type lookup opened a transaction; a pooled connection must come back idle
+
+
+def _migrate(conn: Any, database: MemoryDatabase) -> None:
+    """Create the extension and tables, or check that existing ones are not newer than ours."""
+    psycopg = _psycopg()
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        exists = conn.execute("SELECT to_regclass('retrieval_schema') IS NOT NULL").fetchone()[0]
+        if exists:
+            row = conn.execute("SELECT MAX(version) FROM retrieval_schema").fetchone()
+            if row[0] is not None and row[0] > SCHEMA_VERSION:
+                raise MemoryStoreError(
+                    f"the memory tables in {database.where} have schema version {row[0]}, newer "
+                    f"than this middle-agent reads ({SCHEMA_VERSION}): upgrade middle-agent "
+                    "(pip install -U middle-agent) on this machine")
+            if row[0] == SCHEMA_VERSION:
+                return
+        try:
+            with conn.transaction():
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.errors.InsufficientPrivilege:
+            raise MemoryStoreError(
+                f"the database {database.where} lacks the pgvector extension and this user may "
+                "not create it: run `CREATE EXTENSION vector;` there once as its owner or a "
+                "superuser (managed PostgreSQL services offer pgvector)") from None
+        except psycopg.errors.FeatureNotSupported as exc:
+            raise MemoryStoreError(f"the server of {database.where} has no pgvector ({exc}): "
+                                   "install it (https://github.com/pgvector/pgvector)") from None
+        for statement in SCHEMA:
+            conn.execute(statement)
+        conn.execute("INSERT INTO retrieval_schema SELECT %s WHERE NOT EXISTS "
+                     "(SELECT 1 FROM retrieval_schema)", (SCHEMA_VERSION,))
+
+
+_open: dict[str, Database] = {}
+_open_lock = threading.Lock()
+
+
+def acquire(database: MemoryDatabase) -> Database:
+    """The process's Database for this URL (opened, and its schema checked, on first use)."""
+    with _open_lock:
+        db = _open.get(database.url)
+        if db is None:
+            db = _open[database.url] = Database(database)
+        db.users += 1
+        return db
+
+
+def release(db: Database) -> None:
+    """One user fewer; the pool closes with the last one."""
+    with _open_lock:
+        db.users -= 1
+        if db.users <= 0 and _open.get(db.url) is db:
+            del _open[db.url]
+            db.pool.close()
+
+
+def store_exists(database: MemoryDatabase, backend: str) -> bool:
+    """Whether the database holds this project's store of the backend; creates nothing."""
+    psycopg = _psycopg()
+    sql = "SELECT EXISTS (SELECT 1 FROM retrieval_stores WHERE project = %s AND backend = %s)"
+    try:
+        with _peek(database) as conn:
+            if not conn.execute("SELECT to_regclass('retrieval_stores') IS NOT NULL").fetchone()[0]:
+                return False
+            return bool(conn.execute(sql, (database.project, backend)).fetchone()[0])
+    except psycopg.Error as exc:
+        raise failure(database, exc, "cannot read") from None
+
+
+@contextmanager
+def _peek(database: MemoryDatabase) -> Iterator[Any]:
+    """A connection for a read-only look: the open pool's, else a short-lived one (a read-only
+    command must not create the tables an open would)."""
+    with _open_lock:
+        db = _open.get(database.url)
+    if db is not None:
+        with db.connection() as conn:
+            yield conn
+        return
+    psycopg = _psycopg()
+    with psycopg.connect(database.url, connect_timeout=int(CONNECT_TIMEOUT_S)) as conn:
+        yield conn

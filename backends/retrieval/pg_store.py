@@ -1,0 +1,343 @@
+"""The retrieval store on PostgreSQL: a project's docs, pgvector vectors and BM25 postings, behind the interface of the SQLite RetrievalStore."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import unicodedata
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
+from backends.storage import MetaValues
+
+from . import bm25, pg_database
+from .pg_database import TS_CONFIG
+from .store import DocRow, MemoryRecord, doc_hash
+
+# Okapi BM25 as SQLite FTS5 computes it (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5))
+# floored at 1e-6), so min-max fusion gets the same keyword ranking on either engine.
+K1, B = 1.2, 0.75
+MAX_ANALYSED_CHARS = 200_000  # a tsvector holds at most 1 MB: the words of a doc's start count
+# Transaction-level advisory locks of writers, per store: writes to one project take turns
+# across machines as BEGIN IMMEDIATE makes them on one SQLite file ("mdlw" in ASCII).
+WRITE_LOCK_SPACE = 0x6D646C77
+_WORD = re.compile(r"[^\W_]+")  # unicode61's tokens: letters and digits; '_' separates
+_JOINED = re.compile(r"[\W_]+")
+
+LEXEMES = f"SELECT lexeme, cardinality(positions) AS tf FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))"
+
+INSERT = f"""
+WITH lex AS ({LEXEMES}),
+doc AS (
+    INSERT INTO retrieval_docs (store_id, hash, text, created_at, doc_time, importance, doc_len)
+    SELECT %(store)s, %(hash)s, %(text)s, %(now)s, %(time)s, %(importance)s,
+           coalesce((SELECT sum(tf) FROM lex), 0)
+    ON CONFLICT (store_id, hash) DO NOTHING
+    RETURNING id, doc_len),
+post AS (
+    INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
+    SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc)
+{{vector}}
+UPDATE retrieval_stores SET n_docs = n_docs + 1, total_len = total_len + doc.doc_len
+FROM doc WHERE retrieval_stores.id = %(store)s
+RETURNING doc.id"""
+INSERT_VECTOR = (", vec AS (INSERT INTO retrieval_vectors (id, store_id, embedding) "
+                 "SELECT doc.id, %(store)s, %(vector)s FROM doc)")
+
+REPLACE = f"""
+WITH lex AS ({LEXEMES}),
+old AS (SELECT doc_len FROM retrieval_docs WHERE id = %(id)s AND store_id = %(store)s),
+doc AS (
+    UPDATE retrieval_docs SET hash = %(hash)s, text = %(text)s, doc_time = %(time)s,
+        importance = LEAST(5, GREATEST(importance, %(importance)s) + 1),
+        doc_len = coalesce((SELECT sum(tf) FROM lex), 0)
+    WHERE id = %(id)s AND store_id = %(store)s
+    RETURNING id, doc_len),
+post AS (
+    INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
+    SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc)
+UPDATE retrieval_stores SET total_len = total_len - old.doc_len + doc.doc_len
+FROM doc, old WHERE retrieval_stores.id = %(store)s
+RETURNING doc.id"""
+
+BM25 = f"""
+WITH terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))),
+hits AS (
+    SELECT p.term, p.doc_id, p.tf, p.doc_len FROM retrieval_postings p
+    WHERE p.store_id = %(store)s AND p.term IN (SELECT lexeme FROM terms)),
+df AS (SELECT term, count(*)::float8 AS n FROM hits GROUP BY term),
+st AS (SELECT n_docs::float8 AS n_docs,
+              GREATEST(total_len::float8 / GREATEST(n_docs, 1), 1e-9) AS avgdl
+       FROM retrieval_stores WHERE id = %(store)s),
+idf AS (SELECT term, GREATEST(ln((st.n_docs - n + 0.5) / (n + 0.5)), 1e-6) AS idf
+        FROM df CROSS JOIN st)
+SELECT h.doc_id,
+       sum(idf.idf * h.tf * {K1 + 1}::float8
+           / (h.tf + {K1}::float8 * ({1 - B}::float8 + {B}::float8 * h.doc_len / st.avgdl))) AS score
+FROM hits h JOIN idf USING (term) CROSS JOIN st
+GROUP BY h.doc_id ORDER BY score DESC, h.doc_id LIMIT %(k)s"""
+
+
+def analysed_words(text: str) -> str:
+    """What to_tsvector reads of a text: its words (letters and digits, diacritics folded, as
+    FTS5's unicode61 with remove_diacritics splits and folds them) joined by spaces, so the
+    PostgreSQL parser's URL, path and e-mail tokens cannot swallow the words inside them."""
+    folded = unicodedata.normalize("NFKD", text[:MAX_ANALYSED_CHARS])
+    folded = "".join(c for c in folded if not unicodedata.combining(c))
+    return " ".join(_WORD.findall(folded))
+
+
+class VectorSearch:
+    """Dense search in the database (pgvector, exact inner product): what `sync()` returns in
+    place of the SQLite store's in-memory FAISS mirror."""
+
+    def __init__(self, store: "PgRetrievalStore"):
+        self.store = store
+
+    def __len__(self) -> int:
+        with self.store.read() as conn:
+            row = conn.execute("SELECT n_docs FROM retrieval_stores WHERE id = %s",
+                               (self.store.store_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def search(self, query: np.ndarray, k: int) -> tuple[list[int], list[float]]:
+        """Ids and inner products of the k nearest vectors, best first (ties by id)."""
+        if k <= 0:
+            return [], []
+        vector = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+        with self.store.read() as conn:
+            rows = conn.execute(
+                "SELECT id, -(embedding <#> %(q)s) FROM retrieval_vectors WHERE store_id = %(s)s "
+                "ORDER BY embedding <#> %(q)s, id LIMIT %(k)s",
+                {"q": vector, "s": self.store.store_id, "k": k}).fetchall()
+        return [int(r[0]) for r in rows], [float(r[1]) for r in rows]
+
+
+class PgRetrievalStore(MetaValues):
+    """A project's store of one backend in a shared PostgreSQL database.
+
+    The database is the only state: nothing is mirrored in memory, so another machine's writes
+    are seen by the next call, and there is nothing to catch up on. Writes to one store take a
+    transaction-level advisory lock, so they queue across processes and machines the way
+    SQLite's BEGIN IMMEDIATE makes them queue on one file.
+    """
+
+    kind = "memory store"
+    corrupt_hint = "fix or delete that row of retrieval_meta"
+
+    def __init__(self, database: MemoryDatabase, backend: str, *, use_vectors: bool):
+        self.database, self.backend, self.use_vectors = database, backend, use_vectors
+        self.path = f"{database.where} [{backend}]"  # what messages name, as a file's path
+        self.lock = threading.RLock()
+        self.code_terms = True  # every PostgreSQL store indexes code terms (see bm25.fts_text)
+        self._db: pg_database.Database | None = pg_database.acquire(database)
+        try:
+            with self.write(locked=False) as conn:
+                conn.execute("INSERT INTO retrieval_stores (project, backend) VALUES (%s, %s) "
+                             "ON CONFLICT (project, backend) DO NOTHING", (database.project, backend))
+                self.store_id = int(conn.execute(
+                    "SELECT id FROM retrieval_stores WHERE project = %s AND backend = %s",
+                    (database.project, backend)).fetchone()[0])
+            self._search = VectorSearch(self)
+        except BaseException:
+            self.close()
+            raise
+
+    # --- transactions ---------------------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self, what: str, lock_key: int | None) -> Iterator[Any]:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        with self.lock:
+            db = self._require_open()
+            try:
+                with db.connection() as conn:
+                    if lock_key is not None:
+                        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)",
+                                     (WRITE_LOCK_SPACE, lock_key))
+                    yield conn
+            except (psycopg.Error, PoolTimeout) as exc:
+                raise pg_database.failure(self.database, exc, what) from None
+
+    @contextmanager
+    def write(self, locked: bool = True) -> Iterator[Any]:  # type: ignore[override]
+        """One transaction, under the store's write lock; rolled back whole on any error."""
+        key = self._lock_key() if locked else None
+        with self._transaction("write failed in", key) as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Any]:  # type: ignore[override]
+        with self._transaction("read failed in", None) as conn:
+            yield conn
+
+    def _lock_key(self) -> int:
+        return int(self.store_id) % (2**31)  # an int4, with the space as the other int4
+
+    # --- meta -------------------------------------------------------------------------------
+
+    def meta(self, conn: Any, key: str) -> str | None:
+        row = conn.execute("SELECT value FROM retrieval_meta WHERE store_id = %s AND key = %s",
+                           (self.store_id, key)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, conn: Any, key: str, value: Any) -> None:
+        conn.execute("INSERT INTO retrieval_meta VALUES (%s, %s, %s) ON CONFLICT (store_id, key) "
+                     "DO UPDATE SET value = EXCLUDED.value",
+                     (self.store_id, key, value if isinstance(value, str) else json.dumps(value)))
+
+    def claim(self, conn: Any, key: str, value: str) -> None:
+        conn.execute("INSERT INTO retrieval_meta VALUES (%s, %s, %s) "
+                     "ON CONFLICT (store_id, key) DO NOTHING", (self.store_id, key, value))
+
+    def holds_rows(self, conn: Any, table: str = "docs") -> bool:
+        """Whether the store holds any doc (the embedder may change only while it holds none)."""
+        return conn.execute("SELECT EXISTS (SELECT 1 FROM retrieval_docs WHERE store_id = %s)",
+                            (self.store_id,)).fetchone()[0]
+
+    def bump(self, conn: Any, ids: Sequence[int]) -> int:
+        """Nothing to log: no instance mirrors the database (the SQLite store's change log)."""
+        return 0
+
+    def sync(self) -> VectorSearch | None:
+        return self._search if self.use_vectors else None
+
+    def save_snapshot(self) -> None:
+        return None
+
+    # --- row writes (inside write()) ---------------------------------------------------------
+
+    def _params(self, record: MemoryRecord, now: float) -> dict[str, Any]:
+        return {"store": self.store_id, "hash": doc_hash(record.text), "text": record.text,
+                "now": now, "time": record.timestamp if record.timestamp is not None else now,
+                "importance": record.importance or 3,
+                "words": analysed_words(bm25.fts_text(record.text))}
+
+    def insert(self, conn: Any, record: MemoryRecord, vector: np.ndarray | None,
+               now: float) -> int | None:
+        """Add a doc; None when the exact text is already stored (another writer was first)."""
+        params = self._params(record, now)
+        sql = INSERT.format(vector=INSERT_VECTOR if vector is not None else "")
+        if vector is not None:
+            params["vector"] = np.asarray(vector, dtype=np.float32)
+        row = conn.execute(sql, params).fetchone()
+        return None if row is None else int(row[0])
+
+    def replace(self, conn: Any, doc_id: int, record: MemoryRecord, vector: np.ndarray | None,
+                now: float) -> bool:
+        """Update a doc in place with a newer near-duplicate (see RetrievalStore.replace)."""
+        conn.execute("DELETE FROM retrieval_postings WHERE doc_id = %s AND store_id = %s",
+                     (doc_id, self.store_id))
+        row = conn.execute(REPLACE, {**self._params(record, now), "id": doc_id}).fetchone()
+        if row is None:
+            return False
+        if vector is not None:
+            conn.execute("INSERT INTO retrieval_vectors (id, store_id, embedding) VALUES (%s, %s, %s) "
+                         "ON CONFLICT (id) DO UPDATE SET embedding = EXCLUDED.embedding",
+                         (doc_id, self.store_id, np.asarray(vector, dtype=np.float32)))
+        return True
+
+    def remove(self, conn: Any, doc_id: int) -> None:
+        conn.execute(
+            "WITH doc AS (DELETE FROM retrieval_docs WHERE id = %(id)s AND store_id = %(s)s "
+            "RETURNING doc_len) UPDATE retrieval_stores SET n_docs = n_docs - 1, "
+            "total_len = total_len - doc.doc_len FROM doc WHERE retrieval_stores.id = %(s)s",
+            {"id": doc_id, "s": self.store_id})
+
+    # --- queries -----------------------------------------------------------------------------
+
+    def rows(self, ids: Sequence[int]) -> dict[int, DocRow]:
+        with self.read() as conn:
+            found = conn.execute(
+                "SELECT id, text, doc_time, importance FROM retrieval_docs "
+                "WHERE store_id = %s AND id = ANY(%s)", (self.store_id, list(ids))).fetchall()
+        return {int(r[0]): DocRow(int(r[0]), r[1], float(r[2]), int(r[3])) for r in found}
+
+    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        with self.read() as conn:
+            found = conn.execute("SELECT id, embedding FROM retrieval_vectors "
+                                 "WHERE store_id = %s AND id = ANY(%s)",
+                                 (self.store_id, list(ids))).fetchall()
+        # pgvector-python >= 0.5 loads a `Vector`; older releases a NumPy array
+        return {int(i): np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v,
+                                   dtype=np.float32) for i, v in found}
+
+    def ids_by_text(self, conn: Any, texts: Sequence[str]) -> dict[str, int]:
+        hashes = {doc_hash(t): t for t in texts}
+        found = conn.execute("SELECT hash, id FROM retrieval_docs WHERE store_id = %s "
+                             "AND hash = ANY(%s)", (self.store_id, list(hashes))).fetchall()
+        return {hashes[h]: int(i) for h, i in found}
+
+    def bm25(self, query: str, k: int) -> list[tuple[int, float]]:
+        terms = bm25.query_terms(query, self.code_terms)
+        if self.code_terms:
+            # FTS5 searches a word joined by '_' as a phrase, which postings cannot; its code
+            # term (the identifier joined into one word, indexed with every doc naming it)
+            # finds the same docs, so the phrase's parts are not searched one by one.
+            joined = set(bm25.code_terms(query))
+            terms = [t for t in terms if "_" not in t or _JOINED.sub("", t) not in joined]
+        words = analysed_words(" ".join(terms))
+        if not words or k <= 0:
+            return []
+        with self.read() as conn:
+            rows = conn.execute(BM25, {"words": words, "store": self.store_id, "k": k}).fetchall()
+        return [(int(i), float(s)) for i, s in rows]
+
+    def recent(self, n: int) -> list[int]:
+        with self.read() as conn:
+            return [int(r[0]) for r in conn.execute(
+                "SELECT id FROM retrieval_docs WHERE store_id = %s "
+                "ORDER BY doc_time DESC, id DESC LIMIT %s", (self.store_id, n))]
+
+    def texts(self) -> list[str]:
+        with self.read() as conn:
+            return [r[0] for r in conn.execute(
+                "SELECT text FROM retrieval_docs WHERE store_id = %s ORDER BY id", (self.store_id,))]
+
+    def count(self) -> int:
+        with self.read() as conn:
+            return int(conn.execute("SELECT count(*) FROM retrieval_docs WHERE store_id = %s",
+                                    (self.store_id,)).fetchone()[0])
+
+    def touch(self, ids: Sequence[int], now: float) -> None:
+        """Access count and last-accessed time (seed 002), under the write lock (ordered rows)."""
+        if not ids:
+            return
+        with self.write() as conn:
+            # Counts, not content: no wait for the WAL flush on every retrieve (a crash may
+            # lose the last few counts, never a doc).
+            conn.execute("SET LOCAL synchronous_commit = off")
+            conn.execute("UPDATE retrieval_docs SET access_count = access_count + 1, "
+                         "last_accessed = %s WHERE store_id = %s AND id = ANY(%s)",
+                         (now, self.store_id, sorted(ids)))
+
+    def stats(self) -> list[dict[str, Any]]:
+        keys = ("id", "text", "created_at", "doc_time", "importance", "access_count",
+                "last_accessed")
+        with self.read() as conn:
+            rows = conn.execute(f"SELECT {', '.join(keys)} FROM retrieval_docs "
+                                "WHERE store_id = %s ORDER BY id", (self.store_id,)).fetchall()
+        return [dict(zip(keys, r)) for r in rows]
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._db is None
+
+    def close(self) -> None:
+        with self.lock:
+            if self._db is not None:
+                pg_database.release(self._db)
+                self._db = None
+
+    def _require_open(self) -> pg_database.Database:
+        if self._db is None:
+            raise MemoryStoreError(f"the {self.kind} in {self.path} is closed")
+        return self._db
