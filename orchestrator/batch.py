@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, TicketError
+from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.lifecycle import start_refusal
 from orchestrator.runner import Orchestrator, RunOutcome
 from tickets.claims import this_host
@@ -223,7 +223,10 @@ def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: li
         result.fatal = result.fatal or exc
         outcome = RunOutcome(slot.ticket_id, "", "failed", str(exc))
     elif isinstance(exc, MiddleError):
-        outcome = RunOutcome(slot.ticket_id, "", "skipped" if isinstance(exc, TicketError) else "failed", str(exc))
+        # A store out of reach before the run began (the claim) changed nothing: the ticket is
+        # still pending, and the next pass (a worker's loop, the user's next `middle run`) takes it.
+        later = isinstance(exc, (TicketError, StoreUnavailable))
+        outcome = RunOutcome(slot.ticket_id, "", "skipped" if later else "failed", str(exc))
         if named:
             result.errors.append(exc)
     else:

@@ -19,7 +19,7 @@ from . import datasets, runner
 
 console = Console(highlight=False)
 if not console.is_terminal:  # piped to a file: rich would assume 80 columns and squeeze the table
-    console = Console(highlight=False, width=140)
+    console = Console(highlight=False, width=160)
 err_console = Console(stderr=True, highlight=False)
 
 BACKEND_HELP = ("Backend to measure, repeatable; NAME or NAME:key=value,... with options "
@@ -75,11 +75,11 @@ def _decimals(column: str) -> int:
 # Short headers with their units, so a table fits 80 columns; --json has the full key names.
 HEADERS = {
     "recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "hit@5": "hit@5", "mrr@10": "MRR@10",
-    "block_precision": "block prec", "questions": "questions", "docs": "docs",
+    "block_precision": "block", "questions": "questions", "docs": "docs",
     "embed_s": "embed s", "index_s": "index s", "retrieve_p50_ms": "p50 ms", "retrieve_p95_ms": "p95 ms",
     "retrieve_cpu_p95_ms": "cpu p95 ms", "store_mb": "store MB", "index_ms_per_turn": "index ms/turn",
     "embed_per_1k_s": "embed s/1k", "index_per_1k_s": "index s/1k", "add_last_1k_s": "last 1k s",
-    "index_p50_ms": "index p50 ms", "index_p95_ms": "index p95 ms", "index_cpu_p95_ms": "index cpu p95 ms",
+    "index_p50_ms": "idx p50 ms", "index_p95_ms": "idx p95 ms", "index_cpu_p95_ms": "idx cpu p95 ms",
     "wall_s": "wall s", "wall_s_min": "min s", "wall_s_max": "max s", "speedup": "speedup ×",
     "claude_code_s_per_ticket": "Claude Code s/ticket", "framework_s_per_ticket": "framework s/ticket",
     "process_start_end_s": "start+end s", "tickets_per_min": "tickets/min",

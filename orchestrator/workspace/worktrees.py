@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,6 +25,7 @@ log = logging.getLogger("middle.workspace")
 
 BRANCH_PREFIX = "middle/"
 LOCK_TIMEOUT_S = 120.0
+FETCH_ATTEMPTS = 3
 
 
 def branch_name(ticket_id: str) -> str:
@@ -77,14 +79,14 @@ class Worktrees:
         """
         project = Path(project_path).resolve()
         repo = g.toplevel(project)
-        if self.remote:
-            g.git(repo, "fetch", "--quiet", "--prune", self.remote)
-        base = self.base_branch or (self._remote_default(repo) if self.remote else g.current_branch(repo))
-        if not base:
-            raise GitError(f"the repository at {repo} has no branch checked out (detached HEAD), so "
-                           "there is no base branch to start tickets from: check out a branch, or "
-                           "set [project] base_branch in middle.toml")
         with self.locked():
+            if self.remote:
+                self._fetch(repo)
+            base = self.base_branch or (self._remote_default(repo) if self.remote else g.current_branch(repo))
+            if not base:
+                raise GitError(f"the repository at {repo} has no branch checked out (detached HEAD), so "
+                               "there is no base branch to start tickets from: check out a branch, or "
+                               "set [project] base_branch in middle.toml")
             start = self._commit_of(repo, base)
             if start is None:
                 known = ", ".join(g.branches(repo)[:10]) or "none"
@@ -99,6 +101,19 @@ class Worktrees:
         rel = project.relative_to(repo) if project != repo else Path()
         return Workspace(repo=str(repo), path=str(path), cwd=str(path / rel), branch=branch,
                          base_branch=base, base_commit=start)
+
+    def _fetch(self, repo: Path) -> None:
+        """Fetch the shared remote (under the lock: two fetches into one clone at once, as two
+        parallel tickets of a worker would do, fight over its refs and packs). Tried three times:
+        a remote that another machine is pushing to can answer one fetch with an incomplete pack."""
+        for attempt in range(FETCH_ATTEMPTS):
+            try:
+                g.git(repo, "fetch", "--quiet", "--prune", self.remote)
+                return
+            except GitError:
+                if attempt == FETCH_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
 
     def _ref(self, branch: str) -> str:
         """Where a branch is read from: the local branch, or the remote's copy of it."""
@@ -166,7 +181,8 @@ class Worktrees:
         """Publish the ticket's branch on the remote (a worker's clone), so any machine can
         review and merge it; a rerun's branch replaces the earlier one there."""
         if self.remote:
-            g.git(ws.path, "push", "--quiet", "--force", self.remote, f"{ws.branch}:refs/heads/{ws.branch}")
+            with self.locked():  # it updates the clone's remote-tracking refs, as a fetch does
+                g.git(ws.path, "push", "--quiet", "--force", self.remote, f"{ws.branch}:refs/heads/{ws.branch}")
 
     # -- removal -----------------------------------------------------------------------------
     def remove(self, repo: str | Path, ticket_id: str, *, keep_branch: bool = False) -> None:

@@ -76,7 +76,8 @@ def check_all_ran_once_in_order(pg_url: str, remote: Path, tickets: dict[int, li
         for i in tickets:
             tid = f"t{i:02d}"
             ticket_runs = store.list_runs(tid)
-            assert [r["status"] for r in ticket_runs] == ["complete"], (tid, ticket_runs)
+            assert [r["status"] for r in ticket_runs] == ["complete"], (
+                tid, [(r["status"], r.get("reason"), store.run_end_data(r["id"])) for r in ticket_runs])
             assert store.get_claim(tid) is None
             runs[tid] = ticket_runs[0]
         for i, deps in tickets.items():
@@ -95,7 +96,7 @@ def test_workers_share_24_tickets_each_runs_once_in_dependency_order(tmp_path, c
     remote, desk = fleet(tmp_path, claude_cli, pg_url, tickets)
     procs = [start_worker(tmp_path, desk, f"w{k}", "--once", "--parallel", "2") for k in range(workers)]
     outputs = [p.communicate(timeout=900)[0] for p in procs]
-    assert all(p.returncode == 0 for p in procs), outputs
+    assert all(p.returncode == 0 for p in procs), [(p.returncode, out[-2000:]) for p, out in zip(procs, outputs)]
     assert all("Traceback" not in o for o in outputs), outputs
     check_all_ran_once_in_order(pg_url, remote, tickets)
     done = [line for o in outputs for line in o.splitlines() if line.startswith("complete ticket")]
@@ -182,5 +183,10 @@ def test_a_postgresql_restart_mid_run_is_survived(tmp_path, claude_cli, pg_serve
     outputs = [p.communicate(timeout=900)[0] for p in procs]
     thread.join(60)
     assert restarted.is_set()
-    assert all(p.returncode == 0 for p in procs), outputs
-    check_all_ran_once_in_order(pg_url, remote, tickets)
+    print(*outputs, sep="\n----\n")  # shown by pytest when the test fails
+    assert all(p.returncode == 0 for p in procs), [p.returncode for p in procs]
+    try:
+        check_all_ran_once_in_order(pg_url, remote, tickets)
+    except AssertionError:
+        print(*outputs, sep="\n----\n")
+        raise

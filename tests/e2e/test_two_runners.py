@@ -39,7 +39,7 @@ def test_two_runners_share_six_pending_tickets_and_run_each_once(tmp_path, claud
     procs = [subprocess.Popen([MIDDLE, "run", "--fake", "--parallel", parallel], cwd=tmp_path, env=_env(), text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
     outputs = [p.communicate(timeout=300)[0] for p in procs]
-    assert all(p.returncode == 0 for p in procs), outputs
+    assert all(p.returncode == 0 for p in procs), [(p.returncode, out[-2000:]) for p, out in zip(procs, outputs)]
     with TicketStore(tmp_path / "state" / "middle.sqlite3") as store:
         for i in range(6):
             runs = store.list_runs(f"t{i}")

@@ -193,3 +193,14 @@ def test_a_ticket_a_person_interrupted_waits_for_that_person(tmp_path, project):
         run_id = orch.store.claim_new_run("a", ["pending"])
         orch.lifecycle.interrupt("a", run_id, "interrupted by the user")
         assert _orphans(orch.store) == []
+
+
+def test_a_store_out_of_reach_before_the_claim_skips_the_ticket_for_a_later_pass():
+    from orchestrator.batch import BatchResult, LogView, _collect, _Slot
+    from orchestrator.errors import StoreUnavailable, WorkerError
+
+    result = BatchResult()
+    _collect(_Slot("t1", error=StoreUnavailable("cannot reach the PostgreSQL store")), result, LogView(), [], False)
+    _collect(_Slot("t2", error=WorkerError("Claude Code crashed")), result, LogView(), [], False)
+    assert [(o.ticket_id, o.status) for o in result.outcomes] == [("t1", "skipped"), ("t2", "failed")]
+    assert result.fatal is None

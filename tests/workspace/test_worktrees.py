@@ -116,3 +116,33 @@ def test_remove_deletes_worktree_and_branch(tmp_path, repo):
     assert not (tmp_path / "wts" / "t1").exists()
     assert branch_commit(repo, "middle/t1") is None
     assert "wts/t1" not in out(repo, "worktree", "list")
+
+
+def _clone_of_a_bare_remote(tmp_path, repo):
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "clone", "--quiet", "--bare", str(repo), str(bare))
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "--quiet", str(bare), str(clone))
+    return bare, clone
+
+
+def test_a_fetch_that_fails_for_a_moment_is_tried_again(tmp_path, repo):
+    import threading
+
+    bare, clone = _clone_of_a_bare_remote(tmp_path, repo)
+    away = tmp_path / "remote-away.git"
+    bare.rename(away)  # the remote is unreachable for the first attempt
+    timer = threading.Timer(0.2, lambda: away.rename(bare))
+    timer.start()
+    try:
+        ws = Worktrees(tmp_path / "wts", remote="origin").prepare("t1", clone)
+    finally:
+        timer.join()
+    assert ws.base_commit == branch_commit(repo, "main")
+
+
+def test_a_fetch_that_keeps_failing_is_a_git_error_naming_the_clone(tmp_path, repo):
+    bare, clone = _clone_of_a_bare_remote(tmp_path, repo)
+    bare.rename(tmp_path / "gone.git")
+    with pytest.raises(GitError, match="fetch"):
+        Worktrees(tmp_path / "wts", remote="origin").prepare("t1", clone)
