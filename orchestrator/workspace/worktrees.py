@@ -81,7 +81,7 @@ class Worktrees:
         repo = g.toplevel(project)
         with self.locked():
             if self.remote:
-                self._fetch(repo)
+                self._fetch(repo, self.remote)
             base = self.base_branch or (self._remote_default(repo) if self.remote else g.current_branch(repo))
             if not base:
                 raise GitError(f"the repository at {repo} has no branch checked out (detached HEAD), so "
@@ -102,13 +102,13 @@ class Worktrees:
         return Workspace(repo=str(repo), path=str(path), cwd=str(path / rel), branch=branch,
                          base_branch=base, base_commit=start)
 
-    def _fetch(self, repo: Path) -> None:
+    def _fetch(self, repo: Path, remote: str) -> None:
         """Fetch the shared remote (under the lock: two fetches into one clone at once, as two
         parallel tickets of a worker would do, fight over its refs and packs). Tried three times:
         a remote that another machine is pushing to can answer one fetch with an incomplete pack."""
         for attempt in range(FETCH_ATTEMPTS):
             try:
-                g.git(repo, "fetch", "--quiet", "--prune", self.remote)
+                g.git(repo, "fetch", "--quiet", "--prune", remote)
                 return
             except GitError:
                 if attempt == FETCH_ATTEMPTS - 1:
