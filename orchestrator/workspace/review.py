@@ -228,10 +228,9 @@ class Review:
             self.worktrees.remove(run["repo"], ticket_id)
             code = (f"removed its worktree and branch {run['branch']}" if changed
                     else "it changed no files; removed its worktree")
-        removed = self.forget(ticket_id)
-        self.store.set_status(ticket_id, "discarded", f"discarded; {removed} memory doc(s) deleted")
-        return ReviewResult(ticket_id, "discarded",
-                            f"discarded ticket {ticket_id}: {code}; {removed} memory doc(s) deleted",
+        removed, said = self.forget(ticket_id)
+        self.store.set_status(ticket_id, "discarded", f"discarded; {said}")
+        return ReviewResult(ticket_id, "discarded", f"discarded ticket {ticket_id}: {code}; {said}",
                             memory_docs_deleted=removed)
 
     def revert(self, ticket_id: str) -> ReviewResult:
@@ -250,20 +249,20 @@ class Review:
         if status == "reverted":
             return ReviewResult(ticket_id, status, f"ticket {ticket_id} is already reverted")
         if run.get("isolation") != "worktree":
-            removed = self.forget(ticket_id)
-            self.store.set_status(ticket_id, "reverted", f"reverted; {removed} memory doc(s) deleted")
-            return ReviewResult(ticket_id, "reverted", f"reverted ticket {ticket_id}: {removed} memory doc(s) "
-                                "deleted; its edits were made in place (isolation = \"none\") and are not "
-                                "undone: use git for that", memory_docs_deleted=removed)
+            removed, said = self.forget(ticket_id)
+            self.store.set_status(ticket_id, "reverted", f"reverted; {said}")
+            return ReviewResult(ticket_id, "reverted", f"reverted ticket {ticket_id}: {said}; its edits "
+                                "were made in place (isolation = \"none\") and are not undone: use git "
+                                "for that", memory_docs_deleted=removed)
         if status != "merged":
             return self.discard(ticket_id)
         commit, code = self._revert_commit(ticket, self._here(run))
-        removed = self.forget(ticket_id)
+        removed, said = self.forget(ticket_id)
         if commit:
             self.store.set_run_fields(run["id"], revert_commit=commit)
-        self.store.set_status(ticket_id, "reverted", f"{code}; {removed} memory doc(s) deleted")
-        return ReviewResult(ticket_id, "reverted", f"reverted ticket {ticket_id}: {code}; {removed} memory "
-                            "doc(s) deleted", commit, memory_docs_deleted=removed)
+        self.store.set_status(ticket_id, "reverted", f"{code}; {said}")
+        return ReviewResult(ticket_id, "reverted", f"reverted ticket {ticket_id}: {code}; {said}", commit,
+                            memory_docs_deleted=removed)
 
     def _revert_commit(self, ticket: Any, run: dict[str, Any]) -> tuple[str | None, str]:
         repo, base, start, tip = Path(run["repo"]), run["base_branch"], run["base_commit"], run.get("head_commit")
@@ -294,17 +293,28 @@ class Review:
             paths = self._advance_base(repo, base, old, new, action=f"revert ticket {ticket.id}")
         return new, f"revert commit {new[:10]} on {base} undoes {len(paths)} file(s)"
 
-    def forget(self, ticket_id: str) -> int:
-        """Delete the ticket's indexed docs from memory (exact strings); returns how many."""
+    def forget(self, ticket_id: str) -> tuple[int, str]:
+        """Delete the ticket's indexed docs from memory (exact strings), from whichever of the
+        project's stores holds them (the backend may have changed in config since they were
+        indexed); returns how many, and a line for the user saying from where."""
         ticket = self.store.get_ticket(ticket_id)
         docs = self.store.memory_docs(ticket_id)
         if not docs:
-            return 0
+            return 0, "0 memory doc(s) deleted"
         memory = self._memory() if callable(self._memory) else self._memory
         if memory is None:
             raise TicketError(
                 f"ticket {ticket_id!r} has {len(docs)} indexed memory doc(s) but memory is off: "
                 "set [memory] save_dir (or MEMORY_SAVE_DIR) to the store they were indexed in")
-        removed = memory.delete(ticket.project_id, docs)
+        from orchestrator.memory import MemoryFacade
+
+        if isinstance(memory, MemoryFacade):
+            from orchestrator.memory_stores import forget
+
+            report = forget(memory, ticket.project_id, docs, self.store.memory_doc_backends(ticket_id))
+            removed, said = report.total, report.describe()
+        else:  # a bare backend-like object (the Python API's own memory)
+            removed = memory.delete(ticket.project_id, docs)
+            said = f"{removed} memory doc(s) deleted"
         self.store.mark_memory_docs_deleted(ticket_id)
-        return removed
+        return removed, said

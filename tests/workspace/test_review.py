@@ -227,3 +227,26 @@ def g_branches(repo):
     from orchestrator.workspace.git import branches
 
     return branches(repo)
+
+
+def test_revert_after_the_backend_changed_deletes_the_doc_from_the_old_store_and_says_where(env, tmp_path):
+    from orchestrator.memory import MemoryFacade
+    from orchestrator.plugins import PluginRegistry
+
+    repo, store, wt, _, _ = env
+    registry = PluginRegistry(load_entry_points=False)
+    old = MemoryFacade(tmp_path / "mem", "bm25", {}, registry)
+    old.index("p", ["Ticket: t1 doc"])
+    old.close()
+    complete(store, wt, repo, "t1", {"new.py": "x = 1\n"}, doc="Ticket: t1 doc")
+    store.add_memory_doc("t1", "p", "Ticket: t1 doc", backend="bm25")
+    new = MemoryFacade(tmp_path / "mem", "hybrid", {"embedder": "hashing"}, registry)  # config changed
+    try:
+        result = Review(store, wt, new).revert("t1")  # complete, not merged: its branch is discarded
+        assert result.memory_docs_deleted == 1
+        assert "1 from the bm25 store in" in result.message and "became 'hybrid'" in result.message
+    finally:
+        new.close()
+    old = MemoryFacade(tmp_path / "mem", "bm25", {}, registry)
+    assert old.list_docs("p") == []
+    old.close()
