@@ -88,11 +88,12 @@ HEADERS = {
 }
 
 
-def _table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Table:
+def _table(title: str, rows: list[dict[str, Any]], columns: list[str], label: str = "backend") -> Table:
+    """`label`: the header of the row-label column (the `backend` key: a backend, or a setting)."""
     table = Table(title=title, title_justify="left")
     for column in columns:
         if column in ("backend", "category", "query"):  # labels and numbers are never folded
-            table.add_column(column, no_wrap=True)
+            table.add_column(label if column == "backend" else column, no_wrap=True)
         else:
             table.add_column(HEADERS.get(column, column), justify="right", no_wrap=True)
     for row in rows:

@@ -189,6 +189,6 @@ def fleet(workers: str, tickets: int, claimers: int, claim_tickets: int, store_u
         return
     console.print(_table(f"fleet benchmark: {report['dataset']}", rows,
                          ["backend", "wall_s", "tickets_per_min", "claude_code_s_per_ticket",
-                          "framework_s_per_ticket", "coordination_s_per_ticket"]))
+                          "framework_s_per_ticket", "coordination_s_per_ticket"], label="workers"))
     console.print(_table(f"claims: {claim_tickets} tickets, {claimers} processes racing", [claims],
-                         ["backend", "attempts", "claims_won", "claim_p50_ms", "claim_p95_ms"]))
+                         ["backend", "attempts", "claims_won", "claim_p50_ms", "claim_p95_ms"], label="claimers"))

