@@ -86,6 +86,17 @@ def _check_setting(value: Any, key: str, minimum: int) -> int:
     return value
 
 
+def backend_has_doc(backend: Any, doc: str) -> bool:
+    """Whether an open backend holds exactly `doc`: its `has_doc` when it has one, else its list."""
+    has = getattr(backend, "has_doc", None)
+    if has is not None:
+        return bool(has(doc))
+    try:
+        return doc in backend.list_docs()
+    except NotImplementedError:
+        return False
+
+
 class MemoryFacade:
     """Opens one backend instance per project at `<save_dir>/<project_id>/` and serialises its calls.
 
@@ -362,13 +373,7 @@ class MemoryFacade:
         if not self.has_store(project_id):
             return False
         with self._locked(project_id, "lookup") as backend:
-            has = getattr(backend, "has_doc", None)
-            if has is not None:
-                return bool(has(doc))
-            try:
-                return doc in backend.list_docs()
-            except NotImplementedError:
-                return False
+            return backend_has_doc(backend, doc)
 
     def find_docs(self, project_id: str, id_or_text: str) -> list[str]:
         """The docs `id_or_text` names: the doc with exactly that text, else the docs whose id

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError, MemoryStoreError
-from orchestrator.memory import MemoryFacade
+from orchestrator.memory import MemoryFacade, backend_has_doc as _has
 
 log = logging.getLogger("middle.memory")
 
@@ -33,16 +33,6 @@ def store_counts(facade: MemoryFacade, project_id: str) -> list[tuple[str, int |
         except (MemoryStoreError, ConfigError) as exc:
             rows.append((name, None, f"cannot read: {exc}"))
     return rows
-
-
-def _has(backend: Any, doc: str) -> bool:
-    has = getattr(backend, "has_doc", None)
-    if has is not None:
-        return bool(has(doc))
-    try:
-        return doc in backend.list_docs()
-    except NotImplementedError:
-        return False
 
 
 def locate(facade: MemoryFacade, project_id: str, docs: list[str]) -> dict[str, list[str]]:
