@@ -267,6 +267,7 @@ def _stop_all(orch: Orchestrator, active: dict[str, _Slot], done: queue.Queue, w
         run = orch.store.latest_run(ticket_id)
         claim = orch.store.get_claim(ticket_id)
         if run and run["status"] == "running" and claim and claim.host == this_host():
-            orch.lifecycle.interrupt(ticket_id, run["id"], f"{why}: continue with `middle resume {ticket_id}`")
+            orch.lifecycle.interrupt(ticket_id, run["id"], f"{why}: continue with `middle resume {ticket_id}`",
+                                     auto_resume=orch.project_override is not None)  # as the runner does
     interrupted = [t for t in running if orch.store.get_ticket(t).status.value == "interrupted"]
     return BatchInterrupted(why, interrupted, result.outcomes)
