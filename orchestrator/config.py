@@ -89,6 +89,15 @@ class StoreConfig(_Strict):
     # shared database for a team's machines (`middle worker`); also MIDDLE_STORE_URL.
     url: str | None = None
 
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, value: str | None) -> str | None:
+        if value and not value.startswith(POSTGRES_SCHEMES):  # else it would name a SQLite file
+            raise ValueError(f"{value.split('://')[0]!r} is not a PostgreSQL URL: write "
+                             "postgresql://user@host/db, or leave it unset for the SQLite files "
+                             "under state_dir")
+        return value or None
+
 
 class RunConfig(_Strict):
     """`[run]`: how a batch of tickets runs (`middle run`, `middle serve`)."""
@@ -235,7 +244,8 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         return Config(**data, root=file.resolve().parent, source=source)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']} (in {_where(e['loc'], environ, source)})"
+            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg'].removeprefix('Value error, ')} "
+            f"(in {_where(e['loc'], environ, source)})"
             for e in exc.errors()
         )
         raise ConfigError(f"bad configuration: {problems}") from None

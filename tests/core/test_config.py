@@ -111,3 +111,17 @@ def test_worker_options_are_validated_by_the_worker_kind(tmp_path):
     assert opts.extra_args == ["--foo"] and opts.turn_timeout_s == 5
     with pytest.raises(ConfigError, match="worker.options.*permision_mode"):
         reg.worker_options("claude-code", {"permision_mode": "x"})
+
+
+def test_a_store_url_that_is_not_postgresql_is_refused_instead_of_naming_a_sqlite_file(tmp_path):
+    f = tmp_path / "middle.toml"
+    f.write_text('[store]\nurl = "mysql://db.internal/middle"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(f, environ={})
+    message = str(err.value)
+    assert "store.url: 'mysql' is not a PostgreSQL URL" in message and str(f.resolve()) in message
+    assert "Value error" not in message
+    f.write_text("")
+    with pytest.raises(ConfigError, match="MIDDLE_STORE_URL"):
+        load_config(f, environ={"MIDDLE_STORE_URL": "sqlite:///x.db"})
+    assert load_config(f, environ={"MIDDLE_STORE_URL": "postgresql://u@h/db"}).store.url == "postgresql://u@h/db"
