@@ -164,11 +164,19 @@ def memory(dataset: Path | None, backends: tuple[str, ...], conversations: int |
                             *LATENCY, "questions"])
 
 
-def _sizes(text: str) -> list[int]:
+def positive_ints(text: str, example: str, name: str) -> list[int]:
+    """A comma-separated list of whole numbers of at least 1, or a usage error naming `name`."""
     try:
-        return [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+        values = [int(part.strip().replace("_", "")) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise click.BadParameter(f"{text!r}: give sizes like 1000,10000,100000") from None
+        values = []
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"{text!r}: give numbers of at least 1 like {example}", param_hint=name)
+    return values
+
+
+def _sizes(text: str) -> list[int]:
+    return positive_ints(text, "1000,10000,100000", "--docs")
 
 
 @bench.command()

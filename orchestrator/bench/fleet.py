@@ -173,9 +173,9 @@ def fleet(workers: str, tickets: int, claimers: int, claim_tickets: int, store_u
     """`middle worker` processes on one PostgreSQL store: throughput and claim latency."""
     import json
 
-    from orchestrator.bench.cli import _table, console
+    from orchestrator.bench.cli import _table, console, positive_ints
 
-    counts = [int(w) for w in workers.split(",") if w.strip()]
+    counts = positive_ints(workers, "1,2,4", "--workers")
     _, fresh, stop = _server(store_url)
     try:
         rows = [measure_workers(fresh(), n, tickets) for n in counts]

@@ -78,8 +78,12 @@ def available() -> str | None:
     """Why no PostgreSQL can be used here, or None when one can."""
     if os.environ.get(URL_VARIABLE):
         return None
+    import warnings
+
     try:
-        import pgserver  # noqa: F401
+        with warnings.catch_warnings():  # platformdirs' "XDG_RUNTIME_DIR is not set": noise
+            warnings.simplefilter("ignore")
+            import pgserver  # noqa: F401
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
     except ImportError as exc:

@@ -53,3 +53,17 @@ def test_a_backend_that_embeds_nothing_has_no_embed_phase(tmp_path):
     backend = Embeds()
     runner._index_timed(backend, ["x"] * 200, "dense", track)
     assert phases == ["embed", "index"] and backend.warmed == [64, 64, 64, 8]  # small steps
+
+
+def test_lists_of_counts_are_checked_before_anything_starts():
+    from click.testing import CliRunner
+
+    from orchestrator.cli import main
+
+    runner = CliRunner()
+    for args, name in [(["bench", "fleet", "--workers", "x"], "--workers"),
+                       (["bench", "fleet", "--workers", "2,0"], "--workers"),
+                       (["bench", "scale", "--docs", "-5", "--backend", "bm25"], "--docs")]:
+        result = runner.invoke(main, args)
+        assert result.exit_code == 2 and name in result.output and "at least 1" in result.output, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
