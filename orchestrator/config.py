@@ -22,6 +22,14 @@ ENV_PREFIX = "MIDDLE_"
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
+def _postgres_url(value: str | None, unset: str) -> str | None:
+    """A `url` setting: a PostgreSQL URL, or None (`unset` says what is used then)."""
+    if value and not value.startswith(POSTGRES_SCHEMES):
+        raise ValueError(f"{value.split('://')[0]!r} is not a PostgreSQL URL: write "
+                         f"postgresql://user@host/db, or leave it unset for {unset}")
+    return value or None
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -58,10 +66,7 @@ class MemoryConfig(_Strict):
     @field_validator("url")
     @classmethod
     def _postgres_url(cls, value: str | None) -> str | None:
-        if value and not value.startswith(POSTGRES_SCHEMES):
-            raise ValueError(f"{value.split('://')[0]!r} is not a PostgreSQL URL: write "
-                             "postgresql://user@host/db, or leave it unset for per-machine stores")
-        return value or None
+        return _postgres_url(value, "per-machine stores")
 
 
 class ProjectConfig(_Strict):
@@ -92,11 +97,7 @@ class StoreConfig(_Strict):
     @field_validator("url")
     @classmethod
     def _postgres_url(cls, value: str | None) -> str | None:
-        if value and not value.startswith(POSTGRES_SCHEMES):  # else it would name a SQLite file
-            raise ValueError(f"{value.split('://')[0]!r} is not a PostgreSQL URL: write "
-                             "postgresql://user@host/db, or leave it unset for the SQLite files "
-                             "under state_dir")
-        return value or None
+        return _postgres_url(value, "the SQLite files under state_dir")  # else it names a file
 
 
 class RunConfig(_Strict):
