@@ -107,6 +107,12 @@ def test_workers_share_24_tickets_each_runs_once_in_dependency_order(tmp_path, c
     assert (desk / "calc" / "m00.py").read_text() == "VALUE = 0\n"
     diff = subprocess.run([MIDDLE, "diff", "t01"], cwd=desk, env=_env(), capture_output=True, text=True)
     assert "+VALUE = 1" in diff.stdout, diff.stdout + diff.stderr
+    # The read commands on the developer's machine see what the workers did, in the shared store.
+    listed = subprocess.run([MIDDLE, "tickets"], cwd=desk, env=_env(), capture_output=True, text=True)
+    assert listed.returncode == 0 and listed.stdout.count("complete") == 23 and "merged" in listed.stdout, \
+        listed.stdout + listed.stderr
+    log = subprocess.run([MIDDLE, "log", "t05"], cwd=desk, env=_env(), capture_output=True, text=True)
+    assert log.returncode == 0 and "middle/t05" in log.stdout and "calc/m05.py" in log.stdout, log.stdout + log.stderr
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
