@@ -8,16 +8,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from orchestrator.config import Config, load_config, require_config_file
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
+    from orchestrator.config import Config
     from orchestrator.memory import MemoryFacade
     from orchestrator.services import Services
 
 
 def get_config(ctx: click.Context, *, required: bool = True) -> Config:
     """The config; commands that act on a project need its middle.toml to exist."""
+    # Imported here: a plugin that adds a subcommand loads this module at `middle --help`,
+    # which then needs no pydantic config.
+    from orchestrator.config import load_config, require_config_file
+
     root = ctx.find_root()
     config = load_config((root.obj or {}).get("config_path"))
     if required:

@@ -10,7 +10,7 @@ import click
 from orchestrator.cli_output import console, err_console, safe
 from orchestrator.errors import MemoryStoreError, MiddleError
 from orchestrator.command_context import command_backend, default_project, project_memory  # noqa: F401
-from orchestrator.memory import DOC_ID_CHARS, doc_id
+from orchestrator.memory_format import DOC_ID_CHARS, doc_id
 
 
 project_option = click.option("--project", "-p", default=None,
