@@ -43,3 +43,22 @@ def test_the_plugin_api_pulls_in_no_cli_server_or_heavy_library():
             "or m in ('orchestrator.cli', 'orchestrator.memory_cli', 'orchestrator.server')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_middle_help_with_a_plugin_that_adds_a_subcommand_loads_no_config_or_memory(tmp_path):
+    """The keyword plugin adds `middle memory keywords`: registering it loads the memory command
+    group, which must not pull in the pydantic config, the memory facade or a backend library."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    pytest.importorskip("middle_agent_keyword_memory", reason="install plugins/middle-agent-keyword-memory")
+    code = ("import sys\n"
+            "from orchestrator.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('orchestrator.config', 'orchestrator.memory', 'numpy', 'langgraph') "
+            "if m in sys.modules), 'middle_agent_keyword_memory.plugin' in sys.modules, file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                            env={k: v for k, v in __import__("os").environ.items() if k != "MIDDLE_LOAD_PLUGINS"})
+    assert result.stderr.strip().splitlines()[-1] == "[] True", result.stderr
