@@ -141,10 +141,7 @@ class Config(_Strict):
     @property
     def memory_url(self) -> str | None:
         """The database of shared memory stores: [memory] url, else a PostgreSQL [store] url."""
-        if self.memory.url:
-            return self.memory.url
-        store = self.store.url or ""
-        return store if store.startswith(POSTGRES_SCHEMES) else None
+        return self.memory.url or self.store.url  # both validated as PostgreSQL URLs
 
     def memory_limits(self) -> dict[str, int]:
         """The size caps the memory facade applies (see [memory] in README)."""
@@ -162,11 +159,6 @@ class Config(_Strict):
     @property
     def checkpoint_path(self) -> Path:
         return self.state_path / "checkpoints.sqlite3"
-
-    @property
-    def shared_store(self) -> bool:
-        """Whether state lives in a database server shared by machines, not in local files."""
-        return bool(self.store.url)
 
     @property
     def store_target(self) -> str | Path:

@@ -203,12 +203,6 @@ class SqliteDatabase:
             except sqlite3.DatabaseError as err:
                 raise self.error(err) from None
 
-    def script(self, statements: Sequence[str]) -> None:
-        """Run DDL statements in one write transaction (schema creation and migration)."""
-        with self.write() as conn:
-            for statement in statements:
-                conn.execute(statement)
-
     def columns(self, conn: Connection, table: str) -> set[str]:
         return {r[1] for r in conn.execute(f"PRAGMA table_info({table})").fetchall()}
 
@@ -269,7 +263,6 @@ class PostgresDatabase:
         self.url = url
         self.where = redact(url)
         self.readonly = readonly
-        self._listen: Any = None
         self._listen_lock = threading.Condition()
         self._listener: threading.Thread | None = None
         self._notified = 0  # notifications seen so far (waiters compare before and after)
@@ -342,11 +335,6 @@ class PostgresDatabase:
                 return rows
         return self._retrying(run)
 
-    def script(self, statements: Sequence[str]) -> None:
-        with self.write() as conn:
-            for statement in statements:
-                conn.execute(statement)
-
     def columns(self, conn: Connection, table: str) -> set[str]:
         rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?",
                             (table,)).fetchall()
@@ -376,7 +364,6 @@ class PostgresDatabase:
         while not self._closed:
             try:
                 with psycopg.connect(self.url, autocommit=True) as conn:
-                    self._listen = conn
                     conn.execute(f"LISTEN {EVENTS_CHANNEL}")
                     while not self._closed:
                         got = any(True for _ in conn.notifies(timeout=1.0))
@@ -388,8 +375,6 @@ class PostgresDatabase:
                 if not self._closed:
                     log.warning("listening for run events at %s failed (%s); retrying", self.where, err)
                     time.sleep(1.0)
-            finally:
-                self._listen = None
 
     def close(self) -> None:
         with self._listen_lock:

@@ -159,11 +159,14 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
             raise TicketError(f"no ticket store at {self.where} yet: `middle run` creates it")
         rows = self._db.read("SELECT MAX(version) AS v FROM schema_version")
         version = rows[0]["v"] if rows else None
-        if version is not None and version > SCHEMA_VERSION:
+        self._refuse_newer(int(version or 0))
+        return int(version or 0)
+
+    def _refuse_newer(self, version: int) -> None:
+        if version > SCHEMA_VERSION:
             raise StoreError(
                 f"the ticket store at {self.where} has schema version {version}, newer than "
                 f"this middle-agent understands ({SCHEMA_VERSION}): upgrade middle-agent")
-        return int(version or 0)
 
     def _init_schema(self) -> None:
         db = self._db
@@ -177,10 +180,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
                 conn.execute(statement)
             row = conn.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
             version = int(row[0] or 0)
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"the ticket store at {self.where} has schema version {version}, newer than "
-                    f"this middle-agent understands ({SCHEMA_VERSION}): upgrade middle-agent")
+            self._refuse_newer(version)  # inside the transaction: nothing of ours is written
             if version == 0:
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
             elif version < SCHEMA_VERSION:

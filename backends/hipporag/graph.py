@@ -3,6 +3,7 @@ Personalized PageRank by power iteration."""
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -10,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
+from backends.storage import CHUNK
 from orchestrator.plugin_api import MemoryStoreError
 
-CHUNK = 500  # ids per IN (...) query: below SQLite's bound-parameter limit
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
@@ -43,7 +44,7 @@ class Graph:
 
     def entity_node(self, name: str) -> int | None:
         """The node of the entity with exactly this (normalised) name, if any."""
-        i = _bisect(self.entity_names, name)
+        i = bisect.bisect_left(self.entity_names, name)
         return i if i < len(self.entity_names) and self.entity_names[i] == name else None
 
     @classmethod
@@ -52,17 +53,6 @@ class Graph:
         mirror = GraphMirror()
         mirror.load_all(conn)
         return mirror.build()
-
-
-def _bisect(names: list[str], name: str) -> int:
-    lo, hi = 0, len(names)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if names[mid] < name:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 def _rows(conn: sqlite3.Connection, sql: str, ids: Iterable[int]) -> list[tuple]:

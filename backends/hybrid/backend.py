@@ -73,7 +73,7 @@ class HybridBackend(retrieval.RetrievalBackend):
         plan: list[list] = []  # [target id or None, record, vector, batch position]
         for i, record in enumerate(records):
             best_score, best_target = threshold, None
-            if index is not None and len(index):
+            if index is not None:  # an empty index finds nothing (on PostgreSQL len() is a query)
                 ids, scores = index.search(vectors[i], 1)
                 if ids and scores[0] >= best_score:
                     best_score, best_target = scores[0], ids[0]

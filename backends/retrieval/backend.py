@@ -75,10 +75,6 @@ class RetrievalBackend(MemoryBackend):
 
         return store_exists(database, cls.name)
 
-    @classmethod
-    def _coerce(cls, options: BackendOptions | dict[str, Any] | None) -> BackendOptions:
-        return coerce_options(cls, options)
-
     # --- the memory API ------------------------------------------------------------------
 
     def index(self, docs: list[str]) -> None:

