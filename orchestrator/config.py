@@ -15,6 +15,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from orchestrator.config_memo import find_config_file  # noqa: F401 - re-exported (light)
 from orchestrator.errors import ConfigError
 
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND  # noqa: E402 - re-exported
@@ -174,8 +175,11 @@ class Config(_Strict):
         """The ticket folder's tickets (a LoadResult), with this config's paths and size limit."""
         from tickets.source import load_tickets
 
-        return load_tickets(self.resolve(folder or self.project.tickets_dir), self.resolve(self.project.path),
-                            max_chars=self.project.max_ticket_chars)
+        from orchestrator.config_memo import tickets_memo
+
+        where = self.resolve(folder or self.project.tickets_dir)
+        return load_tickets(where, self.resolve(self.project.path), max_chars=self.project.max_ticket_chars,
+                            memo=tickets_memo(where))
 
     @property
     def clone_path(self) -> Path:
@@ -266,15 +270,6 @@ def _check_variable_names(environ: Mapping[str, str]) -> None:
             raise ConfigError(
                 f"environment variable {key} names no setting: use MIDDLE_<SECTION>_<KEY> with a "
                 f"section of {', '.join(_SECTIONS)} (e.g. MIDDLE_AGENT_MAX_TURNS), or unset it")
-
-
-def find_config_file(start: Path) -> Path:
-    """The nearest middle.toml in `start` or a folder above it (as git finds its repository);
-    `start/middle.toml` when there is none, so the error names where it was looked for."""
-    for folder in (start, *start.parents):
-        if (folder / CONFIG_FILE).is_file():
-            return folder / CONFIG_FILE
-    return start / CONFIG_FILE
 
 
 def require_config_file(config: Config) -> None:

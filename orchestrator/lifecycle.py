@@ -83,8 +83,7 @@ def start_refusal(store: Any, ticket_id: str, *, rerun: bool = False, dependenci
         except Exception:
             return None
 
-    waits = waiting_for(ticket.model_copy(update={"depends_on": [d for d in ticket.depends_on
-                                                                  if d not in set(in_batch)]}),
+    waits = waiting_for(ticket.replace(depends_on=[d for d in ticket.depends_on if d not in set(in_batch)]),
                         status_of, dependencies)  # type: ignore[arg-type]
     if waits:
         return f"ticket {ticket_id!r} waits for {', '.join(waits)}" + (

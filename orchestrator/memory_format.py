@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from orchestrator.plugin_api import RetrieveResult
 
 MEMORIES_HEADER = "Memories invoked:"
@@ -19,6 +17,8 @@ DOC_ID_CHARS = 8  # `middle memory list` shows this much of a doc's id
 def doc_id(doc: str) -> str:
     """A doc's id: the start of its text's SHA-256. It names the same doc in every backend and
     after a reindex; `middle memory delete` takes any unambiguous prefix of 4+ characters."""
+    import hashlib  # here: OpenSSL loads in a tenth of `middle --help`, which needs no doc id
+
     return hashlib.sha256(doc.encode("utf-8", "surrogatepass")).hexdigest()
 
 

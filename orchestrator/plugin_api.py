@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypedDict, runtime_checkable
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict
-
 from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, WorkerError
 from orchestrator.hookspecs import hookimpl
 from orchestrator.worker.base import EventCallback, TurnRecord, TurnResult, Worker
 
 if TYPE_CHECKING:
+    from orchestrator.backend_options import BackendOptions
     from tickets.model import Ticket
 
 __all__ = [
@@ -83,12 +82,6 @@ def check_texts(texts: object, what: str = "docs") -> list[str]:
     return list(texts)
 
 
-class BackendOptions(BaseModel):
-    """Base for a backend's options: strict, so an unknown key in config is an error."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 @dataclass(frozen=True)
 class MemoryDatabase:
     """Where a backend that can keep its store in a database server keeps a project's store
@@ -127,6 +120,15 @@ class ConversationContext:
     gap_messages: list[dict[str, Any]] = field(default_factory=list)
 
 
+class _DefaultOptions:
+    """`MemoryBackend.Options` of a backend that declares none: BackendOptions, imported on use."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> type[BackendOptions]:
+        from orchestrator.backend_options import BackendOptions
+
+        return BackendOptions
+
+
 class MemoryBackend(ABC):
     """A project memory store. One instance serves one project directory.
 
@@ -140,7 +142,9 @@ class MemoryBackend(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
-    Options: ClassVar[type[BackendOptions]] = BackendOptions
+    # The backend's options model, a BackendOptions subclass; a backend without options keeps
+    # BackendOptions itself (looked up when first used, so defining a backend imports no pydantic).
+    Options: ClassVar[type[BackendOptions]] = _DefaultOptions()  # type: ignore[assignment]
     # How `retrieve` ranks, shown by `middle backends` and `middle memory search`: "relevance"
     # (scores say how well a doc matches the query) or "recency" (newest first, query ignored).
     recall: ClassVar[str] = "relevance"
@@ -231,7 +235,11 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return importlib.import_module("backends.retrieval")
-    if name == "Ticket":  # the ticket model (pydantic), for lifecycle hooks' annotations
+    if name == "BackendOptions":  # pydantic: imported when a backend's options are defined
+        from orchestrator.backend_options import BackendOptions
+
+        return BackendOptions
+    if name == "Ticket":  # the ticket model (a checked dataclass), for lifecycle hooks' annotations
         from tickets.model import Ticket
 
         return Ticket

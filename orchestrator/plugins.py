@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import re
 import threading
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
-from pydantic import ValidationError
 
 from orchestrator import hookspecs
 from orchestrator.errors import ConfigError
-from orchestrator.plugin_api import BackendOptions, MemoryBackend
+from orchestrator.plugin_api import MemoryBackend
+from orchestrator.plugin_index import PluginEntry, installed_plugins
 
-log = logging.getLogger("middle.plugins")
+if TYPE_CHECKING:
+    from orchestrator.backend_options import BackendOptions
+
 
 # Which installed plugins load: see LOAD_PLUGINS_VARIABLE (as simonw/llm's LLM_LOAD_PLUGINS).
-from orchestrator.names import ENTRY_POINT_GROUP, LOAD_PLUGINS_VARIABLE  # noqa: E402
+from orchestrator.names import LOAD_PLUGINS_VARIABLE  # noqa: E402
 
 # Built-in plugins register through the same hooks a third-party plugin uses (as pytest's
 # default_plugins). This tuple is the only place that names them.
@@ -56,8 +57,9 @@ class PluginRegistry:
         self.pm.add_hookspecs(hookspecs)
         for modname in DEFAULT_PLUGINS:
             self.pm.register(importlib.import_module(modname), name=modname)
+        self.entry_points: dict[Any, PluginEntry] = {}  # plugin -> its entry point and package
         if load_entry_points:
-            _load_entry_points(self.pm, os.environ.get(LOAD_PLUGINS_VARIABLE))
+            self.entry_points = _load_entry_points(self.pm, os.environ.get(LOAD_PLUGINS_VARIABLE))
         for plugin in extra_plugins:
             self.pm.register(plugin)
 
@@ -133,13 +135,10 @@ class PluginRegistry:
 
     def plugin_rows(self) -> list[dict[str, str]]:
         """One row per loaded plugin: name, where it came from, and what hooks it implements."""
-        dists = {plugin: dist for plugin, dist in self.pm.list_plugin_distinfo()}
         rows = []
         for name, plugin in self.pm.list_name_plugin():
-            dist = dists.get(plugin)
-            source = (
-                f"{dist.project_name} {dist.version} (entry point)" if dist else "built-in"
-            )
+            entry = self.entry_points.get(plugin)
+            source = f"{entry.dist} {entry.version} (entry point)" if entry else "built-in"
             hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
             where = getattr(plugin, "__file__", None) or repr(plugin)
             rows.append({"name": name, "source": source, "hooks": ", ".join(hooks), "file": where})
@@ -152,6 +151,8 @@ class PluginRegistry:
 
 def _validated(model: Any, options: dict[str, Any] | None, what: str) -> Any:
     """Options through a strict pydantic model, any problem reworded as one actionable line."""
+    from pydantic import ValidationError  # here: `middle --help` loads plugins, not pydantic
+
     try:
         return model(**(options or {}))
     except ValidationError as exc:
@@ -174,20 +175,26 @@ def call_hook(hooks: Any, name: str, **kwargs: Any) -> None:
         try:
             impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
         except Exception:
-            log.exception("plugin %s raised in hook %s; the ticket goes on", impl.plugin_name, name)
+            import logging
+
+            logging.getLogger("middle.plugins").exception("plugin %s raised in hook %s; the ticket goes on", impl.plugin_name, name)
 
 
-def _load_entry_points(pm: pluggy.PluginManager, only: str | None) -> None:
-    if only is None:
-        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-        return
-    from importlib.metadata import entry_points
-
-    wanted = {name.strip() for name in only.split(",") if name.strip()}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):  # an entry point's name, or its package's
-        dist = getattr(getattr(ep, "dist", None), "name", None)
-        if ep.name in wanted or dist in wanted:
-            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=ep.name)
+def _load_entry_points(pm: pluggy.PluginManager, only: str | None) -> dict[Any, PluginEntry]:
+    """Register the installed plugins (all, or those `only` names by entry point or package), as
+    pluggy's load_setuptools_entrypoints would, from the remembered index (plugin_index); return
+    each loaded plugin's entry (`middle plugins` shows its package)."""
+    wanted = None if only is None else {name.strip() for name in only.split(",") if name.strip()}
+    loaded: dict[Any, PluginEntry] = {}
+    for entry in installed_plugins():
+        if wanted is not None and entry.name not in wanted and entry.dist not in wanted:
+            continue
+        if pm.get_plugin(entry.name) is not None or pm.is_blocked(entry.name):
+            continue  # the first distribution to declare a name wins, as in pluggy
+        plugin = entry.load()
+        pm.register(plugin, name=entry.name)
+        loaded[plugin] = entry
+    return loaded
 
 
 _REGISTRY: PluginRegistry | None = None

@@ -163,14 +163,9 @@ class Services:
         if "store" in self.__dict__:
             return self.store
         if "read_store" not in self.__dict__:
-            from tickets.errors import TicketError
-            from tickets.store import TicketStore
+            from tickets.store import open_read_only
 
-            try:  # a SQLite file that does not exist yet, or a database with no store in it yet
-                store = TicketStore(self.config.store_target, readonly=True)
-            except TicketError:
-                store = None
-            self.__dict__["read_store"] = store
+            self.__dict__["read_store"] = open_read_only(self.config.store_target)
             if self.__dict__["read_store"] is not None:
                 self._built.append("read_store")
         return self.__dict__["read_store"]

@@ -10,9 +10,7 @@ a row claim; on PostgreSQL the same interface maps to `SELECT ... FOR UPDATE SKI
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from contextlib import AbstractContextManager
@@ -49,6 +47,8 @@ class Claim:
 
 
 def this_host() -> str:
+    import socket
+
     return socket.gethostname()
 
 
@@ -108,6 +108,8 @@ class TicketClaims:
                 return None  # being claimed by another runner right now
             if row["status"] not in allowed or self._live_claim(conn, ticket_id):
                 return None
+            import uuid
+
             run_id = uuid.uuid4().hex
             now = utc_now()
             conn.execute("INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",

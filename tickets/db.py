@@ -14,18 +14,21 @@ object (`skip_locked`, `lock_row`, `order_col`) and its schema. A `Database` giv
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Protocol, Sequence
-from urllib.parse import urlsplit, urlunsplit
 
 from tickets.errors import StoreError, StoreUnavailable
 
-log = logging.getLogger("middle.store")
+
+
+def _log():  # -> logging.Logger; imported on the rare warning: `middle tickets` starts without it
+    import logging
+
+    return logging.getLogger("middle.store")
 
 BUSY_TIMEOUT_MS = 30_000
 EVENTS_CHANNEL = "middle_events"
@@ -78,6 +81,8 @@ def is_postgres(url: str | Path) -> bool:
 
 def redact(url: str) -> str:
     """A database URL fit for messages: the password replaced by ***."""
+    from urllib.parse import urlsplit, urlunsplit
+
     parts = urlsplit(url)
     if parts.password:
         netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
@@ -303,7 +308,7 @@ class PostgresDatabase:
             except (psycopg.OperationalError, _PoolTimeout()) as err:
                 if time.monotonic() >= deadline:
                     raise self.unreachable(err) from None
-                log.warning("the PostgreSQL store at %s is unreachable (%s); retrying", self.where, err)
+                _log().warning("the PostgreSQL store at %s is unreachable (%s); retrying", self.where, err)
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
             except psycopg.Error as err:
@@ -373,7 +378,7 @@ class PostgresDatabase:
                                 self._listen_lock.notify_all()
             except psycopg.Error as err:  # the server went away: waiters time out (a poll) until back
                 if not self._closed:
-                    log.warning("listening for run events at %s failed (%s); retrying", self.where, err)
+                    _log().warning("listening for run events at %s failed (%s); retrying", self.where, err)
                     time.sleep(1.0)
 
     def close(self) -> None:

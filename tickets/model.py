@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tickets.errors import ConfigError, TicketError
 
@@ -17,6 +18,7 @@ __all__ = [
     "TicketStatus",
     "RunStatus",
     "Ticket",
+    "TicketValidationError",
     "validate_project_id",
     "validate_ticket_id",
     "utc_now",
@@ -112,11 +114,111 @@ def normalize_timestamp(value: str) -> str:
     return parsed.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
 
-class Ticket(BaseModel):
-    """One unit of work for the middle agent, in one project directory."""
+class TicketValidationError(TicketError, ValueError):
+    """A `Ticket` built or changed with bad values; `problems` lists every one, each a full sentence."""
 
-    # Unknown attributes are a typo, not data: extra front matter belongs in `fields`.
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid ticket: " + "; ".join(problems))
+
+
+def _text(name: str, *, optional: bool = False) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is None and optional:
+            return None
+        if not isinstance(value, str):
+            raise ValueError(f"{name} must be text, not {type(value).__name__}")
+        return value
+    return check
+
+
+def _id(value: Any) -> str:
+    try:
+        return validate_ticket_id(value)
+    except TicketError as err:
+        raise ValueError(str(err)) from None
+
+
+def _project_id(value: Any) -> str:
+    try:
+        return validate_project_id(value)
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
+
+
+def _title(value: Any) -> str:
+    value = _text("title")(value).strip()
+    if not value:
+        raise ValueError("title is empty: give the ticket a short title")
+    return value
+
+
+def _project_path(value: Any) -> str:
+    if not isinstance(value, str) or not value or not Path(value).is_absolute():
+        raise ValueError(f"project path {value!r} is not absolute: resolve it before building a Ticket")
+    return value
+
+
+def _status(value: Any) -> TicketStatus:
+    try:
+        return TicketStatus(value)
+    except ValueError:
+        raise ValueError(f"status {value!r} is not one of {', '.join(s.value for s in TicketStatus)}") from None
+
+
+def _timestamp(value: Any) -> str:
+    return normalize_timestamp(_text("timestamp")(value))
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"fields must be a map, not {type(value).__name__}")
+    # The store keeps fields as JSON and graph state must stay JSON-able, so check it here.
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"fields must be JSON-able (strings, numbers, lists, maps): {err}") from None
+    return value
+
+
+def _depends_on(value: Any) -> list[str]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValueError(f"depends_on must be a list of ticket ids, not {type(value).__name__}")
+    for tid in value:
+        try:
+            validate_ticket_id(tid)
+        except TicketError as err:
+            raise ValueError(f"depends_on: {err}") from None
+    return list(dict.fromkeys(value))  # a repeated id is one dependency
+
+
+# Every field's check, run on construction (all problems reported together) and on assignment.
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "id": _id,
+    "project_id": _project_id,
+    "title": _title,
+    "description": _text("description"),
+    "project_path": _project_path,
+    "status": _status,
+    "created_at": _timestamp,
+    "updated_at": _timestamp,
+    "source": _text("source", optional=True),
+    "fields": _fields,
+    "status_reason": _text("status_reason", optional=True),
+    "depends_on": _depends_on,
+}
+
+
+# A stdlib dataclass, not a pydantic model: `middle tickets` and `middle log` build Tickets from
+# the store and would otherwise import pydantic (half their start-up time) for a dozen checks.
+@dataclass(eq=True, kw_only=True)
+class Ticket:
+    """One unit of work for the middle agent, in one project directory.
+
+    Every value is checked when a Ticket is built (all problems in one TicketValidationError) and
+    when an attribute is set; an unknown attribute is a TypeError (extra front matter belongs in
+    `fields`). `replace()` makes a checked copy; `to_dict()` is its JSON form.
+    """
 
     id: str
     project_id: str
@@ -124,66 +226,41 @@ class Ticket(BaseModel):
     description: str = ""
     project_path: str
     status: TicketStatus = TicketStatus.PENDING
-    created_at: str = Field(default_factory=utc_now)
-    updated_at: str = Field(default_factory=utc_now)
+    created_at: str = field(default_factory=utc_now)
+    updated_at: str = field(default_factory=utc_now)
     source: str | None = None
-    fields: dict[str, Any] = Field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
     status_reason: str | None = None
-    depends_on: list[str] = Field(default_factory=list)  # ticket ids that must be done first
+    depends_on: list[str] = field(default_factory=list)  # ticket ids that must be done first
 
-    # Validators raise ValueError so pydantic reports every problem in one ValidationError.
-    @field_validator("id")
-    @classmethod
-    def _check_id(cls, v: str) -> str:
-        try:
-            return validate_ticket_id(v)
-        except TicketError as err:
-            raise ValueError(str(err)) from None
-
-    @field_validator("project_id")
-    @classmethod
-    def _check_project_id(cls, v: str) -> str:
-        try:
-            return validate_project_id(v)
-        except ConfigError as err:
-            raise ValueError(str(err)) from None
-
-    @field_validator("title")
-    @classmethod
-    def _check_title(cls, v: str) -> str:
-        v = v.strip()
-        if not v:
-            raise ValueError("title is empty: give the ticket a short title")
-        return v
-
-    @field_validator("depends_on")
-    @classmethod
-    def _check_depends_on(cls, v: list[str]) -> list[str]:
-        for tid in v:
+    def __post_init__(self) -> None:
+        problems = []
+        for name, check in _CHECKS.items():
             try:
-                validate_ticket_id(tid)
-            except TicketError as err:
-                raise ValueError(f"depends_on: {err}") from None
-        return list(dict.fromkeys(v))  # a repeated id is one dependency
+                object.__setattr__(self, name, check(self.__dict__[name]))
+            except ValueError as err:
+                problems.append(str(err))
+        if problems:
+            raise TicketValidationError(problems)
 
-    @field_validator("project_path")
-    @classmethod
-    def _check_project_path(cls, v: str) -> str:
-        if not v or not Path(v).is_absolute():
-            raise ValueError(f"project path {v!r} is not absolute: resolve it before building a Ticket")
-        return v
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in _CHECKS:
+            raise AttributeError(f"Ticket has no attribute {name!r}")
+        if name in self.__dict__:  # after construction: check the one value (as on build)
+            try:
+                value = _CHECKS[name](value)
+            except ValueError as err:
+                raise TicketValidationError([str(err)]) from None
+        object.__setattr__(self, name, value)
 
-    @field_validator("created_at", "updated_at")
-    @classmethod
-    def _check_timestamp(cls, v: str) -> str:
-        return normalize_timestamp(v)
+    def replace(self, **changes: Any) -> Ticket:
+        """A copy with `changes`, checked as a new Ticket is."""
+        return dataclasses.replace(self, **changes)
 
-    @field_validator("fields")
-    @classmethod
-    def _check_fields(cls, v: dict[str, Any]) -> dict[str, Any]:
-        # The store keeps fields as JSON and graph state must stay JSON-able, so check it here.
-        try:
-            json.dumps(v, allow_nan=False)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"fields must be JSON-able (strings, numbers, lists, maps): {err}") from None
-        return v
+    def to_dict(self) -> dict[str, Any]:
+        """The ticket as JSON-able data (status as its text)."""
+        data = {name: getattr(self, name) for name in _CHECKS}
+        data["status"] = self.status.value
+        data["fields"] = json.loads(json.dumps(self.fields))  # a copy: callers may change it
+        data["depends_on"] = list(self.depends_on)
+        return data

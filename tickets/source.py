@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-from pydantic import ValidationError
-
+from tickets.cache_file import read_json, write_json
 from tickets.errors import ConfigError, TicketError
-from tickets.model import Ticket, validate_project_id, validate_ticket_id
+from tickets.model import Ticket, TicketValidationError, validate_project_id, validate_ticket_id
 
 __all__ = [
     "LoadResult",
@@ -80,6 +78,8 @@ def _split_front_matter(text: str) -> tuple[Any, str]:
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
     if end is None:
         raise _BadFile("the front matter is never closed: add a '---' line after its last field")
+    import yaml  # here: a folder whose files are all remembered (see load_tickets) needs no YAML
+
     try:
         meta = yaml.safe_load("\n".join(lines[1:end]))
     except yaml.YAMLError as err:
@@ -114,6 +114,8 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, bytes):
+        import base64
+
         return base64.b64encode(value).decode("ascii")
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
@@ -227,9 +229,8 @@ def _parse_with_keys(path: Path, default_project_path: PathArg | None,
         return Ticket(id=ticket_id, project_id=project, title=title, description=description,
                       project_path=project_path, source=str(path), fields=fields,
                       depends_on=depends_on), unknown
-    except ValidationError as err:
-        problems = "; ".join(e["msg"] for e in err.errors())
-        raise _BadFile(f"invalid ticket: {problems}") from None
+    except TicketValidationError as err:
+        raise _BadFile(str(err)) from None
 
 
 def load_ticket_file(path: PathArg, default_project_path: PathArg | None = None,
@@ -245,21 +246,35 @@ def load_ticket_file(path: PathArg, default_project_path: PathArg | None = None,
 
 
 def load_tickets(folder: PathArg, default_project_path: PathArg | None = None,
-                 max_chars: int | None = None) -> LoadResult:
+                 max_chars: int | None = None, memo: PathArg | None = None) -> LoadResult:
     """Load every `*.md` ticket in `folder` (sorted by name), collecting per-file errors.
 
-    A file longer than `max_chars` is refused (an error naming it) without being parsed."""
+    A file longer than `max_chars` is refused (an error naming it) without being parsed. With
+    `memo` (a JSON file), each file's outcome is remembered by its name, size, change time and
+    inode, and a file unchanged since is not read again (as git's index does for `git status`).
+    """
     root = Path(folder).expanduser().resolve()
     if not root.is_dir():
         what = "is not a folder" if root.exists() else "does not exist"
         raise TicketError(f"ticket folder {root} {what}: pass the folder that holds your *.md tickets")
     result = LoadResult()
     seen: dict[str, Path] = {}
+    remembered = _FileMemo(Path(memo), root, default_project_path, max_chars) if memo is not None else None
     # Hidden files are editor backups and lock files (.#x.md), not tickets.
     paths = sorted(p for p in root.glob("*.md") if p.is_file() and not p.name.startswith("."))
     for path in paths:
         try:
-            ticket, unknown = _parse_with_keys(path, default_project_path, max_chars)
+            outcome = remembered.get(path) if remembered else None
+            if outcome is None:
+                try:
+                    outcome = _parse_with_keys(path, default_project_path, max_chars)
+                except _BadFile as err:
+                    outcome = err
+                if remembered:
+                    remembered.put(path, outcome)
+            if isinstance(outcome, _BadFile):
+                raise outcome
+            ticket, unknown = outcome
             if ticket.id in seen:
                 raise _BadFile(f"ticket id '{ticket.id}' is also used by {seen[ticket.id]}: give one "
                                "of them a different 'id' field (or rename the file)")
@@ -272,7 +287,77 @@ def load_tickets(folder: PathArg, default_project_path: PathArg | None = None,
             result.warnings.append(TicketFileError(
                 str(path), f"unknown front-matter key {key!r} is ignored (known keys: "
                            f"{', '.join(sorted(KNOWN_KEYS))}); fix it if it is a typo"))
+    if remembered:
+        remembered.save()
     return result
+
+
+class _FileMemo:
+    """Each ticket file's parsed outcome (a ticket and its unknown keys, or the problem), keyed by
+    what changes when the file is written. A cache, not state: unreadable or foreign content is
+    ignored, and every remembered ticket is checked again as a new Ticket is."""
+
+    VERSION = 1
+    # A file changed within this long of being remembered could change again within the file
+    # system's time resolution without its stamp moving (git's "racily clean" entries): such a
+    # file is parsed every time until it is older.
+    RACY_S = 2.0
+
+    def __init__(self, path: Path, folder: Path, default_project_path: PathArg | None, max_chars: int | None):
+        self.path = path
+        # What every outcome also depends on, compared whole (with the folder: two folders whose
+        # memo files share a name only replace each other's memo).
+        self.context = [self.VERSION, str(folder), str(default_project_path), max_chars]
+        self.old: dict[str, Any] = {}
+        self.new: dict[str, Any] = {}
+        self.changed = False
+        data = read_json(path)
+        if isinstance(data, dict) and data.get("context") == self.context and isinstance(data.get("files"), dict):
+            self.old = data["files"]
+
+    @staticmethod
+    def _stamp(path: Path) -> list[int] | None:
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+    def get(self, path: Path) -> tuple[Ticket, list[str]] | _BadFile | None:
+        entry = self.old.get(path.name)
+        stamp = self._stamp(path)
+        if not isinstance(entry, dict) or stamp is None or entry.get("stamp") != stamp:
+            return None
+        try:
+            if "error" in entry:
+                outcome: Any = _BadFile(str(entry["error"]))
+            else:
+                ticket = Ticket(**entry["ticket"])
+                unknown = [str(k) for k in entry["unknown"]]
+                if not Path(ticket.project_path).is_dir():  # removed since: parse and say so
+                    return None
+                outcome = (ticket, unknown)
+        except (TypeError, ValueError, KeyError):
+            return None
+        self.new[path.name] = entry
+        return outcome
+
+    def put(self, path: Path, outcome: tuple[Ticket, list[str]] | _BadFile) -> None:
+        stamp = self._stamp(path)
+        if stamp is None or time.time_ns() - stamp[1] < self.RACY_S * 1e9:
+            self.changed = True  # not remembered: an older entry for it must go
+            return
+        if isinstance(outcome, _BadFile):
+            entry: dict[str, Any] = {"stamp": stamp, "error": str(outcome)}
+        else:
+            entry = {"stamp": stamp, "ticket": outcome[0].to_dict(), "unknown": outcome[1]}
+        self.new[path.name] = entry
+        self.changed = True
+
+    def save(self) -> None:
+        if not self.changed and set(self.old) == set(self.new):
+            return
+        write_json(self.path, {"context": self.context, "files": self.new})
 
 
 class MarkdownFolderSource:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import uuid
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -123,6 +122,15 @@ def _no_ticket(ticket_id: str) -> TicketError:
 
 def _no_run(run_id: str) -> TicketError:
     return TicketError(f"no run '{run_id}': list a ticket's runs with `middle log TICKET`")
+
+
+def open_read_only(target: str | Path) -> TicketStore | None:
+    """The store opened read-only, or None when no run has created it yet (a SQLite file that
+    does not exist, or a database with no store in it): read-only commands create no files."""
+    try:
+        return TicketStore(target, readonly=True)
+    except TicketError:
+        return None
 
 
 class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
@@ -302,6 +310,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
 
     def create_run(self, ticket_id: str) -> str:
         """Start a new attempt at a ticket; its id is also the LangGraph thread id."""
+        import uuid
+
         run_id = uuid.uuid4().hex
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM tickets WHERE id = ?", (ticket_id,)).fetchone() is None:

@@ -52,7 +52,7 @@ def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx = runtime.context
     ticket = ctx.store.get_ticket(state["ticket_id"])
     if ctx.project_override:
-        ticket = ticket.model_copy(update={"project_path": ctx.project_override})
+        ticket = ticket.replace(project_path=ctx.project_override)
     path = Path(ticket.project_path)
     if not path.is_dir():
         where = f"`path:` in {ticket.source}" if ticket.source else "the ticket's project path"

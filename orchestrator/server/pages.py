@@ -37,7 +37,7 @@ def board_context(state: ServerState, project: str | None) -> dict[str, Any]:
     active = state.runs.active()
     cards: dict[str, list[dict[str, Any]]] = {s: [] for s in STATUSES}
     for ticket in store.list_tickets(project_id=project or None):
-        data = {**ticket.model_dump(mode="json"), "turns": 0, "cost_usd": 0.0, "offline_runs": 0,
+        data = {**ticket.to_dict(), "turns": 0, "cost_usd": 0.0, "offline_runs": 0,
                 "last_event_at": None, **stats.get(ticket.id, {}), "running_here": ticket.id in active}
         cards.setdefault(data["status"], []).append(data)
     for column in cards.values():  # most recently active first

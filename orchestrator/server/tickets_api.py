@@ -72,7 +72,7 @@ def resumable(store: TicketStore, ticket: Ticket, running_here: bool) -> bool:
 
 def ticket_json(store: TicketStore, ticket: Ticket, stats: TicketStats | None = None,
                 running_here: bool = False) -> dict[str, Any]:
-    data = ticket.model_dump(mode="json")
+    data = ticket.to_dict()
     data.update(stats or {"turns": 0, "cost_usd": 0.0, "runs": 0, "offline_runs": 0, "last_event_at": None})
     data["running_here"] = running_here
     data["resumable"] = resumable(store, ticket, running_here)

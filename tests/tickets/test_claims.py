@@ -148,7 +148,7 @@ def test_a_database_overwritten_in_the_middle_is_a_store_error_naming_it(tmp_pat
     path = tmp_path / "t.db"
     with TicketStore(path) as s:
         for i in range(50):
-            s.upsert_ticket(_ticket(f"t{i}", tmp_path).model_copy(update={"description": "x" * 2000}))
+            s.upsert_ticket(_ticket(f"t{i}", tmp_path).replace(description="x" * 2000))
     with open(path, "r+b") as fh:  # keep the header, trash the pages after it
         fh.seek(4096)
         fh.write(b"\xff" * 16384)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
-from pydantic import ValidationError
 
 from orchestrator.errors import ConfigError, TicketError
 from tickets.model import (
     RunStatus,
     Ticket,
     TicketStatus,
+    TicketValidationError,
     normalize_timestamp,
     validate_project_id,
     validate_ticket_id,
@@ -75,44 +75,88 @@ def test_ticket_defaults():
 
 def test_title_is_stripped_and_must_not_be_empty():
     assert make(title="  Fix it \n").title == "Fix it"
-    with pytest.raises(ValidationError, match="title is empty"):
+    with pytest.raises(TicketValidationError, match="title is empty"):
         make(title="   ")
 
 
 @pytest.mark.parametrize("field,value", [("id", "a/b"), ("id", ""), ("project_id", "../x"),
                                          ("project_id", ".git")])
 def test_unsafe_ids_are_invalid(field, value):
-    with pytest.raises(ValidationError, match="is not safe|is empty|starts with"):
+    with pytest.raises(TicketValidationError, match="is not safe|is empty|starts with"):
         make(**{field: value})
 
 
 def test_project_path_must_be_absolute():
-    with pytest.raises(ValidationError, match="not absolute"):
+    with pytest.raises(TicketValidationError, match="not absolute"):
         make(project_path="relative/dir")
 
 
 def test_fields_must_be_json_able():
     assert make(fields={"labels": ["a", "b"], "n": 1, "m": {"x": None}}).fields["n"] == 1
-    with pytest.raises(ValidationError, match="JSON-able"):
+    with pytest.raises(TicketValidationError, match="JSON-able"):
         make(fields={"when": datetime.now()})
 
 
 def test_unknown_attributes_are_refused():
-    with pytest.raises(ValidationError):
+    with pytest.raises(TypeError, match="priority"):
         make(priority="high")
+    with pytest.raises(AttributeError, match="priority"):
+        make().priority = "high"
+
+
+def test_every_problem_is_reported_at_once_as_a_ticket_error():
+    with pytest.raises(TicketValidationError) as caught:
+        make(id="a/b", title=" ", project_path="rel", status="done", depends_on="t2")
+    problems = caught.value.problems
+    assert len(problems) == 5, problems
+    assert isinstance(caught.value, TicketError)  # the CLI prints it as one `error:` line
+    assert str(caught.value).startswith("invalid ticket: ")
+
+
+def test_values_of_the_wrong_type_are_refused_not_coerced():
+    for field, value in [("title", 3), ("description", None), ("fields", []), ("source", 1),
+                         ("depends_on", ("t2", 3))]:
+        with pytest.raises(TicketValidationError):
+            make(**{field: value})
+    assert make(depends_on=("t2", "t3", "t2")).depends_on == ["t2", "t3"]
+    assert make(status="failed").status is TicketStatus.FAILED
+
+
+def test_replace_checks_the_copy_and_keeps_the_original():
+    t = make()
+    copy = t.replace(status="complete", status_reason="done")
+    assert copy.status is TicketStatus.COMPLETE and t.status is TicketStatus.PENDING
+    assert copy.created_at == t.created_at
+    with pytest.raises(TicketValidationError, match="title is empty"):
+        t.replace(title="")
+
+
+def test_to_dict_is_json_data_that_builds_the_same_ticket():
+    import json
+
+    t = make(fields={"labels": ["a"]}, depends_on=["t0"], status="merged")
+    data = t.to_dict()
+    assert data["status"] == "merged"
+    assert json.loads(json.dumps(data)) == data
+    assert Ticket(**data) == t
+    data["fields"]["labels"].append("b")  # a copy: the ticket does not change
+    assert t.fields == {"labels": ["a"]}
 
 
 def test_assignment_is_validated():
     t = make()
-    with pytest.raises(ValidationError):
+    with pytest.raises(TicketValidationError):
         t.project_id = "../escape"
+    assert t.project_id == "proj"
+    t.title = "  Renamed "
+    assert t.title == "Renamed"
 
 
 def test_timestamps_are_normalized_to_utc():
     t = make(created_at="2025-01-31T14:00:00+02:00", updated_at="2025-01-31T12:00:00")
     assert t.created_at == "2025-01-31T12:00:00.000000+00:00"
     assert t.updated_at == "2025-01-31T12:00:00.000000+00:00"
-    with pytest.raises(ValidationError, match="not ISO-8601"):
+    with pytest.raises(TicketValidationError, match="not ISO-8601"):
         make(created_at="yesterday")
 
 

@@ -1,4 +1,9 @@
-"""The plugin module named by the `middle_agent` entry point: the backend and its own command."""
+"""The plugin module named by the `middle_agent` entry point: the backend and its own command.
+
+Every `middle` command loads this module (`middle --help` too, to list plugin commands), so it
+imports the backend only inside the hooks: the backend's options are a pydantic model, and
+importing pydantic would double the start-up of every command.
+"""
 
 from collections import Counter
 
@@ -6,11 +11,11 @@ import click
 
 from orchestrator.plugin_api import ConfigError, hookimpl, memory_backend
 
-from .backend import KeywordBackend, keywords
-
 
 @hookimpl
 def register_memory_backends(register):
+    from .backend import KeywordBackend  # imported when the registry collects backends
+
     register(KeywordBackend)
 
 
@@ -20,6 +25,8 @@ def register_memory_backends(register):
 @click.pass_context
 def keywords_command(ctx: click.Context, top: int, project: str | None) -> None:
     """The most frequent keywords in the project's keyword memory."""
+    from .backend import KeywordBackend, keywords
+
     with memory_backend(ctx, project, "keywords") as backend:
         if not isinstance(backend, KeywordBackend):
             raise ConfigError("`middle memory keywords` needs [memory] backend = \"keyword\"")

@@ -1,0 +1,151 @@
+"""What the read-only commands (`middle tickets`, `middle log`) need from the config, remembered.
+
+Validating `middle.toml` means importing pydantic, which alone takes as long as the rest of
+`middle tickets`. So the first load validates the whole config as every command does
+(`load_config`, strict, every error named) and remembers the few values the read-only commands
+use, keyed by everything the result depends on: the config file's path and bytes, the
+environment variables the config reads, and the config code itself. Any change to one of those
+validates again; a memo that cannot be read, or is not of our shape, is ignored and rewritten (it
+is a cache, not state). Nothing in it is executed: it is JSON, and each value is type-checked.
+
+This module imports no pydantic; `orchestrator.config` is imported only on a miss.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+from orchestrator.names import CONFIG_FILE
+from tickets.cache_file import read_json, write_json
+
+if TYPE_CHECKING:
+    from tickets.source import LoadResult
+
+MEMO_VERSION = 1
+# The per-user cache folder the embedding cache uses too (backends.retrieval.cache.cache_dir).
+CACHE_VARIABLE = "MIDDLE_AGENT_CACHE_DIR"
+# What the config reads from the environment besides MIDDLE_* (seed 000's memory folder; `~`).
+_OTHER_INPUTS = ("MEMORY_SAVE_DIR", "HOME")
+# The code whose rules decide what a config means: a change to it invalidates every memo.
+_CODE = ("config.py", "config_env.py", "config_memo.py", "names.py")
+# MIDDLE_* variables that are not settings (as config._OTHER_VARIABLES); the API token is a secret
+# and never written to the memo.
+_NOT_INPUTS = {"MIDDLE_API_TOKEN", "MIDDLE_AGENT_CACHE_DIR", "MIDDLE_LOAD_PLUGINS"}
+
+
+@dataclass(frozen=True)
+class ReadConfig:
+    """The resolved values `middle tickets` and `middle log` use, from a validated config."""
+
+    source: str  # the config file
+    store_target: str  # a PostgreSQL URL, or the SQLite file under state_dir
+    tickets_dir: str  # absolute
+    project_path: str  # absolute
+    max_ticket_chars: int
+    dependencies: str  # [run] dependencies: "merged" | "complete"
+
+    def load_tickets(self) -> LoadResult:
+        """The ticket folder's tickets, parsed only for files changed since the last call."""
+        from tickets.source import load_tickets
+
+        return load_tickets(self.tickets_dir, self.project_path, max_chars=self.max_ticket_chars,
+                            memo=tickets_memo(self.tickets_dir))
+
+
+def find_config_file(start: Path) -> Path:
+    """The nearest middle.toml in `start` or a folder above it (as git finds its repository);
+    `start/middle.toml` when there is none, so the error names where it was looked for."""
+    for folder in (start, *start.parents):
+        if (folder / CONFIG_FILE).is_file():
+            return folder / CONFIG_FILE
+    return start / CONFIG_FILE
+
+
+def cache_root(environ: Mapping[str, str] | None = None) -> Path:
+    """$MIDDLE_AGENT_CACHE_DIR, else $XDG_CACHE_HOME/middle-agent, else ~/.cache/middle-agent."""
+    environ = os.environ if environ is None else environ
+    if environ.get(CACHE_VARIABLE):
+        return Path(environ[CACHE_VARIABLE])
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "middle-agent"
+
+
+def tickets_memo(folder: str | Path) -> Path:
+    """Where the parsed files of a ticket folder are remembered (see tickets.source.load_tickets)."""
+    return cache_root() / "tickets" / memo_name(Path(folder).resolve())
+
+
+def read_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> ReadConfig:
+    """The read-only commands' config: remembered, or validated in full (and then remembered).
+
+    Raises ConfigError exactly as `load_config` + `require_config_file` do, since a miss (and any
+    config that is not valid, which is never remembered) goes through them.
+    """
+    environ = dict(os.environ if environ is None else environ)
+    explicit = path or environ.get("MIDDLE_CONFIG")
+    file = (Path(explicit) if explicit else find_config_file(Path.cwd())).absolute()
+    try:
+        content = file.read_bytes()
+    except OSError:  # missing or unreadable: load_config says which, and what to do
+        content = None
+    memo = cache_root(environ) / "config" / memo_name(file)
+    key = _key(file, content, environ) if content is not None else None
+    if key is not None:
+        remembered = _recall(memo, key)
+        if remembered is not None:
+            return remembered
+    from orchestrator.config import load_config, require_config_file
+
+    config = load_config(path, environ)
+    require_config_file(config)
+    view = ReadConfig(
+        source=str(config.source),
+        store_target=str(config.store_target),
+        tickets_dir=str(config.resolve(config.project.tickets_dir)),
+        project_path=str(config.resolve(config.project.path)),
+        max_ticket_chars=config.project.max_ticket_chars,
+        dependencies=config.run.dependencies,
+    )
+    if key is not None:
+        write_json(memo, {"key": key, "config": asdict(view)})
+    return view
+
+
+def memo_name(path: Path) -> str:
+    """A memo file's name for `path`. A checksum, not a cryptographic hash (hashlib loads OpenSSL,
+    a tenth of this command's start-up): two paths that share a name only evict each other's
+    memo, since the memo holds its full key and is compared whole."""
+    return f"{zlib.crc32(str(path).encode()):08x}.json"
+
+
+def _key(file: Path, content: bytes, environ: Mapping[str, str]) -> list:
+    """Everything the validated config depends on, compared whole against the memo's."""
+    here = Path(__file__).parent
+    code = []
+    for name in _CODE:
+        try:
+            st = (here / name).stat()
+            code.append([name, st.st_mtime_ns, st.st_size])
+        except OSError:
+            code.append([name, None, None])
+    inputs = sorted([k, v] for k, v in environ.items()
+                    if (k.upper().startswith("MIDDLE_") and k.upper() not in _NOT_INPUTS) or k in _OTHER_INPUTS)
+    return [MEMO_VERSION, str(file), content.decode("utf-8", "surrogateescape"), inputs, code]
+
+
+def _recall(memo: Path, key: list) -> ReadConfig | None:
+    entry = read_json(memo)
+    try:
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            return None
+        values = entry["config"]
+        types = {f.name: (int if f.type == "int" else str) for f in fields(ReadConfig)}
+        if set(values) != set(types) or not all(type(values[k]) is t for k, t in types.items()):
+            return None
+        return ReadConfig(**values)
+    except (TypeError, KeyError, AttributeError):
+        return None  # not of our shape: validate again

@@ -1,0 +1,77 @@
+"""The remembered plugin index: a package installed or removed is seen by the next command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator.plugin_index import PluginEntry
+
+PLUGIN = '''
+import click
+from orchestrator.plugin_api import hookimpl
+
+@click.command(name="hello-fake")
+def hello():
+    """Say hello from an installed plugin."""
+    click.echo("hello from fakeplug")
+
+@hookimpl
+def register_commands(cli):
+    cli.add_command(hello)
+'''
+
+
+def _install(site: Path) -> Path:
+    """A distribution as pip leaves it: a module plus its dist-info with a middle_agent entry point."""
+    site.mkdir(exist_ok=True)
+    (site / "fakeplug_mod.py").write_text(PLUGIN)
+    info = site / "fakeplug-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeplug\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[middle_agent]\nfake = fakeplug_mod\n")
+    return info
+
+
+def _help(tmp_path: Path, site: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MIDDLE_")}
+    env.update(MIDDLE_AGENT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(site))
+    code = "import sys\nfrom orchestrator.cli import main\nmain(sys.argv[1:])"
+    return subprocess.run([sys.executable, "-c", code, "--help"], cwd=tmp_path, capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_installing_and_removing_a_plugin_is_seen_by_the_next_command(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    assert "hello-fake" not in _help(tmp_path, site).stdout  # remembered without the plugin
+    info = _install(site)
+    shown = _help(tmp_path, site)
+    assert "hello-fake" in shown.stdout and "Say hello from an installed plugin" in shown.stdout, shown.stderr
+    memo = next((tmp_path / "cache" / "plugins").glob("*.json"))
+    assert {"name": "fake", "value": "fakeplug_mod", "dist": "fakeplug", "version": "0.1"} in \
+        json.loads(memo.read_text())["plugins"]
+    for child in info.iterdir():
+        child.unlink()
+    info.rmdir()  # `pip uninstall`
+    assert "hello-fake" not in _help(tmp_path, site).stdout
+
+
+def test_a_corrupt_index_is_scanned_again(tmp_path):
+    site = tmp_path / "site"
+    _install(site)
+    assert "hello-fake" in _help(tmp_path, site).stdout
+    memo = next((tmp_path / "cache" / "plugins").glob("*.json"))
+    for bad in ("{oops", '{"key": 1}', json.dumps({"key": json.loads(memo.read_text())["key"],
+                                                    "plugins": [{"name": 1}]})):
+        memo.write_text(bad)
+        assert "hello-fake" in _help(tmp_path, site).stdout
+
+
+def test_an_entry_point_loads_a_module_or_an_attribute_of_it():
+    assert PluginEntry("x", "orchestrator.names", "d", "1").load().CONFIG_FILE == "middle.toml"
+    assert PluginEntry("x", "orchestrator.names:CONFIG_FILE", "d", "1").load() == "middle.toml"
+    assert PluginEntry("x", "orchestrator.plugin_index:PluginEntry.load", "d", "1").load() is PluginEntry.load
