@@ -350,7 +350,9 @@ class _FileMemo:
         if isinstance(outcome, _BadFile):
             entry: dict[str, Any] = {"stamp": stamp, "error": str(outcome)}
         else:
-            entry = {"stamp": stamp, "ticket": outcome[0].to_dict(), "unknown": outcome[1]}
+            # Without its times: a ticket served from here is stamped when loaded, as a parsed one is.
+            data = {k: v for k, v in outcome[0].to_dict().items() if k not in ("created_at", "updated_at")}
+            entry = {"stamp": stamp, "ticket": data, "unknown": outcome[1]}
         self.new[path.name] = entry
         self.changed = True
 

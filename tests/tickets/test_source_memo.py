@@ -61,6 +61,7 @@ def test_unchanged_files_come_from_the_memo_with_the_same_outcome(folder, tmp_pa
     assert _summary(second) == _summary(first)
     assert [t.title for t in second.tickets] == ["First", "Second"]
     assert "not valid YAML" in str(second.errors[0]) and "colour" in str(second.warnings[0])
+    assert second.tickets[0].created_at > first.tickets[0].created_at  # stamped when loaded
 
 
 def test_a_changed_file_is_parsed_again_even_at_the_same_size(folder, tmp_path, parses):
