@@ -13,7 +13,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypedDict, runtime_checkable
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, WorkerError
 from orchestrator.hookspecs import hookimpl
@@ -92,15 +91,10 @@ class MemoryDatabase:
 
     @property
     def shown_url(self) -> str:
-        """The URL for messages: its password replaced by ***."""
-        parts = urlsplit(self.url)
-        if parts.password is not None:
-            host = parts.netloc.rpartition("@")[2]
-            parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
-        if "password" in parts.query:  # libpq also takes ?password=...
-            query = [(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query)]
-            parts = parts._replace(query="&".join(f"{k}={v}" for k, v in query))
-        return urlunsplit(parts)
+        """The URL for messages: its password replaced by *** (as the ticket store shows its own)."""
+        from tickets.db import redact
+
+        return redact(self.url)
 
     @property
     def where(self) -> str:

@@ -80,14 +80,18 @@ def is_postgres(url: str | Path) -> bool:
 
 
 def redact(url: str) -> str:
-    """A database URL fit for messages: the password replaced by ***."""
-    from urllib.parse import urlsplit, urlunsplit
+    """A database URL fit for messages: its password (in the address or, as libpq also takes it,
+    in `?password=`) replaced by ***."""
+    from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
     parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+    if "password" in parts.query:
+        query = [(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query)]
+        parts = parts._replace(query="&".join(f"{k}={v}" for k, v in query))
+    return urlunsplit(parts)
 
 
 # -- SQLite ------------------------------------------------------------------------------------

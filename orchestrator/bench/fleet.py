@@ -23,16 +23,12 @@ from typing import Any, Callable
 
 import click
 
+from orchestrator.bench.metrics import percentile
 from orchestrator.errors import ConfigError
 
 
 def _seconds(a: str, b: str) -> float:
     return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
 
 
 def _server(store_url: str | None) -> tuple[Any, Callable[[], str], Callable[[], None]]:
@@ -156,8 +152,8 @@ def measure_claims(url: str, processes: int, tickets: int) -> dict[str, Any]:
     if won != tickets:
         raise ConfigError(f"{won} claims won for {tickets} tickets: a ticket was claimed twice or never")
     return {"backend": f"{processes} processes", "processes": processes, "tickets": tickets,
-            "attempts": len(times), "claims_won": won, "claim_p50_ms": _percentile(times, 0.5),
-            "claim_p95_ms": _percentile(times, 0.95)}
+            "attempts": len(times), "claims_won": won, "claim_p50_ms": percentile(times, 50),
+            "claim_p95_ms": percentile(times, 95)}
 
 
 @click.command()

@@ -62,9 +62,14 @@ def current_branch(repo: Path) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
-def branch_commit(repo: Path, branch: str) -> str | None:
-    proc = git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}", check=False)
+def ref_commit(repo: Path, ref: str) -> str | None:
+    """The commit a ref (e.g. refs/heads/main, refs/remotes/origin/x) points at, or None."""
+    proc = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
     return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def branch_commit(repo: Path, branch: str) -> str | None:
+    return ref_commit(repo, f"refs/heads/{branch}")
 
 
 def branches(repo: Path, pattern: str = "") -> list[str]:

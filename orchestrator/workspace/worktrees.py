@@ -120,8 +120,7 @@ class Worktrees:
         return f"refs/remotes/{self.remote}/{branch}" if self.remote else f"refs/heads/{branch}"
 
     def _commit_of(self, repo: Path, branch: str) -> str | None:
-        proc = g.git(repo, "rev-parse", "--verify", "--quiet", f"{self._ref(branch)}^{{commit}}", check=False)
-        return proc.stdout.strip() or None if proc.returncode == 0 else None
+        return g.ref_commit(repo, self._ref(branch))
 
     def _remote_default(self, repo: Path) -> str | None:
         proc = g.git(repo, "symbolic-ref", "--quiet", "--short", f"refs/remotes/{self.remote}/HEAD", check=False)
