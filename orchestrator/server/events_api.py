@@ -10,7 +10,7 @@ name, and the event as JSON. A stream ends as soon as its client leaves.
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import anyio
 import anyio.lowlevel
@@ -36,10 +36,12 @@ AFTER = Query(None, ge=0, description="Send the events after this id (the Last-E
               "wins when it is higher).")
 
 
-def _after(request: Request, after: int | None, default: int = 0) -> int:
+def _after(request: Request, after: int | None, default: Callable[[], int] = lambda: 0) -> int:
+    """Where a stream starts: `after` or the Last-Event-ID header, else `default()` (called only
+    then: the all-events stream's default, "now", is a query)."""
     header = request.headers.get("last-event-id", "")
     named = [n for n in (after, int(header) if header.isdigit() else None) if n is not None]
-    return max(named) if named else default
+    return max(named) if named else default()
 
 
 async def _stream(request: Request, state: ServerState, after: int, *, run_id: str | None = None,
@@ -120,4 +122,4 @@ def ticket_stream(ticket_id: str, request: Request, after: int | None = AFTER,
                                       e503=_STORE))
 def all_stream(request: Request, after: int | None = AFTER,
                state: ServerState = Depends(get_state)) -> EventSourceResponse:
-    return _sse(_stream(request, state, _after(request, after, default=state.store.last_event_id())))
+    return _sse(_stream(request, state, _after(request, after, default=state.store.last_event_id)))

@@ -138,12 +138,14 @@ def stats(project_id: str, state: ServerState = Depends(get_state)) -> dict[str,
     return memory_stats(mem, pid)
 
 
-def memory_stats(mem: MemoryFacade, pid: str) -> dict[str, Any]:
+def memory_stats(mem: MemoryFacade, pid: str, docs: list[str] | None = None) -> dict[str, Any]:
+    """The project's memory in numbers; `docs`: its docs when the caller has listed them already."""
     store = mem.store_dir(pid)
     exists = mem.has_store(pid)
     size, last = _disk_usage(store) if exists else (0, None)
+    count = len(docs if docs is not None else mem.list_docs(pid)) if exists else 0
     return {"project": pid, "backend": mem.backend_name, "recall": mem.backend_cls.recall,
-            "docs": len(mem.list_docs(pid)) if exists else 0, "store_bytes": size,
+            "docs": count, "store_bytes": size,
             "last_write": last, "store_dir": mem.where(pid)}  # or the database
 
 

@@ -132,9 +132,9 @@ def memory_page(request: Request, project_id: str, q: str | None = Query(None),
         return page(request, "memory.html", context)
     mem = state.memory()
     try:
-        context["stats"] = memory_stats(mem, pid)
-        sources = state.store.doc_sources(pid)
         texts = mem.list_docs(pid)  # [] (creating nothing) without a store
+        context["stats"] = memory_stats(mem, pid, texts)
+        sources = state.store.doc_sources(pid)
         context["docs"] = [{"text": t, "tickets": sources.get(t, [])} for t in texts]
         if q and q.strip():
             context["search"] = search_results(state, mem, pid, q, k)
