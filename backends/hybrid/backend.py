@@ -25,7 +25,8 @@ class HybridBackend(retrieval.RetrievalBackend):
     def _rank(self, query: str, k: int) -> list[tuple[int, float]]:
         opts: HybridOptions = self.options  # type: ignore[assignment]
         pool = k * opts.candidate_multiplier
-        dense = self._dense(query, pool)
+        # The dense half reads the query's prose, BM25 all of it (paths too): see without_paths.
+        dense = self._dense(retrieval.bm25.without_paths(query), pool)
         sparse = self._store.bm25(query, pool)
         fused = retrieval.fusion.fuse(opts.fusion, dense, sparse, opts.dense_weight, opts.rrf_k)
         fused = fused[:pool]

@@ -55,6 +55,25 @@ def code_terms(text: str) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
+# A file path (`datasette/views/table.py`, `docs/{a.rst => b.rst}`) or a bare file name.
+_PATH = re.compile(r"[^\s,;()\[\]\"'`]*/[^\s,;()\[\]\"'`]*|\b[\w-]+\.(?:py|pyi|js|ts|tsx|jsx|html|css|md|"
+                   r"rst|txt|yml|yaml|json|toml|cfg|ini|sql|sh|c|h|cpp|go|rs|java|rb|php)\b")
+_LETTERS = re.compile(r"[^\W\d_]{3,}")
+
+
+def without_paths(text: str) -> str:
+    """The text without its file paths, for a sentence embedder; the text itself when nothing
+    but paths (and punctuation) would be left.
+
+    A sentence embedder reads prose: a list of paths is outside what it was trained on, and two
+    such lists look alike to it whatever files they name, so a per-turn query ("... Changed
+    a.py, b/c.py") would rank old tickets that touched many files over the one that bears on
+    it. BM25's code terms match paths exactly; hybrid gives each half what it reads well.
+    """
+    prose = _PATH.sub(" ", text)
+    return prose if _LETTERS.search(prose) else text
+
+
 def fts_text(text: str) -> str:
     """What a store with CODE_TERMS indexes for a doc: its text plus its code terms."""
     extra = code_terms(text)

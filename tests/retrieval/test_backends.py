@@ -125,3 +125,36 @@ def test_unknown_option_is_a_config_error_naming_the_backend(tmp_path):
         HybridBackend(tmp_path, {"fusion_method": "rrf"})
     with pytest.raises(ConfigError, match="unknown embedder"):
         DenseBackend(tmp_path, {"embedder": "word2vec"})
+
+
+def test_hybrid_embeds_a_querys_prose_and_matches_its_paths_with_bm25(tmp_path):
+    """A per-turn query names the files Claude Code changed: the dense half reads the prose (a
+    list of paths looks alike to a sentence embedder whatever files it names), BM25 the paths."""
+    docs = ["Ticket: Link URLs in table cells. Changed: datasette/utils.py, tests/test_utils.py",
+            "Ticket: Refactor the filter logic. Changed: datasette/app.py, datasette/views/table.py",
+            "Ticket: Faster CSV export of large tables"]
+    turn = "Link URLs in cells\nChanged datasette/app.py, datasette/views/table.py"
+    dense_only = hybrid(tmp_path / "d", dense_weight=1.0, recency_weight=0)
+    dense_only.index(docs)
+    with_paths, prose = dense_only.retrieve([turn, "Link URLs in cells\nChanged"], 3)
+    assert with_paths["docs"] == prose["docs"] and with_paths["doc_scores"] == prose["doc_scores"]
+    bm25_only = hybrid(tmp_path / "b", dense_weight=0.0, recency_weight=0)
+    bm25_only.index(docs)
+    (by_path,) = bm25_only.retrieve(["Changed datasette/views/table.py"], 1)
+    assert by_path["docs"] == [docs[1]]
+    for backend in (dense_only, bm25_only):
+        backend.close()
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Fix it\nChanged datasette/app.py, docs/{a.rst => b.rst}, setup.py", "Fix it\nChanged"),
+    ("Crash in table.py when _sort is set", "Crash in when _sort is set"),
+    ("datasette/app.py, tests/test_api.py", "datasette/app.py, tests/test_api.py"),  # paths only: kept
+    ("What did Caroline say on 2023-05-08?", "What did Caroline say on 2023-05-08?"),
+])
+def test_without_paths_keeps_the_prose(text, expected):
+    from backends.retrieval.bm25 import without_paths
+
+    import re
+
+    assert re.findall(r"\w+", without_paths(text)) == re.findall(r"\w+", expected)
