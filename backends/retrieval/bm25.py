@@ -55,10 +55,22 @@ def code_terms(text: str) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
-# A file path (`datasette/views/table.py`, `docs/{a.rst => b.rst}`) or a bare file name.
-_PATH = re.compile(r"[^\s,;()\[\]\"'`]*/[^\s,;()\[\]\"'`]*|\b[\w-]+\.(?:py|pyi|js|ts|tsx|jsx|html|css|md|"
-                   r"rst|txt|yml|yaml|json|toml|cfg|ini|sql|sh|c|h|cpp|go|rs|java|rb|php)\b")
+# Tokens as a path is written in text (split at spaces, commas and brackets).
+_TOKEN = re.compile(r"[^\s,;()\[\]\"'`<>]+")
+_FILE_EXT = re.compile(r"\.(?:py|pyi|js|ts|tsx|jsx|html|css|md|rst|txt|yml|yaml|json|toml|cfg|ini|sql|sh|c|h|cpp|"
+                       r"go|rs|java|rb|php|lock)\}?$")
 _LETTERS = re.compile(r"[^\W\d_]{3,}")
+
+
+def _is_path(token: str) -> bool:
+    """`datasette/views/table.py`, `docs/{a.rst`, `a/b/c`, `setup.py`; not `and/or`, `TCP/IP`
+    or a date such as `5/8/2023` (a path has a file extension or two separators, and letters)."""
+    token = token.rstrip(".:!?")  # the end of a sentence
+    if not any(ch.isalpha() for ch in token):
+        return False
+    if "/" in token:
+        return bool(_FILE_EXT.search(token)) or token.count("/") >= 2
+    return bool(_FILE_EXT.search(token)) and token.lstrip(".")[:1].isalnum()  # .travis.yml too
 
 
 def without_paths(text: str) -> str:
@@ -70,7 +82,7 @@ def without_paths(text: str) -> str:
     a.py, b/c.py") would rank old tickets that touched many files over the one that bears on
     it. BM25's code terms match paths exactly; hybrid gives each half what it reads well.
     """
-    prose = _PATH.sub(" ", text)
+    prose = _TOKEN.sub(lambda m: " " if _is_path(m.group()) else m.group(), text)
     return prose if _LETTERS.search(prose) else text
 
 

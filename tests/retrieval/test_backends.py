@@ -148,9 +148,11 @@ def test_hybrid_embeds_a_querys_prose_and_matches_its_paths_with_bm25(tmp_path):
 
 @pytest.mark.parametrize("text,expected", [
     ("Fix it\nChanged datasette/app.py, docs/{a.rst => b.rst}, setup.py", "Fix it\nChanged"),
-    ("Crash in table.py when _sort is set", "Crash in when _sort is set"),
+    ("Crash in table.py when _sort is set; see setup.py.", "Crash in when _sort is set; see"),
+    ("Changed .travis.yml, docs/index.rst", "Changed"),
     ("datasette/app.py, tests/test_api.py", "datasette/app.py, tests/test_api.py"),  # paths only: kept
-    ("What did Caroline say on 2023-05-08?", "What did Caroline say on 2023-05-08?"),
+    ("What did Caroline say on 5/8/2023 and/or later?", "What did Caroline say on 5/8/2023 and/or later?"),
+    ("TCP/IP errors in the v1.2 release", "TCP/IP errors in the v1.2 release"),
 ])
 def test_without_paths_keeps_the_prose(text, expected):
     from backends.retrieval.bm25 import without_paths
