@@ -89,6 +89,33 @@ class HippoRAGBackend(MemoryBackend):
                               f"options {held['graph_spec']}, but [memory.options] asks for {spec}: "
                               "use the store's values, or run `middle memory reindex --from "
                               "hipporag` to rebuild it with the new ones")
+        self.fact_vectors = self._claim_fact_vectors(opts.fact_vectors)
+
+    def _claim_fact_vectors(self, asked: str) -> str:
+        """The kind of fact vectors this store holds: vectors of two kinds score a query on
+        two scales, so a store keeps its kind (a store without facts takes the one asked for).
+        A store written before kinds were recorded embedded its facts alone or from their
+        names: either may go on; "passage" needs a rebuild."""
+        with self._store.write() as conn:
+            held = self._store.meta(conn, "fact_vector_kind")
+            has_facts = self._store.holds_rows(conn, "fact_vectors")
+            if held is None and has_facts:  # written before the kind was recorded
+                if asked == "passage":
+                    raise ConfigError(self._kind_message("text or entities", asked))
+                held = "text" if asked == "auto" else asked
+                self._store.set_meta(conn, "fact_vector_kind", held)
+            elif held is None or (not has_facts and asked != "auto"):
+                held = "passage" if asked == "auto" else asked
+                self._store.set_meta(conn, "fact_vector_kind", held)
+        if asked not in ("auto", held):
+            raise ConfigError(self._kind_message(held, asked))
+        return held
+
+    def _kind_message(self, held: str, asked: str) -> str:
+        return (f"the hipporag store {self._store.path} holds fact vectors of kind {held!r}, "
+                f"but [memory.options] asks for fact_vectors = {asked!r}: set it to \"auto\" "
+                "to use this store, or run `middle memory reindex --from hipporag` to rebuild "
+                "it with the new kind")
 
     # --- embedding ------------------------------------------------------------------------
 
@@ -116,14 +143,42 @@ class HippoRAGBackend(MemoryBackend):
             if not fresh:
                 return
             extractions = self._extract(fresh)
-            passages = self._embed(fresh)
             entities = {n for ex in extractions.values() for n in ex.entities
                         if opts.synonymy_max_neighbours > 0 and alnum_count(n) >= opts.synonymy_min_chars}
             triples = {t for ex in extractions.values() for t in ex.triples}
-            known = self._embed(self._missing(entities, triples, opts.fact_vectors))
+            names, facts = self._missing(entities, triples)
+            passages, pooled = self._from_passages(fresh, extractions, facts)
+            known = self._embed(names + [fact_text(*t) for t in facts if t not in pooled])
+            known.update((fact_text(*t), v) for t, v in pooled.items())
             items = [NewPassage(text, text_hash(text), passages[text], extractions[text],
                                 when.get(text)) for text in fresh]
             self._write(lambda w: w.add(items, known))
+
+    def _from_passages(self, texts: list[str], extractions: dict[str, openie.Extraction],
+                       facts: set[tuple[str, str, str]]
+                       ) -> tuple[dict[str, np.ndarray], dict[tuple[str, str, str], np.ndarray]]:
+        """Passage vectors, and with fact_vectors = "passage" the vectors of new facts pooled
+        from the token states of the first passage that says where it states them (its
+        vector comes from the same model pass). A fact no passage places is embedded alone."""
+        pooled: dict[tuple[str, str, str], np.ndarray] = {}
+        vectors: dict[str, np.ndarray] = {}
+        rest: list[str] = []
+        for text in texts:
+            ex = extractions[text]
+            places = {} if self.fact_vectors != "passage" else {
+                t: ranges for t, ranges in zip(ex.triples, ex.evidence)
+                if t in facts and t not in pooled and ranges}
+            states = (self.embedder.token_states(text, max(e for r in places.values() for _, e in r))
+                      if places else None)
+            if states is None:
+                rest.append(text)
+                continue
+            vectors[text] = states.vector
+            for triple, ranges in places.items():
+                if (vector := states.pool(ranges)) is not None:
+                    pooled.setdefault(triple, vector)
+        vectors.update(self._embed(rest))
+        return vectors, pooled
 
     def index_records(self, records: Sequence[Any]) -> None:
         """Index records with a `text` and optional `timestamp` (retrieval.MemoryRecord): the
@@ -138,20 +193,20 @@ class HippoRAGBackend(MemoryBackend):
             return [d for d in unique if conn.execute(
                 "SELECT 1 FROM passages WHERE hash = ?", (text_hash(d),)).fetchone() is None]
 
-    def _missing(self, entities: set[str], triples: set[tuple[str, str, str]],
-                 fact_vectors: str) -> list[str]:
-        """Entity names and fact texts the store has no vector for yet (embed only those)."""
-        built = {t for t in triples if composed(t, fact_vectors)}  # from their names' vectors
+    def _missing(self, entities: set[str], triples: set[tuple[str, str, str]]
+                 ) -> tuple[list[str], set[tuple[str, str, str]]]:
+        """Entity names and facts the store has no vector for yet (embed only those)."""
+        built = {t for t in triples if composed(t, self.fact_vectors)}  # from their names' vectors
         entities = entities | {n for t in built for n in (t[0], t[2])}
         with self._store.read() as conn:
             names = [n for n in sorted(entities) if conn.execute(
                 "SELECT 1 FROM entity_vectors v JOIN entities e ON e.id = v.id WHERE e.name = ?",
                 (n,)).fetchone() is None]
-            facts = [fact_text(*t) for t in sorted(triples - built) if conn.execute(
+            facts = {t for t in triples - built if conn.execute(
                 "SELECT 1 FROM facts f JOIN entities s ON s.id = f.subject JOIN entities o ON "
                 "o.id = f.object WHERE s.name = ? AND f.predicate = ? AND o.name = ?",
-                t).fetchone() is None]
-        return names + facts
+                t).fetchone() is None}
+        return names, facts
 
     def _extract(self, texts: list[str]) -> dict[str, openie.Extraction]:
         """OpenIE per passage from the configured source (LLM results cached by passage hash)."""
@@ -168,7 +223,7 @@ class HippoRAGBackend(MemoryBackend):
                 self._entities.sync(self._store, conn)
                 writer = GraphWriter(conn, self._entities, opts.synonymy_threshold,
                                      opts.synonymy_max_neighbours, opts.synonymy_min_chars,
-                                     self._embed, self.clock(), opts.fact_vectors)
+                                     self._embed, self.clock(), self.fact_vectors)
                 result = work(writer)
                 # Nothing changed (another writer was first): keep the generation, so no
                 # instance reloads for nothing.

@@ -9,7 +9,9 @@ import numpy as np
 
 from backends.storage import CHUNK, SqliteStore
 
-FORMAT_VERSION = 1
+# 2: the kind of fact vectors is recorded (meta fact_vector_kind, see HippoRAGBackend); a
+# version 1 store's facts were embedded alone or from their names, and stay valid.
+FORMAT_VERSION = 2
 
 # Every edge can be traced to the passages that contributed it: passage-entity edges are rows
 # of passage_entities; a subject-object edge's weight is the sum of passage_facts.count over
@@ -66,3 +68,16 @@ class GraphStore(SqliteStore):
 
     def __init__(self, path: Path):
         super().__init__(path, SCHEMA, FORMAT_VERSION, kind="hipporag memory store")
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()
+            raise
+
+    def _migrate(self) -> None:
+        """Version 1 -> 2 changes no table (a version 1 store's facts are claimed as "text"
+        by the backend); the version goes up so that a middle-agent reading only version 1
+        refuses the store rather than add facts of another kind beside its vectors."""
+        with self.write() as conn:
+            if self.meta(conn, "format_version") == "1":
+                self.set_meta(conn, "format_version", str(FORMAT_VERSION))
