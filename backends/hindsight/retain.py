@@ -82,14 +82,9 @@ def retain_items(hb: HindsightBackend, items: Sequence[RetainItem]) -> list[int]
         if present.get(item.key) != text_hash(item.text):
             todo.setdefault(item.key, item)
     prepared = [_prepare(hb, item, now, known) for item in todo.values()]
-    texts = [f.text for p in prepared for f in p.facts]
-    if not texts:
+    if not any(p.facts for p in prepared):
         return []
-    vectors = retrieval.embed_documents(hb.embedder, texts, hb.cache)  # before any write
-    offset = 0
-    for p in prepared:
-        p.vectors = vectors[offset:offset + len(p.facts)]
-        offset += len(p.facts)
+    _embed(hb, prepared)  # before any write
     with hb.bank.write() as conn:
         hb.bank.sync(conn)
         touched: list[int] = []
@@ -111,6 +106,25 @@ def retain_items(hb: HindsightBackend, items: Sequence[RetainItem]) -> list[int]
             count = int(hb.bank.meta(conn, "retains_since_refresh") or 0) + 1
             hb.bank.set_meta(conn, "retains_since_refresh", str(count))
     return written
+
+
+def _embed(hb: HindsightBackend, prepared: list[_Prepared]) -> None:
+    """Set each doc's fact vectors: with fact_vectors = "passage", pooled from one model pass
+    over the doc where the fact's ranges lie; the others (and every fact under "text", or an
+    embedder without token states) embedded alone, in one batch."""
+    found: list[list[np.ndarray | None]] = []
+    for p in prepared:
+        reach = max((end for f in p.facts for _, end in f.ranges), default=0)
+        states = (hb.embedder.token_states(p.item.text, reach)
+                  if hb.fact_vectors == "passage" and reach else None)
+        found.append([None if states is None else states.pool(f.ranges) for f in p.facts])
+    alone = [(i, n) for i, row in enumerate(found) for n, v in enumerate(row) if v is None]
+    if alone:
+        texts = [prepared[i].facts[n].text for i, n in alone]
+        for (i, n), vector in zip(alone, retrieval.embed_documents(hb.embedder, texts, hb.cache)):
+            found[i][n] = vector
+    for p, row in zip(prepared, found):
+        p.vectors = np.vstack(row).astype(np.float32, copy=False) if row else None
 
 
 def _keys(conn: sqlite3.Connection, keys: list[str | None]) -> list[tuple[str, str]]:

@@ -21,7 +21,8 @@ from orchestrator.plugin_api import (
     retrieval,
 )
 
-from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
+from backends.common import (QueryVectors, bind_embedder, claim_backend, claim_vector_kind,
+                             coerce_options)
 
 from . import openie
 from .graph import Graph, GraphMirror, personalized_pagerank
@@ -89,33 +90,8 @@ class HippoRAGBackend(MemoryBackend):
                               f"options {held['graph_spec']}, but [memory.options] asks for {spec}: "
                               "use the store's values, or run `middle memory reindex --from "
                               "hipporag` to rebuild it with the new ones")
-        self.fact_vectors = self._claim_fact_vectors(opts.fact_vectors)
-
-    def _claim_fact_vectors(self, asked: str) -> str:
-        """The kind of fact vectors this store holds: vectors of two kinds score a query on
-        two scales, so a store keeps its kind (a store without facts takes the one asked for).
-        A store written before kinds were recorded embedded its facts alone or from their
-        names: either may go on; "passage" needs a rebuild."""
-        with self._store.write() as conn:
-            held = self._store.meta(conn, "fact_vector_kind")
-            has_facts = self._store.holds_rows(conn, "fact_vectors")
-            if held is None and has_facts:  # written before the kind was recorded
-                if asked == "passage":
-                    raise ConfigError(self._kind_message("text or entities", asked))
-                held = "text" if asked == "auto" else asked
-                self._store.set_meta(conn, "fact_vector_kind", held)
-            elif held is None or (not has_facts and asked != "auto"):
-                held = "passage" if asked == "auto" else asked
-                self._store.set_meta(conn, "fact_vector_kind", held)
-        if asked not in ("auto", held):
-            raise ConfigError(self._kind_message(held, asked))
-        return held
-
-    def _kind_message(self, held: str, asked: str) -> str:
-        return (f"the hipporag store {self._store.path} holds fact vectors of kind {held!r}, "
-                f"but [memory.options] asks for fact_vectors = {asked!r}: set it to \"auto\" "
-                "to use this store, or run `middle memory reindex --from hipporag` to rebuild "
-                "it with the new kind")
+        self.fact_vectors = claim_vector_kind(self._store, opts.fact_vectors, "fact_vectors",
+                                              self.name)
 
     # --- embedding ------------------------------------------------------------------------
 

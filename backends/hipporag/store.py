@@ -69,15 +69,7 @@ class GraphStore(SqliteStore):
     def __init__(self, path: Path):
         super().__init__(path, SCHEMA, FORMAT_VERSION, kind="hipporag memory store")
         try:
-            self._migrate()
+            self.raise_version([1])
         except BaseException:
             self.close()
             raise
-
-    def _migrate(self) -> None:
-        """Version 1 -> 2 changes no table (a version 1 store's facts are claimed as "text"
-        by the backend); the version goes up so that a middle-agent reading only version 1
-        refuses the store rather than add facts of another kind beside its vectors."""
-        with self.write() as conn:
-            if self.meta(conn, "format_version") == "1":
-                self.set_meta(conn, "format_version", str(FORMAT_VERSION))
