@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from .graph import Graph, GraphMirror, personalized_pagerank
 from .store import VECTOR_TABLES
 from .options import HippoRAGOptions
 from .store import GraphStore, text_hash
+from .readings import Reading, read
 from .writer import GraphWriter, NewPassage, alnum_count, composed, fact_text
 
 log = logging.getLogger("middle.memory.hipporag")
@@ -122,39 +124,51 @@ class HippoRAGBackend(MemoryBackend):
             entities = {n for ex in extractions.values() for n in ex.entities
                         if opts.synonymy_max_neighbours > 0 and alnum_count(n) >= opts.synonymy_min_chars}
             triples = {t for ex in extractions.values() for t in ex.triples}
+            readings = self._read(fresh, extractions)
+            passages = {t: r.vector for t, r in readings.items() if r is not None}
+            passages.update(self._embed([t for t in fresh if readings.get(t) is None]))
             names, facts = self._missing(entities, triples)
-            passages, pooled = self._from_passages(fresh, extractions, facts)
-            known = self._embed(names + [fact_text(*t) for t in facts if t not in pooled])
-            known.update((fact_text(*t), v) for t, v in pooled.items())
+            known = self._embed(self._unread(fresh, extractions, readings, names, facts))
             items = [NewPassage(text, text_hash(text), passages[text], extractions[text],
-                                when.get(text)) for text in fresh]
+                                when.get(text), readings.get(text)) for text in fresh]
             self._write(lambda w: w.add(items, known))
 
-    def _from_passages(self, texts: list[str], extractions: dict[str, openie.Extraction],
-                       facts: set[tuple[str, str, str]]
-                       ) -> tuple[dict[str, np.ndarray], dict[tuple[str, str, str], np.ndarray]]:
-        """Passage vectors, and with fact_vectors = "passage" the vectors of new facts pooled
-        from the token states of the first passage that says where it states them (its
-        vector comes from the same model pass). A fact no passage places is embedded alone."""
-        pooled: dict[tuple[str, str, str], np.ndarray] = {}
-        vectors: dict[str, np.ndarray] = {}
-        rest: list[str] = []
+    def _read(self, texts: list[str], extractions: dict[str, openie.Extraction]
+              ) -> dict[str, Reading | None]:
+        """With fact_vectors = "passage", each passage read once (see readings)."""
+        if self.fact_vectors != "passage":
+            return {}
+        return {text: read(self.embedder, text, extractions[text]) for text in texts}
+
+    def _reread(self, conn: sqlite3.Connection, pid: int) -> Reading | None:
+        """A stored passage read again (when it becomes the earliest holder of an entity or
+        fact): the offline extractor gives the same places it gave at index time."""
+        text, source = conn.execute("SELECT text, source FROM passages WHERE id = ?",
+                                    (pid,)).fetchone()
+        extraction = openie.extract_offline(text) if source == "offline" else openie.Extraction()
+        return read(self.embedder, text, extraction)
+
+    @staticmethod
+    def _unread(texts: list[str], extractions: dict[str, openie.Extraction],
+                readings: dict[str, Reading | None], names: list[str],
+                facts: set[tuple[str, str, str]]) -> list[str]:
+        """Names and fact texts to embed alone: the new ones that the first passage of the
+        batch stating them (their holder once written) has no reading of."""
+        out: list[str] = []
+        names_left, facts_left = set(names), set(facts)
         for text in texts:
-            ex = extractions[text]
-            places = {} if self.fact_vectors != "passage" else {
-                t: ranges for t, ranges in zip(ex.triples, ex.evidence)
-                if t in facts and t not in pooled and ranges}
-            states = (self.embedder.token_states(text, max(e for r in places.values() for _, e in r))
-                      if places else None)
-            if states is None:
-                rest.append(text)
-                continue
-            vectors[text] = states.vector
-            for triple, ranges in places.items():
-                if (vector := states.pool(ranges)) is not None:
-                    pooled.setdefault(triple, vector)
-        vectors.update(self._embed(rest))
-        return vectors, pooled
+            ex, reading = extractions[text], readings.get(text)
+            for name in ex.entities:
+                if name in names_left:
+                    names_left.discard(name)
+                    if reading is None or name not in reading.entities:
+                        out.append(name)
+            for triple in ex.triples:
+                if triple in facts_left:
+                    facts_left.discard(triple)
+                    if reading is None or triple not in reading.facts:
+                        out.append(fact_text(*triple))
+        return out + sorted(names_left) + [fact_text(*t) for t in sorted(facts_left)]
 
     def index_records(self, records: Sequence[Any]) -> None:
         """Index records with a `text` and optional `timestamp` (retrieval.MemoryRecord): the
@@ -199,7 +213,8 @@ class HippoRAGBackend(MemoryBackend):
                 self._entities.sync(self._store, conn)
                 writer = GraphWriter(conn, self._entities, opts.synonymy_threshold,
                                      opts.synonymy_max_neighbours, opts.synonymy_min_chars,
-                                     self._embed, self.clock(), self.fact_vectors)
+                                     self._embed, self.clock(), self.fact_vectors,
+                                     lambda pid: self._reread(conn, pid))
                 result = work(writer)
                 # Nothing changed (another writer was first): keep the generation, so no
                 # instance reloads for nothing.

@@ -38,17 +38,22 @@ class Extraction:
     # Where the passage states each fact: character ranges per triple (aligned with triples),
     # known for the offline extractor; an LLM's triples have none (its facts are embedded alone).
     evidence: list[Ranges] = field(default_factory=list)
+    # Each entity's first mention in the passage (offline extractor only), by name.
+    mentions: dict[str, Ranges] = field(default_factory=dict)
 
     @classmethod
     def build(cls, entities: list, triples: list, source: str,
-              evidence: list[Ranges] | None = None) -> Extraction:
+              evidence: list[Ranges] | None = None,
+              mentions: list[Ranges] | None = None) -> Extraction:
         """Normalise raw entities and triples; drop (and count) malformed triples. A triple
         repeated in one passage stays repeated: an edge's weight counts co-occurrences."""
         out = cls(source=source)
         seen: dict[str, None] = {}
-        for raw in entities:
+        for n, raw in enumerate(entities):
             if isinstance(raw, str) and (name := normalise(raw)):
                 seen.setdefault(name, None)
+                if mentions is not None:
+                    out.mentions.setdefault(name, mentions[n])
         for n, raw in enumerate(triples):
             if not (isinstance(raw, (list, tuple)) and len(raw) == 3
                     and all(isinstance(part, str) for part in raw)):
@@ -234,11 +239,16 @@ def extract_offline(passage: str) -> Extraction:
     entity of each later sentence. Each fact keeps the passage ranges it was read from: the
     words from its subject to its object, and for a topic link the topic's first mention too."""
     raw_entities: list[str] = []
+    mentions: list[Ranges] = []
     triples: list[tuple[str, str, str]] = []
     evidence: list[Ranges] = []
     topic: str | None = None
     topic_at: tuple[int, int] = (0, 0)
     text = _TIME.sub(lambda m: " " * len(m.group()), passage[:200_000])
+
+    def mention(span: tuple[int, int, str], at: int) -> None:
+        raw_entities.append(span[2])
+        mentions.append(((at + span[0], at + span[1]),))
 
     def fact(subject: str, predicate: str, obj: str, *ranges: tuple[int, int]) -> None:
         triples.append((subject, predicate, obj))
@@ -264,11 +274,12 @@ def extract_offline(passage: str) -> Extraction:
             # passage's topic. Where names exist, phrases only added hubs (measured on MuSiQue).
             if topic is not None:
                 for phrase in _phrases(sentence, [])[:MAX_PHRASES_PER_SENTENCE]:
-                    raw_entities.append(phrase[2])
+                    mention(phrase, at)
                     fact(topic, _predicate(sentence[:phrase[0]]) or "mentions", phrase[2],
                          topic_at, (at, at + phrase[1]))
             continue
-        raw_entities.extend(s[2] for s in spans)
+        for span in spans:
+            mention(span, at)
         if topic is None:  # a bare number is a poor topic: prefer the first named thing
             named = [sp for sp in spans if not normalise(sp[2]).replace(" ", "").isdigit()]
             topic_span = (named or spans)[0]
@@ -282,7 +293,8 @@ def extract_offline(passage: str) -> Extraction:
         for b in spans[2:]:
             fact(first[2], _predicate(sentence[first[1]:b[0]]), b[2], (at + first[0], at + b[1]))
         for phrase in title_phrases:
-            raw_entities.append(phrase[2])
+            mention(phrase, at)
             fact(topic, _predicate(sentence[:phrase[0]]) or "mentions", phrase[2],
                  topic_at, (at, at + phrase[1]))
-    return Extraction.build(raw_entities, triples[:MAX_FACTS], "offline", evidence[:MAX_FACTS])
+    return Extraction.build(raw_entities, triples[:MAX_FACTS], "offline", evidence[:MAX_FACTS],
+                            mentions)

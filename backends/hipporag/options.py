@@ -27,13 +27,13 @@ class HippoRAGOptions(retrieval.EmbedderOptions, retrieval.RecencyOptions):
         "(short tokens are near everything)")
     fact_top_k: int = Field(5, ge=1, le=1000, description="facts kept by dense similarity")
     fact_vectors: Literal["auto", "passage", "text", "entities"] = Field(
-        "auto", description="what a fact's vector is: 'passage', the passage's own token "
-        "states pooled over the words that state the fact (one model pass per passage; a fact "
-        "the extractor gives no place for is embedded alone); 'text', its text embedded alone "
-        "(HippoRAG 2); 'entities', the normalised sum of its subject's and object's name "
-        "vectors. In all three a fact with a bare predicate such as 'and' takes its names' "
-        "vectors. A store keeps the kind it was built with; 'auto' is the store's, else "
-        "'passage'")
+        "auto", description="what fact and entity vectors are: 'passage', the passage's own "
+        "token states pooled over the words that state the fact or name the entity (one model "
+        "pass per passage, its vector included; a part the extractor gives no place for is "
+        "embedded alone); 'text', each fact's text and entity's name embedded alone (HippoRAG "
+        "2; a fact with a bare predicate such as 'and' takes its names' vectors); 'entities', "
+        "a fact is the normalised sum of its subject's and object's name vectors. A store "
+        "keeps the kind it was built with; 'auto' is the store's, else 'passage'")
     fact_weight: Literal["cosine", "minmax"] = Field(
         "cosine", description="seed weight of a fact's entities: its cosine to the query "
         "(absolute: a weak best match stays weak beside an entity the query names, which "
