@@ -4,8 +4,11 @@ Synonymy is incremental: each entity keeps its nearest `k` entities with cosine 
 (ties by name), and the edge set is the union of these lists. A new entity searches the entity
 index once for its own list and offers itself to each neighbour above the threshold; a removed
 entity leaves the lists that held it, and only those lists that were full are searched again.
-So the lists always equal a from-scratch computation over the entities present, whatever
-order passages came and went in, and adding docs costs in proportion to the new entities.
+So the lists always equal a from-scratch computation over the entities present and their
+vectors, whatever order passages came and went in, and adding docs costs in proportion to the
+new entities. With fact_vectors = "passage" an entity's vector is its reading in its earliest
+holder (see readings): a delete that removes that holder re-reads the entity and moves it
+through the lists as a removal and an addition, so the store is the one that never held the doc.
 """
 
 from __future__ import annotations
