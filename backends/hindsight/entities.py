@@ -93,8 +93,10 @@ class Resolver:
             similarity = name_similarity(key, alias)
             if similarity < SIMILAR:
                 continue
-            score = similarity + 0.1 * self._cooccurrence(entity_id, context_ids)
-            score += 0.05 if abs(when - last_seen) < 30 * DAY else 0.0
+            score = similarity + (0.05 if abs(when - last_seen) < 30 * DAY else 0.0)
+            if score + 0.1 < max(best_score, MERGE_SCORE):
+                continue  # even full co-occurrence leaves it out: skip the costly count
+            score += 0.1 * self._cooccurrence(entity_id, context_ids)
             if score > best_score:
                 best, best_score = entity_id, score
         return best if best_score >= MERGE_SCORE else None

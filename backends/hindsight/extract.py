@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,7 +126,7 @@ def header_of(text: str) -> tuple[str, str]:
     return label, body
 
 
-def entity_spans(sentence: str, known: set[str] | None = None) -> list[str]:
+def entity_spans(sentence: str, known: Container[str] | None = None) -> list[str]:
     """Names in a sentence: capitalised runs (a sentence-initial common word is not one unless
     it is a known entity) and code-like identifiers (paths, files, snake_case, CamelCase)."""
     known = known or set()
@@ -153,7 +154,8 @@ def entity_spans(sentence: str, known: set[str] | None = None) -> list[str]:
     return list(dict.fromkeys(n for n in names if n.lower() not in _STARTERS))
 
 
-def extract(text: str, reference: float, max_facts: int, known: set[str] | None = None) -> list[DraftFact]:
+def extract(text: str, reference: float, max_facts: int,
+            known: Container[str] | None = None) -> list[DraftFact]:
     """Deterministic facts of one doc; dates resolved against `reference` (unix seconds)."""
     stripped = strip_memory_text(text)
     label, body = header_of(stripped)

@@ -23,7 +23,9 @@ _SPACES = re.compile(r"\s+")
 
 def normalise(text: str) -> str:
     """Lower case, punctuation (and control characters) to spaces, whitespace collapsed."""
-    text = "".join(c if c.isprintable() else " " for c in text.lower())
+    text = text.lower()
+    if not text.isprintable():  # most text is: skip the per-character pass
+        text = "".join(c if c.isprintable() else " " for c in text)
     return _SPACES.sub(" ", _PUNCT.sub(" ", text)).strip()
 
 
