@@ -105,8 +105,10 @@ class HippoRAGBackend(MemoryBackend):
         return dict(zip(texts, vectors))
 
     def warm_embeddings(self, docs: Sequence[str]) -> None:
-        """Embed passages into the cache without storing them (benchmarks time the two apart)."""
-        if self._cache is not None:
+        """Embed passages into the cache without storing them (benchmarks time the two apart).
+        Nothing to warm when passages are read at index time (fact_vectors = "passage")."""
+        reads = self.fact_vectors == "passage" and self.embedder.token_states("") is not None
+        if self._cache is not None and not reads:
             retrieval.embed_documents(self.embedder, list(docs), self._cache)
 
     # --- index ----------------------------------------------------------------------------
@@ -145,8 +147,9 @@ class HippoRAGBackend(MemoryBackend):
         fact): the offline extractor gives the same places it gave at index time."""
         text, source = conn.execute("SELECT text, source FROM passages WHERE id = ?",
                                     (pid,)).fetchone()
-        extraction = openie.extract_offline(text) if source == "offline" else openie.Extraction()
-        return read(self.embedder, text, extraction)
+        if source != "offline":  # an LLM's or a file's extraction places nothing: no reading
+            return None
+        return read(self.embedder, text, openie.extract_offline(text))
 
     @staticmethod
     def _unread(texts: list[str], extractions: dict[str, openie.Extraction],
@@ -214,7 +217,8 @@ class HippoRAGBackend(MemoryBackend):
                 writer = GraphWriter(conn, self._entities, opts.synonymy_threshold,
                                      opts.synonymy_max_neighbours, opts.synonymy_min_chars,
                                      self._embed, self.clock(), self.fact_vectors,
-                                     lambda pid: self._reread(conn, pid))
+                                     (lambda pid: self._reread(conn, pid))
+                                     if self.fact_vectors == "passage" else None)
                 result = work(writer)
                 # Nothing changed (another writer was first): keep the generation, so no
                 # instance reloads for nothing.

@@ -149,3 +149,14 @@ def test_two_processes_reading_the_same_docs_store_the_same_vectors(tmp_path):
     finally:
         one.close()
         two.close()
+
+
+@needs_minilm
+def test_facts_and_names_embedded_alone_stay_so_through_a_delete(open_backend):
+    backend = open_backend(**MINILM, fact_vectors="text")
+    backend.index(B[1:] + A)
+    backend.delete(B[1:])  # the earliest holder of A[2]'s names goes: nothing to re-read
+    stored = vectors(backend)["entities"]
+    names = sorted(stored)
+    alone = make_embedder("minilm").embed_documents(names)
+    assert [stored[n] for n in names] == [v.tobytes() for v in alone]
