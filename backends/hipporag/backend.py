@@ -105,11 +105,17 @@ class HippoRAGBackend(MemoryBackend):
         return dict(zip(texts, vectors))
 
     def warm_embeddings(self, docs: Sequence[str]) -> None:
-        """Embed passages into the cache without storing them (benchmarks time the two apart).
-        Nothing to warm when passages are read at index time (fact_vectors = "passage")."""
-        reads = self.fact_vectors == "passage" and self.embedder.token_states("") is not None
-        if self._cache is not None and not reads:
-            retrieval.embed_documents(self.embedder, list(docs), self._cache)
+        """Embed passages (or read them, with fact_vectors = "passage") into the cache without
+        storing them: benchmarks time the model and the graph apart."""
+        if self._cache is None:
+            return
+        texts = list(dict.fromkeys(docs))
+        if self.fact_vectors == "passage" and self.embedder.token_states("") is not None:
+            extractions = self._extract(texts)
+            for text in texts:
+                read(self.embedder, text, extractions[text], self._cache)
+        else:
+            retrieval.embed_documents(self.embedder, texts, self._cache)
 
     # --- index ----------------------------------------------------------------------------
 
@@ -140,7 +146,7 @@ class HippoRAGBackend(MemoryBackend):
         """With fact_vectors = "passage", each passage read once (see readings)."""
         if self.fact_vectors != "passage":
             return {}
-        return {text: read(self.embedder, text, extractions[text]) for text in texts}
+        return {text: read(self.embedder, text, extractions[text], self._cache) for text in texts}
 
     def _reread(self, conn: sqlite3.Connection, pid: int) -> Reading | None:
         """A stored passage read again (when it becomes the earliest holder of an entity or
@@ -149,7 +155,7 @@ class HippoRAGBackend(MemoryBackend):
                                     (pid,)).fetchone()
         if source != "offline":  # an LLM's or a file's extraction places nothing: no reading
             return None
-        return read(self.embedder, text, openie.extract_offline(text))
+        return read(self.embedder, text, openie.extract_offline(text), self._cache)
 
     @staticmethod
     def _unread(texts: list[str], extractions: dict[str, openie.Extraction],

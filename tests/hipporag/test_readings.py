@@ -160,3 +160,20 @@ def test_facts_and_names_embedded_alone_stay_so_through_a_delete(open_backend):
     names = sorted(stored)
     alone = make_embedder("minilm").embed_documents(names)
     assert [stored[n] for n in names] == [v.tobytes() for v in alone]
+
+
+@needs_minilm
+def test_a_cached_reading_is_the_reading_and_costs_no_model_pass(open_backend, monkeypatch):
+    model = make_embedder("minilm")
+    warm = open_backend("warm", **{**MINILM, "embedding_cache": True})
+    warm.warm_embeddings(A)
+    passes: list[str] = []
+    original = minilm.MiniLMEmbedder.token_states
+    monkeypatch.setattr(minilm.MiniLMEmbedder, "token_states",
+                        lambda self, text, *a: passes.append(text) or original(self, text, *a))
+    warm.index(A)
+    assert passes == []
+    fresh = open_backend("fresh", **{**MINILM, "embedding_cache": False})
+    fresh.index(A)
+    assert len(passes) == len(A) and vectors(warm) == vectors(fresh)
+    assert vectors(warm)["passages"][A[0]] == model.embed_documents([A[0]])[0].tobytes()
