@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections import Counter
 from difflib import SequenceMatcher
 from typing import Sequence
 
@@ -33,10 +34,15 @@ def name_similarity(a: str, b: str) -> float:
         return 0.9
     if len(wa) == len(wb) == 1 and min(len(a), len(b)) >= 3 and (a.startswith(b) or b.startswith(a)):
         return 0.75
-    matcher = SequenceMatcher(None, a, b)
-    if matcher.real_quick_ratio() < SIMILAR or matcher.quick_ratio() < SIMILAR:
-        return 0.0  # cheap upper bounds already rule it out: skip the exact ratio (costly)
-    return matcher.ratio()
+    # SequenceMatcher's own upper bounds (real_quick_ratio: the lengths; quick_ratio: the
+    # shared characters), computed before building one: most candidates stop here, and
+    # building a matcher cost more than the bounds.
+    total = len(a) + len(b)
+    if 2 * min(len(a), len(b)) / total < SIMILAR:
+        return 0.0
+    if 2 * sum((Counter(a) & Counter(b)).values()) / total < SIMILAR:
+        return 0.0
+    return SequenceMatcher(None, a, b).ratio()
 
 
 class Resolver:

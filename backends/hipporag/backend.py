@@ -29,7 +29,7 @@ from . import openie
 from .graph import Graph, GraphMirror, personalized_pagerank
 from .store import VECTOR_TABLES
 from .options import HippoRAGOptions
-from .store import GraphStore, text_hash
+from .store import CHUNK, GraphStore, text_hash
 from .readings import Reading, read
 from .writer import GraphWriter, NewPassage, alnum_count, composed, fact_text
 
@@ -197,15 +197,25 @@ class HippoRAGBackend(MemoryBackend):
         """Entity names and facts the store has no vector for yet (embed only those)."""
         built = {t for t in triples if composed(t, self.fact_vectors)}  # from their names' vectors
         entities = entities | {n for t in built for n in (t[0], t[2])}
+        # One query per chunk, not per name or fact: a ticket brings tens of each.
+        have_names: set[str] = set()
+        have_facts: set[tuple[str, str, str]] = set()
+        wanted_names, wanted_facts = sorted(entities), sorted(triples - built)
         with self._store.read() as conn:
-            names = [n for n in sorted(entities) if conn.execute(
-                "SELECT 1 FROM entity_vectors v JOIN entities e ON e.id = v.id WHERE e.name = ?",
-                (n,)).fetchone() is None]
-            facts = {t for t in triples - built if conn.execute(
-                "SELECT 1 FROM facts f JOIN entities s ON s.id = f.subject JOIN entities o ON "
-                "o.id = f.object WHERE s.name = ? AND f.predicate = ? AND o.name = ?",
-                t).fetchone() is None}
-        return names, facts
+            for start in range(0, len(wanted_names), CHUNK):
+                chunk = wanted_names[start:start + CHUNK]
+                have_names.update(r[0] for r in conn.execute(
+                    "SELECT e.name FROM entities e JOIN entity_vectors v ON v.id = e.id WHERE "
+                    f"e.name IN ({','.join('?' * len(chunk))})", chunk))
+            for start in range(0, len(wanted_facts), CHUNK // 3):
+                chunk = wanted_facts[start:start + CHUNK // 3]
+                have_facts.update(conn.execute(
+                    f"WITH t(s, p, o) AS (VALUES {','.join(['(?, ?, ?)'] * len(chunk))}) "
+                    "SELECT t.s, t.p, t.o FROM t JOIN entities s ON s.name = t.s JOIN facts f ON "
+                    "f.subject = s.id AND f.predicate = t.p JOIN entities o ON o.id = f.object "
+                    "AND o.name = t.o", [part for t in chunk for part in t]).fetchall())
+        return ([n for n in wanted_names if n not in have_names],
+                {t for t in wanted_facts if t not in have_facts})
 
     def _extract(self, texts: list[str]) -> dict[str, openie.Extraction]:
         """OpenIE per passage from the configured source (LLM results cached by passage hash)."""
