@@ -7,6 +7,7 @@ import re
 import sqlite3
 from collections import Counter
 from difflib import SequenceMatcher
+from functools import lru_cache
 from typing import Sequence
 
 from .bank import in_clause
@@ -21,6 +22,13 @@ def entity_key(name: str) -> str:
     """Lower-case, possessive and punctuation dropped, spaces collapsed: 'Mel's ' -> 'mel'."""
     name = re.sub(r"['’]s\b", "", name.strip())
     return " ".join(_PUNCT.sub(" ", name.lower()).split())
+
+
+@lru_cache(maxsize=4096)
+def _chars(name: str) -> Counter:
+    """A name's characters counted (names recur: the new name against each candidate, and a
+    project's aliases against every new name)."""
+    return Counter(name)
 
 
 def name_similarity(a: str, b: str) -> float:
@@ -40,7 +48,7 @@ def name_similarity(a: str, b: str) -> float:
     total = len(a) + len(b)
     if 2 * min(len(a), len(b)) / total < SIMILAR:
         return 0.0
-    if 2 * sum((Counter(a) & Counter(b)).values()) / total < SIMILAR:
+    if 2 * sum((_chars(a) & _chars(b)).values()) / total < SIMILAR:
         return 0.0
     return SequenceMatcher(None, a, b).ratio()
 
@@ -111,11 +119,19 @@ class Resolver:
         """Share of the context entities already seen in a fact with this entity (0-1)."""
         if not others:
             return 0.0
-        row = self.conn.execute(
-            f"SELECT COUNT(DISTINCT b.entity_id) FROM fact_entities a JOIN fact_entities b "
-            f"ON a.fact_id = b.fact_id WHERE a.entity_id = ? AND b.entity_id IN {in_clause(others)}",
-            (entity_id, *others)).fetchone()
-        return row[0] / len(others)
+        distinct = list(dict.fromkeys(others))
+        ids = [entity_id, *distinct]
+        mentions = dict(self.conn.execute(
+            f"SELECT id, mentions FROM entities WHERE id IN {in_clause(ids)}", ids).fetchall())
+        shared = 0
+        for other in distinct:
+            # One pair at a time, walking the facts of whichever is mentioned less: one query
+            # over a common entity's facts (a project's name is in most) cost milliseconds.
+            walk, probe = sorted((entity_id, other), key=lambda i: (mentions.get(i, 0), i))
+            shared += self.conn.execute(
+                "SELECT 1 FROM fact_entities x JOIN fact_entities y ON y.fact_id = x.fact_id "
+                "AND y.entity_id = ? WHERE x.entity_id = ? LIMIT 1", (probe, walk)).fetchone() is not None
+        return shared / len(others)
 
     def link(self, fact_id: int, entity_ids: Sequence[int], when: float) -> None:
         for entity_id in entity_ids:
