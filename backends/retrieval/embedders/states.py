@@ -81,9 +81,13 @@ class TokenStates:
         token does (the part is empty, or lies beyond what the model read)."""
         if not len(self.states) or not ranges:
             return None
-        inside = np.zeros(len(self.starts), dtype=bool)
+        # Tokens are in text order (those of no part, at -1, lead): the tokens overlapping a
+        # range are one run, found by bisection rather than by comparing every token.
+        rows: set[int] = set()
         for start, end in ranges:
-            inside |= (self.starts < end) & (self.ends > start)
-        if not inside.any():
+            first = int(np.searchsorted(self.ends, start, side="right"))
+            last = int(np.searchsorted(self.starts, end, side="left"))
+            rows.update(range(first, last))
+        if not rows:
             return None
-        return normalise(self.states[inside].mean(axis=0))[0]
+        return normalise(self.states[sorted(rows)].mean(axis=0))[0]
