@@ -80,6 +80,36 @@ def bind_embedder(store: Any, options: Any, backend: str, docs_table: str) -> An
     return embedder
 
 
+def claim_vector_kind(store: Any, asked: str, table: str, backend: str) -> str:
+    """The kind of part vectors (a fact's, a sentence's) a store holds: "passage" (pooled from
+    the document's own token states), "text" (the part embedded alone) or another the backend
+    names. Vectors of two kinds score one query on two scales, so a store keeps its kind; a
+    store with no rows in `table` takes the one asked for ("auto": "passage"). A store written
+    before the kind was recorded embedded its parts alone: it goes on as "text" (or the
+    non-"passage" kind asked for), and "passage" needs a rebuild."""
+    with store.write() as conn:
+        held = store.meta(conn, "fact_vector_kind")
+        has_rows = store.holds_rows(conn, table)
+        if held is None and has_rows:  # written before the kind was recorded
+            if asked == "passage":
+                raise ConfigError(_kind_message(store, "text", asked, backend))
+            held = "text" if asked == "auto" else asked
+            store.set_meta(conn, "fact_vector_kind", held)
+        elif held is None or (not has_rows and asked != "auto"):
+            held = "passage" if asked == "auto" else asked
+            store.set_meta(conn, "fact_vector_kind", held)
+    if asked not in ("auto", held):
+        raise ConfigError(_kind_message(store, held, asked, backend))
+    return held
+
+
+def _kind_message(store: Any, held: str, asked: str, backend: str) -> str:
+    return (f"the {store.kind} {store.path} holds fact vectors of kind {held!r}, but "
+            f"[memory.options] asks for fact_vectors = {asked!r}: set it to \"auto\" to use "
+            f"this store, or run `middle memory reindex --from {backend}` to rebuild it with "
+            "the new kind")
+
+
 def _refuse_recorded_endpoint(store: Any, recorded: dict[str, Any], options: Any) -> None:
     """A store's record may name the embedder, but not where text and an API key are sent:
     a planted record (a shared database is written by many) must not redirect them. The

@@ -142,6 +142,14 @@ class SqliteStore(MetaValues):
             self.close()
             raise self.error(exc, "cannot open") from exc
 
+    def raise_version(self, older: Sequence[int]) -> None:
+        """Record this format version over an older one whose files this version reads as they
+        are, so a middle-agent that reads only the older one refuses the file (see
+        `_refuse_newer`) instead of writing rows of the old kind beside the new ones."""
+        with self.write() as conn:
+            if self.meta(conn, "format_version") in {str(v) for v in older}:
+                self.set_meta(conn, "format_version", str(self.format_version))
+
     def _refuse_newer(self, recorded: str | None) -> None:
         if recorded is not None and int(recorded) > self.format_version:
             raise MemoryStoreError(

@@ -19,7 +19,8 @@ from orchestrator.plugin_api import (
     retrieval,
 )
 
-from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
+from backends.common import (QueryVectors, bind_embedder, claim_backend, claim_vector_kind,
+                             coerce_options)
 
 from . import extract, lifecycle, recall as recall_mod, reflect as reflect_mod
 from .bank import Bank, in_clause
@@ -49,6 +50,8 @@ class HindsightBackend(MemoryBackend):
         try:
             claim_backend(self.bank, self.name)
             self.embedder = bind_embedder(self.bank, self.options, self.name, "facts")
+            self.fact_vectors = claim_vector_kind(self.bank, self.options.fact_vectors,
+                                                  "vectors", self.name)
         except BaseException:
             self.bank.close()
             raise
@@ -93,8 +96,10 @@ class HindsightBackend(MemoryBackend):
         if self.cache is None:
             return
         now = self.clock()
+        pooled = self.fact_vectors == "passage" and self.embedder.token_states("") is not None
         texts = [f.text for d in check_texts(list(docs), "docs")
-                 for f in extract.extract(d, now, self.options.max_facts_per_doc)]
+                 for f in extract.extract(d, now, self.options.max_facts_per_doc)
+                 if not (pooled and f.ranges)]  # pooled at retain from the doc's own pass
         retrieval.embed_documents(self.embedder, texts, self.cache)
 
     def _retain(self, items: list[RetainItem]) -> list[int]:

@@ -14,7 +14,9 @@ from backends.storage import CHUNK, SqliteStore, in_clause
 
 __all__ = ["Bank", "in_clause"]
 
-FORMAT_VERSION = 1
+# 2: the kind of fact vectors is recorded (meta fact_vector_kind, see claim_vector_kind); a
+# version 1 bank's facts were embedded alone, and stay valid.
+FORMAT_VERSION = 2
 FILE_NAME = "hindsight.sqlite3"
 
 
@@ -81,6 +83,11 @@ class Bank(SqliteStore):
     def __init__(self, store_dir: Path):
         self._mirror = retrieval.IndexMirror("vectors")
         super().__init__(Path(store_dir) / FILE_NAME, SCHEMA, FORMAT_VERSION, kind="hindsight bank")
+        try:
+            self.raise_version([1])
+        except BaseException:
+            self.close()
+            raise
 
     def bump(self, conn: sqlite3.Connection, fact_ids: Sequence[int]) -> int:  # type: ignore[override]
         """Inside a write: log the fact ids whose vectors changed under the next generation."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections import Counter
 from difflib import SequenceMatcher
+from functools import lru_cache
 from typing import Sequence
 
 from .bank import in_clause
@@ -22,6 +24,13 @@ def entity_key(name: str) -> str:
     return " ".join(_PUNCT.sub(" ", name.lower()).split())
 
 
+@lru_cache(maxsize=4096)
+def _chars(name: str) -> Counter:
+    """A name's characters counted (names recur: the new name against each candidate, and a
+    project's aliases against every new name)."""
+    return Counter(name)
+
+
 def name_similarity(a: str, b: str) -> float:
     """1.0 equal; 0.9 when one name's words are all in the other ('Caroline' in 'Caroline Lee');
     0.75 for a short form of a one-word name ('Mel' of 'Melanie'); else the character ratio
@@ -33,10 +42,15 @@ def name_similarity(a: str, b: str) -> float:
         return 0.9
     if len(wa) == len(wb) == 1 and min(len(a), len(b)) >= 3 and (a.startswith(b) or b.startswith(a)):
         return 0.75
-    matcher = SequenceMatcher(None, a, b)
-    if matcher.real_quick_ratio() < SIMILAR or matcher.quick_ratio() < SIMILAR:
-        return 0.0  # cheap upper bounds already rule it out: skip the exact ratio (costly)
-    return matcher.ratio()
+    # SequenceMatcher's own upper bounds (real_quick_ratio: the lengths; quick_ratio: the
+    # shared characters), computed before building one: most candidates stop here, and
+    # building a matcher cost more than the bounds.
+    total = len(a) + len(b)
+    if 2 * min(len(a), len(b)) / total < SIMILAR:
+        return 0.0
+    if 2 * sum((_chars(a) & _chars(b)).values()) / total < SIMILAR:
+        return 0.0
+    return SequenceMatcher(None, a, b).ratio()
 
 
 class Resolver:
@@ -93,8 +107,10 @@ class Resolver:
             similarity = name_similarity(key, alias)
             if similarity < SIMILAR:
                 continue
-            score = similarity + 0.1 * self._cooccurrence(entity_id, context_ids)
-            score += 0.05 if abs(when - last_seen) < 30 * DAY else 0.0
+            score = similarity + (0.05 if abs(when - last_seen) < 30 * DAY else 0.0)
+            if score + 0.1 < max(best_score, MERGE_SCORE):
+                continue  # even full co-occurrence leaves it out: skip the costly count
+            score += 0.1 * self._cooccurrence(entity_id, context_ids)
             if score > best_score:
                 best, best_score = entity_id, score
         return best if best_score >= MERGE_SCORE else None
@@ -103,11 +119,19 @@ class Resolver:
         """Share of the context entities already seen in a fact with this entity (0-1)."""
         if not others:
             return 0.0
-        row = self.conn.execute(
-            f"SELECT COUNT(DISTINCT b.entity_id) FROM fact_entities a JOIN fact_entities b "
-            f"ON a.fact_id = b.fact_id WHERE a.entity_id = ? AND b.entity_id IN {in_clause(others)}",
-            (entity_id, *others)).fetchone()
-        return row[0] / len(others)
+        distinct = list(dict.fromkeys(others))
+        ids = [entity_id, *distinct]
+        mentions = dict(self.conn.execute(
+            f"SELECT id, mentions FROM entities WHERE id IN {in_clause(ids)}", ids).fetchall())
+        shared = 0
+        for other in distinct:
+            # One pair at a time, walking the facts of whichever is mentioned less: one query
+            # over a common entity's facts (a project's name is in most) cost milliseconds.
+            walk, probe = sorted((entity_id, other), key=lambda i: (mentions.get(i, 0), i))
+            shared += self.conn.execute(
+                "SELECT 1 FROM fact_entities x JOIN fact_entities y ON y.fact_id = x.fact_id "
+                "AND y.entity_id = ? WHERE x.entity_id = ? LIMIT 1", (probe, walk)).fetchone() is not None
+        return shared / len(others)
 
     def link(self, fact_id: int, entity_ids: Sequence[int], when: float) -> None:
         for entity_id in entity_ids:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from backends.retrieval.embedders.states import clip_map
 from orchestrator.plugin_api import retrieval
 
 from . import dates
@@ -45,6 +49,9 @@ class DraftFact:
     end: float | None = None
     caused_by: list[int] = field(default_factory=list)  # indexes of earlier facts of the doc
     cause_ids: list[int] = field(default_factory=list)  # ids of facts already in the bank
+    # Where the doc says it: its header's and its sentences' character ranges (empty when not
+    # found, e.g. an LLM's fact): the fact's vector pools the doc's token states there.
+    ranges: tuple[tuple[int, int], ...] = ()
 
 
 def strip_memory_text(text: str) -> str:
@@ -119,7 +126,7 @@ def header_of(text: str) -> tuple[str, str]:
     return label, body
 
 
-def entity_spans(sentence: str, known: set[str] | None = None) -> list[str]:
+def entity_spans(sentence: str, known: Container[str] | None = None) -> list[str]:
     """Names in a sentence: capitalised runs (a sentence-initial common word is not one unless
     it is a known entity) and code-like identifiers (paths, files, snake_case, CamelCase)."""
     known = known or set()
@@ -147,9 +154,11 @@ def entity_spans(sentence: str, known: set[str] | None = None) -> list[str]:
     return list(dict.fromkeys(n for n in names if n.lower() not in _STARTERS))
 
 
-def extract(text: str, reference: float, max_facts: int, known: set[str] | None = None) -> list[DraftFact]:
+def extract(text: str, reference: float, max_facts: int,
+            known: Container[str] | None = None) -> list[DraftFact]:
     """Deterministic facts of one doc; dates resolved against `reference` (unix seconds)."""
-    label, body = header_of(strip_memory_text(text))
+    stripped = strip_memory_text(text)
+    label, body = header_of(stripped)
     sentences = group(split_sentences(body), max_facts) or ([body] if body else [])
     facts: list[DraftFact] = []
     # A speaker is the subject of every sentence of the turn; a ticket's title names its topics.
@@ -167,4 +176,35 @@ def extract(text: str, reference: float, max_facts: int, known: set[str] | None 
         if i and (_CAUSE_START.search(sentence) or (_CAUSE_INSIDE.search(sentence) and i)):
             fact.caused_by = [i - 1]
         facts.append(fact)
+    header = stripped[:len(stripped) - len(body)].strip() if label else ""
+    for fact, ranges in zip(facts, _places(text, header, sentences)):
+        fact.ranges = ranges
     return facts
+
+
+def _places(text: str, header: str, sentences: list[str]) -> list[tuple[tuple[int, int], ...]]:
+    """The ranges of text each sentence fact is read from: its header (label or ticket title)
+    and the sentence, found in order in the whitespace-collapsed text (sentences are joined
+    pieces of it). A sentence not found (quotes the splitter dropped, text past what the
+    model reads) gets no ranges, and its fact is embedded alone."""
+    clip = clip_map(text)
+    cursor = 0
+
+    def find(part: str) -> tuple[int, int] | None:
+        nonlocal cursor
+        wanted = " ".join(part.split())
+        at = clip.clipped.find(wanted, cursor) if wanted else -1
+        if at < 0:
+            return None
+        cursor = at + len(wanted)
+        start, last = clip.to_text(np.asarray([at, cursor - 1]))
+        return int(start), int(last) + 1
+
+    head = find(header) if header else None
+    if header and head is None:  # the header is part of every fact: no fact without it
+        return [()] * len(sentences)
+    out = []
+    for sentence in sentences:
+        place = find(sentence)
+        out.append(() if place is None else ((head, place) if head else (place,)))
+    return out

@@ -28,6 +28,12 @@ class HindsightOptions(retrieval.EmbedderOptions, retrieval.RecencyOptions):
     max_facts_per_doc: int = Field(
         60, ge=1, le=1000, description="a longer doc has its sentences grouped into at most "
         "this many facts (keeps a huge doc from costing thousands of embeddings)")
+    fact_vectors: Literal["auto", "passage", "text"] = Field(
+        "auto", description="what a fact's vector is: 'passage', the doc's own token states "
+        "pooled over the fact's sentence and the doc's header (one model pass per doc; a fact "
+        "not found in the doc, e.g. an LLM's, is embedded alone), or 'text', the fact's text "
+        "embedded alone. A bank keeps the kind it was built with; 'auto' is the bank's, else "
+        "'passage'")
     semantic_link_threshold: float = Field(
         0.75, gt=0, le=1, description="cosine at or above which two facts get a semantic link")
     semantic_links_per_fact: int = Field(5, ge=0, le=50)

@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import sqlite3
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
@@ -16,7 +17,7 @@ import numpy as np
 from orchestrator.plugin_api import retrieval
 
 from . import extract, llm as llm_paths
-from .bank import in_clause
+from .bank import Bank, in_clause
 from .entities import Resolver
 from .observations import consolidate_fact, existing, remove_facts
 
@@ -76,20 +77,15 @@ def retain_items(hb: HindsightBackend, items: Sequence[RetainItem]) -> list[int]
     now = hb.clock()
     with hb.bank.read() as conn:
         present = {k: h for k, h in _keys(conn, [i.key for i in items])}
-        known = {r[0] for r in conn.execute("SELECT alias FROM entity_aliases")}
     todo: dict[str, RetainItem] = {}
     for item in items:  # the first of a key in the batch wins; an unchanged doc is skipped
         if present.get(item.key) != text_hash(item.text):
             todo.setdefault(item.key, item)
+    known = KnownAliases(hb.bank)
     prepared = [_prepare(hb, item, now, known) for item in todo.values()]
-    texts = [f.text for p in prepared for f in p.facts]
-    if not texts:
+    if not any(p.facts for p in prepared):
         return []
-    vectors = retrieval.embed_documents(hb.embedder, texts, hb.cache)  # before any write
-    offset = 0
-    for p in prepared:
-        p.vectors = vectors[offset:offset + len(p.facts)]
-        offset += len(p.facts)
+    _embed(hb, prepared)  # before any write
     with hb.bank.write() as conn:
         hb.bank.sync(conn)
         touched: list[int] = []
@@ -113,6 +109,47 @@ def retain_items(hb: HindsightBackend, items: Sequence[RetainItem]) -> list[int]
     return written
 
 
+def _embed(hb: HindsightBackend, prepared: list[_Prepared]) -> None:
+    """Set each doc's fact vectors: with fact_vectors = "passage", pooled from one model pass
+    over the doc where the fact's ranges lie; the others (and every fact under "text", or an
+    embedder without token states) embedded alone, in one batch."""
+    found: list[list[np.ndarray | None]] = []
+    for p in prepared:
+        reach = max((end for f in p.facts for _, end in f.ranges), default=0)
+        states = (hb.embedder.token_states(p.item.text, reach)
+                  if hb.fact_vectors == "passage" and reach else None)
+        found.append([None if states is None else states.pool(f.ranges) for f in p.facts])
+    alone = [(i, n) for i, row in enumerate(found) for n, v in enumerate(row) if v is None]
+    if alone:
+        texts = [prepared[i].facts[n].text for i, n in alone]
+        for (i, n), vector in zip(alone, retrieval.embed_documents(hb.embedder, texts, hb.cache)):
+            found[i][n] = vector
+    for p, row in zip(prepared, found):
+        p.vectors = np.vstack(row).astype(np.float32, copy=False) if row else None
+
+
+class KnownAliases:
+    """Whether a name is a known entity alias, looked up one name at a time: the extractor asks
+    about a few sentence-initial words per doc, and loading every alias of the bank for them
+    cost time growing with the bank (0.5 ms a retain at 3,000 tickets)."""
+
+    def __init__(self, bank: Bank):
+        self.bank = bank
+        self._answers: dict[str, bool] = {}
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __contains__(self, alias: object) -> bool:
+        if not isinstance(alias, str):
+            return False
+        if alias not in self._answers:
+            with self.bank.read() as conn:
+                self._answers[alias] = conn.execute(
+                    "SELECT 1 FROM entity_aliases WHERE alias = ?", (alias,)).fetchone() is not None
+        return self._answers[alias]
+
+
 def _keys(conn: sqlite3.Connection, keys: list[str | None]) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     keys = list(dict.fromkeys(k for k in keys if k))
@@ -123,7 +160,8 @@ def _keys(conn: sqlite3.Connection, keys: list[str | None]) -> list[tuple[str, s
     return rows
 
 
-def _prepare(hb: HindsightBackend, item: RetainItem, now: float, known: set[str]) -> _Prepared:
+def _prepare(hb: HindsightBackend, item: RetainItem, now: float,
+             known: Container[str]) -> _Prepared:
     """Offline facts always; the LLM's instead when configured, the doc long enough and the
     reply valid (a bad reply leaves the offline facts)."""
     when = item.timestamp if item.timestamp is not None else now

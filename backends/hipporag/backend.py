@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,15 @@ from orchestrator.plugin_api import (
     retrieval,
 )
 
-from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
+from backends.common import (QueryVectors, bind_embedder, claim_backend, claim_vector_kind,
+                             coerce_options)
 
 from . import openie
 from .graph import Graph, GraphMirror, personalized_pagerank
 from .store import VECTOR_TABLES
 from .options import HippoRAGOptions
-from .store import GraphStore, text_hash
+from .store import CHUNK, GraphStore, text_hash
+from .readings import Reading, read
 from .writer import GraphWriter, NewPassage, alnum_count, composed, fact_text
 
 log = logging.getLogger("middle.memory.hipporag")
@@ -89,6 +92,8 @@ class HippoRAGBackend(MemoryBackend):
                               f"options {held['graph_spec']}, but [memory.options] asks for {spec}: "
                               "use the store's values, or run `middle memory reindex --from "
                               "hipporag` to rebuild it with the new ones")
+        self.fact_vectors = claim_vector_kind(self._store, opts.fact_vectors, "fact_vectors",
+                                              self.name)
 
     # --- embedding ------------------------------------------------------------------------
 
@@ -100,9 +105,17 @@ class HippoRAGBackend(MemoryBackend):
         return dict(zip(texts, vectors))
 
     def warm_embeddings(self, docs: Sequence[str]) -> None:
-        """Embed passages into the cache without storing them (benchmarks time the two apart)."""
-        if self._cache is not None:
-            retrieval.embed_documents(self.embedder, list(docs), self._cache)
+        """Embed passages (or read them, with fact_vectors = "passage") into the cache without
+        storing them: benchmarks time the model and the graph apart."""
+        if self._cache is None:
+            return
+        texts = list(dict.fromkeys(docs))
+        if self.fact_vectors == "passage" and self.embedder.token_states("") is not None:
+            extractions = self._extract(texts)
+            for text in texts:
+                read(self.embedder, text, extractions[text], self._cache)
+        else:
+            retrieval.embed_documents(self.embedder, texts, self._cache)
 
     # --- index ----------------------------------------------------------------------------
 
@@ -116,14 +129,55 @@ class HippoRAGBackend(MemoryBackend):
             if not fresh:
                 return
             extractions = self._extract(fresh)
-            passages = self._embed(fresh)
             entities = {n for ex in extractions.values() for n in ex.entities
                         if opts.synonymy_max_neighbours > 0 and alnum_count(n) >= opts.synonymy_min_chars}
             triples = {t for ex in extractions.values() for t in ex.triples}
-            known = self._embed(self._missing(entities, triples, opts.fact_vectors))
+            readings = self._read(fresh, extractions)
+            passages = {t: r.vector for t, r in readings.items() if r is not None}
+            passages.update(self._embed([t for t in fresh if readings.get(t) is None]))
+            names, facts = self._missing(entities, triples)
+            known = self._embed(self._unread(fresh, extractions, readings, names, facts))
             items = [NewPassage(text, text_hash(text), passages[text], extractions[text],
-                                when.get(text)) for text in fresh]
+                                when.get(text), readings.get(text)) for text in fresh]
             self._write(lambda w: w.add(items, known))
+
+    def _read(self, texts: list[str], extractions: dict[str, openie.Extraction]
+              ) -> dict[str, Reading | None]:
+        """With fact_vectors = "passage", each passage read once (see readings)."""
+        if self.fact_vectors != "passage":
+            return {}
+        return {text: read(self.embedder, text, extractions[text], self._cache) for text in texts}
+
+    def _reread(self, conn: sqlite3.Connection, pid: int) -> Reading | None:
+        """A stored passage read again (when it becomes the earliest holder of an entity or
+        fact): the offline extractor gives the same places it gave at index time."""
+        text, source = conn.execute("SELECT text, source FROM passages WHERE id = ?",
+                                    (pid,)).fetchone()
+        if source != "offline":  # an LLM's or a file's extraction places nothing: no reading
+            return None
+        return read(self.embedder, text, openie.extract_offline(text), self._cache)
+
+    @staticmethod
+    def _unread(texts: list[str], extractions: dict[str, openie.Extraction],
+                readings: dict[str, Reading | None], names: list[str],
+                facts: set[tuple[str, str, str]]) -> list[str]:
+        """Names and fact texts to embed alone: the new ones that the first passage of the
+        batch stating them (their holder once written) has no reading of."""
+        out: list[str] = []
+        names_left, facts_left = set(names), set(facts)
+        for text in texts:
+            ex, reading = extractions[text], readings.get(text)
+            for name in ex.entities:
+                if name in names_left:
+                    names_left.discard(name)
+                    if reading is None or name not in reading.entities:
+                        out.append(name)
+            for triple in ex.triples:
+                if triple in facts_left:
+                    facts_left.discard(triple)
+                    if reading is None or triple not in reading.facts:
+                        out.append(fact_text(*triple))
+        return out + sorted(names_left) + [fact_text(*t) for t in sorted(facts_left)]
 
     def index_records(self, records: Sequence[Any]) -> None:
         """Index records with a `text` and optional `timestamp` (retrieval.MemoryRecord): the
@@ -138,20 +192,30 @@ class HippoRAGBackend(MemoryBackend):
             return [d for d in unique if conn.execute(
                 "SELECT 1 FROM passages WHERE hash = ?", (text_hash(d),)).fetchone() is None]
 
-    def _missing(self, entities: set[str], triples: set[tuple[str, str, str]],
-                 fact_vectors: str) -> list[str]:
-        """Entity names and fact texts the store has no vector for yet (embed only those)."""
-        built = {t for t in triples if composed(t, fact_vectors)}  # from their names' vectors
+    def _missing(self, entities: set[str], triples: set[tuple[str, str, str]]
+                 ) -> tuple[list[str], set[tuple[str, str, str]]]:
+        """Entity names and facts the store has no vector for yet (embed only those)."""
+        built = {t for t in triples if composed(t, self.fact_vectors)}  # from their names' vectors
         entities = entities | {n for t in built for n in (t[0], t[2])}
+        # One query per chunk, not per name or fact: a ticket brings tens of each.
+        have_names: set[str] = set()
+        have_facts: set[tuple[str, str, str]] = set()
+        wanted_names, wanted_facts = sorted(entities), sorted(triples - built)
         with self._store.read() as conn:
-            names = [n for n in sorted(entities) if conn.execute(
-                "SELECT 1 FROM entity_vectors v JOIN entities e ON e.id = v.id WHERE e.name = ?",
-                (n,)).fetchone() is None]
-            facts = [fact_text(*t) for t in sorted(triples - built) if conn.execute(
-                "SELECT 1 FROM facts f JOIN entities s ON s.id = f.subject JOIN entities o ON "
-                "o.id = f.object WHERE s.name = ? AND f.predicate = ? AND o.name = ?",
-                t).fetchone() is None]
-        return names + facts
+            for start in range(0, len(wanted_names), CHUNK):
+                chunk = wanted_names[start:start + CHUNK]
+                have_names.update(r[0] for r in conn.execute(
+                    "SELECT e.name FROM entities e JOIN entity_vectors v ON v.id = e.id WHERE "
+                    f"e.name IN ({','.join('?' * len(chunk))})", chunk))
+            for start in range(0, len(wanted_facts), CHUNK // 3):
+                chunk = wanted_facts[start:start + CHUNK // 3]
+                have_facts.update(conn.execute(
+                    f"WITH t(s, p, o) AS (VALUES {','.join(['(?, ?, ?)'] * len(chunk))}) "
+                    "SELECT t.s, t.p, t.o FROM t JOIN entities s ON s.name = t.s JOIN facts f ON "
+                    "f.subject = s.id AND f.predicate = t.p JOIN entities o ON o.id = f.object "
+                    "AND o.name = t.o", [part for t in chunk for part in t]).fetchall())
+        return ([n for n in wanted_names if n not in have_names],
+                {t for t in wanted_facts if t not in have_facts})
 
     def _extract(self, texts: list[str]) -> dict[str, openie.Extraction]:
         """OpenIE per passage from the configured source (LLM results cached by passage hash)."""
@@ -168,7 +232,9 @@ class HippoRAGBackend(MemoryBackend):
                 self._entities.sync(self._store, conn)
                 writer = GraphWriter(conn, self._entities, opts.synonymy_threshold,
                                      opts.synonymy_max_neighbours, opts.synonymy_min_chars,
-                                     self._embed, self.clock(), opts.fact_vectors)
+                                     self._embed, self.clock(), self.fact_vectors,
+                                     (lambda pid: self._reread(conn, pid))
+                                     if self.fact_vectors == "passage" else None)
                 result = work(writer)
                 # Nothing changed (another writer was first): keep the generation, so no
                 # instance reloads for nothing.

@@ -6,6 +6,8 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
+Ranges = tuple[tuple[int, int], ...]  # character ranges [start, end) of a passage
+
 # Caps keep a 1 MB doc from turning into a graph of its own: the first sentences carry the
 # entities a memory is about, and the embedder reads only the start of a passage anyway.
 MAX_SENTENCES = 400
@@ -21,7 +23,9 @@ _SPACES = re.compile(r"\s+")
 
 def normalise(text: str) -> str:
     """Lower case, punctuation (and control characters) to spaces, whitespace collapsed."""
-    text = "".join(c if c.isprintable() else " " for c in text.lower())
+    text = text.lower()
+    if not text.isprintable():  # most text is: skip the per-character pass
+        text = "".join(c if c.isprintable() else " " for c in text)
     return _SPACES.sub(" ", _PUNCT.sub(" ", text)).strip()
 
 
@@ -33,17 +37,26 @@ class Extraction:
     triples: list[tuple[str, str, str]] = field(default_factory=list)
     source: str = "offline"
     skipped_triples: int = 0  # malformed triples dropped (not 3 strings, or empty once normalised)
+    # Where the passage states each fact: character ranges per triple (aligned with triples),
+    # known for the offline extractor; an LLM's triples have none (its facts are embedded alone).
+    evidence: list[Ranges] = field(default_factory=list)
+    # Each entity's first mention in the passage (offline extractor only), by name.
+    mentions: dict[str, Ranges] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, entities: list, triples: list, source: str) -> Extraction:
+    def build(cls, entities: list, triples: list, source: str,
+              evidence: list[Ranges] | None = None,
+              mentions: list[Ranges] | None = None) -> Extraction:
         """Normalise raw entities and triples; drop (and count) malformed triples. A triple
         repeated in one passage stays repeated: an edge's weight counts co-occurrences."""
         out = cls(source=source)
         seen: dict[str, None] = {}
-        for raw in entities:
+        for n, raw in enumerate(entities):
             if isinstance(raw, str) and (name := normalise(raw)):
                 seen.setdefault(name, None)
-        for raw in triples:
+                if mentions is not None:
+                    out.mentions.setdefault(name, mentions[n])
+        for n, raw in enumerate(triples):
             if not (isinstance(raw, (list, tuple)) and len(raw) == 3
                     and all(isinstance(part, str) for part in raw)):
                 out.skipped_triples += 1
@@ -53,6 +66,8 @@ class Extraction:
                 out.skipped_triples += 1
                 continue
             out.triples.append((subject, predicate, obj))
+            if evidence is not None:
+                out.evidence.append(evidence[n])
             seen.setdefault(subject, None)
             seen.setdefault(obj, None)
         out.entities = list(seen)
@@ -211,15 +226,37 @@ def _predicate(text: str) -> str:
     return " ".join(words[:MAX_PREDICATE_WORDS])
 
 
+def _sentences(text: str):
+    """(offset, sentence) of each piece between sentence breaks."""
+    start = 0
+    for m in _SENTENCE.finditer(text):
+        yield start, text[start:m.start()]
+        start = m.end()
+    yield start, text[start:]
+
+
 def extract_offline(passage: str) -> Extraction:
     """Entities from name-like spans; facts from entity pairs inside a sentence, the words
     between them as predicate, and the passage's first entity (its topic) linked to the first
-    entity of each later sentence."""
+    entity of each later sentence. Each fact keeps the passage ranges it was read from: the
+    words from its subject to its object, and for a topic link the topic's first mention too."""
     raw_entities: list[str] = []
+    mentions: list[Ranges] = []
     triples: list[tuple[str, str, str]] = []
+    evidence: list[Ranges] = []
     topic: str | None = None
+    topic_at: tuple[int, int] = (0, 0)
     text = _TIME.sub(lambda m: " " * len(m.group()), passage[:200_000])
-    for n, sentence in enumerate(_SENTENCE.split(text)):
+
+    def mention(span: tuple[int, int, str], at: int) -> None:
+        raw_entities.append(span[2])
+        mentions.append(((at + span[0], at + span[1]),))
+
+    def fact(subject: str, predicate: str, obj: str, *ranges: tuple[int, int]) -> None:
+        triples.append((subject, predicate, obj))
+        evidence.append(tuple(ranges))
+
+    for n, (at, sentence) in enumerate(_sentences(text)):
         if n >= MAX_SENTENCES or len(triples) >= MAX_FACTS:
             break
         spans = [s for s in _spans(sentence) if normalise(s[2])][:MAX_ENTITIES_PER_SENTENCE]
@@ -239,22 +276,27 @@ def extract_offline(passage: str) -> Extraction:
             # passage's topic. Where names exist, phrases only added hubs (measured on MuSiQue).
             if topic is not None:
                 for phrase in _phrases(sentence, [])[:MAX_PHRASES_PER_SENTENCE]:
-                    raw_entities.append(phrase[2])
-                    triples.append((topic, _predicate(sentence[:phrase[0]]) or "mentions",
-                                    phrase[2]))
+                    mention(phrase, at)
+                    fact(topic, _predicate(sentence[:phrase[0]]) or "mentions", phrase[2],
+                         topic_at, (at, at + phrase[1]))
             continue
-        raw_entities.extend(s[2] for s in spans)
+        for span in spans:
+            mention(span, at)
         if topic is None:  # a bare number is a poor topic: prefer the first named thing
             named = [sp for sp in spans if not normalise(sp[2]).replace(" ", "").isdigit()]
-            topic = (named or spans)[0][2]
+            topic_span = (named or spans)[0]
+            topic, topic_at = topic_span[2], (at + topic_span[0], at + topic_span[1])
         first = spans[0]
         if normalise(first[2]) != normalise(topic):
-            triples.append((topic, _predicate(sentence[:first[0]]) or "mentions", first[2]))
+            fact(topic, _predicate(sentence[:first[0]]) or "mentions", first[2],
+                 topic_at, (at, at + first[1]))
         for a, b in itertools.pairwise(spans):
-            triples.append((a[2], _predicate(sentence[a[1]:b[0]]) or "and", b[2]))
+            fact(a[2], _predicate(sentence[a[1]:b[0]]) or "and", b[2], (at + a[0], at + b[1]))
         for b in spans[2:]:
-            triples.append((first[2], _predicate(sentence[first[1]:b[0]]), b[2]))
+            fact(first[2], _predicate(sentence[first[1]:b[0]]), b[2], (at + first[0], at + b[1]))
         for phrase in title_phrases:
-            raw_entities.append(phrase[2])
-            triples.append((topic, _predicate(sentence[:phrase[0]]) or "mentions", phrase[2]))
-    return Extraction.build(raw_entities, triples[:MAX_FACTS], "offline")
+            mention(phrase, at)
+            fact(topic, _predicate(sentence[:phrase[0]]) or "mentions", phrase[2],
+                 topic_at, (at, at + phrase[1]))
+    return Extraction.build(raw_entities, triples[:MAX_FACTS], "offline", evidence[:MAX_FACTS],
+                            mentions)

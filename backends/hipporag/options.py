@@ -26,10 +26,14 @@ class HippoRAGOptions(retrieval.EmbedderOptions, retrieval.RecencyOptions):
         3, ge=0, description="entities with fewer letters/digits get no synonymy edges "
         "(short tokens are near everything)")
     fact_top_k: int = Field(5, ge=1, le=1000, description="facts kept by dense similarity")
-    fact_vectors: Literal["text", "entities"] = Field(
-        "text", description="what a fact's vector is: its text embedded (HippoRAG 2; a fact "
-        "with a bare predicate such as 'and' takes its names' vectors), or 'entities': always "
-        "the normalised sum of its subject's and object's name vectors (no model call per fact)")
+    fact_vectors: Literal["auto", "passage", "text", "entities"] = Field(
+        "auto", description="what fact and entity vectors are: 'passage', the passage's own "
+        "token states pooled over the words that state the fact or name the entity (one model "
+        "pass per passage, its vector included; a part the extractor gives no place for is "
+        "embedded alone); 'text', each fact's text and entity's name embedded alone (HippoRAG "
+        "2; a fact with a bare predicate such as 'and' takes its names' vectors); 'entities', "
+        "a fact is the normalised sum of its subject's and object's name vectors. A store "
+        "keeps the kind it was built with; 'auto' is the store's, else 'passage'")
     fact_weight: Literal["cosine", "minmax"] = Field(
         "cosine", description="seed weight of a fact's entities: its cosine to the query "
         "(absolute: a weak best match stays weak beside an entity the query names, which "

@@ -9,7 +9,9 @@ import numpy as np
 
 from backends.storage import CHUNK, SqliteStore
 
-FORMAT_VERSION = 1
+# 2: the kind of fact vectors is recorded (meta fact_vector_kind, see HippoRAGBackend); a
+# version 1 store's facts were embedded alone or from their names, and stay valid.
+FORMAT_VERSION = 2
 
 # Every edge can be traced to the passages that contributed it: passage-entity edges are rows
 # of passage_entities; a subject-object edge's weight is the sum of passage_facts.count over
@@ -66,3 +68,8 @@ class GraphStore(SqliteStore):
 
     def __init__(self, path: Path):
         super().__init__(path, SCHEMA, FORMAT_VERSION, kind="hipporag memory store")
+        try:
+            self.raise_version([1])
+        except BaseException:
+            self.close()
+            raise

