@@ -118,7 +118,9 @@ def recall(hb: HindsightBackend, query: str, k: int, *, budget_tokens: int | Non
     filtered = kinds != set(KINDS) or bool(tags)
     pool = opts.candidate_pool * (4 if filtered else 1)
     now = hb.clock()
-    qvec = hb.query_vector(query)  # before the read: embedding is the slow part, hold no lock
+    # Before the read (embedding is the slow part, hold no lock). The semantic list reads the
+    # query's prose, the keyword list all of it (see retrieval.bm25.without_paths).
+    qvec = hb.query_vector(retrieval.bm25.without_paths(query))
     with hb.bank.read() as conn:
         index = hb.bank.sync(conn)
         if index is None or len(index) == 0:

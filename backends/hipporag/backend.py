@@ -320,7 +320,9 @@ class HippoRAGBackend(MemoryBackend):
         """PageRank over the graph seeded by the query (dense similarity when nothing links
         the query to the graph), then the recency blend over the best and the newest."""
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
-        q = self._query_vector(query)
+        # The dense side reads the query's prose; the paths it names seed their entities exactly
+        # (_named_entities), as hybrid's BM25 matches them (see retrieval.bm25.without_paths).
+        q = self._query_vector(retrieval.bm25.without_paths(query))
         dense = self._passages.scores(q).astype(np.float64)
         facts = self._top_facts(graph, q, query)
         named = self._named_entities(graph, query)
