@@ -38,3 +38,16 @@ def store_target(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "postgres":
         return request.getfixturevalue("pg_url")
     return str(tmp_path / "db" / "tickets.sqlite")
+
+
+@pytest.fixture
+def minilm_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts MiniLM embeds on their own during the test (a passage's one reading is not one):
+    the late-chunking tests of hipporag and hindsight assert it stays empty."""
+    from backends.retrieval.embedders import minilm
+
+    calls: list[str] = []
+    original = minilm.MiniLMEmbedder._embed
+    monkeypatch.setattr(minilm.MiniLMEmbedder, "_embed",
+                        lambda self, texts, *a: calls.extend(texts) or original(self, texts, *a))
+    return calls

@@ -8,7 +8,6 @@ import sqlite3
 import numpy as np
 import pytest
 
-from backends.hindsight import HindsightBackend
 from backends.hindsight.bank import FILE_NAME
 from backends.hindsight.extract import extract
 from backends.retrieval.embedders import make_embedder, minilm
@@ -54,11 +53,8 @@ def test_a_version_1_bank_goes_on_with_facts_embedded_alone(open_bank, tmp_path)
 
 
 @pytest.mark.skipif(not minilm.available(), reason="the offline MiniLM is not installed")
-def test_a_doc_is_read_once_and_its_facts_pooled_from_that_pass(open_bank, monkeypatch):
-    calls: list[str] = []
-    original = minilm.MiniLMEmbedder._embed
-    monkeypatch.setattr(minilm.MiniLMEmbedder, "_embed",
-                        lambda self, texts, *a: calls.extend(texts) or original(self, texts, *a))
+def test_a_doc_is_read_once_and_its_facts_pooled_from_that_pass(open_bank, minilm_calls):
+    calls = minilm_calls
     bank = open_bank(embedder="minilm")
     bank.index([TICKET])
     facts = extract(TICKET, 0.0, 60)

@@ -87,11 +87,8 @@ def test_a_version_1_store_goes_on_with_facts_embedded_alone(open_backend, tmp_p
 
 
 @needs_minilm
-def test_a_passage_is_read_once_and_its_parts_pooled_from_that_pass(open_backend, monkeypatch):
-    calls: list[str] = []
-    original = minilm.MiniLMEmbedder._embed
-    monkeypatch.setattr(minilm.MiniLMEmbedder, "_embed",
-                        lambda self, texts, *a: calls.extend(texts) or original(self, texts, *a))
+def test_a_passage_is_read_once_and_its_parts_pooled_from_that_pass(open_backend, minilm_calls):
+    calls = minilm_calls
     backend = open_backend(embedder="minilm")
     doc = "Alice Smith fixed the Payment Webhook in Berlin. Hamburg Harbour got a KeyError."
     backend.index([doc])
