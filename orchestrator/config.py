@@ -15,11 +15,10 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from orchestrator.config_memo import find_config_file  # noqa: F401 - re-exported (light)
+from orchestrator.config_memo import ENV_PREFIX, OTHER_VARIABLES, find_config_file, is_setting  # noqa: F401
 from orchestrator.errors import ConfigError
 
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND  # noqa: E402 - re-exported
-ENV_PREFIX = "MIDDLE_"
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -234,7 +233,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     source = file.resolve() if file.is_file() else None
     _check_variable_names(environ)
     try:
-        if any(_is_setting(k) for k in environ):
+        if any(is_setting(k) for k in environ):
             from orchestrator.config_env import config_with_environment
 
             return config_with_environment(data, environ, root=file.resolve().parent, source=source)
@@ -249,21 +248,13 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
 
 
 _SECTIONS = ("agent", "worker", "memory", "project", "run", "store")
-# Variables of ours that are not config keys (MIDDLE_AGENT_CACHE_DIR is the product's embedding
-# cache, "middle-agent" + "cache dir", not an [agent] key).
-_OTHER_VARIABLES = {"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", "MIDDLE_AGENT_CACHE_DIR", "MIDDLE_LOAD_PLUGINS"}
-
-
-def _is_setting(key: str) -> bool:
-    upper = key.upper()
-    return upper.startswith(ENV_PREFIX) and upper not in _OTHER_VARIABLES
 
 
 def _check_variable_names(environ: Mapping[str, str]) -> None:
     """A MIDDLE_* variable that names no setting is a typo: say so rather than ignore it."""
     for key in environ:
         upper = key.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in _OTHER_VARIABLES or upper == "MIDDLE_STATE_DIR":
+        if not upper.startswith(ENV_PREFIX) or upper in OTHER_VARIABLES or upper == "MIDDLE_STATE_DIR":
             continue
         section = upper[len(ENV_PREFIX):].split("_", 1)[0].lower()
         if section not in _SECTIONS:

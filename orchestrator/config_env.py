@@ -11,15 +11,15 @@ from typing import Any, Mapping
 
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
-from orchestrator.config import _OTHER_VARIABLES, ENV_PREFIX, Config
+from orchestrator.config import Config
+from orchestrator.config_memo import ENV_PREFIX, is_setting
 
 
 class _Environ(EnvSettingsSource):
     """The MIDDLE_* variables of a given mapping (not necessarily os.environ)."""
 
     def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]):
-        self._given = {k.lower(): v for k, v in environ.items()
-                       if k.upper().startswith(ENV_PREFIX) and k.upper() not in _OTHER_VARIABLES}
+        self._given = {k.lower(): v for k, v in environ.items() if is_setting(k)}
         super().__init__(settings_cls)
 
     def _load_env_vars(self) -> Mapping[str, str | None]:

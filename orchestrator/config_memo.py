@@ -32,9 +32,16 @@ CACHE_VARIABLE = "MIDDLE_AGENT_CACHE_DIR"
 _OTHER_INPUTS = ("MEMORY_SAVE_DIR", "HOME")
 # The code whose rules decide what a config means: a change to it invalidates every memo.
 _CODE = ("config.py", "config_env.py", "config_memo.py", "names.py")
-# MIDDLE_* variables that are not settings (as config._OTHER_VARIABLES); the API token is a secret
-# and never written to the memo.
-_NOT_INPUTS = {"MIDDLE_API_TOKEN", "MIDDLE_AGENT_CACHE_DIR", "MIDDLE_LOAD_PLUGINS"}
+ENV_PREFIX = "MIDDLE_"
+# Variables of ours that are not config keys (MIDDLE_AGENT_CACHE_DIR is the product's cache
+# folder, "middle-agent" + "cache dir", not an [agent] key). The API token never reaches a memo.
+OTHER_VARIABLES = frozenset({"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", CACHE_VARIABLE, "MIDDLE_LOAD_PLUGINS"})
+
+
+def is_setting(key: str) -> bool:
+    """Whether an environment variable overrides a config key (MIDDLE_<SECTION>_<KEY>)."""
+    upper = key.upper()
+    return upper.startswith(ENV_PREFIX) and upper not in OTHER_VARIABLES
 
 
 @dataclass(frozen=True)
@@ -132,8 +139,7 @@ def _key(file: Path, content: bytes, environ: Mapping[str, str]) -> list:
             code.append([name, st.st_mtime_ns, st.st_size])
         except OSError:
             code.append([name, None, None])
-    inputs = sorted([k, v] for k, v in environ.items()
-                    if (k.upper().startswith("MIDDLE_") and k.upper() not in _NOT_INPUTS) or k in _OTHER_INPUTS)
+    inputs = sorted([k, v] for k, v in environ.items() if is_setting(k) or k in _OTHER_INPUTS)
     return [MEMO_VERSION, str(file), content.decode("utf-8", "surrogateescape"), inputs, code]
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypedDict, runtime_checkable
 
+from orchestrator.config_memo import cache_root as cache_dir  # the per-user cache folder
 from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, WorkerError
 from orchestrator.hookspecs import hookimpl
 from orchestrator.worker.base import EventCallback, TurnRecord, TurnResult, Worker
@@ -43,6 +44,7 @@ __all__ = [
     "WorkerError",
     "MemoryBackendContract",
     "retrieval",
+    "cache_dir",
 ]
 
 

@@ -13,6 +13,7 @@ without importing importlib.metadata.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -44,17 +45,19 @@ class PluginEntry:
         return obj
 
 
-def installed_plugins() -> list[PluginEntry]:
-    """Every installed `middle_agent` entry point, in importlib.metadata's order."""
+@functools.cache
+def installed_plugins() -> tuple[PluginEntry, ...]:
+    """Every installed `middle_agent` entry point, in importlib.metadata's order; read once per
+    process (`middle --help` asks twice: are there plugins, then load them)."""
     key = _key()
     memo = cache_root() / "plugins" / memo_name(Path(sys.prefix))
     entry = read_json(memo)
     try:
         if isinstance(entry, dict) and entry.get("key") == key:
-            return [PluginEntry(**{k: str(v) for k, v in e.items()}) for e in entry["plugins"]]
+            return tuple(PluginEntry(**{k: str(v) for k, v in e.items()}) for e in entry["plugins"])
     except (TypeError, KeyError, AttributeError):
         pass  # not of our shape: scan again
-    plugins = _scan()
+    plugins = tuple(_scan())
     write_json(memo, {"key": key, "plugins": [asdict(p) for p in plugins]})
     return plugins
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -12,21 +11,16 @@ from typing import Sequence
 
 import numpy as np
 
+from orchestrator.plugin_api import cache_dir  # noqa: F401 - re-exported as retrieval.cache_dir
+
 from .embedders import Embedder
 
 log = logging.getLogger("middle.retrieval.cache")
 
-CACHE_ENV = "MIDDLE_AGENT_CACHE_DIR"
+CACHE_ENV = "MIDDLE_AGENT_CACHE_DIR"  # the variable that moves cache_dir() (tests set it)
+
 _CHUNK = 500  # keys per SELECT: below SQLite's bound-parameter limit
 _PUT_EVERY = 64  # texts embedded between cache writes
-
-
-def cache_dir() -> Path:
-    """$MIDDLE_AGENT_CACHE_DIR, else $XDG_CACHE_HOME/middle-agent, else ~/.cache/middle-agent."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "middle-agent"
 
 
 class EmbeddingCache:

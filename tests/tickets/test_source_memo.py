@@ -130,3 +130,55 @@ def test_a_memo_in_an_unwritable_place_does_not_fail_the_load(folder, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     assert len(load_tickets(folder, tmp_path, memo=blocker / "memo.json").tickets) == 2
+
+
+LOADER = """
+import sys
+from tickets.source import load_tickets
+folder, project, memo, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+for _ in range(rounds):
+    result = load_tickets(folder, project, memo=memo)
+    assert len(result.tickets) == 2 and len(result.errors) == 1, (result.tickets, result.errors)
+    print(sorted(t.title for t in result.tickets), flush=True)
+"""
+
+
+def _loader(folder, tmp_path, memo, rounds):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", LOADER, str(folder), str(tmp_path), str(memo), str(rounds)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_processes_share_the_memo_while_a_file_changes(folder, tmp_path):
+    memo = tmp_path / "memo.json"
+    procs = [_loader(folder, tmp_path, memo, 40) for _ in range(2)]
+    for i in range(20):  # a third process's edits: each old enough to be remembered
+        _write(folder, "a.md", f"---\ntitle: First {i % 2}\nproject: p\n---\nDo a.\n")
+        os.utime(folder / "a.md", (OLD + i, OLD + i))
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert all("Second" in line for line in out.splitlines())
+    final = load_tickets(folder, tmp_path, memo=memo)
+    assert [t.title for t in final.tickets] == ["First 1", "Second"]  # the last edit, not a stale one
+    assert set(json.loads(memo.read_text())["files"]) <= {"a.md", "b.md", "bad.md"}
+
+
+def test_a_process_killed_while_writing_the_memo_leaves_it_whole_or_ignored(folder, tmp_path):
+    import signal
+    import time
+
+    memo = tmp_path / "memo.json"
+    for attempt in range(5):
+        proc = _loader(folder, tmp_path, memo, 10_000)
+        proc.stdout.readline()  # it is loading (and rewriting the memo as files change)
+        _write(folder, "b.md", f"---\ntitle: Second {attempt}\nproject: p\n---\nDo b.\n")
+        os.utime(folder / "b.md", (OLD + attempt, OLD + attempt))
+        time.sleep(0.05 * attempt)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        json.loads(memo.read_text())  # never half written (replaced atomically)
+        result = load_tickets(folder, tmp_path, memo=memo)
+        assert sorted(t.title for t in result.tickets) == ["First", f"Second {attempt}"]
