@@ -264,14 +264,15 @@ def load_tickets(folder: PathArg, default_project_path: PathArg | None = None,
     paths = sorted(p for p in root.glob("*.md") if p.is_file() and not p.name.startswith("."))
     for path in paths:
         try:
-            outcome = remembered.get(path) if remembered else None
+            stamp = _FileMemo.stamp(path) if remembered else None
+            outcome = remembered.get(path, stamp) if remembered else None
             if outcome is None:
                 try:
                     outcome = _parse_with_keys(path, default_project_path, max_chars)
                 except _BadFile as err:
                     outcome = err
                 if remembered:
-                    remembered.put(path, outcome)
+                    remembered.put(path, outcome, stamp)
             if isinstance(outcome, _BadFile):
                 raise outcome
             ticket, unknown = outcome
@@ -316,16 +317,15 @@ class _FileMemo:
             self.old = data["files"]
 
     @staticmethod
-    def _stamp(path: Path) -> list[int] | None:
+    def stamp(path: Path) -> list[int] | None:
         try:
             st = path.stat()
         except OSError:
             return None
         return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
-    def get(self, path: Path) -> tuple[Ticket, list[str]] | _BadFile | None:
+    def get(self, path: Path, stamp: list[int] | None) -> tuple[Ticket, list[str]] | _BadFile | None:
         entry = self.old.get(path.name)
-        stamp = self._stamp(path)
         if not isinstance(entry, dict) or stamp is None or entry.get("stamp") != stamp:
             return None
         try:
@@ -342,9 +342,12 @@ class _FileMemo:
         self.new[path.name] = entry
         return outcome
 
-    def put(self, path: Path, outcome: tuple[Ticket, list[str]] | _BadFile) -> None:
-        stamp = self._stamp(path)
-        if stamp is None or time.time_ns() - stamp[1] < self.RACY_S * 1e9:
+    def put(self, path: Path, outcome: tuple[Ticket, list[str]] | _BadFile, before: list[int] | None) -> None:
+        """Remember `outcome`, parsed from `path` whose stamp was `before` the read."""
+        stamp = self.stamp(path)
+        # A stamp that moved during the read means another process wrote the file meanwhile: what
+        # was read may be half of it, so it must not be remembered under the new stamp.
+        if stamp is None or stamp != before or time.time_ns() - stamp[1] < self.RACY_S * 1e9:
             self.changed = True  # not remembered: an older entry for it must go
             return
         if isinstance(outcome, _BadFile):

@@ -85,6 +85,24 @@ def test_a_file_written_just_now_is_not_remembered(folder, tmp_path, parses):
     assert parses == ["c.md"]  # its stamp could still move within the file system's resolution
 
 
+def test_a_file_written_while_it_is_read_is_not_remembered(folder, tmp_path, monkeypatch):
+    """Another process writes the file between our read and our stamp: what we read (half of
+    it) must not be remembered under the new file's stamp."""
+    memo = tmp_path / "memo.json"
+    real = source._parse_with_keys
+
+    def read_then_written(path, *args, **kwargs):
+        outcome = real(path, *args, **kwargs)
+        if path.name == "a.md":
+            _write(folder, "a.md", "---\ntitle: Written meanwhile\nproject: p\n---\n")
+        return outcome
+
+    monkeypatch.setattr(source, "_parse_with_keys", read_then_written)
+    assert load_tickets(folder, tmp_path, memo=memo).tickets[0].title == "First"
+    monkeypatch.setattr(source, "_parse_with_keys", real)
+    assert load_tickets(folder, tmp_path, memo=memo).tickets[0].title == "Written meanwhile"
+
+
 def test_a_removed_file_or_project_folder_is_noticed(folder, tmp_path):
     memo = tmp_path / "memo.json"
     project = tmp_path / "proj"
@@ -155,8 +173,11 @@ def test_two_processes_share_the_memo_while_a_file_changes(folder, tmp_path):
     memo = tmp_path / "memo.json"
     procs = [_loader(folder, tmp_path, memo, 40) for _ in range(2)]
     for i in range(20):  # a third process's edits: each old enough to be remembered
-        _write(folder, "a.md", f"---\ntitle: First {i % 2}\nproject: p\n---\nDo a.\n")
-        os.utime(folder / "a.md", (OLD + i, OLD + i))
+        # Written whole and renamed in, as editors save, so every load sees two tickets; a
+        # file read half-written is tested above.
+        staged = _write(folder, ".a.md.new", f"---\ntitle: First {i % 2}\nproject: p\n---\nDo a.\n")
+        os.utime(staged, (OLD + i, OLD + i))
+        os.replace(staged, folder / "a.md")
     for proc in procs:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
