@@ -103,6 +103,21 @@ def test_replay_scores_each_backend_and_query_kind(repo):
     assert rows[1]["mrr@10"] == 1.0
 
 
+def test_background_work_finishes_before_the_next_ticket_starts(repo, monkeypatch):
+    """sliding_window summarises in a thread: the replay waits for it after each (timed) index,
+    as real tickets minutes apart do, so its scores do not hang on thread timing."""
+    from backends.sliding_window.backend import SlidingWindowBackend
+
+    calls: list[str] = []
+    for name in ("retrieve", "index", "flush"):
+        real = getattr(SlidingWindowBackend, name)
+        monkeypatch.setattr(SlidingWindowBackend, name,
+                            lambda self, *a, _real=real, _name=name, **k: (calls.append(_name),
+                                                                          _real(self, *a, **k))[1])
+    run_tickets(repo=repo, backends=["sliding_window"])
+    assert calls[:-1] == ["retrieve", "retrieve", "index", "flush"] * 6  # close() flushes last
+
+
 def test_block_precision_counts_the_relevant_characters_the_agent_is_shown():
     docs = ["relevant one", "noise " * 50, "relevant two"]
     owners = {docs[0]: {0}, docs[1]: {1}, docs[2]: {2}}
