@@ -46,7 +46,43 @@ def relevant_earlier(tickets: Sequence[ticket_data.HistoryTicket]) -> list[set[i
     return out
 
 
-def block_precision(docs: list[str], owners: dict[str, set[int]], relevant: set[int],
+class Owners:
+    """Which replayed tickets a returned memory stands for: a stored doc stands for the tickets
+    that indexed it; a memory that is no stored doc (sliding_window's summary of its window)
+    stands for the tickets whose docs it quotes, each known by its head (its first sentence,
+    as the offline summary quotes it, at most HEAD characters)."""
+
+    HEAD = 60
+
+    def __init__(self) -> None:
+        self.docs: dict[str, set[int]] = {}  # doc text -> ticket positions (equal docs: all)
+        self._heads: dict[str, set[int]] = {}
+        self._quoted: dict[str, list[set[int]]] = {}  # memory text -> the docs it quotes
+
+    def add(self, doc: str, pos: int) -> None:
+        self.docs.setdefault(doc, set()).add(pos)
+        self._heads.setdefault(doc.split(". ", 1)[0][:self.HEAD], set()).add(pos)
+        self._quoted.clear()
+
+    def quoted(self, text: str) -> list[set[int]]:
+        """The tickets of each stored doc a memory is or quotes (one set per doc)."""
+        if text in self.docs:
+            return [self.docs[text]]
+        if text not in self._quoted:
+            self._quoted[text] = [pos for head, pos in self._heads.items() if head and head in text]
+        return self._quoted[text]
+
+    def of(self, text: str) -> set[int]:
+        return set().union(*self.quoted(text))
+
+    def relevant_share(self, text: str, relevant: set[int]) -> float:
+        """The share of a memory that is about relevant tickets: 1 or 0 for a doc, the share
+        of the docs it quotes for a summary."""
+        quoted = self.quoted(text)
+        return sum(1 for pos in quoted if pos & relevant) / len(quoted) if quoted else 0.0
+
+
+def block_precision(docs: list[str], owners: Owners, relevant: set[int],
                     budget: int) -> float | None:
     """Share of the "Memories invoked" block's characters (built by the facade's own budget
     code) that belong to relevant docs; None when the block is empty."""
@@ -54,7 +90,8 @@ def block_precision(docs: list[str], owners: dict[str, set[int]], relevant: set[
     total = sum(len(text) for _, text in layout)
     if not total:
         return None
-    good = sum(len(text) for i, text in layout if i is not None and owners.get(docs[i], set()) & relevant)
+    good = sum(len(text) * owners.relevant_share(docs[i], relevant)
+               for i, text in layout if i is not None)
     return good / total
 
 
@@ -97,7 +134,7 @@ def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket]
     scores = {kind: _Scores() for kind in QUERY_KINDS}
     index_ms: list[float] = []
     index_cpu: list[float] = []
-    owners: dict[str, set[int]] = {}  # doc text -> ticket positions (equal docs stand for all)
+    owners = Owners()
     advance = progress(spec.label, len(tickets))
     with bench.scratch() as tmp:
         backend = bench.open(spec, tmp / "store")
@@ -115,7 +152,7 @@ def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket]
                     scores[kind].cpu.append((time.process_time() - cpu) * 1000)
                     if relevant[pos]:
                         docs = result["docs"]
-                        ranked = [owners.get(d, set()) for d in docs]
+                        ranked = [owners.of(d) for d in docs]
                         scores[kind].add(ranked, relevant[pos], block_precision(
                             docs[:NUM_SHOWN], owners, relevant[pos], budget))
                 doc = ticket.completion_doc()
@@ -127,7 +164,7 @@ def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket]
                 # starts, as it does between real tickets minutes apart; untimed, and without
                 # it the scores hung on thread timing (they moved between runs).
                 backend.flush()
-                owners.setdefault(doc, set()).add(pos)
+                owners.add(doc, pos)
                 advance(1)
         finally:
             backend.close()

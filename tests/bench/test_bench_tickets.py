@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.bench import ticket_data
-from orchestrator.bench.replay import block_precision, relevant_earlier, run_tickets, select
+from orchestrator.bench.replay import (Owners, block_precision, relevant_earlier, run_tickets,
+                                       select)
 from orchestrator.cli import main
 from orchestrator.errors import ConfigError
 from orchestrator.memory import format_memories
@@ -118,9 +119,38 @@ def test_background_work_finishes_before_the_next_ticket_starts(repo, monkeypatc
     assert calls[:-1] == ["retrieve", "retrieve", "index", "flush"] * 6  # close() flushes last
 
 
+def test_a_summary_stands_for_the_tickets_whose_docs_it_quotes():
+    owners = Owners()
+    for pos, doc in enumerate(["Ticket: Add login. Form. Changed: a.py",
+                               "Ticket: CSV export. Tables. Changed: b.py",
+                               "Ticket: Add login. Form. Changed: a.py"]):
+        owners.add(doc, pos)
+    summary = "[0 doc] Ticket: Add login.\n[1 doc] Ticket: CSV export."
+    assert owners.of(summary) == {0, 1, 2}
+    assert owners.of("Ticket: CSV export. Tables. Changed: b.py") == {1}  # a doc: itself only
+    assert owners.of("unrelated text") == set()
+    assert owners.relevant_share(summary, {1}) == 0.5  # half the docs it quotes
+
+
+def test_sliding_window_is_scored_on_the_summary_it_returns(tmp_path):
+    """From six docs on sliding_window returns one summary of its window: the replay credits
+    the tickets it quotes (it scored 0 when only exact docs counted)."""
+    tickets = [{"id": str(i), "date": f"2024-01-0{i + 1}T10:00:00+00:00", "title": f"Step {i}",
+                "description": f"Work {i}.", "files": [{"path": f"app/m{i}.py"}],
+                "refs": [7] if i in (0, 8) else []} for i in range(9)]
+    dataset = tmp_path / "history.json"
+    dataset.write_text(json.dumps({"name": "h", "tickets": tickets}))
+    (start, turn) = run_tickets(dataset=dataset, backends=["sliding_window"])["results"]
+    assert start["scored"] == 1  # ticket 8, after eight docs: the summary quotes ticket 0
+    assert start["recall@5"] == turn["recall@5"] == 1.0
+    assert 0 < start["block_precision"] < 1  # one of the eight docs it quotes is relevant
+
+
 def test_block_precision_counts_the_relevant_characters_the_agent_is_shown():
     docs = ["relevant one", "noise " * 50, "relevant two"]
-    owners = {docs[0]: {0}, docs[1]: {1}, docs[2]: {2}}
+    owners = Owners()
+    for pos, doc in enumerate(docs):
+        owners.add(doc, pos)
     block = format_memories([{"docs": docs}], 200)
     share = block_precision(docs, owners, {0, 2}, 200)
     assert block.startswith("Memories invoked:\nrelevant one")
