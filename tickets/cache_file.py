@@ -37,5 +37,22 @@ def write_json(path: Path, value: Any) -> None:
             os.replace(tmp, path)
         finally:
             Path(tmp).unlink(missing_ok=True)
+        _sweep(path)
     except OSError:
         pass  # a read-only cache folder: the next command computes again
+
+
+LEFTOVER_S = 600  # a writer's temporary file lives for milliseconds; one this old lost its writer
+
+
+def _sweep(path: Path) -> None:
+    """Remove temporary files that writers of this memo killed mid-write (kill -9) left."""
+    import time
+
+    now = time.time()
+    for tmp in path.parent.glob(f".{path.stem}-*.tmp"):
+        try:
+            if now - tmp.stat().st_mtime > LEFTOVER_S:
+                tmp.unlink()
+        except OSError:
+            pass  # another writer swept it first
