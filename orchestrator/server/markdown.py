@@ -8,26 +8,19 @@ headings start below the page's own.
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Sequence
 
 from markupsafe import Markup, escape
+
+from orchestrator.server.links import LINK_ATTRS, bare_urls, http_only
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.rules_core import StateCore
     from markdown_it.token import Token
 
-# A bare http(s) URL in running text; trailing punctuation is the sentence's, not the link's.
-_URL = re.compile(r"https?://[^\s<>\"'`]+", re.I)
-_TRAILING = ".,;:!?)]}'\""
-LINK_ATTRS = {"rel": "noopener noreferrer nofollow", "target": "_blank"}
 HEADING_SHIFT = 2  # the page has h1 (title) and h2 (Description): a "# heading" becomes h3
-
-
-def http_only(url: str) -> bool:
-    return url.strip().lower().startswith(("http://", "https://"))
 
 
 def render_markdown(text: str | None) -> Markup:
@@ -61,18 +54,18 @@ def _link_bare_urls(state: StateCore) -> None:
         for token in block.children:
             depth += token.type == "link_open"
             depth -= token.type == "link_close"
-            if token.type != "text" or depth or not _URL.search(token.content):
+            urls = list(bare_urls(token.content)) if token.type == "text" and not depth else []
+            if not urls:
                 out.append(token)
                 continue
             text, pos = token.content, 0
-            for match in _URL.finditer(text):
-                url = match.group(0).rstrip(_TRAILING)
-                if match.start() > pos:
-                    out.append(_text(Token, text[pos:match.start()]))
+            for start, end in urls:
+                if start > pos:
+                    out.append(_text(Token, text[pos:start]))
                 link = Token("link_open", "a", 1)
-                link.attrs = {"href": url}
-                out += [link, _text(Token, url), Token("link_close", "a", -1)]
-                pos = match.start() + len(url)
+                link.attrs = {"href": text[start:end]}
+                out += [link, _text(Token, text[start:end]), Token("link_close", "a", -1)]
+                pos = end
             if pos < len(text):
                 out.append(_text(Token, text[pos:]))
         block.children = out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -11,26 +10,22 @@ from typing import Any
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
+from orchestrator.server.links import LINK_ATTRS, bare_urls
+
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-
-# http(s) URLs only; trailing punctuation is the sentence's, not the link's.
-_URL = re.compile(r"https?://[^\s<>\"'`]+", re.I)
-_TRAILING = ".,;:!?)]}'\""
-
 
 def linkify(text: Any) -> Markup:
     """Escape text, then turn each http(s) URL in it into a link (nothing else becomes markup)."""
     if text is None:
         return Markup("")
     text = str(text)
+    attrs = Markup("").join(Markup(' {}="{}"').format(k, v) for k, v in LINK_ATTRS.items())
     out, pos = [], 0
-    for match in _URL.finditer(text):
-        url = match.group(0).rstrip(_TRAILING)
-        out.append(escape(text[pos:match.start()]))
-        out.append(Markup('<a href="{0}" rel="noopener noreferrer nofollow" target="_blank">{0}</a>')
-                   .format(url))
-        pos = match.start() + len(url)
+    for start, end in bare_urls(text):
+        out.append(escape(text[pos:start]))
+        out.append(Markup('<a href="{0}"{1}>{0}</a>').format(text[start:end], attrs))
+        pos = end
     out.append(escape(text[pos:]))
     return Markup("").join(out)
 
