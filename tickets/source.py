@@ -6,6 +6,7 @@ import datetime as dt
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -260,19 +261,18 @@ def load_tickets(folder: PathArg, default_project_path: PathArg | None = None,
     result = LoadResult()
     seen: dict[str, Path] = {}
     remembered = _FileMemo(Path(memo), root, default_project_path, max_chars) if memo is not None else None
+
+    def parse(path: Path) -> tuple[Ticket, list[str]] | _BadFile:
+        try:
+            return _parse_with_keys(path, default_project_path, max_chars)
+        except _BadFile as err:
+            return err
+
     # Hidden files are editor backups and lock files (.#x.md), not tickets.
     paths = sorted(p for p in root.glob("*.md") if p.is_file() and not p.name.startswith("."))
     for path in paths:
         try:
-            stamp = _FileMemo.stamp(path) if remembered else None
-            outcome = remembered.get(path, stamp) if remembered else None
-            if outcome is None:
-                try:
-                    outcome = _parse_with_keys(path, default_project_path, max_chars)
-                except _BadFile as err:
-                    outcome = err
-                if remembered:
-                    remembered.put(path, outcome, stamp)
+            outcome = remembered.outcome(path, parse) if remembered else parse(path)
             if isinstance(outcome, _BadFile):
                 raise outcome
             ticket, unknown = outcome
@@ -324,7 +324,18 @@ class _FileMemo:
             return None
         return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
-    def get(self, path: Path, stamp: list[int] | None) -> tuple[Ticket, list[str]] | _BadFile | None:
+    def outcome(self, path: Path, parse: Callable[[Path], tuple[Ticket, list[str]] | _BadFile]
+                ) -> tuple[Ticket, list[str]] | _BadFile:
+        """The file's remembered outcome, or `parse(path)`'s (remembered for next time)."""
+        stamp = self.stamp(path)  # before the read: see put
+        remembered = self._get(path, stamp)
+        if remembered is not None:
+            return remembered
+        parsed = parse(path)
+        self._put(path, parsed, stamp)
+        return parsed
+
+    def _get(self, path: Path, stamp: list[int] | None) -> tuple[Ticket, list[str]] | _BadFile | None:
         entry = self.old.get(path.name)
         if not isinstance(entry, dict) or stamp is None or entry.get("stamp") != stamp:
             return None
@@ -342,7 +353,7 @@ class _FileMemo:
         self.new[path.name] = entry
         return outcome
 
-    def put(self, path: Path, outcome: tuple[Ticket, list[str]] | _BadFile, before: list[int] | None) -> None:
+    def _put(self, path: Path, outcome: tuple[Ticket, list[str]] | _BadFile, before: list[int] | None) -> None:
         """Remember `outcome`, parsed from `path` whose stamp was `before` the read."""
         stamp = self.stamp(path)
         # A stamp that moved during the read means another process wrote the file meanwhile: what
