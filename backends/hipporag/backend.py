@@ -324,8 +324,11 @@ class HippoRAGBackend(MemoryBackend):
         # (_named_entities), as hybrid's BM25 matches them (see retrieval.bm25.without_paths).
         q = self._query_vector(retrieval.bm25.without_paths(query))
         dense = self._passages.scores(q).astype(np.float64)
-        facts = self._top_facts(graph, q, query)
         named = self._named_entities(graph, query)
+        # A query of paths alone matches every "X changed a/b.py" fact about as well (paths
+        # look alike to a sentence model): the paths it names are what it asks for.
+        paths_only = bool(named) and retrieval.bm25.names_only_paths(query)
+        facts = [] if paths_only else self._top_facts(graph, q, query)
         if not facts and not named:  # nothing links the query to the graph: dense retrieval
             return self._with_recency(_top(graph.passage_ids, dense, POOL * k), k)
         seeds = np.zeros(graph.adjacency.shape[0])
@@ -338,31 +341,32 @@ class HippoRAGBackend(MemoryBackend):
         seeds[graph.n_entities:] = _minmax(dense) * opts.passage_node_weight
         rank = personalized_pagerank(graph, seeds, opts.damping, opts.ppr_max_iterations,
                                      opts.ppr_tolerance)
-        return self._with_recency(_top(graph.passage_ids, rank[graph.n_entities:], POOL * k), k)
+        mass = rank[graph.n_entities:].astype(np.float64)
+        return self._with_recency(_top(graph.passage_ids, mass, POOL * k), k,
+                                  _SaturatedMass(graph.passage_ids, mass))
 
-    def _with_recency(self, ranked: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
-        """The best k by (1 - w) * relevance + w * recency (seed 001), relevance min-max
-        normalised over the pool; the newest passages join the pool (see RecencyOptions)."""
+    def _with_recency(self, ranked: list[tuple[int, float]], k: int,
+                      mass: _SaturatedMass | None = None) -> list[tuple[int, float]]:
+        """The best k by (1 - w) * relevance + w * recency (seed 001); the newest passages join
+        the pool (see RecencyOptions). Relevance is the PageRank mass saturated over the pool
+        (_SaturatedMass) or, for dense scores, min-max normalised over the ranked list."""
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
         if not opts.recency_weight or not ranked:
             return ranked[:k]
-        pool = dict(ranked)
+        ids = [pid for pid, _ in ranked]
         with self._store.read() as conn:
             if opts.recent_candidates:
-                for (pid,) in conn.execute("SELECT id FROM passages ORDER BY created_at DESC, id "
-                                           "DESC LIMIT ?", (len(ranked),)):
-                    pool.setdefault(pid, None)
-            ids = list(pool)
+                held = set(ids)
+                ids += [pid for (pid,) in conn.execute(
+                    "SELECT id FROM passages ORDER BY created_at DESC, id DESC LIMIT ?",
+                    (len(ranked),)) if pid not in held]
             times = dict(conn.execute(f"SELECT id, created_at FROM passages WHERE id IN "
                                       f"({','.join('?' * len(ids))})", ids).fetchall())
-        scored = [s for s in pool.values() if s is not None]
-        low, high = min(scored), max(scored)
+        relevance = mass.relevance(ids) if mass is not None else _minmax_of(ranked)
         now = self.clock()
-        blended = []
-        for pid, score in pool.items():
-            relevance = 0.0 if score is None else (score - low) / (high - low) if high > low else 1.0
-            blended.append((pid, retrieval.pipeline.with_recency(relevance, times.get(pid, now),
-                                                                 now, opts)))
+        blended = [(pid, retrieval.pipeline.with_recency(relevance.get(pid, 0.0),
+                                                         times.get(pid, now), now, opts))
+                   for pid in ids]
         return sorted(blended, key=lambda item: (-item[1], item[0]))[:k]
 
     def _named_entities(self, graph: Graph, query: str) -> list[int]:
@@ -408,6 +412,38 @@ class HippoRAGBackend(MemoryBackend):
     def close(self) -> None:
         self._store.close()
         self._graph.invalidate()
+
+
+class _SaturatedMass:
+    """Relevance from PageRank mass for the recency blend: a candidate's mass m as m / (m + M),
+    M the median mass of the pool (the best by PageRank and the newest passages alike).
+
+    PageRank mass is heavy-tailed: a passage holding the only mention of a rare entity takes
+    ten or a hundred times the mass of one sharing the query's common paths. Min-max over
+    the pool made that one passage 1 and every other ~0, so among the recent passages recency
+    alone decided and relevance was ignored (measured on the ticket replay's development
+    split). Saturating at the pool's typical mass keeps the order, gives the typical
+    candidate 0.5 and lets a passage with several times that approach 1, as BM25's term
+    frequency saturates. With every passage of one age (MuSiQue) the order is PageRank's."""
+
+    def __init__(self, passage_ids: np.ndarray, mass: np.ndarray):
+        self.passage_ids, self.mass = passage_ids, mass
+
+    def relevance(self, ids: list[int]) -> dict[int, float]:
+        # passage_ids is ascending. A passage another process added after this query's graph
+        # was read (the newest ones are read apart) has no mass yet.
+        at = np.minimum(np.searchsorted(self.passage_ids, ids), len(self.passage_ids) - 1)
+        known = self.passage_ids[at] == np.asarray(ids, dtype=self.passage_ids.dtype)
+        values = np.where(known, np.clip(self.mass[at], 0.0, None), 0.0)
+        typical = float(np.median(values))
+        if typical <= 0:  # most of the pool has no mass: any mass is relevant
+            return {pid: float(v > 0) for pid, v in zip(ids, values)}
+        return {pid: float(v / (v + typical)) for pid, v in zip(ids, values)}
+
+
+def _minmax_of(ranked: list[tuple[int, float]]) -> dict[int, float]:
+    scores = np.array([s for _, s in ranked])
+    return dict(zip((pid for pid, _ in ranked), _minmax(scores).tolist()))
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:

@@ -82,8 +82,18 @@ def without_paths(text: str) -> str:
     a.py, b/c.py") would rank old tickets that touched many files over the one that bears on
     it. BM25's code terms match paths exactly; hybrid gives each half what it reads well.
     """
-    prose = _TOKEN.sub(lambda m: " " if _is_path(m.group()) else m.group(), text)
+    prose = _prose(text)
     return prose if _LETTERS.search(prose) else text
+
+
+def names_only_paths(text: str) -> bool:
+    """True when the text is file paths and punctuation only (`app/export.py`): nothing in it
+    for a sentence embedder to read."""
+    return _LETTERS.search(_prose(text)) is None and _LETTERS.search(text) is not None
+
+
+def _prose(text: str) -> str:
+    return _TOKEN.sub(lambda m: " " if _is_path(m.group()) else m.group(), text)
 
 
 def fts_text(text: str) -> str:

@@ -160,3 +160,18 @@ def test_without_paths_keeps_the_prose(text, expected):
     import re
 
     assert re.findall(r"\w+", without_paths(text)) == re.findall(r"\w+", expected)
+
+
+@pytest.mark.parametrize("text,paths_only", [
+    ("app/export.py", True),
+    ("datasette/app.py, tests/test_api.py", True),
+    (".travis.yml", True),
+    ("Changed .travis.yml", False),
+    ("Carol", False),
+    ("", False),
+    ("1/2", False),
+])
+def test_names_only_paths(text, paths_only):
+    from backends.retrieval.bm25 import names_only_paths
+
+    assert names_only_paths(text) is paths_only
