@@ -5,17 +5,28 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from tickets.claims import CLAIMS_SCHEMA, TicketClaims
+from tickets.claims import CLAIMS_SCHEMA, Claim, TicketClaims
 from tickets.db import SqliteDatabase, open_database, postgres_ddl
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
 from tickets.run_end import RunEnding
 from tickets.queries import TicketQueries
 from tickets.model import RunStatus, Ticket, TicketStatus, utc_now
+
+_IN_CHUNK = 500  # ids per IN list: well under SQLite's and PostgreSQL's parameter limits
+
+
+class ResumeFacts(NamedTuple):
+    """What decides whether a ticket's latest run can be resumed (see resume_facts)."""
+
+    run: dict[str, Any]  # the latest run
+    claim: Claim | None
+    run_end: dict[str, Any] | None  # the data of that run's latest run_end event
 
 __all__ = ["TicketStore", "SCHEMA_VERSION"]
 
@@ -340,6 +351,32 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
     def latest_run(self, ticket_id: str) -> dict[str, Any] | None:
         runs = self.list_runs(ticket_id)
         return runs[-1] if runs else None
+
+    def resume_facts(self, ticket_ids: Iterable[str]) -> dict[str, ResumeFacts]:
+        """Per ticket that has a run: its latest run, its claim and that run's latest `run_end`
+        data, in three queries a chunk however many tickets (the board asks for every failed,
+        interrupted or running one on each refresh)."""
+        ids = sorted(set(ticket_ids))
+        latest: dict[str, dict[str, Any]] = {}
+        claims: dict[str, Claim] = {}
+        ends: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(ids), _IN_CHUNK):
+            chunk = tuple(ids[start:start + _IN_CHUNK])
+            marks = ",".join("?" * len(chunk))
+            for row in self._read(f"SELECT * FROM runs WHERE ticket_id IN ({marks}) "
+                                  f"ORDER BY started_at, {self._db.order_col}", chunk):
+                latest[row["ticket_id"]] = self._run(row)  # oldest first: the last one stays
+            for row in self._read(f"SELECT * FROM claims WHERE ticket_id IN ({marks})", chunk):
+                claims[row["ticket_id"]] = Claim(**dict(row))
+        run_ids = sorted(run["id"] for run in latest.values())
+        for start in range(0, len(run_ids), _IN_CHUNK):
+            chunk = tuple(run_ids[start:start + _IN_CHUNK])
+            for row in self._read(
+                    "SELECT run_id, data FROM run_events WHERE kind = 'run_end' AND run_id IN "
+                    f"({','.join('?' * len(chunk))}) ORDER BY id", chunk):
+                ends[row["run_id"]] = json.loads(row["data"])  # ascending ids: the latest stays
+        return {ticket_id: ResumeFacts(run, claims.get(ticket_id), ends.get(run["id"]))
+                for ticket_id, run in latest.items()}
 
     def finish_run(self, run_id: str, status: RunStatus | str, reason: str | None = None) -> None:
         """Record how a run ended (or mark it running again when it is resumed)."""

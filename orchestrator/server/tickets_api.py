@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Query
@@ -15,7 +16,7 @@ from orchestrator.server.ticket_files import create_ticket_file
 from tickets.claims import claim_is_live
 from tickets.model import Ticket
 from tickets.queries import TicketStats
-from tickets.store import TicketStore
+from tickets.store import ResumeFacts
 
 if TYPE_CHECKING:
     from orchestrator.workspace import Review
@@ -54,28 +55,28 @@ class RunBody(BaseModel):
 _MAY_RESUME = ("failed", "interrupted", "running")
 
 
-def resumable(store: TicketStore, ticket: Ticket, running_here: bool) -> bool:
+def resumable(facts: ResumeFacts | None, ticket: Ticket, running_here: bool) -> bool:
     """Would `POST .../resume` be accepted now? The latest run was interrupted, or failed in a way
     the runner marked resumable (a Claude Code turn or the model failed, not a limit the agent
     hit), or is still `running` under a dead claim (its process was killed)."""
-    if running_here or ticket.status.value not in _MAY_RESUME:
+    if running_here or ticket.status.value not in _MAY_RESUME or facts is None:
         return False
-    run = store.latest_run(ticket.id)
-    if run is None:
-        return False
-    if run["status"] == "running":
-        claim = store.get_claim(ticket.id)
-        return claim is None or not claim_is_live(claim)
-    end = store.run_end_data(run["id"]) or {}
-    return bool(end.get("resumable", run["status"] == "interrupted"))
+    if facts.run["status"] == "running":
+        return facts.claim is None or not claim_is_live(facts.claim)
+    return bool((facts.run_end or {}).get("resumable", facts.run["status"] == "interrupted"))
 
 
-def ticket_json(store: TicketStore, ticket: Ticket, stats: TicketStats | None = None,
-                running_here: bool = False) -> dict[str, Any]:
+def may_resume(tickets: list[Ticket], active: Container[str]) -> list[str]:
+    """The tickets whose resume facts are worth reading: the others cannot be resumed."""
+    return [t.id for t in tickets if t.status.value in _MAY_RESUME and t.id not in active]
+
+
+def ticket_json(ticket: Ticket, stats: TicketStats | None = None, running_here: bool = False,
+                facts: ResumeFacts | None = None) -> dict[str, Any]:
     data = ticket.to_dict()
     data.update(stats or {"turns": 0, "cost_usd": 0.0, "runs": 0, "offline_runs": 0, "last_event_at": None})
     data["running_here"] = running_here
-    data["resumable"] = resumable(store, ticket, running_here)
+    data["resumable"] = resumable(facts, ticket, running_here)
     return data
 
 
@@ -92,7 +93,9 @@ def ticket_detail(state: ServerState, ticket: Ticket) -> dict[str, Any]:
                      "turns": store.list_turns(run_id=run["id"])})
     stats = store.ticket_stats().get(ticket.id)
     live = set(store.memory_docs(ticket.id))
-    return {**ticket_json(store, ticket, stats, ticket.id in state.runs.active()), "runs": runs,
+    active = state.runs.active()
+    facts = store.resume_facts(may_resume([ticket], active)).get(ticket.id)
+    return {**ticket_json(ticket, stats, ticket.id in active, facts), "runs": runs,
             "memory_docs": [{"doc": d, "deleted": d not in live}
                             for d in store.memory_docs(ticket.id, include_deleted=True)],
             "share_path": share_path(state, ticket.id)}
@@ -107,7 +110,9 @@ def list_tickets(project: str | None = Query(None), status: str | None = Query(N
     stats = store.ticket_stats()
     active = state.runs.active()
     tickets = store.list_tickets(status=status, project_id=project)
-    return {"tickets": [ticket_json(store, t, stats.get(t.id), t.id in active) for t in tickets],
+    facts = store.resume_facts(may_resume(tickets, active))
+    return {"tickets": [ticket_json(t, stats.get(t.id), t.id in active, facts.get(t.id))
+                        for t in tickets],
             "folder_problems": [str(p) for p in problems] + ([folder_problem] if folder_problem else [])}
 
 
@@ -119,7 +124,7 @@ def create(body: NewTicket, state: ServerState = Depends(get_state)) -> dict[str
     ticket = create_ticket_file(state.config, title=body.title, project=body.project,
                                 description=body.description, ticket_id=body.id, path=body.path)
     stored = state.store.upsert_ticket(ticket)
-    return ticket_json(state.store, stored)
+    return ticket_json(stored)
 
 
 @router.get("/tickets/{ticket_id}", summary="One ticket with its runs, turns and indexed docs",

@@ -54,3 +54,25 @@ def test_aggregates_on_every_engine(store_target):
         newest = store.last_event_id()
         assert newest == store.last_event_id(run_id=retry) == store.last_event_id(ticket_id="c") > 0
         assert store.last_event_id(ticket_id="z") == 0
+
+
+def test_resume_facts_read_many_tickets_at_once_on_every_engine(store_target):
+    # The board reads these for every failed, interrupted or running ticket on each refresh:
+    # batched, they must say what the one-ticket reads say.
+    with TicketStore(store_target) as store:
+        for tid in ("a", "b", "c"):
+            _ticket(store, tid)
+        first = _ran(store, "a", 0.1, offline=False, resumable=False)
+        second = _ran(store, "a", 0.1, offline=False, resumable=True)
+        running = store.claim_new_run("b", ["pending"])
+        facts = store.resume_facts(["a", "b", "c", "a", "nope"])
+        assert set(facts) == {"a", "b"}  # no run, no facts
+        assert facts["a"].run["id"] == second != first
+        assert facts["a"].run_end == store.run_end_data(second) and facts["a"].run_end["resumable"]
+        assert facts["a"].claim is None
+        assert facts["b"].run["id"] == running and facts["b"].run["status"] == "running"
+        assert facts["b"].claim == store.get_claim("b") and facts["b"].claim is not None
+        assert facts["b"].run_end is None
+        for tid in ("a", "b"):
+            assert facts[tid].run == store.latest_run(tid)
+        assert store.resume_facts([]) == {}

@@ -162,3 +162,37 @@ def test_a_failed_run_shows_its_reason_and_resumes(server, claude_cli, project):
     assert r.status_code == 202 and r.json()["run_id"] == run_id
     assert wait_for_run(server, run_id)["status"] == "complete"
     assert c.get("/api/tickets/001-greeting").json()["status"] == "complete"
+
+
+def test_listing_reads_the_resume_facts_of_all_failed_tickets_at_once(server, monkeypatch):
+    """GET /api/tickets says for every failed ticket whether it can be resumed, in the same
+    number of store reads for two failed tickets as for six."""
+    store = server.state.store
+    ids = [server.client.post("/api/tickets", json={"title": f"Task {n}", "project": "calc"}
+                              ).json()["id"] for n in range(6)]
+
+    def fail(ticket_id: str, resumable: bool) -> None:
+        run_id = store.claim_new_run(ticket_id, ["pending"])
+        store.end_run(ticket_id, run_id, "failed", "boom", event={"resumable": resumable})
+
+    reads: list[str] = []
+    real_read = store._read
+    monkeypatch.setattr(store, "_read", lambda sql, params=(): reads.append(sql) or real_read(sql, params))
+
+    def listed() -> tuple[dict[str, bool], int]:
+        reads.clear()
+        tickets = server.client.get("/api/tickets").json()["tickets"]
+        return {t["id"]: t["resumable"] for t in tickets if t["status"] == "failed"}, len(reads)
+
+    fail(ids[0], True)
+    fail(ids[1], False)
+    few, few_reads = listed()
+    assert few == {ids[0]: True, ids[1]: False}
+    for n, ticket_id in enumerate(ids[2:]):
+        fail(ticket_id, n % 2 == 0)
+    many, many_reads = listed()
+    assert many == {ids[0]: True, ids[1]: False, ids[2]: True, ids[3]: False, ids[4]: True,
+                    ids[5]: False}
+    assert many_reads == few_reads
+    for ticket_id, resumable in many.items():  # the one-ticket page says the same
+        assert server.client.get(f"/api/tickets/{ticket_id}").json()["resumable"] is resumable
