@@ -362,7 +362,7 @@ class HippoRAGBackend(MemoryBackend):
                     (len(ranked),)) if pid not in held]
             times = dict(conn.execute(f"SELECT id, created_at FROM passages WHERE id IN "
                                       f"({','.join('?' * len(ids))})", ids).fetchall())
-        relevance = mass.relevance(ids) if mass is not None else _minmax_of(ranked)
+        relevance = mass.relevance(ids) if mass is not None else retrieval.fusion.min_max(ranked)
         now = self.clock()
         blended = [(pid, retrieval.pipeline.with_recency(relevance.get(pid, 0.0),
                                                          times.get(pid, now), now, opts))
@@ -439,11 +439,6 @@ class _SaturatedMass:
         if typical <= 0:  # most of the pool has no mass: any mass is relevant
             return {pid: float(v > 0) for pid, v in zip(ids, values)}
         return {pid: float(v / (v + typical)) for pid, v in zip(ids, values)}
-
-
-def _minmax_of(ranked: list[tuple[int, float]]) -> dict[int, float]:
-    scores = np.array([s for _, s in ranked])
-    return dict(zip((pid for pid, _ in ranked), _minmax(scores).tolist()))
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:
