@@ -1,9 +1,11 @@
-"""Fixtures shared by every test folder: a real PostgreSQL server for the `postgres` tests."""
+"""Fixtures shared by every test folder: a real PostgreSQL server for the `postgres` tests, and
+the benchmark data of ../shared/data (skipped when it is absent, failed under CI, which has it)."""
 
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
@@ -26,6 +28,24 @@ def pg_url(pg_server: postgres.PostgresServer) -> Iterator[str]:
     url = pg_server.create_database()
     yield url
     pg_server.drop_database(url)
+
+
+def require_shared_data(path: Path) -> Path:
+    """`path` (under ../shared/data) when it exists; else skip the test, or fail it under CI,
+    which always lays shared/ beside the clone (a clone on its own still passes its tests)."""
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI=true but {path} is missing; CI lays shared/data beside the clone")
+        pytest.skip(f"{path} is not here (the shared benchmark data beside the clone)")
+    return path
+
+
+@pytest.fixture
+def shared_data() -> Callable[[str], Path]:
+    """shared_data("musique100") -> ../shared/data/musique100, or skip (fail under CI) without it."""
+    from orchestrator.bench.datasets import SHARED_DATA
+
+    return lambda relative: require_shared_data(SHARED_DATA / relative)
 
 
 # Every engine the ticket store runs on; a test that takes `store_target` runs on each.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from click.testing import CliRunner
@@ -144,13 +143,10 @@ def test_cli_errors_are_one_line(tmp_path, musique_dir):
 
 
 @pytest.mark.slow
-def test_real_shared_data_slices():
+def test_real_shared_data_slices(shared_data):
     """A small slice of ../shared/data, to catch loaders drifting from the real files."""
     root = datasets.SHARED_DATA
-    if not (root / "musique100").exists() or not (root / "locomo").exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{root} is missing; CI always has shared/data beside the clone")
-        pytest.skip(f"{root} is not here")
+    shared_data("musique100"), shared_data("locomo")
     report = run_retrieval(root / "musique100", ["bm25"], limit=20)
     assert report["results"][0]["docs"] == 1890 and report["results"][0]["recall@10"] > 0.3
     memory = run_memory(root / "locomo" / "locomo_dev5.json", ["bm25"], conversations=1)

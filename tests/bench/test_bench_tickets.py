@@ -202,12 +202,8 @@ def test_cli_json_has_the_issue_keys_and_errors_are_one_line(repo, tmp_path):
 
 
 @pytest.mark.slow
-def test_real_datasette_history_loads():
-    from orchestrator.bench import datasets
-
-    path = datasets.SHARED_DATA / "tickets" / "datasette.json"
-    if not path.exists():
-        pytest.skip(f"{path} is not here")
+def test_real_datasette_history_loads(shared_data):
+    path = shared_data("tickets/datasette.json")
     history = ticket_data.load_ticket_file(path)
     assert len(history.tickets) == 3374
     scored = sum(1 for r in relevant_earlier(select(history, 1500, None)) if r)

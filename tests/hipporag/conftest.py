@@ -12,14 +12,11 @@ from backends.hipporag import HippoRAGBackend
 from backends.retrieval.cache import CACHE_ENV
 
 NOW = 1_750_000_000.0
-MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique100"
 
 
 @pytest.fixture
-def musique() -> Path:
-    if not (MUSIQUE / "openie_triples.json").exists():
-        pytest.skip(f"{MUSIQUE} is not here (shared benchmark data)")
-    return MUSIQUE
+def musique(shared_data) -> Path:
+    return shared_data("musique100/openie_triples.json").parent
 
 
 @pytest.fixture
