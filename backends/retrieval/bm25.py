@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Iterator
 
 # Porter stemming over unicode61 words, diacritics folded (so "café" matches "cafe").
 FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -33,6 +34,13 @@ _IDENT = re.compile(r"[A-Za-z_][\w]*(?:[./:-]+\w+)+|\w*[a-z][A-Z]\w*|[A-Z]{2,}[a
 _HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _JOIN = re.compile(r"[\W_]+")
 CODE_TERMS = "code-v1"  # recorded by stores whose FTS rows carry code_terms (see fts_text)
+# _IDENT backtracks over a run of word characters from every start in it (`\w*[a-z][A-Z]` tries
+# each split), so one long run costs its length squared: a 40,000-character "word" held the GIL
+# for 35 s. Its matches never leave a run of word characters and `./:-`, so it is run inside each
+# such run (found in linear time), and a run longer than any identifier a person names (a hash
+# dump, base64, minified code) gives no code terms: the cost is linear in the text.
+_RUN = re.compile(r"[\w./:-]+")
+MAX_IDENT_CHARS = 200
 
 
 def code_terms(text: str) -> list[str]:
@@ -40,8 +48,7 @@ def code_terms(text: str) -> list[str]:
     exactly outweighs sharing its common parts), a path's file name joined on its own (a query
     names `table.py` without its folder), and CamelCase split into its words."""
     terms: list[str] = []
-    for match in _IDENT.finditer(text[:200_000]):
-        ident = match.group()
+    for ident in _identifiers(text[:200_000]):
         joined = _JOIN.sub("", ident).lower()
         if len(joined) > 2:
             terms.append(joined)
@@ -53,6 +60,13 @@ def code_terms(text: str) -> list[str]:
         if humps != ident:
             terms.extend(w.lower() for w in _WORD.findall(humps))
     return list(dict.fromkeys(terms))
+
+
+def _identifiers(text: str) -> Iterator[str]:
+    """_IDENT's matches in text, in order, from runs of at most MAX_IDENT_CHARS characters."""
+    for run in _RUN.finditer(text):
+        if run.end() - run.start() <= MAX_IDENT_CHARS:
+            yield from (match.group() for match in _IDENT.finditer(run.group()))
 
 
 # Tokens as a path is written in text (split at spaces, commas and brackets).

