@@ -73,9 +73,15 @@ def _check_texts(texts: Any, what: str, example: str, allow_empty: bool) -> list
     return list(texts)
 
 
+# More docs than any block could show; a larger count reaches FAISS and NumPy as a C integer that
+# overflows (k = 10**20 was a 503 "OverflowError" instead of a bad request).
+MAX_NUM_TO_RETRIEVE = 10_000
+
+
 def _check_count(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise MemoryArgumentError(f"{what} must be a whole number of at least 1, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_NUM_TO_RETRIEVE:
+        raise MemoryArgumentError(f"{what} must be a whole number of at least 1 (at most "
+                                  f"{MAX_NUM_TO_RETRIEVE:,}), not {value!r}")
     return value
 
 

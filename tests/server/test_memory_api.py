@@ -139,6 +139,12 @@ def test_bad_retrieve_arguments(server):
     assert r.status_code == 400 and "num_to_retrieve must be a whole number of at least 1" in r.json()["error"]
     r = c.post(f"{BASE}/retrieve", json={"queries": "x"})
     assert r.status_code == 400 and "queries must be a list" in r.json()["error"]
+    assert c.post(f"{BASE}/index", json={"docs": ["alpha doc", "beta doc"]}).status_code == 200
+    for huge in (10**20, 2**63, 10_001):  # past a C integer once reached FAISS: a 503 OverflowError
+        r = c.post(f"{BASE}/retrieve", json={"queries": ["alpha"], "num_to_retrieve": huge})
+        assert r.status_code == 400 and "at most 10,000" in r.json()["error"], r.text
+    r = c.post(f"{BASE}/retrieve", json={"queries": ["alpha"], "num_to_retrieve": 10_000})
+    assert r.status_code == 200 and r.json()[0]["docs"][0] == "alpha doc"
 
 
 def test_concurrent_index_from_many_requests_loses_nothing(server):
