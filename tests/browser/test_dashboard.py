@@ -39,6 +39,12 @@ def _doc_item(driver: Any, text: str) -> Any:
                                  ".find((item) => item.dataset.doc === arguments[0]) || null", text)
 
 
+def _cells(driver: Any, css: str) -> list[str]:
+    """The texts of every element matching css, read inside the page in one step."""
+    return list(driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0]), (e) => e.innerText.trim())", css))
+
+
 def _cards(driver: Any, status: str) -> set[str]:
     """The ticket ids in one board column, read in one step (the board swaps fragments in live)."""
     return set(driver.execute_script(
@@ -97,8 +103,10 @@ def test_run_a_ticket_from_the_board_and_watch_it_complete_live(browser, site, c
     assert d.execute_script("return window.__sameDocument") is True
     card = _text(d, 'a[data-ticket="001-greeting"]')
     assert "1 turn" in card and "offline" in card and "ago" in card  # the fake model's runs cost nothing
-    totals = [c.text for c in d.find_elements(By.CSS_SELECTOR, 'tr[data-project="calc"] td')]
-    assert totals == ["3", "2", "0", "0", "$0.0000", "$0.0000", "2"]  # merged and complete: done; 2 offline runs
+    # The board swaps its fragments in one by one: the totals row may still be on its way (and an
+    # element found a moment ago may be gone), so its cells are read in one step until they agree.
+    done = ["3", "2", "0", "0", "$0.0000", "$0.0000", "2"]  # merged and complete: done; 2 offline runs
+    wait(d, lambda d: _cells(d, 'tr[data-project="calc"] td') == done, "the totals row to count both runs")
     screenshot(d, "board")
 
 
