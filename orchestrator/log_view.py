@@ -53,10 +53,26 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
                 _block(console, "memories invoked", turn.get("memories_invoked"), full)
                 _block(console, "decision", json.dumps(turn.get("decision"), ensure_ascii=False), full)
     docs = store.memory_docs(ticket_id, include_deleted=True)
-    if docs:
+    failed = _index_failure(store, ticket_id)
+    if docs and failed:
+        console.print("\n[bold]not indexed to memory[/] " + escape(f"(the last run's {failed}; "
+                      "`middle memory add TEXT` indexes it by hand)"), soft_wrap=True)
+    elif docs:
         console.print("\n[bold]indexed to memory[/]")
-        for doc in docs:
-            console.print("  " + escape(_short(doc, full)), soft_wrap=True)
+    for doc in docs:
+        console.print("  " + escape(_short(doc, full)), soft_wrap=True)
+
+
+def _index_failure(store: Any, ticket_id: str) -> str:
+    """The note of the ticket's last attempt to index its completion doc, when it failed."""
+    from orchestrator.graph.nodes import INDEX_FAILED_NOTE, INDEXED_NOTE
+
+    last = ""
+    for event in store.list_events(ticket_id=ticket_id, limit=100_000):
+        text = event["kind"] == "note" and str(event["data"].get("text", ""))
+        if text and text.startswith((INDEXED_NOTE, INDEX_FAILED_NOTE)):
+            last = text
+    return last.split("; the ticket completes")[0] if last.startswith(INDEX_FAILED_NOTE) else ""
 
 
 def _git_lines(console: Console, run: dict[str, Any]) -> None:

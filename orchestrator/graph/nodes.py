@@ -21,6 +21,12 @@ log = logging.getLogger("middle.graph")
 
 Update = dict[str, Any]
 
+# The run's notes on indexing its completion doc; `middle log` reads the last one of a ticket to
+# tell a doc in memory from one whose indexing failed (kept with the ticket all the same, so a
+# revert still deletes whatever part of it reached the store).
+INDEXED_NOTE = "indexed the ticket summary to project memory"
+INDEX_FAILED_NOTE = "memory index failed"
+
 
 def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> str:
     """One retrieve; memory off means no call at all; any failure means no memories.
@@ -272,10 +278,11 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
         ctx.store.add_memory_doc(t["id"], t["project_id"], doc)
     try:
         ctx.memory.index(t["project_id"], [doc])
-        ctx.say("indexed the ticket summary to project memory")
+        ctx.say(INDEXED_NOTE)
     except Exception as exc:  # memory failures never stop a ticket (seed 000)
         log.warning("memory index of ticket %s failed; the ticket completes anyway: %s", t["id"], exc)
-        ctx.say(f"memory index failed ({exc}); the ticket completes anyway")
+        ctx.say(f"{INDEX_FAILED_NOTE} ({exc}); the ticket completes anyway")
+        return {"indexed_docs": []}
     return {"indexed_docs": [doc]}
 
 

@@ -139,6 +139,28 @@ def test_memory_errors_are_logged_and_survived(tmp_path, project, caplog, broken
         assert all("Memories invoked" not in m for m in llm.user_messages)
 
 
+@pytest.mark.parametrize("broken", [False, True])
+def test_the_log_says_whether_the_completion_doc_reached_memory(tmp_path, project, broken):
+    from rich.console import Console
+
+    from orchestrator.log_view import print_log
+
+    RecordedBackend.fail_on = {"index"} if broken else set()
+    with make_orchestrator(make_config(tmp_path), one_turn_llm(), RecordingWorker(["ok"])) as orch:
+        add_ticket(orch, project)
+        assert orch.run_ticket("t1").status == "complete"
+        console = Console(record=True, width=200)
+        print_log(console, orch.store, "t1")
+        # Kept with the ticket either way, so a revert deletes whatever part reached the store.
+        assert orch.store.memory_docs("t1")
+    text = console.export_text()
+    if broken:
+        assert "indexed to memory" not in text.replace("not indexed to memory", "")
+        assert "not indexed to memory" in text and "disk on fire (index)" in text
+    else:
+        assert "\nindexed to memory" in text and "not indexed" not in text
+
+
 def test_unreadable_memory_store_does_not_stop_the_ticket(tmp_path, project, caplog):
     config = make_config(tmp_path)
     (tmp_path / "memory").mkdir()
