@@ -258,3 +258,14 @@ def test_revert_of_a_ticket_that_merged_the_base_in_keeps_the_other_tickets_code
     assert (repo / "c.py").read_text() == "C = 1\n" and (repo / "x.py").read_text() == "X = 'a'\n"
     assert out(repo, "status", "--porcelain") == ""
     assert "c.py" in middle(tmp_path, "diff", "tc", "--stat").stdout  # tc is still merged, its code there
+    # gc keeps what it cannot account for, says so and how to remove it; --force removes it
+    leftover = tmp_path / "state" / "worktrees" / "tb"
+    subprocess.run(["git", "worktree", "add", "-q", "-b", "middle/tb", str(leftover), "main"], cwd=repo, check=True)
+    (leftover / "draft.py").write_text("unsaved = True\n")
+    subprocess.run(["git", "branch", "middle/mine"], cwd=repo, check=True)
+    kept = " ".join(middle(tmp_path, "gc").stdout.split())
+    assert "kept worktree" in kept and "draft.py" in kept and "kept branch" in kept and "middle/mine" in kept
+    assert "--force" in kept and (leftover / "draft.py").exists()
+    forced = " ".join(middle(tmp_path, "gc", "--force").stdout.split())
+    assert "removed worktree" in forced and "removed branch" in forced and not leftover.exists()
+    assert out(repo, "branch", "--list", "middle/*") == ""

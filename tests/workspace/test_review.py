@@ -213,14 +213,41 @@ def test_gc_removes_what_no_ticket_needs(env, tmp_path):
     repo, store, wt, review, _ = env
     complete(store, wt, repo, "keep", {"a.py": "1\n"})  # complete: kept for review
     wt.prepare("ghost", repo)  # a worktree of a ticket nobody knows (a crashed, deleted run)
-    git(repo, "branch", "middle/orphan")
-    assert collect(store, wt, [repo], dry_run=True).worktrees == [str(wt.path_for("ghost"))]
+    complete(store, wt, repo, "gone", {"g.py": "1\n"})
+    review.discard("gone")
+    wt.prepare("gone", repo)  # a leftover of a discarded ticket, at its recorded start
+    assert collect(store, wt, [repo], dry_run=True).worktrees == [str(wt.path_for(t)) for t in ("ghost", "gone")]
     assert (wt.path_for("ghost")).exists()
     report = collect(store, wt, [repo])
-    assert report.worktrees == [str(wt.path_for("ghost"))]
-    assert f"{repo}:middle/orphan" in report.branches and f"{repo}:middle/ghost" in report.branches
+    assert report.worktrees == [str(wt.path_for(t)) for t in ("ghost", "gone")] and report.kept == []
+    assert sorted(report.branches) == [f"{repo}:middle/ghost", f"{repo}:middle/gone"]
     assert not wt.path_for("ghost").exists() and wt.path_for("keep").exists()
     assert g_branches(repo) == ["main", "middle/keep"]
+
+
+def test_gc_keeps_work_it_cannot_account_for_unless_forced(env, tmp_path):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {"a.py": "1\n"})
+    review.discard("t1")
+    ws = wt.prepare("t1", repo)  # a leftover worktree of the discarded ticket...
+    (Path(ws.path) / "notes.txt").write_text("the user's own notes\n")  # ...holding unsaved work
+    (Path(ws.path) / "app.py").write_text("print('edited by hand')\n")
+    lost = wt.prepare("t2", repo)  # a worktree of a ticket nobody knows, with a commit only there
+    (Path(lost.path) / "b.py").write_text("b\n")
+    commit_all(lost.path, "work on no other branch")
+    git(repo, "branch", "middle/mine")  # the user's own branch under middle/
+    report = collect(store, wt, [repo])
+    assert report.worktrees == [] and report.branches == []
+    kept = "\n".join(report.kept)
+    assert f"worktree {wt.path_for('t1')}: it holds uncommitted or untracked files (app.py, notes.txt)" in kept
+    assert f"worktree {wt.path_for('t2')}: its commit" in kept and "on no other branch" in kept
+    assert f"branch {repo}:middle/mine: middle did not create it" in kept
+    assert "`middle gc --force`" in kept and f"`git -C {repo} branch -D middle/mine`" in kept
+    assert (Path(ws.path) / "notes.txt").exists() and (Path(lost.path) / "b.py").exists()
+    assert g_branches(repo) == ["main", "middle/mine", "middle/t1", "middle/t2"]
+    forced = collect(store, wt, [repo], force=True)
+    assert forced.kept == [] and len(forced.worktrees) == 2 and len(forced.branches) == 3
+    assert g_branches(repo) == ["main"] and not wt.path_for("t1").exists()
 
 
 def g_branches(repo):
