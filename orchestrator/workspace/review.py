@@ -169,6 +169,7 @@ class Review:
                                  ("failed", "interrupted") else ""))
         run = self._run(ticket_id)
         repo, base = Path(run["repo"]), run["base_branch"]
+        self._refuse_unsaved(ticket_id, run)
         with self.worktrees.locked():
             tip = self._tip(run)
             if tip is None:
@@ -203,6 +204,20 @@ class Review:
             self._finish_merge(ticket_id, run, new, tip, premerge=old)
         return ReviewResult(ticket_id, "merged", f"merged ticket {ticket_id} into {base} ({how} "
                             f"{new[:10]}, {len(paths)} file(s))", new)
+
+    def _refuse_unsaved(self, ticket_id: str, run: dict[str, Any]) -> None:
+        """Merging removes the ticket's worktree: refuse while it holds edits not committed on
+        its branch (e.g. a conflict fixed but not committed), which would be lost."""
+        wt = run.get("worktree")
+        if not wt or not Path(wt).is_dir():
+            return
+        dirty = sorted(g.dirty_paths(Path(wt)))
+        if dirty:
+            raise TicketError(
+                f"ticket {ticket_id!r}'s worktree {wt} has changes not committed on its branch "
+                f"({', '.join(dirty[:10])}{' …' if len(dirty) > 10 else ''}): commit them there "
+                f"(cd {wt} && git add -A && git commit), or drop them, then `middle merge {ticket_id}` "
+                "again. Nothing was changed")
 
     def _finish_merge(self, ticket_id: str, run: dict[str, Any], merge_commit: str | None,
                       tip: str | None = None, *, premerge: str | None = None) -> None:

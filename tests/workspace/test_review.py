@@ -368,3 +368,17 @@ def test_a_long_title_gives_short_merge_and_revert_subjects(env):
     assert merge_subject.startswith("Merge middle/t1: Long Long") and len(merge_subject) <= 72
     assert revert_subject.startswith('Revert "Long Long') and len(revert_subject) <= 72
     assert ("Long " * 2000).strip() in out(repo, "log", "-1", "--format=%b")
+
+
+def test_merge_refuses_while_the_tickets_worktree_holds_uncommitted_edits(env):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"})
+    (wt.path_for("t1") / "app.py").write_text("print('fixed by hand, not committed')\n")
+    before = snapshot(repo)
+    with pytest.raises(TicketError, match=r"has changes not committed on its branch \(app.py\).*Nothing was changed"):
+        review.merge("t1")
+    assert snapshot(repo) == before and store.get_ticket("t1").status.value == "complete"
+    assert (wt.path_for("t1") / "app.py").read_text() == "print('fixed by hand, not committed')\n"
+    commit_all(wt.path_for("t1"), "the fix")
+    assert review.merge("t1").status == "merged"
+    assert (repo / "app.py").read_text() == "print('fixed by hand, not committed')\n"
