@@ -72,10 +72,15 @@ def revert(ctx: click.Context, ticket_id: str) -> None:
 
 
 @click.command()
-@click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
+@click.option("--dry-run", is_flag=True, help="Only list what would be removed and what kept.")
+@click.option("--force", is_flag=True, help="Also remove work middle cannot account for: uncommitted "
+              "files, commits on no other branch, middle/ branches it did not create.")
 @click.pass_context
-def gc(ctx: click.Context, dry_run: bool) -> None:
-    """Remove worktrees and branches that no ticket needs any more (e.g. left by a crashed run)."""
+def gc(ctx: click.Context, dry_run: bool, force: bool) -> None:
+    """Remove worktrees and branches that no ticket needs any more (e.g. left by a crashed run).
+
+    Work it cannot account for is kept and named, with how to remove it, unless --force.
+    """
     from orchestrator.workspace.gc import collect
 
     svc = _services(ctx)
@@ -84,13 +89,15 @@ def gc(ctx: click.Context, dry_run: bool) -> None:
         console.print("nothing to collect: no ticket has run here yet")
         return
     repos = [Path(r) for r in store.run_repos()]
-    report = collect(store, svc.review.worktrees, repos, dry_run=dry_run)
+    report = collect(store, svc.review.worktrees, repos, dry_run=dry_run, force=force)
     verb = "would remove" if dry_run else "removed"
     for path in report.worktrees:
         console.print(f"{verb} worktree {safe(path)}")
     for branch in report.branches:
         console.print(f"{verb} branch {safe(branch)}")
-    if not report.worktrees and not report.branches:
+    for line in report.kept:
+        console.print(f"{'would keep' if dry_run else 'kept'} {safe(line)}")
+    if not report.worktrees and not report.branches and not report.kept:
         console.print("nothing to collect")
 
 

@@ -33,7 +33,8 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 2: the claims table (one run per ticket across processes), turn status 'interrupted', run events.
 # 3: tickets.depends_on; a run's git record (base, branch, worktree, commit, changed paths, merge).
 # 4: memory_docs.backend: the memory backend that indexed each doc (NULL: not recorded).
-SCHEMA_VERSION = 4
+# 5: runs.premerge_commit: the base branch's commit just before the ticket was merged.
+SCHEMA_VERSION = 5
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
 SCHEMA_LOCK_KEY = 0x6D6964646C65
@@ -73,6 +74,7 @@ CREATE TABLE IF NOT EXISTS runs (
     head_commit TEXT,
     changes TEXT,
     merge_commit TEXT,
+    premerge_commit TEXT,
     revert_commit TEXT,
     offline INTEGER NOT NULL DEFAULT 0
 );
@@ -110,9 +112,11 @@ CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
 """ + CLAIMS_SCHEMA + EVENTS_SCHEMA
 
 # A run's git record (issue: a ticket is a unit of code change); `changes` is JSON
-# [{"path", "added", "deleted"}] from `git diff --numstat` (None: not committed yet).
+# [{"path", "added", "deleted"}] from `git diff --numstat` (None: not committed yet). A merge
+# moved the base branch from `premerge_commit` to `merge_commit`: that step is the ticket's
+# change, whatever its branch's history, and what `middle revert` undoes.
 GIT_RUN_FIELDS = ("isolation", "repo", "base_branch", "base_commit", "branch", "worktree", "head_commit",
-                  "changes", "merge_commit", "revert_commit")
+                  "changes", "merge_commit", "premerge_commit", "revert_commit")
 # offline: run on the built-in fake model, so its (made-up) cost is kept apart from real spending.
 _RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ended_at", "offline",
                          *GIT_RUN_FIELDS})
@@ -567,7 +571,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
 
 
 def _add_columns(db: Any, conn: Any) -> None:
-    """Schema 2 -> 3: add the columns a newer schema declares to tables an older one created."""
+    """Schema 2 -> 3 (and later): add the columns a newer schema declares to tables an older one created."""
     for table, column, declaration in _ADDED_COLUMNS:
         if column not in db.columns(conn, table):
             if db.dialect == "postgres":

@@ -16,6 +16,7 @@ from orchestrator.graph.state import TicketState
 from orchestrator.plugins import call_hook
 from orchestrator.worker.base import TurnRecord
 from orchestrator.workspace import Workspace, branch_name
+from orchestrator.workspace.git import commit_message
 
 log = logging.getLogger("middle.graph")
 
@@ -252,7 +253,7 @@ def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     if not ws or ctx.worktrees is None:
         return {"commit": None, "changes": []}
     summary = state["decision"].get("summary", "").strip()
-    message = f"{t['title']}\n\n{summary}\n" if summary else f"{t['title']}\n"
+    message = commit_message(t["title"], summary)  # a long title: a short subject, whole in the body
     workspace = Workspace.from_dict(ws)
     sha, changes = ctx.worktrees.commit(workspace, message)
     ctx.store.set_run_fields(state["run_id"], head_commit=sha, changes=changes)

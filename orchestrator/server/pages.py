@@ -36,9 +36,14 @@ def board_context(state: ServerState, project: str | None) -> dict[str, Any]:
     stats = store.ticket_stats()
     active = state.runs.active()
     cards: dict[str, list[dict[str, Any]]] = {s: [] for s in STATUSES}
-    for ticket in store.list_tickets(project_id=project or None):
+    everything = store.list_tickets()  # a dependency may be a ticket of another project
+    blocked = _dependency_problems(everything)
+    for ticket in everything:
+        if project and ticket.project_id != project:
+            continue
         data = {**ticket.to_dict(), "turns": 0, "cost_usd": 0.0, "offline_runs": 0,
-                "last_event_at": None, **stats.get(ticket.id, {}), "running_here": ticket.id in active}
+                "last_event_at": None, **stats.get(ticket.id, {}), "running_here": ticket.id in active,
+                "problem": blocked.get(ticket.id)}
         cards.setdefault(data["status"], []).append(data)
     for column in cards.values():  # most recently active first
         column.sort(key=lambda c: c["last_event_at"] or c["updated_at"], reverse=True)
@@ -47,6 +52,17 @@ def board_context(state: ServerState, project: str | None) -> dict[str, Any]:
             "projects": state.project_ids(with_memory=False),
             "problems": [str(p) for p in problems] + ([folder_problem] if folder_problem else []),
             "after": store.last_event_id(), "default_project": _default_project(state)}
+
+
+def _dependency_problems(tickets: list[Any]) -> dict[str, str]:
+    """Per ticket that can never start as written (a dependency that names no ticket, a cycle): why."""
+    from tickets.deps import check_dependencies
+
+    blocked: dict[str, list[str]] = {}
+    for problem in check_dependencies(tickets):
+        for tid in problem.ticket_ids:
+            blocked.setdefault(tid, []).append(problem.message)
+    return {tid: " ".join(messages) for tid, messages in blocked.items()}
 
 
 def _default_project(state: ServerState) -> str:

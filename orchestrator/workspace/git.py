@@ -120,6 +120,25 @@ def author_args(repo: Path) -> list[str]:
     return args
 
 
+SUBJECT_MAX = 72  # git's own advice: `git log --oneline`, GitHub and mail clients cut longer ones
+
+
+def commit_message(subject: str, body: str = "") -> str:
+    """A commit message whose subject is one short line; a longer subject goes whole into the body."""
+    line = " ".join(subject.split())
+    if len(line) > SUBJECT_MAX or line != subject.strip():
+        body = subject.strip() + ("\n\n" + body.strip() if body.strip() else "")
+        if len(line) > SUBJECT_MAX:
+            line = line[:SUBJECT_MAX - 1].rstrip() + "…"
+    return f"{line}\n\n{body.strip()}\n" if body.strip() else f"{line}\n"
+
+
+def merge_base(repo: Path, a: str, b: str) -> str | None:
+    """The best common ancestor of two commits, or None when they share no history."""
+    proc = git(repo, "merge-base", a, b, check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
 def commit_tree(repo: Path, tree: str, parents: list[str], message: str) -> str:
     """A commit object for `tree` (no working tree or ref touched); returns its sha."""
     args = [*author_args(repo), "commit-tree", tree]

@@ -100,36 +100,61 @@ class Review:
         return {**run, "repo": str(repo), "worktree": None}
 
     def _tip(self, run: dict[str, Any]) -> str | None:
-        """The ticket's tip: its branch (which the user may have added commits to), else the
-        commit recorded when it completed."""
+        """The ticket's tip: its branch (which the user may have added commits to, merged the
+        base into or rebased), else the commit recorded when it completed."""
         if not run.get("repo"):
             return run.get("head_commit")
-        repo = Path(run["repo"])
-        tip = g.branch_commit(repo, run["branch"])
-        head = run.get("head_commit")
-        if tip and (head is None or g.is_ancestor(repo, head, tip)) and tip != run["base_commit"]:
+        tip = g.branch_commit(Path(run["repo"]), run["branch"])
+        if tip and tip != run["base_commit"]:
             return tip
-        return head
+        return run.get("head_commit")
+
+    def _merged_range(self, run: dict[str, Any]) -> tuple[str, str]:
+        """What the merge did to the base branch: (its commit before, its commit after). Runs
+        merged before that was recorded: a merge commit's first parent, else the ticket's start."""
+        after = run["merge_commit"]
+        if run.get("premerge_commit"):
+            return run["premerge_commit"], after
+        parents = g.out(Path(run["repo"]), "rev-list", "--parents", "-n", "1", after).split()[1:]
+        if len(parents) == 2 and parents[1] == run.get("head_commit"):
+            return parents[0], after
+        return run["base_commit"], after
+
+    def _would_merge(self, repo: Path, run: dict[str, Any], tip: str) -> tuple[str, str]:
+        """What merging the tip would do to the base branch now: (base commit, merged tree), or
+        when it conflicts the tip against its merge base (the ticket's side of the conflict). A
+        branch that merged the base in or was rebased onto it shows only its own change."""
+        current = g.branch_commit(repo, run["base_branch"])
+        if current is None:
+            return run["base_commit"], tip
+        merged = g.merge_trees(repo, current, tip)
+        if merged.tree is not None:
+            return current, merged.tree
+        return g.merge_base(repo, current, tip) or run["base_commit"], tip
 
     def diff(self, ticket_id: str, *, stat: bool = False) -> dict[str, Any]:
-        """The ticket's change against the commit it started from: committed, or (while it runs
-        or after it failed) what its worktree holds now."""
+        """The ticket's change: what merging it did to the base branch (merged), what merging it
+        would do now (committed), or what its worktree holds (while it runs or after it failed)."""
         run = self._run(ticket_id)
         repo = Path(run["repo"])
-        tip = run.get("head_commit") if run.get("merge_commit") else self._tip(run)
+        merged = bool(run.get("merge_commit"))
+        tip = run.get("head_commit") if merged else self._tip(run)
         fmt = ["--stat"] if stat else ["--no-color", "--no-ext-diff"]
+        against = run["base_commit"]
         if tip:
-            text = g.git(repo, "diff", *fmt, run["base_commit"], tip).stdout
-            files = g.numstat(repo, run["base_commit"], tip)
+            against, to = self._merged_range(run) if merged else self._would_merge(repo, run, tip)
+            text = g.git(repo, "diff", *fmt, against, to).stdout
+            files = g.numstat(repo, against, to)
         elif run.get("worktree") and Path(run["worktree"]).is_dir():
             wt = run["worktree"]
+            against = g.merge_base(Path(wt), run["base_branch"], "HEAD") or against  # the base merged in
             g.git(wt, "add", "--all", "--intent-to-add", check=False)  # new files show in the diff
-            text = g.git(wt, "diff", *fmt, run["base_commit"]).stdout
-            files = g.numstat(wt, run["base_commit"])
+            text = g.git(wt, "diff", *fmt, against).stdout
+            files = g.numstat(wt, against)
         else:
             text, files = "", []
         return {"ticket_id": ticket_id, "base_branch": run["base_branch"], "base_commit": run["base_commit"],
-                "branch": run["branch"], "commit": tip, "merged": bool(run.get("merge_commit")),
+                "against": against, "branch": run["branch"], "commit": tip, "merged": merged,
                 "files": files, "text": text}
 
     # -- merging -----------------------------------------------------------------------------
@@ -144,6 +169,7 @@ class Review:
                                  ("failed", "interrupted") else ""))
         run = self._run(ticket_id)
         repo, base = Path(run["repo"]), run["base_branch"]
+        self._refuse_unsaved(ticket_id, run)
         with self.worktrees.locked():
             tip = self._tip(run)
             if tip is None:
@@ -155,7 +181,7 @@ class Review:
                 raise GitError(f"the base branch {base!r} no longer exists in {repo}: recreate it, "
                                "then merge again")
             if g.is_ancestor(repo, tip, old):
-                self._finish_merge(ticket_id, run, old, tip)
+                self._finish_merge(ticket_id, run, old, tip, premerge=old)
                 return ReviewResult(ticket_id, "merged", f"ticket {ticket_id}'s commits are already in "
                                     f"{base}; marked merged", old)
             if g.is_ancestor(repo, old, tip):
@@ -172,18 +198,36 @@ class Review:
                         f"{base}, fix, commit), then `middle merge {ticket_id}` again; or discard it "
                         f"(`middle discard {ticket_id}`) and run it again", conflicts=merged.conflicts)
                 new = g.commit_tree(repo, merged.tree, [old, tip],
-                                    f"Merge {branch_name(ticket_id)}: {ticket.title}\n")
+                                    g.commit_message(f"Merge {branch_name(ticket_id)}: {ticket.title}"))
                 how = "merge commit"
             paths = self._advance_base(repo, base, old, new, action=f"merge ticket {ticket_id}")
-            self._finish_merge(ticket_id, run, new, tip)
+            self._finish_merge(ticket_id, run, new, tip, premerge=old)
         return ReviewResult(ticket_id, "merged", f"merged ticket {ticket_id} into {base} ({how} "
                             f"{new[:10]}, {len(paths)} file(s))", new)
 
+    def _refuse_unsaved(self, ticket_id: str, run: dict[str, Any]) -> None:
+        """Merging removes the ticket's worktree: refuse while it holds edits not committed on
+        its branch (e.g. a conflict fixed but not committed), which would be lost."""
+        wt = run.get("worktree")
+        if not wt or not Path(wt).is_dir():
+            return
+        dirty = sorted(g.dirty_paths(Path(wt)))
+        if dirty:
+            raise TicketError(
+                f"ticket {ticket_id!r}'s worktree {wt} has changes not committed on its branch "
+                f"({', '.join(dirty[:10])}{' …' if len(dirty) > 10 else ''}): commit them there "
+                f"(cd {wt} && git add -A && git commit), or drop them, then `middle merge {ticket_id}` "
+                "again. Nothing was changed")
+
     def _finish_merge(self, ticket_id: str, run: dict[str, Any], merge_commit: str | None,
-                      tip: str | None = None) -> None:
-        fields: dict[str, Any] = {"merge_commit": merge_commit or ""}
+                      tip: str | None = None, *, premerge: str | None = None) -> None:
+        """Record the merge: the base moved from `premerge` to `merge_commit`, and that step (not
+        the branch's history, which may hold the base merged in) is the ticket's change."""
+        fields: dict[str, Any] = {"merge_commit": merge_commit or "", "premerge_commit": premerge}
         if tip and tip != run.get("head_commit"):
-            fields.update(head_commit=tip, changes=g.numstat(Path(run["repo"]), run["base_commit"], tip))
+            fields["head_commit"] = tip
+        if premerge and merge_commit and premerge != merge_commit:
+            fields["changes"] = g.numstat(Path(run["repo"]), premerge, merge_commit)
         self.store.set_run_fields(run["id"], **fields)
         self.store.set_status(ticket_id, "merged", f"merged into {run['base_branch']}"
                               + (f" at {merge_commit[:10]}" if merge_commit else " (no changes)"))
@@ -265,30 +309,36 @@ class Review:
                             memory_docs_deleted=removed)
 
     def _revert_commit(self, ticket: Any, run: dict[str, Any]) -> tuple[str | None, str]:
-        repo, base, start, tip = Path(run["repo"]), run["base_branch"], run["base_commit"], run.get("head_commit")
-        if not tip:
+        repo, base = Path(run["repo"]), run["base_branch"]
+        if not run.get("head_commit") or not run.get("merge_commit"):
             return None, "it changed no files, so no code was reverted"
+        before, after = self._merged_range(run)
+        if before == after:
+            return None, (f"its commits were already in {base} when it was marked merged, so merging "
+                          "it changed nothing there and no revert commit was made")
         with self.worktrees.locked():
             old = g.branch_commit(repo, base)
             if old is None:
                 raise GitError(f"the base branch {base!r} no longer exists in {repo}: nothing was changed")
-            if not g.is_ancestor(repo, tip, old):
-                return None, f"its commits are not in {base} any more, so no revert commit was needed"
-            # Undo start..tip as one change: a commit on top of the ticket's tip that restores the
-            # tree it started from, merged into the base (their merge base is the tip), kept
-            # with the base as its only parent. git 2.38's merge-tree needs no working tree.
-            undo = g.commit_tree(repo, g.out(repo, "rev-parse", f"{start}^{{tree}}"), [tip], "undo\n")
+            if not g.is_ancestor(repo, after, old):
+                return None, f"its merge {after[:10]} is not in {base} any more, so no revert commit was needed"
+            # Undo exactly what the merge did (before -> after), never the branch's own history,
+            # which may hold the base merged in: a commit on top of `after` that restores the
+            # tree of `before`, merged into the base (their merge base is `after`), kept with the
+            # base as its only parent. git 2.38's merge-tree needs no working tree.
+            undo = g.commit_tree(repo, g.out(repo, "rev-parse", f"{before}^{{tree}}"), [after], "undo\n")
             merged = g.merge_trees(repo, old, undo)
             if merged.tree is None:
                 raise GitError(
                     f"cannot revert ticket {ticket.id} cleanly: later changes on {base} touch "
-                    f"{', '.join(merged.conflicts)}. Nothing was changed; revert it by hand "
-                    f"(`git revert {start[:10]}..{tip[:10]}`), then `middle revert {ticket.id}` again "
-                    "to drop its memory")
+                    f"{', '.join(merged.conflicts)}. Nothing was changed; undo its merge by hand "
+                    f"(`git diff {after[:10]} {before[:10]} | git apply -3`, fix, commit), then "
+                    f"`middle revert {ticket.id}` again to drop its memory")
             if merged.tree == g.out(repo, "rev-parse", f"{old}^{{tree}}"):
                 return None, f"its changes are no longer in {base}, so no revert commit was needed"
-            message = (f"Revert \"{ticket.title}\"\n\n`middle revert {ticket.id}`: undoes "
-                       f"{start[:10]}..{tip[:10]} of {run['branch']}.\n")
+            message = g.commit_message(
+                f"Revert \"{ticket.title}\"", f"`middle revert {ticket.id}`: undoes the merge of "
+                f"{run['branch']} into {base} ({before[:10]}..{after[:10]}).")
             new = g.commit_tree(repo, merged.tree, [old], message)
             paths = self._advance_base(repo, base, old, new, action=f"revert ticket {ticket.id}")
         return new, f"revert commit {new[:10]} on {base} undoes {len(paths)} file(s)"

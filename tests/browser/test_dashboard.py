@@ -277,3 +277,30 @@ def test_a_full_board_scrolls_sideways_with_a_way_to_every_column(browser, tmp_p
             " return c.left >= r.left - 1 && c.right <= r.right + 1"), "the last column scrolled into view")
         assert "more-left" in d.find_element(By.ID, "board-scroll").get_attribute("class")
         assert d.switch_to.active_element.get_attribute("id") == "col-discarded"
+
+
+def test_a_very_long_title_stays_inside_its_card_column_and_ticket_heading(browser, tmp_path):
+    title = "Make the calculator " + "much better " * 830  # ~10,000 characters
+    app = create_app(make_project(tmp_path), fake=True)
+    d = browser
+    with ServerThread(app) as server, httpx.Client(base_url=server.url, timeout=60) as api:
+        tid = api.post("/api/tickets", json={"title": title, "project": "calc", "id": "long"}).json()["id"]
+        for size in (LAPTOP, PHONE):
+            d.set_window_size(*size)
+            d.get(server.url + "/")
+            box = d.execute_script(
+                "const card = document.querySelector('[data-ticket=long]');"
+                " const col = card.closest('.column').getBoundingClientRect(), c = card.getBoundingClientRect();"
+                " const t = card.querySelector('.card-title');"
+                " return {inside: c.left >= col.left && c.right <= col.right && c.bottom <= col.bottom,"
+                " lines: t.getBoundingClientRect().height / parseFloat(getComputedStyle(t).lineHeight)}")
+            assert box["inside"] and box["lines"] <= 3.1, (size, box)
+        d.set_window_size(*LAPTOP)
+        d.get(f"{server.url}/tickets/{tid}")
+        lines = d.execute_script("const h = document.querySelector('.ticket-head h1');"
+                                 " return h.getBoundingClientRect().height / parseFloat(getComputedStyle(h).lineHeight)")
+        assert lines <= 3.1
+        assert _fits(d, ".ticket-head") and len(d.title) < 100
+        full = d.find_element(By.CSS_SELECTOR, ".full-title")
+        full.find_element(By.TAG_NAME, "summary").click()
+        assert full.find_element(By.TAG_NAME, "p").get_attribute("textContent") == title.strip()

@@ -232,3 +232,40 @@ def test_kill_9_of_a_parallel_runner_then_resume_finishes_each_ticket_once(tmp_p
         assert [store.get_ticket(t).status.value for t in ("t1", "t2")] == ["running", "running"]
     time.sleep(0.5)
     _resume_each_once(tmp_path, fake_api, claude_env)
+
+
+def test_revert_of_a_ticket_that_merged_the_base_in_keeps_the_other_tickets_code(tmp_path, claude_cli):
+    """Issue 20: tb resolved its conflict as told (git merge main, fix, commit), merged by
+    fast-forward; diff, merge and revert agree that its change is x.py alone."""
+    repo = setup(tmp_path, claude_cli, [create("ta", "x.py", "X = 'a'\n"), create("tb", "x.py", "X = 'b'\n"),
+                                        create("tc", "c.py", "C = 1\n")])
+    middle(tmp_path, "run", "--fake", "--parallel", "3")
+    middle(tmp_path, "merge", "tc")
+    middle(tmp_path, "merge", "ta")
+    conflict = middle(tmp_path, "merge", "tb", ok=False)
+    assert conflict.returncode == 1 and "git merge main" in conflict.stdout
+    work = worktree(tmp_path, "tb")
+    who = ["-c", "user.name=u", "-c", "user.email=u@example.com"]
+    assert subprocess.run(["git", *who, "merge", "main"], cwd=work, capture_output=True).returncode != 0
+    (work / "x.py").write_text("X = 'a and b'\n")
+    subprocess.run(["git", *who, "commit", "-qam", "merge main, keep both"], cwd=work, check=True)
+    stat = middle(tmp_path, "diff", "tb", "--stat").stdout
+    assert "x.py" in stat and "c.py" not in stat
+    assert "fast-forward" in middle(tmp_path, "merge", "tb").stdout
+    assert (repo / "x.py").read_text() == "X = 'a and b'\n"
+    reverted = middle(tmp_path, "revert", "tb").stdout
+    assert "undoes 1 file(s)" in reverted
+    assert (repo / "c.py").read_text() == "C = 1\n" and (repo / "x.py").read_text() == "X = 'a'\n"
+    assert out(repo, "status", "--porcelain") == ""
+    assert "c.py" in middle(tmp_path, "diff", "tc", "--stat").stdout  # tc is still merged, its code there
+    # gc keeps what it cannot account for, says so and how to remove it; --force removes it
+    leftover = tmp_path / "state" / "worktrees" / "tb"
+    subprocess.run(["git", "worktree", "add", "-q", "-b", "middle/tb", str(leftover), "main"], cwd=repo, check=True)
+    (leftover / "draft.py").write_text("unsaved = True\n")
+    subprocess.run(["git", "branch", "middle/mine"], cwd=repo, check=True)
+    kept = " ".join(middle(tmp_path, "gc").stdout.split())
+    assert "kept worktree" in kept and "draft.py" in kept and "kept branch" in kept and "middle/mine" in kept
+    assert "--force" in kept and (leftover / "draft.py").exists()
+    forced = " ".join(middle(tmp_path, "gc", "--force").stdout.split())
+    assert "removed worktree" in forced and "removed branch" in forced and not leftover.exists()
+    assert out(repo, "branch", "--list", "middle/*") == ""

@@ -204,3 +204,16 @@ def test_a_store_out_of_reach_before_the_claim_skips_the_ticket_for_a_later_pass
     _collect(_Slot("t2", error=WorkerError("Claude Code crashed")), result, LogView(), [], False)
     assert [(o.ticket_id, o.status) for o in result.outcomes] == [("t1", "skipped"), ("t2", "failed")]
     assert result.fatal is None
+
+
+def test_a_long_title_makes_a_one_line_commit_subject_with_the_title_in_the_body(tmp_path, project):
+    title = "Add the greeting" + " and more" * 1100  # ~10,000 characters
+    llm = PerTicketAgentLLM(one_turn(title, "Created greet.py."))
+    worker = RecordingWorker([writes("greet.py", "print('hi')\n")])
+    with make_orchestrator(make_config(tmp_path), llm, worker) as orch:
+        add_ticket(orch, project, "long", title=title)
+        assert run_batch(orch, ["long"]).outcomes[0].status == "complete"
+    subject = out(project, "log", "-1", "--format=%s", "middle/long")
+    assert len(subject) <= 72 and subject.startswith("Add the greeting and more")
+    body = out(project, "log", "-1", "--format=%b", "middle/long")
+    assert title in body and "Created greet.py." in body

@@ -146,3 +146,50 @@ def test_a_description_is_rendered_markdown_with_no_raw_html(server):
     assert re.findall(r'href="([^"]*)"', section) == [
         "https://example.com/spec", "https://example.org/bare", "https://example.net/logo.png"]
     assert "[click me](javascript:alert(3))" in section  # shown as the text it is, not a link
+
+
+def _completed_by_hand(server, ticket_id: str, rel: str, text: str) -> None:
+    """A ticket whose run wrote `rel` on its branch and completed (what the graph does), no model."""
+    from pathlib import Path
+
+    state = server.state
+    state.sync_folder()
+    ticket = state.store.get_ticket(ticket_id)
+    run_id = state.store.claim_new_run(ticket_id, ["pending"])
+    worktrees = state.review().worktrees
+    ws = worktrees.prepare(ticket_id, ticket.project_path)
+    state.store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
+                               base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)
+    (Path(ws.path) / rel).write_text(text)
+    sha, changes = worktrees.commit(ws, f"{ticket.title}\n")
+    state.store.set_run_fields(run_id, head_commit=sha, changes=changes)
+    assert state.store.end_run(ticket_id, run_id, "complete", None)
+
+
+def _change_header(html: str) -> str:
+    return re.search(r'<h2 id="diff-h">(.*?)</h2>', html, re.S).group(1)
+
+
+def test_the_change_of_a_reverted_ticket_says_reverted_not_merged(server):
+    c = server.client
+    _completed_by_hand(server, "001-greeting", "hello.txt", "hello\n")
+    assert c.post("/api/tickets/001-greeting/merge").json()["status"] == "merged"
+    merged = _change_header(c.get("/tickets/001-greeting", headers=HTML).text)
+    assert merged.endswith("· merged</span>")
+    reverted = c.post("/api/tickets/001-greeting/revert").json()
+    assert reverted["status"] == "reverted"
+    header = _change_header(c.get("/tickets/001-greeting", headers=HTML).text)
+    assert f"· merged, then reverted by <code>{reverted['commit'][:10]}</code>" in header
+    assert not header.endswith("· merged</span>")
+
+
+def test_a_ticket_whose_dependency_names_no_ticket_shows_the_problem_on_its_card(server, project):
+    folder = project.resolve(project.project.tickets_dir)
+    (folder / "blocked.md").write_text("---\ntitle: Needs a ghost\nproject: calc\nid: blocked\n"
+                                       "depends_on: [no-such-ticket]\n---\nBody.\n")
+    board = server.client.get("/", headers=HTML).text
+    card = re.search(r'<a class="card[^"]*" href="/tickets/blocked".*?</a>', board, re.S).group(0)
+    assert 'class="card has-problem"' in card and "Cannot start:" in card
+    assert "depends_on names no ticket: &#39;no-such-ticket&#39;" in card
+    normal = re.search(r'<a class="card[^"]*" href="/tickets/001-greeting".*?</a>', board, re.S).group(0)
+    assert "has-problem" not in normal and "Cannot start" not in normal

@@ -69,6 +69,24 @@ def test_schema_version_is_recorded_once(tmp_path):
     conn.close()
 
 
+def test_a_version_4_store_gains_the_merge_record(tmp_path):
+    """Schema 4 -> 5: runs get premerge_commit (the base before a merge), kept rows intact."""
+    path = tmp_path / "t.db"
+    with TicketStore(path) as s:
+        s.upsert_ticket(Ticket(id="t1", project_id="p", title="T", project_path="/tmp"))
+        run_id = s.create_run("t1")
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE runs DROP COLUMN premerge_commit")
+    conn.execute("UPDATE schema_version SET version = 4")
+    conn.commit()
+    conn.close()
+    with TicketStore(path) as s:
+        assert s.schema_version() == SCHEMA_VERSION == 5
+        assert s.latest_run("t1")["premerge_commit"] is None
+        s.set_run_fields(run_id, premerge_commit="abc", merge_commit="def")
+        assert s.latest_run("t1")["premerge_commit"] == "abc"
+
+
 def test_newer_schema_is_refused(tmp_path):
     path = tmp_path / "t.db"
     TicketStore(path).close()

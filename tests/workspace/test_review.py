@@ -213,14 +213,41 @@ def test_gc_removes_what_no_ticket_needs(env, tmp_path):
     repo, store, wt, review, _ = env
     complete(store, wt, repo, "keep", {"a.py": "1\n"})  # complete: kept for review
     wt.prepare("ghost", repo)  # a worktree of a ticket nobody knows (a crashed, deleted run)
-    git(repo, "branch", "middle/orphan")
-    assert collect(store, wt, [repo], dry_run=True).worktrees == [str(wt.path_for("ghost"))]
+    complete(store, wt, repo, "gone", {"g.py": "1\n"})
+    review.discard("gone")
+    wt.prepare("gone", repo)  # a leftover of a discarded ticket, at its recorded start
+    assert collect(store, wt, [repo], dry_run=True).worktrees == [str(wt.path_for(t)) for t in ("ghost", "gone")]
     assert (wt.path_for("ghost")).exists()
     report = collect(store, wt, [repo])
-    assert report.worktrees == [str(wt.path_for("ghost"))]
-    assert f"{repo}:middle/orphan" in report.branches and f"{repo}:middle/ghost" in report.branches
+    assert report.worktrees == [str(wt.path_for(t)) for t in ("ghost", "gone")] and report.kept == []
+    assert sorted(report.branches) == [f"{repo}:middle/ghost", f"{repo}:middle/gone"]
     assert not wt.path_for("ghost").exists() and wt.path_for("keep").exists()
     assert g_branches(repo) == ["main", "middle/keep"]
+
+
+def test_gc_keeps_work_it_cannot_account_for_unless_forced(env, tmp_path):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {"a.py": "1\n"})
+    review.discard("t1")
+    ws = wt.prepare("t1", repo)  # a leftover worktree of the discarded ticket...
+    (Path(ws.path) / "notes.txt").write_text("the user's own notes\n")  # ...holding unsaved work
+    (Path(ws.path) / "app.py").write_text("print('edited by hand')\n")
+    lost = wt.prepare("t2", repo)  # a worktree of a ticket nobody knows, with a commit only there
+    (Path(lost.path) / "b.py").write_text("b\n")
+    commit_all(lost.path, "work on no other branch")
+    git(repo, "branch", "middle/mine")  # the user's own branch under middle/
+    report = collect(store, wt, [repo])
+    assert report.worktrees == [] and report.branches == []
+    kept = "\n".join(report.kept)
+    assert f"worktree {wt.path_for('t1')}: it holds uncommitted or untracked files (app.py, notes.txt)" in kept
+    assert f"worktree {wt.path_for('t2')}: its commit" in kept and "on no other branch" in kept
+    assert f"branch {repo}:middle/mine: middle did not create it" in kept
+    assert "`middle gc --force`" in kept and f"`git -C {repo} branch -D middle/mine`" in kept
+    assert (Path(ws.path) / "notes.txt").exists() and (Path(lost.path) / "b.py").exists()
+    assert g_branches(repo) == ["main", "middle/mine", "middle/t1", "middle/t2"]
+    forced = collect(store, wt, [repo], force=True)
+    assert forced.kept == [] and len(forced.worktrees) == 2 and len(forced.branches) == 3
+    assert g_branches(repo) == ["main"] and not wt.path_for("t1").exists()
 
 
 def g_branches(repo):
@@ -250,3 +277,108 @@ def test_revert_after_the_backend_changed_deletes_the_doc_from_the_old_store_and
     old = MemoryFacade(tmp_path / "mem", "bm25", {}, registry)
     assert old.list_docs("p") == []
     old.close()
+
+
+# -- a ticket's change is what merging it did to the base, whatever its branch's history --------
+
+@pytest.fixture
+def any_env(tmp_path, store_target):
+    """As `env`, on each engine the ticket store runs on (the merge record lives there)."""
+    repo = make_repo(tmp_path / "repo", {"app.py": "print('v1')\n", "README.md": "app\n"})
+    store = TicketStore(store_target)
+    wt = Worktrees(tmp_path / "state" / "worktrees")
+    yield repo, store, wt, Review(store, wt, Memory())
+    store.close()
+
+
+def _resolve_by_merging_the_base(wt, tid, path, text):
+    """What the conflict message tells the user: in the ticket's worktree, `git merge main`,
+    fix the file, commit."""
+    work = wt.path_for(tid)
+    assert git(work, "merge", "--quiet", "main", check=False).returncode != 0  # the conflict
+    (work / path).write_text(text)
+    commit_all(work, f"merge main into middle/{tid}")
+
+
+def test_revert_of_a_branch_that_merged_the_base_in_undoes_only_its_merge(any_env):
+    repo, store, wt, review = any_env
+    complete(store, wt, repo, "ta", {"x.py": "X = 'a'\n"})
+    complete(store, wt, repo, "tb", {"x.py": "X = 'b'\n"})
+    complete(store, wt, repo, "tc", {"c.py": "C = 1\n"})
+    review.merge("tc")
+    review.merge("ta")
+    assert review.merge("tb").status == "conflict"
+    _resolve_by_merging_the_base(wt, "tb", "x.py", "X = 'a and b'\n")
+    # before merging, its change is what merging would do: x.py only, not main's c.py
+    assert [f["path"] for f in review.diff("tb")["files"]] == ["x.py"]
+    assert "-X = 'a'" in review.diff("tb")["text"] and "c.py" not in review.diff("tb", stat=True)["text"]
+    assert "fast-forward" in review.merge("tb").message
+    run = store.latest_run("tb")
+    assert run["premerge_commit"] and run["merge_commit"] == branch_commit(repo, "main")
+    assert [f["path"] for f in run["changes"]] == ["x.py"]
+    assert [f["path"] for f in review.diff("tb")["files"]] == ["x.py"]  # merged: the same change
+    result = review.revert("tb")
+    assert result.status == "reverted" and "1 file(s)" in result.message
+    assert (repo / "c.py").read_text() == "C = 1\n"  # tc's code stays
+    assert (repo / "x.py").read_text() == "X = 'a'\n"  # ta's version, as before tb's merge
+    assert store.get_ticket("tc").status.value == "merged"
+
+
+def test_revert_of_a_rebased_branch_leaves_the_other_tickets_code(any_env):
+    repo, store, wt, review = any_env
+    complete(store, wt, repo, "ta", {"a.py": "A = 1\n"})
+    complete(store, wt, repo, "tb", {"b.py": "B = 1\n", "app.py": "print('b')\n"})
+    review.merge("ta")
+    work = wt.path_for("tb")
+    git(work, *["-c", "user.name=u", "-c", "user.email=u@x"], "rebase", "--quiet", "main")
+    assert [f["path"] for f in review.diff("tb")["files"]] == ["app.py", "b.py"]
+    assert "fast-forward" in review.merge("tb").message
+    review.revert("tb")
+    assert (repo / "a.py").exists() and not (repo / "b.py").exists()
+    assert (repo / "app.py").read_text() == "print('v1')\n"
+
+
+def test_revert_of_several_commits_merged_with_a_merge_commit(any_env):
+    repo, store, wt, review = any_env
+    complete(store, wt, repo, "t1", {"one.py": "1\n"})
+    work = wt.path_for("t1")
+    (work / "two.py").write_text("2\n")
+    commit_all(work, "the user's second commit on the ticket's branch")
+    (work / "one.py").write_text("1, edited\n")
+    commit_all(work, "and a third")
+    complete(store, wt, repo, "t2", {"other.py": "o\n"})
+    review.merge("t2")
+    assert "merge commit" in review.merge("t1").message
+    assert sorted(f["path"] for f in store.latest_run("t1")["changes"]) == ["one.py", "two.py"]
+    assert "2 file(s)" in review.revert("t1").message
+    assert not (repo / "one.py").exists() and not (repo / "two.py").exists()
+    assert (repo / "other.py").read_text() == "o\n"
+    assert out(repo, "status", "--porcelain") == ""
+
+
+def test_a_long_title_gives_short_merge_and_revert_subjects(env):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {"one.py": "1\n"})
+    store.upsert_ticket(Ticket(id="t1", project_id="p", title="Long " * 2000, project_path=str(repo)))
+    (repo / "README.md").write_text("moved on\n")
+    commit_all(repo, "the base moved: merging makes a merge commit")
+    assert "merge commit" in review.merge("t1").message
+    review.revert("t1")
+    merge_subject, revert_subject = out(repo, "log", "-2", "--format=%s").splitlines()[::-1]
+    assert merge_subject.startswith("Merge middle/t1: Long Long") and len(merge_subject) <= 72
+    assert revert_subject.startswith('Revert "Long Long') and len(revert_subject) <= 72
+    assert ("Long " * 2000).strip() in out(repo, "log", "-1", "--format=%b")
+
+
+def test_merge_refuses_while_the_tickets_worktree_holds_uncommitted_edits(env):
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"})
+    (wt.path_for("t1") / "app.py").write_text("print('fixed by hand, not committed')\n")
+    before = snapshot(repo)
+    with pytest.raises(TicketError, match=r"has changes not committed on its branch \(app.py\).*Nothing was changed"):
+        review.merge("t1")
+    assert snapshot(repo) == before and store.get_ticket("t1").status.value == "complete"
+    assert (wt.path_for("t1") / "app.py").read_text() == "print('fixed by hand, not committed')\n"
+    commit_all(wt.path_for("t1"), "the fix")
+    assert review.merge("t1").status == "merged"
+    assert (repo / "app.py").read_text() == "print('fixed by hand, not committed')\n"
