@@ -12,6 +12,7 @@ import click
 from orchestrator.cli_output import (
     console, err_console, make_table, on_event, report, safe, say, shorten, summary_line,
 )
+from orchestrator.command_context import TicketsAtOnce
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND
 
 if TYPE_CHECKING:
@@ -213,7 +214,7 @@ def _stop_signals() -> Iterator[None]:
 @click.option("--tickets", "tickets_dir", default=None, help="Ticket folder (default [project] tickets_dir).")
 @click.option("--fake", is_flag=True, help="Use the built-in offline fake model instead of the API.")
 @click.option("--rerun", is_flag=True, help="Also start tickets that are already complete or merged.")
-@click.option("--parallel", "-j", type=click.IntRange(1, 64), default=None,
+@click.option("--parallel", "-j", type=TicketsAtOnce(), default=None,
               help="Tickets at once, each in its own worktree (default [run] parallel).")
 @click.pass_context
 def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None, fake: bool,

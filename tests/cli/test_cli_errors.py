@@ -153,3 +153,11 @@ def test_an_unreachable_model_api_stops_the_batch_with_one_error_and_leaves_tick
     with TicketStore(workdir / ".middle" / "middle.sqlite3") as store:
         assert [store.get_ticket(t).status.value for t in "abc"] == ["pending"] * 3
         assert store.latest_run("b") is None and store.latest_run("c") is None
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "2.5"])
+def test_parallel_that_is_no_positive_integer_says_what_it_wants(workdir, value):
+    write_config(workdir)
+    result = invoke("run", "--parallel", value)
+    assert_clean_error(result, "error:", f"'{value}': give a positive integer", "tickets to run at once")
+    assert "valid integer range" not in result.output
