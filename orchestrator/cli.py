@@ -349,7 +349,7 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         rows[t.id] = t.replace(status=known[t.id].status,
                                    status_reason=known[t.id].status_reason) if t.id in known else t
     problems = check_dependencies(folder.tickets, rows)
-    blocked = {tid: "see the error below" for p in problems for tid in p.ticket_ids}
+    blocked = {tid: "bad depends_on: see the error below" for p in problems for tid in p.ticket_ids}
 
     def status_of(tid: str) -> str | None:
         return rows[tid].status.value if tid in rows else None
@@ -370,6 +370,8 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         err_console.print(f"[yellow]warning:[/] {safe(warning)}")
     for problem in problems:
         err_console.print(f"[bold red]error:[/] {safe(problem)}")
+    if problems:  # the list is still shown, the broken tickets marked; an error line fails the command
+        sys.exit(1)
 
 
 @main.command()

@@ -38,10 +38,16 @@ def get_config(ctx: click.Context, *, required: bool = True) -> Config:
     # which then needs no pydantic config.
     from orchestrator.config import load_config, require_config_file
 
-    root = ctx.find_root()
-    config = load_config((root.obj or {}).get("config_path"))
+    from orchestrator.config_memo import read_config
+
+    path = (ctx.find_root().obj or {}).get("config_path")
+    config = load_config(path)
     if required:
         require_config_file(config)
+    if config.source is not None:
+        # The options are validated by the backend's and the worker's own models (which import
+        # every backend): once per change of the config, remembered with the read-only view.
+        read_config(path)
     return config
 
 

@@ -161,3 +161,25 @@ def test_parallel_that_is_no_positive_integer_says_what_it_wants(workdir, value)
     result = invoke("run", "--parallel", value)
     assert_clean_error(result, "error:", f"'{value}': give a positive integer", "tickets to run at once")
     assert "valid integer range" not in result.output
+
+
+def test_tickets_lists_every_ticket_but_fails_on_a_dependency_that_names_no_ticket(workdir):
+    write_config(workdir)
+    ticket(workdir, "001-ok.md", "title: Fine\nproject: demo")
+    ticket(workdir, "002-bad.md", "title: Broken\nproject: demo\ndepends_on: [000-gone]")
+    result = invoke("tickets")
+    assert_clean_error(result, "error:", "depends_on names no ticket: '000-gone'")
+    listed = [line for line in result.output.splitlines() if "│ 00" in line]
+    assert [line.split("│")[1].strip() for line in listed] == ["001-ok", "002-bad"]
+    assert "bad depends_on" in listed[1] and "bad depends_on" not in listed[0]
+
+
+@pytest.mark.parametrize("section, key", [("worker.options", "bogus"), ("memory.options", "windw")])
+@pytest.mark.parametrize("command", [["tickets"], ["log", "a"], ["sync"], ["diff", "a"], ["gc"]])
+def test_every_command_that_loads_the_config_refuses_an_unknown_option(workdir, section, key, command):
+    write_config(workdir, f'[memory]\nbackend = "sliding_window"\n[{section}]\n{key} = 1\n')
+    ticket(workdir, "a.md", "title: Something\nproject: demo")
+    assert_clean_error(invoke(*command), f"error: bad [{section}]", key)
+    # fixed, the same command no longer says so (a refused config is never remembered as valid)
+    write_config(workdir, '[memory]\nbackend = "sliding_window"\n')
+    assert f"bad [{section}]" not in invoke(*command).output
