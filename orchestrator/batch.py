@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.lifecycle import start_refusal
+from orchestrator.next_steps import advice
 from orchestrator.runner import Orchestrator, RunOutcome
 from tickets.claims import this_host
 from tickets.deps import SATISFIED, run_order
@@ -267,7 +268,7 @@ def _stop_all(orch: Orchestrator, active: dict[str, _Slot], done: queue.Queue, w
         run = orch.store.latest_run(ticket_id)
         claim = orch.store.get_claim(ticket_id)
         if run and run["status"] == "running" and claim and claim.host == this_host():
-            orch.lifecycle.interrupt(ticket_id, run["id"], f"{why}: continue with `middle resume {ticket_id}`",
+            orch.lifecycle.interrupt(ticket_id, run["id"], f"{why}: {advice('interrupted', ticket_id, fake=orch.services.fake)}",
                                      auto_resume=orch.project_override is not None)  # as the runner does
     interrupted = [t for t in running if orch.store.get_ticket(t).status.value == "interrupted"]
     return BatchInterrupted(why, interrupted, result.outcomes)

@@ -172,9 +172,15 @@ def main(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
         logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                             format="%(levelname)s %(name)s: %(message)s")
     ctx.obj = {"config_path": config_path}
+    from orchestrator.next_steps import started_as
+
+    started_as(config=config_path, fake=False)  # advice repeats it: `middle --config X resume ID`
 
 
 def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
+    from orchestrator.next_steps import started_as
+
+    started_as(fake=fake)  # what this command suggests next keeps --fake
     if fake:  # said first: building the orchestrator imports LangGraph and the SDK (a second)
         console.print("[yellow]offline:[/] using the built-in fake model (no API key needed)")
     from orchestrator.runner import Orchestrator
@@ -185,8 +191,10 @@ def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
 
 
 def _interrupted(ticket_ids: list[str] | str) -> None:
-    for tid in [ticket_ids] if isinstance(ticket_ids, str) else ticket_ids:
-        err_console.print(f"[yellow]interrupted:[/] middle resume {safe(tid)}")
+    from orchestrator.next_steps import command
+
+    for tid in [ticket_ids] if isinstance(ticket_ids, str) else ticket_ids:  # as the run was started
+        err_console.print(f"[yellow]interrupted:[/] {safe(command('resume', tid).strip('`'))}")
     sys.exit(EXIT_INTERRUPTED)
 
 
@@ -386,7 +394,9 @@ def log(ctx: click.Context, ticket_id: str, full: bool, follow: bool) -> None:
 
     store = read_store(ctx, read_config(ctx).store_target)
     if store is None:
-        raise TicketError(f"no ticket {ticket_id!r} has run yet: start it with `middle run {ticket_id}`")
+        from orchestrator.next_steps import command
+
+        raise TicketError(f"no ticket {ticket_id!r} has run yet: start it with {command('run', ticket_id)}")
     if follow:
         follow_log(console, store, ticket_id)
         return
