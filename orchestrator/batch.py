@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.lifecycle import start_refusal
-from orchestrator.next_steps import advice
+from orchestrator.next_steps import advice, advise
 from orchestrator.runner import Orchestrator, RunOutcome
 from tickets.claims import this_host
 from tickets.deps import SATISFIED, run_order
@@ -29,6 +29,7 @@ log = logging.getLogger("middle.batch")
 
 POLL_S = 0.2  # the main thread wakes this often, so a signal is handled at once
 STOP_GRACE_S = 15.0  # after a stop, how long running tickets get to record their interruption
+NOT_STARTED = "not run: the model cannot be used (see the error below)"
 
 
 class BatchView(Protocol):
@@ -97,6 +98,9 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
     result = BatchResult()
     tickets = run_order([store.get_ticket(t) for t in ticket_ids])
     batch_ids = {t.id for t in tickets}
+    # Why a pending ticket went back to the backlog (an earlier batch could not reach the model)
+    # is stale once this batch tries again: each ticket it runs gets its own note.
+    store.clear_pending_notes(sorted(batch_ids))
     for t in tickets:  # what can never start (a wrong status, a missing dependency): say so first
         why = (blocked or {}).get(t.id) or (None if t.id in resume else start_refusal(
             store, t.id, rerun=rerun, dependencies=mode, in_batch=batch_ids))
@@ -161,18 +165,21 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
                     else:
                         launch(ticket)
             if not active:
-                if queue_:  # nothing running and nothing can start: say why for each
-                    why = stop_starting or (str(result.fatal) if result.fatal else None)
+                if queue_ and result.fatal is not None and not stop_starting:
+                    # The model cannot be used: said once (the CLI's error line); these never
+                    # started and stay pending, as the summary counts them.
+                    result.outcomes += [RunOutcome(t.id, "", "pending", NOT_STARTED) for t in queue_]
+                elif queue_:  # nothing running and nothing can start: say why for each
                     for ticket in queue_:
-                        skip(ticket, why or "its dependencies did not finish in this batch")
-                    queue_.clear()
+                        skip(ticket, stop_starting or "its dependencies did not finish in this batch")
+                queue_.clear()
                 break
             try:
                 slot = done.get(timeout=POLL_S)
             except queue.Empty:
                 continue
             active.pop(slot.ticket_id, None)
-            _collect(slot, result, view, started_runs, named)
+            _collect(slot, result, view, started_runs, named, store=store)
     except KeyboardInterrupt as exc:
         why = exc.why if isinstance(exc, RunInterrupted) else "interrupted by the user"
         raise _stop_all(orch, active, done, why, result) from None
@@ -210,7 +217,8 @@ def _readiness(store: Any, ticket: Any, mode: str, rerun: bool, batch_ids: set[s
     return start_refusal(store, ticket.id, rerun=rerun, dependencies=mode)
 
 
-def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: list[str], named: bool) -> None:
+def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: list[str], named: bool,
+             store: Any = None) -> None:
     if slot.outcome is not None:
         if slot.outcome.run_id:
             started_runs.append(slot.outcome.run_id)
@@ -221,8 +229,14 @@ def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: li
         return
     exc = slot.error
     if isinstance(exc, ModelAccessError):
+        # The same error for every ticket that met it: the batch reports it once (`fatal`); each
+        # ticket's outcome is what its status now is (back to pending when no turn had finished).
         result.fatal = result.fatal or exc
-        outcome = RunOutcome(slot.ticket_id, "", "failed", str(exc))
+        run = store.latest_run(slot.ticket_id) if store is not None else None
+        status = store.get_ticket(slot.ticket_id).status.value if run else "pending"
+        outcome = (RunOutcome(slot.ticket_id, run["id"] if run else "", "failed",
+                              f"stopped by the model error; {advise(store, slot.ticket_id)}", resumable=True)
+                   if status == "failed" else RunOutcome(slot.ticket_id, "", "pending", NOT_STARTED))
     elif isinstance(exc, MiddleError):
         # A store out of reach before the run began (the claim) changed nothing: the ticket is
         # still pending, and the next pass (a worker's loop, the user's next `middle run`) takes it.

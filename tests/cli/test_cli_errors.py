@@ -139,6 +139,48 @@ def test_a_project_that_is_not_a_git_repository_is_one_error_and_nothing_is_clai
         assert store.get_ticket("a").status.value == "pending" and store.latest_run("a") is None
 
 
+class RejectsEveryKey:
+    """The fake Messages API answering as the real one does to a revoked key."""
+
+    def respond(self, channel, body):
+        from orchestrator.fake_api import api_error
+
+        return api_error(401, "invalid x-api-key", "authentication_error")
+
+
+def _store_notes(root: Path) -> dict[str, str | None]:
+    from tickets.store import TicketStore
+
+    with TicketStore(root / ".middle" / "middle.sqlite3") as store:
+        return {t.id: t.status_reason for t in store.list_tickets() if t.status.value == "pending"}
+
+
+@pytest.mark.parametrize("parallel", ["1", "3"])
+def test_a_model_api_that_cannot_be_used_is_said_once_and_the_summary_counts_the_pending_tickets(
+        workdir, monkeypatch, parallel):
+    from orchestrator.fake_api import FakeMessagesAPI
+
+    write_config(workdir)
+    for name in ("a", "b", "c"):
+        ticket(workdir, f"{name}.md", f"title: Ticket {name}\nproject: demo")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
+    result = invoke("run", "--parallel", parallel)
+    assert_clean_error(result, "error: cannot reach the Messages API")
+    assert result.output.count("cannot reach the Messages API") == 1, result.output
+    assert "3 ticket(s): 0 complete, 0 failed, 3 still pending" in result.output
+    assert set(_store_notes(workdir)) == {"a", "b", "c"}
+    with FakeMessagesAPI(RejectsEveryKey()) as api:  # the next batch: the key is rejected
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+        result = invoke("run")
+    assert_clean_error(result, "error: the Messages API rejected the API key (401)")
+    assert result.output.count("rejected the API key") == 1, result.output
+    assert "3 ticket(s): 0 complete, 0 failed, 3 still pending" in result.output
+    notes = _store_notes(workdir)
+    assert set(notes) == {"a", "b", "c"}  # still pending, and no note says the old batch's error
+    assert not any("cannot reach" in (note or "") for note in notes.values()), notes
+
+
 def test_an_unreachable_model_api_stops_the_batch_with_one_error_and_leaves_tickets_pending(workdir, monkeypatch):
     write_config(workdir)
     for name in ("a", "b", "c"):

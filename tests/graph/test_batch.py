@@ -153,6 +153,25 @@ def test_a_rejected_key_stops_the_batch_and_leaves_every_ticket_pending(tmp_path
         assert [orch.store.get_ticket(f"t{i}").status.value for i in range(3)] == ["pending"] * 3
         assert orch.store.get_claim("t0") is None
         assert orch.store.latest_run("t0")["status"] == "failed"
+        assert [o.status for o in result.outcomes] == ["pending"] * 3  # as the store says
+
+
+def test_a_rejected_key_after_a_finished_turn_leaves_that_ticket_failed_and_resumable(tmp_path, project):
+    def reject(system, messages):
+        raise ModelAccessError("the Messages API rejected the API key (401): check ANTHROPIC_API_KEY")
+
+    from orchestrator.testing.fakes import ScriptedAgentLLM
+
+    llm = ScriptedAgentLLM([plan_reply("p"), reject])
+    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker([writes("a.py", "1\n")])) as orch:
+        for i in range(2):
+            add_ticket(orch, project, f"t{i}", title=f"T{i}")
+        result = run_batch(orch, ["t0", "t1"])
+        assert isinstance(result.fatal, ModelAccessError)
+        assert [(o.status, orch.store.get_ticket(o.ticket_id).status.value) for o in result.outcomes] == [
+            ("failed", "failed"), ("pending", "pending")]
+        assert "rejected" not in result.outcomes[0].reason  # said once, by the batch's error
+        assert "`middle resume t0`" in result.outcomes[0].reason
 
 
 def test_a_rerun_of_a_complete_ticket_with_an_unmerged_change_is_refused(tmp_path, project):
