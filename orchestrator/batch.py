@@ -94,18 +94,22 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
     cap = orch.config.run.max_cost_usd_total
     mode = orch.config.run.dependencies
     store = orch.store
-    orch.agent  # a missing API key is one error before anything is claimed
     result = BatchResult()
     tickets = run_order([store.get_ticket(t) for t in ticket_ids])
     batch_ids = {t.id for t in tickets}
-    # Why a pending ticket went back to the backlog (an earlier batch could not reach the model)
-    # is stale once this batch tries again: each ticket it runs gets its own note.
-    store.clear_pending_notes(sorted(batch_ids))
     for t in tickets:  # what can never start (a wrong status, a missing dependency): say so first
         why = (blocked or {}).get(t.id) or (None if t.id in resume else start_refusal(
             store, t.id, rerun=rerun, dependencies=mode, in_batch=batch_ids))
         if why and named:
             raise TicketError(why)
+    # A missing API key is one error before anything is claimed; after the refusals above, which
+    # say what to do instead (`middle run` of a complete ticket needs no key to be told to merge).
+    if not tickets:
+        return result
+    orch.agent
+    # Why a pending ticket went back to the backlog (an earlier batch could not reach the model)
+    # is stale once this batch tries again: each ticket it runs gets its own note.
+    store.clear_pending_notes(sorted(batch_ids))
     _check_repositories(orch, tickets)
     queue_: list[Any] = list(tickets)
     active: dict[str, _Slot] = {}

@@ -225,3 +225,17 @@ def test_every_command_that_loads_the_config_refuses_an_unknown_option(workdir, 
     # fixed, the same command no longer says so (a refused config is never remembered as valid)
     write_config(workdir, '[memory]\nbackend = "sliding_window"\n')
     assert f"bad [{section}]" not in invoke(*command).output
+
+
+def test_run_of_a_complete_ticket_says_what_to_do_before_asking_for_an_api_key(workdir):
+    write_config(workdir)
+    ticket(workdir, "a.md", "title: Something\nproject: demo")
+    assert_clean_error(invoke("run", "a"), "ANTHROPIC_API_KEY is not set")  # creates the store
+    from tickets.store import TicketStore
+
+    with TicketStore(workdir / ".middle" / "middle.sqlite3") as store:
+        store.set_status("a", "complete", "done")
+    result = invoke("run", "a")
+    assert_clean_error(result, "error: ticket 'a' is already complete: mark it merged with `middle merge a`")
+    assert "ANTHROPIC_API_KEY" not in result.output
+    assert invoke("run").exit_code == 0  # nothing pending: nothing to run, no key needed
