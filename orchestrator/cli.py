@@ -175,6 +175,7 @@ def main(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
     from orchestrator.next_steps import started_as
 
     started_as(config=config_path, fake=False)  # advice repeats it: `middle --config X resume ID`
+    ctx.call_on_close(lambda: started_as(config=None, fake=False))  # (one process, many commands: tests)
 
 
 def open_orchestrator(ctx: click.Context, config: Config, fake: bool):

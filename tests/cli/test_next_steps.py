@@ -29,6 +29,14 @@ from tickets.model import Ticket
 TRIED = ("run", "resume", "merge", "discard", "revert")
 
 
+@pytest.fixture(autouse=True)
+def _plain_invocation(monkeypatch):
+    """Advice as for `middle CMD` with no --config or --fake, whatever ran before in this process."""
+    from orchestrator import next_steps
+
+    monkeypatch.setattr(next_steps, "_STARTED_AS", {"config": None, "fake": False})
+
+
 class AgentLLM:
     """Plans one prompt, then decides `complete` (or gives up, with `finish=False`)."""
 
@@ -164,10 +172,7 @@ def test_a_refused_command_suggests_what_the_table_says(tmp_path, sit, tried):
         assert advice(sit, "t", tried) in str(exc)
 
 
-def test_advice_repeats_the_config_and_fake_the_process_was_started_with(monkeypatch):
-    from orchestrator import next_steps
-
-    monkeypatch.setattr(next_steps, "_STARTED_AS", {"config": None, "fake": False})
+def test_advice_repeats_the_config_and_fake_the_process_was_started_with():
     assert command("resume", "t1") == "`middle resume t1`"
     assert command("resume", "t1", fake=True) == "`middle resume t1 --fake`"
     started_as(config="other dir/middle.toml", fake=True)
