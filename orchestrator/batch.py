@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.lifecycle import start_refusal
+from orchestrator.next_steps import advice, advise
 from orchestrator.runner import Orchestrator, RunOutcome
 from tickets.claims import this_host
 from tickets.deps import SATISFIED, run_order
@@ -28,6 +29,7 @@ log = logging.getLogger("middle.batch")
 
 POLL_S = 0.2  # the main thread wakes this often, so a signal is handled at once
 STOP_GRACE_S = 15.0  # after a stop, how long running tickets get to record their interruption
+NOT_STARTED = "not run: the model cannot be used (see the error below)"
 
 
 class BatchView(Protocol):
@@ -92,7 +94,6 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
     cap = orch.config.run.max_cost_usd_total
     mode = orch.config.run.dependencies
     store = orch.store
-    orch.agent  # a missing API key is one error before anything is claimed
     result = BatchResult()
     tickets = run_order([store.get_ticket(t) for t in ticket_ids])
     batch_ids = {t.id for t in tickets}
@@ -101,6 +102,14 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
             store, t.id, rerun=rerun, dependencies=mode, in_batch=batch_ids))
         if why and named:
             raise TicketError(why)
+    # A missing API key is one error before anything is claimed; after the refusals above, which
+    # say what to do instead (`middle run` of a complete ticket needs no key to be told to merge).
+    if not tickets:
+        return result
+    orch.agent
+    # Why a pending ticket went back to the backlog (an earlier batch could not reach the model)
+    # is stale once this batch tries again: each ticket it runs gets its own note.
+    store.clear_pending_notes(sorted(batch_ids))
     _check_repositories(orch, tickets)
     queue_: list[Any] = list(tickets)
     active: dict[str, _Slot] = {}
@@ -160,18 +169,21 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
                     else:
                         launch(ticket)
             if not active:
-                if queue_:  # nothing running and nothing can start: say why for each
-                    why = stop_starting or (str(result.fatal) if result.fatal else None)
+                if queue_ and result.fatal is not None and not stop_starting:
+                    # The model cannot be used: said once (the CLI's error line); these never
+                    # started and stay pending, as the summary counts them.
+                    result.outcomes += [RunOutcome(t.id, "", "pending", NOT_STARTED) for t in queue_]
+                elif queue_:  # nothing running and nothing can start: say why for each
                     for ticket in queue_:
-                        skip(ticket, why or "its dependencies did not finish in this batch")
-                    queue_.clear()
+                        skip(ticket, stop_starting or "its dependencies did not finish in this batch")
+                queue_.clear()
                 break
             try:
                 slot = done.get(timeout=POLL_S)
             except queue.Empty:
                 continue
             active.pop(slot.ticket_id, None)
-            _collect(slot, result, view, started_runs, named)
+            _collect(slot, result, view, started_runs, named, store=store)
     except KeyboardInterrupt as exc:
         why = exc.why if isinstance(exc, RunInterrupted) else "interrupted by the user"
         raise _stop_all(orch, active, done, why, result) from None
@@ -209,7 +221,8 @@ def _readiness(store: Any, ticket: Any, mode: str, rerun: bool, batch_ids: set[s
     return start_refusal(store, ticket.id, rerun=rerun, dependencies=mode)
 
 
-def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: list[str], named: bool) -> None:
+def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: list[str], named: bool,
+             store: Any = None) -> None:
     if slot.outcome is not None:
         if slot.outcome.run_id:
             started_runs.append(slot.outcome.run_id)
@@ -220,8 +233,14 @@ def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: li
         return
     exc = slot.error
     if isinstance(exc, ModelAccessError):
+        # The same error for every ticket that met it: the batch reports it once (`fatal`); each
+        # ticket's outcome is what its status now is (back to pending when no turn had finished).
         result.fatal = result.fatal or exc
-        outcome = RunOutcome(slot.ticket_id, "", "failed", str(exc))
+        run = store.latest_run(slot.ticket_id) if store is not None else None
+        status = store.get_ticket(slot.ticket_id).status.value if run else "pending"
+        outcome = (RunOutcome(slot.ticket_id, run["id"] if run else "", "failed",
+                              f"stopped by the model error; {advise(store, slot.ticket_id)}", resumable=True)
+                   if status == "failed" else RunOutcome(slot.ticket_id, "", "pending", NOT_STARTED))
     elif isinstance(exc, MiddleError):
         # A store out of reach before the run began (the claim) changed nothing: the ticket is
         # still pending, and the next pass (a worker's loop, the user's next `middle run`) takes it.
@@ -267,7 +286,7 @@ def _stop_all(orch: Orchestrator, active: dict[str, _Slot], done: queue.Queue, w
         run = orch.store.latest_run(ticket_id)
         claim = orch.store.get_claim(ticket_id)
         if run and run["status"] == "running" and claim and claim.host == this_host():
-            orch.lifecycle.interrupt(ticket_id, run["id"], f"{why}: continue with `middle resume {ticket_id}`",
+            orch.lifecycle.interrupt(ticket_id, run["id"], f"{why}: {advice('interrupted', ticket_id, fake=orch.services.fake)}",
                                      auto_resume=orch.project_override is not None)  # as the runner does
     interrupted = [t for t in running if orch.store.get_ticket(t).status.value == "interrupted"]
     return BatchInterrupted(why, interrupted, result.outcomes)

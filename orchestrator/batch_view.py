@@ -11,6 +11,8 @@ import threading
 import time
 from typing import Any
 
+from rich.cells import cell_len, set_cell_size
+from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
@@ -27,6 +29,12 @@ def _event_line(event: dict[str, Any]) -> str | None:
     if kind == "text" and str(event.get("text", "")).strip():
         return str(event["text"]).strip().splitlines()[0][:100]
     return None
+
+
+def _cut(text: str, width: int) -> str:
+    """At most `width` terminal cells (wide characters count twice), ending with "…" when cut."""
+    text = " ".join(str(text).split())
+    return text if cell_len(text) <= width else set_cell_size(text, width - 1) + "…"
 
 
 class SequentialView:
@@ -80,19 +88,25 @@ class PrefixedView:
 class LiveView:
     """Several tickets at once on a terminal: a live table, one line per running ticket."""
 
-    def __init__(self) -> None:
+    def __init__(self, out: Console | None = None) -> None:
+        self._console = out or console
         self._lock = threading.Lock()
         self._rows: dict[str, dict[str, Any]] = {}
-        self._live = Live(self._table(), console=console, refresh_per_second=4, transient=True)
+        self._live = Live(self._table(), console=self._console, refresh_per_second=4, transient=True)
         self._live.start()
 
     def _table(self) -> Table:
         table = Table.grid(padding=(0, 1))
         table.add_column(no_wrap=True)
         table.add_column(no_wrap=True, style="dim")
-        table.add_column(overflow="ellipsis", no_wrap=True)
+        table.add_column(no_wrap=True)
+        # The ids are shown whole (two rows must never both read `001-…`); the message gets
+        # what is left of the line, cut here because rich would shrink every column alike.
+        id_width = max((cell_len(tid) for tid in self._rows), default=0)
+        room = max(self._console.width - id_width - len(" 0000s "), 10)
         for tid, row in self._rows.items():
-            table.add_row(f"[bold]{safe(tid)}[/]", f"{time.monotonic() - row['since']:5.0f}s", safe(row["text"]))
+            table.add_row(f"[bold]{safe(tid)}[/]", f"{time.monotonic() - row['since']:5.0f}s",
+                          safe(_cut(row["text"], room)))
         return table
 
     def _set(self, ticket_id: str, text: str) -> None:
@@ -103,7 +117,7 @@ class LiveView:
 
     def started(self, ticket: Any) -> None:
         with self._lock:
-            self._rows[ticket.id] = {"since": time.monotonic(), "text": f"starting: {ticket.title}"}
+            self._rows[ticket.id] = {"since": time.monotonic(), "text": f"started: {ticket.title}"}
             self._live.update(self._table())
 
     def say(self, ticket_id: str, msg: str) -> None:

@@ -12,6 +12,7 @@ import click
 from orchestrator.cli_output import (
     console, err_console, make_table, on_event, report, safe, say, shorten, summary_line,
 )
+from orchestrator.command_context import TicketsAtOnce
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND
 
 if TYPE_CHECKING:
@@ -171,9 +172,16 @@ def main(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
         logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                             format="%(levelname)s %(name)s: %(message)s")
     ctx.obj = {"config_path": config_path}
+    from orchestrator.next_steps import started_as
+
+    started_as(config=config_path, fake=False)  # advice repeats it: `middle --config X resume ID`
+    ctx.call_on_close(lambda: started_as(config=None, fake=False))  # (one process, many commands: tests)
 
 
 def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
+    from orchestrator.next_steps import started_as
+
+    started_as(fake=fake)  # what this command suggests next keeps --fake
     if fake:  # said first: building the orchestrator imports LangGraph and the SDK (a second)
         console.print("[yellow]offline:[/] using the built-in fake model (no API key needed)")
     from orchestrator.runner import Orchestrator
@@ -184,8 +192,10 @@ def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
 
 
 def _interrupted(ticket_ids: list[str] | str) -> None:
-    for tid in [ticket_ids] if isinstance(ticket_ids, str) else ticket_ids:
-        err_console.print(f"[yellow]interrupted:[/] middle resume {safe(tid)}")
+    from orchestrator.next_steps import command
+
+    for tid in [ticket_ids] if isinstance(ticket_ids, str) else ticket_ids:  # as the run was started
+        err_console.print(f"[yellow]interrupted:[/] {safe(command('resume', tid).strip('`'))}")
     sys.exit(EXIT_INTERRUPTED)
 
 
@@ -213,7 +223,7 @@ def _stop_signals() -> Iterator[None]:
 @click.option("--tickets", "tickets_dir", default=None, help="Ticket folder (default [project] tickets_dir).")
 @click.option("--fake", is_flag=True, help="Use the built-in offline fake model instead of the API.")
 @click.option("--rerun", is_flag=True, help="Also start tickets that are already complete or merged.")
-@click.option("--parallel", "-j", type=click.IntRange(1, 64), default=None,
+@click.option("--parallel", "-j", type=TicketsAtOnce(), default=None,
               help="Tickets at once, each in its own worktree (default [run] parallel).")
 @click.pass_context
 def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None, fake: bool,
@@ -348,7 +358,7 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         rows[t.id] = t.replace(status=known[t.id].status,
                                    status_reason=known[t.id].status_reason) if t.id in known else t
     problems = check_dependencies(folder.tickets, rows)
-    blocked = {tid: "see the error below" for p in problems for tid in p.ticket_ids}
+    blocked = {tid: "bad depends_on: see the error below" for p in problems for tid in p.ticket_ids}
 
     def status_of(tid: str) -> str | None:
         return rows[tid].status.value if tid in rows else None
@@ -369,6 +379,8 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         err_console.print(f"[yellow]warning:[/] {safe(warning)}")
     for problem in problems:
         err_console.print(f"[bold red]error:[/] {safe(problem)}")
+    if problems:  # the list is still shown, the broken tickets marked; an error line fails the command
+        sys.exit(1)
 
 
 @main.command()
@@ -383,7 +395,9 @@ def log(ctx: click.Context, ticket_id: str, full: bool, follow: bool) -> None:
 
     store = read_store(ctx, read_config(ctx).store_target)
     if store is None:
-        raise TicketError(f"no ticket {ticket_id!r} has run yet: start it with `middle run {ticket_id}`")
+        from orchestrator.next_steps import command
+
+        raise TicketError(f"no ticket {ticket_id!r} has run yet: start it with {command('run', ticket_id)}")
     if follow:
         follow_log(console, store, ticket_id)
         return

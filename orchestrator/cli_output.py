@@ -62,8 +62,8 @@ def on_event(event: dict[str, Any]) -> None:
 
 def report(outcome: Any) -> None:
     color = {"complete": "green", "failed": "red", "skipped": "yellow"}.get(outcome.status, "yellow")
-    if outcome.status == "skipped":
-        console.print(f"[bold {color}]skipped[/] ticket {safe(outcome.ticket_id)}: {safe(outcome.reason)}")
+    if outcome.status in ("skipped", "pending"):  # pending: never started, left in the backlog
+        console.print(f"[bold {color}]{outcome.status}[/] ticket {safe(outcome.ticket_id)}: {safe(outcome.reason)}")
         return
     line = (f"[bold {color}]{outcome.status}[/] ticket {safe(outcome.ticket_id)}: "
             f"{outcome.turns} turn(s), ${outcome.cost_usd:.4f}")
@@ -73,11 +73,13 @@ def report(outcome: Any) -> None:
 
 
 def summary_line(outcomes: list[Any]) -> str:
-    """`middle run`'s last line: tickets complete / failed / skipped, turns, cost."""
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("complete", "failed", "skipped")}
+    """`middle run`'s last line: tickets complete / failed (/ skipped / interrupted / still pending,
+    when any), turns, cost. Each ticket is counted by the status it was left in."""
+    counts = {s: sum(o.status == s for o in outcomes)
+              for s in ("complete", "failed", "skipped", "interrupted", "pending")}
     turns = sum(o.turns for o in outcomes)
     cost = sum(o.cost_usd for o in outcomes)
     parts = [f"{counts['complete']} complete", f"{counts['failed']} failed"]
-    if counts["skipped"]:
-        parts.append(f"{counts['skipped']} skipped")
+    parts += [f"{counts[s]} {'still pending' if s == 'pending' else s}"
+              for s in ("skipped", "interrupted", "pending") if counts[s]]
     return f"{len(outcomes)} ticket(s): {', '.join(parts)}; {turns} turn(s), ${cost:.4f}"

@@ -16,16 +16,38 @@ if TYPE_CHECKING:
     from orchestrator.services import Services
 
 
+class TicketsAtOnce(click.IntRange):
+    """`--parallel N`: says what it wants (click's own words are "not a valid integer range")."""
+
+    name = "count"
+
+    def __init__(self, most: int = 64):
+        super().__init__(1, most)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(f"{value!r}: give a positive integer, the number of tickets to run at once "
+                      f"(1 to {self.max})", param, ctx)
+
+
 def get_config(ctx: click.Context, *, required: bool = True) -> Config:
     """The config; commands that act on a project need its middle.toml to exist."""
     # Imported here: a plugin that adds a subcommand loads this module at `middle --help`,
     # which then needs no pydantic config.
     from orchestrator.config import load_config, require_config_file
 
-    root = ctx.find_root()
-    config = load_config((root.obj or {}).get("config_path"))
+    from orchestrator.config_memo import read_config
+
+    path = (ctx.find_root().obj or {}).get("config_path")
+    config = load_config(path)
     if required:
         require_config_file(config)
+    if config.source is not None:
+        # The options are validated by the backend's and the worker's own models (which import
+        # every backend): once per change of the config, remembered with the read-only view.
+        read_config(path)
     return config
 
 

@@ -106,9 +106,11 @@ def read_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         if remembered is not None:
             return remembered
     from orchestrator.config import load_config, require_config_file
+    from orchestrator.plugins import check_options
 
     config = load_config(path, environ)
     require_config_file(config)
+    check_options(config)  # the backend's and the worker's options: only a valid config is remembered
     view = ReadConfig(
         source=str(config.source),
         store_target=str(config.store_target),

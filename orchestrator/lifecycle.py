@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from orchestrator.plugins import call_hook
+from tickets.deps import SATISFIED
 
 log = logging.getLogger("middle.lifecycle")
 
@@ -62,20 +63,16 @@ def start_refusal(store: Any, ticket_id: str, *, rerun: bool = False, dependenci
     what the claim cannot: dependencies, and an unmerged change that a rerun would throw away.
     Dependencies named in `in_batch` are not counted (a batch starts them first).
     """
+    from orchestrator.next_steps import advise
     from tickets.deps import waiting_for
 
     ticket = store.get_ticket(ticket_id)
     status = ticket.status.value
     run = store.latest_run(ticket_id)
     if status in ("complete", "conflict") and run and run.get("head_commit") and not run.get("merge_commit"):
-        return (f"ticket {ticket_id!r} has an unmerged change on {run.get('branch')}: merge it "
-                f"(`middle merge {ticket_id}`) or discard it (`middle discard {ticket_id}`) first")
-    if status == "complete" and not rerun:
-        return (f"ticket {ticket_id!r} is already complete: run it again on purpose with "
-                f"`middle run --rerun {ticket_id}`")
-    if status == "merged" and not rerun:
-        return (f"ticket {ticket_id!r} is merged: run it again on purpose with `middle run --rerun "
-                f"{ticket_id}` (or undo it with `middle revert {ticket_id}`)")
+        return f"ticket {ticket_id!r} has an unmerged change on {run.get('branch')}: {advise(store, ticket_id, 'run')}"
+    if status in ("complete", "merged") and not rerun:
+        return f"ticket {ticket_id!r} is already {status}: {advise(store, ticket_id, 'run')}"
 
     def status_of(tid: str) -> str | None:
         try:
@@ -83,10 +80,13 @@ def start_refusal(store: Any, ticket_id: str, *, rerun: bool = False, dependenci
         except Exception:
             return None
 
-    waits = waiting_for(ticket.replace(depends_on=[d for d in ticket.depends_on if d not in set(in_batch)]),
-                        status_of, dependencies)  # type: ignore[arg-type]
-    if waits:
-        return f"ticket {ticket_id!r} waits for {', '.join(waits)}" + (
-            " (`middle merge` it once it is complete, or set [run] dependencies = \"complete\")"
+    deps = [d for d in ticket.depends_on if d not in set(in_batch)]
+    waits = waiting_for(ticket.replace(depends_on=deps), status_of, dependencies)  # type: ignore[arg-type]
+    if not waits:
+        return None
+    unmet = [d for d in deps if status_of(d) not in SATISFIED[dependencies]]
+    steps = [f"for {d}: {advise(store, d)}" if status_of(d) is not None
+             else f"{d} names no ticket: fix the id in depends_on" for d in unmet]
+    mode = (" (or set [run] dependencies = \"complete\" to start from a complete one)"
             if dependencies == "merged" and any("merged" in w for w in waits) else "")
-    return None
+    return f"ticket {ticket_id!r} waits for {', '.join(waits)}; {'; '.join(steps)}{mode}"

@@ -149,6 +149,15 @@ class PluginRegistry:
         return self.pm.hook
 
 
+def check_options(config: Any) -> None:
+    """Validate the config's `[worker.options]` and `[memory.options]` (also with memory off, as
+    `middle run` does): every command that loads the config refuses what `middle run` would."""
+    reg = registry()
+    reg.worker_options(config.worker.kind, config.worker.options)
+    if config.memory.backend != "none" or config.memory.options:
+        reg.backend_options(config.memory.backend, config.memory.options)
+
+
 def _validated(model: Any, options: dict[str, Any] | None, what: str) -> Any:
     """Options through a strict pydantic model, any problem reworded as one actionable line."""
     from pydantic import ValidationError  # here: `middle --help` loads plugins, not pydantic

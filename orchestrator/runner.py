@@ -19,6 +19,7 @@ from orchestrator.checkpoints import open_checkpointer
 from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
 from orchestrator.lifecycle import RUNNABLE, RunLifecycle, start_refusal
 from orchestrator.memory import MemoryFacade
+from orchestrator.next_steps import advice, advise
 from orchestrator.services import Services
 from orchestrator.worker.base import EventCallback
 from tickets.deps import check_dependencies
@@ -162,11 +163,11 @@ class Orchestrator:
         status = self.store.get_ticket(ticket_id).status.value
         claim = self.store.get_claim(ticket_id)
         if status == "interrupted" or (status == "running" and claim is None):
-            return f"ticket {ticket_id!r} has an unfinished run: continue it with `middle resume {ticket_id}`"
+            return f"ticket {ticket_id!r} has an unfinished run: {advise(self.store, ticket_id, 'run')}"
         if claim is not None:
-            return (f"ticket {ticket_id!r} is being worked by {claim.describe()}; if that process "
-                    f"is gone, continue with `middle resume {ticket_id}`")
-        return f"ticket {ticket_id!r} is {status}: it cannot be started now"
+            return (f"ticket {ticket_id!r} is being worked by {claim.describe()}: "
+                    f"{advise(self.store, ticket_id, 'run')}")
+        return f"ticket {ticket_id!r} is {status}: {advise(self.store, ticket_id, 'run')}"
 
     def resume(self, ticket_id: str) -> RunOutcome:
         """Continue the ticket's latest run from its last checkpoint (a completed turn never re-runs).
@@ -178,7 +179,7 @@ class Orchestrator:
         run = self.store.latest_run(ticket_id)
         if run is None:
             self.store.get_ticket(ticket_id)  # a clear error for an unknown id
-            raise TicketError(f"ticket {ticket_id!r} has never run: start it with `middle run {ticket_id}`")
+            raise TicketError(f"ticket {ticket_id!r} has never run: {advise(self.store, ticket_id, 'resume')}")
         snapshot = self._checkpointed(lambda: self.graph.get_state(_thread(run["id"])))
         if not snapshot.next and snapshot.created_at is None and run["status"] in ("running", "interrupted"):
             # The runner died before the graph's first checkpoint: nothing of this run was done,
@@ -189,8 +190,8 @@ class Orchestrator:
         if not snapshot.next:
             raise TicketError(
                 f"the last run of ticket {ticket_id!r} already ended ({run['status']}"
-                f"{': ' + run['reason'] if run.get('reason') else ''}): start a new one with "
-                f"`middle run {ticket_id}`")
+                f"{': ' + run['reason'] if run.get('reason') else ''}); "
+                f"{advise(self.store, ticket_id, 'resume')}")
         self.agent  # as in run_ticket: a model that cannot be built fails before the claim
         self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
         return self._drive(ticket_id, run["id"], None)
@@ -208,7 +209,7 @@ class Orchestrator:
         except StoreUnavailable as exc:
             # The shared store went away mid-run (a restart): nothing is wrong with the ticket,
             # so it is interrupted, and any worker continues it once the store is back.
-            reason = f"{exc}; continue with `middle resume {ticket_id}`"
+            reason = f"{exc}; {advice('interrupted', ticket_id, fake=self.services.fake)}"
             self.lifecycle.interrupt(ticket_id, run_id, reason, auto_resume=True)
             return RunOutcome(ticket_id, run_id, "interrupted", reason, self._turns(run_id),
                               self.store.total_cost(run_id), resumable=True)
@@ -228,12 +229,12 @@ class Orchestrator:
                               self.store.total_cost(run_id), resumable=True)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (RunInterrupted), a stop()
             why = exc.why if isinstance(exc, RunInterrupted) else "interrupted by the user"
-            self.lifecycle.interrupt(ticket_id, run_id, f"{why}: continue with `middle resume {ticket_id}`",
+            self.lifecycle.interrupt(ticket_id, run_id, f"{why}: {advice('interrupted', ticket_id, fake=self.services.fake)}",
                                      auto_resume=self.project_override is not None)  # a worker's
             raise
         except BaseException as exc:  # a bug: still end the run, so no claim or 'running' is left
             self.lifecycle.fail(ticket_id, run_id, f"internal error: {type(exc).__name__}: {exc}; "
-                                f"continue with `middle resume {ticket_id}`", resumable=True)
+                                f"{advice('failed-resumable', ticket_id, fake=self.services.fake)}", resumable=True)
             raise
         state = self._checkpointed(lambda: self.graph.get_state(cfg)).values
         return RunOutcome(ticket_id, run_id, state.get("status", "failed"), state.get("reason", ""),

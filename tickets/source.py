@@ -69,6 +69,10 @@ class _BadFile(Exception):
     """A problem with one ticket file; the message says what to fix."""
 
 
+# What YAML was reading when the front matter ended (its error's context) -> what the user opened.
+_UNCLOSED = {"quoted scalar": "a quoted value", "flow sequence": "a '['", "flow mapping": "a '{'"}
+
+
 def _split_front_matter(text: str) -> tuple[Any, str]:
     """Return (parsed YAML front matter, body) of a Markdown ticket."""
     lines = text.splitlines()
@@ -85,8 +89,15 @@ def _split_front_matter(text: str) -> tuple[Any, str]:
         meta = yaml.safe_load("\n".join(lines[1:end]))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 2}" if mark is not None else ""  # +2: 0-based, after '---'
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        context = getattr(err, "context", None) or ""
+        if ("end of stream" in problem or "<stream end>" in problem) and getattr(err, "context_mark", None):
+            # An unclosed quote or bracket is found only at the end of the front matter: name
+            # the line it was opened on, which is the one to fix.
+            mark = err.context_mark  # type: ignore[attr-defined]
+            opened = next((what for key, what in _UNCLOSED.items() if key in context), None)
+            problem = f"{opened} is never closed" if opened else problem
+        where = f" at line {mark.line + 2}" if mark is not None else ""  # +2: 0-based, after '---'
         raise _BadFile(
             f"the front matter is not valid YAML{where} ({problem}): fix the 'key: value' lines "
             "between the '---' lines (quote values that contain ':' or '#')") from None

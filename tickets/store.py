@@ -313,6 +313,16 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
             if cur.rowcount == 0:
                 raise _no_ticket(ticket_id)
 
+    def clear_pending_notes(self, ticket_ids: Iterable[str]) -> None:
+        """Drop the notes of those tickets that are still pending (why an earlier batch put them
+        back), in one statement: a ticket another process has claimed since is left alone."""
+        ids = sorted(set(ticket_ids))
+        for start in range(0, len(ids), _IN_CHUNK):
+            chunk = tuple(ids[start:start + _IN_CHUNK])
+            with self._write() as conn:
+                conn.execute(f"UPDATE tickets SET status_reason = NULL WHERE id IN ({','.join('?' * len(chunk))})"
+                             " AND status = 'pending' AND status_reason IS NOT NULL", chunk)
+
     # -- runs -------------------------------------------------------------------------------
 
     @staticmethod

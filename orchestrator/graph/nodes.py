@@ -13,6 +13,7 @@ from orchestrator.agent import prompts
 from orchestrator.errors import ModelAccessError, RunInterrupted, TicketError, WorkerError
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
+from orchestrator.next_steps import advice
 from orchestrator.plugins import call_hook
 from orchestrator.worker.base import TurnRecord
 from orchestrator.workspace import Workspace, branch_name
@@ -160,8 +161,8 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
             raise WorkerError(
                 f"Claude Code turn {turn_no} of ticket {ticket['id']!r} failed: "
                 f"{(result.error or 'no detail').rstrip('.')}. "
-                f"The turns so far are kept (`middle log {ticket['id']}`); retry with "
-                f"`middle resume {ticket['id']}`"
+                f"The turns so far are kept (`middle log {ticket['id']}`); "
+                f"{advice('failed-resumable', ticket['id'])}"
             )
         text, session_id = result.text, result.session_id or session_id
         if ctx.memory is not None:  # conversation-watching backends see each round
@@ -259,7 +260,7 @@ def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx.store.set_run_fields(state["run_id"], head_commit=sha, changes=changes)
     if sha:
         ctx.say(f"committed {len(changes)} changed file(s) on {ws['branch']} ({sha[:10]}): "
-                f"review with `middle diff {t['id']}`, then `middle merge {t['id']}`")
+                f"{advice('complete', t['id'])}")
     else:
         ctx.say("the ticket changed no files: nothing to commit")
     if sha and ctx.worktrees.remote:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from orchestrator.errors import MiddleError, TicketError
+from orchestrator.next_steps import advice
 from orchestrator.server.errors import Conflict
 from orchestrator.services import Services
 from tickets.claims import DEFAULT_LEASE_S, claim_is_live, this_host
@@ -96,7 +97,7 @@ class RunManager:
         for ticket_id, run_id in self.active().items():
             if run_id is None:
                 continue
-            reason = f"the server stopped during this run: continue with `middle resume {ticket_id}`"
+            reason = f"the server stopped during this run: {advice('interrupted', ticket_id)}"
             try:
                 if self.services.lifecycle.interrupt(ticket_id, run_id, reason):
                     stopped.append(ticket_id)
@@ -222,8 +223,8 @@ class RunManager:
         if run is None or run["status"] != "running" or (run["id"] in slot.known_runs and not slot.expect_run):
             return
         slot.run_id = slot.run_id or run["id"]
-        reason = (f"internal error: {type(exc).__name__}: {exc}; the server log has the details. "
-                  f"Continue with `middle resume {slot.ticket_id}`")
+        reason = (f"internal error: {type(exc).__name__}: {exc}; the server log has the details; "
+                  f"{advice('failed-resumable', slot.ticket_id)}")
         try:
             self.services.lifecycle.fail(slot.ticket_id, run["id"], reason, resumable=True)
         except Exception:

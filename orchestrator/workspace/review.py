@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import GitError, TicketError
+from orchestrator.next_steps import advise
 from orchestrator.workspace import git as g
 from orchestrator.workspace.worktrees import Worktrees, branch_name
 
@@ -68,11 +69,11 @@ class Review:
         run = self.store.latest_run(ticket_id)
         if run is None:
             raise TicketError(f"ticket {ticket_id!r} has never run, so it has no change to review: "
-                              f"start it with `middle run {ticket_id}`")
+                              f"{advise(self.store, ticket_id, 'diff')}")
         if run.get("isolation") != "worktree" or not run.get("branch"):
             raise TicketError(
                 f"ticket {ticket.id!r} ran in the project directory itself ([project] isolation = "
-                "\"none\"), so it has no branch of its own: review its edits with `git diff` there")
+                f"\"none\"), so it has no branch of its own: {advise(self.store, ticket_id, 'merge')}")
         return self._here(run)
 
     def _here(self, run: dict[str, Any]) -> dict[str, Any]:
@@ -164,9 +165,8 @@ class Review:
         if status == "merged":
             return ReviewResult(ticket_id, status, f"ticket {ticket_id} is already merged")
         if status not in ("complete", "conflict"):
-            raise TicketError(f"ticket {ticket_id!r} is {status}: only a complete ticket can be merged"
-                              + (f" (continue it with `middle resume {ticket_id}`)" if status in
-                                 ("failed", "interrupted") else ""))
+            raise TicketError(f"ticket {ticket_id!r} is {status}: only a complete ticket can be merged; "
+                              f"{advise(self.store, ticket_id, 'merge')}")
         run = self._run(ticket_id)
         repo, base = Path(run["repo"]), run["base_branch"]
         self._refuse_unsaved(ticket_id, run)
@@ -257,14 +257,15 @@ class Review:
         ticket = self.store.get_ticket(ticket_id)
         status = ticket.status.value
         if status == "running":
-            raise TicketError(f"ticket {ticket_id!r} is running: stop it (Ctrl-C) before discarding it")
+            raise TicketError(f"ticket {ticket_id!r} is running: {advise(self.store, ticket_id, 'discard')}")
         if status == "merged":
             raise TicketError(f"ticket {ticket_id!r} is merged: undo it with `middle revert {ticket_id}`")
         if status == "discarded":
             return ReviewResult(ticket_id, status, f"ticket {ticket_id} is already discarded")
         run = self.store.latest_run(ticket_id)
         if run is None:
-            raise TicketError(f"ticket {ticket_id!r} has never run: there is nothing to discard")
+            raise TicketError(f"ticket {ticket_id!r} has never run: there is nothing to discard; "
+                              f"{advise(self.store, ticket_id, 'discard')}")
         run = self._here(run) if run.get("isolation") == "worktree" and run.get("branch") else run
         code = "it ran in place (isolation = \"none\"), so its edits are left in the project"
         if run.get("isolation") == "worktree" and run.get("branch"):
@@ -282,14 +283,14 @@ class Review:
         status = ticket.status.value
         run = self.store.latest_run(ticket_id)
         if run is None:
-            raise TicketError(f"ticket {ticket_id!r} has never run, so there is nothing to revert")
+            raise TicketError(f"ticket {ticket_id!r} has never run, so there is nothing to revert; "
+                              f"{advise(self.store, ticket_id, 'revert')}")
         if status == "running":
-            raise TicketError(f"ticket {ticket_id!r} is running: wait for it to end, then revert it")
+            raise TicketError(f"ticket {ticket_id!r} is running: {advise(self.store, ticket_id, 'revert')}")
         if status in ("failed", "interrupted") and not self.store.memory_docs(ticket_id):
             raise TicketError(
                 f"ticket {ticket_id!r} is {status} and was never merged or indexed, so there is nothing "
-                f"to revert: continue it with `middle resume {ticket_id}`, or drop its work with "
-                f"`middle discard {ticket_id}`")
+                f"to revert: {advise(self.store, ticket_id, 'revert')}")
         if status == "reverted":
             return ReviewResult(ticket_id, status, f"ticket {ticket_id} is already reverted")
         if run.get("isolation") != "worktree":

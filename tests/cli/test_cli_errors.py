@@ -139,6 +139,48 @@ def test_a_project_that_is_not_a_git_repository_is_one_error_and_nothing_is_clai
         assert store.get_ticket("a").status.value == "pending" and store.latest_run("a") is None
 
 
+class RejectsEveryKey:
+    """The fake Messages API answering as the real one does to a revoked key."""
+
+    def respond(self, channel, body):
+        from orchestrator.fake_api import api_error
+
+        return api_error(401, "invalid x-api-key", "authentication_error")
+
+
+def _store_notes(root: Path) -> dict[str, str | None]:
+    from tickets.store import TicketStore
+
+    with TicketStore(root / ".middle" / "middle.sqlite3") as store:
+        return {t.id: t.status_reason for t in store.list_tickets() if t.status.value == "pending"}
+
+
+@pytest.mark.parametrize("parallel", ["1", "3"])
+def test_a_model_api_that_cannot_be_used_is_said_once_and_the_summary_counts_the_pending_tickets(
+        workdir, monkeypatch, parallel):
+    from orchestrator.fake_api import FakeMessagesAPI
+
+    write_config(workdir)
+    for name in ("a", "b", "c"):
+        ticket(workdir, f"{name}.md", f"title: Ticket {name}\nproject: demo")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
+    result = invoke("run", "--parallel", parallel)
+    assert_clean_error(result, "error: cannot reach the Messages API")
+    assert result.output.count("cannot reach the Messages API") == 1, result.output
+    assert "3 ticket(s): 0 complete, 0 failed, 3 still pending" in result.output
+    assert set(_store_notes(workdir)) == {"a", "b", "c"}
+    with FakeMessagesAPI(RejectsEveryKey()) as api:  # the next batch: the key is rejected
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+        result = invoke("run")
+    assert_clean_error(result, "error: the Messages API rejected the API key (401)")
+    assert result.output.count("rejected the API key") == 1, result.output
+    assert "3 ticket(s): 0 complete, 0 failed, 3 still pending" in result.output
+    notes = _store_notes(workdir)
+    assert set(notes) == {"a", "b", "c"}  # still pending, and no note says the old batch's error
+    assert not any("cannot reach" in (note or "") for note in notes.values()), notes
+
+
 def test_an_unreachable_model_api_stops_the_batch_with_one_error_and_leaves_tickets_pending(workdir, monkeypatch):
     write_config(workdir)
     for name in ("a", "b", "c"):
@@ -153,3 +195,47 @@ def test_an_unreachable_model_api_stops_the_batch_with_one_error_and_leaves_tick
     with TicketStore(workdir / ".middle" / "middle.sqlite3") as store:
         assert [store.get_ticket(t).status.value for t in "abc"] == ["pending"] * 3
         assert store.latest_run("b") is None and store.latest_run("c") is None
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "2.5"])
+def test_parallel_that_is_no_positive_integer_says_what_it_wants(workdir, value):
+    write_config(workdir)
+    result = invoke("run", "--parallel", value)
+    assert_clean_error(result, "error:", f"'{value}': give a positive integer", "tickets to run at once")
+    assert "valid integer range" not in result.output
+
+
+def test_tickets_lists_every_ticket_but_fails_on_a_dependency_that_names_no_ticket(workdir):
+    write_config(workdir)
+    ticket(workdir, "001-ok.md", "title: Fine\nproject: demo")
+    ticket(workdir, "002-bad.md", "title: Broken\nproject: demo\ndepends_on: [000-gone]")
+    result = invoke("tickets")
+    assert_clean_error(result, "error:", "depends_on names no ticket: '000-gone'")
+    listed = [line for line in result.output.splitlines() if "│ 00" in line]
+    assert [line.split("│")[1].strip() for line in listed] == ["001-ok", "002-bad"]
+    assert "bad depends_on" in listed[1] and "bad depends_on" not in listed[0]
+
+
+@pytest.mark.parametrize("section, key", [("worker.options", "bogus"), ("memory.options", "windw")])
+@pytest.mark.parametrize("command", [["tickets"], ["log", "a"], ["sync"], ["diff", "a"], ["gc"]])
+def test_every_command_that_loads_the_config_refuses_an_unknown_option(workdir, section, key, command):
+    write_config(workdir, f'[memory]\nbackend = "sliding_window"\n[{section}]\n{key} = 1\n')
+    ticket(workdir, "a.md", "title: Something\nproject: demo")
+    assert_clean_error(invoke(*command), f"error: bad [{section}]", key)
+    # fixed, the same command no longer says so (a refused config is never remembered as valid)
+    write_config(workdir, '[memory]\nbackend = "sliding_window"\n')
+    assert f"bad [{section}]" not in invoke(*command).output
+
+
+def test_run_of_a_complete_ticket_says_what_to_do_before_asking_for_an_api_key(workdir):
+    write_config(workdir)
+    ticket(workdir, "a.md", "title: Something\nproject: demo")
+    assert_clean_error(invoke("run", "a"), "ANTHROPIC_API_KEY is not set")  # creates the store
+    from tickets.store import TicketStore
+
+    with TicketStore(workdir / ".middle" / "middle.sqlite3") as store:
+        store.set_status("a", "complete", "done")
+    result = invoke("run", "a")
+    assert_clean_error(result, "error: ticket 'a' is already complete: mark it merged with `middle merge a`")
+    assert "ANTHROPIC_API_KEY" not in result.output
+    assert invoke("run").exit_code == 0  # nothing pending: nothing to run, no key needed

@@ -10,7 +10,7 @@ import pytest
 
 from graph_helpers import add_ticket, make_config, make_orchestrator
 from orchestrator.batch import run_batch
-from orchestrator.errors import ModelAccessError
+from orchestrator.errors import ModelAccessError, TicketError
 from orchestrator.testing.fakes import PerTicketAgentLLM, RecordingWorker, decision_reply, plan_reply
 from orchestrator.workspace.git import branch_commit, out
 from tickets.model import Ticket
@@ -95,6 +95,30 @@ def test_with_merged_dependencies_the_dependent_waits_for_the_merge(tmp_path, pr
         assert orch.store.latest_run("top")["base_commit"] == orch.store.latest_run("base")["merge_commit"]
 
 
+def test_a_ticket_that_waits_for_a_reverted_dependency_says_what_to_do_and_that_works(tmp_path, project):
+    llm = PerTicketAgentLLM({**one_turn("Mul"), **one_turn("Mul"), **one_turn("Div")})
+    llm.scripts["Mul"] += [plan_reply("again"), decision_reply(True, "again")]
+    worker = RecordingWorker([writes("mul.py", "M = 1\n"), writes("mul.py", "M = 2\n"),
+                              writes("div.py", "D = 1\n")])
+    with make_orchestrator(make_config(tmp_path), llm, worker) as orch:
+        add_ticket(orch, project, "001-mul", title="Mul")
+        orch.store.upsert_ticket(Ticket(id="002-div", project_id="demo", title="Div", project_path=str(project),
+                                        depends_on=["001-mul"]))
+        assert orch.run_ticket("001-mul").status == "complete"
+        orch.merge("001-mul")
+        orch.revert("001-mul")
+        with pytest.raises(TicketError) as refused:
+            run_batch(orch, ["002-div"], named=True)
+        assert str(refused.value) == ("ticket '002-div' waits for 001-mul (reverted); for 001-mul: "
+                                      "start it again with `middle run 001-mul`")
+        assert orch.run_ticket("001-mul").status == "complete"  # what it said, then the next step
+        with pytest.raises(TicketError, match="waits for 001-mul to be merged; for 001-mul: review it "
+                                              "with `middle diff 001-mul`, then merge it"):
+            run_batch(orch, ["002-div"], named=True)
+        orch.merge("001-mul")
+        assert run_batch(orch, ["002-div"], named=True).outcomes[0].status == "complete"
+
+
 def test_the_batch_cost_limit_stops_starting_tickets(tmp_path, project):
     titles = ["One", "Two", "Three"]
     llm = PerTicketAgentLLM({k: v for t in titles for k, v in one_turn(t).items()})
@@ -129,6 +153,25 @@ def test_a_rejected_key_stops_the_batch_and_leaves_every_ticket_pending(tmp_path
         assert [orch.store.get_ticket(f"t{i}").status.value for i in range(3)] == ["pending"] * 3
         assert orch.store.get_claim("t0") is None
         assert orch.store.latest_run("t0")["status"] == "failed"
+        assert [o.status for o in result.outcomes] == ["pending"] * 3  # as the store says
+
+
+def test_a_rejected_key_after_a_finished_turn_leaves_that_ticket_failed_and_resumable(tmp_path, project):
+    def reject(system, messages):
+        raise ModelAccessError("the Messages API rejected the API key (401): check ANTHROPIC_API_KEY")
+
+    from orchestrator.testing.fakes import ScriptedAgentLLM
+
+    llm = ScriptedAgentLLM([plan_reply("p"), reject])
+    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker([writes("a.py", "1\n")])) as orch:
+        for i in range(2):
+            add_ticket(orch, project, f"t{i}", title=f"T{i}")
+        result = run_batch(orch, ["t0", "t1"])
+        assert isinstance(result.fatal, ModelAccessError)
+        assert [(o.status, orch.store.get_ticket(o.ticket_id).status.value) for o in result.outcomes] == [
+            ("failed", "failed"), ("pending", "pending")]
+        assert "rejected" not in result.outcomes[0].reason  # said once, by the batch's error
+        assert "`middle resume t0`" in result.outcomes[0].reason
 
 
 def test_a_rerun_of_a_complete_ticket_with_an_unmerged_change_is_refused(tmp_path, project):

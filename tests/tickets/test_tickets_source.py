@@ -132,7 +132,9 @@ def test_empty_folder_loads_nothing(folder, repo):
 BAD_FILES = {
     "no front matter": ("# Just a heading\n", "no YAML front matter"),
     "unclosed front matter": ("---\ntitle: T\nproject: web\n", "never closed"),
-    "bad yaml": ("---\ntitle: T\nproject: [web\n---\n", "not valid YAML at line 3"),
+    "bad yaml": ("---\ntitle: T\nproject: [web\n---\n", "not valid YAML at line 3 (a '[' is never closed)"),
+    "unclosed quote": ("---\ntitle: \"T\nproject: web\n---\n", "not valid YAML at line 2 (a quoted value is never"),
+    "misplaced colon": ("---\ntitle: T\nproject: a: b\n---\n", "not valid YAML at line 3 (mapping values"),
     "list front matter": ("---\n- a\n- b\n---\n", "is a list, not a mapping"),
     "scalar front matter": ("---\njust text\n---\n", "is a str, not a mapping"),
     "empty front matter": ("---\n---\nbody\n", "missing 'title'"),

@@ -1,0 +1,105 @@
+"""What to do next with a ticket, written once: (its situation, the command tried) -> the advice.
+
+Every message that suggests a command takes it from TABLE, so no two messages send the user in a
+circle (`middle merge` of a failed ticket saying `middle resume`, which said `middle run`, which
+refused). The commands repeat how this process was started (`--config FILE`, `--fake`, or a run
+that was offline), so a suggestion works as it is given. tests/cli/test_next_steps.py puts a
+ticket in each situation and runs every command the table suggests for it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+ANY = "*"  # the advice for a situation whatever command was tried
+
+# A ticket's situation: its status, made finer where the next step differs (see situation()).
+SITUATIONS = (
+    "pending", "running", "stale", "interrupted", "failed-resumable", "failed", "complete",
+    "complete-empty", "in-place", "conflict", "merged", "discarded", "reverted",
+)
+
+# (situation, command tried) -> what to do instead; (situation, ANY) when the command does not
+# change the advice. {run}, {resume}, ... are replaced by the whole command (see command()).
+TABLE: dict[tuple[str, str], str] = {
+    ("pending", ANY): "start it with {run}",
+    ("running", ANY): "wait for its run to end (watch it with {log})",
+    ("stale", ANY): "the process that ran it is gone: continue it with {resume}",
+    ("interrupted", ANY): "continue it with {resume}",
+    ("failed-resumable", ANY): "retry it from where it failed with {resume}",
+    ("failed", ANY): "its run ended for good: start a new one with {run}",
+    ("complete", ANY): "review it with {diff}, then merge it ({merge}) or discard it ({discard})",
+    ("complete-empty", ANY): "it changed no files: mark it merged with {merge}",
+    ("in-place", ANY): "its edits are in the project directory already (review them with `git diff` "
+                       "there); run it again on purpose with {rerun}",
+    ("conflict", ANY): "resolve the conflict on its branch, then {merge} again, or drop it with {discard}",
+    ("merged", ANY): "run it again on purpose with {rerun}, or undo it with {revert}",
+    ("discarded", ANY): "start it again with {run}",
+    ("reverted", ANY): "start it again with {run}",
+    # where the command tried changes the advice
+    ("complete", "run"): "merge it ({merge}) or discard it ({discard}) first",
+    ("conflict", "run"): "resolve the conflict on its branch and {merge} again, or discard it ({discard}) first",
+    ("merged", "discard"): "undo it with {revert}",
+    ("running", "discard"): "stop it first (Ctrl-C where it runs), then discard it",
+    ("running", "revert"): "wait for its run to end (watch it with {log}), then revert it",
+    ("complete-empty", "run"): "mark it merged with {merge}, or run it again on purpose with {rerun}",
+    ("failed", "revert"): "drop its work with {discard}, or start a new run with {run}",
+    ("failed-resumable", "revert"): "retry it with {resume}, or drop its work with {discard}",
+    ("interrupted", "revert"): "continue it with {resume}, or drop its work with {discard}",
+}
+
+_STARTED_AS: dict[str, Any] = {"config": None, "fake": False}
+
+
+def started_as(**how: Any) -> None:
+    """Record how this command was started (`config`: the --config given, `fake`: --fake), so
+    advice repeats it. The CLI sets both when a command starts, then `fake` for run and resume."""
+    unknown = set(how) - set(_STARTED_AS)
+    if unknown:
+        raise TypeError(f"started_as() takes config and fake, not {', '.join(sorted(unknown))}")
+    _STARTED_AS.update(how)
+
+
+def command(name: str, ticket_id: str, *, fake: bool = False) -> str:
+    """The whole command, in backticks: `middle [--config FILE] <name> ID [--fake]`."""
+    head = "middle"
+    if _STARTED_AS["config"]:
+        head += f" --config {shlex.quote(str(_STARTED_AS['config']))}"
+    words = {"rerun": ["run", "--rerun", ticket_id], "log": ["log", ticket_id, "--follow"]}.get(
+        name, [name, ticket_id])
+    if (fake or _STARTED_AS["fake"]) and words[0] in ("run", "resume"):
+        words.append("--fake")  # offline runs need no API key: neither does their next step
+    return f"`{head} {' '.join(words)}`"
+
+
+def advice(situation: str, ticket_id: str, tried: str = ANY, *, fake: bool = False) -> str:
+    """What to do next, for a ticket in `situation` after the command `tried` was refused."""
+    text = TABLE.get((situation, tried)) or TABLE[(situation, ANY)]
+    names = ("run", "resume", "rerun", "merge", "discard", "revert", "diff", "log")
+    return text.format(**{n: command(n, ticket_id, fake=fake) for n in names})
+
+
+def situation(store: Any, ticket_id: str) -> str:
+    """The ticket's situation (one of SITUATIONS), read from the store."""
+    from tickets.claims import claim_is_live
+
+    status = store.get_ticket(ticket_id).status.value
+    run = store.latest_run(ticket_id)
+    if status == "running":
+        claim = store.get_claim(ticket_id)
+        return "running" if claim is not None and claim_is_live(claim) else "stale"
+    if status == "failed":
+        end = store.run_end_data(run["id"]) if run else None
+        return "failed-resumable" if (end or {}).get("resumable") else "failed"
+    if status == "complete" and run and run.get("isolation") != "worktree":
+        return "in-place"
+    if status == "complete" and not (run and run.get("head_commit")):
+        return "complete-empty"
+    return status
+
+
+def advise(store: Any, ticket_id: str, tried: str = ANY) -> str:
+    """What to do next with the stored ticket, after `tried` was refused (its run's --fake kept)."""
+    run = store.latest_run(ticket_id)
+    return advice(situation(store, ticket_id), ticket_id, tried, fake=bool(run and run.get("offline")))
