@@ -1,11 +1,11 @@
 """Every store file of every backend damaged three ways, then `middle memory search|list` run as a
 user runs them (one process each): the docs come back right, or one `error:` line names the file
-and the way back, with a non-zero exit. Never an empty memory where there were docs."""
+and the way back, with a non-zero exit. Never an empty memory where there were docs. (The contract
+suite checks the same in-process for any backend, plugins' too: see orchestrator.testing.)"""
 
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from backends.retrieval import store as retrieval_store
+from orchestrator.testing.damage import DAMAGES, damage_file
 
 REPO = Path(__file__).resolve().parents[2]
 KEYWORD_PLUGIN = REPO / "plugins" / "middle-agent-keyword-memory"
@@ -24,19 +25,6 @@ DOCS = ["Ticket 1: the database migration adds an index on orders.created_at",
         *(f"Ticket {i}: routine note {i} on build pipeline step Step{i}" for i in range(4, 12)),
         GOLDEN]  # the newest, so recency backends put it first too; 12 vectors fill 4 KiB blocks
 EMBEDDER = {"dense", "hybrid", "hipporag", "hindsight"}  # no-model embedder for these
-
-
-def damage(path: Path, how: str) -> None:
-    """Truncate to zero, cut in the middle, or overwrite one 4 KiB block with garbage."""
-    size = path.stat().st_size
-    with open(path, "r+b") as handle:
-        if how == "zero":
-            handle.truncate(0)
-        elif how == "cut":
-            handle.truncate(size // 2)
-        else:  # the block holding the middle byte; seeded, so every run breaks the same bytes
-            handle.seek((size // 2) // 4096 * 4096)  # past a FAISS snapshot's header
-            handle.write(random.Random(f"{path.name}-4k").randbytes(4096))
 
 
 def open_backend(name: str, store_dir: Path):
@@ -89,7 +77,7 @@ STORE_FILES = {
     "keyword": ["keyword_memory.json"],
 }
 CASES = [(name, file, how) for name, files in STORE_FILES.items() for file in files
-         for how in ("zero", "cut", "block")]
+         for how in DAMAGES]
 
 
 def middle(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -123,7 +111,7 @@ def test_a_damaged_store_file_is_read_right_or_one_error_naming_it(pristine, tmp
     root = tmp_path / "project"
     shutil.copytree(pristine(name), root)
     path = root / "mem" / "demo" / file
-    damage(path, how)
+    damage_file(path, how)
     snapshot = file.endswith(".faiss")
     found = middle(root, "search", "login form bug")  # first: it is what reads the snapshot
     if snapshot:  # a snapshot is a copy of the database's vectors: rebuilt, with a warning
