@@ -128,6 +128,7 @@ class SqliteStore(MetaValues):
         self.format_version = format_version
         self.lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
+        self.seen_damage = False  # a read or write found the file damaged (and said so)
         self._schema = schema
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -335,6 +336,7 @@ class SqliteStore(MetaValues):
     def error(self, exc: BaseException, what: str) -> MemoryStoreError:
         code = getattr(exc, "sqlite_errorcode", None)
         if code is not None and code & 0xFF in CORRUPT_CODES:
+            self.seen_damage = True
             return self.damaged(str(exc))
         return MemoryStoreError(
             f"{what} the {self.kind} {self.path}: {exc}. Check that the directory is writable and "

@@ -144,6 +144,8 @@ class RetrievalStore(SqliteStore):
     def save_snapshot(self) -> Path | None:
         """Save the mirror as `<stem>.g<generation>.faiss` (atomically) and drop older ones."""
         with self.lock:
+            if self.seen_damage:  # already reported; a snapshot would only fail the same way
+                return None
             index = self.sync()
             gen = self._mirror.gen
             if index is None or len(index) < SNAPSHOT_MIN_DOCS or gen is None:

@@ -6,7 +6,9 @@ suite checks the same in-process for any backend, plugins' too: see orchestrator
 from __future__ import annotations
 
 import os
+import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +133,27 @@ def test_a_damaged_store_file_is_read_right_or_one_error_naming_it(pristine, tmp
     if how == "zero" and not snapshot:  # nothing goes into the emptied file either
         assert middle(root, "add", "written after the damage").returncode != 0
         assert path.stat().st_size == 0
+
+
+def test_a_store_damaged_where_the_docs_are_intact_is_recovered_by_reindex(pristine, tmp_path):
+    root = tmp_path / "project"
+    shutil.copytree(pristine("hybrid"), root)
+    path = root / "mem" / "demo" / "hybrid.sqlite3"
+    with sqlite3.connect(path) as conn:  # a page of the vectors table, not of the docs
+        page = conn.execute("SELECT pageno FROM dbstat WHERE name = 'vectors' "
+                            "AND pagetype = 'leaf' ORDER BY pageno").fetchone()[0]
+    with open(path, "r+b") as handle:
+        handle.seek((page - 1) * 4096)
+        handle.write(random.Random(7).randbytes(4096))
+    for snapshot in path.parent.glob("*.faiss"):
+        snapshot.unlink()  # else the vectors come from it, not from the damaged page
+    found = middle(root, "search", "login form bug")
+    assert_one_error_naming(found, path)
+    assert "middle memory reindex --from hybrid" in found.stderr
+    rebuilt = middle(root, "reindex", "--from", "hybrid")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert f"rebuilt the hybrid store: {len(DOCS)} doc(s)" in rebuilt.stdout
+    again = middle(root, "search", "login form bug")
+    assert again.returncode == 0 and GOLDEN in again.stdout.splitlines()[0], again.stderr
+    listed = middle(root, "list").stdout.splitlines()
+    assert [line.split("  ", 1)[1] for line in listed] == DOCS
