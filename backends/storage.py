@@ -186,6 +186,9 @@ class SqliteStore(MetaValues):
                 os.link(tmp, self.path)  # never replaces: another process may have been first
             except FileExistsError:
                 pass
+            except OSError:  # a file system without hard links: rename, unless one came first
+                if not self.path.exists():
+                    os.replace(tmp, self.path)
         finally:
             for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
                 leftover.unlink(missing_ok=True)
