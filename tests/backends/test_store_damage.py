@@ -31,7 +31,8 @@ EMBEDDER = {"dense", "hybrid", "hipporag", "hindsight"}  # no-model embedder for
 
 def open_backend(name: str, store_dir: Path):
     if name == "keyword":
-        sys.path.insert(0, str(KEYWORD_PLUGIN))
+        if str(KEYWORD_PLUGIN) not in sys.path:  # this checkout's plugin, as the CLI runs it
+            sys.path.insert(0, str(KEYWORD_PLUGIN))
         from middle_agent_keyword_memory import KeywordBackend
 
         return KeywordBackend(store_dir)
