@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +19,9 @@ from orchestrator.plugin_api import MemoryStoreError
 
 CHUNK = 500  # ids per IN (...) query: below SQLite's bound-parameter limit
 KEEP_GENERATIONS = 1000  # change-log depth; a reader further behind reloads in full
+STALE_NEW_S = 60  # a half-built new store file older than this is a killed creator's leftover
+# SQLite's primary result codes for a damaged file: SQLITE_CORRUPT and SQLITE_NOTADB.
+CORRUPT_CODES = {11, 26}
 ErrorFactory = Callable[[sqlite3.Error, str], Exception]
 
 
@@ -57,6 +63,11 @@ class MetaValues:
     kind: str
     path: Any
     corrupt_hint = "move the file away to start afresh"
+
+    def damaged(self, why: str) -> MemoryStoreError:
+        """The error for a store file that exists but cannot be read as the store it was."""
+        return MemoryStoreError(f"the {self.kind} {self.path} is damaged ({why}); "
+                                f"{self.corrupt_hint}")
 
     def read(self) -> Any:
         raise NotImplementedError
@@ -117,30 +128,88 @@ class SqliteStore(MetaValues):
         self.format_version = format_version
         self.lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
+        self.seen_damage = False  # a read or write found the file damaged (and said so)
+        self._schema = schema
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(str(self.path), check_same_thread=False,
-                                         isolation_level=None, timeout=60)
+            if not self.path.exists():
+                self._create()
+            elif self.path.stat().st_size == 0:
+                raise self.emptied()
+            self._conn = self._connect(self.path)
             if row_factory is not None:
                 self._conn.row_factory = row_factory
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
             if foreign_keys:
                 self._conn.execute("PRAGMA foreign_keys=ON")
             with self.write() as conn:
                 if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
                     self._refuse_newer(self.meta(conn, "format_version"))
-                for statement in schema.split(";"):  # executescript would COMMIT early
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('format_version', ?)",
-                             (str(format_version),))
+                self._lay_schema(conn)
         except MemoryStoreError:
             self.close()
             raise
         except (sqlite3.Error, OSError, ValueError) as exc:
             self.close()
             raise self.error(exc, "cannot open") from exc
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
+                               timeout=60)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    def _lay_schema(self, conn: sqlite3.Connection) -> None:
+        for statement in self._schema.split(";"):  # executescript would COMMIT early
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute("INSERT OR IGNORE INTO meta VALUES ('format_version', ?)",
+                     (str(self.format_version),))
+
+    def _create(self) -> None:
+        """Build a new store file beside its path and link it into place whole. So the store
+        file is never seen empty or half made, and a store file found empty is one that was
+        cut short (see `emptied`), never a store that was about to be made."""
+        self._remove_stale_new_files()
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.new")
+        try:
+            conn = self._connect(tmp)
+            try:
+                with write_tx(conn, self.error):
+                    self._lay_schema(conn)
+            finally:
+                conn.close()  # the last connection checkpoints and removes the -wal file
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+            try:
+                os.link(tmp, self.path)  # never replaces: another process may have been first
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links: rename, unless one came first
+                if not self.path.exists():
+                    os.replace(tmp, self.path)
+        finally:
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                leftover.unlink(missing_ok=True)
+
+    def _remove_stale_new_files(self) -> None:
+        cutoff = time.time() - STALE_NEW_S
+        for stale in self.path.parent.glob(f".{self.path.name}.*.new*"):
+            try:
+                if stale.stat().st_mtime < cutoff:
+                    stale.unlink()
+            except OSError:
+                pass
+
+    def emptied(self) -> MemoryStoreError:
+        """The error for a store file of zero bytes: a store was there and lost its content."""
+        return MemoryStoreError(
+            f"the {self.kind} {self.path} is empty (0 bytes): the store that was there was cut "
+            "short (a full disk, a copy or sync that stopped?) and nothing was read or written. "
+            "Restore the file from a backup (a .reindex-* folder beside it holds the store as it "
+            "was before the last `middle memory reindex`), or move it away to start an empty "
+            "memory")
 
     def raise_version(self, older: Sequence[int]) -> None:
         """Record this format version over an older one whose files this version reads as they
@@ -259,10 +328,22 @@ class SqliteStore(MetaValues):
             raise MemoryStoreError(f"the {self.kind} {self.path} is closed")
         return self._conn
 
+    @property
+    def corrupt_hint(self) -> str:  # type: ignore[override]
+        # Every built-in store file is named after its backend (bm25.sqlite3, ...).
+        return (f"`middle memory reindex --from {self.path.stem}` rebuilds it from what can "
+                "still be read (the damaged file is kept in a .reindex-* folder beside it); if "
+                "that fails too, restore the file from a backup, or `middle memory export` what "
+                "can be read and move the file away to start afresh")
+
     def error(self, exc: BaseException, what: str) -> MemoryStoreError:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is not None and code & 0xFF in CORRUPT_CODES:
+            self.seen_damage = True
+            return self.damaged(str(exc))
         return MemoryStoreError(
             f"{what} the {self.kind} {self.path}: {exc}. Check that the directory is writable and "
-            "the disk not full; if the file is corrupt, move it away to start afresh")
+            f"the disk not full; if the file is damaged, {self.corrupt_hint}")
 
 
 def in_clause(ids: Sequence[Any]) -> str:

@@ -120,7 +120,11 @@ class RetrievalStore(SqliteStore):
         try:
             self._mirror.start(VectorIndex.load(path), snap_gen)
         except (MemoryStoreError, OSError) as exc:
-            log.warning("Ignoring vector snapshot %s (%s); reloading from %s", path, exc, self.path)
+            # The vectors are rows of the database too: rebuild from them, and drop the bad
+            # file so the next snapshot (of the same generation, maybe) is written afresh.
+            log.warning("Ignoring the vector snapshot %s (%s): the index is rebuilt from the "
+                        "vectors in %s", path, exc, self.path)
+            path.unlink(missing_ok=True)
 
     # --- snapshots (a faster open for big stores) ---------------------------------------
 
@@ -140,6 +144,8 @@ class RetrievalStore(SqliteStore):
     def save_snapshot(self) -> Path | None:
         """Save the mirror as `<stem>.g<generation>.faiss` (atomically) and drop older ones."""
         with self.lock:
+            if self.seen_damage:  # already reported; a snapshot would only fail the same way
+                return None
             index = self.sync()
             gen = self._mirror.gen
             if index is None or len(index) < SNAPSHOT_MIN_DOCS or gen is None:

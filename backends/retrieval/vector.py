@@ -1,7 +1,9 @@
-"""FAISS inner-product index over unit vectors, keyed by int64 ids, saved and loaded atomically."""
+"""FAISS inner-product index over unit vectors, keyed by int64 ids, saved and loaded atomically
+with a checksum."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -9,6 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from orchestrator.plugin_api import ConfigError, MemoryStoreError
+
+# A saved index ends with this and the sha256 (hex) of the bytes before it: a block of garbage
+# inside a file whose FAISS header is intact would otherwise load as noise vectors.
+CHECKSUM_MARK = b"\nmiddle-agent sha256 "
+TRAILER_LEN = len(CHECKSUM_MARK) + 64
 
 
 def _faiss():
@@ -63,14 +70,17 @@ class VectorIndex:
         return ids[0][keep].tolist(), scores[0][keep].astype(float).tolist()
 
     def save(self, path: Path) -> None:
-        """Write to a temp file beside `path`, fsync, then rename: a reader sees old or new."""
+        """Write to a temp file beside `path` with its checksum, fsync, then rename: a reader
+        sees the old file or the new one, whole."""
         faiss = _faiss()
         path = Path(path)
+        data = faiss.serialize_index(self._index).tobytes()
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        os.close(fd)
         try:
-            faiss.write_index(self._index, tmp)
-            with open(tmp, "rb+") as handle:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.write(CHECKSUM_MARK + hashlib.sha256(data).hexdigest().encode("ascii"))
+                handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
         except BaseException:
@@ -79,14 +89,26 @@ class VectorIndex:
 
     @classmethod
     def load(cls, path: Path) -> "VectorIndex":
+        """The index saved at path; a file whose checksum does not match (or that has none) is
+        a MemoryStoreError naming it."""
         faiss = _faiss()
+        rebuilt = "Delete the file: it is rebuilt from the store's database"
         try:
-            index = faiss.read_index(str(path))
+            raw = Path(path).read_bytes()
+        except OSError as exc:
+            raise MemoryStoreError(f"cannot read the vector index {path}: {exc}") from exc
+        data, trailer = raw[:-TRAILER_LEN], raw[-TRAILER_LEN:]
+        if not trailer.startswith(CHECKSUM_MARK):
+            raise MemoryStoreError(f"the vector index {path} has no checksum (cut short, or "
+                                   f"written by an older middle-agent). {rebuilt}")
+        if hashlib.sha256(data).hexdigest().encode("ascii") != trailer[len(CHECKSUM_MARK):]:
+            raise MemoryStoreError(f"the vector index {path} is damaged (its checksum does not "
+                                   f"match). {rebuilt}")
+        try:
+            index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
         except RuntimeError as exc:
-            raise MemoryStoreError(
-                f"cannot read the vector index {path}: {exc}. Delete the file: it is rebuilt "
-                "from the store's database"
-            ) from exc
+            raise MemoryStoreError(f"cannot read the vector index {path}: {exc}. {rebuilt}"
+                                   ) from exc
         self = cls.__new__(cls)
         self.dimension = int(index.d)
         self._index = index

@@ -10,11 +10,15 @@
 - A write that fails (the `fail_writes` fixture) leaves the backend unchanged and usable.
 - Non-string docs and lone surrogates are refused with an exception before anything changes.
 - Leftover temp files of a killed write do not break opening the store.
+- Each store file emptied, cut short or with one 4 KiB block of garbage: the store reads its
+  docs right, or raises a MiddleError (MemoryStoreError) naming the file; never an empty or
+  partial memory read as if it were whole.
 - Real processes writing one store concurrently lose nothing (`process_factory`).
 """
 
 from __future__ import annotations
 
+import shutil
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -22,6 +26,7 @@ from contextlib import AbstractContextManager, contextmanager
 import pytest
 
 from orchestrator.plugin_api import MemoryBackend, MiddleError
+from orchestrator.testing.damage import DAMAGES, damage_file
 from orchestrator.testing.processes import run_processes
 from orchestrator.testing.samples import sample_doc
 
@@ -184,6 +189,46 @@ class SharedStoreContract:
         self.assert_contents(second, [a])
         second.index([b])
         self.assert_contents(second, [a, b])
+
+    @pytest.mark.parametrize("how", DAMAGES)
+    def test_a_damaged_store_file_is_read_right_or_an_error_naming_it(self, opener, store_dir,
+                                                                        tmp_path, how):
+        self.require("stores_docs", "persistent", "writes_to_disk")
+        docs = [sample_doc(i, tag="damaged") for i in range(12)]
+        backend = opener.open()
+        for doc in docs:
+            backend.index([doc])
+        backend.flush()
+        opener.close(backend)
+        pristine = tmp_path / "pristine-store"
+        if store_dir.is_dir():
+            shutil.copytree(store_dir, pristine)
+        files = [p.relative_to(pristine) for p in sorted(pristine.rglob("*"))
+                 if p.is_file() and p.stat().st_size]
+        if not files:  # e.g. a store in a database server
+            pytest.skip(f"the backend keeps no file in its store directory {store_dir}")
+        for name in files:
+            shutil.rmtree(store_dir)
+            shutil.copytree(pristine, store_dir)
+            damage_file(store_dir / name, how)
+            self._assert_read_right_or_refused(opener, docs, name.name)
+
+    def _assert_read_right_or_refused(self, opener, docs: list[str], file_name: str) -> None:
+        backend = None
+        try:
+            backend = opener.open()
+            listed = backend.list_docs() if self.supports_list_docs else None
+            found = [self.found(doc, backend.retrieve([doc], self.k)[0]) for doc in docs]
+        except MiddleError as exc:
+            assert file_name in str(exc), (
+                f"the error for a damaged {file_name} does not name it: {exc}")
+            return
+        finally:
+            if backend is not None:
+                opener.close(backend)
+        if listed is not None:
+            assert listed == docs, f"{file_name} damaged: read as {len(listed)} of {len(docs)} docs"
+        assert all(found), f"{file_name} damaged: docs lost without an error"
 
     def test_processes_writing_one_store_lose_nothing(self, store_dir):
         self.require("stores_docs", "persistent")

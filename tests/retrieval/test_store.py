@@ -140,6 +140,51 @@ def test_corrupt_snapshot_and_leftover_temp_files_are_harmless(tmp_path, monkeyp
     again.close()
 
 
+def test_a_snapshot_damaged_behind_its_header_is_rebuilt_from_the_rows(tmp_path, monkeypatch,
+                                                                       caplog):
+    # Garbage in the vectors of a snapshot whose FAISS header is intact used to load as noise
+    # (an unrelated doc ranked first) and be saved again into the next snapshot.
+    monkeypatch.setattr(store_module, "SNAPSHOT_MIN_DOCS", 1)
+    docs = [f"routine note {i} on pipeline step Step{i}" for i in range(40)]
+    golden = "the login form bug was a missing CSRF token"
+    first = DenseBackend(tmp_path, DenseBackend.Options(embedder="hashing"))
+    first.index([golden])  # the oldest: recency does not lift it
+    first.index(docs)
+    first.close()
+    (snapshot,) = tmp_path.glob("dense.g*.faiss")
+    with open(snapshot, "r+b") as handle:
+        handle.seek(4096)  # past the header: FAISS itself reads the file without a complaint
+        handle.write(os.urandom(4096))
+    again = DenseBackend(tmp_path, DenseBackend.Options(embedder="hashing"))
+    with caplog.at_level("WARNING", logger="middle.retrieval.store"):
+        assert again.retrieve(["login form bug"], 1)[0]["docs"] == [golden]
+    assert str(snapshot) in caplog.text and "checksum" in caplog.text and "rebuilt" in caplog.text
+    assert not snapshot.exists(), "the damaged snapshot stays to be warned about (and kept)"
+    rows = again._store.vectors(list(range(1, 42)))
+    again.close()
+    (saved,) = tmp_path.glob("dense.g*.faiss")  # the next snapshot is built from the rows
+    index = store_module.VectorIndex.load(saved)
+    for doc_id, vector in rows.items():
+        assert index.search(vector, 1)[0] == [doc_id]
+
+
+def test_a_snapshot_without_a_checksum_is_not_trusted(tmp_path, monkeypatch, caplog):
+    import faiss
+
+    monkeypatch.setattr(store_module, "SNAPSHOT_MIN_DOCS", 1)
+    backend = hashing(tmp_path)
+    backend.index(["kept through it all"])
+    backend.close()
+    (snapshot,) = tmp_path.glob("hybrid.g*.faiss")
+    index = store_module.VectorIndex.load(snapshot)
+    faiss.write_index(index._index, str(snapshot))  # as an older middle-agent wrote them
+    again = hashing(tmp_path)
+    with caplog.at_level("WARNING", logger="middle.retrieval.store"):
+        assert again.retrieve(["kept"], 1)[0]["docs"] == ["kept through it all"]
+    assert "no checksum" in caplog.text
+    again.close()
+
+
 def test_a_reader_behind_the_pruned_change_log_reloads_in_full(tmp_path, monkeypatch):
     monkeypatch.setattr(storage, "KEEP_GENERATIONS", 10)
     reader, writer = hashing(tmp_path), hashing(tmp_path)

@@ -1,0 +1,160 @@
+"""Every store file of every backend damaged three ways, then `middle memory search|list` run as a
+user runs them (one process each): the docs come back right, or one `error:` line names the file
+and the way back, with a non-zero exit. Never an empty memory where there were docs. (The contract
+suite checks the same in-process for any backend, plugins' too: see orchestrator.testing.)"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backends.retrieval import store as retrieval_store
+from orchestrator.testing.damage import DAMAGES, damage_file
+
+REPO = Path(__file__).resolve().parents[2]
+KEYWORD_PLUGIN = REPO / "plugins" / "middle-agent-keyword-memory"
+GOLDEN = "Golden doc: the login form bug was a missing CSRF token in LoginForm.submit"
+DOCS = ["Ticket 1: the database migration adds an index on orders.created_at",
+        "Ticket 2: the CSV export quoted commas wrongly in ExportWriter",
+        "Ticket 3: the nightly backup job ran twice after the DST switch",
+        *(f"Ticket {i}: routine note {i} on build pipeline step Step{i}" for i in range(4, 12)),
+        GOLDEN]  # the newest, so recency backends put it first too; 12 vectors fill 4 KiB blocks
+EMBEDDER = {"dense", "hybrid", "hipporag", "hindsight"}  # no-model embedder for these
+
+
+def open_backend(name: str, store_dir: Path):
+    if name == "keyword":
+        if str(KEYWORD_PLUGIN) not in sys.path:  # this checkout's plugin, as the CLI runs it
+            sys.path.insert(0, str(KEYWORD_PLUGIN))
+        from middle_agent_keyword_memory import KeywordBackend
+
+        return KeywordBackend(store_dir)
+    from orchestrator.plugins import registry as plugin_registry
+
+    registry = plugin_registry()
+    options = registry.backend_options(name, {"embedder": "hashing"} if name in EMBEDDER else {})
+    return registry.backend_class(name)(store_dir, options)
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    """name -> a project (middle.toml + a store holding DOCS), built once and copied per case."""
+    made: dict[str, Path] = {}
+
+    def make(name: str) -> Path:
+        if name not in made:
+            root = tmp_path_factory.mktemp(name)
+            options = '[memory.options]\nembedder = "hashing"\n' if name in EMBEDDER else ""
+            (root / "middle.toml").write_text(
+                f'[project]\nid = "demo"\n[memory]\nsave_dir = "mem"\nbackend = "{name}"\n'
+                f"{options}")
+            previous = retrieval_store.SNAPSHOT_MIN_DOCS
+            retrieval_store.SNAPSHOT_MIN_DOCS = 1  # dense and hybrid leave a FAISS snapshot
+            try:
+                backend = open_backend(name, root / "mem" / "demo")
+                for doc in DOCS:  # one by one: doc times in order, for recency backends
+                    backend.index([doc])
+                backend.close()
+            finally:
+                retrieval_store.SNAPSHOT_MIN_DOCS = previous
+            made[name] = root
+        return made[name]
+
+    return make
+
+
+STORE_FILES = {
+    "bm25": ["bm25.sqlite3"],
+    "dense": ["dense.sqlite3", "dense.g12.faiss"],
+    "hybrid": ["hybrid.sqlite3", "hybrid.g12.faiss"],
+    "hipporag": ["hipporag.sqlite3"],
+    "hindsight": ["hindsight.sqlite3"],
+    "sliding_window": ["sliding_window.sqlite3"],
+    "keyword": ["keyword_memory.json"],
+}
+CASES = [(name, file, how) for name, files in STORE_FILES.items() for file in files
+         for how in DAMAGES]
+
+
+def middle(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY")}
+    env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(KEYWORD_PLUGIN)])
+    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "memory", *args], cwd=root,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in out.stderr, out.stderr
+    return out
+
+
+def assert_one_error_naming(out: subprocess.CompletedProcess, path: Path) -> None:
+    lines = [line for line in out.stderr.strip().splitlines()
+             if not line.startswith("note: ")]  # sliding_window's note on recency
+    assert out.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert str(path) in lines[0], lines[0]
+    assert any(way in lines[0] for way in ("middle memory reindex", "backup")), lines[0]
+
+
+def test_the_pristine_stores_hold_the_files_damaged_below(pristine):
+    for name, files in STORE_FILES.items():
+        store = pristine(name) / "mem" / "demo"
+        assert sorted(p.name for p in store.iterdir()) == sorted(files), name
+
+
+@pytest.mark.parametrize("name,file,how", CASES, ids=["-".join(c) for c in CASES])
+def test_a_damaged_store_file_is_read_right_or_one_error_naming_it(pristine, tmp_path, name, file,
+                                                                    how):
+    root = tmp_path / "project"
+    shutil.copytree(pristine(name), root)
+    path = root / "mem" / "demo" / file
+    damage_file(path, how)
+    snapshot = file.endswith(".faiss")
+    found = middle(root, "search", "login form bug")  # first: it is what reads the snapshot
+    if snapshot:  # a snapshot is a copy of the database's vectors: rebuilt, with a warning
+        assert found.returncode == 0, found.stderr
+        assert str(path) in found.stderr and "rebuilt" in found.stderr, found.stderr
+    if found.returncode == 0:
+        first = next(line for line in found.stdout.splitlines() if line.strip())
+        assert GOLDEN in first, found.stdout
+    else:
+        assert_one_error_naming(found, path)
+    listed = middle(root, "list")
+    if listed.returncode == 0:
+        assert "0 doc(s)" not in listed.stderr
+        assert [line.split("  ", 1)[1] for line in listed.stdout.splitlines()] == DOCS
+    else:
+        assert_one_error_naming(listed, path)
+    if how == "zero" and not snapshot:  # nothing goes into the emptied file either
+        assert middle(root, "add", "written after the damage").returncode != 0
+        assert path.stat().st_size == 0
+
+
+def test_a_store_damaged_where_the_docs_are_intact_is_recovered_by_reindex(pristine, tmp_path):
+    root = tmp_path / "project"
+    shutil.copytree(pristine("hybrid"), root)
+    path = root / "mem" / "demo" / "hybrid.sqlite3"
+    with sqlite3.connect(path) as conn:  # a page of the vectors table, not of the docs
+        page = conn.execute("SELECT pageno FROM dbstat WHERE name = 'vectors' "
+                            "AND pagetype = 'leaf' ORDER BY pageno").fetchone()[0]
+    with open(path, "r+b") as handle:
+        handle.seek((page - 1) * 4096)
+        handle.write(random.Random(7).randbytes(4096))
+    for snapshot in path.parent.glob("*.faiss"):
+        snapshot.unlink()  # else the vectors come from it, not from the damaged page
+    found = middle(root, "search", "login form bug")
+    assert_one_error_naming(found, path)
+    assert "middle memory reindex --from hybrid" in found.stderr
+    rebuilt = middle(root, "reindex", "--from", "hybrid")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert f"rebuilt the hybrid store: {len(DOCS)} doc(s)" in rebuilt.stdout
+    again = middle(root, "search", "login form bug")
+    assert again.returncode == 0 and GOLDEN in again.stdout.splitlines()[0], again.stderr
+    listed = middle(root, "list").stdout.splitlines()
+    assert [line.split("  ", 1)[1] for line in listed] == DOCS
