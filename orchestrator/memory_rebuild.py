@@ -87,6 +87,7 @@ def rebuild(store: Path, backend: str, files: list[str],
             raise MemoryStoreError(f"rebuilding the {backend} store in {store} wrote none of "
                                    f"its files ({', '.join(files)}); the old store is unchanged")
         for name in built:
+            _match_page_size(staging / name, backup / name)
             _continue_generation(staging / name, backup / name)
     except BaseException:  # the live store is untouched: undo the rest
         shutil.rmtree(backup, ignore_errors=True)
@@ -181,6 +182,25 @@ def _continue_generation(new: Path, old: Path) -> None:
     except sqlite3.Error as exc:
         raise MemoryStoreError(f"cannot carry the generation of {old} over to {new} ({exc}); "
                                "the old store is unchanged") from None
+
+
+def _match_page_size(new: Path, old: Path) -> None:
+    """Give the new file the old one's page size: SQLite cannot copy into a WAL database of
+    another page size (a store made by an old SQLite may use 1024-byte pages)."""
+    try:
+        with _connection(old) as conn:
+            size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        with _connection(new) as conn:
+            if int(conn.execute("PRAGMA page_size").fetchone()[0]) == size:
+                return
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            conn.execute("PRAGMA journal_mode=DELETE")
+            conn.execute(f"PRAGMA page_size={size}")
+            conn.execute("VACUUM")
+            conn.execute(f"PRAGMA journal_mode={mode}")
+    except sqlite3.Error as exc:
+        raise MemoryStoreError(f"cannot give {new} the page size of {old} ({exc}); the old "
+                               "store is unchanged") from None
 
 
 class _connection:

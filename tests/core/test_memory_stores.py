@@ -156,3 +156,17 @@ def test_a_corrupt_rebuild_journal_is_an_error_naming_it(tmp_path):
     with pytest.raises(MemoryStoreError, match=f"reindex journal {journal} is corrupt"):
         again.list_docs("p")
     again.close()
+
+
+def test_a_store_with_another_page_size_is_rebuilt_in_place(tmp_path):
+    path = tmp_path / "mem" / "p" / "bm25.sqlite3"
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA page_size=1024")  # as an SQLite older than 3.12 made its files
+    db.execute("PRAGMA journal_mode=WAL")
+    db.close()
+    mem = facade(tmp_path, "bm25")
+    mem.index("p", ["kept across the rebuild"])
+    assert reindex(mem, "p", "bm25").copied == 1
+    assert mem.list_docs("p") == ["kept across the rebuild"]
+    mem.close()
