@@ -326,7 +326,11 @@ class MemoryFacade:
             log.info("the %s store of project %s was rebuilt by `middle memory reindex`: "
                      "reopening it", self.backend_name, project_id)
             del self._backends[project_id]
-            backend.close()
+            try:
+                backend.close()
+            except Exception:  # its old contents are gone anyway: open the new ones regardless
+                log.exception("closing the replaced %s store of project %s failed",
+                              self.backend_name, project_id)
             backend = None
         if backend is None:
             backend = self.open_backend(self.backend_cls, project_id, self.options)
