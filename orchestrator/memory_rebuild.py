@@ -72,6 +72,8 @@ def rebuild(store: Path, backend: str, files: list[str],
     """Replace the store files `files` of `store` with ones `build(staging_dir)` writes, keeping
     a copy of the old ones in a new `.reindex-<time>` folder, which is returned. Call under the
     project's locks with the store closed in this process; other processes may keep it open."""
+    for tmp in [*store.glob(f"{JOURNAL_NAME}.*.tmp"), *store.glob(f"{EPOCH_NAME}.*.tmp")]:
+        tmp.unlink(missing_ok=True)  # left by a rebuild killed while writing one
     backup = _new_backup_name(store)
     journal = Journal(backend, files, backup.name, "build", time.strftime("%Y-%m-%d %H:%M:%S"))
     _write_journal(store, journal)  # first: whatever comes after it, a kill is found

@@ -154,24 +154,28 @@ def _reindex_and_kill(root: Path, store: Path, backend: str, delay: float | None
     return 0.0
 
 
-@pytest.mark.parametrize("backend", ["hybrid", "bm25"])
-def test_kill_9_at_seeded_points_of_a_reindex_loses_nothing_and_is_recovered(
-        tmp_path, backend, caplog):
-    root = tmp_path
+def _project(root: Path, backend: str, count: int) -> tuple[list[str], Path]:
+    """A project with `count` docs in `backend`'s store: (the docs, the store directory)."""
     make_repo(root / "repo")
     options = '[memory.options]\nembedder = "hashing"\n' if OPTIONS[backend] else ""
     (root / "middle.toml").write_text(
         f'[project]\nid = "{PROJECT}"\npath = "repo"\n[memory]\nsave_dir = "mem"\n'
         f'backend = "{backend}"\n{options}')
-    docs = [f"doc {i}: the export job {i % 7} timed out on table {i % 13}" for i in range(300)]
+    docs = [f"doc {i}: the export job {i % 7} timed out on table {i % 13}" for i in range(count)]
     seed = _facade(root / "mem", backend)
     seed.index(PROJECT, docs)
     seed.close()
-    store = root / "mem" / PROJECT
+    return docs, root / "mem" / PROJECT
 
+
+@pytest.mark.parametrize("backend", ["hybrid", "bm25"])
+def test_kill_9_at_seeded_points_of_a_reindex_loses_nothing_and_is_recovered(
+        tmp_path, backend, caplog):
+    root = tmp_path
+    docs, store = _project(root, backend, 300)
     span = _reindex_and_kill(root, store, backend, None)  # how long the rebuild itself takes
     rng = random.Random(21)
-    delays = [0.0] + sorted(rng.uniform(0, span) for _ in range(4))
+    delays = [0.0] + sorted(rng.uniform(0, span) for _ in range(3))
     interrupted = 0
     for n, delay in enumerate(delays):
         _reindex_and_kill(root, store, backend, delay)
@@ -200,3 +204,36 @@ def test_kill_9_at_seeded_points_of_a_reindex_loses_nothing_and_is_recovered(
     _reindex_and_kill(root, store, backend, None)  # and a reindex after all that works
     code, out, _ = _run(root, "list")
     assert code == 0 and len(out.splitlines()) == len(docs)
+
+
+def test_kill_9_during_reindexes_while_another_process_writes_loses_no_acknowledged_doc(tmp_path):
+    """The writer, blocked on the lock while a reindex runs, is the next to open the project
+    after each kill: it recovers the store and goes on writing into the live one."""
+    root, backend = tmp_path, "hybrid"
+    docs, store = _project(root, backend, 200)
+    ctx = multiprocessing.get_context("spawn")
+    ready, stop, acked_count, out = ctx.Event(), ctx.Event(), ctx.Value("i", 0), ctx.Queue()
+    writer = ctx.Process(target=_writer, args=(str(root / "mem"), backend, ready, stop,
+                                               acked_count, out))
+    writer.start()
+    try:
+        _wait(lambda: ready.is_set() or not writer.is_alive(), "the writer to open the store")
+        span = _reindex_and_kill(root, store, backend, None)
+        rng = random.Random(2121)
+        for delay in [0.0] + sorted(rng.uniform(0, span) for _ in range(2)):
+            _reindex_and_kill(root, store, backend, delay)
+            seen = acked_count.value
+            _wait(lambda: acked_count.value >= seen + 2 or not writer.is_alive(), "writes")
+        _reindex_and_kill(root, store, backend, None)
+    finally:
+        stop.set()
+    acked, error = out.get(timeout=120)
+    writer.join(60)
+    assert error is None, error
+    check = _facade(root / "mem", backend)
+    listed = check.list_docs(PROJECT)
+    check.close()
+    lost = [d for d in docs + acked if d not in listed]
+    assert not lost, f"{len(lost)} acknowledged doc(s) not in the live store, e.g. {lost[0]!r}"
+    assert len(listed) == len(set(listed)) == len(docs) + len(acked)
+    assert not (store / JOURNAL_NAME).exists()
