@@ -24,6 +24,7 @@ from orchestrator.memory_format import (  # noqa: F401 - re-exported: the facade
     truncate_doc,
 )
 from orchestrator.memory_lock import AdvisoryLocks, FileLocks
+from orchestrator.memory_rebuild import read_epoch, recover
 from orchestrator.plugin_api import (
     ConversationContext,
     MemoryBackend,
@@ -103,6 +104,16 @@ def backend_has_doc(backend: Any, doc: str) -> bool:
         return False
 
 
+def write_records(backend: Any, records: list[tuple[str, float | None]]) -> None:
+    """Index (text, time) pairs into an open backend: with their times where it keeps times."""
+    if hasattr(backend, "index_records") and any(w is not None for _, w in records):
+        from orchestrator.plugin_api import retrieval
+
+        backend.index_records([retrieval.MemoryRecord(t, timestamp=w) for t, w in records])
+    else:
+        backend.index([t for t, _ in records])
+
+
 class MemoryFacade:
     """Opens one backend instance per project at `<save_dir>/<project_id>/` and serialises its calls.
 
@@ -154,6 +165,11 @@ class MemoryFacade:
             AdvisoryLocks(self.url, lock_timeout_s) if self.url
             else FileLocks(self.save_dir / LOCK_DIR_NAME, lock_timeout_s))
         self._backends: dict[str, MemoryBackend] = {}
+        # The rebuild token of the store each open backend was opened on (see memory_rebuild):
+        # another process's `middle memory reindex` changes it, and the backend is reopened.
+        self._epochs: dict[str, str | None] = {}
+        self._rebuilding: set[str] = set()  # projects this facade is rebuilding (under their locks)
+        self._depth: dict[str, int] = {}  # nested holds of a project's cross-process lock
         self._locks: dict[str, threading.RLock] = {}
         self._master = threading.Lock()
 
@@ -218,11 +234,23 @@ class MemoryFacade:
                 backend.close()
 
     def release(self, project_id: str) -> None:
-        """Close the project's open backend (before its store files are moved)."""
+        """Close the project's open backend (before its store is rebuilt)."""
         with self._thread_lock(project_id):
             backend = self._backends.pop(project_id, None)
             if backend is not None:
                 backend.close()
+
+    @contextmanager
+    def rebuilding(self, project_id: str) -> Iterator[Path]:
+        """`with facade.rebuilding(project) as store_dir:` the project's locks, held for a whole
+        rebuild of its store, during which the rebuild's journal is this facade's own (not one
+        a killed process left to recover)."""
+        with self._project_locks(project_id, "reindex") as store:
+            self._rebuilding.add(project_id)
+            try:
+                yield store
+            finally:
+                self._rebuilding.discard(project_id)
 
     def project_lock(self, project_id: str, op: str) -> Any:
         """`with facade.project_lock(project, op) as store_dir:` the project's locks alone."""
@@ -231,7 +259,7 @@ class MemoryFacade:
     @contextmanager
     def _project_locks(self, project_id: str, op: str) -> Iterator[Path]:
         store = self.store_dir(project_id)  # ConfigError for an unsafe id, before any I/O
-        with self._thread_lock(project_id), self._locks_across.hold(project_id, op):
+        with self._thread_lock(project_id), self._held_across(project_id, op):
             try:
                 try:
                     store.mkdir(parents=True, exist_ok=True)
@@ -240,6 +268,8 @@ class MemoryFacade:
                         f"memory {op} for project {project_id!r}: cannot use store {store} "
                         f"({exc}); check the directory's permissions or [memory] save_dir"
                     ) from exc
+                if project_id not in self._rebuilding:
+                    recover(store)  # a reindex killed half-way: roll it back or finish it
                 yield store
             except (MemoryStoreError, ConfigError):
                 raise
@@ -249,6 +279,25 @@ class MemoryFacade:
                     f"{self.backend_name!r} at {self.where(project_id)}: "
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
+
+    @contextmanager
+    def _held_across(self, project_id: str, op: str) -> Iterator[None]:
+        """The cross-process lock, taken by the outermost of nested holds (call under the
+        project's thread lock): a file lock taken again by its own process waits for itself."""
+        depth = self._depth.get(project_id, 0)
+        if depth:
+            self._depth[project_id] = depth + 1
+            try:
+                yield
+            finally:
+                self._depth[project_id] = depth
+            return
+        with self._locks_across.hold(project_id, op):
+            self._depth[project_id] = 1
+            try:
+                yield
+            finally:
+                self._depth[project_id] = 0
 
     def where(self, project_id: str) -> str:
         """The configured backend's store of the project, for messages: the database (without
@@ -275,10 +324,24 @@ class MemoryFacade:
         return self._locked(project_id, op)
 
     def _backend(self, project_id: str, store: Path) -> MemoryBackend:
+        """The project's open backend (call under its locks); reopened when another process
+        rebuilt the store since it was opened, so no write goes to the old contents."""
+        epoch = read_epoch(store)
         backend = self._backends.get(project_id)
+        if backend is not None and self._epochs.get(project_id) != epoch:
+            log.info("the %s store of project %s was rebuilt by `middle memory reindex`: "
+                     "reopening it", self.backend_name, project_id)
+            del self._backends[project_id]
+            try:
+                backend.close()
+            except Exception:  # its old contents are gone anyway: open the new ones regardless
+                log.exception("closing the replaced %s store of project %s failed",
+                              self.backend_name, project_id)
+            backend = None
         if backend is None:
             backend = self.open_backend(self.backend_cls, project_id, self.options)
             self._backends[project_id] = backend
+            self._epochs[project_id] = epoch
         return backend
 
     # -- size caps ----------------------------------------------------------------------------
@@ -335,13 +398,7 @@ class MemoryFacade:
             return
         started = time.perf_counter()
         with self._locked(project_id, "index") as backend:
-            if hasattr(backend, "index_records") and any(w is not None for _, w in records):
-                from orchestrator.plugin_api import retrieval
-
-                backend.index_records([retrieval.MemoryRecord(t, timestamp=w)
-                                       for t, (_, w) in zip(texts, records)])
-            else:
-                backend.index(texts)
+            write_records(backend, list(zip(texts, (w for _, w in records))))
         self._log("index", project_id, started, docs=len(texts))
 
     def delete_forms(self, docs: list[str]) -> list[str]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError, MemoryStoreError
-from orchestrator.memory import MemoryFacade, backend_has_doc as _has
+from orchestrator.memory import MemoryFacade, backend_has_doc as _has, write_records
+from orchestrator.memory_rebuild import check_rebuildable, rebuild
 
 log = logging.getLogger("middle.memory")
 
@@ -135,38 +135,64 @@ def _records(backend: Any) -> list[tuple[str, float | None]]:
 def reindex(facade: MemoryFacade, project_id: str, source: str) -> ReindexReport:
     """Copy every doc of `source`'s store of the project into the configured backend, keeping
     doc times where both keep them. With `source` the configured backend itself, rebuild its
-    store: its files move to a backup folder and the docs are indexed afresh (so a store built
-    with the no-model embedder is re-embedded once a model is installed)."""
+    store: the docs are indexed afresh into a new store that then replaces the old one's
+    contents (a copy of the old files is kept in a backup folder), so a store built with the
+    no-model embedder is re-embedded once a model is installed. Either way the project's lock
+    is held throughout: another process's writes wait, then land in the new store."""
     facade.registry.backend_class(source)  # ConfigError for an unknown name
     store = facade.store_dir(project_id)
     source_cls = facade.registry.backends[source].cls
     if source == "none" or not facade.backend_has_store(source_cls, project_id):
         raise ConfigError(f"project {project_id!r} has no {source} store in {store}: nothing to "
                           "reindex (`middle memory stores` lists the stores the project has)")
-    backup = None
     if source == facade.backend_name:
-        if facade.database(source_cls, project_id) is not None:
-            raise ConfigError(f"the {source} store of project {project_id!r} is in "
-                              f"{facade.where(project_id)}, which cannot be rebuilt in place yet: "
-                              "`middle memory export` it, delete its docs and add them again")
-        if not source_cls.store_files:
-            raise ConfigError(f"backend {source!r} does not say which files hold its store, so it "
-                              "cannot be rebuilt in place: `middle memory export`, move the store "
-                              "away and add the docs again")
-        with facade.other_backend(project_id, source, "reindex", _own_embedder(facade)) as old:
-            records = _records(old)
-        facade.release(project_id)
-        backup = _move_aside(facade, project_id, source_cls)
-        before: set[str] = set()
-    else:
+        return _rebuild(facade, project_id, source_cls)
+    with facade.project_lock(project_id, "reindex"):
         with facade.other_backend(project_id, source, "reindex") as old:
             records = _records(old)
-        before = set(facade.list_docs(project_id))
+        fresh = _fresh(facade, records, set(facade.list_docs(project_id)))
+        facade.index_records(project_id, fresh)
+    return ReindexReport(source, facade.backend_name, len(fresh), len(records) - len(fresh))
+
+
+def _fresh(facade: MemoryFacade, records: list[tuple[str, float | None]],
+           before: set[str]) -> list[tuple[str, float | None]]:
+    """The records to index: as stored (cut to max_doc_chars), each text once (its last time),
+    none already in `before`, oldest first as they were indexed."""
     fresh = [(facade.prepare_doc(text), when) for text, when in records]
     fresh = [(t, w) for t, w in dict((t, w) for t, w in reversed(fresh)).items() if t not in before]
-    fresh.reverse()  # oldest first, as they were indexed
-    facade.index_records(project_id, fresh)
-    return ReindexReport(source, facade.backend_name, len(fresh), len(records) - len(fresh), backup)
+    fresh.reverse()
+    return fresh
+
+
+def _rebuild(facade: MemoryFacade, project_id: str, cls: Any) -> ReindexReport:
+    """Rebuild the configured backend's own store in place (see `memory_rebuild`)."""
+    source = facade.backend_name
+    if facade.database(cls, project_id) is not None:
+        raise ConfigError(f"the {source} store of project {project_id!r} is in "
+                          f"{facade.where(project_id)}, which cannot be rebuilt in place yet: "
+                          "`middle memory export` it, delete its docs and add them again")
+    if not cls.store_files:
+        raise ConfigError(f"backend {source!r} does not say which files hold its store, so it "
+                          "cannot be rebuilt in place: `middle memory export`, move the store "
+                          "away and add the docs again")
+    with facade.rebuilding(project_id) as store:
+        files = [name for name in cls.store_files if (store / name).is_file()]
+        check_rebuildable(store, source, files)
+        with facade.other_backend(project_id, source, "reindex", _own_embedder(facade)) as old:
+            records = _records(old)
+        fresh = _fresh(facade, records, set())
+        facade.release(project_id)
+
+        def build(staging: Path) -> None:
+            backend = cls(staging, facade.options, facade.llm)
+            try:
+                write_records(backend, fresh)
+            finally:
+                backend.close()
+
+        backup = rebuild(store, source, files, build)
+    return ReindexReport(source, source, len(fresh), len(records) - len(fresh), backup)
 
 
 def _own_embedder(facade: MemoryFacade) -> Any:
@@ -177,18 +203,3 @@ def _own_embedder(facade: MemoryFacade) -> Any:
     if "embedder" in fields:
         raw["embedder"] = "auto"
     return facade.registry.backend_options(facade.backend_name, raw)
-
-
-def _move_aside(facade: MemoryFacade, project_id: str, cls: Any) -> Path:
-    """Move the backend's store files (and their -wal, -shm and snapshot companions) into a
-    new folder `.reindex-<time>` of the project's directory; returns that folder."""
-    store = facade.store_dir(project_id)
-    backup = store / f".reindex-{time.strftime('%Y%m%d-%H%M%S')}"
-    with facade.project_lock(project_id, "reindex"):
-        backup.mkdir()
-        for name in cls.store_files:
-            stem = name.rsplit(".", 1)[0]
-            for path in sorted(store.glob(f"{stem}*")):
-                if path.is_file():
-                    path.rename(backup / path.name)
-    return backup

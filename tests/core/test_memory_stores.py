@@ -107,3 +107,66 @@ def test_doc_ids_are_stable_prefixes_of_the_text_hash(tmp_path):
     assert mem.has_doc("p", "beta doc") and not mem.has_doc("p", "gamma doc")
     assert json.dumps(full)  # plain hex
     mem.close()
+
+
+def test_a_rebuild_stopped_after_its_new_store_is_complete_is_finished_on_next_open(
+        tmp_path, monkeypatch, caplog):
+    from orchestrator import memory_rebuild
+
+    mem = facade(tmp_path, "hybrid", embedder="hashing")
+    mem.index("p", ["the wifi keeps dropping", "lunch order for friday"])
+
+    def killed(store, journal):  # the process dies once the journal says "copy"
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(memory_rebuild, "_finish", killed)
+    with pytest.raises(KeyboardInterrupt):
+        reindex(mem, "p", "hybrid")
+    mem.close()
+    monkeypatch.undo()
+    store = tmp_path / "mem" / "p"
+    assert (store / memory_rebuild.JOURNAL_NAME).exists()
+    again = facade(tmp_path, "hybrid", embedder="hashing")
+    with caplog.at_level("WARNING", logger="middle.memory"):
+        assert sorted(again.list_docs("p")) == ["lunch order for friday", "the wifi keeps dropping"]
+    assert "an interrupted `middle memory reindex` of the hybrid store" in caplog.text
+    assert "was finished" in caplog.text
+    assert not (store / memory_rebuild.JOURNAL_NAME).exists()
+    (backup,) = store.glob(".reindex-*")
+    assert (backup / "hybrid.sqlite3").is_file() and not (backup / "new").exists()
+    db = sqlite3.connect(store / "hybrid.sqlite3")  # the rebuilt store, its count carried on
+    gen, floor = (int(db.execute("SELECT value FROM meta WHERE key = ?", (k,)).fetchone()[0])
+                  for k in ("generation", "changes_floor"))
+    db.close()
+    assert gen == floor > 1
+    again.close()
+
+
+def test_a_corrupt_rebuild_journal_is_an_error_naming_it(tmp_path):
+    from orchestrator import memory_rebuild
+    from orchestrator.errors import MemoryStoreError
+
+    mem = facade(tmp_path, "bm25")
+    mem.index("p", ["a doc"])
+    mem.close()
+    journal = tmp_path / "mem" / "p" / memory_rebuild.JOURNAL_NAME
+    journal.write_text('{"backend": "bm25", "files": ["../../etc"], "backup": ".reindex-x", '
+                       '"phase": "copy", "started": "now"}')
+    again = facade(tmp_path, "bm25")
+    with pytest.raises(MemoryStoreError, match=f"reindex journal {journal} is corrupt"):
+        again.list_docs("p")
+    again.close()
+
+
+def test_a_store_with_another_page_size_is_rebuilt_in_place(tmp_path):
+    path = tmp_path / "mem" / "p" / "bm25.sqlite3"
+    path.parent.mkdir(parents=True)
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA page_size=1024")  # as an SQLite older than 3.12 made its files
+    db.execute("PRAGMA journal_mode=WAL")
+    db.close()
+    mem = facade(tmp_path, "bm25")
+    mem.index("p", ["kept across the rebuild"])
+    assert reindex(mem, "p", "bm25").copied == 1
+    assert mem.list_docs("p") == ["kept across the rebuild"]
+    mem.close()
