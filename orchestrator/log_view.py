@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
+
 
 def _short(text: str | None, full: bool, limit: int = 600) -> str:
     text = (text or "").strip()
@@ -65,8 +67,6 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
 
 def _index_failure(store: Any, ticket_id: str) -> str:
     """The note of the ticket's last attempt to index its completion doc, when it failed."""
-    from orchestrator.graph.nodes import INDEX_FAILED_NOTE, INDEXED_NOTE
-
     last = ""
     for event in store.list_events(ticket_id=ticket_id, limit=100_000):
         text = event["kind"] == "note" and str(event["data"].get("text", ""))

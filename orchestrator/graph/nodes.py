@@ -14,6 +14,7 @@ from orchestrator.errors import ModelAccessError, RunInterrupted, TicketError, W
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.next_steps import advice
+from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
 from orchestrator.plugins import call_hook
 from orchestrator.worker.base import TurnRecord
 from orchestrator.workspace import Workspace, branch_name
@@ -22,12 +23,6 @@ from orchestrator.workspace.git import commit_message
 log = logging.getLogger("middle.graph")
 
 Update = dict[str, Any]
-
-# The run's notes on indexing its completion doc; `middle log` reads the last one of a ticket to
-# tell a doc in memory from one whose indexing failed (kept with the ticket all the same, so a
-# revert still deletes whatever part of it reached the store).
-INDEXED_NOTE = "indexed the ticket summary to project memory"
-INDEX_FAILED_NOTE = "memory index failed"
 
 
 def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> str:
@@ -284,7 +279,7 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
     except Exception as exc:  # memory failures never stop a ticket (seed 000)
         log.warning("memory index of ticket %s failed; the ticket completes anyway: %s", t["id"], exc)
         ctx.say(f"{INDEX_FAILED_NOTE} ({exc}); the ticket completes anyway")
-        return {"indexed_docs": []}
+        return {"indexed_docs": []}  # kept with the ticket all the same: a revert deletes any part that got in
     return {"indexed_docs": [doc]}
 
 
