@@ -21,6 +21,7 @@ from orchestrator.lifecycle import RUNNABLE, RunLifecycle, start_refusal
 from orchestrator.memory import MemoryFacade
 from orchestrator.services import Services
 from orchestrator.worker.base import EventCallback
+from tickets.claims import owner_died
 from tickets.deps import check_dependencies
 from tickets.source import LoadResult
 from tickets.store import TicketStore
@@ -163,6 +164,9 @@ class Orchestrator:
         claim = self.store.get_claim(ticket_id)
         if status == "interrupted" or (status == "running" and claim is None):
             return f"ticket {ticket_id!r} has an unfinished run: continue it with `middle resume {ticket_id}`"
+        if status == "running" and claim is not None and owner_died(claim):
+            return (f"ticket {ticket_id!r}: its previous run {claim.run_id} died (pid {claim.pid} on "
+                    f"this machine is gone): continue it with `middle resume {ticket_id}`")
         if claim is not None:
             return (f"ticket {ticket_id!r} is being worked by {claim.describe()}; if that process "
                     f"is gone, continue with `middle resume {ticket_id}`")
@@ -185,6 +189,7 @@ class Orchestrator:
             # so it starts over from its input, under the same run.
             self.agent
             self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
+            self._stop_leftovers(run["id"])
             return self._drive(ticket_id, run["id"], {"ticket_id": ticket_id, "run_id": run["id"]})
         if not snapshot.next:
             raise TicketError(
@@ -193,7 +198,16 @@ class Orchestrator:
                 f"`middle run {ticket_id}`")
         self.agent  # as in run_ticket: a model that cannot be built fails before the claim
         self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
+        self._stop_leftovers(run["id"])
         return self._drive(ticket_id, run["id"], None)
+
+    def _stop_leftovers(self, run_id: str) -> None:
+        """Kill the Claude Code processes a dead `middle` of this run left here, before a turn
+        starts in the same worktree (taken over, so no live runner owns them)."""
+        from orchestrator.worker.orphans import stop_dead_run
+
+        if n := stop_dead_run(self.store, run_id):
+            self.say(f"stopped {n} process(es) the run's previous `middle` left running")
 
     def _drive(self, ticket_id: str, run_id: str, graph_input: dict[str, Any] | None) -> RunOutcome:
         """Run the graph under the claim; every way out ends the run through the lifecycle."""

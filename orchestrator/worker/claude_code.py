@@ -9,6 +9,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections import deque
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from ..errors import RunInterrupted, WorkerError
 from .base import EventCallback, TurnResult
 from .locate import INSTALL_HINT, bundled_cli, find_claude_cli
+from .orphans import MARK_VAR, die_with_parent, own_mark, stop_marked
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
 from .stream_json import TurnStream, permission_denials, turn_cost
 
@@ -156,9 +158,15 @@ class ClaudeCodeWorker:
                   resume: bool, emit: EventCallback) -> TurnResult:
         cmd = self.command(cli, cwd, session_id=session_id, resume=resume)
         started = time.monotonic()
+        # The marker finds this turn's processes later, its tool shells included (see orphans.py).
+        marked = session_id or uuid.uuid4().hex
+        env = {**env, MARK_VAR: own_mark(marked)}
         try:
+            # Its own process group, so the turn's leftovers can be killed together; and killed by
+            # the kernel if this process dies (kill -9), since this thread waits for it below.
             proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+                                    stderr=subprocess.PIPE, start_new_session=True,
+                                    preexec_fn=die_with_parent())
         except OSError as exc:
             raise WorkerError(f"Claude Code could not be started ({cli}: {exc}). " + INSTALL_HINT) from exc
         with self._procs_lock:
@@ -205,9 +213,11 @@ class ClaudeCodeWorker:
                 _kill_group(proc)
                 exit_code = proc.poll()
         finally:
-            # Ends the turn's leftovers too (background shells it started), and never leaves a
-            # live process behind if we got here through an exception.
+            # Ends the turn's leftovers too (background shells it started, in its group or in
+            # sessions of their own), and never leaves a live process behind if we got here
+            # through an exception.
             _kill_group(proc)
+            stop_marked([marked], owner="self")
             with self._procs_lock:
                 self._live.pop(proc.pid, None)
                 stopped = self._stopped.pop(proc.pid, None)
