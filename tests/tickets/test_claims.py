@@ -152,6 +152,31 @@ def test_schema_1_database_is_migrated(tmp_path):
         assert s.get_turn(run_id, 1)["status"] == "interrupted"
 
 
+def test_schema_4_claims_get_the_owner_start_column(tmp_path):
+    path = tmp_path / "v4.db"
+    with TicketStore(path) as s:
+        s.upsert_ticket(_ticket("t0", tmp_path))
+        s.claim_new_run("t0", ["pending"])
+    conn = sqlite3.connect(path)  # a schema-4 file: its claims have no owner start
+    conn.executescript("""
+        CREATE TABLE c4 (ticket_id TEXT PRIMARY KEY REFERENCES tickets(id) ON DELETE CASCADE,
+            run_id TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, claimed_at TEXT NOT NULL,
+            lease_until TEXT NOT NULL);
+        INSERT INTO c4 SELECT ticket_id, run_id, host, pid, claimed_at, lease_until FROM claims;
+        DROP TABLE claims; ALTER TABLE c4 RENAME TO claims;
+        DELETE FROM schema_version; INSERT INTO schema_version VALUES (4);
+    """)
+    conn.close()
+    with TicketStore(path, readonly=True) as s:  # read as it is: a live owner without a start time
+        assert s.get_claim("t0").owner_start is None and claim_is_live(s.get_claim("t0"))
+    with TicketStore(path) as s:
+        assert s.schema_version() == SCHEMA_VERSION
+        assert s.get_claim("t0").owner_start is None and claim_is_live(s.get_claim("t0"))
+        run_id = s.latest_run("t0")["id"]
+        s.claim_for_resume("t0", run_id)
+        assert s.get_claim("t0").owner_start  # recorded from now on
+
+
 def test_readonly_store_reads_and_refuses_writes_and_creates_nothing(tmp_path):
     with pytest.raises(TicketError, match="`middle run` creates it"):
         TicketStore(tmp_path / "missing.db", readonly=True)
