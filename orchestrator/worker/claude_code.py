@@ -183,6 +183,8 @@ class ClaudeCodeWorker:
         timed_out = False
         deadline = started + self.options.turn_timeout_s
         gone_at: float | None = None  # when the process was first seen gone (or killed)
+        answered_at: float | None = None  # when its result line came
+        lingered = False
         try:
             while True:
                 now = time.monotonic()
@@ -190,6 +192,16 @@ class ClaudeCodeWorker:
                     timed_out = True
                     emit({"type": "timeout", "after_s": self.options.turn_timeout_s})
                     _kill_group(proc)
+                if answered_at is None and stream.result is not None:
+                    answered_at = now
+                if gone_at is None and answered_at is not None and now - answered_at > _DRAIN_S:
+                    # The turn is answered, but Claude Code stays on for a background task it
+                    # started (Bash run_in_background): end it rather than wait for the timeout.
+                    emit({"type": "log", "line": "Claude Code answered but did not exit (a background "
+                                                 "task?): ending it and what it started."})
+                    lingered = True
+                    _kill_group(proc)
+                    gone_at = now
                 if gone_at is None and proc.poll() is not None:
                     gone_at = now
                     # Leftovers in its group (a background shell) may hold stdout open; end them
@@ -212,6 +224,8 @@ class ClaudeCodeWorker:
                 emit({"type": "timeout", "after_s": self.options.turn_timeout_s})
                 _kill_group(proc)
                 exit_code = proc.poll()
+            if lingered:
+                exit_code = 0  # killed by us after its answer: the turn itself finished
         finally:
             # Ends the turn's leftovers too (background shells it started, in its group or in
             # sessions of their own), and never leaves a live process behind if we got here

@@ -44,6 +44,9 @@ def main():
         if mode == "hang":  # a turn still in flight
             time.sleep(300)
         result("left a detached child behind")
+    elif mode == "linger":  # answers, then stays for a background task, as Claude Code does
+        result("answered")
+        time.sleep(300)
     elif mode == "in_use":  # what Claude Code does when --session-id names an existing session
         if "--session-id" in sys.argv:
             sys.stderr.write(f"Error: Session ID {sys.argv[-1]} is already in use.\n")

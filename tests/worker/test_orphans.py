@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.worker.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
 from orchestrator.worker.orphans import MARK_VAR, stop_marked
 from tickets.procs import is_running, start_ticks
 
@@ -108,3 +109,14 @@ def test_a_marked_process_takes_its_whole_group_with_it(tmp_path):
     finally:
         leader.kill()
         leader.wait()
+
+
+def test_a_turn_that_is_answered_ends_though_claude_code_stays_for_a_background_task(fake_cli, tmp_path):
+    opts = ClaudeCodeOptions(cli_path=fake_cli, turn_timeout_s=60)
+    events: list[dict] = []
+    turn = ClaudeCodeWorker(opts, env={"FAKE_CLAUDE_MODE": "linger"}).run_turn(
+        "hi", tmp_path, session_id="sid-linger", resume=False, on_event=events.append)
+    assert turn.is_error is False and turn.text == "answered" and turn.terminal_reason != "timeout", turn.error
+    assert not [e for e in events if e["type"] == "timeout"]
+    pid = next(e["pid"] for e in events if e["type"] == "start")
+    assert not is_running(pid)
