@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from tickets.errors import TicketError
 from tickets.model import RunStatus, utc_now
-from tickets.procs import pid_exists, process_token, same_process
+from tickets.procs import process_token, same_process
 
 CLAIMS_SCHEMA = """;
 CREATE TABLE IF NOT EXISTS claims (
@@ -58,10 +58,6 @@ def this_host() -> str:
 
 def _lease_end(lease_s: float) -> str:
     return (datetime.now(timezone.utc) + timedelta(seconds=lease_s)).isoformat(timespec="microseconds")
-
-
-def process_alive(pid: int) -> bool:
-    return pid_exists(pid)
 
 
 def owner_died(claim: Claim) -> bool:
