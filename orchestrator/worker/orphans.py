@@ -89,11 +89,12 @@ def _processes() -> Iterable[tuple[_Proc, bytes]]:
         if fields is None or fields[0] == "Z":
             continue
         try:
+            proc = _Proc(int(entry), int(fields[2]), int(fields[19]))
             with open(f"/proc/{entry}/environ", "rb") as f:
                 environ = f.read()
-        except OSError:  # gone, or another user's
+        except (OSError, IndexError, ValueError):  # gone, another user's, or unreadable
             continue
-        yield _Proc(int(entry), int(fields[2]), int(fields[19])), environ
+        yield proc, environ
 
 
 def _mark_of(environ: bytes) -> tuple[str, int, int] | None:
