@@ -22,6 +22,7 @@ from orchestrator.memory import MemoryFacade
 from orchestrator.next_steps import advice, advise
 from orchestrator.services import Services
 from orchestrator.worker.base import EventCallback
+from tickets.claims import owner_died
 from tickets.deps import check_dependencies
 from tickets.source import LoadResult
 from tickets.store import TicketStore
@@ -164,6 +165,11 @@ class Orchestrator:
         claim = self.store.get_claim(ticket_id)
         if status == "interrupted" or (status == "running" and claim is None):
             return f"ticket {ticket_id!r} has an unfinished run: {advise(self.store, ticket_id, 'run')}"
+        if status == "running" and claim is not None and owner_died(claim):
+            run = self.store.latest_run(ticket_id)
+            offline = bool(run and run.get("offline"))
+            return (f"ticket {ticket_id!r}: its previous run {claim.run_id} died (pid {claim.pid} on "
+                    f"this machine is gone): {advice('interrupted', ticket_id, 'run', fake=offline)}")
         if claim is not None:
             return (f"ticket {ticket_id!r} is being worked by {claim.describe()}: "
                     f"{advise(self.store, ticket_id, 'run')}")
@@ -186,6 +192,7 @@ class Orchestrator:
             # so it starts over from its input, under the same run.
             self.agent
             self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
+            self._stop_leftovers(run["id"])
             return self._drive(ticket_id, run["id"], {"ticket_id": ticket_id, "run_id": run["id"]})
         if not snapshot.next:
             raise TicketError(
@@ -194,7 +201,16 @@ class Orchestrator:
                 f"{advise(self.store, ticket_id, 'resume')}")
         self.agent  # as in run_ticket: a model that cannot be built fails before the claim
         self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
+        self._stop_leftovers(run["id"])
         return self._drive(ticket_id, run["id"], None)
+
+    def _stop_leftovers(self, run_id: str) -> None:
+        """Kill the Claude Code processes a dead `middle` of this run left here, before a turn
+        starts in the same worktree (taken over, so no live runner owns them)."""
+        from orchestrator.worker.orphans import stop_dead_run
+
+        if n := stop_dead_run(self.store, run_id):
+            self.say(f"stopped {n} process(es) the run's previous `middle` left running")
 
     def _drive(self, ticket_id: str, run_id: str, graph_input: dict[str, Any] | None) -> RunOutcome:
         """Run the graph under the claim; every way out ends the run through the lifecycle."""

@@ -2,7 +2,8 @@
 
 A runner claims a ticket in one transaction that checks the ticket's status and any live claim,
 creates the run and marks the ticket running; a second runner then skips it. A claim is live while
-its lease has not expired and, on this host, its process still exists; a dead claim (a process
+its lease has not expired and, on this host, its process still exists (the same process: its
+start time is recorded, so a reused pid does not count); a dead claim (a process
 killed with -9, a crashed machine) is taken over by `middle resume`. This is the SQLite version of
 a row claim; on PostgreSQL the same interface maps to `SELECT ... FOR UPDATE SKIP LOCKED`.
 """
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from tickets.errors import TicketError
 from tickets.model import RunStatus, utc_now
+from tickets.procs import process_token, same_process
 
 CLAIMS_SCHEMA = """;
 CREATE TABLE IF NOT EXISTS claims (
@@ -26,7 +28,8 @@ CREATE TABLE IF NOT EXISTS claims (
     host TEXT NOT NULL,
     pid INTEGER NOT NULL,
     claimed_at TEXT NOT NULL,
-    lease_until TEXT NOT NULL
+    lease_until TEXT NOT NULL,
+    owner_start TEXT
 )
 """
 
@@ -41,6 +44,7 @@ class Claim:
     pid: int
     claimed_at: str
     lease_until: str
+    owner_start: str | None = None  # the owner's process_token: a reused pid is not the owner
 
     def describe(self) -> str:
         return f"run {self.run_id} (pid {self.pid} on {self.host}, claimed {self.claimed_at[:19]}Z)"
@@ -56,23 +60,24 @@ def _lease_end(lease_s: float) -> str:
     return (datetime.now(timezone.utc) + timedelta(seconds=lease_s)).isoformat(timespec="microseconds")
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
+def owner_died(claim: Claim) -> bool:
+    """Whether this machine can see the claim's owner is gone: its pid is dead, a zombie, or
+    now another process (a later start time than the one recorded with the claim)."""
+    return claim.host == this_host() and not same_process(claim.pid, claim.owner_start)
+
+
+def died_note(claim: Claim | None) -> str | None:
+    """For a ticket left `running`: a short note when its claim's owner died on this machine."""
+    if claim is None or not owner_died(claim):
+        return None
+    return f"its run died (pid {claim.pid}): `middle resume {claim.ticket_id}`"
 
 
 def claim_is_live(claim: Claim) -> bool:
     """Live while the lease holds and, on this host, the claiming process still exists."""
     if claim.lease_until <= utc_now():
         return False
-    if claim.host == this_host():
-        return process_alive(claim.pid)
-    return True
+    return not owner_died(claim)
 
 
 class TicketClaims:
@@ -166,9 +171,10 @@ class TicketClaims:
 
     @staticmethod
     def _put_claim(conn: Any, ticket_id: str, run_id: str, lease_s: float, pid: int | None) -> None:
+        pid = pid or os.getpid()
         conn.execute(
-            "INSERT INTO claims (ticket_id, run_id, host, pid, claimed_at, lease_until)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (ticket_id) DO UPDATE SET run_id = excluded.run_id,"
+            "INSERT INTO claims (ticket_id, run_id, host, pid, claimed_at, lease_until, owner_start)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (ticket_id) DO UPDATE SET run_id = excluded.run_id,"
             " host = excluded.host, pid = excluded.pid, claimed_at = excluded.claimed_at,"
-            " lease_until = excluded.lease_until",
-            (ticket_id, run_id, this_host(), pid or os.getpid(), utc_now(), _lease_end(lease_s)))
+            " lease_until = excluded.lease_until, owner_start = excluded.owner_start",
+            (ticket_id, run_id, this_host(), pid, utc_now(), _lease_end(lease_s), process_token(pid)))

@@ -33,7 +33,8 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 2: the claims table (one run per ticket across processes), turn status 'interrupted', run events.
 # 3: tickets.depends_on; a run's git record (base, branch, worktree, commit, changed paths, merge).
 # 4: memory_docs.backend: the memory backend that indexed each doc (NULL: not recorded).
-# 5: runs.premerge_commit: the base branch's commit just before the ticket was merged.
+# 5: runs.premerge_commit: the base branch's commit just before the ticket was merged;
+#    claims.owner_start: the claiming process's start token, so a reused pid is not taken for it.
 SCHEMA_VERSION = 5
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
@@ -124,7 +125,8 @@ _RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ende
 _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   *(("runs", name, "TEXT") for name in GIT_RUN_FIELDS),
                   ("runs", "offline", "INTEGER NOT NULL DEFAULT 0"),
-                  ("memory_docs", "backend", "TEXT"))
+                  ("memory_docs", "backend", "TEXT"),
+                  ("claims", "owner_start", "TEXT"))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"

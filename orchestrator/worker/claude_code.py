@@ -9,6 +9,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections import deque
 from pathlib import Path
 from typing import Any, ClassVar
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from ..errors import RunInterrupted, WorkerError
 from .base import EventCallback, TurnResult
 from .locate import INSTALL_HINT, bundled_cli, find_claude_cli
+from .orphans import MARK_VAR, die_with_parent, own_mark, stop_marked
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
 from .stream_json import TurnStream, permission_denials, turn_cost
 
@@ -156,9 +158,15 @@ class ClaudeCodeWorker:
                   resume: bool, emit: EventCallback) -> TurnResult:
         cmd = self.command(cli, cwd, session_id=session_id, resume=resume)
         started = time.monotonic()
+        # The marker finds this turn's processes later, its tool shells included (see orphans.py).
+        marked = session_id or uuid.uuid4().hex
+        env = {**env, MARK_VAR: own_mark(marked)}
         try:
+            # Its own process group, so the turn's leftovers can be killed together; and killed by
+            # the kernel if this process dies (kill -9), since this thread waits for it below.
             proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+                                    stderr=subprocess.PIPE, start_new_session=True,
+                                    preexec_fn=die_with_parent())
         except OSError as exc:
             raise WorkerError(f"Claude Code could not be started ({cli}: {exc}). " + INSTALL_HINT) from exc
         with self._procs_lock:
@@ -175,6 +183,8 @@ class ClaudeCodeWorker:
         timed_out = False
         deadline = started + self.options.turn_timeout_s
         gone_at: float | None = None  # when the process was first seen gone (or killed)
+        answered_at: float | None = None  # when its result line came
+        lingered = False
         try:
             while True:
                 now = time.monotonic()
@@ -182,6 +192,16 @@ class ClaudeCodeWorker:
                     timed_out = True
                     emit({"type": "timeout", "after_s": self.options.turn_timeout_s})
                     _kill_group(proc)
+                if answered_at is None and stream.result is not None:
+                    answered_at = now
+                if gone_at is None and answered_at is not None and now - answered_at > _DRAIN_S:
+                    # The turn is answered, but Claude Code stays on for a background task it
+                    # started (Bash run_in_background): end it rather than wait for the timeout.
+                    emit({"type": "log", "line": "Claude Code answered but did not exit (a background "
+                                                 "task?): ending it and what it started."})
+                    lingered = True
+                    _kill_group(proc)
+                    gone_at = now
                 if gone_at is None and proc.poll() is not None:
                     gone_at = now
                     # Leftovers in its group (a background shell) may hold stdout open; end them
@@ -204,10 +224,14 @@ class ClaudeCodeWorker:
                 emit({"type": "timeout", "after_s": self.options.turn_timeout_s})
                 _kill_group(proc)
                 exit_code = proc.poll()
+            if lingered:
+                exit_code = 0  # killed by us after its answer: the turn itself finished
         finally:
-            # Ends the turn's leftovers too (background shells it started), and never leaves a
-            # live process behind if we got here through an exception.
+            # Ends the turn's leftovers too (background shells it started, in its group or in
+            # sessions of their own), and never leaves a live process behind if we got here
+            # through an exception.
             _kill_group(proc)
+            stop_marked([marked], owner="self")
             with self._procs_lock:
                 self._live.pop(proc.pid, None)
                 stopped = self._stopped.pop(proc.pid, None)

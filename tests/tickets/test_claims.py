@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tickets.claims import Claim, claim_is_live, this_host
+from tickets.claims import Claim, claim_is_live, died_note, owner_died, this_host
 from tickets.errors import StoreError, TicketError
 from tickets.model import Ticket
 from tickets.store import SCHEMA_VERSION, TicketStore
@@ -65,12 +65,10 @@ def test_a_dead_process_or_an_expired_lease_is_not_live():
 
 
 def test_resume_takes_over_a_dead_claim_but_not_a_live_one(store):
-    run_id = store.claim_new_run("t0", ["pending"])
     # Another live process holds it: a resume here is refused with who holds it.
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        with store._write() as conn:
-            conn.execute("UPDATE claims SET pid = ? WHERE ticket_id = 't0'", (holder.pid,))
+        run_id = store.claim_new_run("t0", ["pending"], pid=holder.pid)
         with pytest.raises(TicketError, match=f"pid {holder.pid}"):
             store.claim_for_resume("t0", run_id)
     finally:
@@ -78,6 +76,28 @@ def test_resume_takes_over_a_dead_claim_but_not_a_live_one(store):
         holder.wait()
     store.claim_for_resume("t0", run_id)  # the holder is gone: taken over
     assert store.get_claim("t0").pid == os.getpid()
+
+
+def test_a_reused_pid_is_not_the_claims_owner(store):
+    """kill -9 of the owner, then the kernel gives its pid to another process: the claim is dead
+    (the owner's start time is recorded with it), and `middle tickets` and `middle run` say so."""
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        run_id = store.claim_new_run("t0", ["pending"], pid=holder.pid)
+        assert claim_is_live(store.get_claim("t0")) and died_note(store.get_claim("t0")) is None
+        # A process started later at the same pid: its start time differs from the recorded one.
+        with store._write() as conn:
+            conn.execute("UPDATE claims SET pid = ? WHERE ticket_id = 't0'", (os.getpid(),))
+        claim = store.get_claim("t0")
+        assert not claim_is_live(claim) and owner_died(claim)
+        assert died_note(claim) == f"its run died (pid {os.getpid()}): `middle resume t0`"
+        store.claim_for_resume("t0", run_id)  # taken over at once, not after the lease
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not owner_died(store.get_claim("t0"))  # ours now
+    # On another host only the lease counts: nothing there can be seen from here.
+    assert not owner_died(Claim("t", "r", "another-host", holder.pid, "", "", None))
 
 
 def test_interrupt_marks_the_run_and_its_running_turn(store):
@@ -130,6 +150,31 @@ def test_schema_1_database_is_migrated(tmp_path):
         assert s.get_turn(run_id, 1)["prompt"] == "p"
         s.interrupt_run(run_id, "x")
         assert s.get_turn(run_id, 1)["status"] == "interrupted"
+
+
+def test_schema_4_claims_get_the_owner_start_column(tmp_path):
+    path = tmp_path / "v4.db"
+    with TicketStore(path) as s:
+        s.upsert_ticket(_ticket("t0", tmp_path))
+        s.claim_new_run("t0", ["pending"])
+    conn = sqlite3.connect(path)  # a schema-4 file: its claims have no owner start
+    conn.executescript("""
+        CREATE TABLE c4 (ticket_id TEXT PRIMARY KEY REFERENCES tickets(id) ON DELETE CASCADE,
+            run_id TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, claimed_at TEXT NOT NULL,
+            lease_until TEXT NOT NULL);
+        INSERT INTO c4 SELECT ticket_id, run_id, host, pid, claimed_at, lease_until FROM claims;
+        DROP TABLE claims; ALTER TABLE c4 RENAME TO claims;
+        DELETE FROM schema_version; INSERT INTO schema_version VALUES (4);
+    """)
+    conn.close()
+    with TicketStore(path, readonly=True) as s:  # read as it is: a live owner without a start time
+        assert s.get_claim("t0").owner_start is None and claim_is_live(s.get_claim("t0"))
+    with TicketStore(path) as s:
+        assert s.schema_version() == SCHEMA_VERSION
+        assert s.get_claim("t0").owner_start is None and claim_is_live(s.get_claim("t0"))
+        run_id = s.latest_run("t0")["id"]
+        s.claim_for_resume("t0", run_id)
+        assert s.get_claim("t0").owner_start  # recorded from now on
 
 
 def test_readonly_store_reads_and_refuses_writes_and_creates_nothing(tmp_path):

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 
 def result(text, **extra):
@@ -34,6 +35,18 @@ def main():
         with open(os.environ["FAKE_CLAUDE_PIDFILE"], "w") as f:
             f.write(str(child.pid))
         result("left a child behind")
+    elif mode in ("detached", "hang"):  # a child in a session of its own, as Claude Code's tool shells are
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+        pidfile = os.environ["FAKE_CLAUDE_PIDFILE"]
+        with open(pidfile + ".tmp", "w") as f:
+            f.write(f"{os.getpid()} {child.pid}")
+        os.replace(pidfile + ".tmp", pidfile)  # whole, for a test that polls for it
+        if mode == "hang":  # a turn still in flight
+            time.sleep(300)
+        result("left a detached child behind")
+    elif mode == "linger":  # answers, then stays for a background task, as Claude Code does
+        result("answered")
+        time.sleep(300)
     elif mode == "in_use":  # what Claude Code does when --session-id names an existing session
         if "--session-id" in sys.argv:
             sys.stderr.write(f"Error: Session ID {sys.argv[-1]} is already in use.\n")
