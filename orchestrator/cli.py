@@ -344,6 +344,7 @@ def resume(ctx: click.Context, ticket_id: str, fake: bool) -> None:
 @click.pass_context
 def tickets(ctx: click.Context, status: str | None) -> None:
     """List the tickets: the ticket folder's, with their status from past runs."""
+    from orchestrator.next_steps import advice
     from tickets.claims import died_note
     from tickets.deps import check_dependencies, waiting_for
     from tickets.model import TicketStatus
@@ -368,7 +369,9 @@ def tickets(ctx: click.Context, status: str | None) -> None:
     for t in sorted(rows.values(), key=lambda t: t.id):
         st = t.status.value
         if st == "running" and store is not None and (died := died_note(store.get_claim(t.id))):
-            st, t = "interrupted", t.replace(status_reason=died)  # shown so; nothing is written
+            run = store.latest_run(t.id)
+            then = advice("interrupted", t.id, fake=bool(run and run.get("offline")))
+            st, t = "interrupted", t.replace(status_reason=f"{died}: {then}")  # shown so; nothing is written
         if status and st != status:
             continue
         waits = blocked.get(t.id) or (", ".join(waiting_for(t, status_of, config.dependencies))

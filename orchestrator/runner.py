@@ -166,10 +166,8 @@ class Orchestrator:
         if status == "interrupted" or (status == "running" and claim is None):
             return f"ticket {ticket_id!r} has an unfinished run: {advise(self.store, ticket_id, 'run')}"
         if status == "running" and claim is not None and owner_died(claim):
-            run = self.store.latest_run(ticket_id)
-            offline = bool(run and run.get("offline"))
-            return (f"ticket {ticket_id!r}: its previous run {claim.run_id} died (pid {claim.pid} on "
-                    f"this machine is gone): {advice('interrupted', ticket_id, 'run', fake=offline)}")
+            return (f"ticket {ticket_id!r} (run {claim.run_id}, pid {claim.pid} on this machine): "
+                    f"{advise(self.store, ticket_id, 'run')}")
         if claim is not None:
             return (f"ticket {ticket_id!r} is being worked by {claim.describe()}: "
                     f"{advise(self.store, ticket_id, 'run')}")

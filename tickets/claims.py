@@ -70,7 +70,7 @@ def died_note(claim: Claim | None) -> str | None:
     """For a ticket left `running`: a short note when its claim's owner died on this machine."""
     if claim is None or not owner_died(claim):
         return None
-    return f"its run died (pid {claim.pid}): `middle resume {claim.ticket_id}`"
+    return f"its run died (pid {claim.pid})"  # the CLI adds what to do next
 
 
 def claim_is_live(claim: Claim) -> bool:

@@ -41,7 +41,7 @@ def test_tickets_shows_the_dead_run_interrupted_with_the_command_to_continue(die
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if " t1 " in line)
     assert "interrupted" in row and "running" not in row
-    assert f"its run died (pid {pid}): `middle resume t1`" in row
+    assert f"its run died (pid {pid}): continue it with `middle resume t1`" in row
     assert " t1 " in CliRunner().invoke(main, ["tickets", "--status", "interrupted"]).output
     assert " t1 " not in CliRunner().invoke(main, ["tickets", "--status", "running"]).output
 
@@ -51,5 +51,5 @@ def test_run_says_plainly_that_the_previous_run_died(died):
     result = CliRunner().invoke(main, ["run", "--fake", "t1"])
     assert result.exit_code != 0
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert lines == [f"error: ticket 't1': its previous run {run_id} died (pid {pid} on this machine is "
-                     "gone): continue it with `middle resume t1`"], result.output
+    assert lines == [f"error: ticket 't1' (run {run_id}, pid {pid} on this machine): the process that "
+                     "ran it is gone: continue it with `middle resume t1 --fake`"], result.output  # as it was run

@@ -106,7 +106,7 @@ def test_kill_9_leaves_no_claude_code_and_resume_stops_the_leftovers(tmp_path, f
             assert "interrupted" in row and f"middle resume {t}" in row, listing.stdout
         again = subprocess.run([MIDDLE, "run", "t1"], cwd=tmp_path, env=env, capture_output=True, text=True)
         assert again.returncode != 0
-        assert "previous run" in again.stdout + again.stderr and "died" in again.stdout + again.stderr
+        assert "the process that ran it is gone: continue it with `middle resume t1`" in again.stderr
         assert "`middle resume t1`" in again.stdout + again.stderr
 
         # The dead run's tool shell lives on (a session of its own): `middle resume` stops it
