@@ -204,7 +204,8 @@ class Services:
             return None
         from orchestrator.workspace import Worktrees
 
-        return Worktrees(self.config.worktrees_path, self.config.project.base_branch, remote=self.remote)
+        return Worktrees(self.config.worktrees_path, self.config.project.base_branch, remote=self.remote,
+                         push_url=self.config.project.repo_url)
 
     @cached_property
     def lifecycle(self) -> RunLifecycle:

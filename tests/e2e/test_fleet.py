@@ -6,6 +6,7 @@ taken over; a PostgreSQL restart mid-run is survived."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -54,11 +55,13 @@ def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[
     return remote, desk
 
 
-def start_worker(tmp_path: Path, desk: Path, name: str, *extra: str) -> subprocess.Popen:
+def start_worker(tmp_path: Path, desk: Path, name: str, *extra: str, host: str | None = None) -> subprocess.Popen:
+    """A `middle worker` in its own folder; `host`: the machine it plays (MIDDLE_HOSTNAME)."""
     home = tmp_path / name
     home.mkdir(exist_ok=True)
     (home / "middle.toml").write_text((desk / "middle.toml").read_text())
-    return subprocess.Popen([MIDDLE, "worker", "--fake", *extra], cwd=home, env=_env(), text=True,
+    env = {**_env(), "MIDDLE_HOSTNAME": host} if host else _env()
+    return subprocess.Popen([MIDDLE, "worker", "--fake", *extra], cwd=home, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -196,3 +199,57 @@ def test_a_postgresql_restart_mid_run_is_survived(tmp_path, claude_cli, pg_serve
     except AssertionError:
         print(*outputs, sep="\n----\n")
         raise
+
+
+def test_a_dead_machines_run_is_taken_over_in_another_clone_when_its_directory_is_gone(tmp_path, claude_cli, pg_url):
+    """Two machines (MIDDLE_HOSTNAME): the first dies mid-turn and its whole directory goes with
+    it; the second recreates the run's worktree in its own clone and finishes the same run."""
+    tickets = {i: [] for i in range(3)}
+    remote, desk = fleet(tmp_path, claude_cli, pg_url, tickets, lease_s=6)
+    doomed = start_worker(tmp_path, desk, "machine-a", "--parallel", "1", host="machine-a")
+    try:
+        victim = _wait_inside_a_turn(pg_url)
+    finally:
+        _kill_group(doomed)
+        for pid in _pids_under(tmp_path / "machine-a"):
+            os.kill(pid, signal.SIGKILL)
+    doomed.wait(30)
+    shutil.rmtree(tmp_path / "machine-a")  # the dead machine's disk is gone with it
+    with TicketStore(pg_url) as store:
+        begun_in = store.latest_run(victim)["worktree"]
+        assert begun_in.startswith(str(tmp_path / "machine-a"))
+    survivor = start_worker(tmp_path, desk, "machine-b", "--once", "--parallel", "2", host="machine-b")
+    output = survivor.communicate(timeout=600)[0]
+    assert survivor.returncode == 0 and "Traceback" not in output, output
+    assert f"took over the run begun in {begun_in}" in output, output
+    with TicketStore(pg_url) as store:
+        runs = store.list_runs(victim)
+        assert [r["status"] for r in runs] == ["complete"], runs  # continued, never restarted
+        assert runs[0]["worktree"].startswith(str(tmp_path / "machine-b"))
+        assert all(store.get_ticket(f"t{i:02d}").status.value == "complete" for i in tickets)
+    n = int(victim[1:])
+    assert out(remote, "show", f"middle/{victim}:calc/m{n:02d}.py") == f"VALUE = {n}"
+
+
+def test_a_ticket_run_from_a_developers_checkout_is_pushed_and_reviewable_elsewhere(tmp_path, claude_cli, pg_url):
+    remote, desk = fleet(tmp_path, claude_cli, pg_url, {0: []})
+    ran = subprocess.run([MIDDLE, "run", "t00", "--fake"], cwd=desk, env=_env(), capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert out(remote, "show", "middle/t00:calc/m00.py") == "VALUE = 0"
+    other = tmp_path / "laptop"  # another developer's clone on the same store
+    git(tmp_path, "clone", "--quiet", str(remote), str(other))
+    (other / "middle.toml").write_text((desk / "middle.toml").read_text())
+    diff = subprocess.run([MIDDLE, "diff", "t00"], cwd=other, env=_env(), capture_output=True, text=True)
+    assert diff.returncode == 0 and "+VALUE = 0" in diff.stdout, diff.stdout + diff.stderr
+
+
+def _wait_inside_a_turn(pg_url: str) -> str:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with TicketStore(pg_url) as store:
+            for t in store.list_tickets(status="running"):
+                run = store.latest_run(t.id)
+                if run and store.list_turns(run_id=run["id"]):
+                    return t.id
+        time.sleep(0.05)
+    raise AssertionError("the worker never started a turn")
