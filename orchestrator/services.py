@@ -151,7 +151,7 @@ class Services:
         """The ticket store, created if missing (commands that run or change tickets)."""
         from tickets.store import TicketStore
 
-        store = TicketStore(self.config.store_target)
+        store = TicketStore(self.config.store_target, reconnect_s=self.config.store.reconnect_s)
         self._built.append("store")
         return store
 

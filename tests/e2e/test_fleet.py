@@ -37,7 +37,7 @@ def _ticket(i: int, deps: list[int]) -> str:
 
 
 def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[int]], *,
-          lease_s: float = 120.0) -> tuple[Path, Path]:
+          lease_s: float = 120.0, store_extra: str = "") -> tuple[Path, Path]:
     """A bare remote, a filing machine that syncs the tickets, and the config workers share."""
     seed = make_repo(tmp_path / "seed", {"calc/__init__.py": "", "README.md": "calc\n"})
     remote = tmp_path / "remote.git"
@@ -47,7 +47,7 @@ def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[
     (desk / "tickets").mkdir(parents=True)
     for i, deps in tickets.items():
         (desk / "tickets" / f"t{i:02d}.md").write_text(_ticket(i, deps))
-    config = (f'[store]\nurl = "{pg_url}"\n[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
+    config = (f'[store]\nurl = "{pg_url}"\n{store_extra}[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
               f'[run]\ndependencies = "complete"\nlease_s = {lease_s}\n'
               f'[worker.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
     (desk / "middle.toml").write_text(config)
@@ -253,3 +253,31 @@ def _wait_inside_a_turn(pg_url: str) -> str:
                     return t.id
         time.sleep(0.05)
     raise AssertionError("the worker never started a turn")
+
+
+def test_a_store_outage_longer_than_the_retry_interrupts_runs_and_a_worker_resumes_them(tmp_path, claude_cli,
+                                                                                        pg_server, pg_url):
+    """PostgreSQL down well past the store's retry window ([store] reconnect_s, short here so
+    the test is quick) while tickets are in Claude Code turns: their runs are interrupted, not
+    failed, saying the store was unreachable; the worker waits for the store and resumes them."""
+    tickets = {i: [] for i in range(3)}
+    remote, desk = fleet(tmp_path, claude_cli, pg_url, tickets, store_extra="reconnect_s = 2\n")
+    worker = start_worker(tmp_path, desk, "w0", "--once", "--parallel", "3")
+    try:
+        _wait_inside_a_turn(pg_url)
+        with pg_server.down():
+            time.sleep(8)  # four retry windows: no call rides it out
+        output = worker.communicate(timeout=600)[0]
+    finally:
+        _kill_group(worker)
+    print(output)
+    assert worker.returncode == 0 and "Traceback" not in output, output
+    assert "interrupted" in output and "cannot reach the PostgreSQL store" in output, output
+    with TicketStore(pg_url) as store:
+        ends = [e["data"] for e in store.list_events() if e["kind"] == "run_end"]
+        stopped = [d for d in ends if d["status"] == "interrupted"]
+        assert stopped and all("cannot reach the PostgreSQL" in d["reason"] and d["auto_resume"] for d in stopped), ends
+        assert not [d for d in ends if d["status"] == "failed"], ends
+        for i in tickets:  # each resumed under its one run, to completion
+            runs = store.list_runs(f"t{i:02d}")
+            assert [r["status"] for r in runs] == ["complete"], runs
