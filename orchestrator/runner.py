@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -194,7 +195,9 @@ class Orchestrator:
             self.agent
             self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
             return self._drive(ticket_id, run["id"], {"ticket_id": ticket_id, "run_id": run["id"]})
-        if not snapshot.next:
+        if not snapshot.next and not snapshot.tasks:
+            # (A step whose node's writes were saved but not the checkpoint after it, as a store
+            # outage can leave, has tasks and no `next`: it continues from those writes.)
             raise TicketError(
                 f"the last run of ticket {ticket_id!r} already ended ({run['status']}"
                 f"{': ' + run['reason'] if run.get('reason') else ''}): start a new one with "
@@ -272,8 +275,13 @@ class Orchestrator:
     def _interrupt_when_reachable(self, ticket_id: str, run_id: str, reason: str) -> None:
         """Mark the run interrupted (auto-resumed), waiting for the store that just went away.
         Stopped meanwhile, it stays `running`: once its lease runs out any runner resumes it."""
+        from tickets.claims import this_host
+
         while True:
             try:
+                claim = self.store.get_claim(ticket_id)
+                if claim is not None and (claim.host, claim.pid) != (this_host(), os.getpid()):
+                    return  # the outage outlasted the lease and another runner took the run over
                 self.lifecycle.interrupt(ticket_id, run_id, reason, auto_resume=True)
                 return
             except StoreUnavailable as exc:  # each try waits [store] reconnect_s
