@@ -156,18 +156,21 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
                     stop_starting = (f"the batch's cost limit is reached (${spent:.4f} of [run] "
                                      f"max_cost_usd_total ${cap:.2f})")
             if stop_starting is None and result.fatal is None:
-                for ticket in list(queue_):
-                    if len(active) >= parallel:
-                        break
-                    state = None if ticket.id in resume else _readiness(
-                        store, ticket, mode, rerun, batch_ids, queue_, active, blocked)
-                    if state == "wait":
-                        continue
-                    queue_.remove(ticket)
-                    if state is not None:
-                        skip(ticket, state)
-                    else:
-                        launch(ticket)
+                try:
+                    for ticket in list(queue_):
+                        if len(active) >= parallel:
+                            break
+                        state = None if ticket.id in resume else _readiness(
+                            store, ticket, mode, rerun, batch_ids, queue_, active, blocked)
+                        if state == "wait":
+                            continue
+                        queue_.remove(ticket)
+                        if state is not None:
+                            skip(ticket, state)
+                        else:
+                            launch(ticket)
+                except StoreUnavailable as exc:  # the running ones still end (interrupted, saying so)
+                    stop_starting = f"the store is out of reach: {exc}"
             if not active:
                 if queue_ and result.fatal is not None and not stop_starting:
                     # The model cannot be used: said once (the CLI's error line); these never

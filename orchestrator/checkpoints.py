@@ -30,12 +30,13 @@ class Checkpointer:
     error: Callable[[BaseException], StoreError | None]  # a database error as a clear StoreError
 
 
-def open_checkpointer(target: str | Path) -> Checkpointer:
-    """The checkpointer for a postgresql:// URL, else for the SQLite file at `target`."""
+def open_checkpointer(target: str | Path, *, reconnect_s: float = 60.0) -> Checkpointer:
+    """The checkpointer for a postgresql:// URL, else for the SQLite file at `target`.
+    `reconnect_s`: how long a PostgreSQL call waits for an unreachable server ([store] reconnect_s)."""
     from tickets.db import is_postgres
 
     if is_postgres(target):
-        return _postgres(str(target))
+        return _postgres(str(target), reconnect_s)
     return _sqlite(Path(target))
 
 
@@ -69,7 +70,7 @@ def sqlite_error(path: Path, exc: BaseException) -> StoreError:
         "then not be resumed)")
 
 
-def _postgres(url: str) -> Checkpointer:
+def _postgres(url: str, reconnect_s: float) -> Checkpointer:
     try:
         import psycopg
         from langgraph.checkpoint.postgres import PostgresSaver
@@ -82,13 +83,13 @@ def _postgres(url: str) -> Checkpointer:
     where = redact(url)
     # What PostgresSaver needs of its connections (autocommit, dict rows, no prepared statements).
     pool = ConnectionPool(url, min_size=1, max_size=4, open=False, name="middle-checkpoints",
-                          check=ConnectionPool.check_connection,
+                          check=ConnectionPool.check_connection, timeout=reconnect_s,
                           kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
     try:
-        pool.open(wait=True, timeout=60)
+        pool.open(wait=True, timeout=reconnect_s)
     except Exception as exc:
         pool.close()
-        raise StoreError(f"cannot reach the PostgreSQL checkpoint store at {where} ({exc}): check "
+        raise StoreUnavailable(f"cannot reach the PostgreSQL checkpoint store at {where} ({exc}): check "
                          "[store] url and that the server is running") from None
     saver = PostgresSaver(pool, serde=StrictSerializer(where))  # type: ignore[arg-type]
     with _PG_SETUP_LOCK:
@@ -109,8 +110,8 @@ def _postgres(url: str) -> Checkpointer:
 
     def error(exc: BaseException) -> StoreError | None:
         if isinstance(exc, psycopg.OperationalError):
-            return StoreUnavailable(f"the PostgreSQL checkpoint store at {where} is unreachable ({exc}): "
-                                    "continue with `middle resume` once it is back")
+            return StoreUnavailable(f"cannot reach the PostgreSQL checkpoint store at {where} ({exc}): "
+                                    "check [store] url and that the server is running")
         if isinstance(exc, psycopg.Error):
             return StoreError(f"the PostgreSQL checkpoint store at {where} failed: {exc}")
         return None

@@ -93,6 +93,10 @@ class StoreConfig(_Strict):
     # None: SQLite files under state_dir (one machine). "postgresql://user:pass@host/db": one
     # shared database for a team's machines (`middle worker`); also MIDDLE_STORE_URL.
     url: str | None = None
+    # How long a PostgreSQL call keeps retrying while the server is unreachable (a restart).
+    # Past it a run in progress is interrupted, saying so, and a worker resumes it once the
+    # store is back.
+    reconnect_s: float = Field(60.0, gt=0)
 
     @field_validator("url")
     @classmethod

@@ -34,8 +34,10 @@ _OTHER_INPUTS = ("MEMORY_SAVE_DIR", "HOME")
 _CODE = ("config.py", "config_env.py", "config_memo.py", "names.py")
 ENV_PREFIX = "MIDDLE_"
 # Variables of ours that are not config keys (MIDDLE_AGENT_CACHE_DIR is the product's cache
-# folder, "middle-agent" + "cache dir", not an [agent] key). The API token never reaches a memo.
-OTHER_VARIABLES = frozenset({"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", CACHE_VARIABLE, "MIDDLE_LOAD_PLUGINS"})
+# folder, "middle-agent" + "cache dir", not an [agent] key; MIDDLE_HOSTNAME is the name claims
+# carry, tickets/claims.py). The API token never reaches a memo.
+OTHER_VARIABLES = frozenset({"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", CACHE_VARIABLE, "MIDDLE_LOAD_PLUGINS",
+                             "MIDDLE_HOSTNAME"})
 
 
 def is_setting(key: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 
 from orchestrator.batch import BatchView, run_batch
 from orchestrator.config import Config
-from orchestrator.errors import ConfigError, GitError
+from orchestrator.errors import ConfigError, GitError, StoreUnavailable
 from orchestrator.runner import Orchestrator, RunOutcome
 from orchestrator.workspace import git as g
 from tickets.claims import claim_is_live
@@ -55,7 +55,8 @@ class WorkerReport:
 
     @property
     def started(self) -> list[RunOutcome]:
-        return [o for o in self.outcomes if o.status != "skipped"]
+        """The latest outcome of each ticket run here (a run interrupted, then resumed, once)."""
+        return list({o.ticket_id: o for o in self.outcomes if o.status != "skipped"}.values())
 
 
 def _orphans(store: Any) -> list[str]:
@@ -88,24 +89,38 @@ def _could_start_later(store: Any, mode: str) -> bool:
 def work(orch: Orchestrator, *, parallel: int, once: bool, view: BatchView,
          idle_wait_s: float = IDLE_WAIT_S) -> WorkerReport:
     """Work the shared backlog until stopped (or, with `once`, until nothing is left to start)."""
-    store, mode = orch.store, orch.config.run.dependencies
     report = WorkerReport()
     while not orch.stop.is_set():
-        orphans = _orphans(store)
-        pending = [t.id for t in store.list_tickets(status="pending")]
-        started = []
-        if orphans or pending:
-            result = run_batch(orch, orphans + pending, parallel=parallel, view=view,
-                               resume=frozenset(orphans))
-            if result.fatal is not None:
-                raise result.fatal
-            started = [o for o in result.outcomes if o.status != "skipped"]
-            report.outcomes += started
-        if started:
-            continue  # finished ones may have unblocked others: look again at once
-        running_elsewhere = any(claim_is_live(c) for c in (store.get_claim(t.id)
-                                for t in store.list_tickets(status="running")) if c is not None)
-        if once and not running_elsewhere and not (pending and _could_start_later(store, mode)):
-            break
-        store.wait_for_events(idle_wait_s)  # another worker's progress wakes us at once (NOTIFY)
+        try:
+            if not _one_pass(orch, report, parallel=parallel, once=once, view=view, idle_wait_s=idle_wait_s):
+                break
+        except StoreUnavailable as exc:
+            # The shared store is down (a restart, the network): the runs it stopped are
+            # interrupted and resumed here or by any worker once it is back; wait for it.
+            log.warning("the store is out of reach; the worker waits for it: %s", exc)
+            orch.stop.wait(idle_wait_s)
     return report
+
+
+def _one_pass(orch: Orchestrator, report: WorkerReport, *, parallel: int, once: bool, view: BatchView,
+              idle_wait_s: float) -> bool:
+    """Start (or resume) what can run now, and wait for news; False when the worker is done."""
+    store, mode = orch.store, orch.config.run.dependencies
+    orphans = _orphans(store)
+    pending = [t.id for t in store.list_tickets(status="pending")]
+    started = []
+    if orphans or pending:
+        result = run_batch(orch, orphans + pending, parallel=parallel, view=view,
+                           resume=frozenset(orphans))
+        if result.fatal is not None:
+            raise result.fatal
+        started = [o for o in result.outcomes if o.status != "skipped"]
+        report.outcomes += started
+    if started:
+        return True  # finished ones may have unblocked others: look again at once
+    running_elsewhere = any(claim_is_live(c) for c in (store.get_claim(t.id)
+                            for t in store.list_tickets(status="running")) if c is not None)
+    if once and not running_elsewhere and not (pending and _could_start_later(store, mode)):
+        return False
+    store.wait_for_events(idle_wait_s)  # another worker's progress wakes us at once (NOTIFY)
+    return True

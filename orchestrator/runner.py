@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -81,7 +83,7 @@ class Orchestrator:
         self.worktrees = self.services.worktrees
         self.stop = stop or threading.Event()  # set: runs stop between nodes, marked interrupted
         self.project_override = project_override  # `middle worker`: every ticket in its own clone
-        self._checkpoints = open_checkpointer(config.checkpoint_target)
+        self._checkpoints = open_checkpointer(config.checkpoint_target, reconnect_s=config.store.reconnect_s)
         self.graph = build_graph().compile(checkpointer=self._checkpoints.saver)
 
     @cached_property
@@ -126,9 +128,16 @@ class Orchestrator:
 
     def _recorder(self, ticket_id: str, run_id: str) -> Callable[[str, dict[str, Any]], None]:
         """Store run events (`middle log --follow`, the API and the dashboard read them)."""
+        down_until = [0.0]  # the store was found unreachable: events until then are dropped
+
         def record(kind: str, data: dict[str, Any]) -> None:
+            if time.monotonic() < down_until[0]:
+                return  # waiting out each event would stall Claude Code's stream for minutes
             try:
                 self.store.add_event(run_id, ticket_id, kind, data)
+            except StoreUnavailable as exc:  # the run's next store write says so, and stops it
+                down_until[0] = time.monotonic() + self.config.store.reconnect_s
+                log.warning("run events of ticket %s are not recorded for now: %s", ticket_id, exc)
             except Exception:  # the event log is for watching; it never stops a run
                 log.exception("recording a %s event of run %s failed", kind, run_id)
         return record
@@ -192,7 +201,9 @@ class Orchestrator:
             self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
             self._stop_leftovers(run["id"])
             return self._drive(ticket_id, run["id"], {"ticket_id": ticket_id, "run_id": run["id"]})
-        if not snapshot.next:
+        if not snapshot.next and not snapshot.tasks:
+            # (A step whose node's writes were saved but not the checkpoint after it, as a store
+            # outage can leave, has tasks and no `next`: it continues from those writes.)
             raise TicketError(
                 f"the last run of ticket {ticket_id!r} already ended ({run['status']}"
                 f"{': ' + run['reason'] if run.get('reason') else ''}); "
@@ -223,8 +234,9 @@ class Orchestrator:
         except StoreUnavailable as exc:
             # The shared store went away mid-run (a restart): nothing is wrong with the ticket,
             # so it is interrupted, and any worker continues it once the store is back.
-            reason = f"{exc}; {advice('interrupted', ticket_id, fake=self.services.fake)}"
-            self.lifecycle.interrupt(ticket_id, run_id, reason, auto_resume=True)
+            reason = (f"the run stopped because the store was out of reach: {exc}; "
+                      f"{advice('interrupted', ticket_id, fake=self.services.fake)}")
+            self._interrupt_when_reachable(ticket_id, run_id, reason)
             return RunOutcome(ticket_id, run_id, "interrupted", reason, self._turns(run_id),
                               self.store.total_cost(run_id), resumable=True)
         except ModelAccessError as exc:
@@ -275,6 +287,23 @@ class Orchestrator:
             if task.get("error"):
                 data["error"] = str(task["error"])
             record("decision" if "decision" in result else "node", data)
+
+    def _interrupt_when_reachable(self, ticket_id: str, run_id: str, reason: str) -> None:
+        """Mark the run interrupted (auto-resumed), waiting for the store that just went away.
+        Stopped meanwhile, it stays `running`: once its lease runs out any runner resumes it."""
+        from tickets.claims import this_host
+
+        while True:
+            try:
+                claim = self.store.get_claim(ticket_id)
+                if claim is not None and (claim.host, claim.pid) != (this_host(), os.getpid()):
+                    return  # the outage outlasted the lease and another runner took the run over
+                self.lifecycle.interrupt(ticket_id, run_id, reason, auto_resume=True)
+                return
+            except StoreUnavailable as exc:  # each try waits [store] reconnect_s
+                if self.stop.is_set():
+                    return
+                log.warning("ticket %s: waiting for the store to mark its run interrupted (%s)", ticket_id, exc)
 
     def _checkpointed(self, fn: Callable[[], Any]) -> Any:
         """Run fn; a database error of the checkpoint store becomes one clear StoreError."""
@@ -341,6 +370,8 @@ class _Heartbeat:
                     if self.store.get_run(self.run_id)["status"] == "running":
                         log.warning("the claim on ticket %s was taken over by another process", self.ticket_id)
                     return
+            except StoreUnavailable as exc:  # the run itself stops on it; retried at the next beat
+                log.warning("refreshing the claim on ticket %s failed: %s", self.ticket_id, exc)
             except Exception:  # a busy database now is retried at the next beat
                 log.exception("refreshing the claim on ticket %s failed", self.ticket_id)
 

@@ -151,7 +151,7 @@ class Services:
         """The ticket store, created if missing (commands that run or change tickets)."""
         from tickets.store import TicketStore
 
-        store = TicketStore(self.config.store_target)
+        store = TicketStore(self.config.store_target, reconnect_s=self.config.store.reconnect_s)
         self._built.append("store")
         return store
 
@@ -204,7 +204,8 @@ class Services:
             return None
         from orchestrator.workspace import Worktrees
 
-        return Worktrees(self.config.worktrees_path, self.config.project.base_branch, remote=self.remote)
+        return Worktrees(self.config.worktrees_path, self.config.project.base_branch, remote=self.remote,
+                         push_url=self.config.project.repo_url)
 
     @cached_property
     def lifecycle(self) -> RunLifecycle:

@@ -50,10 +50,15 @@ class Claim:
         return f"run {self.run_id} (pid {self.pid} on {self.host}, claimed {self.claimed_at[:19]}Z)"
 
 
+HOST_VARIABLE = "MIDDLE_HOSTNAME"
+
+
 def this_host() -> str:
+    """The name this machine's claims carry: MIDDLE_HOSTNAME when set (tests that play two
+    machines on one; a container whose hostname is not stable), else the hostname."""
     import socket
 
-    return socket.gethostname()
+    return os.environ.get(HOST_VARIABLE) or socket.gethostname()
 
 
 def _lease_end(lease_s: float) -> str:

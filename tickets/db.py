@@ -255,7 +255,7 @@ class PostgresDatabase:
     """A PostgreSQL database through a psycopg 3 connection pool, shared by threads and machines.
 
     A call that finds the server unreachable (a restart, a network blip) is retried with backoff
-    for up to RECONNECT_S; a transaction that failed is retried whole, never half.
+    for up to `reconnect_s` ([store] reconnect_s); a transaction that failed is retried whole, never half.
     """
 
     dialect = "postgres"
@@ -263,7 +263,8 @@ class PostgresDatabase:
     lock_row = " FOR UPDATE"
     order_col = "seq"
 
-    def __init__(self, url: str, *, readonly: bool = False, min_size: int = 1, max_size: int = 16):
+    def __init__(self, url: str, *, readonly: bool = False, min_size: int = 1, max_size: int = 16,
+                 reconnect_s: float = RECONNECT_S):
         try:
             import psycopg  # noqa: F401
             from psycopg_pool import ConnectionPool
@@ -272,6 +273,7 @@ class PostgresDatabase:
         self.url = url
         self.where = redact(url)
         self.readonly = readonly
+        self.reconnect_s = reconnect_s
         self._listen_lock = threading.Condition()
         self._listener: threading.Thread | None = None
         self._notified = 0  # notifications seen so far (waiters compare before and after)
@@ -280,7 +282,7 @@ class PostgresDatabase:
                                    kwargs={"row_factory": _pg_rows, "autocommit": False},
                                    check=ConnectionPool.check_connection, name="middle-store")
         try:
-            self.pool.open(wait=True, timeout=RECONNECT_S)
+            self.pool.open(wait=True, timeout=reconnect_s)
         except Exception as err:
             self.pool.close()
             raise self.unreachable(err) from None
@@ -304,7 +306,7 @@ class PostgresDatabase:
     def _retrying(self, fn: Any) -> Any:
         import psycopg
 
-        deadline = time.monotonic() + RECONNECT_S
+        deadline = time.monotonic() + self.reconnect_s
         delay = 0.2
         while True:
             try:
@@ -327,7 +329,7 @@ class PostgresDatabase:
 
         if self.readonly:
             raise StoreError(f"the ticket store at {self.where} was opened read-only")
-        conn = self._retrying(lambda: self.pool.getconn(timeout=RECONNECT_S))
+        conn = self._retrying(lambda: self.pool.getconn(timeout=self.reconnect_s))
         try:
             with conn.transaction():
                 yield _PgConnection(conn)
@@ -407,8 +409,9 @@ def postgres_ddl(statement: str) -> str:
     return st
 
 
-def open_database(target: str | Path, *, readonly: bool = False) -> SqliteDatabase | PostgresDatabase:
+def open_database(target: str | Path, *, readonly: bool = False,
+                  reconnect_s: float = RECONNECT_S) -> SqliteDatabase | PostgresDatabase:
     """A PostgreSQL database for a postgresql:// URL, else the SQLite file at that path."""
     if is_postgres(target):
-        return PostgresDatabase(str(target), readonly=readonly)
+        return PostgresDatabase(str(target), readonly=readonly, reconnect_s=reconnect_s)
     return SqliteDatabase(target, readonly=readonly)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tickets.claims import CLAIMS_SCHEMA, Claim, TicketClaims
-from tickets.db import SqliteDatabase, open_database, postgres_ddl
+from tickets.db import RECONNECT_S, SqliteDatabase, open_database, postgres_ddl
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
 from tickets.run_end import RunEnding
@@ -158,8 +158,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
     error becomes a StoreError naming the store and what to do.
     """
 
-    def __init__(self, target: str | Path, *, readonly: bool = False) -> None:
-        self._db = open_database(target, readonly=readonly)
+    def __init__(self, target: str | Path, *, readonly: bool = False, reconnect_s: float = RECONNECT_S) -> None:
+        self._db = open_database(target, readonly=readonly, reconnect_s=reconnect_s)
         self.readonly = readonly
         self.path = getattr(self._db, "path", None) or self._db.where  # for messages and logs
         try:

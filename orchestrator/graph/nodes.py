@@ -13,8 +13,9 @@ from orchestrator.agent import prompts
 from orchestrator.errors import ModelAccessError, RunInterrupted, TicketError, WorkerError
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
-from orchestrator.next_steps import advice
+from orchestrator.graph.takeover import local_ticket, recap
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
+from orchestrator.next_steps import advice
 from orchestrator.plugins import call_hook
 from orchestrator.worker.base import TurnRecord
 from orchestrator.workspace import Workspace, branch_name
@@ -123,7 +124,9 @@ def plan(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
 
 def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx = runtime.context
-    run_id, ticket = state["run_id"], state["ticket"]
+    run_id, ticket = state["run_id"], local_ticket(ctx, state)
+    # Moved to this runner's clone (a takeover): the session lives with the old directory.
+    moved = ticket.get("cwd") != state["ticket"].get("cwd")
     turn_no = state.get("turn", 0) + 1
     prompt = state["next_prompt"]
     done = ctx.store.get_turn(run_id, turn_no)
@@ -133,13 +136,15 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     else:
         if ctx.stop is not None and ctx.stop.is_set():
             raise RunInterrupted("stopped before Claude Code's next turn")
-        # Turn 1 (or a retry of it) starts a new session; later turns resume the ticket's one.
-        resume = bool(state.get("session_id")) and turn_no > 1
+        # Turn 1 (or a retry of it) starts a new session; later turns resume the ticket's one,
+        # unless the run moved here: a new session is then told what the earlier turns did.
+        resume = bool(state.get("session_id")) and turn_no > 1 and not moved
         session_id = state["session_id"] if resume else str(uuid.uuid4())
-        ctx.store.start_turn(run_id, turn_no, prompt, session_id, resume)  # stored before launch
+        sent = recap(state.get("rounds", []), prompt) if moved and turn_no > 1 else prompt
+        ctx.store.start_turn(run_id, turn_no, sent, session_id, resume)  # stored before launch
         ctx.say(f"turn {turn_no}: Claude Code is working")
         result = ctx.worker.run_turn(
-            prompt, Path(ticket.get("cwd") or ticket["project_path"]), session_id=session_id,
+            sent, Path(ticket.get("cwd") or ticket["project_path"]), session_id=session_id,
             resume=resume, on_event=ctx.on_event,
         )
         ctx.store.finish_turn(
@@ -169,7 +174,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
               turn=TurnRecord.from_row(ctx.store.get_turn(run_id, turn_no) or {}))
     rounds = list(state.get("rounds", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
     return {"turn": turn_no, "last_prompt": prompt, "last_response": text, "session_id": session_id,
-            "rounds": rounds, "cost_usd": ctx.store.total_cost(run_id)}
+            "rounds": rounds, "cost_usd": ctx.store.total_cost(run_id), "ticket": ticket}
 
 
 def recall_turn(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
@@ -198,7 +203,7 @@ def _conversation(ctx: TicketContext, state: TicketState) -> str:
 
 def _changes_note(ctx: TicketContext, state: TicketState) -> str:
     """What the ticket's worktree holds now, so the agent's summary can name the changed paths."""
-    ws = state["ticket"].get("workspace")
+    ws = local_ticket(ctx, state).get("workspace")
     if not ws or ctx.worktrees is None:
         return ""
     try:
@@ -244,7 +249,8 @@ def route_after_assess(state: TicketState, runtime: Runtime[TicketContext]) -> s
 
 def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     """Commit what Claude Code changed on the ticket's branch (nothing to do when running in place)."""
-    ctx, t = runtime.context, state["ticket"]
+    ctx = runtime.context
+    t = local_ticket(ctx, state)
     ws = t.get("workspace")
     if not ws or ctx.worktrees is None:
         return {"commit": None, "changes": []}
@@ -258,10 +264,10 @@ def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                 f"{advice('complete', t['id'])}")
     else:
         ctx.say("the ticket changed no files: nothing to commit")
-    if sha and ctx.worktrees.remote:
+    if sha and ctx.worktrees.shared:
         ctx.worktrees.push(workspace)
-        ctx.say(f"pushed {ws['branch']} to {ctx.worktrees.remote}")
-    return {"commit": sha, "changes": changes}
+        ctx.say(f"pushed {ws['branch']} to {ctx.worktrees.remote or 'the shared repository ([project] repo_url)'}")
+    return {"commit": sha, "changes": changes, "ticket": t}
 
 
 def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update:

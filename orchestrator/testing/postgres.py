@@ -18,7 +18,7 @@ URL_VARIABLE = "MIDDLE_TEST_POSTGRES_URL"
 
 
 class PostgresServer:
-    """A running PostgreSQL server: `url(dbname)`, `create_database()`, `restart()`, `stop()`."""
+    """A running PostgreSQL server: `url(dbname)`, `create_database()`, `restart()`, `down()`, `stop()`."""
 
     def __init__(self, admin_url: str, handle: Any = None, data_dir: Path | None = None):
         self.admin_url, self._handle, self.data_dir = admin_url, handle, data_dir
@@ -51,6 +51,20 @@ class PostgresServer:
 
         # `restart` reuses the options the server was started with (socket dir, no TCP).
         pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self._handle.pgdata, user=self._handle.system_user)
+
+    @contextmanager
+    def down(self) -> Iterator[None]:
+        """The server stopped for the block (an outage its clients cannot ride out), then started
+        again with the options it had."""
+        if self._handle is None:
+            raise RuntimeError(f"{URL_VARIABLE} names a server this helper cannot stop")
+        from pgserver._commands import pg_ctl
+
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self._handle.pgdata, user=self._handle.system_user)
+        try:
+            yield
+        finally:
+            self._handle.ensure_postgres_running()  # pgserver's own start, same socket, no TCP
 
     def stop(self) -> None:
         if self._handle is not None:

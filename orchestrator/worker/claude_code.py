@@ -207,8 +207,10 @@ class ClaudeCodeWorker:
                     # Leftovers in its group (a background shell) may hold stdout open; end them
                     # now so EOF comes at once instead of after the drain wait.
                     _kill_group(proc)
-                if gone_at is not None and now - gone_at > _DRAIN_S:
-                    break  # exited, but a detached grandchild holds stdout open: stop waiting
+                if gone_at is not None and now - gone_at > _DRAIN_S and lines.empty():
+                    # Exited, but a detached grandchild holds stdout open: stop waiting. Lines
+                    # already read are still taken (a slow progress callback fell behind).
+                    break
                 try:
                     line = lines.get(timeout=max(0.02, min(deadline - now, 0.1)))
                 except queue.Empty:

@@ -54,13 +54,16 @@ class Workspace:
 class Worktrees:
     """Creates, inspects, commits and removes ticket worktrees under one state directory."""
 
-    def __init__(self, root: Path, base_branch: str | None = None, remote: str | None = None):
+    def __init__(self, root: Path, base_branch: str | None = None, remote: str | None = None,
+                 push_url: str | None = None):
         """`remote`: a git remote of the project's clone (a `middle worker`'s "origin"): each
         ticket then starts from the remote's base branch, fetched first, and its finished branch
-        is pushed there."""
+        is pushed there. `push_url` ([project] repo_url): where a ticket run from a developer's
+        checkout pushes its branch, so other machines can review it and take its run over."""
         self.root = Path(root)
         self.base_branch = base_branch
         self.remote = remote
+        self.push_url = push_url
         self._lock = FileLock(str(self.root.parent / "worktrees.lock"), timeout=LOCK_TIMEOUT_S)
 
     def locked(self) -> FileLock:
@@ -176,12 +179,56 @@ class Worktrees:
             return None, []
         return head, g.numstat(ws.path, ws.base_commit, head)
 
+    @property
+    def shared(self) -> str | None:
+        """Where ticket branches are published: the worker's remote, else [project] repo_url."""
+        return self.remote or self.push_url
+
     def push(self, ws: Workspace) -> None:
-        """Publish the ticket's branch on the remote (a worker's clone), so any machine can
-        review and merge it; a rerun's branch replaces the earlier one there."""
-        if self.remote:
+        """Publish the ticket's branch on the shared repository, so any machine can review and
+        merge it; a rerun's branch replaces the earlier one there."""
+        if self.shared:
             with self.locked():  # it updates the clone's remote-tracking refs, as a fetch does
-                g.git(ws.path, "push", "--quiet", "--force", self.remote, f"{ws.branch}:refs/heads/{ws.branch}")
+                g.git(ws.path, "push", "--quiet", "--force", self.shared, f"{ws.branch}:refs/heads/{ws.branch}")
+
+    # -- takeover ----------------------------------------------------------------------------
+    def adopt(self, ticket_id: str, project_path: str | Path, begun: Workspace) -> tuple[Workspace, str] | None:
+        """This runner's worktree for a run begun in another clone (a dead worker's machine):
+        the ticket's branch as pushed to the shared repository, else the commit the run started
+        from; with which of the two it is. None when neither is known here (the caller then
+        starts a fresh worktree)."""
+        project = Path(project_path).resolve()
+        repo = g.toplevel(project)
+        path, branch = self.path_for(ticket_id), begun.branch
+        with self.locked():
+            if self.remote:
+                self._fetch(repo, self.remote)
+            base = begun.base_commit if g.has_object(repo, begun.base_commit) else None
+            tip = self._pushed_tip(repo, branch)
+            if tip is not None and base is not None and g.is_ancestor(repo, base, tip):
+                start, source = tip, f"its branch as pushed ({tip[:10]})"
+            elif base is not None:
+                start, source = base, f"the commit it started from ({base[:10]}; its branch was never pushed)"
+            else:
+                return None
+            self._remove(repo, path, branch)
+            self.root.mkdir(parents=True, exist_ok=True)
+            g.git(repo, "worktree", "add", "--quiet", "-b", branch, str(path), start)
+        try:
+            rel = Path(begun.cwd).relative_to(begun.path)
+        except ValueError:
+            rel = Path()
+        return Workspace(repo=str(repo), path=str(path), cwd=str(path / rel), branch=branch,
+                         base_branch=begun.base_branch, base_commit=begun.base_commit), source
+
+    def _pushed_tip(self, repo: Path, branch: str) -> str | None:
+        """The branch's commit on the shared repository (None: never pushed, or no shared one)."""
+        if self.remote:
+            return self._commit_of(repo, branch)
+        if not self.push_url:
+            return None
+        proc = g.git(repo, "fetch", "--quiet", self.push_url, f"refs/heads/{branch}", check=False)
+        return g.ref_commit(repo, "FETCH_HEAD") if proc.returncode == 0 else None
 
     # -- removal -----------------------------------------------------------------------------
     def remove(self, repo: str | Path, ticket_id: str, *, keep_branch: bool = False) -> None:

@@ -6,6 +6,7 @@ taken over; a PostgreSQL restart mid-run is survived."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def _ticket(i: int, deps: list[int]) -> str:
 
 
 def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[int]], *,
-          lease_s: float = 120.0) -> tuple[Path, Path]:
+          lease_s: float = 120.0, store_extra: str = "") -> tuple[Path, Path]:
     """A bare remote, a filing machine that syncs the tickets, and the config workers share."""
     seed = make_repo(tmp_path / "seed", {"calc/__init__.py": "", "README.md": "calc\n"})
     remote = tmp_path / "remote.git"
@@ -46,7 +47,7 @@ def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[
     (desk / "tickets").mkdir(parents=True)
     for i, deps in tickets.items():
         (desk / "tickets" / f"t{i:02d}.md").write_text(_ticket(i, deps))
-    config = (f'[store]\nurl = "{pg_url}"\n[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
+    config = (f'[store]\nurl = "{pg_url}"\n{store_extra}[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
               f'[run]\ndependencies = "complete"\nlease_s = {lease_s}\n'
               f'[worker.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
     (desk / "middle.toml").write_text(config)
@@ -54,11 +55,13 @@ def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[
     return remote, desk
 
 
-def start_worker(tmp_path: Path, desk: Path, name: str, *extra: str) -> subprocess.Popen:
+def start_worker(tmp_path: Path, desk: Path, name: str, *extra: str, host: str | None = None) -> subprocess.Popen:
+    """A `middle worker` in its own folder; `host`: the machine it plays (MIDDLE_HOSTNAME)."""
     home = tmp_path / name
     home.mkdir(exist_ok=True)
     (home / "middle.toml").write_text((desk / "middle.toml").read_text())
-    return subprocess.Popen([MIDDLE, "worker", "--fake", *extra], cwd=home, env=_env(), text=True,
+    env = {**_env(), "MIDDLE_HOSTNAME": host} if host else _env()
+    return subprocess.Popen([MIDDLE, "worker", "--fake", *extra], cwd=home, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -196,3 +199,85 @@ def test_a_postgresql_restart_mid_run_is_survived(tmp_path, claude_cli, pg_serve
     except AssertionError:
         print(*outputs, sep="\n----\n")
         raise
+
+
+def test_a_dead_machines_run_is_taken_over_in_another_clone_when_its_directory_is_gone(tmp_path, claude_cli, pg_url):
+    """Two machines (MIDDLE_HOSTNAME): the first dies mid-turn and its whole directory goes with
+    it; the second recreates the run's worktree in its own clone and finishes the same run."""
+    tickets = {i: [] for i in range(3)}
+    remote, desk = fleet(tmp_path, claude_cli, pg_url, tickets, lease_s=6)
+    doomed = start_worker(tmp_path, desk, "machine-a", "--parallel", "1", host="machine-a")
+    try:
+        victim = _wait_inside_a_turn(pg_url)
+    finally:
+        _kill_group(doomed)
+        for pid in _pids_under(tmp_path / "machine-a"):
+            os.kill(pid, signal.SIGKILL)
+    doomed.wait(30)
+    shutil.rmtree(tmp_path / "machine-a")  # the dead machine's disk is gone with it
+    with TicketStore(pg_url) as store:
+        begun_in = store.latest_run(victim)["worktree"]
+        assert begun_in.startswith(str(tmp_path / "machine-a"))
+    survivor = start_worker(tmp_path, desk, "machine-b", "--once", "--parallel", "2", host="machine-b")
+    output = survivor.communicate(timeout=600)[0]
+    assert survivor.returncode == 0 and "Traceback" not in output, output
+    assert f"took over the run begun in {begun_in}" in output, output
+    with TicketStore(pg_url) as store:
+        runs = store.list_runs(victim)
+        assert [r["status"] for r in runs] == ["complete"], runs  # continued, never restarted
+        assert runs[0]["worktree"].startswith(str(tmp_path / "machine-b"))
+        assert all(store.get_ticket(f"t{i:02d}").status.value == "complete" for i in tickets)
+    n = int(victim[1:])
+    assert out(remote, "show", f"middle/{victim}:calc/m{n:02d}.py") == f"VALUE = {n}"
+
+
+def test_a_ticket_run_from_a_developers_checkout_is_pushed_and_reviewable_elsewhere(tmp_path, claude_cli, pg_url):
+    remote, desk = fleet(tmp_path, claude_cli, pg_url, {0: []})
+    ran = subprocess.run([MIDDLE, "run", "t00", "--fake"], cwd=desk, env=_env(), capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert out(remote, "show", "middle/t00:calc/m00.py") == "VALUE = 0"
+    other = tmp_path / "laptop"  # another developer's clone on the same store
+    git(tmp_path, "clone", "--quiet", str(remote), str(other))
+    (other / "middle.toml").write_text((desk / "middle.toml").read_text())
+    diff = subprocess.run([MIDDLE, "diff", "t00"], cwd=other, env=_env(), capture_output=True, text=True)
+    assert diff.returncode == 0 and "+VALUE = 0" in diff.stdout, diff.stdout + diff.stderr
+
+
+def _wait_inside_a_turn(pg_url: str) -> str:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with TicketStore(pg_url) as store:
+            for t in store.list_tickets(status="running"):
+                run = store.latest_run(t.id)
+                if run and store.list_turns(run_id=run["id"]):
+                    return t.id
+        time.sleep(0.05)
+    raise AssertionError("the worker never started a turn")
+
+
+def test_a_store_outage_longer_than_the_retry_interrupts_runs_and_a_worker_resumes_them(tmp_path, claude_cli,
+                                                                                        pg_server, pg_url):
+    """PostgreSQL down well past the store's retry window ([store] reconnect_s, short here so
+    the test is quick) while tickets are in Claude Code turns: their runs are interrupted, not
+    failed, saying the store was unreachable; the worker waits for the store and resumes them."""
+    tickets = {i: [] for i in range(3)}
+    remote, desk = fleet(tmp_path, claude_cli, pg_url, tickets, store_extra="reconnect_s = 2\n")
+    worker = start_worker(tmp_path, desk, "w0", "--once", "--parallel", "3")
+    try:
+        _wait_inside_a_turn(pg_url)
+        with pg_server.down():
+            time.sleep(8)  # four retry windows: no call rides it out
+        output = worker.communicate(timeout=600)[0]
+    finally:
+        _kill_group(worker)
+    print(output)
+    assert worker.returncode == 0 and "Traceback" not in output, output
+    assert "interrupted" in output and "cannot reach the PostgreSQL store" in output, output
+    with TicketStore(pg_url) as store:
+        ends = [e["data"] for e in store.list_events() if e["kind"] == "run_end"]
+        stopped = [d for d in ends if d["status"] == "interrupted"]
+        assert stopped and all("cannot reach the PostgreSQL" in d["reason"] and d["auto_resume"] for d in stopped), ends
+        assert not [d for d in ends if d["status"] == "failed"], ends
+        for i in tickets:  # each resumed under its one run, to completion
+            runs = store.list_runs(f"t{i:02d}")
+            assert [r["status"] for r in runs] == ["complete"], runs

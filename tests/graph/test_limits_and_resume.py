@@ -231,3 +231,30 @@ def test_resume_of_a_run_whose_runner_died_before_its_first_checkpoint_starts_it
         outcome = orch.resume("t1")
         assert outcome.status == "complete" and outcome.run_id == run_id
         assert [r["id"] for r in orch.store.list_runs("t1")] == [run_id]
+
+
+def test_a_node_whose_writes_were_saved_but_not_the_checkpoint_after_it_is_resumed(tmp_path, project):
+    """The store went down between a node's saved writes and the next checkpoint (what a
+    PostgreSQL outage mid-step leaves): the run has not ended, so resume continues it from
+    those writes rather than calling it finished."""
+    import sqlite3
+
+    config = make_config(tmp_path)
+    llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(False, next_prompt="p2")])
+
+    def crash(prompt, cwd):
+        raise Crash()
+
+    with make_orchestrator(config, llm, RecordingWorker(["r1", crash])) as orch:
+        add_ticket(orch, project)
+        with pytest.raises(Crash):
+            orch.run_ticket("t1")
+        run_id = orch.store.latest_run("t1")["id"]
+        latest = orch.graph.get_state({"configurable": {"thread_id": run_id}}).config["configurable"]["checkpoint_id"]
+    with sqlite3.connect(config.checkpoint_path) as db:  # the checkpoint after `assess` was never written
+        db.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?", (run_id, latest))
+    llm2 = ScriptedAgentLLM([decision_reply(True, "done")])
+    worker2 = RecordingWorker(["r2"])
+    with make_orchestrator(config, llm2, worker2) as orch:
+        assert orch.resume("t1").status == "complete"
+    assert worker2.prompts == ["p2"]  # assess's saved decision was used, turn 1 was not re-run

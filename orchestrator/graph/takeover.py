@@ -1,0 +1,61 @@
+"""A run continued in another clone than the one it began in (a dead worker's machine).
+
+The checkpoint's ticket snapshot names the paths of the machine that began the run; they are
+not trusted here. The run gets a worktree in this runner's own clone, from the ticket's branch
+as pushed to the shared repository (else the commit it started from), and Claude Code, whose
+session lives on the other machine, is told what the earlier turns did.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.graph.context import TicketContext
+from orchestrator.graph.state import TicketState
+from orchestrator.workspace import Workspace
+
+RECAP_CHARS = 1500  # of each earlier response quoted to the new session
+
+
+def _ours(ctx: TicketContext, path: str | None) -> bool:
+    assert ctx.worktrees is not None
+    return bool(path) and Path(path).is_dir() and Path(path).parent == ctx.worktrees.root  # type: ignore[arg-type]
+
+
+def local_ticket(ctx: TicketContext, state: TicketState) -> dict[str, Any]:
+    """The state's ticket snapshot with its worktree and cwd in this runner's clone."""
+    from orchestrator.graph.nodes import _workspace
+
+    t = state["ticket"]
+    ws = t.get("workspace")
+    if not ws or ctx.worktrees is None or _ours(ctx, ws.get("path")):
+        return t
+    run_id = state["run_id"]
+    ticket = ctx.store.get_ticket(t["id"])
+    if ctx.project_override:
+        ticket = ticket.replace(project_path=ctx.project_override)
+    if not _ours(ctx, ctx.store.get_run(run_id).get("worktree")):
+        adopted = ctx.worktrees.adopt(ticket.id, ticket.project_path, Workspace.from_dict(ws))
+        if adopted is not None:
+            new, source = adopted
+            ctx.store.set_run_fields(run_id, repo=new.repo, worktree=new.path)
+            ctx.say(f"took over the run begun in {ws['path']} (not here): worktree {new.path} "
+                    f"from {source}")
+        else:
+            ctx.say(f"took over the run begun in {ws['path']} (not here); its start commit is "
+                    "unknown here, so its worktree starts afresh")
+    here = _workspace(ctx, ticket, run_id)  # the adopted worktree, or a fresh one
+    assert here is not None
+    return {**t, "project_path": str(ticket.project_path), "cwd": here["cwd"], "workspace": here}
+
+
+def recap(rounds: list[dict[str, Any]], prompt: str) -> str:
+    """The next prompt for a new Claude Code session, with what the earlier turns said."""
+    lines = ["You are continuing a task that another session began; that session is not available "
+             "here. Its earlier turns, for context (their file changes are in this directory only "
+             "if they were committed and pushed, so check before relying on them):"]
+    for r in rounds:
+        lines += [f"\n## Turn {r['turn']} prompt\n{r['prompt']}",
+                  f"\n## Turn {r['turn']} answer\n{(r.get('response') or '')[:RECAP_CHARS]}"]
+    return "\n".join(lines) + f"\n\n## Now\n{prompt}"
