@@ -344,7 +344,7 @@ def resume(ctx: click.Context, ticket_id: str, fake: bool) -> None:
 @click.pass_context
 def tickets(ctx: click.Context, status: str | None) -> None:
     """List the tickets: the ticket folder's, with their status from past runs."""
-    from orchestrator.next_steps import advice
+    from orchestrator.next_steps import command
     from tickets.claims import died_note
     from tickets.deps import check_dependencies, waiting_for
     from tickets.model import TicketStatus
@@ -370,7 +370,7 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         st = t.status.value
         if st == "running" and store is not None and (died := died_note(store.get_claim(t.id))):
             run = store.latest_run(t.id)
-            then = advice("interrupted", t.id, fake=bool(run and run.get("offline")))
+            then = command("resume", t.id, fake=bool(run and run.get("offline")))  # the table's advice, short
             st, t = "interrupted", t.replace(status_reason=f"{died}: {then}")  # shown so; nothing is written
         if status and st != status:
             continue

@@ -41,7 +41,7 @@ def test_tickets_shows_the_dead_run_interrupted_with_the_command_to_continue(die
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if " t1 " in line)
     assert "interrupted" in row and "running" not in row
-    assert f"its run died (pid {pid}): continue it with `middle resume t1`" in row
+    assert f"its run died (pid {pid}): `middle resume t1`" in row
     assert " t1 " in CliRunner().invoke(main, ["tickets", "--status", "interrupted"]).output
     assert " t1 " not in CliRunner().invoke(main, ["tickets", "--status", "running"]).output
 
