@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from orchestrator.config import load_config
-from orchestrator.demo import examples_dir, prepare
+from orchestrator.cli.demo import examples_dir, prepare
 from orchestrator.runner import Orchestrator
 
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypedDict, runtime_checkable
 
-from orchestrator.config_memo import cache_root as cache_dir  # the per-user cache folder
+from orchestrator.config.memo import cache_root as cache_dir  # the per-user cache folder
 from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, WorkerError
-from orchestrator.hookspecs import hookimpl
-from orchestrator.worker.base import EventCallback, TurnRecord, TurnResult, Worker
+from orchestrator.plugins.hookspecs import hookimpl
+from orchestrator.coding_agent.base import EventCallback, TurnRecord, TurnResult, Worker
 
 if TYPE_CHECKING:
-    from orchestrator.backend_options import BackendOptions
+    from orchestrator.plugins.backend_options import BackendOptions
     from tickets.model import Ticket
 
 __all__ = [
@@ -120,7 +120,7 @@ class _DefaultOptions:
     """`MemoryBackend.Options` of a backend that declares none: BackendOptions, imported on use."""
 
     def __get__(self, obj: object, owner: type | None = None) -> type[BackendOptions]:
-        from orchestrator.backend_options import BackendOptions
+        from orchestrator.plugins.backend_options import BackendOptions
 
         return BackendOptions
 
@@ -128,7 +128,7 @@ class _DefaultOptions:
 class MemoryBackend(ABC):
     """A project memory store. One instance serves one project directory.
 
-    The facade (orchestrator/memory.py) creates it with the project's own directory, the
+    The facade (orchestrator/memory/facade.py) creates it with the project's own directory, the
     validated options and an optional TextLLM (None means: work offline, deterministically).
     It serialises calls per project with a thread lock and a file lock, so a backend needs no
     locking of its own for index/retrieve/delete (background work it starts is its own), but it
@@ -216,7 +216,7 @@ def memory_backend(ctx: Any, project: str | None, op: str) -> Any:
     raises is reported as one `error:` line. `backend` is your class when memory is configured
     with it; check `isinstance` and raise ConfigError otherwise.
     """
-    from orchestrator.command_context import command_backend
+    from orchestrator.cli.context import command_backend
 
     return command_backend(ctx, project, op)
 
@@ -232,7 +232,7 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module("backends.retrieval")
     if name == "BackendOptions":  # pydantic: imported when a backend's options are defined
-        from orchestrator.backend_options import BackendOptions
+        from orchestrator.plugins.backend_options import BackendOptions
 
         return BackendOptions
     if name == "Ticket":  # the ticket model (a checked dataclass), for lifecycle hooks' annotations

@@ -14,16 +14,16 @@ from typing import Any, Callable
 from langchain_core.runnables import RunnableConfig
 
 from orchestrator.agent.middle_agent import MiddleAgent
-from orchestrator.config import Config
+from orchestrator.config.settings import Config
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.graph import Limits, TicketContext, build_graph
-from orchestrator.checkpoints import open_checkpointer
+from orchestrator.running.checkpoints import open_checkpointer
 from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
-from orchestrator.lifecycle import RUNNABLE, RunLifecycle, start_refusal
-from orchestrator.memory import MemoryFacade
-from orchestrator.next_steps import advice, advise
+from orchestrator.running.lifecycle import RUNNABLE, RunLifecycle, start_refusal
+from orchestrator.memory.facade import MemoryFacade
+from orchestrator.running.next_steps import advice, advise
 from orchestrator.services import Services
-from orchestrator.worker.base import EventCallback
+from orchestrator.coding_agent.base import EventCallback
 from tickets.claims import owner_died
 from tickets.deps import check_dependencies
 from tickets.source import LoadResult
@@ -216,7 +216,7 @@ class Orchestrator:
     def _stop_leftovers(self, run_id: str) -> None:
         """Kill the Claude Code processes a dead `middle` of this run left here, before a turn
         starts in the same worktree (taken over, so no live runner owns them)."""
-        from orchestrator.worker.orphans import stop_dead_run
+        from orchestrator.coding_agent.orphans import stop_dead_run
 
         if n := stop_dead_run(self.store, run_id):
             self.say(f"stopped {n} process(es) the run's previous `middle` left running")
@@ -320,7 +320,7 @@ class Orchestrator:
 
     def run_many(self, ticket_ids: list[str], *, parallel: int | None = None, rerun: bool = False) -> Any:
         """Run tickets N at once (default `[run] parallel`), dependencies first; a BatchResult."""
-        from orchestrator.batch import run_batch
+        from orchestrator.running.batch import run_batch
 
         return run_batch(self, ticket_ids, parallel=parallel, rerun=rerun)
 

@@ -15,15 +15,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.config import Config
+from orchestrator.config.settings import Config
 from orchestrator.errors import ConfigError
 from orchestrator.plugin_api import TextLLM
-from orchestrator.plugins import PluginRegistry, registry
+from orchestrator.plugins.manager import PluginRegistry, registry
 
 if TYPE_CHECKING:  # the parts are imported when first built (a read-only command builds few)
-    from orchestrator.lifecycle import RunLifecycle
-    from orchestrator.memory import MemoryFacade
-    from orchestrator.worker.base import Worker
+    from orchestrator.running.lifecycle import RunLifecycle
+    from orchestrator.memory.facade import MemoryFacade
+    from orchestrator.coding_agent.base import Worker
     from orchestrator.workspace import Review, Worktrees
     from tickets.store import TicketStore
 
@@ -102,7 +102,7 @@ class Services:
 
         cfg = self.config.agent
         if self.fake:
-            from orchestrator.offline import FAKE_API_KEY
+            from orchestrator.running.offline import FAKE_API_KEY
 
             return AnthropicLLM(cfg.model, cfg.max_tokens, base_url=self.fake_api.base_url,
                                 api_key=FAKE_API_KEY, max_retries=0)
@@ -135,7 +135,7 @@ class Services:
             if cfg.memory.backend != "none":  # still an error to name a bad backend or option
                 self.registry.backend_options(cfg.memory.backend, cfg.memory.options)
             return None
-        from orchestrator.memory import MemoryFacade
+        from orchestrator.memory.facade import MemoryFacade
 
         assert cfg.memory_dir is not None  # memory_enabled
         facade = MemoryFacade(
@@ -176,7 +176,7 @@ class Services:
         env = dict(self._worker_env)
         if self.fake:
             from orchestrator.fake_api.env import claude_code_env
-            from orchestrator.offline import FAKE_API_KEY
+            from orchestrator.running.offline import FAKE_API_KEY
 
             claude_config = self.config.resolve(self.config.state_dir) / "claude-config"
             claude_config.mkdir(parents=True, exist_ok=True)
@@ -210,7 +210,7 @@ class Services:
     @cached_property
     def lifecycle(self) -> RunLifecycle:
         """The one owner of a run's end (status, run, claim, run_end event, hook)."""
-        from orchestrator.lifecycle import RunLifecycle
+        from orchestrator.running.lifecycle import RunLifecycle
 
         return RunLifecycle(self.store, self.registry.hook)
 

@@ -1,7 +1,7 @@
 """JSON cache files: read whatever is there, replace atomically, never fail the command.
 
 The memos that spare `middle tickets`, `middle log` and `middle --help` their slowest imports
-(tickets.source's parsed files, orchestrator.config_memo, orchestrator.plugin_index) are caches,
+(tickets.source's parsed files, orchestrator.config.memo, orchestrator.plugins.index) are caches,
 not state: one that is missing, unreadable or not JSON reads as None, and one that cannot be
 written is skipped (the next command computes again). They hold data only, never code.
 """

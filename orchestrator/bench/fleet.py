@@ -75,7 +75,7 @@ def measure_workers(url: str, workers: int, tickets: int, claude_cli: str | None
     root = Path(tempfile.mkdtemp(prefix="middle-bench-fleet-"))
     try:
         _, desk = _fleet(root, url, tickets, claude_cli)
-        middle = [sys.executable, "-m", "orchestrator.cli"]
+        middle = [sys.executable, "-m", "orchestrator.cli.main"]
         subprocess.run([*middle, "sync"], cwd=desk, env=_env(), check=True, capture_output=True)
         homes = []
         for k in range(workers):

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from orchestrator.errors import ConfigError
-from orchestrator.memory import DEFAULT_MEMORIES_BUDGET_CHARS, memories_layout
+from orchestrator.memory.facade import DEFAULT_MEMORIES_BUDGET_CHARS, memories_layout
 
 from . import ticket_data
 from .metrics import mean, percentile

@@ -69,7 +69,7 @@ class Bench:
         if not specs:
             raise ConfigError("name at least one backend to measure (--backend NAME)")
         if registry is None:
-            from orchestrator.plugins import registry as process_registry
+            from orchestrator.plugins.manager import registry as process_registry
 
             registry = process_registry()
         self.registry = registry

@@ -57,7 +57,7 @@ def measure_once(tickets: int, parallel: int, examples: Path, claude_cli: str | 
         _project(root, tickets, examples, claude_cli)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_"))}
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", "--fake", "--parallel",
+        proc = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "run", "--fake", "--parallel",
                                str(parallel)], cwd=root, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - started
         if proc.returncode != 0:
@@ -113,7 +113,7 @@ def run_runs(tickets: int, parallels: list[int], repeat: int, examples: Path,
 def runs(tickets: int, parallels: tuple[int, ...], repeat: int, as_json: bool, progress: bool) -> None:
     """A backlog end to end on the fake model: one at a time against N at once (wall time, overhead)."""
     from orchestrator.bench.cli import _table, console, progress_bar
-    from orchestrator.demo import examples_dir
+    from orchestrator.cli.demo import examples_dir
 
     with progress_bar(progress) as track:
         report = run_runs(tickets, list(parallels or (1, 4)), repeat, examples_dir(), progress=track)

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from orchestrator.agent.middle_agent import MiddleAgent
-from orchestrator.lifecycle import RunLifecycle
-from orchestrator.memory import MemoryFacade
-from orchestrator.worker.base import EventCallback, Worker
+from orchestrator.running.lifecycle import RunLifecycle
+from orchestrator.memory.facade import MemoryFacade
+from orchestrator.coding_agent.base import EventCallback, Worker
 from orchestrator.workspace import Worktrees
 from tickets.store import TicketStore
 

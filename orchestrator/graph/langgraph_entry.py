@@ -46,7 +46,7 @@ class BoundServices:
         with _LOCK:
             if self._parts is None:
                 from orchestrator.agent.middle_agent import MiddleAgent
-                from orchestrator.config import load_config
+                from orchestrator.config.settings import load_config
                 from orchestrator.services import Services
 
                 cfg = self._config or load_config()
@@ -73,7 +73,7 @@ class BoundServices:
             dependencies=cfg.run.dependencies)
 
     def claim(self, ticket_id: str) -> str:
-        from orchestrator.lifecycle import RUNNABLE, start_refusal
+        from orchestrator.running.lifecycle import RUNNABLE, start_refusal
 
         services = self.parts()[0]
         store, cfg = services.store, services.config

@@ -15,9 +15,9 @@ from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.graph.takeover import local_ticket, recap
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
-from orchestrator.next_steps import advice
-from orchestrator.plugins import call_hook
-from orchestrator.worker.base import TurnRecord
+from orchestrator.running.next_steps import advice
+from orchestrator.plugins.manager import call_hook
+from orchestrator.coding_agent.base import TurnRecord
 from orchestrator.workspace import Workspace, branch_name
 from orchestrator.workspace.git import commit_message
 

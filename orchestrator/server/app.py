@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from orchestrator.config import Config
+from orchestrator.config.settings import Config
 from orchestrator.errors import MiddleError
 from orchestrator.server import events_api, memory_api, pages, tickets_api
 from orchestrator.server.auth import AuthMiddleware

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.memory import DOC_ID_CHARS, doc_id
+from orchestrator.memory.facade import DOC_ID_CHARS, doc_id
 from orchestrator.server.errors import NotFound, error_responses
 from orchestrator.server.state import ServerState, checked_project, get_state
 from tickets.queries import DocSource
 
 if TYPE_CHECKING:
-    from orchestrator.memory import MemoryFacade
+    from orchestrator.memory.facade import MemoryFacade
     from orchestrator.plugin_api import RetrieveResult as Retrieved
 
 router = APIRouter(prefix="/api/projects/{project_id}/memory", tags=["memory"])

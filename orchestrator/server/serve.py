@@ -61,8 +61,8 @@ def serve(ctx: click.Context, host: str, port: int, fake: bool) -> None:
     """Serve the memory API, the tickets API, live run events and the dashboard."""
     import uvicorn
 
-    from orchestrator.command_context import get_config, services
-    from orchestrator.cli_output import console, safe
+    from orchestrator.cli.context import get_config, services
+    from orchestrator.cli.output import console, safe
     from orchestrator.server.app import create_app
 
     config = get_config(ctx)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import Request
 
-from orchestrator.config import Config
+from orchestrator.config.settings import Config
 from orchestrator.errors import TicketError
 from orchestrator.server.errors import NotFound, memory_off
 from orchestrator.server.runs import RunManager
@@ -19,7 +19,7 @@ from tickets.source import TicketFileError, load_tickets
 from tickets.store import TicketStore
 
 if TYPE_CHECKING:
-    from orchestrator.memory import MemoryFacade
+    from orchestrator.memory.facade import MemoryFacade
     from orchestrator.workspace import Review
 
 log = logging.getLogger("middle.server")

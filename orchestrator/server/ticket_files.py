@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.config import Config
+from orchestrator.config.settings import Config
 from orchestrator.errors import TicketError
 from orchestrator.server.errors import Conflict
 from tickets.model import Ticket, validate_project_id, validate_ticket_id

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from orchestrator.worker.base import EventCallback, TurnResult
+from orchestrator.coding_agent.base import EventCallback, TurnResult
 
 
 def plan_reply(prompt: str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import GitError, TicketError
-from orchestrator.next_steps import advise
+from orchestrator.running.next_steps import advise
 from orchestrator.workspace import git as g
 from orchestrator.workspace.worktrees import Worktrees, branch_name
 
@@ -357,10 +357,10 @@ class Review:
             raise TicketError(
                 f"ticket {ticket_id!r} has {len(docs)} indexed memory doc(s) but memory is off: "
                 "set [memory] save_dir (or MEMORY_SAVE_DIR) to the store they were indexed in")
-        from orchestrator.memory import MemoryFacade
+        from orchestrator.memory.facade import MemoryFacade
 
         if isinstance(memory, MemoryFacade):
-            from orchestrator.memory_stores import forget
+            from orchestrator.memory.stores import forget
 
             report = forget(memory, ticket.project_id, docs, self.store.memory_doc_backends(ticket_id))
             removed, said = report.total, report.describe()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from orchestrator.agent.llm import AnthropicLLM
-from orchestrator.config import Config
-from orchestrator.plugins import PluginRegistry
+from orchestrator.config.settings import Config
+from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.runner import Orchestrator
 from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingWorker

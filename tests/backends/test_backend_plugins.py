@@ -9,7 +9,7 @@ import pytest
 
 from backends.none import NoneBackend
 from backends.sliding_window import SlidingWindowBackend
-from orchestrator import hookspecs
+from orchestrator.plugins import hookspecs
 from orchestrator.testing import InMemoryBackend
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.memory import MemoryFacade
-from orchestrator.plugins import PluginRegistry
+from orchestrator.memory.facade import MemoryFacade
+from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.testing.samples import sample_doc
 
 # The keyword plugin from this checkout, not an older pip-installed copy: what conftest.py does,

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from orchestrator.config import Config
-from orchestrator.memory import MemoryFacade
-from orchestrator.plugins import PluginRegistry
+from orchestrator.config.settings import Config
+from orchestrator.memory.facade import MemoryFacade
+from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.plugin_api import MemoryStoreError
 from orchestrator.testing.samples import sample_doc
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from backends.retrieval.cache import CACHE_ENV
-from orchestrator.memory import MemoryFacade
-from orchestrator.memory_rebuild import JOURNAL_NAME
-from orchestrator.memory_stores import reindex
-from orchestrator.plugins import PluginRegistry
+from orchestrator.memory.facade import MemoryFacade
+from orchestrator.memory.rebuild import JOURNAL_NAME
+from orchestrator.memory.stores import reindex
+from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.testing import make_repo
 
 PROJECT = "demo"
@@ -119,7 +119,7 @@ def _middle(root: Path, *args: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items()
            if k not in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY")}
     env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
-    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "memory", *args], cwd=root,
+    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli.main", "memory", *args], cwd=root,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

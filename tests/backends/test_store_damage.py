@@ -36,7 +36,7 @@ def open_backend(name: str, store_dir: Path):
         from middle_agent_keyword_memory import KeywordBackend
 
         return KeywordBackend(store_dir)
-    from orchestrator.plugins import registry as plugin_registry
+    from orchestrator.plugins.manager import registry as plugin_registry
 
     registry = plugin_registry()
     options = registry.backend_options(name, {"embedder": "hashing"} if name in EMBEDDER else {})
@@ -88,7 +88,7 @@ def middle(root: Path, *args: str) -> subprocess.CompletedProcess:
            if k not in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY")}
     env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(KEYWORD_PLUGIN)])
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "memory", *args], cwd=root,
+    out = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "memory", *args], cwd=root,
                          env=env, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in out.stderr, out.stderr
     return out

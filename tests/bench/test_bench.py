@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from orchestrator.bench import datasets, run_memory, run_retrieval, run_scale
 from orchestrator.bench.metrics import percentile, recall_at_k
 from orchestrator.bench.runner import BackendSpec
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 from orchestrator.errors import ConfigError
 
 

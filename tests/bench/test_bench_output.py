@@ -61,7 +61,7 @@ def test_lists_of_counts_are_checked_before_anything_starts(monkeypatch, tmp_pat
     from click.testing import CliRunner
 
     from orchestrator.bench import datasets
-    from orchestrator.cli import main
+    from orchestrator.cli.main import main
 
     # A clone without ../shared beside it: the argument is still the first thing checked.
     monkeypatch.setattr(datasets, "SHARED_DATA", tmp_path / "no-shared-data")
@@ -82,7 +82,7 @@ def test_lists_of_counts_are_checked_before_anything_starts(monkeypatch, tmp_pat
 def test_bench_words_reports_each_length_and_the_ratio():
     from click.testing import CliRunner
 
-    from orchestrator.cli import main
+    from orchestrator.cli.main import main
 
     result = CliRunner().invoke(main, ["bench", "words", "--backend", "bm25", "--backend",
                                        "sliding_window", "--lengths", "1000,5000", "--json",

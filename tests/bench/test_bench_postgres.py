@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from orchestrator.bench import run_scale
 from orchestrator.bench.runner import BackendSpec
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 from orchestrator.errors import ConfigError
 
 

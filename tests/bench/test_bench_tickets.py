@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from orchestrator.bench import ticket_data
 from orchestrator.bench.replay import (Owners, block_precision, relevant_earlier, run_tickets,
                                        select)
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 from orchestrator.errors import ConfigError
-from orchestrator.memory import format_memories
+from orchestrator.memory.facade import format_memories
 
 KEYS = {"backend", "query", "recall@5", "recall@10", "hit@5", "mrr@10", "retrieve_p95_ms",
         "index_p95_ms"}

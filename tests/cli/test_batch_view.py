@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 from rich.console import Console
 
-from orchestrator import batch_view
-from orchestrator.batch_view import LiveView, PrefixedView
+from orchestrator.cli import batch_view
+from orchestrator.cli.batch_view import LiveView, PrefixedView
 
 
 def _terminal(width: int) -> Console:

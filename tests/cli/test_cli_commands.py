@@ -7,13 +7,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 
 
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch):
-    from orchestrator import cli
-
+    from orchestrator.cli import main as cli
     monkeypatch.setattr(cli.console, "width", 250)
 
 
@@ -35,7 +34,7 @@ def test_init_writes_a_loadable_config_and_ticket(workdir):
     assert result.exit_code == 0
     assert (workdir / "middle.toml").exists() and (workdir / "tickets" / "hello.md").exists()
     assert invoke("init").output.count("wrote") == 0  # never overwrites
-    from orchestrator.config import load_config
+    from orchestrator.config.settings import load_config
     from tickets.source import load_tickets
 
     cfg = load_config(workdir / "middle.toml", environ={})
@@ -79,8 +78,7 @@ def test_memory_add_list_search_delete_export(workdir):
 def test_every_hook_is_documented():
     import inspect
 
-    from orchestrator import hookspecs
-
+    from orchestrator.plugins import hookspecs
     doc = (__import__("pathlib").Path(__file__).parents[2] / "docs" / "plugins.md").read_text()
     hooks = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction)
              if hasattr(f, "middle_agent_spec")]

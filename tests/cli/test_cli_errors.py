@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 from orchestrator.testing import make_repo
 
 
@@ -115,8 +115,7 @@ def test_run_names_a_ticket_by_its_file_and_says_why_a_malformed_one_was_skipped
     ticket(workdir, "001-good.md", "title: Good\nproject: demo\nid: good-one")
     (workdir / "tickets" / "002-bad.md").write_text("---\ntitle: [unclosed\nproject: demo\n---\n")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-    from orchestrator import batch
-
+    from orchestrator.running import batch
     seen = []
     monkeypatch.setattr(batch, "run_batch", lambda orch, ids, **kw: seen.append(ids) or batch.BatchResult())
     assert invoke("run", "tickets/001-good.md").exit_code == 0 and seen == [["good-one"]]

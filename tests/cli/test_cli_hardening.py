@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
-from orchestrator.memory import doc_id
+from orchestrator.cli.main import main
+from orchestrator.memory.facade import doc_id
 from orchestrator.testing import make_repo
 
 
@@ -68,8 +68,7 @@ def test_read_only_commands_create_no_files(workdir):
 
 
 def test_tickets_shows_the_folder_before_any_run_with_ellipsis_for_long_cells(workdir, monkeypatch):
-    from orchestrator import cli_output
-
+    from orchestrator.cli import output as cli_output
     monkeypatch.setattr(cli_output.console, "width", 120)
     project(workdir)
     ticket(workdir, "t1", "A title that is long " * 5)
@@ -90,7 +89,7 @@ def test_terminal_control_characters_in_stored_text_are_escaped(workdir):
 def test_revert_of_a_ticket_that_never_ran_is_refused(workdir):
     project(workdir)
     ticket(workdir, "t1", "First")
-    from orchestrator.config import load_config
+    from orchestrator.config.settings import load_config
     from orchestrator.services import Services
     from tickets.source import load_tickets
 
@@ -153,6 +152,6 @@ def test_piped_output_is_not_wrapped_at_80_columns(workdir):
     doc = "word " * 60 + "END"
     invoke("memory", "add", doc)
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "memory", "list"], cwd=workdir,
+    out = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "memory", "list"], cwd=workdir,
                          env=env, capture_output=True, text=True, check=True).stdout
     assert f"{doc_id(doc)[:8]}  {doc}" in out.splitlines()

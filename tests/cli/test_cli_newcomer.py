@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 from orchestrator.fake_api.pytest_fixtures import claude_cli  # noqa: F401
 from orchestrator.testing import make_repo
 
@@ -109,7 +109,7 @@ def test_backends_marks_the_default_and_shows_one_backends_options():
 
 
 def test_every_builtin_backend_has_an_example_config():
-    from orchestrator.plugins import PluginRegistry
+    from orchestrator.plugins.manager import PluginRegistry
 
     builtin = {n for n, r in PluginRegistry(load_entry_points=False).backends.items()}
     assert builtin == {p.stem for p in (ROOT / "examples" / "configs").glob("*.toml")}

@@ -8,8 +8,8 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.cli import main
-from orchestrator.config import load_config
+from orchestrator.cli.main import main
+from orchestrator.config.settings import load_config
 from orchestrator.testing import make_repo
 from tickets.store import TicketStore
 
@@ -19,8 +19,7 @@ def died(tmp_path, monkeypatch):
     """Ticket t1 left `running` under the claim of a process that no longer exists here."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MIDDLE_CONFIG", raising=False)
-    from orchestrator import cli
-
+    from orchestrator.cli import main as cli
     monkeypatch.setattr(cli.console, "width", 250)
     make_repo(tmp_path / "repo")
     (tmp_path / "tickets").mkdir()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.memory import doc_id
+from orchestrator.memory.facade import doc_id
 from orchestrator.testing import make_repo
 
 
@@ -33,7 +33,7 @@ def middle(root: Path, *args: str, ok: bool = True) -> subprocess.CompletedProce
     env = {k: v for k, v in os.environ.items()
            if k not in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY")}
     env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "memory", *args], cwd=root,
+    out = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "memory", *args], cwd=root,
                          env=env, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in out.stderr, out.stderr
     assert (out.returncode == 0) == ok, (out.stdout, out.stderr)

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from orchestrator.config import Config
+from orchestrator.config.settings import Config
 from orchestrator.errors import RunInterrupted, TicketError
-from orchestrator.lifecycle import RUNNABLE
-from orchestrator.next_steps import ANY, SITUATIONS, TABLE, advice, command, situation, started_as
+from orchestrator.running.lifecycle import RUNNABLE
+from orchestrator.running.next_steps import ANY, SITUATIONS, TABLE, advice, command, situation, started_as
 from orchestrator.runner import Orchestrator
 from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingWorker, decision_reply, plan_reply
-from orchestrator.worker.base import TurnResult
+from orchestrator.coding_agent.base import TurnResult
 from tickets.model import Ticket
 
 TRIED = ("run", "resume", "merge", "discard", "revert")
@@ -32,8 +32,7 @@ TRIED = ("run", "resume", "merge", "discard", "revert")
 @pytest.fixture(autouse=True)
 def _plain_invocation(monkeypatch):
     """Advice as for `middle CMD` with no --config or --fake, whatever ran before in this process."""
-    from orchestrator import next_steps
-
+    from orchestrator.running import next_steps
     monkeypatch.setattr(next_steps, "_STARTED_AS", {"config": None, "fake": False})
 
 
@@ -85,7 +84,7 @@ class Case:
 
 
 def make_situation(name: str, tmp_path: Path) -> Case:
-    """A ticket `t` in the named situation (see orchestrator.next_steps.SITUATIONS)."""
+    """A ticket `t` in the named situation (see orchestrator.running.next_steps.SITUATIONS)."""
     case = Case(tmp_path, isolation="none" if name == "in-place" else "worktree")
     script = {
         "interrupted": [_stop],

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-SLOW = ("pydantic", "yaml", "importlib.metadata", "_hashlib", "logging", "orchestrator.config",
+SLOW = ("pydantic", "yaml", "importlib.metadata", "_hashlib", "logging", "orchestrator.config.settings",
         "fastapi", "numpy", "langgraph")
 
 PROBE = """
 import sys
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 try:
     main(sys.argv[1:])
 except SystemExit as exc:
@@ -74,7 +74,7 @@ def test_the_first_run_validates_the_config_in_full(tmp_path):
     """The memo is only a shortcut: a cold start imports the pydantic config as every command does."""
     project, cache = _project(tmp_path), tmp_path / "cache"
     _, loaded = _middle(project, cache, "tickets")
-    assert "pydantic" in loaded and "orchestrator.config" in loaded
+    assert "pydantic" in loaded and "orchestrator.config.settings" in loaded
 
 
 def test_an_edited_config_is_validated_again_and_its_error_reported(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.config import load_config
+from orchestrator.config.settings import load_config
 from orchestrator.errors import ConfigError
 
 
@@ -104,7 +104,7 @@ def test_old_worker_keys_say_where_they_moved(tmp_path):
 
 
 def test_worker_options_are_validated_by_the_worker_kind(tmp_path):
-    from orchestrator.plugins import PluginRegistry
+    from orchestrator.plugins.manager import PluginRegistry
 
     reg = PluginRegistry(load_entry_points=False)
     opts = reg.worker_options("claude-code", {"extra_args": ["--foo"], "turn_timeout_s": 5})

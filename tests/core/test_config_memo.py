@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import load_config
-from orchestrator.config_memo import read_config
+from orchestrator.config.settings import load_config
+from orchestrator.config.memo import read_config
 from orchestrator.errors import ConfigError
 
 

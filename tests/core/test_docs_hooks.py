@@ -6,8 +6,7 @@ import inspect
 import re
 from pathlib import Path
 
-from orchestrator import hookspecs
-
+from orchestrator.plugins import hookspecs
 DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
 
 

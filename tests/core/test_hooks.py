@@ -10,10 +10,10 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
-from orchestrator import hookspecs
-from orchestrator.config import Config
+from orchestrator.plugins import hookspecs
+from orchestrator.config.settings import Config
 from orchestrator.plugin_api import TurnRecord, TurnResult, hookimpl
-from orchestrator.plugins import PluginRegistry
+from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.runner import Orchestrator
 from orchestrator.testing import InMemoryBackend, make_repo
 from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
@@ -142,7 +142,8 @@ def test_hook_register_workers():
 
 
 def test_hook_register_commands(monkeypatch):
-    from orchestrator import cli, plugins
+    from orchestrator.cli import main as cli
+    from orchestrator.plugins import manager as plugins
 
     monkeypatch.setattr(plugins, "_REGISTRY", PluginRegistry(load_entry_points=False, extra_plugins=(Registrar(),)))
     monkeypatch.setattr(cli.MiddleGroup, "_plugins_loaded", False)

@@ -40,7 +40,7 @@ def test_the_plugin_api_pulls_in_no_cli_server_or_heavy_library():
     code = ("import sys, orchestrator.plugin_api; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('fastapi', 'numpy', 'faiss', 'scipy', 'langgraph', 'anthropic') "
-            "or m in ('orchestrator.cli', 'orchestrator.memory_cli', 'orchestrator.server')))")
+            "or m in ('orchestrator.cli.main', 'orchestrator.cli.memory', 'orchestrator.server')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -55,9 +55,9 @@ def test_middle_help_with_a_plugin_that_adds_a_subcommand_loads_no_config_or_mem
 
     pytest.importorskip("middle_agent_keyword_memory", reason="install plugins/middle-agent-keyword-memory")
     code = ("import sys\n"
-            "from orchestrator.cli import main\n"
+            "from orchestrator.cli.main import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('orchestrator.config', 'orchestrator.memory', 'numpy', 'langgraph') "
+            "print(sorted(m for m in ('orchestrator.config.settings', 'orchestrator.memory.facade', 'numpy', 'langgraph') "
             "if m in sys.modules), 'middle_agent_keyword_memory.plugin' in sys.modules, file=sys.stderr)")
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                             env={k: v for k, v in __import__("os").environ.items() if k != "MIDDLE_LOAD_PLUGINS"})

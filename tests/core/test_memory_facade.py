@@ -10,8 +10,8 @@ import pytest
 from filelock import FileLock
 
 from orchestrator.errors import ConfigError, MemoryStoreError
-from orchestrator.memory import MemoryArgumentError, MemoryFacade, format_memories
-from orchestrator.plugins import PluginRegistry
+from orchestrator.memory.facade import MemoryArgumentError, MemoryFacade, format_memories
+from orchestrator.plugins.manager import PluginRegistry
 
 
 def make_facade(save_dir, **kwargs):

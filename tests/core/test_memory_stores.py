@@ -10,9 +10,9 @@ import pytest
 from backends.retrieval.cache import CACHE_ENV
 from backends.retrieval.embedders import minilm
 from orchestrator.errors import ConfigError
-from orchestrator.memory import MemoryFacade, doc_id
-from orchestrator.memory_stores import forget, locate, reindex, store_counts
-from orchestrator.plugins import PluginRegistry
+from orchestrator.memory.facade import MemoryFacade, doc_id
+from orchestrator.memory.stores import forget, locate, reindex, store_counts
+from orchestrator.plugins.manager import PluginRegistry
 
 REGISTRY = PluginRegistry(load_entry_points=False)
 
@@ -111,8 +111,7 @@ def test_doc_ids_are_stable_prefixes_of_the_text_hash(tmp_path):
 
 def test_a_rebuild_stopped_after_its_new_store_is_complete_is_finished_on_next_open(
         tmp_path, monkeypatch, caplog):
-    from orchestrator import memory_rebuild
-
+    from orchestrator.memory import rebuild as memory_rebuild
     mem = facade(tmp_path, "hybrid", embedder="hashing")
     mem.index("p", ["the wifi keeps dropping", "lunch order for friday"])
 
@@ -143,7 +142,7 @@ def test_a_rebuild_stopped_after_its_new_store_is_complete_is_finished_on_next_o
 
 
 def test_a_corrupt_rebuild_journal_is_an_error_naming_it(tmp_path):
-    from orchestrator import memory_rebuild
+    from orchestrator.memory import rebuild as memory_rebuild
     from orchestrator.errors import MemoryStoreError
 
     mem = facade(tmp_path, "bm25")

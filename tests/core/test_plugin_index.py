@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from orchestrator.plugin_index import PluginEntry
+from orchestrator.plugins.index import PluginEntry
 
 PLUGIN = '''
 import click
@@ -39,7 +39,7 @@ def _install(site: Path) -> Path:
 def _help(tmp_path: Path, site: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MIDDLE_")}
     env.update(MIDDLE_AGENT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(site))
-    code = "import sys\nfrom orchestrator.cli import main\nmain(sys.argv[1:])"
+    code = "import sys\nfrom orchestrator.cli.main import main\nmain(sys.argv[1:])"
     return subprocess.run([sys.executable, "-c", code, "--help"], cwd=tmp_path, capture_output=True,
                           text=True, env=env, timeout=120)
 
@@ -74,4 +74,4 @@ def test_a_corrupt_index_is_scanned_again(tmp_path):
 def test_an_entry_point_loads_a_module_or_an_attribute_of_it():
     assert PluginEntry("x", "orchestrator.names", "d", "1").load().CONFIG_FILE == "middle.toml"
     assert PluginEntry("x", "orchestrator.names:CONFIG_FILE", "d", "1").load() == "middle.toml"
-    assert PluginEntry("x", "orchestrator.plugin_index:PluginEntry.load", "d", "1").load() is PluginEntry.load
+    assert PluginEntry("x", "orchestrator.plugins.index:PluginEntry.load", "d", "1").load() is PluginEntry.load

@@ -6,7 +6,7 @@ import pytest
 
 from orchestrator.errors import ConfigError
 from orchestrator.plugin_api import MemoryBackend, hookimpl
-from orchestrator.plugins import DEFAULT_PLUGINS, PluginRegistry
+from orchestrator.plugins.manager import DEFAULT_PLUGINS, PluginRegistry
 
 
 class _Dummy(MemoryBackend):
@@ -78,7 +78,7 @@ def test_entry_point_plugin_is_loaded_from_its_distribution():
 
 def test_entry_point_backend_selected_by_name_in_config_runs_tickets(tmp_path):
     pytest.importorskip("middle_agent_keyword_memory", reason="install plugins/middle-agent-keyword-memory")
-    from orchestrator.config import Config
+    from orchestrator.config.settings import Config
     from orchestrator.runner import Orchestrator
     from orchestrator.testing import make_repo
     from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
@@ -101,7 +101,7 @@ def test_entry_point_backend_selected_by_name_in_config_runs_tickets(tmp_path):
 def test_a_third_party_worker_kind_gets_its_own_options(tmp_path):
     from pydantic import BaseModel, ConfigDict
 
-    from orchestrator.config import Config
+    from orchestrator.config.settings import Config
     from orchestrator.runner import Orchestrator
     from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM
 
@@ -143,7 +143,7 @@ def test_a_registry_built_for_commands_imports_no_backend_code():
     import subprocess
     import sys
 
-    code = ("import sys; from orchestrator.plugins import PluginRegistry; r = PluginRegistry(load_entry_points=False); "
+    code = ("import sys; from orchestrator.plugins.manager import PluginRegistry; r = PluginRegistry(load_entry_points=False); "
             "r.hook.register_commands.get_hookimpls(); "
             "print(sorted(m for m in ('numpy', 'faiss', 'scipy', 'backends.storage') if m in sys.modules)); "
             "r.backends; print(sorted(m for m in ('numpy', 'backends.storage') if m in sys.modules))")
@@ -167,7 +167,8 @@ def test_one_registry_per_process_even_for_middle_memory(monkeypatch, tmp_path):
     """`middle memory list` used to build the plugin registry twice; now every part asks the one."""
     from click.testing import CliRunner
 
-    from orchestrator import cli, plugins
+    from orchestrator.cli import main as cli
+    from orchestrator.plugins import manager as plugins
 
     built = []
     real = plugins.PluginRegistry.__init__

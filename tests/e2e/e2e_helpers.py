@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.agent.llm import AnthropicLLM
-from orchestrator.config import Config
+from orchestrator.config.settings import Config
 from orchestrator.fake_api import tool_use, reply, text, working_directory
 from orchestrator.runner import Orchestrator
 from orchestrator.testing import make_repo

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from e2e_helpers import worktree, body_text, decide, done, fresh_project, orchestrator, plan, write_file
-from orchestrator.config import Config
+from orchestrator.config.settings import Config
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
 

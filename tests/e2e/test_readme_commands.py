@@ -47,7 +47,7 @@ def test_the_claude_extra_bundles_the_cli_version_the_readme_names():
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'claude = \["claude-agent-sdk==[\d.]+"\]', pyproject)
     version = re.search(r"claude-code@([\d.]+)", (ROOT / "README.md").read_text()).group(1)
-    from orchestrator.worker.locate import bundled_cli
+    from orchestrator.coding_agent.locate import bundled_cli
 
     cli = bundled_cli()
     if cli is None and os.environ.get("CI"):
@@ -64,7 +64,7 @@ def test_middle_demo_runs_offline_without_an_api_key(tmp_path, claude_cli):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
     env.pop("MEMORY_SAVE_DIR", None)
     middle = Path(sys.executable).with_name("middle")
-    cmd = [str(middle)] if middle.exists() else [sys.executable, "-m", "orchestrator.cli"]
+    cmd = [str(middle)] if middle.exists() else [sys.executable, "-m", "orchestrator.cli.main"]
     proc = subprocess.run(cmd + ["demo", "--dir", str(tmp_path / "demo")], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -78,8 +78,8 @@ def test_middle_demo_runs_offline_without_an_api_key(tmp_path, claude_cli):
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples" / "configs").glob("*.toml")), ids=lambda p: p.stem)
 def test_example_configs_load_and_name_a_registered_backend(path):
-    from orchestrator.config import load_config
-    from orchestrator.plugins import PluginRegistry
+    from orchestrator.config.settings import load_config
+    from orchestrator.plugins.manager import PluginRegistry
 
     cfg = load_config(path, environ={})
     assert cfg.memory.backend == path.stem  # one config per backend, named after it

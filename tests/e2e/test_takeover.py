@@ -11,7 +11,7 @@ import pytest
 
 from e2e_helpers import decide, done, plan, write_file
 from orchestrator.agent.llm import AnthropicLLM
-from orchestrator.config import Config
+from orchestrator.config.settings import Config
 from orchestrator.fake_api import api_error
 from orchestrator.runner import Orchestrator
 from orchestrator.testing import make_repo

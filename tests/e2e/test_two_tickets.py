@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from e2e_helpers import worktree, body_text, config, decide, done, fresh_project, orchestrator, plan, write_file
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
 

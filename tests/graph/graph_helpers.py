@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orchestrator.config import Config
+from orchestrator.config.settings import Config
 from orchestrator.plugin_api import hookimpl
-from orchestrator.plugins import PluginRegistry
+from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.runner import Orchestrator
 from orchestrator.testing import InMemoryBackend
 from tickets.model import Ticket

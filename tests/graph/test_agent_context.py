@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from graph_helpers import RecordedBackend, _TestPlugin, add_ticket, make_config
 from orchestrator.plugin_api import hookimpl
-from orchestrator.plugins import PluginRegistry
+from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.runner import Orchestrator
 from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
 

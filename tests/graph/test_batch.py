@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from graph_helpers import add_ticket, make_config, make_orchestrator
-from orchestrator.batch import run_batch
+from orchestrator.running.batch import run_batch
 from orchestrator.errors import ModelAccessError, TicketError
 from orchestrator.testing.fakes import PerTicketAgentLLM, RecordingWorker, decision_reply, plan_reply
 from orchestrator.workspace.git import branch_commit, out
@@ -184,7 +184,7 @@ def test_a_rerun_of_a_complete_ticket_with_an_unmerged_change_is_refused(tmp_pat
 
 
 def test_parallel_tickets_share_one_real_memory_store(tmp_path, project):
-    from orchestrator.plugins import PluginRegistry
+    from orchestrator.plugins.manager import PluginRegistry
     from orchestrator.runner import Orchestrator
 
     titles = [f"Ticket {i}" for i in range(6)]
@@ -205,7 +205,7 @@ def test_parallel_tickets_share_one_real_memory_store(tmp_path, project):
 
 def test_a_store_outage_mid_run_interrupts_it_and_a_worker_continues_it(tmp_path, project, monkeypatch):
     from orchestrator.errors import StoreUnavailable
-    from orchestrator.fleet import _orphans
+    from orchestrator.running.fleet import _orphans
 
     llm = PerTicketAgentLLM({"Alpha": [plan_reply("p"), decision_reply(True, "d")]})
     with make_orchestrator(make_config(tmp_path), llm, RecordingWorker([writes("a.py", "1\n")])) as orch:
@@ -229,7 +229,7 @@ def test_a_store_outage_mid_run_interrupts_it_and_a_worker_continues_it(tmp_path
 
 
 def test_a_ticket_a_person_interrupted_waits_for_that_person(tmp_path, project):
-    from orchestrator.fleet import _orphans
+    from orchestrator.running.fleet import _orphans
 
     with make_orchestrator(make_config(tmp_path), PerTicketAgentLLM({}), RecordingWorker()) as orch:
         add_ticket(orch, project, "a", title="Alpha")
@@ -239,7 +239,7 @@ def test_a_ticket_a_person_interrupted_waits_for_that_person(tmp_path, project):
 
 
 def test_a_store_out_of_reach_before_the_claim_skips_the_ticket_for_a_later_pass():
-    from orchestrator.batch import BatchResult, LogView, _collect, _Slot
+    from orchestrator.running.batch import BatchResult, LogView, _collect, _Slot
     from orchestrator.errors import StoreUnavailable, WorkerError
 
     result = BatchResult()

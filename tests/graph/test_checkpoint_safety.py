@@ -65,7 +65,7 @@ def test_a_tampered_checkpoint_runs_nothing_on_resume(tmp_path, project):
 
 
 def test_the_cli_says_so_in_one_error_line(tmp_path, project, monkeypatch):
-    from orchestrator.cli import main
+    from orchestrator.cli.main import main
 
     (tmp_path / "middle.toml").write_text(f'state_dir = "state"\n[project]\npath = "{project}"\n')
     config = make_config(tmp_path, memory=False)

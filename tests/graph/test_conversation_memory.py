@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator.config import Config
-from orchestrator.plugins import PluginRegistry
+from orchestrator.config.settings import Config
+from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.runner import Orchestrator
 from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
 from graph_helpers import add_ticket

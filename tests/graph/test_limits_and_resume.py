@@ -6,7 +6,7 @@ import pytest
 
 from orchestrator.plugin_api import hookimpl
 from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
-from orchestrator.worker.base import TurnResult
+from orchestrator.coding_agent.base import TurnResult
 from graph_helpers import add_ticket, make_config, make_orchestrator
 
 
@@ -94,7 +94,7 @@ class _CrashAfterTurn:
 
 
 def test_completed_turn_is_never_run_twice_even_without_its_checkpoint(tmp_path, project):
-    from orchestrator.plugins import PluginRegistry
+    from orchestrator.plugins.manager import PluginRegistry
     from orchestrator.runner import Orchestrator
     from graph_helpers import _TestPlugin
 
@@ -163,7 +163,7 @@ class _BrokenObserver:
 
 
 def test_lifecycle_hooks_see_the_run_and_a_raising_plugin_never_stops_it(tmp_path, project, caplog):
-    from orchestrator.plugins import PluginRegistry
+    from orchestrator.plugins.manager import PluginRegistry
     from orchestrator.runner import Orchestrator
     from graph_helpers import _TestPlugin
 
@@ -198,7 +198,7 @@ class _TypeRecorder:
 
 def test_other_plugins_still_run_after_one_raises_and_all_hooks_get_a_ticket(tmp_path, project):
     from orchestrator.plugin_api import Ticket
-    from orchestrator.plugins import PluginRegistry
+    from orchestrator.plugins.manager import PluginRegistry
     from orchestrator.runner import Orchestrator
     from graph_helpers import _TestPlugin
 

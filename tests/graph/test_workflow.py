@@ -143,7 +143,7 @@ def test_memory_errors_are_logged_and_survived(tmp_path, project, caplog, broken
 def test_the_log_says_whether_the_completion_doc_reached_memory(tmp_path, project, broken):
     from rich.console import Console
 
-    from orchestrator.log_view import print_log
+    from orchestrator.cli.log_view import print_log
 
     RecordedBackend.fail_on = {"index"} if broken else set()
     with make_orchestrator(make_config(tmp_path), one_turn_llm(), RecordingWorker(["ok"])) as orch:
@@ -210,8 +210,8 @@ def test_malformed_reply_twice_fails_clearly_and_keeps_turns(tmp_path, project):
 
 
 def test_corrupt_sliding_window_store_does_not_stop_the_ticket(tmp_path, project, caplog):
-    from orchestrator.config import Config
-    from orchestrator.plugins import PluginRegistry
+    from orchestrator.config.settings import Config
+    from orchestrator.plugins.manager import PluginRegistry
     from orchestrator.runner import Orchestrator
 
     store = tmp_path / "mem" / "demo"

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from backends.retrieval.cache import CACHE_ENV
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 
 @pytest.fixture(autouse=True)
 def _cache_through_xdg(tmp_path, monkeypatch):

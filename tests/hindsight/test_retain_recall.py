@@ -163,9 +163,9 @@ def test_corrupt_and_newer_banks_are_refused_with_their_path(tmp_path):
 def test_a_bank_refuses_another_embedder_and_reindex_rebuilds_it(tmp_path):
     """One policy for every store: a bank keeps its embedder; `middle memory reindex --from
     hindsight` rebuilds it with the one now configured (here the real ONNX MiniLM)."""
-    from orchestrator.memory import MemoryFacade
-    from orchestrator.memory_stores import reindex
-    from orchestrator.plugins import PluginRegistry
+    from orchestrator.memory.facade import MemoryFacade
+    from orchestrator.memory.stores import reindex
+    from orchestrator.plugins.manager import PluginRegistry
 
     store = tmp_path / "mem" / "p"
     first = HindsightBackend(store, {"embedder": "hashing"})

@@ -3,7 +3,7 @@ recalls the first's summary, mental models come first, nothing reaches Claude Co
 
 from __future__ import annotations
 
-from orchestrator.config import Config
+from orchestrator.config.settings import Config
 from orchestrator.runner import Orchestrator
 from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply

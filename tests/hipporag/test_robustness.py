@@ -106,7 +106,7 @@ def test_default_options_run_the_real_onnx_embedder_offline(tmp_path):
 
 
 def test_memory_graph_command(tmp_path, monkeypatch):
-    from orchestrator.cli import main
+    from orchestrator.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MEMORY_SAVE_DIR", raising=False)

@@ -11,7 +11,7 @@ from typing import Any
 from backends.bm25 import Bm25Backend
 from backends.dense import DenseBackend
 from backends.hybrid import HybridBackend
-from orchestrator.memory_lock import AdvisoryLocks
+from orchestrator.memory.lock import AdvisoryLocks
 from orchestrator.plugin_api import MemoryDatabase
 
 URL_ENV = "MIDDLE_TEST_MEMORY_URL"

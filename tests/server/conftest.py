@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from orchestrator.config import Config
+from orchestrator.config.settings import Config
 from orchestrator.fake_api.pytest_fixtures import claude_cli  # noqa: F401
 from orchestrator.server import create_app
 from orchestrator.server.live import ServerThread

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from orchestrator.config import Config, load_config
+from orchestrator.config.settings import Config, load_config
 from orchestrator.server.live import ServerThread
 from orchestrator.testing import make_repo
 

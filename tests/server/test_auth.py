@@ -87,13 +87,13 @@ def test_login_cookie_csrf_and_share_links(serve, project):
 
 
 def _middle(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "orchestrator.cli.main", *args], capture_output=True, text=True,
                           timeout=120, env={**os.environ, **(env or {})}, cwd=cwd)
 
 
 def test_serve_refuses_an_open_address_without_a_token(project):
     env = {k: v for k, v in os.environ.items() if k != "MIDDLE_API_TOKEN"}
-    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--config", str(project.source),
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "--config", str(project.source),
                              "serve", "--host", "0.0.0.0"], capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 1
     assert result.stderr.startswith("error: --host 0.0.0.0 can be reached from other machines")
@@ -111,7 +111,7 @@ def test_serve_refuses_an_open_address_without_a_token(project):
 
 
 def test_middle_serve_runs_and_stops_on_ctrl_c(project):
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "--config", str(project.source),
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.main", "--config", str(project.source),
                              "serve", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()

@@ -13,7 +13,7 @@ import time
 
 from rich.console import Console
 
-from orchestrator.log_view import follow_log
+from orchestrator.cli.log_view import follow_log
 from tickets.source import load_tickets
 from tickets.store import TicketStore
 
@@ -159,10 +159,10 @@ def test_middle_log_follow_cli_on_a_finished_run(project):
     run_id = _run_with_events(store)
     _finish(store, run_id)
     store.close()
-    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--config", str(project.source),
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "--config", str(project.source),
                              "log", "001-greeting", "--follow"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert f"run {run_id}" in result.stdout and "run ended: failed" in result.stdout
-    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--config", str(project.source),
+    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "--config", str(project.source),
                           "log", "nope", "--follow"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and bad.stderr.startswith("error: no ticket 'nope'")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.plugin_api import MemoryBackend, hookimpl
-from orchestrator.plugins import PluginRegistry
+from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.services import Services
 
 from server_helpers import make_project
@@ -96,7 +96,7 @@ def test_read_only_calls_never_create_the_store_of_another_backend(serve, tmp_pa
     before = sorted(p.name for p in store.iterdir())
     (tmp_path / "middle.toml").write_text(
         (tmp_path / "middle.toml").read_text().replace('backend = "bm25"', 'backend = "dense"'))
-    from orchestrator.config import load_config
+    from orchestrator.config.settings import load_config
 
     second = serve(load_config(tmp_path / "middle.toml", environ={}))
     c = second.client

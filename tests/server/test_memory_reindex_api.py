@@ -13,7 +13,7 @@ def middle(root: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items()
            if k not in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY")}
     env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli", "memory", *args], cwd=root,
+    out = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "memory", *args], cwd=root,
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "Traceback" not in out.stderr, (out.stdout, out.stderr)
     return out

@@ -122,7 +122,7 @@ def test_a_ticket_claimed_by_another_process_is_409(server):
 @pytest.mark.cli
 def test_the_board_shows_a_run_made_by_another_process(server, claude_cli, project):
     assert server.client.get("/api/tickets/003-multiply").json()["status"] == "pending"
-    result = subprocess.run([sys.executable, "-m", "orchestrator.cli", "--config", str(project.source),
+    result = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "--config", str(project.source),
                              "run", "--fake", "003-multiply"], capture_output=True, text=True, timeout=240,
                             cwd=project.root)
     assert result.returncode == 0, result.stdout + result.stderr

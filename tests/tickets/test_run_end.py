@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.lifecycle import RunLifecycle
+from orchestrator.running.lifecycle import RunLifecycle
 from orchestrator.plugin_api import hookimpl
-from orchestrator.plugins import PluginRegistry
+from orchestrator.plugins.manager import PluginRegistry
 from tickets.model import Ticket
 from tickets.store import TicketStore
 

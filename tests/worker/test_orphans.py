@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.worker.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
-from orchestrator.worker.orphans import MARK_VAR, stop_marked
+from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
+from orchestrator.coding_agent.orphans import MARK_VAR, stop_marked
 from tickets.procs import is_running, start_ticks
 
 from test_worker_process import fake_cli, worker  # noqa: F401  (fake_cli is a fixture)

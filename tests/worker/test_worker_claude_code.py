@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from orchestrator.fake_api import api_error, reply, text, tool_use, working_directory
-from orchestrator.worker.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
+from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
 
 pytestmark = pytest.mark.cli
 

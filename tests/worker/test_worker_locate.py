@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.errors import WorkerError
-from orchestrator.worker.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
-from orchestrator.worker.locate import bundled_cli, find_claude_cli
+from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
+from orchestrator.coding_agent.locate import bundled_cli, find_claude_cli
 
 
 def executable(path: Path) -> Path:

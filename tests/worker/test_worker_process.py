@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.worker.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
+from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
 
 FAKE = Path(__file__).parent / "fake_claude_cli.py"
 

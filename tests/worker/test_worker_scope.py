@@ -8,9 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.errors import WorkerError
-from orchestrator.worker.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
-from orchestrator.worker.scope import edit_rule, writable_dirs
-from orchestrator.worker.stream_json import TurnStream
+from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
+from orchestrator.coding_agent.scope import edit_rule, writable_dirs
+from orchestrator.coding_agent.stream_json import TurnStream
 
 
 def argv(cwd: str | Path = "/work/proj", **options) -> list[str]:

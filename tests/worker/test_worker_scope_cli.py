@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.fake_api import reply, tool_use, working_directory
 from orchestrator.fake_api.messages import content_text
-from orchestrator.worker.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
+from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.worker.stream_json import TurnStream, parse_line, turn_cost
+from orchestrator.coding_agent.stream_json import TurnStream, parse_line, turn_cost
 
 DATA = Path(__file__).parent / "data"
 

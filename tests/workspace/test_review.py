@@ -257,8 +257,8 @@ def g_branches(repo):
 
 
 def test_revert_after_the_backend_changed_deletes_the_doc_from_the_old_store_and_says_where(env, tmp_path):
-    from orchestrator.memory import MemoryFacade
-    from orchestrator.plugins import PluginRegistry
+    from orchestrator.memory.facade import MemoryFacade
+    from orchestrator.plugins.manager import PluginRegistry
 
     repo, store, wt, _, _ = env
     registry = PluginRegistry(load_entry_points=False)

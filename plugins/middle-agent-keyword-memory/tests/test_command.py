@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from orchestrator.cli import main
+from orchestrator.cli.main import main
 
 
 def test_memory_keywords_command_through_the_entry_point(tmp_path, monkeypatch):

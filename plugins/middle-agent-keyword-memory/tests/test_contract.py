@@ -11,7 +11,7 @@ import pluggy
 import pytest
 from middle_agent_keyword_memory import KeywordBackend, KeywordOptions
 
-from orchestrator import hookspecs
+from orchestrator.plugins import hookspecs
 from orchestrator.plugin_api import MemoryStoreError
 from orchestrator.testing import MemoryBackendContract
 

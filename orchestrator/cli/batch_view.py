@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from orchestrator.cli_output import console, on_event, report, safe, say
+from orchestrator.cli.output import console, on_event, report, safe, say
 
 
 def _event_line(event: dict[str, Any]) -> str | None:

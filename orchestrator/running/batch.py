@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
-from orchestrator.lifecycle import start_refusal
-from orchestrator.next_steps import advice, advise
+from orchestrator.running.lifecycle import start_refusal
+from orchestrator.running.next_steps import advice, advise
 from orchestrator.runner import Orchestrator, RunOutcome
 from tickets.claims import this_host
 from tickets.deps import SATISFIED, run_order

@@ -1,4 +1,4 @@
-"""`middle worker`: work the shared backlog on this machine until stopped (see orchestrator/fleet.py)."""
+"""`middle worker`: work the shared backlog on this machine until stopped (see orchestrator/running/fleet.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from orchestrator.cli_output import console, err_console, safe, summary_line
+from orchestrator.cli.output import console, err_console, safe, summary_line
 
 
 class _QuietSkips:
@@ -44,16 +44,16 @@ class _QuietSkips:
 @click.pass_context
 def worker(ctx: click.Context, parallel: int | None, once: bool, fake: bool) -> None:
     """Work the shared backlog on this machine: claim, run in a clone, push the branch."""
-    from orchestrator.cli import _stop_signals
-    from orchestrator.command_context import get_config, services
-    from orchestrator.fleet import REMOTE, ensure_clone, work
+    from orchestrator.cli.main import _stop_signals
+    from orchestrator.cli.context import get_config, services
+    from orchestrator.running.fleet import REMOTE, ensure_clone, work
 
     config = get_config(ctx)
     clone = ensure_clone(config)
     if fake:
         console.print("[yellow]offline:[/] using the built-in fake model (no API key needed)")
-    from orchestrator.batch import BatchInterrupted
-    from orchestrator.batch_view import make_view
+    from orchestrator.running.batch import BatchInterrupted
+    from orchestrator.cli.batch_view import make_view
     from orchestrator.runner import Orchestrator
 
     svc = services(ctx, config, fake=fake, remote=REMOTE)

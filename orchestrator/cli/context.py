@@ -1,5 +1,5 @@
 """What every `middle` subcommand (and a plugin's own command) gets from the click context: the
-config and the services of this invocation. Kept apart from `orchestrator.cli` so that subcommand
+config and the services of this invocation. Kept apart from `orchestrator.cli.main` so that subcommand
 modules and `plugin_api.memory_backend` never import the CLI itself."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import click
 from orchestrator.errors import ConfigError
 
 if TYPE_CHECKING:
-    from orchestrator.config import Config
-    from orchestrator.memory import MemoryFacade
+    from orchestrator.config.settings import Config
+    from orchestrator.memory.facade import MemoryFacade
     from orchestrator.services import Services
 
 
@@ -36,9 +36,9 @@ def get_config(ctx: click.Context, *, required: bool = True) -> Config:
     """The config; commands that act on a project need its middle.toml to exist."""
     # Imported here: a plugin that adds a subcommand loads this module at `middle --help`,
     # which then needs no pydantic config.
-    from orchestrator.config import load_config, require_config_file
+    from orchestrator.config.settings import load_config, require_config_file
 
-    from orchestrator.config_memo import read_config
+    from orchestrator.config.memo import read_config
 
     path = (ctx.find_root().obj or {}).get("config_path")
     config = load_config(path)

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError, MemoryStoreError
-from orchestrator.memory import MemoryFacade, backend_has_doc as _has, write_records
-from orchestrator.memory_rebuild import check_rebuildable, rebuild
+from orchestrator.memory.facade import MemoryFacade, backend_has_doc as _has, write_records
+from orchestrator.memory.rebuild import check_rebuildable, rebuild
 
 log = logging.getLogger("middle.memory")
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli_output import console, err_console, safe
+from orchestrator.cli.output import console, err_console, safe
 from orchestrator.errors import MemoryStoreError, MiddleError
-from orchestrator.command_context import command_backend, default_project, project_memory  # noqa: F401
-from orchestrator.memory_format import DOC_ID_CHARS, doc_id
+from orchestrator.cli.context import command_backend, default_project, project_memory  # noqa: F401
+from orchestrator.memory.format import DOC_ID_CHARS, doc_id
 
 
 project_option = click.option("--project", "-p", default=None,
@@ -122,7 +122,7 @@ def export(ctx: click.Context, output: str | None, project: str | None) -> None:
 @click.pass_context
 def stores(ctx: click.Context, project: str | None) -> None:
     """List the project's stores: one per backend it has been used with."""
-    from orchestrator.memory_stores import store_counts
+    from orchestrator.memory.stores import store_counts
 
     mem, pid = _memory(ctx, project)
     rows = store_counts(mem, pid)
@@ -142,7 +142,7 @@ def stores(ctx: click.Context, project: str | None) -> None:
 @click.pass_context
 def reindex(ctx: click.Context, source: str, project: str | None) -> None:
     """Copy a project's docs from one backend's store into the configured backend."""
-    from orchestrator.memory_stores import reindex as run_reindex
+    from orchestrator.memory.stores import reindex as run_reindex
 
     mem, pid = _memory(ctx, project)
     report = run_reindex(mem, pid, source)

@@ -166,7 +166,7 @@ def follow_log(console: Console, store: Any, ticket_id: str, *, poll_s: float = 
     """
     import time
 
-    from orchestrator.cli_output import safe
+    from orchestrator.cli.output import safe
 
     # Wait for the next event: pushed at once by a PostgreSQL store (LISTEN/NOTIFY), a short
     # poll on SQLite (the run may be in another process, which cannot signal this one).

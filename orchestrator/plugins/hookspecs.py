@@ -9,7 +9,7 @@ import pluggy
 if TYPE_CHECKING:  # annotations only: importing the ticket model here would be a cycle for plugins
     import click
 
-    from orchestrator.worker.base import TurnRecord
+    from orchestrator.coding_agent.base import TurnRecord
     from tickets.model import Ticket
 
 hookspec = pluggy.HookspecMarker("middle_agent")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.errors import ConfigError, MemoryStoreError
-from orchestrator.memory_format import (  # noqa: F401 - re-exported: the facade's text rules
+from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade's text rules
     CUT_MARKER,
     DEFAULT_MAX_DOC_CHARS,
     DEFAULT_MEMORIES_BUDGET_CHARS,
@@ -23,8 +23,8 @@ from orchestrator.memory_format import (  # noqa: F401 - re-exported: the facade
     memories_layout,
     truncate_doc,
 )
-from orchestrator.memory_lock import AdvisoryLocks, FileLocks
-from orchestrator.memory_rebuild import read_epoch, recover
+from orchestrator.memory.lock import AdvisoryLocks, FileLocks
+from orchestrator.memory.rebuild import read_epoch, recover
 from orchestrator.plugin_api import (
     ConversationContext,
     MemoryBackend,
@@ -32,7 +32,7 @@ from orchestrator.plugin_api import (
     RetrieveResult,
     TextLLM,
 )
-from orchestrator.plugins import PluginRegistry
+from orchestrator.plugins.manager import PluginRegistry
 from tickets.model import validate_project_id
 
 log = logging.getLogger("middle.memory")

@@ -8,7 +8,7 @@ environment variables the config reads, and the config code itself. Any change t
 validates again; a memo that cannot be read, or is not of our shape, is ignored and rewritten (it
 is a cache, not state). Nothing in it is executed: it is JSON, and each value is type-checked.
 
-This module imports no pydantic; `orchestrator.config` is imported only on a miss.
+This module imports no pydantic; `orchestrator.config.settings` is imported only on a miss.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ CACHE_VARIABLE = "MIDDLE_AGENT_CACHE_DIR"
 # What the config reads from the environment besides MIDDLE_* (seed 000's memory folder; `~`).
 _OTHER_INPUTS = ("MEMORY_SAVE_DIR", "HOME")
 # The code whose rules decide what a config means: a change to it invalidates every memo.
-_CODE = ("config.py", "config_env.py", "config_memo.py", "names.py")
+_CODE = ("settings.py", "env.py", "memo.py", "../names.py")
 ENV_PREFIX = "MIDDLE_"
 # Variables of ours that are not config keys (MIDDLE_AGENT_CACHE_DIR is the product's cache
 # folder, "middle-agent" + "cache dir", not an [agent] key; MIDDLE_HOSTNAME is the name claims
@@ -107,8 +107,8 @@ def read_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         remembered = _recall(memo, key)
         if remembered is not None:
             return remembered
-    from orchestrator.config import load_config, require_config_file
-    from orchestrator.plugins import check_options
+    from orchestrator.config.settings import load_config, require_config_file
+    from orchestrator.plugins.manager import check_options
 
     config = load_config(path, environ)
     require_config_file(config)

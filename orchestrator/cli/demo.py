@@ -10,14 +10,14 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from orchestrator.config import DEFAULT_BACKEND, load_config
+from orchestrator.config.settings import DEFAULT_BACKEND, load_config
 from orchestrator.errors import ConfigError
 
 
 def examples_dir() -> Path:
     """The examples: the clone's `examples/` (editable install), else the copy a wheel installs
     under `<prefix>/share/middle-agent/examples`."""
-    candidates = [Path(__file__).resolve().parent.parent / "examples",
+    candidates = [Path(__file__).resolve().parents[2] / "examples",
                   Path(sys.prefix) / "share" / "middle-agent" / "examples"]
     for here in candidates:
         if (here / "sample-repo").is_dir():
@@ -59,9 +59,9 @@ def _git_init(repo: Path) -> None:
               help=f"Run with project memory (the default backend, {DEFAULT_BACKEND}), or with memory off.")
 def demo(ctx: click.Context, workdir: str | None, examples: str | None, memory: bool) -> None:
     """Run the sample backlog with the real Claude Code CLI against the offline fake model."""
-    from orchestrator.cli import open_orchestrator
-    from orchestrator.cli_output import console, report
-    from orchestrator.log_view import print_log
+    from orchestrator.cli.main import open_orchestrator
+    from orchestrator.cli.output import console, report
+    from orchestrator.cli.log_view import print_log
 
     keep = workdir is not None
     root = Path(workdir).resolve() if keep else Path(tempfile.mkdtemp(prefix="middle-demo-"))

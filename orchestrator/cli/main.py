@@ -9,28 +9,28 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import click
 
-from orchestrator.cli_output import (
+from orchestrator.cli.output import (
     console, err_console, make_table, on_event, report, safe, say, shorten, summary_line,
 )
-from orchestrator.command_context import TicketsAtOnce
+from orchestrator.cli.context import TicketsAtOnce
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND
 
 if TYPE_CHECKING:
-    from orchestrator.config import Config
-    from orchestrator.config_memo import ReadConfig
+    from orchestrator.config.settings import Config
+    from orchestrator.config.memo import ReadConfig
 
 
 def get_config(ctx: click.Context, *, required: bool = True) -> Config:
-    """The config of this invocation (see orchestrator.command_context; imported when needed)."""
-    from orchestrator.command_context import get_config as load
+    """The config of this invocation (see orchestrator.cli.context; imported when needed)."""
+    from orchestrator.cli.context import get_config as load
 
     return load(ctx, required=required)
 
 
 def read_config(ctx: click.Context) -> ReadConfig:
     """What `middle tickets` and `middle log` need of the config, validated without pydantic
-    when the config is unchanged since it was last validated (orchestrator.config_memo)."""
-    from orchestrator.config_memo import read_config as load
+    when the config is unchanged since it was last validated (orchestrator.config.memo)."""
+    from orchestrator.config.memo import read_config as load
 
     return load((ctx.find_root().obj or {}).get("config_path"))
 
@@ -47,7 +47,7 @@ def read_store(ctx: click.Context, target: str) -> Any:
 
 def services(ctx: click.Context, config: Config, **kwargs: Any) -> Any:
     """The services of this invocation, closed when the command ends."""
-    from orchestrator.command_context import services as build
+    from orchestrator.cli.context import services as build
 
     return build(ctx, config, **kwargs)
 from orchestrator.errors import MiddleError, TicketError
@@ -62,16 +62,16 @@ EXIT_INTERRUPTED = 130  # the shell's convention for a process ended by Ctrl-C (
 # `middle tickets` and `middle log` do not import the server (FastAPI), the benchmarks or the
 # memory stack. The short help is kept here so `--help` can list them without importing.
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
-    "diff": ("orchestrator.review_cli:diff", "Show a ticket's change: its branch against the commit it started from."),
-    "merge": ("orchestrator.review_cli:merge", "Merge a complete ticket's branch into the base branch."),
-    "discard": ("orchestrator.review_cli:discard", "Drop an unmerged ticket's work: worktree, branch, memory doc."),
-    "revert": ("orchestrator.review_cli:revert", "Undo a ticket: a revert commit if merged (else discard)."),
-    "gc": ("orchestrator.review_cli:gc", "Remove worktrees and branches that no ticket needs any more."),
-    "memory": ("orchestrator.memory_cli:memory", "Search, list, add, delete and export project memory."),
+    "diff": ("orchestrator.cli.review:diff", "Show a ticket's change: its branch against the commit it started from."),
+    "merge": ("orchestrator.cli.review:merge", "Merge a complete ticket's branch into the base branch."),
+    "discard": ("orchestrator.cli.review:discard", "Drop an unmerged ticket's work: worktree, branch, memory doc."),
+    "revert": ("orchestrator.cli.review:revert", "Undo a ticket: a revert commit if merged (else discard)."),
+    "gc": ("orchestrator.cli.review:gc", "Remove worktrees and branches that no ticket needs any more."),
+    "memory": ("orchestrator.cli.memory:memory", "Search, list, add, delete and export project memory."),
     "bench": ("orchestrator.bench.cli:bench", "Measure memory backends and whole runs (recall, latency, wall time)."),
-    "demo": ("orchestrator.demo:demo", "Run the sample backlog offline with the real Claude Code CLI."),
+    "demo": ("orchestrator.cli.demo:demo", "Run the sample backlog offline with the real Claude Code CLI."),
     "serve": ("orchestrator.server.serve:serve", "Serve the dashboard, the tickets and memory API, live run events."),
-    "worker": ("orchestrator.worker_cli:worker", "Work the shared backlog on this machine (claim, run, push)."),
+    "worker": ("orchestrator.cli.fleet:worker", "Work the shared backlog on this machine (claim, run, push)."),
 }
 
 
@@ -80,7 +80,7 @@ def _has_entry_point_plugins() -> bool:
     import os
 
     from orchestrator.names import LOAD_PLUGINS_VARIABLE
-    from orchestrator.plugin_index import installed_plugins
+    from orchestrator.plugins.index import installed_plugins
 
     if os.environ.get(LOAD_PLUGINS_VARIABLE) == "":  # plugins switched off
         return False
@@ -101,7 +101,7 @@ class MiddleGroup(click.Group):
         if MiddleGroup._plugins_loaded:
             return
         MiddleGroup._plugins_loaded = True
-        from orchestrator.plugins import call_hook, registry
+        from orchestrator.plugins.manager import call_hook, registry
 
         self._lazy("memory")  # the group plugins add their `middle memory ...` commands to
         try:
@@ -172,14 +172,14 @@ def main(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
         logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                             format="%(levelname)s %(name)s: %(message)s")
     ctx.obj = {"config_path": config_path}
-    from orchestrator.next_steps import started_as
+    from orchestrator.running.next_steps import started_as
 
     started_as(config=config_path, fake=False)  # advice repeats it: `middle --config X resume ID`
     ctx.call_on_close(lambda: started_as(config=None, fake=False))  # (one process, many commands: tests)
 
 
 def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
-    from orchestrator.next_steps import started_as
+    from orchestrator.running.next_steps import started_as
 
     started_as(fake=fake)  # what this command suggests next keeps --fake
     if fake:  # said first: building the orchestrator imports LangGraph and the SDK (a second)
@@ -192,7 +192,7 @@ def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
 
 
 def _interrupted(ticket_ids: list[str] | str) -> None:
-    from orchestrator.next_steps import command
+    from orchestrator.running.next_steps import command
 
     for tid in [ticket_ids] if isinstance(ticket_ids, str) else ticket_ids:  # as the run was started
         err_console.print(f"[yellow]interrupted:[/] {safe(command('resume', tid).strip('`'))}")
@@ -231,8 +231,8 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
     """Run the given tickets, or every pending one, from the ticket folder."""
     config = get_config(ctx)
     orch = open_orchestrator(ctx, config, fake)
-    from orchestrator.batch import BatchInterrupted, run_batch
-    from orchestrator.batch_view import make_view
+    from orchestrator.running.batch import BatchInterrupted, run_batch
+    from orchestrator.cli.batch_view import make_view
 
     loaded = orch.sync_tickets(tickets_dir)
     for problem in loaded.errors:
@@ -344,7 +344,7 @@ def resume(ctx: click.Context, ticket_id: str, fake: bool) -> None:
 @click.pass_context
 def tickets(ctx: click.Context, status: str | None) -> None:
     """List the tickets: the ticket folder's, with their status from past runs."""
-    from orchestrator.next_steps import command
+    from orchestrator.running.next_steps import command
     from tickets.claims import died_note
     from tickets.deps import check_dependencies, waiting_for
     from tickets.model import TicketStatus
@@ -397,11 +397,11 @@ def tickets(ctx: click.Context, status: str | None) -> None:
 def log(ctx: click.Context, ticket_id: str, full: bool, follow: bool) -> None:
     """Show every run and turn of a ticket: prompt, response, memories invoked, decision, cost."""
     from orchestrator.errors import TicketError
-    from orchestrator.log_view import follow_log, print_log
+    from orchestrator.cli.log_view import follow_log, print_log
 
     store = read_store(ctx, read_config(ctx).store_target)
     if store is None:
-        from orchestrator.next_steps import command
+        from orchestrator.running.next_steps import command
 
         raise TicketError(f"no ticket {ticket_id!r} has run yet: start it with {command('run', ticket_id)}")
     if follow:
@@ -416,10 +416,10 @@ def log(ctx: click.Context, ticket_id: str, full: bool, follow: bool) -> None:
 @click.pass_context
 def init(ctx: click.Context, backend: str | None) -> None:
     """Write a starter middle.toml and a tickets/ folder with one example ticket."""
-    from orchestrator.config import find_config_file
+    from orchestrator.config.settings import find_config_file
     from orchestrator.errors import ConfigError
-    from orchestrator.plugins import registry
-    from orchestrator.scaffold import write_starter
+    from orchestrator.plugins.manager import registry
+    from orchestrator.cli.scaffold import write_starter
 
     if backend is not None:
         registry().backend_class(backend)  # an unknown name is an error before any file
@@ -449,7 +449,7 @@ def graph() -> None:
 @click.argument("name", required=False)
 def backends(name: str | None) -> None:
     """List the memory backends (the default marked), or show one backend's options."""
-    from orchestrator.plugins import registry
+    from orchestrator.plugins.manager import registry
 
     reg = registry()
     if name is not None:
@@ -503,7 +503,7 @@ def _toml(value: Any) -> str:
 @main.command()
 def plugins() -> None:
     """List the loaded plugins, where each comes from, and the hooks it implements."""
-    from orchestrator.plugins import registry
+    from orchestrator.plugins.manager import registry
 
     table = make_table("plugin", "source", "hooks", "file")
     for row in registry().plugin_rows():
@@ -542,5 +542,5 @@ def entry() -> None:
     os._exit(code)
 
 
-if __name__ == "__main__":  # `python -m orchestrator.cli`, as the `middle` script does
+if __name__ == "__main__":  # `python -m orchestrator.cli.main`, as the `middle` script does
     entry()

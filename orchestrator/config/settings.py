@@ -1,6 +1,6 @@
 """Configuration: `middle.toml` (or --config), overridden by MIDDLE_* environment variables.
 
-Environment overrides come from pydantic-settings (`orchestrator.config_env`, imported only when a
+Environment overrides come from pydantic-settings (`orchestrator.config.env`, imported only when a
 MIDDLE_* setting is set, so a plain command starts fast): `MIDDLE_<SECTION>_<KEY>` is parsed by
 the field's type (`MIDDLE_PROJECT_ID=2024` is the text "2024", `MIDDLE_AGENT_MAX_TURNS=5` a
 number; lists and tables are JSON), and a bad value is reported naming the variable, not the file.
@@ -15,7 +15,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from orchestrator.config_memo import ENV_PREFIX, OTHER_VARIABLES, find_config_file, is_setting  # noqa: F401
+from orchestrator.config.memo import ENV_PREFIX, OTHER_VARIABLES, find_config_file, is_setting  # noqa: F401
 from orchestrator.errors import ConfigError
 
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND  # noqa: E402 - re-exported
@@ -178,7 +178,7 @@ class Config(_Strict):
         """The ticket folder's tickets (a LoadResult), with this config's paths and size limit."""
         from tickets.source import load_tickets
 
-        from orchestrator.config_memo import tickets_memo
+        from orchestrator.config.memo import tickets_memo
 
         where = self.resolve(folder or self.project.tickets_dir)
         return load_tickets(where, self.resolve(self.project.path), max_chars=self.project.max_ticket_chars,
@@ -238,7 +238,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     _check_variable_names(environ)
     try:
         if any(is_setting(k) for k in environ):
-            from orchestrator.config_env import config_with_environment
+            from orchestrator.config.env import config_with_environment
 
             return config_with_environment(data, environ, root=file.resolve().parent, source=source)
         return Config(**data, root=file.resolve().parent, source=source)

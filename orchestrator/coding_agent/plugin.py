@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from orchestrator.hookspecs import hookimpl
+from orchestrator.plugins.hookspecs import hookimpl
 
 
 @hookimpl
 def register_workers(register):
-    from orchestrator.worker.claude_code import ClaudeCodeWorker
+    from orchestrator.coding_agent.claude_code import ClaudeCodeWorker
 
     register(ClaudeCodeWorker)

@@ -11,8 +11,8 @@ from typing import Any, Mapping
 
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
-from orchestrator.config import Config
-from orchestrator.config_memo import ENV_PREFIX, is_setting
+from orchestrator.config.settings import Config
+from orchestrator.config.memo import ENV_PREFIX, is_setting
 
 
 class _Environ(EnvSettingsSource):

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli_output import console, err_console, safe
+from orchestrator.cli.output import console, err_console, safe
 
 
 def _services(ctx: click.Context):
-    from orchestrator.command_context import get_config, services
+    from orchestrator.cli.context import get_config, services
 
     return services(ctx, get_config(ctx))
 

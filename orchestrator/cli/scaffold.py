@@ -73,7 +73,7 @@ def write_starter(config_path: Path, backend: str | None = None) -> list[str]:
     has a config or tickets, no example ticket is added (the next `middle run` would run it, and
     pay for it). Returns one line per file.
     """
-    from orchestrator.config import DEFAULT_BACKEND
+    from orchestrator.config.settings import DEFAULT_BACKEND
 
     config_path = Path(config_path).resolve()
     root = config_path.parent

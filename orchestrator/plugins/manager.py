@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from orchestrator import hookspecs
+from orchestrator.plugins import hookspecs
 from orchestrator.errors import ConfigError
 from orchestrator.plugin_api import MemoryBackend
-from orchestrator.plugin_index import PluginEntry, installed_plugins
+from orchestrator.plugins.index import PluginEntry, installed_plugins
 
 if TYPE_CHECKING:
-    from orchestrator.backend_options import BackendOptions
+    from orchestrator.plugins.backend_options import BackendOptions
 
 
 # Which installed plugins load: see LOAD_PLUGINS_VARIABLE (as simonw/llm's LLM_LOAD_PLUGINS).
@@ -34,7 +34,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "backends.hybrid.plugin",
     "backends.hindsight.plugin",
     "backends.hipporag.plugin",
-    "orchestrator.worker.plugin",
+    "orchestrator.coding_agent.plugin",
 )
 
 _NAME = re.compile(r"^[a-z][a-z0-9_\-]{0,63}$")
@@ -97,7 +97,7 @@ class PluginRegistry:
             if attr == "kind" and not (hasattr(cls, "Options") and callable(getattr(cls, "run_turn", None))):
                 raise ConfigError(
                     f"plugin {plugin!r} registered worker {cls!r} without an `Options` model or a "
-                    "`run_turn` method: see orchestrator/worker/base.py"
+                    "`run_turn` method: see orchestrator/coding_agent/base.py"
                 )
             if name in table:
                 raise ConfigError(

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.batch import BatchView, run_batch
-from orchestrator.config import Config
+from orchestrator.running.batch import BatchView, run_batch
+from orchestrator.config.settings import Config
 from orchestrator.errors import ConfigError, GitError, StoreUnavailable
 from orchestrator.runner import Orchestrator, RunOutcome
 from orchestrator.workspace import git as g
