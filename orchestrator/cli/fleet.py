@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from orchestrator.cli.context import TicketsAtOnce
 from orchestrator.cli.output import console, err_console, safe, summary_line
 
 
@@ -37,7 +38,7 @@ class _QuietSkips:
 
 
 @click.command()
-@click.option("--parallel", "-j", type=click.IntRange(1, 64), default=None,
+@click.option("--parallel", "-j", type=TicketsAtOnce(), default=None,
               help="Tickets at once on this machine (default [run] parallel).")
 @click.option("--once", is_flag=True, help="Stop when nothing is left to start, instead of waiting for more.")
 @click.option("--fake", is_flag=True, help="Use the built-in offline fake model instead of the API.")
