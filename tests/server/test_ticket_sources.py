@@ -110,12 +110,15 @@ def test_a_plugin_source_is_synced_by_middle_sync(tmp_path, project, with_plugin
     result = _invoke(tmp_path, monkeypatch, "sync")
     stored = _stored(project)
     assert "j1-from-json" in stored and stored["j1-from-json"].title == "From the JSON source"
-    assert "001-add" not in " ".join(stored)  # the Markdown folder is not read: the source is the plugin's
+    assert "001-greeting" not in stored  # the Markdown folder is not read: the source is the plugin's
     assert "j2-long" not in stored and "j3-untitled" not in stored
     assert result.exit_code == 1  # per-ticket errors: the owner's length rule and the source's own
     assert "j2-long" in result.stderr and "max_ticket_chars" in result.stderr
     assert "j3-untitled" in result.stderr and "no title" in result.stderr
     assert "1 ticket(s)" in result.stdout and "1 new" in result.stdout
+    listed = _invoke(tmp_path, monkeypatch, "tickets")  # the read-only list reads the same source
+    assert "j1-from-json" in listed.stdout and "001-greeting" not in listed.stdout
+    assert "j2-long" in listed.stderr and "max_ticket_chars" in listed.stderr
 
 
 def test_a_plugin_source_is_synced_by_the_server(tmp_path, serve, project, with_plugin):
