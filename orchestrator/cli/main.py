@@ -304,6 +304,8 @@ def sync(ctx: click.Context, tickets_dir: str | None, source: str | None) -> Non
     """Load the tickets (the ticket folder, or [tickets] source) into the store, for workers to pick up."""
     from orchestrator.running.sync import sync as sync_source
 
+    if tickets_dir is not None and source is not None:
+        raise click.UsageError("give --tickets DIR or --from KIND:ARG, not both (--tickets DIR is --from markdown:DIR)")
     config = get_config(ctx)
     svc = services(ctx, config)
     store = svc.store

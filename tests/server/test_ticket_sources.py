@@ -142,3 +142,14 @@ def test_middle_sync_from_names_a_source_on_the_command_line(tmp_path, project, 
     result = _invoke(tmp_path, monkeypatch, "sync", "--from", "nosuch:x")
     assert result.exit_code == 1 and result.stderr.startswith("error: unknown ticket source 'nosuch'")
     assert "jsonfile" in result.stderr and "markdown" in result.stderr
+
+
+def test_middle_sync_from_markdown_reads_another_folder(tmp_path, project, monkeypatch):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x1-elsewhere.md").write_text("---\ntitle: Elsewhere\nproject: calc\n---\nx\n")
+    result = _invoke(tmp_path, monkeypatch, "sync", "--from", "markdown:other")
+    assert result.exit_code == 0, result.output
+    assert list(_stored(project)) == ["x1-elsewhere"]
+    both = _invoke(tmp_path, monkeypatch, "sync", "--from", "markdown:other", "--tickets", "other")
+    assert both.exit_code == 2 and "not both" in both.stderr
