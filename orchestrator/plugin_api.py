@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from orchestrator.config.memo import cache_root as cache_dir  # the per-user cache folder
-from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, WorkerError
+from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, TicketError, WorkerError
 from orchestrator.plugins.hookspecs import hookimpl
 from orchestrator.coding_agent.base import EventCallback, TurnRecord, TurnResult, Worker
 
 if TYPE_CHECKING:
     from orchestrator.plugins.backend_options import BackendOptions
+    from orchestrator.testing.source_contract import TicketSourceContract, TicketSpec
     from tickets.model import Ticket
+    from tickets.source import LoadResult, SourceContext, TicketFileError, TicketSource
 
 __all__ = [
     "hookimpl",
@@ -43,6 +45,13 @@ __all__ = [
     "MemoryStoreError",
     "WorkerError",
     "MemoryBackendContract",
+    "TicketSource",
+    "SourceContext",
+    "LoadResult",
+    "TicketFileError",
+    "TicketError",
+    "TicketSourceContract",
+    "TicketSpec",
     "retrieval",
     "cache_dir",
 ]
@@ -227,6 +236,14 @@ def __getattr__(name: str) -> Any:
         from orchestrator.testing.contract import MemoryBackendContract
 
         return MemoryBackendContract
+    if name in ("TicketSourceContract", "TicketSpec"):  # the ticket source contract suite (pytest)
+        from orchestrator.testing import source_contract
+
+        return getattr(source_contract, name)
+    if name in ("TicketSource", "SourceContext", "LoadResult", "TicketFileError"):  # a ticket source's parts
+        from tickets import source
+
+        return getattr(source, name)
     if name == "retrieval":
         import importlib
 

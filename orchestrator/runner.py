@@ -25,7 +25,7 @@ from orchestrator.running.next_steps import advice, advise
 from orchestrator.services import Services
 from orchestrator.coding_agent.base import EventCallback
 from tickets.claims import owner_died
-from tickets.deps import check_dependencies
+from orchestrator.running.sync import sync
 from tickets.source import LoadResult
 from tickets.store import TicketStore
 
@@ -92,18 +92,10 @@ class Orchestrator:
         return MiddleAgent(self.services.agent_llm, self.config.agent.max_turns)
 
     # -- tickets ---------------------------------------------------------------------------
-    def sync_tickets(self, folder: str | Path | None = None) -> LoadResult:
-        """Load the Markdown ticket folder into the store (new tickets pending; others updated).
-
-        Dependency problems (an unknown id, a cycle) are in `dependency_errors`; those tickets
-        are stored but never start until the files are fixed.
-        """
-        result = self.config.load_tickets(folder)
-        for ticket in result.tickets:
-            self.store.upsert_ticket(ticket)
-        known = {t.id for t in self.store.list_tickets()}
-        result.dependency_errors = check_dependencies(result.tickets, known)
-        return result
+    def sync_tickets(self, folder: str | Path | None = None, *, source: str | None = None) -> LoadResult:
+        """Load the ticket source ([tickets], or a Markdown `folder`, or `source` = KIND:ARG) into
+        the store (new tickets pending; others updated); see orchestrator.running.sync."""
+        return sync(self.store, self.config, source=source, folder=folder, registry=self.registry)
 
     def _context(self, ticket_id: str, run_id: str) -> TicketContext:
         record = self._recorder(ticket_id, run_id)

@@ -18,6 +18,8 @@ from tickets.model import Ticket, TicketValidationError, validate_project_id, va
 __all__ = [
     "LoadResult",
     "MarkdownFolderSource",
+    "SourceContext",
+    "too_long",
     "TicketFileError",
     "TicketSource",
     "load_ticket_file",
@@ -58,8 +60,27 @@ class LoadResult:
     dependency_errors: list[Any] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class SourceContext:
+    """What a ticket source is opened with: the project's paths, its size limit, a cache place."""
+
+    base_dir: Path  # where the config lives: relative paths in a source's options start here
+    tickets_dir: Path  # [project] tickets_dir, absolute
+    project_path: Path  # [project] path, absolute: the project of a ticket that names none
+    max_ticket_chars: int  # [project] max_ticket_chars (the sync owner also checks every ticket)
+    # Where a source may remember what it parsed (a cache, never state); None: do not remember.
+    memo: Callable[[Path], Path] | None = None
+
+
 class TicketSource(Protocol):
-    """Anything that can produce tickets (a folder today; an issue tracker later)."""
+    """Anything that can produce tickets (a folder, an issue tracker): what `load` needs.
+
+    A class registered with the `register_ticket_sources` hook also has `kind` (its name in
+    `[tickets] kind` and in `middle sync --from KIND:ARG`), `argument` (the option ARG sets) and
+    a classmethod `open(options, context) -> TicketSource`.
+    """
+
+    where: str  # for messages: the folder, the repository
 
     def load(self) -> LoadResult:
         """Read every ticket, collecting per-ticket problems instead of raising."""
@@ -154,12 +175,17 @@ def _project_path(meta: dict[str, Any], ticket_dir: Path, default: PathArg | Non
     return str(path)
 
 
-def _too_long(size: int, limit: int, unit: str) -> _BadFile:
+def too_long(size: int, limit: int, unit: str = "characters") -> str:
+    """Why a ticket over [project] max_ticket_chars is refused, and what to do."""
     # A huge ticket would be planned with, sent to Claude Code (which refuses it as too long) and
     # copied into every store: refuse it before anything is spent.
-    return _BadFile(f"the ticket is {size:,} {unit}, over the limit of {limit:,} characters "
-                    "([project] max_ticket_chars): put long material in a file of the project and "
-                    "point to it, or raise the limit")
+    return (f"the ticket is {size:,} {unit}, over the limit of {limit:,} characters "
+            "([project] max_ticket_chars): put long material in a file of the project and "
+            "point to it, or raise the limit")
+
+
+def _too_long(size: int, limit: int, unit: str) -> _BadFile:
+    return _BadFile(too_long(size, limit, unit))
 
 
 def _depends_on(meta: dict[str, Any]) -> list[str]:
@@ -388,11 +414,36 @@ class _FileMemo:
 
 
 class MarkdownFolderSource:
-    """A `TicketSource` over a folder of Markdown tickets with YAML front matter."""
+    """A `TicketSource` over a folder of Markdown tickets with YAML front matter (the default)."""
 
-    def __init__(self, folder: PathArg, default_project_path: PathArg | None = None) -> None:
+    kind = "markdown"
+    argument = "folder"  # `middle sync --from markdown:DIR`
+    OPTIONS = frozenset({"folder"})
+
+    def __init__(self, folder: PathArg, default_project_path: PathArg | None = None,
+                 max_chars: int | None = None, memo: PathArg | None = None) -> None:
         self.folder = folder
         self.default_project_path = default_project_path
+        self.max_chars = max_chars
+        self.memo = memo
+
+    @classmethod
+    def open(cls, options: dict[str, Any], context: SourceContext) -> MarkdownFolderSource:
+        """The folder of `options["folder"]` (relative to the config), else [project] tickets_dir."""
+        unknown = sorted(set(options) - cls.OPTIONS)
+        if unknown:
+            raise ConfigError(f"bad [tickets.options] for source 'markdown': unknown option(s) "
+                              f"{', '.join(unknown)}. Allowed options: folder")
+        raw = options.get("folder")
+        if raw is not None and not isinstance(raw, str):
+            raise ConfigError("bad [tickets.options] for source 'markdown': folder must be a path (text)")
+        folder = (context.base_dir / Path(raw).expanduser()).resolve() if raw else context.tickets_dir
+        memo = context.memo(folder) if context.memo is not None else None
+        return cls(folder, context.project_path, context.max_ticket_chars, memo)
+
+    @property
+    def where(self) -> str:
+        return str(Path(self.folder).expanduser().resolve())
 
     def load(self) -> LoadResult:
-        return load_tickets(self.folder, self.default_project_path)
+        return load_tickets(self.folder, self.default_project_path, self.max_chars, self.memo)

@@ -292,33 +292,32 @@ def _no_such_ticket(tid: str, loaded: Any, config: Config) -> str:
     for problem in loaded.errors:
         if Path(problem.path).stem == tid or Path(problem.path).name == tid:
             return f"ticket {tid!r} was skipped: {problem.message}"
-    return f"no ticket {tid!r} in {config.resolve(config.project.tickets_dir)}: see `middle tickets`"
+    return f"no ticket {tid!r} in {getattr(loaded, 'where', '') or config.resolve(config.project.tickets_dir)}: see `middle tickets`"
 
 
 @main.command()
 @click.option("--tickets", "tickets_dir", default=None, help="Ticket folder (default [project] tickets_dir).")
+@click.option("--from", "source", default=None, metavar="KIND:ARG",
+              help="Ticket source instead of [tickets], e.g. markdown:other-folder (see `middle plugins`).")
 @click.pass_context
-def sync(ctx: click.Context, tickets_dir: str | None) -> None:
-    """Load the ticket folder into the store (new tickets pending), for workers to pick up."""
+def sync(ctx: click.Context, tickets_dir: str | None, source: str | None) -> None:
+    """Load the tickets (the ticket folder, or [tickets] source) into the store, for workers to pick up."""
+    from orchestrator.running.sync import sync as sync_source
+
+    if tickets_dir is not None and source is not None:
+        raise click.UsageError("give --tickets DIR or --from KIND:ARG, not both (--tickets DIR is --from markdown:DIR)")
     config = get_config(ctx)
     svc = services(ctx, config)
     store = svc.store
-    loaded = config.load_tickets(tickets_dir)
-    known = {t.id for t in store.list_tickets()}
-    for ticket in loaded.tickets:
-        store.upsert_ticket(ticket)
+    loaded = sync_source(store, config, source=source, folder=tickets_dir, registry=svc.registry)
     for problem in loaded.errors:
         err_console.print(f"[yellow]skipped:[/] {safe(problem)}")
     for warning in loaded.warnings:
         err_console.print(f"[yellow]warning:[/] {safe(warning)}")
-    from tickets.deps import check_dependencies
-
-    problems = check_dependencies(loaded.tickets, known | {t.id for t in loaded.tickets})
-    for problem in problems:
+    for problem in loaded.dependency_errors:
         err_console.print(f"[bold red]error:[/] {safe(problem)}")
-    new = [t for t in loaded.tickets if t.id not in known]
-    console.print(f"{len(loaded.tickets)} ticket(s) in {safe(store.where)}: {len(new)} new")
-    if loaded.errors or problems:
+    console.print(f"{len(loaded.tickets)} ticket(s) in {safe(store.where)}: {len(loaded.new or [])} new")
+    if loaded.errors or loaded.dependency_errors:
         sys.exit(1)
 
 
@@ -345,6 +344,7 @@ def resume(ctx: click.Context, ticket_id: str, fake: bool) -> None:
 def tickets(ctx: click.Context, status: str | None) -> None:
     """List the tickets: the ticket folder's, with their status from past runs."""
     from orchestrator.running.next_steps import command
+    from orchestrator.running.sync import load
     from tickets.claims import died_note
     from tickets.deps import check_dependencies, waiting_for
     from tickets.model import TicketStatus
@@ -354,7 +354,7 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         raise click.BadParameter(f"use one of {', '.join(s.value for s in TicketStatus)}", param_hint="--status")
     store = read_store(ctx, config.store_target)  # read-only: creates no file
     known = {t.id: t for t in store.list_tickets()} if store else {}
-    folder = config.load_tickets()
+    folder = load(config)
     rows = dict(known)
     for t in folder.tickets:  # the file's content (its depends_on) with the stored status
         rows[t.id] = t.replace(status=known[t.id].status,

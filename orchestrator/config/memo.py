@@ -13,19 +13,17 @@ This module imports no pydantic; `orchestrator.config.settings` is imported only
 
 from __future__ import annotations
 
+import json
 import os
 import zlib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 from orchestrator.names import CONFIG_FILE
 from tickets.cache_file import read_json, write_json
 
-if TYPE_CHECKING:
-    from tickets.source import LoadResult
-
-MEMO_VERSION = 1
+MEMO_VERSION = 2
 # The per-user cache folder the embedding cache uses too (backends.retrieval.cache.cache_dir).
 CACHE_VARIABLE = "MIDDLE_AGENT_CACHE_DIR"
 # What the config reads from the environment besides MIDDLE_* (seed 000's memory folder; `~`).
@@ -56,13 +54,9 @@ class ReadConfig:
     project_path: str  # absolute
     max_ticket_chars: int
     dependencies: str  # [run] dependencies: "merged" | "complete"
-
-    def load_tickets(self) -> LoadResult:
-        """The ticket folder's tickets, parsed only for files changed since the last call."""
-        from tickets.source import load_tickets
-
-        return load_tickets(self.tickets_dir, self.project_path, max_chars=self.max_ticket_chars,
-                            memo=tickets_memo(self.tickets_dir))
+    root: str  # the config's folder: relative paths start here
+    tickets_kind: str  # [tickets] kind: the ticket source
+    tickets_options: str  # [tickets.options] as JSON (a memo value is text or a number)
 
 
 def find_config_file(start: Path) -> Path:
@@ -120,6 +114,9 @@ def read_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         project_path=str(config.resolve(config.project.path)),
         max_ticket_chars=config.project.max_ticket_chars,
         dependencies=config.run.dependencies,
+        root=str(config.root),
+        tickets_kind=config.tickets.kind,
+        tickets_options=json.dumps(config.tickets.options, sort_keys=True),
     )
     if key is not None:
         write_json(memo, {"key": key, "config": asdict(view)})

@@ -49,6 +49,13 @@ class WorkerConfig(_Strict):
     options: dict[str, Any] = {}
 
 
+class TicketsConfig(_Strict):
+    """`[tickets] kind` picks the ticket source (a plugin may add one); `[tickets.options]` are its own."""
+
+    kind: str = "markdown"  # the folder of [project] tickets_dir, unless options name another
+    options: dict[str, Any] = {}
+
+
 class MemoryConfig(_Strict):
     save_dir: str | None = None  # None (and no MEMORY_SAVE_DIR) means memory off
     backend: str = DEFAULT_BACKEND
@@ -122,6 +129,7 @@ class Config(_Strict):
 
     agent: AgentConfig = AgentConfig()
     worker: WorkerConfig = WorkerConfig()
+    tickets: TicketsConfig = TicketsConfig()
     memory: MemoryConfig = MemoryConfig()
     project: ProjectConfig = ProjectConfig()
     run: RunConfig = RunConfig()
@@ -173,16 +181,6 @@ class Config(_Strict):
     def checkpoint_target(self) -> str | Path:
         """The checkpoint store: the [store] url, else its own SQLite file under state_dir."""
         return self.store.url or self.checkpoint_path
-
-    def load_tickets(self, folder: str | Path | None = None) -> Any:
-        """The ticket folder's tickets (a LoadResult), with this config's paths and size limit."""
-        from tickets.source import load_tickets
-
-        from orchestrator.config.memo import tickets_memo
-
-        where = self.resolve(folder or self.project.tickets_dir)
-        return load_tickets(where, self.resolve(self.project.path), max_chars=self.project.max_ticket_chars,
-                            memo=tickets_memo(where))
 
     @property
     def clone_path(self) -> Path:
@@ -251,7 +249,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         raise ConfigError(f"bad configuration: {problems}") from None
 
 
-_SECTIONS = ("agent", "worker", "memory", "project", "run", "store")
+_SECTIONS = ("agent", "worker", "tickets", "memory", "project", "run", "store")
 
 
 def _check_variable_names(environ: Mapping[str, str]) -> None:

@@ -77,10 +77,10 @@ class BoundServices:
 
         services = self.parts()[0]
         store, cfg = services.store, services.config
-        # The ticket folder is the source of truth, as for `middle run`.
-        loaded = cfg.load_tickets()
-        for ticket in loaded.tickets:
-            store.upsert_ticket(ticket)
+        # The ticket source is the source of truth, as for `middle run`.
+        from orchestrator.running.sync import sync
+
+        sync(store, cfg, registry=services.registry)
         refusal = start_refusal(store, ticket_id, rerun=True, dependencies=cfg.run.dependencies)
         if refusal:
             raise TicketError(refusal)

@@ -27,6 +27,11 @@ def register_workers(register: Callable[[type], None]) -> None:
 
 
 @hookspec
+def register_ticket_sources(register: Callable[[type], None]) -> None:
+    """Register ticket source classes (like the Markdown folder) by calling register(SourceClass)."""
+
+
+@hookspec
 def register_commands(cli: click.Group) -> None:
     """Add click commands to `middle`, e.g. a backend's own `middle memory ...` subcommand."""
 

@@ -35,6 +35,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "backends.hindsight.plugin",
     "backends.hipporag.plugin",
     "orchestrator.coding_agent.plugin",
+    "tickets.plugin",
 )
 
 _NAME = re.compile(r"^[a-z][a-z0-9_\-]{0,63}$")
@@ -50,7 +51,7 @@ class Registered:
 
 
 class PluginRegistry:
-    """Loads plugins once and holds what they registered: memory backends and workers."""
+    """Loads plugins once and holds what they registered: memory backends, workers, ticket sources."""
 
     def __init__(self, *, load_entry_points: bool = True, extra_plugins: tuple[Any, ...] = ()):
         self.pm = pluggy.PluginManager("middle_agent")
@@ -81,7 +82,22 @@ class PluginRegistry:
             impl.function(register=self._registrar(table, impl.plugin_name, "kind"))
         return table
 
-    def _registrar(self, table: dict[str, Registered], plugin: str, attr: str):
+    @cached_property
+    def ticket_sources(self) -> dict[str, Registered]:
+        table: dict[str, Registered] = {}
+        for impl in self.pm.hook.register_ticket_sources.get_hookimpls():
+            impl.function(register=self._registrar(table, impl.plugin_name, "kind", "source"))
+        return table
+
+    def source_class(self, kind: str) -> Any:
+        if kind not in self.ticket_sources:
+            raise ConfigError(
+                f"unknown ticket source {kind!r}: choose one of {', '.join(sorted(self.ticket_sources))} "
+                "([tickets] kind, or --from KIND:ARG), or install the plugin that provides it"
+            )
+        return self.ticket_sources[kind].cls
+
+    def _registrar(self, table: dict[str, Registered], plugin: str, attr: str, what: str = ""):
         def register(cls: type) -> None:
             name = getattr(cls, attr, None)
             if not isinstance(name, str) or not _NAME.match(name):
@@ -94,7 +110,12 @@ class PluginRegistry:
                     f"plugin {plugin!r} registered {cls!r}, which is not a subclass of "
                     "orchestrator.plugin_api.MemoryBackend"
                 )
-            if attr == "kind" and not (hasattr(cls, "Options") and callable(getattr(cls, "run_turn", None))):
+            if what == "source" and not (callable(getattr(cls, "open", None)) and isinstance(getattr(cls, "argument", None), str)):
+                raise ConfigError(
+                    f"plugin {plugin!r} registered ticket source {cls!r} without an `open(options, "
+                    "context)` classmethod or an `argument` name: see orchestrator/plugin_api.py TicketSource"
+                )
+            if attr == "kind" and not what and not (hasattr(cls, "Options") and callable(getattr(cls, "run_turn", None))):
                 raise ConfigError(
                     f"plugin {plugin!r} registered worker {cls!r} without an `Options` model or a "
                     "`run_turn` method: see orchestrator/coding_agent/base.py"

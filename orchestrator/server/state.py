@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any, cast
 from fastapi import Request
 
 from orchestrator.config.settings import Config
-from orchestrator.errors import TicketError
+from orchestrator.errors import MiddleError, TicketError
 from orchestrator.server.errors import NotFound, memory_off
 from orchestrator.server.runs import RunManager
 from orchestrator.services import Services
 from tickets.model import Ticket, validate_project_id
-from tickets.source import TicketFileError, load_tickets
+from orchestrator.running.sync import sync
+from tickets.source import TicketFileError
 from tickets.store import TicketStore
 
 if TYPE_CHECKING:
@@ -58,21 +59,16 @@ class ServerState:
         return facade
 
     def sync_folder(self) -> tuple[list[TicketFileError], str | None]:
-        """Load the Markdown ticket folder into the store (the folder is the source of truth).
+        """Load the ticket source into the store (the source is the source of truth), as `middle sync`.
 
         Read on every board or list request, so a ticket file added by hand or by another process
-        shows up without a restart. Returns the files that did not load and a folder-level problem.
+        shows up without a restart. Returns the tickets that did not load and a source-level problem.
         """
-        cfg = self.config
         with self._sync_lock:
             try:
-                result = load_tickets(cfg.resolve(cfg.project.tickets_dir), cfg.resolve(cfg.project.path))
-            except TicketError as exc:  # no folder yet: the store's tickets are still shown
+                result = sync(self.store, self.config, registry=self.services.registry)
+            except MiddleError as exc:  # no folder yet (or a bad source): the store's tickets are still shown
                 return [], str(exc)
-            known = {t.id: t for t in self.store.list_tickets()}
-            for ticket in result.tickets:
-                if _changed(known.get(ticket.id), ticket):  # no write (no lock) for an unchanged file
-                    self.store.upsert_ticket(ticket)
         return result.errors, None
 
     def project_ids(self, *, with_memory: bool = True) -> list[str]:
@@ -87,13 +83,6 @@ class ServerState:
         """A ticket by id, after reading the folder (a file added a moment ago counts); 404 if none."""
         self.sync_folder()
         return ticket_or_404(self.store, ticket_id)
-
-
-_CONTENT = ("project_id", "title", "description", "project_path", "source", "fields")
-
-
-def _changed(stored: Ticket | None, loaded: Ticket) -> bool:
-    return stored is None or any(getattr(stored, f) != getattr(loaded, f) for f in _CONTENT)
 
 
 def get_state(request: Request) -> ServerState:

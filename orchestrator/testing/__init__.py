@@ -10,11 +10,13 @@ try:  # rewrite the contract's asserts so failures show values; pytest may be ab
     import pytest
 
     pytest.register_assert_rewrite("orchestrator.testing.contract",
-                                   "orchestrator.testing.robustness")
+                                   "orchestrator.testing.robustness",
+                                   "orchestrator.testing.source_contract")
 except ImportError:  # pragma: no cover - only the contract needs pytest
     pass
 
-__all__ = ["InMemoryBackend", "InMemoryOptions", "MemoryBackendContract", "run_processes", "make_repo"]
+__all__ = ["InMemoryBackend", "InMemoryOptions", "MemoryBackendContract", "TicketSourceContract",
+           "run_processes", "make_repo"]
 
 
 def __getattr__(name: str) -> Any:
@@ -23,6 +25,10 @@ def __getattr__(name: str) -> Any:
         from orchestrator.testing.contract import MemoryBackendContract
 
         return MemoryBackendContract
+    if name == "TicketSourceContract":
+        from orchestrator.testing.source_contract import TicketSourceContract
+
+        return TicketSourceContract
     if name == "make_repo":  # a committed git repository (tickets run on their own branch)
         from orchestrator.testing.git import make_repo
 

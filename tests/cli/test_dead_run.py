@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from orchestrator.cli.main import main
 from orchestrator.config.settings import load_config
+from orchestrator.running.sync import load
 from orchestrator.testing import make_repo
 from tickets.store import TicketStore
 
@@ -29,7 +30,7 @@ def died(tmp_path, monkeypatch):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     with TicketStore(config.db_path) as store:
-        store.upsert_ticket(config.load_tickets().tickets[0])
+        store.upsert_ticket(load(config).tickets[0])
         run_id = store.claim_new_run("t1", ["pending"], pid=dead.pid)
     return dead.pid, run_id
 

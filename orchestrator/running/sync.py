@@ -1,0 +1,139 @@
+"""The one way tickets come in: open the chosen source, load it, check each ticket, copy it into the store.
+
+Every path that reads tickets goes through here (`middle sync`, `middle run`, `middle tickets`,
+the server, the LangGraph entry), so a rule such as [project] max_ticket_chars holds for all of
+them and for every source a plugin registers (`register_ticket_sources`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Union
+
+from orchestrator.errors import ConfigError, MiddleError, TicketError
+from tickets.deps import check_dependencies
+from tickets.model import Ticket
+from tickets.source import LoadResult, SourceContext, TicketFileError, TicketSource, too_long
+
+if TYPE_CHECKING:
+    from orchestrator.config.memo import ReadConfig
+    from orchestrator.config.settings import Config
+    from orchestrator.plugins.manager import PluginRegistry
+    from tickets.store import TicketStore
+
+    AnyConfig = Union[Config, ReadConfig]
+
+__all__ = ["Loaded", "load", "load_from", "open_source", "parse_from", "store_loaded", "sync"]
+
+
+@dataclass
+class Loaded(LoadResult):
+    """A source's tickets after the checks, with where they came from and (after `sync`) the new ids."""
+
+    where: str = ""
+    new: list[str] | None = None
+
+
+def parse_from(spec: str) -> tuple[str, str | None]:
+    """`KIND:ARG` (or `KIND`) of `--from` as (kind, arg); `markdown:tickets`, `github:OWNER/REPO`."""
+    kind, sep, arg = spec.partition(":")
+    kind = kind.strip()
+    if not kind:
+        raise ConfigError(f"bad --from {spec!r}: write KIND:ARG, e.g. markdown:tickets")
+    return kind, (arg if sep else None)
+
+
+def _settings(config: AnyConfig) -> tuple[str, dict[str, Any], SourceContext]:
+    """The configured source kind, its options and what it is opened with, from either config view."""
+    from orchestrator.config.memo import tickets_memo
+
+    if hasattr(config, "tickets_kind"):  # the read-only commands' remembered view (no pydantic)
+        view: Any = config
+        kind, options = view.tickets_kind, json.loads(view.tickets_options)
+        context = SourceContext(Path(view.root), Path(view.tickets_dir), Path(view.project_path),
+                                view.max_ticket_chars, tickets_memo)
+    else:
+        cfg: Any = config
+        kind, options = cfg.tickets.kind, dict(cfg.tickets.options)
+        context = SourceContext(cfg.root, cfg.resolve(cfg.project.tickets_dir), cfg.resolve(cfg.project.path),
+                                cfg.project.max_ticket_chars, tickets_memo)
+    return kind, options, context
+
+
+def open_source(config: AnyConfig, *, source: str | None = None, folder: str | Path | None = None,
+                registry: PluginRegistry | None = None) -> TicketSource:
+    """The configured source; `source` (`KIND:ARG`) or `folder` (a Markdown folder) instead."""
+    from orchestrator.plugins.manager import registry as shared_registry
+
+    kind, options, context = _settings(config)
+    if folder is not None:
+        kind, options = "markdown", {"folder": str(folder)}
+    elif source is not None:
+        kind, arg = parse_from(source)
+        options = {}
+        if arg is not None:
+            options[(registry or shared_registry()).source_class(kind).argument] = arg
+    cls = (registry or shared_registry()).source_class(kind)
+    return cls.open(options, context)  # type: ignore[no-any-return]
+
+
+def load(config: AnyConfig, *, source: str | None = None, folder: str | Path | None = None,
+         registry: PluginRegistry | None = None) -> Loaded:
+    """The chosen source's tickets, checked by `load_from` with the config's max_ticket_chars."""
+    opened = open_source(config, source=source, folder=folder, registry=registry)
+    return load_from(opened, _settings(config)[2].max_ticket_chars)
+
+
+def load_from(opened: TicketSource, max_ticket_chars: int) -> Loaded:
+    """An opened source's tickets, each checked (a Ticket, one per id, within max_ticket_chars); the
+    rest are per-ticket errors. A problem with the source as a whole (no folder) raises TicketError."""
+    try:
+        result = opened.load()
+    except MiddleError:
+        raise
+    except Exception as exc:  # a plugin's bug: one line naming the source, not a traceback
+        raise TicketError(f"ticket source {getattr(opened, 'where', opened)} failed to load: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    loaded = Loaded(errors=list(result.errors), warnings=list(result.warnings), where=str(opened.where))
+    seen: set[str] = set()
+    for ticket in result.tickets:
+        where = getattr(ticket, "source", None) or getattr(ticket, "id", "?")
+        if not isinstance(ticket, Ticket):
+            loaded.errors.append(TicketFileError(str(where), f"the source gave a {type(ticket).__name__}, "
+                                                 "not a Ticket: fix the ticket source plugin"))
+        elif ticket.id in seen:
+            loaded.errors.append(TicketFileError(str(where), f"ticket id {ticket.id!r} comes twice from "
+                                                 f"{loaded.where}: give one of them another id"))
+        elif len(ticket.description) > max_ticket_chars:  # a source that read it whole: refused here
+            loaded.errors.append(TicketFileError(str(where), too_long(len(ticket.description), max_ticket_chars)))
+        else:
+            seen.add(ticket.id)
+            loaded.tickets.append(ticket)
+    return loaded
+
+
+_CONTENT = ("project_id", "title", "description", "project_path", "source", "fields", "depends_on")
+
+
+def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, folder: str | Path | None = None,
+         registry: PluginRegistry | None = None) -> Loaded:
+    """Load the source into the store: new tickets pending, changed ones updated (status kept).
+
+    Dependency problems (an unknown id, a cycle) are in `dependency_errors`; those tickets are
+    stored but never start until fixed. An unchanged ticket is not written (no store lock taken).
+    """
+    return store_loaded(store, load(config, source=source, folder=folder, registry=registry))
+
+
+def store_loaded(store: TicketStore, loaded: Loaded) -> Loaded:
+    """Copy checked tickets into the store; set `new` and `dependency_errors`."""
+    stored = {t.id: t for t in store.list_tickets()}
+    loaded.new = [t.id for t in loaded.tickets if t.id not in stored]
+    for ticket in loaded.tickets:
+        before = stored.get(ticket.id)
+        if before is None or any(getattr(before, f) != getattr(ticket, f) for f in _CONTENT):
+            store.upsert_ticket(ticket)
+    loaded.dependency_errors = check_dependencies(loaded.tickets, set(stored) | {t.id for t in loaded.tickets})
+    return loaded

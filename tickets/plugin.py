@@ -1,0 +1,17 @@
+"""Built-in plugin registering the Markdown folder source through the hook third parties use."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pluggy
+
+# The marker orchestrator.plugin_api exports, made here: the tickets package imports no orchestrator.
+hookimpl = pluggy.HookimplMarker("middle_agent")
+
+
+@hookimpl
+def register_ticket_sources(register: Callable[[type], None]) -> None:
+    from tickets.source import MarkdownFolderSource
+
+    register(MarkdownFolderSource)
