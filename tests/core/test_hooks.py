@@ -4,6 +4,8 @@ test_plugin_hooks_have_tests asks): a new hook without a test here fails the fir
 from __future__ import annotations
 
 import inspect
+
+import pytest
 import sys
 from pathlib import Path
 
@@ -139,6 +141,33 @@ def test_hook_register_workers():
     reg = PluginRegistry(load_entry_points=False, extra_plugins=(Registrar(),))
     assert reg.worker_class("echo") is EchoWorker
     assert reg.worker_options("echo", {"x": 1}).kwargs == {"x": 1}
+
+
+def test_hook_register_ticket_sources():
+    from orchestrator.plugin_api import LoadResult, hookimpl
+
+    class ListSource:
+        kind = "list"
+        argument = "path"
+        where = "a list"
+
+        @classmethod
+        def open(cls, options, context):
+            return cls()
+
+        def load(self):
+            return LoadResult()
+
+    class SourcePlugin:
+        @hookimpl
+        def register_ticket_sources(self, register):
+            register(ListSource)
+
+    reg = PluginRegistry(load_entry_points=False, extra_plugins=(SourcePlugin(),))
+    assert reg.source_class("list") is ListSource
+    assert reg.source_class("markdown").__name__ == "MarkdownFolderSource"  # built in, by the same hook
+    with pytest.raises(Exception, match="unknown ticket source 'nope'"):
+        reg.source_class("nope")
 
 
 def test_hook_register_commands(monkeypatch):
