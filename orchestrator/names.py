@@ -7,6 +7,8 @@ DEFAULT_BACKEND = "hybrid"
 # of them load (unset: all; a comma-separated list of entry-point or package names; empty: none).
 ENTRY_POINT_GROUP = "middle_agent"
 LOAD_PLUGINS_VARIABLE = "MIDDLE_LOAD_PLUGINS"
+# Set to 1 to print every hook call (which plugin, with what, what it returned) to stderr.
+TRACE_HOOKS_VARIABLE = "MIDDLE_TRACE_HOOKS"
 
 # A run's notes on indexing its completion doc (the graph says them; `middle log` reads the last
 # one of a ticket to tell a doc in memory from one whose indexing failed).

@@ -142,7 +142,7 @@ class MemoryBackend(ABC):
     It serialises calls per project with a thread lock and a file lock, so a backend needs no
     locking of its own for index/retrieve/delete (background work it starts is its own), but it
     must re-read its state at the start of each call: another process (a second `middle run`,
-    `middle memory add`) may have changed the store since (see docs/plugins.md, Other processes).
+    `middle memory add`) may have changed the store since (see docs/memory-backend.md, Other processes).
     """
 
     name: ClassVar[str]
@@ -162,7 +162,7 @@ class MemoryBackend(ABC):
     # True: the backend can keep a project's store in a database server. With `[memory] url`
     # the facade then passes `database=MemoryDatabase(url, project)` to `__init__` and to
     # `store_exists`, and the project's calls take turns across machines through the
-    # database's advisory lock instead of a file lock (see docs/plugins.md).
+    # database's advisory lock instead of a file lock (see docs/memory-backend.md).
     shares_database: ClassVar[bool] = False
 
     @classmethod

@@ -1,5 +1,6 @@
-"""Fixtures shared by every test folder: a real PostgreSQL server for the `postgres` tests, and
-the benchmark data of ../shared/data (skipped when it is absent, failed under CI, which has it)."""
+"""Fixtures shared by every test folder: a real PostgreSQL server for the `postgres` tests, the
+benchmark data of ../shared/data (skipped when it is absent, failed under CI, which has it), and
+no installed third-party plugin unless a test asks (the `installed_plugins` marker or fixture)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,20 @@ from typing import Callable, Iterator
 
 import pytest
 
+from orchestrator.names import LOAD_PLUGINS_VARIABLE
 from orchestrator.testing import postgres
+from orchestrator.testing.plugins import installed_plugins, use_installed_plugins  # noqa: F401 (a fixture)
+
+# The tests see the built-in plugins only, whatever is pip-installed beside them (as datasette's
+# tests do): set before any registry is built, and inherited by the processes tests start.
+os.environ[LOAD_PLUGINS_VARIABLE] = ""
+
+
+@pytest.fixture(autouse=True)
+def _installed_plugins_marker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`@pytest.mark.installed_plugins` loads every installed plugin for that test."""
+    if request.node.get_closest_marker("installed_plugins"):
+        use_installed_plugins(monkeypatch)
 
 
 @pytest.fixture(scope="session")

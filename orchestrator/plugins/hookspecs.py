@@ -1,4 +1,4 @@
-"""Every hook a middle-agent plugin can implement, one line each (see docs/plugins.md)."""
+"""Every hook a middle-agent plugin can implement, one line each (see docs/hooks.md)."""
 
 from __future__ import annotations
 

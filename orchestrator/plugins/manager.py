@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from orchestrator.plugins import hookspecs
+from orchestrator.plugins import hookspecs, trace
 from orchestrator.errors import ConfigError
 from orchestrator.plugin_api import MemoryBackend
 from orchestrator.plugins.index import PluginEntry, installed_plugins
@@ -56,6 +56,7 @@ class PluginRegistry:
     def __init__(self, *, load_entry_points: bool = True, extra_plugins: tuple[Any, ...] = ()):
         self.pm = pluggy.PluginManager("middle_agent")
         self.pm.add_hookspecs(hookspecs)
+        trace.monitor(self.pm)  # MIDDLE_TRACE_HOOKS=1: calls through pm.hook.NAME(...) too
         for modname in DEFAULT_PLUGINS:
             self.pm.register(importlib.import_module(modname), name=modname)
         self.entry_points: dict[Any, PluginEntry] = {}  # plugin -> its entry point and package
@@ -72,14 +73,16 @@ class PluginRegistry:
         table: dict[str, Registered] = {}
         # The core owns the register callbacks: each checks the name and refuses duplicates.
         for impl in self.pm.hook.register_memory_backends.get_hookimpls():
-            impl.function(register=self._registrar(table, impl.plugin_name, "name"))
+            trace.call("register_memory_backends", impl.plugin_name, impl.function,
+                       {"register": self._registrar(table, impl.plugin_name, "name")})
         return table
 
     @cached_property
     def workers(self) -> dict[str, Registered]:
         table: dict[str, Registered] = {}
         for impl in self.pm.hook.register_workers.get_hookimpls():
-            impl.function(register=self._registrar(table, impl.plugin_name, "kind"))
+            trace.call("register_workers", impl.plugin_name, impl.function,
+                       {"register": self._registrar(table, impl.plugin_name, "kind")})
         return table
 
     @cached_property
@@ -126,6 +129,8 @@ class PluginRegistry:
                     f"{plugin!r}): uninstall one of the two plugins"
                 )
             table[name] = Registered(name, cls, plugin)
+            if trace.tracing():
+                trace.write(f"{plugin} registered {attr} {name!r}: {cls.__module__}.{cls.__qualname__}")
 
         return register
 
@@ -203,7 +208,7 @@ def call_hook(hooks: Any, name: str, **kwargs: Any) -> None:
         if impl.hookwrapper or impl.wrapper:  # lifecycle hooks have no use for wrappers
             continue
         try:
-            impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+            trace.call(name, impl.plugin_name, impl.function, {arg: kwargs[arg] for arg in impl.argnames})
         except Exception:
             import logging
 

@@ -79,12 +79,12 @@ def test_every_hook_is_documented():
     import inspect
 
     from orchestrator.plugins import hookspecs
-    doc = (__import__("pathlib").Path(__file__).parents[2] / "docs" / "plugins.md").read_text()
+    doc = (__import__("pathlib").Path(__file__).parents[2] / "docs" / "hooks.md").read_text()
     hooks = [n for n, f in inspect.getmembers(hookspecs, inspect.isfunction)
              if hasattr(f, "middle_agent_spec")]
     assert len(hooks) >= 6
     for name in hooks:
-        assert f"`{name}(" in doc, f"hook {name} is not documented in docs/plugins.md"
+        assert f"`{name}(" in doc, f"hook {name} is not documented in docs/hooks.md"
         assert inspect.getdoc(getattr(hookspecs, name)), f"hook {name} has no docstring"
 
 

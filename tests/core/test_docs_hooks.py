@@ -1,4 +1,5 @@
-"""docs/plugins.md lists every hook with its full typed signature, exactly as hookspecs.py has it."""
+"""docs/hooks.md lists every hook with its full typed signature and description, exactly as
+hookspecs.py has them; the tutorials document the plugin API's parts."""
 
 from __future__ import annotations
 
@@ -7,28 +8,49 @@ import re
 from pathlib import Path
 
 from orchestrator.plugins import hookspecs
-DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+HOOKS = DOCS / "hooks.md"
 
 
-def _specs() -> dict[str, str]:
-    out = {}
-    for name, fn in inspect.getmembers(hookspecs, inspect.isfunction):
-        if hasattr(fn, "middle_agent_spec"):
-            params = ", ".join(f"{p.name}: {p.annotation}" for p in inspect.signature(fn).parameters.values())
-            out[name] = f"{name}({params})"
-    return out
+def _hooks() -> dict[str, object]:
+    return {name: fn for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
+            if hasattr(fn, "middle_agent_spec")}
 
 
-def test_every_hook_is_documented_with_its_full_signature():
-    specs, text = _specs(), DOC.read_text(encoding="utf-8")
-    assert len(specs) >= 6
-    for name, signature in specs.items():
-        assert f"`{signature}`" in text, f"docs/plugins.md should show `{signature}`"
+def _signature(name: str, fn) -> str:
+    sig = inspect.signature(fn)
+    params = ", ".join(f"{p.name}: {p.annotation}" for p in sig.parameters.values())
+    return f"{name}({params}) -> {sig.return_annotation}"
+
+
+def _sections() -> dict[str, str]:
+    """docs/hooks.md's `## name` sections, by name."""
+    parts = re.split(r"^## ", HOOKS.read_text(encoding="utf-8"), flags=re.M)[1:]
+    return {part.split("\n", 1)[0].strip(): part for part in parts}
+
+
+def test_every_hook_has_a_section_with_its_signature_description_call_and_return():
+    hooks, sections = _hooks(), _sections()
+    assert len(hooks) >= 7
+    for name, fn in hooks.items():
+        assert name in sections, f"docs/hooks.md has no `## {name}` section"
+        section = sections[name]
+        assert f"`{_signature(name, fn)}`" in section, f"docs/hooks.md should show `{_signature(name, fn)}`"
+        assert f"> {fn.__doc__.strip()}" in section, f"docs/hooks.md should quote {name}'s docstring"
+        assert "**Called**" in section and "**Returns**" in section, name
+
+
+# Hooks a tutorial was written for ahead of hookspecs.py (issue 22: ticket sources); once the hook
+# exists, the first test above asks for its section in docs/hooks.md.
+PENDING = {"register_ticket_sources"}
 
 
 def test_the_docs_name_no_hook_that_does_not_exist():
-    documented = set(re.findall(r"`((?:on|register)_[a-z_]+)\(", DOC.read_text(encoding="utf-8")))
-    assert documented <= set(_specs()), documented - set(_specs())
+    assert set(_sections()) <= set(_hooks()), set(_sections()) - set(_hooks())
+    for doc in DOCS.glob("*.md"):
+        documented = set(re.findall(r"`((?:on|register)_[a-z_]+)\(", doc.read_text(encoding="utf-8")))
+        assert documented - PENDING <= set(_hooks()), (doc.name, documented - set(_hooks()))
 
 
 def test_every_hook_has_a_one_line_docstring_and_types():
@@ -42,11 +64,11 @@ def test_every_hook_has_a_one_line_docstring_and_types():
 def test_every_public_member_of_the_backend_base_is_documented():
     from orchestrator.plugin_api import MemoryBackend
 
-    text = DOC.read_text(encoding="utf-8")
+    text = (DOCS / "memory-backend.md").read_text(encoding="utf-8")
     members = [m for m in vars(MemoryBackend) if not m.startswith("_") or m == "__init__"]
     members += ["store_dir", "options", "llm"]  # set by __init__
     missing = [m for m in members if f"`{m}`" not in text and f"`{m}(" not in text]
-    assert not missing, f"docs/plugins.md does not document MemoryBackend members {missing}"
+    assert not missing, f"docs/memory-backend.md does not document MemoryBackend members {missing}"
 
 
 def test_every_name_plugin_api_exports_is_importable_and_the_worker_parts_are_documented():
@@ -54,6 +76,6 @@ def test_every_name_plugin_api_exports_is_importable_and_the_worker_parts_are_do
 
     for name in api.__all__:
         assert getattr(api, name) is not None, name
-    text = DOC.read_text(encoding="utf-8")
+    text = (DOCS / "worker.md").read_text(encoding="utf-8")
     for name in ("Worker", "TurnResult", "TurnRecord", "EventCallback", "WorkerError"):
         assert name in api.__all__ and f"`{name}`" in text, name

@@ -68,6 +68,7 @@ def test_bad_registrations_are_refused():
         PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(BadName),)).backends
 
 
+@pytest.mark.installed_plugins
 def test_entry_point_plugin_is_loaded_from_its_distribution():
     pytest.importorskip("middle_agent_keyword_memory", reason="install plugins/middle-agent-keyword-memory")
     reg = PluginRegistry()
@@ -76,6 +77,7 @@ def test_entry_point_plugin_is_loaded_from_its_distribution():
     assert "middle-agent-keyword-memory" in row["source"] and "entry point" in row["source"]
 
 
+@pytest.mark.installed_plugins
 def test_entry_point_backend_selected_by_name_in_config_runs_tickets(tmp_path):
     pytest.importorskip("middle_agent_keyword_memory", reason="install plugins/middle-agent-keyword-memory")
     from orchestrator.config.settings import Config

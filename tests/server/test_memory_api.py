@@ -47,6 +47,7 @@ def test_index_retrieve_delete_list_search_stats(server):
     assert [d["text"] for d in c.get(f"{BASE}/docs").json()["docs"]] == [docs[1]]
 
 
+@pytest.mark.installed_plugins
 def test_a_plugin_backend_serves_the_memory_api(serve, tmp_path):
     """The server uses whatever backend the registry has, a third-party plugin's too."""
     pytest.importorskip("middle_agent_keyword_memory", reason="the example plugin is not installed "

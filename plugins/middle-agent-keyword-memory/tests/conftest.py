@@ -8,6 +8,10 @@ import this checkout's code instead. The entry point names a module, so it resol
 import sys
 from pathlib import Path
 
+# `installed_plugins`: a test that uses it loads the pip-installed plugins, this one among them
+# (middle-agent's own tests load none unless they ask).
+from orchestrator.testing.plugins import installed_plugins  # noqa: F401 (a fixture)
+
 CHECKOUT = str(Path(__file__).resolve().parents[1])
 if CHECKOUT not in sys.path:
     sys.path.insert(0, CHECKOUT)

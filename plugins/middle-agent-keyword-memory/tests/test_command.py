@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli.main import main
+
+# The command comes through the plugin's entry point: load the installed plugins for these tests.
+pytestmark = pytest.mark.usefixtures("installed_plugins")
 
 
 def test_memory_keywords_command_through_the_entry_point(tmp_path, monkeypatch):
