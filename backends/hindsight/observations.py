@@ -11,7 +11,7 @@ import numpy as np
 from orchestrator.plugin_api import retrieval
 
 from . import llm as llm_paths
-from .bank import in_clause
+from .bank import in_clause, inserted_id
 
 if TYPE_CHECKING:
     from .backend import HindsightBackend
@@ -83,9 +83,9 @@ def consolidate_fact(hb: HindsightBackend, conn: sqlite3.Connection, fact_id: in
 
 def _create(conn: sqlite3.Connection, now: float, text: str, vector: np.ndarray,
             support: list[int]) -> int:
-    obs = int(conn.execute(
+    obs = inserted_id(conn.execute(
         "INSERT INTO facts (doc_id, text, kind, occurred_start, occurred_end, dated, mentioned_at, "
-        "created_at, position) VALUES (NULL, ?, 'observation', 0, 0, 0, 0, ?, 0)", (text, now)).lastrowid)
+        "created_at, position) VALUES (NULL, ?, 'observation', 0, 0, 0, 0, ?, 0)", (text, now)))
     conn.execute("INSERT INTO fact_fts (rowid, text, context) VALUES (?, ?, '')", (obs, text))
     conn.execute("INSERT INTO vectors (id, vec) VALUES (?, ?)",
                  (obs, np.asarray(vector, dtype=np.float32).tobytes()))

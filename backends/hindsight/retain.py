@@ -17,7 +17,7 @@ import numpy as np
 from orchestrator.plugin_api import retrieval
 
 from . import extract, llm as llm_paths
-from .bank import Bank, in_clause
+from .bank import Bank, in_clause, inserted_id
 from .entities import Resolver
 from .observations import consolidate_fact, existing, remove_facts
 
@@ -191,11 +191,11 @@ def _write_document(hb: HindsightBackend, conn: sqlite3.Connection, p: _Prepared
         old = [r[0] for r in conn.execute("SELECT id FROM facts WHERE doc_id = ?", (row[0],))]
         remove_facts(hb, conn, old, touched)  # re-retaining a document id replaces its facts
         conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
-    doc_id = int(conn.execute(
+    doc_id = inserted_id(conn.execute(
         "INSERT INTO documents (key, text_hash, text, source, retained_at, event_time, tags, extractor) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (item.key, digest, item.text, item.source, now, p.when, json.dumps(item.tags), p.extractor),
-    ).lastrowid)
+    ))
     ids: list[int] = []
     assert p.vectors is not None
     for position, (fact, vector) in enumerate(zip(p.facts, p.vectors)):
@@ -203,10 +203,10 @@ def _write_document(hb: HindsightBackend, conn: sqlite3.Connection, p: _Prepared
         start = fact.start if dated else p.when
         end = fact.end if dated and fact.end is not None else start + 1
         context = _context(conn, p.when)
-        fact_id = int(conn.execute(
+        fact_id = inserted_id(conn.execute(
             "INSERT INTO facts (doc_id, text, kind, occurred_start, occurred_end, dated, mentioned_at, "
             "created_at, position, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (doc_id, fact.text, fact.kind, start, end, int(dated), p.when, now, position, context)).lastrowid)
+            (doc_id, fact.text, fact.kind, start, end, int(dated), p.when, now, position, context)))
         conn.execute("INSERT INTO fact_fts (rowid, text, context) VALUES (?, ?, ?)", (fact_id, fact.text, context))
         conn.execute("INSERT INTO vectors (id, vec) VALUES (?, ?)",
                      (fact_id, np.asarray(vector, dtype=np.float32).tobytes()))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from backends.retrieval.mirror import IndexMirror
+from backends.storage import inserted_id
 
 from .extract import Extraction
 from .readings import Reading
@@ -87,7 +88,7 @@ class GraphWriter:
             if cur.rowcount == 0:
                 continue
             added += 1
-            pid = int(cur.lastrowid)
+            pid = inserted_id(cur)
             self.conn.execute("INSERT INTO passage_vectors VALUES (?, ?)", (pid, to_blob(p.vector)))
             self.changes.append(("p", pid))
             ids = {name: self._entity(name, known, new_entities, p.reading)
@@ -116,7 +117,7 @@ class GraphWriter:
         row = self.conn.execute("SELECT id FROM entities WHERE name = ?", (name,)).fetchone()
         if row is not None:
             return int(row[0])
-        eid = int(self.conn.execute("INSERT INTO entities (name) VALUES (?)", (name,)).lastrowid)
+        eid = inserted_id(self.conn.execute("INSERT INTO entities (name) VALUES (?)", (name,)))
         self.changes.append(("n", eid))
         if self.k > 0 and alnum_count(name) >= self.min_chars:
             vector = (reading.entities[name] if reading and name in reading.entities
@@ -145,8 +146,8 @@ class GraphWriter:
                                 "object = ?", (subject, predicate, obj)).fetchone()
         if row is not None:
             return int(row[0])
-        fid = int(self.conn.execute("INSERT INTO facts (subject, predicate, object) VALUES "
-                                    "(?, ?, ?)", (subject, predicate, obj)).lastrowid)
+        fid = inserted_id(self.conn.execute("INSERT INTO facts (subject, predicate, object) VALUES "
+                                         "(?, ?, ?)", (subject, predicate, obj)))
         vector = (reading.facts[triple] if reading and triple in reading.facts
                   else self._fact_vector(triple, subject, obj, known))
         self.conn.execute("INSERT INTO fact_vectors VALUES (?, ?)", (fid, to_blob(vector)))
