@@ -268,9 +268,9 @@ class GraphWriter:
 
     # --- readings after a delete -------------------------------------------------------------
 
-    def _owners(self, pids: list[int]) -> tuple[dict[int, int], dict[int, int]]:
+    def _owners(self, pids: list[int]) -> tuple[dict[int, int | None], dict[int, int | None]]:
         """The earliest holder of each entity and fact of these passages (before removal)."""
-        out: tuple[dict[int, int], dict[int, int]] = ({}, {})
+        out: tuple[dict[int, int | None], dict[int, int | None]] = ({}, {})
         for held, table, column in ((out[0], "passage_entities", "entity"),
                                     (out[1], "passage_facts", "fact")):
             for pid in pids:
@@ -284,16 +284,17 @@ class GraphWriter:
         return self.conn.execute(f"SELECT MIN(passage) FROM {table} WHERE {column} = ?",
                                  (item,)).fetchone()[0]
 
-    def _read_again(self, entity_owners: dict[int, int], fact_owners: dict[int, int],
+    def _read_again(self, entity_owners: dict[int, int | None], fact_owners: dict[int, int | None],
                     removed: set[int]) -> None:
         """Entities and facts that lost their earliest holder but live on take their reading
         in the next one (or their text embedded alone, when it has none)."""
-        assert self.reread is not None
+        reread = self.reread
+        assert reread is not None
         cache: dict[int, Reading | None] = {}
 
         def reading(pid: int) -> Reading | None:
             if pid not in cache:
-                cache[pid] = self.reread(pid)
+                cache[pid] = reread(pid)
             return cache[pid]
 
         moved: dict[int, tuple[str, np.ndarray]] = {}
