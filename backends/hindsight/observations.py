@@ -40,7 +40,7 @@ def consolidate_fact(hb: HindsightBackend, conn: sqlite3.Connection, fact_id: in
         pairs = [(i, s) for i, s in zip(found, scores) if s >= threshold]
     if earlier is not None and len(earlier_ids):  # this write's earlier facts: not in the mirror
         sims = earlier[:len(earlier_ids)] @ vector
-        pairs += [(earlier_ids[j], float(sims[j])) for j in np.flatnonzero(sims >= threshold)]
+        pairs += [(earlier_ids[j], float(sims[j])) for j in np.flatnonzero(sims >= threshold).tolist()]
     alive = existing(conn, [i for i, _ in pairs])
     candidates = []
     for other, _score in sorted(pairs, key=lambda p: -p[1]):
@@ -53,6 +53,7 @@ def consolidate_fact(hb: HindsightBackend, conn: sqlite3.Connection, fact_id: in
     if not candidates:
         return
     other, (other_doc, other_kind, other_text) = candidates[0]
+    obs: int | None
     if other_kind == "observation":
         obs = other
     else:
