@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
 
-from orchestrator.plugin_api import BackendOptions, MemoryBackend
+from orchestrator.plugin_api import BackendOptions, MemoryBackend, RetrieveResult
 from orchestrator.testing.robustness import SharedStoreContract
 from orchestrator.testing.samples import UNICODE_DOCS, huge_doc, sample_doc
 
@@ -94,7 +94,7 @@ class MemoryBackendContract(SharedStoreContract):
         # A recency backend returns the newest docs whatever the query, so ask for plenty.
         return self.relevance_k if self.relevance_ranked else 50
 
-    def found(self, doc: str, result: dict[str, Any]) -> bool:
+    def found(self, doc: str, result: RetrieveResult) -> bool:
         if doc in result["docs"]:
             return True
         # A recency backend may have folded the doc into a summary that quotes it.
