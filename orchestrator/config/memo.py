@@ -17,10 +17,11 @@ import os
 import zlib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, get_args
 
 from orchestrator.names import CONFIG_FILE
 from tickets.cache_file import read_json, write_json
+from tickets.deps import Mode
 
 if TYPE_CHECKING:
     from tickets.source import LoadResult
@@ -55,7 +56,7 @@ class ReadConfig:
     tickets_dir: str  # absolute
     project_path: str  # absolute
     max_ticket_chars: int
-    dependencies: str  # [run] dependencies: "merged" | "complete"
+    dependencies: Mode  # [run] dependencies
 
     def load_tickets(self) -> LoadResult:
         """The ticket folder's tickets, parsed only for files changed since the last call."""
@@ -155,6 +156,8 @@ def _recall(memo: Path, key: list) -> ReadConfig | None:
         values = entry["config"]
         types = {f.name: (int if f.type == "int" else str) for f in fields(ReadConfig)}
         if set(values) != set(types) or not all(type(values[k]) is t for k, t in types.items()):
+            return None
+        if values["dependencies"] not in get_args(Mode):  # a str, but not one waiting_for knows
             return None
         return ReadConfig(**values)
     except (TypeError, KeyError, AttributeError):
