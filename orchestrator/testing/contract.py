@@ -155,7 +155,7 @@ class MemoryBackendContract(SharedStoreContract):
         if self.stores_docs:
             self.assert_found(backend, sample_doc(1))
 
-    def test_concurrent_plain_retrieves(self, backend):
+    def test_concurrent_plain_retrieves(self, backend: MemoryBackend) -> None:
         docs = [sample_doc(i) for i in range(20)]
         backend.index(docs)
         backend.flush()
@@ -241,7 +241,7 @@ class MemoryBackendContract(SharedStoreContract):
             self.assert_absent(third, docs[0])
             self.assert_found(third, docs[2])
 
-    def test_concurrent_index_and_retrieve_with_lock(self, backend):
+    def test_concurrent_index_and_retrieve_with_lock(self, backend: MemoryBackend) -> None:
         self.require("stores_docs")
         lock = threading.Lock()  # the facade serialises calls per project like this
         errors: list[BaseException] = []
