@@ -349,3 +349,10 @@ class SqliteStore(MetaValues):
 def in_clause(ids: Sequence[Any]) -> str:
     """'(?,?,...)' for an IN over ids (callers chunk long lists)."""
     return "(" + ",".join("?" * len(ids)) + ")"
+
+
+def inserted_id(cur: sqlite3.Cursor) -> int:
+    """The rowid of the row cur's INSERT just added (sqlite3 leaves it None when none ran)."""
+    if cur.lastrowid is None:
+        raise RuntimeError("inserted_id: the cursor ran no INSERT")
+    return cur.lastrowid

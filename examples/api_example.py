@@ -27,7 +27,8 @@ def main() -> None:
                   f"{outcome.changes} file(s) changed")
             if outcome.status == "complete":
                 print("  " + orch.merge(ticket.id).message)  # into the base branch
-        print("memory:", orch.memory.list_docs("calc"))
+        if orch.memory is not None:  # None when memory is off ([memory] backend = "none")
+            print("memory:", orch.memory.list_docs("calc"))
 
 
 if __name__ == "__main__":

@@ -191,9 +191,10 @@ class HindsightBackend(MemoryBackend):
         if facts_mode:
             return {"question": query, "docs": [f"{h.text} ({h.when})" if h.when else h.text for h in hits],
                     "doc_scores": [float(h.score) for h in hits]}
-        return {"question": query, **self._documents(hits, k)}
+        docs, doc_scores = self._documents(hits, k)
+        return {"question": query, "docs": docs, "doc_scores": doc_scores}
 
-    def _documents(self, hits: list[recall_mod.Hit], k: int) -> dict[str, list]:
+    def _documents(self, hits: list[recall_mod.Hit], k: int) -> tuple[list[str], list[float]]:
         """Facts to their documents, each scored by its best fact plus a share of its second;
         an observation stands for the documents of the facts supporting it."""
         scores: dict[int, float] = {}
@@ -222,7 +223,8 @@ class HindsightBackend(MemoryBackend):
             ids = [d for d, _ in ranked]
             rows = {r[0]: (r[1], r[2]) for r in conn.execute(
                 f"SELECT id, text, source FROM documents WHERE id IN {in_clause(ids)}", ids)} if ids else {}
-        docs, doc_scores = [], []
+        docs: list[str] = []
+        doc_scores: list[float] = []
         for doc_id, score in ranked:
             if doc_id not in rows:
                 continue
@@ -232,7 +234,7 @@ class HindsightBackend(MemoryBackend):
                 text = f"{hit.text} ({hit.when})" if hit.when else hit.text
             docs.append(text)
             doc_scores.append(float(score))
-        return {"docs": docs, "doc_scores": doc_scores}
+        return docs, doc_scores
 
     def delete(self, docs: list[str]) -> int:
         docs = check_texts(docs, "docs")

@@ -10,9 +10,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from orchestrator.plugin_api import retrieval
-from backends.storage import CHUNK, SqliteStore, in_clause
+from backends.storage import CHUNK, SqliteStore, in_clause, inserted_id
 
-__all__ = ["Bank", "in_clause"]
+__all__ = ["Bank", "in_clause", "inserted_id"]
 
 # 2: the kind of fact vectors is recorded (meta fact_vector_kind, see claim_vector_kind); a
 # version 1 bank's facts were embedded alone, and stay valid.

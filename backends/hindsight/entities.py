@@ -10,7 +10,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Sequence
 
-from .bank import in_clause
+from .bank import in_clause, inserted_id
 
 SIMILAR = 0.7  # name similarity below which an entity is not a candidate at all
 MERGE_SCORE = 0.8  # combined score at or above which a new name is an existing entity
@@ -79,7 +79,7 @@ class Resolver:
                 cur = self.conn.execute(
                     "INSERT INTO entities (name, key, first_seen, last_seen, mentions) "
                     "VALUES (?, ?, ?, ?, 0)", (name.strip(), key, when, when))
-                entity_id = int(cur.lastrowid)
+                entity_id = inserted_id(cur)
             self.conn.execute("INSERT OR IGNORE INTO entity_aliases VALUES (?, ?)", (key, entity_id))
             self.conn.executemany("INSERT OR IGNORE INTO entity_words VALUES (?, ?)",
                                   [(word, key) for word in key.split()])

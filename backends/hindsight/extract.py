@@ -203,7 +203,7 @@ def _places(text: str, header: str, sentences: list[str]) -> list[tuple[tuple[in
     head = find(header) if header else None
     if header and head is None:  # the header is part of every fact: no fact without it
         return [()] * len(sentences)
-    out = []
+    out: list[tuple[tuple[int, int], ...]] = []
     for sentence in sentences:
         place = find(sentence)
         out.append(() if place is None else ((head, place) if head else (place,)))

@@ -11,7 +11,7 @@ import numpy as np
 from orchestrator.plugin_api import retrieval
 
 from . import llm as llm_paths
-from .bank import in_clause
+from .bank import in_clause, inserted_id
 
 if TYPE_CHECKING:
     from .backend import HindsightBackend
@@ -40,7 +40,7 @@ def consolidate_fact(hb: HindsightBackend, conn: sqlite3.Connection, fact_id: in
         pairs = [(i, s) for i, s in zip(found, scores) if s >= threshold]
     if earlier is not None and len(earlier_ids):  # this write's earlier facts: not in the mirror
         sims = earlier[:len(earlier_ids)] @ vector
-        pairs += [(earlier_ids[j], float(sims[j])) for j in np.flatnonzero(sims >= threshold)]
+        pairs += [(earlier_ids[j], float(sims[j])) for j in np.flatnonzero(sims >= threshold).tolist()]
     alive = existing(conn, [i for i, _ in pairs])
     candidates = []
     for other, _score in sorted(pairs, key=lambda p: -p[1]):
@@ -53,6 +53,7 @@ def consolidate_fact(hb: HindsightBackend, conn: sqlite3.Connection, fact_id: in
     if not candidates:
         return
     other, (other_doc, other_kind, other_text) = candidates[0]
+    obs: int | None
     if other_kind == "observation":
         obs = other
     else:
@@ -83,9 +84,9 @@ def consolidate_fact(hb: HindsightBackend, conn: sqlite3.Connection, fact_id: in
 
 def _create(conn: sqlite3.Connection, now: float, text: str, vector: np.ndarray,
             support: list[int]) -> int:
-    obs = int(conn.execute(
+    obs = inserted_id(conn.execute(
         "INSERT INTO facts (doc_id, text, kind, occurred_start, occurred_end, dated, mentioned_at, "
-        "created_at, position) VALUES (NULL, ?, 'observation', 0, 0, 0, 0, ?, 0)", (text, now)).lastrowid)
+        "created_at, position) VALUES (NULL, ?, 'observation', 0, 0, 0, 0, ?, 0)", (text, now)))
     conn.execute("INSERT INTO fact_fts (rowid, text, context) VALUES (?, ?, '')", (obs, text))
     conn.execute("INSERT INTO vectors (id, vec) VALUES (?, ?)",
                  (obs, np.asarray(vector, dtype=np.float32).tobytes()))

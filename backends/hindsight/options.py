@@ -14,6 +14,11 @@ DEFAULT_MENTAL_MODELS = {
 }
 MODEL_NAME_CHARS = 64
 MENTAL_MODEL_CAP = 16_000  # seed 003 caps a mental model at 16k characters
+Strategy = Literal["semantic", "keyword", "graph", "temporal"]  # the recall strategies fused
+
+
+def _default_weights() -> dict[Strategy, float]:
+    return {"semantic": 1.0, "keyword": 1.0, "graph": 0.5, "temporal": 1.0}
 
 
 class HindsightOptions(retrieval.EmbedderOptions, retrieval.RecencyOptions):
@@ -50,8 +55,8 @@ class HindsightOptions(retrieval.EmbedderOptions, retrieval.RecencyOptions):
         "'rrf': "
         "reciprocal-rank fusion with k = rrf_k, as Hindsight does")
     rrf_k: int = Field(60, ge=1)
-    strategy_weights: dict[Literal["semantic", "keyword", "graph", "temporal"], float] = Field(
-        default_factory=lambda: {"semantic": 1.0, "keyword": 1.0, "graph": 0.5, "temporal": 1.0},
+    strategy_weights: dict[Strategy, float] = Field(
+        default_factory=_default_weights,
         description="weight of each recall strategy in the fusion (0 turns one off)")
     candidate_pool: int = Field(100, ge=10, le=2000, description="candidates per strategy")
     graph_seeds: int = Field(8, ge=1, le=100, description="best hits the graph spreads from")

@@ -7,7 +7,7 @@ import logging
 import math
 import sqlite3
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from orchestrator.plugin_api import retrieval
 from . import dates
 from .kinds import KINDS  # noqa: F401 - re-exported
 from .bank import in_clause
+from .options import Strategy
 
 if TYPE_CHECKING:
     from .backend import HindsightBackend
@@ -61,7 +62,7 @@ class Recalled:
     span: dates.TimeSpan | None = None
 
 
-def fuse(lists: dict[str, Ranked], weights: dict[str, float], method: str, k: int) -> Ranked:
+def fuse(lists: Mapping[Strategy, Ranked], weights: Mapping[Strategy, float], method: str, k: int) -> Ranked:
     """Several ranked lists into one: weighted reciprocal rank (scaled so 1.0 is first
     everywhere) or a weighted sum of min-max-normalised scores. Ties break by id."""
     total = sum(weights.get(name, 0.0) for name, ranked in lists.items() if ranked) or 1.0
@@ -126,7 +127,7 @@ def recall(hb: HindsightBackend, query: str, k: int, *, budget_tokens: int | Non
         if index is None or len(index) == 0:
             return Recalled([], query, truncated)
         found, scores = index.search(qvec, pool)
-        lists: dict[str, Ranked] = {"semantic": list(zip(found, scores)),
+        lists: dict[Strategy, Ranked] = {"semantic": list(zip(found, scores)),
                                     "keyword": keyword(conn, query, pool, opts.context_weight)}
         seeds = fuse(lists, {"semantic": 1.0, "keyword": 1.0}, opts.fusion, opts.rrf_k)
         lists["graph"] = _graph(conn, seeds[:opts.graph_seeds], pool)

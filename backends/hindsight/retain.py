@@ -17,7 +17,7 @@ import numpy as np
 from orchestrator.plugin_api import retrieval
 
 from . import extract, llm as llm_paths
-from .bank import Bank, in_clause
+from .bank import Bank, in_clause, inserted_id
 from .entities import Resolver
 from .observations import consolidate_fact, existing, remove_facts
 
@@ -79,8 +79,10 @@ def retain_items(hb: HindsightBackend, items: Sequence[RetainItem]) -> list[int]
         present = {k: h for k, h in _keys(conn, [i.key for i in items])}
     todo: dict[str, RetainItem] = {}
     for item in items:  # the first of a key in the batch wins; an unchanged doc is skipped
-        if present.get(item.key) != text_hash(item.text):
-            todo.setdefault(item.key, item)
+        key = item.key
+        assert key is not None  # __post_init__ sets it
+        if present.get(key) != text_hash(item.text):
+            todo.setdefault(key, item)
     known = KnownAliases(hb.bank)
     prepared = [_prepare(hb, item, now, known) for item in todo.values()]
     if not any(p.facts for p in prepared):
@@ -125,7 +127,9 @@ def _embed(hb: HindsightBackend, prepared: list[_Prepared]) -> None:
         for (i, n), vector in zip(alone, retrieval.embed_documents(hb.embedder, texts, hb.cache)):
             found[i][n] = vector
     for p, row in zip(prepared, found):
-        p.vectors = np.vstack(row).astype(np.float32, copy=False) if row else None
+        vectors = [v for v in row if v is not None]
+        assert len(vectors) == len(row)  # every part without a pooled vector was embedded above
+        p.vectors = np.vstack(vectors).astype(np.float32, copy=False) if vectors else None
 
 
 class KnownAliases:
@@ -191,22 +195,22 @@ def _write_document(hb: HindsightBackend, conn: sqlite3.Connection, p: _Prepared
         old = [r[0] for r in conn.execute("SELECT id FROM facts WHERE doc_id = ?", (row[0],))]
         remove_facts(hb, conn, old, touched)  # re-retaining a document id replaces its facts
         conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
-    doc_id = int(conn.execute(
+    doc_id = inserted_id(conn.execute(
         "INSERT INTO documents (key, text_hash, text, source, retained_at, event_time, tags, extractor) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (item.key, digest, item.text, item.source, now, p.when, json.dumps(item.tags), p.extractor),
-    ).lastrowid)
+    ))
     ids: list[int] = []
     assert p.vectors is not None
     for position, (fact, vector) in enumerate(zip(p.facts, p.vectors)):
         dated = fact.start is not None
-        start = fact.start if dated else p.when
+        start = fact.start if fact.start is not None else p.when
         end = fact.end if dated and fact.end is not None else start + 1
         context = _context(conn, p.when)
-        fact_id = int(conn.execute(
+        fact_id = inserted_id(conn.execute(
             "INSERT INTO facts (doc_id, text, kind, occurred_start, occurred_end, dated, mentioned_at, "
             "created_at, position, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (doc_id, fact.text, fact.kind, start, end, int(dated), p.when, now, position, context)).lastrowid)
+            (doc_id, fact.text, fact.kind, start, end, int(dated), p.when, now, position, context)))
         conn.execute("INSERT INTO fact_fts (rowid, text, context) VALUES (?, ?, ?)", (fact_id, fact.text, context))
         conn.execute("INSERT INTO vectors (id, vec) VALUES (?, ?)",
                      (fact_id, np.asarray(vector, dtype=np.float32).tobytes()))
@@ -270,7 +274,7 @@ def _semantic_links(hb: HindsightBackend, conn: sqlite3.Connection,
             found, scores = index.search(vector, n)
             pairs += [(i, s) for i, s in zip(found, scores) if s >= threshold]
             pairs = [(i, s) for i, s in pairs if i in existing(conn, [i for i, _ in pairs])]
-        order = np.argsort(-within[row, :row])[:n] if row else []
+        order: list[int] = np.argsort(-within[row, :row])[:n].tolist() if row else []
         pairs += [(ids[j], float(within[row, j])) for j in order if within[row, j] >= threshold]
         for other, score in sorted(pairs, key=lambda p: -p[1])[:n]:
             if other != fact_id:

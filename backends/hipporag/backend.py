@@ -208,12 +208,12 @@ class HippoRAGBackend(MemoryBackend):
                     "SELECT e.name FROM entities e JOIN entity_vectors v ON v.id = e.id WHERE "
                     f"e.name IN ({','.join('?' * len(chunk))})", chunk))
             for start in range(0, len(wanted_facts), CHUNK // 3):
-                chunk = wanted_facts[start:start + CHUNK // 3]
+                facts = wanted_facts[start:start + CHUNK // 3]
                 have_facts.update(conn.execute(
-                    f"WITH t(s, p, o) AS (VALUES {','.join(['(?, ?, ?)'] * len(chunk))}) "
+                    f"WITH t(s, p, o) AS (VALUES {','.join(['(?, ?, ?)'] * len(facts))}) "
                     "SELECT t.s, t.p, t.o FROM t JOIN entities s ON s.name = t.s JOIN facts f ON "
                     "f.subject = s.id AND f.predicate = t.p JOIN entities o ON o.id = f.object "
-                    "AND o.name = t.o", [part for t in chunk for part in t]).fetchall())
+                    "AND o.name = t.o", [part for t in facts for part in t]).fetchall())
         return ([n for n in wanted_names if n not in have_names],
                 {t for t in wanted_facts if t not in have_facts})
 
@@ -388,7 +388,7 @@ class HippoRAGBackend(MemoryBackend):
         k = min(opts.fact_top_k, len(scores))
         cutoff = np.partition(norm, len(norm) - k)[len(norm) - k]
         pool = np.flatnonzero(norm >= cutoff)  # ties at the cut broken by content, not row ids
-        picked = sorted(pool, key=lambda i: (-norm[i], graph.fact_key(i)))[:k]
+        picked = sorted(pool.tolist(), key=lambda i: (-norm[i], graph.fact_key(i)))[:k]
         if self.llm is not None and opts.recognition_filter:
             keep = openie.llm_filter(self.llm, query, [graph.fact_key(i) for i in picked])
             picked = [picked[j] for j in keep]

@@ -140,15 +140,15 @@ class GraphMirror:
         if touched["g"]:
             g = np.fromiter(touched["g"], dtype=np.int64)
             keep = ~(np.isin(self._fe[:, 0], g) | np.isin(self._fe[:, 1], g))
-            fresh = set(_rows(conn, "SELECT a, b, weight FROM fact_edges WHERE a IN ({}) OR b IN "
-                                    "({})", touched["g"]))
-            self._fe = np.vstack([self._fe[keep], _ints(sorted(fresh), 3)])
+            fresh_edges = set(_rows(conn, "SELECT a, b, weight FROM fact_edges WHERE a IN ({}) OR "
+                                          "b IN ({})", touched["g"]))
+            self._fe = np.vstack([self._fe[keep], _ints(sorted(fresh_edges), 3)])
             keep = ~(np.isin(self._syn[:, 0], g) | np.isin(self._syn[:, 1], g))
-            kept = list(zip(self._syn[keep, 0].tolist(), self._syn[keep, 1].tolist(),
-                            self._syn_scores[keep].tolist()))
+            kept_syn = list(zip(self._syn[keep, 0].tolist(), self._syn[keep, 1].tolist(),
+                                self._syn_scores[keep].tolist()))
             fresh_syn = set(_rows(conn, "SELECT entity, neighbour, score FROM synonyms WHERE "
                                         "entity IN ({}) OR neighbour IN ({})", touched["g"]))
-            self._set_synonyms(kept + sorted(fresh_syn))
+            self._set_synonyms(kept_syn + sorted(fresh_syn))
         if touched["f"]:
             f = np.fromiter(touched["f"], dtype=np.int64)
             for i in touched["f"]:

@@ -10,13 +10,15 @@ import re
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.plugin_api import ConfigError, TextLLM
 
 from .extract import Extraction, extract_offline
+
+M = TypeVar("M", bound=BaseModel)
 
 log = logging.getLogger("middle.memory.hipporag")
 
@@ -57,7 +59,7 @@ class NotJSON(ValueError):
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 
 
-def parse_reply(text: Any, schema: type[BaseModel]) -> BaseModel:
+def parse_reply(text: Any, schema: type[M]) -> M:
     """The JSON object in a reply, validated against schema (code fences tolerated; never eval)."""
     if not isinstance(text, str):
         raise NotJSON(f"reply is {type(text).__name__}, not text")

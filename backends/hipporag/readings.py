@@ -34,11 +34,11 @@ def read(embedder: Embedder, text: str, extraction: Extraction,
     """The passage read once; None when the embedder gives no token states (then every part
     is embedded alone). Parts the extractor does not place (an LLM's) have no reading. With
     a cache, a passage read before (a rerun, a resumed benchmark) costs no model pass."""
-    parts: dict[object, Ranges] = dict(extraction.mentions)
+    parts: dict[object, Ranges] = {name: where for name, where in extraction.mentions.items()}
     for triple, where in zip(extraction.triples, extraction.evidence):
         parts.setdefault(triple, where)  # a fact stated twice is read where first stated
     keys = _keys(embedder, text, parts) if cache is not None and embedder.cacheable else None
-    if keys is not None:
+    if keys is not None and cache is not None:
         found = cache.get(embedder.model_id, list(keys.values()), embedder.dimension)
         if len(found) == len(keys):  # read before, every part: no model pass
             return _reading({part: found[key] for part, key in keys.items()})
@@ -49,7 +49,7 @@ def read(embedder: Embedder, text: str, extraction: Extraction,
     vectors: dict[object, np.ndarray | None] = {part: states.pool(where)
                                                 for part, where in parts.items()}
     vectors[PASSAGE] = states.vector
-    if keys is not None:  # a part the model did not reach is cached as zeros (no reading)
+    if keys is not None and cache is not None:  # a part the model did not reach is cached as zeros (no reading)
         cache.put(embedder.model_id, [(keys[p], np.zeros_like(states.vector) if v is None else v)
                                       for p, v in vectors.items()])
     return _reading(vectors)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from backends.retrieval.mirror import IndexMirror
+from backends.storage import inserted_id
 
 from .extract import Extraction
 from .readings import Reading
@@ -87,7 +88,7 @@ class GraphWriter:
             if cur.rowcount == 0:
                 continue
             added += 1
-            pid = int(cur.lastrowid)
+            pid = inserted_id(cur)
             self.conn.execute("INSERT INTO passage_vectors VALUES (?, ?)", (pid, to_blob(p.vector)))
             self.changes.append(("p", pid))
             ids = {name: self._entity(name, known, new_entities, p.reading)
@@ -116,7 +117,7 @@ class GraphWriter:
         row = self.conn.execute("SELECT id FROM entities WHERE name = ?", (name,)).fetchone()
         if row is not None:
             return int(row[0])
-        eid = int(self.conn.execute("INSERT INTO entities (name) VALUES (?)", (name,)).lastrowid)
+        eid = inserted_id(self.conn.execute("INSERT INTO entities (name) VALUES (?)", (name,)))
         self.changes.append(("n", eid))
         if self.k > 0 and alnum_count(name) >= self.min_chars:
             vector = (reading.entities[name] if reading and name in reading.entities
@@ -145,8 +146,8 @@ class GraphWriter:
                                 "object = ?", (subject, predicate, obj)).fetchone()
         if row is not None:
             return int(row[0])
-        fid = int(self.conn.execute("INSERT INTO facts (subject, predicate, object) VALUES "
-                                    "(?, ?, ?)", (subject, predicate, obj)).lastrowid)
+        fid = inserted_id(self.conn.execute("INSERT INTO facts (subject, predicate, object) VALUES "
+                                         "(?, ?, ?)", (subject, predicate, obj)))
         vector = (reading.facts[triple] if reading and triple in reading.facts
                   else self._fact_vector(triple, subject, obj, known))
         self.conn.execute("INSERT INTO fact_vectors VALUES (?, ?)", (fid, to_blob(vector)))
@@ -267,9 +268,9 @@ class GraphWriter:
 
     # --- readings after a delete -------------------------------------------------------------
 
-    def _owners(self, pids: list[int]) -> tuple[dict[int, int], dict[int, int]]:
+    def _owners(self, pids: list[int]) -> tuple[dict[int, int | None], dict[int, int | None]]:
         """The earliest holder of each entity and fact of these passages (before removal)."""
-        out: tuple[dict[int, int], dict[int, int]] = ({}, {})
+        out: tuple[dict[int, int | None], dict[int, int | None]] = ({}, {})
         for held, table, column in ((out[0], "passage_entities", "entity"),
                                     (out[1], "passage_facts", "fact")):
             for pid in pids:
@@ -283,16 +284,17 @@ class GraphWriter:
         return self.conn.execute(f"SELECT MIN(passage) FROM {table} WHERE {column} = ?",
                                  (item,)).fetchone()[0]
 
-    def _read_again(self, entity_owners: dict[int, int], fact_owners: dict[int, int],
+    def _read_again(self, entity_owners: dict[int, int | None], fact_owners: dict[int, int | None],
                     removed: set[int]) -> None:
         """Entities and facts that lost their earliest holder but live on take their reading
         in the next one (or their text embedded alone, when it has none)."""
-        assert self.reread is not None
+        reread = self.reread
+        assert reread is not None
         cache: dict[int, Reading | None] = {}
 
         def reading(pid: int) -> Reading | None:
             if pid not in cache:
-                cache[pid] = self.reread(pid)
+                cache[pid] = reread(pid)
             return cache[pid]
 
         moved: dict[int, tuple[str, np.ndarray]] = {}

@@ -76,11 +76,11 @@ class MatrixMirror(_Mirror):
         return None if self._rows is None else self._rows[:self.n]
 
     def _remove(self, ids: np.ndarray) -> None:
-        if not (len(ids) and self.n):
+        if not (len(ids) and self.n) or self._rows is None:
             return
         keep = ~np.isin(self.ids, ids)
         if not keep.all():
-            self._ids, self._rows = self.ids[keep], np.ascontiguousarray(self.matrix[keep])
+            self._ids, self._rows = self.ids[keep], np.ascontiguousarray(self._rows[:self.n][keep])
             self.n = len(self._ids)
 
     def _add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
@@ -92,7 +92,7 @@ class MatrixMirror(_Mirror):
             merged = np.concatenate([self.ids, ids])
             order = np.argsort(merged, kind="stable")
             self._ids = merged[order]
-            self._rows = np.ascontiguousarray(np.vstack([self.matrix, vectors])[order])
+            self._rows = np.ascontiguousarray(np.vstack([self._rows[:self.n], vectors])[order])
             self.n = len(self._ids)
             return
         need = self.n + len(ids)
@@ -112,7 +112,7 @@ class MatrixMirror(_Mirror):
             return np.zeros(0, dtype=np.float32)
         # einsum runs one thread: BLAS gemv split over threads was 3-4x slower on a busy
         # 2-core machine (memory-bound work), and its blocking could vary with the row count.
-        return np.einsum("ij,j->i", self.matrix, np.asarray(query, dtype=np.float32))
+        return np.einsum("ij,j->i", self._rows[:self.n], np.asarray(query, dtype=np.float32))
 
 
 class IndexMirror(_Mirror):

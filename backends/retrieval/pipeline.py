@@ -117,10 +117,10 @@ def mmr(ranked: list[Candidate], k: int, lam: float) -> list[Candidate]:
     """
     if not ranked:
         return []
-    dims = {c.vector.shape[0] for c in ranked if c.vector is not None}
-    if len(dims) != 1 or any(c.vector is None for c in ranked):
+    held = [c.vector for c in ranked if c.vector is not None]
+    if len({v.shape[0] for v in held}) != 1 or len(held) < len(ranked):
         return ranked[:k]  # no vectors (bm25-only store): nothing to measure redundancy with
-    vectors = np.vstack([c.vector for c in ranked])
+    vectors = np.vstack(held)
     scores = np.asarray([c.score for c in ranked])
     redundancy = np.zeros(len(ranked))
     chosen: list[int] = []

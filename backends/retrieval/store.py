@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from orchestrator.plugin_api import MemoryStoreError
-from backends.storage import CHUNK, SqliteStore
+from backends.storage import CHUNK, SqliteStore, inserted_id
 
 from . import bm25
 from .mirror import IndexMirror
@@ -180,7 +180,7 @@ class RetrievalStore(SqliteStore):
              record.timestamp if record.timestamp is not None else now, record.importance or 3))
         if cur.rowcount == 0:
             return None
-        rowid = int(cur.lastrowid)
+        rowid = inserted_id(cur)
         conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (rowid, self._fts(record.text)))
         if vector is not None:
             conn.execute("INSERT INTO vectors (id, vec) VALUES (?, ?)",

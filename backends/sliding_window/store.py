@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from backends.storage import SqliteStore
+from backends.storage import SqliteStore, inserted_id
 
 FORMAT_VERSION = 1
 SCHEMA = """
@@ -150,7 +150,7 @@ def insert_processing(
         "status, created_at) VALUES (?, ?, ?, ?, 'processing', ?)",
         (cid, start, end, base_id, now),
     )
-    return int(cur.lastrowid)
+    return inserted_id(cur)
 
 
 def finish(

@@ -107,11 +107,13 @@ class AnthropicTextLLM:
         self.model, self.base = model, base
 
     def complete(self, system: str, prompt: str, max_tokens: int = 1024) -> str:
+        from anthropic.types import TextBlock
+
         resp = self.base.client.messages.create(
             model=self.model, max_tokens=max_tokens, system=system,
             messages=[{"role": "user", "content": prompt}],
         )
-        return "".join(b.text for b in resp.content if getattr(b, "type", "") == "text")
+        return "".join(b.text for b in resp.content if isinstance(b, TextBlock))
 
 
 class LangChainLLM:
@@ -121,9 +123,9 @@ class LangChainLLM:
         self.chat_model = chat_model
 
     def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel]) -> str:
-        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+        from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-        lc = [SystemMessage(content=system)]
+        lc: list[BaseMessage] = [SystemMessage(content=system)]
         for m in messages:
             lc.append(HumanMessage(content=m["content"]) if m["role"] == "user" else AIMessage(content=m["content"]))
         reply = self.chat_model.invoke(lc)
@@ -137,10 +139,8 @@ def as_agent_llm(model: Any) -> AgentLLM:
     """Accept an AgentLLM as is, or wrap a LangChain BaseChatModel."""
     if hasattr(model, "complete"):
         return model
-    try:
-        from langchain_core.language_models import BaseChatModel
-    except ImportError:  # pragma: no cover - langchain-core is a dependency
-        BaseChatModel = ()  # type: ignore[assignment]
+    from langchain_core.language_models import BaseChatModel  # a dependency: always there
+
     if isinstance(model, BaseChatModel):
         return LangChainLLM(model)
     raise ConfigError(

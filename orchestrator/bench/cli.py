@@ -42,7 +42,7 @@ def progress_bar(enabled: bool) -> Iterator[runner.Progress]:
             if starting:
                 bar.remove_task(starting.pop())
             task = bar.add_task(description, total=max(total, 1))
-            return lambda n=1: bar.advance(task, n)
+            return lambda n: bar.advance(task, n)
 
         yield track
 

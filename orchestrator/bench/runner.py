@@ -25,7 +25,7 @@ Progress = Callable[[str, int], Callable[[int], None]]
 
 
 def no_progress(description: str, total: int) -> Callable[[int], None]:
-    return lambda n=1: None
+    return lambda n: None
 
 
 POSTGRES = "@postgres"
@@ -282,7 +282,8 @@ def _memory_docs(conv: datasets.Conversation, timed: bool):
     which turns each doc text stands for."""
     from orchestrator.plugin_api import retrieval
 
-    docs, records, ids_of = [], [], {}
+    docs, records = [], []
+    ids_of: dict[str, set[str]] = {}
     for turn in conv.turns:
         text = turn.text if timed else f"[{turn.date}] {turn.text}"
         docs.append(text)

@@ -64,7 +64,7 @@ def demo(ctx: click.Context, workdir: str | None, examples: str | None, memory: 
     from orchestrator.cli.log_view import print_log
 
     keep = workdir is not None
-    root = Path(workdir).resolve() if keep else Path(tempfile.mkdtemp(prefix="middle-demo-"))
+    root = Path(workdir).resolve() if workdir is not None else Path(tempfile.mkdtemp(prefix="middle-demo-"))
     if not keep:  # removed when the command ends, however it ends (the services close first)
         ctx.call_on_close(lambda: shutil.rmtree(root, ignore_errors=True))
     backend = DEFAULT_BACKEND if memory else "none"

@@ -18,6 +18,7 @@ from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND
 if TYPE_CHECKING:
     from orchestrator.config.settings import Config
     from orchestrator.config.memo import ReadConfig
+    from orchestrator.plugin_api import MemoryBackend
 
 
 def get_config(ctx: click.Context, *, required: bool = True) -> Config:
@@ -119,8 +120,10 @@ class MiddleGroup(click.Group):
                 from orchestrator.bench.fleet import fleet
                 from orchestrator.bench.runs import runs
 
-                self.commands[name].add_command(runs)
-                self.commands[name].add_command(fleet)
+                bench = self.commands[name]
+                assert isinstance(bench, click.Group)  # `middle bench` is a group
+                bench.add_command(runs)
+                bench.add_command(fleet)
         return self.commands.get(name)
 
     def get_command(self, ctx: click.Context, name: str) -> Any:
@@ -379,8 +382,8 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         table.add_row(safe(t.id), safe(t.project_id), st, safe(shorten(waits or "-", 40)),
                       safe(shorten(t.title, 60)), safe(shorten(t.status_reason or "", 60)))
     console.print(table)
-    for problem in folder.errors:
-        err_console.print(f"[yellow]skipped:[/] {safe(problem)}")
+    for skipped in folder.errors:
+        err_console.print(f"[yellow]skipped:[/] {safe(skipped)}")
     for warning in folder.warnings:
         err_console.print(f"[yellow]warning:[/] {safe(warning)}")
     for problem in problems:
@@ -464,7 +467,7 @@ def backends(name: str | None) -> None:
     console.print("`middle backends NAME` shows a backend's options, their defaults and what they do")
 
 
-def _recall_kind(name: str, cls: type) -> str:
+def _recall_kind(name: str, cls: type[MemoryBackend]) -> str:
     if name == "none":
         return "- (memory off)"
     return "by recency (query ignored)" if cls.recall == "recency" else "by relevance"

@@ -219,6 +219,7 @@ class ClaudeCodeWorker:
                     break
                 for event in stream.feed(line):
                     emit(event)
+            exit_code: int | None
             try:
                 exit_code = proc.wait(timeout=_DRAIN_S if gone_at is not None else max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:  # stdout closed but the process hung on
@@ -247,12 +248,13 @@ class ClaudeCodeWorker:
                 elapsed_ms: int) -> TurnResult:
         r = stream.result or {}
         text = r.get("result") if isinstance(r.get("result"), str) else ""
+        usage = r.get("usage")
         turn = TurnResult(
             session_id=r.get("session_id") or stream.session_id,
             text=text or "",
             is_error=bool(r.get("is_error")) or exit_code != 0 or stream.result is None or timed_out,
             cost_usd=turn_cost(r),
-            usage=r.get("usage") if isinstance(r.get("usage"), dict) else {},
+            usage=usage if isinstance(usage, dict) else {},
             num_turns=int(r.get("num_turns") or 0),
             duration_ms=int(r.get("duration_ms") or elapsed_ms),
             exit_code=exit_code,

@@ -45,8 +45,8 @@ def progress_events(obj: dict[str, Any]) -> list[dict[str, Any]]:
     if kind == "system" and obj.get("subtype") == "api_retry":
         return [{"type": "retry", "attempt": obj.get("attempt"), "max_retries": obj.get("max_retries"),
                  "error_status": obj.get("error_status"), "retry_delay_ms": obj.get("retry_delay_ms")}]
-    message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
-    content = message.get("content")
+    message = obj.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, list):
         return []
     events: list[dict[str, Any]] = []
@@ -72,7 +72,9 @@ def permission_denials(result: dict[str, Any]) -> list[dict[str, Any]]:
     for d in result.get("permission_denials") or []:
         if not isinstance(d, dict):
             continue
-        args = d.get("tool_input") if isinstance(d.get("tool_input"), dict) else {}
+        args = d.get("tool_input")
+        if not isinstance(args, dict):
+            args = {}
         target = args.get("file_path") or args.get("notebook_path") or args.get("command") or args.get("path")
         out.append({"tool": d.get("tool_name"), "target": _short(str(target or ""), 500)})
     return out

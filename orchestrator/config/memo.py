@@ -18,10 +18,11 @@ import os
 import zlib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, get_args
 
 from orchestrator.names import CONFIG_FILE
 from tickets.cache_file import read_json, write_json
+from tickets.deps import Mode
 
 MEMO_VERSION = 2
 # The per-user cache folder the embedding cache uses too (backends.retrieval.cache.cache_dir).
@@ -53,7 +54,7 @@ class ReadConfig:
     tickets_dir: str  # absolute
     project_path: str  # absolute
     max_ticket_chars: int
-    dependencies: str  # [run] dependencies: "merged" | "complete"
+    dependencies: Mode  # [run] dependencies
     root: str  # the config's folder: relative paths start here
     tickets_kind: str  # [tickets] kind: the ticket source
     tickets_options: str  # [tickets.options] as JSON (a memo value is text or a number)
@@ -152,6 +153,8 @@ def _recall(memo: Path, key: list) -> ReadConfig | None:
         values = entry["config"]
         types = {f.name: (int if f.type == "int" else str) for f in fields(ReadConfig)}
         if set(values) != set(types) or not all(type(values[k]) is t for k, t in types.items()):
+            return None
+        if values["dependencies"] not in get_args(Mode):  # a str, but not one waiting_for knows
             return None
         return ReadConfig(**values)
     except (TypeError, KeyError, AttributeError):

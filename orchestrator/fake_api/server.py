@@ -99,8 +99,7 @@ class FakeMessagesAPI:
     def base_url(self) -> str:
         if self._server is None:
             raise RuntimeError("the fake Messages API is not running; call start() first")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{self._address[0]}:{self._server.server_port}"
 
     # -- the record ----------------------------------------------------------------------------
     @property

@@ -24,7 +24,7 @@ def stores(facade: MemoryFacade, project_id: str) -> dict[str, Path]:
 def store_counts(facade: MemoryFacade, project_id: str) -> list[tuple[str, int | None, str]]:
     """(backend, docs, note) for every store the project has; note says which is configured
     or why a store could not be read."""
-    rows = []
+    rows: list[tuple[str, int | None, str]] = []
     for name in stores(facade, project_id):
         note = "configured" if name == facade.backend_name else ""
         try:

@@ -100,7 +100,7 @@ def _postgres(url: str, reconnect_s: float) -> Checkpointer:
             with psycopg.connect(url, autocommit=True) as lock:
                 # Try, then sleep: a session blocked in pg_advisory_lock would itself be an open
                 # transaction the holder's CONCURRENTLY index waits for (a deadlock).
-                while not lock.execute("SELECT pg_try_advisory_lock(%s)", (SETUP_LOCK_KEY,)).fetchone()[0]:
+                while lock.execute("SELECT pg_try_advisory_lock(%s)", (SETUP_LOCK_KEY,)).fetchone() != (True,):
                     time.sleep(0.2)
                 try:
                     saver.setup()

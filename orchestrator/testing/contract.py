@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
 
-from orchestrator.plugin_api import BackendOptions, MemoryBackend
+from orchestrator.plugin_api import BackendOptions, MemoryBackend, RetrieveResult
 from orchestrator.testing.robustness import SharedStoreContract
 from orchestrator.testing.samples import UNICODE_DOCS, huge_doc, sample_doc
 
@@ -94,7 +94,7 @@ class MemoryBackendContract(SharedStoreContract):
         # A recency backend returns the newest docs whatever the query, so ask for plenty.
         return self.relevance_k if self.relevance_ranked else 50
 
-    def found(self, doc: str, result: dict[str, Any]) -> bool:
+    def found(self, doc: str, result: RetrieveResult) -> bool:
         if doc in result["docs"]:
             return True
         # A recency backend may have folded the doc into a summary that quotes it.
@@ -155,7 +155,7 @@ class MemoryBackendContract(SharedStoreContract):
         if self.stores_docs:
             self.assert_found(backend, sample_doc(1))
 
-    def test_concurrent_plain_retrieves(self, backend):
+    def test_concurrent_plain_retrieves(self, backend: MemoryBackend) -> None:
         docs = [sample_doc(i) for i in range(20)]
         backend.index(docs)
         backend.flush()
@@ -241,7 +241,7 @@ class MemoryBackendContract(SharedStoreContract):
             self.assert_absent(third, docs[0])
             self.assert_found(third, docs[2])
 
-    def test_concurrent_index_and_retrieve_with_lock(self, backend):
+    def test_concurrent_index_and_retrieve_with_lock(self, backend: MemoryBackend) -> None:
         self.require("stores_docs")
         lock = threading.Lock()  # the facade serialises calls per project like this
         errors: list[BaseException] = []

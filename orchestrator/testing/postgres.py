@@ -47,7 +47,8 @@ class PostgresServer:
         """Stop and start the server (its clients see their connections break)."""
         if self._handle is None:
             raise RuntimeError(f"{URL_VARIABLE} names a server this helper cannot restart")
-        from pgserver._commands import pg_ctl  # pgserver's own way to run pg_ctl (as its user)
+        # pgserver's own way to run pg_ctl (as its user); it sets its pg_* commands at import time
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
 
         # `restart` reuses the options the server was started with (socket dir, no TCP).
         pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self._handle.pgdata, user=self._handle.system_user)
@@ -58,7 +59,7 @@ class PostgresServer:
         again with the options it had."""
         if self._handle is None:
             raise RuntimeError(f"{URL_VARIABLE} names a server this helper cannot stop")
-        from pgserver._commands import pg_ctl
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # set at import time
 
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self._handle.pgdata, user=self._handle.system_user)
         try:

@@ -22,10 +22,11 @@ import shutil
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING
 
 import pytest
 
-from orchestrator.plugin_api import MemoryBackend, MiddleError
+from orchestrator.plugin_api import MemoryBackend, MiddleError, RetrieveResult
 from orchestrator.testing.damage import DAMAGES, damage_file
 from orchestrator.testing.processes import run_processes
 from orchestrator.testing.samples import sample_doc
@@ -76,6 +77,15 @@ class SharedStoreContract:
     # A file name shaped like your backend's own temp files, e.g. ".mystore-1234.tmp": the
     # leftover test drops one (holding half a write) before opening the store.
     leftover_temp_file: str | None = None
+
+    if TYPE_CHECKING:  # what the tests below use of MemoryBackendContract, which mixes this in
+        supports_list_docs: bool
+
+        @property
+        def k(self) -> int: ...
+        def found(self, doc: str, result: RetrieveResult) -> bool: ...
+        def assert_found(self, backend: MemoryBackend, doc: str) -> None: ...
+        def assert_absent(self, backend: MemoryBackend, doc: str) -> None: ...
 
     @pytest.fixture
     def fail_writes(self) -> Callable[[], AbstractContextManager[None]]:

@@ -62,6 +62,7 @@ def test_an_invalid_config_is_never_remembered(project, tmp_path):
     lambda entry: json.dumps({**entry, "config": {**entry["config"], "max_ticket_chars": "500"}}),
     lambda entry: json.dumps({**entry, "config": {**entry["config"], "extra": 1}}),
     lambda entry: json.dumps({**entry, "config": None}),
+    lambda entry: json.dumps({**entry, "config": {**entry["config"], "dependencies": "bogus"}}),
 ])
 def test_a_corrupt_or_foreign_memo_is_validated_again(project, tmp_path, tamper):
     env = _env(tmp_path)
@@ -69,7 +70,7 @@ def test_a_corrupt_or_foreign_memo_is_validated_again(project, tmp_path, tamper)
     memo = _memo(tmp_path)
     memo.write_text(tamper(json.loads(memo.read_text())))
     view = read_config(project / "middle.toml", environ=env)
-    assert view.max_ticket_chars == 500
+    assert (view.max_ticket_chars, view.dependencies) == (500, "complete")
     assert json.loads(memo.read_text())["config"]["max_ticket_chars"] == 500  # rewritten
 
 

@@ -58,8 +58,9 @@ class KeywordBackend(MemoryBackend):
     name = "keyword"
     description = "Docs in a JSON file, ranked by keyword overlap with the query."
     Options = KeywordOptions
+    options: KeywordOptions  # the facade validates [memory.options] with Options
 
-    def __init__(self, store_dir: Path, options: BackendOptions | None = None,
+    def __init__(self, store_dir: Path, options: KeywordOptions | None = None,
                  llm: TextLLM | None = None):
         super().__init__(store_dir, options or KeywordOptions(), llm)
         self.path = (self.store_dir / FILE_NAME).resolve()
