@@ -162,3 +162,108 @@ def test_every_relative_link_resolves(page):
         if "://" in target:
             continue
         assert (page.parent / target).exists(), f"{page.name} links to {target}, which does not exist"
+
+
+@pytest.fixture
+def jsonl_tickets(tmp_path, monkeypatch):
+    """docs/ticket-source.md's source, plugin and contract test, as the package the page names,
+    with the plugin registered through its hook in the process's registry (as if installed)."""
+    from orchestrator.plugins import manager
+    from orchestrator.plugins.manager import PluginRegistry
+
+    code = blocks(DOCS / "ticket-source.md")
+    (source,) = [c for c in code if "class JsonlSource" in c]
+    (plugin,) = [c for c in code if "def register_ticket_sources" in c]
+    (contract,) = [c for c in code if "(TicketSourceContract)" in c]
+    site = tmp_path / "site"
+    (site / "jsonl_tickets").mkdir(parents=True)
+    (site / "jsonl_tickets" / "__init__.py").write_text("")
+    (site / "jsonl_tickets" / "source.py").write_text(source)
+    (site / "jsonl_tickets" / "plugin.py").write_text(plugin)
+    (site / "test_jsonl_source.py").write_text(contract)
+    monkeypatch.syspath_prepend(str(site))
+    from jsonl_tickets import plugin as module
+
+    monkeypatch.setattr(manager, "_REGISTRY", PluginRegistry(load_entry_points=False, extra_plugins=(module,)))
+    yield site
+    for name in [m for m in sys.modules if m.split(".")[0] == "jsonl_tickets"]:
+        del sys.modules[name]
+
+
+def _middle(*args: str):
+    from click.testing import CliRunner
+
+    from orchestrator.cli.main import main
+
+    result = CliRunner().invoke(main, list(args))
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+def test_the_ticket_source_tutorial_syncs_its_file_through_the_hook(jsonl_tickets, tmp_path, monkeypatch):
+    from tickets.store import TicketStore
+
+    page = (DOCS / "ticket-source.md").read_text(encoding="utf-8")
+    (config,) = [c for c in blocks(DOCS / "ticket-source.md", "toml") if c.startswith("# middle.toml")]
+    (backlog,) = blocks(DOCS / "ticket-source.md", "json")
+    project = tmp_path / "calc"
+    project.mkdir()
+    (project / "middle.toml").write_text(config)
+    (project / "backlog.jsonl").write_text(backlog)
+    monkeypatch.chdir(project)
+    for var in ("MIDDLE_CONFIG", "MEMORY_SAVE_DIR"):
+        monkeypatch.delenv(var, raising=False)
+
+    result = _middle("sync")
+    assert result.exit_code == 0, result.output
+    assert "2 ticket(s)" in result.stdout and "2 new" in result.stdout
+    with TicketStore(project / ".middle" / "middle.sqlite3") as store:
+        stored = {t.id: t for t in store.list_tickets()}
+    assert sorted(stored) == ["GH-12", "GH-13"]
+    assert stored["GH-12"].project_id == "calc" and stored["GH-12"].fields == {"labels": ["good first issue"]}
+    assert stored["GH-12"].source == f"{project / 'backlog.jsonl'}:1"
+    assert stored["GH-13"].depends_on == ["GH-12"] and stored["GH-12"].status.value == "pending"
+    listed = _middle("tickets")
+    assert "GH-12" in listed.stdout and "GH-13" in listed.stdout
+
+    # A line it cannot read is one `skipped:` line naming the file, the line and the fix.
+    with (project / "backlog.jsonl").open("a") as fh:
+        fh.write('{"id": "GH-14"}\n')
+    result = _middle("sync")
+    assert result.exit_code == 1 and "2 ticket(s)" in result.stdout
+    assert "skipped:" in result.stderr and "backlog.jsonl:3" in result.stderr and "'GH-14' has no" in result.stderr
+
+    # --from KIND:ARG, as the page writes it: the file given, every other option at its default.
+    (project / "exports").mkdir()
+    (project / "exports" / "sprint-3.jsonl").write_text('{"id": "GH-20", "title": "Sprint 3", "project": "calc"}\n')
+    (command,) = re.findall(r"`middle (sync --from jsonl:\S+\.jsonl)`", page)
+    result = _middle(*command.split())
+    assert result.exit_code == 0, result.output
+    with TicketStore(project / ".middle" / "middle.sqlite3") as store:
+        assert store.get_ticket("GH-20").title == "Sprint 3"
+
+    # The user's mistakes: one `error:` line each, as the page says.
+    result = _middle("sync", "--from", "jsonl:nosuch.jsonl")
+    assert result.exit_code == 1 and result.stderr.startswith("error: ") and "does not exist" in result.stderr
+    shown = re.search(r"`(error: unknown ticket source 'jsonll': [^`]*)`", page).group(1).rstrip(". ")
+    result = _middle("sync", "--from", "jsonll:x")
+    assert result.exit_code == 1 and result.stderr.startswith(shown), result.stderr
+    (project / "middle.toml").write_text(config + 'pth = "backlog.jsonl"\n')
+    result = _middle("sync")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: bad [tickets.options] for source 'jsonl': unknown option(s) pth. "
+                                    "Allowed options: path, project"), result.stderr
+
+
+def test_the_ticket_source_tutorial_passes_the_contract_suite(jsonl_tickets):
+    import os
+    import subprocess
+
+    from orchestrator.testing.source_contract import TicketSourceContract
+
+    # Its own pytest process: the page's test module, as a plugin's test folder holds it.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(jsonl_tickets), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_jsonl_source.py"],
+                          cwd=jsonl_tickets, env=env, capture_output=True, text=True, timeout=300)
+    tests = [name for name in dir(TicketSourceContract) if name.startswith("test_")]
+    assert proc.returncode == 0 and f"{len(tests)} passed" in proc.stdout, proc.stdout + proc.stderr
