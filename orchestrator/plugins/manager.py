@@ -89,7 +89,8 @@ class PluginRegistry:
     def ticket_sources(self) -> dict[str, Registered]:
         table: dict[str, Registered] = {}
         for impl in self.pm.hook.register_ticket_sources.get_hookimpls():
-            impl.function(register=self._registrar(table, impl.plugin_name, "kind", "source"))
+            trace.call("register_ticket_sources", impl.plugin_name, impl.function,
+                       {"register": self._registrar(table, impl.plugin_name, "kind", "source")})
         return table
 
     def source_class(self, kind: str) -> Any:

@@ -58,3 +58,13 @@ def test_middle_traces_the_registration_hooks_to_stderr(tmp_path):
     assert "middle hook: register_memory_backends -> backends.bm25.plugin(register=register)" in proc.stderr
     assert "middle hook: backends.bm25.plugin registered name 'bm25'" in proc.stderr
     assert "middle hook:" not in proc.stdout  # the trace never mixes with a command's output
+
+
+def test_the_ticket_source_hook_is_traced_like_the_others(monkeypatch, capsys):
+    from orchestrator.plugins.manager import PluginRegistry
+
+    monkeypatch.setenv("MIDDLE_TRACE_HOOKS", "1")
+    reg = PluginRegistry(load_entry_points=False)
+    assert reg.source_class("markdown")
+    err = capsys.readouterr().err
+    assert "middle hook: register_ticket_sources -> tickets.plugin(register=register)" in err
