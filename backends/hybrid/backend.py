@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from orchestrator.plugin_api import retrieval
+from backends import retrieval
 
 HybridOptions = retrieval.HybridOptions
 MemoryRecord = retrieval.MemoryRecord

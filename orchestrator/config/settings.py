@@ -15,7 +15,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from orchestrator.config.memo import ENV_PREFIX, OTHER_VARIABLES, find_config_file, is_setting  # noqa: F401
+from orchestrator.config.paths import ENV_PREFIX, OTHER_VARIABLES, find_config_file, is_setting  # noqa: F401
 from orchestrator.errors import ConfigError
 
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND  # noqa: E402 - re-exported
@@ -178,7 +178,7 @@ class Config(_Strict):
         """The ticket folder's tickets (a LoadResult), with this config's paths and size limit."""
         from tickets.source import load_tickets
 
-        from orchestrator.config.memo import tickets_memo
+        from orchestrator.config.paths import tickets_memo
 
         where = self.resolve(folder or self.project.tickets_dir)
         return load_tickets(where, self.resolve(self.project.path), max_chars=self.project.max_ticket_chars,
@@ -240,7 +240,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         if any(is_setting(k) for k in environ):
             from orchestrator.config.env import config_with_environment
 
-            return config_with_environment(data, environ, root=file.resolve().parent, source=source)
+            return config_with_environment(Config, data, environ, root=file.resolve().parent, source=source)
         return Config(**data, root=file.resolve().parent, source=source)
     except ValidationError as exc:
         problems = "; ".join(

@@ -25,7 +25,8 @@ from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 
-from orchestrator.plugin_api import MemoryBackend, MiddleError
+from orchestrator.errors import MiddleError
+from orchestrator.memory.backend import MemoryBackend
 from orchestrator.testing.damage import DAMAGES, damage_file
 from orchestrator.testing.processes import run_processes
 from orchestrator.testing.samples import sample_doc
