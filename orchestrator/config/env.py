@@ -45,4 +45,5 @@ def config_with_environment(model: type[M], data: dict[str, Any], environ: Mappi
             # Only the file (passed as init values) and the environment; the environment wins.
             return (_Environ(settings_cls, environ), init_settings)
 
-    return EnvConfig(**data, root=root, source=source)
+    where: dict[str, Any] = {"root": root, "source": source}  # fields of `model`, unseen by mypy
+    return EnvConfig(**data, **where)
