@@ -6,7 +6,6 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -22,6 +21,7 @@ from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
 from orchestrator.running.lifecycle import RUNNABLE, RunLifecycle, start_refusal
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.running.next_steps import advice, advise
+from orchestrator.running.outcome import RunOutcome  # noqa: F401 - re-exported (the Python API)
 from orchestrator.services import Services
 from orchestrator.coding_agent.base import EventCallback
 from tickets.claims import owner_died
@@ -32,19 +32,6 @@ from tickets.store import TicketStore
 log = logging.getLogger("middle.runner")
 
 __all__ = ["Orchestrator", "RunOutcome", "RUNNABLE"]
-
-
-@dataclass
-class RunOutcome:
-    ticket_id: str
-    run_id: str
-    status: str  # complete | failed | interrupted | skipped
-    reason: str = ""
-    turns: int = 0
-    cost_usd: float = 0.0
-    resumable: bool = False
-    commit: str | None = None  # the commit on the ticket's branch (complete, with changes)
-    changes: int = 0  # files it changed
 
 
 class Orchestrator:

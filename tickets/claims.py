@@ -153,19 +153,6 @@ class TicketClaims:
                                (_lease_end(lease_s), ticket_id, run_id, this_host(), os.getpid()))
             return cur.rowcount == 1
 
-    def release_claim(self, ticket_id: str, run_id: str) -> None:
-        with self._write() as conn:
-            conn.execute("DELETE FROM claims WHERE ticket_id = ? AND run_id = ?", (ticket_id, run_id))
-
-    def interrupt_run(self, run_id: str, reason: str) -> None:
-        """Mark a run and its running turn interrupted (Ctrl-C); `middle resume` continues it."""
-        now = utc_now()
-        with self._write() as conn:
-            conn.execute("UPDATE runs SET status = 'interrupted', reason = ?, ended_at = ? WHERE id = ?",
-                         (reason, now, run_id))
-            conn.execute("UPDATE turns SET status = 'interrupted', error = ?, ended_at = ?"
-                         " WHERE run_id = ? AND status = 'running'", (reason, now, run_id))
-
     # -- helpers ----------------------------------------------------------------------------
     def _live_claim(self, conn: sqlite3.Connection, ticket_id: str) -> Claim | None:
         row = conn.execute("SELECT * FROM claims WHERE ticket_id = ?", (ticket_id,)).fetchone()

@@ -394,21 +394,6 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
         return {ticket_id: ResumeFacts(run, claims.get(ticket_id), ends.get(run["id"]))
                 for ticket_id, run in latest.items()}
 
-    def finish_run(self, run_id: str, status: RunStatus | str, reason: str | None = None) -> None:
-        """Record how a run ended (or mark it running again when it is resumed)."""
-        try:
-            status = RunStatus(status)
-        except ValueError:
-            raise ValueError(
-                f"run status {status!r} is not one of {', '.join(s.value for s in RunStatus)}") from None
-        ended_at = None if status is RunStatus.RUNNING else utc_now()
-        with self._write() as conn:
-            cur = conn.execute(
-                "UPDATE runs SET status = ?, reason = ?, ended_at = ? WHERE id = ?",
-                (status.value, reason, ended_at, run_id))
-            if cur.rowcount == 0:
-                raise _no_run(run_id)
-
     def set_run_fields(self, run_id: str, **fields: Any) -> None:
         """Set some of plan_memories, plan_prompt, total_cost_usd, ended_at on a run."""
         unknown = set(fields) - _RUN_FIELDS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.plugin_api import retrieval
+from backends import retrieval
 
 DenseOptions = retrieval.DenseOptions
 

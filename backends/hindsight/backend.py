@@ -16,9 +16,9 @@ from orchestrator.plugin_api import (
     RetrieveResult,
     TextLLM,
     check_texts,
-    retrieval,
 )
 
+from backends import retrieval
 from backends.common import (QueryVectors, bind_embedder, claim_backend, claim_vector_kind,
                              coerce_options)
 
@@ -40,6 +40,7 @@ class HindsightBackend(MemoryBackend):
                    "recall by semantic + keyword + graph + temporal, reflect, mental models.")
     Options = HindsightOptions
     store_files = ("hindsight.sqlite3",)
+    keeps_times = True  # a retained doc's time is its facts' event time
     recall: ClassVar[str] = "relevance"
 
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
@@ -89,6 +90,9 @@ class HindsightBackend(MemoryBackend):
             (text,) = check_texts([getattr(record, "text", None)], "docs")
             items.append(RetainItem(text, _check_time(getattr(record, "timestamp", None))))
         self._retain(items)
+
+    def embeds_docs(self) -> bool:
+        return True
 
     def warm_embeddings(self, docs: Sequence[str]) -> None:
         """Embed the offline facts of docs into the cache without retaining them (`middle

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from orchestrator.plugin_api import retrieval
+from backends import retrieval
 from backends.storage import CHUNK, SqliteStore, in_clause, inserted_id
 
 __all__ = ["Bank", "in_clause", "inserted_id"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from backends.retrieval.embedders.states import clip_map
-from orchestrator.plugin_api import retrieval
+from backends import retrieval
 
 from . import dates
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from orchestrator.plugin_api import retrieval
+from backends import retrieval
 
 from . import llm as llm_paths
 from .bank import in_clause, inserted_id

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from orchestrator.plugin_api import retrieval
+from backends import retrieval
 
 DEFAULT_MENTAL_MODELS = {
     "project conventions": "What conventions, decisions and preferences does this project follow?",

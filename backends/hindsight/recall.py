@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
-from orchestrator.plugin_api import retrieval
+from backends import retrieval
 
 from . import dates
 from .kinds import KINDS  # noqa: F401 - re-exported

@@ -19,9 +19,9 @@ from orchestrator.plugin_api import (
     RetrieveResult,
     TextLLM,
     check_texts,
-    retrieval,
 )
 
+from backends import retrieval
 from backends.common import (QueryVectors, bind_embedder, claim_backend, claim_vector_kind,
                              coerce_options)
 
@@ -49,6 +49,7 @@ class HippoRAGBackend(MemoryBackend):
                    "LLM or precomputed triples) ranked by Personalized PageRank.")
     Options = HippoRAGOptions
     store_files = ("hipporag.sqlite3",)
+    keeps_times = True  # a passage's time is what recency counts from
 
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
                  llm: TextLLM | None = None):
@@ -103,6 +104,9 @@ class HippoRAGBackend(MemoryBackend):
             return {}
         vectors = retrieval.embed_documents(self.embedder, texts, self._cache)
         return dict(zip(texts, vectors))
+
+    def embeds_docs(self) -> bool:
+        return True
 
     def warm_embeddings(self, docs: Sequence[str]) -> None:
         """Embed passages (or read them, with fact_vectors = "passage") into the cache without

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from orchestrator.plugin_api import retrieval
+from backends import retrieval
 
 OPENIE_HELP = ('"auto" (the memory LLM when one is configured, else offline), "offline", "llm", '
                'or "precomputed:PATH" (a JSON file shaped like musique100/openie_triples.json)')

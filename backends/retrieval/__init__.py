@@ -1,4 +1,4 @@
-"""Retrieval parts shared by backends, exported as `orchestrator.plugin_api.retrieval`."""
+"""Retrieval parts shared by backends, imported as `from backends import retrieval`."""
 
 from . import bm25, fusion, pipeline
 from .backend import RetrievalBackend

@@ -37,6 +37,7 @@ class RetrievalBackend(MemoryBackend):
 
     uses_vectors: ClassVar[bool] = True
     shares_database: ClassVar[bool] = True  # [memory] url: the store lives in PostgreSQL
+    keeps_times: ClassVar[bool] = True  # index_records stores each record's event time
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -112,6 +113,9 @@ class RetrievalBackend(MemoryBackend):
                     touched.append(doc_id)
             if touched:
                 self._store.bump(conn, touched)
+
+    def embeds_docs(self) -> bool:
+        return self.embedder is not None  # bm25 embeds nothing
 
     def warm_embeddings(self, docs: Sequence[str]) -> None:
         """Embed docs into the cache without storing them (benchmarks time the two apart)."""

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from orchestrator.plugin_api import MemoryStoreError
+from orchestrator.plugin_api import MemoryRecord, MemoryStoreError  # noqa: F401 - MemoryRecord re-exported
 from backends.storage import CHUNK, SqliteStore, inserted_id
 
 from . import bm25
@@ -46,15 +46,6 @@ CREATE INDEX IF NOT EXISTS changes_by_gen ON changes (gen);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     text, content='docs', content_rowid='id', tokenize='{bm25.FTS_TOKENIZE}');
 """
-
-
-@dataclass(frozen=True)
-class MemoryRecord:
-    """A doc with optional metadata: event time (unix seconds) and importance 1-5 (seed 002)."""
-
-    text: str
-    timestamp: float | None = None
-    importance: int | None = None
 
 
 @dataclass

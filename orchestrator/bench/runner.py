@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from orchestrator.errors import ConfigError
-from orchestrator.plugin_api import MemoryBackend
+from orchestrator.memory.backend import MemoryBackend, MemoryRecord
 
 from . import datasets
 from .metrics import mean, percentile, recall_at_k
@@ -103,7 +103,7 @@ class Bench:
             return cls(store_dir, options, None)
         if not self.memory_url:
             raise ConfigError(f"{spec.label} needs a database: pass --memory-url postgresql://...")
-        from orchestrator.plugin_api import MemoryDatabase
+        from orchestrator.memory.backend import MemoryDatabase
 
         database = MemoryDatabase(self.memory_url, store_dir.parent.name)
         return cls(store_dir, options, None, database=database)  # type: ignore[call-arg]
@@ -158,19 +158,17 @@ def _index_timed(backend: MemoryBackend, docs: list[str], label: str, progress: 
                  records: list | None = None, batch: int = INDEX_BATCH) -> dict[str, float]:
     """Embed ahead (when the backend can) so index_s times the store, then index in batches."""
     started = time.perf_counter()
-    warm = getattr(backend, "warm_embeddings", None)
-    embeds = getattr(backend, "embedder", True) is not None  # bm25 embeds nothing: no such phase
-    if warm is not None and embeds and docs:
+    if backend.embeds_docs() and docs:  # bm25 embeds nothing: no such phase
         advance = progress(f"{label}: embed", len(docs))
         for start in range(0, len(docs), EMBED_CHUNK):  # small chunks: the bar moves from the start
-            warm(docs[start:start + EMBED_CHUNK])
+            backend.warm_embeddings(docs[start:start + EMBED_CHUNK])
             advance(min(EMBED_CHUNK, len(docs) - start))
     embed_s = time.perf_counter() - started
     started = time.perf_counter()
     advance = progress(f"{label}: index", len(docs)) if docs else no_progress("", 0)
     for start in range(0, len(docs), batch):
         if records is not None:
-            backend.index_records(records[start:start + batch])  # type: ignore[attr-defined]
+            backend.index_records(records[start:start + batch])
         else:
             backend.index(docs[start:start + batch])
         advance(min(batch, len(docs) - start))
@@ -245,7 +243,7 @@ def run_memory(dataset_file: Path, backends: Sequence[str], *, conversations: in
             with bench.scratch() as tmp:
                 backend = bench.open(spec, tmp / "store")
                 try:
-                    timed = hasattr(backend, "index_records")
+                    timed = backend.keeps_times
                     docs, records, ids_of = _memory_docs(conv, timed)
                     times = _index_timed(backend, docs, f"{spec.label} {conv.sample_id}",
                                          progress, records)
@@ -280,14 +278,13 @@ def run_memory(dataset_file: Path, backends: Sequence[str], *, conversations: in
 def _memory_docs(conv: datasets.Conversation, timed: bool):
     """Docs for one conversation, the records (with times) when the backend takes them, and
     which turns each doc text stands for."""
-    from orchestrator.plugin_api import retrieval
-
-    docs, records = [], []
+    docs: list[str] = []
+    records: list[MemoryRecord] = []
     ids_of: dict[str, set[str]] = {}
     for turn in conv.turns:
         text = turn.text if timed else f"[{turn.date}] {turn.text}"
         docs.append(text)
-        records.append(retrieval.MemoryRecord(text, timestamp=turn.timestamp))
+        records.append(MemoryRecord(text, timestamp=turn.timestamp))
         ids_of.setdefault(text, set()).add(turn.dia_id)
     return docs, (records if timed else None), ids_of
 

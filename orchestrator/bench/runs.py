@@ -113,7 +113,7 @@ def run_runs(tickets: int, parallels: list[int], repeat: int, examples: Path,
 def runs(tickets: int, parallels: tuple[int, ...], repeat: int, as_json: bool, progress: bool) -> None:
     """A backlog end to end on the fake model: one at a time against N at once (wall time, overhead)."""
     from orchestrator.bench.cli import _table, console, progress_bar
-    from orchestrator.cli.demo import examples_dir
+    from orchestrator.cli.examples import examples_dir
 
     with progress_bar(progress) as track:
         report = run_runs(tickets, list(parallels or (1, 4)), repeat, examples_dir(), progress=track)

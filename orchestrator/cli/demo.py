@@ -11,20 +11,8 @@ import click
 from rich.markup import escape
 
 from orchestrator.config.settings import DEFAULT_BACKEND, load_config
+from orchestrator.cli.examples import examples_dir  # noqa: F401 - re-exported (examples/api_example.py)
 from orchestrator.errors import ConfigError
-
-
-def examples_dir() -> Path:
-    """The examples: the clone's `examples/` (editable install), else the copy a wheel installs
-    under `<prefix>/share/middle-agent/examples`."""
-    candidates = [Path(__file__).resolve().parents[2] / "examples",
-                  Path(sys.prefix) / "share" / "middle-agent" / "examples"]
-    for here in candidates:
-        if (here / "sample-repo").is_dir():
-            return here
-    raise ConfigError(
-        f"the examples were not found (looked in {', '.join(map(str, candidates))}): reinstall "
-        "middle-agent, or pass --examples DIR (the `examples/` folder of a clone)")
 
 
 def prepare(workdir: Path, examples: Path, backend: str) -> Path:

@@ -7,12 +7,15 @@ command's start-up time, and most commands run without any override.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
 
+from pydantic import BaseModel
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
-from orchestrator.config.settings import Config
-from orchestrator.config.memo import ENV_PREFIX, is_setting
+from orchestrator.config.paths import ENV_PREFIX, is_setting
+
+# The validated model (settings.Config), passed in: `settings` imports this module, not the reverse.
+M = TypeVar("M", bound=BaseModel)
 
 
 class _Environ(EnvSettingsSource):
@@ -26,11 +29,11 @@ class _Environ(EnvSettingsSource):
         return self._given
 
 
-def config_with_environment(data: dict[str, Any], environ: Mapping[str, str], *, root: Path,
-                            source: Path | None) -> Config:
+def config_with_environment(model: type[M], data: dict[str, Any], environ: Mapping[str, str], *,
+                            root: Path, source: Path | None) -> M:
     """The file's values with the environment's MIDDLE_* overrides on top, parsed by field type."""
 
-    class EnvConfig(BaseSettings, Config):
+    class EnvConfig(BaseSettings, model):  # type: ignore[misc,valid-type]
         model_config = SettingsConfigDict(
             extra="forbid", env_prefix=ENV_PREFIX, env_nested_delimiter="_", env_nested_max_split=1,
             case_sensitive=False,
@@ -42,4 +45,5 @@ def config_with_environment(data: dict[str, Any], environ: Mapping[str, str], *,
             # Only the file (passed as init values) and the environment; the environment wins.
             return (_Environ(settings_cls, environ), init_settings)
 
-    return EnvConfig(**data, root=root, source=source)
+    where: dict[str, Any] = {"root": root, "source": source}  # fields of `model`, unseen by mypy
+    return EnvConfig(**data, **where)

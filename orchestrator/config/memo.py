@@ -15,34 +15,20 @@ from __future__ import annotations
 
 import json
 import os
-import zlib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Mapping, get_args
 
-from orchestrator.names import CONFIG_FILE
+from orchestrator.config.paths import (  # noqa: F401 - re-exported: the memo's older home of these
+    CACHE_VARIABLE, ENV_PREFIX, OTHER_VARIABLES, cache_root, find_config_file, is_setting, memo_name, tickets_memo)
 from tickets.cache_file import read_json, write_json
 from tickets.deps import Mode
 
 MEMO_VERSION = 2
-# The per-user cache folder the embedding cache uses too (backends.retrieval.cache.cache_dir).
-CACHE_VARIABLE = "MIDDLE_AGENT_CACHE_DIR"
 # What the config reads from the environment besides MIDDLE_* (seed 000's memory folder; `~`).
 _OTHER_INPUTS = ("MEMORY_SAVE_DIR", "HOME")
 # The code whose rules decide what a config means: a change to it invalidates every memo.
-_CODE = ("settings.py", "env.py", "memo.py", "../names.py")
-ENV_PREFIX = "MIDDLE_"
-# Variables of ours that are not config keys (MIDDLE_AGENT_CACHE_DIR is the product's cache
-# folder, "middle-agent" + "cache dir", not an [agent] key; MIDDLE_HOSTNAME is the name claims
-# carry, tickets/claims.py). The API token never reaches a memo.
-OTHER_VARIABLES = frozenset({"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", CACHE_VARIABLE, "MIDDLE_LOAD_PLUGINS",
-                             "MIDDLE_HOSTNAME", "MIDDLE_TRACE_HOOKS"})
-
-
-def is_setting(key: str) -> bool:
-    """Whether an environment variable overrides a config key (MIDDLE_<SECTION>_<KEY>)."""
-    upper = key.upper()
-    return upper.startswith(ENV_PREFIX) and upper not in OTHER_VARIABLES
+_CODE = ("settings.py", "env.py", "memo.py", "paths.py", "../names.py")
 
 
 @dataclass(frozen=True)
@@ -58,29 +44,6 @@ class ReadConfig:
     root: str  # the config's folder: relative paths start here
     tickets_kind: str  # [tickets] kind: the ticket source
     tickets_options: str  # [tickets.options] as JSON (a memo value is text or a number)
-
-
-def find_config_file(start: Path) -> Path:
-    """The nearest middle.toml in `start` or a folder above it (as git finds its repository);
-    `start/middle.toml` when there is none, so the error names where it was looked for."""
-    for folder in (start, *start.parents):
-        if (folder / CONFIG_FILE).is_file():
-            return folder / CONFIG_FILE
-    return start / CONFIG_FILE
-
-
-def cache_root(environ: Mapping[str, str] | None = None) -> Path:
-    """$MIDDLE_AGENT_CACHE_DIR, else $XDG_CACHE_HOME/middle-agent, else ~/.cache/middle-agent."""
-    environ = os.environ if environ is None else environ
-    if environ.get(CACHE_VARIABLE):
-        return Path(environ[CACHE_VARIABLE])
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "middle-agent"
-
-
-def tickets_memo(folder: str | Path) -> Path:
-    """Where the parsed files of a ticket folder are remembered (see tickets.source.load_tickets)."""
-    return cache_root() / "tickets" / memo_name(Path(folder).resolve())
 
 
 def read_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> ReadConfig:
@@ -122,13 +85,6 @@ def read_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     if key is not None:
         write_json(memo, {"key": key, "config": asdict(view)})
     return view
-
-
-def memo_name(path: Path) -> str:
-    """A memo file's name for `path`. A checksum, not a cryptographic hash (hashlib loads OpenSSL,
-    a tenth of this command's start-up): two paths that share a name only evict each other's
-    memo, since the memo holds its full key and is compared whole."""
-    return f"{zlib.crc32(str(path).encode()):08x}.json"
 
 
 def _key(file: Path, content: bytes, environ: Mapping[str, str]) -> list:

@@ -15,7 +15,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from orchestrator.config.memo import ENV_PREFIX, OTHER_VARIABLES, find_config_file, is_setting  # noqa: F401
+from orchestrator.config.paths import ENV_PREFIX, OTHER_VARIABLES, find_config_file, is_setting  # noqa: F401
 from orchestrator.errors import ConfigError
 
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND  # noqa: E402 - re-exported
@@ -238,7 +238,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         if any(is_setting(k) for k in environ):
             from orchestrator.config.env import config_with_environment
 
-            return config_with_environment(data, environ, root=file.resolve().parent, source=source)
+            return config_with_environment(Config, data, environ, root=file.resolve().parent, source=source)
         return Config(**data, root=file.resolve().parent, source=source)
     except ValidationError as exc:
         problems = "; ".join(

@@ -14,11 +14,12 @@ from orchestrator.errors import ModelAccessError, RunInterrupted, TicketError, W
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.graph.takeover import local_ticket, recap
+from orchestrator.graph.worktree import run_workspace
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
 from orchestrator.running.next_steps import advice
 from orchestrator.plugins.manager import call_hook
 from orchestrator.coding_agent.base import TurnRecord
-from orchestrator.workspace import Workspace, branch_name
+from orchestrator.workspace import Workspace
 from orchestrator.workspace.git import commit_message
 
 log = logging.getLogger("middle.graph")
@@ -63,7 +64,7 @@ def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         raise TicketError(
             f"ticket {ticket.id!r}: project path {path} does not exist; fix {where} and run it again"
         )
-    workspace = _workspace(ctx, ticket, state["run_id"])
+    workspace = run_workspace(ctx, ticket, state["run_id"])
     ctx.store.set_status(ticket.id, "running")
     call_hook(ctx.hooks, "on_ticket_start", ticket=ticket, run_id=state["run_id"])
     snapshot = {
@@ -78,35 +79,6 @@ def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     }
     return {"ticket": snapshot, "turn": 0, "rounds": [], "cost_usd": 0.0, "session_id": "",
             "status": "running", "memories": "", "indexed_docs": []}
-
-
-def _workspace(ctx: TicketContext, ticket: Any, run_id: str) -> dict[str, Any] | None:
-    """The run's worktree: made for a new run, found again when this node re-runs on resume."""
-    if ctx.worktrees is None:
-        ctx.store.set_run_fields(run_id, isolation="none")
-        return None
-    run = ctx.store.get_run(run_id)
-    # This run's worktree, when this runner made it (a run taken over from a dead worker on
-    # another machine or clone starts a worktree of its own; completed turns are not re-run).
-    if run.get("worktree") and Path(run["worktree"]).is_dir() and \
-            Path(run["worktree"]).parent == ctx.worktrees.root:
-        return Workspace.from_dict({**run, "path": run["worktree"],
-                                    "cwd": _cwd(run, Path(ticket.project_path))}).to_dict()
-    deps = []
-    if ctx.dependencies == "complete":  # merged ones are in the base branch already
-        deps = [branch_name(d) for d in ticket.depends_on
-                if ctx.store.get_ticket(d).status.value == "complete"]
-    ws = ctx.worktrees.prepare(ticket.id, ticket.project_path, start_from=deps)
-    ctx.store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
-                             base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)
-    ctx.say(f"working on branch {ws.branch} in {ws.path} (from {ws.base_branch} at {ws.base_commit[:10]})")
-    return ws.to_dict()
-
-
-def _cwd(run: dict[str, Any], project: Path) -> str:
-    repo = Path(run["repo"])
-    rel = project.resolve().relative_to(repo) if project.resolve() != repo else Path()
-    return str(Path(run["worktree"]) / rel)
 
 
 def recall_start(state: TicketState, runtime: Runtime[TicketContext]) -> Update:

@@ -13,6 +13,7 @@ from typing import Any
 
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
+from orchestrator.graph.worktree import run_workspace
 from orchestrator.workspace import Workspace
 
 RECAP_CHARS = 1500  # of each earlier response quoted to the new session
@@ -25,8 +26,6 @@ def _ours(ctx: TicketContext, path: str | None) -> bool:
 
 def local_ticket(ctx: TicketContext, state: TicketState) -> dict[str, Any]:
     """The state's ticket snapshot with its worktree and cwd in this runner's clone."""
-    from orchestrator.graph.nodes import _workspace
-
     t = state["ticket"]
     ws = t.get("workspace")
     if not ws or ctx.worktrees is None or _ours(ctx, ws.get("path")):
@@ -45,7 +44,7 @@ def local_ticket(ctx: TicketContext, state: TicketState) -> dict[str, Any]:
         else:
             ctx.say(f"took over the run begun in {ws['path']} (not here); its start commit is "
                     "unknown here, so its worktree starts afresh")
-    here = _workspace(ctx, ticket, run_id)  # the adopted worktree, or a fresh one
+    here = run_workspace(ctx, ticket, run_id)  # the adopted worktree, or a fresh one
     assert here is not None
     return {**t, "project_path": str(ticket.project_path), "cwd": here["cwd"], "workspace": here}
 

@@ -25,10 +25,11 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
 )
 from orchestrator.memory.lock import AdvisoryLocks, FileLocks
 from orchestrator.memory.rebuild import read_epoch, recover
-from orchestrator.plugin_api import (
+from orchestrator.memory.backend import (
     ConversationContext,
     MemoryBackend,
     MemoryDatabase,
+    MemoryRecord,
     RetrieveResult,
     TextLLM,
 )
@@ -93,23 +94,15 @@ def _check_setting(value: Any, key: str, minimum: int) -> int:
     return value
 
 
-def backend_has_doc(backend: Any, doc: str) -> bool:
-    """Whether an open backend holds exactly `doc`: its `has_doc` when it has one, else its list."""
-    has = getattr(backend, "has_doc", None)
-    if has is not None:
-        return bool(has(doc))
-    try:
-        return doc in backend.list_docs()
-    except NotImplementedError:
-        return False
+def backend_has_doc(backend: MemoryBackend, doc: str) -> bool:
+    """Whether an open backend holds exactly `doc` (MemoryBackend.has_doc, read as a bool)."""
+    return bool(backend.has_doc(doc))
 
 
-def write_records(backend: Any, records: list[tuple[str, float | None]]) -> None:
+def write_records(backend: MemoryBackend, records: list[tuple[str, float | None]]) -> None:
     """Index (text, time) pairs into an open backend: with their times where it keeps times."""
-    if hasattr(backend, "index_records") and any(w is not None for _, w in records):
-        from orchestrator.plugin_api import retrieval
-
-        backend.index_records([retrieval.MemoryRecord(t, timestamp=w) for t, w in records])
+    if backend.keeps_times and any(w is not None for _, w in records):
+        backend.index_records([MemoryRecord(t, timestamp=w) for t, w in records])
     else:
         backend.index([t for t, _ in records])
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.plugin_api import RetrieveResult
+from orchestrator.memory.backend import RetrieveResult
 
 MEMORIES_HEADER = "Memories invoked:"
 DEFAULT_MAX_DOC_CHARS = 8000

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError, MemoryStoreError
+from orchestrator.memory.backend import MemoryBackend
 from orchestrator.memory.facade import MemoryFacade, backend_has_doc as _has, write_records
 from orchestrator.memory.rebuild import check_rebuildable, rebuild
 
@@ -120,13 +121,10 @@ class ReindexReport:
     backup: Path | None = None
 
 
-def _records(backend: Any) -> list[tuple[str, float | None]]:
+def _records(backend: MemoryBackend) -> list[tuple[str, float | None]]:
     """(text, time) of every doc; times only from backends that keep them."""
-    records = getattr(backend, "list_records", None)
-    if records is not None:
-        return [(text, when) for text, when in records()]
     try:
-        return [(text, None) for text in backend.list_docs()]
+        return [(text, when) for text, when in backend.list_records()]
     except NotImplementedError:
         raise ConfigError(f"backend {backend.name!r} cannot list its docs, so its store cannot "
                           "be reindexed") from None

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config.memo import cache_root, memo_name
+from orchestrator.config.paths import cache_root, memo_name
 from orchestrator.names import ENTRY_POINT_GROUP
 from tickets.cache_file import read_json, write_json
 

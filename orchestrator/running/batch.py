@@ -16,14 +16,17 @@ import queue
 from functools import partial
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.running.lifecycle import start_refusal
 from orchestrator.running.next_steps import advice, advise
-from orchestrator.runner import Orchestrator, RunOutcome
+from orchestrator.running.outcome import RunOutcome
 from tickets.claims import this_host
 from tickets.deps import SATISFIED, run_order
+
+if TYPE_CHECKING:  # runner.py starts batches: the batch makes its children as type(orch)
+    from orchestrator.runner import Orchestrator
 
 log = logging.getLogger("middle.batch")
 
@@ -126,9 +129,9 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
 
     def launch(ticket: Any) -> None:
         slot = _Slot(ticket.id)
-        child = Orchestrator(orch.config, services=orch.services, lease_s=orch.lease_s, stop=orch.stop,
-                             project_override=orch.project_override,
-                             say=partial(view.say, ticket.id), on_event=partial(view.event, ticket.id))
+        child = type(orch)(orch.config, services=orch.services, lease_s=orch.lease_s, stop=orch.stop,
+                           project_override=orch.project_override,
+                           say=partial(view.say, ticket.id), on_event=partial(view.event, ticket.id))
 
         def work() -> None:
             try:

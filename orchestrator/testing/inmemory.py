@@ -7,14 +7,14 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orchestrator.plugin_api import (
+from orchestrator.memory.backend import (
     check_texts,
-    BackendOptions,
     ConversationContext,
     MemoryBackend,
     RetrieveResult,
     TextLLM,
 )
+from orchestrator.plugins.backend_options import BackendOptions
 
 _WORD = re.compile(r"\w+")
 

@@ -7,6 +7,7 @@ import json
 
 from orchestrator.bench import runner
 from orchestrator.bench.cli import HEADERS, _fmt, _table
+from orchestrator.testing.inmemory import InMemoryBackend
 
 
 def test_each_column_has_one_precision_and_a_header_with_its_unit():
@@ -32,27 +33,27 @@ def test_a_backend_that_embeds_nothing_has_no_embed_phase(tmp_path):
         phases.append(description.split(": ")[-1])
         return lambda n=1: None
 
-    class Fake:
-        embedder = None  # like bm25
+    class Fake(InMemoryBackend):
+        def embeds_docs(self):
+            return False  # like bm25
 
         def warm_embeddings(self, docs):
             raise AssertionError("bm25 has nothing to embed")
 
-        def index(self, docs):
-            pass
-
-    runner._index_timed(Fake(), ["a", "b"], "bm25", track)
+    runner._index_timed(Fake(tmp_path), ["a", "b"], "bm25", track)
     assert phases == ["index"]
 
     class Embeds(Fake):
-        embedder = object()
         warmed: list[int] = []
+
+        def embeds_docs(self):
+            return True
 
         def warm_embeddings(self, docs):
             self.warmed.append(len(docs))
 
     phases.clear()
-    backend = Embeds()
+    backend = Embeds(tmp_path)
     runner._index_timed(backend, ["x"] * 200, "dense", track)
     assert phases == ["embed", "index"] and backend.warmed == [64, 64, 64, 8]  # small steps
 

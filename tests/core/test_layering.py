@@ -62,3 +62,137 @@ def test_middle_help_with_a_plugin_that_adds_a_subcommand_loads_no_config_or_mem
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                             env={k: v for k, v in __import__("os").environ.items() if k != "MIDDLE_LOAD_PLUGINS"})
     assert result.stderr.strip().splitlines()[-1] == "[] True", result.stderr
+
+
+# --- circles and imports by name ------------------------------------------------------------
+
+# Circles another piece of work removes; delete an entry once its work is merged (a circle must
+# stay inside its entry's modules to be excused).
+KNOWN_CIRCLES = (
+    # hindsight's helpers take the whole HindsightBackend (issue 22 item 4, the backend-internal
+    # circles: the helpers get the parts they use instead).
+    frozenset({"backends.hindsight.backend", "backends.hindsight.lifecycle", "backends.hindsight.observations",
+               "backends.hindsight.recall", "backends.hindsight.reflect", "backends.hindsight.retain"}),
+    # backends/retrieval/embedders: base imports states for TokenStates, states base for
+    # normalise (same work: the shared parts move to a module both import).
+    frozenset({"backends.retrieval.embedders.base", "backends.retrieval.embedders.states"}),
+)
+
+
+def _circles(imports: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan), or of one that imports itself."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for other in imports.get(module, ()):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in on_stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = set()
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.add(top)
+                if top == module:
+                    break
+            if len(component) > 1 or module in imports.get(module, ()):
+                found.append(component)
+
+    for module in sorted(imports):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_the_import_graph_has_no_circle():
+    # Every import counts, including those inside functions (a lazy import is still a
+    # dependency), but not those under `if TYPE_CHECKING:`, which never run.
+    import grimp
+
+    graph = grimp.build_graph("orchestrator", "tickets", "backends", exclude_type_checking_imports=True,
+                              cache_dir=None)
+    imports = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    circles = [c for c in _circles(imports) if not any(c <= known for known in KNOWN_CIRCLES)]
+    assert not circles, "import circles: " + "; ".join(
+        " <-> ".join(sorted(c)) for c in sorted(circles, key=sorted))
+
+
+def test_circles_are_found():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+    assert _circles({"a": {"a"}}) == [{"a"}] and _circles({"a": {"b"}, "b": set()}) == []
+
+
+def _backend_roots() -> tuple[str, ...]:
+    import tomllib
+
+    roots = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]
+    return tuple(r for r in roots if r not in ("orchestrator", "tickets"))
+
+
+_DYNAMIC = ("import_module", "__import__")
+
+
+def imports_by_name(source: str, roots: tuple[str, ...], allowed: tuple[str, ...]) -> list[str]:
+    """Modules under `roots` that source imports by name (import_module, __import__), besides `allowed`.
+
+    In a file that imports by name, every string naming such a module counts (it may reach
+    import_module through a variable); an f-string counts by its constant start.
+    """
+    import ast
+
+    tree = ast.parse(source)
+    dynamic = any(isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Name) and node.func.id in _DYNAMIC)
+        or (isinstance(node.func, ast.Attribute) and node.func.attr in _DYNAMIC)) for node in ast.walk(tree))
+    if not dynamic:
+        return []
+    found = []
+    parts = {id(v) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for v in node.values}
+    for node in ast.walk(tree):
+        if id(node) in parts:  # an f-string's pieces: the f-string counts once, below
+            continue
+        if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+            text = str(node.values[0].value)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        name = text.split(":")[0]
+        if name.split(".")[0] in roots and name not in allowed and all(
+                part.isidentifier() for part in name.rstrip(".").split(".")):
+            found.append(text)
+    return found
+
+
+def test_the_core_imports_no_backend_or_plugin_by_name():
+    """Import-linter sees only import statements: `importlib.import_module("backends.x")` in the
+    core would name a backend unseen. Only the built-in plugins (DEFAULT_PLUGINS) load by name."""
+    from orchestrator.plugins.manager import DEFAULT_PLUGINS
+
+    roots = _backend_roots()
+    found = {str(path.relative_to(ROOT)): names
+             for package in ("orchestrator", "tickets") for path in sorted((ROOT / package).rglob("*.py"))
+             if (names := imports_by_name(path.read_text(encoding="utf-8"), roots, DEFAULT_PLUGINS))}
+    assert found == {}, f"the core imports backends or plugins by name: {found}"
+
+
+def test_an_import_by_name_of_a_backend_is_caught():
+    roots, allowed = ("backends", "middle_agent_keyword_memory"), ("backends.bm25.plugin",)
+    assert imports_by_name('import importlib\nimportlib.import_module("backends.retrieval")\n',
+                           roots, allowed) == ["backends.retrieval"]
+    assert imports_by_name('from importlib import import_module as im\nM = "middle_agent_keyword_memory.plugin"\n'
+                           'def f():\n    return __import__(M)\n', roots, allowed) == ["middle_agent_keyword_memory.plugin"]
+    assert imports_by_name('import importlib\nimportlib.import_module(f"backends.{name}")\n',
+                           roots, allowed) == ["backends."]
+    assert imports_by_name('import importlib\nimportlib.import_module("backends.bm25.plugin")\n', roots, allowed) == []
+    assert imports_by_name('"""Parts of backends.retrieval."""\nX = "backends.retrieval"\n', roots, allowed) == []

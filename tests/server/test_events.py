@@ -30,9 +30,7 @@ def _run_with_events(store: TicketStore, ticket_id: str = "001-greeting") -> str
 
 
 def _finish(store: TicketStore, run_id: str, ticket_id: str = "001-greeting") -> None:
-    store.finish_run(run_id, "failed", "Claude Code exited with code 1 (stderr: boom)")
-    store.release_claim(ticket_id, run_id)
-    store.add_event(run_id, ticket_id, "run_end", {"status": "failed", "reason": "stderr: boom"})
+    store.end_run(ticket_id, run_id, "failed", "Claude Code exited with code 1 (stderr: boom)")
 
 
 def test_stream_replays_then_follows_and_ends_with_the_run(server):

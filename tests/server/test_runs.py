@@ -32,9 +32,7 @@ class HeldRun:
         self.release.wait(60)
         if self.crash is not None:
             raise self.crash
-        self.store.finish_run(run_id, "complete")
-        self.store.set_status(ticket_id, "complete")
-        self.store.release_claim(ticket_id, run_id)
+        self.store.end_run(ticket_id, run_id, "complete")
         return RunOutcome(ticket_id, run_id, "complete")
 
     def close(self) -> None:

@@ -44,13 +44,13 @@ def test_status_outside_the_allowed_set_is_not_claimed(store):
     assert store.claim_new_run("t1", ["complete"]) is not None
 
 
-def test_release_and_refresh(store):
+def test_end_run_releases_and_refresh(store):
     run_id = store.claim_new_run("t0", ["pending"], lease_s=60)
     before = store.get_claim("t0").lease_until
     assert store.refresh_claim("t0", run_id, lease_s=600)
     assert store.get_claim("t0").lease_until > before
     assert not store.refresh_claim("t0", "another-run")
-    store.release_claim("t0", run_id)
+    store.end_run("t0", run_id, "complete")
     assert store.get_claim("t0") is None
 
 
@@ -103,7 +103,7 @@ def test_a_reused_pid_is_not_the_claims_owner(store):
 def test_interrupt_marks_the_run_and_its_running_turn(store):
     run_id = store.claim_new_run("t0", ["pending"])
     store.start_turn(run_id, 1, "prompt", "sess", False)
-    store.interrupt_run(run_id, "interrupted by the user")
+    store.end_run("t0", run_id, "interrupted", "interrupted by the user")
     assert store.get_run(run_id)["status"] == "interrupted"
     assert store.get_turn(run_id, 1)["status"] == "interrupted"
     store.start_turn(run_id, 1, "prompt", "sess", False)  # a resume retries the interrupted turn
@@ -148,7 +148,7 @@ def test_schema_1_database_is_migrated(tmp_path):
     with TicketStore(path) as s:
         assert s.schema_version() == SCHEMA_VERSION
         assert s.get_turn(run_id, 1)["prompt"] == "p"
-        s.interrupt_run(run_id, "x")
+        s.end_run("t0", run_id, "interrupted", "x")
         assert s.get_turn(run_id, 1)["status"] == "interrupted"
 
 

@@ -210,8 +210,6 @@ def test_run_for_unknown_ticket_or_unknown_run(store):
     with pytest.raises(TicketError, match="no run 'r0'"):
         store.get_run("r0")
     with pytest.raises(TicketError, match="no run 'r0'"):
-        store.finish_run("r0", "failed")
-    with pytest.raises(TicketError, match="no run 'r0'"):
         store.set_run_fields("r0", plan_prompt="x")
 
 
@@ -226,22 +224,22 @@ def test_latest_and_list_runs(store):
 
 
 @pytest.mark.parametrize("status", ["complete", "failed", "interrupted"])
-def test_finish_run_records_status_reason_and_end(store, status):
+def test_end_run_records_status_reason_and_end(store, status):
     store.upsert_ticket(ticket("t1"))
     run_id = store.create_run("t1")
-    store.finish_run(run_id, status, "because")
+    assert store.end_run("t1", run_id, status, "because")
     run = store.get_run(run_id)
     assert (run["status"], run["reason"]) == (status, "because")
     assert run["ended_at"] is not None
-    store.finish_run(run_id, "running")  # resumed
-    assert store.get_run(run_id)["ended_at"] is None
+    assert not store.end_run("t1", run_id, "failed")  # it already ended: nothing changes
+    assert store.get_run(run_id)["status"] == status
 
 
-def test_finish_run_refuses_unknown_status(store):
+def test_end_run_refuses_unknown_status(store):
     store.upsert_ticket(ticket("t1"))
     run_id = store.create_run("t1")
-    with pytest.raises(ValueError, match="interrupted"):
-        store.finish_run(run_id, "pending")
+    with pytest.raises(ValueError, match="pending"):
+        store.end_run("t1", run_id, "pending")
 
 
 def test_set_run_fields(store):
@@ -423,7 +421,7 @@ def test_concurrent_writes_from_threads(store):
                 store.start_turn(run, n, f"p{i}", f"s{i}", n > 1)
                 finish_ok(store, run, n, cost=0.01)
             store.add_memory_doc(f"t{i}", "proj", f"doc {i}")
-            store.finish_run(run, "complete")
+            store.end_run("shared", run, "complete")
 
     run_threads(work, 8)
     assert len(store.list_tickets()) == 9
@@ -476,3 +474,10 @@ def test_two_processes_write_to_one_file(tmp_path):
         ids = {t.id for t in s.list_tickets()}
         assert len(ids) == 80
         assert all(s.memory_docs(i) == ["doc"] for i in ids)
+
+
+def test_a_run_ends_only_through_end_run():
+    # finish_run, interrupt_run and release_claim ended runs piecemeal (no run_end event, the
+    # claim left or the ticket's status unset); end_run does all of it in one transaction.
+    for name in ("finish_run", "interrupt_run", "release_claim"):
+        assert not hasattr(TicketStore, name), name

@@ -1,0 +1,220 @@
+"""The memory backend base class and the types it speaks: what the core and plugins share.
+
+Plugin authors import these from `orchestrator.plugin_api`; the core imports them from here, so
+nothing in the core depends on the plugin surface (which re-exports the CLI helper and the
+contract suite, both above the core). Optional capabilities are declared on `MemoryBackend` with
+defaults: the facade and the benchmarks call them plainly, never probe with getattr. To add one,
+add a method with a default that keeps today's behaviour for backends that do not override it.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, Sequence, TypedDict, runtime_checkable
+
+if TYPE_CHECKING:
+    from orchestrator.plugins.backend_options import BackendOptions
+
+
+class RetrieveResult(TypedDict):
+    """One result per query, the shape of seed 000: the query and its ranked docs with scores."""
+
+    question: str
+    docs: list[str]
+    doc_scores: list[float]
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    """A doc with optional metadata: event time (unix seconds) and importance 1-5 (seed 002)."""
+
+    text: str
+    timestamp: float | None = None
+    importance: int | None = None
+
+
+@runtime_checkable
+class TextLLM(Protocol):
+    """The cheap model tier memory backends may use (summaries, fact extraction)."""
+
+    def complete(self, system: str, prompt: str, max_tokens: int = 1024) -> str:
+        """Return the model's text reply to one user prompt."""
+
+
+def check_texts(texts: object, what: str = "docs") -> list[str]:
+    """Return texts as a list, or raise TypeError / ValueError before a backend changes anything.
+
+    A bare string (not a list), a non-string item or a lone surrogate (not storable as UTF-8)
+    is refused, so one bad doc never leaves half a batch behind.
+    """
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, (list, tuple)):
+        raise TypeError(f"{what} must be a list of strings, e.g. [text], not {type(texts).__name__}")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{what}[{i}] is {type(text).__name__}, not str: pass text only")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{what}[{i}] is not valid Unicode (lone surrogate at index "
+                             f"{exc.start}): decode the text properly before indexing") from None
+    return list(texts)
+
+
+@dataclass(frozen=True)
+class MemoryDatabase:
+    """Where a backend that can keep its store in a database server keeps a project's store
+    (`[memory] url`): the server's URL and the project's id. One database serves many projects."""
+
+    url: str
+    project: str
+
+    @property
+    def shown_url(self) -> str:
+        """The URL for messages: its password replaced by *** (as the ticket store shows its own)."""
+        from tickets.db import redact
+
+        return redact(self.url)
+
+    @property
+    def where(self) -> str:
+        """The database and project, for messages."""
+        return f"{self.shown_url} (project {self.project!r})"
+
+
+@dataclass
+class ConversationContext:
+    """What a conversation-watching backend gives the middle agent instead of the full transcript.
+
+    `summary` is the latest completed summary (None when none is ready yet); `gap_messages` are
+    the messages after it, each `{"seq": int, "role": "prompt"|"response", "text": str}`.
+    """
+
+    summary: str | None
+    gap_messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _DefaultOptions:
+    """`MemoryBackend.Options` of a backend that declares none: BackendOptions, imported on use."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> type[BackendOptions]:
+        from orchestrator.plugins.backend_options import BackendOptions
+
+        return BackendOptions
+
+
+class MemoryBackend(ABC):
+    """A project memory store. One instance serves one project directory.
+
+    The facade (orchestrator/memory/facade.py) creates it with the project's own directory, the
+    validated options and an optional TextLLM (None means: work offline, deterministically).
+    It serialises calls per project with a thread lock and a file lock, so a backend needs no
+    locking of its own for index/retrieve/delete (background work it starts is its own), but it
+    must re-read its state at the start of each call: another process (a second `middle run`,
+    `middle memory add`) may have changed the store since (see docs/plugins.md, Other processes).
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    # The backend's options model, a BackendOptions subclass; a backend without options keeps
+    # BackendOptions itself (looked up when first used, so defining a backend imports no pydantic).
+    Options: ClassVar[type[BackendOptions]] = _DefaultOptions()  # type: ignore[assignment]
+    # How `retrieve` ranks, shown by `middle backends` and `middle memory search`: "relevance"
+    # (scores say how well a doc matches the query) or "recency" (newest first, query ignored).
+    recall: ClassVar[str] = "relevance"
+    # What the backend reads as "now" (unix seconds) for the times it stores and the recency it
+    # ranks by. `middle bench tickets` replays a history on the history's own clock.
+    clock: Callable[[], float] = staticmethod(time.time)
+    # The files in a project's directory that make up this backend's store (e.g.
+    # ("hybrid.sqlite3",)); empty: unknown, so the directory itself counts. See store_exists.
+    store_files: ClassVar[tuple[str, ...]] = ()
+    # True: the backend can keep a project's store in a database server. With `[memory] url`
+    # the facade then passes `database=MemoryDatabase(url, project)` to `__init__` and to
+    # `store_exists`, and the project's calls take turns across machines through the
+    # database's advisory lock instead of a file lock (see docs/plugins.md).
+    shares_database: ClassVar[bool] = False
+    # True: `index_records` keeps each record's `timestamp` as the doc's event time (recency
+    # counts from it), so a reindex and `middle bench memory` pass times instead of prefixing
+    # dates to the text. False: the default `index_records` drops them.
+    keeps_times: ClassVar[bool] = False
+
+    @classmethod
+    def store_exists(cls, store_dir: Path) -> bool:
+        """Whether store_dir holds this backend's store. Read-only calls (`middle memory
+        list|search|export`, the memory API's retrieve, docs and search) on a project without
+        one answer empty and create nothing."""
+        store_dir = Path(store_dir)
+        if cls.store_files:
+            return any((store_dir / name).exists() for name in cls.store_files)
+        return store_dir.is_dir()
+
+    def __init__(self, store_dir: Path, options: BackendOptions, llm: TextLLM | None = None):
+        self.store_dir = Path(store_dir)
+        self.options = options
+        self.llm = llm
+
+    @abstractmethod
+    def index(self, docs: list[str]) -> None:
+        """Add docs to the store (a doc already present is not added twice)."""
+
+    @abstractmethod
+    def retrieve(self, queries: list[str], num_to_retrieve: int) -> list[RetrieveResult]:
+        """Return one RetrieveResult per query, at most num_to_retrieve docs each, best first."""
+
+    @abstractmethod
+    def delete(self, docs: list[str]) -> int:
+        """Remove docs given by their exact text; return how many were removed."""
+
+    def list_docs(self) -> list[str]:
+        """Every doc in the store, oldest first (used by `middle memory list|export`)."""
+        raise NotImplementedError(f"backend {self.name!r} cannot list its docs")
+
+    # Optional capabilities: the defaults below are what the facade did for a backend without
+    # them. Override the ones your store can do better (see docs/plugins.md).
+    def has_doc(self, doc: str) -> bool:
+        """Whether the store holds exactly `doc` (`middle memory add`, finding a doc across
+        stores); the default reads list_docs, and answers False when the backend cannot list."""
+        try:
+            return doc in self.list_docs()
+        except NotImplementedError:
+            return False
+
+    def list_records(self) -> Sequence[tuple[str, float | None]]:
+        """Every doc with its event time, oldest first (`middle memory reindex` keeps times);
+        the default pairs list_docs with no time."""
+        return [(text, None) for text in self.list_docs()]
+
+    def index_records(self, records: Sequence[MemoryRecord]) -> None:
+        """Add docs with their event times (see keeps_times); the default indexes the texts."""
+        self.index([record.text for record in records])
+
+    def embeds_docs(self) -> bool:
+        """Whether indexing embeds docs, so `warm_embeddings` has work to do (`middle bench`
+        then times an embed phase apart from the store); default False."""
+        return False
+
+    def warm_embeddings(self, docs: Sequence[str]) -> None:
+        """Embed docs into a cache without storing them (benchmarks time the two apart);
+        the default does nothing."""
+
+    # Optional: backends that watch the ticket conversation (sliding_window) override these.
+    def observe_round(self, conversation_id: str, prompt: str, response: str) -> None:
+        """Record one prompt/response round of a ticket conversation; default ignores it."""
+
+    def conversation_context(self, conversation_id: str) -> ConversationContext | None:
+        """Summary plus gap messages for the conversation; None means show the full transcript."""
+        return None
+
+    def agent_context(self) -> str:
+        """Curated project knowledge (e.g. mental models) the middle agent reads ahead of the
+        recalled memories at ticket start and every turn; '' (the default) for none. Keep it
+        bounded: it is sent on every middle-agent request."""
+        return ""
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for background work (summaries) to finish; default has none."""
+
+    def close(self) -> None:
+        """Release files and threads; the facade calls it once when done with the project."""
