@@ -14,7 +14,6 @@ context. Input: `{"ticket_id": "..."}`. A run started there claims the ticket in
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import threading
 from typing import Any, Callable
@@ -29,8 +28,6 @@ from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.running.driving import EventRecorder, ticket_context, try_claim
 from orchestrator.running.policy import end_on_exception
-
-log = logging.getLogger("middle.langgraph")
 
 # No heartbeat refreshes a claim taken here, so the lease is long; a claim still dies with the
 # server process (claims are checked against the process on this host).
