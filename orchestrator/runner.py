@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
-import time
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -14,17 +12,17 @@ from langchain_core.runnables import RunnableConfig
 
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.config.settings import Config
-from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
-from orchestrator.graph import Limits, TicketContext, build_graph
+from orchestrator.errors import RunInterrupted, StoreUnavailable, TicketError
+from orchestrator.graph import build_graph
 from orchestrator.running.checkpoints import open_checkpointer
-from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
-from orchestrator.running.lifecycle import RUNNABLE, RunLifecycle, start_refusal
+from orchestrator.running.driving import EventRecorder, ticket_context, try_claim
+from orchestrator.running.lifecycle import RUNNABLE, RunLifecycle
 from orchestrator.memory.facade import MemoryFacade
-from orchestrator.running.next_steps import advice, advise
+from orchestrator.running.next_steps import advise
 from orchestrator.running.outcome import RunOutcome  # noqa: F401 - re-exported (the Python API)
+from orchestrator.running.policy import end_on_exception
 from orchestrator.services import Services
 from orchestrator.coding_agent.base import EventCallback
-from tickets.claims import owner_died
 from orchestrator.running.sync import sync
 from tickets.source import LoadResult
 from tickets.store import TicketStore
@@ -84,42 +82,9 @@ class Orchestrator:
         the store (new tickets pending; others updated); see orchestrator.running.sync."""
         return sync(self.store, self.config, source=source, folder=folder, registry=self.registry)
 
-    def _context(self, ticket_id: str, run_id: str) -> TicketContext:
-        record = self._recorder(ticket_id, run_id)
-
-        def say(msg: str) -> None:
-            record("note", {"text": msg})
-            self.say(msg)
-
-        def on_event(event: dict[str, Any]) -> None:
-            record("worker", event)
-            if self.on_event is not None:
-                self.on_event(event)
-
-        return TicketContext(
-            store=self.store, agent=self.agent, worker=self.worker, memory=self.memory,
-            limits=Limits(self.config.agent.max_turns, self.config.agent.max_cost_usd),
-            num_to_retrieve=self.config.memory.num_to_retrieve, hooks=self.registry.hook,
-            on_event=on_event, say=say, lifecycle=self.lifecycle, worktrees=self.worktrees,
-            dependencies=self.config.run.dependencies, stop=self.stop,
-            project_override=self.project_override,
-        )
-
-    def _recorder(self, ticket_id: str, run_id: str) -> Callable[[str, dict[str, Any]], None]:
-        """Store run events (`middle log --follow`, the API and the dashboard read them)."""
-        down_until = [0.0]  # the store was found unreachable: events until then are dropped
-
-        def record(kind: str, data: dict[str, Any]) -> None:
-            if time.monotonic() < down_until[0]:
-                return  # waiting out each event would stall Claude Code's stream for minutes
-            try:
-                self.store.add_event(run_id, ticket_id, kind, data)
-            except StoreUnavailable as exc:  # the run's next store write says so, and stops it
-                down_until[0] = time.monotonic() + self.config.store.reconnect_s
-                log.warning("run events of ticket %s are not recorded for now: %s", ticket_id, exc)
-            except Exception:  # the event log is for watching; it never stops a run
-                log.exception("recording a %s event of run %s failed", kind, run_id)
-        return record
+    def _recorder(self, ticket_id: str, run_id: str) -> EventRecorder:
+        """Stores run events (`middle log --follow`, the API and the dashboard read them)."""
+        return EventRecorder(self.store, ticket_id, run_id, self.config.store.reconnect_s)
 
     def run_ticket(self, ticket_id: str, *, rerun: bool = False, skip_claimed: bool = False) -> RunOutcome:
         """Start a new run of a ticket, claimed atomically so no other process runs it at once.
@@ -132,34 +97,21 @@ class Orchestrator:
         """
         ticket = self.store.get_ticket(ticket_id)
         self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
-        refusal = start_refusal(self.store, ticket_id, rerun=rerun, dependencies=self.config.run.dependencies)
         project = Path(self.project_override or ticket.project_path)
-        if refusal is None and self.worktrees is not None and project.is_dir():
-            from orchestrator.workspace.git import toplevel
 
-            toplevel(project)  # not a repository: one clear error, nothing claimed
-        if refusal is None:
-            allowed = RUNNABLE + (("complete", "merged") if rerun else ())
-            run_id = self.store.claim_new_run(ticket_id, allowed, lease_s=self.lease_s)
-            if run_id is not None:
-                return self._drive(ticket_id, run_id, {"ticket_id": ticket_id, "run_id": run_id})
-            refusal = self._why_not_claimed(ticket_id)
+        def check_project() -> None:
+            if self.worktrees is not None and project.is_dir():
+                from orchestrator.workspace.git import toplevel
+
+                toplevel(project)  # not a repository: one clear error, nothing claimed
+
+        run_id, refusal = try_claim(self.store, ticket_id, rerun=rerun, dependencies=self.config.run.dependencies,
+                                    lease_s=self.lease_s, before_claim=check_project)
+        if run_id is not None:
+            return self._drive(ticket_id, run_id, {"ticket_id": ticket_id, "run_id": run_id})
         if skip_claimed:
             return RunOutcome(ticket_id, "", "skipped", refusal)
         raise TicketError(refusal)
-
-    def _why_not_claimed(self, ticket_id: str) -> str:
-        status = self.store.get_ticket(ticket_id).status.value
-        claim = self.store.get_claim(ticket_id)
-        if status == "interrupted" or (status == "running" and claim is None):
-            return f"ticket {ticket_id!r} has an unfinished run: {advise(self.store, ticket_id, 'run')}"
-        if status == "running" and claim is not None and owner_died(claim):
-            return (f"ticket {ticket_id!r} (run {claim.run_id}, pid {claim.pid} on this machine): "
-                    f"{advise(self.store, ticket_id, 'run')}")
-        if claim is not None:
-            return (f"ticket {ticket_id!r} is being worked by {claim.describe()}: "
-                    f"{advise(self.store, ticket_id, 'run')}")
-        return f"ticket {ticket_id!r} is {status}: {advise(self.store, ticket_id, 'run')}"
 
     def resume(self, ticket_id: str) -> RunOutcome:
         """Continue the ticket's latest run from its last checkpoint (a completed turn never re-runs).
@@ -204,85 +156,37 @@ class Orchestrator:
         """Run the graph under the claim; every way out ends the run through the lifecycle."""
         cfg = _thread(run_id)
         heartbeat = _Heartbeat(self.store, ticket_id, run_id, self.lease_s)
-        if self.services.fake:  # the fake model's costs are made up: kept apart from real spending
-            self.store.set_run_fields(run_id, offline=1)
-        self._recorder(ticket_id, run_id)("run_start", {"resume": graph_input is None})
+        record = self._recorder(ticket_id, run_id)
+        record.run_start(resume=graph_input is None, fake=self.services.fake)
         try:
             with heartbeat:
-                self._checkpointed(lambda: self._stream(graph_input, cfg, ticket_id, run_id))
-        except StoreUnavailable as exc:
-            # The shared store went away mid-run (a restart): nothing is wrong with the ticket,
-            # so it is interrupted, and any worker continues it once the store is back.
-            reason = (f"the run stopped because the store was out of reach: {exc}; "
-                      f"{advice('interrupted', ticket_id, fake=self.services.fake)}")
-            self._interrupt_when_reachable(ticket_id, run_id, reason)
-            return RunOutcome(ticket_id, run_id, "interrupted", reason, self._turns(run_id),
-                              self.store.total_cost(run_id), resumable=True)
-        except ModelAccessError as exc:
-            # Nothing this run did can be kept when no turn finished: back to the backlog, so one
-            # `middle run` picks it up once the key or network is fixed.
-            untouched = graph_input is not None and not any(
-                t["status"] == "done" for t in self.store.list_turns(run_id=run_id))
-            self.lifecycle.fail(ticket_id, run_id, str(exc), resumable=not untouched,
-                                ticket_status="pending" if untouched else None)
-            raise
-        except MiddleError as exc:
-            # The checkpoint stays before the failed node, so `middle resume` retries from there.
-            reason = str(exc)
-            self.lifecycle.fail(ticket_id, run_id, reason, resumable=True)
-            return RunOutcome(ticket_id, run_id, "failed", reason, self._turns(run_id),
-                              self.store.total_cost(run_id), resumable=True)
-        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (RunInterrupted), a stop()
-            why = exc.why if isinstance(exc, RunInterrupted) else "interrupted by the user"
-            self.lifecycle.interrupt(ticket_id, run_id, f"{why}: {advice('interrupted', ticket_id, fake=self.services.fake)}",
-                                     auto_resume=self.project_override is not None)  # a worker's
-            raise
-        except BaseException as exc:  # a bug: still end the run, so no claim or 'running' is left
-            self.lifecycle.fail(ticket_id, run_id, f"internal error: {type(exc).__name__}: {exc}; "
-                                f"{advice('failed-resumable', ticket_id, fake=self.services.fake)}", resumable=True)
-            raise
+                self._checkpointed(lambda: self._stream(graph_input, cfg, record))
+        except BaseException as exc:  # every way out ends the run as the one policy says
+            ending = end_on_exception(exc, self.lifecycle, ticket_id, run_id, fresh=graph_input is not None,
+                                      fake=self.services.fake, stop=self.stop,
+                                      auto_resume=self.project_override is not None)  # a worker's
+            if ending.propagate:
+                raise
+            return RunOutcome(ticket_id, run_id, ending.status, ending.reason, self._turns(run_id),
+                              self.store.total_cost(run_id), resumable=ending.resumable)
         state = self._checkpointed(lambda: self.graph.get_state(cfg)).values
         return RunOutcome(ticket_id, run_id, state.get("status", "failed"), state.get("reason", ""),
                           state.get("turn", 0), self.store.total_cost(run_id), commit=state.get("commit"),
                           changes=len(state.get("changes") or []))
 
-    def _stream(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, ticket_id: str,
-                run_id: str) -> None:
-        record = self._recorder(ticket_id, run_id)
+    def _stream(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, record: EventRecorder) -> None:
+        context = ticket_context(self.services, self.config, self.agent, record, say=self.say,
+                                 on_event=self.on_event, stop=self.stop, project_override=self.project_override)
         # (langgraph types `context` as None on this overload whatever the graph's context schema)
-        for task in self.graph.stream(graph_input, cfg, context=self._context(ticket_id, run_id),  # type: ignore[call-overload]
+        for task in self.graph.stream(graph_input, cfg, context=context,  # type: ignore[call-overload]
                                       stream_mode="tasks", durability="sync"):
             log.debug("graph task %s", task.get("name"))
             if self.stop.is_set():
                 raise RunInterrupted("stopped")
             if "input" in task:  # a node starts
-                record("node", {"node": task["name"], "phase": "start"})
-                continue
-            if task["name"] in ENDING_NODES and not task.get("error"):
-                continue  # its run_end event, written with the run's end, is the last one
-            result = task.get("result") or {}
-            data = {"node": task["name"], "phase": "end",
-                    **{k: result[k] for k in EVENT_FIELDS if k in result}}
-            if task.get("error"):
-                data["error"] = str(task["error"])
-            record("decision" if "decision" in result else "node", data)
-
-    def _interrupt_when_reachable(self, ticket_id: str, run_id: str, reason: str) -> None:
-        """Mark the run interrupted (auto-resumed), waiting for the store that just went away.
-        Stopped meanwhile, it stays `running`: once its lease runs out any runner resumes it."""
-        from tickets.claims import this_host
-
-        while True:
-            try:
-                claim = self.store.get_claim(ticket_id)
-                if claim is not None and (claim.host, claim.pid) != (this_host(), os.getpid()):
-                    return  # the outage outlasted the lease and another runner took the run over
-                self.lifecycle.interrupt(ticket_id, run_id, reason, auto_resume=True)
-                return
-            except StoreUnavailable as exc:  # each try waits [store] reconnect_s
-                if self.stop.is_set():
-                    return
-                log.warning("ticket %s: waiting for the store to mark its run interrupted (%s)", ticket_id, exc)
+                record.node_started(task["name"])
+            else:
+                record.node_ended(task["name"], task.get("result"), task.get("error"))
 
     def _checkpointed(self, fn: Callable[[], Any]) -> Any:
         """Run fn; a database error of the checkpoint store becomes one clear StoreError."""

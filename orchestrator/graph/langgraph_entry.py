@@ -6,27 +6,28 @@ process, and returns the same graph `build_graph()` describes, compiled without 
 (the server brings its own). LangGraph Server can only pass JSON as run context, so each node gets
 the services (store, middle agent, worker, memory) through a closure instead of the runtime
 context. Input: `{"ticket_id": "..."}`. A run started there claims the ticket in the store like
-`middle run` does, records the same run events (the dashboard and `middle log --follow` show it),
-and releases the claim when it ends. Set `configurable.fake = true` to run on the offline fake model.
+`middle run` does (`orchestrator.running.driving`), records the same run events (the dashboard and
+`middle log --follow` show it), and ends a run that raised as the runner does
+(`orchestrator.running.policy`), releasing the claim. Set `configurable.fake = true` to run on the offline fake model.
 """
 
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import threading
 from typing import Any, Callable
 
+from langgraph.errors import GraphBubbleUp
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
-from orchestrator.errors import MiddleError, TicketError
+from orchestrator.errors import TicketError
 from orchestrator.graph.builder import build_graph
-from orchestrator.graph.context import Limits, TicketContext
-from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS, TicketState
-
-log = logging.getLogger("middle.langgraph")
+from orchestrator.graph.context import TicketContext
+from orchestrator.graph.state import TicketState
+from orchestrator.running.driving import EventRecorder, ticket_context, try_claim
+from orchestrator.running.policy import end_on_exception
 
 # No heartbeat refreshes a claim taken here, so the lease is long; a claim still dies with the
 # server process (claims are checked against the process on this host).
@@ -36,10 +37,13 @@ _LOCK = threading.Lock()
 
 
 class BoundServices:
-    """Builds the services and the middle agent on first use and makes a TicketContext per run."""
+    """Builds the services and the middle agent on first use and makes a TicketContext per run.
 
-    def __init__(self, fake: bool = False, config: Any = None):
-        self.fake, self._config = fake, config
+    `services`: share services already built (tests, an embedding application) instead of
+    building them from `config`."""
+
+    def __init__(self, fake: bool = False, config: Any = None, services: Any = None):
+        self.fake, self._config, self._services = fake, config, services
         self._parts: tuple[Any, Any] | None = None
 
     def parts(self) -> tuple[Any, Any]:
@@ -49,55 +53,37 @@ class BoundServices:
                 from orchestrator.config.settings import load_config
                 from orchestrator.services import Services
 
-                cfg = self._config or load_config()
-                services = Services(cfg, fake=self.fake)
-                self._parts = (services, MiddleAgent(services.agent_llm, cfg.agent.max_turns))
+                services = self._services or Services(self._config or load_config(), fake=self.fake)
+                self._parts = (services, MiddleAgent(services.agent_llm, services.config.agent.max_turns))
             return self._parts
 
-    def record(self, run_id: str, ticket_id: str, kind: str, data: dict[str, Any]) -> None:
-        try:
-            self.parts()[0].store.add_event(run_id, ticket_id, kind, data)
-        except Exception:  # the event log is for watching; it never stops a run
-            log.exception("recording a %s event of run %s failed", kind, run_id)
+    def recorder(self, ticket_id: str, run_id: str) -> EventRecorder:
+        services = self.parts()[0]
+        return EventRecorder(services.store, ticket_id, run_id, services.config.store.reconnect_s)
 
-    def context(self, ticket_id: str, run_id: str) -> TicketContext:
+    def context(self, record: EventRecorder) -> TicketContext:
         services, agent = self.parts()
-        cfg = services.config
-        return TicketContext(
-            store=services.store, agent=agent, worker=services.worker, memory=services.memory,
-            limits=Limits(cfg.agent.max_turns, cfg.agent.max_cost_usd),
-            num_to_retrieve=cfg.memory.num_to_retrieve, hooks=services.registry.hook,
-            on_event=lambda event: self.record(run_id, ticket_id, "worker", event),
-            say=lambda msg: self.record(run_id, ticket_id, "note", {"text": msg}),
-            lifecycle=services.lifecycle, worktrees=services.worktrees,
-            dependencies=cfg.run.dependencies)
+        return ticket_context(services, services.config, agent, record)
 
     def claim(self, ticket_id: str) -> str:
-        from orchestrator.running.lifecycle import RUNNABLE, start_refusal
-
+        """Claim a new run as `middle run --rerun` does (the same refusals), and record its start."""
         services = self.parts()[0]
         store, cfg = services.store, services.config
         # The ticket source is the source of truth, as for `middle run`.
         from orchestrator.running.sync import sync
 
         sync(store, cfg, registry=services.registry)
-        refusal = start_refusal(store, ticket_id, rerun=True, dependencies=cfg.run.dependencies)
-        if refusal:
-            raise TicketError(refusal)
-        run_id = store.claim_new_run(ticket_id, RUNNABLE + ("complete", "merged"), lease_s=LEASE_S)
+        run_id, refusal = try_claim(store, ticket_id, rerun=True, dependencies=cfg.run.dependencies,
+                                    lease_s=LEASE_S)
         if run_id is None:
-            raise TicketError(f"ticket {ticket_id!r} is {store.get_ticket(ticket_id).status.value} or "
-                              "claimed by another run: see `middle tickets`")
-        self.record(run_id, ticket_id, "run_start", {"resume": False, "via": "langgraph"})
+            raise TicketError(refusal)
+        self.recorder(ticket_id, run_id).run_start(resume=False, fake=self.fake, via="langgraph")
         return run_id
 
-    def fail(self, state: dict[str, Any], exc: BaseException) -> None:
-        """A node raised: end the run through the one owner of run ends (claim released, hook)."""
-        lifecycle = self.parts()[0].lifecycle
-        if isinstance(exc, KeyboardInterrupt):
-            lifecycle.interrupt(state["ticket_id"], state["run_id"], "interrupted")
-        else:
-            lifecycle.fail(state["ticket_id"], state["run_id"], str(exc), resumable=True)
+    def end(self, state: dict[str, Any], exc: BaseException) -> None:
+        """A node raised: end the run as the runner would (the one policy), claim released."""
+        end_on_exception(exc, self.parts()[0].lifecycle, state["ticket_id"], state["run_id"],
+                         fresh=True, fake=self.fake)
 
 
 def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[dict[str, Any]], Any]:
@@ -109,16 +95,22 @@ def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[
             update["run_id"] = bound.claim(state["ticket_id"])
             state = {**state, **update}
         is_node = name != "route"
+        record = bound.recorder(state["ticket_id"], state["run_id"])
         if is_node:
-            bound.record(state["run_id"], state["ticket_id"], "node", {"node": name, "phase": "start"})
+            record.node_started(name)
         try:
-            result = fn(state, Runtime(context=bound.context(state["ticket_id"], state["run_id"])))
-        except (MiddleError, KeyboardInterrupt) as exc:
-            bound.fail(state, exc)
+            result = fn(state, Runtime(context=bound.context(record)))
+        except GraphBubbleUp:  # LangGraph's own control flow (an interrupt), not an end of the run
             raise
-        if is_node and name not in ENDING_NODES:  # their run_end event is the run's last
-            data = {"node": name, "phase": "end", **{k: result[k] for k in EVENT_FIELDS if k in result}}
-            bound.record(state["run_id"], state["ticket_id"], "decision" if "decision" in result else "node", data)
+        except BaseException as exc:
+            # The graph stops here whatever the exception: LangGraph Server shows the error, and
+            # the store says how the run ended, as for `middle run`.
+            if is_node and isinstance(exc, Exception):  # an interruption is no node's error
+                record.node_ended(name, None, exc)
+            bound.end(state, exc)
+            raise
+        if is_node:
+            record.node_ended(name, result)
         return {**result, **update} if isinstance(result, dict) else result
 
     # Not functools.wraps: LangGraph would read fn's signature and pass a runtime itself.

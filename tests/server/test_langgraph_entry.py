@@ -47,6 +47,7 @@ def test_the_entry_runs_a_ticket_on_the_fake_model(project, claude_cli, monkeypa
         assert store.get_ticket("001-greeting").status.value == "complete"
         assert store.get_claim("001-greeting") is None
         kinds = [e["kind"] for e in store.list_events(run_id=state["run_id"])]
+        assert store.get_run(state["run_id"])["offline"] == 1  # its made-up cost is kept apart
     assert kinds[0] == "run_start" and kinds[-1] == "run_end" and "decision" in kinds
     assert (project.state_path / "worktrees" / "001-greeting" / "calc" / "greeting.py").is_file()
     assert not (project.root / "repo" / "calc" / "greeting.py").exists()  # merged only on request

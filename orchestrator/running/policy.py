@@ -1,0 +1,97 @@
+"""How an exception ends a run: the one policy both drivers of the ticket graph apply.
+
+The runner (`middle run`, `middle serve`, the Python API) and the LangGraph Server entry call
+`end_on_exception` with whatever stopped the graph; it ends the run through the one owner of run
+ends (`RunLifecycle`), so the ticket's status never depends on which driver ran it:
+
+- StoreUnavailable: interrupted, and any worker resumes it once the store is back;
+- ModelAccessError: failed; the ticket goes back to `pending` when no turn finished in a run
+  that started from its input, else stays failed and resumable; the driver raises it on;
+- any other MiddleError: failed and resumable (`middle resume` retries the failed node);
+- KeyboardInterrupt / RunInterrupted: interrupted; the driver raises it on;
+- anything else (a bug): failed, "internal error: ...", resumable; the driver raises it on.
+
+Every row releases the claim (the lifecycle's `end_run` does), so no ticket is left `running`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+
+from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable
+from orchestrator.running.lifecycle import RunLifecycle
+from orchestrator.running.next_steps import advice
+
+log = logging.getLogger("middle.policy")
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a run ended on an exception, for the driver to report."""
+
+    status: str  # the run's status: "interrupted" or "failed"
+    reason: str
+    resumable: bool
+    propagate: bool  # not an outcome of this ticket alone (a bug, Ctrl-C, no model): raise it on
+
+
+def end_on_exception(exc: BaseException, lifecycle: RunLifecycle, ticket_id: str, run_id: str, *,
+                     fresh: bool, fake: bool = False, auto_resume: bool = False,
+                     stop: threading.Event | None = None) -> Ending:
+    """End the run that `exc` stopped, as the policy above says.
+
+    `fresh`: the run started from its input (not resumed from a checkpoint). `auto_resume`: an
+    interruption was no person's doing (a stopped `middle worker`). `stop`: while the store is out
+    of reach, give up marking the run interrupted once it is set.
+    """
+    store = lifecycle.store
+    if isinstance(exc, StoreUnavailable):
+        # The shared store went away mid-run (a restart): nothing is wrong with the ticket,
+        # so it is interrupted, and any worker continues it once the store is back.
+        reason = (f"the run stopped because the store was out of reach: {exc}; "
+                  f"{advice('interrupted', ticket_id, fake=fake)}")
+        _interrupt_when_reachable(lifecycle, ticket_id, run_id, reason, stop)
+        return Ending("interrupted", reason, True, propagate=False)
+    if isinstance(exc, ModelAccessError):
+        # Nothing this run did can be kept when no turn finished: back to the backlog, so one
+        # `middle run` picks it up once the key or network is fixed.
+        untouched = fresh and not any(t["status"] == "done" for t in store.list_turns(run_id=run_id))
+        lifecycle.fail(ticket_id, run_id, str(exc), resumable=not untouched,
+                       ticket_status="pending" if untouched else None)
+        return Ending("failed", str(exc), not untouched, propagate=True)
+    if isinstance(exc, MiddleError):
+        # The checkpoint stays before the failed node, so `middle resume` retries from there.
+        lifecycle.fail(ticket_id, run_id, str(exc), resumable=True)
+        return Ending("failed", str(exc), True, propagate=False)
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP (RunInterrupted), a stop()
+        why = exc.why if isinstance(exc, RunInterrupted) else "interrupted by the user"
+        reason = f"{why}: {advice('interrupted', ticket_id, fake=fake)}"
+        lifecycle.interrupt(ticket_id, run_id, reason, auto_resume=auto_resume)
+        return Ending("interrupted", reason, True, propagate=True)
+    # A bug: still end the run, so no claim or 'running' is left behind.
+    reason = (f"internal error: {type(exc).__name__}: {exc}; "
+              f"{advice('failed-resumable', ticket_id, fake=fake)}")
+    lifecycle.fail(ticket_id, run_id, reason, resumable=True)
+    return Ending("failed", reason, True, propagate=True)
+
+
+def _interrupt_when_reachable(lifecycle: RunLifecycle, ticket_id: str, run_id: str, reason: str,
+                              stop: threading.Event | None) -> None:
+    """Mark the run interrupted (auto-resumed), waiting for the store that just went away.
+    Stopped meanwhile, it stays `running`: once its lease runs out any runner resumes it."""
+    from tickets.claims import this_host
+
+    while True:
+        try:
+            claim = lifecycle.store.get_claim(ticket_id)
+            if claim is not None and (claim.host, claim.pid) != (this_host(), os.getpid()):
+                return  # the outage outlasted the lease and another runner took the run over
+            lifecycle.interrupt(ticket_id, run_id, reason, auto_resume=True)
+            return
+        except StoreUnavailable as exc:  # each try waits [store] reconnect_s
+            if stop is not None and stop.is_set():
+                return
+            log.warning("ticket %s: waiting for the store to mark its run interrupted (%s)", ticket_id, exc)
