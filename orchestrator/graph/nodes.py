@@ -27,7 +27,8 @@ Update = dict[str, Any]
 
 
 def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> str:
-    """One retrieve; memory off means no call at all; any failure means no memories.
+    """The "Memories invoked" block: the project's recent work and one retrieve of related work;
+    memory off means no call at all; any failure means no memories (of that part).
 
     A backend with standing project knowledge (`agent_context`, e.g. Hindsight's mental models)
     has it placed ahead of the "Memories invoked:" block.
@@ -35,21 +36,38 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
     if ctx.memory is None:
         return ""
     project_id = state["ticket"]["project_id"]
+    recent = _recent_work(ctx, project_id, where)
     try:
-        results = ctx.memory.retrieve(project_id, [query], ctx.num_to_retrieve)
+        # Asks for as many more as there are recent docs: "Related" leaves those out.
+        results = ctx.memory.retrieve(project_id, [query], ctx.num_to_retrieve + len(recent))
     except Exception as exc:  # memory failures never stop a ticket (seed 000)
         log.warning("memory recall at %s failed; going on with no memories: %s", where, exc)
         ctx.say(f"memory recall failed ({exc}); going on without memories")
         results = []
-    memories = ctx.memory.format_memories(results)  # within [memory] memories_budget_chars
+    if recent:
+        seen = {doc for doc, _ in recent}
+        results = [{**r, "docs": [d for d in r["docs"] if d not in seen][:ctx.num_to_retrieve]}
+                   for r in results]
+    memories = ctx.memory.format_block(recent, results)  # within [memory] memories_budget_chars
     if memories:
-        ctx.say(f"recalled {sum(len(r['docs']) for r in results)} memory doc(s) at {where}")
+        ctx.say(f"recalled {len(recent)} recent and {sum(len(r['docs']) for r in results)} "
+                f"related memory doc(s) at {where}")
     try:
         standing = ctx.memory.agent_context(project_id)
     except Exception as exc:
         log.warning("memory agent context at %s failed; going on without it: %s", where, exc)
         standing = ""
     return "\n\n".join(part for part in (standing.strip(), memories) if part)
+
+
+def _recent_work(ctx: TicketContext, project_id: str, where: str) -> list[tuple[str, str]]:
+    """The project's newest ticket docs from the ticket store, (doc, date) newest first."""
+    assert ctx.memory is not None
+    try:
+        return ctx.store.recent_memory_docs(project_id, ctx.memory.recent_tickets)
+    except Exception as exc:  # a view for the agent; never a reason to stop
+        log.warning("recent work at %s unavailable; going on without it: %s", where, exc)
+        return []
 
 
 def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:

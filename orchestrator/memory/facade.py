@@ -14,11 +14,14 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
     CUT_MARKER,
     DEFAULT_MAX_DOC_CHARS,
     DEFAULT_MEMORIES_BUDGET_CHARS,
+    DEFAULT_RECENT_SHARE,
+    DEFAULT_RECENT_TICKETS,
     DOC_ID_CHARS,
     MEMORIES_HEADER,
     MIN_MAX_DOC_CHARS,
     MIN_MEMORIES_BUDGET_CHARS,
     doc_id,
+    format_block,
     format_memories,
     memories_layout,
     truncate_doc,
@@ -140,6 +143,8 @@ class MemoryFacade:
         lock_timeout_s: float = 120.0,
         max_doc_chars: int = DEFAULT_MAX_DOC_CHARS,
         memories_budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
+        recent_tickets: int = DEFAULT_RECENT_TICKETS,
+        recent_share: float = DEFAULT_RECENT_SHARE,
         url: str | None = None,
     ):
         if backend == "none":
@@ -148,6 +153,11 @@ class MemoryFacade:
         self.max_doc_chars = _check_setting(max_doc_chars, "max_doc_chars", MIN_MAX_DOC_CHARS)
         self.memories_budget_chars = _check_setting(
             memories_budget_chars, "memories_budget_chars", MIN_MEMORIES_BUDGET_CHARS)
+        self.recent_tickets = _check_setting(recent_tickets, "recent_tickets", 0)
+        if isinstance(recent_share, bool) or not isinstance(recent_share, (int, float)) \
+                or not 0 <= recent_share <= 1:
+            raise ConfigError(f"[memory] recent_share must be a number from 0 to 1, not {recent_share!r}")
+        self.recent_share = float(recent_share)
         self.save_dir = Path(save_dir).expanduser().resolve()
         self.backend_name = backend
         self.registry = registry
@@ -361,6 +371,12 @@ class MemoryFacade:
     def format_memories(self, results: list[RetrieveResult]) -> str:
         """`format_memories` with this facade's memories_budget_chars."""
         return format_memories(results, self.memories_budget_chars)
+
+    def format_block(self, recent: list[tuple[str, str]], results: list[RetrieveResult]) -> str:
+        """The block with "Recent work" (`recent`: (doc, date), newest first) and the related
+        `results`, within memories_budget_chars ([memory] recent_share of it at most for recent)."""
+        docs = [doc for result in results for doc in result.get("docs", [])]
+        return format_block(recent, docs, self.memories_budget_chars, self.recent_share)
 
     # -- seed 000 API -------------------------------------------------------------------------
     def retrieve(
