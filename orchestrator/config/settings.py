@@ -151,7 +151,7 @@ class Config(_Strict):
         """The database of shared memory stores: [memory] url, else a PostgreSQL [store] url."""
         return self.memory.url or self.store.url  # both validated as PostgreSQL URLs
 
-    def memory_limits(self) -> dict[str, int]:
+    def memory_limits(self) -> dict[str, Any]:
         """The size caps and block split the memory facade applies (see [memory] in README)."""
         return {"max_doc_chars": self.memory.max_doc_chars,
                 "memories_budget_chars": self.memory.memories_budget_chars,

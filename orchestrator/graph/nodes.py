@@ -14,6 +14,7 @@ from orchestrator.errors import ModelAccessError, RunInterrupted, TicketError, W
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.graph.takeover import local_ticket, recap
+from orchestrator.memory.format import completion_doc
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
 from orchestrator.running.next_steps import advice
 from orchestrator.plugins.manager import call_hook
@@ -240,9 +241,9 @@ def assess(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     if note:
         conversation += "\n\n" + note
     decision = ctx.agent.assess(state["ticket"], conversation, memories, state["turn"])
-    ctx.store.set_turn_assessment(state["run_id"], state["turn"], memories, decision.model_dump())
+    ctx.store.set_turn_assessment(state["run_id"], state["turn"], memories, decision.record())
     ctx.say("middle agent: " + ("complete" if decision.complete else "another turn"))
-    return {"decision": decision.model_dump(), "next_prompt": decision.next_prompt}
+    return {"decision": decision.record(), "next_prompt": decision.next_prompt}
 
 
 def _limit_reason(state: TicketState, ctx: TicketContext) -> str | None:
@@ -292,7 +293,8 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
     ctx, t = runtime.context, state["ticket"]
     if ctx.memory is None:
         return {"indexed_docs": []}
-    doc = f"Ticket: {t['title']}. {t['description'] or ''}. {state['decision'].get('summary', '')}"
+    # Seed 000's line, then the decisions, rejected alternatives and human's instructions.
+    doc = completion_doc(t["title"], t["description"], state["decision"])
     doc = ctx.memory.prepare_doc(doc)  # the exact text stored: cut to [memory] max_doc_chars
     # Kept with the ticket first, so a revert can delete exactly this string later.
     if doc not in ctx.store.memory_docs(t["id"]):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from orchestrator.plugin_api import RetrieveResult
 
 MEMORIES_HEADER = "Memories invoked:"
@@ -25,6 +27,22 @@ def doc_id(doc: str) -> str:
     import hashlib  # here: OpenSSL loads in a tenth of `middle --help`, which needs no doc id
 
     return hashlib.sha256(doc.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# The completion doc's lines after its summary (issue 23: decisions go in), by decision field.
+DECISION_LINES = (("decisions", "Decided"), ("rejected", "Rejected"),
+                  ("instructions", "The human's instructions"))
+
+
+def completion_doc(title: str, description: str | None, decision: dict[str, Any]) -> str:
+    """The doc a completed ticket leaves in memory: seed 000's line, then one line each for the
+    decisions, rejected alternatives and the human's instructions the agent listed."""
+    doc = f"Ticket: {title}. {description or ''}. {decision.get('summary', '')}"
+    for key, label in DECISION_LINES:
+        items = [" ".join(str(i).split()) for i in decision.get(key) or [] if str(i).strip()]
+        if items:
+            doc += f"\n{label}: " + "; ".join(i.rstrip(".;") for i in items) + "."
+    return doc
 
 
 def truncate_doc(doc: str, max_chars: int) -> str:
