@@ -417,6 +417,30 @@ class MemoryFacade:
             write_records(backend, list(zip(texts, (w for _, w in records))))
         self._log("index", project_id, started, docs=len(texts))
 
+    def index_new_records(self, project_id: str, records: list[tuple[str, float | None]]) -> int:
+        """Index the (text, time) pairs whose text is not in the store yet, under one hold of the
+        project's locks (an import rerun, or two at once, adds nothing twice); returns how many."""
+        validate_project_id(project_id)
+        prepared = [(self.prepare_doc(t), w) for t, w in records]
+        started = time.perf_counter()
+        with self._locked(project_id, "import") as backend:
+            has = getattr(backend, "has_doc", None)
+            if has is None:  # one listing, not one per doc
+                try:
+                    has = set(backend.list_docs()).__contains__
+                except NotImplementedError:
+                    has = set().__contains__
+            seen: set[str] = set()
+            fresh = []
+            for text, when in prepared:
+                if text not in seen and not has(text):
+                    fresh.append((text, when))
+                seen.add(text)
+            if fresh:
+                write_records(backend, fresh)
+        self._log("import", project_id, started, docs=len(records), added=len(fresh))
+        return len(fresh)
+
     def delete_forms(self, docs: list[str]) -> list[str]:
         """The texts `delete` looks for: each doc, and its cut form when it is longer than
         max_doc_chars (stores written before the cap may hold it whole)."""
