@@ -45,14 +45,11 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
         log.warning("memory recall at %s failed; going on with no memories: %s", where, exc)
         ctx.say(f"memory recall failed ({exc}); going on without memories")
         results = []
-    if recent:
-        seen = {doc for doc, _ in recent}
-        results = [{**r, "docs": [d for d in r["docs"] if d not in seen][:ctx.num_to_retrieve]}
-                   for r in results]
-    memories = ctx.memory.format_block(recent, results)  # within [memory] memories_budget_chars
+    # Within [memory] memories_budget_chars; related docs shown as recent work are left out.
+    memories = ctx.memory.format_block(recent, results, limit=ctx.num_to_retrieve)
     if memories:
-        ctx.say(f"recalled {len(recent)} recent and {sum(len(r['docs']) for r in results)} "
-                f"related memory doc(s) at {where}")
+        ctx.say(f"recalled {len(recent)} recent and up to {ctx.num_to_retrieve} related memory "
+                f"doc(s) at {where}")
     try:
         standing = ctx.memory.agent_context(project_id)
     except Exception as exc:

@@ -372,11 +372,13 @@ class MemoryFacade:
         """`format_memories` with this facade's memories_budget_chars."""
         return format_memories(results, self.memories_budget_chars)
 
-    def format_block(self, recent: list[tuple[str, str]], results: list[RetrieveResult]) -> str:
-        """The block with "Recent work" (`recent`: (doc, date), newest first) and the related
-        `results`, within memories_budget_chars ([memory] recent_share of it at most for recent)."""
+    def format_block(self, recent: list[tuple[str, str]], results: list[RetrieveResult],
+                     limit: int | None = None) -> str:
+        """The block with "Recent work" (`recent`: (doc, date), newest first) and the first
+        `limit` related docs of `results` not shown as recent, within memories_budget_chars
+        ([memory] recent_share of it at most for recent work)."""
         docs = [doc for result in results for doc in result.get("docs", [])]
-        return format_block(recent, docs, self.memories_budget_chars, self.recent_share)
+        return format_block(recent, docs, self.memories_budget_chars, self.recent_share, limit)
 
     # -- seed 000 API -------------------------------------------------------------------------
     def retrieve(

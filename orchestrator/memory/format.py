@@ -105,13 +105,14 @@ def memories_layout(docs: list[str], budget_chars: int = DEFAULT_MEMORIES_BUDGET
 
 def format_block(recent: list[tuple[str, str]], docs: list[str],
                  budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
-                 recent_share: float = DEFAULT_RECENT_SHARE) -> str:
+                 recent_share: float = DEFAULT_RECENT_SHARE, limit: int | None = None) -> str:
     """The block with its two parts: "Recent work" (`recent`: (doc, date) pairs, newest first)
     within recent_share of the budget, then "Related work from any time" (the ranked `docs`,
-    less those shown as recent) in what is left. No recent work: seed 000's flat block."""
+    less those shown as recent, the first `limit` of them) in what is left. No recent work:
+    seed 000's flat block."""
     lines = _recent_lines(recent, int(budget_chars * recent_share))
     shown = {doc for doc, _ in recent[:len(lines)]}
-    related = [doc for doc in docs if doc not in shown]
+    related = [doc for doc in docs if doc not in shown][:limit]
     if not lines:
         return "".join(text for _, text in memories_layout(related, budget_chars))
     head = "\n".join([MEMORIES_HEADER, RECENT_HEADER, *lines])

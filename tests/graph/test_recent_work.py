@@ -84,3 +84,13 @@ def test_block_is_empty_without_memories_and_flat_without_recent_work():
         f"{MEMORIES_HEADER}\n{RECENT_HEADER}\n- 2026-01-02 done it")
     # A share too small for one line leaves the block as seed 000's flat list.
     assert format_block([("done it", "2026-01-02")], ["a"], 2000, 0.0) == f"{MEMORIES_HEADER}\na"
+
+
+def test_a_recent_doc_left_out_for_want_of_room_stays_among_the_related():
+    recent = [(f"Ticket: r{i}. " + "x" * 80, "2026-11-20") for i in range(5)]
+    # A budget whose recent share holds two lines: the other three may still rank as related.
+    block = format_block(recent, [recent[4][0], "other"], 500, 0.4, limit=5)
+    assert block.count("Ticket: r") == 3 and "Ticket: r4." in block.split(RELATED_HEADER)[1]
+    # `limit`: at most that many related docs, counted after the recent ones are left out.
+    assert format_block(recent[:1], [recent[0][0], "a", "b", "c"], 2000, 0.4, limit=2).endswith(
+        f"{RELATED_HEADER}\na\nb")
