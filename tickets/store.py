@@ -543,6 +543,16 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
             sql += " AND deleted_at IS NULL"
         return [r["doc"] for r in self._read(sql + " ORDER BY id", (ticket_id,))]
 
+    def recent_memory_docs(self, project_id: str, limit: int) -> list[tuple[str, str]]:
+        """The project's newest live ticket docs as (doc, indexed at), newest first: the
+        "Recent work" part of the memories block."""
+        if limit <= 0:
+            return []
+        rows = self._read("SELECT doc, created_at FROM memory_docs WHERE project_id = ? AND "
+                          "deleted_at IS NULL ORDER BY created_at DESC, id DESC LIMIT ?",
+                          (project_id, limit))
+        return [(r["doc"], r["created_at"]) for r in rows]
+
     def memory_doc_backends(self, ticket_id: str) -> dict[str, str | None]:
         """The ticket's live docs and the backend that indexed each (None: not recorded)."""
         rows = self._read("SELECT doc, backend FROM memory_docs WHERE ticket_id = ? AND "

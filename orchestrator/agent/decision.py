@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class Plan(BaseModel):
@@ -14,6 +14,9 @@ class Plan(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     prompt: str = Field(min_length=1, description="The exact prompt to send to Claude Code.")
+
+
+NOTE_FIELDS = ("decisions", "rejected", "instructions")
 
 
 class Decision(BaseModel):
@@ -27,6 +30,34 @@ class Decision(BaseModel):
     next_prompt: str = Field(
         "", description="When not complete: the exact next prompt to send to Claude Code."
     )
+    # Optional (issue 23): what a later ticket must know, kept in the completion doc.
+    decisions: list[str] = Field(
+        default_factory=list,
+        description="When complete: each decision made, with why (e.g. 'Kept tabs: the linter enforces them').")
+    rejected: list[str] = Field(
+        default_factory=list,
+        description="When complete: each alternative considered and rejected, with why.")
+    instructions: list[str] = Field(
+        default_factory=list,
+        description="When complete: each instruction or rule the human gave in the ticket, in their words.")
+
+    def record(self) -> dict[str, Any]:
+        """The decision as stored with its turn: seed 000's three keys, and the lists only when
+        the agent filled them."""
+        data = self.model_dump()
+        return {k: v for k, v in data.items() if v != [] or k not in NOTE_FIELDS}
+
+    @field_validator("decisions", "rejected", "instructions", mode="before")
+    @classmethod
+    def _items(cls, value: Any) -> list[str]:
+        """Models reply a string, null or a list: always a list of non-empty strings."""
+        if value is None:
+            return []
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            raise ValueError("must be a list of strings")
+        return [str(item).strip() for item in value if item is not None and str(item).strip()]
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -11,6 +11,7 @@ NOT_RUN_YET = "Claude Code has not been run yet."
 SENT = "You sent Claude Code:"
 RESPONDED = "Claude Code responded:"
 DESCRIPTION = "Description:"
+CONVERSATION = "Conversation so far"
 
 SYSTEM_PROMPT = MIDDLE_AGENT_MARKER + """: a senior developer who works through a ticket by \
 supervising Claude Code, a coding agent that edits the project's files. You never edit files \
@@ -30,9 +31,12 @@ self-contained task instruction for this ticket. Reply as JSON: {"prompt": "..."
 
 ASSESS_INSTRUCTIONS = """Decide whether the ticket is complete. If it is, set "complete" to true \
 and write a short "summary" of what was done, learned and overcome (it is kept as project memory \
-for future tickets). If not, set "complete" to false and write "next_prompt", the exact next \
-prompt for Claude Code. Reply as JSON: {"complete": bool, "summary": "...", "next_prompt": "..."}."""
-
+for future tickets), and list what a later ticket must know: "decisions" (each decision made and \
+why), "rejected" (each alternative considered and rejected, and why) and "instructions" (each \
+instruction or rule the human gave in the ticket, in their words); leave a list empty when there \
+is nothing for it. If not, set "complete" to false and write "next_prompt", the exact next \
+prompt for Claude Code. Reply as JSON: {"complete": bool, "summary": "...", "next_prompt": "...", \
+"decisions": ["..."], "rejected": ["..."], "instructions": ["..."]}."""
 
 def with_memories(memories: str, message: str) -> str:
     """Seed 000: when non-empty, memories are prepended to the user message, then a blank line."""
@@ -76,7 +80,7 @@ def assess_message(
     body = (
         f"Ticket: {ticket['title']}\n"
         f"{DESCRIPTION}\n{ticket.get('description') or '(none)'}\n\n"
-        f"Conversation so far (turn {turn} of at most {max_turns}):\n{conversation}\n\n"
+        f"{CONVERSATION} (turn {turn} of at most {max_turns}):\n{conversation}\n\n"
         f"{ASSESS_INSTRUCTIONS}"
     )
     return with_memories(memories, body)

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from orchestrator.memory.format import DECISION_LINES
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
 
 
@@ -54,6 +55,7 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
             if turn.get("decision") is not None or turn.get("memories_invoked"):
                 _block(console, "memories invoked", turn.get("memories_invoked"), full)
                 _block(console, "decision", json.dumps(turn.get("decision"), ensure_ascii=False), full)
+                _decision_notes(console, turn.get("decision") or {}, full)
     docs = store.memory_docs(ticket_id, include_deleted=True)
     failed = _index_failure(store, ticket_id)
     if docs and failed:
@@ -63,6 +65,14 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
         console.print("\n[bold]indexed to memory[/]")
     for doc in docs:
         console.print("  " + escape(_short(doc, full)), soft_wrap=True)
+
+
+def _decision_notes(console: Console, decision: dict[str, Any], full: bool) -> None:
+    """The decisions, rejected alternatives and human's instructions of a decision, one per line."""
+    for key, label in DECISION_LINES:
+        items = decision.get(key)
+        if isinstance(items, list) and items:
+            _block(console, label.lower(), "\n".join(f"- {item}" for item in items), full)
 
 
 def _index_failure(store: Any, ticket_id: str) -> str:

@@ -1,9 +1,11 @@
-"""`middle memory search|list|add|delete|export|stores|reindex`: the project memory from the command line."""
+"""`middle memory search|list|add|delete|export|stores|reindex|import`: the project memory from the command line."""
 
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
 import click
 
@@ -22,7 +24,7 @@ _memory = project_memory  # the facade and the project id of this command
 
 @click.group()
 def memory() -> None:
-    """Search, list, add, delete, export and reindex project memory."""
+    """Search, list, add, delete, export, reindex and import project memory."""
 
 
 @memory.command()
@@ -155,3 +157,63 @@ def reindex(ctx: click.Context, source: str, project: str | None) -> None:
     if report.backup is not None:
         console.print(f"the old store's files are in {safe(report.backup)} (delete it when "
                       "the new store looks right)")
+
+
+@memory.command(name="import")
+@click.argument("sources", nargs=-1, required=True, metavar="git | FILES...")
+@click.option("--since", default=None, metavar="REF",
+              help="With git: only the commits after REF (a commit, tag or branch).")
+@click.option("--repo", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="With git: the repository (default: the project's path, [project] path).")
+@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+@project_option
+@click.pass_context
+def import_(ctx: click.Context, sources: tuple[str, ...], since: str | None, repo: Path | None,
+            progress: bool, project: str | None) -> None:
+    """Index a project's existing history: `git` (one doc per non-merge commit, new commits
+    only on a rerun), or FILES: Markdown or text (one doc per section) and Claude Code session
+    transcripts (.jsonl, one doc per session), or folders of them."""
+    from orchestrator.cli.context import get_config
+    from orchestrator.memory.importers import index_batches
+    from orchestrator.memory.importers import files as file_import
+    from orchestrator.memory.importers import git as git_import
+
+    if sources == ("git",):
+        config = get_config(ctx)
+        mem, pid = _memory(ctx, project)
+        where = repo if repo is not None else config.resolve(config.project.path)
+        with _progress(progress) as track:
+            report, total = git_import.import_history(mem, pid, where, config.state_path, since, track)
+        if not total:
+            console.print(f"nothing new to import: every commit of {safe(where)} is in memory")
+            return
+        console.print(f"imported {report.added} new commit(s) of {total} into {safe(mem.where(pid))}"
+                      + (f"; {report.already} already there" if report.already else ""))
+        return
+    if since is not None or repo is not None:
+        raise click.UsageError("--since and --repo go with `middle memory import git`")
+    paths = file_import.expand([Path(s) for s in sources])
+    # Every file is read before anything is indexed: bad input imports nothing.
+    records = [r for path in paths for r in file_import.read_records(path)]
+    mem, pid = _memory(ctx, project)
+    with _progress(progress) as track:
+        report = index_batches(mem, pid, records, track(f"importing {len(records)} doc(s)", len(records)))
+    console.print(f"imported {report.added} new doc(s) from {len(paths)} file(s) into "
+                  f"{safe(mem.where(pid))}" + (f"; {report.already} already there" if report.already else ""))
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[str, int], Callable[[int], None]]]:
+    """`track(description, total)` -> advance(n): a rich bar on stderr, or nothing."""
+    if not enabled:
+        yield lambda _d, _t: (lambda _n: None)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+        def track(description: str, total: int) -> Callable[[int], None]:
+            task = bar.add_task(description, total=max(total, 1))
+            return lambda n: bar.advance(task, n)
+
+        yield track

@@ -64,6 +64,10 @@ class MemoryConfig(_Strict):
     # Seed 002 aims at ~500 tokens per injection; a doc longer than max_doc_chars is cut on index.
     max_doc_chars: int = Field(8000, gt=0)
     memories_budget_chars: int = Field(2000, gt=0)
+    # The block's "Recent work": the newest N tickets of the project (0: none), within
+    # recent_share of memories_budget_chars; the rest is "Related work from any time".
+    recent_tickets: int = Field(5, ge=0)
+    recent_share: float = Field(0.4, ge=0, le=1)
     # "postgresql://...": the stores of backends that can share a database (hybrid, dense,
     # bm25) live there, one database for every project and machine; also MIDDLE_MEMORY_URL.
     # None: the [store] url when it names PostgreSQL, else per machine under save_dir.
@@ -155,10 +159,12 @@ class Config(_Strict):
         """The database of shared memory stores: [memory] url, else a PostgreSQL [store] url."""
         return self.memory.url or self.store.url  # both validated as PostgreSQL URLs
 
-    def memory_limits(self) -> dict[str, int]:
-        """The size caps the memory facade applies (see [memory] in README)."""
+    def memory_limits(self) -> dict[str, Any]:
+        """The size caps and block split the memory facade applies (see [memory] in README)."""
         return {"max_doc_chars": self.memory.max_doc_chars,
-                "memories_budget_chars": self.memory.memories_budget_chars}
+                "memories_budget_chars": self.memory.memories_budget_chars,
+                "recent_tickets": self.memory.recent_tickets,
+                "recent_share": self.memory.recent_share}
 
     @property
     def state_path(self) -> Path:

@@ -10,7 +10,10 @@ from typing import Any
 from .messages import content_text, last_message, last_user_text, working_directory
 from .replies import ApiError, Reply, reply, text, tool_use
 
-from orchestrator.agent.prompts import DESCRIPTION, NOT_RUN_YET, RESPONDED, SENT
+from orchestrator.agent.notes import read_notes
+from orchestrator.agent.prompts import (
+    ASSESS_INSTRUCTIONS, CHANGED, CONVERSATION, DESCRIPTION, NOT_RUN_YET, RESPONDED, SENT,
+)
 
 # ``Create `path/file.ext` with:`` then a fenced block; the closing fence must match the opening.
 _CREATE_RE = re.compile(
@@ -60,17 +63,37 @@ def latest_prompt(user_text: str) -> str | None:
     return user_text[start + len(SENT): end if end > 0 else None].strip()
 
 
-def assess(prompt: str, response: str) -> dict[str, Any]:
+def assess_description(user_text: str) -> str:
+    """The ticket's description in an assess request: between `Description:` and the conversation."""
+    matches = list(_DESCRIPTION_RE.finditer(user_text))
+    if not matches:
+        return ""
+    rest = user_text[matches[0].end():]
+    end = rest.find("\n\n" + CONVERSATION)
+    return (rest[:end] if end >= 0 else rest).strip()
+
+
+def responses(user_text: str) -> str:
+    """Every Claude Code response of the conversation, joined (without the instructions after it)."""
+    ends = [i for i in (user_text.find("\n\n" + CHANGED), user_text.find("\n\n" + ASSESS_INSTRUCTIONS))
+            if i >= 0]
+    parts = user_text[:min(ends, default=len(user_text))].split(RESPONDED)[1:]
+    return "\n".join(p.split(SENT)[0].split("\n--- Turn")[0] for p in parts)
+
+
+def assess(prompt: str, response: str, description: str = "", said: str = "") -> dict[str, Any]:
     """Complete only when Claude Code reported creating every file the prompt asked for.
 
     The demo model can do nothing else, so any other ticket fails honestly, saying why, and no
-    summary is indexed for it (nothing was done).
+    summary is indexed for it (nothing was done). A completion also lists the decisions,
+    rejected alternatives and instructions worded as such in the ticket (`description`) and in
+    what Claude Code said (`said`).
     """
     wanted = [path for path, _ in file_instructions(prompt)]
     created = [p for p in wanted if f"Created {posixpath.normpath(p)}." in response]
     if wanted and created == wanted:
         return {"complete": True, "summary": f"Created {', '.join(wanted)} as the ticket asked.",
-                "next_prompt": ""}
+                "next_prompt": "", **read_notes(description, said or response)}
     if wanted:
         missing = ", ".join(p for p in wanted if p not in created)
         why = f"Claude Code did not create {missing} ({one_sentence(response)})"
@@ -95,7 +118,8 @@ class DemoResponder:
         response = latest_response(user_text)
         if response is None:  # the planning request: turn the ticket into Claude Code's prompt
             return reply(text(json.dumps({"prompt": plan_instruction(user_text)})))
-        return reply(text(json.dumps(assess(latest_prompt(user_text) or "", response))))
+        return reply(text(json.dumps(assess(latest_prompt(user_text) or "", response,
+                                            assess_description(user_text), responses(user_text)))))
 
     def _worker(self, body: dict[str, Any]) -> Reply:
         cwd = working_directory(body)

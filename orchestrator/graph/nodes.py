@@ -15,6 +15,7 @@ from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.graph.takeover import local_ticket, recap
 from orchestrator.graph.worktree import run_workspace
+from orchestrator.memory.format import completion_doc
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
 from orchestrator.running.next_steps import advice
 from orchestrator.plugins.manager import call_hook
@@ -28,7 +29,8 @@ Update = dict[str, Any]
 
 
 def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> str:
-    """One retrieve; memory off means no call at all; any failure means no memories.
+    """The "Memories invoked" block: the project's recent work and one retrieve of related work;
+    memory off means no call at all; any failure means no memories (of that part).
 
     A backend with standing project knowledge (`agent_context`, e.g. Hindsight's mental models)
     has it placed ahead of the "Memories invoked:" block.
@@ -36,21 +38,35 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
     if ctx.memory is None:
         return ""
     project_id = state["ticket"]["project_id"]
+    recent = _recent_work(ctx, project_id, where)
     try:
-        results = ctx.memory.retrieve(project_id, [query], ctx.num_to_retrieve)
+        # Asks for as many more as there are recent docs: "Related" leaves those out.
+        results = ctx.memory.retrieve(project_id, [query], ctx.num_to_retrieve + len(recent))
     except Exception as exc:  # memory failures never stop a ticket (seed 000)
         log.warning("memory recall at %s failed; going on with no memories: %s", where, exc)
         ctx.say(f"memory recall failed ({exc}); going on without memories")
         results = []
-    memories = ctx.memory.format_memories(results)  # within [memory] memories_budget_chars
+    # Within [memory] memories_budget_chars; related docs shown as recent work are left out.
+    memories = ctx.memory.format_block(recent, results, limit=ctx.num_to_retrieve)
     if memories:
-        ctx.say(f"recalled {sum(len(r['docs']) for r in results)} memory doc(s) at {where}")
+        ctx.say(f"recalled {len(recent)} recent and up to {ctx.num_to_retrieve} related memory "
+                f"doc(s) at {where}")
     try:
         standing = ctx.memory.agent_context(project_id)
     except Exception as exc:
         log.warning("memory agent context at %s failed; going on without it: %s", where, exc)
         standing = ""
     return "\n\n".join(part for part in (standing.strip(), memories) if part)
+
+
+def _recent_work(ctx: TicketContext, project_id: str, where: str) -> list[tuple[str, str]]:
+    """The project's newest ticket docs from the ticket store, (doc, date) newest first."""
+    assert ctx.memory is not None
+    try:
+        return ctx.store.recent_memory_docs(project_id, ctx.memory.recent_tickets)
+    except Exception as exc:  # a view for the agent; never a reason to stop
+        log.warning("recent work at %s unavailable; going on without it: %s", where, exc)
+        return []
 
 
 def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
@@ -194,9 +210,9 @@ def assess(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     if note:
         conversation += "\n\n" + note
     decision = ctx.agent.assess(state["ticket"], conversation, memories, state["turn"])
-    ctx.store.set_turn_assessment(state["run_id"], state["turn"], memories, decision.model_dump())
+    ctx.store.set_turn_assessment(state["run_id"], state["turn"], memories, decision.record())
     ctx.say("middle agent: " + ("complete" if decision.complete else "another turn"))
-    return {"decision": decision.model_dump(), "next_prompt": decision.next_prompt}
+    return {"decision": decision.record(), "next_prompt": decision.next_prompt}
 
 
 def _limit_reason(state: TicketState, ctx: TicketContext) -> str | None:
@@ -246,7 +262,8 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
     ctx, t = runtime.context, state["ticket"]
     if ctx.memory is None:
         return {"indexed_docs": []}
-    doc = f"Ticket: {t['title']}. {t['description'] or ''}. {state['decision'].get('summary', '')}"
+    # Seed 000's line, then the decisions, rejected alternatives and human's instructions.
+    doc = completion_doc(t["title"], t["description"], state["decision"])
     doc = ctx.memory.prepare_doc(doc)  # the exact text stored: cut to [memory] max_doc_chars
     # Kept with the ticket first, so a revert can delete exactly this string later.
     if doc not in ctx.store.memory_docs(t["id"]):

@@ -14,11 +14,14 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
     CUT_MARKER,
     DEFAULT_MAX_DOC_CHARS,
     DEFAULT_MEMORIES_BUDGET_CHARS,
+    DEFAULT_RECENT_SHARE,
+    DEFAULT_RECENT_TICKETS,
     DOC_ID_CHARS,
     MEMORIES_HEADER,
     MIN_MAX_DOC_CHARS,
     MIN_MEMORIES_BUDGET_CHARS,
     doc_id,
+    format_block,
     format_memories,
     memories_layout,
     truncate_doc,
@@ -133,6 +136,8 @@ class MemoryFacade:
         lock_timeout_s: float = 120.0,
         max_doc_chars: int = DEFAULT_MAX_DOC_CHARS,
         memories_budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
+        recent_tickets: int = DEFAULT_RECENT_TICKETS,
+        recent_share: float = DEFAULT_RECENT_SHARE,
         url: str | None = None,
     ):
         if backend == "none":
@@ -141,6 +146,11 @@ class MemoryFacade:
         self.max_doc_chars = _check_setting(max_doc_chars, "max_doc_chars", MIN_MAX_DOC_CHARS)
         self.memories_budget_chars = _check_setting(
             memories_budget_chars, "memories_budget_chars", MIN_MEMORIES_BUDGET_CHARS)
+        self.recent_tickets = _check_setting(recent_tickets, "recent_tickets", 0)
+        if isinstance(recent_share, bool) or not isinstance(recent_share, (int, float)) \
+                or not 0 <= recent_share <= 1:
+            raise ConfigError(f"[memory] recent_share must be a number from 0 to 1, not {recent_share!r}")
+        self.recent_share = float(recent_share)
         self.save_dir = Path(save_dir).expanduser().resolve()
         self.backend_name = backend
         self.registry = registry
@@ -355,6 +365,14 @@ class MemoryFacade:
         """`format_memories` with this facade's memories_budget_chars."""
         return format_memories(results, self.memories_budget_chars)
 
+    def format_block(self, recent: list[tuple[str, str]], results: list[RetrieveResult],
+                     limit: int | None = None) -> str:
+        """The block with "Recent work" (`recent`: (doc, date), newest first) and the first
+        `limit` related docs of `results` not shown as recent, within memories_budget_chars
+        ([memory] recent_share of it at most for recent work)."""
+        docs = [doc for result in results for doc in result.get("docs", [])]
+        return format_block(recent, docs, self.memories_budget_chars, self.recent_share, limit)
+
     # -- seed 000 API -------------------------------------------------------------------------
     def retrieve(
         self, project_id: str, queries: list[str], num_to_retrieve: int | None = None,
@@ -393,6 +411,30 @@ class MemoryFacade:
         with self._locked(project_id, "index") as backend:
             write_records(backend, list(zip(texts, (w for _, w in records))))
         self._log("index", project_id, started, docs=len(texts))
+
+    def index_new_records(self, project_id: str, records: list[tuple[str, float | None]]) -> int:
+        """Index the (text, time) pairs whose text is not in the store yet, under one hold of the
+        project's locks (an import rerun, or two at once, adds nothing twice); returns how many."""
+        validate_project_id(project_id)
+        prepared = [(self.prepare_doc(t), w) for t, w in records]
+        started = time.perf_counter()
+        with self._locked(project_id, "import") as backend:
+            has = getattr(backend, "has_doc", None)
+            if has is None:  # one listing, not one per doc
+                try:
+                    has = set(backend.list_docs()).__contains__
+                except NotImplementedError:
+                    has = set().__contains__
+            seen: set[str] = set()
+            fresh = []
+            for text, when in prepared:
+                if text not in seen and not has(text):
+                    fresh.append((text, when))
+                seen.add(text)
+            if fresh:
+                write_records(backend, fresh)
+        self._log("import", project_id, started, docs=len(records), added=len(fresh))
+        return len(fresh)
 
     def delete_forms(self, docs: list[str]) -> list[str]:
         """The texts `delete` looks for: each doc, and its cut form when it is longer than

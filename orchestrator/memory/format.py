@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from orchestrator.memory.backend import RetrieveResult
 
 MEMORIES_HEADER = "Memories invoked:"
+RECENT_HEADER = "Recent work (newest first):"
+RELATED_HEADER = "Related work from any time:"
+DEFAULT_RECENT_TICKETS = 5  # the window: sliding_window's idea, kept short and cheap
+DEFAULT_RECENT_SHARE = 0.4  # of memories_budget_chars at most; what it leaves goes to "Related"
+_MIN_RECENT_LINE = 60  # a recent ticket's line shorter than this names nothing: show fewer
 DEFAULT_MAX_DOC_CHARS = 8000
 DEFAULT_MEMORIES_BUDGET_CHARS = 2000  # about 500 tokens, what seed 002 aims at per injection
 MIN_MAX_DOC_CHARS = 200  # room for some text plus the truncation marker
@@ -20,6 +27,22 @@ def doc_id(doc: str) -> str:
     import hashlib  # here: OpenSSL loads in a tenth of `middle --help`, which needs no doc id
 
     return hashlib.sha256(doc.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# The completion doc's lines after its summary (issue 23: decisions go in), by decision field.
+DECISION_LINES = (("decisions", "Decided"), ("rejected", "Rejected"),
+                  ("instructions", "The human's instructions"))
+
+
+def completion_doc(title: str, description: str | None, decision: dict[str, Any]) -> str:
+    """The doc a completed ticket leaves in memory: seed 000's line, then one line each for the
+    decisions, rejected alternatives and the human's instructions the agent listed."""
+    doc = f"Ticket: {title}. {description or ''}. {decision.get('summary', '')}"
+    for key, label in DECISION_LINES:
+        items = [" ".join(str(i).split()) for i in decision.get(key) or [] if str(i).strip()]
+        if items:
+            doc += f"\n{label}: " + "; ".join(i.rstrip(".;") for i in items) + "."
+    return doc
 
 
 def truncate_doc(doc: str, max_chars: int) -> str:
@@ -47,20 +70,23 @@ def format_memories(
     return "".join(text for _, text in memories_layout(docs, budget_chars))
 
 
-def memories_layout(docs: list[str], budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS
+def memories_layout(docs: list[str], budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
+                    header: str = MEMORIES_HEADER, named_budget: int | None = None
                     ) -> list[tuple[int | None, str]]:
     """The pieces of the "Memories invoked" block in order: (doc position, the text shown of it)
     for docs, (None, text) for the header and the "not shown" note. Joined, they are the block;
-    `middle bench tickets` uses the positions to count how much of the block was relevant."""
+    `middle bench tickets` uses the positions to count how much of the block was relevant.
+    `header` and `named_budget` (the budget the note names) serve the block's "Related" part."""
     if not docs:
         return []
+    shown_budget = budget_chars if named_budget is None else named_budget
 
     def note(n: int) -> str:
-        return f"\n[{n} more memories not shown: budget of {budget_chars} chars]" if n else ""
+        return f"\n[{n} more memories not shown: budget of {shown_budget} chars]" if n else ""
 
     reserve = len(note(len(docs)))  # the longest note there could be
-    parts: list[tuple[int | None, str]] = [(None, MEMORIES_HEADER)]
-    used = len(MEMORIES_HEADER)
+    parts: list[tuple[int | None, str]] = [(None, header)]
+    used = len(header)
     for i, doc in enumerate(docs):
         rest = len(docs) - i - 1
         if used + 1 + len(doc) + (reserve if rest else 0) <= budget_chars:
@@ -75,3 +101,41 @@ def memories_layout(docs: list[str], budget_chars: int = DEFAULT_MEMORIES_BUDGET
             parts.append((None, note(rest + 1)))
         break
     return [(i, text) for i, text in parts if text]
+
+
+def format_block(recent: list[tuple[str, str]], docs: list[str],
+                 budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
+                 recent_share: float = DEFAULT_RECENT_SHARE, limit: int | None = None) -> str:
+    """The block with its two parts: "Recent work" (`recent`: (doc, date) pairs, newest first)
+    within recent_share of the budget, then "Related work from any time" (the ranked `docs`,
+    less those shown as recent, the first `limit` of them) in what is left. No recent work:
+    seed 000's flat block."""
+    lines = _recent_lines(recent, int(budget_chars * recent_share))
+    shown = {doc for doc, _ in recent[:len(lines)]}
+    related = [doc for doc in docs if doc not in shown][:limit]
+    if not lines:
+        return "".join(text for _, text in memories_layout(related, budget_chars))
+    head = "\n".join([MEMORIES_HEADER, RECENT_HEADER, *lines])
+    room = budget_chars - len(head) - 1  # the rest of the budget, after the joining newline
+    parts = memories_layout(related, room, header=RELATED_HEADER, named_budget=budget_chars)
+    text = "".join(piece for _, piece in parts)
+    if related and len(text) > room:  # too little room for even the header and its note
+        text = ""
+    return head + ("\n" + text if text else "")
+
+
+def _recent_lines(recent: list[tuple[str, str]], budget_chars: int) -> list[str]:
+    """One line per recent ticket ("- DATE text", whitespace folded, cut to fit), as many as
+    leave each line at least _MIN_RECENT_LINE characters within budget_chars."""
+    room = budget_chars - len(MEMORIES_HEADER) - 1 - len(RECENT_HEADER)
+    count = len(recent)
+    while count and room // count - 1 < _MIN_RECENT_LINE:
+        count -= 1
+    if not count:
+        return []
+    width = room // count - 1  # each line after its newline
+    lines = []
+    for doc, date in recent[:count]:
+        line = f"- {date[:10]} {' '.join(doc.split())}".rstrip()
+        lines.append(line if len(line) <= width else line[:width - 2].rstrip() + " …")
+    return lines

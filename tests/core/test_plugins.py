@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from orchestrator.errors import ConfigError
@@ -97,7 +99,8 @@ def test_entry_point_backend_selected_by_name_in_config_runs_tickets(tmp_path):
                                             project_path=str(tmp_path / "repo")))
             assert orch.run_ticket(tid).status == "complete"
     assert (tmp_path / "mem" / "calc" / "keyword_memory.json").exists()
-    assert llm.user_messages[2].startswith("Memories invoked:\nTicket: Add greeting. . greeting uses f-strings")
+    assert re.match(r"Memories invoked:\nRecent work \(newest first\):\n- [\d-]{10} "
+                    r"Ticket: Add greeting\. \. greeting uses f-strings", llm.user_messages[2])
 
 
 def test_a_third_party_worker_kind_gets_its_own_options(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from click.testing import CliRunner
 
@@ -72,8 +74,12 @@ def test_two_tickets_with_memory(tmp_path, fake_api, claude_env, claude_cli, bac
     agent = fake_api.requests_for("agent")
     assert len(agent) == 4
     first_t2 = agent[2].body["messages"][0]["content"]
+    # Ticket 1 is the project's newest ticket: "Recent work", dated, and not repeated below.
+    # (after any standing knowledge: Hindsight's mental models come first)
+    assert re.search(r"(^|\n\n)Memories invoked:\nRecent work \(newest first\):\n- [\d-]{10} "
+                     + re.escape(doc1), first_t2)
     if backend in RETURNS_WHOLE_DOCS:
-        assert first_t2.startswith(f"Memories invoked:\n{doc1}")
+        assert first_t2.count(doc1) == 1
     recalled = first_t2.split("Ticket: Add a second notes file", 1)[0]
     assert "Memories invoked:" in recalled and "LESSON-ALPHA" in recalled
     # Nothing Claude Code sent to the fake carries that memory text.

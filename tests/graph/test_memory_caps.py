@@ -24,10 +24,11 @@ def test_a_huge_description_is_cut_on_index_and_the_recalled_block_fits_the_budg
         assert "truncated" in stored[0]
         indexed = [args[0] for name, args in RecordedBackend.all_calls() if name == "index"]
         assert indexed[0] == [stored[0]]
-        # Ticket 2's plan saw the first summary, within the budget and marked as cut.
+        # Ticket 2's plan saw the first summary as recent work, within the budget and marked
+        # as cut (and not a second time as related work).
         plan_message = llm.user_messages[2]
         block = plan_message.split("\n\n", 1)[0]
-        assert block.startswith("Memories invoked:") and len(block) <= budget
-        assert "truncated" in block
+        assert block.startswith("Memories invoked:\nRecent work") and len(block) <= budget
+        assert block.endswith(" …") and block.count("Billing export.") == 1
         assert len(plan_message) < budget + 2_000  # not the 200 KB description, twice or once
         assert orch.revert("t1").memory_docs_deleted == 1  # revert deletes the exact (cut) string

@@ -3,6 +3,8 @@ recalls the first's summary, mental models come first, nothing reaches Claude Co
 
 from __future__ import annotations
 
+import re
+
 from orchestrator.config.settings import Config
 from orchestrator.runner import Orchestrator
 from orchestrator.testing import make_repo
@@ -26,6 +28,7 @@ def test_a_ticket_recalls_the_previous_tickets_summary(tmp_path):
             assert orch.run_ticket(tid).status == "complete"
     plan_two = llm.user_messages[2]
     assert plan_two.startswith("Project knowledge (Hindsight mental models")
-    assert ("Memories invoked:\nTicket: Indentation style. Indent with tabs. Used tabs; the linter "
-            "enforces them.") in plan_two
+    assert re.search(r"Memories invoked:\nRecent work \(newest first\):\n- [\d-]{10} Ticket: "
+                     r"Indentation style\. Indent with tabs\. Used tabs; the linter enforces them\.",
+                     plan_two)
     assert all("Memories invoked" not in p and "Project knowledge" not in p for p in worker.prompts)

@@ -1,0 +1,54 @@
+"""`middle memory import`: a project's existing history (git log, notes, Claude Code sessions) into memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from orchestrator.errors import MemoryStoreError
+
+BATCH = 256  # records per index call: one lock hold and one embedding batch each
+
+Record = tuple[str, float | None]  # (text, unix time when it happened)
+Advance = Callable[[int], None]
+
+
+@dataclass
+class ImportReport:
+    """What an import did: docs read, newly indexed, and already in memory."""
+
+    read: int = 0
+    added: int = 0
+    already: int = 0
+
+
+def index_batches(memory: Any, project_id: str, records: Iterable[Record], advance: Advance,
+                  after_batch: Callable[[int], None] | None = None) -> ImportReport:
+    """Index `records` a batch at a time, skipping docs already in memory, so a rerun after a
+    failure goes on where it stopped; a failure says how many were indexed before it."""
+    report = ImportReport()
+    for batch in _batches(records, BATCH):
+        try:
+            added = memory.index_new_records(project_id, batch)
+        except MemoryStoreError as exc:
+            raise MemoryStoreError(
+                f"{exc}. {report.added} doc(s) were imported before this error; run the same "
+                "import again to continue (docs already in memory are skipped)") from None
+        report.read += len(batch)
+        report.added += added
+        report.already += len(batch) - added
+        if after_batch is not None:
+            after_batch(report.read)
+        advance(len(batch))
+    return report
+
+
+def _batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+    batch: list[Record] = []
+    for record in records:
+        batch.append(record)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -1,0 +1,181 @@
+"""The project's commit history as memory: one doc per non-merge commit (subject, body, changed
+paths, date), imported incrementally from the last commit an earlier import recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from orchestrator.errors import GitError, MiddleError
+from orchestrator.memory.importers import Advance, ImportReport, Record, index_batches
+
+MAX_PATHS = 20  # changed paths named in a commit's doc; the rest are counted
+_RS, _US = "\x1e", "\x1f"
+_FORMAT = f"{_RS}%H{_US}%at{_US}%an{_US}%s{_US}%b{_US}"
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    time: float
+    author: str
+    subject: str
+    body: str
+    paths: tuple[str, ...]
+
+    def doc(self) -> str:
+        """The commit's memory doc: what changed, why (the message), where, and when."""
+        day = datetime.fromtimestamp(self.time, timezone.utc).date().isoformat()
+        lines = [f"Commit {self.sha[:10]} ({day}, {self.author}): {self.subject}"]
+        if self.body.strip():
+            lines.append(self.body.strip())
+        if self.paths:
+            named = ", ".join(self.paths[:MAX_PATHS])
+            more = len(self.paths) - MAX_PATHS
+            lines.append(f"Changed: {named}" + (f" and {more} more" if more > 0 else ""))
+        return "\n".join(lines)
+
+
+def _git(repo: Path, *args: str) -> str:
+    try:
+        proc = subprocess.run(["git", "-C", str(repo), "-c", "core.quotePath=false", *args],
+                              capture_output=True, check=False)
+    except FileNotFoundError:
+        raise GitError("git is not installed or not on PATH: install git to import history") from None
+    if proc.returncode != 0:
+        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitError(f"git {args[0]} in {repo} failed: {detail[-1] if detail else 'no detail'}")
+    return proc.stdout.decode("utf-8", "replace")
+
+
+def repo_head(repo: Path) -> str:
+    """The repository's HEAD commit; a clear error when `repo` is not a repository with commits."""
+    if not repo.is_dir():
+        raise GitError(f"{repo} does not exist: pass the project's repository with --repo")
+    try:
+        _git(repo, "rev-parse", "--git-dir")
+    except GitError:
+        raise GitError(f"{repo} is not a git repository: run it in the project's repository "
+                       "or pass --repo PATH") from None
+    try:
+        return _git(repo, "rev-parse", "--verify", "HEAD^{commit}").strip()
+    except GitError:
+        raise GitError(f"{repo} has no commits yet: there is no history to import") from None
+
+
+def resolve(repo: Path, ref: str) -> str:
+    """The commit `ref` names, or a clear error."""
+    try:
+        return _git(repo, "rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}").strip()
+    except GitError:
+        raise GitError(f"--since {ref!r} names no commit in {repo}: give a commit, tag or "
+                       "branch of that repository") from None
+
+
+def has_commit(repo: Path, sha: str) -> bool:
+    try:
+        _git(repo, "cat-file", "-e", f"{sha}^{{commit}}")
+        return True
+    except GitError:
+        return False
+
+
+def count(repo: Path, head: str, exclude: list[str]) -> int:
+    return int(_git(repo, "rev-list", "--count", "--no-merges", head, *[f"^{e}" for e in exclude]))
+
+
+def commits(repo: Path, head: str, exclude: list[str]) -> Iterator[Commit]:
+    """The non-merge commits reachable from head and not from `exclude`, parents first."""
+    out = _git(repo, "log", "--no-merges", "--topo-order", "--reverse", "--name-only",
+               f"--format={_FORMAT}", head, *[f"^{e}" for e in exclude], "--")
+    for record in out.split(_RS)[1:]:
+        sha, at, author, subject, body, names = record.split(_US, 5)
+        paths = tuple(p for p in names.splitlines() if p.strip())
+        yield Commit(sha, float(at), author, subject.strip(), body, paths)
+
+
+def import_history(memory: Any, project_id: str, repo: Path, state_dir: Path, since: str | None,
+                   track: Callable[[str, int], Advance]) -> tuple[ImportReport, int]:
+    """Index the commits not imported yet (after `since`, after the last recorded import),
+    oldest first, recording the last imported commit after every batch so a rerun goes on
+    from there. Returns the report and how many commits the range held."""
+    head = repo_head(repo)
+    repo = Path(_git(repo, "rev-parse", "--show-toplevel").strip()).resolve()  # one record per repository
+    exclude = [resolve(repo, since)] if since else []
+    record = state_file(state_dir, project_id)
+    with memory.project_lock(project_id, "import"):
+        last = read_last(record, repo)
+    if last and has_commit(repo, last):  # else history was rewritten: every commit is rechecked
+        exclude.append(last)
+    total = count(repo, head, exclude)
+    advance = track(f"importing {total} commit(s) of {repo.name}", total)
+    shas: list[str] = []
+
+    def docs() -> Iterator[Record]:
+        for commit in commits(repo, head, exclude):
+            shas.append(commit.sha)
+            yield commit.doc(), commit.time
+
+    def mark(done: int) -> None:
+        with memory.project_lock(project_id, "import"):
+            write_last(record, repo, head if done == total else shas[done - 1])
+
+    report = index_batches(memory, project_id, docs(), advance, mark)
+    if total == 0 and last != head:
+        mark(0)  # nothing new (or only merges): HEAD is where the next import starts
+    return report, total
+
+
+# -- the record of what was imported: <state_dir>/imports/<project>.json -------------------------
+
+def state_file(state_dir: Path, project_id: str) -> Path:
+    return state_dir / "imports" / f"{project_id}.json"
+
+
+def read_last(path: Path, repo: Path) -> str | None:
+    """The last commit imported from `repo`, or None; a corrupt record is a clear error."""
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise MiddleError(f"the import record {path} is unreadable ({exc}): delete it to import "
+                          "the whole history again (docs already in memory are skipped)") from None
+    entry = data.get("git", {}).get(str(repo)) if isinstance(data, dict) else None
+    last = entry.get("last") if isinstance(entry, dict) else None
+    if entry is not None and not (isinstance(last, str) and len(last) in (40, 64)
+                                  and all(c in "0123456789abcdef" for c in last)):
+        raise MiddleError(f"the import record {path} has no valid last commit for {repo}: delete "
+                          "it to import the whole history again (docs already in memory are skipped)")
+    return last
+
+
+def write_last(path: Path, repo: Path, sha: str) -> None:
+    """Record `sha` as the last commit imported from `repo`, atomically (call under the
+    project's lock: another import may write the same file)."""
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        data = data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        data = {}
+    git = data.get("git")
+    if not isinstance(git, dict):
+        git = data["git"] = {}
+    git[str(repo)] = {"last": sha, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,212 @@
+"""`middle memory import`: git history (incremental, idempotent) and notes or Claude Code
+transcripts, through the real CLI on real git repositories and a real store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config.settings import load_config
+from orchestrator.memory.importers import git as git_import
+from orchestrator.services import Services
+from orchestrator.testing import make_repo
+from orchestrator.testing.git import commit_all
+from orchestrator.workspace.git import author_args, git
+
+
+@pytest.fixture
+def root(tmp_path):
+    make_repo(tmp_path / "repo")
+    (tmp_path / "middle.toml").write_text(
+        '[project]\nid = "demo"\npath = "repo"\n[memory]\nsave_dir = ".middle/memory"\n'
+        'backend = "hybrid"\n[memory.options]\nembedder = "hashing"\n')
+    return tmp_path
+
+
+def middle(root: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY")}
+    env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
+    out = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "memory", *args], cwd=root,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert (out.returncode == 0) == ok, (out.stdout, out.stderr)
+    return out
+
+
+def change(repo: Path, name: str, subject: str, body: str = "", when: int | None = None) -> str:
+    (repo / name).parent.mkdir(parents=True, exist_ok=True)
+    (repo / name).write_text(subject + "\n")
+    git(repo, "add", "-A")
+    env = {"GIT_AUTHOR_DATE": f"@{when} +0000", "GIT_COMMITTER_DATE": f"@{when} +0000"} if when else {}
+    message = ["-m", subject] + (["-m", body] if body else [])
+    subprocess.run(["git", "-C", str(repo), *author_args(repo), "commit", "-q", "--no-verify", *message],
+                   check=True, env={**os.environ, **env})
+    return git(repo, "rev-parse", "HEAD").stdout.strip()
+
+
+def docs(root: Path) -> list[str]:
+    return json.loads(middle(root, "export").stdout)["docs"]
+
+
+def records(root: Path) -> dict[str, float]:
+    config = load_config(str(root / "middle.toml"))
+    with Services(config) as svc, svc.memory.using("demo", "test") as backend:
+        return dict(backend.list_records())
+
+
+def error_line(out: subprocess.CompletedProcess) -> str:
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    return lines[0]
+
+
+def test_git_history_is_imported_once_with_dates_then_only_new_commits(root):
+    repo = root / "repo"
+    change(repo, "src/cache.py", "Cache sessions in Redis", "We chose Redis over memcached: it persists.",
+           when=1_600_000_000)
+    # A merged side branch: its commit is imported, the merge commit itself is not.
+    git(repo, "checkout", "-q", "-b", "side")
+    change(repo, "docs/adr.md", "ADR: tabs for indentation", when=1_600_100_000)
+    git(repo, "checkout", "-q", "main")
+    change(repo, "src/login.py", "Login form validates emails", when=1_600_200_000)
+    git(repo, *author_args(repo), "merge", "-q", "--no-ff", "-m", "Merge side", "side")
+
+    first = middle(root, "import", "git", "--no-progress")
+    assert "imported 4 new commit(s)" in first.stdout  # initial, cache, adr, login
+    stored = docs(root)
+    assert len(stored) == 4 and not any("Merge side" in d for d in stored)
+    cache = next(d for d in stored if "Cache sessions" in d)
+    assert cache.startswith("Commit ") and "(2020-09-13, " in cache
+    assert "We chose Redis over memcached: it persists." in cache and cache.endswith("Changed: src/cache.py")
+    assert records(root)[cache] == 1_600_000_000  # the commit's own date, not the import's
+
+    again = middle(root, "import", "git", "--no-progress")
+    assert "nothing new to import" in again.stdout and len(docs(root)) == 4
+    change(repo, "src/retry.py", "Retry uploads three times")
+    third = middle(root, "import", "git", "--no-progress")
+    assert "imported 1 new commit(s)" in third.stdout
+    assert len(docs(root)) == 5 and any("Retry uploads" in d for d in docs(root))
+    record = json.loads((root / ".middle" / "imports" / "demo.json").read_text())
+    assert record["git"][str(repo.resolve())]["last"] == git(repo, "rev-parse", "HEAD").stdout.strip()
+
+
+def test_since_imports_only_the_later_commits(root):
+    repo = root / "repo"
+    old = change(repo, "a.py", "Old work")
+    change(repo, "b.py", "New work")
+    out = middle(root, "import", "git", "--since", old[:10], "--no-progress")
+    assert "imported 1 new commit(s)" in out.stdout
+    assert [d.split("): ", 1)[1] for d in docs(root)] == ["New work\nChanged: b.py"]
+
+
+def test_a_failed_batch_says_how_many_went_in_and_a_rerun_continues(root, monkeypatch):
+    import orchestrator.memory.importers as importers
+
+    repo = root / "repo"
+    for i in range(5):
+        change(repo, f"f{i}.py", f"Change {i}")
+    config = load_config(str(root / "middle.toml"))
+    monkeypatch.setattr(importers, "BATCH", 2)
+    with Services(config) as svc:
+        memory = svc.memory
+        real = memory.index_new_records
+        calls = []
+
+        def failing(project_id, batch):  # the store fails on the third batch
+            calls.append(len(batch))
+            if len(calls) == 3:
+                raise importers.MemoryStoreError("memory import failed: disk full")
+            return real(project_id, batch)
+
+        monkeypatch.setattr(memory, "index_new_records", failing)
+        with pytest.raises(importers.MemoryStoreError, match="4 doc\\(s\\) were imported before this "
+                                                             "error; run the same import again"):
+            git_import.import_history(memory, "demo", repo, config.state_path, None,
+                                      lambda _d, _t: (lambda _n: None))
+        monkeypatch.setattr(memory, "index_new_records", real)
+        report, total = git_import.import_history(memory, "demo", repo, config.state_path, None,
+                                                  lambda _d, _t: (lambda _n: None))
+    assert (report.added, total) == (2, 2)  # only what the failed run had not indexed
+    assert len(docs(root)) == 6 and len(set(docs(root))) == 6
+
+
+def test_git_import_errors_are_one_line(root, tmp_path):
+    assert "names no commit" in error_line(middle(root, "import", "git", "--since", "nope", ok=False))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert "is not a git repository" in error_line(
+        middle(root, "import", "git", "--repo", str(plain), ok=False))
+    middle(root, "import", "git", "--no-progress")
+    record = root / ".middle" / "imports" / "demo.json"
+    record.write_text("{not json")
+    line = error_line(middle(root, "import", "git", ok=False))
+    assert str(record) in line and "delete it" in line
+
+
+NOTES = """# Decisions
+
+## Caching
+We cache sessions in Redis.
+
+```bash
+# not a heading: a comment in code
+redis-cli ping
+```
+
+## Indentation
+Tabs, never spaces.
+"""
+
+
+def transcript(path: Path, lines: list[dict]) -> Path:
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+def test_notes_and_claude_code_sessions_are_imported_once(root):
+    (root / "notes.md").write_text(NOTES)
+    (root / "plain.txt").write_text("Deploys happen on Tuesdays.\n")
+    sessions = root / "sessions"
+    sessions.mkdir()
+    transcript(sessions / "abc.jsonl", [
+        {"type": "summary", "summary": "x"},
+        {"type": "user", "sessionId": "abc", "timestamp": "2025-03-04T10:00:00Z",
+         "message": {"role": "user", "content": "Why does login fail for long emails?"}},
+        {"type": "assistant", "timestamp": "2025-03-04T10:00:05Z", "message": {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "hmm"}, {"type": "text", "text": "The column is VARCHAR(64)."},
+            {"type": "tool_use", "name": "Read", "input": {}}]}},
+        {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "content": "x"}]}},
+        {"type": "user", "isMeta": True, "message": {"role": "user", "content": "<command-name>/clear"}},
+    ])
+    out = middle(root, "import", "notes.md", "plain.txt", "sessions", "--no-progress")
+    assert "imported 4 new doc(s) from 3 file(s)" in out.stdout
+    stored = docs(root)
+    assert "notes.md > Decisions > Caching\nWe cache sessions in Redis.\n\n```bash\n# not a heading" in stored[0]
+    assert stored[1] == "notes.md > Decisions > Indentation\nTabs, never spaces."
+    assert stored[2] == "plain.txt\nDeploys happen on Tuesdays."
+    assert stored[3] == ("Claude Code session abc (2025-03-04):\nUser: Why does login fail for long "
+                         "emails?\nAssistant: The column is VARCHAR(64).")
+    assert records(root)[stored[3]] == 1_741_082_400  # the session's first message
+    again = middle(root, "import", "notes.md", "plain.txt", "sessions", "--no-progress")
+    assert "imported 0 new doc(s)" in again.stdout and "4 already there" in again.stdout
+
+
+def test_bad_input_is_one_error_line_and_imports_nothing(root):
+    (root / "notes.md").write_text(NOTES)
+    transcript(root / "broken.jsonl", [{"type": "user", "message": {"role": "user", "content": "hi"}}])
+    with (root / "broken.jsonl").open("a") as f:
+        f.write("{truncated\n")
+    line = error_line(middle(root, "import", "notes.md", "broken.jsonl", ok=False))
+    assert "broken.jsonl line 2 is not JSON" in line
+    (root / "blob.bin").write_bytes(b"\xff\xfe\x00binary")
+    assert "is not UTF-8 text" in error_line(middle(root, "import", "notes.md", "blob.bin", ok=False))
+    assert "does not exist" in error_line(middle(root, "import", "missing.md", ok=False))
+    assert "go with `middle memory import git`" in middle(root, "import", "notes.md", "--since", "x",
+                                                          ok=False).stderr
+    assert docs(root) == []
