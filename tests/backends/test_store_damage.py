@@ -88,6 +88,7 @@ def middle(root: Path, *args: str) -> subprocess.CompletedProcess:
            if k not in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY")}
     env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(KEYWORD_PLUGIN)])
+    env["MIDDLE_LOAD_PLUGINS"] = "keyword_memory"  # this test asks for the keyword plugin (entry point)
     out = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "memory", *args], cwd=root,
                          env=env, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in out.stderr, out.stderr
