@@ -164,7 +164,7 @@ def recall(hb: HindsightBackend, query: str, k: int, *, budget_tokens: int | Non
         hit.score = retrieval.pipeline.with_recency(score, hit.mentioned_at, now, opts)
         hits.append(hit)
     hits = _rerank(hb, query, hits)
-    hits.sort(key=lambda h: (-h.score, h.id))
+    hits.sort(key=lambda h: (-h.score, -h.mentioned_at, h.id))  # a tie: the newer fact first
     hits = hits[:k]
     if budget_tokens is not None:
         kept = {c.id for c in retrieval.pipeline.within_budget(

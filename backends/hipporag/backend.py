@@ -352,7 +352,8 @@ class HippoRAGBackend(MemoryBackend):
         (_SaturatedMass) or, for dense scores, min-max normalised over the ranked list."""
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
         if not opts.recency_weight or not ranked:
-            return ranked[:k]
+            # Relevance alone; a tie goes to the newer passage (ids grow as passages are added).
+            return sorted(ranked, key=lambda item: (-item[1], -item[0]))[:k]
         ids = [pid for pid, _ in ranked]
         with self._store.read() as conn:
             if opts.recent_candidates:
