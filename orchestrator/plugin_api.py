@@ -12,7 +12,8 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypedDict, runtime_checkable
+from typing import (TYPE_CHECKING, Any, Callable, ClassVar, NotRequired, Protocol, TypedDict,
+                    runtime_checkable)
 
 from orchestrator.config.memo import cache_root as cache_dir  # the per-user cache folder
 from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, WorkerError
@@ -54,6 +55,9 @@ class RetrieveResult(TypedDict):
     question: str
     docs: list[str]
     doc_scores: list[float]
+    # Backends that know supersession (backends/retrieval/supersession.py): each superseded
+    # doc as {"doc": its position, "by": the amending doc's position, "date", "by_date"}.
+    superseded: NotRequired[list[dict[str, Any]]]
 
 
 @runtime_checkable

@@ -18,6 +18,7 @@ class HybridBackend(retrieval.RetrievalBackend):
     """
 
     name = "hybrid"
+    supersedes = True
     description = ("Dense + BM25 fused (min-max weighted sum), then importance and "
                    "optional rerank/MMR/dedup/token budget (seeds 001/002).")
     Options = HybridOptions

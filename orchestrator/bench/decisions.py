@@ -105,18 +105,18 @@ def run_set(bench: Bench, spec: Any, dataset: DecisionSet, progress: Progress,
     """One backend on one set in a fresh store: docs one per call an hour apart, then each query."""
     order = index_order(dataset, seed)
     owners: dict[str, set[int]] = {}
-    for i, doc in enumerate(dataset.docs):
-        owners.setdefault(doc, set()).add(i)
+    for i, text in enumerate(dataset.docs):
+        owners.setdefault(text, set()).add(i)
     advance = progress(f"{spec.label}: {dataset.name}", len(order) + len(dataset.queries))
-    per_task = []
+    per_task: list[dict[str, Any]] = []
     with bench.scratch() as tmp:
         backend = bench.open(spec, tmp / "store")
         now = [START_S]
         backend.clock = lambda: now[0]  # the backend's clock: one doc an hour
         try:
-            for step, doc in enumerate(order):
+            for step, position in enumerate(order):
                 now[0] = START_S + step * HOUR_S
-                backend.index([dataset.docs[doc]])
+                backend.index([dataset.docs[position]])
                 backend.flush()
                 advance(1)
             now[0] = START_S + len(order) * HOUR_S
