@@ -2,9 +2,11 @@
 earlier one stays in the results marked as superseded (with both dates).
 
 Decided by a reason, not a fitted weight: the later memory says it amends (explicit words such
-as "amended", "superseding", "instead", "no longer", "changed our mind"), and the earlier one
-is the memory it restates most: the earlier candidate sharing the most distinctive words with
-it, at least MIN_SHARED of them. One component, used by every backend that ranks by relevance
+as "amended", "superseding", "instead", "no longer", "changed our mind"); the earlier one states
+a decision (settled, decided, a rule, a policy, must, never...); and the two are each other's
+closest (of the earlier decisions, the one the later memory shares the largest share of
+distinctive words with, Jaccard, and of the later amendments, the one the decision shares most
+with), with at least MIN_SHARED words in common. One component, used by every backend that ranks by relevance
 over a candidate pool (dense, hybrid, hipporag).
 """
 
@@ -15,12 +17,22 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-# Words by which a memory says it changes an earlier decision.
-AMENDS = re.compile(
-    r"\b(?:amend(?:s|ed|ing|ment)?|supersed(?:e|es|ed|ing)|instead|no longer|not anymore|"
-    r"changed (?:our|my) minds?|change of plan|from now on|going forward|overrid(?:e|es|ing) "
-    r"the (?:old|earlier|previous)|replac(?:e|es|ed|ing) the (?:old|earlier|previous)|"
-    r"revers(?:e|es|ed|ing) (?:the|our) (?:decision|rule))\b", re.IGNORECASE)
+# Words by which a memory says it changes an earlier decision. The strong ones say it alone;
+# the weak ones ("instead", "no longer") are everyday prose, and count only in a sentence that
+# names a decision ("no longer the rule", "instead of the policy we agreed").
+STRONG = re.compile(
+    r"\b(?:amend(?:s|ed|ing|ment)?|supersed(?:e|es|ed|ing)|changed (?:our|my) minds?|"
+    r"change of plan|(?:overrid|replac|revers)(?:e|es|ed|ing) the (?:old|earlier|previous|"
+    r"original|decision|rule|policy))\b", re.IGNORECASE)
+WEAK = re.compile(r"\b(?:instead|no longer|not anymore|from now on|going forward)\b",
+                  re.IGNORECASE)
+DECISION_WORD = re.compile(r"\b(?:rule|decision|decided|policy|settled|agreed|convention)\b",
+                           re.IGNORECASE)
+SENTENCE = re.compile(r"(?<=[.!?])\s+|\n")
+# Words by which a memory states a decision (what an amendment can supersede).
+DECIDES = re.compile(
+    r"\b(?:settled|decided|decision|rule|policy|agreed|convention|must|never|always|"
+    r"from now on|going forward)\b", re.IGNORECASE)
 WORD = re.compile(r"[a-z][a-z0-9_]{3,}")
 # Words of every chat or commit that say nothing about a subject.
 STOP = frozenset("""user assistant that this with from have what when which them they then than
@@ -41,7 +53,15 @@ class Memory:
 
 def amends(text: str) -> bool:
     """Whether a memory says in words that it changes an earlier decision."""
-    return AMENDS.search(text) is not None
+    if STRONG.search(text):
+        return True
+    return any(WEAK.search(part) and DECISION_WORD.search(part)
+               for part in SENTENCE.split(text) if part)
+
+
+def decides(text: str) -> bool:
+    """Whether a memory states a decision an amendment could supersede."""
+    return DECIDES.search(text) is not None
 
 
 def _terms(text: str) -> set[str]:
@@ -58,14 +78,22 @@ def superseded_by(pool: Sequence[Memory]) -> dict[int, int]:
                 counts[w] = counts.get(w, 0) + 1
         common = {w for w, n in counts.items() if n > len(pool) / 2}
         terms = {i: words - common for i, words in terms.items()}
+    def share(a: int, b: int) -> float:
+        return len(terms[a] & terms[b]) / (len(terms[a] | terms[b]) or 1)
+
+    later_ones = [m for m in pool if amends(m.text)]
+    decisions = [m for m in pool if decides(m.text)]
     out: dict[int, int] = {}
-    for later in sorted(pool, key=lambda m: (m.time, m.id)):
-        if not amends(later.text):
+    for later in sorted(later_ones, key=lambda m: (m.time, m.id)):
+        earlier = [m for m in decisions if (m.time, m.id) < (later.time, later.id)]
+        best = max(earlier, key=lambda m: (share(m.id, later.id), m.time, m.id), default=None)
+        if best is None or len(terms[best.id] & terms[later.id]) < MIN_SHARED:
             continue
-        earlier = [m for m in pool if (m.time, m.id) < (later.time, later.id)]
-        best = max(earlier, key=lambda m: (len(terms[m.id] & terms[later.id]), m.time, m.id),
-                   default=None)
-        if best is not None and len(terms[best.id] & terms[later.id]) >= MIN_SHARED:
+        # Each the other's closest: the earlier decision is restated by no other amendment
+        # after it more than by this one (two decisions on different subjects that happen to
+        # share words are not each other's closest).
+        rivals = [m for m in later_ones if (m.time, m.id) > (best.time, best.id)]
+        if max(rivals, key=lambda m: (share(best.id, m.id), -m.time, -m.id)).id == later.id:
             out[best.id] = later.id  # a newer amendment of the same rule replaces an older one
     return out
 

@@ -26,6 +26,9 @@ QUERY = ("Sync merge keeps duplicate contacts: merge_records with the same lower
 def test_an_amendment_is_found_by_its_words_and_the_subject_it_restates():
     assert amends("We changed our mind: back off exponentially.") and amends("superseding X")
     assert not amends("Add a retry helper")
+    # "instead" and "no longer" are everyday prose: they count beside a decision word only.
+    assert amends("The cache no longer follows the rule we agreed: keys may be ints.")
+    assert not amends("The loop no longer crashes. Use a set instead of a list.")
     pool = [Memory(1, RULE, T0), *(Memory(i + 2, d, T0 + i) for i, d in enumerate(DECOYS)),
             Memory(9, AMENDMENT, T0 + 30 * DAY)]
     assert superseded_by(pool) == {1: 9}
