@@ -218,21 +218,32 @@ class HindsightBackend(MemoryBackend):
             for doc_id, values in per_doc.items():
                 values.sort(reverse=True)
                 scores[doc_id] = values[0] + SECOND_FACT_WEIGHT * sum(values[1:2])
-            ranked = sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]
-            ids = [d for d, _ in ranked]
-            rows = {r[0]: (r[1], r[2]) for r in conn.execute(
-                f"SELECT id, text, source FROM documents WHERE id IN {in_clause(ids)}", ids)} if ids else {}
+            ordered = sorted(scores.items(), key=lambda x: (-x[1], x[0]))
+            # Supersession over every document the facts reached (retrieval.supersession):
+            # an amendment ranks right above the decision it amends, which stays, marked.
+            pool_ids = [d for d, _ in ordered]
+            rows = {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
+                f"SELECT id, text, source, retained_at FROM documents WHERE id IN "
+                f"{in_clause(pool_ids)}", pool_ids)} if pool_ids else {}
+        pool = [retrieval.supersession.Memory(d, text, when)
+                for d, (text, source, when) in rows.items() if source != "turns"]
+        ranked, pairs = retrieval.supersession.reorder(ordered, k, pool)
         docs, doc_scores = [], []
         for doc_id, score in ranked:
             if doc_id not in rows:
                 continue
-            text, source = rows[doc_id]
+            text, source, _ = rows[doc_id]
             if source == "turns":  # a window of turns is long: its best fact speaks for it
                 hit = best[doc_id]
                 text = f"{hit.text} ({hit.when})" if hit.when else hit.text
             docs.append(text)
             doc_scores.append(float(score))
-        return {"docs": docs, "doc_scores": doc_scores}
+        out: dict[str, list] = {"docs": docs, "doc_scores": doc_scores}
+        if pairs:
+            shown = [d for d, _ in ranked if d in rows]
+            out["superseded"] = retrieval.supersession.marks(
+                shown, pairs, {d: when for d, (_, _, when) in rows.items()})
+        return out
 
     def delete(self, docs: list[str]) -> int:
         docs = check_texts(docs, "docs")

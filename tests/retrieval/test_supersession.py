@@ -48,7 +48,7 @@ def test_reorder_puts_the_amendment_right_above_and_keeps_k():
     assert [s for _, s in ranked] == [0.9, 0.9, 0.5]  # scores stay best first
 
 
-@pytest.mark.parametrize("name", ["dense", "hybrid", "hipporag"])
+@pytest.mark.parametrize("name", ["dense", "hybrid", "hipporag", "hindsight"])
 def test_backends_rank_the_amendment_above_the_rule_it_supersedes(tmp_path, name):
     cls = registry().backend_class(name)
     backend = cls(tmp_path / name, registry().backend_options(name, {"embedder": "hashing"}), None)
