@@ -11,6 +11,7 @@ class DenseBackend(retrieval.RetrievalBackend):
     """Embeddings only; a baseline for `middle bench` and for paraphrase-heavy memories."""
 
     name = "dense"
+    supersedes = True
     description = "Embedding similarity (offline MiniLM by default) over a FAISS index."
     Options = DenseOptions
 

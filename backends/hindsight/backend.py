@@ -195,10 +195,13 @@ class HindsightBackend(MemoryBackend):
         if facts_mode:
             return {"question": query, "docs": [f"{h.text} ({h.when})" if h.when else h.text for h in hits],
                     "doc_scores": [float(h.score) for h in hits]}
-        docs, doc_scores = self._documents(hits, k)
-        return {"question": query, "docs": docs, "doc_scores": doc_scores}
+        docs, doc_scores, superseded = self._documents(hits, k)
+        result: RetrieveResult = {"question": query, "docs": docs, "doc_scores": doc_scores}
+        if superseded:
+            result["superseded"] = superseded
+        return result
 
-    def _documents(self, hits: list[recall_mod.Hit], k: int) -> tuple[list[str], list[float]]:
+    def _documents(self, hits: list[recall_mod.Hit], k: int) -> tuple[list[str], list[float], list[dict[str, Any]]]:
         """Facts to their documents, each scored by its best fact plus a share of its second;
         an observation stands for the documents of the facts supporting it."""
         scores: dict[int, float] = {}
@@ -223,22 +226,33 @@ class HindsightBackend(MemoryBackend):
             for doc_id, values in per_doc.items():
                 values.sort(reverse=True)
                 scores[doc_id] = values[0] + SECOND_FACT_WEIGHT * sum(values[1:2])
-            ranked = sorted(scores.items(), key=lambda x: (-x[1], x[0]))[:k]
-            ids = [d for d, _ in ranked]
-            rows = {r[0]: (r[1], r[2]) for r in conn.execute(
-                f"SELECT id, text, source FROM documents WHERE id IN {in_clause(ids)}", ids)} if ids else {}
+            ordered = sorted(scores.items(), key=lambda x: (-x[1], x[0]))
+            # Supersession over every document the facts reached (retrieval.supersession):
+            # an amendment ranks right above the decision it amends, which stays, marked.
+            pool_ids = [d for d, _ in ordered]
+            rows = {r[0]: (r[1], r[2], r[3]) for r in conn.execute(
+                f"SELECT id, text, source, retained_at FROM documents WHERE id IN "
+                f"{in_clause(pool_ids)}", pool_ids)} if pool_ids else {}
+        pool = [retrieval.supersession.Memory(d, text, when)
+                for d, (text, source, when) in rows.items() if source != "turns"]
+        ranked, pairs = retrieval.supersession.reorder(ordered, k, pool)
         docs: list[str] = []
         doc_scores: list[float] = []
         for doc_id, score in ranked:
             if doc_id not in rows:
                 continue
-            text, source = rows[doc_id]
+            text, source, _ = rows[doc_id]
             if source == "turns":  # a window of turns is long: its best fact speaks for it
                 hit = best[doc_id]
                 text = f"{hit.text} ({hit.when})" if hit.when else hit.text
             docs.append(text)
             doc_scores.append(float(score))
-        return docs, doc_scores
+        superseded: list[dict[str, Any]] = []
+        if pairs:
+            shown = [d for d, _ in ranked if d in rows]
+            superseded = retrieval.supersession.marks(
+                shown, pairs, {d: when for d, (_, _, when) in rows.items()})
+        return docs, doc_scores, superseded
 
     def delete(self, docs: list[str]) -> int:
         docs = check_texts(docs, "docs")

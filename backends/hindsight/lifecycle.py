@@ -11,7 +11,7 @@ from .extract import strip_memory_text
 from .retain import RetainItem
 
 if TYPE_CHECKING:
-    from .backend import HindsightBackend
+    from .parts import HindsightParts
 
 CONVERSATION_TAG = "conversation:"
 
@@ -29,7 +29,7 @@ def window_text(rounds: list[tuple[int, str, str]]) -> str:
     return "\n\n".join(parts)
 
 
-def observe_round(hb: HindsightBackend, conversation_id: str, prompt: str, response: str) -> None:
+def observe_round(hb: HindsightParts, conversation_id: str, prompt: str, response: str) -> None:
     """Buffer the round in the bank (another process may see the next one); every N rounds
     retain the window since the last retain plus `retain_overlap_turns` earlier rounds."""
     every = hb.options.retain_every_turns

@@ -14,7 +14,7 @@ from . import llm as llm_paths
 from .bank import in_clause, inserted_id
 
 if TYPE_CHECKING:
-    from .backend import HindsightBackend
+    from .parts import HindsightParts
 
 
 def existing(conn: sqlite3.Connection, ids: Sequence[int]) -> set[int]:
@@ -25,7 +25,7 @@ def existing(conn: sqlite3.Connection, ids: Sequence[int]) -> set[int]:
     return {r[0] for r in conn.execute(f"SELECT id FROM facts WHERE id IN {in_clause(ids)}", ids)}
 
 
-def consolidate_fact(hb: HindsightBackend, conn: sqlite3.Connection, fact_id: int,
+def consolidate_fact(hb: HindsightParts, conn: sqlite3.Connection, fact_id: int,
                      vector: np.ndarray, touched: list[int],
                      earlier_ids: Sequence[int] = (), earlier: np.ndarray | None = None) -> None:
     """Fold a new fact into the observation of its nearest near-duplicate from another doc, or
@@ -126,7 +126,7 @@ def _refresh(conn: sqlite3.Connection, obs: int) -> None:
                  (obs, *support))
 
 
-def remove_facts(hb: HindsightBackend, conn: sqlite3.Connection, ids: Sequence[int],
+def remove_facts(hb: HindsightParts, conn: sqlite3.Connection, ids: Sequence[int],
                  touched: list[int]) -> None:
     """Remove facts exactly (text, vector, links, entities, tags). An observation they supported
     is removed when fewer than two facts still support it, else re-worded from its newest

@@ -19,7 +19,7 @@ from .bank import in_clause
 from .options import Strategy
 
 if TYPE_CHECKING:
-    from .backend import HindsightBackend
+    from .parts import HindsightParts
 
 log = logging.getLogger("middle.hindsight")
 
@@ -103,7 +103,7 @@ def _tagged(conn: sqlite3.Connection, ids: list[int], tags: list[str], match: st
     return {i for i, n in rows if n >= need}
 
 
-def recall(hb: HindsightBackend, query: str, k: int, *, budget_tokens: int | None = None,
+def recall(hb: HindsightParts, query: str, k: int, *, budget_tokens: int | None = None,
            types: Sequence[str] | None = None, tags: Sequence[str] | None = None,
            tags_match: str = "any") -> Recalled:
     """The best k facts for the query, best first (see the module docstring)."""
@@ -165,7 +165,7 @@ def recall(hb: HindsightBackend, query: str, k: int, *, budget_tokens: int | Non
         hit.score = retrieval.pipeline.with_recency(score, hit.mentioned_at, now, opts)
         hits.append(hit)
     hits = _rerank(hb, query, hits)
-    hits.sort(key=lambda h: (-h.score, h.id))
+    hits.sort(key=lambda h: (-h.score, -h.mentioned_at, h.id))  # a tie: the newer fact first
     hits = hits[:k]
     if budget_tokens is not None:
         kept = {c.id for c in retrieval.pipeline.within_budget(
@@ -223,7 +223,7 @@ def _graph(conn: sqlite3.Connection, seeds: Ranked, pool: int) -> Ranked:
     return ranked[:pool]
 
 
-def _temporal(hb: HindsightBackend, conn: sqlite3.Connection, when: dates.QueryTime,
+def _temporal(hb: HindsightParts, conn: sqlite3.Connection, when: dates.QueryTime,
               qvec: np.ndarray, seeds: Ranked, pool: int, now: float) -> tuple[Ranked, dates.TimeSpan | None]:
     """Facts whose time falls in the query's range, by similarity to the query; for a "when"
     question without a range, the dated facts among the best hits (they can answer it)."""
@@ -262,7 +262,7 @@ def _anchor_span(conn: sqlite3.Connection, anchor: str, side: str) -> dates.Time
     return dates.TimeSpan(end, float("inf"), f"after {anchor}")
 
 
-def _rerank(hb: HindsightBackend, query: str, hits: list[Hit]) -> list[Hit]:
+def _rerank(hb: HindsightParts, query: str, hits: list[Hit]) -> list[Hit]:
     """A cross-encoder's sigmoid, blended half and half with the fused score, when configured."""
     if not hb.options.rerank_model or not hits:
         return hits

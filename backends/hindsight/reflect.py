@@ -14,7 +14,7 @@ from .extract import CONTEXT_HEADER
 from .recall import Hit, recall
 
 if TYPE_CHECKING:
-    from .backend import HindsightBackend
+    from .parts import HindsightParts
 
 log = logging.getLogger("middle.hindsight")
 
@@ -33,7 +33,7 @@ class Reflection:
     synthesised: bool = False  # True: the LLM wrote it; False: recalled facts, grouped
 
 
-def grouped(hb: HindsightBackend, hits: list[Hit], max_chars: int | None = None,
+def grouped(hb: HindsightParts, hits: list[Hit], max_chars: int | None = None,
             with_ids: bool = True) -> str:
     """Facts grouped under their most specific entity, oldest first within a group."""
     if not hits:
@@ -62,7 +62,7 @@ def grouped(hb: HindsightBackend, hits: list[Hit], max_chars: int | None = None,
     return text
 
 
-def reflect(hb: HindsightBackend, question: str, instruction: str = "",
+def reflect(hb: HindsightParts, question: str, instruction: str = "",
             max_chars: int | None = None) -> Reflection:
     """With an LLM: an answer synthesised from recalled facts, citing their ids. Without one, or
     when its reply is unusable: the recalled facts grouped by entity and time."""
@@ -80,7 +80,7 @@ def reflect(hb: HindsightBackend, question: str, instruction: str = "",
     return Reflection(grouped(hb, hits, max_chars), [h.id for h in hits], False)
 
 
-def refresh_models(hb: HindsightBackend) -> list[str]:
+def refresh_models(hb: HindsightParts) -> list[str]:
     """Refresh every configured mental model from recall (+ reflect with an LLM); returns the
     names that changed. A model whose refresh fails keeps its previous version."""
     cap = hb.options.mental_model_chars
@@ -118,7 +118,7 @@ def refresh_models(hb: HindsightBackend) -> list[str]:
     return changed
 
 
-def agent_context(hb: HindsightBackend) -> str:
+def agent_context(hb: HindsightParts) -> str:
     """The configured mental models under one header, within agent_context_chars in all."""
     budget = hb.options.agent_context_chars
     names = list(hb.options.mental_models)

@@ -22,7 +22,7 @@ from .entities import Resolver
 from .observations import consolidate_fact, existing, remove_facts
 
 if TYPE_CHECKING:
-    from .backend import HindsightBackend
+    from .parts import HindsightParts
 
 log = logging.getLogger("middle.hindsight")
 CONTEXT_WINDOW_S = 3600.0  # facts said within an hour of each other belong to one exchange
@@ -72,7 +72,7 @@ def check_tags(tags: object) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def retain_items(hb: HindsightBackend, items: Sequence[RetainItem]) -> list[int]:
+def retain_items(hb: HindsightParts, items: Sequence[RetainItem]) -> list[int]:
     """Retain documents; returns the ids of documents written (new or replaced)."""
     now = hb.clock()
     with hb.bank.read() as conn:
@@ -111,7 +111,7 @@ def retain_items(hb: HindsightBackend, items: Sequence[RetainItem]) -> list[int]
     return written
 
 
-def _embed(hb: HindsightBackend, prepared: list[_Prepared]) -> None:
+def _embed(hb: HindsightParts, prepared: list[_Prepared]) -> None:
     """Set each doc's fact vectors: with fact_vectors = "passage", pooled from one model pass
     over the doc where the fact's ranges lie; the others (and every fact under "text", or an
     embedder without token states) embedded alone, in one batch."""
@@ -164,7 +164,7 @@ def _keys(conn: sqlite3.Connection, keys: list[str | None]) -> list[tuple[str, s
     return rows
 
 
-def _prepare(hb: HindsightBackend, item: RetainItem, now: float,
+def _prepare(hb: HindsightParts, item: RetainItem, now: float,
              known: Container[str]) -> _Prepared:
     """Offline facts always; the LLM's instead when configured, the doc long enough and the
     reply valid (a bad reply leaves the offline facts)."""
@@ -183,7 +183,7 @@ def _prepare(hb: HindsightBackend, item: RetainItem, now: float,
     return _Prepared(item, when, facts, extractor)
 
 
-def _write_document(hb: HindsightBackend, conn: sqlite3.Connection, p: _Prepared, now: float,
+def _write_document(hb: HindsightParts, conn: sqlite3.Connection, p: _Prepared, now: float,
                     resolver: Resolver, touched: list[int],
                     fresh: list[tuple[int, np.ndarray]]) -> int | None:
     item = p.item
@@ -244,7 +244,7 @@ def _link(conn: sqlite3.Connection, a: int, b: int, kind: str, weight: float) ->
                      [(a, b, kind, weight), (b, a, kind, weight)])
 
 
-def _temporal_links(hb: HindsightBackend, conn: sqlite3.Connection, fact_id: int, when: float) -> None:
+def _temporal_links(hb: HindsightParts, conn: sqlite3.Connection, fact_id: int, when: float) -> None:
     """Link to the facts retained just before that lie within the window (time, then order)."""
     n = hb.options.temporal_links_per_fact
     if n <= 0:
@@ -257,7 +257,7 @@ def _temporal_links(hb: HindsightBackend, conn: sqlite3.Connection, fact_id: int
         _link(conn, other, fact_id, "temporal", math.exp(-abs(when - t) / window))
 
 
-def _semantic_links(hb: HindsightBackend, conn: sqlite3.Connection,
+def _semantic_links(hb: HindsightParts, conn: sqlite3.Connection,
                     fresh: list[tuple[int, np.ndarray]]) -> None:
     """Links to nearest neighbours above the threshold: among stored facts (the mirror, synced
     at the start of this write) and among the facts of this batch."""

@@ -57,6 +57,9 @@ class HippoRAGBackend(MemoryBackend):
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
         self.source, self.precomputed = self._openie_source(opts)
         self._store = GraphStore(self.store_dir / "hipporag.sqlite3")
+        # What the last ranking's supersession found (see _supersede), for retrieve's marks.
+        self._pairs: dict[int, int] = {}
+        self._times: dict[int, float] = {}
         try:
             claim_backend(self._store, self.name)
             self._claim(opts)
@@ -307,10 +310,15 @@ class HippoRAGBackend(MemoryBackend):
         with self._store.lock:
             graph = self._sync() if queries else None
             for query in queries:
+                self._pairs, self._times = {}, {}  # set by _supersede when the pool has pairs
                 ranked = self._rank(graph, query, num_to_retrieve) if graph and num_to_retrieve > 0 else []
                 texts = self._texts([pid for pid, _ in ranked])
-                results.append({"question": query, "docs": [texts[p] for p, _ in ranked],
-                                "doc_scores": [float(s) for _, s in ranked]})
+                result: RetrieveResult = {"question": query, "docs": [texts[p] for p, _ in ranked],
+                                          "doc_scores": [float(s) for _, s in ranked]}
+                if self._pairs:
+                    result["superseded"] = retrieval.supersession.marks(
+                        [p for p, _ in ranked], self._pairs, self._times)
+                results.append(result)
         return results
 
     def _texts(self, ids: list[int]) -> dict[int, str]:
@@ -356,7 +364,10 @@ class HippoRAGBackend(MemoryBackend):
         (_SaturatedMass) or, for dense scores, min-max normalised over the ranked list."""
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
         if not opts.recency_weight or not ranked:
-            return ranked[:k]
+            # Relevance alone; a tie goes to the newer passage (ids grow as passages are added),
+            # and an amendment in the pool ranks right above the decision it supersedes.
+            ranked = sorted(ranked, key=lambda item: (-item[1], -item[0]))
+            return self._supersede(ranked, k)
         ids = [pid for pid, _ in ranked]
         with self._store.read() as conn:
             if opts.recent_candidates:
@@ -372,6 +383,17 @@ class HippoRAGBackend(MemoryBackend):
                                                          times.get(pid, now), now, opts))
                    for pid in ids]
         return sorted(blended, key=lambda item: (-item[1], item[0]))[:k]
+
+    def _supersede(self, ranked: list[tuple[int, float]], k: int) -> list[tuple[int, float]]:
+        """retrieval.supersession over the pool; the pairs and times wait for retrieve."""
+        ids = [pid for pid, _ in ranked]
+        with self._store.read() as conn:
+            rows = conn.execute(f"SELECT id, text, created_at FROM passages WHERE id IN "
+                                f"({','.join('?' * len(ids))})", ids).fetchall()
+        pool = [retrieval.supersession.Memory(pid, text, when) for pid, text, when in rows]
+        top, self._pairs = retrieval.supersession.reorder(ranked, k, pool)
+        self._times = {pid: when for pid, _, when in rows}
+        return top
 
     def _named_entities(self, graph: Graph, query: str) -> list[int]:
         """Nodes of the graph's entities that the query names, found by the offline extractor

@@ -18,7 +18,8 @@ class HybridBackend(retrieval.RetrievalBackend):
     """
 
     name = "hybrid"
-    description = ("Dense + BM25 fused (min-max weighted sum), then recency, importance and "
+    supersedes = True
+    description = ("Dense + BM25 fused (min-max weighted sum), then importance and "
                    "optional rerank/MMR/dedup/token budget (seeds 001/002).")
     Options = HybridOptions
 

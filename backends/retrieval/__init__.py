@@ -1,6 +1,6 @@
 """Retrieval parts shared by backends, imported as `from backends import retrieval`."""
 
-from . import bm25, fusion, pipeline
+from . import bm25, fusion, pipeline, supersession
 from .backend import RetrievalBackend
 from .cache import EmbeddingCache, cache_dir, embed_documents, shared_cache
 from .embedders import (

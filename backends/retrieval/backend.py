@@ -24,6 +24,7 @@ from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_o
 from .cache import EmbeddingCache, embed_documents, shared_cache
 from .embedders import Embedder
 from .store import MemoryRecord, RetrievalStore
+from .supersession import Memory, marks, reorder
 
 log = logging.getLogger("middle.retrieval")
 
@@ -36,6 +37,10 @@ class RetrievalBackend(MemoryBackend):
     """
 
     uses_vectors: ClassVar[bool] = True
+    # A later memory amending an earlier one ranks above it (supersession.py); the earlier one
+    # is kept and marked. Off for bm25: it is the plain keyword baseline.
+    supersedes: ClassVar[bool] = False
+    SUPERSESSION_POOL: ClassVar[int] = 3  # candidates per result an amendment may come from
     shares_database: ClassVar[bool] = True  # [memory] url: the store lives in PostgreSQL
     keeps_times: ClassVar[bool] = True  # index_records stores each record's event time
 
@@ -130,14 +135,32 @@ class RetrievalBackend(MemoryBackend):
             self._store.sync()
             for query in queries:
                 ranked = self._rank(query, num_to_retrieve) if num_to_retrieve > 0 else []
+                pairs: dict[int, int] = {}
+                if self.supersedes and ranked:
+                    ranked, pairs = self._supersede(query, ranked, num_to_retrieve)
                 rows = self._store.rows([i for i, _ in ranked])
                 ranked = [(i, s) for i, s in ranked if i in rows]
                 returned.extend(i for i, _ in ranked)
-                results.append({"question": query, "docs": [rows[i].text for i, _ in ranked],
-                                "doc_scores": [float(s) for _, s in ranked]})
+                result: RetrieveResult = {"question": query,
+                                          "docs": [rows[i].text for i, _ in ranked],
+                                          "doc_scores": [float(s) for _, s in ranked]}
+                if pairs:
+                    result["superseded"] = marks([i for i, _ in ranked], pairs,
+                                                 {i: r.doc_time for i, r in rows.items()})
+                results.append(result)
             if returned and getattr(self.options, "track_access", False):
                 self._store.touch(sorted(set(returned)), self.clock())
         return results
+
+    def _supersede(self, query: str, ranked: list[tuple[int, float]],
+                   k: int) -> tuple[list[tuple[int, float]], dict[int, int]]:
+        """The top k with amendments from a wider pool placed right above what they amend."""
+        held = {i for i, _ in ranked}
+        wider = [(i, s) for i, s in self._rank(query, self.SUPERSESSION_POOL * k) if i not in held]
+        candidates = ranked + wider
+        rows = self._store.rows([i for i, _ in candidates])
+        pool = [Memory(i, rows[i].text, rows[i].doc_time) for i, _ in candidates if i in rows]
+        return reorder(candidates, k, pool)
 
     @abstractmethod
     def _rank(self, query: str, k: int) -> list[tuple[int, float]]:

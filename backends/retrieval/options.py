@@ -45,17 +45,21 @@ class DenseOptions(EmbedderOptions):
 
 
 class RecencyOptions(BackendOptions):
-    """How much the time of a doc counts: seed 001's recency blend, and recent docs as
-    candidates. Shared by the backends that rank by relevance (hybrid, hipporag)."""
+    """How much the time of a doc counts. Off by default: relevance has no day-scale decay (a
+    decision made months ago binds as much as yesterday's; the newest work is the "Memories
+    invoked" block's recent part, not a ranked memory's bonus), and time only breaks ties.
+    Seed 001's blend stays available for experiments. Shared by hybrid, hipporag, hindsight."""
 
     recency_weight: float = Field(
-        0.5, ge=0, le=1, description="total = (1-w)*relevance + w*exp(-age_days/scale) (seed "
-        "001's blend); 0.5 weighs what a doc says and how recently the work was done alike")
+        0.0, ge=0, le=1, description="total = (1-w)*relevance + w*exp(-age_days/scale) (seed "
+        "001's blend); 0 (the default) ranks by relevance alone, newer first on a tie: with a "
+        "1-day scale the blend hid every related ticket older than a day (issue: memory for "
+        "the life of a project)")
     recency_scale_days: float = Field(
         1.0, gt=0, description="recency decay scale in days: a working day (seed 001 uses 30 "
         "for chat memories; ticket work that bears on the next ticket is hours old, not weeks)")
     recent_candidates: bool = Field(
-        True, description="the newest docs join the candidate pool (as many as each ranked "
+        False, description="the newest docs join the candidate pool (as many as each ranked "
         "list holds), so the work just done is weighed even when it shares no words with the "
         "query; off, or recency_weight = 0, leaves the pool to the ranked lists")
 

@@ -90,7 +90,7 @@ def run(query: str, candidates: list[Candidate], k: int, opts: PipelineOptions,
     for c in candidates:
         total = c.relevance * (c.importance / 3.0 if opts.use_importance else 1.0)
         c.score = with_recency(total, c.doc_time, now, opts)
-    ranked = sorted(candidates, key=lambda c: (-c.score, c.id))
+    ranked = sorted(candidates, key=lambda c: (-c.score, -c.doc_time, c.id))  # tie: newer first
     if opts.mmr_lambda is not None:
         ranked = mmr(ranked, k, opts.mmr_lambda)
     else:

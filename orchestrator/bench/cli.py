@@ -77,6 +77,8 @@ def _decimals(column: str) -> int:
 # Short headers with their units, so a table fits 80 columns; --json has the full key names.
 HEADERS = {
     "recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "hit@5": "hit@5", "mrr@10": "MRR@10",
+    "hit@1": "hit@1", "stale_first": "stale first", "long_recall@5": "long R@5",
+    "long_hit@5": "long hit@5", "long_scored": "long n",
     "block_precision": "block", "questions": "questions", "docs": "docs",
     "embed_s": "embed s", "index_s": "index s", "retrieve_p50_ms": "p50 ms", "retrieve_p95_ms": "p95 ms",
     "retrieve_cpu_p95_ms": "cpu p95 ms", "store_mb": "store MB", "index_ms_per_turn": "index ms/turn",
@@ -94,7 +96,7 @@ def _table(title: str, rows: list[dict[str, Any]], columns: list[str], label: st
     """`label`: the header of the row-label column (the `backend` key: a backend, or a setting)."""
     table = Table(title=title, title_justify="left")
     for column in columns:
-        if column in ("backend", "category", "query"):  # labels and numbers are never folded
+        if column in ("backend", "category", "query", "set"):  # labels and numbers are never folded
             table.add_column(label if column == "backend" else column, no_wrap=True)
         else:
             table.add_column(HEADERS.get(column, column), justify="right", no_wrap=True)
@@ -229,12 +231,15 @@ def scale(sizes: str, corpus: Path | None, backends: tuple[str, ...], queries: i
 @click.option("--last", type=int, callback=at_least_one, default=None, help="Replay only the newest N tickets.")
 @click.option("--before-last", type=int, callback=at_least_one, default=None, help="Leave out the newest N tickets "
               "first (a development split that never sees the held-out newest N).")
+@click.option("--window", type=int, callback=at_least_one, default=20, show_default=True,
+              help="Long-range scores count related tickets older than the newest W; the "
+              "recent-only row is the W newest tickets, newest first.")
 @click.option("--cached-embeddings", is_flag=True, help="Reuse document vectors from the "
               "embedding cache (fast reruns; index times then leave out embedding).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
 def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], last: int | None,
-            before_last: int | None, cached_embeddings: bool, as_json: bool,
+            before_last: int | None, window: int, cached_embeddings: bool, as_json: bool,
             progress: bool) -> None:
     """Replay a ticket history as the ticket workflow does: recall at each ticket's start and
     on a turn, then index its completion doc. Scores recall of earlier related tickets."""
@@ -247,15 +252,44 @@ def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], 
     with progress_bar(progress) as track:
         report = run_tickets(dataset=dataset, repo=repo, backends=backends, last=last,
                              before_last=before_last, cached_embeddings=cached_embeddings,
-                             progress=track)
+                             progress=track, window=window)
     if not report["scored"]:
         err_console.print(f"note: none of the {report['tickets']} tickets shares an issue "
                           "reference (#123, an issue URL) with an earlier one, so recall could not "
                           "be scored; only the timings mean something")
     _emit(report, as_json, ["backend", "query", "recall@5", "recall@10", "hit@5", "mrr@10",
-                            "block_precision", "retrieve_p50_ms", "retrieve_p95_ms",
-                            "retrieve_cpu_p95_ms", "index_p50_ms", "index_p95_ms",
-                            "index_cpu_p95_ms"])
+                            "block_precision", "long_recall@5", "long_hit@5", "long_scored",
+                            "retrieve_p95_ms", "retrieve_cpu_p95_ms", "index_p95_ms",
+                            "index_cpu_p95_ms"])  # p50s and the rest: --json
+
+
+@bench.command()
+@click.option("--dataset", "dataset", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Decision-recall file shaped like "
+              "../shared/data/decisions/sde_dev.json (the default).")
+@click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
+@click.option("--seed", type=int, default=7, show_default=True,
+              help="Seed of the shuffled order the docs are indexed in.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+def decisions(dataset: Path | None, backends: tuple[str, ...], seed: int, as_json: bool,
+              progress: bool) -> None:
+    """Decision recall: per set, index the docs one per call an hour apart (seeded shuffle, an
+    amended pair in order), query with each bug report; hit@1, hit@5, MRR@10, and how often a
+    superseded decision ranks above its amendment."""
+    from .decisions import run_decisions
+
+    dataset = dataset or _default("decisions/sde_dev.json", "--dataset")
+    with progress_bar(progress) as track:
+        report = run_decisions(dataset, backends, progress=track, seed=seed)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    rows = [{**r, "stale_first": f"{r['stale_first']} of {r['amended']}" if r["amended"] else "-"}
+            for r in report["results"]]
+    console.print(_table(f"decisions benchmark: {report['dataset']} (seed {seed})", rows,
+                         ["backend", "set", "docs", "queries", "hit@1", "hit@5", "mrr@10",
+                          "stale_first"]))
 
 
 @bench.command()

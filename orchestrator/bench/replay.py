@@ -16,6 +16,7 @@ from .runner import Bench, Progress, no_progress
 K = 10  # recall@10 and MRR@10 need ten; the agent is shown the first NUM_SHOWN
 NUM_SHOWN = 5  # [memory] num_to_retrieve's default: what recall at ticket start returns
 QUERY_KINDS = ("start", "turn")
+WINDOW = 20  # long-range: relevant tickets older than the newest WINDOW (what a window cannot hold)
 
 
 def select(history: ticket_data.TicketHistory, last: int | None,
@@ -106,6 +107,14 @@ class _Scores:
         self.precision: list[float] = []
         self.latency: list[float] = []
         self.cpu: list[float] = []
+        self.long_recall5: list[float] = []
+        self.long_hit5: list[float] = []
+
+    def add_long(self, ranked: list[set[int]], long: set[int]) -> None:
+        """A ticket's long-range relevant tickets (older than the window) against its ranking."""
+        found5 = set().union(*ranked[:5]) & long
+        self.long_recall5.append(len(found5) / len(long))
+        self.long_hit5.append(1.0 if found5 else 0.0)
 
     def add(self, ranked: list[set[int]], relevant: set[int], precision: float | None) -> None:
         found5 = set().union(*ranked[:5]) & relevant
@@ -122,15 +131,49 @@ class _Scores:
         return {"recall@5": mean(self.recall5), "recall@10": mean(self.recall10),
                 "hit@5": mean(self.hit5), "mrr@10": mean(self.mrr10),
                 "block_precision": mean(self.precision),
+                "long_recall@5": mean(self.long_recall5), "long_hit@5": mean(self.long_hit5),
+                "long_scored": len(self.long_recall5),
                 "retrieve_p50_ms": percentile(self.latency, 50),
                 "retrieve_p95_ms": percentile(self.latency, 95),
                 "retrieve_cpu_p95_ms": percentile(self.cpu, 95)}
 
 
+def long_range(relevant: Sequence[set[int]], window: int) -> list[set[int]]:
+    """For each ticket, its relevant earlier tickets older than the newest `window` before it."""
+    return [{p for p in rel if p < pos - window} for pos, rel in enumerate(relevant)]
+
+
+def recent_only(tickets: Sequence[ticket_data.HistoryTicket], window: int,
+                budget: int) -> dict[str, Any]:
+    """The baseline a window gives for free: the `window` newest tickets, newest first, as the
+    ranking of every scored ticket (no query, no store)."""
+    relevant = relevant_earlier(tickets)
+    longs = long_range(relevant, window)
+    scores = _Scores()
+    owners = Owners()
+    docs = [t.completion_doc() for t in tickets]
+    for pos, doc in enumerate(docs):
+        if relevant[pos]:
+            newest = list(range(pos - 1, max(pos - window, 0) - 1, -1))
+            ranked = [owners.of(docs[p]) for p in newest]
+            shown = [docs[p] for p in newest[:NUM_SHOWN]]
+            scores.add(ranked, relevant[pos], block_precision(shown, owners, relevant[pos], budget))
+            if longs[pos]:
+                scores.add_long(ranked, longs[pos])
+        owners.add(doc, pos)
+    row = scores.row()
+    for key in ("retrieve_p50_ms", "retrieve_p95_ms", "retrieve_cpu_p95_ms", "index_p50_ms",
+                "index_p95_ms", "index_cpu_p95_ms"):
+        row[key] = float("nan")  # nothing is stored or searched
+    return {"backend": f"recent-only ({window} newest)", "query": "none", **row,
+            "tickets": len(tickets), "scored": sum(1 for r in relevant if r)}
+
+
 def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket],
-           budget: int, progress: Progress) -> list[dict[str, Any]]:
+           budget: int, progress: Progress, window: int = WINDOW) -> list[dict[str, Any]]:
     """One backend through the whole history in a fresh store; one result row per query kind."""
     relevant = relevant_earlier(tickets)
+    longs = long_range(relevant, window)
     scores = {kind: _Scores() for kind in QUERY_KINDS}
     index_ms: list[float] = []
     index_cpu: list[float] = []
@@ -155,6 +198,8 @@ def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket]
                         ranked = [owners.of(d) for d in docs]
                         scores[kind].add(ranked, relevant[pos], block_precision(
                             docs[:NUM_SHOWN], owners, relevant[pos], budget))
+                        if longs[pos]:
+                            scores[kind].add_long(ranked, longs[pos])
                 doc = ticket.completion_doc()
                 started, cpu = time.perf_counter(), time.process_time()
                 backend.index([doc])
@@ -180,25 +225,32 @@ def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
                 backends: Sequence[str], last: int | None = None,
                 before_last: int | None = None, cached_embeddings: bool = False,
                 budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS, work_dir: Path | None = None,
-                progress: Progress = no_progress) -> dict[str, Any]:
+                progress: Progress = no_progress, window: int = WINDOW) -> dict[str, Any]:
     """Replay a ticket history (a file, or a git repository's log) through each backend.
 
     For each ticket in order: recall with its start query and its per-turn query, then index
-    its completion doc. A ticket is scored when an earlier one shares an issue reference.
+    its completion doc. A ticket is scored when an earlier one shares an issue reference; its
+    long-range scores count only related tickets older than the newest `window`, and a first
+    row, recent-only, is the `window` newest tickets, newest first (what a window gives).
     Document vectors are embedded inside each index call (as in a real run) unless
     `cached_embeddings`, which reuses the embedding cache for faster reruns.
     """
     if (dataset is None) == (repo is None):
         raise ConfigError("give one ticket history: --dataset FILE or --repo PATH")
+    if window < 1:
+        raise ConfigError(f"--window must be at least 1, not {window}")
     shared = None if cached_embeddings else {"embedding_cache": False}
     bench = Bench(backends, work_dir, progress, shared_options=shared)  # bad names fail first
     history = (ticket_data.load_ticket_file(dataset) if dataset is not None
                else ticket_data.load_git_repo(repo))  # type: ignore[arg-type]
     tickets = select(history, last, before_last)
-    results = [row for spec in bench.specs for row in replay(bench, spec, tickets, budget_chars,
-                                                              progress)]
+    results = [recent_only(tickets, window, budget_chars)]
+    results += [row for spec in bench.specs
+                for row in replay(bench, spec, tickets, budget_chars, progress, window)]
     return {"dataset": str(dataset if dataset is not None else repo), "kind": "tickets",
             "name": history.name, "tickets": len(tickets),
             "scored": sum(1 for r in relevant_earlier(tickets) if r),
             "embeddings": "cached" if cached_embeddings else "embedded in each index call",
+            "window": window, "long_scored": sum(1 for r in long_range(relevant_earlier(tickets),
+                                                                      window) if r),
             "memories_budget_chars": budget_chars, "results": results}

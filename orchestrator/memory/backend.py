@@ -13,7 +13,8 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, Sequence, TypedDict, runtime_checkable
+from typing import (TYPE_CHECKING, Any, Callable, ClassVar, NotRequired, Protocol, Sequence, TypedDict,
+                    runtime_checkable)
 
 if TYPE_CHECKING:
     from orchestrator.plugins.backend_options import BackendOptions
@@ -25,6 +26,9 @@ class RetrieveResult(TypedDict):
     question: str
     docs: list[str]
     doc_scores: list[float]
+    # Backends that know supersession (backends/retrieval/supersession.py): each superseded
+    # doc as {"doc": its position, "by": the amending doc's position, "date", "by_date"}.
+    superseded: NotRequired[list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,8 @@ def test_a_path_that_is_not_a_repository_is_a_clear_error(tmp_path, make, messag
 def test_replay_scores_each_backend_and_query_kind(repo):
     report = run_tickets(repo=repo, backends=["bm25", "hybrid:embedder=hashing"])
     assert report["kind"] == "tickets" and report["tickets"] == 6 and report["scored"] == 3
-    rows = report["results"]
+    recent, *rows = report["results"]
+    assert recent["backend"] == "recent-only (20 newest)" and recent["recall@5"] == 1.0
     assert [(r["backend"], r["query"]) for r in rows] == [
         ("bm25", "start"), ("bm25", "turn"), ("hybrid:embedder=hashing", "start"),
         ("hybrid:embedder=hashing", "turn")]
@@ -140,7 +141,7 @@ def test_sliding_window_is_scored_on_the_summary_it_returns(tmp_path):
                 "refs": [7] if i in (0, 8) else []} for i in range(9)]
     dataset = tmp_path / "history.json"
     dataset.write_text(json.dumps({"name": "h", "tickets": tickets}))
-    (start, turn) = run_tickets(dataset=dataset, backends=["sliding_window"])["results"]
+    (_, start, turn) = run_tickets(dataset=dataset, backends=["sliding_window"])["results"]
     assert start["scored"] == 1  # ticket 8, after eight docs: the summary quotes ticket 0
     assert start["recall@5"] == turn["recall@5"] == 1.0
     assert 0 < start["block_precision"] < 1  # one of the eight docs it quotes is relevant
@@ -187,7 +188,7 @@ def test_cli_json_has_the_issue_keys_and_errors_are_one_line(repo, tmp_path):
     assert out.exit_code == 0, out.output
     report = json.loads(out.stdout)
     assert {"dataset", "kind", "results"} <= set(report) and report["kind"] == "tickets"
-    assert {r["query"] for r in report["results"]} == {"start", "turn"}
+    assert {r["query"] for r in report["results"]} == {"none", "start", "turn"}
     assert all(KEYS <= set(r) for r in report["results"])
     table = runner.invoke(main, ["bench", "tickets", "--repo", str(repo), "--backend", "bm25",
                                  "--last", "4", "--no-progress"])
@@ -199,6 +200,42 @@ def test_cli_json_has_the_issue_keys_and_errors_are_one_line(repo, tmp_path):
         assert failed.exit_code == 1, failed.output
         lines = [ln for ln in failed.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+
+
+def _history(tmp_path: Path, refs: list[list[int]]) -> Path:
+    """A ticket file, an hour apart, ticket i about "topic i" unless it shares a ref."""
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+             "juliet", "kilo", "lima"]
+    tickets = [{"id": str(i), "date": f"2024-01-01T{i:02d}:00:00+00:00",
+                "title": f"Fix {words[r[0]] if r else words[i % len(words)]} {i}",
+                "description": f"About {words[r[0]] if r else 'nothing'}.", "files": [],
+                "refs": r} for i, r in enumerate(refs)]
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps({"name": "h", "tickets": tickets}))
+    return path
+
+
+def test_long_range_scores_count_only_related_tickets_older_than_the_window(tmp_path):
+    """Ticket 7 relates to 0 (far back) and 6 (just done); with a window of 3 only ticket 0 is
+    long-range. The recent-only row (the 3 newest, newest first) finds 6 but never 0."""
+    refs = [[1], [], [], [], [], [], [1], [1]]
+    report = run_tickets(dataset=_history(tmp_path, refs), backends=["bm25"], window=3)
+    assert report["window"] == 3 and report["scored"] == 2 and report["long_scored"] == 2
+    recent, start, _turn = report["results"]
+    assert recent["backend"] == "recent-only (3 newest)" and recent["query"] == "none"
+    # Ticket 6: relevant {0}, long {0}; ticket 7: relevant {0, 6}, long {0}.
+    assert recent["recall@5"] == pytest.approx((0 + 0.5) / 2)
+    assert recent["long_recall@5"] == 0.0 and recent["long_scored"] == 2
+    assert start["long_recall@5"] == 1.0 and start["long_scored"] == 2  # BM25 finds "bravo" 0
+    assert start["long_hit@5"] == 1.0
+
+
+def test_window_must_be_at_least_one(tmp_path):
+    with pytest.raises(ConfigError, match="at least 1"):
+        run_tickets(dataset=_history(tmp_path, [[1], [1]]), backends=["bm25"], window=0)
+    out = CliRunner().invoke(main, ["bench", "tickets", "--dataset", str(tmp_path / "none.json"),
+                                    "--backend", "bm25", "--window", "0", "--no-progress"])
+    assert out.exit_code != 0 and "--window" in out.output and "at least 1" in out.output
 
 
 @pytest.mark.slow

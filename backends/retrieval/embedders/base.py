@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+# The vector helpers live below both this interface and the token states (no import circle).
+from .vectors import MAX_EMBED_CHARS, normalise  # noqa: F401 - re-exported
+
 if TYPE_CHECKING:
     from .states import TokenStates
 
@@ -23,11 +26,6 @@ KNOWN_PREFIXES: tuple[tuple[str, str, str], ...] = (
     ("snowflake-arctic-embed", "Represent this sentence for searching relevant passages: ", ""),
 )
 
-# Long docs are cut before tokenising: every model here reads at most a few hundred tokens, and
-# tokenising a megabyte only to drop all but its start costs seconds.
-MAX_EMBED_CHARS = 20_000
-
-
 def default_prefixes(model: str) -> tuple[str, str]:
     """(query_prefix, document_prefix) known for a model name, or empty strings."""
     name = model.lower()
@@ -40,16 +38,6 @@ def default_prefixes(model: str) -> tuple[str, str]:
 def clip_text(text: str) -> str:
     """Collapse whitespace runs (no tokenizer here keeps them) and cut to MAX_EMBED_CHARS."""
     return " ".join(text[: MAX_EMBED_CHARS * 4].split())[:MAX_EMBED_CHARS]
-
-
-def normalise(vectors: np.ndarray) -> np.ndarray:
-    """Row-wise L2 normalisation to float32; an all-zero row stays zero (similarity 0 to all)."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    if vectors.ndim == 1:
-        vectors = vectors[None, :]
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(vectors / norms, dtype=np.float32)
 
 
 class Embedder(ABC):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import MAX_EMBED_CHARS, normalise
+from .vectors import MAX_EMBED_CHARS, normalise
 
 _WORD = re.compile(r"\S+")
 
