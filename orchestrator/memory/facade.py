@@ -419,12 +419,7 @@ class MemoryFacade:
         prepared = [(self.prepare_doc(t), w) for t, w in records]
         started = time.perf_counter()
         with self._locked(project_id, "import") as backend:
-            has = getattr(backend, "has_doc", None)
-            if has is None:  # one listing, not one per doc
-                try:
-                    has = set(backend.list_docs()).__contains__
-                except NotImplementedError:
-                    has = set().__contains__
+            has = backend.has_doc  # declared on MemoryBackend: cheap in the built-ins, a listing by default
             seen: set[str] = set()
             fresh = []
             for text, when in prepared:
