@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.plugin_api import ConfigError, TextLLM
 
+from backends.retrieval.cache import open_cache_db
+
 from .extract import Extraction, extract_offline
 
 M = TypeVar("M", bound=BaseModel)
@@ -94,16 +96,8 @@ class OpenIECache:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30,
-                                   isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS openie (key TEXT PRIMARY KEY, result TEXT NOT NULL)")
-            self._conn = conn
-        except (sqlite3.Error, OSError) as exc:
-            log.warning("OpenIE cache %s unusable (%s); extracting without a cache", path, exc)
+        self._conn = open_cache_db(self.path, "OpenIE", [
+            "CREATE TABLE IF NOT EXISTS openie (key TEXT PRIMARY KEY, result TEXT NOT NULL)"])
 
     @staticmethod
     def key(llm: TextLLM, passage: str) -> str:

@@ -23,6 +23,21 @@ _CHUNK = 500  # keys per SELECT: below SQLite's bound-parameter limit
 _PUT_EVERY = 64  # texts embedded between cache writes
 
 
+def open_cache_db(path: Path, what: str, setup: Sequence[str]) -> sqlite3.Connection | None:
+    """A best-effort cache file (WAL, autocommit, shared by threads) after its `setup` statements;
+    None, with a warning, when it cannot be opened: a cache never fails the work it speeds up."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        for statement in setup:
+            conn.execute(statement)
+        return conn
+    except (sqlite3.Error, OSError) as exc:
+        log.warning("%s cache %s unusable (%s); going on without a cache", what, path, exc)
+        return None
+
+
 class EmbeddingCache:
     """Document vectors in one SQLite file. Best effort: a cache that cannot be read or written
     is logged and skipped, never fails an index."""
@@ -30,18 +45,10 @@ class EmbeddingCache:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30,
-                                   isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key BLOB NOT NULL, "
-                         "vec BLOB NOT NULL, PRIMARY KEY (model, key)) WITHOUT ROWID")
-            self._conn = conn
-        except (sqlite3.Error, OSError) as exc:
-            log.warning("Embedding cache %s unusable (%s); embedding without a cache", path, exc)
+        self._conn = open_cache_db(self.path, "embedding", [
+            "PRAGMA synchronous=NORMAL",
+            "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, key BLOB NOT NULL, "
+            "vec BLOB NOT NULL, PRIMARY KEY (model, key)) WITHOUT ROWID"])
 
     def get(self, model: str, keys: Sequence[bytes], dim: int | None) -> dict[bytes, np.ndarray]:
         found: dict[bytes, np.ndarray] = {}
