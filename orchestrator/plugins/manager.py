@@ -70,27 +70,23 @@ class PluginRegistry:
     # only for plugin commands (`middle --help`) stays light.
     @cached_property
     def backends(self) -> dict[str, Registered]:
-        table: dict[str, Registered] = {}
-        # The core owns the register callbacks: each checks the name and refuses duplicates.
-        for impl in self.pm.hook.register_memory_backends.get_hookimpls():
-            trace.call("register_memory_backends", impl.plugin_name, impl.function,
-                       {"register": self._registrar(table, impl.plugin_name, "name")})
-        return table
+        return self._collect("register_memory_backends", "name")
 
     @cached_property
     def workers(self) -> dict[str, Registered]:
-        table: dict[str, Registered] = {}
-        for impl in self.pm.hook.register_workers.get_hookimpls():
-            trace.call("register_workers", impl.plugin_name, impl.function,
-                       {"register": self._registrar(table, impl.plugin_name, "kind")})
-        return table
+        return self._collect("register_workers", "kind")
 
     @cached_property
     def ticket_sources(self) -> dict[str, Registered]:
+        return self._collect("register_ticket_sources", "kind", "source")
+
+    def _collect(self, hook: str, attr: str, what: str = "") -> dict[str, Registered]:
+        """Call one registration hook of every plugin (traced); the core owns the register
+        callback, which checks each class's `attr` and refuses duplicates."""
         table: dict[str, Registered] = {}
-        for impl in self.pm.hook.register_ticket_sources.get_hookimpls():
-            trace.call("register_ticket_sources", impl.plugin_name, impl.function,
-                       {"register": self._registrar(table, impl.plugin_name, "kind", "source")})
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            trace.call(hook, impl.plugin_name, impl.function,
+                       {"register": self._registrar(table, impl.plugin_name, attr, what)})
         return table
 
     def source_class(self, kind: str) -> Any:
