@@ -24,7 +24,9 @@ pytestmark = [pytest.mark.cli, pytest.mark.slow,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and prctl")]
 
 MIDDLE = str(Path(sys.executable).with_name("middle"))
-SLEEP = {"t1": "sleep 7391", "t2": "sleep 7392"}  # each ticket's background job, told apart by its length
+# Each ticket's background job, told apart by its length; the pytest process's pid in it keeps
+# two test runs on one machine (two checkouts) from counting each other's jobs.
+SLEEP = {t: f"sleep {n}{os.getpid():07d}" for t, n in (("t1", 7391), ("t2", 7392))}
 
 
 def running_with(needle: str) -> list[int]:
