@@ -16,9 +16,9 @@ from orchestrator.errors import RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.graph import build_graph
 from orchestrator.running.checkpoints import open_checkpointer
 from orchestrator.running.driving import EventRecorder, ticket_context, try_claim
-from orchestrator.running.lifecycle import RUNNABLE, RunLifecycle
+from orchestrator.lifecycle.runs import RUNNABLE, RunLifecycle
 from orchestrator.memory.facade import MemoryFacade
-from orchestrator.running.next_steps import advise
+from orchestrator.lifecycle.next_steps import advise
 from orchestrator.running.outcome import RunOutcome  # noqa: F401 - re-exported (the Python API)
 from orchestrator.running.policy import end_on_exception
 from orchestrator.services import Services

@@ -21,7 +21,7 @@ from orchestrator.memory.backend import TextLLM
 from orchestrator.plugins.manager import PluginRegistry, registry
 
 if TYPE_CHECKING:  # the parts are imported when first built (a read-only command builds few)
-    from orchestrator.running.lifecycle import RunLifecycle
+    from orchestrator.lifecycle.runs import RunLifecycle
     from orchestrator.memory.facade import MemoryFacade
     from orchestrator.coding_agent.base import Worker
     from orchestrator.workspace import Review, Worktrees
@@ -102,7 +102,7 @@ class Services:
 
         cfg = self.config.agent
         if self.fake:
-            from orchestrator.running.offline import FAKE_API_KEY
+            from orchestrator.config.offline import FAKE_API_KEY
 
             return AnthropicLLM(cfg.model, cfg.max_tokens, base_url=self.fake_api.base_url,
                                 api_key=FAKE_API_KEY, max_retries=0)
@@ -176,7 +176,7 @@ class Services:
         env = dict(self._worker_env)
         if self.fake:
             from orchestrator.fake_api.env import claude_code_env
-            from orchestrator.running.offline import FAKE_API_KEY
+            from orchestrator.config.offline import FAKE_API_KEY
 
             claude_config = self.config.resolve(self.config.state_dir) / "claude-config"
             claude_config.mkdir(parents=True, exist_ok=True)
@@ -210,7 +210,7 @@ class Services:
     @cached_property
     def lifecycle(self) -> RunLifecycle:
         """The one owner of a run's end (status, run, claim, run_end event, hook)."""
-        from orchestrator.running.lifecycle import RunLifecycle
+        from orchestrator.lifecycle.runs import RunLifecycle
 
         return RunLifecycle(self.store, self.registry.hook)
 

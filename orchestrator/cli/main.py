@@ -175,14 +175,14 @@ def main(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
         logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                             format="%(levelname)s %(name)s: %(message)s")
     ctx.obj = {"config_path": config_path}
-    from orchestrator.running.next_steps import started_as
+    from orchestrator.lifecycle.next_steps import started_as
 
     started_as(config=config_path, fake=False)  # advice repeats it: `middle --config X resume ID`
     ctx.call_on_close(lambda: started_as(config=None, fake=False))  # (one process, many commands: tests)
 
 
 def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
-    from orchestrator.running.next_steps import started_as
+    from orchestrator.lifecycle.next_steps import started_as
 
     started_as(fake=fake)  # what this command suggests next keeps --fake
     if fake:  # said first: building the orchestrator imports LangGraph and the SDK (a second)
@@ -195,7 +195,7 @@ def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
 
 
 def _interrupted(ticket_ids: list[str] | str) -> None:
-    from orchestrator.running.next_steps import command
+    from orchestrator.lifecycle.next_steps import command
 
     for tid in [ticket_ids] if isinstance(ticket_ids, str) else ticket_ids:  # as the run was started
         err_console.print(f"[yellow]interrupted:[/] {safe(command('resume', tid).strip('`'))}")
@@ -346,7 +346,7 @@ def resume(ctx: click.Context, ticket_id: str, fake: bool) -> None:
 @click.pass_context
 def tickets(ctx: click.Context, status: str | None) -> None:
     """List the tickets: the ticket folder's, with their status from past runs."""
-    from orchestrator.running.next_steps import command
+    from orchestrator.lifecycle.next_steps import command
     from orchestrator.running.sync import load
     from tickets.claims import died_note
     from tickets.deps import check_dependencies, waiting_for
@@ -404,7 +404,7 @@ def log(ctx: click.Context, ticket_id: str, full: bool, follow: bool) -> None:
 
     store = read_store(ctx, read_config(ctx).store_target)
     if store is None:
-        from orchestrator.running.next_steps import command
+        from orchestrator.lifecycle.next_steps import command
 
         raise TicketError(f"no ticket {ticket_id!r} has run yet: start it with {command('run', ticket_id)}")
     if follow:

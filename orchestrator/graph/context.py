@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from orchestrator.agent.middle_agent import MiddleAgent
-from orchestrator.running.lifecycle import RunLifecycle
+from orchestrator.lifecycle.runs import RunLifecycle
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.coding_agent.base import EventCallback, Worker
 from orchestrator.workspace import Worktrees

@@ -17,7 +17,7 @@ from orchestrator.graph.takeover import local_ticket, recap
 from orchestrator.graph.worktree import run_workspace
 from orchestrator.memory.format import completion_doc
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
-from orchestrator.running.next_steps import advice
+from orchestrator.lifecycle.next_steps import advice
 from orchestrator.plugins.manager import call_hook
 from orchestrator.coding_agent.base import TurnRecord
 from orchestrator.workspace import Workspace

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
-from orchestrator.running.lifecycle import start_refusal
-from orchestrator.running.next_steps import advice, advise
+from orchestrator.lifecycle.runs import start_refusal
+from orchestrator.lifecycle.next_steps import advice, advise
 from orchestrator.running.outcome import RunOutcome
 from tickets.claims import this_host
 from tickets.deps import SATISFIED, run_order

@@ -14,8 +14,8 @@ from typing import Any, Callable
 from orchestrator.errors import StoreUnavailable
 from orchestrator.graph.context import Limits, TicketContext
 from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
-from orchestrator.running.lifecycle import RUNNABLE, start_refusal
-from orchestrator.running.next_steps import advise
+from orchestrator.lifecycle.runs import RUNNABLE, start_refusal
+from orchestrator.lifecycle.next_steps import advise
 from tickets.claims import owner_died
 
 log = logging.getLogger("middle.driving")

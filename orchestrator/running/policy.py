@@ -22,8 +22,8 @@ import threading
 from dataclasses import dataclass
 
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable
-from orchestrator.running.lifecycle import RunLifecycle
-from orchestrator.running.next_steps import advice
+from orchestrator.lifecycle.runs import RunLifecycle
+from orchestrator.lifecycle.next_steps import advice
 
 log = logging.getLogger("middle.policy")
 

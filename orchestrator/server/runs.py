@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from orchestrator.errors import MiddleError, TicketError
-from orchestrator.running.next_steps import advice
+from orchestrator.lifecycle.next_steps import advice
 from orchestrator.server.errors import Conflict
 from orchestrator.services import Services
 from tickets.claims import DEFAULT_LEASE_S, claim_is_live, this_host

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import GitError, TicketError
-from orchestrator.running.next_steps import advise
+from orchestrator.lifecycle.next_steps import advise
 from orchestrator.workspace import git as g
 from orchestrator.workspace.worktrees import Worktrees, branch_name
 

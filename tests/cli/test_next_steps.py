@@ -18,8 +18,8 @@ import pytest
 
 from orchestrator.config.settings import Config
 from orchestrator.errors import RunInterrupted, TicketError
-from orchestrator.running.lifecycle import RUNNABLE
-from orchestrator.running.next_steps import ANY, SITUATIONS, TABLE, advice, command, situation, started_as
+from orchestrator.lifecycle.runs import RUNNABLE
+from orchestrator.lifecycle.next_steps import ANY, SITUATIONS, TABLE, advice, command, situation, started_as
 from orchestrator.runner import Orchestrator
 from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingWorker, decision_reply, plan_reply
@@ -32,7 +32,7 @@ TRIED = ("run", "resume", "merge", "discard", "revert")
 @pytest.fixture(autouse=True)
 def _plain_invocation(monkeypatch):
     """Advice as for `middle CMD` with no --config or --fake, whatever ran before in this process."""
-    from orchestrator.running import next_steps
+    from orchestrator.lifecycle import next_steps
     monkeypatch.setattr(next_steps, "_STARTED_AS", {"config": None, "fake": False})
 
 
@@ -84,7 +84,7 @@ class Case:
 
 
 def make_situation(name: str, tmp_path: Path) -> Case:
-    """A ticket `t` in the named situation (see orchestrator.running.next_steps.SITUATIONS)."""
+    """A ticket `t` in the named situation (see orchestrator.lifecycle.next_steps.SITUATIONS)."""
     case = Case(tmp_path, isolation="none" if name == "in-place" else "worktree")
     script = {
         "interrupted": [_stop],

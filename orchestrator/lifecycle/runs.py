@@ -63,7 +63,7 @@ def start_refusal(store: Any, ticket_id: str, *, rerun: bool = False, dependenci
     what the claim cannot: dependencies, and an unmerged change that a rerun would throw away.
     Dependencies named in `in_batch` are not counted (a batch starts them first).
     """
-    from orchestrator.running.next_steps import advise
+    from orchestrator.lifecycle.next_steps import advise
     from tickets.deps import waiting_for
 
     ticket = store.get_ticket(ticket_id)
