@@ -1,205 +1,33 @@
-"""The Python API: run, resume or revert tickets with the services built from a Config."""
+"""The Python API: run, resume, review or revert tickets with the services built from a Config."""
 
 from __future__ import annotations
 
-import logging
-import threading
-from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from langchain_core.runnables import RunnableConfig
-
-from orchestrator.agent.middle_agent import MiddleAgent
-from orchestrator.config.settings import Config
-from orchestrator.errors import RunInterrupted, StoreUnavailable, TicketError
-from orchestrator.graph import build_graph
-from orchestrator.running.checkpoints import open_checkpointer
-from orchestrator.running.driving import EventRecorder, ticket_context, try_claim
-from orchestrator.lifecycle.runs import RUNNABLE, RunLifecycle
-from orchestrator.memory.facade import MemoryFacade
-from orchestrator.lifecycle.next_steps import advise
-from orchestrator.running.outcome import RunOutcome  # noqa: F401 - re-exported (the Python API)
-from orchestrator.running.policy import end_on_exception
-from orchestrator.services import Services
-from orchestrator.coding_agent.base import EventCallback
+from orchestrator.running.driver import TicketDriver
+from orchestrator.lifecycle.runs import RUNNABLE
+from orchestrator.running.outcome import RunOutcome
 from orchestrator.running.sync import sync
 from tickets.source import LoadResult
-from tickets.store import TicketStore
-
-log = logging.getLogger("middle.runner")
 
 __all__ = ["Orchestrator", "RunOutcome", "RUNNABLE"]
 
 
-class Orchestrator:
-    """Runs tickets through the graph with the services of one config.
+class Orchestrator(TicketDriver):
+    """The ticket driver (`run_ticket`, `resume`; see orchestrator.running.driver) with the
+    backlog's other verbs: sync the ticket source, run many, diff, merge, discard, revert.
 
     Pass `services` to share them (the CLI and the server do), or the same overrides `Services`
     takes (`llm` = an AgentLLM or any LangChain BaseChatModel, `worker`, `registry`,
     `memory_llm`, `worker_env`, `fake`). Use as a context manager; it closes what it built.
     """
 
-    def __init__(
-        self,
-        config: Config,
-        *,
-        services: Services | None = None,
-        say: Callable[[str], None] | None = None,
-        on_event: EventCallback | None = None,
-        lease_s: float | None = None,
-        stop: threading.Event | None = None,
-        project_override: str | None = None,
-        **overrides: Any,
-    ):
-        self.config = config
-        self._own_services = services is None
-        self.services = services or Services(config, **overrides)
-        self.say = say or (lambda msg: log.info(msg))
-        self.on_event = on_event
-        self.lease_s = lease_s or config.run.lease_s
-        self.registry = self.services.registry
-        # Options first (a bad backend option or permission mode is an error before any file
-        # is created or anything paid for), then the store.
-        self.memory: MemoryFacade | None = self.services.memory  # validates backend + options now
-        self.worker = self.services.worker
-        self.store: TicketStore = self.services.store
-        self.lifecycle: RunLifecycle = self.services.lifecycle
-        self.worktrees = self.services.worktrees
-        self.stop = stop or threading.Event()  # set: runs stop between nodes, marked interrupted
-        self.project_override = project_override  # `middle worker`: every ticket in its own clone
-        self._checkpoints = open_checkpointer(config.checkpoint_target, reconnect_s=config.store.reconnect_s)
-        self.graph = build_graph().compile(checkpointer=self._checkpoints.saver)
-
-    @cached_property
-    def agent(self) -> MiddleAgent:
-        """Built on first use: `resume` of a run that already ended needs no API key to say so."""
-        return MiddleAgent(self.services.agent_llm, self.config.agent.max_turns)
-
     # -- tickets ---------------------------------------------------------------------------
     def sync_tickets(self, folder: str | Path | None = None, *, source: str | None = None) -> LoadResult:
         """Load the ticket source ([tickets], or a Markdown `folder`, or `source` = KIND:ARG) into
         the store (new tickets pending; others updated); see orchestrator.running.sync."""
         return sync(self.store, self.config, source=source, folder=folder, registry=self.registry)
-
-    def _recorder(self, ticket_id: str, run_id: str) -> EventRecorder:
-        """Stores run events (`middle log --follow`, the API and the dashboard read them)."""
-        return EventRecorder(self.store, ticket_id, run_id, self.config.store.reconnect_s)
-
-    def run_ticket(self, ticket_id: str, *, rerun: bool = False, skip_claimed: bool = False) -> RunOutcome:
-        """Start a new run of a ticket, claimed atomically so no other process runs it at once.
-
-        A pending, failed, reverted or discarded ticket starts; a complete or merged one only with
-        `rerun=True`, and never while its change is unmerged; a ticket whose dependencies are not
-        done waits. A ticket another process holds is refused, or skipped with
-        `skip_claimed=True` (what `middle run` does for the pending list, so two runners share a
-        backlog).
-        """
-        ticket = self.store.get_ticket(ticket_id)
-        self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
-        project = Path(self.project_override or ticket.project_path)
-
-        def check_project() -> None:
-            if self.worktrees is not None and project.is_dir():
-                from orchestrator.workspace.git import toplevel
-
-                toplevel(project)  # not a repository: one clear error, nothing claimed
-
-        run_id, refusal = try_claim(self.store, ticket_id, rerun=rerun, dependencies=self.config.run.dependencies,
-                                    lease_s=self.lease_s, before_claim=check_project)
-        if run_id is not None:
-            return self._drive(ticket_id, run_id, {"ticket_id": ticket_id, "run_id": run_id})
-        if skip_claimed:
-            return RunOutcome(ticket_id, "", "skipped", refusal)
-        raise TicketError(refusal)
-
-    def resume(self, ticket_id: str) -> RunOutcome:
-        """Continue the ticket's latest run from its last checkpoint (a completed turn never re-runs).
-
-        An interrupted run, and a failed one whose failure can be retried (a Claude Code turn or
-        the model failed), continue; a run that ended as the agent decided (complete, or failed
-        on a limit) cannot.
-        """
-        run = self.store.latest_run(ticket_id)
-        if run is None:
-            self.store.get_ticket(ticket_id)  # a clear error for an unknown id
-            raise TicketError(f"ticket {ticket_id!r} has never run: {advise(self.store, ticket_id, 'resume')}")
-        snapshot = self._checkpointed(lambda: self.graph.get_state(_thread(run["id"])))
-        if not snapshot.next and snapshot.created_at is None and run["status"] in ("running", "interrupted"):
-            # The runner died before the graph's first checkpoint: nothing of this run was done,
-            # so it starts over from its input, under the same run.
-            self.agent
-            self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
-            self._stop_leftovers(run["id"])
-            return self._drive(ticket_id, run["id"], {"ticket_id": ticket_id, "run_id": run["id"]})
-        if not snapshot.next and not snapshot.tasks:
-            # (A step whose node's writes were saved but not the checkpoint after it, as a store
-            # outage can leave, has tasks and no `next`: it continues from those writes.)
-            raise TicketError(
-                f"the last run of ticket {ticket_id!r} already ended ({run['status']}"
-                f"{': ' + run['reason'] if run.get('reason') else ''}); "
-                f"{advise(self.store, ticket_id, 'resume')}")
-        self.agent  # as in run_ticket: a model that cannot be built fails before the claim
-        self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
-        self._stop_leftovers(run["id"])
-        return self._drive(ticket_id, run["id"], None)
-
-    def _stop_leftovers(self, run_id: str) -> None:
-        """Kill the Claude Code processes a dead `middle` of this run left here, before a turn
-        starts in the same worktree (taken over, so no live runner owns them)."""
-        from orchestrator.coding_agent.orphans import stop_dead_run
-
-        if n := stop_dead_run(self.store, run_id):
-            self.say(f"stopped {n} process(es) the run's previous `middle` left running")
-
-    def _drive(self, ticket_id: str, run_id: str, graph_input: dict[str, Any] | None) -> RunOutcome:
-        """Run the graph under the claim; every way out ends the run through the lifecycle."""
-        cfg = _thread(run_id)
-        heartbeat = _Heartbeat(self.store, ticket_id, run_id, self.lease_s)
-        record = self._recorder(ticket_id, run_id)
-        record.run_start(resume=graph_input is None, fake=self.services.fake)
-        try:
-            with heartbeat:
-                self._checkpointed(lambda: self._stream(graph_input, cfg, record))
-        except BaseException as exc:  # every way out ends the run as the one policy says
-            ending = end_on_exception(exc, self.lifecycle, ticket_id, run_id, fresh=graph_input is not None,
-                                      fake=self.services.fake, stop=self.stop,
-                                      auto_resume=self.project_override is not None)  # a worker's
-            if ending.propagate:
-                raise
-            return RunOutcome(ticket_id, run_id, ending.status, ending.reason, self._turns(run_id),
-                              self.store.total_cost(run_id), resumable=ending.resumable)
-        state = self._checkpointed(lambda: self.graph.get_state(cfg)).values
-        return RunOutcome(ticket_id, run_id, state.get("status", "failed"), state.get("reason", ""),
-                          state.get("turn", 0), self.store.total_cost(run_id), commit=state.get("commit"),
-                          changes=len(state.get("changes") or []))
-
-    def _stream(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, record: EventRecorder) -> None:
-        context = ticket_context(self.services, self.config, self.agent, record, say=self.say,
-                                 on_event=self.on_event, stop=self.stop, project_override=self.project_override)
-        # (langgraph types `context` as None on this overload whatever the graph's context schema)
-        for task in self.graph.stream(graph_input, cfg, context=context,  # type: ignore[call-overload]
-                                      stream_mode="tasks", durability="sync"):
-            log.debug("graph task %s", task.get("name"))
-            if self.stop.is_set():
-                raise RunInterrupted("stopped")
-            if "input" in task:  # a node starts
-                record.node_started(task["name"])
-            else:
-                record.node_ended(task["name"], task.get("result"), task.get("error"))
-
-    def _checkpointed(self, fn: Callable[[], Any]) -> Any:
-        """Run fn; a database error of the checkpoint store becomes one clear StoreError."""
-        try:
-            return fn()
-        except Exception as exc:
-            error = self._checkpoints.error(exc)
-            if error is None:
-                raise
-            raise error from None
-
-    def _turns(self, run_id: str) -> int:
-        return len(self.store.list_turns(run_id=run_id))
 
     def run_many(self, ticket_ids: list[str], *, parallel: int | None = None, rerun: bool = False) -> Any:
         """Run tickets N at once (default `[run] parallel`), dependencies first; a BatchResult."""
@@ -224,50 +52,5 @@ class Orchestrator:
         """Undo a ticket: a revert commit for a merged one, else discard; its memory doc deleted."""
         return self.services.review.revert(ticket_id)
 
-    def close(self) -> None:
-        self._checkpoints.close()
-        if self._own_services:
-            self.services.close()
-
     def __enter__(self) -> "Orchestrator":
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-
-
-class _Heartbeat:
-    """Refreshes the run's claim lease in the background while the run goes on."""
-
-    def __init__(self, store: TicketStore, ticket_id: str, run_id: str, lease_s: float):
-        self.store, self.ticket_id, self.run_id, self.lease_s = store, ticket_id, run_id, lease_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"lease-{ticket_id}", daemon=True)
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.lease_s / 3):
-            try:
-                if not self.store.refresh_claim(self.ticket_id, self.run_id, self.lease_s):
-                    if self.store.get_run(self.run_id)["status"] == "running":
-                        log.warning("the claim on ticket %s was taken over by another process", self.ticket_id)
-                    return
-            except StoreUnavailable as exc:  # the run itself stops on it; retried at the next beat
-                log.warning("refreshing the claim on ticket %s failed: %s", self.ticket_id, exc)
-            except Exception:  # a busy database now is retried at the next beat
-                log.exception("refreshing the claim on ticket %s failed", self.ticket_id)
-
-    def __enter__(self) -> "_Heartbeat":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
-def _thread(run_id: str) -> RunnableConfig:
-    """The LangGraph config of a run: its id is the checkpointer's thread id."""
-    return {"configurable": {"thread_id": run_id}}
-

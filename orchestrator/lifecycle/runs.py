@@ -1,4 +1,5 @@
-"""The one owner of a run's end: status, run record, claim, `run_end` event, then the plugin hook.
+"""A run's start and end in the store: who may start it (the refusals, the atomic claim) and the
+one owner of its end (status, run record, claim, `run_end` event, then the plugin hook).
 
 The graph's finalize and fail nodes, the runner's error and interrupt paths, the server's shutdown
 and crash paths, and the LangGraph Server entry all end runs here. The store writes the record in
@@ -8,9 +9,11 @@ one transaction and refuses a run that already ended, so the hook fires once per
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
+from orchestrator.lifecycle.next_steps import advise
 from orchestrator.plugins.manager import call_hook
+from tickets.claims import owner_died
 from tickets.deps import SATISFIED
 
 log = logging.getLogger("middle.lifecycle")
@@ -63,7 +66,6 @@ def start_refusal(store: Any, ticket_id: str, *, rerun: bool = False, dependenci
     what the claim cannot: dependencies, and an unmerged change that a rerun would throw away.
     Dependencies named in `in_batch` are not counted (a batch starts them first).
     """
-    from orchestrator.lifecycle.next_steps import advise
     from tickets.deps import waiting_for
 
     ticket = store.get_ticket(ticket_id)
@@ -90,3 +92,35 @@ def start_refusal(store: Any, ticket_id: str, *, rerun: bool = False, dependenci
     mode = (" (or set [run] dependencies = \"complete\" to start from a complete one)"
             if dependencies == "merged" and any("merged" in w for w in waits) else "")
     return f"ticket {ticket_id!r} waits for {', '.join(waits)}; {'; '.join(steps)}{mode}"
+
+
+def try_claim(store: Any, ticket_id: str, *, rerun: bool, dependencies: str, lease_s: float,
+              before_claim: Callable[[], None] | None = None) -> tuple[str | None, str]:
+    """Claim a new run of the ticket atomically: (run id, "") or (None, why not and what to do).
+
+    `before_claim` runs once the ticket may start, before anything is claimed (a check whose
+    error must leave no run behind)."""
+    refusal = start_refusal(store, ticket_id, rerun=rerun, dependencies=dependencies)
+    if refusal is None:
+        if before_claim is not None:
+            before_claim()
+        allowed = RUNNABLE + (("complete", "merged") if rerun else ())
+        run_id = store.claim_new_run(ticket_id, allowed, lease_s=lease_s)
+        if run_id is not None:
+            return run_id, ""
+        refusal = why_not_claimed(store, ticket_id)
+    return None, refusal
+
+
+def why_not_claimed(store: Any, ticket_id: str) -> str:
+    """Why the claim of a ticket that may start was refused (another process, an unfinished run)."""
+    status = store.get_ticket(ticket_id).status.value
+    claim = store.get_claim(ticket_id)
+    if status == "interrupted" or (status == "running" and claim is None):
+        return f"ticket {ticket_id!r} has an unfinished run: {advise(store, ticket_id, 'run')}"
+    if status == "running" and claim is not None and owner_died(claim):
+        return (f"ticket {ticket_id!r} (run {claim.run_id}, pid {claim.pid} on this machine): "
+                f"{advise(store, ticket_id, 'run')}")
+    if claim is not None:
+        return f"ticket {ticket_id!r} is being worked by {claim.describe()}: {advise(store, ticket_id, 'run')}"
+    return f"ticket {ticket_id!r} is {status}: {advise(store, ticket_id, 'run')}"

@@ -1,6 +1,6 @@
 """A batch of tickets, N at once (`middle run --parallel N`, `[run] parallel`): order, limits, stop.
 
-Each ticket runs in a thread of its own with its own Orchestrator (each owns a checkpoint
+Each ticket runs in a thread of its own with its own driver (a TicketDriver of the caller's type; each owns a checkpoint
 connection) over the batch's shared services, each under the same atomic claim as a single run,
 so a second `middle run` process still never runs one of them twice. A ticket starts once its
 dependencies are done; the batch stops starting tickets when `[run] max_cost_usd_total` is
@@ -16,17 +16,16 @@ import queue
 from functools import partial
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.lifecycle.runs import start_refusal
 from orchestrator.lifecycle.next_steps import advice, advise
+from orchestrator.running.driver import TicketDriver
 from orchestrator.running.outcome import RunOutcome
 from tickets.claims import this_host
 from tickets.deps import SATISFIED, run_order
 
-if TYPE_CHECKING:  # runner.py starts batches: the batch makes its children as type(orch)
-    from orchestrator.runner import Orchestrator
 
 log = logging.getLogger("middle.batch")
 
@@ -82,7 +81,7 @@ class _Slot:
     error: BaseException | None = None
 
 
-def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None = None,
+def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None = None,
               rerun: bool = False, named: bool = False, view: BatchView | None = None,
               blocked: dict[str, str] | None = None, resume: frozenset[str] = frozenset()) -> BatchResult:
     """Run the tickets, at most `parallel` at once (default `[run] parallel`).
@@ -198,7 +197,7 @@ def run_batch(orch: Orchestrator, ticket_ids: list[str], *, parallel: int | None
     return result
 
 
-def _check_repositories(orch: Orchestrator, tickets: list[Any]) -> None:
+def _check_repositories(orch: TicketDriver, tickets: list[Any]) -> None:
     """Each project a ticket runs in must be a git repository with a commit (isolation =
     worktree): one clear error before anything is claimed, rather than one failure per ticket."""
     if orch.worktrees is None:
@@ -261,7 +260,7 @@ def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: li
     view.finished(outcome)
 
 
-def _stop_all(orch: Orchestrator, active: dict[str, _Slot], done: queue.Queue, why: str,
+def _stop_all(orch: TicketDriver, active: dict[str, _Slot], done: queue.Queue, why: str,
               result: BatchResult) -> BatchInterrupted:
     """Stop every running ticket: no new node or turn starts, Claude Code is killed, each run is
     marked interrupted (by its own thread, or here for one that does not answer in time)."""

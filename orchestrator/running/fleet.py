@@ -18,7 +18,8 @@ from typing import Any
 from orchestrator.running.batch import BatchView, run_batch
 from orchestrator.config.settings import Config
 from orchestrator.errors import ConfigError, GitError, StoreUnavailable
-from orchestrator.runner import Orchestrator, RunOutcome
+from orchestrator.running.driver import TicketDriver
+from orchestrator.running.outcome import RunOutcome
 from orchestrator.workspace import git as g
 from tickets.claims import claim_is_live
 from tickets.deps import SATISFIED
@@ -86,7 +87,7 @@ def _could_start_later(store: Any, mode: str) -> bool:
     return False
 
 
-def work(orch: Orchestrator, *, parallel: int, once: bool, view: BatchView,
+def work(orch: TicketDriver, *, parallel: int, once: bool, view: BatchView,
          idle_wait_s: float = IDLE_WAIT_S) -> WorkerReport:
     """Work the shared backlog until stopped (or, with `once`, until nothing is left to start)."""
     report = WorkerReport()
@@ -102,7 +103,7 @@ def work(orch: Orchestrator, *, parallel: int, once: bool, view: BatchView,
     return report
 
 
-def _one_pass(orch: Orchestrator, report: WorkerReport, *, parallel: int, once: bool, view: BatchView,
+def _one_pass(orch: TicketDriver, report: WorkerReport, *, parallel: int, once: bool, view: BatchView,
               idle_wait_s: float) -> bool:
     """Start (or resume) what can run now, and wait for news; False when the worker is done."""
     store, mode = orch.store, orch.config.run.dependencies

@@ -6,8 +6,8 @@ process, and returns the same graph `build_graph()` describes, compiled without 
 (the server brings its own). LangGraph Server can only pass JSON as run context, so each node gets
 the services (store, middle agent, worker, memory) through a closure instead of the runtime
 context. Input: `{"ticket_id": "..."}`. A run started there claims the ticket in the store like
-`middle run` does (`orchestrator.running.driving`), records the same run events (the dashboard and
-`middle log --follow` show it), and ends a run that raised as the runner does
+`middle run` does (`orchestrator.lifecycle.runs`), records the same run events with the driver's
+recorder (`orchestrator.running.driver`; the dashboard and `middle log --follow` show them), and ends a run that raised as the runner does
 (`orchestrator.running.policy`), releasing the claim. Set `configurable.fake = true` to run on the offline fake model.
 """
 
@@ -26,7 +26,8 @@ from orchestrator.errors import TicketError
 from orchestrator.graph.builder import build_graph
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
-from orchestrator.running.driving import EventRecorder, ticket_context, try_claim
+from orchestrator.lifecycle.runs import try_claim
+from orchestrator.running.driver import EventRecorder, ticket_context
 from orchestrator.running.policy import end_on_exception
 
 # No heartbeat refreshes a claim taken here, so the lease is long; a claim still dies with the

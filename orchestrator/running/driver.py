@@ -1,0 +1,312 @@
+"""The one driver of the ticket graph: claim a run, drive the graph under the claim, record its
+events, and end it through the one policy whatever stops it.
+
+`Orchestrator` (the Python API, `middle run`, `middle serve`, a `middle worker`) is this driver with
+the review and sync verbs on top; a batch (orchestrator/running/batch.py) runs one driver per
+ticket. The LangGraph Server entry (running/langgraph_entry.py) cannot own the loop (the server
+streams the graph), so it uses this module's recorder and context and the same claim and policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+from langchain_core.runnables import RunnableConfig
+
+from orchestrator.agent.middle_agent import MiddleAgent
+from orchestrator.coding_agent.base import EventCallback
+from orchestrator.config.settings import Config
+from orchestrator.errors import RunInterrupted, StoreUnavailable, TicketError
+from orchestrator.graph import build_graph
+from orchestrator.graph.context import Limits, TicketContext
+from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
+from orchestrator.lifecycle.next_steps import advise
+from orchestrator.lifecycle.runs import RunLifecycle, try_claim
+from orchestrator.memory.facade import MemoryFacade
+from orchestrator.running.checkpoints import open_checkpointer
+from orchestrator.running.outcome import RunOutcome
+from orchestrator.running.policy import end_on_exception
+from orchestrator.services import Services
+from tickets.store import TicketStore
+
+log = logging.getLogger("middle.driver")
+
+__all__ = ["EventRecorder", "TicketDriver", "ticket_context"]
+
+
+class TicketDriver:
+    """Runs tickets through the graph with the services of one config, one claimed run at a time.
+
+    Pass `services` to share them (the CLI and the server do), or the same overrides `Services`
+    takes (`llm` = an AgentLLM or any LangChain BaseChatModel, `worker`, `registry`,
+    `memory_llm`, `worker_env`, `fake`). Use as a context manager; it closes what it built.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        services: Services | None = None,
+        say: Callable[[str], None] | None = None,
+        on_event: EventCallback | None = None,
+        lease_s: float | None = None,
+        stop: threading.Event | None = None,
+        project_override: str | None = None,
+        **overrides: Any,
+    ):
+        self.config = config
+        self._own_services = services is None
+        self.services = services or Services(config, **overrides)
+        self.say = say or (lambda msg: log.info(msg))
+        self.on_event = on_event
+        self.lease_s = lease_s or config.run.lease_s
+        self.registry = self.services.registry
+        # Options first (a bad backend option or permission mode is an error before any file
+        # is created or anything paid for), then the store.
+        self.memory: MemoryFacade | None = self.services.memory  # validates backend + options now
+        self.worker = self.services.worker
+        self.store: TicketStore = self.services.store
+        self.lifecycle: RunLifecycle = self.services.lifecycle
+        self.worktrees = self.services.worktrees
+        self.stop = stop or threading.Event()  # set: runs stop between nodes, marked interrupted
+        self.project_override = project_override  # `middle worker`: every ticket in its own clone
+        self._checkpoints = open_checkpointer(config.checkpoint_target, reconnect_s=config.store.reconnect_s)
+        self.graph = build_graph().compile(checkpointer=self._checkpoints.saver)
+
+    @cached_property
+    def agent(self) -> MiddleAgent:
+        """Built on first use: `resume` of a run that already ended needs no API key to say so."""
+        return MiddleAgent(self.services.agent_llm, self.config.agent.max_turns)
+
+    def _recorder(self, ticket_id: str, run_id: str) -> EventRecorder:
+        """Stores run events (`middle log --follow`, the API and the dashboard read them)."""
+        return EventRecorder(self.store, ticket_id, run_id, self.config.store.reconnect_s)
+
+    def run_ticket(self, ticket_id: str, *, rerun: bool = False, skip_claimed: bool = False) -> RunOutcome:
+        """Start a new run of a ticket, claimed atomically so no other process runs it at once.
+
+        A pending, failed, reverted or discarded ticket starts; a complete or merged one only with
+        `rerun=True`, and never while its change is unmerged; a ticket whose dependencies are not
+        done waits. A ticket another process holds is refused, or skipped with
+        `skip_claimed=True` (what `middle run` does for the pending list, so two runners share a
+        backlog).
+        """
+        ticket = self.store.get_ticket(ticket_id)
+        self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
+        project = Path(self.project_override or ticket.project_path)
+
+        def check_project() -> None:
+            if self.worktrees is not None and project.is_dir():
+                from orchestrator.workspace.git import toplevel
+
+                toplevel(project)  # not a repository: one clear error, nothing claimed
+
+        run_id, refusal = try_claim(self.store, ticket_id, rerun=rerun, dependencies=self.config.run.dependencies,
+                                    lease_s=self.lease_s, before_claim=check_project)
+        if run_id is not None:
+            return self._drive(ticket_id, run_id, {"ticket_id": ticket_id, "run_id": run_id})
+        if skip_claimed:
+            return RunOutcome(ticket_id, "", "skipped", refusal)
+        raise TicketError(refusal)
+
+    def resume(self, ticket_id: str) -> RunOutcome:
+        """Continue the ticket's latest run from its last checkpoint (a completed turn never re-runs).
+
+        An interrupted run, and a failed one whose failure can be retried (a Claude Code turn or
+        the model failed), continue; a run that ended as the agent decided (complete, or failed
+        on a limit) cannot.
+        """
+        run = self.store.latest_run(ticket_id)
+        if run is None:
+            self.store.get_ticket(ticket_id)  # a clear error for an unknown id
+            raise TicketError(f"ticket {ticket_id!r} has never run: {advise(self.store, ticket_id, 'resume')}")
+        snapshot = self._checkpointed(lambda: self.graph.get_state(_thread(run["id"])))
+        if not snapshot.next and snapshot.created_at is None and run["status"] in ("running", "interrupted"):
+            # The runner died before the graph's first checkpoint: nothing of this run was done,
+            # so it starts over from its input, under the same run.
+            self.agent
+            self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
+            self._stop_leftovers(run["id"])
+            return self._drive(ticket_id, run["id"], {"ticket_id": ticket_id, "run_id": run["id"]})
+        if not snapshot.next and not snapshot.tasks:
+            # (A step whose node's writes were saved but not the checkpoint after it, as a store
+            # outage can leave, has tasks and no `next`: it continues from those writes.)
+            raise TicketError(
+                f"the last run of ticket {ticket_id!r} already ended ({run['status']}"
+                f"{': ' + run['reason'] if run.get('reason') else ''}); "
+                f"{advise(self.store, ticket_id, 'resume')}")
+        self.agent  # as in run_ticket: a model that cannot be built fails before the claim
+        self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
+        self._stop_leftovers(run["id"])
+        return self._drive(ticket_id, run["id"], None)
+
+    def _stop_leftovers(self, run_id: str) -> None:
+        """Kill the Claude Code processes a dead `middle` of this run left here, before a turn
+        starts in the same worktree (taken over, so no live runner owns them)."""
+        from orchestrator.coding_agent.orphans import stop_dead_run
+
+        if n := stop_dead_run(self.store, run_id):
+            self.say(f"stopped {n} process(es) the run's previous `middle` left running")
+
+    def _drive(self, ticket_id: str, run_id: str, graph_input: dict[str, Any] | None) -> RunOutcome:
+        """Run the graph under the claim; every way out ends the run through the lifecycle."""
+        cfg = _thread(run_id)
+        heartbeat = _Heartbeat(self.store, ticket_id, run_id, self.lease_s)
+        record = self._recorder(ticket_id, run_id)
+        record.run_start(resume=graph_input is None, fake=self.services.fake)
+        try:
+            with heartbeat:
+                self._checkpointed(lambda: self._stream(graph_input, cfg, record))
+        except BaseException as exc:  # every way out ends the run as the one policy says
+            ending = end_on_exception(exc, self.lifecycle, ticket_id, run_id, fresh=graph_input is not None,
+                                      fake=self.services.fake, stop=self.stop,
+                                      auto_resume=self.project_override is not None)  # a worker's
+            if ending.propagate:
+                raise
+            return RunOutcome(ticket_id, run_id, ending.status, ending.reason, self._turns(run_id),
+                              self.store.total_cost(run_id), resumable=ending.resumable)
+        state = self._checkpointed(lambda: self.graph.get_state(cfg)).values
+        return RunOutcome(ticket_id, run_id, state.get("status", "failed"), state.get("reason", ""),
+                          state.get("turn", 0), self.store.total_cost(run_id), commit=state.get("commit"),
+                          changes=len(state.get("changes") or []))
+
+    def _stream(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, record: EventRecorder) -> None:
+        context = ticket_context(self.services, self.config, self.agent, record, say=self.say,
+                                 on_event=self.on_event, stop=self.stop, project_override=self.project_override)
+        # (langgraph types `context` as None on this overload whatever the graph's context schema)
+        for task in self.graph.stream(graph_input, cfg, context=context,  # type: ignore[call-overload]
+                                      stream_mode="tasks", durability="sync"):
+            log.debug("graph task %s", task.get("name"))
+            if self.stop.is_set():
+                raise RunInterrupted("stopped")
+            if "input" in task:  # a node starts
+                record.node_started(task["name"])
+            else:
+                record.node_ended(task["name"], task.get("result"), task.get("error"))
+
+    def _checkpointed(self, fn: Callable[[], Any]) -> Any:
+        """Run fn; a database error of the checkpoint store becomes one clear StoreError."""
+        try:
+            return fn()
+        except Exception as exc:
+            error = self._checkpoints.error(exc)
+            if error is None:
+                raise
+            raise error from None
+
+    def _turns(self, run_id: str) -> int:
+        return len(self.store.list_turns(run_id=run_id))
+
+    def close(self) -> None:
+        self._checkpoints.close()
+        if self._own_services:
+            self.services.close()
+
+    def __enter__(self) -> "TicketDriver":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Heartbeat:
+    """Refreshes the run's claim lease in the background while the run goes on."""
+
+    def __init__(self, store: TicketStore, ticket_id: str, run_id: str, lease_s: float):
+        self.store, self.ticket_id, self.run_id, self.lease_s = store, ticket_id, run_id, lease_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{ticket_id}", daemon=True)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.lease_s / 3):
+            try:
+                if not self.store.refresh_claim(self.ticket_id, self.run_id, self.lease_s):
+                    if self.store.get_run(self.run_id)["status"] == "running":
+                        log.warning("the claim on ticket %s was taken over by another process", self.ticket_id)
+                    return
+            except StoreUnavailable as exc:  # the run itself stops on it; retried at the next beat
+                log.warning("refreshing the claim on ticket %s failed: %s", self.ticket_id, exc)
+            except Exception:  # a busy database now is retried at the next beat
+                log.exception("refreshing the claim on ticket %s failed", self.ticket_id)
+
+    def __enter__(self) -> "_Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _thread(run_id: str) -> RunnableConfig:
+    """The LangGraph config of a run: its id is the checkpointer's thread id."""
+    return {"configurable": {"thread_id": run_id}}
+
+
+class EventRecorder:
+    """Stores the events of one run; recording never stops the run."""
+
+    def __init__(self, store: Any, ticket_id: str, run_id: str, reconnect_s: float):
+        self.store, self.ticket_id, self.run_id, self.reconnect_s = store, ticket_id, run_id, reconnect_s
+        self._down_until = 0.0  # the store was found unreachable: events until then are dropped
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if time.monotonic() < self._down_until:
+            return  # waiting out each event would stall Claude Code's stream for minutes
+        try:
+            self.store.add_event(self.run_id, self.ticket_id, kind, data)
+        except StoreUnavailable as exc:  # the run's next store write says so, and stops it
+            self._down_until = time.monotonic() + self.reconnect_s
+            log.warning("run events of ticket %s are not recorded for now: %s", self.ticket_id, exc)
+        except Exception:  # the event log is for watching; it never stops a run
+            log.exception("recording a %s event of run %s failed", kind, self.run_id)
+
+    def run_start(self, *, resume: bool, fake: bool, **extra: Any) -> None:
+        """The run's first event; a run on the fake model is marked offline (its costs are made up)."""
+        if fake:
+            self.store.set_run_fields(self.run_id, offline=1)
+        self("run_start", {"resume": resume, **extra})
+
+    def node_started(self, name: str) -> None:
+        self("node", {"node": name, "phase": "start"})
+
+    def node_ended(self, name: str, result: Any, error: BaseException | None = None) -> None:
+        """A node's end: a `decision` event when it decided, else `node` (with its error, if any)."""
+        if name in ENDING_NODES and error is None:
+            return  # its run_end event, written with the run's end, is the last one
+        result = result if isinstance(result, dict) else {}
+        data = {"node": name, "phase": "end", **{k: result[k] for k in EVENT_FIELDS if k in result}}
+        if error is not None:
+            data["error"] = str(error)
+        self("decision" if "decision" in result else "node", data)
+
+
+def ticket_context(services: Any, config: Any, agent: Any, record: EventRecorder, *,
+                   say: Callable[[str], None] | None = None, on_event: Callable[[dict[str, Any]], None] | None = None,
+                   stop: Any = None, project_override: str | None = None) -> TicketContext:
+    """The services one run's nodes use; its notes and Claude Code's events are recorded, then
+    passed to `say` / `on_event` when given."""
+    cfg = config
+
+    def noted(msg: str) -> None:
+        record("note", {"text": msg})
+        if say is not None:
+            say(msg)
+
+    def seen(event: dict[str, Any]) -> None:
+        record("worker", event)
+        if on_event is not None:
+            on_event(event)
+
+    return TicketContext(
+        store=services.store, agent=agent, worker=services.worker, memory=services.memory,
+        limits=Limits(cfg.agent.max_turns, cfg.agent.max_cost_usd),
+        num_to_retrieve=cfg.memory.num_to_retrieve, hooks=services.registry.hook,
+        on_event=seen, say=noted, lifecycle=services.lifecycle, worktrees=services.worktrees,
+        dependencies=cfg.run.dependencies, stop=stop, project_override=project_override,
+    )
