@@ -141,3 +141,44 @@ class QueryVectors:
         while len(self._recent) > self.size:
             self._recent.popitem(last=False)
         return vector
+
+
+class DocumentListing:
+    """`list_docs`, `list_records` and `has_doc` answered from the backend's `_doc_table` (put it
+    before MemoryBackend among the bases)."""
+
+    _doc_table: "DocumentTable"
+
+    def list_docs(self) -> list[str]:
+        return self._doc_table.texts()
+
+    def list_records(self) -> list[tuple[str, float]]:
+        """Every document with the time it is dated by, oldest first."""
+        return self._doc_table.records()
+
+    def has_doc(self, doc: str) -> bool:
+        return self._doc_table.has(self._doc_table.hash_text(doc))
+
+
+class DocumentTable:
+    """`list_docs`, `list_records` and `has_doc` over one SQLite table of whole documents (hipporag's
+    passages, hindsight's documents): the text, the time it is dated by, the hash it is found by."""
+
+    def __init__(self, read: Any, table: str, time_column: str, hash_column: str, hash_text: Any):
+        # Identifiers are this module's callers' constants, never user input.
+        self._read, self._table, self._time, self._hash = read, table, time_column, hash_column
+        self.hash_text = hash_text  # text -> the hash the table stores
+
+    def texts(self) -> list[str]:
+        with self._read() as conn:
+            return [r[0] for r in conn.execute(f"SELECT text FROM {self._table} ORDER BY id")]
+
+    def records(self) -> list[tuple[str, float]]:
+        """Every document with its time, oldest first."""
+        with self._read() as conn:
+            return [tuple(r) for r in conn.execute(f"SELECT text, {self._time} FROM {self._table} ORDER BY id")]
+
+    def has(self, hash_: str) -> bool:
+        with self._read() as conn:
+            return conn.execute(f"SELECT 1 FROM {self._table} WHERE {self._hash} = ? LIMIT 1",
+                                (hash_,)).fetchone() is not None

@@ -415,3 +415,13 @@ def open_database(target: str | Path, *, readonly: bool = False,
     if is_postgres(target):
         return PostgresDatabase(str(target), readonly=readonly, reconnect_s=reconnect_s)
     return SqliteDatabase(target, readonly=readonly)
+
+
+def and_equal(sql: str, params: list[Any], filters: dict[str, Any]) -> str:
+    """`sql` with ` AND column = ?` for each filter whose value is not None (appended to `params`).
+    The columns are the caller's constants, never user input."""
+    for column, value in filters.items():
+        if value is not None:
+            sql += f" AND {column} = ?"
+            params.append(value)
+    return sql

@@ -10,6 +10,7 @@ import json
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from tickets.db import and_equal
 from tickets.model import utc_now
 
 EVENTS_SCHEMA = """;
@@ -61,13 +62,7 @@ class RunEvents:
     def list_events(self, *, run_id: str | None = None, ticket_id: str | None = None,
                     after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
         """Events of a run (or of all a ticket's runs) with id > after, oldest first."""
-        sql = "SELECT * FROM run_events WHERE id > ?"
         params: list[Any] = [after]
-        if run_id is not None:
-            sql += " AND run_id = ?"
-            params.append(run_id)
-        if ticket_id is not None:
-            sql += " AND ticket_id = ?"
-            params.append(ticket_id)
+        sql = and_equal("SELECT * FROM run_events WHERE id > ?", params, {"run_id": run_id, "ticket_id": ticket_id})
         rows = self._read(sql + " ORDER BY id LIMIT ?", (*params, limit))
         return [{**dict(r), "data": json.loads(r["data"])} for r in rows]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tickets.claims import CLAIMS_SCHEMA, Claim, TicketClaims
-from tickets.db import RECONNECT_S, SqliteDatabase, open_database, postgres_ddl
+from tickets.db import RECONNECT_S, SqliteDatabase, and_equal, open_database, postgres_ddl
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
 from tickets.run_end import RunEnding
@@ -504,12 +504,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
         sql = (f"SELECT {', '.join('t.' + c.strip() for c in _TURN_COLUMNS.split(','))}"
                " FROM turns t JOIN runs r ON r.id = t.run_id WHERE 1 = 1")
         params: list[Any] = []
-        if run_id is not None:
-            sql += " AND t.run_id = ?"
-            params.append(run_id)
-        if ticket_id is not None:
-            sql += " AND r.ticket_id = ?"
-            params.append(ticket_id)
+        sql = and_equal(sql, params, {"t.run_id": run_id, "r.ticket_id": ticket_id})
         rows = self._read(sql + f" ORDER BY r.started_at, r.{self._db.order_col}, t.turn_no", tuple(params))
         return [self._turn(r) for r in rows]
 

@@ -9,17 +9,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 
-from orchestrator.plugin_api import (
-    BackendOptions,
-    MemoryBackend,
-    MemoryStoreError,
-    RetrieveResult,
-    TextLLM,
-    check_texts,
-)
+from orchestrator.plugin_api import (BackendOptions, MemoryBackend, MemoryStoreError, RetrieveResult, TextLLM,
+                                     check_texts)
 
 from backends import retrieval
-from backends.common import (QueryVectors, bind_embedder, claim_backend, claim_vector_kind,
+from backends.common import (DocumentListing, DocumentTable, QueryVectors, bind_embedder, claim_backend,
+                             claim_vector_kind,
                              coerce_options)
 
 from . import extract, lifecycle, recall as recall_mod, reflect as reflect_mod
@@ -32,7 +27,7 @@ log = logging.getLogger("middle.hindsight")
 SECOND_FACT_WEIGHT = 0.3  # a document with two matching facts beats one with a single match
 
 
-class HindsightBackend(MemoryBackend):
+class HindsightBackend(DocumentListing, MemoryBackend):
     """Typed facts with entities, links and observations in one SQLite bank per project."""
 
     name = "hindsight"
@@ -48,6 +43,7 @@ class HindsightBackend(MemoryBackend):
         super().__init__(store_dir, self._coerce(options), llm)
         self.options: HindsightOptions
         self.bank = Bank(self.store_dir)
+        self._doc_table = DocumentTable(self.bank.read, "documents", "event_time", "text_hash", text_hash)
         try:
             claim_backend(self.bank, self.name)
             self.embedder = bind_embedder(self.bank, self.options, self.name, "facts")
@@ -271,19 +267,6 @@ class HindsightBackend(MemoryBackend):
                 self.bank.bump(conn, touched)
         return len({h for _, h in rows})
 
-    def list_docs(self) -> list[str]:
-        with self.bank.read() as conn:
-            return [r[0] for r in conn.execute("SELECT text FROM documents ORDER BY id")]
-
-    def list_records(self) -> list[tuple[str, float]]:
-        """Every retained document with its event time, oldest first."""
-        with self.bank.read() as conn:
-            return conn.execute("SELECT text, event_time FROM documents ORDER BY id").fetchall()
-
-    def has_doc(self, doc: str) -> bool:
-        with self.bank.read() as conn:
-            return conn.execute("SELECT 1 FROM documents WHERE text_hash = ? LIMIT 1",
-                                (text_hash(doc),)).fetchone() is not None
 
     def observe_round(self, conversation_id: str, prompt: str, response: str) -> None:
         lifecycle.observe_round(self, conversation_id, prompt, response)

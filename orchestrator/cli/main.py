@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import click
 
 from orchestrator.cli.output import (
-    console, err_console, make_table, on_event, report, safe, say, shorten, summary_line,
+    console, err_console, make_table, on_event, print_each, report, safe, say, shorten, summary_line,
 )
 from orchestrator.cli.context import TicketsAtOnce
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND
@@ -313,12 +313,9 @@ def sync(ctx: click.Context, tickets_dir: str | None, source: str | None) -> Non
     svc = services(ctx, config)
     store = svc.store
     loaded = sync_source(store, config, source=source, folder=tickets_dir, registry=svc.registry)
-    for problem in loaded.errors:
-        err_console.print(f"[yellow]skipped:[/] {safe(problem)}")
-    for warning in loaded.warnings:
-        err_console.print(f"[yellow]warning:[/] {safe(warning)}")
-    for problem in loaded.dependency_errors:
-        err_console.print(f"[bold red]error:[/] {safe(problem)}")
+    print_each(err_console, "[yellow]skipped:[/]", loaded.errors)
+    print_each(err_console, "[yellow]warning:[/]", loaded.warnings)
+    print_each(err_console, "[bold red]error:[/]", loaded.dependency_errors)
     console.print(f"{len(loaded.tickets)} ticket(s) in {safe(store.where)}: {len(loaded.new or [])} new")
     if loaded.errors or loaded.dependency_errors:
         sys.exit(1)

@@ -31,6 +31,12 @@ def safe(text: Any) -> str:
     return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text)))
 
 
+def print_each(target: Console, label: str, items: Any) -> None:
+    """One line per item, `label` (Rich markup allowed) before the item's escaped text."""
+    for item in items:
+        target.print(f"{label} {safe(item)}")
+
+
 def shorten(text: str, limit: int) -> str:
     """At most `limit` characters, ending with an ellipsis when cut."""
     text = " ".join(str(text).split())

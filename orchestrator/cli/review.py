@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli.output import console, err_console, safe
+from orchestrator.cli.output import console, err_console, print_each, safe
 
 
 def _services(ctx: click.Context):
@@ -91,12 +91,9 @@ def gc(ctx: click.Context, dry_run: bool, force: bool) -> None:
     repos = [Path(r) for r in store.run_repos()]
     report = collect(store, svc.review.worktrees, repos, dry_run=dry_run, force=force)
     verb = "would remove" if dry_run else "removed"
-    for path in report.worktrees:
-        console.print(f"{verb} worktree {safe(path)}")
-    for branch in report.branches:
-        console.print(f"{verb} branch {safe(branch)}")
-    for line in report.kept:
-        console.print(f"{'would keep' if dry_run else 'kept'} {safe(line)}")
+    print_each(console, f"{verb} worktree", report.worktrees)
+    print_each(console, f"{verb} branch", report.branches)
+    print_each(console, "would keep" if dry_run else "kept", report.kept)
     if not report.worktrees and not report.branches and not report.kept:
         console.print("nothing to collect")
 
