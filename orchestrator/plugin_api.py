@@ -2,7 +2,7 @@
 
 This module is the whole public surface for plugins: backends and third-party plugins import
 nothing else from `orchestrator` (import-linter contracts in the tests keep it so). The backend
-base class and its types live in `orchestrator.memory.backend` (the core imports them from there;
+base class and its types live in `orchestrator.plugins.memory_backend` (the core imports them from there;
 nothing in the core imports this module). The contract suite is re-exported lazily, so importing
 this module stays cheap and never needs pytest. The shared retrieval parts of the built-in
 backends are `backends.retrieval` (the core never imports them).
@@ -16,7 +16,7 @@ from orchestrator.config.paths import cache_root as cache_dir  # the per-user ca
 from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, TicketError, WorkerError
 from orchestrator.plugins.hookspecs import hookimpl
 from orchestrator.coding_agent.base import EventCallback, TurnRecord, TurnResult, Worker
-from orchestrator.memory.backend import (
+from orchestrator.plugins.memory_backend import (
     ConversationContext,
     MemoryBackend,
     MemoryDatabase,

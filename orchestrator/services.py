@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.settings import Config
 from orchestrator.errors import ConfigError
-from orchestrator.memory.backend import TextLLM
+from orchestrator.plugins.memory_backend import TextLLM
 from orchestrator.plugins.manager import PluginRegistry, registry
 
 if TYPE_CHECKING:  # the parts are imported when first built (a read-only command builds few)

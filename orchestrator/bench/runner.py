@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from orchestrator.errors import ConfigError
-from orchestrator.memory.backend import MemoryBackend, MemoryRecord
+from orchestrator.plugins.memory_backend import MemoryBackend, MemoryRecord
 
 from . import datasets
 from .metrics import mean, percentile, recall_at_k
@@ -103,7 +103,7 @@ class Bench:
             return cls(store_dir, options, None)
         if not self.memory_url:
             raise ConfigError(f"{spec.label} needs a database: pass --memory-url postgresql://...")
-        from orchestrator.memory.backend import MemoryDatabase
+        from orchestrator.plugins.memory_backend import MemoryDatabase
 
         database = MemoryDatabase(self.memory_url, store_dir.parent.name)
         return cls(store_dir, options, None, database=database)  # type: ignore[call-arg]

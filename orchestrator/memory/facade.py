@@ -28,7 +28,7 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
 )
 from orchestrator.memory.lock import AdvisoryLocks, FileLocks
 from orchestrator.memory.rebuild import read_epoch, recover
-from orchestrator.memory.backend import (ConversationContext, MemoryBackend, MemoryDatabase, MemoryRecord,
+from orchestrator.plugins.memory_backend import (ConversationContext, MemoryBackend, MemoryDatabase, MemoryRecord,
                                          RetrieveResult, TextLLM)
 from orchestrator.plugins.manager import PluginRegistry
 from tickets.model import validate_project_id

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.memory.backend import RetrieveResult
+from orchestrator.plugins.memory_backend import RetrieveResult
 
 MEMORIES_HEADER = "Memories invoked:"
 RECENT_HEADER = "Recent work (newest first):"

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 from filelock import FileLock, Timeout
 
 from orchestrator.errors import MemoryStoreError
-from orchestrator.memory.backend import MemoryDatabase
+from orchestrator.plugins.memory_backend import MemoryDatabase
 
 log = logging.getLogger("middle.memory")
 

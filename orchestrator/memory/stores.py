@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError, MemoryStoreError
-from orchestrator.memory.backend import MemoryBackend
+from orchestrator.plugins.memory_backend import MemoryBackend
 from orchestrator.memory.facade import MemoryFacade, backend_has_doc as _has, write_records
 from orchestrator.memory.rebuild import check_rebuildable, rebuild
 

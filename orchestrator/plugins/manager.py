@@ -14,7 +14,7 @@ import pluggy
 
 from orchestrator.plugins import hookspecs, trace
 from orchestrator.errors import ConfigError
-from orchestrator.memory.backend import MemoryBackend
+from orchestrator.plugins.memory_backend import MemoryBackend
 from orchestrator.plugins.index import PluginEntry, installed_plugins
 
 if TYPE_CHECKING:

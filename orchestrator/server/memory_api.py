@@ -21,7 +21,7 @@ from tickets.queries import DocSource
 
 if TYPE_CHECKING:
     from orchestrator.memory.facade import MemoryFacade
-    from orchestrator.memory.backend import RetrieveResult as Retrieved
+    from orchestrator.plugins.memory_backend import RetrieveResult as Retrieved
 
 router = APIRouter(prefix="/api/projects/{project_id}/memory", tags=["memory"])
 

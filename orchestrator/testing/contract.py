@@ -25,7 +25,7 @@ from typing import Callable
 
 import pytest
 
-from orchestrator.memory.backend import MemoryBackend, RetrieveResult
+from orchestrator.plugins.memory_backend import MemoryBackend, RetrieveResult
 from orchestrator.plugins.backend_options import BackendOptions
 from orchestrator.testing.robustness import SharedStoreContract
 from orchestrator.testing.samples import UNICODE_DOCS, huge_doc, sample_doc

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
-from orchestrator.memory.backend import (
+from orchestrator.plugins.memory_backend import (
     check_texts,
     ConversationContext,
     MemoryBackend,

@@ -31,7 +31,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from orchestrator.memory.backend import MemoryBackend
+from orchestrator.plugins.memory_backend import MemoryBackend
 from orchestrator.testing.samples import sample_doc
 
 DROP_EVERY = 4  # every 4th step also indexes a doc that the thread's next step deletes

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from orchestrator.errors import MiddleError
-from orchestrator.memory.backend import MemoryBackend, RetrieveResult
+from orchestrator.plugins.memory_backend import MemoryBackend, RetrieveResult
 from orchestrator.testing.damage import DAMAGES, damage_file
 from orchestrator.testing.processes import run_processes
 from orchestrator.testing.samples import sample_doc

@@ -103,7 +103,7 @@ def test_the_built_in_backends_declare_what_they_can(tmp_path):
 
 def test_memory_record_is_one_class_that_the_core_owns():
     from backends import retrieval
-    from orchestrator.memory import backend
+    from orchestrator.plugins import memory_backend as backend
 
     assert retrieval.MemoryRecord is MemoryRecord is backend.MemoryRecord
 
