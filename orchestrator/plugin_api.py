@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.config.paths import cache_root as cache_dir  # the per-user cache folder
 from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, TicketError, WorkerError
 from orchestrator.plugins.hookspecs import hookimpl
-from orchestrator.coding_agent.base import EventCallback, TurnRecord, TurnResult, Worker
+from orchestrator.coding_agent.base import EventCallback, TurnResult, Worker
+from tickets.model import TurnRecord
 from orchestrator.plugins.memory_backend import (
     ConversationContext,
     MemoryBackend,

@@ -264,3 +264,35 @@ class Ticket:
         data["fields"] = json.loads(json.dumps(self.fields))  # a copy: callers may change it
         data["depends_on"] = list(self.depends_on)
         return data
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One coding-agent turn as stored in the execution log: what `on_turn_end` plugins receive."""
+
+    run_id: str
+    turn_no: int
+    prompt: str
+    response: str | None
+    status: str  # running | done | error | interrupted
+    session_id: str | None = None
+    resume: bool = False
+    cost_usd: float = 0.0
+    duration_ms: int = 0
+    num_turns: int = 0
+    usage: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+    error: str | None = None
+    memories_invoked: str | None = None
+    decision: dict[str, Any] | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "TurnRecord":
+        """From a ticket store turn dict (unknown keys are ignored)."""
+        return cls(**{k: row[k] for k in cls.__dataclass_fields__ if k in row})
+
+    def __getitem__(self, key: str) -> Any:
+        # Plugins written when this hook passed the stored row as a dict keep working.
+        return getattr(self, key)

@@ -19,7 +19,7 @@ from orchestrator.memory.format import completion_doc
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
 from orchestrator.lifecycle.next_steps import advice
 from orchestrator.plugins.manager import call_hook
-from orchestrator.coding_agent.base import TurnRecord
+from tickets.model import TurnRecord
 from orchestrator.workspace import Workspace
 from orchestrator.workspace.git import commit_message
 

@@ -9,8 +9,7 @@ import pluggy
 if TYPE_CHECKING:  # annotations only: importing the ticket model here would be a cycle for plugins
     import click
 
-    from orchestrator.coding_agent.base import TurnRecord
-    from tickets.model import Ticket
+    from tickets.model import Ticket, TurnRecord
 
 hookspec = pluggy.HookspecMarker("middle_agent")
 hookimpl = pluggy.HookimplMarker("middle_agent")
