@@ -39,6 +39,7 @@ def get_config(ctx: click.Context, *, required: bool = True) -> Config:
     from orchestrator.config.settings import load_config, require_config_file
 
     from orchestrator.config.memo import read_config
+    from orchestrator.plugins.manager import check_options
 
     path = (ctx.find_root().obj or {}).get("config_path")
     config = load_config(path)
@@ -47,7 +48,7 @@ def get_config(ctx: click.Context, *, required: bool = True) -> Config:
     if config.source is not None:
         # The options are validated by the backend's and the worker's own models (which import
         # every backend): once per change of the config, remembered with the read-only view.
-        read_config(path)
+        read_config(path, check=check_options)
     return config
 
 

@@ -18,7 +18,7 @@ from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND
 if TYPE_CHECKING:
     from orchestrator.config.settings import Config
     from orchestrator.config.memo import ReadConfig
-    from orchestrator.plugin_api import MemoryBackend
+    from orchestrator.plugins.memory_backend import MemoryBackend
 
 
 def get_config(ctx: click.Context, *, required: bool = True) -> Config:
@@ -32,8 +32,9 @@ def read_config(ctx: click.Context) -> ReadConfig:
     """What `middle tickets` and `middle log` need of the config, validated without pydantic
     when the config is unchanged since it was last validated (orchestrator.config.memo)."""
     from orchestrator.config.memo import read_config as load
+    from orchestrator.plugins.manager import check_options
 
-    return load((ctx.find_root().obj or {}).get("config_path"))
+    return load((ctx.find_root().obj or {}).get("config_path"), check=check_options)
 
 
 def read_store(ctx: click.Context, target: str) -> Any:

@@ -17,7 +17,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Mapping, get_args
+from typing import Any, Callable, Mapping, get_args
 
 from orchestrator.config.paths import (  # noqa: F401 - re-exported: the memo's older home of these
     CACHE_VARIABLE, ENV_PREFIX, OTHER_VARIABLES, cache_root, find_config_file, is_setting, memo_name, tickets_memo)
@@ -46,8 +46,13 @@ class ReadConfig:
     tickets_options: str  # [tickets.options] as JSON (a memo value is text or a number)
 
 
-def read_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> ReadConfig:
+def read_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None, *,
+                check: Callable[[Any], None]) -> ReadConfig:
     """The read-only commands' config: remembered, or validated in full (and then remembered).
+
+    `check(config)` validates what the config alone cannot: the backend's and the worker's options
+    against the installed plugins (`orchestrator.plugins.manager.check_options`, which sits above
+    configuration); only a config it accepts is remembered.
 
     Raises ConfigError exactly as `load_config` + `require_config_file` do, since a miss (and any
     config that is not valid, which is never remembered) goes through them.
@@ -66,11 +71,10 @@ def read_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         if remembered is not None:
             return remembered
     from orchestrator.config.settings import load_config, require_config_file
-    from orchestrator.plugins.manager import check_options
 
     config = load_config(path, environ)
     require_config_file(config)
-    check_options(config)  # the backend's and the worker's options: only a valid config is remembered
+    check(config)  # the backend's and the worker's options: only a valid config is remembered
     view = ReadConfig(
         source=str(config.source),
         store_target=str(config.store_target),

@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config.settings import load_config
-from orchestrator.config.memo import read_config
+from functools import partial
+
+from orchestrator.config import memo
+from orchestrator.plugins.manager import check_options
+
+read_config = partial(memo.read_config, check=check_options)
 from orchestrator.errors import ConfigError
 
 
