@@ -169,7 +169,7 @@ def fleet(workers: str, tickets: int, claimers: int, claim_tickets: int, store_u
     """`middle worker` processes on one PostgreSQL store: throughput and claim latency."""
     import json
 
-    from orchestrator.bench.cli import _table, console, positive_ints
+    from orchestrator.bench.report import console, positive_ints, table as _table
 
     counts = positive_ints(workers, "1,2,4", "--workers")
     _, fresh, stop = _server(store_url)

@@ -112,7 +112,7 @@ def run_runs(tickets: int, parallels: list[int], repeat: int, examples: Path,
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
 def runs(tickets: int, parallels: tuple[int, ...], repeat: int, as_json: bool, progress: bool) -> None:
     """A backlog end to end on the fake model: one at a time against N at once (wall time, overhead)."""
-    from orchestrator.bench.cli import _table, console, progress_bar
+    from orchestrator.bench.report import console, progress_bar, table as _table
     from orchestrator.cli.examples import examples_dir
 
     with progress_bar(progress) as track:

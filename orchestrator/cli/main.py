@@ -117,14 +117,6 @@ class MiddleGroup(click.Group):
 
             module, attr = LAZY_COMMANDS[name][0].split(":")
             self.add_command(getattr(importlib.import_module(module), attr), name)
-            if module == "orchestrator.bench.cli":  # `middle bench runs|fleet` live beside the core
-                from orchestrator.bench.fleet import fleet
-                from orchestrator.bench.runs import runs
-
-                bench = self.commands[name]
-                assert isinstance(bench, click.Group)  # `middle bench` is a group
-                bench.add_command(runs)
-                bench.add_command(fleet)
         return self.commands.get(name)
 
     def get_command(self, ctx: click.Context, name: str) -> Any:

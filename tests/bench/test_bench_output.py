@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from orchestrator.bench import runner
-from orchestrator.bench.cli import HEADERS, _fmt, _table
+from orchestrator.bench.report import HEADERS, fmt as _fmt, table as _table
 from orchestrator.testing.inmemory import InMemoryBackend
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -188,3 +190,31 @@ def test_an_import_by_name_of_a_backend_is_caught():
                            roots, allowed) == ["backends."]
     assert imports_by_name('import importlib\nimportlib.import_module("backends.bm25.plugin")\n', roots, allowed) == []
     assert imports_by_name('"""Parts of backends.retrieval."""\nX = "backends.retrieval"\n', roots, allowed) == []
+
+
+def _folder(module: str) -> str:
+    """The room a module stands in: `orchestrator.<folder or top module>`, or its top package."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "orchestrator" and len(parts) > 1 else parts[0]
+
+
+def test_the_folders_stand_in_layers():
+    # A folder is one room of the architecture: if two folders import each other (through any
+    # files, a type-only import included: it is still what a reader must know), one of them
+    # imports from a layer above it. `orchestrator.plugin_api` stands on top by design.
+    # grimp runs in a clean interpreter from the repository root: under pytest, `tickets` could
+    # resolve to the test folder of that name.
+    code = ("import grimp, json\n"
+            "g = grimp.build_graph('orchestrator', 'tickets', 'backends', exclude_type_checking_imports=False,"
+            " cache_dir=None)\n"
+            "print(json.dumps([[m, i] for m in g.modules for i in g.find_modules_directly_imported_by(m)]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    rooms: dict[str, set[str]] = {}
+    for module, imported in json.loads(out):
+        a, b = _folder(module), _folder(imported)
+        if a != b:
+            rooms.setdefault(a, set()).add(b)
+    circles = _circles(rooms)
+    assert not circles, "folders that import each other: " + "; ".join(
+        " <-> ".join(sorted(c)) for c in sorted(circles, key=sorted))
