@@ -9,6 +9,7 @@ one transaction and refuses a run that already ended, so the hook fires once per
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from orchestrator.lifecycle.next_steps import advise
@@ -94,20 +95,29 @@ def start_refusal(store: Any, ticket_id: str, *, rerun: bool = False, dependenci
     return f"ticket {ticket_id!r} waits for {', '.join(waits)}; {'; '.join(steps)}{mode}"
 
 
-def try_claim(store: Any, ticket_id: str, *, rerun: bool, dependencies: str, lease_s: float,
-              before_claim: Callable[[], None] | None = None) -> tuple[str | None, str]:
-    """Claim a new run of the ticket atomically: (run id, "") or (None, why not and what to do).
+@dataclass(frozen=True)
+class ClaimedRun:
+    """A run this process holds the claim of: what a driver drives."""
 
-    `before_claim` runs once the ticket may start, before anything is claimed (a check whose
-    error must leave no run behind)."""
+    ticket_id: str
+    run_id: str
+    fresh: bool = True  # starts from the ticket (a new run, or one that died before its first checkpoint)
+
+
+def try_claim(store: Any, ticket_id: str, *, rerun: bool, dependencies: str, lease_s: float,
+              before_claim: Callable[[Any], None] | None = None) -> tuple[ClaimedRun | None, str]:
+    """Claim a new run of the ticket atomically: (the claimed run, "") or (None, why not and what to do).
+
+    `before_claim(ticket)` runs once the ticket may start, before anything is claimed (a check
+    whose error must leave no run behind)."""
     refusal = start_refusal(store, ticket_id, rerun=rerun, dependencies=dependencies)
     if refusal is None:
         if before_claim is not None:
-            before_claim()
+            before_claim(store.get_ticket(ticket_id))
         allowed = RUNNABLE + (("complete", "merged") if rerun else ())
         run_id = store.claim_new_run(ticket_id, allowed, lease_s=lease_s)
         if run_id is not None:
-            return run_id, ""
+            return ClaimedRun(ticket_id, run_id), ""
         refusal = why_not_claimed(store, ticket_id)
     return None, refusal
 

@@ -26,7 +26,7 @@ from orchestrator.graph import build_graph
 from orchestrator.graph.context import Limits, TicketContext
 from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
 from orchestrator.lifecycle.next_steps import advise
-from orchestrator.lifecycle.runs import RunLifecycle, try_claim
+from orchestrator.lifecycle.runs import ClaimedRun, RunLifecycle, try_claim
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.running.checkpoints import open_checkpointer
 from orchestrator.running.outcome import RunOutcome
@@ -96,23 +96,22 @@ class TicketDriver:
         `skip_claimed=True` (what `middle run` does for the pending list, so two runners share a
         backlog).
         """
-        ticket = self.store.get_ticket(ticket_id)
-        self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
-        project = Path(self.project_override or ticket.project_path)
-
-        def check_project() -> None:
-            if self.worktrees is not None and project.is_dir():
-                from orchestrator.workspace.git import toplevel
-
-                toplevel(project)  # not a repository: one clear error, nothing claimed
-
-        run_id, refusal = try_claim(self.store, ticket_id, rerun=rerun, dependencies=self.config.run.dependencies,
-                                    lease_s=self.lease_s, before_claim=check_project)
-        if run_id is not None:
-            return self._drive(ticket_id, run_id, {"ticket_id": ticket_id, "run_id": run_id})
+        claimed, refusal = try_claim(self.store, ticket_id, rerun=rerun, dependencies=self.config.run.dependencies,
+                                     lease_s=self.lease_s, before_claim=self._ready_to_start)
+        if claimed is not None:
+            return self._drive(claimed)
         if skip_claimed:
             return RunOutcome(ticket_id, "", "skipped", refusal)
         raise TicketError(refusal)
+
+    def _ready_to_start(self, ticket: Any) -> None:
+        """What must hold before a ticket that may start is claimed: its errors leave no run behind."""
+        self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
+        project = Path(self.project_override or ticket.project_path)
+        if self.worktrees is not None and project.is_dir():
+            from orchestrator.workspace.git import toplevel
+
+            toplevel(project)  # not a repository: one clear error, nothing claimed
 
     def resume(self, ticket_id: str) -> RunOutcome:
         """Continue the ticket's latest run from its last checkpoint (a completed turn never re-runs).
@@ -132,7 +131,7 @@ class TicketDriver:
             self.agent
             self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
             self._stop_leftovers(run["id"])
-            return self._drive(ticket_id, run["id"], {"ticket_id": ticket_id, "run_id": run["id"]})
+            return self._drive(ClaimedRun(ticket_id, run["id"]))
         if not snapshot.next and not snapshot.tasks:
             # (A step whose node's writes were saved but not the checkpoint after it, as a store
             # outage can leave, has tasks and no `next`: it continues from those writes.)
@@ -143,7 +142,7 @@ class TicketDriver:
         self.agent  # as in run_ticket: a model that cannot be built fails before the claim
         self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
         self._stop_leftovers(run["id"])
-        return self._drive(ticket_id, run["id"], None)
+        return self._drive(ClaimedRun(ticket_id, run["id"], fresh=False))
 
     def _stop_leftovers(self, run_id: str) -> None:
         """Kill the Claude Code processes a dead `middle` of this run left here, before a turn
@@ -153,8 +152,10 @@ class TicketDriver:
         if n := stop_dead_run(self.store, run_id):
             self.say(f"stopped {n} process(es) the run's previous `middle` left running")
 
-    def _drive(self, ticket_id: str, run_id: str, graph_input: dict[str, Any] | None) -> RunOutcome:
+    def _drive(self, run: ClaimedRun) -> RunOutcome:
         """Run the graph under the claim; every way out ends the run through the lifecycle."""
+        ticket_id, run_id = run.ticket_id, run.run_id
+        graph_input = {"ticket_id": ticket_id, "run_id": run_id} if run.fresh else None
         cfg = _thread(run_id)
         heartbeat = _Heartbeat(self.store, ticket_id, run_id, self.lease_s)
         record = self._recorder(ticket_id, run_id)

@@ -74,10 +74,11 @@ class BoundServices:
         from orchestrator.running.sync import sync
 
         sync(store, cfg, registry=services.registry)
-        run_id, refusal = try_claim(store, ticket_id, rerun=True, dependencies=cfg.run.dependencies,
-                                    lease_s=LEASE_S)
-        if run_id is None:
+        claimed, refusal = try_claim(store, ticket_id, rerun=True, dependencies=cfg.run.dependencies,
+                                     lease_s=LEASE_S)
+        if claimed is None:
             raise TicketError(refusal)
+        run_id = claimed.run_id
         self.recorder(ticket_id, run_id).run_start(resume=False, fake=self.fake, via="langgraph")
         return run_id
 
