@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from orchestrator.cli.feedback import round_lines
 from orchestrator.memory.format import DECISION_LINES
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
 
@@ -41,6 +42,7 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
                       f"cost ${cost:.4f}" + (f" — {escape(run['reason'])}" if run.get("reason") else ""),
                       soft_wrap=True)
         _git_lines(console, run)
+        round_lines(console, store, run)  # a review round: its number and the human's words
         if run.get("plan_prompt") is not None:
             console.print("  [bold]plan[/]")
             _block(console, "memories invoked", run.get("plan_memories"), full)
@@ -139,6 +141,9 @@ def describe_event(event: dict[str, Any]) -> str:
         if dec.get("next_prompt"):
             text += f" — next: {dec['next_prompt']}"
         return text
+    if kind == "feedback":
+        head = f"round {d['round']}: " if d.get("round") else ""
+        return f"{head}the human's feedback: {d.get('text', '')}"
     if kind == "run_end":
         text = f"run ended: {d.get('status')}"
         if "turns" in d:

@@ -31,7 +31,8 @@ def doc_id(doc: str) -> str:
 
 # The completion doc's lines after its summary (issue 23: decisions go in), by decision field.
 DECISION_LINES = (("decisions", "Decided"), ("rejected", "Rejected"),
-                  ("instructions", "The human's instructions"))
+                  ("instructions", "The human's instructions"),
+                  ("feedback", "The human's review"))  # `middle feedback`: the human's decisions
 
 
 def completion_doc(title: str, description: str | None, decision: dict[str, Any]) -> str:
