@@ -1,14 +1,10 @@
-"""`middle feedback ID "text"`: ask for changes to a ticket (a review round), and how `middle log`
-shows each round."""
+"""`middle feedback ID "text"`: ask for changes to a ticket (a review round)."""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
 from orchestrator.cli.output import console, report, safe
 
@@ -40,17 +36,3 @@ def feedback(ctx: click.Context, ticket_id: str, text: str, fake: bool) -> None:
     if outcome.status not in ("complete", "stored"):
         sys.exit(1)
 
-
-def round_lines(out: Console, store: Any, run: dict[str, Any]) -> None:
-    """Under a run in `middle log`: its review round and the human's feedback it got."""
-    if not hasattr(store, "feedback"):
-        return
-    events = store.feedback(run["id"])
-    opening = events[0] if events and events[0].get("round") else None
-    if opening is not None:
-        out.print(f"  [bold]round {opening['round']}[/] — the human's feedback: "
-                  + escape(" / ".join([*opening.get("carried", []), opening["text"]])), soft_wrap=True)
-    for event in events:
-        if event is not opening:
-            out.print("  [bold]feedback while running[/] " + escape(f"({event['at'][:19]}): {event['text']}"),
-                      soft_wrap=True)

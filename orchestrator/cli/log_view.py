@@ -8,7 +8,6 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.cli.feedback import round_lines
 from orchestrator.memory.format import DECISION_LINES
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
 
@@ -67,6 +66,21 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
         console.print("\n[bold]indexed to memory[/]")
     for doc in docs:
         console.print("  " + escape(_short(doc, full)), soft_wrap=True)
+
+
+def round_lines(out: Console, store: Any, run: dict[str, Any]) -> None:
+    """Under a run in `middle log`: its review round and the human's feedback it got."""
+    if not hasattr(store, "feedback"):
+        return
+    events = store.feedback(run["id"])
+    opening = events[0] if events and events[0].get("round") else None
+    if opening is not None:
+        out.print(f"  [bold]round {opening['round']}[/] — the human's feedback: "
+                  + escape(" / ".join([*opening.get("carried", []), opening["text"]])), soft_wrap=True)
+    for event in events:
+        if event is not opening:
+            out.print("  [bold]feedback while running[/] " + escape(f"({event['at'][:19]}): {event['text']}"),
+                      soft_wrap=True)
 
 
 def _decision_notes(console: Console, decision: dict[str, Any], full: bool) -> None:
