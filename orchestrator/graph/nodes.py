@@ -137,6 +137,12 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
             sent, Path(ticket.get("cwd") or ticket["project_path"]), session_id=session_id,
             resume=resume, on_event=ctx.on_event,
         )
+        if resume and review.session_lost(result):  # e.g. a round run with another CLAUDE_CONFIG_DIR
+            session_id, sent, resume = str(uuid.uuid4()), review.recap(state, prompt), False
+            ctx.say("Claude Code's session of this ticket is not here: a new one is told the earlier work")
+            ctx.store.start_turn(run_id, turn_no, sent, session_id, resume)
+            result = ctx.worker.run_turn(sent, Path(ticket.get("cwd") or ticket["project_path"]),
+                                         session_id=session_id, resume=False, on_event=ctx.on_event)
         ctx.store.finish_turn(
             run_id, turn_no, response=result.text, is_error=result.is_error, error=result.error,
             cost_usd=result.cost_usd, duration_ms=result.duration_ms, usage=result.usage,

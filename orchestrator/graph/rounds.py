@@ -98,6 +98,25 @@ def resumes_session(state: TicketState, turn_no: int) -> bool:
     return bool(state.get("session_id")) and (turn_no > 1 or state.get("round", 1) > 1)
 
 
+def session_lost(result: Any) -> bool:
+    """Whether a resumed turn failed because Claude Code has no such session here (its sessions
+    live under CLAUDE_CONFIG_DIR: another machine, `--fake` then a real run, a cleaned config)."""
+    return bool(result.is_error and "to resume here" in (result.error or ""))
+
+
+def recap(state: TicketState, prompt: str) -> str:
+    """The prompt for a new Claude Code session in the ticket's worktree: what was done so far."""
+    lines = ["You are continuing work on this directory that an earlier session began; that session "
+             "is not available. Its work is in the files here (committed on this branch). What it was "
+             "asked and answered, for context:"]
+    if state.get("history"):
+        lines.append(state["history"])
+    for r in state.get("rounds", []):
+        lines += [f"--- Turn {r['turn']} of this round ---", prompts.ASKED, _cut(r["prompt"]),
+                  prompts.ANSWERED, _cut(r.get("response") or "")]
+    return "\n".join(lines) + f"\n\n## Now\n{prompt}"
+
+
 def for_assess(ctx: TicketContext, state: TicketState, conversation: str) -> tuple[str, dict[str, Any]]:
     """The conversation with the earlier rounds before it and the feedback sent since the last
     assess after it; the state update (`feedback_seen`) and the feedback for the decision record."""

@@ -197,3 +197,21 @@ def test_feedback_sent_while_the_ticket_runs_reaches_its_next_assess(tmp_path, f
     with store(tmp_path) as s:
         assert f"The human's review: {FEEDBACK}." in s.memory_docs("t1")[0]
         assert len(s.list_runs("t1")) == 1
+
+
+def test_a_round_whose_session_is_not_here_starts_a_new_one_told_the_earlier_work(tmp_path, fake_api, claude_env, claude_cli):
+    one_ticket(tmp_path)
+    first_round(tmp_path, fake_api, claude_env)
+    fake_api.script.agent(plan("Handle empty input in empty.py."), decide(True, "Handled empty input."))
+    fake_api.script.worker(write_file("empty.py", "EMPTY = []\n"), done("Created empty.py."))
+    elsewhere = {**claude_env, "CLAUDE_CONFIG_DIR": str(tmp_path / "another-claude-config")}
+    result = middle(tmp_path, "feedback", "t1", FEEDBACK, env=elsewhere)
+    assert "complete ticket t1" in result.stdout, result.stdout + result.stderr
+    assert "session of this ticket is not here" in result.stdout
+    with store(tmp_path) as s:
+        runs = s.list_runs("t1")
+        turn = s.list_turns(run_id=runs[1]["id"])[0]
+        assert not turn["resume"] and turn["status"] == "done"
+        assert "Create parse.py that parses input." in turn["prompt"]  # told what round 1 did
+        assert turn["prompt"].endswith("Handle empty input in empty.py.")
+    assert (worktree(tmp_path, "t1") / "empty.py").exists()
