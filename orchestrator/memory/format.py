@@ -37,7 +37,8 @@ DECISION_LINES = (("decisions", "Decided"), ("rejected", "Rejected"),
 
 def completion_doc(title: str, description: str | None, decision: dict[str, Any]) -> str:
     """The doc a completed ticket leaves in memory: seed 000's line, then one line each for the
-    decisions, rejected alternatives and the human's instructions the agent listed."""
+    decisions, rejected alternatives and the human's instructions the agent listed, and the
+    human's review feedback (`middle feedback`; orchestrator.graph.rounds joins the rounds)."""
     doc = f"Ticket: {title}. {description or ''}. {decision.get('summary', '')}"
     for key, label in DECISION_LINES:
         items = [" ".join(str(i).split()) for i in decision.get(key) or [] if str(i).strip()]

@@ -166,3 +166,10 @@ def test_a_conflicted_ticket_is_told_why_and_merges_after_its_round(tmp_path, pr
         assert worker.calls[1]["resume"] is True
         assert orch.merge("t1").status == "merged"
         assert (project / "README.md").read_text() == "ours\n"
+
+
+def test_log_follow_describes_feedback_events():
+    from orchestrator.cli.log_view import describe_event
+
+    assert describe_event({"kind": "feedback", "data": {"text": "x", "round": 2}}) == "round 2: the human's feedback: x"
+    assert describe_event({"kind": "feedback", "data": {"text": "y"}}) == "the human's feedback: y"
