@@ -11,12 +11,16 @@ from orchestrator.cli.output import console, report, safe
 
 @click.command()
 @click.argument("ticket_id")
-@click.argument("text")
+@click.argument("words", nargs=-1, required=True, metavar="TEXT")
 @click.option("--fake", is_flag=True, help="Use the built-in offline fake model instead of the API.")
 @click.pass_context
-def feedback(ctx: click.Context, ticket_id: str, text: str, fake: bool) -> None:
+def feedback(ctx: click.Context, ticket_id: str, words: tuple[str, ...], fake: bool) -> None:
     """Ask for changes: a complete or conflicted ticket continues on its branch with your words
-    (a new review round, run here); a running one reads them at its next assessment."""
+    (a new review round, run here); a running one reads them at its next assessment.
+
+    TEXT is best quoted (`middle feedback ID "also handle empty input"`); unquoted words are
+    joined with spaces."""
+    text = " ".join(words)
     from orchestrator.cli.context import get_config, services
     from orchestrator.cli.main import _interrupted, _stop_signals, open_orchestrator
     from orchestrator.running import feedback as rounds
