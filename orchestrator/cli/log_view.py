@@ -77,9 +77,14 @@ def round_lines(out: Console, store: Any, run: dict[str, Any]) -> None:
     if opening is not None:
         out.print(f"  [bold]round {opening['round']}[/] — the human's feedback: "
                   + escape(" / ".join([*opening.get("carried", []), opening["text"]])), soft_wrap=True)
+    read = max([opening["id"] if opening else 0] + [int((t.get("decision") or {}).get("feedback_seen") or 0)
+                                                    for t in store.list_turns(run_id=run["id"])])
     for event in events:
         if event is not opening:
-            out.print("  [bold]feedback while running[/] " + escape(f"({event['at'][:19]}): {event['text']}"),
+            late = "" if event["id"] <= read else (
+                " (not read yet: the run's next assessment reads it)" if run["status"] != "complete" else
+                " (came after the run's last assessment: the ticket's next round opens with it)")
+            out.print("  [bold]feedback while running[/] " + escape(f"({event['at'][:19]}): {event['text']}{late}"),
                       soft_wrap=True)
 
 

@@ -22,6 +22,18 @@ def write(name: str, text: str):
     return act
 
 
+def _log(store) -> str:
+    import io
+
+    from rich.console import Console
+
+    from orchestrator.cli.log_view import print_log
+
+    buf = io.StringIO()
+    print_log(Console(file=buf, width=200), store, "t1")
+    return buf.getvalue()
+
+
 def first_round(tmp_path, project, worker_script, agent_replies, **agent):
     cfg = make_config(tmp_path, **agent)
     llm = ScriptedAgentLLM([plan_reply("Create hello.py"), decision_reply(True, "Added hello.py."), *agent_replies])
@@ -107,6 +119,8 @@ def test_feedback_while_running_reaches_the_next_assess(tmp_path, project):
         assert "use logging, not print" not in second_assess  # delivered once
         turns = orch.store.list_turns(ticket_id="t1")
         assert turns[0]["decision"]["feedback"] == ["use logging, not print"]
+        log = _log(orch.store)
+        assert "feedback while running" in log and "use logging, not print" in log and "not read" not in log
         assert "The human's review: use logging, not print." in orch.store.memory_docs("t1")[0]
 
 
@@ -116,6 +130,7 @@ def test_feedback_after_the_last_assess_opens_the_next_round(tmp_path, project):
     with orch:
         run = orch.store.latest_run("t1")
         orch.store.add_feedback("t1", run["id"], "name it b.py")  # came in while it committed
+        assert "the ticket's next round opens with it" in _log(orch.store)
         assert orch.feedback("t1", "and keep it short").status == "complete"
         assert "name it b.py" in llm.user_messages[2] and "and keep it short" in llm.user_messages[2]
 
