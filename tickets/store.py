@@ -15,6 +15,7 @@ from tickets.db import RECONNECT_S, SqliteDatabase, and_equal, open_database, po
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
 from tickets.run_end import RunEnding
+from tickets.rounds import TicketRounds
 from tickets.queries import TicketQueries
 from tickets.model import RunStatus, Ticket, TicketStatus, utc_now
 
@@ -150,7 +151,7 @@ def open_read_only(target: str | Path) -> TicketStore | None:
         return None
 
 
-class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
+class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRounds):
     """Tickets and their execution log, shared by threads, processes and (on PostgreSQL) machines.
 
     `target` is the SQLite file (the embedded default) or a postgresql:// URL. `readonly=True`

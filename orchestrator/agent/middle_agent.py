@@ -32,6 +32,11 @@ class MiddleAgent:
     def plan(self, ticket: dict[str, Any], memories: str) -> str:
         return self._ask(prompts.plan_message(ticket, memories), Plan).prompt
 
+    def revise(self, ticket: dict[str, Any], history: str, feedback: list[str], memories: str,
+               conflict: str | None = None) -> str:
+        """A review round's first prompt for Claude Code, from the human's feedback."""
+        return self._ask(prompts.revise_message(ticket, history, feedback, memories, conflict), Plan).prompt
+
     def assess(
         self, ticket: dict[str, Any], conversation: str, memories: str, turn: int
     ) -> Decision:

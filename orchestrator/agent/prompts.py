@@ -100,3 +100,37 @@ def changes_note(changes: list[dict[str, Any]], limit: int = 50) -> str:
     if len(changes) > limit:
         lines.append(f"- … and {len(changes) - limit} more")
     return CHANGED + "\n" + "\n".join(lines)
+
+
+# -- review rounds (`middle feedback`): the human's words on a finished ticket ----------------------
+REVIEW = "The human reviewed the ticket's change and asks:"  # the demo model reads the request after it
+ASKED = "Claude Code was asked:"  # the earlier rounds' turns (not SENT/RESPONDED: those are this round's)
+ANSWERED = "Claude Code answered:"
+EARLIER_ROUNDS = "Earlier rounds of this ticket (their work is committed on its branch):"
+THIS_ROUND = "This round:"
+LATE_FEEDBACK = ("The human sent this feedback while Claude Code worked; act on it before you "
+                 "complete the ticket:")
+
+REVISE_INSTRUCTIONS = """The ticket was completed before, and the human has reviewed its change. \
+Claude Code continues its own session on the ticket's branch, so it remembers the earlier work. \
+Write the next prompt for Claude Code: a clear instruction that carries out the human's request \
+below (it is the human's decision: follow it). Reply as JSON: {"prompt": "..."}."""
+
+
+def revise_message(ticket: dict[str, Any], history: str, feedback: list[str], memories: str,
+                   conflict: str | None = None) -> str:
+    """The first request of a review round: the ticket, its earlier rounds, the human's words last."""
+    parts = [f"Ticket: {ticket['title']}",
+             f"Project: {ticket['project_id']} at {ticket['project_path']}", "",
+             f"The ticket's description:\n{ticket.get('description') or '(none)'}", "",
+             f"{EARLIER_ROUNDS}\n{history or '(none recorded)'}"]
+    if conflict:
+        parts += ["", "Merging the ticket's branch into the base branch failed: " + conflict
+                  + ". Claude Code works on the branch, so the change must be made to merge cleanly."]
+    parts += ["", REVISE_INSTRUCTIONS, "", REVIEW, "\n\n".join(f.strip() for f in feedback)]
+    return with_memories(memories, "\n".join(parts))
+
+
+def feedback_note(feedback: list[str]) -> str:
+    """Feedback that arrived during the run, for the next assessment."""
+    return LATE_FEEDBACK + "\n" + "\n".join(f"- {' '.join(f.split())}" for f in feedback)

@@ -41,6 +41,7 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
                       f"cost ${cost:.4f}" + (f" — {escape(run['reason'])}" if run.get("reason") else ""),
                       soft_wrap=True)
         _git_lines(console, run)
+        round_lines(console, store, run)  # a review round: its number and the human's words
         if run.get("plan_prompt") is not None:
             console.print("  [bold]plan[/]")
             _block(console, "memories invoked", run.get("plan_memories"), full)
@@ -65,6 +66,26 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
         console.print("\n[bold]indexed to memory[/]")
     for doc in docs:
         console.print("  " + escape(_short(doc, full)), soft_wrap=True)
+
+
+def round_lines(out: Console, store: Any, run: dict[str, Any]) -> None:
+    """Under a run in `middle log`: its review round and the human's feedback it got."""
+    if not hasattr(store, "feedback"):
+        return
+    events = store.feedback(run["id"])
+    opening = events[0] if events and events[0].get("round") else None
+    if opening is not None:
+        out.print(f"  [bold]round {opening['round']}[/] — the human's feedback: "
+                  + escape(" / ".join([*opening.get("carried", []), opening["text"]])), soft_wrap=True)
+    read = max([opening["id"] if opening else 0] + [int((t.get("decision") or {}).get("feedback_seen") or 0)
+                                                    for t in store.list_turns(run_id=run["id"])])
+    for event in events:
+        if event is not opening:
+            late = "" if event["id"] <= read else (
+                " (not read yet: the run's next assessment reads it)" if run["status"] != "complete" else
+                " (came after the run's last assessment: the ticket's next round opens with it)")
+            out.print("  [bold]feedback while running[/] " + escape(f"({event['at'][:19]}): {event['text']}{late}"),
+                      soft_wrap=True)
 
 
 def _decision_notes(console: Console, decision: dict[str, Any], full: bool) -> None:
@@ -139,6 +160,9 @@ def describe_event(event: dict[str, Any]) -> str:
         if dec.get("next_prompt"):
             text += f" — next: {dec['next_prompt']}"
         return text
+    if kind == "feedback":
+        head = f"round {d['round']}: " if d.get("round") else ""
+        return f"{head}the human's feedback: {d.get('text', '')}"
     if kind == "run_end":
         text = f"run ended: {d.get('status')}"
         if "turns" in d:

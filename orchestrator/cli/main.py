@@ -69,6 +69,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "discard": ("orchestrator.cli.review:discard", "Drop an unmerged ticket's work: worktree, branch, memory doc."),
     "revert": ("orchestrator.cli.review:revert", "Undo a ticket: a revert commit if merged (else discard)."),
     "gc": ("orchestrator.cli.review:gc", "Remove worktrees and branches that no ticket needs any more."),
+    "feedback": ("orchestrator.cli.feedback:feedback", "Ask for changes: continue a finished ticket on its branch."),
     "memory": ("orchestrator.cli.memory:memory", "Search, list, add, delete and export project memory."),
     "bench": ("orchestrator.bench.cli:bench", "Measure memory backends and whole runs (recall, latency, wall time)."),
     "demo": ("orchestrator.cli.demo:demo", "Run the sample backlog offline with the real Claude Code CLI."),

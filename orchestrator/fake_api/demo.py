@@ -12,7 +12,7 @@ from .replies import ApiError, Reply, reply, text, tool_use
 
 from orchestrator.agent.notes import read_notes
 from orchestrator.agent.prompts import (
-    ASSESS_INSTRUCTIONS, CHANGED, CONVERSATION, DESCRIPTION, NOT_RUN_YET, RESPONDED, SENT,
+    ASSESS_INSTRUCTIONS, CHANGED, CONVERSATION, DESCRIPTION, NOT_RUN_YET, RESPONDED, REVIEW, SENT,
 )
 
 # ``Create `path/file.ext` with:`` then a fenced block; the closing fence must match the opening.
@@ -116,6 +116,8 @@ class DemoResponder:
     def _agent(self, body: dict[str, Any]) -> Reply:
         user_text = last_user_text(body)
         response = latest_response(user_text)
+        if response is None and REVIEW in user_text:  # a review round: the human's words are the task
+            return reply(text(json.dumps({"prompt": user_text[user_text.rfind(REVIEW) + len(REVIEW):].strip()})))
         if response is None:  # the planning request: turn the ticket into Claude Code's prompt
             return reply(text(json.dumps({"prompt": plan_instruction(user_text)})))
         return reply(text(json.dumps(assess(latest_prompt(user_text) or "", response,

@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 
 from orchestrator.agent import prompts
 from orchestrator.errors import ModelAccessError, RunInterrupted, TicketError, WorkerError
+from orchestrator.graph import rounds as review
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.graph.takeover import local_ticket, recap
@@ -94,7 +95,8 @@ def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         "workspace": workspace,
     }
     return {"ticket": snapshot, "turn": 0, "rounds": [], "cost_usd": 0.0, "session_id": "",
-            "status": "running", "memories": "", "indexed_docs": []}
+            "status": "running", "memories": "", "indexed_docs": [],
+            **review.round_state(ctx, state["run_id"])}  # a review round: its session, history, feedback
 
 
 def recall_start(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
@@ -104,7 +106,7 @@ def recall_start(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
 
 def plan(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx = runtime.context
-    prompt = ctx.agent.plan(state["ticket"], state.get("memories", ""))
+    prompt = review.revise_prompt(ctx, state) or ctx.agent.plan(state["ticket"], state.get("memories", ""))
     ctx.store.set_run_fields(state["run_id"], plan_memories=state.get("memories", ""), plan_prompt=prompt)
     ctx.say("planned the first prompt for Claude Code")
     return {"next_prompt": prompt, "last_prompt": prompt}
@@ -126,7 +128,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
             raise RunInterrupted("stopped before Claude Code's next turn")
         # Turn 1 (or a retry of it) starts a new session; later turns resume the ticket's one,
         # unless the run moved here: a new session is then told what the earlier turns did.
-        resume = bool(state.get("session_id")) and turn_no > 1 and not moved
+        resume = review.resumes_session(state, turn_no) and not moved
         session_id = state["session_id"] if resume else str(uuid.uuid4())
         sent = recap(state.get("rounds", []), prompt) if moved and turn_no > 1 else prompt
         ctx.store.start_turn(run_id, turn_no, sent, session_id, resume)  # stored before launch
@@ -135,6 +137,12 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
             sent, Path(ticket.get("cwd") or ticket["project_path"]), session_id=session_id,
             resume=resume, on_event=ctx.on_event,
         )
+        if resume and review.session_lost(result):  # e.g. a round run with another CLAUDE_CONFIG_DIR
+            session_id, sent, resume = str(uuid.uuid4()), review.recap(state, prompt), False
+            ctx.say("Claude Code's session of this ticket is not here: a new one is told the earlier work")
+            ctx.store.start_turn(run_id, turn_no, sent, session_id, resume)
+            result = ctx.worker.run_turn(sent, Path(ticket.get("cwd") or ticket["project_path"]),
+                                         session_id=session_id, resume=False, on_event=ctx.on_event)
         ctx.store.finish_turn(
             run_id, turn_no, response=result.text, is_error=result.is_error, error=result.error,
             cost_usd=result.cost_usd, duration_ms=result.duration_ms, usage=result.usage,
@@ -209,10 +217,15 @@ def assess(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     note = _changes_note(ctx, state)
     if note:
         conversation += "\n\n" + note
+    conversation, heard = review.for_assess(ctx, state, conversation)  # earlier rounds, new feedback
     decision = ctx.agent.assess(state["ticket"], conversation, memories, state["turn"])
-    ctx.store.set_turn_assessment(state["run_id"], state["turn"], memories, decision.record())
+    record = {**decision.record(), **heard}
+    ctx.store.set_turn_assessment(state["run_id"], state["turn"], memories, record)
     ctx.say("middle agent: " + ("complete" if decision.complete else "another turn"))
-    return {"decision": decision.record(), "next_prompt": decision.next_prompt}
+    update = {"decision": record, "next_prompt": decision.next_prompt}
+    if "feedback_seen" in heard:
+        update["feedback_seen"] = heard["feedback_seen"]
+    return update
 
 
 def _limit_reason(state: TicketState, ctx: TicketContext) -> str | None:
@@ -263,7 +276,7 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
     if ctx.memory is None:
         return {"indexed_docs": []}
     # Seed 000's line, then the decisions, rejected alternatives and human's instructions.
-    doc = completion_doc(t["title"], t["description"], state["decision"])
+    doc = completion_doc(t["title"], t["description"], review.doc_decision(ctx, state))
     doc = ctx.memory.prepare_doc(doc)  # the exact text stored: cut to [memory] max_doc_chars
     # Kept with the ticket first, so a revert can delete exactly this string later.
     if doc not in ctx.store.memory_docs(t["id"]):
@@ -275,6 +288,7 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
         log.warning("memory index of ticket %s failed; the ticket completes anyway: %s", t["id"], exc)
         ctx.say(f"{INDEX_FAILED_NOTE} ({exc}); the ticket completes anyway")
         return {"indexed_docs": []}  # kept with the ticket all the same: a revert deletes any part that got in
+    review.retire_earlier(ctx, state, doc)
     return {"indexed_docs": [doc]}
 
 

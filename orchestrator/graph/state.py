@@ -23,6 +23,13 @@ class TicketState(TypedDict, total=False):
     changes: list[dict[str, Any]]  # [{"path", "added", "deleted"}] of that commit
     status: str  # running | complete | failed
     reason: str
+    # Review rounds (orchestrator.graph.rounds): 1 for a first run; a later round also has the
+    # earlier rounds as text, the feedback that opened it and why its merge conflicted.
+    round: int
+    history: str
+    round_feedback: list[str]
+    conflict: str
+    feedback_seen: int  # the id of the last feedback event the middle agent has read
 
 
 # What a finished node's state update contributes to its run event (the rest is in the turn

@@ -29,11 +29,13 @@ TABLE: dict[tuple[str, str], str] = {
     ("interrupted", ANY): "continue it with {resume}",
     ("failed-resumable", ANY): "retry it from where it failed with {resume}",
     ("failed", ANY): "its run ended for good: start a new one with {run}",
-    ("complete", ANY): "review it with {diff}, then merge it ({merge}) or discard it ({discard})",
+    ("complete", ANY): "review it with {diff}, then merge it ({merge}), ask for changes ({feedback}) "
+                       "or discard it ({discard})",
     ("complete-empty", ANY): "it changed no files: mark it merged with {merge}",
     ("in-place", ANY): "its edits are in the project directory already (review them with `git diff` "
                        "there); run it again on purpose with {rerun}",
-    ("conflict", ANY): "resolve the conflict on its branch, then {merge} again, or drop it with {discard}",
+    ("conflict", ANY): "resolve the conflict on its branch (or ask for it with {feedback}), then {merge} "
+                       "again, or drop it with {discard}",
     ("merged", ANY): "run it again on purpose with {rerun}, or undo it with {revert}",
     ("discarded", ANY): "start it again with {run}",
     ("reverted", ANY): "start it again with {run}",
@@ -66,9 +68,9 @@ def command(name: str, ticket_id: str, *, fake: bool = False) -> str:
     head = "middle"
     if _STARTED_AS["config"]:
         head += f" --config {shlex.quote(str(_STARTED_AS['config']))}"
-    words = {"rerun": ["run", "--rerun", ticket_id], "log": ["log", ticket_id, "--follow"]}.get(
-        name, [name, ticket_id])
-    if (fake or _STARTED_AS["fake"]) and words[0] in ("run", "resume"):
+    words = {"rerun": ["run", "--rerun", ticket_id], "log": ["log", ticket_id, "--follow"],
+             "feedback": ["feedback", ticket_id, '"what to change"']}.get(name, [name, ticket_id])
+    if (fake or _STARTED_AS["fake"]) and words[0] in ("run", "resume", "feedback"):
         words.append("--fake")  # offline runs need no API key: neither does their next step
     return f"`{head} {' '.join(words)}`"
 
@@ -76,7 +78,7 @@ def command(name: str, ticket_id: str, *, fake: bool = False) -> str:
 def advice(situation: str, ticket_id: str, tried: str = ANY, *, fake: bool = False) -> str:
     """What to do next, for a ticket in `situation` after the command `tried` was refused."""
     text = TABLE.get((situation, tried)) or TABLE[(situation, ANY)]
-    names = ("run", "resume", "rerun", "merge", "discard", "revert", "diff", "log")
+    names = ("run", "resume", "rerun", "merge", "discard", "revert", "diff", "log", "feedback")
     return text.format(**{n: command(n, ticket_id, fake=fake) for n in names})
 
 

@@ -31,12 +31,14 @@ def doc_id(doc: str) -> str:
 
 # The completion doc's lines after its summary (issue 23: decisions go in), by decision field.
 DECISION_LINES = (("decisions", "Decided"), ("rejected", "Rejected"),
-                  ("instructions", "The human's instructions"))
+                  ("instructions", "The human's instructions"),
+                  ("feedback", "The human's review"))  # `middle feedback`: the human's decisions
 
 
 def completion_doc(title: str, description: str | None, decision: dict[str, Any]) -> str:
     """The doc a completed ticket leaves in memory: seed 000's line, then one line each for the
-    decisions, rejected alternatives and the human's instructions the agent listed."""
+    decisions, rejected alternatives and the human's instructions the agent listed, and the
+    human's review feedback (`middle feedback`; orchestrator.graph.rounds joins the rounds)."""
     doc = f"Ticket: {title}. {description or ''}. {decision.get('summary', '')}"
     for key, label in DECISION_LINES:
         items = [" ".join(str(i).split()) for i in decision.get(key) or [] if str(i).strip()]

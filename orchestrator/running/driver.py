@@ -144,6 +144,18 @@ class TicketDriver:
         self._stop_leftovers(run["id"])
         return self._drive(ClaimedRun(ticket_id, run["id"], fresh=False))
 
+    def feedback(self, ticket_id: str, text: str) -> RunOutcome:
+        """The human's feedback (orchestrator.running.feedback): a complete or conflicted ticket
+        continues on its branch in a new review round, run here; for a run in progress it is
+        stored for that run's next assess (the outcome's status is then "stored")."""
+        from orchestrator.running import feedback
+
+        if feedback.check(self.store, ticket_id, text) == feedback.STORED:
+            return RunOutcome(ticket_id, "", "stored", feedback.store_for_run(self.store, ticket_id, text))
+        self.agent  # as in run_ticket: a missing API key is an error before the claim
+        run_id, _round = feedback.claim_round(self.store, ticket_id, text, lease_s=self.lease_s)
+        return self._drive(ClaimedRun(ticket_id, run_id))
+
     def _stop_leftovers(self, run_id: str) -> None:
         """Kill the Claude Code processes a dead `middle` of this run left here, before a turn
         starts in the same worktree (taken over, so no live runner owns them)."""

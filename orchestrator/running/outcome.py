@@ -13,7 +13,7 @@ from dataclasses import dataclass
 class RunOutcome:
     ticket_id: str
     run_id: str
-    status: str  # complete | failed | interrupted | skipped
+    status: str  # complete | failed | interrupted | skipped | stored (feedback kept for a run)
     reason: str = ""
     turns: int = 0
     cost_usd: float = 0.0

@@ -67,6 +67,11 @@ class RunManager:
         return self._launch(ticket_id, lambda orch: orch.resume(ticket_id),
                             expect=latest["id"] if latest else None)
 
+    def feedback(self, ticket_id: str, text: str) -> str | None:
+        """Start the ticket's next review round with the human's feedback (`middle feedback`);
+        returns its run id once claimed, or None when queued for a [run] parallel slot."""
+        return self._launch(ticket_id, lambda orch: orch.feedback(ticket_id, text))
+
     def active(self) -> dict[str, str | None]:
         """ticket id -> run id of the runs this server process is driving now. A run whose end is
         stored is not: its thread only closes its parts, and the ticket may be resumed or merged."""

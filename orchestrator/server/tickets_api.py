@@ -89,8 +89,10 @@ def ticket_detail(state: ServerState, ticket: Ticket) -> dict[str, Any]:
     store = state.store
     runs = []
     for run in reversed(store.list_runs(ticket.id)):  # newest first
+        given = store.feedback(run["id"])  # a review round opens with one (orchestrator.running.feedback)
         runs.append({**run, "cost_usd": store.total_cost(run["id"]),
-                     "turns": store.list_turns(run_id=run["id"])})
+                     "turns": store.list_turns(run_id=run["id"]), "feedback": given,
+                     "round": next((e["round"] for e in given if e.get("round")), 1)})
     stats = store.ticket_stats().get(ticket.id)
     live = set(store.memory_docs(ticket.id))
     active = state.runs.active()
@@ -158,6 +160,30 @@ def resume(ticket_id: str, state: ServerState = Depends(get_state)) -> JSONRespo
     state.ticket(ticket_id)
     run_id = state.runs.resume(ticket_id)
     return _started(state, ticket_id, run_id)
+
+
+class FeedbackBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(..., description="What to change, in your words (the next instruction).",
+                      examples=["also handle empty input"])
+
+
+@router.post("/tickets/{ticket_id}/feedback", status_code=202,
+             summary="Request changes: a complete or conflicted ticket continues on its branch in a new "
+                     "round (202, in the background); a running one gets the feedback at its next "
+                     "assess (200, status `stored`)",
+             responses={**_START, 200: {"description": "stored for the run in progress"}, **error_responses(
+                 400, e400="empty feedback, or the ticket never ran, or is merged, discarded, reverted or "
+                           "failed for good")})
+def feedback(ticket_id: str, body: FeedbackBody, state: ServerState = Depends(get_state)) -> JSONResponse:
+    from orchestrator.running import feedback as rounds
+
+    state.ticket(ticket_id)
+    if rounds.check(state.store, ticket_id, body.text) == rounds.STORED:
+        return JSONResponse(status_code=200, content={
+            "ticket_id": ticket_id, "status": "stored",
+            "message": rounds.store_for_run(state.store, ticket_id, body.text)})
+    return _started(state, ticket_id, state.runs.feedback(ticket_id, body.text))
 
 
 def _review(state: ServerState, ticket_id: str, action: str) -> Review:

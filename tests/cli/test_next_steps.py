@@ -26,7 +26,7 @@ from orchestrator.testing.fakes import RecordingWorker, decision_reply, plan_rep
 from orchestrator.coding_agent.base import TurnResult
 from tickets.model import Ticket
 
-TRIED = ("run", "resume", "merge", "discard", "revert")
+TRIED = ("run", "resume", "merge", "discard", "revert", "feedback")
 
 
 @pytest.fixture(autouse=True)
@@ -131,6 +131,8 @@ def perform(case: Case, cmd: str) -> None:
             getattr(orch, name)(ticket_id)
         elif name == "log":
             assert orch.store.list_runs(ticket_id)
+        elif name == "feedback":
+            orch.feedback(ticket_id, "what to change")
         else:
             pytest.fail(f"the table suggests a command this test does not know: {cmd}")
 

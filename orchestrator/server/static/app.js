@@ -3,7 +3,7 @@
 "use strict";
 
 const CSRF = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
-const EVENT_KINDS = ["run_start", "node", "note", "worker", "decision", "run_end", "end"];
+const EVENT_KINDS = ["run_start", "node", "note", "worker", "decision", "run_end", "feedback", "end"];
 
 async function api(method, url, body) {
   const response = await fetch(url, {
@@ -101,6 +101,7 @@ function describe(ev, offline) {
       return `decision: ${dec.complete ? "complete" : "continue"}` + (dec.summary ? ` — ${dec.summary}` : "")
         + (dec.next_prompt ? ` — next: ${dec.next_prompt}` : "");
     }
+    case "feedback": return (d.round ? `round ${d.round}: ` : "") + `the human's feedback: ${d.text || ""}`;
     case "run_end":
       return `run ended: ${d.status}` + (d.turns !== undefined ? `, ${d.turns} turn(s)` : "")
         + (d.cost_usd !== undefined ? `, ${money(d.cost_usd)}` : "") + (d.reason ? ` — ${d.reason}` : "");
@@ -231,6 +232,21 @@ function initTicket() {
       if (["revert", "merge", "discard"].includes(action)) toast(result.message);
       else toast(result.run_id ? `Run ${result.run_id.slice(0, 8)} started` : "Queued: it starts when a running ticket ends");
     } catch (err) { toast(err.message, true); }
+    refresh();
+  });
+  const form = document.getElementById("feedback-form");
+  if (form) form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const box = form.querySelector("textarea");
+    const button = form.querySelector("button");
+    button.disabled = true;
+    try {
+      const result = await api("POST", `/api/tickets/${encodeURIComponent(id)}/feedback`, {text: box.value});
+      toast(result.status === "stored" ? result.message
+        : result.run_id ? `Round started (run ${result.run_id.slice(0, 8)})` : "Queued: it starts when a running ticket ends");
+      box.value = "";
+    } catch (err) { toast(err.message, true); }
+    button.disabled = false;
     refresh();
   });
 }

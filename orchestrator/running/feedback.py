@@ -1,0 +1,99 @@
+"""`middle feedback ID "text"`: the human asks for changes to a ticket, any number of times.
+
+The status flow of a review round:
+
+    complete | conflict --feedback--> running (round n+1) --> complete | failed | interrupted
+    running | interrupted | failed (resumable) --feedback--> (stored) read at the run's next assess
+
+A round is a run of its own (its own claim, limits, checkpoints and `middle resume`), on the
+ticket's branch and worktree, started from the run before it (orchestrator.graph.rounds does the
+graph's part). Anything else is refused with one line and nothing changed: an unknown ticket, one
+that never ran, a merged, discarded or reverted one, empty feedback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import TicketError
+from orchestrator.lifecycle.next_steps import advise, situation
+from tickets.rounds import FEEDBACK, MAX_FEEDBACK_CHARS
+
+ROUND = "round"  # the feedback opens a new round
+STORED = "stored"  # the feedback waits for the next assess of the run in progress
+# Situations (orchestrator.lifecycle.next_steps) and what feedback does in them.
+STARTS_ROUND = ("complete", "complete-empty", "in-place", "conflict")
+WAITS_FOR_ASSESS = ("running", "stale", "interrupted", "failed-resumable")
+
+
+def check(store: Any, ticket_id: str, text: str) -> str:
+    """ROUND or STORED for feedback on the ticket now; a TicketError saying why not and what to do."""
+    if not text.strip():
+        raise TicketError(f"the feedback for ticket {ticket_id!r} is empty: say what to change, e.g. "
+                          f"`middle feedback {ticket_id} \"also handle empty input\"`")
+    if len(text) > MAX_FEEDBACK_CHARS:
+        raise TicketError(f"the feedback is {len(text)} characters long; keep it under {MAX_FEEDBACK_CHARS} "
+                          "(put long material in a file in the repository and name it)")
+    ticket = store.get_ticket(ticket_id)  # an unknown id: one clear error
+    run = store.latest_run(ticket_id)
+    if run is None:
+        raise TicketError(f"ticket {ticket_id!r} has never run, so there is no change to give feedback "
+                          f"on: {advise(store, ticket_id, 'feedback')}")
+    now = situation(store, ticket_id)
+    if now in WAITS_FOR_ASSESS:
+        return STORED
+    if now not in STARTS_ROUND:
+        raise TicketError(f"ticket {ticket_id!r} is {ticket.status.value}: feedback continues a complete "
+                          f"or conflicted ticket; {advise(store, ticket_id, 'feedback')}")
+    worktree = run.get("worktree")
+    if run.get("isolation") == "worktree" and not (worktree and Path(worktree).is_dir()):
+        raise TicketError(f"ticket {ticket_id!r}'s worktree {worktree or '(none recorded)'} is not on this "
+                          "machine (removed, or the ticket ran on another one), so a round cannot continue "
+                          f"its branch here: {advise(store, ticket_id, 'merge')}")
+    return ROUND
+
+
+def store_for_run(store: Any, ticket_id: str, text: str) -> str:
+    """Keep the feedback for the ticket's run in progress; what to tell the human."""
+    run = store.latest_run(ticket_id)
+    store.add_feedback(ticket_id, run["id"], text.strip())
+    if situation(store, ticket_id) == "running":
+        return (f"feedback stored for ticket {ticket_id}'s run in progress: the middle agent reads it "
+                "at its next assessment")
+    return (f"feedback stored for ticket {ticket_id}'s unfinished run: the middle agent reads it at the "
+            f"run's next assessment; {advise(store, ticket_id)}")
+
+
+def undelivered(store: Any, run_id: str) -> list[str]:
+    """Feedback sent during the run after its last assessment (the run completed without reading
+    it): it opens the next round, before the new words."""
+    events = store.feedback(run_id)
+    seen = max([e["id"] for e in events if e.get("round")] +
+               [int((t.get("decision") or {}).get("feedback_seen") or 0) for t in store.list_turns(run_id=run_id)],
+               default=0)
+    return [e["text"] for e in events if e["id"] > seen and not e.get("round")]
+
+
+def claim_round(store: Any, ticket_id: str, text: str, *, lease_s: float) -> tuple[str, int]:
+    """Check, then start the ticket's next round atomically: (run id, round number)."""
+    if check(store, ticket_id, text) != ROUND:
+        raise TicketError(f"ticket {ticket_id!r} has a run in progress: its feedback is stored for it "
+                          "instead (`middle feedback` does that)")
+    previous = store.latest_run(ticket_id)
+    claimed = store.claim_round(ticket_id, text.strip(), lease_s=lease_s, carry=undelivered(store, previous["id"]))
+    if claimed is None:  # another process took it meanwhile, or its status changed
+        claim = store.get_claim(ticket_id)
+        who = f" by {claim.describe()}" if claim is not None else ""
+        raise TicketError(f"ticket {ticket_id!r} could not start a review round: it is "
+                          f"{store.get_ticket(ticket_id).status.value}{who} now; {advise(store, ticket_id, 'feedback')}")
+    return claimed
+
+
+def rounds_of(store: Any, ticket_id: str) -> dict[str, dict[str, Any]]:
+    """run id -> {"round", "feedback": [events]} for `middle log` and the ticket page."""
+    return {run["id"]: {"round": store.round_of(run["id"]), "feedback": store.feedback(run["id"])}
+            for run in store.list_runs(ticket_id)}
+
+
+__all__ = ["FEEDBACK", "ROUND", "STORED", "check", "claim_round", "store_for_run", "undelivered", "rounds_of"]

@@ -1,0 +1,46 @@
+"""The ticket page's "Request changes" box in real headless Chromium: feedback typed there starts a
+review round on the offline model, which the page then shows live."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from selenium.webdriver.common.by import By
+
+from browser_helpers import wait
+
+pytestmark = pytest.mark.cli
+
+
+def _run(site, ticket_id: str) -> None:
+    run_id = site.api.post(f"/api/tickets/{ticket_id}/run").json()["run_id"]
+    with site.api.stream("GET", f"/api/runs/{run_id}/stream", timeout=httpx.Timeout(180)) as stream:
+        for line in stream.iter_lines():
+            if line == "event: end":
+                break
+
+
+def test_request_changes_from_the_ticket_page(browser, site, claude_cli):
+    _run(site, "001-greeting")
+    d = browser
+    d.get(site.url + "/tickets/001-greeting")
+    d.execute_script("window.__sameDocument = true")  # gone if the page reloads
+    box = d.find_element(By.ID, "feedback-text")
+    box.send_keys("Create `calc/extra.py` with:\n```python\nEXTRA = 1\n```\n")
+    d.find_element(By.CSS_SELECTOR, "#feedback-form button[type=submit]").click()
+    wait(d, lambda d: "Round started" in d.find_element(By.ID, "toast").text, "the toast to say the round started")
+    wait(d, lambda d: "Round 2: the human's feedback" in d.find_element(By.ID, "ticket-runs").text,
+         "the runs to show round 2 with its feedback")
+    wait(d, lambda d: d.find_element(By.ID, "ticket-status").text == "complete", "the ticket to be complete again")
+    assert d.execute_script("return window.__sameDocument") is True
+    assert d.find_element(By.ID, "feedback-text").get_attribute("value") == ""
+    files = {f["path"] for f in site.api.get("/api/tickets/001-greeting/diff").json()["files"]}
+    assert files == {"calc/greeting.py", "calc/extra.py"}
+
+
+def test_refused_feedback_says_why_in_the_page(browser, site, claude_cli):
+    d = browser
+    d.get(site.url + "/tickets/001-greeting")  # complete (the test above)
+    d.find_element(By.ID, "feedback-text").send_keys("   ")
+    d.find_element(By.CSS_SELECTOR, "#feedback-form button[type=submit]").click()
+    wait(d, lambda d: "is empty" in d.find_element(By.ID, "toast").text, "the toast to say the feedback is empty")

@@ -1,0 +1,46 @@
+"""`middle feedback` refuses what it cannot do with one `error:` line, a non-zero exit and nothing
+changed; each refusal says what to do instead (from the one table of next steps)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli.main import main
+from test_next_steps import make_situation
+from tickets.store import TicketStore
+
+
+@pytest.fixture(autouse=True)
+def _plain_invocation(monkeypatch):
+    from orchestrator.lifecycle import next_steps
+    monkeypatch.setattr(next_steps, "_STARTED_AS", {"config": None, "fake": False})
+
+
+def snapshot(tmp_path):
+    with TicketStore(tmp_path / "state" / "middle.sqlite3") as s:
+        return (s.get_ticket("t").status, s.list_runs("t"), s.list_events(ticket_id="t"), s.memory_docs("t", True))
+
+
+@pytest.mark.parametrize("sit, args, says", [
+    ("pending", ("t", "change it"), ["has never run", "`middle run t`"]),
+    ("merged", ("t", "change it"), ["is merged", "`middle run --rerun t`"]),
+    ("discarded", ("t", "change it"), ["is discarded", "`middle run t`"]),
+    ("reverted", ("t", "change it"), ["is reverted", "`middle run t`"]),
+    ("failed", ("t", "change it"), ["is failed", "`middle run t`"]),
+    ("complete", ("t", "  "), ["is empty"]),
+    ("complete", ("nosuch", "change it"), ["no ticket 'nosuch'"]),
+])
+def test_refusals_are_one_line_and_change_nothing(tmp_path, monkeypatch, sit, args, says):
+    make_situation(sit, tmp_path)
+    (tmp_path / "middle.toml").write_text(
+        'state_dir = "state"\n[project]\npath = "repo"\n[agent]\nmax_turns = 3\n[memory]\nbackend = "none"\n')
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    result = CliRunner().invoke(main, ["feedback", *args])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
+    for needle in says:
+        assert needle in " ".join(result.output.split()), result.output
+    assert snapshot(tmp_path) == before

@@ -1,0 +1,74 @@
+"""The store side of review rounds, on SQLite and PostgreSQL: a round's run carries the ticket's
+branch, is claimed atomically (two processes asking at once start it once), and feedback is kept
+per run."""
+
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+
+from tickets.model import Ticket
+from tickets.store import TicketStore
+
+
+@pytest.fixture
+def store(store_target, tmp_path):
+    with TicketStore(store_target) as s:
+        s.upsert_ticket(Ticket(id="t", project_id="p", title="T", project_path=str(tmp_path)))
+        run_id = s.claim_new_run("t", ["pending"])
+        s.set_run_fields(run_id, isolation="worktree", repo="/r", base_branch="main", base_commit="b" * 40,
+                         branch="middle/t", worktree="/r/wt", head_commit="h" * 40,
+                         changes=[{"path": "a.py", "added": 1, "deleted": 0}])
+        s.end_run("t", run_id, "complete")
+        yield s
+
+
+def test_a_round_carries_the_branch_and_is_claimed_once(store):
+    claimed = store.claim_round("t", "also handle empty input", lease_s=60, carry=["earlier words"])
+    assert claimed is not None
+    run_id, number = claimed
+    run = store.get_run(run_id)
+    assert number == 2 and store.round_of(run_id) == 2 and run["status"] == "running"
+    assert (run["branch"], run["base_commit"], run["worktree"], run["head_commit"]) == (
+        "middle/t", "b" * 40, "/r/wt", "h" * 40)
+    assert store.get_ticket("t").status.value == "running" and store.get_claim("t").run_id == run_id
+    assert [(e["text"], e["round"], e["carried"]) for e in store.feedback(run_id)] == [
+        ("also handle empty input", 2, ["earlier words"])]
+    assert store.claim_round("t", "again", lease_s=60) is None  # running now: nothing changes
+    assert len(store.list_runs("t")) == 2
+    store.add_feedback("t", run_id, "while it runs")
+    assert [e["text"] for e in store.feedback(run_id)] == ["also handle empty input", "while it runs"]
+    store.end_run("t", run_id, "complete")
+    assert store.claim_round("t", "third", lease_s=60)[1] == 3
+
+
+def test_a_conflicted_ticket_round_records_why(store):
+    store.set_status("t", "conflict", "merging into main conflicts in a.py")
+    run_id, _ = store.claim_round("t", "fix it", lease_s=60)
+    assert store.feedback(run_id)[0]["conflict"] == "merging into main conflicts in a.py"
+
+
+def test_retired_docs_are_kept_deleted(store):
+    store.add_memory_doc("t", "p", "round one")
+    store.add_memory_doc("t", "p", "round two")
+    assert store.retire_memory_docs("t", ["round one"]) == 1
+    assert store.memory_docs("t") == ["round two"]
+    assert store.memory_docs("t", include_deleted=True) == ["round one", "round two"]
+
+
+def _claim(target: str, results) -> None:
+    with TicketStore(target) as s:
+        results.put(s.claim_round("t", "from a process", lease_s=60) is not None)
+
+
+def test_two_processes_asking_at_once_start_one_round(store, store_target):
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_claim, args=(store_target, results)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert sorted(results.get(timeout=5) for _ in procs) == [False, True]
+    assert len(store.list_runs("t")) == 2

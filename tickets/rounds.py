@@ -1,0 +1,112 @@
+"""Review rounds: the human's feedback on a ticket, stored as `feedback` run events.
+
+A round continues a complete (or conflicted) ticket on its branch: `claim_round` creates the
+round's run with the previous run's git record (same branch, worktree and start commit, so the
+diff is the whole change), claims the ticket and stores the feedback that opens the round, in one
+transaction. Feedback sent while a run goes on is an event of that run, read at its next assess.
+The event data: {"text", "round"} (and "carried": earlier undelivered feedback, "conflict": why
+the merge failed) for the one that opens a round, {"text"} for the others.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from tickets.model import RunStatus, utc_now
+
+FEEDBACK = "feedback"  # the run event kind
+MAX_FEEDBACK_CHARS = 4000  # a run event's text limit (tickets.events.MAX_EVENT_TEXT): never cut
+# What a round's run carries over from the run before it: where the change lives.
+CARRIED = ("isolation", "repo", "base_branch", "base_commit", "branch", "worktree", "head_commit",
+           "changes")
+ROUND_STATUSES = ("complete", "conflict")  # the ticket statuses a round starts from
+
+
+class TicketRounds:
+    """Round methods of TicketStore (needs its `_write`, `_read`, `_put_claim`, `_live_claim`)."""
+
+    if TYPE_CHECKING:  # provided by TicketStore, which this mixin is part of
+        _db: Any
+
+        def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
+        def _write(self) -> AbstractContextManager[Any]: ...
+        def _live_claim(self, conn: Any, ticket_id: str) -> Any: ...
+        def _put_claim(self, conn: Any, ticket_id: str, run_id: str, lease_s: float, pid: int | None) -> None: ...
+
+    def claim_round(self, ticket_id: str, text: str, *, lease_s: float,
+                    carry: list[str] | None = None) -> tuple[str, int] | None:
+        """Atomically: if the ticket is complete or conflicted and unclaimed, start its next
+        round: (run id, round number). None, changing nothing, when it is not (any more).
+
+        `carry`: earlier feedback the previous run never delivered, put before `text`."""
+        import uuid
+
+        with self._write() as conn:
+            row = conn.execute("SELECT status, status_reason FROM tickets WHERE id = ?" + self._db.skip_locked,
+                               (ticket_id,)).fetchone()
+            if row is None or row["status"] not in ROUND_STATUSES or self._live_claim(conn, ticket_id):
+                return None
+            previous = conn.execute(
+                f"SELECT * FROM runs WHERE ticket_id = ? ORDER BY started_at DESC, {self._db.order_col} DESC"
+                " LIMIT 1", (ticket_id,)).fetchone()
+            if previous is None:
+                return None
+            number = _round_of(conn, previous["id"]) + 1
+            run_id, now = uuid.uuid4().hex, utc_now()
+            conn.execute(
+                f"INSERT INTO runs (id, ticket_id, status, started_at, {', '.join(CARRIED)}) VALUES"
+                f" (?, ?, ?, ?, {', '.join('?' * len(CARRIED))})",
+                (run_id, ticket_id, RunStatus.RUNNING.value, now, *(previous[c] for c in CARRIED)))
+            self._put_claim(conn, ticket_id, run_id, lease_s, None)
+            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?"
+                         " WHERE id = ?", (now, ticket_id))
+            data: dict[str, Any] = {"text": text, "round": number}
+            if carry:
+                data["carried"] = carry
+            if row["status"] == "conflict":  # the round's agent is told why the merge failed
+                data["conflict"] = row["status_reason"] or "its branch conflicts with the base branch"
+            event = conn.execute(
+                "INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?) RETURNING id",
+                (run_id, ticket_id, FEEDBACK, json.dumps(data, ensure_ascii=False), now)).fetchone()
+            self._db.notify(conn, int(event[0]))
+        return run_id, number
+
+    def add_feedback(self, ticket_id: str, run_id: str, text: str) -> int:
+        """Store feedback for a run that goes on (or will, resumed): read at its next assess."""
+        with self._write() as conn:
+            now = utc_now()
+            event = conn.execute(
+                "INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?) RETURNING id",
+                (run_id, ticket_id, FEEDBACK, json.dumps({"text": text}, ensure_ascii=False), now)).fetchone()
+            self._db.notify(conn, int(event[0]))
+            return int(event[0])
+
+    def feedback(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's feedback events, oldest first: {"id", "text", "round" (opening one only), "at"}."""
+        rows = self._read("SELECT id, data, at FROM run_events WHERE run_id = ? AND kind = ? ORDER BY id",
+                          (run_id, FEEDBACK))
+        return [{"id": int(r["id"]), "at": r["at"], **json.loads(r["data"])} for r in rows]
+
+    def round_of(self, run_id: str) -> int:
+        """The run's round: 1 for a ticket's first run (or a rerun), n for the n-th review round."""
+        rows = self._read("SELECT data FROM run_events WHERE run_id = ? AND kind = ? ORDER BY id LIMIT 1",
+                          (run_id, FEEDBACK))
+        return int(json.loads(rows[0]["data"]).get("round") or 1) if rows else 1
+
+    def retire_memory_docs(self, ticket_id: str, docs: list[str]) -> int:
+        """Mark some of a ticket's live docs deleted (a later round's doc replaced them)."""
+        if not docs:
+            return 0
+        with self._write() as conn:
+            cur = conn.execute(
+                f"UPDATE memory_docs SET deleted_at = ? WHERE ticket_id = ? AND deleted_at IS NULL AND doc IN"
+                f" ({','.join('?' * len(docs))})", (utc_now(), ticket_id, *docs))
+            return cur.rowcount
+
+
+def _round_of(conn: Any, run_id: str) -> int:
+    row = conn.execute("SELECT data FROM run_events WHERE run_id = ? AND kind = ? ORDER BY id LIMIT 1",
+                       (run_id, FEEDBACK)).fetchone()
+    return int(json.loads(row["data"]).get("round") or 1) if row else 1
