@@ -315,6 +315,17 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries):
             if cur.rowcount == 0:
                 raise _no_ticket(ticket_id)
 
+    def set_status_if(self, ticket_id: str, only_from: tuple[str, ...], status: TicketStatus | str,
+                      reason: str | None = None) -> bool:
+        """Set the status only if it is one of `only_from` (checked in the same write); whether it was."""
+        status = TicketStatus(status)
+        marks = ",".join("?" * len(only_from))
+        with self._write() as conn:
+            cur = conn.execute(
+                f"UPDATE tickets SET status = ?, status_reason = ?, updated_at = ? WHERE id = ? AND status IN ({marks})",
+                (status.value, reason, utc_now(), ticket_id, *only_from))
+            return bool(cur.rowcount)
+
     def clear_pending_notes(self, ticket_ids: Iterable[str]) -> None:
         """Drop the notes of those tickets that are still pending (why an earlier batch put them
         back), in one statement: a ticket another process has claimed since is left alone."""

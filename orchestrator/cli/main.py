@@ -301,9 +301,12 @@ def _no_such_ticket(tid: str, loaded: Any, config: Config) -> str:
 @main.command()
 @click.option("--tickets", "tickets_dir", default=None, help="Ticket folder (default [project] tickets_dir).")
 @click.option("--from", "source", default=None, metavar="KIND:ARG",
-              help="Ticket source instead of [tickets], e.g. markdown:other-folder (see `middle plugins`).")
+              help="Ticket source instead of [tickets], e.g. markdown:other-folder or github:OWNER/REPO.")
+@click.option("--label", "labels", multiple=True, metavar="L", help="github: only issues with this label (repeatable).")
+@click.option("--milestone", default=None, metavar="M", help="github: only issues of this milestone (title or number).")
 @click.pass_context
-def sync(ctx: click.Context, tickets_dir: str | None, source: str | None) -> None:
+def sync(ctx: click.Context, tickets_dir: str | None, source: str | None, labels: tuple[str, ...],
+         milestone: str | None) -> None:
     """Load the tickets (the ticket folder, or [tickets] source) into the store, for workers to pick up."""
     from orchestrator.running.sync import sync as sync_source
 
@@ -312,7 +315,10 @@ def sync(ctx: click.Context, tickets_dir: str | None, source: str | None) -> Non
     config = get_config(ctx)
     svc = services(ctx, config)
     store = svc.store
-    loaded = sync_source(store, config, source=source, folder=tickets_dir, registry=svc.registry)
+    extra = {**({"labels": list(labels)} if labels else {}), **({"milestone": milestone} if milestone else {})}
+    loaded = sync_source(store, config, source=source, folder=tickets_dir, registry=svc.registry, options=extra)
+    for tid in loaded.discarded:
+        console.print(f"discarded {safe(tid)}: {safe(loaded.closed[tid])}")
     for problem in loaded.errors:
         err_console.print(f"[yellow]skipped:[/] {safe(problem)}")
     for warning in loaded.warnings:
