@@ -374,7 +374,10 @@ def tickets(ctx: click.Context, status: str | None) -> None:
     def status_of(tid: str) -> str | None:
         return rows[tid].status.value if tid in rows else None
 
-    table = make_table("id", "project", "status", "waits for", "title", "note")
+    # Where each ticket came from, once some come from elsewhere than a Markdown file (an issue).
+    origins = {t.id: _origin(t.source) for t in rows.values()}
+    show_from = any(origins.values())
+    table = make_table("id", "project", "status", "waits for", "title", *(("from",) if show_from else ()), "note")
     for t in sorted(rows.values(), key=lambda t: t.id):
         st = t.status.value
         if st == "running" and store is not None and (died := died_note(store.get_claim(t.id))):
@@ -385,8 +388,8 @@ def tickets(ctx: click.Context, status: str | None) -> None:
             continue
         waits = blocked.get(t.id) or (", ".join(waiting_for(t, status_of, config.dependencies))
                                       if st in ("pending", "failed", "discarded", "reverted") else "")
-        table.add_row(safe(t.id), safe(t.project_id), st, safe(shorten(waits or "-", 40)),
-                      safe(shorten(t.title, 60)), safe(shorten(t.status_reason or "", 60)))
+        table.add_row(safe(t.id), safe(t.project_id), st, safe(shorten(waits or "-", 40)), safe(shorten(t.title, 60)),
+                      *((safe(origins[t.id] or "file"),) if show_from else ()), safe(shorten(t.status_reason or "", 60)))
     console.print(table)
     for skipped in folder.errors:
         err_console.print(f"[yellow]skipped:[/] {safe(skipped)}")
@@ -396,6 +399,15 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         err_console.print(f"[bold red]error:[/] {safe(problem)}")
     if problems:  # the list is still shown, the broken tickets marked; an error line fails the command
         sys.exit(1)
+
+
+def _origin(source: str | None) -> str:
+    """A ticket's source as the table shows it: `me/app#12` for a GitHub issue; "" for a file."""
+    if not source or not source.startswith(("http://", "https://", "github:")):
+        return ""
+    from tickets.github.source import short_origin
+
+    return short_origin(source)
 
 
 @main.command()

@@ -167,7 +167,7 @@ class GitHubClient:
 
     def get(self, path: str, what: str) -> Any:
         """GET one resource of the repository, through the ETag cache."""
-        return self._get_cached(self.url(path), None, what)[0]
+        return self._get_cached(self.url(path), None, what, dict)[0]
 
     def get_all(self, path: str, params: Mapping[str, Any], what: str, max_pages: int = 1000) -> list[Any]:
         """Every page of a list (following `Link: rel="next"`), through the ETag cache."""
@@ -177,7 +177,7 @@ class GitHubClient:
         for _ in range(max_pages):
             if url is None:
                 return items
-            page, url = self._get_cached(url, query, what)
+            page, url = self._get_cached(url, query, what, list)
             query = None  # the next link carries the query
             if not isinstance(page, list):
                 raise TicketError(f"GitHub answered {what} with a {type(page).__name__}, not a list: check "
@@ -185,11 +185,14 @@ class GitHubClient:
             items.extend(page)
         raise TicketError(f"GitHub's answer to {what} has over {max_pages} pages: narrow it with --label or --milestone")
 
-    def _get_cached(self, url: str, params: Mapping[str, Any] | None, what: str) -> tuple[Any, str | None]:
+    def _get_cached(self, url: str, params: Mapping[str, Any] | None, what: str,
+                    expect: type) -> tuple[Any, str | None]:
         import httpx
 
         key = str(httpx.URL(url, params=params)) if params else url
         old = self._cache_old.get(key)
+        if old is not None and not isinstance(old["body"], expect):
+            old = None  # not what GitHub gives for this: fetch it whole again
         headers = {"If-None-Match": old["etag"]} if old else None
         resp = self.request("GET", key, headers=headers)
         if resp.status_code == 304 and old:

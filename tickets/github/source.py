@@ -11,7 +11,7 @@ from tickets.github.client import GitHubClient, github_settings, parse_repo
 from tickets.model import Ticket, validate_project_id
 from tickets.source import LoadResult, SourceContext, TicketFileError
 
-__all__ = ["GitHubIssuesSource", "dependencies", "issue_number"]
+__all__ = ["GitHubIssuesSource", "dependencies", "issue_number", "short_origin"]
 
 OPTIONS = frozenset({"repo", "labels", "milestone", "project"})
 PREFIX = "gh-"
@@ -111,6 +111,13 @@ class GitHubIssuesSource:
             except TicketError as exc:
                 result.errors.append(TicketFileError(where or f"{self.where}#{issue.get('number')}", str(exc)))
         result.tickets.sort(key=lambda t: issue_number(t.id) or 0)
+        if not self.labels and self.milestone is None:
+            # Every open issue is listed: one a ticket depends on that is not (closed, or a pull
+            # request) is done, so it does not hold the ticket back. A filtered list cannot tell.
+            listed = {t.id for t in result.tickets} | {f"{PREFIX}{i.get('number')}" for i in issues
+                                                         if isinstance(i, dict) and "pull_request" not in i}
+            result.tickets = [t if set(t.depends_on) <= listed else
+                              t.replace(depends_on=[d for d in t.depends_on if d in listed]) for t in result.tickets]
         return result
 
     def _milestone_number(self, gh: GitHubClient) -> str:
@@ -163,6 +170,14 @@ class GitHubIssuesSource:
                     found[tid] = f"issue #{number} was closed on GitHub"
             gh.save_cache()
         return found
+
+
+def short_origin(source: str) -> str:
+    """`me/app#12` for an issue's URL (or `github:me/app#12`); other text as it is."""
+    found = re.search(r"([\w.-]+/[\w.-]+)/(?:issues|pull)/(\d+)$", source)
+    if found:
+        return f"{found.group(1)}#{found.group(2)}"
+    return source.removeprefix("github:")
 
 
 def _folder_project(path: Path) -> str:
