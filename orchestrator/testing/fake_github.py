@@ -306,8 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.github
         with fake._lock:
             fake.requests.append(req)
-        host = self.headers.get("Host") or f"127.0.0.1:{self.server.server_address[1]}"
-        status, headers, payload = fake.handle(req, f"http://{host}")
+        status, headers, payload = fake.handle(req, fake.url)
         data = json.dumps(payload).encode()
         with fake._lock:
             if status == 200 and self.command == "GET":
