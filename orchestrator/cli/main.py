@@ -73,6 +73,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("orchestrator.cli.demo:demo", "Run the sample backlog offline with the real Claude Code CLI."),
     "serve": ("orchestrator.server.serve:serve", "Serve the dashboard, the tickets and memory API, live run events."),
     "worker": ("orchestrator.cli.fleet:worker", "Work the shared backlog on this machine (claim, run, push)."),
+    "pr": ("orchestrator.github.cli:pr", "Open a complete ticket's pull request on GitHub (pushes its branch)."),
 }
 
 
@@ -316,9 +317,12 @@ def sync(ctx: click.Context, tickets_dir: str | None, source: str | None, labels
     svc = services(ctx, config)
     store = svc.store
     extra = {**({"labels": list(labels)} if labels else {}), **({"milestone": milestone} if milestone else {})}
-    loaded = sync_source(store, config, source=source, folder=tickets_dir, registry=svc.registry, options=extra)
+    loaded = sync_source(store, config, source=source, folder=tickets_dir, registry=svc.registry, options=extra,
+                         pulls=True)
     for tid in loaded.discarded:
         console.print(f"discarded {safe(tid)}: {safe(loaded.closed[tid])}")
+    for line in loaded.pull_changes:
+        console.print(safe(line))
     for problem in loaded.errors:
         err_console.print(f"[yellow]skipped:[/] {safe(problem)}")
     for warning in loaded.warnings:

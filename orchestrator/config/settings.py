@@ -104,6 +104,9 @@ class GithubConfig(_Strict):
     api_url: str = "https://api.github.com"
     token_env: str = "GITHUB_TOKEN"  # secrets only from the environment
     max_wait_s: float = Field(60.0, ge=0)  # the longest rate-limit wait before giving up
+    # The repository pull requests go to (OWNER/REPO); unset: a gh- ticket's own, the github
+    # ticket source's, else the one [project] repo_url (or `origin`) names on GitHub.
+    repo: str | None = None
 
 
 class StoreConfig(_Strict):
@@ -135,6 +138,8 @@ class RunConfig(_Strict):
     # How long a claim holds without its runner's heartbeat: a machine that died (or a killed
     # worker) gives its tickets up after this, and another runner takes them over.
     lease_s: float = Field(120.0, ge=1.0)
+    # "pr": open a pull request for every ticket that completes (`middle pr`), on any runner.
+    on_complete: Literal["none", "pr"] = "none"
 
 
 class Config(_Strict):

@@ -36,6 +36,7 @@ class Loaded(LoadResult):
     new: list[str] | None = None
     closed: dict[str, str] = field(default_factory=dict)  # stored ticket id -> why the source closed it
     discarded: list[str] = field(default_factory=list)  # those of `closed` this sync discarded
+    pull_changes: list[str] = field(default_factory=list)  # tickets a pull request's state moved, said
 
 
 def parse_from(spec: str) -> tuple[str, str | None]:
@@ -124,9 +125,11 @@ _CONTENT = ("project_id", "title", "description", "project_path", "source", "fie
 
 
 def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, folder: str | Path | None = None,
-         registry: PluginRegistry | None = None, options: dict[str, Any] | None = None) -> Loaded:
+         registry: PluginRegistry | None = None, options: dict[str, Any] | None = None,
+         pulls: bool = False) -> Loaded:
     """Load the source into the store: new tickets pending, changed ones updated (status kept),
-    pending ones the source says are closed (a closed issue) discarded.
+    pending ones the source says are closed (a closed issue) discarded; with `pulls`, complete
+    tickets whose pull request was merged or closed on GitHub become merged or discarded.
 
     Everything is read from the source before anything is written, so a source that fails half
     way (the network) leaves the store as it was. Dependency problems (an unknown id, a cycle)
@@ -140,7 +143,17 @@ def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, fo
         listed = {t.id for t in loaded.tickets}
         gone = [t for t in store.list_tickets(status="pending") if t.id not in listed]
         loaded.closed = dict(closed(gone)) if gone else {}
-    return store_loaded(store, loaded)
+    states = []
+    if pulls and not hasattr(config, "tickets_kind"):  # the full Config (not the read-only view)
+        from orchestrator.github.pulls import read_pull_states
+
+        states = read_pull_states(store, config)  # type: ignore[arg-type]
+    store_loaded(store, loaded)
+    if states:
+        from orchestrator.github.pulls import apply_pull_states
+
+        loaded.pull_changes = apply_pull_states(store, states)
+    return loaded
 
 
 def store_loaded(store: TicketStore, loaded: Loaded) -> Loaded:
