@@ -145,7 +145,7 @@ def open_pull_request(store: TicketStore, config: Config, ticket_id: str,
         if not isinstance(pull, dict) or not isinstance(pull.get("html_url"), str):
             raise TicketError(f"GitHub's answer has no pull request URL: run `middle pr {ticket_id}` again")
     store.set_run_fields(run["id"], pr_url=pull["html_url"], pr_state="open")
-    number = pull.get("number") if isinstance(pull.get("number"), int) else 0
+    number = pull["number"] if isinstance(pull.get("number"), int) else 0
     say(f"{'opened' if created else 'found'} pull request {pull['html_url']} for {ticket_id} ({branch} -> {base})")
     return PullRequest(pull["html_url"], number, created)
 
