@@ -86,6 +86,20 @@ def test_dependency_lines_name_issue_numbers(project, github):
     assert "See #9 for context" in b.description and "Depends on" not in b.description
 
 
+@pytest.mark.parametrize("filtered", [False, True])
+def test_a_dependency_on_a_closed_issue_is_done_and_on_a_missing_one_reported(project, github, filtered):
+    github.add_issue("me/app", "Done already", state="closed", labels=["x"])
+    github.add_issue("me/app", "Open, other label")
+    github.add_issue("me/app", "Waits", "Depends on #1\nBlocked by #2\nDepends on #99", labels=["x"])
+    result = invoke("sync", "--from", "github:me/app", *(["--label", "x"] if filtered else []))
+    # #1 is closed: done; #99 does not exist; #2 is open, so waited for (a ticket once it is synced)
+    unknown = "'gh-2', 'gh-99'" if filtered else "'gh-99'"
+    assert result.exit_code == 1 and f"depends_on names no ticket: {unknown} (" in result.output, result.output
+    assert stored(project)["gh-3"].depends_on == ["gh-2", "gh-99"]
+    asked = {r.path for r in github.requests}
+    assert "/repos/me/app/issues/1" in asked and "/repos/me/app/issues/99" in asked
+
+
 def test_resync_is_idempotent_and_uses_etags(project, github):
     github.add_issue("me/app", "One", "body")
     assert invoke("sync", "--from", "github:me/app").exit_code == 0

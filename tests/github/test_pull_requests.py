@@ -80,7 +80,8 @@ def test_middle_pr_pushes_the_branch_and_opens_the_pull_request_once(project, gi
     again = invoke("pr", "gh-1")
     assert again.exit_code == 0 and len(github.requests_to("/repos/me/app/pulls", "POST")) == 1
     log = invoke("log", "gh-1")
-    assert "https://github.example/me/app/pull/2" in log.output, log.output
+    assert "pull request https://github.example/me/app/pull/2 (open)" in log.output, log.output
+    assert "from https://github.example/me/app/issues/1" in log.output
 
 
 def test_a_pull_request_call_failing_after_the_push_is_finished_by_the_next_middle_pr(project, github):

@@ -165,9 +165,10 @@ class GitHubClient:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def get(self, path: str, what: str) -> Any:
-        """GET one resource of the repository, through the ETag cache."""
-        return self._get_cached(self.url(path), None, what, dict)[0]
+    def get(self, path: str, what: str, *, missing_ok: bool = False) -> Any:
+        """GET one resource of the repository, through the ETag cache; with `missing_ok`, None if
+        GitHub has no such resource (404, 410) rather than an error."""
+        return self._get_cached(self.url(path), None, what, dict, missing_ok)[0]
 
     def get_all(self, path: str, params: Mapping[str, Any], what: str, max_pages: int = 1000) -> list[Any]:
         """Every page of a list (following `Link: rel="next"`), through the ETag cache."""
@@ -186,7 +187,7 @@ class GitHubClient:
         raise TicketError(f"GitHub's answer to {what} has over {max_pages} pages: narrow it with --label or --milestone")
 
     def _get_cached(self, url: str, params: Mapping[str, Any] | None, what: str,
-                    expect: type) -> tuple[Any, str | None]:
+                    expect: type, missing_ok: bool = False) -> tuple[Any, str | None]:
         import httpx
 
         key = str(httpx.URL(url, params=params)) if params else url
@@ -197,6 +198,8 @@ class GitHubClient:
         resp = self.request("GET", key, headers=headers)
         if resp.status_code == 304 and old:
             body, next_url = old["body"], old["next"]
+        elif missing_ok and resp.status_code in (404, 410):
+            return None, None
         else:
             body = self.check(resp, what)
             next_url = resp.links.get("next", {}).get("url")

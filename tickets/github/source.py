@@ -100,6 +100,7 @@ class GitHubIssuesSource:
             if self.milestone is not None:
                 params["milestone"] = self._milestone_number(gh)
             issues = gh.get_all("/issues", params, f"the issue list of {self.repo}")
+            done = self._done_dependencies(gh, issues)
             gh.save_cache()
         result = LoadResult()
         for issue in sorted((i for i in issues if isinstance(i, dict)), key=lambda i: str(i.get("number"))):
@@ -111,14 +112,27 @@ class GitHubIssuesSource:
             except TicketError as exc:
                 result.errors.append(TicketFileError(where or f"{self.where}#{issue.get('number')}", str(exc)))
         result.tickets.sort(key=lambda t: issue_number(t.id) or 0)
-        if not self.labels and self.milestone is None:
-            # Every open issue is listed: one a ticket depends on that is not (closed, or a pull
-            # request) is done, so it does not hold the ticket back. A filtered list cannot tell.
-            listed = {t.id for t in result.tickets} | {f"{PREFIX}{i.get('number')}" for i in issues
-                                                         if isinstance(i, dict) and "pull_request" not in i}
-            result.tickets = [t if set(t.depends_on) <= listed else
-                              t.replace(depends_on=[d for d in t.depends_on if d in listed]) for t in result.tickets]
+        # A dependency on a closed issue (or on a pull request) is done: it holds nothing back.
+        result.tickets = [t if not done & set(t.depends_on) else
+                          t.replace(depends_on=[d for d in t.depends_on if d not in done]) for t in result.tickets]
         return result
+
+    def _done_dependencies(self, gh: GitHubClient, issues: list[Any]) -> set[str]:
+        """The `gh-N` ids that issues depend on and that are closed issues or pull requests; one
+        that is not in the list is read on its own (an unknown one stays, and is reported)."""
+        listed: dict[int, dict[str, Any]] = {i["number"]: i for i in issues
+                                             if isinstance(i, dict) and isinstance(i.get("number"), int)}
+        wanted: set[int] = set()
+        for issue in listed.values():
+            if "pull_request" not in issue and isinstance(issue.get("body"), str):
+                wanted.update(dependencies(issue["body"])[0])
+        done = set()
+        for number in sorted(wanted):
+            item = listed.get(number) or gh.get(f"/issues/{number}", f"issue #{number} of {self.repo}",
+                                                missing_ok=True)
+            if isinstance(item, dict) and ("pull_request" in item or item.get("state") == "closed"):
+                done.add(f"{PREFIX}{number}")
+        return done
 
     def _milestone_number(self, gh: GitHubClient) -> str:
         """GitHub filters by milestone number: a title is looked up among the repository's milestones."""
