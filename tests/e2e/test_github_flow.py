@@ -124,3 +124,33 @@ def test_a_worker_opens_the_pull_request_of_the_ticket_it_completes(tmp_path, cl
     assert out(remote, "show", "middle/gh-1:calc/three.py") == "THREE = 3"
     with TicketStore(pg_url) as store:
         assert store.latest_run("gh-1")["pr_url"].endswith("/pull/2")
+
+
+def test_the_ticket_page_button_opens_the_pull_request_in_a_browser(tmp_path, claude_cli, github, monkeypatch):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "browser"))
+    from browser_helpers import start_browser, wait  # noqa: E402
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from orchestrator.config.settings import load_config
+    from orchestrator.server import create_app
+    from orchestrator.server.live import ServerThread
+
+    github.add_issue("me/app", *issue("calc/four.py", "FOUR = 4"))
+    desk, remote = project(tmp_path, github, claude_cli)
+    (desk / "middle.toml").write_text((desk / "middle.toml").read_text().replace('"pr"', '"none"'))
+    middle(desk, github, "sync")
+    middle(desk, github, "run", "--fake", "gh-1")
+    monkeypatch.setenv("GITHUB_TOKEN", github.token)
+    driver = start_browser()
+    try:
+        with ServerThread(create_app(load_config(desk / "middle.toml"), fake=True)) as server:
+            driver.get(f"{server.url}/tickets/gh-1")
+            driver.find_element(By.CSS_SELECTOR, 'button[data-action="pr"]').send_keys(Keys.ENTER)
+            link = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#pr-link"), "the pull request link")
+            assert link[0].get_attribute("href") == "https://github.example/me/app/pull/2"
+            assert not driver.find_elements(By.CSS_SELECTOR, 'button[data-action="pr"]')
+    finally:
+        driver.quit()
+    assert len(github.requests_to("/repos/me/app/pulls", "POST")) == 1
+    assert out(remote, "show", "middle/gh-1:calc/four.py") == "FOUR = 4"
