@@ -142,7 +142,8 @@ def open_pull_request(store: TicketStore, config: Config, ticket_id: str,
                 pull, created = _open_pull(gh, owner, branch), False
             if pull is None:
                 pull = gh.check(resp, f"the new pull request of {branch}")
-        if not isinstance(pull, dict) or not isinstance(pull.get("html_url"), str):
+        if not isinstance(pull, dict) or not str(pull.get("html_url")).startswith(("https://", "http://")):
+            # (the URL is shown as a link on the ticket page: nothing but a web address is kept)
             raise TicketError(f"GitHub's answer has no pull request URL: run `middle pr {ticket_id}` again")
     store.set_run_fields(run["id"], pr_url=pull["html_url"], pr_state="open")
     number = pull["number"] if isinstance(pull.get("number"), int) else 0
