@@ -321,6 +321,8 @@ def sync(ctx: click.Context, tickets_dir: str | None, source: str | None, labels
                          pulls=True)
     for tid in loaded.discarded:
         console.print(f"discarded {safe(tid)}: {safe(loaded.closed[tid])}")
+    for tid in loaded.reopened:
+        console.print(f"pending again {safe(tid)}: its issue was reopened")
     for line in loaded.pull_changes:
         console.print(safe(line))
     for problem in loaded.errors:

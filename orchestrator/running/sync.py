@@ -36,6 +36,7 @@ class Loaded(LoadResult):
     new: list[str] | None = None
     closed: dict[str, str] = field(default_factory=dict)  # stored ticket id -> why the source closed it
     discarded: list[str] = field(default_factory=list)  # those of `closed` this sync discarded
+    reopened: list[str] = field(default_factory=list)  # discarded tickets the source opened again: pending
     pull_changes: list[str] = field(default_factory=list)  # tickets a pull request's state moved, said
 
 
@@ -143,6 +144,11 @@ def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, fo
         listed = {t.id for t in loaded.tickets}
         gone = [t for t in store.list_tickets(status="pending") if t.id not in listed]
         loaded.closed = dict(closed(gone)) if gone else {}
+    reopened = getattr(opened, "reopened", None)
+    if callable(reopened):  # discarded because the source closed them, listed again: pending again
+        listed = {t.id for t in loaded.tickets}
+        back = [t for t in store.list_tickets(status="discarded") if t.id in listed]
+        loaded.reopened = list(reopened(back)) if back else []
     states = []
     if pulls and not hasattr(config, "tickets_kind"):  # the full Config (not the read-only view)
         from orchestrator.github.pulls import read_pull_states
@@ -157,8 +163,8 @@ def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, fo
 
 
 def store_loaded(store: TicketStore, loaded: Loaded) -> Loaded:
-    """Copy checked tickets into the store, discard closed pending ones; set `new`, `discarded`
-    and `dependency_errors`."""
+    """Copy checked tickets into the store, discard closed pending ones, put reopened ones back to
+    pending; set `new`, `discarded`, `reopened` and `dependency_errors`."""
     stored = {t.id: t for t in store.list_tickets()}
     loaded.new = [t.id for t in loaded.tickets if t.id not in stored]
     for ticket in loaded.tickets:
@@ -169,5 +175,6 @@ def store_loaded(store: TicketStore, loaded: Loaded) -> Loaded:
     # finished, is left as it is (the status is compared in the same write).
     loaded.discarded = [tid for tid, why in sorted(loaded.closed.items())
                         if store.set_status_if(tid, ("pending",), "discarded", why)]
+    loaded.reopened = [tid for tid in loaded.reopened if store.set_status_if(tid, ("discarded",), "pending")]
     loaded.dependency_errors = check_dependencies(loaded.tickets, set(stored) | {t.id for t in loaded.tickets})
     return loaded

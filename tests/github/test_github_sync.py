@@ -130,6 +130,14 @@ def test_a_changed_issue_updates_its_ticket_and_a_closed_one_discards_only_a_pen
     assert tickets["gh-4"].title == "Renamed on GitHub" and tickets["gh-4"].description == "new body"
     assert tickets["gh-4"].status is TicketStatus.PENDING
 
+    github.update_issue("me/app", 1, state="open")  # reopened: the ticket is wanted again
+    github.update_issue("me/app", 3, state="open")
+    again = invoke("sync", "--from", "github:me/app")
+    assert again.exit_code == 0 and "pending again gh-1: its issue was reopened" in again.output, again.output
+    tickets = stored(project)
+    assert tickets["gh-1"].status is TicketStatus.PENDING and tickets["gh-1"].status_reason is None
+    assert tickets["gh-3"].status is TicketStatus.COMPLETE  # not discarded by the sync: left as it is
+
 
 def test_a_ticket_claimed_between_the_read_and_the_write_is_not_discarded(tmp_path):
     from orchestrator.running.sync import Loaded, store_loaded

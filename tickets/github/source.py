@@ -15,6 +15,7 @@ __all__ = ["GitHubIssuesSource", "dependencies", "issue_number", "short_origin"]
 
 OPTIONS = frozenset({"repo", "labels", "milestone", "project"})
 PREFIX = "gh-"
+CLOSED_NOTE = "issue #{number} was closed on GitHub"  # the reason a closed issue's ticket is discarded
 # "Depends on #12", "- blocked by #3 and #4": a line naming what must be done first.
 _DEP_LINE = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?(?:depends\s+on|blocked\s+by)\b", re.IGNORECASE)
 _REF = re.compile(r"(?<![\w/#])#(\d+)\b")
@@ -181,9 +182,14 @@ class GitHubIssuesSource:
             for tid, number in mine:
                 issue = gh.get(f"/issues/{number}", f"issue #{number} of {self.repo}")
                 if isinstance(issue, dict) and issue.get("state") == "closed":
-                    found[tid] = f"issue #{number} was closed on GitHub"
+                    found[tid] = CLOSED_NOTE.format(number=number)
             gh.save_cache()
         return found
+
+    def reopened(self, tickets: list[Ticket]) -> list[str]:
+        """Of these stored discarded tickets (their issue is open again), those a sync discarded
+        because the issue was closed: they go back to pending."""
+        return [t.id for t in tickets if t.status_reason == CLOSED_NOTE.format(number=issue_number(t.id))]
 
 
 def short_origin(source: str) -> str:
