@@ -1,4 +1,4 @@
-"""Built-in plugin registering the Markdown folder source through the hook third parties use."""
+"""Built-in plugin registering the Markdown folder and GitHub issues sources through the hook third parties use."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ hookimpl = pluggy.HookimplMarker("middle_agent")
 
 @hookimpl
 def register_ticket_sources(register: Callable[[type], None]) -> None:
+    from tickets.github.source import GitHubIssuesSource
     from tickets.source import MarkdownFolderSource
 
     register(MarkdownFolderSource)
+    register(GitHubIssuesSource)

@@ -6,7 +6,7 @@ import datetime as dt
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -70,6 +70,10 @@ class SourceContext:
     max_ticket_chars: int  # [project] max_ticket_chars (the sync owner also checks every ticket)
     # Where a source may remember what it parsed (a cache, never state); None: do not remember.
     memo: Callable[[Path], Path] | None = None
+    project_id: str | None = None  # [project] id, if set: the project of a ticket that names none
+    state_dir: Path | None = None  # the project's state dir (.middle/), for a source's own caches
+    # Config tables a source may read by name, as TOML gives them: {"github": {"api_url": ...}}.
+    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 class TicketSource(Protocol):

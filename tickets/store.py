@@ -36,7 +36,8 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 4: memory_docs.backend: the memory backend that indexed each doc (NULL: not recorded).
 # 5: runs.premerge_commit: the base branch's commit just before the ticket was merged;
 #    claims.owner_start: the claiming process's start token, so a reused pid is not taken for it.
-SCHEMA_VERSION = 5
+# 6: runs.pr_url, runs.pr_state: the run's pull request ("opening" is recorded before the push).
+SCHEMA_VERSION = 6
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
 SCHEMA_LOCK_KEY = 0x6D6964646C65
@@ -78,7 +79,9 @@ CREATE TABLE IF NOT EXISTS runs (
     merge_commit TEXT,
     premerge_commit TEXT,
     revert_commit TEXT,
-    offline INTEGER NOT NULL DEFAULT 0
+    offline INTEGER NOT NULL DEFAULT 0,
+    pr_url TEXT,
+    pr_state TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_ticket ON runs(ticket_id, started_at);
 CREATE TABLE IF NOT EXISTS turns (
@@ -120,14 +123,18 @@ CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
 GIT_RUN_FIELDS = ("isolation", "repo", "base_branch", "base_commit", "branch", "worktree", "head_commit",
                   "changes", "merge_commit", "premerge_commit", "revert_commit")
 # offline: run on the built-in fake model, so its (made-up) cost is kept apart from real spending.
+# A run's pull request (`middle pr`): its URL, and "opening" (intent recorded before the branch is
+# pushed), "open", "merged" or "closed".
+PR_RUN_FIELDS = ("pr_url", "pr_state")
 _RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ended_at", "offline",
-                         *GIT_RUN_FIELDS})
+                         *GIT_RUN_FIELDS, *PR_RUN_FIELDS})
 # Columns added after a table was first created: (table, column, declaration) for the migration.
 _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   *(("runs", name, "TEXT") for name in GIT_RUN_FIELDS),
                   ("runs", "offline", "INTEGER NOT NULL DEFAULT 0"),
                   ("memory_docs", "backend", "TEXT"),
-                  ("claims", "owner_start", "TEXT"))
+                  ("claims", "owner_start", "TEXT"),
+                  *(("runs", name, "TEXT") for name in PR_RUN_FIELDS))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
@@ -315,6 +322,17 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
                 (status.value, reason, utc_now(), ticket_id))
             if cur.rowcount == 0:
                 raise _no_ticket(ticket_id)
+
+    def set_status_if(self, ticket_id: str, only_from: tuple[str, ...], status: TicketStatus | str,
+                      reason: str | None = None) -> bool:
+        """Set the status only if it is one of `only_from` (checked in the same write); whether it was."""
+        status = TicketStatus(status)
+        marks = ",".join("?" * len(only_from))
+        with self._write() as conn:
+            cur = conn.execute(
+                f"UPDATE tickets SET status = ?, status_reason = ?, updated_at = ? WHERE id = ? AND status IN ({marks})",
+                (status.value, reason, utc_now(), ticket_id, *only_from))
+            return bool(cur.rowcount)
 
     def clear_pending_notes(self, ticket_ids: Iterable[str]) -> None:
         """Drop the notes of those tickets that are still pending (why an earlier batch put them

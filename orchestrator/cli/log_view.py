@@ -30,6 +30,8 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
     ticket = store.get_ticket(ticket_id)
     status = getattr(ticket.status, "value", ticket.status)
     console.print(f"[bold]ticket {escape(ticket.id)}[/]: {escape(ticket.title)} " + escape(f"[{status}]"))
+    if ticket.source and ticket.source.startswith(("http://", "https://")):
+        console.print(f"  from {escape(ticket.source)}", soft_wrap=True)
     if ticket.status_reason:
         console.print(f"  {escape(ticket.status_reason)}", soft_wrap=True)
     runs = store.list_runs(ticket_id)
@@ -126,6 +128,10 @@ def _git_lines(console: Console, run: dict[str, Any]) -> None:
         console.print(f"  merged into {escape(run.get('base_branch') or '?')} at {run['merge_commit'][:10]}")
     if run.get("revert_commit"):
         console.print(f"  reverted by {run['revert_commit'][:10]}")
+    if run.get("pr_url"):
+        console.print(f"  pull request {escape(run['pr_url'])} ({escape(run.get('pr_state') or '?')})", soft_wrap=True)
+    elif run.get("pr_state") == "opening":
+        console.print("  pull request being opened (not recorded yet): run `middle pr` again to finish")
 
 
 # -- `middle log --follow`: the run's stored events, printed as they arrive ------------------------

@@ -75,6 +75,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("orchestrator.cli.demo:demo", "Run the sample backlog offline with the real Claude Code CLI."),
     "serve": ("orchestrator.server.serve:serve", "Serve the dashboard, the tickets and memory API, live run events."),
     "worker": ("orchestrator.cli.fleet:worker", "Work the shared backlog on this machine (claim, run, push)."),
+    "pr": ("orchestrator.cli.pr:pr", "Open a complete ticket's pull request on GitHub (pushes its branch)."),
 }
 
 
@@ -295,9 +296,12 @@ def _no_such_ticket(tid: str, loaded: Any, config: Config) -> str:
 @main.command()
 @click.option("--tickets", "tickets_dir", default=None, help="Ticket folder (default [project] tickets_dir).")
 @click.option("--from", "source", default=None, metavar="KIND:ARG",
-              help="Ticket source instead of [tickets], e.g. markdown:other-folder (see `middle plugins`).")
+              help="Ticket source instead of [tickets], e.g. markdown:other-folder or github:OWNER/REPO.")
+@click.option("--label", "labels", multiple=True, metavar="L", help="github: only issues with this label (repeatable).")
+@click.option("--milestone", default=None, metavar="M", help="github: only issues of this milestone (title or number).")
 @click.pass_context
-def sync(ctx: click.Context, tickets_dir: str | None, source: str | None) -> None:
+def sync(ctx: click.Context, tickets_dir: str | None, source: str | None, labels: tuple[str, ...],
+         milestone: str | None) -> None:
     """Load the tickets (the ticket folder, or [tickets] source) into the store, for workers to pick up."""
     from orchestrator.running.sync import sync as sync_source
 
@@ -306,7 +310,13 @@ def sync(ctx: click.Context, tickets_dir: str | None, source: str | None) -> Non
     config = get_config(ctx)
     svc = services(ctx, config)
     store = svc.store
-    loaded = sync_source(store, config, source=source, folder=tickets_dir, registry=svc.registry)
+    extra = {**({"labels": list(labels)} if labels else {}), **({"milestone": milestone} if milestone else {})}
+    loaded = sync_source(store, config, source=source, folder=tickets_dir, registry=svc.registry, options=extra,
+                         pulls=True)
+    for tid in loaded.discarded:
+        console.print(f"discarded {safe(tid)}: {safe(loaded.closed[tid])}")
+    print_each(console, "pending again", [f"{tid}: its issue was reopened" for tid in loaded.reopened])
+    print_each(console, "", loaded.pull_changes)
     print_each(err_console, "[yellow]skipped:[/]", loaded.errors)
     print_each(err_console, "[yellow]warning:[/]", loaded.warnings)
     print_each(err_console, "[bold red]error:[/]", loaded.dependency_errors)
@@ -359,7 +369,10 @@ def tickets(ctx: click.Context, status: str | None) -> None:
     def status_of(tid: str) -> str | None:
         return rows[tid].status.value if tid in rows else None
 
-    table = make_table("id", "project", "status", "waits for", "title", "note")
+    # Where each ticket came from, once some come from elsewhere than a Markdown file (an issue).
+    origins = {t.id: _origin(t.source) for t in rows.values()}
+    show_from = any(origins.values())
+    table = make_table("id", "project", "status", "waits for", "title", *(("from",) if show_from else ()), "note")
     for t in sorted(rows.values(), key=lambda t: t.id):
         st = t.status.value
         if st == "running" and store is not None and (died := died_note(store.get_claim(t.id))):
@@ -370,8 +383,8 @@ def tickets(ctx: click.Context, status: str | None) -> None:
             continue
         waits = blocked.get(t.id) or (", ".join(waiting_for(t, status_of, config.dependencies))
                                       if st in ("pending", "failed", "discarded", "reverted") else "")
-        table.add_row(safe(t.id), safe(t.project_id), st, safe(shorten(waits or "-", 40)),
-                      safe(shorten(t.title, 60)), safe(shorten(t.status_reason or "", 60)))
+        table.add_row(safe(t.id), safe(t.project_id), st, safe(shorten(waits or "-", 40)), safe(shorten(t.title, 60)),
+                      *((safe(origins[t.id] or "file"),) if show_from else ()), safe(shorten(t.status_reason or "", 60)))
     console.print(table)
     for skipped in folder.errors:
         err_console.print(f"[yellow]skipped:[/] {safe(skipped)}")
@@ -381,6 +394,15 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         err_console.print(f"[bold red]error:[/] {safe(problem)}")
     if problems:  # the list is still shown, the broken tickets marked; an error line fails the command
         sys.exit(1)
+
+
+def _origin(source: str | None) -> str:
+    """A ticket's source as the table shows it: `me/app#12` for a GitHub issue; "" for a file."""
+    if not source or not source.startswith(("http://", "https://", "github:")):
+        return ""
+    from tickets.github.source import short_origin
+
+    return short_origin(source)
 
 
 @main.command()

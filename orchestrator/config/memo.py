@@ -44,6 +44,9 @@ class ReadConfig:
     root: str  # the config's folder: relative paths start here
     tickets_kind: str  # [tickets] kind: the ticket source
     tickets_options: str  # [tickets.options] as JSON (a memo value is text or a number)
+    project_id: str  # [project] id, "" when unset
+    state_dir: str  # absolute
+    github: str  # [github] as JSON
 
 
 def read_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None, *,
@@ -85,6 +88,9 @@ def read_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         root=str(config.root),
         tickets_kind=config.tickets.kind,
         tickets_options=json.dumps(config.tickets.options, sort_keys=True),
+        project_id=config.project.id or "",
+        state_dir=str(config.state_path),
+        github=json.dumps(config.github.model_dump(), sort_keys=True),
     )
     if key is not None:
         write_json(memo, {"key": key, "config": asdict(view)})

@@ -98,6 +98,17 @@ class ProjectConfig(_Strict):
     max_ticket_chars: int = Field(100_000, gt=0)
 
 
+class GithubConfig(_Strict):
+    """`[github]`: where the GitHub API is (GitHub Enterprise: its /api/v3 URL) and the token's variable."""
+
+    api_url: str = "https://api.github.com"
+    token_env: str = "GITHUB_TOKEN"  # secrets only from the environment
+    max_wait_s: float = Field(60.0, ge=0)  # the longest rate-limit wait before giving up
+    # The repository pull requests go to (OWNER/REPO); unset: a gh- ticket's own, the github
+    # ticket source's, else the one [project] repo_url (or `origin`) names on GitHub.
+    repo: str | None = None
+
+
 class StoreConfig(_Strict):
     """`[store]`: where tickets, runs, claims, run events and checkpoints live."""
 
@@ -127,6 +138,8 @@ class RunConfig(_Strict):
     # How long a claim holds without its runner's heartbeat: a machine that died (or a killed
     # worker) gives its tickets up after this, and another runner takes them over.
     lease_s: float = Field(120.0, ge=1.0)
+    # "pr": open a pull request for every ticket that completes (`middle pr`), on any runner.
+    on_complete: Literal["none", "pr"] = "none"
 
 
 class Config(_Strict):
@@ -138,6 +151,7 @@ class Config(_Strict):
     project: ProjectConfig = ProjectConfig()
     run: RunConfig = RunConfig()
     store: StoreConfig = StoreConfig()
+    github: GithubConfig = GithubConfig()
     state_dir: str = ".middle"  # tickets DB, checkpoints, Claude Code config for fake runs
     root: Path = Field(default_factory=Path.cwd, exclude=True)  # relative paths resolve here
     source: Path | None = Field(None, exclude=True)  # the config file read, if any
@@ -255,7 +269,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         raise ConfigError(f"bad configuration: {problems}") from None
 
 
-_SECTIONS = ("agent", "worker", "tickets", "memory", "project", "run", "store")
+_SECTIONS = ("agent", "worker", "tickets", "memory", "project", "run", "store", "github")
 
 
 def _check_variable_names(environ: Mapping[str, str]) -> None:

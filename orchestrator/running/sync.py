@@ -8,7 +8,7 @@ them and for every source a plugin registers (`register_ticket_sources`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
@@ -34,6 +34,10 @@ class Loaded(LoadResult):
 
     where: str = ""
     new: list[str] | None = None
+    closed: dict[str, str] = field(default_factory=dict)  # stored ticket id -> why the source closed it
+    discarded: list[str] = field(default_factory=list)  # those of `closed` this sync discarded
+    reopened: list[str] = field(default_factory=list)  # discarded tickets the source opened again: pending
+    pull_changes: list[str] = field(default_factory=list)  # tickets a pull request's state moved, said
 
 
 def parse_from(spec: str) -> tuple[str, str | None]:
@@ -53,20 +57,24 @@ def _settings(config: AnyConfig) -> tuple[str, dict[str, Any], SourceContext]:
         view: Any = config
         kind, options = view.tickets_kind, json.loads(view.tickets_options)
         context = SourceContext(Path(view.root), Path(view.tickets_dir), Path(view.project_path),
-                                view.max_ticket_chars, tickets_memo)
+                                view.max_ticket_chars, tickets_memo, view.project_id or None,
+                                Path(view.state_dir), {"github": json.loads(view.github)})
     else:
         cfg: Any = config
         kind, options = cfg.tickets.kind, dict(cfg.tickets.options)
         context = SourceContext(cfg.root, cfg.resolve(cfg.project.tickets_dir), cfg.resolve(cfg.project.path),
-                                cfg.project.max_ticket_chars, tickets_memo)
+                                cfg.project.max_ticket_chars, tickets_memo, cfg.project.id, cfg.state_path,
+                                {"github": cfg.github.model_dump()})
     return kind, options, context
 
 
 def open_source(config: AnyConfig, *, source: str | None = None, folder: str | Path | None = None,
-                registry: PluginRegistry | None = None) -> TicketSource:
-    """The configured source; `source` (`KIND:ARG`) or `folder` (a Markdown folder) instead."""
+                registry: PluginRegistry | None = None, options: dict[str, Any] | None = None) -> TicketSource:
+    """The configured source; `source` (`KIND:ARG`) or `folder` (a Markdown folder) instead;
+    `options` (e.g. `middle sync --label`) added to the source's options."""
     from orchestrator.plugins.manager import registry as shared_registry
 
+    extra = dict(options or {})
     kind, options, context = _settings(config)
     if folder is not None:
         kind, options = "markdown", {"folder": str(folder)}
@@ -76,13 +84,13 @@ def open_source(config: AnyConfig, *, source: str | None = None, folder: str | P
         if arg is not None:
             options[(registry or shared_registry()).source_class(kind).argument] = arg
     cls = (registry or shared_registry()).source_class(kind)
-    return cls.open(options, context)  # type: ignore[no-any-return]
+    return cls.open({**options, **extra}, context)  # type: ignore[no-any-return]
 
 
 def load(config: AnyConfig, *, source: str | None = None, folder: str | Path | None = None,
-         registry: PluginRegistry | None = None) -> Loaded:
+         registry: PluginRegistry | None = None, options: dict[str, Any] | None = None) -> Loaded:
     """The chosen source's tickets, checked by `load_from` with the config's max_ticket_chars."""
-    opened = open_source(config, source=source, folder=folder, registry=registry)
+    opened = open_source(config, source=source, folder=folder, registry=registry, options=options)
     return load_from(opened, _settings(config)[2].max_ticket_chars)
 
 
@@ -118,22 +126,55 @@ _CONTENT = ("project_id", "title", "description", "project_path", "source", "fie
 
 
 def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, folder: str | Path | None = None,
-         registry: PluginRegistry | None = None) -> Loaded:
-    """Load the source into the store: new tickets pending, changed ones updated (status kept).
+         registry: PluginRegistry | None = None, options: dict[str, Any] | None = None,
+         pulls: bool = False) -> Loaded:
+    """Load the source into the store: new tickets pending, changed ones updated (status kept),
+    pending ones the source says are closed (a closed issue) discarded; with `pulls`, complete
+    tickets whose pull request was merged or closed on GitHub become merged or discarded.
 
-    Dependency problems (an unknown id, a cycle) are in `dependency_errors`; those tickets are
-    stored but never start until fixed. An unchanged ticket is not written (no store lock taken).
+    Everything is read from the source before anything is written, so a source that fails half
+    way (the network) leaves the store as it was. Dependency problems (an unknown id, a cycle)
+    are in `dependency_errors`; those tickets are stored but never start until fixed. An
+    unchanged ticket is not written (no store lock taken).
     """
-    return store_loaded(store, load(config, source=source, folder=folder, registry=registry))
+    opened = open_source(config, source=source, folder=folder, registry=registry, options=options)
+    loaded = load_from(opened, _settings(config)[2].max_ticket_chars)
+    closed = getattr(opened, "closed", None)
+    if callable(closed):  # asked before any write, for the pending tickets the source no longer lists
+        listed = {t.id for t in loaded.tickets}
+        gone = [t for t in store.list_tickets(status="pending") if t.id not in listed]
+        loaded.closed = dict(closed(gone)) if gone else {}
+    reopened = getattr(opened, "reopened", None)
+    if callable(reopened):  # discarded because the source closed them, listed again: pending again
+        listed = {t.id for t in loaded.tickets}
+        back = [t for t in store.list_tickets(status="discarded") if t.id in listed]
+        loaded.reopened = list(reopened(back)) if back else []
+    states = []
+    if pulls and not hasattr(config, "tickets_kind"):  # the full Config (not the read-only view)
+        from orchestrator.github.pulls import read_pull_states
+
+        states = read_pull_states(store, config)  # type: ignore[arg-type]
+    store_loaded(store, loaded)
+    if states:
+        from orchestrator.github.pulls import apply_pull_states
+
+        loaded.pull_changes = apply_pull_states(store, states)
+    return loaded
 
 
 def store_loaded(store: TicketStore, loaded: Loaded) -> Loaded:
-    """Copy checked tickets into the store; set `new` and `dependency_errors`."""
+    """Copy checked tickets into the store, discard closed pending ones, put reopened ones back to
+    pending; set `new`, `discarded`, `reopened` and `dependency_errors`."""
     stored = {t.id: t for t in store.list_tickets()}
     loaded.new = [t.id for t in loaded.tickets if t.id not in stored]
     for ticket in loaded.tickets:
         before = stored.get(ticket.id)
         if before is None or any(getattr(before, f) != getattr(ticket, f) for f in _CONTENT):
             store.upsert_ticket(ticket)
+    # Only a ticket still pending is discarded: one a runner claimed meanwhile (running), or that
+    # finished, is left as it is (the status is compared in the same write).
+    loaded.discarded = [tid for tid, why in sorted(loaded.closed.items())
+                        if store.set_status_if(tid, ("pending",), "discarded", why)]
+    loaded.reopened = [tid for tid in loaded.reopened if store.set_status_if(tid, ("discarded",), "pending")]
     loaded.dependency_errors = check_dependencies(loaded.tickets, set(stored) | {t.id for t in loaded.tickets})
     return loaded

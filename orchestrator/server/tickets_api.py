@@ -97,7 +97,8 @@ def ticket_detail(state: ServerState, ticket: Ticket) -> dict[str, Any]:
     live = set(store.memory_docs(ticket.id))
     active = state.runs.active()
     facts = store.resume_facts(may_resume([ticket], active)).get(ticket.id)
-    return {**ticket_json(ticket, stats, ticket.id in active, facts), "runs": runs,
+    pr_url = runs[0].get("pr_url") if runs else None  # the latest run's pull request, if any
+    return {**ticket_json(ticket, stats, ticket.id in active, facts), "runs": runs, "pr_url": pr_url,
             "memory_docs": [{"doc": d, "deleted": d not in live}
                             for d in store.memory_docs(ticket.id, include_deleted=True)],
             "share_path": share_path(state, ticket.id)}
@@ -249,3 +250,17 @@ def health(state: ServerState = Depends(get_state)) -> dict[str, Any]:
     cfg = state.config
     return {"ok": True, "memory_backend": cfg.memory.backend if cfg.memory_enabled else None,
             "fake_model": state.fake, "running": state.runs.active(), "live_streams": state.live_streams}
+
+
+@router.post("/tickets/{ticket_id}/pr", summary="Push the complete ticket's branch and open its pull request "
+             "on GitHub (the one it has, if opened before)",
+             responses=error_responses(400, 404, 409, 503, e400="not complete, no token, GitHub refused, "
+                                       "no remote, the push failed", e404=_NO_TICKET, e409="the ticket is running",
+                                       e503=_STORE))
+def pull_request(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    from orchestrator.github.pulls import open_pull_request
+
+    _review(state, ticket_id, "open a pull request for")
+    said: list[str] = []
+    pull = open_pull_request(state.store, state.config, ticket_id, say=said.append)
+    return {"url": pull.url, "number": pull.number, "created": pull.created, "message": " ".join(said)}

@@ -14,7 +14,8 @@ Use it from a plugin's tests::
 A backlog is where the tests put tickets for the source to find (a folder, a fake issue tracker):
 `add(spec)` adds or replaces the ticket `spec.id`, `add_broken(name)` adds an entry the source
 must refuse (its error names `name`), and `source(context)` opens the source on it, as
-`source_class.open(options, context)` would. The tickets go through the same checks and the same
+`source_class.open(options, context)` would. A tracker that numbers its entries itself (GitHub's
+`gh-12`) also has `ticket_id(spec_id)`: the id the source gives the ticket added as `spec_id`. The tickets go through the same checks and the same
 store copy as `middle sync` (orchestrator.running.sync), into a real SQLite ticket store.
 """
 
@@ -76,6 +77,11 @@ class TicketSourceContract:
         with TicketStore(tmp_path / "contract.sqlite3") as store:
             yield store
 
+    @staticmethod
+    def _id(backlog: Backlog, spec_id: str) -> str:
+        """The id the source gives the ticket the tests added as `spec_id` (the same, unless it renumbers)."""
+        return backlog.ticket_id(spec_id) if hasattr(backlog, "ticket_id") else spec_id
+
     def _load(self, backlog: Backlog, context: SourceContext):
         return load_from(backlog.source(context), context.max_ticket_chars)
 
@@ -98,19 +104,20 @@ class TicketSourceContract:
         loaded = self._load(backlog, context)
         assert loaded.errors == []
         by_id = {t.id: t for t in loaded.tickets}
-        assert sorted(by_id) == ["001-setup", "002-feature"]
+        setup, feature = self._id(backlog, "001-setup"), self._id(backlog, "002-feature")
+        assert sorted(by_id) == sorted([setup, feature])
         assert all(isinstance(t, Ticket) for t in loaded.tickets)
-        assert by_id["002-feature"].title == "A feature — ünïcode ✓"
-        assert by_id["002-feature"].description == "Body\nwith lines."
-        assert by_id["002-feature"].depends_on == ["001-setup"]
-        assert by_id["001-setup"].project_id == "proj"
+        assert by_id[feature].title == "A feature — ünïcode ✓"
+        assert by_id[feature].description == "Body\nwith lines."
+        assert by_id[feature].depends_on == [setup]
+        assert by_id[setup].project_id == "proj"
         assert all(t.source for t in loaded.tickets), "each ticket says where it came from (`source`)"
 
     def test_each_load_reads_the_backlog_again(self, backlog: Backlog, context: SourceContext):
         source = backlog.source(context)
         assert load_from(source, context.max_ticket_chars).tickets == []
         backlog.add(TicketSpec("001-late", "Added after opening"))
-        assert [t.id for t in load_from(source, context.max_ticket_chars).tickets] == ["001-late"]
+        assert [t.id for t in load_from(source, context.max_ticket_chars).tickets] == [self._id(backlog, "001-late")]
 
     def test_a_broken_entry_is_an_error_and_hides_no_other_ticket(self, backlog: Backlog, context: SourceContext):
         if not self.supports_broken:
@@ -118,31 +125,32 @@ class TicketSourceContract:
         backlog.add(TicketSpec("001-good", "Good"))
         backlog.add_broken("002-broken")
         loaded = self._load(backlog, context)
-        assert [t.id for t in loaded.tickets] == ["001-good"]
+        assert [t.id for t in loaded.tickets] == [self._id(backlog, "001-good")]
         assert len(loaded.errors) == 1 and "002-broken" in str(loaded.errors[0])
 
     def test_a_ticket_over_max_ticket_chars_is_refused(self, backlog: Backlog, context: SourceContext):
         backlog.add(TicketSpec("001-short", "Short", "fits"))
         backlog.add(TicketSpec("002-long", "Long", "x" * (context.max_ticket_chars + 30)))
         loaded = self._load(backlog, context)
-        assert [t.id for t in loaded.tickets] == ["001-short"]
+        assert [t.id for t in loaded.tickets] == [self._id(backlog, "001-short")]
         assert len(loaded.errors) == 1 and "max_ticket_chars" in loaded.errors[0].message
 
     def test_sync_stores_new_tickets_pending_and_keeps_status_on_change(self, backlog: Backlog,
                                                                         context: SourceContext, store):
         backlog.add(TicketSpec("001-a", "First", "one"))
+        tid = self._id(backlog, "001-a")
         first = store_loaded(store, self._load(backlog, context))
-        assert first.new == ["001-a"] and store.get_ticket("001-a").status is TicketStatus.PENDING
-        stamp = store.get_ticket("001-a").updated_at
+        assert first.new == [tid] and store.get_ticket(tid).status is TicketStatus.PENDING
+        stamp = store.get_ticket(tid).updated_at
         again = store_loaded(store, self._load(backlog, context))
-        assert again.new == [] and store.get_ticket("001-a").updated_at == stamp  # unchanged: no write
-        store.set_status("001-a", TicketStatus.FAILED, "a past run")
+        assert again.new == [] and store.get_ticket(tid).updated_at == stamp  # unchanged: no write
+        store.set_status(tid, TicketStatus.FAILED, "a past run")
         backlog.add(TicketSpec("001-a", "First, retitled", "one"))
         store_loaded(store, self._load(backlog, context))
-        ticket = store.get_ticket("001-a")
+        ticket = store.get_ticket(tid)
         assert ticket.title == "First, retitled" and ticket.status is TicketStatus.FAILED
 
     def test_an_unknown_dependency_is_reported(self, backlog: Backlog, context: SourceContext, store):
         backlog.add(TicketSpec("001-a", "Waits", depends_on=("999-nowhere",)))
         loaded = store_loaded(store, self._load(backlog, context))
-        assert loaded.dependency_errors and "999-nowhere" in str(loaded.dependency_errors[0])
+        assert loaded.dependency_errors and self._id(backlog, "999-nowhere") in str(loaded.dependency_errors[0])

@@ -81,10 +81,31 @@ def test_a_version_4_store_gains_the_merge_record(tmp_path):
     conn.commit()
     conn.close()
     with TicketStore(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 5
+        assert s.schema_version() == SCHEMA_VERSION
         assert s.latest_run("t1")["premerge_commit"] is None
         s.set_run_fields(run_id, premerge_commit="abc", merge_commit="def")
         assert s.latest_run("t1")["premerge_commit"] == "abc"
+
+
+def test_a_version_5_store_gains_the_pull_request_record(tmp_path):
+    """Schema 5 -> 6: runs get pr_url and pr_state (`middle pr`), kept rows intact."""
+    path = tmp_path / "t.db"
+    with TicketStore(path) as s:
+        s.upsert_ticket(Ticket(id="t1", project_id="p", title="T", project_path="/tmp"))
+        run_id = s.create_run("t1")
+        s.set_run_fields(run_id, branch="middle/t1")
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE runs DROP COLUMN pr_url")
+    conn.execute("ALTER TABLE runs DROP COLUMN pr_state")
+    conn.execute("UPDATE schema_version SET version = 5")
+    conn.commit()
+    conn.close()
+    with TicketStore(path) as s:
+        assert s.schema_version() == SCHEMA_VERSION == 6
+        run = s.latest_run("t1")
+        assert run["pr_url"] is None and run["pr_state"] is None and run["branch"] == "middle/t1"
+        s.set_run_fields(run_id, pr_url="https://github.example/me/app/pull/2", pr_state="open")
+        assert s.latest_run("t1")["pr_url"].endswith("/pull/2")
 
 
 def test_newer_schema_is_refused(tmp_path):

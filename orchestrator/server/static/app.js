@@ -217,7 +217,7 @@ function initTicket() {
   });
   source.onopen = () => runState(stateEl, status);
   source.onerror = () => { stateEl.textContent = "· reconnecting…"; };
-  const paths = {run: "run", rerun: "run", resume: "resume", revert: "revert", merge: "merge", discard: "discard"};
+  const paths = {run: "run", rerun: "run", resume: "resume", revert: "revert", merge: "merge", discard: "discard", pr: "pr"};
   article.addEventListener("click", async (e) => {
     const button = e.target.closest("button[data-action]");
     if (!button || !paths[button.dataset.action]) return;
@@ -229,7 +229,7 @@ function initTicket() {
       const action = button.dataset.action;
       const result = await api("POST", `/api/tickets/${encodeURIComponent(id)}/${paths[action]}`,
                                action === "rerun" ? {rerun: true} : undefined);
-      if (["revert", "merge", "discard"].includes(action)) toast(result.message);
+      if (["revert", "merge", "discard", "pr"].includes(action)) toast(result.message);
       else toast(result.run_id ? `Run ${result.run_id.slice(0, 8)} started` : "Queued: it starts when a running ticket ends");
     } catch (err) { toast(err.message, true); }
     refresh();

@@ -1,0 +1,184 @@
+"""Open a complete ticket's pull request (once), and read pull requests' states back into tickets.
+
+Safety: the intent ("opening") is recorded with the run before its branch is pushed, and the
+pull request's URL once GitHub has it; a retry looks for an open pull request of the branch
+before making one, so a crash or a failed call between the push and the record is finished by
+the next `middle pr`, and no pull request is opened twice. Every check that needs no push (the
+ticket's status, the token, the repository, the remote) comes first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.errors import ConfigError, GitError, TicketError
+from tickets.github.client import GitHubClient, github_settings, parse_repo
+from tickets.github.source import issue_number
+from tickets.model import Ticket, TicketStatus
+
+if TYPE_CHECKING:
+    from orchestrator.config.settings import Config
+    from tickets.store import TicketStore
+
+__all__ = ["PullRequest", "github_repo", "open_pull_request", "pull_body", "read_pull_states"]
+
+_PULL_URL = re.compile(r"/([^/]+)/([^/]+)/pull/(\d+)/?$")
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    """A ticket's pull request: its URL and number, and whether this call opened it."""
+
+    url: str
+    number: int
+    created: bool
+
+
+def _remote_repo(url: str) -> str | None:
+    """OWNER/REPO of a remote URL on a git host (https://host/o/r.git, git@host:o/r.git); None for a path."""
+    found = re.match(r"^(?:[a-z+]+://[^/]+/|[\w.-]+@[\w.-]+:)([\w.-]+)/([\w.-]+?)(?:\.git)?/?$", url)
+    return f"{found.group(1)}/{found.group(2)}" if found else None
+
+
+def github_repo(config: Config, ticket: Ticket, remote: str | None = None) -> str:
+    """Where the ticket's pull request goes: [github] repo, a gh- ticket's repository, the github
+    source's, else the repository the remote's URL names."""
+    github = ticket.fields.get("github")
+    for candidate in (config.github.repo,
+                      github.get("repo") if isinstance(github, dict) else None,
+                      config.tickets.options.get("repo") if config.tickets.kind == "github" else None,
+                      _remote_repo(remote) if remote else None):
+        if candidate:
+            return parse_repo(candidate)
+    raise ConfigError("no GitHub repository for the pull request: set [github] repo = \"OWNER/REPO\" in middle.toml")
+
+
+def _push_target(config: Config, repo: Path) -> tuple[str, str]:
+    """(what to push to, its URL): [project] repo_url, else the repository's `origin` remote."""
+    from orchestrator.workspace import git as g
+
+    if config.project.repo_url:
+        return config.project.repo_url, config.project.repo_url
+    found = g.git(repo, "remote", "get-url", "origin", check=False)
+    if found.returncode != 0:
+        raise ConfigError(f"no remote to push the ticket's branch to: set [project] repo_url in middle.toml, or "
+                          f"add one with `git -C {repo} remote add origin URL`")
+    return "origin", found.stdout.strip()
+
+
+def pull_body(store: TicketStore, ticket: Ticket, run: dict[str, Any], repo: str) -> str:
+    """The pull request's text: the agent's summary, changed files, turns and cost, `Closes #N`."""
+    parts = [(ticket.status_reason or "").strip() or ticket.title]
+    changes = run.get("changes") or []
+    if changes:
+        lines = [f"- `{c.get('path')}` (+{c.get('added', 0)} -{c.get('deleted', 0)})" for c in changes
+                 if isinstance(c, dict)]
+        parts.append("Changed files:\n" + "\n".join(lines))
+    turns = len(store.list_turns(run_id=run["id"]))
+    cost = "offline run (the fake model): no cost" if run.get("offline") else f"${store.total_cost(run['id']):.2f}"
+    parts.append(f"Turns: {turns} · cost: {cost}")
+    github = ticket.fields.get("github")
+    number = issue_number(ticket.id)
+    if number is not None and isinstance(github, dict) and isinstance(github.get("repo"), str):
+        parts.append(f"Closes #{number}" if github["repo"] == repo else f"Closes {github['repo']}#{number}")
+    parts.append(f"Opened by middle-agent for ticket `{ticket.id}`.")
+    return "\n\n".join(parts)
+
+
+def _client(config: Config, repo: str) -> GitHubClient:
+    api_url, token_env, max_wait = github_settings(config.github.model_dump())
+    return GitHubClient(repo, api_url=api_url, token_env=token_env, max_wait_s=max_wait)
+
+
+def _open_pull(gh: GitHubClient, owner: str, branch: str) -> dict[str, Any] | None:
+    """The open pull request whose head is `branch`, if there is one."""
+    found = gh.get_all("/pulls", {"head": f"{owner}:{branch}", "state": "open", "per_page": 100},
+                       f"the pull requests of {branch}")
+    return next((p for p in found if isinstance(p, dict) and isinstance(p.get("html_url"), str)
+                 and isinstance(p.get("head"), dict) and p["head"].get("ref") == branch), None)
+
+
+def open_pull_request(store: TicketStore, config: Config, ticket_id: str,
+                      say: Callable[[str], None] = print) -> PullRequest:
+    """Push the complete ticket's branch and open its pull request, or return the one it has."""
+    from orchestrator.workspace import git as g
+
+    ticket = store.get_ticket(ticket_id)
+    if ticket.status is not TicketStatus.COMPLETE:
+        raise TicketError(f"ticket {ticket_id!r} is {ticket.status.value}, not complete: a pull request is opened "
+                          "for a complete ticket (see `middle tickets`)")
+    run = store.latest_run(ticket_id)
+    if run is None or run["status"] != "complete" or not run.get("branch") or not run.get("head_commit"):
+        raise TicketError(f"ticket {ticket_id!r} has no committed branch to propose (it ran without its own "
+                          "branch, or changed nothing): nothing to open a pull request for")
+    if run.get("pr_url"):
+        found = _PULL_URL.search(run["pr_url"])
+        return PullRequest(run["pr_url"], int(found.group(3)) if found else 0, created=False)
+    repo_path = Path(run["repo"])
+    target, url = _push_target(config, repo_path)
+    repo = github_repo(config, ticket, url)
+    base = run.get("base_branch") or config.project.base_branch
+    if not base:
+        raise TicketError(f"ticket {ticket_id!r} records no base branch: set [project] base_branch")
+    branch, owner = run["branch"], repo.split("/")[0]
+    with _client(config, repo) as gh:
+        gh.get("", f"the repository {repo}")  # the token, the name and the network, before any push
+        store.set_run_fields(run["id"], pr_state="opening")  # the intent, before the branch is out
+        try:
+            g.git(repo_path, "push", "--quiet", "--force", target, f"{run['head_commit']}:refs/heads/{branch}")
+        except GitError as exc:
+            raise TicketError(f"could not push {branch} to {url}: {exc}; fix the remote, then run `middle pr "
+                              f"{ticket_id}` again") from None
+        pull = _open_pull(gh, owner, branch)
+        created = pull is None
+        if pull is None:
+            body = {"title": ticket.title, "head": branch, "base": base, "body": pull_body(store, ticket, run, repo)}
+            resp = gh.request("POST", gh.url("/pulls"), json=body)
+            if resp.status_code == 422 and "already exists" in resp.text:  # another process opened it meanwhile
+                pull, created = _open_pull(gh, owner, branch), False
+            if pull is None:
+                pull = gh.check(resp, f"the new pull request of {branch}")
+        if not isinstance(pull, dict) or not str(pull.get("html_url")).startswith(("https://", "http://")):
+            # (the URL is shown as a link on the ticket page: nothing but a web address is kept)
+            raise TicketError(f"GitHub's answer has no pull request URL: run `middle pr {ticket_id}` again")
+    store.set_run_fields(run["id"], pr_url=pull["html_url"], pr_state="open")
+    number = pull["number"] if isinstance(pull.get("number"), int) else 0
+    say(f"{'opened' if created else 'found'} pull request {pull['html_url']} for {ticket_id} ({branch} -> {base})")
+    return PullRequest(pull["html_url"], number, created)
+
+
+def read_pull_states(store: TicketStore, config: Config) -> list[tuple[str, str, str, str]]:
+    """(ticket id, run id, "merged" or "closed", URL) for each complete ticket whose open pull request
+    GitHub has merged or closed since; nothing is written here."""
+    found: list[tuple[str, str, str, str]] = []
+    for ticket in store.list_tickets(status="complete"):
+        run = store.latest_run(ticket.id)
+        if not run or run.get("pr_state") != "open" or not run.get("pr_url"):
+            continue
+        match = _PULL_URL.search(run["pr_url"])
+        if match is None:
+            continue
+        repo = parse_repo(f"{match.group(1)}/{match.group(2)}")
+        with _client(config, repo) as gh:
+            pull = gh.get(f"/pulls/{match.group(3)}", f"pull request #{match.group(3)} of {repo}")
+        if isinstance(pull, dict) and pull.get("merged") is True:
+            found.append((ticket.id, run["id"], "merged", run["pr_url"]))
+        elif isinstance(pull, dict) and pull.get("state") == "closed":
+            found.append((ticket.id, run["id"], "closed", run["pr_url"]))
+    return found
+
+
+def apply_pull_states(store: TicketStore, states: list[tuple[str, str, str, str]]) -> list[str]:
+    """Mark tickets merged (pull request merged) or discarded (closed unmerged); lines saying what changed."""
+    said = []
+    for ticket_id, run_id, state, url in states:
+        status = "merged" if state == "merged" else "discarded"
+        why = f"pull request {url} was {'merged' if state == 'merged' else 'closed unmerged'} on GitHub"
+        store.set_run_fields(run_id, pr_state=state)
+        if store.set_status_if(ticket_id, ("complete",), status, why):
+            said.append(f"{status} {ticket_id}: {why}")
+    return said

@@ -1,0 +1,333 @@
+"""A local fake of the GitHub REST API (issues, pull requests, comments) that records every request.
+
+It serves the few endpoints middle-agent uses, as GitHub answers them (checked against the REST
+docs): issue lists paged with `Link` headers and filtered by `labels`/`milestone`/`state` (pull
+requests appear in the issue list, with a `pull_request` key), `X-RateLimit-*` headers and a
+403/429 once the limit is used up, `ETag` / `If-None-Match` -> 304 (not counted against the
+limit), pull-request creation (422 when one is open for the head branch), pull-request state
+(open, closed, merged) and issue comments. Switches make it answer 401, 404 or 5xx. Use it from
+a plugin's tests as a context manager::
+
+    with FakeGitHub() as gh:
+        gh.add_issue("me/app", "Fix the login bug", labels=["bug"])
+        ...  # point [github] api_url at gh.url, GITHUB_TOKEN at gh.token
+        assert gh.requests[-1].path == "/repos/me/app/issues"
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+__all__ = ["FakeGitHub", "GitHubRequest"]
+
+
+@dataclass
+class GitHubRequest:
+    """One request as the fake saw it: method, path, query, headers (lower-case names), JSON body."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+    status: int = 0  # what the fake answered
+
+
+@dataclass
+class _Repo:
+    issues: dict[int, dict[str, Any]] = field(default_factory=dict)  # issues and PRs share numbers
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    milestones: dict[int, dict[str, Any]] = field(default_factory=dict)
+    next_number: int = 1
+
+
+class FakeGitHub:
+    """Serves the GitHub REST API on 127.0.0.1 (an ephemeral port) from in-memory repositories."""
+
+    def __init__(self, token: str = "ghp_fake_token", *, per_page: int = 30, max_per_page: int = 100,
+                 rate_limit: int = 5000):
+        self.token = token
+        self.per_page = per_page  # GitHub's default page size
+        self.max_per_page = max_per_page  # GitHub's largest; lower it to make tests page
+        self.rate_limit = rate_limit
+        self.remaining = rate_limit
+        self.reset_at = int(time.time()) + 3600
+        self.requests: list[GitHubRequest] = []
+        self.repos: dict[str, _Repo] = {}
+        self._failures: list[tuple[int, str, int | None]] = []  # (status, path prefix, times left)
+        self._limited: tuple[int, int] | None = None  # (status, reset epoch) once exhausted
+        self._lock = threading.RLock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> FakeGitHub:
+        fake = self
+
+        class Handler(_Handler):
+            github = fake
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeGitHub:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """The API's base URL, as `[github] api_url` takes it."""
+        assert self._server is not None, "start() the fake first"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    # --- what the tests set up ---------------------------------------------------------------
+
+    def add_repo(self, repo: str) -> _Repo:
+        with self._lock:
+            return self.repos.setdefault(repo, _Repo())
+
+    def add_issue(self, repo: str, title: str, body: str | None = "", *, labels: tuple[str, ...] | list[str] = (),
+                  milestone: str | None = None, state: str = "open", pull_request: bool = False,
+                  number: int | None = None) -> dict[str, Any]:
+        """Add an issue (or, with `pull_request`, a pull request's issue item) and return it."""
+        with self._lock:
+            r = self.add_repo(repo)
+            n = number if number is not None else r.next_number
+            r.next_number = max(r.next_number, n + 1)
+            issue: dict[str, Any] = {
+                "number": n, "title": title, "body": body, "state": state,
+                "labels": [{"name": name} for name in labels],
+                "milestone": self._milestone(r, milestone) if milestone else None,
+                "html_url": f"https://github.example/{repo}/issues/{n}",
+                "updated_at": _now(),
+            }
+            if pull_request:
+                issue["pull_request"] = {"url": f"https://github.example/{repo}/pull/{n}"}
+            r.issues[n] = issue
+            return issue
+
+    def update_issue(self, repo: str, number: int, **changes: Any) -> None:
+        """Change an issue's title, body, state or labels (a list of names), as an edit on GitHub."""
+        with self._lock:
+            issue = self.repos[repo].issues[number]
+            if "labels" in changes:
+                changes["labels"] = [{"name": name} for name in changes["labels"]]
+            issue.update(changes, updated_at=_now())
+
+    def set_pull_state(self, repo: str, number: int, state: str) -> None:
+        """Make a pull request "open", "closed" or "merged" (GitHub: state closed, merged true)."""
+        with self._lock:
+            pr = self.repos[repo].pulls[number]
+            pr["state"] = "open" if state == "open" else "closed"
+            pr["merged"] = state == "merged"
+            pr["merged_at"] = _now() if state == "merged" else None
+
+    def fail(self, status: int, *, path: str = "/", times: int | None = None) -> None:
+        """Answer `status` (401, 404, 500, ...) to requests under `path`, `times` times (None: always)."""
+        with self._lock:
+            self._failures.append((status, path, times))
+
+    def heal(self) -> None:
+        with self._lock:
+            self._failures.clear()
+            self._limited = None
+
+    def exhaust_rate_limit(self, reset_in: float, status: int = 403) -> None:
+        """Use the rate limit up: requests get `status` with Remaining 0 until `reset_in` seconds pass."""
+        with self._lock:
+            self._limited = (status, int(time.time() + reset_in + 0.999))
+
+    def requests_to(self, path: str, method: str | None = None) -> list[GitHubRequest]:
+        return [r for r in self.requests if r.path == path and (method is None or r.method == method)]
+
+    # --- the API ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _milestone(r: _Repo, title: str) -> dict[str, Any]:
+        for m in r.milestones.values():
+            if m["title"] == title:
+                return m
+        number = len(r.milestones) + 1
+        r.milestones[number] = {"number": number, "title": title, "state": "open"}
+        return r.milestones[number]
+
+    def handle(self, req: GitHubRequest, base: str) -> tuple[int, dict[str, str], Any]:
+        """The status, extra headers and JSON body answering `req`."""
+        with self._lock:
+            for i, (status, prefix, times) in enumerate(self._failures):
+                if req.path.startswith(prefix):
+                    if times is not None:
+                        self._failures[i] = (status, prefix, times - 1)
+                        if times - 1 <= 0:
+                            del self._failures[i]
+                    return status, {}, {"message": _REASONS.get(status, "Server Error")}
+            auth = req.headers.get("authorization", "")
+            if auth not in (f"Bearer {self.token}", f"token {self.token}"):
+                return 401, {}, {"message": "Bad credentials"}
+            if self._limited is not None:
+                status, reset = self._limited
+                if time.time() < reset:
+                    return status, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)}, {
+                        "message": "API rate limit exceeded"}
+                self._limited = None
+            parts = req.path.strip("/").split("/")
+            if len(parts) < 3 or parts[0] != "repos" or f"{parts[1]}/{parts[2]}" not in self.repos:
+                return 404, {}, {"message": "Not Found"}
+            repo = f"{parts[1]}/{parts[2]}"
+            r = self.repos[repo]
+            rest = parts[3:]
+            return self._route(req, repo, r, rest, base)
+
+    def _route(self, req: GitHubRequest, repo: str, r: _Repo, rest: list[str],
+               base: str) -> tuple[int, dict[str, str], Any]:
+        m = req.method
+        if not rest and m == "GET":
+            return 200, {}, {"full_name": repo, "default_branch": "main"}
+        if rest == ["issues"] and m == "GET":
+            return self._issue_list(req, r, base)
+        if rest == ["milestones"] and m == "GET":
+            return 200, {}, list(r.milestones.values())
+        if len(rest) == 2 and rest[0] == "issues" and rest[1].isdigit() and m == "GET":
+            issue = r.issues.get(int(rest[1]))
+            return (200, {}, issue) if issue else (404, {}, {"message": "Not Found"})
+        if len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments":
+            number = int(rest[1]) if rest[1].isdigit() else -1
+            if number not in r.issues:
+                return 404, {}, {"message": "Not Found"}
+            if m == "POST":
+                comment = {"id": sum(map(len, r.comments.values())) + 1, "body": (req.body or {}).get("body")}
+                r.comments.setdefault(number, []).append(comment)
+                return 201, {}, comment
+            return 200, {}, r.comments.get(number, [])
+        if rest == ["pulls"] and m == "POST":
+            return self._create_pull(req, repo, r)
+        if rest == ["pulls"] and m == "GET":
+            head, state = req.query.get("head"), req.query.get("state", "open")
+            found = [p for p in r.pulls.values()
+                     if (head is None or f"{repo.split('/')[0]}:{p['head']['ref']}" == head)
+                     and (state == "all" or p["state"] == state)]
+            return 200, {}, found
+        if len(rest) == 2 and rest[0] == "pulls" and rest[1].isdigit() and m == "GET":
+            pr = r.pulls.get(int(rest[1]))
+            return (200, {}, pr) if pr else (404, {}, {"message": "Not Found"})
+        return 404, {}, {"message": "Not Found"}
+
+    def _issue_list(self, req: GitHubRequest, r: _Repo, base: str) -> tuple[int, dict[str, str], Any]:
+        q = req.query
+        state = q.get("state", "open")
+        items = [i for i in r.issues.values() if state == "all" or i["state"] == state]
+        if q.get("labels"):
+            wanted = set(q["labels"].split(","))
+            items = [i for i in items if wanted <= {lab["name"] for lab in i["labels"]}]
+        if "milestone" in q:
+            ms = q["milestone"]
+            if ms == "none":
+                items = [i for i in items if i["milestone"] is None]
+            elif ms != "*":
+                items = [i for i in items if i["milestone"] and str(i["milestone"]["number"]) == ms]
+            else:
+                items = [i for i in items if i["milestone"]]
+        items.sort(key=lambda i: -i["number"])  # GitHub's default: newest first
+        per_page = min(int(q.get("per_page", self.per_page)), self.max_per_page)
+        page = int(q.get("page", "1"))
+        chunk = items[(page - 1) * per_page: page * per_page]
+        last = max(1, -(-len(items) // per_page))
+        links = []
+        for rel, p in (("next", page + 1), ("last", last)):
+            if page < last:
+                links.append(f'<{base}{req.path}?{urlencode({**q, "page": str(p)})}>; rel="{rel}"')
+        return 200, ({"Link": ", ".join(links)} if links else {}), chunk
+
+    def _create_pull(self, req: GitHubRequest, repo: str, r: _Repo) -> tuple[int, dict[str, str], Any]:
+        body = req.body if isinstance(req.body, dict) else {}
+        if not all(isinstance(body.get(k), str) for k in ("title", "head", "base")):
+            return 422, {}, {"message": "Validation Failed", "errors": [{"code": "missing_field"}]}
+        head = body["head"].split(":")[-1]
+        if any(p["head"]["ref"] == head and p["state"] == "open" for p in r.pulls.values()):
+            return 422, {}, {"message": "Validation Failed", "errors": [
+                {"code": "custom", "message": f"A pull request already exists for {repo.split('/')[0]}:{head}."}]}
+        n = r.next_number
+        r.next_number += 1
+        pr = {"number": n, "title": body["title"], "body": body.get("body"), "state": "open", "merged": False,
+              "merged_at": None, "head": {"ref": head}, "base": {"ref": body["base"]},
+              "html_url": f"https://github.example/{repo}/pull/{n}"}
+        r.pulls[n] = pr
+        r.issues[n] = {"number": n, "title": body["title"], "body": body.get("body"), "state": "open",
+                       "labels": [], "milestone": None, "html_url": pr["html_url"], "updated_at": _now(),
+                       "pull_request": {"url": pr["html_url"]}}
+        return 201, {}, pr
+
+
+_REASONS = {401: "Bad credentials", 403: "Forbidden", 404: "Not Found", 500: "Server Error",
+            502: "Bad Gateway", 503: "Service Unavailable"}
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class _Handler(BaseHTTPRequestHandler):
+    github: FakeGitHub
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        pass
+
+    def _serve(self) -> None:
+        split = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        req = GitHubRequest(self.command, split.path, dict(parse_qsl(split.query)),
+                            {k.lower(): v for k, v in self.headers.items()}, body)
+        fake = self.github
+        with fake._lock:
+            fake.requests.append(req)
+        status, headers, payload = fake.handle(req, fake.url)
+        data = json.dumps(payload).encode()
+        with fake._lock:
+            if status == 200 and self.command == "GET":
+                etag = '"' + hashlib.sha1(data).hexdigest() + '"'
+                headers["ETag"] = etag
+                if req.headers.get("if-none-match") == etag:
+                    status, data = 304, b""  # a conditional hit is free on GitHub
+            if status not in (304,) and "X-RateLimit-Remaining" not in headers:
+                fake.remaining = max(0, fake.remaining - 1)
+            headers.setdefault("X-RateLimit-Limit", str(fake.rate_limit))
+            headers.setdefault("X-RateLimit-Remaining", str(fake.remaining))
+            headers.setdefault("X-RateLimit-Reset", str(fake.reset_at))
+            req.status = status
+        self.send_response(status)
+        if data:
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if data:
+            self.wfile.write(data)
+
+    do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve

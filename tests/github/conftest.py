@@ -1,0 +1,17 @@
+"""Fixtures of the GitHub tests: a running fake GitHub API and a project configured to use it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from orchestrator.testing.fake_github import FakeGitHub
+
+
+@pytest.fixture
+def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
+    """The fake GitHub API, its token in GITHUB_TOKEN (the variable [github] token_env defaults to)."""
+    with FakeGitHub() as fake:
+        monkeypatch.setenv("GITHUB_TOKEN", fake.token)
+        yield fake
