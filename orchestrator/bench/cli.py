@@ -246,6 +246,8 @@ def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], 
             as_json: bool, progress: bool) -> None:
     """Replay a ticket history as the ticket workflow does: recall at each ticket's start and
     on a turn, then index its completion doc. Scores recall of earlier related tickets."""
+    from orchestrator.memory.format import DEFAULT_RECENT_TICKETS
+
     from .replay import run_tickets
 
     if dataset is not None and repo is not None:
@@ -256,7 +258,8 @@ def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], 
         report = run_tickets(dataset=dataset, repo=repo, backends=backends, last=last,
                              before_last=before_last, cached_embeddings=cached_embeddings,
                              progress=track, window=window,
-                             **({} if recent_tickets is None else {"recent_tickets": recent_tickets}))
+                             recent_tickets=DEFAULT_RECENT_TICKETS if recent_tickets is None
+                             else recent_tickets)
     if not report["scored"]:
         err_console.print(f"note: none of the {report['tickets']} tickets shares an issue "
                           "reference (#123, an issue URL) with an earlier one, so recall could not "

@@ -261,6 +261,9 @@ def test_the_block_row_scores_everything_the_agent_is_shown_at_ticket_start(tmp_
     # No recent work: the block is the ranked part alone.
     flat = run_tickets(dataset=path, backends=["bm25"], window=3, recent_tickets=0)
     assert flat["results"][3]["recall@5"] == pytest.approx((1 + 0.5) / 2)
+    out = CliRunner().invoke(main, ["bench", "tickets", "--dataset", str(path), "--backend",
+                                    "bm25", "--recent-tickets", "1", "--json", "--no-progress"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["results"][3]["recall@5"] == 1.0
 
 
 def test_block_layout_says_what_the_block_shows():
