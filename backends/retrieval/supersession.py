@@ -3,11 +3,12 @@ earlier one stays in the results marked as superseded (with both dates).
 
 Decided by a reason, not a fitted weight: the later memory says it amends (explicit words such
 as "amended", "superseding", "instead", "no longer", "changed our mind"); the earlier one states
-a decision (settled, decided, a rule, a policy, must, never...); and the two are each other's
-closest (of the earlier decisions, the one the later memory shares the largest share of
-distinctive words with, Jaccard, and of the later amendments, the one the decision shares most
-with), with at least MIN_SHARED words in common. One component, used by every backend that ranks by relevance
-over a candidate pool (dense, hybrid, hipporag).
+a decision (settled, decided, a rule, a policy, must, never...) and was stored strictly earlier
+in time (docs stored at one time have no order); and the two are each other's closest (of the
+earlier decisions, the one the later memory shares the largest share of distinctive words with,
+Jaccard, and of the later amendments, the one the decision shares most with), with at least
+MIN_SHARED words in common. One component, used by every backend that ranks by relevance over a
+candidate pool (dense, hybrid, hipporag, hindsight).
 """
 
 from __future__ import annotations
@@ -85,14 +86,17 @@ def superseded_by(pool: Sequence[Memory]) -> dict[int, int]:
     decisions = [m for m in pool if decides(m.text)]
     out: dict[int, int] = {}
     for later in sorted(later_ones, key=lambda m: (m.time, m.id)):
-        earlier = [m for m in decisions if (m.time, m.id) < (later.time, later.id)]
+        # Later in time, not in storage order: docs stored at one time (a batch of passages
+        # with no dates, MuSiQue's Wikipedia) have no order between them, and an encyclopedia
+        # passage that says "superseded" amends none of its neighbours.
+        earlier = [m for m in decisions if m.time < later.time]
         best = max(earlier, key=lambda m: (share(m.id, later.id), m.time, m.id), default=None)
         if best is None or len(terms[best.id] & terms[later.id]) < MIN_SHARED:
             continue
         # Each the other's closest: the earlier decision is restated by no other amendment
         # after it more than by this one (two decisions on different subjects that happen to
         # share words are not each other's closest).
-        rivals = [m for m in later_ones if (m.time, m.id) > (best.time, best.id)]
+        rivals = [m for m in later_ones if m.time > best.time]
         if max(rivals, key=lambda m: (share(best.id, m.id), -m.time, -m.id)).id == later.id:
             out[best.id] = later.id  # a newer amendment of the same rule replaces an older one
     return out

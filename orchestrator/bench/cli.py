@@ -115,14 +115,19 @@ def scale(sizes: str, corpus: Path | None, backends: tuple[str, ...], queries: i
 @click.option("--window", type=int, callback=at_least_one, default=20, show_default=True,
               help="Long-range scores count related tickets older than the newest W; the "
               "recent-only row is the W newest tickets, newest first.")
+@click.option("--recent-tickets", type=click.IntRange(min=0), default=None,
+              help="The \"(block)\" rows' recent work: the newest N tickets, as [memory] "
+              "recent_tickets puts them in the block (default: its default).")
 @click.option("--cached-embeddings", is_flag=True, help="Reuse document vectors from the "
               "embedding cache (fast reruns; index times then leave out embedding).")
 @report_options
 def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], last: int | None,
-            before_last: int | None, window: int, cached_embeddings: bool, as_json: bool,
-            progress: bool) -> None:
+            before_last: int | None, window: int, recent_tickets: int | None, cached_embeddings: bool,
+            as_json: bool, progress: bool) -> None:
     """Replay a ticket history as the ticket workflow does: recall at each ticket's start and
     on a turn, then index its completion doc. Scores recall of earlier related tickets."""
+    from orchestrator.memory.format import DEFAULT_RECENT_TICKETS
+
     from .replay import run_tickets
 
     if dataset is not None and repo is not None:
@@ -132,7 +137,9 @@ def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], 
     with progress_bar(progress) as track:
         report = run_tickets(dataset=dataset, repo=repo, backends=backends, last=last,
                              before_last=before_last, cached_embeddings=cached_embeddings,
-                             progress=track, window=window)
+                             progress=track, window=window,
+                             recent_tickets=DEFAULT_RECENT_TICKETS if recent_tickets is None
+                             else recent_tickets)
     if not report["scored"]:
         err_console.print(f"note: none of the {report['tickets']} tickets shares an issue "
                           "reference (#123, an issue URL) with an earlier one, so recall could not "

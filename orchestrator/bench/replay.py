@@ -8,6 +8,8 @@ from typing import Any, Sequence
 
 from orchestrator.errors import ConfigError
 from orchestrator.memory.facade import DEFAULT_MEMORIES_BUDGET_CHARS, memories_layout
+from orchestrator.memory.format import (DEFAULT_RECENT_SHARE, DEFAULT_RECENT_TICKETS, Block,
+                                        block_layout)
 
 from . import ticket_data
 from .metrics import mean, percentile
@@ -127,6 +129,27 @@ class _Scores:
         if precision is not None:
             self.precision.append(precision)
 
+    def add_block(self, block: Block, owners: Owners, relevant: set[int], long: set[int]) -> None:
+        """The whole "Memories invoked" block as the agent is shown it: recall counts every
+        ticket it shows (its recent lines and its related docs, as sliding_window's summary
+        counts every ticket it quotes), so R@5 and R@10 are the same; MRR reads it in order."""
+        shown = [owners.of(doc) for doc, _ in block.parts[:1 + block.recent_shown] if doc]
+        shown += [owners.of(doc) for doc in block.related]
+        found = set().union(*shown) & relevant
+        self.recall5.append(len(found) / len(relevant))
+        self.recall10.append(self.recall5[-1])
+        self.hit5.append(1.0 if found else 0.0)
+        first = next((r for r, tickets in enumerate(shown, start=1) if tickets & relevant), None)
+        self.mrr10.append(1.0 / first if first else 0.0)
+        total = sum(len(text) for _, text in block.parts)
+        if total:
+            self.precision.append(sum(len(text) * owners.relevant_share(doc, relevant)
+                                      for doc, text in block.parts if doc) / total)
+        if long:
+            found_long = set().union(*shown) & long
+            self.long_recall5.append(len(found_long) / len(long))
+            self.long_hit5.append(1.0 if found_long else 0.0)
+
     def row(self) -> dict[str, Any]:
         return {"recall@5": mean(self.recall5), "recall@10": mean(self.recall10),
                 "hit@5": mean(self.hit5), "mrr@10": mean(self.mrr10),
@@ -170,11 +193,15 @@ def recent_only(tickets: Sequence[ticket_data.HistoryTicket], window: int,
 
 
 def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket],
-           budget: int, progress: Progress, window: int = WINDOW) -> list[dict[str, Any]]:
-    """One backend through the whole history in a fresh store; one result row per query kind."""
+           budget: int, progress: Progress, window: int = WINDOW,
+           recent_tickets: int = DEFAULT_RECENT_TICKETS,
+           recent_share: float = DEFAULT_RECENT_SHARE) -> list[dict[str, Any]]:
+    """One backend through the whole history in a fresh store; one result row per query kind,
+    and one for the block the agent is shown at ticket start (recent work + related work)."""
     relevant = relevant_earlier(tickets)
     longs = long_range(relevant, window)
-    scores = {kind: _Scores() for kind in QUERY_KINDS}
+    scores = {kind: _Scores() for kind in (*QUERY_KINDS, "block")}
+    docs_by_pos = [(t.completion_doc(), t.date) for t in tickets]
     index_ms: list[float] = []
     index_cpu: list[float] = []
     owners = Owners()
@@ -200,7 +227,10 @@ def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket]
                             docs[:NUM_SHOWN], owners, relevant[pos], budget))
                         if longs[pos]:
                             scores[kind].add_long(ranked, longs[pos])
-                doc = ticket.completion_doc()
+                if relevant[pos]:
+                    _score_block(scores["block"], backend, ticket, pos, docs_by_pos, owners,
+                                 (relevant[pos], longs[pos]), budget, recent_tickets, recent_share)
+                doc = docs_by_pos[pos][0]
                 started, cpu = time.perf_counter(), time.process_time()
                 backend.index([doc])
                 index_ms.append((time.perf_counter() - started) * 1000)
@@ -217,21 +247,46 @@ def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket]
     index = {"index_p50_ms": percentile(index_ms, 50), "index_p95_ms": percentile(index_ms, 95),
              "index_cpu_p95_ms": percentile(index_cpu, 95)}
     scored = sum(1 for r in relevant if r)
-    return [{"backend": spec.label, "query": kind, **scores[kind].row(), **index,
+    rows = [{"backend": spec.label, "query": kind, **scores[kind].row(), **index,
              "tickets": len(tickets), "scored": scored} for kind in QUERY_KINDS]
+    return rows + [{"backend": f"{spec.label} (block)", "query": "start", **scores["block"].row(),
+                    **index, "tickets": len(tickets), "scored": scored,
+                    "recent_tickets": recent_tickets, "recent_share": recent_share}]
+
+
+def _score_block(scores: _Scores, backend: Any, ticket: ticket_data.HistoryTicket, pos: int,
+                 docs: Sequence[tuple[str, str]], owners: Owners, relevant: tuple[set[int], set[int]],
+                 budget: int, recent_tickets: int, recent_share: float) -> None:
+    """The start block as the ticket workflow builds it (graph/nodes.py _recall): the newest
+    `recent_tickets` docs as recent work, and one retrieve of as many more related docs as
+    there are recent ones, of which the first NUM_SHOWN not shown as recent are shown.
+    `docs`: each replayed ticket's (completion doc, date)."""
+    newest = range(pos - 1, max(pos - recent_tickets, 0) - 1, -1)
+    recent = [docs[p] for p in newest]  # (doc, date) pairs, newest first
+    started, cpu = time.perf_counter(), time.process_time()
+    (result,) = backend.retrieve([ticket.start_query()], NUM_SHOWN + len(recent))
+    scores.latency.append((time.perf_counter() - started) * 1000)
+    scores.cpu.append((time.process_time() - cpu) * 1000)
+    block = block_layout(recent, result["docs"], budget, recent_share, limit=NUM_SHOWN)
+    scores.add_block(block, owners, *relevant)
 
 
 def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
                 backends: Sequence[str], last: int | None = None,
                 before_last: int | None = None, cached_embeddings: bool = False,
                 budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS, work_dir: Path | None = None,
-                progress: Progress = no_progress, window: int = WINDOW) -> dict[str, Any]:
+                progress: Progress = no_progress, window: int = WINDOW,
+                recent_tickets: int = DEFAULT_RECENT_TICKETS,
+                recent_share: float = DEFAULT_RECENT_SHARE) -> dict[str, Any]:
     """Replay a ticket history (a file, or a git repository's log) through each backend.
 
     For each ticket in order: recall with its start query and its per-turn query, then index
     its completion doc. A ticket is scored when an earlier one shares an issue reference; its
     long-range scores count only related tickets older than the newest `window`, and a first
-    row, recent-only, is the `window` newest tickets, newest first (what a window gives).
+    row, recent-only, is the `window` newest tickets, newest first (what a window gives). A
+    "(block)" row per backend scores the start block the agent is shown: the newest
+    `recent_tickets` tickets as recent work ([memory] recent_tickets, recent_share) and the
+    ranked related ones, everything it shows counted.
     Document vectors are embedded inside each index call (as in a real run) unless
     `cached_embeddings`, which reuses the embedding cache for faster reruns.
     """
@@ -239,6 +294,8 @@ def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
         raise ConfigError("give one ticket history: --dataset FILE or --repo PATH")
     if window < 1:
         raise ConfigError(f"--window must be at least 1, not {window}")
+    if recent_tickets < 0:
+        raise ConfigError(f"--recent-tickets must be at least 0, not {recent_tickets}")
     shared = None if cached_embeddings else {"embedding_cache": False}
     bench = Bench(backends, work_dir, progress, shared_options=shared)  # bad names fail first
     history = (ticket_data.load_ticket_file(dataset) if dataset is not None
@@ -246,11 +303,13 @@ def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
     tickets = select(history, last, before_last)
     results = [recent_only(tickets, window, budget_chars)]
     results += [row for spec in bench.specs
-                for row in replay(bench, spec, tickets, budget_chars, progress, window)]
+                for row in replay(bench, spec, tickets, budget_chars, progress, window,
+                                  recent_tickets, recent_share)]
     return {"dataset": str(dataset if dataset is not None else repo), "kind": "tickets",
             "name": history.name, "tickets": len(tickets),
             "scored": sum(1 for r in relevant_earlier(tickets) if r),
             "embeddings": "cached" if cached_embeddings else "embedded in each index call",
             "window": window, "long_scored": sum(1 for r in long_range(relevant_earlier(tickets),
                                                                       window) if r),
-            "memories_budget_chars": budget_chars, "results": results}
+            "memories_budget_chars": budget_chars, "recent_tickets": recent_tickets,
+            "recent_share": recent_share, "results": results}

@@ -66,7 +66,7 @@ class MemoryConfig(_Strict):
     memories_budget_chars: int = Field(2000, gt=0)
     # The block's "Recent work": the newest N tickets of the project (0: none), within
     # recent_share of memories_budget_chars; the rest is "Related work from any time".
-    recent_tickets: int = Field(5, ge=0)
+    recent_tickets: int = Field(10, ge=0)  # memory.format.DEFAULT_RECENT_TICKETS: why 10
     recent_share: float = Field(0.4, ge=0, le=1)
     # "postgresql://...": the stores of backends that can share a database (hybrid, dense,
     # bm25) live there, one database for every project and machine; also MIDDLE_MEMORY_URL.

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.bench import ticket_data
+from orchestrator.memory.format import block_layout, format_block
 from orchestrator.bench.replay import (Owners, block_precision, relevant_earlier, run_tickets,
                                        select)
 from orchestrator.cli.main import main
@@ -91,8 +92,9 @@ def test_replay_scores_each_backend_and_query_kind(repo):
     recent, *rows = report["results"]
     assert recent["backend"] == "recent-only (20 newest)" and recent["recall@5"] == 1.0
     assert [(r["backend"], r["query"]) for r in rows] == [
-        ("bm25", "start"), ("bm25", "turn"), ("hybrid:embedder=hashing", "start"),
-        ("hybrid:embedder=hashing", "turn")]
+        ("bm25", "start"), ("bm25", "turn"), ("bm25 (block)", "start"),
+        ("hybrid:embedder=hashing", "start"), ("hybrid:embedder=hashing", "turn"),
+        ("hybrid:embedder=hashing (block)", "start")]
     for row in rows:
         assert KEYS <= set(row)
         assert 0 <= row["recall@5"] <= row["recall@10"] <= 1 and 0 <= row["mrr@10"] <= 1
@@ -117,7 +119,11 @@ def test_background_work_finishes_before_the_next_ticket_starts(repo, monkeypatc
                             lambda self, *a, _real=real, _name=name, **k: (calls.append(_name),
                                                                           _real(self, *a, **k))[1])
     run_tickets(repo=repo, backends=["sliding_window"])
-    assert calls[:-1] == ["retrieve", "retrieve", "index", "flush"] * 6  # close() flushes last
+    # Per ticket: the start and turn queries (and the start block's retrieve on the 3 scored
+    # tickets), then index and flush; close() flushes last.
+    per_ticket = "-".join(calls[:-1]).split("-index-flush")
+    assert per_ticket[-1] == "" and len(per_ticket) == 7
+    assert sorted(t.strip("-").count("retrieve") for t in per_ticket[:-1]) == [2, 2, 2, 3, 3, 3]
 
 
 def test_a_summary_stands_for_the_tickets_whose_docs_it_quotes():
@@ -141,7 +147,7 @@ def test_sliding_window_is_scored_on_the_summary_it_returns(tmp_path):
                 "refs": [7] if i in (0, 8) else []} for i in range(9)]
     dataset = tmp_path / "history.json"
     dataset.write_text(json.dumps({"name": "h", "tickets": tickets}))
-    (_, start, turn) = run_tickets(dataset=dataset, backends=["sliding_window"])["results"]
+    (_, start, turn, _block) = run_tickets(dataset=dataset, backends=["sliding_window"])["results"]
     assert start["scored"] == 1  # ticket 8, after eight docs: the summary quotes ticket 0
     assert start["recall@5"] == turn["recall@5"] == 1.0
     assert 0 < start["block_precision"] < 1  # one of the eight docs it quotes is relevant
@@ -221,13 +227,55 @@ def test_long_range_scores_count_only_related_tickets_older_than_the_window(tmp_
     refs = [[1], [], [], [], [], [], [1], [1]]
     report = run_tickets(dataset=_history(tmp_path, refs), backends=["bm25"], window=3)
     assert report["window"] == 3 and report["scored"] == 2 and report["long_scored"] == 2
-    recent, start, _turn = report["results"]
+    recent, start, _turn, _block = report["results"]
     assert recent["backend"] == "recent-only (3 newest)" and recent["query"] == "none"
     # Ticket 6: relevant {0}, long {0}; ticket 7: relevant {0, 6}, long {0}.
     assert recent["recall@5"] == pytest.approx((0 + 0.5) / 2)
     assert recent["long_recall@5"] == 0.0 and recent["long_scored"] == 2
     assert start["long_recall@5"] == 1.0 and start["long_scored"] == 2  # BM25 finds "bravo" 0
     assert start["long_hit@5"] == 1.0
+
+
+def test_the_block_row_scores_everything_the_agent_is_shown_at_ticket_start(tmp_path):
+    """Ticket 6 follows ticket 5 on one issue but shares no word with it: no ranking finds it,
+    the block's recent work shows it. Ticket 0, on the same issue long ago, is found by its
+    words and shown as related work (what a window cannot hold)."""
+    def ticket(i: int, title: str, refs: list[int]) -> dict:
+        return {"id": str(i), "date": f"2024-01-01T{i:02d}:00:00+00:00", "title": title,
+                "description": "", "files": [], "refs": refs}
+    titles = ["Zulu exporter writes yankee rows", "Alpha", "Bravo", "Charlie", "Delta",
+              "Add the zulu exporter", "Tweak spacing of yankee rows"]
+    refs = [[2], [], [], [], [], [2], [2]]
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps({"name": "h", "tickets": [
+        ticket(i, t, r) for i, (t, r) in enumerate(zip(titles, refs))]}))
+    report = run_tickets(dataset=path, backends=["bm25"], window=3, recent_tickets=1)
+    assert report["recent_tickets"] == 1
+    _recent, start, _turn, block = report["results"]
+    assert block["backend"] == "bm25 (block)" and block["query"] == "start"
+    # Ticket 5: relevant {0}; ticket 6: relevant {0, 5}; ticket 0 is long-range for both.
+    assert start["recall@5"] == pytest.approx((1 + 0.5) / 2)  # the ranking misses ticket 5
+    assert block["recall@5"] == block["recall@10"] == 1.0  # recent work shows it
+    assert block["long_recall@5"] == 1.0 and block["long_scored"] == 2
+    assert 0 < block["block_precision"] <= 1
+    # No recent work: the block is the ranked part alone.
+    flat = run_tickets(dataset=path, backends=["bm25"], window=3, recent_tickets=0)
+    assert flat["results"][3]["recall@5"] == pytest.approx((1 + 0.5) / 2)
+    out = CliRunner().invoke(main, ["bench", "tickets", "--dataset", str(path), "--backend",
+                                    "bm25", "--recent-tickets", "1", "--json", "--no-progress"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["results"][3]["recall@5"] == 1.0
+
+
+def test_block_layout_says_what_the_block_shows():
+    recent = [("Ticket: newest. Changed: a.py", "2024-01-02"), ("Ticket: older. Changed: b.py",
+                                                                "2024-01-01")]
+    related = ["Ticket: older. Changed: b.py", "Ticket: far back. " + "x" * 3000, "Ticket: never"]
+    block = block_layout(recent, related, 1000, 0.4, limit=2)
+    assert block.text == format_block(recent, related, 1000, 0.4, limit=2)
+    assert block.text == "".join(text for _, text in block.parts)
+    assert block.recent_shown == 2  # both fit their share
+    assert block.related == [related[1]]  # the recent one is left out; the long one is cut
+    assert "Ticket: never" not in block.text  # beyond the limit
 
 
 def test_window_must_be_at_least_one(tmp_path):

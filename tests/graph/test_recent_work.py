@@ -94,3 +94,15 @@ def test_a_recent_doc_left_out_for_want_of_room_stays_among_the_related():
     # `limit`: at most that many related docs, counted after the recent ones are left out.
     assert format_block(recent[:1], [recent[0][0], "a", "b", "c"], 2000, 0.4, limit=2).endswith(
         f"{RELATED_HEADER}\na\nb")
+
+
+def test_recent_work_holds_ten_tickets_a_title_long_by_default(tmp_path):
+    """Five recent tickets left the block below sliding_window's window on related earlier
+    tickets (`middle bench tickets`, "(block)" rows); ten fit the default share, each line
+    still a title long."""
+    from orchestrator.memory.format import DEFAULT_RECENT_TICKETS
+
+    assert make_config(tmp_path).memory.recent_tickets == DEFAULT_RECENT_TICKETS == 10
+    recent = [(f"Ticket: {'a long ticket title ' * 10}{i}", "2024-01-01") for i in range(10)]
+    lines = format_block(recent, []).split("\n")[2:]
+    assert len(lines) == 10 and all(len(line) >= 70 for line in lines)

@@ -38,6 +38,21 @@ def test_an_amendment_is_found_by_its_words_and_the_subject_it_restates():
                           Memory(2, "Use tabs instead of spaces in the Makefile", T0 + DAY)]) == {}
 
 
+def test_docs_stored_at_one_time_supersede_none(tmp_path):
+    """"Later" is later in time: a batch stored at once (MuSiQue's Wikipedia passages, where
+    "Freedom's Journal was superseded in 1829" once outranked a gold passage) has no order."""
+    assert superseded_by([Memory(1, RULE, T0), Memory(2, AMENDMENT, T0)]) == {}
+    backend = registry().backend_class("hybrid")(
+        tmp_path / "h", registry().backend_options("hybrid", {"embedder": "hashing"}), None)
+    backend.clock = lambda: T0
+    try:
+        backend.index([RULE, *DECOYS, AMENDMENT])
+        (result,) = backend.retrieve([QUERY], 3)
+        assert "superseded" not in result and result["docs"][0] == RULE  # relevance alone
+    finally:
+        backend.close()
+
+
 def test_reorder_puts_the_amendment_right_above_and_keeps_k():
     pool = [Memory(1, RULE, T0), Memory(2, DECOYS[0], T0 + 1), Memory(3, AMENDMENT, T0 + DAY)]
     ranked, pairs = reorder([(2, 0.95), (1, 0.9), (3, 0.2)], 2, pool)
