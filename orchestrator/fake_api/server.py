@@ -23,10 +23,11 @@ import gzip
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
+from .local_server import LocalServer, RequestRecord
 from .messages import classify
 from .replies import ApiError, Reply, api_error, estimate_tokens, sse_events, summarize, to_message
 from .scripted import ScriptedResponder
@@ -39,54 +40,32 @@ class Responder(Protocol):
 
 
 @dataclass
-class RecordedRequest:
+class RecordedRequest(RequestRecord):
     """One request as the fake saw it; `channel` is None for anything but message generation."""
 
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    body: Any
     channel: str | None = None
     reply: dict[str, Any] = field(default_factory=dict)  # filled in once the fake has answered
 
 
-class FakeMessagesAPI:
+class FakeMessagesAPI(LocalServer):
     """Serves POST /v1/messages and /v1/messages/count_tokens on 127.0.0.1 (an ephemeral port)."""
 
+    _name = "fake-messages-api"
+
     def __init__(self, responder: Responder | None = None, host: str = "127.0.0.1", port: int = 0):
+        super().__init__(host, port)
         self.responder: Responder = responder if responder is not None else ScriptedResponder()
-        self._address = (host, port)
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    # -- lifecycle ---------------------------------------------------------------------------
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        return _make_handler(self)
+
     def start(self) -> "FakeMessagesAPI":
-        if self._server is None:
-            self._server = ThreadingHTTPServer(self._address, _make_handler(self))
-            # Handler threads may sit in a slow scripted reply or an idle keep-alive read; they
-            # must never keep stop() (or interpreter exit) waiting.
-            self._server.daemon_threads = True
-            self._server.block_on_close = False
-            self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fake-messages-api",
-                                            daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-            self._thread = None
+        return super().start()  # type: ignore[no-any-return]
 
     def __enter__(self) -> "FakeMessagesAPI":
         return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def script(self) -> ScriptedResponder:
@@ -97,9 +76,7 @@ class FakeMessagesAPI:
 
     @property
     def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the fake Messages API is not running; call start() first")
-        return f"http://{self._address[0]}:{self._server.server_port}"
+        return f"http://{self._address[0]}:{self._port}"
 
     # -- the record ----------------------------------------------------------------------------
     @property

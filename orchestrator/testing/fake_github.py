@@ -21,22 +21,19 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from orchestrator.fake_api.local_server import LocalServer, RequestRecord
 
 __all__ = ["FakeGitHub", "GitHubRequest"]
 
 
 @dataclass
-class GitHubRequest:
-    """One request as the fake saw it: method, path, query, headers (lower-case names), JSON body."""
+class GitHubRequest(RequestRecord):
+    """One request as the fake saw it (header names lower-case), and what the fake answered."""
 
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    body: Any
     status: int = 0  # what the fake answered
 
 
@@ -49,11 +46,14 @@ class _Repo:
     next_number: int = 1
 
 
-class FakeGitHub:
+class FakeGitHub(LocalServer):
     """Serves the GitHub REST API on 127.0.0.1 (an ephemeral port) from in-memory repositories."""
+
+    _name = "fake GitHub API"
 
     def __init__(self, token: str = "ghp_fake_token", *, per_page: int = 30, max_per_page: int = 100,
                  rate_limit: int = 5000):
+        super().__init__()
         self.token = token
         self.per_page = per_page  # GitHub's default page size
         self.max_per_page = max_per_page  # GitHub's largest; lower it to make tests page
@@ -65,40 +65,27 @@ class FakeGitHub:
         self._failures: list[tuple[int, str, int | None]] = []  # (status, path prefix, times left)
         self._limited: tuple[int, int] | None = None  # (status, reset epoch) once exhausted
         self._lock = threading.RLock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
 
-    def start(self) -> FakeGitHub:
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
         class Handler(_Handler):
             github = fake
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
+        return Handler
 
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+    def start(self) -> FakeGitHub:
+        return super().start()  # type: ignore[no-any-return]
 
     def __enter__(self) -> FakeGitHub:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     @property
     def url(self) -> str:
         """The API's base URL, as `[github] api_url` takes it."""
-        assert self._server is not None, "start() the fake first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self._port}"
 
     # --- what the tests set up ---------------------------------------------------------------
 

@@ -1,0 +1,68 @@
+"""What the local fakes of remote services share (the Messages API here, GitHub in
+orchestrator.testing.fake_github): a threaded HTTP server on 127.0.0.1 that starts and stops
+with its owner, and the record of one request."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["LocalServer", "RequestRecord"]
+
+
+@dataclass
+class RequestRecord:
+    """One request as a fake saw it: method, path, query, headers (as sent), body (JSON when it parses)."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+
+
+class LocalServer:
+    """Serves `_handler_class()` on 127.0.0.1 in daemon threads; `with fake:` starts and stops it."""
+
+    _name = "local-fake"
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self._address = (host, port)
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+    def start(self) -> Any:
+        if self._server is None:
+            self._server = ThreadingHTTPServer(self._address, self._handler_class())
+            # Handler threads may sit in a slow reply or an idle keep-alive read; they must
+            # never keep stop() (or interpreter exit) waiting.
+            self._server.daemon_threads = True
+            self._server.block_on_close = False
+            self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name=self._name,
+                                            daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+            self._thread = None
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def _port(self) -> int:
+        if self._server is None:
+            raise RuntimeError(f"the {self._name} is not running; call start() first")
+        return self._server.server_port
