@@ -1,4 +1,4 @@
-"""`middle bench retrieval|memory|scale|tickets|words`: measure memory backends side by side (table or --json)."""
+"""`middle bench retrieval|memory|scale|tickets|decisions|words|import`: measure memory backends side by side (table or --json)."""
 
 from __future__ import annotations
 
@@ -28,8 +28,9 @@ BACKEND_HELP = ("Backend to measure, repeatable; NAME or NAME:key=value,... with
 
 @contextmanager
 def progress_bar(enabled: bool) -> Iterator[runner.Progress]:
-    """A rich progress bar on stderr (so --json output stays clean); quiet when disabled."""
-    if not enabled:
+    """A rich progress bar on stderr (so --json output stays clean); quiet when disabled or
+    when stderr is no terminal (rich would only print a blank line when the bar ends)."""
+    if not enabled or not err_console.is_terminal:
         yield runner.no_progress
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -89,6 +90,7 @@ HEADERS = {
     "process_start_end_s": "start+end s", "tickets_per_min": "tickets/min",
     "coordination_s_per_ticket": "coordination s/ticket", "attempts": "attempts",
     "claims_won": "claims won", "claim_p50_ms": "claim p50 ms", "claim_p95_ms": "claim p95 ms",
+    "commits": "commits", "cpu_s": "cpu s", "commits_per_s": "commits/s", "rerun_s": "rerun s",
 }
 
 
@@ -309,3 +311,26 @@ def words(backends: tuple[str, ...], lengths: str, as_json: bool, progress: bool
         report = run_long_words(backends, lengths=sizes, progress=track)
     _emit(report, as_json, ["backend", *(f"{kind}_ms@{n}" for kind in ("index", "retrieve")
                                          for n in sizes), "index_ratio", "retrieve_ratio"])
+
+
+@bench.command(name="import")
+@click.option("--commits", type=int, callback=at_least_one, default=10_000, show_default=True,
+              help="Commits in the repository built for the run.")
+@click.option("--dataset", "dataset", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Ticket history whose messages and changed paths the commits "
+              "get, in order and again from the first when they run out (default "
+              "../shared/data/tickets/datasette.json).")
+@click.option("--backend", "backends", multiple=True, default=("hybrid",), show_default=True,
+              help=BACKEND_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
+def import_(commits: int, dataset: Path | None, backends: tuple[str, ...], as_json: bool,
+            progress: bool) -> None:
+    """Time `middle memory import git` on a repository of N commits built for the run, with a
+    fresh store and embedding cache, then the rerun that finds nothing new."""
+    from .importing import run_import
+
+    dataset = dataset or _default("tickets/datasette.json", "--dataset")
+    with progress_bar(progress) as track:
+        report = run_import(dataset, backends, commits, progress=track)
+    _emit(report, as_json, ["backend", "commits", "wall_s", "cpu_s", "commits_per_s", "rerun_s"])
