@@ -290,3 +290,20 @@ def test_an_import_killed_mid_way_then_rerun_has_every_commit_once(root):
     stored = docs(root)
     assert sorted(d.split()[1] for d in stored) == sorted(s[:10] for s in shas)  # each once
     assert "nothing new to import" in middle(root, "import", "git", "--repo", "big", "--no-progress").stdout
+
+
+def test_two_imports_started_at_once_add_each_commit_once(root):
+    shas = history_repo(root / "big", 1200)
+    env = {k: v for k, v in os.environ.items() if k not in ("MIDDLE_CONFIG", "MEMORY_SAVE_DIR")}
+    env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
+    command = [sys.executable, "-m", "orchestrator.cli.main", "memory", "import", "git", "--repo",
+               "big", "--no-progress"]
+    procs = [subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    ok = [out for p, out in zip(procs, outs) if p.returncode == 0]
+    refused = [err for p, (_, err) in zip(procs, outs) if p.returncode != 0]
+    assert ok and all(err.startswith("error: another `middle memory import` of project 'demo' is "
+                                     "running") and err.count("\n") == 1 for err in refused)
+    stored = docs(root)
+    assert sorted(d.split()[1] for d in stored) == sorted(s[:10] for s in shas)  # each once
