@@ -73,6 +73,13 @@ def test_minilm_runs_the_calls_of_many_lengths_on_every_core(monkeypatch):
     assert np.array_equal(together, alone)  # one thread's outputs are exactly two threads'
     assert len({t for t in threads if t.startswith("minilm")}) == min(minilm.workers(), 40)
 
+    # One long text among short ones is most of the work: both threads stay on it.
+    threads.clear()
+    mixed = ["x " * 400, "a", "a b", "a b c", "a b c d"]
+    assert np.array_equal(model.embed_documents(mixed),
+                          np.vstack([model.embed_documents([t]) for t in mixed]))
+    assert not any(t.startswith("minilm") for t in threads)
+
 
 def test_minilm_reads_queries_to_128_tokens():
     model = embedders.make_embedder("minilm")

@@ -208,15 +208,20 @@ def _run(session: Any, rows: Rows) -> Any:
 
 
 def _hidden(groups: list[Rows]) -> Iterator[tuple[int, np.ndarray]]:
-    """(key, last hidden states (tokens, 384)) per row; each group holds rows of one length,
-    run together without padding, so a row's states are exactly those it gets alone."""
+    """(key, last hidden states (tokens, 384)) per row, in no set order; each group holds rows
+    of one length, run together without padding, so a row's states are exactly those it gets
+    alone."""
     calls = [group[start:start + BATCH] for group in groups for start in range(0, len(group), BATCH)]
-    if len(calls) >= PARALLEL_CALLS and workers() > 1:
-        # Many calls (texts of many lengths: an import): each core runs whole calls on one
-        # thread, instead of all cores splitting each small call (two threads on one
-        # 70-token text were 1.4 times one thread's speed, where two calls at once are near
-        # twice: the matrices of one text are too small to share well). One thread's
-        # outputs are bit-identical to two threads', so vectors do not change.
+    work = [len(rows) * len(rows[0][1]) for rows in calls]  # tokens a call reads
+    if len(calls) >= PARALLEL_CALLS and workers() > 1 and max(work) * workers() <= sum(work):
+        # Many calls, none most of the work (texts of many lengths: an import): each core
+        # runs whole calls on one thread, instead of all cores splitting each small call
+        # (two threads on one 70-token text were 1.4 times one thread's speed, where two
+        # calls at once are near twice: the matrices of one text are too small to share
+        # well). One long text among short ones keeps both threads on it (below). The
+        # largest calls go first so the cores finish together. One thread's outputs are
+        # bit-identical to two threads', so vectors do not change.
+        calls = [rows for _, rows in sorted(zip(work, calls), key=lambda pair: -pair[0])]
         session = _bulk_session()
         with _bulk_lock, ThreadPoolExecutor(workers(), thread_name_prefix="minilm") as pool:
             for rows, hidden in zip(calls, pool.map(lambda rows: _run(session, rows), calls)):
