@@ -1,5 +1,5 @@
-"""`middle bench retrieval|memory|scale|tickets|words|runs|fleet`: measure memory backends and whole
-runs side by side (table or --json)."""
+"""`middle bench retrieval|memory|scale|tickets|decisions|words|import|runs|fleet`: measure memory
+backends and whole runs side by side (table or --json)."""
 
 from __future__ import annotations
 
@@ -194,6 +194,29 @@ def words(backends: tuple[str, ...], lengths: str, as_json: bool, progress: bool
         report = run_long_words(backends, lengths=sizes, progress=track)
     _emit(report, as_json, ["backend", *(f"{kind}_ms@{n}" for kind in ("index", "retrieve")
                                          for n in sizes), "index_ratio", "retrieve_ratio"])
+
+
+
+@bench.command(name="import")
+@click.option("--commits", type=int, callback=at_least_one, default=10_000, show_default=True,
+              help="Commits in the repository built for the run.")
+@click.option("--dataset", "dataset", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Ticket history whose messages and changed paths the commits "
+              "get, in order and again from the first when they run out (default "
+              "../shared/data/tickets/datasette.json).")
+@click.option("--backend", "backends", multiple=True, default=("hybrid",), show_default=True,
+              help=BACKEND_HELP)
+@report_options
+def import_(commits: int, dataset: Path | None, backends: tuple[str, ...], as_json: bool,
+            progress: bool) -> None:
+    """Time `middle memory import git` on a repository of N commits built for the run, with a
+    fresh store and embedding cache, then the rerun that finds nothing new."""
+    from .importing import run_import
+
+    dataset = dataset or _default("tickets/datasette.json", "--dataset")
+    with progress_bar(progress) as track:
+        report = run_import(dataset, backends, commits, progress=track)
+    _emit(report, as_json, ["backend", "commits", "wall_s", "cpu_s", "commits_per_s", "rerun_s"])
 
 
 # Whole runs on the fake model: their own modules, one group.

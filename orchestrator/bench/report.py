@@ -26,8 +26,9 @@ BACKEND_HELP = ("Backend to measure, repeatable; NAME or NAME:key=value,... with
 
 @contextmanager
 def progress_bar(enabled: bool) -> Iterator[runner.Progress]:
-    """A rich progress bar on stderr (so --json output stays clean); quiet when disabled."""
-    if not enabled:
+    """A rich progress bar on stderr (so --json output stays clean); quiet when disabled or
+    when stderr is no terminal (rich would only print a blank line when the bar ends)."""
+    if not enabled or not err_console.is_terminal:
         yield runner.no_progress
         return
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -79,6 +80,7 @@ HEADERS = {
     "process_start_end_s": "start+end s", "tickets_per_min": "tickets/min",
     "coordination_s_per_ticket": "coordination s/ticket", "attempts": "attempts",
     "claims_won": "claims won", "claim_p50_ms": "claim p50 ms", "claim_p95_ms": "claim p95 ms",
+    "commits": "commits", "cpu_s": "cpu s", "commits_per_s": "commits/s", "rerun_s": "rerun s",
 }
 
 

@@ -174,7 +174,7 @@ def import_(ctx: click.Context, sources: tuple[str, ...], since: str | None, rep
     only on a rerun), or FILES: Markdown or text (one doc per section) and Claude Code session
     transcripts (.jsonl, one doc per session), or folders of them."""
     from orchestrator.cli.context import get_config
-    from orchestrator.memory.importers import index_batches
+    from orchestrator.memory.importers import import_lock, index_batches
     from orchestrator.memory.importers import files as file_import
     from orchestrator.memory.importers import git as git_import
 
@@ -196,7 +196,7 @@ def import_(ctx: click.Context, sources: tuple[str, ...], since: str | None, rep
     # Every file is read before anything is indexed: bad input imports nothing.
     records = [r for path in paths for r in file_import.read_records(path)]
     mem, pid = _memory(ctx, project)
-    with _progress(progress) as track:
+    with import_lock(get_config(ctx).state_path, pid), _progress(progress) as track:
         report = index_batches(mem, pid, records, track(f"importing {len(records)} doc(s)", len(records)))
     console.print(f"imported {report.added} new doc(s) from {len(paths)} file(s) into "
                   f"{safe(mem.where(pid))}" + (f"; {report.already} already there" if report.already else ""))
@@ -204,8 +204,9 @@ def import_(ctx: click.Context, sources: tuple[str, ...], since: str | None, rep
 
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Callable[[str, int], Callable[[int], None]]]:
-    """`track(description, total)` -> advance(n): a rich bar on stderr, or nothing."""
-    if not enabled:
+    """`track(description, total)` -> advance(n): a rich bar on stderr, or nothing (also when
+    stderr is no terminal: there the bar only left a blank line, e.g. before an error)."""
+    if not enabled or not err_console.is_terminal:
         yield lambda _d, _t: (lambda _n: None)
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -210,3 +210,100 @@ def test_bad_input_is_one_error_line_and_imports_nothing(root):
     assert "go with `middle memory import git`" in middle(root, "import", "notes.md", "--since", "x",
                                                           ok=False).stderr
     assert docs(root) == []
+
+
+# -- issue 23 item 5: robustness of `import git` ---------------------------------------------------
+
+def test_an_empty_repository_is_one_error_line_and_nothing_else(root):
+    # With the progress bar on (the default) and stderr not a terminal, the bar printed a
+    # blank line before the error.
+    subprocess.run(["git", "init", "-q", str(root / "empty")], check=True)
+    out = middle(root, "import", "git", "--repo", "empty", ok=False)
+    assert out.stderr == "error: empty has no commits yet: there is no history to import\n"
+    assert out.stdout == ""
+
+
+@pytest.mark.parametrize("content", [
+    b"{not json", b"\xff\xfe binary", b"[]", b'{"git": "x"}', b'{"git": {"REPO": "abc"}}',
+    b'{"git": {"REPO": {"last": "not-a-sha"}}}', b'{"git": {"REPO": {"last": 7}}}'])
+def test_a_corrupt_import_record_is_one_error_line_naming_it(root, content):
+    middle(root, "import", "git", "--no-progress")
+    record = root / ".middle" / "imports" / "demo.json"
+    record.write_bytes(content.replace(b"REPO", str((root / "repo").resolve()).encode()))
+    line = error_line(middle(root, "import", "git", "--no-progress", ok=False))
+    assert line.startswith(f"error: the import record {record} is corrupt (") and "delete it" in line
+    record.unlink()  # what the message says to do
+    assert "nothing new" not in middle(root, "import", "git", "--no-progress").stderr
+    assert len(docs(root)) == 1
+
+
+def test_a_second_import_of_the_project_at_once_is_refused(root):
+    from filelock import FileLock
+
+    from orchestrator.memory.importers import lock_file
+
+    (root / "notes.md").write_text(NOTES)
+    lock = FileLock(str(lock_file(root / ".middle", "demo")))
+    lock.acquire()  # another process's import of the project is running
+    try:
+        for args in (("git",), ("notes.md",)):
+            line = error_line(middle(root, "import", *args, "--no-progress", ok=False))
+            assert "another `middle memory import` of project 'demo' is running" in line
+        assert docs(root) == []
+    finally:
+        lock.release()
+    assert "imported 1 new commit(s)" in middle(root, "import", "git", "--no-progress").stdout
+
+
+def history_repo(path: Path, n: int) -> list[str]:
+    """A repository of n commits (one git fast-import), and their shas oldest first."""
+    from orchestrator.bench.git_history import build_repo
+    from orchestrator.bench.ticket_data import HistoryTicket
+
+    tickets = [HistoryTicket(str(i), "", f"Change number {i} of the parser", f"Why {i}.",
+                             [f"src/m{i % 7}.py"]) for i in range(n)]
+    build_repo(path, tickets, n)
+    return git(path, "rev-list", "--reverse", "HEAD").stdout.split()
+
+
+def test_an_import_killed_mid_way_then_rerun_has_every_commit_once(root):
+    shas = history_repo(root / "big", 2000)  # 8 batches
+    record = root / ".middle" / "imports" / "demo.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("MIDDLE_CONFIG", "MEMORY_SAVE_DIR")}
+    env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.main", "memory", "import", "git",
+                             "--repo", "big", "--no-progress"], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not record.exists() and proc.poll() is None:  # the first batch is in
+            pass
+        proc.kill()  # SIGKILL: no cleanup runs
+    finally:
+        proc.wait()
+    assert proc.returncode == -9
+    assert json.loads(record.read_text())["git"][str((root / "big").resolve())]["last"] != shas[-1]
+    before = docs(root)
+    assert 0 < len(before) < len(shas) and len(set(before)) == len(before)
+
+    out = middle(root, "import", "git", "--repo", "big", "--no-progress")
+    assert f"imported {len(shas) - len(before)} new commit(s)" in out.stdout
+    stored = docs(root)
+    assert sorted(d.split()[1] for d in stored) == sorted(s[:10] for s in shas)  # each once
+    assert "nothing new to import" in middle(root, "import", "git", "--repo", "big", "--no-progress").stdout
+
+
+def test_two_imports_started_at_once_add_each_commit_once(root):
+    shas = history_repo(root / "big", 1200)
+    env = {k: v for k, v in os.environ.items() if k not in ("MIDDLE_CONFIG", "MEMORY_SAVE_DIR")}
+    env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
+    command = [sys.executable, "-m", "orchestrator.cli.main", "memory", "import", "git", "--repo",
+               "big", "--no-progress"]
+    procs = [subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    ok = [out for p, out in zip(procs, outs) if p.returncode == 0]
+    refused = [err for p, (_, err) in zip(procs, outs) if p.returncode != 0]
+    assert ok and all(err.startswith("error: another `middle memory import` of project 'demo' is "
+                                     "running") and err.count("\n") == 1 for err in refused)
+    stored = docs(root)
+    assert sorted(d.split()[1] for d in stored) == sorted(s[:10] for s in shas)  # each once

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 
 import httpx
 import numpy as np
@@ -50,6 +51,34 @@ def test_minilm_vectors_do_not_depend_on_their_batch():
     alone = np.vstack([model.embed_documents([t]) for t in texts])
     assert np.array_equal(together, alone)  # equal-length texts share a call, exactly
     assert not together[3].any()  # an empty text is the zero vector
+
+
+def test_minilm_runs_the_calls_of_many_lengths_on_every_core(monkeypatch):
+    # An import embeds texts of many token counts: one call each, spread over the cores on
+    # one thread apiece (one call split across two threads used them poorly).
+    if minilm.workers() < 2:
+        pytest.skip("one core: nothing to spread the calls over")
+    model = embedders.make_embedder("minilm")
+    texts = [" ".join(f"w{j}" for j in range(n)) for n in range(1, 41)]  # 40 token counts
+    alone = np.vstack([model.embed_documents([t]) for t in texts])
+    threads: set[str] = set()
+    run = minilm._run
+
+    def recorded(session, rows):
+        threads.add(threading.current_thread().name)
+        return run(session, rows)
+
+    monkeypatch.setattr(minilm, "_run", recorded)
+    together = model.embed_documents(texts)
+    assert np.array_equal(together, alone)  # one thread's outputs are exactly two threads'
+    assert len({t for t in threads if t.startswith("minilm")}) == min(minilm.workers(), 40)
+
+    # One long text among short ones is most of the work: both threads stay on it.
+    threads.clear()
+    mixed = ["x " * 400, "a", "a b", "a b c", "a b c d"]
+    assert np.array_equal(model.embed_documents(mixed),
+                          np.vstack([model.embed_documents([t]) for t in mixed]))
+    assert not any(t.startswith("minilm") for t in threads)
 
 
 def test_minilm_reads_queries_to_128_tokens():

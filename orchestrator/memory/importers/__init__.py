@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from orchestrator.errors import MemoryStoreError
+from filelock import FileLock, Timeout
+
+from orchestrator.errors import MemoryStoreError, MiddleError
 
 BATCH = 256  # records per index call: one lock hold and one embedding batch each
 
@@ -20,6 +24,33 @@ class ImportReport:
     read: int = 0
     added: int = 0
     already: int = 0
+
+
+def lock_file(state_dir: Path, project_id: str) -> Path:
+    """`<state_dir>/imports/<project>.lock`: held for a whole import of the project."""
+    return state_dir / "imports" / f"{project_id}.lock"
+
+
+@contextmanager
+def import_lock(state_dir: Path, project_id: str) -> Iterator[None]:
+    """One import of a project at a time on this machine: a second one fails at once instead
+    of indexing the same commits beside the first (the OS drops the lock of a killed import)."""
+    path = lock_file(state_dir, project_id)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(path), timeout=0)
+        lock.acquire()
+    except Timeout:
+        raise MiddleError(f"another `middle memory import` of project {project_id!r} is running "
+                          f"(it holds {path}): wait for it to finish, then run this one again "
+                          "(it adds only what is still missing)") from None
+    except OSError as exc:
+        raise MiddleError(f"cannot lock {path} ({exc.strerror or exc}): check that directory's "
+                          "permissions (state_dir in middle.toml)") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def index_batches(memory: Any, project_id: str, records: Iterable[Record], advance: Advance,

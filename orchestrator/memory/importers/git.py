@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from orchestrator.errors import GitError, MiddleError
-from orchestrator.memory.importers import Advance, ImportReport, Record, index_batches
+from orchestrator.memory.importers import Advance, ImportReport, Record, import_lock, index_batches
 
 MAX_PATHS = 20  # changed paths named in a commit's doc; the rest are counted
 _RS, _US = "\x1e", "\x1f"
@@ -104,13 +104,20 @@ def import_history(memory: Any, project_id: str, repo: Path, state_dir: Path, si
                    track: Callable[[str, int], Advance]) -> tuple[ImportReport, int]:
     """Index the commits not imported yet (after `since`, after the last recorded import),
     oldest first, recording the last imported commit after every batch so a rerun goes on
-    from there. Returns the report and how many commits the range held."""
+    from there. Returns the report and how many commits the range held. One import of the
+    project at a time (import_lock)."""
     head = repo_head(repo)
     repo = Path(_git(repo, "rev-parse", "--show-toplevel").strip()).resolve()  # one record per repository
     exclude = [resolve(repo, since)] if since else []
-    record = state_file(state_dir, project_id)
-    with memory.project_lock(project_id, "import"):
-        last = read_last(record, repo)
+    with import_lock(state_dir, project_id):
+        return _import(memory, project_id, repo, head, exclude, state_file(state_dir, project_id),
+                       track)
+
+
+def _import(memory: Any, project_id: str, repo: Path, head: str, exclude: list[str],
+            record: Path, track: Callable[[str, int], Advance]) -> tuple[ImportReport, int]:
+    """import_history's work, under the import lock (the only writer of the record)."""
+    last = read_last(record, repo)
     if last and has_commit(repo, last):  # else history was rewritten: every commit is rechecked
         exclude.append(last)
     total = count(repo, head, exclude)
@@ -123,8 +130,7 @@ def import_history(memory: Any, project_id: str, repo: Path, state_dir: Path, si
             yield commit.doc(), commit.time
 
     def mark(done: int) -> None:
-        with memory.project_lock(project_id, "import"):
-            write_last(record, repo, head if done == total else shas[done - 1])
+        write_last(record, repo, head if done == total else shas[done - 1])
 
     report = index_batches(memory, project_id, docs(), advance, mark)
     if total == 0 and last != head:
@@ -144,21 +150,32 @@ def read_last(path: Path, repo: Path) -> str | None:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
-        raise MiddleError(f"the import record {path} is unreadable ({exc}): delete it to import "
-                          "the whole history again (docs already in memory are skipped)") from None
-    entry = data.get("git", {}).get(str(repo)) if isinstance(data, dict) else None
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
+        raise _corrupt(path, f"unreadable: {exc}") from None
+    # The record is read, never run: only this shape is accepted, {"git": {repo: {"last": sha}}}.
+    if not isinstance(data, dict):
+        raise _corrupt(path, f"a JSON {type(data).__name__}, not an object")
+    repos = data.get("git", {})
+    if not isinstance(repos, dict):
+        raise _corrupt(path, "its \"git\" entry is not an object")
+    entry = repos.get(str(repo))
+    if entry is None:
+        return None
     last = entry.get("last") if isinstance(entry, dict) else None
-    if entry is not None and not (isinstance(last, str) and len(last) in (40, 64)
-                                  and all(c in "0123456789abcdef" for c in last)):
-        raise MiddleError(f"the import record {path} has no valid last commit for {repo}: delete "
-                          "it to import the whole history again (docs already in memory are skipped)")
+    if not (isinstance(last, str) and len(last) in (40, 64)
+            and all(c in "0123456789abcdef" for c in last)):
+        raise _corrupt(path, f"no valid last commit for {repo}")
     return last
+
+
+def _corrupt(path: Path, why: str) -> MiddleError:
+    return MiddleError(f"the import record {path} is corrupt ({why}): delete it to import the "
+                       "whole history again (docs already in memory are skipped)")
 
 
 def write_last(path: Path, repo: Path, sha: str) -> None:
     """Record `sha` as the last commit imported from `repo`, atomically (call under the
-    project's lock: another import may write the same file)."""
+    import lock: another import of the project would write the same file)."""
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
         data = data if isinstance(data, dict) else {}
@@ -168,14 +185,25 @@ def write_last(path: Path, repo: Path, sha: str) -> None:
     if not isinstance(git, dict):
         git = data["git"] = {}
     git[str(repo)] = {"last": sha, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _unwritable(path, exc) from None
         raise
+
+
+def _unwritable(path: Path, exc: OSError) -> MiddleError:
+    return MiddleError(f"cannot write the import record {path} ({exc.strerror or exc}): free disk "
+                       "space or fix that folder's permissions, then run the same import again "
+                       "(docs already in memory are skipped)")
