@@ -21,7 +21,9 @@ MAX_FEEDBACK_CHARS = 4000  # a run event's text limit (tickets.events.MAX_EVENT_
 # What a round's run carries over from the run before it: where the change lives.
 CARRIED = ("isolation", "repo", "base_branch", "base_commit", "branch", "worktree", "head_commit",
            "changes")
-ROUND_STATUSES = ("complete", "conflict")  # the ticket statuses a round starts from
+# The ticket statuses a round starts from ("failed": only a failed review round, which
+# orchestrator.running.feedback.check lets through, never a first run that failed).
+ROUND_STATUSES = ("complete", "conflict", "failed")
 
 
 class TicketRounds:

@@ -16,7 +16,7 @@ ANY = "*"  # the advice for a situation whatever command was tried
 
 # A ticket's situation: its status, made finer where the next step differs (see situation()).
 SITUATIONS = (
-    "pending", "running", "stale", "interrupted", "failed-resumable", "failed", "complete",
+    "pending", "running", "stale", "interrupted", "failed-resumable", "failed", "failed-round", "complete",
     "complete-empty", "in-place", "conflict", "merged", "discarded", "reverted",
 )
 
@@ -29,6 +29,8 @@ TABLE: dict[tuple[str, str], str] = {
     ("interrupted", ANY): "continue it with {resume}",
     ("failed-resumable", ANY): "retry it from where it failed with {resume}",
     ("failed", ANY): "its run ended for good: start a new one with {run}",
+    ("failed-round", ANY): "its review round ended for good; its branch keeps the earlier rounds' work: "
+                           "ask again with {feedback}, or drop it with {discard}",
     ("complete", ANY): "review it with {diff}, then merge it ({merge}), ask for changes ({feedback}) "
                        "or discard it ({discard})",
     ("complete-empty", ANY): "it changed no files: mark it merged with {merge}",
@@ -93,7 +95,11 @@ def situation(store: Any, ticket_id: str) -> str:
         return "running" if claim is not None and claim_is_live(claim) else "stale"
     if status == "failed":
         end = store.run_end_data(run["id"]) if run else None
-        return "failed-resumable" if (end or {}).get("resumable") else "failed"
+        if (end or {}).get("resumable"):
+            return "failed-resumable"
+        # A review round that failed leaves the earlier rounds' work on the branch: another round
+        # can go on from there (a new run would start the ticket over).
+        return "failed-round" if run and store.round_of(run["id"]) > 1 else "failed"
     if status == "complete" and run and run.get("isolation") != "worktree":
         return "in-place"
     if status == "complete" and not (run and run.get("head_commit")):

@@ -3,6 +3,7 @@
 The status flow of a review round:
 
     complete | conflict --feedback--> running (round n+1) --> complete | failed | interrupted
+    failed in a round (for good) --feedback--> running (round n+1): the branch keeps the earlier work
     running | interrupted | failed (resumable) --feedback--> (stored) read at the run's next assess
 
 A round is a run of its own (its own claim, limits, checkpoints and `middle resume`), on the
@@ -23,7 +24,7 @@ from tickets.rounds import FEEDBACK, MAX_FEEDBACK_CHARS
 ROUND = "round"  # the feedback opens a new round
 STORED = "stored"  # the feedback waits for the next assess of the run in progress
 # Situations (orchestrator.lifecycle.next_steps) and what feedback does in them.
-STARTS_ROUND = ("complete", "complete-empty", "in-place", "conflict")
+STARTS_ROUND = ("complete", "complete-empty", "in-place", "conflict", "failed-round")
 WAITS_FOR_ASSESS = ("running", "stale", "interrupted", "failed-resumable")
 
 

@@ -102,6 +102,9 @@ def make_situation(name: str, tmp_path: Path) -> Case:
                 orch.run_ticket("t")
         elif name != "pending":
             orch.run_ticket("t")
+        if name == "failed-round":  # round 2 gives up; round 1's work stays on the branch
+            with case.orch(["more"], finish=False) as giving_up:
+                assert giving_up.feedback("t", "more").status == "failed"
         if name == "conflict":
             (case.repo / "README.md").write_text("ours\n")
             subprocess.run(["git", "commit", "-qam", "ours"], cwd=case.repo, check=True)
