@@ -1,6 +1,6 @@
 """Retrieval parts shared by backends, imported as `from backends import retrieval`."""
 
-from . import bm25, fusion, pipeline, supersession
+from . import bm25, chunking, fusion, pipeline, supersession
 from .backend import RetrievalBackend
 from .cache import EmbeddingCache, cache_dir, embed_documents, shared_cache
 from .embedders import (
@@ -27,7 +27,7 @@ from .store import FORMAT_VERSION, MemoryRecord, RetrievalStore
 from .vector import VectorIndex
 
 __all__ = [
-    "bm25", "fusion", "pipeline",
+    "bm25", "chunking", "fusion", "pipeline",
     "RetrievalBackend", "RetrievalStore", "IndexMirror", "MatrixMirror", "MemoryRecord", "FORMAT_VERSION", "VectorIndex",
     "EmbeddingCache", "cache_dir", "embed_documents", "shared_cache",
     "Embedder", "HashingEmbedder", "MiniLMEmbedder", "HttpEmbedder",

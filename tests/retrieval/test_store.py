@@ -95,7 +95,7 @@ def test_kill_9_during_indexing_leaves_the_last_complete_state(tmp_path):
     last = docs[-1]
     assert backend.retrieve([last], 1)[0]["docs"] == [last]
     with sqlite3.connect(tmp_path / "hybrid.sqlite3") as conn:
-        assert conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] == len(docs)
+        assert conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == len(docs)
     backend.index(["after the crash"])
     assert backend.list_docs()[-1] == "after the crash"
     backend.close()
