@@ -235,3 +235,21 @@ def test_an_old_postgres_store_is_refused_then_reembedded_in_place(tmp_path, pg_
     with psycopg.connect(pg_url) as conn:
         chunks = conn.execute("SELECT count(*) FROM retrieval_chunks").fetchone()[0]
     assert chunks == len(DECOYS) + len(chunking.chunks(HashingEmbedder(), LONG_CHAT))
+
+
+def test_postgres_tables_of_schema_1_are_migrated_to_hold_chunks(tmp_path, pg_url):
+    import psycopg
+
+    from backends.retrieval import pg_database
+
+    HybridBackend(tmp_path, HASHING, database=MemoryDatabase(pg_url, PROJECT)).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the tables as schema 1 made them
+        conn.execute("DROP TABLE retrieval_chunks")
+        conn.execute("UPDATE retrieval_schema SET version = 1")
+    backend = HybridBackend(tmp_path, HASHING, database=MemoryDatabase(pg_url, PROJECT))
+    backend.index([LONG_CHAT])
+    assert backend.retrieve([DECISION], 1)[0]["docs"] == [LONG_CHAT]
+    backend.close()
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT version FROM retrieval_schema").fetchall() == [
+            (pg_database.SCHEMA_VERSION,)]
