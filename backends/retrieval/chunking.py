@@ -126,19 +126,20 @@ def doc_vector(chunk_vectors: np.ndarray) -> np.ndarray:
     return mean / norm if norm else mean
 
 
-def claim_chunking(store: Any, embedder: Embedder, backend: str) -> str | None:
+def claim_chunking(store: Any, embedder: Embedder, backend: str,
+                   docs_table: str = "docs") -> str | None:
     """Record the chunking of a store that holds no doc yet; for one whose docs were embedded
     another way (or before chunking), the error to give instead of searching its vectors: a
     store's vectors answer only for the scheme they were made with."""
     wanted = scheme(embedder)
     with store.write() as conn:
         held = store.meta(conn, "chunking")
-        if held != wanted and not store.holds_rows(conn, "docs"):
+        if held != wanted and not store.holds_rows(conn, docs_table):
             store.set_meta(conn, "chunking", wanted)
             held = wanted
     if held == wanted:
-        if hasattr(store, "raise_version"):  # a version 1 file made empty: now a chunked one
-            store.raise_version([1])
+        if hasattr(store, "raise_version"):  # an older file without docs: now a chunked one
+            store.raise_version(list(range(1, store.format_version)))
         return None
     how = ("before documents were embedded whole (each was read to its first 256 tokens)"
            if held is None else f"with another chunking ({held})")

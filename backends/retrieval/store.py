@@ -17,8 +17,8 @@ from orchestrator.plugin_api import MemoryRecord, MemoryStoreError  # noqa: F401
 from backends.storage import CHUNK, SqliteStore, inserted_id
 
 from . import bm25
-from .chunking import CHUNK_SLOTS, chunk_ids
-from .mirror import IndexMirror
+from .chunking import CHUNK_SLOTS
+from .mirror import ChunkMirror
 from .vector import VectorIndex
 
 log = logging.getLogger("middle.retrieval.store")
@@ -73,6 +73,8 @@ class RetrievalStore(SqliteStore):
     another instance) writing the same store is seen at once, and a crash leaves the last
     committed state.
     """
+
+    chunk_tables = {"chunks": CHUNK_SLOTS}
 
     def __init__(self, path: Path, *, use_vectors: bool):
         self.use_vectors = use_vectors
@@ -249,25 +251,6 @@ class RetrievalStore(SqliteStore):
         docs = chunk_id // CHUNK_SLOTS
         return {int(d): vectors[docs == d] for d in np.unique(docs)}
 
-    def vector_rows(self, conn: sqlite3.Connection, table: str, ids: Sequence[int] | None = None
-                    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """As the base's, with `ids` the doc ids whose chunk rows are wanted for `chunks`."""
-        if table != "chunks" or ids is None:
-            return super().vector_rows(conn, table, ids)
-        rows: list[tuple[int, bytes]] = []
-        for doc_id in ids:
-            rows += conn.execute("SELECT id, vec FROM chunks WHERE id >= ? AND id < ?",
-                                 (doc_id * CHUNK_SLOTS, (doc_id + 1) * CHUNK_SLOTS)).fetchall()
-        if not rows:
-            return np.zeros(0, dtype=np.int64), None
-        rows.sort()
-        blobs = [r[1] for r in rows]
-        if len({len(b) for b in blobs}) != 1 or len(blobs[0]) % 4:
-            raise MemoryStoreError(f"the {self.kind} {self.path} holds vectors of mixed or broken "
-                                   f"sizes in {table}: the file is corrupt; {self.corrupt_hint}")
-        vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), -1)
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), vectors
-
     def ids_by_text(self, conn: sqlite3.Connection, texts: Sequence[str]) -> dict[str, int]:
         found = {}
         for text in texts:
@@ -322,14 +305,6 @@ class RetrievalStore(SqliteStore):
         with self.lock:
             super().close()
             self._mirror.invalidate()
-
-
-class ChunkMirror(IndexMirror):
-    """The FAISS mirror of the `chunks` table: the change log names doc ids, so removing a doc
-    removes every chunk slot it may hold."""
-
-    def _remove(self, ids: np.ndarray) -> None:
-        super()._remove(chunk_ids(ids))
 
 
 class ChunkSearch:

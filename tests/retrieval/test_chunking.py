@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from backends.dense.backend import DenseBackend
+from backends.hipporag.backend import HippoRAGBackend
 from backends.hybrid.backend import HybridBackend
 from backends.retrieval import chunking
 from backends.retrieval.cache import CACHE_ENV
@@ -88,12 +89,32 @@ def test_embedders_without_a_tokenizer_are_cut_by_words():
 @needs_minilm
 @pytest.mark.parametrize("cls", [DenseBackend, HybridBackend])
 def test_a_long_doc_is_found_by_a_decision_at_its_end(tmp_path, cls):
-    backend = cls(tmp_path, {"embedder": "minilm", "recency_weight": 0.0}
-                  if cls is HybridBackend else {"embedder": "minilm"})
+    backend = cls(tmp_path, {"embedder": "minilm"} if cls is DenseBackend
+                  else {"embedder": "minilm", "recency_weight": 0.0})
     backend.index(DECOYS + [LONG_CHAT])
     ranked = backend.retrieve([QUERY], 3)[0]["docs"]
     backend.close()
     assert ranked[0] == LONG_CHAT, ranked
+
+
+@needs_minilm
+def test_hipporag_embeds_a_long_passage_whole_as_dense_does(tmp_path):
+    """hipporag's passage vectors (the dense seed of its PageRank) are the same chunk vectors:
+    its facts and entities were already read from the whole text (token-state windows)."""
+    dense = DenseBackend(tmp_path / "dense", {"embedder": "minilm"})
+    dense.index([LONG_CHAT])
+    expected = dense._store.vectors([1])[1]
+    dense.close()
+    graph = HippoRAGBackend(tmp_path / "hipporag", {"embedder": "minilm", "recency_weight": 0.0})
+    graph.index(DECOYS + [LONG_CHAT])
+    assert LONG_CHAT in graph.retrieve([QUERY], 3)[0]["docs"]
+    graph.close()
+    with sqlite3.connect(tmp_path / "hipporag" / "hipporag.sqlite3") as conn:
+        pid = conn.execute("SELECT id FROM passages WHERE text = ?", (LONG_CHAT,)).fetchone()[0]
+        rows = conn.execute("SELECT vec FROM passage_chunks WHERE id >= ? AND id < ? ORDER BY id",
+                            (pid * 256, (pid + 1) * 256)).fetchall()
+    stored = np.vstack([np.frombuffer(v, dtype=np.float32) for (v,) in rows])
+    assert len(expected) > 1 and np.allclose(stored, expected, atol=1e-6)
 
 
 @needs_minilm
@@ -138,7 +159,7 @@ def _facade(save_dir: Path, backend: str) -> MemoryFacade:
     return MemoryFacade(save_dir, backend, HASHING, PluginRegistry(load_entry_points=False))
 
 
-@pytest.mark.parametrize("backend", ["hybrid", "dense"])
+@pytest.mark.parametrize("backend", ["hybrid", "dense", "hipporag"])
 def test_an_old_store_is_refused_with_a_hint_until_reindexed(tmp_path, backend):
     _old_store(tmp_path, backend)
     mem = _facade(tmp_path, backend)
@@ -155,11 +176,14 @@ def test_an_old_store_is_refused_with_a_hint_until_reindexed(tmp_path, backend):
     mem.index(PROJECT, ["a new note"])
     assert len(mem.list_docs(PROJECT)) == 4
     mem.close()
+    docs, time, chunks, version = (("passages", "created_at", "passage_chunks", "3")
+                                   if backend == "hipporag" else ("docs", "doc_time", "chunks", "2"))
     with sqlite3.connect(tmp_path / PROJECT / f"{backend}.sqlite3") as conn:
         meta = dict(conn.execute("SELECT key, value FROM meta"))
-        assert meta["format_version"] == "2" and meta["chunking"] == chunking.scheme(HashingEmbedder())
-        assert conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] >= 4
-        kept = [t for (t,) in conn.execute("SELECT doc_time FROM docs ORDER BY doc_time")][:3]
+        assert meta["format_version"] == version
+        assert meta["chunking"] == chunking.scheme(HashingEmbedder())
+        assert conn.execute(f"SELECT COUNT(*) FROM {chunks}").fetchone()[0] >= 4
+        kept = [t for (t,) in conn.execute(f"SELECT {time} FROM {docs} ORDER BY {time}")][:3]
     assert kept == [1_700_000_000 + 3600 * i for i in range(3)]  # the docs' times survive
 
 
