@@ -146,6 +146,18 @@ def test_deleting_a_long_doc_removes_every_chunk(tmp_path):
     backend.close()
 
 
+@needs_minilm
+def test_hindsight_reads_a_long_doc_whole(tmp_path):
+    """hindsight needed no change: its facts are every sentence of the doc (grouped past
+    max_facts_per_doc), their vectors pooled from token-state windows over the whole text."""
+    from backends.hindsight.backend import HindsightBackend
+
+    bank = HindsightBackend(tmp_path, {"embedder": "minilm"})
+    bank.index(DECOYS + [LONG_CHAT])
+    assert bank.retrieve([QUERY], 3)[0]["docs"][0] == LONG_CHAT
+    bank.close()
+
+
 # --- a store built before chunking ------------------------------------------------------------
 
 def _old_store(save_dir: Path, backend: str) -> Path:
