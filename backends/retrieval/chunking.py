@@ -144,5 +144,4 @@ def claim_chunking(store: Any, embedder: Embedder, backend: str,
     how = ("before documents were embedded whole (each was read to its first 256 tokens)"
            if held is None else f"with another chunking ({held})")
     return (f"the {store.kind} {store.path} was built {how}: run `middle memory reindex --from "
-            f"{backend}` to re-embed its docs whole (they are kept; a copy of the old store is "
-            "left beside it)")
+            f"{backend}` to re-embed its docs whole (the docs and their times are kept)")
