@@ -21,8 +21,9 @@ OVERLAP_TOKENS = 32
 # Embedders that give no word pieces (an endpoint, the hashing fallback) are cut by words,
 # at WordPiece's ~1.4 pieces per English word: about the same stretch of text per window.
 WINDOW_WORDS, OVERLAP_WORDS = 180, 23
-# Chunk vectors live under ids `doc_id * CHUNK_SLOTS + n`. MAX_EMBED_CHARS (20,000) cut in
-# windows that advance at least 222 pieces of a character or more gives at most 91 windows.
+# Chunk vectors live under ids `doc_id * CHUNK_SLOTS + n`. A window advances at least 95 units
+# (half a window, to a word's end, less the overlap) of a character or more, so MAX_EMBED_CHARS
+# (20,000) gives at most ~210 windows; a pathological doc's windows past 256 are dropped.
 CHUNK_SLOTS = 256
 SCHEME_VERSION = 1
 
