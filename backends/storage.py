@@ -287,12 +287,23 @@ class SqliteStore(MetaValues):
 
     # --- vectors --------------------------------------------------------------------------
 
+    #: Tables of chunk vectors (table -> slots): row `doc * slots + n` is a doc's chunk n, and
+    #: `vector_rows(..., ids)` takes doc ids for them (backends.retrieval.chunking).
+    chunk_tables: dict[str, int] = {}
+
     def vector_rows(self, conn: sqlite3.Connection, table: str, ids: Sequence[int] | None = None
                     ) -> tuple[np.ndarray, np.ndarray | None]:
         """(ids, vectors) of a table of (id, vec) rows, ordered by id; all rows when ids is
         None. Vectors of mixed or broken sizes are a corrupt store, said with its path."""
+        slots = self.chunk_tables.get(table)
         if ids is None:
             rows = conn.execute(f"SELECT id, vec FROM {table} ORDER BY id").fetchall()
+        elif slots is not None:  # every chunk of each doc: a range of ids
+            rows = []
+            for doc in ids:
+                rows += conn.execute(f"SELECT id, vec FROM {table} WHERE id >= ? AND id < ?",
+                                     (doc * slots, (doc + 1) * slots)).fetchall()
+            rows.sort()
         else:
             rows = []
             ids = list(ids)

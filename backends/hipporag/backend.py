@@ -66,11 +66,14 @@ class HippoRAGBackend(DocumentListing, MemoryBackend):
             claim_backend(self._store, self.name)
             self._claim(opts)
             self.embedder = bind_embedder(self._store, opts, self.name, "passages")
+            # Not refused here: `middle memory reindex` opens an old store to read its docs.
+            self._stale = retrieval.chunking.claim_chunking(self._store, self.embedder,
+                                                            self.name, "passages")
         except BaseException:
             self._store.close()
             raise
         self._cache = retrieval.shared_cache() if opts.embedding_cache else None
-        self._passages = retrieval.MatrixMirror(VECTOR_TABLES["p"], "p")
+        self._passages = retrieval.ChunkMatrixMirror(VECTOR_TABLES["p"], "p")
         self._facts = retrieval.MatrixMirror(VECTOR_TABLES["f"], "f")
         self._entities = retrieval.IndexMirror(VECTOR_TABLES["e"], "e")
         self._graph = GraphMirror()
@@ -123,8 +126,22 @@ class HippoRAGBackend(DocumentListing, MemoryBackend):
             extractions = self._extract(texts)
             for text in texts:
                 read(self.embedder, text, extractions[text], self._cache)
-        else:
-            retrieval.embed_documents(self.embedder, texts, self._cache)
+            texts = [t for t in texts if len(retrieval.chunking.chunks(self.embedder, t)) > 1]
+        self._chunk_vectors(texts)
+
+    def _chunk_vectors(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Each passage's chunk vectors (n_chunks, d): the passage whole (see chunking)."""
+        embedder = self.embedder
+        return dict(zip(texts, retrieval.chunking.embed_chunked(
+            embedder, texts, lambda chunks: retrieval.embed_documents(embedder, chunks, self._cache))))
+
+    def _refuse_stale(self) -> None:
+        """A store whose passage vectors were made another way answers nothing until reindexed."""
+        if self._stale is not None:  # asked again: another process may have rebuilt it
+            self._stale = retrieval.chunking.claim_chunking(self._store, self.embedder,
+                                                            self.name, "passages")
+            if self._stale is not None:
+                raise MemoryStoreError(self._stale)
 
     # --- index ----------------------------------------------------------------------------
 
@@ -133,6 +150,7 @@ class HippoRAGBackend(DocumentListing, MemoryBackend):
 
     def _add(self, docs: list[str], when: dict[str, float | None]) -> None:
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
+        self._refuse_stale()
         with self._store.lock:
             fresh = self._unknown(docs)
             if not fresh:
@@ -142,8 +160,11 @@ class HippoRAGBackend(DocumentListing, MemoryBackend):
                         if opts.synonymy_max_neighbours > 0 and alnum_count(n) >= opts.synonymy_min_chars}
             triples = {t for ex in extractions.values() for t in ex.triples}
             readings = self._read(fresh, extractions)
-            passages = {t: r.vector for t, r in readings.items() if r is not None}
-            passages.update(self._embed([t for t in fresh if readings.get(t) is None]))
+            # A passage that fits one window has its reading's vector as its one chunk (the
+            # same vector: see readings); a longer one is embedded chunk by chunk.
+            passages = {t: r.vector[None, :] for t, r in readings.items() if r is not None
+                        and len(retrieval.chunking.chunks(self.embedder, t)) == 1}
+            passages.update(self._chunk_vectors([t for t in fresh if t not in passages]))
             names, facts = self._missing(entities, triples)
             known = self._embed(self._unread(fresh, extractions, readings, names, facts))
             items = [NewPassage(text, text_hash(text), passages[text], extractions[text],
@@ -286,7 +307,7 @@ class HippoRAGBackend(DocumentListing, MemoryBackend):
             graph = self._graph.sync(self._store, conn)
         if len(graph.passage_ids) == 0:
             return None
-        if not (np.array_equal(graph.passage_ids, self._passages.ids)
+        if not (np.array_equal(graph.passage_ids, self._passages.docs)
                 and np.array_equal(graph.fact_ids, self._facts.ids)):
             raise MemoryStoreError(f"the memory store {self._store.path} is inconsistent (vectors "
                                    "missing for some passages or facts): it is corrupt; move it "
@@ -295,6 +316,7 @@ class HippoRAGBackend(DocumentListing, MemoryBackend):
 
     def retrieve(self, queries: list[str], num_to_retrieve: int) -> list[RetrieveResult]:
         queries = check_texts(queries, "queries")
+        self._refuse_stale()
         results: list[RetrieveResult] = []
         with self._store.lock:
             graph = self._sync() if queries else None
@@ -324,7 +346,7 @@ class HippoRAGBackend(DocumentListing, MemoryBackend):
         # The dense side reads the query's prose; the paths it names seed their entities exactly
         # (_named_entities), as hybrid's BM25 matches them (see retrieval.bm25.without_paths).
         q = self._query_vector(retrieval.bm25.without_paths(query))
-        dense = self._passages.scores(q).astype(np.float64)
+        dense = self._passages.doc_scores(q).astype(np.float64)  # a passage's best chunk
         named = self._named_entities(graph, query)
         # A query of paths alone matches every "X changed a/b.py" fact about as well (paths
         # look alike to a sentence model): the paths it names are what it asks for.

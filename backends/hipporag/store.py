@@ -7,11 +7,15 @@ from pathlib import Path
 
 import numpy as np
 
+from backends.retrieval.chunking import CHUNK_SLOTS
 from backends.storage import CHUNK, SqliteStore
 
 # 2: the kind of fact vectors is recorded (meta fact_vector_kind, see HippoRAGBackend); a
 # version 1 store's facts were embedded alone or from their names, and stay valid.
-FORMAT_VERSION = 2
+# 3: a passage's vectors are its chunks' (passage_chunks, see retrieval.chunking); a store of
+# an older version held one vector of its first 256 tokens and must be reindexed (the
+# version is raised when the chunking is recorded, on a store without passages).
+FORMAT_VERSION = 3
 
 # Every edge can be traced to the passages that contributed it: passage-entity edges are rows
 # of passage_entities; a subject-object edge's weight is the sum of passage_facts.count over
@@ -46,13 +50,14 @@ CREATE TABLE IF NOT EXISTS synonyms (
     PRIMARY KEY (entity, neighbour)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS synonyms_by_neighbour ON synonyms (neighbour);
 CREATE TABLE IF NOT EXISTS passage_vectors (id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS passage_chunks (id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS entity_vectors (id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS fact_vectors (id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS changes (gen INTEGER NOT NULL, kind TEXT NOT NULL, id INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS changes_by_gen ON changes (gen);
 """
 
-VECTOR_TABLES = {"p": "passage_vectors", "e": "entity_vectors", "f": "fact_vectors"}
+VECTOR_TABLES = {"p": "passage_chunks", "e": "entity_vectors", "f": "fact_vectors"}
 
 
 def text_hash(text: str) -> str:
@@ -66,10 +71,7 @@ def to_blob(vector: np.ndarray) -> bytes:
 class GraphStore(SqliteStore):
     """SQLite in WAL mode; every write is one transaction that bumps a generation counter."""
 
+    chunk_tables = {"passage_chunks": CHUNK_SLOTS}
+
     def __init__(self, path: Path):
         super().__init__(path, SCHEMA, FORMAT_VERSION, kind="hipporag memory store")
-        try:
-            self.raise_version([1])
-        except BaseException:
-            self.close()
-            raise

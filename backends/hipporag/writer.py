@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from backends.retrieval.chunking import CHUNK_SLOTS
 from backends.retrieval.mirror import IndexMirror
 from backends.storage import inserted_id
 
@@ -32,7 +33,7 @@ from .store import CHUNK, to_blob
 class NewPassage:
     text: str
     hash: str
-    vector: np.ndarray
+    vectors: np.ndarray  # its chunks' (n_chunks, d), see retrieval.chunking
     extraction: Extraction
     time: float | None = None  # when the work it records was done; None: now
     reading: Reading | None = None  # fact_vectors = "passage": its entities' and facts' vectors
@@ -89,7 +90,8 @@ class GraphWriter:
                 continue
             added += 1
             pid = inserted_id(cur)
-            self.conn.execute("INSERT INTO passage_vectors VALUES (?, ?)", (pid, to_blob(p.vector)))
+            self.conn.executemany("INSERT INTO passage_chunks VALUES (?, ?)",
+                                  [(pid * CHUNK_SLOTS + n, to_blob(v)) for n, v in enumerate(p.vectors)])
             self.changes.append(("p", pid))
             ids = {name: self._entity(name, known, new_entities, p.reading)
                    for name in p.extraction.entities}
@@ -253,6 +255,8 @@ class GraphWriter:
             for table, column in (("passage_facts", "passage"), ("passage_entities", "passage"),
                                   ("passage_vectors", "id"), ("passages", "id")):
                 self.conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (pid,))
+            self.conn.execute("DELETE FROM passage_chunks WHERE id >= ? AND id < ?",
+                              (pid * CHUNK_SLOTS, (pid + 1) * CHUNK_SLOTS))
             self.changes.append(("p", pid))
         self.conn.execute("DELETE FROM fact_edges WHERE weight <= 0")
         for fid in sorted(facts):

@@ -41,14 +41,14 @@ class HybridBackend(retrieval.RetrievalBackend):
         vectors = self._store.vectors(ids) if opts.mmr_lambda is not None else {}
         candidates = [
             pipeline.Candidate(i, rows[i].text, score, rows[i].doc_time, rows[i].importance,
-                               vectors.get(i))
+                               retrieval.chunking.doc_vector(vectors[i]) if i in vectors else None)
             for i, score in fused if i in rows
         ]
         reranker = pipeline.load_reranker(opts.rerank_model) if opts.rerank_model else None
         picked = pipeline.run(query, candidates, k, opts, self.clock(), reranker)
         return [(c.id, c.score) for c in picked]
 
-    def _write(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
+    def _write(self, records: list[MemoryRecord], vectors: list[np.ndarray] | None) -> None:
         threshold = self.options.dedup_threshold  # type: ignore[attr-defined]
         if threshold is None or vectors is None or not records:
             return super()._write(records, vectors)
@@ -66,11 +66,14 @@ class HybridBackend(retrieval.RetrievalBackend):
             if touched:
                 self._store.bump(conn, touched)
 
-    def _plan_merges(self, records: list[MemoryRecord], vectors: np.ndarray, threshold: float):
+    def _plan_merges(self, records: list[MemoryRecord], chunked: list[np.ndarray],
+                     threshold: float):
         """Seed 002's near-duplicate merge: each new doc either updates the most similar stored
         doc (cosine >= threshold) or is added; a later doc of the same batch that nearly repeats
-        an earlier one replaces it in the plan."""
+        an earlier one replaces it in the plan. Docs are compared by their first chunk (a near
+        duplicate starts the same) against every stored chunk."""
         index = self._store.sync()
+        vectors = np.vstack([c[0] for c in chunked])
         similar = vectors @ vectors.T
         plan: list[list] = []  # [target id or None, record, vector, batch position]
         for i, record in enumerate(records):
@@ -82,7 +85,7 @@ class HybridBackend(retrieval.RetrievalBackend):
             earlier = [j for j, step in enumerate(plan) if similar[i, step[3]] >= best_score]
             if earlier:
                 j = max(earlier, key=lambda j: similar[i, plan[j][3]])
-                plan[j][1:] = [record, vectors[i], i]
+                plan[j][1:] = [record, chunked[i], i]
             else:
-                plan.append([best_target, record, vectors[i], i])
+                plan.append([best_target, record, chunked[i], i])
         return [(target, record, vector) for target, record, vector, _ in plan]

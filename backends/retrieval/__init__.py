@@ -1,6 +1,6 @@
 """Retrieval parts shared by backends, imported as `from backends import retrieval`."""
 
-from . import bm25, fusion, pipeline, supersession
+from . import bm25, chunking, fusion, pipeline, supersession
 from .backend import RetrievalBackend
 from .cache import EmbeddingCache, cache_dir, embed_documents, shared_cache
 from .embedders import (
@@ -22,13 +22,13 @@ from .options import (
     PipelineOptions,
     RecencyOptions,
 )
-from .mirror import IndexMirror, MatrixMirror
+from .mirror import ChunkMatrixMirror, ChunkMirror, IndexMirror, MatrixMirror
 from .store import FORMAT_VERSION, MemoryRecord, RetrievalStore
 from .vector import VectorIndex
 
 __all__ = [
-    "bm25", "fusion", "pipeline",
-    "RetrievalBackend", "RetrievalStore", "IndexMirror", "MatrixMirror", "MemoryRecord", "FORMAT_VERSION", "VectorIndex",
+    "bm25", "chunking", "fusion", "pipeline",
+    "RetrievalBackend", "RetrievalStore", "IndexMirror", "MatrixMirror", "ChunkMirror", "ChunkMatrixMirror", "MemoryRecord", "FORMAT_VERSION", "VectorIndex",
     "EmbeddingCache", "cache_dir", "embed_documents", "shared_cache",
     "Embedder", "HashingEmbedder", "MiniLMEmbedder", "HttpEmbedder",
     "SentenceTransformerEmbedder", "FastEmbedEmbedder", "make_embedder", "default_embedder_name",

@@ -14,6 +14,7 @@ from orchestrator.plugin_api import (
     BackendOptions,
     MemoryBackend,
     MemoryDatabase,
+    MemoryStoreError,
     RetrieveResult,
     TextLLM,
     check_texts,
@@ -21,6 +22,7 @@ from orchestrator.plugin_api import (
 
 from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
 
+from . import chunking
 from .cache import EmbeddingCache, embed_documents, shared_cache
 from .embedders import Embedder
 from .store import MemoryRecord, RetrievalStore
@@ -66,6 +68,9 @@ class RetrievalBackend(MemoryBackend):
             self.embedder: Embedder | None = (
                 bind_embedder(self._store, self.options, self.name, "docs")
                 if self.uses_vectors else None)
+            # Not refused here: `middle memory reindex` opens an old store to read its docs.
+            self._stale = (chunking.claim_chunking(self._store, self.embedder, self.name)
+                           if self.embedder is not None else None)
         except BaseException:
             self._store.close()
             raise
@@ -90,6 +95,7 @@ class RetrievalBackend(MemoryBackend):
         """Add docs with optional event time (unix seconds) and importance (1-5); exact
         duplicates are skipped. All or nothing: a failure leaves the store as it was."""
         records = _check_records(records)
+        self._refuse_stale()
         with self._store.lock:
             with self._store.read() as conn:
                 present = self._store.ids_by_text(conn, [r.text for r in records])
@@ -103,12 +109,23 @@ class RetrievalBackend(MemoryBackend):
             vectors = self._embed([r.text for r in fresh])  # may fail: nothing written yet
             self._write(fresh, vectors)
 
-    def _embed(self, texts: list[str]) -> np.ndarray | None:
+    def _refuse_stale(self) -> None:
+        """A store whose vectors were made another way answers nothing until it is reindexed."""
+        if self._stale is not None and self.embedder is not None:
+            # Asked again: another process (another machine, on PostgreSQL) may have migrated it.
+            self._stale = chunking.claim_chunking(self._store, self.embedder, self.name)
+            if self._stale is not None:
+                raise MemoryStoreError(self._stale)
+
+    def _embed(self, texts: list[str]) -> list[np.ndarray] | None:
+        """Per text, its chunk vectors (n_chunks, d): the document whole (see chunking)."""
         if self.embedder is None:
             return None
-        return embed_documents(self.embedder, texts, self._cache)
+        embedder = self.embedder
+        return chunking.embed_chunked(embedder, texts,
+                                      lambda chunks: embed_documents(embedder, chunks, self._cache))
 
-    def _write(self, records: list[MemoryRecord], vectors: np.ndarray | None) -> None:
+    def _write(self, records: list[MemoryRecord], vectors: list[np.ndarray] | None) -> None:
         now = self.clock()
         with self._store.write() as conn:
             touched = []
@@ -119,16 +136,37 @@ class RetrievalBackend(MemoryBackend):
             if touched:
                 self._store.bump(conn, touched)
 
+    def reembed(self) -> int:
+        """Embed every doc again, whole, in one write transaction (writers wait for it), and
+        record the chunking: how `middle memory reindex` migrates a store that cannot be
+        rebuilt file by file (PostgreSQL). Returns how many docs were embedded."""
+        if self.embedder is None:
+            return 0
+        texts = {row["id"]: row["text"] for row in self._store.stats()}
+        embedded = dict(zip(texts, self._embed(list(texts.values())) or []))  # before the lock
+        with self._store.write() as conn:
+            docs = self._store.doc_texts(conn)  # as of now: another writer may have been first
+            late = [i for i in docs if texts.get(i) != docs[i]]
+            embedded.update(zip(late, self._embed([docs[i] for i in late]) or []))
+            for doc_id in docs:
+                self._store.put_chunks(conn, doc_id, embedded[doc_id])
+            self._store.set_meta(conn, "chunking", chunking.scheme(self.embedder))
+            if docs:
+                self._store.bump(conn, list(docs))
+        self._stale = None
+        return len(docs)
+
     def embeds_docs(self) -> bool:
         return self.embedder is not None  # bm25 embeds nothing
 
     def warm_embeddings(self, docs: Sequence[str]) -> None:
         """Embed docs into the cache without storing them (benchmarks time the two apart)."""
         if self.embedder is not None and self._cache is not None and self.embedder.cacheable:
-            embed_documents(self.embedder, list(docs), self._cache)
+            self._embed(list(docs))
 
     def retrieve(self, queries: list[str], num_to_retrieve: int) -> list[RetrieveResult]:
         queries = check_texts(queries, "queries")
+        self._refuse_stale()
         results: list[RetrieveResult] = []
         returned: list[int] = []
         with self._store.lock:
@@ -170,8 +208,7 @@ class RetrievalBackend(MemoryBackend):
         index = self._store.sync()
         if index is None or len(index) == 0 or self.embedder is None:
             return []
-        ids, scores = index.search(self._query_vector(query), k)
-        return list(zip(ids, scores))
+        return chunking.best_docs(index.search, self._query_vector(query), k)
 
     def delete(self, docs: list[str]) -> int:
         docs = check_texts(docs, "docs")
@@ -200,6 +237,9 @@ class RetrievalBackend(MemoryBackend):
 
     def close(self) -> None:
         if self._store.closed:
+            return
+        if self._stale is not None:  # its old vectors are not worth a snapshot
+            self._store.close()
             return
         try:
             self._store.save_snapshot()

@@ -8,6 +8,7 @@ import numpy as np
 
 from backends.storage import SqliteStore
 
+from .chunking import CHUNK_SLOTS, chunk_ids
 from .vector import VectorIndex
 
 
@@ -150,3 +151,33 @@ class IndexMirror(_Mirror):
         if self.index is None:
             return [], []
         return self.index.search(vector, k)
+
+
+class ChunkMirror(IndexMirror):
+    """The FAISS mirror of a table of chunk vectors (see chunking): the change log names doc
+    ids, so removing a doc removes every chunk slot it may hold."""
+
+    def _remove(self, ids: np.ndarray) -> None:
+        super()._remove(chunk_ids(ids))
+
+
+class ChunkMatrixMirror(MatrixMirror):
+    """A MatrixMirror of a table of chunk vectors: rows are ordered by chunk id, so a doc's
+    chunks are adjacent, and a doc is scored by its best chunk."""
+
+    def _remove(self, ids: np.ndarray) -> None:
+        super()._remove(chunk_ids(ids))
+
+    @property
+    def docs(self) -> np.ndarray:
+        """The doc ids held, ascending (one per doc)."""
+        return np.unique(self.ids // CHUNK_SLOTS)
+
+    def doc_scores(self, query: np.ndarray) -> np.ndarray:
+        """Per doc of `docs`, its best chunk's cosine to the query."""
+        scores = self.scores(query)
+        if len(scores) == 0:
+            return scores
+        owners = self.ids // CHUNK_SLOTS
+        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+        return np.maximum.reduceat(scores, starts)

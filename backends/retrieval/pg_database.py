@@ -9,7 +9,7 @@ from typing import Any, Iterator
 from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
 
 INSTALL_HINT = "pip install 'middle-agent[postgres]'"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: retrieval_chunks (a doc's chunk vectors; see chunking.py)
 # Schema creation and migration take this transaction-level advisory lock, so two machines
 # starting at once do not both create tables ("mdlmem" in ASCII; the ticket store uses "middle").
 SCHEMA_LOCK_KEY = 0x6D646C6D656D
@@ -54,6 +54,15 @@ SCHEMA = [
         store_id BIGINT NOT NULL,
         embedding vector NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS retrieval_vectors_by_store ON retrieval_vectors (store_id)",
+    # Since version 2 a doc's vectors are its chunks' (retrieval_vectors keeps a version 1
+    # store's single vectors until `middle memory reindex` re-embeds it).
+    """CREATE TABLE IF NOT EXISTS retrieval_chunks (
+        doc_id BIGINT NOT NULL REFERENCES retrieval_docs (id) ON DELETE CASCADE,
+        chunk INTEGER NOT NULL,
+        store_id BIGINT NOT NULL,
+        embedding vector NOT NULL,
+        PRIMARY KEY (doc_id, chunk))""",
+    "CREATE INDEX IF NOT EXISTS retrieval_chunks_by_store ON retrieval_chunks (store_id)",
     # BM25 postings: a doc's lexemes (from to_tsvector) with their counts and the doc's length,
     # so a query reads only the postings of its own terms (an index-only range scan).
     """CREATE TABLE IF NOT EXISTS retrieval_postings (
@@ -171,6 +180,7 @@ def _migrate(conn: Any, database: MemoryDatabase) -> None:
             conn.execute(statement)
         conn.execute("INSERT INTO retrieval_schema SELECT %s WHERE NOT EXISTS "
                      "(SELECT 1 FROM retrieval_schema)", (SCHEMA_VERSION,))
+        conn.execute("UPDATE retrieval_schema SET version = %s", (SCHEMA_VERSION,))
 
 
 _open: dict[str, Database] = {}

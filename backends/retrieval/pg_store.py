@@ -41,12 +41,9 @@ doc AS (
 post AS (
     INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
     SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc)
-{{vector}}
 UPDATE retrieval_stores SET n_docs = n_docs + 1, total_len = total_len + doc.doc_len
 FROM doc WHERE retrieval_stores.id = %(store)s
 RETURNING doc.id"""
-INSERT_VECTOR = (", vec AS (INSERT INTO retrieval_vectors (id, store_id, embedding) "
-                 "SELECT doc.id, %(store)s, %(vector)s FROM doc)")
 
 REPLACE = f"""
 WITH lex AS ({LEXEMES}),
@@ -105,14 +102,15 @@ class VectorSearch:
         return int(row[0]) if row else 0
 
     def search(self, query: np.ndarray, k: int) -> tuple[list[int], list[float]]:
-        """Ids and inner products of the k nearest vectors, best first (ties by id)."""
+        """Doc ids and inner products of the k nearest chunk vectors, best first (ties by id;
+        a doc may repeat: `chunking.best_docs` keeps its best)."""
         if k <= 0:
             return [], []
         vector = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
         with self.store.read() as conn:
             rows = conn.execute(
-                "SELECT id, -(embedding <#> %(q)s) FROM retrieval_vectors WHERE store_id = %(s)s "
-                "ORDER BY embedding <#> %(q)s, id LIMIT %(k)s",
+                "SELECT doc_id, -(embedding <#> %(q)s) FROM retrieval_chunks WHERE store_id = %(s)s "
+                "ORDER BY embedding <#> %(q)s, doc_id, chunk LIMIT %(k)s",
                 {"q": vector, "s": self.store.store_id, "k": k}).fetchall()
         return [int(r[0]) for r in rows], [float(r[1]) for r in rows]
 
@@ -219,17 +217,26 @@ class PgRetrievalStore(MetaValues):
                 "importance": record.importance or 3,
                 "words": analysed_words(bm25.fts_text(record.text))}
 
-    def insert(self, conn: Any, record: MemoryRecord, vector: np.ndarray | None,
+    def insert(self, conn: Any, record: MemoryRecord, vectors: np.ndarray | None,
                now: float) -> int | None:
-        """Add a doc; None when the exact text is already stored (another writer was first)."""
-        params = self._params(record, now)
-        sql = INSERT.format(vector=INSERT_VECTOR if vector is not None else "")
-        if vector is not None:
-            params["vector"] = np.asarray(vector, dtype=np.float32)
-        row = conn.execute(sql, params).fetchone()
-        return None if row is None else int(row[0])
+        """Add a doc with its chunk vectors; None when the exact text is already stored
+        (another writer was first)."""
+        row = conn.execute(INSERT, self._params(record, now)).fetchone()
+        if row is None:
+            return None
+        if vectors is not None:
+            self.put_chunks(conn, int(row[0]), vectors)
+        return int(row[0])
 
-    def replace(self, conn: Any, doc_id: int, record: MemoryRecord, vector: np.ndarray | None,
+    def put_chunks(self, conn: Any, doc_id: int, vectors: np.ndarray) -> None:
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, vectors.shape[-1])
+        conn.execute("DELETE FROM retrieval_chunks WHERE doc_id = %s", (doc_id,))
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO retrieval_chunks (doc_id, chunk, store_id, embedding) "
+                            "VALUES (%s, %s, %s, %s)",
+                            [(doc_id, n, self.store_id, v) for n, v in enumerate(vectors)])
+
+    def replace(self, conn: Any, doc_id: int, record: MemoryRecord, vectors: np.ndarray | None,
                 now: float) -> bool:
         """Update a doc in place with a newer near-duplicate (see RetrievalStore.replace)."""
         conn.execute("DELETE FROM retrieval_postings WHERE doc_id = %s AND store_id = %s",
@@ -237,10 +244,8 @@ class PgRetrievalStore(MetaValues):
         row = conn.execute(REPLACE, {**self._params(record, now), "id": doc_id}).fetchone()
         if row is None:
             return False
-        if vector is not None:
-            conn.execute("INSERT INTO retrieval_vectors (id, store_id, embedding) VALUES (%s, %s, %s) "
-                         "ON CONFLICT (id) DO UPDATE SET embedding = EXCLUDED.embedding",
-                         (doc_id, self.store_id, np.asarray(vector, dtype=np.float32)))
+        if vectors is not None:
+            self.put_chunks(conn, doc_id, vectors)
         return True
 
     def remove(self, conn: Any, doc_id: int) -> None:
@@ -260,19 +265,27 @@ class PgRetrievalStore(MetaValues):
         return {int(r[0]): DocRow(int(r[0]), r[1], float(r[2]), int(r[3])) for r in found}
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Each doc's chunk vectors (n_chunks, d)."""
         with self.read() as conn:
-            found = conn.execute("SELECT id, embedding FROM retrieval_vectors "
-                                 "WHERE store_id = %s AND id = ANY(%s)",
+            found = conn.execute("SELECT doc_id, embedding FROM retrieval_chunks "
+                                 "WHERE store_id = %s AND doc_id = ANY(%s) ORDER BY doc_id, chunk",
                                  (self.store_id, list(ids))).fetchall()
-        # pgvector-python >= 0.5 loads a `Vector`; older releases a NumPy array
-        return {int(i): np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v,
-                                   dtype=np.float32) for i, v in found}
+        by_doc: dict[int, list[np.ndarray]] = {}
+        for i, v in found:  # pgvector-python >= 0.5 loads a `Vector`; older releases an array
+            by_doc.setdefault(int(i), []).append(
+                np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32))
+        return {i: np.vstack(rows) for i, rows in by_doc.items()}
 
     def ids_by_text(self, conn: Any, texts: Sequence[str]) -> dict[str, int]:
         hashes = {doc_hash(t): t for t in texts}
         found = conn.execute("SELECT hash, id FROM retrieval_docs WHERE store_id = %s "
                              "AND hash = ANY(%s)", (self.store_id, list(hashes))).fetchall()
         return {hashes[h]: int(i) for h, i in found}
+
+    def doc_texts(self, conn: Any) -> dict[int, str]:
+        """Every doc's text by id (inside a transaction)."""
+        return {int(i): t for i, t in conn.execute(
+            "SELECT id, text FROM retrieval_docs WHERE store_id = %s", (self.store_id,))}
 
     def bm25(self, query: str, k: int) -> list[tuple[int, float]]:
         terms = bm25.query_terms(query, self.code_terms)

@@ -17,12 +17,15 @@ from orchestrator.plugin_api import MemoryRecord, MemoryStoreError  # noqa: F401
 from backends.storage import CHUNK, SqliteStore, inserted_id
 
 from . import bm25
-from .mirror import IndexMirror
+from .chunking import CHUNK_SLOTS
+from .mirror import ChunkMirror
 from .vector import VectorIndex
 
 log = logging.getLogger("middle.retrieval.store")
 
-FORMAT_VERSION = 1
+# 2: a doc's vectors are its chunks' (see chunking.py), in `chunks`; version 1 stores kept one
+# vector of the doc's first 256 tokens in `vectors` and must be reindexed.
+FORMAT_VERSION = 2
 SNAPSHOT_MIN_DOCS = 2000  # below this, reloading vectors from SQLite is as fast as a snapshot
 STALE_TMP_S = 60  # a temp file older than this is a crashed writer's leftover
 
@@ -41,6 +44,7 @@ CREATE TABLE IF NOT EXISTS docs (
 );
 CREATE INDEX IF NOT EXISTS docs_by_time ON docs (doc_time);
 CREATE TABLE IF NOT EXISTS vectors (id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (id INTEGER PRIMARY KEY, vec BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS changes (gen INTEGER NOT NULL, id INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS changes_by_gen ON changes (gen);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
@@ -70,9 +74,11 @@ class RetrievalStore(SqliteStore):
     committed state.
     """
 
+    chunk_tables = {"chunks": CHUNK_SLOTS}
+
     def __init__(self, path: Path, *, use_vectors: bool):
         self.use_vectors = use_vectors
-        self._mirror = IndexMirror("vectors")  # the FAISS index as of a generation
+        self._mirror = ChunkMirror("chunks")  # the FAISS index as of a generation
         super().__init__(path, SCHEMA, FORMAT_VERSION)
         with self.write() as conn:
             # A new store indexes code terms with each doc; one written before keeps its FTS
@@ -89,11 +95,14 @@ class RetrievalStore(SqliteStore):
 
     # --- the FAISS mirror --------------------------------------------------------------
 
-    def sync(self) -> VectorIndex | None:
-        """Bring the in-memory index up to the database's generation; return it. A mirror not
-        loaded yet (or behind the log) starts from the newest usable snapshot, if any."""
+    def sync(self) -> "ChunkSearch | None":
+        """Bring the in-memory index up to the database's generation; return its search. A
+        mirror not loaded yet (or behind the log) starts from the newest usable snapshot."""
         if not self.use_vectors:
             return None
+        return ChunkSearch(self._sync_index())
+
+    def _sync_index(self) -> VectorIndex | None:
         with self.read() as conn:
             gen, floor = self.generation(conn)
             held = self._mirror.gen
@@ -137,7 +146,7 @@ class RetrievalStore(SqliteStore):
         with self.lock:
             if self.seen_damage:  # already reported; a snapshot would only fail the same way
                 return None
-            index = self.sync()
+            index = self._sync_index() if self.use_vectors else None
             gen = self._mirror.gen
             if index is None or len(index) < SNAPSHOT_MIN_DOCS or gen is None:
                 return None
@@ -161,7 +170,7 @@ class RetrievalStore(SqliteStore):
 
     # --- row writes (call inside write(), then bump() with the touched ids) ----------------
 
-    def insert(self, conn: sqlite3.Connection, record: MemoryRecord, vector: np.ndarray | None,
+    def insert(self, conn: sqlite3.Connection, record: MemoryRecord, vectors: np.ndarray | None,
                now: float) -> int | None:
         """Add a doc; None when the exact text is already stored (another writer was first)."""
         cur = conn.execute(
@@ -173,13 +182,21 @@ class RetrievalStore(SqliteStore):
             return None
         rowid = inserted_id(cur)
         conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (rowid, self._fts(record.text)))
-        if vector is not None:
-            conn.execute("INSERT INTO vectors (id, vec) VALUES (?, ?)",
-                         (rowid, np.asarray(vector, dtype=np.float32).tobytes()))
+        if vectors is not None:
+            self.put_chunks(conn, rowid, vectors)
         return rowid
 
+    @staticmethod
+    def put_chunks(conn: sqlite3.Connection, doc_id: int, vectors: np.ndarray) -> None:
+        """A doc's chunk vectors (n, d) under ids doc_id * CHUNK_SLOTS + n, replacing any."""
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, vectors.shape[-1])
+        conn.execute("DELETE FROM chunks WHERE id >= ? AND id < ?",
+                     (doc_id * CHUNK_SLOTS, (doc_id + 1) * CHUNK_SLOTS))
+        conn.executemany("INSERT INTO chunks (id, vec) VALUES (?, ?)",
+                         [(doc_id * CHUNK_SLOTS + n, v.tobytes()) for n, v in enumerate(vectors)])
+
     def replace(self, conn: sqlite3.Connection, doc_id: int, record: MemoryRecord,
-                vector: np.ndarray | None, now: float) -> bool:
+                vectors: np.ndarray | None, now: float) -> bool:
         """Update a doc in place with a newer near-duplicate (seed 002): its text, vector and
         time become the new one's and its importance goes up by one (at most 5)."""
         row = conn.execute("SELECT text, importance FROM docs WHERE id = ?", (doc_id,)).fetchone()
@@ -194,9 +211,8 @@ class RetrievalStore(SqliteStore):
              record.timestamp if record.timestamp is not None else now,
              min(5, max(importance, record.importance or 3) + 1), doc_id))
         conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (doc_id, self._fts(record.text)))
-        if vector is not None:
-            conn.execute("INSERT OR REPLACE INTO vectors (id, vec) VALUES (?, ?)",
-                         (doc_id, np.asarray(vector, dtype=np.float32).tobytes()))
+        if vectors is not None:
+            self.put_chunks(conn, doc_id, vectors)
         return True
 
     def _fts(self, text: str) -> str:
@@ -209,7 +225,9 @@ class RetrievalStore(SqliteStore):
         conn.execute("INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)",
                      (doc_id, self._fts(row[0])))
         conn.execute("DELETE FROM docs WHERE id = ?", (doc_id,))
-        conn.execute("DELETE FROM vectors WHERE id = ?", (doc_id,))
+        conn.execute("DELETE FROM vectors WHERE id = ?", (doc_id,))  # a version 1 store's
+        conn.execute("DELETE FROM chunks WHERE id >= ? AND id < ?",
+                     (doc_id * CHUNK_SLOTS, (doc_id + 1) * CHUNK_SLOTS))
 
     # --- queries -----------------------------------------------------------------------
 
@@ -225,15 +243,13 @@ class RetrievalStore(SqliteStore):
         return found
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        found: dict[int, np.ndarray] = {}
+        """Each doc's chunk vectors (n_chunks, d)."""
         with self.read() as conn:
-            for start in range(0, len(ids), CHUNK):
-                chunk = list(ids[start:start + CHUNK])
-                for i, blob in conn.execute(
-                    f"SELECT id, vec FROM vectors WHERE id IN ({','.join('?' * len(chunk))})",
-                    chunk):
-                    found[i] = np.frombuffer(blob, dtype=np.float32)
-        return found
+            chunk_id, vectors = self.vector_rows(conn, "chunks", list(ids))
+        if vectors is None:
+            return {}
+        docs = chunk_id // CHUNK_SLOTS
+        return {int(d): vectors[docs == d] for d in np.unique(docs)}
 
     def ids_by_text(self, conn: sqlite3.Connection, texts: Sequence[str]) -> dict[str, int]:
         found = {}
@@ -242,6 +258,11 @@ class RetrievalStore(SqliteStore):
             if row is not None:
                 found[text] = int(row[0])
         return found
+
+    @staticmethod
+    def doc_texts(conn: sqlite3.Connection) -> dict[int, str]:
+        """Every doc's text by id (inside a transaction)."""
+        return {int(i): t for i, t in conn.execute("SELECT id, text FROM docs")}
 
     def bm25(self, query: str, k: int) -> list[tuple[int, float]]:
         with self.read() as conn:
@@ -284,3 +305,21 @@ class RetrievalStore(SqliteStore):
         with self.lock:
             super().close()
             self._mirror.invalidate()
+
+
+class ChunkSearch:
+    """What `sync()` returns: the chunk index searched for docs (`chunking.best_docs` collapses
+    a doc's chunks to its best)."""
+
+    def __init__(self, index: VectorIndex | None):
+        self.index = index
+
+    def __len__(self) -> int:
+        return 0 if self.index is None else len(self.index)
+
+    def search(self, query: np.ndarray, k: int) -> tuple[list[int], list[float]]:
+        """Doc ids (one per chunk, so a doc may repeat) and cosine scores, best first."""
+        if self.index is None:
+            return [], []
+        ids, scores = self.index.search(query, k)
+        return [i // CHUNK_SLOTS for i in ids], scores

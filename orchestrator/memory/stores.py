@@ -166,6 +166,14 @@ def _fresh(facade: MemoryFacade, records: list[tuple[str, float | None]],
 def _rebuild(facade: MemoryFacade, project_id: str, cls: Any) -> ReindexReport:
     """Rebuild the configured backend's own store in place (see `memory_rebuild`)."""
     source = facade.backend_name
+    if facade.database(cls, project_id) is not None and hasattr(cls, "reembed"):
+        # A store in the database is re-embedded where it is, in one transaction (the
+        # built-in retrieval backends: their docs' vectors are made whole, see chunking.py).
+        with facade.project_lock(project_id, "reindex"):
+            with facade.other_backend(project_id, source, "reindex", _own_embedder(facade)) as old:
+                count = old.reembed()  # type: ignore[attr-defined]
+            facade.release(project_id)  # an open instance would still refuse the old store
+        return ReindexReport(source, source, count, 0)
     if facade.database(cls, project_id) is not None:
         raise ConfigError(f"the {source} store of project {project_id!r} is in "
                           f"{facade.where(project_id)}, which cannot be rebuilt in place yet: "

@@ -142,7 +142,7 @@ def test_a_store_damaged_where_the_docs_are_intact_is_recovered_by_reindex(prist
     shutil.copytree(pristine("hybrid"), root)
     path = root / "mem" / "demo" / "hybrid.sqlite3"
     with sqlite3.connect(path) as conn:  # a page of the vectors table, not of the docs
-        page = conn.execute("SELECT pageno FROM dbstat WHERE name = 'vectors' "
+        page = conn.execute("SELECT pageno FROM dbstat WHERE name = 'chunks' "
                             "AND pagetype = 'leaf' ORDER BY pageno").fetchone()[0]
     with open(path, "r+b") as handle:
         handle.seek((page - 1) * 4096)

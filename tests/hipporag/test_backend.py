@@ -227,7 +227,7 @@ def test_a_broken_vector_row_is_a_clear_error_naming_the_store(open_backend, tmp
     open_backend().index(A)
     path = tmp_path / "store" / "hipporag.sqlite3"
     with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE passage_vectors SET vec = x'0102' WHERE id = 1")
+        conn.execute("UPDATE passage_chunks SET vec = x'0102' WHERE id = 256")
     with pytest.raises(MemoryStoreError, match=str(path)):
         open_backend().retrieve(["Alice"], 3)
 

@@ -41,7 +41,7 @@ def vectors(backend: HippoRAGBackend) -> dict:
                 "SELECT f.subject, f.predicate, f.object, v.vec FROM facts f JOIN fact_vectors v "
                 "ON v.id = f.id")},
             "passages": {t: bytes(v) for t, v in conn.execute(
-                "SELECT p.text, v.vec FROM passages p JOIN passage_vectors v ON v.id = p.id")},
+                "SELECT p.text, v.vec FROM passages p JOIN passage_chunks v ON v.id = p.id * 256")},
             "synonyms": sorted((names[a], names[b], s) for a, b, s in conn.execute(
                 "SELECT entity, neighbour, score FROM synonyms")),
         }
@@ -83,7 +83,7 @@ def test_a_version_1_store_goes_on_with_facts_embedded_alone(open_backend, tmp_p
     assert set(reopened.list_docs()) == set(A + B)
     with sqlite3.connect(path) as conn:
         meta = dict(conn.execute("SELECT key, value FROM meta"))
-    assert meta["format_version"] == "2" and meta["fact_vector_kind"] == "text"
+    assert meta["format_version"] == "3" and meta["fact_vector_kind"] == "text"
 
 
 @needs_minilm

@@ -110,8 +110,8 @@ def test_corrupt_meta_is_a_clear_error(tmp_path, pg_url):
 def test_a_vector_of_another_size_is_a_clear_error(tmp_path, pg_url):
     backend = HybridBackend(tmp_path, {"embedder": "hashing"}, database=MemoryDatabase(pg_url, "p"))
     backend.index([sample_doc(1), sample_doc(2)])
-    _plant(pg_url, "UPDATE retrieval_vectors SET embedding = '[1,2,3]' WHERE id = "
-                   "(SELECT max(id) FROM retrieval_vectors)")
+    _plant(pg_url, "UPDATE retrieval_chunks SET embedding = '[1,2,3]' WHERE doc_id = "
+                   "(SELECT max(doc_id) FROM retrieval_chunks)")
     with pytest.raises(MemoryStoreError) as caught:
         backend.retrieve([sample_doc(1)], 5)
     assert "different vector dimensions" in str(caught.value)

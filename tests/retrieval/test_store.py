@@ -95,7 +95,7 @@ def test_kill_9_during_indexing_leaves_the_last_complete_state(tmp_path):
     last = docs[-1]
     assert backend.retrieve([last], 1)[0]["docs"] == [last]
     with sqlite3.connect(tmp_path / "hybrid.sqlite3") as conn:
-        assert conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] == len(docs)
+        assert conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == len(docs)
     backend.index(["after the crash"])
     assert backend.list_docs()[-1] == "after the crash"
     backend.close()
@@ -164,8 +164,8 @@ def test_a_snapshot_damaged_behind_its_header_is_rebuilt_from_the_rows(tmp_path,
     again.close()
     (saved,) = tmp_path.glob("dense.g*.faiss")  # the next snapshot is built from the rows
     index = store_module.VectorIndex.load(saved)
-    for doc_id, vector in rows.items():
-        assert index.search(vector, 1)[0] == [doc_id]
+    for doc_id, vectors in rows.items():  # a doc's chunk vectors, under ids doc * 256 + n
+        assert index.search(vectors[0], 1)[0] == [doc_id * 256]
 
 
 def test_a_snapshot_without_a_checksum_is_not_trusted(tmp_path, monkeypatch, caplog):

@@ -93,6 +93,12 @@ class Embedder(ABC):
         """One unit vector (d,) for a search query, with the query prefix."""
         return self.embed_inputs([self.query_prefix + clip_text(text)])[0]
 
+    def word_pieces(self, text: str) -> list[tuple[int, int]] | None:
+        """Character spans of the model's tokens in text (no special tokens), for cutting a long
+        document in windows the model reads whole; None when this embedder has no tokenizer
+        here (then windows are counted in words)."""
+        return None
+
     def token_states(self, text: str, reach: int = 0) -> TokenStates | None:
         """A document's vector and contextual token states (see `states`), read at least to
         character `reach` of text; None when the model gives no token states (an endpoint,

@@ -140,6 +140,10 @@ class MiniLMEmbedder(Embedder):
             out[i] = hidden.mean(axis=0)  # every token is real
         return out
 
+    def word_pieces(self, text: str) -> list[tuple[int, int]]:
+        _, _, whole = _load()
+        return [tuple(span) for span in whole.encode(text, add_special_tokens=False).offsets]
+
     def token_states(self, text: str, reach: int = 0) -> TokenStates:
         """One pass over the document as embed_documents reads it ([CLS], its first 254 word
         pieces, [SEP]), so `vector` is exactly its document vector; then, while `reach` lies
