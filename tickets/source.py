@@ -287,6 +287,11 @@ def load_ticket_file(path: PathArg, default_project_path: PathArg | None = None,
         raise TicketError(str(TicketFileError(str(abs_path), str(err)))) from None
 
 
+class MissingTicketFolder(TicketError):
+    """The ticket folder does not exist: an error, unless the store already holds tickets from
+    another source (`middle sync --from github:...`), which are then used."""
+
+
 def load_tickets(folder: PathArg, default_project_path: PathArg | None = None,
                  max_chars: int | None = None, memo: PathArg | None = None) -> LoadResult:
     """Load every `*.md` ticket in `folder` (sorted by name), collecting per-file errors.
@@ -297,8 +302,8 @@ def load_tickets(folder: PathArg, default_project_path: PathArg | None = None,
     """
     root = Path(folder).expanduser().resolve()
     if not root.is_dir():
-        what = "is not a folder" if root.exists() else "does not exist"
-        raise TicketError(f"ticket folder {root} {what}: pass the folder that holds your *.md tickets")
+        what, error = ("is not a folder", TicketError) if root.exists() else ("does not exist", MissingTicketFolder)
+        raise error(f"ticket folder {root} {what}: pass the folder that holds your *.md tickets")
     result = LoadResult()
     seen: dict[str, Path] = {}
     remembered = _FileMemo(Path(memo), root, default_project_path, max_chars) if memo is not None else None

@@ -358,7 +358,7 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         raise click.BadParameter(f"use one of {', '.join(s.value for s in TicketStatus)}", param_hint="--status")
     store = read_store(ctx, config.store_target)  # read-only: creates no file
     known = {t.id: t for t in store.list_tickets()} if store else {}
-    folder = load(config)
+    folder = load(config, stored=bool(known))
     rows = dict(known)
     for t in folder.tickets:  # the file's content (its depends_on) with the stored status
         rows[t.id] = t.replace(status=known[t.id].status,

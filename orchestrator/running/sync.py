@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Union
 from orchestrator.errors import ConfigError, MiddleError, TicketError
 from tickets.deps import check_dependencies
 from tickets.model import Ticket
-from tickets.source import LoadResult, SourceContext, TicketFileError, TicketSource, too_long
+from tickets.source import (LoadResult, MissingTicketFolder, SourceContext, TicketFileError, TicketSource,
+                            too_long)
 
 if TYPE_CHECKING:
     from orchestrator.config.memo import ReadConfig
@@ -88,17 +89,28 @@ def open_source(config: AnyConfig, *, source: str | None = None, folder: str | P
 
 
 def load(config: AnyConfig, *, source: str | None = None, folder: str | Path | None = None,
-         registry: PluginRegistry | None = None, options: dict[str, Any] | None = None) -> Loaded:
-    """The chosen source's tickets, checked by `load_from` with the config's max_ticket_chars."""
+         registry: PluginRegistry | None = None, options: dict[str, Any] | None = None,
+         stored: bool = False) -> Loaded:
+    """The chosen source's tickets, checked by `load_from` with the config's max_ticket_chars.
+    `stored`: the store holds tickets already, so a configured ticket folder that does not exist is
+    a warning (they came from another source), not an error."""
     opened = open_source(config, source=source, folder=folder, registry=registry, options=options)
-    return load_from(opened, _settings(config)[2].max_ticket_chars)
+    return load_from(opened, _settings(config)[2].max_ticket_chars,
+                     folder_optional=stored and source is None and folder is None)
 
 
-def load_from(opened: TicketSource, max_ticket_chars: int) -> Loaded:
+def load_from(opened: TicketSource, max_ticket_chars: int, *, folder_optional: bool = False) -> Loaded:
     """An opened source's tickets, each checked (a Ticket, one per id, within max_ticket_chars); the
-    rest are per-ticket errors. A problem with the source as a whole (no folder) raises TicketError."""
+    rest are per-ticket errors. A problem with the source as a whole (no folder) raises TicketError,
+    except a missing folder when `folder_optional`: then no tickets and a warning."""
     try:
         result = opened.load()
+    except MissingTicketFolder:
+        if not folder_optional:
+            raise
+        return Loaded(warnings=[TicketFileError(str(opened.where), "no such ticket folder; the tickets already in "
+                                                "the store are used (to sync another source on every command, "
+                                                "set [tickets] kind, e.g. \"github\")")], where=str(opened.where))
     except MiddleError:
         raise
     except Exception as exc:  # a plugin's bug: one line naming the source, not a traceback
@@ -138,7 +150,8 @@ def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, fo
     unchanged ticket is not written (no store lock taken).
     """
     opened = open_source(config, source=source, folder=folder, registry=registry, options=options)
-    loaded = load_from(opened, _settings(config)[2].max_ticket_chars)
+    loaded = load_from(opened, _settings(config)[2].max_ticket_chars,
+                       folder_optional=source is None and folder is None and bool(store.list_tickets()))
     closed = getattr(opened, "closed", None)
     if callable(closed):  # asked before any write, for the pending tickets the source no longer lists
         listed = {t.id for t in loaded.tickets}

@@ -239,3 +239,23 @@ def test_run_of_a_complete_ticket_says_what_to_do_before_asking_for_an_api_key(w
     assert_clean_error(result, "error: ticket 'a' is already complete: mark it merged with `middle merge a`")
     assert "ANTHROPIC_API_KEY" not in result.output
     assert invoke("run").exit_code == 0  # nothing pending: nothing to run, no key needed
+
+
+def test_tickets_synced_from_elsewhere_are_used_when_the_ticket_folder_is_missing(workdir):
+    """`middle sync --from ...` (GitHub, another folder), then `middle tickets` and `middle run`
+    with no tickets/ folder: a warning, not an error; with nothing stored it stays an error."""
+    import shutil
+
+    write_config(workdir)
+    shutil.rmtree(workdir / "tickets")
+    assert_clean_error(invoke("tickets"), "error: ticket folder", "does not exist")
+    (workdir / "elsewhere").mkdir()
+    (workdir / "elsewhere" / "a.md").write_text("---\nid: a\nproject: demo\ntitle: A\n---\nDo it.\n")
+    assert invoke("sync", "--from", "markdown:elsewhere").exit_code == 0
+    listing = invoke("tickets")
+    assert listing.exit_code == 0, listing.output
+    assert "no such ticket folder; the tickets already in the store are used" in listing.output
+    assert "a " in listing.output and "pending" in listing.output
+    ran = invoke("run", "--fake", "a")
+    assert "does not exist" not in ran.output and "no such ticket folder" in ran.output, ran.output
+    assert "Traceback" not in ran.output

@@ -79,6 +79,7 @@ def test_middle_pr_pushes_the_branch_and_opens_the_pull_request_once(project, gi
     assert pr_of(project) == ("https://github.example/me/app/pull/2", "open")
     again = invoke("pr", "gh-1")
     assert again.exit_code == 0 and len(github.requests_to("/repos/me/app/pulls", "POST")) == 1
+    assert "gh-1 already has its pull request: https://github.example/me/app/pull/2" in again.output
     log = invoke("log", "gh-1")
     assert "pull request https://github.example/me/app/pull/2 (open)" in log.output, log.output
     assert "from https://github.example/me/app/issues/1" in log.output
