@@ -61,8 +61,10 @@ class MemoryConfig(_Strict):
     backend: str = DEFAULT_BACKEND
     num_to_retrieve: int = Field(5, gt=0)
     llm_model: str | None = None  # cheaper tier for summaries; None: offline deterministic path
-    # Seed 002 aims at ~500 tokens per injection; a doc longer than max_doc_chars is cut on index.
-    max_doc_chars: int = Field(8000, gt=0)
+    # A memory is kept whole up to max_doc_chars (a long chat, a session transcript's section:
+    # about 5,000 tokens, 20 embedding windows); what the agent is shown is capped apart, by
+    # memories_budget_chars (seed 002's ~500 tokens per injection).
+    max_doc_chars: int = Field(20000, gt=0)
     memories_budget_chars: int = Field(2000, gt=0)
     # The block's "Recent work": the newest N tickets of the project (0: none), within
     # recent_share of memories_budget_chars; the rest is "Related work from any time".

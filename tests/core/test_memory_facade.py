@@ -222,9 +222,9 @@ def test_a_whole_long_doc_from_before_the_cap_can_still_be_deleted(tmp_path):
 
 
 def test_docs_within_the_cap_are_stored_unchanged(facade):
-    doc = "d" * 8000  # the default max_doc_chars
+    doc = "d" * 20000  # the default max_doc_chars: a 10,000-character chat is kept whole
     assert facade.prepare_doc(doc) is doc
-    assert len(facade.prepare_doc(doc + "d")) <= 8000
+    assert len(facade.prepare_doc(doc + "d")) <= 20000
 
 
 def _results(*docs):
