@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from orchestrator.plugins.backend_options import BackendOptions
     from orchestrator.testing.source_contract import TicketSourceContract, TicketSpec
     from tickets.model import Ticket
-    from tickets.source import LoadResult, SourceContext, TicketFileError, TicketSource
+    from tickets.source import ClosingSource, LoadResult, SourceContext, TicketFileError, TicketSource
 
 __all__ = [
     "hookimpl",
@@ -55,6 +55,7 @@ __all__ = [
     "WorkerError",
     "MemoryBackendContract",
     "TicketSource",
+    "ClosingSource",
     "SourceContext",
     "LoadResult",
     "TicketFileError",
@@ -88,7 +89,7 @@ def __getattr__(name: str) -> Any:
         from orchestrator.testing import source_contract
 
         return getattr(source_contract, name)
-    if name in ("TicketSource", "SourceContext", "LoadResult", "TicketFileError"):  # a ticket source's parts
+    if name in ("TicketSource", "ClosingSource", "SourceContext", "LoadResult", "TicketFileError"):  # a source's parts
         from tickets import source
 
         return getattr(source, name)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from tickets.cache_file import read_json, write_json
 from tickets.errors import ConfigError, TicketError
@@ -88,6 +88,22 @@ class TicketSource(Protocol):
 
     def load(self) -> LoadResult:
         """Read every ticket, collecting per-ticket problems instead of raising."""
+
+
+@runtime_checkable
+class ClosingSource(Protocol):
+    """A source whose tickets can be closed where they live (an issue tracker): an optional
+    capability, declared by subclassing this (as the GitHub source does). `middle sync` asks it,
+    before anything is written, which pending tickets it no longer lists were closed (they become
+    `discarded`) and which discarded ones it lists again (they become `pending`)."""
+
+    def closed(self, tickets: list[Ticket]) -> dict[str, str]:
+        """Of these stored pending tickets the source no longer lists, those closed: id -> why."""
+        return {}
+
+    def reopened(self, tickets: list[Ticket]) -> list[str]:
+        """Of these stored discarded tickets the source lists again, those it had closed."""
+        return []
 
 
 class _BadFile(Exception):

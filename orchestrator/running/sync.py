@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Union
 from orchestrator.errors import ConfigError, MiddleError, TicketError
 from tickets.deps import check_dependencies
 from tickets.model import Ticket
-from tickets.source import (LoadResult, MissingTicketFolder, SourceContext, TicketFileError, TicketSource,
+from tickets.source import (ClosingSource, LoadResult, MissingTicketFolder, SourceContext, TicketFileError, TicketSource,
                             too_long)
 
 if TYPE_CHECKING:
@@ -152,16 +152,12 @@ def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, fo
     opened = open_source(config, source=source, folder=folder, registry=registry, options=options)
     loaded = load_from(opened, _settings(config)[2].max_ticket_chars,
                        folder_optional=source is None and folder is None and bool(store.list_tickets()))
-    closed = getattr(opened, "closed", None)
-    if callable(closed):  # asked before any write, for the pending tickets the source no longer lists
+    if isinstance(opened, ClosingSource):  # asked before any write (tickets.source.ClosingSource)
         listed = {t.id for t in loaded.tickets}
         gone = [t for t in store.list_tickets(status="pending") if t.id not in listed]
-        loaded.closed = dict(closed(gone)) if gone else {}
-    reopened = getattr(opened, "reopened", None)
-    if callable(reopened):  # discarded because the source closed them, listed again: pending again
-        listed = {t.id for t in loaded.tickets}
+        loaded.closed = dict(opened.closed(gone)) if gone else {}
         back = [t for t in store.list_tickets(status="discarded") if t.id in listed]
-        loaded.reopened = list(reopened(back)) if back else []
+        loaded.reopened = list(opened.reopened(back)) if back else []
     states = []
     if pulls and not hasattr(config, "tickets_kind"):  # the full Config (not the read-only view)
         from orchestrator.github.pulls import read_pull_states

@@ -113,3 +113,21 @@ def test_no_capability_is_found_by_probing():
     for rel in ("orchestrator/memory/facade.py", "orchestrator/memory/stores.py", "orchestrator/bench/runner.py"):
         text = (ROOT / rel).read_text(encoding="utf-8")
         assert not probe.search(text), f"{rel} probes a backend for a method: declare it on MemoryBackend"
+
+
+def test_a_ticket_sources_optional_capability_is_declared_not_probed(tmp_path):
+    """sync asks a source for closed/reopened tickets only when it declares ClosingSource."""
+    from orchestrator.plugin_api import ClosingSource
+    from tickets.github.source import GitHubIssuesSource
+    from tickets.source import MarkdownFolderSource
+
+    text = (ROOT / "orchestrator/running/sync.py").read_text(encoding="utf-8")
+    assert not re.search(r"\b(getattr|hasattr)\(\s*opened\s*,\s*\"(closed|reopened)\"", text)
+    assert issubclass(GitHubIssuesSource, ClosingSource)
+    assert not issubclass(MarkdownFolderSource, ClosingSource)
+
+
+    class Declares(ClosingSource):  # a source that declares it and overrides nothing closes nothing
+        pass
+
+    assert Declares().closed([]) == {} and Declares().reopened([]) == []

@@ -9,7 +9,7 @@ from typing import Any
 from tickets.errors import ConfigError, TicketError
 from tickets.github.client import GitHubClient, github_settings, parse_repo
 from tickets.model import Ticket, validate_project_id
-from tickets.source import LoadResult, SourceContext, TicketFileError
+from tickets.source import ClosingSource, LoadResult, SourceContext, TicketFileError
 
 __all__ = ["GitHubIssuesSource", "dependencies", "issue_number", "short_origin"]
 
@@ -46,7 +46,7 @@ def _text_list(value: Any, what: str) -> list[str]:
     return [i.strip() for i in items]
 
 
-class GitHubIssuesSource:
+class GitHubIssuesSource(ClosingSource):
     """Open issues of one GitHub repository (pull requests left out), optionally by label or milestone."""
 
     kind = "github"
