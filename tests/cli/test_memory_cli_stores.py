@@ -3,15 +3,14 @@ commands under a switched backend, stores and reindex."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from orchestrator.memory.facade import doc_id
 from orchestrator.testing import make_repo
+
+from memory_cli_helpers import middle
 
 
 @pytest.fixture
@@ -27,17 +26,6 @@ def use_backend(root: Path, backend: str) -> None:
     (root / "middle.toml").write_text(
         f'[project]\nid = "demo"\npath = "repo"\n[memory]\nsave_dir = ".middle/memory"\n'
         f'backend = "{backend}"\n{options}')
-
-
-def middle(root: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY")}
-    env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "memory", *args], cwd=root,
-                         env=env, capture_output=True, text=True, timeout=120)
-    assert "Traceback" not in out.stderr, out.stderr
-    assert (out.returncode == 0) == ok, (out.stdout, out.stderr)
-    return out
 
 
 def test_ids_add_and_delete(workdir):

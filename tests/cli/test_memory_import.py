@@ -18,6 +18,8 @@ from orchestrator.testing import make_repo
 from orchestrator.testing.git import commit_all
 from orchestrator.workspace.git import author_args, git
 
+from memory_cli_helpers import middle
+
 
 @pytest.fixture
 def root(tmp_path):
@@ -26,17 +28,6 @@ def root(tmp_path):
         '[project]\nid = "demo"\npath = "repo"\n[memory]\nsave_dir = ".middle/memory"\n'
         'backend = "hybrid"\n[memory.options]\nembedder = "hashing"\n')
     return tmp_path
-
-
-def middle(root: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY")}
-    env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "memory", *args], cwd=root,
-                         env=env, capture_output=True, text=True, timeout=120)
-    assert "Traceback" not in out.stderr, out.stderr
-    assert (out.returncode == 0) == ok, (out.stdout, out.stderr)
-    return out
 
 
 def change(repo: Path, name: str, subject: str, body: str = "", when: int | None = None) -> str:
