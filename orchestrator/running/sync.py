@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from orchestrator.errors import ConfigError, MiddleError, TicketError
 from tickets.deps import check_dependencies
@@ -99,14 +99,16 @@ def load(config: AnyConfig, *, source: str | None = None, folder: str | Path | N
                      folder_optional=stored and source is None and folder is None)
 
 
-def load_from(opened: TicketSource, max_ticket_chars: int, *, folder_optional: bool = False) -> Loaded:
+def load_from(opened: TicketSource, max_ticket_chars: int, *,
+              folder_optional: bool | Callable[[], bool] = False) -> Loaded:
     """An opened source's tickets, each checked (a Ticket, one per id, within max_ticket_chars); the
     rest are per-ticket errors. A problem with the source as a whole (no folder) raises TicketError,
-    except a missing folder when `folder_optional`: then no tickets and a warning."""
+    except a missing folder when `folder_optional` (or what it returns, asked only then): then no
+    tickets and a warning."""
     try:
         result = opened.load()
     except MissingTicketFolder:
-        if not folder_optional:
+        if not (folder_optional() if callable(folder_optional) else folder_optional):
             raise
         return Loaded(warnings=[TicketFileError(str(opened.where), "no such ticket folder; the tickets already in "
                                                 "the store are used (to sync another source on every command, "
@@ -151,7 +153,7 @@ def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, fo
     """
     opened = open_source(config, source=source, folder=folder, registry=registry, options=options)
     loaded = load_from(opened, _settings(config)[2].max_ticket_chars,
-                       folder_optional=source is None and folder is None and bool(store.list_tickets()))
+                       folder_optional=lambda: source is None and folder is None and bool(store.list_tickets()))
     if isinstance(opened, ClosingSource):  # asked before any write (tickets.source.ClosingSource)
         listed = {t.id for t in loaded.tickets}
         gone = [t for t in store.list_tickets(status="pending") if t.id not in listed]
