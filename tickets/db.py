@@ -32,6 +32,7 @@ def _log():  # -> logging.Logger; imported on the rare warning: `middle tickets`
 
 BUSY_TIMEOUT_MS = 30_000
 EVENTS_CHANNEL = "middle_events"
+EVENTS_LOCK_KEY = 0x6D6964657674  # "midevt": run events are inserted one transaction at a time
 RECONNECT_S = 60.0  # how long a PostgreSQL call keeps retrying while the server is unreachable
 
 
@@ -215,6 +216,10 @@ class SqliteDatabase:
     def columns(self, conn: Connection, table: str) -> set[str]:
         return {r[1] for r in conn.execute(f"PRAGMA table_info({table})").fetchall()}
 
+    def order_events(self, conn: Connection) -> None:
+        """Nothing to do: BEGIN IMMEDIATE lets one writer at a time commit, so event ids become
+        visible in order."""
+
     def notify(self, conn: Connection, event_id: int) -> None:
         """No push in SQLite: followers poll (see wait)."""
 
@@ -350,6 +355,13 @@ class PostgresDatabase:
         rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?",
                             (table,)).fetchall()
         return {r[0] for r in rows}
+
+    def order_events(self, conn: Connection) -> None:
+        """Hold the run-event lock until this transaction ends (commit or rollback), so the next
+        event's id is drawn only after this one is visible: ids become visible in order, and a
+        reader that has seen id N has seen every event below it. Taken just before the insert,
+        at the end of its transaction, so it is held for the commit alone."""
+        conn.execute("SELECT pg_advisory_xact_lock(?)", (EVENTS_LOCK_KEY,))
 
     def notify(self, conn: Connection, event_id: int) -> None:
         """Delivered to every listener when the transaction commits (LISTEN/NOTIFY)."""

@@ -30,6 +30,20 @@ EVENT_KINDS = ("run_start", "node", "note", "worker", "decision", "run_end", "fe
 MAX_EVENT_TEXT = 4000  # one event's text fields are cut here; the turn record keeps the whole text
 
 
+def insert_event(db: Any, conn: Any, run_id: str, ticket_id: str, kind: str, data: str, at: str) -> int:
+    """The one writer of run_events: append an event inside the caller's write transaction and
+    tell followers; its id. Readers tail the log by id (`after`, a run's `feedback_seen`), which
+    is right only if ids become visible in order: on PostgreSQL a sequence hands out ids at
+    insert, so a transaction that drew id 10 and commits after another's 11 would be skipped by
+    a reader that had seen 11. `db.order_events` makes each insert wait for the one before it to
+    commit (SQLite's writers take turns already)."""
+    db.order_events(conn)
+    row = conn.execute("INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?)"
+                       " RETURNING id", (run_id, ticket_id, kind, data, at)).fetchone()
+    db.notify(conn, int(row[0]))  # followers on other machines see it at once
+    return int(row[0])
+
+
 def clip_event_data(value: Any) -> Any:
     if isinstance(value, str) and len(value) > MAX_EVENT_TEXT:
         return value[:MAX_EVENT_TEXT] + f"… [{len(value) - MAX_EVENT_TEXT} more chars]"
@@ -53,11 +67,7 @@ class RunEvents:
         """Append one event to a run; returns its id (ids grow, so `after` can resume a stream)."""
         payload = json.dumps(clip_event_data(data or {}), ensure_ascii=False, default=str)
         with self._write() as conn:
-            row = conn.execute(
-                "INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?)"
-                " RETURNING id", (run_id, ticket_id, kind, payload, utc_now())).fetchone()
-            self._db.notify(conn, int(row[0]))  # followers on other machines see it at once
-            return int(row[0])
+            return insert_event(self._db, conn, run_id, ticket_id, kind, payload, utc_now())
 
     def list_events(self, *, run_id: str | None = None, ticket_id: str | None = None,
                     after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:

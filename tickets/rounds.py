@@ -14,6 +14,7 @@ import json
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from tickets.events import insert_event
 from tickets.model import RunStatus, utc_now
 
 FEEDBACK = "feedback"  # the run event kind
@@ -69,21 +70,14 @@ class TicketRounds:
                 data["carried"] = carry
             if row["status"] == "conflict":  # the round's agent is told why the merge failed
                 data["conflict"] = row["status_reason"] or "its branch conflicts with the base branch"
-            event = conn.execute(
-                "INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?) RETURNING id",
-                (run_id, ticket_id, FEEDBACK, json.dumps(data, ensure_ascii=False), now)).fetchone()
-            self._db.notify(conn, int(event[0]))
+            insert_event(self._db, conn, run_id, ticket_id, FEEDBACK, json.dumps(data, ensure_ascii=False), now)
         return run_id, number
 
     def add_feedback(self, ticket_id: str, run_id: str, text: str) -> int:
         """Store feedback for a run that goes on (or will, resumed): read at its next assess."""
         with self._write() as conn:
-            now = utc_now()
-            event = conn.execute(
-                "INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?) RETURNING id",
-                (run_id, ticket_id, FEEDBACK, json.dumps({"text": text}, ensure_ascii=False), now)).fetchone()
-            self._db.notify(conn, int(event[0]))
-            return int(event[0])
+            return insert_event(self._db, conn, run_id, ticket_id, FEEDBACK,
+                                json.dumps({"text": text}, ensure_ascii=False), utc_now())
 
     def feedback(self, run_id: str) -> list[dict[str, Any]]:
         """The run's feedback events, oldest first: {"id", "text", "round" (opening one only), "at"}."""

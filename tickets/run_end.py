@@ -13,7 +13,7 @@ import json
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from tickets.events import clip_event_data
+from tickets.events import clip_event_data, insert_event
 from tickets.model import RunStatus, TicketStatus, utc_now
 
 
@@ -67,9 +67,6 @@ class RunEnding:
                 conn.execute("DELETE FROM claims WHERE ticket_id = ? AND run_id = ?", (ticket_id, run_id))
             data = {"status": status.value, "reason": reason or "", "turns": totals["turns"],
                     "cost_usd": totals["cost"], **(event or {})}
-            row = conn.execute(
-                "INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?) RETURNING id",
-                (run_id, ticket_id, "run_end", json.dumps(clip_event_data(data), ensure_ascii=False, default=str),
-                 now)).fetchone()
-            self._db.notify(conn, int(row[0]))
+            insert_event(self._db, conn, run_id, ticket_id, "run_end",
+                         json.dumps(clip_event_data(data), ensure_ascii=False, default=str), now)
         return True

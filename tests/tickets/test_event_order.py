@@ -1,0 +1,57 @@
+"""Run events become visible in id order, so a reader that tails them by id misses none.
+
+`middle log --follow`, the SSE stream and a run's `feedback_seen` all read "events after the
+last id I saw". On PostgreSQL a sequence hands out ids at insert time: without ordering, a
+transaction that drew id N and commits after another's N+1 would be skipped by a reader that
+had already seen N+1 (feedback sent at that moment would never reach the agent).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from tickets.events import insert_event
+from tickets.model import Ticket, utc_now
+from tickets.store import TicketStore
+
+
+def test_an_event_committed_later_never_hides_behind_a_higher_id_already_seen(store_target, tmp_path: Path):
+    with TicketStore(store_target) as setup:
+        setup.upsert_ticket(Ticket(id="t1", project_id="p", title="T", project_path=str(tmp_path)))
+        run_id = setup.claim_new_run("t1", ["pending"])
+    first, second, reader = TicketStore(store_target), TicketStore(store_target), TicketStore(store_target)
+    inserted, release = threading.Event(), threading.Event()
+    ids: dict[str, int] = {}
+
+    def slow_writer() -> None:  # draws its id, then is slow to commit (a busy machine)
+        with first._db.write() as conn:
+            ids["slow"] = insert_event(first._db, conn, run_id, "t1", "note", "{}", utc_now())
+            inserted.set()
+            release.wait(30)
+
+    def feedback() -> None:  # another process sends feedback meanwhile
+        ids["feedback"] = second.add_feedback("t1", run_id, "also handle empty input")
+
+    try:
+        slow = threading.Thread(target=slow_writer)
+        slow.start()
+        assert inserted.wait(30)
+        fast = threading.Thread(target=feedback)
+        fast.start()
+        fast.join(1.0)  # without ordering, the feedback commits here with the higher id
+        seen = [e["id"] for e in reader.list_events(run_id=run_id)]
+        release.set()
+        slow.join(30)
+        fast.join(30)
+        assert not slow.is_alive() and not fast.is_alive()
+        after = [e["id"] for e in reader.list_events(run_id=run_id)]
+        # Whatever the reader saw then, it saw every event below the highest id it saw.
+        high = max(seen, default=0)
+        assert [i for i in after if i <= high] == seen
+        assert ids["slow"] < ids["feedback"]  # committed first, numbered first
+        assert reader.feedback(run_id)[-1]["id"] == ids["feedback"]
+    finally:
+        release.set()
+        for store in (first, second, reader):
+            store.close()
