@@ -9,6 +9,12 @@ import pytest
 from orchestrator.testing.fake_github import FakeGitHub
 
 
+@pytest.fixture(autouse=True)
+def _no_retry_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitHub reads are tried again after a 5xx at once here, not after 1 s and 2 s."""
+    monkeypatch.setattr("tickets.github.client.RETRY_WAIT_S", 0.0)
+
+
 @pytest.fixture
 def github(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
     """The fake GitHub API, its token in GITHUB_TOKEN (the variable [github] token_env defaults to)."""

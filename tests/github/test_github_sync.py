@@ -248,3 +248,22 @@ def test_the_etag_cache_is_untrusted(project, github, content):
     result = invoke("sync", "--from", "github:me/app")
     assert result.exit_code == 0, result.output
     assert stored(project)["gh-1"].description == "changed body"
+
+
+def test_a_5xx_blip_on_a_read_is_tried_again_and_said(project, github):
+    github.add_issue("me/app", "One")
+    github.fail(502, path="/repos/me/app/issues", times=2)
+    result = invoke("sync", "--from", "github:me/app")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("GitHub did not answer GET /repos/me/app/issues (502") == 2, result.output
+    assert sorted(stored(project)) == ["gh-1"]
+    assert [r.status for r in github.requests_to("/repos/me/app/issues")] == [502, 502, 200]
+
+
+def test_a_read_that_keeps_failing_stops_after_three_tries(project, github):
+    github.add_issue("me/app", "One")
+    github.fail(503, path="/repos/me/app/issues")
+    result = invoke("sync", "--from", "github:me/app")
+    one_error(result, "GitHub answered 503")
+    assert len(github.requests_to("/repos/me/app/issues")) == 3
+    assert stored(project) == {}

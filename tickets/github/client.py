@@ -24,6 +24,9 @@ __all__ = ["DEFAULT_API_URL", "GitHubClient", "github_settings", "parse_repo"]
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_TOKEN_ENV = "GITHUB_TOKEN"
 MAX_WAIT_S = 60.0  # the longest rate-limit wait before giving up with an error
+ATTEMPTS = 3  # tries of a GET that met a 5xx or a dropped connection (GitHub's are short blips)
+RETRY_WAIT_S = 1.0  # the first wait between those tries; it doubles
+IDEMPOTENT = ("GET", "HEAD")  # only these are sent again: a POST that timed out may have landed
 _REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 _CACHE_VERSION = 1
 CACHE_ENTRIES = 500  # answers kept in the ETag cache (pages of issue lists, single issues)
@@ -56,18 +59,28 @@ def _say(message: str) -> None:
     print(f"note: {message}", file=sys.stderr, flush=True)
 
 
+class _Transient(Exception):
+    """A 5xx answer (resp) or a dropped connection (resp None): worth another try for a GET."""
+
+    def __init__(self, resp: Any, why: str) -> None:
+        super().__init__(why)
+        self.resp, self.why = resp, why
+
+
 class GitHubClient:
     """Requests to one repository's REST API with the token of `token_env`."""
 
     def __init__(self, repo: str, *, api_url: str = DEFAULT_API_URL, token_env: str = DEFAULT_TOKEN_ENV,
                  max_wait_s: float = MAX_WAIT_S, cache: Path | None = None,
-                 notify: Callable[[str], None] = _say, timeout_s: float = 30.0) -> None:
+                 notify: Callable[[str], None] = _say, timeout_s: float = 30.0,
+                 retry_wait_s: float | None = None) -> None:
         self.repo = parse_repo(repo)
         self.api_url = api_url.rstrip("/")
         self.token_env = token_env
         self.max_wait_s = max_wait_s
         self.notify = notify
         self.timeout_s = timeout_s
+        self.retry_wait_s = RETRY_WAIT_S if retry_wait_s is None else retry_wait_s
         self.cache_path = cache
         self._cache_old = self._read_cache() if cache is not None else {}
         self._cache_new: dict[str, Any] = {}
@@ -107,16 +120,46 @@ class GitHubClient:
 
     def request(self, method: str, url: str, *, params: Mapping[str, Any] | None = None,
                 json: Any = None, headers: Mapping[str, str] | None = None) -> Any:
-        """One request, waiting out a used-up rate limit (bounded, said on stderr); network errors raise."""
+        """One request, waiting out a used-up rate limit (bounded, said on stderr). A GET that
+        meets a 5xx or a dropped connection is tried again (ATTEMPTS in all, said on stderr); a
+        POST or PATCH is sent once, since one that timed out may have landed (the pull-request
+        flow finds what a lost answer created). The last 5xx answer is returned for check()."""
         import httpx
+        from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+        def once() -> Any:
+            try:
+                resp = self._send(method, url, params, json, headers)
+            except httpx.TransportError as exc:
+                raise _Transient(None, f"{type(exc).__name__}: {exc}") from None
+            if resp.status_code >= 500:
+                raise _Transient(resp, f"{resp.status_code} {_message(resp)}")
+            return resp
+
+        def say_retry(state: Any) -> None:
+            exc = state.outcome.exception()
+            self.notify(f"GitHub did not answer {method} {urlsplit(url).path} ({exc.why}): trying again in "
+                        f"{state.next_action.sleep:.0f}s")
+
+        retrying = Retrying(stop=stop_after_attempt(ATTEMPTS if method in IDEMPOTENT else 1),
+                            wait=wait_exponential(multiplier=self.retry_wait_s, min=self.retry_wait_s),
+                            retry=retry_if_exception_type(_Transient), before_sleep=say_retry)
+        try:
+            return retrying(once)
+        except RetryError as err:
+            last = err.last_attempt.exception()
+            assert isinstance(last, _Transient)
+            if last.resp is not None:
+                return last.resp  # check() says "GitHub answered 502 (...): try again later"
+            raise TicketError(f"cannot reach GitHub at {self.api_url} ({last.why}): check the network and "
+                              "[github] api_url") from None
+
+    def _send(self, method: str, url: str, params: Mapping[str, Any] | None, json: Any,
+              headers: Mapping[str, str] | None) -> Any:
+        """One answer that is not a used-up rate limit (waited out, bounded)."""
         client = self._client()
         for _ in range(3):
-            try:
-                resp = client.request(method, url, params=params, json=json, headers=headers)
-            except httpx.TransportError as exc:
-                raise TicketError(f"cannot reach GitHub at {self.api_url} ({type(exc).__name__}: {exc}): check "
-                                  "the network and [github] api_url") from None
+            resp = client.request(method, url, params=params, json=json, headers=headers)
             wait = self._rate_limit_wait(resp)
             if wait is None:
                 return resp
