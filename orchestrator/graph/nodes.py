@@ -260,7 +260,10 @@ def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     workspace = Workspace.from_dict(ws)
     sha, changes = ctx.worktrees.commit(workspace, message)
     ctx.store.set_run_fields(state["run_id"], head_commit=sha, changes=changes)
-    if sha:
+    if sha and state.get("round", 1) > 1 and sha == review.previous_head(ctx.store, state["run_id"]):
+        ctx.say(f"this round changed no files: {ws['branch']} stays at {sha[:10]}, the earlier rounds' "
+                f"{len(changes)} changed file(s); {advice('complete', t['id'])}")
+    elif sha:
         ctx.say(f"committed {len(changes)} changed file(s) on {ws['branch']} ({sha[:10]}): "
                 f"{advice('complete', t['id'])}")
     else:

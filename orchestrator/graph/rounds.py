@@ -37,6 +37,13 @@ def feedback_texts(event: dict[str, Any]) -> list[str]:
     return [*event.get("carried", []), event["text"]]
 
 
+def previous_head(store: Any, run_id: str) -> str | None:
+    """The branch's head when this round started (the commit the round before it left), or
+    None for a round-1 run."""
+    earlier = lineage(store, run_id)[:-1]
+    return earlier[-1].get("head_commit") if earlier else None
+
+
 def round_state(ctx: TicketContext, run_id: str) -> dict[str, Any]:
     """What load_ticket adds for the run: its round; for a later round also the Claude Code
     session it resumes, the earlier rounds as text and the feedback that opened it."""

@@ -186,3 +186,18 @@ def test_log_follow_describes_feedback_events():
 
     assert describe_event({"kind": "feedback", "data": {"text": "x", "round": 2}}) == "round 2: the human's feedback: x"
     assert describe_event({"kind": "feedback", "data": {"text": "y"}}) == "the human's feedback: y"
+
+
+def test_a_round_that_changes_nothing_says_so_not_the_earlier_rounds_count(tmp_path, project):
+    orch, llm, worker = first_round(
+        tmp_path, project, ["It already handles that; nothing to change."],
+        [plan_reply("Check hello.py handles empty input"), decision_reply(True, "Already handled.")])
+    with orch:
+        assert orch.feedback("t1", "does it handle empty input?").status == "complete"
+        first, second = orch.store.list_runs("t1")
+        notes = [e["data"].get("text", "") for e in orch.store.list_events(run_id=second["id"]) if e["kind"] == "note"]
+        assert any(n.startswith("this round changed no files: middle/t1 stays at "
+                                f"{first['head_commit'][:10]}") for n in notes), notes
+        assert not any(n.startswith("committed") for n in notes), notes
+        assert second["head_commit"] == first["head_commit"]
+        assert [f["path"] for f in orch.diff("t1")["files"]] == ["hello.py"]  # round 1's work, still there
