@@ -22,6 +22,10 @@ class HybridBackend(retrieval.RetrievalBackend):
     description = ("Dense + BM25 fused (min-max weighted sum), then importance and "
                    "optional rerank/MMR/dedup/token budget (seeds 001/002).")
     Options = HybridOptions
+    # Its vectors read a doc's prose, as its dense half reads a query's: BM25 matches the paths
+    # (chunking.PROSE: a path list is outside what a sentence embedder reads well, and a third
+    # of a completion doc's or a commit's word pieces, which the model's time grows with).
+    embed_view = retrieval.chunking.PROSE
 
     def _rank(self, query: str, k: int) -> list[tuple[int, float]]:
         opts: HybridOptions = self.options  # type: ignore[assignment]

@@ -45,6 +45,9 @@ class RetrievalBackend(MemoryBackend):
     SUPERSESSION_POOL: ClassVar[int] = 3  # candidates per result an amendment may come from
     shares_database: ClassVar[bool] = True  # [memory] url: the store lives in PostgreSQL
     keeps_times: ClassVar[bool] = True  # index_records stores each record's event time
+    # What of a doc its vectors read (chunking.TEXT or PROSE): the whole text, unless a lexical
+    # half beside them matches the file paths (hybrid), when its prose is enough.
+    embed_view: ClassVar[str] = chunking.TEXT
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -69,7 +72,7 @@ class RetrievalBackend(MemoryBackend):
                 bind_embedder(self._store, self.options, self.name, "docs")
                 if self.uses_vectors else None)
             # Not refused here: `middle memory reindex` opens an old store to read its docs.
-            self._stale = (chunking.claim_chunking(self._store, self.embedder, self.name)
+            self._stale = (chunking.claim_chunking(self._store, self.embedder, self.name, view=self.embed_view)
                            if self.embedder is not None else None)
         except BaseException:
             self._store.close()
@@ -113,7 +116,7 @@ class RetrievalBackend(MemoryBackend):
         """A store whose vectors were made another way answers nothing until it is reindexed."""
         if self._stale is not None and self.embedder is not None:
             # Asked again: another process (another machine, on PostgreSQL) may have migrated it.
-            self._stale = chunking.claim_chunking(self._store, self.embedder, self.name)
+            self._stale = chunking.claim_chunking(self._store, self.embedder, self.name, view=self.embed_view)
             if self._stale is not None:
                 raise MemoryStoreError(self._stale)
 
@@ -123,7 +126,8 @@ class RetrievalBackend(MemoryBackend):
             return None
         embedder = self.embedder
         return chunking.embed_chunked(embedder, texts,
-                                      lambda chunks: embed_documents(embedder, chunks, self._cache))
+                                      lambda chunks: embed_documents(embedder, chunks, self._cache),
+                                      self.embed_view)
 
     def _write(self, records: list[MemoryRecord], vectors: list[np.ndarray] | None) -> None:
         now = self.clock()
@@ -150,7 +154,7 @@ class RetrievalBackend(MemoryBackend):
             embedded.update(zip(late, self._embed([docs[i] for i in late]) or []))
             for doc_id in docs:
                 self._store.put_chunks(conn, doc_id, embedded[doc_id])
-            self._store.set_meta(conn, "chunking", chunking.scheme(self.embedder))
+            self._store.set_meta(conn, "chunking", chunking.scheme(self.embedder, self.embed_view))
             if docs:
                 self._store.bump(conn, list(docs))
         self._stale = None

@@ -106,8 +106,22 @@ def names_only_paths(text: str) -> bool:
     return _LETTERS.search(_prose(text)) is None and _LETTERS.search(text) is not None
 
 
+# A removed path takes the list separator after it ("a.py, b.py" leaves no ", " behind).
+_PATH_SEP = re.compile(r"\s*[,;]")
+
+
 def _prose(text: str) -> str:
-    return _TOKEN.sub(lambda m: " " if _is_path(m.group()) else m.group(), text)
+    parts: list[str] = []
+    at = 0
+    for match in _TOKEN.finditer(text):
+        if match.start() < at or not _is_path(match.group()):
+            continue
+        parts.append(text[at:match.start()])
+        parts.append(" ")
+        sep = _PATH_SEP.match(text, match.end())
+        at = sep.end() if sep else match.end()
+    parts.append(text[at:])
+    return "".join(parts)
 
 
 def fts_text(text: str) -> str:

@@ -8,6 +8,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .bm25 import without_paths
 from .embedders.base import Embedder, clip_text
 
 # A window is what the default model reads at once: all-MiniLM-L6-v2 takes 256 tokens, [CLS]
@@ -32,13 +33,29 @@ _WORDS = re.compile(r"\S+")
 Spans = list[tuple[int, int]]
 
 
-def scheme(embedder: Embedder) -> str:
+# What of a document its vectors read: "text", all of it; "prose", the text without its file
+# paths (bm25.without_paths), as the dense half of a query already reads it. A sentence
+# embedder reads prose: a list of paths is outside what it was trained on, makes any two
+# path-heavy docs look alike, and is a third of a completion doc's or a commit's word pieces
+# (what the model's time grows with). BM25 matches the paths exactly.
+TEXT, PROSE = "text", "prose"
+
+
+def scheme(embedder: Embedder, view: str = TEXT) -> str:
     """The chunking a store is built with (recorded in its meta): other windows, other vectors."""
     unit = "pieces" if type(embedder).word_pieces is not Embedder.word_pieces else "words"
     window, overlap = (WINDOW_TOKENS, OVERLAP_TOKENS) if unit == "pieces" else (WINDOW_WORDS,
                                                                                OVERLAP_WORDS)
-    return json.dumps({"version": SCHEME_VERSION, "unit": unit, "window": window,
-                       "overlap": overlap}, sort_keys=True)
+    recorded: dict[str, Any] = {"version": SCHEME_VERSION, "unit": unit, "window": window,
+                                "overlap": overlap}
+    if view != TEXT:  # a store built reading the whole text keeps its record as it was
+        recorded["view"] = view
+    return json.dumps(recorded, sort_keys=True)
+
+
+def view_of(text: str, view: str) -> str:
+    """What of `text` its vectors read (see PROSE)."""
+    return without_paths(text) if view == PROSE else text
 
 
 def chunks(embedder: Embedder, text: str) -> list[str]:
@@ -78,10 +95,11 @@ def windows(spans: Spans, window: int, overlap: int) -> Spans:
 
 
 def embed_chunked(embedder: Embedder, texts: Sequence[str],
-                  embed: Callable[[list[str]], np.ndarray]) -> list[np.ndarray]:
+                  embed: Callable[[list[str]], np.ndarray], view: str = TEXT) -> list[np.ndarray]:
     """Per document, its chunk vectors (n_chunks, d), from one call of `embed` over all chunks
-    (`embed` is the cached document embedding: each chunk is cached on its own)."""
-    per_doc = [chunks(embedder, t) for t in texts]
+    (`embed` is the cached document embedding: each chunk is cached on its own) of the
+    documents' `view`."""
+    per_doc = [chunks(embedder, view_of(t, view)) for t in texts]
     flat = [c for doc in per_doc for c in doc]
     vectors = embed(flat) if flat else np.zeros((0, embedder.dimension or 0), dtype=np.float32)
     out, at = [], 0
@@ -128,11 +146,11 @@ def doc_vector(chunk_vectors: np.ndarray) -> np.ndarray:
 
 
 def claim_chunking(store: Any, embedder: Embedder, backend: str,
-                   docs_table: str = "docs") -> str | None:
+                   docs_table: str = "docs", view: str = TEXT) -> str | None:
     """Record the chunking of a store that holds no doc yet; for one whose docs were embedded
     another way (or before chunking), the error to give instead of searching its vectors: a
     store's vectors answer only for the scheme they were made with."""
-    wanted = scheme(embedder)
+    wanted = scheme(embedder, view)
     with store.write() as conn:
         held = store.meta(conn, "chunking")
         if held != wanted and not store.holds_rows(conn, docs_table):

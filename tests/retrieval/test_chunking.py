@@ -193,7 +193,8 @@ def test_an_old_store_is_refused_with_a_hint_until_reindexed(tmp_path, backend):
     with sqlite3.connect(tmp_path / PROJECT / f"{backend}.sqlite3") as conn:
         meta = dict(conn.execute("SELECT key, value FROM meta"))
         assert meta["format_version"] == version
-        assert meta["chunking"] == chunking.scheme(HashingEmbedder())
+        view = chunking.PROSE if backend == "hybrid" else chunking.TEXT
+        assert meta["chunking"] == chunking.scheme(HashingEmbedder(), view)
         assert conn.execute(f"SELECT COUNT(*) FROM {chunks}").fetchone()[0] >= 4
         kept = [t for (t,) in conn.execute(f"SELECT {time} FROM {docs} ORDER BY {time}")][:3]
     assert kept == [1_700_000_000 + 3600 * i for i in range(3)]  # the docs' times survive
@@ -289,3 +290,41 @@ def test_postgres_tables_of_schema_1_are_migrated_to_hold_chunks(tmp_path, pg_ur
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT version FROM retrieval_schema").fetchall() == [
             (pg_database.SCHEMA_VERSION,)]
+
+
+# --- the prose view: hybrid embeds a doc without its file paths (its BM25 half reads them) -----
+
+CHANGED = "Ticket: Facet by many-to-many. Changed: datasette/facets.py, tests/test_facets.py, docs/facets.rst"
+
+
+def test_hybrids_vectors_read_a_docs_prose_and_bm25_its_paths(tmp_path, minilm_calls):
+    backend = HybridBackend(tmp_path, {"embedder": "minilm", "embedding_cache": False})
+    backend.index([CHANGED, "Ticket: Fix a typo in the README."])
+    # its paths and their commas left out; a doc with no path is read as it is
+    assert minilm_calls == ["Ticket: Facet by many-to-many. Changed:", "Ticket: Fix a typo in the README."]
+    assert backend.retrieve(["tests/test_facets.py"], 1)[0]["docs"] == [CHANGED]  # through BM25
+    assert backend.retrieve(["facet on a many to many relation"], 1)[0]["docs"] == [CHANGED]
+    backend.close()
+
+
+def test_dense_alone_reads_the_paths_too(tmp_path, minilm_calls):
+    """Without a lexical half, the paths in its vectors are all dense has to match them by."""
+    backend = DenseBackend(tmp_path, {"embedder": "minilm", "embedding_cache": False})
+    backend.index([CHANGED])
+    assert minilm_calls == [CHANGED]
+    backend.close()
+
+
+def test_a_store_whose_vectors_read_the_whole_text_is_refused_until_reindexed(tmp_path):
+    mem = _facade(tmp_path, "hybrid")
+    mem.index(PROJECT, [CHANGED])
+    mem.close()
+    with sqlite3.connect(tmp_path / PROJECT / "hybrid.sqlite3") as conn:  # as the release before wrote it
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'chunking'", (chunking.scheme(HashingEmbedder()),))
+    mem = _facade(tmp_path, "hybrid")
+    with pytest.raises(MemoryStoreError) as caught:
+        mem.retrieve(PROJECT, ["facets"], 1)
+    assert "with another chunking" in str(caught.value) and "middle memory reindex --from hybrid" in str(caught.value)
+    reindex(mem, PROJECT, "hybrid")
+    assert mem.retrieve(PROJECT, ["facets"], 1)[0]["docs"] == [CHANGED]
+    mem.close()
