@@ -8,7 +8,6 @@ session lives on the other machine, is told what the earlier turns did.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from orchestrator.graph.context import TicketContext
@@ -21,7 +20,7 @@ RECAP_CHARS = 1500  # of each earlier response quoted to the new session
 
 def _ours(ctx: TicketContext, path: str | None) -> bool:
     assert ctx.worktrees is not None
-    return bool(path) and Path(path).is_dir() and Path(path).parent == ctx.worktrees.root  # type: ignore[arg-type]
+    return ctx.worktrees.has(path)
 
 
 def local_ticket(ctx: TicketContext, state: TicketState) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from orchestrator.errors import TicketError
 from orchestrator.graph.context import TicketContext
 from orchestrator.workspace import Workspace, branch_name
 
@@ -20,10 +21,10 @@ def run_workspace(ctx: TicketContext, ticket: Any, run_id: str) -> dict[str, Any
     run = ctx.store.get_run(run_id)
     # This run's worktree, when this runner made it (a run taken over from a dead worker on
     # another machine or clone starts a worktree of its own; completed turns are not re-run).
-    if run.get("worktree") and Path(run["worktree"]).is_dir() and \
-            Path(run["worktree"]).parent == ctx.worktrees.root:
-        return Workspace.from_dict({**run, "path": run["worktree"],
-                                    "cwd": _cwd(run, Path(ticket.project_path))}).to_dict()
+    if ctx.worktrees.has(run.get("worktree")):
+        return _found(run, ticket)
+    if run.get("isolation") == "worktree" and run.get("branch") and ctx.store.round_of(run_id) > 1:
+        return _continue_round(ctx, ticket, run)
     deps = []
     if ctx.dependencies == "complete":  # merged ones are in the base branch already
         deps = [branch_name(d) for d in ticket.depends_on
@@ -33,6 +34,33 @@ def run_workspace(ctx: TicketContext, ticket: Any, run_id: str) -> dict[str, Any
                              base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)
     ctx.say(f"working on branch {ws.branch} in {ws.path} (from {ws.base_branch} at {ws.base_commit[:10]})")
     return ws.to_dict()
+
+
+def _continue_round(ctx: TicketContext, ticket: Any, run: dict[str, Any]) -> dict[str, Any]:
+    """A review round whose ticket's worktree is not here (another machine ran the round before,
+    or it was removed): the branch as pushed to the shared repository, holding the last round's
+    commit, in a new worktree here (orchestrator.running.feedback checked that before the claim)."""
+    assert ctx.worktrees is not None
+    head = run.get("head_commit") or run["base_commit"]
+    begun = Workspace(repo=run["repo"], path=run["worktree"], cwd=run["worktree"], branch=run["branch"],
+                      base_branch=run["base_branch"], base_commit=run["base_commit"])
+    adopted = ctx.worktrees.adopt(ticket.id, ticket.project_path, begun, holding=head)
+    if adopted is None:  # rewritten on the shared repository since the feedback was accepted
+        raise TicketError(f"ticket {ticket.id!r}'s branch {run['branch']} on the shared repository no "
+                          f"longer holds its last commit {head[:10]}, so this round cannot continue it "
+                          f"here: push {run['branch']} with that commit, then ask again with "
+                          f"`middle feedback {ticket.id}`")
+    new, source = adopted
+    ctx.store.set_run_fields(run["id"], repo=new.repo, worktree=new.path)
+    ctx.say(f"round {ctx.store.round_of(run['id'])}: the ticket's worktree {run['worktree']} is not on this "
+            f"machine, so the round continues {new.branch} from {source} in {new.path}")
+    return _found({**run, "repo": new.repo, "worktree": new.path}, ticket)
+
+
+def _found(run: dict[str, Any], ticket: Any) -> dict[str, Any]:
+    """The run's recorded worktree as a workspace dict."""
+    return Workspace.from_dict({**run, "path": run["worktree"],
+                                "cwd": _cwd(run, Path(ticket.project_path))}).to_dict()
 
 
 def _cwd(run: dict[str, Any], project: Path) -> str:

@@ -147,10 +147,12 @@ class TicketDriver:
     def feedback(self, ticket_id: str, text: str) -> RunOutcome:
         """The human's feedback (orchestrator.running.feedback): a complete or conflicted ticket
         continues on its branch in a new review round, run here; for a run in progress it is
-        stored for that run's next assess (the outcome's status is then "stored")."""
+        stored for that run's next assess (the outcome's status is then "stored"). A ticket whose
+        worktree is not here continues its branch as pushed to the shared repository."""
         from orchestrator.running import feedback
 
-        if feedback.check(self.store, ticket_id, text) == feedback.STORED:
+        if feedback.check(self.store, ticket_id, text, worktrees=self.worktrees,
+                          project_override=self.project_override) == feedback.STORED:
             return RunOutcome(ticket_id, "", "stored", feedback.store_for_run(self.store, ticket_id, text))
         self.agent  # as in run_ticket: a missing API key is an error before the claim
         run_id, _round = feedback.claim_round(self.store, ticket_id, text, lease_s=self.lease_s)

@@ -8,8 +8,11 @@ The status flow of a review round:
 
 A round is a run of its own (its own claim, limits, checkpoints and `middle resume`), on the
 ticket's branch and worktree, started from the run before it (orchestrator.graph.rounds does the
-graph's part). Anything else is refused with one line and nothing changed: an unknown ticket, one
-that never ran, a merged, discarded or reverted one, empty feedback.
+graph's part). It runs on any machine of a team: where the ticket's worktree is not (another
+machine ran it, or it was removed), the round takes the branch as pushed to the shared repository
+into a worktree here. Anything else is refused with one line and nothing changed: an unknown
+ticket, one that never ran, a merged, discarded or reverted one, empty feedback, a worktree not
+here whose branch was never pushed (or was rewritten without the run's last commit).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import TicketError
+from orchestrator.errors import GitError, TicketError
 from orchestrator.lifecycle.next_steps import advise, situation
 from tickets.rounds import FEEDBACK, MAX_FEEDBACK_CHARS
 
@@ -28,8 +31,13 @@ STARTS_ROUND = ("complete", "complete-empty", "in-place", "conflict", "failed-ro
 WAITS_FOR_ASSESS = ("running", "stale", "interrupted", "failed-resumable")
 
 
-def check(store: Any, ticket_id: str, text: str) -> str:
-    """ROUND or STORED for feedback on the ticket now; a TicketError saying why not and what to do."""
+def check(store: Any, ticket_id: str, text: str, *, worktrees: Any = None,
+          project_override: str | None = None) -> str:
+    """ROUND or STORED for feedback on the ticket now; a TicketError saying why not and what to do.
+
+    With `worktrees` (the runner that would run the round) also whether the round can continue
+    the ticket's branch here: its worktree is here, or its branch was pushed to the shared
+    repository with the run's last commit (the round then adopts it; see graph.worktree)."""
     if not text.strip():
         raise TicketError(f"the feedback for ticket {ticket_id!r} is empty: say what to change, e.g. "
                           f"`middle feedback {ticket_id} \"also handle empty input\"`")
@@ -47,12 +55,30 @@ def check(store: Any, ticket_id: str, text: str) -> str:
     if now not in STARTS_ROUND:
         raise TicketError(f"ticket {ticket_id!r} is {ticket.status.value}: feedback continues a complete "
                           f"or conflicted ticket; {advise(store, ticket_id, 'feedback')}")
-    worktree = run.get("worktree")
-    if run.get("isolation") == "worktree" and not (worktree and Path(worktree).is_dir()):
-        raise TicketError(f"ticket {ticket_id!r}'s worktree {worktree or '(none recorded)'} is not on this "
-                          "machine (removed, or the ticket ran on another one), so a round cannot continue "
-                          f"its branch here: {advise(store, ticket_id, 'merge')}")
+    if worktrees is not None and run.get("isolation") == "worktree" and not worktrees.has(run.get("worktree")):
+        _pushed(store, run, worktrees, Path(project_override or ticket.project_path))
     return ROUND
+
+
+def _pushed(store: Any, run: dict[str, Any], worktrees: Any, project: Path) -> None:
+    """A round whose worktree is not here (another machine's, or removed) continues the branch
+    as pushed to the shared repository, when it holds the run's last commit; else a TicketError."""
+    ticket_id, branch, head = run["ticket_id"], run.get("branch") or "", run.get("head_commit")
+    gone = (f"ticket {ticket_id!r}'s worktree {run.get('worktree') or '(none recorded)'} is not on this "
+            "machine (removed, or the ticket ran on another one)")
+    if not worktrees.shared:
+        raise TicketError(f"{gone} and no shared repository holds its branch {branch} ([project] repo_url "
+                          "is not set), so a round cannot continue it here: give the feedback on the "
+                          f"machine that ran it, or {advise(store, ticket_id, 'merge')}")
+    try:
+        tip = worktrees.pushed_holding(project, branch, head) if head and project.is_dir() else None
+    except GitError:  # this project's folder is not a repository, or the shared one is unreachable
+        tip = None
+    if tip is None:
+        raise TicketError(f"{gone} and its branch {branch} on the shared repository does not hold the "
+                          f"run's last commit {(head or 'none')[:10]} (never pushed, or rewritten since), "
+                          "so a round cannot continue it here: give the feedback on the machine that ran "
+                          f"it, or push {branch} from there")
 
 
 def store_for_run(store: Any, ticket_id: str, text: str) -> str:

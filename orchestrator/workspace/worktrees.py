@@ -74,6 +74,13 @@ class Worktrees:
     def path_for(self, ticket_id: str) -> Path:
         return self.root / ticket_id
 
+    def has(self, path: str | Path | None) -> bool:
+        """Whether `path` is one of this runner's worktrees, present (not another clone's or
+        machine's, not removed)."""
+        if not path:
+            return False
+        return Path(path).is_dir() and Path(path).parent == self.root
+
     # -- run start ---------------------------------------------------------------------------
     def prepare(self, ticket_id: str, project_path: str | Path, *, start_from: Sequence[str] = ()) -> Workspace:
         """A fresh worktree for a new run of the ticket (an old one of an earlier run is replaced).
@@ -192,22 +199,28 @@ class Worktrees:
                 g.git(ws.path, "push", "--quiet", "--force", self.shared, f"{ws.branch}:refs/heads/{ws.branch}")
 
     # -- takeover ----------------------------------------------------------------------------
-    def adopt(self, ticket_id: str, project_path: str | Path, begun: Workspace) -> tuple[Workspace, str] | None:
+    def adopt(self, ticket_id: str, project_path: str | Path, begun: Workspace, *,
+              holding: str | None = None) -> tuple[Workspace, str] | None:
         """This runner's worktree for a run begun in another clone (a dead worker's machine):
         the ticket's branch as pushed to the shared repository, else the commit the run started
         from; with which of the two it is. None when neither is known here (the caller then
-        starts a fresh worktree)."""
+        starts a fresh worktree).
+
+        `holding` (a review round continuing the commit its last round left): only the pushed
+        branch that holds that commit is taken, never the start commit; else None."""
         project = Path(project_path).resolve()
         repo = g.toplevel(project)
         path, branch = self.path_for(ticket_id), begun.branch
         with self.locked():
             if self.remote:
                 self._fetch(repo, self.remote)
+            tip = self._pushed_tip(repo, branch)  # (fetched first: it may bring the start commit)
             base = begun.base_commit if g.has_object(repo, begun.base_commit) else None
-            tip = self._pushed_tip(repo, branch)
+            if tip is not None and holding is not None and not _holds(repo, tip, holding):
+                tip = None  # rewritten on the shared repository without the commit
             if tip is not None and base is not None and g.is_ancestor(repo, base, tip):
                 start, source = tip, f"its branch as pushed ({tip[:10]})"
-            elif base is not None:
+            elif base is not None and holding is None:
                 start, source = base, f"the commit it started from ({base[:10]}; its branch was never pushed)"
             else:
                 return None
@@ -220,6 +233,16 @@ class Worktrees:
             rel = Path()
         return Workspace(repo=str(repo), path=str(path), cwd=str(path / rel), branch=branch,
                          base_branch=begun.base_branch, base_commit=begun.base_commit), source
+
+    def pushed_holding(self, project_path: str | Path, branch: str, commit: str) -> str | None:
+        """The branch's commit on the shared repository when it holds `commit`; None when there
+        is no shared repository, the branch was never pushed, or it was rewritten without it."""
+        repo = g.toplevel(Path(project_path).resolve())
+        with self.locked():
+            if self.remote:
+                self._fetch(repo, self.remote)
+            tip = self._pushed_tip(repo, branch)
+        return tip if tip is not None and _holds(repo, tip, commit) else None
 
     def _pushed_tip(self, repo: Path, branch: str) -> str | None:
         """The branch's commit on the shared repository (None: never pushed, or no shared one)."""
@@ -248,3 +271,8 @@ class Worktrees:
     def leftovers(self) -> list[Path]:
         """Worktree folders under the state directory (gc compares them with the tickets)."""
         return sorted(p for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []
+
+
+def _holds(repo: Path, tip: str, commit: str) -> bool:
+    """Whether `commit` is `tip` or one of its ancestors (an unknown commit is not)."""
+    return g.has_object(repo, commit) and g.is_ancestor(repo, commit, tip)
