@@ -21,7 +21,7 @@ def run_workspace(ctx: TicketContext, ticket: Any, run_id: str) -> dict[str, Any
     run = ctx.store.get_run(run_id)
     # This run's worktree, when this runner made it (a run taken over from a dead worker on
     # another machine or clone starts a worktree of its own; completed turns are not re-run).
-    if ctx.worktrees.has(run.get("worktree")):
+    if ctx.worktrees.has_at(run.get("worktree"), run.get("head_commit")):
         return _found(run, ticket)
     if run.get("isolation") == "worktree" and run.get("branch") and ctx.store.round_of(run_id) > 1:
         return _continue_round(ctx, ticket, run)

@@ -55,7 +55,8 @@ def check(store: Any, ticket_id: str, text: str, *, worktrees: Any = None,
     if now not in STARTS_ROUND:
         raise TicketError(f"ticket {ticket_id!r} is {ticket.status.value}: feedback continues a complete "
                           f"or conflicted ticket; {advise(store, ticket_id, 'feedback')}")
-    if worktrees is not None and run.get("isolation") == "worktree" and not worktrees.has(run.get("worktree")):
+    if worktrees is not None and run.get("isolation") == "worktree" and \
+            not worktrees.has_at(run.get("worktree"), run.get("head_commit")):
         _pushed(store, run, worktrees, Path(project_override or ticket.project_path))
     return ROUND
 
@@ -66,14 +67,22 @@ def _pushed(store: Any, run: dict[str, Any], worktrees: Any, project: Path) -> N
     ticket_id, branch, head = run["ticket_id"], run.get("branch") or "", run.get("head_commit")
     gone = (f"ticket {ticket_id!r}'s worktree {run.get('worktree') or '(none recorded)'} is not on this "
             "machine (removed, or the ticket ran on another one)")
+    if worktrees.has(run.get("worktree")):
+        gone = (f"ticket {ticket_id!r}'s worktree {run['worktree']} here is behind its branch (another "
+                f"machine continued it to {(head or '')[:10]})")
     if not worktrees.shared:
         raise TicketError(f"{gone} and no shared repository holds its branch {branch} ([project] repo_url "
                           "is not set), so a round cannot continue it here: give the feedback on the "
                           f"machine that ran it, or {advise(store, ticket_id, 'merge')}")
+    if not project.is_dir():
+        raise TicketError(f"{gone} and neither is its project {project}, so a round cannot continue its "
+                          "branch here: give the feedback on a machine that has the project")
     try:
-        tip = worktrees.pushed_holding(project, branch, head) if head and project.is_dir() else None
-    except GitError:  # this project's folder is not a repository, or the shared one is unreachable
-        tip = None
+        tip = worktrees.pushed_holding(project, branch, head) if head else None
+    except GitError as exc:  # not a repository, or the shared one cannot be reached
+        raise TicketError(f"{gone} and its branch {branch} could not be read from the shared repository "
+                          f"({' '.join(str(exc).split()).rstrip('.')}), so a round cannot continue it here: fix that and ask "
+                          "again, or give the feedback on the machine that ran it") from None
     if tip is None:
         raise TicketError(f"{gone} and its branch {branch} on the shared repository does not hold the "
                           f"run's last commit {(head or 'none')[:10]} (never pushed, or rewritten since), "

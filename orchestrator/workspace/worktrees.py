@@ -81,6 +81,14 @@ class Worktrees:
             return False
         return Path(path).is_dir() and Path(path).parent == self.root
 
+    def has_at(self, path: str | Path | None, commit: str | None) -> bool:
+        """`has(path)`, with `commit` (when given) in its checked-out history: not a stale copy
+        of a branch that another machine (with the same paths) has moved on since."""
+        if not self.has(path):
+            return False
+        assert path is not None
+        return commit is None or _holds(Path(path), "HEAD", commit)
+
     # -- run start ---------------------------------------------------------------------------
     def prepare(self, ticket_id: str, project_path: str | Path, *, start_from: Sequence[str] = ()) -> Workspace:
         """A fresh worktree for a new run of the ticket (an old one of an earlier run is replaced).
@@ -214,7 +222,8 @@ class Worktrees:
         with self.locked():
             if self.remote:
                 self._fetch(repo, self.remote)
-            tip = self._pushed_tip(repo, branch)  # (fetched first: it may bring the start commit)
+            # (fetched first: it may bring the start commit)
+            tip = self._pushed_tip(repo, branch, strict=holding is not None)
             base = begun.base_commit if g.has_object(repo, begun.base_commit) else None
             if tip is not None and holding is not None and not _holds(repo, tip, holding):
                 tip = None  # rewritten on the shared repository without the commit
@@ -241,17 +250,25 @@ class Worktrees:
         with self.locked():
             if self.remote:
                 self._fetch(repo, self.remote)
-            tip = self._pushed_tip(repo, branch)
+            tip = self._pushed_tip(repo, branch, strict=True)
         return tip if tip is not None and _holds(repo, tip, commit) else None
 
-    def _pushed_tip(self, repo: Path, branch: str) -> str | None:
-        """The branch's commit on the shared repository (None: never pushed, or no shared one)."""
+    def _pushed_tip(self, repo: Path, branch: str, *, strict: bool = False) -> str | None:
+        """The branch's commit on the shared repository (None: never pushed, or no shared one).
+        `strict`: a shared repository that cannot be read is a GitError, not "never pushed"."""
         if self.remote:
             return self._commit_of(repo, branch)
         if not self.push_url:
             return None
         proc = g.git(repo, "fetch", "--quiet", self.push_url, f"refs/heads/{branch}", check=False)
-        return g.ref_commit(repo, "FETCH_HEAD") if proc.returncode == 0 else None
+        if proc.returncode == 0:
+            return g.ref_commit(repo, "FETCH_HEAD")
+        if strict and "couldn't find remote ref" not in proc.stderr:
+            lines = proc.stderr.strip().splitlines()
+            said = [line for line in lines if line.startswith("fatal:")] or lines  # not the URL's line
+            raise GitError(f"fetching {branch} from [project] repo_url failed in {repo}: "
+                           f"{said[-1] if said else proc.returncode}")
+        return None
 
     # -- removal -----------------------------------------------------------------------------
     def remove(self, repo: str | Path, ticket_id: str, *, keep_branch: bool = False) -> None:

@@ -181,3 +181,44 @@ def test_a_removed_worktree_is_taken_again_from_the_pushed_branch(tmp_path):
         assert out(remote, "rev-parse", "middle/t1") == second["head_commit"]
         assert {f["path"] for f in a.diff("t1")["files"]} == {"hello.py", "empty.py"}
         assert len(continues_note(a, second["id"])) == 1, notes(a, second["id"])
+
+
+def test_a_shared_repository_out_of_reach_is_said_and_nothing_changes(tmp_path):
+    remote = shared_repo(tmp_path)
+    with round_one(tmp_path, remote, None) as a:
+        first = a.store.latest_run("t1")
+        git(tmp_path / "a" / "repo", "worktree", "remove", "--force", first["worktree"])
+        remote.rename(tmp_path / "moved.git")
+        before = (a.store.get_ticket("t1"), a.store.list_runs("t1"), a.store.list_events(ticket_id="t1"))
+        with pytest.raises(TicketError) as err:
+            a.feedback("t1", "also handle empty input")
+        message = str(err.value)
+        assert "\n" not in message and "could not be read from the shared repository" in message, message
+        assert "Could not read from remote repository" in message and "give the feedback on the machine" in message
+        assert a.store.get_claim("t1") is None
+        assert (a.store.get_ticket("t1"), a.store.list_runs("t1"), a.store.list_events(ticket_id="t1")) == before
+
+
+@pytest.mark.postgres
+def test_a_round_back_on_the_first_machine_continues_the_latest_round_not_its_stale_worktree(tmp_path, pg_url):
+    remote = shared_repo(tmp_path)
+    a = round_one(tmp_path, remote, pg_url)  # its script has round 3's replies (empty.py again)
+    first = a.store.latest_run("t1")
+    b, _worker = round_two_machine(tmp_path, remote, pg_url)
+    with b:
+        assert b.feedback("t1", "also handle empty input").status == "complete"
+        second = b.store.latest_run("t1")
+        # machines whose state dirs have the same path: the round's worktree is recorded at the
+        # path that, on A, still holds A's stale copy of the branch (round 1 only)
+        b.store.set_run_fields(second["id"], repo=first["repo"], worktree=first["worktree"])
+    with a:
+        assert out(first["worktree"], "rev-parse", "HEAD") == first["head_commit"]  # stale
+        a.worker.script[:] = [write("c.py", "C = 3\n")]
+        a.services.agent_llm.replies[:] = [plan_reply("Write c.py"), decision_reply(True, "Wrote c.py.")]
+        assert a.feedback("t1", "add c.py").status == "complete"
+        third = a.store.latest_run("t1")
+        here = Path(first["worktree"])
+        assert out(here, "rev-parse", "HEAD~1") == second["head_commit"]  # round 2's commit stays
+        assert out(remote, "rev-parse", "middle/t1") == third["head_commit"]
+        assert {f["path"] for f in a.diff("t1")["files"]} == {"hello.py", "empty.py", "c.py"}
+        assert len(continues_note(a, third["id"])) == 1, notes(a, third["id"])
