@@ -80,9 +80,10 @@ def _pushed(store: Any, run: dict[str, Any], worktrees: Any, project: Path) -> N
     try:
         tip = worktrees.pushed_holding(project, branch, head) if head else None
     except GitError as exc:  # not a repository, or the shared one cannot be reached
+        why = " ".join(str(exc).split()).rstrip(".")
         raise TicketError(f"{gone} and its branch {branch} could not be read from the shared repository "
-                          f"({' '.join(str(exc).split()).rstrip('.')}), so a round cannot continue it here: fix that and ask "
-                          "again, or give the feedback on the machine that ran it") from None
+                          f"({why}), so a round cannot continue it here: fix that and ask again, or give "
+                          "the feedback on the machine that ran it") from None
     if tip is None:
         raise TicketError(f"{gone} and its branch {branch} on the shared repository does not hold the "
                           f"run's last commit {(head or 'none')[:10]} (never pushed, or rewritten since), "
