@@ -160,7 +160,25 @@ def claim_chunking(store: Any, embedder: Embedder, backend: str,
         if hasattr(store, "raise_version"):  # an older file without docs: now a chunked one
             store.raise_version(list(range(1, store.format_version)))
         return None
-    how = ("before documents were embedded whole (each was read to its first 256 tokens)"
-           if held is None else f"with another chunking ({held})")
+    if held is None:
+        how, fix = ("before documents were embedded whole (each was read to its first 256 tokens)",
+                    "re-embed its docs whole")
+    elif _view(held) != view:
+        how, fix = (f"with vectors that read its docs' {_VIEWS.get(_view(held), _view(held))}, where "
+                    f"{backend} now reads their {_VIEWS.get(view, view)}"), "re-embed its docs"
+    else:
+        how, fix = f"with another chunking ({held})", "re-embed its docs"
     return (f"the {store.kind} {store.path} was built {how}: run `middle memory reindex --from "
-            f"{backend}` to re-embed its docs whole (the docs and their times are kept)")
+            f"{backend}` to {fix} (the docs and their times are kept)")
+
+
+_VIEWS = {TEXT: "whole text, file paths too", PROSE: "prose (no file paths)"}
+
+
+def _view(recorded: str) -> str:
+    """The view a recorded scheme names (TEXT when it names none, or is not JSON)."""
+    try:
+        data = json.loads(recorded)
+    except ValueError:
+        return TEXT
+    return str(data.get("view", TEXT)) if isinstance(data, dict) else TEXT

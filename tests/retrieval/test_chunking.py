@@ -324,7 +324,8 @@ def test_a_store_whose_vectors_read_the_whole_text_is_refused_until_reindexed(tm
     mem = _facade(tmp_path, "hybrid")
     with pytest.raises(MemoryStoreError) as caught:
         mem.retrieve(PROJECT, ["facets"], 1)
-    assert "with another chunking" in str(caught.value) and "middle memory reindex --from hybrid" in str(caught.value)
+    assert "with vectors that read its docs' whole text, file paths too, where hybrid now reads their prose" \
+        in str(caught.value) and "middle memory reindex --from hybrid" in str(caught.value)
     reindex(mem, PROJECT, "hybrid")
     assert mem.retrieve(PROJECT, ["facets"], 1)[0]["docs"] == [CHANGED]
     mem.close()
