@@ -12,6 +12,7 @@ from orchestrator.config.settings import Config
 from orchestrator.fake_api import tool_use, reply, text, working_directory
 from orchestrator.runner import Orchestrator
 from orchestrator.testing import make_repo
+from orchestrator.workspace.git import git
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -24,6 +25,27 @@ def fresh_project(tmp_path: Path, tickets: dict[str, str]) -> Path:
     for name, body in tickets.items():
         (tmp_path / "tickets" / name).write_text(body)
     return tmp_path / "repo"
+
+
+def team_machine(tmp_path: Path, name: str, remote: Path, pg_url: str, fake_api: Any, claude_env: dict[str, str],
+                 claude_cli: str, ticket: str, *, sync: bool = False, **config: Any) -> Orchestrator:
+    """One machine of a team: its own clone of the shared repository `remote` (also [project]
+    repo_url, where branches are pushed) and ticket folder, the team's PostgreSQL store, Claude
+    Code with `claude_env`; `config` adds Config fields (e.g. memory)."""
+    home = tmp_path / name
+    git(tmp_path, "clone", "--quiet", str(remote), str(home / "repo"))
+    (home / "tickets").mkdir()
+    (home / "tickets" / "t1.md").write_text(ticket)
+    cfg = Config(root=home, state_dir=str(home / "state"), store={"url": pg_url},
+                 project={"path": "repo", "tickets_dir": "tickets", "repo_url": str(remote), "base_branch": "main"},
+                 agent={"max_turns": 4, "max_cost_usd": 5.0},
+                 worker={"options": {"cli_path": claude_cli, "allowed_tools": ["Read", "Write", "Edit"],
+                                     "turn_timeout_s": 120}}, **config)
+    llm = AnthropicLLM(cfg.agent.model, base_url=fake_api.base_url, api_key="sk-fake-local", max_retries=0)
+    orch = Orchestrator(cfg, llm=llm, worker_env=claude_env, project_override=str(home / "repo"))
+    if sync:
+        orch.sync_tickets()
+    return orch
 
 
 def worktree(tmp_path: Path, ticket_id: str) -> Path:

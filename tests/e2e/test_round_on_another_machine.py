@@ -9,11 +9,8 @@ import shutil
 
 import pytest
 
-from e2e_helpers import decide, done, plan, write_file
-from orchestrator.agent.llm import AnthropicLLM
-from orchestrator.config.settings import Config
+from e2e_helpers import decide, done, plan, team_machine, write_file
 from orchestrator.fake_api.env import claude_code_env
-from orchestrator.runner import Orchestrator
 from orchestrator.testing import make_repo
 from orchestrator.workspace.git import git, out
 
@@ -23,21 +20,9 @@ TICKET = "---\ntitle: Two files\nproject: calc\nid: t1\n---\nCreate a.txt.\n"
 
 
 def machine(tmp_path, name: str, remote, pg_url: str, fake_api, claude_cli, *, sync: bool = False):
-    home = tmp_path / name
-    git(tmp_path, "clone", "--quiet", str(remote), str(home / "repo"))
-    (home / "tickets").mkdir()
-    (home / "tickets" / "t1.md").write_text(TICKET)
-    cfg = Config(root=home, state_dir=str(home / "state"), store={"url": pg_url},
-                 project={"path": "repo", "tickets_dir": "tickets", "repo_url": str(remote), "base_branch": "main"},
-                 agent={"max_turns": 4, "max_cost_usd": 5.0}, memory={"backend": "none"},
-                 worker={"options": {"cli_path": claude_cli, "allowed_tools": ["Read", "Write", "Edit"],
-                                     "turn_timeout_s": 120}})
-    llm = AnthropicLLM(cfg.agent.model, base_url=fake_api.base_url, api_key="sk-fake-local", max_retries=0)
-    env = claude_code_env(fake_api.base_url, home / "claude-config", max_retries=0)  # its own sessions
-    orch = Orchestrator(cfg, llm=llm, worker_env=env, project_override=str(home / "repo"))
-    if sync:
-        orch.sync_tickets()
-    return orch
+    env = claude_code_env(fake_api.base_url, tmp_path / name / "claude-config", max_retries=0)  # its own sessions
+    return team_machine(tmp_path, name, remote, pg_url, fake_api, env, claude_cli, TICKET, sync=sync,
+                        memory={"backend": "none"})
 
 
 def test_feedback_on_another_machine_continues_the_pushed_branch(tmp_path, pg_url, fake_api, claude_cli):

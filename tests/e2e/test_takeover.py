@@ -9,11 +9,8 @@ import shutil
 
 import pytest
 
-from e2e_helpers import decide, done, plan, write_file
-from orchestrator.agent.llm import AnthropicLLM
-from orchestrator.config.settings import Config
+from e2e_helpers import decide, done, plan, team_machine, write_file
 from orchestrator.fake_api import api_error
-from orchestrator.runner import Orchestrator
 from orchestrator.testing import make_repo
 from orchestrator.workspace.git import git, out
 
@@ -23,20 +20,7 @@ TICKET = "---\ntitle: Two steps\nproject: calc\nid: t1\n---\nTwo files.\n"
 
 
 def machine(tmp_path, name: str, remote, pg_url: str, fake_api, claude_env, claude_cli, *, sync: bool = False):
-    home = tmp_path / name
-    git(tmp_path, "clone", "--quiet", str(remote), str(home / "repo"))
-    (home / "tickets").mkdir()
-    (home / "tickets" / "t1.md").write_text(TICKET)
-    cfg = Config(root=home, state_dir=str(home / "state"), store={"url": pg_url},
-                 project={"path": "repo", "tickets_dir": "tickets", "repo_url": str(remote), "base_branch": "main"},
-                 agent={"max_turns": 4, "max_cost_usd": 5.0},
-                 worker={"options": {"cli_path": claude_cli, "allowed_tools": ["Read", "Write", "Edit"],
-                                     "turn_timeout_s": 120}})
-    llm = AnthropicLLM(cfg.agent.model, base_url=fake_api.base_url, api_key="sk-fake-local", max_retries=0)
-    orch = Orchestrator(cfg, llm=llm, worker_env=claude_env, project_override=str(home / "repo"))
-    if sync:
-        orch.sync_tickets()
-    return orch
+    return team_machine(tmp_path, name, remote, pg_url, fake_api, claude_env, claude_cli, TICKET, sync=sync)
 
 
 def test_turn_two_continues_on_another_machine_from_the_pushed_branch(tmp_path, pg_url, fake_api, claude_env,
