@@ -63,20 +63,24 @@ def check(store: Any, ticket_id: str, text: str, *, worktrees: Any = None,
 
 def _pushed(store: Any, run: dict[str, Any], worktrees: Any, project: Path) -> None:
     """A round whose worktree is not here (another machine's, or removed) continues the branch
-    as pushed to the shared repository, when it holds the run's last commit; else a TicketError."""
+    here (its worktree was removed) or as pushed to the shared repository, when it holds the
+    run's last commit; else a TicketError."""
     ticket_id, branch, head = run["ticket_id"], run.get("branch") or "", run.get("head_commit")
     gone = (f"ticket {ticket_id!r}'s worktree {run.get('worktree') or '(none recorded)'} is not on this "
             "machine (removed, or the ticket ran on another one)")
     if worktrees.has(run.get("worktree")):
         gone = (f"ticket {ticket_id!r}'s worktree {run['worktree']} here is behind its branch (another "
                 f"machine continued it to {(head or '')[:10]})")
-    if not worktrees.shared:
-        raise TicketError(f"{gone} and no shared repository holds its branch {branch} ([project] repo_url "
-                          "is not set), so a round cannot continue it here: give the feedback on the "
-                          f"machine that ran it, or {advise(store, ticket_id, 'merge')}")
     if not project.is_dir():
         raise TicketError(f"{gone} and neither is its project {project}, so a round cannot continue its "
                           "branch here: give the feedback on a machine that has the project")
+    if head and worktrees.local_holding(project, branch, head):
+        return  # the worktree was removed, the branch is here: the round makes a new worktree of it
+    if not worktrees.shared:
+        raise TicketError(f"{gone}, its branch {branch} is not here either, and no shared repository holds "
+                          "it ([project] repo_url is not set), so a round cannot continue it: give the "
+                          "feedback on the machine that ran it, or run the ticket again on purpose with "
+                          f"`middle run --rerun {ticket_id}`")
     try:
         tip = worktrees.pushed_holding(project, branch, head) if head else None
     except GitError as exc:  # not a repository, or the shared one cannot be reached

@@ -222,12 +222,15 @@ class Worktrees:
         with self.locked():
             if self.remote:
                 self._fetch(repo, self.remote)
+            here = self._local_holding(repo, branch, holding) if holding is not None else None
             # (fetched first: it may bring the start commit)
-            tip = self._pushed_tip(repo, branch, strict=holding is not None)
+            tip = None if here else self._pushed_tip(repo, branch, strict=holding is not None)
             base = begun.base_commit if g.has_object(repo, begun.base_commit) else None
             if tip is not None and holding is not None and not _holds(repo, tip, holding):
                 tip = None  # rewritten on the shared repository without the commit
-            if tip is not None and base is not None and g.is_ancestor(repo, base, tip):
+            if here is not None:  # a review round whose worktree was removed: its branch is here
+                start, source = here, f"its branch here ({here[:10]}; its worktree was removed)"
+            elif tip is not None and base is not None and g.is_ancestor(repo, base, tip):
                 start, source = tip, f"its branch as pushed ({tip[:10]})"
             elif base is not None and holding is None:
                 start, source = base, f"the commit it started from ({base[:10]}; its branch was never pushed)"
@@ -242,6 +245,16 @@ class Worktrees:
             rel = Path()
         return Workspace(repo=str(repo), path=str(path), cwd=str(path / rel), branch=branch,
                          base_branch=begun.base_branch, base_commit=begun.base_commit), source
+
+    def local_holding(self, project_path: str | Path, branch: str, commit: str) -> str | None:
+        """The branch's commit in the project's own repository when it holds `commit` (a round
+        whose worktree was removed continues it there); None otherwise."""
+        return self._local_holding(g.toplevel(Path(project_path).resolve()), branch, commit)
+
+    @staticmethod
+    def _local_holding(repo: Path, branch: str, commit: str) -> str | None:
+        tip = g.ref_commit(repo, f"refs/heads/{branch}")
+        return tip if tip is not None and _holds(repo, tip, commit) else None
 
     def pushed_holding(self, project_path: str | Path, branch: str, commit: str) -> str | None:
         """The branch's commit on the shared repository when it holds `commit`; None when there

@@ -46,15 +46,16 @@ def test_refusals_are_one_line_and_change_nothing(tmp_path, monkeypatch, sit, ar
     assert snapshot(tmp_path) == before
 
 
-def test_a_removed_worktree_whose_branch_was_never_pushed_is_one_error_line(tmp_path, monkeypatch):
-    """The ticket's worktree is gone and no shared repository holds its branch: a round cannot
-    continue it here (it would with [project] repo_url; see tests/graph/test_rounds_anywhere.py)."""
+def test_a_removed_worktree_whose_branch_is_gone_and_never_pushed_is_one_error_line(tmp_path, monkeypatch):
+    """The ticket's worktree and branch are gone and no shared repository holds it: a round
+    cannot continue it (it would from either; see tests/graph/test_rounds_anywhere.py)."""
     import subprocess
 
     make_situation("complete", tmp_path)
     with TicketStore(tmp_path / "state" / "middle.sqlite3") as s:
         worktree = s.latest_run("t")["worktree"]
     subprocess.run(["git", "worktree", "remove", "--force", worktree], cwd=tmp_path / "repo", check=True)
+    subprocess.run(["git", "branch", "--quiet", "-D", "middle/t"], cwd=tmp_path / "repo", check=True)
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n[agent]\nmax_turns = 3\n[memory]\nbackend = "none"\n')
     monkeypatch.chdir(tmp_path)
@@ -64,6 +65,7 @@ def test_a_removed_worktree_whose_branch_was_never_pushed_is_one_error_line(tmp_
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), result.output
     text = " ".join(result.output.split())
-    assert "is not on this machine" in text and "no shared repository holds its branch middle/t" in text, text
+    assert "is not on this machine" in text and "its branch middle/t is not here either" in text, text
+    assert "`middle run --rerun t`" in text
     assert "give the feedback on the machine that ran it" in text
     assert snapshot(tmp_path) == before

@@ -1,9 +1,9 @@
 """A review round runs on any machine of a team: machine A runs the ticket and pushes its branch
 to the shared (bare) repository; `middle feedback` on machine B (its own clone and worktree root,
 the same ticket store) continues that branch as pushed in a worktree of its own, in a new Claude
-Code session told the earlier round. The same when the worktree was removed on A itself. A branch
-that was never pushed, or was rewritten without the run's last commit, is refused with one line
-and nothing claimed or changed. Real git, the real graph and store, scripted model and worker."""
+Code session told the earlier round. When the worktree was removed on A itself, the round makes
+it again from the branch there (or, gone too, as pushed). A branch that is neither here nor
+pushed as it was left is refused with one line and nothing claimed or changed. Real git, the real graph and store, scripted model and worker."""
 
 from __future__ import annotations
 
@@ -149,8 +149,9 @@ def test_a_branch_not_pushed_as_it_was_left_is_refused_and_nothing_changes(tmp_p
         shutil.rmtree(tmp_path / "a")  # machine A, and its disk, are elsewhere
         orch, _worker = round_two_machine(tmp_path, remote, store_url, shared=shared)
         repo = tmp_path / "b" / "repo"
-    else:  # the user removed the worktree (the branch stays)
+    else:  # the user removed the worktree and its branch
         git(tmp_path / "a" / "repo", "worktree", "remove", "--force", first["worktree"])
+        git(tmp_path / "a" / "repo", "branch", "--quiet", "-D", "middle/t1")
         orch, repo = a, tmp_path / "a" / "repo"
     with orch:
         before = (orch.store.get_ticket("t1"), orch.store.list_runs("t1"), orch.store.list_events(ticket_id="t1"),
@@ -159,7 +160,7 @@ def test_a_branch_not_pushed_as_it_was_left_is_refused_and_nothing_changes(tmp_p
             orch.feedback("t1", "also handle empty input")
         message = str(err.value)
         assert "\n" not in message and "is not on this machine" in message, message
-        assert {"never pushed": "no shared repository holds its branch middle/t1",
+        assert {"never pushed": "its branch middle/t1 is not here either, and no shared repository holds it",
                 "rewritten": "does not hold the run's last commit"}[why] in message
         assert "give the feedback on the machine that ran it" in message
         assert orch.store.get_claim("t1") is None
@@ -167,11 +168,30 @@ def test_a_branch_not_pushed_as_it_was_left_is_refused_and_nothing_changes(tmp_p
                 out(repo, "for-each-ref", "refs/heads"), out(repo, "worktree", "list")) == before
 
 
-def test_a_removed_worktree_is_taken_again_from_the_pushed_branch(tmp_path):
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_removed_worktree_is_made_again_from_its_branch_here(tmp_path, shared):
+    """The user removed the worktree, not the branch: the round needs no shared repository."""
+    remote = shared_repo(tmp_path)
+    with round_one(tmp_path, remote, None, shared=shared) as a:
+        first = a.store.latest_run("t1")
+        git(tmp_path / "a" / "repo", "worktree", "remove", "--force", first["worktree"])
+        outcome = a.feedback("t1", "also handle empty input")
+        assert outcome.status == "complete", outcome.reason
+        second = a.store.latest_run("t1")
+        here = Path(first["worktree"])  # the same place, made again
+        assert second["worktree"] == str(here) and (here / "hello.py").is_file() and (here / "empty.py").is_file()
+        assert out(here, "rev-parse", "HEAD~1") == first["head_commit"]
+        assert out(tmp_path / "a" / "repo", "rev-parse", "middle/t1") == second["head_commit"]
+        said = [n for n in notes(a, second["id"]) if "continues middle/t1 from its branch here" in n]
+        assert len(said) == 1, notes(a, second["id"])
+
+
+def test_a_removed_worktree_and_branch_are_taken_again_from_the_pushed_branch(tmp_path):
     remote = shared_repo(tmp_path)
     with round_one(tmp_path, remote, None) as a:
         first = a.store.latest_run("t1")
         git(tmp_path / "a" / "repo", "worktree", "remove", "--force", first["worktree"])
+        git(tmp_path / "a" / "repo", "branch", "--quiet", "-D", "middle/t1")
         outcome = a.feedback("t1", "also handle empty input")
         assert outcome.status == "complete", outcome.reason
         second = a.store.latest_run("t1")
@@ -188,6 +208,7 @@ def test_a_shared_repository_out_of_reach_is_said_and_nothing_changes(tmp_path):
     with round_one(tmp_path, remote, None) as a:
         first = a.store.latest_run("t1")
         git(tmp_path / "a" / "repo", "worktree", "remove", "--force", first["worktree"])
+        git(tmp_path / "a" / "repo", "branch", "--quiet", "-D", "middle/t1")
         remote.rename(tmp_path / "moved.git")
         before = (a.store.get_ticket("t1"), a.store.list_runs("t1"), a.store.list_events(ticket_id="t1"))
         with pytest.raises(TicketError) as err:
