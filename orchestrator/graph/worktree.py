@@ -52,8 +52,8 @@ def _continue_round(ctx: TicketContext, ticket: Any, run: dict[str, Any]) -> dic
                           f"`middle feedback {ticket.id}`")
     new, source = adopted
     ctx.store.set_run_fields(run["id"], repo=new.repo, worktree=new.path)
-    ctx.say(f"round {ctx.store.round_of(run['id'])}: the ticket's worktree {run['worktree']} is not on this "
-            f"machine, so the round continues {new.branch} from {source} in {new.path}")
+    ctx.say(f"round {ctx.store.round_of(run['id'])}: the ticket's worktree {run['worktree']} is not here "
+            f"(removed, or on another machine), so the round continues {new.branch} from {source} in {new.path}")
     return _found({**run, "repo": new.repo, "worktree": new.path}, ticket)
 
 
