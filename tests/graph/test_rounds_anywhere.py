@@ -168,39 +168,31 @@ def test_a_branch_not_pushed_as_it_was_left_is_refused_and_nothing_changes(tmp_p
                 out(repo, "for-each-ref", "refs/heads"), out(repo, "worktree", "list")) == before
 
 
-@pytest.mark.parametrize("shared", [False, True])
-def test_a_removed_worktree_is_made_again_from_its_branch_here(tmp_path, shared):
-    """The user removed the worktree, not the branch: the round needs no shared repository."""
+@pytest.mark.parametrize("removed, shared, source", [
+    ("worktree", False, "its branch here"),  # the round needs no shared repository
+    ("worktree", True, "its branch here"),
+    ("worktree and branch", True, "its branch as pushed"),
+])
+def test_a_removed_worktree_is_made_again(tmp_path, removed, shared, source):
     remote = shared_repo(tmp_path)
+    repo = tmp_path / "a" / "repo"
     with round_one(tmp_path, remote, None, shared=shared) as a:
         first = a.store.latest_run("t1")
-        git(tmp_path / "a" / "repo", "worktree", "remove", "--force", first["worktree"])
+        git(repo, "worktree", "remove", "--force", first["worktree"])
+        if removed == "worktree and branch":
+            git(repo, "branch", "--quiet", "-D", "middle/t1")
         outcome = a.feedback("t1", "also handle empty input")
         assert outcome.status == "complete", outcome.reason
         second = a.store.latest_run("t1")
         here = Path(first["worktree"])  # the same place, made again
         assert second["worktree"] == str(here) and (here / "hello.py").is_file() and (here / "empty.py").is_file()
         assert out(here, "rev-parse", "HEAD~1") == first["head_commit"]
-        assert out(tmp_path / "a" / "repo", "rev-parse", "middle/t1") == second["head_commit"]
-        said = [n for n in notes(a, second["id"]) if "continues middle/t1 from its branch here" in n]
-        assert len(said) == 1, notes(a, second["id"])
-
-
-def test_a_removed_worktree_and_branch_are_taken_again_from_the_pushed_branch(tmp_path):
-    remote = shared_repo(tmp_path)
-    with round_one(tmp_path, remote, None) as a:
-        first = a.store.latest_run("t1")
-        git(tmp_path / "a" / "repo", "worktree", "remove", "--force", first["worktree"])
-        git(tmp_path / "a" / "repo", "branch", "--quiet", "-D", "middle/t1")
-        outcome = a.feedback("t1", "also handle empty input")
-        assert outcome.status == "complete", outcome.reason
-        second = a.store.latest_run("t1")
-        here = Path(first["worktree"])  # the same place, made again
-        assert second["worktree"] == str(here) and (here / "hello.py").is_file() and (here / "empty.py").is_file()
-        assert out(here, "rev-parse", "HEAD~1") == first["head_commit"]
-        assert out(remote, "rev-parse", "middle/t1") == second["head_commit"]
+        assert out(repo, "rev-parse", "middle/t1") == second["head_commit"]
+        if shared:
+            assert out(remote, "rev-parse", "middle/t1") == second["head_commit"]
         assert {f["path"] for f in a.diff("t1")["files"]} == {"hello.py", "empty.py"}
-        assert len(continues_note(a, second["id"])) == 1, notes(a, second["id"])
+        said = [n for n in notes(a, second["id"]) if f"continues middle/t1 from {source}" in n]
+        assert len(said) == 1, notes(a, second["id"])
 
 
 def test_a_shared_repository_out_of_reach_is_said_and_nothing_changes(tmp_path):
