@@ -17,12 +17,4 @@ def pr(ctx: click.Context, ticket_id: str) -> None:
 
     config = get_config(ctx)
     store = services(ctx, config).store
-    said: list[str] = []
-
-    def say(line: str) -> None:
-        said.append(line)
-        console.print(safe(line))
-
-    pull = open_pull_request(store, config, ticket_id, say=say)
-    if not said:  # asked again for the same run: say where it is rather than nothing
-        console.print(f"ticket {safe(ticket_id)} already has its pull request: {safe(pull.url)}")
+    open_pull_request(store, config, ticket_id, say=lambda line: console.print(safe(line)))

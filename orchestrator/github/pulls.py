@@ -117,6 +117,7 @@ def open_pull_request(store: TicketStore, config: Config, ticket_id: str,
                           "branch, or changed nothing): nothing to open a pull request for")
     if run.get("pr_url"):
         found = _PULL_URL.search(run["pr_url"])
+        say(f"ticket {ticket_id} already has its pull request: {run['pr_url']}")
         return PullRequest(run["pr_url"], int(found.group(3)) if found else 0, created=False)
     repo_path = Path(run["repo"])
     target, url = _push_target(config, repo_path)

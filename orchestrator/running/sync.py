@@ -96,19 +96,18 @@ def load(config: AnyConfig, *, source: str | None = None, folder: str | Path | N
     a warning (they came from another source), not an error."""
     opened = open_source(config, source=source, folder=folder, registry=registry, options=options)
     return load_from(opened, _settings(config)[2].max_ticket_chars,
-                     folder_optional=stored and source is None and folder is None)
+                     folder_optional=lambda: stored and source is None and folder is None)
 
 
 def load_from(opened: TicketSource, max_ticket_chars: int, *,
-              folder_optional: bool | Callable[[], bool] = False) -> Loaded:
+              folder_optional: Callable[[], bool] = lambda: False) -> Loaded:
     """An opened source's tickets, each checked (a Ticket, one per id, within max_ticket_chars); the
     rest are per-ticket errors. A problem with the source as a whole (no folder) raises TicketError,
-    except a missing folder when `folder_optional` (or what it returns, asked only then): then no
-    tickets and a warning."""
+    except a missing folder when `folder_optional()` (asked only then): then no tickets and a warning."""
     try:
         result = opened.load()
     except MissingTicketFolder:
-        if not (folder_optional() if callable(folder_optional) else folder_optional):
+        if not folder_optional():
             raise
         return Loaded(warnings=[TicketFileError(str(opened.where), "no such ticket folder; the tickets already in "
                                                 "the store are used (to sync another source on every command, "
