@@ -329,3 +329,20 @@ def test_a_store_whose_vectors_read_the_whole_text_is_refused_until_reindexed(tm
     reindex(mem, PROJECT, "hybrid")
     assert mem.retrieve(PROJECT, ["facets"], 1)[0]["docs"] == [CHANGED]
     mem.close()
+
+
+def test_a_damaged_chunking_record_is_refused_by_name_until_reindexed(tmp_path):
+    mem = _facade(tmp_path, "hybrid")
+    mem.index(PROJECT, [CHANGED])
+    mem.close()
+    store = tmp_path / PROJECT / "hybrid.sqlite3"
+    with sqlite3.connect(store) as conn:  # the record is read as data, never run
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'chunking'", ('{"view": [1, {"__class__": "os.system"}',))
+    mem = _facade(tmp_path, "hybrid")
+    with pytest.raises(MemoryStoreError) as caught:
+        mem.index(PROJECT, ["another note"])
+    assert str(store) in str(caught.value) and "middle memory reindex --from hybrid" in str(caught.value)
+    reindex(mem, PROJECT, "hybrid")
+    mem.index(PROJECT, ["another note"])
+    assert mem.retrieve(PROJECT, ["facets"], 1)[0]["docs"] == [CHANGED]
+    mem.close()

@@ -8,6 +8,7 @@ had already seen N+1 (feedback sent at that moment would never reach the agent).
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import threading
 from pathlib import Path
 
@@ -16,11 +17,18 @@ from tickets.model import Ticket, utc_now
 from tickets.store import TicketStore
 
 
+def _send_feedback(target: str, run_id: str, ready, go) -> None:  # another process: `middle feedback`
+    with TicketStore(target) as store:
+        ready.set()
+        if go.wait(60):
+            store.add_feedback("t1", run_id, "also handle empty input")
+
+
 def test_an_event_committed_later_never_hides_behind_a_higher_id_already_seen(store_target, tmp_path: Path):
     with TicketStore(store_target) as setup:
         setup.upsert_ticket(Ticket(id="t1", project_id="p", title="T", project_path=str(tmp_path)))
         run_id = setup.claim_new_run("t1", ["pending"])
-    first, second, reader = TicketStore(store_target), TicketStore(store_target), TicketStore(store_target)
+    first, reader = TicketStore(store_target), TicketStore(store_target)
     inserted, release = threading.Event(), threading.Event()
     ids: dict[str, int] = {}
 
@@ -30,15 +38,16 @@ def test_an_event_committed_later_never_hides_behind_a_higher_id_already_seen(st
             inserted.set()
             release.wait(30)
 
-    def feedback() -> None:  # another process sends feedback meanwhile
-        ids["feedback"] = second.add_feedback("t1", run_id, "also handle empty input")
-
+    spawn = mp.get_context("spawn")
+    ready, go = spawn.Event(), spawn.Event()
+    fast = spawn.Process(target=_send_feedback, args=(store_target, run_id, ready, go))
+    fast.start()
     try:
+        assert ready.wait(60)  # its store open before the slow writer takes the write lock
         slow = threading.Thread(target=slow_writer)
         slow.start()
         assert inserted.wait(30)
-        fast = threading.Thread(target=feedback)
-        fast.start()
+        go.set()
         fast.join(1.0)  # without ordering, the feedback commits here with the higher id
         seen = [e["id"] for e in reader.list_events(run_id=run_id)]
         release.set()
@@ -49,9 +58,12 @@ def test_an_event_committed_later_never_hides_behind_a_higher_id_already_seen(st
         # Whatever the reader saw then, it saw every event below the highest id it saw.
         high = max(seen, default=0)
         assert [i for i in after if i <= high] == seen
-        assert ids["slow"] < ids["feedback"]  # committed first, numbered first
-        assert reader.feedback(run_id)[-1]["id"] == ids["feedback"]
+        assert fast.exitcode == 0
+        feedback = reader.feedback(run_id)[-1]["id"]
+        assert ids["slow"] < feedback  # committed first, numbered first
     finally:
         release.set()
-        for store in (first, second, reader):
+        go.set()
+        fast.join(30)
+        for store in (first, reader):
             store.close()
