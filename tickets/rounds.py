@@ -3,7 +3,9 @@
 A round continues a complete (or conflicted) ticket on its branch: `claim_round` creates the
 round's run with the previous run's git record (same branch, worktree and start commit, so the
 diff is the whole change), claims the ticket and stores the feedback that opens the round, in one
-transaction. Feedback sent while a run goes on is an event of that run, read at its next assess.
+transaction; if a live claim holds the ticket by then, the same transaction stores the feedback
+for that run instead, so feedback sent at once by several people is never lost. Feedback sent
+while a run goes on is an event of that run, read at its next assess.
 The event data: {"text", "round"} (and "carried": earlier undelivered feedback, "conflict": why
 the merge failed) for the one that opens a round, {"text"} for the others.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tickets.events import insert_event
 from tickets.model import RunStatus, utc_now
@@ -25,6 +27,17 @@ CARRIED = ("isolation", "repo", "base_branch", "base_commit", "branch", "worktre
 # The ticket statuses a round starts from ("failed": only a failed review round, which
 # orchestrator.running.feedback.check lets through, never a first run that failed).
 ROUND_STATUSES = ("complete", "conflict", "failed")
+ROUND = "round"  # the feedback opened a new round
+STORED = "stored"  # the feedback was stored for the run in progress: read at its next assess
+
+
+class Delivered(NamedTuple):
+    """Where one feedback went: a new round (`number` = its round) or the run in progress
+    (`number` = the feedback event's id)."""
+
+    kind: str  # ROUND or STORED
+    run_id: str
+    number: int
 
 
 class TicketRounds:
@@ -39,17 +52,32 @@ class TicketRounds:
         def _put_claim(self, conn: Any, ticket_id: str, run_id: str, lease_s: float, pid: int | None) -> None: ...
 
     def claim_round(self, ticket_id: str, text: str, *, lease_s: float,
-                    carry: list[str] | None = None) -> tuple[str, int] | None:
-        """Atomically: if the ticket is complete or conflicted and unclaimed, start its next
-        round: (run id, round number). None, changing nothing, when it is not (any more).
+                    carry: list[str] | None = None, or_store: bool = True) -> Delivered | None:
+        """Deliver the human's feedback atomically: if the ticket is complete or conflicted and
+        unclaimed, start its next round (`Delivered(ROUND, run id, round number)`); if a live
+        claim holds it (another process started a round or a run meanwhile), store the feedback
+        for that run, which reads it at its next assess (`Delivered(STORED, run id, event id)`).
+        None, changing nothing, when it is neither (any more).
 
-        `carry`: earlier feedback the previous run never delivered, put before `text`."""
+        `carry`: earlier feedback the previous run never delivered, put before `text`.
+        `or_store=False`: only start a round (None when a live claim holds the ticket)."""
         import uuid
 
         with self._write() as conn:
-            row = conn.execute("SELECT status, status_reason FROM tickets WHERE id = ?" + self._db.skip_locked,
+            # FOR UPDATE (not SKIP LOCKED): a second feedback waits for the first's claim to
+            # commit and then stores its words for that round, instead of finding nothing.
+            row = conn.execute("SELECT status, status_reason FROM tickets WHERE id = ?" + self._db.lock_row,
                                (ticket_id,)).fetchone()
-            if row is None or row["status"] not in ROUND_STATUSES or self._live_claim(conn, ticket_id):
+            if row is None:
+                return None
+            live = self._live_claim(conn, ticket_id)
+            if live is not None and not or_store:
+                return None
+            if live is not None:
+                event = insert_event(self._db, conn, live.run_id, ticket_id, FEEDBACK,
+                                     json.dumps({"text": text}, ensure_ascii=False), utc_now())
+                return Delivered(STORED, live.run_id, event)
+            if row["status"] not in ROUND_STATUSES:
                 return None
             previous = conn.execute(
                 f"SELECT * FROM runs WHERE ticket_id = ? ORDER BY started_at DESC, {self._db.order_col} DESC"
@@ -71,11 +99,18 @@ class TicketRounds:
             if row["status"] == "conflict":  # the round's agent is told why the merge failed
                 data["conflict"] = row["status_reason"] or "its branch conflicts with the base branch"
             insert_event(self._db, conn, run_id, ticket_id, FEEDBACK, json.dumps(data, ensure_ascii=False), now)
-        return run_id, number
+        return Delivered(ROUND, run_id, number)
 
-    def add_feedback(self, ticket_id: str, run_id: str, text: str) -> int:
-        """Store feedback for a run that goes on (or will, resumed): read at its next assess."""
+    def add_feedback(self, ticket_id: str, run_id: str, text: str) -> int | None:
+        """Store feedback for a run that goes on (or will, resumed): read at its next assess; its
+        event id. None, storing nothing, when the run has completed meanwhile: the caller opens
+        the next round with it instead (a run's end and this insert take turns on the run's row,
+        so feedback is either in the run before its end, where the runner finds it undelivered
+        and continues with it, or refused here)."""
         with self._write() as conn:
+            row = conn.execute("SELECT status FROM runs WHERE id = ?" + self._db.lock_row, (run_id,)).fetchone()
+            if row is None or row["status"] == RunStatus.COMPLETE.value:
+                return None
             return insert_event(self._db, conn, run_id, ticket_id, FEEDBACK,
                                 json.dumps({"text": text}, ensure_ascii=False), utc_now())
 

@@ -28,8 +28,11 @@ def feedback(ctx: click.Context, ticket_id: str, words: tuple[str, ...], fake: b
     config = get_config(ctx)
     store = services(ctx, config).store
     if rounds.check(store, ticket_id, text) == rounds.STORED:  # no model needed to store it
-        console.print(safe(rounds.store_for_run(store, ticket_id, text)))
-        return
+        message = rounds.store_for_run(store, ticket_id, text)
+        if message is not None:
+            console.print(safe(message))
+            return
+        # (None: the run completed meanwhile, so the feedback opens the next round, below)
     orch = open_orchestrator(ctx, config, fake)
     try:
         with _stop_signals():

@@ -37,13 +37,14 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
     runs = store.list_runs(ticket_id)
     if not runs:
         console.print("  (never run)")
-    for run in runs:
+    for n, run in enumerate(runs):
         cost = store.total_cost(run["id"])
         console.print(f"\n[bold]run {run['id']}[/] {run['status']} started {run.get('started_at')} "
                       f"cost ${cost:.4f}" + (f" — {escape(run['reason'])}" if run.get("reason") else ""),
                       soft_wrap=True)
         _git_lines(console, run)
-        round_lines(console, store, run)  # a review round: its number and the human's words
+        # a review round: its number and the human's words
+        round_lines(console, store, run, runs[n + 1] if n + 1 < len(runs) else None)
         if run.get("plan_prompt") is not None:
             console.print("  [bold]plan[/]")
             _block(console, "memories invoked", run.get("plan_memories"), full)
@@ -70,8 +71,9 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
         console.print("  " + escape(_short(doc, full)), soft_wrap=True)
 
 
-def round_lines(out: Console, store: Any, run: dict[str, Any]) -> None:
-    """Under a run in `middle log`: its review round and the human's feedback it got."""
+def round_lines(out: Console, store: Any, run: dict[str, Any], following: dict[str, Any] | None = None) -> None:
+    """Under a run in `middle log`: its review round and the human's feedback it got
+    (`following`: the ticket's next run, which carries what this one did not read)."""
     if not hasattr(store, "feedback"):
         return
     events = store.feedback(run["id"])
@@ -81,10 +83,13 @@ def round_lines(out: Console, store: Any, run: dict[str, Any]) -> None:
                   + escape(" / ".join([*opening.get("carried", []), opening["text"]])), soft_wrap=True)
     read = max([opening["id"] if opening else 0] + [int((t.get("decision") or {}).get("feedback_seen") or 0)
                                                     for t in store.list_turns(run_id=run["id"])])
+    carried = store.feedback(following["id"])[:1] if following is not None else []
+    carried_by = carried[0]["round"] if carried and carried[0].get("round") else None
     for event in events:
         if event is not opening:
             late = "" if event["id"] <= read else (
                 " (not read yet: the run's next assessment reads it)" if run["status"] != "complete" else
+                f" (came after the run's last assessment: round {carried_by} opened with it)" if carried_by else
                 " (came after the run's last assessment: the ticket's next round opens with it)")
             out.print("  [bold]feedback while running[/] " + escape(f"({event['at'][:19]}): {event['text']}{late}"),
                       soft_wrap=True)

@@ -153,10 +153,14 @@ class TicketDriver:
 
         if feedback.check(self.store, ticket_id, text, worktrees=self.worktrees,
                           project_override=self.project_override) == feedback.STORED:
-            return RunOutcome(ticket_id, "", "stored", feedback.store_for_run(self.store, ticket_id, text))
+            message = feedback.store_for_run(self.store, ticket_id, text)
+            if message is not None:
+                return RunOutcome(ticket_id, "", "stored", message)
         self.agent  # as in run_ticket: a missing API key is an error before the claim
-        run_id, _round = feedback.claim_round(self.store, ticket_id, text, lease_s=self.lease_s)
-        return self._drive(ClaimedRun(ticket_id, run_id))
+        delivered = feedback.deliver(self.store, ticket_id, text, lease_s=self.lease_s)
+        if delivered.kind == feedback.STORED:  # another process started a round (or a run) meanwhile
+            return RunOutcome(ticket_id, "", "stored", feedback.stored_message(self.store, ticket_id))
+        return self._drive(ClaimedRun(ticket_id, delivered.run_id))
 
     def _stop_leftovers(self, run_id: str) -> None:
         """Kill the Claude Code processes a dead `middle` of this run left here, before a turn
@@ -188,6 +192,15 @@ class TicketDriver:
         state = self._checkpointed(lambda: self.graph.get_state(cfg)).values
         if state.get("status") == "complete" and self.config.run.on_complete == "pr":
             self._open_pull_request(ticket_id)
+        if state.get("status") == "complete":
+            from orchestrator.running import feedback
+
+            # Feedback that reached the run after its last assessment: the next round, now.
+            following = feedback.continue_with_undelivered(self.store, ticket_id, run_id, lease_s=self.lease_s)
+            if following is not None:
+                self.say(f"feedback reached ticket {ticket_id} after its last assessment: round "
+                         f"{following.number} continues it with those words")
+                return self._drive(ClaimedRun(ticket_id, following.run_id))
         return RunOutcome(ticket_id, run_id, state.get("status", "failed"), state.get("reason", ""),
                           state.get("turn", 0), self.store.total_cost(run_id), commit=state.get("commit"),
                           changes=len(state.get("changes") or []))

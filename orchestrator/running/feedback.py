@@ -22,10 +22,7 @@ from typing import Any
 
 from orchestrator.errors import GitError, TicketError
 from orchestrator.lifecycle.next_steps import advise, situation
-from tickets.rounds import FEEDBACK, MAX_FEEDBACK_CHARS
-
-ROUND = "round"  # the feedback opens a new round
-STORED = "stored"  # the feedback waits for the next assess of the run in progress
+from tickets.rounds import FEEDBACK, MAX_FEEDBACK_CHARS, ROUND, STORED, Delivered
 # Situations (orchestrator.lifecycle.next_steps) and what feedback does in them.
 STARTS_ROUND = ("complete", "complete-empty", "in-place", "conflict", "failed-round")
 WAITS_FOR_ASSESS = ("running", "stale", "interrupted", "failed-resumable")
@@ -95,10 +92,17 @@ def _pushed(store: Any, run: dict[str, Any], worktrees: Any, project: Path) -> N
                           f"it, or push {branch} from there")
 
 
-def store_for_run(store: Any, ticket_id: str, text: str) -> str:
-    """Keep the feedback for the ticket's run in progress; what to tell the human."""
+def store_for_run(store: Any, ticket_id: str, text: str) -> str | None:
+    """Keep the feedback for the ticket's run in progress; what to tell the human. None, storing
+    nothing, when that run completed meanwhile: the feedback then opens the next round
+    (`deliver`)."""
     run = store.latest_run(ticket_id)
-    store.add_feedback(ticket_id, run["id"], text.strip())
+    if store.add_feedback(ticket_id, run["id"], text.strip()) is None:
+        return None
+    return stored_message(store, ticket_id)
+
+
+def stored_message(store: Any, ticket_id: str) -> str:
     if situation(store, ticket_id) == "running":
         return (f"feedback stored for ticket {ticket_id}'s run in progress: the middle agent reads it "
                 "at its next assessment")
@@ -108,7 +112,7 @@ def store_for_run(store: Any, ticket_id: str, text: str) -> str:
 
 def undelivered(store: Any, run_id: str) -> list[str]:
     """Feedback sent during the run after its last assessment (the run completed without reading
-    it): it opens the next round, before the new words."""
+    it): the runner opens the next round with it (`continue_with_undelivered`)."""
     events = store.feedback(run_id)
     seen = max([e["id"] for e in events if e.get("round")] +
                [int((t.get("decision") or {}).get("feedback_seen") or 0) for t in store.list_turns(run_id=run_id)],
@@ -116,19 +120,42 @@ def undelivered(store: Any, run_id: str) -> list[str]:
     return [e["text"] for e in events if e["id"] > seen and not e.get("round")]
 
 
-def claim_round(store: Any, ticket_id: str, text: str, *, lease_s: float) -> tuple[str, int]:
-    """Check, then start the ticket's next round atomically: (run id, round number)."""
-    if check(store, ticket_id, text) != ROUND:
-        raise TicketError(f"ticket {ticket_id!r} has a run in progress: its feedback is stored for it "
-                          "instead (`middle feedback` does that)")
-    previous = store.latest_run(ticket_id)
-    claimed = store.claim_round(ticket_id, text.strip(), lease_s=lease_s, carry=undelivered(store, previous["id"]))
-    if claimed is None:  # another process took it meanwhile, or its status changed
-        claim = store.get_claim(ticket_id)
-        who = f" by {claim.describe()}" if claim is not None else ""
-        raise TicketError(f"ticket {ticket_id!r} could not start a review round: it is "
-                          f"{store.get_ticket(ticket_id).status.value}{who} now; {advise(store, ticket_id, 'feedback')}")
-    return claimed
+ATTEMPTS = 3  # a ticket's situation changes under a feedback at most a few times (a run ends, a round starts)
+
+
+def deliver(store: Any, ticket_id: str, text: str, *, lease_s: float) -> Delivered:
+    """Check, then deliver the feedback exactly once: a new round claimed here (`ROUND`: the
+    caller drives it), or stored for the run in progress (`STORED`), whichever the ticket is in
+    when the store writes it. Several people (or processes) giving feedback at once: one starts
+    the round, the others' words are stored for it and read at its first assess."""
+    for _ in range(ATTEMPTS):
+        if check(store, ticket_id, text) == STORED:
+            run = store.latest_run(ticket_id)
+            event = store.add_feedback(ticket_id, run["id"], text.strip())
+            if event is not None:
+                return Delivered(STORED, run["id"], event)
+            continue  # that run completed meanwhile: open the next round
+        previous = store.latest_run(ticket_id)
+        delivered = store.claim_round(ticket_id, text.strip(), lease_s=lease_s,
+                                      carry=undelivered(store, previous["id"]))
+        if delivered is not None:
+            return delivered
+    claim = store.get_claim(ticket_id)
+    who = f" by {claim.describe()}" if claim is not None else ""
+    raise TicketError(f"ticket {ticket_id!r} could not take the feedback: it is "
+                      f"{store.get_ticket(ticket_id).status.value}{who} now and kept changing; "
+                      f"{advise(store, ticket_id, 'feedback')}")
+
+
+def continue_with_undelivered(store: Any, ticket_id: str, run_id: str, *, lease_s: float) -> Delivered | None:
+    """After a run completed: feedback that reached it after its last assessment opens the next
+    round at once (claimed here; the caller drives it), so no accepted feedback waits for the
+    next one. None when there is none, or another process opened a round meanwhile (its round
+    carries these words: `deliver` computes them after the run's end)."""
+    pending = undelivered(store, run_id)
+    if not pending:
+        return None
+    return store.claim_round(ticket_id, pending[-1], lease_s=lease_s, carry=pending[:-1], or_store=False)
 
 
 def rounds_of(store: Any, ticket_id: str) -> dict[str, dict[str, Any]]:
@@ -137,4 +164,5 @@ def rounds_of(store: Any, ticket_id: str) -> dict[str, dict[str, Any]]:
             for run in store.list_runs(ticket_id)}
 
 
-__all__ = ["FEEDBACK", "ROUND", "STORED", "check", "claim_round", "store_for_run", "undelivered", "rounds_of"]
+__all__ = ["FEEDBACK", "ROUND", "STORED", "Delivered", "check", "continue_with_undelivered", "deliver",
+           "rounds_of", "store_for_run", "stored_message", "undelivered"]

@@ -27,6 +27,11 @@ TIDY_TIMEOUT_S = 30.0  # how long a new start waits for an ended run's thread to
 POLL_S = 0.02  # how often a starting request looks for the run's claim
 
 
+class FeedbackStored(Exception):
+    """The feedback a round was to start with was stored for a run that began meanwhile (another
+    process's round): the request answers `stored`, not `started`. Its message says so."""
+
+
 @dataclass
 class _Slot:
     ticket_id: str
@@ -49,6 +54,9 @@ class RunManager:
         self._factory = orchestrator_factory
         self._lock = threading.Lock()
         self.build_lock = threading.Lock()  # Services builds its parts lazily, not thread-safely
+        # Feedback requests take turns until the round they start is claimed, so a second one
+        # finds the ticket running and stores its words for that round (no 409 for a race).
+        self.feedback_lock = threading.Lock()
         self._active: dict[str, _Slot] = {}
         self._threads: list[threading.Thread] = []
         self.stop = threading.Event()  # set at shutdown: runs stop between nodes
@@ -69,7 +77,8 @@ class RunManager:
 
     def feedback(self, ticket_id: str, text: str) -> str | None:
         """Start the ticket's next review round with the human's feedback (`middle feedback`);
-        returns its run id once claimed, or None when queued for a [run] parallel slot."""
+        returns its run id once claimed, or None when queued for a [run] parallel slot.
+        FeedbackStored when another process started the round first (the words are its)."""
         return self._launch(ticket_id, lambda orch: orch.feedback(ticket_id, text))
 
     def active(self) -> dict[str, str | None]:
@@ -148,6 +157,8 @@ class RunManager:
         run_id = self._wait_for_claim(slot)
         if run_id is not None:
             return run_id
+        if getattr(slot.outcome, "status", None) == "stored":
+            raise FeedbackStored(slot.outcome.reason)
         raise self._start_error(slot)
 
     def _wait_for_claim(self, slot: _Slot) -> str | None:

@@ -179,12 +179,19 @@ class FeedbackBody(BaseModel):
 def feedback(ticket_id: str, body: FeedbackBody, state: ServerState = Depends(get_state)) -> JSONResponse:
     from orchestrator.running import feedback as rounds
 
+    from orchestrator.server.runs import FeedbackStored
+
     state.ticket(ticket_id)
-    if rounds.check(state.store, ticket_id, body.text) == rounds.STORED:
-        return JSONResponse(status_code=200, content={
-            "ticket_id": ticket_id, "status": "stored",
-            "message": rounds.store_for_run(state.store, ticket_id, body.text)})
-    return _started(state, ticket_id, state.runs.feedback(ticket_id, body.text))
+    stored = None
+    with state.runs.feedback_lock:
+        if rounds.check(state.store, ticket_id, body.text) == rounds.STORED:
+            stored = rounds.store_for_run(state.store, ticket_id, body.text)  # None: the run just completed
+        if stored is None:
+            try:
+                return _started(state, ticket_id, state.runs.feedback(ticket_id, body.text))
+            except FeedbackStored as exc:  # another process opened the round a moment before
+                stored = str(exc)
+    return JSONResponse(status_code=200, content={"ticket_id": ticket_id, "status": "stored", "message": stored})
 
 
 def _review(state: ServerState, ticket_id: str, action: str) -> Review:

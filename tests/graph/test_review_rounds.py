@@ -122,12 +122,41 @@ def test_feedback_while_running_reaches_the_next_assess(tmp_path, project):
         assert "The human's review: use logging, not print." in orch.store.memory_docs("t1")[0]
 
 
-def test_feedback_after_the_last_assess_opens_the_next_round(tmp_path, project):
+def test_feedback_after_the_last_assess_opens_the_next_round_at_once(tmp_path, project):
+    """Words that reach a run after its last assessment (here: while it commits) are not left
+    with a finished run: the runner opens the next round with them before it returns."""
+    cfg = make_config(tmp_path)
+    llm = ScriptedAgentLLM([plan_reply("Create hello.py"), decision_reply(True, "Added hello.py."),
+                            plan_reply("Rename it to b.py"), decision_reply(True, "Renamed it.")])
+    worker = RecordingWorker([write("hello.py", "print('hi')\n"), write("b.py", "print('hi')\n")])
+    with make_orchestrator(cfg, llm, worker) as orch:
+        add_ticket(orch, project)
+        commit, sent = orch.worktrees.commit, []
+
+        def committing(ws, message):  # the human's words arrive while round 1 commits
+            if not sent:
+                sent.append(orch.store.add_feedback("t1", orch.store.latest_run("t1")["id"], "name it b.py"))
+            return commit(ws, message)
+
+        orch.worktrees.commit = committing
+        outcome = orch.run_ticket("t1")
+        assert sent[0] is not None and outcome.status == "complete", outcome.reason
+        runs = orch.store.list_runs("t1")
+        assert [orch.store.round_of(r["id"]) for r in runs] == [1, 2] and outcome.run_id == runs[1]["id"]
+        assert "name it b.py" in llm.user_messages[2]  # round 2's revise read them, once
+        assert sum("name it b.py" in m for m in llm.user_messages) == 2  # and its assess's history
+        assert "came after the run's last assessment: round 2 opened with it" in _log(orch.store)
+
+
+def test_the_next_round_opens_with_words_the_last_one_missed(tmp_path, project):
     orch, llm, worker = first_round(tmp_path, project, [write("b.py", "B = 1\n")],
                                     [plan_reply("Write b.py"), decision_reply(True, "Wrote b.py.")])
     with orch:
+        # (what a runner killed right after its run's end leaves: words its run never read)
         run = orch.store.latest_run("t1")
-        orch.store.add_feedback("t1", run["id"], "name it b.py")  # came in while it committed
+        with orch.store._write() as conn:
+            conn.execute("INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, 't1', 'feedback',"
+                         " '{\"text\": \"name it b.py\"}', '2026-01-01T00:00:00+00:00')", (run["id"],))
         assert "the ticket's next round opens with it" in _log(orch.store)
         assert orch.feedback("t1", "and keep it short").status == "complete"
         assert "name it b.py" in llm.user_messages[2] and "and keep it short" in llm.user_messages[2]

@@ -9,6 +9,7 @@ import multiprocessing
 import pytest
 
 from tickets.model import Ticket
+from tickets.rounds import ROUND, STORED
 from tickets.store import TicketStore
 
 
@@ -27,25 +28,35 @@ def store(store_target, tmp_path):
 def test_a_round_carries_the_branch_and_is_claimed_once(store):
     claimed = store.claim_round("t", "also handle empty input", lease_s=60, carry=["earlier words"])
     assert claimed is not None
-    run_id, number = claimed
+    kind, run_id, number = claimed
     run = store.get_run(run_id)
-    assert number == 2 and store.round_of(run_id) == 2 and run["status"] == "running"
+    assert kind == ROUND and number == 2 and store.round_of(run_id) == 2 and run["status"] == "running"
     assert (run["branch"], run["base_commit"], run["worktree"], run["head_commit"]) == (
         "middle/t", "b" * 40, "/r/wt", "h" * 40)
     assert store.get_ticket("t").status.value == "running" and store.get_claim("t").run_id == run_id
     assert [(e["text"], e["round"], e["carried"]) for e in store.feedback(run_id)] == [
         ("also handle empty input", 2, ["earlier words"])]
-    assert store.claim_round("t", "again", lease_s=60) is None  # running now: nothing changes
+    # Running now: a second feedback is stored for that round, not a second round.
+    assert store.claim_round("t", "again", lease_s=60, or_store=False) is None
+    assert store.claim_round("t", "again", lease_s=60)[:2] == (STORED, run_id)
     assert len(store.list_runs("t")) == 2
     store.add_feedback("t", run_id, "while it runs")
-    assert [e["text"] for e in store.feedback(run_id)] == ["also handle empty input", "while it runs"]
+    assert [e["text"] for e in store.feedback(run_id)] == ["also handle empty input", "again", "while it runs"]
     store.end_run("t", run_id, "complete")
-    assert store.claim_round("t", "third", lease_s=60)[1] == 3
+    assert store.claim_round("t", "third", lease_s=60)[::2] == (ROUND, 3)
+
+
+def test_feedback_for_a_run_that_completed_is_refused_not_lost(store):
+    """A run's end and the insert take turns: feedback that comes after the end is not stored
+    with the ended run (nobody would read it); the caller opens the next round with it."""
+    run_id = store.latest_run("t")["id"]
+    assert store.add_feedback("t", run_id, "too late") is None
+    assert store.feedback(run_id) == []
 
 
 def test_a_conflicted_ticket_round_records_why(store):
     store.set_status("t", "conflict", "merging into main conflicts in a.py")
-    run_id, _ = store.claim_round("t", "fix it", lease_s=60)
+    _, run_id, _ = store.claim_round("t", "fix it", lease_s=60)
     assert store.feedback(run_id)[0]["conflict"] == "merging into main conflicts in a.py"
 
 
@@ -57,18 +68,24 @@ def test_retired_docs_are_kept_deleted(store):
     assert store.memory_docs("t", include_deleted=True) == ["round one", "round two"]
 
 
-def _claim(target: str, results) -> None:
+def _claim(target: str, text: str, results, done) -> None:
     with TicketStore(target) as s:
-        results.put(s.claim_round("t", "from a process", lease_s=60) is not None)
+        results.put(s.claim_round("t", text, lease_s=60)[0])
+        done.wait(60)  # a round's claim lives while its process does (the process drives the round)
 
 
-def test_two_processes_asking_at_once_start_one_round(store, store_target):
+def test_two_processes_asking_at_once_start_one_round_and_both_words_reach_it(store, store_target):
     ctx = multiprocessing.get_context("spawn")
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_claim, args=(store_target, results)) for _ in range(2)]
+    results, done = ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_claim, args=(store_target, f"from process {n}", results, done)) for n in range(2)]
     for p in procs:
         p.start()
-    for p in procs:
-        p.join(60)
-    assert sorted(results.get(timeout=5) for _ in procs) == [False, True]
+    try:
+        assert sorted(results.get(timeout=60) for _ in procs) == [ROUND, STORED]
+    finally:
+        done.set()
+        for p in procs:
+            p.join(60)
     assert len(store.list_runs("t")) == 2
+    assert sorted(e["text"] for e in store.feedback(store.latest_run("t")["id"])) == [
+        "from process 0", "from process 1"]
