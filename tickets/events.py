@@ -63,11 +63,13 @@ class RunEvents:
         def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
         def _write(self) -> AbstractContextManager[Any]: ...
 
-    def add_event(self, run_id: str, ticket_id: str, kind: str, data: dict[str, Any] | None = None) -> int:
-        """Append one event to a run; returns its id (ids grow, so `after` can resume a stream)."""
+    def add_event(self, run_id: str, ticket_id: str, kind: str, data: dict[str, Any] | None = None, *,
+                  at: str | None = None) -> int:
+        """Append one event to a run; returns its id (ids grow, so `after` can resume a stream).
+        `at`: when it happened, if earlier than now (an event that waited for the store)."""
         payload = json.dumps(clip_event_data(data or {}), ensure_ascii=False, default=str)
         with self._write() as conn:
-            return insert_event(self._db, conn, run_id, ticket_id, kind, payload, utc_now())
+            return insert_event(self._db, conn, run_id, ticket_id, kind, payload, at or utc_now())
 
     def list_events(self, *, run_id: str | None = None, ticket_id: str | None = None,
                     after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:

@@ -37,7 +37,8 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 5: runs.premerge_commit: the base branch's commit just before the ticket was merged;
 #    claims.owner_start: the claiming process's start token, so a reused pid is not taken for it.
 # 6: runs.pr_url, runs.pr_state: the run's pull request ("opening" is recorded before the push).
-SCHEMA_VERSION = 6
+# 7: memory_docs.index_pending: a completion doc memory could not index yet (retried later).
+SCHEMA_VERSION = 7
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
 SCHEMA_LOCK_KEY = 0x6D6964646C65
@@ -111,7 +112,8 @@ CREATE TABLE IF NOT EXISTS memory_docs (
     doc TEXT NOT NULL,
     created_at TEXT NOT NULL,
     deleted_at TEXT,
-    backend TEXT
+    backend TEXT,
+    index_pending INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
 """ + CLAIMS_SCHEMA + EVENTS_SCHEMA
@@ -134,6 +136,7 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   ("runs", "offline", "INTEGER NOT NULL DEFAULT 0"),
                   ("memory_docs", "backend", "TEXT"),
                   ("claims", "owner_start", "TEXT"),
+                  ("memory_docs", "index_pending", "INTEGER NOT NULL DEFAULT 0"),
                   *(("runs", name, "TEXT") for name in PR_RUN_FIELDS))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
@@ -535,10 +538,11 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
     # -- memory docs ------------------------------------------------------------------------
 
     def add_memory_doc(self, ticket_id: str, project_id: str, doc: str,
-                       backend: str | None = None) -> None:
+                       backend: str | None = None, *, pending: bool = False) -> None:
         """Remember the exact string indexed for a ticket, and the memory backend indexing it;
         an identical live doc is kept once, because the index node re-runs when a crashed run
-        is resumed."""
+        is resumed. `pending`: recorded before memory indexes it (`memory_doc_indexed` clears
+        it), so a doc memory could not take is indexed later, never lost."""
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM tickets WHERE id = ?", (ticket_id,)).fetchone() is None:
                 raise _no_ticket(ticket_id)
@@ -547,8 +551,21 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
                 " AND deleted_at IS NULL", (ticket_id, project_id, doc)).fetchone()
             if exists is None:
                 conn.execute(
-                    "INSERT INTO memory_docs (ticket_id, project_id, doc, created_at, backend) "
-                    "VALUES (?, ?, ?, ?, ?)", (ticket_id, project_id, doc, utc_now(), backend))
+                    "INSERT INTO memory_docs (ticket_id, project_id, doc, created_at, backend, index_pending) "
+                    "VALUES (?, ?, ?, ?, ?, ?)", (ticket_id, project_id, doc, utc_now(), backend, int(pending)))
+
+    def memory_doc_indexed(self, ticket_id: str, doc: str) -> None:
+        """Memory has the ticket's doc now: no retry needed."""
+        with self._write() as conn:
+            conn.execute("UPDATE memory_docs SET index_pending = 0 WHERE ticket_id = ? AND doc = ?"
+                         " AND index_pending = 1", (ticket_id, doc))
+
+    def pending_memory_docs(self, project_id: str | None = None) -> list[tuple[str, str, str]]:
+        """Live completion docs memory could not index yet, oldest first: (ticket id, project, doc)."""
+        params: list[Any] = []
+        sql = and_equal("SELECT ticket_id, project_id, doc FROM memory_docs WHERE index_pending = 1"
+                        " AND deleted_at IS NULL", params, {"project_id": project_id})
+        return [(r["ticket_id"], r["project_id"], r["doc"]) for r in self._read(sql + " ORDER BY id", tuple(params))]
 
     def memory_docs(self, ticket_id: str, include_deleted: bool = False) -> list[str]:
         """The docs indexed for a ticket, oldest first; deleted ones only when asked."""

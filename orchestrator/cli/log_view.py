@@ -61,10 +61,11 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
                 _block(console, "decision", json.dumps(turn.get("decision"), ensure_ascii=False), full)
                 _decision_notes(console, turn.get("decision") or {}, full)
     docs = store.memory_docs(ticket_id, include_deleted=True)
-    failed = _index_failure(store, ticket_id)
+    pending = {doc for tid, _project, doc in store.pending_memory_docs() if tid == ticket_id}
+    failed = _index_failure(store, ticket_id) if pending else ""
     if docs and failed:
         console.print("\n[bold]not indexed to memory[/] " + escape(f"(the last run's {failed}; "
-                      "`middle memory add TEXT` indexes it by hand)"), soft_wrap=True)
+                      "the next run indexes it, or `middle memory retry` now)"), soft_wrap=True)
     elif docs:
         console.print("\n[bold]indexed to memory[/]")
     for doc in docs:

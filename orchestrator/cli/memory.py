@@ -1,4 +1,4 @@
-"""`middle memory search|list|add|delete|export|stores|reindex|import`: the project memory from the command line."""
+"""`middle memory search|list|add|delete|retry|export|stores|reindex|import`: the project memory from the command line."""
 
 from __future__ import annotations
 
@@ -94,6 +94,29 @@ def delete(ctx: click.Context, id_or_text: str, project: str | None) -> None:
             f"no doc in project {pid!r} has that id or exactly that text, so nothing was deleted: "
             "copy the id (or the exact text) from `middle memory list`")
     console.print(f"deleted doc {doc_id(docs[0])[:DOC_ID_CHARS]}")
+
+
+@memory.command()
+@project_option
+@click.pass_context
+def retry(ctx: click.Context, project: str | None) -> None:
+    """Index the completion docs memory could not take when their ticket completed (the next
+    run does this too)."""
+    from orchestrator.cli.context import get_config, services
+    from orchestrator.memory.pending import index_pending
+
+    config = get_config(ctx)
+    svc = services(ctx, config)
+    mem, pid = _memory(ctx, project)
+    done = index_pending(svc.store, mem, pid)
+    if not done.indexed and not done.pending:
+        console.print(f"nothing to retry: every completion doc of project {pid} is in memory")
+        return
+    if done.indexed:
+        console.print(f"indexed {done.indexed} pending completion doc(s) into {safe(mem.where(pid))}")
+    if done.pending:
+        raise MemoryStoreError(f"{done.pending} completion doc(s) of project {pid} are still not indexed "
+                               f"({done.errors[0]}): fix that, then run `middle memory retry` again")
 
 
 @memory.command()

@@ -100,8 +100,24 @@ def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
 
 
 def recall_start(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
-    t = state["ticket"]
-    return {"memories": _recall(runtime.context, state, f"{t['title']}. {t['description'] or ''}", "ticket start")}
+    ctx, t = runtime.context, state["ticket"]
+    if ctx.memory is not None:
+        _index_pending(ctx, t["project_id"])
+    return {"memories": _recall(ctx, state, f"{t['title']}. {t['description'] or ''}", "ticket start")}
+
+
+def _index_pending(ctx: TicketContext, project_id: str) -> None:
+    """Earlier tickets' completion docs memory could not take then: indexed now, before recall."""
+    from orchestrator.memory.pending import index_pending
+
+    try:
+        done = index_pending(ctx.store, ctx.memory, project_id)
+    except Exception as exc:  # a view for the agent; never a reason to stop
+        log.warning("indexing pending memory docs failed: %s", exc)
+        return
+    if done.indexed:
+        ctx.say(f"indexed {done.indexed} earlier completion doc(s) that memory could not take when their "
+                "ticket completed")
 
 
 def plan(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
@@ -281,16 +297,19 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
     # Seed 000's line, then the decisions, rejected alternatives and human's instructions.
     doc = completion_doc(t["title"], t["description"], review.doc_decision(ctx, state))
     doc = ctx.memory.prepare_doc(doc)  # the exact text stored: cut to [memory] max_doc_chars
-    # Kept with the ticket first, so a revert can delete exactly this string later.
+    # Kept with the ticket first (pending until memory has it), so a revert can delete exactly
+    # this string later and a doc memory cannot take now is indexed later.
     if doc not in ctx.store.memory_docs(t["id"]):
-        ctx.store.add_memory_doc(t["id"], t["project_id"], doc)
+        ctx.store.add_memory_doc(t["id"], t["project_id"], doc, pending=True)
     try:
         ctx.memory.index(t["project_id"], [doc])
-        ctx.say(INDEXED_NOTE)
-    except Exception as exc:  # memory failures never stop a ticket (seed 000)
+    except Exception as exc:  # memory failures never stop a ticket
         log.warning("memory index of ticket %s failed; the ticket completes anyway: %s", t["id"], exc)
-        ctx.say(f"{INDEX_FAILED_NOTE} ({exc}); the ticket completes anyway")
+        ctx.say(f"{INDEX_FAILED_NOTE} ({exc}); the ticket completes anyway, and its doc is indexed at the "
+                "next run's start or by `middle memory retry`")
         return {"indexed_docs": []}  # kept with the ticket all the same: a revert deletes any part that got in
+    ctx.store.memory_doc_indexed(t["id"], doc)
+    ctx.say(INDEXED_NOTE)
     review.retire_earlier(ctx, state, doc)
     return {"indexed_docs": [doc]}
 

@@ -24,11 +24,12 @@ from orchestrator.config.settings import Config
 from orchestrator.errors import MiddleError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.graph import build_graph
 from orchestrator.graph.context import Limits, TicketContext
-from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
+from orchestrator.graph.state import ENDING_NODES
 from orchestrator.lifecycle.next_steps import advise
 from orchestrator.lifecycle.runs import ClaimedRun, RunLifecycle, try_claim
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.running.checkpoints import open_checkpointer
+from orchestrator.running.events import EventRecorder, finished_steps
 from orchestrator.running.outcome import RunOutcome
 from orchestrator.running.policy import end_on_exception
 from orchestrator.services import Services
@@ -36,7 +37,7 @@ from tickets.store import TicketStore
 
 log = logging.getLogger("middle.driver")
 
-__all__ = ["EventRecorder", "TicketDriver", "ticket_context"]
+__all__ = ["EventRecorder", "TicketDriver", "ticket_context"]  # EventRecorder: from running.events
 
 
 class TicketDriver:
@@ -177,6 +178,8 @@ class TicketDriver:
         cfg = _thread(run_id)
         heartbeat = _Heartbeat(self.store, ticket_id, run_id, self.lease_s)
         record = self._recorder(ticket_id, run_id)
+        if graph_input is None:  # resumed: the steps whose end a killed process never recorded
+            record.replay_missing(self._checkpointed(lambda: finished_steps(self.graph, cfg)))
         record.run_start(resume=graph_input is None, fake=self.services.fake)
         try:
             with heartbeat:
@@ -184,11 +187,14 @@ class TicketDriver:
         except BaseException as exc:  # every way out ends the run as the one policy says
             ending = end_on_exception(exc, self.lifecycle, ticket_id, run_id, fresh=graph_input is not None,
                                       fake=self.services.fake, stop=self.stop,
-                                      auto_resume=self.project_override is not None)  # a worker's
+                                      auto_resume=self.project_override is not None,  # a worker's
+                                      flush=lambda: record.flush(wait=True))
+            record.close()
             if ending.propagate:
                 raise
             return RunOutcome(ticket_id, run_id, ending.status, ending.reason, self._turns(run_id),
                               self.store.total_cost(run_id), resumable=ending.resumable)
+        record.close()
         state = self._checkpointed(lambda: self.graph.get_state(cfg)).values
         if state.get("status") == "complete" and self.config.run.on_complete == "pr":
             self._open_pull_request(ticket_id)
@@ -224,9 +230,11 @@ class TicketDriver:
             if self.stop.is_set():
                 raise RunInterrupted("stopped")
             if "input" in task:  # a node starts
-                record.node_started(task["name"])
+                record.node_started(task["name"], task.get("id"))
+                if task["name"] in ENDING_NODES:
+                    record.flush(wait=True)  # every event of the run before its run_end
             else:
-                record.node_ended(task["name"], task.get("result"), task.get("error"))
+                record.node_ended(task["name"], task.get("result"), task.get("error"), task=task.get("id"))
 
     def _checkpointed(self, fn: Callable[[], Any]) -> Any:
         """Run fn; a database error of the checkpoint store becomes one clear StoreError."""
@@ -285,44 +293,6 @@ class _Heartbeat:
 def _thread(run_id: str) -> RunnableConfig:
     """The LangGraph config of a run: its id is the checkpointer's thread id."""
     return {"configurable": {"thread_id": run_id}}
-
-
-class EventRecorder:
-    """Stores the events of one run; recording never stops the run."""
-
-    def __init__(self, store: Any, ticket_id: str, run_id: str, reconnect_s: float):
-        self.store, self.ticket_id, self.run_id, self.reconnect_s = store, ticket_id, run_id, reconnect_s
-        self._down_until = 0.0  # the store was found unreachable: events until then are dropped
-
-    def __call__(self, kind: str, data: dict[str, Any]) -> None:
-        if time.monotonic() < self._down_until:
-            return  # waiting out each event would stall Claude Code's stream for minutes
-        try:
-            self.store.add_event(self.run_id, self.ticket_id, kind, data)
-        except StoreUnavailable as exc:  # the run's next store write says so, and stops it
-            self._down_until = time.monotonic() + self.reconnect_s
-            log.warning("run events of ticket %s are not recorded for now: %s", self.ticket_id, exc)
-        except Exception:  # the event log is for watching; it never stops a run
-            log.exception("recording a %s event of run %s failed", kind, self.run_id)
-
-    def run_start(self, *, resume: bool, fake: bool, **extra: Any) -> None:
-        """The run's first event; a run on the fake model is marked offline (its costs are made up)."""
-        if fake:
-            self.store.set_run_fields(self.run_id, offline=1)
-        self("run_start", {"resume": resume, **extra})
-
-    def node_started(self, name: str) -> None:
-        self("node", {"node": name, "phase": "start"})
-
-    def node_ended(self, name: str, result: Any, error: BaseException | None = None) -> None:
-        """A node's end: a `decision` event when it decided, else `node` (with its error, if any)."""
-        if name in ENDING_NODES and error is None:
-            return  # its run_end event, written with the run's end, is the last one
-        result = result if isinstance(result, dict) else {}
-        data = {"node": name, "phase": "end", **{k: result[k] for k in EVENT_FIELDS if k in result}}
-        if error is not None:
-            data["error"] = str(error)
-        self("decision" if "decision" in result else "node", data)
 
 
 def ticket_context(services: Any, config: Any, agent: Any, record: EventRecorder, *,

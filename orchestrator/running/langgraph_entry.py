@@ -7,7 +7,7 @@ process, and returns the same graph `build_graph()` describes, compiled without 
 the services (store, middle agent, worker, memory) through a closure instead of the runtime
 context. Input: `{"ticket_id": "..."}`. A run started there claims the ticket in the store like
 `middle run` does (`orchestrator.lifecycle.runs`), records the same run events with the driver's
-recorder (`orchestrator.running.driver`; the dashboard and `middle log --follow` show them), and ends a run that raised as the runner does
+recorder (`orchestrator.running.events`; the dashboard and `middle log --follow` show them), and ends a run that raised as the runner does
 (`orchestrator.running.policy`), releasing the claim. Set `configurable.fake = true` to run on the offline fake model.
 """
 
@@ -27,7 +27,8 @@ from orchestrator.graph.builder import build_graph
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.lifecycle.runs import try_claim
-from orchestrator.running.driver import EventRecorder, ticket_context
+from orchestrator.running.driver import ticket_context
+from orchestrator.running.events import EventRecorder
 from orchestrator.running.policy import end_on_exception
 
 # No heartbeat refreshes a claim taken here, so the lease is long; a claim still dies with the
@@ -103,16 +104,19 @@ def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[
         try:
             result = fn(state, Runtime(context=bound.context(record)))
         except GraphBubbleUp:  # LangGraph's own control flow (an interrupt), not an end of the run
+            record.close()
             raise
         except BaseException as exc:
             # The graph stops here whatever the exception: LangGraph Server shows the error, and
             # the store says how the run ended, as for `middle run`.
             if is_node and isinstance(exc, Exception):  # an interruption is no node's error
                 record.node_ended(name, None, exc)
+            record.close()  # the node's events before the run's end
             bound.end(state, exc)
             raise
         if is_node:
             record.node_ended(name, result)
+        record.close()  # this recorder lives for one node: what waits for the store is written now
         return {**result, **update} if isinstance(result, dict) else result
 
     # Not functools.wraps: LangGraph would read fn's signature and pass a runtime itself.

@@ -20,6 +20,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable
 from orchestrator.lifecycle.runs import RunLifecycle
@@ -40,20 +41,23 @@ class Ending:
 
 def end_on_exception(exc: BaseException, lifecycle: RunLifecycle, ticket_id: str, run_id: str, *,
                      fresh: bool, fake: bool = False, auto_resume: bool = False,
-                     stop: threading.Event | None = None) -> Ending:
+                     stop: threading.Event | None = None, flush: Callable[[], bool] | None = None) -> Ending:
     """End the run that `exc` stopped, as the policy above says.
 
     `fresh`: the run started from its input (not resumed from a checkpoint). `auto_resume`: an
     interruption was no person's doing (a stopped `middle worker`). `stop`: while the store is out
-    of reach, give up marking the run interrupted once it is set.
+    of reach, give up marking the run interrupted once it is set. `flush`: writes the run's
+    events that wait for the store (True when none is left), before its end is recorded.
     """
     store = lifecycle.store
+    if flush is not None and not isinstance(exc, StoreUnavailable):
+        flush()  # (the outage case flushes once the store is back, in _interrupt_when_reachable)
     if isinstance(exc, StoreUnavailable):
         # The shared store went away mid-run (a restart): nothing is wrong with the ticket,
         # so it is interrupted, and any worker continues it once the store is back.
         reason = (f"the run stopped because the store was out of reach: {exc}; "
                   f"{advice('interrupted', ticket_id, fake=fake)}")
-        _interrupt_when_reachable(lifecycle, ticket_id, run_id, reason, stop)
+        _interrupt_when_reachable(lifecycle, ticket_id, run_id, reason, stop, flush)
         return Ending("interrupted", reason, True, propagate=False)
     if isinstance(exc, ModelAccessError):
         # Nothing this run did can be kept when no turn finished: back to the backlog, so one
@@ -79,13 +83,16 @@ def end_on_exception(exc: BaseException, lifecycle: RunLifecycle, ticket_id: str
 
 
 def _interrupt_when_reachable(lifecycle: RunLifecycle, ticket_id: str, run_id: str, reason: str,
-                              stop: threading.Event | None) -> None:
-    """Mark the run interrupted (auto-resumed), waiting for the store that just went away.
-    Stopped meanwhile, it stays `running`: once its lease runs out any runner resumes it."""
+                              stop: threading.Event | None, flush: Callable[[], bool] | None = None) -> None:
+    """Mark the run interrupted (auto-resumed), waiting for the store that just went away, after
+    the run's events that waited for it. Stopped meanwhile, it stays `running`: once its lease
+    runs out any runner resumes it."""
     from tickets.claims import this_host
 
     while True:
         try:
+            if flush is not None and not flush():
+                raise StoreUnavailable("the run's waiting events could not be written yet")
             claim = lifecycle.store.get_claim(ticket_id)
             if claim is not None and (claim.host, claim.pid) != (this_host(), os.getpid()):
                 return  # the outage outlasted the lease and another runner took the run over

@@ -1,12 +1,14 @@
 """Fault tests: what a fault probe tries (concurrent CLI calls, outages, kill -9, oversized
 input), each against the real parts (git, SQLite, PostgreSQL, the HTTP server, the real Claude Code
-CLI on the fake Messages API). They share the end-to-end helpers (tests/e2e/e2e_helpers.py)."""
+CLI on the fake Messages API). They share the end-to-end and graph helpers (tests/e2e/e2e_helpers.py,
+tests/graph/graph_helpers.py)."""
 
 import sys
 from pathlib import Path
 
 from orchestrator.fake_api.pytest_fixtures import claude_cli, claude_env, fake_api  # noqa: F401
 
-E2E = str(Path(__file__).resolve().parents[1] / "e2e")
-if E2E not in sys.path:
-    sys.path.insert(0, E2E)
+for helpers in ("e2e", "graph"):
+    where = str(Path(__file__).resolve().parents[1] / helpers)
+    if where not in sys.path:
+        sys.path.insert(0, where)

@@ -101,11 +101,31 @@ def test_a_version_5_store_gains_the_pull_request_record(tmp_path):
     conn.commit()
     conn.close()
     with TicketStore(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 6
+        assert s.schema_version() == SCHEMA_VERSION
         run = s.latest_run("t1")
         assert run["pr_url"] is None and run["pr_state"] is None and run["branch"] == "middle/t1"
         s.set_run_fields(run_id, pr_url="https://github.example/me/app/pull/2", pr_state="open")
         assert s.latest_run("t1")["pr_url"].endswith("/pull/2")
+
+
+def test_a_version_6_store_gains_pending_memory_docs_and_keeps_its_docs_indexed(tmp_path):
+    """Schema 6 -> 7: memory_docs.index_pending; docs recorded before it count as indexed."""
+    path = tmp_path / "t.db"
+    with TicketStore(path) as s:
+        s.upsert_ticket(Ticket(id="t1", project_id="p", title="T", project_path="/tmp"))
+        s.add_memory_doc("t1", "p", "Ticket: T. done.")
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE memory_docs DROP COLUMN index_pending")
+    conn.execute("UPDATE schema_version SET version = 6")
+    conn.commit()
+    conn.close()
+    with TicketStore(path) as s:
+        assert s.schema_version() == SCHEMA_VERSION == 7
+        assert s.memory_docs("t1") == ["Ticket: T. done."] and s.pending_memory_docs() == []
+        s.add_memory_doc("t1", "p", "Ticket: T. again.", pending=True)
+        assert s.pending_memory_docs("p") == [("t1", "p", "Ticket: T. again.")]
+        s.memory_doc_indexed("t1", "Ticket: T. again.")
+        assert s.pending_memory_docs() == []
 
 
 def test_newer_schema_is_refused(tmp_path):
