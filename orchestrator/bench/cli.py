@@ -17,11 +17,25 @@ from .report import (BACKEND_HELP, LATENCY, at_least_one, console, emit as _emit
 from .runs import runs
 
 
+# What each default dataset is, and where it comes from, for the error when it is not here.
+DATASETS = {
+    "musique100": "MuSiQue-100, 100 multi-hop questions with their 1,890 passages (from the HippoRAG "
+                  "repository's v1 release; CC BY 4.0): a folder with questions.json and corpus.json",
+    "locomo/locomo_dev5.json": "5 LoCoMo conversations with their questions (snap-research/locomo; "
+                               "CC BY-NC 4.0): a JSON file of conversations with `qa` lists",
+    "tickets/datasette.json": "the git history of simonw/datasette as tickets; `--repo PATH` makes the "
+                              "same from any git repository of yours",
+    "decisions/sde_dev.json": "half of sde-bench (vectorize-io/sde-bench; MIT) as a decision-recall "
+                              "set: a JSON file of doc sets and bug-report queries",
+}
+
+
 def _default(relative: str, option: str) -> Path:
     path = datasets.default_path(relative)
     if path is None:
-        raise ConfigError(f"no dataset given and {datasets.SHARED_DATA / relative} does not exist: "
-                          f"pass {option} PATH")
+        raise ConfigError(f"no dataset given, and the default one is not beside this checkout "
+                          f"({datasets.SHARED_DATA / relative}: {DATASETS[relative]}): pass {option} "
+                          "PATH (docs/benchmarks.md, \"Datasets\", says where each comes from and its shape)")
     return path
 
 

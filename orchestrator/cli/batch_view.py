@@ -79,7 +79,7 @@ class PrefixedView:
 
     def finished(self, outcome: Any) -> None:
         with self._lock:
-            report(outcome)
+            report(outcome, prefix=f"[bold]\\[{safe(outcome.ticket_id)}][/] ")
 
     def close(self) -> None:
         pass

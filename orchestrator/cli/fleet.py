@@ -49,6 +49,9 @@ def worker(ctx: click.Context, parallel: int | None, once: bool, fake: bool) -> 
     from orchestrator.cli.context import get_config, services
     from orchestrator.running.fleet import REMOTE, ensure_clone, work
 
+    from orchestrator.lifecycle.next_steps import started_as
+
+    started_as(fake=fake)  # the hints its runs leave (`middle resume ID`) keep --fake
     config = get_config(ctx)
     clone = ensure_clone(config)
     if fake:

@@ -38,9 +38,10 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
     if not runs:
         console.print("  (never run)")
     for n, run in enumerate(runs):
-        cost = store.total_cost(run["id"])
+        offline = bool(run.get("offline"))
+        cost = "offline model, no cost" if offline else f"cost {_money(store.total_cost(run['id']))}"
         console.print(f"\n[bold]run {run['id']}[/] {run['status']} started {run.get('started_at')} "
-                      f"cost ${cost:.4f}" + (f" — {escape(run['reason'])}" if run.get("reason") else ""),
+                      f"{cost}" + (f" — {escape(run['reason'])}" if run.get("reason") else ""),
                       soft_wrap=True)
         _git_lines(console, run)
         # a review round: its number and the human's words
@@ -51,7 +52,8 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
         for turn in store.list_turns(run_id=run["id"]):
             secs = (turn.get("duration_ms") or 0) / 1000
             console.print(f"  [bold]turn {turn['turn_no']}[/] " + escape(f"[{turn['status']}]") + " "
-                          f"${turn.get('cost_usd') or 0:.4f} {secs:.1f}s session {turn.get('session_id')}")
+                          f"{'' if offline else _money(turn.get('cost_usd')) + ' '}{secs:.1f}s "
+                          f"session {turn.get('session_id')}")
             _block(console, "prompt to Claude Code", turn.get("prompt"), full)
             _block(console, "Claude Code response", turn.get("response"), full)
             if turn.get("error"):
@@ -149,9 +151,12 @@ def _money(value: Any) -> str:
     return f"${float(value or 0):.4f}"
 
 
-def describe_event(event: dict[str, Any]) -> str:
-    """One line of plain text for a stored run event (the dashboard's live log says the same)."""
+def describe_event(event: dict[str, Any], offline: bool = False) -> str:
+    """One line of plain text for a stored run event (the dashboard's live log says the same);
+    `offline`: the run is on the fake model, so its made-up costs are left out."""
     d, kind = event.get("data") or {}, event.get("kind")
+    if offline:
+        d = {k: v for k, v in d.items() if k != "cost_usd"}
     if kind == "run_start":
         return "run resumed" if d.get("resume") else "run started"
     if kind == "node":
@@ -232,7 +237,9 @@ def follow_log(console: Console, store: Any, ticket_id: str, *, poll_s: float = 
             events = store.list_events(run_id=run["id"], after=last)
             for event in events:
                 last, last_kind = event["id"], event["kind"]
-                line = safe(describe_event(event))
+                if event["kind"] == "run_start":  # (it marks an offline run first)
+                    run = store.get_run(run["id"])
+                line = safe(describe_event(event, offline=bool(run.get("offline"))))
                 style = "red" if event["kind"] == "run_end" and event["data"].get("status") == "failed" else "dim"
                 console.print(f"[{style}]{event['at'][11:19]}[/] {event['kind']:<9} {line}", soft_wrap=True)
             if not events and last_kind == "run_end":

@@ -247,7 +247,7 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
             raise TicketError(_no_such_ticket(tid, loaded, config))
     ids = list(ticket_ids) or [t.id for t in orch.store.list_tickets(status="pending")]
     if not ids:
-        console.print("no pending tickets (see `middle tickets`)")
+        console.print("no pending tickets (see `middle tickets`)" + _unfinished(orch.store))
     n = parallel or config.run.parallel
     view = make_view(n)
     try:
@@ -275,6 +275,16 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
     if (any(o.status == "failed" for o in result.outcomes) or result.errors or named_blocked
             or (not ticket_ids and (loaded.errors or blocked))):
         sys.exit(1)
+
+
+def _unfinished(store: Any) -> str:
+    """What `middle run` with nothing pending adds: the tickets whose runs wait to be continued."""
+    from orchestrator.lifecycle.next_steps import advise, situation
+
+    waiting = [t.id for t in store.list_tickets() if t.status.value in ("interrupted", "running", "failed")]
+    lines = [f"{tid}: {advise(store, tid)}" for tid in waiting
+             if situation(store, tid) in ("interrupted", "stale", "failed-resumable")]
+    return "; unfinished: " + "; ".join(lines) if lines else ""
 
 
 def _ticket_id(arg: str, loaded: Any) -> str:
@@ -435,7 +445,7 @@ def init(ctx: click.Context, backend: str | None) -> None:
     from orchestrator.config.settings import find_config_file
     from orchestrator.errors import ConfigError
     from orchestrator.plugins.manager import registry
-    from orchestrator.cli.scaffold import write_starter
+    from orchestrator.cli.scaffold import git_note, write_starter
 
     if backend is not None:
         registry().backend_class(backend)  # an unknown name is an error before any file
@@ -449,6 +459,9 @@ def init(ctx: click.Context, backend: str | None) -> None:
     result = write_starter(path, backend)
     for line in result:
         console.print(safe(line))
+    note = git_note(path.resolve().parent)
+    if note:
+        console.print(f"[yellow]note:[/] {safe(note)}")
     console.print("next: edit tickets/*.md, export ANTHROPIC_API_KEY, then `middle run` "
                   "(or `middle run --fake` to try it offline)")
 

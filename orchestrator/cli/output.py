@@ -66,13 +66,18 @@ def on_event(event: dict[str, Any]) -> None:
         console.print(f"    [dim]{safe(event['text'].strip().splitlines()[0][:120])}[/]")
 
 
-def report(outcome: Any) -> None:
+OFFLINE_COST = "offline model, no cost"  # what a run on the fake model cost (its dollars are made up)
+
+
+def report(outcome: Any, prefix: str = "") -> None:
+    """The result line of one ticket's run; `prefix`: what every line of a piped batch starts with."""
     color = {"complete": "green", "failed": "red", "skipped": "yellow"}.get(outcome.status, "yellow")
     if outcome.status in ("skipped", "pending"):  # pending: never started, left in the backlog
-        console.print(f"[bold {color}]{outcome.status}[/] ticket {safe(outcome.ticket_id)}: {safe(outcome.reason)}")
+        console.print(f"{prefix}[bold {color}]{outcome.status}[/] ticket {safe(outcome.ticket_id)}: "
+                      f"{safe(outcome.reason)}")
         return
-    line = (f"[bold {color}]{outcome.status}[/] ticket {safe(outcome.ticket_id)}: "
-            f"{outcome.turns} turn(s), ${outcome.cost_usd:.4f}")
+    line = (f"{prefix}[bold {color}]{outcome.status}[/] ticket {safe(outcome.ticket_id)}: "
+            f"{outcome.turns} turn(s), {OFFLINE_COST if outcome.offline else f'${outcome.cost_usd:.4f}'}")
     if outcome.reason:
         line += f" — {safe(outcome.reason)}"
     console.print(line)
@@ -84,8 +89,10 @@ def summary_line(outcomes: list[Any]) -> str:
     counts = {s: sum(o.status == s for o in outcomes)
               for s in ("complete", "failed", "skipped", "interrupted", "pending")}
     turns = sum(o.turns for o in outcomes)
-    cost = sum(o.cost_usd for o in outcomes)
+    cost = sum(o.cost_usd for o in outcomes if not o.offline)
     parts = [f"{counts['complete']} complete", f"{counts['failed']} failed"]
     parts += [f"{counts[s]} {'still pending' if s == 'pending' else s}"
               for s in ("skipped", "interrupted", "pending") if counts[s]]
-    return f"{len(outcomes)} ticket(s): {', '.join(parts)}; {turns} turn(s), ${cost:.4f}"
+    offline = any(o.offline for o in outcomes)
+    spent = OFFLINE_COST if offline and not cost else f"${cost:.4f}" + (" (+ offline runs)" if offline else "")
+    return f"{len(outcomes)} ticket(s): {', '.join(parts)}; {turns} turn(s), {spent}"

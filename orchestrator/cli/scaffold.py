@@ -66,6 +66,24 @@ def _base_branch_line(root: Path) -> str:
             "(default: the branch checked out)")
 
 
+def git_note(root: Path) -> str | None:
+    """What `middle init` says when the project cannot run tickets on branches yet: not a git
+    repository, or one with no commit (each ticket branches from a commit)."""
+    from orchestrator.workspace.git import git
+
+    try:
+        if git(root, "rev-parse", "--is-inside-work-tree", check=False).returncode != 0:
+            return (f"{root} is not a git repository: each ticket runs on a branch of its own, so run "
+                    "`git init && git add -A && git commit -m \"first commit\"` before `middle run` (or set "
+                    "[project] isolation = \"none\" to let tickets edit the folder in place)")
+        if git(root, "rev-parse", "--verify", "--quiet", "HEAD", check=False).returncode != 0:
+            return (f"the git repository at {root} has no commit yet: each ticket branches from one, so "
+                    "commit your files (`git add -A && git commit -m \"first commit\"`) before `middle run`")
+    except Exception:  # no git installed: `middle run` says so
+        return "git is not installed: install it before `middle run` (tickets run on git branches)"
+    return None
+
+
 def write_starter(config_path: Path, backend: str | None = None) -> list[str]:
     """Write the config file, tickets/hello.md beside it and `.middle/` in .gitignore.
 

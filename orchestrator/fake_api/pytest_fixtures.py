@@ -45,6 +45,8 @@ def claude_cli() -> str:
     try:
         return find_claude_cli(None)
     except WorkerError as exc:
-        if os.environ.get("CI"):  # CI installs the CLI (.ci/run): a missing one is a failure there
-            pytest.fail(f"CI=true but the Claude Code CLI is missing: {exc}")
-        pytest.skip(str(exc))
+        missing = str(exc)
+    if os.environ.get("CI"):  # CI installs the CLI (.ci/run): a missing one is a failure there
+        pytest.fail(f"CI=true but the Claude Code CLI is missing: {missing}")
+    pytest.skip(missing)
+    raise AssertionError("unreachable: pytest.skip raises")  # (for type checkers that do not know it)

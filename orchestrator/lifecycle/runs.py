@@ -76,6 +76,8 @@ def start_refusal(store: Any, ticket_id: str, *, rerun: bool = False, dependenci
         return f"ticket {ticket_id!r} has an unmerged change on {run.get('branch')}: {advise(store, ticket_id, 'run')}"
     if status in ("complete", "merged") and not rerun:
         return f"ticket {ticket_id!r} is already {status}: {advise(store, ticket_id, 'run')}"
+    if status in ("interrupted", "running"):  # an unfinished run, here or elsewhere: resume, or wait
+        return why_not_claimed(store, ticket_id)
 
     def status_of(tid: str) -> str | None:
         try:

@@ -193,7 +193,7 @@ class TicketDriver:
             if ending.propagate:
                 raise
             return RunOutcome(ticket_id, run_id, ending.status, ending.reason, self._turns(run_id),
-                              self.store.total_cost(run_id), resumable=ending.resumable)
+                              self.store.total_cost(run_id), resumable=ending.resumable, offline=self.services.fake)
         record.close()
         state = self._checkpointed(lambda: self.graph.get_state(cfg)).values
         if state.get("status") == "complete" and self.config.run.on_complete == "pr":
@@ -209,7 +209,7 @@ class TicketDriver:
                 return self._drive(ClaimedRun(ticket_id, following.run_id))
         return RunOutcome(ticket_id, run_id, state.get("status", "failed"), state.get("reason", ""),
                           state.get("turn", 0), self.store.total_cost(run_id), commit=state.get("commit"),
-                          changes=len(state.get("changes") or []))
+                          changes=len(state.get("changes") or []), offline=self.services.fake)
 
     def _open_pull_request(self, ticket_id: str) -> None:
         """[run] on_complete = "pr": open the ticket's pull request; a failure is said, the run stays complete."""

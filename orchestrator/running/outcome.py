@@ -20,3 +20,4 @@ class RunOutcome:
     resumable: bool = False
     commit: str | None = None  # the commit on the ticket's branch (complete, with changes)
     changes: int = 0  # files it changed
+    offline: bool = False  # run on the built-in fake model: its cost is made up, never shown as spent

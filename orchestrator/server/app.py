@@ -72,8 +72,12 @@ def create_app(config: Config, *, services: Services | None = None, fake: bool =
 
 
 def _wants_html(request: Request) -> bool:
-    return not request.url.path.startswith(("/api/", "/openapi")) and \
-        "text/html" in request.headers.get("accept", "")
+    """A page (not /api, not the OpenAPI document) answers an error as a page, unless the client
+    asks for JSON only; the API always answers JSON."""
+    if request.url.path.startswith(("/api/", "/openapi", "/static/")):
+        return False
+    accept = request.headers.get("accept", "")
+    return "text/html" in accept or "application/json" not in accept
 
 
 def _error(request: Request, status: int, message: str) -> Response:

@@ -111,7 +111,8 @@ class RunManager:
         for ticket_id, run_id in self.active().items():
             if run_id is None:
                 continue
-            reason = f"the server stopped during this run: {advice('interrupted', ticket_id)}"
+            reason = (f"the server stopped during this run: "
+                      f"{advice('interrupted', ticket_id, fake=self.services.fake)}")
             try:
                 if self.services.lifecycle.interrupt(ticket_id, run_id, reason):
                     stopped.append(ticket_id)
@@ -240,7 +241,7 @@ class RunManager:
             return
         slot.run_id = slot.run_id or run["id"]
         reason = (f"internal error: {type(exc).__name__}: {exc}; the server log has the details; "
-                  f"{advice('failed-resumable', slot.ticket_id)}")
+                  f"{advice('failed-resumable', slot.ticket_id, fake=self.services.fake)}")
         try:
             self.services.lifecycle.fail(slot.ticket_id, run["id"], reason, resumable=True)
         except Exception:

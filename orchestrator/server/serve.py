@@ -65,6 +65,9 @@ def serve(ctx: click.Context, host: str, port: int, fake: bool) -> None:
     from orchestrator.cli.output import console, safe
     from orchestrator.server.app import create_app
 
+    from orchestrator.lifecycle.next_steps import started_as
+
+    started_as(fake=fake)  # the hints its runs leave (`middle resume ID`) keep --fake
     config = get_config(ctx)
     token = os.environ.get("MIDDLE_API_TOKEN") or None
     check_bind(host, token)

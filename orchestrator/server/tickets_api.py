@@ -98,7 +98,13 @@ def ticket_detail(state: ServerState, ticket: Ticket) -> dict[str, Any]:
     active = state.runs.active()
     facts = store.resume_facts(may_resume([ticket], active)).get(ticket.id)
     pr_url = runs[0].get("pr_url") if runs else None  # the latest run's pull request, if any
+    from orchestrator.lifecycle.next_steps import situation
+    from orchestrator.running.feedback import STARTS_ROUND, WAITS_FOR_ASSESS
+
+    # What `POST .../feedback` takes now (the page shows its box exactly then).
+    accepts_feedback = bool(runs) and situation(store, ticket.id) in (*STARTS_ROUND, *WAITS_FOR_ASSESS)
     return {**ticket_json(ticket, stats, ticket.id in active, facts), "runs": runs, "pr_url": pr_url,
+            "accepts_feedback": accepts_feedback,
             "memory_docs": [{"doc": d, "deleted": d not in live}
                             for d in store.memory_docs(ticket.id, include_deleted=True)],
             "share_path": share_path(state, ticket.id)}

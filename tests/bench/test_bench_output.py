@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from click.testing import CliRunner
+
 from orchestrator.bench import runner
+from orchestrator.cli.main import main
 from orchestrator.bench.report import HEADERS, fmt as _fmt, table as _table
 from orchestrator.testing.inmemory import InMemoryBackend
 
@@ -98,3 +102,18 @@ def test_bench_words_reports_each_length_and_the_ratio():
         assert row["index_ratio"] == row["index_ms@5000"] / row["index_ms@1000"]
     bad = CliRunner().invoke(main, ["bench", "words", "--backend", "bm25", "--lengths", "0"])
     assert bad.exit_code == 2 and "--lengths" in bad.output
+
+
+@pytest.mark.parametrize("args, says", [
+    (["retrieval"], "MuSiQue-100"), (["memory"], "LoCoMo"), (["tickets"], "--repo PATH"),
+    (["decisions"], "sde-bench"),
+])
+def test_without_the_data_the_bench_says_what_it_wanted_and_how_to_give_it(tmp_path, monkeypatch, args, says):
+    from orchestrator.bench import datasets
+
+    monkeypatch.setattr(datasets, "SHARED_DATA", tmp_path / "no-shared" / "data")
+    result = CliRunner().invoke(main, ["bench", *args, "--backend", "bm25"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error:"), result.output
+    text = " ".join(result.output.split())
+    assert says in text and "--dataset" in text and "docs/benchmarks.md" in text

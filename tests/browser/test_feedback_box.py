@@ -44,3 +44,27 @@ def test_refused_feedback_says_why_in_the_page(browser, site, claude_cli):
     d.find_element(By.ID, "feedback-text").send_keys("   ")
     d.find_element(By.CSS_SELECTOR, "#feedback-form button[type=submit]").click()
     wait(d, lambda d: "is empty" in d.find_element(By.ID, "toast").text, "the toast to say the feedback is empty")
+
+
+def test_the_box_goes_once_the_page_merges_the_ticket(browser, site, claude_cli):
+    """Merged, a ticket takes no feedback: the box (outside the live-refreshed status) goes too."""
+    d = browser
+    d.get(site.url + "/tickets/001-greeting")  # complete (the tests above)
+    assert d.find_element(By.ID, "feedback-form").is_displayed()
+    d.find_element(By.CSS_SELECTOR, 'button[data-action="merge"]').click()
+    wait(d, lambda d: d.find_element(By.ID, "ticket-status").text == "merged", "the ticket to be merged")
+    wait(d, lambda d: not d.find_element(By.ID, "feedback-form").is_displayed(), "the feedback box to go")
+    d.get(site.url + "/tickets/001-greeting")
+    assert not d.find_element(By.ID, "feedback-form").is_displayed()
+
+
+def test_an_unknown_ticket_page_is_a_page(browser, site):
+    d = browser
+    d.get(site.url + "/tickets/no-such-ticket")
+    assert "Error 404" in d.find_element(By.TAG_NAME, "h1").text
+    assert "no-such-ticket" in d.find_element(By.CSS_SELECTOR, ".error-box").text
+    # a client that asks for nothing in particular (curl, a script) gets the page too; the API, JSON
+    page = httpx.get(site.url + "/tickets/no-such-ticket", headers={"Accept": "*/*"}, cookies=site.api.cookies)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    api = site.api.get("/api/tickets/no-such-ticket")
+    assert api.status_code == 404 and "no ticket" in api.json()["error"]

@@ -46,3 +46,18 @@ def test_a_started_ticket_reads_the_same_on_a_terminal_and_piped(monkeypatch):
     PrefixedView().started(ticket)
     assert "started: Multiply" in shown.file.getvalue()
     assert "started: Multiply" in piped.file.getvalue()
+
+
+def test_a_piped_batch_names_the_ticket_on_its_result_line_too(monkeypatch):
+    from orchestrator.cli import output
+    from orchestrator.running.outcome import RunOutcome
+
+    piped = Console(file=io.StringIO(), width=200)
+    monkeypatch.setattr(batch_view, "console", piped)
+    monkeypatch.setattr(output, "console", piped)
+    view = PrefixedView()
+    view.finished(RunOutcome("001-mul", "r1", "complete", turns=2, cost_usd=0.5))
+    view.finished(RunOutcome("002-div", "", "skipped", "waits for 001-mul"))
+    lines = piped.file.getvalue().splitlines()
+    assert lines == ["[001-mul] complete ticket 001-mul: 2 turn(s), $0.5000",
+                     "[002-div] skipped ticket 002-div: waits for 001-mul"]

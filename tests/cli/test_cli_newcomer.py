@@ -77,6 +77,24 @@ def test_init_in_a_new_git_repository_records_its_branch(tmp_path, monkeypatch):
     assert (tmp_path / "tickets" / "hello.md").exists()
 
 
+def test_init_says_what_git_needs_before_a_ticket_can_run(tmp_path, monkeypatch):
+    """Outside a repository, or in one with no commit, `middle init` still writes its files and
+    says what to do before `middle run` (each ticket branches from a commit)."""
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)
+    outside = invoke("init")
+    assert outside.exit_code == 0 and (tmp_path / "middle.toml").exists()
+    text = " ".join(outside.output.split())
+    assert "is not a git repository" in text and "git init" in text and 'isolation = "none"' in text
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    empty = " ".join(invoke("init").output.split())
+    assert "has no commit yet" in empty and "git commit" in empty
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x", "--allow-empty"],
+                   cwd=tmp_path, check=True)
+    assert "note:" not in invoke("init").output
+
+
 def test_an_oversized_ticket_is_refused_at_load_naming_the_file(workdir):
     (workdir / "tickets" / "huge.md").write_text("---\ntitle: Huge\nproject: demo\n---\n" + "x" * 150_000)
     (workdir / "tickets" / "ok.md").write_text("---\ntitle: Fine\nproject: demo\n---\nx\n")

@@ -5,6 +5,7 @@ taken over; a PostgreSQL restart mid-run is survived."""
 
 from __future__ import annotations
 
+import re
 import os
 import shutil
 import signal
@@ -102,7 +103,8 @@ def test_workers_share_24_tickets_each_runs_once_in_dependency_order(tmp_path, c
     assert all(p.returncode == 0 for p in procs), [(p.returncode, out[-2000:]) for p, out in zip(procs, outputs)]
     assert all("Traceback" not in o for o in outputs), outputs
     check_all_ran_once_in_order(pg_url, remote, tickets)
-    done = [line for o in outputs for line in o.splitlines() if line.startswith("complete ticket")]
+    done = [line for o in outputs for line in o.splitlines()  # each piped line names its ticket
+            if re.match(r"\[t\d\d\] complete ticket t\d\d:", line)]
     assert len(done) == 24 and len(set(done)) == 24
     # Reviewed and merged from the developer's clone: the branch is fetched from the remote.
     merged = subprocess.run([MIDDLE, "merge", "t00"], cwd=desk, env=_env(), capture_output=True, text=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,7 +49,9 @@ def test_two_runners_share_six_pending_tickets_and_run_each_once(tmp_path, claud
     for i in range(6):
         assert (worktree(tmp_path, f"t{i}") / f"f{i}.txt").read_text() == f"file {i}\n"
         assert not (repo / f"f{i}.txt").exists()
-    completed = [line for out in outputs for line in out.splitlines() if line.startswith("complete ticket")]
+    # (piped, a parallel batch's lines start with "[ticket-id] ")
+    completed = [line for out in outputs for line in out.splitlines()
+                 if re.sub(r"^\[[^\]]+\] ", "", line).startswith("complete ticket")]
     assert sorted(completed) == sorted(set(completed)) and len(completed) == 6
     # Each runner ends with one summary line; together they account for all six tickets.
     summaries = [out.strip().splitlines()[-1] for out in outputs]

@@ -62,6 +62,8 @@ def test_parallel_tickets_then_diff_merge_and_revert(tmp_path, claude_cli):
     lines = result.stdout.splitlines()
     assert any(line.startswith("[t1] ") for line in lines) and any(line.startswith("[t2] ") for line in lines)
     assert lines[-1].startswith("2 ticket(s): 2 complete, 0 failed")
+    # the fake model's costs are made up: said as such, never as dollars spent
+    assert lines[-1].endswith("turn(s), offline model, no cost") and "$" not in result.stdout
     # each branch holds its own change; the user's working tree and branch are untouched
     assert out(repo, "show", "middle/t1:calc/one.py") == "ONE = 1"
     assert out(repo, "show", "middle/t2:calc/two.py") == "TWO = 2"
@@ -74,6 +76,7 @@ def test_parallel_tickets_then_diff_merge_and_revert(tmp_path, claude_cli):
     assert "calc/one.py | 1 +" in middle(tmp_path, "diff", "t1", "--stat").stdout
     log = middle(tmp_path, "log", "t1").stdout
     assert "branch middle/t1 from main" in log and "calc/one.py (+1 -0)" in log
+    assert "offline model, no cost" in log and "$" not in log
 
     assert "fast-forward" in middle(tmp_path, "merge", "t1").stdout
     assert "merge commit" in middle(tmp_path, "merge", "t2").stdout  # main moved: a merge commit

@@ -196,7 +196,17 @@ function initTicket() {
   let status = live.dataset.runStatus;
   const offlineRuns = new Set((live.dataset.offlineRuns || "").split(" ").filter(Boolean));
   const knownRuns = new Set((live.dataset.runs || "").split(" ").filter(Boolean));
-  const refresh = debounce(() => swap(`/tickets/${encodeURIComponent(id)}/fragment`), 250);
+  // The feedback box sits outside the swapped area (what is typed survives a refresh): after each
+  // refresh it shows exactly when the ticket takes feedback (not once merged or discarded).
+  const feedbackBox = () => {
+    const form = document.getElementById("feedback-form");
+    const line = document.querySelector("#ticket-status-area .status-line");
+    if (form && line) form.hidden = line.dataset.acceptsFeedback !== "yes";
+  };
+  const refresh = debounce(async () => {
+    await swap(`/tickets/${encodeURIComponent(id)}/fragment`);
+    feedbackBox();
+  }, 250);
   const source = follow(`/api/tickets/${encodeURIComponent(id)}/stream?after=${live.dataset.after}`, (kind, ev) => {
     if (ev.kind === "run_start") status = "running";
     if (ev.kind === "run_end") status = (ev.data || {}).status || "ended";
