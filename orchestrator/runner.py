@@ -11,7 +11,7 @@ from orchestrator.running.outcome import RunOutcome
 from orchestrator.running.sync import sync
 from tickets.source import LoadResult
 
-__all__ = ["Orchestrator", "RunOutcome", "RUNNABLE"]
+__all__ = ["Orchestrator"]
 
 
 class Orchestrator(TicketDriver):

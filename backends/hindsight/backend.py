@@ -1,5 +1,5 @@
 """HindsightBackend: the memory contract on retain/recall, plus reflect, fact deletion, mental
-models and the optional turn-retaining lifecycle of seed 003."""
+models and the optional turn-retaining lifecycle (Hindsight's coding-agent integration)."""
 
 from __future__ import annotations
 
@@ -288,4 +288,4 @@ def _check_time(timestamp: Any) -> float | None:
     return float(timestamp)
 
 
-__all__ = ["HindsightBackend", "HindsightOptions", "MemoryStoreError"]
+__all__ = ["HindsightBackend"]

@@ -12,7 +12,7 @@ import numpy as np
 from backends import retrieval
 from backends.storage import CHUNK, SqliteStore, in_clause, inserted_id
 
-__all__ = ["Bank", "in_clause", "inserted_id"]
+__all__ = ["Bank"]
 
 # 2: the kind of fact vectors is recorded (meta fact_vector_kind, see claim_vector_kind); a
 # version 1 bank's facts were embedded alone, and stay valid.
@@ -99,10 +99,6 @@ class Bank(SqliteStore):
         """The FAISS mirror brought up to the bank's generation (inside a read or write)."""
         self._mirror.sync(self, conn)
         return self._mirror.index
-
-    def forget_mirror(self) -> None:
-        """Drop the mirror (after a rolled-back write that may have synced ahead of the disk)."""
-        self._mirror.invalidate()
 
     def vectors(self, conn: sqlite3.Connection, ids: Sequence[int]) -> dict[int, np.ndarray]:
         found: dict[int, np.ndarray] = {}

@@ -52,9 +52,6 @@ class TimeSpan:
     end: float
     text: str = ""
 
-    def overlaps(self, start: float, end: float) -> bool:
-        return self.start < end and start < self.end
-
 
 def _ts(d: date) -> float:
     return datetime(d.year, d.month, d.day, tzinfo=timezone.utc).timestamp()

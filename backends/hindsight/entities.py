@@ -60,9 +60,6 @@ class Resolver:
         self.conn, self.now = conn, now
         self._by_key: dict[str, int] = {}
 
-    def known_keys(self) -> set[str]:
-        return {r[0] for r in self.conn.execute("SELECT alias FROM entity_aliases")}
-
     def resolve(self, names: Sequence[str], when: float) -> list[int]:
         """Entity ids for the names of one fact (the other names are its co-occurring context)."""
         named: dict[str, str] = {}

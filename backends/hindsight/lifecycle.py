@@ -1,5 +1,5 @@
-"""Seed 003's lifecycle: retain a ticket conversation every N turns (with overlap), tagged with
-its conversation, memory text stripped. Off by default (seed 000 indexes only at completion)."""
+"""The turn-retaining lifecycle: retain a ticket conversation every N turns (with overlap), tagged with
+its conversation, memory text stripped. Off by default (the workflow indexes only at completion)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ DEFAULT_MENTAL_MODELS = {
     "known pitfalls": "What errors, pitfalls and their fixes have come up in this project?",
 }
 MODEL_NAME_CHARS = 64
-MENTAL_MODEL_CAP = 16_000  # seed 003 caps a mental model at 16k characters
+MENTAL_MODEL_CAP = 16_000  # Hindsight caps a mental model at 16k characters
 Strategy = Literal["semantic", "keyword", "graph", "temporal"]  # the recall strategies fused
 
 
@@ -76,7 +76,7 @@ class HindsightOptions(retrieval.EmbedderOptions, retrieval.RecencyOptions):
         "documents", description="what `retrieve` (the middle agent's recall) returns: the "
         "exact retained docs ranked by their best facts (the memory contract), or fact texts "
         "with their dates")
-    # --- lifecycle (seed 003): off by default, as seed 000 indexes only at completion -----
+    # --- lifecycle : off by default, as the workflow indexes only at completion -----
     retain_every_turns: int = Field(
         0, ge=0, description="retain a ticket conversation every N Claude Code turns; 0: off")
     retain_overlap_turns: int = Field(
@@ -84,7 +84,7 @@ class HindsightOptions(retrieval.EmbedderOptions, retrieval.RecencyOptions):
     tag_conversations: bool = Field(
         True, description="tag retained turns with 'conversation:run-<id>', so recall can be "
         "scoped to one ticket run (`middle memory recall --tag ...`)")
-    # --- mental models (seed 003) ---------------------------------------------------------
+    # --- mental models ---------------------------------------------------------
     mental_models: dict[str, str] = Field(
         default_factory=lambda: dict(DEFAULT_MENTAL_MODELS),
         description="name -> question; each is refreshed from recall (+ reflect with an LLM)")

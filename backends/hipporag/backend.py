@@ -370,7 +370,7 @@ class HippoRAGBackend(DocumentListing, MemoryBackend):
 
     def _with_recency(self, ranked: list[tuple[int, float]], k: int,
                       mass: _SaturatedMass | None = None) -> list[tuple[int, float]]:
-        """The best k by (1 - w) * relevance + w * recency (seed 001); the newest passages join
+        """The best k by (1 - w) * relevance + w * recency; the newest passages join
         the pool (see RecencyOptions). Relevance is the PageRank mass saturated over the pool
         (_SaturatedMass) or, for dense scores, min-max normalised over the ranked list."""
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]

@@ -1,4 +1,4 @@
-"""The hybrid memory backend: dense + BM25 fused, then the seed 001/002 pipeline (recommended)."""
+"""The hybrid memory backend: dense + BM25 fused, then the retrieval pipeline (recommended)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HybridBackend: dense and BM25 candidates fused, then the seed 001/002 pipeline stages."""
+"""HybridBackend: dense and BM25 candidates fused, then the retrieval pipeline stages."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class HybridBackend(retrieval.RetrievalBackend):
     name = "hybrid"
     supersedes = True
     description = ("Dense + BM25 fused (min-max weighted sum), then importance and "
-                   "optional rerank/MMR/dedup/token budget (seeds 001/002).")
+                   "optional rerank/MMR/dedup/token budget.")
     Options = HybridOptions
     # Its vectors read a doc's prose, as its dense half reads a query's: BM25 matches the paths
     # (chunking.PROSE: a path list is outside what a sentence embedder reads well, and a third
@@ -72,7 +72,7 @@ class HybridBackend(retrieval.RetrievalBackend):
 
     def _plan_merges(self, records: list[MemoryRecord], chunked: list[np.ndarray],
                      threshold: float):
-        """Seed 002's near-duplicate merge: each new doc either updates the most similar stored
+        """The near-duplicate merge: each new doc either updates the most similar stored
         doc (cosine >= threshold) or is added; a later doc of the same batch that nearly repeats
         an earlier one replaces it in the plan. Docs are compared by their first chunk (a near
         duplicate starts the same) against every stored chunk."""

@@ -1,4 +1,4 @@
-"""Strict options models for retrieval backends: the embedder, fusion and the seed 001/002 pipeline."""
+"""Strict options models for retrieval backends: the embedder, fusion and the pipeline stages."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class RecencyOptions(BackendOptions):
     """How much the time of a doc counts. Off by default: relevance has no day-scale decay (a
     decision made months ago binds as much as yesterday's; the newest work is the "Memories
     invoked" block's recent part, not a ranked memory's bonus), and time only breaks ties.
-    Seed 001's blend stays available for experiments. Shared by hybrid, hipporag, hindsight."""
+    The recency blend stays available for experiments. Shared by hybrid, hipporag, hindsight."""
 
     recency_weight: float = Field(
         0.0, ge=0, le=1, description="total = (1-w)*relevance + w*exp(-age_days/scale) (seed "
@@ -56,7 +56,7 @@ class RecencyOptions(BackendOptions):
         "1-day scale the blend hid every related ticket older than a day (issue: memory for "
         "the life of a project)")
     recency_scale_days: float = Field(
-        1.0, gt=0, description="recency decay scale in days: a working day (seed 001 uses 30 "
+        1.0, gt=0, description="recency decay scale in days: a working day (agent-cli's memory uses 30 "
         "for chat memories; ticket work that bears on the next ticket is hours old, not weeks)")
     recent_candidates: bool = Field(
         False, description="the newest docs join the candidate pool (as many as each ranked "
@@ -65,29 +65,29 @@ class RecencyOptions(BackendOptions):
 
 
 class PipelineOptions(RecencyOptions):
-    """The seed 001/002 stages, in the order they run. Defaults are the seeds' where a stage is
+    """The pipeline stages, in the order they run. Defaults are the designs' we took them from where a stage is
     on; stages that would change what the memory contract promises are off until set."""
 
     candidate_multiplier: int = Field(
-        3, ge=1, le=50, description="candidate pool = top_k * this (seed 001)")
+        3, ge=1, le=50, description="candidate pool = top_k * this ")
     rerank_model: str | None = Field(
         None, description="cross-encoder to rerank the pool ('sentence-transformers:NAME' or "
         "'fastembed:NAME'); None skips reranking (no offline package ships one)")
     relevance_threshold: float | None = Field(
         None, ge=0, le=1, description="drop candidates with relevance below this: the "
-        "reranker's sigmoid when reranking (seed 001 uses 0.35), else the fused score. None: off")
+        "reranker's sigmoid when reranking (agent-cli's memory uses 0.35), else the fused score. None: off")
     use_importance: bool = Field(
-        True, description="multiply relevance by importance/3 (seed 002; docs default to 3)")
+        True, description="multiply relevance by importance/3 (docs default to 3)")
     mmr_lambda: float | None = Field(
         None, ge=0, le=1, description="MMR on embedding cosine, lambda*total - (1-lambda)*"
-        "redundancy (seed 001 uses 0.7); None: off (it lowered recall in `middle bench`)")
+        "redundancy (agent-cli's memory uses 0.7); None: off (it lowered recall in `middle bench`)")
     dedup_threshold: float | None = Field(
         None, gt=0, le=1, description="on index, a doc whose cosine to a stored one is at least "
-        "this replaces it instead of being added (seed 002 uses 0.85). None: off")
+        "this replaces it instead of being added (a common choice is 0.85). None: off")
     track_access: bool = Field(True, description="count retrievals and last access per doc")
     token_budget: int | None = Field(
         None, ge=1, description="most tokens (~4 chars each) returned per query; docs are never "
-        "cut, and the best one is always returned (seed 002 uses 500). None: no limit")
+        "cut, and the best one is always returned (about 500 is a common choice). None: no limit")
 
 
 class HybridOptions(EmbedderOptions, PipelineOptions):

@@ -319,7 +319,7 @@ class PgRetrievalStore(MetaValues):
                                     (self.store_id,)).fetchone()[0])
 
     def touch(self, ids: Sequence[int], now: float) -> None:
-        """Access count and last-accessed time (seed 002), under the write lock (ordered rows)."""
+        """Access count and last-accessed time, under the write lock (ordered rows)."""
         if not ids:
             return
         with self.write() as conn:

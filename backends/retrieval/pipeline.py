@@ -1,4 +1,4 @@
-"""Seed 001/002 stages over a candidate pool: rerank, threshold, importance, recency, MMR, budget."""
+"""Pipeline stages over a candidate pool: rerank, threshold, importance, recency, MMR, budget."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def run(query: str, candidates: list[Candidate], k: int, opts: PipelineOptions,
 
 
 def with_recency(relevance: float, doc_time: float, now: float, opts: RecencyOptions) -> float:
-    """Seed 001's blend: (1 - w) * relevance + w * exp(-age_days / scale)."""
+    """The recency blend: (1 - w) * relevance + w * exp(-age_days / scale)."""
     if not opts.recency_weight:
         return relevance
     age_days = max(0.0, (now - doc_time) / DAY_S)

@@ -197,7 +197,7 @@ class RetrievalStore(SqliteStore):
 
     def replace(self, conn: sqlite3.Connection, doc_id: int, record: MemoryRecord,
                 vectors: np.ndarray | None, now: float) -> bool:
-        """Update a doc in place with a newer near-duplicate (seed 002): its text, vector and
+        """Update a doc in place with a newer near-duplicate: its text, vector and
         time become the new one's and its importance goes up by one (at most 5)."""
         row = conn.execute("SELECT text, importance FROM docs WHERE id = ?", (doc_id,)).fetchone()
         if row is None:
@@ -283,7 +283,7 @@ class RetrievalStore(SqliteStore):
             return int(conn.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
 
     def touch(self, ids: Sequence[int], now: float) -> None:
-        """Access count and last-accessed time (seed 002); not a content change, no generation."""
+        """Access count and last-accessed time; not a content change, no generation."""
         if not ids:
             return
         with self.write() as conn:

@@ -1,4 +1,4 @@
-"""The sliding_window memory backend: rolling incremental summaries over a window (seed 004)."""
+"""The sliding_window memory backend: rolling incremental summaries over a window."""
 
 from __future__ import annotations
 

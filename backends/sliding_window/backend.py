@@ -1,4 +1,4 @@
-"""The sliding-window memory backend: rolling incremental summaries (seed 004)."""
+"""The sliding-window memory backend: rolling incremental summaries."""
 
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ class SlidingWindowBackend(MemoryBackend):
     # --- summarisation -------------------------------------------------------------------
 
     def _maybe_summarize(self, cid: str) -> None:
-        """Seed 004's trigger: enough messages and no summary in progress → start one."""
+        """The trigger: enough messages and no summary in progress → start one."""
         opts = self.options
         now = self._clock()
         with self._store.tx() as conn:

@@ -49,7 +49,7 @@ def build_prompt(
     window_start: int,
     max_chars: int,
 ) -> str:
-    """The user prompt of one incremental summary step (seed 004's memory agent)."""
+    """The user prompt of one incremental summary step (the summarizing memory agent)."""
     parts = [
         f"Sliding window: the summary must only keep content from messages with seq >= "
         f"{window_start}. Drop anything that is known only from messages before seq "

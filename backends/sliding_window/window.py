@@ -1,4 +1,4 @@
-"""Sliding-window arithmetic of seed 004: which sequence range a summary covers."""
+"""Sliding-window arithmetic: which sequence range a summary covers."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ NOTE_FIELDS = ("decisions", "rejected", "instructions")
 
 
 class Decision(BaseModel):
-    """Seed 000's assess reply: is the ticket complete, a summary, and the next prompt."""
+    """The assess reply of the workflow contract: is the ticket complete, a summary, and the next prompt."""
 
     model_config = ConfigDict(extra="ignore")
     complete: bool = Field(description="True when the ticket's work is done and verified.")
@@ -42,7 +42,7 @@ class Decision(BaseModel):
         description="When complete: each instruction or rule the human gave in the ticket, in their words.")
 
     def record(self) -> dict[str, Any]:
-        """The decision as stored with its turn: seed 000's three keys, and the lists only when
+        """The decision as stored with its turn: the contract's three keys, and the lists only when
         the agent filled them."""
         data = self.model_dump()
         return {k: v for k, v in data.items() if v != [] or k not in NOTE_FIELDS}

@@ -39,7 +39,7 @@ prompt for Claude Code. Reply as JSON: {"complete": bool, "summary": "...", "nex
 "decisions": ["..."], "rejected": ["..."], "instructions": ["..."]}."""
 
 def with_memories(memories: str, message: str) -> str:
-    """Seed 000: when non-empty, memories are prepended to the user message, then a blank line."""
+    """The memory contract: when non-empty, memories are prepended to the user message, then a blank line."""
     return f"{memories}\n\n{message}" if memories else message
 
 

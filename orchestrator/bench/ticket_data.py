@@ -13,7 +13,7 @@ from orchestrator.errors import ConfigError
 
 from .datasets import _list, _load_json, _need
 
-TURN_CHARS = 500  # seed 000's per-turn query keeps 500 chars of the prompt and of the response
+TURN_CHARS = 500  # the workflow's per-turn query keeps 500 chars of the prompt and of the response
 
 
 @dataclass
@@ -36,11 +36,11 @@ class HistoryTicket:
             return None
 
     def start_query(self) -> str:
-        """What recall at ticket start sees (seed 000)."""
+        """What recall at ticket start sees (the workflow contract)."""
         return f"{self.title}. {self.description}"
 
     def turn_query(self) -> str:
-        """Seed 000's per-turn query, f"{last_prompt[:500]}\\n{response[:500]}": the prompt stands
+        """The workflow's per-turn query, f"{last_prompt[:500]}\\n{response[:500]}": the prompt stands
         for the ticket's title and Claude Code's response names the files it changed."""
         response = "Changed " + ", ".join(self.paths) if self.paths else "Done."
         return f"{self.title[:TURN_CHARS]}\n{response[:TURN_CHARS]}"

@@ -97,5 +97,3 @@ def gc(ctx: click.Context, dry_run: bool, force: bool) -> None:
     if not report.worktrees and not report.branches and not report.kept:
         console.print("nothing to collect")
 
-
-REVIEW_COMMANDS = (diff, merge, discard, revert, gc)

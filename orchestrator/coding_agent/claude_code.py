@@ -23,7 +23,7 @@ from .orphans import MARK_VAR, die_with_parent, own_mark, stop_marked
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
 from .stream_json import TurnStream, permission_denials, turn_cost
 
-__all__ = ["ClaudeCodeOptions", "ClaudeCodeWorker", "INSTALL_HINT", "bundled_cli", "find_claude_cli"]
+__all__ = ["ClaudeCodeOptions", "ClaudeCodeWorker"]
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from tickets.cache_file import read_json, write_json
 from tickets.deps import Mode
 
 MEMO_VERSION = 2
-# What the config reads from the environment besides MIDDLE_* (seed 000's memory folder; `~`).
+# What the config reads from the environment besides MIDDLE_* (MEMORY_SAVE_DIR, the memory folder; `~`).
 _OTHER_INPUTS = ("MEMORY_SAVE_DIR", "HOME")
 # The code whose rules decide what a config means: a change to it invalidates every memo.
 _CODE = ("settings.py", "env.py", "memo.py", "paths.py", "../names.py")

@@ -63,7 +63,7 @@ class MemoryConfig(_Strict):
     llm_model: str | None = None  # cheaper tier for summaries; None: offline deterministic path
     # A memory is kept whole up to max_doc_chars (a long chat, a session transcript's section:
     # about 5,000 tokens, 20 embedding windows); what the agent is shown is capped apart, by
-    # memories_budget_chars (seed 002's ~500 tokens per injection).
+    # memories_budget_chars (about 500 tokens per injection).
     max_doc_chars: int = Field(20000, gt=0)
     memories_budget_chars: int = Field(2000, gt=0)
     # The block's "Recent work": the newest N tickets of the project (0: none), within
@@ -252,7 +252,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         raise ConfigError(
             f"{file.resolve()}: [worker] {', '.join(sorted(old))} now belong under [worker.options] "
             "(the worker kind validates them): move those lines below a `[worker.options]` header")
-    if environ.get("MEMORY_SAVE_DIR"):  # seed 000's variable: used when the file sets no save_dir
+    if environ.get("MEMORY_SAVE_DIR"):  # the memory contract's variable: used when the file sets no save_dir
         data.setdefault("memory", {}).setdefault("save_dir", environ["MEMORY_SAVE_DIR"])
     source = file.resolve() if file.is_file() else None
     _check_variable_names(environ)

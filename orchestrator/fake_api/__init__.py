@@ -2,7 +2,9 @@
 
 from .demo import DemoResponder
 from .env import claude_code_env
-from .messages import MIDDLE_AGENT_MARKER, classify, working_directory
+from orchestrator.agent.prompts import MIDDLE_AGENT_MARKER
+
+from .messages import classify, working_directory
 from .replies import ApiError, Reply, api_error, reply, text, tool_use
 from .scripted import ScriptedResponder
 from .server import FakeMessagesAPI, RecordedRequest, Responder

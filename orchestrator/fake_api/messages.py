@@ -7,7 +7,7 @@ from typing import Any
 
 from orchestrator.agent.prompts import MIDDLE_AGENT_MARKER  # the one wording, read from the prompts
 
-__all__ = ["MIDDLE_AGENT_MARKER", "classify", "content_text", "last_message", "last_user_text",
+__all__ = ["classify", "content_text", "last_message", "last_user_text",
            "system_text", "working_directory"]
 
 # Claude Code 2.1.330 states its cwd in a `role: "system"` message ("# Environment ...

@@ -43,7 +43,7 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
     try:
         # Asks for as many more as there are recent docs: "Related" leaves those out.
         results = ctx.memory.retrieve(project_id, [query], ctx.num_to_retrieve + len(recent))
-    except Exception as exc:  # memory failures never stop a ticket (seed 000)
+    except Exception as exc:  # memory failures never stop a ticket
         log.warning("memory recall at %s failed; going on with no memories: %s", where, exc)
         ctx.say(f"memory recall failed ({exc}); going on without memories")
         results = []
@@ -294,7 +294,7 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
     ctx, t = runtime.context, state["ticket"]
     if ctx.memory is None:
         return {"indexed_docs": []}
-    # Seed 000's line, then the decisions, rejected alternatives and human's instructions.
+    # The contract's line, then the decisions, rejected alternatives and human's instructions.
     doc = completion_doc(t["title"], t["description"], review.doc_decision(ctx, state))
     doc = ctx.memory.prepare_doc(doc)  # the exact text stored: cut to [memory] max_doc_chars
     # Kept with the ticket first (pending until memory has it), so a revert can delete exactly

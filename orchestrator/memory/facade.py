@@ -1,4 +1,4 @@
-"""The memory facade: one store per project, per-project locks, logged calls, seed 000's shapes."""
+"""The memory facade: one store per project, per-project locks, logged calls, the memory contract's shapes."""
 
 from __future__ import annotations
 
@@ -367,12 +367,12 @@ class MemoryFacade:
         docs = [doc for result in results for doc in result.get("docs", [])]
         return format_block(recent, docs, self.memories_budget_chars, self.recent_share, limit)
 
-    # -- seed 000 API -------------------------------------------------------------------------
+    # -- the memory contract ------------------------------------------------------------------------
     def retrieve(
         self, project_id: str, queries: list[str], num_to_retrieve: int | None = None,
         *, if_exists: bool = False,
     ) -> list[RetrieveResult]:
-        """Seed 000's retrieve. `if_exists`: a project without a store of the configured
+        """The contract's retrieve. `if_exists`: a project without a store of the configured
         backend answers with empty results and gets none created (read-only callers)."""
         validate_project_id(project_id)
         queries = _check_texts(queries, "queries", "question", allow_empty=True)

@@ -1,4 +1,4 @@
-"""The text side of memory: doc ids, the cap on a stored doc, and seed 000's "Memories invoked" block within its budget."""
+"""The text side of memory: doc ids, the cap on a stored doc, and the "Memories invoked" block within its budget."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ DEFAULT_RECENT_TICKETS = 10
 DEFAULT_RECENT_SHARE = 0.4  # of memories_budget_chars at most; what it leaves goes to "Related"
 _MIN_RECENT_LINE = 60  # a recent ticket's line shorter than this names nothing: show fewer
 DEFAULT_MAX_DOC_CHARS = 20000  # see Config.memory.max_doc_chars
-DEFAULT_MEMORIES_BUDGET_CHARS = 2000  # about 500 tokens, what seed 002 aims at per injection
+DEFAULT_MEMORIES_BUDGET_CHARS = 2000  # about 500 tokens per injection
 MIN_MAX_DOC_CHARS = 200  # room for some text plus the truncation marker
 MIN_MEMORIES_BUDGET_CHARS = 100  # room for the header plus the "not shown" note
 CUT_MARKER = " … [truncated]"
@@ -41,7 +41,7 @@ DECISION_LINES = (("decisions", "Decided"), ("rejected", "Rejected"),
 
 
 def completion_doc(title: str, description: str | None, decision: dict[str, Any]) -> str:
-    """The doc a completed ticket leaves in memory: seed 000's line, then one line each for the
+    """The doc a completed ticket leaves in memory: the contract's line, then one line each for the
     decisions, rejected alternatives and the human's instructions the agent listed, and the
     human's review feedback (`middle feedback`; orchestrator.graph.rounds joins the rounds)."""
     doc = f"Ticket: {title}. {description or ''}. {decision.get('summary', '')}"
@@ -68,7 +68,7 @@ def truncate_doc(doc: str, max_chars: int) -> str:
 def format_memories(
     results: list[RetrieveResult], budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS
 ) -> str:
-    """Seed 000's block: header + one doc per line from every result, at most budget_chars long.
+    """The contract's block: header + one doc per line from every result, at most budget_chars long.
 
     Whole docs are kept in rank order while they fit; the first that does not is cut with a
     visible marker, and a last line says how many docs were left out. No docs: ''.
@@ -128,7 +128,7 @@ def format_block(recent: list[tuple[str, str]], docs: list[str],
     """The block with its two parts: "Recent work" (`recent`: (doc, date) pairs, newest first)
     within recent_share of the budget, then "Related work from any time" (the ranked `docs`,
     less those shown as recent, the first `limit` of them) in what is left. No recent work:
-    seed 000's flat block."""
+    the contract's flat block."""
     return block_layout(recent, docs, budget_chars, recent_share, limit).text
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class RetrieveResult(TypedDict):
-    """One result per query, the shape of seed 000: the query and its ranked docs with scores."""
+    """One result per query, the shape the memory contract fixes: the query and its ranked docs with scores."""
 
     question: str
     docs: list[str]
@@ -33,7 +33,7 @@ class RetrieveResult(TypedDict):
 
 @dataclass(frozen=True)
 class MemoryRecord:
-    """A doc with optional metadata: event time (unix seconds) and importance 1-5 (seed 002)."""
+    """A doc with optional metadata: event time (unix seconds) and importance 1-5."""
 
     text: str
     timestamp: float | None = None

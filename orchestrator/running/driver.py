@@ -37,7 +37,7 @@ from tickets.store import TicketStore
 
 log = logging.getLogger("middle.driver")
 
-__all__ = ["EventRecorder", "TicketDriver", "ticket_context"]  # EventRecorder: from running.events
+__all__ = ["TicketDriver", "ticket_context"]
 
 
 class TicketDriver:

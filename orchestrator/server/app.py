@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -18,7 +18,7 @@ from orchestrator.config.settings import Config
 from orchestrator.errors import MiddleError
 from orchestrator.server import events_api, memory_api, pages, tickets_api
 from orchestrator.server.auth import AuthMiddleware
-from orchestrator.server.errors import document_errors, status_for
+from orchestrator.server.errors import document_errors, error_response, status_for
 from orchestrator.server.render import STATIC_DIR, make_templates
 from orchestrator.server.runs import RunManager
 from orchestrator.server.state import ServerState
@@ -26,7 +26,7 @@ from orchestrator.services import Services
 
 log = logging.getLogger("middle.server")
 
-DESCRIPTION = """The memory API of seed 000 (`/api/projects/{project_id}/memory/index|retrieve|delete`,
+DESCRIPTION = """The memory API (`/api/projects/{project_id}/memory/index|retrieve|delete`,
 plus list, search, edit and stats), the tickets API (list, create, run, resume, revert), and each
 run's events, as JSON and live as Server-Sent Events. Every error is `{"error": "message"}` with
 its status: 400 for a bad request (never 422), 404 for an unknown ticket, run or doc, 409 when
@@ -86,7 +86,7 @@ def _error(request: Request, status: int, message: str) -> Response:
         return templates.TemplateResponse(request, "error.html", {
             "status": status, "message": message, "csrf": "", "token_on": False, "fake": False,
             "nav_projects": []}, status_code=status)
-    return JSONResponse({"error": message}, status_code=status)
+    return error_response(status, message)
 
 
 def _error_handlers(app: FastAPI) -> None:

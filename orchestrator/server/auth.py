@@ -19,7 +19,9 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
+
+from orchestrator.server.errors import error_response
 
 SESSION_COOKIE = "middle_session"
 CSRF_HEADER = "x-csrf-token"
@@ -80,7 +82,7 @@ def cross_site_reason(request: Request) -> str | None:
 
 
 def _error(status: int, message: str, **headers: str) -> Response:
-    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+    return error_response(status, message, headers=headers)
 
 
 class AuthMiddleware:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from orchestrator.errors import (
@@ -13,6 +14,13 @@ from orchestrator.errors import (
 )
 
 log = logging.getLogger("middle.server")
+
+
+def error_response(status: int, message: str, *, headers: dict[str, str] | None = None,
+                   **extra: Any) -> JSONResponse:
+    """The one shape of an error answer: `{"error": message}` (plus `extra` fields a route
+    documents, e.g. a merge conflict's files), with its status."""
+    return JSONResponse({**extra, "error": message}, status_code=status, headers=headers or None)
 
 
 class NotFound(MiddleError):

@@ -1,4 +1,4 @@
-"""The memory HTTP API: seed 000's index / retrieve / delete, plus list, search, edit and stats.
+"""The memory HTTP API: the memory contract's index / retrieve / delete, plus list, search, edit and stats.
 
 Arguments go to the memory facade as they came, so the API refuses exactly what the facade
 refuses, with the facade's message. A read-only call on a project that has no store yet answers
@@ -65,14 +65,14 @@ def _with_sources(state: ServerState, pid: str) -> dict[str, list[DocSource]]:
     return state.store.doc_sources(pid)
 
 
-@router.post("/index", summary="Index docs (seed 000)", responses=_ERRORS)
+@router.post("/index", summary="Index docs (the memory contract)", responses=_ERRORS)
 def index(project_id: str, body: DocsBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
     mem.index(pid, body.docs)
     return {"project": pid, "indexed": len(body.docs)}
 
 
-@router.post("/retrieve", summary="Retrieve docs for queries (seed 000)",
+@router.post("/retrieve", summary="Retrieve docs for queries (the memory contract)",
              response_model=list[RetrieveResult], responses=_ERRORS)
 def retrieve(project_id: str, body: RetrieveBody, state: ServerState = Depends(get_state)) -> list[Retrieved]:
     mem, pid = _facade(project_id, state)
@@ -80,7 +80,7 @@ def retrieve(project_id: str, body: RetrieveBody, state: ServerState = Depends(g
     return mem.retrieve(pid, body.queries, body.num_to_retrieve, if_exists=True)
 
 
-@router.post("/delete", summary="Delete docs by exact text (seed 000)", responses=_ERRORS)
+@router.post("/delete", summary="Delete docs by exact text (the memory contract)", responses=_ERRORS)
 def delete(project_id: str, body: DocsBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
     return {"project": pid, "deleted": mem.delete(pid, body.docs)}

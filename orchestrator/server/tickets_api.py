@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.server.auth import share_key
-from orchestrator.server.errors import Conflict, MergeConflictBody, error_responses
+from orchestrator.server.errors import Conflict, MergeConflictBody, error_response, error_responses
 from orchestrator.server.state import ServerState, get_state, run_or_404
 from orchestrator.server.ticket_files import create_ticket_file
 from tickets.claims import claim_is_live
@@ -225,9 +225,9 @@ def diff(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, A
                  "changes in your working tree are in the way, or the ticket is running")}})
 def merge(ticket_id: str, state: ServerState = Depends(get_state)) -> JSONResponse:
     result = _review(state, ticket_id, "merge").merge(ticket_id)
-    return JSONResponse(status_code=409 if result.status == "conflict" else 200,
-                        content={**result.to_dict(), **({"error": result.message}
-                                                         if result.status == "conflict" else {})})
+    if result.status == "conflict":
+        return error_response(409, result.message, **result.to_dict())
+    return JSONResponse(status_code=200, content=result.to_dict())
 
 
 @router.post("/tickets/{ticket_id}/discard", summary="Remove the unmerged ticket's worktree, branch "

@@ -30,7 +30,7 @@ from orchestrator.plugins.backend_options import BackendOptions
 from orchestrator.testing.robustness import SharedStoreContract
 from orchestrator.testing.samples import UNICODE_DOCS, huge_doc, sample_doc
 
-__all__ = ["UNICODE_DOCS", "MemoryBackendContract", "huge_doc", "sample_doc"]
+__all__ = ["MemoryBackendContract"]
 
 class _Opener:
     """Opens backends through the factory and closes whatever a test left open."""

@@ -82,7 +82,7 @@ def test_block_is_empty_without_memories_and_flat_without_recent_work():
     assert format_block([], ["a", "b"], 2000, 0.4) == "".join(t for _, t in memories_layout(["a", "b"], 2000))
     assert format_block([("done it", "2026-01-02")], [], 2000, 0.4) == (
         f"{MEMORIES_HEADER}\n{RECENT_HEADER}\n- 2026-01-02 done it")
-    # A share too small for one line leaves the block as seed 000's flat list.
+    # A share too small for one line leaves the block as the contract's flat list.
     assert format_block([("done it", "2026-01-02")], ["a"], 2000, 0.0) == f"{MEMORIES_HEADER}\na"
 
 

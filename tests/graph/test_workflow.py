@@ -1,4 +1,4 @@
-"""The ticket workflow contract of seed 000 / DESIGN.md, one test per rule, on the real graph."""
+"""The ticket workflow contract (docs/design.md), one test per rule, on the real graph."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 003's lifecycle through observe_round, and the mental models in agent_context."""
+"""The turn-retaining lifecycle through observe_round, and the mental models in agent_context."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ def test_minilm_onnx_embeds_by_meaning():
     assert docs.shape == (3, 384) and docs.dtype == np.float32
     assert np.allclose(np.linalg.norm(docs[:2], axis=1), 1.0, atol=1e-5)
     assert not docs[2].any(), "an empty doc embeds to zeros, not to [CLS]'s vector"
-    query = model.embed_query("WiFi problem")  # seed 002's example: no shared word
+    query = model.embed_query("WiFi problem")  # no word in common with the doc
     assert cos(query, docs[0]) > cos(query, docs[1]) + 0.1
     # One text per model call: a vector does not depend on what it was embedded with.
     alone = model.embed_documents(["Grandma's banana bread recipe needs three ripe bananas"])

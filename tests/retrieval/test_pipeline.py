@@ -1,4 +1,4 @@
-"""The seed 001/002 pipeline stages: recency blend, importance, threshold, MMR, token budget, rerank."""
+"""The retrieval pipeline stages: recency blend, importance, threshold, MMR, token budget, rerank."""
 
 from __future__ import annotations
 

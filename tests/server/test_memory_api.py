@@ -1,4 +1,4 @@
-"""The memory API over real HTTP: seed 000's routes, list/search/edit/stats, validation, failures."""
+"""The memory API over real HTTP: the memory contract's routes, list/search/edit/stats, validation, failures."""
 
 from __future__ import annotations
 

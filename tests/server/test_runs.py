@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from orchestrator.errors import TicketError
-from orchestrator.runner import RunOutcome
+from orchestrator.running.outcome import RunOutcome
 from orchestrator.server.errors import Conflict
 from orchestrator.server.runs import RunManager
 from orchestrator.services import Services

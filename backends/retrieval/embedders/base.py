@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 INSTALL_HINT = "pip install 'middle-agent[embeddings]'"
 
-# Models trained with task prefixes embed worse without them (seed 002 uses nomic's). Matched by
+# Models trained with task prefixes embed worse without them (nomic's, for one). Matched by
 # substring of the lower-cased model name; explicit query_prefix/document_prefix options win.
 KNOWN_PREFIXES: tuple[tuple[str, str, str], ...] = (
     ("nomic-embed-text", "search_query: ", "search_document: "),

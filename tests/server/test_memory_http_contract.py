@@ -1,4 +1,4 @@
-"""Seed 000's HTTP memory contract, called with nothing but the standard library, as a third party would."""
+"""The HTTP memory contract, called with nothing but the standard library, as a third party would."""
 
 from __future__ import annotations
 
