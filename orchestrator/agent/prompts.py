@@ -56,12 +56,12 @@ def plan_message(ticket: dict[str, Any], memories: str) -> str:
 
 
 def transcript(
-    rounds: list[dict[str, Any]], summary: str | None = None, gap: list[dict[str, Any]] | None = None
+    turns: list[dict[str, Any]], summary: str | None = None, gap: list[dict[str, Any]] | None = None
 ) -> str:
-    """The conversation as the agent reads it: every round, or a summary plus the gap messages."""
+    """The conversation as the agent reads it: every turn, or a summary plus the gap messages."""
     if summary is None:
         parts = []
-        for r in rounds:
+        for r in turns:
             parts.append(
                 f"--- Turn {r['turn']} ---\n{SENT}\n{r['prompt']}\n"
                 f"{RESPONDED}\n{r['response']}"

@@ -94,7 +94,7 @@ def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         "cwd": workspace["cwd"] if workspace else str(path),
         "workspace": workspace,
     }
-    return {"ticket": snapshot, "turn": 0, "rounds": [], "cost_usd": 0.0, "session_id": "",
+    return {"ticket": snapshot, "turn": 0, "transcript": [], "cost_usd": 0.0, "session_id": "",
             "status": "running", "memories": "", "indexed_docs": [],
             **review.round_state(ctx, state["run_id"])}  # a review round: its session, history, feedback
 
@@ -146,7 +146,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         # unless the run moved here: a new session is then told what the earlier turns did.
         resume = review.resumes_session(state, turn_no) and not moved
         session_id = state["session_id"] if resume else str(uuid.uuid4())
-        sent = recap(state.get("rounds", []), prompt) if moved and turn_no > 1 else prompt
+        sent = recap(state.get("transcript", []), prompt) if moved and turn_no > 1 else prompt
         ctx.store.start_turn(run_id, turn_no, sent, session_id, resume)  # stored before launch
         ctx.say(f"turn {turn_no}: Claude Code is working")
         result = ctx.worker.run_turn(
@@ -184,9 +184,9 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                 log.warning("memory could not observe turn %s: %s", turn_no, exc)
     call_hook(ctx.hooks, "on_turn_end", ticket=ctx.store.get_ticket(ticket["id"]), run_id=run_id,
               turn=TurnRecord.from_row(ctx.store.get_turn(run_id, turn_no) or {}))
-    rounds = list(state.get("rounds", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
+    transcript = list(state.get("transcript", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
     return {"turn": turn_no, "last_prompt": prompt, "last_response": text, "session_id": session_id,
-            "rounds": rounds, "cost_usd": ctx.store.total_cost(run_id), "ticket": ticket}
+            "transcript": transcript, "cost_usd": ctx.store.total_cost(run_id), "ticket": ticket}
 
 
 def recall_turn(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
@@ -203,14 +203,14 @@ def _conversation(ctx: TicketContext, state: TicketState) -> str:
             view = None
         if view is not None and view.summary is not None:
             gap = list(view.gap_messages)
-            latest = state["rounds"][-1]
+            latest = state["transcript"][-1]
             if not gap or gap[-1]["text"] != latest["response"]:
                 # A summary may already cover the latest round; the agent must still read
                 # Claude Code's latest answer verbatim to assess it.
                 gap += [{"role": "prompt", "text": latest["prompt"]},
                         {"role": "response", "text": latest["response"]}]
-            return prompts.transcript(state["rounds"], view.summary, gap)
-    return prompts.transcript(state["rounds"])
+            return prompts.transcript(state["transcript"], view.summary, gap)
+    return prompts.transcript(state["transcript"])
 
 
 def _changes_note(ctx: TicketContext, state: TicketState) -> str:

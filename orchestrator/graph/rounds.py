@@ -118,7 +118,7 @@ def recap(state: TicketState, prompt: str) -> str:
              "asked and answered, for context:"]
     if state.get("history"):
         lines.append(state["history"])
-    for r in state.get("rounds", []):
+    for r in state.get("transcript", []):
         lines += [f"--- Turn {r['turn']} of this round ---", prompts.ASKED, _cut(r["prompt"]),
                   prompts.ANSWERED, _cut(r.get("response") or "")]
     return "\n".join(lines) + f"\n\n## Now\n{prompt}"

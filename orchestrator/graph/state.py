@@ -15,7 +15,7 @@ class TicketState(TypedDict, total=False):
     last_response: str
     session_id: str  # the Claude Code session this ticket's turns resume
     memories: str  # the latest "Memories invoked:" text ('' when none)
-    rounds: list[dict[str, Any]]  # [{"turn", "prompt", "response"}], the full transcript
+    transcript: list[dict[str, Any]]  # [{"turn", "prompt", "response"}]: this run's turns
     cost_usd: float  # Claude Code's reported cost, summed over this run's turns
     decision: dict[str, Any]  # the latest assess decision
     indexed_docs: list[str]

@@ -48,12 +48,12 @@ def local_ticket(ctx: TicketContext, state: TicketState) -> dict[str, Any]:
     return {**t, "project_path": str(ticket.project_path), "cwd": here["cwd"], "workspace": here}
 
 
-def recap(rounds: list[dict[str, Any]], prompt: str) -> str:
+def recap(transcript: list[dict[str, Any]], prompt: str) -> str:
     """The next prompt for a new Claude Code session, with what the earlier turns said."""
     lines = ["You are continuing a task that another session began; that session is not available "
              "here. Its earlier turns, for context (their file changes are in this directory only "
              "if they were committed and pushed, so check before relying on them):"]
-    for r in rounds:
+    for r in transcript:
         lines += [f"\n## Turn {r['turn']} prompt\n{r['prompt']}",
                   f"\n## Turn {r['turn']} answer\n{(r.get('response') or '')[:RECAP_CHARS]}"]
     return "\n".join(lines) + f"\n\n## Now\n{prompt}"
