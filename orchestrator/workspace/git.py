@@ -158,6 +158,12 @@ def dirty_paths(worktree: Path) -> set[str]:
     return paths
 
 
+def untracked_paths(worktree: Path) -> list[str]:
+    """Files in a working tree that git does not track and does not ignore."""
+    text = git(worktree, "ls-files", "--others", "--exclude-standard", "-z").stdout
+    return sorted(p for p in text.split("\0") if p)
+
+
 def checked_out_at(repo: Path, branch: str) -> Path | None:
     """The working tree where `branch` is checked out (the user's, usually), or None."""
     want = f"branch refs/heads/{branch}"
