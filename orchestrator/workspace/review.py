@@ -44,6 +44,14 @@ class ReviewResult:
                 "warnings": self.warnings}
 
 
+class UntrackedFiles(TicketError):
+    """Discarding would delete files in the ticket's worktree that git does not track (`paths`)."""
+
+    def __init__(self, message: str, paths: list[str]):
+        super().__init__(message)
+        self.paths = paths
+
+
 def split_patch(patch: str) -> list[dict[str, str]]:
     """A unified diff cut into one {"path", "patch"} per file (for the ticket page)."""
     files: list[dict[str, str]] = []
@@ -255,11 +263,11 @@ class Review:
         if run.get("isolation") == "worktree" and run.get("branch"):
             untracked = self._untracked(run)
             if untracked and not force:
-                raise TicketError(
+                raise UntrackedFiles(
                     f"ticket {ticket_id!r}'s worktree {run['worktree']} holds files git does not track "
                     f"({', '.join(untracked[:10])}{' …' if len(untracked) > 10 else ''}), which discarding "
                     f"would delete: move out what you want to keep, or delete them with "
-                    f"`middle discard {ticket_id} --force`. Nothing was changed")
+                    f"`middle discard {ticket_id} --force`. Nothing was changed", untracked)
             changed = bool(self._tip(run)) if run.get("repo") else False
             self.worktrees.remove(run["repo"], ticket_id)
             code = (f"removed its worktree and branch {run['branch']}" if changed
