@@ -224,8 +224,8 @@ def _untracked(action: Callable[[], Any]) -> Any:
         return JSONResponse(status_code=400, content={"error": str(exc), "untracked": exc.paths})
 
 
-_CONFLICT = {"model": ReviewConflictBody}
-_UNTRACKED = {400: {"model": UntrackedFilesBody, "description": (
+_CONFLICT: dict[str, Any] = {"model": ReviewConflictBody}
+_UNTRACKED: dict[int | str, dict[str, Any]] = {400: {"model": UntrackedFilesBody, "description": (
     "Refused, nothing changed: the ticket's status does not allow it, or its worktree holds files git "
     "does not track (listed in `untracked`; send `force` to delete them)")}}
 
