@@ -41,6 +41,16 @@ def merged_then_built_on(env, doc="Ticket: t1 doc"):
     return commit_all(repo, "later edit of the same line")
 
 
+def resolved_in_its_worktree(env) -> Path:
+    """t1's revert conflicted, then the user resolved and committed it there, as the message says."""
+    merged_then_built_on(env)
+    first = env[3].revert("t1")
+    work = Path(first.worktree)
+    (work / "app.py").write_text("print('v3, without v2')\n")
+    run_suggested(first.message, r"commit \((cd .*? && git commit)\)")
+    return work
+
+
 def revert_dir(wt, tid="t1") -> Path:
     return wt.root.parent / "reverts" / tid
 
@@ -86,11 +96,7 @@ def test_a_revert_that_conflicts_waits_in_its_own_worktree_then_lands(env):
 
 def test_a_resolved_revert_after_main_moved_on_is_merged_in_or_says_how_to_bring_main_in(env):
     repo, store, wt, review, _ = env
-    merged_then_built_on(env)
-    first = review.revert("t1")
-    work = Path(first.worktree)
-    (work / "app.py").write_text("print('v3, without v2')\n")
-    run_suggested(first.message, r"commit \((cd .*? && git commit)\)")
+    work = resolved_in_its_worktree(env)
     (repo / "app.py").write_text("print('v4')\n")  # main moves on, on the resolved line
     moved = commit_all(repo, "v4")
     waits = review.revert("t1")
@@ -109,11 +115,7 @@ def test_a_resolved_revert_after_main_moved_on_is_merged_in_or_says_how_to_bring
 
 def test_a_revert_resolved_where_main_moved_elsewhere_lands_as_a_merge_commit(env):
     repo, store, wt, review, _ = env
-    merged_then_built_on(env)
-    first = review.revert("t1")
-    work = Path(first.worktree)
-    (work / "app.py").write_text("print('v3, without v2')\n")
-    run_suggested(first.message, r"commit \((cd .*? && git commit)\)")
+    work = resolved_in_its_worktree(env)
     (repo / "README.md").write_text("unrelated\n")
     moved = commit_all(repo, "unrelated")
     landed = review.revert("t1")
