@@ -317,13 +317,18 @@ class Review:
             return self.discard(ticket_id, force=force)
         run = self._here(run)
         warnings = self._dependents(ticket_id, run["base_branch"])
-        undone = self._undo(ticket, run, done=done, force=force)
+        with self.worktrees.locked():  # one revert at a time, across processes: read again inside
+            if self.store.get_ticket(ticket_id).status.value == "reverted":
+                return ReviewResult(ticket_id, "reverted", f"ticket {ticket_id} is already reverted")
+            latest = self.store.latest_run(ticket_id) or run
+            undone = self._undo(ticket, {**run, "revert_commit": latest.get("revert_commit")},
+                                done=done, force=force)
+            if undone.commit:  # recorded at once: a revert run again (after a crash) finds it
+                self.store.set_run_fields(run["id"], revert_commit=undone.commit)
         if undone.conflicts:
             return ReviewResult(ticket_id, "merged", undone.code, conflicts=undone.conflicts,
                                 worktree=undone.worktree, warnings=warnings)
         removed, said = self.forget(ticket_id)
-        if undone.commit:
-            self.store.set_run_fields(run["id"], revert_commit=undone.commit)
         self.store.set_status(ticket_id, "reverted", f"{undone.code}; {said}")
         return ReviewResult(ticket_id, "reverted", f"reverted ticket {ticket_id}: {undone.code}; {said}",
                             undone.commit, memory_docs_deleted=removed, warnings=warnings)
@@ -336,7 +341,8 @@ class Review:
         if before == after:
             return undo.Undone(None, f"its commits were already in {base} when it was marked merged, so "
                                      "merging it changed nothing there and no revert commit was made")
-        change = undo.Merged(ticket.id, ticket.title, run["branch"], Path(run["repo"]), base, before, after)
+        change = undo.Merged(ticket.id, ticket.title, run["branch"], Path(run["repo"]), base, before, after,
+                             reverted_by=run.get("revert_commit"))
         if done:
             return undo.confirm_undone(self.worktrees, change, force=force)
         return undo.revert(self.worktrees, change)

@@ -50,6 +50,7 @@ class Merged:
     base: str
     before: str
     after: str
+    reverted_by: str | None = None  # the revert commit recorded by an earlier `revert`, if any
 
     def base_commit(self) -> str:
         commit = g.branch_commit(self.repo, self.base)
@@ -66,6 +67,9 @@ def revert(worktrees: Worktrees, change: Merged) -> Undone:
     repo, base, tid = change.repo, change.base, change.ticket_id
     with worktrees.locked():
         old = change.base_commit()
+        if change.reverted_by and g.has_object(repo, change.reverted_by) and g.is_ancestor(
+                repo, change.reverted_by, old):  # it ended before the ticket was marked (a crash)
+            return Undone(change.reverted_by, f"its revert {change.reverted_by[:10]} is on {base} already")
         work = RevertWorktree.of(worktrees, repo, tid)
         if work.started():
             landed = _land_resolved(change, work, old)

@@ -220,3 +220,30 @@ def test_reverting_a_ticket_a_merged_ticket_depends_on_names_it_and_still_revert
     assert result.warnings == ["ticket t2 is merged and depends on t1: its code stays on main and may need "
                                "t1's; revert it too if so (`middle revert t2`)"]
     assert (repo / "div.py").exists() and store.get_ticket("t2").status.value == "merged"
+
+
+def test_a_plain_revert_sees_an_exact_revert_made_by_hand(env):
+    """`git revert` by hand, later work elsewhere: `revert` finds nothing left to undo and finishes."""
+    repo, store, wt, review, memory = env
+    complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"}, doc="d1")
+    review.merge("t1")
+    subprocess.run(["git", "-C", str(repo), "revert", "--no-edit", "HEAD"], check=True, capture_output=True,
+                   env={**os.environ, **USER})
+    (repo / "README.md").write_text("later\n")
+    head = commit_all(repo, "later")
+    result = review.revert("t1")
+    assert result.status == "reverted" and "its changes are no longer in main, so no revert commit" in result.message
+    assert branch_commit(repo, "main") == head and memory.deleted == [("p", ["d1"])]
+
+
+def test_a_revert_that_landed_before_a_crash_is_not_made_again(env):
+    """The revert is on main but the process died before marking the ticket: run again, it finds
+    the recorded revert and finishes, with no second revert and no worktree to resolve."""
+    repo, store, wt, review, memory = env
+    resolved_in_its_worktree(env)
+    landed = review.revert("t1")
+    store.set_status("t1", "merged", "as if the process had died before marking it")
+    again = review.revert("t1")
+    assert again.status == "reverted" and again.conflicts == []
+    assert f"its revert {landed.commit[:10]} is on main already" in again.message
+    assert branch_commit(repo, "main") == landed.commit and not revert_dir(wt).exists()
