@@ -44,13 +44,16 @@ class Orchestrator(TicketDriver):
         nothing changed and its status is "conflict")."""
         return self.services.review.merge(ticket_id)
 
-    def discard(self, ticket_id: str) -> Any:
-        """Remove an unmerged ticket's worktree, branch and memory doc."""
-        return self.services.review.discard(ticket_id)
+    def discard(self, ticket_id: str, *, force: bool = False) -> Any:
+        """Remove an unmerged ticket's worktree, branch and memory doc (refused while its worktree
+        holds files git does not track, unless `force`)."""
+        return self.services.review.discard(ticket_id, force=force)
 
-    def revert(self, ticket_id: str) -> Any:
-        """Undo a ticket: a revert commit for a merged one, else discard; its memory doc deleted."""
-        return self.services.review.revert(ticket_id)
+    def revert(self, ticket_id: str, *, done: bool = False, force: bool = False) -> Any:
+        """Undo a ticket: a revert commit for a merged one, else discard; its memory doc deleted.
+        On a conflict nothing changed: `conflicts` and `worktree` say where to resolve it.
+        `done`: the user undid the merge by hand (checked unless `force`)."""
+        return self.services.review.revert(ticket_id, done=done, force=force)
 
     def __enter__(self) -> "Orchestrator":
         return self

@@ -110,6 +110,11 @@ def run_order(tickets: list[Ticket]) -> list[Ticket]:
     return order
 
 
+def dependents(tickets: Iterable[Ticket], ticket_id: str) -> list[str]:
+    """The ids of the tickets whose `depends_on` names `ticket_id`, in the given order."""
+    return [t.id for t in tickets if ticket_id in t.depends_on]
+
+
 def waiting_for(ticket: Ticket, status_of: Callable[[str], str | None], mode: Mode = "merged") -> list[str]:
     """What the ticket still waits for, one phrase per unmet dependency ([] when it may start)."""
     waits = []

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Sequence
 
-from orchestrator.errors import ConfigError, GitError
+from orchestrator.errors import ConfigError
+from orchestrator.gitrun import git
 
 from .ticket_data import HistoryTicket
 
@@ -21,21 +21,16 @@ def build_repo(dest: Path, tickets: Sequence[HistoryTicket], commits: int) -> Pa
     if not tickets:
         raise ConfigError("the ticket history has no tickets to build commits from")
     dest.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "-q", "-b", "main", str(dest)], check=True)
-    proc = subprocess.Popen(["git", "-C", str(dest), "fast-import", "--quiet"],
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdin is not None
+    git(dest, "init", "-q", "-b", "main")
+    stream = []
     for n in range(commits):
         ticket = tickets[n % len(tickets)]
         round_ = n // len(tickets)
         title = ticket.title if not round_ else f"{ticket.title} (round {round_ + 1})"
         message = title + (f"\n\n{ticket.description}" if ticket.description.strip() else "")
-        proc.stdin.write(_commit(n, message, ticket.paths or ["README.md"]))
-    proc.stdin.close()
-    err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
-    if proc.wait() != 0:
-        raise GitError(f"git fast-import failed building {dest}: {err.strip()[-300:]}")
-    subprocess.run(["git", "-C", str(dest), "checkout", "-q", "-f", "main"], check=True)
+        stream.append(_commit(n, message, ticket.paths or ["README.md"]))
+    git(dest, "fast-import", "--quiet", input=b"".join(stream))  # a few MB for thousands of commits
+    git(dest, "checkout", "-q", "-f", "main")
     return dest
 
 

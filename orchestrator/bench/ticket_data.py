@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from orchestrator.errors import ConfigError
+from orchestrator.gitrun import git
 
 from .datasets import _list, _load_json, _need
 
@@ -118,24 +118,18 @@ def git_log(repo: Path) -> str:
     repo = Path(repo).expanduser()
     if not repo.is_dir():
         raise ConfigError(f"--repo {repo}: no such directory; pass the folder of a git clone")
-    git = shutil.which("git")
-    if git is None:
+    if shutil.which("git") is None:
         raise ConfigError("--repo needs git on PATH: install git, or pass --dataset FILE")
-    check = subprocess.run([git, "-C", str(repo), "rev-parse", "--verify", "-q", "HEAD"],
-                           capture_output=True, text=True)
-    if check.returncode != 0:
-        inside = subprocess.run([git, "-C", str(repo), "rev-parse", "--git-dir"],
-                                capture_output=True, text=True).returncode == 0
+    if git(repo, "rev-parse", "--verify", "-q", "HEAD", check=False).returncode != 0:
+        inside = git(repo, "rev-parse", "--git-dir", check=False).returncode == 0
         raise ConfigError(f"--repo {repo.resolve()}: " + (
             "the repository has no commits yet" if inside else
             "not a git repository; pass the folder of a git clone (or --dataset FILE)"))
-    out = subprocess.run(
-        [git, "-C", str(repo), "-c", "core.quotepath=off", "log", "--no-merges", "--reverse",
-         "--no-renames", "--numstat", f"--format={_RS}%H{_US}%aI{_US}%s{_US}%b{_US}"],
-        capture_output=True, text=True, encoding="utf-8", errors="replace")
-    if out.returncode != 0:
-        raise ConfigError(f"--repo {repo.resolve()}: git log failed: {out.stderr.strip()[:300]}")
-    return out.stdout
+    log = git(repo, "-c", "core.quotepath=off", "log", "--no-merges", "--reverse", "--no-renames",
+              "--numstat", f"--format={_RS}%H{_US}%aI{_US}%s{_US}%b{_US}", check=False)
+    if log.returncode != 0:
+        raise ConfigError(f"--repo {repo.resolve()}: git log failed: {log.stderr.strip()[:300]}")
+    return log.stdout
 
 
 def parse_git_log(log: str) -> list[HistoryTicket]:

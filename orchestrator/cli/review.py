@@ -17,9 +17,16 @@ def _services(ctx: click.Context):
 
 
 def _report(result) -> None:
-    color = {"merged": "green", "conflict": "red", "reverted": "yellow", "discarded": "yellow"}.get(result.status, "")
+    """The result's line (a conflict in red, whatever the ticket's status), then its warnings;
+    exit 1 when it conflicts: nothing was changed and the user has something to resolve."""
+    label = "conflict" if result.conflicts else result.status
+    color = {"merged": "green", "conflict": "red", "reverted": "yellow", "discarded": "yellow"}.get(label, "")
     text = safe(result.message)
-    console.print(f"[bold {color}]{result.status}[/]: {text}" if color else text)
+    console.print(f"[bold {color}]{label}[/]: {text}" if color else text)
+    for warning in result.warnings:
+        err_console.print(f"[yellow]warning:[/] {safe(warning)}")
+    if result.conflicts:
+        sys.exit(1)
 
 
 @click.command()
@@ -49,26 +56,35 @@ def merge(ctx: click.Context, ticket_id: str) -> None:
     A conflict leaves the base branch and your working tree as they were and marks the ticket
     `conflict`; uncommitted changes of yours in a file the merge would write stop it first.
     """
-    result = _services(ctx).review.merge(ticket_id)
-    _report(result)
-    if result.status == "conflict":
-        sys.exit(1)
+    _report(_services(ctx).review.merge(ticket_id))
 
 
 @click.command()
 @click.argument("ticket_id")
+@click.option("--force", is_flag=True, help="Also delete files in its worktree that git does not track.")
 @click.pass_context
-def discard(ctx: click.Context, ticket_id: str) -> None:
-    """Drop an unmerged ticket's work: its worktree and branch, and its memory doc."""
-    _report(_services(ctx).review.discard(ticket_id))
+def discard(ctx: click.Context, ticket_id: str, force: bool) -> None:
+    """Drop an unmerged ticket's work: its worktree and branch, and its memory doc.
+
+    Files in its worktree that git does not track are yours: it refuses, naming them, unless --force.
+    """
+    _report(_services(ctx).review.discard(ticket_id, force=force))
 
 
 @click.command()
 @click.argument("ticket_id")
+@click.option("--done", is_flag=True, help="You undid its merge by hand: check that, mark it reverted, "
+              "delete its memory doc.")
+@click.option("--force", is_flag=True, help="With --done: skip the check and drop an unfinished revert's "
+              "edits. Unmerged: as `discard --force`.")
 @click.pass_context
-def revert(ctx: click.Context, ticket_id: str) -> None:
-    """Undo a ticket: a revert commit on the base branch if merged (else discard), memory doc deleted."""
-    _report(_services(ctx).review.revert(ticket_id))
+def revert(ctx: click.Context, ticket_id: str, done: bool, force: bool) -> None:
+    """Undo a ticket: a revert commit on the base branch if merged (else discard), memory doc deleted.
+
+    A revert that conflicts changes nothing and waits in its own worktree with conflict markers:
+    resolve and commit there, then run `middle revert ID` again to put it on the base branch.
+    """
+    _report(_services(ctx).review.revert(ticket_id, done=done, force=force))
 
 
 @click.command()

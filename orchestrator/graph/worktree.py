@@ -32,7 +32,7 @@ def run_workspace(ctx: TicketContext, ticket: Any, run_id: str) -> dict[str, Any
     ws = ctx.worktrees.prepare(ticket.id, ticket.project_path, start_from=deps)
     ctx.store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
                              base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)
-    ctx.say(f"working on branch {ws.branch} in {ws.path} (from {ws.base_branch} at {ws.base_commit[:10]})")
+    ctx.say(f"working on branch {ws.branch} in {ws.path} (from {ws.origin()})")
     return ws.to_dict()
 
 

@@ -16,7 +16,7 @@ from orchestrator.errors import (
 log = logging.getLogger("middle.server")
 
 
-def error_response(status: int, message: str, *, headers: dict[str, str] | None = None,
+def error_response(status: int, message: str, /, *, headers: dict[str, str] | None = None,
                    **extra: Any) -> JSONResponse:
     """The one shape of an error answer: `{"error": message}` (plus `extra` fields a route
     documents, e.g. a merge conflict's files), with its status."""
@@ -71,14 +71,26 @@ class ErrorBody(BaseModel):
                        examples=["no ticket 'nope': list them with `middle tickets`"])
 
 
-class MergeConflictBody(ErrorBody):
-    """A merge that conflicts: nothing was changed; the files that conflict are listed."""
+class ReviewConflictBody(ErrorBody):
+    """A merge or a revert that conflicts: nothing was changed; the files that conflict are listed,
+    and for a revert the worktree where it waits, with conflict markers, to be resolved."""
     ticket_id: str
-    status: str = Field(..., examples=["conflict"])
+    status: str = Field(..., description="The ticket's status: `conflict` after a merge, still "
+                                         "`merged` after a revert", examples=["conflict"])
     message: str
     commit: str | None
     conflicts: list[str] = Field(..., examples=[["calc/greeting.py"]])
     memory_docs_deleted: int
+    worktree: str | None = Field(None, description="Where the revert waits to be resolved and committed",
+                                 examples=["/home/me/calc/.middle/reverts/001-greeting"])
+    warnings: list[str] = Field(default_factory=list)
+
+
+class UntrackedFilesBody(ErrorBody):
+    """A refused discard (or revert of an unmerged ticket): nothing was changed. When it would have
+    deleted files in the ticket's worktree that git does not track, `untracked` lists them: send
+    `{"force": true}` to delete them with it."""
+    untracked: list[str] = Field(default_factory=list, examples=[["notes.txt"]])
 
 
 # What each status means wherever it is answered; a route adds what is particular to it.

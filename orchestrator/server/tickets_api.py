@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Container
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.server.auth import share_key
-from orchestrator.server.errors import Conflict, MergeConflictBody, error_response, error_responses
+from orchestrator.server.errors import (Conflict, ReviewConflictBody, UntrackedFilesBody, error_response,
+                                        error_responses)
 from orchestrator.server.state import ServerState, get_state, run_or_404
 from orchestrator.server.ticket_files import create_ticket_file
 from tickets.claims import claim_is_live
@@ -218,29 +219,78 @@ def diff(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, A
     return result
 
 
+def _answer(result: Any, **extra: Any) -> JSONResponse:
+    """A review result as JSON: 409 (with the message as `error`) when it conflicts, nothing changed."""
+    body = {**result.to_dict(), **extra}
+    if result.conflicts:
+        return error_response(409, result.message, **body)
+    return JSONResponse(status_code=200, content=body)
+
+
+def _untracked(action: Callable[[], Any]) -> Any:
+    """Run a discard (or a revert that discards); files git does not track in the worktree are a
+    400 that lists them, so a client can ask the user and send `force`."""
+    from orchestrator.workspace import UntrackedFiles
+
+    try:
+        return action()
+    except UntrackedFiles as exc:
+        return error_response(400, str(exc), untracked=exc.paths)
+
+
+_CONFLICT: dict[str, Any] = {"model": ReviewConflictBody}
+_UNTRACKED: dict[int | str, dict[str, Any]] = {400: {"model": UntrackedFilesBody, "description": (
+    "Refused, nothing changed: the ticket's status does not allow it, or its worktree holds files git "
+    "does not track (listed in `untracked`; send `force` to delete them)")}}
+
+
 @router.post("/tickets/{ticket_id}/merge", summary="Merge the ticket's branch into the base branch "
              "(409 with the conflicting files, nothing changed, on a conflict)",
-             responses={**_REVIEW, 409: {"model": MergeConflictBody, "description": (
+             responses={**_REVIEW, 409: {**_CONFLICT, "description": (
                  "Nothing was changed: the change conflicts (the files are listed), uncommitted "
                  "changes in your working tree are in the way, or the ticket is running")}})
 def merge(ticket_id: str, state: ServerState = Depends(get_state)) -> JSONResponse:
-    result = _review(state, ticket_id, "merge").merge(ticket_id)
-    if result.status == "conflict":
-        return error_response(409, result.message, **result.to_dict())
-    return JSONResponse(status_code=200, content=result.to_dict())
+    return _answer(_review(state, ticket_id, "merge").merge(ticket_id))
+
+
+class DiscardBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    force: bool = Field(False, description="Also delete files in its worktree that git does not track.")
 
 
 @router.post("/tickets/{ticket_id}/discard", summary="Remove the unmerged ticket's worktree, branch "
-             "and memory doc", responses=_REVIEW)
-def discard(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
-    return _review(state, ticket_id, "discard").discard(ticket_id).to_dict()
+             "and memory doc", responses={**_REVIEW, **_UNTRACKED})
+def discard(ticket_id: str, body: DiscardBody | None = None,
+            state: ServerState = Depends(get_state)) -> Any:
+    review = _review(state, ticket_id, "discard")
+    return _untracked(lambda: review.discard(ticket_id, force=bool(body and body.force)).to_dict())
+
+
+class RevertBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    done: bool = Field(False, description="You undid its merge by hand: check that the base branch lost "
+                                          "its lines, mark it reverted and delete its memory doc.")
+    force: bool = Field(False, description="With `done`: skip that check, and delete an unfinished "
+                                           "revert's edits. Unmerged: as discard's `force`.")
 
 
 @router.post("/tickets/{ticket_id}/revert", summary="Undo the ticket: a revert commit if merged "
-             "(else discard), and delete its memory doc", responses=_REVIEW)
-def revert(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
-    result = _review(state, ticket_id, "revert").revert(ticket_id)
-    return {**result.to_dict(), "removed": result.memory_docs_deleted}
+             "(else discard), and delete its memory doc; a revert that conflicts waits in its own "
+             "worktree (409 with its path and the conflicting files, nothing changed)",
+             responses={**_REVIEW, **_UNTRACKED, 409: {**_CONFLICT, "description": (
+                 "Nothing was changed: the revert conflicts and waits in `worktree` with conflict "
+                 "markers (resolve and commit there, then revert again), an earlier one waits there "
+                 "unfinished, uncommitted changes in your working tree are in the way, or the ticket "
+                 "is running")}})
+def revert(ticket_id: str, body: RevertBody | None = None, state: ServerState = Depends(get_state)) -> Any:
+    review = _review(state, ticket_id, "revert")
+    done, force = bool(body and body.done), bool(body and body.force)
+
+    def act() -> JSONResponse:
+        result = review.revert(ticket_id, done=done, force=force)
+        return _answer(result, removed=result.memory_docs_deleted)
+
+    return _untracked(act)
 
 
 @router.get("/runs/{run_id}", summary="One run with its turns",

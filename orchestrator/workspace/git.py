@@ -1,42 +1,19 @@
-"""Running git: one function per question the workspace code asks, errors as GitError.
+"""The git questions the ticket workspace asks (branches, merges, worktrees), one function each.
 
-We call the `git` executable rather than a library: worktrees, `merge-tree --write-tree` and the
-user's own config (author, hooks, attributes) behave exactly as the user's git does, and git is
-already on every machine that has a repository to work on.
+git itself is run by `orchestrator.gitrun` (`git`, `out`, errors as GitError), re-exported here
+for the workspace code and its callers.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import GitError
+from orchestrator.gitrun import git, out  # re-exported: the workspace's callers run git through them
 
 FALLBACK_NAME, FALLBACK_EMAIL = "middle-agent", "middle@localhost"
-# No prompts (a credential helper or an editor would hang a headless run), one locale for parsing.
-_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true", "LC_ALL": "C", "LANGUAGE": "C"}
-
-
-def git(repo: Path | str, *args: str, check: bool = True, env: dict[str, str] | None = None,
-        input: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `git -C repo ARGS`; a failure (when `check`) is a GitError with git's own message."""
-    try:
-        proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                              env={**os.environ, **_ENV, **(env or {})}, input=input)
-    except FileNotFoundError:
-        raise GitError("git is not installed: install git, or set [project] isolation = \"none\" "
-                       "to let tickets edit the project directory in place") from None
-    if check and proc.returncode != 0:
-        detail = (proc.stderr or proc.stdout).strip().splitlines()
-        raise GitError(f"git {' '.join(args[:2])} failed in {repo}: {detail[-1] if detail else proc.returncode}")
-    return proc
-
-
-def out(repo: Path | str, *args: str) -> str:
-    return git(repo, *args).stdout.strip()
 
 
 def toplevel(path: Path) -> Path:
@@ -179,6 +156,12 @@ def dirty_paths(worktree: Path) -> set[str]:
             paths.add(items[i])
             i += 1
     return paths
+
+
+def untracked_paths(worktree: Path) -> list[str]:
+    """Files in a working tree that git does not track and does not ignore."""
+    text = git(worktree, "ls-files", "--others", "--exclude-standard", "-z").stdout
+    return sorted(p for p in text.split("\0") if p)
 
 
 def checked_out_at(repo: Path, branch: str) -> Path | None:

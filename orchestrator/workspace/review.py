@@ -1,10 +1,9 @@
 """Review a ticket's change and act on it: diff, merge, discard, revert (commands, API, dashboard).
 
 Merges and reverts are computed without touching any working tree (`git merge-tree`), so a
-conflict leaves the base branch and the user's files exactly as they were. The base branch then
-moves in one step: a fast-forward of the user's working tree when the branch is checked out there
-(refused, before anything changes, when the user has uncommitted changes in a file it would
-write), else a compare-and-swap of the ref.
+conflict leaves the base branch and the user's files exactly as they were; the base branch then
+moves in one step (orchestrator.workspace.landing). A merge that conflicts is resolved on the
+ticket's branch, a revert that conflicts in a worktree of its own (orchestrator.workspace.undo).
 """
 
 from __future__ import annotations
@@ -17,7 +16,10 @@ from typing import Any
 from orchestrator.errors import GitError, TicketError
 from orchestrator.lifecycle.next_steps import advise
 from orchestrator.workspace import git as g
+from orchestrator.workspace import undo
+from orchestrator.workspace.landing import advance, combine
 from orchestrator.workspace.worktrees import Worktrees, branch_name
+from tickets.deps import dependents
 
 log = logging.getLogger("middle.review")
 
@@ -30,13 +32,24 @@ class ReviewResult:
     status: str  # the ticket's status afterwards
     message: str  # one sentence: what happened to the code and to memory
     commit: str | None = None
-    conflicts: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)  # not empty: nothing changed, resolve them
     memory_docs_deleted: int = 0
+    worktree: str | None = None  # where a revert that conflicts waits to be resolved
+    warnings: list[str] = field(default_factory=list)  # e.g. a merged ticket depends on a reverted one
 
     def to_dict(self) -> dict[str, Any]:
         return {"ticket_id": self.ticket_id, "status": self.status, "message": self.message,
                 "commit": self.commit, "conflicts": self.conflicts,
-                "memory_docs_deleted": self.memory_docs_deleted}
+                "memory_docs_deleted": self.memory_docs_deleted, "worktree": self.worktree,
+                "warnings": self.warnings}
+
+
+class UntrackedFiles(TicketError):
+    """Discarding would delete files in the ticket's worktree that git does not track (`paths`)."""
+
+    def __init__(self, message: str, paths: list[str]):
+        super().__init__(message)
+        self.paths = paths
 
 
 def split_patch(patch: str) -> list[dict[str, str]]:
@@ -184,23 +197,18 @@ class Review:
                 self._finish_merge(ticket_id, run, old, tip, premerge=old)
                 return ReviewResult(ticket_id, "merged", f"ticket {ticket_id}'s commits are already in "
                                     f"{base}; marked merged", old)
-            if g.is_ancestor(repo, old, tip):
-                new, how = tip, "fast-forward"
-            else:
-                merged = g.merge_trees(repo, old, tip)
-                if merged.tree is None:
-                    reason = (f"merging into {base} conflicts in {', '.join(merged.conflicts)}; {base} and "
-                              "your working tree were left as they were")
-                    self.store.set_status(ticket_id, "conflict", reason)
-                    return ReviewResult(
-                        ticket_id, "conflict",
-                        f"{reason}. Resolve it on the ticket's branch (cd {run['worktree']} && git merge "
-                        f"{base}, fix, commit), then `middle merge {ticket_id}` again; or discard it "
-                        f"(`middle discard {ticket_id}`) and run it again", conflicts=merged.conflicts)
-                new = g.commit_tree(repo, merged.tree, [old, tip],
-                                    g.commit_message(f"Merge {branch_name(ticket_id)}: {ticket.title}"))
-                how = "merge commit"
-            paths = self._advance_base(repo, base, old, new, action=f"merge ticket {ticket_id}")
+            new, how, conflicts = combine(
+                repo, old, tip, g.commit_message(f"Merge {branch_name(ticket_id)}: {ticket.title}"))
+            if new is None:
+                reason = (f"merging into {base} conflicts in {', '.join(conflicts)}; {base} and "
+                          "your working tree were left as they were")
+                self.store.set_status(ticket_id, "conflict", reason)
+                return ReviewResult(
+                    ticket_id, "conflict",
+                    f"{reason}. Resolve it on the ticket's branch (cd {run['worktree']} && git merge "
+                    f"{base}, fix, commit), then `middle merge {ticket_id}` again; or discard it "
+                    f"(`middle discard {ticket_id}`) and run it again", conflicts=conflicts)
+            paths = advance(repo, base, old, new, action=f"merge ticket {ticket_id}")
             self._finish_merge(ticket_id, run, new, tip, premerge=old)
         return ReviewResult(ticket_id, "merged", f"merged ticket {ticket_id} into {base} ({how} "
                             f"{new[:10]}, {len(paths)} file(s))", new)
@@ -233,27 +241,11 @@ class Review:
                               + (f" at {merge_commit[:10]}" if merge_commit else " (no changes)"))
         self.worktrees.remove(run["repo"], ticket_id)
 
-    def _advance_base(self, repo: Path, base: str, old: str, new: str, *, action: str) -> list[str]:
-        """Move the base branch from `old` to its descendant `new`; returns the paths written."""
-        paths = [str(r["path"]) for r in g.numstat(repo, old, new)]
-        where = g.checked_out_at(repo, base)
-        if where is None:
-            g.git(repo, "update-ref", "-m", f"middle: {action}", f"refs/heads/{base}", new, old)
-            return paths
-        clash = sorted(g.dirty_paths(where) & set(paths))
-        if clash:
-            raise GitError(
-                f"cannot {action}: your uncommitted changes in {where} to {', '.join(clash[:10])}"
-                f"{' …' if len(clash) > 10 else ''} would be overwritten. Nothing was changed: commit "
-                "or stash them, then try again")
-        proc = g.git(where, "merge", "--ff-only", "--quiet", new, check=False)
-        if proc.returncode != 0:
-            raise GitError(f"cannot {action}: git refused to update {where} ({proc.stderr.strip()}); "
-                           f"{base} was left as it was")
-        return paths
-
     # -- discarding and reverting ------------------------------------------------------------
-    def discard(self, ticket_id: str) -> ReviewResult:
+    def discard(self, ticket_id: str, *, force: bool = False) -> ReviewResult:
+        """Remove an unmerged ticket's worktree and branch and forget its memory doc. Files in
+        its worktree that git does not track (none of the ticket's own: its run stages or
+        commits what it writes) are the user's: refused unless `force`."""
         ticket = self.store.get_ticket(ticket_id)
         status = ticket.status.value
         if status == "running":
@@ -269,16 +261,33 @@ class Review:
         run = self._here(run) if run.get("isolation") == "worktree" and run.get("branch") else run
         code = "it ran in place (isolation = \"none\"), so its edits are left in the project"
         if run.get("isolation") == "worktree" and run.get("branch"):
+            untracked = self._untracked(run)
+            if untracked and not force:
+                raise UntrackedFiles(
+                    f"ticket {ticket_id!r}'s worktree {run['worktree']} holds files git does not track "
+                    f"({', '.join(untracked[:10])}{' …' if len(untracked) > 10 else ''}), which discarding "
+                    f"would delete: move out what you want to keep, or delete them with "
+                    f"`middle discard {ticket_id} --force`. Nothing was changed", untracked)
             changed = bool(self._tip(run)) if run.get("repo") else False
             self.worktrees.remove(run["repo"], ticket_id)
             code = (f"removed its worktree and branch {run['branch']}" if changed
                     else "it changed no files; removed its worktree")
+            if untracked:
+                code += f" and {len(untracked)} untracked file(s) in it (--force)"
         removed, said = self.forget(ticket_id)
         self.store.set_status(ticket_id, "discarded", f"discarded; {said}")
         return ReviewResult(ticket_id, "discarded", f"discarded ticket {ticket_id}: {code}; {said}",
                             memory_docs_deleted=removed)
 
-    def revert(self, ticket_id: str) -> ReviewResult:
+    @staticmethod
+    def _untracked(run: dict[str, Any]) -> list[str]:
+        wt = run.get("worktree")
+        return g.untracked_paths(Path(wt)) if wt and Path(wt).is_dir() else []
+
+    def revert(self, ticket_id: str, *, done: bool = False, force: bool = False) -> ReviewResult:
+        """Undo a ticket: a merged one by a revert commit on the base branch (`done`: the user
+        made the revert by hand), an unmerged one by discarding it; its memory doc is deleted.
+        A revert that conflicts changes nothing and waits in a worktree of its own."""
         ticket = self.store.get_ticket(ticket_id)
         status = ticket.status.value
         run = self.store.latest_run(ticket_id)
@@ -300,49 +309,49 @@ class Review:
                                 "were made in place (isolation = \"none\") and are not undone: use git "
                                 "for that", memory_docs_deleted=removed)
         if status != "merged":
-            return self.discard(ticket_id)
-        commit, code = self._revert_commit(ticket, self._here(run))
+            if done:
+                raise TicketError(
+                    f"ticket {ticket_id!r} is {status}, not merged: --done marks a merged ticket reverted "
+                    f"once you have undone its merge yourself; `middle revert {ticket_id}` without it "
+                    "discards an unmerged one")
+            return self.discard(ticket_id, force=force)
+        run = self._here(run)
+        warnings = self._dependents(ticket_id, run["base_branch"])
+        with self.worktrees.locked():  # one revert at a time, across processes: read again inside
+            if self.store.get_ticket(ticket_id).status.value == "reverted":
+                return ReviewResult(ticket_id, "reverted", f"ticket {ticket_id} is already reverted")
+            latest = self.store.latest_run(ticket_id) or run
+            undone = self._undo(ticket, {**run, "revert_commit": latest.get("revert_commit")},
+                                done=done, force=force)
+            if undone.commit:  # recorded at once: a revert run again (after a crash) finds it
+                self.store.set_run_fields(run["id"], revert_commit=undone.commit)
+        if undone.conflicts:
+            return ReviewResult(ticket_id, "merged", undone.code, conflicts=undone.conflicts,
+                                worktree=undone.worktree, warnings=warnings)
         removed, said = self.forget(ticket_id)
-        if commit:
-            self.store.set_run_fields(run["id"], revert_commit=commit)
-        self.store.set_status(ticket_id, "reverted", f"{code}; {said}")
-        return ReviewResult(ticket_id, "reverted", f"reverted ticket {ticket_id}: {code}; {said}", commit,
-                            memory_docs_deleted=removed)
+        self.store.set_status(ticket_id, "reverted", f"{undone.code}; {said}")
+        return ReviewResult(ticket_id, "reverted", f"reverted ticket {ticket_id}: {undone.code}; {said}",
+                            undone.commit, memory_docs_deleted=removed, warnings=warnings)
 
-    def _revert_commit(self, ticket: Any, run: dict[str, Any]) -> tuple[str | None, str]:
-        repo, base = Path(run["repo"]), run["base_branch"]
+    def _undo(self, ticket: Any, run: dict[str, Any], *, done: bool, force: bool) -> undo.Undone:
+        base = run["base_branch"]
         if not run.get("head_commit") or not run.get("merge_commit"):
-            return None, "it changed no files, so no code was reverted"
+            return undo.Undone(None, "it changed no files, so no code was reverted")
         before, after = self._merged_range(run)
         if before == after:
-            return None, (f"its commits were already in {base} when it was marked merged, so merging "
-                          "it changed nothing there and no revert commit was made")
-        with self.worktrees.locked():
-            old = g.branch_commit(repo, base)
-            if old is None:
-                raise GitError(f"the base branch {base!r} no longer exists in {repo}: nothing was changed")
-            if not g.is_ancestor(repo, after, old):
-                return None, f"its merge {after[:10]} is not in {base} any more, so no revert commit was needed"
-            # Undo exactly what the merge did (before -> after), never the branch's own history,
-            # which may hold the base merged in: a commit on top of `after` that restores the
-            # tree of `before`, merged into the base (their merge base is `after`), kept with the
-            # base as its only parent. git 2.38's merge-tree needs no working tree.
-            undo = g.commit_tree(repo, g.out(repo, "rev-parse", f"{before}^{{tree}}"), [after], "undo\n")
-            merged = g.merge_trees(repo, old, undo)
-            if merged.tree is None:
-                raise GitError(
-                    f"cannot revert ticket {ticket.id} cleanly: later changes on {base} touch "
-                    f"{', '.join(merged.conflicts)}. Nothing was changed; undo its merge by hand "
-                    f"(`git diff {after[:10]} {before[:10]} | git apply -3`, fix, commit), then "
-                    f"`middle revert {ticket.id}` again to drop its memory")
-            if merged.tree == g.out(repo, "rev-parse", f"{old}^{{tree}}"):
-                return None, f"its changes are no longer in {base}, so no revert commit was needed"
-            message = g.commit_message(
-                f"Revert \"{ticket.title}\"", f"`middle revert {ticket.id}`: undoes the merge of "
-                f"{run['branch']} into {base} ({before[:10]}..{after[:10]}).")
-            new = g.commit_tree(repo, merged.tree, [old], message)
-            paths = self._advance_base(repo, base, old, new, action=f"revert ticket {ticket.id}")
-        return new, f"revert commit {new[:10]} on {base} undoes {len(paths)} file(s)"
+            return undo.Undone(None, f"its commits were already in {base} when it was marked merged, so "
+                                     "merging it changed nothing there and no revert commit was made")
+        change = undo.Merged(ticket.id, ticket.title, run["branch"], Path(run["repo"]), base, before, after,
+                             reverted_by=run.get("revert_commit"))
+        if done:
+            return undo.confirm_undone(self.worktrees, change, force=force)
+        return undo.revert(self.worktrees, change)
+
+    def _dependents(self, ticket_id: str, base: str) -> list[str]:
+        """A warning per merged ticket whose `depends_on` names this one: its code stays."""
+        return [f"ticket {d} is merged and depends on {ticket_id}: its code stays on {base} and may "
+                f"need {ticket_id}'s; revert it too if so (`middle revert {d}`)"
+                for d in dependents(self.store.list_tickets(status="merged"), ticket_id)]
 
     def forget(self, ticket_id: str) -> tuple[int, str]:
         """Delete the ticket's indexed docs from memory (exact strings), from whichever of the

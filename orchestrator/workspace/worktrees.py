@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -42,13 +42,23 @@ class Workspace:
     branch: str
     base_branch: str
     base_commit: str  # the commit the branch started from
+    # The dependencies' branches merged into base_commit ([run] dependencies = "complete"): empty
+    # when it is the base branch's own commit. Known where the worktree was made (not recorded).
+    merged_dependencies: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Workspace":
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+    def origin(self) -> str:
+        """What the branch started from, in words: the base branch, with what was merged into it."""
+        if not self.merged_dependencies:
+            return f"{self.base_branch} at {self.base_commit[:10]}"
+        return (f"{self.base_branch} with its dependencies' branches {', '.join(self.merged_dependencies)} "
+                f"merged in, at {self.base_commit[:10]}")
 
 
 class Worktrees:
@@ -111,14 +121,14 @@ class Worktrees:
                 raise GitError(f"the base branch {base!r} does not exist in {repo} (branches: {known}): "
                                "set [project] base_branch in middle.toml to the branch tickets "
                                "start from and merge into")
-            start = self._merge_dependencies(repo, ticket_id, start, [self._ref(d) for d in start_from])
+            start, merged = self._merge_dependencies(repo, ticket_id, start, list(start_from))
             path, branch = self.path_for(ticket_id), branch_name(ticket_id)
             self._remove(repo, path, branch)
             self.root.mkdir(parents=True, exist_ok=True)
             g.git(repo, "worktree", "add", "--quiet", "-b", branch, str(path), start)
         rel = project.relative_to(repo) if project != repo else Path()
         return Workspace(repo=str(repo), path=str(path), cwd=str(path / rel), branch=branch,
-                         base_branch=base, base_commit=start)
+                         base_branch=base, base_commit=start, merged_dependencies=merged)
 
     def _fetch(self, repo: Path, remote: str) -> None:
         """Fetch the shared remote (under the lock: two fetches into one clone at once, as two
@@ -145,8 +155,13 @@ class Worktrees:
         name = proc.stdout.strip()
         return name.split("/", 1)[1] if proc.returncode == 0 and "/" in name else None
 
-    def _merge_dependencies(self, repo: Path, ticket_id: str, start: str, deps: list[str]) -> str:
-        for dep in deps:
+    def _merge_dependencies(self, repo: Path, ticket_id: str, start: str,
+                            branches: list[str]) -> tuple[str, list[str]]:
+        """The start commit with the dependencies' branches merged in, and those of them that
+        brought something (a branch already in the start adds nothing and is not named)."""
+        merged: list[str] = []
+        for branch in branches:
+            dep = self._ref(branch)
             proc = g.git(repo, "rev-parse", "--verify", "--quiet", f"{dep}^{{commit}}", check=False)
             tip = proc.stdout.strip() if proc.returncode == 0 else None
             if tip is None:
@@ -154,18 +169,19 @@ class Worktrees:
                                   "which no longer exists: run that ticket again, or merge it first")
             if g.is_ancestor(repo, tip, start):
                 continue
+            merged.append(branch)
             if g.is_ancestor(repo, start, tip):
                 start = tip
                 continue
-            merged = g.merge_trees(repo, start, tip)
-            if merged.tree is None:
+            result = g.merge_trees(repo, start, tip)
+            if result.tree is None:
                 raise TicketError(
                     f"ticket {ticket_id!r} cannot start: its dependencies' branches conflict in "
-                    f"{', '.join(merged.conflicts)}; merge them one at a time (`middle merge`), then "
+                    f"{', '.join(result.conflicts)}; merge them one at a time (`middle merge`), then "
                     f"run it again")
-            start = g.commit_tree(repo, merged.tree, [start, tip],
+            start = g.commit_tree(repo, result.tree, [start, tip],
                                   f"Start {branch_name(ticket_id)} from its dependencies\n\nMerges {dep}.")
-        return start
+        return start, merged
 
     # -- during and at the end of a run ------------------------------------------------------
     def changes(self, ws: Workspace) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from graph_helpers import add_ticket, make_config, make_orchestrator
-from orchestrator.running.batch import run_batch
+from orchestrator.running.batch import LogView, run_batch
 from orchestrator.errors import ModelAccessError, TicketError
 from orchestrator.testing.fakes import PerTicketAgentLLM, RecordingWorker, decision_reply, plan_reply
 from orchestrator.workspace.git import branch_commit, out
@@ -72,10 +72,28 @@ def test_a_dependency_on_a_complete_ticket_starts_from_its_branch(tmp_path, proj
         add_ticket(orch, project, "base", title="Base")
         orch.store.upsert_ticket(Ticket(id="top", project_id="demo", title="On top", project_path=str(project),
                                         depends_on=["base"]))
-        result = run_batch(orch, ["top", "base"])  # order in the list does not matter
+        notes = Notes()
+        result = run_batch(orch, ["top", "base"], view=notes)  # order in the list does not matter
         assert [o.ticket_id for o in result.outcomes] == ["base", "top"]
         assert all(o.status == "complete" for o in result.outcomes)
+        start = orch.store.latest_run("top")["base_commit"]
+        main = branch_commit(project, "main")
     assert seen["base file"] is True
+    # the note names where the branch really started: not main's commit, main with base's branch
+    said = [m for m in notes.said["top"] if m.startswith("working on branch")]
+    assert said == [f"working on branch middle/top in {tmp_path / 'state' / 'worktrees' / 'top'} (from main "
+                    f"with its dependencies' branches middle/base merged in, at {start[:10]})"]
+    assert start != main and f"at {main[:10]})" in [m for m in notes.said["base"] if m.startswith("working")][0]
+
+
+class Notes(LogView):
+    """The batch's one-line notes, per ticket."""
+
+    def __init__(self):
+        self.said: dict[str, list[str]] = {}
+
+    def say(self, ticket_id: str, msg: str) -> None:
+        self.said.setdefault(ticket_id, []).append(msg)
 
 
 def test_with_merged_dependencies_the_dependent_waits_for_the_merge(tmp_path, project):

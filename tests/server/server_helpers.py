@@ -113,3 +113,20 @@ class Stall:
         """Until `calls` turns are being held (False if they are not within the timeout)."""
         with self._held:
             return self._held.wait_for(lambda: self.calls >= calls, timeout)
+
+
+def complete_by_hand(state: Any, ticket_id: str, files: dict[str, str]) -> None:
+    """A ticket whose run wrote `files` on its branch and completed (what the graph does), no model.
+    `state`: the app's ServerState."""
+    state.sync_folder()
+    ticket = state.store.get_ticket(ticket_id)
+    run_id = state.store.claim_new_run(ticket_id, ["pending"])
+    worktrees = state.review().worktrees
+    ws = worktrees.prepare(ticket_id, ticket.project_path)
+    state.store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
+                               base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)
+    for rel, text in files.items():
+        (Path(ws.path) / rel).write_text(text)
+    sha, changes = worktrees.commit(ws, f"{ticket.title}\n")
+    state.store.set_run_fields(run_id, head_commit=sha, changes=changes)
+    assert state.store.end_run(ticket_id, run_id, "complete", None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from orchestrator.server.render import linkify
+from server_helpers import complete_by_hand
 
 HTML = {"Accept": "text/html"}
 
@@ -77,8 +78,10 @@ def test_openapi_documents_the_errors_the_api_answers(serve, server, tmp_path):
 
     spec = server.client.get("/openapi.json").json()
     assert "HTTPValidationError" not in spec["components"]["schemas"]
-    error_schemas = {"#/components/schemas/ErrorBody", "#/components/schemas/MergeConflictBody"}
-    assert set(spec["components"]["schemas"]["MergeConflictBody"]["required"]) >= {"error", "conflicts"}
+    error_schemas = {f"#/components/schemas/{name}"
+                     for name in ("ErrorBody", "ReviewConflictBody", "UntrackedFilesBody")}
+    assert set(spec["components"]["schemas"]["ReviewConflictBody"]["required"]) >= {"error", "conflicts"}
+    assert "worktree" in spec["components"]["schemas"]["ReviewConflictBody"]["properties"]
     for path, item in spec["paths"].items():
         for method, op in item.items():
             responses = op["responses"]
@@ -148,31 +151,13 @@ def test_a_description_is_rendered_markdown_with_no_raw_html(server):
     assert "[click me](javascript:alert(3))" in section  # shown as the text it is, not a link
 
 
-def _completed_by_hand(server, ticket_id: str, rel: str, text: str) -> None:
-    """A ticket whose run wrote `rel` on its branch and completed (what the graph does), no model."""
-    from pathlib import Path
-
-    state = server.state
-    state.sync_folder()
-    ticket = state.store.get_ticket(ticket_id)
-    run_id = state.store.claim_new_run(ticket_id, ["pending"])
-    worktrees = state.review().worktrees
-    ws = worktrees.prepare(ticket_id, ticket.project_path)
-    state.store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
-                               base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)
-    (Path(ws.path) / rel).write_text(text)
-    sha, changes = worktrees.commit(ws, f"{ticket.title}\n")
-    state.store.set_run_fields(run_id, head_commit=sha, changes=changes)
-    assert state.store.end_run(ticket_id, run_id, "complete", None)
-
-
 def _change_header(html: str) -> str:
     return re.search(r'<h2 id="diff-h">(.*?)</h2>', html, re.S).group(1)
 
 
 def test_the_change_of_a_reverted_ticket_says_reverted_not_merged(server):
     c = server.client
-    _completed_by_hand(server, "001-greeting", "hello.txt", "hello\n")
+    complete_by_hand(server.state, "001-greeting", {"hello.txt": "hello\n"})
     assert c.post("/api/tickets/001-greeting/merge").json()["status"] == "merged"
     merged = _change_header(c.get("/tickets/001-greeting", headers=HTML).text)
     assert merged.endswith("· merged</span>")

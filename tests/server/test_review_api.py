@@ -1,15 +1,16 @@
 """The server runs at most [run] parallel tickets at once (the rest queue), and its review routes
-merge, refuse a merge over the user's uncommitted file, and discard."""
+merge, refuse a merge over the user's uncommitted file, discard (refusing over untracked files
+unless forced), and revert (a conflict is a 409 naming the worktree where it waits; `done`)."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
+from orchestrator.testing.git import commit_all
 from orchestrator.workspace.git import branch_commit
-
-pytestmark = pytest.mark.cli
 
 
 def wait_status(client, ticket_id: str, want: set[str], timeout: float = 180) -> str:
@@ -22,6 +23,7 @@ def wait_status(client, ticket_id: str, want: set[str], timeout: float = 180) ->
     raise AssertionError(f"ticket {ticket_id} stayed {status}")
 
 
+@pytest.mark.cli
 def test_runs_beyond_parallel_queue_then_merge_refuse_and_discard(server, claude_cli, project):
     c = server.client
     first = c.post("/api/tickets/001-greeting/run")
@@ -52,6 +54,7 @@ def test_runs_beyond_parallel_queue_then_merge_refuse_and_discard(server, claude
     assert 'data-action="run"' in page and 'data-action="merge"' not in page
 
 
+@pytest.mark.cli
 def test_review_routes_refuse_what_cannot_be_done(server):
     c = server.client
     server.state.sync_folder()
@@ -60,3 +63,93 @@ def test_review_routes_refuse_what_cannot_be_done(server):
     r = c.get("/api/tickets/001-greeting/diff")
     assert r.status_code == 400 and "never run" in r.json()["error"]
     assert c.post("/api/tickets/nosuch/discard").status_code == 404
+
+
+def _merged_then_built_on(server, project) -> Path:
+    """001-greeting (a line added to calc/ops.py) merged, then later work on main rewrote that line."""
+    from server_helpers import complete_by_hand
+
+    c = server.client
+    repo = project.root / "repo"
+    ops = (repo / "calc" / "ops.py").read_text()
+    complete_by_hand(server.state, "001-greeting", {"calc/ops.py": ops + "\nGREETING = 'hello'\n"})
+    assert c.post("/api/tickets/001-greeting/merge").json()["status"] == "merged"
+    (repo / "calc" / "ops.py").write_text(ops + "\nGREETING = 'hello, built on it'\n")
+    commit_all(repo, "later work on the ticket's line")
+    return repo
+
+
+def test_a_revert_that_conflicts_is_a_409_naming_its_worktree_then_lands(server, project):
+    c = server.client
+    repo = _merged_then_built_on(server, project)
+    head = branch_commit(repo, "main")
+    r = c.post("/api/tickets/001-greeting/revert")
+    assert r.status_code == 409, r.text
+    body = r.json()
+    work = Path(body["worktree"])
+    assert body["conflicts"] == ["calc/ops.py"] and body["status"] == "merged"
+    assert f"The revert waits in {work}" in body["error"] and body["error"] == body["message"]
+    assert branch_commit(repo, "main") == head and "<<<<<<<" in (work / "calc" / "ops.py").read_text()
+    again = c.post("/api/tickets/001-greeting/revert")  # not resolved: 409 again, still nothing changed
+    assert again.status_code == 409 and "is not finished: calc/ops.py still conflicts" in again.json()["error"]
+    (work / "calc" / "ops.py").write_text("# resolved by the user\n")
+    commit_all(work, "the resolved revert")
+    landed = c.post("/api/tickets/001-greeting/revert")
+    assert landed.status_code == 200 and landed.json()["status"] == "reverted", landed.text
+    assert (repo / "calc" / "ops.py").read_text() == "# resolved by the user\n" and not work.exists()
+    assert c.get("/api/tickets/001-greeting").json()["status"] == "reverted"
+
+
+def test_revert_done_from_the_api_checks_the_base_branch(server, project):
+    from server_helpers import complete_by_hand
+
+    c = server.client
+    repo = project.root / "repo"
+    ops = (repo / "calc" / "ops.py").read_text()
+    complete_by_hand(server.state, "001-greeting", {"calc/ops.py": ops + "\nGREETING = 'hello'\n"})
+    c.post("/api/tickets/001-greeting/merge")
+    refused = c.post("/api/tickets/001-greeting/revert", json={"done": True})
+    assert refused.status_code == 400, refused.text
+    assert ("main still holds ticket 001-greeting's change: calc/ops.py (still has `GREETING = 'hello'`)"
+            in refused.json()["error"])
+    assert c.post("/api/tickets/001-greeting/revert", json={"done": True, "typo": 1}).status_code == 400
+    assert c.get("/api/tickets/001-greeting").json()["status"] == "merged"
+    (repo / "calc" / "ops.py").write_text(ops)
+    commit_all(repo, "undone by hand")
+    done = c.post("/api/tickets/001-greeting/revert", json={"done": True})
+    assert done.status_code == 200 and "undone by hand on main (checked:" in done.json()["message"]
+    assert c.get("/api/tickets/001-greeting").json()["status"] == "reverted"
+
+
+def test_reverting_a_dependency_of_a_merged_ticket_warns_in_the_answer(server, project):
+    from server_helpers import complete_by_hand
+
+    c = server.client
+    folder = project.resolve(project.project.tickets_dir)
+    (folder / "on-top.md").write_text("---\ntitle: On top\nproject: calc\nid: on-top\n"
+                                      "depends_on: [001-greeting]\n---\nBody.\n")
+    complete_by_hand(server.state, "001-greeting", {"calc/hello.txt": "hello\n"})
+    c.post("/api/tickets/001-greeting/merge")
+    complete_by_hand(server.state, "on-top", {"calc/top.txt": "top\n"})
+    c.post("/api/tickets/on-top/merge")
+    r = c.post("/api/tickets/001-greeting/revert")
+    assert r.status_code == 200 and r.json()["status"] == "reverted"
+    assert r.json()["warnings"] == ["ticket on-top is merged and depends on 001-greeting: its code stays on "
+                                    "main and may need 001-greeting's; revert it too if so "
+                                    "(`middle revert on-top`)"]
+
+
+def test_discard_over_untracked_files_is_refused_with_their_list_unless_forced(server, project):
+    from server_helpers import complete_by_hand
+
+    c = server.client
+    complete_by_hand(server.state, "001-greeting", {"calc/hello.txt": "hello\n"})
+    work = Path(c.get("/api/tickets/001-greeting").json()["runs"][0]["worktree"])
+    (work / "notes.txt").write_text("mine\n")
+    for route in ("discard", "revert"):
+        r = c.post(f"/api/tickets/001-greeting/{route}")
+        assert r.status_code == 400 and r.json()["untracked"] == ["notes.txt"], r.text
+        assert "`middle discard 001-greeting --force`" in r.json()["error"]
+    assert (work / "notes.txt").exists() and c.get("/api/tickets/001-greeting").json()["status"] == "complete"
+    r = c.post("/api/tickets/001-greeting/discard", json={"force": True})
+    assert r.status_code == 200 and r.json()["status"] == "discarded" and not work.exists()

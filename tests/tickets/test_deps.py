@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tickets.deps import check_dependencies, run_order, waiting_for
+from tickets.deps import check_dependencies, dependents, run_order, waiting_for
 from tickets.model import Ticket
 from tickets.source import load_tickets
 
@@ -54,3 +54,9 @@ def test_waiting_for_by_mode():
     assert waiting_for(ticket, statuses.get, "complete") == []
     assert waiting_for(t("b", "gone"), statuses.get) == ["gone (no such ticket)"]
     assert waiting_for(t("b", "a"), {"a": "failed"}.get) == ["a (failed)"]
+
+
+def test_dependents_are_the_tickets_that_name_it():
+    tickets = [t("a"), t("b", "a"), t("c", "b"), t("d", "x", "a")]
+    assert dependents(tickets, "a") == ["b", "d"]  # direct ones only, in the given order
+    assert dependents(tickets, "d") == []

@@ -8,61 +8,14 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import GitError, TicketError
-from orchestrator.testing import InMemoryBackend, make_repo
+from orchestrator.testing import make_repo
 from orchestrator.testing.git import commit_all
 from orchestrator.workspace import Review, Worktrees
 from orchestrator.workspace.gc import collect
 from orchestrator.workspace.git import branch_commit, git, out
+from review_helpers import Memory, complete, snapshot
 from tickets.model import Ticket
 from tickets.store import TicketStore
-
-
-class Memory:
-    """The part of the memory facade review uses, recording deletes."""
-
-    def __init__(self):
-        self.deleted: list[tuple[str, list[str]]] = []
-
-    def delete(self, project, docs):
-        self.deleted.append((project, list(docs)))
-        return len(docs)
-
-
-@pytest.fixture
-def env(tmp_path):
-    repo = make_repo(tmp_path / "repo", {"app.py": "print('v1')\n", "README.md": "app\n"})
-    store = TicketStore(tmp_path / "state" / "middle.sqlite3")
-    wt = Worktrees(tmp_path / "state" / "worktrees")
-    memory = Memory()
-    yield repo, store, wt, Review(store, wt, memory), memory
-    store.close()
-    InMemoryBackend.reset()
-
-
-def complete(store, wt, repo, tid, files, *, doc=None):
-    """A ticket whose run wrote `files` in its worktree and completed (what the graph does)."""
-    store.upsert_ticket(Ticket(id=tid, project_id="p", title=f"Ticket {tid}", project_path=str(repo)))
-    run_id = store.claim_new_run(tid, ["pending", "discarded"])
-    ws = wt.prepare(tid, repo)
-    store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
-                         base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)
-    for rel, text in files.items():
-        (Path(ws.path) / rel).write_text(text)
-    sha, changes = wt.commit(ws, f"Ticket {tid}\n\ndone\n")
-    store.set_run_fields(run_id, head_commit=sha, changes=changes)
-    if doc:
-        store.add_memory_doc(tid, "p", doc)
-    assert store.end_run(tid, run_id, "complete", None)
-    return sha
-
-
-def snapshot(repo: Path) -> dict:
-    """Everything a user could notice: branch tips, HEAD, index and working-tree files."""
-    files = {str(p.relative_to(repo)): p.read_bytes() for p in repo.rglob("*")
-             if p.is_file() and ".git" not in p.parts}
-    return {"refs": out(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
-            "head": out(repo, "rev-parse", "HEAD"), "status": out(repo, "status", "--porcelain"),
-            "files": files}
 
 
 def test_diff_shows_the_branch_against_its_start(env):
@@ -162,18 +115,6 @@ def test_revert_of_a_merged_ticket_adds_a_revert_commit_and_deletes_its_doc(env)
     assert store.get_ticket("t1").status.value == "reverted"
 
 
-def test_revert_that_would_conflict_changes_nothing(env):
-    repo, store, wt, review, _ = env
-    complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"})
-    review.merge("t1")
-    (repo / "app.py").write_text("print('v3, built on v2')\n")
-    commit_all(repo, "later edit of the same line")
-    before = snapshot(repo)
-    with pytest.raises(GitError, match="cannot revert ticket t1 cleanly.*app.py.*Nothing was changed"):
-        review.revert("t1")
-    assert snapshot(repo) == before and store.get_ticket("t1").status.value == "merged"
-
-
 def test_revert_of_an_unmerged_ticket_is_discard(env):
     repo, store, wt, review, memory = env
     complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"}, doc="d1")
@@ -207,6 +148,26 @@ def test_discard_refuses_a_merged_ticket(env):
     review.merge("t1")
     with pytest.raises(TicketError, match="is merged: undo it with `middle revert t1`"):
         review.discard("t1")
+
+
+def test_discard_refuses_to_delete_untracked_files_in_the_worktree_unless_forced(env):
+    repo, store, wt, review, memory = env
+    complete(store, wt, repo, "t1", {"new.py": "1\n", ".gitignore": "*.log\n"}, doc="d1")
+    work = wt.path_for("t1")
+    (work / "notes.txt").write_text("the user's own notes\n")
+    (work / "sub").mkdir()
+    (work / "sub" / "draft.py").write_text("x\n")
+    (work / "run.log").write_text("ignored by the project: not the user's to keep\n")
+    for undo in (review.discard, review.revert):  # revert of an unmerged ticket is discard
+        with pytest.raises(TicketError, match=r"worktree .* holds files git does not track \(notes.txt, "
+                                              r"sub/draft.py\), which discarding would delete: .* "
+                                              r"`middle discard t1 --force`. Nothing was changed"):
+            undo("t1")
+    assert (work / "notes.txt").exists() and branch_commit(repo, "middle/t1")
+    assert store.get_ticket("t1").status.value == "complete" and memory.deleted == []
+    result = review.discard("t1", force=True)
+    assert result.status == "discarded" and "and 2 untracked file(s) in it (--force)" in result.message
+    assert not work.exists() and branch_commit(repo, "middle/t1") is None
 
 
 def test_gc_removes_what_no_ticket_needs(env, tmp_path):

@@ -25,6 +25,24 @@ def test_prepare_makes_a_branch_and_worktree_from_the_base_commit(tmp_path, repo
     assert (tmp_path / "state" / "worktrees" / "t1" / "calc" / "__init__.py").exists()
 
 
+def test_a_start_from_dependency_branches_says_which_were_merged_in(tmp_path, repo):
+    wt = Worktrees(tmp_path / "state" / "worktrees")
+    for tid in ("a", "b"):
+        ws = wt.prepare(tid, repo)
+        (tmp_path / "state" / "worktrees" / tid / f"{tid}.py").write_text(f"{tid} = 1\n")
+        wt.commit(ws, f"ticket {tid}\n")
+    git(repo, "branch", "middle/old", "main")  # a dependency whose commits main holds already
+    main = branch_commit(repo, "main")
+    ws = wt.prepare("c", repo, start_from=["middle/a", "middle/old", "middle/b"])
+    assert ws.merged_dependencies == ["middle/a", "middle/b"]  # middle/old added nothing
+    assert out(ws.path, "rev-list", "--parents", "-n", "1", "HEAD").split()[1:] == [
+        branch_commit(repo, "middle/a"), branch_commit(repo, "middle/b")]  # a fast-forward, then a merge
+    assert ws.origin() == (f"main with its dependencies' branches middle/a, middle/b merged in, "
+                           f"at {ws.base_commit[:10]}")
+    plain = wt.prepare("d", repo, start_from=["middle/old"])
+    assert plain.merged_dependencies == [] and plain.origin() == f"main at {main[:10]}"
+
+
 def test_a_project_in_a_subfolder_works_in_the_same_subfolder_of_the_worktree(tmp_path, repo):
     ws = Worktrees(tmp_path / "wts").prepare("t1", repo / "calc")
     assert ws.cwd == str(tmp_path / "wts" / "t1" / "calc")

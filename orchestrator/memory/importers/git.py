@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from orchestrator.errors import GitError, MiddleError
+from orchestrator.gitrun import git
 from orchestrator.memory.importers import Advance, ImportReport, Record, import_lock, index_batches
 
 MAX_PATHS = 20  # changed paths named in a commit's doc; the rest are counted
@@ -43,15 +43,8 @@ class Commit:
 
 
 def _git(repo: Path, *args: str) -> str:
-    try:
-        proc = subprocess.run(["git", "-C", str(repo), "-c", "core.quotePath=false", *args],
-                              capture_output=True, check=False)
-    except FileNotFoundError:
-        raise GitError("git is not installed or not on PATH: install git to import history") from None
-    if proc.returncode != 0:
-        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GitError(f"git {args[0]} in {repo} failed: {detail[-1] if detail else 'no detail'}")
-    return proc.stdout.decode("utf-8", "replace")
+    """git's output, paths unquoted (UTF-8 as they are, not C-escaped)."""
+    return git(repo, "-c", "core.quotePath=false", *args).stdout
 
 
 def repo_head(repo: Path) -> str:

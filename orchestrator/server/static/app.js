@@ -13,7 +13,12 @@ async function api(method, url, body) {
   });
   let data = null;
   try { data = await response.json(); } catch (e) { /* an empty or non-JSON body */ }
-  if (!response.ok) throw new Error((data && data.error) || `HTTP ${response.status}`);
+  if (!response.ok) {
+    const err = new Error((data && data.error) || `HTTP ${response.status}`);
+    err.status = response.status;
+    err.data = data || {};  // e.g. the files a discard would delete (`untracked`)
+    throw err;
+  }
   return data;
 }
 
@@ -235,11 +240,22 @@ function initTicket() {
                   revert: "Add a revert commit on the base branch and delete this ticket's memory doc?"};
     if (warn[button.dataset.action] && !window.confirm(warn[button.dataset.action])) return;
     button.disabled = true;
+    const action = button.dataset.action;
+    const url = `/api/tickets/${encodeURIComponent(id)}/${paths[action]}`;
     try {
-      const action = button.dataset.action;
-      const result = await api("POST", `/api/tickets/${encodeURIComponent(id)}/${paths[action]}`,
-                               action === "rerun" ? {rerun: true} : undefined);
-      if (["revert", "merge", "discard", "pr"].includes(action)) toast(result.message);
+      let result;
+      try {
+        result = await api("POST", url, action === "rerun" ? {rerun: true} : undefined);
+      } catch (err) {
+        // Files git does not track in the ticket's worktree are the user's: delete them only when asked.
+        const untracked = (err.data && err.data.untracked) || [];
+        if (!untracked.length || !window.confirm(`${err.message}\n\nDelete them too?`)) throw err;
+        result = await api("POST", url, {force: true});
+      }
+      if (["revert", "merge", "discard", "pr"].includes(action)) {
+        toast(result.message);
+        (result.warnings || []).forEach((w) => toast(`Warning: ${w}`, true));
+      }
       else toast(result.run_id ? `Run ${result.run_id.slice(0, 8)} started` : "Queued: it starts when a running ticket ends");
     } catch (err) { toast(err.message, true); }
     refresh();

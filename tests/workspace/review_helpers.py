@@ -1,0 +1,47 @@
+"""Helpers for the review tests: a memory that records deletes, a ticket completed on its branch
+(what the graph does, without a model), and a snapshot of everything a user could notice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.workspace.git import out
+from tickets.model import Ticket
+
+
+class Memory:
+    """The part of the memory facade review uses, recording deletes."""
+
+    def __init__(self):
+        self.deleted: list[tuple[str, list[str]]] = []
+
+    def delete(self, project, docs):
+        self.deleted.append((project, list(docs)))
+        return len(docs)
+
+
+def complete(store, wt, repo, tid, files, *, doc=None, depends_on=()):
+    """A ticket whose run wrote `files` in its worktree and completed (what the graph does)."""
+    store.upsert_ticket(Ticket(id=tid, project_id="p", title=f"Ticket {tid}", project_path=str(repo),
+                               depends_on=list(depends_on)))
+    run_id = store.claim_new_run(tid, ["pending", "discarded"])
+    ws = wt.prepare(tid, repo)
+    store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
+                         base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)
+    for rel, text in files.items():
+        (Path(ws.path) / rel).write_text(text)
+    sha, changes = wt.commit(ws, f"Ticket {tid}\n\ndone\n")
+    store.set_run_fields(run_id, head_commit=sha, changes=changes)
+    if doc:
+        store.add_memory_doc(tid, "p", doc)
+    assert store.end_run(tid, run_id, "complete", None)
+    return sha
+
+
+def snapshot(repo: Path) -> dict:
+    """Everything a user could notice: branch tips, HEAD, index and working-tree files."""
+    files = {str(p.relative_to(repo)): p.read_bytes() for p in repo.rglob("*")
+             if p.is_file() and ".git" not in p.parts}
+    return {"refs": out(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
+            "head": out(repo, "rev-parse", "HEAD"), "status": out(repo, "status", "--porcelain"),
+            "files": files}
