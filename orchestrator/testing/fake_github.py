@@ -5,8 +5,9 @@ docs): issue lists paged with `Link` headers and filtered by `labels`/`milestone
 requests appear in the issue list, with a `pull_request` key), `X-RateLimit-*` headers and a
 403/429 once the limit is used up, `ETag` / `If-None-Match` -> 304 (not counted against the
 limit), pull-request creation (422 when one is open for the head branch), pull-request state
-(open, closed, merged) and issue comments. Switches make it answer 401, 404 or 5xx. Use it from
-a plugin's tests as a context manager::
+(open, closed, merged) and issue comments. Switches make it answer 401, 404 or 5xx, delete an
+issue (410, or 404) or lose a pull request (404). Use it from a plugin's tests as a context
+manager::
 
     with FakeGitHub() as gh:
         gh.add_issue("me/app", "Fix the login bug", labels=["bug"])
@@ -43,6 +44,7 @@ class _Repo:
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     milestones: dict[int, dict[str, Any]] = field(default_factory=dict)
+    gone: dict[int, int] = field(default_factory=dict)  # issue number -> what GitHub answers now (410, 404)
     next_number: int = 1
 
 
@@ -129,6 +131,19 @@ class FakeGitHub(LocalServer):
             pr["merged"] = state == "merged"
             pr["merged_at"] = _now() if state == "merged" else None
 
+    def delete_issue(self, repo: str, number: int, *, status: int = 410) -> None:
+        """Take an issue away: GitHub answers 410 for a deleted issue, 404 for one the token can no
+        longer see; either way it leaves the issue list."""
+        with self._lock:
+            self.repos[repo].issues.pop(number)
+            self.repos[repo].gone[number] = status
+
+    def lose_pull(self, repo: str, number: int) -> None:
+        """Take a pull request away (its fork deleted, or the repository recreated): it answers 404."""
+        with self._lock:
+            self.repos[repo].pulls.pop(number)
+            self.repos[repo].issues.pop(number, None)
+
     def fail(self, status: int, *, path: str = "/", times: int | None = None) -> None:
         """Answer `status` (401, 404, 500, ...) to requests under `path`, `times` times (None: always)."""
         with self._lock:
@@ -195,6 +210,9 @@ class FakeGitHub(LocalServer):
         if rest == ["milestones"] and m == "GET":
             return 200, {}, list(r.milestones.values())
         if len(rest) == 2 and rest[0] == "issues" and rest[1].isdigit() and m == "GET":
+            if int(rest[1]) in r.gone:
+                status = r.gone[int(rest[1])]
+                return status, {}, {"message": "This issue was deleted" if status == 410 else "Not Found"}
             issue = r.issues.get(int(rest[1]))
             return (200, {}, issue) if issue else (404, {}, {"message": "Not Found"})
         if len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments":
