@@ -66,6 +66,10 @@ class FakeGitHub(LocalServer):
         self.repos: dict[str, _Repo] = {}
         self._failures: list[tuple[int, str, int | None]] = []  # (status, path prefix, times left)
         self._limited: tuple[int, int] | None = None  # (status, reset epoch) once exhausted
+        # GitHub answers 422 to a second open pull request of a branch; False: an API that does not.
+        self.one_pull_per_branch = True
+        self._gates: dict[tuple[str, str], list[Any]] = {}  # (method, path) -> [count, timeout_s, arrived]
+        self._gate_moved = threading.Condition()
         self._lock = threading.RLock()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -143,6 +147,22 @@ class FakeGitHub(LocalServer):
         with self._lock:
             self.repos[repo].pulls.pop(number)
             self.repos[repo].issues.pop(number, None)
+
+    def gate(self, path: str, *, method: str = "GET", count: int = 2, timeout_s: float = 5.0) -> None:
+        """Hold the answers to `method` requests of exactly `path` until `count` of them have come
+        (or `timeout_s` passed for one): requests of several processes meet there, so a race
+        between them happens every time rather than now and then."""
+        with self._gate_moved:
+            self._gates[(method, path)] = [count, timeout_s, 0]
+
+    def _pass_gate(self, req: GitHubRequest) -> None:
+        with self._gate_moved:
+            gate = self._gates.get((req.method, req.path))
+            if gate is None:
+                return
+            gate[2] += 1
+            self._gate_moved.notify_all()
+            self._gate_moved.wait_for(lambda: gate[2] >= gate[0], timeout=gate[1])
 
     def fail(self, status: int, *, path: str = "/", times: int | None = None) -> None:
         """Answer `status` (401, 404, 500, ...) to requests under `path`, `times` times (None: always)."""
@@ -268,7 +288,8 @@ class FakeGitHub(LocalServer):
         if not all(isinstance(body.get(k), str) for k in ("title", "head", "base")):
             return 422, {}, {"message": "Validation Failed", "errors": [{"code": "missing_field"}]}
         head = body["head"].split(":")[-1]
-        if any(p["head"]["ref"] == head and p["state"] == "open" for p in r.pulls.values()):
+        if self.one_pull_per_branch and any(p["head"]["ref"] == head and p["state"] == "open"
+                                            for p in r.pulls.values()):
             return 422, {}, {"message": "Validation Failed", "errors": [
                 {"code": "custom", "message": f"A pull request already exists for {repo.split('/')[0]}:{head}."}]}
         n = r.next_number
@@ -311,6 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.github
         with fake._lock:
             fake.requests.append(req)
+        fake._pass_gate(req)
         status, headers, payload = fake.handle(req, fake.url)
         data = json.dumps(payload).encode()
         with fake._lock:
