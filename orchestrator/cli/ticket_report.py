@@ -59,9 +59,10 @@ def say_problems(loaded: Any, state_dir: Path | None = None) -> None:
             else:
                 err_console.print(f"{label} {safe(shown_path(problem.path))}: {safe(problem.message)}")
         if again:
-            what = ("ticket file(s) are broken, as said before" if word == "skipped"
-                    else "ticket file(s) have warnings, as said before")
-            err_console.print(f"{label} {again} {what}: `middle tickets` lists them")
+            many = again > 1
+            what = (("ticket files are still broken" if many else "ticket file is still broken") if word == "skipped"
+                    else ("ticket files still have warnings" if many else "ticket file still has a warning"))
+            err_console.print(f"{label} {again} {what}: `middle tickets` lists {'them' if many else 'it'}")
     if said_file is not None and now != before:
         from tickets.cache_file import write_json
 
