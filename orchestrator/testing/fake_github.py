@@ -6,8 +6,9 @@ requests appear in the issue list, with a `pull_request` key), `X-RateLimit-*` h
 403/429 once the limit is used up, `ETag` / `If-None-Match` -> 304 (not counted against the
 limit), pull-request creation (422 when one is open for the head branch), pull-request state
 (open, closed, merged) and issue comments. Switches make it answer 401, 404 or 5xx, delete an
-issue (410, or 404) or lose a pull request (404). Use it from a plugin's tests as a context
-manager::
+issue (410, or 404), lose a pull request (404), accept a second pull request of a branch, or
+hold requests at a gate until several processes have sent them (so a race happens every time).
+Use it from a plugin's tests as a context manager::
 
     with FakeGitHub() as gh:
         gh.add_issue("me/app", "Fix the login bug", labels=["bug"])
