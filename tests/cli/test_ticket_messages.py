@@ -6,23 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli.main import main
-from orchestrator.testing import make_repo
 from tickets.store import TicketStore
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    for var in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    make_repo(tmp_path / "repo")
-    (tmp_path / "tickets").mkdir()
-    (tmp_path / "middle.toml").write_text('[project]\npath = "repo"\n')
-    return tmp_path
 
 
 def invoke(*args: str):
@@ -37,13 +24,10 @@ def said_about(output: str, name: str) -> list[str]:
     return [line for line in output.splitlines() if name in line]
 
 
-def test_a_broken_file_is_one_line_said_in_full_once_then_summed_up(workdir, monkeypatch):
-    from orchestrator.running import batch
-
-    monkeypatch.setattr(batch, "run_batch", lambda orch, ids, **kw: batch.BatchResult())
-    write(workdir, "good.md", "---\ntitle: Good\nproject: demo\n---\nDo it.\n")
-    write(workdir, "plain.md", "Just some notes, no front matter.\n")
-    write(workdir, "typo.md", "---\ntitle: [unclosed\nproject: demo\n---\n")
+def test_a_broken_file_is_one_line_said_in_full_once_then_summed_up(project_dir, started):
+    write(project_dir, "good.md", "---\ntitle: Good\nproject: demo\n---\nDo it.\n")
+    write(project_dir, "plain.md", "Just some notes, no front matter.\n")
+    write(project_dir, "typo.md", "---\ntitle: [unclosed\nproject: demo\n---\n")
 
     first = invoke("sync")
     assert first.exit_code == 1
@@ -58,7 +42,7 @@ def test_a_broken_file_is_one_line_said_in_full_once_then_summed_up(workdir, mon
     assert said_about(later.output, "plain.md") == [] and said_about(later.output, "typo.md") == []
     assert "skipped: 2 ticket files are still broken: `middle tickets` lists them" in later.output, later.output
 
-    write(workdir, "new.md", "---\nproject: demo\n---\n")  # a new problem is said in full, the old ones summed up
+    write(project_dir, "new.md", "---\nproject: demo\n---\n")  # a new problem is said in full, the old ones summed up
     third = invoke("sync")
     assert said_about(third.output, "new.md") == ["skipped: tickets/new.md: missing 'title': add a line such as "
                                                   "'title: Fix the login bug' to the front matter"], third.output
@@ -69,28 +53,28 @@ def test_a_broken_file_is_one_line_said_in_full_once_then_summed_up(workdir, mon
         assert len(said_about(listed.output, f"skipped: tickets/{name}: ")) == 1, listed.output
 
 
-def test_a_discarded_ticket_waits_for_nothing(workdir):
-    write(workdir, "base.md", "---\ntitle: Base\nproject: demo\n---\n")
-    write(workdir, "top.md", "---\ntitle: Top\nproject: demo\ndepends_on: [base]\n---\n")
+def test_a_discarded_ticket_waits_for_nothing(project_dir):
+    write(project_dir, "base.md", "---\ntitle: Base\nproject: demo\n---\n")
+    write(project_dir, "top.md", "---\ntitle: Top\nproject: demo\ndepends_on: [base]\n---\n")
     assert invoke("sync").exit_code == 0
-    with TicketStore(workdir / ".middle" / "middle.sqlite3") as store:
+    with TicketStore(project_dir / ".middle" / "middle.sqlite3") as store:
         store.set_status("top", "discarded", "not wanted")
     listed = invoke("tickets")
     top = next(line for line in listed.output.splitlines() if line.startswith("│ top "))
     assert "discarded" in top and "base" not in top, listed.output
 
 
-def test_a_ticket_without_project_belongs_to_the_configured_project(workdir):
-    write(workdir, "a.md", "---\ntitle: A\n---\nDo it.\n")
+def test_a_ticket_without_project_belongs_to_the_configured_project(project_dir):
+    write(project_dir, "a.md", "---\ntitle: A\n---\nDo it.\n")
     unset = invoke("sync")  # neither the file nor middle.toml names one: the error stays
     assert unset.exit_code == 1 and "missing 'project'" in unset.output and "[project] id" in unset.output
-    (workdir / "middle.toml").write_text('[project]\npath = "repo"\nid = "shop"\n')
+    (project_dir / "middle.toml").write_text('[project]\npath = "repo"\nid = "shop"\n')
     result = invoke("sync")
     assert result.exit_code == 0, result.output
-    with TicketStore(workdir / ".middle" / "middle.sqlite3") as store:
+    with TicketStore(project_dir / ".middle" / "middle.sqlite3") as store:
         assert store.get_ticket("a").project_id == "shop"
-    write(workdir, "b.md", "---\ntitle: B\nproject: other\n---\n")  # one that names its project keeps it
+    write(project_dir, "b.md", "---\ntitle: B\nproject: other\n---\n")  # one that names its project keeps it
     assert invoke("sync").exit_code == 0
-    with TicketStore(workdir / ".middle" / "middle.sqlite3") as store:
+    with TicketStore(project_dir / ".middle" / "middle.sqlite3") as store:
         assert store.get_ticket("b").project_id == "other"
     assert "│ a " in invoke("tickets").output
