@@ -231,7 +231,6 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
     orch = open_orchestrator(ctx, config, fake)
     from orchestrator.running.batch import BatchInterrupted, run_batch
     from orchestrator.cli.batch_view import make_view
-
     from orchestrator.cli.ticket_report import say_changes, say_problems
 
     loaded = orch.sync_tickets(tickets_dir)
