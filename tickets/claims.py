@@ -145,6 +145,28 @@ class TicketClaims:
             conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?"
                          " WHERE id = ?", (utc_now(), ticket_id))
 
+    def hold(self, ticket_id: str, run_id: str, statuses: Iterable[str], *,
+             lease_s: float = DEFAULT_LEASE_S) -> bool:
+        """Claim a ticket whose status is one of `statuses` for a step on its run `run_id` that two
+        processes (or machines) must not take at once, such as opening its pull request, leaving
+        its status as it is. False when another live claim holds it or its status changed; give
+        the hold back with `release_hold`."""
+        allowed = {getattr(s, "value", s) for s in statuses}
+        with self._write() as conn:
+            row = conn.execute("SELECT status FROM tickets WHERE id = ?" + self._db.lock_row, (ticket_id,)).fetchone()
+            if row is None:
+                raise TicketError(f"no ticket '{ticket_id}': list them with `middle tickets`")
+            if row["status"] not in allowed or self._live_claim(conn, ticket_id):
+                return False
+            self._put_claim(conn, ticket_id, run_id, lease_s, None)
+        return True
+
+    def release_hold(self, ticket_id: str, run_id: str) -> None:
+        """Give back this process's `hold` (another's claim is left alone)."""
+        with self._write() as conn:
+            conn.execute("DELETE FROM claims WHERE ticket_id = ? AND run_id = ? AND host = ? AND pid = ?",
+                         (ticket_id, run_id, this_host(), os.getpid()))
+
     def refresh_claim(self, ticket_id: str, run_id: str, lease_s: float = DEFAULT_LEASE_S) -> bool:
         """Extend our lease; False when the claim is no longer ours (then stop working)."""
         with self._write() as conn:

@@ -32,7 +32,8 @@ _RESERVED = ("title", "project", "id", "path", "depends_on")
 # Keys a ticket may carry without a warning: the ones above plus free-form metadata we know of.
 # Anything else is likely a typo (`pth:` for `path:`), so loading says so, naming file and key.
 KNOWN_KEYS = frozenset({*_RESERVED, "description", "labels"})
-_EXAMPLE = "---\ntitle: Fix the login bug\nproject: my-app\n---\nWhat to do, in Markdown."
+# How a ticket starts, said on one line (every message about a file is one line).
+_EXAMPLE = "'---', 'title: Fix the login bug', 'project: my-app', '---', then what to do, in Markdown"
 
 
 @dataclass(frozen=True)
@@ -92,17 +93,19 @@ class TicketSource(Protocol):
 
 @runtime_checkable
 class ClosingSource(Protocol):
-    """A source whose tickets can be closed where they live (an issue tracker): an optional
-    capability, declared by subclassing this (as the GitHub source does). `middle sync` asks it,
-    before anything is written, which pending tickets it no longer lists were closed (they become
-    `discarded`) and which discarded ones it lists again (they become `pending`)."""
+    """A source that can say a ticket it had is closed or gone (an issue closed or deleted, a
+    ticket file removed): an optional capability, declared by subclassing this (as the Markdown
+    and GitHub sources do). Every sync asks it, before anything is written, which pending tickets
+    it no longer lists are closed or gone (they become `discarded`, with the reason) and which
+    discarded ones it lists again (they become `pending`)."""
 
     def closed(self, tickets: list[Ticket]) -> dict[str, str]:
-        """Of these stored pending tickets the source no longer lists, those closed: id -> why."""
+        """Of these stored pending tickets the source no longer lists, those closed or gone: id -> why."""
         return {}
 
-    def reopened(self, tickets: list[Ticket]) -> list[str]:
-        """Of these stored discarded tickets the source lists again, those it had closed."""
+    def reopened(self, tickets: list[Ticket]) -> list[str] | dict[str, str]:
+        """Of these stored discarded tickets the source lists again, those it had closed: their
+        ids, or id -> why they are back."""
         return []
 
 
@@ -118,9 +121,7 @@ def _split_front_matter(text: str) -> tuple[Any, str]:
     """Return (parsed YAML front matter, body) of a Markdown ticket."""
     lines = text.splitlines()
     if not lines or lines[0].rstrip() != "---":
-        raise _BadFile(
-            "no YAML front matter: start the file with a '---' line, then 'title:' and 'project:' "
-            f"lines, then a closing '---' line, e.g.\n{_EXAMPLE}")
+        raise _BadFile(f"no YAML front matter: start the file with these lines: {_EXAMPLE}")
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
     if end is None:
         raise _BadFile("the front matter is never closed: add a '---' line after its last field")
@@ -230,10 +231,11 @@ def _parse(path: Path, default_project_path: PathArg | None, max_chars: int | No
     return _parse_with_keys(path, default_project_path, max_chars)[0]
 
 
-def _parse_with_keys(path: Path, default_project_path: PathArg | None,
-                     max_chars: int | None = None) -> tuple[Ticket, list[str]]:
+def _parse_with_keys(path: Path, default_project_path: PathArg | None, max_chars: int | None = None,
+                     default_project: str | None = None) -> tuple[Ticket, list[str]]:
     """Build a Ticket from one Markdown file, raising _BadFile with a fix for any problem; also
-    return its front-matter keys that no part of middle-agent reads (likely typos)."""
+    return its front-matter keys that no part of middle-agent reads (likely typos). A file without
+    'project:' belongs to `default_project` ([project] id), when there is one."""
     if max_chars is not None:
         try:
             size = path.stat().st_size
@@ -259,10 +261,11 @@ def _parse_with_keys(path: Path, default_project_path: PathArg | None,
     title = _text(meta, "title")
     if not title:
         raise _BadFile("missing 'title': add a line such as 'title: Fix the login bug' to the front matter")
-    project = _text(meta, "project")
+    project = _text(meta, "project") or default_project
     if not project:
         raise _BadFile("missing 'project': add a line such as 'project: my-app' (the project id, "
-                       "which names the project's memory) to the front matter")
+                       "which names the project's memory) to the front matter, or set [project] id "
+                       "in middle.toml for every ticket that names none")
     try:
         validate_project_id(project)
     except ConfigError as err:
@@ -309,8 +312,10 @@ class MissingTicketFolder(TicketError):
 
 
 def load_tickets(folder: PathArg, default_project_path: PathArg | None = None,
-                 max_chars: int | None = None, memo: PathArg | None = None) -> LoadResult:
-    """Load every `*.md` ticket in `folder` (sorted by name), collecting per-file errors.
+                 max_chars: int | None = None, memo: PathArg | None = None,
+                 default_project: str | None = None) -> LoadResult:
+    """Load every `*.md` ticket in `folder` (sorted by name), collecting per-file errors; a file
+    without 'project:' belongs to `default_project` ([project] id) when given.
 
     A file longer than `max_chars` is refused (an error naming it) without being parsed. With
     `memo` (a JSON file), each file's outcome is remembered by its name, size, change time and
@@ -322,11 +327,12 @@ def load_tickets(folder: PathArg, default_project_path: PathArg | None = None,
         raise error(f"ticket folder {root} {what}: pass the folder that holds your *.md tickets")
     result = LoadResult()
     seen: dict[str, Path] = {}
-    remembered = _FileMemo(Path(memo), root, default_project_path, max_chars) if memo is not None else None
+    remembered = (_FileMemo(Path(memo), root, default_project_path, max_chars, default_project)
+                  if memo is not None else None)
 
     def parse(path: Path) -> tuple[Ticket, list[str]] | _BadFile:
         try:
-            return _parse_with_keys(path, default_project_path, max_chars)
+            return _parse_with_keys(path, default_project_path, max_chars, default_project)
         except _BadFile as err:
             return err
 
@@ -360,17 +366,18 @@ class _FileMemo:
     what changes when the file is written. A cache, not state: unreadable or foreign content is
     ignored, and every remembered ticket is checked again as a new Ticket is."""
 
-    VERSION = 1
+    VERSION = 2  # 2: the default project is part of the context
     # A file changed within this long of being remembered could change again within the file
     # system's time resolution without its stamp moving (git's "racily clean" entries): such a
     # file is parsed every time until it is older.
     RACY_S = 2.0
 
-    def __init__(self, path: Path, folder: Path, default_project_path: PathArg | None, max_chars: int | None):
+    def __init__(self, path: Path, folder: Path, default_project_path: PathArg | None, max_chars: int | None,
+                 default_project: str | None = None):
         self.path = path
         # What every outcome also depends on, compared whole (with the folder: two folders whose
         # memo files share a name only replace each other's memo).
-        self.context = [self.VERSION, str(folder), str(default_project_path), max_chars]
+        self.context = [self.VERSION, str(folder), str(default_project_path), max_chars, default_project]
         self.old: dict[str, Any] = {}
         self.new: dict[str, Any] = {}
         self.changed = False
@@ -438,19 +445,32 @@ class _FileMemo:
         write_json(self.path, {"context": self.context, "files": self.new})
 
 
-class MarkdownFolderSource:
-    """A `TicketSource` over a folder of Markdown tickets with YAML front matter (the default)."""
+# Why a pending ticket of a Markdown folder is discarded: its file went (or now gives another id).
+GONE_NOTE = "its file {file} is gone from the ticket folder"
+RENAMED_NOTE = "its file {file} now gives another ticket id"
+
+
+class MarkdownFolderSource(ClosingSource):
+    """A `TicketSource` over a folder of Markdown tickets with YAML front matter (the default).
+
+    A pending ticket whose file was removed from the folder (or now gives another id) is closed:
+    a sync discards it, saying why, and puts it back to pending when the file is back."""
 
     kind = "markdown"
     argument = "folder"  # `middle sync --from markdown:DIR`
     OPTIONS = frozenset({"folder"})
 
     def __init__(self, folder: PathArg, default_project_path: PathArg | None = None,
-                 max_chars: int | None = None, memo: PathArg | None = None) -> None:
+                 max_chars: int | None = None, memo: PathArg | None = None, *,
+                 base_dir: PathArg | None = None, default_project: str | None = None) -> None:
         self.folder = folder
+        self.default_project = default_project  # [project] id: the project of a ticket that names none
         self.default_project_path = default_project_path
         self.max_chars = max_chars
         self.memo = memo
+        self.base_dir = base_dir  # file names in messages are relative to it (the config's folder)
+        self._files: dict[str, str] | None = None  # after load: each loaded file's ticket id
+        self._broken: set[str] = set()  # after load: the files that did not load
 
     @classmethod
     def open(cls, options: dict[str, Any], context: SourceContext) -> MarkdownFolderSource:
@@ -464,11 +484,50 @@ class MarkdownFolderSource:
             raise ConfigError("bad [tickets.options] for source 'markdown': folder must be a path (text)")
         folder = (context.base_dir / Path(raw).expanduser()).resolve() if raw else context.tickets_dir
         memo = context.memo(folder) if context.memo is not None else None
-        return cls(folder, context.project_path, context.max_ticket_chars, memo)
+        return cls(folder, context.project_path, context.max_ticket_chars, memo, base_dir=context.base_dir,
+                   default_project=context.project_id)
 
     @property
     def where(self) -> str:
         return str(Path(self.folder).expanduser().resolve())
 
     def load(self) -> LoadResult:
-        return load_tickets(self.folder, self.default_project_path, self.max_chars, self.memo)
+        result = load_tickets(self.folder, self.default_project_path, self.max_chars, self.memo, self.default_project)
+        self._files = {t.source: t.id for t in result.tickets if t.source}
+        self._broken = {e.path for e in result.errors}
+        return result
+
+    def _name(self, path: Path) -> str:
+        """A ticket file as messages name it: relative to the config's folder when inside it."""
+        if self.base_dir is not None:
+            try:
+                return str(path.relative_to(Path(self.base_dir).resolve()))
+            except ValueError:
+                pass
+        return str(path)
+
+    def _note(self, ticket: Ticket) -> str | None:
+        """Why this folder no longer gives the ticket, if it is one of this folder's files (a
+        file that did not load is being edited: it is kept as it is)."""
+        path = Path(ticket.source) if ticket.source else None
+        if self._files is None or path is None or path.parent != Path(self.where) or str(path) in self._broken:
+            return None  # not loaded (no folder), or not a file of this folder
+        if not path.exists():
+            return GONE_NOTE.format(file=self._name(path))
+        if self._files.get(str(path), ticket.id) != ticket.id:
+            return RENAMED_NOTE.format(file=self._name(path))
+        return None
+
+    def closed(self, tickets: list[Ticket]) -> dict[str, str]:
+        """Of these pending tickets the folder no longer gives, those whose file went: id -> why."""
+        return {t.id: note for t in tickets if (note := self._note(t)) is not None}
+
+    def reopened(self, tickets: list[Ticket]) -> dict[str, str]:
+        """Of these discarded tickets the folder gives again, those discarded for their file: id -> why."""
+        back = {}
+        for t in tickets:
+            path = Path(t.source) if t.source else None
+            if path is not None and t.status_reason in (GONE_NOTE.format(file=self._name(path)),
+                                                        RENAMED_NOTE.format(file=self._name(path))):
+                back[t.id] = "its file is back in the ticket folder"
+        return back

@@ -126,7 +126,7 @@ GIT_RUN_FIELDS = ("isolation", "repo", "base_branch", "base_commit", "branch", "
                   "changes", "merge_commit", "premerge_commit", "revert_commit")
 # offline: run on the built-in fake model, so its (made-up) cost is kept apart from real spending.
 # A run's pull request (`middle pr`): its URL, and "opening" (intent recorded before the branch is
-# pushed), "open", "merged" or "closed".
+# pushed), "open", "merged", "closed" or "gone" (GitHub no longer has it: the URL is cleared).
 PR_RUN_FIELDS = ("pr_url", "pr_state")
 _RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ended_at", "offline",
                          *GIT_RUN_FIELDS, *PR_RUN_FIELDS})

@@ -140,6 +140,8 @@ def _git_lines(console: Console, run: dict[str, Any]) -> None:
         console.print(f"  pull request {escape(run['pr_url'])} ({escape(run.get('pr_state') or '?')})", soft_wrap=True)
     elif run.get("pr_state") == "opening":
         console.print("  pull request being opened (not recorded yet): run `middle pr` again to finish")
+    elif run.get("pr_state") == "gone":
+        console.print("  pull request gone from GitHub (forgotten): `middle pr` opens a new one")
 
 
 # -- `middle log --follow`: the run's stored events, printed as they arrive ------------------------

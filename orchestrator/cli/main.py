@@ -231,12 +231,11 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
     orch = open_orchestrator(ctx, config, fake)
     from orchestrator.running.batch import BatchInterrupted, run_batch
     from orchestrator.cli.batch_view import make_view
+    from orchestrator.cli.ticket_report import say_changes, say_problems
 
     loaded = orch.sync_tickets(tickets_dir)
-    for problem in loaded.errors:
-        err_console.print(f"[yellow]skipped:[/] {safe(problem)}")
-    for warning in loaded.warnings:
-        err_console.print(f"[yellow]warning:[/] {safe(warning)}")
+    say_changes(loaded)
+    say_problems(loaded, config.state_path)
     blocked: dict[str, str] = {}
     for problem in loaded.dependency_errors:
         err_console.print(f"[bold red]error:[/] {safe(problem)}")
@@ -313,6 +312,7 @@ def _no_such_ticket(tid: str, loaded: Any, config: Config) -> str:
 def sync(ctx: click.Context, tickets_dir: str | None, source: str | None, labels: tuple[str, ...],
          milestone: str | None) -> None:
     """Load the tickets (the ticket folder, or [tickets] source) into the store, for workers to pick up."""
+    from orchestrator.cli.ticket_report import say_changes, say_problems
     from orchestrator.running.sync import sync as sync_source
 
     if tickets_dir is not None and source is not None:
@@ -323,12 +323,8 @@ def sync(ctx: click.Context, tickets_dir: str | None, source: str | None, labels
     extra = {**({"labels": list(labels)} if labels else {}), **({"milestone": milestone} if milestone else {})}
     loaded = sync_source(store, config, source=source, folder=tickets_dir, registry=svc.registry, options=extra,
                          pulls=True)
-    for tid in loaded.discarded:
-        console.print(f"discarded {safe(tid)}: {safe(loaded.closed[tid])}")
-    print_each(console, "pending again", [f"{tid}: its issue was reopened" for tid in loaded.reopened])
-    print_each(console, "", loaded.pull_changes)
-    print_each(err_console, "[yellow]skipped:[/]", loaded.errors)
-    print_each(err_console, "[yellow]warning:[/]", loaded.warnings)
+    say_changes(loaded)
+    say_problems(loaded, config.state_path)
     print_each(err_console, "[bold red]error:[/]", loaded.dependency_errors)
     console.print(f"{len(loaded.tickets)} ticket(s) in {safe(store.where)}: {len(loaded.new or [])} new")
     if loaded.errors or loaded.dependency_errors:
@@ -357,6 +353,7 @@ def resume(ctx: click.Context, ticket_id: str, fake: bool) -> None:
 @click.pass_context
 def tickets(ctx: click.Context, status: str | None) -> None:
     """List the tickets: the ticket folder's, with their status from past runs."""
+    from orchestrator.cli.ticket_report import say_problems
     from orchestrator.lifecycle.next_steps import command
     from orchestrator.running.sync import load
     from tickets.claims import died_note
@@ -368,7 +365,12 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         raise click.BadParameter(f"use one of {', '.join(s.value for s in TicketStatus)}", param_hint="--status")
     store = read_store(ctx, config.store_target)  # read-only: creates no file
     known = {t.id: t for t in store.list_tickets()} if store else {}
-    folder = load(config, stored=bool(known))
+    folder = load(config, store=store)
+    # As the next sync will store them (nothing is written here): those the source no longer has
+    # discarded, with why; those it has again pending.
+    known.update({tid: known[tid].replace(status=TicketStatus.DISCARDED, status_reason=why)
+                  for tid, why in folder.closed.items()})
+    known.update({tid: known[tid].replace(status=TicketStatus.PENDING, status_reason=None) for tid in folder.back})
     rows = dict(known)
     for t in folder.tickets:  # the file's content (its depends_on) with the stored status
         rows[t.id] = t.replace(status=known[t.id].status,
@@ -391,15 +393,13 @@ def tickets(ctx: click.Context, status: str | None) -> None:
             st, t = "interrupted", t.replace(status_reason=f"{died}: {then}")  # shown so; nothing is written
         if status and st != status:
             continue
+        # What may still start waits (a discarded ticket waits for nothing: it is not wanted).
         waits = blocked.get(t.id) or (", ".join(waiting_for(t, status_of, config.dependencies))
-                                      if st in ("pending", "failed", "discarded", "reverted") else "")
+                                      if st in ("pending", "failed", "reverted") else "")
         table.add_row(safe(t.id), safe(t.project_id), st, safe(shorten(waits or "-", 40)), safe(shorten(t.title, 60)),
                       *((safe(origins[t.id] or "file"),) if show_from else ()), safe(shorten(t.status_reason or "", 60)))
     console.print(table)
-    for skipped in folder.errors:
-        err_console.print(f"[yellow]skipped:[/] {safe(skipped)}")
-    for warning in folder.warnings:
-        err_console.print(f"[yellow]warning:[/] {safe(warning)}")
+    say_problems(folder)  # every one in full: this is where they are listed
     for problem in problems:
         err_console.print(f"[bold red]error:[/] {safe(problem)}")
     if problems:  # the list is still shown, the broken tickets marked; an error line fails the command

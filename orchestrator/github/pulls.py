@@ -3,14 +3,18 @@
 Safety: the intent ("opening") is recorded with the run before its branch is pushed, and the
 pull request's URL once GitHub has it; a retry looks for an open pull request of the branch
 before making one, so a crash or a failed call between the push and the record is finished by
-the next `middle pr`, and no pull request is opened twice. Every check that needs no push (the
-ticket's status, the token, the repository, the remote) comes first.
+the next `middle pr`, and no pull request is opened twice. Two at once take turns: the push and
+the creation run under the ticket's claim in the store, so the second finds the first's pull
+request. Every check that needs no push (the ticket's status, the token, the repository, the
+remote) comes first.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,8 +109,6 @@ def _open_pull(gh: GitHubClient, owner: str, branch: str) -> dict[str, Any] | No
 def open_pull_request(store: TicketStore, config: Config, ticket_id: str,
                       say: Callable[[str], None] = print) -> PullRequest:
     """Push the complete ticket's branch and open its pull request, or return the one it has."""
-    from orchestrator.workspace import git as g
-
     ticket = store.get_ticket(ticket_id)
     if ticket.status is not TicketStatus.COMPLETE:
         raise TicketError(f"ticket {ticket_id!r} is {ticket.status.value}, not complete: a pull request is opened "
@@ -116,45 +118,90 @@ def open_pull_request(store: TicketStore, config: Config, ticket_id: str,
         raise TicketError(f"ticket {ticket_id!r} has no committed branch to propose (it ran without its own "
                           "branch, or changed nothing): nothing to open a pull request for")
     if run.get("pr_url"):
-        found = _PULL_URL.search(run["pr_url"])
-        say(f"ticket {ticket_id} already has its pull request: {run['pr_url']}")
-        return PullRequest(run["pr_url"], int(found.group(3)) if found else 0, created=False)
+        return _has_one(run, ticket_id, say)
     repo_path = Path(run["repo"])
     target, url = _push_target(config, repo_path)
     repo = github_repo(config, ticket, url)
     base = run.get("base_branch") or config.project.base_branch
     if not base:
         raise TicketError(f"ticket {ticket_id!r} records no base branch: set [project] base_branch")
-    branch, owner = run["branch"], repo.split("/")[0]
     with _client(config, repo) as gh:
         gh.get("", f"the repository {repo}")  # the token, the name and the network, before any push
-        store.set_run_fields(run["id"], pr_state="opening")  # the intent, before the branch is out
-        try:
-            g.git(repo_path, "push", "--quiet", "--force", target, f"{run['head_commit']}:refs/heads/{branch}")
-        except GitError as exc:
-            raise TicketError(f"could not push {branch} to {url}: {exc}; fix the remote, then run `middle pr "
-                              f"{ticket_id}` again") from None
-        pull = _open_pull(gh, owner, branch)
-        created = pull is None
-        if pull is None:
-            body = {"title": ticket.title, "head": branch, "base": base, "body": pull_body(store, ticket, run, repo)}
-            resp = gh.request("POST", gh.url("/pulls"), json=body)
-            if resp.status_code == 422 and "already exists" in resp.text:  # another process opened it meanwhile
-                pull, created = _open_pull(gh, owner, branch), False
-            if pull is None:
-                pull = gh.check(resp, f"the new pull request of {branch}")
-        if not isinstance(pull, dict) or not str(pull.get("html_url")).startswith(("https://", "http://")):
-            # (the URL is shown as a link on the ticket page: nothing but a web address is kept)
-            raise TicketError(f"GitHub's answer has no pull request URL: run `middle pr {ticket_id}` again")
-    store.set_run_fields(run["id"], pr_url=pull["html_url"], pr_state="open")
+        with _holding(store, ticket_id, run["id"], say):
+            run = store.get_run(run["id"])
+            if run.get("pr_url"):  # another `middle pr` opened it while this one waited
+                return _has_one(run, ticket_id, say)
+            pull, created = _push_and_open(store, gh, ticket, run, target, url, repo, base)
+            store.set_run_fields(run["id"], pr_url=pull["html_url"], pr_state="open")
     number = pull["number"] if isinstance(pull.get("number"), int) else 0
-    say(f"{'opened' if created else 'found'} pull request {pull['html_url']} for {ticket_id} ({branch} -> {base})")
+    say(f"{'opened' if created else 'found'} pull request {pull['html_url']} for {ticket_id} ({run['branch']} -> {base})")
     return PullRequest(pull["html_url"], number, created)
 
 
+def _has_one(run: dict[str, Any], ticket_id: str, say: Callable[[str], None]) -> PullRequest:
+    found = _PULL_URL.search(run["pr_url"])
+    say(f"ticket {ticket_id} already has its pull request: {run['pr_url']}")
+    return PullRequest(run["pr_url"], int(found.group(3)) if found else 0, created=False)
+
+
+HOLD_POLL_S = 0.2  # how often a `middle pr` that waits for another one's hold looks again
+
+
+@contextmanager
+def _holding(store: TicketStore, ticket_id: str, run_id: str, say: Callable[[str], None]) -> Iterator[None]:
+    """Hold the complete ticket's claim (tickets.claims) from the push to the record of its pull
+    request: a second `middle pr` of it, in another process or on another machine sharing the
+    store, waits here and then finds the first one's pull request instead of opening another
+    (GitHub does not always refuse a second one for the same branch)."""
+    said = False
+    while not store.hold(ticket_id, run_id, ("complete",)):
+        ticket = store.get_ticket(ticket_id)
+        if ticket.status is not TicketStatus.COMPLETE:  # merged, discarded or run again meanwhile
+            raise TicketError(f"ticket {ticket_id!r} is {ticket.status.value} now, not complete: no pull request "
+                              "is opened (see `middle tickets`)")
+        claim = store.get_claim(ticket_id)
+        if not said and claim is not None:
+            say(f"waiting for {claim.describe()}, which holds ticket {ticket_id} (another `middle pr`)")
+            said = True
+        time.sleep(HOLD_POLL_S)  # until it is released, or its lease runs out (its process died)
+    try:
+        yield
+    finally:
+        store.release_hold(ticket_id, run_id)
+
+
+def _push_and_open(store: TicketStore, gh: GitHubClient, ticket: Ticket, run: dict[str, Any], target: str,
+                   url: str, repo: str, base: str) -> tuple[dict[str, Any], bool]:
+    """Push the branch (the intent recorded first) and find or open its pull request: (it, opened now)."""
+    from orchestrator.workspace import git as g
+
+    branch, owner = run["branch"], repo.split("/")[0]
+    store.set_run_fields(run["id"], pr_state="opening")  # the intent, before the branch is out
+    try:
+        g.git(Path(run["repo"]), "push", "--quiet", "--force", target, f"{run['head_commit']}:refs/heads/{branch}")
+    except GitError as exc:
+        raise TicketError(f"could not push {branch} to {url}: {exc}; fix the remote, then run `middle pr "
+                          f"{ticket.id}` again") from None
+    store.refresh_claim(ticket.id, run["id"])  # a slow push must not let the hold's lease run out
+    pull = _open_pull(gh, owner, branch)
+    created = pull is None
+    if pull is None:
+        body = {"title": ticket.title, "head": branch, "base": base, "body": pull_body(store, ticket, run, repo)}
+        resp = gh.request("POST", gh.url("/pulls"), json=body)
+        if resp.status_code == 422 and "already exists" in resp.text:  # opened elsewhere meanwhile
+            pull, created = _open_pull(gh, owner, branch), False
+        if pull is None:
+            pull = gh.check(resp, f"the new pull request of {branch}")
+    if not isinstance(pull, dict) or not str(pull.get("html_url")).startswith(("https://", "http://")):
+        # (the URL is shown as a link on the ticket page: nothing but a web address is kept)
+        raise TicketError(f"GitHub's answer has no pull request URL: run `middle pr {ticket.id}` again")
+    return pull, created
+
+
 def read_pull_states(store: TicketStore, config: Config) -> list[tuple[str, str, str, str]]:
-    """(ticket id, run id, "merged" or "closed", URL) for each complete ticket whose open pull request
-    GitHub has merged or closed since; nothing is written here."""
+    """(ticket id, run id, "merged", "closed" or "gone", URL) for each complete ticket whose open pull
+    request GitHub has merged or closed since, or no longer has (404, its repository still there);
+    nothing is written here."""
     found: list[tuple[str, str, str, str]] = []
     for ticket in store.list_tickets(status="complete"):
         run = store.latest_run(ticket.id)
@@ -165,8 +212,12 @@ def read_pull_states(store: TicketStore, config: Config) -> list[tuple[str, str,
             continue
         repo = parse_repo(f"{match.group(1)}/{match.group(2)}")
         with _client(config, repo) as gh:
-            pull = gh.get(f"/pulls/{match.group(3)}", f"pull request #{match.group(3)} of {repo}")
-        if isinstance(pull, dict) and pull.get("merged") is True:
+            pull = gh.get(f"/pulls/{match.group(3)}", f"pull request #{match.group(3)} of {repo}", missing_ok=True)
+            if pull is None:  # a repository that is gone (or hidden from the token) stays that error
+                gh.get("", f"the repository {repo}")
+        if pull is None:
+            found.append((ticket.id, run["id"], "gone", run["pr_url"]))
+        elif isinstance(pull, dict) and pull.get("merged") is True:
             found.append((ticket.id, run["id"], "merged", run["pr_url"]))
         elif isinstance(pull, dict) and pull.get("state") == "closed":
             found.append((ticket.id, run["id"], "closed", run["pr_url"]))
@@ -174,9 +225,16 @@ def read_pull_states(store: TicketStore, config: Config) -> list[tuple[str, str,
 
 
 def apply_pull_states(store: TicketStore, states: list[tuple[str, str, str, str]]) -> list[str]:
-    """Mark tickets merged (pull request merged) or discarded (closed unmerged); lines saying what changed."""
+    """Mark tickets merged (pull request merged) or discarded (closed unmerged); a pull request
+    GitHub no longer has is forgotten (the ticket stays complete; `middle pr` opens a new one).
+    Lines saying what changed, each said once (the run's pr_state is no longer "open" after)."""
     said = []
     for ticket_id, run_id, state, url in states:
+        if state == "gone":
+            store.set_run_fields(run_id, pr_url=None, pr_state="gone")
+            said.append(f"note: pull request {url} of {ticket_id} is gone from GitHub: forgotten; "
+                        f"`middle pr {ticket_id}` opens a new one")
+            continue
         status = "merged" if state == "merged" else "discarded"
         why = f"pull request {url} was {'merged' if state == 'merged' else 'closed unmerged'} on GitHub"
         store.set_run_fields(run_id, pr_state=state)

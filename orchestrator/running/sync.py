@@ -35,9 +35,12 @@ class Loaded(LoadResult):
 
     where: str = ""
     new: list[str] | None = None
-    closed: dict[str, str] = field(default_factory=dict)  # stored ticket id -> why the source closed it
+    # Stored pending ticket id -> why the source no longer has it (an issue closed or deleted, a file removed).
+    closed: dict[str, str] = field(default_factory=dict)
     discarded: list[str] = field(default_factory=list)  # those of `closed` this sync discarded
-    reopened: list[str] = field(default_factory=list)  # discarded tickets the source opened again: pending
+    # Discarded ticket id -> why the source has it again (an issue reopened, a file back): pending.
+    back: dict[str, str] = field(default_factory=dict)
+    reopened: list[str] = field(default_factory=list)  # those of `back` this sync put back to pending
     pull_changes: list[str] = field(default_factory=list)  # tickets a pull request's state moved, said
 
 
@@ -90,13 +93,32 @@ def open_source(config: AnyConfig, *, source: str | None = None, folder: str | P
 
 def load(config: AnyConfig, *, source: str | None = None, folder: str | Path | None = None,
          registry: PluginRegistry | None = None, options: dict[str, Any] | None = None,
-         stored: bool = False) -> Loaded:
-    """The chosen source's tickets, checked by `load_from` with the config's max_ticket_chars.
-    `stored`: the store holds tickets already, so a configured ticket folder that does not exist is
-    a warning (they came from another source), not an error."""
+         store: TicketStore | None = None) -> Loaded:
+    """The chosen source's tickets, checked by `load_from` with the config's max_ticket_chars, and
+    (given the `store`, read only) what a sync would close or reopen (`closed`, `back`): nothing is
+    written. With a store holding tickets, a configured ticket folder that does not exist is a
+    warning (they came from another source), not an error."""
     opened = open_source(config, source=source, folder=folder, registry=registry, options=options)
-    return load_from(opened, _settings(config)[2].max_ticket_chars,
-                     folder_optional=lambda: stored and source is None and folder is None)
+    loaded = load_from(opened, _settings(config)[2].max_ticket_chars,
+                       folder_optional=lambda: store is not None and source is None and folder is None
+                       and bool(store.list_tickets()))
+    return _ask_source(opened, loaded, store) if store is not None else loaded
+
+
+def _ask_source(opened: TicketSource, loaded: Loaded, store: TicketStore) -> Loaded:
+    """Set `closed` and `back`: what the source says (tickets.source.ClosingSource) of the stored
+    pending tickets it no longer lists, and of the discarded ones it lists again. Nothing is
+    written; a source without the capability is not asked."""
+    if not isinstance(opened, ClosingSource):
+        return loaded
+    listed = {t.id for t in loaded.tickets}
+    gone = [t for t in store.list_tickets(status="pending") if t.id not in listed]
+    loaded.closed = dict(opened.closed(gone)) if gone else {}
+    again = [t for t in store.list_tickets(status="discarded") if t.id in listed]
+    found = opened.reopened(again) if again else []
+    # A list of ids (the plain form), or id -> why (what the built-in sources give).
+    loaded.back = dict(found) if isinstance(found, dict) else {tid: f"{loaded.where} has it again" for tid in found}
+    return loaded
 
 
 def load_from(opened: TicketSource, max_ticket_chars: int, *,
@@ -142,8 +164,9 @@ def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, fo
          registry: PluginRegistry | None = None, options: dict[str, Any] | None = None,
          pulls: bool = False) -> Loaded:
     """Load the source into the store: new tickets pending, changed ones updated (status kept),
-    pending ones the source says are closed (a closed issue) discarded; with `pulls`, complete
-    tickets whose pull request was merged or closed on GitHub become merged or discarded.
+    pending ones the source no longer has (a closed or deleted issue, a removed file) discarded,
+    and back to pending when it has them again; with `pulls`, complete tickets whose pull request
+    was merged or closed on GitHub become merged or discarded (one GitHub no longer has is forgotten).
 
     Everything is read from the source before anything is written, so a source that fails half
     way (the network) leaves the store as it was. Dependency problems (an unknown id, a cycle)
@@ -153,12 +176,7 @@ def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, fo
     opened = open_source(config, source=source, folder=folder, registry=registry, options=options)
     loaded = load_from(opened, _settings(config)[2].max_ticket_chars,
                        folder_optional=lambda: source is None and folder is None and bool(store.list_tickets()))
-    if isinstance(opened, ClosingSource):  # asked before any write (tickets.source.ClosingSource)
-        listed = {t.id for t in loaded.tickets}
-        gone = [t for t in store.list_tickets(status="pending") if t.id not in listed]
-        loaded.closed = dict(opened.closed(gone)) if gone else {}
-        back = [t for t in store.list_tickets(status="discarded") if t.id in listed]
-        loaded.reopened = list(opened.reopened(back)) if back else []
+    _ask_source(opened, loaded, store)  # before any write
     states = []
     if pulls and not hasattr(config, "tickets_kind"):  # the full Config (not the read-only view)
         from orchestrator.github.pulls import read_pull_states
@@ -173,7 +191,7 @@ def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, fo
 
 
 def store_loaded(store: TicketStore, loaded: Loaded) -> Loaded:
-    """Copy checked tickets into the store, discard closed pending ones, put reopened ones back to
+    """Copy checked tickets into the store, discard the `closed` pending ones, put those `back` to
     pending; set `new`, `discarded`, `reopened` and `dependency_errors`."""
     stored = {t.id: t for t in store.list_tickets()}
     loaded.new = [t.id for t in loaded.tickets if t.id not in stored]
@@ -185,6 +203,6 @@ def store_loaded(store: TicketStore, loaded: Loaded) -> Loaded:
     # finished, is left as it is (the status is compared in the same write).
     loaded.discarded = [tid for tid, why in sorted(loaded.closed.items())
                         if store.set_status_if(tid, ("pending",), "discarded", why)]
-    loaded.reopened = [tid for tid in loaded.reopened if store.set_status_if(tid, ("discarded",), "pending")]
+    loaded.reopened = [tid for tid in sorted(loaded.back) if store.set_status_if(tid, ("discarded",), "pending")]
     loaded.dependency_errors = check_dependencies(loaded.tickets, set(stored) | {t.id for t in loaded.tickets})
     return loaded

@@ -5,8 +5,10 @@ docs): issue lists paged with `Link` headers and filtered by `labels`/`milestone
 requests appear in the issue list, with a `pull_request` key), `X-RateLimit-*` headers and a
 403/429 once the limit is used up, `ETag` / `If-None-Match` -> 304 (not counted against the
 limit), pull-request creation (422 when one is open for the head branch), pull-request state
-(open, closed, merged) and issue comments. Switches make it answer 401, 404 or 5xx. Use it from
-a plugin's tests as a context manager::
+(open, closed, merged) and issue comments. Switches make it answer 401, 404 or 5xx, delete an
+issue (410, or 404), lose a pull request (404), accept a second pull request of a branch, or
+hold requests at a gate until several processes have sent them (so a race happens every time).
+Use it from a plugin's tests as a context manager::
 
     with FakeGitHub() as gh:
         gh.add_issue("me/app", "Fix the login bug", labels=["bug"])
@@ -43,6 +45,7 @@ class _Repo:
     pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     milestones: dict[int, dict[str, Any]] = field(default_factory=dict)
+    gone: dict[int, int] = field(default_factory=dict)  # issue number -> what GitHub answers now (410, 404)
     next_number: int = 1
 
 
@@ -64,6 +67,10 @@ class FakeGitHub(LocalServer):
         self.repos: dict[str, _Repo] = {}
         self._failures: list[tuple[int, str, int | None]] = []  # (status, path prefix, times left)
         self._limited: tuple[int, int] | None = None  # (status, reset epoch) once exhausted
+        # GitHub answers 422 to a second open pull request of a branch; False: an API that does not.
+        self.one_pull_per_branch = True
+        self._gates: dict[tuple[str, str], list[Any]] = {}  # (method, path) -> [count, timeout_s, arrived]
+        self._gate_moved = threading.Condition()
         self._lock = threading.RLock()
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -128,6 +135,35 @@ class FakeGitHub(LocalServer):
             pr["state"] = "open" if state == "open" else "closed"
             pr["merged"] = state == "merged"
             pr["merged_at"] = _now() if state == "merged" else None
+
+    def delete_issue(self, repo: str, number: int, *, status: int = 410) -> None:
+        """Take an issue away: GitHub answers 410 for a deleted issue, 404 for one the token can no
+        longer see; either way it leaves the issue list."""
+        with self._lock:
+            self.repos[repo].issues.pop(number)
+            self.repos[repo].gone[number] = status
+
+    def lose_pull(self, repo: str, number: int) -> None:
+        """Take a pull request away (its fork deleted, or the repository recreated): it answers 404."""
+        with self._lock:
+            self.repos[repo].pulls.pop(number)
+            self.repos[repo].issues.pop(number, None)
+
+    def gate(self, path: str, *, method: str = "GET", count: int = 2, timeout_s: float = 5.0) -> None:
+        """Hold the answers to `method` requests of exactly `path` until `count` of them have come
+        (or `timeout_s` passed for one): requests of several processes meet there, so a race
+        between them happens every time rather than now and then."""
+        with self._gate_moved:
+            self._gates[(method, path)] = [count, timeout_s, 0]
+
+    def _pass_gate(self, req: GitHubRequest) -> None:
+        with self._gate_moved:
+            gate = self._gates.get((req.method, req.path))
+            if gate is None:
+                return
+            gate[2] += 1
+            self._gate_moved.notify_all()
+            self._gate_moved.wait_for(lambda: gate[2] >= gate[0], timeout=gate[1])
 
     def fail(self, status: int, *, path: str = "/", times: int | None = None) -> None:
         """Answer `status` (401, 404, 500, ...) to requests under `path`, `times` times (None: always)."""
@@ -195,6 +231,9 @@ class FakeGitHub(LocalServer):
         if rest == ["milestones"] and m == "GET":
             return 200, {}, list(r.milestones.values())
         if len(rest) == 2 and rest[0] == "issues" and rest[1].isdigit() and m == "GET":
+            if int(rest[1]) in r.gone:
+                status = r.gone[int(rest[1])]
+                return status, {}, {"message": "This issue was deleted" if status == 410 else "Not Found"}
             issue = r.issues.get(int(rest[1]))
             return (200, {}, issue) if issue else (404, {}, {"message": "Not Found"})
         if len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments":
@@ -250,7 +289,8 @@ class FakeGitHub(LocalServer):
         if not all(isinstance(body.get(k), str) for k in ("title", "head", "base")):
             return 422, {}, {"message": "Validation Failed", "errors": [{"code": "missing_field"}]}
         head = body["head"].split(":")[-1]
-        if any(p["head"]["ref"] == head and p["state"] == "open" for p in r.pulls.values()):
+        if self.one_pull_per_branch and any(p["head"]["ref"] == head and p["state"] == "open"
+                                            for p in r.pulls.values()):
             return 422, {}, {"message": "Validation Failed", "errors": [
                 {"code": "custom", "message": f"A pull request already exists for {repo.split('/')[0]}:{head}."}]}
         n = r.next_number
@@ -293,6 +333,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.github
         with fake._lock:
             fake.requests.append(req)
+        fake._pass_gate(req)
         status, headers, payload = fake.handle(req, fake.url)
         data = json.dumps(payload).encode()
         with fake._lock:

@@ -256,7 +256,12 @@ class Review:
             return ReviewResult(ticket_id, status, f"ticket {ticket_id} is already discarded")
         run = self.store.latest_run(ticket_id)
         if run is None:
-            raise TicketError(f"ticket {ticket_id!r} has never run: there is nothing to discard; "
+            # Never run: no worktree, branch or memory doc; it is only marked, so no run starts it
+            # (`middle run ID` still can). Compared in the same write: a runner may claim it meanwhile.
+            if self.store.set_status_if(ticket_id, ("pending",), "discarded", "discarded by hand; it never ran"):
+                return ReviewResult(ticket_id, "discarded", f"discarded ticket {ticket_id}: it never ran, so "
+                                    "there was no work to remove; no run starts it now")
+            raise TicketError(f"ticket {ticket_id!r} is {self.store.get_ticket(ticket_id).status.value} now: "
                               f"{advise(self.store, ticket_id, 'discard')}")
         run = self._here(run) if run.get("isolation") == "worktree" and run.get("branch") else run
         code = "it ran in place (isolation = \"none\"), so its edits are left in the project"

@@ -123,8 +123,14 @@ def test_a_ticket_sources_optional_capability_is_declared_not_probed(tmp_path):
 
     text = (ROOT / "orchestrator/running/sync.py").read_text(encoding="utf-8")
     assert not re.search(r"\b(getattr|hasattr)\(\s*opened\s*,\s*\"(closed|reopened)\"", text)
-    assert issubclass(GitHubIssuesSource, ClosingSource)
-    assert not issubclass(MarkdownFolderSource, ClosingSource)
+    assert issubclass(GitHubIssuesSource, ClosingSource) and issubclass(MarkdownFolderSource, ClosingSource)
+
+    class LoadsOnly:  # a source that does not declare it is never asked
+        where = "x"
+
+        def load(self) -> None: ...
+
+    assert not issubclass(LoadsOnly, ClosingSource)
 
 
     class Declares(ClosingSource):  # a source that declares it and overrides nothing closes nothing

@@ -267,3 +267,61 @@ def test_a_read_that_keeps_failing_stops_after_three_tries(project, github):
     one_error(result, "GitHub answered 503")
     assert len(github.requests_to("/repos/me/app/issues")) == 3
     assert stored(project) == {}
+
+
+@pytest.mark.parametrize("status", [410, 404])
+def test_a_deleted_issue_discards_its_pending_ticket_once_and_every_command_goes_on(project, github, monkeypatch,
+                                                                                    status):
+    write_config(project, github.url, '[tickets]\nkind = "github"\n[tickets.options]\nrepo = "me/app"\n')
+    github.add_issue("me/app", "Deleted soon")
+    github.add_issue("me/app", "Stays")
+    assert invoke("sync").exit_code == 0
+    github.delete_issue("me/app", 1, status=status)
+    gone = "discarded gh-1: issue #1 is gone from GitHub (deleted, or no longer visible to the token)"
+
+    from orchestrator.running import batch
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(batch, "run_batch", lambda orch, ids, **kw: started.append(list(ids)) or batch.BatchResult())
+    listed = invoke("tickets")
+    assert listed.exit_code == 0 and "is gone from GitHub" in listed.output, listed.output
+    run = invoke("run")
+    assert run.exit_code == 0 and gone in run.output, run.output
+    assert started == [["gh-2"]]
+    ticket = stored(project)["gh-1"]
+    assert ticket.status is TicketStatus.DISCARDED and "issue #1 is gone from GitHub" in ticket.status_reason
+    again = invoke("sync")
+    assert again.exit_code == 0 and "discarded" not in again.output, again.output  # said once
+    assert invoke("tickets").exit_code == 0
+
+
+def test_the_server_goes_on_past_a_deleted_issue(project, github):
+    from fastapi.testclient import TestClient
+
+    from orchestrator.config.settings import load_config
+    from orchestrator.server import create_app
+
+    write_config(project, github.url, '[tickets]\nkind = "github"\n[tickets.options]\nrepo = "me/app"\n')
+    github.add_issue("me/app", "Deleted soon")
+    assert invoke("sync").exit_code == 0
+    github.delete_issue("me/app", 1)
+    app = create_app(load_config(project / "middle.toml"), fake=True)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        tickets = client.get("/api/tickets").json()["tickets"]
+    assert [(t["id"], t["status"]) for t in tickets] == [("gh-1", "discarded")]
+
+
+def test_a_repository_that_answers_404_stays_that_error_when_an_issue_is_asked_for(project, github, monkeypatch):
+    github.add_issue("me/app", "One")
+    assert invoke("sync", "--from", "github:me/app").exit_code == 0
+    github.update_issue("me/app", 1, state="closed")  # not listed: the sync asks for issue #1 itself
+    original = github.handle
+
+    def repository_gone(req, base):  # the list still answers (a stale mirror); the rest is 404
+        if req.path in ("/repos/me/app", "/repos/me/app/issues/1"):
+            return 404, {}, {"message": "Not Found"}
+        return original(req, base)
+
+    monkeypatch.setattr(github, "handle", repository_gone)
+    one_error(invoke("sync", "--from", "github:me/app"), "GitHub has no repository me/app")
+    assert stored(project)["gh-1"].status is TicketStatus.PENDING

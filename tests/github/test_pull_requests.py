@@ -178,3 +178,43 @@ def test_a_pull_request_creation_that_meets_a_5xx_is_not_sent_twice(project, git
     second = invoke("pr", "gh-1")
     assert second.exit_code == 0, second.output
     assert len(github.repos["me/app"].pulls) == 1
+
+
+def test_a_pull_request_gone_from_github_is_forgotten_once_and_middle_pr_opens_a_new_one(project, github):
+    assert invoke("pr", "gh-1").exit_code == 0
+    github.lose_pull("me/app", 2)
+    result = invoke("sync", "--from", "github:me/app")
+    assert result.exit_code == 0, result.output
+    assert "pull request https://github.example/me/app/pull/2 of gh-1 is gone from GitHub" in result.output
+    assert pr_of(project) == (None, "gone")
+    with TicketStore(project / ".middle" / "middle.sqlite3") as store:
+        assert store.get_ticket("gh-1").status is TicketStatus.COMPLETE
+    again = invoke("sync", "--from", "github:me/app")
+    assert again.exit_code == 0 and "is gone from GitHub" not in again.output, again.output  # said once
+    assert "pull request gone from GitHub" in invoke("log", "gh-1").output
+    reopened = invoke("pr", "gh-1")
+    assert reopened.exit_code == 0 and "opened pull request https://github.example/me/app/pull/3" in reopened.output
+
+
+def test_two_middle_pr_processes_at_once_open_one_pull_request(project, github):
+    """Two `middle pr` processes of one ticket, against an API that does not refuse a second pull
+    request of the branch: the second waits for the first's claim and finds its pull request."""
+    import os
+    import subprocess
+    import sys
+
+    github.one_pull_per_branch = False
+    github.gate("/repos/me/app/pulls", count=2)  # lookups of both processes meet here, if both get there
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [subprocess.Popen([sys.executable, "-m", "orchestrator.cli.main", "pr", "gh-1"], cwd=project, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [proc.communicate(timeout=120)[0] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    assert len(github.requests_to("/repos/me/app/pulls", "POST")) == 1, outputs
+    assert list(github.repos["me/app"].pulls) == [2]
+    said = "\n".join(outputs)
+    assert "opened pull request https://github.example/me/app/pull/2" in said
+    assert "gh-1 already has its pull request: https://github.example/me/app/pull/2" in said
+    assert pr_of(project) == ("https://github.example/me/app/pull/2", "open")
+    with TicketStore(project / ".middle" / "middle.sqlite3") as store:
+        assert store.get_claim("gh-1") is None  # the hold was given back

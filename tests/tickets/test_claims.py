@@ -132,6 +132,36 @@ def test_processes_racing_for_one_ticket_get_one_claim(store_target, tmp_path):
         assert len(s.list_runs("t0")) == 1
 
 
+def _hold(path: str, ticket_id: str, run_id: str, barrier, results) -> None:
+    with TicketStore(path) as s:
+        barrier.wait()
+        results.put(s.hold(ticket_id, run_id, ["complete"]))  # kept until this process ends
+
+
+def test_processes_racing_to_hold_a_complete_ticket_get_one_hold_and_keep_its_status(store_target, tmp_path):
+    path = store_target
+    with TicketStore(path) as s:
+        s.upsert_ticket(_ticket("t0", tmp_path))
+        run_id = s.claim_new_run("t0", ["pending"])
+        s.end_run("t0", run_id, "complete", None)
+        assert s.hold("t0", run_id, ["pending"]) is False  # not in the statuses asked for
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_hold, args=(str(path), "t0", run_id, barrier, results)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(60)
+    assert sorted(got) == [False, False, False, True]
+    with TicketStore(path) as s:
+        assert s.get_ticket("t0").status.value == "complete"  # a hold changes no status
+        assert s.hold("t0", run_id, ["complete"])  # its owner exited: not live any more
+        assert s.claim_new_run("t0", ["complete"]) is None  # nothing else takes it while held
+        s.release_hold("t0", run_id)
+        assert s.get_claim("t0") is None
+
+
 def test_schema_1_database_is_migrated(tmp_path):
     path = tmp_path / "old.db"
     with TicketStore(path) as s:

@@ -16,6 +16,8 @@ __all__ = ["GitHubIssuesSource", "dependencies", "issue_number", "short_origin"]
 OPTIONS = frozenset({"repo", "labels", "milestone", "project"})
 PREFIX = "gh-"
 CLOSED_NOTE = "issue #{number} was closed on GitHub"  # the reason a closed issue's ticket is discarded
+# ... and one whose issue GitHub no longer has (410: deleted; 404: deleted, or hidden from the token)
+GONE_NOTE = "issue #{number} is gone from GitHub (deleted, or no longer visible to the token)"
 # "Depends on #12", "- blocked by #3 and #4": a line naming what must be done first.
 _DEP_LINE = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*)?(?:depends\s+on|blocked\s+by)\b", re.IGNORECASE)
 _REF = re.compile(r"(?<![\w/#])#(\d+)\b")
@@ -172,7 +174,9 @@ class GitHubIssuesSource(ClosingSource):
                       fields=fields, depends_on=[f"{PREFIX}{n}" for n in numbers])
 
     def closed(self, tickets: list[Ticket]) -> dict[str, str]:
-        """Of these stored tickets, those this repository's issue is closed for: id -> why."""
+        """Of these stored tickets, those whose issue in this repository is closed or gone: id -> why.
+        An issue GitHub answers 404 or 410 for is gone once the repository itself still answers
+        (a repository that is gone, or hidden from the token, stays that error)."""
         mine = [(t.id, n) for t in tickets if (n := issue_number(t.id)) is not None
                 and isinstance(t.fields.get("github"), dict) and t.fields["github"].get("repo") == self.repo]
         if not mine:
@@ -180,16 +184,26 @@ class GitHubIssuesSource(ClosingSource):
         found: dict[str, str] = {}
         with self._client() as gh:
             for tid, number in mine:
-                issue = gh.get(f"/issues/{number}", f"issue #{number} of {self.repo}")
-                if isinstance(issue, dict) and issue.get("state") == "closed":
+                issue = gh.get(f"/issues/{number}", f"issue #{number} of {self.repo}", missing_ok=True)
+                if issue is None:
+                    gh.get("", f"the repository {self.repo}")
+                    found[tid] = GONE_NOTE.format(number=number)
+                elif isinstance(issue, dict) and issue.get("state") == "closed":
                     found[tid] = CLOSED_NOTE.format(number=number)
             gh.save_cache()
         return found
 
-    def reopened(self, tickets: list[Ticket]) -> list[str]:
+    def reopened(self, tickets: list[Ticket]) -> dict[str, str]:
         """Of these stored discarded tickets (their issue is open again), those a sync discarded
-        because the issue was closed: they go back to pending."""
-        return [t.id for t in tickets if t.status_reason == CLOSED_NOTE.format(number=issue_number(t.id))]
+        because the issue was closed or gone: they go back to pending. id -> why."""
+        back = {}
+        for t in tickets:
+            number = issue_number(t.id)
+            if t.status_reason == CLOSED_NOTE.format(number=number):
+                back[t.id] = "its issue was reopened"
+            elif t.status_reason == GONE_NOTE.format(number=number):
+                back[t.id] = "its issue is back on GitHub"
+        return back
 
 
 def short_origin(source: str) -> str:
