@@ -148,6 +148,9 @@ def reindex(ctx: click.Context, source: str, project: str | None) -> None:
 
     mem, pid = _memory(ctx, project)
     report = run_reindex(mem, pid, source)
+    if report.damage is not None:
+        console.print(f"the old store was damaged: the {report.copied} doc(s) that could still be "
+                      "read from it were indexed afresh")
     line = (f"reindexed {report.copied} doc(s) from {report.source} into {report.target}"
             if report.source != report.target else
             f"rebuilt the {report.target} store: {report.copied} doc(s) indexed afresh")
