@@ -13,6 +13,7 @@ from orchestrator.plugin_api import (BackendOptions, MemoryBackend, MemoryStoreE
                                      check_texts)
 
 from backends import retrieval
+from backends.storage import salvage_rows
 from backends.common import (DocumentListing, DocumentTable, QueryVectors, bind_embedder, claim_backend,
                              claim_vector_kind,
                              coerce_options)
@@ -35,6 +36,10 @@ class HindsightBackend(DocumentListing, MemoryBackend):
                    "recall by semantic + keyword + graph + temporal, reflect, mental models.")
     Options = HindsightOptions
     store_files = ("hindsight.sqlite3",)
+
+    @classmethod
+    def salvage_records(cls, store_dir: Path) -> list[tuple[str, float | None]]:
+        return salvage_rows(Path(store_dir) / "hindsight.sqlite3", "documents", ("text", "event_time"))
     keeps_times = True  # a retained doc's time is its facts' event time
     recall: ClassVar[str] = "relevance"
 

@@ -22,6 +22,7 @@ from orchestrator.plugin_api import (
 )
 
 from backends import retrieval
+from backends.storage import salvage_rows
 from backends.common import (DocumentListing, DocumentTable, QueryVectors, bind_embedder, claim_backend,
                              claim_vector_kind,
                              coerce_options)
@@ -50,6 +51,10 @@ class HippoRAGBackend(DocumentListing, MemoryBackend):
                    "LLM or precomputed triples) ranked by Personalized PageRank.")
     Options = HippoRAGOptions
     store_files = ("hipporag.sqlite3",)
+
+    @classmethod
+    def salvage_records(cls, store_dir: Path) -> list[tuple[str, float | None]]:
+        return salvage_rows(Path(store_dir) / "hipporag.sqlite3", "passages", ("text", "created_at"))
     keeps_times = True  # a passage's time is what recency counts from
 
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,

@@ -21,6 +21,7 @@ from orchestrator.plugin_api import (
 )
 
 from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
+from backends.storage import salvage_rows
 
 from . import chunking
 from .cache import EmbeddingCache, embed_documents, shared_cache
@@ -88,6 +89,10 @@ class RetrievalBackend(MemoryBackend):
         from .pg_database import store_exists
 
         return store_exists(database, cls.name)
+
+    @classmethod
+    def salvage_records(cls, store_dir: Path) -> list[tuple[str, float | None]]:
+        return salvage_rows(Path(store_dir) / f"{cls.name}.sqlite3", "docs", ("text", "doc_time"))
 
     # --- the memory API ------------------------------------------------------------------
 

@@ -106,25 +106,49 @@ class RetrievalStore(SqliteStore):
         with self.read() as conn:
             gen, floor = self.generation(conn)
             held = self._mirror.gen
+            started = None
             if held is None or held < floor or held > gen:
-                self._from_snapshot(floor, gen)
+                started = self._from_snapshot(floor, gen)
             self._mirror.sync(self, conn)
+            if started is not None:
+                self._check_snapshot(conn, started)
         return self._mirror.index
 
-    def _from_snapshot(self, floor: int, gen: int) -> None:
+    def _from_snapshot(self, floor: int, gen: int) -> Path | None:
+        """Start the mirror from the newest usable snapshot; returns its path, or None."""
         self._mirror.invalidate()
         snapshot = self._best_snapshot(floor, gen)
         if snapshot is None:
-            return
+            return None
         path, snap_gen = snapshot
         try:
             self._mirror.start(VectorIndex.load(path), snap_gen)
         except (MemoryStoreError, OSError) as exc:
-            # The vectors are rows of the database too: rebuild from them, and drop the bad
-            # file so the next snapshot (of the same generation, maybe) is written afresh.
-            log.warning("Ignoring the vector snapshot %s (%s): the index is rebuilt from the "
-                        "vectors in %s", path, exc, self.path)
-            path.unlink(missing_ok=True)
+            self._drop_snapshot(path, str(exc))
+            return None
+        return path
+
+    def _check_snapshot(self, conn: sqlite3.Connection, path: Path) -> None:
+        """A snapshot caught up to the database must hold exactly its vector rows: one whose
+        checksum matches but which lacks rows (or holds others) was saved wrong or from another
+        store, and is dropped like a damaged one."""
+        index = self._mirror.index
+        held = np.sort(index.ids()) if index is not None else np.zeros(0, dtype=np.int64)
+        rows = np.fromiter((r[0] for r in conn.execute("SELECT id FROM chunks ORDER BY id")),
+                           dtype=np.int64)
+        if len(held) != len(rows) or not np.array_equal(held, rows):
+            self._drop_snapshot(path, f"it holds {len(held)} vectors where the store holds "
+                                      f"{len(rows)}" if len(held) != len(rows) else
+                                      "its vectors are not the store's")
+            self._mirror.sync(self, conn)
+
+    def _drop_snapshot(self, path: Path, why: str) -> None:
+        # The vectors are rows of the database too: rebuild from them, and drop the bad
+        # file so the next snapshot (of the same generation, maybe) is written afresh.
+        log.warning("Ignoring the vector snapshot %s (%s): the index is rebuilt from the "
+                    "vectors in %s", path, why, self.path)
+        self._mirror.invalidate()
+        path.unlink(missing_ok=True)
 
     # --- snapshots (a faster open for big stores) ---------------------------------------
 

@@ -38,6 +38,10 @@ class VectorIndex:
     def __len__(self) -> int:
         return int(self._index.ntotal)
 
+    def ids(self) -> np.ndarray:
+        """Every id held (the order FAISS keeps them in)."""
+        return _faiss().vector_to_array(self._index.id_map).astype(np.int64)
+
     def add(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dimension:

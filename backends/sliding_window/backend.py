@@ -21,6 +21,8 @@ from orchestrator.plugin_api import (
     TextLLM,
 )
 
+from backends.storage import salvage_rows
+
 from . import store as q
 from .store import Store
 from .summarizer import Summarizer
@@ -51,6 +53,12 @@ class SlidingWindowBackend(MemoryBackend):
     description = "Rolling incremental summaries over a sliding window of recent messages and docs."
     Options = SlidingWindowOptions
     store_files = (DB_NAME,)
+
+    @classmethod
+    def salvage_records(cls, store_dir: Path) -> list[tuple[str, float | None]]:
+        # The project's docs are the messages of its project conversation (see index).
+        return salvage_rows(Path(store_dir) / DB_NAME, "messages", ("text", "created_at"),
+                            f"conversation_id = '{PROJECT_CONVERSATION}'")
     recall = "recency"  # retrieve returns the newest summary and docs, whatever the query
 
     def __init__(

@@ -70,8 +70,9 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
                       "the next run indexes it, or `middle memory retry` now)"), soft_wrap=True)
     elif docs:
         console.print("\n[bold]indexed to memory[/]")
-    for doc in docs:
-        console.print("  " + escape(_short(doc, full)), soft_wrap=True)
+    for doc in docs:  # a multi-line doc's lines stay under it
+        console.print("  " + "\n    ".join(escape(line) for line in _short(doc, full).split("\n")),
+                      soft_wrap=True)
 
 
 def round_lines(out: Console, store: Any, run: dict[str, Any], following: dict[str, Any] | None = None) -> None:

@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 
 import click
 
-from orchestrator.cli.output import console, err_console, safe
+from orchestrator.cli.output import console, err_console, hanging, safe
 from orchestrator.errors import MemoryStoreError, MiddleError
 from orchestrator.cli.context import command_backend, default_project, project_memory  # noqa: F401
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
@@ -44,7 +44,7 @@ def search(ctx: click.Context, query: str, num: int, project: str | None) -> Non
         if not result["docs"]:
             console.print("(no memories)")
         for doc, score in zip(result["docs"], result["doc_scores"]):
-            console.print(f"{score:7.3f}  {safe(doc)}")
+            console.print(hanging(f"{score:7.3f}  ", doc))
 
 
 @memory.command(name="list")
@@ -55,7 +55,7 @@ def list_(ctx: click.Context, project: str | None) -> None:
     mem, pid = _memory(ctx, project)
     docs = mem.list_docs(pid)
     for doc in docs:
-        console.print(f"{doc_id(doc)[:DOC_ID_CHARS]}  {safe(doc)}")
+        console.print(hanging(f"{doc_id(doc)[:DOC_ID_CHARS]}  ", doc))
     err_console.print(f"({len(docs)} doc(s) in {safe(mem.where(pid))}, backend "
                       f"{mem.backend_name})")
 
@@ -65,9 +65,9 @@ def list_(ctx: click.Context, project: str | None) -> None:
 @project_option
 @click.pass_context
 def add(ctx: click.Context, text: str, project: str | None) -> None:
-    """Index TEXT as one doc."""
+    """Index TEXT as one doc (at most [memory] max_doc_chars long)."""
     mem, pid = _memory(ctx, project)
-    stored = mem.prepare_doc(text)
+    stored = mem.prepare_doc(text, refuse_long=True)
     if mem.has_doc(pid, stored):
         console.print(f"already in memory (id {doc_id(stored)[:DOC_ID_CHARS]}): nothing added")
         return
@@ -171,6 +171,9 @@ def reindex(ctx: click.Context, source: str, project: str | None) -> None:
 
     mem, pid = _memory(ctx, project)
     report = run_reindex(mem, pid, source)
+    if report.damage is not None:
+        console.print(f"the old store was damaged: the {report.copied} doc(s) that could still be "
+                      "read from it were indexed afresh")
     line = (f"reindexed {report.copied} doc(s) from {report.source} into {report.target}"
             if report.source != report.target else
             f"rebuilt the {report.target} store: {report.copied} doc(s) indexed afresh")

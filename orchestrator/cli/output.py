@@ -31,6 +31,14 @@ def safe(text: Any) -> str:
     return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text)))
 
 
+def hanging(prefix: str, text: str) -> str:
+    """`prefix` then `text`, its continuation lines indented to where its first line starts (a
+    multi-line memory stays under its id or score, not at the left edge like a new entry).
+    `prefix` is plain text (no markup); the result is safe to print."""
+    pad = "\n" + " " * len(prefix)
+    return safe(prefix) + pad.join(safe(line) for line in str(text).split("\n"))
+
+
 def print_each(target: Console, label: str, items: Any) -> None:
     """One line per item, `label` (Rich markup allowed) before the item's escaped text."""
     for item in items:

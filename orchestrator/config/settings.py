@@ -65,6 +65,10 @@ class MemoryConfig(_Strict):
     # about 5,000 tokens, 20 embedding windows); what the agent is shown is capped apart, by
     # memories_budget_chars (about 500 tokens per injection).
     max_doc_chars: int = Field(20000, gt=0)
+    # A query longer than this is refused (the memory API, `middle memory search`), or cut to
+    # it (the middle agent's own recall at ticket start): the agent's per-turn queries are
+    # ~1,000 characters, and a 4 MB one held every memory call of the project for 18 s.
+    max_query_chars: int = Field(4000, gt=0)
     memories_budget_chars: int = Field(2000, gt=0)
     # The block's "Recent work": the newest N tickets of the project (0: none), within
     # recent_share of memories_budget_chars; the rest is "Related work from any time".
@@ -178,6 +182,7 @@ class Config(_Strict):
     def memory_limits(self) -> dict[str, Any]:
         """The size caps and block split the memory facade applies (see [memory] in README)."""
         return {"max_doc_chars": self.memory.max_doc_chars,
+                "max_query_chars": self.memory.max_query_chars,
                 "memories_budget_chars": self.memory.memories_budget_chars,
                 "recent_tickets": self.memory.recent_tickets,
                 "recent_share": self.memory.recent_share}

@@ -41,8 +41,10 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
     project_id = state["ticket"]["project_id"]
     recent = _recent_work(ctx, project_id, where)
     try:
-        # Asks for as many more as there are recent docs: "Related" leaves those out.
-        results = ctx.memory.retrieve(project_id, [query], ctx.num_to_retrieve + len(recent))
+        # Asks for as many more as there are recent docs: "Related" leaves those out. A long
+        # ticket's start query is cut to [memory] max_query_chars (a client's would be refused).
+        results = ctx.memory.retrieve(project_id, [ctx.memory.cut_query(query)],
+                                      ctx.num_to_retrieve + len(recent))
     except Exception as exc:  # memory failures never stop a ticket
         log.warning("memory recall at %s failed; going on with no memories: %s", where, exc)
         ctx.say(f"memory recall failed ({exc}); going on without memories")

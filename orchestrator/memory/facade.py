@@ -13,12 +13,14 @@ from orchestrator.errors import ConfigError, MemoryStoreError
 from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade's text rules
     CUT_MARKER,
     DEFAULT_MAX_DOC_CHARS,
+    DEFAULT_MAX_QUERY_CHARS,
     DEFAULT_MEMORIES_BUDGET_CHARS,
     DEFAULT_RECENT_SHARE,
     DEFAULT_RECENT_TICKETS,
     DOC_ID_CHARS,
     MEMORIES_HEADER,
     MIN_MAX_DOC_CHARS,
+    MIN_MAX_QUERY_CHARS,
     MIN_MEMORIES_BUDGET_CHARS,
     doc_id,
     format_block,
@@ -114,8 +116,11 @@ class MemoryFacade:
     MemoryArgumentError; every other error comes out as MemoryStoreError naming the absolute
     store path, so callers can log it and go on (memory failures never stop a ticket).
 
-    Size caps: a doc longer than max_doc_chars is cut on index (see `prepare_doc`), and
-    `format_memories` keeps the recalled block within memories_budget_chars.
+    Size caps: a doc longer than max_doc_chars is cut on index (see `prepare_doc`), or refused
+    with `refuse_long=True` (what a person or a client sends: the CLI and the HTTP API); a
+    query longer than max_query_chars is refused before any backend work (the middle agent's
+    own recall cuts its query with `cut_query` first); `format_memories` keeps the recalled
+    block within memories_budget_chars.
     """
 
     def __init__(
@@ -129,6 +134,7 @@ class MemoryFacade:
         num_to_retrieve: int = 5,
         lock_timeout_s: float = 120.0,
         max_doc_chars: int = DEFAULT_MAX_DOC_CHARS,
+        max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
         memories_budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
         recent_tickets: int = DEFAULT_RECENT_TICKETS,
         recent_share: float = DEFAULT_RECENT_SHARE,
@@ -138,6 +144,7 @@ class MemoryFacade:
             raise ConfigError("backend 'none' means memory off: do not build a MemoryFacade for it")
         self.num_to_retrieve = _check_setting(num_to_retrieve, "num_to_retrieve", 1)
         self.max_doc_chars = _check_setting(max_doc_chars, "max_doc_chars", MIN_MAX_DOC_CHARS)
+        self.max_query_chars = _check_setting(max_query_chars, "max_query_chars", MIN_MAX_QUERY_CHARS)
         self.memories_budget_chars = _check_setting(
             memories_budget_chars, "memories_budget_chars", MIN_MEMORIES_BUDGET_CHARS)
         self.recent_tickets = _check_setting(recent_tickets, "recent_tickets", 0)
@@ -342,18 +349,47 @@ class MemoryFacade:
         return backend
 
     # -- size caps ----------------------------------------------------------------------------
-    def prepare_doc(self, doc: str) -> str:
-        """The exact text `index([doc])` stores: doc itself, or cut to max_doc_chars with a marker.
+    def prepare_doc(self, doc: str, *, refuse_long: bool = False) -> str:
+        """The exact text `index([doc])` stores: doc itself, or cut to max_doc_chars with a marker
+        (`refuse_long`: a MemoryArgumentError naming the limit instead, for text a person or a
+        client sent, who should know their doc was not kept whole).
 
         Keep this string (not the original) if the doc must be deleted later; passing it to
         index again stores it unchanged.
         """
         (doc,) = _check_texts([doc], "docs", "text", allow_empty=False)
+        if refuse_long and len(doc) > self.max_doc_chars:
+            raise MemoryArgumentError(
+                f"a doc of {len(doc):,} characters is over [memory] max_doc_chars "
+                f"({self.max_doc_chars:,}): split it into smaller docs, or raise the limit in "
+                "middle.toml (the project's own docs, a ticket's summary or an import, are cut "
+                "to it instead)")
         stored = truncate_doc(doc, self.max_doc_chars)
         if stored is not doc:
             log.warning("memory doc of %d chars cut to %d ([memory] max_doc_chars = %d)",
                         len(doc), len(stored), self.max_doc_chars)
         return stored
+
+    def check_queries(self, queries: Any) -> list[str]:
+        """The queries as a list of strings, each within max_query_chars; a MemoryArgumentError
+        otherwise, before any I/O (a 4 MB query once held every memory call of its project)."""
+        queries = _check_texts(queries, "queries", "question", allow_empty=True)
+        for query in queries:
+            if len(query) > self.max_query_chars:
+                raise MemoryArgumentError(
+                    f"a query of {len(query):,} characters is over [memory] max_query_chars "
+                    f"({self.max_query_chars:,}): send a shorter one (recall needs the key words, "
+                    "not a whole document), or raise the limit in middle.toml")
+        return queries
+
+    def cut_query(self, query: str) -> str:
+        """The middle agent's own query within max_query_chars: its head (a ticket's title and
+        the start of its description say what it is about)."""
+        if len(query) <= self.max_query_chars:
+            return query
+        log.info("memory query of %d chars cut to %d ([memory] max_query_chars)",
+                 len(query), self.max_query_chars)
+        return query[:self.max_query_chars]
 
     def format_memories(self, results: list[RetrieveResult]) -> str:
         """`format_memories` with this facade's memories_budget_chars."""
@@ -375,7 +411,7 @@ class MemoryFacade:
         """The contract's retrieve. `if_exists`: a project without a store of the configured
         backend answers with empty results and gets none created (read-only callers)."""
         validate_project_id(project_id)
-        queries = _check_texts(queries, "queries", "question", allow_empty=True)
+        queries = self.check_queries(queries)
         k = self.num_to_retrieve if num_to_retrieve is None else _check_count(
             num_to_retrieve, "num_to_retrieve")
         if if_exists and not self.has_store(project_id):
@@ -387,9 +423,11 @@ class MemoryFacade:
                   docs=sum(len(r.get("docs", [])) for r in results))
         return results
 
-    def index(self, project_id: str, docs: list[str]) -> None:
+    def index(self, project_id: str, docs: list[str], *, refuse_long: bool = False) -> None:
+        """Index docs, each cut to max_doc_chars (`refuse_long`: refused, see prepare_doc)."""
         validate_project_id(project_id)
-        docs = [self.prepare_doc(d) for d in _check_texts(docs, "docs", "text", allow_empty=False)]
+        docs = [self.prepare_doc(d, refuse_long=refuse_long)
+                for d in _check_texts(docs, "docs", "text", allow_empty=False)]
         started = time.perf_counter()
         with self._locked(project_id, "index") as backend:
             backend.index(docs)

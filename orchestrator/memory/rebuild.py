@@ -46,13 +46,21 @@ class Journal:
 def read_epoch(store: Path) -> str | None:
     """The token a rebuild of the project's store last wrote, or None (never rebuilt). A
     facade that opened the store under another token holds handles on the old contents."""
+    path = store / EPOCH_NAME
     try:
-        return (store / EPOCH_NAME).read_text(encoding="utf-8").strip() or None
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise MemoryStoreError(f"cannot read {store / EPOCH_NAME} ({exc}); check the "
-                               "directory's permissions") from None
+        raise MemoryStoreError(f"cannot read {path} ({exc}); check the directory's "
+                               "permissions") from None
+    try:
+        return raw.decode("utf-8").strip() or None
+    except UnicodeDecodeError:
+        raise MemoryStoreError(
+            f"the rebuild token {path} is damaged (not the text `middle memory reindex` writes): "
+            "delete it; it only tells processes that have the store open to reopen it, and the "
+            "store itself is not affected") from None
 
 
 def check_rebuildable(store: Path, backend: str, files: list[str]) -> None:
@@ -80,7 +88,7 @@ def rebuild(store: Path, backend: str, files: list[str],
     backup.mkdir()
     try:
         for name in files:  # the old store, whole (its -wal too), for the user to go back to
-            _copy_db(store / name, backup / name)
+            _keep_copy(store / name, backup / name)
         staging = backup / STAGING_NAME
         staging.mkdir()
         build(staging)
@@ -131,7 +139,7 @@ def _finish(store: Path, journal: Journal) -> None:
     staging = backup / journal.staging
     for name in journal.files:
         if (staging / name).is_file():  # gone: a killed run had copied it and was cleaning up
-            _copy_db(staging / name, store / name)
+            _copy_into(staging / name, store / name)
     for name in journal.files:
         stem = name.rsplit(".", 1)[0]
         for path in sorted(store.glob(f"{stem}*")):
@@ -161,6 +169,46 @@ def _copy_db(source: Path, target: Path) -> None:
         src.close()
 
 
+def _keep_copy(source: Path, target: Path) -> None:
+    """The old store file kept for the user: through SQLite (a consistent copy), or, when SQLite
+    cannot read it (the damage a reindex is rebuilding from), its bytes and -wal as they are."""
+    try:
+        _copy_db(source, target)
+    except MemoryStoreError:
+        target.unlink(missing_ok=True)
+        for side in ("", "-wal"):
+            if Path(f"{source}{side}").is_file():
+                shutil.copyfile(f"{source}{side}", f"{target}{side}")
+
+
+def _copy_into(source: Path, target: Path) -> None:
+    """The built file copied into the live one in one SQLite transaction; a live file SQLite
+    cannot write into (cut short: no transaction on it can work, and every process that has
+    it open already fails on it) is replaced whole instead, beside its place then renamed.
+    Processes reopen the store either way (the rebuild token changed before this)."""
+    try:
+        _copy_db(source, target)
+        return
+    except MemoryStoreError:
+        if not _damaged(target):
+            raise
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.replace")
+    shutil.copyfile(source, tmp)
+    for side in SQLITE_SIDE_FILES:  # the damaged file's journal must not be replayed on the new one
+        Path(f"{target}{side}").unlink(missing_ok=True)
+    os.replace(tmp, target)
+    log.info("the damaged store file %s was replaced whole by the rebuilt one", target)
+
+
+def _damaged(path: Path) -> bool:
+    """Whether SQLite finds the file damaged."""
+    try:
+        with _connection(path) as conn:
+            return conn.execute("PRAGMA quick_check(1)").fetchone()[0] != "ok"
+    except sqlite3.DatabaseError:
+        return True
+
+
 def _continue_generation(new: Path, old: Path) -> None:
     """Stores on the built-in storage base keep `generation` and `changes_floor` in their meta
     table: every open instance, here or in another process, compares the generation it
@@ -169,8 +217,11 @@ def _continue_generation(new: Path, old: Path) -> None:
     contents reloads in full instead of catching up from another store's log. Stores
     without such meta are left as they are."""
     try:
-        with _connection(old) as conn:
-            old_gen = _meta_int(conn, "generation")
+        try:
+            with _connection(old) as conn:
+                old_gen = _meta_int(conn, "generation")
+        except sqlite3.DatabaseError:  # a damaged old store: past any count it may have reached
+            old_gen = int(time.time() * 1000)
         if old_gen is None:
             return
         with _connection(new) as conn:
@@ -190,8 +241,11 @@ def _match_page_size(new: Path, old: Path) -> None:
     """Give the new file the old one's page size: SQLite cannot copy into a WAL database of
     another page size (a store made by an old SQLite may use 1024-byte pages)."""
     try:
-        with _connection(old) as conn:
-            size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        try:
+            with _connection(old) as conn:
+                size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        except sqlite3.DatabaseError:  # a damaged old store is replaced whole (see _copy_into)
+            return
         with _connection(new) as conn:
             if int(conn.execute("PRAGMA page_size").fetchone()[0]) == size:
                 return

@@ -119,6 +119,7 @@ class ReindexReport:
     copied: int
     already: int
     backup: Path | None = None
+    damage: str | None = None  # the store was too damaged to open: why; the docs were salvaged
 
 
 def _records(backend: MemoryBackend) -> list[tuple[str, float | None]]:
@@ -185,8 +186,12 @@ def _rebuild(facade: MemoryFacade, project_id: str, cls: Any) -> ReindexReport:
     with facade.rebuilding(project_id) as store:
         files = [name for name in cls.store_files if (store / name).is_file()]
         check_rebuildable(store, source, files)
-        with facade.other_backend(project_id, source, "reindex", _own_embedder(facade)) as old:
-            records = _records(old)
+        damage = None
+        try:
+            with facade.other_backend(project_id, source, "reindex", _own_embedder(facade)) as old:
+                records = _records(old)
+        except MemoryStoreError as exc:  # too damaged to open: rebuild from what can be read
+            records, damage = _salvaged(cls, store, exc), str(exc)
         fresh = _fresh(facade, records, set())
         facade.release(project_id)
 
@@ -198,7 +203,23 @@ def _rebuild(facade: MemoryFacade, project_id: str, cls: Any) -> ReindexReport:
                 backend.close()
 
         backup = rebuild(store, source, files, build)
-    return ReindexReport(source, source, len(fresh), len(records) - len(fresh), backup)
+    return ReindexReport(source, source, len(fresh), len(records) - len(fresh), backup, damage)
+
+
+def _salvaged(cls: Any, store: Path, error: MemoryStoreError) -> list[tuple[str, float | None]]:
+    """The docs the backend can still read from its damaged store; `error` again (saying so)
+    when it can read none: a rebuild must never turn a damaged memory into an empty one."""
+    try:
+        records = list(cls.salvage_records(store))
+    except NotImplementedError:
+        records = []
+    if not records:
+        raise MemoryStoreError(f"{error}. No doc could be read from it, so `middle memory "
+                               "reindex` cannot rebuild it: restore the file from a backup, or "
+                               "move it away to start an empty memory") from None
+    log.info("the %s store in %s is damaged (%s): rebuilding it from the %d doc(s) that could "
+             "still be read", cls.name, store, error, len(records))
+    return [(str(text), None if when is None else float(when)) for text, when in records]
 
 
 def _own_embedder(facade: MemoryFacade) -> Any:

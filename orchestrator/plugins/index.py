@@ -7,25 +7,31 @@ created or deleted), or when the search path changes. So the index is remembered
 modification time of every folder on `sys.path`, and scanned again when one differs. The memo is
 JSON in the user's cache folder; one that is unreadable or not of our shape is scanned again.
 
-An entry point is loaded here as importlib.metadata would (`module` or `module:attr.attr`),
-without importing importlib.metadata.
+An entry point is loaded here as importlib.metadata would (`module` or `module:attr.attr`).
+The memo only says which plugins there are; before anything it names is imported, each entry
+is checked against the entry points its distribution declares (`verified`): a memo that was
+edited (or left behind by an install that changed no folder time) could otherwise make every
+`middle` command import any module. An entry no installed distribution declares sends the
+index to a fresh scan.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from orchestrator.config.paths import cache_root, memo_name
 from orchestrator.names import ENTRY_POINT_GROUP
 from tickets.cache_file import read_json, write_json
 
 MEMO_VERSION = 1
+log = logging.getLogger("middle.plugins")
 
 
 @dataclass(frozen=True)
@@ -50,16 +56,50 @@ def installed_plugins() -> tuple[PluginEntry, ...]:
     """Every installed `middle_agent` entry point, in importlib.metadata's order; read once per
     process (`middle --help` asks twice: are there plugins, then load them)."""
     key = _key()
-    memo = cache_root() / "plugins" / memo_name(Path(sys.prefix))
+    memo = _memo()
     entry = read_json(memo)
     try:
         if isinstance(entry, dict) and entry.get("key") == key:
             return tuple(PluginEntry(**{k: str(v) for k, v in e.items()}) for e in entry["plugins"])
     except (TypeError, KeyError, AttributeError):
         pass  # not of our shape: scan again
+    return _rescan(memo, key)
+
+
+def _memo() -> Path:
+    return cache_root() / "plugins" / memo_name(Path(sys.prefix))
+
+
+def _rescan(memo: Path, key: list) -> tuple[PluginEntry, ...]:
     plugins = tuple(_scan())
     write_json(memo, {"key": key, "plugins": [asdict(p) for p in plugins]})
     return plugins
+
+
+def verified(entries: tuple[PluginEntry, ...],
+             keep: Callable[[PluginEntry], bool]) -> tuple[PluginEntry, ...]:
+    """`entries` (remembered, chosen by `keep`, about to be loaded) if an installed distribution
+    declares each of them as a `middle_agent` entry point, exactly; else the index scanned
+    afresh (and remembered), the entries `keep` chooses of it. Reads only those distributions'
+    metadata."""
+    if not entries:
+        return entries
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    for entry in entries:
+        try:
+            declared = [(ep.name, ep.value) for ep in
+                        distribution(entry.dist).entry_points.select(group=ENTRY_POINT_GROUP)]
+        except (PackageNotFoundError, ValueError):
+            declared = []
+        if (entry.name, entry.value) not in declared:
+            break
+    else:
+        return entries
+    log.warning("the plugin index %s names %s = %s, which no installed distribution declares: "
+                "scanned the installed plugins again", _memo(), entry.name, entry.value)
+    installed_plugins.cache_clear()
+    return tuple(e for e in _rescan(_memo(), _key()) if keep(e))
 
 
 def _key() -> list:

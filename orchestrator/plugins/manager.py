@@ -15,7 +15,7 @@ import pluggy
 from orchestrator.plugins import hookspecs, trace
 from orchestrator.errors import ConfigError
 from orchestrator.plugins.memory_backend import MemoryBackend
-from orchestrator.plugins.index import PluginEntry, installed_plugins
+from orchestrator.plugins.index import PluginEntry, installed_plugins, verified
 
 if TYPE_CHECKING:
     from orchestrator.plugins.backend_options import BackendOptions
@@ -217,10 +217,13 @@ def _load_entry_points(pm: pluggy.PluginManager, only: str | None) -> dict[Any, 
     pluggy's load_setuptools_entrypoints would, from the remembered index (plugin_index); return
     each loaded plugin's entry (`middle plugins` shows its package)."""
     wanted = None if only is None else {name.strip() for name in only.split(",") if name.strip()}
+
+    def keep(entry: PluginEntry) -> bool:
+        return wanted is None or entry.name in wanted or entry.dist in wanted
+
     loaded: dict[Any, PluginEntry] = {}
-    for entry in installed_plugins():
-        if wanted is not None and entry.name not in wanted and entry.dist not in wanted:
-            continue
+    # Checked against the distributions' own metadata before anything is imported (index.verified).
+    for entry in verified(tuple(e for e in installed_plugins() if keep(e)), keep):
         if pm.get_plugin(entry.name) is not None or pm.is_blocked(entry.name):
             continue  # the first distribution to declare a name wins, as in pluggy
         plugin = entry.load()

@@ -190,6 +190,14 @@ class MemoryBackend(ABC):
         the default pairs list_docs with no time."""
         return [(text, None) for text in self.list_docs()]
 
+    @classmethod
+    def salvage_records(cls, store_dir: Path) -> Sequence[tuple[str, float | None]]:
+        """The docs (with their times) that can still be read from the project's store when it
+        is too damaged to open, for `middle memory reindex --from` this backend to rebuild it
+        from; leave the damaged files as they are. The default can read none (NotImplementedError:
+        reindex then says to restore the store from a backup)."""
+        raise NotImplementedError(f"backend {cls.name!r} cannot read docs from a damaged store")
+
     def index_records(self, records: Sequence[MemoryRecord]) -> None:
         """Add docs with their event times (see keeps_times); the default indexes the texts."""
         self.index([record.text for record in records])

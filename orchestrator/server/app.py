@@ -18,7 +18,8 @@ from orchestrator.config.settings import Config
 from orchestrator.errors import MiddleError
 from orchestrator.server import events_api, memory_api, pages, tickets_api
 from orchestrator.server.auth import AuthMiddleware
-from orchestrator.server.errors import document_errors, error_response, status_for
+from orchestrator.server.body_limit import BodyLimit
+from orchestrator.server.errors import MAX_BODY_BYTES, document_errors, error_response, status_for
 from orchestrator.server.render import STATIC_DIR, make_templates
 from orchestrator.server.runs import RunManager
 from orchestrator.server.state import ServerState
@@ -30,14 +31,19 @@ DESCRIPTION = """The memory API (`/api/projects/{project_id}/memory/index|retrie
 plus list, search, edit and stats), the tickets API (list, create, run, resume, revert), and each
 run's events, as JSON and live as Server-Sent Events. Every error is `{"error": "message"}` with
 its status: 400 for a bad request (never 422), 404 for an unknown ticket, run or doc, 409 when
-another run or the repository's state is in the way, 503 when memory is off or a store failed.
+another run or the repository's state is in the way, 413 for a request body over 8 MiB (refused
+before it is read), 503 when memory is off or a store failed. A memory doc over `[memory]
+max_doc_chars` or a query over `max_query_chars` is a 400 naming the limit.
 With MIDDLE_API_TOKEN set, send `Authorization: Bearer TOKEN`."""
 
 
 def create_app(config: Config, *, services: Services | None = None, fake: bool = False,
-               token: str | None = None, runs: RunManager | None = None) -> FastAPI:
+               token: str | None = None, runs: RunManager | None = None,
+               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """Build the app on one config. It owns (and closes at shutdown) the services it builds;
-    services passed in stay the caller's to close."""
+    services passed in stay the caller's to close. A request body over `max_body_bytes` is a
+    413 before it is parsed (server/body_limit.py), so a client cannot make the server hold
+    or parse more than that."""
     own = services is None
     svc = services or Services(config, fake=fake)
     state = ServerState(config=config, services=svc, runs=runs or RunManager(svc), token=token or None,
@@ -62,6 +68,7 @@ def create_app(config: Config, *, services: Services | None = None, fake: bool =
     app.state.middle = state
     app.state.templates = make_templates()
     app.add_middleware(AuthMiddleware, token=state.token)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)  # added last: it runs first
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     for module in (memory_api, tickets_api, events_api, pages):
         app.include_router(module.router)

@@ -58,6 +58,18 @@ def status_for(exc: MiddleError) -> int:
     return 400
 
 
+# The largest request body the server reads: refused with a 413 from its Content-Length, or once
+# that many bytes have come, before anything parses it. 400 docs of [memory] max_doc_chars fit.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+def body_too_large(limit: int) -> str:
+    """The message of a 413: the limit, and what to send instead."""
+    return (f"the request body is over this server's limit of {limit:,} bytes ({limit / 2**20:g} "
+            "MiB), so nothing was done: send less per request (docs in batches; a query of a few key "
+            "words, [memory] max_query_chars at most)")
+
+
 def memory_off() -> MemoryOff:
     return MemoryOff("memory is off on this server: set [memory] save_dir in middle.toml (or "
                      "MEMORY_SAVE_DIR) and a backend other than 'none', then restart `middle serve`")
@@ -100,6 +112,7 @@ _MEANING = {
     403: "Refused: a Host name that is not loopback on a server without a token, a cross-site request, "
          "or a missing CSRF token with the login cookie",
     404: "Not found",
+    413: "The request body is over the server's limit (MAX_BODY_BYTES, 8 MiB), refused before it is read",
     409: "In the way: another run holds the ticket, or the repository's state blocks the change (nothing changed)",
     502: "The coding agent or the model failed to start",
     503: "Memory is off on this server, or the memory store or the ticket store failed",

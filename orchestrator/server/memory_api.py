@@ -25,9 +25,12 @@ if TYPE_CHECKING:
 
 router = APIRouter(prefix="/api/projects/{project_id}/memory", tags=["memory"])
 
-# Every memory route: a bad project id or body is a 400; memory off or a failing store a 503.
-_ERRORS = error_responses(400, 503, e400="e.g. a project id with a '/', or docs that are not a list "
-                          "of strings", e503="memory is off, or the backend's store failed")
+# Every memory route: a bad project id or body is a 400 (a doc over [memory] max_doc_chars, a
+# query over max_query_chars too); a body over the server's limit a 413; memory off or a failing
+# store a 503.
+_ERRORS = error_responses(400, 413, 503, e400="e.g. a project id with a '/', docs that are not a "
+                          "list of strings, a doc over [memory] max_doc_chars or a query over "
+                          "[memory] max_query_chars", e503="memory is off, or the backend's store failed")
 
 
 class _Body(BaseModel):
@@ -68,7 +71,7 @@ def _with_sources(state: ServerState, pid: str) -> dict[str, list[DocSource]]:
 @router.post("/index", summary="Index docs (the memory contract)", responses=_ERRORS)
 def index(project_id: str, body: DocsBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
-    mem.index(pid, body.docs)
+    mem.index(pid, body.docs, refuse_long=True)  # a client's doc is kept whole or refused
     return {"project": pid, "indexed": len(body.docs)}
 
 
@@ -90,7 +93,7 @@ def delete(project_id: str, body: DocsBody, state: ServerState = Depends(get_sta
              responses={**_ERRORS, **error_responses(404, e404="no doc has exactly the old text")})
 def edit(project_id: str, body: EditBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
-    new = mem.prepare_doc(body.new)  # refuse a bad new text before anything is deleted
+    new = mem.prepare_doc(body.new, refuse_long=True)  # refused before anything is deleted
     if not mem.has_store(pid) or not mem.delete(pid, [body.old]):
         raise NotFound(f"no doc in project {pid!r} has exactly that text, so nothing was changed: "
                        "copy the exact text from the list")

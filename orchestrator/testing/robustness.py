@@ -12,7 +12,8 @@
 - Leftover temp files of a killed write do not break opening the store.
 - Each store file emptied, cut short or with one 4 KiB block of garbage: the store reads its
   docs right, or raises a MiddleError (MemoryStoreError) naming the file; never an empty or
-  partial memory read as if it were whole.
+  partial memory read as if it were whole. A write into it is refused the same way, or
+  taken by a store that then reads right (docs and the new one).
 - Real processes writing one store concurrently lose nothing (`process_factory`).
 """
 
@@ -225,6 +226,29 @@ class SharedStoreContract:
             self._assert_read_right_or_refused(opener, docs, name.name)
 
     def _assert_read_right_or_refused(self, opener, docs: list[str], file_name: str) -> None:
+        refused = self._read_right_or_refused(opener, docs, file_name)
+        # A write: refused naming the file too, or taken by a store that then reads right (a
+        # write into a damaged file can succeed while pages it did not touch are lost).
+        extra = sample_doc(99, tag="written after the damage")
+        backend = None
+        try:
+            backend = opener.open()
+            backend.index([extra])
+            backend.flush()
+        except MiddleError as exc:
+            assert file_name in str(exc), (
+                f"the error for a write into a damaged {file_name} does not name it: {exc}")
+            return
+        finally:
+            if backend is not None:
+                opener.close(backend)
+        assert not refused, f"{file_name} damaged: reads are refused, but a write was taken"
+        assert not self._read_right_or_refused(opener, [*docs, extra], file_name), (
+            f"{file_name} damaged: a write was taken, then the store was refused")
+
+    def _read_right_or_refused(self, opener, docs: list[str], file_name: str) -> bool:
+        """Read the store: True when refused with an error naming the file, False when it
+        holds exactly `docs`; anything else fails the test."""
         backend = None
         try:
             backend = opener.open()
@@ -233,13 +257,14 @@ class SharedStoreContract:
         except MiddleError as exc:
             assert file_name in str(exc), (
                 f"the error for a damaged {file_name} does not name it: {exc}")
-            return
+            return True
         finally:
             if backend is not None:
                 opener.close(backend)
         if listed is not None:
             assert listed == docs, f"{file_name} damaged: read as {len(listed)} of {len(docs)} docs"
         assert all(found), f"{file_name} damaged: docs lost without an error"
+        return False
 
     def test_processes_writing_one_store_lose_nothing(self, store_dir):
         self.require("stores_docs", "persistent")

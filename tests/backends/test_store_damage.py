@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -159,3 +160,120 @@ def test_a_store_damaged_where_the_docs_are_intact_is_recovered_by_reindex(prist
     assert again.returncode == 0 and GOLDEN in again.stdout.splitlines()[0], again.stderr
     listed = middle(root, "list").stdout.splitlines()
     assert [line.split("  ", 1)[1] for line in listed] == DOCS
+
+
+# -- issue 29: a damaged store is refused for writes too, and its error's advice works -----------
+
+SQLITE_STORES = ["bm25", "dense", "hybrid", "hipporag", "hindsight", "sliding_window"]
+# A page the `add` of a doc neither reads nor writes: damage there once let `add` exit 0 (with a
+# warning when closing the store, or nothing) while the store read as damaged.
+UNTOUCHED_TABLE = {"dense": "chunks", "hybrid": "chunks", "hipporag": "passage_chunks"}
+
+
+def damage_page(path: Path, table: str) -> None:
+    """One 4 KiB block of garbage over the first leaf page of `table`."""
+    with sqlite3.connect(path) as conn:
+        page = conn.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf' "
+                            "ORDER BY pageno", (table,)).fetchone()[0]
+    with open(path, "r+b") as handle:
+        handle.seek((page - 1) * 4096)
+        handle.write(random.Random(f"{table}-{page}").randbytes(4096))
+
+
+@pytest.mark.parametrize("name", sorted(UNTOUCHED_TABLE))
+def test_add_into_a_damaged_store_is_one_error_and_writes_nothing(pristine, tmp_path, name):
+    root = tmp_path / "project"
+    shutil.copytree(pristine(name), root)
+    path = root / "mem" / "demo" / f"{name}.sqlite3"
+    for snapshot in path.parent.glob("*.faiss"):
+        snapshot.unlink()  # the vectors are then read from the damaged file
+    damage_page(path, UNTOUCHED_TABLE[name])
+    before = path.read_bytes()
+    added = middle(root, "add", "written after the damage")
+    assert_one_error_naming(added, path)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", SQLITE_STORES)
+def test_a_store_cut_in_half_is_rebuilt_by_the_reindex_its_error_advises(pristine, tmp_path, name):
+    root = tmp_path / "project"
+    shutil.copytree(pristine(name), root)
+    path = root / "mem" / "demo" / f"{name}.sqlite3"
+    damage_file(path, "cut")
+    cut = path.read_bytes()
+    refused = middle(root, "list")
+    assert_one_error_naming(refused, path)
+    advised = re.search(r"`(middle memory reindex --from \w+)`", refused.stderr).group(1)
+    rebuilt = middle(root, *advised.split()[2:])  # the command as the error wrote it
+    if name == "hindsight":  # its schema outgrows a page: the half that went held the table's
+        assert_one_error_naming(rebuilt, path)  # definition, so no doc can be found: said so
+        assert "No doc could be read from it" in rebuilt.stderr and path.read_bytes() == cut
+        return
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert rebuilt.stderr == "" and "the old store was damaged" in rebuilt.stdout, rebuilt.stdout
+    listed = middle(root, "list")
+    assert listed.returncode == 0, listed.stderr
+    kept = [line.split("  ", 1)[1] for line in listed.stdout.splitlines()]
+    assert kept and kept == [doc for doc in DOCS if doc in kept]  # what could be read, in order
+    (backup,) = path.parent.glob(".reindex-*/" + path.name)
+    assert backup.read_bytes() == cut  # the damaged file, kept as it was
+    assert middle(root, "add", "written after the rebuild").returncode == 0
+
+
+def test_a_store_file_with_no_doc_left_is_not_rebuilt_empty(pristine, tmp_path):
+    root = tmp_path / "project"
+    shutil.copytree(pristine("hybrid"), root)
+    path = root / "mem" / "demo" / "hybrid.sqlite3"
+    with open(path, "r+b") as handle:  # the schema page: nothing can be found in the file
+        handle.seek(100)
+        handle.write(b"\xff" * 3996)
+    rebuilt = middle(root, "reindex", "--from", "hybrid")
+    assert_one_error_naming(rebuilt, path)
+    assert "No doc could be read from it" in rebuilt.stderr
+    assert not list(path.parent.glob(".reindex-*"))
+
+
+def test_a_damaged_rebuild_token_is_one_error_naming_it_and_the_remedy(pristine, tmp_path):
+    root = tmp_path / "project"
+    shutil.copytree(pristine("hybrid"), root)
+    token = root / "mem" / "demo" / ".store-epoch"
+    token.write_bytes(b"\xff\xfe\x00 not text")
+    out = middle(root, "list")
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode != 0 and len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert str(token) in lines[0] and "delete it" in lines[0] and "Error" not in lines[0]
+    token.unlink()  # the remedy
+    assert middle(root, "list").returncode == 0
+
+
+def test_a_garbage_generation_is_one_error_naming_the_file_and_reindex_mends_it(pristine, tmp_path):
+    root = tmp_path / "project"
+    shutil.copytree(pristine("hybrid"), root)
+    path = root / "mem" / "demo" / "hybrid.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = 'x7' WHERE key = 'generation'")
+    found = middle(root, "search", "login form bug")
+    assert_one_error_naming(found, path)
+    assert "'generation' is 'x7', not a whole number" in found.stderr
+    assert "ValueError" not in found.stderr
+    assert middle(root, "reindex", "--from", "hybrid").returncode == 0
+    again = middle(root, "search", "login form bug")
+    assert again.returncode == 0 and GOLDEN in again.stdout.splitlines()[0], again.stderr
+
+
+@pytest.mark.parametrize("name", ["dense", "hybrid"])
+def test_a_snapshot_with_a_valid_checksum_but_missing_vectors_is_not_trusted(pristine, tmp_path,
+                                                                             name):
+    from backends.retrieval.vector import VectorIndex
+
+    root = tmp_path / "project"
+    shutil.copytree(pristine(name), root)
+    (snapshot,) = (root / "mem" / "demo").glob("*.faiss")
+    index = VectorIndex.load(snapshot)
+    index.remove([int(index.ids().max())])  # the newest doc's vector: the golden doc's
+    index.save(snapshot)  # a checksum of its own content: valid
+    found = middle(root, "search", GOLDEN)
+    assert found.returncode == 0, found.stderr
+    assert str(snapshot) in found.stderr and "11 vectors where the store holds 12" in found.stderr
+    assert GOLDEN in found.stdout.splitlines()[0]
+    assert not snapshot.exists()  # dropped, so the next snapshot is written afresh

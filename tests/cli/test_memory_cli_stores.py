@@ -72,3 +72,33 @@ def test_reindex_from_the_old_backend(workdir):
     assert "reindexed 0 doc(s)" in again.stdout and "2 already there" in again.stdout
     error = middle(workdir, "reindex", "--from", "hipporag", ok=False).stderr.strip().splitlines()
     assert len(error) == 1 and "has no hipporag store" in error[0]
+
+
+def test_a_query_or_doc_over_its_limit_is_one_error_line_and_changes_nothing(workdir):
+    middle(workdir, "add", "Ticket: Fix login. Reset the cookie.")
+    store = workdir / ".middle" / "memory" / "demo"
+    before = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
+    long_query = "login " * 700  # 4,200 characters: over the default max_query_chars of 4,000
+    error = middle(workdir, "search", long_query, ok=False).stderr.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith("error: a query of 4,200 characters is over "
+                                                   "[memory] max_query_chars (4,000)"), error
+    long_doc = "x" * 20_001  # over the default max_doc_chars: refused, not cut silently
+    error = middle(workdir, "add", long_doc, ok=False).stderr.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith("error: a doc of 20,001 characters is over "
+                                                   "[memory] max_doc_chars (20,000)"), error
+    assert middle(workdir, "list").stdout.count("\n") == 1
+    assert {p.name: p.stat().st_mtime_ns for p in store.iterdir()} == before
+    assert "Fix login" in middle(workdir, "search", "login " * 600).stdout  # 3,600: within it
+
+
+def test_a_multi_line_doc_prints_its_lines_under_its_entry(workdir):
+    doc = "Commit 8b22590d93: Add multiplication\nCreated calc/mul.py.\nChanged: calc/mul.py"
+    middle(workdir, "add", doc)
+    middle(workdir, "add", "Ticket: Speed up export.")
+    ident = doc_id(doc)[:8]
+    listed = middle(workdir, "list").stdout.splitlines()
+    assert listed[:3] == [f"{ident}  Commit 8b22590d93: Add multiplication",
+                          " " * 10 + "Created calc/mul.py.", " " * 10 + "Changed: calc/mul.py"]
+    found = middle(workdir, "search", "multiplication mul.py", "-k", "1").stdout.splitlines()
+    assert len(found) == 3 and found[0].endswith("  Commit 8b22590d93: Add multiplication")
+    assert found[1:] == [" " * 9 + "Created calc/mul.py.", " " * 9 + "Changed: calc/mul.py"]

@@ -171,7 +171,7 @@ def test_an_empty_project_id_is_refused_never_defaulted(facade, tmp_path, call):
 
 @pytest.mark.parametrize("setting, value", [
     ("num_to_retrieve", 0), ("max_doc_chars", 10), ("memories_budget_chars", 0),
-    ("max_doc_chars", "8000"),
+    ("max_doc_chars", "8000"), ("max_query_chars", 10),
 ])
 def test_bad_size_settings_fail_at_construction(tmp_path, setting, value):
     with pytest.raises(ConfigError, match=rf"\[memory\] {setting} must be a whole number"):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from orchestrator.plugins.index import PluginEntry
 
+REPO = Path(__file__).resolve().parents[2]
+
 PLUGIN = '''
 import click
 from orchestrator.plugin_api import hookimpl
@@ -38,7 +40,9 @@ def _install(site: Path) -> Path:
 
 def _help(tmp_path: Path, site: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MIDDLE_")}
-    env.update(MIDDLE_AGENT_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(site))
+    # This checkout's middle-agent (not whichever is pip-installed), and the fake site's packages.
+    env.update(MIDDLE_AGENT_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(REPO), str(site)]))
     code = "import sys\nfrom orchestrator.cli.main import main\nmain(sys.argv[1:])"
     return subprocess.run([sys.executable, "-c", code, "--help"], cwd=tmp_path, capture_output=True,
                           text=True, env=env, timeout=120)
@@ -75,3 +79,25 @@ def test_an_entry_point_loads_a_module_or_an_attribute_of_it():
     assert PluginEntry("x", "orchestrator.names", "d", "1").load().CONFIG_FILE == "middle.toml"
     assert PluginEntry("x", "orchestrator.names:CONFIG_FILE", "d", "1").load() == "middle.toml"
     assert PluginEntry("x", "orchestrator.plugins.index:PluginEntry.load", "d", "1").load() is PluginEntry.load
+
+
+def test_a_tampered_index_imports_nothing_that_no_installed_distribution_declares(tmp_path):
+    """The index is a file in the user's cache: one that names another module (or a plugin no
+    distribution declares) must not make `middle` import it."""
+    site = tmp_path / "site"
+    _install(site)
+    (site / "planted_mod.py").write_text(
+        "import pathlib\npathlib.Path(__file__).with_name('PLANTED-RAN').write_text('x')\n")
+    assert "hello-fake" in _help(tmp_path, site).stdout  # writes site/__pycache__: the folder's time
+    assert "hello-fake" in _help(tmp_path, site).stdout  # moved, so this run remembers the index
+    memo = next((tmp_path / "cache" / "plugins").glob("*.json"))
+    remembered = json.loads(memo.read_text())
+    for planted in ({"name": "fake", "value": "planted_mod", "dist": "fakeplug", "version": "0.1"},
+                    {"name": "other", "value": "planted_mod", "dist": "fakeplug", "version": "0.1"},
+                    {"name": "other", "value": "planted_mod", "dist": "nosuchdist", "version": "1"}):
+        memo.write_text(json.dumps({**remembered, "plugins": [planted]}))
+        shown = _help(tmp_path, site)
+        assert not (site / "PLANTED-RAN").exists(), planted
+        assert "hello-fake" in shown.stdout, shown.stderr  # the real plugin, from a fresh scan
+        assert "no installed distribution declares" in shown.stderr
+        assert "planted_mod" not in {p["value"] for p in json.loads(memo.read_text())["plugins"]}

@@ -32,3 +32,9 @@ def test_a_huge_description_is_cut_on_index_and_the_recalled_block_fits_the_budg
         assert block.endswith(" …") and block.count("Billing export.") == 1
         assert len(plan_message) < budget + 2_000  # not the 200 KB description, twice or once
         assert orch.revert("t1").memory_docs_deleted == 1  # revert deletes the exact (cut) string
+        # The 200 KB ticket's start recall asked with its head, cut to [memory] max_query_chars
+        # (a client's query that long is refused), so the recall still happened.
+        queries = [q for name, args in RecordedBackend.all_calls() if name == "retrieve" for q in args[0]]
+        assert len(queries[0]) == config.memory.max_query_chars == 4000
+        assert queries[0].startswith("Billing export. The billing export explained")
+        assert all(len(q) <= 4000 for q in queries)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import logging
 
 import pytest
@@ -146,19 +148,26 @@ def test_the_log_says_whether_the_completion_doc_reached_memory(tmp_path, projec
     from orchestrator.cli.log_view import print_log
 
     RecordedBackend.fail_on = {"index"} if broken else set()
-    with make_orchestrator(make_config(tmp_path), one_turn_llm(), RecordingWorker(["ok"])) as orch:
+    decided = json.dumps({"complete": True, "summary": "Wrote hello.py",
+                          "decisions": ["hello.py prints, because a test reads stdout"]})
+    llm = ScriptedAgentLLM([plan_reply("Create hello.py please"), decided])
+    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker(["ok"])) as orch:
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "complete"
         console = Console(record=True, width=200)
         print_log(console, orch.store, "t1")
         # Kept with the ticket either way, so a revert deletes whatever part reached the store.
         assert orch.store.memory_docs("t1")
+        doc = orch.store.memory_docs("t1")[0]
     text = console.export_text()
     if broken:
         assert "indexed to memory" not in text.replace("not indexed to memory", "")
         assert "not indexed to memory" in text and "disk on fire (index)" in text
     else:
         assert "\nindexed to memory" in text and "not indexed" not in text
+    # The doc's lines after its first stay under it (a decision line is not a new entry).
+    first, *rest = doc.split("\n")
+    assert rest and f"\n  {first}\n" + "".join(f"    {line}\n" for line in rest) in text
 
 
 def test_unreadable_memory_store_does_not_stop_the_ticket(tmp_path, project, caplog):

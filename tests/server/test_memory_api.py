@@ -255,3 +255,74 @@ def test_a_ticket_that_indexed_a_doc_twice_is_listed_once(server, project):
     page = c.get("/projects/calc/memory", params={"q": "session cookie"}, headers={"Accept": "text/html"}).text
     results = page[page.index('id="results"'):page.index("</ol>", page.index('id="results"'))]
     assert results.count('href="/tickets/t1"') == 1 and "(reverted)" not in page
+
+
+# -- issue 29: limits. A body over the server's limit, a doc over max_doc_chars and a query over
+# max_query_chars are refused before any memory work, saying the limit. -----------------------
+
+def test_a_4mb_query_is_refused_at_once_and_another_memory_call_answers_meanwhile(serve, tmp_path,
+                                                                                monkeypatch):
+    """A 4 MB query on `hybrid` once held every other memory call of the project for 18 s: it
+    now never reaches the backend (so it cannot hold the project's lock) and is a 400."""
+    from backends.hybrid.backend import HybridBackend
+
+    config = make_project(tmp_path, backend="hybrid")
+    with (tmp_path / "middle.toml").open("a") as toml:
+        toml.write('\n[memory.options]\nembedder = "hashing"\n')
+    from orchestrator.config.settings import load_config
+
+    c = serve(load_config(tmp_path / "middle.toml", environ={})).client
+    doc = "Ticket: Fix login. The session cookie expired too early."
+    assert c.post(f"{BASE}/index", json={"docs": [doc]}).status_code == 200
+    reached: list[int] = []  # the length of every query a backend was asked
+    original = HybridBackend.retrieve
+
+    def recording(self, queries, num_to_retrieve):
+        reached.extend(len(q) for q in queries)
+        return original(self, queries, num_to_retrieve)
+
+    monkeypatch.setattr(HybridBackend, "retrieve", recording)
+    answers: dict[str, object] = {}
+    big = threading.Thread(target=lambda: answers.update(big=c.post(
+        f"{BASE}/retrieve", json={"queries": ["session cookie " * 266_667]})))
+    big.start()
+    small = c.post(f"{BASE}/retrieve", json={"queries": ["session cookie"]})
+    big.join(timeout=120)
+    assert small.status_code == 200 and small.json()[0]["docs"] == [doc]
+    refused = answers["big"]
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"].startswith(
+        "a query of 4,000,005 characters is over [memory] max_query_chars (4,000)")
+    assert reached == [len("session cookie")]  # the big one never reached the backend
+    got = c.get(f"{BASE}/search", params={"q": "x" * 4001})
+    assert got.status_code == 400 and "max_query_chars (4,000)" in got.json()["error"]
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_over_the_limit_is_a_413_before_any_memory_work(serve, project, chunked):
+    c = serve(project, max_body_bytes=64 * 1024).client
+    body = b'{"docs": ["' + b"y" * (64 * 1024) + b'"]}'
+    content = iter([body[:40_000], body[40_000:]]) if chunked else body
+    r = c.post(f"{BASE}/index", content=content, headers={"Content-Type": "application/json"})
+    assert r.status_code == 413, r.text
+    assert r.json()["error"].startswith("the request body is over this server's limit of 65,536 "
+                                        "bytes (0.0625 MiB), so nothing was done")
+    assert not (project.memory_dir / "calc").exists()  # no store was even opened
+    assert c.get(f"{BASE}/stats").json()["docs"] == 0  # the server goes on
+
+
+def test_the_default_body_limit_is_8_mib(server, project):
+    r = server.client.post(f"{BASE}/index", content=b"{" + b" " * (8 * 2**20) + b"}",
+                           headers={"Content-Type": "application/json"})
+    assert r.status_code == 413 and "limit of 8,388,608 bytes (8 MiB)" in r.json()["error"]
+
+
+def test_a_doc_over_max_doc_chars_is_a_400_and_nothing_changes(server):
+    c = server.client
+    assert c.post(f"{BASE}/index", json={"docs": ["kept doc"]}).status_code == 200
+    r = c.post(f"{BASE}/index", json={"docs": ["short one", "z" * 20_001]})
+    assert r.status_code == 400 and r.json()["error"].startswith(
+        "a doc of 20,001 characters is over [memory] max_doc_chars (20,000)")
+    r = c.post(f"{BASE}/edit", json={"old": "kept doc", "new": "z" * 20_001})
+    assert r.status_code == 400 and "max_doc_chars (20,000)" in r.json()["error"]
+    assert [d["text"] for d in c.get(f"{BASE}/docs").json()["docs"]] == ["kept doc"]
