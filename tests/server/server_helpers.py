@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import httpx
 
@@ -130,3 +131,25 @@ def complete_by_hand(state: Any, ticket_id: str, files: dict[str, str]) -> None:
     sha, changes = worktrees.commit(ws, f"{ticket.title}\n")
     state.store.set_run_fields(run_id, head_commit=sha, changes=changes)
     assert state.store.end_run(ticket_id, run_id, "complete", None)
+
+
+@contextmanager
+def serving() -> Iterator[Callable[..., Served]]:
+    """start(config, fake=True, token=None, services=None) -> Served: the real app served by
+    uvicorn on 127.0.0.1; every app started is stopped at the end."""
+    from orchestrator.server import create_app
+
+    started: list[Served] = []
+
+    def start(config: Config, **kwargs: Any) -> Served:
+        kwargs.setdefault("fake", True)
+        app = create_app(config, **kwargs)
+        served = Served(ServerThread(app).start(), app)
+        started.append(served)
+        return served
+
+    try:
+        yield start
+    finally:
+        for served in reversed(started):
+            served.close()
