@@ -11,7 +11,7 @@ from pathlib import Path
 
 from orchestrator.config import load_config
 from orchestrator.cli.demo import examples_dir, prepare
-from orchestrator.runner import Orchestrator
+from orchestrator import Orchestrator
 
 
 def main() -> None:

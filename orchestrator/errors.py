@@ -10,7 +10,7 @@ from tickets.errors import ConfigError, MiddleError, StoreError, StoreUnavailabl
 
 __all__ = [
     "MiddleError", "ConfigError", "TicketError", "StoreError", "StoreUnavailable",
-    "MemoryStoreError", "WorkerError", "AgentReplyError", "ModelAccessError", "GitError",
+    "MemoryStoreError", "CodingAgentError", "AgentReplyError", "ModelAccessError", "GitError",
     "RunInterrupted",
 ]
 
@@ -19,7 +19,7 @@ class MemoryStoreError(MiddleError):
     """A memory backend or store failed (unreadable dir, corrupt file). Never stops a ticket."""
 
 
-class WorkerError(MiddleError):
+class CodingAgentError(MiddleError):
     """The coding agent (Claude Code) could not run a turn: not installed, crashed, timed out."""
 
 

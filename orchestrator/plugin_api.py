@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.paths import cache_root as cache_dir  # the per-user cache folder
-from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, TicketError, WorkerError
+from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, TicketError, CodingAgentError
 from orchestrator.plugins.hookspecs import hookimpl
-from orchestrator.coding_agent.base import EventCallback, TurnResult, Worker
+from orchestrator.coding_agent.base import CodingAgent, EventCallback, TurnResult
 from tickets.model import TurnRecord
 from orchestrator.plugins.memory_backend import (
     ConversationContext,
@@ -43,7 +43,7 @@ __all__ = [
     "ConversationContext",
     "TextLLM",
     "Ticket",
-    "Worker",
+    "CodingAgent",
     "TurnResult",
     "TurnRecord",
     "EventCallback",
@@ -52,7 +52,7 @@ __all__ = [
     "MiddleError",
     "ConfigError",
     "MemoryStoreError",
-    "WorkerError",
+    "CodingAgentError",
     "MemoryBackendContract",
     "TicketSource",
     "ClosingSource",

@@ -1,4 +1,4 @@
-"""The one place that builds the services from a config: registry, memory, ticket store, worker, LLMs.
+"""The one place that builds the services from a config: registry, memory, ticket store, coding agent, LLMs.
 
 The runner, every CLI command, the demo, the memory CLI, `middle serve` and the benchmarks use it,
 so a service is configured one way everywhere. Each part is built on first use (a read-only
@@ -21,9 +21,9 @@ from orchestrator.plugins.memory_backend import TextLLM
 from orchestrator.plugins.manager import PluginRegistry, registry
 
 if TYPE_CHECKING:  # the parts are imported when first built (a read-only command builds few)
-    from orchestrator.lifecycle.runs import RunLifecycle
+    from orchestrator.lifecycle.run_lifecycle import RunLifecycle
     from orchestrator.memory.facade import MemoryFacade
-    from orchestrator.coding_agent.base import Worker
+    from orchestrator.coding_agent.base import CodingAgent
     from orchestrator.workspace import Review, Worktrees
     from tickets.store import TicketStore
 
@@ -51,7 +51,7 @@ class Services:
     """Everything a command needs for one config, built lazily and closed together.
 
     Overrides (for tests, the Python API and the server): `llm` (an AgentLLM or any LangChain
-    BaseChatModel), `worker`, `registry`, `memory_llm`, `worker_env`. `fake=True` starts the
+    BaseChatModel), `coding_agent`, `registry`, `memory_llm`, `coding_agent_env`. `fake=True` starts the
     built-in fake Messages API on 127.0.0.1 and points the middle agent and Claude Code at it
     (`responder` replaces its demo model, e.g. a ScriptedResponder).
     """
@@ -61,17 +61,17 @@ class Services:
         config: Config,
         *,
         llm: Any = None,
-        worker: Any = None,
+        coding_agent: Any = None,
         registry: PluginRegistry | None = None,
         memory_llm: TextLLM | None = None,
-        worker_env: dict[str, str] | None = None,
+        coding_agent_env: dict[str, str] | None = None,
         fake: bool = False,
         responder: Any = None,
         remote: str | None = None,
     ):
         self.config = config
-        self._llm, self._worker, self._registry = llm, worker, registry
-        self._memory_llm, self._worker_env = memory_llm, dict(worker_env or {})
+        self._llm, self._coding_agent, self._registry = llm, coding_agent, registry
+        self._memory_llm, self._coding_agent_env = memory_llm, dict(coding_agent_env or {})
         self.fake, self._responder = fake, responder
         self.remote = remote  # `middle worker`: its clone's remote, fetched and pushed per ticket
         self._stack = ExitStack()
@@ -171,9 +171,9 @@ class Services:
         return self.__dict__["read_store"]
 
     @cached_property
-    def worker_env(self) -> dict[str, str]:
-        """Variables merged over the environment for the worker's process (fake mode: the fake)."""
-        env = dict(self._worker_env)
+    def coding_agent_env(self) -> dict[str, str]:
+        """Variables merged over the environment for the coding agent's process (fake mode: the fake)."""
+        env = dict(self._coding_agent_env)
         if self.fake:
             from orchestrator.fake_api.env import claude_code_env
             from orchestrator.config.offline import FAKE_API_KEY
@@ -185,13 +185,13 @@ class Services:
         return env
 
     @cached_property
-    def worker(self) -> Worker:
-        """The configured coding agent, its options validated by the worker class's own model."""
-        if self._worker is not None:
-            return self._worker
-        cls = self.registry.worker_class(self.config.worker.kind)
-        options = self.registry.worker_options(self.config.worker.kind, self.config.worker.options)
-        return cls(options, env=self.worker_env)
+    def coding_agent(self) -> CodingAgent:
+        """The configured coding agent, its options validated by the coding agent class's own model."""
+        if self._coding_agent is not None:
+            return self._coding_agent
+        cls = self.registry.coding_agent_class(self.config.coding_agent.kind)
+        options = self.registry.coding_agent_options(self.config.coding_agent.kind, self.config.coding_agent.options)
+        return cls(options, env=self.coding_agent_env)
 
     @property
     def checkpoint_path(self) -> Path:
@@ -210,7 +210,7 @@ class Services:
     @cached_property
     def lifecycle(self) -> RunLifecycle:
         """The one owner of a run's end (status, run, claim, run_end event, hook)."""
-        from orchestrator.lifecycle.runs import RunLifecycle
+        from orchestrator.lifecycle.run_lifecycle import RunLifecycle
 
         return RunLifecycle(self.store, self.registry.hook)
 

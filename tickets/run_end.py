@@ -2,7 +2,7 @@
 
 Every path that ends a run (the graph's finalize and fail nodes, the runner's error and Ctrl-C
 paths, the server's shutdown and crash paths, the LangGraph Server entry) goes through
-`end_run`, through `orchestrator.lifecycle.runs.RunLifecycle`, so they cannot disagree. A run that
+`end_run`, through `orchestrator.lifecycle.run_lifecycle.RunLifecycle`, so they cannot disagree. A run that
 already ended is left alone (the call returns False): a node that re-runs on resume, or a
 shutdown racing the run's own end, never ends a run twice or fires its hook twice.
 """

@@ -14,7 +14,7 @@ from . import datasets, runner
 from .fleet import fleet
 from .report import (BACKEND_HELP, LATENCY, at_least_one, console, emit as _emit, err_console,  # noqa: F401
                      positive_ints, progress_bar, report_options, table as _table)
-from .runs import runs
+from .run_bench import runs
 
 
 # What each default dataset is, and where it comes from, for the error when it is not here.

@@ -61,7 +61,7 @@ def _fleet(root: Path, url: str, tickets: int, claude_cli: str | None) -> tuple[
     cli = f'cli_path = "{claude_cli}"\n' if claude_cli else ""
     (desk / "middle.toml").write_text(
         f'[store]\nurl = "{url}"\n[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
-        f'[worker.options]\nturn_timeout_s = 300\n{cli}')
+        f'[coding_agent.options]\nturn_timeout_s = 300\n{cli}')
     return remote, desk
 
 

@@ -58,7 +58,7 @@ def worker(ctx: click.Context, parallel: int | None, once: bool, fake: bool) -> 
         console.print("[yellow]offline:[/] using the built-in fake model (no API key needed)")
     from orchestrator.running.batch import BatchInterrupted
     from orchestrator.cli.batch_view import make_view
-    from orchestrator.runner import Orchestrator
+    from orchestrator.running.orchestrator import Orchestrator
 
     svc = services(ctx, config, fake=fake, remote=REMOTE)
     orch = Orchestrator(config, services=svc, project_override=str(clone))

@@ -190,7 +190,7 @@ def describe_event(event: dict[str, Any], offline: bool = False) -> str:
         if "cost_usd" in d:
             text += f", {_money(d['cost_usd'])}"
         return text + (f" — {d['reason']}" if d.get("reason") else "")
-    if kind == "worker":
+    if kind in ("coding_agent", "worker"):  # ("worker": what runs before 0.2 recorded)
         kind_of = d.get("type")
         if kind_of == "tool_use":
             inp = d.get("input") or {}

@@ -182,7 +182,7 @@ def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
     started_as(fake=fake)  # what this command suggests next keeps --fake
     if fake:  # said first: building the orchestrator imports LangGraph and the SDK (a second)
         console.print("[yellow]offline:[/] using the built-in fake model (no API key needed)")
-    from orchestrator.runner import Orchestrator
+    from orchestrator.running.orchestrator import Orchestrator
 
     orch = Orchestrator(config, services=services(ctx, config, fake=fake), say=say, on_event=on_event)
     ctx.call_on_close(orch.close)

@@ -13,10 +13,10 @@ model = "claude-sonnet-5-5"
 max_turns = 20
 max_cost_usd = 5.0
 
-[worker]
+[coding_agent]
 kind = "claude-code"
 
-[worker.options]                # validated by the worker kind (see README)
+[coding_agent.options]                # validated by the worker kind (see README)
 permission_mode = "acceptEdits"
 
 [memory]

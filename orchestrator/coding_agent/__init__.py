@@ -1,1 +1,1 @@
-"""Coding-agent workers: the Claude Code headless driver and the worker protocol."""
+"""Coding agents: the Claude Code headless driver and the coding-agent protocol."""

@@ -1,4 +1,4 @@
-"""The worker protocol: what the ticket graph needs from a coding agent, one turn at a time."""
+"""The coding-agent protocol: what the ticket graph needs from a coding agent, one turn at a time."""
 
 from __future__ import annotations
 
@@ -33,11 +33,11 @@ class TurnResult:
 EventCallback = Callable[[dict[str, Any]], None]
 
 
-class Worker(Protocol):
+class CodingAgent(Protocol):
     """A coding agent driven one prompt at a time in the ticket's project directory."""
 
     kind: ClassVar[str]
-    Options: ClassVar[type]  # a strict pydantic model; it validates the `[worker.options]` table
+    Options: ClassVar[type]  # a strict pydantic model; it validates the `[coding_agent.options]` table
 
     def run_turn(
         self,
@@ -51,4 +51,4 @@ class Worker(Protocol):
         """Run one turn. `session_id` is chosen by the caller and stored before launch;
         `resume` says whether it names an existing session (turn 2 on) or a new one to create.
         Must not raise for a failed turn: return TurnResult(is_error=True, error=...).
-        Raises WorkerError only when the worker cannot start at all (e.g. not installed)."""
+        Raises CodingAgentError only when the coding agent cannot start at all (e.g. not installed)."""

@@ -16,14 +16,14 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from ..errors import RunInterrupted, WorkerError
+from ..errors import RunInterrupted, CodingAgentError
 from .base import EventCallback, TurnResult
 from .locate import INSTALL_HINT, bundled_cli, find_claude_cli
 from .orphans import MARK_VAR, die_with_parent, own_mark, stop_marked
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
 from .stream_json import TurnStream, permission_denials, turn_cost
 
-__all__ = ["ClaudeCodeOptions", "ClaudeCodeWorker"]
+__all__ = ["ClaudeCodeOptions", "ClaudeCodeAgent"]
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ _STDERR_KEEP = 64 * 1024
 
 
 class ClaudeCodeOptions(BaseModel):
-    """`[worker.options]` for Claude Code: the one schema of these settings (unknown keys are an error)."""
+    """`[coding_agent.options]` for Claude Code: the one schema of these settings (unknown keys are an error)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -86,7 +86,7 @@ class ClaudeCodeOptions(BaseModel):
         return tools
 
 
-class ClaudeCodeWorker:
+class ClaudeCodeAgent:
     """Runs Claude Code headless in the ticket's project directory, one process per turn."""
 
     kind: ClassVar[str] = "claude-code"
@@ -139,7 +139,7 @@ class ClaudeCodeWorker:
             raise ValueError("resume=True needs the session_id of the session to resume")
         cwd = Path(cwd)
         if not cwd.is_dir():
-            raise WorkerError(f"The project directory {cwd.resolve()} does not exist, so Claude Code "
+            raise CodingAgentError(f"The project directory {cwd.resolve()} does not exist, so Claude Code "
                               "cannot run there. Create it or fix the ticket's project path.")
         check_dirs(cwd, self.options.additional_dirs, scoped=self.options.scope_to_project)
         env = {**os.environ, **self.env}
@@ -168,7 +168,7 @@ class ClaudeCodeWorker:
                                     stderr=subprocess.PIPE, start_new_session=True,
                                     preexec_fn=die_with_parent())
         except OSError as exc:
-            raise WorkerError(f"Claude Code could not be started ({cli}: {exc}). " + INSTALL_HINT) from exc
+            raise CodingAgentError(f"Claude Code could not be started ({cli}: {exc}). " + INSTALL_HINT) from exc
         with self._procs_lock:
             self._live[proc.pid] = proc
         emit({"type": "start", "pid": proc.pid, "session_id": session_id, "resume": resume, "cwd": str(cwd)})
@@ -272,7 +272,7 @@ class ClaudeCodeWorker:
         tail = _tail(stderr)
         if timed_out:
             return (f"Claude Code did not finish the turn within {self.options.turn_timeout_s:g} s, so its "
-                    "process group was killed. Raise `[worker.options] turn_timeout_s` or give it a smaller task.")
+                    "process group was killed. Raise `[coding_agent.options] turn_timeout_s` or give it a smaller task.")
         if r.get("api_error_status") or r.get("terminal_reason") == "api_error":
             detail = _tail(r.get("result") or "", 300) or r.get("api_error_type") or "no details"
             return (f"Claude Code could not get an answer from the model (HTTP {r.get('api_error_status')}): "
@@ -281,7 +281,7 @@ class ClaudeCodeWorker:
         errors = "; ".join(str(e) for e in r.get("errors") or [])
         if r.get("terminal_reason") == "max_turns" or r.get("subtype") == "error_max_turns":
             return (f"Claude Code stopped at its own turn cap ({errors or 'max turns reached'}). Raise "
-                    "`[worker.options] max_turns` or split the work into smaller prompts.")
+                    "`[coding_agent.options] max_turns` or split the work into smaller prompts.")
         if "No conversation found" in errors or "No conversation found" in stderr:
             return (f"Claude Code has no session {r.get('session_id') or stream.session_id} to resume here "
                     "(sessions live under CLAUDE_CONFIG_DIR, per project directory). Start a new session "
@@ -294,7 +294,7 @@ class ClaudeCodeWorker:
             return f"Claude Code was killed by signal {-exit_code}{f' (stderr: {tail})' if tail else ''}."
         if stream.result is None:
             return (f"Claude Code exited with code {exit_code} without a result"
-                    f"{f' (stderr: {tail})' if tail else ''}. Check the `[worker.options]` settings such as "
+                    f"{f' (stderr: {tail})' if tail else ''}. Check the `[coding_agent.options]` settings such as "
                     "extra_args, and that `claude --version` runs.")
         return f"Claude Code exited with code {exit_code}{f' (stderr: {tail})' if tail else ''}."
 

@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from ..errors import WorkerError
+from ..errors import CodingAgentError
 
 INSTALL_HINT = ("Install Claude Code with `npm install -g @anthropic-ai/claude-code` or "
-                "`pip install claude-agent-sdk` (which bundles it), or set `[worker.options] cli_path` in "
+                "`pip install claude-agent-sdk` (which bundles it), or set `[coding_agent.options] cli_path` in "
                 "middle.toml to the `claude` executable.")
 
 
@@ -30,7 +30,7 @@ def bundled_cli() -> str | None:
 
 def find_claude_cli(configured: str | None = None, *, path: str | None = None,
                     bundled: Callable[[], str | None] = bundled_cli) -> str:
-    """The Claude Code executable to run, or WorkerError saying how to install it.
+    """The Claude Code executable to run, or CodingAgentError saying how to install it.
 
     `path` is the PATH to search (default: this process's); `bundled` finds the wheel's copy
     (tests pass `lambda: None` to make "not installed" deterministic).
@@ -41,9 +41,9 @@ def find_claude_cli(configured: str | None = None, *, path: str | None = None,
             configured if os.path.isfile(configured) and os.access(configured, os.X_OK) else None)
         if found:
             return found
-        raise WorkerError(f"Claude Code was not found at the configured `[worker.options] cli_path` "
+        raise CodingAgentError(f"Claude Code was not found at the configured `[coding_agent.options] cli_path` "
                           f"{configured!r} (no such executable). Fix or remove that setting. " + INSTALL_HINT)
     found = shutil.which("claude", path=path) or bundled()
     if found:
         return found
-    raise WorkerError("Claude Code (the `claude` command) is not installed or not on PATH. " + INSTALL_HINT)
+    raise CodingAgentError("Claude Code (the `claude` command) is not installed or not on PATH. " + INSTALL_HINT)

@@ -1,4 +1,4 @@
-"""Built-in plugin registering the Claude Code worker through the same hook third parties use."""
+"""Built-in plugin registering the Claude Code coding agent through the same hook third parties use."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from orchestrator.plugins.hookspecs import hookimpl
 
 
 @hookimpl
-def register_workers(register):
-    from orchestrator.coding_agent.claude_code import ClaudeCodeWorker
+def register_coding_agents(register):
+    from orchestrator.coding_agent.claude_code import ClaudeCodeAgent
 
-    register(ClaudeCodeWorker)
+    register(ClaudeCodeAgent)

@@ -1,6 +1,6 @@
 r"""Keep Claude Code's file writes inside the project: path-scoped permission rules for one turn.
 
-Facts observed with Claude Code 2.1.330 in `-p` mode (tests/worker/test_worker_scope_cli.py):
+Facts observed with Claude Code 2.1.330 in `-p` mode (tests/coding_agent/test_claude_code_scope_cli.py):
 - A bare tool name in `--allowedTools` ("Write", "Edit", "Bash") allows every use of the tool, so
   the old default let a ticket write `../outside.py`.
 - Path rules on `Write(...)` are accepted but never consulted; `Edit(<path>)` rules govern every
@@ -31,7 +31,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from ..errors import WorkerError
+from ..errors import CodingAgentError
 
 # Claude Code's tools that change files; one Edit(<path>) rule covers them all (see above).
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
@@ -78,17 +78,17 @@ def writable_dirs(cwd: Path, additional_dirs: Iterable[str]) -> list[Path]:
 
 
 def check_dirs(cwd: Path, additional_dirs: Iterable[str], *, scoped: bool) -> None:
-    """WorkerError, before launch, for an extra directory that is missing or one no rule can name."""
+    """CodingAgentError, before launch, for an extra directory that is missing or one no rule can name."""
     additional_dirs = list(additional_dirs)
     missing = [d for d in extra_dirs(cwd, additional_dirs) if not d.is_dir()]
     if missing:
-        raise WorkerError(f"The additional directory {missing[0]} does not exist, so Claude Code cannot "
-                          "be given access to it. Create it or remove it from `[worker.options] additional_dirs`.")
+        raise CodingAgentError(f"The additional directory {missing[0]} does not exist, so Claude Code cannot "
+                          "be given access to it. Create it or remove it from `[coding_agent.options] additional_dirs`.")
     odd = [d for d in writable_dirs(cwd, additional_dirs) if unmatchable(d)] if scoped else []
     if odd:
-        raise WorkerError(f"Claude Code's permission rules cannot name {odd[0]} exactly (it contains "
+        raise CodingAgentError(f"Claude Code's permission rules cannot name {odd[0]} exactly (it contains "
                           f"{unmatchable(odd[0])!r}), so its writes cannot be limited to it. Rename the "
-                          "directory, or set `[worker.options] scope_to_project = false`.")
+                          "directory, or set `[coding_agent.options] scope_to_project = false`.")
 
 
 def scoped_tools(allowed_tools: Iterable[str], dirs: Iterable[Path]) -> list[str]:

@@ -53,7 +53,7 @@ def read_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
                 check: Callable[[Any], None]) -> ReadConfig:
     """The read-only commands' config: remembered, or validated in full (and then remembered).
 
-    `check(config)` validates what the config alone cannot: the backend's and the worker's options
+    `check(config)` validates what the config alone cannot: the backend's and the coding agent's options
     against the installed plugins (`orchestrator.plugins.manager.check_options`, which sits above
     configuration); only a config it accepts is remembered.
 
@@ -77,7 +77,7 @@ def read_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
 
     config = load_config(path, environ)
     require_config_file(config)
-    check(config)  # the backend's and the worker's options: only a valid config is remembered
+    check(config)  # the backend's and the coding agent's options: only a valid config is remembered
     view = ReadConfig(
         source=str(config.source),
         store_target=str(config.store_target),

@@ -42,8 +42,8 @@ class AgentConfig(_Strict):
     base_url: str | None = None  # default: ANTHROPIC_BASE_URL, else the SDK's default
 
 
-class WorkerConfig(_Strict):
-    """`[worker] kind` picks the coding agent; `[worker.options]` is validated by its Options model."""
+class CodingAgentConfig(_Strict):
+    """`[coding_agent] kind` picks the coding agent; `[coding_agent.options]` is validated by its Options model."""
 
     kind: str = "claude-code"
     options: dict[str, Any] = {}
@@ -151,7 +151,7 @@ class RunConfig(_Strict):
 class Config(_Strict):
 
     agent: AgentConfig = AgentConfig()
-    worker: WorkerConfig = WorkerConfig()
+    coding_agent: CodingAgentConfig = CodingAgentConfig()
     tickets: TicketsConfig = TicketsConfig()
     memory: MemoryConfig = MemoryConfig()
     project: ProjectConfig = ProjectConfig()
@@ -252,15 +252,20 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     elif explicit:
         raise ConfigError(f"config file {file} does not exist: run `middle init` in the project, "
                           f"or create it with `middle --config {file} init`")
-    old = _OLD_WORKER_KEYS & set(data.get("worker") or {})
+    if "worker" in data:  # the section's name before 0.2 ("worker" is a fleet machine now)
+        raise ConfigError(
+            f"{file.resolve()}: the [coding_agent] section is now called [coding_agent] (and [coding_agent.options] "
+            "[coding_agent.options]): rename those headers")
+    old = _OLD_WORKER_KEYS & set(data.get("coding_agent") or {})
     if old:
         raise ConfigError(
-            f"{file.resolve()}: [worker] {', '.join(sorted(old))} now belong under [worker.options] "
-            "(the worker kind validates them): move those lines below a `[worker.options]` header")
+            f"{file.resolve()}: [coding_agent] {', '.join(sorted(old))} belong under [coding_agent.options] "
+            "(the coding agent's kind validates them): move those lines below a `[coding_agent.options]` header")
     if environ.get("MEMORY_SAVE_DIR"):  # the memory contract's variable: used when the file sets no save_dir
         data.setdefault("memory", {}).setdefault("save_dir", environ["MEMORY_SAVE_DIR"])
     source = file.resolve() if file.is_file() else None
     _check_variable_names(environ)
+    environ = _coding_agent_variables(environ, data)
     try:
         if any(is_setting(k) for k in environ):
             from orchestrator.config.env import config_with_environment
@@ -276,7 +281,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         raise ConfigError(f"bad configuration: {problems}") from None
 
 
-_SECTIONS = ("agent", "worker", "tickets", "memory", "project", "run", "store", "github")
+_SECTIONS = ("agent", "coding_agent", "tickets", "memory", "project", "run", "store", "github")
 
 
 def _check_variable_names(environ: Mapping[str, str]) -> None:
@@ -285,11 +290,49 @@ def _check_variable_names(environ: Mapping[str, str]) -> None:
         upper = key.upper()
         if not upper.startswith(ENV_PREFIX) or upper in OTHER_VARIABLES or upper == "MIDDLE_STATE_DIR":
             continue
-        section = upper[len(ENV_PREFIX):].split("_", 1)[0].lower()
+        if upper.startswith(ENV_PREFIX + "WORKER_"):
+            raise ConfigError(f"environment variable {key}: the [coding_agent] section is now called [coding_agent]: "
+                              f"set {ENV_PREFIX}CODING_AGENT_{upper[len(ENV_PREFIX + 'WORKER_'):]} instead")
+        rest = upper[len(ENV_PREFIX):].lower()
+        section = next((s for s in _SECTIONS if rest.startswith(s + "_")), rest.split("_", 1)[0])
         if section not in _SECTIONS:
             raise ConfigError(
                 f"environment variable {key} names no setting: use MIDDLE_<SECTION>_<KEY> with a "
                 f"section of {', '.join(_SECTIONS)} (e.g. MIDDLE_AGENT_MAX_TURNS), or unset it")
+
+
+CODING_AGENT_VARIABLES = {"KIND": "kind", "OPTIONS": "options"}
+
+
+def _coding_agent_variables(environ: dict[str, str], data: dict[str, Any]) -> dict[str, str]:
+    """MIDDLE_CODING_AGENT_KIND / _OPTIONS (a JSON object), put into the file's values by hand:
+    the other sections' variables are split at their first `_` by pydantic-settings, which cannot
+    tell this section's name from a key. The environment (without them) is returned."""
+    import json
+
+    rest = dict(environ)
+    prefix = ENV_PREFIX + "CODING_AGENT_"
+    for key in list(environ):
+        upper = key.upper()
+        if not upper.startswith(prefix):
+            continue
+        field = CODING_AGENT_VARIABLES.get(upper[len(prefix):])
+        if field is None:
+            raise ConfigError(f"environment variable {key} names no setting of [coding_agent]: use "
+                              f"{prefix}KIND or {prefix}OPTIONS (a JSON object), or unset it")
+        value: Any = rest.pop(key)
+        if field == "options":
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"environment variable {key} is not JSON ({exc}): give a JSON object, "
+                                  'e.g. {"turn_timeout_s": 600}') from None
+            if not isinstance(value, dict):
+                raise ConfigError(f"environment variable {key} must be a JSON object, e.g. "
+                                  '{"turn_timeout_s": 600}')
+            value = {**(data.get("coding_agent") or {}).get("options", {}), **value}
+        data.setdefault("coding_agent", {})[field] = value
+    return rest
 
 
 def require_config_file(config: Config) -> None:

@@ -109,8 +109,8 @@ class DemoResponder:
     def respond(self, channel: str, body: dict[str, Any]) -> Reply | ApiError:
         if channel == "agent":
             return self._agent(body)
-        if channel == "worker":
-            return self._worker(body)
+        if channel == "coding_agent":
+            return self._coding_agent(body)
         return reply(text("Offline demo."))
 
     def _agent(self, body: dict[str, Any]) -> Reply:
@@ -123,7 +123,7 @@ class DemoResponder:
         return reply(text(json.dumps(assess(latest_prompt(user_text) or "", response,
                                             assess_description(user_text), responses(user_text)))))
 
-    def _worker(self, body: dict[str, Any]) -> Reply:
+    def _coding_agent(self, body: dict[str, Any]) -> Reply:
         cwd = working_directory(body)
         results = _tool_results(body)
         if results is not None:

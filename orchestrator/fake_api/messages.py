@@ -48,12 +48,12 @@ def last_user_text(body: dict[str, Any]) -> str:
 
 
 def classify(body: dict[str, Any]) -> str:
-    """'agent' (the middle agent's own LLM), 'worker' (Claude Code's main loop: it sends tools)
+    """'agent' (the middle agent's own LLM), 'coding_agent' (Claude Code's main loop: it sends tools)
     or 'aux' (Claude Code side calls without tools, such as title generation)."""
     if MIDDLE_AGENT_MARKER in system_text(body):
         return "agent"
     if body.get("tools"):
-        return "worker"
+        return "coding_agent"
     return "aux"
 
 

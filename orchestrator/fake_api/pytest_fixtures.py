@@ -5,10 +5,10 @@ Use them from a conftest.py:
     from orchestrator.fake_api.pytest_fixtures import claude_cli, claude_env, fake_api  # noqa: F401
 
 - `fake_api`: a started FakeMessagesAPI with an empty ScriptedResponder (script it with
-  `fake_api.script.agent(...)` / `.worker(...)`; read `fake_api.requests`); stopped afterwards.
+  `fake_api.script.agent(...)` / `.coding_agent(...)`; read `fake_api.requests`); stopped afterwards.
 - `claude_env`: env vars (a dict) pointing Claude Code at `fake_api` with a private
   CLAUDE_CONFIG_DIR and CLAUDE_CODE_MAX_RETRIES=0, so an API error ends a turn at once.
-  Pass it as `ClaudeCodeWorker(options, env=claude_env)` or merge it over os.environ.
+  Pass it as `ClaudeCodeAgent(options, env=claude_env)` or merge it over os.environ.
 - `claude_cli`: the path of the Claude Code CLI; skips the test when it is not installed
   (fails instead when the CI environment variable is set).
 """
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrator.errors import WorkerError
+from orchestrator.errors import CodingAgentError
 
 from .env import claude_code_env
 from .scripted import ScriptedResponder
@@ -44,7 +44,7 @@ def claude_cli() -> str:
 
     try:
         return find_claude_cli(None)
-    except WorkerError as exc:
+    except CodingAgentError as exc:
         missing = str(exc)
     if os.environ.get("CI"):  # CI installs the CLI (.ci/run): a missing one is a failure there
         pytest.fail(f"CI=true but the Claude Code CLI is missing: {missing}")

@@ -8,13 +8,13 @@ from typing import Any
 
 from .replies import ApiError, Reply, ReplyLike, api_error, reply, resolve, text
 
-CHANNELS = ("agent", "worker", "aux")
+CHANNELS = ("agent", "coding_agent", "aux")
 
 
 class ScriptedResponder:
     """Answers each channel from its own queue, in order.
 
-    When a queue runs dry: the worker gets a plain "Done." (so Claude Code ends its turn), aux
+    When a queue runs dry: the coding agent gets a plain "Done." (so Claude Code ends its turn), aux
     gets a short text, and the agent gets an HTTP 500 saying the script is exhausted, because a
     middle agent that runs past its script is a test bug that must fail visibly.
     """
@@ -33,8 +33,8 @@ class ScriptedResponder:
     def agent(self, *replies: ReplyLike) -> "ScriptedResponder":
         return self.push("agent", *replies)
 
-    def worker(self, *replies: ReplyLike) -> "ScriptedResponder":
-        return self.push("worker", *replies)
+    def coding_agent(self, *replies: ReplyLike) -> "ScriptedResponder":
+        return self.push("coding_agent", *replies)
 
     def aux(self, *replies: ReplyLike) -> "ScriptedResponder":
         return self.push("aux", *replies)
@@ -56,7 +56,7 @@ class ScriptedResponder:
             item = queue.popleft() if queue else None
         if item is not None:
             return resolve(item, body)  # outside the lock: a callable may be slow on purpose
-        if channel == "worker":
+        if channel == "coding_agent":
             return reply(text("Done."))
         if channel == "aux":
             return reply(text("Fake reply."))

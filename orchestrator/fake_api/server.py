@@ -69,7 +69,7 @@ class FakeMessagesAPI(LocalServer):
 
     @property
     def script(self) -> ScriptedResponder:
-        """The ScriptedResponder, for `fake.script.worker(...)`; an error for other responders."""
+        """The ScriptedResponder, for `fake.script.coding_agent(...)`; an error for other responders."""
         if not isinstance(self.responder, ScriptedResponder):
             raise TypeError(f"this fake answers with {type(self.responder).__name__}, not a ScriptedResponder")
         return self.responder

@@ -6,16 +6,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from orchestrator.agent.middle_agent import MiddleAgent
-from orchestrator.lifecycle.runs import RunLifecycle
+from orchestrator.lifecycle.run_lifecycle import RunLifecycle
 from orchestrator.memory.facade import MemoryFacade
-from orchestrator.coding_agent.base import EventCallback, Worker
+from orchestrator.coding_agent.base import CodingAgent, EventCallback
 from orchestrator.workspace import Worktrees
 from tickets.store import TicketStore
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What ends a ticket as failed: turns and cost (the per-turn timeout lives in the worker)."""
+    """What ends a ticket as failed: turns and cost (the per-turn timeout lives in the coding agent)."""
 
     max_turns: int = 20
     max_cost_usd: float = 5.0
@@ -25,12 +25,12 @@ class Limits:
 class TicketContext:
     store: TicketStore
     agent: MiddleAgent
-    worker: Worker
+    coding_agent: CodingAgent
     memory: MemoryFacade | None = None  # None: memory off, and no memory call is ever made
     limits: Limits = field(default_factory=Limits)
     num_to_retrieve: int = 5
     hooks: Any = None  # pluggy hook relay for lifecycle hooks, or None
-    on_event: EventCallback | None = None  # worker progress, for the terminal
+    on_event: EventCallback | None = None  # the coding agent's progress, for the terminal
     say: Callable[[str], None] = lambda _msg: None  # one-line progress notes
     lifecycle: RunLifecycle | None = None  # ends runs (built from store and hooks when not given)
     worktrees: Worktrees | None = None  # None: Claude Code edits the project in place

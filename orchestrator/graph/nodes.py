@@ -10,7 +10,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from orchestrator.agent import prompts
-from orchestrator.errors import ModelAccessError, RunInterrupted, TicketError, WorkerError
+from orchestrator.errors import ModelAccessError, RunInterrupted, TicketError, CodingAgentError
 from orchestrator.graph import rounds as review
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
@@ -151,7 +151,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         sent = recap(state.get("transcript", []), prompt) if moved and turn_no > 1 else prompt
         ctx.store.start_turn(run_id, turn_no, sent, session_id, resume)  # stored before launch
         ctx.say(f"turn {turn_no}: Claude Code is working")
-        result = ctx.worker.run_turn(
+        result = ctx.coding_agent.run_turn(
             sent, Path(ticket.get("cwd") or ticket["project_path"]), session_id=session_id,
             resume=resume, on_event=ctx.on_event,
         )
@@ -159,7 +159,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
             session_id, sent, resume = str(uuid.uuid4()), review.recap(state, prompt), False
             ctx.say("Claude Code's session of this ticket is not here: a new one is told the earlier work")
             ctx.store.start_turn(run_id, turn_no, sent, session_id, resume)
-            result = ctx.worker.run_turn(sent, Path(ticket.get("cwd") or ticket["project_path"]),
+            result = ctx.coding_agent.run_turn(sent, Path(ticket.get("cwd") or ticket["project_path"]),
                                          session_id=session_id, resume=False, on_event=ctx.on_event)
         ctx.store.finish_turn(
             run_id, turn_no, response=result.text, is_error=result.is_error, error=result.error,
@@ -172,7 +172,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                 f"Claude Code's model API rejected the key (HTTP {result.api_error_status}) in turn "
                 f"{turn_no} of ticket {ticket['id']!r}: check ANTHROPIC_API_KEY")
         if result.is_error:
-            raise WorkerError(
+            raise CodingAgentError(
                 f"Claude Code turn {turn_no} of ticket {ticket['id']!r} failed: "
                 f"{(result.error or 'no detail').rstrip('.')}. "
                 f"The turns so far are kept (`middle log {ticket['id']}`); "

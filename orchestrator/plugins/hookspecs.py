@@ -21,8 +21,8 @@ def register_memory_backends(register: Callable[[type], None]) -> None:
 
 
 @hookspec
-def register_workers(register: Callable[[type], None]) -> None:
-    """Register coding-agent worker classes (like Claude Code) by calling register(WorkerClass)."""
+def register_coding_agents(register: Callable[[type], None]) -> None:
+    """Register coding-agent classes (like Claude Code) by calling register(CodingAgentClass)."""
 
 
 @hookspec

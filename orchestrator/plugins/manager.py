@@ -43,15 +43,15 @@ _NAME = re.compile(r"^[a-z][a-z0-9_\-]{0,63}$")
 
 @dataclass(frozen=True)
 class Registered:
-    """A registered backend or worker class and the plugin that registered it."""
+    """A registered backend, coding agent or ticket source class and the plugin that registered it."""
 
     name: str
-    cls: Any  # a MemoryBackend subclass or a worker class (each with its Options model)
+    cls: Any  # a MemoryBackend subclass, a coding agent or ticket source class (each with its Options model)
     plugin: str
 
 
 class PluginRegistry:
-    """Loads plugins once and holds what they registered: memory backends, workers, ticket sources."""
+    """Loads plugins once and holds what they registered: memory backends, coding agents, ticket sources."""
 
     def __init__(self, *, load_entry_points: bool = True, extra_plugins: tuple[Any, ...] = ()):
         self.pm = pluggy.PluginManager("middle_agent")
@@ -73,8 +73,8 @@ class PluginRegistry:
         return self._collect("register_memory_backends", "name")
 
     @cached_property
-    def workers(self) -> dict[str, Registered]:
-        return self._collect("register_workers", "kind")
+    def coding_agents(self) -> dict[str, Registered]:
+        return self._collect("register_coding_agents", "kind")
 
     @cached_property
     def ticket_sources(self) -> dict[str, Registered]:
@@ -117,7 +117,7 @@ class PluginRegistry:
                 )
             if attr == "kind" and not what and not (hasattr(cls, "Options") and callable(getattr(cls, "run_turn", None))):
                 raise ConfigError(
-                    f"plugin {plugin!r} registered worker {cls!r} without an `Options` model or a "
+                    f"plugin {plugin!r} registered coding agent {cls!r} without an `Options` model or a "
                     "`run_turn` method: see orchestrator/coding_agent/base.py"
                 )
             if name in table:
@@ -144,17 +144,17 @@ class PluginRegistry:
         """Validate `[memory.options]` with the backend's strict model."""
         return _validated(self.backend_class(name).Options, options, f"[memory.options] for backend {name!r}")
 
-    def worker_options(self, kind: str, options: dict[str, Any]) -> Any:
-        """Validate `[worker.options]` with the worker kind's strict Options model."""
-        cls = self.worker_class(kind)
-        return _validated(cls.Options, options, f"[worker.options] for worker {kind!r}")
+    def coding_agent_options(self, kind: str, options: dict[str, Any]) -> Any:
+        """Validate `[coding_agent.options]` with the coding agent kind's strict Options model."""
+        cls = self.coding_agent_class(kind)
+        return _validated(cls.Options, options, f"[coding_agent.options] for coding agent {kind!r}")
 
-    def worker_class(self, kind: str) -> Any:
-        if kind not in self.workers:
+    def coding_agent_class(self, kind: str) -> Any:
+        if kind not in self.coding_agents:
             raise ConfigError(
-                f"unknown worker kind {kind!r}: choose one of {', '.join(sorted(self.workers))}"
+                f"unknown coding agent kind {kind!r}: choose one of {', '.join(sorted(self.coding_agents))}"
             )
-        return self.workers[kind].cls
+        return self.coding_agents[kind].cls
 
     def plugin_rows(self) -> list[dict[str, str]]:
         """One row per loaded plugin: name, where it came from, and what hooks it implements."""
@@ -173,10 +173,10 @@ class PluginRegistry:
 
 
 def check_options(config: Any) -> None:
-    """Validate the config's `[worker.options]` and `[memory.options]` (also with memory off, as
+    """Validate the config's `[coding_agent.options]` and `[memory.options]` (also with memory off, as
     `middle run` does): every command that loads the config refuses what `middle run` would."""
     reg = registry()
-    reg.worker_options(config.worker.kind, config.worker.options)
+    reg.coding_agent_options(config.coding_agent.kind, config.coding_agent.options)
     if config.memory.backend != "none" or config.memory.options:
         reg.backend_options(config.memory.backend, config.memory.options)
 

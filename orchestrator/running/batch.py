@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
-from orchestrator.lifecycle.runs import start_refusal
+from orchestrator.lifecycle.run_lifecycle import start_refusal
 from orchestrator.lifecycle.next_steps import advice, advise
 from orchestrator.running.driver import TicketDriver
 from orchestrator.running.outcome import RunOutcome
@@ -266,7 +266,7 @@ def _stop_all(orch: TicketDriver, active: dict[str, _Slot], done: queue.Queue, w
     marked interrupted (by its own thread, or here for one that does not answer in time)."""
     running = sorted(active)
     orch.stop.set()
-    stopper = getattr(orch.worker, "stop_all", None)
+    stopper = getattr(orch.coding_agent, "stop_all", None)
     if stopper is not None:
         stopper(why)
     deadline = threading.Event()

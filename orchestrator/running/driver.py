@@ -26,7 +26,7 @@ from orchestrator.graph import build_graph
 from orchestrator.graph.context import Limits, TicketContext
 from orchestrator.graph.state import ENDING_NODES
 from orchestrator.lifecycle.next_steps import advise
-from orchestrator.lifecycle.runs import ClaimedRun, RunLifecycle, try_claim
+from orchestrator.lifecycle.run_lifecycle import ClaimedRun, RunLifecycle, try_claim
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.running.checkpoints import open_checkpointer
 from orchestrator.running.events import EventRecorder, finished_steps
@@ -44,8 +44,8 @@ class TicketDriver:
     """Runs tickets through the graph with the services of one config, one claimed run at a time.
 
     Pass `services` to share them (the CLI and the server do), or the same overrides `Services`
-    takes (`llm` = an AgentLLM or any LangChain BaseChatModel, `worker`, `registry`,
-    `memory_llm`, `worker_env`, `fake`). Use as a context manager; it closes what it built.
+    takes (`llm` = an AgentLLM or any LangChain BaseChatModel, `coding_agent`, `registry`,
+    `memory_llm`, `coding_agent_env`, `fake`). Use as a context manager; it closes what it built.
     """
 
     def __init__(
@@ -70,7 +70,7 @@ class TicketDriver:
         # Options first (a bad backend option or permission mode is an error before any file
         # is created or anything paid for), then the store.
         self.memory: MemoryFacade | None = self.services.memory  # validates backend + options now
-        self.worker = self.services.worker
+        self.coding_agent = self.services.coding_agent
         self.store: TicketStore = self.services.store
         self.lifecycle: RunLifecycle = self.services.lifecycle
         self.worktrees = self.services.worktrees
@@ -308,12 +308,12 @@ def ticket_context(services: Any, config: Any, agent: Any, record: EventRecorder
             say(msg)
 
     def seen(event: dict[str, Any]) -> None:
-        record("worker", event)
+        record("coding_agent", event)
         if on_event is not None:
             on_event(event)
 
     return TicketContext(
-        store=services.store, agent=agent, worker=services.worker, memory=services.memory,
+        store=services.store, agent=agent, coding_agent=services.coding_agent, memory=services.memory,
         limits=Limits(cfg.agent.max_turns, cfg.agent.max_cost_usd),
         num_to_retrieve=cfg.memory.num_to_retrieve, hooks=services.registry.hook,
         on_event=seen, say=noted, lifecycle=services.lifecycle, worktrees=services.worktrees,

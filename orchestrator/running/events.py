@@ -25,7 +25,7 @@ from tickets.model import utc_now
 log = logging.getLogger("middle.events")
 
 MAX_PENDING = 5000  # events kept while the store is out (a long Claude Code turn streams ~1,000)
-PROGRESS = "worker"  # Claude Code's stream: dropped first when the bound is hit
+PROGRESS = "coding_agent"  # Claude Code's stream: dropped first when the bound is hit
 
 
 class EventRecorder:

@@ -4,9 +4,9 @@
 `middle.toml` (MIDDLE_CONFIG, else the working directory's), builds the services once per
 process, and returns the same graph `build_graph()` describes, compiled without a checkpointer
 (the server brings its own). LangGraph Server can only pass JSON as run context, so each node gets
-the services (store, middle agent, worker, memory) through a closure instead of the runtime
+the services (store, middle agent, coding agent, memory) through a closure instead of the runtime
 context. Input: `{"ticket_id": "..."}`. A run started there claims the ticket in the store like
-`middle run` does (`orchestrator.lifecycle.runs`), records the same run events with the driver's
+`middle run` does (`orchestrator.lifecycle.run_lifecycle`), records the same run events with the driver's
 recorder (`orchestrator.running.events`; the dashboard and `middle log --follow` show them), and ends a run that raised as the runner does
 (`orchestrator.running.policy`), releasing the claim. Set `configurable.fake = true` to run on the offline fake model.
 """
@@ -26,7 +26,7 @@ from orchestrator.errors import TicketError
 from orchestrator.graph.builder import build_graph
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
-from orchestrator.lifecycle.runs import try_claim
+from orchestrator.lifecycle.run_lifecycle import try_claim
 from orchestrator.running.driver import ticket_context
 from orchestrator.running.events import EventRecorder
 from orchestrator.running.policy import end_on_exception

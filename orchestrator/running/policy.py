@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable
-from orchestrator.lifecycle.runs import RunLifecycle
+from orchestrator.lifecycle.run_lifecycle import RunLifecycle
 from orchestrator.lifecycle.next_steps import advice
 
 log = logging.getLogger("middle.policy")

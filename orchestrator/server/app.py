@@ -21,7 +21,7 @@ from orchestrator.server.auth import AuthMiddleware
 from orchestrator.server.body_limit import BodyLimit
 from orchestrator.server.errors import MAX_BODY_BYTES, document_errors, error_response, status_for
 from orchestrator.server.render import STATIC_DIR, make_templates
-from orchestrator.server.runs import RunManager
+from orchestrator.server.background_runs import RunManager
 from orchestrator.server.state import ServerState
 from orchestrator.services import Services
 

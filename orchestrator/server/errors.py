@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from orchestrator.errors import (
     AgentReplyError, ConfigError, GitError, MemoryStoreError, MiddleError, StoreError, TicketError,
-    WorkerError,
+    CodingAgentError,
 )
 
 log = logging.getLogger("middle.server")
@@ -51,7 +51,7 @@ def status_for(exc: MiddleError) -> int:
         return 400
     if isinstance(exc, (MemoryStoreError, StoreError)):
         return 503  # the memory or ticket store failed; the request itself was fine
-    if isinstance(exc, (WorkerError, AgentReplyError)):
+    if isinstance(exc, (CodingAgentError, AgentReplyError)):
         return 502
     if isinstance(exc, (ConfigError, TicketError)):
         return 400

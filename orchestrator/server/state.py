@@ -12,7 +12,7 @@ from fastapi import Request
 from orchestrator.config.settings import Config
 from orchestrator.errors import MiddleError, TicketError
 from orchestrator.server.errors import NotFound, memory_off
-from orchestrator.server.runs import RunManager
+from orchestrator.server.background_runs import RunManager
 from orchestrator.services import Services
 from tickets.model import Ticket, validate_project_id
 from orchestrator.running.sync import sync

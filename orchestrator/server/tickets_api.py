@@ -28,7 +28,7 @@ _STORE = "the ticket store failed (e.g. locked by another process for too long)"
 _NO_TICKET = "no such ticket"
 _START = error_responses(
     400, 404, 409, 502, 503, e404=_NO_TICKET, e409="the ticket is running here or in another process",
-    e502="the worker (Claude Code) or the model could not be set up", e503=_STORE,
+    e502="the coding agent (Claude Code) or the model could not be set up", e503=_STORE,
     e400="the ticket cannot start now (complete, merged, an unmerged change, waiting for a dependency, "
          "no API key), or for resume: it never ran, or its last run ended for good")
 _REVIEW = error_responses(
@@ -186,7 +186,7 @@ class FeedbackBody(BaseModel):
 def feedback(ticket_id: str, body: FeedbackBody, state: ServerState = Depends(get_state)) -> JSONResponse:
     from orchestrator.running import feedback as rounds
 
-    from orchestrator.server.runs import FeedbackStored
+    from orchestrator.server.background_runs import FeedbackStored
 
     state.ticket(ticket_id)
     stored = None

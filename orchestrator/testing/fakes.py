@@ -59,7 +59,7 @@ class PerTicketAgentLLM:
             return self.scripts[title].pop(0)
 
 
-class RecordingWorker:
+class RecordingCodingAgent:
     """A worker that records each turn it is asked to run and replies from a script.
 
     Each scripted item is a response text, a TurnResult, or a callable(prompt, cwd) -> either;

@@ -7,9 +7,9 @@ import json
 from orchestrator.agent.llm import AnthropicLLM
 from orchestrator.config.settings import Config
 from orchestrator.plugins.manager import PluginRegistry
-from orchestrator.runner import Orchestrator
+from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing import make_repo
-from orchestrator.testing.fakes import RecordingWorker
+from orchestrator.testing.fakes import RecordingCodingAgent
 from tickets.model import Ticket
 
 
@@ -22,7 +22,7 @@ def test_sliding_window_summarises_with_the_memory_model(tmp_path, fake_api):
                           json.dumps({"complete": True, "summary": "wrote a.py"}))
     fake_api.script.aux("SUMMARY FROM THE CHEAP MODEL")
     llm = AnthropicLLM("claude-sonnet-5-5", base_url=fake_api.base_url, api_key="sk-x", max_retries=0)
-    with Orchestrator(cfg, llm=llm, worker=RecordingWorker(["Wrote a.py."]),
+    with Orchestrator(cfg, llm=llm, coding_agent=RecordingCodingAgent(["Wrote a.py."]),
                       registry=PluginRegistry(load_entry_points=False)) as orch:
         orch.store.upsert_ticket(Ticket(id="t1", project_id="p", title="A", project_path=str(tmp_path / "repo")))
         assert orch.run_ticket("t1").status == "complete"

@@ -113,7 +113,7 @@ def test_run_a_ticket_from_the_board_and_watch_it_complete_live(browser, site, c
 @pytest.mark.cli
 def test_the_board_shows_every_running_ticket_while_two_run_at_once(browser, tmp_path, claude_cli):
     held = Stall()  # both Claude Code turns wait here, so both tickets are running at once
-    script = ScriptedResponder().agent(plan("Say hello."), plan("Say goodbye.")).worker(held, held)
+    script = ScriptedResponder().agent(plan("Say hello."), plan("Say goodbye.")).coding_agent(held, held)
     script.agent(decide(True, "Said it."), decide(True, "Said it."))
     config = make_project(tmp_path, parallel=2)
     services = Services(config, fake=True, responder=script)

@@ -75,7 +75,7 @@ def test_bad_ticket_files_are_named_and_the_rest_still_load(workdir, monkeypatch
     ticket(workdir, "c-no-path.md", "title: Lost\nproject: demo\npath: /does/not/exist")
     ticket(workdir, "d-good.md", "title: Good one\nproject: demo")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-    from orchestrator.runner import Orchestrator
+    from orchestrator.running.orchestrator import Orchestrator
 
     monkeypatch.setattr(Orchestrator, "run_ticket", lambda self, tid: pytest.fail("no run expected"))
     result = invoke("run", "no-such-ticket")
@@ -216,7 +216,7 @@ def test_tickets_lists_every_ticket_but_fails_on_a_dependency_that_names_no_tick
     assert "bad depends_on" in listed[1] and "bad depends_on" not in listed[0]
 
 
-@pytest.mark.parametrize("section, key", [("worker.options", "bogus"), ("memory.options", "windw")])
+@pytest.mark.parametrize("section, key", [("coding_agent.options", "bogus"), ("memory.options", "windw")])
 @pytest.mark.parametrize("command", [["tickets"], ["log", "a"], ["sync"], ["diff", "a"], ["gc"]])
 def test_every_command_that_loads_the_config_refuses_an_unknown_option(workdir, section, key, command):
     write_config(workdir, f'[memory]\nbackend = "sliding_window"\n[{section}]\n{key} = 1\n')

@@ -104,7 +104,7 @@ def test_an_oversized_ticket_is_refused_at_load_naming_the_file(workdir):
 
 
 def test_a_bad_permission_mode_fails_before_anything_runs(workdir, monkeypatch):
-    (workdir / "middle.toml").write_text('[project]\npath = "repo"\n[worker.options]\npermission_mode = "yolo"\n')
+    (workdir / "middle.toml").write_text('[project]\npath = "repo"\n[coding_agent.options]\npermission_mode = "yolo"\n')
     (workdir / "tickets" / "a.md").write_text("---\ntitle: A\nproject: demo\n---\nx\n")
     result = invoke("run", "--fake")
     assert result.exit_code == 1 and "'yolo' is not a Claude Code permission mode" in result.output

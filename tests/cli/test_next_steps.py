@@ -18,11 +18,11 @@ import pytest
 
 from orchestrator.config.settings import Config
 from orchestrator.errors import RunInterrupted, TicketError
-from orchestrator.lifecycle.runs import RUNNABLE
+from orchestrator.lifecycle.run_lifecycle import RUNNABLE
 from orchestrator.lifecycle.next_steps import ANY, SITUATIONS, TABLE, advice, command, situation, started_as
-from orchestrator.runner import Orchestrator
+from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing import make_repo
-from orchestrator.testing.fakes import RecordingWorker, decision_reply, plan_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, decision_reply, plan_reply
 from orchestrator.coding_agent.base import TurnResult
 from tickets.model import Ticket
 
@@ -77,7 +77,7 @@ class Case:
                              memory={"backend": "none"})
 
     def orch(self, script: list[Any] | None = None, finish: bool = True) -> Orchestrator:
-        orch = Orchestrator(self.config, llm=AgentLLM(finish), worker=RecordingWorker(script or ["ok"]))
+        orch = Orchestrator(self.config, llm=AgentLLM(finish), coding_agent=RecordingCodingAgent(script or ["ok"]))
         orch.store.upsert_ticket(Ticket(id="t", project_id="demo", title="T", description="Do it.",
                                         project_path=str(self.repo)))
         return orch

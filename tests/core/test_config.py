@@ -12,7 +12,7 @@ def test_defaults_without_a_file_mean_memory_off(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cfg = load_config(environ={})
     assert cfg.memory_enabled is False and cfg.memory_dir is None
-    assert cfg.agent.max_turns == 20 and cfg.worker.kind == "claude-code" and cfg.worker.options == {}
+    assert cfg.agent.max_turns == 20 and cfg.coding_agent.kind == "claude-code" and cfg.coding_agent.options == {}
     assert cfg.db_path == (tmp_path / ".middle" / "middle.sqlite3").resolve()
 
 
@@ -58,10 +58,10 @@ def test_environment_overrides(tmp_path):
     f = tmp_path / "middle.toml"
     f.write_text('[agent]\nmax_turns = 9\n[memory]\nbackend = "sliding_window"\n')
     env = {"MIDDLE_AGENT_MAX_TURNS": "3", "MIDDLE_MEMORY_BACKEND": "none",
-           "MEMORY_SAVE_DIR": str(tmp_path / "m"), "MIDDLE_WORKER_OPTIONS": '{"permission_mode": "plan"}'}
+           "MEMORY_SAVE_DIR": str(tmp_path / "m"), "MIDDLE_CODING_AGENT_OPTIONS": '{"permission_mode": "plan"}'}
     cfg = load_config(f, environ=env)
     assert cfg.agent.max_turns == 3 and cfg.memory.backend == "none"
-    assert cfg.memory.save_dir == str(tmp_path / "m") and cfg.worker.options == {"permission_mode": "plan"}
+    assert cfg.memory.save_dir == str(tmp_path / "m") and cfg.coding_agent.options == {"permission_mode": "plan"}
 
 
 def test_config_file_save_dir_wins_over_memory_save_dir(tmp_path):
@@ -98,19 +98,43 @@ def test_a_misspelt_variable_is_an_error(tmp_path, monkeypatch):
 
 def test_old_worker_keys_say_where_they_moved(tmp_path):
     f = tmp_path / "middle.toml"
-    f.write_text('[worker]\nkind = "claude-code"\npermission_mode = "acceptEdits"\n')
-    with pytest.raises(ConfigError, match=r"\[worker.options\]"):
+    f.write_text('[coding_agent]\nkind = "claude-code"\npermission_mode = "acceptEdits"\n')
+    with pytest.raises(ConfigError, match=r"belong under \[coding_agent.options\]"):
         load_config(f, environ={})
 
 
-def test_worker_options_are_validated_by_the_worker_kind(tmp_path):
+def test_the_worker_section_of_before_says_its_new_name(tmp_path):
+    """"worker" means a fleet machine (`middle worker`); the coding agent's section is [coding_agent]."""
+    f = tmp_path / "middle.toml"
+    f.write_text('[coding_agent]\nkind = "claude-code"\n[coding_agent.options]\nturn_timeout_s = 60\n')
+    with pytest.raises(ConfigError, match=r"\[worker\] section is now called \[coding_agent\]"):
+        load_config(f, environ={})
+    with pytest.raises(ConfigError, match="set MIDDLE_CODING_AGENT_OPTIONS instead"):
+        load_config(environ={"MIDDLE_CODING_AGENT_OPTIONS": "{}"})
+
+
+@pytest.mark.parametrize("value, says", [("[1]", "must be a JSON object"), ("{nope", "is not JSON")])
+def test_coding_agent_variables(tmp_path, value, says):
+    f = tmp_path / "middle.toml"
+    f.write_text('[coding_agent.options]\nturn_timeout_s = 60\n')
+    cfg = load_config(f, environ={"MIDDLE_CODING_AGENT_KIND": "claude-code",
+                                  "MIDDLE_CODING_AGENT_OPTIONS": '{"max_turns": 3}'})
+    assert cfg.coding_agent.kind == "claude-code"
+    assert cfg.coding_agent.options == {"turn_timeout_s": 60, "max_turns": 3}
+    with pytest.raises(ConfigError, match=says):
+        load_config(f, environ={"MIDDLE_CODING_AGENT_OPTIONS": value})
+    with pytest.raises(ConfigError, match="names no setting of \\[coding_agent\\]"):
+        load_config(f, environ={"MIDDLE_CODING_AGENT_OPTION": "{}"})
+
+
+def test_coding_agent_options_are_validated_by_its_kind(tmp_path):
     from orchestrator.plugins.manager import PluginRegistry
 
     reg = PluginRegistry(load_entry_points=False)
-    opts = reg.worker_options("claude-code", {"extra_args": ["--foo"], "turn_timeout_s": 5})
+    opts = reg.coding_agent_options("claude-code", {"extra_args": ["--foo"], "turn_timeout_s": 5})
     assert opts.extra_args == ["--foo"] and opts.turn_timeout_s == 5
-    with pytest.raises(ConfigError, match="worker.options.*permision_mode"):
-        reg.worker_options("claude-code", {"permision_mode": "x"})
+    with pytest.raises(ConfigError, match="coding_agent.options.*permision_mode"):
+        reg.coding_agent_options("claude-code", {"permision_mode": "x"})
 
 
 def test_a_store_url_that_is_not_postgresql_is_refused_instead_of_naming_a_sqlite_file(tmp_path):

@@ -66,13 +66,13 @@ def test_every_public_member_of_the_backend_base_is_documented():
     assert not missing, f"docs/memory-backend.md does not document MemoryBackend members {missing}"
 
 
-def test_every_name_plugin_api_exports_is_importable_and_the_worker_parts_are_documented():
+def test_every_name_plugin_api_exports_is_importable_and_the_coding_agent_parts_are_documented():
     import orchestrator.plugin_api as api
 
     for name in api.__all__:
         assert getattr(api, name) is not None, name
-    text = (DOCS / "worker.md").read_text(encoding="utf-8")
-    for name in ("Worker", "TurnResult", "TurnRecord", "EventCallback", "WorkerError"):
+    text = (DOCS / "coding-agent.md").read_text(encoding="utf-8")
+    for name in ("CodingAgent", "TurnResult", "TurnRecord", "EventCallback", "CodingAgentError"):
         assert name in api.__all__ and f"`{name}`" in text, name
 
 

@@ -24,7 +24,7 @@ def blocks(page: Path, lang: str = "python") -> list[str]:
 
 def test_the_plugin_pages_exist():
     names = {p.name for p in PAGES}
-    assert {"plugins.md", "hooks.md", "memory-backend.md", "worker.md", "ticket-source.md",
+    assert {"plugins.md", "hooks.md", "memory-backend.md", "coding-agent.md", "ticket-source.md",
             "testing.md", "benchmarks.md"} <= names
 
 
@@ -36,46 +36,47 @@ def test_every_python_block_parses(page):
 
 @pytest.fixture
 def shell_agent(tmp_path, monkeypatch):
-    """docs/worker.md's worker and plugin, as the package the page names."""
-    worker, plugin, _ = blocks(DOCS / "worker.md")
-    pkg = tmp_path / "site" / "shell_agent_worker"
+    """docs/coding-agent.md's coding agent and plugin, as the package the page names."""
+    agent, plugin, _ = blocks(DOCS / "coding-agent.md")
+    pkg = tmp_path / "site" / "shell_agent_plugin"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "worker.py").write_text(worker)
+    (pkg / "agent.py").write_text(agent)
     (pkg / "plugin.py").write_text(plugin)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     yield
-    for name in [m for m in sys.modules if m.split(".")[0] == "shell_agent_worker"]:
+    for name in [m for m in sys.modules if m.split(".")[0] == "shell_agent_plugin"]:
         del sys.modules[name]
 
 
-def test_the_worker_tutorial_runs_a_ticket_through_the_graph(shell_agent, tmp_path):
-    test_code = blocks(DOCS / "worker.md")[2]
+def test_the_coding_agent_tutorial_runs_a_ticket_through_the_graph(shell_agent, tmp_path):
+    test_code = blocks(DOCS / "coding-agent.md")[2]
     namespace: dict = {}
-    exec(compile(test_code, "docs/worker.md", "exec"), namespace)
+    exec(compile(test_code, "docs/coding-agent.md", "exec"), namespace)
     namespace["test_a_ticket_runs_on_the_shell_agent"](tmp_path / "run")
 
 
-def test_the_tutorial_worker_answers_fails_and_refuses_as_the_page_says(shell_agent, tmp_path):
-    from orchestrator.errors import ConfigError, WorkerError
+def test_the_tutorial_coding_agent_answers_fails_and_refuses_as_the_page_says(shell_agent, tmp_path):
+    from orchestrator.errors import ConfigError, CodingAgentError
     from orchestrator.plugins.manager import PluginRegistry
-    from shell_agent_worker import plugin
-    from shell_agent_worker.worker import ShellAgentOptions, ShellAgentWorker
+    from shell_agent_plugin import plugin
+    from shell_agent_plugin.agent import ShellAgent, ShellAgentOptions
 
     events: list[dict] = []
-    ok = ShellAgentWorker(ShellAgentOptions(command=["cat"])).run_turn(
+    ok = ShellAgent(ShellAgentOptions(command=["cat"])).run_turn(
         "add a test", tmp_path, session_id="s1", resume=False, on_event=events.append)
     assert (ok.text, ok.is_error, ok.session_id, events[0]["type"]) == ("add a test", False, "s1", "text")
-    failed = ShellAgentWorker(ShellAgentOptions(command=["false"])).run_turn(
+    failed = ShellAgent(ShellAgentOptions(command=["false"])).run_turn(
         "x", tmp_path, session_id="s1", resume=True)
     assert failed.is_error and failed.error.startswith("the agent exited with 1")
-    with pytest.raises(WorkerError, match="is not installed"):
-        ShellAgentWorker(ShellAgentOptions(command=["no-such-agent-here"])).run_turn(
+    with pytest.raises(CodingAgentError, match="is not installed"):
+        ShellAgent(ShellAgentOptions(command=["no-such-agent-here"])).run_turn(
             "x", tmp_path, session_id=None, resume=False)
     registry = PluginRegistry(load_entry_points=False, extra_plugins=(plugin,))
     with pytest.raises(ConfigError) as refused:
-        registry.worker_options("shell-agent", {"command": ["my-agent"], "turn_timout_s": 300})
-    shown = re.search(r"`(error: bad \[worker\.options\].*?)`\.", (DOCS / "worker.md").read_text(), re.DOTALL)
+        registry.coding_agent_options("shell-agent", {"command": ["my-agent"], "turn_timout_s": 300})
+    shown = re.search(r"`(error: bad \[coding_agent\.options\].*?)`\.", (DOCS / "coding-agent.md").read_text(),
+                      re.DOTALL)
     assert f"error: {refused.value}" == " ".join(shown.group(1).split())
 
 

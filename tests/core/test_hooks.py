@@ -16,9 +16,9 @@ from orchestrator.plugins import hookspecs
 from orchestrator.config.settings import Config
 from orchestrator.plugin_api import TurnRecord, TurnResult, hookimpl
 from orchestrator.plugins.manager import PluginRegistry
-from orchestrator.runner import Orchestrator
+from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing import InMemoryBackend, make_repo
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from tickets.model import Ticket
 
 
@@ -55,7 +55,7 @@ def _run(tmp_path: Path, replies: list[str], worker_script: list, max_turns: int
     config = Config(root=tmp_path, state_dir="state", agent={"max_turns": max_turns, "max_cost_usd": 5.0})
     registry = PluginRegistry(load_entry_points=False, extra_plugins=(recorder,))
     repo = make_repo(tmp_path / "repo")
-    with Orchestrator(config, llm=ScriptedAgentLLM(replies), worker=RecordingWorker(worker_script),
+    with Orchestrator(config, llm=ScriptedAgentLLM(replies), coding_agent=RecordingCodingAgent(worker_script),
                       registry=registry) as orch:
         orch.store.upsert_ticket(Ticket(id="t1", project_id="p", title="T", project_path=str(repo)))
         outcome = orch.run_ticket("t1")
@@ -119,7 +119,7 @@ class Registrar:
         register(TinyBackend)
 
     @hookimpl
-    def register_workers(self, register):
+    def register_coding_agents(self, register):
         register(EchoWorker)
 
     @hookimpl
@@ -139,8 +139,8 @@ def test_hook_register_memory_backends():
 
 def test_hook_register_workers():
     reg = PluginRegistry(load_entry_points=False, extra_plugins=(Registrar(),))
-    assert reg.worker_class("echo") is EchoWorker
-    assert reg.worker_options("echo", {"x": 1}).kwargs == {"x": 1}
+    assert reg.coding_agent_class("echo") is EchoWorker
+    assert reg.coding_agent_options("echo", {"x": 1}).kwargs == {"x": 1}
 
 
 def test_hook_register_ticket_sources():

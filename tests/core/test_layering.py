@@ -23,7 +23,7 @@ def test_the_contracts_can_fail(tmp_path):
     # A copy of the tickets package that imports orchestrator must break the first contract.
     pkg = tmp_path / "tickets"
     shutil.copytree(ROOT / "tickets", pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    (pkg / "leak.py").write_text("from orchestrator.runner import Orchestrator\n")
+    (pkg / "leak.py").write_text("from orchestrator.running.orchestrator import Orchestrator\n")
     cfg = tmp_path / ".importlinter"
     cfg.write_text("[importlinter]\nroot_packages =\n    tickets\n    orchestrator\n\n"
                    "[importlinter:contract:1]\nname = t\ntype = forbidden\n"
@@ -32,7 +32,7 @@ def test_the_contracts_can_fail(tmp_path):
     env_path = f"{tmp_path}:{ROOT}"
     result = subprocess.run([exe, "--no-cache", "--config", str(cfg)], cwd=tmp_path, capture_output=True,
                             text=True, timeout=300, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
-    assert result.returncode != 0 and "tickets.leak -> orchestrator.runner" in result.stdout, result.stdout
+    assert result.returncode != 0 and "tickets.leak -> orchestrator.running.orchestrator" in result.stdout, result.stdout
 
 
 def test_the_plugin_api_pulls_in_no_cli_server_or_heavy_library():

@@ -31,7 +31,7 @@ def test_builtins_register_through_the_hook():
     reg = PluginRegistry(load_entry_points=False)
     assert {"none", "sliding_window"} <= set(reg.backends)
     assert reg.backends["sliding_window"].plugin == "backends.sliding_window.plugin"
-    assert "claude-code" in reg.workers
+    assert "claude-code" in reg.coding_agents
     assert set(DEFAULT_PLUGINS) <= {r["name"] for r in reg.plugin_rows()}
 
 
@@ -83,9 +83,9 @@ def test_entry_point_plugin_is_loaded_from_its_distribution():
 def test_entry_point_backend_selected_by_name_in_config_runs_tickets(tmp_path):
     pytest.importorskip("middle_agent_keyword_memory", reason="install plugins/middle-agent-keyword-memory")
     from orchestrator.config.settings import Config
-    from orchestrator.runner import Orchestrator
+    from orchestrator.running.orchestrator import Orchestrator
     from orchestrator.testing import make_repo
-    from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+    from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
     from tickets.model import Ticket
 
     make_repo(tmp_path / "repo")
@@ -93,7 +93,7 @@ def test_entry_point_backend_selected_by_name_in_config_runs_tickets(tmp_path):
                  memory={"backend": "keyword", "save_dir": "mem", "options": {"min_overlap": 1}})
     llm = ScriptedAgentLLM([plan_reply("p"), decision_reply(True, "greeting uses f-strings"),
                             plan_reply("q"), decision_reply(True, "farewell done")])
-    with Orchestrator(cfg, llm=llm, worker=RecordingWorker(["ok", "ok"])) as orch:
+    with Orchestrator(cfg, llm=llm, coding_agent=RecordingCodingAgent(["ok", "ok"])) as orch:
         for tid, title in (("t1", "Add greeting"), ("t2", "Add farewell like greeting")):
             orch.store.upsert_ticket(Ticket(id=tid, project_id="calc", title=title,
                                             project_path=str(tmp_path / "repo")))
@@ -107,14 +107,14 @@ def test_a_third_party_worker_kind_gets_its_own_options(tmp_path):
     from pydantic import BaseModel, ConfigDict
 
     from orchestrator.config.settings import Config
-    from orchestrator.runner import Orchestrator
-    from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM
+    from orchestrator.running.orchestrator import Orchestrator
+    from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM
 
     class EchoOptions(BaseModel):
         model_config = ConfigDict(extra="forbid")
         turn_timeout_s: float = 1.0
 
-    class EchoWorker(RecordingWorker):
+    class EchoWorker(RecordingCodingAgent):
         kind = "echo"
         Options = EchoOptions
 
@@ -124,13 +124,13 @@ def test_a_third_party_worker_kind_gets_its_own_options(tmp_path):
 
     class P:
         @hookimpl
-        def register_workers(self, register):
+        def register_coding_agents(self, register):
             register(EchoWorker)
 
     reg = PluginRegistry(load_entry_points=False, extra_plugins=(P(),))
-    cfg = Config(root=tmp_path, state_dir="s", worker={"kind": "echo", "options": {"turn_timeout_s": 7}})
+    cfg = Config(root=tmp_path, state_dir="s", coding_agent={"kind": "echo", "options": {"turn_timeout_s": 7}})
     with Orchestrator(cfg, llm=ScriptedAgentLLM([]), registry=reg) as orch:
-        assert isinstance(orch.worker, EchoWorker) and orch.worker.options.turn_timeout_s == 7
+        assert isinstance(orch.coding_agent, EchoWorker) and orch.coding_agent.options.turn_timeout_s == 7
 
     class NoOptions:
         kind = "broken"
@@ -139,7 +139,7 @@ def test_a_third_party_worker_kind_gets_its_own_options(tmp_path):
 
     with pytest.raises(ConfigError, match="without an `Options` model"):
         PluginRegistry(load_entry_points=False, extra_plugins=(type("Q", (), {
-            "register_workers": hookimpl(lambda self, register: register(NoOptions))})(),)).workers
+            "register_coding_agents": hookimpl(lambda self, register: register(NoOptions))})(),)).coding_agents
 
 
 def test_a_registry_built_for_commands_imports_no_backend_code():

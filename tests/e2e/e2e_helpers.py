@@ -10,7 +10,7 @@ from typing import Any
 from orchestrator.agent.llm import AnthropicLLM
 from orchestrator.config.settings import Config
 from orchestrator.fake_api import tool_use, reply, text, working_directory
-from orchestrator.runner import Orchestrator
+from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing import make_repo
 from orchestrator.workspace.git import git
 
@@ -39,10 +39,10 @@ def team_machine(tmp_path: Path, name: str, remote: Path, pg_url: str, fake_api:
     cfg = Config(root=home, state_dir=str(home / "state"), store={"url": pg_url},
                  project={"path": "repo", "tickets_dir": "tickets", "repo_url": str(remote), "base_branch": "main"},
                  agent={"max_turns": 4, "max_cost_usd": 5.0},
-                 worker={"options": {"cli_path": claude_cli, "allowed_tools": ["Read", "Write", "Edit"],
+                 coding_agent={"options": {"cli_path": claude_cli, "allowed_tools": ["Read", "Write", "Edit"],
                                      "turn_timeout_s": 120}}, **config)
     llm = AnthropicLLM(cfg.agent.model, base_url=fake_api.base_url, api_key="sk-fake-local", max_retries=0)
-    orch = Orchestrator(cfg, llm=llm, worker_env=claude_env, project_override=str(home / "repo"))
+    orch = Orchestrator(cfg, llm=llm, coding_agent_env=claude_env, project_override=str(home / "repo"))
     if sync:
         orch.sync_tickets()
     return orch
@@ -58,14 +58,14 @@ def config(tmp_path: Path, memory: bool, backend: str = "sliding_window") -> Con
         root=tmp_path, state_dir=str(tmp_path / "state"),
         project={"path": "repo", "tickets_dir": "tickets"},
         agent={"max_turns": 4, "max_cost_usd": 5.0},
-        worker={"options": {"allowed_tools": ["Read", "Write", "Edit"], "turn_timeout_s": 120}},
+        coding_agent={"options": {"allowed_tools": ["Read", "Write", "Edit"], "turn_timeout_s": 120}},
         memory={"backend": backend, "save_dir": str(tmp_path / "mem") if memory else None},
     )
 
 
 def orchestrator(cfg: Config, fake_api, claude_env: dict[str, str]) -> Orchestrator:
     llm = AnthropicLLM(cfg.agent.model, base_url=fake_api.base_url, api_key="sk-fake-local", max_retries=0)
-    return Orchestrator(cfg, llm=llm, worker_env=claude_env)
+    return Orchestrator(cfg, llm=llm, coding_agent_env=claude_env)
 
 
 def write_file(rel: str, content: str):

@@ -50,7 +50,7 @@ def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[
         (desk / "tickets" / f"t{i:02d}.md").write_text(_ticket(i, deps))
     config = (f'[store]\nurl = "{pg_url}"\n{store_extra}[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
               f'[run]\ndependencies = "complete"\nlease_s = {lease_s}\n'
-              f'[worker.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
+              f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
     (desk / "middle.toml").write_text(config)
     subprocess.run([MIDDLE, "sync"], cwd=desk, env=_env(), check=True, capture_output=True, text=True)
     return remote, desk

@@ -54,7 +54,7 @@ def project(tmp_path: Path, github: FakeGitHub, claude_cli: str, store: str = ""
         f'{store}[project]\npath = "."\nid = "calc"\nrepo_url = "{remote}"\nbase_branch = "main"\n'
         f'[tickets]\nkind = "github"\n[tickets.options]\nrepo = "me/app"\n'
         f'[github]\napi_url = "{github.url}"\n[run]\non_complete = "pr"\n'
-        f'[worker.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
+        f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
     return desk, remote
 
 

@@ -36,7 +36,7 @@ def test_sigterm_hint_repeats_config_and_fake_and_the_hint_resumes_without_an_ap
                                               "Create `a.txt` with:\n```\na\n```\n"})
     (tmp_path / "other.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n'
-        f'[worker.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
+        f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
     mark, release = tmp_path / "in-checkout", tmp_path / "release"
     hook = repo / ".git" / "hooks" / "post-checkout"
     hook.write_text(HOOK.format(mark=mark, release=release))

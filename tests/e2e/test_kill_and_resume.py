@@ -37,7 +37,7 @@ def test_sigkill_mid_turn_then_resume(tmp_path, fake_api, claude_env, claude_cli
     repo = fresh_project(tmp_path, {"t1.md": "---\ntitle: Two steps\nproject: calc\nid: t1\n---\nTwo files.\n"})
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n[memory]\nsave_dir = "mem"\n'
-        '[worker.options]\nallowed_tools = ["Read", "Write", "Edit"]\n')
+        '[coding_agent.options]\nallowed_tools = ["Read", "Write", "Edit"]\n')
     in_turn_two, release = threading.Event(), threading.Event()
 
     def stall(body):
@@ -46,7 +46,7 @@ def test_sigkill_mid_turn_then_resume(tmp_path, fake_api, claude_env, claude_cli
         return "never seen: the process is dead"
 
     fake_api.script.agent(plan("Create a.txt containing a."), decide(False, next_prompt="Now create b.txt containing b."))
-    fake_api.script.worker(write_file("a.txt", "a\n"), done("Created a.txt."), stall)
+    fake_api.script.coding_agent(write_file("a.txt", "a\n"), done("Created a.txt."), stall)
     middle = Path(sys.executable).with_name("middle")
     proc = subprocess.Popen([str(middle), "run", "t1"], cwd=tmp_path, env={**os.environ, **claude_env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -68,8 +68,8 @@ def test_sigkill_mid_turn_then_resume(tmp_path, fake_api, claude_env, claude_cli
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     time.sleep(0.5)
-    worker_requests_before = len(fake_api.requests_for("worker"))
-    fake_api.script.worker(write_file("b.txt", "b\n"), done("Created b.txt."))
+    worker_requests_before = len(fake_api.requests_for("coding_agent"))
+    fake_api.script.coding_agent(write_file("b.txt", "b\n"), done("Created b.txt."))
     fake_api.script.agent(decide(True, "Created a.txt and b.txt."))
     cfg = config(tmp_path, memory=True)
     with orchestrator(cfg, fake_api, claude_env) as orch:
@@ -83,4 +83,4 @@ def test_sigkill_mid_turn_then_resume(tmp_path, fake_api, claude_env, claude_cli
     assert (wt / "a.txt").read_text() == "a\n" and (wt / "b.txt").read_text() == "b\n"
     assert not (repo / "a.txt").exists()
     # Turn 1 was not run again: after the kill only turn 2's two requests reached the fake.
-    assert len(fake_api.requests_for("worker")) - worker_requests_before == 2
+    assert len(fake_api.requests_for("coding_agent")) - worker_requests_before == 2

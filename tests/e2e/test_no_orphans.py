@@ -78,11 +78,11 @@ def test_kill_9_leaves_no_claude_code_and_resume_stops_the_leftovers(tmp_path, f
     fresh_project(tmp_path, tickets)
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n'
-        f'[worker.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 300\n'
+        f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 300\n'
         'allowed_tools = ["Read", "Bash(sleep *)"]\n')
     in_flight, release = threading.Semaphore(0), threading.Event()
     fake_api.script.agent(plan("Start the job."), plan("Start the job."))
-    fake_api.script.worker(*[stall_after_starting_the_job(in_flight, release)] * 4)
+    fake_api.script.coding_agent(*[stall_after_starting_the_job(in_flight, release)] * 4)
     env = {**os.environ, **claude_env, "COLUMNS": "250"}
     proc = subprocess.Popen([MIDDLE, "run", "--parallel", "2"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -121,7 +121,7 @@ def test_kill_9_leaves_no_claude_code_and_resume_stops_the_leftovers(tmp_path, f
             return done("Job done.")
 
         release.set()
-        fake_api.script.worker(resumed)
+        fake_api.script.coding_agent(resumed)
         fake_api.script.agent(decide(True, "Job done."))
         out = subprocess.run([MIDDLE, "resume", "t1"], cwd=tmp_path, env=env, capture_output=True, text=True,
                              timeout=300)
@@ -149,13 +149,13 @@ def test_a_worker_killed_mid_turn_leaves_no_claude_code_and_its_successor_stops_
     (home / "tickets" / "t1.md").write_text("---\ntitle: Job\nproject: calc\nid: t1\n---\nStart the job.\n")
     (home / "middle.toml").write_text(
         f'state_dir = "state"\n[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
-        f'[worker.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 300\n'
+        f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 300\n'
         'allowed_tools = ["Read", "Bash(sleep *)"]\n')
     env = {**os.environ, **claude_env}
     subprocess.run([MIDDLE, "sync"], cwd=home, env=env, check=True, capture_output=True)
     in_flight, release = threading.Semaphore(0), threading.Event()
     fake_api.script.agent(plan("Start the job."))
-    fake_api.script.worker(*[stall_after_starting_the_job(in_flight, release)] * 2)
+    fake_api.script.coding_agent(*[stall_after_starting_the_job(in_flight, release)] * 2)
     doomed = subprocess.Popen([MIDDLE, "worker"], cwd=home, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, start_new_session=True)
     leftovers = [SLEEP["t1"]]
@@ -176,7 +176,7 @@ def test_a_worker_killed_mid_turn_leaves_no_claude_code_and_its_successor_stops_
             return done("Job done.")
 
         release.set()
-        fake_api.script.worker(resumed)
+        fake_api.script.coding_agent(resumed)
         fake_api.script.agent(decide(True, "Job done."))
         survivor = subprocess.run([MIDDLE, "worker", "--once"], cwd=home, env=env, capture_output=True,
                                   text=True, timeout=300)

@@ -18,10 +18,10 @@ def test_a_ticket_cannot_make_claude_code_write_outside_the_project(tmp_path, fa
     cfg = Config(root=tmp_path, state_dir=str(tmp_path / "state"),
                  project={"path": "repo", "tickets_dir": "tickets"},
                  agent={"max_turns": 2, "max_cost_usd": 5.0},
-                 worker={"options": {"cli_path": claude_cli, "turn_timeout_s": 120}})
+                 coding_agent={"options": {"cli_path": claude_cli, "turn_timeout_s": 120}})
     fake_api.script.agent(plan("Write ../outside.py, then notes.txt."),
                           decide(True, "notes.txt written; ../outside.py was refused."))
-    fake_api.script.worker(write_file("../outside.py", "escaped = True\n"), write_file("notes.txt", "hi\n"),
+    fake_api.script.coding_agent(write_file("../outside.py", "escaped = True\n"), write_file("notes.txt", "hi\n"),
                            done("Wrote notes.txt; writing ../outside.py was not permitted."))
     with orchestrator(cfg, fake_api, claude_env) as orch:
         assert orch.sync_tickets().errors == []
@@ -32,6 +32,6 @@ def test_a_ticket_cannot_make_claude_code_write_outside_the_project(tmp_path, fa
     assert (worktree(tmp_path, "t1") / "notes.txt").read_text() == "hi\n"
     assert not (repo / "notes.txt").exists()
     # Claude Code told the model the outside write was refused, and its answer reached the agent.
-    after_refusal = body_text(fake_api.requests_for("worker")[1])
+    after_refusal = body_text(fake_api.requests_for("coding_agent")[1])
     assert "outside.py" in after_refusal and "haven't granted it yet" in after_refusal
     assert "was not permitted" in body_text(fake_api.requests_for("agent")[1])

@@ -30,7 +30,7 @@ def setup(tmp_path: Path, tickets: dict[str, str], extra: str = "") -> Path:
     repo = fresh_project(tmp_path, tickets)
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n[memory]\nsave_dir = "mem"\nbackend = "bm25"\n'
-        '[worker.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n' + extra)
+        '[coding_agent.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n' + extra)
     return repo
 
 
@@ -58,17 +58,17 @@ def one_ticket(tmp_path: Path) -> Path:
 
 def first_round(tmp_path, fake_api, claude_env) -> None:
     fake_api.script.agent(plan("Create parse.py that parses input."), decide(True, "Added parse.py."))
-    fake_api.script.worker(write_file("parse.py", "def parse(s):\n    return s.split()\n"), done("Created parse.py."))
+    fake_api.script.coding_agent(write_file("parse.py", "def parse(s):\n    return s.split()\n"), done("Created parse.py."))
     middle(tmp_path, "run", "t1", env=claude_env)
 
 
 def test_feedback_continues_the_ticket_on_its_branch_and_claude_code_session(tmp_path, fake_api, claude_env, claude_cli):
     repo = one_ticket(tmp_path)
     first_round(tmp_path, fake_api, claude_env)
-    round_one_worker = len(fake_api.requests_for("worker"))
+    round_one_worker = len(fake_api.requests_for("coding_agent"))
     fake_api.script.agent(plan("Make parse() return [] for empty input, in empty.py too."),
                           decide(True, "parse() handles empty input."))
-    fake_api.script.worker(write_file("empty.py", "EMPTY = []\n"), done("Created empty.py."))
+    fake_api.script.coding_agent(write_file("empty.py", "EMPTY = []\n"), done("Created empty.py."))
     result = middle(tmp_path, "feedback", "t1", FEEDBACK, env=claude_env)
     assert "complete ticket t1" in result.stdout
 
@@ -76,7 +76,7 @@ def test_feedback_continues_the_ticket_on_its_branch_and_claude_code_session(tmp
     revise = next(r for r in agent if REVIEW in text_of(r))
     assert FEEDBACK in text_of(revise) and "Create parse.py that parses input." in text_of(revise)
     # Claude Code resumed its session: round 2's first request carries round 1's conversation
-    worker = fake_api.requests_for("worker")[round_one_worker:]
+    worker = fake_api.requests_for("coding_agent")[round_one_worker:]
     assert "Create parse.py that parses input." in text_of(worker[0])
     assert "Make parse() return [] for empty input" in text_of(worker[0])
     with store(tmp_path) as s:
@@ -132,7 +132,7 @@ def test_a_round_killed_mid_turn_is_finished_by_resume_and_nothing_runs_twice(tm
         return "never seen: the process is dead"
 
     fake_api.script.agent(plan("Handle empty input in empty.py."))
-    fake_api.script.worker(stall)
+    fake_api.script.coding_agent(stall)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
     proc = subprocess.Popen([MIDDLE, "feedback", "t1", FEEDBACK], cwd=tmp_path, env={**base, **claude_env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -150,7 +150,7 @@ def test_a_round_killed_mid_turn_is_finished_by_resume_and_nothing_runs_twice(tm
     # another feedback now waits for the round's next assess instead of starting a round
     stored = middle(tmp_path, "feedback", "t1", "and keep parse() pure", env=claude_env)
     assert "feedback stored" in stored.stdout and "middle resume t1" in stored.stdout
-    fake_api.script.worker(write_file("empty.py", "EMPTY = []\n"), done("Created empty.py."))
+    fake_api.script.coding_agent(write_file("empty.py", "EMPTY = []\n"), done("Created empty.py."))
     fake_api.script.agent(decide(True, "Handled empty input."))
     result = middle(tmp_path, "resume", "t1", env=claude_env)
     assert "complete ticket t1" in result.stdout
@@ -177,7 +177,7 @@ def test_feedback_sent_while_the_ticket_runs_reaches_its_next_assess(tmp_path, f
         return write_file("parse.py", "def parse(s):\n    return s.split()\n")(body)
 
     fake_api.script.agent(plan("Create parse.py."), decide(True, "Added parse.py, empty input handled."))
-    fake_api.script.worker(slow, done("Created parse.py."))
+    fake_api.script.coding_agent(slow, done("Created parse.py."))
     base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
     proc = subprocess.Popen([MIDDLE, "run", "t1"], cwd=tmp_path, env={**base, **claude_env}, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -203,7 +203,7 @@ def test_a_round_whose_session_is_not_here_starts_a_new_one_told_the_earlier_wor
     one_ticket(tmp_path)
     first_round(tmp_path, fake_api, claude_env)
     fake_api.script.agent(plan("Handle empty input in empty.py."), decide(True, "Handled empty input."))
-    fake_api.script.worker(write_file("empty.py", "EMPTY = []\n"), done("Created empty.py."))
+    fake_api.script.coding_agent(write_file("empty.py", "EMPTY = []\n"), done("Created empty.py."))
     elsewhere = {**claude_env, "CLAUDE_CONFIG_DIR": str(tmp_path / "another-claude-config")}
     result = middle(tmp_path, "feedback", "t1", FEEDBACK, env=elsewhere)
     assert "complete ticket t1" in result.stdout, result.stdout + result.stderr

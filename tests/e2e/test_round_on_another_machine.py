@@ -30,7 +30,7 @@ def test_feedback_on_another_machine_continues_the_pushed_branch(tmp_path, pg_ur
     remote = tmp_path / "remote.git"
     git(tmp_path, "clone", "--quiet", "--bare", str(seed), str(remote))
     fake_api.script.agent(plan("Create a.txt containing a."), decide(True, "Created a.txt."))
-    fake_api.script.worker(write_file("a.txt", "a\n"), done("Created a.txt."))
+    fake_api.script.coding_agent(write_file("a.txt", "a\n"), done("Created a.txt."))
     with machine(tmp_path, "a", remote, pg_url, fake_api, claude_cli, sync=True) as orch:
         assert orch.run_ticket("t1").status == "complete"
         first = orch.store.latest_run("t1")
@@ -38,7 +38,7 @@ def test_feedback_on_another_machine_continues_the_pushed_branch(tmp_path, pg_ur
     shutil.rmtree(tmp_path / "a")  # machine A is gone, with its worktree and Claude Code sessions
 
     fake_api.script.agent(plan("Now create b.txt containing b."), decide(True, "Created b.txt."))
-    fake_api.script.worker(write_file("b.txt", "b\n"), done("Created b.txt."))
+    fake_api.script.coding_agent(write_file("b.txt", "b\n"), done("Created b.txt."))
     says: list[str] = []
     with machine(tmp_path, "b", remote, pg_url, fake_api, claude_cli) as orch:
         orch.say = says.append

@@ -29,7 +29,7 @@ def test_turn_two_continues_on_another_machine_from_the_pushed_branch(tmp_path, 
     remote = tmp_path / "remote.git"
     git(tmp_path, "clone", "--quiet", "--bare", str(seed), str(remote))
     fake_api.script.agent(plan("Create a.txt containing a."), decide(False, next_prompt="Now create b.txt containing b."))
-    fake_api.script.worker(write_file("a.txt", "a\n"), done("Created a.txt."), api_error(500, "machine A goes down"))
+    fake_api.script.coding_agent(write_file("a.txt", "a\n"), done("Created a.txt."), api_error(500, "machine A goes down"))
     with machine(tmp_path, "a", remote, pg_url, fake_api, claude_env, claude_cli, sync=True) as orch:
         outcome = orch.run_ticket("t1")
         assert outcome.status == "failed" and outcome.resumable, outcome
@@ -42,9 +42,9 @@ def test_turn_two_continues_on_another_machine_from_the_pushed_branch(tmp_path, 
     git(run["worktree"], "push", "--quiet", str(remote), "middle/t1:refs/heads/middle/t1")
     shutil.rmtree(tmp_path / "a")  # machine A is gone, and its disk with it
 
-    fake_api.script.worker(write_file("b.txt", "b\n"), done("Created b.txt."))
+    fake_api.script.coding_agent(write_file("b.txt", "b\n"), done("Created b.txt."))
     fake_api.script.agent(decide(True, "Created a.txt and b.txt."))
-    before = len(fake_api.requests_for("worker"))
+    before = len(fake_api.requests_for("coding_agent"))
     says: list[str] = []
     with machine(tmp_path, "b", remote, pg_url, fake_api, claude_env, claude_cli) as orch:
         orch.say = says.append
@@ -57,7 +57,7 @@ def test_turn_two_continues_on_another_machine_from_the_pushed_branch(tmp_path, 
         assert not turns[1]["resume"] and turns[1]["session_id"] != turns[0]["session_id"]
     assert any(f"took over the run begun in {run['worktree']}" in s and "its branch as pushed" in s
                for s in says), says
-    resumed = str(fake_api.requests_for("worker")[before].body["messages"])
+    resumed = str(fake_api.requests_for("coding_agent")[before].body["messages"])
     assert "Create a.txt containing a." in resumed and "Now create b.txt containing b." in resumed
     # Both turns' files are on the ticket's branch, pushed back to the shared repository.
     assert out(remote, "show", "middle/t1:a.txt") == "a" and out(remote, "show", "middle/t1:b.txt") == "b"

@@ -36,7 +36,7 @@ def test_two_runners_share_six_pending_tickets_and_run_each_once(tmp_path, claud
     repo = fresh_project(tmp_path, tickets)
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n'
-        f'[worker.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
+        f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
     procs = [subprocess.Popen([MIDDLE, "run", "--fake", "--parallel", parallel], cwd=tmp_path, env=_env(), text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for _ in range(2)]
     outputs = [p.communicate(timeout=300)[0] for p in procs]
@@ -62,7 +62,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_finishes_it(tmp_path, fake_
     repo = fresh_project(tmp_path, {"t1.md": "---\ntitle: Slow\nproject: calc\nid: t1\n---\nOne file.\n"})
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n'
-        '[worker.options]\nallowed_tools = ["Read", "Write", "Edit"]\n')
+        '[coding_agent.options]\nallowed_tools = ["Read", "Write", "Edit"]\n')
     in_turn, release = threading.Event(), threading.Event()
 
     def stall(body):
@@ -71,7 +71,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_finishes_it(tmp_path, fake_
         return "never seen: the turn was interrupted"
 
     fake_api.script.agent(plan("Create a.txt containing a."))
-    fake_api.script.worker(stall)
+    fake_api.script.coding_agent(stall)
     proc = subprocess.Popen([MIDDLE, "run", "t1"], cwd=tmp_path, env={**os.environ, **claude_env},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -91,7 +91,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_finishes_it(tmp_path, fake_
         assert store.get_ticket("t1").status.value == "interrupted"
         assert store.get_claim("t1") is None
     time.sleep(0.5)
-    fake_api.script.worker(write_file("a.txt", "a\n"), done("Created a.txt."))
+    fake_api.script.coding_agent(write_file("a.txt", "a\n"), done("Created a.txt."))
     fake_api.script.agent(decide(True, "Created a.txt."))
     with orchestrator(config(tmp_path, memory=False), fake_api, claude_env) as orch:
         outcome = orch.resume("t1")
@@ -103,7 +103,7 @@ def test_the_offline_model_fails_a_ticket_it_cannot_do_and_indexes_nothing(tmp_p
                                       "Split the billing module into two.\n"})
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n[memory]\nsave_dir = "mem"\n'
-        f'[worker.options]\ncli_path = "{claude_cli}"\n')
+        f'[coding_agent.options]\ncli_path = "{claude_cli}"\n')
     result = subprocess.run([MIDDLE, "run", "--fake"], cwd=tmp_path, env=_env(), text=True,
                             capture_output=True, timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr

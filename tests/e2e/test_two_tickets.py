@@ -26,7 +26,7 @@ def script_two_tickets(fake_api) -> None:
         plan("Create the file more.txt containing the word more."),
         decide(True, "Created more.txt."),
     )
-    fake_api.script.worker(
+    fake_api.script.coding_agent(
         write_file("notes.txt", "hello\n"), done("Created notes.txt."),
         write_file("more.txt", "more\n"), done("Created more.txt."),
     )
@@ -65,7 +65,7 @@ def test_two_tickets_with_memory(tmp_path, fake_api, claude_env, claude_cli, bac
     assert (worktree(tmp_path, "t1") / "notes.txt").read_text() == "hello\n"
     assert (worktree(tmp_path, "t2") / "more.txt").read_text() == "more\n"
     assert not (repo / "notes.txt").exists() and not (repo / "more.txt").exists()
-    worker = fake_api.requests_for("worker")
+    worker = fake_api.requests_for("coding_agent")
     assert any('"tool_result"' in body_text(r) for r in worker)
     # Ticket 1's summary doc was indexed, exactly, and kept for revert.
     doc1 = f"Ticket: Add a notes file. Create notes.txt saying hello.. {SUMMARY_ONE}"
@@ -83,7 +83,7 @@ def test_two_tickets_with_memory(tmp_path, fake_api, claude_env, claude_cli, bac
     recalled = first_t2.split("Ticket: Add a second notes file", 1)[0]
     assert "Memories invoked:" in recalled and "LESSON-ALPHA" in recalled
     # Nothing Claude Code sent to the fake carries that memory text.
-    cc_requests = fake_api.requests_for("worker") + fake_api.requests_for("aux")
+    cc_requests = fake_api.requests_for("coding_agent") + fake_api.requests_for("aux")
     assert cc_requests and all("LESSON-ALPHA" not in body_text(r) for r in cc_requests)
     assert all("Memories invoked" not in body_text(r) for r in cc_requests)
     # `middle log` shows both tickets' turns.

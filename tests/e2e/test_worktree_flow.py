@@ -33,7 +33,7 @@ def setup(tmp_path: Path, claude_cli: str, tickets: list[tuple[str, str]], run: 
     repo = fresh_project(tmp_path, dict(tickets))
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n[memory]\nsave_dir = "mem"\nbackend = "bm25"\n'
-        f'[worker.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n{run}')
+        f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n{run}')
     return repo
 
 
@@ -164,7 +164,7 @@ def _stalled_batch(tmp_path, fake_api, claude_env, stop):
                              for i in (1, 2)})
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n[run]\nparallel = 2\n'
-        '[worker.options]\nallowed_tools = ["Read", "Write", "Edit"]\n')
+        '[coding_agent.options]\nallowed_tools = ["Read", "Write", "Edit"]\n')
     entered, release = threading.Semaphore(0), threading.Event()
 
     def stall(body):
@@ -173,7 +173,7 @@ def _stalled_batch(tmp_path, fake_api, claude_env, stop):
         return "never seen: the turn was stopped"
 
     fake_api.script.agent(plan("Create a.txt containing a."), plan("Create a.txt containing a."))
-    fake_api.script.worker(stall, stall)
+    fake_api.script.coding_agent(stall, stall)
     proc = subprocess.Popen([MIDDLE, "run"], cwd=tmp_path, env={**os.environ, **claude_env},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -190,7 +190,7 @@ def _stalled_batch(tmp_path, fake_api, claude_env, stop):
 
 def _resume_each_once(tmp_path, fake_api, claude_env):
     for tid in ("t1", "t2"):
-        fake_api.script.worker(write_file("a.txt", f"{tid}\n"), done("Created a.txt."))
+        fake_api.script.coding_agent(write_file("a.txt", f"{tid}\n"), done("Created a.txt."))
         fake_api.script.agent(decide(True, "Created a.txt."))
         with orchestrator(config(tmp_path, memory=False), fake_api, claude_env) as orch:
             assert orch.resume(tid).status == "complete"

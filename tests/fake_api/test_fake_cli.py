@@ -22,7 +22,7 @@ def run_claude(cli, prompt, cwd, env):
 
 
 def test_scripted_write_creates_the_file(claude_cli, fake_api, claude_env, tmp_path):
-    fake_api.script.worker(
+    fake_api.script.coding_agent(
         lambda body: reply(text("Creating it."),
                            tool_use("Write", {"file_path": f"{working_directory(body)}/notes/hello.txt",
                                               "content": "hello from the fake\n"})),
@@ -34,7 +34,7 @@ def test_scripted_write_creates_the_file(claude_cli, fake_api, claude_env, tmp_p
     assert result["type"] == "result" and result["is_error"] is False
     assert result["result"] == "Created notes/hello.txt."
     assert result["total_cost_usd"] > 0  # computed from the usage the fake reports
-    worker = fake_api.requests_for("worker")
+    worker = fake_api.requests_for("coding_agent")
     assert len(worker) == 2 and fake_api.requests_for("agent") == []
     assert worker[0].query.get("beta") == "true"
     assert working_directory(worker[0].body) == os.path.realpath(tmp_path)

@@ -92,7 +92,7 @@ def test_worker_writes_absolute_paths_under_the_announced_cwd():
     body = worker_body(user({"type": "text", "text": "<system-reminder>x</system-reminder>"},
                             {"type": "text", "text": PROMPT}), CWD_MESSAGE)
     assert working_directory(body) == "/work/proj"
-    r = DemoResponder().respond("worker", body)
+    r = DemoResponder().respond("coding_agent", body)
     writes = [b for b in r.content if b["type"] == "tool_use"]
     assert [(w["name"], w["input"]["file_path"]) for w in writes] == [
         ("Write", "/work/proj/src/app.py"), ("Write", "/work/proj/README.md")]
@@ -107,12 +107,12 @@ def test_worker_reports_tool_results():
             {"type": "tool_use", "id": "t2", "name": "Write", "input": {"file_path": "/work/proj/README.md"}}]},
         user({"type": "tool_result", "tool_use_id": "t1", "content": "File created successfully"},
              {"type": "tool_result", "tool_use_id": "t2", "is_error": True, "content": "disk full"}))
-    r = DemoResponder().respond("worker", body)
+    r = DemoResponder().respond("coding_agent", body)
     assert r.content == [{"type": "text", "text": "Created src/app.py. Could not create README.md: disk full"}]
 
 
 def test_worker_without_instructions_says_what_it_would_do():
-    r = DemoResponder().respond("worker", worker_body(user({"type": "text", "text": "Refactor the parser."}),
+    r = DemoResponder().respond("coding_agent", worker_body(user({"type": "text", "text": "Refactor the parser."}),
                                                       CWD_MESSAGE))
     assert r.content[0]["type"] == "text" and "Refactor the parser." in r.content[0]["text"]
 

@@ -49,7 +49,7 @@ def test_non_streaming_reply_with_text_and_tool_use(fake_api):
 
 
 def test_streaming_assembles_text_and_tool_input(fake_api):
-    fake_api.script.worker(reply(text("Writing."), tool_use("Write", {"file_path": "/a/b.py", "content": "x = 1\n"})))
+    fake_api.script.coding_agent(reply(text("Writing."), tool_use("Write", {"file_path": "/a/b.py", "content": "x = 1\n"})))
     with client(fake_api).messages.stream(model=MODEL, max_tokens=100, tools=TOOLS,
                                           messages=[{"role": "user", "content": "go"}]) as stream:
         deltas = [e.delta.type for e in stream if e.type == "content_block_delta"]
@@ -87,7 +87,7 @@ def test_usage_override_is_sent(fake_api):
 
 
 def test_ids_are_unique(fake_api):
-    fake_api.script.worker(*[reply(tool_use("Read", {"file_path": "/x"})) for _ in range(3)])
+    fake_api.script.coding_agent(*[reply(tool_use("Read", {"file_path": "/x"})) for _ in range(3)])
     c = client(fake_api)
     msgs = [ask(c, system="coding agent", tools=TOOLS) for _ in range(3)]
     assert len({m.id for m in msgs}) == 3
@@ -144,7 +144,7 @@ def test_empty_worker_and_aux_queues_answer_text(fake_api):
     c = client(fake_api)
     assert ask(c, system="coding agent", tools=TOOLS).content[0].text == "Done."
     assert ask(c, system="write a title").content[0].text  # aux: some short text
-    assert [r.channel for r in fake_api.requests] == ["worker", "aux"]
+    assert [r.channel for r in fake_api.requests] == ["coding_agent", "aux"]
 
 
 def test_callable_reply_sees_the_request_body(fake_api):
@@ -169,7 +169,7 @@ def test_record_holds_every_request_with_channel_and_reply(fake_api):
     assert "sk-test" in (agent.headers.get("x-api-key", "") + agent.headers.get("authorization", ""))
     assert agent.body["model"] == MODEL and agent.body["messages"][0]["content"] == "hi"
     assert agent.reply["status"] == 200 and agent.reply["content"] == ["plan"]
-    assert worker.query == {"beta": "true"} and worker.channel == "worker"
+    assert worker.query == {"beta": "true"} and worker.channel == "coding_agent"
     assert fake_api.requests_for("agent") == [agent]
 
 

@@ -31,9 +31,9 @@ def test_three_feedbacks_at_once_are_each_delivered_once(tmp_path, fake_api, cla
     fresh_project(tmp_path, {"t1.md": "---\ntitle: Parse input\nproject: calc\nid: t1\n---\nWrite parse.py.\n"})
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n[memory]\nsave_dir = "mem"\nbackend = "bm25"\n'
-        '[worker.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n')
+        '[coding_agent.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n')
     fake_api.script.agent(plan("Create parse.py."), decide(True, "Added parse.py."))
-    fake_api.script.worker(write_file("parse.py", "def parse(s):\n    return s.split()\n"), done("Created parse.py."))
+    fake_api.script.coding_agent(write_file("parse.py", "def parse(s):\n    return s.split()\n"), done("Created parse.py."))
     first = subprocess.run([MIDDLE, "run", "t1"], cwd=tmp_path, env=_env(claude_env), text=True,
                            capture_output=True, timeout=300)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -46,7 +46,7 @@ def test_three_feedbacks_at_once_are_each_delivered_once(tmp_path, fake_api, cla
         return write_file("empty.py", "EMPTY = []\n")(body)
 
     fake_api.script.agent(plan("Handle empty input in empty.py."), decide(True, "Handled empty input."))
-    fake_api.script.worker(held, done("Created empty.py."))
+    fake_api.script.coding_agent(held, done("Created empty.py."))
     procs = [subprocess.Popen([MIDDLE, "feedback", "t1", words], cwd=tmp_path, env=_env(claude_env), text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for words in WORDS]
     try:

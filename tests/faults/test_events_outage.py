@@ -8,14 +8,14 @@ import pytest
 
 from graph_helpers import add_ticket, make_orchestrator
 from orchestrator.config.settings import Config
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from orchestrator.testing.git import make_repo
 from orchestrator.coding_agent.base import TurnResult
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
-class OutageWorker(RecordingWorker):
+class OutageWorker(RecordingCodingAgent):
     """Claude Code's turn streams progress while the store is down, then answers."""
 
     def __init__(self, pg_server):
@@ -46,7 +46,7 @@ def test_events_written_while_the_store_is_down_are_kept_in_order(tmp_path, pg_s
         outcome = orch.run_ticket("t1")
         assert outcome.status == "complete", outcome.reason
         events = orch.store.list_events(ticket_id="t1")
-    texts = [e["data"].get("text") for e in events if e["kind"] == "worker"]
+    texts = [e["data"].get("text") for e in events if e["kind"] == "coding_agent"]
     assert texts == ["before the outage", "during the outage 0", "during the outage 1", "during the outage 2",
                      "after the outage"]
     kinds = [(e["kind"], e["data"].get("node")) for e in events]

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from orchestrator.config.settings import Config
 from orchestrator.plugin_api import hookimpl
 from orchestrator.plugins.manager import PluginRegistry
-from orchestrator.runner import Orchestrator
+from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing import InMemoryBackend
 from tickets.model import Ticket
 
@@ -56,7 +56,7 @@ def make_config(tmp_path: Path, *, memory: bool = True, **agent: Any) -> Config:
 
 def make_orchestrator(config: Config, llm, worker) -> Orchestrator:
     registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(),))
-    return Orchestrator(config, llm=llm, worker=worker, registry=registry)
+    return Orchestrator(config, llm=llm, coding_agent=worker, registry=registry)
 
 
 def add_ticket(orch: Orchestrator, project: Path, tid: str = "t1", title: str = "Add hello",

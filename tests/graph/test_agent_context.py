@@ -7,8 +7,8 @@ import re
 from graph_helpers import RecordedBackend, _TestPlugin, add_ticket, make_config
 from orchestrator.plugin_api import hookimpl
 from orchestrator.plugins.manager import PluginRegistry
-from orchestrator.runner import Orchestrator
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.running.orchestrator import Orchestrator
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 
 KNOWLEDGE = "Project knowledge (mental models):\n- conventions: tabs, never spaces"
 
@@ -31,9 +31,9 @@ def test_standing_context_comes_before_the_memories_on_every_request(tmp_path, p
     config.memory.backend = "knowing"
     llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(True, "done one"),
                             plan_reply("p2"), decision_reply(True, "done two")])
-    worker = RecordingWorker(["r1", "r2"])
+    worker = RecordingCodingAgent(["r1", "r2"])
     registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(), _Plugin()))
-    with Orchestrator(config, llm=llm, worker=worker, registry=registry) as orch:
+    with Orchestrator(config, llm=llm, coding_agent=worker, registry=registry) as orch:
         add_ticket(orch, project, "t1", title="Tabs", description="indent with tabs")
         assert orch.run_ticket("t1").status == "complete"
         add_ticket(orch, project, "t2", title="Tabs again", description="indent with tabs")

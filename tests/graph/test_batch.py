@@ -11,7 +11,7 @@ import pytest
 from graph_helpers import add_ticket, make_config, make_orchestrator
 from orchestrator.running.batch import LogView, run_batch
 from orchestrator.errors import ModelAccessError, TicketError
-from orchestrator.testing.fakes import PerTicketAgentLLM, RecordingWorker, decision_reply, plan_reply
+from orchestrator.testing.fakes import PerTicketAgentLLM, RecordingCodingAgent, decision_reply, plan_reply
 from orchestrator.workspace.git import branch_commit, out
 from tickets.model import Ticket
 
@@ -33,7 +33,7 @@ def one_turn(title: str, summary: str = "done") -> dict[str, list[str]]:
 def test_two_tickets_run_at_once_each_on_its_own_branch(tmp_path, project):
     barrier = threading.Barrier(2)
     llm = PerTicketAgentLLM({**one_turn("Alpha"), **one_turn("Beta")})
-    worker = RecordingWorker([writes("shared_name.py", "x = 1\n", barrier),
+    worker = RecordingCodingAgent([writes("shared_name.py", "x = 1\n", barrier),
                               writes("shared_name.py", "x = 2\n", barrier)])
     config = make_config(tmp_path)
     config.run.parallel = 2
@@ -64,7 +64,7 @@ def test_a_dependency_on_a_complete_ticket_starts_from_its_branch(tmp_path, proj
         (cwd / "top.py").write_text("import base\n")
         return "Created top.py."
 
-    worker = RecordingWorker([writes("base.py", "B = 1\n"), second])
+    worker = RecordingCodingAgent([writes("base.py", "B = 1\n"), second])
     config = make_config(tmp_path)
     config.run.parallel = 2
     config.run.dependencies = "complete"
@@ -99,7 +99,7 @@ class Notes(LogView):
 def test_with_merged_dependencies_the_dependent_waits_for_the_merge(tmp_path, project):
     llm = PerTicketAgentLLM({**one_turn("Base"), **one_turn("On top")})
     config = make_config(tmp_path)
-    with make_orchestrator(config, llm, RecordingWorker([writes("base.py", "B = 1\n"),
+    with make_orchestrator(config, llm, RecordingCodingAgent([writes("base.py", "B = 1\n"),
                                                          writes("top.py", "T = 1\n")])) as orch:
         add_ticket(orch, project, "base", title="Base")
         orch.store.upsert_ticket(Ticket(id="top", project_id="demo", title="On top", project_path=str(project),
@@ -116,7 +116,7 @@ def test_with_merged_dependencies_the_dependent_waits_for_the_merge(tmp_path, pr
 def test_a_ticket_that_waits_for_a_reverted_dependency_says_what_to_do_and_that_works(tmp_path, project):
     llm = PerTicketAgentLLM({**one_turn("Mul"), **one_turn("Mul"), **one_turn("Div")})
     llm.scripts["Mul"] += [plan_reply("again"), decision_reply(True, "again")]
-    worker = RecordingWorker([writes("mul.py", "M = 1\n"), writes("mul.py", "M = 2\n"),
+    worker = RecordingCodingAgent([writes("mul.py", "M = 1\n"), writes("mul.py", "M = 2\n"),
                               writes("div.py", "D = 1\n")])
     with make_orchestrator(make_config(tmp_path), llm, worker) as orch:
         add_ticket(orch, project, "001-mul", title="Mul")
@@ -142,7 +142,7 @@ def test_the_batch_cost_limit_stops_starting_tickets(tmp_path, project):
     llm = PerTicketAgentLLM({k: v for t in titles for k, v in one_turn(t).items()})
     config = make_config(tmp_path)
     config.run.max_cost_usd_total = 0.015  # each turn costs 0.01
-    with make_orchestrator(config, llm, RecordingWorker(["a", "b", "c"], cost_per_turn=0.01)) as orch:
+    with make_orchestrator(config, llm, RecordingCodingAgent(["a", "b", "c"], cost_per_turn=0.01)) as orch:
         for i, t in enumerate(titles):
             add_ticket(orch, project, f"t{i}", title=t)
         result = run_batch(orch, ["t0", "t1", "t2"])
@@ -162,7 +162,7 @@ class RejectingLLM:
 
 def test_a_rejected_key_stops_the_batch_and_leaves_every_ticket_pending(tmp_path, project):
     llm = RejectingLLM()
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker()) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent()) as orch:
         for i in range(3):
             add_ticket(orch, project, f"t{i}", title=f"T{i}")
         result = run_batch(orch, ["t0", "t1", "t2"])
@@ -181,7 +181,7 @@ def test_a_rejected_key_after_a_finished_turn_leaves_that_ticket_failed_and_resu
     from orchestrator.testing.fakes import ScriptedAgentLLM
 
     llm = ScriptedAgentLLM([plan_reply("p"), reject])
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker([writes("a.py", "1\n")])) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent([writes("a.py", "1\n")])) as orch:
         for i in range(2):
             add_ticket(orch, project, f"t{i}", title=f"T{i}")
         result = run_batch(orch, ["t0", "t1"])
@@ -194,7 +194,7 @@ def test_a_rejected_key_after_a_finished_turn_leaves_that_ticket_failed_and_resu
 
 def test_a_rerun_of_a_complete_ticket_with_an_unmerged_change_is_refused(tmp_path, project):
     llm = PerTicketAgentLLM({"Alpha": [plan_reply("p"), decision_reply(True, "d")]})
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker([writes("a.py", "1\n")])) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent([writes("a.py", "1\n")])) as orch:
         add_ticket(orch, project, "a", title="Alpha")
         assert orch.run_ticket("a").status == "complete"
         with pytest.raises(Exception, match="unmerged change on middle/a: merge it .* or discard it"):
@@ -203,15 +203,15 @@ def test_a_rerun_of_a_complete_ticket_with_an_unmerged_change_is_refused(tmp_pat
 
 def test_parallel_tickets_share_one_real_memory_store(tmp_path, project):
     from orchestrator.plugins.manager import PluginRegistry
-    from orchestrator.runner import Orchestrator
+    from orchestrator.running.orchestrator import Orchestrator
 
     titles = [f"Ticket {i}" for i in range(6)]
     llm = PerTicketAgentLLM({t: [plan_reply(t), decision_reply(True, f"summary of {t}")] for t in titles})
     config = make_config(tmp_path)
     config.memory.backend = "bm25"
     config.run.parallel = 3
-    worker = RecordingWorker([writes(f"f{i}.py", f"X = {i}\n") for i in range(6)])
-    with Orchestrator(config, llm=llm, worker=worker, registry=PluginRegistry(load_entry_points=False)) as orch:
+    worker = RecordingCodingAgent([writes(f"f{i}.py", f"X = {i}\n") for i in range(6)])
+    with Orchestrator(config, llm=llm, coding_agent=worker, registry=PluginRegistry(load_entry_points=False)) as orch:
         for i, t in enumerate(titles):
             add_ticket(orch, project, f"t{i}", title=t)
         result = run_batch(orch, [f"t{i}" for i in range(6)])
@@ -226,7 +226,7 @@ def test_a_store_outage_mid_run_interrupts_it_and_a_worker_continues_it(tmp_path
     from orchestrator.running.fleet import _orphans
 
     llm = PerTicketAgentLLM({"Alpha": [plan_reply("p"), decision_reply(True, "d")]})
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker([writes("a.py", "1\n")])) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent([writes("a.py", "1\n")])) as orch:
         add_ticket(orch, project, "a", title="Alpha")
         real = orch.store.finish_turn
         calls = []
@@ -249,7 +249,7 @@ def test_a_store_outage_mid_run_interrupts_it_and_a_worker_continues_it(tmp_path
 def test_a_ticket_a_person_interrupted_waits_for_that_person(tmp_path, project):
     from orchestrator.running.fleet import _orphans
 
-    with make_orchestrator(make_config(tmp_path), PerTicketAgentLLM({}), RecordingWorker()) as orch:
+    with make_orchestrator(make_config(tmp_path), PerTicketAgentLLM({}), RecordingCodingAgent()) as orch:
         add_ticket(orch, project, "a", title="Alpha")
         run_id = orch.store.claim_new_run("a", ["pending"])
         orch.lifecycle.interrupt("a", run_id, "interrupted by the user")
@@ -258,11 +258,11 @@ def test_a_ticket_a_person_interrupted_waits_for_that_person(tmp_path, project):
 
 def test_a_store_out_of_reach_before_the_claim_skips_the_ticket_for_a_later_pass():
     from orchestrator.running.batch import BatchResult, LogView, _collect, _Slot
-    from orchestrator.errors import StoreUnavailable, WorkerError
+    from orchestrator.errors import StoreUnavailable, CodingAgentError
 
     result = BatchResult()
     _collect(_Slot("t1", error=StoreUnavailable("cannot reach the PostgreSQL store")), result, LogView(), [], False)
-    _collect(_Slot("t2", error=WorkerError("Claude Code crashed")), result, LogView(), [], False)
+    _collect(_Slot("t2", error=CodingAgentError("Claude Code crashed")), result, LogView(), [], False)
     assert [(o.ticket_id, o.status) for o in result.outcomes] == [("t1", "skipped"), ("t2", "failed")]
     assert result.fatal is None
 
@@ -270,7 +270,7 @@ def test_a_store_out_of_reach_before_the_claim_skips_the_ticket_for_a_later_pass
 def test_a_long_title_makes_a_one_line_commit_subject_with_the_title_in_the_body(tmp_path, project):
     title = "Add the greeting" + " and more" * 1100  # ~10,000 characters
     llm = PerTicketAgentLLM(one_turn(title, "Created greet.py."))
-    worker = RecordingWorker([writes("greet.py", "print('hi')\n")])
+    worker = RecordingCodingAgent([writes("greet.py", "print('hi')\n")])
     with make_orchestrator(make_config(tmp_path), llm, worker) as orch:
         add_ticket(orch, project, "long", title=title)
         assert run_batch(orch, ["long"]).outcomes[0].status == "complete"

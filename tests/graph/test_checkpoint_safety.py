@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_POS_ARGS, JsonPlusSerializer
 
 from graph_helpers import add_ticket, make_config, make_orchestrator
-from orchestrator.errors import StoreError, WorkerError
+from orchestrator.errors import StoreError, CodingAgentError
 from orchestrator.testing.fakes import ScriptedAgentLLM, plan_reply
 
 
@@ -18,7 +18,7 @@ class _FailingWorker:
     """Fails turn 1, so the run stops resumable with a checkpoint before `work`."""
 
     def run_turn(self, *args, **kwargs):
-        raise WorkerError("Claude Code is not reachable right now")
+        raise CodingAgentError("Claude Code is not reachable right now")
 
 
 def _failed_run(tmp_path, project):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from orchestrator.config.settings import Config
 from orchestrator.plugins.manager import PluginRegistry
-from orchestrator.runner import Orchestrator
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.running.orchestrator import Orchestrator
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from graph_helpers import add_ticket
 
 
@@ -16,9 +16,9 @@ def test_agent_sees_summary_plus_gap_and_always_the_latest_response(tmp_path, pr
     llm = ScriptedAgentLLM([plan_reply("Step one. Write a.py")]
                            + [decision_reply(False, next_prompt=f"Step {n}. Continue") for n in ("two", "three")]
                            + [decision_reply(True, "done")])
-    worker = RecordingWorker(["Wrote a.py. It has one function.", "Wrote b.py. Fine.",
+    worker = RecordingCodingAgent(["Wrote a.py. It has one function.", "Wrote b.py. Fine.",
                               "Wrote c.py. LATEST-DETAIL: all tests pass."])
-    with Orchestrator(cfg, llm=llm, worker=worker, registry=PluginRegistry(load_entry_points=False)) as orch:
+    with Orchestrator(cfg, llm=llm, coding_agent=worker, registry=PluginRegistry(load_entry_points=False)) as orch:
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "complete"
         run_id = orch.store.latest_run("t1")["id"]

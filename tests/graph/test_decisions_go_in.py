@@ -12,7 +12,7 @@ from orchestrator.agent.notes import read_notes
 from orchestrator.agent.prompts import ASSESS_INSTRUCTIONS
 from orchestrator.cli.main import main
 from orchestrator.fake_api import MIDDLE_AGENT_MARKER, DemoResponder
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, plan_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, plan_reply
 from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
 
 RULES = ("Use tabs, not spaces: the linter enforces them. Do not use black; we decided against it "
@@ -37,7 +37,7 @@ def test_completion_doc_and_middle_log_show_the_decisions(tmp_path, project, mon
                         "rejected": ["black: it rewrites whole files"],
                         "instructions": ["Use tabs, not spaces"]})
     config = make_config(tmp_path)
-    with make_orchestrator(config, ScriptedAgentLLM([plan_reply("p"), reply]), RecordingWorker(["ok"])) as orch:
+    with make_orchestrator(config, ScriptedAgentLLM([plan_reply("p"), reply]), RecordingCodingAgent(["ok"])) as orch:
         add_ticket(orch, project, title="Indentation", description=RULES)
         assert orch.run_ticket("t1").status == "complete"
         (doc,) = orch.store.memory_docs("t1")

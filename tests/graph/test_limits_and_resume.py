@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.plugin_api import hookimpl
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from orchestrator.coding_agent.base import TurnResult
 from graph_helpers import add_ticket, make_config, make_orchestrator
 
@@ -17,7 +17,7 @@ class Crash(BaseException):
 def test_max_turns_fails_with_reason_and_keeps_turns(tmp_path, project):
     llm = ScriptedAgentLLM([plan_reply("p1")] + [decision_reply(False, next_prompt="again")] * 2)
     config = make_config(tmp_path, max_turns=2)
-    with make_orchestrator(config, llm, RecordingWorker(["r1", "r2"])) as orch:
+    with make_orchestrator(config, llm, RecordingCodingAgent(["r1", "r2"])) as orch:
         add_ticket(orch, project)
         outcome = orch.run_ticket("t1")
         assert outcome.status == "failed"
@@ -31,7 +31,7 @@ def test_max_turns_fails_with_reason_and_keeps_turns(tmp_path, project):
 def test_max_cost_fails_with_reason(tmp_path, project):
     llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(False, next_prompt="more")])
     config = make_config(tmp_path, max_cost_usd=0.5)
-    worker = RecordingWorker(["expensive"], cost_per_turn=0.75)
+    worker = RecordingCodingAgent(["expensive"], cost_per_turn=0.75)
     with make_orchestrator(config, llm, worker) as orch:
         add_ticket(orch, project)
         outcome = orch.run_ticket("t1")
@@ -45,7 +45,7 @@ def test_worker_error_fails_ticket_keeps_turns_and_resume_retries(tmp_path, proj
     bad = TurnResult(session_id=None, text="", is_error=True, error="Claude Code exited 1: boom",
                      exit_code=1)
     llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(False, next_prompt="p2")])
-    worker = RecordingWorker(["r1", bad])
+    worker = RecordingCodingAgent(["r1", bad])
     with make_orchestrator(config, llm, worker) as orch:
         add_ticket(orch, project)
         outcome = orch.run_ticket("t1")
@@ -55,7 +55,7 @@ def test_worker_error_fails_ticket_keeps_turns_and_resume_retries(tmp_path, proj
         assert [(t["turn_no"], t["status"]) for t in turns] == [(1, "done"), (2, "error")]
     # A new process resumes: turn 1 is not re-run, turn 2 is retried in the same session.
     llm2 = ScriptedAgentLLM([decision_reply(True, "finally")])
-    worker2 = RecordingWorker(["r2"])
+    worker2 = RecordingCodingAgent(["r2"])
     with make_orchestrator(config, llm2, worker2) as orch:
         outcome = orch.resume("t1")
         assert outcome.status == "complete"
@@ -71,13 +71,13 @@ def test_crash_mid_turn_resumes_without_repeating_completed_turns(tmp_path, proj
         raise Crash()
 
     llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(False, next_prompt="p2")])
-    worker = RecordingWorker(["r1", crash])
+    worker = RecordingCodingAgent(["r1", crash])
     with make_orchestrator(config, llm, worker) as orch:
         add_ticket(orch, project)
         with pytest.raises(Crash):
             orch.run_ticket("t1")
     llm2 = ScriptedAgentLLM([decision_reply(True, "done")])
-    worker2 = RecordingWorker(["r2"])
+    worker2 = RecordingCodingAgent(["r2"])
     with make_orchestrator(config, llm2, worker2) as orch:
         assert orch.resume("t1").status == "complete"
         assert worker2.prompts == ["p2"]  # turn 1 was not run again
@@ -95,19 +95,19 @@ class _CrashAfterTurn:
 
 def test_completed_turn_is_never_run_twice_even_without_its_checkpoint(tmp_path, project):
     from orchestrator.plugins.manager import PluginRegistry
-    from orchestrator.runner import Orchestrator
+    from orchestrator.running.orchestrator import Orchestrator
     from graph_helpers import _TestPlugin
 
     config = make_config(tmp_path)
     llm = ScriptedAgentLLM([plan_reply("p1")])
-    worker = RecordingWorker(["r1"])
+    worker = RecordingCodingAgent(["r1"])
     registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(), _CrashAfterTurn()))
-    with Orchestrator(config, llm=llm, worker=worker, registry=registry) as orch:
+    with Orchestrator(config, llm=llm, coding_agent=worker, registry=registry) as orch:
         add_ticket(orch, project)
         with pytest.raises(Crash):
             orch.run_ticket("t1")
     llm2 = ScriptedAgentLLM([decision_reply(True, "done")])
-    worker2 = RecordingWorker([])
+    worker2 = RecordingCodingAgent([])
     with make_orchestrator(config, llm2, worker2) as orch:
         assert orch.resume("t1").status == "complete"
     assert worker2.calls == []  # the finished turn's stored response was used
@@ -119,7 +119,7 @@ def test_resume_refuses_finished_or_unknown_runs(tmp_path, project):
 
     config = make_config(tmp_path)
     llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(True, "s")])
-    with make_orchestrator(config, llm, RecordingWorker(["r"])) as orch:
+    with make_orchestrator(config, llm, RecordingCodingAgent(["r"])) as orch:
         add_ticket(orch, project)
         add_ticket(orch, project, tid="t2")
         orch.run_ticket("t1")
@@ -133,7 +133,7 @@ def test_resume_refuses_finished_or_unknown_runs(tmp_path, project):
 
 def test_missing_project_path_fails_clearly(tmp_path, project):
     llm = ScriptedAgentLLM([])
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker()) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent()) as orch:
         add_ticket(orch, project)
         project.rename(project.with_name("moved"))
         outcome = orch.run_ticket("t1")
@@ -164,13 +164,13 @@ class _BrokenObserver:
 
 def test_lifecycle_hooks_see_the_run_and_a_raising_plugin_never_stops_it(tmp_path, project, caplog):
     from orchestrator.plugins.manager import PluginRegistry
-    from orchestrator.runner import Orchestrator
+    from orchestrator.running.orchestrator import Orchestrator
     from graph_helpers import _TestPlugin
 
     observer = _BrokenObserver()
     registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(), observer))
     llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(True, "sum")])
-    with Orchestrator(make_config(tmp_path), llm=llm, worker=RecordingWorker(["r1"]), registry=registry) as orch:
+    with Orchestrator(make_config(tmp_path), llm=llm, coding_agent=RecordingCodingAgent(["r1"]), registry=registry) as orch:
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "complete"
     assert observer.seen == ["start", ("turn", 1, "r1"), ("complete", "sum")]
@@ -199,14 +199,14 @@ class _TypeRecorder:
 def test_other_plugins_still_run_after_one_raises_and_all_hooks_get_a_ticket(tmp_path, project):
     from orchestrator.plugin_api import Ticket
     from orchestrator.plugins.manager import PluginRegistry
-    from orchestrator.runner import Orchestrator
+    from orchestrator.running.orchestrator import Orchestrator
     from graph_helpers import _TestPlugin
 
     # pluggy calls the last registered first: the broken observer runs before the recorder.
     recorder, observer = _TypeRecorder(), _BrokenObserver()
     registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(), recorder, observer))
     llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(True, "sum")])
-    with Orchestrator(make_config(tmp_path), llm=llm, worker=RecordingWorker(["r1"]), registry=registry) as orch:
+    with Orchestrator(make_config(tmp_path), llm=llm, coding_agent=RecordingCodingAgent(["r1"]), registry=registry) as orch:
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "complete"
     assert observer.seen == ["start", ("turn", 1, "r1"), ("complete", "sum")]
@@ -220,12 +220,12 @@ def test_resume_of_a_run_whose_runner_died_before_its_first_checkpoint_starts_it
     import sys
 
     from graph_helpers import add_ticket, make_config, make_orchestrator
-    from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+    from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 
     dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                               capture_output=True, text=True).stdout)
     llm = ScriptedAgentLLM([plan_reply("p"), decision_reply(True, "done")])
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker(["ok"])) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent(["ok"])) as orch:
         add_ticket(orch, project)
         run_id = orch.store.claim_new_run("t1", ["pending"], pid=dead)
         outcome = orch.resume("t1")
@@ -245,7 +245,7 @@ def test_a_node_whose_writes_were_saved_but_not_the_checkpoint_after_it_is_resum
     def crash(prompt, cwd):
         raise Crash()
 
-    with make_orchestrator(config, llm, RecordingWorker(["r1", crash])) as orch:
+    with make_orchestrator(config, llm, RecordingCodingAgent(["r1", crash])) as orch:
         add_ticket(orch, project)
         with pytest.raises(Crash):
             orch.run_ticket("t1")
@@ -254,7 +254,7 @@ def test_a_node_whose_writes_were_saved_but_not_the_checkpoint_after_it_is_resum
     with sqlite3.connect(config.checkpoint_path) as db:  # the checkpoint after `assess` was never written
         db.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?", (run_id, latest))
     llm2 = ScriptedAgentLLM([decision_reply(True, "done")])
-    worker2 = RecordingWorker(["r2"])
+    worker2 = RecordingCodingAgent(["r2"])
     with make_orchestrator(config, llm2, worker2) as orch:
         assert orch.resume("t1").status == "complete"
     assert worker2.prompts == ["p2"]  # assess's saved decision was used, turn 1 was not re-run

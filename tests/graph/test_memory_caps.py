@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 
 
 def test_a_huge_description_is_cut_on_index_and_the_recalled_block_fits_the_budget(tmp_path, project):
@@ -12,7 +12,7 @@ def test_a_huge_description_is_cut_on_index_and_the_recalled_block_fits_the_budg
     config = make_config(tmp_path)
     llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(True, "did billing"),
                             plan_reply("p2"), decision_reply(True, "did billing again")])
-    with make_orchestrator(config, llm, RecordingWorker(["ok", "ok"])) as orch:
+    with make_orchestrator(config, llm, RecordingCodingAgent(["ok", "ok"])) as orch:
         add_ticket(orch, project, "t1", title="Billing export", description=huge)
         assert orch.run_ticket("t1").status == "complete"
         stored = orch.store.memory_docs("t1")

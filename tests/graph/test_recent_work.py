@@ -8,7 +8,7 @@ from orchestrator.config.settings import Config
 from orchestrator.memory.format import (
     MEMORIES_HEADER, RECENT_HEADER, RELATED_HEADER, format_block, memories_layout,
 )
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
 
 OLD = "Ticket: Login form. Decided: sessions expire after 30 minutes of idle time (security review)."
@@ -18,7 +18,7 @@ def run_tickets(tmp_path, project, titles, config=None, before=()):
     replies = [r for i, _ in enumerate(titles) for r in (plan_reply(f"p{i}"), decision_reply(True, f"did {i}"))]
     llm = ScriptedAgentLLM(replies)
     config = config or make_config(tmp_path)
-    with make_orchestrator(config, llm, RecordingWorker(["ok"] * len(titles))) as orch:
+    with make_orchestrator(config, llm, RecordingCodingAgent(["ok"] * len(titles))) as orch:
         if before:
             orch.memory.index("demo", list(before))
         for i, title in enumerate(titles):

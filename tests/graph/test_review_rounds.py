@@ -11,7 +11,7 @@ import pytest
 
 from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
 from orchestrator.errors import TicketError
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from orchestrator.workspace.git import out
 
 
@@ -37,7 +37,7 @@ def _log(store) -> str:
 def first_round(tmp_path, project, worker_script, agent_replies, **agent):
     cfg = make_config(tmp_path, **agent)
     llm = ScriptedAgentLLM([plan_reply("Create hello.py"), decision_reply(True, "Added hello.py."), *agent_replies])
-    worker = RecordingWorker([write("hello.py", "print('hi')\n"), *worker_script])
+    worker = RecordingCodingAgent([write("hello.py", "print('hi')\n"), *worker_script])
     orch = make_orchestrator(cfg, llm, worker)
     add_ticket(orch, project)
     assert orch.run_ticket("t1").status == "complete"
@@ -107,7 +107,7 @@ def test_feedback_while_running_reaches_the_next_assess(tmp_path, project):
     llm = ScriptedAgentLLM([plan_reply("Create hello.py"),
                             decision_reply(False, next_prompt="Use logging instead of print"),
                             decision_reply(True, "Added hello.py with logging.")])
-    worker = RecordingWorker([turn_one, write("hello.py", "import logging\n")])
+    worker = RecordingCodingAgent([turn_one, write("hello.py", "import logging\n")])
     with make_orchestrator(cfg, llm, worker) as orch:
         holder["orch"] = orch
         add_ticket(orch, project)
@@ -128,7 +128,7 @@ def test_feedback_after_the_last_assess_opens_the_next_round_at_once(tmp_path, p
     cfg = make_config(tmp_path)
     llm = ScriptedAgentLLM([plan_reply("Create hello.py"), decision_reply(True, "Added hello.py."),
                             plan_reply("Rename it to b.py"), decision_reply(True, "Renamed it.")])
-    worker = RecordingWorker([write("hello.py", "print('hi')\n"), write("b.py", "print('hi')\n")])
+    worker = RecordingCodingAgent([write("hello.py", "print('hi')\n"), write("b.py", "print('hi')\n")])
     with make_orchestrator(cfg, llm, worker) as orch:
         add_ticket(orch, project)
         commit, sent = orch.worktrees.commit, []
@@ -166,7 +166,7 @@ def test_the_next_round_opens_with_words_the_last_one_missed(tmp_path, project):
 def test_feedback_is_refused_with_one_line_and_nothing_changed(tmp_path, project, how):
     cfg = make_config(tmp_path)
     llm = ScriptedAgentLLM([plan_reply("Create hello.py"), decision_reply(True, "Added hello.py.")])
-    with make_orchestrator(cfg, llm, RecordingWorker([write("hello.py", "x\n")])) as orch:
+    with make_orchestrator(cfg, llm, RecordingCodingAgent([write("hello.py", "x\n")])) as orch:
         add_ticket(orch, project)
         if how not in ("unknown", "never ran"):
             orch.run_ticket("t1")
@@ -196,7 +196,7 @@ def test_a_conflicted_ticket_is_told_why_and_merges_after_its_round(tmp_path, pr
     cfg = make_config(tmp_path)
     llm = ScriptedAgentLLM([plan_reply("Rewrite README.md"), decision_reply(True, "README says theirs."),
                             plan_reply("Make README.md say ours"), decision_reply(True, "README matches main.")])
-    worker = RecordingWorker([write("README.md", "theirs\n"), write("README.md", "ours\n")])
+    worker = RecordingCodingAgent([write("README.md", "theirs\n"), write("README.md", "ours\n")])
     with make_orchestrator(cfg, llm, worker) as orch:
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "complete"

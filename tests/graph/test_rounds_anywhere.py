@@ -15,15 +15,15 @@ import pytest
 from orchestrator.config.settings import Config
 from orchestrator.errors import TicketError
 from orchestrator.plugins.manager import PluginRegistry
-from orchestrator.runner import Orchestrator
+from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing import make_repo
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from orchestrator.coding_agent.base import TurnResult
 from orchestrator.workspace.git import git, out
 from tickets.model import Ticket
 
 
-class MachineWorker(RecordingWorker):
+class MachineWorker(RecordingCodingAgent):
     """A recording worker that, as Claude Code does, resumes only the sessions it began (they
     live under its machine's CLAUDE_CONFIG_DIR)."""
 
@@ -66,7 +66,7 @@ def machine(tmp_path: Path, name: str, remote: Path, store_url: str | None, llm,
     cfg = Config(root=home, state_dir=str(home / "state"), store={"url": store_url},
                  project={"path": str(clone), "base_branch": "main", "repo_url": str(remote) if shared else None},
                  agent={"max_turns": 5, "max_cost_usd": 1.0}, memory={"backend": "none"})
-    return Orchestrator(cfg, llm=llm, worker=worker, registry=PluginRegistry(load_entry_points=False),
+    return Orchestrator(cfg, llm=llm, coding_agent=worker, registry=PluginRegistry(load_entry_points=False),
                         project_override=str(clone))
 
 

@@ -17,7 +17,7 @@ from orchestrator.running.langgraph_entry import BoundServices, bind_services
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.services import Services
 from orchestrator.testing import make_repo
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, plan_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, plan_reply
 from tickets.model import Ticket
 
 
@@ -74,7 +74,7 @@ def ticket(project: Path) -> Ticket:
 
 
 def via_runner(config: Any, project: Path, fault: Fault, monkeypatch: Any) -> tuple[Any, BaseException | None]:
-    orch = make_orchestrator(config, ScriptedAgentLLM(fault.llm), RecordingWorker())
+    orch = make_orchestrator(config, ScriptedAgentLLM(fault.llm), RecordingCodingAgent())
     add_ticket(orch, project)
     if fault.store_fails:
         monkeypatch.setattr(orch.store, "start_turn", failing_start_turn)
@@ -89,7 +89,7 @@ def via_runner(config: Any, project: Path, fault: Fault, monkeypatch: Any) -> tu
 def via_langgraph(config: Any, project: Path, fault: Fault, monkeypatch: Any) -> tuple[Any, BaseException | None]:
     (config.root / "tickets").mkdir()  # the entry syncs the ticket folder before its claim
     registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(),))
-    services = Services(config, llm=ScriptedAgentLLM(fault.llm), worker=RecordingWorker(), registry=registry)
+    services = Services(config, llm=ScriptedAgentLLM(fault.llm), coding_agent=RecordingCodingAgent(), registry=registry)
     services.store.upsert_ticket(ticket(project))
     if fault.store_fails:
         monkeypatch.setattr(services.store, "start_turn", failing_start_turn)
@@ -143,7 +143,7 @@ def test_both_drivers_refuse_a_claimed_ticket_with_the_same_words(tmp_path):
     project = make_repo(tmp_path / "repo", {"README.md": "sample\n"})
     config = make_config(tmp_path, memory=False)
     (tmp_path / "tickets").mkdir()
-    with make_orchestrator(config, ScriptedAgentLLM([]), RecordingWorker()) as orch:
+    with make_orchestrator(config, ScriptedAgentLLM([]), RecordingCodingAgent()) as orch:
         add_ticket(orch, project)
         run_id = orch.store.claim_new_run("t1", ["pending"])  # this process holds it, alive
         with pytest.raises(TicketError) as by_runner:

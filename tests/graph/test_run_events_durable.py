@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
 from orchestrator.cli.main import main
-from orchestrator.errors import WorkerError
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.errors import CodingAgentError
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from tickets.model import Ticket
 from tickets.store import TicketStore
 
@@ -24,13 +24,13 @@ def write(name: str, text: str):
 
 
 def crash(prompt, cwd):
-    raise WorkerError("Claude Code crashed")
+    raise CodingAgentError("Claude Code crashed")
 
 
 def test_a_decision_event_a_kill_lost_is_recorded_on_resume(tmp_path, project):
     llm = ScriptedAgentLLM([plan_reply("Create hello.py"), decision_reply(False, next_prompt="Now add a test"),
                             decision_reply(True, "Added hello.py and its test.")])
-    worker = RecordingWorker([write("hello.py", "x = 1\n"), crash, write("test_hello.py", "")])
+    worker = RecordingCodingAgent([write("hello.py", "x = 1\n"), crash, write("test_hello.py", "")])
     with make_orchestrator(make_config(tmp_path), llm, worker) as orch:
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "failed"  # turn 2 failed: resumable from there
@@ -54,7 +54,7 @@ def test_a_decision_event_a_kill_lost_is_recorded_on_resume(tmp_path, project):
 def test_a_completion_doc_memory_could_not_take_is_indexed_at_the_next_run(tmp_path, project):
     llm = ScriptedAgentLLM([plan_reply("Create hello.py"), decision_reply(True, "Added hello.py."),
                             plan_reply("Create bye.py"), decision_reply(True, "Added bye.py.")])
-    worker = RecordingWorker([write("hello.py", "x = 1\n"), write("bye.py", "y = 2\n")])
+    worker = RecordingCodingAgent([write("hello.py", "x = 1\n"), write("bye.py", "y = 2\n")])
     RecordedBackend.fail_on = {"index"}
     try:
         with make_orchestrator(make_config(tmp_path), llm, worker) as orch:

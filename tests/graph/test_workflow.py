@@ -10,7 +10,7 @@ import pytest
 
 from orchestrator.agent.prompts import SYSTEM_PROMPT
 from orchestrator.testing.fakes import (
-    RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply,
+    RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply,
 )
 from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
 
@@ -23,7 +23,7 @@ def one_turn_llm(summary="Wrote hello.py", first_prompt="Create hello.py please"
 
 def test_memory_off_makes_no_memory_call_and_no_files(tmp_path, project):
     config = make_config(tmp_path, memory=False)
-    llm, worker = one_turn_llm(), RecordingWorker(["Created hello.py"])
+    llm, worker = one_turn_llm(), RecordingCodingAgent(["Created hello.py"])
     with make_orchestrator(config, llm, worker) as orch:
         add_ticket(orch, project)
         outcome = orch.run_ticket("t1")
@@ -41,7 +41,7 @@ def test_start_query_turn_query_and_memories_format(tmp_path, project):
     long_response = "hello world " * 70
     llm = ScriptedAgentLLM([plan_reply(long_prompt), decision_reply(False, next_prompt="go on with hello"),
                             decision_reply(True, "all done")])
-    worker = RecordingWorker([long_response, "second hello response"])
+    worker = RecordingCodingAgent([long_response, "second hello response"])
     with make_orchestrator(config, llm, worker) as orch:
         orch.memory.index("demo", [PAST])
         add_ticket(orch, project, title="Add hello", description="Create hello.py")
@@ -64,7 +64,7 @@ def test_start_query_turn_query_and_memories_format(tmp_path, project):
 
 def test_no_memories_means_no_header(tmp_path, project):
     llm = one_turn_llm()
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker(["ok"])) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent(["ok"])) as orch:
         add_ticket(orch, project)
         orch.run_ticket("t1")
     assert llm.user_messages[0].startswith("Ticket: Add hello")
@@ -73,7 +73,7 @@ def test_no_memories_means_no_header(tmp_path, project):
 def test_claude_code_gets_exactly_the_agents_prompts_and_never_memory(tmp_path, project):
     llm = ScriptedAgentLLM([plan_reply("Write hello.py"), decision_reply(False, next_prompt="Add a docstring"),
                             decision_reply(True, "done")])
-    worker = RecordingWorker(["made it", "added"])
+    worker = RecordingCodingAgent(["made it", "added"])
     with make_orchestrator(make_config(tmp_path), llm, worker) as orch:
         orch.memory.index("demo", [PAST + " hello.py"])
         add_ticket(orch, project)
@@ -91,7 +91,7 @@ def test_claude_code_gets_exactly_the_agents_prompts_and_never_memory(tmp_path, 
 def test_in_place_isolation_runs_in_the_project_directory(tmp_path, project):
     config = make_config(tmp_path)
     config.project.isolation = "none"
-    worker = RecordingWorker(["ok"])
+    worker = RecordingCodingAgent(["ok"])
     with make_orchestrator(config, one_turn_llm(), worker) as orch:
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "complete"
@@ -103,7 +103,7 @@ def test_in_place_isolation_runs_in_the_project_directory(tmp_path, project):
 
 def test_index_summary_doc_is_exact_and_stored_for_revert(tmp_path, project):
     llm = one_turn_llm(summary="Added hello.py; learned the repo uses f-strings")
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker(["ok"])) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent(["ok"])) as orch:
         add_ticket(orch, project, title="Add hello", description="Create hello.py")
         orch.run_ticket("t1")
         doc = "Ticket: Add hello. Create hello.py. Added hello.py; learned the repo uses f-strings"
@@ -119,7 +119,7 @@ def test_index_summary_doc_is_exact_and_stored_for_revert(tmp_path, project):
 
 def test_empty_description_in_queries_and_doc(tmp_path, project):
     llm = one_turn_llm(summary="S")
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker(["ok"])) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent(["ok"])) as orch:
         add_ticket(orch, project, title="T", description="")
         orch.run_ticket("t1")
         assert orch.store.memory_docs("t1") == ["Ticket: T. . S"]
@@ -130,7 +130,7 @@ def test_empty_description_in_queries_and_doc(tmp_path, project):
 def test_memory_errors_are_logged_and_survived(tmp_path, project, caplog, broken):
     RecordedBackend.fail_on = {broken}
     llm = one_turn_llm()
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker(["ok"])) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent(["ok"])) as orch:
         add_ticket(orch, project)
         with caplog.at_level(logging.WARNING):
             outcome = orch.run_ticket("t1")
@@ -151,7 +151,7 @@ def test_the_log_says_whether_the_completion_doc_reached_memory(tmp_path, projec
     decided = json.dumps({"complete": True, "summary": "Wrote hello.py",
                           "decisions": ["hello.py prints, because a test reads stdout"]})
     llm = ScriptedAgentLLM([plan_reply("Create hello.py please"), decided])
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker(["ok"])) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent(["ok"])) as orch:
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "complete"
         console = Console(record=True, width=200)
@@ -175,7 +175,7 @@ def test_unreadable_memory_store_does_not_stop_the_ticket(tmp_path, project, cap
     (tmp_path / "memory").mkdir()
     (tmp_path / "memory" / "demo").write_text("not a directory")  # the store path is unusable
     llm = one_turn_llm()
-    with make_orchestrator(config, llm, RecordingWorker(["ok"])) as orch:
+    with make_orchestrator(config, llm, RecordingCodingAgent(["ok"])) as orch:
         add_ticket(orch, project)
         with caplog.at_level(logging.WARNING):
             outcome = orch.run_ticket("t1")
@@ -186,7 +186,7 @@ def test_unreadable_memory_store_does_not_stop_the_ticket(tmp_path, project, cap
 def test_decision_json_is_recorded_per_turn(tmp_path, project):
     llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(False, next_prompt="p2"),
                             decision_reply(True, "sum")])
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker(["r1", "r2"])) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent(["r1", "r2"])) as orch:
         add_ticket(orch, project)
         orch.run_ticket("t1")
         turns = orch.store.list_turns(ticket_id="t1")
@@ -199,7 +199,7 @@ def test_decision_json_is_recorded_per_turn(tmp_path, project):
 
 def test_malformed_reply_is_repaired_once(tmp_path, project):
     llm = ScriptedAgentLLM([plan_reply("p1"), "Sure! I think it's done.", decision_reply(True, "ok")])
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker(["r1"])) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent(["r1"])) as orch:
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "complete"
     repair = llm.calls[2]["messages"]
@@ -209,7 +209,7 @@ def test_malformed_reply_is_repaired_once(tmp_path, project):
 
 def test_malformed_reply_twice_fails_clearly_and_keeps_turns(tmp_path, project):
     llm = ScriptedAgentLLM([plan_reply("p1"), "not json", "still not json"])
-    with make_orchestrator(make_config(tmp_path), llm, RecordingWorker(["r1"])) as orch:
+    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent(["r1"])) as orch:
         add_ticket(orch, project)
         outcome = orch.run_ticket("t1")
         assert outcome.status == "failed" and outcome.resumable
@@ -221,14 +221,14 @@ def test_malformed_reply_twice_fails_clearly_and_keeps_turns(tmp_path, project):
 def test_corrupt_sliding_window_store_does_not_stop_the_ticket(tmp_path, project, caplog):
     from orchestrator.config.settings import Config
     from orchestrator.plugins.manager import PluginRegistry
-    from orchestrator.runner import Orchestrator
+    from orchestrator.running.orchestrator import Orchestrator
 
     store = tmp_path / "mem" / "demo"
     store.mkdir(parents=True)
     (store / "sliding_window.sqlite3").write_bytes(b"this is not a database" * 100)
     cfg = Config(root=tmp_path, state_dir="state", memory={"backend": "sliding_window", "save_dir": "mem"})
     llm = one_turn_llm()
-    with Orchestrator(cfg, llm=llm, worker=RecordingWorker(["ok"]),
+    with Orchestrator(cfg, llm=llm, coding_agent=RecordingCodingAgent(["ok"]),
                       registry=PluginRegistry(load_entry_points=False)) as orch:
         add_ticket(orch, project)
         with caplog.at_level(logging.WARNING):

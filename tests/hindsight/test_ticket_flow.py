@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 from orchestrator.config.settings import Config
-from orchestrator.runner import Orchestrator
+from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing import make_repo
-from orchestrator.testing.fakes import RecordingWorker, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from tickets.model import Ticket
 
 
@@ -20,8 +20,8 @@ def test_a_ticket_recalls_the_previous_tickets_summary(tmp_path):
                             "options": {"embedder": "hashing", "retain_every_turns": 1}})
     llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(True, "Used tabs; the linter enforces them."),
                             plan_reply("p2"), decision_reply(True, "done two")])
-    worker = RecordingWorker(["Reformatted with tabs.", "Done."])
-    with Orchestrator(config, llm=llm, worker=worker) as orch:
+    worker = RecordingCodingAgent(["Reformatted with tabs.", "Done."])
+    with Orchestrator(config, llm=llm, coding_agent=worker) as orch:
         for tid, title in (("t1", "Indentation style"), ("t2", "Indentation in the new module")):
             orch.store.upsert_ticket(Ticket(id=tid, project_id="demo", title=title,
                                             description="Indent with tabs", project_path=str(project)))

@@ -31,7 +31,7 @@ def make_project(root: Path, *, backend: str | None = "bm25", parallel: int = 1)
     memory = f'[memory]\nsave_dir = ".middle/memory"\nbackend = "{backend}"\n' if backend else ""
     (root / "middle.toml").write_text(
         '[agent]\nmax_turns = 4\nmax_cost_usd = 5.0\n\n'
-        '[worker.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n\n'
+        '[coding_agent.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n\n'
         f'{memory}\n[run]\nparallel = {parallel}\n\n[project]\nid = "calc"\npath = "repo"\ntickets_dir = "tickets"\n')
     return load_config(root / "middle.toml", environ={})
 

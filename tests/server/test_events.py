@@ -24,7 +24,7 @@ def _run_with_events(store: TicketStore, ticket_id: str = "001-greeting") -> str
     run_id = store.claim_new_run(ticket_id, ["pending"])
     store.add_event(run_id, ticket_id, "run_start", {"resume": False})
     store.add_event(run_id, ticket_id, "node", {"node": "plan", "phase": "start"})
-    store.add_event(run_id, ticket_id, "worker", {"type": "tool_use", "name": "Write",
+    store.add_event(run_id, ticket_id, "coding_agent", {"type": "tool_use", "name": "Write",
                                                   "input": {"file_path": "/x/calc/a.py"}})
     return run_id
 
@@ -49,7 +49,7 @@ def test_stream_replays_then_follows_and_ends_with_the_run(server):
     _finish(store, run_id)
     thread.join(timeout=60)
     kinds = [name for name, _, _ in received]
-    assert kinds == ["run_start", "node", "worker", "decision", "run_end", "end"]
+    assert kinds == ["run_start", "node", "coding_agent", "decision", "run_end", "end"]
     assert received[2][1]["data"]["name"] == "Write" and received[-1][1]["status"] == "failed"
     ids = [int(i) for _, _, i in received[:-1]]
     assert ids == sorted(ids)
@@ -60,7 +60,7 @@ def test_stream_replays_then_follows_and_ends_with_the_run(server):
     assert [name for name, _, _ in after] == ["run_end", "end"]
 
     listed = server.client.get("/api/tickets/001-greeting/events", params={"after": ids[0]}).json()
-    assert [e["kind"] for e in listed] == ["node", "worker", "decision", "run_end"]
+    assert [e["kind"] for e in listed] == ["node", "coding_agent", "decision", "run_end"]
     ticket_stream = read_sse(server.client, "/api/tickets/001-greeting/stream", until="run_end")
     assert ticket_stream[-1][0] == "run_end"
     board_stream = read_sse(server.client, "/api/events/stream?after=0", until="run_end")

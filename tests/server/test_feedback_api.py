@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.lifecycle.runs import RUNNABLE
+from orchestrator.lifecycle.run_lifecycle import RUNNABLE
 from server_helpers import wait_for_run
 
 pytestmark = pytest.mark.cli

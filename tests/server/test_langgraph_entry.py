@@ -59,7 +59,7 @@ def test_a_failing_run_through_the_entry_fires_the_hook_and_releases_the_claim(p
     on_ticket_failed and keep the claim for its whole lease)."""
     import shutil
 
-    from orchestrator.lifecycle import runs as lifecycle
+    from orchestrator.lifecycle import run_lifecycle as lifecycle
     from tickets.store import TicketStore
 
     fired = []

@@ -57,7 +57,7 @@ def dead_pid() -> int:
 
 def test_resume_is_offered_exactly_when_the_api_accepts_it(project, claude_cli):
     first = Stall()
-    script = ScriptedResponder().agent(plan("Say hello.")).worker(first)
+    script = ScriptedResponder().agent(plan("Say hello.")).coding_agent(first)
     with scripted_server(project, script) as c:
         run_id = c.post("/api/tickets/001-greeting/run").json()["run_id"]
         assert first.wait_for(1), "Claude Code never got its turn"
@@ -68,7 +68,7 @@ def test_resume_is_offered_exactly_when_the_api_accepts_it(project, claude_cli):
     first.release.set()  # the server has stopped: the run was marked interrupted
 
     again = Stall()
-    with scripted_server(project, ScriptedResponder().worker(again)) as c:
+    with scripted_server(project, ScriptedResponder().coding_agent(again)) as c:
         ticket = c.get("/api/tickets/001-greeting").json()
         assert ticket["status"] == "interrupted"
         assert resume_offered(c, "001-greeting") is True
@@ -77,9 +77,9 @@ def test_resume_is_offered_exactly_when_the_api_accepts_it(project, claude_cli):
         assert again.wait_for(1)
     again.release.set()
 
-    script = ScriptedResponder().worker(reply(text("Said hello."))).agent(decide(True, "Said hello."))
+    script = ScriptedResponder().coding_agent(reply(text("Said hello."))).agent(decide(True, "Said hello."))
     script.agent(plan("Look around."), decide(False, "Nothing in this ticket can be done."))
-    script.worker(reply(text("I looked around.")))
+    script.coding_agent(reply(text("I looked around.")))
     with scripted_server(project, script) as c:
         store = c.thread.app.state.middle.store  # type: ignore[attr-defined]
         # What kill -9 of the process running it leaves: the run `running`, claimed by a dead pid.

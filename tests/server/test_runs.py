@@ -13,7 +13,7 @@ import pytest
 from orchestrator.errors import TicketError
 from orchestrator.running.outcome import RunOutcome
 from orchestrator.server.errors import Conflict
-from orchestrator.server.runs import RunManager
+from orchestrator.server.background_runs import RunManager
 from orchestrator.services import Services
 from tickets.source import load_tickets
 

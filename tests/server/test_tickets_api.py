@@ -77,7 +77,7 @@ def test_run_in_background_then_diff_merge_and_revert(server, claude_cli, projec
     events = c.get(f"/api/runs/{run_id}/events").json()
     kinds = [e["kind"] for e in events]
     assert kinds[0] == "run_start" and kinds[-1] == "run_end" and "decision" in kinds
-    assert any(e["kind"] == "worker" and e["data"].get("type") == "tool_use" for e in events)
+    assert any(e["kind"] == "coding_agent" and e["data"].get("type") == "tool_use" for e in events)
 
     diff = c.get("/api/tickets/001-greeting/diff").json()
     assert [f["path"] for f in diff["files"]] == ["calc/greeting.py"] and diff["merged"] is False

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.lifecycle.runs import RunLifecycle
+from orchestrator.lifecycle.run_lifecycle import RunLifecycle
 from orchestrator.plugin_api import hookimpl
 from orchestrator.plugins.manager import PluginRegistry
 from tickets.model import Ticket

@@ -3,7 +3,8 @@
 "use strict";
 
 const CSRF = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
-const EVENT_KINDS = ["run_start", "node", "note", "worker", "decision", "run_end", "feedback", "end"];
+// ("worker": the coding agent's events as runs before 0.2 recorded them)
+const EVENT_KINDS = ["run_start", "node", "note", "coding_agent", "worker", "decision", "run_end", "feedback", "end"];
 
 async function api(method, url, body) {
   const response = await fetch(url, {
@@ -110,6 +111,7 @@ function describe(ev, offline) {
     case "run_end":
       return `run ended: ${d.status}` + (d.turns !== undefined ? `, ${d.turns} turn(s)` : "")
         + (d.cost_usd !== undefined ? `, ${money(d.cost_usd)}` : "") + (d.reason ? ` — ${d.reason}` : "");
+    case "coding_agent":
     case "worker": {
       const input = d.input || {};
       if (d.type === "tool_use") return `Claude Code ▸ ${d.name} ${input.file_path || input.command || input.pattern || ""}`;
@@ -228,7 +230,7 @@ function initTicket() {
     list.appendChild(li);
     list.scrollTop = list.scrollHeight;
     if (ev.kind === "run_start" && ev.id > Number(live.dataset.after)) live.open = true;
-    if (kind !== "worker" || ["start", "result", "timeout"].includes((ev.data || {}).type)) refresh();
+    if (!["coding_agent", "worker"].includes(kind) || ["start", "result", "timeout"].includes((ev.data || {}).type)) refresh();
   });
   source.onopen = () => runState(stateEl, status);
   source.onerror = () => { stateEl.textContent = "· reconnecting…"; };

@@ -41,7 +41,7 @@ def _project(root: Path, tickets: int, examples: Path, claude_cli: str | None) -
     cli = f'cli_path = "{claude_cli}"\n' if claude_cli else ""
     (root / "middle.toml").write_text(
         '[project]\npath = "repo"\n[memory]\nsave_dir = ".middle/memory"\nbackend = "bm25"\n'
-        f'[worker.options]\nturn_timeout_s = 300\n{cli}')
+        f'[coding_agent.options]\nturn_timeout_s = 300\n{cli}')
 
 
 def _seconds(a: str, b: str) -> float:

@@ -1,4 +1,4 @@
-"""The stream-json parser on lines captured from Claude Code 2.1.330 (tests/worker/data/*.ndjson)."""
+"""The stream-json parser on lines captured from Claude Code 2.1.330 (tests/coding_agent/data/*.ndjson)."""
 
 from __future__ import annotations
 

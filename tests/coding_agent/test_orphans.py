@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
+from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeAgent
 from orchestrator.coding_agent.orphans import MARK_VAR, stop_marked
 from tickets.procs import is_running, start_ticks
 
-from test_worker_process import fake_cli, worker  # noqa: F401  (fake_cli is a fixture)
+from test_claude_code_process import fake_cli, worker  # noqa: F401  (fake_cli is a fixture)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and prctl")
 
@@ -59,7 +59,7 @@ def test_claude_code_dies_with_a_killed_middle_and_a_takeover_stops_its_leftover
     driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys
         sys.path[:0] = {sys.path!r}
-        from test_worker_process import worker
+        from test_claude_code_process import worker
         worker({fake_cli!r}, "hang", FAKE_CLAUDE_PIDFILE={str(pidfile)!r}).run_turn(
             "hi", {str(tmp_path)!r}, session_id="sid-hang", resume=False)
         """)], cwd=Path(__file__).parent)
@@ -114,7 +114,7 @@ def test_a_marked_process_takes_its_whole_group_with_it(tmp_path):
 def test_a_turn_that_is_answered_ends_though_claude_code_stays_for_a_background_task(fake_cli, tmp_path):
     opts = ClaudeCodeOptions(cli_path=fake_cli, turn_timeout_s=60)
     events: list[dict] = []
-    turn = ClaudeCodeWorker(opts, env={"FAKE_CLAUDE_MODE": "linger"}).run_turn(
+    turn = ClaudeCodeAgent(opts, env={"FAKE_CLAUDE_MODE": "linger"}).run_turn(
         "hi", tmp_path, session_id="sid-linger", resume=False, on_event=events.append)
     assert turn.is_error is False and turn.text == "answered" and turn.terminal_reason != "timeout", turn.error
     assert not [e for e in events if e["type"] == "timeout"]

@@ -1,4 +1,4 @@
-"""Process handling of the worker with a stand-in `claude` (tests/worker/fake_claude_cli.py): stdin
+"""Process handling of the worker with a stand-in `claude` (tests/coding_agent/fake_claude_cli.py): stdin
 prompt, non-JSON lines, a flood of stderr, crashes, leftover children, the session-in-use fallback."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
+from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeAgent
 
 FAKE = Path(__file__).parent / "fake_claude_cli.py"
 
@@ -24,8 +24,8 @@ def fake_cli(tmp_path) -> str:
     return str(wrapper)
 
 
-def worker(cli: str, mode: str, **env) -> ClaudeCodeWorker:
-    return ClaudeCodeWorker(ClaudeCodeOptions(cli_path=cli), env={"FAKE_CLAUDE_MODE": mode, **env})
+def worker(cli: str, mode: str, **env) -> ClaudeCodeAgent:
+    return ClaudeCodeAgent(ClaudeCodeOptions(cli_path=cli), env={"FAKE_CLAUDE_MODE": mode, **env})
 
 
 def test_prompt_goes_to_stdin_and_noise_is_tolerated(fake_cli, tmp_path):

@@ -89,13 +89,13 @@ class RunManager:
         return {tid: slot.run_id for tid, slot in slots if not self._tidying(slot)}
 
     def warm_up(self) -> None:
-        """Import and build what a run needs (langgraph, the SDK, the worker, memory) ahead of the
+        """Import and build what a run needs (langgraph, the SDK, the coding agent, memory) ahead of the
         first request, so starting the first run answers as fast as the next ones."""
         try:
             with self.build_lock:
-                import orchestrator.runner  # noqa: F401
+                import orchestrator.running.orchestrator  # noqa: F401
 
-                for part in ("memory", "worker", "agent_llm"):
+                for part in ("memory", "coding_agent", "agent_llm"):
                     getattr(self.services, part)
         except Exception as exc:  # e.g. no API key: the first run reports it to its caller
             log.debug("warming up the run services stopped: %s", exc)
@@ -105,7 +105,7 @@ class RunManager:
         so the board says so and `middle resume` continues them. Returns their ticket ids."""
         stopped = []
         self.stop.set()  # no new node or Claude Code turn starts in this server's runs
-        stopper = getattr(self.services.worker, "stop_all", None)
+        stopper = getattr(self.services.coding_agent, "stop_all", None)
         if stopper is not None:
             stopper("the server stopped")  # and the running turns' process groups are killed
         for ticket_id, run_id in self.active().items():
@@ -201,7 +201,7 @@ class RunManager:
     def _orchestrator(self) -> Any:
         if self._factory is not None:
             return self._factory()
-        from orchestrator.runner import Orchestrator
+        from orchestrator.running.orchestrator import Orchestrator
 
         return Orchestrator(self.services.config, services=self.services, lease_s=self.lease_s,
                             stop=self.stop)

@@ -13,7 +13,7 @@ import pytest
 
 from orchestrator.fake_api import reply, tool_use, working_directory
 from orchestrator.fake_api.messages import content_text
-from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
+from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeAgent
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
 
@@ -31,10 +31,10 @@ def call(tool: str, rel: str, **args):
 
 def results(fake_api) -> list[tuple[str, bool, str]]:
     """(tool, is_error, text) for each scripted tool call, from the tool_results Claude Code sent."""
-    calls = [(b["tool_use"], b["id"]) for r in fake_api.requests_for("worker")
+    calls = [(b["tool_use"], b["id"]) for r in fake_api.requests_for("coding_agent")
              for b in r.reply.get("content", []) if isinstance(b, dict) and "tool_use" in b]
     sent = {}
-    for r in fake_api.requests_for("worker"):
+    for r in fake_api.requests_for("coding_agent"):
         for m in r.body["messages"]:
             for b in m["content"] if isinstance(m["content"], list) else []:
                 if b.get("type") == "tool_result":
@@ -53,8 +53,8 @@ def project(tmp_path) -> Path:
 @pytest.fixture
 def run(fake_api, claude_cli, claude_env):
     def run_turn(cwd: Path, *calls, **options):
-        fake_api.script.worker(*calls, "Done.")
-        worker = ClaudeCodeWorker(ClaudeCodeOptions(cli_path=claude_cli, **options), env=claude_env)
+        fake_api.script.coding_agent(*calls, "Done.")
+        worker = ClaudeCodeAgent(ClaudeCodeOptions(cli_path=claude_cli, **options), env=claude_env)
         turn = worker.run_turn("go", cwd, session_id=None, resume=False)
         assert turn.is_error is False, turn.error  # a refused tool call does not fail the turn
         return turn

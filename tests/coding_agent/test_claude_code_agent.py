@@ -1,4 +1,4 @@
-"""ClaudeCodeWorker driving the REAL Claude Code CLI against the fake Messages API."""
+"""ClaudeCodeAgent driving the REAL Claude Code CLI against the fake Messages API."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import uuid
 import pytest
 
 from orchestrator.fake_api import api_error, reply, text, tool_use, working_directory
-from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
+from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeAgent
 
 pytestmark = pytest.mark.cli
 
 
 @pytest.fixture
 def make_worker(claude_cli, claude_env):
-    def make(**options) -> ClaudeCodeWorker:
+    def make(**options) -> ClaudeCodeAgent:
         options.setdefault("cli_path", claude_cli)
-        return ClaudeCodeWorker(ClaudeCodeOptions(**options), env=claude_env)
+        return ClaudeCodeAgent(ClaudeCodeOptions(**options), env=claude_env)
 
     return make
 
@@ -39,7 +39,7 @@ def all_text(body) -> str:
 
 
 def test_turn_writes_a_file_then_resume_continues_the_session(fake_api, make_worker, tmp_path):
-    fake_api.script.worker(write_reply("app.py", "print('hi')\n"), "Wrote app.py.", "Second turn done.")
+    fake_api.script.coding_agent(write_reply("app.py", "print('hi')\n"), "Wrote app.py.", "Second turn done.")
     worker, sid, events = make_worker(), str(uuid.uuid4()), []
 
     first = worker.run_turn("Create app.py", tmp_path, session_id=sid, resume=False, on_event=events.append)
@@ -51,7 +51,7 @@ def test_turn_writes_a_file_then_resume_continues_the_session(fake_api, make_wor
     assert kinds[0] == "start" and kinds[-1] == "result"
     assert {"init", "text", "tool_use", "tool_result"} <= set(kinds)
     assert next(e for e in events if e["type"] == "tool_use")["name"] == "Write"
-    tool_id = fake_api.requests_for("worker")[0].reply["content"][1]["id"]
+    tool_id = fake_api.requests_for("coding_agent")[0].reply["content"][1]["id"]
     seen = len(fake_api.requests)
 
     events.clear()
@@ -70,14 +70,14 @@ def test_turn_writes_a_file_then_resume_continues_the_session(fake_api, make_wor
 
 
 def test_api_error_is_an_error_although_subtype_says_success(fake_api, make_worker, tmp_path):
-    fake_api.script.worker(api_error(500, "upstream exploded"))
+    fake_api.script.coding_agent(api_error(500, "upstream exploded"))
     events = []
     turn = make_worker().run_turn("hi", tmp_path, session_id=str(uuid.uuid4()), resume=False,
                                   on_event=events.append)
     assert events[-1]["subtype"] == "success" and events[-1]["is_error"] is True
     assert turn.is_error is True and turn.exit_code == 1 and turn.terminal_reason == "api_error"
     assert "HTTP 500" in turn.error and "upstream exploded" in turn.error
-    assert len(fake_api.requests_for("worker")) == 1  # CLAUDE_CODE_MAX_RETRIES=0: no retry storm
+    assert len(fake_api.requests_for("coding_agent")) == 1  # CLAUDE_CODE_MAX_RETRIES=0: no retry storm
 
 
 def test_bad_flag_exits_1_with_stderr_in_the_error(make_worker, tmp_path):
@@ -107,7 +107,7 @@ def test_timeout_kills_the_process_group(fake_api, make_worker, tmp_path):
         time.sleep(8)
         return "too late"
 
-    fake_api.script.worker(slow)
+    fake_api.script.coding_agent(slow)
     events = []
     turn = make_worker(turn_timeout_s=2).run_turn("hi", tmp_path, session_id=str(uuid.uuid4()), resume=False,
                                                   on_event=events.append)
@@ -120,7 +120,7 @@ def test_timeout_kills_the_process_group(fake_api, make_worker, tmp_path):
 
 
 def test_max_turns_is_reported(fake_api, make_worker, tmp_path):
-    fake_api.script.worker(write_reply("a.txt", "a\n"), write_reply("b.txt", "b\n"))
+    fake_api.script.coding_agent(write_reply("a.txt", "a\n"), write_reply("b.txt", "b\n"))
     turn = make_worker(max_turns=1).run_turn("go", tmp_path, session_id=None, resume=False)
     assert turn.is_error is True and turn.terminal_reason == "max_turns"
     assert "max_turns" in turn.error

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.running.driver import TicketDriver
-from orchestrator.lifecycle.runs import RUNNABLE
+from orchestrator.lifecycle.run_lifecycle import RUNNABLE
 from orchestrator.running.outcome import RunOutcome
 from orchestrator.running.sync import sync
 from tickets.source import LoadResult
@@ -19,8 +19,8 @@ class Orchestrator(TicketDriver):
     backlog's other verbs: sync the ticket source, run many, diff, merge, discard, revert.
 
     Pass `services` to share them (the CLI and the server do), or the same overrides `Services`
-    takes (`llm` = an AgentLLM or any LangChain BaseChatModel, `worker`, `registry`,
-    `memory_llm`, `worker_env`, `fake`). Use as a context manager; it closes what it built.
+    takes (`llm` = an AgentLLM or any LangChain BaseChatModel, `coding_agent`, `registry`,
+    `memory_llm`, `coding_agent_env`, `fake`). Use as a context manager; it closes what it built.
     """
 
     # -- tickets ---------------------------------------------------------------------------

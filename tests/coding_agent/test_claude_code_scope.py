@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.errors import WorkerError
-from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
+from orchestrator.errors import CodingAgentError
+from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeAgent
 from orchestrator.coding_agent.scope import edit_rule, writable_dirs
 from orchestrator.coding_agent.stream_json import TurnStream
 
 
 def argv(cwd: str | Path = "/work/proj", **options) -> list[str]:
-    return ClaudeCodeWorker(ClaudeCodeOptions(**options)).command("claude", Path(cwd), session_id=None,
+    return ClaudeCodeAgent(ClaudeCodeOptions(**options)).command("claude", Path(cwd), session_id=None,
                                                                   resume=False)
 
 
@@ -60,8 +60,8 @@ def test_rules_are_one_argv_item_each_so_odd_paths_survive():
 @pytest.mark.parametrize("name", ["what?", "back\\slash"])
 def test_a_directory_no_rule_can_name_is_refused_before_launch(tmp_path, name):
     (tmp_path / name).mkdir()
-    worker = ClaudeCodeWorker(ClaudeCodeOptions(cli_path="/nonexistent/claude"))
-    with pytest.raises(WorkerError, match=r"cannot name .* exactly.*scope_to_project = false"):
+    worker = ClaudeCodeAgent(ClaudeCodeOptions(cli_path="/nonexistent/claude"))
+    with pytest.raises(CodingAgentError, match=r"cannot name .* exactly.*scope_to_project = false"):
         worker.run_turn("hi", tmp_path / name, session_id=None, resume=False)
 
 
@@ -104,8 +104,8 @@ def test_every_option_is_documented():
 
 
 def test_a_missing_additional_dir_is_a_worker_error_before_launch(tmp_path):
-    worker = ClaudeCodeWorker(ClaudeCodeOptions(cli_path="/nonexistent/claude", additional_dirs=["../gone"]))
-    with pytest.raises(WorkerError, match=r"additional directory .*gone does not exist.*additional_dirs"):
+    worker = ClaudeCodeAgent(ClaudeCodeOptions(cli_path="/nonexistent/claude", additional_dirs=["../gone"]))
+    with pytest.raises(CodingAgentError, match=r"additional directory .*gone does not exist.*additional_dirs"):
         worker.run_turn("hi", tmp_path, session_id=None, resume=False)
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.errors import WorkerError
-from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeWorker
+from orchestrator.errors import CodingAgentError
+from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeAgent
 from orchestrator.coding_agent.locate import bundled_cli, find_claude_cli
 
 
@@ -32,7 +32,7 @@ def test_configured_path_wins(tmp_path):
 
 def test_wrong_configured_path_is_an_error_not_a_silent_fallback(tmp_path):
     executable(tmp_path / "bin" / "claude")
-    with pytest.raises(WorkerError, match=r"cli_path.*npm install -g @anthropic-ai/claude-code"):
+    with pytest.raises(CodingAgentError, match=r"cli_path.*npm install -g @anthropic-ai/claude-code"):
         find_claude_cli(str(tmp_path / "nowhere" / "claude"), path=str(tmp_path / "bin"), bundled=no_bundled)
 
 
@@ -43,11 +43,11 @@ def test_path_then_bundled(tmp_path):
 
 
 def test_not_installed_says_how_to_install(tmp_path):
-    with pytest.raises(WorkerError) as err:
+    with pytest.raises(CodingAgentError) as err:
         find_claude_cli(None, path=str(tmp_path), bundled=no_bundled)
     message = str(err.value)
     assert "npm install -g @anthropic-ai/claude-code" in message
-    assert "pip install claude-agent-sdk" in message and "[worker.options] cli_path" in message
+    assert "pip install claude-agent-sdk" in message and "[coding_agent.options] cli_path" in message
 
 
 def test_bundled_copy_is_found_in_the_sdk_package_without_importing_it(tmp_path, monkeypatch):
@@ -61,15 +61,15 @@ def test_bundled_copy_is_found_in_the_sdk_package_without_importing_it(tmp_path,
 
 
 def test_worker_raises_worker_error_when_cli_missing(tmp_path):
-    worker = ClaudeCodeWorker(ClaudeCodeOptions(cli_path=str(tmp_path / "nope" / "claude")),
+    worker = ClaudeCodeAgent(ClaudeCodeOptions(cli_path=str(tmp_path / "nope" / "claude")),
                               env={"PATH": str(tmp_path)})
-    with pytest.raises(WorkerError, match="npm install"):
+    with pytest.raises(CodingAgentError, match="npm install"):
         worker.run_turn("hi", tmp_path, session_id=None, resume=False)
 
 
 def test_worker_raises_for_a_missing_project_dir(tmp_path):
-    with pytest.raises(WorkerError, match="does not exist"):
-        ClaudeCodeWorker().run_turn("hi", tmp_path / "missing", session_id=None, resume=False)
+    with pytest.raises(CodingAgentError, match="does not exist"):
+        ClaudeCodeAgent().run_turn("hi", tmp_path / "missing", session_id=None, resume=False)
 
 
 def test_options_are_strict_and_have_defaults():
@@ -81,7 +81,7 @@ def test_options_are_strict_and_have_defaults():
 
 
 def test_command_uses_session_id_for_new_and_resume_for_existing_sessions():
-    worker = ClaudeCodeWorker(ClaudeCodeOptions(model="m1", max_turns=3, allowed_tools=["Read", "Grep"],
+    worker = ClaudeCodeAgent(ClaudeCodeOptions(model="m1", max_turns=3, allowed_tools=["Read", "Grep"],
                                                 extra_args=["--restricted"]))
     new = worker.command("claude", Path("/p"), session_id="abc", resume=False)
     assert new[:5] == ["claude", "-p", "--output-format", "stream-json", "--verbose"]
