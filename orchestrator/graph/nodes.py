@@ -16,8 +16,8 @@ from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.graph.takeover import local_ticket, recap
 from orchestrator.graph.worktree import run_workspace
-from orchestrator.memory.format import completion_doc
-from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
+from orchestrator.memory.format import DOC_ID_CHARS, Block, completion_doc, doc_id
+from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE, RECALL_EVENT
 from orchestrator.lifecycle.next_steps import advice
 from orchestrator.plugins.manager import call_hook
 from tickets.model import TurnRecord
@@ -49,8 +49,11 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
         log.warning("memory recall at %s failed; going on with no memories: %s", where, exc)
         ctx.say(f"memory recall failed ({exc}); going on without memories")
         results = []
-    # Within [memory] memories_budget_chars; related docs shown as recent work are left out.
-    memories = ctx.memory.format_block(recent, results, limit=ctx.num_to_retrieve)
+    # Within [memory] memories_budget_chars; related docs shown as recent work are left out;
+    # the project's pinned docs are always in it; each memory shows its id.
+    block = ctx.memory.block(project_id, recent, results, limit=ctx.num_to_retrieve)
+    memories = block.text
+    _record_recall(ctx, state, query, where, block, results)
     if memories:
         ctx.say(f"recalled {len(recent)} recent and up to {ctx.num_to_retrieve} related memory "
                 f"doc(s) at {where}")
@@ -60,6 +63,30 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
         log.warning("memory agent context at %s failed; going on without it: %s", where, exc)
         standing = ""
     return "\n\n".join(part for part in (standing.strip(), memories) if part)
+
+
+def _record_recall(ctx: TicketContext, state: TicketState, query: str, where: str, block: Block,
+                   results: list[Any]) -> None:
+    """A `recall` run event: each memory the block shows, with why it is there (memory.explain),
+    for `middle log` and the usage counts of `middle bench runs` and the board."""
+    assert ctx.memory is not None
+    project_id = state["ticket"]["project_id"]
+    try:
+        explained: dict[str, dict[str, Any]] = {}
+        for result in results:
+            for doc, signals in zip(result["docs"], ctx.memory.explain(project_id, query, result)):
+                explained.setdefault(doc, signals)
+        items = [{"id": doc_id(doc)[:DOC_ID_CHARS], "kind": "recent",
+                  "why": "recent work: one of the project's newest tickets"} for doc in block.recent]
+        for doc in block.related:
+            why = explained[doc]["why"] if doc in explained else "pinned: always shown"
+            items.append({"id": doc_id(doc)[:DOC_ID_CHARS], "kind": "related", "why": why})
+        if items:
+            ctx.store.add_event(state["run_id"], state["ticket"]["id"], RECALL_EVENT,
+                                {"where": where, "backend": ctx.memory.backend_name,
+                                 "memories": items})
+    except Exception as exc:  # the record of a recall never stops a ticket
+        log.warning("could not record why memories were recalled at %s: %s", where, exc)
 
 
 def _recent_work(ctx: TicketContext, project_id: str, where: str) -> list[tuple[str, str]]:
@@ -221,6 +248,10 @@ def assess(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         conversation += "\n\n" + note
     conversation, heard = review.for_assess(ctx, state, conversation)  # earlier rounds, new feedback
     decision = ctx.agent.assess(state["ticket"], conversation, memories, state["turn"])
+    dropped = decision.only_shown(memories)  # memories_used names only what it was shown
+    if dropped:
+        log.info("the middle agent named memories it was not shown (%s): not recorded as used",
+                 ", ".join(m.id for m in dropped))
     record = {**decision.record(), **heard}
     ctx.store.set_turn_assessment(state["run_id"], state["turn"], memories, record)
     ctx.say("middle agent: " + ("complete" if decision.complete else "another turn"))
@@ -285,7 +316,7 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
     doc = ctx.memory.prepare_doc(doc)  # the exact text stored: cut to [memory] max_doc_chars
     # Kept with the ticket first, so a revert can delete exactly this string later.
     if doc not in ctx.store.memory_docs(t["id"]):
-        ctx.store.add_memory_doc(t["id"], t["project_id"], doc)
+        ctx.store.add_memory_doc(t["id"], t["project_id"], doc, run_id=state["run_id"])
     try:
         ctx.memory.index(t["project_id"], [doc])
         ctx.say(INDEXED_NOTE)

@@ -99,7 +99,7 @@ def test_entry_point_backend_selected_by_name_in_config_runs_tickets(tmp_path):
                                             project_path=str(tmp_path / "repo")))
             assert orch.run_ticket(tid).status == "complete"
     assert (tmp_path / "mem" / "calc" / "keyword_memory.json").exists()
-    assert re.match(r"Memories invoked:\nRecent work \(newest first\):\n- [\d-]{10} "
+    assert re.match(r"Memories invoked:\nRecent work \(newest first\):\n- [\d-]{10} \[[0-9a-f]{8}\] "
                     r"Ticket: Add greeting\. \. greeting uses f-strings", llm.user_messages[2])
 
 
