@@ -74,6 +74,8 @@ class MemoryConfig(_Strict):
     # recent_share of memories_budget_chars; the rest is "Related work from any time".
     recent_tickets: int = Field(10, ge=0)  # memory.format.DEFAULT_RECENT_TICKETS: why 10
     recent_share: float = Field(0.4, ge=0, le=1)
+    # "Related work" leaves out the newest N tickets (memory.format.DEFAULT_RELATED_WINDOW: why).
+    related_window: int = Field(20, ge=0)
     # "postgresql://...": the stores of backends that can share a database (hybrid, dense,
     # bm25) live there, one database for every project and machine; also MIDDLE_MEMORY_URL.
     # None: the [store] url when it names PostgreSQL, else per machine under save_dir.
@@ -185,7 +187,8 @@ class Config(_Strict):
                 "max_query_chars": self.memory.max_query_chars,
                 "memories_budget_chars": self.memory.memories_budget_chars,
                 "recent_tickets": self.memory.recent_tickets,
-                "recent_share": self.memory.recent_share}
+                "recent_share": self.memory.recent_share,
+                "related_window": self.memory.related_window}
 
     @property
     def state_path(self) -> Path:

@@ -39,19 +39,21 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
     if ctx.memory is None:
         return ""
     project_id = state["ticket"]["project_id"]
-    recent = _recent_work(ctx, project_id, where)
+    window = _recent_work(ctx, project_id, where)  # the newest related_window tickets (or more)
+    recent = window[:ctx.memory.recent_tickets]
     try:
-        # Asks for as many more as there are recent docs: "Related" leaves those out. A long
+        # Asks for as many more as it leaves out: "Related" leaves out the newest tickets. A long
         # ticket's start query is cut to [memory] max_query_chars (a client's would be refused).
         results = ctx.memory.retrieve(project_id, [ctx.memory.cut_query(query)],
-                                      ctx.num_to_retrieve + len(recent))
+                                      ctx.num_to_retrieve + len(window))
     except Exception as exc:  # memory failures never stop a ticket (seed 000)
         log.warning("memory recall at %s failed; going on with no memories: %s", where, exc)
         ctx.say(f"memory recall failed ({exc}); going on without memories")
         results = []
     # Within [memory] memories_budget_chars; related docs shown as recent work are left out;
     # the project's pinned docs are always in it; each memory shows its id.
-    block = ctx.memory.block(project_id, recent, results, limit=ctx.num_to_retrieve)
+    block = ctx.memory.block(project_id, recent, results, limit=ctx.num_to_retrieve,
+                             leave_out=[doc for doc, _ in window])
     memories = block.text
     _record_recall(ctx, state, query, where, block, results)
     if memories:
@@ -90,10 +92,14 @@ def _record_recall(ctx: TicketContext, state: TicketState, query: str, where: st
 
 
 def _recent_work(ctx: TicketContext, project_id: str, where: str) -> list[tuple[str, str]]:
-    """The project's newest ticket docs from the ticket store, (doc, date) newest first."""
+    """The project's newest ticket docs from the ticket store, (doc, date) newest first: as
+    many as "Recent work" shows or "Related work" leaves out, whichever is more (none without
+    a recent part: seed 000's flat block leaves nothing out)."""
     assert ctx.memory is not None
+    mem = ctx.memory
     try:
-        return ctx.store.recent_memory_docs(project_id, ctx.memory.recent_tickets)
+        return ctx.store.recent_memory_docs(
+            project_id, max(mem.recent_tickets, mem.related_window) if mem.recent_tickets else 0)
     except Exception as exc:  # a view for the agent; never a reason to stop
         log.warning("recent work at %s unavailable; going on without it: %s", where, exc)
         return []

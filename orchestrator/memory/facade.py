@@ -17,6 +17,7 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
     DEFAULT_MEMORIES_BUDGET_CHARS,
     DEFAULT_RECENT_SHARE,
     DEFAULT_RECENT_TICKETS,
+    DEFAULT_RELATED_WINDOW,
     DOC_ID_CHARS,
     MEMORIES_HEADER,
     Block,
@@ -142,6 +143,7 @@ class MemoryFacade:
         memories_budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
         recent_tickets: int = DEFAULT_RECENT_TICKETS,
         recent_share: float = DEFAULT_RECENT_SHARE,
+        related_window: int = DEFAULT_RELATED_WINDOW,
         url: str | None = None,
     ):
         if backend == "none":
@@ -152,6 +154,7 @@ class MemoryFacade:
         self.memories_budget_chars = _check_setting(
             memories_budget_chars, "memories_budget_chars", MIN_MEMORIES_BUDGET_CHARS)
         self.recent_tickets = _check_setting(recent_tickets, "recent_tickets", 0)
+        self.related_window = _check_setting(related_window, "related_window", 0)
         if isinstance(recent_share, bool) or not isinstance(recent_share, (int, float)) \
                 or not 0 <= recent_share <= 1:
             raise ConfigError(f"[memory] recent_share must be a number from 0 to 1, not {recent_share!r}")
@@ -412,14 +415,16 @@ class MemoryFacade:
         return self.block(project_id, recent, results, limit).text
 
     def block(self, project_id: str, recent: list[tuple[str, str]], results: list[RetrieveResult],
-              limit: int | None = None) -> Block:
+              limit: int | None = None, leave_out: list[str] | tuple[str, ...] = ()) -> Block:
         """The "Memories invoked" block the agent is shown: "Recent work" (`recent`: (doc, date),
         newest first) within [memory] recent_share of memories_budget_chars, then "Related work
         from any time": the project's pinned docs (always, within the budget) and the first
         `limit` related docs of `results` not shown as recent. Every memory carries its id (the
         agent names the ones it used); a superseded one says by which; a recent doc that was
-        superseded is shown as its replacement."""
-        docs = [doc for result in results for doc in result.get("docs", [])]
+        superseded is shown as its replacement. `leave_out`: docs the related part must not
+        show (the newest [memory] related_window tickets)."""
+        docs = [doc for result in results for doc in result.get("docs", [])
+                if doc not in set(leave_out)]
         states = self.curation_state(project_id)
         pinned = pinned_docs(states)
         recent = [(current_text(states, doc), when) for doc, when in recent]

@@ -16,6 +16,11 @@ RELATED_HEADER = "Related work from any time:"
 # recent_share of the default budget at about 74 characters each, a title's length.
 DEFAULT_RECENT_TICKETS = 10
 DEFAULT_RECENT_SHARE = 0.4  # of memories_budget_chars at most; what it leaves goes to "Related"
+# "Related work from any time" leaves out the project's newest N tickets: the recent part shows
+# the newest of them and a ticket's own run covers the rest, so the ranked part's places go to
+# older work. Measured on the development split of the datasette replay (`middle bench tickets
+# --before-last 1500`, "(related)" rows): see docs/memory-benchmarks.md.
+DEFAULT_RELATED_WINDOW = 20
 _MIN_RECENT_LINE = 60  # a recent ticket's line shorter than this names nothing: show fewer
 DEFAULT_MAX_DOC_CHARS = 20000  # see Config.memory.max_doc_chars
 DEFAULT_MEMORIES_BUDGET_CHARS = 2000  # about 500 tokens, what seed 002 aims at per injection

@@ -5,6 +5,7 @@ store (tickets/curation.py), the docs in the backend's store (memory.curation.Cu
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -170,10 +171,11 @@ def test_curation_survives_a_reindex(tmp_path):
     shown = middle(tmp_path, "show", doc_id(FIXED)[:8]).stdout
     assert f"superseded by: {doc_id(NEWER)[:8]}" in shown and "edited" in shown
     assert "pinned" in middle(tmp_path, "show", doc_id(EXPORT)[:8]).stdout
-    found = [line.strip().split("  ", 1)[1] for line in
-             middle(tmp_path, "search", "granite cluster deploys Tuesday", "-k", "3").stdout.splitlines()
-             if line.startswith("  ")]
+    out = middle(tmp_path, "search", "granite cluster deploys Tuesday", "-k", "3").stdout
+    found = [line.strip().split("  ", 1)[1] for line in out.splitlines()
+             if re.match(r"^ *-?\d+\.\d{3}  ", line)]
     assert found.index(NEWER) == found.index(FIXED) - 1, found
+    assert f"(superseded by {doc_id(NEWER)[:8]}: kept as history)" in out
 
 
 @pytest.mark.postgres
