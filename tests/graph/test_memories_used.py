@@ -93,3 +93,27 @@ def test_a_scripted_decision_s_memories_used_keeps_only_what_the_agent_was_shown
         assert re.search(rf"memories used:\n +- \[{ident}\] Redis was chosen before", log_text(orch, "t2"))
         (t1_turn,) = orch.store.list_turns(ticket_id="t1")
         assert "memories_used" not in t1_turn["decision"]  # none named: none recorded
+
+
+def test_a_memory_fixed_between_tickets_reaches_the_next_ticket(tmp_path, project):
+    """Done when: a person supersedes a wrong memory and the next ticket gets the fix (in its
+    recent work, and in its related work, the old one kept as history right below it)."""
+    from orchestrator.testing.fakes import ScriptedAgentLLM, decision_reply, plan_reply
+
+    llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(True, "Sessions expire after 1 day."),
+                            plan_reply("p2"), decision_reply(True, "done")])
+    with Orchestrator(config(tmp_path), llm=llm, worker=RecordingWorker(["ok", "ok"]),
+                      registry=PluginRegistry(load_entry_points=False)) as orch:
+        add(orch, project, "t1", "Session timeout", "How long do sessions last?")
+        assert orch.run_ticket("t1").status == "complete"
+        (wrong,) = orch.store.memory_docs("t1")
+        fix = "Ticket: Session timeout. Sessions expire after 7 days (the 1 day was a typo)."
+        curator = orch.services.curator()
+        shown = curator.show("calc", doc_id(wrong)[:8])
+        assert shown["tickets"][0]["ticket_id"] == "t1" and shown["tickets"][0]["run_id"]
+        curator.supersede("calc", doc_id(wrong)[:8], fix, "tester")
+        add(orch, project, "t2", "Session timeout again", "How long do sessions last?")
+        assert orch.run_ticket("t2").status == "complete"
+    plan = llm.user_messages[2]
+    assert f"[{doc_id(fix)[:8]}] {fix}" in plan  # the fix, in place of the wrong recent line
+    assert "Sessions expire after 1 day." not in plan.split("Related work")[0]
