@@ -65,10 +65,18 @@ def search(ctx: click.Context, query: str, num: int, explain: bool, project: str
 @click.pass_context
 def list_(ctx: click.Context, project: str | None) -> None:
     """List every doc in the project's memory with its id (what `delete` takes)."""
+    from orchestrator.memory.curation import replacement
+
     mem, pid = _memory(ctx, project)
     docs = mem.list_docs(pid)
+    states = mem.curation_state(pid) if docs else {}
     for doc in docs:
         console.print(hanging(f"{doc_id(doc)[:DOC_ID_CHARS]}  ", doc))
+        state, new = states.get(doc_id(doc)), replacement(states, doc_id(doc))
+        notes = (["pinned"] if state and state["pinned"] else []) + (
+            [f"superseded by {new['doc_id'][:DOC_ID_CHARS]}"] if new else [])
+        if notes:
+            console.print(" " * (DOC_ID_CHARS + 2) + f"({'; '.join(notes)})")
     err_console.print(f"({len(docs)} doc(s) in {safe(mem.where(pid))}, backend "
                       f"{mem.backend_name})")
 

@@ -423,8 +423,8 @@ class MemoryFacade:
         agent names the ones it used); a superseded one says by which; a recent doc that was
         superseded is shown as its replacement. `leave_out`: docs the related part must not
         show (the newest [memory] related_window tickets)."""
-        docs = [doc for result in results for doc in result.get("docs", [])
-                if doc not in set(leave_out)]
+        skip = set(leave_out)
+        docs = [doc for result in results for doc in result.get("docs", []) if doc not in skip]
         states = self.curation_state(project_id)
         pinned = pinned_docs(states)
         recent = [(current_text(states, doc), when) for doc, when in recent]

@@ -120,6 +120,9 @@ def test_curation_verbs_and_their_mistakes_as_a_user_runs_them(workdir, tmp_path
     middle(workdir, "supersede", doc_id(new)[:8], "--with", "Ticket: Fix login. Sessions use JWT now.")
     shown = middle(workdir, "show", doc_id(new)[:8]).stdout
     assert "from: added by hand," in shown and "superseded by:" in shown and "edited" in shown
+    listed = middle(workdir, "list").stdout.splitlines()
+    at = listed.index(f"{doc_id(new)[:8]}  {new}")
+    assert listed[at + 1] == " " * 10 + "(superseded by " + doc_id("Ticket: Fix login. Sessions use JWT now.")[:8] + ")"
     for args, words in [
         (("show", "zz"), "no doc in project 'demo' has exactly that text"),
         (("edit", "abcdef12", "--text", "x"), "no doc in project 'demo' has an id starting 'abcdef12'"),
