@@ -94,7 +94,7 @@ def _record_recall(ctx: TicketContext, state: TicketState, query: str, where: st
 def _recent_work(ctx: TicketContext, project_id: str, where: str) -> list[tuple[str, str]]:
     """The project's newest ticket docs from the ticket store, (doc, date) newest first: as
     many as "Recent work" shows or "Related work" leaves out, whichever is more (none without
-    a recent part: seed 000's flat block leaves nothing out)."""
+    a recent part: the flat block leaves nothing out)."""
     assert ctx.memory is not None
     mem = ctx.memory
     try:

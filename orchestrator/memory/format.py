@@ -153,7 +153,7 @@ def format_block(recent: list[tuple[str, str]], docs: list[str],
     """The block with its two parts: "Recent work" (`recent`: (doc, date) pairs, newest first)
     within recent_share of the budget, then "Related work from any time" (the ranked `docs`,
     less those shown as recent, the first `limit` of them) in what is left. No recent work:
-    seed 000's flat block. `ids`: every memory shown with its id (see `entry`)."""
+    the flat block under the header alone. `ids`: every memory shown with its id (see `entry`)."""
     return block_layout(recent, docs, budget_chars, recent_share, limit, ids, notes).text
 
 
