@@ -14,3 +14,7 @@ TRACE_HOOKS_VARIABLE = "MIDDLE_TRACE_HOOKS"
 # one of a ticket to tell a doc in memory from one whose indexing failed).
 INDEXED_NOTE = "indexed the ticket summary to project memory"
 INDEX_FAILED_NOTE = "memory index failed"
+
+# The run event recording each memory a recall showed the middle agent, and why:
+# {"where": "ticket start" | "turn N", "backend", "memories": [{"id", "kind": "recent" | "related", "why"}]}.
+RECALL_EVENT = "recall"

@@ -143,8 +143,24 @@ class Services:
             llm=self.memory_llm, num_to_retrieve=cfg.memory.num_to_retrieve,
             url=cfg.memory_url, **cfg.memory_limits(),
         )
+        # Pins and supersede links (memory.curation) live in the ticket store, read on each
+        # recall; a command that has not created the store reads it read-only (or not at all).
+        facade.state_source = self._memory_states
         self._built.append("memory")
         return facade
+
+    def _memory_states(self, project_id: str) -> Any:
+        store = self.read_store()  # the store when built, else read-only (or None: none yet)
+        return store.memory_state(project_id) if store is not None else {}
+
+    def curator(self) -> Any:
+        """The curation verbs (memory.curation.Curator) on the memory and the ticket store."""
+        from orchestrator.memory.curation import Curator
+
+        if self.memory is None:
+            raise ConfigError("memory is off: set [memory] save_dir in middle.toml (or "
+                              "MEMORY_SAVE_DIR) and a backend other than 'none'")
+        return Curator(self.memory, self.store)
 
     @cached_property
     def store(self) -> TicketStore:
@@ -159,16 +175,17 @@ class Services:
         """The ticket store opened read-only, or None when no run has created it yet.
 
         Read-only commands (`tickets`, `log`, `memory list`) use this so they create no files.
+        Opened once (kept under "read_only_store": a key of the method's own name would hide it).
         """
         if "store" in self.__dict__:
             return self.store
-        if "read_store" not in self.__dict__:
+        if "read_only_store" not in self.__dict__:
             from tickets.store import open_read_only
 
-            self.__dict__["read_store"] = open_read_only(self.config.store_target)
-            if self.__dict__["read_store"] is not None:
-                self._built.append("read_store")
-        return self.__dict__["read_store"]
+            self.__dict__["read_only_store"] = open_read_only(self.config.store_target)
+            if self.__dict__["read_only_store"] is not None:
+                self._built.append("read_only_store")
+        return self.__dict__["read_only_store"]
 
     @cached_property
     def coding_agent_env(self) -> dict[str, str]:
@@ -234,7 +251,7 @@ class Services:
             except Exception:  # closing must not mask the command's own outcome
                 log.exception("waiting for background memory work failed")
             self.memory.close()
-        for name in ("store", "read_store"):
+        for name in ("store", "read_only_store"):
             if name in self._built and self.__dict__.get(name) is not None:
                 self.__dict__[name].close()
         self._built.clear()

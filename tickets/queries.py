@@ -39,6 +39,7 @@ class ProjectTotals(TypedDict):
 
 class DocSource(TypedDict):
     ticket_id: str
+    run_id: str | None  # the run that indexed it (None: recorded before runs were)
     indexed_at: str
     deleted_at: str | None
 
@@ -115,13 +116,49 @@ class TicketQueries:
         latest record first wins), when, and whether a revert deleted it."""
         sources: dict[str, dict[str, DocSource]] = defaultdict(dict)
         for row in self._read(
-                "SELECT doc, ticket_id, created_at, deleted_at FROM memory_docs WHERE project_id = ?"
-                " ORDER BY id", (project_id,)):
+                "SELECT doc, ticket_id, run_id, created_at, deleted_at FROM memory_docs"
+                " WHERE project_id = ? ORDER BY id", (project_id,)):
             # A ticket run again indexes the same text again: one entry per ticket, the newest.
             sources[row["doc"]][row["ticket_id"]] = {"ticket_id": row["ticket_id"],
+                                                     "run_id": row["run_id"],
                                                      "indexed_at": row["created_at"],
                                                      "deleted_at": row["deleted_at"]}
         return {doc: list(by_ticket.values()) for doc, by_ticket in sources.items()}
+
+    def memory_usage(self, project_id: str | None = None) -> dict[str, Any]:
+        """How often recalled memories were used, from the run events: per run, the memories
+        its recalls showed the agent (`recall` events) and the ones its decisions said they
+        relied on (`memories_used` in `decision` events). Per memory (its short id): runs that
+        recalled it, runs that used it; per backend (the one that recalled): the same summed,
+        and the share used. Only a memory a run was shown counts as used."""
+        sql = ("SELECT e.run_id, e.kind, e.data FROM run_events e JOIN tickets t ON t.id = e.ticket_id"
+               " WHERE e.kind IN ('recall', 'decision')")
+        params: tuple[Any, ...] = ()
+        if project_id is not None:
+            sql += " AND t.project_id = ?"
+            params = (project_id,)
+        shown: dict[str, dict[str, str]] = defaultdict(dict)  # run -> memory id -> backend
+        used: dict[str, set[str]] = defaultdict(set)
+        for row in self._read(sql + " ORDER BY e.id", params):
+            data = json.loads(row["data"])
+            if row["kind"] == "recall":
+                for memory in data.get("memories") or []:
+                    shown[row["run_id"]][str(memory.get("id"))] = str(data.get("backend") or "?")
+            else:
+                for use in (data.get("decision") or {}).get("memories_used") or []:
+                    if isinstance(use, dict) and use.get("id"):
+                        used[row["run_id"]].add(str(use["id"]))
+        by_memory: dict[str, dict[str, Any]] = defaultdict(lambda: {"recalled": 0, "used": 0})
+        by_backend: dict[str, dict[str, Any]] = defaultdict(lambda: {"recalled": 0, "used": 0})
+        for run, memories in shown.items():
+            for ident, backend in memories.items():
+                hit = ident in used.get(run, set())
+                for table, key in ((by_memory, ident), (by_backend, backend)):
+                    table[key]["recalled"] += 1
+                    table[key]["used"] += int(hit)
+        for row in by_backend.values():
+            row["use_rate"] = row["used"] / row["recalled"] if row["recalled"] else 0.0
+        return {"by_memory": dict(by_memory), "by_backend": dict(by_backend)}
 
     def last_event_id(self, *, ticket_id: str | None = None, run_id: str | None = None) -> int:
         """The newest event id (0 when none): a page renders up to it, then streams what follows."""

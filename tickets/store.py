@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tickets.claims import CLAIMS_SCHEMA, Claim, TicketClaims
+from tickets.curation import CURATION_SCHEMA, MemoryCuration
 from tickets.db import RECONNECT_S, SqliteDatabase, and_equal, open_database, postgres_ddl
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
@@ -38,7 +39,9 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 #    claims.owner_start: the claiming process's start token, so a reused pid is not taken for it.
 # 6: runs.pr_url, runs.pr_state: the run's pull request ("opening" is recorded before the push).
 # 7: memory_docs.index_pending: a completion doc memory could not index yet (retried later).
-SCHEMA_VERSION = 7
+# 8: memory curation (tickets/curation.py: memory_state, memory_changes); memory_docs.run_id: the
+#    run that indexed the doc.
+SCHEMA_VERSION = 8
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
 SCHEMA_LOCK_KEY = 0x6D6964646C65
@@ -113,10 +116,11 @@ CREATE TABLE IF NOT EXISTS memory_docs (
     created_at TEXT NOT NULL,
     deleted_at TEXT,
     backend TEXT,
-    index_pending INTEGER NOT NULL DEFAULT 0
+    index_pending INTEGER NOT NULL DEFAULT 0,
+    run_id TEXT
 );
 CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
-""" + CLAIMS_SCHEMA + EVENTS_SCHEMA
+""" + CLAIMS_SCHEMA + EVENTS_SCHEMA + CURATION_SCHEMA
 
 # A run's git record (issue: a ticket is a unit of code change); `changes` is JSON
 # [{"path", "added", "deleted"}] from `git diff --numstat` (None: not committed yet). A merge
@@ -137,7 +141,8 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   ("memory_docs", "backend", "TEXT"),
                   ("claims", "owner_start", "TEXT"),
                   ("memory_docs", "index_pending", "INTEGER NOT NULL DEFAULT 0"),
-                  *(("runs", name, "TEXT") for name in PR_RUN_FIELDS))
+                  *(("runs", name, "TEXT") for name in PR_RUN_FIELDS),
+                  ("memory_docs", "run_id", "TEXT"))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
@@ -161,7 +166,7 @@ def open_read_only(target: str | Path) -> TicketStore | None:
         return None
 
 
-class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRounds):
+class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRounds, MemoryCuration):
     """Tickets and their execution log, shared by threads, processes and (on PostgreSQL) machines.
 
     `target` is the SQLite file (the embedded default) or a postgresql:// URL. `readonly=True`
@@ -173,8 +178,12 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         self._db = open_database(target, readonly=readonly, reconnect_s=reconnect_s)
         self.readonly = readonly
         self.path = getattr(self._db, "path", None) or self._db.where  # for messages and logs
+        self.version = SCHEMA_VERSION  # a store opened read-only may be older (not migrated)
         try:
-            self._init_schema() if not readonly else self._check_version()
+            if readonly:
+                self.version = self._check_version()
+            else:
+                self._init_schema()
         except sqlite3.Error as err:
             self._db.close()
             raise self._db.open_error(err) if isinstance(self._db, SqliteDatabase) else err from err
@@ -538,11 +547,12 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
     # -- memory docs ------------------------------------------------------------------------
 
     def add_memory_doc(self, ticket_id: str, project_id: str, doc: str,
-                       backend: str | None = None, *, pending: bool = False) -> None:
-        """Remember the exact string indexed for a ticket, and the memory backend indexing it;
-        an identical live doc is kept once, because the index node re-runs when a crashed run
-        is resumed. `pending`: recorded before memory indexes it (`memory_doc_indexed` clears
-        it), so a doc memory could not take is indexed later, never lost."""
+                       backend: str | None = None, run_id: str | None = None, *, pending: bool = False) -> None:
+        """Remember the exact string indexed for a ticket, the memory backend indexing it and
+        the run that wrote it; an identical live doc is kept once, because the index node re-runs
+        when a crashed run is resumed. `pending`: recorded before memory indexes it
+        (`memory_doc_indexed` clears it), so a doc memory could not take is indexed later, never
+        lost."""
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM tickets WHERE id = ?", (ticket_id,)).fetchone() is None:
                 raise _no_ticket(ticket_id)
@@ -551,8 +561,9 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
                 " AND deleted_at IS NULL", (ticket_id, project_id, doc)).fetchone()
             if exists is None:
                 conn.execute(
-                    "INSERT INTO memory_docs (ticket_id, project_id, doc, created_at, backend, index_pending) "
-                    "VALUES (?, ?, ?, ?, ?, ?)", (ticket_id, project_id, doc, utc_now(), backend, int(pending)))
+                    "INSERT INTO memory_docs (ticket_id, project_id, doc, created_at, backend, run_id, index_pending) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)", (ticket_id, project_id, doc, utc_now(), backend, run_id,
+                                                     int(pending)))
 
     def memory_doc_indexed(self, ticket_id: str, doc: str) -> None:
         """Memory has the ticket's doc now: no retry needed."""

@@ -436,6 +436,43 @@ class HippoRAGBackend(DocumentListing, MemoryBackend):
             picked = [picked[j] for j in keep]
         return [(int(i), float(norm[i])) for i in picked]
 
+    def explain(self, query: str, docs: Sequence[str]) -> list[dict[str, Any]]:
+        """Each passage's graph path: the entities the query names that it mentions, the best
+        facts of the query it states, its date, and its best chunk's cosine to the query."""
+        with self._store.lock:
+            graph = self._sync()
+            named = set(openie.extract_offline(query[:MAX_QUERY_CHARS]).entities)
+            q = self._query_vector(retrieval.bm25.without_paths(query))
+            facts = [] if graph is None else self._top_facts(graph, q, query)
+            out: list[dict[str, Any]] = []
+            with self._store.read() as conn:
+                for doc in docs:
+                    row = conn.execute("SELECT id, created_at FROM passages WHERE hash = ?",
+                                       (text_hash(doc),)).fetchone()
+                    if row is None:
+                        out.append({})
+                        continue
+                    pid, when = row
+                    names = {n for (n,) in conn.execute(
+                        "SELECT e.name FROM passage_entities pe JOIN entities e ON e.id = pe.entity"
+                        " WHERE pe.passage = ?", (pid,))}
+                    stated = {f for (f,) in conn.execute(
+                        "SELECT fact FROM passage_facts WHERE passage = ?", (pid,))}
+                    signals: dict[str, Any] = {"date": when}
+                    if named & names:
+                        signals["graph"] = sorted(named & names)[:4]
+                    if graph is not None:
+                        keys = ['"{}" {} "{}"'.format(*graph.fact_key(i)) for i, _ in facts
+                                if int(graph.fact_ids[i]) in stated]
+                        if keys:
+                            signals["facts"] = keys[:2]
+                        scores = self._passages.doc_scores(q)
+                        at = np.flatnonzero(self._passages.docs == pid)
+                        if len(at):
+                            signals["similarity"] = float(scores[at[0]])
+                    out.append(signals)
+        return out
+
     # --- inspection -----------------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:

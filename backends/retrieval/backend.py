@@ -23,6 +23,7 @@ from orchestrator.plugin_api import (
 from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
 from backends.storage import salvage_rows
 
+from . import bm25 as bm25_module
 from . import chunking
 from .cache import EmbeddingCache, embed_documents, shared_cache
 from .embedders import Embedder
@@ -164,6 +165,29 @@ class RetrievalBackend(MemoryBackend):
                 self._store.bump(conn, list(docs))
         self._stale = None
         return len(docs)
+
+    def explain(self, query: str, docs: Sequence[str]) -> list[dict[str, Any]]:
+        """Each doc's date and, with vectors, its best chunk's cosine to the query (as the
+        dense half ranked it: the query's prose when the vectors read prose)."""
+        with self._store.lock:
+            with self._store.read() as conn:
+                ids = self._store.ids_by_text(conn, list(docs))
+            rows = self._store.rows(list(ids.values()))
+            vectors = self._store.vectors(list(ids.values())) if self.embedder is not None else {}
+            q = None
+            if vectors:
+                text = bm25_module.without_paths(query) if self.embed_view == chunking.PROSE else query
+                q = self._query_vector(text)
+        out: list[dict[str, Any]] = []
+        for doc in docs:
+            signals: dict[str, Any] = {}
+            i = ids.get(doc)
+            if i is not None and i in rows:
+                signals["date"] = rows[i].doc_time
+            if q is not None and i in vectors:
+                signals["similarity"] = float(np.max(vectors[i] @ q))
+            out.append(signals)
+        return out
 
     def embeds_docs(self) -> bool:
         return self.embedder is not None  # bm25 embeds nothing

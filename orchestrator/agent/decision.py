@@ -17,6 +17,15 @@ class Plan(BaseModel):
 
 
 NOTE_FIELDS = ("decisions", "rejected", "instructions")
+MEMORIES_USED = "memories_used"  # the decision's account of the memories it relied on
+
+
+class MemoryUse(BaseModel):
+    """One recalled memory the agent relied on: its id as the block shows it, and why."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: str = Field(description="The memory's id, the 8 characters in [brackets] before it.")
+    why: str = Field("", description="A few words: what it was used for.")
 
 
 class Decision(BaseModel):
@@ -40,12 +49,44 @@ class Decision(BaseModel):
     instructions: list[str] = Field(
         default_factory=list,
         description="When complete: each instruction or rule the human gave in the ticket, in their words.")
+    # Optional (issue 31): the agent's account of the recalled memories it relied on.
+    memories_used: list[MemoryUse] = Field(
+        default_factory=list,
+        description="The recalled memories (by the id in [brackets] before each) this decision "
+                    "relied on, each with a few words why; empty when none helped.")
 
     def record(self) -> dict[str, Any]:
         """The decision as stored with its turn: the contract's three keys, and the lists only when
         the agent filled them."""
         data = self.model_dump()
-        return {k: v for k, v in data.items() if v != [] or k not in NOTE_FIELDS}
+        return {k: v for k, v in data.items() if v != [] or k not in (*NOTE_FIELDS, MEMORIES_USED)}
+
+    def only_shown(self, memories: str) -> list[MemoryUse]:
+        """Keep the memories_used the agent was shown (an id in `memories`, the block it read);
+        returns the ones dropped (ids it made up or misread)."""
+        shown = [m for m in self.memories_used if f"[{m.id}]" in memories]
+        dropped = [m for m in self.memories_used if m not in shown]
+        self.memories_used = shown
+        return dropped
+
+    @field_validator("memories_used", mode="before")
+    @classmethod
+    def _uses(cls, value: Any) -> list[Any]:
+        """A list of {"id", "why"}, or of bare ids; ids lower-cased, without brackets."""
+        if value is None:
+            return []
+        if isinstance(value, (str, dict)):
+            value = [value]
+        if not isinstance(value, list):
+            raise ValueError("must be a list of {\"id\": ..., \"why\": ...}")
+        uses = []
+        for item in value:
+            if isinstance(item, str):
+                item = {"id": item}
+            if isinstance(item, dict) and str(item.get("id", "")).strip():
+                ident = str(item["id"]).strip().strip("[]").lower()
+                uses.append({"id": ident, "why": str(item.get("why") or "").strip()})
+        return uses
 
     @field_validator("decisions", "rejected", "instructions", mode="before")
     @classmethod

@@ -19,10 +19,10 @@ yourself. You write the prompts Claude Code receives, read what it answers, and 
 ticket is done.
 
 You have access to project memory. When a message starts with "Memories invoked:", that is recall \
-from past tickets of this project (what was done, learned and overcome). Use it only for your own \
-reasoning, for example to avoid a known mistake or reuse an approach that worked. Never paste \
-memory into a prompt for Claude Code as if it were Claude's own output or the user's request; \
-Claude Code sees only the prompts you write.
+from past tickets of this project (what was done, learned and overcome); each memory starts with \
+its id in [brackets]. Use it only for your own reasoning, for example to avoid a known mistake or \
+reuse an approach that worked. Never paste memory into a prompt for Claude Code as if it were \
+Claude's own output or the user's request; Claude Code sees only the prompts you write.
 
 Reply with one JSON object and nothing else."""
 
@@ -35,8 +35,10 @@ for future tickets), and list what a later ticket must know: "decisions" (each d
 why), "rejected" (each alternative considered and rejected, and why) and "instructions" (each \
 instruction or rule the human gave in the ticket, in their words); leave a list empty when there \
 is nothing for it. If not, set "complete" to false and write "next_prompt", the exact next \
-prompt for Claude Code. Reply as JSON: {"complete": bool, "summary": "...", "next_prompt": "...", \
-"decisions": ["..."], "rejected": ["..."], "instructions": ["..."]}."""
+prompt for Claude Code. Either way, list in "memories_used" the recalled memories you relied on \
+(the id in [brackets] before each, and a few words why); leave it empty when none helped. Reply \
+as JSON: {"complete": bool, "summary": "...", "next_prompt": "...", "decisions": ["..."], \
+"rejected": ["..."], "instructions": ["..."], "memories_used": [{"id": "...", "why": "..."}]}."""
 
 def with_memories(memories: str, message: str) -> str:
     """The memory contract: when non-empty, memories are prepended to the user message, then a blank line."""

@@ -132,15 +132,19 @@ def scale(sizes: str, corpus: Path | None, backends: tuple[str, ...], queries: i
 @click.option("--recent-tickets", type=click.IntRange(min=0), default=None,
               help="The \"(block)\" rows' recent work: the newest N tickets, as [memory] "
               "recent_tickets puts them in the block (default: its default).")
+@click.option("--related-window", type=click.IntRange(min=0), default=None,
+              help="The \"(related)\" and \"(block)\" rows' related list leaves out the newest N "
+              "tickets, as [memory] related_window does (default: its default).")
 @click.option("--cached-embeddings", is_flag=True, help="Reuse document vectors from the "
               "embedding cache (fast reruns; index times then leave out embedding).")
 @report_options
 def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], last: int | None,
-            before_last: int | None, window: int, recent_tickets: int | None, cached_embeddings: bool,
-            as_json: bool, progress: bool) -> None:
+            before_last: int | None, window: int, recent_tickets: int | None,
+            related_window: int | None, cached_embeddings: bool, as_json: bool,
+            progress: bool) -> None:
     """Replay a ticket history as the ticket workflow does: recall at each ticket's start and
     on a turn, then index its completion doc. Scores recall of earlier related tickets."""
-    from orchestrator.memory.format import DEFAULT_RECENT_TICKETS
+    from orchestrator.memory.format import DEFAULT_RECENT_TICKETS, DEFAULT_RELATED_WINDOW
 
     from .replay import run_tickets
 
@@ -153,7 +157,9 @@ def tickets(dataset: Path | None, repo: Path | None, backends: tuple[str, ...], 
                              before_last=before_last, cached_embeddings=cached_embeddings,
                              progress=track, window=window,
                              recent_tickets=DEFAULT_RECENT_TICKETS if recent_tickets is None
-                             else recent_tickets)
+                             else recent_tickets,
+                             related_window=DEFAULT_RELATED_WINDOW if related_window is None
+                             else related_window)
     if not report["scored"]:
         err_console.print(f"note: none of the {report['tickets']} tickets shares an issue "
                           "reference (#123, an issue URL) with an earlier one, so recall could not "

@@ -8,11 +8,11 @@ from typing import Any, Sequence
 
 from orchestrator.errors import ConfigError
 from orchestrator.memory.facade import DEFAULT_MEMORIES_BUDGET_CHARS, memories_layout
-from orchestrator.memory.format import (DEFAULT_RECENT_SHARE, DEFAULT_RECENT_TICKETS, Block,
-                                        block_layout)
+from orchestrator.memory.format import (DEFAULT_RECENT_SHARE, DEFAULT_RECENT_TICKETS,
+                                        DEFAULT_RELATED_WINDOW, Block, block_layout)
 
 from . import ticket_data
-from .metrics import mean, percentile
+from .metrics import interval95, mean, percentile
 from .runner import Bench, Progress, no_progress
 
 K = 10  # recall@10 and MRR@10 need ten; the agent is shown the first NUM_SHOWN
@@ -155,6 +155,7 @@ class _Scores:
                 "hit@5": mean(self.hit5), "mrr@10": mean(self.mrr10),
                 "block_precision": mean(self.precision),
                 "long_recall@5": mean(self.long_recall5), "long_hit@5": mean(self.long_hit5),
+                "long_recall@5_ci95": list(interval95(self.long_recall5)),
                 "long_scored": len(self.long_recall5),
                 "retrieve_p50_ms": percentile(self.latency, 50),
                 "retrieve_p95_ms": percentile(self.latency, 95),
@@ -195,12 +196,15 @@ def recent_only(tickets: Sequence[ticket_data.HistoryTicket], window: int,
 def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket],
            budget: int, progress: Progress, window: int = WINDOW,
            recent_tickets: int = DEFAULT_RECENT_TICKETS,
-           recent_share: float = DEFAULT_RECENT_SHARE) -> list[dict[str, Any]]:
+           recent_share: float = DEFAULT_RECENT_SHARE,
+           related_window: int = DEFAULT_RELATED_WINDOW) -> list[dict[str, Any]]:
     """One backend through the whole history in a fresh store; one result row per query kind,
-    and one for the block the agent is shown at ticket start (recent work + related work)."""
+    one for the related list the agent is given (the start query's ranking without the newest
+    `related_window` tickets, as the block builds it) and one for the block the agent is shown
+    at ticket start (recent work + related work)."""
     relevant = relevant_earlier(tickets)
     longs = long_range(relevant, window)
-    scores = {kind: _Scores() for kind in (*QUERY_KINDS, "block")}
+    scores = {kind: _Scores() for kind in (*QUERY_KINDS, "related", "block")}
     docs_by_pos = [(t.completion_doc(), t.date) for t in tickets]
     index_ms: list[float] = []
     index_cpu: list[float] = []
@@ -228,8 +232,9 @@ def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket]
                         if longs[pos]:
                             scores[kind].add_long(ranked, longs[pos])
                 if relevant[pos]:
-                    _score_block(scores["block"], backend, ticket, pos, docs_by_pos, owners,
-                                 (relevant[pos], longs[pos]), budget, recent_tickets, recent_share)
+                    _score_block(scores, backend, ticket, pos, docs_by_pos, owners,
+                                 (relevant[pos], longs[pos]), budget, recent_tickets, recent_share,
+                                 related_window)
                 doc = docs_by_pos[pos][0]
                 started, cpu = time.perf_counter(), time.process_time()
                 backend.index([doc])
@@ -249,26 +254,40 @@ def replay(bench: Bench, spec: Any, tickets: Sequence[ticket_data.HistoryTicket]
     scored = sum(1 for r in relevant if r)
     rows = [{"backend": spec.label, "query": kind, **scores[kind].row(), **index,
              "tickets": len(tickets), "scored": scored} for kind in QUERY_KINDS]
+    rows.append({"backend": f"{spec.label} (related)", "query": "start", **scores["related"].row(),
+                 **index, "tickets": len(tickets), "scored": scored,
+                 "related_window": related_window})
     return rows + [{"backend": f"{spec.label} (block)", "query": "start", **scores["block"].row(),
                     **index, "tickets": len(tickets), "scored": scored,
-                    "recent_tickets": recent_tickets, "recent_share": recent_share}]
+                    "recent_tickets": recent_tickets, "recent_share": recent_share,
+                    "related_window": related_window}]
 
 
-def _score_block(scores: _Scores, backend: Any, ticket: ticket_data.HistoryTicket, pos: int,
-                 docs: Sequence[tuple[str, str]], owners: Owners, relevant: tuple[set[int], set[int]],
-                 budget: int, recent_tickets: int, recent_share: float) -> None:
+def _score_block(scores: dict[str, _Scores], backend: Any, ticket: ticket_data.HistoryTicket,
+                 pos: int, docs: Sequence[tuple[str, str]], owners: Owners,
+                 relevant: tuple[set[int], set[int]], budget: int, recent_tickets: int,
+                 recent_share: float, related_window: int) -> None:
     """The start block as the ticket workflow builds it (graph/nodes.py _recall): the newest
     `recent_tickets` docs as recent work, and one retrieve of as many more related docs as
-    there are recent ones, of which the first NUM_SHOWN not shown as recent are shown.
+    the newest `related_window` (at least the recent ones) it leaves out, of which the first
+    NUM_SHOWN left are shown; that related list is scored on its own too ("related").
     `docs`: each replayed ticket's (completion doc, date)."""
     newest = range(pos - 1, max(pos - recent_tickets, 0) - 1, -1)
     recent = [docs[p] for p in newest]  # (doc, date) pairs, newest first
+    window = max(related_window, recent_tickets) if recent_tickets else 0  # as graph/nodes.py
+    left_out = {docs[p][0] for p in range(max(pos - window, 0), pos)}
     started, cpu = time.perf_counter(), time.process_time()
-    (result,) = backend.retrieve([ticket.start_query()], NUM_SHOWN + len(recent))
-    scores.latency.append((time.perf_counter() - started) * 1000)
-    scores.cpu.append((time.process_time() - cpu) * 1000)
-    block = block_layout(recent, result["docs"], budget, recent_share, limit=NUM_SHOWN)
-    scores.add_block(block, owners, *relevant)
+    (result,) = backend.retrieve([ticket.start_query()], NUM_SHOWN + len(left_out))
+    scores["block"].latency.append((time.perf_counter() - started) * 1000)
+    scores["block"].cpu.append((time.process_time() - cpu) * 1000)
+    related = [d for d in result["docs"] if d not in left_out]
+    ranked = [owners.of(d) for d in related]
+    scores["related"].add(ranked, relevant[0], block_precision(related[:NUM_SHOWN], owners,
+                                                                relevant[0], budget))
+    if relevant[1]:
+        scores["related"].add_long(ranked, relevant[1])
+    block = block_layout(recent, related, budget, recent_share, limit=NUM_SHOWN, ids=True)
+    scores["block"].add_block(block, owners, *relevant)
 
 
 def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
@@ -277,7 +296,8 @@ def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
                 budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS, work_dir: Path | None = None,
                 progress: Progress = no_progress, window: int = WINDOW,
                 recent_tickets: int = DEFAULT_RECENT_TICKETS,
-                recent_share: float = DEFAULT_RECENT_SHARE) -> dict[str, Any]:
+                recent_share: float = DEFAULT_RECENT_SHARE,
+                related_window: int = DEFAULT_RELATED_WINDOW) -> dict[str, Any]:
     """Replay a ticket history (a file, or a git repository's log) through each backend.
 
     For each ticket in order: recall with its start query and its per-turn query, then index
@@ -304,7 +324,7 @@ def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
     results = [recent_only(tickets, window, budget_chars)]
     results += [row for spec in bench.specs
                 for row in replay(bench, spec, tickets, budget_chars, progress, window,
-                                  recent_tickets, recent_share)]
+                                  recent_tickets, recent_share, related_window)]
     return {"dataset": str(dataset if dataset is not None else repo), "kind": "tickets",
             "name": history.name, "tickets": len(tickets),
             "scored": sum(1 for r in relevant_earlier(tickets) if r),
@@ -312,4 +332,4 @@ def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
             "window": window, "long_scored": sum(1 for r in long_range(relevant_earlier(tickets),
                                                                       window) if r),
             "memories_budget_chars": budget_chars, "recent_tickets": recent_tickets,
-            "recent_share": recent_share, "results": results}
+            "recent_share": recent_share, "related_window": related_window, "results": results}

@@ -66,6 +66,7 @@ def measure_once(tickets: int, parallel: int, examples: Path, claude_cli: str | 
         with TicketStore(root / ".middle" / "middle.sqlite3", readonly=True) as store:
             runs = [r for t in store.list_tickets() for r in store.list_runs(t.id)]
             turns = store.list_turns()
+            usage = store.memory_usage()["by_backend"]
         claude = sum(_seconds(t["started_at"], t["ended_at"]) for t in turns)
         in_runs = sum(_seconds(r["started_at"], r["ended_at"]) for r in runs)
         first = min(r["started_at"] for r in runs)
@@ -74,7 +75,12 @@ def measure_once(tickets: int, parallel: int, examples: Path, claude_cli: str | 
                 "claude_code_s_per_ticket": claude / len(runs),
                 "framework_s_per_ticket": (in_runs - claude) / len(runs),
                 "process_start_end_s": wall - _seconds(first, last),
-                "complete": sum(r["status"] == "complete" for r in runs)}
+                "complete": sum(r["status"] == "complete" for r in runs),
+                # How often the middle agent said it used a memory its recalls showed it (the
+                # fake model names those whose words its ticket shares), per memory backend.
+                "memories_recalled": sum(u["recalled"] for u in usage.values()),
+                "memories_used": sum(u["used"] for u in usage.values()),
+                "use_by_backend": {b: dict(u) for b, u in usage.items()}}
     finally:
         shutil.rmtree(root, ignore_errors=True)  # nothing is left behind in the temp folder
 
@@ -91,7 +97,11 @@ def run_runs(tickets: int, parallels: list[int], repeat: int, examples: Path,
             advance(1)
     results = []
     for p, rows in samples.items():
-        med = {k: statistics.median(r[k] for r in rows) for k in rows[0] if k not in ("parallel", "tickets")}
+        med = {k: statistics.median(r[k] for r in rows) for k in rows[0]
+               if k not in ("parallel", "tickets", "use_by_backend")}
+        med["use_rate"] = (med["memories_used"] / med["memories_recalled"]
+                           if med["memories_recalled"] else 0.0)
+        med["use_by_backend"] = rows[-1]["use_by_backend"]
         results.append({"backend": f"--parallel {p}", "parallel": p, "tickets": tickets, "runs": len(rows),
                         **med, "wall_s_min": min(r["wall_s"] for r in rows),
                         "wall_s_max": max(r["wall_s"] for r in rows)})
@@ -122,5 +132,6 @@ def runs(tickets: int, parallels: tuple[int, ...], repeat: int, as_json: bool, p
         return
     console.print(_table(f"runs benchmark: {report['dataset']} (medians of {repeat})", report["results"],
                          ["backend", "wall_s", "wall_s_min", "wall_s_max", "speedup",
-                          "claude_code_s_per_ticket", "framework_s_per_ticket", "process_start_end_s"],
+                          "claude_code_s_per_ticket", "framework_s_per_ticket", "process_start_end_s",
+                          "memories_recalled", "memories_used", "use_rate"],
                          label="setting"))

@@ -90,6 +90,15 @@ def project_memory(ctx: click.Context, project: str | None) -> tuple[MemoryFacad
     return svc.memory, project if project is not None else default_project(config, svc.read_store())
 
 
+def project_curator(ctx: click.Context, project: str | None) -> tuple[Any, str]:
+    """The curation verbs (memory.curation.Curator: memory plus the ticket store that records
+    each change) and the project id."""
+    config = get_config(ctx)
+    svc = services(ctx, config)
+    curator = svc.curator()  # ConfigError when memory is off
+    return curator, project if project is not None else default_project(config, svc.read_store())
+
+
 def command_backend(ctx: click.Context, project: str | None, op: str) -> Any:
     """The project's backend under the facade's locks, for a plugin's own memory command."""
     mem, pid = project_memory(ctx, project)

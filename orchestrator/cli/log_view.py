@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from orchestrator.memory.format import DECISION_LINES
-from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
+from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE, RECALL_EVENT
 
 
 def _short(text: str | None, full: bool, limit: int = 600) -> str:
@@ -46,9 +46,11 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
         _git_lines(console, run)
         # a review round: its number and the human's words
         round_lines(console, store, run, runs[n + 1] if n + 1 < len(runs) else None)
+        recalls = _recalls(store, run["id"])
         if run.get("plan_prompt") is not None:
             console.print("  [bold]plan[/]")
             _block(console, "memories invoked", run.get("plan_memories"), full)
+            _why(console, recalls.get("ticket start"))
         for turn in store.list_turns(run_id=run["id"]):
             secs = (turn.get("duration_ms") or 0) / 1000
             console.print(f"  [bold]turn {turn['turn_no']}[/] " + escape(f"[{turn['status']}]") + " "
@@ -60,6 +62,7 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
                 _block(console, "error", turn["error"], full)
             if turn.get("decision") is not None or turn.get("memories_invoked"):
                 _block(console, "memories invoked", turn.get("memories_invoked"), full)
+                _why(console, recalls.get(f"turn {turn['turn_no']}"))
                 _block(console, "decision", json.dumps(turn.get("decision"), ensure_ascii=False), full)
                 _decision_notes(console, turn.get("decision") or {}, full)
     docs = store.memory_docs(ticket_id, include_deleted=True)
@@ -73,6 +76,24 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
     for doc in docs:  # a multi-line doc's lines stay under it
         console.print("  " + "\n    ".join(escape(line) for line in _short(doc, full).split("\n")),
                       soft_wrap=True)
+
+
+def _recalls(store: Any, run_id: str) -> dict[str, list[dict[str, Any]]]:
+    """The run's `recall` events: where ("ticket start", "turn N") -> the memories shown, each
+    with why (the last recall at a place wins: a resumed run recalls again)."""
+    if not hasattr(store, "list_events"):
+        return {}
+    return {str(e["data"].get("where")): list(e["data"].get("memories") or [])
+            for e in store.list_events(run_id=run_id, limit=100_000) if e["kind"] == RECALL_EVENT}
+
+
+def _why(console: Console, memories: list[dict[str, Any]] | None) -> None:
+    """Under a memories block: per memory, the signals that put it there."""
+    if not memories:
+        return
+    console.print("    [bold]why these memories:[/]")
+    for item in memories:
+        console.print("      " + escape(f"[{item.get('id')}] {item.get('why')}"), soft_wrap=True)
 
 
 def round_lines(out: Console, store: Any, run: dict[str, Any], following: dict[str, Any] | None = None) -> None:
@@ -100,11 +121,16 @@ def round_lines(out: Console, store: Any, run: dict[str, Any], following: dict[s
 
 
 def _decision_notes(console: Console, decision: dict[str, Any], full: bool) -> None:
-    """The decisions, rejected alternatives and human's instructions of a decision, one per line."""
+    """The decisions, rejected alternatives and human's instructions of a decision, one per line;
+    then the memories the agent said it used, each with why."""
     for key, label in DECISION_LINES:
         items = decision.get(key)
         if isinstance(items, list) and items:
             _block(console, label.lower(), "\n".join(f"- {item}" for item in items), full)
+    used = decision.get("memories_used")
+    if isinstance(used, list) and used:
+        _block(console, "memories used", "\n".join(
+            f"- [{u.get('id')}] {u.get('why') or ''}".rstrip() for u in used if isinstance(u, dict)), full)
 
 
 def _index_failure(store: Any, ticket_id: str) -> str:
@@ -183,6 +209,9 @@ def describe_event(event: dict[str, Any], offline: bool = False) -> str:
     if kind == "feedback":
         head = f"round {d['round']}: " if d.get("round") else ""
         return f"{head}the human's feedback: {d.get('text', '')}"
+    if kind == RECALL_EVENT:
+        ids = ", ".join(str(m.get("id")) for m in d.get("memories") or [])
+        return f"recalled at {d.get('where')}: {ids}"
     if kind == "run_end":
         text = f"run ended: {d.get('status')}"
         if "turns" in d:

@@ -1,17 +1,19 @@
-"""`middle memory search|list|add|delete|retry|export|stores|reindex|import`: the project memory from the command line."""
+"""`middle memory search|list|show|add|edit|supersede|pin|unpin|delete|history|undo|retry|export|stores|reindex|import`:
+the project memory from the command line. Every change is recorded (who, when, before and after:
+`middle memory history`) and can be taken back (`middle memory undo N`)."""
 
 from __future__ import annotations
 
 import json
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import click
 
 from orchestrator.cli.output import console, err_console, hanging, safe
 from orchestrator.errors import MemoryStoreError, MiddleError
-from orchestrator.cli.context import command_backend, default_project, project_memory  # noqa: F401
+from orchestrator.cli.context import command_backend, default_project, project_curator, project_memory  # noqa: F401
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
 
 
@@ -24,16 +26,20 @@ _memory = project_memory  # the facade and the project id of this command
 
 @click.group()
 def memory() -> None:
-    """Search, list, add, delete, export, reindex and import project memory."""
+    """Search, list, show, add, edit, supersede, pin, delete, undo, export, reindex and import
+    project memory."""
 
 
 @memory.command()
 @click.argument("query")
 @click.option("-k", "num", default=5, show_default=True, type=click.IntRange(min=1),
               help="How many docs to return.")
+@click.option("--explain", is_flag=True,
+              help="Under each doc, why it was recalled: shared keywords, vector similarity, "
+              "graph path, date, pinned, superseded.")
 @project_option
 @click.pass_context
-def search(ctx: click.Context, query: str, num: int, project: str | None) -> None:
+def search(ctx: click.Context, query: str, num: int, explain: bool, project: str | None) -> None:
     """Show what recall returns for QUERY, with scores."""
     mem, pid = _memory(ctx, project)
     if mem.backend_cls.recall == "recency":
@@ -43,8 +49,15 @@ def search(ctx: click.Context, query: str, num: int, project: str | None) -> Non
     for result in results:
         if not result["docs"]:
             console.print("(no memories)")
-        for doc, score in zip(result["docs"], result["doc_scores"]):
+        marks = {m["doc"]: m["by"] for m in result.get("superseded", [])}
+        why = mem.explain(pid, query, result) if explain else []
+        for pos, (doc, score) in enumerate(zip(result["docs"], result["doc_scores"])):
             console.print(hanging(f"{score:7.3f}  ", doc))
+            if pos in marks:
+                by = doc_id(result["docs"][marks[pos]])[:DOC_ID_CHARS]
+                console.print(hanging("         ", f"(superseded by {by}: kept as history)"))
+            if why:
+                console.print(hanging("         why: ", why[pos]["why"]))
 
 
 @memory.command(name="list")
@@ -52,10 +65,18 @@ def search(ctx: click.Context, query: str, num: int, project: str | None) -> Non
 @click.pass_context
 def list_(ctx: click.Context, project: str | None) -> None:
     """List every doc in the project's memory with its id (what `delete` takes)."""
+    from orchestrator.memory.curation import replacement
+
     mem, pid = _memory(ctx, project)
     docs = mem.list_docs(pid)
+    states = mem.curation_state(pid) if docs else {}
     for doc in docs:
         console.print(hanging(f"{doc_id(doc)[:DOC_ID_CHARS]}  ", doc))
+        state, new = states.get(doc_id(doc)), replacement(states, doc_id(doc))
+        notes = (["pinned"] if state and state["pinned"] else []) + (
+            [f"superseded by {new['doc_id'][:DOC_ID_CHARS]}"] if new else [])
+        if notes:
+            console.print(" " * (DOC_ID_CHARS + 2) + f"({'; '.join(notes)})")
     err_console.print(f"({len(docs)} doc(s) in {safe(mem.where(pid))}, backend "
                       f"{mem.backend_name})")
 
@@ -66,13 +87,16 @@ def list_(ctx: click.Context, project: str | None) -> None:
 @click.pass_context
 def add(ctx: click.Context, text: str, project: str | None) -> None:
     """Index TEXT as one doc (at most [memory] max_doc_chars long)."""
-    mem, pid = _memory(ctx, project)
-    stored = mem.prepare_doc(text, refuse_long=True)
-    if mem.has_doc(pid, stored):
-        console.print(f"already in memory (id {doc_id(stored)[:DOC_ID_CHARS]}): nothing added")
+    from orchestrator.memory.curation import cli_user
+
+    curator, pid = project_curator(ctx, project)
+    done = curator.add(pid, text, cli_user())
+    ident = doc_id(done.doc)[:DOC_ID_CHARS]
+    if done.change is None:
+        console.print(f"already in memory (id {ident}): nothing added")
         return
-    mem.index(pid, [stored])
-    console.print(f"added 1 doc (id {doc_id(stored)[:DOC_ID_CHARS]}) to {safe(mem.where(pid))}")
+    console.print(f"added 1 doc (id {ident}) to {safe(curator.facade.where(pid))}"
+                  f" (change {done.change})")
 
 
 @memory.command()
@@ -81,19 +105,120 @@ def add(ctx: click.Context, text: str, project: str | None) -> None:
 @click.pass_context
 def delete(ctx: click.Context, id_or_text: str, project: str | None) -> None:
     """Delete one doc: by its id from `middle memory list` (4+ characters of it), or by its
-    exact text."""
-    mem, pid = _memory(ctx, project)
-    docs = mem.find_docs(pid, id_or_text)
-    if len(docs) > 1:
-        raise MemoryStoreError(
-            f"id {id_or_text!r} starts {len(docs)} docs' ids in project {pid!r}: give more of it "
-            "(`middle memory list` shows 8 characters)")
-    removed = mem.delete(pid, docs) if docs else 0
-    if not removed:
-        raise MemoryStoreError(
-            f"no doc in project {pid!r} has that id or exactly that text, so nothing was deleted: "
-            "copy the id (or the exact text) from `middle memory list`")
-    console.print(f"deleted doc {doc_id(docs[0])[:DOC_ID_CHARS]}")
+    exact text (`middle memory undo` puts it back)."""
+    from orchestrator.memory.curation import cli_user
+
+    curator, pid = project_curator(ctx, project)
+    done = curator.forget(pid, id_or_text, cli_user())
+    console.print(f"deleted doc {doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change}; "
+                  f"`middle memory undo {done.change}` puts it back)")
+
+
+@memory.command()
+@click.argument("ident", metavar="ID")
+@project_option
+@click.pass_context
+def show(ctx: click.Context, ident: str, project: str | None) -> None:
+    """One doc: its text, where it came from (ticket and run, import, or by hand; when, by
+    whom), what it superseded or what superseded it, whether it is pinned, and its changes."""
+    from orchestrator.cli.memory_view import print_doc
+
+    curator, pid = project_curator(ctx, project)
+    print_doc(console, curator.show(pid, ident))
+
+
+@memory.command()
+@click.argument("ident", metavar="ID")
+@click.option("--text", default=None, help="The new text (default: edit it in $EDITOR).")
+@project_option
+@click.pass_context
+def edit(ctx: click.Context, ident: str, text: str | None, project: str | None) -> None:
+    """Change a doc's text: it is re-embedded and re-indexed alone, keeps its pins, supersede
+    links, ticket and time; `middle memory undo` puts the old text back."""
+    from orchestrator.memory.curation import cli_user
+
+    curator, pid = project_curator(ctx, project)
+    if text is None:
+        old = curator.find(pid, ident)
+        text = click.edit(old, require_save=True)
+        if text is None:
+            raise MiddleError("the editor closed without saving: nothing was changed")
+        text = text.rstrip("\n")
+    done = curator.edit(pid, ident, text, cli_user())
+    console.print(f"edited doc {doc_id(done.old or '')[:DOC_ID_CHARS]}: it is now "
+                  f"{doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change})")
+
+
+@memory.command()
+@click.argument("ident", metavar="ID")
+@click.option("--with", "text", required=True, metavar="TEXT", help="The doc that replaces it.")
+@project_option
+@click.pass_context
+def supersede(ctx: click.Context, ident: str, text: str, project: str | None) -> None:
+    """Replace a doc with TEXT by hand: the old one is kept, marked, and ranked right below
+    its replacement (shown as history)."""
+    from orchestrator.memory.curation import cli_user
+
+    curator, pid = project_curator(ctx, project)
+    done = curator.supersede(pid, ident, text, cli_user())
+    console.print(f"doc {doc_id(done.old or '')[:DOC_ID_CHARS]} is superseded by "
+                  f"{doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change})")
+
+
+@memory.command()
+@click.argument("ident", metavar="ID")
+@project_option
+@click.pass_context
+def pin(ctx: click.Context, ident: str, project: str | None) -> None:
+    """Pin a doc: always in the agent's memories while pinned (within the block's budget)."""
+    _pin(ctx, ident, project, True)
+
+
+@memory.command()
+@click.argument("ident", metavar="ID")
+@project_option
+@click.pass_context
+def unpin(ctx: click.Context, ident: str, project: str | None) -> None:
+    """Unpin a doc: recalled by relevance again."""
+    _pin(ctx, ident, project, False)
+
+
+def _pin(ctx: click.Context, ident: str, project: str | None, pinned: bool) -> None:
+    from orchestrator.memory.curation import cli_user
+
+    curator, pid = project_curator(ctx, project)
+    done = curator.pin(pid, ident, cli_user(), pinned)
+    ident = doc_id(done.doc)[:DOC_ID_CHARS]
+    console.print(f"doc {ident}: {done.message}" + (f" (change {done.change})" if done.change else ""))
+
+
+@memory.command()
+@click.argument("ident", metavar="[ID]", required=False)
+@click.option("-n", "limit", default=50, show_default=True, type=click.IntRange(min=1),
+              help="How many changes, newest first.")
+@project_option
+@click.pass_context
+def history(ctx: click.Context, ident: str | None, limit: int, project: str | None) -> None:
+    """The changes made to the project's memory (or to one doc), newest first: who, when,
+    what, before and after; `middle memory undo N` takes change N back."""
+    from orchestrator.cli.memory_view import print_changes
+
+    curator, pid = project_curator(ctx, project)
+    changes = curator.show(pid, ident)["changes"][:limit] if ident else curator.changes(pid, limit)
+    print_changes(console, changes)
+
+
+@memory.command()
+@click.argument("change", type=int)
+@project_option
+@click.pass_context
+def undo(ctx: click.Context, change: int, project: str | None) -> None:
+    """Take back change CHANGE (its number from `middle memory history`)."""
+    from orchestrator.memory.curation import cli_user
+
+    curator, pid = project_curator(ctx, project)
+    done = curator.undo(pid, change, cli_user())
+    console.print(f"{done.message} (change {change}); recorded as change {done.change}")
 
 
 @memory.command()
@@ -204,12 +329,16 @@ def import_(ctx: click.Context, sources: tuple[str, ...], since: str | None, rep
     from orchestrator.memory.importers import files as file_import
     from orchestrator.memory.importers import git as git_import
 
+    origins: dict[str, dict[str, str]] = {}  # each doc's commit or file, recorded after the import
     if sources == ("git",):
         config = get_config(ctx)
-        mem, pid = _memory(ctx, project)
+        curator, pid = project_curator(ctx, project)
+        mem = curator.facade
         where = repo if repo is not None else config.resolve(config.project.path)
         with _progress(progress) as track:
-            report, total = git_import.import_history(mem, pid, where, config.state_path, since, track)
+            report, total = git_import.import_history(mem, pid, where, config.state_path, since,
+                                                      track, origins)
+        _note_origins(curator, pid, origins)
         if not total:
             console.print(f"nothing new to import: every commit of {safe(where)} is in memory")
             return
@@ -220,12 +349,28 @@ def import_(ctx: click.Context, sources: tuple[str, ...], since: str | None, rep
         raise click.UsageError("--since and --repo go with `middle memory import git`")
     paths = file_import.expand([Path(s) for s in sources])
     # Every file is read before anything is indexed: bad input imports nothing.
-    records = [r for path in paths for r in file_import.read_records(path)]
-    mem, pid = _memory(ctx, project)
+    records = []
+    for path in paths:
+        kind = "transcript" if path.suffix.lower() == file_import.TRANSCRIPT_SUFFIX else "file"
+        for text, when in file_import.read_records(path):
+            records.append((text, when))
+            origins[text] = {"kind": kind, "path": str(path.resolve())}
+    curator, pid = project_curator(ctx, project)
+    mem = curator.facade
     with import_lock(get_config(ctx).state_path, pid), _progress(progress) as track:
         report = index_batches(mem, pid, records, track(f"importing {len(records)} doc(s)", len(records)))
+    _note_origins(curator, pid, origins)
     console.print(f"imported {report.added} new doc(s) from {len(paths)} file(s) into "
                   f"{safe(mem.where(pid))}" + (f"; {report.already} already there" if report.already else ""))
+
+
+def _note_origins(curator: Any, project_id: str, origins: dict[str, dict[str, str]]) -> None:
+    """Record where each imported doc came from (`middle memory show`); a doc that already has
+    an origin keeps it."""
+    from orchestrator.memory.curation import cli_user
+
+    prepared = [(curator.facade.prepare_doc(text), origin) for text, origin in origins.items()]
+    curator.store.note_memory_origins(project_id, [(doc_id(d), d, o) for d, o in prepared], cli_user())
 
 
 @contextmanager

@@ -74,6 +74,8 @@ class MemoryConfig(_Strict):
     # recent_share of memories_budget_chars; the rest is "Related work from any time".
     recent_tickets: int = Field(10, ge=0)  # memory.format.DEFAULT_RECENT_TICKETS: why 10
     recent_share: float = Field(0.4, ge=0, le=1)
+    # "Related work" leaves out the newest N tickets (memory.format.DEFAULT_RELATED_WINDOW: why).
+    related_window: int = Field(20, ge=0)
     # "postgresql://...": the stores of backends that can share a database (hybrid, dense,
     # bm25) live there, one database for every project and machine; also MIDDLE_MEMORY_URL.
     # None: the [store] url when it names PostgreSQL, else per machine under save_dir.
@@ -185,7 +187,8 @@ class Config(_Strict):
                 "max_query_chars": self.memory.max_query_chars,
                 "memories_budget_chars": self.memory.memories_budget_chars,
                 "recent_tickets": self.memory.recent_tickets,
-                "recent_share": self.memory.recent_share}
+                "recent_share": self.memory.recent_share,
+                "related_window": self.memory.related_window}
 
     @property
     def state_path(self) -> Path:
@@ -254,7 +257,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
                           f"or create it with `middle --config {file} init`")
     if "worker" in data:  # the section's name before 0.2 ("worker" is a fleet machine now)
         raise ConfigError(
-            f"{file.resolve()}: the [coding_agent] section is now called [coding_agent] (and [coding_agent.options] "
+            f"{file.resolve()}: the [worker] section is now called [coding_agent] (and [worker.options] "
             "[coding_agent.options]): rename those headers")
     old = _OLD_WORKER_KEYS & set(data.get("coding_agent") or {})
     if old:
@@ -291,7 +294,7 @@ def _check_variable_names(environ: Mapping[str, str]) -> None:
         if not upper.startswith(ENV_PREFIX) or upper in OTHER_VARIABLES or upper == "MIDDLE_STATE_DIR":
             continue
         if upper.startswith(ENV_PREFIX + "WORKER_"):
-            raise ConfigError(f"environment variable {key}: the [coding_agent] section is now called [coding_agent]: "
+            raise ConfigError(f"environment variable {key}: the [worker] section is now called [coding_agent]: "
                               f"set {ENV_PREFIX}CODING_AGENT_{upper[len(ENV_PREFIX + 'WORKER_'):]} instead")
         rest = upper[len(ENV_PREFIX):].lower()
         section = next((s for s in _SECTIONS if rest.startswith(s + "_")), rest.split("_", 1)[0])

@@ -11,6 +11,7 @@ from .messages import content_text, last_message, last_user_text, working_direct
 from .replies import ApiError, Reply, reply, text, tool_use
 
 from orchestrator.agent.notes import read_notes
+from orchestrator.memory.explain import matched_keywords
 from orchestrator.agent.prompts import (
     ASSESS_INSTRUCTIONS, CHANGED, CONVERSATION, DESCRIPTION, NOT_RUN_YET, RESPONDED, REVIEW, SENT,
 )
@@ -73,6 +74,29 @@ def assess_description(user_text: str) -> str:
     return (rest[:end] if end >= 0 else rest).strip()
 
 
+# A memory as the "Memories invoked" block shows it: `[id] text`, or `- DATE [id] text` as recent work.
+_MEMORY_RE = re.compile(r"^(?:- \d{4}-\d{2}-\d{2} )?\[([0-9a-f]{8})\] (.+)$", re.M)
+_TICKET_RE = re.compile(r"^Ticket: (.*)$", re.M)
+MIN_SHARED = 2  # words a memory and the ticket share before the demo model says it used it
+
+
+def memories_used(user_text: str) -> list[dict[str, str]]:
+    """The memories of the block whose words the demo model finds in its ticket (its title and
+    description), each with the words it shares: how `memories_used` is tested offline."""
+    ticket_at = user_text.find("\n\nTicket: ")
+    if ticket_at < 0:
+        return []
+    block, body = user_text[:ticket_at], user_text[ticket_at:]
+    title = _TICKET_RE.search(body)
+    ticket = f"{title.group(1) if title else ''} {assess_description(body)}"
+    used: list[dict[str, str]] = []
+    for ident, memory in _MEMORY_RE.findall(block):
+        shared = [w for w in matched_keywords(ticket, memory) if len(w) >= 4]
+        if len(shared) >= MIN_SHARED and all(u["id"] != ident for u in used):
+            used.append({"id": ident, "why": f"it names {', '.join(shared[:3])}, as this ticket does"})
+    return used
+
+
 def responses(user_text: str) -> str:
     """Every Claude Code response of the conversation, joined (without the instructions after it)."""
     ends = [i for i in (user_text.find("\n\n" + CHANGED), user_text.find("\n\n" + ASSESS_INSTRUCTIONS))
@@ -120,8 +144,10 @@ class DemoResponder:
             return reply(text(json.dumps({"prompt": user_text[user_text.rfind(REVIEW) + len(REVIEW):].strip()})))
         if response is None:  # the planning request: turn the ticket into Claude Code's prompt
             return reply(text(json.dumps({"prompt": plan_instruction(user_text)})))
-        return reply(text(json.dumps(assess(latest_prompt(user_text) or "", response,
-                                            assess_description(user_text), responses(user_text)))))
+        decision = assess(latest_prompt(user_text) or "", response, assess_description(user_text),
+                          responses(user_text))
+        used = memories_used(user_text)
+        return reply(text(json.dumps({**decision, "memories_used": used} if used else decision)))
 
     def _coding_agent(self, body: dict[str, Any]) -> Reply:
         cwd = working_directory(body)

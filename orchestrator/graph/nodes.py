@@ -16,8 +16,8 @@ from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.graph.takeover import local_ticket, recap
 from orchestrator.graph.worktree import run_workspace
-from orchestrator.memory.format import completion_doc
-from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE
+from orchestrator.memory.format import DOC_ID_CHARS, Block, completion_doc, doc_id
+from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE, RECALL_EVENT
 from orchestrator.lifecycle.next_steps import advice
 from orchestrator.plugins.manager import call_hook
 from tickets.model import TurnRecord
@@ -39,18 +39,23 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
     if ctx.memory is None:
         return ""
     project_id = state["ticket"]["project_id"]
-    recent = _recent_work(ctx, project_id, where)
+    window = _recent_work(ctx, project_id, where)  # the newest related_window tickets (or more)
+    recent = window[:ctx.memory.recent_tickets]
     try:
-        # Asks for as many more as there are recent docs: "Related" leaves those out. A long
+        # Asks for as many more as it leaves out: "Related" leaves out the newest tickets. A long
         # ticket's start query is cut to [memory] max_query_chars (a client's would be refused).
         results = ctx.memory.retrieve(project_id, [ctx.memory.cut_query(query)],
-                                      ctx.num_to_retrieve + len(recent))
+                                      ctx.num_to_retrieve + len(window))
     except Exception as exc:  # memory failures never stop a ticket
         log.warning("memory recall at %s failed; going on with no memories: %s", where, exc)
         ctx.say(f"memory recall failed ({exc}); going on without memories")
         results = []
-    # Within [memory] memories_budget_chars; related docs shown as recent work are left out.
-    memories = ctx.memory.format_block(recent, results, limit=ctx.num_to_retrieve)
+    # Within [memory] memories_budget_chars; related docs shown as recent work are left out;
+    # the project's pinned docs are always in it; each memory shows its id.
+    block = ctx.memory.block(project_id, recent, results, limit=ctx.num_to_retrieve,
+                             leave_out=[doc for doc, _ in window])
+    memories = block.text
+    _record_recall(ctx, state, query, where, block, results)
     if memories:
         ctx.say(f"recalled {len(recent)} recent and up to {ctx.num_to_retrieve} related memory "
                 f"doc(s) at {where}")
@@ -62,11 +67,39 @@ def _recall(ctx: TicketContext, state: TicketState, query: str, where: str) -> s
     return "\n\n".join(part for part in (standing.strip(), memories) if part)
 
 
-def _recent_work(ctx: TicketContext, project_id: str, where: str) -> list[tuple[str, str]]:
-    """The project's newest ticket docs from the ticket store, (doc, date) newest first."""
+def _record_recall(ctx: TicketContext, state: TicketState, query: str, where: str, block: Block,
+                   results: list[Any]) -> None:
+    """A `recall` run event: each memory the block shows, with why it is there (memory.explain),
+    for `middle log` and the usage counts of `middle bench runs` and the board."""
     assert ctx.memory is not None
+    project_id = state["ticket"]["project_id"]
     try:
-        return ctx.store.recent_memory_docs(project_id, ctx.memory.recent_tickets)
+        explained: dict[str, dict[str, Any]] = {}
+        for result in results:
+            for doc, signals in zip(result["docs"], ctx.memory.explain(project_id, query, result)):
+                explained.setdefault(doc, signals)
+        items = [{"id": doc_id(doc)[:DOC_ID_CHARS], "kind": "recent",
+                  "why": "recent work: one of the project's newest tickets"} for doc in block.recent]
+        for doc in block.related:
+            why = explained[doc]["why"] if doc in explained else "pinned: always shown"
+            items.append({"id": doc_id(doc)[:DOC_ID_CHARS], "kind": "related", "why": why})
+        if items:
+            ctx.store.add_event(state["run_id"], state["ticket"]["id"], RECALL_EVENT,
+                                {"where": where, "backend": ctx.memory.backend_name,
+                                 "memories": items})
+    except Exception as exc:  # the record of a recall never stops a ticket
+        log.warning("could not record why memories were recalled at %s: %s", where, exc)
+
+
+def _recent_work(ctx: TicketContext, project_id: str, where: str) -> list[tuple[str, str]]:
+    """The project's newest ticket docs from the ticket store, (doc, date) newest first: as
+    many as "Recent work" shows or "Related work" leaves out, whichever is more (none without
+    a recent part: the flat block leaves nothing out)."""
+    assert ctx.memory is not None
+    mem = ctx.memory
+    try:
+        return ctx.store.recent_memory_docs(
+            project_id, max(mem.recent_tickets, mem.related_window) if mem.recent_tickets else 0)
     except Exception as exc:  # a view for the agent; never a reason to stop
         log.warning("recent work at %s unavailable; going on without it: %s", where, exc)
         return []
@@ -237,6 +270,10 @@ def assess(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         conversation += "\n\n" + note
     conversation, heard = review.for_assess(ctx, state, conversation)  # earlier rounds, new feedback
     decision = ctx.agent.assess(state["ticket"], conversation, memories, state["turn"])
+    dropped = decision.only_shown(memories)  # memories_used names only what it was shown
+    if dropped:
+        log.info("the middle agent named memories it was not shown (%s): not recorded as used",
+                 ", ".join(m.id for m in dropped))
     record = {**decision.record(), **heard}
     ctx.store.set_turn_assessment(state["run_id"], state["turn"], memories, record)
     ctx.say("middle agent: " + ("complete" if decision.complete else "another turn"))
@@ -302,7 +339,7 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
     # Kept with the ticket first (pending until memory has it), so a revert can delete exactly
     # this string later and a doc memory cannot take now is indexed later.
     if doc not in ctx.store.memory_docs(t["id"]):
-        ctx.store.add_memory_doc(t["id"], t["project_id"], doc, pending=True)
+        ctx.store.add_memory_doc(t["id"], t["project_id"], doc, run_id=state["run_id"], pending=True)
     try:
         ctx.memory.index(t["project_id"], [doc])
     except Exception as exc:  # memory failures never stop a ticket

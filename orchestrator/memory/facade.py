@@ -7,7 +7,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from orchestrator.errors import ConfigError, MemoryStoreError
 from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade's text rules
@@ -17,8 +17,11 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
     DEFAULT_MEMORIES_BUDGET_CHARS,
     DEFAULT_RECENT_SHARE,
     DEFAULT_RECENT_TICKETS,
+    DEFAULT_RELATED_WINDOW,
     DOC_ID_CHARS,
     MEMORIES_HEADER,
+    Block,
+    block_layout,
     MIN_MAX_DOC_CHARS,
     MIN_MAX_QUERY_CHARS,
     MIN_MEMORIES_BUDGET_CHARS,
@@ -28,6 +31,8 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
     memories_layout,
     truncate_doc,
 )
+from orchestrator.memory.curation import curate, current_text, pinned_docs
+from orchestrator.memory.explain import signals_for, why_line
 from orchestrator.memory.lock import AdvisoryLocks, FileLocks
 from orchestrator.memory.rebuild import read_epoch, recover
 from orchestrator.plugins.memory_backend import (ConversationContext, MemoryBackend, MemoryDatabase, MemoryRecord,
@@ -138,6 +143,7 @@ class MemoryFacade:
         memories_budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
         recent_tickets: int = DEFAULT_RECENT_TICKETS,
         recent_share: float = DEFAULT_RECENT_SHARE,
+        related_window: int = DEFAULT_RELATED_WINDOW,
         url: str | None = None,
     ):
         if backend == "none":
@@ -148,6 +154,7 @@ class MemoryFacade:
         self.memories_budget_chars = _check_setting(
             memories_budget_chars, "memories_budget_chars", MIN_MEMORIES_BUDGET_CHARS)
         self.recent_tickets = _check_setting(recent_tickets, "recent_tickets", 0)
+        self.related_window = _check_setting(related_window, "related_window", 0)
         if isinstance(recent_share, bool) or not isinstance(recent_share, (int, float)) \
                 or not 0 <= recent_share <= 1:
             raise ConfigError(f"[memory] recent_share must be a number from 0 to 1, not {recent_share!r}")
@@ -176,6 +183,10 @@ class MemoryFacade:
         self._depth: dict[str, int] = {}  # nested holds of a project's cross-process lock
         self._locks: dict[str, threading.RLock] = {}
         self._master = threading.Lock()
+        # What people did to the project's memory (pins, supersede links: memory.curation), read
+        # afresh on every recall: project id -> its states. Set by Services from the ticket
+        # store; None (a bare facade, the benchmarks): recall as the backend ranks.
+        self.state_source: Callable[[str], Mapping[str, Any]] | None = None
 
     # -- paths and locks -------------------------------------------------------------------
     def store_dir(self, project_id: str) -> Path:
@@ -396,12 +407,64 @@ class MemoryFacade:
         return format_memories(results, self.memories_budget_chars)
 
     def format_block(self, recent: list[tuple[str, str]], results: list[RetrieveResult],
-                     limit: int | None = None) -> str:
-        """The block with "Recent work" (`recent`: (doc, date), newest first) and the first
-        `limit` related docs of `results` not shown as recent, within memories_budget_chars
-        ([memory] recent_share of it at most for recent work)."""
-        docs = [doc for result in results for doc in result.get("docs", [])]
-        return format_block(recent, docs, self.memories_budget_chars, self.recent_share, limit)
+                     limit: int | None = None, project_id: str | None = None) -> str:
+        """The block's text (see `block`); without `project_id`, no pins and no ids."""
+        if project_id is None:
+            docs = [doc for result in results for doc in result.get("docs", [])]
+            return format_block(recent, docs, self.memories_budget_chars, self.recent_share, limit)
+        return self.block(project_id, recent, results, limit).text
+
+    def block(self, project_id: str, recent: list[tuple[str, str]], results: list[RetrieveResult],
+              limit: int | None = None, leave_out: list[str] | tuple[str, ...] = ()) -> Block:
+        """The "Memories invoked" block the agent is shown: "Recent work" (`recent`: (doc, date),
+        newest first) within [memory] recent_share of memories_budget_chars, then "Related work
+        from any time": the project's pinned docs (always, within the budget) and the first
+        `limit` related docs of `results` not shown as recent. Every memory carries its id (the
+        agent names the ones it used); a superseded one says by which; a recent doc that was
+        superseded is shown as its replacement. `leave_out`: docs the related part must not
+        show (the newest [memory] related_window tickets)."""
+        skip = set(leave_out)
+        docs = [doc for result in results for doc in result.get("docs", []) if doc not in skip]
+        states = self.curation_state(project_id)
+        pinned = pinned_docs(states)
+        recent = [(current_text(states, doc), when) for doc, when in recent]
+        docs = pinned + [d for d in docs if d not in pinned]
+        limit = None if limit is None else limit + len(pinned)
+        notes = {}
+        for result in results:
+            for mark in result.get("superseded", []):
+                by = result["docs"][mark["by"]]
+                notes[result["docs"][mark["doc"]]] = f"superseded by [{doc_id(by)[:DOC_ID_CHARS]}]"
+        return block_layout(recent, docs, self.memories_budget_chars, self.recent_share, limit,
+                            ids=True, notes=notes)
+
+    def explain(self, project_id: str, query: str, result: RetrieveResult) -> list[dict[str, Any]]:
+        """Why each doc of `result` (what retrieve gave for `query`) was recalled: its signals
+        (memory.explain) and `why`, the line a person reads."""
+        docs = list(result.get("docs", []))
+        if not docs:
+            return []
+        with self._locked(project_id, "explain") as backend:
+            try:
+                extra = list(backend.explain(query, docs))
+            except Exception as exc:  # an explanation never fails a recall
+                log.warning("memory explain failed for project %s: %s", project_id, exc)
+                extra = [{} for _ in docs]
+        signals = signals_for(query, result, extra, self.curation_state(project_id),
+                              self.backend_cls.recall)
+        return [{**s, "id": doc_id(d)[:DOC_ID_CHARS], "why": why_line(s)} for d, s in zip(docs, signals)]
+
+    def curation_state(self, project_id: str) -> Mapping[str, Any]:
+        """The project's curation states (memory.curation), or none when they cannot be read:
+        recall then goes on as the backend ranks (memory never stops a ticket)."""
+        if self.state_source is None:
+            return {}
+        try:
+            return self.state_source(project_id)
+        except Exception as exc:
+            log.warning("memory curation of project %s unreadable; recalling without it: %s",
+                        project_id, exc)
+            return {}
 
     # -- the memory contract ------------------------------------------------------------------------
     def retrieve(
@@ -419,6 +482,9 @@ class MemoryFacade:
         started = time.perf_counter()
         with self._locked(project_id, "retrieve") as backend:
             results = backend.retrieve(queries, k)
+        states = self.curation_state(project_id)
+        if states:  # a superseded doc right below its replacement (memory.curation)
+            results = [curate(result, states) for result in results]
         self._log("retrieve", project_id, started, queries=len(queries),
                   docs=sum(len(r.get("docs", [])) for r in results))
         return results
@@ -491,6 +557,13 @@ class MemoryFacade:
                 return backend.list_docs()
             except NotImplementedError as exc:
                 raise MemoryStoreError(f"{exc}; use `middle memory search` instead") from None
+
+    def doc_time(self, project_id: str, doc: str) -> float | None:
+        """When the doc happened, where the backend keeps times (an edit keeps it); else None."""
+        if not self.backend_cls.keeps_times or not self.has_store(project_id):
+            return None
+        with self._locked(project_id, "lookup") as backend:
+            return next((when for text, when in backend.list_records() if text == doc), None)
 
     def has_doc(self, project_id: str, doc: str) -> bool:
         """Whether the store holds exactly this doc (as `prepare_doc` would store it)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from orchestrator.plugins.memory_backend import RetrieveResult
 
@@ -16,6 +16,11 @@ RELATED_HEADER = "Related work from any time:"
 # recent_share of the default budget at about 74 characters each, a title's length.
 DEFAULT_RECENT_TICKETS = 10
 DEFAULT_RECENT_SHARE = 0.4  # of memories_budget_chars at most; what it leaves goes to "Related"
+# "Related work from any time" leaves out the project's newest N tickets: the recent part shows
+# the newest of them and a ticket's own run covers the rest, so the ranked part's places go to
+# older work. Measured on the development split of the datasette replay (`middle bench tickets
+# --before-last 1500`, "(related)" rows): see docs/memory-benchmarks.md.
+DEFAULT_RELATED_WINDOW = 20
 _MIN_RECENT_LINE = 60  # a recent ticket's line shorter than this names nothing: show fewer
 DEFAULT_MAX_DOC_CHARS = 20000  # see Config.memory.max_doc_chars
 DEFAULT_MEMORIES_BUDGET_CHARS = 2000  # about 500 tokens per injection
@@ -79,15 +84,27 @@ def format_memories(
     return "".join(text for _, text in memories_layout(docs, budget_chars))
 
 
+def entry(doc: str, note: str = "") -> str:
+    """A doc as the block shows it with ids: `[id] ` (what the agent names in `memories_used`
+    and a person finds with `middle memory show`), a note (e.g. that it was superseded), then
+    its text, its later lines indented under it."""
+    head = f"[{doc_id(doc)[:DOC_ID_CHARS]}] " + (f"({note}) " if note else "")
+    return head + doc.replace("\n", "\n  ")
+
+
 def memories_layout(docs: list[str], budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
-                    header: str = MEMORIES_HEADER, named_budget: int | None = None
+                    header: str = MEMORIES_HEADER, named_budget: int | None = None,
+                    ids: bool = False, notes: Mapping[str, str] | None = None
                     ) -> list[tuple[int | None, str]]:
     """The pieces of the "Memories invoked" block in order: (doc position, the text shown of it)
     for docs, (None, text) for the header and the "not shown" note. Joined, they are the block;
     `middle bench tickets` uses the positions to count how much of the block was relevant.
-    `header` and `named_budget` (the budget the note names) serve the block's "Related" part."""
+    `header` and `named_budget` (the budget the note names) serve the block's "Related" part;
+    `ids`: each doc shown as `entry` (with its `notes`)."""
     if not docs:
         return []
+    if ids:
+        docs = [entry(doc, (notes or {}).get(doc, "")) for doc in docs]
     shown_budget = budget_chars if named_budget is None else named_budget
 
     def note(n: int) -> str:
@@ -123,31 +140,39 @@ class Block:
     # (doc or None for headers and notes, the text shown of it), joined they are `text`
     parts: list[tuple[str | None, str]]
 
+    @property
+    def recent(self) -> list[str]:
+        """The recent docs it shows, newest first."""
+        return [doc for doc, _ in self.parts[1:1 + self.recent_shown] if doc is not None]
+
 
 def format_block(recent: list[tuple[str, str]], docs: list[str],
                  budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
-                 recent_share: float = DEFAULT_RECENT_SHARE, limit: int | None = None) -> str:
+                 recent_share: float = DEFAULT_RECENT_SHARE, limit: int | None = None,
+                 ids: bool = False, notes: Mapping[str, str] | None = None) -> str:
     """The block with its two parts: "Recent work" (`recent`: (doc, date) pairs, newest first)
     within recent_share of the budget, then "Related work from any time" (the ranked `docs`,
     less those shown as recent, the first `limit` of them) in what is left. No recent work:
-    the contract's flat block."""
-    return block_layout(recent, docs, budget_chars, recent_share, limit).text
+    the flat block under the header alone. `ids`: every memory shown with its id (see `entry`)."""
+    return block_layout(recent, docs, budget_chars, recent_share, limit, ids, notes).text
 
 
 def block_layout(recent: list[tuple[str, str]], docs: list[str],
                  budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
-                 recent_share: float = DEFAULT_RECENT_SHARE, limit: int | None = None) -> Block:
+                 recent_share: float = DEFAULT_RECENT_SHARE, limit: int | None = None,
+                 ids: bool = False, notes: Mapping[str, str] | None = None) -> Block:
     """format_block's block with what it shows (`middle bench tickets` scores the block the
     agent sees from it)."""
-    lines = _recent_lines(recent, int(budget_chars * recent_share))
+    lines = _recent_lines(recent, int(budget_chars * recent_share), ids)
     shown = {doc for doc, _ in recent[:len(lines)]}
     related = [doc for doc in docs if doc not in shown][:limit]
     if not lines:
-        flat = memories_layout(related, budget_chars)
+        flat = memories_layout(related, budget_chars, ids=ids, notes=notes)
         return _block([(None if i is None else related[i], text) for i, text in flat], 0)
     head = "\n".join([MEMORIES_HEADER, RECENT_HEADER, *lines])
     room = budget_chars - len(head) - 1  # the rest of the budget, after the joining newline
-    layout = memories_layout(related, room, header=RELATED_HEADER, named_budget=budget_chars)
+    layout = memories_layout(related, room, header=RELATED_HEADER, named_budget=budget_chars,
+                             ids=ids, notes=notes)
     if related and len("".join(piece for _, piece in layout)) > room:
         layout = []  # too little room for even the header and its note
     parts: list[tuple[str | None, str]] = [(None, f"{MEMORIES_HEADER}\n{RECENT_HEADER}")]
@@ -163,9 +188,10 @@ def _block(parts: list[tuple[str | None, str]], recent_shown: int) -> Block:
     return Block("".join(text for _, text in parts), recent_shown, related, parts)
 
 
-def _recent_lines(recent: list[tuple[str, str]], budget_chars: int) -> list[str]:
-    """One line per recent ticket ("- DATE text", whitespace folded, cut to fit), as many as
-    leave each line at least _MIN_RECENT_LINE characters within budget_chars."""
+def _recent_lines(recent: list[tuple[str, str]], budget_chars: int, ids: bool = False) -> list[str]:
+    """One line per recent ticket ("- DATE text", or "- DATE [id] text" with `ids`; whitespace
+    folded, cut to fit), as many as leave each line at least _MIN_RECENT_LINE characters within
+    budget_chars."""
     room = budget_chars - len(MEMORIES_HEADER) - 1 - len(RECENT_HEADER)
     count = len(recent)
     while count and room // count - 1 < _MIN_RECENT_LINE:
@@ -175,6 +201,7 @@ def _recent_lines(recent: list[tuple[str, str]], budget_chars: int) -> list[str]
     width = room // count - 1  # each line after its newline
     lines = []
     for doc, date in recent[:count]:
-        line = f"- {date[:10]} {' '.join(doc.split())}".rstrip()
+        ident = f"[{doc_id(doc)[:DOC_ID_CHARS]}] " if ids else ""
+        line = f"- {date[:10]} {ident}{' '.join(doc.split())}".rstrip()
         lines.append(line if len(line) <= width else line[:width - 2].rstrip() + " …")
     return lines

@@ -202,6 +202,14 @@ class MemoryBackend(ABC):
         """Add docs with their event times (see keeps_times); the default indexes the texts."""
         self.index([record.text for record in records])
 
+    def explain(self, query: str, docs: Sequence[str]) -> list[dict[str, Any]]:
+        """Why each of `docs` (what retrieve returned for `query`) was recalled, in the
+        backend's own terms: a dict per doc with any of "similarity" (cosine, float), "graph"
+        (the entity names linking query and doc), "facts" (matched facts, as text), "date" (the
+        doc's time, unix seconds), "recency" (words). The core adds the shared keywords, pins
+        and supersede links; the default adds nothing."""
+        return [{} for _ in docs]
+
     def embeds_docs(self) -> bool:
         """Whether indexing embeds docs, so `warm_embeddings` has work to do (`middle bench`
         then times an embed phase apart from the store); default False."""

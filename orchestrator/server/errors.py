@@ -41,7 +41,7 @@ class MemoryOff(MemoryStoreError):
 
 def status_for(exc: MiddleError) -> int:
     """The HTTP status of a MiddleError: the client's mistake, a missing thing, or a broken part."""
-    if isinstance(exc, NotFound):
+    if isinstance(exc, (NotFound, LookupError)):  # LookupError: e.g. no memory doc with that id
         return 404
     if isinstance(exc, (Conflict, GitError)):  # the repository's state is in the way (dirty, conflict)
         return 409

@@ -11,11 +11,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.memory.facade import DOC_ID_CHARS, doc_id
-from orchestrator.server.errors import NotFound, error_responses
+from orchestrator.server.auth import SESSION_COOKIE
+from orchestrator.server.errors import error_responses
 from orchestrator.server.state import ServerState, checked_project, get_state
 from tickets.queries import DocSource
 
@@ -53,6 +54,10 @@ class EditBody(_Body):
     new: str = Field(..., description="The text to index in its place.")
 
 
+class TextBody(_Body):
+    text: Any = Field(..., description="The doc's text.", examples=["Ticket: Login. Sessions use JWT."])
+
+
 class RetrieveResult(BaseModel):
     question: str
     docs: list[str]
@@ -69,9 +74,13 @@ def _with_sources(state: ServerState, pid: str) -> dict[str, list[DocSource]]:
 
 
 @router.post("/index", summary="Index docs (the memory contract)", responses=_ERRORS)
-def index(project_id: str, body: DocsBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+def index(project_id: str, body: DocsBody, request: Request,
+          state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
     mem.index(pid, body.docs, refuse_long=True)  # a client's doc is kept whole or refused
+    # Where each came from, for `middle memory show` and the board (a doc with one keeps it).
+    state.store.note_memory_origins(pid, [(doc_id(d), d, {"kind": "api"}) for d in body.docs],
+                                    who(request))
     return {"project": pid, "indexed": len(body.docs)}
 
 
@@ -89,22 +98,106 @@ def delete(project_id: str, body: DocsBody, state: ServerState = Depends(get_sta
     return {"project": pid, "deleted": mem.delete(pid, body.docs)}
 
 
-@router.post("/edit", summary="Replace one doc: delete the old text and index the new, in one call",
+@router.post("/edit", summary="Replace one doc, named by its exact text (recorded; see /docs/{doc}/edit)",
              responses={**_ERRORS, **error_responses(404, e404="no doc has exactly the old text")})
-def edit(project_id: str, body: EditBody, state: ServerState = Depends(get_state)) -> dict[str, Any]:
-    mem, pid = _facade(project_id, state)
-    new = mem.prepare_doc(body.new, refuse_long=True)  # refused before anything is deleted
-    if not mem.has_store(pid) or not mem.delete(pid, [body.old]):
-        raise NotFound(f"no doc in project {pid!r} has exactly that text, so nothing was changed: "
-                       "copy the exact text from the list")
-    try:
-        mem.index(pid, [new])
-    except Exception:
-        mem.index(pid, [body.old])  # put the old doc back: an edit never just loses a doc
-        raise
+def edit(project_id: str, body: EditBody, request: Request,
+         state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    curator, pid = _curator(project_id, state)
+    done = curator.edit(pid, body.old, body.new, who(request))
     # Tickets that indexed the old text now own the new one, so `middle revert` deletes the edit.
-    state.store.replace_memory_doc(pid, body.old, new)
-    return {"project": pid, "old": body.old, "new": new}
+    return {"project": pid, "old": body.old, "new": done.doc, "change": done.change}
+
+
+# -- curation (memory.curation.Curator): DOC is 4+ characters of a doc's id ----------------------
+
+_DOC_ERRORS = {**_ERRORS, **error_responses(404, e404="no doc has that id")}
+
+
+def _curator(project_id: str, state: ServerState) -> tuple[Any, str]:
+    pid = checked_project(project_id)
+    state.memory()  # MemoryOff (503) first
+    with state.runs.build_lock:  # Services builds its parts lazily, not thread-safely
+        return state.services.curator(), pid
+
+
+def who(request: Request) -> str:
+    """Who a change is recorded as: the board (its login cookie) or an API client, and where from."""
+    via = "board" if request.cookies.get(SESSION_COOKIE) or "text/html" in request.headers.get(
+        "accept", "") or request.headers.get("x-middle-board") else "api"
+    return f"{via} {request.client.host if request.client else '?'}"
+
+
+@router.post("/docs", summary="Add one doc by hand (recorded)", responses=_ERRORS)
+def add_doc(project_id: str, body: TextBody, request: Request,
+            state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    curator, pid = _curator(project_id, state)
+    return {"project": pid, **curator.add(pid, body.text, who(request)).as_json()}
+
+
+@router.get("/docs/{doc}", summary="One doc: provenance, supersede links, pin, changes",
+            responses=_DOC_ERRORS)
+def show_doc(project_id: str, doc: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    from orchestrator.memory.curation import describe_change, origin_line
+
+    curator, pid = _curator(project_id, state)
+    shown = curator.show(pid, doc)
+    return {**shown, "from": origin_line(shown),
+            "changes": [{**c, "text": describe_change(c)} for c in shown["changes"]],
+            "uses": state.store.memory_usage(pid)["by_memory"].get(shown["short_id"])}
+
+
+@router.post("/docs/{doc}/edit", summary="Change a doc's text (re-indexed alone; recorded, undoable)",
+             responses=_DOC_ERRORS)
+def edit_doc(project_id: str, doc: str, body: TextBody, request: Request,
+             state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    curator, pid = _curator(project_id, state)
+    return {"project": pid, **curator.edit(pid, doc, body.text, who(request)).as_json()}
+
+
+@router.post("/docs/{doc}/supersede", summary="Replace a doc with new text, keeping it as history",
+             responses=_DOC_ERRORS)
+def supersede_doc(project_id: str, doc: str, body: TextBody, request: Request,
+                  state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    curator, pid = _curator(project_id, state)
+    return {"project": pid, **curator.supersede(pid, doc, body.text, who(request)).as_json()}
+
+
+@router.post("/docs/{doc}/pin", summary="Pin a doc: always in the agent's memories", responses=_DOC_ERRORS)
+def pin_doc(project_id: str, doc: str, request: Request,
+            state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    curator, pid = _curator(project_id, state)
+    return {"project": pid, **curator.pin(pid, doc, who(request), True).as_json()}
+
+
+@router.post("/docs/{doc}/unpin", summary="Unpin a doc", responses=_DOC_ERRORS)
+def unpin_doc(project_id: str, doc: str, request: Request,
+              state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    curator, pid = _curator(project_id, state)
+    return {"project": pid, **curator.pin(pid, doc, who(request), False).as_json()}
+
+
+@router.post("/docs/{doc}/forget", summary="Delete a doc (recorded: undo puts it back)",
+             responses=_DOC_ERRORS)
+def forget_doc(project_id: str, doc: str, request: Request,
+               state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    curator, pid = _curator(project_id, state)
+    return {"project": pid, **curator.forget(pid, doc, who(request)).as_json()}
+
+
+@router.get("/changes", summary="Every change made to the project's memory, newest first",
+            responses=_ERRORS)
+def changes(project_id: str, limit: int = Query(100, ge=1, le=1000),
+            state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    curator, pid = _curator(project_id, state)
+    return {"project": pid, "changes": curator.changes(pid, limit)}
+
+
+@router.post("/changes/{change}/undo", summary="Take one change back (recorded as a change)",
+             responses={**_ERRORS, **error_responses(404, e404="no change has that number")})
+def undo(project_id: str, change: int, request: Request,
+         state: ServerState = Depends(get_state)) -> dict[str, Any]:
+    curator, pid = _curator(project_id, state)
+    return {"project": pid, **curator.undo(pid, change, who(request)).as_json()}
 
 
 @router.get("/docs", summary="Every doc in the project's memory, with the tickets that indexed it",
@@ -118,19 +211,34 @@ def docs(project_id: str, state: ServerState = Depends(get_state)) -> dict[str, 
                      for t in texts]}
 
 
-@router.get("/search", summary="What recall returns for a query, with scores", responses=_ERRORS)
+@router.get("/search", summary="What recall returns for a query, with scores (and why, with explain)",
+            responses=_ERRORS)
 def search(project_id: str, q: str = Query(..., description="The query."),
            k: int = Query(5, ge=1, le=100, description="How many docs."),
+           explain: bool = Query(False, description="Add each doc's signals and `why`, the line "
+                                 "that says what put it there."),
            state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
-    return search_results(state, mem, pid, q, k)
+    return search_results(state, mem, pid, q, k, explain=explain)
 
 
-def search_results(state: ServerState, mem: MemoryFacade, pid: str, q: str, k: int) -> dict[str, Any]:
+def search_results(state: ServerState, mem: MemoryFacade, pid: str, q: str, k: int,
+                   explain: bool = False) -> dict[str, Any]:
     results = mem.retrieve(pid, [q], k, if_exists=True)
     sources = _with_sources(state, pid)
-    hits = [{"doc": d, "score": s, "tickets": sources.get(d, [])}
-            for r in results for d, s in zip(r["docs"], r["doc_scores"])]
+    marks = {m["doc"]: m["by"] for r in results for m in r.get("superseded", [])}
+    hits = []
+    for r in results:
+        why = mem.explain(pid, q, r) if explain and r["docs"] else []
+        for pos, (d, s) in enumerate(zip(r["docs"], r["doc_scores"])):
+            hit: dict[str, Any] = {"doc": d, "id": doc_id(d)[:DOC_ID_CHARS], "score": s,
+                                   "tickets": sources.get(d, []),
+                                   "superseded_by": (doc_id(r["docs"][marks[pos]])[:DOC_ID_CHARS]
+                                                     if pos in marks else None)}
+            if why:
+                hit["why"] = why[pos]["why"]
+                hit["signals"] = {key: value for key, value in why[pos].items() if key not in ("why", "id")}
+            hits.append(hit)
     return {"project": pid, "backend": mem.backend_name, "recall": mem.backend_cls.recall,
             "query": q, "results": hits}
 

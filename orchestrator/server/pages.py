@@ -139,10 +139,14 @@ def memory_index(request: Request, state: ServerState = Depends(get_state)) -> R
 
 @router.get("/projects/{project_id}/memory", response_class=HTMLResponse)
 def memory_page(request: Request, project_id: str, q: str | None = Query(None),
-                k: int = Query(5, ge=1, le=100), state: ServerState = Depends(get_state)) -> HTMLResponse:
+                k: int = Query(5, ge=1, le=100), source: str | None = Query(None),
+                state: ServerState = Depends(get_state)) -> HTMLResponse:
+    from orchestrator.memory.curation import SOURCE_KINDS, describe_change, describe_docs, unused_note
+
     pid = checked_project(project_id)
     context: dict[str, Any] = {"pid": pid, "q": q or "", "k": k, "search": None, "docs": [],
-                               "stats": None, "off": None, "failure": None}
+                               "stats": None, "off": None, "failure": None, "changes": [], "usage": {},
+                               "source": source or "", "kinds": SOURCE_KINDS, "counts": {"all": 0}}
     if state.memory_or_none() is None:
         context["off"] = str(_off())
         return page(request, "memory.html", context)
@@ -150,10 +154,20 @@ def memory_page(request: Request, project_id: str, q: str | None = Query(None),
     try:
         texts = mem.list_docs(pid)  # [] (creating nothing) without a store
         context["stats"] = memory_stats(mem, pid, texts)
-        sources = state.store.doc_sources(pid)
-        context["docs"] = [{"text": t, "tickets": sources.get(t, [])} for t in texts]
+        states = state.store.memory_state(pid)
+        rows = describe_docs(texts, states, state.store.doc_sources(pid))
+        usage = state.store.memory_usage(pid)
+        for row in rows:  # what the agent did with each memory it was shown
+            row["uses"] = usage["by_memory"].get(row["id"])
+            row["candidate"] = unused_note(row["uses"])
+        context["usage"] = usage["by_backend"]
+        context["counts"] = {"all": len(rows), **{kind: sum(r["source"] == kind for r in rows)
+                                                   for kind in SOURCE_KINDS}}
+        context["docs"] = [r for r in rows if not source or r["source"] == source]
+        context["changes"] = [{**c, "text": describe_change(c)}
+                              for c in state.store.memory_changes(pid, limit=100)]
         if q and q.strip():
-            context["search"] = search_results(state, mem, pid, q, k)
+            context["search"] = search_results(state, mem, pid, q, k, explain=True)
     except MemoryStoreError as exc:  # shown on the page, like any other failure
         context["failure"] = str(exc)
     return page(request, "memory.html", context, status=503 if context["failure"] else 200)

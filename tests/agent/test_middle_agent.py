@@ -40,7 +40,7 @@ def test_plan_and_assess_over_the_sdk_with_structured_output(fake_api):
     schema = first.body["output_config"]["format"]
     assert schema["type"] == "json_schema" and set(schema["schema"]["properties"]) == {"prompt"}
     assert set(second.body["output_config"]["format"]["schema"]["properties"]) == {
-        "complete", "summary", "next_prompt", "decisions", "rejected", "instructions"}
+        "complete", "summary", "next_prompt", "decisions", "rejected", "instructions", "memories_used"}
 
 
 def test_one_repair_then_a_clear_failure(fake_api):

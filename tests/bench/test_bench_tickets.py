@@ -92,17 +92,21 @@ def test_replay_scores_each_backend_and_query_kind(repo):
     recent, *rows = report["results"]
     assert recent["backend"] == "recent-only (20 newest)" and recent["recall@5"] == 1.0
     assert [(r["backend"], r["query"]) for r in rows] == [
-        ("bm25", "start"), ("bm25", "turn"), ("bm25 (block)", "start"),
+        ("bm25", "start"), ("bm25", "turn"), ("bm25 (related)", "start"), ("bm25 (block)", "start"),
         ("hybrid:embedder=hashing", "start"), ("hybrid:embedder=hashing", "turn"),
-        ("hybrid:embedder=hashing (block)", "start")]
+        ("hybrid:embedder=hashing (related)", "start"), ("hybrid:embedder=hashing (block)", "start")]
+    ranked = [r for r in rows if "(related)" not in r["backend"]]
     for row in rows:
         assert KEYS <= set(row)
         assert 0 <= row["recall@5"] <= row["recall@10"] <= 1 and 0 <= row["mrr@10"] <= 1
-        assert 0 <= row["block_precision"] <= 1 and row["scored"] == 3
-        assert row["retrieve_p50_ms"] <= row["retrieve_p95_ms"]
+        assert row["scored"] == 3
+        assert row in rows[2::4] or (0 <= row["block_precision"] <= 1
+                                     and row["retrieve_p50_ms"] <= row["retrieve_p95_ms"])
         assert row["index_p50_ms"] <= row["index_p95_ms"]
-    # Three docs at most are stored when a ticket is scored: every relevant one is in the top 5.
-    assert all(r["recall@5"] == 1.0 and r["hit@5"] == 1.0 for r in rows)
+    # Three docs at most are stored when a ticket is scored: every relevant one is in the top 5
+    # (the related list leaves out the newest 20: all of them, so it shows none).
+    assert all(r["recall@5"] == 1.0 and r["hit@5"] == 1.0 for r in ranked)
+    assert all(r["recall@5"] == 0.0 for r in rows if r not in ranked)
     # The turn query names the changed file: BM25 ranks the login tickets first for ticket 6.
     assert rows[1]["mrr@10"] == 1.0
 
@@ -147,7 +151,7 @@ def test_sliding_window_is_scored_on_the_summary_it_returns(tmp_path):
                 "refs": [7] if i in (0, 8) else []} for i in range(9)]
     dataset = tmp_path / "history.json"
     dataset.write_text(json.dumps({"name": "h", "tickets": tickets}))
-    (_, start, turn, _block) = run_tickets(dataset=dataset, backends=["sliding_window"])["results"]
+    (_, start, turn, _related, _block) = run_tickets(dataset=dataset, backends=["sliding_window"])["results"]
     assert start["scored"] == 1  # ticket 8, after eight docs: the summary quotes ticket 0
     assert start["recall@5"] == turn["recall@5"] == 1.0
     assert 0 < start["block_precision"] < 1  # one of the eight docs it quotes is relevant
@@ -227,13 +231,17 @@ def test_long_range_scores_count_only_related_tickets_older_than_the_window(tmp_
     refs = [[1], [], [], [], [], [], [1], [1]]
     report = run_tickets(dataset=_history(tmp_path, refs), backends=["bm25"], window=3)
     assert report["window"] == 3 and report["scored"] == 2 and report["long_scored"] == 2
-    recent, start, _turn, _block = report["results"]
+    recent, start, _turn, related, _block = report["results"]
     assert recent["backend"] == "recent-only (3 newest)" and recent["query"] == "none"
     # Ticket 6: relevant {0}, long {0}; ticket 7: relevant {0, 6}, long {0}.
     assert recent["recall@5"] == pytest.approx((0 + 0.5) / 2)
     assert recent["long_recall@5"] == 0.0 and recent["long_scored"] == 2
     assert start["long_recall@5"] == 1.0 and start["long_scored"] == 2  # BM25 finds "bravo" 0
     assert start["long_hit@5"] == 1.0
+    low, high = recent["long_recall@5_ci95"]  # a 95% interval of the mean, for reading differences
+    assert low == high == 0.0 and start["long_recall@5_ci95"] == [1.0, 1.0]
+    # The related list leaves out the newest related_window (20: every earlier ticket here).
+    assert related["backend"] == "bm25 (related)" and related["long_recall@5"] == 0.0
 
 
 def test_the_block_row_scores_everything_the_agent_is_shown_at_ticket_start(tmp_path):
@@ -249,9 +257,11 @@ def test_the_block_row_scores_everything_the_agent_is_shown_at_ticket_start(tmp_
     path = tmp_path / "history.json"
     path.write_text(json.dumps({"name": "h", "tickets": [
         ticket(i, t, r) for i, (t, r) in enumerate(zip(titles, refs))]}))
-    report = run_tickets(dataset=path, backends=["bm25"], window=3, recent_tickets=1)
-    assert report["recent_tickets"] == 1
-    _recent, start, _turn, block = report["results"]
+    report = run_tickets(dataset=path, backends=["bm25"], window=3, recent_tickets=1,
+                         related_window=1)
+    assert report["recent_tickets"] == 1 and report["related_window"] == 1
+    _recent, start, _turn, related, block = report["results"]
+    assert related["long_recall@5"] == 1.0  # ticket 0 is older than the one left out
     assert block["backend"] == "bm25 (block)" and block["query"] == "start"
     # Ticket 5: relevant {0}; ticket 6: relevant {0, 5}; ticket 0 is long-range for both.
     assert start["recall@5"] == pytest.approx((1 + 0.5) / 2)  # the ranking misses ticket 5
@@ -260,10 +270,11 @@ def test_the_block_row_scores_everything_the_agent_is_shown_at_ticket_start(tmp_
     assert 0 < block["block_precision"] <= 1
     # No recent work: the block is the ranked part alone.
     flat = run_tickets(dataset=path, backends=["bm25"], window=3, recent_tickets=0)
-    assert flat["results"][3]["recall@5"] == pytest.approx((1 + 0.5) / 2)
+    assert flat["results"][4]["recall@5"] == pytest.approx((1 + 0.5) / 2)
     out = CliRunner().invoke(main, ["bench", "tickets", "--dataset", str(path), "--backend",
-                                    "bm25", "--recent-tickets", "1", "--json", "--no-progress"])
-    assert out.exit_code == 0 and json.loads(out.stdout)["results"][3]["recall@5"] == 1.0
+                                    "bm25", "--recent-tickets", "1", "--related-window", "1",
+                                    "--json", "--no-progress"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["results"][4]["recall@5"] == 1.0
 
 
 def test_block_layout_says_what_the_block_shows():

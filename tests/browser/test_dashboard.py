@@ -177,9 +177,9 @@ def test_memory_page_search_add_edit_delete(browser, site, claude_cli):
     item = _doc_item(d, edited)
     item.find_element(By.CSS_SELECTOR, '[data-action="delete"]').click()
     confirm = item.find_element(By.CSS_SELECTOR, ".confirm")
-    assert confirm.is_displayed() and "Delete this doc" in confirm.text  # nothing deleted yet
+    assert confirm.is_displayed() and "Forget doc" in confirm.text  # nothing deleted yet
     assert _doc_item(d, edited) is not None
-    confirm.find_element(By.CSS_SELECTOR, '[data-action="confirm-delete"]').click()
+    confirm.find_element(By.CSS_SELECTOR, '[data-action="confirm"]').click()
     wait(d, lambda d: _doc_item(d, edited) is None, "the doc to be gone")
     texts = [x["text"] for x in site.api.get("/api/projects/calc/memory/docs").json()["docs"]]
     assert edited not in texts and note not in texts and any(t.startswith("Ticket: Add a greeting") for t in texts)

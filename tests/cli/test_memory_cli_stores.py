@@ -3,6 +3,7 @@ commands under a switched backend, stores and reindex."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ def use_backend(root: Path, backend: str) -> None:
 
 def test_ids_add_and_delete(workdir):
     first = middle(workdir, "add", "Ticket: Fix login. Reset the cookie.")
-    assert f"added 1 doc (id {doc_id('Ticket: Fix login. Reset the cookie.')[:8]})" in first.stdout
+    assert f"added 1 doc (id {doc_id('Ticket: Fix login. Reset the cookie.')[:8]}) to" in first.stdout
     again = middle(workdir, "add", "Ticket: Fix login. Reset the cookie.")
     assert again.stdout.startswith("already in memory (id ")
     middle(workdir, "add", "Ticket: Speed up export.")
@@ -38,10 +39,12 @@ def test_ids_add_and_delete(workdir):
     assert listed == [f"{doc_id(d)[:8]}  {d}" for d in
                       ("Ticket: Fix login. Reset the cookie.", "Ticket: Speed up export.")]
     gone = middle(workdir, "delete", listed[1][:6])
-    assert gone.stdout.strip() == f"deleted doc {listed[1][:8]}"
+    assert gone.stdout.strip() == (f"deleted doc {listed[1][:8]} (change 3; `middle memory undo 3` "
+                                   "puts it back)")
     middle(workdir, "delete", "Ticket: Fix login. Reset the cookie.")  # the exact text works too
     error = middle(workdir, "delete", "abcd", ok=False).stderr.strip().splitlines()
-    assert len(error) == 1 and error[0].startswith("error: no doc in project 'demo' has that id")
+    assert len(error) == 1 and error[0].startswith("error: no doc in project 'demo' has an id "
+                                                   "starting 'abcd'")
     assert middle(workdir, "list").stdout == ""
 
 
@@ -102,3 +105,50 @@ def test_a_multi_line_doc_prints_its_lines_under_its_entry(workdir):
     found = middle(workdir, "search", "multiplication mul.py", "-k", "1").stdout.splitlines()
     assert len(found) == 3 and found[0].endswith("  Commit 8b22590d93: Add multiplication")
     assert found[1:] == [" " * 9 + "Created calc/mul.py.", " " * 9 + "Changed: calc/mul.py"]
+
+
+def test_curation_verbs_and_their_mistakes_as_a_user_runs_them(workdir, tmp_path):
+    old = "Ticket: Fix login. Reset the cookie."
+    middle(workdir, "add", old)
+    ident = doc_id(old)[:8]
+    editor = tmp_path / "editor.sh"  # what a person does in $EDITOR: change a word, save
+    editor.write_text('#!/bin/sh\nsed -i "s/the cookie/the session cookie/" "$1"\n')
+    editor.chmod(0o755)
+    edited = middle(workdir, "edit", ident, env={"EDITOR": str(editor), "VISUAL": str(editor)})
+    new = "Ticket: Fix login. Reset the session cookie."
+    assert edited.stdout.strip() == f"edited doc {ident}: it is now {doc_id(new)[:8]} (change 2)"
+    middle(workdir, "supersede", doc_id(new)[:8], "--with", "Ticket: Fix login. Sessions use JWT now.")
+    shown = middle(workdir, "show", doc_id(new)[:8]).stdout
+    assert "from: added by hand," in shown and "superseded by:" in shown and "edited" in shown
+    listed = middle(workdir, "list").stdout.splitlines()
+    at = listed.index(f"{doc_id(new)[:8]}  {new}")
+    assert listed[at + 1] == " " * 10 + "(superseded by " + doc_id("Ticket: Fix login. Sessions use JWT now.")[:8] + ")"
+    for args, words in [
+        (("show", "zz"), "no doc in project 'demo' has exactly that text"),
+        (("edit", "abcdef12", "--text", "x"), "no doc in project 'demo' has an id starting 'abcdef12'"),
+        (("edit", doc_id(new)[:8], "--text", "  "), "the new text is empty"),
+        (("supersede", doc_id(new)[:8], "--with", "again"), "was already superseded by"),
+        (("pin", doc_id(new)[:8]), "was superseded by"),
+        (("undo", "42"), "project 'demo' has no memory change 42"),
+    ]:
+        error = middle(workdir, *args, ok=False).stderr.strip().splitlines()
+        assert len(error) == 1 and error[0].startswith("error: ") and words in error[0], (args, error)
+    assert "undid the supersede" in middle(workdir, "undo", "3").stdout
+    history = middle(workdir, "history").stdout
+    assert "undid change 3" in history and "[undone by 4]" in history and "edited" in history
+
+
+@pytest.mark.parametrize("backend", ["hybrid", "hipporag"])
+def test_search_explain_says_why_each_memory_was_recalled(workdir, backend):
+    use_backend(workdir, backend)
+    crash = "Ticket: Fix startup. The app_startup hook in datasette/app.py ran twice."
+    middle(workdir, "add", crash)
+    middle(workdir, "add", "Ticket: Export CSV. Streams rows from the orders table.")
+    middle(workdir, "pin", doc_id(crash)[:8])
+    lines = middle(workdir, "search", "startup hook of datasette/app.py", "--explain").stdout.splitlines()
+    assert lines[0].endswith(crash)
+    why = lines[1].strip()
+    assert why.startswith("why: pinned; keywords startup, hook, datasette")
+    assert "similarity 0." in why and re.search(r"\d{4}-\d\d-\d\d \(today\)", why)
+    if backend == "hipporag":  # its graph path: the entity the query names, in this doc
+        assert "graph: the query names `datasette app py`, which this doc mentions" in why

@@ -298,3 +298,18 @@ def test_two_imports_started_at_once_add_each_commit_once(root):
                                      "running") and err.count("\n") == 1 for err in refused)
     stored = docs(root)
     assert sorted(d.split()[1] for d in stored) == sorted(s[:10] for s in shas)  # each once
+
+
+def test_middle_memory_show_says_which_commit_or_file_an_imported_doc_came_from(root, tmp_path):
+    from orchestrator.memory.format import doc_id
+
+    sha = change(root / "repo", "src/cache.py", "Cache sessions in Redis", when=1_600_000_000)
+    middle(root, "import", "git", "--no-progress")
+    (commit_doc,) = [d for d in docs(root) if "Cache sessions in Redis" in d]
+    shown = middle(root, "show", doc_id(commit_doc)[:8]).stdout
+    assert f"from: imported from commit {sha[:12]}" in shown, shown
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Decisions\nWe keep tabs for indentation.\n")
+    middle(root, "import", str(notes), "--no-progress")
+    (note_doc,) = [d for d in docs(root) if "tabs for indentation" in d]
+    assert f"imported from the file {notes.resolve()}" in middle(root, "show", doc_id(note_doc)[:8]).stdout

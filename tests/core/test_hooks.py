@@ -99,7 +99,7 @@ class TinyBackend(InMemoryBackend):
     name = "tiny"
 
 
-class EchoWorker:
+class EchoAgent:
     kind = "echo"
 
     class Options:
@@ -120,7 +120,7 @@ class Registrar:
 
     @hookimpl
     def register_coding_agents(self, register):
-        register(EchoWorker)
+        register(EchoAgent)
 
     @hookimpl
     def register_commands(self, cli):
@@ -137,9 +137,9 @@ def test_hook_register_memory_backends():
     assert reg.backend_class("tiny") is TinyBackend and reg.backends["tiny"].plugin
 
 
-def test_hook_register_workers():
+def test_hook_register_coding_agents():
     reg = PluginRegistry(load_entry_points=False, extra_plugins=(Registrar(),))
-    assert reg.coding_agent_class("echo") is EchoWorker
+    assert reg.coding_agent_class("echo") is EchoAgent
     assert reg.coding_agent_options("echo", {"x": 1}).kwargs == {"x": 1}
 
 

@@ -56,8 +56,10 @@ def test_installing_and_removing_a_plugin_is_seen_by_the_next_command(tmp_path):
     shown = _help(tmp_path, site)
     assert "hello-fake" in shown.stdout and "Say hello from an installed plugin" in shown.stdout, shown.stderr
     memo = next((tmp_path / "cache" / "plugins").glob("*.json"))
-    assert {"name": "fake", "value": "fakeplug_mod", "dist": "fakeplug", "version": "0.1"} in \
-        json.loads(memo.read_text())["plugins"]
+    remembered = {p["name"]: p for p in json.loads(memo.read_text())["plugins"]}
+    assert {k: remembered["fake"][k] for k in ("name", "value", "dist", "version")} == \
+        {"name": "fake", "value": "fakeplug_mod", "dist": "fakeplug", "version": "0.1"}
+    assert remembered["fake"]["source"] == str(info)  # where its entry point is declared
     for child in info.iterdir():
         child.unlink()
     info.rmdir()  # `pip uninstall`

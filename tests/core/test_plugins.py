@@ -99,7 +99,7 @@ def test_entry_point_backend_selected_by_name_in_config_runs_tickets(tmp_path):
                                             project_path=str(tmp_path / "repo")))
             assert orch.run_ticket(tid).status == "complete"
     assert (tmp_path / "mem" / "calc" / "keyword_memory.json").exists()
-    assert re.match(r"Memories invoked:\nRecent work \(newest first\):\n- [\d-]{10} "
+    assert re.match(r"Memories invoked:\nRecent work \(newest first\):\n- [\d-]{10} \[[0-9a-f]{8}\] "
                     r"Ticket: Add greeting\. \. greeting uses f-strings", llm.user_messages[2])
 
 
@@ -114,7 +114,7 @@ def test_a_third_party_worker_kind_gets_its_own_options(tmp_path):
         model_config = ConfigDict(extra="forbid")
         turn_timeout_s: float = 1.0
 
-    class EchoWorker(RecordingCodingAgent):
+    class EchoAgent(RecordingCodingAgent):
         kind = "echo"
         Options = EchoOptions
 
@@ -125,12 +125,12 @@ def test_a_third_party_worker_kind_gets_its_own_options(tmp_path):
     class P:
         @hookimpl
         def register_coding_agents(self, register):
-            register(EchoWorker)
+            register(EchoAgent)
 
     reg = PluginRegistry(load_entry_points=False, extra_plugins=(P(),))
     cfg = Config(root=tmp_path, state_dir="s", coding_agent={"kind": "echo", "options": {"turn_timeout_s": 7}})
     with Orchestrator(cfg, llm=ScriptedAgentLLM([]), registry=reg) as orch:
-        assert isinstance(orch.coding_agent, EchoWorker) and orch.coding_agent.options.turn_timeout_s == 7
+        assert isinstance(orch.coding_agent, EchoAgent) and orch.coding_agent.options.turn_timeout_s == 7
 
     class NoOptions:
         kind = "broken"

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from e2e_helpers import worktree, body_text, config, decide, done, fresh_project, orchestrator, plan, write_file
 from orchestrator.cli.main import main
+from orchestrator.memory.format import doc_id
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
 
@@ -77,7 +78,7 @@ def test_two_tickets_with_memory(tmp_path, fake_api, claude_env, claude_cli, bac
     # Ticket 1 is the project's newest ticket: "Recent work", dated, and not repeated below.
     # (after any standing knowledge: Hindsight's mental models come first)
     assert re.search(r"(^|\n\n)Memories invoked:\nRecent work \(newest first\):\n- [\d-]{10} "
-                     + re.escape(doc1), first_t2)
+                     + re.escape(f"[{doc_id(doc1)[:8]}] {doc1}"), first_t2)
     if backend in RETURNS_WHOLE_DOCS:
         assert first_t2.count(doc1) == 1
     recalled = first_t2.split("Ticket: Add a second notes file", 1)[0]

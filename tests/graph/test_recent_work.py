@@ -6,6 +6,8 @@ import re
 
 from orchestrator.config.settings import Config
 from orchestrator.memory.format import (
+    doc_id,
+    doc_id,
     MEMORIES_HEADER, RECENT_HEADER, RELATED_HEADER, format_block, memories_layout,
 )
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
@@ -35,10 +37,13 @@ def test_recent_work_newest_first_then_related_without_repeats(tmp_path, project
     lines = block.split("\n")
     assert lines[:2] == [MEMORIES_HEADER, RECENT_HEADER]
     # The two earlier tickets, newest first, dated; the imported-by-hand OLD doc is not a ticket.
-    assert re.fullmatch(r"- \d{4}-\d\d-\d\d " + re.escape(docs["t1"][0]), lines[2])
-    assert re.fullmatch(r"- \d{4}-\d\d-\d\d " + re.escape(docs["t0"][0]), lines[3])
+    # Each memory carries its id (what the agent names in memories_used).
+    assert re.fullmatch(r"- \d{4}-\d\d-\d\d " + re.escape(f"[{doc_id(docs['t1'][0])[:8]}] {docs['t1'][0]}"),
+                        lines[2])
+    assert re.fullmatch(r"- \d{4}-\d\d-\d\d " + re.escape(f"[{doc_id(docs['t0'][0])[:8]}] {docs['t0'][0]}"),
+                        lines[3])
     # Related work: the ranked results, less what "Recent work" already shows.
-    assert lines[4] == RELATED_HEADER and lines[5:] == [OLD]
+    assert lines[4] == RELATED_HEADER and lines[5:] == [f"[{doc_id(OLD)[:8]}] {OLD}"]
     # One retrieve asking for num_to_retrieve more than the recent docs it leaves out.
     retrieves = [args for name, args in RecordedBackend.all_calls() if name == "retrieve"]
     assert retrieves[-2] == (["Login page. session login work"], 5 + 2)
@@ -49,7 +54,8 @@ def test_recent_tickets_zero_is_seed_000s_flat_block(tmp_path, project):
     config = Config(**{**config.model_dump(exclude={"root"}),
                        "memory": {**config.memory.model_dump(), "recent_tickets": 0}}, root=tmp_path)
     llm, docs = run_tickets(tmp_path, project, ["Session cookie", "Session timeout"], config=config)
-    assert llm.user_messages[2].startswith(f"{MEMORIES_HEADER}\n{docs['t0'][0]}\n\n")
+    assert llm.user_messages[2].startswith(
+        f"{MEMORIES_HEADER}\n[{doc_id(docs['t0'][0])[:8]}] {docs['t0'][0]}\n\n")
     retrieves = [args for name, args in RecordedBackend.all_calls() if name == "retrieve"]
     assert all(k == 5 for _, k in retrieves)
 

@@ -226,7 +226,7 @@ def test_a_round_back_on_the_first_machine_continues_the_latest_round_not_its_st
         b.store.set_run_fields(second["id"], repo=first["repo"], worktree=first["worktree"])
     with a:
         assert out(first["worktree"], "rev-parse", "HEAD") == first["head_commit"]  # stale
-        a.worker.script[:] = [write("c.py", "C = 3\n")]
+        a.coding_agent.script[:] = [write("c.py", "C = 3\n")]
         a.services.agent_llm.replies[:] = [plan_reply("Write c.py"), decision_reply(True, "Wrote c.py.")]
         assert a.feedback("t1", "add c.py").status == "complete"
         third = a.store.latest_run("t1")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from orchestrator.memory.format import doc_id
+
 import json
 
 import logging
@@ -53,9 +55,10 @@ def test_start_query_turn_query_and_memories_format(tmp_path, project):
     assert retrieves[1] == ([f"{long_prompt[:500]}\n{long_response[:500]}"], 5)
     assert retrieves[2] == (["go on with hello\nsecond hello response"], 5)
     assert len(retrieves) == 3
-    # "Memories invoked:" + docs, then a blank line, prepended to every agent user message
+    # "Memories invoked:" + docs (each with its id), then a blank line, prepended to every
+    # agent user message
     for message in llm.user_messages:
-        assert message.startswith(f"Memories invoked:\n{PAST}\n\n")
+        assert message.startswith(f"Memories invoked:\n[{doc_id(PAST)[:8]}] {PAST}\n\n")
     assert all(call["system"] == SYSTEM_PROMPT for call in llm.calls)
     assert "project memory" in SYSTEM_PROMPT and "Memories invoked:" in SYSTEM_PROMPT
     # the agent sees the conversation: its prompts and Claude Code's responses

@@ -28,7 +28,7 @@ def test_a_ticket_recalls_the_previous_tickets_summary(tmp_path):
             assert orch.run_ticket(tid).status == "complete"
     plan_two = llm.user_messages[2]
     assert plan_two.startswith("Project knowledge (Hindsight mental models")
-    assert re.search(r"Memories invoked:\nRecent work \(newest first\):\n- [\d-]{10} Ticket: "
+    assert re.search(r"Memories invoked:\nRecent work \(newest first\):\n- [\d-]{10} \[[0-9a-f]{8}\] Ticket: "
                      r"Indentation style\. Indent with tabs\. Used tabs; the linter enforces them\.",
                      plan_two)
     assert all("Memories invoked" not in p and "Project knowledge" not in p for p in worker.prompts)

@@ -288,3 +288,52 @@ def test_a_doc_over_max_doc_chars_is_a_400_and_nothing_changes(server):
     r = c.post(f"{BASE}/edit", json={"old": "kept doc", "new": "z" * 20_001})
     assert r.status_code == 400 and "max_doc_chars (20,000)" in r.json()["error"]
     assert [d["text"] for d in c.get(f"{BASE}/docs").json()["docs"]] == ["kept doc"]
+
+
+# -- issue 31: curation over HTTP, under the token --------------------------------------------
+
+def test_curation_verbs_over_http_each_recorded_and_undoable(serve, tmp_path):
+    token = "t" * 24
+    c = serve(make_project(tmp_path), token=token).client
+    auth = {"Authorization": f"Bearer {token}"}
+    assert c.post(f"{BASE}/docs", json={"text": "Sessions use cookies."}).status_code == 401
+    added = c.post(f"{BASE}/docs", json={"text": "Sessions use cookies."}, headers=auth).json()
+    ident = added["id"]
+    assert added["change"] == 1 and len(ident) == 8
+    edited = c.post(f"{BASE}/docs/{ident}/edit", json={"text": "Sessions use signed cookies."},
+                    headers=auth).json()
+    new_id = edited["id"]
+    assert edited["old_id"] == ident and edited["doc"] == "Sessions use signed cookies."
+    sup = c.post(f"{BASE}/docs/{new_id}/supersede", json={"text": "Sessions use JWT tokens now."},
+                 headers=auth)
+    assert sup.status_code == 200, sup.text
+    again = c.post(f"{BASE}/docs/{new_id}/supersede", json={"text": "x"}, headers=auth)
+    assert again.status_code == 400 and "already superseded by" in again.json()["error"]
+    assert c.post(f"{BASE}/docs/{sup.json()['id']}/pin", headers=auth).json()["message"] == "pinned"
+    shown = c.get(f"{BASE}/docs/{new_id}", headers=auth).json()
+    assert shown["superseded_by"]["doc"] == "Sessions use JWT tokens now."
+    assert shown["from"].startswith("added by hand") and "api " in shown["from"]
+    assert [ch["action"] for ch in shown["changes"]] == ["supersede", "edit", "add"]
+    found = c.get(f"{BASE}/search", params={"q": "sessions cookies", "explain": "true"},
+                  headers=auth).json()["results"]
+    assert [h["doc"] for h in found[:2]] == ["Sessions use JWT tokens now.", "Sessions use signed cookies."]
+    assert found[1]["superseded_by"] == sup.json()["id"] and "superseded by" in found[1]["why"]
+    assert "pinned" in found[0]["why"] and "keywords sessions" in found[0]["why"]
+    for method, route, body, status, words in [
+            ("GET", "docs/zz", None, 404, "exactly that text"),
+            ("POST", "docs/abcdef12/pin", None, 404, "an id starting 'abcdef12'"),
+            ("POST", f"docs/{new_id}/edit", {"text": " "}, 400, "the new text is empty"),
+            ("POST", "changes/99/undo", None, 404, "no memory change 99")]:
+        r = c.request(method, f"{BASE}/{route}", json=body, headers=auth)
+        assert r.status_code == status and words in r.json()["error"], (route, r.text)
+    changes = c.get(f"{BASE}/changes", headers=auth).json()["changes"]
+    assert [ch["action"] for ch in changes] == ["pin", "supersede", "edit", "add"]
+    assert all(ch["who"].startswith("api 127.0.0.1") for ch in changes)
+    undone = c.post(f"{BASE}/changes/{changes[1]['id']}/undo", headers=auth).json()  # the supersede
+    assert undone["message"] == "undid the supersede"
+    texts = [d["text"] for d in c.get(f"{BASE}/docs", headers=auth).json()["docs"]]
+    assert texts == ["Sessions use signed cookies."]
+    forgot = c.post(f"{BASE}/docs/{new_id}/forget", headers=auth).json()
+    assert c.get(f"{BASE}/docs", headers=auth).json()["count"] == 0
+    c.post(f"{BASE}/changes/{forgot['change']}/undo", headers=auth)
+    assert [d["text"] for d in c.get(f"{BASE}/docs", headers=auth).json()["docs"]] == texts

@@ -47,7 +47,7 @@ def test_board_ticket_and_memory_pages_show_their_parts(server):
     assert 'data-action="run"' in ticket and "Never run." in ticket and 'id="live"' in ticket
     c.post("/api/projects/calc/memory/index", json={"docs": ["the greeting module greets users"]})
     memory = c.get("/projects/calc/memory", params={"q": "greeting"}, headers=HTML).text
-    assert "bm25" in memory and 'class="score"' in memory and "added by hand" in memory
+    assert "bm25" in memory and 'class="score"' in memory and "added through the HTTP API" in memory
     assert c.get("/projects/bad%20id/memory", headers=HTML).status_code == 400
     missing = c.get("/tickets/nope", headers=HTML)
     assert missing.status_code == 404 and "<h1>Error 404</h1>" in missing.text

@@ -87,6 +87,25 @@ def test_a_version_4_store_gains_the_merge_record(tmp_path):
         assert s.latest_run("t1")["premerge_commit"] == "abc"
 
 
+def test_a_version_6_store_gains_the_memory_curation_tables(tmp_path):
+    """Schema 6 -> 7: memory_state and memory_changes (tickets/curation.py), and memory_docs.run_id."""
+    path = tmp_path / "t.db"
+    with TicketStore(path) as s:
+        s.upsert_ticket(Ticket(id="t1", project_id="p", title="T", project_path="/tmp"))
+        s.add_memory_doc("t1", "p", "Ticket: T. Done.")
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE memory_state")
+    conn.execute("DROP TABLE memory_changes")
+    conn.execute("ALTER TABLE memory_docs DROP COLUMN run_id")
+    conn.execute("UPDATE schema_version SET version = 6")
+    conn.commit()
+    conn.close()
+    with TicketStore(path) as s:
+        assert s.schema_version() == SCHEMA_VERSION
+        assert s.doc_sources("p")["Ticket: T. Done."][0]["run_id"] is None
+        assert s.memory_state("p") == {} and s.memory_changes("p") == []
+
+
 def test_a_version_5_store_gains_the_pull_request_record(tmp_path):
     """Schema 5 -> 6: runs get pr_url and pr_state (`middle pr`), kept rows intact."""
     path = tmp_path / "t.db"
@@ -120,7 +139,7 @@ def test_a_version_6_store_gains_pending_memory_docs_and_keeps_its_docs_indexed(
     conn.commit()
     conn.close()
     with TicketStore(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 7
+        assert s.schema_version() == SCHEMA_VERSION
         assert s.memory_docs("t1") == ["Ticket: T. done."] and s.pending_memory_docs() == []
         s.add_memory_doc("t1", "p", "Ticket: T. again.", pending=True)
         assert s.pending_memory_docs("p") == [("t1", "p", "Ticket: T. again.")]

@@ -94,21 +94,23 @@ def commits(repo: Path, head: str, exclude: list[str]) -> Iterator[Commit]:
 
 
 def import_history(memory: Any, project_id: str, repo: Path, state_dir: Path, since: str | None,
-                   track: Callable[[str, int], Advance]) -> tuple[ImportReport, int]:
+                   track: Callable[[str, int], Advance],
+                   origins: dict[str, dict[str, Any]] | None = None) -> tuple[ImportReport, int]:
     """Index the commits not imported yet (after `since`, after the last recorded import),
     oldest first, recording the last imported commit after every batch so a rerun goes on
     from there. Returns the report and how many commits the range held. One import of the
-    project at a time (import_lock)."""
+    project at a time (import_lock). `origins` (when given) gets each doc's commit."""
     head = repo_head(repo)
     repo = Path(_git(repo, "rev-parse", "--show-toplevel").strip()).resolve()  # one record per repository
     exclude = [resolve(repo, since)] if since else []
     with import_lock(state_dir, project_id):
         return _import(memory, project_id, repo, head, exclude, state_file(state_dir, project_id),
-                       track)
+                       track, origins)
 
 
 def _import(memory: Any, project_id: str, repo: Path, head: str, exclude: list[str],
-            record: Path, track: Callable[[str, int], Advance]) -> tuple[ImportReport, int]:
+            record: Path, track: Callable[[str, int], Advance],
+            origins: dict[str, dict[str, Any]] | None = None) -> tuple[ImportReport, int]:
     """import_history's work, under the import lock (the only writer of the record)."""
     last = read_last(record, repo)
     if last and has_commit(repo, last):  # else history was rewritten: every commit is rechecked
@@ -120,7 +122,11 @@ def _import(memory: Any, project_id: str, repo: Path, head: str, exclude: list[s
     def docs() -> Iterator[Record]:
         for commit in commits(repo, head, exclude):
             shas.append(commit.sha)
-            yield commit.doc(), commit.time
+            doc = commit.doc()
+            if origins is not None:
+                origins[doc] = {"kind": "commit", "commit": commit.sha, "author": commit.author,
+                                "repo": str(repo)}
+            yield doc, commit.time
 
     def mark(done: int) -> None:
         write_last(record, repo, head if done == total else shas[done - 1])

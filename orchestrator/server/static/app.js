@@ -4,12 +4,13 @@
 
 const CSRF = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
 // ("worker": the coding agent's events as runs before 0.2 recorded them)
-const EVENT_KINDS = ["run_start", "node", "note", "coding_agent", "worker", "decision", "run_end", "feedback", "end"];
+const EVENT_KINDS = ["run_start", "node", "note", "coding_agent", "worker", "decision", "run_end", "feedback", "recall", "end"];
 
 async function api(method, url, body) {
   const response = await fetch(url, {
     method, credentials: "same-origin",
-    headers: {"Content-Type": "application/json", "X-CSRF-Token": CSRF, "Accept": "application/json"},
+    headers: {"Content-Type": "application/json", "X-CSRF-Token": CSRF, "Accept": "application/json",
+              "X-Middle-Board": "1"},
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   let data = null;
@@ -96,6 +97,7 @@ function describe(ev, offline) {
   if (offline) delete d.cost_usd;
   switch (ev.kind) {
     case "run_start": return d.resume ? "run resumed" : "run started";
+    case "recall": return `recalled at ${d.where}: ` + (d.memories || []).map((m) => `[${m.id}] ${m.why}`).join(" · ");
     case "node":
       if (d.phase === "start") return `▶ ${d.node}`;
       return `✓ ${d.node}` + (d.turn ? ` (turn ${d.turn})` : "") + (d.cost_usd ? ` ${money(d.cost_usd)}` : "")
@@ -284,34 +286,76 @@ function initMemory() {
   if (!root) return;
   const base = `/api/projects/${encodeURIComponent(root.dataset.project)}/memory`;
   const reload = () => window.location.reload();
-  const add = document.getElementById("add-doc");
-  add.addEventListener("submit", async (e) => {
-    e.preventDefault();
-    try { await api("POST", `${base}/index`, {docs: [add.elements.text.value]}); reload(); }
+  const call = async (method, url, body, done) => {
+    try { const result = await api(method, url, body); if (done) toast(done(result)); setTimeout(reload, 300); }
     catch (err) { toast(err.message, true); }
+  };
+  const add = document.getElementById("add-doc");
+  add.addEventListener("submit", (e) => {
+    e.preventDefault();
+    call("POST", `${base}/docs`, {text: add.elements.text.value}, (r) => r.change ? `Added ${r.id} (change ${r.change})` : r.message);
   });
-  document.getElementById("docs").addEventListener("click", async (e) => {
+  const docs = document.getElementById("docs");
+  const hideAll = (item) => item.querySelectorAll(".edit-form, .supersede-form, .confirm").forEach((el) => { el.hidden = true; });
+  docs.addEventListener("click", async (e) => {
     const button = e.target.closest("button[data-action]");
     if (!button) return;
     const item = button.closest(".doc-item");
-    const form = item.querySelector(".edit-form"), confirmBox = item.querySelector(".confirm");
+    const id = item.dataset.id, doc = `${base}/docs/${encodeURIComponent(id)}`;
+    const confirmBox = item.querySelector(".confirm");
     const action = button.dataset.action;
-    if (action === "edit") { form.hidden = false; confirmBox.hidden = true; form.elements.text.focus(); }
-    else if (action === "delete") { confirmBox.hidden = false; form.hidden = true; confirmBox.querySelector('[data-action="cancel"]').focus(); }
-    else if (action === "cancel") { form.hidden = true; confirmBox.hidden = true; item.querySelector('[data-action="edit"]').focus(); }
-    else if (action === "confirm-delete") {
+    if (action === "edit" || action === "supersede") {
+      hideAll(item);
+      const form = item.querySelector(`.${action}-form`);
+      form.hidden = false; form.elements.text.focus();
+    } else if (action === "delete") {  // destructive: asked first
+      hideAll(item);
+      confirmBox.querySelector(".confirm-text").textContent = `Forget doc ${id}? (Undo in Changes puts it back.)`;
+      confirmBox.hidden = false; confirmBox.querySelector('[data-action="cancel"]').focus();
+    } else if (action === "cancel") {
+      hideAll(item); item.querySelector('[data-action="edit"]').focus();
+    } else if (action === "confirm") {
+      call("POST", `${doc}/forget`, undefined, (r) => `Forgot ${r.id} (change ${r.change})`);
+    } else if (action === "pin" || action === "unpin") {
+      call("POST", `${doc}/${action}`, undefined, (r) => `${r.id}: ${r.message}`);
+    } else if (action === "show") {
+      const box = item.querySelector(".show-box");
+      if (!box.hidden) { box.hidden = true; button.setAttribute("aria-expanded", "false"); return; }
       try {
-        const result = await api("POST", `${base}/delete`, {docs: [item.dataset.doc]});
-        if (!result.deleted) throw new Error("that doc was not found any more: reload the page");
-        reload();
+        const shown = await api("GET", doc);
+        box.textContent = "";
+        const lines = [`id ${shown.id}`, `from: ${shown.from}`];
+        if (shown.pinned) lines.push("pinned: always in the agent's memories");
+        if (shown.superseded_by) lines.push(`superseded by ${shown.superseded_by.id.slice(0, 8)}: ${shown.superseded_by.doc}`);
+        shown.supersedes.forEach((s) => lines.push(`supersedes ${s.id.slice(0, 8)}: ${s.doc}`));
+        shown.changes.forEach((c) => lines.push(`change ${c.id} ${c.at.slice(0, 19)} ${c.who}: ${c.text}`));
+        const pre = document.createElement("pre");
+        pre.className = "text"; pre.textContent = lines.join("\n");
+        box.appendChild(pre); box.hidden = false; button.setAttribute("aria-expanded", "true");
       } catch (err) { toast(err.message, true); }
     }
   });
-  document.getElementById("docs").addEventListener("submit", async (e) => {
+  docs.addEventListener("submit", (e) => {
     e.preventDefault();
     const item = e.target.closest(".doc-item");
-    try { await api("POST", `${base}/edit`, {old: item.dataset.doc, new: e.target.elements.text.value}); reload(); }
-    catch (err) { toast(err.message, true); }
+    const doc = `${base}/docs/${encodeURIComponent(item.dataset.id)}`;
+    const text = e.target.elements.text.value;
+    if (e.target.classList.contains("supersede-form")) {
+      call("POST", `${doc}/supersede`, {text}, (r) => `${r.old_id} superseded by ${r.id} (change ${r.change})`);
+    } else {
+      call("POST", `${doc}/edit`, {text}, (r) => `Edited ${r.old_id}: now ${r.id} (change ${r.change})`);
+    }
+  });
+  document.getElementById("changes").addEventListener("click", (e) => {
+    const button = e.target.closest("button[data-action]");
+    if (!button) return;
+    const item = button.closest(".change-item");
+    const confirmBox = item.querySelector(".confirm");
+    if (button.dataset.action === "undo") { confirmBox.hidden = false; confirmBox.querySelector('[data-action="cancel"]').focus(); }
+    else if (button.dataset.action === "cancel") { confirmBox.hidden = true; }
+    else if (button.dataset.action === "confirm-undo") {
+      call("POST", `${base}/changes/${item.dataset.change}/undo`, undefined, (r) => `${r.message} (change ${r.change})`);
+    }
   });
 }
 

@@ -1,0 +1,519 @@
+"""Curation: a person finds a wrong memory, sees where it came from, and fixes it.
+
+`Curator` is the one owner of the verbs `middle memory show|edit|supersede|pin|unpin|delete|undo`,
+the HTTP API's and the board's: each runs under the project's memory lock (the backends' stores)
+and records itself in the ticket store (tickets/curation.py: the doc's state and the change, who,
+when, before and after), so every change can be taken back with `undo`. What the states do to
+recall is `curate` (a superseded doc ranks right below its replacement, marked) and
+`pinned_docs` (always in the agent's block); the memory facade applies both on every recall,
+reading the states afresh each time, so a change made by another process counts at once.
+
+A doc is named by its id (SHA-256 of its text; 4+ hex characters of it are enough when they
+name one doc) or by its exact text.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from orchestrator.errors import MemoryStoreError
+from orchestrator.memory.format import DOC_ID_CHARS, doc_id
+
+if TYPE_CHECKING:
+    from orchestrator.memory.facade import MemoryFacade
+    from orchestrator.plugins.memory_backend import RetrieveResult
+    from tickets.curation import MemoryChange, MemoryState
+    from tickets.store import TicketStore
+
+
+class CurationError(MemoryStoreError, ValueError):
+    """A curation request that cannot be done as asked (400): nothing was changed."""
+
+
+class MemoryDocNotFound(CurationError, LookupError):
+    """No doc (or change) has that id (404)."""
+
+
+def short(ident: str) -> str:
+    return ident[:DOC_ID_CHARS]
+
+
+def cli_user() -> str:
+    """Who a change from this terminal is recorded as: the login name and the machine."""
+    try:
+        name = getpass.getuser()
+    except Exception:  # no login name (a container without one)
+        name = "unknown"
+    return f"{name}@{socket.gethostname()}"
+
+
+# -- what the states do to recall --------------------------------------------------------------
+
+def replacement(states: Mapping[str, MemoryState], ident: str) -> MemoryState | None:
+    """The live doc that replaces doc `ident` at the end of its supersede chain, or None."""
+    seen = {ident}
+    state = states.get(ident)
+    current = None
+    while state is not None and state["superseded_by"] and state["superseded_by"] not in seen:
+        seen.add(state["superseded_by"])
+        current = states.get(state["superseded_by"])
+        state = current
+    return current
+
+
+def curate(result: RetrieveResult, states: Mapping[str, MemoryState]) -> RetrieveResult:
+    """A retrieve result with people's supersede links applied: a superseded doc is kept, right
+    below its replacement (brought in at its score when the backend did not return it), and
+    marked in `superseded` with `"by_hand": True`. The result keeps its length: what falls off
+    the end is the least relevant. Marks the backend made (its own amendments) are kept."""
+    docs, scores = list(result["docs"]), list(result["doc_scores"])
+    if not docs or not any(_superseded(states, doc_id(d)) for d in docs):
+        return result
+    marked = {(docs[m["doc"]], docs[m["by"]]): m for m in result.get("superseded", [])
+              if 0 <= m.get("doc", -1) < len(docs) and 0 <= m.get("by", -1) < len(docs)}
+    placed: list[tuple[str, float]] = []
+    by_hand: list[tuple[str, str, MemoryState]] = []
+    for doc, score in zip(docs, scores):
+        if any(doc == d for d, _ in placed):
+            continue
+        new = replacement(states, doc_id(doc))
+        if new is not None:
+            if not any(new["doc"] == d for d, _ in placed):
+                placed.append((new["doc"], score))
+            by_hand.append((doc, new["doc"], new))
+        placed.append((doc, score))
+    placed = placed[:len(docs)]
+    at = {doc: pos for pos, (doc, _) in enumerate(placed)}
+    marks = [{**mark, "doc": at[old], "by": at[new]} for (old, new), mark in marked.items()
+             if old in at and new in at]
+    marks += [{"doc": at[old], "by": at[new_doc], "date": "", "by_date": (state["added_at"] or "")[:10],
+               "by_hand": True} for old, new_doc, state in by_hand if old in at and new_doc in at]
+    curated: RetrieveResult = {"question": result["question"], "docs": [d for d, _ in placed],
+                               "doc_scores": [s for _, s in placed]}
+    if marks:
+        curated["superseded"] = sorted(marks, key=lambda m: m["doc"])
+    return curated
+
+
+def _superseded(states: Mapping[str, MemoryState], ident: str) -> str | None:
+    state = states.get(ident)
+    return state["superseded_by"] if state is not None else None
+
+
+def pinned_docs(states: Mapping[str, MemoryState]) -> list[str]:
+    """The live pinned docs, oldest pin first (always shown to the agent, within the budget)."""
+    pinned = [s for s in states.values() if s["pinned"] and not s["superseded_by"]]
+    return [s["doc"] for s in sorted(pinned, key=lambda s: s["added_at"] or "")]
+
+
+def current_text(states: Mapping[str, MemoryState], doc: str) -> str:
+    """A doc as the agent should read it now: its replacement's text when it was superseded."""
+    new = replacement(states, doc_id(doc))
+    return new["doc"] if new is not None else doc
+
+
+# -- in words (`middle memory show|history`, the board) -------------------------------------------
+
+def origin_line(shown: dict[str, Any]) -> str:
+    """Where a doc came from, in words: the tickets (and runs) that indexed it, or its import
+    or hand entry, with when and by whom."""
+    lines = []
+    for source in shown["tickets"]:
+        run = f", run {source['run_id'][:12]}" if source.get("run_id") else ""
+        gone = f", reverted {source['deleted_at'][:19]}" if source.get("deleted_at") else ""
+        lines.append(f"ticket {source['ticket_id']}{run}, indexed {source['indexed_at'][:19]}{gone}")
+    origin = shown.get("origin") or {}
+    kind = origin.get("kind")
+    who = f" by {shown['added_by']}" if shown.get("added_by") else ""
+    when = f" {shown['added_at'][:19]}" if shown.get("added_at") else ""
+    if kind == "commit":
+        lines.append(f"imported from commit {origin.get('commit', '?')[:12]}"
+                     + (f" ({origin['author']})" if origin.get("author") else "") + f",{when}{who}")
+    elif kind in ("file", "transcript"):
+        lines.append(f"imported from the {kind} {origin.get('path', '?')},{when}{who}")
+    elif kind == "supersede":
+        lines.append(f"written to supersede {origin.get('of', '?')[:DOC_ID_CHARS]},{when}{who}")
+    elif kind == "hand":
+        lines.append(f"added by hand,{when}{who}")
+    elif kind == "api":
+        lines.append(f"added through the HTTP API,{when}{who}")
+    elif kind and kind != "ticket":
+        lines.append(f"{kind},{when}{who}")
+    return "; ".join(lines) or "unknown (indexed before sources were recorded, or by the backend)"
+
+
+def describe_change(change: Mapping[str, Any]) -> str:
+    """One change in words: what was done to which doc, before and after."""
+    before, after = change.get("before") or {}, change.get("after") or {}
+    ident = change["doc_id"][:DOC_ID_CHARS]
+    action = change["action"]
+    if action == "edit":
+        return (f"edited {ident} -> {doc_id(after.get('doc', ''))[:DOC_ID_CHARS]}: "
+                f"before {_quote(before.get('doc'))}, after {_quote(after.get('doc'))}")
+    if action == "supersede":
+        return f"superseded {ident} by {str(after.get('by', ''))[:DOC_ID_CHARS]}: {_quote(after.get('doc'))}"
+    if action in ("pin", "unpin"):
+        return f"{action}ned {ident}"
+    if action == "forget":
+        return f"deleted {ident}: {_quote(before.get('doc'))}"
+    if action == "add":
+        return f"added {ident}: {_quote(after.get('doc'))}"
+    if action == "undo":
+        return f"undid change {change.get('undoes')} (doc {ident})"
+    return f"{action} {ident}"
+
+
+def _quote(text: Any, limit: int = 120) -> str:
+    text = " ".join(str(text or "").split())
+    return repr(text if len(text) <= limit else text[:limit - 1] + "…")
+
+
+
+SOURCE_KINDS = ("ticket", "commit", "file", "transcript", "hand", "api", "supersede", "unknown")
+
+
+def describe_docs(texts: list[str], states: Mapping[str, MemoryState],
+                  sources: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
+    """Each doc as the board lists it: short id, where it came from (a kind of SOURCE_KINDS and
+    in words), its ticket records, pinned, and its supersede links (short ids)."""
+    superseding: dict[str, list[str]] = {}
+    for each in states.values():
+        if each["superseded_by"]:
+            superseding.setdefault(each["superseded_by"], []).append(short(each["doc_id"]))
+    rows = []
+    for text in texts:
+        key = doc_id(text)
+        state = states.get(key)
+        tickets = list(sources.get(text, []))
+        origin = state["origin"] if state is not None else None
+        kind = "ticket" if tickets else str((origin or {}).get("kind") or "unknown")
+        shown = {"tickets": tickets, "origin": origin, "added_by": state and state["added_by"],
+                 "added_at": state and state["added_at"]}
+        new = replacement(states, key)
+        rows.append({"id": short(key), "text": text, "tickets": tickets,
+                     "source": kind if kind in SOURCE_KINDS else "unknown",
+                     "origin": origin_line(shown), "pinned": bool(state and state["pinned"]),
+                     "superseded_by": short(new["doc_id"]) if new is not None else None,
+                     "supersedes": superseding.get(key, [])})
+    return rows
+
+
+UNUSED_AFTER = 3  # runs that recalled a memory without using it before the board says so
+
+
+def unused_note(uses: Mapping[str, int] | None) -> str | None:
+    """What the board says of a memory recalled often and never used (see TicketQueries.memory_usage)."""
+    if uses and uses["recalled"] >= UNUSED_AFTER and not uses["used"]:
+        return (f"recalled in {uses['recalled']} runs, never used: a candidate to supersede or "
+                "forget")
+    return None
+
+
+# -- the verbs ---------------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    """What a verb did, for the CLI's line and the API's answer."""
+
+    change: int | None  # the change recorded (None: nothing to change)
+    doc: str  # the doc the verb acted on (after it: the new text of an edit)
+    old: str | None = None  # an edit's or supersede's doc before
+    message: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"change": self.change, "id": short(doc_id(self.doc)), "doc": self.doc,
+                "old": self.old, "old_id": short(doc_id(self.old)) if self.old else None,
+                "message": self.message}
+
+
+class Curator:
+    """The curation verbs on one project memory (facade) and its record (ticket store)."""
+
+    def __init__(self, facade: MemoryFacade, store: TicketStore):
+        self.facade = facade
+        self.store = store
+
+    # -- finding ---------------------------------------------------------------------------
+    def find(self, project_id: str, ident: str) -> str:
+        """The doc `ident` names (its exact text, or 4+ hex characters of its id)."""
+        key = (ident or "").strip()
+        if not key:
+            raise CurationError("give the doc's id (the 8 characters `middle memory list` shows) "
+                                "or its exact text")
+        docs = self.facade.list_docs(project_id)
+        if ident in docs:
+            return ident
+        low = key.lower()
+        if len(low) < 4 or any(c not in "0123456789abcdef" for c in low):
+            raise MemoryDocNotFound(
+                f"no doc in project {project_id!r} has exactly that text, and {short(key)!r} is no "
+                "doc id (4 or more of the hex characters `middle memory list` shows): nothing was "
+                "changed")
+        found = [d for d in docs if doc_id(d).startswith(low)]
+        if not found:
+            raise MemoryDocNotFound(f"no doc in project {project_id!r} has an id starting "
+                                    f"{low!r}: `middle memory list` shows the ids")
+        if len(set(found)) > 1:
+            raise CurationError(f"id {low!r} starts {len(found)} docs' ids in project "
+                                f"{project_id!r}: give more of it")
+        return found[0]
+
+    def states(self, project_id: str) -> dict[str, MemoryState]:
+        return self.store.memory_state(project_id)
+
+    # -- reading ---------------------------------------------------------------------------
+    def show(self, project_id: str, ident: str) -> dict[str, Any]:
+        """A doc with where it came from, what it superseded or what superseded it, and its
+        changes (following it through its edits)."""
+        doc = self.find(project_id, ident)
+        states = self.states(project_id)
+        key = doc_id(doc)
+        state = states.get(key)
+        own: dict[str, Any] = dict(state) if state is not None else {}
+        tickets = self.store.doc_sources(project_id).get(doc, [])
+        new = replacement(states, key)
+        supersedes = [s for s in states.values() if s["superseded_by"] == key]
+        ids = {key} | _earlier_ids(self.store, project_id, key)
+        return {
+            "id": key, "short_id": short(key), "doc": doc, "project": project_id,
+            "tickets": tickets,
+            "origin": own.get("origin") or ({"kind": "ticket"} if tickets else None),
+            "added_by": own.get("added_by"), "added_at": own.get("added_at"),
+            "pinned": bool(state and state["pinned"]),
+            "superseded_by": None if new is None else {"id": new["doc_id"], "doc": new["doc"],
+                                                        "at": new["added_at"]},
+            "supersedes": [{"id": s["doc_id"], "doc": s["doc"]} for s in supersedes],
+            "changes": self.store.memory_changes(project_id, doc_ids=ids),
+        }
+
+    def changes(self, project_id: str, limit: int = 200) -> list[MemoryChange]:
+        return self.store.memory_changes(project_id, limit=limit)
+
+    # -- changing --------------------------------------------------------------------------
+    def add(self, project_id: str, text: str, who: str, origin: dict[str, Any] | None = None) -> Outcome:
+        """Index `text` as a doc of its own (refused over max_doc_chars), recorded as added."""
+        doc = self.facade.prepare_doc(text, refuse_long=True)
+        with self.facade.project_lock(project_id, "add"):
+            if self.facade.has_doc(project_id, doc):
+                return Outcome(None, doc, message="already in memory: nothing added")
+            self.facade.index(project_id, [doc])
+            change = self.store.record_memory_change(
+                project_id, "add", doc_id(doc), who=who, after={"doc": doc},
+                put=[self._new_state(doc, origin or {"kind": "hand"}, who)])
+        return Outcome(change, doc, message="added")
+
+    def edit(self, project_id: str, ident: str, text: str, who: str) -> Outcome:
+        """Replace a doc's text: re-embedded and re-indexed alone (its time kept where the
+        backend keeps times), its pins, supersede links and ticket records moved to the new
+        text, the old text kept in the change (undo puts it back)."""
+        new = self._new_text(text)
+        with self.facade.project_lock(project_id, "edit"):
+            old = self.find(project_id, ident)
+            if new == old:
+                raise CurationError("the new text is the doc's text: nothing to change")
+            if self.facade.has_doc(project_id, new):
+                raise CurationError(f"another doc ({short(doc_id(new))}) has that text already: "
+                                    "forget this one instead (`middle memory delete`)")
+            self._replace(project_id, old, new)
+            states = self.states(project_id)
+            put, drop = _moved(states, doc_id(old), new)
+            change = self.store.record_memory_change(
+                project_id, "edit", doc_id(old), who=who, before={"doc": old},
+                after={"doc": new, "doc_id": doc_id(new)}, put=put, drop=drop)
+        return Outcome(change, new, old, "edited")
+
+    def supersede(self, project_id: str, ident: str, text: str, who: str) -> Outcome:
+        """Index `text` as the doc that replaces `ident`; the old one is kept and marked, and
+        ranks right below its replacement from now on."""
+        new = self._new_text(text)
+        with self.facade.project_lock(project_id, "supersede"):
+            old = self.find(project_id, ident)
+            key = doc_id(old)
+            states = self.states(project_id)
+            if _superseded(states, key):
+                later = replacement(states, key)
+                name = short(later["doc_id"]) if later else short(_superseded(states, key) or "")
+                raise CurationError(f"doc {short(key)} was already superseded by {name}: "
+                                    f"supersede that one instead (`middle memory supersede {name} "
+                                    "--with TEXT`), or undo the first supersede")
+            if new == old or self.facade.has_doc(project_id, new):
+                raise CurationError(f"a doc with that text is in memory already "
+                                    f"({short(doc_id(new))}): give the new wording")
+            self.facade.index(project_id, [new])
+            old_state = states.get(key) or self._new_state(old, None, who)
+            change = self.store.record_memory_change(
+                project_id, "supersede", key, who=who, before={"superseded_by": None},
+                after={"by": doc_id(new), "doc": new},
+                put=[{**old_state, "superseded_by": doc_id(new)},
+                     self._new_state(new, {"kind": "supersede", "of": key}, who)])
+        return Outcome(change, new, old, "superseded")
+
+    def pin(self, project_id: str, ident: str, who: str, pinned: bool = True) -> Outcome:
+        """Pin (always in the agent's block, within its budget) or unpin a doc."""
+        with self.facade.project_lock(project_id, "pin"):
+            doc = self.find(project_id, ident)
+            key = doc_id(doc)
+            states = self.states(project_id)
+            state = states.get(key) or self._new_state(doc, None, who)
+            if pinned and state["superseded_by"]:
+                later = replacement(states, key)
+                raise CurationError(f"doc {short(key)} was superseded by "
+                                    f"{short(later['doc_id']) if later else '?'}: pin that one")
+            if state["pinned"] == pinned:
+                return Outcome(None, doc, message="already pinned" if pinned else "not pinned")
+            change = self.store.record_memory_change(
+                project_id, "pin" if pinned else "unpin", key, who=who,
+                before={"pinned": not pinned}, after={"pinned": pinned},
+                put=[{**state, "pinned": pinned}])
+        return Outcome(change, doc, message="pinned" if pinned else "unpinned")
+
+    def forget(self, project_id: str, ident: str, who: str) -> Outcome:
+        """Delete a doc from memory; the change keeps its text, time and state (undo puts it back)."""
+        with self.facade.project_lock(project_id, "delete"):
+            doc = self.find(project_id, ident)
+            key = doc_id(doc)
+            when = self.facade.doc_time(project_id, doc)
+            if not self.facade.delete(project_id, [doc]):
+                raise MemoryDocNotFound(f"doc {short(key)} is not in memory any more")
+            self.store.set_memory_docs_deleted(project_id, doc, True)
+            state = self.states(project_id).get(key)
+            change = self.store.record_memory_change(
+                project_id, "forget", key, who=who,
+                before={"doc": doc, "time": when, "state": dict(state) if state else None},
+                drop=[key])
+        return Outcome(change, doc, message="deleted")
+
+    def undo(self, project_id: str, change_id: int, who: str) -> Outcome:
+        """Take back one change (which must not be undone already, nor followed by a change
+        to the same doc that depends on it)."""
+        with self.facade.project_lock(project_id, "undo"):
+            change = self.store.memory_change(project_id, change_id)
+            if change is None:
+                raise MemoryDocNotFound(f"project {project_id!r} has no memory change {change_id}: "
+                                        "`middle memory history` lists them")
+            if change["undone_by"] is not None:
+                raise CurationError(f"change {change_id} was undone already (by change "
+                                    f"{change['undone_by']})")
+            if change["action"] == "undo":
+                raise CurationError(f"change {change_id} is an undo: undo change "
+                                    f"{change['undoes']} again instead of undoing the undo")
+            return self._undo(project_id, change, who)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _undo(self, project_id: str, change: MemoryChange, who: str) -> Outcome:
+        action, before, after = change["action"], change["before"] or {}, change["after"] or {}
+        states = self.states(project_id)
+        live = set(self.facade.list_docs(project_id))
+        record: dict[str, Any] = {"who": who, "undoes": change["id"], "before": after or None,
+                                  "after": before or None}
+        if action in ("pin", "unpin"):
+            state = states.get(self._current_id(project_id, change["doc_id"]))
+            if state is None or state["doc"] not in live:
+                raise self._gone(change)
+            cid = self.store.record_memory_change(
+                project_id, "undo", state["doc_id"], put=[{**state, "pinned": bool(before["pinned"])}],
+                **record)
+            return Outcome(cid, state["doc"], message=f"undid the {action}")
+        if action == "edit":
+            new, old = after["doc"], before["doc"]
+            if new not in live:
+                raise self._gone(change)
+            self._replace(project_id, new, old)
+            put, drop = _moved(states, doc_id(new), old)
+            cid = self.store.record_memory_change(project_id, "undo", doc_id(new), put=put,
+                                                  drop=drop, **record)
+            return Outcome(cid, old, new, "undid the edit")
+        if action == "supersede":
+            new = after["doc"]
+            old_state = states.get(change["doc_id"])
+            if new not in live:
+                raise self._gone(change)
+            self.facade.delete(project_id, [new])
+            put = [{**old_state, "superseded_by": None}] if old_state else []
+            cid = self.store.record_memory_change(project_id, "undo", change["doc_id"], put=put,
+                                                  drop=[doc_id(new)], **record)
+            return Outcome(cid, old_state["doc"] if old_state else new, new, "undid the supersede")
+        if action == "forget":
+            doc = before["doc"]
+            if doc not in live:
+                self.facade.index_records(project_id, [(doc, before.get("time"))])
+            self.store.set_memory_docs_deleted(project_id, doc, False)
+            put = [before["state"]] if before.get("state") else []
+            cid = self.store.record_memory_change(project_id, "undo", change["doc_id"], put=put, **record)
+            return Outcome(cid, doc, message="undid the delete")
+        if action == "add":
+            doc = after["doc"]
+            if doc in live:
+                self.facade.delete(project_id, [doc])
+            cid = self.store.record_memory_change(project_id, "undo", change["doc_id"],
+                                                  drop=[change["doc_id"]], **record)
+            return Outcome(cid, doc, message="undid the add")
+        raise CurationError(f"change {change['id']} ({action}) cannot be undone")
+
+    def _current_id(self, project_id: str, ident: str) -> str:
+        """The id doc `ident` has now, following its edits (those not undone)."""
+        edits = {c["doc_id"]: str((c["after"] or {}).get("doc_id")) for c in
+                 reversed(self.store.memory_changes(project_id, limit=100_000))
+                 if c["action"] == "edit" and c["undone_by"] is None}
+        seen = {ident}
+        while ident in edits and edits[ident] not in seen:
+            ident = edits[ident]
+            seen.add(ident)
+        return ident
+
+    def _gone(self, change: MemoryChange) -> CurationError:
+        return CurationError(f"change {change['id']} cannot be undone: its doc was changed since "
+                             "(`middle memory history` shows by which change; undo that first)")
+
+    def _replace(self, project_id: str, old: str, new: str) -> None:
+        """`new` indexed in `old`'s place (at its time), then `old` deleted; the tickets that
+        indexed `old` now own `new` (so `middle revert` deletes the edit)."""
+        when = self.facade.doc_time(project_id, old)
+        self.facade.index_records(project_id, [(new, when)])
+        try:
+            self.facade.delete(project_id, [old])
+        except Exception:
+            self.facade.delete(project_id, [new])  # an edit never leaves both, nor neither
+            raise
+        self.store.replace_memory_doc(project_id, old, new)
+
+    def _new_text(self, text: str) -> str:
+        if not isinstance(text, str) or not text.strip():
+            raise CurationError("the new text is empty: give the doc's words (--text TEXT, or "
+                                "write them in the editor)")
+        return self.facade.prepare_doc(text, refuse_long=True)
+
+    @staticmethod
+    def _new_state(doc: str, origin: dict[str, Any] | None, who: str) -> MemoryState:
+        from tickets.model import utc_now
+
+        return {"doc_id": doc_id(doc), "doc": doc, "pinned": False, "superseded_by": None,
+                "origin": origin, "added_by": who, "added_at": utc_now()}
+
+
+def _moved(states: Mapping[str, MemoryState], old_id: str, new: str) -> tuple[list[MemoryState], list[str]]:
+    """The state rows an edit writes: the doc's own row under its new id, and every supersede
+    link that pointed at the old id pointed at the new one."""
+    new_id = doc_id(new)
+    put: list[MemoryState] = []
+    own = states.get(old_id)
+    if own is not None:
+        put.append({**own, "doc_id": new_id, "doc": new})
+    put += [{**s, "superseded_by": new_id} for s in states.values()
+            if s["superseded_by"] == old_id and s["doc_id"] != old_id]
+    return put, [old_id] if own is not None else []
+
+
+def _earlier_ids(store: TicketStore, project_id: str, ident: str) -> set[str]:
+    """The ids a doc had before its edits (its history follows it)."""
+    ids: set[str] = set()
+    frontier = {ident}
+    changes = [c for c in store.memory_changes(project_id, limit=10_000) if c["action"] == "edit"]
+    while frontier:
+        found = {c["doc_id"] for c in changes if (c["after"] or {}).get("doc_id") in frontier}
+        frontier = found - ids
+        ids |= found
+    return ids

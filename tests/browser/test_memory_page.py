@@ -1,0 +1,98 @@
+"""The board's Memory page in real headless Chromium (issue 31): a person finds a wrong memory,
+sees where it came from, edits it, supersedes it, pins one, forgets one (each destructive step
+asked first) and undoes a change; every step is in the change record with who made it."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import httpx
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+
+from orchestrator.memory.format import doc_id
+from orchestrator.server import create_app
+from orchestrator.server.live import ServerThread
+
+from browser_helpers import make_project, screenshot, wait
+
+WRONG = "Ticket: Session timeout. Sessions expire after 1 day; the cookie is not signed."
+FIXED = "Ticket: Session timeout. Sessions expire after 7 days; the cookie is signed."
+NEWER = "Ticket: Session timeout. Sessions now use JWT tokens instead of cookies."
+OTHER = "Ticket: Export. The CSV export streams rows from the orders table."
+
+
+@pytest.fixture
+def memory_site(tmp_path) -> Iterator[Any]:
+    app = create_app(make_project(tmp_path), fake=True)
+    with ServerThread(app) as thread:
+        thread.api = httpx.Client(base_url=thread.url, timeout=60)
+        yield thread
+        thread.api.close()
+
+
+def item(driver: Any, ident: str) -> Any:
+    return driver.execute_script("return document.querySelector(`.doc-item[data-id='${arguments[0]}']`)",
+                                 ident)
+
+
+def click(driver: Any, ident: str, action: str) -> Any:
+    found = item(driver, ident)
+    found.find_element(By.CSS_SELECTOR, f'[data-action="{action}"]').click()
+    return found
+
+
+def test_find_show_edit_supersede_pin_forget_and_undo_on_the_memory_page(browser, memory_site):
+    api, d = memory_site.api, browser
+    for text in (WRONG, OTHER):
+        assert api.post("/api/projects/calc/memory/docs", json={"text": text}).status_code == 200
+    wrong, fixed, newer, other = (doc_id(t)[:8] for t in (WRONG, FIXED, NEWER, OTHER))
+    d.get(memory_site.url + "/projects/calc/memory")
+    d.find_element(By.ID, "q").send_keys("session cookie expire", Keys.ENTER)
+    wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#results li .why"), "search results with why")
+    first = d.find_element(By.CSS_SELECTOR, "#results li")
+    assert WRONG in first.text and "why: keywords session" in first.text
+
+    click(d, wrong, "show")  # where it came from, and its changes
+    wait(d, lambda d: item(d, wrong).find_element(By.CSS_SELECTOR, ".show-box").is_displayed(), "show")
+    shown = item(d, wrong).find_element(By.CSS_SELECTOR, ".show-box").text
+    assert "from: added through the HTTP API" in shown or "from: added by hand" in shown
+    assert "change 1" in shown
+
+    found = click(d, wrong, "edit")
+    area = found.find_element(By.CSS_SELECTOR, ".edit-form textarea")
+    area.clear()
+    area.send_keys(FIXED)
+    found.find_element(By.CSS_SELECTOR, ".edit-form button[type=submit]").click()
+    wait(d, lambda d: item(d, fixed) is not None and item(d, wrong) is None, "the edited doc")
+
+    found = click(d, fixed, "supersede")
+    found.find_element(By.CSS_SELECTOR, ".supersede-form textarea").send_keys(NEWER)
+    found.find_element(By.CSS_SELECTOR, ".supersede-form button[type=submit]").click()
+    wait(d, lambda d: item(d, newer) is not None, "the superseding doc")
+    assert f"superseded by {newer}" in item(d, fixed).text  # kept, marked as history
+
+    click(d, other, "pin")
+    wait(d, lambda d: "pinned" in item(d, other).text, "the pin")
+
+    found = click(d, other, "delete")  # destructive: asked first, nothing gone yet
+    confirm = found.find_element(By.CSS_SELECTOR, ".confirm")
+    assert confirm.is_displayed() and f"Forget doc {other}?" in confirm.text and item(d, other)
+    confirm.find_element(By.CSS_SELECTOR, '[data-action="confirm"]').click()
+    wait(d, lambda d: item(d, other) is None, "the forgotten doc gone")
+    screenshot(d, "memory-curation")
+
+    changes = d.find_elements(By.CSS_SELECTOR, "#changes .change-item")
+    assert [c.get_attribute("data-change") for c in changes] == ["6", "5", "4", "3", "2", "1"]
+    assert "deleted" in changes[0].text and "board " in changes[0].text
+    changes[0].find_element(By.CSS_SELECTOR, '[data-action="undo"]').click()
+    confirm = changes[0].find_element(By.CSS_SELECTOR, ".confirm")
+    assert confirm.is_displayed() and "Undo change 6?" in confirm.text
+    confirm.find_element(By.CSS_SELECTOR, '[data-action="confirm-undo"]').click()
+    wait(d, lambda d: item(d, other) is not None and "pinned" in item(d, other).text,
+         "the forgotten doc back, still pinned")
+    docs = [x["text"] for x in api.get("/api/projects/calc/memory/docs").json()["docs"]]
+    assert sorted(docs) == sorted([FIXED, NEWER, OTHER])
+    who = [c["who"] for c in api.get("/api/projects/calc/memory/changes").json()["changes"]]
+    assert who[0].startswith("board ") and who[-1].startswith("api ")

@@ -1,0 +1,206 @@
+"""What people did to the project memory: pins, supersede links, where a doc came from, and the
+record of every change (who, when, before and after), in the ticket store.
+
+Kept here, not in a memory backend's store, because every process and machine of a project
+reads this store (SQLite, or one PostgreSQL database), it outlives `middle memory reindex` (which
+rebuilds the backends' stores) and it is plain rows anyone can read with `sqlite3` or `psql`. A
+doc is named by its id: the SHA-256 of its text (hex), the same in every backend and after a
+reindex (`middle memory list` shows its first 8 characters).
+
+- `memory_state`: one row per doc that has curation or a known origin other than a ticket:
+  `pinned` (always shown to the agent), `superseded_by` (the id of the doc that replaces it; the
+  old one is kept and ranked below it), `origin` (JSON: `{"kind": "hand" | "commit" | "file" |
+  "transcript" | "edit" | "supersede" | ..., ...}`), who added it and when. A ticket's
+  completion doc is found in `memory_docs` (its ticket and run) instead.
+- `memory_changes`: every change, in order: `action` (add, edit, supersede, pin, unpin, forget,
+  undo), the doc's id, `before_state` and `after_state` (JSON: what the change needs to be
+  undone, e.g. the text before and after an edit), `who`, `at`, and the undo links (`undoes`,
+  `undone_by`).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Iterable, TypedDict
+
+from tickets.model import utc_now
+
+CURATION_SCHEMA = """;
+CREATE TABLE IF NOT EXISTS memory_state (
+    project_id TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    pinned INTEGER NOT NULL DEFAULT 0,
+    superseded_by TEXT,
+    origin TEXT,
+    added_by TEXT,
+    added_at TEXT,
+    PRIMARY KEY (project_id, doc_id)
+);
+CREATE TABLE IF NOT EXISTS memory_changes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    project_id TEXT NOT NULL,
+    action TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    before_state TEXT,
+    after_state TEXT,
+    who TEXT NOT NULL,
+    at TEXT NOT NULL,
+    undoes INTEGER,
+    undone_by INTEGER
+);
+CREATE INDEX IF NOT EXISTS memory_changes_by_project ON memory_changes(project_id, id)
+"""
+
+CHANGE_ACTIONS = ("add", "edit", "supersede", "pin", "unpin", "forget", "undo")
+CURATION_SINCE = 7  # the ticket store's schema version that made these tables
+
+
+class MemoryState(TypedDict):
+    doc_id: str
+    doc: str
+    pinned: bool
+    superseded_by: str | None
+    origin: dict[str, Any] | None
+    added_by: str | None
+    added_at: str | None
+
+
+class MemoryChange(TypedDict):
+    id: int
+    project_id: str
+    action: str
+    doc_id: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    who: str
+    at: str
+    undoes: int | None
+    undone_by: int | None
+
+
+def _state(row: Any) -> MemoryState:
+    return {"doc_id": row["doc_id"], "doc": row["doc"], "pinned": bool(row["pinned"]),
+            "superseded_by": row["superseded_by"],
+            "origin": json.loads(row["origin"]) if row["origin"] else None,
+            "added_by": row["added_by"], "added_at": row["added_at"]}
+
+
+def _change(row: Any) -> MemoryChange:
+    return {"id": int(row["id"]), "project_id": row["project_id"], "action": row["action"],
+            "doc_id": row["doc_id"],
+            "before": json.loads(row["before_state"]) if row["before_state"] else None,
+            "after": json.loads(row["after_state"]) if row["after_state"] else None,
+            "who": row["who"], "at": row["at"], "undoes": row["undoes"],
+            "undone_by": row["undone_by"]}
+
+
+def _put(conn: Any, project_id: str, state: MemoryState) -> None:
+    conn.execute(
+        "INSERT INTO memory_state (project_id, doc_id, doc, pinned, superseded_by, origin, added_by,"
+        " added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project_id, doc_id) DO UPDATE SET"
+        " doc = excluded.doc, pinned = excluded.pinned, superseded_by = excluded.superseded_by,"
+        " origin = excluded.origin, added_by = excluded.added_by, added_at = excluded.added_at",
+        (project_id, state["doc_id"], state["doc"], int(state["pinned"]), state["superseded_by"],
+         json.dumps(state["origin"]) if state["origin"] else None, state["added_by"],
+         state["added_at"]))
+
+
+class MemoryCuration:
+    """Curation methods of TicketStore (needs its `_write` and `_read`)."""
+
+    if TYPE_CHECKING:  # provided by TicketStore, which this mixin is part of
+        version: int
+
+        def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
+        def _write(self) -> AbstractContextManager[Any]: ...
+
+    def memory_state(self, project_id: str) -> dict[str, MemoryState]:
+        """Every doc of the project with curation or a known origin, by doc id (one query: the
+        memory facade reads it on every recall, so another process's pin counts at once). A
+        store opened read-only before any command migrated it has none."""
+        if self.version < CURATION_SINCE:
+            return {}
+        return {row["doc_id"]: _state(row) for row in self._read(
+            "SELECT * FROM memory_state WHERE project_id = ?", (project_id,))}
+
+    def note_memory_origins(self, project_id: str, docs: Iterable[tuple[str, str, dict[str, Any]]],
+                            who: str) -> None:
+        """Where docs came from ((doc id, text, origin) each), for those with no record yet:
+        an import run again, or a doc a ticket indexed too, keeps its first origin."""
+        now = utc_now()
+        with self._write() as conn:
+            for doc_id, doc, origin in docs:
+                conn.execute(
+                    "INSERT INTO memory_state (project_id, doc_id, doc, origin, added_by, added_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (project_id, doc_id) DO NOTHING",
+                    (project_id, doc_id, doc, json.dumps(origin), who, now))
+
+    def record_memory_change(self, project_id: str, action: str, doc_id: str, *, who: str,
+                             before: dict[str, Any] | None = None,
+                             after: dict[str, Any] | None = None,
+                             put: Iterable[MemoryState] = (), drop: Iterable[str] = (),
+                             undoes: int | None = None) -> int:
+        """One change, in one transaction: the states it writes (`put`) or removes (`drop`, by
+        doc id), and its entry in the record (`undoes`: the change it takes back, marked so);
+        returns the entry's id."""
+        if action not in CHANGE_ACTIONS:
+            raise ValueError(f"unknown memory change {action!r}: one of {', '.join(CHANGE_ACTIONS)}")
+        with self._write() as conn:
+            for state in put:
+                _put(conn, project_id, state)
+            for gone in drop:
+                conn.execute("DELETE FROM memory_state WHERE project_id = ? AND doc_id = ?",
+                             (project_id, gone))
+            row = conn.execute(
+                "INSERT INTO memory_changes (project_id, action, doc_id, before_state, after_state,"
+                " who, at, undoes) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (project_id, action, doc_id, json.dumps(before) if before is not None else None,
+                 json.dumps(after) if after is not None else None, who, utc_now(), undoes)).fetchone()
+            change = int(row[0])
+            if undoes is not None:
+                conn.execute("UPDATE memory_changes SET undone_by = ? WHERE id = ? AND project_id = ?",
+                             (change, undoes, project_id))
+            return change
+
+    def memory_changes(self, project_id: str, *, doc_ids: Iterable[str] | None = None,
+                       limit: int = 200) -> list[MemoryChange]:
+        """The project's changes, newest first (only those of `doc_ids` when given: a doc's
+        history follows it through its edits when the caller names every id it had)."""
+        if self.version < CURATION_SINCE:
+            return []
+        rows = self._read("SELECT * FROM memory_changes WHERE project_id = ? ORDER BY id DESC",
+                          (project_id,))
+        wanted = None if doc_ids is None else set(doc_ids)
+        changes = [_change(r) for r in rows]
+        if wanted is not None:
+            changes = [c for c in changes if c["doc_id"] in wanted or wanted & _named(c)]
+        return changes[:limit]
+
+    def memory_change(self, project_id: str, change_id: int) -> MemoryChange | None:
+        rows = self._read("SELECT * FROM memory_changes WHERE project_id = ? AND id = ?",
+                          (project_id, change_id))
+        return _change(rows[0]) if rows else None
+
+    def set_memory_docs_deleted(self, project_id: str, doc: str, deleted: bool) -> int:
+        """A forgotten doc's ticket records marked deleted (so "Recent work" no longer shows it),
+        or marked live again by its undo; returns how many records changed."""
+        with self._write() as conn:
+            if deleted:
+                cur = conn.execute("UPDATE memory_docs SET deleted_at = ? WHERE project_id = ? AND"
+                                   " doc = ? AND deleted_at IS NULL", (utc_now(), project_id, doc))
+            else:
+                cur = conn.execute("UPDATE memory_docs SET deleted_at = NULL WHERE project_id = ?"
+                                   " AND doc = ? AND deleted_at IS NOT NULL", (project_id, doc))
+            return cur.rowcount
+
+
+def _named(change: MemoryChange) -> set[str]:
+    """The other doc ids a change names (an edit's new id, a supersede's replacement)."""
+    ids = set()
+    for side in (change["before"] or {}, change["after"] or {}):
+        for key in ("doc_id", "by"):
+            if isinstance(side.get(key), str):
+                ids.add(side[key])
+    return ids
