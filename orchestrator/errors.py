@@ -11,7 +11,7 @@ from tickets.errors import ConfigError, MiddleError, StoreError, StoreUnavailabl
 __all__ = [
     "MiddleError", "ConfigError", "TicketError", "StoreError", "StoreUnavailable",
     "MemoryStoreError", "CodingAgentError", "AgentReplyError", "ModelAccessError", "GitError",
-    "RunInterrupted",
+    "RunInterrupted", "BatchStopper", "CheckCannotStart", "CheckFailed",
 ]
 
 
@@ -27,9 +27,24 @@ class AgentReplyError(MiddleError):
     """The middle agent's LLM gave no usable decision, even after one repair attempt."""
 
 
-class ModelAccessError(AgentReplyError):
+class BatchStopper(MiddleError):
+    """A problem every other ticket of a batch would meet the same way: the batch stops at the
+    first one and says it once (the model cannot be used, a check command cannot start)."""
+
+
+class ModelAccessError(AgentReplyError, BatchStopper):
     """The model API cannot be used at all (rejected key, unknown model, unreachable host): every
     other ticket would fail the same way, so a batch stops at the first one."""
+
+
+class CheckCannotStart(ConfigError, BatchStopper):
+    """A `[check]` command (or a ticket's `check:`) could not start at all (not found, not
+    executable): a mistake in the config, not a failure for the middle agent to correct."""
+
+
+class CheckFailed(MiddleError):
+    """A ticket's check still fails after its correction rounds: the run fails (resumable), its
+    work committed on its branch."""
 
 
 class GitError(MiddleError):

@@ -26,7 +26,8 @@ CREATE INDEX IF NOT EXISTS run_events_by_run ON run_events(run_id, id)
 """
 
 # What kinds of event the runner records (the data keys each carries are in the README).
-EVENT_KINDS = ("run_start", "node", "note", "coding_agent", "decision", "run_end", "feedback", "recall")
+EVENT_KINDS = ("run_start", "node", "note", "coding_agent", "decision", "run_end", "feedback", "recall", "check",
+               "setup")
 MAX_EVENT_TEXT = 4000  # one event's text fields are cut here; the turn record keeps the whole text
 
 

@@ -31,7 +31,7 @@ PathArg = str | os.PathLike[str]
 _RESERVED = ("title", "project", "id", "path", "depends_on")
 # Keys a ticket may carry without a warning: the ones above plus free-form metadata we know of.
 # Anything else is likely a typo (`pth:` for `path:`), so loading says so, naming file and key.
-KNOWN_KEYS = frozenset({*_RESERVED, "description", "labels"})
+KNOWN_KEYS = frozenset({*_RESERVED, "description", "labels", "check"})
 # How a ticket starts, said on one line (every message about a file is one line).
 _EXAMPLE = "'---', 'title: Fix the login bug', 'project: my-app', '---', then what to do, in Markdown"
 
@@ -209,6 +209,16 @@ def _too_long(size: int, limit: int, unit: str) -> _BadFile:
     return _BadFile(too_long(size, limit, unit))
 
 
+def _check_commands(meta: dict[str, Any]) -> None:
+    """`check:` (the ticket's own check commands, kept in its fields) must be a list of shell lines."""
+    if "check" not in meta:
+        return
+    raw = meta["check"]
+    if not isinstance(raw, list) or not all(isinstance(c, str) and c.strip() for c in raw):
+        raise _BadFile("'check' must be a list of shell commands, e.g. 'check: [\"python -m pytest -q\"]' "
+                       "(or 'check: []' to run none for this ticket)")
+
+
 def _depends_on(meta: dict[str, Any]) -> list[str]:
     raw = meta.get("depends_on")
     if raw is None:
@@ -285,6 +295,7 @@ def _parse_with_keys(path: Path, default_project_path: PathArg | None, max_chars
     if not description and isinstance(fields.get("description"), str):
         description = fields.pop("description").strip()
     depends_on = _depends_on(meta)
+    _check_commands(meta)
     unknown = sorted(str(k) for k in meta if str(k) not in KNOWN_KEYS)
     try:
         return Ticket(id=ticket_id, project_id=project, title=title, description=description,
@@ -366,7 +377,7 @@ class _FileMemo:
     what changes when the file is written. A cache, not state: unreadable or foreign content is
     ignored, and every remembered ticket is checked again as a new Ticket is."""
 
-    VERSION = 2  # 2: the default project is part of the context
+    VERSION = 3  # 2: the default project is part of the context; 3: `check:` is checked
     # A file changed within this long of being remembered could change again within the file
     # system's time resolution without its stamp moving (git's "racily clean" entries): such a
     # file is parsed every time until it is older.

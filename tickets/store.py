@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tickets.claims import CLAIMS_SCHEMA, Claim, TicketClaims
+from tickets.checks import CHECKS_SCHEMA, TicketChecks
 from tickets.curation import CURATION_SCHEMA, MemoryCuration
 from tickets.db import RECONNECT_S, SqliteDatabase, and_equal, open_database, postgres_ddl
 from tickets.errors import StoreError, TicketError
@@ -41,7 +42,8 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 7: memory_docs.index_pending: a completion doc memory could not index yet (retried later).
 # 8: memory curation (tickets/curation.py: memory_state, memory_changes); memory_docs.run_id: the
 #    run that indexed the doc.
-SCHEMA_VERSION = 8
+# 9: check_baselines (tickets/checks.py); runs.check_status, runs.corrections, runs.check_budget.
+SCHEMA_VERSION = 9
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
 SCHEMA_LOCK_KEY = 0x6D6964646C65
@@ -85,7 +87,10 @@ CREATE TABLE IF NOT EXISTS runs (
     revert_commit TEXT,
     offline INTEGER NOT NULL DEFAULT 0,
     pr_url TEXT,
-    pr_state TEXT
+    pr_state TEXT,
+    check_status TEXT,
+    corrections INTEGER,
+    check_budget INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_by_ticket ON runs(ticket_id, started_at);
 CREATE TABLE IF NOT EXISTS turns (
@@ -120,7 +125,7 @@ CREATE TABLE IF NOT EXISTS memory_docs (
     run_id TEXT
 );
 CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
-""" + CLAIMS_SCHEMA + EVENTS_SCHEMA + CURATION_SCHEMA
+""" + CLAIMS_SCHEMA + EVENTS_SCHEMA + CURATION_SCHEMA + CHECKS_SCHEMA
 
 # A run's git record (issue: a ticket is a unit of code change); `changes` is JSON
 # [{"path", "added", "deleted"}] from `git diff --numstat` (None: not committed yet). A merge
@@ -132,8 +137,11 @@ GIT_RUN_FIELDS = ("isolation", "repo", "base_branch", "base_commit", "branch", "
 # A run's pull request (`middle pr`): its URL, and "opening" (intent recorded before the branch is
 # pushed), "open", "merged", "closed" or "gone" (GitHub no longer has it: the URL is cleared).
 PR_RUN_FIELDS = ("pr_url", "pr_state")
+# The check loop: the last check's outcome ("passed", "no-worse", "failed"), the check failures
+# fed back to the middle agent (corrections), and how many it may get (raised by a resume).
+CHECK_RUN_FIELDS = ("check_status", "corrections", "check_budget")
 _RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ended_at", "offline",
-                         *GIT_RUN_FIELDS, *PR_RUN_FIELDS})
+                         *GIT_RUN_FIELDS, *PR_RUN_FIELDS, *CHECK_RUN_FIELDS})
 # Columns added after a table was first created: (table, column, declaration) for the migration.
 _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   *(("runs", name, "TEXT") for name in GIT_RUN_FIELDS),
@@ -142,7 +150,9 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   ("claims", "owner_start", "TEXT"),
                   ("memory_docs", "index_pending", "INTEGER NOT NULL DEFAULT 0"),
                   *(("runs", name, "TEXT") for name in PR_RUN_FIELDS),
-                  ("memory_docs", "run_id", "TEXT"))
+                  ("memory_docs", "run_id", "TEXT"),
+                  ("runs", "check_status", "TEXT"), ("runs", "corrections", "INTEGER"),
+                  ("runs", "check_budget", "INTEGER"))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
@@ -166,7 +176,7 @@ def open_read_only(target: str | Path) -> TicketStore | None:
         return None
 
 
-class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRounds, MemoryCuration):
+class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRounds, MemoryCuration, TicketChecks):
     """Tickets and their execution log, shared by threads, processes and (on PostgreSQL) machines.
 
     `target` is the SQLite file (the embedded default) or a postgresql:// URL. `readonly=True`

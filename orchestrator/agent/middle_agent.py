@@ -37,6 +37,10 @@ class MiddleAgent:
         """A review round's first prompt for Claude Code, from the human's feedback."""
         return self._ask(prompts.revise_message(ticket, history, feedback, memories, conflict), Plan).prompt
 
+    def correct(self, ticket: dict[str, Any], failure: str, memories: str) -> str:
+        """The next prompt for Claude Code after the project's check failed on its work."""
+        return self._ask(prompts.correct_message(ticket, failure, memories), Plan).prompt
+
     def assess(
         self, ticket: dict[str, Any], conversation: str, memories: str, turn: int
     ) -> Decision:

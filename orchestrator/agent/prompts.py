@@ -136,3 +136,22 @@ def revise_message(ticket: dict[str, Any], history: str, feedback: list[str], me
 def feedback_note(feedback: list[str]) -> str:
     """Feedback that arrived during the run, for the next assessment."""
     return LATE_FEEDBACK + "\n" + "\n".join(f"- {' '.join(f.split())}" for f in feedback)
+
+
+# -- the check loop: "complete" did not pass the project's checks ------------------------------------
+CHECK_FAILED = "The project's checks failed after you marked the ticket complete:"  # the demo model reads after it
+
+CORRECT_INSTRUCTIONS = """You marked the ticket complete, but a check the project requires failed on \
+the ticket's worktree (below: the command, how it ended, the tests that fail because of this \
+ticket, and the end of its output). The ticket is not done until it passes. Claude Code continues \
+its own session, so it remembers its work. Write the next prompt for Claude Code: what to fix, \
+with the failing tests and the relevant lines of the output it needs. Tests listed as already \
+failing before this ticket are not its to fix. Reply as JSON: {"prompt": "..."}."""
+
+
+def correct_message(ticket: dict[str, Any], failure: str, memories: str) -> str:
+    """The request after a failed check: the ticket, then the failure (the demo model reads it last)."""
+    body = (f"Ticket: {ticket['title']}\n"
+            f"Project: {ticket['project_id']} at {ticket['project_path']}\n\n"
+            f"{CORRECT_INSTRUCTIONS}\n\n{CHECK_FAILED}\n{failure}")
+    return with_memories(memories, body)

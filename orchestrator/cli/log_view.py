@@ -47,6 +47,9 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
         # a review round: its number and the human's words
         round_lines(console, store, run, runs[n + 1] if n + 1 < len(runs) else None)
         recalls = _recalls(store, run["id"])
+        checks = _checks(store, run["id"])
+        for event in checks.get(0, []):  # worktree setup, and the checks on the base commit
+            _check_lines(console, event, full)
         if run.get("plan_prompt") is not None:
             console.print("  [bold]plan[/]")
             _block(console, "memories invoked", run.get("plan_memories"), full)
@@ -65,6 +68,11 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
                 _why(console, recalls.get(f"turn {turn['turn_no']}"))
                 _block(console, "decision", json.dumps(turn.get("decision"), ensure_ascii=False), full)
                 _decision_notes(console, turn.get("decision") or {}, full)
+            for event in checks.get(turn["turn_no"], []):  # the checks its "complete" ran
+                _check_lines(console, event, full)
+        if run.get("check_status"):
+            console.print(f"  [bold]check[/] {escape(str(run['check_status']))}, "
+                          f"{run.get('corrections') or 0} correction(s)")
     docs = store.memory_docs(ticket_id, include_deleted=True)
     pending = {doc for tid, _project, doc in store.pending_memory_docs() if tid == ticket_id}
     failed = _index_failure(store, ticket_id) if pending else ""
@@ -85,6 +93,32 @@ def _recalls(store: Any, run_id: str) -> dict[str, list[dict[str, Any]]]:
         return {}
     return {str(e["data"].get("where")): list(e["data"].get("memories") or [])
             for e in store.list_events(run_id=run_id, limit=100_000) if e["kind"] == RECALL_EVENT}
+
+
+def _checks(store: Any, run_id: str) -> dict[int, list[dict[str, Any]]]:
+    """The run's `setup` and `check` events by the turn they followed (0: before the first turn)."""
+    if not hasattr(store, "list_events"):
+        return {}
+    found: dict[int, list[dict[str, Any]]] = {}
+    for event in store.list_events(run_id=run_id, limit=100_000):
+        if event["kind"] in ("setup", "check"):
+            data = {**event["data"], "kind": event["kind"]}
+            found.setdefault(int(data.get("turn") or 0), []).append(data)
+    return found
+
+
+def _check_lines(console: Console, data: dict[str, Any], full: bool) -> None:
+    """One check (or setup) run: what ran, how it ended, and on failure the end of its output."""
+    label = "setup" if data["kind"] == "setup" else "base check" if data.get("phase") == "base" else "check"
+    ended = "timed out" if data.get("timed_out") else f"exit {data.get('exit_code')}"
+    outcome = data.get("outcome") or ("passed" if data.get("exit_code") == 0 else "failed")
+    console.print(f"    [bold]{label}[/] " + escape(f"`{data.get('command')}`: {outcome} ({ended}, "
+                                                     f"{float(data.get('duration_s') or 0):.1f}s)"), soft_wrap=True)
+    if data.get("already_failing"):
+        console.print("      " + escape("already failing on the base: " + ", ".join(data["already_failing"])),
+                      soft_wrap=True)
+    if data.get("exit_code") != 0 and data.get("tail"):
+        _block(console, "its output (the end)", data["tail"], full)
 
 
 def _why(console: Console, memories: list[dict[str, Any]] | None) -> None:
@@ -206,6 +240,11 @@ def describe_event(event: dict[str, Any], offline: bool = False) -> str:
         if dec.get("next_prompt"):
             text += f" — next: {dec['next_prompt']}"
         return text
+    if kind in ("check", "setup"):
+        label = "setup" if kind == "setup" else "base check" if d.get("phase") == "base" else "check"
+        ended = "timed out" if d.get("timed_out") else f"exit {d.get('exit_code')}"
+        outcome = d.get("outcome") or ("passed" if d.get("exit_code") == 0 else "failed")
+        return f"{label} `{d.get('command')}`: {outcome} ({ended})"
     if kind == "feedback":
         head = f"round {d['round']}: " if d.get("round") else ""
         return f"{head}the human's feedback: {d.get('text', '')}"

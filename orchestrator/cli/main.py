@@ -282,7 +282,7 @@ def _unfinished(store: Any) -> str:
 
     waiting = [t.id for t in store.list_tickets() if t.status.value in ("interrupted", "running", "failed")]
     lines = [f"{tid}: {advise(store, tid)}" for tid in waiting
-             if situation(store, tid) in ("interrupted", "stale", "failed-resumable")]
+             if situation(store, tid) in ("interrupted", "stale", "failed-resumable", "failed-check")]
     return "; unfinished: " + "; ".join(lines) if lines else ""
 
 
@@ -384,7 +384,9 @@ def tickets(ctx: click.Context, status: str | None) -> None:
     # Where each ticket came from, once some come from elsewhere than a Markdown file (an issue).
     origins = {t.id: _origin(t.source) for t in rows.values()}
     show_from = any(origins.values())
-    table = make_table("id", "project", "status", "waits for", "title", *(("from",) if show_from else ()), "note")
+    checked = store.check_outcomes() if store is not None else {}  # the latest run's check, once any ran
+    table = make_table("id", "project", "status", "waits for", "title", *(("from",) if show_from else ()),
+                       *(("check",) if checked else ()), "note")
     for t in sorted(rows.values(), key=lambda t: t.id):
         st = t.status.value
         if st == "running" and store is not None and (died := died_note(store.get_claim(t.id))):
@@ -397,13 +399,22 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         waits = blocked.get(t.id) or (", ".join(waiting_for(t, status_of, config.dependencies))
                                       if st in ("pending", "failed", "reverted") else "")
         table.add_row(safe(t.id), safe(t.project_id), st, safe(shorten(waits or "-", 40)), safe(shorten(t.title, 60)),
-                      *((safe(origins[t.id] or "file"),) if show_from else ()), safe(shorten(t.status_reason or "", 60)))
+                      *((safe(origins[t.id] or "file"),) if show_from else ()),
+                      *((_check_cell(checked.get(t.id)),) if checked else ()), safe(shorten(t.status_reason or "", 60)))
     console.print(table)
     say_problems(folder)  # every one in full: this is where they are listed
     for problem in problems:
         err_console.print(f"[bold red]error:[/] {safe(problem)}")
     if problems:  # the list is still shown, the broken tickets marked; an error line fails the command
         sys.exit(1)
+
+
+def _check_cell(outcome: tuple[str, int] | None) -> str:
+    """The latest run's check in `middle tickets`: its outcome, and its corrections when any."""
+    if outcome is None:
+        return "-"
+    status, corrections = outcome
+    return status + (f" ({corrections} correction{'' if corrections == 1 else 's'})" if corrections else "")
 
 
 def _origin(source: str | None) -> str:

@@ -158,7 +158,13 @@ def _signal_groups(pgids: set[int], groups: dict[int, set[_Proc]], sig: int) -> 
             pass
 
 
+def check_mark(run_id: str) -> str:
+    """The marker session of a run's check and setup commands (orchestrator.checks.runner)."""
+    return f"check-{run_id}"
+
+
 def stop_dead_run(store: Any, run_id: str) -> int:
     """Before a run is continued here: kill what its dead `middle` left running on this machine
-    (the processes marked with the sessions of its turns); how many there were."""
-    return stop_marked({t["session_id"] for t in store.list_turns(run_id=run_id)}, owner="dead")
+    (the processes marked with the sessions of its turns, or with its checks'); how many there were."""
+    sessions = {t["session_id"] for t in store.list_turns(run_id=run_id)} | {check_mark(run_id)}
+    return stop_marked(sessions, owner="dead")

@@ -72,7 +72,7 @@ class MemoryConfig(_Strict):
     memories_budget_chars: int = Field(2000, gt=0)
     # The block's "Recent work": the newest N tickets of the project (0: none), within
     # recent_share of memories_budget_chars; the rest is "Related work from any time".
-    recent_tickets: int = Field(10, ge=0)  # memory.format.DEFAULT_RECENT_TICKETS: why 10
+    recent_tickets: int = Field(20, ge=0)  # memory.format.DEFAULT_RECENT_TICKETS: why 20
     recent_share: float = Field(0.4, ge=0, le=1)
     # "Related work" leaves out the newest N tickets (memory.format.DEFAULT_RELATED_WINDOW: why).
     related_window: int = Field(20, ge=0)
@@ -104,6 +104,37 @@ class ProjectConfig(_Strict):
     # A longer ticket file is refused at load: it would be planned with, sent to Claude Code (which
     # refuses a prompt that long) and copied into every store.
     max_ticket_chars: int = Field(100_000, gt=0)
+
+
+class CheckConfig(_Strict):
+    """`[check]`: the project's checks, run in the ticket's worktree when the middle agent says the
+    ticket is complete; a failure goes back to it (a correction), at most `max_rounds` times. A
+    ticket's `check:` front matter replaces `commands` (`check: []`: none)."""
+
+    commands: list[str] = []  # shell lines, run in order, e.g. ["python -m pytest -q"]
+    timeout_s: float = Field(900.0, gt=0)  # per command; a check that takes longer fails, saying so
+    max_rounds: int = Field(3, ge=0)  # check failures fed back before the ticket fails
+
+    @field_validator("commands")
+    @classmethod
+    def _commands(cls, value: list[str]) -> list[str]:
+        if any(not c.strip() for c in value):
+            raise ValueError("a check command is empty: write shell lines such as \"python -m pytest -q\"")
+        return value
+
+
+class WorktreeConfig(_Strict):
+    """`[worktree]`: what a new ticket worktree needs to run the checks: untracked files copied from
+    the project (`.env`, a local config) and setup commands run once in it (`pip install -e .`).
+    What these leave in the worktree is never committed."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    # `copy = [...]` in the file (a field may not be called `copy` in pydantic): paths or globs,
+    # relative to the project
+    copy_paths: list[str] = Field(default_factory=list, alias="copy")
+    setup: list[str] = []  # shell lines, run in order in the new worktree before Claude Code starts
+    setup_timeout_s: float = Field(1800.0, gt=0)  # per setup command
 
 
 class GithubConfig(_Strict):
@@ -155,6 +186,8 @@ class Config(_Strict):
     agent: AgentConfig = AgentConfig()
     coding_agent: CodingAgentConfig = CodingAgentConfig()
     tickets: TicketsConfig = TicketsConfig()
+    check: CheckConfig = CheckConfig()
+    worktree: WorktreeConfig = WorktreeConfig()
     memory: MemoryConfig = MemoryConfig()
     project: ProjectConfig = ProjectConfig()
     run: RunConfig = RunConfig()
@@ -284,7 +317,7 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         raise ConfigError(f"bad configuration: {problems}") from None
 
 
-_SECTIONS = ("agent", "coding_agent", "tickets", "memory", "project", "run", "store", "github")
+_SECTIONS = ("agent", "coding_agent", "tickets", "check", "worktree", "memory", "project", "run", "store", "github")
 
 
 def _check_variable_names(environ: Mapping[str, str]) -> None:

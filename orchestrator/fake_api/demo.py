@@ -13,7 +13,7 @@ from .replies import ApiError, Reply, reply, text, tool_use
 from orchestrator.agent.notes import read_notes
 from orchestrator.memory.explain import matched_keywords
 from orchestrator.agent.prompts import (
-    ASSESS_INSTRUCTIONS, CHANGED, CONVERSATION, DESCRIPTION, NOT_RUN_YET, RESPONDED, REVIEW, SENT,
+    ASSESS_INSTRUCTIONS, CHANGED, CHECK_FAILED, CONVERSATION, DESCRIPTION, NOT_RUN_YET, RESPONDED, REVIEW, SENT,
 )
 
 # ``Create `path/file.ext` with:`` then a fenced block; the closing fence must match the opening.
@@ -142,6 +142,9 @@ class DemoResponder:
         response = latest_response(user_text)
         if response is None and REVIEW in user_text:  # a review round: the human's words are the task
             return reply(text(json.dumps({"prompt": user_text[user_text.rfind(REVIEW) + len(REVIEW):].strip()})))
+        if response is None and CHECK_FAILED in user_text:  # a failed check: its output is the task
+            failure = user_text[user_text.rfind(CHECK_FAILED) + len(CHECK_FAILED):].strip()
+            return reply(text(json.dumps({"prompt": "The project's check failed; fix it.\n" + failure})))
         if response is None:  # the planning request: turn the ticket into Claude Code's prompt
             return reply(text(json.dumps({"prompt": plan_instruction(user_text)})))
         decision = assess(latest_prompt(user_text) or "", response, assess_description(user_text),

@@ -39,7 +39,14 @@ class TicketContext:
     # A `middle worker` runs every ticket in its own clone of [project] repo_url, whatever
     # directory the ticket names on the machine that filed it.
     project_override: str | None = None
+    check: Any = None  # [check] (orchestrator.config.settings.CheckConfig); None: no checks
+    worktree_setup: Any = None  # [worktree] copy and setup (WorktreeConfig); None: none
+    record: Callable[[str, dict[str, Any]], None] = lambda _kind, _data: None  # a run event (check, setup)
 
     def __post_init__(self) -> None:
         if self.lifecycle is None:
             self.lifecycle = RunLifecycle(self.store, self.hooks)
+        if self.check is None:  # no [check] commands; a ticket's own `check:` still runs, with these limits
+            from orchestrator.config.settings import CheckConfig
+
+            self.check = CheckConfig()

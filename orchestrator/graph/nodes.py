@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 
 from orchestrator.agent import prompts
 from orchestrator.errors import ModelAccessError, RunInterrupted, TicketError, CodingAgentError
+from orchestrator.graph import checking
 from orchestrator.graph import rounds as review
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
@@ -128,6 +129,7 @@ def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         # Where Claude Code works: the ticket's worktree, or the project itself (isolation none).
         "cwd": workspace["cwd"] if workspace else str(path),
         "workspace": workspace,
+        "check": checking.commands_for(ctx, ticket),  # what "complete" must pass
     }
     return {"ticket": snapshot, "turn": 0, "transcript": [], "cost_usd": 0.0, "session_id": "",
             "status": "running", "memories": "", "indexed_docs": [],
@@ -299,7 +301,7 @@ def _limit_reason(state: TicketState, ctx: TicketContext) -> str | None:
 
 def route_after_assess(state: TicketState, runtime: Runtime[TicketContext]) -> str:
     if state["decision"]["complete"]:
-        return "commit"
+        return "check"  # done means the project's checks pass (orchestrator.graph.checking)
     return "fail" if _limit_reason(state, runtime.context) else "work"
 
 

@@ -30,12 +30,19 @@ class TicketState(TypedDict, total=False):
     round_feedback: list[str]
     conflict: str
     feedback_seen: int  # the id of the last feedback event the middle agent has read
+    # The check loop (orchestrator.graph.checking): each check command's result on the base
+    # commit, whether the last check passed, the check failures fed back so far, and what the
+    # middle agent reads of the last one.
+    check_base: dict[str, Any]
+    check_passed: bool
+    corrections: int
+    check_failure: str
 
 
 # What a finished node's state update contributes to its run event (the rest is in the turn
 # record); the runner and the LangGraph Server entry record the same fields.
 EVENT_FIELDS = ("memories", "turn", "cost_usd", "decision", "status", "reason", "indexed_docs",
-                "commit", "changes")
+                "commit", "changes", "corrections")
 # Nodes that end the run: their `run_end` event (written with the run's end) is the run's last
 # event, so no node-end event is recorded after it.
 ENDING_NODES = ("finalize", "fail")

@@ -16,7 +16,8 @@ ANY = "*"  # the advice for a situation whatever command was tried
 
 # A ticket's situation: its status, made finer where the next step differs (see situation()).
 SITUATIONS = (
-    "pending", "running", "stale", "interrupted", "failed-resumable", "failed", "failed-round", "complete",
+    "pending", "running", "stale", "interrupted", "failed-resumable", "failed-check", "failed", "failed-round",
+    "complete",
     "complete-empty", "in-place", "conflict", "merged", "discarded", "reverted",
 )
 
@@ -28,6 +29,8 @@ TABLE: dict[tuple[str, str], str] = {
     ("stale", ANY): "the process that ran it is gone: continue it with {resume}",
     ("interrupted", ANY): "continue it with {resume}",
     ("failed-resumable", ANY): "retry it from where it failed with {resume}",
+    ("failed-check", ANY): "its check still fails; its work is committed on its branch: ask for changes "
+                           "with {feedback}, give it more rounds with {resume}, or drop it with {discard}",
     ("failed", ANY): "its run ended for good: start a new one with {run}",
     ("failed-round", ANY): "its review round ended for good; its branch keeps the earlier rounds' work: "
                            "ask again with {feedback}, or drop it with {discard}",
@@ -50,6 +53,8 @@ TABLE: dict[tuple[str, str], str] = {
     ("complete-empty", "run"): "mark it merged with {merge}, or run it again on purpose with {rerun}",
     ("failed", "revert"): "drop its work with {discard}, or start a new run with {run}",
     ("failed-resumable", "revert"): "retry it with {resume}, or drop its work with {discard}",
+    ("failed-check", "revert"): "ask for changes with {feedback}, give it more rounds with {resume}, or drop "
+                                "its work with {discard}",
     ("interrupted", "revert"): "continue it with {resume}, or drop its work with {discard}",
 }
 
@@ -95,6 +100,8 @@ def situation(store: Any, ticket_id: str) -> str:
         return "running" if claim is not None and claim_is_live(claim) else "stale"
     if status == "failed":
         end = store.run_end_data(run["id"]) if run else None
+        if (end or {}).get("check_failed"):
+            return "failed-check"
         if (end or {}).get("resumable"):
             return "failed-resumable"
         # A review round that failed leaves the earlier rounds' work on the branch: another round

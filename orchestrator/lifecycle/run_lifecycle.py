@@ -35,11 +35,14 @@ class RunLifecycle:
         return ended
 
     def fail(self, ticket_id: str, run_id: str, reason: str, *, resumable: bool = False,
-             ticket_status: str | None = None) -> bool:
+             ticket_status: str | None = None, check_failed: bool = False) -> bool:
         """End a run as failed. `ticket_status="pending"` returns the ticket to the backlog (a
-        model that cannot be reached before anything was done)."""
-        ended = self.store.end_run(ticket_id, run_id, "failed", reason, ticket_status=ticket_status,
-                                   event={"resumable": resumable})
+        model that cannot be reached before anything was done); `check_failed`: its check still
+        failed after its rounds (its work is on its branch: feedback starts a round on it)."""
+        event: dict[str, Any] = {"resumable": resumable}
+        if check_failed:
+            event["check_failed"] = True
+        ended = self.store.end_run(ticket_id, run_id, "failed", reason, ticket_status=ticket_status, event=event)
         if ended:
             call_hook(self.hooks, "on_ticket_failed", ticket=self.store.get_ticket(ticket_id),
                       run_id=run_id, reason=reason)

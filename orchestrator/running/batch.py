@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable, TicketError
+from orchestrator.errors import BatchStopper, MiddleError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.lifecycle.run_lifecycle import start_refusal
 from orchestrator.lifecycle.next_steps import advice, advise
 from orchestrator.running.driver import TicketDriver
@@ -70,7 +70,7 @@ class BatchResult:
     outcomes: list[RunOutcome] = field(default_factory=list)
     stopped: str | None = None  # why the batch stopped starting tickets early (cost limit)
     errors: list[MiddleError] = field(default_factory=list)  # named tickets refused
-    fatal: ModelAccessError | None = None  # the model cannot be used: the batch stopped
+    fatal: BatchStopper | None = None  # the model cannot be used, a check cannot start: the batch stopped
 
 
 @dataclass
@@ -237,14 +237,14 @@ def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: li
             result.errors.append(TicketError(slot.outcome.reason))
         return
     exc = slot.error
-    if isinstance(exc, ModelAccessError):
+    if isinstance(exc, BatchStopper):
         # The same error for every ticket that met it: the batch reports it once (`fatal`); each
         # ticket's outcome is what its status now is (back to pending when no turn had finished).
         result.fatal = result.fatal or exc
         run = store.latest_run(slot.ticket_id) if store is not None else None
         status = store.get_ticket(slot.ticket_id).status.value if run else "pending"
         outcome = (RunOutcome(slot.ticket_id, run["id"] if run else "", "failed",
-                              f"stopped by the model error; {advise(store, slot.ticket_id)}", resumable=True)
+                              f"stopped by that error; {advise(store, slot.ticket_id)}", resumable=True)
                    if status == "failed" else RunOutcome(slot.ticket_id, "", "pending", NOT_STARTED))
     elif isinstance(exc, MiddleError):
         # A store out of reach before the run began (the claim) changed nothing: the ticket is

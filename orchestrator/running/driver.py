@@ -143,6 +143,12 @@ class TicketDriver:
         self.agent  # as in run_ticket: a model that cannot be built fails before the claim
         self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
         self._stop_leftovers(run["id"])
+        if (self.store.run_end_data(run["id"]) or {}).get("check_failed"):
+            # Its check still failed after its rounds: resumed, it gets as many more.
+            used = int(run.get("corrections") or 0)
+            self.store.set_run_fields(run["id"], check_budget=used + self.config.check.max_rounds)
+            self.say(f"the check runs again; the middle agent may correct it {self.config.check.max_rounds} "
+                     "more time(s)")
         return self._drive(ClaimedRun(ticket_id, run["id"], fresh=False))
 
     def feedback(self, ticket_id: str, text: str) -> RunOutcome:
@@ -318,4 +324,5 @@ def ticket_context(services: Any, config: Any, agent: Any, record: EventRecorder
         num_to_retrieve=cfg.memory.num_to_retrieve, hooks=services.registry.hook,
         on_event=seen, say=noted, lifecycle=services.lifecycle, worktrees=services.worktrees,
         dependencies=cfg.run.dependencies, stop=stop, project_override=project_override,
+        check=cfg.check, worktree_setup=cfg.worktree, record=record,
     )

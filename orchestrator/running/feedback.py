@@ -4,6 +4,7 @@ The status flow of a review round:
 
     complete | conflict --feedback--> running (round n+1) --> complete | failed | interrupted
     failed in a round (for good) --feedback--> running (round n+1): the branch keeps the earlier work
+    failed, its check still failing --feedback--> running (round n+1): its work is on the branch
     running | interrupted | failed (resumable) --feedback--> (stored) read at the run's next assess
 
 A round is a run of its own (its own claim, limits, checkpoints and `middle resume`), on the
@@ -24,7 +25,7 @@ from orchestrator.errors import GitError, TicketError
 from orchestrator.lifecycle.next_steps import advise, situation
 from tickets.rounds import FEEDBACK, MAX_FEEDBACK_CHARS, ROUND, STORED, Delivered
 # Situations (orchestrator.lifecycle.next_steps) and what feedback does in them.
-STARTS_ROUND = ("complete", "complete-empty", "in-place", "conflict", "failed-round")
+STARTS_ROUND = ("complete", "complete-empty", "in-place", "conflict", "failed-round", "failed-check")
 WAITS_FOR_ASSESS = ("running", "stale", "interrupted", "failed-resumable")
 
 

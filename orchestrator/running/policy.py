@@ -5,8 +5,11 @@ The runner (`middle run`, `middle serve`, the Python API) and the LangGraph Serv
 ends (`RunLifecycle`), so the ticket's status never depends on which driver ran it:
 
 - StoreUnavailable: interrupted, and any worker resumes it once the store is back;
-- ModelAccessError: failed; the ticket goes back to `pending` when no turn finished in a run
-  that started from its input, else stays failed and resumable; the driver raises it on;
+- BatchStopper (the model cannot be used, a check command cannot start): failed; the ticket goes
+  back to `pending` when no turn finished in a run that started from its input, else stays failed
+  and resumable; the driver raises it on (a batch stops and says it once);
+- CheckFailed (the check still fails after its rounds): failed and resumable, marked so
+  (`middle feedback` starts a round on its branch; `middle resume` gives it more rounds);
 - any other MiddleError: failed and resumable (`middle resume` retries the failed node);
 - KeyboardInterrupt / RunInterrupted: interrupted; the driver raises it on;
 - anything else (a bug): failed, "internal error: ...", resumable; the driver raises it on.
@@ -22,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from orchestrator.errors import MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable
+from orchestrator.errors import BatchStopper, CheckFailed, MiddleError, RunInterrupted, StoreUnavailable
 from orchestrator.lifecycle.run_lifecycle import RunLifecycle
 from orchestrator.lifecycle.next_steps import advice
 
@@ -59,13 +62,16 @@ def end_on_exception(exc: BaseException, lifecycle: RunLifecycle, ticket_id: str
                   f"{advice('interrupted', ticket_id, fake=fake)}")
         _interrupt_when_reachable(lifecycle, ticket_id, run_id, reason, stop, flush)
         return Ending("interrupted", reason, True, propagate=False)
-    if isinstance(exc, ModelAccessError):
+    if isinstance(exc, BatchStopper):
         # Nothing this run did can be kept when no turn finished: back to the backlog, so one
         # `middle run` picks it up once the key or network is fixed.
         untouched = fresh and not any(t["status"] == "done" for t in store.list_turns(run_id=run_id))
         lifecycle.fail(ticket_id, run_id, str(exc), resumable=not untouched,
                        ticket_status="pending" if untouched else None)
         return Ending("failed", str(exc), not untouched, propagate=True)
+    if isinstance(exc, CheckFailed):
+        lifecycle.fail(ticket_id, run_id, str(exc), resumable=True, check_failed=True)
+        return Ending("failed", str(exc), True, propagate=False)
     if isinstance(exc, MiddleError):
         # The checkpoint stays before the failed node, so `middle resume` retries from there.
         lifecycle.fail(ticket_id, run_id, str(exc), resumable=True)

@@ -91,7 +91,12 @@ def ticket_detail(state: ServerState, ticket: Ticket) -> dict[str, Any]:
     runs = []
     for run in reversed(store.list_runs(ticket.id)):  # newest first
         given = store.feedback(run["id"])  # a review round opens with one (orchestrator.running.feedback)
-        runs.append({**run, "cost_usd": store.total_cost(run["id"]),
+        checks: dict[int, list[dict[str, Any]]] = {}  # setup and check runs by the turn they followed
+        for event in store.list_events(run_id=run["id"], limit=100_000):
+            if event["kind"] in ("setup", "check"):
+                checks.setdefault(int(event["data"].get("turn") or 0), []).append({**event["data"],
+                                                                                   "kind": event["kind"]})
+        runs.append({**run, "cost_usd": store.total_cost(run["id"]), "checks": checks,
                      "turns": store.list_turns(run_id=run["id"]), "feedback": given,
                      "round": next((e["round"] for e in given if e.get("round")), 1)})
     stats = store.ticket_stats().get(ticket.id)

@@ -186,7 +186,7 @@ class Worktrees:
     # -- during and at the end of a run ------------------------------------------------------
     def changes(self, ws: Workspace) -> list[dict[str, Any]]:
         """What the ticket changed so far (committed or not), against its start."""
-        g.git(ws.path, "add", "-A")
+        _stage(ws.path)
         return g.numstat(ws.path, ws.base_commit, cached=True)
 
     def commit(self, ws: Workspace, message: str) -> tuple[str | None, list[dict[str, Any]]]:
@@ -198,7 +198,7 @@ class Worktrees:
         if not Path(ws.path).is_dir():
             raise GitError(f"the ticket's worktree {ws.path} is gone (removed by hand or by "
                            "`middle gc`?): start the ticket again with `middle run --rerun`")
-        g.git(ws.path, "add", "-A")
+        _stage(ws.path)
         staged = g.git(ws.path, "diff", "--cached", "--quiet", "HEAD", check=False).returncode != 0
         if staged:
             # No hooks (the user's pre-commit would judge half-reviewed work; the user reviews
@@ -322,3 +322,11 @@ class Worktrees:
 def _holds(repo: Path, tip: str, commit: str) -> bool:
     """Whether `commit` is `tip` or one of its ancestors (an unknown commit is not)."""
     return g.has_object(repo, commit) and g.is_ancestor(repo, commit, tip)
+
+
+def _stage(worktree: str | Path) -> None:
+    """Stage everything Claude Code changed, but not the worktree's local files (what `[worktree]
+    copy` and `setup` put there: an `.env`, a virtualenv), which no commit of the branch takes."""
+    from orchestrator.workspace.local_files import excluded
+
+    g.git(worktree, "add", "-A", "--", ".", *excluded(worktree))

@@ -86,6 +86,11 @@ class Case:
 def make_situation(name: str, tmp_path: Path) -> Case:
     """A ticket `t` in the named situation (see orchestrator.lifecycle.next_steps.SITUATIONS)."""
     case = Case(tmp_path, isolation="none" if name == "in-place" else "worktree")
+    if name == "failed-check":  # its check (a.py, once there, must say 2) fails, no rounds to correct it
+        check = (f"{sys.executable} -c \"import pathlib, sys; a = pathlib.Path('a.py'); "
+                 f"sys.exit(0 if not a.exists() or 'x = 2' in a.read_text() else 1)\"")
+        case.config = case.config.model_copy(update={"check": case.config.check.model_copy(
+            update={"commands": [check], "max_rounds": 0})})
     script = {
         "interrupted": [_stop],
         "failed-resumable": [TurnResult(session_id=None, text="", is_error=True, error="boom", exit_code=1)],

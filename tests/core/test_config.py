@@ -107,7 +107,7 @@ def test_the_worker_section_of_before_says_its_new_name(tmp_path):
     """"worker" means a fleet machine (`middle worker`); the coding agent's section is [coding_agent]."""
     f = tmp_path / "middle.toml"
     old = "[" + "worker]"  # (the old header, as an old middle.toml has it; spelt so no rename touches it)
-    f.write_text(f'{old}\nkind = "claude-code"\n[worker.options]\nturn_timeout_s = 60\n')
+    f.write_text(f'{old}\nkind = "claude-code"\n[coding_agent.options]\nturn_timeout_s = 60\n')
     with pytest.raises(ConfigError, match=r"\[worker\] section is now called \[coding_agent\]"):
         load_config(f, environ={})
     with pytest.raises(ConfigError, match="set MIDDLE_CODING_AGENT_OPTIONS instead"):

@@ -49,7 +49,7 @@ def test_recent_work_newest_first_then_related_without_repeats(tmp_path, project
     assert retrieves[-2] == (["Login page. session login work"], 5 + 2)
 
 
-def test_recent_tickets_zero_is_seed_000s_flat_block(tmp_path, project):
+def test_recent_tickets_zero_is_the_contracts_flat_block(tmp_path, project):
     config = make_config(tmp_path)
     config = Config(**{**config.model_dump(exclude={"root"}),
                        "memory": {**config.memory.model_dump(), "recent_tickets": 0}}, root=tmp_path)
@@ -108,7 +108,7 @@ def test_recent_work_holds_ten_tickets_a_title_long_by_default(tmp_path):
     still a title long."""
     from orchestrator.memory.format import DEFAULT_RECENT_TICKETS
 
-    assert make_config(tmp_path).memory.recent_tickets == DEFAULT_RECENT_TICKETS == 10
+    assert make_config(tmp_path).memory.recent_tickets == DEFAULT_RECENT_TICKETS == 20
     recent = [(f"Ticket: {'a long ticket title ' * 10}{i}", "2024-01-01") for i in range(10)]
     lines = format_block(recent, []).split("\n")[2:]
     assert len(lines) == 10 and all(len(line) >= 70 for line in lines)

@@ -4,7 +4,8 @@
 
 const CSRF = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
 // ("worker": the coding agent's events as runs before 0.2 recorded them)
-const EVENT_KINDS = ["run_start", "node", "note", "coding_agent", "worker", "decision", "run_end", "feedback", "recall", "end"];
+const EVENT_KINDS = ["run_start", "node", "note", "coding_agent", "worker", "decision", "run_end", "feedback", "recall",
+                     "check", "setup", "end"];
 
 async function api(method, url, body) {
   const response = await fetch(url, {
@@ -110,6 +111,12 @@ function describe(ev, offline) {
         + (dec.next_prompt ? ` — next: ${dec.next_prompt}` : "");
     }
     case "feedback": return (d.round ? `round ${d.round}: ` : "") + `the human's feedback: ${d.text || ""}`;
+    case "check":
+    case "setup": {
+      const label = ev.kind === "setup" ? "setup" : d.phase === "base" ? "base check" : "check";
+      const outcome = d.outcome || (d.exit_code === 0 ? "passed" : "failed");
+      return `${label} \`${d.command}\`: ${outcome} (${d.timed_out ? "timed out" : `exit ${d.exit_code}`})`;
+    }
     case "run_end":
       return `run ended: ${d.status}` + (d.turns !== undefined ? `, ${d.turns} turn(s)` : "")
         + (d.cost_usd !== undefined ? `, ${money(d.cost_usd)}` : "") + (d.reason ? ` — ${d.reason}` : "");
