@@ -23,7 +23,7 @@ FEEDBACK = "feedback"  # the run event kind
 MAX_FEEDBACK_CHARS = 4000  # a run event's text limit (tickets.events.MAX_EVENT_TEXT): never cut
 # What a round's run carries over from the run before it: where the change lives.
 CARRIED = ("isolation", "repo", "base_branch", "base_commit", "branch", "worktree", "head_commit",
-           "changes")
+           "changes", "pr_url", "pr_state")  # (its pull request too: the round's commits go to it)
 # The ticket statuses a round starts from ("failed": only a failed review round, which
 # orchestrator.running.feedback.check lets through, never a first run that failed).
 ROUND_STATUSES = ("complete", "conflict", "failed")

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from tickets.claims import CLAIMS_SCHEMA, Claim, TicketClaims
 from tickets.checks import CHECKS_SCHEMA, TicketChecks
 from tickets.curation import CURATION_SCHEMA, MemoryCuration
+from tickets.pull_signals import PULL_SIGNALS_SCHEMA, PullSignalRecord
 from tickets.db import RECONNECT_S, SqliteDatabase, and_equal, open_database, postgres_ddl
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
@@ -42,7 +43,8 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 7: memory_docs.index_pending: a completion doc memory could not index yet (retried later).
 # 8: memory curation (tickets/curation.py: memory_state, memory_changes); memory_docs.run_id: the
 #    run that indexed the doc.
-# 9: check_baselines (tickets/checks.py); runs.check_status, runs.corrections, runs.check_budget.
+# 9: check_baselines (tickets/checks.py); runs.check_status, runs.corrections, runs.check_budget;
+#    pr_signals (tickets/pull_signals.py).
 SCHEMA_VERSION = 9
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
@@ -125,7 +127,7 @@ CREATE TABLE IF NOT EXISTS memory_docs (
     run_id TEXT
 );
 CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
-""" + CLAIMS_SCHEMA + EVENTS_SCHEMA + CURATION_SCHEMA + CHECKS_SCHEMA
+""" + CLAIMS_SCHEMA + EVENTS_SCHEMA + CURATION_SCHEMA + CHECKS_SCHEMA + PULL_SIGNALS_SCHEMA
 
 # A run's git record (issue: a ticket is a unit of code change); `changes` is JSON
 # [{"path", "added", "deleted"}] from `git diff --numstat` (None: not committed yet). A merge
@@ -176,7 +178,8 @@ def open_read_only(target: str | Path) -> TicketStore | None:
         return None
 
 
-class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRounds, MemoryCuration, TicketChecks):
+class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRounds, MemoryCuration, TicketChecks,
+                  PullSignalRecord):
     """Tickets and their execution log, shared by threads, processes and (on PostgreSQL) machines.
 
     `target` is the SQLite file (the embedded default) or a postgresql:// URL. `readonly=True`

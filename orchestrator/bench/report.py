@@ -81,6 +81,7 @@ HEADERS = {
     "coordination_s_per_ticket": "coordination s/ticket", "attempts": "attempts",
     "claims_won": "claims won", "claim_p50_ms": "claim p50 ms", "claim_p95_ms": "claim p95 ms",
     "commits": "commits", "cpu_s": "cpu s", "commits_per_s": "commits/s", "rerun_s": "rerun s",
+    "check_s_per_ticket": "check s/ticket", "corrections": "corrections",
 }
 
 

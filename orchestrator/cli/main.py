@@ -308,9 +308,10 @@ def _no_such_ticket(tid: str, loaded: Any, config: Config) -> str:
               help="Ticket source instead of [tickets], e.g. markdown:other-folder or github:OWNER/REPO.")
 @click.option("--label", "labels", multiple=True, metavar="L", help="github: only issues with this label (repeatable).")
 @click.option("--milestone", default=None, metavar="M", help="github: only issues of this milestone (title or number).")
+@click.option("--fake", is_flag=True, help="Run the review rounds pull requests ask for on the built-in fake model.")
 @click.pass_context
 def sync(ctx: click.Context, tickets_dir: str | None, source: str | None, labels: tuple[str, ...],
-         milestone: str | None) -> None:
+         milestone: str | None, fake: bool) -> None:
     """Load the tickets (the ticket folder, or [tickets] source) into the store, for workers to pick up."""
     from orchestrator.cli.ticket_report import say_changes, say_problems
     from orchestrator.running.sync import sync as sync_source
@@ -327,8 +328,28 @@ def sync(ctx: click.Context, tickets_dir: str | None, source: str | None, labels
     say_problems(loaded, config.state_path)
     print_each(err_console, "[bold red]error:[/]", loaded.dependency_errors)
     console.print(f"{len(loaded.tickets)} ticket(s) in {safe(store.where)}: {len(loaded.new or [])} new")
-    if loaded.errors or loaded.dependency_errors:
+    failed = _pull_request_rounds(ctx, config, store, fake)
+    if loaded.errors or loaded.dependency_errors or failed:
         sys.exit(1)
+
+
+def _pull_request_rounds(ctx: click.Context, config: Config, store: Any, fake: bool) -> bool:
+    """The review rounds the tickets' pull requests ask for (failed CI, changes requested), run
+    here; whether one of them failed."""
+    from orchestrator.github.signals import act_on_signals, read_signals
+
+    found = read_signals(store, config)
+    if not found:
+        return False
+    orch = open_orchestrator(ctx, config, fake)
+    try:
+        with _stop_signals():
+            outcomes = act_on_signals(orch, config, found, say)
+    except KeyboardInterrupt:
+        _interrupted([f.ticket_id for f in found])
+    for outcome in outcomes:
+        report(outcome)
+    return any(o.status == "failed" for o in outcomes)
 
 
 @main.command()

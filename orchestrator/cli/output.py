@@ -86,6 +86,8 @@ def report(outcome: Any, prefix: str = "") -> None:
         return
     line = (f"{prefix}[bold {color}]{outcome.status}[/] ticket {safe(outcome.ticket_id)}: "
             f"{outcome.turns} turn(s), {OFFLINE_COST if outcome.offline else f'${outcome.cost_usd:.4f}'}")
+    if outcome.corrections:
+        line += f", {outcome.corrections} correction(s) after a failed check"
     if outcome.reason:
         line += f" — {safe(outcome.reason)}"
     console.print(line)
@@ -103,4 +105,6 @@ def summary_line(outcomes: list[Any]) -> str:
               for s in ("skipped", "interrupted", "pending") if counts[s]]
     offline = any(o.offline for o in outcomes)
     spent = OFFLINE_COST if offline and not cost else f"${cost:.4f}" + (" (+ offline runs)" if offline else "")
-    return f"{len(outcomes)} ticket(s): {', '.join(parts)}; {turns} turn(s), {spent}"
+    corrections = sum(o.corrections for o in outcomes)
+    fixed = f", {corrections} correction(s)" if corrections else ""
+    return f"{len(outcomes)} ticket(s): {', '.join(parts)}; {turns} turn(s){fixed}, {spent}"

@@ -146,6 +146,9 @@ class GithubConfig(_Strict):
     # The repository pull requests go to (OWNER/REPO); unset: a gh- ticket's own, the github
     # ticket source's, else the one [project] repo_url (or `origin`) names on GitHub.
     repo: str | None = None
+    # Review rounds a pull request starts by itself (its failed CI, a review requesting changes,
+    # read by `middle sync`) before it waits for a person's `middle feedback`.
+    auto_rounds: int = Field(2, ge=0)
 
 
 class StoreConfig(_Strict):

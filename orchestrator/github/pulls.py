@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PullRequest", "github_repo", "open_pull_request", "pull_body", "read_pull_states"]
 
-_PULL_URL = re.compile(r"/([^/]+)/([^/]+)/pull/(\d+)/?$")
+PULL_URL = re.compile(r"/([^/]+)/([^/]+)/pull/(\d+)/?$")
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,9 @@ def pull_body(store: TicketStore, ticket: Ticket, run: dict[str, Any], repo: str
     turns = len(store.list_turns(run_id=run["id"]))
     cost = "offline run (the fake model): no cost" if run.get("offline") else f"${store.total_cost(run['id']):.2f}"
     parts.append(f"Turns: {turns} · cost: {cost}")
+    checks = check_summary(store, run)
+    if checks:
+        parts.append(checks)
     github = ticket.fields.get("github")
     number = issue_number(ticket.id)
     if number is not None and isinstance(github, dict) and isinstance(github.get("repo"), str):
@@ -93,7 +96,23 @@ def pull_body(store: TicketStore, ticket: Ticket, run: dict[str, Any], repo: str
     return "\n\n".join(parts)
 
 
-def _client(config: Config, repo: str) -> GitHubClient:
+def check_summary(store: TicketStore, run: dict[str, Any]) -> str:
+    """The run's last check result per command, for the pull request: what ran, how it ended,
+    and the corrections it took ("" when the project has no checks)."""
+    last: dict[str, dict[str, Any]] = {}
+    for event in store.list_events(run_id=run["id"], limit=100_000):
+        if event["kind"] == "check" and event["data"].get("phase") == "check":
+            last[str(event["data"].get("command"))] = event["data"]
+    if not last:
+        return ""
+    lines = [f"- `{cmd}`: {d.get('outcome')} ({'timed out' if d.get('timed_out') else 'exit ' + str(d.get('exit_code'))}"
+             f", {float(d.get('duration_s') or 0):.0f}s)" for cmd, d in last.items()]
+    corrections = int(run.get("corrections") or 0)
+    head = "Checks" + (f" (after {corrections} correction{'' if corrections == 1 else 's'})" if corrections else "")
+    return head + ":\n" + "\n".join(lines)
+
+
+def client_for(config: Config, repo: str) -> GitHubClient:
     api_url, token_env, max_wait = github_settings(config.github.model_dump())
     return GitHubClient(repo, api_url=api_url, token_env=token_env, max_wait_s=max_wait)
 
@@ -125,7 +144,7 @@ def open_pull_request(store: TicketStore, config: Config, ticket_id: str,
     base = run.get("base_branch") or config.project.base_branch
     if not base:
         raise TicketError(f"ticket {ticket_id!r} records no base branch: set [project] base_branch")
-    with _client(config, repo) as gh:
+    with client_for(config, repo) as gh:
         gh.get("", f"the repository {repo}")  # the token, the name and the network, before any push
         with _holding(store, ticket_id, run["id"], say):
             run = store.get_run(run["id"])
@@ -138,8 +157,31 @@ def open_pull_request(store: TicketStore, config: Config, ticket_id: str,
     return PullRequest(pull["html_url"], number, created)
 
 
+def _push(run: dict[str, Any], target: str, url: str, ticket_id: str) -> None:
+    """Push the run's last commit to the ticket's branch on the pull request's remote."""
+    from orchestrator.workspace import git as g
+
+    branch = run["branch"]
+    try:
+        g.git(Path(run["repo"]), "push", "--quiet", "--force", target, f"{run['head_commit']}:refs/heads/{branch}")
+    except GitError as exc:
+        raise TicketError(f"could not push {branch} to {url}: {exc}; fix the remote, then run `middle pr "
+                          f"{ticket_id}` again") from None
+
+
+def update_pull_branch(store: TicketStore, config: Config, ticket_id: str, say: Callable[[str], None]) -> None:
+    """After a round on a ticket with an open pull request: its new commits go to the pull
+    request's branch (where the round did not push them already)."""
+    run = store.latest_run(ticket_id)
+    if not run or not run.get("pr_url") or not run.get("head_commit") or not run.get("branch"):
+        return
+    target, url = _push_target(config, Path(run["repo"]))
+    _push(run, target, url, ticket_id)
+    say(f"pushed {run['branch']} ({run['head_commit'][:10]}) to its pull request {run['pr_url']}")
+
+
 def _has_one(run: dict[str, Any], ticket_id: str, say: Callable[[str], None]) -> PullRequest:
-    found = _PULL_URL.search(run["pr_url"])
+    found = PULL_URL.search(run["pr_url"])
     say(f"ticket {ticket_id} already has its pull request: {run['pr_url']}")
     return PullRequest(run["pr_url"], int(found.group(3)) if found else 0, created=False)
 
@@ -177,11 +219,7 @@ def _push_and_open(store: TicketStore, gh: GitHubClient, ticket: Ticket, run: di
 
     branch, owner = run["branch"], repo.split("/")[0]
     store.set_run_fields(run["id"], pr_state="opening")  # the intent, before the branch is out
-    try:
-        g.git(Path(run["repo"]), "push", "--quiet", "--force", target, f"{run['head_commit']}:refs/heads/{branch}")
-    except GitError as exc:
-        raise TicketError(f"could not push {branch} to {url}: {exc}; fix the remote, then run `middle pr "
-                          f"{ticket.id}` again") from None
+    _push(run, target, url, ticket.id)
     store.refresh_claim(ticket.id, run["id"])  # a slow push must not let the hold's lease run out
     pull = _open_pull(gh, owner, branch)
     created = pull is None
@@ -207,11 +245,11 @@ def read_pull_states(store: TicketStore, config: Config) -> list[tuple[str, str,
         run = store.latest_run(ticket.id)
         if not run or run.get("pr_state") != "open" or not run.get("pr_url"):
             continue
-        match = _PULL_URL.search(run["pr_url"])
+        match = PULL_URL.search(run["pr_url"])
         if match is None:
             continue
         repo = parse_repo(f"{match.group(1)}/{match.group(2)}")
-        with _client(config, repo) as gh:
+        with client_for(config, repo) as gh:
             pull = gh.get(f"/pulls/{match.group(3)}", f"pull request #{match.group(3)} of {repo}", missing_ok=True)
             if pull is None:  # a repository that is gone (or hidden from the token) stays that error
                 gh.get("", f"the repository {repo}")

@@ -199,7 +199,8 @@ class TicketDriver:
             if ending.propagate:
                 raise
             return RunOutcome(ticket_id, run_id, ending.status, ending.reason, self._turns(run_id),
-                              self.store.total_cost(run_id), resumable=ending.resumable, offline=self.services.fake)
+                              self.store.total_cost(run_id), resumable=ending.resumable, offline=self.services.fake,
+                              corrections=self._corrections(run_id))
         record.close()
         state = self._checkpointed(lambda: self.graph.get_state(cfg)).values
         if state.get("status") == "complete" and self.config.run.on_complete == "pr":
@@ -215,7 +216,8 @@ class TicketDriver:
                 return self._drive(ClaimedRun(ticket_id, following.run_id))
         return RunOutcome(ticket_id, run_id, state.get("status", "failed"), state.get("reason", ""),
                           state.get("turn", 0), self.store.total_cost(run_id), commit=state.get("commit"),
-                          changes=len(state.get("changes") or []), offline=self.services.fake)
+                          changes=len(state.get("changes") or []), offline=self.services.fake,
+                          corrections=int(state.get("corrections") or 0))
 
     def _open_pull_request(self, ticket_id: str) -> None:
         """[run] on_complete = "pr": open the ticket's pull request; a failure is said, the run stays complete."""
@@ -254,6 +256,9 @@ class TicketDriver:
 
     def _turns(self, run_id: str) -> int:
         return len(self.store.list_turns(run_id=run_id))
+
+    def _corrections(self, run_id: str) -> int:
+        return int(self.store.get_run(run_id).get("corrections") or 0)
 
     def close(self) -> None:
         self._checkpoints.close()

@@ -21,3 +21,4 @@ class RunOutcome:
     commit: str | None = None  # the commit on the ticket's branch (complete, with changes)
     changes: int = 0  # files it changed
     offline: bool = False  # run on the built-in fake model: its cost is made up, never shown as spent
+    corrections: int = 0  # check failures fed back to the middle agent before it passed (or gave up)

@@ -5,7 +5,8 @@ docs): issue lists paged with `Link` headers and filtered by `labels`/`milestone
 requests appear in the issue list, with a `pull_request` key), `X-RateLimit-*` headers and a
 403/429 once the limit is used up, `ETag` / `If-None-Match` -> 304 (not counted against the
 limit), pull-request creation (422 when one is open for the head branch), pull-request state
-(open, closed, merged) and issue comments. Switches make it answer 401, 404 or 5xx, delete an
+(open, closed, merged) and issue comments, check runs and commit statuses of a commit (an Actions
+job's log behind a redirect), pull-request reviews and review comments. Switches make it answer 401, 404 or 5xx, delete an
 issue (410, or 404), lose a pull request (404), accept a second pull request of a branch, or
 hold requests at a gate until several processes have sent them (so a race happens every time).
 Use it from a plugin's tests as a context manager::
@@ -46,6 +47,11 @@ class _Repo:
     comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     milestones: dict[int, dict[str, Any]] = field(default_factory=dict)
     gone: dict[int, int] = field(default_factory=dict)  # issue number -> what GitHub answers now (410, 404)
+    check_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # commit sha -> its check runs
+    statuses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # commit sha -> its statuses
+    reviews: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # pull number -> its reviews
+    review_comments: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # pull number -> inline ones
+    job_logs: dict[int, str] = field(default_factory=dict)  # Actions job id -> its log
     next_number: int = 1
 
 
@@ -148,6 +154,50 @@ class FakeGitHub(LocalServer):
         with self._lock:
             self.repos[repo].pulls.pop(number)
             self.repos[repo].issues.pop(number, None)
+
+    def set_pull_head(self, repo: str, number: int, sha: str) -> None:
+        """The commit a pull request's branch points at now (GitHub reports it as `head.sha`)."""
+        with self._lock:
+            self.repos[repo].pulls[number]["head"]["sha"] = sha
+
+    def add_check_run(self, repo: str, sha: str, name: str, conclusion: str, *, summary: str = "",
+                      text: str = "", log: str | None = None) -> dict[str, Any]:
+        """A completed check run on a commit; with `log`, a GitHub Actions job whose log the API serves."""
+        with self._lock:
+            r = self.repos[repo]
+            run_id = 1000 + sum(map(len, r.check_runs.values()))
+            check = {"id": run_id, "name": name, "status": "completed", "conclusion": conclusion,
+                     "head_sha": sha, "html_url": f"https://github.example/{repo}/runs/{run_id}",
+                     "output": {"title": f"{name} {conclusion}", "summary": summary, "text": text},
+                     "app": {"slug": "github-actions" if log is not None else "other-ci"}}
+            r.check_runs.setdefault(sha, []).append(check)
+            if log is not None:
+                r.job_logs[run_id] = log
+            return check
+
+    def add_status(self, repo: str, sha: str, context: str, state: str, description: str = "") -> None:
+        """A commit status (the older CI API): `success`, `failure`, `error` or `pending`."""
+        with self._lock:
+            self.repos[repo].statuses.setdefault(sha, []).append(
+                {"id": 2000 + sum(map(len, self.repos[repo].statuses.values())), "context": context,
+                 "state": state, "description": description,
+                 "target_url": f"https://ci.example/{repo}/{context}"})
+
+    def add_review(self, repo: str, number: int, state: str, body: str = "", *, user: str = "reviewer",
+                   comments: tuple[tuple[str, int, str], ...] | list[tuple[str, int, str]] = ()) -> dict[str, Any]:
+        """A pull-request review (`CHANGES_REQUESTED`, `APPROVED`, `COMMENTED`) with inline comments
+        as (path, line, text)."""
+        with self._lock:
+            r = self.repos[repo]
+            review_id = 3000 + sum(map(len, r.reviews.values()))
+            review = {"id": review_id, "state": state, "body": body, "user": {"login": user},
+                      "submitted_at": _now()}
+            r.reviews.setdefault(number, []).append(review)
+            for path, line, text in comments:
+                r.review_comments.setdefault(number, []).append(
+                    {"id": 4000 + sum(map(len, r.review_comments.values())), "pull_request_review_id": review_id,
+                     "path": path, "line": line, "body": text, "user": {"login": user}})
+            return review
 
     def gate(self, path: str, *, method: str = "GET", count: int = 2, timeout_s: float = 5.0) -> None:
         """Hold the answers to `method` requests of exactly `path` until `count` of them have come
@@ -256,6 +306,24 @@ class FakeGitHub(LocalServer):
         if len(rest) == 2 and rest[0] == "pulls" and rest[1].isdigit() and m == "GET":
             pr = r.pulls.get(int(rest[1]))
             return (200, {}, pr) if pr else (404, {}, {"message": "Not Found"})
+        if len(rest) == 3 and rest[0] == "pulls" and rest[1].isdigit() and rest[2] in ("reviews", "comments"):
+            if int(rest[1]) not in r.pulls:
+                return 404, {}, {"message": "Not Found"}
+            found = (r.reviews if rest[2] == "reviews" else r.review_comments).get(int(rest[1]), [])
+            return 200, {}, found
+        if len(rest) == 3 and rest[0] == "commits" and rest[2] == "check-runs" and m == "GET":
+            runs = r.check_runs.get(rest[1], [])
+            return 200, {}, {"total_count": len(runs), "check_runs": runs}
+        if len(rest) == 3 and rest[0] == "commits" and rest[2] == "status" and m == "GET":
+            statuses = r.statuses.get(rest[1], [])
+            state = ("failure" if any(st["state"] in ("failure", "error") for st in statuses) else
+                     "pending" if any(st["state"] == "pending" for st in statuses) or not statuses else "success")
+            return 200, {}, {"state": state, "sha": rest[1], "total_count": len(statuses), "statuses": statuses}
+        if len(rest) == 4 and rest[:2] == ["actions", "jobs"] and rest[3] == "logs" and rest[2].isdigit():
+            log = r.job_logs.get(int(rest[2]))
+            # GitHub redirects to the log's storage; this fake serves it there (text, not JSON).
+            return (302, {"Location": f"{base}/_logs/{repo}/{rest[2]}"}, None) if log is not None else (
+                404, {}, {"message": "Not Found"})
         return 404, {}, {"message": "Not Found"}
 
     def _issue_list(self, req: GitHubRequest, r: _Repo, base: str) -> tuple[int, dict[str, str], Any]:
@@ -333,9 +401,12 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.github
         with fake._lock:
             fake.requests.append(req)
+        if split.path.startswith("/_logs/"):  # an Actions job log, outside the API (no token)
+            self._serve_log(split.path)
+            return
         fake._pass_gate(req)
         status, headers, payload = fake.handle(req, fake.url)
-        data = json.dumps(payload).encode()
+        data = json.dumps(payload).encode() if payload is not None else b""
         with fake._lock:
             if status == 200 and self.command == "GET":
                 etag = '"' + hashlib.sha1(data).hexdigest() + '"'
@@ -357,5 +428,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if data:
             self.wfile.write(data)
+
+    def _serve_log(self, path: str) -> None:
+        parts = path.strip("/").split("/")  # _logs/OWNER/REPO/JOB
+        fake = self.github
+        with fake._lock:
+            repo = fake.repos.get(f"{parts[1]}/{parts[2]}") if len(parts) == 4 else None
+            log = repo.job_logs.get(int(parts[3])) if repo and parts[3].isdigit() else None
+        data = (log or "").encode()
+        self.send_response(200 if log is not None else 404)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve

@@ -20,3 +20,14 @@ def test_a_measured_run_counts_the_memories_recalled_and_used_per_backend(claude
     assert result["memories_recalled"] >= 3 and 1 <= result["memories_used"] <= result["memories_recalled"]
     (backend,) = result["use_by_backend"]
     assert backend == "bm25" and result["use_by_backend"]["bm25"]["used"] == result["memories_used"]
+
+
+def test_a_measured_run_with_a_check_reports_its_time_and_corrections(claude_cli):
+    import sys
+
+    check = f"{sys.executable} -c \"import time; time.sleep(0.2)\""
+    result = measure_once(2, 1, examples_dir(), claude_cli, checks=(check,))
+    assert result["complete"] == 2 and result["corrections"] == 0
+    assert result["check_s_per_ticket"] >= 0.2  # at least each ticket's final check (the base one is shared)
+    plain = measure_once(1, 1, examples_dir(), claude_cli)
+    assert plain["check_s_per_ticket"] == 0 and plain["corrections"] == 0

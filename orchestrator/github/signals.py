@@ -1,0 +1,170 @@
+"""What a ticket's pull request says needs doing: CI that failed on it and reviews that request
+changes, read back by `middle sync` and turned into a review round with them as the feedback, so
+nobody copies a log or a review comment into `middle feedback` by hand.
+
+- **Failed CI**: the check runs (GitHub Actions, other apps) and commit statuses of the pull
+  request's head commit that failed (`failure`, `timed_out`, `error`); an Actions job's log tail
+  is included where the API gives it.
+- **Changes requested**: reviews in state `CHANGES_REQUESTED`, with their inline comments (path
+  and line).
+- Each one is acted on once (the store records it, `tickets/checks.py`'s pr_signals table); a pull
+  request starts at most `[github] auto_rounds` rounds by itself (default 2) before it waits for a
+  person (`middle feedback` is unlimited).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.config.settings import Config
+from tickets.github.client import GitHubClient, parse_repo
+from tickets.store import TicketStore
+
+LOG_TAIL_CHARS = 3000  # of a failed Actions job's log, in the feedback
+FAILED_CONCLUSIONS = ("failure", "timed_out", "cancelled", "action_required")
+FAILED_STATES = ("failure", "error")
+
+
+@dataclass
+class PullSignals:
+    """What one ticket's pull request asks for, not yet acted on."""
+
+    ticket_id: str
+    pr_url: str
+    items: list[tuple[str, str]] = field(default_factory=list)  # (signal key, the text of it)
+
+    @property
+    def feedback(self) -> str:
+        """The feedback of the round these start: every item's text."""
+        return ("The pull request needs changes:\n\n" + "\n\n".join(text for _, text in self.items)).strip()
+
+
+def read_signals(store: TicketStore, config: Config) -> list[PullSignals]:
+    """For every complete ticket with an open pull request: what its CI and reviews ask that no
+    round has acted on yet. Nothing is written here."""
+    from orchestrator.github.pulls import PULL_URL, client_for
+
+    found = []
+    for ticket in store.list_tickets(status="complete"):
+        run = store.latest_run(ticket.id)
+        if not run or run.get("pr_state") != "open" or not run.get("pr_url"):
+            continue
+        match = PULL_URL.search(run["pr_url"])
+        if match is None:
+            continue
+        repo, number = parse_repo(f"{match.group(1)}/{match.group(2)}"), match.group(3)
+        acted = store.acted_signals(ticket.id)
+        with client_for(config, repo) as gh:
+            pull = gh.get(f"/pulls/{number}", f"pull request #{number} of {repo}", missing_ok=True)
+            if not isinstance(pull, dict) or pull.get("state") != "open":
+                continue  # merged, closed or gone: `middle sync`'s pull states say so
+            head = str((pull.get("head") or {}).get("sha") or run.get("head_commit") or "")
+            items = [i for i in (*_failed_ci(gh, head), *_changes_requested(gh, number)) if i[0] not in acted]
+        if items:
+            found.append(PullSignals(ticket.id, run["pr_url"], items))
+    return found
+
+
+def _failed_ci(gh: GitHubClient, sha: str) -> list[tuple[str, str]]:
+    """(signal key, text) for each failed check run and commit status of the commit."""
+    if not sha:
+        return []
+    items = []
+    runs = gh.get(f"/commits/{sha}/check-runs", f"the check runs of {sha[:10]}", missing_ok=True) or {}
+    for check in runs.get("check_runs") or []:
+        if not isinstance(check, dict) or check.get("conclusion") not in FAILED_CONCLUSIONS:
+            continue
+        output = check.get("output") or {}
+        lines = [f"CI check `{check.get('name')}` {check.get('conclusion')} on the pull request"
+                 + (f" ({check['html_url']})" if check.get("html_url") else "") + "."]
+        for part in (output.get("title"), output.get("summary"), output.get("text")):
+            if isinstance(part, str) and part.strip():
+                lines.append(part.strip())
+        log = _job_log(gh, check)
+        if log:
+            lines.append("The end of its log:\n" + log)
+        items.append((f"check:{check.get('id')}", "\n".join(lines)))
+    status = gh.get(f"/commits/{sha}/status", f"the statuses of {sha[:10]}", missing_ok=True) or {}
+    for st in status.get("statuses") or []:
+        if isinstance(st, dict) and st.get("state") in FAILED_STATES:
+            text = (f"CI status `{st.get('context')}` {st.get('state')} on the pull request"
+                    + (f": {st['description']}" if st.get("description") else "")
+                    + (f" ({st['target_url']})" if st.get("target_url") else "") + ".")
+            items.append((f"status:{st.get('context')}@{sha}", text))
+    return items
+
+
+def _job_log(gh: GitHubClient, check: dict[str, Any]) -> str:
+    """The tail of a GitHub Actions job's log (its check run's id is the job's), or ""."""
+    if (check.get("app") or {}).get("slug") != "github-actions" or not check.get("id"):
+        return ""
+    resp = gh.request("GET", gh.url(f"/actions/jobs/{check['id']}/logs"))
+    if resp.status_code in (301, 302, 307, 308) and resp.headers.get("Location"):
+        import httpx  # the log is served from storage outside the API: no token goes there
+
+        resp = httpx.get(resp.headers["Location"], timeout=30)
+    if resp.status_code != 200:
+        return ""
+    text = resp.text
+    return text[-LOG_TAIL_CHARS:] if len(text) > LOG_TAIL_CHARS else text
+
+
+def _changes_requested(gh: GitHubClient, number: str) -> list[tuple[str, str]]:
+    """(signal key, text) for each review that requests changes, with its inline comments."""
+    reviews = gh.get_all(f"/pulls/{number}/reviews", {"per_page": 100}, f"the reviews of pull request #{number}")
+    wanted = [r for r in reviews if isinstance(r, dict) and r.get("state") == "CHANGES_REQUESTED"]
+    if not wanted:
+        return []
+    comments = gh.get_all(f"/pulls/{number}/comments", {"per_page": 100},
+                          f"the review comments of pull request #{number}")
+    items = []
+    for review in wanted:
+        who = (review.get("user") or {}).get("login") or "a reviewer"
+        lines = [f"Review by {who} requests changes:" + (f" {review['body'].strip()}" if review.get("body") else "")]
+        for c in comments:
+            if isinstance(c, dict) and c.get("pull_request_review_id") == review.get("id"):
+                where = f"{c.get('path')}:{c.get('line') or c.get('original_line') or '?'}"
+                lines.append(f"- {where}: {str(c.get('body') or '').strip()}")
+        items.append((f"review:{review.get('id')}", "\n".join(lines)))
+    return items
+
+
+def act_on_signals(orch: Any, config: Config, signals: list[PullSignals], say: Callable[[str], None]) -> list[Any]:
+    """Start a review round for each complete ticket whose pull request asks for changes
+    (`read_signals`; each signal once, at most `[github] auto_rounds` rounds a pull request), run
+    it here, and push its commits to the pull request; the rounds' outcomes."""
+    from orchestrator.github.pulls import update_pull_branch
+    from tickets.rounds import STORED
+
+    store, cap = orch.store, config.github.auto_rounds
+    outcomes = []
+    for found in signals:
+        keys = [key for key, _ in found.items]
+        if store.auto_rounds(found.ticket_id, found.pr_url) >= cap:
+            if store.mark_signals(found.ticket_id, found.pr_url, keys, None):
+                say(f"pull request {found.pr_url} of {found.ticket_id} asks for changes again, after the "
+                    f"{cap} round(s) it may start by itself ([github] auto_rounds): waiting for a person, "
+                    f"`middle feedback {found.ticket_id} \"...\"`")
+            continue
+        taken = store.mark_signals(found.ticket_id, found.pr_url, keys, "")
+        if not taken:
+            continue  # another process acts on them
+        items = [(k, text) for k, text in found.items if k in taken]
+        feedback = PullSignals(found.ticket_id, found.pr_url, items).feedback
+        say(f"pull request {found.pr_url} of {found.ticket_id} asks for changes ({len(items)} thing(s)): a "
+            "review round starts with them")
+        try:
+            outcome = orch.feedback(found.ticket_id, feedback)
+        except Exception:
+            store.set_signal_round(found.ticket_id, taken, None)  # not acted on after all
+            raise
+        if outcome.status == STORED:  # a run of it was going on: its next assess reads them
+            store.set_signal_round(found.ticket_id, taken, store.latest_run(found.ticket_id)["id"])
+            continue
+        store.set_signal_round(found.ticket_id, taken, outcome.run_id)
+        outcomes.append(outcome)
+        if outcome.status == "complete":
+            update_pull_branch(store, config, found.ticket_id, say)
+    return outcomes

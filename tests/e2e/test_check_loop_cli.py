@@ -1,0 +1,133 @@
+"""The check loop with the real `middle` CLI and the real Claude Code CLI on the built-in fake model:
+a check that fails goes back to the middle agent, whose next prompt fixes it; a `kill -9` during a
+check, then `middle resume`, runs the check again and commits once; a `middle worker` on
+PostgreSQL runs the check in its clone."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.testing import make_repo
+from orchestrator.workspace.git import git, out
+from tickets.store import TicketStore
+
+pytestmark = [pytest.mark.cli, pytest.mark.slow]
+
+MIDDLE = str(Path(sys.executable).with_name("middle"))
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# A check of the project's own: once calc/other.py exists, calc/fix.py must too; its failure says
+# how to fix it (the offline model writes its next prompt from the check's output).
+CHECK_FIX = """import pathlib, sys
+if not pathlib.Path("calc/other.py").exists() or pathlib.Path("calc/fix.py").exists():
+    sys.exit(0)
+print("calc/other.py needs calc/fix.py. Create `calc/fix.py` with:\\n```python\\nFIXED = True\\n```")
+sys.exit(1)
+"""
+TICKET = "---\ntitle: Add other\nproject: calc\nid: t1\n---\nCreate `calc/other.py` with:\n```python\nOTHER = 1\n```\n"
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
+
+
+def middle(root: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([MIDDLE, *args], cwd=root, env=_env(), text=True, capture_output=True, timeout=300)
+    assert "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
+    if ok:
+        assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def project(root: Path, check: str, extra: str = "") -> Path:
+    shutil.copytree(EXAMPLES / "sample-repo", root / "repo")
+    (root / "repo" / "check_fix.py").write_text(CHECK_FIX)
+    make_repo(root / "repo")
+    (root / "tickets").mkdir()
+    (root / "tickets" / "t1.md").write_text(TICKET)
+    (root / "middle.toml").write_text(
+        f'[project]\npath = "repo"\n[memory]\nbackend = "none"\n[check]\ncommands = {json.dumps([check])}\n'
+        '[coding_agent.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n' + extra)
+    return root / "repo"
+
+
+def test_a_failed_check_is_fed_back_and_the_next_turn_fixes_it(tmp_path, claude_cli):
+    repo = project(tmp_path, "python check_fix.py")
+    result = middle(tmp_path, "run", "--fake")
+    assert "back to the middle agent (correction 1 of at most 3)" in result.stdout
+    assert "complete ticket t1: 2 turn(s), offline model, no cost, 1 correction(s)" in result.stdout
+    assert out(repo, "show", "middle/t1:calc/fix.py") == "FIXED = True"
+    tickets = middle(tmp_path, "tickets").stdout
+    assert "passed (1 correction)" in tickets
+    log = middle(tmp_path, "log", "t1").stdout
+    assert "base check `python check_fix.py`: passed (exit 0" in log
+    assert "check `python check_fix.py`: failed (exit 1" in log and "calc/other.py needs calc/fix.py" in log
+    assert "check `python check_fix.py`: passed (exit 0" in log and "check passed, 1 correction(s)" in log
+
+
+def test_kill_9_during_a_check_then_resume_runs_it_again_and_commits_once(tmp_path, claude_cli):
+    started, release = tmp_path / "check-started", tmp_path / "release"
+    slow_check = (f"{sys.executable} -c \"import pathlib, time; p = pathlib.Path('{started}'); "
+                  f"p.write_text(str(int(p.exists()))); [time.sleep(0.1) for _ in range(600) "
+                  f"if not pathlib.Path('{release}').exists()]\"")
+    repo = project(tmp_path, slow_check)
+    proc = subprocess.Popen([MIDDLE, "run", "--fake"], cwd=tmp_path, env=_env(), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        # The base check writes "0", the final check "1": kill during the final one.
+        while not (started.exists() and started.read_text() == "1") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists() and started.read_text() == "1", "the final check never started"
+        os.kill(proc.pid, signal.SIGKILL)  # the process only: its check dies with it or is stopped later
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    release.write_text("go")
+    resumed = middle(tmp_path, "resume", "t1", "--fake")
+    assert "complete ticket t1" in resumed.stdout, resumed.stdout
+    with TicketStore(tmp_path / ".middle" / "middle.sqlite3") as store:
+        run = store.latest_run("t1")
+        assert len(store.list_runs("t1")) == 1 and run["check_status"] == "passed"
+        turns = store.list_turns(run_id=run["id"])
+        assert [t["turn_no"] for t in turns] == [1]  # the finished turn did not run again
+        finals = [e for e in store.list_events(run_id=run["id"]) if e["kind"] == "check" and e["data"]["phase"] == "check"]
+        assert finals and finals[-1]["data"]["exit_code"] == 0
+    assert len(out(repo, "log", "--format=%s", "main..middle/t1").splitlines()) == 1  # committed once
+    leftover = subprocess.run(["pgrep", "-f", str(started)], capture_output=True, text=True)
+    assert leftover.stdout.strip() == "", "a check process outlived its run"
+
+
+@pytest.mark.postgres
+def test_a_worker_on_postgresql_runs_the_check_in_its_clone(tmp_path, claude_cli, pg_url):
+    seed = project(tmp_path / "seed-project", "python check_fix.py")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "clone", "--quiet", "--bare", str(seed), str(remote))
+    desk = tmp_path / "desk"
+    git(tmp_path, "clone", "--quiet", str(remote), str(desk))
+    (desk / "tickets").mkdir()
+    (desk / "tickets" / "t1.md").write_text(TICKET)
+    config = (f'[store]\nurl = "{pg_url}"\n[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
+              '[memory]\nbackend = "none"\n[check]\ncommands = ["python check_fix.py"]\n'
+              f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
+    (desk / "middle.toml").write_text(config)
+    middle(desk, "sync")
+    worker_home = tmp_path / "w0"
+    worker_home.mkdir()
+    (worker_home / "middle.toml").write_text(config)
+    done = middle(worker_home, "worker", "--fake", "--once")
+    assert "complete ticket t1" in done.stdout and "1 correction(s)" in done.stdout, done.stdout
+    assert out(remote, "show", "middle/t1:calc/fix.py") == "FIXED = True"
+    with TicketStore(pg_url) as store:
+        run = store.latest_run("t1")
+        assert (run["check_status"], run["corrections"]) == ("passed", 1)
+        assert store.check_baseline(run["base_commit"], "python check_fix.py")["exit_code"] == 0
