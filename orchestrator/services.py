@@ -229,7 +229,7 @@ class Services:
         """The one owner of a run's end (status, run, claim, run_end event, hook)."""
         from orchestrator.lifecycle.run_lifecycle import RunLifecycle
 
-        return RunLifecycle(self.store, self.registry.hook)
+        return RunLifecycle(self.store, self.registry.hook, self.config)
 
     @cached_property
     def review(self) -> Review:

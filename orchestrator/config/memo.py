@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping, get_args
 
-from orchestrator.config.paths import (  # noqa: F401 - re-exported: the memo's older home of these
-    CACHE_VARIABLE, ENV_PREFIX, OTHER_VARIABLES, cache_root, find_config_file, is_setting, memo_name, tickets_memo)
+from orchestrator.config.source_settings import SourceSettings
+from orchestrator.config.paths import cache_root, find_config_file, is_setting, memo_name
 from tickets.cache_file import read_json, write_json
 from tickets.deps import Mode
 
@@ -47,6 +47,11 @@ class ReadConfig:
     project_id: str  # [project] id, "" when unset
     state_dir: str  # absolute
     github: str  # [github] as JSON
+
+    def source_settings(self) -> SourceSettings:
+        return SourceSettings(self.tickets_kind, json.loads(self.tickets_options), self.root, self.tickets_dir,
+                              self.project_path, self.max_ticket_chars, self.project_id or None, self.state_dir,
+                              json.loads(self.github))
 
 
 def read_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None, *,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -19,6 +19,10 @@ from orchestrator.config.paths import ENV_PREFIX, OTHER_VARIABLES, find_config_f
 from orchestrator.errors import ConfigError
 
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND  # noqa: E402 - re-exported
+
+if TYPE_CHECKING:
+    from orchestrator.config.source_settings import SourceSettings
+
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -203,6 +207,15 @@ class Config(_Strict):
     def resolve(self, path: str | Path) -> Path:
         p = Path(os.path.expanduser(str(path)))
         return (p if p.is_absolute() else self.root / p).resolve()
+
+    def source_settings(self) -> SourceSettings:
+        """What opening the ticket source needs (the read-only commands' ReadConfig gives the same)."""
+        from orchestrator.config.source_settings import SourceSettings
+
+        return SourceSettings(self.tickets.kind, dict(self.tickets.options), str(self.root),
+                              str(self.resolve(self.project.tickets_dir)), str(self.resolve(self.project.path)),
+                              self.project.max_ticket_chars, self.project.id, str(self.state_path),
+                              self.github.model_dump())
 
     @property
     def memory_enabled(self) -> bool:

@@ -359,7 +359,7 @@ def finalize(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx, t = runtime.context, state["ticket"]
     summary = state["decision"].get("summary", "")
     assert ctx.lifecycle is not None  # TicketContext makes one
-    ctx.lifecycle.complete(t["id"], state["run_id"], summary, commit=state.get("commit"))
+    ctx.lifecycle.complete(t["id"], state["run_id"], summary, say=ctx.say, commit=state.get("commit"))
     return {"status": "complete", "reason": ""}
 
 

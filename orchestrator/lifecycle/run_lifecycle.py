@@ -23,15 +23,18 @@ log = logging.getLogger("middle.lifecycle")
 class RunLifecycle:
     """Ends runs on one ticket store, calling the lifecycle hooks of one plugin registry."""
 
-    def __init__(self, store: Any, hooks: Any = None):
-        self.store, self.hooks = store, hooks
+    def __init__(self, store: Any, hooks: Any = None, config: Any = None):
+        self.store, self.hooks, self.config = store, hooks, config
 
-    def complete(self, ticket_id: str, run_id: str, summary: str, **event: Any) -> bool:
+    def complete(self, ticket_id: str, run_id: str, summary: str, *, say: Callable[[str], None] | None = None,
+                 **event: Any) -> bool:
+        """End a run as complete; `say`: where the hooks' notes go (the run's log)."""
         ended = self.store.end_run(ticket_id, run_id, "complete", None, ticket_reason=summary or None,
                                    event=event)
         if ended:
             call_hook(self.hooks, "on_ticket_complete", ticket=self.store.get_ticket(ticket_id),
-                      run_id=run_id, summary=summary)
+                      run_id=run_id, summary=summary, config=self.config, store=self.store,
+                      say=say or (lambda msg: log.info("%s", msg)))
         return ended
 
     def fail(self, ticket_id: str, run_id: str, reason: str, *, resumable: bool = False,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pluggy
 
@@ -46,8 +46,9 @@ def on_turn_end(ticket: Ticket, run_id: str, turn: TurnRecord) -> None:
 
 
 @hookspec
-def on_ticket_complete(ticket: Ticket, run_id: str, summary: str) -> None:
-    """Called when the middle agent marks a ticket complete, after its summary is indexed."""
+def on_ticket_complete(ticket: Ticket, run_id: str, summary: str, config: Any, store: Any,
+                       say: Callable[[str], None]) -> None:
+    """Called when a ticket completes (its checks passed, its summary indexed); `say` notes a line in its run."""
 
 
 @hookspec

@@ -21,7 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.coding_agent.base import EventCallback
 from orchestrator.config.settings import Config
-from orchestrator.errors import MiddleError, RunInterrupted, StoreUnavailable, TicketError
+from orchestrator.errors import RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.graph import build_graph
 from orchestrator.graph.context import Limits, TicketContext
 from orchestrator.graph.state import ENDING_NODES
@@ -203,8 +203,6 @@ class TicketDriver:
                               corrections=self._corrections(run_id))
         record.close()
         state = self._checkpointed(lambda: self.graph.get_state(cfg)).values
-        if state.get("status") == "complete" and self.config.run.on_complete == "pr":
-            self._open_pull_request(ticket_id)
         if state.get("status") == "complete":
             from orchestrator.running import feedback
 
@@ -218,15 +216,6 @@ class TicketDriver:
                           state.get("turn", 0), self.store.total_cost(run_id), commit=state.get("commit"),
                           changes=len(state.get("changes") or []), offline=self.services.fake,
                           corrections=int(state.get("corrections") or 0))
-
-    def _open_pull_request(self, ticket_id: str) -> None:
-        """[run] on_complete = "pr": open the ticket's pull request; a failure is said, the run stays complete."""
-        from orchestrator.github.pulls import open_pull_request
-
-        try:
-            open_pull_request(self.store, self.config, ticket_id, say=self.say)
-        except MiddleError as exc:
-            self.say(f"pull request of {ticket_id} not opened: {exc} (retry with `middle pr {ticket_id}`)")
 
     def _stream(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, record: EventRecorder) -> None:
         context = ticket_context(self.services, self.config, self.agent, record, say=self.say,

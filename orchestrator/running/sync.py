@@ -7,7 +7,6 @@ them and for every source a plugin registers (`register_ticket_sources`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Union
@@ -54,22 +53,14 @@ def parse_from(spec: str) -> tuple[str, str | None]:
 
 
 def _settings(config: AnyConfig) -> tuple[str, dict[str, Any], SourceContext]:
-    """The configured source kind, its options and what it is opened with, from either config view."""
-    from orchestrator.config.memo import tickets_memo
+    """The configured source kind, its options and what it is opened with (either config shape
+    gives its SourceSettings)."""
+    from orchestrator.config.paths import tickets_memo
 
-    if hasattr(config, "tickets_kind"):  # the read-only commands' remembered view (no pydantic)
-        view: Any = config
-        kind, options = view.tickets_kind, json.loads(view.tickets_options)
-        context = SourceContext(Path(view.root), Path(view.tickets_dir), Path(view.project_path),
-                                view.max_ticket_chars, tickets_memo, view.project_id or None,
-                                Path(view.state_dir), {"github": json.loads(view.github)})
-    else:
-        cfg: Any = config
-        kind, options = cfg.tickets.kind, dict(cfg.tickets.options)
-        context = SourceContext(cfg.root, cfg.resolve(cfg.project.tickets_dir), cfg.resolve(cfg.project.path),
-                                cfg.project.max_ticket_chars, tickets_memo, cfg.project.id, cfg.state_path,
-                                {"github": cfg.github.model_dump()})
-    return kind, options, context
+    s = config.source_settings()
+    context = SourceContext(Path(s.root), Path(s.tickets_dir), Path(s.project_path), s.max_ticket_chars,
+                            tickets_memo, s.project_id, Path(s.state_dir), {"github": s.github})
+    return s.kind, dict(s.options), context
 
 
 def open_source(config: AnyConfig, *, source: str | None = None, folder: str | Path | None = None,
@@ -178,8 +169,12 @@ def sync(store: TicketStore, config: AnyConfig, *, source: str | None = None, fo
                        folder_optional=lambda: source is None and folder is None and bool(store.list_tickets()))
     _ask_source(opened, loaded, store)  # before any write
     states = []
-    if pulls and not hasattr(config, "tickets_kind"):  # the full Config (not the read-only view)
+    if pulls:  # (only `middle sync` asks, with the full config: the read-only view has no [github] token use)
+        from orchestrator.config.settings import Config
         from orchestrator.github.pulls import read_pull_states
+
+        if not isinstance(config, Config):
+            raise TypeError("reading pull requests needs the full Config, not the read-only view")
 
         states = read_pull_states(store, config)  # type: ignore[arg-type]
     store_loaded(store, loaded)

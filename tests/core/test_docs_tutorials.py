@@ -150,7 +150,7 @@ def test_every_variable_the_docs_name_is_read_by_the_code():
     for page in PAGES:
         for name in set(re.findall(r"\bMIDDLE_[A-Z_]+\b", page.read_text(encoding="utf-8"))):
             if name.startswith(("MIDDLE_AGENT_", "MIDDLE_MEMORY_", "MIDDLE_STORE_")) and name not in code:
-                from orchestrator.config.memo import is_setting  # a MIDDLE_<SECTION>_<KEY> override
+                from orchestrator.config.paths import is_setting  # a MIDDLE_<SECTION>_<KEY> override
 
                 assert is_setting(name), f"{page.name} names {name}"
                 continue
