@@ -1,4 +1,5 @@
-"""What the built-in backends share beyond their store: strict options, the embedder a store is bound to, and a cache of recent query vectors."""
+"""What the built-in backends share beyond their store: strict options, the embedder a store is bound
+to, and a cache of recent query vectors."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import numpy as np
 from pydantic import ValidationError
 
 from orchestrator.plugin_api import BackendOptions, ConfigError, MemoryStoreError
-
 
 RECENT_QUERIES = 64
 

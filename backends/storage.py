@@ -1,4 +1,5 @@
-"""The one storage base of the built-in backend stores: a SQLite file in WAL mode with its schema, format version, transactions, meta values and a generation change log."""
+"""The one storage base of the built-in backend stores: a SQLite file in WAL mode with its schema,
+format version, transactions, meta values and a generation change log."""
 
 from __future__ import annotations
 

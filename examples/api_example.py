@@ -9,9 +9,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from orchestrator.config import load_config
-from orchestrator.cli.demo import examples_dir, prepare
 from orchestrator import Orchestrator
+from orchestrator.cli.demo import examples_dir, prepare
+from orchestrator.config import load_config
 
 
 def main() -> None:

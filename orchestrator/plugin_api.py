@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.config.paths import cache_root as cache_dir  # the per-user cache folder
-from orchestrator.errors import ConfigError, MemoryStoreError, MiddleError, TicketError, CodingAgentError
-from orchestrator.plugins.hookspecs import hookimpl
 from orchestrator.coding_agent.base import CodingAgent, EventCallback, TurnResult
-from tickets.model import TurnRecord
+from orchestrator.config.paths import cache_root as cache_dir  # the per-user cache folder
+from orchestrator.errors import CodingAgentError, ConfigError, MemoryStoreError, MiddleError, TicketError
+from orchestrator.plugins.hookspecs import hookimpl
 from orchestrator.plugins.memory_backend import (
     ConversationContext,
     MemoryBackend,
@@ -26,6 +25,7 @@ from orchestrator.plugins.memory_backend import (
     TextLLM,
     check_texts,
 )
+from tickets.model import TurnRecord
 
 if TYPE_CHECKING:
     from orchestrator.plugins.backend_options import BackendOptions
@@ -53,7 +53,7 @@ __all__ = [
     "ConfigError",
     "MemoryStoreError",
     "CodingAgentError",
-    "MemoryBackendContract",
+    "MemoryBackendContract",  # noqa: F822 - served lazily by __getattr__ (no pytest at import)
     "TicketSource",
     "ClosingSource",
     "SourceContext",

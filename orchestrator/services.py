@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.settings import Config
 from orchestrator.errors import ConfigError
-from orchestrator.plugins.memory_backend import TextLLM
 from orchestrator.plugins.manager import PluginRegistry, registry
+from orchestrator.plugins.memory_backend import TextLLM
 
 if TYPE_CHECKING:  # the parts are imported when first built (a read-only command builds few)
+    from orchestrator.coding_agent.base import CodingAgent
     from orchestrator.lifecycle.run_lifecycle import RunLifecycle
     from orchestrator.memory.facade import MemoryFacade
-    from orchestrator.coding_agent.base import CodingAgent
     from orchestrator.workspace import Review, Worktrees
     from tickets.store import TicketStore
 
@@ -192,8 +192,8 @@ class Services:
         """Variables merged over the environment for the coding agent's process (fake mode: the fake)."""
         env = dict(self._coding_agent_env)
         if self.fake:
-            from orchestrator.fake_api.env import claude_code_env
             from orchestrator.config.offline import FAKE_API_KEY
+            from orchestrator.fake_api.env import claude_code_env
 
             claude_config = self.config.resolve(self.config.state_dir) / "claude-config"
             claude_config.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -82,6 +82,9 @@ def minilm_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     calls: list[str] = []
     original = minilm.MiniLMEmbedder._embed
-    monkeypatch.setattr(minilm.MiniLMEmbedder, "_embed",
-                        lambda self, texts, *a: calls.extend(texts) or original(self, texts, *a))
+    def embed(self: Any, texts: list[str], *a: Any) -> Any:
+        calls.extend(texts)
+        return original(self, texts, *a)
+
+    monkeypatch.setattr(minilm.MiniLMEmbedder, "_embed", embed)
     return calls

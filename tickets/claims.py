@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Iterable
 
 from tickets.errors import TicketError

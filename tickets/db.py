@@ -24,7 +24,6 @@ from typing import Any, Iterator, Protocol, Sequence
 from tickets.errors import StoreError, StoreUnavailable
 
 
-
 def _log():  # -> logging.Logger; imported on the rare warning: `middle tickets` starts without it
     import logging
 

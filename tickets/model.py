@@ -11,7 +11,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable
 
-
 from tickets.errors import ConfigError, TicketError
 
 __all__ = [

@@ -10,17 +10,17 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tickets.claims import CLAIMS_SCHEMA, Claim, TicketClaims
 from tickets.checks import CHECKS_SCHEMA, TicketChecks
+from tickets.claims import CLAIMS_SCHEMA, Claim, TicketClaims
 from tickets.curation import CURATION_SCHEMA, MemoryCuration
-from tickets.pull_signals import PULL_SIGNALS_SCHEMA, PullSignalRecord
 from tickets.db import RECONNECT_S, SqliteDatabase, and_equal, open_database, postgres_ddl
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
-from tickets.run_end import RunEnding
-from tickets.rounds import TicketRounds
-from tickets.queries import TicketQueries
 from tickets.model import RunStatus, Ticket, TicketStatus, utc_now
+from tickets.pull_signals import PULL_SIGNALS_SCHEMA, PullSignalRecord
+from tickets.queries import TicketQueries
+from tickets.rounds import TicketRounds
+from tickets.run_end import RunEnding
 
 _IN_CHUNK = 500  # ids per IN list: well under SQLite's and PostgreSQL's parameter limits
 
@@ -355,8 +355,10 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         marks = ",".join("?" * len(only_from))
         with self._write() as conn:
             cur = conn.execute(
-                f"UPDATE tickets SET status = ?, status_reason = ?, updated_at = ? WHERE id = ? AND status IN ({marks})",
-                (status.value, reason, utc_now(), ticket_id, *only_from))
+                "UPDATE tickets SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?"
+                f" AND status IN ({marks})",
+                (status.value, reason, utc_now(), ticket_id, *only_from),
+            )
             return bool(cur.rowcount)
 
     def clear_pending_notes(self, ticket_ids: Iterable[str]) -> None:
@@ -364,10 +366,13 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         back), in one statement: a ticket another process has claimed since is left alone."""
         ids = sorted(set(ticket_ids))
         for start in range(0, len(ids), _IN_CHUNK):
-            chunk = tuple(ids[start:start + _IN_CHUNK])
+            chunk = tuple(ids[start : start + _IN_CHUNK])
             with self._write() as conn:
-                conn.execute(f"UPDATE tickets SET status_reason = NULL WHERE id IN ({','.join('?' * len(chunk))})"
-                             " AND status = 'pending' AND status_reason IS NOT NULL", chunk)
+                conn.execute(
+                    f"UPDATE tickets SET status_reason = NULL WHERE id IN ({','.join('?' * len(chunk))})"
+                    " AND status = 'pending' AND status_reason IS NOT NULL",
+                    chunk,
+                )
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -389,7 +394,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
                 raise _no_ticket(ticket_id)
             conn.execute(
                 "INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",
-                (run_id, ticket_id, RunStatus.RUNNING.value, utc_now()))
+                (run_id, ticket_id, RunStatus.RUNNING.value, utc_now()),
+            )
         return run_id
 
     def get_run(self, run_id: str) -> dict[str, Any]:
@@ -401,7 +407,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
     def list_runs(self, ticket_id: str) -> list[dict[str, Any]]:
         """A ticket's runs, oldest first (rowid breaks ties between equal start times)."""
         rows = self._read(
-            f"SELECT * FROM runs WHERE ticket_id = ? ORDER BY started_at, {self._db.order_col}", (ticket_id,))
+            f"SELECT * FROM runs WHERE ticket_id = ? ORDER BY started_at, {self._db.order_col}", (ticket_id,)
+        )
         return [self._run(r) for r in rows]
 
     def run_repos(self) -> list[str]:
@@ -421,22 +428,26 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         claims: dict[str, Claim] = {}
         ends: dict[str, dict[str, Any]] = {}
         for start in range(0, len(ids), _IN_CHUNK):
-            chunk = tuple(ids[start:start + _IN_CHUNK])
+            chunk = tuple(ids[start : start + _IN_CHUNK])
             marks = ",".join("?" * len(chunk))
-            for row in self._read(f"SELECT * FROM runs WHERE ticket_id IN ({marks}) "
-                                  f"ORDER BY started_at, {self._db.order_col}", chunk):
+            for row in self._read(
+                f"SELECT * FROM runs WHERE ticket_id IN ({marks}) ORDER BY started_at, {self._db.order_col}", chunk
+            ):
                 latest[row["ticket_id"]] = self._run(row)  # oldest first: the last one stays
             for row in self._read(f"SELECT * FROM claims WHERE ticket_id IN ({marks})", chunk):
                 claims[row["ticket_id"]] = Claim(**dict(row))
         run_ids = sorted(run["id"] for run in latest.values())
         for start in range(0, len(run_ids), _IN_CHUNK):
-            chunk = tuple(run_ids[start:start + _IN_CHUNK])
+            chunk = tuple(run_ids[start : start + _IN_CHUNK])
             for row in self._read(
-                    "SELECT run_id, data FROM run_events WHERE kind = 'run_end' AND run_id IN "
-                    f"({','.join('?' * len(chunk))}) ORDER BY id", chunk):
+                "SELECT run_id, data FROM run_events WHERE kind = 'run_end' AND run_id IN "
+                f"({','.join('?' * len(chunk))}) ORDER BY id",
+                chunk,
+            ):
                 ends[row["run_id"]] = json.loads(row["data"])  # ascending ids: the latest stays
-        return {ticket_id: ResumeFacts(run, claims.get(ticket_id), ends.get(run["id"]))
-                for ticket_id, run in latest.items()}
+        return {
+            ticket_id: ResumeFacts(run, claims.get(ticket_id), ends.get(run["id"])) for ticket_id, run in latest.items()
+        }
 
     def set_run_fields(self, run_id: str, **fields: Any) -> None:
         """Set some of plan_memories, plan_prompt, total_cost_usd, ended_at on a run."""
@@ -444,7 +455,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         if unknown:
             raise ValueError(
                 f"unknown run field(s) {', '.join(sorted(unknown))}: "
-                f"settable fields are {', '.join(sorted(_RUN_FIELDS))}")
+                f"settable fields are {', '.join(sorted(_RUN_FIELDS))}"
+            )
         if not fields:
             return
         if isinstance(fields.get("changes"), list):
@@ -452,8 +464,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         names = sorted(fields)  # names come from the allow-list above, never from the caller
         assignments = ", ".join(f"{n} = ?" for n in names)
         with self._write() as conn:
-            cur = conn.execute(
-                f"UPDATE runs SET {assignments} WHERE id = ?", (*(fields[n] for n in names), run_id))
+            cur = conn.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*(fields[n] for n in names), run_id))
             if cur.rowcount == 0:
                 raise _no_run(run_id)
 
@@ -468,9 +479,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         data["is_error"] = bool(data["is_error"])
         return data
 
-    def start_turn(
-        self, run_id: str, turn_no: int, prompt: str, session_id: str | None, resume: bool
-    ) -> None:
+    def start_turn(self, run_id: str, turn_no: int, prompt: str, session_id: str | None, resume: bool) -> None:
         """Record a turn as running before Claude Code is launched, so a crash can be resumed.
 
         A turn left 'running' or 'error' is overwritten (a retry); a 'done' turn raises
@@ -487,7 +496,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
             if row is not None and row["status"] == "done":
                 raise ValueError(
                     f"turn {turn_no} of run '{run_id}' already completed; a completed turn is "
-                    "never re-run: read its stored result with get_turn()")
+                    "never re-run: read its stored result with get_turn()"
+                )
             # A retry replaces the earlier attempt's row whole (its result columns reset).
             conn.execute(
                 "INSERT INTO turns (run_id, turn_no, prompt, session_id, resume, status, started_at)"
@@ -496,7 +506,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
                 " status = 'running', started_at = excluded.started_at, response = NULL,"
                 " memories_invoked = NULL, decision = NULL, cost_usd = 0, duration_ms = 0, usage = '{}',"
                 " num_turns = 0, is_error = 0, error = NULL, ended_at = NULL",
-                (run_id, turn_no, prompt, session_id, int(bool(resume)), utc_now()))
+                (run_id, turn_no, prompt, session_id, int(bool(resume)), utc_now()),
+            )
 
     def finish_turn(
         self,
@@ -524,29 +535,41 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
             conn.execute(
                 "UPDATE turns SET response = ?, is_error = ?, error = ?, cost_usd = ?, duration_ms = ?,"
                 " usage = ?, num_turns = ?, status = ?, ended_at = ? WHERE run_id = ? AND turn_no = ?",
-                (response, int(bool(is_error)), error, float(cost_usd or 0.0), int(duration_ms or 0),
-                 json.dumps(usage or {}), int(num_turns or 0), status, utc_now(), run_id, turn_no))
+                (
+                    response,
+                    int(bool(is_error)),
+                    error,
+                    float(cost_usd or 0.0),
+                    int(duration_ms or 0),
+                    json.dumps(usage or {}),
+                    int(num_turns or 0),
+                    status,
+                    utc_now(),
+                    run_id,
+                    turn_no,
+                ),
+            )
 
-    def set_turn_assessment(
-        self, run_id: str, turn_no: int, memories_invoked: str, decision: dict[str, Any]
-    ) -> None:
+    def set_turn_assessment(self, run_id: str, turn_no: int, memories_invoked: str, decision: dict[str, Any]) -> None:
         """Attach the middle agent's recalled memories and decision to a turn."""
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE turns SET memories_invoked = ?, decision = ? WHERE run_id = ? AND turn_no = ?",
-                (memories_invoked, json.dumps(decision), run_id, turn_no))
+                (memories_invoked, json.dumps(decision), run_id, turn_no),
+            )
             if cur.rowcount == 0:
                 raise ValueError(f"turn {turn_no} of run '{run_id}' was never started: call start_turn() first")
 
     def get_turn(self, run_id: str, turn_no: int) -> dict[str, Any] | None:
-        rows = self._read(
-            f"SELECT {_TURN_COLUMNS} FROM turns WHERE run_id = ? AND turn_no = ?", (run_id, turn_no))
+        rows = self._read(f"SELECT {_TURN_COLUMNS} FROM turns WHERE run_id = ? AND turn_no = ?", (run_id, turn_no))
         return self._turn(rows[0]) if rows else None
 
     def list_turns(self, *, run_id: str | None = None, ticket_id: str | None = None) -> list[dict[str, Any]]:
         """Turns of one run, or of all a ticket's runs (by run start, then turn number)."""
-        sql = (f"SELECT {', '.join('t.' + c.strip() for c in _TURN_COLUMNS.split(','))}"
-               " FROM turns t JOIN runs r ON r.id = t.run_id WHERE 1 = 1")
+        sql = (
+            f"SELECT {', '.join('t.' + c.strip() for c in _TURN_COLUMNS.split(','))}"
+            " FROM turns t JOIN runs r ON r.id = t.run_id WHERE 1 = 1"
+        )
         params: list[Any] = []
         sql = and_equal(sql, params, {"t.run_id": run_id, "r.ticket_id": ticket_id})
         rows = self._read(sql + f" ORDER BY r.started_at, r.{self._db.order_col}, t.turn_no", tuple(params))
@@ -559,8 +582,16 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
 
     # -- memory docs ------------------------------------------------------------------------
 
-    def add_memory_doc(self, ticket_id: str, project_id: str, doc: str,
-                       backend: str | None = None, run_id: str | None = None, *, pending: bool = False) -> None:
+    def add_memory_doc(
+        self,
+        ticket_id: str,
+        project_id: str,
+        doc: str,
+        backend: str | None = None,
+        run_id: str | None = None,
+        *,
+        pending: bool = False,
+    ) -> None:
         """Remember the exact string indexed for a ticket, the memory backend indexing it and
         the run that wrote it; an identical live doc is kept once, because the index node re-runs
         when a crashed run is resumed. `pending`: recorded before memory indexes it
@@ -570,25 +601,32 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
             if conn.execute("SELECT 1 FROM tickets WHERE id = ?", (ticket_id,)).fetchone() is None:
                 raise _no_ticket(ticket_id)
             exists = conn.execute(
-                "SELECT 1 FROM memory_docs WHERE ticket_id = ? AND project_id = ? AND doc = ?"
-                " AND deleted_at IS NULL", (ticket_id, project_id, doc)).fetchone()
+                "SELECT 1 FROM memory_docs WHERE ticket_id = ? AND project_id = ? AND doc = ? AND deleted_at IS NULL",
+                (ticket_id, project_id, doc),
+            ).fetchone()
             if exists is None:
                 conn.execute(
                     "INSERT INTO memory_docs (ticket_id, project_id, doc, created_at, backend, run_id, index_pending) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)", (ticket_id, project_id, doc, utc_now(), backend, run_id,
-                                                     int(pending)))
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (ticket_id, project_id, doc, utc_now(), backend, run_id, int(pending)),
+                )
 
     def memory_doc_indexed(self, ticket_id: str, doc: str) -> None:
         """Memory has the ticket's doc now: no retry needed."""
         with self._write() as conn:
-            conn.execute("UPDATE memory_docs SET index_pending = 0 WHERE ticket_id = ? AND doc = ?"
-                         " AND index_pending = 1", (ticket_id, doc))
+            conn.execute(
+                "UPDATE memory_docs SET index_pending = 0 WHERE ticket_id = ? AND doc = ? AND index_pending = 1",
+                (ticket_id, doc),
+            )
 
     def pending_memory_docs(self, project_id: str | None = None) -> list[tuple[str, str, str]]:
         """Live completion docs memory could not index yet, oldest first: (ticket id, project, doc)."""
         params: list[Any] = []
-        sql = and_equal("SELECT ticket_id, project_id, doc FROM memory_docs WHERE index_pending = 1"
-                        " AND deleted_at IS NULL", params, {"project_id": project_id})
+        sql = and_equal(
+            "SELECT ticket_id, project_id, doc FROM memory_docs WHERE index_pending = 1 AND deleted_at IS NULL",
+            params,
+            {"project_id": project_id},
+        )
         return [(r["ticket_id"], r["project_id"], r["doc"]) for r in self._read(sql + " ORDER BY id", tuple(params))]
 
     def memory_docs(self, ticket_id: str, include_deleted: bool = False) -> list[str]:
@@ -603,15 +641,18 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         "Recent work" part of the memories block."""
         if limit <= 0:
             return []
-        rows = self._read("SELECT doc, created_at FROM memory_docs WHERE project_id = ? AND "
-                          "deleted_at IS NULL ORDER BY created_at DESC, id DESC LIMIT ?",
-                          (project_id, limit))
+        rows = self._read(
+            "SELECT doc, created_at FROM memory_docs WHERE project_id = ? AND "
+            "deleted_at IS NULL ORDER BY created_at DESC, id DESC LIMIT ?",
+            (project_id, limit),
+        )
         return [(r["doc"], r["created_at"]) for r in rows]
 
     def memory_doc_backends(self, ticket_id: str) -> dict[str, str | None]:
         """The ticket's live docs and the backend that indexed each (None: not recorded)."""
-        rows = self._read("SELECT doc, backend FROM memory_docs WHERE ticket_id = ? AND "
-                          "deleted_at IS NULL ORDER BY id", (ticket_id,))
+        rows = self._read(
+            "SELECT doc, backend FROM memory_docs WHERE ticket_id = ? AND deleted_at IS NULL ORDER BY id", (ticket_id,)
+        )
         return {r["doc"]: r["backend"] for r in rows}
 
     def replace_memory_doc(self, project_id: str, old: str, new: str) -> int:
@@ -620,7 +661,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE memory_docs SET doc = ? WHERE project_id = ? AND doc = ? AND deleted_at IS NULL",
-                (new, project_id, old))
+                (new, project_id, old),
+            )
             return cur.rowcount
 
     def mark_memory_docs_deleted(self, ticket_id: str) -> int:
@@ -628,7 +670,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE memory_docs SET deleted_at = ? WHERE ticket_id = ? AND deleted_at IS NULL",
-                (utc_now(), ticket_id))
+                (utc_now(), ticket_id),
+            )
             return cur.rowcount
 
 
@@ -644,7 +687,7 @@ def _add_columns(db: Any, conn: Any) -> None:
 def _migrate_turns_v2(conn: sqlite3.Connection) -> None:
     """Schema 1 -> 2: rebuild `turns` so its status may be 'interrupted' (SQLite cannot alter a CHECK)."""
     conn.execute("ALTER TABLE turns RENAME TO turns_v1")
-    ddl = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS turns"):]
+    ddl = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS turns") :]
     conn.execute(ddl[: ddl.index(");") + 1])
     conn.execute(f"INSERT INTO turns ({_TURN_COLUMNS}) SELECT {_TURN_COLUMNS} FROM turns_v1")
     conn.execute("DROP TABLE turns_v1")

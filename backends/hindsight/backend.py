@@ -8,18 +8,30 @@ import logging
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
-
-from orchestrator.plugin_api import (BackendOptions, MemoryBackend, MemoryStoreError, RetrieveResult, TextLLM,
-                                     check_texts)
-
 from backends import retrieval
-from backends.storage import salvage_rows
-from backends.common import (DocumentListing, DocumentTable, QueryVectors, bind_embedder, claim_backend,
-                             claim_vector_kind,
-                             coerce_options)
+from backends.common import (
+    DocumentListing,
+    DocumentTable,
+    QueryVectors,
+    bind_embedder,
+    claim_backend,
+    claim_vector_kind,
+    coerce_options,
+)
+from backends.storage import in_clause, salvage_rows
+from orchestrator.plugin_api import (
+    BackendOptions,
+    MemoryBackend,
+    MemoryStoreError,
+    RetrieveResult,
+    TextLLM,
+    check_texts,
+)
 
-from . import extract, lifecycle, recall as recall_mod, reflect as reflect_mod
-from .bank import Bank, in_clause
+from . import extract, lifecycle
+from . import recall as recall_mod
+from . import reflect as reflect_mod
+from .bank import Bank
 from .observations import remove_facts
 from .options import HindsightOptions
 from .retain import RetainItem, check_tags, retain_items, text_hash

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from backends import retrieval
-from backends.storage import CHUNK, SqliteStore, in_clause, inserted_id
+from backends.storage import CHUNK, SqliteStore
 
 __all__ = ["Bank"]
 

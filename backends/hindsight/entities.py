@@ -10,7 +10,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Sequence
 
-from .bank import in_clause, inserted_id
+from backends.storage import in_clause, inserted_id
 
 SIMILAR = 0.7  # name similarity below which an entity is not a candidate at all
 MERGE_SCORE = 0.8  # combined score at or above which a new name is an existing entity

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from backends.retrieval.embedders.states import clip_map
 from backends import retrieval
+from backends.retrieval.embedders.states import clip_map
 
 from . import dates
 
@@ -141,9 +141,15 @@ def entity_spans(sentence: str, known: Container[str] | None = None) -> list[str
         if not words:
             continue
         span = " ".join(words)
-        at_start = m.start() == len(sentence) - len(sentence.lstrip()) or sentence[:m.start()].rstrip()[-1:] in ".!?:\"'"
-        if at_start and words[0] == m.group(0).split()[0] and span.lower() not in known \
-                and words[0].lower() not in known:
+        at_start = (
+            m.start() == len(sentence) - len(sentence.lstrip()) or sentence[: m.start()].rstrip()[-1:] in ".!?:\"'"
+        )
+        if (
+            at_start
+            and words[0] == m.group(0).split()[0]
+            and span.lower() not in known
+            and words[0].lower() not in known
+        ):
             words = words[1:]  # a capital at a sentence's start says nothing; a known name does
             span = " ".join(words)
         if len(span) < 2:
@@ -154,8 +160,7 @@ def entity_spans(sentence: str, known: Container[str] | None = None) -> list[str
     return list(dict.fromkeys(n for n in names if n.lower() not in _STARTERS))
 
 
-def extract(text: str, reference: float, max_facts: int,
-            known: Container[str] | None = None) -> list[DraftFact]:
+def extract(text: str, reference: float, max_facts: int, known: Container[str] | None = None) -> list[DraftFact]:
     """Deterministic facts of one doc; dates resolved against `reference` (unix seconds)."""
     stripped = strip_memory_text(text)
     label, body = header_of(stripped)
@@ -163,7 +168,7 @@ def extract(text: str, reference: float, max_facts: int,
     facts: list[DraftFact] = []
     # A speaker is the subject of every sentence of the turn; a ticket's title names its topics.
     if label.startswith("Ticket "):
-        speaker = entity_spans(label[len("Ticket "):], known)
+        speaker = entity_spans(label[len("Ticket ") :], known)
     else:
         speaker = [label] if label else []
     for i, sentence in enumerate(sentences):
@@ -176,7 +181,7 @@ def extract(text: str, reference: float, max_facts: int,
         if i and (_CAUSE_START.search(sentence) or (_CAUSE_INSIDE.search(sentence) and i)):
             fact.caused_by = [i - 1]
         facts.append(fact)
-    header = stripped[:len(stripped) - len(body)].strip() if label else ""
+    header = stripped[: len(stripped) - len(body)].strip() if label else ""
     for fact, ranges in zip(facts, _places(text, header, sentences)):
         fact.ranges = ranges
     return facts

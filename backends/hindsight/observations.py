@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from backends import retrieval
+from backends.storage import in_clause, inserted_id
 
 from . import llm as llm_paths
-from .bank import in_clause, inserted_id
 
 if TYPE_CHECKING:
     from .parts import HindsightParts

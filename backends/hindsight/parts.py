@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 if TYPE_CHECKING:
-    from orchestrator.plugin_api import TextLLM, retrieval
-
     from backends.common import QueryVectors
+    from orchestrator.plugin_api import TextLLM, retrieval
 
     from .bank import Bank
     from .options import HindsightOptions

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from backends import retrieval
+from backends.storage import in_clause
 
 from . import dates
 from .kinds import KINDS  # noqa: F401 - re-exported
-from .bank import in_clause
 from .options import Strategy
 
 if TYPE_CHECKING:

@@ -8,8 +8,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from backends.storage import in_clause
+
 from . import llm as llm_paths
-from .bank import in_clause
 from .extract import CONTEXT_HEADER
 from .recall import Hit, recall
 

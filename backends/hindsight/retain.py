@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from backends import retrieval
+from backends.storage import in_clause, inserted_id
 
-from . import extract, llm as llm_paths
-from .bank import Bank, in_clause, inserted_id
+from . import extract
+from . import llm as llm_paths
+from .bank import Bank
 from .entities import Resolver
 from .observations import consolidate_fact, existing, remove_facts
 

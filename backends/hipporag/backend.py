@@ -11,6 +11,17 @@ from typing import Any
 
 import numpy as np
 
+from backends import retrieval
+from backends.common import (
+    DocumentListing,
+    DocumentTable,
+    QueryVectors,
+    bind_embedder,
+    claim_backend,
+    claim_vector_kind,
+    coerce_options,
+)
+from backends.storage import CHUNK, salvage_rows
 from orchestrator.plugin_api import (
     BackendOptions,
     ConfigError,
@@ -21,18 +32,11 @@ from orchestrator.plugin_api import (
     check_texts,
 )
 
-from backends import retrieval
-from backends.storage import salvage_rows
-from backends.common import (DocumentListing, DocumentTable, QueryVectors, bind_embedder, claim_backend,
-                             claim_vector_kind,
-                             coerce_options)
-
 from . import openie
 from .graph import Graph, GraphMirror, personalized_pagerank
-from .store import VECTOR_TABLES
 from .options import HippoRAGOptions
-from .store import CHUNK, GraphStore, text_hash
 from .readings import Reading, read
+from .store import VECTOR_TABLES, GraphStore, text_hash
 from .writer import GraphWriter, NewPassage, alnum_count, composed, fact_text
 
 log = logging.getLogger("middle.memory.hipporag")

@@ -14,9 +14,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from orchestrator.plugin_api import ConfigError, TextLLM
-
 from backends.retrieval.cache import open_cache_db
+from orchestrator.plugin_api import ConfigError, TextLLM
 
 from .extract import Extraction, extract_offline
 

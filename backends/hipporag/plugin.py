@@ -9,7 +9,6 @@ import click
 from orchestrator.plugin_api import ConfigError, hookimpl, memory_backend
 
 
-
 @hookimpl
 def register_memory_backends(register):
     from .backend import HippoRAGBackend  # imported when the registry collects backends

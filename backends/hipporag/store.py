@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from backends.retrieval.chunking import CHUNK_SLOTS
-from backends.storage import CHUNK, SqliteStore
+from backends.storage import SqliteStore
 
 # 2: the kind of fact vectors is recorded (meta fact_vector_kind, see HippoRAGBackend); a
 # version 1 store's facts were embedded alone or from their names, and stay valid.

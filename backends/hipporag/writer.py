@@ -22,11 +22,11 @@ import numpy as np
 
 from backends.retrieval.chunking import CHUNK_SLOTS
 from backends.retrieval.mirror import IndexMirror
-from backends.storage import inserted_id
+from backends.storage import CHUNK, inserted_id
 
 from .extract import Extraction
 from .readings import Reading
-from .store import CHUNK, to_blob
+from .store import to_blob
 
 
 @dataclass

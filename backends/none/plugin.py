@@ -3,7 +3,6 @@
 from orchestrator.plugin_api import hookimpl
 
 
-
 @hookimpl
 def register_memory_backends(register):
     from .backend import NoneBackend  # imported when the registry collects backends

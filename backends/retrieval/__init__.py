@@ -1,6 +1,6 @@
 """Retrieval parts shared by backends, imported as `from backends import retrieval`."""
 
-from . import bm25, chunking, fusion, pipeline, supersession
+from . import bm25, chunking, fusion, pipeline, supersession  # noqa: F401 - `retrieval.supersession`
 from .backend import RetrievalBackend
 from .cache import EmbeddingCache, cache_dir, embed_documents, shared_cache
 from .embedders import (
@@ -14,6 +14,7 @@ from .embedders import (
     default_embedder_name,
     make_embedder,
 )
+from .mirror import ChunkMatrixMirror, ChunkMirror, IndexMirror, MatrixMirror
 from .options import (
     Bm25Options,
     DenseOptions,
@@ -22,17 +23,40 @@ from .options import (
     PipelineOptions,
     RecencyOptions,
 )
-from .mirror import ChunkMatrixMirror, ChunkMirror, IndexMirror, MatrixMirror
 from .store import FORMAT_VERSION, MemoryRecord, RetrievalStore
 from .vector import VectorIndex
 
 __all__ = [
-    "bm25", "chunking", "fusion", "pipeline",
-    "RetrievalBackend", "RetrievalStore", "IndexMirror", "MatrixMirror", "ChunkMirror", "ChunkMatrixMirror", "MemoryRecord", "FORMAT_VERSION", "VectorIndex",
-    "EmbeddingCache", "cache_dir", "embed_documents", "shared_cache",
-    "Embedder", "HashingEmbedder", "MiniLMEmbedder", "HttpEmbedder",
-    "SentenceTransformerEmbedder", "FastEmbedEmbedder", "make_embedder", "default_embedder_name",
+    "bm25",
+    "chunking",
+    "fusion",
+    "pipeline",
+    "RetrievalBackend",
+    "RetrievalStore",
+    "IndexMirror",
+    "MatrixMirror",
+    "ChunkMirror",
+    "ChunkMatrixMirror",
+    "MemoryRecord",
+    "FORMAT_VERSION",
+    "VectorIndex",
+    "EmbeddingCache",
+    "cache_dir",
+    "embed_documents",
+    "shared_cache",
+    "Embedder",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "HttpEmbedder",
+    "SentenceTransformerEmbedder",
+    "FastEmbedEmbedder",
+    "make_embedder",
+    "default_embedder_name",
     "INSTALL_HINT",
-    "Bm25Options", "DenseOptions", "EmbedderOptions", "HybridOptions", "PipelineOptions",
+    "Bm25Options",
+    "DenseOptions",
+    "EmbedderOptions",
+    "HybridOptions",
+    "PipelineOptions",
     "RecencyOptions",
 ]

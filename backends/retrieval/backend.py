@@ -10,6 +10,8 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
+from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
+from backends.storage import salvage_rows
 from orchestrator.plugin_api import (
     BackendOptions,
     MemoryBackend,
@@ -19,9 +21,6 @@ from orchestrator.plugin_api import (
     TextLLM,
     check_texts,
 )
-
-from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
-from backends.storage import salvage_rows
 
 from . import bm25 as bm25_module
 from . import chunking

@@ -1,4 +1,5 @@
-"""Whole documents as chunks: a document is cut into overlapping token windows, each embedded on its own, and scored by its best chunk."""
+"""Whole documents as chunks: a document is cut into overlapping token windows, each embedded on its
+own, and scored by its best chunk."""
 
 from __future__ import annotations
 

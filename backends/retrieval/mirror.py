@@ -1,4 +1,5 @@
-"""In-memory copies of a store's vector tables (a matrix, or a FAISS index), caught up through the store's change log on each call."""
+"""In-memory copies of a store's vector tables (a matrix, or a FAISS index), caught up through the
+store's change log on each call."""
 
 from __future__ import annotations
 

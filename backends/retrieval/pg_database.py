@@ -1,4 +1,5 @@
-"""The PostgreSQL side of the retrieval store: the schema (versioned, migrated under an advisory lock), the text search configuration, and one connection pool per database per process."""
+"""The PostgreSQL side of the retrieval store: the schema (versioned, migrated under an advisory lock),
+the text search configuration, and one connection pool per database per process."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The retrieval store on PostgreSQL: a project's docs, pgvector vectors and BM25 postings, behind the interface of the SQLite RetrievalStore."""
+"""The retrieval store on PostgreSQL: a project's docs, pgvector vectors and BM25 postings, behind the
+interface of the SQLite RetrievalStore."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
 from backends.storage import MetaValues
+from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
 
 from . import bm25, pg_database
 from .pg_database import TS_CONFIG

@@ -13,8 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from orchestrator.plugin_api import MemoryRecord, MemoryStoreError  # noqa: F401 - MemoryRecord re-exported
 from backends.storage import CHUNK, SqliteStore, inserted_id
+from orchestrator.plugin_api import MemoryRecord, MemoryStoreError  # noqa: F401 - MemoryRecord re-exported
 
 from . import bm25
 from .chunking import CHUNK_SLOTS

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from backends.storage import salvage_rows
 from orchestrator.plugin_api import (
-    check_texts,
     BackendOptions,
     ConfigError,
     ConversationContext,
@@ -19,9 +19,8 @@ from orchestrator.plugin_api import (
     MemoryStoreError,
     RetrieveResult,
     TextLLM,
+    check_texts,
 )
-
-from backends.storage import salvage_rows
 
 from . import store as q
 from .store import Store

@@ -149,7 +149,7 @@ def load_memory(path: Path) -> list[Conversation]:
         sessions = sorted((int(m.group(1)), key) for key in conv if (m := _SESSION.match(key)))
         if not sessions:
             raise ConfigError(f"dataset file {path}: {where} has no 'session_N' keys")
-        for n, key in sessions:
+        for _n, key in sessions:
             date = str(conv.get(f"{key}_date_time", ""))
             for j, turn in enumerate(_need(conv, key, path, where, list)):
                 twhere = f"{where} {key} turn {j}"

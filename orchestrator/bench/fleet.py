@@ -169,7 +169,8 @@ def fleet(workers: str, tickets: int, claimers: int, claim_tickets: int, store_u
     """`middle worker` processes on one PostgreSQL store: throughput and claim latency."""
     import json
 
-    from orchestrator.bench.report import console, positive_ints, table as _table
+    from orchestrator.bench.report import console, positive_ints
+    from orchestrator.bench.report import table as _table
 
     counts = positive_ints(workers, "1,2,4", "--workers")
     _, fresh, stop = _server(store_url)

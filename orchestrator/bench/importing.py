@@ -51,7 +51,7 @@ def run_import(dataset: Path, backends: Sequence[str], commits: int, *,
                     label = f"{spec.label}: import"
                     wall, cpu = time.perf_counter(), time.process_time()
                     report, total = git_import.import_history(
-                        facade, PROJECT, repo, run_dir, None, lambda _d, t: progress(label, t))
+                        facade, PROJECT, repo, run_dir, None, lambda _d, t: progress(label, t))  # noqa: B023 - called now
                     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
                     again = time.perf_counter()
                     second, _ = git_import.import_history(facade, PROJECT, repo, run_dir, None,

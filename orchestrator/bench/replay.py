@@ -8,8 +8,13 @@ from typing import Any, Sequence
 
 from orchestrator.errors import ConfigError
 from orchestrator.memory.facade import DEFAULT_MEMORIES_BUDGET_CHARS, memories_layout
-from orchestrator.memory.format import (DEFAULT_RECENT_SHARE, DEFAULT_RECENT_TICKETS,
-                                        DEFAULT_RELATED_WINDOW, Block, block_layout)
+from orchestrator.memory.format import (
+    DEFAULT_RECENT_SHARE,
+    DEFAULT_RECENT_TICKETS,
+    DEFAULT_RELATED_WINDOW,
+    Block,
+    block_layout,
+)
 
 from . import ticket_data
 from .metrics import interval95, mean, percentile

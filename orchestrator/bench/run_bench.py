@@ -136,7 +136,8 @@ def run_runs(tickets: int, parallels: list[int], repeat: int, examples: Path,
 def runs(tickets: int, parallels: tuple[int, ...], repeat: int, checks: tuple[str, ...], as_json: bool,
          progress: bool) -> None:
     """A backlog end to end on the fake model: one at a time against N at once (wall time, overhead)."""
-    from orchestrator.bench.report import console, progress_bar, table as _table
+    from orchestrator.bench.report import console, progress_bar
+    from orchestrator.bench.report import table as _table
     from orchestrator.cli.examples import examples_dir
 
     with progress_bar(progress) as track:

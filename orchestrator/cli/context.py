@@ -36,9 +36,8 @@ def get_config(ctx: click.Context, *, required: bool = True) -> Config:
     """The config; commands that act on a project need its middle.toml to exist."""
     # Imported here: a plugin that adds a subcommand loads this module at `middle --help`,
     # which then needs no pydantic config.
-    from orchestrator.config.settings import load_config, require_config_file
-
     from orchestrator.config.memo import read_config
+    from orchestrator.config.settings import load_config, require_config_file
     from orchestrator.plugins.manager import check_options
 
     path = (ctx.find_root().obj or {}).get("config_path")

@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from orchestrator.config.settings import DEFAULT_BACKEND, load_config
 from orchestrator.cli.examples import examples_dir  # noqa: F401 - re-exported (examples/api_example.py)
+from orchestrator.config.settings import DEFAULT_BACKEND, load_config
 from orchestrator.errors import ConfigError
 
 
@@ -47,9 +47,9 @@ def _git_init(repo: Path) -> None:
               help=f"Run with project memory (the default backend, {DEFAULT_BACKEND}), or with memory off.")
 def demo(ctx: click.Context, workdir: str | None, examples: str | None, memory: bool) -> None:
     """Run the sample backlog with the real Claude Code CLI against the offline fake model."""
+    from orchestrator.cli.log_view import print_log
     from orchestrator.cli.main import open_orchestrator
     from orchestrator.cli.output import console, report
-    from orchestrator.cli.log_view import print_log
 
     keep = workdir is not None
     root = Path(workdir).resolve() if workdir is not None else Path(tempfile.mkdtemp(prefix="middle-demo-"))

@@ -45,19 +45,18 @@ class _QuietSkips:
 @click.pass_context
 def worker(ctx: click.Context, parallel: int | None, once: bool, fake: bool) -> None:
     """Work the shared backlog on this machine: claim, run in a clone, push the branch."""
-    from orchestrator.cli.main import _stop_signals
     from orchestrator.cli.context import get_config, services
-    from orchestrator.running.fleet import REMOTE, ensure_clone, work
-
+    from orchestrator.cli.main import _stop_signals
     from orchestrator.lifecycle.next_steps import started_as
+    from orchestrator.running.fleet import REMOTE, ensure_clone, work
 
     started_as(fake=fake)  # the hints its runs leave (`middle resume ID`) keep --fake
     config = get_config(ctx)
     clone = ensure_clone(config)
     if fake:
         console.print("[yellow]offline:[/] using the built-in fake model (no API key needed)")
-    from orchestrator.running.batch import BatchInterrupted
     from orchestrator.cli.batch_view import make_view
+    from orchestrator.running.batch import BatchInterrupted
     from orchestrator.running.orchestrator import Orchestrator
 
     svc = services(ctx, config, fake=fake, remote=REMOTE)

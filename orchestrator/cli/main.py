@@ -9,15 +9,25 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import click
 
-from orchestrator.cli.output import (
-    console, err_console, make_table, on_event, print_each, report, safe, say, shorten, summary_line,
-)
 from orchestrator.cli.context import TicketsAtOnce
+from orchestrator.cli.output import (
+    console,
+    err_console,
+    make_table,
+    on_event,
+    print_each,
+    report,
+    safe,
+    say,
+    shorten,
+    summary_line,
+)
+from orchestrator.errors import MiddleError, TicketError
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND
 
 if TYPE_CHECKING:
-    from orchestrator.config.settings import Config
     from orchestrator.config.memo import ReadConfig
+    from orchestrator.config.settings import Config
     from orchestrator.plugins.memory_backend import MemoryBackend
 
 
@@ -52,7 +62,7 @@ def services(ctx: click.Context, config: Config, **kwargs: Any) -> Any:
     from orchestrator.cli.context import services as build
 
     return build(ctx, config, **kwargs)
-from orchestrator.errors import MiddleError, TicketError
+
 
 # Read-only commands that start in a fraction of the others' time (within 2x of importing click and
 # rich): they import no pydantic, YAML or logging (a warning they log is then printed unformatted).
@@ -229,9 +239,9 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
     """Run the given tickets, or every pending one, from the ticket folder."""
     config = get_config(ctx)
     orch = open_orchestrator(ctx, config, fake)
-    from orchestrator.running.batch import BatchInterrupted, run_batch
     from orchestrator.cli.batch_view import make_view
     from orchestrator.cli.ticket_report import say_changes, say_problems
+    from orchestrator.running.batch import BatchInterrupted, run_batch
 
     loaded = orch.sync_tickets(tickets_dir)
     say_changes(loaded)
@@ -299,19 +309,31 @@ def _no_such_ticket(tid: str, loaded: Any, config: Config) -> str:
     for problem in loaded.errors:
         if Path(problem.path).stem == tid or Path(problem.path).name == tid:
             return f"ticket {tid!r} was skipped: {problem.message}"
-    return f"no ticket {tid!r} in {getattr(loaded, 'where', '') or config.resolve(config.project.tickets_dir)}: see `middle tickets`"
+    where = getattr(loaded, "where", "") or config.resolve(config.project.tickets_dir)
+    return f"no ticket {tid!r} in {where}: see `middle tickets`"
 
 
 @main.command()
 @click.option("--tickets", "tickets_dir", default=None, help="Ticket folder (default [project] tickets_dir).")
-@click.option("--from", "source", default=None, metavar="KIND:ARG",
-              help="Ticket source instead of [tickets], e.g. markdown:other-folder or github:OWNER/REPO.")
+@click.option(
+    "--from",
+    "source",
+    default=None,
+    metavar="KIND:ARG",
+    help="Ticket source instead of [tickets], e.g. markdown:other-folder or github:OWNER/REPO.",
+)
 @click.option("--label", "labels", multiple=True, metavar="L", help="github: only issues with this label (repeatable).")
 @click.option("--milestone", default=None, metavar="M", help="github: only issues of this milestone (title or number).")
 @click.option("--fake", is_flag=True, help="Run the review rounds pull requests ask for on the built-in fake model.")
 @click.pass_context
-def sync(ctx: click.Context, tickets_dir: str | None, source: str | None, labels: tuple[str, ...],
-         milestone: str | None, fake: bool) -> None:
+def sync(
+    ctx: click.Context,
+    tickets_dir: str | None,
+    source: str | None,
+    labels: tuple[str, ...],
+    milestone: str | None,
+    fake: bool,
+) -> None:
     """Load the tickets (the ticket folder, or [tickets] source) into the store, for workers to pick up."""
     from orchestrator.cli.ticket_report import say_changes, say_problems
     from orchestrator.running.sync import sync as sync_source
@@ -322,8 +344,9 @@ def sync(ctx: click.Context, tickets_dir: str | None, source: str | None, labels
     svc = services(ctx, config)
     store = svc.store
     extra = {**({"labels": list(labels)} if labels else {}), **({"milestone": milestone} if milestone else {})}
-    loaded = sync_source(store, config, source=source, folder=tickets_dir, registry=svc.registry, options=extra,
-                         pulls=True)
+    loaded = sync_source(
+        store, config, source=source, folder=tickets_dir, registry=svc.registry, options=extra, pulls=True
+    )
     say_changes(loaded)
     say_problems(loaded, config.state_path)
     print_each(err_console, "[bold red]error:[/]", loaded.dependency_errors)
@@ -389,13 +412,18 @@ def tickets(ctx: click.Context, status: str | None) -> None:
     folder = load(config, store=store)
     # As the next sync will store them (nothing is written here): those the source no longer has
     # discarded, with why; those it has again pending.
-    known.update({tid: known[tid].replace(status=TicketStatus.DISCARDED, status_reason=why)
-                  for tid, why in folder.closed.items()})
+    known.update(
+        {
+            tid: known[tid].replace(status=TicketStatus.DISCARDED, status_reason=why)
+            for tid, why in folder.closed.items()
+        }
+    )
     known.update({tid: known[tid].replace(status=TicketStatus.PENDING, status_reason=None) for tid in folder.back})
     rows = dict(known)
     for t in folder.tickets:  # the file's content (its depends_on) with the stored status
-        rows[t.id] = t.replace(status=known[t.id].status,
-                                   status_reason=known[t.id].status_reason) if t.id in known else t
+        rows[t.id] = (
+            t.replace(status=known[t.id].status, status_reason=known[t.id].status_reason) if t.id in known else t
+        )
     problems = check_dependencies(folder.tickets, rows)
     blocked = {tid: "bad depends_on: see the error below" for p in problems for tid in p.ticket_ids}
 
@@ -406,8 +434,16 @@ def tickets(ctx: click.Context, status: str | None) -> None:
     origins = {t.id: _origin(t.source) for t in rows.values()}
     show_from = any(origins.values())
     checked = store.check_outcomes() if store is not None else {}  # the latest run's check, once any ran
-    table = make_table("id", "project", "status", "waits for", "title", *(("from",) if show_from else ()),
-                       *(("check",) if checked else ()), "note")
+    table = make_table(
+        "id",
+        "project",
+        "status",
+        "waits for",
+        "title",
+        *(("from",) if show_from else ()),
+        *(("check",) if checked else ()),
+        "note",
+    )
     for t in sorted(rows.values(), key=lambda t: t.id):
         st = t.status.value
         if st == "running" and store is not None and (died := died_note(store.get_claim(t.id))):
@@ -417,11 +453,19 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         if status and st != status:
             continue
         # What may still start waits (a discarded ticket waits for nothing: it is not wanted).
-        waits = blocked.get(t.id) or (", ".join(waiting_for(t, status_of, config.dependencies))
-                                      if st in ("pending", "failed", "reverted") else "")
-        table.add_row(safe(t.id), safe(t.project_id), st, safe(shorten(waits or "-", 40)), safe(shorten(t.title, 60)),
-                      *((safe(origins[t.id] or "file"),) if show_from else ()),
-                      *((_check_cell(checked.get(t.id)),) if checked else ()), safe(shorten(t.status_reason or "", 60)))
+        waits = blocked.get(t.id) or (
+            ", ".join(waiting_for(t, status_of, config.dependencies)) if st in ("pending", "failed", "reverted") else ""
+        )
+        table.add_row(
+            safe(t.id),
+            safe(t.project_id),
+            st,
+            safe(shorten(waits or "-", 40)),
+            safe(shorten(t.title, 60)),
+            *((safe(origins[t.id] or "file"),) if show_from else ()),
+            *((_check_cell(checked.get(t.id)),) if checked else ()),
+            safe(shorten(t.status_reason or "", 60)),
+        )
     console.print(table)
     say_problems(folder)  # every one in full: this is where they are listed
     for problem in problems:
@@ -454,8 +498,8 @@ def _origin(source: str | None) -> str:
 @click.pass_context
 def log(ctx: click.Context, ticket_id: str, full: bool, follow: bool) -> None:
     """Show every run and turn of a ticket: prompt, response, memories invoked, decision, cost."""
-    from orchestrator.errors import TicketError
     from orchestrator.cli.log_view import follow_log, print_log
+    from orchestrator.errors import TicketError
 
     store = read_store(ctx, read_config(ctx).store_target)
     if store is None:
@@ -469,15 +513,18 @@ def log(ctx: click.Context, ticket_id: str, full: bool, follow: bool) -> None:
 
 
 @main.command()
-@click.option("--backend", default=None,
-              help=f"Memory backend for the new config (default: {DEFAULT_BACKEND}; see `middle backends`).")
+@click.option(
+    "--backend",
+    default=None,
+    help=f"Memory backend for the new config (default: {DEFAULT_BACKEND}; see `middle backends`).",
+)
 @click.pass_context
 def init(ctx: click.Context, backend: str | None) -> None:
     """Write a starter middle.toml and a tickets/ folder with one example ticket."""
+    from orchestrator.cli.scaffold import git_note, write_starter
     from orchestrator.config.settings import find_config_file
     from orchestrator.errors import ConfigError
     from orchestrator.plugins.manager import registry
-    from orchestrator.cli.scaffold import git_note, write_starter
 
     if backend is not None:
         registry().backend_class(backend)  # an unknown name is an error before any file
@@ -485,17 +532,21 @@ def init(ctx: click.Context, backend: str | None) -> None:
     path = Path(explicit or CONFIG_FILE)
     enclosing = find_config_file(Path.cwd().parent) if not explicit else None
     if enclosing is not None and enclosing.is_file() and not path.exists():
-        raise ConfigError(f"{enclosing} already makes this folder part of a project: run `middle` "
-                          "commands from anywhere inside it; to start a separate project here "
-                          "anyway, pass --config middle.toml")
+        raise ConfigError(
+            f"{enclosing} already makes this folder part of a project: run `middle` "
+            "commands from anywhere inside it; to start a separate project here "
+            "anyway, pass --config middle.toml"
+        )
     result = write_starter(path, backend)
     for line in result:
         console.print(safe(line))
     note = git_note(path.resolve().parent)
     if note:
         console.print(f"[yellow]note:[/] {safe(note)}")
-    console.print("next: edit tickets/*.md, export ANTHROPIC_API_KEY, then `middle run` "
-                  "(or `middle run --fake` to try it offline)")
+    console.print(
+        "next: edit tickets/*.md, export ANTHROPIC_API_KEY, then `middle run` "
+        "(or `middle run --fake` to try it offline)"
+    )
 
 
 @main.command()
@@ -519,8 +570,9 @@ def backends(name: str | None) -> None:
     table = make_table("backend", "recall", "plugin", "options", "description")
     for backend, r in sorted(reg.backends.items()):
         label = f"{backend} (default)" if backend == DEFAULT_BACKEND else backend
-        table.add_row(label, _recall_kind(backend, r.cls), r.plugin, str(len(r.cls.Options.model_fields)),
-                      r.cls.description)
+        table.add_row(
+            label, _recall_kind(backend, r.cls), r.plugin, str(len(r.cls.Options.model_fields)), r.cls.description
+        )
     console.print(table)
     console.print("`middle backends NAME` shows a backend's options, their defaults and what they do")
 
@@ -535,8 +587,7 @@ def _backend_detail(reg: Any, name: str) -> None:
     """`middle backends NAME`: what it is, and each [memory.options] key with default and doc."""
     cls = reg.backend_class(name)
     entry = reg.backends[name]
-    console.print(f"[bold]{safe(name)}[/]{' (default)' if name == DEFAULT_BACKEND else ''}: "
-                  f"{safe(cls.description)}")
+    console.print(f"[bold]{safe(name)}[/]{' (default)' if name == DEFAULT_BACKEND else ''}: {safe(cls.description)}")
     console.print(f"recall: {_recall_kind(name, cls)}; registered by {safe(entry.plugin)}")
     fields = cls.Options.model_fields
     if not fields:
@@ -547,8 +598,10 @@ def _backend_detail(reg: Any, name: str) -> None:
         default = field.get_default(call_default_factory=True)
         table.add_row(key, safe(repr(default)), safe(field.description or "-"))
     console.print(table)
-    console.print(f"set them under {safe('[memory.options]')} in middle.toml, e.g. {next(iter(fields))} = "
-                  f"{_toml(fields[next(iter(fields))].get_default(call_default_factory=True))}")
+    console.print(
+        f"set them under {safe('[memory.options]')} in middle.toml, e.g. {next(iter(fields))} = "
+        f"{_toml(fields[next(iter(fields))].get_default(call_default_factory=True))}"
+    )
 
 
 def _toml(value: Any) -> str:

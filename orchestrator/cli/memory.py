@@ -11,14 +11,17 @@ from typing import Any, Callable, Iterator
 
 import click
 
+from orchestrator.cli.context import command_backend, default_project, project_curator, project_memory  # noqa: F401
 from orchestrator.cli.output import console, err_console, hanging, safe
 from orchestrator.errors import MemoryStoreError, MiddleError
-from orchestrator.cli.context import command_backend, default_project, project_curator, project_memory  # noqa: F401
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
 
-
-project_option = click.option("--project", "-p", default=None,
-                              help="Project id (default: [project] id, else the only project of the tickets, else the project folder's name).")
+project_option = click.option(
+    "--project",
+    "-p",
+    default=None,
+    help="Project id (default: [project] id, else the only project of the tickets, else the project folder's name).",
+)
 
 
 _memory = project_memory  # the facade and the project id of this command
@@ -32,19 +35,23 @@ def memory() -> None:
 
 @memory.command()
 @click.argument("query")
-@click.option("-k", "num", default=5, show_default=True, type=click.IntRange(min=1),
-              help="How many docs to return.")
-@click.option("--explain", is_flag=True,
-              help="Under each doc, why it was recalled: shared keywords, vector similarity, "
-              "graph path, date, pinned, superseded.")
+@click.option("-k", "num", default=5, show_default=True, type=click.IntRange(min=1), help="How many docs to return.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Under each doc, why it was recalled: shared keywords, vector similarity, "
+    "graph path, date, pinned, superseded.",
+)
 @project_option
 @click.pass_context
 def search(ctx: click.Context, query: str, num: int, explain: bool, project: str | None) -> None:
     """Show what recall returns for QUERY, with scores."""
     mem, pid = _memory(ctx, project)
     if mem.backend_cls.recall == "recency":
-        err_console.print(f"note: backend {mem.backend_name!r} recalls by recency: these are the "
-                          "newest docs whatever the query, and the scores do not rank relevance")
+        err_console.print(
+            f"note: backend {mem.backend_name!r} recalls by recency: these are the "
+            "newest docs whatever the query, and the scores do not rank relevance"
+        )
     results = mem.retrieve(pid, [query], num, if_exists=True)
     for result in results:
         if not result["docs"]:
@@ -74,11 +81,11 @@ def list_(ctx: click.Context, project: str | None) -> None:
         console.print(hanging(f"{doc_id(doc)[:DOC_ID_CHARS]}  ", doc))
         state, new = states.get(doc_id(doc)), replacement(states, doc_id(doc))
         notes = (["pinned"] if state and state["pinned"] else []) + (
-            [f"superseded by {new['doc_id'][:DOC_ID_CHARS]}"] if new else [])
+            [f"superseded by {new['doc_id'][:DOC_ID_CHARS]}"] if new else []
+        )
         if notes:
             console.print(" " * (DOC_ID_CHARS + 2) + f"({'; '.join(notes)})")
-    err_console.print(f"({len(docs)} doc(s) in {safe(mem.where(pid))}, backend "
-                      f"{mem.backend_name})")
+    err_console.print(f"({len(docs)} doc(s) in {safe(mem.where(pid))}, backend {mem.backend_name})")
 
 
 @memory.command()
@@ -95,8 +102,7 @@ def add(ctx: click.Context, text: str, project: str | None) -> None:
     if done.change is None:
         console.print(f"already in memory (id {ident}): nothing added")
         return
-    console.print(f"added 1 doc (id {ident}) to {safe(curator.facade.where(pid))}"
-                  f" (change {done.change})")
+    console.print(f"added 1 doc (id {ident}) to {safe(curator.facade.where(pid))} (change {done.change})")
 
 
 @memory.command()
@@ -110,8 +116,10 @@ def delete(ctx: click.Context, id_or_text: str, project: str | None) -> None:
 
     curator, pid = project_curator(ctx, project)
     done = curator.forget(pid, id_or_text, cli_user())
-    console.print(f"deleted doc {doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change}; "
-                  f"`middle memory undo {done.change}` puts it back)")
+    console.print(
+        f"deleted doc {doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change}; "
+        f"`middle memory undo {done.change}` puts it back)"
+    )
 
 
 @memory.command()
@@ -145,8 +153,10 @@ def edit(ctx: click.Context, ident: str, text: str | None, project: str | None) 
             raise MiddleError("the editor closed without saving: nothing was changed")
         text = text.rstrip("\n")
     done = curator.edit(pid, ident, text, cli_user())
-    console.print(f"edited doc {doc_id(done.old or '')[:DOC_ID_CHARS]}: it is now "
-                  f"{doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change})")
+    console.print(
+        f"edited doc {doc_id(done.old or '')[:DOC_ID_CHARS]}: it is now "
+        f"{doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change})"
+    )
 
 
 @memory.command()
@@ -161,8 +171,10 @@ def supersede(ctx: click.Context, ident: str, text: str, project: str | None) ->
 
     curator, pid = project_curator(ctx, project)
     done = curator.supersede(pid, ident, text, cli_user())
-    console.print(f"doc {doc_id(done.old or '')[:DOC_ID_CHARS]} is superseded by "
-                  f"{doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change})")
+    console.print(
+        f"doc {doc_id(done.old or '')[:DOC_ID_CHARS]} is superseded by "
+        f"{doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change})"
+    )
 
 
 @memory.command()
@@ -194,8 +206,9 @@ def _pin(ctx: click.Context, ident: str, project: str | None, pinned: bool) -> N
 
 @memory.command()
 @click.argument("ident", metavar="[ID]", required=False)
-@click.option("-n", "limit", default=50, show_default=True, type=click.IntRange(min=1),
-              help="How many changes, newest first.")
+@click.option(
+    "-n", "limit", default=50, show_default=True, type=click.IntRange(min=1), help="How many changes, newest first."
+)
 @project_option
 @click.pass_context
 def history(ctx: click.Context, ident: str | None, limit: int, project: str | None) -> None:
@@ -240,21 +253,23 @@ def retry(ctx: click.Context, project: str | None) -> None:
     if done.indexed:
         console.print(f"indexed {done.indexed} pending completion doc(s) into {safe(mem.where(pid))}")
     if done.pending:
-        raise MemoryStoreError(f"{done.pending} completion doc(s) of project {pid} are still not indexed "
-                               f"({done.errors[0]}): fix that, then run `middle memory retry` again")
+        raise MemoryStoreError(
+            f"{done.pending} completion doc(s) of project {pid} are still not indexed "
+            f"({done.errors[0]}): fix that, then run `middle memory retry` again"
+        )
 
 
 @memory.command()
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Write JSON here instead of standard output.")
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write JSON here instead of standard output."
+)
 @project_option
 @click.pass_context
 def export(ctx: click.Context, output: str | None, project: str | None) -> None:
     """Export every doc of the project's memory as JSON."""
     mem, pid = _memory(ctx, project)
     docs = mem.list_docs(pid)
-    data = json.dumps({"project": pid, "backend": mem.backend_name, "docs": docs},
-                      ensure_ascii=False, indent=2)
+    data = json.dumps({"project": pid, "backend": mem.backend_name, "docs": docs}, ensure_ascii=False, indent=2)
     if not output:
         click.echo(data)
         return
@@ -262,8 +277,9 @@ def export(ctx: click.Context, output: str | None, project: str | None) -> None:
     try:
         target.write_text(data + "\n", encoding="utf-8")
     except OSError as exc:
-        raise MiddleError(f"cannot write {target.resolve()} ({exc.strerror}): choose a path in an "
-                          "existing directory you can write to") from None
+        raise MiddleError(
+            f"cannot write {target.resolve()} ({exc.strerror}): choose a path in an existing directory you can write to"
+        ) from None
     console.print(f"wrote {len(docs)} doc(s) to {safe(target)}")
 
 
@@ -285,9 +301,14 @@ def stores(ctx: click.Context, project: str | None) -> None:
 
 
 @memory.command()
-@click.option("--from", "source", required=True, metavar="BACKEND",
-              help="The backend whose store of the project to read (the configured backend "
-              "itself rebuilds its store, e.g. to re-embed it with a newly installed model).")
+@click.option(
+    "--from",
+    "source",
+    required=True,
+    metavar="BACKEND",
+    help="The backend whose store of the project to read (the configured backend "
+    "itself rebuilds its store, e.g. to re-embed it with a newly installed model).",
+)
 @project_option
 @click.pass_context
 def reindex(ctx: click.Context, source: str, project: str | None) -> None:
@@ -297,37 +318,51 @@ def reindex(ctx: click.Context, source: str, project: str | None) -> None:
     mem, pid = _memory(ctx, project)
     report = run_reindex(mem, pid, source)
     if report.damage is not None:
-        console.print(f"the old store was damaged: the {report.copied} doc(s) that could still be "
-                      "read from it were indexed afresh")
-    line = (f"reindexed {report.copied} doc(s) from {report.source} into {report.target}"
-            if report.source != report.target else
-            f"rebuilt the {report.target} store: {report.copied} doc(s) indexed afresh")
+        console.print(
+            f"the old store was damaged: the {report.copied} doc(s) that could still be "
+            "read from it were indexed afresh"
+        )
+    line = (
+        f"reindexed {report.copied} doc(s) from {report.source} into {report.target}"
+        if report.source != report.target
+        else f"rebuilt the {report.target} store: {report.copied} doc(s) indexed afresh"
+    )
     if report.already:
         line += f"; {report.already} already there"
     console.print(line)
     if report.backup is not None:
-        console.print(f"the old store's files are in {safe(report.backup)} (delete it when "
-                      "the new store looks right)")
+        console.print(f"the old store's files are in {safe(report.backup)} (delete it when the new store looks right)")
 
 
 @memory.command(name="import")
 @click.argument("sources", nargs=-1, required=True, metavar="git | FILES...")
-@click.option("--since", default=None, metavar="REF",
-              help="With git: only the commits after REF (a commit, tag or branch).")
-@click.option("--repo", default=None, type=click.Path(file_okay=False, path_type=Path),
-              help="With git: the repository (default: the project's path, [project] path).")
+@click.option(
+    "--since", default=None, metavar="REF", help="With git: only the commits after REF (a commit, tag or branch)."
+)
+@click.option(
+    "--repo",
+    default=None,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="With git: the repository (default: the project's path, [project] path).",
+)
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
 @project_option
 @click.pass_context
-def import_(ctx: click.Context, sources: tuple[str, ...], since: str | None, repo: Path | None,
-            progress: bool, project: str | None) -> None:
+def import_(
+    ctx: click.Context,
+    sources: tuple[str, ...],
+    since: str | None,
+    repo: Path | None,
+    progress: bool,
+    project: str | None,
+) -> None:
     """Index a project's existing history: `git` (one doc per non-merge commit, new commits
     only on a rerun), or FILES: Markdown or text (one doc per section) and Claude Code session
     transcripts (.jsonl, one doc per session), or folders of them."""
     from orchestrator.cli.context import get_config
-    from orchestrator.memory.importers import import_lock, index_batches
     from orchestrator.memory.importers import files as file_import
     from orchestrator.memory.importers import git as git_import
+    from orchestrator.memory.importers import import_lock, index_batches
 
     origins: dict[str, dict[str, str]] = {}  # each doc's commit or file, recorded after the import
     if sources == ("git",):
@@ -336,14 +371,15 @@ def import_(ctx: click.Context, sources: tuple[str, ...], since: str | None, rep
         mem = curator.facade
         where = repo if repo is not None else config.resolve(config.project.path)
         with _progress(progress) as track:
-            report, total = git_import.import_history(mem, pid, where, config.state_path, since,
-                                                      track, origins)
+            report, total = git_import.import_history(mem, pid, where, config.state_path, since, track, origins)
         _note_origins(curator, pid, origins)
         if not total:
             console.print(f"nothing new to import: every commit of {safe(where)} is in memory")
             return
-        console.print(f"imported {report.added} new commit(s) of {total} into {safe(mem.where(pid))}"
-                      + (f"; {report.already} already there" if report.already else ""))
+        console.print(
+            f"imported {report.added} new commit(s) of {total} into {safe(mem.where(pid))}"
+            + (f"; {report.already} already there" if report.already else "")
+        )
         return
     if since is not None or repo is not None:
         raise click.UsageError("--since and --repo go with `middle memory import git`")
@@ -360,8 +396,10 @@ def import_(ctx: click.Context, sources: tuple[str, ...], since: str | None, rep
     with import_lock(get_config(ctx).state_path, pid), _progress(progress) as track:
         report = index_batches(mem, pid, records, track(f"importing {len(records)} doc(s)", len(records)))
     _note_origins(curator, pid, origins)
-    console.print(f"imported {report.added} new doc(s) from {len(paths)} file(s) into "
-                  f"{safe(mem.where(pid))}" + (f"; {report.already} already there" if report.already else ""))
+    console.print(
+        f"imported {report.added} new doc(s) from {len(paths)} file(s) into "
+        f"{safe(mem.where(pid))}" + (f"; {report.already} already there" if report.already else "")
+    )
 
 
 def _note_origins(curator: Any, project_id: str, origins: dict[str, dict[str, str]]) -> None:
@@ -382,8 +420,15 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int], Callable[[int], No
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+
         def track(description: str, total: int) -> Callable[[int], None]:
             task = bar.add_task(description, total=max(total, 1))
             return lambda n: bar.advance(task, n)

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from ..errors import RunInterrupted, CodingAgentError
+from ..errors import CodingAgentError, RunInterrupted
 from .base import EventCallback, TurnResult
-from .locate import INSTALL_HINT, bundled_cli, find_claude_cli
+from .locate import INSTALL_HINT, find_claude_cli
 from .orphans import MARK_VAR, die_with_parent, own_mark, stop_marked
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
 from .stream_json import TurnStream, permission_denials, turn_cost
@@ -221,7 +221,9 @@ class ClaudeCodeAgent:
                     emit(event)
             exit_code: int | None
             try:
-                exit_code = proc.wait(timeout=_DRAIN_S if gone_at is not None else max(deadline - time.monotonic(), 0.1))
+                exit_code = proc.wait(
+                    timeout=_DRAIN_S if gone_at is not None else max(deadline - time.monotonic(), 0.1)
+                )
             except subprocess.TimeoutExpired:  # stdout closed but the process hung on
                 timed_out = True
                 emit({"type": "timeout", "after_s": self.options.turn_timeout_s})
@@ -244,8 +246,9 @@ class ClaudeCodeAgent:
         stderr = b"".join(stderr_tail).decode("utf-8", "replace")
         return self._result(stream, exit_code, stderr, timed_out, int((time.monotonic() - started) * 1000))
 
-    def _result(self, stream: TurnStream, exit_code: int | None, stderr: str, timed_out: bool,
-                elapsed_ms: int) -> TurnResult:
+    def _result(
+        self, stream: TurnStream, exit_code: int | None, stderr: str, timed_out: bool, elapsed_ms: int
+    ) -> TurnResult:
         r = stream.result or {}
         text = r.get("result") if isinstance(r.get("result"), str) else ""
         usage = r.get("usage")
@@ -266,26 +269,35 @@ class ClaudeCodeAgent:
             turn.error = self._explain(r, stream, exit_code, stderr, timed_out)
         return turn
 
-    def _explain(self, r: dict[str, Any], stream: TurnStream, exit_code: int | None, stderr: str,
-                 timed_out: bool) -> str:
+    def _explain(
+        self, r: dict[str, Any], stream: TurnStream, exit_code: int | None, stderr: str, timed_out: bool
+    ) -> str:
         """One or two sentences: what happened, and what to do about it."""
         tail = _tail(stderr)
         if timed_out:
-            return (f"Claude Code did not finish the turn within {self.options.turn_timeout_s:g} s, so its "
-                    "process group was killed. Raise `[coding_agent.options] turn_timeout_s` or give it a smaller task.")
+            return (
+                f"Claude Code did not finish the turn within {self.options.turn_timeout_s:g} s, so its "
+                "process group was killed. Raise `[coding_agent.options] turn_timeout_s` or give it a smaller task."
+            )
         if r.get("api_error_status") or r.get("terminal_reason") == "api_error":
             detail = _tail(r.get("result") or "", 300) or r.get("api_error_type") or "no details"
-            return (f"Claude Code could not get an answer from the model (HTTP {r.get('api_error_status')}): "
-                    f"{detail.rstrip('.')}. Check ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY and the provider's "
-                    "status, then retry the ticket.")
+            return (
+                f"Claude Code could not get an answer from the model (HTTP {r.get('api_error_status')}): "
+                f"{detail.rstrip('.')}. Check ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY and the provider's "
+                "status, then retry the ticket."
+            )
         errors = "; ".join(str(e) for e in r.get("errors") or [])
         if r.get("terminal_reason") == "max_turns" or r.get("subtype") == "error_max_turns":
-            return (f"Claude Code stopped at its own turn cap ({errors or 'max turns reached'}). Raise "
-                    "`[coding_agent.options] max_turns` or split the work into smaller prompts.")
+            return (
+                f"Claude Code stopped at its own turn cap ({errors or 'max turns reached'}). Raise "
+                "`[coding_agent.options] max_turns` or split the work into smaller prompts."
+            )
         if "No conversation found" in errors or "No conversation found" in stderr:
-            return (f"Claude Code has no session {r.get('session_id') or stream.session_id} to resume here "
-                    "(sessions live under CLAUDE_CONFIG_DIR, per project directory). Start a new session "
-                    "for this ticket.")
+            return (
+                f"Claude Code has no session {r.get('session_id') or stream.session_id} to resume here "
+                "(sessions live under CLAUDE_CONFIG_DIR, per project directory). Start a new session "
+                "for this ticket."
+            )
         if errors:
             return f"Claude Code reported an error: {_tail(errors, 500)}."
         if r.get("is_error"):
@@ -293,9 +305,11 @@ class ClaudeCodeAgent:
         if exit_code is not None and exit_code < 0:
             return f"Claude Code was killed by signal {-exit_code}{f' (stderr: {tail})' if tail else ''}."
         if stream.result is None:
-            return (f"Claude Code exited with code {exit_code} without a result"
-                    f"{f' (stderr: {tail})' if tail else ''}. Check the `[coding_agent.options]` settings such as "
-                    "extra_args, and that `claude --version` runs.")
+            return (
+                f"Claude Code exited with code {exit_code} without a result"
+                f"{f' (stderr: {tail})' if tail else ''}. Check the `[coding_agent.options]` settings such as "
+                "extra_args, and that `claude --version` runs."
+            )
         return f"Claude Code exited with code {exit_code}{f' (stderr: {tail})' if tail else ''}."
 
 

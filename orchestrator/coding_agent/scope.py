@@ -82,13 +82,17 @@ def check_dirs(cwd: Path, additional_dirs: Iterable[str], *, scoped: bool) -> No
     additional_dirs = list(additional_dirs)
     missing = [d for d in extra_dirs(cwd, additional_dirs) if not d.is_dir()]
     if missing:
-        raise CodingAgentError(f"The additional directory {missing[0]} does not exist, so Claude Code cannot "
-                          "be given access to it. Create it or remove it from `[coding_agent.options] additional_dirs`.")
+        raise CodingAgentError(
+            f"The additional directory {missing[0]} does not exist, so Claude Code cannot "
+            "be given access to it. Create it or remove it from `[coding_agent.options] additional_dirs`."
+        )
     odd = [d for d in writable_dirs(cwd, additional_dirs) if unmatchable(d)] if scoped else []
     if odd:
-        raise CodingAgentError(f"Claude Code's permission rules cannot name {odd[0]} exactly (it contains "
-                          f"{unmatchable(odd[0])!r}), so its writes cannot be limited to it. Rename the "
-                          "directory, or set `[coding_agent.options] scope_to_project = false`.")
+        raise CodingAgentError(
+            f"Claude Code's permission rules cannot name {odd[0]} exactly (it contains "
+            f"{unmatchable(odd[0])!r}), so its writes cannot be limited to it. Rename the "
+            "directory, or set `[coding_agent.options] scope_to_project = false`."
+        )
 
 
 def scoped_tools(allowed_tools: Iterable[str], dirs: Iterable[Path]) -> list[str]:
@@ -109,14 +113,18 @@ def unscoped_command(allowed_tools: Iterable[str]) -> str | None:
     broad = [t for t in allowed_tools if t.replace(" ", "") in ANY_COMMAND]
     if not broad:
         return None
-    return (f"{broad[0]!r} lets Claude Code run any shell command, and a command can write anywhere. "
-            "List the commands it may run instead, e.g. \"Bash(pytest *)\" (an allowed command that "
-            f"runs code can still write elsewhere: rules are not a sandbox), {OPT_OUT}")
+    return (
+        f"{broad[0]!r} lets Claude Code run any shell command, and a command can write anywhere. "
+        'List the commands it may run instead, e.g. "Bash(pytest *)" (an allowed command that '
+        f"runs code can still write elsewhere: rules are not a sandbox), {OPT_OUT}"
+    )
 
 
 def unscoped_mode(permission_mode: str) -> str | None:
     """Why this permission mode would accept writes outside the project, or None."""
     if permission_mode not in UNSCOPED_MODES:
         return None
-    return (f"{permission_mode!r} does not stop at permission rules, so writes outside the project "
-            f"would be accepted. Use \"acceptEdits\" (or \"default\" or \"dontAsk\"), {OPT_OUT}")
+    return (
+        f"{permission_mode!r} does not stop at permission rules, so writes outside the project "
+        f'would be accepted. Use "acceptEdits" (or "default" or "dontAsk"), {OPT_OUT}'
+    )

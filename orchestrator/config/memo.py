@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping, get_args
 
-from orchestrator.config.source_settings import SourceSettings
 from orchestrator.config.paths import cache_root, find_config_file, is_setting, memo_name
+from orchestrator.config.source_settings import SourceSettings
 from tickets.cache_file import read_json, write_json
 from tickets.deps import Mode
 

@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from orchestrator.config.paths import ENV_PREFIX, OTHER_VARIABLES, find_config_file, is_setting  # noqa: F401
 from orchestrator.errors import ConfigError
-
 from orchestrator.names import CONFIG_FILE, DEFAULT_BACKEND  # noqa: E402 - re-exported
 
 if TYPE_CHECKING:

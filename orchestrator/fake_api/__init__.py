@@ -1,9 +1,9 @@
 """A local fake of the Anthropic Messages API: the offline demo model and the test double."""
 
-from .demo import DemoResponder
-from .env import claude_code_env
 from orchestrator.agent.prompts import MIDDLE_AGENT_MARKER
 
+from .demo import DemoResponder
+from .env import claude_code_env
 from .messages import classify, working_directory
 from .replies import ApiError, Reply, api_error, reply, text, tool_use
 from .scripted import ScriptedResponder

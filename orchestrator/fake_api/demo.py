@@ -7,14 +7,22 @@ import posixpath
 import re
 from typing import Any
 
+from orchestrator.agent.notes import read_notes
+from orchestrator.agent.prompts import (
+    ASSESS_INSTRUCTIONS,
+    CHANGED,
+    CHECK_FAILED,
+    CONVERSATION,
+    DESCRIPTION,
+    NOT_RUN_YET,
+    RESPONDED,
+    REVIEW,
+    SENT,
+)
+from orchestrator.memory.explain import matched_keywords
+
 from .messages import content_text, last_message, last_user_text, working_directory
 from .replies import ApiError, Reply, reply, text, tool_use
-
-from orchestrator.agent.notes import read_notes
-from orchestrator.memory.explain import matched_keywords
-from orchestrator.agent.prompts import (
-    ASSESS_INSTRUCTIONS, CHANGED, CHECK_FAILED, CONVERSATION, DESCRIPTION, NOT_RUN_YET, RESPONDED, REVIEW, SENT,
-)
 
 # ``Create `path/file.ext` with:`` then a fenced block; the closing fence must match the opening.
 _CREATE_RE = re.compile(

@@ -187,7 +187,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("request-id", payload.get("request_id", "req_fake") if isinstance(payload, dict) else "req_fake")
+        self.send_header(
+            "request-id", payload.get("request_id", "req_fake") if isinstance(payload, dict) else "req_fake"
+        )
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()

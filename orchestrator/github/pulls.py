@@ -105,8 +105,11 @@ def check_summary(store: TicketStore, run: dict[str, Any]) -> str:
             last[str(event["data"].get("command"))] = event["data"]
     if not last:
         return ""
-    lines = [f"- `{cmd}`: {d.get('outcome')} ({'timed out' if d.get('timed_out') else 'exit ' + str(d.get('exit_code'))}"
-             f", {float(d.get('duration_s') or 0):.0f}s)" for cmd, d in last.items()]
+    lines = [
+        f"- `{cmd}`: {d.get('outcome')} ({'timed out' if d.get('timed_out') else 'exit ' + str(d.get('exit_code'))}"
+        f", {float(d.get('duration_s') or 0):.0f}s)"
+        for cmd, d in last.items()
+    ]
     corrections = int(run.get("corrections") or 0)
     head = "Checks" + (f" (after {corrections} correction{'' if corrections == 1 else 's'})" if corrections else "")
     return head + ":\n" + "\n".join(lines)
@@ -119,23 +122,38 @@ def client_for(config: Config, repo: str) -> GitHubClient:
 
 def _open_pull(gh: GitHubClient, owner: str, branch: str) -> dict[str, Any] | None:
     """The open pull request whose head is `branch`, if there is one."""
-    found = gh.get_all("/pulls", {"head": f"{owner}:{branch}", "state": "open", "per_page": 100},
-                       f"the pull requests of {branch}")
-    return next((p for p in found if isinstance(p, dict) and isinstance(p.get("html_url"), str)
-                 and isinstance(p.get("head"), dict) and p["head"].get("ref") == branch), None)
+    found = gh.get_all(
+        "/pulls", {"head": f"{owner}:{branch}", "state": "open", "per_page": 100}, f"the pull requests of {branch}"
+    )
+    return next(
+        (
+            p
+            for p in found
+            if isinstance(p, dict)
+            and isinstance(p.get("html_url"), str)
+            and isinstance(p.get("head"), dict)
+            and p["head"].get("ref") == branch
+        ),
+        None,
+    )
 
 
-def open_pull_request(store: TicketStore, config: Config, ticket_id: str,
-                      say: Callable[[str], None] = print) -> PullRequest:
+def open_pull_request(
+    store: TicketStore, config: Config, ticket_id: str, say: Callable[[str], None] = print
+) -> PullRequest:
     """Push the complete ticket's branch and open its pull request, or return the one it has."""
     ticket = store.get_ticket(ticket_id)
     if ticket.status is not TicketStatus.COMPLETE:
-        raise TicketError(f"ticket {ticket_id!r} is {ticket.status.value}, not complete: a pull request is opened "
-                          "for a complete ticket (see `middle tickets`)")
+        raise TicketError(
+            f"ticket {ticket_id!r} is {ticket.status.value}, not complete: a pull request is opened "
+            "for a complete ticket (see `middle tickets`)"
+        )
     run = store.latest_run(ticket_id)
     if run is None or run["status"] != "complete" or not run.get("branch") or not run.get("head_commit"):
-        raise TicketError(f"ticket {ticket_id!r} has no committed branch to propose (it ran without its own "
-                          "branch, or changed nothing): nothing to open a pull request for")
+        raise TicketError(
+            f"ticket {ticket_id!r} has no committed branch to propose (it ran without its own "
+            "branch, or changed nothing): nothing to open a pull request for"
+        )
     if run.get("pr_url"):
         return _has_one(run, ticket_id, say)
     repo_path = Path(run["repo"])
@@ -153,7 +171,10 @@ def open_pull_request(store: TicketStore, config: Config, ticket_id: str,
             pull, created = _push_and_open(store, gh, ticket, run, target, url, repo, base)
             store.set_run_fields(run["id"], pr_url=pull["html_url"], pr_state="open")
     number = pull["number"] if isinstance(pull.get("number"), int) else 0
-    say(f"{'opened' if created else 'found'} pull request {pull['html_url']} for {ticket_id} ({run['branch']} -> {base})")
+    say(
+        f"{'opened' if created else 'found'} pull request {pull['html_url']} for {ticket_id} "
+        f"({run['branch']} -> {base})"
+    )
     return PullRequest(pull["html_url"], number, created)
 
 
@@ -165,8 +186,9 @@ def _push(run: dict[str, Any], target: str, url: str, ticket_id: str) -> None:
     try:
         g.git(Path(run["repo"]), "push", "--quiet", "--force", target, f"{run['head_commit']}:refs/heads/{branch}")
     except GitError as exc:
-        raise TicketError(f"could not push {branch} to {url}: {exc}; fix the remote, then run `middle pr "
-                          f"{ticket_id}` again") from None
+        raise TicketError(
+            f"could not push {branch} to {url}: {exc}; fix the remote, then run `middle pr {ticket_id}` again"
+        ) from None
 
 
 def update_pull_branch(store: TicketStore, config: Config, ticket_id: str, say: Callable[[str], None]) -> None:
@@ -199,8 +221,10 @@ def _holding(store: TicketStore, ticket_id: str, run_id: str, say: Callable[[str
     while not store.hold(ticket_id, run_id, ("complete",)):
         ticket = store.get_ticket(ticket_id)
         if ticket.status is not TicketStatus.COMPLETE:  # merged, discarded or run again meanwhile
-            raise TicketError(f"ticket {ticket_id!r} is {ticket.status.value} now, not complete: no pull request "
-                              "is opened (see `middle tickets`)")
+            raise TicketError(
+                f"ticket {ticket_id!r} is {ticket.status.value} now, not complete: no pull request "
+                "is opened (see `middle tickets`)"
+            )
         claim = store.get_claim(ticket_id)
         if not said and claim is not None:
             say(f"waiting for {claim.describe()}, which holds ticket {ticket_id} (another `middle pr`)")
@@ -212,10 +236,17 @@ def _holding(store: TicketStore, ticket_id: str, run_id: str, say: Callable[[str
         store.release_hold(ticket_id, run_id)
 
 
-def _push_and_open(store: TicketStore, gh: GitHubClient, ticket: Ticket, run: dict[str, Any], target: str,
-                   url: str, repo: str, base: str) -> tuple[dict[str, Any], bool]:
+def _push_and_open(
+    store: TicketStore,
+    gh: GitHubClient,
+    ticket: Ticket,
+    run: dict[str, Any],
+    target: str,
+    url: str,
+    repo: str,
+    base: str,
+) -> tuple[dict[str, Any], bool]:
     """Push the branch (the intent recorded first) and find or open its pull request: (it, opened now)."""
-    from orchestrator.workspace import git as g
 
     branch, owner = run["branch"], repo.split("/")[0]
     store.set_run_fields(run["id"], pr_state="opening")  # the intent, before the branch is out
@@ -270,8 +301,10 @@ def apply_pull_states(store: TicketStore, states: list[tuple[str, str, str, str]
     for ticket_id, run_id, state, url in states:
         if state == "gone":
             store.set_run_fields(run_id, pr_url=None, pr_state="gone")
-            said.append(f"note: pull request {url} of {ticket_id} is gone from GitHub: forgotten; "
-                        f"`middle pr {ticket_id}` opens a new one")
+            said.append(
+                f"note: pull request {url} of {ticket_id} is gone from GitHub: forgotten; "
+                f"`middle pr {ticket_id}` opens a new one"
+            )
             continue
         status = "merged" if state == "merged" else "discarded"
         why = f"pull request {url} was {'merged' if state == 'merged' else 'closed unmerged'} on GitHub"

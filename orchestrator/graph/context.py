@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from orchestrator.agent.middle_agent import MiddleAgent
+from orchestrator.coding_agent.base import CodingAgent, EventCallback
 from orchestrator.lifecycle.run_lifecycle import RunLifecycle
 from orchestrator.memory.facade import MemoryFacade
-from orchestrator.coding_agent.base import CodingAgent, EventCallback
 from orchestrator.workspace import Worktrees
 from tickets.store import TicketStore
 

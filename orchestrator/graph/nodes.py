@@ -10,20 +10,20 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from orchestrator.agent import prompts
-from orchestrator.errors import ModelAccessError, RunInterrupted, TicketError, CodingAgentError
+from orchestrator.errors import CodingAgentError, ModelAccessError, RunInterrupted, TicketError
 from orchestrator.graph import checking
 from orchestrator.graph import rounds as review
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.graph.takeover import local_ticket, recap
 from orchestrator.graph.worktree import run_workspace
+from orchestrator.lifecycle.next_steps import advice
 from orchestrator.memory.format import DOC_ID_CHARS, Block, completion_doc, doc_id
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE, RECALL_EVENT
-from orchestrator.lifecycle.next_steps import advice
 from orchestrator.plugins.manager import call_hook
-from tickets.model import TurnRecord
 from orchestrator.workspace import Workspace
 from orchestrator.workspace.git import commit_message
+from tickets.model import TurnRecord
 
 log = logging.getLogger("middle.graph")
 

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from orchestrator.errors import ConfigError, MemoryStoreError
+from orchestrator.memory.curation import curate, current_text, pinned_docs
+from orchestrator.memory.explain import signals_for, why_line
 from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade's text rules
     CUT_MARKER,
     DEFAULT_MAX_DOC_CHARS,
@@ -20,24 +22,28 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
     DEFAULT_RELATED_WINDOW,
     DOC_ID_CHARS,
     MEMORIES_HEADER,
-    Block,
-    block_layout,
     MIN_MAX_DOC_CHARS,
     MIN_MAX_QUERY_CHARS,
     MIN_MEMORIES_BUDGET_CHARS,
+    Block,
+    block_layout,
     doc_id,
     format_block,
     format_memories,
     memories_layout,
     truncate_doc,
 )
-from orchestrator.memory.curation import curate, current_text, pinned_docs
-from orchestrator.memory.explain import signals_for, why_line
 from orchestrator.memory.lock import AdvisoryLocks, FileLocks
 from orchestrator.memory.rebuild import read_epoch, recover
-from orchestrator.plugins.memory_backend import (ConversationContext, MemoryBackend, MemoryDatabase, MemoryRecord,
-                                         RetrieveResult, TextLLM)
 from orchestrator.plugins.manager import PluginRegistry
+from orchestrator.plugins.memory_backend import (
+    ConversationContext,
+    MemoryBackend,
+    MemoryDatabase,
+    MemoryRecord,
+    RetrieveResult,
+    TextLLM,
+)
 from tickets.model import validate_project_id
 
 log = logging.getLogger("middle.memory")
@@ -117,7 +123,8 @@ class MemoryFacade:
     A thread lock guards a project within this process; a file lock in `<save_dir>/.locks/`
     guards it across processes on one machine. With a PostgreSQL `url` and a backend that can
     keep its store there (`shares_database`), the store is the project's rows in that database
-    and an advisory lock in it guards the project across processes and machines. Bad arguments are refused before any I/O with a
+    and an advisory lock in it guards the project across processes and machines. Bad arguments are refused
+    before any I/O with a
     MemoryArgumentError; every other error comes out as MemoryStoreError naming the absolute
     store path, so callers can log it and go on (memory failures never stop a ticket).
 
@@ -152,11 +159,11 @@ class MemoryFacade:
         self.max_doc_chars = _check_setting(max_doc_chars, "max_doc_chars", MIN_MAX_DOC_CHARS)
         self.max_query_chars = _check_setting(max_query_chars, "max_query_chars", MIN_MAX_QUERY_CHARS)
         self.memories_budget_chars = _check_setting(
-            memories_budget_chars, "memories_budget_chars", MIN_MEMORIES_BUDGET_CHARS)
+            memories_budget_chars, "memories_budget_chars", MIN_MEMORIES_BUDGET_CHARS
+        )
         self.recent_tickets = _check_setting(recent_tickets, "recent_tickets", 0)
         self.related_window = _check_setting(related_window, "related_window", 0)
-        if isinstance(recent_share, bool) or not isinstance(recent_share, (int, float)) \
-                or not 0 <= recent_share <= 1:
+        if isinstance(recent_share, bool) or not isinstance(recent_share, (int, float)) or not 0 <= recent_share <= 1:
             raise ConfigError(f"[memory] recent_share must be a number from 0 to 1, not {recent_share!r}")
         self.recent_share = float(recent_share)
         self.save_dir = Path(save_dir).expanduser().resolve()
@@ -170,11 +177,17 @@ class MemoryFacade:
         # other backends (hipporag, hindsight, ...) keep their stores under save_dir.
         self.url = url if url and self.backend_cls.shares_database else None
         if url and not self.url:
-            log.info("memory backend %r keeps its stores per machine in %s ([memory] url is "
-                     "used by backends that can share a database)", backend, self.save_dir)
+            log.info(
+                "memory backend %r keeps its stores per machine in %s ([memory] url is "
+                "used by backends that can share a database)",
+                backend,
+                self.save_dir,
+            )
         self._locks_across: FileLocks | AdvisoryLocks = (
-            AdvisoryLocks(self.url, lock_timeout_s) if self.url
-            else FileLocks(self.save_dir / LOCK_DIR_NAME, lock_timeout_s))
+            AdvisoryLocks(self.url, lock_timeout_s)
+            if self.url
+            else FileLocks(self.save_dir / LOCK_DIR_NAME, lock_timeout_s)
+        )
         self._backends: dict[str, MemoryBackend] = {}
         # The rebuild token of the store each open backend was opened on (see memory_rebuild):
         # another process's `middle memory reindex` changes it, and the backend is reopened.
@@ -229,8 +242,7 @@ class MemoryFacade:
             yield self._backend(project_id, store)
 
     @contextmanager
-    def other_backend(self, project_id: str, name: str, op: str,
-                      options: Any = None) -> Iterator[MemoryBackend]:
+    def other_backend(self, project_id: str, name: str, op: str, options: Any = None) -> Iterator[MemoryBackend]:
         """Backend `name`'s store of the project under the project's locks: the configured
         backend as this facade keeps it open, or (another backend's store left by a change of
         [memory] backend, or `options` given) a fresh instance, closed afterwards. Another
@@ -344,14 +356,16 @@ class MemoryFacade:
         epoch = read_epoch(store)
         backend = self._backends.get(project_id)
         if backend is not None and self._epochs.get(project_id) != epoch:
-            log.info("the %s store of project %s was rebuilt by `middle memory reindex`: "
-                     "reopening it", self.backend_name, project_id)
+            log.info(
+                "the %s store of project %s was rebuilt by `middle memory reindex`: reopening it",
+                self.backend_name,
+                project_id,
+            )
             del self._backends[project_id]
             try:
                 backend.close()
             except Exception:  # its old contents are gone anyway: open the new ones regardless
-                log.exception("closing the replaced %s store of project %s failed",
-                              self.backend_name, project_id)
+                log.exception("closing the replaced %s store of project %s failed", self.backend_name, project_id)
             backend = None
         if backend is None:
             backend = self.open_backend(self.backend_cls, project_id, self.options)
@@ -374,11 +388,16 @@ class MemoryFacade:
                 f"a doc of {len(doc):,} characters is over [memory] max_doc_chars "
                 f"({self.max_doc_chars:,}): split it into smaller docs, or raise the limit in "
                 "middle.toml (the project's own docs, a ticket's summary or an import, are cut "
-                "to it instead)")
+                "to it instead)"
+            )
         stored = truncate_doc(doc, self.max_doc_chars)
         if stored is not doc:
-            log.warning("memory doc of %d chars cut to %d ([memory] max_doc_chars = %d)",
-                        len(doc), len(stored), self.max_doc_chars)
+            log.warning(
+                "memory doc of %d chars cut to %d ([memory] max_doc_chars = %d)",
+                len(doc),
+                len(stored),
+                self.max_doc_chars,
+            )
         return stored
 
     def check_queries(self, queries: Any) -> list[str]:
@@ -390,7 +409,8 @@ class MemoryFacade:
                 raise MemoryArgumentError(
                     f"a query of {len(query):,} characters is over [memory] max_query_chars "
                     f"({self.max_query_chars:,}): send a shorter one (recall needs the key words, "
-                    "not a whole document), or raise the limit in middle.toml")
+                    "not a whole document), or raise the limit in middle.toml"
+                )
         return queries
 
     def cut_query(self, query: str) -> str:
@@ -398,24 +418,34 @@ class MemoryFacade:
         the start of its description say what it is about)."""
         if len(query) <= self.max_query_chars:
             return query
-        log.info("memory query of %d chars cut to %d ([memory] max_query_chars)",
-                 len(query), self.max_query_chars)
-        return query[:self.max_query_chars]
+        log.info("memory query of %d chars cut to %d ([memory] max_query_chars)", len(query), self.max_query_chars)
+        return query[: self.max_query_chars]
 
     def format_memories(self, results: list[RetrieveResult]) -> str:
         """`format_memories` with this facade's memories_budget_chars."""
         return format_memories(results, self.memories_budget_chars)
 
-    def format_block(self, recent: list[tuple[str, str]], results: list[RetrieveResult],
-                     limit: int | None = None, project_id: str | None = None) -> str:
+    def format_block(
+        self,
+        recent: list[tuple[str, str]],
+        results: list[RetrieveResult],
+        limit: int | None = None,
+        project_id: str | None = None,
+    ) -> str:
         """The block's text (see `block`); without `project_id`, no pins and no ids."""
         if project_id is None:
             docs = [doc for result in results for doc in result.get("docs", [])]
             return format_block(recent, docs, self.memories_budget_chars, self.recent_share, limit)
         return self.block(project_id, recent, results, limit).text
 
-    def block(self, project_id: str, recent: list[tuple[str, str]], results: list[RetrieveResult],
-              limit: int | None = None, leave_out: list[str] | tuple[str, ...] = ()) -> Block:
+    def block(
+        self,
+        project_id: str,
+        recent: list[tuple[str, str]],
+        results: list[RetrieveResult],
+        limit: int | None = None,
+        leave_out: list[str] | tuple[str, ...] = (),
+    ) -> Block:
         """The "Memories invoked" block the agent is shown: "Recent work" (`recent`: (doc, date),
         newest first) within [memory] recent_share of memories_budget_chars, then "Related work
         from any time": the project's pinned docs (always, within the budget) and the first
@@ -435,8 +465,7 @@ class MemoryFacade:
             for mark in result.get("superseded", []):
                 by = result["docs"][mark["by"]]
                 notes[result["docs"][mark["doc"]]] = f"superseded by [{doc_id(by)[:DOC_ID_CHARS]}]"
-        return block_layout(recent, docs, self.memories_budget_chars, self.recent_share, limit,
-                            ids=True, notes=notes)
+        return block_layout(recent, docs, self.memories_budget_chars, self.recent_share, limit, ids=True, notes=notes)
 
     def explain(self, project_id: str, query: str, result: RetrieveResult) -> list[dict[str, Any]]:
         """Why each doc of `result` (what retrieve gave for `query`) was recalled: its signals
@@ -450,8 +479,7 @@ class MemoryFacade:
             except Exception as exc:  # an explanation never fails a recall
                 log.warning("memory explain failed for project %s: %s", project_id, exc)
                 extra = [{} for _ in docs]
-        signals = signals_for(query, result, extra, self.curation_state(project_id),
-                              self.backend_cls.recall)
+        signals = signals_for(query, result, extra, self.curation_state(project_id), self.backend_cls.recall)
         return [{**s, "id": doc_id(d)[:DOC_ID_CHARS], "why": why_line(s)} for d, s in zip(docs, signals)]
 
     def curation_state(self, project_id: str) -> Mapping[str, Any]:
@@ -462,21 +490,23 @@ class MemoryFacade:
         try:
             return self.state_source(project_id)
         except Exception as exc:
-            log.warning("memory curation of project %s unreadable; recalling without it: %s",
-                        project_id, exc)
+            log.warning("memory curation of project %s unreadable; recalling without it: %s", project_id, exc)
             return {}
 
     # -- the memory contract ------------------------------------------------------------------------
     def retrieve(
-        self, project_id: str, queries: list[str], num_to_retrieve: int | None = None,
-        *, if_exists: bool = False,
+        self,
+        project_id: str,
+        queries: list[str],
+        num_to_retrieve: int | None = None,
+        *,
+        if_exists: bool = False,
     ) -> list[RetrieveResult]:
         """The contract's retrieve. `if_exists`: a project without a store of the configured
         backend answers with empty results and gets none created (read-only callers)."""
         validate_project_id(project_id)
         queries = self.check_queries(queries)
-        k = self.num_to_retrieve if num_to_retrieve is None else _check_count(
-            num_to_retrieve, "num_to_retrieve")
+        k = self.num_to_retrieve if num_to_retrieve is None else _check_count(num_to_retrieve, "num_to_retrieve")
         if if_exists and not self.has_store(project_id):
             return [{"question": q, "docs": [], "doc_scores": []} for q in queries]
         started = time.perf_counter()
@@ -485,15 +515,17 @@ class MemoryFacade:
         states = self.curation_state(project_id)
         if states:  # a superseded doc right below its replacement (memory.curation)
             results = [curate(result, states) for result in results]
-        self._log("retrieve", project_id, started, queries=len(queries),
-                  docs=sum(len(r.get("docs", [])) for r in results))
+        self._log(
+            "retrieve", project_id, started, queries=len(queries), docs=sum(len(r.get("docs", [])) for r in results)
+        )
         return results
 
     def index(self, project_id: str, docs: list[str], *, refuse_long: bool = False) -> None:
         """Index docs, each cut to max_doc_chars (`refuse_long`: refused, see prepare_doc)."""
         validate_project_id(project_id)
-        docs = [self.prepare_doc(d, refuse_long=refuse_long)
-                for d in _check_texts(docs, "docs", "text", allow_empty=False)]
+        docs = [
+            self.prepare_doc(d, refuse_long=refuse_long) for d in _check_texts(docs, "docs", "text", allow_empty=False)
+        ]
         started = time.perf_counter()
         with self._locked(project_id, "index") as backend:
             backend.index(docs)
@@ -610,5 +642,12 @@ class MemoryFacade:
     def _log(self, op: str, project_id: str, started: float, **counts: int) -> None:
         ms = (time.perf_counter() - started) * 1000
         detail = " ".join(f"{k}={v}" for k, v in counts.items())
-        log.info("memory %s project=%s backend=%s %s in %.1f ms (store %s)",
-                 op, project_id, self.backend_name, detail, ms, self.where(project_id))
+        log.info(
+            "memory %s project=%s backend=%s %s in %.1f ms (store %s)",
+            op,
+            project_id,
+            self.backend_name,
+            detail,
+            ms,
+            self.where(project_id),
+        )

@@ -1,4 +1,5 @@
-"""The memory facade's cross-process lock per project: a file lock on one machine, a PostgreSQL advisory lock across machines."""
+"""The memory facade's cross-process lock per project: a file lock on one machine, a PostgreSQL
+advisory lock across machines."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Rebuilding a backend's SQLite store of a project in place: built beside the live store, copied into it in one SQLite transaction per file, journaled so that a rebuild killed half-way is rolled back or finished by the next process that opens the project."""
+"""Rebuilding a backend's SQLite store of a project in place: built beside the live store, copied into
+it in one SQLite transaction per file, journaled so that a rebuild killed half-way is rolled back or
+finished by the next process that opens the project."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A project's stores under every backend: where a doc lives, deleting it wherever it is, reindexing one backend's store into the configured one."""
+"""A project's stores under every backend: where a doc lives, deleting it wherever it is, reindexing
+one backend's store into the configured one."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError, MemoryStoreError
-from orchestrator.plugins.memory_backend import MemoryBackend
-from orchestrator.memory.facade import MemoryFacade, backend_has_doc as _has, write_records
+from orchestrator.memory.facade import MemoryFacade, write_records
+from orchestrator.memory.facade import backend_has_doc as _has
 from orchestrator.memory.rebuild import check_rebuildable, rebuild
+from orchestrator.plugins.memory_backend import MemoryBackend
 
 log = logging.getLogger("middle.memory")
 

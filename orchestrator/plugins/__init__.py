@@ -1,1 +1,2 @@
-"""The plugin manager, the hook specs and the index of installed plugins (plugin authors import orchestrator.plugin_api)."""
+"""The plugin manager, the hook specs and the index of installed plugins (plugin authors import
+orchestrator.plugin_api)."""

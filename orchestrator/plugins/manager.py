@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from orchestrator.plugins import hookspecs, trace
 from orchestrator.errors import ConfigError
-from orchestrator.plugins.memory_backend import MemoryBackend
+from orchestrator.plugins import hookspecs, trace
 from orchestrator.plugins.index import PluginEntry, installed_plugins, verified
+from orchestrator.plugins.memory_backend import MemoryBackend
 
 if TYPE_CHECKING:
     from orchestrator.plugins.backend_options import BackendOptions
@@ -111,12 +111,18 @@ class PluginRegistry:
                     f"plugin {plugin!r} registered {cls!r}, which is not a subclass of "
                     "orchestrator.plugin_api.MemoryBackend"
                 )
-            if what == "source" and not (callable(getattr(cls, "open", None)) and isinstance(getattr(cls, "argument", None), str)):
+            if what == "source" and not (
+                callable(getattr(cls, "open", None)) and isinstance(getattr(cls, "argument", None), str)
+            ):
                 raise ConfigError(
                     f"plugin {plugin!r} registered ticket source {cls!r} without an `open(options, "
                     "context)` classmethod or an `argument` name: see orchestrator/plugin_api.py TicketSource"
                 )
-            if attr == "kind" and not what and not (hasattr(cls, "Options") and callable(getattr(cls, "run_turn", None))):
+            if (
+                attr == "kind"
+                and not what
+                and not (hasattr(cls, "Options") and callable(getattr(cls, "run_turn", None)))
+            ):
                 raise ConfigError(
                     f"plugin {plugin!r} registered coding agent {cls!r} without an `Options` model or a "
                     "`run_turn` method: see orchestrator/coding_agent/base.py"
@@ -210,7 +216,9 @@ def call_hook(hooks: Any, name: str, **kwargs: Any) -> None:
         except Exception:
             import logging
 
-            logging.getLogger("middle.plugins").exception("plugin %s raised in hook %s; the ticket goes on", impl.plugin_name, name)
+            logging.getLogger("middle.plugins").exception(
+                "plugin %s raised in hook %s; the ticket goes on", impl.plugin_name, name
+            )
 
 
 def _load_entry_points(pm: pluggy.PluginManager, only: str | None) -> dict[Any, PluginEntry]:

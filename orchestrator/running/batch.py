@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import logging
 import queue
-from functools import partial
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from orchestrator.errors import BatchStopper, MiddleError, RunInterrupted, StoreUnavailable, TicketError
-from orchestrator.lifecycle.run_lifecycle import start_refusal
 from orchestrator.lifecycle.next_steps import advice, advise
+from orchestrator.lifecycle.run_lifecycle import start_refusal
 from orchestrator.running.driver import TicketDriver
 from orchestrator.running.outcome import RunOutcome
 from tickets.claims import this_host
 from tickets.deps import SATISFIED, run_order
-
 
 log = logging.getLogger("middle.batch")
 
@@ -108,7 +107,7 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
     # say what to do instead (`middle run` of a complete ticket needs no key to be told to merge).
     if not tickets:
         return result
-    orch.agent
+    _ = orch.agent  # the model first: a missing API key is one error before anything is claimed
     # Why a pending ticket went back to the backlog (an earlier batch could not reach the model)
     # is stale once this batch tries again: each ticket it runs gets its own note.
     store.clear_pending_notes(sorted(batch_ids))
@@ -291,7 +290,11 @@ def _stop_all(orch: TicketDriver, active: dict[str, _Slot], done: queue.Queue, w
         run = orch.store.latest_run(ticket_id)
         claim = orch.store.get_claim(ticket_id)
         if run and run["status"] == "running" and claim and claim.host == this_host():
-            orch.lifecycle.interrupt(ticket_id, run["id"], f"{why}: {advice('interrupted', ticket_id, fake=orch.services.fake)}",
-                                     auto_resume=orch.project_override is not None)  # as the runner does
+            orch.lifecycle.interrupt(
+                ticket_id,
+                run["id"],
+                f"{why}: {advice('interrupted', ticket_id, fake=orch.services.fake)}",
+                auto_resume=orch.project_override is not None,
+            )  # as the runner does
     interrupted = [t for t in running if orch.store.get_ticket(t).status.value == "interrupted"]
     return BatchInterrupted(why, interrupted, result.outcomes)

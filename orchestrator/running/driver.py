@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -107,7 +106,7 @@ class TicketDriver:
 
     def _ready_to_start(self, ticket: Any) -> None:
         """What must hold before a ticket that may start is claimed: its errors leave no run behind."""
-        self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
+        _ = self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
         project = Path(self.project_override or ticket.project_path)
         if self.worktrees is not None and project.is_dir():
             from orchestrator.workspace.git import toplevel
@@ -129,7 +128,7 @@ class TicketDriver:
         if not snapshot.next and snapshot.created_at is None and run["status"] in ("running", "interrupted"):
             # The runner died before the graph's first checkpoint: nothing of this run was done,
             # so it starts over from its input, under the same run.
-            self.agent
+            _ = self.agent
             self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
             self._stop_leftovers(run["id"])
             return self._drive(ClaimedRun(ticket_id, run["id"]))
@@ -140,7 +139,7 @@ class TicketDriver:
                 f"the last run of ticket {ticket_id!r} already ended ({run['status']}"
                 f"{': ' + run['reason'] if run.get('reason') else ''}); "
                 f"{advise(self.store, ticket_id, 'resume')}")
-        self.agent  # as in run_ticket: a model that cannot be built fails before the claim
+        _ = self.agent  # as in run_ticket: a model that cannot be built fails before the claim
         self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
         self._stop_leftovers(run["id"])
         if (self.store.run_end_data(run["id"]) or {}).get("check_failed"):
@@ -163,7 +162,7 @@ class TicketDriver:
             message = feedback.store_for_run(self.store, ticket_id, text)
             if message is not None:
                 return RunOutcome(ticket_id, "", "stored", message)
-        self.agent  # as in run_ticket: a missing API key is an error before the claim
+        _ = self.agent  # as in run_ticket: a missing API key is an error before the claim
         delivered = feedback.deliver(self.store, ticket_id, text, lease_s=self.lease_s)
         if delivered.kind == feedback.STORED:  # another process started a round (or a run) meanwhile
             return RunOutcome(ticket_id, "", "stored", feedback.stored_message(self.store, ticket_id))

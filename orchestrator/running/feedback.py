@@ -24,6 +24,7 @@ from typing import Any
 from orchestrator.errors import GitError, TicketError
 from orchestrator.lifecycle.next_steps import advise, situation
 from tickets.rounds import FEEDBACK, MAX_FEEDBACK_CHARS, ROUND, STORED, Delivered
+
 # Situations (orchestrator.lifecycle.next_steps) and what feedback does in them.
 STARTS_ROUND = ("complete", "complete-empty", "in-place", "conflict", "failed-round", "failed-check")
 WAITS_FOR_ASSESS = ("running", "stale", "interrupted", "failed-resumable")

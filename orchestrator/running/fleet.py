@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.running.batch import BatchView, run_batch
 from orchestrator.config.settings import Config
 from orchestrator.errors import ConfigError, GitError, StoreUnavailable
+from orchestrator.running.batch import BatchView, run_batch
 from orchestrator.running.driver import TicketDriver
 from orchestrator.running.outcome import RunOutcome
 from orchestrator.workspace import git as g

@@ -7,7 +7,8 @@ process, and returns the same graph `build_graph()` describes, compiled without 
 the services (store, middle agent, coding agent, memory) through a closure instead of the runtime
 context. Input: `{"ticket_id": "..."}`. A run started there claims the ticket in the store like
 `middle run` does (`orchestrator.lifecycle.run_lifecycle`), records the same run events with the driver's
-recorder (`orchestrator.running.events`; the dashboard and `middle log --follow` show them), and ends a run that raised as the runner does
+recorder (`orchestrator.running.events`; the dashboard and `middle log --follow` show them), and ends a run
+that raised as the runner does
 (`orchestrator.running.policy`), releasing the claim. Set `configurable.fake = true` to run on the offline fake model.
 """
 
@@ -75,8 +76,7 @@ class BoundServices:
         from orchestrator.running.sync import sync
 
         sync(store, cfg, registry=services.registry)
-        claimed, refusal = try_claim(store, ticket_id, rerun=True, dependencies=cfg.run.dependencies,
-                                     lease_s=LEASE_S)
+        claimed, refusal = try_claim(store, ticket_id, rerun=True, dependencies=cfg.run.dependencies, lease_s=LEASE_S)
         if claimed is None:
             raise TicketError(refusal)
         run_id = claimed.run_id
@@ -85,8 +85,9 @@ class BoundServices:
 
     def end(self, state: dict[str, Any], exc: BaseException) -> None:
         """A node raised: end the run as the runner would (the one policy), claim released."""
-        end_on_exception(exc, self.parts()[0].lifecycle, state["ticket_id"], state["run_id"],
-                         fresh=True, fake=self.fake)
+        end_on_exception(
+            exc, self.parts()[0].lifecycle, state["ticket_id"], state["run_id"], fresh=True, fake=self.fake
+        )
 
 
 def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[dict[str, Any]], Any]:
@@ -129,13 +130,15 @@ def bind_services(builder: StateGraph[Any, Any, Any, Any], bound: BoundServices)
     """A copy of `builder` (same nodes, edges and branches) whose nodes use `bound`'s services."""
     graph = StateGraph(TicketState)
     for name, spec in builder.nodes.items():
-        graph.add_node(name, _bind(getattr(spec.runnable, "func"), bound, name))  # type: ignore[call-overload]
+        node = getattr(spec.runnable, "func")  # noqa: B009 - (typed as a union of node kinds)
+        graph.add_node(name, _bind(node, bound, name))  # type: ignore[call-overload]
     for start, end in builder.edges:
         graph.add_edge(start, end)
     for start, branches in builder.branches.items():
         for branch in branches.values():
             ends = list(branch.ends.values()) if branch.ends else None
-            graph.add_conditional_edges(start, _bind(getattr(branch.path, "func"), bound, "route"), ends)
+            route = getattr(branch.path, "func")  # noqa: B009 - (typed as a Runnable)
+            graph.add_conditional_edges(start, _bind(route, bound, "route"), ends)
     return graph
 
 

@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.running.driver import TicketDriver
-from orchestrator.lifecycle.run_lifecycle import RUNNABLE
-from orchestrator.running.outcome import RunOutcome
 from orchestrator.running.sync import sync
 from tickets.source import LoadResult
 

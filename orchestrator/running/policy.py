@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from orchestrator.errors import BatchStopper, CheckFailed, MiddleError, RunInterrupted, StoreUnavailable
-from orchestrator.lifecycle.run_lifecycle import RunLifecycle
 from orchestrator.lifecycle.next_steps import advice
+from orchestrator.lifecycle.run_lifecycle import RunLifecycle
 
 log = logging.getLogger("middle.policy")
 

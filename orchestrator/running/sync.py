@@ -14,8 +14,15 @@ from typing import TYPE_CHECKING, Any, Callable, Union
 from orchestrator.errors import ConfigError, MiddleError, TicketError
 from tickets.deps import check_dependencies
 from tickets.model import Ticket
-from tickets.source import (ClosingSource, LoadResult, MissingTicketFolder, SourceContext, TicketFileError, TicketSource,
-                            too_long)
+from tickets.source import (
+    ClosingSource,
+    LoadResult,
+    MissingTicketFolder,
+    SourceContext,
+    TicketFileError,
+    TicketSource,
+    too_long,
+)
 
 if TYPE_CHECKING:
     from orchestrator.config.memo import ReadConfig

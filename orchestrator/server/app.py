@@ -18,10 +18,10 @@ from orchestrator.config.settings import Config
 from orchestrator.errors import MiddleError
 from orchestrator.server import events_api, memory_api, pages, tickets_api
 from orchestrator.server.auth import AuthMiddleware
+from orchestrator.server.background_runs import RunManager
 from orchestrator.server.body_limit import BodyLimit
 from orchestrator.server.errors import MAX_BODY_BYTES, document_errors, error_response, status_for
 from orchestrator.server.render import STATIC_DIR, make_templates
-from orchestrator.server.background_runs import RunManager
 from orchestrator.server.state import ServerState
 from orchestrator.services import Services
 
@@ -51,7 +51,7 @@ def create_app(config: Config, *, services: Services | None = None, fake: bool =
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        svc.store  # create the ticket database now: the first page then has something to read
+        _ = svc.store  # create the ticket database now: the first page then has something to read
         threading.Thread(target=state.runs.warm_up, name="middle-warm-up", daemon=True).start()
         yield
         state.stopping.set()

@@ -18,6 +18,7 @@ from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+
 from orchestrator.server.errors import body_too_large, error_response
 
 

@@ -9,8 +9,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from orchestrator.errors import (
-    AgentReplyError, ConfigError, GitError, MemoryStoreError, MiddleError, StoreError, TicketError,
+    AgentReplyError,
     CodingAgentError,
+    ConfigError,
+    GitError,
+    MemoryStoreError,
+    MiddleError,
+    StoreError,
+    TicketError,
 )
 
 log = logging.getLogger("middle.server")

@@ -55,7 +55,7 @@ async def _stream(request: Request, state: ServerState, after: int, *, run_id: s
             if await request.is_disconnected():
                 return
             events = await anyio.to_thread.run_sync(
-                lambda: store.list_events(run_id=run_id, ticket_id=ticket_id, after=last, limit=BATCH))
+                lambda: store.list_events(run_id=run_id, ticket_id=ticket_id, after=last, limit=BATCH))  # noqa: B023
             for event in events:
                 last, last_kind = event["id"], event["kind"]
                 yield {"id": str(event["id"]), "event": event["kind"],

@@ -30,7 +30,9 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise ConfigError(f"cannot resolve --host {host} ({exc.strerror}): pass an IP address such as 127.0.0.1") from None
+        raise ConfigError(
+            f"cannot resolve --host {host} ({exc.strerror}): pass an IP address such as 127.0.0.1"
+        ) from None
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -39,8 +41,9 @@ def bind(host: str, port: int) -> socket.socket:
         sock.listen(128)
     except OSError as exc:
         sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}): choose another --port, "
-                          "or stop the program that uses it") from None
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror}): choose another --port, or stop the program that uses it"
+        ) from None
     sock.set_inheritable(True)
     return sock
 
@@ -51,10 +54,15 @@ def url_of(sock: socket.socket) -> str:
 
 
 @click.command()
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on; anything but loopback needs MIDDLE_API_TOKEN.")
-@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535),
-              help="Port (0: any free port).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; anything but loopback needs MIDDLE_API_TOKEN.",
+)
+@click.option(
+    "--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free port)."
+)
 @click.option("--fake", is_flag=True, help="Run tickets on the built-in offline fake model.")
 @click.pass_context
 def serve(ctx: click.Context, host: str, port: int, fake: bool) -> None:
@@ -63,9 +71,8 @@ def serve(ctx: click.Context, host: str, port: int, fake: bool) -> None:
 
     from orchestrator.cli.context import get_config, services
     from orchestrator.cli.output import console, safe
-    from orchestrator.server.app import create_app
-
     from orchestrator.lifecycle.next_steps import started_as
+    from orchestrator.server.app import create_app
 
     started_as(fake=fake)  # the hints its runs leave (`middle resume ID`) keep --fake
     config = get_config(ctx)
@@ -75,8 +82,11 @@ def serve(ctx: click.Context, host: str, port: int, fake: bool) -> None:
     app = create_app(config, services=svc, fake=fake, token=token)
     sock = bind(host, port)
     url = url_of(sock)
-    console.print(f"middle serve: dashboard {safe(url)}  API docs {safe(url)}docs"
-                  + ("  (token required)" if token else "") + ("  [offline fake model]" if fake else ""))
+    console.print(
+        f"middle serve: dashboard {safe(url)}  API docs {safe(url)}docs"
+        + ("  (token required)" if token else "")
+        + ("  [offline fake model]" if fake else "")
+    )
     console.print("press Ctrl-C to stop")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3))
     try:

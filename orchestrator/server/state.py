@@ -11,11 +11,11 @@ from fastapi import Request
 
 from orchestrator.config.settings import Config
 from orchestrator.errors import MiddleError, TicketError
-from orchestrator.server.errors import NotFound, memory_off
+from orchestrator.running.sync import sync
 from orchestrator.server.background_runs import RunManager
+from orchestrator.server.errors import NotFound, memory_off
 from orchestrator.services import Services
 from tickets.model import Ticket, validate_project_id
-from orchestrator.running.sync import sync
 from tickets.source import TicketFileError
 from tickets.store import TicketStore
 

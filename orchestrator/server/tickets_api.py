@@ -10,8 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.server.auth import share_key
-from orchestrator.server.errors import (Conflict, ReviewConflictBody, UntrackedFilesBody, error_response,
-                                        error_responses)
+from orchestrator.server.errors import Conflict, ReviewConflictBody, UntrackedFilesBody, error_response, error_responses
 from orchestrator.server.state import ServerState, get_state, run_or_404
 from orchestrator.server.ticket_files import create_ticket_file
 from tickets.claims import claim_is_live
@@ -190,7 +189,6 @@ class FeedbackBody(BaseModel):
                            "failed for good")})
 def feedback(ticket_id: str, body: FeedbackBody, state: ServerState = Depends(get_state)) -> JSONResponse:
     from orchestrator.running import feedback as rounds
-
     from orchestrator.server.background_runs import FeedbackStored
 
     state.ticket(ticket_id)

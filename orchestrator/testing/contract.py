@@ -25,8 +25,8 @@ from typing import Callable
 
 import pytest
 
-from orchestrator.plugins.memory_backend import MemoryBackend, RetrieveResult
 from orchestrator.plugins.backend_options import BackendOptions
+from orchestrator.plugins.memory_backend import MemoryBackend, RetrieveResult
 from orchestrator.testing.robustness import SharedStoreContract
 from orchestrator.testing.samples import UNICODE_DOCS, huge_doc, sample_doc
 

@@ -6,7 +6,8 @@ requests appear in the issue list, with a `pull_request` key), `X-RateLimit-*` h
 403/429 once the limit is used up, `ETag` / `If-None-Match` -> 304 (not counted against the
 limit), pull-request creation (422 when one is open for the head branch), pull-request state
 (open, closed, merged) and issue comments, check runs and commit statuses of a commit (an Actions
-job's log behind a redirect), pull-request reviews and review comments. Switches make it answer 401, 404 or 5xx, delete an
+job's log behind a redirect), pull-request reviews and review comments. Switches make it answer 401, 404 or
+5xx, delete an
 issue (410, or 404), lose a pull request (404), accept a second pull request of a branch, or
 hold requests at a gate until several processes have sent them (so a race happens every time).
 Use it from a plugin's tests as a context manager::
@@ -60,8 +61,9 @@ class FakeGitHub(LocalServer):
 
     _name = "fake GitHub API"
 
-    def __init__(self, token: str = "ghp_fake_token", *, per_page: int = 30, max_per_page: int = 100,
-                 rate_limit: int = 5000):
+    def __init__(
+        self, token: str = "ghp_fake_token", *, per_page: int = 30, max_per_page: int = 100, rate_limit: int = 5000
+    ):
         super().__init__()
         self.token = token
         self.per_page = per_page  # GitHub's default page size
@@ -106,16 +108,28 @@ class FakeGitHub(LocalServer):
         with self._lock:
             return self.repos.setdefault(repo, _Repo())
 
-    def add_issue(self, repo: str, title: str, body: str | None = "", *, labels: tuple[str, ...] | list[str] = (),
-                  milestone: str | None = None, state: str = "open", pull_request: bool = False,
-                  number: int | None = None) -> dict[str, Any]:
+    def add_issue(
+        self,
+        repo: str,
+        title: str,
+        body: str | None = "",
+        *,
+        labels: tuple[str, ...] | list[str] = (),
+        milestone: str | None = None,
+        state: str = "open",
+        pull_request: bool = False,
+        number: int | None = None,
+    ) -> dict[str, Any]:
         """Add an issue (or, with `pull_request`, a pull request's issue item) and return it."""
         with self._lock:
             r = self.add_repo(repo)
             n = number if number is not None else r.next_number
             r.next_number = max(r.next_number, n + 1)
             issue: dict[str, Any] = {
-                "number": n, "title": title, "body": body, "state": state,
+                "number": n,
+                "title": title,
+                "body": body,
+                "state": state,
                 "labels": [{"name": name} for name in labels],
                 "milestone": self._milestone(r, milestone) if milestone else None,
                 "html_url": f"https://github.example/{repo}/issues/{n}",
@@ -160,16 +174,31 @@ class FakeGitHub(LocalServer):
         with self._lock:
             self.repos[repo].pulls[number]["head"]["sha"] = sha
 
-    def add_check_run(self, repo: str, sha: str, name: str, conclusion: str, *, summary: str = "",
-                      text: str = "", log: str | None = None) -> dict[str, Any]:
+    def add_check_run(
+        self,
+        repo: str,
+        sha: str,
+        name: str,
+        conclusion: str,
+        *,
+        summary: str = "",
+        text: str = "",
+        log: str | None = None,
+    ) -> dict[str, Any]:
         """A completed check run on a commit; with `log`, a GitHub Actions job whose log the API serves."""
         with self._lock:
             r = self.repos[repo]
             run_id = 1000 + sum(map(len, r.check_runs.values()))
-            check = {"id": run_id, "name": name, "status": "completed", "conclusion": conclusion,
-                     "head_sha": sha, "html_url": f"https://github.example/{repo}/runs/{run_id}",
-                     "output": {"title": f"{name} {conclusion}", "summary": summary, "text": text},
-                     "app": {"slug": "github-actions" if log is not None else "other-ci"}}
+            check = {
+                "id": run_id,
+                "name": name,
+                "status": "completed",
+                "conclusion": conclusion,
+                "head_sha": sha,
+                "html_url": f"https://github.example/{repo}/runs/{run_id}",
+                "output": {"title": f"{name} {conclusion}", "summary": summary, "text": text},
+                "app": {"slug": "github-actions" if log is not None else "other-ci"},
+            }
             r.check_runs.setdefault(sha, []).append(check)
             if log is not None:
                 r.job_logs[run_id] = log
@@ -179,24 +208,43 @@ class FakeGitHub(LocalServer):
         """A commit status (the older CI API): `success`, `failure`, `error` or `pending`."""
         with self._lock:
             self.repos[repo].statuses.setdefault(sha, []).append(
-                {"id": 2000 + sum(map(len, self.repos[repo].statuses.values())), "context": context,
-                 "state": state, "description": description,
-                 "target_url": f"https://ci.example/{repo}/{context}"})
+                {
+                    "id": 2000 + sum(map(len, self.repos[repo].statuses.values())),
+                    "context": context,
+                    "state": state,
+                    "description": description,
+                    "target_url": f"https://ci.example/{repo}/{context}",
+                }
+            )
 
-    def add_review(self, repo: str, number: int, state: str, body: str = "", *, user: str = "reviewer",
-                   comments: tuple[tuple[str, int, str], ...] | list[tuple[str, int, str]] = ()) -> dict[str, Any]:
+    def add_review(
+        self,
+        repo: str,
+        number: int,
+        state: str,
+        body: str = "",
+        *,
+        user: str = "reviewer",
+        comments: tuple[tuple[str, int, str], ...] | list[tuple[str, int, str]] = (),
+    ) -> dict[str, Any]:
         """A pull-request review (`CHANGES_REQUESTED`, `APPROVED`, `COMMENTED`) with inline comments
         as (path, line, text)."""
         with self._lock:
             r = self.repos[repo]
             review_id = 3000 + sum(map(len, r.reviews.values()))
-            review = {"id": review_id, "state": state, "body": body, "user": {"login": user},
-                      "submitted_at": _now()}
+            review = {"id": review_id, "state": state, "body": body, "user": {"login": user}, "submitted_at": _now()}
             r.reviews.setdefault(number, []).append(review)
             for path, line, text in comments:
                 r.review_comments.setdefault(number, []).append(
-                    {"id": 4000 + sum(map(len, r.review_comments.values())), "pull_request_review_id": review_id,
-                     "path": path, "line": line, "body": text, "user": {"login": user}})
+                    {
+                        "id": 4000 + sum(map(len, r.review_comments.values())),
+                        "pull_request_review_id": review_id,
+                        "path": path,
+                        "line": line,
+                        "body": text,
+                        "user": {"login": user},
+                    }
+                )
             return review
 
     def gate(self, path: str, *, method: str = "GET", count: int = 2, timeout_s: float = 5.0) -> None:
@@ -260,8 +308,11 @@ class FakeGitHub(LocalServer):
             if self._limited is not None:
                 status, reset = self._limited
                 if time.time() < reset:
-                    return status, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)}, {
-                        "message": "API rate limit exceeded"}
+                    return (
+                        status,
+                        {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(reset)},
+                        {"message": "API rate limit exceeded"},
+                    )
                 self._limited = None
             parts = req.path.strip("/").split("/")
             if len(parts) < 3 or parts[0] != "repos" or f"{parts[1]}/{parts[2]}" not in self.repos:
@@ -271,8 +322,9 @@ class FakeGitHub(LocalServer):
             rest = parts[3:]
             return self._route(req, repo, r, rest, base)
 
-    def _route(self, req: GitHubRequest, repo: str, r: _Repo, rest: list[str],
-               base: str) -> tuple[int, dict[str, str], Any]:
+    def _route(
+        self, req: GitHubRequest, repo: str, r: _Repo, rest: list[str], base: str
+    ) -> tuple[int, dict[str, str], Any]:
         m = req.method
         if not rest and m == "GET":
             return 200, {}, {"full_name": repo, "default_branch": "main"}
@@ -299,9 +351,12 @@ class FakeGitHub(LocalServer):
             return self._create_pull(req, repo, r)
         if rest == ["pulls"] and m == "GET":
             head, state = req.query.get("head"), req.query.get("state", "open")
-            found = [p for p in r.pulls.values()
-                     if (head is None or f"{repo.split('/')[0]}:{p['head']['ref']}" == head)
-                     and (state == "all" or p["state"] == state)]
+            found = [
+                p
+                for p in r.pulls.values()
+                if (head is None or f"{repo.split('/')[0]}:{p['head']['ref']}" == head)
+                and (state == "all" or p["state"] == state)
+            ]
             return 200, {}, found
         if len(rest) == 2 and rest[0] == "pulls" and rest[1].isdigit() and m == "GET":
             pr = r.pulls.get(int(rest[1]))
@@ -316,14 +371,22 @@ class FakeGitHub(LocalServer):
             return 200, {}, {"total_count": len(runs), "check_runs": runs}
         if len(rest) == 3 and rest[0] == "commits" and rest[2] == "status" and m == "GET":
             statuses = r.statuses.get(rest[1], [])
-            state = ("failure" if any(st["state"] in ("failure", "error") for st in statuses) else
-                     "pending" if any(st["state"] == "pending" for st in statuses) or not statuses else "success")
+            state = (
+                "failure"
+                if any(st["state"] in ("failure", "error") for st in statuses)
+                else "pending"
+                if any(st["state"] == "pending" for st in statuses) or not statuses
+                else "success"
+            )
             return 200, {}, {"state": state, "sha": rest[1], "total_count": len(statuses), "statuses": statuses}
         if len(rest) == 4 and rest[:2] == ["actions", "jobs"] and rest[3] == "logs" and rest[2].isdigit():
             log = r.job_logs.get(int(rest[2]))
             # GitHub redirects to the log's storage; this fake serves it there (text, not JSON).
-            return (302, {"Location": f"{base}/_logs/{repo}/{rest[2]}"}, None) if log is not None else (
-                404, {}, {"message": "Not Found"})
+            return (
+                (302, {"Location": f"{base}/_logs/{repo}/{rest[2]}"}, None)
+                if log is not None
+                else (404, {}, {"message": "Not Found"})
+            )
         return 404, {}, {"message": "Not Found"}
 
     def _issue_list(self, req: GitHubRequest, r: _Repo, base: str) -> tuple[int, dict[str, str], Any]:
@@ -344,7 +407,7 @@ class FakeGitHub(LocalServer):
         items.sort(key=lambda i: -i["number"])  # GitHub's default: newest first
         per_page = min(int(q.get("per_page", self.per_page)), self.max_per_page)
         page = int(q.get("page", "1"))
-        chunk = items[(page - 1) * per_page: page * per_page]
+        chunk = items[(page - 1) * per_page : page * per_page]
         last = max(1, -(-len(items) // per_page))
         links = []
         for rel, p in (("next", page + 1), ("last", last)):
@@ -357,24 +420,55 @@ class FakeGitHub(LocalServer):
         if not all(isinstance(body.get(k), str) for k in ("title", "head", "base")):
             return 422, {}, {"message": "Validation Failed", "errors": [{"code": "missing_field"}]}
         head = body["head"].split(":")[-1]
-        if self.one_pull_per_branch and any(p["head"]["ref"] == head and p["state"] == "open"
-                                            for p in r.pulls.values()):
-            return 422, {}, {"message": "Validation Failed", "errors": [
-                {"code": "custom", "message": f"A pull request already exists for {repo.split('/')[0]}:{head}."}]}
+        if self.one_pull_per_branch and any(
+            p["head"]["ref"] == head and p["state"] == "open" for p in r.pulls.values()
+        ):
+            return (
+                422,
+                {},
+                {
+                    "message": "Validation Failed",
+                    "errors": [
+                        {"code": "custom", "message": f"A pull request already exists for {repo.split('/')[0]}:{head}."}
+                    ],
+                },
+            )
         n = r.next_number
         r.next_number += 1
-        pr = {"number": n, "title": body["title"], "body": body.get("body"), "state": "open", "merged": False,
-              "merged_at": None, "head": {"ref": head}, "base": {"ref": body["base"]},
-              "html_url": f"https://github.example/{repo}/pull/{n}"}
+        pr = {
+            "number": n,
+            "title": body["title"],
+            "body": body.get("body"),
+            "state": "open",
+            "merged": False,
+            "merged_at": None,
+            "head": {"ref": head},
+            "base": {"ref": body["base"]},
+            "html_url": f"https://github.example/{repo}/pull/{n}",
+        }
         r.pulls[n] = pr
-        r.issues[n] = {"number": n, "title": body["title"], "body": body.get("body"), "state": "open",
-                       "labels": [], "milestone": None, "html_url": pr["html_url"], "updated_at": _now(),
-                       "pull_request": {"url": pr["html_url"]}}
+        r.issues[n] = {
+            "number": n,
+            "title": body["title"],
+            "body": body.get("body"),
+            "state": "open",
+            "labels": [],
+            "milestone": None,
+            "html_url": pr["html_url"],
+            "updated_at": _now(),
+            "pull_request": {"url": pr["html_url"]},
+        }
         return 201, {}, pr
 
 
-_REASONS = {401: "Bad credentials", 403: "Forbidden", 404: "Not Found", 500: "Server Error",
-            502: "Bad Gateway", 503: "Service Unavailable"}
+_REASONS = {
+    401: "Bad credentials",
+    403: "Forbidden",
+    404: "Not Found",
+    500: "Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
 
 
 def _now() -> str:
@@ -396,8 +490,13 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        req = GitHubRequest(self.command, split.path, dict(parse_qsl(split.query)),
-                            {k.lower(): v for k, v in self.headers.items()}, body)
+        req = GitHubRequest(
+            self.command,
+            split.path,
+            dict(parse_qsl(split.query)),
+            {k.lower(): v for k, v in self.headers.items()},
+            body,
+        )
         fake = self.github
         with fake._lock:
             fake.requests.append(req)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from orchestrator.coding_agent.base import EventCallback, TurnResult
 
@@ -21,7 +21,7 @@ def decision_reply(complete: bool, summary: str = "", next_prompt: str = "") -> 
 class ScriptedAgentLLM:
     """Answers the middle agent's requests from a list, recording every request it received."""
 
-    def __init__(self, replies: list[str | Callable[[str, list[dict[str, str]]], str]]):
+    def __init__(self, replies: Sequence[str | Callable[[str, list[dict[str, str]]], str]]):
         self.replies = list(replies)
         self.calls: list[dict[str, Any]] = []
 

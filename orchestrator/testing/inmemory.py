@@ -7,14 +7,14 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
+from orchestrator.plugins.backend_options import BackendOptions
 from orchestrator.plugins.memory_backend import (
-    check_texts,
     ConversationContext,
     MemoryBackend,
     RetrieveResult,
     TextLLM,
+    check_texts,
 )
-from orchestrator.plugins.backend_options import BackendOptions
 
 _WORD = re.compile(r"\w+")
 

@@ -15,7 +15,8 @@ A backlog is where the tests put tickets for the source to find (a folder, a fak
 `add(spec)` adds or replaces the ticket `spec.id`, `add_broken(name)` adds an entry the source
 must refuse (its error names `name`), and `source(context)` opens the source on it, as
 `source_class.open(options, context)` would. A tracker that numbers its entries itself (GitHub's
-`gh-12`) also has `ticket_id(spec_id)`: the id the source gives the ticket added as `spec_id`. The tickets go through the same checks and the same
+`gh-12`) also has `ticket_id(spec_id)`: the id the source gives the ticket added as `spec_id`. The tickets go
+through the same checks and the same
 store copy as `middle sync` (orchestrator.running.sync), into a real SQLite ticket store.
 """
 
@@ -69,8 +70,9 @@ class TicketSourceContract:
     def context(self, tmp_path: Path) -> SourceContext:
         project = tmp_path / "project"
         project.mkdir(exist_ok=True)
-        return SourceContext(base_dir=tmp_path, tickets_dir=tmp_path / "tickets", project_path=project,
-                             max_ticket_chars=1_000)
+        return SourceContext(
+            base_dir=tmp_path, tickets_dir=tmp_path / "tickets", project_path=project, max_ticket_chars=1_000
+        )
 
     @pytest.fixture
     def store(self, tmp_path: Path):
@@ -99,8 +101,7 @@ class TicketSourceContract:
 
     def test_every_ticket_loads_with_its_fields(self, backlog: Backlog, context: SourceContext):
         backlog.add(TicketSpec("001-setup", "Set up", "Make the project."))
-        backlog.add(TicketSpec("002-feature", "A feature — ünïcode ✓", "Body\nwith lines.",
-                               depends_on=("001-setup",)))
+        backlog.add(TicketSpec("002-feature", "A feature — ünïcode ✓", "Body\nwith lines.", depends_on=("001-setup",)))
         loaded = self._load(backlog, context)
         assert loaded.errors == []
         by_id = {t.id: t for t in loaded.tickets}
@@ -135,8 +136,9 @@ class TicketSourceContract:
         assert [t.id for t in loaded.tickets] == [self._id(backlog, "001-short")]
         assert len(loaded.errors) == 1 and "max_ticket_chars" in loaded.errors[0].message
 
-    def test_sync_stores_new_tickets_pending_and_keeps_status_on_change(self, backlog: Backlog,
-                                                                        context: SourceContext, store):
+    def test_sync_stores_new_tickets_pending_and_keeps_status_on_change(
+        self, backlog: Backlog, context: SourceContext, store
+    ):
         backlog.add(TicketSpec("001-a", "First", "one"))
         tid = self._id(backlog, "001-a")
         first = store_loaded(store, self._load(backlog, context))

@@ -9,14 +9,13 @@ import signal
 import time
 
 import pytest
+from test_facade_two_processes import PROJECT, measure
 
 from orchestrator.config.settings import Config
 from orchestrator.memory.facade import MemoryFacade
-from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.plugin_api import MemoryStoreError
+from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.testing.samples import sample_doc
-
-from test_facade_two_processes import PROJECT, measure
 
 pytestmark = pytest.mark.postgres
 HASHING = {"embedder": "hashing"}

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ from orchestrator.testing import make_repo
 
 PROJECT = "demo"
 HASHING = {"embedder": "hashing"}
-OPTIONS = {"bm25": {}, "dense": HASHING, "hybrid": HASHING, "hipporag": HASHING,
+OPTIONS: dict[str, dict[str, Any]] = {"bm25": {}, "dense": HASHING, "hybrid": HASHING, "hipporag": HASHING,
            "hindsight": HASHING, "sliding_window": {"background": False}}
 
 
@@ -92,7 +93,7 @@ def test_reindex_while_another_process_writes_loses_no_acknowledged_doc(tmp_path
             reindex(mem, PROJECT, source)
             seen = acked_count.value
             # the writer's next acknowledged writes come after this reindex
-            _wait(lambda: acked_count.value >= seen + 2 or not writer.is_alive(), "writes")
+            _wait(lambda: acked_count.value >= seen + 2 or not writer.is_alive(), "writes")  # noqa: B023 - waited now
             acked_so_far = [_written(i) for i in range(acked_count.value)]
             listed = mem.list_docs(PROJECT)
             lost = [d for d in initial + acked_so_far if d not in listed]
@@ -223,7 +224,7 @@ def test_kill_9_during_reindexes_while_another_process_writes_loses_no_acknowled
         for delay in [0.0] + sorted(rng.uniform(0, span) for _ in range(2)):
             _reindex_and_kill(root, store, backend, delay)
             seen = acked_count.value
-            _wait(lambda: acked_count.value >= seen + 2 or not writer.is_alive(), "writes")
+            _wait(lambda: acked_count.value >= seen + 2 or not writer.is_alive(), "writes")  # noqa: B023 - waited now
         _reindex_and_kill(root, store, backend, None)
     finally:
         stop.set()

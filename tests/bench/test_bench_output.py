@@ -9,8 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.bench import runner
+from orchestrator.bench.report import HEADERS
+from orchestrator.bench.report import fmt as _fmt
+from orchestrator.bench.report import table as _table
 from orchestrator.cli.main import main
-from orchestrator.bench.report import HEADERS, fmt as _fmt, table as _table
 from orchestrator.testing.inmemory import InMemoryBackend
 
 

@@ -8,7 +8,6 @@ import pytest
 
 from orchestrator.bench.run_bench import measure_once
 from orchestrator.cli.examples import examples_dir
-from orchestrator.fake_api.pytest_fixtures import claude_cli  # noqa: F401
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
 

@@ -11,12 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.bench import ticket_data
-from orchestrator.memory.format import block_layout, format_block
-from orchestrator.bench.replay import (WINDOW, Owners, block_precision, long_range, relevant_earlier,
-                                       run_tickets, select)
+from orchestrator.bench.replay import WINDOW, Owners, block_precision, long_range, relevant_earlier, run_tickets, select
 from orchestrator.cli.main import main
 from orchestrator.errors import ConfigError
 from orchestrator.memory.facade import format_memories
+from orchestrator.memory.format import block_layout, format_block
 
 KEYS = {"backend", "query", "recall@5", "recall@10", "hit@5", "mrr@10", "retrieve_p95_ms",
         "index_p95_ms"}

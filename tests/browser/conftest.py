@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import httpx
 import pytest
+from browser_helpers import make_project, start_browser
 
 from orchestrator.fake_api.pytest_fixtures import claude_cli  # noqa: F401
 from orchestrator.server import create_app
 from orchestrator.server.live import ServerThread
 
-from browser_helpers import make_project, start_browser
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every browser test is slow (a real Chromium and a served app)."""
+    for item in items:
+        if "tests/browser/" in str(item.fspath):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="module")
@@ -21,14 +28,20 @@ def browser() -> Iterator[Any]:
     driver.quit()
 
 
+@dataclass
+class Site:
+    """A served app: its URL, an httpx client on it, and its config."""
+
+    url: str
+    api: httpx.Client
+    config: Any
+
+
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """The app on the fake model at `site.url`, with `site.api` (an httpx client) and `site.config`."""
     config = make_project(tmp_path_factory.mktemp("site"))
     app = create_app(config, fake=True)
-    with ServerThread(app) as thread:
-        thread.api = httpx.Client(base_url=thread.url, timeout=60)
-        thread.config = config
-        yield thread
+    with ServerThread(app) as thread, httpx.Client(base_url=thread.url, timeout=60) as api:
+        yield Site(thread.url, api, config)
         app.state.middle.runs.join(timeout=180)
-        thread.api.close()

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from browser_helpers import LAPTOP, PHONE, Stall, decide, make_project, plan, screenshot, wait
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -15,8 +16,6 @@ from orchestrator.fake_api.scripted import ScriptedResponder
 from orchestrator.server import create_app
 from orchestrator.server.live import ServerThread
 from orchestrator.services import Services
-
-from browser_helpers import LAPTOP, PHONE, Stall, decide, make_project, plan, screenshot, wait
 
 TOKEN = "browser-test-token-0123456789abcdef"
 
@@ -297,8 +296,10 @@ def test_a_very_long_title_stays_inside_its_card_column_and_ticket_heading(brows
             assert box["inside"] and box["lines"] <= 3.1, (size, box)
         d.set_window_size(*LAPTOP)
         d.get(f"{server.url}/tickets/{tid}")
-        lines = d.execute_script("const h = document.querySelector('.ticket-head h1');"
-                                 " return h.getBoundingClientRect().height / parseFloat(getComputedStyle(h).lineHeight)")
+        lines = d.execute_script(
+            "const h = document.querySelector('.ticket-head h1');"
+            " return h.getBoundingClientRect().height / parseFloat(getComputedStyle(h).lineHeight)"
+        )
         assert lines <= 3.1
         assert _fits(d, ".ticket-head") and len(d.title) < 100
         full = d.find_element(By.CSS_SELECTOR, ".full-title")

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from selenium.webdriver.common.by import By
-
 from browser_helpers import wait
+from selenium.webdriver.common.by import By
 
 pytestmark = pytest.mark.cli
 

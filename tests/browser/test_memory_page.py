@@ -8,14 +8,14 @@ from typing import Any, Iterator
 
 import httpx
 import pytest
+from browser_helpers import make_project, screenshot, wait
+from conftest import Site
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from orchestrator.memory.format import doc_id
 from orchestrator.server import create_app
 from orchestrator.server.live import ServerThread
-
-from browser_helpers import make_project, screenshot, wait
 
 WRONG = "Ticket: Session timeout. Sessions expire after 1 day; the cookie is not signed."
 FIXED = "Ticket: Session timeout. Sessions expire after 7 days; the cookie is signed."
@@ -26,10 +26,8 @@ OTHER = "Ticket: Export. The CSV export streams rows from the orders table."
 @pytest.fixture
 def memory_site(tmp_path) -> Iterator[Any]:
     app = create_app(make_project(tmp_path), fake=True)
-    with ServerThread(app) as thread:
-        thread.api = httpx.Client(base_url=thread.url, timeout=60)
-        yield thread
-        thread.api.close()
+    with ServerThread(app) as thread, httpx.Client(base_url=thread.url, timeout=60) as api:
+        yield Site(thread.url, api, None)
 
 
 def item(driver: Any, ident: str) -> Any:

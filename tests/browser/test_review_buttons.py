@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from selenium.webdriver.common.by import By
-
 from browser_helpers import make_project, wait
+from selenium.webdriver.common.by import By
+from server_helpers import complete_by_hand
+
 from orchestrator.server import create_app
 from orchestrator.server.live import ServerThread
 from orchestrator.testing.git import commit_all
-from server_helpers import complete_by_hand
 
 
 def _toasts(driver) -> str:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from orchestrator.fake_api.pytest_fixtures import claude_cli  # noqa: F401  (a fixture)
 from orchestrator.testing import make_repo
 
 
@@ -28,5 +30,9 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     from orchestrator.running import batch
 
     seen: list[list[str]] = []
-    monkeypatch.setattr(batch, "run_batch", lambda orch, ids, **kw: seen.append(list(ids)) or batch.BatchResult())
+    def run_batch(orch: Any, ids: list[str], **kw: Any) -> Any:
+        seen.append(list(ids))
+        return batch.BatchResult()
+
+    monkeypatch.setattr(batch, "run_batch", run_batch)
     return seen

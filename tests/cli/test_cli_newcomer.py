@@ -14,7 +14,6 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli.main import main
-from orchestrator.fake_api.pytest_fixtures import claude_cli  # noqa: F401
 from orchestrator.testing import make_repo
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,6 +32,7 @@ def died(tmp_path, monkeypatch):
     with TicketStore(config.db_path) as store:
         store.upsert_ticket(load(config).tickets[0])
         run_id = store.claim_new_run("t1", ["pending"], pid=dead.pid)
+        assert run_id is not None
     return dead.pid, run_id
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from test_next_steps import make_situation
 
 from orchestrator.cli.main import main
-from test_next_steps import make_situation
 from tickets.store import TicketStore
 
 

@@ -7,11 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
+from memory_cli_helpers import middle
 
 from orchestrator.memory.facade import doc_id
 from orchestrator.testing import make_repo
-
-from memory_cli_helpers import middle
 
 
 @pytest.fixture

@@ -10,15 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from memory_cli_helpers import middle
 
 from orchestrator.config.settings import load_config
 from orchestrator.memory.importers import git as git_import
 from orchestrator.services import Services
 from orchestrator.testing import make_repo
-from orchestrator.testing.git import commit_all
 from orchestrator.workspace.git import author_args, git
-
-from memory_cli_helpers import middle
 
 
 @pytest.fixture
@@ -47,8 +45,10 @@ def docs(root: Path) -> list[str]:
 
 def records(root: Path) -> dict[str, float]:
     config = load_config(str(root / "middle.toml"))
-    with Services(config) as svc, svc.memory.using("demo", "test") as backend:
-        return dict(backend.list_records())
+    with Services(config) as svc:
+        assert svc.memory is not None
+        with svc.memory.using("demo", "test") as backend:
+            return dict(backend.list_records())
 
 
 def error_line(out: subprocess.CompletedProcess) -> str:

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
+from orchestrator.coding_agent.base import TurnResult
 from orchestrator.config.settings import Config
 from orchestrator.errors import RunInterrupted, TicketError
-from orchestrator.lifecycle.run_lifecycle import RUNNABLE
 from orchestrator.lifecycle.next_steps import ANY, SITUATIONS, TABLE, advice, command, situation, started_as
+from orchestrator.lifecycle.run_lifecycle import RUNNABLE
 from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingCodingAgent, decision_reply, plan_reply
-from orchestrator.coding_agent.base import TurnResult
 from tickets.model import Ticket
 
 TRIED = ("run", "resume", "merge", "discard", "revert", "feedback")
@@ -91,12 +91,13 @@ def make_situation(name: str, tmp_path: Path) -> Case:
                  f"sys.exit(0 if not a.exists() or 'x = 2' in a.read_text() else 1)\"")
         case.config = case.config.model_copy(update={"check": case.config.check.model_copy(
             update={"commands": [check], "max_rounds": 0})})
-    script = {
+    scripts: dict[str, list[Any]] = {
         "interrupted": [_stop],
         "failed-resumable": [TurnResult(session_id=None, text="", is_error=True, error="boom", exit_code=1)],
         "complete-empty": ["nothing to do"],
         "conflict": [_write("README.md", "theirs\n")],
-    }.get(name, [_write("a.py", "x = 1\n")])
+    }
+    script = scripts.get(name, [_write("a.py", "x = 1\n")])
     with case.orch(script, finish=name != "failed") as orch:
         if name == "running":
             orch.store.claim_new_run("t", RUNNABLE)  # this live process holds it

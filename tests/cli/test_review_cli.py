@@ -59,6 +59,7 @@ def complete(root: Path, tid: str, files: dict[str, str]) -> Path:
             if not svc.store.has_ticket(t.id):
                 svc.store.upsert_ticket(t)
         run_id = svc.store.claim_new_run(tid, ["pending"])
+        assert run_id is not None
         ws = svc.review.worktrees.prepare(tid, root / "repo")
         svc.store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
                                  base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)

@@ -45,7 +45,9 @@ def test_a_removed_file_discards_its_pending_ticket_once_and_its_return_makes_it
 
     listed = invoke("tickets")  # read-only: shown as the next sync stores it, nothing written
     assert listed.exit_code == 0, listed.output
-    assert "discarded" in row(listed.output, "gone") and "its file tickets/gone.md is gone" in row(listed.output, "gone")
+    assert "discarded" in row(listed.output, "gone") and "its file tickets/gone.md is gone" in row(
+        listed.output, "gone"
+    )
     assert stored(project_dir)["gone"].status is TicketStatus.PENDING
 
     first = invoke("run")
@@ -53,7 +55,9 @@ def test_a_removed_file_discards_its_pending_ticket_once_and_its_return_makes_it
     assert f"discarded gone: {GONE.format(name='gone')}" in first.output
     assert started == [["keep"]]  # not the removed one
     tickets = stored(project_dir)
-    assert tickets["gone"].status is TicketStatus.DISCARDED and tickets["gone"].status_reason == GONE.format(name="gone")
+    assert tickets["gone"].status is TicketStatus.DISCARDED and tickets["gone"].status_reason == GONE.format(
+        name="gone"
+    )
     assert tickets["ran"].status is TicketStatus.RUNNING and tickets["done"].status is TicketStatus.COMPLETE
     again = invoke("sync")
     assert again.exit_code == 0 and "discarded" not in again.output, again.output  # said once
@@ -61,7 +65,9 @@ def test_a_removed_file_discards_its_pending_ticket_once_and_its_return_makes_it
     ticket(project_dir, "gone")  # the file is back: the ticket is wanted again
     back = invoke("sync")
     assert back.exit_code == 0 and "pending again gone: its file is back in the ticket folder" in back.output
-    assert stored(project_dir)["gone"].status is TicketStatus.PENDING and stored(project_dir)["gone"].status_reason is None
+    assert (
+        stored(project_dir)["gone"].status is TicketStatus.PENDING and stored(project_dir)["gone"].status_reason is None
+    )
 
 
 def test_a_file_that_now_gives_another_id_discards_the_old_one_and_a_broken_one_is_kept(project_dir):
@@ -118,15 +124,18 @@ def test_discard_marks_a_pending_ticket_that_never_ran(project_dir, started):
 
 
 def test_the_board_and_api_show_a_removed_ticket_discarded(project_dir):
+    from fastapi.testclient import TestClient
+
     from orchestrator.config.settings import load_config
     from orchestrator.server import create_app
-    from fastapi.testclient import TestClient
 
     ticket(project_dir, "a")
     ticket(project_dir, "b")
     assert invoke("sync").exit_code == 0
     (project_dir / "tickets" / "b.md").unlink()
-    with TestClient(create_app(load_config(project_dir / "middle.toml"), fake=True), base_url="http://127.0.0.1") as client:
+    with TestClient(
+        create_app(load_config(project_dir / "middle.toml"), fake=True), base_url="http://127.0.0.1"
+    ) as client:
         tickets = {t["id"]: t for t in client.get("/api/tickets").json()["tickets"]}
     assert tickets["a"]["status"] == "pending" and tickets["b"]["status"] == "discarded"
     assert stored(project_dir)["b"].status_reason == GONE.format(name="b")

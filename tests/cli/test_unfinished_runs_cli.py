@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from test_next_steps import make_situation
 
 from orchestrator.cli.main import main
-from test_next_steps import make_situation
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +30,11 @@ def test_a_backlog_run_with_only_unfinished_tickets_says_how_to_continue_them(tm
     result = CliRunner().invoke(main, ["run", "--fake"])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "no pending tickets" in text and "unfinished: t: " in text and "continue it with `middle resume t --fake`" in text
+    assert (
+        "no pending tickets" in text
+        and "unfinished: t: " in text
+        and "continue it with `middle resume t --fake`" in text
+    )
 
 
 @pytest.mark.parametrize("situation", ["interrupted", "stale"])

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
+from orchestrator.coding_agent.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
 from orchestrator.fake_api import api_error, reply, text, tool_use, working_directory
-from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeAgent
 
 pytestmark = pytest.mark.cli
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.errors import CodingAgentError
-from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeAgent
+from orchestrator.coding_agent.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
 from orchestrator.coding_agent.locate import bundled_cli, find_claude_cli
+from orchestrator.errors import CodingAgentError
 
 
 def executable(path: Path) -> Path:

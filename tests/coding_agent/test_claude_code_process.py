@@ -4,24 +4,11 @@ prompt, non-JSON lines, a flood of stderr, crashes, leftover children, the sessi
 from __future__ import annotations
 
 import json
-import stat
-import sys
 from pathlib import Path
 
-import pytest
-
-from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeAgent
+from orchestrator.coding_agent.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
 
 FAKE = Path(__file__).parent / "fake_claude_cli.py"
-
-
-@pytest.fixture
-def fake_cli(tmp_path) -> str:
-    wrapper = tmp_path / "bin" / "claude"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-    return str(wrapper)
 
 
 def worker(cli: str, mode: str, **env) -> ClaudeCodeAgent:

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.errors import CodingAgentError
-from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeAgent
+from orchestrator.coding_agent.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
 from orchestrator.coding_agent.scope import edit_rule, writable_dirs
 from orchestrator.coding_agent.stream_json import TurnStream
+from orchestrator.errors import CodingAgentError
 
 
 def argv(cwd: str | Path = "/work/proj", **options) -> list[str]:

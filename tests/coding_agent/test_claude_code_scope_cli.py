@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.coding_agent.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
 from orchestrator.fake_api import reply, tool_use, working_directory
 from orchestrator.fake_api.messages import content_text
-from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeAgent
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
 

@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from test_claude_code_process import worker
 
-from orchestrator.coding_agent.claude_code import ClaudeCodeOptions, ClaudeCodeAgent
+from orchestrator.coding_agent.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
 from orchestrator.coding_agent.orphans import MARK_VAR, stop_marked
 from tickets.procs import is_running, start_ticks
-
-from test_claude_code_process import fake_cli, worker  # noqa: F401  (fake_cli is a fixture)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and prctl")
 

@@ -155,9 +155,16 @@ def test_a_store_url_that_is_not_postgresql_is_refused_instead_of_naming_a_sqlit
 def test_the_check_and_worktree_settings_come_from_the_environment_too(tmp_path):
     f = tmp_path / "middle.toml"
     f.write_text('[check]\ncommands = ["pytest -q"]\n')
-    cfg = load_config(f, environ={"MIDDLE_CHECK_COMMANDS": '["npm test", "npm run lint"]', "MIDDLE_CHECK_TIMEOUT_S": "60",
-                                  "MIDDLE_CHECK_MAX_ROUNDS": "1", "MIDDLE_WORKTREE_COPY": '[".env"]',
-                                  "MIDDLE_WORKTREE_SETUP": '["npm ci"]'})
+    cfg = load_config(
+        f,
+        environ={
+            "MIDDLE_CHECK_COMMANDS": '["npm test", "npm run lint"]',
+            "MIDDLE_CHECK_TIMEOUT_S": "60",
+            "MIDDLE_CHECK_MAX_ROUNDS": "1",
+            "MIDDLE_WORKTREE_COPY": '[".env"]',
+            "MIDDLE_WORKTREE_SETUP": '["npm ci"]',
+        },
+    )
     assert cfg.check.commands == ["npm test", "npm run lint"] and (cfg.check.timeout_s, cfg.check.max_rounds) == (60, 1)
     assert cfg.worktree.copy_paths == [".env"] and cfg.worktree.setup == ["npm ci"]
     with pytest.raises(ConfigError, match="a check command is empty"):

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from orchestrator.config.settings import load_config
-from functools import partial
-
 from orchestrator.config import memo
+from orchestrator.config.settings import load_config
+from orchestrator.errors import ConfigError
 from orchestrator.plugins.manager import check_options
 
 read_config = partial(memo.read_config, check=check_options)
-from orchestrator.errors import ConfigError
 
 
 @pytest.fixture

@@ -57,10 +57,11 @@ def test_the_coding_agent_tutorial_runs_a_ticket_through_the_graph(shell_agent, 
 
 
 def test_the_tutorial_coding_agent_answers_fails_and_refuses_as_the_page_says(shell_agent, tmp_path):
-    from orchestrator.errors import ConfigError, CodingAgentError
-    from orchestrator.plugins.manager import PluginRegistry
     from shell_agent_plugin import plugin
     from shell_agent_plugin.agent import ShellAgent, ShellAgentOptions
+
+    from orchestrator.errors import CodingAgentError, ConfigError
+    from orchestrator.plugins.manager import PluginRegistry
 
     events: list[dict] = []
     ok = ShellAgent(ShellAgentOptions(command=["cat"])).run_turn(
@@ -263,8 +264,17 @@ def test_the_ticket_source_tutorial_passes_the_contract_suite(jsonl_tickets):
     from orchestrator.testing.source_contract import TicketSourceContract
 
     # Its own pytest process: the page's test module, as a plugin's test folder holds it.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(jsonl_tickets), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_jsonl_source.py"],
-                          cwd=jsonl_tickets, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(jsonl_tickets), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_jsonl_source.py"],
+        cwd=jsonl_tickets,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     tests = [name for name in dir(TicketSourceContract) if name.startswith("test_")]
     assert proc.returncode == 0 and f"{len(tests)} passed" in proc.stdout, proc.stdout + proc.stderr

@@ -4,17 +4,16 @@ test_plugin_hooks_have_tests asks): a new hook without a test here fails the fir
 from __future__ import annotations
 
 import inspect
-
-import pytest
 import sys
 from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 
-from orchestrator.plugins import hookspecs
 from orchestrator.config.settings import Config
 from orchestrator.plugin_api import TurnRecord, TurnResult, hookimpl
+from orchestrator.plugins import hookspecs
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing import InMemoryBackend, make_repo

@@ -32,17 +32,21 @@ def test_the_contracts_can_fail(tmp_path):
     env_path = f"{tmp_path}:{ROOT}"
     result = subprocess.run([exe, "--no-cache", "--config", str(cfg)], cwd=tmp_path, capture_output=True,
                             text=True, timeout=300, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
-    assert result.returncode != 0 and "tickets.leak -> orchestrator.running.orchestrator" in result.stdout, result.stdout
+    assert result.returncode != 0 and "tickets.leak -> orchestrator.running.orchestrator" in result.stdout, (
+        result.stdout
+    )
 
 
 def test_the_plugin_api_pulls_in_no_cli_server_or_heavy_library():
     import subprocess
     import sys
 
-    code = ("import sys, orchestrator.plugin_api; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('fastapi', 'numpy', 'faiss', 'scipy', 'langgraph', 'anthropic') "
-            "or m in ('orchestrator.cli.main', 'orchestrator.cli.memory', 'orchestrator.server')))")
+    code = (
+        "import sys, orchestrator.plugin_api; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('fastapi', 'numpy', 'faiss', 'scipy', 'langgraph', 'anthropic') "
+        "or m in ('orchestrator.cli.main', 'orchestrator.cli.memory', 'orchestrator.server')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -56,13 +60,20 @@ def test_middle_help_with_a_plugin_that_adds_a_subcommand_loads_no_config_or_mem
     import pytest
 
     pytest.importorskip("middle_agent_keyword_memory", reason="install plugins/middle-agent-keyword-memory")
-    code = ("import sys\n"
-            "from orchestrator.cli.main import main\n"
-            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('orchestrator.config.settings', 'orchestrator.memory.facade', 'numpy', 'langgraph') "
-            "if m in sys.modules), 'middle_agent_keyword_memory.plugin' in sys.modules, file=sys.stderr)")
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                            env={k: v for k, v in __import__("os").environ.items() if k != "MIDDLE_LOAD_PLUGINS"})
+    code = (
+        "import sys\n"
+        "from orchestrator.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('orchestrator.config.settings', 'orchestrator.memory.facade', 'numpy', 'langgraph') "
+        "if m in sys.modules), 'middle_agent_keyword_memory.plugin' in sys.modules, file=sys.stderr)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in __import__("os").environ.items() if k != "MIDDLE_LOAD_PLUGINS"},
+    )
     assert result.stderr.strip().splitlines()[-1] == "[] True", result.stderr
 
 
@@ -113,12 +124,10 @@ def test_the_import_graph_has_no_circle():
     # dependency), but not those under `if TYPE_CHECKING:`, which never run.
     import grimp
 
-    graph = grimp.build_graph("orchestrator", "tickets", "backends", exclude_type_checking_imports=True,
-                              cache_dir=None)
+    graph = grimp.build_graph("orchestrator", "tickets", "backends", exclude_type_checking_imports=True, cache_dir=None)
     imports = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
     circles = [c for c in _circles(imports) if not any(c <= known for known in KNOWN_CIRCLES)]
-    assert not circles, "import circles: " + "; ".join(
-        " <-> ".join(sorted(c)) for c in sorted(circles, key=sorted))
+    assert not circles, "import circles: " + "; ".join(" <-> ".join(sorted(c)) for c in sorted(circles, key=sorted))
 
 
 def test_circles_are_found():
@@ -145,9 +154,14 @@ def imports_by_name(source: str, roots: tuple[str, ...], allowed: tuple[str, ...
     import ast
 
     tree = ast.parse(source)
-    dynamic = any(isinstance(node, ast.Call) and (
-        (isinstance(node.func, ast.Name) and node.func.id in _DYNAMIC)
-        or (isinstance(node.func, ast.Attribute) and node.func.attr in _DYNAMIC)) for node in ast.walk(tree))
+    dynamic = any(
+        isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Name) and node.func.id in _DYNAMIC)
+            or (isinstance(node.func, ast.Attribute) and node.func.attr in _DYNAMIC)
+        )
+        for node in ast.walk(tree)
+    )
     if not dynamic:
         return []
     found = []
@@ -162,8 +176,11 @@ def imports_by_name(source: str, roots: tuple[str, ...], allowed: tuple[str, ...
         else:
             continue
         name = text.split(":")[0]
-        if name.split(".")[0] in roots and name not in allowed and all(
-                part.isidentifier() for part in name.rstrip(".").split(".")):
+        if (
+            name.split(".")[0] in roots
+            and name not in allowed
+            and all(part.isidentifier() for part in name.rstrip(".").split("."))
+        ):
             found.append(text)
     return found
 
@@ -174,20 +191,29 @@ def test_the_core_imports_no_backend_or_plugin_by_name():
     from orchestrator.plugins.manager import DEFAULT_PLUGINS
 
     roots = _backend_roots()
-    found = {str(path.relative_to(ROOT)): names
-             for package in ("orchestrator", "tickets") for path in sorted((ROOT / package).rglob("*.py"))
-             if (names := imports_by_name(path.read_text(encoding="utf-8"), roots, DEFAULT_PLUGINS))}
+    found = {
+        str(path.relative_to(ROOT)): names
+        for package in ("orchestrator", "tickets")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (names := imports_by_name(path.read_text(encoding="utf-8"), roots, DEFAULT_PLUGINS))
+    }
     assert found == {}, f"the core imports backends or plugins by name: {found}"
 
 
 def test_an_import_by_name_of_a_backend_is_caught():
     roots, allowed = ("backends", "middle_agent_keyword_memory"), ("backends.bm25.plugin",)
-    assert imports_by_name('import importlib\nimportlib.import_module("backends.retrieval")\n',
-                           roots, allowed) == ["backends.retrieval"]
-    assert imports_by_name('from importlib import import_module as im\nM = "middle_agent_keyword_memory.plugin"\n'
-                           'def f():\n    return __import__(M)\n', roots, allowed) == ["middle_agent_keyword_memory.plugin"]
-    assert imports_by_name('import importlib\nimportlib.import_module(f"backends.{name}")\n',
-                           roots, allowed) == ["backends."]
+    assert imports_by_name('import importlib\nimportlib.import_module("backends.retrieval")\n', roots, allowed) == [
+        "backends.retrieval"
+    ]
+    assert imports_by_name(
+        'from importlib import import_module as im\nM = "middle_agent_keyword_memory.plugin"\n'
+        "def f():\n    return __import__(M)\n",
+        roots,
+        allowed,
+    ) == ["middle_agent_keyword_memory.plugin"]
+    assert imports_by_name('import importlib\nimportlib.import_module(f"backends.{name}")\n', roots, allowed) == [
+        "backends."
+    ]
     assert imports_by_name('import importlib\nimportlib.import_module("backends.bm25.plugin")\n', roots, allowed) == []
     assert imports_by_name('"""Parts of backends.retrieval."""\nX = "backends.retrieval"\n', roots, allowed) == []
 
@@ -204,12 +230,20 @@ def test_the_folders_stand_in_layers():
     # imports from a layer above it. `orchestrator.plugin_api` stands on top by design.
     # grimp runs in a clean interpreter from the repository root: under pytest, `tickets` could
     # resolve to the test folder of that name.
-    code = ("import grimp, json\n"
-            "g = grimp.build_graph('orchestrator', 'tickets', 'backends', exclude_type_checking_imports=False,"
-            " cache_dir=None)\n"
-            "print(json.dumps([[m, i] for m in g.modules for i in g.find_modules_directly_imported_by(m)]))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    code = (
+        "import grimp, json\n"
+        "g = grimp.build_graph('orchestrator', 'tickets', 'backends', exclude_type_checking_imports=False,"
+        " cache_dir=None)\n"
+        "print(json.dumps([[m, i] for m in g.modules for i in g.find_modules_directly_imported_by(m)]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    ).stdout
     rooms: dict[str, set[str]] = {}
     for module, imported in json.loads(out):
         a, b = _folder(module), _folder(imported)
@@ -217,4 +251,5 @@ def test_the_folders_stand_in_layers():
             rooms.setdefault(a, set()).add(b)
     circles = _circles(rooms)
     assert not circles, "folders that import each other: " + "; ".join(
-        " <-> ".join(sorted(c)) for c in sorted(circles, key=sorted))
+        " <-> ".join(sorted(c)) for c in sorted(circles, key=sorted)
+    )

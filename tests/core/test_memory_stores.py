@@ -142,8 +142,8 @@ def test_a_rebuild_stopped_after_its_new_store_is_complete_is_finished_on_next_o
 
 
 def test_a_corrupt_rebuild_journal_is_an_error_naming_it(tmp_path):
-    from orchestrator.memory import rebuild as memory_rebuild
     from orchestrator.errors import MemoryStoreError
+    from orchestrator.memory import rebuild as memory_rebuild
 
     mem = facade(tmp_path, "bm25")
     mem.index("p", ["a doc"])

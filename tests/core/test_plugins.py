@@ -53,7 +53,7 @@ def test_unknown_backend_option_is_an_error_listing_allowed_options():
 
 def test_duplicate_names_are_refused():
     with pytest.raises(ConfigError, match="registered twice"):
-        PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(_Dummy),)).backends
+        _ = PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(_Dummy),)).backends
 
 
 def test_bad_registrations_are_refused():
@@ -61,13 +61,13 @@ def test_bad_registrations_are_refused():
         name = "fine_name"
 
     with pytest.raises(ConfigError, match="not a subclass"):
-        PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(NotABackend),)).backends
+        _ = PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(NotABackend),)).backends
 
     class BadName(_Dummy):
         name = "Bad Name!"
 
     with pytest.raises(ConfigError, match="bad name"):
-        PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(BadName),)).backends
+        _ = PluginRegistry(load_entry_points=False, extra_plugins=(_plugin(BadName),)).backends
 
 
 @pytest.mark.installed_plugins
@@ -138,7 +138,7 @@ def test_a_third_party_worker_kind_gets_its_own_options(tmp_path):
         def run_turn(self): ...
 
     with pytest.raises(ConfigError, match="without an `Options` model"):
-        PluginRegistry(load_entry_points=False, extra_plugins=(type("Q", (), {
+        _ = PluginRegistry(load_entry_points=False, extra_plugins=(type("Q", (), {
             "register_coding_agents": hookimpl(lambda self, register: register(NoOptions))})(),)).coding_agents
 
 
@@ -148,10 +148,13 @@ def test_a_registry_built_for_commands_imports_no_backend_code():
     import subprocess
     import sys
 
-    code = ("import sys; from orchestrator.plugins.manager import PluginRegistry; r = PluginRegistry(load_entry_points=False); "
-            "r.hook.register_commands.get_hookimpls(); "
-            "print(sorted(m for m in ('numpy', 'faiss', 'scipy', 'backends.storage') if m in sys.modules)); "
-            "r.backends; print(sorted(m for m in ('numpy', 'backends.storage') if m in sys.modules))")
+    code = (
+        "import sys; from orchestrator.plugins.manager import PluginRegistry; "
+        "r = PluginRegistry(load_entry_points=False); "
+        "r.hook.register_commands.get_hookimpls(); "
+        "print(sorted(m for m in ('numpy', 'faiss', 'scipy', 'backends.storage') if m in sys.modules)); "
+        "r.backends; print(sorted(m for m in ('numpy', 'backends.storage') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "[]" and out[1] == "['backends.storage', 'numpy']"
 

@@ -31,3 +31,11 @@ def test_mypy_finds_no_type_errors():
         pytest.fail("mypy is not installed: pip install -e '.[test]'")
     proc = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_finds_no_type_errors_in_the_tests():
+    """The tests type-check too (each test folder's helpers are modules of their own, so the
+    folders are the package bases)."""
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--explicit-package-bases", "tests"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

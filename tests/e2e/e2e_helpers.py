@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.agent.llm import AnthropicLLM
 from orchestrator.config.settings import Config
-from orchestrator.fake_api import tool_use, reply, text, working_directory
+from orchestrator.fake_api import reply, text, tool_use, working_directory
 from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing import make_repo
 from orchestrator.workspace.git import git

@@ -100,7 +100,9 @@ def test_kill_9_during_a_check_then_resume_runs_it_again_and_commits_once(tmp_pa
         assert len(store.list_runs("t1")) == 1 and run["check_status"] == "passed"
         turns = store.list_turns(run_id=run["id"])
         assert [t["turn_no"] for t in turns] == [1]  # the finished turn did not run again
-        finals = [e for e in store.list_events(run_id=run["id"]) if e["kind"] == "check" and e["data"]["phase"] == "check"]
+        finals = [
+            e for e in store.list_events(run_id=run["id"]) if e["kind"] == "check" and e["data"]["phase"] == "check"
+        ]
         assert finals and finals[-1]["data"]["exit_code"] == 0
     assert len(out(repo, "log", "--format=%s", "main..middle/t1").splitlines()) == 1  # committed once
     leftover = subprocess.run(["pgrep", "-f", str(started)], capture_output=True, text=True)
@@ -116,9 +118,11 @@ def test_a_worker_on_postgresql_runs_the_check_in_its_clone(tmp_path, claude_cli
     git(tmp_path, "clone", "--quiet", str(remote), str(desk))
     (desk / "tickets").mkdir()
     (desk / "tickets" / "t1.md").write_text(TICKET)
-    config = (f'[store]\nurl = "{pg_url}"\n[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
-              '[memory]\nbackend = "none"\n[check]\ncommands = ["python check_fix.py"]\n'
-              f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
+    config = (
+        f'[store]\nurl = "{pg_url}"\n[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
+        '[memory]\nbackend = "none"\n[check]\ncommands = ["python check_fix.py"]\n'
+        f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n'
+    )
     (desk / "middle.toml").write_text(config)
     middle(desk, "sync")
     worker_home = tmp_path / "w0"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from e2e_helpers import config, decide, done, fresh_project, orchestrator, plan, worktree, write_file
 
-from e2e_helpers import worktree, config, decide, done, fresh_project, orchestrator, plan, write_file
 from orchestrator.fake_api import api_error
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
@@ -13,9 +13,10 @@ pytestmark = [pytest.mark.cli, pytest.mark.slow]
 def test_failed_turn_then_resume(tmp_path, fake_api, claude_env, claude_cli):
     repo = fresh_project(tmp_path, {"t1.md": "---\ntitle: Two steps\nproject: calc\nid: t1\n---\nTwo files.\n"})
     cfg = config(tmp_path, memory=True)
-    fake_api.script.agent(plan("Create a.txt containing a."), decide(False, next_prompt="Now create b.txt containing b."))
-    fake_api.script.coding_agent(write_file("a.txt", "a\n"), done("Created a.txt."),
-                           api_error(500, "scripted outage"))
+    fake_api.script.agent(
+        plan("Create a.txt containing a."), decide(False, next_prompt="Now create b.txt containing b.")
+    )
+    fake_api.script.coding_agent(write_file("a.txt", "a\n"), done("Created a.txt."), api_error(500, "scripted outage"))
     with orchestrator(cfg, fake_api, claude_env) as orch:
         orch.sync_tickets()
         outcome = orch.run_ticket("t1")

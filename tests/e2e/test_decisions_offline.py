@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from test_worktree_flow import middle, setup
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]

@@ -5,8 +5,8 @@ taken over; a PostgreSQL restart mid-run is survived."""
 
 from __future__ import annotations
 
-import re
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -48,9 +48,11 @@ def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[
     (desk / "tickets").mkdir(parents=True)
     for i, deps in tickets.items():
         (desk / "tickets" / f"t{i:02d}.md").write_text(_ticket(i, deps))
-    config = (f'[store]\nurl = "{pg_url}"\n{store_extra}[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
-              f'[run]\ndependencies = "complete"\nlease_s = {lease_s}\n'
-              f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n')
+    config = (
+        f'[store]\nurl = "{pg_url}"\n{store_extra}[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
+        f'[run]\ndependencies = "complete"\nlease_s = {lease_s}\n'
+        f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n'
+    )
     (desk / "middle.toml").write_text(config)
     subprocess.run([MIDDLE, "sync"], cwd=desk, env=_env(), check=True, capture_output=True, text=True)
     return remote, desk
@@ -62,8 +64,15 @@ def start_worker(tmp_path: Path, desk: Path, name: str, *extra: str, host: str |
     home.mkdir(exist_ok=True)
     (home / "middle.toml").write_text((desk / "middle.toml").read_text())
     env = {**_env(), "MIDDLE_HOSTNAME": host} if host else _env()
-    return subprocess.Popen([MIDDLE, "worker", "--fake", *extra], cwd=home, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        [MIDDLE, "worker", "--fake", *extra],
+        cwd=home,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def chain_and_fan(n: int) -> dict[int, list[int]]:
@@ -81,7 +90,9 @@ def check_all_ran_once_in_order(pg_url: str, remote: Path, tickets: dict[int, li
             tid = f"t{i:02d}"
             ticket_runs = store.list_runs(tid)
             assert [r["status"] for r in ticket_runs] == ["complete"], (
-                tid, [(r["status"], r.get("reason"), store.run_end_data(r["id"])) for r in ticket_runs])
+                tid,
+                [(r["status"], r.get("reason"), store.run_end_data(r["id"])) for r in ticket_runs],
+            )
             assert store.get_claim(tid) is None
             runs[tid] = ticket_runs[0]
         for i, deps in tickets.items():
@@ -103,8 +114,12 @@ def test_workers_share_24_tickets_each_runs_once_in_dependency_order(tmp_path, c
     assert all(p.returncode == 0 for p in procs), [(p.returncode, out[-2000:]) for p, out in zip(procs, outputs)]
     assert all("Traceback" not in o for o in outputs), outputs
     check_all_ran_once_in_order(pg_url, remote, tickets)
-    done = [line for o in outputs for line in o.splitlines()  # each piped line names its ticket
-            if re.match(r"\[t\d\d\] complete ticket t\d\d:", line)]
+    done = [
+        line
+        for o in outputs
+        for line in o.splitlines()  # each piped line names its ticket
+        if re.match(r"\[t\d\d\] complete ticket t\d\d:", line)
+    ]
     assert len(done) == 24 and len(set(done)) == 24
     # Reviewed and merged from the developer's clone: the branch is fetched from the remote.
     merged = subprocess.run([MIDDLE, "merge", "t00"], cwd=desk, env=_env(), capture_output=True, text=True)
@@ -114,8 +129,9 @@ def test_workers_share_24_tickets_each_runs_once_in_dependency_order(tmp_path, c
     assert "+VALUE = 1" in diff.stdout, diff.stdout + diff.stderr
     # The read commands on the developer's machine see what the workers did, in the shared store.
     listed = subprocess.run([MIDDLE, "tickets"], cwd=desk, env=_env(), capture_output=True, text=True)
-    assert listed.returncode == 0 and listed.stdout.count("complete") == 23 and "merged" in listed.stdout, \
+    assert listed.returncode == 0 and listed.stdout.count("complete") == 23 and "merged" in listed.stdout, (
         listed.stdout + listed.stderr
+    )
     log = subprocess.run([MIDDLE, "log", "t05"], cwd=desk, env=_env(), capture_output=True, text=True)
     assert log.returncode == 0 and "middle/t05" in log.stdout and "calc/m05.py" in log.stdout, log.stdout + log.stderr
 
@@ -257,8 +273,9 @@ def _wait_inside_a_turn(pg_url: str) -> str:
     raise AssertionError("the worker never started a turn")
 
 
-def test_a_store_outage_longer_than_the_retry_interrupts_runs_and_a_worker_resumes_them(tmp_path, claude_cli,
-                                                                                        pg_server, pg_url):
+def test_a_store_outage_longer_than_the_retry_interrupts_runs_and_a_worker_resumes_them(
+    tmp_path, claude_cli, pg_server, pg_url
+):
     """PostgreSQL down well past the store's retry window ([store] reconnect_s, short here so
     the test is quick) while tickets are in Claude Code turns: their runs are interrupted, not
     failed, saying the store was unreachable; the worker waits for the store and resumes them."""

@@ -71,7 +71,9 @@ def test_issues_in_pull_requests_out(tmp_path, claude_cli, github):
     assert "Closes #1" in posted[0].body["body"] and "calc/one.py" in posted[0].body["body"]
     assert out(remote, "show", "middle/gh-1:calc/one.py") == "ONE = 1"
     number = next(iter(github.repos["me/app"].pulls))
-    assert f"pull request https://github.example/me/app/pull/{number} (open)" in middle(desk, github, "log", "gh-1").stdout
+    assert (
+        f"pull request https://github.example/me/app/pull/{number} (open)" in middle(desk, github, "log", "gh-1").stdout
+    )
 
 
 def test_the_api_and_the_ticket_page_open_a_pull_request(tmp_path, claude_cli, github, monkeypatch):

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from e2e_helpers import fresh_project
+
 from tickets.store import TicketStore
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from e2e_helpers import config, decide, done, fresh_project, orchestrator, plan, worktree, write_file
 
-from e2e_helpers import worktree, config, decide, done, fresh_project, orchestrator, plan, write_file
 from tickets.store import TicketStore
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
@@ -45,11 +45,19 @@ def test_sigkill_mid_turn_then_resume(tmp_path, fake_api, claude_env, claude_cli
         release.wait(60)
         return "never seen: the process is dead"
 
-    fake_api.script.agent(plan("Create a.txt containing a."), decide(False, next_prompt="Now create b.txt containing b."))
+    fake_api.script.agent(
+        plan("Create a.txt containing a."), decide(False, next_prompt="Now create b.txt containing b.")
+    )
     fake_api.script.coding_agent(write_file("a.txt", "a\n"), done("Created a.txt."), stall)
     middle = Path(sys.executable).with_name("middle")
-    proc = subprocess.Popen([str(middle), "run", "t1"], cwd=tmp_path, env={**os.environ, **claude_env},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(middle), "run", "t1"],
+        cwd=tmp_path,
+        env={**os.environ, **claude_env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         assert in_turn_two.wait(120), proc.stdout.read().decode() if proc.poll() is not None else "no turn 2"
         with TicketStore(tmp_path / "state" / "middle.sqlite3") as store:
@@ -77,7 +85,9 @@ def test_sigkill_mid_turn_then_resume(tmp_path, fake_api, claude_env, claude_cli
         assert outcome.status == "complete", outcome
         turns = orch.store.list_turns(ticket_id="t1")
     assert [(t["turn_no"], t["status"], t["response"]) for t in turns] == [
-        (1, "done", "Created a.txt."), (2, "done", "Created b.txt.")]
+        (1, "done", "Created a.txt."),
+        (2, "done", "Created b.txt."),
+    ]
     assert turns[1]["session_id"] == turn2["session_id"]
     wt = worktree(tmp_path, "t1")
     assert (wt / "a.txt").read_text() == "a\n" and (wt / "b.txt").read_text() == "b\n"

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from e2e_helpers import decide, done, fresh_project, plan
+
 from orchestrator.fake_api import reply, tool_use, working_directory
 from orchestrator.testing import make_repo
 from orchestrator.workspace.git import git

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from e2e_helpers import body_text, decide, done, fresh_project, orchestrator, plan, worktree, write_file
 
-from e2e_helpers import worktree, body_text, decide, done, fresh_project, orchestrator, plan, write_file
 from orchestrator.config.settings import Config
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]

@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def readme_commands() -> list[str]:
     text = (ROOT / "README.md").read_text()
-    first_block = re.search(r"```bash\n(.*?)```", text, re.DOTALL).group(1)
+    found = re.search(r"```bash\n(.*?)```", text, re.DOTALL)
+    assert found, "the README has no bash block"
+    first_block = found.group(1)
     return [line for line in first_block.splitlines() if line and not line.startswith("#")]
 
 

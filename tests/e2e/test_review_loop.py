@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from e2e_helpers import decide, done, fresh_project, plan, worktree, write_file
+
 from orchestrator.agent.prompts import REVIEW
 from orchestrator.workspace.git import out
 from tickets.store import TicketStore
@@ -58,16 +58,21 @@ def one_ticket(tmp_path: Path) -> Path:
 
 def first_round(tmp_path, fake_api, claude_env) -> None:
     fake_api.script.agent(plan("Create parse.py that parses input."), decide(True, "Added parse.py."))
-    fake_api.script.coding_agent(write_file("parse.py", "def parse(s):\n    return s.split()\n"), done("Created parse.py."))
+    fake_api.script.coding_agent(
+        write_file("parse.py", "def parse(s):\n    return s.split()\n"), done("Created parse.py.")
+    )
     middle(tmp_path, "run", "t1", env=claude_env)
 
 
-def test_feedback_continues_the_ticket_on_its_branch_and_claude_code_session(tmp_path, fake_api, claude_env, claude_cli):
+def test_feedback_continues_the_ticket_on_its_branch_and_claude_code_session(
+    tmp_path, fake_api, claude_env, claude_cli
+):
     repo = one_ticket(tmp_path)
     first_round(tmp_path, fake_api, claude_env)
     round_one_worker = len(fake_api.requests_for("coding_agent"))
-    fake_api.script.agent(plan("Make parse() return [] for empty input, in empty.py too."),
-                          decide(True, "parse() handles empty input."))
+    fake_api.script.agent(
+        plan("Make parse() return [] for empty input, in empty.py too."), decide(True, "parse() handles empty input.")
+    )
     fake_api.script.coding_agent(write_file("empty.py", "EMPTY = []\n"), done("Created empty.py."))
     result = middle(tmp_path, "feedback", "t1", FEEDBACK, env=claude_env)
     assert "complete ticket t1" in result.stdout
@@ -98,8 +103,11 @@ def test_feedback_continues_the_ticket_on_its_branch_and_claude_code_session(tmp
 
 def test_feedback_on_a_conflicted_ticket_with_the_offline_model_then_it_merges(tmp_path, claude_cli):
     def create(tid: str, body: str) -> tuple[str, str]:
-        return (f"{tid}.md", f"---\ntitle: Create same.py\nproject: calc\nid: {tid}\n---\n"
-                             f"Create `calc/same.py` with:\n```python\n{body}```\n")
+        return (
+            f"{tid}.md",
+            f"---\ntitle: Create same.py\nproject: calc\nid: {tid}\n---\n"
+            f"Create `calc/same.py` with:\n```python\n{body}```\n",
+        )
 
     repo = setup(tmp_path, dict([create("t1", "X = 'first'\n"), create("t2", "X = 'second'\n")]))
     offline: dict[str, str] = {}
@@ -109,8 +117,10 @@ def test_feedback_on_a_conflicted_ticket_with_the_offline_model_then_it_merges(t
     listing = middle(tmp_path, "tickets", env=offline).stdout
     assert "conflict" in listing
     # keep main's same.py (t1's), put t2's value in a file of its own
-    ask = ("Create `calc/same.py` with:\n```python\nX = 'first'\n```\n"
-           "Create `calc/other.py` with:\n```python\nY = 'second'\n```\n")
+    ask = (
+        "Create `calc/same.py` with:\n```python\nX = 'first'\n```\n"
+        "Create `calc/other.py` with:\n```python\nY = 'second'\n```\n"
+    )
     result = middle(tmp_path, "feedback", "t2", ask, "--fake", env=offline)
     assert "complete ticket t2" in result.stdout, result.stdout + result.stderr
     assert out(repo, "show", "middle/t2:calc/same.py") == "X = 'first'"
@@ -121,7 +131,9 @@ def test_feedback_on_a_conflicted_ticket_with_the_offline_model_then_it_merges(t
     assert "round 2 — the human's feedback" in log
 
 
-def test_a_round_killed_mid_turn_is_finished_by_resume_and_nothing_runs_twice(tmp_path, fake_api, claude_env, claude_cli):
+def test_a_round_killed_mid_turn_is_finished_by_resume_and_nothing_runs_twice(
+    tmp_path, fake_api, claude_env, claude_cli
+):
     one_ticket(tmp_path)
     first_round(tmp_path, fake_api, claude_env)
     entered, release = threading.Event(), threading.Event()
@@ -134,8 +146,14 @@ def test_a_round_killed_mid_turn_is_finished_by_resume_and_nothing_runs_twice(tm
     fake_api.script.agent(plan("Handle empty input in empty.py."))
     fake_api.script.coding_agent(stall)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
-    proc = subprocess.Popen([MIDDLE, "feedback", "t1", FEEDBACK], cwd=tmp_path, env={**base, **claude_env},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [MIDDLE, "feedback", "t1", FEEDBACK],
+        cwd=tmp_path,
+        env={**base, **claude_env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         assert entered.wait(120), "round 2 never reached Claude Code"
         os.killpg(proc.pid, signal.SIGKILL)
@@ -179,8 +197,15 @@ def test_feedback_sent_while_the_ticket_runs_reaches_its_next_assess(tmp_path, f
     fake_api.script.agent(plan("Create parse.py."), decide(True, "Added parse.py, empty input handled."))
     fake_api.script.coding_agent(slow, done("Created parse.py."))
     base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
-    proc = subprocess.Popen([MIDDLE, "run", "t1"], cwd=tmp_path, env={**base, **claude_env}, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [MIDDLE, "run", "t1"],
+        cwd=tmp_path,
+        env={**base, **claude_env},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         assert entered.wait(120), "the run never reached Claude Code"
         stored = middle(tmp_path, "feedback", "t1", FEEDBACK, env=claude_env)
@@ -199,7 +224,9 @@ def test_feedback_sent_while_the_ticket_runs_reaches_its_next_assess(tmp_path, f
         assert len(s.list_runs("t1")) == 1
 
 
-def test_a_round_whose_session_is_not_here_starts_a_new_one_told_the_earlier_work(tmp_path, fake_api, claude_env, claude_cli):
+def test_a_round_whose_session_is_not_here_starts_a_new_one_told_the_earlier_work(
+    tmp_path, fake_api, claude_env, claude_cli
+):
     one_ticket(tmp_path)
     first_round(tmp_path, fake_api, claude_env)
     fake_api.script.agent(plan("Handle empty input in empty.py."), decide(True, "Handled empty input."))

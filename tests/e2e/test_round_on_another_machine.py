@@ -8,8 +8,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from e2e_helpers import decide, done, plan, team_machine, write_file
+
 from orchestrator.fake_api.env import claude_code_env
 from orchestrator.testing import make_repo
 from orchestrator.workspace.git import git, out
@@ -49,7 +49,9 @@ def test_feedback_on_another_machine_continues_the_pushed_branch(tmp_path, pg_ur
         assert second["worktree"] == str(here) and orch.store.round_of(second["id"]) == 2
         turn = orch.store.list_turns(run_id=second["id"])[0]
         assert turn["status"] == "done" and not turn["resume"]  # a new session, told round 1
-        assert "Create a.txt containing a." in turn["prompt"] and turn["prompt"].endswith("Now create b.txt containing b.")
+        assert "Create a.txt containing a." in turn["prompt"] and turn["prompt"].endswith(
+            "Now create b.txt containing b."
+        )
         assert {f["path"] for f in orch.diff("t1")["files"]} == {"a.txt", "b.txt"}
     assert sum("continues middle/t1 from its branch as pushed" in s for s in says) == 1, says
     assert any("session of this ticket is not here" in s for s in says), says

@@ -8,8 +8,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from e2e_helpers import decide, done, plan, team_machine, write_file
+
 from orchestrator.fake_api import api_error
 from orchestrator.testing import make_repo
 from orchestrator.workspace.git import git, out
@@ -28,8 +28,12 @@ def test_turn_two_continues_on_another_machine_from_the_pushed_branch(tmp_path, 
     seed = make_repo(tmp_path / "seed", {"README.md": "calc\n"})
     remote = tmp_path / "remote.git"
     git(tmp_path, "clone", "--quiet", "--bare", str(seed), str(remote))
-    fake_api.script.agent(plan("Create a.txt containing a."), decide(False, next_prompt="Now create b.txt containing b."))
-    fake_api.script.coding_agent(write_file("a.txt", "a\n"), done("Created a.txt."), api_error(500, "machine A goes down"))
+    fake_api.script.agent(
+        plan("Create a.txt containing a."), decide(False, next_prompt="Now create b.txt containing b.")
+    )
+    fake_api.script.coding_agent(
+        write_file("a.txt", "a\n"), done("Created a.txt."), api_error(500, "machine A goes down")
+    )
     with machine(tmp_path, "a", remote, pg_url, fake_api, claude_env, claude_cli, sync=True) as orch:
         outcome = orch.run_ticket("t1")
         assert outcome.status == "failed" and outcome.resumable, outcome
@@ -55,8 +59,7 @@ def test_turn_two_continues_on_another_machine_from_the_pushed_branch(tmp_path, 
         turns = orch.store.list_turns(run_id=run["id"])
         assert [(t["turn_no"], t["status"]) for t in turns] == [(1, "done"), (2, "done")]
         assert not turns[1]["resume"] and turns[1]["session_id"] != turns[0]["session_id"]
-    assert any(f"took over the run begun in {run['worktree']}" in s and "its branch as pushed" in s
-               for s in says), says
+    assert any(f"took over the run begun in {run['worktree']}" in s and "its branch as pushed" in s for s in says), says
     resumed = str(fake_api.requests_for("coding_agent")[before].body["messages"])
     assert "Create a.txt containing a." in resumed and "Now create b.txt containing b." in resumed
     # Both turns' files are on the ticket's branch, pushed back to the shared repository.

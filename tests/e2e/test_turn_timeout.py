@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from e2e_helpers import config, fresh_project, orchestrator, plan
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]

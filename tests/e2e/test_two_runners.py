@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from e2e_helpers import config, decide, done, fresh_project, orchestrator, plan, worktree, write_file
 
-from e2e_helpers import worktree, config, decide, done, fresh_project, orchestrator, plan, write_file
 from tickets.store import TicketStore
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
@@ -59,7 +59,7 @@ def test_two_runners_share_six_pending_tickets_and_run_each_once(tmp_path, claud
 
 
 def test_ctrl_c_marks_the_run_interrupted_and_resume_finishes_it(tmp_path, fake_api, claude_env, claude_cli):
-    repo = fresh_project(tmp_path, {"t1.md": "---\ntitle: Slow\nproject: calc\nid: t1\n---\nOne file.\n"})
+    fresh_project(tmp_path, {"t1.md": "---\ntitle: Slow\nproject: calc\nid: t1\n---\nOne file.\n"})
     (tmp_path / "middle.toml").write_text(
         'state_dir = "state"\n[project]\npath = "repo"\n'
         '[coding_agent.options]\nallowed_tools = ["Read", "Write", "Edit"]\n')

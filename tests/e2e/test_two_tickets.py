@@ -6,8 +6,8 @@ import re
 
 import pytest
 from click.testing import CliRunner
+from e2e_helpers import body_text, config, decide, done, fresh_project, orchestrator, plan, worktree, write_file
 
-from e2e_helpers import worktree, body_text, config, decide, done, fresh_project, orchestrator, plan, write_file
 from orchestrator.cli.main import main
 from orchestrator.memory.format import doc_id
 

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from e2e_helpers import config, decide, done, fresh_project, orchestrator, plan, worktree, write_file
+
 from orchestrator.workspace.git import branch_commit, out
 from tickets.store import TicketStore
 

@@ -8,7 +8,15 @@ import subprocess
 
 import pytest
 
-from orchestrator.fake_api import DemoResponder, FakeMessagesAPI, claude_code_env, reply, text, tool_use, working_directory
+from orchestrator.fake_api import (
+    DemoResponder,
+    FakeMessagesAPI,
+    claude_code_env,
+    reply,
+    text,
+    tool_use,
+    working_directory,
+)
 
 pytestmark = pytest.mark.cli
 

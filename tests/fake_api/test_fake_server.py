@@ -49,9 +49,12 @@ def test_non_streaming_reply_with_text_and_tool_use(fake_api):
 
 
 def test_streaming_assembles_text_and_tool_input(fake_api):
-    fake_api.script.coding_agent(reply(text("Writing."), tool_use("Write", {"file_path": "/a/b.py", "content": "x = 1\n"})))
-    with client(fake_api).messages.stream(model=MODEL, max_tokens=100, tools=TOOLS,
-                                          messages=[{"role": "user", "content": "go"}]) as stream:
+    fake_api.script.coding_agent(
+        reply(text("Writing."), tool_use("Write", {"file_path": "/a/b.py", "content": "x = 1\n"}))
+    )
+    with client(fake_api).messages.stream(
+        model=MODEL, max_tokens=100, tools=TOOLS, messages=[{"role": "user", "content": "go"}]
+    ) as stream:
         deltas = [e.delta.type for e in stream if e.type == "content_block_delta"]
         final = stream.get_final_message()
     assert "text_delta" in deltas and "input_json_delta" in deltas
@@ -74,8 +77,12 @@ def test_parse_with_output_format_returns_the_scripted_json(fake_api):
 
     fake_api.script.agent(json.dumps({"complete": True, "summary": "All done."}))
     parsed = client(fake_api).messages.parse(
-        model=MODEL, max_tokens=100, output_format=Decision,
-        system=MIDDLE_AGENT_MARKER, messages=[{"role": "user", "content": "assess"}])
+        model=MODEL,
+        max_tokens=100,
+        output_format=Decision,
+        system=MIDDLE_AGENT_MARKER,
+        messages=[{"role": "user", "content": "assess"}],
+    )
     assert parsed.parsed_output == Decision(complete=True, summary="All done.")
     assert "output_config" in fake_api.requests[-1].body
 
@@ -96,8 +103,9 @@ def test_ids_are_unique(fake_api):
 
 def test_request_without_key_is_rejected_with_401():
     with FakeMessagesAPI() as fake:
-        req = urllib.request.Request(fake.base_url + "/v1/messages", data=b"{}", method="POST",
-                                     headers={"content-type": "application/json"})
+        req = urllib.request.Request(
+            fake.base_url + "/v1/messages", data=b"{}", method="POST", headers={"content-type": "application/json"}
+        )
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(req)
     assert err.value.code == 401
@@ -107,10 +115,20 @@ def test_request_without_key_is_rejected_with_401():
 
 def test_x_api_key_header_is_accepted(fake_api):
     fake_api.script.agent("ok")
-    body = json.dumps({"model": MODEL, "max_tokens": 5, "system": MIDDLE_AGENT_MARKER,
-                       "messages": [{"role": "user", "content": "hi"}]}).encode()
-    req = urllib.request.Request(fake_api.base_url + "/v1/messages?beta=true", data=body, method="POST",
-                                 headers={"content-type": "application/json", "x-api-key": "sk-raw"})
+    body = json.dumps(
+        {
+            "model": MODEL,
+            "max_tokens": 5,
+            "system": MIDDLE_AGENT_MARKER,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    ).encode()
+    req = urllib.request.Request(
+        fake_api.base_url + "/v1/messages?beta=true",
+        data=body,
+        method="POST",
+        headers={"content-type": "application/json", "x-api-key": "sk-raw"},
+    )
     with urllib.request.urlopen(req) as resp:
         assert json.loads(resp.read())["content"] == [{"type": "text", "text": "ok"}]
     assert fake_api.requests[-1].headers["x-api-key"] == "sk-raw"
@@ -162,8 +180,13 @@ def test_record_holds_every_request_with_channel_and_reply(fake_api):
     fake_api.script.agent("plan")
     c = client(fake_api)
     ask(c, system=[{"type": "text", "text": "preamble"}, {"type": "text", "text": MIDDLE_AGENT_MARKER}])
-    c.messages.create(model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "x"}],
-                      extra_query={"beta": "true"}, tools=TOOLS)
+    c.messages.create(
+        model=MODEL,
+        max_tokens=10,
+        messages=[{"role": "user", "content": "x"}],
+        extra_query={"beta": "true"},
+        tools=TOOLS,
+    )
     agent, worker = fake_api.requests
     assert (agent.method, agent.path, agent.channel) == ("POST", "/v1/messages", "agent")
     assert "sk-test" in (agent.headers.get("x-api-key", "") + agent.headers.get("authorization", ""))
@@ -191,13 +214,13 @@ def test_script_property_refuses_other_responders():
 
     fake = FakeMessagesAPI(Echo())
     with pytest.raises(TypeError):
-        fake.script
+        _ = fake.script
     assert isinstance(FakeMessagesAPI().script, ScriptedResponder)
 
 
 def test_base_url_needs_a_running_server():
     fake = FakeMessagesAPI()
     with pytest.raises(RuntimeError):
-        fake.base_url
+        _ = fake.base_url
     with fake:
         assert fake.base_url.startswith("http://127.0.0.1:")

@@ -11,8 +11,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from e2e_helpers import decide, done, fresh_project, plan, write_file
+
 from orchestrator.agent.prompts import REVIEW
 from tickets.store import TicketStore
 
@@ -33,9 +33,12 @@ def test_three_feedbacks_at_once_are_each_delivered_once(tmp_path, fake_api, cla
         'state_dir = "state"\n[project]\npath = "repo"\n[memory]\nsave_dir = "mem"\nbackend = "bm25"\n'
         '[coding_agent.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n')
     fake_api.script.agent(plan("Create parse.py."), decide(True, "Added parse.py."))
-    fake_api.script.coding_agent(write_file("parse.py", "def parse(s):\n    return s.split()\n"), done("Created parse.py."))
-    first = subprocess.run([MIDDLE, "run", "t1"], cwd=tmp_path, env=_env(claude_env), text=True,
-                           capture_output=True, timeout=300)
+    fake_api.script.coding_agent(
+        write_file("parse.py", "def parse(s):\n    return s.split()\n"), done("Created parse.py.")
+    )
+    first = subprocess.run(
+        [MIDDLE, "run", "t1"], cwd=tmp_path, env=_env(claude_env), text=True, capture_output=True, timeout=300
+    )
     assert first.returncode == 0, first.stdout + first.stderr
 
     entered, release = threading.Event(), threading.Event()
@@ -47,8 +50,17 @@ def test_three_feedbacks_at_once_are_each_delivered_once(tmp_path, fake_api, cla
 
     fake_api.script.agent(plan("Handle empty input in empty.py."), decide(True, "Handled empty input."))
     fake_api.script.coding_agent(held, done("Created empty.py."))
-    procs = [subprocess.Popen([MIDDLE, "feedback", "t1", words], cwd=tmp_path, env=_env(claude_env), text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for words in WORDS]
+    procs = [
+        subprocess.Popen(
+            [MIDDLE, "feedback", "t1", words],
+            cwd=tmp_path,
+            env=_env(claude_env),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for words in WORDS
+    ]
     try:
         stored = []
         for proc in procs:  # two answer at once (stored); the round's owner waits on its turn

@@ -5,12 +5,12 @@ kill -9 lost is recorded when the run is resumed."""
 from __future__ import annotations
 
 import pytest
-
 from graph_helpers import add_ticket, make_orchestrator
+
+from orchestrator.coding_agent.base import TurnResult
 from orchestrator.config.settings import Config
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from orchestrator.testing.git import make_repo
-from orchestrator.coding_agent.base import TurnResult
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

@@ -16,7 +16,7 @@ def test_a_4mb_query_is_refused_at_once_and_another_memory_call_answers_meanwhil
     now never reaches the backend (so it cannot hold the project's lock) and is a 400."""
     from backends.hybrid.backend import HybridBackend
 
-    config = make_project(tmp_path, backend="hybrid")
+    make_project(tmp_path, backend="hybrid")
     with (tmp_path / "middle.toml").open("a") as toml:
         toml.write('\n[memory.options]\nembedder = "hashing"\n')
     from orchestrator.config.settings import load_config

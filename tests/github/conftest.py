@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from orchestrator.fake_api.pytest_fixtures import claude_cli  # noqa: F401  (a fixture)
 from orchestrator.testing.fake_github import FakeGitHub
 
 

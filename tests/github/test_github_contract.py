@@ -13,7 +13,8 @@ class IssueBacklog:
     """A repository on the fake GitHub whose issues the tests write; each spec id gets an issue number."""
 
     def __init__(self, fake: FakeGitHub, repo: str = "me/app"):
-        self.fake, self.repo, self.numbers = fake, repo, {}
+        self.fake, self.repo = fake, repo
+        self.numbers: dict[str, int] = {}
         fake.add_repo(repo)
 
     def _number(self, spec_id: str) -> int:

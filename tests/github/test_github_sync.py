@@ -55,7 +55,9 @@ def one_error(result, *needles: str) -> None:
 def test_sync_reads_every_page_of_open_issues_without_pull_requests(project, github):
     github.max_per_page = 2
     github.add_issue("me/app", "Set up", "Make the project.", labels=["chore"])
-    github.add_issue("me/app", "Add login", "Needs the setup.\r\n\r\nDepends on #1\r\n- blocked by #3", labels=["feature"])
+    github.add_issue(
+        "me/app", "Add login", "Needs the setup.\r\n\r\nDepends on #1\r\n- blocked by #3", labels=["feature"]
+    )
     github.add_issue("me/app", "A pull request", pull_request=True)
     github.add_issue("me/app", "Old", state="closed")
     github.add_issue("me/app", "Docs", None)
@@ -165,7 +167,9 @@ def test_label_and_milestone_filters_are_sent(project, github):
 
 
 def test_the_configured_source_and_middle_tickets_show_where_tickets_came_from(project, github):
-    write_config(project, github.url, '[tickets]\nkind = "github"\n[tickets.options]\nrepo = "me/app"\nlabels = ["bug"]\n')
+    write_config(
+        project, github.url, '[tickets]\nkind = "github"\n[tickets.options]\nrepo = "me/app"\nlabels = ["bug"]\n'
+    )
     github.add_issue("me/app", "Crash on empty input", labels=["bug"])
     github.add_issue("me/app", "Not a bug")
     assert invoke("sync").exit_code == 0
@@ -180,15 +184,18 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("case, needles", [
-    ("no token", ["no GitHub token: set GITHUB_TOKEN"]),
-    ("bad repo", ["bad GitHub repository 'me'", "OWNER/REPO"]),
-    ("401", ["GitHub refused the token in GITHUB_TOKEN (401"]),
-    ("404", ["GitHub has no repository me/nope"]),
-    ("closed port", ["cannot reach GitHub at http://127.0.0.1:"]),
-    ("500 on page 2", ["GitHub answered 500"]),
-    ("rate limit for an hour", ["rate limit for this token is used up"]),
-])
+@pytest.mark.parametrize(
+    "case, needles",
+    [
+        ("no token", ["no GitHub token: set GITHUB_TOKEN"]),
+        ("bad repo", ["bad GitHub repository 'me'", "OWNER/REPO"]),
+        ("401", ["GitHub refused the token in GITHUB_TOKEN (401"]),
+        ("404", ["GitHub has no repository me/nope"]),
+        ("closed port", ["cannot reach GitHub at http://127.0.0.1:"]),
+        ("500 on page 2", ["GitHub answered 500"]),
+        ("rate limit for an hour", ["rate limit for this token is used up"]),
+    ],
+)
 def test_each_mistake_is_one_error_line_and_nothing_is_synced(project, github, monkeypatch, case, needles):
     github.max_per_page = 1
     github.add_issue("me/app", "One")
@@ -270,8 +277,9 @@ def test_a_read_that_keeps_failing_stops_after_three_tries(project, github):
 
 
 @pytest.mark.parametrize("status", [410, 404])
-def test_a_deleted_issue_discards_its_pending_ticket_once_and_every_command_goes_on(project, github, monkeypatch,
-                                                                                    status):
+def test_a_deleted_issue_discards_its_pending_ticket_once_and_every_command_goes_on(
+    project, github, monkeypatch, status
+):
     write_config(project, github.url, '[tickets]\nkind = "github"\n[tickets.options]\nrepo = "me/app"\n')
     github.add_issue("me/app", "Deleted soon")
     github.add_issue("me/app", "Stays")

@@ -12,7 +12,6 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli.main import main
-from orchestrator.fake_api.pytest_fixtures import claude_cli  # noqa: F401
 from orchestrator.testing import make_repo
 from orchestrator.testing.git import commit_all
 from orchestrator.workspace.git import git, out
@@ -55,6 +54,7 @@ def project(tmp_path, monkeypatch, github):
                                source="https://github.example/me/app/issues/1",
                                fields={"github": {"repo": "me/app", "number": 1}, "labels": []}))
         run_id = s.claim_new_run("gh-1", ("pending",))
+        assert run_id is not None
         s.set_run_fields(run_id, repo=str(repo), branch="middle/gh-1", base_branch="main", base_commit=base,
                          head_commit=head, changes=[{"path": "calc.py", "added": 2, "deleted": 0}],
                          isolation="worktree", worktree=str(tmp_path / ".middle" / "worktrees" / "gh-1"))

@@ -47,6 +47,7 @@ def project(tmp_path, monkeypatch, github):
                                    source="https://github.example/me/app/issues/1",
                                    fields={"github": {"repo": "me/app", "number": 1}, "labels": []}))
         run_id = store.claim_new_run("gh-1", ("pending",))
+        assert run_id is not None
         store.set_run_fields(run_id, repo=str(repo), branch="middle/gh-1", base_branch="main", base_commit=base,
                              head_commit=head, changes=[{"path": "calc.py", "added": 2, "deleted": 0}],
                              isolation="worktree", total_cost_usd=0.42)
@@ -57,6 +58,7 @@ def project(tmp_path, monkeypatch, github):
 def pr_of(root: Path) -> tuple[str | None, str | None]:
     with TicketStore(root / ".middle" / "middle.sqlite3") as store:
         run = store.latest_run("gh-1")
+        assert run is not None
         return run["pr_url"], run["pr_state"]
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from graph_helpers import RecordedBackend
+
 from orchestrator.testing import InMemoryBackend, make_repo
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from graph_helpers import RecordedBackend, _TestPlugin, add_ticket, make_config
+
 from orchestrator.plugin_api import hookimpl
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.running.orchestrator import Orchestrator
@@ -43,6 +44,8 @@ def test_standing_context_comes_before_the_memories_on_every_request(tmp_path, p
     assert all(m.startswith(KNOWLEDGE) for m in later)
     # ...followed by the recalled memories (ticket 2's plan recalls ticket 1's summary).
     # (as recent work: ticket 1 is the project's newest ticket)
-    assert re.search(r"\n\nMemories invoked:\nRecent work \(newest first\):\n- [\d-]{10} \[[0-9a-f]{8}\] Ticket: Tabs\.",
-                     llm.user_messages[2])
+    assert re.search(
+        r"\n\nMemories invoked:\nRecent work \(newest first\):\n- [\d-]{10} \[[0-9a-f]{8}\] Ticket: Tabs\.",
+        llm.user_messages[2],
+    )
     assert all(KNOWLEDGE not in p and "Memories invoked" not in p for p in worker.prompts)

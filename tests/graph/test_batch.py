@@ -7,10 +7,10 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from graph_helpers import add_ticket, make_config, make_orchestrator
-from orchestrator.running.batch import LogView, run_batch
+
 from orchestrator.errors import ModelAccessError, TicketError
+from orchestrator.running.batch import LogView, run_batch
 from orchestrator.testing.fakes import PerTicketAgentLLM, RecordingCodingAgent, decision_reply, plan_reply
 from orchestrator.workspace.git import branch_commit, out
 from tickets.model import Ticket
@@ -252,13 +252,14 @@ def test_a_ticket_a_person_interrupted_waits_for_that_person(tmp_path, project):
     with make_orchestrator(make_config(tmp_path), PerTicketAgentLLM({}), RecordingCodingAgent()) as orch:
         add_ticket(orch, project, "a", title="Alpha")
         run_id = orch.store.claim_new_run("a", ["pending"])
+        assert run_id is not None
         orch.lifecycle.interrupt("a", run_id, "interrupted by the user")
         assert _orphans(orch.store) == []
 
 
 def test_a_store_out_of_reach_before_the_claim_skips_the_ticket_for_a_later_pass():
+    from orchestrator.errors import CodingAgentError, StoreUnavailable
     from orchestrator.running.batch import BatchResult, LogView, _collect, _Slot
-    from orchestrator.errors import StoreUnavailable, CodingAgentError
 
     result = BatchResult()
     _collect(_Slot("t1", error=StoreUnavailable("cannot reach the PostgreSQL store")), result, LogView(), [], False)

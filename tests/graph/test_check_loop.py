@@ -13,8 +13,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from graph_helpers import add_ticket, make_orchestrator
+
 from orchestrator.config.settings import Config
 from orchestrator.errors import CheckCannotStart
 from orchestrator.testing import make_repo
@@ -49,7 +49,9 @@ def checks(store, ticket_id: str = "t1") -> list[dict]:
 def test_a_passing_check_lets_the_ticket_complete(tmp_path):
     repo = make_repo(tmp_path / "repo")
     llm = ScriptedAgentLLM([plan_reply("Write calc.py"), decision_reply(True, "Wrote calc.py.")])
-    with make_orchestrator(config(tmp_path), llm, RecordingCodingAgent([write("calc.py", "def ok():\n    return True\n")])) as orch:
+    with make_orchestrator(
+        config(tmp_path), llm, RecordingCodingAgent([write("calc.py", "def ok():\n    return True\n")])
+    ) as orch:
         add_ticket(orch, repo)
         outcome = orch.run_ticket("t1")
         assert outcome.status == "complete", outcome.reason
@@ -62,10 +64,17 @@ def test_a_passing_check_lets_the_ticket_complete(tmp_path):
 
 def test_a_failing_check_goes_back_to_the_agent_and_the_next_turn_fixes_it(tmp_path):
     repo = make_repo(tmp_path / "repo")
-    llm = ScriptedAgentLLM([plan_reply("Write calc.py"), decision_reply(True, "Wrote calc.py."),
-                            plan_reply("Make ok() return True"), decision_reply(True, "Fixed ok().")])
-    coder = RecordingCodingAgent([write("calc.py", "def ok():\n    return False\n"),
-                                  write("calc.py", "def ok():\n    return True\n")])
+    llm = ScriptedAgentLLM(
+        [
+            plan_reply("Write calc.py"),
+            decision_reply(True, "Wrote calc.py."),
+            plan_reply("Make ok() return True"),
+            decision_reply(True, "Fixed ok()."),
+        ]
+    )
+    coder = RecordingCodingAgent(
+        [write("calc.py", "def ok():\n    return False\n"), write("calc.py", "def ok():\n    return True\n")]
+    )
     with make_orchestrator(config(tmp_path), llm, coder) as orch:
         add_ticket(orch, repo)
         outcome = orch.run_ticket("t1")
@@ -74,7 +83,10 @@ def test_a_failing_check_goes_back_to_the_agent_and_the_next_turn_fixes_it(tmp_p
         assert (run["check_status"], run["corrections"]) == ("passed", 1)
         events = checks(orch.store)
         assert [(e["phase"], e.get("outcome"), e.get("round")) for e in events] == [
-            ("base", None, None), ("check", "failed", 1), ("check", "passed", 2)]
+            ("base", None, None),
+            ("check", "failed", 1),
+            ("check", "passed", 2),
+        ]
         assert out(repo, "show", "middle/t1:calc.py") == "def ok():\n    return True"
     correction = llm.user_messages[2]  # what the middle agent read of the failure
     assert "The project's checks failed" in correction and OK_CHECK in correction and "Exit code: 3" in correction
@@ -84,8 +96,14 @@ def test_a_failing_check_goes_back_to_the_agent_and_the_next_turn_fixes_it(tmp_p
 def test_max_rounds_fails_the_ticket_with_its_work_committed_then_feedback_continues_it(tmp_path):
     repo = make_repo(tmp_path / "repo")
     wrong = write("calc.py", "def ok():\n    return False\n")
-    llm = ScriptedAgentLLM([plan_reply("Write calc.py"), decision_reply(True, "Wrote calc.py."),
-                            plan_reply("Fix ok()"), decision_reply(True, "Fixed, I think.")])
+    llm = ScriptedAgentLLM(
+        [
+            plan_reply("Write calc.py"),
+            decision_reply(True, "Wrote calc.py."),
+            plan_reply("Fix ok()"),
+            decision_reply(True, "Fixed, I think."),
+        ]
+    )
     with make_orchestrator(config(tmp_path, max_rounds=1), llm, RecordingCodingAgent([wrong, wrong])) as orch:
         add_ticket(orch, repo)
         outcome = orch.run_ticket("t1")
@@ -100,8 +118,9 @@ def test_max_rounds_fails_the_ticket_with_its_work_committed_then_feedback_conti
         assert situation(orch.store, "t1") == "failed-check"
     # The human's words start a round on the branch, which fixes it.
     llm2 = ScriptedAgentLLM([plan_reply("ok() must return True"), decision_reply(True, "ok() returns True.")])
-    with make_orchestrator(config(tmp_path, max_rounds=1), llm2,
-                           RecordingCodingAgent([write("calc.py", "def ok():\n    return True\n")])) as orch:
+    with make_orchestrator(
+        config(tmp_path, max_rounds=1), llm2, RecordingCodingAgent([write("calc.py", "def ok():\n    return True\n")])
+    ) as orch:
         outcome = orch.feedback("t1", "ok() must return True")
         assert outcome.status == "complete", outcome.reason
         assert [orch.store.round_of(r["id"]) for r in orch.store.list_runs("t1")] == [1, 2]
@@ -126,7 +145,7 @@ def test_resume_gives_a_ticket_failed_by_its_check_more_rounds(tmp_path):
 
 def test_a_check_that_times_out_is_a_failure_that_says_so(tmp_path):
     repo = make_repo(tmp_path / "repo")
-    slow = f"{PY} -c \"import time; time.sleep(30)\""
+    slow = f'{PY} -c "import time; time.sleep(30)"'
     llm = ScriptedAgentLLM([plan_reply("Write calc.py"), decision_reply(True, "Wrote calc.py.")])
     cfg = config(tmp_path, commands=[slow], max_rounds=0, timeout_s=1)
     with make_orchestrator(cfg, llm, RecordingCodingAgent([write("calc.py", "x = 1\n")])) as orch:
@@ -166,8 +185,11 @@ def test_a_check_that_already_fails_on_the_base_passes_when_no_worse(tmp_path):
     repo = make_repo(tmp_path / "repo", {"test_calc.py": tests, "calc.py": "def ok():\n    return False\n"})
     pytest_check = f"{PY} -m pytest -q -p no:cacheprovider test_calc.py"
     llm = ScriptedAgentLLM([plan_reply("Make ok() return True"), decision_reply(True, "ok() returns True.")])
-    with make_orchestrator(config(tmp_path, commands=[pytest_check]), llm,
-                           RecordingCodingAgent([write("calc.py", "def ok():\n    return True\n")])) as orch:
+    with make_orchestrator(
+        config(tmp_path, commands=[pytest_check]),
+        llm,
+        RecordingCodingAgent([write("calc.py", "def ok():\n    return True\n")]),
+    ) as orch:
         add_ticket(orch, repo)
         outcome = orch.run_ticket("t1")
         assert outcome.status == "complete", outcome.reason
@@ -181,12 +203,17 @@ def test_a_check_that_already_fails_on_the_base_passes_when_no_worse(tmp_path):
 
 
 def test_a_new_failure_on_a_failing_base_goes_back_to_the_agent(tmp_path):
-    tests = "def test_known_bug():\n    assert False\n\n\ndef test_other():\n    import calc\n    assert calc.VALUE == 1\n"
+    tests = (
+        "def test_known_bug():\n    assert False\n\n\ndef test_other():\n    import calc\n    assert calc.VALUE == 1\n"
+    )
     repo = make_repo(tmp_path / "repo", {"test_calc.py": tests, "calc.py": "VALUE = 1\n"})
     pytest_check = f"{PY} -m pytest -q -p no:cacheprovider test_calc.py"
     llm = ScriptedAgentLLM([plan_reply("Set VALUE to 2"), decision_reply(True, "VALUE is 2.")])
-    with make_orchestrator(config(tmp_path, commands=[pytest_check], max_rounds=0), llm,
-                           RecordingCodingAgent([write("calc.py", "VALUE = 2\n")])) as orch:
+    with make_orchestrator(
+        config(tmp_path, commands=[pytest_check], max_rounds=0),
+        llm,
+        RecordingCodingAgent([write("calc.py", "VALUE = 2\n")]),
+    ) as orch:
         add_ticket(orch, repo)
         outcome = orch.run_ticket("t1")
         assert outcome.status == "failed"
@@ -199,15 +226,23 @@ def test_a_tickets_own_check_replaces_the_config_and_an_empty_one_skips_it(tmp_p
     from tickets.model import Ticket
 
     repo = make_repo(tmp_path / "repo")
-    llm = ScriptedAgentLLM([plan_reply("Write a.txt"), decision_reply(True, "Wrote a.txt."),
-                            plan_reply("Write b.txt"), decision_reply(True, "Wrote b.txt.")])
+    llm = ScriptedAgentLLM(
+        [
+            plan_reply("Write a.txt"),
+            decision_reply(True, "Wrote a.txt."),
+            plan_reply("Write b.txt"),
+            decision_reply(True, "Wrote b.txt."),
+        ]
+    )
     coder = RecordingCodingAgent([write("a.txt", "a\n"), write("b.txt", "b\n")])
     own = f"{PY} -c \"import pathlib, sys; sys.exit(0 if pathlib.Path('a.txt').exists() else 1)\""
     with make_orchestrator(config(tmp_path), llm, coder) as orch:  # [check]: calc.ok(), which fails here
-        orch.store.upsert_ticket(Ticket(id="t1", project_id="p", title="A", project_path=str(repo),
-                                        fields={"check": [own]}))
-        orch.store.upsert_ticket(Ticket(id="t2", project_id="p", title="B", project_path=str(repo),
-                                        fields={"check": []}))
+        orch.store.upsert_ticket(
+            Ticket(id="t1", project_id="p", title="A", project_path=str(repo), fields={"check": [own]})
+        )
+        orch.store.upsert_ticket(
+            Ticket(id="t2", project_id="p", title="B", project_path=str(repo), fields={"check": []})
+        )
         assert orch.run_ticket("t1").status == "complete"
         assert [e["command"] for e in checks(orch.store, "t1")] == [own, own]
         assert orch.run_ticket("t2").status == "complete"
@@ -218,7 +253,8 @@ def test_setup_and_copy_make_the_worktree_able_to_run_the_check_and_are_never_co
     repo = make_repo(tmp_path / "repo", {".gitignore": "build/\n"})
     (repo / ".env").write_text("TOKEN=local\n")  # untracked: only in the user's folder
     setup = f"{PY} -c \"import pathlib; pathlib.Path('venv-marker').write_text('made by setup')\""
-    env_check = f"{PY} -c \"import pathlib, sys; sys.exit(0 if pathlib.Path('.env').exists() and pathlib.Path('venv-marker').exists() else 1)\""
+    env_check = (f"{PY} -c \"import pathlib, sys; "
+                 f"sys.exit(0 if pathlib.Path('.env').exists() and pathlib.Path('venv-marker').exists() else 1)\"")
     llm = ScriptedAgentLLM([plan_reply("Write calc.py"), decision_reply(True, "Wrote calc.py.")])
     cfg = config(tmp_path, commands=[env_check], worktree={"copy": [".env"], "setup": [setup]})
     with make_orchestrator(cfg, llm, RecordingCodingAgent([write("calc.py", "x = 1\n")])) as orch:
@@ -250,8 +286,9 @@ def test_what_a_check_leaves_untracked_is_removed_and_not_committed(tmp_path):
     repo = make_repo(tmp_path / "repo")
     litter = f"{PY} -c \"import pathlib; pathlib.Path('report.xml').write_text('<x/>')\""
     llm = ScriptedAgentLLM([plan_reply("Write calc.py"), decision_reply(True, "Wrote calc.py.")])
-    with make_orchestrator(config(tmp_path, commands=[litter]), llm,
-                           RecordingCodingAgent([write("calc.py", "x = 1\n")])) as orch:
+    with make_orchestrator(
+        config(tmp_path, commands=[litter]), llm, RecordingCodingAgent([write("calc.py", "x = 1\n")])
+    ) as orch:
         add_ticket(orch, repo)
         assert orch.run_ticket("t1").status == "complete"
         assert out(repo, "show", "--name-only", "--format=", "middle/t1").split() == ["calc.py"]

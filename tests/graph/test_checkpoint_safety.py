@@ -7,10 +7,10 @@ import sqlite3
 import ormsgpack
 import pytest
 from click.testing import CliRunner
+from graph_helpers import add_ticket, make_config, make_orchestrator
 from langgraph.checkpoint.serde.jsonplus import EXT_CONSTRUCTOR_POS_ARGS, JsonPlusSerializer
 
-from graph_helpers import add_ticket, make_config, make_orchestrator
-from orchestrator.errors import StoreError, CodingAgentError
+from orchestrator.errors import CodingAgentError, StoreError
 from orchestrator.testing.fakes import ScriptedAgentLLM, plan_reply
 
 
@@ -99,11 +99,16 @@ def _plant_postgres(url: str, marker) -> None:
 
     evil = ormsgpack.Ext(EXT_CONSTRUCTOR_POS_ARGS, ormsgpack.packb(("os", "system", [f"touch {marker}"])))
     with psycopg.connect(url) as conn:
-        rows = conn.execute("SELECT thread_id, channel, version FROM checkpoint_blobs WHERE channel = 'ticket'").fetchall()
+        rows = conn.execute(
+            "SELECT thread_id, channel, version FROM checkpoint_blobs WHERE channel = 'ticket'"
+        ).fetchall()
         assert rows
         for thread_id, channel, version in rows:
-            conn.execute("UPDATE checkpoint_blobs SET type = 'msgpack', blob = %s WHERE thread_id = %s "
-                         "AND channel = %s AND version = %s", (ormsgpack.packb(evil), thread_id, channel, version))
+            conn.execute(
+                "UPDATE checkpoint_blobs SET type = 'msgpack', blob = %s WHERE thread_id = %s "
+                "AND channel = %s AND version = %s",
+                (ormsgpack.packb(evil), thread_id, channel, version),
+            )
 
 
 @pytest.mark.postgres

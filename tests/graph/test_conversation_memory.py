@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from graph_helpers import add_ticket
+
 from orchestrator.config.settings import Config
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
-from graph_helpers import add_ticket
 
 
 def test_agent_sees_summary_plus_gap_and_always_the_latest_response(tmp_path, project):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
+from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
 
 from orchestrator.agent.decision import Decision, parse_reply
 from orchestrator.agent.notes import read_notes
@@ -13,7 +14,6 @@ from orchestrator.agent.prompts import ASSESS_INSTRUCTIONS
 from orchestrator.cli.main import main
 from orchestrator.fake_api import MIDDLE_AGENT_MARKER, DemoResponder
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, plan_reply
-from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
 
 RULES = ("Use tabs, not spaces: the linter enforces them. Do not use black; we decided against it "
          "because it rewrites whole files.")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from graph_helpers import add_ticket, make_config, make_orchestrator
 
+from orchestrator.coding_agent.base import TurnResult
 from orchestrator.plugin_api import hookimpl
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
-from orchestrator.coding_agent.base import TurnResult
-from graph_helpers import add_ticket, make_config, make_orchestrator
 
 
 class Crash(BaseException):
@@ -94,9 +94,10 @@ class _CrashAfterTurn:
 
 
 def test_completed_turn_is_never_run_twice_even_without_its_checkpoint(tmp_path, project):
+    from graph_helpers import _TestPlugin
+
     from orchestrator.plugins.manager import PluginRegistry
     from orchestrator.running.orchestrator import Orchestrator
-    from graph_helpers import _TestPlugin
 
     config = make_config(tmp_path)
     llm = ScriptedAgentLLM([plan_reply("p1")])
@@ -163,14 +164,17 @@ class _BrokenObserver:
 
 
 def test_lifecycle_hooks_see_the_run_and_a_raising_plugin_never_stops_it(tmp_path, project, caplog):
+    from graph_helpers import _TestPlugin
+
     from orchestrator.plugins.manager import PluginRegistry
     from orchestrator.running.orchestrator import Orchestrator
-    from graph_helpers import _TestPlugin
 
     observer = _BrokenObserver()
     registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(), observer))
     llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(True, "sum")])
-    with Orchestrator(make_config(tmp_path), llm=llm, coding_agent=RecordingCodingAgent(["r1"]), registry=registry) as orch:
+    with Orchestrator(
+        make_config(tmp_path), llm=llm, coding_agent=RecordingCodingAgent(["r1"]), registry=registry
+    ) as orch:
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "complete"
     assert observer.seen == ["start", ("turn", 1, "r1"), ("complete", "sum")]
@@ -197,16 +201,19 @@ class _TypeRecorder:
 
 
 def test_other_plugins_still_run_after_one_raises_and_all_hooks_get_a_ticket(tmp_path, project):
+    from graph_helpers import _TestPlugin
+
     from orchestrator.plugin_api import Ticket
     from orchestrator.plugins.manager import PluginRegistry
     from orchestrator.running.orchestrator import Orchestrator
-    from graph_helpers import _TestPlugin
 
     # pluggy calls the last registered first: the broken observer runs before the recorder.
     recorder, observer = _TypeRecorder(), _BrokenObserver()
     registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(), recorder, observer))
     llm = ScriptedAgentLLM([plan_reply("p1"), decision_reply(True, "sum")])
-    with Orchestrator(make_config(tmp_path), llm=llm, coding_agent=RecordingCodingAgent(["r1"]), registry=registry) as orch:
+    with Orchestrator(
+        make_config(tmp_path), llm=llm, coding_agent=RecordingCodingAgent(["r1"]), registry=registry
+    ) as orch:
         add_ticket(orch, project)
         assert orch.run_ticket("t1").status == "complete"
     assert observer.seen == ["start", ("turn", 1, "r1"), ("complete", "sum")]
@@ -220,14 +227,17 @@ def test_resume_of_a_run_whose_runner_died_before_its_first_checkpoint_starts_it
     import sys
 
     from graph_helpers import add_ticket, make_config, make_orchestrator
+
     from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 
-    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                              capture_output=True, text=True).stdout)
+    dead = int(
+        subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
+    )
     llm = ScriptedAgentLLM([plan_reply("p"), decision_reply(True, "done")])
     with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent(["ok"])) as orch:
         add_ticket(orch, project)
         run_id = orch.store.claim_new_run("t1", ["pending"], pid=dead)
+        assert run_id is not None
         outcome = orch.resume("t1")
         assert outcome.status == "complete" and outcome.run_id == run_id
         assert [r["id"] for r in orch.store.list_runs("t1")] == [run_id]

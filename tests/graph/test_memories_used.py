@@ -10,13 +10,13 @@ import re
 
 from rich.console import Console
 
+from orchestrator import Orchestrator
 from orchestrator.cli.log_view import print_log
 from orchestrator.config.settings import Config
 from orchestrator.fake_api.replies import reply, text
 from orchestrator.fake_api.scripted import ScriptedResponder
 from orchestrator.memory.format import doc_id
 from orchestrator.plugins.manager import PluginRegistry
-from orchestrator import Orchestrator
 from orchestrator.testing.fakes import RecordingCodingAgent
 from tickets.model import Ticket
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
+
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 
 

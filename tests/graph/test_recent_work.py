@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import re
 
+from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
+
 from orchestrator.config.settings import Config
 from orchestrator.memory.format import (
+    MEMORIES_HEADER,
+    RECENT_HEADER,
+    RELATED_HEADER,
     doc_id,
-    doc_id,
-    MEMORIES_HEADER, RECENT_HEADER, RELATED_HEADER, format_block, memories_layout,
+    format_block,
+    memories_layout,
 )
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
-from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
 
 OLD = "Ticket: Login form. Decided: sessions expire after 30 minutes of idle time (security review)."
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
+
 from orchestrator.errors import TicketError
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from orchestrator.workspace.git import out

@@ -3,7 +3,8 @@ to the shared (bare) repository; `middle feedback` on machine B (its own clone a
 the same ticket store) continues that branch as pushed in a worktree of its own, in a new Claude
 Code session told the earlier round. When the worktree was removed on A itself, the round makes
 it again from the branch there (or, gone too, as pushed). A branch that is neither here nor
-pushed as it was left is refused with one line and nothing claimed or changed. Real git, the real graph and store, scripted model and worker."""
+pushed as it was left is refused with one line and nothing claimed or changed. Real git, the real graph and
+store, scripted model and worker."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.coding_agent.base import TurnResult
 from orchestrator.config.settings import Config
 from orchestrator.errors import TicketError
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
-from orchestrator.coding_agent.base import TurnResult
 from orchestrator.workspace.git import git, out
 from tickets.model import Ticket
 
@@ -34,10 +35,15 @@ class MachineWorker(RecordingCodingAgent):
     def run_turn(self, prompt, cwd, *, session_id, resume, on_event=None):
         if resume and session_id not in self.sessions:
             self.calls.append({"prompt": prompt, "cwd": str(cwd), "session_id": session_id, "resume": resume})
-            return TurnResult(session_id=session_id, text="", is_error=True, exit_code=1,
-                              error=f"Claude Code has no session {session_id} to resume here (sessions live "
-                                    "under CLAUDE_CONFIG_DIR, per project directory). Start a new session "
-                                    "for this ticket.")
+            return TurnResult(
+                session_id=session_id,
+                text="",
+                is_error=True,
+                exit_code=1,
+                error=f"Claude Code has no session {session_id} to resume here (sessions live "
+                "under CLAUDE_CONFIG_DIR, per project directory). Start a new session "
+                "for this ticket.",
+            )
         self.sessions.add(session_id)
         return super().run_turn(prompt, cwd, session_id=session_id, resume=resume, on_event=on_event)
 
@@ -46,6 +52,7 @@ def write(name: str, text: str):
     def act(prompt, cwd):
         (cwd / name).write_text(text)
         return f"Wrote {name}."
+
     return act
 
 
@@ -56,36 +63,56 @@ def shared_repo(tmp_path: Path) -> Path:
     return remote
 
 
-def machine(tmp_path: Path, name: str, remote: Path, store_url: str | None, llm, worker, *,
-            shared: bool = True) -> Orchestrator:
+def machine(
+    tmp_path: Path, name: str, remote: Path, store_url: str | None, llm, worker, *, shared: bool = True
+) -> Orchestrator:
     """One machine: its own clone of the shared repository and state dir (worktree root)."""
     home = tmp_path / name
     clone = home / "repo"
     if not clone.exists():
         git(tmp_path, "clone", "--quiet", str(remote), str(clone))
-    cfg = Config(root=home, state_dir=str(home / "state"), store={"url": store_url},
-                 project={"path": str(clone), "base_branch": "main", "repo_url": str(remote) if shared else None},
-                 agent={"max_turns": 5, "max_cost_usd": 1.0}, memory={"backend": "none"})
-    return Orchestrator(cfg, llm=llm, coding_agent=worker, registry=PluginRegistry(load_entry_points=False),
-                        project_override=str(clone))
+    cfg = Config(
+        root=home,
+        state_dir=str(home / "state"),
+        store={"url": store_url},
+        project={"path": str(clone), "base_branch": "main", "repo_url": str(remote) if shared else None},
+        agent={"max_turns": 5, "max_cost_usd": 1.0},
+        memory={"backend": "none"},
+    )
+    return Orchestrator(
+        cfg, llm=llm, coding_agent=worker, registry=PluginRegistry(load_entry_points=False), project_override=str(clone)
+    )
 
 
 def round_one(tmp_path: Path, remote: Path, store_url: str | None, *, shared: bool = True) -> Orchestrator:
     """Machine A runs t1 to complete: hello.py committed on middle/t1 (pushed when shared)."""
-    llm = ScriptedAgentLLM([plan_reply("Create hello.py"), decision_reply(True, "Added hello.py."),
-                            plan_reply("Also handle empty input in empty.py"),
-                            decision_reply(True, "Handled empty input.")])
+    llm = ScriptedAgentLLM(
+        [
+            plan_reply("Create hello.py"),
+            decision_reply(True, "Added hello.py."),
+            plan_reply("Also handle empty input in empty.py"),
+            decision_reply(True, "Handled empty input."),
+        ]
+    )
     worker = MachineWorker([write("hello.py", "print('hi')\n"), write("empty.py", "EMPTY = ''\n")])
     orch = machine(tmp_path, "a", remote, store_url, llm, worker, shared=shared)
-    orch.store.upsert_ticket(Ticket(id="t1", project_id="demo", title="Add hello", description="Create hello.py",
-                                    project_path=str(tmp_path / "a" / "repo")))
+    orch.store.upsert_ticket(
+        Ticket(
+            id="t1",
+            project_id="demo",
+            title="Add hello",
+            description="Create hello.py",
+            project_path=str(tmp_path / "a" / "repo"),
+        )
+    )
     assert orch.run_ticket("t1").status == "complete"
     return orch
 
 
 def round_two_machine(tmp_path: Path, remote: Path, store_url: str | None, *, shared: bool = True):
-    llm = ScriptedAgentLLM([plan_reply("Also handle empty input in empty.py"),
-                            decision_reply(True, "Handled empty input.")])
+    llm = ScriptedAgentLLM(
+        [plan_reply("Also handle empty input in empty.py"), decision_reply(True, "Handled empty input.")]
+    )
     worker = MachineWorker([write("empty.py", "EMPTY = ''\n")])
     return machine(tmp_path, "b", remote, store_url, llm, worker, shared=shared), worker
 
@@ -154,25 +181,40 @@ def test_a_branch_not_pushed_as_it_was_left_is_refused_and_nothing_changes(tmp_p
         git(tmp_path / "a" / "repo", "branch", "--quiet", "-D", "middle/t1")
         orch, repo = a, tmp_path / "a" / "repo"
     with orch:
-        before = (orch.store.get_ticket("t1"), orch.store.list_runs("t1"), orch.store.list_events(ticket_id="t1"),
-                  out(repo, "for-each-ref", "refs/heads"), out(repo, "worktree", "list"))
+        before = (
+            orch.store.get_ticket("t1"),
+            orch.store.list_runs("t1"),
+            orch.store.list_events(ticket_id="t1"),
+            out(repo, "for-each-ref", "refs/heads"),
+            out(repo, "worktree", "list"),
+        )
         with pytest.raises(TicketError) as err:
             orch.feedback("t1", "also handle empty input")
         message = str(err.value)
         assert "\n" not in message and "is not on this machine" in message, message
-        assert {"never pushed": "its branch middle/t1 is not here either, and no shared repository holds it",
-                "rewritten": "does not hold the run's last commit"}[why] in message
+        assert {
+            "never pushed": "its branch middle/t1 is not here either, and no shared repository holds it",
+            "rewritten": "does not hold the run's last commit",
+        }[why] in message
         assert "give the feedback on the machine that ran it" in message
         assert orch.store.get_claim("t1") is None
-        assert (orch.store.get_ticket("t1"), orch.store.list_runs("t1"), orch.store.list_events(ticket_id="t1"),
-                out(repo, "for-each-ref", "refs/heads"), out(repo, "worktree", "list")) == before
+        assert (
+            orch.store.get_ticket("t1"),
+            orch.store.list_runs("t1"),
+            orch.store.list_events(ticket_id="t1"),
+            out(repo, "for-each-ref", "refs/heads"),
+            out(repo, "worktree", "list"),
+        ) == before
 
 
-@pytest.mark.parametrize("removed, shared, source", [
-    ("worktree", False, "its branch here"),  # the round needs no shared repository
-    ("worktree", True, "its branch here"),
-    ("worktree and branch", True, "its branch as pushed"),
-])
+@pytest.mark.parametrize(
+    "removed, shared, source",
+    [
+        ("worktree", False, "its branch here"),  # the round needs no shared repository
+        ("worktree", True, "its branch here"),
+        ("worktree and branch", True, "its branch as pushed"),
+    ],
+)
 def test_a_removed_worktree_is_made_again(tmp_path, removed, shared, source):
     remote = shared_repo(tmp_path)
     repo = tmp_path / "a" / "repo"

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-
 from graph_helpers import _TestPlugin, add_ticket, make_config, make_orchestrator
+
 from orchestrator.errors import AgentReplyError, MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable
 from orchestrator.graph import build_graph
-from orchestrator.running.langgraph_entry import BoundServices, bind_services
 from orchestrator.plugins.manager import PluginRegistry
+from orchestrator.running.langgraph_entry import BoundServices, bind_services
 from orchestrator.services import Services
 from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, plan_reply

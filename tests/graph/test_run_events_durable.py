@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from click.testing import CliRunner
-
 from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
+
 from orchestrator.cli.main import main
 from orchestrator.errors import CodingAgentError
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from orchestrator.memory.format import doc_id
-
 import json
-
 import logging
 
 import pytest
+from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
 
 from orchestrator.agent.prompts import SYSTEM_PROMPT
+from orchestrator.memory.format import doc_id
 from orchestrator.testing.fakes import (
-    RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply,
+    RecordingCodingAgent,
+    ScriptedAgentLLM,
+    decision_reply,
+    plan_reply,
 )
-from graph_helpers import RecordedBackend, add_ticket, make_config, make_orchestrator
 
 PAST = "Ticket: Old work. Made hello.py print a greeting. Used f-strings; tests pass."
 

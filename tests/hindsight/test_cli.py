@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from click.testing import CliRunner
 
 from backends.retrieval.cache import CACHE_ENV
 from orchestrator.cli.main import main
+
 
 @pytest.fixture(autouse=True)
 def _cache_through_xdg(tmp_path, monkeypatch):

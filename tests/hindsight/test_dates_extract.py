@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from backends.hindsight import dates, extract
 from hindsight_helpers import ts
+
+from backends.hindsight import dates, extract
 
 REF = ts("2023-05-08")  # a Monday
 

@@ -55,7 +55,8 @@ def test_a_reply_that_is_not_json_keeps_that_documents_offline_facts(open_bank, 
         assert len(llm.calls) == 1
         got = state(hb)
         want = state(offline)
-        strip = lambda rows: [tuple(v for i, v in enumerate(r) if i not in (5,)) for r in rows]  # retained_at
+        def strip(rows):  # without retained_at
+            return [tuple(v for i, v in enumerate(r) if i not in (5,)) for r in rows]
         assert strip(got["documents"]) == strip(want["documents"])
         assert [r[2:4] for r in got["facts"]] == [r[2:4] for r in want["facts"]]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from hindsight_helpers import ts
 
 from backends.hindsight import HindsightBackend, bank
-from hindsight_helpers import ts
 from orchestrator.plugin_api import MemoryStoreError
 
 

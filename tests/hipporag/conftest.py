@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,7 +38,7 @@ def _private_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture
-def open_backend(tmp_path) -> Callable[..., HippoRAGBackend]:
+def open_backend(tmp_path) -> Iterator[Callable[..., HippoRAGBackend]]:
     """open_backend(name="store", llm=None, **options): hashing embedder unless told otherwise."""
     opened: list[HippoRAGBackend] = []
 

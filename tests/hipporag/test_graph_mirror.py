@@ -4,10 +4,9 @@ equals a graph read afresh from SQLite, and catching up reads only what changed.
 from __future__ import annotations
 
 import numpy as np
+from test_backend import GRAPHY, A, B
 
 from backends.hipporag.graph import Graph, GraphMirror
-
-from test_backend import A, B, GRAPHY
 
 MORE = [
     "Dana Scott reviewed the Payment Webhook with Bob Jones in Hamburg.",

@@ -66,7 +66,7 @@ def test_a_query_of_paths_alone_ranks_the_doc_naming_them_above_newer_docs(open_
             "Ticket: Speed up search. Added an index on title. Changed: app/db.py",
             "Ticket: Refactor settings. Moved config to settings.toml. Changed: app/settings.py"]
     for n, doc in enumerate(docs):
-        backend.clock = lambda: NOW - (len(docs) - n) * 6 * HOUR
+        backend.clock = lambda n=n: NOW - (len(docs) - n) * 6 * HOUR
         backend.index([doc])
     backend.clock = lambda: NOW
     assert backend.retrieve(["app/export.py"], 4)[0]["docs"][0] == docs[1]

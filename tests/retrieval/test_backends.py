@@ -155,9 +155,9 @@ def test_hybrid_embeds_a_querys_prose_and_matches_its_paths_with_bm25(tmp_path):
     ("TCP/IP errors in the v1.2 release", "TCP/IP errors in the v1.2 release"),
 ])
 def test_without_paths_keeps_the_prose(text, expected):
-    from backends.retrieval.bm25 import without_paths
-
     import re
+
+    from backends.retrieval.bm25 import without_paths
 
     assert re.findall(r"\w+", without_paths(text)) == re.findall(r"\w+", expected)
 

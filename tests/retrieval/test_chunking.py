@@ -18,9 +18,8 @@ from backends.hipporag.backend import HippoRAGBackend
 from backends.hybrid.backend import HybridBackend
 from backends.retrieval import chunking
 from backends.retrieval.cache import CACHE_ENV
-from backends.retrieval.embedders import HashingEmbedder, MiniLMEmbedder
+from backends.retrieval.embedders import HashingEmbedder, MiniLMEmbedder, minilm
 from backends.retrieval.embedders.base import clip_text
-from backends.retrieval.embedders import minilm
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.memory.stores import reindex
 from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError

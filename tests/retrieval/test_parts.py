@@ -12,7 +12,6 @@ from backends.retrieval.cache import EmbeddingCache, embed_documents
 from backends.retrieval.vector import VectorIndex
 from orchestrator.plugin_api import MemoryStoreError
 
-
 # --- embedding cache -------------------------------------------------------------------------
 
 def test_cache_embeds_each_text_once_per_model(tmp_path, counting_embedder):

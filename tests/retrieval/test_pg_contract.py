@@ -6,12 +6,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
+import pg_factories
 import psycopg
 import pytest
 
 from orchestrator.testing import MemoryBackendContract
-
-import pg_factories
 
 pytestmark = pytest.mark.postgres
 

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+from server_helpers import Served, make_project, serving
 
 from orchestrator.config.settings import Config
 from orchestrator.fake_api.pytest_fixtures import claude_cli  # noqa: F401
-from server_helpers import Served, make_project, serving
 
 
 @pytest.fixture

@@ -122,6 +122,7 @@ def complete_by_hand(state: Any, ticket_id: str, files: dict[str, str]) -> None:
     state.sync_folder()
     ticket = state.store.get_ticket(ticket_id)
     run_id = state.store.claim_new_run(ticket_id, ["pending"])
+    assert run_id is not None
     worktrees = state.review().worktrees
     ws = worktrees.prepare(ticket_id, ticket.project_path)
     state.store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,

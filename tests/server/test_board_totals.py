@@ -10,6 +10,7 @@ HTML = {"Accept": "text/html"}
 def _ran(store, ticket_id: str, cost: float, *, offline: bool) -> str:
     """One finished run of one turn costing `cost` (as the model reported it)."""
     run_id = store.claim_new_run(ticket_id, ["pending"])
+    assert run_id is not None
     if offline:
         store.set_run_fields(run_id, offline=1)
     store.start_turn(run_id, 1, "Create calc/x.py", None, False)

@@ -4,6 +4,7 @@ corrections, each check's output, and the JSON of all of it."""
 from __future__ import annotations
 
 from server_helpers import make_project
+
 from tickets.model import Ticket
 
 
@@ -13,6 +14,7 @@ def test_the_ticket_page_shows_the_checks_badge_and_output(serve, tmp_path):
     store = server.app.state.middle.store
     store.upsert_ticket(Ticket(id="t9", project_id="calc", title="Checked", project_path=str(tmp_path / "repo")))
     run_id = store.claim_new_run("t9", ("pending",))
+    assert run_id is not None
     store.start_turn(run_id, 1, "Add the feature", "s1", False)
     store.finish_turn(run_id, 1, response="Added it.", is_error=False, error=None, cost_usd=0.01,
                       duration_ms=5, usage={}, num_turns=1)

@@ -12,16 +12,16 @@ import threading
 import time
 
 from rich.console import Console
+from server_helpers import read_sse
 
 from orchestrator.cli.log_view import follow_log
 from tickets.source import load_tickets
 from tickets.store import TicketStore
 
-from server_helpers import read_sse
-
 
 def _run_with_events(store: TicketStore, ticket_id: str = "001-greeting") -> str:
     run_id = store.claim_new_run(ticket_id, ["pending"])
+    assert run_id is not None
     store.add_event(run_id, ticket_id, "run_start", {"resume": False})
     store.add_event(run_id, ticket_id, "node", {"node": "plan", "phase": "start"})
     store.add_event(run_id, ticket_id, "coding_agent", {"type": "tool_use", "name": "Write",
@@ -108,6 +108,7 @@ def test_a_stream_stops_when_its_client_leaves_and_logs_nothing(server, project,
     caplog.set_level(logging.WARNING)
     server.state.sync_folder()
     run_id = server.state.store.claim_new_run("001-greeting", ["pending"])
+    assert run_id is not None
     _seed_events(project.db_path, run_id, "001-greeting", 20_000)
     host, port = server.url.split("//")[1].rsplit(":", 1)
     for _ in range(3):  # a client replaying a long history leaves in the middle of it

@@ -5,9 +5,9 @@ one keeps the feedback for its next assess, and what cannot be done is refused w
 from __future__ import annotations
 
 import pytest
+from server_helpers import wait_for_run
 
 from orchestrator.lifecycle.run_lifecycle import RUNNABLE
-from server_helpers import wait_for_run
 
 pytestmark = pytest.mark.cli
 

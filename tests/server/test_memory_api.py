@@ -6,12 +6,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from server_helpers import make_project
 
 from orchestrator.plugin_api import MemoryBackend, hookimpl
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.services import Services
-
-from server_helpers import make_project
 
 BASE = "/api/projects/calc/memory"
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-from orchestrator.server.render import linkify
 from server_helpers import complete_by_hand
+
+from orchestrator.server.render import linkify
 
 HTML = {"Accept": "text/html"}
 
@@ -142,17 +143,24 @@ def test_a_description_is_rendered_markdown_with_no_raw_html(server):
     section = page[page.index('id="desc-h"'):page.index("</section>", page.index('id="desc-h"'))]
     assert "<h4>Steps</h4>" in section  # below the page's own h1 and h2
     assert "<ol>" in section and "<code>calc/sub.py</code>" in section and "<strong>Test</strong>" in section
-    assert '<a href="https://example.com/spec" rel="noopener noreferrer nofollow" target="_blank">the spec</a>' in section
+    assert (
+        '<a href="https://example.com/spec" rel="noopener noreferrer nofollow" target="_blank">the spec</a>' in section
+    )
     assert '<a href="https://example.org/bare" rel="noopener noreferrer nofollow"' in section
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in section and "<script" not in section
     assert "<img" not in page and "&lt;img src=x onerror=" in section
     assert re.findall(r'href="([^"]*)"', section) == [
-        "https://example.com/spec", "https://example.org/bare", "https://example.net/logo.png"]
+        "https://example.com/spec",
+        "https://example.org/bare",
+        "https://example.net/logo.png",
+    ]
     assert "[click me](javascript:alert(3))" in section  # shown as the text it is, not a link
 
 
 def _change_header(html: str) -> str:
-    return re.search(r'<h2 id="diff-h">(.*?)</h2>', html, re.S).group(1)
+    found = re.search(r'<h2 id="diff-h">(.*?)</h2>', html, re.S)
+    assert found, "the page has no change header"
+    return found.group(1)
 
 
 def test_the_change_of_a_reverted_ticket_says_reverted_not_merged(server):
@@ -170,8 +178,9 @@ def test_the_change_of_a_reverted_ticket_says_reverted_not_merged(server):
 
 def test_a_ticket_whose_dependency_names_no_ticket_shows_the_problem_on_its_card(server, project):
     folder = project.resolve(project.project.tickets_dir)
-    (folder / "blocked.md").write_text("---\ntitle: Needs a ghost\nproject: calc\nid: blocked\n"
-                                       "depends_on: [no-such-ticket]\n---\nBody.\n")
+    (folder / "blocked.md").write_text(
+        "---\ntitle: Needs a ghost\nproject: calc\nid: blocked\ndepends_on: [no-such-ticket]\n---\nBody.\n"
+    )
     board = server.client.get("/", headers=HTML).text
     card = re.search(r'<a class="card[^"]*" href="/tickets/blocked".*?</a>', board, re.S).group(0)
     assert 'class="card has-problem"' in card and "Cannot start:" in card

@@ -14,14 +14,13 @@ from typing import Any, Iterator
 
 import httpx
 import pytest
+from server_helpers import Stall, decide, plan, wait_for_run
 
 from orchestrator.fake_api.replies import reply, text
 from orchestrator.fake_api.scripted import ScriptedResponder
 from orchestrator.server import create_app
 from orchestrator.server.live import ServerThread
 from orchestrator.services import Services
-
-from server_helpers import Stall, decide, plan, wait_for_run
 
 pytestmark = pytest.mark.cli
 HTML = {"Accept": "text/html"}

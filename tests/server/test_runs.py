@@ -12,8 +12,8 @@ import pytest
 
 from orchestrator.errors import TicketError
 from orchestrator.running.outcome import RunOutcome
-from orchestrator.server.errors import Conflict
 from orchestrator.server.background_runs import RunManager
+from orchestrator.server.errors import Conflict
 from orchestrator.services import Services
 from tickets.source import load_tickets
 
@@ -113,6 +113,7 @@ class EndsThenTidies(HeldRun):
 
     def run_ticket(self, ticket_id: str, rerun: bool = False) -> RunOutcome:
         run_id = self.store.claim_new_run(ticket_id, ["pending", "failed"])
+        assert run_id is not None
         self.end.wait(60)
         self.store.end_run(ticket_id, run_id, "failed", "Claude Code exited with code 1",
                            event={"resumable": True})

@@ -12,6 +12,7 @@ def _ticket(store: TicketStore, tid: str, project: str = "calc") -> None:
 
 def _ran(store: TicketStore, tid: str, cost: float, *, offline: bool, resumable: bool | None = None) -> str:
     run_id = store.claim_new_run(tid, ["pending", "failed"])
+    assert run_id is not None
     if offline:
         store.set_run_fields(run_id, offline=1)
     store.start_turn(run_id, 1, "prompt", None, False)
@@ -65,6 +66,7 @@ def test_resume_facts_read_many_tickets_at_once_on_every_engine(store_target):
         first = _ran(store, "a", 0.1, offline=False, resumable=False)
         second = _ran(store, "a", 0.1, offline=False, resumable=True)
         running = store.claim_new_run("b", ["pending"])
+        assert running is not None
         facts = store.resume_facts(["a", "b", "c", "a", "nope"])
         assert set(facts) == {"a", "b"}  # no run, no facts
         assert facts["a"].run["id"] == second != first

@@ -101,7 +101,9 @@ def _plugin_project(root: Path, project) -> Path:
         {"id": "j3-untitled"},
     ]))
     config = root / "middle.toml"
-    config.write_text(config.read_text() + '\n[tickets]\nkind = "jsonfile"\n\n[tickets.options]\nfile = "backlog.json"\n')
+    config.write_text(
+        config.read_text() + '\n[tickets]\nkind = "jsonfile"\n\n[tickets.options]\nfile = "backlog.json"\n'
+    )
     return config
 
 

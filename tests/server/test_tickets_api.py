@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from server_helpers import wait_for_run
 
 
@@ -173,6 +172,7 @@ def test_listing_reads_the_resume_facts_of_all_failed_tickets_at_once(server, mo
 
     def fail(ticket_id: str, resumable: bool) -> None:
         run_id = store.claim_new_run(ticket_id, ["pending"])
+        assert run_id is not None
         store.end_run(ticket_id, run_id, "failed", "boom", event={"resumable": resumable})
 
     reads: list[str] = []

@@ -46,6 +46,7 @@ def test_status_outside_the_allowed_set_is_not_claimed(store):
 
 def test_end_run_releases_and_refresh(store):
     run_id = store.claim_new_run("t0", ["pending"], lease_s=60)
+    assert run_id is not None
     before = store.get_claim("t0").lease_until
     assert store.refresh_claim("t0", run_id, lease_s=600)
     assert store.get_claim("t0").lease_until > before
@@ -69,6 +70,7 @@ def test_resume_takes_over_a_dead_claim_but_not_a_live_one(store):
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         run_id = store.claim_new_run("t0", ["pending"], pid=holder.pid)
+        assert run_id is not None
         with pytest.raises(TicketError, match=f"pid {holder.pid}"):
             store.claim_for_resume("t0", run_id)
     finally:
@@ -84,6 +86,7 @@ def test_a_reused_pid_is_not_the_claims_owner(store):
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         run_id = store.claim_new_run("t0", ["pending"], pid=holder.pid)
+        assert run_id is not None
         assert claim_is_live(store.get_claim("t0")) and died_note(store.get_claim("t0")) is None
         # A process started later at the same pid: its start time differs from the recorded one.
         with store._write() as conn:
@@ -102,6 +105,7 @@ def test_a_reused_pid_is_not_the_claims_owner(store):
 
 def test_interrupt_marks_the_run_and_its_running_turn(store):
     run_id = store.claim_new_run("t0", ["pending"])
+    assert run_id is not None
     store.start_turn(run_id, 1, "prompt", "sess", False)
     store.end_run("t0", run_id, "interrupted", "interrupted by the user")
     assert store.get_run(run_id)["status"] == "interrupted"
@@ -143,6 +147,7 @@ def test_processes_racing_to_hold_a_complete_ticket_get_one_hold_and_keep_its_st
     with TicketStore(path) as s:
         s.upsert_ticket(_ticket("t0", tmp_path))
         run_id = s.claim_new_run("t0", ["pending"])
+        assert run_id is not None
         s.end_run("t0", run_id, "complete", None)
         assert s.hold("t0", run_id, ["pending"]) is False  # not in the statuses asked for
     ctx = multiprocessing.get_context("spawn")
@@ -167,6 +172,7 @@ def test_schema_1_database_is_migrated(tmp_path):
     with TicketStore(path) as s:
         s.upsert_ticket(_ticket("t0", tmp_path))
         run_id = s.claim_new_run("t0", ["pending"])
+        assert run_id is not None
         s.start_turn(run_id, 1, "p", "s", False)
     conn = sqlite3.connect(path)  # make it look like a schema-1 file: no claims, old turns CHECK
     conn.executescript("""

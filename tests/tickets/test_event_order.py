@@ -28,6 +28,7 @@ def test_an_event_committed_later_never_hides_behind_a_higher_id_already_seen(st
     with TicketStore(store_target) as setup:
         setup.upsert_ticket(Ticket(id="t1", project_id="p", title="T", project_path=str(tmp_path)))
         run_id = setup.claim_new_run("t1", ["pending"])
+        assert run_id is not None
     first, reader = TicketStore(store_target), TicketStore(store_target)
     inserted, release = threading.Event(), threading.Event()
     ids: dict[str, int] = {}

@@ -18,6 +18,7 @@ def store(store_target, tmp_path):
     with TicketStore(store_target) as s:
         s.upsert_ticket(Ticket(id="t", project_id="p", title="T", project_path=str(tmp_path)))
         run_id = s.claim_new_run("t", ["pending"])
+        assert run_id is not None
         s.set_run_fields(run_id, isolation="worktree", repo="/r", base_branch="main", base_commit="b" * 40,
                          branch="middle/t", worktree="/r/wt", head_commit="h" * 40,
                          changes=[{"path": "a.py", "added": 1, "deleted": 0}])
@@ -70,7 +71,9 @@ def test_retired_docs_are_kept_deleted(store):
 
 def _claim(target: str, text: str, results, done) -> None:
     with TicketStore(target) as s:
-        results.put(s.claim_round("t", text, lease_s=60)[0])
+        delivered = s.claim_round("t", text, lease_s=60)
+        assert delivered is not None
+        results.put(delivered[0])
         done.wait(60)  # a round's claim lives while its process does (the process drives the round)
 
 

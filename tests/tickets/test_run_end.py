@@ -37,6 +37,7 @@ def test_end_run_writes_everything_at_once_and_only_once(tmp_path):
     with TicketStore(tmp_path / "db.sqlite3") as store:
         store.upsert_ticket(_ticket(tmp_path))
         run_id = store.claim_new_run("t1", ["pending"])
+        assert run_id is not None
         store.start_turn(run_id, 1, "p", "s", False)
         store.finish_turn(run_id, 1, response="r", is_error=False, error=None, cost_usd=0.25,
                           duration_ms=1, usage={}, num_turns=1)
@@ -57,6 +58,7 @@ def test_an_old_run_ending_late_does_not_clobber_the_ticket_a_newer_run_holds(tm
     with TicketStore(tmp_path / "db.sqlite3") as store:
         store.upsert_ticket(_ticket(tmp_path))
         old = store.claim_new_run("t1", ["pending"])
+        assert old is not None
         # A newer run of the ticket holds the claim now (as after a takeover and a rerun).
         with store._write() as conn:
             conn.execute("UPDATE claims SET run_id = 'other' WHERE ticket_id = 't1'")
@@ -69,6 +71,7 @@ def test_interrupt_marks_the_running_turn_and_keeps_it_resumable(tmp_path):
     with TicketStore(tmp_path / "db.sqlite3") as store:
         store.upsert_ticket(_ticket(tmp_path))
         run_id = store.claim_new_run("t1", ["pending"])
+        assert run_id is not None
         store.start_turn(run_id, 1, "p", "s", False)
         RunLifecycle(store).interrupt("t1", run_id, "stopped by SIGTERM: continue with `middle resume t1`")
         assert store.get_turn(run_id, 1)["status"] == "interrupted"
@@ -84,6 +87,7 @@ def test_hooks_fire_once_per_run_end(tmp_path):
         life = RunLifecycle(store, hooks)
         store.upsert_ticket(_ticket(tmp_path))
         run_id = store.claim_new_run("t1", ["pending"])
+        assert run_id is not None
         assert life.fail("t1", run_id, "limit", resumable=False)
         assert not life.fail("t1", run_id, "limit again")
         assert not life.complete("t1", run_id, "no")
@@ -101,6 +105,7 @@ def test_two_processes_ending_one_run_at_once_end_it_once(store_target, tmp_path
     with TicketStore(db) as store:
         store.upsert_ticket(_ticket(tmp_path))
         run_id = store.claim_new_run("t1", ["pending"])
+        assert run_id is not None
     ctx = mp.get_context("spawn")
     barrier = ctx.Manager().Barrier(2)
     with ctx.Pool(2) as pool:
@@ -116,6 +121,7 @@ def test_an_unknown_status_is_refused(tmp_path, bad):
     with TicketStore(tmp_path / "db.sqlite3") as store:
         store.upsert_ticket(_ticket(tmp_path))
         run_id = store.claim_new_run("t1", ["pending"])
+        assert run_id is not None
         with pytest.raises(ValueError):
             store.end_run("t1", run_id, bad)
 
@@ -142,6 +148,7 @@ def test_postgresql_pushes_a_run_event_to_followers_in_other_processes(pg_url, t
         assert store.pushes_events
         store.upsert_ticket(_ticket(tmp_path))
         run_id = store.claim_new_run("t1", ["pending"])
+        assert run_id is not None
         assert store.wait_for_events(0.2) is False  # nothing happened: the wait times out
         woken: list[bool] = []
         follower = threading.Thread(target=lambda: woken.append(store.wait_for_events(60)))

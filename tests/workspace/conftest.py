@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from review_helpers import Memory
 
 from orchestrator.testing import InMemoryBackend, make_repo
 from orchestrator.workspace import Review, Worktrees
-from review_helpers import Memory
 from tickets.store import TicketStore
 
 

@@ -25,6 +25,7 @@ def complete(store, wt, repo, tid, files, *, doc=None, depends_on=()):
     store.upsert_ticket(Ticket(id=tid, project_id="p", title=f"Ticket {tid}", project_path=str(repo),
                                depends_on=list(depends_on)))
     run_id = store.claim_new_run(tid, ["pending", "discarded"])
+    assert run_id is not None
     ws = wt.prepare(tid, repo)
     store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
                          base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)

@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from review_helpers import complete
 
 from orchestrator.errors import GitError, TicketError
 from orchestrator.testing.git import commit_all
 from orchestrator.workspace.git import branch_commit, branches, out
-from review_helpers import complete
 
 USER = {"GIT_AUTHOR_NAME": "User", "GIT_AUTHOR_EMAIL": "user@example.com", "GIT_COMMITTER_NAME": "User",
         "GIT_COMMITTER_EMAIL": "user@example.com", "GIT_EDITOR": "true"}
@@ -115,7 +115,7 @@ def test_a_resolved_revert_after_main_moved_on_is_merged_in_or_says_how_to_bring
 
 def test_a_revert_resolved_where_main_moved_elsewhere_lands_as_a_merge_commit(env):
     repo, store, wt, review, _ = env
-    work = resolved_in_its_worktree(env)
+    resolved_in_its_worktree(env)
     (repo / "README.md").write_text("unrelated\n")
     moved = commit_all(repo, "unrelated")
     landed = review.revert("t1")
@@ -163,7 +163,9 @@ def test_done_refuses_while_main_still_holds_the_change_unless_forced(env):
         review.revert("t1", done=True)
     assert store.get_ticket("t1").status.value == "merged" and memory.deleted == []
     forced = review.revert("t1", done=True, force=True)
-    assert forced.status == "reverted" and "not checked, --force: main still holds part of it in app.py" in forced.message
+    assert (
+        forced.status == "reverted" and "not checked, --force: main still holds part of it in app.py" in forced.message
+    )
     assert (repo / "app.py").read_text() == "print('v2')\n"  # --done never touches the code
 
 
@@ -176,8 +178,11 @@ def test_done_keeps_edits_in_an_unfinished_revert_and_commits_not_on_main(env):
     (repo / "extra.py").unlink()
     commit_all(repo, "revert t1 by hand")
     (work / "app.py").write_text("print('half resolved')\n")  # the user's edit in the revert
-    with pytest.raises(GitError, match=r"was edited since middle made it and holds changes not committed "
-                                          r"\(app.py, extra.py\), which --done would delete"):
+    with pytest.raises(
+        GitError,
+        match=r"was edited since middle made it and holds changes not committed "
+        r"\(app.py, extra.py\), which --done would delete",
+    ):
         review.revert("t1", done=True)
     assert (work / "app.py").read_text() == "print('half resolved')\n"
     run_suggested(first.message, r"commit \((cd .*? && git commit)\)")  # now a commit main lacks
@@ -217,8 +222,10 @@ def test_reverting_a_ticket_a_merged_ticket_depends_on_names_it_and_still_revert
     complete(store, wt, repo, "t3", {"pow.py": "P = 1\n"}, depends_on=["t1"])  # complete, not merged
     result = review.revert("t1")
     assert result.status == "reverted" and not (repo / "mul.py").exists()
-    assert result.warnings == ["ticket t2 is merged and depends on t1: its code stays on main and may need "
-                               "t1's; revert it too if so (`middle revert t2`)"]
+    assert result.warnings == [
+        "ticket t2 is merged and depends on t1: its code stays on main and may need "
+        "t1's; revert it too if so (`middle revert t2`)"
+    ]
     assert (repo / "div.py").exists() and store.get_ticket("t2").status.value == "merged"
 
 
@@ -227,8 +234,12 @@ def test_a_plain_revert_sees_an_exact_revert_made_by_hand(env):
     repo, store, wt, review, memory = env
     complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"}, doc="d1")
     review.merge("t1")
-    subprocess.run(["git", "-C", str(repo), "revert", "--no-edit", "HEAD"], check=True, capture_output=True,
-                   env={**os.environ, **USER})
+    subprocess.run(
+        ["git", "-C", str(repo), "revert", "--no-edit", "HEAD"],
+        check=True,
+        capture_output=True,
+        env={**os.environ, **USER},
+    )
     (repo / "README.md").write_text("later\n")
     head = commit_all(repo, "later")
     result = review.revert("t1")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from review_helpers import Memory, complete, snapshot
 
 from orchestrator.errors import GitError, TicketError
 from orchestrator.testing import make_repo
@@ -13,7 +14,6 @@ from orchestrator.testing.git import commit_all
 from orchestrator.workspace import Review, Worktrees
 from orchestrator.workspace.gc import collect
 from orchestrator.workspace.git import branch_commit, git, out
-from review_helpers import Memory, complete, snapshot
 from tickets.model import Ticket
 from tickets.store import TicketStore
 
@@ -136,6 +136,7 @@ def test_revert_of_a_failed_ticket_keeps_the_failure(env):
     repo, store, wt, review, _ = env
     store.upsert_ticket(Ticket(id="t1", project_id="p", title="T", project_path=str(repo)))
     run_id = store.claim_new_run("t1", ["pending"])
+    assert run_id is not None
     store.end_run("t1", run_id, "failed", "turn limit reached")
     with pytest.raises(TicketError, match="failed and was never merged or indexed.*middle discard t1"):
         review.revert("t1")

@@ -227,10 +227,13 @@ class GitHubClient:
                 raise TicketError(f"GitHub answered {what} with a {type(page).__name__}, not a list: check "
                                   "[github] api_url")
             items.extend(page)
-        raise TicketError(f"GitHub's answer to {what} has over {max_pages} pages: narrow it with --label or --milestone")
+        raise TicketError(
+            f"GitHub's answer to {what} has over {max_pages} pages: narrow it with --label or --milestone"
+        )
 
-    def _get_cached(self, url: str, params: Mapping[str, Any] | None, what: str,
-                    expect: type, missing_ok: bool = False) -> tuple[Any, str | None]:
+    def _get_cached(
+        self, url: str, params: Mapping[str, Any] | None, what: str, expect: type, missing_ok: bool = False
+    ) -> tuple[Any, str | None]:
         import httpx
 
         key = str(httpx.URL(url, params=params)) if params else url
@@ -267,9 +270,15 @@ class GitHubClient:
         entries = data.get("entries")
         if not isinstance(entries, dict):
             return {}
-        return {k: v for k, v in entries.items()
-                if isinstance(k, str) and isinstance(v, dict) and isinstance(v.get("etag"), str)
-                and "body" in v and isinstance(v.get("next"), (str, type(None)))}
+        return {
+            k: v
+            for k, v in entries.items()
+            if isinstance(k, str)
+            and isinstance(v, dict)
+            and isinstance(v.get("etag"), str)
+            and "body" in v
+            and isinstance(v.get("next"), (str, type(None)))
+        }
 
     def save_cache(self) -> None:
         """Keep the answers this client used, and the newest of the older ones, for the next load."""
@@ -277,7 +286,7 @@ class GitHubClient:
             return
         older = [(k, v) for k, v in self._cache_old.items() if k not in self._cache_new]
         keep = max(0, CACHE_ENTRIES - len(self._cache_new))
-        entries = dict(older[len(older) - keep:] if keep else [])
+        entries = dict(older[len(older) - keep :] if keep else [])
         entries.update(self._cache_new)  # last: the most recently used are kept longest
         if entries != self._cache_old:
             write_json(self.cache_path, {"version": _CACHE_VERSION, "api": self.api_url, "entries": entries})

@@ -19,12 +19,12 @@ from pathlib import Path
 from pydantic import Field
 
 from orchestrator.plugin_api import (
-    check_texts,
     BackendOptions,
     MemoryBackend,
     MemoryStoreError,
     RetrieveResult,
     TextLLM,
+    check_texts,
 )
 
 FILE_NAME = "keyword_memory.json"

@@ -9,10 +9,10 @@ from importlib import metadata
 
 import pluggy
 import pytest
-from middle_agent_keyword_memory import KeywordBackend, KeywordOptions
 
-from orchestrator.plugins import hookspecs
+from middle_agent_keyword_memory import KeywordBackend, KeywordOptions
 from orchestrator.plugin_api import MemoryStoreError
+from orchestrator.plugins import hookspecs
 from orchestrator.testing import MemoryBackendContract
 
 
