@@ -1,5 +1,5 @@
-"""`middle bench retrieval|memory|scale|tickets|decisions|words|import|runs|fleet`: measure memory
-backends and whole runs side by side (table or --json)."""
+"""`middle bench retrieval|memory|scale|tickets|decisions|words|import|runs|fleet|sde`: measure
+memory backends and whole runs side by side (table or --json)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .fleet import fleet
 from .report import (BACKEND_HELP, LATENCY, at_least_one, console, emit as _emit, err_console,  # noqa: F401
                      positive_ints, progress_bar, report_options, table as _table)
 from .run_bench import runs
+from .sde_cli import sde
 
 
 # What each default dataset is, and where it comes from, for the error when it is not here.
@@ -242,3 +243,4 @@ def import_(commits: int, dataset: Path | None, backends: tuple[str, ...], as_js
 # Whole runs on the fake model: their own modules, one group.
 bench.add_command(runs)
 bench.add_command(fleet)
+bench.add_command(sde)  # sde-bench's tasks end to end, memory on against off
