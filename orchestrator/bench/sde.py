@@ -156,8 +156,10 @@ def chat_files(folder: Path, task: SdeTask, decoys: list[Chat], now: float, seed
 def import_memory(root: Path, task: SdeTask, decoys: list[Chat], env: dict[str, str]) -> Path | None:
     """The chats and the repository's history into the project's fresh memory; the deciding
     chat's file (None when the task has no chat)."""
-    deciding = chat_files(root / "chats", task, decoys, time.time()) if (task.chats or decoys) else None
-    if deciding is not None or decoys:
+    if not (task.chats or decoys):
+        deciding = None
+    else:
+        deciding = chat_files(root / "chats", task, decoys, time.time())
         _must(_middle(root, env, "memory", "import", "--no-progress", "chats"),
               f"`middle memory import chats` for {task.name}")
     _must(_middle(root, env, "memory", "import", "--no-progress", "git"), f"`middle memory import git` for {task.name}")
@@ -192,10 +194,13 @@ def decision_ids(root: Path, task: SdeTask, deciding: Path | None, env: dict[str
     export = root / "memory.json"
     _must(_middle(root, env, "memory", "export", "-o", str(export)), f"`middle memory export` for {task.name}")
     docs = json.loads(export.read_text(encoding="utf-8"))["docs"]
-    found = {doc_id(d)[:DOC_ID_CHARS] for d in docs
-             if (deciding is not None and d.split("\n", 1)[0].split(" > ")[0] == deciding.name)
-             or (deciding is None and task.decision_subject and task.decision_subject in d)}
-    return found
+
+    def holds_it(doc: str) -> bool:
+        if deciding is not None:  # an imported file's doc starts with its name (and headings)
+            return doc.split("\n", 1)[0].split(" > ")[0] == deciding.name
+        return str(task.decision_subject) in doc
+
+    return {doc_id(d)[:DOC_ID_CHARS] for d in docs if holds_it(d)}
 
 
 def grade(task: SdeTask, repo: Path, commit: str, base: str, where: Path) -> dict[str, Any]:

@@ -19,8 +19,9 @@ def _yes(value: Any) -> str:
 
 
 def print_report(report: dict[str, Any]) -> None:
-    """Per task and arm, then per arm (the JSON has the same under its full key names)."""
-    rows = [{"backend": r["task"], "arm": r["arm"], "solved": "pass" if r["solved"] else "FAIL",
+    """Per task and arm (the ticket's status: a failed one says why in the JSON's `reason`), then
+    per arm; the JSON has the same under its full key names."""
+    rows = [{"backend": r["task"], "arm": r["arm"], "status": r["status"], "solved": "pass" if r["solved"] else "FAIL",
              "hidden": _yes(r["hidden_passed"]), "corrections": r["corrections"], "turns": r["turns"],
              "cost $": f"{r['cost_usd']:.2f}", "decision shown": _yes(r["decision_recalled"])}
             for r in report["results"]]

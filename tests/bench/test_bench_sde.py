@@ -27,59 +27,18 @@ from orchestrator.workspace.git import out
 
 FENCE = "`" * 3
 
-BUILD_PLANTED = '''\
+# The two shapes of sde-bench's build.py (a planted module; a history task, whose decision commit a
+# misleading `perf:` commit breaks), as the generator emits them: the same start, then their own.
+_BUILD_START = '''\
 import sys, os, shutil, subprocess
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gen"))
 from traps import TRAPS
-
+{imports}
 HOST = Path(os.environ.get("SDEBENCH_BOLTONS_HOST") or (Path.home() / "dev" / "_sdebench_hosts" / "boltons"))
 REF = '{ref}'
 TRAP = TRAPS['{name}']
-
-
-def main():
-    out = Path(sys.argv[1])
-    shutil.rmtree(out, ignore_errors=True)
-    shutil.copytree(HOST, out, ignore=shutil.ignore_patterns(".venv", "__pycache__", ".pytest_cache", "*.pyc"))
-    subprocess.run(["git", "-C", str(out), "checkout", "-q", REF], check=True)
-    subprocess.run(["git", "-C", str(out), "checkout", "-q", "-B", "main"], check=True)
-    pkg = TRAP["pkg"]
-    (out / pkg).mkdir(exist_ok=True)
-    (out / pkg / "__init__.py").write_text(TRAP["init"])
-    mp = out / TRAP["module"]; mp.parent.mkdir(parents=True, exist_ok=True); mp.write_text(TRAP["bug"])
-    for p in (out / "tests").glob("test_*.py"):       # focus grading on the planted module
-        p.unlink()
-    (out / "tests" / ("test_" + '{name}' + ".py")).write_text(TRAP["existing_test"])
-    subprocess.run(["git", "-C", str(out), "add", "-A"], check=True)
-    env = {{**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x", "GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x"}}
-    subprocess.run(["git", "-C", str(out), "commit", "-q", "-m", "feat: add " + pkg + " module"], env=env, check=True)
-    print("planted " + '{name}' + " in boltons")
-
-
-if __name__ == "__main__":
-    main()
-'''
-
-BUILD_HISTORY = '''\
-import sys, os, shutil, subprocess
-from pathlib import Path
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gen"))
-from traps import TRAPS
-from emit_host_h import H_MSG
-
-HOST = Path(os.environ.get("SDEBENCH_BOLTONS_HOST") or (Path.home() / "dev" / "_sdebench_hosts" / "boltons"))
-REF = '{ref}'
-TRAP = TRAPS['{name}']
-SUBJ, BODY = H_MSG['{name}']
-
-
-def _commit(out, msg):
-    subprocess.run(["git", "-C", str(out), "add", "-A"], check=True)
-    env = {{**os.environ, "GIT_AUTHOR_NAME": "Priya N.", "GIT_AUTHOR_EMAIL": "p@e.com",
-           "GIT_COMMITTER_NAME": "Priya N.", "GIT_COMMITTER_EMAIL": "p@e.com"}}
-    subprocess.run(["git", "-C", str(out), "commit", "-q", "-m", msg], env=env, check=True)
-
+{helpers}
 
 def main():
     out = Path(sys.argv[1])
@@ -91,20 +50,45 @@ def main():
     (out / pkg).mkdir(exist_ok=True)
     (out / pkg / "__init__.py").write_text(TRAP["init"])
     mp = out / TRAP["module"]; mp.parent.mkdir(parents=True, exist_ok=True)
-    for p in (out / "tests").glob("test_*.py"):
+    for p in (out / "tests").glob("test_*.py"):       # focus grading on the planted module
         p.unlink()
     (out / "tests" / ("test_" + '{name}' + ".py")).write_text(TRAP["existing_test"])
-    mp.write_text(TRAP["correct"])
-    _commit(out, SUBJ + "\\n\\n" + BODY)
-    (out / "CHANGELOG.md").write_text("# Changelog\\n\\n- internal cleanups\\n")
-    _commit(out, "docs: changelog housekeeping")
-    mp.write_text(TRAP["bug"])
-    _commit(out, "perf: simplify " + Path(TRAP["module"]).stem)
-
+'''
+_BUILD_END = '''
 
 if __name__ == "__main__":
     main()
 '''
+_PLANTED = '''\
+    mp.write_text(TRAP["bug"])
+    subprocess.run(["git", "-C", str(out), "add", "-A"], check=True)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x", "GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x"}
+    subprocess.run(["git", "-C", str(out), "commit", "-q", "-m", "feat: add " + pkg + " module"], env=env, check=True)
+'''
+_HISTORY_HELPERS = '''SUBJ, BODY = H_MSG['{name}']
+
+
+def _commit(out, msg):
+    subprocess.run(["git", "-C", str(out), "add", "-A"], check=True)
+    env = {{**os.environ, "GIT_AUTHOR_NAME": "Priya N.", "GIT_AUTHOR_EMAIL": "p@e.com",
+           "GIT_COMMITTER_NAME": "Priya N.", "GIT_COMMITTER_EMAIL": "p@e.com"}}
+    subprocess.run(["git", "-C", str(out), "commit", "-q", "-m", msg], env=env, check=True)
+'''
+_HISTORY = '''\
+    mp.write_text(TRAP["correct"])           # the decision, with its rationale
+    _commit(out, SUBJ + "\\n\\n" + BODY)
+    (out / "CHANGELOG.md").write_text("# Changelog\\n\\n- internal cleanups\\n")
+    _commit(out, "docs: changelog housekeeping")
+    mp.write_text(TRAP["bug"])               # the regression, with a misleading message (HEAD)
+    _commit(out, "perf: simplify " + Path(TRAP["module"]).stem)
+'''
+
+
+def build_script(ref: str, name: str, history: bool) -> str:
+    helpers = _HISTORY_HELPERS.format(name=name) if history else ""
+    imports = "from emit_host_h import H_MSG\n" if history else ""
+    return (_BUILD_START.format(ref=ref, name=name, imports=imports, helpers=helpers)
+            + (_HISTORY if history else _PLANTED) + _BUILD_END)
 
 
 def _trap(name: str, pkg: str, constant: str, bug: int, correct: int) -> dict[str, str]:
@@ -180,7 +164,7 @@ def checkout(tmp_path, boltons) -> Path:
                                 + _create("calc/value.py", "VALUE = 3"),
                   "conversations": VALUE_CHAT, "policy": "exactly 7"},
           VALUE_REPRO, "from calc.value import VALUE\n\n\ndef test_value_is_the_decided_seven():\n    assert VALUE == 7\n")
-    (value / "build.py").write_text(BUILD_PLANTED.format(ref=ref, name="value"))
+    (value / "build.py").write_text(build_script(ref, "value", history=False))
     limit = root / "boltons-limit-history"
     _task(limit, {**common, "task_id": "boltons-limit-history-001", "codebase": "boltons-limit-history",
                   "source": "history", "category": "numeric-policy", "module": "calc/limit.py",
@@ -189,7 +173,7 @@ def checkout(tmp_path, boltons) -> Path:
                   "bug_report": "The limit is too low and jobs are cut off. A failing repro is at tests/test_regression.py.\n\n"
                                 + _create("calc/limit.py", "LIMIT = 5")},
           LIMIT_REPRO, "from calc.limit import LIMIT\n\n\ndef test_limit_is_the_decided_seven():\n    assert LIMIT == 7\n")
-    (limit / "build.py").write_text(BUILD_HISTORY.format(ref=ref, name="limit"))
+    (limit / "build.py").write_text(build_script(ref, "limit", history=True))
     (root / "MANIFEST.json").write_text(json.dumps({"dataset": "sde-bench", "n_tasks": 2}))
     return make_repo(root)  # a clone of the dataset: the run must leave it as it was
 
