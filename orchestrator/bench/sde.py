@@ -64,7 +64,7 @@ def _tail(proc: subprocess.CompletedProcess[str], lines: int = 3) -> str:
 
 def _middle(root: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "orchestrator.cli.main", *args], cwd=root, env=env,
-                          capture_output=True, text=True)
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
 
 
 def _must(proc: subprocess.CompletedProcess[str], what: str) -> None:
@@ -84,6 +84,9 @@ def build_repo(task: SdeTask, repo: Path, boltons: Path, home: Path, env: dict[s
     (hosts / "boltons").symlink_to(boltons.resolve(), target_is_directory=True)
     build_env = {**env, "SDEBENCH_BOLTONS_HOST": str(boltons.resolve()), "HOME": str(home),
                  "PYTHONDONTWRITEBYTECODE": "1"}  # nothing is written into the checkout
+    user_config = Path.home() / ".gitconfig"
+    if user_config.is_file() and "GIT_CONFIG_GLOBAL" not in env:  # git still reads the user's own
+        build_env["GIT_CONFIG_GLOBAL"] = str(user_config)
     proc = subprocess.run([sys.executable, str(task.build_script), str(repo)], cwd=task.folder.parent,
                           env=build_env, capture_output=True, text=True)
     if proc.returncode != 0 or not (repo / ".git").exists():
@@ -98,7 +101,7 @@ def build_repo(task: SdeTask, repo: Path, boltons: Path, home: Path, env: dict[s
     return out(repo, "rev-parse", "HEAD")
 
 
-def test_command(paths: Sequence[str]) -> str:
+def pytest_command(paths: Sequence[str]) -> str:
     return " ".join([shlex.quote(sys.executable), "-m", "pytest", "-q", "-p", "no:cacheprovider",
                      *(shlex.quote(p) for p in paths)])
 
@@ -123,7 +126,7 @@ def write_project(root: Path, task: SdeTask, spec: BackendSpec | None, max_round
         encoding="utf-8")
     first = task.bug_report.splitlines()[0].split(". ")[0].strip().rstrip(".")
     title = first if len(first) <= 100 else first[:97].rstrip() + "..."
-    check = test_command(task.fail_to_pass + task.pass_to_pass)
+    check = pytest_command(task.fail_to_pass + task.pass_to_pass)
     (root / "tickets").mkdir()
     (root / "tickets" / f"{task.name}.md").write_text(
         f"---\ntitle: {json.dumps(title, ensure_ascii=False)}\nproject: {task.name}\n"
@@ -135,21 +138,20 @@ def chat_files(folder: Path, task: SdeTask, decoys: list[Chat], now: float, seed
     shuffled order an hour apart (a file's time is its doc's time), the decision chats in their
     own order (an amendment after the rule it amends), the newest a day before `now`. Returns
     the file of the chat that decides (the last decision chat), None for a task without chats."""
-    chats: list[tuple[Chat, int | None]] = [(c, None) for c in decoys]
-    chats += [(c, i) for i, c in enumerate(task.chats)]
+    chats: list[tuple[Chat, bool]] = [(c, False) for c in decoys] + [(c, True) for c in task.chats]
     random.Random(seed).shuffle(chats)
-    places = [p for p, (_, own) in enumerate(chats) if own is not None]
-    for place, chat in zip(places, task.chats):  # the task's chats back in their order
-        chats[place] = (chat, 0)
+    places = [p for p, (_, decides) in enumerate(chats) if decides]
+    for place, chat in zip(places, task.chats):  # the task's chats back in their own order
+        chats[place] = (chat, True)
     folder.mkdir()
     start = now - 24 * HOUR_S - len(chats) * HOUR_S
     deciding = None
-    for n, (chat, own) in enumerate(chats):
+    for n, (chat, decides) in enumerate(chats):
         path = folder / f"chat-{n + 1:03d}.md"
         path.write_text(chat_text(chat) + "\n", encoding="utf-8")
         os.utime(path, (start + n * HOUR_S, start + n * HOUR_S))
-        if own is not None:
-            deciding = path
+        if decides:
+            deciding = path  # the last of them: the one whose rule holds
     return deciding
 
 
@@ -213,8 +215,8 @@ def grade(task: SdeTask, repo: Path, commit: str, base: str, where: Path) -> dic
     for name, source in ((task.fail_to_pass[0], task.regression_test), (task.hidden_to_pass[0], task.hidden_test)):
         (where / name).parent.mkdir(parents=True, exist_ok=True)
         (where / name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
-    visible = run_check(test_command(task.fail_to_pass + task.pass_to_pass), where, timeout_s=TEST_TIMEOUT_S)
-    hidden = run_check(test_command(task.hidden_to_pass), where, timeout_s=TEST_TIMEOUT_S)
+    visible = run_check(pytest_command(task.fail_to_pass + task.pass_to_pass), where, timeout_s=TEST_TIMEOUT_S)
+    hidden = run_check(pytest_command(task.hidden_to_pass), where, timeout_s=TEST_TIMEOUT_S)
     return {"visible_passed": visible.passed, "hidden_passed": hidden.passed,
             "hidden_failing": hidden.failing or []}
 

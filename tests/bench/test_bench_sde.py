@@ -199,6 +199,8 @@ def test_wrong_inputs_are_one_error_line_each_before_anything_is_built(tmp_path,
     assert "is not a git clone of boltons" in line
     line = _one_error(runner.invoke(main, [*bench, str(checkout), "--boltons", str(boltons), "--task", "nope"]))
     assert "no task 'nope'" in line and "limit-history, value" in line
+    line = _one_error(runner.invoke(main, [*bench, str(checkout), "--boltons", str(boltons), "--backend", "nosuch"]))
+    assert "unknown memory backend 'nosuch'" in line
     line = _one_error(runner.invoke(main, ["bench", "sde", "--no-progress", str(checkout), "--boltons", str(boltons)],
                                     env={"ANTHROPIC_API_KEY": ""}))
     assert "ANTHROPIC_API_KEY is not set" in line and "--fake" in line
