@@ -31,7 +31,7 @@ PathArg = str | os.PathLike[str]
 _RESERVED = ("title", "project", "id", "path", "depends_on")
 # Keys a ticket may carry without a warning: the ones above plus free-form metadata we know of.
 # Anything else is likely a typo (`pth:` for `path:`), so loading says so, naming file and key.
-KNOWN_KEYS = frozenset({*_RESERVED, "description", "labels", "check"})
+KNOWN_KEYS = frozenset({*_RESERVED, "description", "labels", "check", "check_must_pass"})
 # How a ticket starts, said on one line (every message about a file is one line).
 _EXAMPLE = "'---', 'title: Fix the login bug', 'project: my-app', '---', then what to do, in Markdown"
 
@@ -210,13 +210,15 @@ def _too_long(size: int, limit: int, unit: str) -> _BadFile:
 
 
 def _check_commands(meta: dict[str, Any]) -> None:
-    """`check:` (the ticket's own check commands, kept in its fields) must be a list of shell lines."""
-    if "check" not in meta:
-        return
-    raw = meta["check"]
+    """`check:` (the ticket's own check commands, kept in its fields) must be a list of shell lines,
+    and `check_must_pass:` true or false."""
+    raw = meta.get("check", [])
     if not isinstance(raw, list) or not all(isinstance(c, str) and c.strip() for c in raw):
         raise _BadFile("'check' must be a list of shell commands, e.g. 'check: [\"python -m pytest -q\"]' "
                        "(or 'check: []' to run none for this ticket)")
+    if "check_must_pass" in meta and not isinstance(meta["check_must_pass"], bool):
+        raise _BadFile("'check_must_pass' must be true or false (true: the ticket's checks must pass "
+                       "outright, a failure the base commit already has is not excused)")
 
 
 def _depends_on(meta: dict[str, Any]) -> list[str]:

@@ -1,5 +1,5 @@
-"""`middle bench retrieval|memory|scale|tickets|decisions|words|import|runs|fleet`: measure memory
-backends and whole runs side by side (table or --json)."""
+"""`middle bench retrieval|memory|scale|tickets|decisions|words|import|runs|fleet|sde`: measure
+memory backends and whole runs side by side (table or --json)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from .report import (  # noqa: F401
 from .report import emit as _emit
 from .report import table as _table
 from .run_bench import runs
+from .sde_cli import sde
 
 # What each default dataset is, and where it comes from, for the error when it is not here.
 DATASETS = {
@@ -360,3 +361,4 @@ def import_(commits: int, dataset: Path | None, backends: tuple[str, ...], as_js
 # Whole runs on the fake model: their own modules, one group.
 bench.add_command(runs)
 bench.add_command(fleet)
+bench.add_command(sde)  # sde-bench's tasks end to end, memory on against off

@@ -2,7 +2,9 @@
 
 - `prepare` (after load_ticket, before any turn): a new worktree gets `[worktree] copy` and
   `[worktree] setup`; then each check command's result on the ticket's base commit is read from
-  the store or run once here (in the fresh worktree, which is the base commit).
+  the store or run once here (in the fresh worktree, which is the base commit). A ticket with
+  `check_must_pass: true` (a bug report whose repro fails now) skips that: its checks must pass
+  outright, so nothing the base already fails is excused.
 - `check` (when the middle agent says complete): the commands run in the worktree, in order; one
   that fails (worse than on the base) goes back to the middle agent (`correct`, then a turn), at
   most `[check] max_rounds` times; after that the ticket fails with its work committed on its
@@ -43,6 +45,12 @@ def commands_for(ctx: TicketContext, ticket: Any) -> list[str]:
     return list(ctx.check.commands)
 
 
+def must_pass(ticket: Any) -> bool:
+    """Whether the ticket's checks must pass outright (`check_must_pass: true` in its front
+    matter): a failure the base commit already had is not excused, as for a failing repro."""
+    return (getattr(ticket, "fields", None) or {}).get("check_must_pass") is True
+
+
 def _where(t: dict[str, Any]) -> Path:
     ws = t.get("workspace")
     return Path(ws["path"]) if ws else Path(t.get("cwd") or t["project_path"])
@@ -59,6 +67,10 @@ def prepare(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     checks = t.get("check") or []
     if not checks:
         return {"ticket": t}
+    if t.get("check_must_pass"):
+        ctx.say("the ticket's checks must pass outright (check_must_pass): the base commit is not "
+                "measured, and a failure it already had is not excused")
+        return {"ticket": t, "check_base": {}}
     base_commit = (ws or {}).get("base_commit") or "in-place"
     base: dict[str, Any] = {}
     for cmd in checks:
@@ -248,5 +260,5 @@ def failure_text(result: CheckResult, verdict: Verdict) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["FAILED", "NO_WORSE", "PASSED", "check", "commands_for", "correct", "failure_text", "prepare",
-           "route_after_check"]
+__all__ = ["FAILED", "NO_WORSE", "PASSED", "check", "commands_for", "correct", "failure_text", "must_pass",
+           "prepare", "route_after_check"]

@@ -130,6 +130,7 @@ def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         "cwd": workspace["cwd"] if workspace else str(path),
         "workspace": workspace,
         "check": checking.commands_for(ctx, ticket),  # what "complete" must pass
+        "check_must_pass": checking.must_pass(ticket),  # ...with no failure excused by the base
     }
     return {"ticket": snapshot, "turn": 0, "transcript": [], "cost_usd": 0.0, "session_id": "",
             "status": "running", "memories": "", "indexed_docs": [],

@@ -292,3 +292,30 @@ def test_what_a_check_leaves_untracked_is_removed_and_not_committed(tmp_path):
         add_ticket(orch, repo)
         assert orch.run_ticket("t1").status == "complete"
         assert out(repo, "show", "--name-only", "--format=", "middle/t1").split() == ["calc.py"]
+
+
+def test_a_ticket_whose_check_must_pass_is_not_excused_by_the_base(tmp_path):
+    """A bug report with its failing repro (`check_must_pass: true`): the repro fails on the base
+    too, but the ticket is done only when it passes; a turn that leaves it failing is corrected."""
+    from tickets.model import Ticket
+
+    repro = "import calc\n\n\ndef test_repro():\n    assert calc.VALUE == 2\n"
+    repo = make_repo(tmp_path / "repo", {"test_repro.py": repro, "calc.py": "VALUE = 1\n"})
+    pytest_check = f"{PY} -m pytest -q -p no:cacheprovider test_repro.py"
+    llm = ScriptedAgentLLM([plan_reply("Look at VALUE"), decision_reply(True, "Looked."),
+                            plan_reply("Set VALUE to 2"), decision_reply(True, "VALUE is 2.")])
+    coder = RecordingCodingAgent([write("notes.txt", "VALUE looks fine\n"), write("calc.py", "VALUE = 2\n")])
+    with make_orchestrator(config(tmp_path, commands=[]), llm, coder) as orch:
+        orch.store.upsert_ticket(Ticket(id="t1", project_id="p", title="VALUE is wrong", project_path=str(repo),
+                                        fields={"check": [pytest_check], "check_must_pass": True}))
+        outcome = orch.run_ticket("t1")
+        assert outcome.status == "complete", outcome.reason
+        run = orch.store.latest_run("t1")
+        assert (run["check_status"], run["corrections"]) == ("passed", 1)
+        events = checks(orch.store)
+        # No base run to excuse the repro: the first check fails as the ticket's own failure.
+        assert [(e["phase"], e.get("outcome")) for e in events] == [("check", "failed"), ("check", "passed")]
+        assert events[0]["new_failures"] == ["test_repro.py::test_repro"]
+        assert orch.store.check_baseline(run["base_commit"], pytest_check) is None
+        notes = [e["data"]["text"] for e in orch.store.list_events(ticket_id="t1") if e["kind"] == "note"]
+        assert any("must pass" in n for n in notes)

@@ -65,6 +65,15 @@ def test_explicit_id_and_extra_fields(folder, repo):
     assert t.fields == {"priority": "high", "labels": ["ui", "auth"], "due": "2025-03-01", "estimate": 2.5}
 
 
+def test_a_tickets_checks_and_whether_they_must_pass_are_kept_without_a_warning(folder, repo):
+    write(folder, "a.md", "---\ntitle: T\nproject: web\ncheck: [\"python -m pytest -q tests/test_repro.py\"]\n"
+                          "check_must_pass: true\n---\nThe repro fails.")
+    result = load_tickets(folder, repo)
+    assert result.errors == [] and result.warnings == []
+    [t] = result.tickets
+    assert t.fields == {"check": ["python -m pytest -q tests/test_repro.py"], "check_must_pass": True}
+
+
 def test_numeric_title_and_project_are_read_as_text(folder, repo):
     write(folder, "a.md", "---\ntitle: 2048\nproject: 42\n---\n")
     [t] = load_tickets(folder, repo).tickets
@@ -147,6 +156,9 @@ BAD_FILES = {
     "unsafe id": ("---\ntitle: T\nproject: web\nid: ../../x\n---\n", "fix the 'id' field"),
     "missing path": ("---\ntitle: T\nproject: web\npath: no/such/dir\n---\n", "does not exist"),
     "path is a file": ("---\ntitle: T\nproject: web\npath: bad.md\n---\n", "is not a directory"),
+    "check not a list": ("---\ntitle: T\nproject: web\ncheck: pytest\n---\n", "'check' must be a list"),
+    "check_must_pass not true or false": ("---\ntitle: T\nproject: web\ncheck_must_pass: yes please\n---\n",
+                                          "'check_must_pass' must be true or false"),
 }
 
 
