@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backends.retrieval.cache import CACHE_ENV
-from orchestrator.fake_api.pytest_fixtures import claude_cli  # noqa: F401  (a fixture)
+from orchestrator.fake_api.pytest_fixtures import claude_cli, claude_env, fake_api  # noqa: F401  (fixtures)
 
 TOPICS = [
     ("Zorbia", "The Quellan river flows through Zorbia. Its capital is Mertz. Zorbia exports tin."),

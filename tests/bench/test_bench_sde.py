@@ -21,7 +21,6 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli.main import main
-from orchestrator.fake_api.pytest_fixtures import claude_cli, claude_env, fake_api  # noqa: F401
 from orchestrator.testing import make_repo
 from orchestrator.workspace.git import out
 
@@ -59,13 +58,14 @@ _BUILD_END = '''
 if __name__ == "__main__":
     main()
 '''
-_PLANTED = '''\
+_PLANTED = """\
     mp.write_text(TRAP["bug"])
     subprocess.run(["git", "-C", str(out), "add", "-A"], check=True)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x", "GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x"}
+    env = {**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x",
+           "GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x"}
     subprocess.run(["git", "-C", str(out), "commit", "-q", "-m", "feat: add " + pkg + " module"], env=env, check=True)
-'''
-_HISTORY_HELPERS = '''SUBJ, BODY = H_MSG['{name}']
+"""
+_HISTORY_HELPERS = """SUBJ, BODY = H_MSG['{name}']
 
 
 def _commit(out, msg):
@@ -73,29 +73,37 @@ def _commit(out, msg):
     env = {{**os.environ, "GIT_AUTHOR_NAME": "Priya N.", "GIT_AUTHOR_EMAIL": "p@e.com",
            "GIT_COMMITTER_NAME": "Priya N.", "GIT_COMMITTER_EMAIL": "p@e.com"}}
     subprocess.run(["git", "-C", str(out), "commit", "-q", "-m", msg], env=env, check=True)
-'''
-_HISTORY = '''\
+"""
+_HISTORY = """\
     mp.write_text(TRAP["correct"])           # the decision, with its rationale
     _commit(out, SUBJ + "\\n\\n" + BODY)
     (out / "CHANGELOG.md").write_text("# Changelog\\n\\n- internal cleanups\\n")
     _commit(out, "docs: changelog housekeeping")
     mp.write_text(TRAP["bug"])               # the regression, with a misleading message (HEAD)
     _commit(out, "perf: simplify " + Path(TRAP["module"]).stem)
-'''
+"""
 
 
 def build_script(ref: str, name: str, history: bool) -> str:
     helpers = _HISTORY_HELPERS.format(name=name) if history else ""
     imports = "from emit_host_h import H_MSG\n" if history else ""
-    return (_BUILD_START.format(ref=ref, name=name, imports=imports, helpers=helpers)
-            + (_HISTORY if history else _PLANTED) + _BUILD_END)
+    return (
+        _BUILD_START.format(ref=ref, name=name, imports=imports, helpers=helpers)
+        + (_HISTORY if history else _PLANTED)
+        + _BUILD_END
+    )
 
 
 def _trap(name: str, pkg: str, constant: str, bug: int, correct: int) -> dict[str, str]:
-    return {"pkg": pkg, "module": f"{pkg}/{name}.py", "init": "", "bug": f"{constant} = {bug}\n",
-            "correct": f"{constant} = {correct}\n",
-            "existing_test": f"from {pkg}.{name} import {constant}\n\n\ndef test_{name}_is_a_whole_number():\n"
-                             f"    assert isinstance({constant}, int)\n"}
+    return {
+        "pkg": pkg,
+        "module": f"{pkg}/{name}.py",
+        "init": "",
+        "bug": f"{constant} = {bug}\n",
+        "correct": f"{constant} = {correct}\n",
+        "existing_test": f"from {pkg}.{name} import {constant}\n\n\ndef test_{name}_is_a_whole_number():\n"
+        f"    assert isinstance({constant}, int)\n",
+    }
 
 
 def _create(path: str, line: str) -> str:
@@ -103,7 +111,7 @@ def _create(path: str, line: str) -> str:
 
 
 # The repro of `value` prints what to write when it fails: the fake model's next prompt.
-VALUE_REPRO = textwrap.dedent('''\
+VALUE_REPRO = textwrap.dedent("""\
     from calc.value import VALUE
 
     FIX = {fix!r}
@@ -113,10 +121,12 @@ VALUE_REPRO = textwrap.dedent('''\
         if VALUE < 5:
             print(FIX)
         assert VALUE >= 5
-    ''').format(fix=_create("calc/value.py", "VALUE = 7"))
+    """).format(fix=_create("calc/value.py", "VALUE = 7"))
 LIMIT_REPRO = "from calc.limit import LIMIT\n\n\ndef test_limit_is_big_enough():\n    assert LIMIT >= 5\n"
-VALUE_CHAT = [{"role": "user", "text": "The value must be exactly 7: we measured it against the upstream."},
-              {"role": "assistant", "text": "Settled: VALUE is exactly 7, not a round number."}]
+VALUE_CHAT = [
+    {"role": "user", "text": "The value must be exactly 7: we measured it against the upstream."},
+    {"role": "assistant", "text": "Settled: VALUE is exactly 7, not a round number."},
+]
 DECISION_SUBJECT = "fix: pin LIMIT at the measured 7"
 
 
@@ -130,12 +140,27 @@ def _task(folder: Path, task: dict, repro: str, hidden: str) -> None:
 @pytest.fixture
 def boltons(tmp_path) -> Path:
     """A stand-in for the boltons clone: a package, a test suite the builds drop, some history."""
-    repo = make_repo(tmp_path / "boltons", {"boltons/__init__.py": "", "README.md": "# boltons\n",
-                                            "tests/test_strutils.py": "def test_nothing():\n    pass\n"})
+    repo = make_repo(
+        tmp_path / "boltons",
+        {
+            "boltons/__init__.py": "",
+            "README.md": "# boltons\n",
+            "tests/test_strutils.py": "def test_nothing():\n    pass\n",
+        },
+    )
     (repo / "boltons" / "strutils.py").write_text("def slugify(text):\n    return text.lower()\n")
     out(repo, "add", "-A")
-    out(repo, "-c", "user.name=Mahmoud", "-c", "user.email=m@e.com", "commit", "-q", "-m",
-        "strutils: add slugify for readable identifiers")
+    out(
+        repo,
+        "-c",
+        "user.name=Mahmoud",
+        "-c",
+        "user.email=m@e.com",
+        "commit",
+        "-q",
+        "-m",
+        "strutils: add slugify for readable identifiers",
+    )
     return repo
 
 
@@ -148,31 +173,68 @@ def checkout(tmp_path, boltons) -> Path:
     traps = {"value": _trap("value", "calc", "VALUE", 1, 7), "limit": _trap("limit", "calc", "LIMIT", 1, 7)}
     (root / "gen" / "traps.py").write_text(f"TRAPS = {traps!r}\n")
     (root / "gen" / "emit_host_h.py").write_text(
-        f"H_MSG = {{'limit': ({DECISION_SUBJECT!r}, 'LIMIT is 7, measured; do not round it to 5 or 10.')}}\n")
-    decoys = [{"topic": t, "id": f"decoy-{i}", "turns": [{"role": "user", "text": q}, {"role": "assistant", "text": a}]}
-              for i, (t, q, a) in enumerate([
-                  ("docs", "Why bump the docs version by hand?", "Sphinx reads conf.py before the package is installed."),
-                  ("fileutils", "Is atomic_save durable after a power cut?", "Yes: it calls fsync before the rename.")])]
+        f"H_MSG = {{'limit': ({DECISION_SUBJECT!r}, 'LIMIT is 7, measured; do not round it to 5 or 10.')}}\n"
+    )
+    decoys = [
+        {"topic": t, "id": f"decoy-{i}", "turns": [{"role": "user", "text": q}, {"role": "assistant", "text": a}]}
+        for i, (t, q, a) in enumerate(
+            [
+                ("docs", "Why bump the docs version by hand?", "Sphinx reads conf.py before the package is installed."),
+                ("fileutils", "Is atomic_save durable after a power cut?", "Yes: it calls fsync before the rename."),
+            ]
+        )
+    ]
     (root / "gen" / "decoy_conversations.json").write_text(json.dumps(decoys, indent=1))
-    common = {"build": "build.py", "tier": "planted", "regression_test_file": "regression_test.py",
-              "hidden_test_file": "hidden_test.py", "fail_to_pass": ["tests/test_regression.py"],
-              "hidden_to_pass": ["tests/test_hidden.py"], "host": "boltons@" + ref[:7]}
+    common = {
+        "build": "build.py",
+        "tier": "planted",
+        "regression_test_file": "regression_test.py",
+        "hidden_test_file": "hidden_test.py",
+        "fail_to_pass": ["tests/test_regression.py"],
+        "hidden_to_pass": ["tests/test_hidden.py"],
+        "host": "boltons@" + ref[:7],
+    }
     value = root / "boltons-value"
-    _task(value, {**common, "task_id": "boltons-value-001", "codebase": "boltons-value", "source": "conversation",
-                  "category": "numeric-policy", "module": "calc/value.py", "pass_to_pass": ["tests/test_value.py"],
-                  "bug_report": "The value is too small for the upstream. A failing repro is at tests/test_regression.py.\n\n"
-                                + _create("calc/value.py", "VALUE = 3"),
-                  "conversations": VALUE_CHAT, "policy": "exactly 7"},
-          VALUE_REPRO, "from calc.value import VALUE\n\n\ndef test_value_is_the_decided_seven():\n    assert VALUE == 7\n")
+    _task(
+        value,
+        {
+            **common,
+            "task_id": "boltons-value-001",
+            "codebase": "boltons-value",
+            "source": "conversation",
+            "category": "numeric-policy",
+            "module": "calc/value.py",
+            "pass_to_pass": ["tests/test_value.py"],
+            "bug_report": "The value is too small for the upstream. A failing repro is at tests/test_regression.py.\n\n"
+            + _create("calc/value.py", "VALUE = 3"),
+            "conversations": VALUE_CHAT,
+            "policy": "exactly 7",
+        },
+        VALUE_REPRO,
+        "from calc.value import VALUE\n\n\ndef test_value_is_the_decided_seven():\n    assert VALUE == 7\n",
+    )
     (value / "build.py").write_text(build_script(ref, "value", history=False))
     limit = root / "boltons-limit-history"
-    _task(limit, {**common, "task_id": "boltons-limit-history-001", "codebase": "boltons-limit-history",
-                  "source": "history", "category": "numeric-policy", "module": "calc/limit.py",
-                  "pass_to_pass": ["tests/test_limit.py"], "cause_subject": "perf: simplify limit",
-                  "decision_subject": DECISION_SUBJECT, "policy": "exactly 7",
-                  "bug_report": "The limit is too low and jobs are cut off. A failing repro is at tests/test_regression.py.\n\n"
-                                + _create("calc/limit.py", "LIMIT = 5")},
-          LIMIT_REPRO, "from calc.limit import LIMIT\n\n\ndef test_limit_is_the_decided_seven():\n    assert LIMIT == 7\n")
+    _task(
+        limit,
+        {
+            **common,
+            "task_id": "boltons-limit-history-001",
+            "codebase": "boltons-limit-history",
+            "source": "history",
+            "category": "numeric-policy",
+            "module": "calc/limit.py",
+            "pass_to_pass": ["tests/test_limit.py"],
+            "cause_subject": "perf: simplify limit",
+            "decision_subject": DECISION_SUBJECT,
+            "policy": "exactly 7",
+            "bug_report": "The limit is too low and jobs are cut off. "
+            "A failing repro is at tests/test_regression.py.\n\n"
+            + _create("calc/limit.py", "LIMIT = 5"),
+        },
+        LIMIT_REPRO,
+        "from calc.limit import LIMIT\n\n\ndef test_limit_is_the_decided_seven():\n    assert LIMIT == 7\n",
+    )
     (limit / "build.py").write_text(build_script(ref, "limit", history=True))
     (root / "MANIFEST.json").write_text(json.dumps({"dataset": "sde-bench", "n_tasks": 2}))
     return make_repo(root)  # a clone of the dataset: the run must leave it as it was
@@ -201,8 +263,13 @@ def test_wrong_inputs_are_one_error_line_each_before_anything_is_built(tmp_path,
     assert "no task 'nope'" in line and "limit-history, value" in line
     line = _one_error(runner.invoke(main, [*bench, str(checkout), "--boltons", str(boltons), "--backend", "nosuch"]))
     assert "unknown memory backend 'nosuch'" in line
-    line = _one_error(runner.invoke(main, ["bench", "sde", "--no-progress", str(checkout), "--boltons", str(boltons)],
-                                    env={"ANTHROPIC_API_KEY": ""}))
+    line = _one_error(
+        runner.invoke(
+            main,
+            ["bench", "sde", "--no-progress", str(checkout), "--boltons", str(boltons)],
+            env={"ANTHROPIC_API_KEY": ""},
+        )
+    )
     assert "ANTHROPIC_API_KEY is not set" in line and "--fake" in line
     bad = checkout / "boltons-value" / "tasks" / "main" / "task.json"
     bad.write_text("{not json")
@@ -216,7 +283,9 @@ def test_tasks_are_chosen_by_folder_short_name_or_task_id(checkout):
 
     assert [t.name for t in select_tasks(checkout)] == ["boltons-limit-history", "boltons-value"]
     assert [t.name for t in select_tasks(checkout, ["value", "boltons-limit-history-001"])] == [
-        "boltons-value", "boltons-limit-history"]
+        "boltons-value",
+        "boltons-limit-history",
+    ]
     assert [t.name for t in select_tasks(checkout, limit=1)] == ["boltons-limit-history"]
     value = select_tasks(checkout, ["boltons-value"])[0]
     assert value.chats == [[("user", VALUE_CHAT[0]["text"]), ("assistant", VALUE_CHAT[1]["text"])]]
@@ -241,23 +310,44 @@ def test_the_chats_are_imported_in_a_shuffled_order_with_the_decision_chats_in_t
 
 @pytest.mark.slow
 @pytest.mark.cli
-def test_two_tasks_end_to_end_on_the_fake_model_one_solved_one_not(tmp_path, checkout, boltons, claude_cli,
-                                                                   monkeypatch):
+def test_two_tasks_end_to_end_on_the_fake_model_one_solved_one_not(
+    tmp_path, checkout, boltons, claude_cli, monkeypatch
+):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "scratch"))
     (tmp_path / "scratch").mkdir()
     monkeypatch.setenv("MIDDLE_MEMORY_BACKEND", "dense")  # the benchmark's own settings win
     monkeypatch.setenv("MIDDLE_CODING_AGENT_OPTIONS", json.dumps({"cli_path": claude_cli}))  # kept
-    before = (out(checkout, "status", "--porcelain", "--ignored"), out(boltons, "status", "--porcelain", "--ignored"),
-              out(boltons, "rev-parse", "HEAD"))
+    before = (
+        out(checkout, "status", "--porcelain", "--ignored"),
+        out(boltons, "status", "--porcelain", "--ignored"),
+        out(boltons, "rev-parse", "HEAD"),
+    )
     monkeypatch.chdir(tmp_path)  # the paths as a user types them, relative
     runner = CliRunner()
-    result = runner.invoke(main, ["bench", "sde", checkout.name, "--boltons", boltons.name, "--fake", "--backend",
-                                  "bm25", "--json", "--no-progress"])
+    result = runner.invoke(
+        main,
+        [
+            "bench",
+            "sde",
+            checkout.name,
+            "--boltons",
+            boltons.name,
+            "--fake",
+            "--backend",
+            "bm25",
+            "--json",
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     rows = {(r["task"], r["arm"]): r for r in report["results"]}
-    assert list(rows) == [("boltons-limit-history", "memory on"), ("boltons-limit-history", "memory off"),
-                          ("boltons-value", "memory on"), ("boltons-value", "memory off")]
+    assert list(rows) == [
+        ("boltons-limit-history", "memory on"),
+        ("boltons-limit-history", "memory off"),
+        ("boltons-value", "memory on"),
+        ("boltons-value", "memory off"),
+    ]
     for arm in ("memory on", "memory off"):
         value, limit = rows[("boltons-value", arm)], rows[("boltons-limit-history", arm)]
         # value: the repro failed once (a correction), the decided value came from its output.
@@ -274,12 +364,17 @@ def test_two_tasks_end_to_end_on_the_fake_model_one_solved_one_not(tmp_path, che
     assert rows[("boltons-value", "memory on")]["backend"] == "bm25"
     assert {rows[(t, "memory off")]["decision_recalled"] for t in ("boltons-value", "boltons-limit-history")} == {None}
     assert report["decoys"] == 2 and report["backend"] == "bm25"
-    assert [(t["arm"], t["tasks"], t["solved"], t["pass_rate"], t["mean_corrections"], t["decision_recalled"])
-            for t in report["totals"]] == [("memory on", 2, 1, 0.5, 0.5, "2 of 2"), ("memory off", 2, 1, 0.5, 0.5, "-")]
+    assert [
+        (t["arm"], t["tasks"], t["solved"], t["pass_rate"], t["mean_corrections"], t["decision_recalled"])
+        for t in report["totals"]
+    ] == [("memory on", 2, 1, 0.5, 0.5, "2 of 2"), ("memory off", 2, 1, 0.5, 0.5, "-")]
     # Nothing is left behind, and the checkout and the clone are as they were.
     assert list((tmp_path / "scratch").iterdir()) == []
-    assert before == (out(checkout, "status", "--porcelain", "--ignored"),
-                      out(boltons, "status", "--porcelain", "--ignored"), out(boltons, "rev-parse", "HEAD"))
+    assert before == (
+        out(checkout, "status", "--porcelain", "--ignored"),
+        out(boltons, "status", "--porcelain", "--ignored"),
+        out(boltons, "rev-parse", "HEAD"),
+    )
     # The table says the same.
     from orchestrator.bench import report as shared
     from orchestrator.bench.sde_cli import print_report
@@ -293,7 +388,8 @@ def test_two_tasks_end_to_end_on_the_fake_model_one_solved_one_not(tmp_path, che
 @pytest.mark.slow
 @pytest.mark.cli
 def test_a_real_model_run_reads_the_api_from_the_environment_and_memory_reaches_only_the_on_arm(
-        tmp_path, checkout, boltons, claude_cli, fake_api, claude_env):
+    tmp_path, checkout, boltons, claude_cli, fake_api, claude_env
+):
     """The path a real model takes (ANTHROPIC_* from the environment), on the scripted fake
     Messages API: the middle agent's planning request carries the decision chat with memory on,
     and nothing of it with memory off."""
@@ -301,17 +397,22 @@ def test_a_real_model_run_reads_the_api_from_the_environment_and_memory_reaches_
     from orchestrator.fake_api import reply, text, tool_use, working_directory
 
     def write_value(body):
-        return reply(tool_use("Write", {"file_path": f"{working_directory(body)}/calc/value.py",
-                                        "content": "VALUE = 7\n"}))
+        return reply(
+            tool_use("Write", {"file_path": f"{working_directory(body)}/calc/value.py", "content": "VALUE = 7\n"})
+        )
 
     for _ in range(2):  # memory on, then off: plan, one turn, complete
-        fake_api.script.agent(json.dumps({"prompt": "Set VALUE to 7 in calc/value.py."}),
-                              json.dumps({"complete": True, "summary": "VALUE is 7.", "next_prompt": ""}))
+        fake_api.script.agent(
+            json.dumps({"prompt": "Set VALUE to 7 in calc/value.py."}),
+            json.dumps({"complete": True, "summary": "VALUE is 7.", "next_prompt": ""}),
+        )
         fake_api.script.coding_agent(write_value, reply(text("Wrote calc/value.py.")))
     environ = {**os.environ, **claude_env, "MIDDLE_CODING_AGENT_OPTIONS": json.dumps({"cli_path": claude_cli})}
     report = run_sde(checkout, boltons, tasks=["value"], backend="bm25", environ=environ, work_dir=tmp_path)
     assert [(r["arm"], r["solved"], r["corrections"], r["turns"]) for r in report["results"]] == [
-        ("memory on", True, 0, 1), ("memory off", True, 0, 1)]
+        ("memory on", True, 0, 1),
+        ("memory off", True, 0, 1),
+    ]
     # The planning requests (the others carry the plan's prompt): memory on, then off.
     plans = [json.dumps(r.body) for r in fake_api.requests_for("agent") if "Set VALUE" not in json.dumps(r.body)]
     assert len(plans) == 2
