@@ -6,10 +6,10 @@ ones are defined in `tickets.errors` (which imports nothing from `orchestrator`)
 
 from __future__ import annotations
 
-from tickets.errors import ConfigError, MiddleError, StoreError, StoreUnavailable, TicketError
+from tickets.errors import ClaimLost, ConfigError, MiddleError, StoreError, StoreUnavailable, TicketError
 
 __all__ = [
-    "MiddleError", "ConfigError", "TicketError", "StoreError", "StoreUnavailable",
+    "MiddleError", "ConfigError", "TicketError", "StoreError", "StoreUnavailable", "ClaimLost",
     "MemoryStoreError", "CodingAgentError", "AgentReplyError", "ModelAccessError", "GitError",
     "RunInterrupted", "BatchStopper", "CheckCannotStart", "CheckFailed",
 ]

@@ -6,6 +6,12 @@ its lease has not expired and, on this host, its process still exists (the same 
 start time is recorded, so a reused pid does not count); a dead claim (a process
 killed with -9, a crashed machine) is taken over by `middle resume`. This is the SQLite version of
 a row claim; on PostgreSQL the same interface maps to `SELECT ... FOR UPDATE SKIP LOCKED`.
+
+Leases are set and judged by the database's clock (`db.now_sql`), so machines whose clocks
+disagree agree on whose lease ran out. Every claim, takeover and hold raises the ticket's `fence`
+counter and gives the claim that number as its token: a run's writes to shared state name their
+token (`check_fence`), and once another runner has taken the run over, a stale owner's write is
+refused with ClaimLost inside the same transaction (the fencing token of a lease-based lock).
 """
 
 from __future__ import annotations
@@ -14,10 +20,9 @@ import os
 import sqlite3
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Iterable
 
-from tickets.errors import TicketError
+from tickets.errors import ClaimLost, TicketError
 from tickets.model import RunStatus, utc_now
 from tickets.procs import process_token, same_process
 
@@ -29,7 +34,8 @@ CREATE TABLE IF NOT EXISTS claims (
     pid INTEGER NOT NULL,
     claimed_at TEXT NOT NULL,
     lease_until TEXT NOT NULL,
-    owner_start TEXT
+    owner_start TEXT,
+    token INTEGER NOT NULL DEFAULT 0
 )
 """
 
@@ -45,6 +51,10 @@ class Claim:
     claimed_at: str
     lease_until: str
     owner_start: str | None = None  # the owner's process_token: a reused pid is not the owner
+    token: int = 0  # the fencing token: raised by every claim and takeover of the ticket
+    # Whether the lease had run out by the database's clock when the claim was read (None: a
+    # claim made in code, judged by this machine's clock).
+    expired: bool | None = None
 
     def describe(self) -> str:
         return f"run {self.run_id} (pid {self.pid} on {self.host}, claimed {self.claimed_at[:19]}Z)"
@@ -61,10 +71,6 @@ def this_host() -> str:
     return os.environ.get(HOST_VARIABLE) or socket.gethostname()
 
 
-def _lease_end(lease_s: float) -> str:
-    return (datetime.now(timezone.utc) + timedelta(seconds=lease_s)).isoformat(timespec="microseconds")
-
-
 def owner_died(claim: Claim) -> bool:
     """Whether this machine can see the claim's owner is gone: its pid is dead, a zombie, or
     now another process (a later start time than the one recorded with the claim)."""
@@ -79,8 +85,10 @@ def died_note(claim: Claim | None) -> str | None:
 
 
 def claim_is_live(claim: Claim) -> bool:
-    """Live while the lease holds and, on this host, the claiming process still exists."""
-    if claim.lease_until <= utc_now():
+    """Live while the lease holds (by the database's clock when read from the store) and, on this
+    host, the claiming process still exists."""
+    expired = claim.lease_until <= utc_now() if claim.expired is None else claim.expired
+    if expired:
         return False
     return not owner_died(claim)
 
@@ -94,9 +102,25 @@ class TicketClaims:
         def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
         def _write(self) -> AbstractContextManager[Any]: ...
 
+    def _claims_sql(self) -> str:
+        """SELECT claims with whether each lease ran out by the database's clock."""
+        return f"SELECT *, (lease_until <= {self._db.now_sql}) AS expired FROM claims"
+
     def get_claim(self, ticket_id: str) -> Claim | None:
-        rows = self._read("SELECT * FROM claims WHERE ticket_id = ?", (ticket_id,))
-        return Claim(**dict(rows[0])) if rows else None
+        rows = self._read(self._claims_sql() + " WHERE ticket_id = ?", (ticket_id,))
+        return _claim(rows[0]) if rows else None
+
+    def claim_of_run(self, run_id: str) -> Claim | None:
+        """The claim held for this run now (None: released, or the ticket claimed for another run)."""
+        rows = self._read(self._claims_sql() + " WHERE run_id = ?", (run_id,))
+        return _claim(rows[0]) if rows else None
+
+    def check_fence(self, run_id: str, token: int) -> None:
+        """Raise ClaimLost unless the claim of `run_id` still carries `token` (a read, before a
+        step outside the store; the store's own writes check it in their transaction, `_fence`)."""
+        rows = self._read("SELECT token FROM claims WHERE run_id = ?", (run_id,))
+        if not rows or int(rows[0][0]) != token:
+            raise ClaimLost(_LOST.format(run_id=run_id))
 
     def claim_new_run(
         self, ticket_id: str, allowed: Iterable[str], *, lease_s: float = DEFAULT_LEASE_S,
@@ -130,8 +154,9 @@ class TicketClaims:
         return run_id
 
     def claim_for_resume(self, ticket_id: str, run_id: str, *, lease_s: float = DEFAULT_LEASE_S,
-                         pid: int | None = None) -> None:
-        """Take the claim on an existing run (a resume); refused while another live claim holds it."""
+                         pid: int | None = None) -> int:
+        """Take the claim on an existing run (a resume, a takeover); refused while another live
+        claim holds it. Returns the new claim's token: the earlier owner's writes are refused."""
         with self._write() as conn:
             conn.execute("SELECT 1 FROM tickets WHERE id = ?" + self._db.lock_row, (ticket_id,))
             live = self._live_claim(conn, ticket_id)
@@ -139,11 +164,12 @@ class TicketClaims:
                 raise TicketError(
                     f"ticket {ticket_id!r} is being worked by {live.describe()}: wait for it to "
                     "finish (`middle tickets`), or stop that process first")
-            self._put_claim(conn, ticket_id, run_id, lease_s, pid)
+            token = self._put_claim(conn, ticket_id, run_id, lease_s, pid)
             conn.execute("UPDATE runs SET status = 'running', reason = NULL, ended_at = NULL WHERE id = ?",
                          (run_id,))
             conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?"
                          " WHERE id = ?", (utc_now(), ticket_id))
+        return token
 
     def hold(self, ticket_id: str, run_id: str, statuses: Iterable[str], *,
              lease_s: float = DEFAULT_LEASE_S) -> bool:
@@ -167,28 +193,56 @@ class TicketClaims:
             conn.execute("DELETE FROM claims WHERE ticket_id = ? AND run_id = ? AND host = ? AND pid = ?",
                          (ticket_id, run_id, this_host(), os.getpid()))
 
-    def refresh_claim(self, ticket_id: str, run_id: str, lease_s: float = DEFAULT_LEASE_S) -> bool:
-        """Extend our lease; False when the claim is no longer ours (then stop working)."""
+    def refresh_claim(self, ticket_id: str, run_id: str, lease_s: float = DEFAULT_LEASE_S, *,
+                      token: int | None = None) -> bool:
+        """Extend our lease (by the database's clock); False when the claim is no longer ours
+        (then stop working). With `token`, ours means that token; else this host and process."""
+        owner, params = ("token = ?", (token,)) if token is not None else ("host = ? AND pid = ?",
+                                                                          (this_host(), os.getpid()))
         with self._write() as conn:
-            cur = conn.execute("UPDATE claims SET lease_until = ? WHERE ticket_id = ? AND run_id = ?"
-                               " AND host = ? AND pid = ?",
-                               (_lease_end(lease_s), ticket_id, run_id, this_host(), os.getpid()))
+            cur = conn.execute(f"UPDATE claims SET lease_until = {self._db.lease_sql(lease_s)}"
+                               f" WHERE ticket_id = ? AND run_id = ? AND {owner}", (ticket_id, run_id, *params))
             return cur.rowcount == 1
 
     # -- helpers ----------------------------------------------------------------------------
     def _live_claim(self, conn: sqlite3.Connection, ticket_id: str) -> Claim | None:
-        row = conn.execute("SELECT * FROM claims WHERE ticket_id = ?", (ticket_id,)).fetchone()
+        row = conn.execute(self._claims_sql() + " WHERE ticket_id = ?", (ticket_id,)).fetchone()
         if row is None:
             return None
-        claim = Claim(**dict(row))
+        claim = _claim(row)
         return claim if claim_is_live(claim) else None
 
-    @staticmethod
-    def _put_claim(conn: Any, ticket_id: str, run_id: str, lease_s: float, pid: int | None) -> None:
+    def _put_claim(self, conn: Any, ticket_id: str, run_id: str, lease_s: float, pid: int | None) -> int:
+        """The one writer of claims: claim the ticket for `run_id`, raising its fence; the token."""
         pid = pid or os.getpid()
+        row = conn.execute("UPDATE tickets SET fence = fence + 1 WHERE id = ? RETURNING fence", (ticket_id,)).fetchone()
+        token = int(row[0])
         conn.execute(
-            "INSERT INTO claims (ticket_id, run_id, host, pid, claimed_at, lease_until, owner_start)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (ticket_id) DO UPDATE SET run_id = excluded.run_id,"
-            " host = excluded.host, pid = excluded.pid, claimed_at = excluded.claimed_at,"
-            " lease_until = excluded.lease_until, owner_start = excluded.owner_start",
-            (ticket_id, run_id, this_host(), pid, utc_now(), _lease_end(lease_s), process_token(pid)))
+            "INSERT INTO claims (ticket_id, run_id, host, pid, claimed_at, lease_until, owner_start, token)"
+            f" VALUES (?, ?, ?, ?, ?, {self._db.lease_sql(lease_s)}, ?, ?) ON CONFLICT (ticket_id) DO UPDATE"
+            " SET run_id = excluded.run_id, host = excluded.host, pid = excluded.pid,"
+            " claimed_at = excluded.claimed_at, lease_until = excluded.lease_until,"
+            " owner_start = excluded.owner_start, token = excluded.token",
+            (ticket_id, run_id, this_host(), pid, utc_now(), process_token(pid), token))
+        return token
+
+
+def _claim(row: Any) -> Claim:
+    data = dict(row)
+    data["expired"] = bool(data["expired"])
+    return Claim(**data)
+
+
+def _fence(db: Any, conn: Any, run_id: str, token: int | None) -> None:
+    """Inside a write transaction: refuse the write (ClaimLost) unless run `run_id` is still
+    claimed with `token`. None: an unfenced write (a person's command, not a run's owner). On
+    PostgreSQL the claim row is share-locked, so a takeover waits for this write to commit."""
+    if token is None:
+        return
+    row = conn.execute("SELECT token FROM claims WHERE run_id = ?" + db.share_row, (run_id,)).fetchone()
+    if row is None or int(row[0]) != token:
+        raise ClaimLost(_LOST.format(run_id=run_id))
+
+
+_LOST = ("run {run_id} is no longer this process's to write: another runner took it over (its lease ran "
+         "out) or it ended; this runner stopped it here and wrote nothing more")

@@ -103,7 +103,16 @@ class SqliteDatabase:
     dialect = "sqlite"
     skip_locked = ""  # BEGIN IMMEDIATE already makes writers take turns
     lock_row = ""
+    share_row = ""
     order_col = "rowid"  # insertion order, the tie-break for equal timestamps
+    # The database's clock as the store's timestamp text: leases are set and compared with it,
+    # never with one machine's clock (one file has one clock; see PostgresDatabase for the fleet).
+    now_sql = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+
+    @staticmethod
+    def lease_sql(lease_s: float) -> str:
+        """The database's clock `lease_s` seconds from now (a float we format: no user input)."""
+        return f"strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '{float(lease_s):+.3f} seconds')"
 
     def __init__(self, path: str | Path, *, readonly: bool = False):
         from tickets.errors import TicketError
@@ -265,7 +274,17 @@ class PostgresDatabase:
     dialect = "postgres"
     skip_locked = " FOR UPDATE SKIP LOCKED"  # a runner skips the row another is claiming
     lock_row = " FOR UPDATE"
+    share_row = " FOR SHARE"  # a fenced write holds the claim row: a takeover waits for its commit
     order_col = "seq"
+    # The server's clock, shared by every machine of the fleet: a lease is set and judged by it,
+    # so a worker whose clock runs ahead or behind neither keeps a dead claim nor steals a live one.
+    now_sql = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
+
+    @staticmethod
+    def lease_sql(lease_s: float) -> str:
+        """The server's clock `lease_s` seconds from now (a float we format: no user input)."""
+        return ("to_char(clock_timestamp() AT TIME ZONE 'UTC' + interval "
+                f"""'{float(lease_s):.3f} seconds', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')""")
 
     def __init__(self, url: str, *, readonly: bool = False, min_size: int = 1, max_size: int = 16,
                  reconnect_s: float = RECONNECT_S):

@@ -26,3 +26,9 @@ class StoreError(MiddleError):
 class StoreUnavailable(StoreError):
     """The shared store's server cannot be reached right now (a restart, the network): the work
     it interrupted can be continued once it is back."""
+
+
+class ClaimLost(MiddleError):
+    """This process no longer holds the claim of the run it is working (another runner took it
+    over after its lease ran out, or its lease could not be renewed): it stops at once and writes
+    nothing more of that run."""

@@ -65,11 +65,15 @@ class RunEvents:
         def _write(self) -> AbstractContextManager[Any]: ...
 
     def add_event(self, run_id: str, ticket_id: str, kind: str, data: dict[str, Any] | None = None, *,
-                  at: str | None = None) -> int:
+                  at: str | None = None, token: int | None = None) -> int:
         """Append one event to a run; returns its id (ids grow, so `after` can resume a stream).
-        `at`: when it happened, if earlier than now (an event that waited for the store)."""
+        `at`: when it happened, if earlier than now (an event that waited for the store).
+        `token`: the run owner's claim token (refused with ClaimLost once another holds the run)."""
+        from tickets.claims import _fence
+
         payload = json.dumps(clip_event_data(data or {}), ensure_ascii=False, default=str)
         with self._write() as conn:
+            _fence(self._db, conn, run_id, token)
             return insert_event(self._db, conn, run_id, ticket_id, kind, payload, at or utc_now())
 
     def list_events(self, *, run_id: str | None = None, ticket_id: str | None = None,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from tickets.errors import ConfigError, TicketError
 
@@ -263,6 +263,62 @@ class Ticket:
         data["fields"] = json.loads(json.dumps(self.fields))  # a copy: callers may change it
         data["depends_on"] = list(self.depends_on)
         return data
+
+
+class RunRow(TypedDict):
+    """A run as the ticket store returns it (`get_run`, `list_runs`, `latest_run`): typed, so a
+    misspelt field is a type error, not a None at run time. `run_id` repeats `id` (graph state
+    and turn rows name it so); `changes` is the committed paths' numstat, None until committed."""
+
+    id: str
+    run_id: str
+    ticket_id: str
+    status: str
+    reason: str | None
+    plan_memories: str | None
+    plan_prompt: str | None
+    total_cost_usd: float
+    started_at: str
+    ended_at: str | None
+    isolation: str | None
+    repo: str | None
+    base_branch: str | None
+    base_commit: str | None
+    branch: str | None
+    worktree: str | None
+    head_commit: str | None
+    changes: list[dict[str, Any]] | None
+    merge_commit: str | None
+    premerge_commit: str | None
+    revert_commit: str | None
+    offline: int
+    pr_url: str | None
+    pr_state: str | None
+    check_status: str | None
+    corrections: int | None
+    check_budget: int | None
+
+
+class TurnRow(TypedDict):
+    """A coding-agent turn as the ticket store returns it (`get_turn`, `list_turns`)."""
+
+    run_id: str
+    turn_no: int
+    prompt: str
+    response: str | None
+    memories_invoked: str | None
+    decision: dict[str, Any] | None
+    session_id: str | None
+    resume: bool
+    cost_usd: float
+    duration_ms: int
+    usage: dict[str, Any]
+    num_turns: int
+    is_error: bool
+    error: str | None
+    status: str
+    started_at: str
+    ended_at: str | None
 
 
 @dataclass(frozen=True)

@@ -35,13 +35,17 @@ class RunEnding:
         ticket_status: TicketStatus | str | None = None,
         ticket_reason: str | None = None,
         event: dict[str, Any] | None = None,
+        token: int | None = None,
     ) -> bool:
         """End a running run: set its status, the ticket's status (unless another run has since
         claimed the ticket), release its claim and append its `run_end` event, atomically.
 
         `ticket_status` defaults to the run's status; `ticket_reason` to `reason`. Returns False,
-        changing nothing, when the run is not running (it already ended).
+        changing nothing, when the run is not running (it already ended). `token`: the owner's
+        claim token; a stale owner (another runner took the run over) is refused with ClaimLost.
         """
+        from tickets.claims import _fence
+
         status = RunStatus(status)
         ticket_status = TicketStatus(ticket_status or status.value)
         now = utc_now()
@@ -52,6 +56,7 @@ class RunEnding:
                 raise ValueError(f"run {run_id!r} of ticket {ticket_id!r} does not exist")
             if row["status"] != RunStatus.RUNNING.value:
                 return False
+            _fence(self._db, conn, run_id, token)
             totals = conn.execute("SELECT COUNT(*) AS turns, COALESCE(SUM(cost_usd), 0) AS cost"
                                   " FROM turns WHERE run_id = ?", (run_id,)).fetchone()
             conn.execute("UPDATE runs SET status = ?, reason = ?, ended_at = ?, total_cost_usd = ?"

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tickets.checks import CHECKS_SCHEMA, TicketChecks
-from tickets.claims import CLAIMS_SCHEMA, Claim, TicketClaims
+from tickets.claims import CLAIMS_SCHEMA, Claim, TicketClaims, _claim, _fence
 from tickets.curation import CURATION_SCHEMA, MemoryCuration
 from tickets.db import RECONNECT_S, SqliteDatabase, and_equal, open_database, postgres_ddl
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
-from tickets.model import RunStatus, Ticket, TicketStatus, utc_now
+from tickets.model import RunRow, RunStatus, Ticket, TicketStatus, TurnRow, utc_now
 from tickets.pull_signals import PULL_SIGNALS_SCHEMA, PullSignalRecord
 from tickets.queries import TicketQueries
 from tickets.rounds import TicketRounds
@@ -28,7 +28,7 @@ _IN_CHUNK = 500  # ids per IN list: well under SQLite's and PostgreSQL's paramet
 class ResumeFacts(NamedTuple):
     """What decides whether a ticket's latest run can be resumed (see resume_facts)."""
 
-    run: dict[str, Any]  # the latest run
+    run: RunRow  # the latest run
     claim: Claim | None
     run_end: dict[str, Any] | None  # the data of that run's latest run_end event
 
@@ -45,7 +45,9 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 #    run that indexed the doc.
 # 9: check_baselines (tickets/checks.py); runs.check_status, runs.corrections, runs.check_budget;
 #    pr_signals (tickets/pull_signals.py).
-SCHEMA_VERSION = 9
+# 10: tickets.fence and claims.token: the fencing token of each claim (tickets/claims.py); leases
+#    set by the database's clock.
+SCHEMA_VERSION = 10
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
 SCHEMA_LOCK_KEY = 0x6D6964646C65
@@ -64,7 +66,8 @@ CREATE TABLE IF NOT EXISTS tickets (
     fields TEXT NOT NULL DEFAULT '{}',
     depends_on TEXT NOT NULL DEFAULT '[]',
     created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL
+    updated_at TEXT NOT NULL,
+    fence INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -154,7 +157,8 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   *(("runs", name, "TEXT") for name in PR_RUN_FIELDS),
                   ("memory_docs", "run_id", "TEXT"),
                   ("runs", "check_status", "TEXT"), ("runs", "corrections", "INTEGER"),
-                  ("runs", "check_budget", "INTEGER"))
+                  ("runs", "check_budget", "INTEGER"),
+                  ("tickets", "fence", "INTEGER NOT NULL DEFAULT 0"), ("claims", "token", "INTEGER NOT NULL DEFAULT 0"))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
@@ -282,6 +286,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
     @staticmethod
     def _ticket(row: sqlite3.Row) -> Ticket:
         data = dict(row)
+        data.pop("fence", None)  # the claims' fencing counter (tickets/claims.py), not the ticket's
         data["fields"] = json.loads(data["fields"])
         data["depends_on"] = json.loads(data.get("depends_on") or "[]")
         return Ticket(**data)
@@ -377,12 +382,12 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
     # -- runs -------------------------------------------------------------------------------
 
     @staticmethod
-    def _run(row: sqlite3.Row) -> dict[str, Any]:
+    def _run(row: sqlite3.Row) -> RunRow:
         # Both keys: `id` is the row's name, `run_id` matches the turn dicts and graph state.
         data = dict(row)
         data["run_id"] = data["id"]
         data["changes"] = json.loads(data["changes"]) if data.get("changes") else None
-        return data
+        return data  # type: ignore[return-value]  # the runs table's columns are RunRow's
 
     def create_run(self, ticket_id: str) -> str:
         """Start a new attempt at a ticket; its id is also the LangGraph thread id."""
@@ -398,13 +403,13 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
             )
         return run_id
 
-    def get_run(self, run_id: str) -> dict[str, Any]:
+    def get_run(self, run_id: str) -> RunRow:
         rows = self._read("SELECT * FROM runs WHERE id = ?", (run_id,))
         if not rows:
             raise _no_run(run_id)
         return self._run(rows[0])
 
-    def list_runs(self, ticket_id: str) -> list[dict[str, Any]]:
+    def list_runs(self, ticket_id: str) -> list[RunRow]:
         """A ticket's runs, oldest first (rowid breaks ties between equal start times)."""
         rows = self._read(
             f"SELECT * FROM runs WHERE ticket_id = ? ORDER BY started_at, {self._db.order_col}", (ticket_id,)
@@ -415,7 +420,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         """The git repositories runs worked in (for `middle gc`)."""
         return [r[0] for r in self._read("SELECT DISTINCT repo FROM runs WHERE repo IS NOT NULL ORDER BY repo")]
 
-    def latest_run(self, ticket_id: str) -> dict[str, Any] | None:
+    def latest_run(self, ticket_id: str) -> RunRow | None:
         runs = self.list_runs(ticket_id)
         return runs[-1] if runs else None
 
@@ -424,7 +429,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         data, in three queries a chunk however many tickets (the board asks for every failed,
         interrupted or running one on each refresh)."""
         ids = sorted(set(ticket_ids))
-        latest: dict[str, dict[str, Any]] = {}
+        latest: dict[str, RunRow] = {}
         claims: dict[str, Claim] = {}
         ends: dict[str, dict[str, Any]] = {}
         for start in range(0, len(ids), _IN_CHUNK):
@@ -434,8 +439,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
                 f"SELECT * FROM runs WHERE ticket_id IN ({marks}) ORDER BY started_at, {self._db.order_col}", chunk
             ):
                 latest[row["ticket_id"]] = self._run(row)  # oldest first: the last one stays
-            for row in self._read(f"SELECT * FROM claims WHERE ticket_id IN ({marks})", chunk):
-                claims[row["ticket_id"]] = Claim(**dict(row))
+            for row in self._read(self._claims_sql() + f" WHERE ticket_id IN ({marks})", chunk):
+                claims[row["ticket_id"]] = _claim(row)
         run_ids = sorted(run["id"] for run in latest.values())
         for start in range(0, len(run_ids), _IN_CHUNK):
             chunk = tuple(run_ids[start : start + _IN_CHUNK])
@@ -449,8 +454,9 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
             ticket_id: ResumeFacts(run, claims.get(ticket_id), ends.get(run["id"])) for ticket_id, run in latest.items()
         }
 
-    def set_run_fields(self, run_id: str, **fields: Any) -> None:
-        """Set some of plan_memories, plan_prompt, total_cost_usd, ended_at on a run."""
+    def set_run_fields(self, run_id: str, *, token: int | None = None, **fields: Any) -> None:
+        """Set some of a run's fields (the allow-list below). `token`: the run owner's claim
+        token; the write is refused (ClaimLost) once another runner holds the run."""
         unknown = set(fields) - _RUN_FIELDS
         if unknown:
             raise ValueError(
@@ -464,6 +470,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         names = sorted(fields)  # names come from the allow-list above, never from the caller
         assignments = ", ".join(f"{n} = ?" for n in names)
         with self._write() as conn:
+            _fence(self._db, conn, run_id, token)
             cur = conn.execute(f"UPDATE runs SET {assignments} WHERE id = ?", (*(fields[n] for n in names), run_id))
             if cur.rowcount == 0:
                 raise _no_run(run_id)
@@ -471,15 +478,16 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
     # -- turns ------------------------------------------------------------------------------
 
     @staticmethod
-    def _turn(row: sqlite3.Row) -> dict[str, Any]:
+    def _turn(row: sqlite3.Row) -> TurnRow:
         data = dict(row)
         data["decision"] = json.loads(data["decision"]) if data["decision"] is not None else None
         data["usage"] = json.loads(data["usage"])
         data["resume"] = bool(data["resume"])
         data["is_error"] = bool(data["is_error"])
-        return data
+        return data  # type: ignore[return-value]  # the turns table's columns are TurnRow's
 
-    def start_turn(self, run_id: str, turn_no: int, prompt: str, session_id: str | None, resume: bool) -> None:
+    def start_turn(self, run_id: str, turn_no: int, prompt: str, session_id: str | None, resume: bool, *,
+                   token: int | None = None) -> None:
         """Record a turn as running before Claude Code is launched, so a crash can be resumed.
 
         A turn left 'running' or 'error' is overwritten (a retry); a 'done' turn raises
@@ -490,6 +498,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         with self._write() as conn:
             if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
                 raise _no_run(run_id)
+            _fence(self._db, conn, run_id, token)
             row = conn.execute(
                 "SELECT status FROM turns WHERE run_id = ? AND turn_no = ?", (run_id, turn_no)
             ).fetchone()
@@ -521,10 +530,12 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
         duration_ms: int,
         usage: dict[str, Any],
         num_turns: int,
+        token: int | None = None,
     ) -> None:
         """Store a turn's result; its status becomes 'error' when is_error, else 'done'."""
         status = "error" if is_error else "done"
         with self._write() as conn:
+            _fence(self._db, conn, run_id, token)
             row = conn.execute(
                 "SELECT status FROM turns WHERE run_id = ? AND turn_no = ?", (run_id, turn_no)
             ).fetchone()
@@ -550,9 +561,11 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
                 ),
             )
 
-    def set_turn_assessment(self, run_id: str, turn_no: int, memories_invoked: str, decision: dict[str, Any]) -> None:
+    def set_turn_assessment(self, run_id: str, turn_no: int, memories_invoked: str, decision: dict[str, Any], *,
+                            token: int | None = None) -> None:
         """Attach the middle agent's recalled memories and decision to a turn."""
         with self._write() as conn:
+            _fence(self._db, conn, run_id, token)
             cur = conn.execute(
                 "UPDATE turns SET memories_invoked = ?, decision = ? WHERE run_id = ? AND turn_no = ?",
                 (memories_invoked, json.dumps(decision), run_id, turn_no),
@@ -560,11 +573,11 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
             if cur.rowcount == 0:
                 raise ValueError(f"turn {turn_no} of run '{run_id}' was never started: call start_turn() first")
 
-    def get_turn(self, run_id: str, turn_no: int) -> dict[str, Any] | None:
+    def get_turn(self, run_id: str, turn_no: int) -> TurnRow | None:
         rows = self._read(f"SELECT {_TURN_COLUMNS} FROM turns WHERE run_id = ? AND turn_no = ?", (run_id, turn_no))
         return self._turn(rows[0]) if rows else None
 
-    def list_turns(self, *, run_id: str | None = None, ticket_id: str | None = None) -> list[dict[str, Any]]:
+    def list_turns(self, *, run_id: str | None = None, ticket_id: str | None = None) -> list[TurnRow]:
         """Turns of one run, or of all a ticket's runs (by run start, then turn number)."""
         sql = (
             f"SELECT {', '.join('t.' + c.strip() for c in _TURN_COLUMNS.split(','))}"

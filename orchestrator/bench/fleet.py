@@ -27,7 +27,9 @@ from orchestrator.bench.metrics import percentile
 from orchestrator.errors import ConfigError
 
 
-def _seconds(a: str, b: str) -> float:
+def _seconds(a: str, b: str | None) -> float:
+    if b is None:  # still running (a bench reads ended runs only)
+        return 0.0
     return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
 
 

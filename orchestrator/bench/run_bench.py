@@ -45,7 +45,9 @@ def _project(root: Path, tickets: int, examples: Path, claude_cli: str | None, c
         f'{check}[coding_agent.options]\nturn_timeout_s = 300\n{cli}')
 
 
-def _seconds(a: str, b: str) -> float:
+def _seconds(a: str, b: str | None) -> float:
+    if b is None:  # still running (a bench reads ended runs only)
+        return 0.0
     return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
 
 
@@ -75,7 +77,7 @@ def measure_once(tickets: int, parallel: int, examples: Path, claude_cli: str | 
         claude = sum(_seconds(t["started_at"], t["ended_at"]) for t in turns)
         in_runs = sum(_seconds(r["started_at"], r["ended_at"]) for r in runs)
         first = min(r["started_at"] for r in runs)
-        last = max(r["ended_at"] for r in runs)
+        last = max(r["ended_at"] or r["started_at"] for r in runs)
         return {"parallel": parallel, "tickets": len(runs), "wall_s": wall,
                 "claude_code_s_per_ticket": claude / len(runs),
                 "framework_s_per_ticket": (in_runs - claude) / len(runs),

@@ -97,12 +97,12 @@ def summary_line(outcomes: list[Any]) -> str:
     """`middle run`'s last line: tickets complete / failed (/ skipped / interrupted / still pending,
     when any), turns, cost. Each ticket is counted by the status it was left in."""
     counts = {s: sum(o.status == s for o in outcomes)
-              for s in ("complete", "failed", "skipped", "interrupted", "pending")}
+              for s in ("complete", "failed", "skipped", "interrupted", "lost", "pending")}
     turns = sum(o.turns for o in outcomes)
     cost = sum(o.cost_usd for o in outcomes if not o.offline)
     parts = [f"{counts['complete']} complete", f"{counts['failed']} failed"]
-    parts += [f"{counts[s]} {'still pending' if s == 'pending' else s}"
-              for s in ("skipped", "interrupted", "pending") if counts[s]]
+    names = {"pending": "still pending", "lost": "taken over by another runner"}
+    parts += [f"{counts[s]} {names.get(s, s)}" for s in ("skipped", "interrupted", "lost", "pending") if counts[s]]
     offline = any(o.offline for o in outcomes)
     spent = OFFLINE_COST if offline and not cost else f"${cost:.4f}" + (" (+ offline runs)" if offline else "")
     corrections = sum(o.corrections for o in outcomes)

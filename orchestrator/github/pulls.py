@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.errors import ConfigError, GitError, TicketError
 from tickets.github.client import GitHubClient, github_settings, parse_repo
 from tickets.github.source import issue_number
-from tickets.model import Ticket, TicketStatus
+from tickets.model import RunRow, Ticket, TicketStatus
 
 if TYPE_CHECKING:
     from orchestrator.config.settings import Config
@@ -74,7 +74,7 @@ def _push_target(config: Config, repo: Path) -> tuple[str, str]:
     return "origin", found.stdout.strip()
 
 
-def pull_body(store: TicketStore, ticket: Ticket, run: dict[str, Any], repo: str) -> str:
+def pull_body(store: TicketStore, ticket: Ticket, run: RunRow, repo: str) -> str:
     """The pull request's text: the agent's summary, changed files, turns and cost, `Closes #N`."""
     parts = [(ticket.status_reason or "").strip() or ticket.title]
     changes = run.get("changes") or []
@@ -96,7 +96,7 @@ def pull_body(store: TicketStore, ticket: Ticket, run: dict[str, Any], repo: str
     return "\n\n".join(parts)
 
 
-def check_summary(store: TicketStore, run: dict[str, Any]) -> str:
+def check_summary(store: TicketStore, run: RunRow) -> str:
     """The run's last check result per command, for the pull request: what ran, how it ended,
     and the corrections it took ("" when the project has no checks)."""
     last: dict[str, dict[str, Any]] = {}
@@ -149,14 +149,15 @@ def open_pull_request(
             "for a complete ticket (see `middle tickets`)"
         )
     run = store.latest_run(ticket_id)
-    if run is None or run["status"] != "complete" or not run.get("branch") or not run.get("head_commit"):
+    if (run is None or run["status"] != "complete" or not run["branch"] or not run["head_commit"]
+            or not run["repo"]):
         raise TicketError(
             f"ticket {ticket_id!r} has no committed branch to propose (it ran without its own "
             "branch, or changed nothing): nothing to open a pull request for"
         )
     if run.get("pr_url"):
         return _has_one(run, ticket_id, say)
-    repo_path = Path(run["repo"])
+    repo_path = Path(run["repo"])  # type: ignore[arg-type]  # checked above (mypy does not narrow keys)
     target, url = _push_target(config, repo_path)
     repo = github_repo(config, ticket, url)
     base = run.get("base_branch") or config.project.base_branch
@@ -178,13 +179,15 @@ def open_pull_request(
     return PullRequest(pull["html_url"], number, created)
 
 
-def _push(run: dict[str, Any], target: str, url: str, ticket_id: str) -> None:
+def _push(run: RunRow, target: str, url: str, ticket_id: str) -> None:
     """Push the run's last commit to the ticket's branch on the pull request's remote."""
     from orchestrator.workspace import git as g
 
-    branch = run["branch"]
+    branch, repo = run["branch"], run["repo"]
+    if not branch or not repo or not run["head_commit"]:
+        raise TicketError(f"ticket {ticket_id!r} has no committed branch to push: run it first")
     try:
-        g.git(Path(run["repo"]), "push", "--quiet", "--force", target, f"{run['head_commit']}:refs/heads/{branch}")
+        g.git(Path(repo), "push", "--quiet", "--force", target, f"{run['head_commit']}:refs/heads/{branch}")
     except GitError as exc:
         raise TicketError(
             f"could not push {branch} to {url}: {exc}; fix the remote, then run `middle pr {ticket_id}` again"
@@ -195,17 +198,18 @@ def update_pull_branch(store: TicketStore, config: Config, ticket_id: str, say: 
     """After a round on a ticket with an open pull request: its new commits go to the pull
     request's branch (where the round did not push them already)."""
     run = store.latest_run(ticket_id)
-    if not run or not run.get("pr_url") or not run.get("head_commit") or not run.get("branch"):
+    if not run or not run["pr_url"] or not run["head_commit"] or not run["branch"] or not run["repo"]:
         return
     target, url = _push_target(config, Path(run["repo"]))
     _push(run, target, url, ticket_id)
     say(f"pushed {run['branch']} ({run['head_commit'][:10]}) to its pull request {run['pr_url']}")
 
 
-def _has_one(run: dict[str, Any], ticket_id: str, say: Callable[[str], None]) -> PullRequest:
-    found = PULL_URL.search(run["pr_url"])
-    say(f"ticket {ticket_id} already has its pull request: {run['pr_url']}")
-    return PullRequest(run["pr_url"], int(found.group(3)) if found else 0, created=False)
+def _has_one(run: RunRow, ticket_id: str, say: Callable[[str], None]) -> PullRequest:
+    url = run["pr_url"] or ""  # (called when the run has one)
+    found = PULL_URL.search(url)
+    say(f"ticket {ticket_id} already has its pull request: {url}")
+    return PullRequest(url, int(found.group(3)) if found else 0, created=False)
 
 
 HOLD_POLL_S = 0.2  # how often a `middle pr` that waits for another one's hold looks again
@@ -240,7 +244,7 @@ def _push_and_open(
     store: TicketStore,
     gh: GitHubClient,
     ticket: Ticket,
-    run: dict[str, Any],
+    run: RunRow,
     target: str,
     url: str,
     repo: str,
@@ -248,7 +252,7 @@ def _push_and_open(
 ) -> tuple[dict[str, Any], bool]:
     """Push the branch (the intent recorded first) and find or open its pull request: (it, opened now)."""
 
-    branch, owner = run["branch"], repo.split("/")[0]
+    branch, owner = run["branch"] or "", repo.split("/")[0]  # (a run with a branch: see open_pull_request)
     store.set_run_fields(run["id"], pr_state="opening")  # the intent, before the branch is out
     _push(run, target, url, ticket.id)
     store.refresh_claim(ticket.id, run["id"])  # a slow push must not let the hold's lease run out
@@ -274,9 +278,10 @@ def read_pull_states(store: TicketStore, config: Config) -> list[tuple[str, str,
     found: list[tuple[str, str, str, str]] = []
     for ticket in store.list_tickets(status="complete"):
         run = store.latest_run(ticket.id)
-        if not run or run.get("pr_state") != "open" or not run.get("pr_url"):
+        pr_url = run["pr_url"] if run else None
+        if not run or run["pr_state"] != "open" or not pr_url:
             continue
-        match = PULL_URL.search(run["pr_url"])
+        match = PULL_URL.search(pr_url)
         if match is None:
             continue
         repo = parse_repo(f"{match.group(1)}/{match.group(2)}")
@@ -285,11 +290,11 @@ def read_pull_states(store: TicketStore, config: Config) -> list[tuple[str, str,
             if pull is None:  # a repository that is gone (or hidden from the token) stays that error
                 gh.get("", f"the repository {repo}")
         if pull is None:
-            found.append((ticket.id, run["id"], "gone", run["pr_url"]))
+            found.append((ticket.id, run["id"], "gone", pr_url))
         elif isinstance(pull, dict) and pull.get("merged") is True:
-            found.append((ticket.id, run["id"], "merged", run["pr_url"]))
+            found.append((ticket.id, run["id"], "merged", pr_url))
         elif isinstance(pull, dict) and pull.get("state") == "closed":
-            found.append((ticket.id, run["id"], "closed", run["pr_url"]))
+            found.append((ticket.id, run["id"], "closed", pr_url))
     return found
 
 

@@ -49,9 +49,10 @@ def read_signals(store: TicketStore, config: Config) -> list[PullSignals]:
     found = []
     for ticket in store.list_tickets(status="complete"):
         run = store.latest_run(ticket.id)
-        if not run or run.get("pr_state") != "open" or not run.get("pr_url"):
+        pr_url = run["pr_url"] if run else None
+        if not run or run["pr_state"] != "open" or not pr_url:
             continue
-        match = PULL_URL.search(run["pr_url"])
+        match = PULL_URL.search(pr_url)
         if match is None:
             continue
         repo, number = parse_repo(f"{match.group(1)}/{match.group(2)}"), match.group(3)
@@ -63,7 +64,7 @@ def read_signals(store: TicketStore, config: Config) -> list[PullSignals]:
             head = str((pull.get("head") or {}).get("sha") or run.get("head_commit") or "")
             items = [i for i in (*_failed_ci(gh, head), *_changes_requested(gh, number)) if i[0] not in acted]
         if items:
-            found.append(PullSignals(ticket.id, run["pr_url"], items))
+            found.append(PullSignals(ticket.id, pr_url, items))
     return found
 
 

@@ -146,7 +146,7 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                            else "") + ": no worse than the base")
             continue
         return _failed(ctx, state, t, result, verdict, corrections)
-    ctx.store.set_run_fields(state["run_id"], check_status=PASSED, corrections=corrections)
+    ctx.run.set_fields(check_status=PASSED, corrections=corrections)
     ctx.say(f"the checks pass ({len(commands)} command(s))"
             + (f" after {corrections} correction(s)" if corrections else ""))
     return {"check_passed": True}
@@ -155,15 +155,15 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
 def _failed(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: CheckResult, verdict: Verdict,
             corrections: int) -> Update:
     """A check that fails: back to the middle agent, or, past the budget, the ticket fails."""
-    budget = ctx.store.get_run(state["run_id"]).get("check_budget") or ctx.check.max_rounds
+    budget = ctx.run.record()["check_budget"] or ctx.check.max_rounds
     if corrections >= budget:
-        ctx.store.set_run_fields(state["run_id"], check_status=FAILED, corrections=corrections)
+        ctx.run.set_fields(check_status=FAILED, corrections=corrections)
         _keep_work(ctx, state, t, result)
         raise CheckFailed(
             f"check `{result.command}` still failing after {corrections} round(s) ({_failure_line(result)}); "
             f"the work is committed on its branch: ask for changes with {command('feedback', t['id'])}, "
             f"or give it {ctx.check.max_rounds} more round(s) with {command('resume', t['id'])}")
-    ctx.store.set_run_fields(state["run_id"], check_status=FAILED, corrections=corrections + 1)
+    ctx.run.set_fields(check_status=FAILED, corrections=corrections + 1)
     ctx.say(f"check `{result.command}` failed ({_failure_line(result)}): back to the middle agent "
             f"(correction {corrections + 1} of at most {budget})")
     return {"check_passed": False, "corrections": corrections + 1,
@@ -182,7 +182,7 @@ def _keep_work(ctx: TicketContext, state: TicketState, t: dict[str, Any], result
     message = commit_message(t["title"], (summary + "\n\n" if summary else "")
                              + f"Work in progress: the check `{result.command}` still fails.")
     sha, changes = ctx.worktrees.commit(Workspace.from_dict(ws), message)
-    ctx.store.set_run_fields(state["run_id"], head_commit=sha, changes=changes)
+    ctx.run.set_fields(head_commit=sha, changes=changes)
     if sha and ctx.worktrees.shared:
         ctx.worktrees.push(Workspace.from_dict(ws))
 

@@ -3,14 +3,43 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.coding_agent.base import CodingAgent, EventCallback
 from orchestrator.lifecycle.run_lifecycle import RunLifecycle
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.workspace import Worktrees
+from tickets.model import RunRow, TurnRow
 from tickets.store import TicketStore
+
+
+class RunAccess(Protocol):
+    """The claimed run, as the nodes reach it (orchestrator.running.run.Run is the one kind):
+    reads, and writes fenced by the claim's token, so a runner whose run was taken over writes
+    nothing more of it (ClaimLost)."""
+
+    ticket_id: str
+    run_id: str
+
+    def guard(self) -> None:
+        """Raise ClaimLost once the run lost its claim."""
+
+    def check(self) -> None:
+        """Before a step the store cannot fence (commit, push): raise ClaimLost unless still ours."""
+
+    def record(self) -> RunRow: ...
+    def turn(self, turn_no: int) -> TurnRow | None: ...
+    def turns(self) -> list[TurnRow]: ...
+    def round(self) -> int: ...
+    def total_cost(self) -> float: ...
+    def set_fields(self, **fields: Any) -> None: ...
+    def start_turn(self, turn_no: int, prompt: str, session_id: str | None, resume: bool) -> None: ...
+    def finish_turn(self, turn_no: int, **result: Any) -> None: ...
+    def assess_turn(self, turn_no: int, memories: str, decision: dict[str, Any]) -> None: ...
+    def event(self, kind: str, data: dict[str, Any]) -> None: ...
+    def complete(self, summary: str, *, say: Callable[[str], None] | None = None, **event: Any) -> bool: ...
+    def fail(self, reason: str, **how: Any) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -23,6 +52,7 @@ class Limits:
 
 @dataclass
 class TicketContext:
+    run: RunAccess  # the claimed run: every write the nodes make to it goes through here
     store: TicketStore
     agent: MiddleAgent
     coding_agent: CodingAgent

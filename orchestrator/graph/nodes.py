@@ -85,9 +85,7 @@ def _record_recall(ctx: TicketContext, state: TicketState, query: str, where: st
             why = explained[doc]["why"] if doc in explained else "pinned: always shown"
             items.append({"id": doc_id(doc)[:DOC_ID_CHARS], "kind": "related", "why": why})
         if items:
-            ctx.store.add_event(state["run_id"], state["ticket"]["id"], RECALL_EVENT,
-                                {"where": where, "backend": ctx.memory.backend_name,
-                                 "memories": items})
+            ctx.run.event(RECALL_EVENT, {"where": where, "backend": ctx.memory.backend_name, "memories": items})
     except Exception as exc:  # the record of a recall never stops a ticket
         log.warning("could not record why memories were recalled at %s: %s", where, exc)
 
@@ -161,7 +159,7 @@ def _index_pending(ctx: TicketContext, project_id: str) -> None:
 def plan(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx = runtime.context
     prompt = review.revise_prompt(ctx, state) or ctx.agent.plan(state["ticket"], state.get("memories", ""))
-    ctx.store.set_run_fields(state["run_id"], plan_memories=state.get("memories", ""), plan_prompt=prompt)
+    ctx.run.set_fields(plan_memories=state.get("memories", ""), plan_prompt=prompt)
     ctx.say("planned the first prompt for Claude Code")
     return {"next_prompt": prompt, "last_prompt": prompt}
 
@@ -173,7 +171,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     moved = ticket.get("cwd") != state["ticket"].get("cwd")
     turn_no = state.get("turn", 0) + 1
     prompt = state["next_prompt"]
-    done = ctx.store.get_turn(run_id, turn_no)
+    done = ctx.run.turn(turn_no)
     if done and done["status"] == "done":
         # The turn finished but the process died before the checkpoint: never run it twice.
         text, session_id = done["response"], done["session_id"]
@@ -185,7 +183,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         resume = review.resumes_session(state, turn_no) and not moved
         session_id = state["session_id"] if resume else str(uuid.uuid4())
         sent = recap(state.get("transcript", []), prompt) if moved and turn_no > 1 else prompt
-        ctx.store.start_turn(run_id, turn_no, sent, session_id, resume)  # stored before launch
+        ctx.run.start_turn(turn_no, sent, session_id, resume)  # stored before launch
         ctx.say(f"turn {turn_no}: Claude Code is working")
         result = ctx.coding_agent.run_turn(
             sent, Path(ticket.get("cwd") or ticket["project_path"]), session_id=session_id,
@@ -194,11 +192,12 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         if resume and review.session_lost(result):  # e.g. a round run with another CLAUDE_CONFIG_DIR
             session_id, sent, resume = str(uuid.uuid4()), review.recap(state, prompt), False
             ctx.say("Claude Code's session of this ticket is not here: a new one is told the earlier work")
-            ctx.store.start_turn(run_id, turn_no, sent, session_id, resume)
+            ctx.run.start_turn(turn_no, sent, session_id, resume)
             result = ctx.coding_agent.run_turn(sent, Path(ticket.get("cwd") or ticket["project_path"]),
                                          session_id=session_id, resume=False, on_event=ctx.on_event)
-        ctx.store.finish_turn(
-            run_id, turn_no, response=result.text, is_error=result.is_error, error=result.error,
+        ctx.run.guard()  # taken over while Claude Code ran (its process was killed): nothing is stored
+        ctx.run.finish_turn(
+            turn_no, response=result.text, is_error=result.is_error, error=result.error,
             cost_usd=result.cost_usd, duration_ms=result.duration_ms, usage=result.usage,
             num_turns=result.num_turns,
         )
@@ -221,10 +220,10 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
             except Exception as exc:
                 log.warning("memory could not observe turn %s: %s", turn_no, exc)
     call_hook(ctx.hooks, "on_turn_end", ticket=ctx.store.get_ticket(ticket["id"]), run_id=run_id,
-              turn=TurnRecord.from_row(ctx.store.get_turn(run_id, turn_no) or {}))
+              turn=TurnRecord.from_row(dict(ctx.run.turn(turn_no) or {})))
     transcript = list(state.get("transcript", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
     return {"turn": turn_no, "last_prompt": prompt, "last_response": text, "session_id": session_id,
-            "transcript": transcript, "cost_usd": ctx.store.total_cost(run_id), "ticket": ticket}
+            "transcript": transcript, "cost_usd": ctx.run.total_cost(), "ticket": ticket}
 
 
 def recall_turn(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
@@ -278,7 +277,7 @@ def assess(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         log.info("the middle agent named memories it was not shown (%s): not recorded as used",
                  ", ".join(m.id for m in dropped))
     record = {**decision.record(), **heard}
-    ctx.store.set_turn_assessment(state["run_id"], state["turn"], memories, record)
+    ctx.run.assess_turn(state["turn"], memories, record)
     ctx.say("middle agent: " + ("complete" if decision.complete else "another turn"))
     update = {"decision": record, "next_prompt": decision.next_prompt}
     if "feedback_seen" in heard:
@@ -316,8 +315,9 @@ def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     summary = state["decision"].get("summary", "").strip()
     message = commit_message(t["title"], summary)  # a long title: a short subject, whole in the body
     workspace = Workspace.from_dict(ws)
+    ctx.run.check()  # a stale owner (the run was taken over) commits nothing
     sha, changes = ctx.worktrees.commit(workspace, message)
-    ctx.store.set_run_fields(state["run_id"], head_commit=sha, changes=changes)
+    ctx.run.set_fields(head_commit=sha, changes=changes)
     if sha and state.get("round", 1) > 1 and sha == review.previous_head(ctx.store, state["run_id"]):
         ctx.say(f"this round changed no files: {ws['branch']} stays at {sha[:10]}, the earlier rounds' "
                 f"{len(changes)} changed file(s); {advice('complete', t['id'])}")
@@ -327,6 +327,7 @@ def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     else:
         ctx.say("the ticket changed no files: nothing to commit")
     if sha and ctx.worktrees.shared:
+        ctx.run.check()  # nor pushes
         ctx.worktrees.push(workspace)
         ctx.say(f"pushed {ws['branch']} to {ctx.worktrees.remote or 'the shared repository ([project] repo_url)'}")
     return {"commit": sha, "changes": changes, "ticket": t}
@@ -341,6 +342,7 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
     doc = ctx.memory.prepare_doc(doc)  # the exact text stored: cut to [memory] max_doc_chars
     # Kept with the ticket first (pending until memory has it), so a revert can delete exactly
     # this string later and a doc memory cannot take now is indexed later.
+    ctx.run.check()  # nor adds to the project's memory
     if doc not in ctx.store.memory_docs(t["id"]):
         ctx.store.add_memory_doc(t["id"], t["project_id"], doc, run_id=state["run_id"], pending=True)
     try:
@@ -357,16 +359,14 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
 
 
 def finalize(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
-    ctx, t = runtime.context, state["ticket"]
+    ctx = runtime.context
     summary = state["decision"].get("summary", "")
-    assert ctx.lifecycle is not None  # TicketContext makes one
-    ctx.lifecycle.complete(t["id"], state["run_id"], summary, say=ctx.say, commit=state.get("commit"))
+    ctx.run.complete(summary, say=ctx.say, commit=state.get("commit"))
     return {"status": "complete", "reason": ""}
 
 
 def fail(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
-    ctx, t = runtime.context, state["ticket"]
+    ctx = runtime.context
     reason = _limit_reason(state, ctx) or "failed"
-    assert ctx.lifecycle is not None
-    ctx.lifecycle.fail(t["id"], state["run_id"], reason)
+    ctx.run.fail(reason)
     return {"status": "failed", "reason": reason}

@@ -12,6 +12,7 @@ from typing import Any
 from orchestrator.agent import prompts
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
+from tickets.model import TurnRow
 
 HISTORY_CHARS = 12_000  # of the earlier rounds shown to the agent (the newest kept)
 TURN_CHARS = 1500  # of each earlier prompt and answer
@@ -85,9 +86,9 @@ def _cut(text: str) -> str:
     return text if len(text) <= TURN_CHARS else text[:TURN_CHARS] + " … [cut]"
 
 
-def final_decision(turns: list[dict[str, Any]]) -> dict[str, Any]:
+def final_decision(turns: list[TurnRow]) -> dict[str, Any]:
     """The decision of a run's last assessed turn ({} when none)."""
-    return next((t["decision"] for t in reversed(turns) if t.get("decision")), {})
+    return next((d for t in reversed(turns) if (d := t["decision"])), {})
 
 
 def revise_prompt(ctx: TicketContext, state: TicketState) -> str | None:

@@ -33,11 +33,11 @@ def local_ticket(ctx: TicketContext, state: TicketState) -> dict[str, Any]:
     ticket = ctx.store.get_ticket(t["id"])
     if ctx.project_override:
         ticket = ticket.replace(project_path=ctx.project_override)
-    if not _ours(ctx, ctx.store.get_run(run_id).get("worktree")):
+    if not _ours(ctx, ctx.run.record()["worktree"]):
         adopted = ctx.worktrees.adopt(ticket.id, ticket.project_path, Workspace.from_dict(ws))
         if adopted is not None:
             new, source = adopted
-            ctx.store.set_run_fields(run_id, repo=new.repo, worktree=new.path)
+            ctx.run.set_fields(repo=new.repo, worktree=new.path)
             ctx.say(f"took over the run begun in {ws['path']} (not here): worktree {new.path} "
                     f"from {source}")
         else:

@@ -11,39 +11,39 @@ from typing import Any
 from orchestrator.errors import TicketError
 from orchestrator.graph.context import TicketContext
 from orchestrator.workspace import Workspace, branch_name
+from tickets.model import RunRow
 
 
 def run_workspace(ctx: TicketContext, ticket: Any, run_id: str) -> dict[str, Any] | None:
     """The run's worktree: made for a new run, found again when this node re-runs on resume."""
     if ctx.worktrees is None:
-        ctx.store.set_run_fields(run_id, isolation="none")
+        ctx.run.set_fields(isolation="none")
         return None
-    run = ctx.store.get_run(run_id)
+    run = ctx.run.record()
     # This run's worktree, when this runner made it (a run taken over from a dead worker on
     # another machine or clone starts a worktree of its own; completed turns are not re-run).
-    if ctx.worktrees.has_at(run.get("worktree"), run.get("head_commit")):
+    if ctx.worktrees.has_at(run["worktree"], run["head_commit"]):
         return _found(run, ticket)
-    if run.get("isolation") == "worktree" and run.get("branch") and ctx.store.round_of(run_id) > 1:
+    if run["isolation"] == "worktree" and run["branch"] and ctx.run.round() > 1:
         return _continue_round(ctx, ticket, run)
     deps = []
     if ctx.dependencies == "complete":  # merged ones are in the base branch already
         deps = [branch_name(d) for d in ticket.depends_on
                 if ctx.store.get_ticket(d).status.value == "complete"]
     ws = ctx.worktrees.prepare(ticket.id, ticket.project_path, start_from=deps)
-    ctx.store.set_run_fields(run_id, isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
+    ctx.run.set_fields(isolation="worktree", repo=ws.repo, base_branch=ws.base_branch,
                              base_commit=ws.base_commit, branch=ws.branch, worktree=ws.path)
     ctx.say(f"working on branch {ws.branch} in {ws.path} (from {ws.origin()})")
     return ws.to_dict()
 
 
-def _continue_round(ctx: TicketContext, ticket: Any, run: dict[str, Any]) -> dict[str, Any]:
+def _continue_round(ctx: TicketContext, ticket: Any, run: RunRow) -> dict[str, Any]:
     """A review round whose ticket's worktree is not here (another machine ran the round before,
     or it was removed): the branch as pushed to the shared repository, holding the last round's
     commit, in a new worktree here (orchestrator.running.feedback checked that before the claim)."""
     assert ctx.worktrees is not None
-    head = run.get("head_commit") or run["base_commit"]
-    begun = Workspace(repo=run["repo"], path=run["worktree"], cwd=run["worktree"], branch=run["branch"],
-                      base_branch=run["base_branch"], base_commit=run["base_commit"])
+    begun = recorded_workspace(run)
+    head = run["head_commit"] or begun.base_commit
     adopted = ctx.worktrees.adopt(ticket.id, ticket.project_path, begun, holding=head)
     if adopted is None:  # rewritten on the shared repository since the feedback was accepted
         raise TicketError(f"ticket {ticket.id!r}'s branch {run['branch']} on the shared repository no "
@@ -51,19 +51,31 @@ def _continue_round(ctx: TicketContext, ticket: Any, run: dict[str, Any]) -> dic
                           f"here: push {run['branch']} with that commit, then ask again with "
                           f"`middle feedback {ticket.id}`")
     new, source = adopted
-    ctx.store.set_run_fields(run["id"], repo=new.repo, worktree=new.path)
-    ctx.say(f"round {ctx.store.round_of(run['id'])}: the ticket's worktree {run['worktree']} is not here "
+    ctx.run.set_fields(repo=new.repo, worktree=new.path)
+    ctx.say(f"round {ctx.run.round()}: the ticket's worktree {run['worktree']} is not here "
             f"(removed, or on another machine), so the round continues {new.branch} from {source} in {new.path}")
     return _found({**run, "repo": new.repo, "worktree": new.path}, ticket)
 
 
-def _found(run: dict[str, Any], ticket: Any) -> dict[str, Any]:
+def recorded_workspace(run: RunRow | dict[str, Any]) -> Workspace:
+    """The worktree a run records (a run with isolation "worktree" records every field)."""
+    fields = {k: run.get(k) for k in ("repo", "worktree", "branch", "base_branch", "base_commit")}
+    missing = sorted(k for k, v in fields.items() if not v)
+    if missing:
+        raise TicketError(f"run {run['id']} records no {', '.join(missing)}: its worktree cannot be found; "
+                          f"start the ticket again with `middle run {run['ticket_id']} --rerun`")
+    return Workspace(repo=str(fields["repo"]), path=str(fields["worktree"]), cwd=str(fields["worktree"]),
+                     branch=str(fields["branch"]), base_branch=str(fields["base_branch"]),
+                     base_commit=str(fields["base_commit"]))
+
+
+def _found(run: RunRow | dict[str, Any], ticket: Any) -> dict[str, Any]:
     """The run's recorded worktree as a workspace dict."""
-    return Workspace.from_dict({**run, "path": run["worktree"],
-                                "cwd": _cwd(run, Path(ticket.project_path))}).to_dict()
+    ws = recorded_workspace(run)
+    return Workspace.from_dict({**ws.to_dict(), "cwd": _cwd(ws, Path(ticket.project_path))}).to_dict()
 
 
-def _cwd(run: dict[str, Any], project: Path) -> str:
-    repo = Path(run["repo"])
+def _cwd(ws: Workspace, project: Path) -> str:
+    repo = Path(ws.repo)
     rel = project.resolve().relative_to(repo) if project.resolve() != repo else Path()
-    return str(Path(run["worktree"]) / rel)
+    return str(Path(ws.path) / rel)

@@ -27,10 +27,14 @@ class RunLifecycle:
         self.store, self.hooks, self.config = store, hooks, config
 
     def complete(self, ticket_id: str, run_id: str, summary: str, *, say: Callable[[str], None] | None = None,
-                 **event: Any) -> bool:
-        """End a run as complete; `say`: where the hooks' notes go (the run's log)."""
+                 token: int | None = None, on_ended: Callable[[], None] | None = None, **event: Any) -> bool:
+        """End a run as complete; `say`: where the hooks' notes go (the run's log). `token`: the
+        run owner's claim token (a stale owner is refused with ClaimLost, changing nothing);
+        `on_ended`: called once the end is stored, before the hooks run."""
         ended = self.store.end_run(ticket_id, run_id, "complete", None, ticket_reason=summary or None,
-                                   event=event)
+                                   event=event, token=token)
+        if on_ended is not None:
+            on_ended()
         if ended:
             call_hook(self.hooks, "on_ticket_complete", ticket=self.store.get_ticket(ticket_id),
                       run_id=run_id, summary=summary, config=self.config, store=self.store,
@@ -38,27 +42,35 @@ class RunLifecycle:
         return ended
 
     def fail(self, ticket_id: str, run_id: str, reason: str, *, resumable: bool = False,
-             ticket_status: str | None = None, check_failed: bool = False) -> bool:
+             ticket_status: str | None = None, check_failed: bool = False, token: int | None = None,
+             on_ended: Callable[[], None] | None = None) -> bool:
         """End a run as failed. `ticket_status="pending"` returns the ticket to the backlog (a
         model that cannot be reached before anything was done); `check_failed`: its check still
         failed after its rounds (its work is on its branch: feedback starts a round on it)."""
         event: dict[str, Any] = {"resumable": resumable}
         if check_failed:
             event["check_failed"] = True
-        ended = self.store.end_run(ticket_id, run_id, "failed", reason, ticket_status=ticket_status, event=event)
+        ended = self.store.end_run(ticket_id, run_id, "failed", reason, ticket_status=ticket_status, event=event,
+                                   token=token)
+        if on_ended is not None:
+            on_ended()
         if ended:
             call_hook(self.hooks, "on_ticket_failed", ticket=self.store.get_ticket(ticket_id),
                       run_id=run_id, reason=reason)
         return ended
 
-    def interrupt(self, ticket_id: str, run_id: str, reason: str, *, auto_resume: bool = False) -> bool:
+    def interrupt(self, ticket_id: str, run_id: str, reason: str, *, auto_resume: bool = False,
+                  token: int | None = None, on_ended: Callable[[], None] | None = None) -> bool:
         """Ctrl-C, SIGTERM, SIGHUP or a server shutdown: resumable, no hook (nothing ended for good).
 
         `auto_resume`: no person stopped it (a stopped `middle worker`, the shared store out of
         reach for a moment), so any worker continues it; a ticket a person interrupted waits for
         that person (`middle resume`)."""
-        return self.store.end_run(ticket_id, run_id, "interrupted", reason,
-                                  event={"resumable": True, "auto_resume": auto_resume})
+        ended = self.store.end_run(ticket_id, run_id, "interrupted", reason,
+                                   event={"resumable": True, "auto_resume": auto_resume}, token=token)
+        if on_ended is not None:
+            on_ended()
+        return ended
 
 
 # `middle run ID` starts tickets in these states; a complete one only when asked (`--rerun`).

@@ -20,7 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.coding_agent.base import EventCallback
 from orchestrator.config.settings import Config
-from orchestrator.errors import RunInterrupted, StoreUnavailable, TicketError
+from orchestrator.errors import RunInterrupted, TicketError
 from orchestrator.graph import build_graph
 from orchestrator.graph.context import Limits, TicketContext
 from orchestrator.graph.state import ENDING_NODES
@@ -28,9 +28,10 @@ from orchestrator.lifecycle.next_steps import advise
 from orchestrator.lifecycle.run_lifecycle import ClaimedRun, RunLifecycle, try_claim
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.running.checkpoints import open_checkpointer
-from orchestrator.running.events import EventRecorder, finished_steps
+from orchestrator.running.events import finished_steps
 from orchestrator.running.outcome import RunOutcome
 from orchestrator.running.policy import end_on_exception
+from orchestrator.running.run import Run, fence_checkpoints, stop_run_processes
 from orchestrator.services import Services
 from tickets.store import TicketStore
 
@@ -76,6 +77,8 @@ class TicketDriver:
         self.stop = stop or threading.Event()  # set: runs stop between nodes, marked interrupted
         self.project_override = project_override  # `middle worker`: every ticket in its own clone
         self._checkpoints = open_checkpointer(config.checkpoint_target, reconnect_s=config.store.reconnect_s)
+        self._runs: dict[str, Run] = {}  # the run driven now, by id (its checkpoints are fenced)
+        fence_checkpoints(self._checkpoints.saver, self._runs)
         self.graph = build_graph().compile(checkpointer=self._checkpoints.saver)
 
     @cached_property
@@ -83,9 +86,13 @@ class TicketDriver:
         """Built on first use: `resume` of a run that already ended needs no API key to say so."""
         return MiddleAgent(self.services.agent_llm, self.config.agent.max_turns)
 
-    def _recorder(self, ticket_id: str, run_id: str) -> EventRecorder:
-        """Stores run events (`middle log --follow`, the API and the dashboard read them)."""
-        return EventRecorder(self.store, ticket_id, run_id, self.config.store.reconnect_s)
+    def _held(self, claimed: ClaimedRun, token: int | None = None) -> Run:
+        """The typed run for a claim this process has just taken."""
+        if token is None:
+            return Run.held(self.store, self.lifecycle, claimed.ticket_id, claimed.run_id, lease_s=self.lease_s,
+                            reconnect_s=self.config.store.reconnect_s, fresh=claimed.fresh)
+        return Run(self.store, self.lifecycle, claimed.ticket_id, claimed.run_id, token, lease_s=self.lease_s,
+                   reconnect_s=self.config.store.reconnect_s, fresh=claimed.fresh)
 
     def run_ticket(self, ticket_id: str, *, rerun: bool = False, skip_claimed: bool = False) -> RunOutcome:
         """Start a new run of a ticket, claimed atomically so no other process runs it at once.
@@ -99,7 +106,7 @@ class TicketDriver:
         claimed, refusal = try_claim(self.store, ticket_id, rerun=rerun, dependencies=self.config.run.dependencies,
                                      lease_s=self.lease_s, before_claim=self._ready_to_start)
         if claimed is not None:
-            return self._drive(claimed)
+            return self._drive(self._held(claimed))
         if skip_claimed:
             return RunOutcome(ticket_id, "", "skipped", refusal)
         raise TicketError(refusal)
@@ -129,26 +136,26 @@ class TicketDriver:
             # The runner died before the graph's first checkpoint: nothing of this run was done,
             # so it starts over from its input, under the same run.
             _ = self.agent
-            self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
+            token = self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
             self._stop_leftovers(run["id"])
-            return self._drive(ClaimedRun(ticket_id, run["id"]))
+            return self._drive(self._held(ClaimedRun(ticket_id, run["id"]), token))
         if not snapshot.next and not snapshot.tasks:
             # (A step whose node's writes were saved but not the checkpoint after it, as a store
             # outage can leave, has tasks and no `next`: it continues from those writes.)
-            raise TicketError(
-                f"the last run of ticket {ticket_id!r} already ended ({run['status']}"
-                f"{': ' + run['reason'] if run.get('reason') else ''}); "
-                f"{advise(self.store, ticket_id, 'resume')}")
+            ended = f"{run['status']}: {run['reason']}" if run["reason"] else run["status"]
+            raise TicketError(f"the last run of ticket {ticket_id!r} already ended ({ended}); "
+                              f"{advise(self.store, ticket_id, 'resume')}")
         _ = self.agent  # as in run_ticket: a model that cannot be built fails before the claim
-        self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
+        token = self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
+        held = self._held(ClaimedRun(ticket_id, run["id"], fresh=False), token)
         self._stop_leftovers(run["id"])
         if (self.store.run_end_data(run["id"]) or {}).get("check_failed"):
             # Its check still failed after its rounds: resumed, it gets as many more.
-            used = int(run.get("corrections") or 0)
-            self.store.set_run_fields(run["id"], check_budget=used + self.config.check.max_rounds)
+            used = int(run["corrections"] or 0)
+            held.set_fields(check_budget=used + self.config.check.max_rounds)
             self.say(f"the check runs again; the middle agent may correct it {self.config.check.max_rounds} "
                      "more time(s)")
-        return self._drive(ClaimedRun(ticket_id, run["id"], fresh=False))
+        return self._drive(held)
 
     def feedback(self, ticket_id: str, text: str) -> RunOutcome:
         """The human's feedback (orchestrator.running.feedback): a complete or conflicted ticket
@@ -166,7 +173,7 @@ class TicketDriver:
         delivered = feedback.deliver(self.store, ticket_id, text, lease_s=self.lease_s)
         if delivered.kind == feedback.STORED:  # another process started a round (or a run) meanwhile
             return RunOutcome(ticket_id, "", "stored", feedback.stored_message(self.store, ticket_id))
-        return self._drive(ClaimedRun(ticket_id, delivered.run_id))
+        return self._drive(self._held(ClaimedRun(ticket_id, delivered.run_id)))
 
     def _stop_leftovers(self, run_id: str) -> None:
         """Kill the Claude Code processes a dead `middle` of this run left here, before a turn
@@ -176,31 +183,31 @@ class TicketDriver:
         if n := stop_dead_run(self.store, run_id):
             self.say(f"stopped {n} process(es) the run's previous `middle` left running")
 
-    def _drive(self, run: ClaimedRun) -> RunOutcome:
+    def _drive(self, run: Run) -> RunOutcome:
         """Run the graph under the claim; every way out ends the run through the lifecycle."""
         ticket_id, run_id = run.ticket_id, run.run_id
         graph_input = {"ticket_id": ticket_id, "run_id": run_id} if run.fresh else None
         cfg = _thread(run_id)
-        heartbeat = _Heartbeat(self.store, ticket_id, run_id, self.lease_s)
-        record = self._recorder(ticket_id, run_id)
-        if graph_input is None:  # resumed: the steps whose end a killed process never recorded
-            record.replay_missing(self._checkpointed(lambda: finished_steps(self.graph, cfg)))
-        record.run_start(resume=graph_input is None, fake=self.services.fake)
+        run.on_lost(lambda: stop_run_processes(run))
+        self._runs[run_id] = run
         try:
-            with heartbeat:
-                self._checkpointed(lambda: self._stream(graph_input, cfg, record))
+            if graph_input is None:  # resumed: the steps whose end a killed process never recorded
+                run.events.replay_missing(self._checkpointed(lambda: finished_steps(self.graph, cfg)))
+            run.events.run_start(resume=graph_input is None, fake=self.services.fake)
+            with run:  # the heartbeat keeps the claim's lease while the graph runs
+                self._checkpointed(lambda: self._stream(graph_input, cfg, run))
         except BaseException as exc:  # every way out ends the run as the one policy says
-            ending = end_on_exception(exc, self.lifecycle, ticket_id, run_id, fresh=graph_input is not None,
-                                      fake=self.services.fake, stop=self.stop,
-                                      auto_resume=self.project_override is not None,  # a worker's
-                                      flush=lambda: record.flush(wait=True))
-            record.close()
+            ending = end_on_exception(exc, run, fake=self.services.fake, stop=self.stop,
+                                      auto_resume=self.project_override is not None)  # a worker's
+            run.close()
             if ending.propagate:
                 raise
             return RunOutcome(ticket_id, run_id, ending.status, ending.reason, self._turns(run_id),
                               self.store.total_cost(run_id), resumable=ending.resumable, offline=self.services.fake,
                               corrections=self._corrections(run_id))
-        record.close()
+        finally:
+            self._runs.pop(run_id, None)
+        run.close()
         state = self._checkpointed(lambda: self.graph.get_state(cfg)).values
         if state.get("status") == "complete":
             from orchestrator.running import feedback
@@ -210,21 +217,23 @@ class TicketDriver:
             if following is not None:
                 self.say(f"feedback reached ticket {ticket_id} after its last assessment: round "
                          f"{following.number} continues it with those words")
-                return self._drive(ClaimedRun(ticket_id, following.run_id))
+                return self._drive(self._held(ClaimedRun(ticket_id, following.run_id)))
         return RunOutcome(ticket_id, run_id, state.get("status", "failed"), state.get("reason", ""),
                           state.get("turn", 0), self.store.total_cost(run_id), commit=state.get("commit"),
                           changes=len(state.get("changes") or []), offline=self.services.fake,
                           corrections=int(state.get("corrections") or 0))
 
-    def _stream(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, record: EventRecorder) -> None:
-        context = ticket_context(self.services, self.config, self.agent, record, say=self.say,
+    def _stream(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, run: Run) -> None:
+        context = ticket_context(self.services, self.config, self.agent, run, say=self.say,
                                  on_event=self.on_event, stop=self.stop, project_override=self.project_override)
+        record = run.events
         # (langgraph types `context` as None on this overload whatever the graph's context schema)
         for task in self.graph.stream(graph_input, cfg, context=context,  # type: ignore[call-overload]
                                       stream_mode="tasks", durability="sync"):
             log.debug("graph task %s", task.get("name"))
             if self.stop.is_set():
                 raise RunInterrupted("stopped")
+            run.guard()  # taken over (or its lease could not be renewed): stop before the next step
             if "input" in task:  # a node starts
                 record.node_started(task["name"], task.get("id"))
                 if task["name"] in ENDING_NODES:
@@ -260,46 +269,18 @@ class TicketDriver:
         self.close()
 
 
-class _Heartbeat:
-    """Refreshes the run's claim lease in the background while the run goes on."""
-
-    def __init__(self, store: TicketStore, ticket_id: str, run_id: str, lease_s: float):
-        self.store, self.ticket_id, self.run_id, self.lease_s = store, ticket_id, run_id, lease_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"lease-{ticket_id}", daemon=True)
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.lease_s / 3):
-            try:
-                if not self.store.refresh_claim(self.ticket_id, self.run_id, self.lease_s):
-                    if self.store.get_run(self.run_id)["status"] == "running":
-                        log.warning("the claim on ticket %s was taken over by another process", self.ticket_id)
-                    return
-            except StoreUnavailable as exc:  # the run itself stops on it; retried at the next beat
-                log.warning("refreshing the claim on ticket %s failed: %s", self.ticket_id, exc)
-            except Exception:  # a busy database now is retried at the next beat
-                log.exception("refreshing the claim on ticket %s failed", self.ticket_id)
-
-    def __enter__(self) -> "_Heartbeat":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
 def _thread(run_id: str) -> RunnableConfig:
     """The LangGraph config of a run: its id is the checkpointer's thread id."""
     return {"configurable": {"thread_id": run_id}}
 
 
-def ticket_context(services: Any, config: Any, agent: Any, record: EventRecorder, *,
+def ticket_context(services: Any, config: Any, agent: Any, run: Run, *,
                    say: Callable[[str], None] | None = None, on_event: Callable[[dict[str, Any]], None] | None = None,
                    stop: Any = None, project_override: str | None = None) -> TicketContext:
     """The services one run's nodes use; its notes and Claude Code's events are recorded, then
     passed to `say` / `on_event` when given."""
     cfg = config
+    record = run.events
 
     def noted(msg: str) -> None:
         record("note", {"text": msg})
@@ -317,5 +298,5 @@ def ticket_context(services: Any, config: Any, agent: Any, record: EventRecorder
         num_to_retrieve=cfg.memory.num_to_retrieve, hooks=services.registry.hook,
         on_event=seen, say=noted, lifecycle=services.lifecycle, worktrees=services.worktrees,
         dependencies=cfg.run.dependencies, stop=stop, project_override=project_override,
-        check=cfg.check, worktree_setup=cfg.worktree, record=record,
+        check=cfg.check, worktree_setup=cfg.worktree, record=record, run=run,
     )

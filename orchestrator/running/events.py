@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-from orchestrator.errors import StoreUnavailable
+from orchestrator.errors import ClaimLost, StoreUnavailable
 from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
 from tickets.model import utc_now
 
@@ -32,8 +32,12 @@ class EventRecorder:
     """Stores the events of one run, in order; waits out a store outage in memory."""
 
     def __init__(self, store: Any, ticket_id: str, run_id: str, reconnect_s: float,
-                 max_pending: int = MAX_PENDING):
+                 max_pending: int = MAX_PENDING, *, token: int | None = None,
+                 on_refused: Callable[[str], None] | None = None):
         self.store, self.ticket_id, self.run_id, self.reconnect_s = store, ticket_id, run_id, reconnect_s
+        # The claim's fencing token: once another runner holds the run, the store refuses these
+        # events (ClaimLost); they are dropped and `on_refused` told (the run stops).
+        self.token, self.on_refused = token, on_refused
         self.max_pending = max_pending
         self._pending: deque[tuple[str, dict[str, Any], str]] = deque()
         self._dropped = 0  # events let go because the wait was full (said in a note once written)
@@ -59,7 +63,12 @@ class EventRecorder:
         while self._pending:
             kind, data, at = self._pending[0]
             try:
-                self.store.add_event(self.run_id, self.ticket_id, kind, data, at=at)
+                self.store.add_event(self.run_id, self.ticket_id, kind, data, at=at, token=self.token)
+            except ClaimLost as exc:  # not this process's run any more: nothing more of it is written
+                self._pending.clear()
+                if self.on_refused is not None:
+                    self.on_refused(str(exc))
+                return True
             except StoreUnavailable as exc:
                 if not self._down_until:
                     log.warning("the store is out of reach: run events of ticket %s wait here until it is "
@@ -99,7 +108,7 @@ class EventRecorder:
     def run_start(self, *, resume: bool, fake: bool, **extra: Any) -> None:
         """The run's first event; a run on the fake model is marked offline (its costs are made up)."""
         if fake:
-            self.store.set_run_fields(self.run_id, offline=1)
+            self.store.set_run_fields(self.run_id, offline=1, token=self.token)
         self("run_start", {"resume": resume, **extra})
 
     def node_started(self, name: str, task: str | None = None) -> None:

@@ -1,15 +1,19 @@
 """`langgraph.json`'s entry: the ticket graph bound to the configured project's services, for LangGraph Server.
 
-`langgraph dev` (or LangGraph Server) calls `make_graph(config)`. It reads the project's
-`middle.toml` (MIDDLE_CONFIG, else the working directory's), builds the services once per
-process, and returns the same graph `build_graph()` describes, compiled without a checkpointer
-(the server brings its own). LangGraph Server can only pass JSON as run context, so each node gets
-the services (store, middle agent, coding agent, memory) through a closure instead of the runtime
-context. Input: `{"ticket_id": "..."}`. A run started there claims the ticket in the store like
-`middle run` does (`orchestrator.lifecycle.run_lifecycle`), records the same run events with the driver's
-recorder (`orchestrator.running.events`; the dashboard and `middle log --follow` show them), and ends a run
-that raised as the runner does
-(`orchestrator.running.policy`), releasing the claim. Set `configurable.fake = true` to run on the offline fake model.
+`langgraph dev` (or LangGraph Server) calls `make_graph(config)`. It returns the same graph
+`build_graph()` describes, compiled without a checkpointer (the server brings its own); the
+project's `middle.toml` (MIDDLE_CONFIG, else the server's working directory's) is read and its
+services built once per process, on a node's first call. LangGraph Server can only pass JSON as
+run context, so each node gets the services (store, middle agent, coding agent, memory) through a
+closure instead of the runtime context. Input: `{"ticket_id": "..."}`.
+
+A run started there claims the ticket in the store like `middle run` does
+(`orchestrator.lifecycle.run_lifecycle`) and goes through the same typed, fenced run
+(`orchestrator.running.run.Run`): its heartbeat keeps the usual lease, so a server that reloads
+or dies strands nothing (the claim runs out and a `middle resume` or a worker continues it), its
+events are the same run events (the dashboard and `middle log --follow` show them), and a run
+that raised ends as the runner ends it (`orchestrator.running.policy`), releasing the claim. Set
+`configurable.fake = true` to run on the offline fake model.
 """
 
 from __future__ import annotations
@@ -26,15 +30,12 @@ from langgraph.runtime import Runtime
 from orchestrator.errors import TicketError
 from orchestrator.graph.builder import build_graph
 from orchestrator.graph.context import TicketContext
-from orchestrator.graph.state import TicketState
+from orchestrator.graph.state import ENDING_NODES, TicketState
 from orchestrator.lifecycle.run_lifecycle import try_claim
 from orchestrator.running.driver import ticket_context
-from orchestrator.running.events import EventRecorder
 from orchestrator.running.policy import end_on_exception
+from orchestrator.running.run import Run, stop_run_processes
 
-# No heartbeat refreshes a claim taken here, so the lease is long; a claim still dies with the
-# server process (claims are checked against the process on this host).
-LEASE_S = 6 * 3600.0
 _SERVICES: dict[tuple[str, bool], Any] = {}
 _LOCK = threading.Lock()
 
@@ -42,12 +43,18 @@ _LOCK = threading.Lock()
 class BoundServices:
     """Builds the services and the middle agent on first use and makes a TicketContext per run.
 
+    Holds the runs this server process claimed (`Run`, by id): their heartbeat keeps the claim's
+    usual lease while the server works them, and stops with the run's ending node. A node of a run
+    this process does not hold (the server reloaded, or another process started it) takes the run
+    over first, as `middle resume` would; the earlier owner's writes are refused from then on.
+
     `services`: share services already built (tests, an embedding application) instead of
     building them from `config`."""
 
     def __init__(self, fake: bool = False, config: Any = None, services: Any = None):
         self.fake, self._config, self._services = fake, config, services
         self._parts: tuple[Any, Any] | None = None
+        self._runs: dict[str, Run] = {}
 
     def parts(self) -> tuple[Any, Any]:
         with _LOCK:
@@ -60,13 +67,36 @@ class BoundServices:
                 self._parts = (services, MiddleAgent(services.agent_llm, services.config.agent.max_turns))
             return self._parts
 
-    def recorder(self, ticket_id: str, run_id: str) -> EventRecorder:
+    def _run(self, ticket_id: str, run_id: str, token: int, *, fresh: bool) -> Run:
         services = self.parts()[0]
-        return EventRecorder(services.store, ticket_id, run_id, services.config.store.reconnect_s)
+        run = Run(services.store, services.lifecycle, ticket_id, run_id, token, lease_s=services.config.run.lease_s,
+                  reconnect_s=services.config.store.reconnect_s, fresh=fresh)
+        run.on_lost(lambda: stop_run_processes(run))
+        run.__enter__()  # its heartbeat beats until the run's ending node (`release`)
+        with _LOCK:
+            self._runs[run_id] = run
+        return run
 
-    def context(self, record: EventRecorder) -> TicketContext:
+    def held(self, ticket_id: str, run_id: str) -> Run:
+        """This process's Run for `run_id`, taking the run over when it holds none."""
+        with _LOCK:
+            run = self._runs.get(run_id)
+        if run is not None:
+            return run
+        services = self.parts()[0]
+        token = services.store.claim_for_resume(ticket_id, run_id, lease_s=services.config.run.lease_s)
+        return self._run(ticket_id, run_id, token, fresh=False)
+
+    def release(self, run_id: str) -> None:
+        """The run ended (or raised out of the graph): stop its heartbeat, flush its events."""
+        with _LOCK:
+            run = self._runs.pop(run_id, None)
+        if run is not None:
+            run.close()
+
+    def context(self, run: Run) -> TicketContext:
         services, agent = self.parts()
-        return ticket_context(services, services.config, agent, record)
+        return ticket_context(services, services.config, agent, run)
 
     def claim(self, ticket_id: str) -> str:
         """Claim a new run as `middle run --rerun` does (the same refusals), and record its start."""
@@ -76,18 +106,19 @@ class BoundServices:
         from orchestrator.running.sync import sync
 
         sync(store, cfg, registry=services.registry)
-        claimed, refusal = try_claim(store, ticket_id, rerun=True, dependencies=cfg.run.dependencies, lease_s=LEASE_S)
+        claimed, refusal = try_claim(store, ticket_id, rerun=True, dependencies=cfg.run.dependencies,
+                                     lease_s=cfg.run.lease_s)
         if claimed is None:
             raise TicketError(refusal)
-        run_id = claimed.run_id
-        self.recorder(ticket_id, run_id).run_start(resume=False, fake=self.fake, via="langgraph")
-        return run_id
+        claim = store.claim_of_run(claimed.run_id)
+        run = self._run(ticket_id, claimed.run_id, claim.token if claim else -1, fresh=True)
+        run.events.run_start(resume=False, fake=self.fake, via="langgraph")
+        return run.run_id
 
-    def end(self, state: dict[str, Any], exc: BaseException) -> None:
+    def end(self, run: Run, exc: BaseException) -> None:
         """A node raised: end the run as the runner would (the one policy), claim released."""
-        end_on_exception(
-            exc, self.parts()[0].lifecycle, state["ticket_id"], state["run_id"], fresh=True, fake=self.fake
-        )
+        end_on_exception(exc, run, fake=self.fake)
+        self.release(run.run_id)
 
 
 def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[dict[str, Any]], Any]:
@@ -99,25 +130,29 @@ def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[
             update["run_id"] = bound.claim(state["ticket_id"])
             state = {**state, **update}
         is_node = name != "route"
-        record = bound.recorder(state["ticket_id"], state["run_id"])
-        if is_node:
-            record.node_started(name)
+        run = bound.held(state["ticket_id"], state["run_id"])
+        record = run.events
         try:
-            result = fn(state, Runtime(context=bound.context(record)))
+            run.guard()  # taken over meanwhile (or its lease could not be renewed): no further step
+            if is_node:
+                record.node_started(name)
+            result = fn(state, Runtime(context=bound.context(run)))
         except GraphBubbleUp:  # LangGraph's own control flow (an interrupt), not an end of the run
-            record.close()
+            record.flush(wait=True)
             raise
         except BaseException as exc:
             # The graph stops here whatever the exception: LangGraph Server shows the error, and
             # the store says how the run ended, as for `middle run`.
             if is_node and isinstance(exc, Exception):  # an interruption is no node's error
                 record.node_ended(name, None, exc)
-            record.close()  # the node's events before the run's end
-            bound.end(state, exc)
+            bound.end(run, exc)
             raise
         if is_node:
             record.node_ended(name, result)
-        record.close()  # this recorder lives for one node: what waits for the store is written now
+        if name in ENDING_NODES:
+            bound.release(run.run_id)
+        else:
+            record.flush(wait=True)  # the node's events are in the store before its checkpoint
         return {**result, **update} if isinstance(result, dict) else result
 
     # Not functools.wraps: LangGraph would read fn's signature and pass a runtime itself.
@@ -153,7 +188,9 @@ def _close_all() -> None:
 def make_graph(config: dict[str, Any] | None = None) -> Any:
     """The factory `langgraph.json` names: the compiled ticket graph for this project."""
     fake = bool(((config or {}).get("configurable") or {}).get("fake"))
-    key = (os.environ.get("MIDDLE_CONFIG", os.getcwd()), fake)
+    # No blocking call here: LangGraph Server builds the graph on its event loop (and refuses
+    # `os.getcwd()` there); the config is found on first use, in a node's worker thread.
+    key = (os.environ.get("MIDDLE_CONFIG", ""), fake)
     with _LOCK:
         bound = _SERVICES.setdefault(key, BoundServices(fake=fake))
     return bind_services(build_graph(), bound).compile(name="middle-ticket")

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 class RunOutcome:
     ticket_id: str
     run_id: str
-    status: str  # complete | failed | interrupted | skipped | stored (feedback kept for a run)
+    # complete | failed | interrupted | skipped | stored (feedback kept for a run) | lost (another
+    # runner took the run over: this one stopped and wrote nothing more of it)
+    status: str
     reason: str = ""
     turns: int = 0
     cost_usd: float = 0.0

@@ -12,22 +12,22 @@ ends (`RunLifecycle`), so the ticket's status never depends on which driver ran 
   (`middle feedback` starts a round on its branch; `middle resume` gives it more rounds);
 - any other MiddleError: failed and resumable (`middle resume` retries the failed node);
 - KeyboardInterrupt / RunInterrupted: interrupted; the driver raises it on;
-- anything else (a bug): failed, "internal error: ...", resumable; the driver raises it on.
+- anything else (a bug): failed, "internal error: ...", resumable; the driver raises it on;
+- ClaimLost, or a run whose heartbeat lost its claim: nothing is written (another runner owns
+  the run now, or will once its lease runs out); the outcome is "lost".
 
-Every row releases the claim (the lifecycle's `end_run` does), so no ticket is left `running`.
+Every other row releases the claim (the lifecycle's `end_run` does), so no ticket is left `running`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
-from typing import Callable
 
-from orchestrator.errors import BatchStopper, CheckFailed, MiddleError, RunInterrupted, StoreUnavailable
+from orchestrator.errors import BatchStopper, CheckFailed, ClaimLost, MiddleError, RunInterrupted, StoreUnavailable
 from orchestrator.lifecycle.next_steps import advice
-from orchestrator.lifecycle.run_lifecycle import RunLifecycle
+from orchestrator.running.run import Run
 
 log = logging.getLogger("middle.policy")
 
@@ -36,75 +36,82 @@ log = logging.getLogger("middle.policy")
 class Ending:
     """How a run ended on an exception, for the driver to report."""
 
-    status: str  # the run's status: "interrupted" or "failed"
+    status: str  # the run's status: "interrupted" or "failed"; "lost": not this runner's to end
     reason: str
     resumable: bool
     propagate: bool  # not an outcome of this ticket alone (a bug, Ctrl-C, no model): raise it on
 
 
-def end_on_exception(exc: BaseException, lifecycle: RunLifecycle, ticket_id: str, run_id: str, *,
-                     fresh: bool, fake: bool = False, auto_resume: bool = False,
-                     stop: threading.Event | None = None, flush: Callable[[], bool] | None = None) -> Ending:
+def end_on_exception(exc: BaseException, run: Run, *, fake: bool = False, auto_resume: bool = False,
+                     stop: threading.Event | None = None) -> Ending:
     """End the run that `exc` stopped, as the policy above says.
 
-    `fresh`: the run started from its input (not resumed from a checkpoint). `auto_resume`: an
-    interruption was no person's doing (a stopped `middle worker`). `stop`: while the store is out
-    of reach, give up marking the run interrupted once it is set. `flush`: writes the run's
-    events that wait for the store (True when none is left), before its end is recorded.
+    `auto_resume`: an interruption was no person's doing (a stopped `middle worker`). `stop`:
+    while the store is out of reach, give up marking the run interrupted once it is set. The
+    run's events that wait for the store are written before its end is recorded.
     """
-    store = lifecycle.store
-    if flush is not None and not isinstance(exc, StoreUnavailable):
-        flush()  # (the outage case flushes once the store is back, in _interrupt_when_reachable)
+    if isinstance(exc, ClaimLost) or run.lost.is_set():
+        # Another runner holds the run now (or may, once the lease runs out): it is theirs to
+        # end. Nothing more of it is written here.
+        why = run.lost_why or str(exc)
+        return Ending("lost", why, True, propagate=isinstance(exc, KeyboardInterrupt))
+    try:
+        return _end(exc, run, fake=fake, auto_resume=auto_resume, stop=stop)
+    except ClaimLost as lost:  # taken over while this runner was ending it
+        return Ending("lost", str(lost), True, propagate=False)
+
+
+def _end(exc: BaseException, run: Run, *, fake: bool, auto_resume: bool,
+         stop: threading.Event | None) -> Ending:
+    store, ticket_id = run.store, run.ticket_id
+    if not isinstance(exc, StoreUnavailable):
+        run.events.flush(wait=True)  # (the outage case flushes once the store is back, in _interrupt_when_reachable)
     if isinstance(exc, StoreUnavailable):
         # The shared store went away mid-run (a restart): nothing is wrong with the ticket,
         # so it is interrupted, and any worker continues it once the store is back.
         reason = (f"the run stopped because the store was out of reach: {exc}; "
                   f"{advice('interrupted', ticket_id, fake=fake)}")
-        _interrupt_when_reachable(lifecycle, ticket_id, run_id, reason, stop, flush)
+        _interrupt_when_reachable(run, reason, stop)
         return Ending("interrupted", reason, True, propagate=False)
     if isinstance(exc, BatchStopper):
         # Nothing this run did can be kept when no turn finished: back to the backlog, so one
         # `middle run` picks it up once the key or network is fixed.
-        untouched = fresh and not any(t["status"] == "done" for t in store.list_turns(run_id=run_id))
-        lifecycle.fail(ticket_id, run_id, str(exc), resumable=not untouched,
-                       ticket_status="pending" if untouched else None)
+        untouched = run.fresh and not any(t["status"] == "done" for t in store.list_turns(run_id=run.run_id))
+        run.fail(str(exc), resumable=not untouched, ticket_status="pending" if untouched else None)
         return Ending("failed", str(exc), not untouched, propagate=True)
     if isinstance(exc, CheckFailed):
-        lifecycle.fail(ticket_id, run_id, str(exc), resumable=True, check_failed=True)
+        run.fail(str(exc), resumable=True, check_failed=True)
         return Ending("failed", str(exc), True, propagate=False)
     if isinstance(exc, MiddleError):
         # The checkpoint stays before the failed node, so `middle resume` retries from there.
-        lifecycle.fail(ticket_id, run_id, str(exc), resumable=True)
+        run.fail(str(exc), resumable=True)
         return Ending("failed", str(exc), True, propagate=False)
     if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP (RunInterrupted), a stop()
         why = exc.why if isinstance(exc, RunInterrupted) else "interrupted by the user"
         reason = f"{why}: {advice('interrupted', ticket_id, fake=fake)}"
-        lifecycle.interrupt(ticket_id, run_id, reason, auto_resume=auto_resume)
+        run.interrupt(reason, auto_resume=auto_resume)
         return Ending("interrupted", reason, True, propagate=True)
     # A bug: still end the run, so no claim or 'running' is left behind.
     reason = (f"internal error: {type(exc).__name__}: {exc}; "
               f"{advice('failed-resumable', ticket_id, fake=fake)}")
-    lifecycle.fail(ticket_id, run_id, reason, resumable=True)
+    run.fail(reason, resumable=True)
     return Ending("failed", reason, True, propagate=True)
 
 
-def _interrupt_when_reachable(lifecycle: RunLifecycle, ticket_id: str, run_id: str, reason: str,
-                              stop: threading.Event | None, flush: Callable[[], bool] | None = None) -> None:
+def _interrupt_when_reachable(run: Run, reason: str, stop: threading.Event | None) -> None:
     """Mark the run interrupted (auto-resumed), waiting for the store that just went away, after
     the run's events that waited for it. Stopped meanwhile, it stays `running`: once its lease
-    runs out any runner resumes it."""
-    from tickets.claims import this_host
-
+    runs out any runner resumes it. Taken over meanwhile (the outage outlasted the lease), the
+    store refuses the end (the claim's token changed) and the new owner ends it."""
     while True:
         try:
-            if flush is not None and not flush():
+            if not run.events.flush(wait=True):
                 raise StoreUnavailable("the run's waiting events could not be written yet")
-            claim = lifecycle.store.get_claim(ticket_id)
-            if claim is not None and (claim.host, claim.pid) != (this_host(), os.getpid()):
-                return  # the outage outlasted the lease and another runner took the run over
-            lifecycle.interrupt(ticket_id, run_id, reason, auto_resume=True)
+            run.interrupt(reason, auto_resume=True)
+            return
+        except ClaimLost:
             return
         except StoreUnavailable as exc:  # each try waits [store] reconnect_s
             if stop is not None and stop.is_set():
                 return
-            log.warning("ticket %s: waiting for the store to mark its run interrupted (%s)", ticket_id, exc)
+            log.warning("ticket %s: waiting for the store to mark its run interrupted (%s)", run.ticket_id, exc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from fastapi import Request
 
@@ -15,7 +15,7 @@ from orchestrator.running.sync import sync
 from orchestrator.server.background_runs import RunManager
 from orchestrator.server.errors import NotFound, memory_off
 from orchestrator.services import Services
-from tickets.model import Ticket, validate_project_id
+from tickets.model import RunRow, Ticket, validate_project_id
 from tickets.source import TicketFileError
 from tickets.store import TicketStore
 
@@ -96,7 +96,7 @@ def ticket_or_404(store: TicketStore, ticket_id: str) -> Ticket:
         raise NotFound(str(exc)) from None
 
 
-def run_or_404(store: TicketStore, run_id: str) -> dict[str, Any]:
+def run_or_404(store: TicketStore, run_id: str) -> RunRow:
     try:
         return store.get_run(run_id)
     except TicketError as exc:
