@@ -16,7 +16,12 @@ from orchestrator.graph import rounds as review
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.graph.takeover import local_ticket, recap
-from orchestrator.graph.worktree import run_workspace
+from orchestrator.graph.worktree import (
+    drop_work_in_progress,
+    refuse_lost_work,
+    run_workspace,
+    save_work_in_progress,
+)
 from orchestrator.lifecycle.next_steps import advice
 from orchestrator.memory.format import DOC_ID_CHARS, Block, completion_doc, doc_id
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE, RECALL_EVENT
@@ -222,8 +227,10 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     call_hook(ctx.hooks, "on_turn_end", ticket=ctx.store.get_ticket(ticket["id"]), run_id=run_id,
               turn=TurnRecord.from_row(dict(ctx.run.turn(turn_no) or {})))
     transcript = list(state.get("transcript", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
-    return {"turn": turn_no, "last_prompt": prompt, "last_response": text, "session_id": session_id,
-            "transcript": transcript, "cost_usd": ctx.run.total_cost(), "ticket": ticket}
+    update: Update = {"turn": turn_no, "last_prompt": prompt, "last_response": text, "session_id": session_id,
+                      "transcript": transcript, "cost_usd": ctx.run.total_cost(), "ticket": ticket}
+    saved = save_work_in_progress(ctx, ticket, turn_no)
+    return {**update, "wip": saved} if saved else update
 
 
 def recall_turn(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
@@ -317,6 +324,8 @@ def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     workspace = Workspace.from_dict(ws)
     ctx.run.check()  # a stale owner (the run was taken over) commits nothing
     sha, changes = ctx.worktrees.commit(workspace, message)
+    if sha is None:
+        refuse_lost_work(ctx, state, workspace)  # a ticket is never complete without its commit
     ctx.run.set_fields(head_commit=sha, changes=changes)
     if sha and state.get("round", 1) > 1 and sha == review.previous_head(ctx.store, state["run_id"]):
         ctx.say(f"this round changed no files: {ws['branch']} stays at {sha[:10]}, the earlier rounds' "
@@ -330,6 +339,8 @@ def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         ctx.run.check()  # nor pushes
         ctx.worktrees.push(workspace)
         ctx.say(f"pushed {ws['branch']} to {ctx.worktrees.remote or 'the shared repository ([project] repo_url)'}")
+    if state.get("wip"):
+        drop_work_in_progress(ctx, workspace, t["id"])  # the commit holds it now
     return {"commit": sha, "changes": changes, "ticket": t}
 
 

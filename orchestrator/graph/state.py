@@ -19,6 +19,7 @@ class TicketState(TypedDict, total=False):
     cost_usd: float  # Claude Code's reported cost, summed over this run's turns
     decision: dict[str, Any]  # the latest assess decision
     indexed_docs: list[str]
+    wip: str  # the work-in-progress commit of the last turn (orchestrator.workspace.wip)
     commit: str | None  # the commit made on the ticket's branch at completion (None: no change)
     changes: list[dict[str, Any]]  # [{"path", "added", "deleted"}] of that commit
     status: str  # running | complete | failed

@@ -13,7 +13,7 @@ from typing import Any
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from orchestrator.graph.worktree import run_workspace
-from orchestrator.workspace import Workspace
+from orchestrator.workspace import Workspace, wip
 
 RECAP_CHARS = 1500  # of each earlier response quoted to the new session
 
@@ -33,13 +33,20 @@ def local_ticket(ctx: TicketContext, state: TicketState) -> dict[str, Any]:
     ticket = ctx.store.get_ticket(t["id"])
     if ctx.project_override:
         ticket = ticket.replace(project_path=ctx.project_override)
-    if not _ours(ctx, ctx.run.record()["worktree"]):
+    record = ctx.run.record()
+    if not _ours(ctx, record["worktree"]):
         adopted = ctx.worktrees.adopt(ticket.id, ticket.project_path, Workspace.from_dict(ws))
         if adopted is not None:
             new, source = adopted
-            ctx.run.set_fields(repo=new.repo, worktree=new.path)
+            restored = wip.restore(ctx.worktrees, new, ticket.id, run_id)  # what the last turn left, uncommitted
+            fields: dict[str, Any] = {"repo": new.repo, "worktree": new.path}
+            if record["head_commit"] and not ctx.worktrees.has_at(new.path, record["head_commit"]):
+                # A commit the dead runner made and never pushed: its files came back with the work
+                # in progress, and the commit node commits them again here.
+                fields["head_commit"] = None
+            ctx.run.set_fields(**fields)
             ctx.say(f"took over the run begun in {ws['path']} (not here): worktree {new.path} "
-                    f"from {source}")
+                    f"from {source}{f', with {restored}' if restored else ''}")
         else:
             ctx.say(f"took over the run begun in {ws['path']} (not here); its start commit is "
                     "unknown here, so its worktree starts afresh")

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import TicketError
+from orchestrator.errors import GitError, TicketError
 from orchestrator.graph.context import TicketContext
-from orchestrator.workspace import Workspace, branch_name
+from orchestrator.workspace import Workspace, branch_name, wip
 from tickets.model import RunRow
 
 
@@ -79,3 +79,41 @@ def _cwd(ws: Workspace, project: Path) -> str:
     repo = Path(ws.repo)
     rel = project.resolve().relative_to(repo) if project.resolve() != repo else Path()
     return str(Path(ws.path) / rel)
+
+
+def save_work_in_progress(ctx: TicketContext, ticket: dict[str, Any], turn_no: int) -> str | None:
+    """After a turn: the worktree's state to the ticket's work-in-progress ref (pushed when
+    shared), so a takeover anywhere continues from it; the commit, or None (no worktree, or git
+    failed: said, and the run goes on)."""
+    ws = ticket.get("workspace")
+    if not ws or ctx.worktrees is None:
+        return None
+    ctx.run.check()  # a stale owner pushes nothing
+    try:
+        return wip.save(ctx.worktrees, Workspace.from_dict(ws), ticket["id"], ctx.run.run_id, turn_no)
+    except GitError as exc:
+        ctx.say(f"could not save turn {turn_no}'s work in progress ({exc}): a takeover on another machine "
+                "would start from the branch as last pushed")
+        return None
+
+
+def drop_work_in_progress(ctx: TicketContext, ws: Workspace, ticket_id: str) -> None:
+    assert ctx.worktrees is not None
+    ctx.run.check()
+    wip.drop(ctx.worktrees, ws, ticket_id)
+
+
+def refuse_lost_work(ctx: TicketContext, state: Any, ws: Workspace) -> None:
+    """The commit found no change: refused (the run fails, resumable) when the last turn's work in
+    progress held edits this worktree does not have (a takeover that could not restore them), so
+    a ticket is never complete without its commit."""
+    saved = state.get("wip")
+    if not saved:
+        return
+    had = wip.changed(ws.repo, saved)
+    if had is False:
+        return
+    where = "is not in this clone" if had is None else "held edits this worktree does not have"
+    raise GitError(f"the work in progress of ticket {state['ticket']['id']}'s last turn ({saved[:10]}) {where}: "
+                   "the ticket is not completed without it. Resume it where that work is reachable (the shared "
+                   f"repository's {wip.wip_ref(state['ticket']['id'])}), or run it again with `middle run --rerun`")
