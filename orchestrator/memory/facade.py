@@ -50,6 +50,10 @@ log = logging.getLogger("middle.memory")
 
 # Project ids never start with '.', so this directory can never be a project's store.
 LOCK_DIR_NAME = ".locks"
+# Calls that only read the store. With the store in a database they take no cross-process lock:
+# each read is one snapshot there, and a write in progress on another machine never holds it up
+# (the stores lock their own writes, see backends/pg_storage.py).
+READ_OPS = frozenset({"retrieve", "explain", "list", "lookup", "context"})
 
 
 class MemoryArgumentError(MemoryStoreError, ValueError):
@@ -122,11 +126,12 @@ class MemoryFacade:
 
     A thread lock guards a project within this process; a file lock in `<save_dir>/.locks/`
     guards it across processes on one machine. With a PostgreSQL `url` and a backend that can
-    keep its store there (`shares_database`), the store is the project's rows in that database
-    and an advisory lock in it guards the project across processes and machines. Bad arguments are refused
-    before any I/O with a
-    MemoryArgumentError; every other error comes out as MemoryStoreError naming the absolute
-    store path, so callers can log it and go on (memory failures never stop a ticket).
+    keep its store there (`shares_database`: every built-in one), the store is the project's
+    rows in that database, shared by every machine: an advisory lock in it makes the project's
+    writes take turns across processes and machines, and reads (READ_OPS) take no lock there.
+    Bad arguments are refused before any I/O with a MemoryArgumentError; every other error
+    comes out as MemoryStoreError naming the absolute store path, so callers can log it and go
+    on (memory failures never stop a ticket).
 
     Size caps: a doc longer than max_doc_chars is cut on index (see `prepare_doc`), or refused
     with `refuse_long=True` (what a person or a client sends: the CLI and the HTTP API); a
@@ -173,8 +178,8 @@ class MemoryFacade:
         self.options = registry.backend_options(backend, options or {})  # ConfigError up front
         self.llm = llm
         self.lock_timeout_s = lock_timeout_s
-        # The database of the shared stores, when the configured backend can keep one there;
-        # other backends (hipporag, hindsight, ...) keep their stores under save_dir.
+        # The database of the shared stores, when the configured backend can keep one there
+        # (every built-in one can); a plugin backend that cannot keeps its stores under save_dir.
         self.url = url if url and self.backend_cls.shares_database else None
         if url and not self.url:
             log.info(
@@ -253,7 +258,8 @@ class MemoryFacade:
             return
         cls = self.registry.backend_class(name)
         options = options if options is not None else self.registry.backend_options(name, {})
-        with self._project_locks(project_id, op):
+        in_database = self.database(cls, project_id) is not None
+        with self._project_locks(project_id, op, in_database):
             backend = self.open_backend(cls, project_id, options)
             try:
                 yield backend
@@ -284,9 +290,11 @@ class MemoryFacade:
         return self._project_locks(project_id, op)
 
     @contextmanager
-    def _project_locks(self, project_id: str, op: str) -> Iterator[Path]:
+    def _project_locks(self, project_id: str, op: str, in_database: bool = True) -> Iterator[Path]:
+        """The project's thread lock and cross-process lock (`in_database`: the store the call
+        uses is in the database, so a read takes no cross-process lock)."""
         store = self.store_dir(project_id)  # ConfigError for an unsafe id, before any I/O
-        with self._thread_lock(project_id), self._held_across(project_id, op):
+        with self._thread_lock(project_id), self._held_across(project_id, op, in_database):
             try:
                 try:
                     store.mkdir(parents=True, exist_ok=True)
@@ -308,10 +316,14 @@ class MemoryFacade:
                 ) from exc
 
     @contextmanager
-    def _held_across(self, project_id: str, op: str) -> Iterator[None]:
+    def _held_across(self, project_id: str, op: str, in_database: bool) -> Iterator[None]:
         """The cross-process lock, taken by the outermost of nested holds (call under the
-        project's thread lock): a file lock taken again by its own process waits for itself."""
+        project's thread lock): a file lock taken again by its own process waits for itself.
+        A read of a store in the database takes none (see READ_OPS)."""
         depth = self._depth.get(project_id, 0)
+        if not depth and self.url and in_database and op in READ_OPS:
+            yield
+            return
         if depth:
             self._depth[project_id] = depth + 1
             try:
