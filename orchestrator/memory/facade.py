@@ -54,6 +54,7 @@ LOCK_DIR_NAME = ".locks"
 # each read is one snapshot there, and a write in progress on another machine never holds it up
 # (the stores lock their own writes, see backends/pg_storage.py).
 READ_OPS = frozenset({"retrieve", "explain", "list", "lookup", "context"})
+LOCAL = "local"  # a store's location: under save_dir, whatever [memory] url says
 
 
 class MemoryArgumentError(MemoryStoreError, ValueError):
@@ -214,24 +215,29 @@ class MemoryFacade:
         """The project's lock file, kept apart from every store (project 'x.lock' is no clash)."""
         return self.save_dir / LOCK_DIR_NAME / f"{validate_project_id(project_id)}.lock"
 
-    def database(self, cls: type[MemoryBackend], project_id: str) -> MemoryDatabase | None:
+    def database(self, cls: type[MemoryBackend], project_id: str, url: str | None = None
+                 ) -> MemoryDatabase | None:
         """Where backend `cls` keeps the project's store in the shared database, or None (its
-        store is `store_dir(project_id)`)."""
-        if self.url and cls.shares_database:
-            return MemoryDatabase(self.url, validate_project_id(project_id))
+        store is `store_dir(project_id)`). `url`: the store at that location instead (LOCAL:
+        under save_dir; a PostgreSQL URL: in that database), as `middle memory reindex
+        --from-url` reads a store the configuration no longer points at."""
+        where = self.url if url is None else (None if url == LOCAL else url)
+        if where and cls.shares_database:
+            return MemoryDatabase(where, validate_project_id(project_id))
         return None
 
-    def open_backend(self, cls: type[MemoryBackend], project_id: str, options: Any) -> MemoryBackend:
+    def open_backend(self, cls: type[MemoryBackend], project_id: str, options: Any,
+                     url: str | None = None) -> MemoryBackend:
         """A new instance of backend `cls` on the project's store (call under its locks)."""
-        database = self.database(cls, project_id)
+        database = self.database(cls, project_id, url)
         store = self.store_dir(project_id)
         if database is not None:
             return cls(store, options, self.llm, database=database)  # type: ignore[call-arg]
         return cls(store, options, self.llm)
 
-    def backend_has_store(self, cls: type[MemoryBackend], project_id: str) -> bool:
+    def backend_has_store(self, cls: type[MemoryBackend], project_id: str, url: str | None = None) -> bool:
         """Whether backend `cls` has a store of the project (in the database or on disk)."""
-        database = self.database(cls, project_id)
+        database = self.database(cls, project_id, url)
         if database is not None:
             return cls.store_exists(self.store_dir(project_id), database=database)  # type: ignore[call-arg]
         return cls.store_exists(self.store_dir(project_id))
@@ -247,20 +253,22 @@ class MemoryFacade:
             yield self._backend(project_id, store)
 
     @contextmanager
-    def other_backend(self, project_id: str, name: str, op: str, options: Any = None) -> Iterator[MemoryBackend]:
+    def other_backend(self, project_id: str, name: str, op: str, options: Any = None,
+                      url: str | None = None) -> Iterator[MemoryBackend]:
         """Backend `name`'s store of the project under the project's locks: the configured
         backend as this facade keeps it open, or (another backend's store left by a change of
-        [memory] backend, or `options` given) a fresh instance, closed afterwards. Another
-        backend opens with its default options, so its store's own embedder."""
-        if name == self.backend_name and options is None:
+        [memory] backend, `options` given, or another location `url`, see `database`) a fresh
+        instance, closed afterwards. Another backend opens with its default options, so its
+        store's own embedder."""
+        if name == self.backend_name and options is None and url is None:
             with self._locked(project_id, op) as backend:
                 yield backend
             return
         cls = self.registry.backend_class(name)
         options = options if options is not None else self.registry.backend_options(name, {})
-        in_database = self.database(cls, project_id) is not None
+        in_database = self.database(cls, project_id, url) is not None
         with self._project_locks(project_id, op, in_database):
-            backend = self.open_backend(cls, project_id, options)
+            backend = self.open_backend(cls, project_id, options, url)
             try:
                 yield backend
             finally:
