@@ -182,6 +182,8 @@ class Store(MetaValues):
                 self.set_meta(conn, "format_version", str(self.format_version))
 
     def refuse_newer(self, recorded: str | None) -> None:
+        if recorded is not None and not recorded.isdigit():
+            raise self.damaged(f"its meta value 'format_version' is {recorded[:40]!r}, not a whole number")
         if recorded is not None and int(recorded) > self.format_version:
             raise MemoryStoreError(
                 f"the {self.kind} {self.path} has format version {recorded}, newer than this "
@@ -245,9 +247,11 @@ class Store(MetaValues):
             return np.zeros(0, dtype=np.int64), None
         blobs = [r[1] for r in rows]
         if len({len(b) for b in blobs}) != 1 or len(blobs[0]) % 4:
-            raise MemoryStoreError(f"the {self.kind} {self.path} holds vectors of mixed or broken "
-                                   f"sizes in {table}: the file is corrupt; move it away and "
-                                   "re-index (middle memory export first)")
+            sizes = [len(b) for b in blobs]
+            usual = max(set(sizes), key=sizes.count)  # the size most rows have is the right one
+            bad = [r[0] for r, n in zip(rows, sizes) if n != usual or n % 4][:3]
+            raise self.damaged(f"its table {table} holds vectors of mixed or broken sizes, e.g. "
+                               f"row id(s) {bad or [rows[0][0]]}")
         vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), -1)
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), vectors
 

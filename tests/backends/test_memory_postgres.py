@@ -8,6 +8,7 @@ import os
 import signal
 import time
 
+import psycopg
 import pytest
 from test_facade_two_processes import PROJECT, measure
 
@@ -210,3 +211,39 @@ def test_the_memory_stats_count_a_database_store(tmp_path, pg_url):
     assert stats["docs"] == 2 and stats["store_dir"].endswith("(project 'shared')")
     memory.close()
     other_machine.close()
+
+
+def _store_schema(url: str, backend: str) -> str:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return "memory_store_%d" % conn.execute(
+            "SELECT id FROM retrieval_stores WHERE backend = %s", (backend,)).fetchone()[0]
+
+
+@pytest.mark.parametrize("backend, table", [("hipporag", "passage_chunks"), ("hindsight", "vectors")])
+def test_a_corrupt_vector_row_is_an_error_naming_it(tmp_path, pg_url, backend, table):
+    memory = facade(tmp_path / "a", pg_url, backend=backend)
+    memory.index(PROJECT, [sample_doc(1), sample_doc(2)])
+    memory.close()
+    schema = _store_schema(pg_url, backend)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        row = conn.execute(f"SELECT min(id) FROM {schema}.{table}").fetchone()[0]
+        conn.execute(f"UPDATE {schema}.{table} SET vec = '\\x010203'::bytea WHERE id = %s", (row,))
+    other = facade(tmp_path / "b", pg_url, backend=backend)
+    with pytest.raises(MemoryStoreError, match=f"{table} holds vectors of mixed or broken sizes") as error:
+        other.retrieve(PROJECT, [sample_doc(1)], 5)
+    assert f"row id(s) [{row}]" in str(error.value) and f"project 'shared'" in str(error.value)
+    assert f"[{backend}]" in str(error.value)
+    other.close()
+
+
+def test_a_corrupt_meta_row_is_an_error_naming_it(tmp_path, pg_url):
+    memory = facade(tmp_path / "a", pg_url, backend="sliding_window", options={})
+    memory.index(PROJECT, [sample_doc(1)])
+    memory.close()
+    schema = _store_schema(pg_url, "sliding_window")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"UPDATE {schema}.meta SET value = 'gibberish' WHERE key = 'format_version'")
+    other = facade(tmp_path / "b", pg_url, backend="sliding_window", options={})
+    with pytest.raises(MemoryStoreError, match="is damaged \\(its meta value 'format_version' is 'gibberish'"):
+        other.list_docs(PROJECT)
+    other.close()
