@@ -215,8 +215,9 @@ def test_the_memory_stats_count_a_database_store(tmp_path, pg_url):
 
 def _store_schema(url: str, backend: str) -> str:
     with psycopg.connect(url, autocommit=True) as conn:
-        return "memory_store_%d" % conn.execute(
-            "SELECT id FROM retrieval_stores WHERE backend = %s", (backend,)).fetchone()[0]
+        row = conn.execute("SELECT id FROM retrieval_stores WHERE backend = %s", (backend,)).fetchone()
+    assert row is not None, f"no {backend} store in the database"
+    return f"memory_store_{row[0]}"
 
 
 @pytest.mark.parametrize("backend, table", [("hipporag", "passage_chunks"), ("hindsight", "vectors")])
@@ -231,7 +232,7 @@ def test_a_corrupt_vector_row_is_an_error_naming_it(tmp_path, pg_url, backend, t
     other = facade(tmp_path / "b", pg_url, backend=backend)
     with pytest.raises(MemoryStoreError, match=f"{table} holds vectors of mixed or broken sizes") as error:
         other.retrieve(PROJECT, [sample_doc(1)], 5)
-    assert f"row id(s) [{row}]" in str(error.value) and f"project 'shared'" in str(error.value)
+    assert f"row id(s) [{row}]" in str(error.value) and "project 'shared'" in str(error.value)
     assert f"[{backend}]" in str(error.value)
     other.close()
 
