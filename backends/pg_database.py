@@ -215,6 +215,30 @@ def release(db: Database) -> None:
             db.pool.close()
 
 
+class PoolUser:
+    """A store holding the process's Database of its URL (`acquire`) until closed."""
+
+    kind: str
+    path: str
+    lock: threading.RLock
+    _db: Database | None
+
+    @property
+    def closed(self) -> bool:
+        return self._db is None
+
+    def close(self) -> None:
+        with self.lock:
+            if self._db is not None:
+                release(self._db)
+                self._db = None
+
+    def _require_open(self) -> Database:
+        if self._db is None:
+            raise MemoryStoreError(f"the {self.kind} in {self.path} is closed")
+        return self._db
+
+
 def register_store(conn: Any, database: MemoryDatabase, backend: str) -> int:
     """The id of the project's store of the backend, listed now if it was not (inside the
     caller's transaction)."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from backends import pg_database
 from backends.storage import Store
-from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
+from orchestrator.plugin_api import MemoryDatabase
 
 _IDENTITY = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)\s*\(\s*(\w+) INTEGER PRIMARY KEY AUTOINCREMENT",
                        re.IGNORECASE)
@@ -126,7 +126,7 @@ class PgConnection:
         return PgCursor(cursor)
 
 
-class PgStore(Store):
+class PgStore(pg_database.PoolUser, Store):
     """A project's store of one backend in the shared PostgreSQL database (see the module
     docstring). Meta values, the format version, the change log and vector tables work as in
     SqliteStore (storage.Store), so a backend's in-memory mirrors catch up on another machine's
@@ -203,22 +203,3 @@ class PgStore(Store):
         """One snapshot: every SELECT in it sees the same committed state; waits for no writer."""
         return self._transaction("read", lambda: self._begin("read"))
 
-    # --- lifecycle ---------------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        return self._db is None
-
-    def close(self) -> None:
-        with self.lock:
-            if self._db is not None:
-                pg_database.release(self._db)
-                self._db = None
-
-    def _require_open(self) -> pg_database.Database:
-        if self._db is None:
-            raise MemoryStoreError(f"the {self.kind} in {self.path} is closed")
-        return self._db
-
-    def require_open(self) -> pg_database.Database:
-        return self._require_open()

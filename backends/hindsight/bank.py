@@ -97,6 +97,14 @@ class BankParts(Store):
 
     _mirror: Any
 
+    def _opened(self) -> None:
+        """Just opened: a version 1 bank is read as it is, and marked as this version's."""
+        try:
+            self.raise_version([1])
+        except BaseException:
+            self.close()
+            raise
+
     def bump(self, conn: Any, fact_ids: Sequence[int]) -> int:  # type: ignore[override]
         """Inside a write: log the fact ids whose vectors changed under the next generation."""
         return super().bump(conn, [(i,) for i in fact_ids])
@@ -156,11 +164,7 @@ class Bank(BankParts, SqliteStore):
     def __init__(self, store_dir: Path):
         self._mirror = retrieval.IndexMirror("vectors")
         SqliteStore.__init__(self, Path(store_dir) / FILE_NAME, SCHEMA, FORMAT_VERSION, kind="hindsight bank")
-        try:
-            self.raise_version([1])
-        except BaseException:
-            self.close()
-            raise
+        self._opened()
 
     def index_text(self, conn: Any, fact_id: int, text: str, context: str) -> None:
         conn.execute("INSERT INTO fact_fts (rowid, text, context) VALUES (?, ?, ?)", (fact_id, text, context))
@@ -191,11 +195,7 @@ class PgBank(BankParts, PgStore):
         self._mirror = retrieval.IndexMirror("vectors")
         PgStore.__init__(self, database, "hindsight", SCHEMA, FORMAT_VERSION, kind="hindsight bank",
                          extra_schema=PG_KEYWORD_SCHEMA)
-        try:
-            self.raise_version([1])
-        except BaseException:
-            self.close()
-            raise
+        self._opened()
 
     def index_text(self, conn: Any, fact_id: int, text: str, context: str) -> None:
         lexemes = pg_keywords.lexemes(conn, text, context)

@@ -15,7 +15,7 @@ import numpy as np
 from backends import pg_database
 from backends.pg_database import TS_CONFIG
 from backends.storage import MetaValues
-from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
+from orchestrator.plugin_api import MemoryDatabase
 
 from . import bm25
 from .store import DocRow, MemoryRecord, doc_hash
@@ -114,7 +114,7 @@ class VectorSearch:
         return [int(r[0]) for r in rows], [float(r[1]) for r in rows]
 
 
-class PgRetrievalStore(MetaValues):
+class PgRetrievalStore(pg_database.PoolUser, MetaValues):
     """A project's store of one backend in a shared PostgreSQL database.
 
     The database is the only state: nothing is mirrored in memory, so another machine's writes
@@ -327,20 +327,3 @@ class PgRetrievalStore(MetaValues):
             rows = conn.execute(f"SELECT {', '.join(keys)} FROM retrieval_docs "
                                 "WHERE store_id = %s ORDER BY id", (self.store_id,)).fetchall()
         return [dict(zip(keys, r)) for r in rows]
-
-    # --- lifecycle ---------------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        return self._db is None
-
-    def close(self) -> None:
-        with self.lock:
-            if self._db is not None:
-                pg_database.release(self._db)
-                self._db = None
-
-    def _require_open(self) -> pg_database.Database:
-        if self._db is None:
-            raise MemoryStoreError(f"the {self.kind} in {self.path} is closed")
-        return self._db
