@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import ValidationError
 
-from orchestrator.plugin_api import BackendOptions, ConfigError, MemoryStoreError
+from orchestrator.plugin_api import BackendOptions, ConfigError, MemoryDatabase, MemoryStoreError
 
 RECENT_QUERIES = 64
 
@@ -141,6 +142,23 @@ class QueryVectors:
         while len(self._recent) > self.size:
             self._recent.popitem(last=False)
         return vector
+
+
+class SharesDatabase:
+    """A built-in backend whose store can live in PostgreSQL (`[memory] url`): put it first
+    among the bases. The facade then passes `database=` to `__init__` and `store_exists`; a
+    project's store of the backend there is listed in `retrieval_stores` (backends.pg_database)."""
+
+    name: ClassVar[str]
+    shares_database: ClassVar[bool] = True
+
+    @classmethod
+    def store_exists(cls, store_dir: Path, database: MemoryDatabase | None = None) -> bool:
+        if database is None:
+            return super().store_exists(store_dir)  # type: ignore[misc]
+        from backends.pg_database import store_exists
+
+        return store_exists(database, cls.name)
 
 
 class DocumentListing:

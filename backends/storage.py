@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -111,7 +111,152 @@ class MetaValues:
             return {key: self.meta(conn, key) or "" for key in values}
 
 
-class SqliteStore(MetaValues):
+class Connection(Protocol):
+    """What the stores' SQL runs on: a sqlite3 connection, or the PostgreSQL one of
+    backends.pg_storage, which takes the same SQL (`?` placeholders, ON CONFLICT upserts)."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, parameters: Any, /) -> Any: ...
+
+
+class Store(MetaValues):
+    """What every built-in backend store does alike on SQLite (SqliteStore) and PostgreSQL
+    (backends.pg_storage.PgStore): meta values, the format version, the change log and vector
+    tables, in SQL both engines run. A subclass opens the store and gives `read()`/`write()`
+    transactions through `_transaction`, so one begun inside another of the same store (by the
+    thread holding its lock) joins it: a retrieve can read its whole answer in one snapshot."""
+
+    format_version: int
+    #: Tables of chunk vectors (table -> slots): row `doc * slots + n` is a doc's chunk n, and
+    #: `vector_rows(..., ids)` takes doc ids for them (backends.retrieval.chunking).
+    chunk_tables: dict[str, int] = {}
+    lock: threading.RLock
+    _current: tuple[str, Any] | None = None  # the transaction the lock's holder is in
+
+    @contextmanager
+    def _transaction(self, kind: str, begin: Callable[[], Any]) -> Iterator[Any]:
+        """`begin()`'s transaction (a context manager yielding its connection), or the one
+        this thread is already in: a read joins a read or a write, a write joins a write."""
+        with self.lock:
+            if self._current is not None:
+                held, conn = self._current
+                if kind == "write" and held == "read":
+                    raise RuntimeError(f"a write inside a read transaction of {self.path}")
+                yield conn
+                return
+            with begin() as conn:
+                self._current = (kind, conn)
+                try:
+                    yield conn
+                finally:
+                    self._current = None
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # --- meta -------------------------------------------------------------------------------
+
+    def meta(self, conn: Any, key: str) -> str | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def claim(self, conn: Any, key: str, value: str) -> None:
+        conn.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO NOTHING", (key, value))
+
+    def set_meta(self, conn: Any, key: str, value: Any) -> None:
+        conn.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                     (key, value if isinstance(value, str) else json.dumps(value)))
+
+    @staticmethod
+    def holds_rows(conn: Any, table: str) -> bool:
+        """Whether a table of the store has any row."""
+        return conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+
+    def raise_version(self, older: Sequence[int]) -> None:
+        """Record this format version over an older one whose stores this version reads as they
+        are, so a middle-agent that reads only the older one refuses the store (see
+        `refuse_newer`) instead of writing rows of the old kind beside the new ones."""
+        with self.write() as conn:
+            if self.meta(conn, "format_version") in {str(v) for v in older}:
+                self.set_meta(conn, "format_version", str(self.format_version))
+
+    def refuse_newer(self, recorded: str | None) -> None:
+        if recorded is not None and not recorded.isdigit():
+            raise self.damaged(f"its meta value 'format_version' is {recorded[:40]!r}, not a whole number")
+        if recorded is not None and int(recorded) > self.format_version:
+            raise MemoryStoreError(
+                f"the {self.kind} {self.path} has format version {recorded}, newer than this "
+                f"middle-agent reads ({self.format_version}): upgrade middle-agent (pip install "
+                "-U middle-agent), or move the store away to start a new one")
+
+    # --- the change log ---------------------------------------------------------------------
+
+    def generation(self, conn: Connection) -> tuple[int, int]:
+        """(current generation, oldest generation still in the change log); a value that is not
+        a whole number is a damaged store, said with its path and the way back."""
+        values = []
+        for key in ("generation", "changes_floor"):
+            raw = self.meta(conn, key)
+            try:
+                values.append(int(raw or 0))
+            except ValueError:
+                raise self.damaged(f"its meta value {key!r} is {str(raw)[:40]!r}, not a whole "
+                                   "number") from None
+        return values[0], values[1]
+
+    def bump(self, conn: Connection, rows: Sequence[tuple]) -> int:
+        """Inside a write: log the touched rows (each a tuple of the `changes` columns after
+        `gen`) under the next generation, and return it. The log keeps KEEP_GENERATIONS."""
+        gen = self.generation(conn)[0] + 1
+        self.set_meta(conn, "generation", str(gen))
+        unique = list(dict.fromkeys(tuple(r) for r in rows))
+        if unique:
+            marks = ",".join("?" * (1 + len(unique[0])))
+            conn.executemany(f"INSERT INTO changes VALUES ({marks})", [(gen, *r) for r in unique])
+        if gen % 100 == 0 and gen > KEEP_GENERATIONS:
+            floor = gen - KEEP_GENERATIONS
+            conn.execute("DELETE FROM changes WHERE gen <= ?", (floor,))
+            self.set_meta(conn, "changes_floor", str(floor))
+        return gen
+
+    # --- vectors --------------------------------------------------------------------------
+
+    def vector_rows(self, conn: Connection, table: str, ids: Sequence[int] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(ids, vectors) of a table of (id, vec) rows, ordered by id; all rows when ids is
+        None. Vectors of mixed or broken sizes are a corrupt store, said with its path."""
+        slots = self.chunk_tables.get(table)
+        if ids is None:
+            rows = conn.execute(f"SELECT id, vec FROM {table} ORDER BY id").fetchall()
+        elif slots is not None:  # every chunk of each doc: a range of ids
+            rows = []
+            for doc in ids:
+                rows += conn.execute(f"SELECT id, vec FROM {table} WHERE id >= ? AND id < ?",
+                                     (doc * slots, (doc + 1) * slots)).fetchall()
+            rows.sort()
+        else:
+            rows = []
+            ids = list(ids)
+            for start in range(0, len(ids), CHUNK):
+                chunk = ids[start:start + CHUNK]
+                rows += conn.execute(f"SELECT id, vec FROM {table} WHERE id IN "
+                                     f"{in_clause(chunk)}", chunk).fetchall()
+            rows.sort()
+        if not rows:
+            return np.zeros(0, dtype=np.int64), None
+        blobs = [r[1] for r in rows]
+        if len({len(b) for b in blobs}) != 1 or len(blobs[0]) % 4:
+            sizes = [len(b) for b in blobs]
+            usual = max(set(sizes), key=sizes.count)  # the size most rows have is the right one
+            bad = [r[0] for r, n in zip(rows, sizes) if n != usual or n % 4][:3]
+            raise self.damaged(f"its table {table} holds vectors of mixed or broken sizes, e.g. "
+                               f"row id(s) {bad or [rows[0][0]]}")
+        vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), -1)
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), vectors
+
+
+class SqliteStore(Store):
     """One store file, shared by the instance's threads (one connection behind an RLock) and
     by other processes (SQLite transactions). The policy every built-in store follows:
 
@@ -154,7 +299,7 @@ class SqliteStore(MetaValues):
                 self._conn.execute("PRAGMA foreign_keys=ON")
             with self.write() as conn:
                 if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
-                    self._refuse_newer(self.meta(conn, "format_version"))
+                    self.refuse_newer(self.meta(conn, "format_version"))
                 self._lay_schema(conn)
         except MemoryStoreError:
             self.close()
@@ -229,124 +374,17 @@ class SqliteStore(MetaValues):
             "was before the last `middle memory reindex`), or move it away to start an empty "
             "memory")
 
-    def raise_version(self, older: Sequence[int]) -> None:
-        """Record this format version over an older one whose files this version reads as they
-        are, so a middle-agent that reads only the older one refuses the file (see
-        `_refuse_newer`) instead of writing rows of the old kind beside the new ones."""
-        with self.write() as conn:
-            if self.meta(conn, "format_version") in {str(v) for v in older}:
-                self.set_meta(conn, "format_version", str(self.format_version))
-
-    def _refuse_newer(self, recorded: str | None) -> None:
-        if recorded is not None and int(recorded) > self.format_version:
-            raise MemoryStoreError(
-                f"the {self.kind} {self.path} has format version {recorded}, newer than this "
-                f"middle-agent reads ({self.format_version}): upgrade middle-agent (pip install "
-                "-U middle-agent), or move the store away to start a new one")
 
     # --- transactions ---------------------------------------------------------------------
 
-    @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> Any:
         """BEGIN IMMEDIATE ... COMMIT, rolled back on any error: a failed write changes nothing."""
-        with self.lock, write_tx(self.require_open(), self.error) as conn:
-            yield conn
+        return self._transaction("write", lambda: write_tx(self.require_open(), self.error))
 
-    @contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
+    def read(self) -> Any:
         """One read transaction: every SELECT in it sees the same committed state."""
-        with self.lock, read_tx(self.require_open(), self.error) as conn:
-            yield conn
+        return self._transaction("read", lambda: read_tx(self.require_open(), self.error))
 
-    # --- meta -------------------------------------------------------------------------------
-
-    @staticmethod
-    def meta(conn: sqlite3.Connection, key: str) -> str | None:  # type: ignore[override]
-        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else row[0]
-
-    @staticmethod
-    def claim(conn: sqlite3.Connection, key: str, value: str) -> None:  # type: ignore[override]
-        conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
-
-    @staticmethod
-    def set_meta(conn: sqlite3.Connection, key: str, value: Any) -> None:
-        conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                     (key, value if isinstance(value, str) else json.dumps(value)))
-
-    @staticmethod
-    def holds_rows(conn: sqlite3.Connection, table: str) -> bool:
-        """Whether a table of the store has any row."""
-        return conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
-
-    # --- the change log ---------------------------------------------------------------------
-
-    def generation(self, conn: sqlite3.Connection) -> tuple[int, int]:
-        """(current generation, oldest generation still in the change log); a value that is not
-        a whole number is a damaged store, said with its path and the way back."""
-        values = []
-        for key in ("generation", "changes_floor"):
-            raw = self.meta(conn, key)
-            try:
-                values.append(int(raw or 0))
-            except ValueError:
-                raise self.damaged(f"its meta value {key!r} is {str(raw)[:40]!r}, not a whole "
-                                   "number") from None
-        return values[0], values[1]
-
-    def bump(self, conn: sqlite3.Connection, rows: Sequence[tuple]) -> int:
-        """Inside a write: log the touched rows (each a tuple of the `changes` columns after
-        `gen`) under the next generation, and return it. The log keeps KEEP_GENERATIONS."""
-        gen = self.generation(conn)[0] + 1
-        self.set_meta(conn, "generation", str(gen))
-        unique = list(dict.fromkeys(tuple(r) for r in rows))
-        if unique:
-            marks = ",".join("?" * (1 + len(unique[0])))
-            conn.executemany(f"INSERT INTO changes VALUES ({marks})", [(gen, *r) for r in unique])
-        if gen % 100 == 0 and gen > KEEP_GENERATIONS:
-            floor = gen - KEEP_GENERATIONS
-            conn.execute("DELETE FROM changes WHERE gen <= ?", (floor,))
-            self.set_meta(conn, "changes_floor", str(floor))
-        return gen
-
-    # --- vectors --------------------------------------------------------------------------
-
-    #: Tables of chunk vectors (table -> slots): row `doc * slots + n` is a doc's chunk n, and
-    #: `vector_rows(..., ids)` takes doc ids for them (backends.retrieval.chunking).
-    chunk_tables: dict[str, int] = {}
-
-    def vector_rows(self, conn: sqlite3.Connection, table: str, ids: Sequence[int] | None = None
-                    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """(ids, vectors) of a table of (id, vec) rows, ordered by id; all rows when ids is
-        None. Vectors of mixed or broken sizes are a corrupt store, said with its path."""
-        slots = self.chunk_tables.get(table)
-        if ids is None:
-            rows = conn.execute(f"SELECT id, vec FROM {table} ORDER BY id").fetchall()
-        elif slots is not None:  # every chunk of each doc: a range of ids
-            rows = []
-            for doc in ids:
-                rows += conn.execute(f"SELECT id, vec FROM {table} WHERE id >= ? AND id < ?",
-                                     (doc * slots, (doc + 1) * slots)).fetchall()
-            rows.sort()
-        else:
-            rows = []
-            ids = list(ids)
-            for start in range(0, len(ids), CHUNK):
-                chunk = ids[start:start + CHUNK]
-                rows += conn.execute(f"SELECT id, vec FROM {table} WHERE id IN "
-                                     f"{in_clause(chunk)}", chunk).fetchall()
-            rows.sort()
-        if not rows:
-            return np.zeros(0, dtype=np.int64), None
-        blobs = [r[1] for r in rows]
-        if len({len(b) for b in blobs}) != 1 or len(blobs[0]) % 4:
-            raise MemoryStoreError(f"the {self.kind} {self.path} holds vectors of mixed or broken "
-                                   f"sizes in {table}: the file is corrupt; move it away and "
-                                   "re-index (middle memory export first)")
-        vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), -1)
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), vectors
-
-    # --- lifecycle --------------------------------------------------------------------------
 
     @property
     def closed(self) -> bool:

@@ -13,6 +13,7 @@ from backends.common import (
     DocumentListing,
     DocumentTable,
     QueryVectors,
+    SharesDatabase,
     bind_embedder,
     claim_backend,
     claim_vector_kind,
@@ -22,6 +23,7 @@ from backends.storage import in_clause, salvage_rows
 from orchestrator.plugin_api import (
     BackendOptions,
     MemoryBackend,
+    MemoryDatabase,
     MemoryStoreError,
     RetrieveResult,
     TextLLM,
@@ -31,7 +33,7 @@ from orchestrator.plugin_api import (
 from . import extract, lifecycle
 from . import recall as recall_mod
 from . import reflect as reflect_mod
-from .bank import Bank
+from .bank import open_bank
 from .observations import remove_facts
 from .options import HindsightOptions
 from .retain import RetainItem, check_tags, retain_items, text_hash
@@ -40,8 +42,9 @@ log = logging.getLogger("middle.hindsight")
 SECOND_FACT_WEIGHT = 0.3  # a document with two matching facts beats one with a single match
 
 
-class HindsightBackend(DocumentListing, MemoryBackend):
-    """Typed facts with entities, links and observations in one SQLite bank per project."""
+class HindsightBackend(SharesDatabase, DocumentListing, MemoryBackend):
+    """Typed facts with entities, links and observations in one bank per project (a SQLite file,
+    or the project's schema in PostgreSQL with `[memory] url`)."""
 
     name = "hindsight"
     description = ("Hindsight-style: retain typed facts (entities, dates, links, observations), "
@@ -56,10 +59,11 @@ class HindsightBackend(DocumentListing, MemoryBackend):
     recall: ClassVar[str] = "relevance"
 
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
-                 llm: TextLLM | None = None):
+                 llm: TextLLM | None = None, *, database: MemoryDatabase | None = None):
         super().__init__(store_dir, self._coerce(options), llm)
         self.options: HindsightOptions
-        self.bank = Bank(self.store_dir)
+        self.database = database
+        self.bank = open_bank(self.store_dir, database)
         self._doc_table = DocumentTable(self.bank.read, "documents", "event_time", "text_hash", text_hash)
         try:
             claim_backend(self.bank, self.name)

@@ -77,8 +77,8 @@ class Resolver:
                     "INSERT INTO entities (name, key, first_seen, last_seen, mentions) "
                     "VALUES (?, ?, ?, ?, 0)", (name.strip(), key, when, when))
                 entity_id = inserted_id(cur)
-            self.conn.execute("INSERT OR IGNORE INTO entity_aliases VALUES (?, ?)", (key, entity_id))
-            self.conn.executemany("INSERT OR IGNORE INTO entity_words VALUES (?, ?)",
+            self.conn.execute("INSERT INTO entity_aliases VALUES (?, ?) ON CONFLICT DO NOTHING", (key, entity_id))
+            self.conn.executemany("INSERT INTO entity_words VALUES (?, ?) ON CONFLICT DO NOTHING",
                                   [(word, key) for word in key.split()])
             self._by_key[key] = entity_id
             if entity_id not in ids:
@@ -132,6 +132,6 @@ class Resolver:
 
     def link(self, fact_id: int, entity_ids: Sequence[int], when: float) -> None:
         for entity_id in entity_ids:
-            self.conn.execute("INSERT OR IGNORE INTO fact_entities VALUES (?, ?)", (fact_id, entity_id))
-            self.conn.execute("UPDATE entities SET mentions = mentions + 1, last_seen = MAX(last_seen, ?) "
-                              "WHERE id = ?", (when, entity_id))
+            self.conn.execute("INSERT INTO fact_entities VALUES (?, ?) ON CONFLICT DO NOTHING", (fact_id, entity_id))
+            self.conn.execute("UPDATE entities SET mentions = mentions + 1, last_seen = CASE WHEN last_seen < ? "
+                              "THEN ? ELSE last_seen END WHERE id = ?", (when, when, entity_id))

@@ -73,37 +73,40 @@ def consolidate_fact(hb: HindsightParts, conn: sqlite3.Connection, fact_id: int,
         new_text = decision.text.strip()
         new_vector = retrieval.embed_documents(hb.embedder, [new_text], hb.cache)[0]
     if obs is None:
-        obs = _create(conn, hb.clock(), new_text, new_vector, [other, fact_id])
+        obs = _create(hb, conn, hb.clock(), new_text, new_vector, [other, fact_id])
     else:
-        conn.execute("INSERT OR IGNORE INTO observation_support VALUES (?, ?)", (obs, fact_id))
+        conn.execute("INSERT INTO observation_support VALUES (?, ?) ON CONFLICT DO NOTHING", (obs, fact_id))
         if new_text != current:
-            _set_text(conn, obs, new_text, new_vector, hb.clock())
+            _set_text(hb, conn, obs, new_text, new_vector, hb.clock())
     _refresh(conn, obs)
     touched.append(obs)
 
 
-def _create(conn: sqlite3.Connection, now: float, text: str, vector: np.ndarray,
+def _create(hb: HindsightParts, conn: sqlite3.Connection, now: float, text: str, vector: np.ndarray,
             support: list[int]) -> int:
     obs = inserted_id(conn.execute(
         "INSERT INTO facts (doc_id, text, kind, occurred_start, occurred_end, dated, mentioned_at, "
         "created_at, position) VALUES (NULL, ?, 'observation', 0, 0, 0, 0, ?, 0)", (text, now)))
-    conn.execute("INSERT INTO fact_fts (rowid, text, context) VALUES (?, ?, '')", (obs, text))
+    hb.bank.index_text(conn, obs, text, "")
     conn.execute("INSERT INTO vectors (id, vec) VALUES (?, ?)",
                  (obs, np.asarray(vector, dtype=np.float32).tobytes()))
-    conn.executemany("INSERT OR IGNORE INTO observation_support VALUES (?, ?)", [(obs, f) for f in support])
+    conn.executemany("INSERT INTO observation_support VALUES (?, ?) ON CONFLICT DO NOTHING",
+                     [(obs, f) for f in support])
     conn.execute("INSERT INTO observation_history VALUES (?, 1, ?, ?)", (obs, text, now))
     return obs
 
 
-def _set_text(conn: sqlite3.Connection, obs: int, text: str, vector: np.ndarray, now: float) -> None:
+def _set_text(hb: HindsightParts, conn: sqlite3.Connection, obs: int, text: str, vector: np.ndarray,
+              now: float) -> None:
     old, version = conn.execute("SELECT text, version FROM facts WHERE id = ?", (obs,)).fetchone()
-    conn.execute("INSERT INTO fact_fts (fact_fts, rowid, text, context) VALUES ('delete', ?, ?, '')",
-                 (obs, old))
+    hb.bank.unindex_text(conn, obs, old, "")
     conn.execute("UPDATE facts SET text = ?, version = ? WHERE id = ?", (text, version + 1, obs))
-    conn.execute("INSERT INTO fact_fts (rowid, text, context) VALUES (?, ?, '')", (obs, text))
-    conn.execute("INSERT OR REPLACE INTO vectors (id, vec) VALUES (?, ?)",
+    hb.bank.index_text(conn, obs, text, "")
+    conn.execute("INSERT INTO vectors (id, vec) VALUES (?, ?) "
+                 "ON CONFLICT (id) DO UPDATE SET vec = excluded.vec",
                  (obs, np.asarray(vector, dtype=np.float32).tobytes()))
-    conn.execute("INSERT OR REPLACE INTO observation_history VALUES (?, ?, ?, ?)",
+    conn.execute("INSERT INTO observation_history VALUES (?, ?, ?, ?) ON CONFLICT (obs_id, version) "
+                 "DO UPDATE SET text = excluded.text, changed_at = excluded.changed_at",
                  (obs, version + 1, text, now))
 
 
@@ -119,10 +122,10 @@ def _refresh(conn: sqlite3.Connection, obs: int) -> None:
                  "sources = ? WHERE id = ?", (start, end, dated, mentioned, sources, obs))
     conn.execute(f"UPDATE facts SET sources = ? WHERE id IN {marks}", (sources, *support))
     conn.execute("DELETE FROM fact_entities WHERE fact_id = ?", (obs,))
-    conn.execute(f"INSERT OR IGNORE INTO fact_entities SELECT ?, entity_id FROM fact_entities "
-                 f"WHERE fact_id IN {marks}", (obs, *support))
+    conn.execute(f"INSERT INTO fact_entities SELECT ?, entity_id FROM fact_entities "
+                 f"WHERE fact_id IN {marks} ON CONFLICT DO NOTHING", (obs, *support))
     conn.execute("DELETE FROM fact_tags WHERE fact_id = ?", (obs,))
-    conn.execute(f"INSERT OR IGNORE INTO fact_tags SELECT ?, tag FROM fact_tags WHERE fact_id IN {marks}",
+    conn.execute(f"INSERT INTO fact_tags SELECT ?, tag FROM fact_tags WHERE fact_id IN {marks} ON CONFLICT DO NOTHING",
                  (obs, *support))
 
 
@@ -142,8 +145,7 @@ def remove_facts(hb: HindsightParts, conn: sqlite3.Connection, ids: Sequence[int
             f"SELECT obs_id FROM observation_support WHERE fact_id IN {marks}", chunk)}
         for fact_id, text, doc_id, context in conn.execute(
                 f"SELECT id, text, doc_id, context FROM facts WHERE id IN {marks}", chunk).fetchall():
-            conn.execute("INSERT INTO fact_fts (fact_fts, rowid, text, context) VALUES ('delete', ?, ?, ?)",
-                         (fact_id, text, context))
+            hb.bank.unindex_text(conn, fact_id, text, context)
             if doc_id is not None:  # observations do not count as mentions
                 conn.execute("UPDATE entities SET mentions = mentions - 1 WHERE id IN "
                              "(SELECT entity_id FROM fact_entities WHERE fact_id = ?)", (fact_id,))
@@ -169,7 +171,7 @@ def remove_facts(hb: HindsightParts, conn: sqlite3.Connection, ids: Sequence[int
             continue
         newest_id, newest_text = support[0]
         vector = hb.bank.vectors(conn, [newest_id])[newest_id]
-        _set_text(conn, obs, newest_text, vector, hb.clock())
+        _set_text(hb, conn, obs, newest_text, vector, hb.clock())
         _refresh(conn, obs)
         touched.append(obs)
     if lonely:

@@ -10,14 +10,14 @@ if TYPE_CHECKING:
     from backends.common import QueryVectors
     from orchestrator.plugin_api import TextLLM, retrieval
 
-    from .bank import Bank
+    from .bank import BankParts
     from .options import HindsightOptions
 
 
 class HindsightParts(Protocol):
     """The parts of a HindsightBackend the helper modules read or call."""
 
-    bank: Bank
+    bank: BankParts
     options: HindsightOptions
     llm: TextLLM | None
     embedder: retrieval.Embedder

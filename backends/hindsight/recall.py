@@ -128,7 +128,7 @@ def recall(hb: HindsightParts, query: str, k: int, *, budget_tokens: int | None 
             return Recalled([], query, truncated)
         found, scores = index.search(qvec, pool)
         lists: dict[Strategy, Ranked] = {"semantic": list(zip(found, scores)),
-                                    "keyword": keyword(conn, query, pool, opts.context_weight)}
+                                    "keyword": keyword(hb, conn, query, pool, opts.context_weight)}
         seeds = fuse(lists, {"semantic": 1.0, "keyword": 1.0}, opts.fusion, opts.rrf_k)
         lists["graph"] = _graph(conn, seeds[:opts.graph_seeds], pool)
         when = dates.parse_query(query, now)
@@ -174,20 +174,14 @@ def recall(hb: HindsightParts, query: str, k: int, *, budget_tokens: int | None 
     return Recalled(hits, query, truncated, span)
 
 
-def keyword(conn: sqlite3.Connection, query: str, k: int, context_weight: float) -> Ranked:
+def keyword(hb: HindsightParts, conn: sqlite3.Connection, query: str, k: int, context_weight: float) -> Ranked:
     """BM25 over each fact's text, and with context_weight over the fact said just before it
     (a question gives its answer the words a later query will use)."""
-    terms = _selective_terms(conn, retrieval.bm25.query_terms(query))
-    if not terms or k <= 0:
-        return []
-    expression = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-    rows = conn.execute(
-        f"SELECT rowid, bm25(fact_fts, 1.0, {float(context_weight)}) AS s FROM fact_fts WHERE fact_fts "
-        "MATCH ? ORDER BY s LIMIT ?", (expression, k)).fetchall()
-    return [(int(i), -float(s)) for i, s in rows]  # FTS5 negates bm25 so ascending is best
+    terms = _selective_terms(hb, conn, retrieval.bm25.query_terms(query))
+    return hb.bank.keyword(conn, terms, k, context_weight)
 
 
-def _selective_terms(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
+def _selective_terms(hb: HindsightParts, conn: sqlite3.Connection, terms: list[str]) -> list[str]:
     """The query's terms without those in more than COMMON_TERM_SHARE of the facts (a bank of
     at least COMMON_TERM_MIN facts): BM25 gives them almost no weight, yet scoring their
     thousands of matches is most of a keyword search's time. The rarest term always stays."""
@@ -195,9 +189,7 @@ def _selective_terms(conn: sqlite3.Connection, terms: list[str]) -> list[str]:
     if total < COMMON_TERM_MIN or len(terms) < 2:
         return terms
     cap = int(total * COMMON_TERM_SHARE) + 1
-    counts = {t: conn.execute("SELECT COUNT(*) FROM (SELECT 1 FROM fact_fts WHERE fact_fts MATCH ? "
-                              "LIMIT ?)", ('"' + t.replace('"', '""') + '"', cap)).fetchone()[0]
-              for t in terms}
+    counts = {t: hb.bank.term_count(conn, t, cap) for t in terms}
     return [t for t in terms if counts[t] < cap] or [min(terms, key=lambda t: counts[t])]
 
 
@@ -229,7 +221,7 @@ def _temporal(hb: HindsightParts, conn: sqlite3.Connection, when: dates.QueryTim
     question without a range, the dated facts among the best hits (they can answer it)."""
     span = when.span
     if span is None and when.anchor:
-        span = _anchor_span(conn, when.anchor, when.anchor_side or "after")
+        span = _anchor_span(hb, conn, when.anchor, when.anchor_side or "after")
     if span is not None:
         lo = span.start if math.isfinite(span.start) else -1e18
         hi = span.end if math.isfinite(span.end) else 1e18
@@ -250,9 +242,10 @@ def _temporal(hb: HindsightParts, conn: sqlite3.Connection, when: dates.QueryTim
     return [], None
 
 
-def _anchor_span(conn: sqlite3.Connection, anchor: str, side: str) -> dates.TimeSpan | None:
+def _anchor_span(hb: HindsightParts, conn: sqlite3.Connection, anchor: str, side: str
+                 ) -> dates.TimeSpan | None:
     """'before the trip': the time of the best keyword match for 'the trip', as an open range."""
-    hits = retrieval.bm25.search(conn, "fact_fts", anchor, 1)
+    hits = hb.bank.keyword(conn, retrieval.bm25.query_terms(anchor), 1, 1.0)
     if not hits:
         return None
     start, end = conn.execute("SELECT occurred_start, occurred_end FROM facts WHERE id = ?",

@@ -108,9 +108,12 @@ def refresh_models(hb: HindsightParts) -> list[str]:
             if row is not None and row[0] == content:
                 continue
             version = (row[1] if row else 0) + 1
-            conn.execute("INSERT OR REPLACE INTO mental_models VALUES (?, ?, ?, ?, ?, ?)",
+            conn.execute("INSERT INTO mental_models VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE "
+                         "SET question = excluded.question, content = excluded.content, version = "
+                         "excluded.version, updated_at = excluded.updated_at, fact_ids = excluded.fact_ids",
                          (name, question, content, version, now, json.dumps(ids)))
-            conn.execute("INSERT OR REPLACE INTO mental_model_history VALUES (?, ?, ?, ?)",
+            conn.execute("INSERT INTO mental_model_history VALUES (?, ?, ?, ?) ON CONFLICT (name, version) "
+                         "DO UPDATE SET content = excluded.content, updated_at = excluded.updated_at",
                          (name, version, content, now))
             conn.execute("DELETE FROM mental_model_history WHERE name = ? AND version <= ?",
                          (name, version - KEEP_VERSIONS))

@@ -19,7 +19,7 @@ from backends.storage import in_clause, inserted_id
 
 from . import extract
 from . import llm as llm_paths
-from .bank import Bank
+from .bank import BankParts
 from .entities import Resolver
 from .observations import consolidate_fact, existing, remove_facts
 
@@ -139,7 +139,7 @@ class KnownAliases:
     about a few sentence-initial words per doc, and loading every alias of the bank for them
     cost time growing with the bank (0.5 ms a retain at 3,000 tickets)."""
 
-    def __init__(self, bank: Bank):
+    def __init__(self, bank: BankParts):
         self.bank = bank
         self._answers: dict[str, bool] = {}
 
@@ -213,10 +213,11 @@ def _write_document(hb: HindsightParts, conn: sqlite3.Connection, p: _Prepared, 
             "INSERT INTO facts (doc_id, text, kind, occurred_start, occurred_end, dated, mentioned_at, "
             "created_at, position, context) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (doc_id, fact.text, fact.kind, start, end, int(dated), p.when, now, position, context)))
-        conn.execute("INSERT INTO fact_fts (rowid, text, context) VALUES (?, ?, ?)", (fact_id, fact.text, context))
+        hb.bank.index_text(conn, fact_id, fact.text, context)
         conn.execute("INSERT INTO vectors (id, vec) VALUES (?, ?)",
                      (fact_id, np.asarray(vector, dtype=np.float32).tobytes()))
-        conn.executemany("INSERT OR IGNORE INTO fact_tags VALUES (?, ?)", [(fact_id, t) for t in item.tags])
+        conn.executemany("INSERT INTO fact_tags VALUES (?, ?) ON CONFLICT DO NOTHING",
+                         [(fact_id, t) for t in item.tags])
         resolver.link(fact_id, resolver.resolve(fact.entities, p.when), p.when)
         for cause in fact.caused_by:
             _link(conn, ids[cause], fact_id, "causal", 1.0)
@@ -242,7 +243,8 @@ def _context(conn: sqlite3.Connection, when: float) -> str:
 
 def _link(conn: sqlite3.Connection, a: int, b: int, kind: str, weight: float) -> None:
     """Links are stored both ways, so spreading is one indexed lookup on `src`."""
-    conn.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)",
+    conn.executemany("INSERT INTO links VALUES (?, ?, ?, ?) ON CONFLICT (src, dst, kind) "
+                     "DO UPDATE SET weight = excluded.weight",
                      [(a, b, kind, weight), (b, a, kind, weight)])
 
 

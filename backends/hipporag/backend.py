@@ -16,6 +16,7 @@ from backends.common import (
     DocumentListing,
     DocumentTable,
     QueryVectors,
+    SharesDatabase,
     bind_embedder,
     claim_backend,
     claim_vector_kind,
@@ -26,6 +27,7 @@ from orchestrator.plugin_api import (
     BackendOptions,
     ConfigError,
     MemoryBackend,
+    MemoryDatabase,
     MemoryStoreError,
     RetrieveResult,
     TextLLM,
@@ -36,7 +38,7 @@ from . import openie
 from .graph import Graph, GraphMirror, personalized_pagerank
 from .options import HippoRAGOptions
 from .readings import Reading, read
-from .store import VECTOR_TABLES, GraphStore, text_hash
+from .store import VECTOR_TABLES, open_graph_store, text_hash
 from .writer import GraphWriter, NewPassage, alnum_count, composed, fact_text
 
 log = logging.getLogger("middle.memory.hipporag")
@@ -47,7 +49,7 @@ MAX_QUERY_CHARS = 2000  # entities are looked for in a query's head (per-turn qu
 GRAPH_SPEC_KEYS = ("synonymy_threshold", "synonymy_max_neighbours", "synonymy_min_chars")
 
 
-class HippoRAGBackend(DocumentListing, MemoryBackend):
+class HippoRAGBackend(SharesDatabase, DocumentListing, MemoryBackend):
     """Passages and entity phrases in one graph; queries seed PageRank through matching facts."""
 
     name = "hipporag"
@@ -62,11 +64,12 @@ class HippoRAGBackend(DocumentListing, MemoryBackend):
     keeps_times = True  # a passage's time is what recency counts from
 
     def __init__(self, store_dir: Path, options: BackendOptions | dict[str, Any] | None = None,
-                 llm: TextLLM | None = None):
+                 llm: TextLLM | None = None, *, database: MemoryDatabase | None = None):
         super().__init__(store_dir, coerce_options(type(self), options), llm)
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
         self.source, self.precomputed = self._openie_source(opts)
-        self._store = GraphStore(self.store_dir / "hipporag.sqlite3")
+        self.database = database
+        self._store = open_graph_store(self.store_dir, database)
         self._doc_table = DocumentTable(self._store.read, "passages", "created_at", "hash", text_hash)
         # What the last ranking's supersession found (see _supersede), for retrieve's marks.
         self._pairs: dict[int, int] = {}

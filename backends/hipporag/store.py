@@ -1,4 +1,5 @@
-"""The graph store: one SQLite file (passages, entities, facts, edges with their contributors, vectors)."""
+"""The graph store: one SQLite file, or the project's schema in PostgreSQL with `[memory] url`
+(passages, entities, facts, edges with their contributors, vectors)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
+from backends.pg_storage import PgStore
 from backends.retrieval.chunking import CHUNK_SLOTS
-from backends.storage import SqliteStore
+from backends.storage import SqliteStore, Store
+from orchestrator.plugin_api import MemoryDatabase
 
 # 2: the kind of fact vectors is recorded (meta fact_vector_kind, see HippoRAGBackend); a
 # version 1 store's facts were embedded alone or from their names, and stay valid.
@@ -75,3 +78,18 @@ class GraphStore(SqliteStore):
 
     def __init__(self, path: Path):
         super().__init__(path, SCHEMA, FORMAT_VERSION, kind="hipporag memory store")
+
+
+class PgGraphStore(PgStore):
+    """The graph store as the project's schema in PostgreSQL: the same tables and SQL, so
+    every machine of the fleet reads and writes one graph (each catching up from `changes`)."""
+
+    chunk_tables = {"passage_chunks": CHUNK_SLOTS}
+
+    def __init__(self, database: MemoryDatabase):
+        super().__init__(database, "hipporag", SCHEMA, FORMAT_VERSION, kind="hipporag memory store")
+
+
+def open_graph_store(store_dir: Path, database: MemoryDatabase | None) -> Store:
+    """The project's graph store: in the database when one is given, else the SQLite file."""
+    return PgGraphStore(database) if database is not None else GraphStore(Path(store_dir) / "hipporag.sqlite3")

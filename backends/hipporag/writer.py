@@ -84,7 +84,7 @@ class GraphWriter:
         added = 0
         for p in passages:
             cur = self.conn.execute(
-                "INSERT OR IGNORE INTO passages (hash, text, created_at, source) VALUES (?, ?, ?, ?)",
+                "INSERT INTO passages (hash, text, created_at, source) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (p.hash, p.text, now if p.time is None else p.time, p.extraction.source))
             if cur.rowcount == 0:
                 continue
@@ -95,7 +95,7 @@ class GraphWriter:
             self.changes.append(("p", pid))
             ids = {name: self._entity(name, known, new_entities, p.reading)
                    for name in p.extraction.entities}
-            self.conn.executemany("INSERT OR IGNORE INTO passage_entities VALUES (?, ?)",
+            self.conn.executemany("INSERT INTO passage_entities VALUES (?, ?) ON CONFLICT DO NOTHING",
                                   [(pid, eid) for eid in ids.values()])
             for (s, pred, o), count in Counter(p.extraction.triples).items():
                 fid = self._fact(ids[s], pred, ids[o], (s, pred, o), known, p.reading)
@@ -104,7 +104,7 @@ class GraphWriter:
                     a, b = sorted((ids[s], ids[o]))
                     self.conn.execute(
                         "INSERT INTO fact_edges VALUES (?, ?, ?) ON CONFLICT (a, b) "
-                        "DO UPDATE SET weight = weight + excluded.weight", (a, b, count))
+                        "DO UPDATE SET weight = fact_edges.weight + excluded.weight", (a, b, count))
                     self.changes += [("g", a), ("g", b)]
         self._link_synonyms(new_entities)
         return added
@@ -226,7 +226,8 @@ class GraphWriter:
             self.conn.execute("DELETE FROM synonyms WHERE entity = ? AND neighbour = ?",
                               (owner, worst[0]))
             self.changes.append(("g", worst[0]))
-        self.conn.execute("INSERT OR REPLACE INTO synonyms VALUES (?, ?, ?)", (owner, candidate, score))
+        self.conn.execute("INSERT INTO synonyms VALUES (?, ?, ?) ON CONFLICT (entity, neighbour) "
+                          "DO UPDATE SET score = excluded.score", (owner, candidate, score))
         self.changes += [("g", owner), ("g", candidate)]
 
     # --- removing --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from backends.common import QueryVectors, bind_embedder, claim_backend, coerce_options
+from backends.common import QueryVectors, SharesDatabase, bind_embedder, claim_backend, coerce_options
 from backends.storage import salvage_rows
 from orchestrator.plugin_api import (
     BackendOptions,
@@ -32,7 +32,7 @@ from .supersession import Memory, marks, reorder
 log = logging.getLogger("middle.retrieval")
 
 
-class RetrievalBackend(MemoryBackend):
+class RetrievalBackend(SharesDatabase, MemoryBackend):
     """Shared plumbing; subclasses set `uses_vectors` and implement `_rank`.
 
     Besides the three required methods it offers `index_records` (docs with an event time and
@@ -44,7 +44,6 @@ class RetrievalBackend(MemoryBackend):
     # is kept and marked. Off for bm25: it is the plain keyword baseline.
     supersedes: ClassVar[bool] = False
     SUPERSESSION_POOL: ClassVar[int] = 3  # candidates per result an amendment may come from
-    shares_database: ClassVar[bool] = True  # [memory] url: the store lives in PostgreSQL
     keeps_times: ClassVar[bool] = True  # index_records stores each record's event time
     # What of a doc its vectors read (chunking.TEXT or PROSE): the whole text, unless a lexical
     # half beside them matches the file paths (hybrid), when its prose is enough.
@@ -81,14 +80,6 @@ class RetrievalBackend(MemoryBackend):
         self._query_vector = QueryVectors(self.embedder)
         cache_on = self.uses_vectors and getattr(self.options, "embedding_cache", False)
         self._cache: EmbeddingCache | None = shared_cache() if cache_on else None
-
-    @classmethod
-    def store_exists(cls, store_dir: Path, database: MemoryDatabase | None = None) -> bool:
-        if database is None:
-            return super().store_exists(store_dir)
-        from .pg_database import store_exists
-
-        return store_exists(database, cls.name)
 
     @classmethod
     def salvage_records(cls, store_dir: Path) -> list[tuple[str, float | None]]:

@@ -3,11 +3,11 @@ store's change log on each call."""
 
 from __future__ import annotations
 
-import sqlite3
+from typing import Any
 
 import numpy as np
 
-from backends.storage import SqliteStore
+from backends.storage import Store
 
 from .chunking import CHUNK_SLOTS, chunk_ids
 from .vector import VectorIndex
@@ -21,7 +21,7 @@ class _Mirror:
         self.table, self.kind = table, kind
         self.gen: int | None = None
 
-    def sync(self, store: SqliteStore, conn: sqlite3.Connection) -> None:
+    def sync(self, store: Store, conn: Any) -> None:
         gen, floor = store.generation(conn)
         if self.gen == gen:
             return

@@ -12,20 +12,18 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from backends import pg_database
+from backends.pg_database import TS_CONFIG
 from backends.storage import MetaValues
-from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
+from orchestrator.plugin_api import MemoryDatabase
 
-from . import bm25, pg_database
-from .pg_database import TS_CONFIG
+from . import bm25
 from .store import DocRow, MemoryRecord, doc_hash
 
 # Okapi BM25 as SQLite FTS5 computes it (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5))
 # floored at 1e-6), so min-max fusion gets the same keyword ranking on either engine.
 K1, B = 1.2, 0.75
 MAX_ANALYSED_CHARS = 200_000  # a tsvector holds at most 1 MB: the words of a doc's start count
-# Transaction-level advisory locks of writers, per store: writes to one project take turns
-# across machines as BEGIN IMMEDIATE makes them on one SQLite file ("mdlw" in ASCII).
-WRITE_LOCK_SPACE = 0x6D646C77
 _WORD = re.compile(r"[^\W_]+")  # unicode61's tokens: letters and digits; '_' separates
 _JOINED = re.compile(r"[\W_]+")
 
@@ -116,7 +114,7 @@ class VectorSearch:
         return [int(r[0]) for r in rows], [float(r[1]) for r in rows]
 
 
-class PgRetrievalStore(MetaValues):
+class PgRetrievalStore(pg_database.PoolUser, MetaValues):
     """A project's store of one backend in a shared PostgreSQL database.
 
     The database is the only state: nothing is mirrored in memory, so another machine's writes
@@ -136,11 +134,7 @@ class PgRetrievalStore(MetaValues):
         self._db: pg_database.Database | None = pg_database.acquire(database)
         try:
             with self.write(locked=False) as conn:
-                conn.execute("INSERT INTO retrieval_stores (project, backend) VALUES (%s, %s) "
-                             "ON CONFLICT (project, backend) DO NOTHING", (database.project, backend))
-                self.store_id = int(conn.execute(
-                    "SELECT id FROM retrieval_stores WHERE project = %s AND backend = %s",
-                    (database.project, backend)).fetchone()[0])
+                self.store_id = pg_database.register_store(conn, database, backend)
             self._search = VectorSearch(self)
         except BaseException:
             self.close()
@@ -149,7 +143,7 @@ class PgRetrievalStore(MetaValues):
     # --- transactions ---------------------------------------------------------------------
 
     @contextmanager
-    def _transaction(self, what: str, lock_key: int | None) -> Iterator[Any]:
+    def _transaction(self, what: str, locked: bool) -> Iterator[Any]:
         import psycopg
         from psycopg_pool import PoolTimeout
 
@@ -157,9 +151,8 @@ class PgRetrievalStore(MetaValues):
             db = self._require_open()
             try:
                 with db.connection() as conn:
-                    if lock_key is not None:
-                        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)",
-                                     (WRITE_LOCK_SPACE, lock_key))
+                    if locked:
+                        pg_database.lock_store_writes(conn, self.store_id)
                     yield conn
             except (psycopg.Error, PoolTimeout) as exc:
                 raise pg_database.failure(self.database, exc, what) from None
@@ -167,17 +160,13 @@ class PgRetrievalStore(MetaValues):
     @contextmanager
     def write(self, locked: bool = True) -> Iterator[Any]:  # type: ignore[override]
         """One transaction, under the store's write lock; rolled back whole on any error."""
-        key = self._lock_key() if locked else None
-        with self._transaction("write failed in", key) as conn:
+        with self._transaction("write failed in", locked) as conn:
             yield conn
 
     @contextmanager
     def read(self) -> Iterator[Any]:  # type: ignore[override]
-        with self._transaction("read failed in", None) as conn:
+        with self._transaction("read failed in", False) as conn:
             yield conn
-
-    def _lock_key(self) -> int:
-        return int(self.store_id) % (2**31)  # an int4, with the space as the other int4
 
     # --- meta -------------------------------------------------------------------------------
 
@@ -338,20 +327,3 @@ class PgRetrievalStore(MetaValues):
             rows = conn.execute(f"SELECT {', '.join(keys)} FROM retrieval_docs "
                                 "WHERE store_id = %s ORDER BY id", (self.store_id,)).fetchall()
         return [dict(zip(keys, r)) for r in rows]
-
-    # --- lifecycle ---------------------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        return self._db is None
-
-    def close(self) -> None:
-        with self.lock:
-            if self._db is not None:
-                pg_database.release(self._db)
-                self._db = None
-
-    def _require_open(self) -> pg_database.Database:
-        if self._db is None:
-            raise MemoryStoreError(f"the {self.kind} in {self.path} is closed")
-        return self._db

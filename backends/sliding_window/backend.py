@@ -10,12 +10,14 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from backends.common import SharesDatabase
 from backends.storage import salvage_rows
 from orchestrator.plugin_api import (
     BackendOptions,
     ConfigError,
     ConversationContext,
     MemoryBackend,
+    MemoryDatabase,
     MemoryStoreError,
     RetrieveResult,
     TextLLM,
@@ -23,7 +25,7 @@ from orchestrator.plugin_api import (
 )
 
 from . import store as q
-from .store import Store
+from .store import open_store
 from .summarizer import Summarizer
 from .window import doc_window, window_range
 
@@ -45,7 +47,7 @@ class SlidingWindowOptions(BackendOptions):
     background: bool = Field(True, description="summarise in a background thread")
 
 
-class SlidingWindowBackend(MemoryBackend):
+class SlidingWindowBackend(SharesDatabase, MemoryBackend):
     """Rolling summaries of the ticket conversation and of the project's completed-ticket docs."""
 
     name = "sliding_window"
@@ -65,10 +67,13 @@ class SlidingWindowBackend(MemoryBackend):
         store_dir: Path,
         options: BackendOptions | dict[str, Any] | None = None,
         llm: TextLLM | None = None,
+        *,
+        database: MemoryDatabase | None = None,
     ):
         super().__init__(store_dir, _coerce_options(options), llm)
         self.options: SlidingWindowOptions
-        self._store = Store(self.store_dir / DB_NAME)
+        self.database = database
+        self._store = open_store(self.store_dir / DB_NAME, database)
         self._summarizer = Summarizer(llm, self.options.max_summary_chars)
         self._threads: set[threading.Thread] = set()
         self._threads_lock = threading.Lock()

@@ -1,4 +1,5 @@
-"""SQLite (WAL) tables of the sliding-window backend: messages, summary rows and project docs."""
+"""The tables of the sliding-window backend (messages, summary rows and project docs): a SQLite
+file in WAL mode, or the project's schema in PostgreSQL with `[memory] url`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from backends.pg_storage import PgStore
 from backends.storage import SqliteStore, inserted_id
+from orchestrator.plugin_api import MemoryDatabase
 
 FORMAT_VERSION = 1
 SCHEMA = """
@@ -71,6 +74,24 @@ class Store(SqliteStore):
         return self.write()
 
 
+class PgWindowStore(PgStore):
+    """The same tables as the project's schema in PostgreSQL: every machine of the fleet reads
+    and writes one window and one summary chain (rows read by column name, as sqlite3.Row)."""
+
+    def __init__(self, database: MemoryDatabase):
+        super().__init__(database, "sliding_window", SCHEMA, FORMAT_VERSION,
+                         kind="sliding-window memory store")
+
+    def tx(self) -> Any:
+        """A write transaction, under the store's write lock (another writer waits)."""
+        return self.write()
+
+
+def open_store(path: Path, database: MemoryDatabase | None) -> Store | PgWindowStore:
+    """The backend's store: in the database when one is given, else the SQLite file."""
+    return PgWindowStore(database) if database is not None else Store(path)
+
+
 # Queries below take a connection from Store.tx()/Store.read(), so callers compose them
 # into one transaction.
 
@@ -79,7 +100,7 @@ def append_messages(
     conn: sqlite3.Connection, cid: str, items: list[tuple[str, str]], now: float
 ) -> list[int]:
     """Append (role, text) messages with the next sequence numbers; return their seqs."""
-    conn.execute("INSERT OR IGNORE INTO conversations (conversation_id) VALUES (?)", (cid,))
+    conn.execute("INSERT INTO conversations (conversation_id) VALUES (?) ON CONFLICT DO NOTHING", (cid,))
     (next_seq,) = conn.execute(
         "SELECT next_seq FROM conversations WHERE conversation_id = ?", (cid,)
     ).fetchone()

@@ -15,6 +15,7 @@ from orchestrator.cli.context import command_backend, default_project, project_c
 from orchestrator.cli.output import console, err_console, hanging, safe
 from orchestrator.errors import MemoryStoreError, MiddleError
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
+from orchestrator.plugins.memory_backend import MemoryDatabase
 
 project_option = click.option(
     "--project",
@@ -309,22 +310,33 @@ def stores(ctx: click.Context, project: str | None) -> None:
     help="The backend whose store of the project to read (the configured backend "
     "itself rebuilds its store, e.g. to re-embed it with a newly installed model).",
 )
+@click.option(
+    "--from-url",
+    "from_url",
+    default=None,
+    metavar="URL|local",
+    help="Where that store is, when not where [memory] url says: 'local' (the SQLite store "
+    "under [memory] save_dir) or the PostgreSQL URL it is in; moves a memory between the two.",
+)
 @project_option
 @click.pass_context
-def reindex(ctx: click.Context, source: str, project: str | None) -> None:
+def reindex(ctx: click.Context, source: str, from_url: str | None, project: str | None) -> None:
     """Copy a project's docs from one backend's store into the configured backend."""
     from orchestrator.memory.stores import reindex as run_reindex
 
     mem, pid = _memory(ctx, project)
-    report = run_reindex(mem, pid, source)
+    report = run_reindex(mem, pid, source, from_url)
     if report.damage is not None:
         console.print(
             f"the old store was damaged: the {report.copied} doc(s) that could still be "
             "read from it were indexed afresh"
         )
+    origin = report.source
+    if from_url is not None:  # the store's place, its password hidden
+        origin += f" ({from_url if from_url == 'local' else MemoryDatabase(from_url, pid).shown_url})"
     line = (
-        f"reindexed {report.copied} doc(s) from {report.source} into {report.target}"
-        if report.source != report.target
+        f"reindexed {report.copied} doc(s) from {origin} into {report.target}"
+        if report.source != report.target or from_url is not None
         else f"rebuilt the {report.target} store: {report.copied} doc(s) indexed afresh"
     )
     if report.already:

@@ -50,6 +50,11 @@ log = logging.getLogger("middle.memory")
 
 # Project ids never start with '.', so this directory can never be a project's store.
 LOCK_DIR_NAME = ".locks"
+# Calls that only read the store. With the store in a database they take no cross-process lock:
+# each read is one snapshot there, and a write in progress on another machine never holds it up
+# (the stores lock their own writes, see backends/pg_storage.py).
+READ_OPS = frozenset({"retrieve", "explain", "list", "lookup", "context"})
+LOCAL = "local"  # a store's location: under save_dir, whatever [memory] url says
 
 
 class MemoryArgumentError(MemoryStoreError, ValueError):
@@ -122,11 +127,12 @@ class MemoryFacade:
 
     A thread lock guards a project within this process; a file lock in `<save_dir>/.locks/`
     guards it across processes on one machine. With a PostgreSQL `url` and a backend that can
-    keep its store there (`shares_database`), the store is the project's rows in that database
-    and an advisory lock in it guards the project across processes and machines. Bad arguments are refused
-    before any I/O with a
-    MemoryArgumentError; every other error comes out as MemoryStoreError naming the absolute
-    store path, so callers can log it and go on (memory failures never stop a ticket).
+    keep its store there (`shares_database`: every built-in one), the store is the project's
+    rows in that database, shared by every machine: an advisory lock in it makes the project's
+    writes take turns across processes and machines, and reads (READ_OPS) take no lock there.
+    Bad arguments are refused before any I/O with a MemoryArgumentError; every other error
+    comes out as MemoryStoreError naming the absolute store path, so callers can log it and go
+    on (memory failures never stop a ticket).
 
     Size caps: a doc longer than max_doc_chars is cut on index (see `prepare_doc`), or refused
     with `refuse_long=True` (what a person or a client sends: the CLI and the HTTP API); a
@@ -173,8 +179,8 @@ class MemoryFacade:
         self.options = registry.backend_options(backend, options or {})  # ConfigError up front
         self.llm = llm
         self.lock_timeout_s = lock_timeout_s
-        # The database of the shared stores, when the configured backend can keep one there;
-        # other backends (hipporag, hindsight, ...) keep their stores under save_dir.
+        # The database of the shared stores, when the configured backend can keep one there
+        # (every built-in one can); a plugin backend that cannot keeps its stores under save_dir.
         self.url = url if url and self.backend_cls.shares_database else None
         if url and not self.url:
             log.info(
@@ -209,24 +215,29 @@ class MemoryFacade:
         """The project's lock file, kept apart from every store (project 'x.lock' is no clash)."""
         return self.save_dir / LOCK_DIR_NAME / f"{validate_project_id(project_id)}.lock"
 
-    def database(self, cls: type[MemoryBackend], project_id: str) -> MemoryDatabase | None:
+    def database(self, cls: type[MemoryBackend], project_id: str, url: str | None = None
+                 ) -> MemoryDatabase | None:
         """Where backend `cls` keeps the project's store in the shared database, or None (its
-        store is `store_dir(project_id)`)."""
-        if self.url and cls.shares_database:
-            return MemoryDatabase(self.url, validate_project_id(project_id))
+        store is `store_dir(project_id)`). `url`: the store at that location instead (LOCAL:
+        under save_dir; a PostgreSQL URL: in that database), as `middle memory reindex
+        --from-url` reads a store the configuration no longer points at."""
+        where = self.url if url is None else (None if url == LOCAL else url)
+        if where and cls.shares_database:
+            return MemoryDatabase(where, validate_project_id(project_id))
         return None
 
-    def open_backend(self, cls: type[MemoryBackend], project_id: str, options: Any) -> MemoryBackend:
+    def open_backend(self, cls: type[MemoryBackend], project_id: str, options: Any,
+                     url: str | None = None) -> MemoryBackend:
         """A new instance of backend `cls` on the project's store (call under its locks)."""
-        database = self.database(cls, project_id)
+        database = self.database(cls, project_id, url)
         store = self.store_dir(project_id)
         if database is not None:
             return cls(store, options, self.llm, database=database)  # type: ignore[call-arg]
         return cls(store, options, self.llm)
 
-    def backend_has_store(self, cls: type[MemoryBackend], project_id: str) -> bool:
+    def backend_has_store(self, cls: type[MemoryBackend], project_id: str, url: str | None = None) -> bool:
         """Whether backend `cls` has a store of the project (in the database or on disk)."""
-        database = self.database(cls, project_id)
+        database = self.database(cls, project_id, url)
         if database is not None:
             return cls.store_exists(self.store_dir(project_id), database=database)  # type: ignore[call-arg]
         return cls.store_exists(self.store_dir(project_id))
@@ -242,19 +253,22 @@ class MemoryFacade:
             yield self._backend(project_id, store)
 
     @contextmanager
-    def other_backend(self, project_id: str, name: str, op: str, options: Any = None) -> Iterator[MemoryBackend]:
+    def other_backend(self, project_id: str, name: str, op: str, options: Any = None,
+                      url: str | None = None) -> Iterator[MemoryBackend]:
         """Backend `name`'s store of the project under the project's locks: the configured
         backend as this facade keeps it open, or (another backend's store left by a change of
-        [memory] backend, or `options` given) a fresh instance, closed afterwards. Another
-        backend opens with its default options, so its store's own embedder."""
-        if name == self.backend_name and options is None:
+        [memory] backend, `options` given, or another location `url`, see `database`) a fresh
+        instance, closed afterwards. Another backend opens with its default options, so its
+        store's own embedder."""
+        if name == self.backend_name and options is None and url is None:
             with self._locked(project_id, op) as backend:
                 yield backend
             return
         cls = self.registry.backend_class(name)
         options = options if options is not None else self.registry.backend_options(name, {})
-        with self._project_locks(project_id, op):
-            backend = self.open_backend(cls, project_id, options)
+        in_database = self.database(cls, project_id, url) is not None
+        with self._project_locks(project_id, op, in_database):
+            backend = self.open_backend(cls, project_id, options, url)
             try:
                 yield backend
             finally:
@@ -284,9 +298,11 @@ class MemoryFacade:
         return self._project_locks(project_id, op)
 
     @contextmanager
-    def _project_locks(self, project_id: str, op: str) -> Iterator[Path]:
+    def _project_locks(self, project_id: str, op: str, in_database: bool = True) -> Iterator[Path]:
+        """The project's thread lock and cross-process lock (`in_database`: the store the call
+        uses is in the database, so a read takes no cross-process lock)."""
         store = self.store_dir(project_id)  # ConfigError for an unsafe id, before any I/O
-        with self._thread_lock(project_id), self._held_across(project_id, op):
+        with self._thread_lock(project_id), self._held_across(project_id, op, in_database):
             try:
                 try:
                     store.mkdir(parents=True, exist_ok=True)
@@ -308,10 +324,14 @@ class MemoryFacade:
                 ) from exc
 
     @contextmanager
-    def _held_across(self, project_id: str, op: str) -> Iterator[None]:
+    def _held_across(self, project_id: str, op: str, in_database: bool) -> Iterator[None]:
         """The cross-process lock, taken by the outermost of nested holds (call under the
-        project's thread lock): a file lock taken again by its own process waits for itself."""
+        project's thread lock): a file lock taken again by its own process waits for itself.
+        A read of a store in the database takes none (see READ_OPS)."""
         depth = self._depth.get(project_id, 0)
+        if not depth and self.url and in_database and op in READ_OPS:
+            yield
+            return
         if depth:
             self._depth[project_id] = depth + 1
             try:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ConfigError, MemoryStoreError
-from orchestrator.memory.facade import MemoryFacade, write_records
+from orchestrator.memory.facade import LOCAL, MemoryFacade, write_records
 from orchestrator.memory.facade import backend_has_doc as _has
 from orchestrator.memory.rebuild import check_rebuildable, rebuild
 from orchestrator.plugins.memory_backend import MemoryBackend
@@ -133,27 +133,42 @@ def _records(backend: MemoryBackend) -> list[tuple[str, float | None]]:
                           "be reindexed") from None
 
 
-def reindex(facade: MemoryFacade, project_id: str, source: str) -> ReindexReport:
+def reindex(facade: MemoryFacade, project_id: str, source: str,
+            from_url: str | None = None) -> ReindexReport:
     """Copy every doc of `source`'s store of the project into the configured backend, keeping
-    doc times where both keep them. With `source` the configured backend itself, rebuild its
-    store: the docs are indexed afresh into a new store that then replaces the old one's
-    contents (a copy of the old files is kept in a backup folder), so a store built with the
-    no-model embedder is re-embedded once a model is installed. Either way the project's lock
-    is held throughout: another process's writes wait, then land in the new store."""
+    doc times where both keep them. `from_url` says where that store is when the configuration
+    no longer points there: LOCAL (under save_dir) or a PostgreSQL URL, so a project's memory
+    moves from SQLite to PostgreSQL and back. With `source` the configured backend itself, in
+    the place it is configured, rebuild its store: the docs are indexed afresh into a new store
+    that then replaces the old one's contents (a copy of the old files is kept in a backup
+    folder), so a store built with the no-model embedder is re-embedded once a model is
+    installed. Either way the project's lock is held throughout: another process's writes
+    wait, then land in the new store."""
     facade.registry.backend_class(source)  # ConfigError for an unknown name
-    store = facade.store_dir(project_id)
     source_cls = facade.registry.backends[source].cls
-    if source == "none" or not facade.backend_has_store(source_cls, project_id):
-        raise ConfigError(f"project {project_id!r} has no {source} store in {store}: nothing to "
+    if from_url is not None:
+        _check_location(from_url)
+        if facade.database(source_cls, project_id, from_url) == facade.database(source_cls, project_id):
+            from_url = None  # where the configuration keeps it anyway
+    if source == "none" or not facade.backend_has_store(source_cls, project_id, from_url):
+        database = facade.database(source_cls, project_id, from_url)
+        where = database.where if database is not None else str(facade.store_dir(project_id))
+        raise ConfigError(f"project {project_id!r} has no {source} store in {where}: nothing to "
                           "reindex (`middle memory stores` lists the stores the project has)")
-    if source == facade.backend_name:
+    if source == facade.backend_name and from_url is None:
         return _rebuild(facade, project_id, source_cls)
     with facade.project_lock(project_id, "reindex"):
-        with facade.other_backend(project_id, source, "reindex") as old:
+        with facade.other_backend(project_id, source, "reindex", url=from_url) as old:
             records = _records(old)
         fresh = _fresh(facade, records, set(facade.list_docs(project_id)))
         facade.index_records(project_id, fresh)
     return ReindexReport(source, facade.backend_name, len(fresh), len(records) - len(fresh))
+
+
+def _check_location(url: str) -> None:
+    if url != LOCAL and not url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(f"--from-url {url.split('://')[0]!r} is neither {LOCAL!r} (the store under "
+                          "[memory] save_dir) nor a PostgreSQL URL (postgresql://user@host/db)")
 
 
 def _fresh(facade: MemoryFacade, records: list[tuple[str, float | None]],

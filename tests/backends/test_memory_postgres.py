@@ -8,12 +8,15 @@ import os
 import signal
 import time
 
+import psycopg
 import pytest
 from test_facade_two_processes import PROJECT, measure
 
+from backends.sliding_window import SlidingWindowBackend
 from orchestrator.config.settings import Config
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.plugin_api import MemoryStoreError
+from orchestrator.plugins.hookspecs import hookimpl
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.testing.samples import sample_doc
 
@@ -53,12 +56,90 @@ def test_the_store_is_in_the_database_not_under_save_dir(tmp_path, pg_url):
     other_machine.close()
 
 
+class _LocalWindow(SlidingWindowBackend):
+    """A backend that cannot keep its store in a database, as a plugin's may not."""
+
+    name = "local_window"
+    shares_database = False
+
+
+class _LocalPlugin:
+    @hookimpl
+    def register_memory_backends(self, register):
+        register(_LocalWindow)
+
+
 def test_backends_that_cannot_share_keep_their_store_per_machine(tmp_path, pg_url):
-    memory = facade(tmp_path, pg_url, backend="sliding_window", options={})
+    registry = PluginRegistry(load_entry_points=False, extra_plugins=(_LocalPlugin(),))
+    memory = MemoryFacade(tmp_path, "local_window", {}, registry, url=pg_url)
     assert memory.url is None
     memory.index(PROJECT, [sample_doc(1)])
     assert (memory.store_dir(PROJECT) / "sliding_window.sqlite3").exists()
     assert memory.lock_path(PROJECT).exists()  # the file lock, as without a url
+    memory.close()
+
+
+# Every built-in backend keeps its store in the database: hipporag, hindsight and sliding_window
+# too (a schema of their own), so a fleet has one memory per project.
+SCHEMA_BACKENDS = {"hipporag": HASHING, "hindsight": HASHING, "sliding_window": {}}
+
+
+def _index_as_host(host: str, save_dir: str, url: str, backend: str, docs: list[str]) -> None:
+    """Another machine: its own MIDDLE_HOSTNAME and state directory, the same database."""
+    os.environ["MIDDLE_HOSTNAME"] = host
+    memory = facade(save_dir, url, backend=backend, options=SCHEMA_BACKENDS[backend])
+    memory.index(PROJECT, docs)
+    memory.flush()
+    memory.close()
+
+
+def _on_host(host: str, save_dir, url: str, backend: str, docs: list[str]) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    child = ctx.Process(target=_index_as_host, args=(host, str(save_dir), url, backend, docs))
+    child.start()
+    child.join(300)
+    assert child.exitcode == 0, f"the process of {host} failed (see its stderr above)"
+
+
+@pytest.mark.parametrize("backend", sorted(SCHEMA_BACKENDS))
+def test_every_backend_is_one_memory_for_the_fleet(tmp_path, pg_url, backend, monkeypatch):
+    monkeypatch.setenv("MIDDLE_HOSTNAME", "host-b")
+    here = facade(tmp_path / "b", pg_url, backend=backend, options=SCHEMA_BACKENDS[backend])
+    assert here.retrieve(PROJECT, ["anything"], if_exists=True)[0]["docs"] == []
+    here.index(PROJECT, [sample_doc(1)])  # open here, mirrors loaded, before the other host writes
+    _on_host("host-a", tmp_path / "a", pg_url, backend, [sample_doc(2)])
+    assert here.list_docs(PROJECT) == [sample_doc(1), sample_doc(2)]
+    (result,) = here.retrieve(PROJECT, [sample_doc(2)], 5)
+    assert any(sample_doc(2) in doc for doc in result["docs"]), result
+    assert not any(p.name.endswith(".sqlite3") for p in (tmp_path / "a").rglob("*")), \
+        "the other host's store is in its state directory, not in the database"
+    assert here.delete(PROJECT, [sample_doc(2)]) == 1
+    other = facade(tmp_path / "a", pg_url, backend=backend, options=SCHEMA_BACKENDS[backend])
+    assert other.list_docs(PROJECT) == [sample_doc(1)]
+    here.close()
+    other.close()
+
+
+@pytest.mark.parametrize("backend", ["hybrid", "hindsight"])
+def test_reads_do_not_wait_for_a_writer_on_another_machine(tmp_path, pg_url, backend):
+    options = {"embedder": "hashing"}
+    memory = facade(tmp_path / "b", pg_url, backend=backend, options=options, lock_timeout_s=1.0)
+    memory.index(PROJECT, [sample_doc(1)])
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    child = ctx.Process(target=_hold_lock_forever, args=(str(tmp_path / "a"), pg_url, ready))
+    child.start()
+    try:
+        assert ready.wait(60)
+        # The other machine holds the project's write lock: reads go on, a write waits its turn.
+        assert memory.retrieve(PROJECT, [sample_doc(1)], 5)[0]["docs"] == [sample_doc(1)]
+        assert memory.list_docs(PROJECT) == [sample_doc(1)]
+        assert memory.has_doc(PROJECT, sample_doc(1))
+        with pytest.raises(MemoryStoreError, match="advisory lock"):
+            memory.index(PROJECT, [sample_doc(2)])
+    finally:
+        child.kill()
+        child.join(30)
     memory.close()
 
 
@@ -130,3 +211,40 @@ def test_the_memory_stats_count_a_database_store(tmp_path, pg_url):
     assert stats["docs"] == 2 and stats["store_dir"].endswith("(project 'shared')")
     memory.close()
     other_machine.close()
+
+
+def _store_schema(url: str, backend: str) -> str:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT id FROM retrieval_stores WHERE backend = %s", (backend,)).fetchone()
+    assert row is not None, f"no {backend} store in the database"
+    return f"memory_store_{row[0]}"
+
+
+@pytest.mark.parametrize("backend, table", [("hipporag", "passage_chunks"), ("hindsight", "vectors")])
+def test_a_corrupt_vector_row_is_an_error_naming_it(tmp_path, pg_url, backend, table):
+    memory = facade(tmp_path / "a", pg_url, backend=backend)
+    memory.index(PROJECT, [sample_doc(1), sample_doc(2)])
+    memory.close()
+    schema = _store_schema(pg_url, backend)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        row = conn.execute(f"SELECT min(id) FROM {schema}.{table}").fetchone()[0]
+        conn.execute(f"UPDATE {schema}.{table} SET vec = '\\x010203'::bytea WHERE id = %s", (row,))
+    other = facade(tmp_path / "b", pg_url, backend=backend)
+    with pytest.raises(MemoryStoreError, match=f"{table} holds vectors of mixed or broken sizes") as error:
+        other.retrieve(PROJECT, [sample_doc(1)], 5)
+    assert f"row id(s) [{row}]" in str(error.value) and "project 'shared'" in str(error.value)
+    assert f"[{backend}]" in str(error.value)
+    other.close()
+
+
+def test_a_corrupt_meta_row_is_an_error_naming_it(tmp_path, pg_url):
+    memory = facade(tmp_path / "a", pg_url, backend="sliding_window", options={})
+    memory.index(PROJECT, [sample_doc(1)])
+    memory.close()
+    schema = _store_schema(pg_url, "sliding_window")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"UPDATE {schema}.meta SET value = 'gibberish' WHERE key = 'format_version'")
+    other = facade(tmp_path / "b", pg_url, backend="sliding_window", options={})
+    with pytest.raises(MemoryStoreError, match="is damaged \\(its meta value 'format_version' is 'gibberish'"):
+        other.list_docs(PROJECT)
+    other.close()

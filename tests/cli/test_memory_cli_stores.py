@@ -22,7 +22,7 @@ def workdir(tmp_path):
 
 
 def use_backend(root: Path, backend: str) -> None:
-    options = '\n[memory.options]\nembedder = "hashing"\n' if backend not in ("bm25",) else ""
+    options = '\n[memory.options]\nembedder = "hashing"\n' if backend not in ("bm25", "sliding_window") else ""
     (root / "middle.toml").write_text(
         f'[project]\nid = "demo"\npath = "repo"\n[memory]\nsave_dir = ".middle/memory"\n'
         f'backend = "{backend}"\n{options}')
@@ -151,3 +151,26 @@ def test_search_explain_says_why_each_memory_was_recalled(workdir, backend):
     assert "similarity 0." in why and re.search(r"\d{4}-\d\d-\d\d \(today\)", why)
     if backend == "hipporag":  # its graph path: the entity the query names, in this doc
         assert "graph: the query names `datasette app py`, which this doc mentions" in why
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["hipporag", "hindsight", "sliding_window", "hybrid"])
+def test_reindex_moves_a_memory_from_sqlite_to_postgresql_and_back(workdir, pg_url, backend):
+    use_backend(workdir, backend)
+    docs = ["first memory about caching", "second memory about parsing"]
+    for doc in docs:
+        middle(workdir, "add", doc)
+    on_pg = {"MIDDLE_MEMORY_URL": pg_url}
+    assert middle(workdir, "list", env=on_pg).stdout == ""  # the database holds no store yet
+    done = middle(workdir, "reindex", "--from", backend, "--from-url", "local", env=on_pg)
+    assert done.stdout.strip() == f"reindexed 2 doc(s) from {backend} (local) into {backend}"
+    assert [line[10:] for line in middle(workdir, "list", env=on_pg).stdout.splitlines()] == docs
+    middle(workdir, "add", "third memory, written on PostgreSQL", env=on_pg)
+    shown = pg_url.split("@")[-1]
+    back = middle(workdir, "reindex", "--from", backend, "--from-url", pg_url)  # into SQLite again
+    assert back.stdout.strip().startswith(f"reindexed 1 doc(s) from {backend} (postgresql://")
+    assert shown in back.stdout and "2 already there" in back.stdout
+    listed = [line[10:] for line in middle(workdir, "list").stdout.splitlines()]
+    assert listed == [*docs, "third memory, written on PostgreSQL"]
+    error = middle(workdir, "reindex", "--from", backend, "--from-url", "mysql://db/x", ok=False)
+    assert error.stderr.strip().startswith("error: --from-url 'mysql' is neither 'local'")

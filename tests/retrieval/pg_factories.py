@@ -10,7 +10,10 @@ from typing import Any
 
 from backends.bm25 import Bm25Backend
 from backends.dense import DenseBackend
+from backends.hindsight import HindsightBackend
+from backends.hipporag import HippoRAGBackend
 from backends.hybrid import HybridBackend
+from backends.sliding_window import SlidingWindowBackend
 from orchestrator.memory.lock import AdvisoryLocks
 from orchestrator.plugin_api import MemoryDatabase
 
@@ -36,6 +39,19 @@ def dense_hashing(store_dir: Path) -> DenseBackend:
 
 def bm25(store_dir: Path) -> Bm25Backend:
     return Bm25Backend(store_dir, {}, database=database(store_dir))
+
+
+def hipporag(store_dir: Path) -> HippoRAGBackend:
+    """HippoRAG on the no-model embedder (fast)."""
+    return HippoRAGBackend(store_dir, {"embedder": "hashing"}, database=database(store_dir))
+
+
+def hindsight(store_dir: Path) -> HindsightBackend:
+    return HindsightBackend(store_dir, {"embedder": "hashing"}, database=database(store_dir))
+
+
+def sliding_window(store_dir: Path) -> SlidingWindowBackend:
+    return SlidingWindowBackend(store_dir, {}, database=database(store_dir))
 
 
 class ProjectLock:

@@ -276,7 +276,7 @@ def test_an_old_postgres_store_is_refused_then_reembedded_in_place(tmp_path, pg_
 def test_postgres_tables_of_schema_1_are_migrated_to_hold_chunks(tmp_path, pg_url):
     import psycopg
 
-    from backends.retrieval import pg_database
+    from backends import pg_database
 
     HybridBackend(tmp_path, HASHING, database=MemoryDatabase(pg_url, PROJECT)).close()
     with psycopg.connect(pg_url, autocommit=True) as conn:  # the tables as schema 1 made them

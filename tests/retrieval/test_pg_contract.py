@@ -1,5 +1,7 @@
-"""The backend contract suite against PostgreSQL: hybrid, dense and bm25 with their stores in a
-real database (pgvector), other processes taking the facade's advisory lock as machines do."""
+"""The backend contract suite against PostgreSQL: every built-in backend with its store in a real
+database (hybrid, dense and bm25 on pgvector and BM25 postings; hipporag, hindsight and
+sliding_window in a schema of their own), other processes taking the facade's advisory lock as
+machines do."""
 
 from __future__ import annotations
 
@@ -88,3 +90,56 @@ class TestBm25PostgresContract(PostgresContract):
     @pytest.fixture
     def backend_factory(self):
         return pg_factories.bm25
+
+
+class SchemaStoreContract(PostgresContract):
+    """A backend whose store is a schema of its own (backends.pg_storage): a failed write is a
+    trigger refusing every write to any of the schema's tables."""
+
+    @pytest.fixture
+    def fail_writes(self, pg_url):
+        @contextmanager
+        def refusing() -> Iterator[None]:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                tables = [f"{r[0]}.{r[1]}" for r in conn.execute(
+                    "SELECT schemaname, tablename FROM pg_tables WHERE schemaname LIKE 'memory_store_%'")]
+                conn.execute("CREATE FUNCTION refuse_writes() RETURNS trigger LANGUAGE plpgsql AS "
+                             "$$ BEGIN RAISE EXCEPTION 'disk full (planted by the test)'; END $$")
+                for table in tables:
+                    conn.execute(f"CREATE TRIGGER refuse_writes BEFORE INSERT OR UPDATE OR DELETE ON "
+                                 f"{table} FOR EACH STATEMENT EXECUTE FUNCTION refuse_writes()")
+            try:
+                yield
+            finally:
+                with psycopg.connect(pg_url, autocommit=True) as conn:
+                    for table in tables:
+                        conn.execute(f"DROP TRIGGER refuse_writes ON {table}")
+                    conn.execute("DROP FUNCTION refuse_writes()")
+        return refusing
+
+
+class TestHippoRAGPostgresContract(SchemaStoreContract):
+    process_factory = "pg_factories:hipporag"
+    process_docs_per_thread = 6
+
+    @pytest.fixture
+    def backend_factory(self):
+        return pg_factories.hipporag
+
+
+class TestHindsightPostgresContract(SchemaStoreContract):
+    process_factory = "pg_factories:hindsight"
+    process_docs_per_thread = 6
+
+    @pytest.fixture
+    def backend_factory(self):
+        return pg_factories.hindsight
+
+
+class TestSlidingWindowPostgresContract(SchemaStoreContract):
+    relevance_ranked = False  # it returns the newest summary and docs, whatever the query
+    process_factory = "pg_factories:sliding_window"
+
+    @pytest.fixture
+    def backend_factory(self):
+        return pg_factories.sliding_window

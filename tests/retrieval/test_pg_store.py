@@ -8,9 +8,9 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
+from backends import pg_database
 from backends.bm25 import Bm25Backend
 from backends.hybrid import HybridBackend
-from backends.retrieval import pg_database
 from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
 from orchestrator.testing.samples import sample_doc
 

@@ -1,5 +1,6 @@
-"""The PostgreSQL side of the retrieval store: the schema (versioned, migrated under an advisory lock),
-the text search configuration, and one connection pool per database per process."""
+"""The PostgreSQL side of every memory store: the shared tables (versioned, migrated under an
+advisory lock) with the registry of stores, the text search configuration, the stores' write
+locks, and one connection pool per database per process."""
 
 from __future__ import annotations
 
@@ -17,10 +18,15 @@ SCHEMA_LOCK_KEY = 0x6D646C6D656D
 POOL_MAX = 8
 CONNECT_TIMEOUT_S = 30.0
 TS_CONFIG = "middle_memory_english"
+# Transaction-level advisory locks of writers, per store: writes to one project's store take
+# turns across machines as BEGIN IMMEDIATE makes them on one SQLite file ("mdlw" in ASCII).
+WRITE_LOCK_SPACE = 0x6D646C77
 
 # Tables are prefixed `retrieval_`: the ticket store, often in the same database, has its own
-# `memory_docs`. Every row belongs to one store (a project's store of one backend): its id
-# leads every index, so a project's rows are found without touching another project's.
+# `memory_docs`. `retrieval_stores` lists every store, a project's store of one backend: the
+# retrieval backends keep their rows in the tables below, keyed by its id (which leads every
+# index, so a project's rows are found without touching another project's); the others keep
+# theirs in a schema of their own named after it (see backends.pg_storage).
 SCHEMA = [
     "CREATE TABLE IF NOT EXISTS retrieval_schema (version INTEGER NOT NULL)",
     """CREATE TABLE IF NOT EXISTS retrieval_stores (
@@ -100,8 +106,9 @@ def _psycopg() -> Any:
     return psycopg
 
 
-def failure(database: MemoryDatabase, exc: BaseException, what: str) -> MemoryStoreError:
-    """A database error as one MemoryStoreError naming the database (never its password)."""
+def failure(database: MemoryDatabase, exc: BaseException, what: str, backend: str = "") -> MemoryStoreError:
+    """A database error as one MemoryStoreError naming the database (never its password) and
+    the backend whose store it is, when given."""
     psycopg = _psycopg()
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, psycopg.OperationalError) or type(exc).__name__ == "PoolTimeout":
@@ -111,7 +118,8 @@ def failure(database: MemoryDatabase, exc: BaseException, what: str) -> MemorySt
     else:
         hint = ("if its memory tables were changed by hand, restore them or move the project's "
                 "rows away (middle memory export first)")
-    return MemoryStoreError(f"{what} the memory store in {database.where}: {detail}; {hint}")
+    store = f"the {backend} memory store" if backend else "the memory store"
+    return MemoryStoreError(f"{what} {store} in {database.where}: {detail}; {hint}")
 
 
 class Database:
@@ -205,6 +213,44 @@ def release(db: Database) -> None:
         if db.users <= 0 and _open.get(db.url) is db:
             del _open[db.url]
             db.pool.close()
+
+
+class PoolUser:
+    """A store holding the process's Database of its URL (`acquire`) until closed."""
+
+    kind: str
+    path: str
+    lock: threading.RLock
+    _db: Database | None
+
+    @property
+    def closed(self) -> bool:
+        return self._db is None
+
+    def close(self) -> None:
+        with self.lock:
+            if self._db is not None:
+                release(self._db)
+                self._db = None
+
+    def _require_open(self) -> Database:
+        if self._db is None:
+            raise MemoryStoreError(f"the {self.kind} in {self.path} is closed")
+        return self._db
+
+
+def register_store(conn: Any, database: MemoryDatabase, backend: str) -> int:
+    """The id of the project's store of the backend, listed now if it was not (inside the
+    caller's transaction)."""
+    conn.execute("INSERT INTO retrieval_stores (project, backend) VALUES (%s, %s) "
+                 "ON CONFLICT (project, backend) DO NOTHING", (database.project, backend))
+    return int(conn.execute("SELECT id FROM retrieval_stores WHERE project = %s AND backend = %s",
+                            (database.project, backend)).fetchone()[0])
+
+
+def lock_store_writes(conn: Any, store_id: int) -> None:
+    """Take the store's write lock until the caller's transaction ends."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (WRITE_LOCK_SPACE, store_id % (2**31)))
 
 
 def store_exists(database: MemoryDatabase, backend: str) -> bool:
