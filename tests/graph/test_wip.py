@@ -19,7 +19,7 @@ import pytest
 from orchestrator.config.settings import Config
 from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing import make_repo
-from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply
 from orchestrator.workspace.git import git, out
 from tickets.store import TicketStore
 
@@ -103,7 +103,7 @@ def _after_the_lease(pg_url: str) -> None:
     only the lease says it is gone)."""
     with TicketStore(pg_url) as store:
         deadline = time.monotonic() + 30
-        while not store.get_claim("t1").expired:
+        while (claim := store.get_claim("t1")) is not None and not claim.expired:
             assert time.monotonic() < deadline, "the dead machine's lease never ran out"
             time.sleep(0.2)
 
