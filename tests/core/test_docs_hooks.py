@@ -107,9 +107,11 @@ def test_the_plugins_index_lists_every_page_hook_and_export():
     text = (DOCS / "plugins.md").read_text(encoding="utf-8")
     pages = set(re.findall(r"^\| \[([\w-]+\.md)\]", _rows(text, "The pages"), re.M))
     # benchmarks.md and memory-benchmarks.md are the README's (middle-agent's own figures), and
-    # design.md the whole product's design, checks.md a user's page, not a plugin author's pages.
+    # design.md the whole product's design, and the README's reference pages a user's, not a plugin
+    # author's pages.
+    users = {"checks.md", "review.md", "runs.md", "configuration.md", "server.md", "memory.md"}
     assert pages == {p.name for p in DOCS.glob("*.md")} - {"plugins.md", "benchmarks.md", "memory-benchmarks.md",
-                                                            "design.md", "checks.md"}
+                                                            "design.md", *users}
     hooks = re.findall(r"^\| `(\w+)\(([^)]*)\)`", _rows(text, "The hooks"), re.M)
     assert sorted(name for name, _ in hooks) == sorted(_hooks()), "one row per hook of hookspecs.py"
     for name, params in hooks:
