@@ -42,6 +42,10 @@ def another_machine_pushes(tmp_path: Path, shared: Path) -> str:
     return sha
 
 
+def holds(repo: Path, branch: str, commit: str) -> bool:
+    return git(repo, "merge-base", "--is-ancestor", commit, branch, check=False).returncode == 0
+
+
 def status(desk: Path, tid: str) -> str:
     with TicketStore(load_config(desk / "middle.toml", environ={}).db_path) as store:
         return store.get_ticket(tid).status.value
@@ -68,12 +72,8 @@ def test_merge_is_refused_when_the_shared_base_branch_moved_and_nothing_changes(
     # As it says: fetch, then try again; the merge then holds the other machine's work too.
     git(desk / "repo", "pull", "--quiet", "--no-rebase", "origin", "main")
     middle(desk, "merge", "t1")
-    assert g_holds(shared, theirs, "main") and out(shared, "show", "main:app.py") == "print('v2')"
+    assert holds(shared, "main", theirs) and out(shared, "show", "main:app.py") == "print('v2')"
     assert status(desk, "t1") == "merged"
-
-
-def g_holds(repo: Path, commit: str, branch: str) -> bool:
-    return git(repo, "merge-base", "--is-ancestor", commit, branch, check=False).returncode == 0
 
 
 def test_revert_pushes_and_is_refused_when_the_shared_base_branch_moved(team, tmp_path):
@@ -92,3 +92,14 @@ def test_revert_pushes_and_is_refused_when_the_shared_base_branch_moved(team, tm
     assert out(shared, "rev-parse", "main") == branch_commit(desk / "repo", "main")
     assert out(shared, "show", "main:app.py") == "print('v1')" and out(shared, "show", "main:notes.md")
     assert status(desk, "t1") == "reverted"
+
+
+def test_a_merge_refused_here_pushes_nothing(team):
+    """Uncommitted changes in a file the merge writes: refused before the push, so the shared
+    repository is not ahead of this one."""
+    shared, desk = team
+    complete(desk, "t1", {"app.py": "print('v2')\n"})
+    (desk / "repo" / "app.py").write_text("print('my edit')\n")
+    shared_refs = out(shared, "for-each-ref")
+    one_error_line(middle(desk, "merge", "t1", code=1), "uncommitted changes", "app.py")
+    assert out(shared, "for-each-ref") == shared_refs and status(desk, "t1") == "complete"
