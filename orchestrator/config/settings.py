@@ -102,7 +102,8 @@ class ProjectConfig(_Strict):
     # is never written by a run). "none": Claude Code edits the project directory in place.
     isolation: Literal["worktree", "none"] = "worktree"
     # The shared repository (`middle worker` clones it, fetches it before each ticket and pushes
-    # each ticket's branch to it; `middle merge` on another machine fetches the branch from it).
+    # each ticket's branch to it; `middle merge` on another machine fetches the branch from it;
+    # `middle merge` and `middle revert` push the base branch to it; tickets start from its base branch).
     repo_url: str | None = None
     # A longer ticket file is refused at load: it would be planned with, sent to Claude Code (which
     # refuses a prompt that long) and copied into every store.

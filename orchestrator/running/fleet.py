@@ -11,6 +11,8 @@ of a worker that died once that worker's claim lease has run out (its heartbeat 
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from orchestrator.running.batch import BatchView, run_batch
 from orchestrator.running.driver import TicketDriver
 from orchestrator.running.outcome import RunOutcome
 from orchestrator.workspace import git as g
+from orchestrator.workspace.worktrees import Worktrees
 from tickets.claims import claim_is_live
 from tickets.deps import SATISFIED
 
@@ -31,23 +34,52 @@ IDLE_WAIT_S = 2.0  # when nothing can start: wait this long for any run event, t
 
 
 def ensure_clone(config: Config) -> Path:
-    """The worker's own clone of [project] repo_url (cloned on first use)."""
+    """The worker's own clone of [project] repo_url (cloned on first use), with the base branch
+    checked out. A clone that holds no commit (the shared repository was empty, or its HEAD named
+    a branch it did not have, when an earlier version cloned it) can hold no work either: it is
+    made again, so the next try after a fix works without deleting it by hand."""
     url = config.project.repo_url
     if not url:
         raise ConfigError("`middle worker` needs the shared repository: set [project] repo_url in "
                           "middle.toml (a URL or path git can clone; each ticket's branch is pushed there)")
     path = config.clone_path
-    if (path / ".git").exists():
-        have = g.git(path, "remote", "get-url", REMOTE, check=False).stdout.strip()
-        if have != url:
-            raise ConfigError(f"{path} is a clone of {have or 'nothing'}, not of [project] repo_url {url}: "
-                              "move it away (the worker clones again) or fix repo_url")
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    proc = g.git(path.parent, "clone", "--quiet", "--origin", REMOTE, url, str(path), check=False)
-    if proc.returncode != 0:
-        raise GitError(f"cannot clone [project] repo_url {url} into {path}: {proc.stderr.strip()}")
+    with Worktrees(config.worktrees_path).locked():  # two workers sharing a state dir clone once
+        if (path / ".git").exists():
+            if g.ref_commit(path, "HEAD") is None:
+                shutil.rmtree(path)
+            else:
+                have = g.git(path, "remote", "get-url", REMOTE, check=False).stdout.strip()
+                if have != url:
+                    raise ConfigError(f"{path} is a clone of {have or 'nothing'}, not of [project] repo_url "
+                                      f"{url}: move it away (the worker clones again) or fix repo_url")
+                return path
+        _clone(url, path, config.project.base_branch)
     return path
+
+
+def _clone(url: str, path: Path, base: str | None) -> None:
+    """Clone `url` into `path` with `base` checked out (not the branch the remote's HEAD names),
+    by way of a folder of its own: a clone that fails, or is stopped halfway, leaves no `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{path.name}.partial-", dir=path.parent))
+    try:
+        branch = ["--branch", base] if base else []
+        proc = g.git(path.parent, "clone", "--quiet", "--origin", REMOTE, *branch, url, str(partial), check=False)
+        if proc.returncode != 0:
+            lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+            said = ([line for line in lines if line.startswith("fatal:")] or lines or [str(proc.returncode)])[-1]
+            if base and "not found in upstream" in said:
+                said = f"it has no branch {base} (is it empty?): push {base} there first"
+            raise GitError(f"cannot clone [project] repo_url {url} into {path}: {said}. Nothing was kept: "
+                           "fix it, then start the worker again")
+        if g.ref_commit(partial, "HEAD") is None:  # no base_branch, and the remote's HEAD names no commit
+            raise GitError(f"cannot clone [project] repo_url {url} into {path}: its HEAD names no commit "
+                           "(an empty repository?): set [project] base_branch in middle.toml to the branch "
+                           "tickets start from, or push one there first")
+        partial.rename(path)
+    finally:
+        if partial.exists():
+            shutil.rmtree(partial, ignore_errors=True)
 
 
 @dataclass

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from orchestrator.workspace.git import author_args, git
+from orchestrator.workspace.git import author_args, git, out
 
 
 def make_repo(path: str | Path, files: dict[str, str] | None = None, *, branch: str = "main") -> Path:
@@ -28,3 +29,12 @@ def commit_all(repo: str | Path, message: str = "change") -> str:
     git(repo, "add", "-A")
     git(repo, *author_args(Path(repo)), "commit", "--quiet", "--no-verify", "-m", message)
     return git(repo, "rev-parse", "HEAD").stdout.strip()
+
+
+def snapshot(repo: Path) -> dict[str, Any]:
+    """Everything a user could notice: branch tips, HEAD, index and working-tree files."""
+    files = {str(p.relative_to(repo)): p.read_bytes() for p in repo.rglob("*")
+             if p.is_file() and ".git" not in p.parts}
+    return {"refs": out(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
+            "head": out(repo, "rev-parse", "HEAD"), "status": out(repo, "status", "--porcelain"),
+            "files": files}

@@ -6,6 +6,11 @@ were. The base branch then moves in one step: a fast-forward of the user's worki
 branch is checked out there (refused, before anything changes, when the user has uncommitted
 changes in a file it would write), else a compare-and-swap of the ref. Call both under the
 worktrees lock.
+
+In a team (`[project] repo_url`) the base branch is pushed to the shared repository before it
+moves here, so a worker starts the next ticket from it: a push the shared repository refuses
+(another machine moved its base branch) changes nothing, here or there, and the merge or revert
+is not recorded.
 """
 
 from __future__ import annotations
@@ -28,21 +33,55 @@ def combine(repo: Path, old: str, tip: str, message: str) -> tuple[str | None, s
     return g.commit_tree(repo, merged.tree, [old, tip], message), "merge commit", []
 
 
-def advance(repo: Path, base: str, old: str, new: str, *, action: str) -> list[str]:
-    """Move the base branch from `old` to its descendant `new`; returns the paths written."""
+def advance(repo: Path, base: str, old: str, new: str, *, action: str, publish: str | None = None) -> list[str]:
+    """Move the base branch from `old` to its descendant `new`; returns the paths written.
+    `publish`: the shared repository ([project] repo_url) `new` is pushed to first."""
     paths = [str(r["path"]) for r in g.numstat(repo, old, new)]
     where = g.checked_out_at(repo, base)
+    if where is not None:
+        clash = sorted(g.dirty_paths(where) & set(paths))
+        if clash:
+            raise GitError(
+                f"cannot {action}: your uncommitted changes in {where} to {', '.join(clash[:10])}"
+                f"{' …' if len(clash) > 10 else ''} would be overwritten. Nothing was changed: commit "
+                "or stash them, then try again")
+    if publish:
+        push_base(repo, publish, base, new, action=action)
     if where is None:
         g.git(repo, "update-ref", "-m", f"middle: {action}", f"refs/heads/{base}", new, old)
         return paths
-    clash = sorted(g.dirty_paths(where) & set(paths))
-    if clash:
-        raise GitError(
-            f"cannot {action}: your uncommitted changes in {where} to {', '.join(clash[:10])}"
-            f"{' …' if len(clash) > 10 else ''} would be overwritten. Nothing was changed: commit "
-            "or stash them, then try again")
     proc = g.git(where, "merge", "--ff-only", "--quiet", new, check=False)
     if proc.returncode != 0:
+        kept = (f"; the shared repository has it already: `git pull` in {where}, then run the same "
+                "command again to record it") if publish else ""
         raise GitError(f"cannot {action}: git refused to update {where} ({proc.stderr.strip()}); "
-                       f"{base} was left as it was")
+                       f"{base} was left as it was{kept}")
     return paths
+
+
+def push_base(repo: Path, url: str, base: str, commit: str, *, action: str, holding: str | None = None) -> None:
+    """Put `commit` on the shared repository's base branch, only as a fast-forward (git's own
+    check, atomic there). Refused when that branch has commits `commit` lacks (another machine
+    merged meanwhile): one GitError saying to fetch them first. `holding`: a commit already on the
+    shared base branch is enough (a ticket marked merged whose commits are there already)."""
+    proc = g.git(repo, "push", "--quiet", "--porcelain", url, f"{commit}:refs/heads/{base}", check=False)
+    if proc.returncode == 0:
+        return
+    if holding is not None and _remote_holds(repo, url, base, holding):
+        return
+    if "[rejected]" in proc.stdout or "non-fast-forward" in proc.stdout + proc.stderr:
+        raise GitError(
+            f"cannot {action}: {base} on the shared repository ([project] repo_url) has moved on (another "
+            f"machine merged into it): fetch it (`git pull` on {base}), then try again. Nothing was changed")
+    lines = [line for line in (proc.stderr or proc.stdout).strip().splitlines() if line.strip()]
+    said = [line for line in lines if line.startswith(("fatal:", "error:"))] or lines
+    raise GitError(f"cannot {action}: pushing {base} to [project] repo_url failed "
+                   f"({said[-1] if said else proc.returncode}). Nothing was changed")
+
+
+def _remote_holds(repo: Path, url: str, base: str, commit: str) -> bool:
+    """Whether the shared repository's base branch holds `commit` (fetched to FETCH_HEAD)."""
+    if g.git(repo, "fetch", "--quiet", url, f"refs/heads/{base}", check=False).returncode != 0:
+        return False
+    tip = g.ref_commit(repo, "FETCH_HEAD")
+    return tip is not None and g.is_ancestor(repo, commit, tip)

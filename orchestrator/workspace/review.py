@@ -17,7 +17,7 @@ from orchestrator.errors import GitError, TicketError
 from orchestrator.lifecycle.next_steps import advise
 from orchestrator.workspace import git as g
 from orchestrator.workspace import undo
-from orchestrator.workspace.landing import advance, combine
+from orchestrator.workspace.landing import advance, combine, push_base
 from orchestrator.workspace.worktrees import Worktrees, branch_name
 from tickets.deps import dependents
 
@@ -194,9 +194,11 @@ class Review:
                 raise GitError(f"the base branch {base!r} no longer exists in {repo}: recreate it, "
                                "then merge again")
             if g.is_ancestor(repo, tip, old):
+                if self.repo_url:  # the team's base branch must hold it too before it counts as merged
+                    push_base(repo, self.repo_url, base, old, action=f"merge ticket {ticket_id}", holding=tip)
                 self._finish_merge(ticket_id, run, old, tip, premerge=old)
                 return ReviewResult(ticket_id, "merged", f"ticket {ticket_id}'s commits are already in "
-                                    f"{base}; marked merged", old)
+                                    f"{base}{self._pushed(base)}; marked merged", old)
             new, how, conflicts = combine(
                 repo, old, tip, g.commit_message(f"Merge {branch_name(ticket_id)}: {ticket.title}"))
             if new is None:
@@ -208,10 +210,14 @@ class Review:
                     f"{reason}. Resolve it on the ticket's branch (cd {run['worktree']} && git merge "
                     f"{base}, fix, commit), then `middle merge {ticket_id}` again; or discard it "
                     f"(`middle discard {ticket_id}`) and run it again", conflicts=conflicts)
-            paths = advance(repo, base, old, new, action=f"merge ticket {ticket_id}")
+            paths = advance(repo, base, old, new, action=f"merge ticket {ticket_id}", publish=self.repo_url)
             self._finish_merge(ticket_id, run, new, tip, premerge=old)
         return ReviewResult(ticket_id, "merged", f"merged ticket {ticket_id} into {base} ({how} "
-                            f"{new[:10]}, {len(paths)} file(s))", new)
+                            f"{new[:10]}, {len(paths)} file(s)){self._pushed(base)}", new)
+
+    def _pushed(self, base: str) -> str:
+        """What the merge or revert line adds in a team: the base branch is on the shared repository."""
+        return f"; pushed {base} to the shared repository ([project] repo_url)" if self.repo_url else ""
 
     def _refuse_unsaved(self, ticket_id: str, run: dict[str, Any]) -> None:
         """Merging removes the ticket's worktree: refuse while it holds edits not committed on
@@ -350,7 +356,10 @@ class Review:
                              reverted_by=run.get("revert_commit"))
         if done:
             return undo.confirm_undone(self.worktrees, change, force=force)
-        return undo.revert(self.worktrees, change)
+        undone = undo.revert(self.worktrees, change, publish=self.repo_url)
+        if undone.commit and self.repo_url and not undone.conflicts:
+            undone.code += self._pushed(base)
+        return undone
 
     def _dependents(self, ticket_id: str, base: str) -> list[str]:
         """A warning per merged ticket whose `depends_on` names this one: its code stays."""

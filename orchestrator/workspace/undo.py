@@ -60,10 +60,11 @@ class Merged:
         return commit
 
 
-def revert(worktrees: Worktrees, change: Merged) -> Undone:
+def revert(worktrees: Worktrees, change: Merged, *, publish: str | None = None) -> Undone:
     """Undo the change on the base branch with one revert commit. A revert that conflicts waits
     in the ticket's revert worktree with conflict markers; called again once the user has
-    committed the resolution there, it puts that on the base branch and removes the worktree."""
+    committed the resolution there, it puts that on the base branch and removes the worktree.
+    `publish`: the shared repository ([project] repo_url) the base branch is pushed to first."""
     repo, base, tid = change.repo, change.base, change.ticket_id
     with worktrees.locked():
         old = change.base_commit()
@@ -72,7 +73,7 @@ def revert(worktrees: Worktrees, change: Merged) -> Undone:
             return Undone(change.reverted_by, f"its revert {change.reverted_by[:10]} is on {base} already")
         work = RevertWorktree.of(worktrees, repo, tid)
         if work.started():
-            landed = _land_resolved(change, work, old)
+            landed = _land_resolved(change, work, old, publish)
             if landed is not None:
                 return landed
             work.remove()  # nothing committed there (the cherry-pick was given up): start again
@@ -87,7 +88,7 @@ def revert(worktrees: Worktrees, change: Merged) -> Undone:
         if merged.tree is None:
             conflicts = work.open(old, undo)
             if not conflicts:  # git's cherry-pick managed what merge-tree did not
-                return _land_resolved(change, work, old) or Undone(None, "nothing to revert")
+                return _land_resolved(change, work, old, publish) or Undone(None, "nothing to revert")
             return Undone(None, (
                 f"cannot revert ticket {tid} cleanly: later changes on {base} touch {', '.join(conflicts)}; "
                 f"{base} and your working tree were left as they were. The revert waits in {work.path} "
@@ -98,11 +99,11 @@ def revert(worktrees: Worktrees, change: Merged) -> Undone:
         if merged.tree == g.out(repo, "rev-parse", f"{old}^{{tree}}"):
             return Undone(None, f"its changes are no longer in {base}, so no revert commit was needed")
         new = g.commit_tree(repo, merged.tree, [old], message)
-        paths = advance(repo, base, old, new, action=f"revert ticket {tid}")
+        paths = advance(repo, base, old, new, action=f"revert ticket {tid}", publish=publish)
     return Undone(new, f"revert commit {new[:10]} on {base} undoes {len(paths)} file(s)")
 
 
-def _land_resolved(change: Merged, work: "RevertWorktree", old: str) -> Undone | None:
+def _land_resolved(change: Merged, work: "RevertWorktree", old: str, publish: str | None) -> Undone | None:
     """Put the revert committed in the revert worktree on the base branch (then remove the
     worktree); None when nothing is committed there that the base branch lacks."""
     repo, base, tid = change.repo, change.base, change.ticket_id
@@ -125,7 +126,7 @@ def _land_resolved(change: Merged, work: "RevertWorktree", old: str) -> Undone |
             f"{', '.join(conflicts)}; {base} and your working tree were left as they were. Bring {base} "
             f"into the revert (cd {work.path} && git merge {base}, resolve, git add -A && git commit), "
             f"then `middle revert {tid}` again"), conflicts=conflicts, worktree=str(work.path))
-    paths = advance(repo, base, old, new, action=f"revert ticket {tid}")
+    paths = advance(repo, base, old, new, action=f"revert ticket {tid}", publish=publish)
     work.remove()
     return Undone(new, f"the revert resolved in {work.path} is on {base} ({how} {new[:10]}) and undoes "
                        f"{len(paths)} file(s)")

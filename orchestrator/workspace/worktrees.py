@@ -115,7 +115,7 @@ class Worktrees:
                 raise GitError(f"the repository at {repo} has no branch checked out (detached HEAD), so "
                                "there is no base branch to start tickets from: check out a branch, or "
                                "set [project] base_branch in middle.toml")
-            start = self._commit_of(repo, base)
+            start = self._start_commit(repo, ticket_id, base)
             if start is None:
                 known = ", ".join(g.branches(repo)[:10]) or "none"
                 raise GitError(f"the base branch {base!r} does not exist in {repo} (branches: {known}): "
@@ -142,6 +142,23 @@ class Worktrees:
                 if attempt == FETCH_ATTEMPTS - 1:
                     raise
                 time.sleep(0.5 * (attempt + 1))
+
+    def _start_commit(self, repo: Path, ticket_id: str, base: str) -> str | None:
+        """The base branch's commit a ticket starts from. In a team ([project] repo_url) run from a
+        developer's checkout, the shared repository's base branch as it is now (fetched), so a
+        ticket has what was merged on other machines; this repository's own base branch when it
+        holds all that already (it may have commits not yet pushed)."""
+        here = self._commit_of(repo, base)
+        if self.remote or not self.push_url:
+            return here  # (a worker's clone: the remote's copy, fetched just before)
+        shared = self._pushed_tip(repo, base, strict=True)
+        if shared is None or (here is not None and g.is_ancestor(repo, shared, here)):
+            return here
+        if here is None or g.is_ancestor(repo, here, shared):
+            return shared
+        raise GitError(f"cannot start ticket {ticket_id}: {base} in {repo} and {base} on the shared repository "
+                       f"([project] repo_url) have both moved on: fetch it (`git pull` on {base}), then run "
+                       "the ticket again")
 
     def _ref(self, branch: str) -> str:
         """Where a branch is read from: the local branch, or the remote's copy of it."""

@@ -38,7 +38,7 @@ def _ticket(i: int, deps: list[int]) -> str:
 
 
 def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[int]], *,
-          lease_s: float = 120.0, store_extra: str = "") -> tuple[Path, Path]:
+          lease_s: float = 120.0, store_extra: str = "", dependencies: str = "complete") -> tuple[Path, Path]:
     """A bare remote, a filing machine that syncs the tickets, and the config workers share."""
     seed = make_repo(tmp_path / "seed", {"calc/__init__.py": "", "README.md": "calc\n"})
     remote = tmp_path / "remote.git"
@@ -50,7 +50,7 @@ def fleet(tmp_path: Path, claude_cli: str, pg_url: str, tickets: dict[int, list[
         (desk / "tickets" / f"t{i:02d}.md").write_text(_ticket(i, deps))
     config = (
         f'[store]\nurl = "{pg_url}"\n{store_extra}[project]\npath = "."\nrepo_url = "{remote}"\nbase_branch = "main"\n'
-        f'[run]\ndependencies = "complete"\nlease_s = {lease_s}\n'
+        f'[run]\ndependencies = "{dependencies}"\nlease_s = {lease_s}\n'
         f'[coding_agent.options]\ncli_path = "{claude_cli}"\nturn_timeout_s = 120\n'
     )
     (desk / "middle.toml").write_text(config)
@@ -259,6 +259,28 @@ def test_a_ticket_run_from_a_developers_checkout_is_pushed_and_reviewable_elsewh
     (other / "middle.toml").write_text((desk / "middle.toml").read_text())
     diff = subprocess.run([MIDDLE, "diff", "t00"], cwd=other, env=_env(), capture_output=True, text=True)
     assert diff.returncode == 0 and "+VALUE = 0" in diff.stdout, diff.stdout + diff.stderr
+
+
+def test_a_ticket_started_after_its_dependency_was_merged_on_another_machine_has_its_code(
+        tmp_path, claude_cli, pg_url):
+    """Machine A runs t00 and merges it (`middle merge` pushes main to the shared repository);
+    a worker on machine B (its own clone and state) then starts t01, which depends on t00, from
+    the shared main as it is now: t00's code is there."""
+    remote, desk = fleet(tmp_path, claude_cli, pg_url, {0: [], 1: [0]}, dependencies="merged")
+    on_a = {**_env(), "MIDDLE_HOSTNAME": "machine-a"}
+    ran = subprocess.run([MIDDLE, "run", "t00", "--fake"], cwd=desk, env=on_a, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    merged = subprocess.run([MIDDLE, "merge", "t00"], cwd=desk, env=on_a, capture_output=True, text=True)
+    assert merged.returncode == 0 and "pushed main" in merged.stdout, merged.stdout + merged.stderr
+    worker = start_worker(tmp_path, desk, "machine-b", "--once", host="machine-b")
+    output = worker.communicate(timeout=600)[0]
+    assert worker.returncode == 0 and "Traceback" not in output, output
+    with TicketStore(pg_url) as store:
+        run = store.latest_run("t01")
+        assert run["status"] == "complete" and run["worktree"].startswith(str(tmp_path / "machine-b")), run
+        assert run["base_commit"] == out(remote, "rev-parse", "main")
+    assert out(remote, "show", "middle/t01:calc/m00.py") == "VALUE = 0"
+    assert out(remote, "show", "middle/t01:calc/m01.py") == "VALUE = 1"
 
 
 def _wait_inside_a_turn(pg_url: str) -> str:

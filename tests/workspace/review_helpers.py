@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.workspace.git import out
+from orchestrator.testing.git import snapshot  # noqa: F401  (the review tests' import)
 from tickets.model import Ticket
 
 
@@ -37,12 +37,3 @@ def complete(store, wt, repo, tid, files, *, doc=None, depends_on=()):
         store.add_memory_doc(tid, "p", doc)
     assert store.end_run(tid, run_id, "complete", None)
     return sha
-
-
-def snapshot(repo: Path) -> dict:
-    """Everything a user could notice: branch tips, HEAD, index and working-tree files."""
-    files = {str(p.relative_to(repo)): p.read_bytes() for p in repo.rglob("*")
-             if p.is_file() and ".git" not in p.parts}
-    return {"refs": out(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
-            "head": out(repo, "rev-parse", "HEAD"), "status": out(repo, "status", "--porcelain"),
-            "files": files}
