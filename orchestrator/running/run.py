@@ -40,6 +40,7 @@ class Run:
         self.lost = threading.Event()
         self.lost_why = ""
         self.ended = False  # this process ended the run (its end was fenced): its claim is gone now
+        self._ending = False  # this process is ending the run now
         self._on_lost: list[Callable[[], None]] = []
         self.sessions: set[str] = set()  # Claude Code sessions started here (killed if the run is lost)
         self.events = EventRecorder(store, ticket_id, run_id, reconnect_s, token=token, on_refused=self.lose)
@@ -61,9 +62,11 @@ class Run:
         """Call `fn` (from any thread) if the run loses its claim: kill what works for it."""
         self._on_lost.append(fn)
 
-    def lose(self, why: str) -> None:
-        """The claim is not ours any more: stop at the next step and kill the run's processes."""
-        if self.lost.is_set():
+    def lose(self, why: str, *, renewal: bool = False) -> None:
+        """The claim is not ours any more: stop at the next step and kill the run's processes.
+        `renewal`: the heartbeat found the claim gone, which is no loss while this process is
+        ending the run itself (its claim goes with its end)."""
+        if self.lost.is_set() or (renewal and (self._ending or self.ended)):
             return
         self.lost_why = why
         self.lost.set()
@@ -141,7 +144,11 @@ class Run:
                          auto_resume=auto_resume, token=self.token)
 
     def _end(self, end: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
-        return bool(self._fenced(end, *args, on_ended=self._ended, **kwargs))
+        self._ending = True
+        try:
+            return bool(self._fenced(end, *args, on_ended=self._ended, **kwargs))
+        finally:
+            self._ending = False
 
     def _ended(self) -> None:
         """The run's (fenced) end is stored: its claim is gone, so what follows (the end's hooks'
@@ -210,7 +217,7 @@ class Heartbeat:
                 self.renewed = time.monotonic()
             elif not self._stop.is_set():
                 run.lose(f"the claim on ticket {run.ticket_id} was taken over by another runner: this one "
-                         "stopped its run and writes nothing more of it")
+                         "stopped its run and writes nothing more of it", renewal=True)
         except StoreUnavailable as exc:
             log.warning("renewing the claim on ticket %s failed: %s", run.ticket_id, exc)
         except Exception:  # a busy database now is retried at the next beat

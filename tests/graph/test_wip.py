@@ -18,7 +18,6 @@ import pytest
 
 from orchestrator.config.settings import Config
 from orchestrator.running.orchestrator import Orchestrator
-from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply
 from orchestrator.workspace.git import git, out
 from tickets.store import TicketStore
@@ -48,7 +47,17 @@ def write(rel, text):
 def killed(prompt, cwd):
     os.kill(os.getpid(), signal.SIGKILL)
 
-if die == "turn 2":  # turn 1 wrote a.txt (never committed); A dies in turn 2
+if die.startswith("node "):  # at the start of that node (as the runner records it), one-turn ticket
+    from orchestrator.running.events import EventRecorder
+    started = EventRecorder.node_started
+    def node_started(self, name, *a, **k):
+        if name == die[len("node "):]:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return started(self, name, *a, **k)
+    EventRecorder.node_started = node_started
+    llm = ScriptedAgentLLM([plan_reply("Create a.txt"), decision_reply(True, "Created a.txt.")])
+    coder = RecordingCodingAgent([write("a.txt", "a\n")])
+elif die == "turn 2":  # turn 1 wrote a.txt (never committed); A dies in turn 2
     llm = ScriptedAgentLLM([plan_reply("Create a.txt"), decision_reply(False, next_prompt="Now b.txt")])
     coder = RecordingCodingAgent([write("a.txt", "a\n"), killed])
 else:  # the agent says complete; A commits, and dies before the push
@@ -74,14 +83,6 @@ def machine(home: Path, remote: Path, pg_url: str, llm: Any, coder: Any) -> Orch
                  agent={"max_turns": 4, "max_cost_usd": 5.0}, run={"lease_s": LEASE_S},
                  memory={"save_dir": None})
     return Orchestrator(cfg, llm=llm, coding_agent=coder, project_override=str(home / "repo"))
-
-
-@pytest.fixture
-def team(tmp_path, pg_url):
-    seed = make_repo(tmp_path / "seed", {"README.md": "calc\n"})
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "clone", "--quiet", "--bare", str(seed), str(remote))
-    return remote
 
 
 def _machine_a_dies(tmp_path: Path, remote: Path, pg_url: str, die: str) -> None:
@@ -157,3 +158,4 @@ def test_killed_between_complete_and_the_push_the_takeover_commits_and_pushes(tm
     assert out(team, "show", "middle/t1:a.txt") == "a"
     assert [e["kind"] for e in events].count("run_end") == 1
     assert json.dumps([e for e in events if e["kind"] == "run_end"][0]["data"]).count("complete") >= 1
+
