@@ -80,7 +80,7 @@ class Bench:
             if spec.engine == "postgres" and not registry.backend_class(spec.name).shares_database:
                 raise ConfigError(f"{spec.label}: backend {spec.name!r} keeps its store per "
                                   "machine; @postgres works with backends that can share a "
-                                  "database (hybrid, dense, bm25)")
+                                  "database (every built-in one does)")
         self.memory_url = memory_url
         self.work_dir = work_dir
         self.progress = progress
