@@ -21,6 +21,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from langgraph.types import StateSnapshot
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
 
 from orchestrator.testing.git import make_repo
 from orchestrator.workspace.git import git
@@ -94,7 +97,7 @@ def langgraph_cli() -> str:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     root = tmp_path_factory.mktemp("lgdev")
     make_repo(root / "repo", {"README.md": "# greetings\n"})
     (root / "tickets").mkdir()
@@ -106,7 +109,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
         f"---\ntitle: Greeting, checked\nproject: repo\nid: t2\ncheck: {check}\n---\n{TASK}")
     config = root / "middle.toml"
     config.write_text(f'state_dir = "state"\n[project]\npath = "repo"\n[run]\nlease_s = {LEASE_S}\n')
-    return Project(root, config)
+    yield Project(root, config)
+    (root / "open").touch()  # a gate a failed test left waiting exits
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +121,9 @@ def server(project: Project, claude_cli: str, tmp_path_factory: pytest.TempPathF
     spec = json.loads((ROOT / "langgraph.json").read_text())
     assert spec["dependencies"] == ["."]
     spec["dependencies"] = [str(ROOT)]
-    spec["graphs"] = {name: f"{ROOT / path.split(':')[0]}:{path.split(':')[1]}" for name, path in spec["graphs"].items()}
+    for name, entry in spec["graphs"].items():  # ./file.py:attr, relative to langgraph.json
+        path, attr = entry.split(":")
+        spec["graphs"][name] = f"{ROOT / path}:{attr}"
     home = tmp_path_factory.mktemp("lgserver")
     (home / "langgraph.json").write_text(json.dumps(spec))
     with socket.socket() as s:
@@ -125,7 +131,8 @@ def server(project: Project, claude_cli: str, tmp_path_factory: pytest.TempPathF
         port = s.getsockname()[1]
     env = {**os.environ, "MIDDLE_CONFIG": str(project.config), "MIDDLE_HOSTNAME": SERVER_HOST,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-           "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"}
+           "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true",  # offline
+           "LANGSMITH_TRACING": "false"}
     log = home / "server.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([command, "dev", "--no-browser", "--port", str(port)], cwd=home, env=env,
@@ -147,10 +154,8 @@ def server(project: Project, claude_cli: str, tmp_path_factory: pytest.TempPathF
         served.kill()
 
 
-def start(server: Server, ticket_id: str) -> tuple[object, str, str]:
+def start(server: Server, ticket_id: str) -> tuple[SyncLangGraphClient, str, str]:
     """A thread and a run of the `ticket` graph for `ticket_id` on the fake model, over HTTP."""
-    from langgraph_sdk import get_sync_client
-
     client = get_sync_client(url=server.url)
     thread = client.threads.create()
     run = client.runs.create(thread["thread_id"], "ticket", input={"ticket_id": ticket_id},
@@ -158,7 +163,7 @@ def start(server: Server, ticket_id: str) -> tuple[object, str, str]:
     return client, thread["thread_id"], run["run_id"]
 
 
-def checkpoint(project: Project, run_id: str) -> object:
+def checkpoint(project: Project, run_id: str) -> StateSnapshot:
     """The run's last step in the project's checkpointer, as `middle resume` reads it."""
     from orchestrator.config.settings import load_config
     from orchestrator.graph import build_graph
@@ -203,7 +208,9 @@ def test_a_killed_server_strands_nothing_and_middle_resume_continues_its_run(ser
         assert time.monotonic() < deadline and server.proc.poll() is None, server.output()[-4000:]
         time.sleep(0.2)
     with TicketStore(project.db) as store:
-        run_id = store.latest_run("t2")["id"]
+        started = store.latest_run("t2")
+        assert started is not None
+        run_id = started["id"]
         [turn] = store.list_turns(run_id=run_id)
         claim = store.get_claim("t2")
         assert claim is not None and claim.run_id == run_id and claim.host == SERVER_HOST
@@ -233,7 +240,8 @@ def test_a_killed_server_strands_nothing_and_middle_resume_continues_its_run(ser
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     with TicketStore(project.db) as store:
         assert store.get_ticket("t2").status.value == "complete"
-        assert store.latest_run("t2")["id"] == run_id
+        latest = store.latest_run("t2")
+        assert latest is not None and latest["id"] == run_id
         assert [t["session_id"] for t in store.list_turns(run_id=run_id)] == [turn["session_id"]]
         assert store.get_claim("t2") is None
     commit = git(project.root / "repo", "rev-parse", "middle/t2").stdout.strip()
