@@ -183,7 +183,8 @@ def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[
             if is_node:
                 record.node_started(name)
             result = fn(state, Runtime(context=bound.context(run)))
-            if is_node:  # its step in the project's checkpoints first: a resume never runs it again
+            if is_node:  # its step in the project's checkpoints before its end event: once the node
+                # returned, a resume never runs it again (a kill in between loses only that event)
                 bound.save_step(run, name, {**state, **result} if name == "load_ticket" else result)
         except GraphBubbleUp:  # LangGraph's own control flow (an interrupt), not an end of the run
             record.flush(wait=True)
@@ -200,7 +201,7 @@ def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[
         if name in ENDING_NODES:
             bound.release(run.run_id)
         else:
-            record.flush(wait=True)  # the node's events are in the store before its checkpoint
+            record.flush(wait=True)  # the node's events are in the store before the server's checkpoint
         return {**result, **update} if isinstance(result, dict) else result
 
     # Not functools.wraps: LangGraph would read fn's signature and pass a runtime itself.
