@@ -37,7 +37,7 @@ from tickets.store import TicketStore
 
 log = logging.getLogger("middle.driver")
 
-__all__ = ["TicketDriver", "ticket_context"]
+__all__ = ["TicketDriver", "thread_config", "ticket_context"]
 
 
 class TicketDriver:
@@ -131,7 +131,7 @@ class TicketDriver:
         if run is None:
             self.store.get_ticket(ticket_id)  # a clear error for an unknown id
             raise TicketError(f"ticket {ticket_id!r} has never run: {advise(self.store, ticket_id, 'resume')}")
-        snapshot = self._checkpointed(lambda: self.graph.get_state(_thread(run["id"])))
+        snapshot = self._checkpointed(lambda: self.graph.get_state(thread_config(run["id"])))
         if not snapshot.next and snapshot.created_at is None and run["status"] in ("running", "interrupted"):
             # The runner died before the graph's first checkpoint: nothing of this run was done,
             # so it starts over from its input, under the same run.
@@ -187,7 +187,7 @@ class TicketDriver:
         """Run the graph under the claim; every way out ends the run through the lifecycle."""
         ticket_id, run_id = run.ticket_id, run.run_id
         graph_input = {"ticket_id": ticket_id, "run_id": run_id} if run.fresh else None
-        cfg = _thread(run_id)
+        cfg = thread_config(run_id)
         run.on_lost(lambda: stop_run_processes(run))
         self._runs[run_id] = run
         try:
@@ -269,7 +269,7 @@ class TicketDriver:
         self.close()
 
 
-def _thread(run_id: str) -> RunnableConfig:
+def thread_config(run_id: str) -> RunnableConfig:
     """The LangGraph config of a run: its id is the checkpointer's thread id."""
     return {"configurable": {"thread_id": run_id}}
 

@@ -14,11 +14,18 @@ or dies strands nothing (the claim runs out and a `middle resume` or a worker co
 events are the same run events (the dashboard and `middle log --follow` show them), and a run
 that raised ends as the runner ends it (`orchestrator.running.policy`), releasing the claim. Set
 `configurable.fake = true` to run on the offline fake model.
+
+LangGraph Server checkpoints into its own store (it replaces a compiled graph's checkpointer
+with its own, `langgraph_api.graph.get_graph`), which `middle` cannot read. So every node's
+state update is also written to the project's checkpointer (`[store]`'s checkpoints, thread id
+= run id, fenced by the run's claim) as that node's step: `middle resume` or a worker continues a
+run the server started from its last finished step, as it would a `middle run`'s.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextvars
 import os
 import threading
 from typing import Any, Callable
@@ -32,9 +39,10 @@ from orchestrator.graph.builder import build_graph
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import ENDING_NODES, TicketState
 from orchestrator.lifecycle.run_lifecycle import try_claim
-from orchestrator.running.driver import ticket_context
+from orchestrator.running.checkpoints import Checkpointer, open_checkpointer
+from orchestrator.running.driver import thread_config, ticket_context
 from orchestrator.running.policy import end_on_exception
-from orchestrator.running.run import Run, stop_run_processes
+from orchestrator.running.run import Run, fence_checkpoints, stop_run_processes
 
 _SERVICES: dict[tuple[str, bool], Any] = {}
 _LOCK = threading.Lock()
@@ -55,6 +63,7 @@ class BoundServices:
         self.fake, self._config, self._services = fake, config, services
         self._parts: tuple[Any, Any] | None = None
         self._runs: dict[str, Run] = {}
+        self._mirror: tuple[Checkpointer, Any] | None = None
 
     def parts(self) -> tuple[Any, Any]:
         with _LOCK:
@@ -66,6 +75,41 @@ class BoundServices:
                 services = self._services or Services(self._config or load_config(), fake=self.fake)
                 self._parts = (services, MiddleAgent(services.agent_llm, services.config.agent.max_turns))
             return self._parts
+
+    def _mirrored(self) -> tuple[Checkpointer, Any]:
+        """The project's checkpointer and the ticket graph compiled with it (opened on first use,
+        in a node's worker thread: opening a database is a blocking call)."""
+        services = self.parts()[0]
+        with _LOCK:
+            if self._mirror is None:
+                cfg = services.config
+                checkpoints = open_checkpointer(cfg.checkpoint_target, reconnect_s=cfg.store.reconnect_s)
+                fence_checkpoints(checkpoints.saver, self._runs)  # a taken-over run's steps are refused
+                graph = bind_services(build_graph(), self).compile(checkpointer=checkpoints.saver)
+                self._mirror = (checkpoints, graph)
+            return self._mirror
+
+    def save_step(self, run: Run, node: str, values: dict[str, Any]) -> None:
+        """Write the step `node` took (its state update `values`) to the project's checkpointer,
+        as the runner's checkpoint after that node; the routes after it are decided again there
+        (on the same state) to store the next step."""
+        checkpoints, graph = self._mirrored()
+        try:
+            # In a fresh context: inside a node, LangGraph's context variables hold the server's
+            # run (its callbacks and metadata), which update_state would otherwise merge in.
+            contextvars.Context().run(graph.update_state, thread_config(run.run_id), values, as_node=node)
+        except Exception as exc:
+            error = checkpoints.error(exc)  # a database error as one clear StoreError
+            if error is None:
+                raise
+            raise error from None
+
+    def close(self) -> None:
+        """Close what was built (when the server process exits)."""
+        if self._mirror is not None:
+            self._mirror[0].close()
+        if self._parts is not None:
+            self._parts[0].close()
 
     def _run(self, ticket_id: str, run_id: str, token: int, *, fresh: bool) -> Run:
         services = self.parts()[0]
@@ -116,8 +160,10 @@ class BoundServices:
         return run.run_id
 
     def end(self, run: Run, exc: BaseException) -> None:
-        """A node raised: end the run as the runner would (the one policy), claim released."""
-        end_on_exception(exc, run, fake=self.fake)
+        """A node raised: end the run as the runner would (the one policy), claim released. (A
+        route that raised while a step was saved ended it already: it is not ended twice.)"""
+        if not run.ended:
+            end_on_exception(exc, run, fake=self.fake)
         self.release(run.run_id)
 
 
@@ -137,6 +183,9 @@ def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[
             if is_node:
                 record.node_started(name)
             result = fn(state, Runtime(context=bound.context(run)))
+            if is_node:  # its step in the project's checkpoints before its end event: once the node
+                # returned, a resume never runs it again (a kill in between loses only that event)
+                bound.save_step(run, name, {**state, **result} if name == "load_ticket" else result)
         except GraphBubbleUp:  # LangGraph's own control flow (an interrupt), not an end of the run
             record.flush(wait=True)
             raise
@@ -152,7 +201,7 @@ def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[
         if name in ENDING_NODES:
             bound.release(run.run_id)
         else:
-            record.flush(wait=True)  # the node's events are in the store before its checkpoint
+            record.flush(wait=True)  # the node's events are in the store before the server's checkpoint
         return {**result, **update} if isinstance(result, dict) else result
 
     # Not functools.wraps: LangGraph would read fn's signature and pass a runtime itself.
@@ -181,8 +230,7 @@ def bind_services(builder: StateGraph[Any, Any, Any, Any], bound: BoundServices)
 def _close_all() -> None:
     """Close the services built for LangGraph Server when its process exits."""
     for bound in _SERVICES.values():
-        if bound._parts is not None:
-            bound._parts[0].close()
+        bound.close()
 
 
 def make_graph(config: dict[str, Any] | None = None) -> Any:
