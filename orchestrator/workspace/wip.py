@@ -18,16 +18,9 @@ import tempfile
 from pathlib import Path
 
 from orchestrator.workspace import git as g
-from orchestrator.workspace.worktrees import Workspace, Worktrees
+from orchestrator.workspace.worktrees import Workspace, Worktrees, wip_ref
 
 log = logging.getLogger("middle.workspace")
-
-WIP_PREFIX = "refs/middle/wip/"
-
-
-def wip_ref(ticket_id: str) -> str:
-    return WIP_PREFIX + ticket_id
-
 
 def save(worktrees: Worktrees, ws: Workspace, ticket_id: str, run_id: str, turn: int) -> str:
     """Commit the worktree's state to the ticket's work-in-progress ref (pushed when shared);

@@ -28,6 +28,11 @@ LOCK_TIMEOUT_S = 120.0
 FETCH_ATTEMPTS = 3
 
 
+def wip_ref(ticket_id: str) -> str:
+    """The ref a ticket's work in progress is saved to after each turn (orchestrator.workspace.wip)."""
+    return "refs/middle/wip/" + ticket_id
+
+
 def branch_name(ticket_id: str) -> str:
     return BRANCH_PREFIX + ticket_id
 
@@ -318,9 +323,12 @@ class Worktrees:
 
     # -- removal -----------------------------------------------------------------------------
     def remove(self, repo: str | Path, ticket_id: str, *, keep_branch: bool = False) -> None:
-        """Remove the ticket's worktree (and its branch unless `keep_branch`)."""
+        """Remove the ticket's worktree (and its branch unless `keep_branch`; with the branch, the
+        local work-in-progress ref of its runs, orchestrator.workspace.wip)."""
         with self.locked():
             self._remove(Path(repo), self.path_for(ticket_id), None if keep_branch else branch_name(ticket_id))
+            if not keep_branch:
+                g.git(repo, "update-ref", "-d", wip_ref(ticket_id), check=False)
 
     def _remove(self, repo: Path, path: Path, branch: str | None) -> None:
         if path.exists():

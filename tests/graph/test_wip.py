@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from graph_helpers import add_ticket, make_config, make_orchestrator
 
 from orchestrator.config.settings import Config
 from orchestrator.running.orchestrator import Orchestrator
-from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply
+from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from orchestrator.workspace.git import git, out
 from tickets.store import TicketStore
 
@@ -159,3 +160,20 @@ def test_killed_between_complete_and_the_push_the_takeover_commits_and_pushes(tm
     assert [e["kind"] for e in events].count("run_end") == 1
     assert json.dumps([e for e in events if e["kind"] == "run_end"][0]["data"]).count("complete") >= 1
 
+
+
+def test_a_turns_work_is_saved_locally_and_discard_removes_it(tmp_path, project):
+    def turn(prompt, cwd):
+        (Path(cwd) / "draft.txt").write_text("half done\n")
+        return "Started."
+
+    config = make_config(tmp_path, memory=False, max_turns=1)
+    llm = ScriptedAgentLLM([plan_reply("Start it"), decision_reply(False, next_prompt="Go on")])
+    with make_orchestrator(config, llm, RecordingCodingAgent([turn])) as orch:
+        add_ticket(orch, project)
+        assert orch.run_ticket("t1").status == "failed"  # over its one turn
+        # Not on the ticket's branch (nothing was committed there), but kept under the wip ref.
+        assert out(project, "show", "refs/middle/wip/t1:draft.txt") == "half done"
+        assert out(project, "rev-parse", "refs/middle/wip/t1^") == out(project, "rev-parse", "middle/t1")
+        orch.discard("t1", force=True)
+    assert git(project, "rev-parse", "--verify", "--quiet", "refs/middle/wip/t1", check=False).returncode != 0
