@@ -20,6 +20,7 @@ from tickets.model import RunRow, RunStatus, Ticket, TicketStatus, TurnRow, utc_
 from tickets.pull_signals import PULL_SIGNALS_SCHEMA, PullSignalRecord
 from tickets.queries import TicketQueries
 from tickets.queue import QUEUE_INDEXES, QUEUE_SCHEMA, TicketQueue, migrate_queue, wake_if_runnable, write_deps
+from tickets.retention import RunRetention
 from tickets.rounds import TicketRounds
 from tickets.run_end import RunEnding
 
@@ -189,7 +190,7 @@ def open_read_only(target: str | Path) -> TicketStore | None:
         return None
 
 
-class TicketStore(TicketClaims, TicketQueue, RunEvents, RunEnding, TicketQueries, TicketRounds, MemoryCuration,
+class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding, TicketQueries, TicketRounds, MemoryCuration,
                   TicketChecks, PullSignalRecord):
     """Tickets and their execution log, shared by threads, processes and (on PostgreSQL) machines.
 

@@ -124,3 +124,15 @@ def _postgres(url: str, reconnect_s: float, shared: Any = None) -> Checkpointer:
         return None
 
     return Checkpointer(saver, close, error)
+
+
+def prune_checkpoints(checkpointer: Checkpointer, run_ids: list[str]) -> None:
+    """Drop the checkpoints of those runs (ended ones `middle gc` prunes; a run is a thread)."""
+    for run_id in run_ids:
+        try:
+            checkpointer.saver.delete_thread(run_id)
+        except Exception as exc:
+            error = checkpointer.error(exc)
+            if error is None:
+                raise
+            raise error from None

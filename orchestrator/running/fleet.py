@@ -17,7 +17,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from orchestrator.config.settings import Config
 from orchestrator.errors import ConfigError, GitError, StoreUnavailable

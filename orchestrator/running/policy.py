@@ -27,8 +27,15 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from orchestrator.errors import (BatchStopper, CheckFailed, ClaimLost, CodingAgentError, MiddleError, RunInterrupted,
-                                 StoreUnavailable)
+from orchestrator.errors import (
+    BatchStopper,
+    CheckFailed,
+    ClaimLost,
+    CodingAgentError,
+    MiddleError,
+    RunInterrupted,
+    StoreUnavailable,
+)
 from orchestrator.lifecycle.next_steps import advice
 from orchestrator.running.run import Run
 
