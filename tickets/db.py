@@ -391,6 +391,17 @@ class PostgresDatabase:
                 return conn.execute(_pg_sql(sql), tuple(params)).fetchall()
         return self._retrying(run)
 
+    def statement(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """One writing statement in a transaction of its own (autocommit: no BEGIN and COMMIT
+        round trips), its rows; a claim of the queue is one (tickets/queue.py)."""
+        if self.readonly:
+            raise StoreError(f"the ticket store at {self.where} was opened read-only")
+
+        def run() -> list[Any]:
+            with self.pool.connection() as conn:
+                return conn.execute(_pg_sql(sql), tuple(params)).fetchall()
+        return self._retrying(run)
+
     def columns(self, conn: Connection, table: str) -> set[str]:
         rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?",
                             (table,)).fetchall()

@@ -45,6 +45,22 @@ QUEUE_INDEXES = (
 WAKING_STATUSES = frozenset({"pending", "complete", "merged"})
 
 
+# PostgreSQL's claim_next as one statement: what the SQLite transaction does step by step (and
+# `_put_claim` writes), each step a data-modifying part of one WITH, so a claim is one round trip.
+_CLAIM_NEXT_PG = """WITH pick AS ({pick}),
+ticket AS (
+    UPDATE tickets SET fence = fence + 1, status = 'running', status_reason = NULL, updated_at = ?,
+    retries = 0, retry_at = NULL FROM pick WHERE tickets.id = pick.id RETURNING tickets.id, tickets.fence),
+run AS (
+    INSERT INTO runs (id, ticket_id, status, started_at) SELECT ?, id, 'running', ? FROM ticket RETURNING id)
+INSERT INTO claims (ticket_id, run_id, host, pid, claimed_at, lease_until, owner_start, token)
+SELECT id, ?, ?, ?, ?, {lease}, ?, fence FROM ticket
+ON CONFLICT (ticket_id) DO UPDATE SET run_id = excluded.run_id, host = excluded.host, pid = excluded.pid,
+    claimed_at = excluded.claimed_at, lease_until = excluded.lease_until,
+    owner_start = excluded.owner_start, token = excluded.token
+RETURNING ticket_id, token"""
+
+
 class NewRun(NamedTuple):
     """A run `claim_next` created and claimed: the ticket, the run and the claim's token."""
 
@@ -86,22 +102,34 @@ class TicketQueue:
 
     def claim_next(self, *, dependencies: str = "merged", lease_s: float = 120.0,
                    pid: int | None = None) -> NewRun | None:
-        """Claim the next runnable ticket (oldest first) for a new run, in one transaction:
-        the pick, the run, the claim and the ticket's status. None: nothing can start now."""
+        """Claim the next runnable ticket (oldest first) for a new run, atomically: the pick, the
+        run, the claim (its fence raised) and the ticket's status. On PostgreSQL that is one
+        statement (one round trip, its own transaction); on SQLite one BEGIN IMMEDIATE
+        transaction. None: nothing can start now."""
+        import os
         import uuid
+
+        from tickets.claims import this_host
+        from tickets.procs import process_token
 
         satisfied_marks, satisfied = _marks(sorted(SATISFIED[dependencies]))
         db = self._db
-        with self._write() as conn:
-            row = conn.execute(
-                "SELECT t.id FROM tickets t WHERE t.status = 'pending'"
+        pick = ("SELECT t.id FROM tickets t WHERE t.status = 'pending'"
                 " AND NOT EXISTS (SELECT 1 FROM ticket_deps d LEFT JOIN tickets u ON u.id = d.depends_on"
                 f" WHERE d.ticket_id = t.id AND (u.status IS NULL OR u.status NOT IN ({satisfied_marks})))"
                 f" AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.ticket_id = t.id AND c.lease_until > {db.now_sql})"
-                " ORDER BY t.created_at, t.id LIMIT 1" + db.skip_locked, satisfied).fetchone()
+                " ORDER BY t.created_at, t.id LIMIT 1" + db.skip_locked)
+        run_id, now, pid = uuid.uuid4().hex, utc_now(), pid or os.getpid()
+        if db.dialect == "postgres":
+            owner = (this_host(), pid, now, process_token(pid))
+            rows = db.statement(_CLAIM_NEXT_PG.format(pick=pick, lease=db.lease_sql(lease_s)),
+                                (*satisfied, now, run_id, now, run_id, *owner))
+            return NewRun(rows[0][0], run_id, int(rows[0][1])) if rows else None
+        with self._write() as conn:
+            row = conn.execute(pick, satisfied).fetchone()
             if row is None:
                 return None
-            ticket_id, run_id, now = row[0], uuid.uuid4().hex, utc_now()
+            ticket_id = row[0]
             conn.execute("INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",
                          (run_id, ticket_id, RunStatus.RUNNING.value, now))
             token = self._put_claim(conn, ticket_id, run_id, lease_s, pid)
@@ -126,7 +154,8 @@ class TicketQueue:
             row = conn.execute(
                 "SELECT id, retries FROM tickets WHERE retry_at IS NOT NULL"
                 f" AND retry_at <= {db.now_sql} AND status IN ('interrupted', 'failed')"
-                f" AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.ticket_id = tickets.id AND c.lease_until > {db.now_sql})"
+                " AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.ticket_id = tickets.id"
+                f" AND c.lease_until > {db.now_sql})"
                 " ORDER BY retry_at LIMIT 1" + db.skip_locked).fetchone()
             if row is None:
                 return None

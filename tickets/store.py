@@ -190,8 +190,8 @@ def open_read_only(target: str | Path) -> TicketStore | None:
         return None
 
 
-class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding, TicketQueries, TicketRounds, MemoryCuration,
-                  TicketChecks, PullSignalRecord):
+class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding, TicketQueries, TicketRounds,
+                  MemoryCuration, TicketChecks, PullSignalRecord):
     """Tickets and their execution log, shared by threads, processes and (on PostgreSQL) machines.
 
     `target` is the SQLite file (the embedded default) or a postgresql:// URL. `readonly=True`
