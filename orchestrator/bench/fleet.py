@@ -223,7 +223,8 @@ def _collect(procs: list[Any], out: Any, what: str) -> list[Any]:
         except queue.Empty:
             dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
             if dead or time.time() > deadline:
-                raise ConfigError(f"a benchmark {what} process failed (exit codes {dead or 'none: timed out'})") from None
+                why = f"exit codes {dead}" if dead else "timed out"
+                raise ConfigError(f"a benchmark {what} process failed ({why})") from None
     for p in procs:
         p.join(60)
     return results
