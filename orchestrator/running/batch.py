@@ -98,15 +98,14 @@ class _Slot:
 
 def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None = None,
               rerun: bool = False, named: bool = False, view: BatchView | None = None,
-              blocked: dict[str, str] | None = None, resume: frozenset[str] = frozenset(),
-              backlog: Backlog | None = None) -> BatchResult:
+              blocked: dict[str, str] | None = None, backlog: Backlog | None = None) -> BatchResult:
     """Run the tickets, at most `parallel` at once (default `[run] parallel`).
 
     `named`: the user named these tickets, so one that cannot start is an error (else it is
     skipped, as the pending list skips tickets another runner holds). `blocked`: ticket id ->
-    why it can never start as written (a dependency problem). `resume`: tickets whose latest run
-    is continued rather than started anew (runs a dead runner left behind). `backlog`: once the
-    named tickets are placed, fill free slots from it until it has nothing (a worker's queue).
+    why it can never start as written (a dependency problem). `backlog`: once the tickets are
+    placed, fill free slots from it until it has nothing (a worker's queue: new runs it claimed,
+    runs a dead runner left behind, due retries).
     """
     view = view or LogView()
     parallel = parallel or orch.config.run.parallel
@@ -117,8 +116,8 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
     tickets = run_order([store.get_ticket(t) for t in ticket_ids])
     batch_ids = {t.id for t in tickets}
     for t in tickets:  # what can never start (a wrong status, a missing dependency): say so first
-        why = (blocked or {}).get(t.id) or (None if t.id in resume else start_refusal(
-            store, t.id, rerun=rerun, dependencies=mode, in_batch=batch_ids))
+        why = (blocked or {}).get(t.id) or start_refusal(store, t.id, rerun=rerun, dependencies=mode,
+                                                         in_batch=batch_ids)
         if why and named:
             raise TicketError(why)
     # A missing API key is one error before anything is claimed; after the refusals above, which
@@ -153,8 +152,6 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
             try:
                 if drive is not None:
                     slot.outcome = drive(child)
-                elif ticket.id in resume:
-                    slot.outcome = child.resume(ticket.id)
                 else:
                     slot.outcome = child.run_ticket(ticket.id, rerun=rerun, skip_claimed=not named)
             except BaseException as exc:  # reported by the main thread
@@ -181,8 +178,7 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
                     for ticket in list(queue_):
                         if len(active) >= parallel:
                             break
-                        state = None if ticket.id in resume else _readiness(
-                            store, ticket, mode, rerun, batch_ids, queue_, active, blocked)
+                        state = _readiness(store, ticket, mode, rerun, batch_ids, queue_, active, blocked)
                         if state == "wait":
                             continue
                         queue_.remove(ticket)
