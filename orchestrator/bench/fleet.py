@@ -90,7 +90,8 @@ class _Watch:
 
         from tickets.store import TicketStore
 
-        self.url, self.most, self.wakeups = url, {}, 0
+        self.url, self.wakeups = url, 0
+        self.most: dict[str, int] = {}
         self.stop = threading.Event()
         self.idle = TicketStore(url)
         self.idle.runnable_seen()  # listening before the workers start

@@ -135,7 +135,7 @@ class WorkerBacklog:
     def _retry(self, ticket_id: str, attempt: int) -> Start:
         self.view.say(ticket_id, f"retry {attempt} of {self.orch.config.run.retries}: resuming its run "
                       "after a passing failure")
-        return Start(ticket_id, lambda driver: driver.resume(ticket_id))
+        return _resume(ticket_id)
 
     def _takeovers(self, now: float) -> list[Start]:
         """Runs left `running` by a runner that is gone (its claim lease ran out, or, on this
@@ -146,8 +146,13 @@ class WorkerBacklog:
                                                  u.owner_start))
             if dead and now - self._tried.get(u.ticket_id, -1e9) >= self.idle_wait_s:
                 self._tried[u.ticket_id] = now
-                found.append(Start(u.ticket_id, lambda driver, tid=u.ticket_id: driver.resume(tid)))
+                found.append(_resume(u.ticket_id))
         return found
+
+
+def _resume(ticket_id: str) -> Start:
+    """Continue the ticket's latest run (its resume claims it, refused while another holds it)."""
+    return Start(ticket_id, lambda driver: driver.resume(ticket_id))
 
 
 def work(orch: TicketDriver, *, parallel: int, once: bool, view: BatchView,

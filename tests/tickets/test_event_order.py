@@ -86,7 +86,7 @@ def test_runs_of_other_tickets_write_events_while_one_tickets_insert_waits_to_co
     with TicketStore(pg_url) as setup:
         for tid in ("t1", "t2"):
             setup.upsert_ticket(Ticket(id=tid, project_id="p", title=tid, project_path=str(tmp_path)))
-        runs = {tid: setup.claim_new_run(tid, ["pending"]) for tid in ("t1", "t2")}
+        runs = {tid: str(setup.claim_new_run(tid, ["pending"])) for tid in ("t1", "t2")}
     slow = TicketStore(pg_url)
     spawn = mp.get_context("spawn")
     go = spawn.Event()
