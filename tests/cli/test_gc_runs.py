@@ -4,11 +4,9 @@ or of a run that can still be resumed; a bad age is one `error:` line and change
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
+
+from test_review_cli import middle, one_error_line
 
 from orchestrator.config.settings import load_config
 from orchestrator.running.checkpoints import open_checkpointer
@@ -16,15 +14,6 @@ from tickets.model import Ticket
 from tickets.store import TicketStore
 
 OLD = (datetime.now(timezone.utc) - timedelta(days=60)).isoformat(timespec="microseconds")
-
-
-def middle(root: Path, *args: str, code: int = 0) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "MEMORY_"))}
-    out = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", *args], cwd=root, env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert "Traceback" not in out.stdout + out.stderr, out.stderr
-    assert out.returncode == code, (out.stdout, out.stderr)
-    return out
 
 
 def _checkpoint(saver, run_id: str) -> None:
@@ -65,9 +54,7 @@ def test_gc_prunes_only_ended_old_runs(store_target, tmp_path):
                          " ELSE ? END WHERE id <> ?", (OLD, OLD, runs["fresh"]))
         before = {tid: _kinds(store, run) for tid, run in runs.items()}
 
-    bad = middle(root, "gc", "--runs-older-than", "soon", code=1)
-    assert [ln for ln in bad.stderr.splitlines() if ln.strip()][0].startswith("error: ")
-    assert len([ln for ln in bad.stderr.splitlines() if ln.strip()]) == 1 and "30d" in bad.stderr
+    one_error_line(middle(root, "gc", "--runs-older-than", "soon", code=1), "'soon' is not an age", "30d")
 
     dry = middle(root, "gc", "--runs-older-than", "30d", "--dry-run")
     assert "would prune 1 ended run(s) older than 30d" in dry.stdout
