@@ -3,6 +3,7 @@ growing waits and said in its output, and none for a failed check or the agent's
 
 from __future__ import annotations
 
+import pytest
 from graph_helpers import _TestPlugin, add_ticket, make_config
 
 from orchestrator.coding_agent.base import TurnResult
@@ -78,3 +79,38 @@ def test_a_failed_check_or_an_agents_failure_is_never_retried(tmp_path, project)
                                 resumable=True, **how)
             assert orch.store.retry_of(tid) == (0, None)
         assert orch.store.take_retry() is None
+
+
+@pytest.mark.postgres
+def test_a_worker_process_holds_two_connections_at_parallel_1(pg_url, tmp_path):
+    """One pool per process (the checkpointer borrows the store's), one connection per ticket at
+    once, plus the one that listens for runnable tickets."""
+    import os
+
+    import psycopg
+
+    from orchestrator.running.checkpoints import open_checkpointer
+    from tickets.model import Ticket
+    from tickets.store import TicketStore
+
+    with TicketStore(pg_url) as store:
+        store.size_pool(1)  # what `middle worker --parallel 1` does
+        checkpoints = open_checkpointer(pg_url, pool=store.pool_for(pg_url))
+        assert checkpoints.saver.conn is store.pool_for(pg_url)
+        store.upsert_ticket(Ticket(id="a", project_id="p", title="a", project_path=str(tmp_path)))
+        new = store.claim_next()
+        _put_checkpoint(checkpoints.saver, new.run_id)
+        store.add_event(new.run_id, "a", "note", {"text": "working"})
+        store.wait_for_runnable(0.2)  # listening
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            held = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                                 (f"middle-{os.getpid()}",)).fetchone()[0]
+        checkpoints.close()  # borrowed: the store's pool stays open
+        assert store.get_ticket("a").status.value == "running"
+    assert held == 2
+
+
+def _put_checkpoint(saver, run_id: str) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver.put({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}, empty_checkpoint(), {}, {})

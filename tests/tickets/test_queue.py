@@ -18,15 +18,22 @@ def _ticket(tid: str, tmp_path: Path, deps: list[str] | None = None) -> Ticket:
     return Ticket(id=tid, project_id="p", title=tid, project_path=str(tmp_path), depends_on=deps or [])
 
 
-def _count_writes(store: TicketStore) -> list[int]:
-    calls: list[int] = []
-    real = store._db.write
+def _count_transactions(store: TicketStore) -> list[str]:
+    """Every transaction the store opens from now on: a write, or (PostgreSQL) one statement in
+    a transaction of its own."""
+    calls: list[str] = []
 
-    def counted():
-        calls.append(1)
-        return real()
+    def counted(name: str):
+        real = getattr(store._db, name)
 
-    store._db.write = counted  # type: ignore[method-assign]
+        def call(*args):
+            calls.append(name)
+            return real(*args)
+        return call
+
+    for name in ("write", "statement", "read"):
+        if hasattr(store._db, name):
+            setattr(store._db, name, counted(name))
     return calls
 
 
@@ -34,9 +41,9 @@ def test_the_next_ticket_is_claimed_in_one_transaction_and_waits_for_its_depende
     with TicketStore(store_target) as store:
         store.upsert_ticket(_ticket("b", tmp_path, ["a"]))  # filed first, but waits for a
         store.upsert_ticket(_ticket("a", tmp_path))
-        writes = _count_writes(store)
+        transactions = _count_transactions(store)
         first = store.claim_next(dependencies="merged")
-        assert first is not None and first.ticket_id == "a" and len(writes) == 1
+        assert first is not None and first.ticket_id == "a" and len(transactions) == 1
         assert store.get_claim("a").token == first.token
         assert store.get_ticket("a").status.value == "running"
         assert store.claim_next(dependencies="merged") is None  # b waits for a
