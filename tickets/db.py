@@ -393,14 +393,19 @@ class PostgresDatabase:
 
     def statement(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """One writing statement in a transaction of its own (autocommit: no BEGIN and COMMIT
-        round trips), its rows; a claim of the queue is one (tickets/queue.py)."""
+        round trips), its rows; a claim of the queue is one (tickets/queue.py). As in `write`,
+        getting a live connection is retried, the statement never (it may have committed)."""
+        import psycopg
+
         if self.readonly:
             raise StoreError(f"the ticket store at {self.where} was opened read-only")
-
-        def run() -> list[Any]:
-            with self.pool.connection() as conn:
-                return conn.execute(_pg_sql(sql), tuple(params)).fetchall()
-        return self._retrying(run)
+        conn = self._retrying(lambda: self.pool.getconn(timeout=self.reconnect_s))
+        try:
+            return conn.execute(_pg_sql(sql), tuple(params)).fetchall()
+        except psycopg.Error as err:
+            raise self.error(err) from None
+        finally:
+            self.pool.putconn(conn)
 
     def columns(self, conn: Connection, table: str) -> set[str]:
         rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?",

@@ -238,14 +238,34 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                 f"the ticket store at {self.where} has schema version {version}, newer than "
                 f"this middle-agent understands ({SCHEMA_VERSION}): upgrade middle-agent")
 
+    def _stored_version(self) -> int:
+        """The schema version the database records (0: no store yet); read without taking locks."""
+        table = ("SELECT 1 FROM information_schema.tables WHERE table_name = 'schema_version'"
+                 if self._db.dialect == "postgres" else
+                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'")
+        if not self._db.read(table):
+            return 0
+        return int(self._db.read("SELECT MAX(version) FROM schema_version")[0][0] or 0)
+
     def _init_schema(self) -> None:
         db = self._db
+        current = self._stored_version()
+        self._refuse_newer(current)
+        if current == SCHEMA_VERSION:
+            # Nothing to create: no DDL, so no table locks. A `CREATE INDEX IF NOT EXISTS` still
+            # takes its table's lock, which against a fleet's claims (tickets, then runs) in
+            # the other order would deadlock; a process that starts takes none.
+            return
         statements = [st for st in (x.strip() for x in _SCHEMA.split(";")) if st]
         if db.dialect == "postgres":
             statements = [postgres_ddl(st) for st in statements]
         with db.write() as conn:
             if db.dialect == "postgres":  # one schema creation at a time across machines
                 conn.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK_KEY,))
+                if conn.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'schema_version'"
+                                ).fetchone() and conn.execute("SELECT MAX(version) FROM schema_version"
+                                                              ).fetchone()[0] == SCHEMA_VERSION:
+                    return  # another machine created it while this one waited for the lock
             for statement in statements:
                 conn.execute(statement)
             row = conn.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
