@@ -149,8 +149,8 @@ class TicketClaims:
             conn.execute("INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",
                          (run_id, ticket_id, RunStatus.RUNNING.value, now))
             self._put_claim(conn, ticket_id, run_id, lease_s, pid)
-            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?"
-                         " WHERE id = ?", (now, ticket_id))
+            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?,"
+                         " retries = 0, retry_at = NULL WHERE id = ?", (now, ticket_id))
         return run_id
 
     def claim_for_resume(self, ticket_id: str, run_id: str, *, lease_s: float = DEFAULT_LEASE_S,
@@ -167,8 +167,9 @@ class TicketClaims:
             token = self._put_claim(conn, ticket_id, run_id, lease_s, pid)
             conn.execute("UPDATE runs SET status = 'running', reason = NULL, ended_at = NULL WHERE id = ?",
                          (run_id,))
-            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?"
-                         " WHERE id = ?", (utc_now(), ticket_id))
+            # A retry due later is moot now (its count stays: tickets/queue.py bounds the run's).
+            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?,"
+                         " retry_at = NULL WHERE id = ?", (utc_now(), ticket_id))
         return token
 
     def hold(self, ticket_id: str, run_id: str, statuses: Iterable[str], *,

@@ -7,13 +7,16 @@ object (`skip_locked`, `lock_row`, `order_col`) and its schema. A `Database` giv
 - `write()`: one transaction (SQLite: BEGIN IMMEDIATE, so writers queue instead of failing;
   PostgreSQL: a pooled connection's transaction), rolled back on any error;
 - `read(sql, params)`: rows for a query;
-- `notify(conn, event_id)` / `wait(timeout)`: run events pushed to followers (PostgreSQL's
-  LISTEN/NOTIFY; SQLite has no push, so a follower sleeps and polls);
+- `notify(conn, event_id)` / `wait(timeout)`: run events pushed to followers, and
+  `notify_runnable(conn)` / `wait_runnable(timeout)`: "a ticket became runnable" pushed to idle
+  workers, on a channel of its own so run events never wake them (PostgreSQL's LISTEN/NOTIFY;
+  SQLite has no push, so a follower or worker sleeps and polls);
 - every engine error as one StoreError that names the database and says what to do.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -31,7 +34,9 @@ def _log():  # -> logging.Logger; imported on the rare warning: `middle tickets`
 
 BUSY_TIMEOUT_MS = 30_000
 EVENTS_CHANNEL = "middle_events"
-EVENTS_LOCK_KEY = 0x6D6964657674  # "midevt": run events are inserted one transaction at a time
+RUNNABLE_CHANNEL = "middle_runnable"  # a ticket became runnable: the only news that wakes idle workers
+# "mevt": with the ticket's hash, the lock that orders one ticket's run events (never the database's)
+EVENTS_LOCK_KEY = 0x6D657674
 RECONNECT_S = 60.0  # how long a PostgreSQL call keeps retrying while the server is unreachable
 
 
@@ -224,17 +229,31 @@ class SqliteDatabase:
     def columns(self, conn: Connection, table: str) -> set[str]:
         return {r[1] for r in conn.execute(f"PRAGMA table_info({table})").fetchall()}
 
-    def order_events(self, conn: Connection) -> None:
+    def order_events(self, conn: Connection, ticket_id: str) -> None:
         """Nothing to do: BEGIN IMMEDIATE lets one writer at a time commit, so event ids become
         visible in order."""
 
     def notify(self, conn: Connection, event_id: int) -> None:
         """No push in SQLite: followers poll (see wait)."""
 
+    def notify_runnable(self, conn: Connection) -> None:
+        """No push in SQLite: idle workers poll (see wait_runnable)."""
+
     def wait(self, timeout: float) -> bool:
         """Sleep `timeout` (a follower then reads what is new); False: nothing was pushed."""
         time.sleep(timeout)
         return False
+
+    def wait_runnable(self, timeout: float) -> bool:
+        """Sleep `timeout` (an idle worker then looks for work); False: nothing was pushed."""
+        time.sleep(timeout)
+        return False
+
+    def resize(self, connections: int) -> None:
+        """One connection whatever the load: nothing to size."""
+
+    def runnable_seen(self) -> int:
+        return 0  # nothing is pushed
 
     def close(self) -> None:
         with self._lock:
@@ -288,6 +307,9 @@ class PostgresDatabase:
 
     def __init__(self, url: str, *, readonly: bool = False, min_size: int = 1, max_size: int = 16,
                  reconnect_s: float = RECONNECT_S):
+        # The process's one pool: the checkpointer shares it (orchestrator/running/checkpoints.py),
+        # so its connections are autocommit (a store write still opens its own transaction) and
+        # rows come as the store's Row unless a cursor asks otherwise (the checkpointer does).
         try:
             import psycopg  # noqa: F401
             from psycopg_pool import ConnectionPool
@@ -299,10 +321,12 @@ class PostgresDatabase:
         self.reconnect_s = reconnect_s
         self._listen_lock = threading.Condition()
         self._listener: threading.Thread | None = None
-        self._notified = 0  # notifications seen so far (waiters compare before and after)
+        # Notifications seen so far per channel (waiters compare before and after).
+        self._notified = {EVENTS_CHANNEL: 0, RUNNABLE_CHANNEL: 0}
         self._closed = False
         self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=False,
-                                   kwargs={"row_factory": _pg_rows, "autocommit": False},
+                                   kwargs={"row_factory": _pg_rows, "autocommit": True,
+                                           "application_name": f"middle-{os.getpid()}"},
                                    check=ConnectionPool.check_connection, name="middle-store")
         try:
             self.pool.open(wait=True, timeout=reconnect_s)
@@ -363,54 +387,95 @@ class PostgresDatabase:
 
     def read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         def run() -> list[Any]:
-            with self.pool.connection() as conn:
-                rows = conn.execute(_pg_sql(sql), tuple(params)).fetchall()
-                conn.rollback()
-                return rows
+            with self.pool.connection() as conn:  # autocommit: one statement, its own snapshot
+                return conn.execute(_pg_sql(sql), tuple(params)).fetchall()
         return self._retrying(run)
+
+    def statement(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """One writing statement in a transaction of its own (autocommit: no BEGIN and COMMIT
+        round trips), its rows; a claim of the queue is one (tickets/queue.py). As in `write`,
+        getting a live connection is retried, the statement never (it may have committed)."""
+        import psycopg
+
+        if self.readonly:
+            raise StoreError(f"the ticket store at {self.where} was opened read-only")
+        conn = self._retrying(lambda: self.pool.getconn(timeout=self.reconnect_s))
+        try:
+            return conn.execute(_pg_sql(sql), tuple(params)).fetchall()
+        except psycopg.Error as err:
+            raise self.error(err) from None
+        finally:
+            self.pool.putconn(conn)
 
     def columns(self, conn: Connection, table: str) -> set[str]:
         rows = conn.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ?",
                             (table,)).fetchall()
         return {r[0] for r in rows}
 
-    def order_events(self, conn: Connection) -> None:
-        """Hold the run-event lock until this transaction ends (commit or rollback), so the next
-        event's id is drawn only after this one is visible: ids become visible in order, and a
-        reader that has seen id N has seen every event below it. Taken just before the insert,
-        at the end of its transaction, so it is held for the commit alone."""
-        conn.execute("SELECT pg_advisory_xact_lock(?)", (EVENTS_LOCK_KEY,))
+    def order_events(self, conn: Connection, ticket_id: str) -> None:
+        """Hold the ticket's run-event lock until this transaction ends (commit or rollback), so
+        the next event of the same ticket draws its id only after this one is visible: a ticket's
+        (and so a run's) event ids become visible in order, and a reader tailing a run or a
+        ticket that has seen id N has seen every one of its events below N. Events of other
+        tickets take other locks and commit side by side. Taken just before the insert, at the
+        end of its transaction, so it is held for the commit alone."""
+        conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (EVENTS_LOCK_KEY, ticket_id))
 
     def notify(self, conn: Connection, event_id: int) -> None:
         """Delivered to every listener when the transaction commits (LISTEN/NOTIFY)."""
         conn.execute("SELECT pg_notify(?, ?)", (EVENTS_CHANNEL, str(event_id)))
 
-    def wait(self, timeout: float) -> bool:
-        """Block until a run event is committed anywhere (True), or `timeout` passes (False).
+    def notify_runnable(self, conn: Connection) -> None:
+        """Wake idle workers when this transaction commits: a ticket may be claimed now."""
+        conn.execute("SELECT pg_notify(?, '')", (RUNNABLE_CHANNEL,))
 
-        One listener thread per store holds the LISTEN connection and wakes every waiter (the
-        CLI's follower, each SSE stream of the server) on each notification.
-        """
+    def wait(self, timeout: float) -> bool:
+        """Block until a run event is committed anywhere (True), or `timeout` passes (False)."""
+        return self._wait(EVENTS_CHANNEL, timeout)
+
+    def wait_runnable(self, timeout: float) -> bool:
+        """Block until a ticket becomes runnable anywhere (True), or `timeout` passes (False):
+        run events do not end this wait."""
+        return self._wait(RUNNABLE_CHANNEL, timeout)
+
+    def resize(self, connections: int) -> None:
+        """At most `connections` pooled connections (a worker: one per ticket it runs at once)."""
+        self.pool.resize(min_size=1, max_size=max(1, connections))
+
+    def runnable_seen(self) -> int:
+        """"Runnable" notifications had so far (the listener starts listening on the first call)."""
         with self._listen_lock:
-            if self._listener is None:
-                self._listener = threading.Thread(target=self._listen_forever, name="middle-listen", daemon=True)
-                self._listener.start()
-            seen = self._notified
-            self._listen_lock.wait_for(lambda: self._notified != seen or self._closed, timeout)
-            return self._notified != seen
+            self._listen()
+            return self._notified[RUNNABLE_CHANNEL]
+
+    def _listen(self) -> None:
+        if self._listener is None:
+            self._listener = threading.Thread(target=self._listen_forever, name="middle-listen", daemon=True)
+            self._listener.start()
+
+    def _wait(self, channel: str, timeout: float) -> bool:
+        """One listener thread per store holds the LISTEN connection and wakes every waiter of a
+        channel (the CLI's follower, each SSE stream, an idle worker) on its notifications."""
+        with self._listen_lock:
+            self._listen()
+            seen = self._notified[channel]
+            self._listen_lock.wait_for(lambda: self._notified[channel] != seen or self._closed, timeout)
+            return self._notified[channel] != seen
 
     def _listen_forever(self) -> None:
         import psycopg
 
         while not self._closed:
             try:
-                with psycopg.connect(self.url, autocommit=True) as conn:
+                with psycopg.connect(self.url, autocommit=True, application_name=f"middle-{os.getpid()}") as conn:
                     conn.execute(f"LISTEN {EVENTS_CHANNEL}")
+                    conn.execute(f"LISTEN {RUNNABLE_CHANNEL}")
                     while not self._closed:
-                        got = any(True for _ in conn.notifies(timeout=1.0))
-                        if got:
+                        channels = {n.channel for n in conn.notifies(timeout=1.0, stop_after=1)}
+                        if channels:
                             with self._listen_lock:
-                                self._notified += 1
+                                for channel in channels:
+                                    self._notified[channel] = self._notified.get(channel, 0) + 1
                                 self._listen_lock.notify_all()
             except psycopg.Error as err:  # the server went away: waiters time out (a poll) until back
                 if not self._closed:

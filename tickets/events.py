@@ -33,12 +33,14 @@ MAX_EVENT_TEXT = 4000  # one event's text fields are cut here; the turn record k
 
 def insert_event(db: Any, conn: Any, run_id: str, ticket_id: str, kind: str, data: str, at: str) -> int:
     """The one writer of run_events: append an event inside the caller's write transaction and
-    tell followers; its id. Readers tail the log by id (`after`, a run's `feedback_seen`), which
-    is right only if ids become visible in order: on PostgreSQL a sequence hands out ids at
-    insert, so a transaction that drew id 10 and commits after another's 11 would be skipped by
-    a reader that had seen 11. `db.order_events` makes each insert wait for the one before it to
-    commit (SQLite's writers take turns already)."""
-    db.order_events(conn)
+    tell followers; its id. Readers tail a run's or a ticket's log by id (`after`, a run's
+    `feedback_seen`), which is right only if those ids become visible in order: on PostgreSQL a
+    sequence hands out ids at insert, so a transaction that drew id 10 and commits after
+    another's 11 would be skipped by a reader that had seen 11. `db.order_events` makes each
+    insert wait for the ticket's previous one to commit (a lock per ticket, so the runs of a
+    fleet write side by side; SQLite's writers take turns already). A reader of every ticket at
+    once (`list_events` with neither run nor ticket) gets no such promise: nothing tails that."""
+    db.order_events(conn, ticket_id)
     row = conn.execute("INSERT INTO run_events (run_id, ticket_id, kind, data, at) VALUES (?, ?, ?, ?, ?)"
                        " RETURNING id", (run_id, ticket_id, kind, data, at)).fetchone()
     db.notify(conn, int(row[0]))  # followers on other machines see it at once

@@ -36,6 +36,7 @@ class RunEnding:
         ticket_reason: str | None = None,
         event: dict[str, Any] | None = None,
         token: int | None = None,
+        retry: tuple[int, float] | None = None,
     ) -> bool:
         """End a running run: set its status, the ticket's status (unless another run has since
         claimed the ticket), release its claim and append its `run_end` event, atomically.
@@ -43,8 +44,11 @@ class RunEnding:
         `ticket_status` defaults to the run's status; `ticket_reason` to `reason`. Returns False,
         changing nothing, when the run is not running (it already ended). `token`: the owner's
         claim token; a stale owner (another runner took the run over) is refused with ClaimLost.
+        `retry`: (most retries, first wait in seconds) when something passing stopped the run
+        (tickets/queue.py): the attempt is counted and any worker resumes it once the wait is over.
         """
         from tickets.claims import _fence
+        from tickets.queue import schedule_retry, wake_if_runnable
 
         status = RunStatus(status)
         ticket_status = TicketStatus(ticket_status or status.value)
@@ -70,6 +74,8 @@ class RunEnding:
                              (ticket_status.value, ticket_reason if ticket_reason is not None else reason,
                               now, ticket_id))
                 conn.execute("DELETE FROM claims WHERE ticket_id = ? AND run_id = ?", (ticket_id, run_id))
+                event = {**(event or {}), **schedule_retry(self._db, conn, ticket_id, retry)}
+                wake_if_runnable(self._db, conn, ticket_id, ticket_status.value)
             data = {"status": status.value, "reason": reason or "", "turns": totals["turns"],
                     "cost_usd": totals["cost"], **(event or {})}
             insert_event(self._db, conn, run_id, ticket_id, "run_end",

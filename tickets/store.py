@@ -19,6 +19,8 @@ from tickets.events import EVENTS_SCHEMA, RunEvents
 from tickets.model import RunRow, RunStatus, Ticket, TicketStatus, TurnRow, utc_now
 from tickets.pull_signals import PULL_SIGNALS_SCHEMA, PullSignalRecord
 from tickets.queries import TicketQueries
+from tickets.queue import QUEUE_INDEXES, QUEUE_SCHEMA, TicketQueue, migrate_queue, wake_if_runnable, write_deps
+from tickets.retention import RunRetention
 from tickets.rounds import TicketRounds
 from tickets.run_end import RunEnding
 
@@ -47,7 +49,10 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 #    pr_signals (tickets/pull_signals.py).
 # 10: tickets.fence and claims.token: the fencing token of each claim (tickets/claims.py); leases
 #    set by the database's clock.
-SCHEMA_VERSION = 10
+# 11: ticket_deps (dependency edges: the store finds runnable tickets, tickets/queue.py);
+#    tickets.retries and tickets.retry_at (bounded retries of runs a passing failure stopped);
+#    run events ordered per ticket rather than database-wide (no schema change).
+SCHEMA_VERSION = 11
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
 SCHEMA_LOCK_KEY = 0x6D6964646C65
@@ -67,7 +72,9 @@ CREATE TABLE IF NOT EXISTS tickets (
     depends_on TEXT NOT NULL DEFAULT '[]',
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
-    fence INTEGER NOT NULL DEFAULT 0
+    fence INTEGER NOT NULL DEFAULT 0,
+    retries INTEGER NOT NULL DEFAULT 0,
+    retry_at TEXT
 );
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -130,7 +137,7 @@ CREATE TABLE IF NOT EXISTS memory_docs (
     run_id TEXT
 );
 CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
-""" + CLAIMS_SCHEMA + EVENTS_SCHEMA + CURATION_SCHEMA + CHECKS_SCHEMA + PULL_SIGNALS_SCHEMA
+""" + CLAIMS_SCHEMA + EVENTS_SCHEMA + CURATION_SCHEMA + CHECKS_SCHEMA + PULL_SIGNALS_SCHEMA + QUEUE_SCHEMA
 
 # A run's git record (issue: a ticket is a unit of code change); `changes` is JSON
 # [{"path", "added", "deleted"}] from `git diff --numstat` (None: not committed yet). A merge
@@ -158,7 +165,8 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   ("memory_docs", "run_id", "TEXT"),
                   ("runs", "check_status", "TEXT"), ("runs", "corrections", "INTEGER"),
                   ("runs", "check_budget", "INTEGER"),
-                  ("tickets", "fence", "INTEGER NOT NULL DEFAULT 0"), ("claims", "token", "INTEGER NOT NULL DEFAULT 0"))
+                  ("tickets", "fence", "INTEGER NOT NULL DEFAULT 0"), ("claims", "token", "INTEGER NOT NULL DEFAULT 0"),
+                  ("tickets", "retries", "INTEGER NOT NULL DEFAULT 0"), ("tickets", "retry_at", "TEXT"))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
@@ -182,8 +190,8 @@ def open_read_only(target: str | Path) -> TicketStore | None:
         return None
 
 
-class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRounds, MemoryCuration, TicketChecks,
-                  PullSignalRecord):
+class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding, TicketQueries, TicketRounds,
+                  MemoryCuration, TicketChecks, PullSignalRecord):
     """Tickets and their execution log, shared by threads, processes and (on PostgreSQL) machines.
 
     `target` is the SQLite file (the embedded default) or a postgresql:// URL. `readonly=True`
@@ -230,14 +238,34 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
                 f"the ticket store at {self.where} has schema version {version}, newer than "
                 f"this middle-agent understands ({SCHEMA_VERSION}): upgrade middle-agent")
 
+    def _stored_version(self) -> int:
+        """The schema version the database records (0: no store yet); read without taking locks."""
+        table = ("SELECT 1 FROM information_schema.tables WHERE table_name = 'schema_version'"
+                 if self._db.dialect == "postgres" else
+                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'")
+        if not self._db.read(table):
+            return 0
+        return int(self._db.read("SELECT MAX(version) FROM schema_version")[0][0] or 0)
+
     def _init_schema(self) -> None:
         db = self._db
+        current = self._stored_version()
+        self._refuse_newer(current)
+        if current == SCHEMA_VERSION:
+            # Nothing to create: no DDL, so no table locks. A `CREATE INDEX IF NOT EXISTS` still
+            # takes its table's lock, which against a fleet's claims (tickets, then runs) in
+            # the other order would deadlock; a process that starts takes none.
+            return
         statements = [st for st in (x.strip() for x in _SCHEMA.split(";")) if st]
         if db.dialect == "postgres":
             statements = [postgres_ddl(st) for st in statements]
         with db.write() as conn:
             if db.dialect == "postgres":  # one schema creation at a time across machines
                 conn.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK_KEY,))
+                if conn.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'schema_version'"
+                                ).fetchone() and conn.execute("SELECT MAX(version) FROM schema_version"
+                                                              ).fetchone()[0] == SCHEMA_VERSION:
+                    return  # another machine created it while this one waited for the lock
             for statement in statements:
                 conn.execute(statement)
             row = conn.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
@@ -249,7 +277,11 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
                 if version < 2 and db.dialect == "sqlite":
                     _migrate_turns_v2(conn)
                 _add_columns(db, conn)
+                if version < 11:
+                    migrate_queue(db, conn)
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            for statement in QUEUE_INDEXES:  # over columns the migration may just have added
+                conn.execute(statement)
 
     def _write(self) -> AbstractContextManager[Any]:
         """One write transaction; rolled back on any error; database errors become StoreError."""
@@ -264,6 +296,11 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
 
     def close(self) -> None:
         self._db.close()
+
+    def pool_for(self, target: str | Path) -> Any:
+        """The store's PostgreSQL connection pool when `target` is the same database (the
+        checkpointer shares it: one pool per process), else None."""
+        return getattr(self._db, "pool", None) if getattr(self._db, "url", None) == str(target) else None
 
     @property
     def pushes_events(self) -> bool:
@@ -286,7 +323,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
     @staticmethod
     def _ticket(row: sqlite3.Row) -> Ticket:
         data = dict(row)
-        data.pop("fence", None)  # the claims' fencing counter (tickets/claims.py), not the ticket's
+        for name in ("fence", "retries", "retry_at"):  # the claims' and the queue's, not the ticket's
+            data.pop(name, None)
         data["fields"] = json.loads(data["fields"])
         data["depends_on"] = json.loads(data.get("depends_on") or "[]")
         return Ticket(**data)
@@ -307,13 +345,19 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                     (ticket.id, *content, ticket.status.value, ticket.status_reason,
                      ticket.created_at, ticket.updated_at))
+                write_deps(conn, ticket.id, ticket.depends_on)
+                wake_if_runnable(self._db, conn, ticket.id, ticket.status.value)
             elif tuple(row) != content:
                 # Only a real change bumps updated_at, so re-syncing a folder is a no-op.
                 conn.execute(
                     "UPDATE tickets SET project_id = ?, title = ?, description = ?, project_path = ?,"
                     " source = ?, fields = ?, depends_on = ?, updated_at = ? WHERE id = ?",
                     (*content, utc_now(), ticket.id))
+                if row["depends_on"] != content[-1]:
+                    write_deps(conn, ticket.id, ticket.depends_on)
             stored = conn.execute("SELECT * FROM tickets WHERE id = ?", (ticket.id,)).fetchone()
+            if row is not None and row["depends_on"] != content[-1]:
+                wake_if_runnable(self._db, conn, ticket.id, stored["status"])
         return self._ticket(stored)
 
     def has_ticket(self, ticket_id: str) -> bool:
@@ -352,6 +396,7 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
                 (status.value, reason, utc_now(), ticket_id))
             if cur.rowcount == 0:
                 raise _no_ticket(ticket_id)
+            wake_if_runnable(self._db, conn, ticket_id, status.value)
 
     def set_status_if(self, ticket_id: str, only_from: tuple[str, ...], status: TicketStatus | str,
                       reason: str | None = None) -> bool:
@@ -364,6 +409,8 @@ class TicketStore(TicketClaims, RunEvents, RunEnding, TicketQueries, TicketRound
                 f" AND status IN ({marks})",
                 (status.value, reason, utc_now(), ticket_id, *only_from),
             )
+            if cur.rowcount:
+                wake_if_runnable(self._db, conn, ticket_id, status.value)
             return bool(cur.rowcount)
 
     def clear_pending_notes(self, ticket_ids: Iterable[str]) -> None:

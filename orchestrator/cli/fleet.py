@@ -63,6 +63,7 @@ def worker(ctx: click.Context, parallel: int | None, once: bool, fake: bool) -> 
     orch = Orchestrator(config, services=svc, project_override=str(clone))
     ctx.call_on_close(orch.close)
     n = parallel or config.run.parallel
+    svc.store.size_pool(n)  # PostgreSQL: one pooled connection per ticket at once (plus one listening)
     where = config.store.url and svc.store.where or str(config.db_path)
     console.print(f"worker on {safe(where)}: {n} at once, clone {safe(clone)}"
                   + ("; stops when nothing is left" if once else "; Ctrl-C or SIGTERM stops it"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -91,14 +92,23 @@ def revert(ctx: click.Context, ticket_id: str, done: bool, force: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed and what kept.")
 @click.option("--force", is_flag=True, help="Also remove work middle cannot account for: uncommitted "
               "files, commits on no other branch, middle/ branches it did not create.")
+@click.option("--runs-older-than", "older_than", metavar="AGE", default=None,
+              help="Also prune the run events and checkpoints of runs that ended longer ago than AGE "
+              "(30d, 12h, 2w; default [store] keep_days, if set).")
 @click.pass_context
-def gc(ctx: click.Context, dry_run: bool, force: bool) -> None:
+def gc(ctx: click.Context, dry_run: bool, force: bool, older_than: str | None) -> None:
     """Remove worktrees and branches that no ticket needs any more (e.g. left by a crashed run).
 
-    Work it cannot account for is kept and named, with how to remove it, unless --force.
+    Work it cannot account for is kept and named, with how to remove it, unless --force. With
+    --runs-older-than (or [store] keep_days) it also prunes what old ended runs left behind.
     """
+    from orchestrator.cli.context import get_config
     from orchestrator.workspace.gc import collect
+    from tickets.retention import parse_age
 
+    config = get_config(ctx)
+    keep = older_than or (f"{config.store.keep_days}d" if config.store.keep_days else None)
+    age = parse_age(keep) if keep is not None else None  # a bad age: one error, nothing changed
     svc = _services(ctx)
     store = svc.read_store()
     if store is None:
@@ -110,6 +120,33 @@ def gc(ctx: click.Context, dry_run: bool, force: bool) -> None:
     print_each(console, f"{verb} worktree", report.worktrees)
     print_each(console, f"{verb} branch", report.branches)
     print_each(console, "would keep" if dry_run else "kept", report.kept)
-    if not report.worktrees and not report.branches and not report.kept:
+    if not report.worktrees and not report.branches and not report.kept and age is None:
         console.print("nothing to collect")
+    if age is not None and keep is not None:
+        _prune_runs(svc, config, keep, age, dry_run)
+
+
+def _prune_runs(svc: Any, config: Any, keep: str, age: Any, dry_run: bool) -> None:
+    """Prune the run events and checkpoints of ended runs older than `age`, saying how far it got."""
+    from orchestrator.running.checkpoints import open_checkpointer, prune_checkpoints
+    from tickets.retention import PRUNE_CHUNK, cutoff
+
+    store = svc.store  # writable from here on
+    runs = store.prunable_runs(cutoff(age))
+    if dry_run or not runs:
+        console.print(f"{'would prune' if dry_run else 'pruned'} {len(runs)} ended run(s) older than {keep}")
+        return
+    checkpoints = open_checkpointer(config.checkpoint_target, reconnect_s=config.store.reconnect_s,
+                                    pool=store.pool_for(config.checkpoint_target))
+    events = 0
+    try:
+        for start in range(0, len(runs), PRUNE_CHUNK):
+            chunk = runs[start : start + PRUNE_CHUNK]
+            prune_checkpoints(checkpoints, chunk)  # first: a run with events left is found again
+            events += store.prune_run_events(chunk)
+            console.print(f"pruned {start + len(chunk)}/{len(runs)} run(s)")
+    finally:
+        checkpoints.close()
+    console.print(f"pruned {len(runs)} ended run(s) older than {keep}: {events} run event(s) and their "
+                  "checkpoints (each run's record, turns, end and feedback are kept)")
 

@@ -165,6 +165,9 @@ class StoreConfig(_Strict):
     # Past it a run in progress is interrupted, saying so, and a worker resumes it once the
     # store is back.
     reconnect_s: float = Field(60.0, gt=0)
+    # Days to keep the run events and checkpoints of ended runs; `middle gc` prunes older ones
+    # (None: keep them all, the default; `middle gc --runs-older-than` prunes once).
+    keep_days: int | None = Field(None, gt=0)
 
     @field_validator("url")
     @classmethod
@@ -186,6 +189,12 @@ class RunConfig(_Strict):
     lease_s: float = Field(120.0, ge=1.0)
     # "pr": open a pull request for every ticket that completes (`middle pr`), on any runner.
     on_complete: Literal["none", "pr"] = "none"
+    # A run something passing stopped (a Claude Code turn that crashed or timed out, the store
+    # out of reach, a stopped worker) is resumed by any worker up to `retries` times, after
+    # `retry_wait_s`, then twice that, and so on; never one whose check failed or that the
+    # middle agent failed.
+    retries: int = Field(3, ge=0, le=20)
+    retry_wait_s: float = Field(5.0, ge=0)
 
 
 class Config(_Strict):

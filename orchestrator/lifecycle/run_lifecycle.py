@@ -26,6 +26,11 @@ class RunLifecycle:
     def __init__(self, store: Any, hooks: Any = None, config: Any = None):
         self.store, self.hooks, self.config = store, hooks, config
 
+    def _retry(self) -> tuple[int, float]:
+        """(most retries, first wait in seconds) of a run something passing stopped."""
+        run = getattr(self.config, "run", None)
+        return (run.retries, run.retry_wait_s) if run is not None else (3, 5.0)
+
     def complete(self, ticket_id: str, run_id: str, summary: str, *, say: Callable[[str], None] | None = None,
                  token: int | None = None, on_ended: Callable[[], None] | None = None, **event: Any) -> bool:
         """End a run as complete; `say`: where the hooks' notes go (the run's log). `token`: the
@@ -42,16 +47,20 @@ class RunLifecycle:
         return ended
 
     def fail(self, ticket_id: str, run_id: str, reason: str, *, resumable: bool = False,
-             ticket_status: str | None = None, check_failed: bool = False, token: int | None = None,
-             on_ended: Callable[[], None] | None = None) -> bool:
+             ticket_status: str | None = None, check_failed: bool = False, transient: bool = False,
+             token: int | None = None, on_ended: Callable[[], None] | None = None) -> bool:
         """End a run as failed. `ticket_status="pending"` returns the ticket to the backlog (a
         model that cannot be reached before anything was done); `check_failed`: its check still
-        failed after its rounds (its work is on its branch: feedback starts a round on it)."""
+        failed after its rounds (its work is on its branch: feedback starts a round on it);
+        `transient`: something passing stopped it (a Claude Code turn that crashed or timed out):
+        a worker retries it, a bounded number of times with growing waits ([run] retries)."""
         event: dict[str, Any] = {"resumable": resumable}
         if check_failed:
             event["check_failed"] = True
+        if transient:
+            event["transient"] = True
         ended = self.store.end_run(ticket_id, run_id, "failed", reason, ticket_status=ticket_status, event=event,
-                                   token=token)
+                                   token=token, retry=self._retry() if transient else None)
         if on_ended is not None:
             on_ended()
         if ended:
@@ -65,9 +74,10 @@ class RunLifecycle:
 
         `auto_resume`: no person stopped it (a stopped `middle worker`, the shared store out of
         reach for a moment), so any worker continues it; a ticket a person interrupted waits for
-        that person (`middle resume`)."""
+        that person (`middle resume`): any worker resumes it, as a retry ([run] retries)."""
         ended = self.store.end_run(ticket_id, run_id, "interrupted", reason,
-                                   event={"resumable": True, "auto_resume": auto_resume}, token=token)
+                                   event={"resumable": True, "auto_resume": auto_resume}, token=token,
+                                   retry=self._retry() if auto_resume else None)
         if on_ended is not None:
             on_ended()
         return ended

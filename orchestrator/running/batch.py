@@ -16,7 +16,7 @@ import queue
 import threading
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from orchestrator.errors import BatchStopper, MiddleError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.lifecycle.next_steps import advice, advise
@@ -72,6 +72,22 @@ class BatchResult:
     fatal: BatchStopper | None = None  # the model cannot be used, a check cannot start: the batch stopped
 
 
+@dataclass(frozen=True)
+class Start:
+    """A ticket a backlog hands out, and how one driver runs it (`drive(driver)`: a run already
+    claimed, or a resume that claims it)."""
+
+    ticket_id: str
+    drive: Callable[[TicketDriver], RunOutcome]
+
+
+class Backlog(Protocol):
+    """Where a worker's batch takes its next ticket from (orchestrator/running/fleet.py)."""
+
+    def next(self) -> Start | None: ...
+    def finished(self, outcome: RunOutcome) -> None: ...
+
+
 @dataclass
 class _Slot:
     ticket_id: str
@@ -82,13 +98,14 @@ class _Slot:
 
 def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None = None,
               rerun: bool = False, named: bool = False, view: BatchView | None = None,
-              blocked: dict[str, str] | None = None, resume: frozenset[str] = frozenset()) -> BatchResult:
+              blocked: dict[str, str] | None = None, backlog: Backlog | None = None) -> BatchResult:
     """Run the tickets, at most `parallel` at once (default `[run] parallel`).
 
     `named`: the user named these tickets, so one that cannot start is an error (else it is
     skipped, as the pending list skips tickets another runner holds). `blocked`: ticket id ->
-    why it can never start as written (a dependency problem). `resume`: tickets whose latest run
-    is continued rather than started anew (runs a dead runner left behind).
+    why it can never start as written (a dependency problem). `backlog`: once the tickets are
+    placed, fill free slots from it until it has nothing (a worker's queue: new runs it claimed,
+    runs a dead runner left behind, due retries).
     """
     view = view or LogView()
     parallel = parallel or orch.config.run.parallel
@@ -99,13 +116,13 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
     tickets = run_order([store.get_ticket(t) for t in ticket_ids])
     batch_ids = {t.id for t in tickets}
     for t in tickets:  # what can never start (a wrong status, a missing dependency): say so first
-        why = (blocked or {}).get(t.id) or (None if t.id in resume else start_refusal(
-            store, t.id, rerun=rerun, dependencies=mode, in_batch=batch_ids))
+        why = (blocked or {}).get(t.id) or start_refusal(store, t.id, rerun=rerun, dependencies=mode,
+                                                         in_batch=batch_ids)
         if why and named:
             raise TicketError(why)
     # A missing API key is one error before anything is claimed; after the refusals above, which
     # say what to do instead (`middle run` of a complete ticket needs no key to be told to merge).
-    if not tickets:
+    if not tickets and backlog is None:
         return result
     _ = orch.agent  # the model first: a missing API key is one error before anything is claimed
     # Why a pending ticket went back to the backlog (an earlier batch could not reach the model)
@@ -125,7 +142,7 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
         if named:
             result.errors.append(TicketError(why))
 
-    def launch(ticket: Any) -> None:
+    def launch(ticket: Any, drive: Callable[[TicketDriver], RunOutcome] | None = None) -> None:
         slot = _Slot(ticket.id)
         child = type(orch)(orch.config, services=orch.services, lease_s=orch.lease_s, stop=orch.stop,
                            project_override=orch.project_override,
@@ -133,8 +150,8 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
 
         def work() -> None:
             try:
-                if ticket.id in resume:
-                    slot.outcome = child.resume(ticket.id)
+                if drive is not None:
+                    slot.outcome = drive(child)
                 else:
                     slot.outcome = child.run_ticket(ticket.id, rerun=rerun, skip_claimed=not named)
             except BaseException as exc:  # reported by the main thread
@@ -149,7 +166,7 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
         slot.thread.start()
 
     try:
-        while queue_ or active:
+        while queue_ or active or backlog is not None:
             if stop_starting is None and cap is not None:
                 spent = sum(store.total_cost(r) for r in started_runs) + sum(
                     o.cost_usd for o in result.outcomes if o.run_id and o.run_id not in started_runs)
@@ -161,8 +178,7 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
                     for ticket in list(queue_):
                         if len(active) >= parallel:
                             break
-                        state = None if ticket.id in resume else _readiness(
-                            store, ticket, mode, rerun, batch_ids, queue_, active, blocked)
+                        state = _readiness(store, ticket, mode, rerun, batch_ids, queue_, active, blocked)
                         if state == "wait":
                             continue
                         queue_.remove(ticket)
@@ -170,9 +186,11 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
                             skip(ticket, state)
                         else:
                             launch(ticket)
+                    while backlog is not None and len(active) < parallel and (start := backlog.next()):
+                        launch(store.get_ticket(start.ticket_id), start.drive)
                 except StoreUnavailable as exc:  # the running ones still end (interrupted, saying so)
                     stop_starting = f"the store is out of reach: {exc}"
-            if not active:
+            if not active:  # (with a backlog: it had nothing more)
                 if queue_ and result.fatal is not None and not stop_starting:
                     # The model cannot be used: said once (the CLI's error line); these never
                     # started and stay pending, as the summary counts them.
@@ -188,6 +206,8 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
                 continue
             active.pop(slot.ticket_id, None)
             _collect(slot, result, view, started_runs, named, store=store)
+            if backlog is not None:
+                backlog.finished(result.outcomes[-1])
     except KeyboardInterrupt as exc:
         why = exc.why if isinstance(exc, RunInterrupted) else "interrupted by the user"
         raise _stop_all(orch, active, done, why, result) from None

@@ -1,8 +1,9 @@
 """Where LangGraph checkpoints live: a SQLite file beside the ticket store, or PostgreSQL.
 
 Both are read back through the same strict reader (`graph/serde.py`): nothing a checkpoint names
-is imported or called, whichever database it came from. Each Orchestrator opens its own
-checkpointer (one connection or small pool) and closes it with `close()`.
+is imported or called, whichever database it came from. Each driver opens its own checkpointer
+and closes it with `close()`; on PostgreSQL it borrows the ticket store's connection pool (one
+pool per process, `pool=`), so a worker's connections are the store's.
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ class Checkpointer:
     error: Callable[[BaseException], StoreError | None]  # a database error as a clear StoreError
 
 
-def open_checkpointer(target: str | Path, *, reconnect_s: float = 60.0) -> Checkpointer:
+def open_checkpointer(target: str | Path, *, reconnect_s: float = 60.0, pool: Any = None) -> Checkpointer:
     """The checkpointer for a postgresql:// URL, else for the SQLite file at `target`.
-    `reconnect_s`: how long a PostgreSQL call waits for an unreachable server ([store] reconnect_s)."""
+    `reconnect_s`: how long a PostgreSQL call waits for an unreachable server ([store] reconnect_s).
+    `pool`: the ticket store's pool of the same database (autocommit connections), shared and
+    left open by `close()`; None: a pool of its own."""
     from tickets.db import is_postgres
 
     if is_postgres(target):
-        return _postgres(str(target), reconnect_s)
+        return _postgres(str(target), reconnect_s, pool)
     return _sqlite(Path(target))
 
 
@@ -70,7 +73,7 @@ def sqlite_error(path: Path, exc: BaseException) -> StoreError:
         "then not be resumed)")
 
 
-def _postgres(url: str, reconnect_s: float) -> Checkpointer:
+def _postgres(url: str, reconnect_s: float, shared: Any = None) -> Checkpointer:
     try:
         import psycopg
         from langgraph.checkpoint.postgres import PostgresSaver
@@ -82,15 +85,19 @@ def _postgres(url: str, reconnect_s: float) -> Checkpointer:
 
     where = redact(url)
     # What PostgresSaver needs of its connections (autocommit, dict rows, no prepared statements).
-    pool = ConnectionPool(url, min_size=1, max_size=4, open=False, name="middle-checkpoints",
-                          check=ConnectionPool.check_connection, timeout=reconnect_s,
-                          kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
-    try:
-        pool.open(wait=True, timeout=reconnect_s)
-    except Exception as exc:
-        pool.close()
-        raise StoreUnavailable(f"cannot reach the PostgreSQL checkpoint store at {where} ({exc}): check "
-                         "[store] url and that the server is running") from None
+    if shared is not None:  # the store's: its cursors ask for dict rows themselves
+        pool, close = shared, lambda: None
+    else:
+        pool = ConnectionPool(url, min_size=1, max_size=4, open=False, name="middle-checkpoints",
+                              check=ConnectionPool.check_connection, timeout=reconnect_s,
+                              kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row})
+        try:
+            pool.open(wait=True, timeout=reconnect_s)
+        except Exception as exc:
+            pool.close()
+            raise StoreUnavailable(f"cannot reach the PostgreSQL checkpoint store at {where} ({exc}): check "
+                                   "[store] url and that the server is running") from None
+        close = pool.close
     saver = PostgresSaver(pool, serde=StrictSerializer(where))  # type: ignore[arg-type]
     with _PG_SETUP_LOCK:
         if url not in _PG_SETUP:
@@ -116,4 +123,16 @@ def _postgres(url: str, reconnect_s: float) -> Checkpointer:
             return StoreError(f"the PostgreSQL checkpoint store at {where} failed: {exc}")
         return None
 
-    return Checkpointer(saver, pool.close, error)
+    return Checkpointer(saver, close, error)
+
+
+def prune_checkpoints(checkpointer: Checkpointer, run_ids: list[str]) -> None:
+    """Drop the checkpoints of those runs (ended ones `middle gc` prunes; a run is a thread)."""
+    for run_id in run_ids:
+        try:
+            checkpointer.saver.delete_thread(run_id)
+        except Exception as exc:
+            error = checkpointer.error(exc)
+            if error is None:
+                raise
+            raise error from None

@@ -76,7 +76,8 @@ class TicketDriver:
         self.worktrees = self.services.worktrees
         self.stop = stop or threading.Event()  # set: runs stop between nodes, marked interrupted
         self.project_override = project_override  # `middle worker`: every ticket in its own clone
-        self._checkpoints = open_checkpointer(config.checkpoint_target, reconnect_s=config.store.reconnect_s)
+        self._checkpoints = open_checkpointer(config.checkpoint_target, reconnect_s=config.store.reconnect_s,
+                                              pool=self.store.pool_for(config.checkpoint_target))
         self._runs: dict[str, Run] = {}  # the run driven now, by id (its checkpoints are fenced)
         fence_checkpoints(self._checkpoints.saver, self._runs)
         self.graph = build_graph().compile(checkpointer=self._checkpoints.saver)
@@ -110,6 +111,11 @@ class TicketDriver:
         if skip_claimed:
             return RunOutcome(ticket_id, "", "skipped", refusal)
         raise TicketError(refusal)
+
+    def run_claimed(self, claimed: ClaimedRun, token: int) -> RunOutcome:
+        """Drive a new run this process has already claimed (a worker's `claim_next`, whose
+        batch checked what `_ready_to_start` checks once for all its tickets)."""
+        return self._drive(self._held(claimed, token))
 
     def _ready_to_start(self, ticket: Any) -> None:
         """What must hold before a ticket that may start is claimed: its errors leave no run behind."""

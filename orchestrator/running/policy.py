@@ -4,13 +4,15 @@ The runner (`middle run`, `middle serve`, the Python API) and the LangGraph Serv
 `end_on_exception` with whatever stopped the graph; it ends the run through the one owner of run
 ends (`RunLifecycle`), so the ticket's status never depends on which driver ran it:
 
-- StoreUnavailable: interrupted, and any worker resumes it once the store is back;
+- StoreUnavailable: interrupted, and any worker resumes it once the store is back (a retry);
 - BatchStopper (the model cannot be used, a check command cannot start): failed; the ticket goes
   back to `pending` when no turn finished in a run that started from its input, else stays failed
   and resumable; the driver raises it on (a batch stops and says it once);
 - CheckFailed (the check still fails after its rounds): failed and resumable, marked so
   (`middle feedback` starts a round on its branch; `middle resume` gives it more rounds);
-- any other MiddleError: failed and resumable (`middle resume` retries the failed node);
+- any other MiddleError: failed and resumable (`middle resume` retries the failed node); on a
+  worker, a Claude Code turn that crashed or timed out is marked passing, and retried by any
+  worker a bounded number of times with growing waits (tickets/queue.py);
 - KeyboardInterrupt / RunInterrupted: interrupted; the driver raises it on;
 - anything else (a bug): failed, "internal error: ...", resumable; the driver raises it on;
 - ClaimLost, or a run whose heartbeat lost its claim: nothing is written (another runner owns
@@ -25,7 +27,15 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from orchestrator.errors import BatchStopper, CheckFailed, ClaimLost, MiddleError, RunInterrupted, StoreUnavailable
+from orchestrator.errors import (
+    BatchStopper,
+    CheckFailed,
+    ClaimLost,
+    CodingAgentError,
+    MiddleError,
+    RunInterrupted,
+    StoreUnavailable,
+)
 from orchestrator.lifecycle.next_steps import advice
 from orchestrator.running.run import Run
 
@@ -83,8 +93,12 @@ def _end(exc: BaseException, run: Run, *, fake: bool, auto_resume: bool,
         run.fail(str(exc), resumable=True, check_failed=True)
         return Ending("failed", str(exc), True, propagate=False)
     if isinstance(exc, MiddleError):
-        # The checkpoint stays before the failed node, so `middle resume` retries from there.
-        run.fail(str(exc), resumable=True)
+        # The checkpoint stays before the failed node, so `middle resume` retries from there; a
+        # worker does so by itself when Claude Code's turn crashed or timed out (passing).
+        if auto_resume and _turn_crashed(exc, run):
+            run.fail(str(exc), resumable=True, transient=True)
+        else:
+            run.fail(str(exc), resumable=True)
         return Ending("failed", str(exc), True, propagate=False)
     if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP (RunInterrupted), a stop()
         why = exc.why if isinstance(exc, RunInterrupted) else "interrupted by the user"
@@ -96,6 +110,15 @@ def _end(exc: BaseException, run: Run, *, fake: bool, auto_resume: bool,
               f"{advice('failed-resumable', ticket_id, fake=fake)}")
     run.fail(reason, resumable=True)
     return Ending("failed", reason, True, propagate=True)
+
+
+def _turn_crashed(exc: BaseException, run: Run) -> bool:
+    """Whether Claude Code ran a turn that ended in error (a crash, a timeout, the model's API
+    failing): passing, unlike Claude Code that cannot start or a decision to fail."""
+    if not isinstance(exc, CodingAgentError):
+        return False
+    turns = run.turns()
+    return bool(turns) and turns[-1]["status"] == "error"
 
 
 def _interrupt_when_reachable(run: Run, reason: str, stop: threading.Event | None) -> None:

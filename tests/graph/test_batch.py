@@ -223,10 +223,11 @@ def test_parallel_tickets_share_one_real_memory_store(tmp_path, project):
 
 def test_a_store_outage_mid_run_interrupts_it_and_a_worker_continues_it(tmp_path, project, monkeypatch):
     from orchestrator.errors import StoreUnavailable
-    from orchestrator.running.fleet import _orphans
 
     llm = PerTicketAgentLLM({"Alpha": [plan_reply("p"), decision_reply(True, "d")]})
-    with make_orchestrator(make_config(tmp_path), llm, RecordingCodingAgent([writes("a.py", "1\n")])) as orch:
+    config = make_config(tmp_path)
+    config.run.retry_wait_s = 0  # due at once
+    with make_orchestrator(config, llm, RecordingCodingAgent([writes("a.py", "1\n")])) as orch:
         add_ticket(orch, project, "a", title="Alpha")
         real = orch.store.finish_turn
         calls = []
@@ -241,20 +242,22 @@ def test_a_store_outage_mid_run_interrupts_it_and_a_worker_continues_it(tmp_path
         outcome = orch.run_ticket("a")
         assert outcome.status == "interrupted" and outcome.resumable
         assert orch.store.get_ticket("a").status.value == "interrupted"
-        assert _orphans(orch.store) == ["a"]  # no person stopped it: a worker picks it up
+        # No person stopped it: its first retry is due, and one worker takes it.
+        assert orch.store.take_retry() == ("a", 1)
+        assert orch.store.take_retry() is None
         assert orch.resume("a").status == "complete"
-        assert _orphans(orch.store) == []
+        assert orch.store.retry_of("a") == (0, None)
 
 
 def test_a_ticket_a_person_interrupted_waits_for_that_person(tmp_path, project):
-    from orchestrator.running.fleet import _orphans
-
-    with make_orchestrator(make_config(tmp_path), PerTicketAgentLLM({}), RecordingCodingAgent()) as orch:
+    config = make_config(tmp_path)
+    config.run.retry_wait_s = 0
+    with make_orchestrator(config, PerTicketAgentLLM({}), RecordingCodingAgent()) as orch:
         add_ticket(orch, project, "a", title="Alpha")
         run_id = orch.store.claim_new_run("a", ["pending"])
         assert run_id is not None
         orch.lifecycle.interrupt("a", run_id, "interrupted by the user")
-        assert _orphans(orch.store) == []
+        assert orch.store.take_retry() is None and orch.store.retry_of("a") == (0, None)
 
 
 def test_a_store_out_of_reach_before_the_claim_skips_the_ticket_for_a_later_pass():

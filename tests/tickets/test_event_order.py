@@ -12,6 +12,8 @@ import multiprocessing as mp
 import threading
 from pathlib import Path
 
+import pytest
+
 from tickets.events import insert_event
 from tickets.model import Ticket, utc_now
 from tickets.store import TicketStore
@@ -68,3 +70,41 @@ def test_an_event_committed_later_never_hides_behind_a_higher_id_already_seen(st
         fast.join(30)
         for store in (first, reader):
             store.close()
+
+
+def _note(target: str, run_id: str, ticket_id: str, ready, go, done) -> None:  # another worker's run
+    with TicketStore(target) as store:
+        ready.set()
+        if go.wait(60):
+            store.add_event(run_id, ticket_id, "note", {"text": "step"})
+            done.set()
+
+
+@pytest.mark.postgres
+def test_runs_of_other_tickets_write_events_while_one_tickets_insert_waits_to_commit(pg_url, tmp_path: Path):
+    """No database-wide lock: the order is kept per ticket, so a fleet's runs write side by side."""
+    with TicketStore(pg_url) as setup:
+        for tid in ("t1", "t2"):
+            setup.upsert_ticket(Ticket(id=tid, project_id="p", title=tid, project_path=str(tmp_path)))
+        runs = {tid: str(setup.claim_new_run(tid, ["pending"])) for tid in ("t1", "t2")}
+    slow = TicketStore(pg_url)
+    spawn = mp.get_context("spawn")
+    go = spawn.Event()
+    flags = {tid: (spawn.Event(), spawn.Event()) for tid in ("t1", "t2")}  # (ready, done)
+    writers = [spawn.Process(target=_note, args=(pg_url, runs[tid], tid, ready, go, done))
+               for tid, (ready, done) in flags.items()]
+    for w in writers:
+        w.start()
+    try:
+        assert all(ready.wait(60) for ready, _ in flags.values())  # stores open first
+        with slow._db.write() as conn:  # t1's event drawn, its commit slow
+            insert_event(slow._db, conn, runs["t1"], "t1", "note", "{}", utc_now())
+            go.set()
+            assert flags["t2"][1].wait(60)  # another ticket's event committed meanwhile
+            assert not flags["t1"][1].wait(2)  # the same ticket's next event waits for this one
+        assert flags["t1"][1].wait(60)
+    finally:
+        go.set()
+        for w in writers:
+            w.join(30)
+        slow.close()
