@@ -88,3 +88,24 @@ def minilm_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(minilm.MiniLMEmbedder, "_embed", embed)
     return calls
+
+
+@pytest.fixture
+def local_window_registry() -> Any:
+    """A plugin registry with `local_window`: a backend that cannot keep its store in a database
+    (`shares_database = False`), as a plugin's may not."""
+    from backends.sliding_window import SlidingWindowBackend
+    from orchestrator.plugin_api import hookimpl
+    from orchestrator.plugins.manager import PluginRegistry
+
+    class LocalWindow(SlidingWindowBackend):
+        name = "local_window"
+        shares_database = False
+
+    class LocalPlugin:
+        @hookimpl
+        def register_memory_backends(self, register: Any) -> None:
+            register(LocalWindow)
+
+    return PluginRegistry(load_entry_points=False, extra_plugins=(LocalPlugin(),))
+

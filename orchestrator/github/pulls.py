@@ -271,22 +271,27 @@ def _push_and_open(
     return pull, created
 
 
-def read_pull_states(store: TicketStore, config: Config) -> list[tuple[str, str, str, str]]:
-    """(ticket id, run id, "merged", "closed" or "gone", URL) for each complete ticket whose open pull
-    request GitHub has merged or closed since, or no longer has (404, its repository still there);
-    nothing is written here."""
-    found: list[tuple[str, str, str, str]] = []
+def open_pulls(store: TicketStore) -> Iterator[tuple[Ticket, RunRow, str, str, str]]:
+    """(ticket, its latest run, pull request URL, repository, number) for every complete ticket
+    whose pull request was open when last seen."""
     for ticket in store.list_tickets(status="complete"):
         run = store.latest_run(ticket.id)
         pr_url = run["pr_url"] if run else None
         if not run or run["pr_state"] != "open" or not pr_url:
             continue
         match = PULL_URL.search(pr_url)
-        if match is None:
-            continue
-        repo = parse_repo(f"{match.group(1)}/{match.group(2)}")
+        if match is not None:
+            yield ticket, run, pr_url, parse_repo(f"{match.group(1)}/{match.group(2)}"), match.group(3)
+
+
+def read_pull_states(store: TicketStore, config: Config) -> list[tuple[str, str, str, str]]:
+    """(ticket id, run id, "merged", "closed" or "gone", URL) for each complete ticket whose open pull
+    request GitHub has merged or closed since, or no longer has (404, its repository still there);
+    nothing is written here."""
+    found: list[tuple[str, str, str, str]] = []
+    for ticket, run, pr_url, repo, number in open_pulls(store):
         with client_for(config, repo) as gh:
-            pull = gh.get(f"/pulls/{match.group(3)}", f"pull request #{match.group(3)} of {repo}", missing_ok=True)
+            pull = gh.get(f"/pulls/{number}", f"pull request #{number} of {repo}", missing_ok=True)
             if pull is None:  # a repository that is gone (or hidden from the token) stays that error
                 gh.get("", f"the repository {repo}")
         if pull is None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.config.settings import Config
-from tickets.github.client import GitHubClient, parse_repo
+from tickets.github.client import GitHubClient
 from tickets.store import TicketStore
 
 LOG_TAIL_CHARS = 3000  # of a failed Actions job's log, in the feedback
@@ -44,18 +44,10 @@ class PullSignals:
 def read_signals(store: TicketStore, config: Config) -> list[PullSignals]:
     """For every complete ticket with an open pull request: what its CI and reviews ask that no
     round has acted on yet. Nothing is written here."""
-    from orchestrator.github.pulls import PULL_URL, client_for
+    from orchestrator.github.pulls import client_for, open_pulls
 
     found = []
-    for ticket in store.list_tickets(status="complete"):
-        run = store.latest_run(ticket.id)
-        pr_url = run["pr_url"] if run else None
-        if not run or run["pr_state"] != "open" or not pr_url:
-            continue
-        match = PULL_URL.search(pr_url)
-        if match is None:
-            continue
-        repo, number = parse_repo(f"{match.group(1)}/{match.group(2)}"), match.group(3)
+    for ticket, run, pr_url, repo, number in open_pulls(store):
         acted = store.acted_signals(ticket.id)
         with client_for(config, repo) as gh:
             pull = gh.get(f"/pulls/{number}", f"pull request #{number} of {repo}", missing_ok=True)

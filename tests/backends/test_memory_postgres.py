@@ -12,11 +12,9 @@ import psycopg
 import pytest
 from test_facade_two_processes import PROJECT, measure
 
-from backends.sliding_window import SlidingWindowBackend
 from orchestrator.config.settings import Config
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.plugin_api import MemoryStoreError
-from orchestrator.plugins.hookspecs import hookimpl
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.testing.samples import sample_doc
 
@@ -56,21 +54,8 @@ def test_the_store_is_in_the_database_not_under_save_dir(tmp_path, pg_url):
     other_machine.close()
 
 
-class _LocalWindow(SlidingWindowBackend):
-    """A backend that cannot keep its store in a database, as a plugin's may not."""
-
-    name = "local_window"
-    shares_database = False
-
-
-class _LocalPlugin:
-    @hookimpl
-    def register_memory_backends(self, register):
-        register(_LocalWindow)
-
-
-def test_backends_that_cannot_share_keep_their_store_per_machine(tmp_path, pg_url):
-    registry = PluginRegistry(load_entry_points=False, extra_plugins=(_LocalPlugin(),))
+def test_backends_that_cannot_share_keep_their_store_per_machine(tmp_path, pg_url, local_window_registry):
+    registry = local_window_registry
     memory = MemoryFacade(tmp_path, "local_window", {}, registry, url=pg_url)
     assert memory.url is None
     memory.index(PROJECT, [sample_doc(1)])

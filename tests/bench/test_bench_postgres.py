@@ -8,12 +8,9 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from backends.sliding_window import SlidingWindowBackend
 from orchestrator.bench.runner import BackendSpec, Bench
 from orchestrator.cli.main import main
 from orchestrator.errors import ConfigError
-from orchestrator.plugin_api import hookimpl
-from orchestrator.plugins.manager import PluginRegistry
 
 
 def test_a_spec_names_its_engine_at_the_end():
@@ -23,21 +20,8 @@ def test_a_spec_names_its_engine_at_the_end():
     assert BackendSpec.parse("bm25").engine == "sqlite"
 
 
-class _LocalWindow(SlidingWindowBackend):
-    """A backend that cannot keep its store in a database, as a plugin's may not."""
-
-    name = "local_window"
-    shares_database = False
-
-
-class _LocalPlugin:
-    @hookimpl
-    def register_memory_backends(self, register):
-        register(_LocalWindow)
-
-
-def test_a_backend_that_cannot_share_a_database_is_refused_up_front():
-    registry = PluginRegistry(load_entry_points=False, extra_plugins=(_LocalPlugin(),))
+def test_a_backend_that_cannot_share_a_database_is_refused_up_front(local_window_registry):
+    registry = local_window_registry
     with pytest.raises(ConfigError, match="local_window.*per machine"):
         Bench(["local_window@postgres"], registry=registry)
     Bench(["hipporag@postgres", "hindsight@postgres", "sliding_window@postgres"], registry=registry)  # all share
