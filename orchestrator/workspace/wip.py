@@ -77,7 +77,10 @@ def restore(worktrees: Worktrees, ws: Workspace, ticket_id: str, run_id: str) ->
         wip = _found(worktrees, repo, ticket_id)
     if wip is None or not _of_run(repo, wip, run_id):
         return None
-    parent = g.out(ws.path, "rev-parse", f"{wip}^")
+    parent = g.ref_commit(repo, f"{wip}^")
+    if parent is None:  # not a commit `save` made (a work-in-progress commit has the head as parent)
+        log.warning("ticket %s: its work-in-progress ref (%s) has no parent; not restored", ticket_id, wip[:10])
+        return None
     head = g.out(ws.path, "rev-parse", "HEAD")
     if parent != head:
         if g.is_ancestor(repo, parent, head):

@@ -177,3 +177,22 @@ def test_a_turns_work_is_saved_locally_and_discard_removes_it(tmp_path, project)
         assert out(project, "rev-parse", "refs/middle/wip/t1^") == out(project, "rev-parse", "middle/t1")
         orch.discard("t1", force=True)
     assert git(project, "rev-parse", "--verify", "--quiet", "refs/middle/wip/t1", check=False).returncode != 0
+
+
+def test_a_foreign_or_broken_work_in_progress_ref_is_not_restored(tmp_path, project):
+    """Stored state is untrusted: a wip ref of another run, or a commit with no parent, is left
+    alone (the takeover starts from the branch as it is)."""
+    from orchestrator.workspace import wip
+    from orchestrator.workspace.worktrees import Worktrees
+
+    trees = Worktrees(tmp_path / "worktrees")
+    ws = trees.prepare("t1", project)
+    (Path(ws.path) / "a.txt").write_text("a\n")
+    wip.save(trees, ws, "t1", "run-1", 1)
+    assert wip.restore(trees, ws, "t1", "another-run") is None
+    tree = out(project, "rev-parse", "HEAD^{tree}")
+    orphan = git(project, "commit-tree", tree, "-m", "middle: work in progress of ticket t1\n\nrun run-2, after turn 1",
+                 env={"GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x", "GIT_COMMITTER_NAME": "x",
+                      "GIT_COMMITTER_EMAIL": "x@x"}).stdout.strip()
+    git(project, "update-ref", "refs/middle/wip/t1", orphan)
+    assert wip.restore(trees, ws, "t1", "run-2") is None
