@@ -52,7 +52,8 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 11: ticket_deps (dependency edges: the store finds runnable tickets, tickets/queue.py);
 #    tickets.retries and tickets.retry_at (bounded retries of runs a passing failure stopped);
 #    run events ordered per ticket rather than database-wide (no schema change).
-SCHEMA_VERSION = 11
+# 12: memory_state.valid_until (a doc's expiry, tickets/curation.py).
+SCHEMA_VERSION = 12
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
 SCHEMA_LOCK_KEY = 0x6D6964646C65
@@ -166,7 +167,8 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   ("runs", "check_status", "TEXT"), ("runs", "corrections", "INTEGER"),
                   ("runs", "check_budget", "INTEGER"),
                   ("tickets", "fence", "INTEGER NOT NULL DEFAULT 0"), ("claims", "token", "INTEGER NOT NULL DEFAULT 0"),
-                  ("tickets", "retries", "INTEGER NOT NULL DEFAULT 0"), ("tickets", "retry_at", "TEXT"))
+                  ("tickets", "retries", "INTEGER NOT NULL DEFAULT 0"), ("tickets", "retry_at", "TEXT"),
+                  ("memory_state", "valid_until", "TEXT"))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from orchestrator.errors import MemoryStoreError
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
+from orchestrator.memory.timeline import expired_ids, expiry_note, parse_when
 
 if TYPE_CHECKING:
     from orchestrator.memory.facade import MemoryFacade
@@ -64,11 +65,16 @@ def replacement(states: Mapping[str, MemoryState], ident: str) -> MemoryState | 
     return current
 
 
-def curate(result: RetrieveResult, states: Mapping[str, MemoryState]) -> RetrieveResult:
+def curate(result: RetrieveResult, states: Mapping[str, MemoryState],
+           limit: int | None = None) -> RetrieveResult:
     """A retrieve result with people's supersede links applied: a superseded doc is kept, right
     below its replacement (brought in at its score when the backend did not return it), and
-    marked in `superseded` with `"by_hand": True`. The result keeps its length: what falls off
-    the end is the least relevant. Marks the backend made (its own amendments) are kept."""
+    marked in `superseded` with `"by_hand": True`. The result holds as many current docs as
+    the backend gave, or up to `limit` (what was asked for) when the backend gave fewer (a
+    keyword backend returns only the docs that share the query's words, and a replacement that
+    shares none must not push out the doc it replaces); what falls off the end is the least
+    relevant, and a superseded doc is never cut from right below its replacement: it is the
+    history that says why. Marks the backend made (its own amendments) are kept."""
     docs, scores = list(result["docs"]), list(result["doc_scores"])
     if not docs or not any(_superseded(states, doc_id(d)) for d in docs):
         return result
@@ -85,7 +91,7 @@ def curate(result: RetrieveResult, states: Mapping[str, MemoryState]) -> Retriev
                 placed.append((new["doc"], score))
             by_hand.append((doc, new["doc"], new))
         placed.append((doc, score))
-    placed = placed[:len(docs)]
+    placed = _keep(placed, {old for old, _, _ in by_hand}, max(len(docs), limit or 0))
     at = {doc: pos for pos, (doc, _) in enumerate(placed)}
     marks = [{**mark, "doc": at[old], "by": at[new]} for (old, new), mark in marked.items()
              if old in at and new in at]
@@ -98,14 +104,32 @@ def curate(result: RetrieveResult, states: Mapping[str, MemoryState]) -> Retriev
     return curated
 
 
+def _keep(placed: list[tuple[str, float]], history: set[str], room: int) -> list[tuple[str, float]]:
+    """The first `room` current docs of `placed`, each with the superseded docs right below it."""
+    kept: list[tuple[str, float]] = []
+    current = 0
+    for doc, score in placed:
+        if doc in history and kept:
+            kept.append((doc, score))
+            continue
+        if current == room:
+            break
+        current += 1
+        kept.append((doc, score))
+    return kept
+
+
 def _superseded(states: Mapping[str, MemoryState], ident: str) -> str | None:
     state = states.get(ident)
     return state["superseded_by"] if state is not None else None
 
 
 def pinned_docs(states: Mapping[str, MemoryState]) -> list[str]:
-    """The live pinned docs, oldest pin first (always shown to the agent, within the budget)."""
-    pinned = [s for s in states.values() if s["pinned"] and not s["superseded_by"]]
+    """The live pinned docs, oldest pin first (always shown to the agent, within the budget);
+    an expired one is not live."""
+    gone = expired_ids(states)
+    pinned = [s for s in states.values() if s["pinned"] and not s["superseded_by"]
+              and s["doc_id"] not in gone]
     return [s["doc"] for s in sorted(pinned, key=lambda s: s["added_at"] or "")]
 
 
@@ -163,6 +187,14 @@ def describe_change(change: Mapping[str, Any]) -> str:
         return f"added {ident}: {_quote(after.get('doc'))}"
     if action == "undo":
         return f"undid change {change.get('undoes')} (doc {ident})"
+    if action == "expire":
+        until = after.get("valid_until")
+        return f"set {ident} valid until {until[:19]}" if until else f"set {ident} valid with no end"
+    if action == "bulk":
+        count = len(before.get("docs", []))
+        what = (f"superseded {count} docs by {str(after.get('by', ''))[:DOC_ID_CHARS]}"
+                if after.get("action") == "supersede" else f"deleted {count} docs")
+        return f"{what} ({after.get('filter') or 'a filtered list'})"
     return f"{action} {ident}"
 
 
@@ -196,6 +228,7 @@ def describe_docs(texts: list[str], states: Mapping[str, MemoryState],
         rows.append({"id": short(key), "text": text, "tickets": tickets,
                      "source": kind if kind in SOURCE_KINDS else "unknown",
                      "origin": origin_line(shown), "pinned": bool(state and state["pinned"]),
+                     "validity": expiry_note(state),
                      "superseded_by": short(new["doc_id"]) if new is not None else None,
                      "supersedes": superseding.get(key, [])})
     return rows
@@ -283,6 +316,7 @@ class Curator:
             "origin": own.get("origin") or ({"kind": "ticket"} if tickets else None),
             "added_by": own.get("added_by"), "added_at": own.get("added_at"),
             "pinned": bool(state and state["pinned"]),
+            "valid_until": own.get("valid_until"), "validity": expiry_note(state),
             "superseded_by": None if new is None else {"id": new["doc_id"], "doc": new["doc"],
                                                         "at": new["added_at"]},
             "supersedes": [{"id": s["doc_id"], "doc": s["doc"]} for s in supersedes],
@@ -293,17 +327,37 @@ class Curator:
         return self.store.memory_changes(project_id, limit=limit)
 
     # -- changing --------------------------------------------------------------------------
-    def add(self, project_id: str, text: str, who: str, origin: dict[str, Any] | None = None) -> Outcome:
-        """Index `text` as a doc of its own (refused over max_doc_chars), recorded as added."""
+    def add(self, project_id: str, text: str, who: str, origin: dict[str, Any] | None = None,
+            valid_until: str | None = None) -> Outcome:
+        """Index `text` as a doc of its own (refused over max_doc_chars), recorded as added;
+        `valid_until` (a date, see memory.timeline): it leaves recall then."""
+        until = parse_when(valid_until, "--valid-until", end_of_day=True) if valid_until else None
         doc = self.facade.prepare_doc(text, refuse_long=True)
         with self.facade.project_lock(project_id, "add"):
             if self.facade.has_doc(project_id, doc):
                 return Outcome(None, doc, message="already in memory: nothing added")
             self.facade.index(project_id, [doc])
+            state = {**self._new_state(doc, origin or {"kind": "hand"}, who), "valid_until": until}
             change = self.store.record_memory_change(
-                project_id, "add", doc_id(doc), who=who, after={"doc": doc},
-                put=[self._new_state(doc, origin or {"kind": "hand"}, who)])
+                project_id, "add", doc_id(doc), who=who, after={"doc": doc, "valid_until": until},
+                put=[state])  # type: ignore[list-item]
         return Outcome(change, doc, message="added")
+
+    def set_valid_until(self, project_id: str, ident: str, valid_until: str | None, who: str) -> Outcome:
+        """Set (a date) or clear (None, or "never") when a doc stops being valid: an expired
+        doc leaves recall and is shown as expired; `undo` puts the old validity back."""
+        until = (None if valid_until is None or valid_until.strip().lower() in ("never", "")
+                 else parse_when(valid_until, "--valid-until", end_of_day=True))
+        with self.facade.project_lock(project_id, "expire"):
+            doc = self.find(project_id, ident)
+            key = doc_id(doc)
+            state = self.states(project_id).get(key) or self._new_state(doc, None, who)
+            if state.get("valid_until") == until:
+                return Outcome(None, doc, message="validity unchanged")
+            change = self.store.record_memory_change(
+                project_id, "expire", key, who=who, before={"valid_until": state.get("valid_until")},
+                after={"valid_until": until}, put=[{**state, "valid_until": until}])
+        return Outcome(change, doc, message=expiry_note({"valid_until": until}) or "valid with no end")
 
     def edit(self, project_id: str, ident: str, text: str, who: str) -> Outcome:
         """Replace a doc's text: re-embedded and re-indexed alone (its time kept where the
@@ -409,14 +463,19 @@ class Curator:
         live = set(self.facade.list_docs(project_id))
         record: dict[str, Any] = {"who": who, "undoes": change["id"], "before": after or None,
                                   "after": before or None}
-        if action in ("pin", "unpin"):
+        if action in ("pin", "unpin", "expire"):
             state = states.get(self._current_id(project_id, change["doc_id"]))
             if state is None or state["doc"] not in live:
                 raise self._gone(change)
-            cid = self.store.record_memory_change(
-                project_id, "undo", state["doc_id"], put=[{**state, "pinned": bool(before["pinned"])}],
-                **record)
+            back: MemoryState = ({**state, "pinned": bool(before["pinned"])} if action != "expire"
+                                 else {**state, "valid_until": before.get("valid_until")})
+            cid = self.store.record_memory_change(project_id, "undo", state["doc_id"], put=[back],
+                                                  **record)
             return Outcome(cid, state["doc"], message=f"undid the {action}")
+        if action == "bulk":
+            from orchestrator.memory.bulk import undo_bulk
+
+            return undo_bulk(self, project_id, change, live, record)
         if action == "edit":
             new, old = after["doc"], before["doc"]
             if new not in live:
@@ -491,7 +550,7 @@ class Curator:
         from tickets.model import utc_now
 
         return {"doc_id": doc_id(doc), "doc": doc, "pinned": False, "superseded_by": None,
-                "origin": origin, "added_by": who, "added_at": utc_now()}
+                "origin": origin, "added_by": who, "added_at": utc_now(), "valid_until": None}
 
 
 def _moved(states: Mapping[str, MemoryState], old_id: str, new: str) -> tuple[list[MemoryState], list[str]]:
