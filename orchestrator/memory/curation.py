@@ -133,6 +133,22 @@ def pinned_docs(states: Mapping[str, MemoryState]) -> list[str]:
     return [s["doc"] for s in sorted(pinned, key=lambda s: s["added_at"] or "")]
 
 
+def curation_notes(states: Mapping[str, MemoryState]) -> dict[str, str]:
+    """What people said of each doc, as a backend that derives text from many docs marks it
+    (MemoryBackend.apply_curation): doc text -> "superseded by [id]", "expired" or "pinned"."""
+    gone = expired_ids(states)
+    notes: dict[str, str] = {}
+    for key, state in states.items():
+        new = replacement(states, key) if state["superseded_by"] else None
+        if new is not None:
+            notes[state["doc"]] = f"superseded by [{short(new['doc_id'])}]"
+        elif key in gone:
+            notes[state["doc"]] = "expired"
+        elif state["pinned"]:
+            notes[state["doc"]] = "pinned"
+    return notes
+
+
 def current_text(states: Mapping[str, MemoryState], doc: str) -> str:
     """A doc as the agent should read it now: its replacement's text when it was superseded."""
     new = replacement(states, doc_id(doc))
@@ -164,6 +180,9 @@ def origin_line(shown: dict[str, Any]) -> str:
         lines.append(f"added by hand,{when}{who}")
     elif kind == "api":
         lines.append(f"added through the HTTP API,{when}{who}")
+    elif kind == "derived":
+        lines.append(f"no doc: {origin.get('what', 'made by the backend')} (change those docs, "
+                     "and this follows)")
     elif kind and kind != "ticket":
         lines.append(f"{kind},{when}{who}")
     return "; ".join(lines) or "unknown (indexed before sources were recorded, or by the backend)"
@@ -301,7 +320,13 @@ class Curator:
     def show(self, project_id: str, ident: str) -> dict[str, Any]:
         """A doc with where it came from, what it superseded or what superseded it, and its
         changes (following it through its edits)."""
-        doc = self.find(project_id, ident)
+        try:
+            doc = self.find(project_id, ident)
+        except MemoryDocNotFound:
+            derived = self._derived(project_id, ident)
+            if derived is None:
+                raise
+            return derived
         states = self.states(project_id)
         key = doc_id(doc)
         state = states.get(key)
@@ -322,6 +347,20 @@ class Curator:
             "supersedes": [{"id": s["doc_id"], "doc": s["doc"]} for s in supersedes],
             "changes": self.store.memory_changes(project_id, doc_ids=ids),
         }
+
+    def _derived(self, project_id: str, ident: str) -> dict[str, Any] | None:
+        """A text the backend's recall shows that is no doc (a summary of many), as `show`
+        gives it: what it is made from; its docs are the ones to change."""
+        low = (ident or "").strip().lower()
+        for text, what in self.facade.derived_texts(project_id):
+            key = doc_id(text)
+            if text == ident or (len(low) >= 4 and key.startswith(low)):
+                return {"id": key, "short_id": short(key), "doc": text, "project": project_id,
+                        "tickets": [], "origin": {"kind": "derived", "what": what},
+                        "added_by": None, "added_at": None, "pinned": False, "valid_until": None,
+                        "validity": None, "superseded_by": None, "supersedes": [], "changes": [],
+                        "derived": what}
+        return None
 
     def changes(self, project_id: str, limit: int = 200) -> list[MemoryChange]:
         return self.store.memory_changes(project_id, limit=limit)

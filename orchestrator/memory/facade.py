@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from orchestrator.errors import ConfigError, MemoryStoreError
-from orchestrator.memory.curation import curate, current_text, pinned_docs
+from orchestrator.memory.curation import curate, curation_notes, current_text, pinned_docs
 from orchestrator.memory.explain import signals_for, why_line
 from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade's text rules
     CUT_MARKER,
@@ -222,6 +222,7 @@ class MemoryFacade:
         # afresh on every recall: project id -> its states. Set by Services from the ticket
         # store; None (a bare facade, the benchmarks): recall as the backend ranks.
         self.state_source: Callable[[str], Mapping[str, Any]] | None = None
+        self._curation_sent: dict[str, tuple[int, int]] = {}  # see _sync_curation
 
     # -- paths and locks -------------------------------------------------------------------
     def store_dir(self, project_id: str) -> Path:
@@ -527,6 +528,27 @@ class MemoryFacade:
         signals = signals_for(query, result, extra, self.curation_state(project_id), self.backend_cls.recall)
         return [{**s, "id": doc_id(d)[:DOC_ID_CHARS], "why": why_line(s)} for d, s in zip(docs, signals)]
 
+    def _sync_curation(self, project_id: str, backend: MemoryBackend, states: Mapping[str, Any]) -> None:
+        """Give the backend people's marks when they changed since this process last gave
+        them (MemoryBackend.apply_curation: a summary of many docs is rebuilt with them)."""
+        notes = curation_notes(states)
+        key = (id(backend), hash(tuple(sorted(notes.items()))))
+        if self._curation_sent.get(project_id) == key:
+            return
+        try:
+            backend.apply_curation(notes)
+        except Exception as exc:  # never a reason to fail a recall: the marks are retried
+            log.warning("memory curation marks of project %s not applied: %s", project_id, exc)
+            return
+        self._curation_sent[project_id] = key
+
+    def derived_texts(self, project_id: str) -> list[tuple[str, str]]:
+        """The texts retrieve can return that are not docs (MemoryBackend.derived_texts)."""
+        if not self.has_store(project_id):
+            return []
+        with self._locked(project_id, "lookup") as backend:
+            return list(backend.derived_texts())
+
     def curation_state(self, project_id: str) -> Mapping[str, Any]:
         """The project's curation states (memory.curation), or none when they cannot be read:
         recall then goes on as the backend ranks (memory never stops a ticket)."""
@@ -558,6 +580,7 @@ class MemoryFacade:
         states = self.curation_state(project_id)
         expired = expired_ids(states)  # past their valid_until: out of recall
         with self._locked(project_id, "retrieve") as backend:
+            self._sync_curation(project_id, backend, states)
             results = backend.retrieve(queries, min(k + len(expired), MAX_NUM_TO_RETRIEVE))
         if expired:
             results = [_without(result, expired, k) for result in results]

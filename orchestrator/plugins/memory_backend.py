@@ -13,7 +13,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, NotRequired, Protocol, Sequence, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, NotRequired, Protocol, Sequence, TypedDict, runtime_checkable
 
 if TYPE_CHECKING:
     from orchestrator.plugins.backend_options import BackendOptions
@@ -208,6 +208,19 @@ class MemoryBackend(ABC):
         doc's time, unix seconds), "recency" (words). The core adds the shared keywords, pins
         and supersede links; the default adds nothing."""
         return [{} for _ in docs]
+
+    def apply_curation(self, notes: Mapping[str, str]) -> None:
+        """What people said of the docs (doc text -> "superseded by [id]", "expired" or
+        "pinned"; a doc not named has nothing said of it), given before a retrieve whenever it
+        changed. A backend whose results hold text derived from many docs (sliding_window's
+        summaries) rebuilds or marks that text, so a fix reaches the next ticket; the facade
+        applies the same notes to the docs it returns whole. The default does nothing."""
+
+    def derived_texts(self) -> list[tuple[str, str]]:
+        """Texts `retrieve` can return that are not docs (a summary of many docs), each with
+        a line saying what it is made from, so `middle memory show` finds every id the
+        memories block shows; default none."""
+        return []
 
     def embeds_docs(self) -> bool:
         """Whether indexing embeds docs, so `warm_embeddings` has work to do (`middle bench`

@@ -243,27 +243,29 @@ def test_summaries_and_messages_survive_reopen(tmp_path):
         reopened.close()
 
 
-def test_project_retrieve_is_summary_then_uncovered_docs(tmp_path, closing):
+def test_project_retrieve_is_uncovered_docs_newest_first_then_summary(tmp_path, closing):
+    # Newest first, the summary last: a block cut short cuts the oldest work, never the
+    # newest doc (a replacement a person just wrote is the newest).
     llm = FakeLLM(block_from=2)
     backend = open_backend(tmp_path, llm, background=True, window_size=4, summarize_after_seq=2)
     closing(backend)
     docs = [f"doc {i}: ticket {i} done." for i in range(5)]
     backend.index(docs[:2])
-    assert backend.retrieve(["q"], 5)[0]["docs"] == docs[:2]
+    assert backend.retrieve(["q"], 5)[0]["docs"] == docs[1::-1]
     backend.index(docs[2:3])  # third doc: first summary (docs 0-2), which completes
     backend.flush()
     backend.index(docs[3:4])  # second summary starts and is held
     assert llm.entered.wait(30)
     backend.index(docs[4:5])
     (result,) = backend.retrieve(["anything"], 5)
-    assert result == {"question": "anything", "docs": ["summary #1", docs[3], docs[4]],
+    assert result == {"question": "anything", "docs": [docs[4], docs[3], "summary #1"],
                       "doc_scores": [1.0, 1.0, 1.0]}
-    assert backend.retrieve(["q"], 2)[0]["docs"] == ["summary #1", docs[4]]
+    assert backend.retrieve(["q"], 2)[0]["docs"] == [docs[4], "summary #1"]
     assert backend.retrieve(["q"], 1)[0]["docs"] == ["summary #1"]
     assert backend.retrieve(["q1", "q2"], 5)[1]["question"] == "q2"
     llm.release.set()
     backend.flush()
-    assert backend.retrieve(["q"], 5)[0]["docs"] == ["summary #2", docs[4]]
+    assert backend.retrieve(["q"], 5)[0]["docs"] == [docs[4], "summary #2"]
     assert backend.list_docs() == docs
 
 
