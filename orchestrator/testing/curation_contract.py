@@ -26,8 +26,9 @@ __all__ = ["CurationContract"]
 PROJECT = "p"
 WHO = "contract@test"
 RULE = "Decision: deploys run on the QUARTZ7 cluster, decided by the ops team."
-NEW = "Decision: deploys run on the GRANITE9 cluster now, by the ops team."
-EDITED = "Decision: deploys run on the GRANITE11 cluster now, by the ops team."
+# The replacement shares no word with the query: people's link, not its words, must bring it.
+NEW = "Releases now ship from the GRANITE9 servers, per the ops team."
+EDITED = "Releases now ship from the GRANITE11 servers, per the ops team."
 QUERY = "Which cluster do deploys run on? QUARTZ7 cluster deploys decision"
 PINNED = "Convention: every log line is JSON with a TRACEID field."
 FILLER = "Ticket {n}: tidied module m{n} with small fixes."
@@ -95,6 +96,8 @@ class CurationContract:
         superseded = curator.supersede(PROJECT, _short(RULE), NEW, WHO)
         block = self._block(curator)
         assert "GRANITE9" in block, f"the replacement is not in the next block:\n{block}"
+        if self.relevance_ranked:  # the old rule matched the query: kept below it, as history
+            assert "QUARTZ7" in block, f"the superseded doc left the block:\n{block}"
         _only_marked(block, "QUARTZ7", f"superseded by [{_short(NEW)}]")
 
         times = _records(curator)
