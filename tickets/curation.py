@@ -211,4 +211,7 @@ def _named(change: MemoryChange) -> set[str]:
         for key in ("doc_id", "by"):
             if isinstance(side.get(key), str):
                 ids.add(side[key])
+        for item in side.get("docs") or []:  # a bulk change names each of its docs
+            if isinstance(item, dict) and isinstance(item.get("doc_id"), str):
+                ids.add(item["doc_id"])
     return ids

@@ -512,9 +512,7 @@ class Curator:
                                                   **record)
             return Outcome(cid, state["doc"], message=f"undid the {action}")
         if action == "bulk":
-            from orchestrator.memory.bulk import undo_bulk
-
-            return undo_bulk(self, project_id, change, live, record)
+            return self._undo_bulk(project_id, change, live, record)
         if action == "edit":
             new, old = after["doc"], before["doc"]
             if new not in live:
@@ -550,6 +548,33 @@ class Curator:
                                                   drop=[change["doc_id"]], **record)
             return Outcome(cid, doc, message="undid the add")
         raise CurationError(f"change {change['id']} ({action}) cannot be undone")
+
+    def _undo_bulk(self, project_id: str, change: MemoryChange, live: set[str],
+                   record: dict[str, Any]) -> Outcome:
+        """Take a bulk change (memory.bulk) back whole: every doc it deleted put back with its
+        time and state, or every doc it superseded live again and its replacement gone."""
+        before, after = change["before"] or {}, change["after"] or {}
+        items = list(before.get("docs", []))
+        if after.get("action") == "forget":
+            back = [(i["doc"], i.get("time")) for i in items if i["doc"] not in live]
+            if back:
+                self.facade.index_records(project_id, back)
+            for item in items:
+                self.store.set_memory_docs_deleted(project_id, item["doc"], False)
+            put = [i["state"] for i in items if i.get("state")]
+            cid = self.store.record_memory_change(project_id, "undo", change["doc_id"], put=put,
+                                                  **record)
+            return Outcome(cid, items[0]["doc"] if items else "", message=f"put back {len(items)} docs")
+        new = after.get("doc", "")
+        if new not in live:
+            raise self._gone(change)
+        self.facade.delete(project_id, [new])
+        states = self.states(project_id)
+        put = [i["state"] or {**states[i["doc_id"]], "superseded_by": None}
+               for i in items if i.get("state") or i["doc_id"] in states]
+        cid = self.store.record_memory_change(project_id, "undo", change["doc_id"], put=put,
+                                              drop=[doc_id(new)], **record)
+        return Outcome(cid, new, message=f"undid the supersede of {len(items)} docs")
 
     def _current_id(self, project_id: str, ident: str) -> str:
         """The id doc `ident` has now, following its edits (those not undone)."""
