@@ -36,6 +36,8 @@ class DocFilter(BaseModel):
     @field_validator("source")
     @classmethod
     def _known_source(cls, value: str | None) -> str | None:
+        if value == "":
+            return None  # an empty option is no filter (DocFilter.empty says so)
         if value is not None and value not in SOURCE_KINDS:
             raise ValueError(f"--source {value!r} is none of {', '.join(SOURCE_KINDS)}")
         return value
@@ -43,7 +45,7 @@ class DocFilter(BaseModel):
     @field_validator("before", "after")
     @classmethod
     def _a_date(cls, value: str | None, info: Any) -> str | None:
-        return None if value is None else parse_when(value, f"--{info.field_name}")
+        return None if value in (None, "") else parse_when(str(value), f"--{info.field_name}")
 
     @classmethod
     def of(cls, **given: str | None) -> DocFilter:
