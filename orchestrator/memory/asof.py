@@ -31,9 +31,10 @@ def search_as_of(curator: Curator, project_id: str, query: str, when: str, k: in
     docs_now = facade.list_docs(project_id)
     states = curator.states(project_id)
     sources = store.doc_sources(project_id)
-    entered = {text: entered_at(text, states, sources.get(text, [])) for text in docs_now}
+    entered: dict[str, str | None] = {text: entered_at(text, states, sources.get(text, []))
+                                      for text in docs_now}
     now = set(docs_now)
-    reverted = [(doc, s["indexed_at"], s["deleted_at"]) for doc, records in sources.items()
+    reverted = [(doc, s["indexed_at"], s["deleted_at"] or "") for doc, records in sources.items()
                 if doc not in now for s in records if s.get("deleted_at")]
     changes = store.memory_changes(project_id, limit=1_000_000)
     then = memory_at(at, docs_now, states, changes, entered, reverted)
@@ -42,7 +43,11 @@ def search_as_of(curator: Curator, project_id: str, query: str, when: str, k: in
     if not held:
         return at, 0, empty
     if facade.backend_cls.recall == "recency":
-        newest = sorted(held, key=lambda t: entered.get(then.successor.get(t, t)) or "", reverse=True)
+        def entry(text: str) -> str:
+            now_text: str = then.successor.get(text, text)
+            return entered.get(now_text) or ""
+
+        newest = sorted(held, key=entry, reverse=True)
         return at, len(held), {"question": query, "docs": newest[:k], "doc_scores": [1.0] * len(newest[:k])}
     with facade.using(project_id, "retrieve") as backend:
         (ranked,) = backend.retrieve([query], min(max(len(docs_now), 1), MAX_RANKED))

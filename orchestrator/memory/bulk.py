@@ -18,6 +18,7 @@ from orchestrator.memory.timeline import parse_when
 
 if TYPE_CHECKING:
     from orchestrator.memory.curation import Curator
+    from tickets.curation import MemoryState
 
 
 class DocFilter(BaseModel):
@@ -137,7 +138,7 @@ def forget_all(curator: Curator, project_id: str, docs: list[str], who: str, wor
         change = store.record_memory_change(
             project_id, "bulk", doc_id(docs[0]), who=who, before={"docs": items},
             after={"action": "forget", "filter": words},
-            drop=[i["doc_id"] for i in items if i["state"] is not None])
+            drop=[doc_id(d) for d in docs if doc_id(d) in states])
     return Outcome(change, docs[0], message=f"deleted {len(docs)} docs")
 
 
@@ -149,7 +150,7 @@ def supersede_all(curator: Curator, project_id: str, docs: list[str], text: str,
     facade, store = curator.facade, curator.store
     with facade.project_lock(project_id, "supersede"):
         states = curator.states(project_id)
-        live = [d for d in docs if not (states.get(doc_id(d)) or {}).get("superseded_by")]
+        live = [d for d in docs if doc_id(d) not in states or not states[doc_id(d)]["superseded_by"]]
         if not live:
             raise CurationError("no doc the filter picks is left to supersede (each was "
                                 "superseded already, or none matches): nothing was changed")
@@ -159,14 +160,14 @@ def supersede_all(curator: Curator, project_id: str, docs: list[str], text: str,
         facade.index(project_id, [new])
         items = [{"doc": d, "doc_id": doc_id(d),
                   "state": dict(states[doc_id(d)]) if doc_id(d) in states else None} for d in live]
-        put = [{**(states.get(doc_id(d)) or curator._new_state(d, None, who)),
-                "superseded_by": doc_id(new)} for d in live]
+        put: list[MemoryState] = [{**(states.get(doc_id(d)) or curator._new_state(d, None, who)),
+                                   "superseded_by": doc_id(new)} for d in live]
         put.append(curator._new_state(new, {"kind": "supersede", "of": doc_id(live[0]),
                                             "count": len(live)}, who))
         change = store.record_memory_change(
             project_id, "bulk", doc_id(new), who=who, before={"docs": items},
             after={"action": "supersede", "by": doc_id(new), "doc": new, "filter": words},
-            put=put)  # type: ignore[arg-type]
+            put=put)
     return Outcome(change, new, message=f"superseded {len(live)} docs")
 
 

@@ -13,7 +13,18 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, NotRequired, Protocol, Sequence, TypedDict, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    ClassVar,
+    Mapping,
+    NotRequired,
+    Protocol,
+    Sequence,
+    TypedDict,
+    runtime_checkable,
+)
 
 if TYPE_CHECKING:
     from orchestrator.plugins.backend_options import BackendOptions

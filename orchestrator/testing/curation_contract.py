@@ -108,8 +108,8 @@ class CurationContract:
         if curator.facade.backend_cls.keeps_times:  # an edit keeps the doc's time and place
             after = _records(curator)
             assert after[EDITED] == times[NEW]
-            order = [t for t, _ in sorted(after.items(), key=lambda x: x[1])]
-            assert order.index(EDITED) == sorted(times, key=times.__getitem__).index(NEW)
+            order = [t for t, _ in sorted(after.items(), key=lambda x: x[1] or 0.0)]
+            assert order.index(EDITED) == sorted(times, key=lambda t: times[t] or 0.0).index(NEW)
 
         pinned = curator.pin(PROJECT, _short(PINNED), WHO)
         block = self._block(curator)

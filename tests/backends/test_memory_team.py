@@ -5,6 +5,7 @@ stored, on real backends over a real ticket store (memory.curation.Curator)."""
 from __future__ import annotations
 
 import pytest
+from test_memory_curation import WHO, open_curator
 
 from orchestrator.memory import bulk
 from orchestrator.memory.asof import search_as_of
@@ -13,8 +14,6 @@ from orchestrator.memory.facade import MemoryArgumentError
 from orchestrator.memory.format import doc_id
 from orchestrator.memory.private import cut_private
 from orchestrator.memory.timeline import DateError, parse_when
-
-from test_memory_curation import WHO, open_curator
 
 
 def ids(docs: list[str]) -> list[str]:
