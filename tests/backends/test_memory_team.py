@@ -197,3 +197,23 @@ def test_bulk_dates_filter_by_the_docs_own_time(tmp_path):
     finally:
         memory.close()
         store.close()
+
+
+@pytest.mark.postgres
+def test_sliding_window_keeps_time_order_and_marks_on_postgresql(tmp_path, pg_url):
+    # the window's renumbering and the store's valid_until column, on the team's database
+    curator, store = open_curator(tmp_path, "sliding_window", url=pg_url, store_target=pg_url)
+    memory = curator.facade
+    try:
+        docs = [f"Ticket {n}: work item {n} done." for n in range(6)]
+        for doc in docs:
+            curator.add("p", doc, WHO, valid_until="2999-01-01" if doc == docs[0] else None)
+        edited = curator.edit("p", doc_id(docs[2])[:8], "Ticket 2: work item 2 redone.", WHO)
+        assert memory.list_docs("p") == [*docs[:2], edited.doc, *docs[3:]]  # in its place
+        curator.supersede("p", doc_id(docs[1])[:8], "Ticket 1: replaced by the new flow.", WHO)
+        block = memory.block("p", [], memory.retrieve("p", ["q"], 5), limit=5).text
+        assert f"superseded by [{doc_id('Ticket 1: replaced by the new flow.')[:8]}]" in block
+        assert store.memory_state("p")[doc_id(docs[0])]["valid_until"].startswith("2999-01-02")
+    finally:
+        memory.close()
+        store.close()
