@@ -8,10 +8,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from test_memory_curation import WHO, open_curator
 
 from orchestrator.memory.format import doc_id
-
-from test_memory_curation import WHO, open_curator
 
 DOCS = ["Ticket: Startup. The app_startup hook in datasette/app.py ran twice on boot.",
         "Ticket: Export. The CSV export streams rows from the orders table.",
