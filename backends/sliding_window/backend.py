@@ -179,16 +179,18 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
         self._maybe_summarize(PROJECT_CONVERSATION)
 
     def derived_texts(self) -> list[tuple[str, str]]:
-        """The project summary `retrieve` shows, with the docs it is made from."""
+        """The project summaries `retrieve` can show (every completed one, newest first: a
+        block shown before the latest was built names an older one), each with its docs."""
+        out = []
         with self._store.read() as conn:
-            latest = q.latest_completed(conn, PROJECT_CONVERSATION)
-            if latest is None:
-                return []
-            covered = q.messages(conn, PROJECT_CONVERSATION, latest["start_sequence"],
-                                 latest["end_sequence"])
-        ids = ", ".join(q.doc_hash(m["text"])[:8] for m in reversed(covered))
-        return [(latest["memory_text"],
-                 f"a rolling summary by sliding_window of {len(covered)} docs, newest first: {ids}")]
+            rows = q.memory_rows(conn, PROJECT_CONVERSATION, status="completed")
+            for row in reversed(rows):
+                covered = q.messages(conn, PROJECT_CONVERSATION, row["start_sequence"],
+                                     row["end_sequence"])
+                ids = ", ".join(q.doc_hash(m["text"])[:8] for m in reversed(covered))
+                out.append((row["memory_text"], f"a rolling summary by sliding_window of "
+                            f"{len(covered)} docs, newest first: {ids}"))
+        return out
 
     def explain(self, query: str, docs: Sequence[str]) -> list[dict[str, Any]]:
         """Each doc's date; the summary says it is one, and of how many docs."""

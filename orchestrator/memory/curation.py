@@ -367,10 +367,11 @@ class Curator:
 
     # -- changing --------------------------------------------------------------------------
     def add(self, project_id: str, text: str, who: str, origin: dict[str, Any] | None = None,
-            valid_until: str | None = None) -> Outcome:
+            valid_until: str | None = None, option: str = "--valid-until") -> Outcome:
         """Index `text` as a doc of its own (refused over max_doc_chars), recorded as added;
-        `valid_until` (a date, see memory.timeline): it leaves recall then."""
-        until = parse_when(valid_until, "--valid-until", end_of_day=True) if valid_until else None
+        `valid_until` (a date, see memory.timeline; `option`: its name in a mistake's words):
+        it leaves recall then."""
+        until = parse_when(valid_until, option, end_of_day=True) if valid_until else None
         doc = self.facade.prepare_doc(text, refuse_long=True)
         with self.facade.project_lock(project_id, "add"):
             if self.facade.has_doc(project_id, doc):
@@ -382,11 +383,12 @@ class Curator:
                 put=[state])  # type: ignore[list-item]
         return Outcome(change, doc, message="added")
 
-    def set_valid_until(self, project_id: str, ident: str, valid_until: str | None, who: str) -> Outcome:
+    def set_valid_until(self, project_id: str, ident: str, valid_until: str | None, who: str,
+                        option: str = "--valid-until") -> Outcome:
         """Set (a date) or clear (None, or "never") when a doc stops being valid: an expired
         doc leaves recall and is shown as expired; `undo` puts the old validity back."""
         until = (None if valid_until is None or valid_until.strip().lower() in ("never", "")
-                 else parse_when(valid_until, "--valid-until", end_of_day=True))
+                 else parse_when(valid_until, option, end_of_day=True))
         with self.facade.project_lock(project_id, "expire"):
             doc = self.find(project_id, ident)
             key = doc_id(doc)

@@ -138,8 +138,8 @@ def who(request: Request) -> str:
 def add_doc(project_id: str, body: DatedTextBody, request: Request,
             state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
-    return {"project": pid, **curator.add(pid, body.text, who(request),
-                                          valid_until=body.valid_until).as_json()}
+    return {"project": pid, **curator.add(pid, body.text, who(request), valid_until=body.valid_until,
+                                          option="valid_until").as_json()}
 
 
 @router.get("/docs/{doc}", summary="One doc: provenance, supersede links, pin, changes",
@@ -160,7 +160,7 @@ def edit_doc(project_id: str, doc: str, body: DatedTextBody, request: Request,
              state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
     if body.valid_until is not None:  # the validity first: the edit carries it to the new text
-        done = curator.set_valid_until(pid, doc, body.valid_until, who(request))
+        done = curator.set_valid_until(pid, doc, body.valid_until, who(request), option="valid_until")
         if body.text == done.doc:  # the same text: only the validity changes
             return {"project": pid, **done.as_json()}
         doc = done.doc
