@@ -72,7 +72,7 @@ def search(ctx: click.Context, query: str, num: int, explain: bool, as_of: str |
     """Show what recall returns for QUERY, with scores."""
     mem, pid = _memory(ctx, project)
     if as_of is not None:
-        _search_as_of(ctx, query, num, as_of, project)
+        _search_as_of(ctx, query, num, as_of, explain, project)
         return
     if mem.backend_cls.recall == "recency":
         err_console.print(
@@ -94,17 +94,22 @@ def search(ctx: click.Context, query: str, num: int, explain: bool, as_of: str |
                 console.print(hanging("         why: ", why[pos]["why"]))
 
 
-def _search_as_of(ctx: click.Context, query: str, num: int, as_of: str, project: str | None) -> None:
+def _search_as_of(ctx: click.Context, query: str, num: int, as_of: str, explain: bool,
+                  project: str | None) -> None:
     from orchestrator.memory.asof import search_as_of
 
     curator, pid = project_curator(ctx, project)
     at, held, result = search_as_of(curator, pid, query, as_of, num)
+    # a doc no longer held (deleted, or its text before an edit) has no signals but its words
+    why = curator.facade.explain(pid, query, result) if explain else []
     err_console.print(f"memory as of {at[:19]} UTC: {held} doc(s) held then, not superseded, "
                       "deleted or expired by then")
     if not result["docs"]:
         console.print("(no memories)")
-    for doc, score in zip(result["docs"], result["doc_scores"]):
+    for pos, (doc, score) in enumerate(zip(result["docs"], result["doc_scores"])):
         console.print(hanging(f"{score:7.3f}  [{doc_id(doc)[:DOC_ID_CHARS]}] ", doc))
+        if why:
+            console.print(hanging("         why: ", why[pos]["why"]))
 
 
 @memory.command(name="list")

@@ -79,6 +79,8 @@ def test_valid_until_as_of_and_bulk_as_a_user_runs_them(root):
     assert "deploys" not in listed(root)
     then = middle(root, "search", "deploys rule", "--as-of", "2999-01-01")  # after the delete
     assert "0 doc(s)" not in then.stderr and "deploys" not in then.stdout
+    before = middle(root, "search", "deploys rule", "--as-of", "2999-01-01T00:00", "--explain")
+    assert "why: keywords rule" in before.stdout
     middle(root, "undo", "5")
     assert listed(root).count("deploys") == 2
 
