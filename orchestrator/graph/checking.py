@@ -45,9 +45,9 @@ def commands_for(ctx: TicketContext, ticket: Any) -> list[spec.Item]:
     own = (ticket.fields or {}).get("check") if hasattr(ticket, "fields") else None
     try:
         if isinstance(own, list):
-            return spec.items(own, f"ticket {ticket.id!r}'s `check:`")
+            return spec.items(own, f"the `check:` of ticket {ticket.id!r}")
         if own is not None:
-            raise ValueError(f"ticket {ticket.id!r}'s `check:` must be a list of shell lines or tables, "
+            raise ValueError(f"the `check:` of ticket {ticket.id!r} must be a list of shell lines or tables, "
                              f"not {type(own).__name__}")
         return spec.items(list(ctx.check.commands), "[check] commands")
     except ValueError as exc:

@@ -12,11 +12,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from graph_helpers import add_ticket, make_orchestrator
 
 from orchestrator.config.settings import Config
-from orchestrator.errors import CheckCannotStart
 from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from orchestrator.workspace.git import out
