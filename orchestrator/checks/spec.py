@@ -27,7 +27,8 @@ def spec_of(item: Item | CheckCommand) -> CheckCommand:
         try:
             return CheckCommand.model_validate(item)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'check'}: {e['msg']}" for e in exc.errors())
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'check'}: "
+                                 f"{e['msg'].removeprefix('Value error, ')}" for e in exc.errors())
             raise ValueError(problems) from None
     raise ValueError(f"{item!r} is neither a shell line nor a table with `run`")
 

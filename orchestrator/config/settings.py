@@ -154,6 +154,25 @@ class CheckConfig(_Strict):
     timeout_s: float = Field(900.0, gt=0)  # per command; a check that takes longer fails, saying so
     max_rounds: int = Field(3, ge=0)  # check failures fed back before the ticket fails
 
+    @field_validator("commands", mode="before")
+    @classmethod
+    def _tables(cls, value: Any) -> Any:
+        """A table is read as a CheckCommand here, so a mistake in it is said once, by its key
+        (not also as "not a string")."""
+        if not isinstance(value, list):
+            return value
+        out: list[Any] = []
+        for n, item in enumerate(value, 1):
+            if isinstance(item, dict):
+                try:
+                    item = CheckCommand.model_validate(item)
+                except ValidationError as exc:
+                    said = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+                            for e in exc.errors()]
+                    raise ValueError(f"command {n}: " + "; ".join(said)) from None
+            out.append(item)
+        return out
+
     @field_validator("commands")
     @classmethod
     def _commands(cls, value: list[str | CheckCommand]) -> list[str | CheckCommand]:
