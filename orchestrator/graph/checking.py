@@ -37,6 +37,9 @@ log = logging.getLogger("middle.graph.checks")
 
 Update = dict[str, Any]
 PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and setup are done
+# How a kept base result was read: 2 = failures per JUnit test or diagnostic (1: pytest's summary
+# lines and the exit code). A result of another format is measured again, not compared.
+BASELINE_FORMAT = 2
 
 
 def commands_for(ctx: TicketContext, ticket: Any) -> list[spec.Item]:
@@ -90,6 +93,8 @@ def prepare(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     for item in checks:
         k, options = spec.key(item), spec.spec_of(item)
         stored = ctx.store.check_baseline(base_commit, k) if ws else None
+        if stored is not None and stored.get("format") != BASELINE_FORMAT:
+            stored = None  # kept by an older middle, which read failures another way: measured again
         if stored is None:
             if ws and Path(ws["path"]).is_dir() and _at(Path(ws["path"]), base_commit):
                 result = _run(ctx, state, t, item, phase="base")
@@ -105,7 +110,7 @@ def prepare(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                     f"fix [check] commands (or the ticket's `check:`, or [worktree] setup), then "
                     f"{command('resume', t['id'])}; its output is in `middle log {t['id']}`")
             if ws and keepable(result):
-                ctx.store.put_check_baseline(base_commit, k, result.to_dict())
+                ctx.store.put_check_baseline(base_commit, k, {**result.to_dict(), "format": BASELINE_FORMAT})
         else:
             result = CheckResult.from_dict(stored)
         base[k] = result.to_dict()
