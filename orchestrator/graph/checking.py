@@ -204,7 +204,9 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
             continue
         return _failed(ctx, state, t, result, verdict, corrections)
     worse = [(r, v) for r, v in verdicts if v.outcome == NO_WORSE]
-    status, note = (NO_WORSE, "; ".join(f"`{r.command}`: {v.note()}" for r, v in worse)) if worse else (PASSED, None)
+    note = (worse[0][1].note() if len(commands) == 1 else "; ".join(f"`{r.command}`: {v.note()}" for r, v in worse)
+            ) if worse else None
+    status = NO_WORSE if worse else PASSED
     ctx.run.set_fields(check_status=status, check_note=note, corrections=corrections)
     ctx.say(f"the checks pass ({len(commands)} command(s))" if not worse else
             f"the checks are no worse than on the base ({len(commands)} command(s); {note})"
