@@ -40,6 +40,7 @@ PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and set
 # How a kept base result was read: 2 = failures per JUnit test or diagnostic (1: pytest's summary
 # lines and the exit code). A result of another format is measured again, not compared.
 BASELINE_FORMAT = 2
+EVENT_NAMES = 200
 
 
 def commands_for(ctx: TicketContext, ticket: Any) -> list[spec.Item]:
@@ -294,7 +295,10 @@ def _record_verdict(ctx: TicketContext, state: TicketState, result: CheckResult,
 
 def _event(result: CheckResult) -> dict[str, Any]:
     return {"command": result.command, "exit_code": result.exit_code, "duration_s": result.duration_s,
-            "tail": result.tail, "timed_out": result.timed_out, "failing": result.failing, "kind": result.kind,
+            "tail": result.tail, "timed_out": result.timed_out,
+            # an event names at most EVENT_NAMES failures (a linter may report thousands on the base;
+            # the kept base result has them all)
+            "failing": result.failing[:EVENT_NAMES] if result.failing else result.failing, "kind": result.kind,
             "tests_run": result.tests_run, "problem": result.problem}
 
 
