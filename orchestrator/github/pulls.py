@@ -156,6 +156,10 @@ def open_pull_request(
             f"ticket {ticket_id!r} has no committed branch to propose (it ran without its own "
             "branch, or changed nothing): nothing to open a pull request for"
         )
+    if run.get("pr_url") and run["pr_state"] == "open":  # feedback rounds since: push them, rewrite its text
+        from orchestrator.github.pull_updates import update_pull_request
+
+        return update_pull_request(store, config, ticket_id, say)
     if run.get("pr_url"):
         return _has_one(run, ticket_id, say)
     repo_path = Path(run["repo"])  # type: ignore[arg-type]  # checked above (mypy does not narrow keys)
@@ -193,17 +197,6 @@ def _push(run: RunRow, target: str, url: str, ticket_id: str) -> None:
         raise TicketError(
             f"could not push {branch} to {url}: {exc}; fix the remote, then run `middle pr {ticket_id}` again"
         ) from None
-
-
-def update_pull_branch(store: TicketStore, config: Config, ticket_id: str, say: Callable[[str], None]) -> None:
-    """After a round on a ticket with an open pull request: its new commits go to the pull
-    request's branch (where the round did not push them already)."""
-    run = store.latest_run(ticket_id)
-    if not run or not run["pr_url"] or not run["head_commit"] or not run["branch"] or not run["repo"]:
-        return
-    target, url = _push_target(config, Path(run["repo"]))
-    _push(run, target, url, ticket_id)
-    say(f"pushed {run['branch']} ({run['head_commit'][:10]}) to its pull request {run['pr_url']}")
 
 
 def _has_one(run: RunRow, ticket_id: str, say: Callable[[str], None]) -> PullRequest:

@@ -128,7 +128,6 @@ def act_on_signals(orch: Any, config: Config, signals: list[PullSignals], say: C
     """Start a review round for each complete ticket whose pull request asks for changes
     (`read_signals`; each signal once, at most `[github] auto_rounds` rounds a pull request), run
     it here, and push its commits to the pull request; the rounds' outcomes."""
-    from orchestrator.github.pulls import update_pull_branch
     from tickets.rounds import STORED
 
     store, cap = orch.store, config.github.auto_rounds
@@ -157,7 +156,5 @@ def act_on_signals(orch: Any, config: Config, signals: list[PullSignals], say: C
             store.set_signal_round(found.ticket_id, taken, store.latest_run(found.ticket_id)["id"])
             continue
         store.set_signal_round(found.ticket_id, taken, outcome.run_id)
-        outcomes.append(outcome)
-        if outcome.status == "complete":
-            update_pull_branch(store, config, found.ticket_id, say)
+        outcomes.append(outcome)  # (a complete round's commits went to the pull request: github.plugin)
     return outcomes
