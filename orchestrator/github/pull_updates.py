@@ -54,7 +54,7 @@ def update_pull_request(store: TicketStore, config: Config, ticket_id: str,
     commit to the pull request's branch when the remote's is not there, and rewrite the
     description when it differs from what the ticket says now. Nothing changed: said so."""
     run = store.latest_run(ticket_id)
-    url = (run or {}).get("pr_url") or ""
+    url = (run["pr_url"] if run else None) or ""
     found = PULL_URL.search(url)
     if run is None or found is None or run["pr_state"] != "open":
         raise TicketError(f"ticket {ticket_id!r} has no open pull request to update: `middle pr {ticket_id}` "

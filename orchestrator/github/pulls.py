@@ -265,10 +265,16 @@ def _push_and_open(
     return pull, created
 
 
+# A ticket whose pull request is followed: complete, or failed in a round since (an automatic
+# round that failed leaves the pull request open on GitHub: its next CI failure or review still
+# starts a round, within [github] auto_rounds, and its merge or close is still read).
+FOLLOWED = ("complete", "failed")
+
+
 def open_pulls(store: TicketStore) -> Iterator[tuple[Ticket, RunRow, str, str, str]]:
-    """(ticket, its latest run, pull request URL, repository, number) for every complete ticket
-    whose pull request was open when last seen."""
-    for ticket in store.list_tickets(status="complete"):
+    """(ticket, its latest run, pull request URL, repository, number) for every complete (or
+    failed since) ticket whose latest run's pull request was open when last seen."""
+    for ticket in (t for status in FOLLOWED for t in store.list_tickets(status=status)):
         run = store.latest_run(ticket.id)
         pr_url = run["pr_url"] if run else None
         if not run or run["pr_state"] != "open" or not pr_url:
@@ -279,7 +285,7 @@ def open_pulls(store: TicketStore) -> Iterator[tuple[Ticket, RunRow, str, str, s
 
 
 def read_pull_states(store: TicketStore, config: Config) -> list[tuple[str, str, str, str]]:
-    """(ticket id, run id, "merged", "closed" or "gone", URL) for each complete ticket whose open pull
+    """(ticket id, run id, "merged", "closed" or "gone", URL) for each followed ticket whose open pull
     request GitHub has merged or closed since, or no longer has (404, its repository still there);
     nothing is written here."""
     found: list[tuple[str, str, str, str]] = []
@@ -313,6 +319,6 @@ def apply_pull_states(store: TicketStore, states: list[tuple[str, str, str, str]
         status = "merged" if state == "merged" else "discarded"
         why = f"pull request {url} was {'merged' if state == 'merged' else 'closed unmerged'} on GitHub"
         store.set_run_fields(run_id, pr_state=state)
-        if store.set_status_if(ticket_id, ("complete",), status, why):
+        if store.set_status_if(ticket_id, FOLLOWED, status, why):
             said.append(f"{status} {ticket_id}: {why}")
     return said

@@ -77,13 +77,27 @@ def test_failed_ci_and_a_review_start_one_round_each_signal_once(project, github
     github.add_review("me/app", 2, "APPROVED", "fine by me", user="bob")  # not a request: no round
     result = invoke("sync", "--from", "github:me/app", "--fake")
     assert result.exit_code == 0, result.output
-    assert f"pull request {PR} of gh-1 asks for changes (3 thing(s))" in result.output
+    said = " ".join(result.output.split())
+    assert f"pull request {PR} of gh-1 asks for changes (3 thing(s), from CI `tests`, CI `lint`, review by alice)" \
+        in said
     assert "complete ticket gh-1" in result.output
     with store(project) as s:
         runs = s.list_runs("gh-1")
         assert [s.round_of(r["id"]) for r in runs] == [1, 2]
-        feedback = s.feedback(runs[1]["id"])[0]["text"]
+        opening = s.feedback(runs[1]["id"])[0]
+        feedback = opening["text"]
         assert runs[1]["pr_url"] == PR  # the round keeps the ticket's pull request
+    # The round is labelled by what started it, not as a person's feedback.
+    by = "pull request #2: CI `tests`, CI `lint`, review by alice"
+    assert (opening["by"], opening["label"]) == (by, f"feedback from {by}")
+    log = " ".join(invoke("log", "gh-1").output.split())
+    assert f"round 2 — feedback from {by}: The pull request needs changes" in log
+    assert "the human's feedback" not in log
+    from orchestrator.cli.log_view import describe_event  # the events' line, as the live log shows it
+
+    with store(project) as s:
+        event = next(e for e in s.list_events(run_id=runs[1]["id"], limit=1000) if e["kind"] == "feedback")
+    assert describe_event(event).startswith(f"round 2: feedback from {by}: The pull request needs changes")
     assert "CI check `tests` failure" in feedback and "FAILED test_calc.py::test_empty" in feedback
     assert "CI status `lint` failure on the pull request: ruff found 2 problems" in feedback
     assert "Review by alice requests changes" in feedback and "- calc.py:2: name the empty case" in feedback
@@ -113,3 +127,36 @@ def test_a_pull_request_starts_at_most_auto_rounds_rounds_by_itself(project, git
         assert len(s.list_runs("gh-1")) == 2
     quiet = invoke("sync", "--from", "github:me/app", "--fake")  # said once
     assert "waiting for a person" not in quiet.output
+
+
+def test_an_automatic_round_that_fails_leaves_the_pull_request_followed(project, github, claude_cli):
+    """A round a review started fails (its check fails, no corrections allowed): the ticket is
+    failed, and the pull request is still read: the next review starts a round on it, and the one
+    after that waits for a person ([github] auto_rounds = 2); a merge on GitHub is still seen."""
+    toml = project / "middle.toml"
+    toml.write_text(toml.read_text().replace("[github]\n", "[github]\nauto_rounds = 2\n")
+                    + '[check]\ncommands = ["test ! -e broken.py"]\nmax_rounds = 0\n')
+    github.add_review("me/app", 2, "CHANGES_REQUESTED", _create("broken.py", 1), user="alice")
+    failed = invoke("sync", "--from", "github:me/app", "--fake")
+    assert failed.exit_code == 1 and "failed ticket gh-1" in failed.output, failed.output
+    with store(project) as s:
+        assert s.get_ticket("gh-1").status.value == "failed"
+        assert (s.latest_run("gh-1")["pr_url"], s.latest_run("gh-1")["pr_state"]) == (PR, "open")
+    quiet = invoke("sync", "--from", "github:me/app", "--fake")  # nothing new on the pull request: no round
+    assert quiet.exit_code == 0 and "asks for changes" not in quiet.output, quiet.output
+    github.add_review("me/app", 2, "CHANGES_REQUESTED", "Please also add this.\n" + _create("two.py", 2), user="bob")
+    second = invoke("sync", "--from", "github:me/app", "--fake")
+    said = " ".join(second.output.split())
+    assert f"pull request {PR} of gh-1 asks for changes (1 thing(s), from review by bob)" in said, second.output
+    with store(project) as s:
+        runs = s.list_runs("gh-1")
+        assert [s.round_of(r["id"]) for r in runs] == [1, 2, 3]
+        assert s.feedback(runs[2]["id"])[0]["by"] == "pull request #2: review by bob"
+    github.add_review("me/app", 2, "CHANGES_REQUESTED", _create("three.py", 3), user="carol")
+    capped = invoke("sync", "--from", "github:me/app", "--fake")
+    assert "waiting for a person" in capped.output, capped.output
+    with store(project) as s:
+        assert len(s.list_runs("gh-1")) == 3
+    github.set_pull_state("me/app", 2, "merged")
+    merged = invoke("sync", "--from", "github:me/app", "--fake")
+    assert f"merged gh-1: pull request {PR} was merged on GitHub" in " ".join(merged.output.split()), merged.output
