@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.config.settings import Config
+from orchestrator.github.job_logs import JobLogs, job_key, job_logs_for
 from tickets.github.client import GitHubClient
 from tickets.store import TicketStore
 
@@ -63,20 +64,25 @@ def read_signals(store: TicketStore, config: Config) -> list[PullSignals]:
             if not isinstance(pull, dict) or pull.get("state") != "open":
                 continue  # merged, closed or gone: `middle sync`'s pull states say so
             head = str((pull.get("head") or {}).get("sha") or run.get("head_commit") or "")
-            items = [i for i in (*_failed_ci(gh, head), *_changes_requested(gh, number)) if i[0] not in acted]
+            logs = job_logs_for(config.state_path, repo, gh.api_url, LOG_TAIL_CHARS)
+            items = [i for i in (*_failed_ci(gh, head, acted, logs), *_changes_requested(gh, number))
+                     if i[0] not in acted]
+            logs.save()
         if items:
             found.append(PullSignals(ticket.id, pr_url, items))
     return found
 
 
-def _failed_ci(gh: GitHubClient, sha: str) -> list[tuple[str, str, str]]:
-    """(signal key, text, who) for each failed check run and commit status of the commit."""
+def _failed_ci(gh: GitHubClient, sha: str, acted: set[str], logs: JobLogs) -> list[tuple[str, str, str]]:
+    """(signal key, text, who) for each failed check run and commit status of the commit (one
+    already `acted` on is left out before its log is looked for)."""
     if not sha:
         return []
     items = []
     runs = gh.get(f"/commits/{sha}/check-runs", f"the check runs of {sha[:10]}", missing_ok=True) or {}
     for check in runs.get("check_runs") or []:
-        if not isinstance(check, dict) or check.get("conclusion") not in FAILED_CONCLUSIONS:
+        if not isinstance(check, dict) or check.get("conclusion") not in FAILED_CONCLUSIONS \
+                or f"check:{check.get('id')}" in acted:
             continue
         output = check.get("output") or {}
         lines = [f"CI check `{check.get('name')}` {check.get('conclusion')} on the pull request"
@@ -84,7 +90,7 @@ def _failed_ci(gh: GitHubClient, sha: str) -> list[tuple[str, str, str]]:
         for part in (output.get("title"), output.get("summary"), output.get("text")):
             if isinstance(part, str) and part.strip():
                 lines.append(part.strip())
-        log = _job_log(gh, check)
+        log = _job_log(gh, check, logs)
         if log:
             lines.append("The end of its log:\n" + log)
         items.append((f"check:{check.get('id')}", "\n".join(lines), f"CI `{check.get('name')}`"))
@@ -98,10 +104,15 @@ def _failed_ci(gh: GitHubClient, sha: str) -> list[tuple[str, str, str]]:
     return items
 
 
-def _job_log(gh: GitHubClient, check: dict[str, Any]) -> str:
-    """The tail of a GitHub Actions job's log (its check run's id is the job's), or ""."""
+def _job_log(gh: GitHubClient, check: dict[str, Any], logs: JobLogs) -> str:
+    """The tail of a GitHub Actions job's log (its check run's id is the job's), or "": kept
+    once downloaded (`logs`), so a sync that reads the check again does not download it again."""
     if (check.get("app") or {}).get("slug") != "github-actions" or not check.get("id"):
         return ""
+    key = job_key(check)
+    kept = logs.get(key)
+    if kept is not None:
+        return kept
     resp = gh.request("GET", gh.url(f"/actions/jobs/{check['id']}/logs"))
     if resp.status_code in (301, 302, 307, 308) and resp.headers.get("Location"):
         import httpx  # the log is served from storage outside the API: no token goes there
@@ -110,7 +121,9 @@ def _job_log(gh: GitHubClient, check: dict[str, Any]) -> str:
     if resp.status_code != 200:
         return ""
     text = resp.text
-    return text[-LOG_TAIL_CHARS:] if len(text) > LOG_TAIL_CHARS else text
+    tail = text[-LOG_TAIL_CHARS:] if len(text) > LOG_TAIL_CHARS else text
+    logs.put(key, tail)  # (a log not there yet, a 404, is asked for again next time)
+    return tail
 
 
 def _changes_requested(gh: GitHubClient, number: str) -> list[tuple[str, str, str]]:

@@ -201,7 +201,8 @@ class FakeGitHub(LocalServer):
             }
             r.check_runs.setdefault(sha, []).append(check)
             if log is not None:
-                r.job_logs[run_id] = log
+                r.job_logs[run_id] = log  # an Actions job: its check run names its workflow run and job
+                check["details_url"] = f"https://github.example/{repo}/actions/runs/{run_id + 5000}/job/{run_id}"
             return check
 
     def add_status(self, repo: str, sha: str, context: str, state: str, description: str = "") -> None:

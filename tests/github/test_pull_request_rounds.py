@@ -160,3 +160,32 @@ def test_an_automatic_round_that_fails_leaves_the_pull_request_followed(project,
     github.set_pull_state("me/app", 2, "merged")
     merged = invoke("sync", "--from", "github:me/app", "--fake")
     assert f"merged gh-1: pull request {PR} was merged on GitHub" in " ".join(merged.output.split()), merged.output
+
+
+def test_an_actions_job_log_is_downloaded_once_per_run_and_job(project, github):
+    """Reading the pull request's signals again (a sync whose round did not start, another
+    process's sync) reuses the kept tail of a failed Actions job's log; the kept file is
+    untrusted: a corrupt one is ignored and the log downloaded again."""
+    from orchestrator.config.settings import load_config
+    from orchestrator.github.signals import read_signals
+
+    head = out(project / "repo", "rev-parse", "middle/gh-1")
+    check = github.add_check_run("me/app", head, "tests", "failure", log="collected 4 items\nFAILED test_x - boom\n")
+    log_path = f"/repos/me/app/actions/jobs/{check['id']}/logs"
+    config = load_config(project / "middle.toml")
+    with store(project) as s:
+        for _ in range(2):
+            [found] = read_signals(s, config)
+            assert "FAILED test_x - boom" in found.feedback and found.by == "pull request #2: CI `tests`"
+        assert len(github.requests_to(log_path)) == 1  # once, not on every read
+        kept = project / ".middle" / "github" / "me__app.job-logs.json"
+        assert "FAILED test_x - boom" in kept.read_text()
+        kept.write_text('{"version": 1, "api": "' + github.url + '", "entries": {"' + f"{check['id'] + 5000}/"
+                        + f"{check['id']}" + '": 7}}')  # an entry of the wrong shape: ignored, fetched again
+        [found] = read_signals(s, config)
+        assert "FAILED test_x - boom" in found.feedback and len(github.requests_to(log_path)) == 2
+        kept.write_text("not json")
+        [found] = read_signals(s, config)
+        assert "FAILED test_x - boom" in found.feedback and len(github.requests_to(log_path)) == 3
+        [found] = read_signals(s, config)
+        assert len(github.requests_to(log_path)) == 3  # kept again after the bad file
