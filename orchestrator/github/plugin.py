@@ -20,10 +20,10 @@ def on_ticket_complete(ticket: Any, run_id: str, config: Any, store: Any, say: C
     has_pull = bool(run.get("pr_url")) and run.get("pr_state") == "open"  # (a round carries its pull request)
     if not has_pull and config.run.on_complete != "pr":
         return
-    from orchestrator.github.pulls import open_pull_request
+    from orchestrator.github.pull_updates import propose
 
     try:
-        open_pull_request(store, config, ticket.id, say=say)  # (one it has is updated, not opened again)
+        propose(store, config, ticket.id, say=say)  # (one it has is updated, not opened again)
     except MiddleError as exc:  # the ticket stays complete; the next `middle pr` finishes it
         what = f"pull request {run['pr_url']} of {ticket.id} not updated" if has_pull else \
             f"pull request of {ticket.id} not opened"

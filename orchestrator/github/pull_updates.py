@@ -22,6 +22,7 @@ from orchestrator.github.pulls import (
     _push,
     _push_target,
     client_for,
+    open_pull_request,
     pull_body,
 )
 from tickets.github.client import parse_repo
@@ -30,7 +31,19 @@ if TYPE_CHECKING:
     from orchestrator.config.settings import Config
     from tickets.store import TicketStore
 
-__all__ = ["remote_tip", "update_pull_request"]
+__all__ = ["propose", "remote_tip", "update_pull_request"]
+
+
+def propose(store: TicketStore, config: Config, ticket_id: str, say: Callable[[str], None] = print) -> PullRequest:
+    """`middle pr ID` (and the API's, and `[run] on_complete = "pr"`): open the complete ticket's
+    pull request, or bring the open one it has up to date (review rounds since)."""
+    from tickets.model import TicketStatus
+
+    run = store.latest_run(ticket_id)
+    if (store.get_ticket(ticket_id).status is TicketStatus.COMPLETE and run is not None and run["pr_url"]
+            and run["pr_state"] == "open"):
+        return update_pull_request(store, config, ticket_id, say)
+    return open_pull_request(store, config, ticket_id, say)
 
 
 def remote_tip(repo: Path, target: str, branch: str) -> str | None:

@@ -156,10 +156,6 @@ def open_pull_request(
             f"ticket {ticket_id!r} has no committed branch to propose (it ran without its own "
             "branch, or changed nothing): nothing to open a pull request for"
         )
-    if run.get("pr_url") and run["pr_state"] == "open":  # feedback rounds since: push them, rewrite its text
-        from orchestrator.github.pull_updates import update_pull_request
-
-        return update_pull_request(store, config, ticket_id, say)
     if run.get("pr_url"):
         return _has_one(run, ticket_id, say)
     repo_path = Path(run["repo"])  # type: ignore[arg-type]  # checked above (mypy does not narrow keys)
