@@ -88,12 +88,29 @@ def pull_body(store: TicketStore, ticket: Ticket, run: RunRow, repo: str) -> str
     checks = check_summary(store, run)
     if checks:
         parts.append(checks)
+    rounds = rounds_summary(store, run)
+    if rounds:
+        parts.append(rounds)
     github = ticket.fields.get("github")
     number = issue_number(ticket.id)
     if number is not None and isinstance(github, dict) and isinstance(github.get("repo"), str):
         parts.append(f"Closes #{number}" if github["repo"] == repo else f"Closes {github['repo']}#{number}")
     parts.append(f"Opened by middle-agent for ticket `{ticket.id}`.")
     return "\n\n".join(parts)
+
+
+def rounds_summary(store: TicketStore, run: RunRow) -> str:
+    """The review rounds that led to the run, each with who asked for it ("" for a first run)."""
+    runs = store.list_runs(run["ticket_id"])
+    ids = [r["id"] for r in runs]
+    lines = []
+    for earlier in reversed(runs[: ids.index(run["id"]) + 1] if run["id"] in ids else []):
+        number = store.round_of(earlier["id"])
+        if number <= 1:
+            break
+        opening = store.feedback(earlier["id"])[:1]
+        lines.append(f"- round {number}: {opening[0]['label'] if opening else 'feedback'}")
+    return "Review rounds:\n" + "\n".join(reversed(lines)) if lines else ""
 
 
 def check_summary(store: TicketStore, run: RunRow) -> str:

@@ -106,6 +106,8 @@ def test_failed_ci_and_a_review_start_one_round_each_signal_once(project, github
     new_head = out(project / "repo", "rev-parse", "middle/gh-1")
     assert new_head != head and out(project / "remote.git", "rev-parse", "middle/gh-1") == new_head
     assert out(project / "remote.git", "show", "middle/gh-1:extra.py") == "VALUE = 1"
+    body = github.repos["me/app"].pulls[2]["body"]  # rewritten: the round and who asked for it
+    assert f"Review rounds:\n- round 2: feedback from {by}" in body and "`extra.py`" in body
     # Each signal once: the next sync starts nothing.
     again = invoke("sync", "--from", "github:me/app", "--fake")
     assert again.exit_code == 0 and "asks for changes" not in again.output

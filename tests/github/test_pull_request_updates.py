@@ -86,6 +86,7 @@ def test_feedback_on_a_ticket_with_an_open_pull_request_pushes_its_commits_and_r
     assert f"updated pull request {PR} of gh-1: pushed middle/gh-1 ({head[:10]}) and rewrote its description" in said
     body = github.repos["me/app"].pulls[2]["body"]
     assert "`extra.py`" in body and "Closes #1" in body  # the description is the ticket's now
+    assert "Review rounds:\n- round 2: the human's feedback" in body
     assert [r.body for r in github.requests_to("/repos/me/app/pulls/2", "PATCH")] == [{"body": body}]
     with store(project) as s:
         assert (s.get_ticket("gh-1").status.value, s.latest_run("gh-1")["pr_url"]) == ("complete", PR)
