@@ -61,6 +61,14 @@ def remote_tip(repo: Path, target: str, branch: str) -> str | None:
     return None
 
 
+def _holds(repo: Path, head: str, tip: str) -> bool:
+    """Whether `head` contains `tip` (so pushing it loses no commit of the remote's branch); a
+    commit this repository does not have is not contained."""
+    from orchestrator.workspace import git as g
+
+    return g.git(repo, "merge-base", "--is-ancestor", tip, head, check=False).returncode == 0
+
+
 def update_pull_request(store: TicketStore, config: Config, ticket_id: str,
                         say: Callable[[str], None] = print) -> PullRequest:
     """Bring the complete ticket's open pull request to its latest run: push the run's last
@@ -84,7 +92,14 @@ def update_pull_request(store: TicketStore, config: Config, ticket_id: str,
         with _holding(store, ticket_id, run["id"], say):
             run = store.get_run(run["id"])  # as it is now that this process holds the ticket
             head, branch = run["head_commit"] or "", run["branch"] or ""
-            pushed = remote_tip(Path(run["repo"] or "."), target, branch) != head
+            tip = remote_tip(Path(run["repo"] or "."), target, branch)
+            pushed = tip != head
+            if tip and pushed and not _holds(Path(run["repo"] or "."), head, tip):
+                raise TicketError(
+                    f"the branch {branch} of pull request {url} has commits ticket {ticket_id} does not "
+                    f"({tip[:10]}, pushed there by someone else?): they are not overwritten; fetch them and "
+                    f"merge them into {branch}, or drop them with a force push of your own, then run "
+                    f"`middle pr {ticket_id}` again")
             if pushed:
                 _push(run, target, remote_url, ticket_id)
                 store.refresh_claim(ticket_id, run["id"])  # a slow push must not let the hold's lease run out

@@ -1,7 +1,8 @@
 """A ticket's open pull request follows the ticket: `middle feedback` on it runs a round whose
 commits are pushed to the pull request's branch (the project's `origin`, a real bare repository)
 and whose description is rewritten on the fake GitHub; when that push fails, the ticket stays
-complete, the line says so, and `middle pr` later pushes and rewrites instead of saying nothing."""
+complete, the line says so, and `middle pr` later pushes and rewrites instead of saying nothing; a
+commit someone else pushed to the pull request's branch is never overwritten."""
 
 from __future__ import annotations
 
@@ -115,3 +116,20 @@ def test_a_round_whose_push_fails_is_pushed_by_the_next_middle_pr(project, githu
     assert f"updated pull request {PR} of gh-1: pushed middle/gh-1 ({head[:10]})" in " ".join(later.output.split())
     assert "`extra.py`" in github.repos["me/app"].pulls[2]["body"]
     assert len(github.requests_to("/repos/me/app/pulls", "POST")) == 1  # never a second pull request
+
+
+def test_a_commit_someone_pushed_to_the_pull_request_is_never_overwritten(project, github, claude_cli):
+    other = project / "other"
+    git(project, "clone", "--quiet", "--branch", "middle/gh-1", str(project / "remote.git"), str(other))
+    (other / "theirs.txt").write_text("a reviewer's fix\n")
+    theirs = commit_all(other, "A reviewer's fix")
+    git(other, "push", "--quiet", "origin", "middle/gh-1")
+    result = invoke("feedback", "gh-1", _create("extra.py", 3), "--fake")
+    assert result.exit_code == 0, result.output  # the round completed; its pull request is left alone
+    said = " ".join(result.output.split())
+    assert f"pull request {PR} of gh-1 not updated: the branch middle/gh-1 of pull request {PR} has commits " \
+           f"ticket gh-1 does not ({theirs[:10]}" in said
+    assert _remote_head(project) == theirs and not github.requests_to("/repos/me/app/pulls/2", "PATCH")
+    again = invoke("pr", "gh-1")
+    assert again.exit_code == 1 and again.output.startswith("error: ") and "are not overwritten" in again.output
+    assert _remote_head(project) == theirs
