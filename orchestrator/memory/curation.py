@@ -16,17 +16,34 @@ from __future__ import annotations
 
 import getpass
 import socket
+import subprocess
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from orchestrator.errors import MemoryStoreError
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
 
 if TYPE_CHECKING:
-    from orchestrator.memory.facade import MemoryFacade
     from orchestrator.plugins.memory_backend import RetrieveResult
     from tickets.curation import MemoryChange, MemoryState
     from tickets.store import TicketStore
+
+
+class CuratedMemory(Protocol):
+    """What the curation verbs need of a project memory: the memory facade has it. Named here,
+    not imported from memory.facade, because the facade imports this module (what the states
+    do to recall) and a type-only import back would tie the two into a circle."""
+
+    def prepare_doc(self, doc: str, *, refuse_long: bool = False) -> str: ...
+    def project_lock(self, project_id: str, op: str) -> AbstractContextManager[Any]: ...
+    def has_doc(self, project_id: str, doc: str) -> bool: ...
+    def index(self, project_id: str, docs: list[str], *, refuse_long: bool = False) -> None: ...
+    def index_records(self, project_id: str, records: list[tuple[str, float | None]]) -> None: ...
+    def delete(self, project_id: str, docs: list[str]) -> int: ...
+    def list_docs(self, project_id: str) -> list[str]: ...
+    def doc_time(self, project_id: str, doc: str) -> float | None: ...
 
 
 class CurationError(MemoryStoreError, ValueError):
@@ -41,13 +58,27 @@ def short(ident: str) -> str:
     return ident[:DOC_ID_CHARS]
 
 
-def cli_user() -> str:
-    """Who a change from this terminal is recorded as: the login name and the machine."""
+def cli_user(cwd: str | Path | None = None) -> str:
+    """Who a change from this terminal is recorded as: the person git knows (`user.name
+    <user.email>` of the repository at `cwd`, else the global config), else the login name and
+    the machine (no git, or no name set)."""
+    name, email = _git_config("user.name", cwd), _git_config("user.email", cwd)
+    if name or email:
+        return f"{name} <{email}>" if name and email else (name or email)
     try:
-        name = getpass.getuser()
+        login = getpass.getuser()
     except Exception:  # no login name (a container without one)
-        name = "unknown"
-    return f"{name}@{socket.gethostname()}"
+        login = "unknown"
+    return f"{login}@{socket.gethostname()}"
+
+
+def _git_config(key: str, cwd: str | Path | None) -> str:
+    try:
+        done = subprocess.run(["git", "config", "--get", key], cwd=cwd, capture_output=True,
+                              text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):  # no git here: the login name instead
+        return ""
+    return " ".join(done.stdout.split()) if done.returncode == 0 else ""
 
 
 # -- what the states do to recall --------------------------------------------------------------
@@ -232,7 +263,7 @@ class Outcome:
 class Curator:
     """The curation verbs on one project memory (facade) and its record (ticket store)."""
 
-    def __init__(self, facade: MemoryFacade, store: TicketStore):
+    def __init__(self, facade: CuratedMemory, store: TicketStore):
         self.facade = facade
         self.store = store
 

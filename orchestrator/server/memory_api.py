@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.memory.facade import DOC_ID_CHARS, doc_id
-from orchestrator.server.auth import SESSION_COOKIE
+from orchestrator.server.auth import SESSION_COOKIE, TOKEN_NAME
 from orchestrator.server.errors import error_responses
 from orchestrator.server.state import ServerState, checked_project, get_state
 from tickets.queries import DocSource
@@ -121,10 +121,24 @@ def _curator(project_id: str, state: ServerState) -> tuple[Any, str]:
 
 
 def who(request: Request) -> str:
-    """Who a change is recorded as: the board (its login cookie) or an API client, and where from."""
+    """Who a change is recorded as: the board (its login cookie) or an API client, and the
+    person: the name of the token the request came with (`[server] tokens`; MIDDLE_API_TOKEN is
+    "api"), or, on a server without tokens (loopback only: this machine's user), the person
+    the server runs as (git's user.name and user.email, else the login name)."""
     via = "board" if request.cookies.get(SESSION_COOKIE) or "text/html" in request.headers.get(
         "accept", "") or request.headers.get("x-middle-board") else "api"
-    return f"{via} {request.client.host if request.client else '?'}"
+    name = getattr(request.state, TOKEN_NAME, None)
+    if name is None:
+        name = _server_user(get_state(request))
+    return f"{via} {name}"
+
+
+def _server_user(state: ServerState) -> str:
+    from orchestrator.memory.curation import cli_user
+
+    if state.user is None:  # asked once: the person a server runs as does not change
+        state.user = cli_user(state.config.root)
+    return state.user
 
 
 @router.post("/docs", summary="Add one doc by hand (recorded)", responses=_ERRORS)

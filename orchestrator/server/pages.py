@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from orchestrator.errors import MemoryStoreError, MiddleError
-from orchestrator.server.auth import SESSION_COOKIE, csrf_token, safe_next, session_value
+from orchestrator.server.auth import (
+    SESSION_COOKIE,
+    TOKEN_NAME,
+    TOKEN_SECRET,
+    csrf_token,
+    match_token,
+    safe_next,
+    session_value,
+)
 from orchestrator.server.memory_api import memory_stats, search_results
 from orchestrator.server.state import ServerState, checked_project, get_state, ticket_or_404
 from orchestrator.server.tickets_api import ticket_detail
@@ -23,7 +30,9 @@ STATUSES = ("pending", "running", "complete", "conflict", "merged", "failed", "i
 
 def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
     state = get_state(request)
-    base = {"csrf": csrf_token(state.token), "token_on": bool(state.token), "fake": state.fake}
+    signed = getattr(request.state, TOKEN_SECRET, None)  # the session's own token (server.auth)
+    base = {"csrf": csrf_token(signed or state.token), "token_on": bool(state.token), "fake": state.fake,
+            "signed_in_as": getattr(request.state, TOKEN_NAME, None)}
     if "nav_projects" not in context:  # the login and share pages show no projects
         base["nav_projects"] = state.project_ids()
     return request.app.state.templates.TemplateResponse(request, name, {**base, **context},
@@ -194,12 +203,13 @@ async def login(request: Request) -> Response:
     form = await request.form()
     target = safe_next(str(form.get("next") or "/"))
     given = str(form.get("token") or "")
-    if not state.token or not hmac.compare_digest(given.strip(), state.token):
+    name = match_token(state.tokens, given.strip()) if state.tokens else None
+    if name is None:
         return page(request, "login.html", {"next": target, "error": "That token is not this server's "
                     "MIDDLE_API_TOKEN: check it and try again.", "csrf": "", "token_on": False,
                     "nav_projects": []}, status=401)
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(SESSION_COOKIE, session_value(state.token), httponly=True, samesite="strict",
+    response.set_cookie(SESSION_COOKIE, session_value(state.tokens[name]), httponly=True, samesite="strict",
                         secure=request.url.scheme == "https", path="/")
     return response
 

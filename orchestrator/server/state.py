@@ -31,8 +31,10 @@ class ServerState:
     config: Config
     services: Services
     runs: RunManager
-    token: str | None = None
+    token: str | None = None  # the first token: share links' keys derive from it
+    tokens: dict[str, str] = field(default_factory=dict)  # name -> token (see server.auth)
     fake: bool = False
+    user: str | None = None  # who changes on a server without tokens are by (memory_api.who)
     stopping: threading.Event = field(default_factory=threading.Event)  # ends live streams
     live_streams: int = 0  # event streams being served now (each ends when its client leaves)
     _sync_lock: threading.Lock = field(default_factory=threading.Lock)
