@@ -183,6 +183,21 @@ class MemoryCuration:
                           (project_id, change_id))
         return _change(rows[0]) if rows else None
 
+    def ticket_runners(self, project_id: str) -> dict[str, str]:
+        """Who ran each ticket of the project (the `by` of its latest run's `run_start` event):
+        a ticket doc's author. Runs before it was recorded, or events unreadable, have none."""
+        runners: dict[str, str] = {}
+        for row in self._read(
+                "SELECT e.ticket_id, e.data FROM run_events e JOIN tickets t ON t.id = e.ticket_id"
+                " WHERE e.kind = 'run_start' AND t.project_id = ? ORDER BY e.id", (project_id,)):
+            try:
+                by = json.loads(row["data"]).get("by")
+            except (ValueError, AttributeError):  # stored state is untrusted: no name, not a crash
+                continue
+            if isinstance(by, str) and by:
+                runners[row["ticket_id"]] = by
+        return runners
+
     def set_memory_docs_deleted(self, project_id: str, doc: str, deleted: bool) -> int:
         """A forgotten doc's ticket records marked deleted (so "Recent work" no longer shows it),
         or marked live again by its undo; returns how many records changed."""

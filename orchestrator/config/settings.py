@@ -203,7 +203,7 @@ class ServerConfig(_Strict):
     # A name per token: `tokens = {alice = "MIDDLE_TOKEN_ALICE"}` (name -> the environment
     # variable that holds the token: secrets only from the environment). A change made with a
     # token (the API, or the board signed in with it) is recorded as made by its name.
-    # MIDDLE_API_TOKEN still works alongside them, named "api".
+    # MIDDLE_API_TOKEN still works alongside them, named "MIDDLE_API_TOKEN".
     tokens: dict[str, str] = {}
 
     @field_validator("tokens")

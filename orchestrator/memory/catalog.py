@@ -112,6 +112,7 @@ class _Row:
 
     text: str
     key: str  # the full doc id
+    pos: int  # its place in the store's listing (oldest first): the order of docs dated alike
     when: float  # the doc's date (seconds since the epoch; 0 when unknown)
     source: str
     tickets: tuple[str, ...]
@@ -177,7 +178,7 @@ class Catalog:
                 self._superseding.setdefault(each["superseded_by"], []).append(short(each["doc_id"]))
         self.runners = runners or {}
         rows = []
-        for text, when in records:
+        for pos, (text, when) in enumerate(records):
             key = doc_id(text)
             state = states.get(key)
             tickets = sources.get(text) or []
@@ -188,7 +189,7 @@ class Catalog:
                 when = _epoch((state["added_at"] if state is not None else None)
                               or (tickets[0]["indexed_at"] if tickets else None))
             uses = usage.get(short(key)) or {}
-            rows.append(_Row(text, key, float(when or 0.0), kind if kind in SOURCE_KINDS else "unknown",
+            rows.append(_Row(text, key, pos, float(when or 0.0), kind if kind in SOURCE_KINDS else "unknown",
                              tuple(t["ticket_id"] for t in tickets), author or "",
                              bool(state and state["pinned"]), bool(state and state["superseded_by"]),
                              int(uses.get("recalled", 0)), int(uses.get("used", 0))))
@@ -225,7 +226,7 @@ class Catalog:
         """One doc as the board and the API show it (its actions need `id`)."""
         key = doc_id(text)
         state = self.states.get(key)
-        tickets = list(self.sources.get(text) or [])
+        tickets = [{**t, "by": self.runners.get(t["ticket_id"])} for t in self.sources.get(text) or []]
         origin = state["origin"] if state is not None else None
         kind = "ticket" if tickets else str((origin or {}).get("kind") or "unknown")
         shown = {"tickets": tickets, "origin": origin, "added_by": state and state["added_by"],
@@ -263,12 +264,12 @@ def _selected(row: _Row, q: DocQuery) -> bool:
 def _sort_key(row: _Row, sort: str) -> tuple[float, float, str]:
     """Ascending tuples; the id last makes every key unique, so a cursor names one place."""
     if sort == "oldest":
-        return (row.when, 0.0, row.key)
+        return (row.when, float(row.pos), row.key)
     if sort == "recalled":
-        return (-float(row.recalled), -row.when, row.key)
+        return (-float(row.recalled), -row.when - row.pos * 1e-9, row.key)
     if sort == "used":
-        return (-float(row.used), -row.when, row.key)
-    return (-row.when, 0.0, row.key)
+        return (-float(row.used), -row.when - row.pos * 1e-9, row.key)
+    return (-row.when, -float(row.pos), row.key)
 
 
 def _cursor(key: tuple[float, float, str], sort: str) -> str:

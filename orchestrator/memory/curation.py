@@ -155,7 +155,8 @@ def origin_line(shown: dict[str, Any]) -> str:
     for source in shown["tickets"]:
         run = f", run {source['run_id'][:12]}" if source.get("run_id") else ""
         gone = f", reverted {source['deleted_at'][:19]}" if source.get("deleted_at") else ""
-        lines.append(f"ticket {source['ticket_id']}{run}, indexed {source['indexed_at'][:19]}{gone}")
+        ran = f" (run by {source['by']})" if source.get("by") else ""
+        lines.append(f"ticket {source['ticket_id']}{ran}{run}, indexed {source['indexed_at'][:19]}{gone}")
     origin = shown.get("origin") or {}
     kind = origin.get("kind")
     who = f" by {shown['added_by']}" if shown.get("added_by") else ""
@@ -304,7 +305,9 @@ class Curator:
         key = doc_id(doc)
         state = states.get(key)
         own: dict[str, Any] = dict(state) if state is not None else {}
-        tickets = self.store.doc_sources(project_id).get(doc, [])
+        runners = self.store.ticket_runners(project_id)
+        tickets = [{**t, "by": runners.get(t["ticket_id"])}
+                   for t in self.store.doc_sources(project_id).get(doc, [])]
         new = replacement(states, key)
         supersedes = [s for s in states.values() if s["superseded_by"] == key]
         ids = {key} | _earlier_ids(self.store, project_id, key)
@@ -432,6 +435,26 @@ class Curator:
                 raise CurationError(f"change {change_id} is an undo: undo change "
                                     f"{change['undoes']} again instead of undoing the undo")
             return self._undo(project_id, change, who)
+
+    def undoable(self, project_id: str, changes: list[MemoryChange]) -> list[tuple[MemoryChange, bool]]:
+        """Each change with whether `undo` would take it back now (the board offers Undo only
+        then): not undone yet, not an undo, and the doc it needs still as it left it."""
+        states: dict[str, MemoryState] | None = None
+        marked = []
+        for change in changes:
+            action, after = change["action"], change["after"] or {}
+            if change["undone_by"] is not None or action == "undo":
+                ok = False
+            elif action in ("pin", "unpin"):
+                states = self.states(project_id) if states is None else states
+                state = states.get(self._current_id(project_id, change["doc_id"]))
+                ok = state is not None and self.facade.has_doc(project_id, state["doc"])
+            elif action in ("edit", "supersede"):
+                ok = isinstance(after.get("doc"), str) and self.facade.has_doc(project_id, after["doc"])
+            else:
+                ok = action in ("forget", "add")
+            marked.append((change, ok))
+        return marked
 
     # -- helpers ---------------------------------------------------------------------------
     def _undo(self, project_id: str, change: MemoryChange, who: str) -> Outcome:

@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from orchestrator.config.settings import Config
 from orchestrator.errors import MiddleError
 from orchestrator.server import events_api, memory_api, pages, tickets_api
-from orchestrator.server.auth import AuthMiddleware
+from orchestrator.server.auth import UNNAMED, AuthMiddleware
 from orchestrator.server.background_runs import RunManager
 from orchestrator.server.body_limit import BodyLimit
 from orchestrator.server.errors import MAX_BODY_BYTES, document_errors, error_response, status_for
@@ -44,10 +44,10 @@ def create_app(config: Config, *, services: Services | None = None, fake: bool =
     """Build the app on one config. It owns (and closes at shutdown) the services it builds;
     services passed in stay the caller's to close. A request body over `max_body_bytes` is a
     413 before it is parsed (server/body_limit.py), so a client cannot make the server hold
-    or parse more than that. `token`: the unnamed MIDDLE_API_TOKEN (named "api"); `tokens`:
+    or parse more than that. `token`: the unnamed MIDDLE_API_TOKEN (named "MIDDLE_API_TOKEN"); `tokens`:
     name -> token (`[server] tokens`, read from the environment by `middle serve`)."""
     own = services is None
-    named = {**({"api": token} if token else {}), **(tokens or {})}
+    named = {**({UNNAMED: token} if token else {}), **(tokens or {})}
     svc = services or Services(config, fake=fake)
     state = ServerState(config=config, services=svc, runs=runs or RunManager(svc),
                         token=next(iter(named.values()), None), tokens=named, fake=fake or svc.fake)

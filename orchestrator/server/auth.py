@@ -86,6 +86,7 @@ def _error(status: int, message: str, **headers: str) -> Response:
     return error_response(status, message, headers=headers)
 
 
+UNNAMED = "MIDDLE_API_TOKEN"  # the name of the one token of old (any holder of it)
 TOKEN_NAME = "token_name"  # the request scope's state key: which named token signed the request
 TOKEN_SECRET = "token_secret"  # ... and that token (the session's CSRF token derives from it)
 
@@ -101,11 +102,11 @@ def match_token(tokens: dict[str, str], given: str) -> str | None:
 
 class AuthMiddleware:
     """Applies the rules in the module docstring to every HTTP request. `tokens`: name -> token
-    (`token`: the unnamed MIDDLE_API_TOKEN, named "api")."""
+    (`token`: the unnamed MIDDLE_API_TOKEN, named UNNAMED)."""
 
     def __init__(self, app: Any, token: str | None = None, tokens: dict[str, str] | None = None):
         self.app = app
-        self.tokens = {**({"api": token} if token else {}), **(tokens or {})}
+        self.tokens = {**({UNNAMED: token} if token else {}), **(tokens or {})}
         self.token = next(iter(self.tokens.values()), None)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

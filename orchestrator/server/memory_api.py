@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.memory.catalog import DEFAULT_PAGE, MAX_PAGE, Catalog, DocQuery, usage_by_doc
 from orchestrator.memory.facade import DOC_ID_CHARS, doc_id
 from orchestrator.server.auth import SESSION_COOKIE, TOKEN_NAME
 from orchestrator.server.errors import error_responses
@@ -123,7 +124,7 @@ def _curator(project_id: str, state: ServerState) -> tuple[Any, str]:
 def who(request: Request) -> str:
     """Who a change is recorded as: the board (its login cookie) or an API client, and the
     person: the name of the token the request came with (`[server] tokens`; MIDDLE_API_TOKEN is
-    "api"), or, on a server without tokens (loopback only: this machine's user), the person
+    "MIDDLE_API_TOKEN"), or, on a server without tokens (loopback only: this machine's user), the person
     the server runs as (git's user.name and user.email, else the login name)."""
     via = "board" if request.cookies.get(SESSION_COOKIE) or "text/html" in request.headers.get(
         "accept", "") or request.headers.get("x-middle-board") else "api"
@@ -157,7 +158,8 @@ def show_doc(project_id: str, doc: str, state: ServerState = Depends(get_state))
     shown = curator.show(pid, doc)
     return {**shown, "from": origin_line(shown),
             "changes": [{**c, "text": describe_change(c)} for c in shown["changes"]],
-            "uses": state.store.memory_usage(pid)["by_memory"].get(shown["short_id"])}
+            "uses": usage_by_doc(state.store.memory_usage(pid)["by_memory"],
+                                 shown["changes"]).get(shown["short_id"])}
 
 
 @router.post("/docs/{doc}/edit", summary="Change a doc's text (re-indexed alone; recorded, undoable)",
@@ -214,15 +216,44 @@ def undo(project_id: str, change: int, request: Request,
     return {"project": pid, **curator.undo(pid, change, who(request)).as_json()}
 
 
-@router.get("/docs", summary="Every doc in the project's memory, with the tickets that indexed it",
-            responses=_ERRORS)
-def docs(project_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+@router.get("/docs", summary="The project's docs a page at a time, filtered and sorted, with "
+            "their tickets, author, pin, supersede links and usage", responses=_ERRORS)
+def docs(project_id: str, state: ServerState = Depends(get_state),
+         limit: int = Query(DEFAULT_PAGE, ge=1, le=MAX_PAGE, description="Docs per page."),
+         cursor: str | None = Query(None, description="The previous page's `next_cursor`."),
+         sort: str = Query("oldest", description="oldest (the store's order, the default), newest, "
+                           "recalled (most first) or used (most first)."),
+         source: str | None = Query(None, description="ticket, commit, file, transcript, hand, api, "
+                                    "supersede or unknown."),
+         ticket: str | None = Query(None, description="Only docs this ticket indexed."),
+         author: str | None = Query(None, description="Only docs by someone whose name contains this."),
+         since: str | None = Query(None, description="Only docs dated this day (YYYY-MM-DD) or later."),
+         until: str | None = Query(None, description="Only docs dated this day (YYYY-MM-DD) or earlier."),
+         pinned: str | None = Query(None, description="true or false."),
+         superseded: str | None = Query(None, description="true (history) or false (live)."),
+         never_used: str | None = Query(None, description="true: only docs the agent never used."),
+         ) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
-    texts = mem.list_docs(pid)  # [] without creating a store when the project has none
-    sources = _with_sources(state, pid)
-    return {"project": pid, "backend": mem.backend_name, "count": len(texts),
-            "docs": [{"id": doc_id(t)[:DOC_ID_CHARS], "text": t, "tickets": sources.get(t, [])}
-                     for t in texts]}
+    query = DocQuery.parse(limit=limit, cursor=cursor, sort=sort, source=source, ticket=ticket,
+                           author=author, since=since, until=until, pinned=pinned,
+                           superseded=superseded, never_used=never_used)
+    catalog = project_catalog(state, mem, pid)  # empty, creating nothing, without a store
+    shown = catalog.page(query)
+    return {"project": pid, "backend": mem.backend_name, "total": len(catalog.rows),
+            "count": shown["matched"], "filters": query.filters(), "sort": query.sort,
+            "limit": query.limit, **shown}
+
+
+def project_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
+    """The project's docs joined with their states, ticket records, authors and usage."""
+    records: list[tuple[str, float | None]] = []
+    if mem.has_store(pid):
+        with mem.other_backend(pid, mem.backend_name, "list") as backend:
+            records = list(backend.list_records())
+    store = state.store
+    usage = usage_by_doc(store.memory_usage(pid)["by_memory"], store.memory_changes(pid, limit=1_000_000))
+    return Catalog(records, store.memory_state(pid), _with_sources(state, pid), usage,
+                   store.ticket_runners(pid))
 
 
 @router.get("/search", summary="What recall returns for a query, with scores (and why, with explain)",
