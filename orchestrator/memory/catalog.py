@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import date, datetime, time, timezone
 from typing import TYPE_CHECKING, Any, Literal, Mapping
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from tickets.curation import MemoryChange, MemoryState
 
 SORTS = ("newest", "oldest", "recalled", "used")
-DEFAULT_PAGE = 50
+DEFAULT_PAGE = 20  # docs per page: the board shows 20 at a time whatever the store holds
 MAX_PAGE = 500
 
 
@@ -194,6 +195,11 @@ class Catalog:
                              bool(state and state["pinned"]), bool(state and state["superseded_by"]),
                              int(uses.get("recalled", 0)), int(uses.get("used", 0))))
         self.rows = rows
+        # (filters, sort) -> the selected rows' sort keys and rows, in order: the next page of
+        # the same listing is a binary search, not another pass over every doc
+        self._listings: dict[str, tuple[list[tuple[float, float, str]], list[_Row]]] = {}
+        self._counts: dict[str, int] | None = None
+        self._texts: set[str] | None = None
 
     def _author(self, state: MemoryState | None, tickets: list[Any]) -> str:
         """Who added a doc: its state's `added_by`, else who ran the ticket that indexed it."""
@@ -202,25 +208,38 @@ class Catalog:
         return next((self.runners[t["ticket_id"]] for t in tickets if t["ticket_id"] in self.runners), "")
 
     def counts(self) -> dict[str, int]:
-        """Docs per source kind, and all."""
-        counts = {"all": len(self.rows), **{kind: 0 for kind in SOURCE_KINDS}}
-        for row in self.rows:
-            counts[row.source] += 1
-        return counts
+        """Docs per source kind, and all (counted once per catalog)."""
+        if self._counts is None:
+            counts = {"all": len(self.rows), **{kind: 0 for kind in SOURCE_KINDS}}
+            for row in self.rows:
+                counts[row.source] += 1
+            self._counts = counts
+        return self._counts
+
+    def has(self, text: str) -> bool:
+        """Whether the store held exactly this doc when the catalog was built."""
+        if self._texts is None:
+            self._texts = {row.text for row in self.rows}
+        return text in self._texts
 
     def page(self, query: DocQuery) -> dict[str, Any]:
         """One page of the docs `query` selects: `docs` (described), `matched` (how many the
         filters select in all), `next_cursor` (None on the last page)."""
-        rows = [r for r in self.rows if _selected(r, query)]
-        keyed = sorted(((_sort_key(r, query.sort), r) for r in rows), key=lambda kr: kr[0])
-        start = 0
-        if query.cursor:
-            after = _read_cursor(query.cursor, query.sort)
-            start = next((i for i, (k, _) in enumerate(keyed) if k > after), len(keyed))
-        chosen = keyed[start:start + query.limit]
-        more = start + query.limit < len(keyed)
-        return {"matched": len(keyed), "docs": [self.describe(r.text) for _, r in chosen],
-                "next_cursor": _cursor(chosen[-1][0], query.sort) if more and chosen else None}
+        keys, rows = self._listing(query)
+        start = bisect_right(keys, _read_cursor(query.cursor, query.sort)) if query.cursor else 0
+        end = min(start + query.limit, len(rows))
+        return {"matched": len(rows), "docs": [self.describe(r.text) for r in rows[start:end]],
+                "next_cursor": _cursor(keys[end - 1], query.sort) if end < len(rows) else None}
+
+    def _listing(self, query: DocQuery) -> tuple[list[tuple[float, float, str]], list[_Row]]:
+        name = json.dumps([query.filters(), query.sort], default=str, sort_keys=True)
+        if name not in self._listings:
+            keyed = sorted(((_sort_key(r, query.sort), r) for r in self.rows if _selected(r, query)),
+                           key=lambda kr: kr[0])
+            if len(self._listings) >= 16:  # a few listings at once (people filtering differently)
+                self._listings.pop(next(iter(self._listings)))
+            self._listings[name] = ([k for k, _ in keyed], [r for _, r in keyed])
+        return self._listings[name]
 
     def describe(self, text: str) -> dict[str, Any]:
         """One doc as the board and the API show it (its actions need `id`)."""

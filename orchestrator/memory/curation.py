@@ -20,7 +20,7 @@ import subprocess
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from orchestrator.errors import MemoryStoreError
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
@@ -436,10 +436,16 @@ class Curator:
                                     f"{change['undoes']} again instead of undoing the undo")
             return self._undo(project_id, change, who)
 
-    def undoable(self, project_id: str, changes: list[MemoryChange]) -> list[tuple[MemoryChange, bool]]:
+    def undoable(self, project_id: str, changes: list[MemoryChange],
+                 has: Callable[[str], bool] | None = None,
+                 states: Mapping[str, MemoryState] | None = None) -> list[tuple[MemoryChange, bool]]:
         """Each change with whether `undo` would take it back now (the board offers Undo only
-        then): not undone yet, not an undo, and the doc it needs still as it left it."""
-        states: dict[str, MemoryState] | None = None
+        then): not undone yet, not an undo, and the doc it needs still as it left it. `has`:
+        whether the store holds a doc, `states` the curation states, when the caller has them
+        (default: ask the backend and the ticket store)."""
+        def held(doc: str) -> bool:
+            return has(doc) if has is not None else self.facade.has_doc(project_id, doc)
+
         marked = []
         for change in changes:
             action, after = change["action"], change["after"] or {}
@@ -448,9 +454,9 @@ class Curator:
             elif action in ("pin", "unpin"):
                 states = self.states(project_id) if states is None else states
                 state = states.get(self._current_id(project_id, change["doc_id"]))
-                ok = state is not None and self.facade.has_doc(project_id, state["doc"])
+                ok = state is not None and held(state["doc"])
             elif action in ("edit", "supersede"):
-                ok = isinstance(after.get("doc"), str) and self.facade.has_doc(project_id, after["doc"])
+                ok = isinstance(after.get("doc"), str) and held(after["doc"])
             else:
                 ok = action in ("forget", "add")
             marked.append((change, ok))

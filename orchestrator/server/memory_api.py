@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -245,7 +245,40 @@ def docs(project_id: str, state: ServerState = Depends(get_state),
 
 
 def project_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
-    """The project's docs joined with their states, ticket records, authors and usage."""
+    """The project's docs joined with their states, ticket records, authors and usage: built
+    once, then kept while nothing it shows has changed (the store's files, or, for a store in
+    the database, nothing kept; the ticket store's memory rows and run events), so the next
+    page of 100,000 docs costs what the first page of 20 does."""
+    mark = _catalog_mark(state, mem, pid)
+    with state.catalog_lock:
+        kept = state.catalogs.get(pid)
+        if mark is not None and kept is not None and kept[0] == mark:
+            return kept[1]
+    catalog = _build_catalog(state, mem, pid)
+    if mark is not None:
+        with state.catalog_lock:
+            state.catalogs[pid] = (mark, catalog)
+    return catalog
+
+
+def _catalog_mark(state: ServerState, mem: MemoryFacade, pid: str) -> tuple[Any, ...] | None:
+    """What the project's listing depends on, cheaply: None (build it afresh) when the store is
+    in a database, whose writes by other machines leave no trace here."""
+    if mem.url is not None:
+        return None
+    files = []
+    store = mem.store_dir(pid)
+    if store.is_dir():
+        for path in sorted(store.rglob("*")):
+            try:
+                st = path.stat()
+            except OSError:  # a temp file renamed away while we looked: build afresh
+                return None
+            files.append((str(path), st.st_mtime_ns, st.st_size))
+    return (mem.backend_name, tuple(files), state.store.memory_fingerprint(pid))
+
+
+def _build_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
     records: list[tuple[str, float | None]] = []
     if mem.has_store(pid):
         with mem.other_backend(pid, mem.backend_name, "list") as backend:
@@ -294,7 +327,7 @@ def stats(project_id: str, state: ServerState = Depends(get_state)) -> dict[str,
     return memory_stats(mem, pid)
 
 
-def memory_stats(mem: MemoryFacade, pid: str, docs: list[str] | None = None) -> dict[str, Any]:
+def memory_stats(mem: MemoryFacade, pid: str, docs: Sequence[Any] | None = None) -> dict[str, Any]:
     """The project's memory in numbers; `docs`: its docs when the caller has listed them already."""
     store = mem.store_dir(pid)
     exists = mem.has_store(pid)

@@ -175,7 +175,7 @@ def memory_page(request: Request, project_id: str, q: str | None = Query(None),
     try:
         query = DocQuery.parse(**given)
         catalog = project_catalog(state, mem, pid)
-        context["stats"] = memory_stats(mem, pid, [r.text for r in catalog.rows])
+        context["stats"] = memory_stats(mem, pid, catalog.rows)
         context["usage"] = state.store.memory_usage(pid)["by_backend"]
         context["counts"] = catalog.counts()
         shown = catalog.page(query)
@@ -189,7 +189,8 @@ def memory_page(request: Request, project_id: str, q: str | None = Query(None),
             context["first_url"] = f"?{urlencode(kept)}"
         context["changes"] = [{**c, "text": describe_change(c), "undoable": undoable}
                               for c, undoable in _curator(pid, state)[0].undoable(
-                                  pid, state.store.memory_changes(pid, limit=CHANGES_SHOWN))]
+                                  pid, state.store.memory_changes(pid, limit=CHANGES_SHOWN), catalog.has,
+                                  catalog.states)]
         if q and q.strip():
             found = search_results(state, mem, pid, q, k, explain=True)
             found["results"] = [{**catalog.describe(h["doc"]), **h} for h in found["results"]]
