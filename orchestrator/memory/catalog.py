@@ -33,7 +33,9 @@ from orchestrator.memory.curation import (
 from orchestrator.memory.format import doc_id
 
 if TYPE_CHECKING:
+    from orchestrator.memory.facade import MemoryFacade
     from tickets.curation import MemoryChange, MemoryState
+    from tickets.store import TicketStore
 
 SORTS = ("newest", "oldest", "recalled", "used")
 DEFAULT_PAGE = 20  # docs per page: the board shows 20 at a time whatever the store holds
@@ -150,6 +152,37 @@ def usage_by_doc(by_memory: Mapping[str, Mapping[str, int]],
         into["recalled"] += int(uses.get("recalled", 0))
         into["used"] += int(uses.get("used", 0))
     return merged
+
+
+def project_usage(store: TicketStore, project_id: str) -> dict[str, dict[str, int]]:
+    """The project's usage per short id, following docs through their edits."""
+    return usage_by_doc(store.memory_usage(project_id)["by_memory"],
+                        store.memory_changes(project_id, limit=1_000_000))
+
+
+def build_catalog(mem: MemoryFacade, store: TicketStore, project_id: str) -> Catalog:
+    """The project's catalog from its store (none created: empty without one) and its records
+    in the ticket store."""
+    records: list[tuple[str, float | None]] = []
+    if mem.has_store(project_id):
+        with mem.other_backend(project_id, mem.backend_name, "list") as backend:
+            records = list(backend.list_records())
+    return Catalog(records, store.memory_state(project_id), store.doc_sources(project_id),
+                   project_usage(store, project_id), store.ticket_runners(project_id))
+
+
+def stats(catalog: Catalog) -> dict[str, Any]:
+    """`middle memory stats`: docs by source, pinned and superseded, how many the agent was
+    shown (recalled) and said it used, and the candidates to supersede or forget."""
+    recalled = [r for r in catalog.rows if r.recalled]
+    candidates = [catalog.describe(r.text) for r in sorted(recalled, key=lambda r: (-r.recalled, r.key))
+                  if not r.superseded and unused_note({"recalled": r.recalled, "used": r.used})]
+    return {"docs": len(catalog.rows), "by_source": {k: v for k, v in catalog.counts().items() if k != "all"},
+            "pinned": sum(r.pinned for r in catalog.rows),
+            "superseded": sum(r.superseded for r in catalog.rows),
+            "recalled_docs": len(recalled), "recalls": sum(r.recalled for r in recalled),
+            "used_docs": sum(1 for r in recalled if r.used), "uses": sum(r.used for r in recalled),
+            "candidates": [{"id": c["id"], "text": c["text"], "uses": c["uses"]} for c in candidates]}
 
 
 def _epoch(stamp: str | None) -> float:

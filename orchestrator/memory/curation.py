@@ -542,8 +542,7 @@ class Curator:
 
     def _new_text(self, text: str) -> str:
         if not isinstance(text, str) or not text.strip():
-            raise CurationError("the new text is empty: give the doc's words (--text TEXT, or "
-                                "write them in the editor)")
+            raise CurationError("the new text is empty: give the doc's words")
         return self.facade.prepare_doc(text, refuse_long=True)
 
     @staticmethod

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.memory.catalog import DEFAULT_PAGE, MAX_PAGE, Catalog, DocQuery, usage_by_doc
+from orchestrator.memory.catalog import DEFAULT_PAGE, MAX_PAGE, Catalog, DocQuery, build_catalog, usage_by_doc
 from orchestrator.memory.facade import DOC_ID_CHARS, doc_id
 from orchestrator.server.auth import SESSION_COOKIE, TOKEN_NAME
 from orchestrator.server.errors import error_responses
@@ -279,14 +279,7 @@ def _catalog_mark(state: ServerState, mem: MemoryFacade, pid: str) -> tuple[Any,
 
 
 def _build_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
-    records: list[tuple[str, float | None]] = []
-    if mem.has_store(pid):
-        with mem.other_backend(pid, mem.backend_name, "list") as backend:
-            records = list(backend.list_records())
-    store = state.store
-    usage = usage_by_doc(store.memory_usage(pid)["by_memory"], store.memory_changes(pid, limit=1_000_000))
-    return Catalog(records, store.memory_state(pid), _with_sources(state, pid), usage,
-                   store.ticket_runners(pid))
+    return build_catalog(mem, state.store, pid)
 
 
 @router.get("/search", summary="What recall returns for a query, with scores (and why, with explain)",
