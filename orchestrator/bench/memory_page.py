@@ -30,21 +30,28 @@ def doc_text(i: int) -> str:
             f"the check {i * 7919 % 100_003} passes.")
 
 
+def origin_of(i: int) -> tuple[str, str] | None:
+    """The origin kind and author doc i gets from `fill_memory` (every 10th doc; kinds and
+    authors cycle independently, so filters on both select a real intersection)."""
+    if i % 10:
+        return None
+    return KINDS[(i // 10) % len(KINDS)], AUTHORS[(i // 40) % len(AUTHORS)]
+
+
 def fill_memory(mem: Any, store: Any, project: str, start: int, stop: int) -> list[str]:
     """Docs start..stop-1 indexed in one call (the fastest way into a backend), then their
-    curation rows written in one transaction each: every 10th doc an origin (KINDS in turn) and
-    an author (AUTHORS in turn), every 500th pinned, every 1000th (from 1000) superseded by the
-    doc after it. Returns the docs."""
+    curation rows written in one transaction each: every 10th doc an origin and an author
+    (`origin_of`), every 500th pinned, every 1000th (from 1000) superseded by the doc after it.
+    Returns the docs."""
     from orchestrator.memory.format import doc_id
     from tickets.model import utc_now
 
     docs = [doc_text(i) for i in range(start, stop)]
     mem.index(project, docs)
-    origins = [(doc_id(d), d, {"kind": KINDS[(i // 10) % len(KINDS)]})
-               for i, d in zip(range(start, stop), docs) if i % 10 == 0]
     by_author: dict[str, list[Any]] = {}
-    for n, row in enumerate(origins):
-        by_author.setdefault(AUTHORS[n % len(AUTHORS)], []).append(row)
+    for i, d in zip(range(start, stop), docs):
+        if (origin := origin_of(i)) is not None:
+            by_author.setdefault(origin[1], []).append((doc_id(d), d, {"kind": origin[0]}))
     for author, rows in by_author.items():
         store.note_memory_origins(project, rows, author)
     put = []
@@ -52,9 +59,11 @@ def fill_memory(mem: Any, store: Any, project: str, start: int, stop: int) -> li
     for i, d in zip(range(start, stop), docs):
         pinned, superseded = i % 500 == 0, i % 1000 == 0 and i > 0 and i + 1 < stop
         if pinned or superseded:
+            origin = origin_of(i)
             put.append({"doc_id": doc_id(d), "doc": d, "pinned": pinned and not superseded,
                         "superseded_by": doc_id(doc_text(i + 1)) if superseded else None,
-                        "origin": None, "added_by": AUTHORS[0], "added_at": now})
+                        "origin": {"kind": origin[0]} if origin else None,
+                        "added_by": origin[1] if origin else AUTHORS[0], "added_at": now})
     if put:
         store.record_memory_change(project, "pin", put[0]["doc_id"], who=AUTHORS[0], put=put)
     return docs

@@ -285,7 +285,9 @@ class Catalog:
                  "added_at": state and state["added_at"]}
         new = replacement(self.states, key)
         uses = self.usage.get(short(key))
-        superseded_by = short(new["doc_id"]) if new is not None else None
+        # the end of its supersede chain; the link itself when that doc has no state row
+        superseded_by = short(new["doc_id"]) if new is not None else (
+            short(state["superseded_by"]) if state is not None and state["superseded_by"] else None)
         return {"id": short(key), "text": text, "tickets": tickets,
                 "source": kind if kind in SOURCE_KINDS else "unknown",
                 "origin": origin_line(shown), "author": self._author(state, tickets) or None,
