@@ -235,10 +235,14 @@ class Catalog:
         self._texts: set[str] | None = None
 
     def _author(self, state: MemoryState | None, tickets: list[Any]) -> str:
-        """Who added a doc: its state's `added_by`, else who ran the ticket that indexed it."""
-        if state is not None and state["added_by"]:
+        """Who added a doc: whoever added or imported it (its state's origin), else who ran the
+        ticket that indexed it (a state row a pin made for a ticket doc names the pinner, not
+        the author)."""
+        if state is not None and state["origin"] and state["added_by"]:
             return state["added_by"]
-        return next((self.runners[t["ticket_id"]] for t in tickets if t["ticket_id"] in self.runners), "")
+        if tickets:
+            return next((self.runners[t["ticket_id"]] for t in tickets if t["ticket_id"] in self.runners), "")
+        return (state["added_by"] if state is not None else None) or ""
 
     def counts(self) -> dict[str, int]:
         """Docs per source kind, and all (counted once per catalog)."""

@@ -107,3 +107,20 @@ def test_undo_is_offered_only_where_the_server_would_do_it(server):
     assert offered == {1, 3}
     assert c.post(f"{BASE}/changes/2/undo").status_code == 400
     assert c.post(f"{BASE}/changes/3/undo").status_code == 200
+
+
+@pytest.mark.cli
+def test_a_ticket_doc_says_who_ran_the_ticket(server, claude_cli):
+    from server_helpers import wait_for_run
+
+    c = server.client
+    run = c.post("/api/tickets/001-greeting/run").json()["run_id"]
+    assert wait_for_run(c, run)["status"] == "complete"
+    runner = cli_user(server.state.config.root)
+    (doc,) = c.get(f"{BASE}/docs", params={"source": "ticket"}).json()["docs"]
+    assert doc["author"] == runner and doc["tickets"][0]["by"] == runner
+    shown = c.get(f"{BASE}/docs/{doc['id']}").json()
+    assert f"ticket 001-greeting (run by {runner})" in shown["from"]
+    # a pin makes a state row for the doc: its author is still who ran the ticket
+    assert c.post(f"{BASE}/docs/{doc['id']}/pin").status_code == 200
+    assert c.get(f"{BASE}/docs", params={"author": runner.split()[0]}).json()["docs"][0]["author"] == runner
