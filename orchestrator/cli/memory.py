@@ -1,5 +1,5 @@
-"""`middle memory search|list|show|add|edit|supersede|pin|unpin|delete|history|stats|undo|retry|export|stores|reindex|import`:
-the project memory from the command line. Every change is recorded (who, when, before and after:
+"""`middle memory search|list|show|add|edit|supersede|pin|unpin|delete|history|stats|undo|retry|export|stores|
+reindex|import`: the project memory from the command line. Every change is recorded (who, when, before and after:
 `middle memory history`) and can be taken back (`middle memory undo N`)."""
 
 from __future__ import annotations
@@ -131,7 +131,6 @@ def show(ctx: click.Context, ident: str, project: str | None) -> None:
     """One doc: its text, where it came from (ticket and run, import, or by hand; when, by
     whom), what it superseded or what superseded it, whether it is pinned, and its changes."""
     from orchestrator.cli.memory_view import print_doc
-
     from orchestrator.memory.catalog import project_usage
 
     curator, pid = project_curator(ctx, project)
