@@ -33,6 +33,7 @@ def test_each_token_s_name_is_who_made_the_change_on_the_api_and_the_board(serve
     board = httpx.Client(base_url=served.url)  # bob signs in on the board with his token
     assert board.post("/login", data={"token": BOB, "next": "/"}).status_code == 303
     page = board.get("/projects/calc/memory")
+    assert "signed in as bob" in page.text
     csrf = re.search(r'name="csrf-token" content="([0-9a-f]+)"', page.text).group(1)
     r = board.post(f"{BASE}/docs/{ident}/unpin", headers={"X-CSRF-Token": csrf, "X-Middle-Board": "1"})
     assert r.status_code == 200, r.text
