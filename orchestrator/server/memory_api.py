@@ -7,6 +7,7 @@ empty without creating one.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -261,11 +262,20 @@ def project_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
     return catalog
 
 
+# How long a listing of a store in the database is kept while the ticket store shows no change:
+# every way docs reach memory records itself there too (a ticket's doc, an import's origins, a
+# curation change, an API index), so this only bounds what a bare write from elsewhere could hide.
+DATABASE_LISTING_S = 30.0
+
+
 def _catalog_mark(state: ServerState, mem: MemoryFacade, pid: str) -> tuple[Any, ...] | None:
-    """What the project's listing depends on, cheaply: None (build it afresh) when the store is
-    in a database, whose writes by other machines leave no trace here."""
+    """What the project's listing depends on, cheaply: the store's files (their times and
+    sizes) and the ticket store's memory rows and run events; for a store in a database, whose
+    writes by other machines leave no file here, the ticket store's and a 30 s window. None:
+    build it afresh."""
+    fingerprint = state.store.memory_fingerprint(pid)
     if mem.url is not None:
-        return None
+        return (mem.backend_name, "database", fingerprint, int(time.monotonic() // DATABASE_LISTING_S))
     files = []
     store = mem.store_dir(pid)
     if store.is_dir():
@@ -275,7 +285,7 @@ def _catalog_mark(state: ServerState, mem: MemoryFacade, pid: str) -> tuple[Any,
             except OSError:  # a temp file renamed away while we looked: build afresh
                 return None
             files.append((str(path), st.st_mtime_ns, st.st_size))
-    return (mem.backend_name, tuple(files), state.store.memory_fingerprint(pid))
+    return (mem.backend_name, tuple(files), fingerprint)
 
 
 def _build_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:

@@ -149,3 +149,26 @@ def test_usage_follows_a_doc_through_its_edits_and_history_is_no_candidate():
     catalog = Catalog([(b, 1.0), (c, 2.0)], states, {}, {doc_id(b)[:8]: unused, doc_id(c)[:8]: unused})  # type: ignore[arg-type]
     assert catalog.describe(b)["candidate"] is None  # superseded already: history, not a candidate
     assert "never used: a candidate" in catalog.describe(c)["candidate"]
+
+
+@pytest.mark.postgres
+def test_a_store_in_postgresql_is_listed_and_a_change_shows_at_once(tmp_path, pg_url):
+    """No store files to check: the listing is kept while the ticket store shows no change, and
+    a change (here a pin) is listed at the next page."""
+    bench_project(tmp_path)
+    (tmp_path / "middle.toml").write_text(f'[memory]\nsave_dir = ".middle/memory"\nbackend = "bm25"\n'
+                                          f'url = "{pg_url}"\n\n[project]\nid = "{PROJECT}"\n')
+    from orchestrator.config.settings import load_config
+
+    config = load_config(tmp_path / "middle.toml", environ={})
+    app = create_app(config)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        state = app.state.middle
+        assert state.memory().url == pg_url
+        fill_memory(state.memory(), state.store, PROJECT, 0, 30)
+        page = client.get(DOCS, params={"limit": 500}).json()
+        assert page["total"] == 30
+        quiet = next(d for d in page["docs"] if not d["pinned"])
+        assert client.post(f"/api/projects/{PROJECT}/memory/docs/{quiet['id']}/pin").status_code == 200
+        pinned = {d["id"] for d in client.get(DOCS, params={"pinned": "true"}).json()["docs"]}
+        assert quiet["id"] in pinned
