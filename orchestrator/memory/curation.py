@@ -207,32 +207,6 @@ def _quote(text: Any, limit: int = 120) -> str:
 SOURCE_KINDS = ("ticket", "commit", "file", "transcript", "hand", "api", "supersede", "unknown")
 
 
-def describe_docs(texts: list[str], states: Mapping[str, MemoryState],
-                  sources: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
-    """Each doc as the board lists it: short id, where it came from (a kind of SOURCE_KINDS and
-    in words), its ticket records, pinned, and its supersede links (short ids)."""
-    superseding: dict[str, list[str]] = {}
-    for each in states.values():
-        if each["superseded_by"]:
-            superseding.setdefault(each["superseded_by"], []).append(short(each["doc_id"]))
-    rows = []
-    for text in texts:
-        key = doc_id(text)
-        state = states.get(key)
-        tickets = list(sources.get(text, []))
-        origin = state["origin"] if state is not None else None
-        kind = "ticket" if tickets else str((origin or {}).get("kind") or "unknown")
-        shown = {"tickets": tickets, "origin": origin, "added_by": state and state["added_by"],
-                 "added_at": state and state["added_at"]}
-        new = replacement(states, key)
-        rows.append({"id": short(key), "text": text, "tickets": tickets,
-                     "source": kind if kind in SOURCE_KINDS else "unknown",
-                     "origin": origin_line(shown), "pinned": bool(state and state["pinned"]),
-                     "superseded_by": short(new["doc_id"]) if new is not None else None,
-                     "supersedes": superseding.get(key, [])})
-    return rows
-
-
 UNUSED_AFTER = 3  # runs that recalled a memory without using it before the board says so
 
 

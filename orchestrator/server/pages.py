@@ -193,7 +193,8 @@ def memory_page(request: Request, project_id: str, q: str | None = Query(None),
                                   catalog.states)]
         if q and q.strip():
             found = search_results(state, mem, pid, q, k, explain=True)
-            found["results"] = [{**catalog.describe(h["doc"]), **h} for h in found["results"]]
+            # each hit as a listed doc (its actions, author, ticket links), with its score and why
+            found["results"] = [{**h, **catalog.describe(h["doc"])} for h in found["results"]]
             context["search"] = found
     except CurationError as exc:  # a bad filter or cursor: said on the page, what to do
         context["failure"], status = str(exc), 400

@@ -125,3 +125,15 @@ def test_a_ticket_doc_says_who_ran_the_ticket(server, claude_cli):
     # a pin makes a state row for the doc: its author is still who ran the ticket
     assert c.post(f"{BASE}/docs/{doc['id']}/pin").status_code == 200
     assert c.get(f"{BASE}/docs", params={"author": runner.split()[0]}).json()["docs"][0]["author"] == runner
+
+
+def test_the_board_shows_a_change_s_whole_before_and_after(server):
+    c = server.client
+    long = "Sessions: " + "the cookie is signed and rotated; " * 8 + "the last words before."
+    ident = c.post(f"{BASE}/docs", json={"text": long}).json()["id"]
+    c.post(f"{BASE}/docs/{ident}/edit", json={"text": long.replace("last words before", "last words after")})
+    page = c.get("/projects/calc/memory").text
+    change = page[page.index('data-change="2"'):]
+    change = change[:change.index("</li>")]
+    assert "Full before and after" in change
+    assert "the last words before.</pre>" in change and "the last words after.</pre>" in change
