@@ -251,6 +251,27 @@ class RunConfig(_Strict):
     retry_wait_s: float = Field(5.0, ge=0)
 
 
+class ServerConfig(_Strict):
+    """`[server]`: `middle serve`'s named tokens."""
+
+    # A name per token: `tokens = {alice = "MIDDLE_TOKEN_ALICE"}` (name -> the environment
+    # variable that holds the token: secrets only from the environment). A change made with a
+    # token (the API, or the board signed in with it) is recorded as made by its name.
+    # MIDDLE_API_TOKEN still works alongside them, named "MIDDLE_API_TOKEN".
+    tokens: dict[str, str] = {}
+
+    @field_validator("tokens")
+    @classmethod
+    def _names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, env in value.items():
+            if not name.strip() or len(name) > 64 or any(c in name for c in "\r\n\t"):
+                raise ValueError(f"token name {name!r} must be 1 to 64 characters on one line")
+            if not env.strip() or not env.replace("_", "").isalnum():
+                raise ValueError(f"token {name!r}: {env!r} is not an environment variable's name "
+                                 "(the token itself belongs in the environment, not in middle.toml)")
+        return value
+
+
 class Config(_Strict):
 
     agent: AgentConfig = AgentConfig()
@@ -263,6 +284,7 @@ class Config(_Strict):
     run: RunConfig = RunConfig()
     store: StoreConfig = StoreConfig()
     github: GithubConfig = GithubConfig()
+    server: ServerConfig = ServerConfig()
     state_dir: str = ".middle"  # tickets DB, checkpoints, Claude Code config for fake runs
     root: Path = Field(default_factory=Path.cwd, exclude=True)  # relative paths resolve here
     source: Path | None = Field(None, exclude=True)  # the config file read, if any
