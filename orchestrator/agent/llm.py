@@ -1,9 +1,11 @@
-"""LLM adapters: the anthropic SDK (default, structured output) and any LangChain chat model."""
+"""LLM adapters: the anthropic SDK (default, structured output; also Bedrock and Vertex through its own
+clients, see agent.providers) and any LangChain chat model."""
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -18,6 +20,17 @@ class AgentLLM(Protocol):
 
     def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel]) -> str:
         """Return the reply text for `messages` ([{"role": "user"|"assistant", "content": str}])."""
+
+
+@dataclass(frozen=True)
+class Access:
+    """How an anthropic-SDK client reaches its model, for error lines that say what to set."""
+
+    api: str = "the Messages API"
+    credential: str = "API key"
+    credential_hint: str = "check ANTHROPIC_API_KEY"
+    endpoint_hint: str = "ANTHROPIC_BASE_URL"
+    errors: tuple[type[BaseException], ...] = ()  # a cloud SDK's errors for missing credentials
 
 
 class AnthropicLLM:
@@ -37,9 +50,11 @@ class AnthropicLLM:
         max_retries: int = 3,
         timeout_s: float = 300.0,
         client: Any = None,
+        access: "Access | None" = None,
     ):
         import anthropic
 
+        self.access = access or Access()
         self.model = model
         self.max_tokens = max_tokens
         self.usage = {"input_tokens": 0, "output_tokens": 0, "requests": 0}
@@ -59,26 +74,29 @@ class AnthropicLLM:
     def _create(self, **kwargs: Any):
         import anthropic
 
+        a = self.access
         try:
             return self.client.messages.create(model=self.model, **kwargs)
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
             raise ModelAccessError(
-                f"the Messages API rejected the API key ({exc.status_code}): check ANTHROPIC_API_KEY"
-            ) from None
+                f"{a.api} rejected the {a.credential} ({exc.status_code}): {a.credential_hint}") from None
         except anthropic.NotFoundError as exc:
             raise ModelAccessError(
                 f"model {self.model!r} was not found ({exc.message}): set [agent] model in middle.toml"
             ) from None
         except anthropic.APIConnectionError as exc:
             raise ModelAccessError(
-                f"cannot reach the Messages API at {self.client.base_url} ({exc}): check the "
-                "network or ANTHROPIC_BASE_URL"
+                f"cannot reach {a.api} at {self.client.base_url} ({exc}): check the network or {a.endpoint_hint}"
             ) from None
         except anthropic.APIStatusError as exc:
             raise AgentReplyError(
-                f"the Messages API answered {exc.status_code} after retries ({exc.message}); "
+                f"{a.api} answered {exc.status_code} after retries ({exc.message}); "
                 "try again later with `middle resume`"
             ) from None
+        except a.errors as exc:
+            # The cloud clients resolve credentials when a request is signed (boto3's chain,
+            # Google's ADC) and raise their own errors when they find none or it is refused.
+            raise ModelAccessError(f"{a.api}: {a.credential} could not be used ({exc}): {a.credential_hint}") from None
 
     def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel]) -> str:
         import anthropic
