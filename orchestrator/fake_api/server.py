@@ -55,6 +55,7 @@ class RecordedRequest(RequestRecord):
 
     channel: str | None = None
     reply: dict[str, Any] = field(default_factory=dict)  # filled in once the fake has answered
+    cloud: str | None = None  # "bedrock" or "vertex" when it came on that cloud's route (fake_api.cloud)
 
 
 class FakeMessagesAPI(LocalServer):
@@ -152,14 +153,13 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         route = parts.path.rstrip("/")
         cloud = cloud_route(route) if self.command == "POST" else None
-        if cloud is not None and isinstance(body, dict):
-            body.setdefault("model", cloud.model)  # the cloud routes name the model in the path
+        self._path_model = cloud.model if cloud is not None else None  # the cloud routes name it in the path
         is_generation = self.command == "POST" and (route == "/v1/messages" or cloud is not None) \
             and isinstance(body, dict)
         record = RecordedRequest(
             method=self.command, path=parts.path, query=dict(parse_qsl(parts.query)),
             headers={k.lower(): v for k, v in self.headers.items()}, body=body,
-            channel=classify(body) if is_generation else None,
+            channel=classify(body) if is_generation else None, cloud=cloud.cloud if cloud is not None else None,
         )
         self.fake._record(record)  # before replying, so a slow reply is already visible
         try:
@@ -196,7 +196,8 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(result, ApiError):
             return self._error(record, result)
         result = as_structured_output(result, record.body)
-        message = to_message(result, str(record.body.get("model") or "claude-fake"), record.body)
+        model = record.body.get("model") or self._path_model or "claude-fake"
+        message = to_message(result, str(model), record.body)
         record.reply = summarize(result, message)
         if record.body.get("stream"):
             return self._send_sse(message)
