@@ -73,3 +73,20 @@ def google_service_account_file(path: str | Path, token_uri: str, project_id: st
     target.write_text(json.dumps(info))
     target.chmod(0o600)
     return target
+
+
+FAKE_AWS_ACCESS_KEY = "AKIDFAKELOCAL"
+
+
+def bedrock_env(region: str = "us-west-2", access_key: str = FAKE_AWS_ACCESS_KEY) -> dict[str, str]:
+    """Static AWS credentials as boto3 reads them from the environment, for the Bedrock route of
+    the fake; no instance-metadata lookups and no user's ~/.aws files. (Unset AWS_PROFILE too.)"""
+    return {"AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": "fake-secret", "AWS_REGION": region,
+            "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials"}
+
+
+def vertex_env(key_file: str | Path, region: str = "us-east5") -> dict[str, str]:
+    """Application Default Credentials from `key_file` (google_service_account_file) and a region,
+    as google-auth and the anthropic SDK read them; no metadata-server lookups."""
+    return {"GOOGLE_APPLICATION_CREDENTIALS": str(key_file), "CLOUD_ML_REGION": region, "NO_GCE_CHECK": "True"}

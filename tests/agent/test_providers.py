@@ -13,7 +13,7 @@ from orchestrator.agent.providers import build_agent_llm
 from orchestrator.config.settings import AgentConfig, load_config
 from orchestrator.errors import ConfigError, ModelAccessError
 from orchestrator.fake_api import claude_code_env
-from orchestrator.fake_api.cloud import FAKE_GOOGLE_TOKEN, google_service_account_file
+from orchestrator.fake_api.cloud import FAKE_GOOGLE_TOKEN, bedrock_env, google_service_account_file, vertex_env
 from orchestrator.fake_api.openai_chat import FakeChatCompletionsAPI
 
 TICKET = {"id": "t1", "project_id": "p", "title": "Add hello", "description": "Make hello.py",
@@ -27,12 +27,8 @@ def aws(monkeypatch):
     for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK", "AWS_DEFAULT_REGION",
                 "ANTHROPIC_BEDROCK_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDFAKELOCAL")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake-secret")
-    monkeypatch.setenv("AWS_REGION", "us-west-2")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
+    for key, value in bedrock_env().items():
+        monkeypatch.setenv(key, value)
 
 
 @pytest.fixture
@@ -41,9 +37,8 @@ def gcp(monkeypatch, tmp_path, fake_api):
     for var in ("ANTHROPIC_VERTEX_PROJECT_ID", "ANTHROPIC_VERTEX_BASE_URL", "GOOGLE_CLOUD_PROJECT"):
         monkeypatch.delenv(var, raising=False)
     key = google_service_account_file(tmp_path / "sa.json", f"{fake_api.base_url}/token", "adc-project")
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
-    monkeypatch.setenv("CLOUD_ML_REGION", "us-east5")
-    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    for name, value in vertex_env(key).items():
+        monkeypatch.setenv(name, value)
     return key
 
 
