@@ -49,6 +49,13 @@ class ClaudeCodeLLM:
             return json.dumps(structured)
         return str(result.get("result") or "")
 
+    def ping(self) -> str:
+        """One tiny call (`middle doctor`): proves Claude Code's login (or key) works."""
+        return str(self.run("Reply with: ok", "ok?").get("result") or "")
+
+    def where(self) -> str:
+        return self.cli
+
     def text_llm(self, model: str) -> "ClaudeCodeTextLLM":
         """The memory tier (`[memory] llm_model`) through the same CLI."""
         return ClaudeCodeTextLLM(model, self)

@@ -110,6 +110,15 @@ class AnthropicLLM:
         self._count(resp)
         return "".join(b.text for b in resp.content if getattr(b, "type", "") == "text")
 
+    def ping(self) -> str:
+        """One tiny call (`middle doctor`): the reply's text; ModelAccessError when it cannot be made."""
+        resp = self._create(max_tokens=16, messages=[{"role": "user", "content": "Reply with: ok"}])
+        return "".join(getattr(b, "text", "") for b in resp.content)
+
+    def where(self) -> str:
+        """The endpoint this client calls, for `middle doctor`."""
+        return str(self.client.base_url)
+
     def _count(self, resp: Any) -> None:
         usage = getattr(resp, "usage", None)
         self.usage["requests"] += 1

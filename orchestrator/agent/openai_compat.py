@@ -72,6 +72,13 @@ class OpenAICompatibleLLM:
                          {"role": "user", "content": RETRY.format(error=exc, schema=schema_text(schema))}]
         return text
 
+    def ping(self) -> str:
+        """One tiny call (`middle doctor`)."""
+        return self.chat([{"role": "user", "content": "Reply with: ok"}], max_tokens=16)
+
+    def where(self) -> str:
+        return self.base_url
+
     def text_llm(self, model: str) -> "OpenAITextLLM":
         """The memory tier (`[memory] llm_model`) on the same server."""
         return OpenAITextLLM(model, self)
