@@ -114,7 +114,9 @@ class ClaudeCodeLLM:
                               "with `middle resume`")
 
     def _count(self, result: dict[str, Any]) -> None:
-        usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
+        usage = result.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
         self.usage["requests"] += 1
         self.usage["input_tokens"] += int(usage.get("input_tokens") or 0)
         self.usage["output_tokens"] += int(usage.get("output_tokens") or 0)

@@ -22,6 +22,16 @@ class AgentLLM(Protocol):
         """Return the reply text for `messages` ([{"role": "user"|"assistant", "content": str}])."""
 
 
+class ProviderLLM(AgentLLM, Protocol):
+    """An `[agent] provider`'s model (agent.providers): also a tiny call and its endpoint, for `middle doctor`."""
+
+    def ping(self) -> str:
+        """One tiny call; the reply's text."""
+
+    def where(self) -> str:
+        """The endpoint (or executable) it calls."""
+
+
 @dataclass(frozen=True)
 class Access:
     """How an anthropic-SDK client reaches its model, for error lines that say what to set."""

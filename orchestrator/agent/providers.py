@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.errors import ConfigError, ModelAccessError
 
 if TYPE_CHECKING:
-    from orchestrator.agent.llm import AgentLLM
+    from orchestrator.agent.llm import ProviderLLM
     from orchestrator.config.settings import AgentConfig
 
 # provider -> (the module it needs, the extra that installs it)
@@ -43,7 +43,7 @@ def require_extra(provider: str) -> None:
                           f"pip install 'middle-agent[{extra}]'")
 
 
-def build_agent_llm(cfg: AgentConfig, *, max_retries: int = 3) -> AgentLLM:
+def build_agent_llm(cfg: AgentConfig, *, max_retries: int = 3) -> ProviderLLM:
     """The middle agent's model for `[agent]`; ModelAccessError when the credentials are missing."""
     require_extra(cfg.provider)
     if cfg.provider == "anthropic":
@@ -84,7 +84,7 @@ def bedrock_credentials(cfg: AgentConfig) -> Any:
         raise ModelAccessError(f"Amazon Bedrock: {exc}: {BEDROCK_CREDENTIALS}") from None
 
 
-def bedrock_llm(cfg: AgentConfig, *, max_retries: int = 3) -> AgentLLM:
+def bedrock_llm(cfg: AgentConfig, *, max_retries: int = 3) -> ProviderLLM:
     import anthropic
     import botocore.exceptions
 
@@ -108,7 +108,7 @@ def vertex_project(cfg: AgentConfig) -> str | None:
     return cfg.project_id or os.environ.get("ANTHROPIC_VERTEX_PROJECT_ID") or None
 
 
-def vertex_llm(cfg: AgentConfig, *, max_retries: int = 3) -> AgentLLM:
+def vertex_llm(cfg: AgentConfig, *, max_retries: int = 3) -> ProviderLLM:
     import anthropic
     import google.auth
     import google.auth.exceptions
