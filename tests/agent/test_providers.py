@@ -220,3 +220,16 @@ def test_a_missing_sdk_is_one_line_with_the_pip_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)
     with pytest.raises(ConfigError, match=r"pip install 'middle-agent\[openai\]'"):
         build_agent_llm(AgentConfig(provider="openai-compatible", model="m", base_url="http://x/v1"))
+
+
+def test_each_config_block_of_the_providers_page_is_valid(tmp_path):
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "providers.md").read_text()
+    blocks = re.findall(r"```toml\n(.*?)```", page, re.S)
+    providers = []
+    for block in blocks:
+        (tmp_path / "middle.toml").write_text(block)
+        providers.append(load_config(tmp_path / "middle.toml", environ={}).agent.provider)
+    assert providers == ["anthropic", "bedrock", "vertex", "openai-compatible", "claude-code"]
