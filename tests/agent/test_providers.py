@@ -10,7 +10,7 @@ import pytest
 from orchestrator.agent.decision import Decision
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.agent.providers import build_agent_llm
-from orchestrator.config.settings import AgentConfig, load_config
+from orchestrator.config.settings import AgentConfig, Config, load_config
 from orchestrator.errors import ConfigError, ModelAccessError
 from orchestrator.fake_api import claude_code_env
 from orchestrator.fake_api.cloud import FAKE_GOOGLE_TOKEN, bedrock_env, google_service_account_file, vertex_env
@@ -233,3 +233,17 @@ def test_each_config_block_of_the_providers_page_is_valid(tmp_path):
         (tmp_path / "middle.toml").write_text(block)
         providers.append(load_config(tmp_path / "middle.toml", environ={}).agent.provider)
     assert providers == ["anthropic", "bedrock", "vertex", "openai-compatible", "claude-code"]
+
+
+def test_the_memory_tier_uses_the_providers_own_way_to_the_model(tmp_path):
+    from orchestrator.services import Services
+
+    with FakeChatCompletionsAPI() as server:
+        server.script.aux("A short summary.")
+        cfg = Config(root=tmp_path, agent={"provider": "openai-compatible", "model": "big", "base_url": server.base_url},
+                     memory={"llm_model": "small"})
+        with Services(cfg) as svc:
+            assert svc.memory_llm is not None
+            assert svc.memory_llm.complete("Summarize.", "a long text") == "A short summary."
+        [req] = server.requests
+    assert req.body["model"] == "small" and "response_format" not in req.body
