@@ -240,8 +240,8 @@ def test_the_memory_tier_uses_the_providers_own_way_to_the_model(tmp_path):
 
     with FakeChatCompletionsAPI() as server:
         server.script.aux("A short summary.")
-        cfg = Config(root=tmp_path, agent={"provider": "openai-compatible", "model": "big", "base_url": server.base_url},
-                     memory={"llm_model": "small"})
+        agent = {"provider": "openai-compatible", "model": "big", "base_url": server.base_url}
+        cfg = Config(root=tmp_path, agent=agent, memory={"llm_model": "small"})
         with Services(cfg) as svc:
             assert svc.memory_llm is not None
             assert svc.memory_llm.complete("Summarize.", "a long text") == "A short summary."
