@@ -39,6 +39,7 @@ class OpenAICompatibleLLM:
         self.model, self.base_url, self.key_env = model, base_url, key_env
         self.max_tokens, self.json_schema, self.parse_retries = max_tokens, json_schema, parse_retries
         self.use_schema = json_schema != "never"
+        self.tokens_param = "max_tokens"  # what the server takes: learnt from its first refusal
         self.usage = {"input_tokens": 0, "output_tokens": 0, "requests": 0}
         self.client = openai.OpenAI(api_key=api_key or NO_KEY, base_url=base_url, max_retries=max_retries,
                                     timeout=timeout_s)
@@ -87,18 +88,25 @@ class OpenAICompatibleLLM:
     def chat(self, messages: list[dict[str, str]], *, schema: type[BaseModel] | None = None,
              model: str | None = None, max_tokens: int | None = None) -> str:
         kwargs: dict[str, Any] = {"model": model or self.model, "messages": messages,
-                                  "max_tokens": max_tokens or self.max_tokens}
+                                  self.tokens_param: max_tokens or self.max_tokens}
         if schema is not None and self.use_schema:
             kwargs["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": schema.__name__, "schema": schema.model_json_schema()}}
-        try:
-            resp = self._create(**kwargs)
-        except _SchemaRefused:
-            log.warning("the server at %s refused response_format json_schema; checking plain replies instead",
-                        self.base_url)
-            self.use_schema = False
-            kwargs.pop("response_format")
-            resp = self._create(**kwargs)
+        for _ in range(3):  # at most: the tokens parameter renamed, then the schema dropped
+            try:
+                resp = self._create(**kwargs)
+                break
+            except _TokensParamRefused:
+                # OpenAI's reasoning models take only max_completion_tokens; older servers only max_tokens.
+                self.tokens_param = "max_completion_tokens"
+                kwargs["max_completion_tokens"] = kwargs.pop("max_tokens")
+            except _SchemaRefused:
+                log.warning("the server at %s refused response_format json_schema; checking plain replies "
+                            "instead", self.base_url)
+                self.use_schema = False
+                kwargs.pop("response_format")
+        else:  # unreachable: the third request either answers or raises
+            raise AgentReplyError(f"provider openai-compatible: the server at {self.base_url} refused every request")
         self._count(resp)
         choices = getattr(resp, "choices", None) or []
         content = choices[0].message.content if choices else None
@@ -120,9 +128,12 @@ class OpenAICompatibleLLM:
             raise ModelAccessError(f"cannot reach {where} ({exc}): check [agent] base_url and that the "
                                    "server is running") from None
         except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+            said = _message(exc)
+            if "max_tokens" in kwargs and "max_completion_tokens" in said:
+                raise _TokensParamRefused() from None
             if "response_format" in kwargs and self.json_schema == "auto":
                 raise _SchemaRefused() from None
-            raise AgentReplyError(f"{where} refused the request ({exc.status_code}: {_message(exc)}); check "
+            raise AgentReplyError(f"{where} refused the request ({exc.status_code}: {said}); check "
                                   "[agent] model and json_schema") from None
         except openai.APIStatusError as exc:
             raise AgentReplyError(f"{where} answered {exc.status_code} after retries ({_message(exc)}); try "
@@ -145,6 +156,10 @@ class OpenAITextLLM:
     def complete(self, system: str, prompt: str, max_tokens: int = 1024) -> str:
         return self.base.chat([{"role": "system", "content": system}, {"role": "user", "content": prompt}],
                               model=self.model, max_tokens=max_tokens)
+
+
+class _TokensParamRefused(Exception):
+    """The server wants max_completion_tokens instead of max_tokens (OpenAI's reasoning models)."""
 
 
 class _SchemaRefused(Exception):

@@ -43,10 +43,12 @@ class FakeChatCompletionsAPI(LocalServer):
     _name = "fake-chat-completions-api"
 
     def __init__(self, responder: Responder | None = None, *, supports_json_schema: bool = True,
-                 host: str = "127.0.0.1", port: int = 0):
+                 max_completion_tokens_only: bool = False, host: str = "127.0.0.1", port: int = 0):
         super().__init__(host, port)
         self.responder: Responder = responder if responder is not None else ScriptedResponder()
         self.supports_json_schema = supports_json_schema
+        # As OpenAI's reasoning models: `max_tokens` refused with a 400 naming max_completion_tokens.
+        self.max_completion_tokens_only = max_completion_tokens_only
         self.rejected_credentials: set[str] = set()
         self._lock = threading.Lock()
         self._requests: list[ChatRequest] = []
@@ -133,6 +135,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(record, 404, f"Not found: {self.command} {record.path} (the fake serves "
                                             "POST /v1/chat/completions)", "not_found")
         body = record.body
+        if self.fake.max_completion_tokens_only and "max_tokens" in body:
+            return self._error(record, 400, "Unsupported parameter: 'max_tokens' is not supported with this "
+                                            "model. Use 'max_completion_tokens' instead.", "unsupported_parameter")
         fmt = body.get("response_format") or {}
         if fmt.get("type") == "json_schema" and not self.fake.supports_json_schema:
             return self._error(record, 400, "response_format of type json_schema is not supported by this "

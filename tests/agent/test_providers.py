@@ -247,3 +247,24 @@ def test_the_memory_tier_uses_the_providers_own_way_to_the_model(tmp_path):
             assert svc.memory_llm.complete("Summarize.", "a long text") == "A short summary."
         [req] = server.requests
     assert req.body["model"] == "small" and "response_format" not in req.body
+
+
+def test_vertex_whose_token_endpoint_refuses_the_key_names_vertex(fake_api, gcp):
+    fake_api.rejected_credentials.add("grant_type")  # any token request: a revoked service-account key
+    agent = agent_for(provider="vertex", base_url=f"{fake_api.base_url}/v1")
+    with pytest.raises(ModelAccessError, match=r"^Google Vertex AI: Google credentials could not be used "
+                                               r"\(.*invalid_grant.*\): run `gcloud auth"):
+        agent.plan(TICKET, "")
+    assert [r.path for r in fake_api.requests] == ["/token"]  # no model call without a token
+
+
+def test_openai_compatible_switches_to_max_completion_tokens_when_the_model_wants_it():
+    with FakeChatCompletionsAPI(max_completion_tokens_only=True) as server:
+        server.script.agent(PLAN, PLAN)
+        agent = agent_for(provider="openai-compatible", model="o5", base_url=server.base_url, max_tokens=900)
+        assert agent.plan(TICKET, "") == "Write hello.py"
+        assert agent.plan(TICKET, "") == "Write hello.py"  # learnt once, for good
+        refused, *answered = server.requests
+    assert refused.reply["status"] == 400 and refused.body["max_tokens"] == 900
+    assert [r.body.get("max_completion_tokens") for r in answered] == [900, 900]
+    assert all("response_format" in r.body for r in answered)  # the schema kept
