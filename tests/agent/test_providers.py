@@ -268,3 +268,13 @@ def test_openai_compatible_switches_to_max_completion_tokens_when_the_model_want
     assert refused.reply["status"] == 400 and refused.body["max_tokens"] == 900
     assert [r.body.get("max_completion_tokens") for r in answered] == [900, 900]
     assert all("response_format" in r.body for r in answered)  # the schema kept
+
+
+def test_bedrock_with_a_bedrock_api_key_sends_it_as_a_bearer_token(fake_api, aws, monkeypatch):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "bedrock-api-key-fake")
+    fake_api.script.agent(PLAN)
+    agent_for(provider="bedrock", base_url=fake_api.base_url).plan(TICKET, "")
+    [req] = fake_api.requests
+    assert req.headers["authorization"] == "Bearer bedrock-api-key-fake" and req.cloud == "bedrock"
