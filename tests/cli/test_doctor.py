@@ -84,3 +84,37 @@ def test_the_claude_code_provider_is_checked_with_one_call_through_the_cli(
     assert result.exit_code == 0, result.output
     assert "claude-code: claude-sonnet-5-5" in result.output and "answered" in result.output
     assert len(fake.requests) == 1 and fake.requests[0].headers.get("x-app") == "cli"
+
+
+def test_a_plugin_coding_agent_reports_through_its_doctor_method(tmp_path):
+    from pydantic import BaseModel
+
+    from orchestrator.config.settings import Config
+    from orchestrator.doctor import coding_agent_check
+    from orchestrator.plugin_api import hookimpl
+    from orchestrator.plugins.manager import PluginRegistry
+
+    class ToyOptions(BaseModel):
+        binary: str = "toy-agent"
+
+    class ToyAgent:
+        kind = "toy"
+        Options = ToyOptions
+
+        def run_turn(self, prompt, cwd, *, session_id, resume, on_event=None):
+            raise AssertionError("doctor runs no turn")
+
+        @classmethod
+        def doctor(cls, options):
+            return options.binary, f"{options.binary} is not installed: pip install toy-agent"
+
+    class Plugin:
+        @hookimpl
+        def register_coding_agents(self, register):
+            register(ToyAgent)
+
+    reg = PluginRegistry(load_entry_points=False, extra_plugins=(Plugin(),))
+    check = coding_agent_check(Config(root=tmp_path, coding_agent={"kind": "toy"}), reg)
+    assert (check.uses, check.where, check.ok) == ("toy", "toy-agent", False), check.problem
+    assert check.problem == "toy-agent is not installed: pip install toy-agent"
+    assert not coding_agent_check(Config(root=tmp_path, coding_agent={"kind": "nope"}), reg).ok
