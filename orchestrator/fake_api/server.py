@@ -69,7 +69,7 @@ class FakeMessagesAPI(LocalServer):
         self.responder: Responder = responder if responder is not None else ScriptedResponder()
         # Credentials the fake refuses (401; 403 on Bedrock's route, as AWS does): a request whose
         # x-api-key or Authorization header contains one (an API key, an AWS access key id, a
-        # Google refresh token), for tests of a wrong credential.
+        # Google access token), or a token request whose form body does; for tests of a wrong credential.
         self.rejected_credentials: set[str] = set()
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
@@ -170,7 +170,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, route: str, record: RecordedRequest) -> None:
         if self._rejected():
             status = 403 if record.path.startswith("/model/") else 401
-            if route == "/token":  # Google's token endpoint refuses a refresh token so
+            if route == "/token":  # as Google's token endpoint refuses a revoked key or grant
                 record.reply = {"status": 400, "error": "invalid_grant"}
                 return self._send_json(400, {"error": "invalid_grant", "error_description": "Bad Request"})
             return self._error(record, api_error(status, "The credentials were rejected (scripted by the fake)."))
@@ -213,7 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _rejected(self) -> bool:
         sent = f"{self.headers.get('x-api-key', '')} {self.headers.get('Authorization', '')}"
-        if self.path.rstrip("/") == "/token":  # a form body: refresh_token=...
+        if self.path.rstrip("/") == "/token":  # a form body: grant_type=...&assertion=<signed JWT>
             sent += " " + str(getattr(self, "_raw_body", ""))
         return any(c and c in sent for c in self.fake.rejected_credentials)
 
