@@ -65,6 +65,7 @@ class AnthropicLLM:
         import anthropic
 
         self.access = access or Access()
+        self.structured = True  # output_config sent; False once the API refused it (see complete)
         self.model = model
         self.max_tokens = max_tokens
         self.usage = {"input_tokens": 0, "output_tokens": 0, "requests": 0}
@@ -94,6 +95,10 @@ class AnthropicLLM:
             raise ModelAccessError(
                 f"model {self.model!r} was not found ({exc.message}): set [agent] model in middle.toml"
             ) from None
+        except anthropic.BadRequestError as exc:
+            if "output_config" in kwargs and "output_config" in str(exc.message):
+                raise _StructuredRefused() from None
+            raise AgentReplyError(f"{a.api} refused the request (400: {exc.message}); check [agent] model") from None
         except anthropic.APIConnectionError as exc:
             raise ModelAccessError(
                 f"cannot reach {a.api} at {self.client.base_url} ({exc}): check the network or {a.endpoint_hint}"
@@ -111,12 +116,19 @@ class AnthropicLLM:
     def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel]) -> str:
         import anthropic
 
-        resp = self._create(
-            max_tokens=self.max_tokens,
-            system=system,
-            messages=messages,
-            output_config={"format": {"type": "json_schema", "schema": anthropic.transform_schema(schema)}},
-        )
+        kwargs: dict[str, Any] = {"max_tokens": self.max_tokens, "system": system, "messages": messages}
+        if self.structured:
+            kwargs["output_config"] = {"format": {"type": "json_schema",
+                                                  "schema": anthropic.transform_schema(schema)}}
+        try:
+            resp = self._create(**kwargs)
+        except _StructuredRefused:
+            # A cloud region or a gateway without structured output: the reply is checked and
+            # repaired by the middle agent instead, for the rest of this run.
+            log.warning("%s refused structured output (output_config); checking plain replies instead", self.access.api)
+            self.structured = False
+            kwargs.pop("output_config")
+            resp = self._create(**kwargs)
         self._count(resp)
         return "".join(b.text for b in resp.content if getattr(b, "type", "") == "text")
 
@@ -135,6 +147,10 @@ class AnthropicLLM:
         if usage is not None:
             self.usage["input_tokens"] += getattr(usage, "input_tokens", 0) or 0
             self.usage["output_tokens"] += getattr(usage, "output_tokens", 0) or 0
+
+
+class _StructuredRefused(Exception):
+    """The API answered 400 naming output_config: it has no structured output."""
 
 
 class AnthropicTextLLM:

@@ -71,6 +71,9 @@ class FakeMessagesAPI(LocalServer):
         # x-api-key or Authorization header contains one (an API key, an AWS access key id, a
         # Google access token), or a token request whose form body does; for tests of a wrong credential.
         self.rejected_credentials: set[str] = set()
+        # False: a request with `output_config` (structured output) gets a 400 naming it, as from a
+        # cloud region or a gateway that does not have it.
+        self.supports_structured_output = True
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
 
@@ -185,6 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
                                                       "(the fake serves POST /v1/messages only)."))
         if not isinstance(record.body, dict):
             return self._error(record, api_error(400, "The request body must be a JSON object."))
+        if "output_config" in record.body and not self.fake.supports_structured_output:
+            return self._error(record, api_error(400, "output_config: Extra inputs are not permitted"))
         if route == "/v1/messages/count_tokens":
             tokens = estimate_tokens({k: record.body.get(k) for k in ("system", "messages", "tools")})
             record.reply = {"status": 200, "input_tokens": tokens}

@@ -278,3 +278,14 @@ def test_bedrock_with_a_bedrock_api_key_sends_it_as_a_bearer_token(fake_api, aws
     agent_for(provider="bedrock", base_url=fake_api.base_url).plan(TICKET, "")
     [req] = fake_api.requests
     assert req.headers["authorization"] == "Bearer bedrock-api-key-fake" and req.cloud == "bedrock"
+
+
+def test_an_api_without_structured_output_is_asked_again_without_it_for_the_rest_of_the_run(fake_api, aws):
+    fake_api.supports_structured_output = False  # e.g. a Bedrock region that lacks it
+    fake_api.script.agent("Here it is: " + PLAN, PLAN)
+    agent = agent_for(provider="bedrock", base_url=fake_api.base_url)
+    assert agent.plan(TICKET, "") == "Write hello.py"  # the JSON read out of the prose
+    assert agent.plan(TICKET, "") == "Write hello.py"
+    refused, *answered = fake_api.requests
+    assert refused.reply["status"] == 400 and "output_config" in refused.body
+    assert len(answered) == 2 and all("output_config" not in r.body for r in answered)
