@@ -549,7 +549,8 @@ def init(ctx: click.Context, backend: str | None) -> None:
     if note:
         console.print(f"[yellow]note:[/] {safe(note)}")
     console.print(
-        "next: edit tickets/*.md, export ANTHROPIC_API_KEY, then `middle run` "
+        "next: edit tickets/*.md, export ANTHROPIC_API_KEY (or set [agent] provider: a Claude "
+        "subscription, Bedrock, Vertex, a local model), check with `middle doctor`, then `middle run` "
         "(or `middle run --fake` to try it offline)"
     )
 
