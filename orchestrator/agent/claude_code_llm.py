@@ -54,7 +54,7 @@ class ClaudeCodeLLM:
         return str(self.run("Reply with: ok", "ok?").get("result") or "")
 
     def where(self) -> str:
-        return self.cli
+        return f"{self.cli} (Claude Code's login, or ANTHROPIC_API_KEY)"
 
     def text_llm(self, model: str) -> "ClaudeCodeTextLLM":
         """The memory tier (`[memory] llm_model`) through the same CLI."""

@@ -41,6 +41,7 @@ class Access:
     credential_hint: str = "check ANTHROPIC_API_KEY"
     endpoint_hint: str = "ANTHROPIC_BASE_URL"
     errors: tuple[type[BaseException], ...] = ()  # a cloud SDK's errors for missing credentials
+    source: str = "ANTHROPIC_API_KEY"  # where the credentials were found, for `middle doctor`
 
 
 class AnthropicLLM:
@@ -138,8 +139,8 @@ class AnthropicLLM:
         return "".join(getattr(b, "text", "") for b in resp.content)
 
     def where(self) -> str:
-        """The endpoint this client calls, for `middle doctor`."""
-        return str(self.client.base_url)
+        """The endpoint this client calls and where its credentials come from, for `middle doctor`."""
+        return f"{self.client.base_url} ({self.access.source})"
 
     def _count(self, resp: Any) -> None:
         usage = getattr(resp, "usage", None)

@@ -78,7 +78,8 @@ class OpenAICompatibleLLM:
         return self.chat([{"role": "user", "content": "Reply with: ok"}], max_tokens=16)
 
     def where(self) -> str:
-        return self.base_url
+        key = f"key from {self.key_env}" if self.client.api_key != NO_KEY else "no key"
+        return f"{self.base_url} ({key})"
 
     def text_llm(self, model: str) -> "OpenAITextLLM":
         """The memory tier (`[memory] llm_model`) on the same server."""

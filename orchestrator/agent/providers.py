@@ -94,13 +94,16 @@ def bedrock_llm(cfg: AgentConfig, *, max_retries: int = 3) -> ProviderLLM:
     if not region:
         raise ModelAccessError("Amazon Bedrock needs a region: set [agent] region = \"us-east-1\" (or AWS_REGION)")
     bearer = os.environ.get("AWS_BEARER_TOKEN_BEDROCK")  # Bedrock API keys, which the SDK reads itself
-    if not bearer and bedrock_credentials(cfg) is None:
+    credentials = None if bearer else bedrock_credentials(cfg)
+    if not bearer and credentials is None:
         raise ModelAccessError(f"Amazon Bedrock: no AWS credentials found: {BEDROCK_CREDENTIALS}")
+    # boto3 names where it found them: "env", "shared-credentials-file", "sso", "iam-role", ...
+    source = "AWS_BEARER_TOKEN_BEDROCK" if bearer else f"AWS credentials: {getattr(credentials, 'method', '?')}"
     client = anthropic.AnthropicBedrock(aws_region=region, aws_profile=cfg.aws_profile, base_url=cfg.base_url,
                                         max_retries=max_retries, timeout=300.0)
     access = Access(api="Amazon Bedrock", credential="AWS credentials", credential_hint=BEDROCK_CREDENTIALS,
                     endpoint_hint="[agent] base_url / region",
-                    errors=(RuntimeError, botocore.exceptions.BotoCoreError))
+                    errors=(RuntimeError, botocore.exceptions.BotoCoreError), source=f"{region}, {source}")
     return AnthropicLLM(cfg.model, cfg.max_tokens, client=client, access=access)
 
 
@@ -131,5 +134,11 @@ def vertex_llm(cfg: AgentConfig, *, max_retries: int = 3) -> ProviderLLM:
                                        base_url=cfg.base_url, max_retries=max_retries, timeout=300.0)
     access = Access(api="Google Vertex AI", credential="Google credentials", credential_hint=VERTEX_CREDENTIALS,
                     endpoint_hint="[agent] base_url / region",
-                    errors=(RuntimeError, google.auth.exceptions.GoogleAuthError))
+                    errors=(RuntimeError, google.auth.exceptions.GoogleAuthError),
+                    source=f"project {project}, {region}, {_google_kind(credentials)} credentials")
     return AnthropicLLM(cfg.model, cfg.max_tokens, client=client, access=access)
+
+
+def _google_kind(credentials: Any) -> str:
+    """"service_account", "credentials" (a user's gcloud login), "compute_engine", ...: the module's name."""
+    return str(type(credentials).__module__).rsplit(".", 1)[-1]

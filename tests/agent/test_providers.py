@@ -58,6 +58,7 @@ def test_bedrock_signs_with_the_environments_aws_credentials_and_calls_the_invok
     # the body as Bedrock takes it: the model in the path, not the body; the structured output kept
     assert req.cloud == "bedrock" and "model" not in req.body and "anthropic_version" in req.body
     assert req.body["output_config"]["format"]["type"] == "json_schema"
+    assert agent.llm.where() == f"{fake_api.base_url} (us-west-2, AWS credentials: env)"  # middle doctor's
 
 
 def test_bedrock_with_a_rejected_key_is_a_model_access_error_naming_bedrock(fake_api, aws):
@@ -89,6 +90,7 @@ def test_vertex_gets_a_token_from_the_adc_and_calls_raw_predict_in_the_adc_proje
                          "claude-sonnet-5-5:rawPredict")
     assert call.headers["authorization"] == f"Bearer {FAKE_GOOGLE_TOKEN}" and call.channel == "agent"
     assert call.cloud == "vertex" and "model" not in call.body and "anthropic_version" in call.body
+    assert "(project adc-project, us-east5, service_account credentials)" in agent.llm.where()
 
 
 def test_vertex_project_and_region_options_win_over_the_environment(fake_api, gcp):
@@ -122,6 +124,7 @@ def test_openai_compatible_asks_for_the_json_schema_and_uses_the_reply():
     assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == Decision.model_json_schema()
     assert req.body["model"] == "gpt-5-mini" and req.body["messages"][0]["role"] == "system"
     assert req.headers["authorization"] == "Bearer no-key"  # a local server needs no key
+    assert agent.llm.where().endswith("/v1 (no key)")
 
 
 def test_openai_compatible_falls_back_to_a_checked_parse_and_retries_a_reply_that_is_not_json():
