@@ -173,6 +173,7 @@ def test_openai_compatible_unreachable_server_is_a_model_access_error():
 
 
 # -- claude-code -----------------------------------------------------------------------------------
+@pytest.mark.cli
 def test_claude_code_asks_through_the_cli_with_no_tools_and_the_decisions_schema(
         fake_api, claude_cli, monkeypatch, tmp_path):
     for key, value in claude_code_env(fake_api.base_url, tmp_path / "cc", max_retries=0).items():
@@ -188,6 +189,7 @@ def test_claude_code_asks_through_the_cli_with_no_tools_and_the_decisions_schema
     assert "You are the middle agent" in json.dumps(req.body["system"])
 
 
+@pytest.mark.cli
 def test_claude_code_without_a_login_names_the_provider_and_the_sign_in(fake_api, claude_cli, monkeypatch, tmp_path):
     for key, value in claude_code_env(fake_api.base_url, tmp_path / "cc", api_key="", max_retries=0).items():
         monkeypatch.setenv(key, value)

@@ -27,6 +27,7 @@ def error_lines(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.startswith("error:")]
 
 
+@pytest.mark.cli
 def test_a_reachable_model_and_the_bundled_cli_are_ready(project_dir, fake, claude_cli, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     result = doctor(project_dir, f'base_url = "{fake.base_url}"', f'cli_path = "{claude_cli}"')
@@ -38,6 +39,7 @@ def test_a_reachable_model_and_the_bundled_cli_are_ready(project_dir, fake, clau
     assert "ready" in result.output and not error_lines(result.output)
 
 
+@pytest.mark.cli
 def test_offline_looks_for_credentials_without_calling(project_dir, fake, claude_cli, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     result = doctor(project_dir, f'base_url = "{fake.base_url}"', "", "--offline")
@@ -55,6 +57,7 @@ def test_each_problem_is_one_line_saying_what_to_do(project_dir, tmp_path, monke
     assert lines[1].startswith("error: middle agent (anthropic: claude-sonnet-5-5): ANTHROPIC_API_KEY is not set")
 
 
+@pytest.mark.cli
 def test_bedrock_with_a_rejected_key_names_bedrock_and_what_to_set(project_dir, fake, claude_cli, monkeypatch):
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     for key, value in bedrock_env().items():
@@ -67,6 +70,7 @@ def test_bedrock_with_a_rejected_key_names_bedrock_and_what_to_set(project_dir, 
     assert fake.requests[0].path.startswith("/model/")
 
 
+@pytest.mark.cli
 def test_an_openai_compatible_server_answers(project_dir, claude_cli):
     with FakeChatCompletionsAPI() as server:
         result = doctor(project_dir, f'provider = "openai-compatible"\nmodel = "llama3.1"\n'
@@ -76,6 +80,7 @@ def test_an_openai_compatible_server_answers(project_dir, claude_cli):
     assert "openai-compatible: llama3.1" in result.output and "answered" in result.output
 
 
+@pytest.mark.cli
 def test_the_claude_code_provider_is_checked_with_one_call_through_the_cli(
         project_dir, fake, claude_cli, monkeypatch, tmp_path):
     for key, value in claude_code_env(fake.base_url, tmp_path / "cc", max_retries=0).items():

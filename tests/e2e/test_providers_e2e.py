@@ -12,7 +12,7 @@ from orchestrator.fake_api.cloud import bedrock_env, google_service_account_file
 from orchestrator.fake_api.openai_chat import FakeChatCompletionsAPI
 from orchestrator.running.orchestrator import Orchestrator
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.cli, pytest.mark.slow]
 
 TICKET = {"t1.md": "---\ntitle: Add a notes file\nproject: calc\nid: t1\n---\nCreate notes.txt saying hello.\n"}
 
