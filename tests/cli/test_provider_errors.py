@@ -46,3 +46,12 @@ def test_bedrock_without_aws_credentials_stops_the_batch_with_one_line(project_d
     backlog(project_dir, 'provider = "bedrock"')
     result = CliRunner().invoke(main, ["run"])
     assert_one_error(result, "Amazon Bedrock: no AWS credentials found: set AWS_ACCESS_KEY_ID", project_dir)
+
+
+def test_a_provider_whose_sdk_is_not_installed_is_one_line_with_the_pip_command(project_dir, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # as if the `openai` extra were not installed
+    backlog(project_dir, 'provider = "openai-compatible"\nmodel = "llama3.1"\nbase_url = "http://127.0.0.1:9/v1"')
+    result = CliRunner().invoke(main, ["run"])
+    assert_one_error(result, "needs the openai package: pip install 'middle-agent[openai]'", project_dir)
