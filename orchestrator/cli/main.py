@@ -86,6 +86,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("orchestrator.server.serve:serve", "Serve the dashboard, the tickets and memory API, live run events."),
     "worker": ("orchestrator.cli.fleet:worker", "Work the shared backlog on this machine (claim, run, push)."),
     "pr": ("orchestrator.cli.pr:pr", "Open a complete ticket's pull request on GitHub (pushes its branch)."),
+    "doctor": ("orchestrator.cli.doctor:doctor", "Say which coding agent and model a run uses, and if each works."),
 }
 
 
@@ -548,7 +549,8 @@ def init(ctx: click.Context, backend: str | None) -> None:
     if note:
         console.print(f"[yellow]note:[/] {safe(note)}")
     console.print(
-        "next: edit tickets/*.md, export ANTHROPIC_API_KEY, then `middle run` "
+        "next: edit tickets/*.md, export ANTHROPIC_API_KEY (or set [agent] provider: a Claude "
+        "subscription, Bedrock, Vertex, a local model), check with `middle doctor`, then `middle run` "
         "(or `middle run --fake` to try it offline)"
     )
 

@@ -1,5 +1,5 @@
-"""`middle memory search|list|show|add|edit|supersede|pin|unpin|delete|history|undo|retry|export|stores|reindex|import`:
-the project memory from the command line. Every change is recorded (who, when, before and after:
+"""`middle memory search|list|show|add|edit|supersede|pin|unpin|delete|history|stats|undo|retry|export|stores|
+reindex|import`: the project memory from the command line. Every change is recorded (who, when, before and after:
 `middle memory history`) and can be taken back (`middle memory undo N`)."""
 
 from __future__ import annotations
@@ -194,9 +194,11 @@ def show(ctx: click.Context, ident: str, project: str | None) -> None:
     """One doc: its text, where it came from (ticket and run, import, or by hand; when, by
     whom), what it superseded or what superseded it, whether it is pinned, and its changes."""
     from orchestrator.cli.memory_view import print_doc
+    from orchestrator.memory.catalog import project_usage
 
     curator, pid = project_curator(ctx, project)
-    print_doc(console, curator.show(pid, ident))
+    shown = curator.show(pid, ident)
+    print_doc(console, {**shown, "uses": project_usage(curator.store, pid).get(shown["short_id"])})
 
 
 @memory.command()
@@ -213,6 +215,9 @@ def edit(ctx: click.Context, ident: str, text: str | None, valid_until: str | No
     links, ticket and time; `middle memory undo` puts the old text back."""
     from orchestrator.memory.curation import cli_user
 
+    if text is not None and not text.strip():  # said in this command's words, before any store opens
+        raise MiddleError("the new text is empty: give the doc's words (--text TEXT, or leave "
+                          "--text out to write them in the editor)")
     curator, pid = project_curator(ctx, project)
     if valid_until is not None:
         done = curator.set_valid_until(pid, ident, valid_until, cli_user())
@@ -249,6 +254,9 @@ def supersede(ctx: click.Context, ident: str | None, text: str, source: str | No
     from orchestrator.memory import bulk
     from orchestrator.memory.curation import cli_user
 
+    if not text.strip():  # said in this command's words (--with), before any store is opened
+        raise MiddleError("the new text is empty: give the words of the doc that replaces it "
+                          "(--with TEXT, e.g. --with 'Sessions now use JWT tokens.')")
     curator, pid = project_curator(ctx, project)
     flt = _filter(ident, source, ticket, before, after, containing)
     if flt is not None:
@@ -340,16 +348,39 @@ def _pin(ctx: click.Context, ident: str, project: str | None, pinned: bool) -> N
 @click.option(
     "-n", "limit", default=50, show_default=True, type=click.IntRange(min=1), help="How many changes, newest first."
 )
+@click.option("--full", is_flag=True, help="Each change's whole before and after (an edit as a diff), "
+              "not one line cut at 120 characters.")
 @project_option
 @click.pass_context
-def history(ctx: click.Context, ident: str | None, limit: int, project: str | None) -> None:
+def history(ctx: click.Context, ident: str | None, limit: int, full: bool, project: str | None) -> None:
     """The changes made to the project's memory (or to one doc), newest first: who, when,
     what, before and after; `middle memory undo N` takes change N back."""
     from orchestrator.cli.memory_view import print_changes
 
     curator, pid = project_curator(ctx, project)
     changes = curator.show(pid, ident)["changes"][:limit] if ident else curator.changes(pid, limit)
-    print_changes(console, changes)
+    print_changes(console, changes, full=full)
+
+
+@memory.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
+@project_option
+@click.pass_context
+def stats(ctx: click.Context, as_json: bool, project: str | None) -> None:
+    """The project's memory in numbers: docs by source, pinned and superseded, how many the
+    agent was shown and said it used, and the candidates to supersede or forget (recalled in
+    3 or more runs, never used)."""
+    from orchestrator.cli.memory_view import print_stats
+    from orchestrator.memory.catalog import build_catalog
+    from orchestrator.memory.catalog import stats as catalog_stats
+
+    curator, pid = project_curator(ctx, project)
+    numbers = {"project": pid, "backend": curator.facade.backend_name,
+               **catalog_stats(build_catalog(curator.facade, curator.store, pid))}
+    if as_json:
+        click.echo(json.dumps(numbers, indent=2))
+    else:
+        print_stats(console, numbers)
 
 
 @memory.command()

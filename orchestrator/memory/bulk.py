@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from orchestrator.memory.curation import SOURCE_KINDS, CurationError, Outcome, describe_docs, short
+from orchestrator.memory.curation import SOURCE_KINDS, CurationError, Outcome, short
 from orchestrator.memory.format import doc_id
 from orchestrator.memory.timeline import parse_when
 
@@ -78,17 +78,18 @@ def select(curator: Curator, project_id: str, flt: DocFilter) -> list[str]:
     if not texts:
         return []
     states = curator.states(project_id)
-    rows = describe_docs(texts, states, store.doc_sources(project_id))
+    sources = store.doc_sources(project_id)
     times = doc_times(curator, project_id)
     picked = []
-    for text, row in zip(texts, rows):
-        if flt.source and row["source"] != flt.source:
+    for text in texts:
+        tickets = list(sources.get(text, []))
+        if flt.source and source_kind(states.get(doc_id(text)), tickets) != flt.source:
             continue
-        if flt.ticket and not any(t["ticket_id"] == flt.ticket for t in row["tickets"]):
+        if flt.ticket and not any(t["ticket_id"] == flt.ticket for t in tickets):
             continue
         if flt.containing and flt.containing.lower() not in text.lower():
             continue
-        when = times.get(text) or entered_at(text, states, row["tickets"])
+        when = times.get(text) or entered_at(text, states, tickets)
         if (flt.before or flt.after) and when is None:
             continue  # no time known: no date filter can say it matches
         if flt.before and not when < flt.before:  # type: ignore[operator]
@@ -97,6 +98,12 @@ def select(curator: Curator, project_id: str, flt: DocFilter) -> list[str]:
             continue
         picked.append(text)
     return picked
+
+
+def source_kind(state: Any, tickets: list[Any]) -> str:
+    """Where a doc came from, one of SOURCE_KINDS (as the board's catalog says it)."""
+    kind = "ticket" if tickets else str(((state or {}).get("origin") or {}).get("kind") or "unknown")
+    return kind if kind in SOURCE_KINDS else "unknown"
 
 
 def doc_times(curator: Curator, project_id: str) -> dict[str, str]:

@@ -61,6 +61,7 @@ class TicketDriver:
         **overrides: Any,
     ):
         self.config = config
+        self._by: str | None = None
         self._own_services = services is None
         self.services = services or Services(config, **overrides)
         self.say = say or (lambda msg: log.info(msg))
@@ -190,6 +191,13 @@ class TicketDriver:
         if n := stop_dead_run(self.store, run_id):
             self.say(f"stopped {n} process(es) the run's previous `middle` left running")
 
+    def _runner(self) -> str:
+        from orchestrator.memory.curation import cli_user
+
+        if self._by is None:  # asked once per driver: git is not run for every ticket
+            self._by = cli_user(self.config.root)
+        return self._by
+
     def _drive(self, run: Run) -> RunOutcome:
         """Run the graph under the claim; every way out ends the run through the lifecycle."""
         ticket_id, run_id = run.ticket_id, run.run_id
@@ -200,7 +208,8 @@ class TicketDriver:
         try:
             if graph_input is None:  # resumed: the steps whose end a killed process never recorded
                 run.events.replay_missing(self._checkpointed(lambda: finished_steps(self.graph, cfg)))
-            run.events.run_start(resume=graph_input is None, fake=self.services.fake)
+            # `by`: who ran it (git's user, else the login), a ticket doc's author on the board
+            run.events.run_start(resume=graph_input is None, fake=self.services.fake, by=self._runner())
             with run:  # the heartbeat keeps the claim's lease while the graph runs
                 self._checkpointed(lambda: self._stream(graph_input, cfg, run))
         except BaseException as exc:  # every way out ends the run as the one policy says

@@ -7,15 +7,17 @@ empty without creating one.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.memory.catalog import DEFAULT_PAGE, MAX_PAGE, Catalog, DocQuery, build_catalog, usage_by_doc
 from orchestrator.memory.facade import DOC_ID_CHARS, doc_id
-from orchestrator.server.auth import SESSION_COOKIE
+from orchestrator.server.auth import SESSION_COOKIE, TOKEN_NAME
 from orchestrator.server.errors import error_responses
 from orchestrator.server.state import ServerState, checked_project, get_state
 from tickets.queries import DocSource
@@ -128,10 +130,24 @@ def _curator(project_id: str, state: ServerState) -> tuple[Any, str]:
 
 
 def who(request: Request) -> str:
-    """Who a change is recorded as: the board (its login cookie) or an API client, and where from."""
+    """Who a change is recorded as: the board (its login cookie) or an API client, and the
+    person: the name of the token the request came with (`[server] tokens`; MIDDLE_API_TOKEN is
+    "MIDDLE_API_TOKEN"), or, on a server without tokens (loopback only: this machine's user), the person
+    the server runs as (git's user.name and user.email, else the login name)."""
     via = "board" if request.cookies.get(SESSION_COOKIE) or "text/html" in request.headers.get(
         "accept", "") or request.headers.get("x-middle-board") else "api"
-    return f"{via} {request.client.host if request.client else '?'}"
+    name = getattr(request.state, TOKEN_NAME, None)
+    if name is None:
+        name = _server_user(get_state(request))
+    return f"{via} {name}"
+
+
+def _server_user(state: ServerState) -> str:
+    from orchestrator.memory.curation import cli_user
+
+    if state.user is None:  # asked once: the person a server runs as does not change
+        state.user = cli_user(state.config.root)
+    return state.user
 
 
 @router.post("/docs", summary="Add one doc by hand (recorded)", responses=_ERRORS)
@@ -151,7 +167,8 @@ def show_doc(project_id: str, doc: str, state: ServerState = Depends(get_state))
     shown = curator.show(pid, doc)
     return {**shown, "from": origin_line(shown),
             "changes": [{**c, "text": describe_change(c)} for c in shown["changes"]],
-            "uses": state.store.memory_usage(pid)["by_memory"].get(shown["short_id"])}
+            "uses": usage_by_doc(state.store.memory_usage(pid)["by_memory"],
+                                 shown["changes"]).get(shown["short_id"])}
 
 
 @router.post("/docs/{doc}/edit", summary="Change a doc's text (re-indexed alone; recorded, undoable)",
@@ -213,15 +230,79 @@ def undo(project_id: str, change: int, request: Request,
     return {"project": pid, **curator.undo(pid, change, who(request)).as_json()}
 
 
-@router.get("/docs", summary="Every doc in the project's memory, with the tickets that indexed it",
-            responses=_ERRORS)
-def docs(project_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+@router.get("/docs", summary="The project's docs a page at a time, filtered and sorted, with "
+            "their tickets, author, pin, supersede links and usage", responses=_ERRORS)
+def docs(project_id: str, state: ServerState = Depends(get_state),
+         limit: int = Query(DEFAULT_PAGE, ge=1, le=MAX_PAGE, description="Docs per page."),
+         cursor: str | None = Query(None, description="The previous page's `next_cursor`."),
+         sort: str = Query("oldest", description="oldest (the store's order, the default), newest, "
+                           "recalled (most first) or used (most first)."),
+         source: str | None = Query(None, description="ticket, commit, file, transcript, hand, api, "
+                                    "supersede or unknown."),
+         ticket: str | None = Query(None, description="Only docs this ticket indexed."),
+         author: str | None = Query(None, description="Only docs by someone whose name contains this."),
+         since: str | None = Query(None, description="Only docs dated this day (YYYY-MM-DD) or later."),
+         until: str | None = Query(None, description="Only docs dated this day (YYYY-MM-DD) or earlier."),
+         pinned: str | None = Query(None, description="true or false."),
+         superseded: str | None = Query(None, description="true (history) or false (live)."),
+         never_used: str | None = Query(None, description="true: only docs the agent never used."),
+         ) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
-    texts = mem.list_docs(pid)  # [] without creating a store when the project has none
-    sources = _with_sources(state, pid)
-    return {"project": pid, "backend": mem.backend_name, "count": len(texts),
-            "docs": [{"id": doc_id(t)[:DOC_ID_CHARS], "text": t, "tickets": sources.get(t, [])}
-                     for t in texts]}
+    query = DocQuery.parse(limit=limit, cursor=cursor, sort=sort, source=source, ticket=ticket,
+                           author=author, since=since, until=until, pinned=pinned,
+                           superseded=superseded, never_used=never_used)
+    catalog = project_catalog(state, mem, pid)  # empty, creating nothing, without a store
+    shown = catalog.page(query)
+    return {"project": pid, "backend": mem.backend_name, "total": len(catalog.rows),
+            "count": shown["matched"], "filters": query.filters(), "sort": query.sort,
+            "limit": query.limit, **shown}
+
+
+def project_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
+    """The project's docs joined with their states, ticket records, authors and usage: built
+    once, then kept while nothing it shows has changed (the store's files, or, for a store in
+    the database, nothing kept; the ticket store's memory rows and run events), so the next
+    page of 100,000 docs costs what the first page of 20 does."""
+    mark = _catalog_mark(state, mem, pid)
+    with state.catalog_lock:
+        kept = state.catalogs.get(pid)
+        if mark is not None and kept is not None and kept[0] == mark:
+            return kept[1]
+    catalog = _build_catalog(state, mem, pid)
+    if mark is not None:
+        with state.catalog_lock:
+            state.catalogs[pid] = (mark, catalog)
+    return catalog
+
+
+# How long a listing of a store in the database is kept while the ticket store shows no change:
+# every way docs reach memory records itself there too (a ticket's doc, an import's origins, a
+# curation change, an API index), so this only bounds what a bare write from elsewhere could hide.
+DATABASE_LISTING_S = 30.0
+
+
+def _catalog_mark(state: ServerState, mem: MemoryFacade, pid: str) -> tuple[Any, ...] | None:
+    """What the project's listing depends on, cheaply: the store's files (their times and
+    sizes) and the ticket store's memory rows and run events; for a store in a database, whose
+    writes by other machines leave no file here, the ticket store's and a 30 s window. None:
+    build it afresh."""
+    fingerprint = state.store.memory_fingerprint(pid)
+    if mem.url is not None:
+        return (mem.backend_name, "database", fingerprint, int(time.monotonic() // DATABASE_LISTING_S))
+    files = []
+    store = mem.store_dir(pid)
+    if store.is_dir():
+        for path in sorted(store.rglob("*")):
+            try:
+                st = path.stat()
+            except OSError:  # a temp file renamed away while we looked: build afresh
+                return None
+            files.append((str(path), st.st_mtime_ns, st.st_size))
+    return (mem.backend_name, tuple(files), fingerprint)
+
+
+def _build_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
+    return build_catalog(mem, state.store, pid)
 
 
 @router.get("/search", summary="What recall returns for a query, with scores (and why, with explain)",
@@ -262,7 +343,7 @@ def stats(project_id: str, state: ServerState = Depends(get_state)) -> dict[str,
     return memory_stats(mem, pid)
 
 
-def memory_stats(mem: MemoryFacade, pid: str, docs: list[str] | None = None) -> dict[str, Any]:
+def memory_stats(mem: MemoryFacade, pid: str, docs: Sequence[Any] | None = None) -> dict[str, Any]:
     """The project's memory in numbers; `docs`: its docs when the caller has listed them already."""
     store = mem.store_dir(pid)
     exists = mem.has_store(pid)
