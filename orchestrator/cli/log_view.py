@@ -108,7 +108,8 @@ def _checks(store: Any, run_id: str) -> dict[int, list[dict[str, Any]]]:
 
 
 def _check_lines(console: Console, data: dict[str, Any], full: bool) -> None:
-    """One check (or setup) run: what ran, how it ended, and on failure the end of its output."""
+    """One check (or setup) run: what ran, how it ended, and the end of its output (a check's
+    on failure only)."""
     label = "setup" if data["kind"] == "setup" else "base check" if data.get("phase") == "base" else "check"
     ended = "timed out" if data.get("timed_out") else f"exit {data.get('exit_code')}"
     outcome = data.get("outcome") or ("passed" if data.get("exit_code") == 0 else "failed")
@@ -117,7 +118,9 @@ def _check_lines(console: Console, data: dict[str, Any], full: bool) -> None:
     if data.get("already_failing"):
         console.print("      " + escape("already failing on the base: " + ", ".join(data["already_failing"])),
                       soft_wrap=True)
-    if data.get("exit_code") != 0 and data.get("tail"):
+    # A setup's output is shown whether it passed or not (what `pip install` or `npm ci` did is
+    # worth seeing); a check's only when it failed.
+    if (data["kind"] == "setup" or data.get("exit_code") != 0) and data.get("tail"):
         _block(console, "its output (the end)", data["tail"], full)
 
 
@@ -244,7 +247,9 @@ def describe_event(event: dict[str, Any], offline: bool = False) -> str:
         label = "setup" if kind == "setup" else "base check" if d.get("phase") == "base" else "check"
         ended = "timed out" if d.get("timed_out") else f"exit {d.get('exit_code')}"
         outcome = d.get("outcome") or ("passed" if d.get("exit_code") == 0 else "failed")
-        return f"{label} `{d.get('command')}`: {outcome} ({ended})"
+        last = [line.strip() for line in str(d.get("tail") or "").splitlines() if line.strip()]
+        said = f" — {last[-1][:200]}" if kind == "setup" and last else ""  # what setup did, passed or not
+        return f"{label} `{d.get('command')}`: {outcome} ({ended}){said}"
     if kind == "feedback":
         head = f"round {d['round']}: " if d.get("round") else ""
         return f"{head}the human's feedback: {d.get('text', '')}"

@@ -25,7 +25,7 @@ IGNORE = ".env\n.venv/\nnode_modules/\n*.egg-info/\n__pycache__/\n"
 SETUP = (f"{PY} -c \"import pathlib as p; "
          "[p.Path(d).mkdir(parents=True) for d in ('.venv/bin', 'node_modules/left-pad', 'demo.egg-info')]; "
          "p.Path('.venv/bin/python').write_text('#!'); p.Path('node_modules/left-pad/index.js').write_text('x'); "
-         "p.Path('demo.egg-info/PKG-INFO').write_text('Name: demo')\"")
+         "p.Path('demo.egg-info/PKG-INFO').write_text('Name: demo'); print('Successfully installed demo-0.1')\"")
 # Passes only where copy and setup did their work (and the ticket wrote calc.py).
 CHECK = (f"{PY} -c \"import pathlib as p, sys; "
          "ok = all(p.Path(f).exists() for f in ('.env', '.venv/bin/python', 'node_modules/left-pad/index.js', "
@@ -83,6 +83,30 @@ def test_ignored_files_of_copy_and_setup_are_never_committed_nor_saved_and_the_t
     # The local files are still there for the next round's checks.
     assert (worktree / ".env").is_file() and (worktree / ".venv/bin/python").is_file()
     assert (worktree / "settings.toml").read_text() == "mode = 'local'\n"
+
+
+def test_a_passing_setups_output_is_shown_in_the_log_and_its_events(tmp_path):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from orchestrator.cli.log_view import describe_event, print_log
+
+    repo = project(tmp_path)
+    llm = ScriptedAgentLLM([plan_reply("Write calc.py"), decision_reply(True, "Wrote calc.py.")])
+    coder = RecordingCodingAgent([lambda prompt, cwd: (cwd / "calc.py").write_text("x = 1\n") and "Wrote it."])
+    with make_orchestrator(config(tmp_path), llm, coder) as orch:
+        add_ticket(orch, repo)
+        assert orch.run_ticket("t1").status == "complete"
+        events = orch.store.list_events(ticket_id="t1")
+        buffer = StringIO()
+        print_log(Console(file=buffer, width=200), orch.store, "t1")
+    setup = next(e for e in events if e["kind"] == "setup")
+    assert setup["data"]["exit_code"] == 0 and "Successfully installed demo-0.1" in setup["data"]["tail"]
+    assert describe_event(setup).endswith("passed (exit 0) — Successfully installed demo-0.1")
+    notes = [e["data"]["text"] for e in events if e["kind"] == "note"]
+    assert any("passed" in n and n.endswith(": Successfully installed demo-0.1") for n in notes), notes
+    assert "Successfully installed demo-0.1" in buffer.getvalue()
 
 
 def test_only_local_paths_git_does_not_ignore_are_excluded_by_pathspec(tmp_path):
