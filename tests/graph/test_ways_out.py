@@ -187,3 +187,19 @@ def test_max_rounds_0_advises_something_true(tmp_path):
     assert outcome.status == "failed"
     assert "0 more round" not in outcome.reason
     assert "max_rounds = 0 the middle agent corrects nothing" in outcome.reason and "middle resume t1" in outcome.reason
+
+
+def test_a_check_that_cannot_start_on_the_base_then_fixed_and_resumed_runs_the_fixed_command(tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    with make_orchestrator(config(tmp_path, commands=["no-such-test-runner --all"]), ScriptedAgentLLM([]),
+                           RecordingCodingAgent([])) as orch:
+        add_ticket(orch, repo)
+        with pytest.raises(Exception, match="could not start") as err:
+            orch.run_ticket("t1")
+        assert "middle resume t1" in str(err.value)
+    llm = ScriptedAgentLLM([plan_reply("Write calc.py"), decision_reply(True, "Wrote calc.py.")])
+    with make_orchestrator(config(tmp_path), llm, RecordingCodingAgent([RIGHT])) as orch:
+        outcome = orch.resume("t1")
+        assert outcome.status == "complete", outcome.reason
+        ran = [e["data"]["command"] for e in orch.store.list_events(ticket_id="t1") if e["kind"] == "check"]
+        assert ran == ["no-such-test-runner --all", OK_CHECK, OK_CHECK]  # the fixed one on the base, then on the work
