@@ -10,7 +10,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from orchestrator.agent import prompts
-from orchestrator.errors import CodingAgentError, ModelAccessError, RunInterrupted, TicketError
+from orchestrator.errors import CodingAgentError, GitError, ModelAccessError, RunInterrupted, TicketError
 from orchestrator.graph import checking
 from orchestrator.graph import rounds as review
 from orchestrator.graph.context import TicketContext
@@ -388,7 +388,11 @@ def fail(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     if checking_now:
         reason += f" ({checking_now})"
     t = local_ticket(ctx, state)
-    sha = keep_work(ctx, state, t, reason)
+    try:
+        sha = keep_work(ctx, state, t, reason)
+    except GitError as exc:  # (the worktree removed by hand): the failure is still the agent's or the limit's
+        ctx.say(f"could not commit the ticket's work on its branch: {exc}")
+        sha = None
     if sha:
         branch = (t.get("workspace") or {}).get("branch", "its branch")
         reason += (f"; its work is committed on {branch} ({sha[:10]}): "
