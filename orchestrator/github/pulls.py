@@ -106,7 +106,8 @@ def check_summary(store: TicketStore, run: RunRow) -> str:
     if not last:
         return ""
     lines = [
-        f"- `{cmd}`: {d.get('outcome')} ({'timed out' if d.get('timed_out') else 'exit ' + str(d.get('exit_code'))}"
+        f"- `{cmd}`: {d.get('label') or d.get('outcome')} "
+        f"({'timed out' if d.get('timed_out') else 'exit ' + str(d.get('exit_code'))}"
         f", {float(d.get('duration_s') or 0):.0f}s)"
         for cmd, d in last.items()
     ]

@@ -16,9 +16,9 @@ from orchestrator.errors import TicketError
 
 
 def resumed_checks(config: Any, store: Any, ticket_id: str) -> dict[str, Any]:
-    """{"check": commands, "check_must_pass": bool} from the current config and ticket; the
+    """The snapshot's check fields (as load_ticket makes them) from the current config and ticket; the
     ticket's Markdown file, when it has one, is read again (a `check:` edited there counts)."""
-    from orchestrator.graph.checking import commands_for, must_pass
+    from orchestrator.graph.checking import allows_removed_tests, commands_for, must_pass
 
     ticket = store.get_ticket(ticket_id)
     source = ticket.source or ""
@@ -32,5 +32,5 @@ def resumed_checks(config: Any, store: Any, ticket_id: str) -> dict[str, Any]:
         if current.id == ticket.id:
             ticket = ticket.replace(fields=current.fields)
     as_context = cast(Any, SimpleNamespace(check=config.check))  # commands_for reads only its [check]
-    return {"check": commands_for(as_context, ticket),
-            "check_must_pass": must_pass(ticket)}
+    return {"check": commands_for(as_context, ticket), "check_must_pass": must_pass(ticket),
+            "allow_removed_tests": allows_removed_tests(ticket)}
