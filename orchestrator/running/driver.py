@@ -174,9 +174,11 @@ class TicketDriver:
     def resume(self, ticket_id: str) -> RunOutcome:
         """Continue the ticket's latest run from its last checkpoint (a completed turn never re-runs).
 
-        An interrupted run, and a failed one whose failure can be retried (a Claude Code turn or
-        the model failed), continue; a run that ended as the agent decided (complete, or failed
-        on a limit) cannot.
+        An interrupted run, a failed one whose failure can be retried (a Claude Code turn or the
+        model failed, a check that could not run), and a failed one that kept its work (its check
+        past its rounds: more rounds; the middle agent gave up or a limit ended it: the middle agent
+        is asked again) continue, with the ticket's checks as `[check]` and its front matter say now
+        (orchestrator.running.refresh). A complete run, or a failed one with no work, cannot.
         """
         run = self.store.latest_run(ticket_id)
         if run is None:
