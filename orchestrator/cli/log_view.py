@@ -151,7 +151,7 @@ def round_lines(out: Console, store: Any, run: dict[str, Any], following: dict[s
     events = store.feedback(run["id"])
     opening = events[0] if events and events[0].get("round") else None
     if opening is not None:
-        out.print(f"  [bold]round {opening['round']}[/] — the human's feedback: "
+        out.print(f"  [bold]round {opening['round']}[/] — {escape(opening['label'])}: "
                   + escape(" / ".join([*opening.get("carried", []), opening["text"]])), soft_wrap=True)
     read = max([opening["id"] if opening else 0] + [int((t.get("decision") or {}).get("feedback_seen") or 0)
                                                     for t in store.list_turns(run_id=run["id"])])
@@ -261,8 +261,10 @@ def describe_event(event: dict[str, Any], offline: bool = False) -> str:
         said = f" — {last[-1][:200]}" if kind == "setup" and last else ""  # what setup did, passed or not
         return f"{label} `{d.get('command')}`: {outcome} ({ended}){said}"
     if kind == "feedback":
+        from tickets.rounds import feedback_label
+
         head = f"round {d['round']}: " if d.get("round") else ""
-        return f"{head}the human's feedback: {d.get('text', '')}"
+        return f"{head}{feedback_label(d)}: {d.get('text', '')}"
     if kind == RECALL_EVENT:
         ids = ", ".join(str(m.get("id")) for m in d.get("memories") or [])
         return f"recalled at {d.get('where')}: {ids}"
