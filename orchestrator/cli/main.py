@@ -232,12 +232,16 @@ def _stop_signals() -> Iterator[None]:
 @click.option("--tickets", "tickets_dir", default=None, help="Ticket folder (default [project] tickets_dir).")
 @click.option("--fake", is_flag=True, help="Use the built-in offline fake model instead of the API.")
 @click.option("--rerun", is_flag=True, help="Also start tickets that are already complete or merged.")
+@click.option("--fresh", is_flag=True,
+              help="Start over a ticket whose earlier run left work (its branch, edits, untracked files), dropping it.")
 @click.option("--parallel", "-j", type=TicketsAtOnce(), default=None,
               help="Tickets at once, each in its own worktree (default [run] parallel).")
 @click.pass_context
 def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None, fake: bool,
-        rerun: bool, parallel: int | None) -> None:
-    """Run the given tickets, or every pending one, from the ticket folder."""
+        rerun: bool, fresh: bool, parallel: int | None) -> None:
+    """Run the given tickets, or every pending one, from the ticket folder. A ticket whose
+    earlier run left work is refused (continue it with `middle resume` or `middle feedback`)
+    unless --fresh."""
     config = get_config(ctx)
     orch = open_orchestrator(ctx, config, fake)
     from orchestrator.cli.batch_view import make_view
@@ -263,7 +267,7 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
     try:
         with _stop_signals():
             result = run_batch(orch, ids, parallel=n, rerun=rerun, named=bool(ticket_ids), view=view,
-                               blocked=blocked)
+                               blocked=blocked, fresh=fresh)
     except BatchInterrupted as exc:
         view.close()
         if exc.outcomes:
@@ -293,7 +297,8 @@ def _unfinished(store: Any) -> str:
 
     waiting = [t.id for t in store.list_tickets() if t.status.value in ("interrupted", "running", "failed")]
     lines = [f"{tid}: {advise(store, tid)}" for tid in waiting
-             if situation(store, tid) in ("interrupted", "stale", "failed-resumable", "failed-check")]
+             if situation(store, tid) in ("interrupted", "stale", "failed-resumable", "failed-check",
+                                          "failed-work", "failed-round")]
     return "; unfinished: " + "; ".join(lines) if lines else ""
 
 
@@ -381,7 +386,8 @@ def _pull_request_rounds(ctx: click.Context, config: Config, store: Any, fake: b
 @click.option("--fake", is_flag=True, help="Use the built-in offline fake model instead of the API.")
 @click.pass_context
 def resume(ctx: click.Context, ticket_id: str, fake: bool) -> None:
-    """Continue a ticket's interrupted run, or a failed one that can be retried, from its last checkpoint."""
+    """Continue a ticket's interrupted run, or a failed one that has work or can be retried, from
+    its last checkpoint, with [check], [worktree] and the ticket's front matter as they are now."""
     orch = open_orchestrator(ctx, get_config(ctx), fake)
     try:
         with _stop_signals():

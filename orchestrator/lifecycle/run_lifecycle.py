@@ -48,15 +48,20 @@ class RunLifecycle:
 
     def fail(self, ticket_id: str, run_id: str, reason: str, *, resumable: bool = False,
              ticket_status: str | None = None, check_failed: bool = False, transient: bool = False,
-             token: int | None = None, on_ended: Callable[[], None] | None = None) -> bool:
+             kept_work: bool = False, token: int | None = None,
+             on_ended: Callable[[], None] | None = None) -> bool:
         """End a run as failed. `ticket_status="pending"` returns the ticket to the backlog (a
         model that cannot be reached before anything was done); `check_failed`: its check still
         failed after its rounds (its work is on its branch: feedback starts a round on it);
         `transient`: something passing stopped it (a Claude Code turn that crashed or timed out):
-        a worker retries it, a bounded number of times with growing waits ([run] retries)."""
+        a worker retries it, a bounded number of times with growing waits ([run] retries).
+        `kept_work`: the graph ended it (the middle agent gave up, a limit) with its work committed
+        on its branch: feedback starts a round on it, and a resume asks the middle agent again."""
         event: dict[str, Any] = {"resumable": resumable}
         if check_failed:
             event["check_failed"] = True
+        if kept_work:
+            event["kept_work"] = True
         if transient:
             event["transient"] = True
         ended = self.store.end_run(ticket_id, run_id, "failed", reason, ticket_status=ticket_status, event=event,
