@@ -211,6 +211,8 @@ def test_sliding_window_keeps_time_order_and_marks_on_postgresql(tmp_path, pg_ur
         edited = curator.edit("p", doc_id(docs[2])[:8], "Ticket 2: work item 2 redone.", WHO)
         assert memory.list_docs("p") == [*docs[:2], edited.doc, *docs[3:]]  # in its place
         curator.supersede("p", doc_id(docs[1])[:8], "Ticket 1: replaced by the new flow.", WHO)
+        memory.retrieve("p", ["q"], 5)  # the marks reach the backend: its summary is rebuilt
+        memory.flush()  # (in the background by default)
         block = memory.block("p", [], memory.retrieve("p", ["q"], 5), limit=5).text
         assert f"superseded by [{doc_id('Ticket 1: replaced by the new flow.')[:8]}]" in block
         assert store.memory_state("p")[doc_id(docs[0])]["valid_until"].startswith("2999-01-02")
