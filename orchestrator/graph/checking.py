@@ -169,7 +169,6 @@ def _set_up(ctx: TicketContext, run_id: str, t: dict[str, Any], worktree: Path) 
 def _at(worktree: Path, commit: str) -> bool:
     """Whether the worktree is still exactly the commit it started from (no turn changed it)."""
     from orchestrator.gitrun import git
-
     from orchestrator.workspace.local_files import local_paths
 
     head = git(worktree, "rev-parse", "HEAD").stdout.strip()
