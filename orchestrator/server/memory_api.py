@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
+
+import anyio
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,11 +29,13 @@ if TYPE_CHECKING:
 router = APIRouter(prefix="/api/projects/{project_id}/memory", tags=["memory"])
 
 # Every memory route: a bad project id or body is a 400 (a doc over [memory] max_doc_chars, a
-# query over max_query_chars too); a body over the server's limit a 413; memory off or a failing
-# store a 503.
+# query over max_query_chars too); a body over the server's limit, or docs or queries over
+# [memory] max_request_chars in all, a 413; memory off or a failing store a 503.
 _ERRORS = error_responses(400, 413, 503, e400="e.g. a project id with a '/', docs that are not a "
                           "list of strings, a doc over [memory] max_doc_chars or a query over "
-                          "[memory] max_query_chars", e503="memory is off, or the backend's store failed")
+                          "[memory] max_query_chars", e413="or the call's docs or queries hold more "
+                          "than [memory] max_request_chars characters in all",
+                          e503="memory is off, or the backend's store failed")
 
 
 class _Body(BaseModel):
@@ -77,7 +81,9 @@ def _with_sources(state: ServerState, pid: str) -> dict[str, list[DocSource]]:
 def index(project_id: str, body: DocsBody, request: Request,
           state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
-    mem.index(pid, body.docs, refuse_long=True)  # a client's doc is kept whole or refused
+    # A client's doc is kept whole or refused, and its call within [memory] max_request_chars
+    # (a 413); the work stops between batches once the client has gone.
+    mem.index(pid, body.docs, refuse_long=True, gone=client_gone(request))
     # Where each came from, for `middle memory show` and the board (a doc with one keeps it).
     state.store.note_memory_origins(pid, [(doc_id(d), d, {"kind": "api"}) for d in body.docs],
                                     who(request))
@@ -118,6 +124,14 @@ def _curator(project_id: str, state: ServerState) -> tuple[Any, str]:
     state.memory()  # MemoryOff (503) first
     with state.runs.build_lock:  # Services builds its parts lazily, not thread-safely
         return state.services.curator(), pid
+
+
+def client_gone(request: Request) -> Callable[[], bool]:
+    """Whether the client of this route (run in a worker thread) has closed its connection: its
+    answer would reach no one, so long work stops rather than hold the server."""
+    def gone() -> bool:
+        return bool(anyio.from_thread.run(request.is_disconnected))
+    return gone
 
 
 def who(request: Request) -> str:
