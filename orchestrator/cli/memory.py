@@ -14,7 +14,7 @@ import click
 from orchestrator.cli.context import command_backend, default_project, project_curator, project_memory  # noqa: F401
 from orchestrator.cli.output import console, err_console, hanging, safe
 from orchestrator.errors import MemoryStoreError, MiddleError
-from orchestrator.memory.format import DOC_ID_CHARS, doc_id
+from orchestrator.memory.format import DOC_ID_CHARS, doc_id, truncate_doc
 from orchestrator.plugins.memory_backend import MemoryDatabase
 
 project_option = click.option(
@@ -419,7 +419,9 @@ def _note_origins(curator: Any, project_id: str, origins: dict[str, dict[str, st
     an origin keeps it."""
     from orchestrator.memory.curation import cli_user
 
-    prepared = [(curator.facade.prepare_doc(text), origin) for text, origin in origins.items()]
+    # The text as stored, cut as the import cut it (and warned about once, there).
+    cap = curator.facade.max_doc_chars
+    prepared = [(truncate_doc(text, cap), origin) for text, origin in origins.items()]
     curator.store.note_memory_origins(project_id, [(doc_id(d), d, o) for d, o in prepared], cli_user())
 
 
