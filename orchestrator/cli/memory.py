@@ -23,6 +23,11 @@ project_option = click.option(
     default=None,
     help="Project id (default: [project] id, else the only project of the tickets, else the project folder's name).",
 )
+# A project id named with -p must be known (configured, of a ticket, or with a store): a typo
+# would start an empty store. `add` and `import` may start a new project's memory on purpose.
+create_option = click.option(
+    "--create", is_flag=True, help="Start the memory of a project that has none yet (else a new --project is refused)."
+)
 
 
 _memory = project_memory  # the facade and the project id of this command
@@ -92,12 +97,13 @@ def list_(ctx: click.Context, project: str | None) -> None:
 @memory.command()
 @click.argument("text")
 @project_option
+@create_option
 @click.pass_context
-def add(ctx: click.Context, text: str, project: str | None) -> None:
+def add(ctx: click.Context, text: str, project: str | None, create: bool) -> None:
     """Index TEXT as one doc (at most [memory] max_doc_chars long)."""
     from orchestrator.memory.curation import cli_user
 
-    curator, pid = project_curator(ctx, project)
+    curator, pid = project_curator(ctx, project, create)
     done = curator.add(pid, text, cli_user())
     ident = doc_id(done.doc)[:DOC_ID_CHARS]
     if done.change is None:
@@ -359,6 +365,7 @@ def reindex(ctx: click.Context, source: str, from_url: str | None, project: str 
 )
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
 @project_option
+@create_option
 @click.pass_context
 def import_(
     ctx: click.Context,
@@ -367,6 +374,7 @@ def import_(
     repo: Path | None,
     progress: bool,
     project: str | None,
+    create: bool,
 ) -> None:
     """Index a project's existing history: `git` (one doc per non-merge commit, new commits
     only on a rerun), or FILES: Markdown or text (one doc per section) and Claude Code session
@@ -379,7 +387,7 @@ def import_(
     origins: dict[str, dict[str, str]] = {}  # each doc's commit or file, recorded after the import
     if sources == ("git",):
         config = get_config(ctx)
-        curator, pid = project_curator(ctx, project)
+        curator, pid = project_curator(ctx, project, create)
         mem = curator.facade
         where = repo if repo is not None else config.resolve(config.project.path)
         with _progress(progress) as track:
@@ -403,7 +411,7 @@ def import_(
         for text, when in file_import.read_records(path):
             records.append((text, when))
             origins[text] = {"kind": kind, "path": str(path.resolve())}
-    curator, pid = project_curator(ctx, project)
+    curator, pid = project_curator(ctx, project, create)
     mem = curator.facade
     with import_lock(get_config(ctx).state_path, pid), _progress(progress) as track:
         report = index_batches(mem, pid, records, track(f"importing {len(records)} doc(s)", len(records)))

@@ -76,10 +76,27 @@ def _with_sources(state: ServerState, pid: str) -> dict[str, list[DocSource]]:
     return state.store.doc_sources(pid)
 
 
-@router.post("/index", summary="Index docs (the memory contract)", responses=_ERRORS)
-def index(project_id: str, body: DocsBody, request: Request,
+_CREATE = Query(False, description="Start the memory of a project no config, ticket or store knows "
+                                   "yet (without it, such a project id is a 404: a typo would start "
+                                   "an empty store).")
+_NEW_ERRORS = {**_ERRORS, **error_responses(404, e404="no project has that id: pass create=true to "
+                                                      "start one on purpose")}
+
+
+def _known(state: ServerState, mem: MemoryFacade, pid: str, create: bool) -> str:
+    """`pid` when the project is known or `create` starts it on purpose (memory.projects)."""
+    from orchestrator.memory.projects import check_known
+
+    config = state.config
+    known = [config.project.id or config.resolve(config.project.path).name, *state.project_ids()]
+    return check_known(mem, pid, known, create=create, how="pass ?create=true")
+
+
+@router.post("/index", summary="Index docs (the memory contract)", responses=_NEW_ERRORS)
+def index(project_id: str, body: DocsBody, request: Request, create: bool = _CREATE,
           state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
+    _known(state, mem, pid, create)
     # A client's doc is kept whole or refused, and its call within [memory] max_request_chars
     # (a 413); the work stops between batches once the client has gone.
     mem.index(pid, body.docs, refuse_long=True, gone=client_gone(request))
@@ -140,10 +157,11 @@ def who(request: Request) -> str:
     return f"{via} {request.client.host if request.client else '?'}"
 
 
-@router.post("/docs", summary="Add one doc by hand (recorded)", responses=_ERRORS)
-def add_doc(project_id: str, body: TextBody, request: Request,
+@router.post("/docs", summary="Add one doc by hand (recorded)", responses=_NEW_ERRORS)
+def add_doc(project_id: str, body: TextBody, request: Request, create: bool = _CREATE,
             state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
+    _known(state, curator.facade, pid, create)
     return {"project": pid, **curator.add(pid, body.text, who(request)).as_json()}
 
 

@@ -58,8 +58,23 @@ def test_read_only_commands_under_a_switched_backend_create_no_store(workdir):
     assert "bm25" in middle(workdir, "stores").stdout
     assert sorted(p.name for p in store.iterdir()) == before  # no dense.sqlite3
     assert not (workdir / ".middle" / "memory" / "other").exists()
-    middle(workdir, "list", "--project", "other")
+    middle(workdir, "list", "--project", "other", ok=False)  # an unknown project (see below)
     assert not (workdir / ".middle" / "memory" / "other").exists()
+
+
+def test_a_mistyped_project_is_an_error_naming_the_known_ones_unless_created_on_purpose(workdir):
+    """A mistyped `-p` once started a new, empty store the project's tickets never read."""
+    middle(workdir, "add", "kept in demo")
+    for args in (["add", "lost", "-p", "demoo"], ["search", "kept", "-p", "demoo"],
+                 ["import", "git", "-p", "demoo"]):
+        lines = middle(workdir, *args, ok=False).stderr.strip().splitlines()
+        assert lines == ["error: no project 'demoo' here (known: demo): check the project id, or "
+                         "pass --create (`middle memory add --create` or `middle memory import --create`) "
+                         "to start its memory on purpose"], lines
+    assert not (workdir / ".middle" / "memory" / "demoo").exists()
+    assert "added 1 doc" in middle(workdir, "add", "a new project's first doc", "-p", "demoo", "--create").stdout
+    assert "a new project's first doc" in middle(workdir, "search", "first", "-p", "demoo").stdout  # known now
+    assert "kept in demo" in middle(workdir, "search", "kept", "-p", "demo").stdout
 
 
 def test_reindex_from_the_old_backend(workdir):

@@ -88,3 +88,18 @@ def test_the_api_creates_tickets_of_its_project_only(serve, tmp_path):
     for tid in ("a..b", "-rf", "x.lock"):
         r = c.post("/api/tickets", json={"title": "Y", "project": "calc", "id": tid})
         assert r.status_code == 400 and r.json()["error"].startswith(f"ticket id '{tid}'"), r.text
+
+
+def test_a_new_project_id_on_the_memory_api_is_a_404_unless_created_on_purpose(serve, tmp_path):
+    project = make_project(tmp_path)
+    c = serve(project).client
+    r = c.post("/api/projects/calcc/memory/index", json={"docs": ["a doc"]})
+    assert r.status_code == 404, r.text
+    assert r.json()["error"] == ("no project 'calcc' here (known: calc): check the project id, "
+                                 "or pass ?create=true to start its memory on purpose")
+    assert c.post("/api/projects/calcc/memory/docs", json={"text": "a doc"}).status_code == 404
+    assert not (tmp_path / ".middle" / "memory" / "calcc").exists()
+    assert c.post("/api/projects/calc/memory/index", json={"docs": ["a doc"]}).status_code == 200
+    made = c.post("/api/projects/calcc/memory/index", params={"create": "true"}, json={"docs": ["a doc"]})
+    assert made.status_code == 200 and c.get("/api/projects/calcc/memory/docs").json()["count"] == 1
+    assert c.post("/api/projects/calcc/memory/index", json={"docs": ["another"]}).status_code == 200
