@@ -53,11 +53,22 @@ def read_signals(store: TicketStore, config: Config) -> list[PullSignals]:
             pull = gh.get(f"/pulls/{number}", f"pull request #{number} of {repo}", missing_ok=True)
             if not isinstance(pull, dict) or pull.get("state") != "open":
                 continue  # merged, closed or gone: `middle sync`'s pull states say so
-            head = str((pull.get("head") or {}).get("sha") or run.get("head_commit") or "")
+            sha = _dict(pull.get("head")).get("sha")  # GitHub's answer is untrusted: a string head is none
+            head = sha if isinstance(sha, str) and sha else str(run.get("head_commit") or "")
             items = [i for i in (*_failed_ci(gh, head), *_changes_requested(gh, number)) if i[0] not in acted]
         if items:
             found.append(PullSignals(ticket.id, pr_url, items))
     return found
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    """A part of GitHub's answer that should be an object, or {} when it is not (a malformed
+    answer is read as one without that part, never a traceback)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _failed_ci(gh: GitHubClient, sha: str) -> list[tuple[str, str]]:
@@ -65,11 +76,11 @@ def _failed_ci(gh: GitHubClient, sha: str) -> list[tuple[str, str]]:
     if not sha:
         return []
     items = []
-    runs = gh.get(f"/commits/{sha}/check-runs", f"the check runs of {sha[:10]}", missing_ok=True) or {}
-    for check in runs.get("check_runs") or []:
+    runs = _dict(gh.get(f"/commits/{sha}/check-runs", f"the check runs of {sha[:10]}", missing_ok=True))
+    for check in _list(runs.get("check_runs")):
         if not isinstance(check, dict) or check.get("conclusion") not in FAILED_CONCLUSIONS:
             continue
-        output = check.get("output") or {}
+        output = _dict(check.get("output"))
         lines = [f"CI check `{check.get('name')}` {check.get('conclusion')} on the pull request"
                  + (f" ({check['html_url']})" if check.get("html_url") else "") + "."]
         for part in (output.get("title"), output.get("summary"), output.get("text")):
@@ -79,8 +90,8 @@ def _failed_ci(gh: GitHubClient, sha: str) -> list[tuple[str, str]]:
         if log:
             lines.append("The end of its log:\n" + log)
         items.append((f"check:{check.get('id')}", "\n".join(lines)))
-    status = gh.get(f"/commits/{sha}/status", f"the statuses of {sha[:10]}", missing_ok=True) or {}
-    for st in status.get("statuses") or []:
+    status = _dict(gh.get(f"/commits/{sha}/status", f"the statuses of {sha[:10]}", missing_ok=True))
+    for st in _list(status.get("statuses")):
         if isinstance(st, dict) and st.get("state") in FAILED_STATES:
             text = (f"CI status `{st.get('context')}` {st.get('state')} on the pull request"
                     + (f": {st['description']}" if st.get("description") else "")
@@ -91,7 +102,7 @@ def _failed_ci(gh: GitHubClient, sha: str) -> list[tuple[str, str]]:
 
 def _job_log(gh: GitHubClient, check: dict[str, Any]) -> str:
     """The tail of a GitHub Actions job's log (its check run's id is the job's), or ""."""
-    if (check.get("app") or {}).get("slug") != "github-actions" or not check.get("id"):
+    if _dict(check.get("app")).get("slug") != "github-actions" or not check.get("id"):
         return ""
     resp = gh.request("GET", gh.url(f"/actions/jobs/{check['id']}/logs"))
     if resp.status_code in (301, 302, 307, 308) and resp.headers.get("Location"):
@@ -114,8 +125,9 @@ def _changes_requested(gh: GitHubClient, number: str) -> list[tuple[str, str]]:
                           f"the review comments of pull request #{number}")
     items = []
     for review in wanted:
-        who = (review.get("user") or {}).get("login") or "a reviewer"
-        lines = [f"Review by {who} requests changes:" + (f" {review['body'].strip()}" if review.get("body") else "")]
+        who = _dict(review.get("user")).get("login") or "a reviewer"
+        body = review.get("body")
+        lines = [f"Review by {who} requests changes:" + (f" {body.strip()}" if isinstance(body, str) and body else "")]
         for c in comments:
             if isinstance(c, dict) and c.get("pull_request_review_id") == review.get("id"):
                 where = f"{c.get('path')}:{c.get('line') or c.get('original_line') or '?'}"
