@@ -403,6 +403,10 @@ class SqliteStore(Store):
 
     @property
     def corrupt_hint(self) -> str:  # type: ignore[override]
+        if not _has_sqlite_header(self.path):  # nothing in it can be read: no command can help
+            return (f"its header is not SQLite's, so nothing in it can be read, by `middle memory "
+                    f"export` or `reindex` either: restore the file from a backup, or move it away "
+                    f"(e.g. `mv {self.path} {self.path}.damaged`) to start the project's memory afresh")
         # Every built-in store file is named after its backend (bm25.sqlite3, ...).
         return (f"`middle memory reindex --from {self.path.stem}` rebuilds it from what can "
                 "still be read (the damaged file is kept in a .reindex-* folder beside it); if "
@@ -417,6 +421,20 @@ class SqliteStore(Store):
         return MemoryStoreError(
             f"{what} the {self.kind} {self.path}: {exc}. Check that the directory is writable and "
             f"the disk not full; if the file is damaged, {self.corrupt_hint}")
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def _has_sqlite_header(path: Path) -> bool:
+    """Whether the file starts as a SQLite database does (or cannot be read, or is empty: then
+    the usual damage hint stands)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+    except OSError:
+        return True
+    return not head or head == SQLITE_HEADER
 
 
 def salvage_rows(path: Path, table: str, columns: Sequence[str], where: str = "") -> list[tuple]:

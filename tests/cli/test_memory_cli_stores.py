@@ -189,3 +189,23 @@ def test_reindex_moves_a_memory_from_sqlite_to_postgresql_and_back(workdir, pg_u
     assert listed == [*docs, "third memory, written on PostgreSQL"]
     error = middle(workdir, "reindex", "--from", backend, "--from-url", "mysql://db/x", ok=False)
     assert error.stderr.strip().startswith("error: --from-url 'mysql' is neither 'local'")
+
+
+def test_a_store_whose_header_is_garbage_says_one_way_out_and_it_works(workdir):
+    """`reindex` once said to export and `export` to reindex: both say the file is damaged
+    beyond reading, and the way out they name (move it away) starts the memory afresh."""
+    middle(workdir, "add", "kept before the damage")
+    store = workdir / ".middle" / "memory" / "demo" / "bm25.sqlite3"
+    with store.open("r+b") as f:
+        f.write(b"garbage header!!" * 6)
+    said = []
+    for args in (["export"], ["reindex", "--from", "bm25"], ["list"]):
+        lines = middle(workdir, *args, ok=False).stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), lines
+        said.append(lines[0])
+    for line in said:
+        assert "its header is not SQLite's, so nothing in it can be read" in line
+        assert f"`mv {store} {store}.damaged`" in line and "to start the project's memory afresh" in line
+    store.rename(f"{store}.damaged")  # as it says
+    assert "added 1 doc" in middle(workdir, "add", "the first doc of the fresh memory").stdout
+    assert middle(workdir, "list").stdout.count("\n") == 1
