@@ -186,7 +186,8 @@ class Services:
         if "read_only_store" not in self.__dict__:
             from tickets.store import open_read_only
 
-            self.__dict__["read_only_store"] = open_read_only(self.config.store_target)
+            self.__dict__["read_only_store"] = open_read_only(self.config.store_target,
+                                                              self.config.store.reconnect_s)
             if self.__dict__["read_only_store"] is not None:
                 self._built.append("read_only_store")
         return self.__dict__["read_only_store"]

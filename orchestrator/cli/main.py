@@ -47,11 +47,11 @@ def read_config(ctx: click.Context) -> ReadConfig:
     return load((ctx.find_root().obj or {}).get("config_path"), check=check_options)
 
 
-def read_store(ctx: click.Context, target: str) -> Any:
+def read_store(ctx: click.Context, config: ReadConfig) -> Any:
     """The ticket store opened read-only for this command (None before any run), closed at its end."""
     from tickets.store import open_read_only
 
-    store = open_read_only(target)
+    store = open_read_only(config.store_target, config.reconnect_s)
     if store is not None:
         ctx.call_on_close(store.close)
     return store
@@ -414,7 +414,7 @@ def tickets(ctx: click.Context, status: str | None) -> None:
     config = read_config(ctx)
     if status is not None and status not in {s.value for s in TicketStatus}:
         raise click.BadParameter(f"use one of {', '.join(s.value for s in TicketStatus)}", param_hint="--status")
-    store = read_store(ctx, config.store_target)  # read-only: creates no file
+    store = read_store(ctx, config)  # read-only: creates no file
     known = {t.id: t for t in store.list_tickets()} if store else {}
     folder = load(config, store=store)
     # As the next sync will store them (nothing is written here): those the source no longer has
@@ -512,7 +512,7 @@ def log(ctx: click.Context, ticket_id: str, full: bool, follow: bool) -> None:
     from orchestrator.cli.log_view import follow_log, print_log
     from orchestrator.errors import TicketError
 
-    store = read_store(ctx, read_config(ctx).store_target)
+    store = read_store(ctx, read_config(ctx))
     if store is None:
         from orchestrator.lifecycle.next_steps import command
 

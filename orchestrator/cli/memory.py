@@ -14,7 +14,7 @@ import click
 from orchestrator.cli.context import command_backend, default_project, project_curator, project_memory  # noqa: F401
 from orchestrator.cli.output import console, err_console, hanging, safe
 from orchestrator.errors import MemoryStoreError, MiddleError
-from orchestrator.memory.format import DOC_ID_CHARS, doc_id
+from orchestrator.memory.format import DOC_ID_CHARS, doc_id, truncate_doc
 from orchestrator.plugins.memory_backend import MemoryDatabase
 
 project_option = click.option(
@@ -22,6 +22,11 @@ project_option = click.option(
     "-p",
     default=None,
     help="Project id (default: [project] id, else the only project of the tickets, else the project folder's name).",
+)
+# A project id named with -p must be known (configured, of a ticket, or with a store): a typo
+# would start an empty store. `add` and `import` may start a new project's memory on purpose.
+create_option = click.option(
+    "--create", is_flag=True, help="Start the memory of a project that has none yet (else a new --project is refused)."
 )
 
 
@@ -141,13 +146,15 @@ def list_(ctx: click.Context, project: str | None) -> None:
               help="The doc expires then (YYYY-MM-DD: valid through that day, UTC): out of "
               "recall, shown as expired.")
 @project_option
+@create_option
 @click.pass_context
-def add(ctx: click.Context, text: str, valid_until: str | None, project: str | None) -> None:
+def add(ctx: click.Context, text: str, valid_until: str | None, project: str | None,
+        create: bool) -> None:
     """Index TEXT as one doc (at most [memory] max_doc_chars long; its <private>...</private>
     spans are not stored)."""
     from orchestrator.memory.curation import cli_user
 
-    curator, pid = project_curator(ctx, project)
+    curator, pid = project_curator(ctx, project, create)
     done = curator.add(pid, text, cli_user(), valid_until=valid_until)
     ident = doc_id(done.doc)[:DOC_ID_CHARS]
     if done.change is None:
@@ -520,6 +527,7 @@ def reindex(ctx: click.Context, source: str, from_url: str | None, project: str 
 )
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
 @project_option
+@create_option
 @click.pass_context
 def import_(
     ctx: click.Context,
@@ -528,6 +536,7 @@ def import_(
     repo: Path | None,
     progress: bool,
     project: str | None,
+    create: bool,
 ) -> None:
     """Index a project's existing history: `git` (one doc per non-merge commit, new commits
     only on a rerun), or FILES: Markdown or text (one doc per section) and Claude Code session
@@ -540,7 +549,7 @@ def import_(
     origins: dict[str, dict[str, str]] = {}  # each doc's commit or file, recorded after the import
     if sources == ("git",):
         config = get_config(ctx)
-        curator, pid = project_curator(ctx, project)
+        curator, pid = project_curator(ctx, project, create)
         mem = curator.facade
         where = repo if repo is not None else config.resolve(config.project.path)
         with _progress(progress) as track:
@@ -564,7 +573,7 @@ def import_(
         for text, when in file_import.read_records(path):
             records.append((text, when))
             origins[text] = {"kind": kind, "path": str(path.resolve())}
-    curator, pid = project_curator(ctx, project)
+    curator, pid = project_curator(ctx, project, create)
     mem = curator.facade
     with import_lock(get_config(ctx).state_path, pid), _progress(progress) as track:
         report = index_batches(mem, pid, records, track(f"importing {len(records)} doc(s)", len(records)))
@@ -580,7 +589,9 @@ def _note_origins(curator: Any, project_id: str, origins: dict[str, dict[str, st
     an origin keeps it."""
     from orchestrator.memory.curation import cli_user
 
-    prepared = [(curator.facade.prepare_doc(text), origin) for text, origin in origins.items()]
+    # The text as stored, cut as the import cut it (and warned about once, there).
+    cap = curator.facade.max_doc_chars
+    prepared = [(truncate_doc(text, cap), origin) for text, origin in origins.items()]
     curator.store.note_memory_origins(project_id, [(doc_id(d), d, o) for d, o in prepared], cli_user())
 
 

@@ -127,6 +127,10 @@ class MemoryConfig(_Strict):
     # it (the middle agent's own recall at ticket start): the agent's per-turn queries are
     # ~1,000 characters, and a 4 MB one held every memory call of the project for 18 s.
     max_query_chars: int = Field(4000, gt=0)
+    # The docs (or queries) of one call from a client (the memory API, the CLI) hold at most
+    # this many characters in all: 20 docs of 20,000 characters in one index call (each within
+    # max_doc_chars) once held the project's memory for 51 s. A larger call is a 413.
+    max_request_chars: int = Field(100_000, gt=0)
     memories_budget_chars: int = Field(2000, gt=0)
     # The block's "Recent work": the newest N tickets of the project (0: none), within
     # recent_share of memories_budget_chars; the rest is "Related work from any time".
@@ -374,6 +378,7 @@ class Config(_Strict):
         """The size caps and block split the memory facade applies (see [memory] in README)."""
         return {"max_doc_chars": self.memory.max_doc_chars,
                 "max_query_chars": self.memory.max_query_chars,
+                "max_request_chars": self.memory.max_request_chars,
                 "memories_budget_chars": self.memory.memories_budget_chars,
                 "recent_tickets": self.memory.recent_tickets,
                 "recent_share": self.memory.recent_share,

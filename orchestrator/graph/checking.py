@@ -169,10 +169,14 @@ def _set_up(ctx: TicketContext, run_id: str, t: dict[str, Any], worktree: Path) 
 def _at(worktree: Path, commit: str) -> bool:
     """Whether the worktree is still exactly the commit it started from (no turn changed it)."""
     from orchestrator.gitrun import git
+    from orchestrator.workspace.local_files import local_paths
 
     head = git(worktree, "rev-parse", "HEAD").stdout.strip()
-    clean = git(worktree, "status", "--porcelain", "--untracked-files=no").stdout.strip() == ""
-    return head == commit and clean
+    # a tracked file `[worktree] copy` gave local content is the worktree's own, not a change
+    local = {p.rstrip("/") for p in local_paths(worktree)}
+    changed = [line[3:] for line in git(worktree, "status", "--porcelain", "--untracked-files=no").stdout.splitlines()
+               if line.strip()]
+    return head == commit and all(p in local for p in changed)
 
 
 # -- check --------------------------------------------------------------------------------------

@@ -67,10 +67,10 @@ def _pushed(store: Any, run: dict[str, Any], worktrees: Any, project: Path) -> N
     here (its worktree was removed) or as pushed to the shared repository, when it holds the
     run's last commit; else a TicketError."""
     ticket_id, branch, head = run["ticket_id"], run.get("branch") or "", run.get("head_commit")
-    gone = (f"ticket {ticket_id!r}'s worktree {run.get('worktree') or '(none recorded)'} is not on this "
+    gone = (f"ticket {ticket_id}'s worktree {run.get('worktree') or '(none recorded)'} is not on this "
             "machine (removed, or the ticket ran on another one)")
     if worktrees.has(run.get("worktree")):
-        gone = (f"ticket {ticket_id!r}'s worktree {run['worktree']} here is behind its branch (another "
+        gone = (f"ticket {ticket_id}'s worktree {run['worktree']} here is behind its branch (another "
                 f"machine continued it to {(head or '')[:10]})")
     if not project.is_dir():
         raise TicketError(f"{gone} and neither is its project {project}, so a round cannot continue its "

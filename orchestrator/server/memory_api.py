@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,11 +30,13 @@ if TYPE_CHECKING:
 router = APIRouter(prefix="/api/projects/{project_id}/memory", tags=["memory"])
 
 # Every memory route: a bad project id or body is a 400 (a doc over [memory] max_doc_chars, a
-# query over max_query_chars too); a body over the server's limit a 413; memory off or a failing
-# store a 503.
+# query over max_query_chars too); a body over the server's limit, or docs or queries over
+# [memory] max_request_chars in all, a 413; memory off or a failing store a 503.
 _ERRORS = error_responses(400, 413, 503, e400="e.g. a project id with a '/', docs that are not a "
                           "list of strings, a doc over [memory] max_doc_chars or a query over "
-                          "[memory] max_query_chars", e503="memory is off, or the backend's store failed")
+                          "[memory] max_query_chars", e413="or the call's docs or queries hold more "
+                          "than [memory] max_request_chars characters in all",
+                          e503="memory is off, or the backend's store failed")
 
 
 class _Body(BaseModel):
@@ -82,11 +85,30 @@ def _with_sources(state: ServerState, pid: str) -> dict[str, list[DocSource]]:
     return state.store.doc_sources(pid)
 
 
-@router.post("/index", summary="Index docs (the memory contract)", responses=_ERRORS)
-def index(project_id: str, body: DocsBody, request: Request,
+_CREATE = Query(False, description="Start the memory of a project no config, ticket or store knows "
+                                   "yet (without it, such a project id is a 404: a typo would start "
+                                   "an empty store).")
+_NEW_ERRORS = {**_ERRORS, **error_responses(404, e404="no project has that id: pass create=true to "
+                                                      "start one on purpose")}
+
+
+def _known(state: ServerState, mem: MemoryFacade, pid: str, create: bool) -> str:
+    """`pid` when the project is known or `create` starts it on purpose (memory.projects)."""
+    from orchestrator.memory.projects import check_known
+
+    config = state.config
+    known = [config.project.id or config.resolve(config.project.path).name, *state.project_ids()]
+    return check_known(mem, pid, known, create=create, how="pass ?create=true")
+
+
+@router.post("/index", summary="Index docs (the memory contract)", responses=_NEW_ERRORS)
+def index(project_id: str, body: DocsBody, request: Request, create: bool = _CREATE,
           state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
-    mem.index(pid, body.docs, refuse_long=True)  # a client's doc is kept whole or refused
+    _known(state, mem, pid, create)
+    # A client's doc is kept whole or refused, and its call within [memory] max_request_chars
+    # (a 413); the work stops between batches once the client has gone.
+    mem.index(pid, body.docs, refuse_long=True, gone=client_gone(request))
     # Where each came from, for `middle memory show` and the board (a doc with one keeps it).
     state.store.note_memory_origins(pid, [(doc_id(d), d, {"kind": "api"}) for d in body.docs],
                                     who(request))
@@ -129,6 +151,14 @@ def _curator(project_id: str, state: ServerState) -> tuple[Any, str]:
         return state.services.curator(), pid
 
 
+def client_gone(request: Request) -> Callable[[], bool]:
+    """Whether the client of this route (run in a worker thread) has closed its connection: its
+    answer would reach no one, so long work stops rather than hold the server."""
+    def gone() -> bool:
+        return bool(anyio.from_thread.run(request.is_disconnected))
+    return gone
+
+
 def who(request: Request) -> str:
     """Who a change is recorded as: the board (its login cookie) or an API client, and the
     person: the name of the token the request came with (`[server] tokens`; MIDDLE_API_TOKEN is
@@ -150,10 +180,11 @@ def _server_user(state: ServerState) -> str:
     return state.user
 
 
-@router.post("/docs", summary="Add one doc by hand (recorded)", responses=_ERRORS)
-def add_doc(project_id: str, body: DatedTextBody, request: Request,
+@router.post("/docs", summary="Add one doc by hand (recorded)", responses=_NEW_ERRORS)
+def add_doc(project_id: str, body: DatedTextBody, request: Request, create: bool = _CREATE,
             state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
+    _known(state, curator.facade, pid, create)
     return {"project": pid, **curator.add(pid, body.text, who(request), valid_until=body.valid_until,
                                           option="valid_until").as_json()}
 

@@ -43,7 +43,7 @@ class NewTicket(BaseModel):
     description: str = Field("", description="The ticket body, in Markdown.")
     id: str | None = Field(None, description="Default: NNN-slug-of-the-title.")
     path: str | None = Field(None, description="The project directory, relative to the ticket "
-                                                "folder (default: [project] path).")
+                                                "folder (default: [project] path); that directory or one inside it.")
 
 
 class RunBody(BaseModel):

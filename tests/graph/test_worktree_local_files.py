@@ -69,8 +69,11 @@ def test_ignored_files_of_copy_and_setup_are_never_committed_nor_saved_and_the_t
         assert outcome.status == "complete", outcome.reason
         assert orch.store.latest_run("t1")["check_status"] == "passed"
         notes = [e["data"]["text"] for e in orch.store.list_events(ticket_id="t1") if e["kind"] == "note"]
+        phases = [e["data"].get("phase") for e in orch.store.list_events(ticket_id="t1") if e["kind"] == "check"]
         worktree = Path(orch.store.latest_run("t1")["worktree"])
     assert not any("could not save" in n for n in notes), notes  # every turn's save worked
+    # the tracked file with local content does not hide the base commit: the base was measured
+    assert phases[0] == "base" and not any("has no result on the base commit" in n for n in notes)
     tree, diff = saved
     assert sorted(diff) == ["calc.py", "notes.md"]  # the ticket's edits, and only them
     assert not IGNORED & {Path(p).parts[0] for p in tree}
