@@ -101,6 +101,7 @@ class TicketClaims:
 
         def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
         def _write(self) -> AbstractContextManager[Any]: ...
+        def _status_write(self) -> AbstractContextManager[Any]: ...
 
     def _claims_sql(self) -> str:
         """SELECT claims with whether each lease ran out by the database's clock."""
@@ -129,8 +130,10 @@ class TicketClaims:
         """Atomically: if the ticket's status is in `allowed` and no live claim holds it, create a
         run, claim the ticket for it and mark it running. Returns the run id, or None when the
         ticket is not claimable (another process has it, or its status changed)."""
+        from tickets.runnable import put_status
+
         allowed = {getattr(s, "value", s) for s in allowed}
-        with self._write() as conn:
+        with self._status_write() as conn:  # from complete or merged, say: dependents follow
             # On PostgreSQL the row is locked for this transaction, and a runner that finds it
             # locked by another skips it (SKIP LOCKED); on SQLite BEGIN IMMEDIATE already
             # serialises the writers.
@@ -149,15 +152,16 @@ class TicketClaims:
             conn.execute("INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",
                          (run_id, ticket_id, RunStatus.RUNNING.value, now))
             self._put_claim(conn, ticket_id, run_id, lease_s, pid)
-            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?,"
-                         " retries = 0, retry_at = NULL WHERE id = ?", (now, ticket_id))
+            put_status(self._db, conn, ticket_id, "running", None, now, also=", retries = 0, retry_at = NULL")
         return run_id
 
     def claim_for_resume(self, ticket_id: str, run_id: str, *, lease_s: float = DEFAULT_LEASE_S,
                          pid: int | None = None) -> int:
         """Take the claim on an existing run (a resume, a takeover); refused while another live
         claim holds it. Returns the new claim's token: the earlier owner's writes are refused."""
-        with self._write() as conn:
+        from tickets.runnable import put_status
+
+        with self._status_write() as conn:
             conn.execute("SELECT 1 FROM tickets WHERE id = ?" + self._db.lock_row, (ticket_id,))
             live = self._live_claim(conn, ticket_id)
             if live is not None and live.pid != (pid or os.getpid()):
@@ -168,8 +172,7 @@ class TicketClaims:
             conn.execute("UPDATE runs SET status = 'running', reason = NULL, ended_at = NULL WHERE id = ?",
                          (run_id,))
             # A retry due later is moot now (its count stays: tickets/queue.py bounds the run's).
-            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?,"
-                         " retry_at = NULL WHERE id = ?", (utc_now(), ticket_id))
+            put_status(self._db, conn, ticket_id, "running", None, utc_now(), also=", retry_at = NULL")
         return token
 
     def hold(self, ticket_id: str, run_id: str, statuses: Iterable[str], *,

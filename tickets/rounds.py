@@ -48,6 +48,7 @@ class TicketRounds:
 
         def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
         def _write(self) -> AbstractContextManager[Any]: ...
+        def _status_write(self) -> AbstractContextManager[Any]: ...
         def _live_claim(self, conn: Any, ticket_id: str) -> Any: ...
         def _put_claim(self, conn: Any, ticket_id: str, run_id: str, lease_s: float, pid: int | None) -> int: ...
 
@@ -63,7 +64,9 @@ class TicketRounds:
         `or_store=False`: only start a round (None when a live claim holds the ticket)."""
         import uuid
 
-        with self._write() as conn:
+        from tickets.runnable import put_status
+
+        with self._status_write() as conn:  # the ticket leaves complete: its dependents' deps_met follow
             # FOR UPDATE (not SKIP LOCKED): a second feedback waits for the first's claim to
             # commit and then stores its words for that round, instead of finding nothing.
             row = conn.execute("SELECT status, status_reason FROM tickets WHERE id = ?" + self._db.lock_row,
@@ -91,8 +94,7 @@ class TicketRounds:
                 f" (?, ?, ?, ?, {', '.join('?' * len(CARRIED))})",
                 (run_id, ticket_id, RunStatus.RUNNING.value, now, *(previous[c] for c in CARRIED)))
             self._put_claim(conn, ticket_id, run_id, lease_s, None)
-            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?"
-                         " WHERE id = ?", (now, ticket_id))
+            put_status(self._db, conn, ticket_id, "running", None, now)
             data: dict[str, Any] = {"text": text, "round": number}
             if carry:
                 data["carried"] = carry

@@ -19,10 +19,11 @@ from tickets.events import EVENTS_SCHEMA, RunEvents
 from tickets.model import RunRow, RunStatus, Ticket, TicketStatus, TurnRow, utc_now
 from tickets.pull_signals import PULL_SIGNALS_SCHEMA, PullSignalRecord
 from tickets.queries import TicketQueries
-from tickets.queue import QUEUE_INDEXES, QUEUE_SCHEMA, TicketQueue, migrate_queue, wake_if_runnable, write_deps
+from tickets.queue import QUEUE_INDEXES, QUEUE_SCHEMA, TicketQueue, migrate_queue
 from tickets.retention import RunRetention
 from tickets.rounds import TicketRounds
 from tickets.run_end import RunEnding
+from tickets.runnable import put_status, recompute_deps_met, set_deps, status_changed
 
 _IN_CHUNK = 500  # ids per IN list: well under SQLite's and PostgreSQL's parameter limits
 
@@ -52,7 +53,9 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 11: ticket_deps (dependency edges: the store finds runnable tickets, tickets/queue.py);
 #    tickets.retries and tickets.retry_at (bounded retries of runs a passing failure stopped);
 #    run events ordered per ticket rather than database-wide (no schema change).
-SCHEMA_VERSION = 11
+# 12: tickets.deps_met: how far a ticket's dependencies have come, kept by every status and
+#    dependency write (tickets/queue.py), so a claim reads runnable tickets only.
+SCHEMA_VERSION = 12
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
 SCHEMA_LOCK_KEY = 0x6D6964646C65
@@ -74,7 +77,8 @@ CREATE TABLE IF NOT EXISTS tickets (
     updated_at TEXT NOT NULL,
     fence INTEGER NOT NULL DEFAULT 0,
     retries INTEGER NOT NULL DEFAULT 0,
-    retry_at TEXT
+    retry_at TEXT,
+    deps_met INTEGER NOT NULL DEFAULT 2
 );
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -166,7 +170,8 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   ("runs", "check_status", "TEXT"), ("runs", "corrections", "INTEGER"),
                   ("runs", "check_budget", "INTEGER"),
                   ("tickets", "fence", "INTEGER NOT NULL DEFAULT 0"), ("claims", "token", "INTEGER NOT NULL DEFAULT 0"),
-                  ("tickets", "retries", "INTEGER NOT NULL DEFAULT 0"), ("tickets", "retry_at", "TEXT"))
+                  ("tickets", "retries", "INTEGER NOT NULL DEFAULT 0"), ("tickets", "retry_at", "TEXT"),
+                  ("tickets", "deps_met", "INTEGER NOT NULL DEFAULT 2"))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
@@ -279,6 +284,8 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                 _add_columns(db, conn)
                 if version < 11:
                     migrate_queue(db, conn)
+                if version < 12:
+                    recompute_deps_met(conn)
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
             for statement in QUEUE_INDEXES:  # over columns the migration may just have added
                 conn.execute(statement)
@@ -323,7 +330,7 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
     @staticmethod
     def _ticket(row: sqlite3.Row) -> Ticket:
         data = dict(row)
-        for name in ("fence", "retries", "retry_at"):  # the claims' and the queue's, not the ticket's
+        for name in ("fence", "retries", "retry_at", "deps_met"):  # the claims' and the queue's, not the ticket's
             data.pop(name, None)
         data["fields"] = json.loads(data["fields"])
         data["depends_on"] = json.loads(data.get("depends_on") or "[]")
@@ -334,10 +341,12 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
         fields_json = json.dumps(ticket.fields, sort_keys=True)
         content = (ticket.project_id, ticket.title, ticket.description, ticket.project_path,
                    ticket.source, fields_json, json.dumps(ticket.depends_on))
-        with self._write() as conn:
-            row = conn.execute(
-                "SELECT project_id, title, description, project_path, source, fields, depends_on"
-                " FROM tickets WHERE id = ?" + self._db.lock_row, (ticket.id,)).fetchone()
+        columns = "SELECT project_id, title, description, project_path, source, fields, depends_on FROM tickets"
+        unchanged = self._read(columns + " WHERE id = ?", (ticket.id,))
+        if unchanged and tuple(unchanged[0]) == content:  # re-syncing a folder: no write, no lock
+            return self.get_ticket(ticket.id)
+        with self._status_write() as conn:
+            row = conn.execute(columns + " WHERE id = ?" + self._db.lock_row, (ticket.id,)).fetchone()
             if row is None:
                 conn.execute(
                     "INSERT INTO tickets (id, project_id, title, description, project_path, source,"
@@ -345,8 +354,9 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                     (ticket.id, *content, ticket.status.value, ticket.status_reason,
                      ticket.created_at, ticket.updated_at))
-                write_deps(conn, ticket.id, ticket.depends_on)
-                wake_if_runnable(self._db, conn, ticket.id, ticket.status.value)
+                set_deps(conn, ticket.id, ticket.depends_on)
+                # Its dependents (filed before it) counted it as no ticket: now as its status.
+                status_changed(self._db, conn, ticket.id, None, ticket.status.value)
             elif tuple(row) != content:
                 # Only a real change bumps updated_at, so re-syncing a folder is a no-op.
                 conn.execute(
@@ -354,10 +364,11 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                     " source = ?, fields = ?, depends_on = ?, updated_at = ? WHERE id = ?",
                     (*content, utc_now(), ticket.id))
                 if row["depends_on"] != content[-1]:
-                    write_deps(conn, ticket.id, ticket.depends_on)
+                    set_deps(conn, ticket.id, ticket.depends_on)
             stored = conn.execute("SELECT * FROM tickets WHERE id = ?", (ticket.id,)).fetchone()
-            if row is not None and row["depends_on"] != content[-1]:
-                wake_if_runnable(self._db, conn, ticket.id, stored["status"])
+            if row is not None and row["depends_on"] != content[-1] and stored["status"] == "pending" \
+                    and stored["deps_met"] >= 1:
+                self._db.notify_runnable(conn)
         return self._ticket(stored)
 
     def has_ticket(self, ticket_id: str) -> bool:
@@ -390,28 +401,16 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
 
     def set_status(self, ticket_id: str, status: TicketStatus | str, reason: str | None = None) -> None:
         status = TicketStatus(status)
-        with self._write() as conn:
-            cur = conn.execute(
-                "UPDATE tickets SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?",
-                (status.value, reason, utc_now(), ticket_id))
-            if cur.rowcount == 0:
+        with self._status_write() as conn:
+            if not put_status(self._db, conn, ticket_id, status.value, reason, utc_now()):
                 raise _no_ticket(ticket_id)
-            wake_if_runnable(self._db, conn, ticket_id, status.value)
 
     def set_status_if(self, ticket_id: str, only_from: tuple[str, ...], status: TicketStatus | str,
                       reason: str | None = None) -> bool:
         """Set the status only if it is one of `only_from` (checked in the same write); whether it was."""
         status = TicketStatus(status)
-        marks = ",".join("?" * len(only_from))
-        with self._write() as conn:
-            cur = conn.execute(
-                "UPDATE tickets SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?"
-                f" AND status IN ({marks})",
-                (status.value, reason, utc_now(), ticket_id, *only_from),
-            )
-            if cur.rowcount:
-                wake_if_runnable(self._db, conn, ticket_id, status.value)
-            return bool(cur.rowcount)
+        with self._status_write() as conn:
+            return put_status(self._db, conn, ticket_id, status.value, reason, utc_now(), only_from=only_from)
 
     def clear_pending_notes(self, ticket_ids: Iterable[str]) -> None:
         """Drop the notes of those tickets that are still pending (why an earlier batch put them
