@@ -121,7 +121,7 @@ class TicketClaims:
         step outside the store; the store's own writes check it in their transaction, `_fence`)."""
         rows = self._read("SELECT token FROM claims WHERE run_id = ?", (run_id,))
         if not rows or int(rows[0][0]) != token:
-            raise ClaimLost(_LOST.format(run_id=run_id))
+            raise ClaimLost(lost_message(run_id, self._read(_HOLDER_SQL, (run_id,))))
 
     def claim_new_run(
         self, ticket_id: str, allowed: Iterable[str], *, lease_s: float = DEFAULT_LEASE_S,
@@ -245,8 +245,21 @@ def _fence(db: Any, conn: Any, run_id: str, token: int | None) -> None:
         return
     row = conn.execute("SELECT token FROM claims WHERE run_id = ?" + db.share_row, (run_id,)).fetchone()
     if row is None or int(row[0]) != token:
-        raise ClaimLost(_LOST.format(run_id=run_id))
+        raise ClaimLost(lost_message(run_id, conn.execute(_HOLDER_SQL, (run_id,)).fetchall()))
 
 
-_LOST = ("run {run_id} is no longer this process's to write: another runner took it over (its lease ran "
-         "out) or it ended; this runner stopped it here and wrote nothing more")
+# Who holds the claim on the ticket of a run now (a takeover of the run, or another run of it).
+_HOLDER_SQL = ("SELECT c.host, c.pid, c.run_id FROM claims c JOIN runs r ON r.ticket_id = c.ticket_id"
+               " WHERE r.id = ?")
+
+
+def lost_message(run_id: str, holder: list[Any]) -> str:
+    """Why a run's owner may not write any more, naming the runner that holds its ticket now
+    (`holder`: the rows of `_HOLDER_SQL`; none: the run ended, or its claim was released)."""
+    if holder:
+        host, pid, other = holder[0][0], holder[0][1], holder[0][2]
+        which = "took it over" if other == run_id else f"claimed its ticket for run {other}"
+        return (f"run {run_id} is no longer this process's to write: the worker on {host} (pid {pid}) "
+                f"{which}; this runner stopped it here and wrote nothing more")
+    return (f"run {run_id} is no longer this process's to write: it ended, or its claim was released, "
+            "elsewhere; this runner stopped it here and wrote nothing more")
