@@ -149,8 +149,8 @@ class TicketClaims:
 
             run_id = uuid.uuid4().hex
             now = utc_now()
-            conn.execute("INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",
-                         (run_id, ticket_id, RunStatus.RUNNING.value, now))
+            conn.execute("INSERT INTO runs (id, ticket_id, status, started_at)"
+                         f" VALUES (?, ?, ?, {self._db.stamp_sql})", (run_id, ticket_id, RunStatus.RUNNING.value))
             self._put_claim(conn, ticket_id, run_id, lease_s, pid)
             put_status(self._db, conn, ticket_id, "running", None, now, also=", retries = 0, retry_at = NULL")
         return run_id

@@ -113,6 +113,9 @@ class SqliteDatabase:
     # The database's clock as the store's timestamp text: leases are set and compared with it,
     # never with one machine's clock (one file has one clock; see PostgresDatabase for the fleet).
     now_sql = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    # The same clock as a stored timestamp (`utc_now`'s text: microseconds, +00:00), for the times
+    # of runs and turns: one clock orders a dependency's end before its dependent's start.
+    stamp_sql = "strftime('%Y-%m-%dT%H:%M:%f000+00:00', 'now')"
 
     @staticmethod
     def lease_sql(lease_s: float) -> str:
@@ -298,6 +301,9 @@ class PostgresDatabase:
     # The server's clock, shared by every machine of the fleet: a lease is set and judged by it,
     # so a worker whose clock runs ahead or behind neither keeps a dead claim nor steals a live one.
     now_sql = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
+    # The server's clock as a stored timestamp (`utc_now`'s text), for the times of runs and
+    # turns: machines whose clocks disagree still record a dependency's end before its dependent's start.
+    stamp_sql = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
 
     @staticmethod
     def lease_sql(lease_s: float) -> str:

@@ -59,7 +59,7 @@ ticket AS (
     UPDATE tickets SET fence = fence + 1, status = 'running', status_reason = NULL, updated_at = ?,
     retries = 0, retry_at = NULL FROM pick WHERE tickets.id = pick.id RETURNING tickets.id, tickets.fence),
 run AS (
-    INSERT INTO runs (id, ticket_id, status, started_at) SELECT ?, id, 'running', ? FROM ticket RETURNING id)
+    INSERT INTO runs (id, ticket_id, status, started_at) SELECT ?, id, 'running', {stamp} FROM ticket RETURNING id)
 INSERT INTO claims (ticket_id, run_id, host, pid, claimed_at, lease_until, owner_start, token)
 SELECT id, ?, ?, ?, ?, {lease}, ?, fence FROM ticket
 ON CONFLICT (ticket_id) DO UPDATE SET run_id = excluded.run_id, host = excluded.host, pid = excluded.pid,
@@ -130,16 +130,16 @@ class TicketQueue:
         run_id, now, pid = uuid.uuid4().hex, utc_now(), pid or os.getpid()
         if db.dialect == "postgres":
             owner = (this_host(), pid, now, process_token(pid))
-            rows = db.statement(_CLAIM_NEXT_PG.format(pick=pick, lease=db.lease_sql(lease_s)),
-                                (now, run_id, now, run_id, *owner))
+            rows = db.statement(_CLAIM_NEXT_PG.format(pick=pick, lease=db.lease_sql(lease_s), stamp=db.stamp_sql),
+                                (now, run_id, run_id, *owner))
             return NewRun(rows[0][0], run_id, int(rows[0][1])) if rows else None
         with self._write() as conn:
             row = conn.execute(pick).fetchone()
             if row is None:
                 return None
             ticket_id = row[0]
-            conn.execute("INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",
-                         (run_id, ticket_id, RunStatus.RUNNING.value, now))
+            conn.execute(f"INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, {db.stamp_sql})",
+                         (run_id, ticket_id, RunStatus.RUNNING.value))
             token = self._put_claim(conn, ticket_id, run_id, lease_s, pid)
             conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?,"
                          " retries = 0, retry_at = NULL WHERE id = ?", (now, ticket_id))

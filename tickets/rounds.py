@@ -91,8 +91,8 @@ class TicketRounds:
             run_id, now = uuid.uuid4().hex, utc_now()
             conn.execute(
                 f"INSERT INTO runs (id, ticket_id, status, started_at, {', '.join(CARRIED)}) VALUES"
-                f" (?, ?, ?, ?, {', '.join('?' * len(CARRIED))})",
-                (run_id, ticket_id, RunStatus.RUNNING.value, now, *(previous[c] for c in CARRIED)))
+                f" (?, ?, ?, {self._db.stamp_sql}, {', '.join('?' * len(CARRIED))})",
+                (run_id, ticket_id, RunStatus.RUNNING.value, *(previous[c] for c in CARRIED)))
             self._put_claim(conn, ticket_id, run_id, lease_s, None)
             put_status(self._db, conn, ticket_id, "running", None, now)
             data: dict[str, Any] = {"text": text, "round": number}

@@ -65,11 +65,12 @@ class RunEnding:
             _fence(self._db, conn, run_id, token)
             totals = conn.execute("SELECT COUNT(*) AS turns, COALESCE(SUM(cost_usd), 0) AS cost"
                                   " FROM turns WHERE run_id = ?", (run_id,)).fetchone()
-            conn.execute("UPDATE runs SET status = ?, reason = ?, ended_at = ?, total_cost_usd = ?"
-                         " WHERE id = ?", (status.value, reason, now, totals["cost"], run_id))
+            stamp = self._db.stamp_sql  # the database's clock: one clock for every machine's runs
+            conn.execute(f"UPDATE runs SET status = ?, reason = ?, ended_at = {stamp}, total_cost_usd = ?"
+                         " WHERE id = ?", (status.value, reason, totals["cost"], run_id))
             if status is RunStatus.INTERRUPTED:
-                conn.execute("UPDATE turns SET status = 'interrupted', error = ?, ended_at = ?"
-                             " WHERE run_id = ? AND status = 'running'", (reason, now, run_id))
+                conn.execute(f"UPDATE turns SET status = 'interrupted', error = ?, ended_at = {stamp}"
+                             " WHERE run_id = ? AND status = 'running'", (reason, run_id))
             claim = conn.execute("SELECT run_id FROM claims WHERE ticket_id = ?", (ticket_id,)).fetchone()
             if claim is None or claim["run_id"] == run_id:
                 put_status(self._db, conn, ticket_id, ticket_status.value,

@@ -444,8 +444,8 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
             if conn.execute("SELECT 1 FROM tickets WHERE id = ?", (ticket_id,)).fetchone() is None:
                 raise _no_ticket(ticket_id)
             conn.execute(
-                "INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",
-                (run_id, ticket_id, RunStatus.RUNNING.value, utc_now()),
+                f"INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, {self._db.stamp_sql})",
+                (run_id, ticket_id, RunStatus.RUNNING.value),
             )
         return run_id
 
@@ -556,12 +556,12 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
             # A retry replaces the earlier attempt's row whole (its result columns reset).
             conn.execute(
                 "INSERT INTO turns (run_id, turn_no, prompt, session_id, resume, status, started_at)"
-                " VALUES (?, ?, ?, ?, ?, 'running', ?) ON CONFLICT (run_id, turn_no) DO UPDATE SET"
+                f" VALUES (?, ?, ?, ?, ?, 'running', {self._db.stamp_sql}) ON CONFLICT (run_id, turn_no) DO UPDATE SET"
                 " prompt = excluded.prompt, session_id = excluded.session_id, resume = excluded.resume,"
                 " status = 'running', started_at = excluded.started_at, response = NULL,"
                 " memories_invoked = NULL, decision = NULL, cost_usd = 0, duration_ms = 0, usage = '{}',"
                 " num_turns = 0, is_error = 0, error = NULL, ended_at = NULL",
-                (run_id, turn_no, prompt, session_id, int(bool(resume)), utc_now()),
+                (run_id, turn_no, prompt, session_id, int(bool(resume))),
             )
 
     def finish_turn(
@@ -591,7 +591,8 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                 raise ValueError(f"turn {turn_no} of run '{run_id}' already completed; its result is final")
             conn.execute(
                 "UPDATE turns SET response = ?, is_error = ?, error = ?, cost_usd = ?, duration_ms = ?,"
-                " usage = ?, num_turns = ?, status = ?, ended_at = ? WHERE run_id = ? AND turn_no = ?",
+                f" usage = ?, num_turns = ?, status = ?, ended_at = {self._db.stamp_sql}"
+                " WHERE run_id = ? AND turn_no = ?",
                 (
                     response,
                     int(bool(is_error)),
@@ -601,7 +602,6 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                     json.dumps(usage or {}),
                     int(num_turns or 0),
                     status,
-                    utc_now(),
                     run_id,
                     turn_no,
                 ),
