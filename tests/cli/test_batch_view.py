@@ -61,3 +61,16 @@ def test_a_piped_batch_names_the_ticket_on_its_result_line_too(monkeypatch):
     lines = piped.file.getvalue().splitlines()
     assert lines == ["[001-mul] complete ticket 001-mul: 2 turn(s), $0.5000",
                      "[002-div] skipped ticket 002-div: waits for 001-mul"]
+
+
+def test_a_worker_says_a_ticket_started_once(monkeypatch):
+    from orchestrator.cli.fleet import _QuietSkips
+
+    piped = Console(file=io.StringIO(), width=200)
+    monkeypatch.setattr(batch_view, "console", piped)
+    view = _QuietSkips(PrefixedView())
+    view.started(SimpleNamespace(id="t0", title="Module 0"))  # claimed, maybe by another worker: not yet
+    for note in ("working on branch middle/t0", "planned the first prompt for Claude Code"):
+        view.say("t0", note)
+    lines = piped.file.getvalue().splitlines()
+    assert lines == ["[t0] started: working on branch middle/t0", "[t0] planned the first prompt for Claude Code"]
