@@ -335,13 +335,38 @@ class PostgresDatabase:
                                            "application_name": f"middle-{os.getpid()}"},
                                    check=ConnectionPool.check_connection, name="middle-store")
         try:
+            self._reach()
             self.pool.open(wait=True, timeout=reconnect_s)
+        except StoreUnavailable:
+            self.pool.close()
+            raise
         except Exception as err:
             self.pool.close()
             raise self.unreachable(err) from None
 
+    def _reach(self) -> None:
+        """Reach the server once before the pool opens, retrying for at most `reconnect_s`: an
+        unreachable store is then one error that says why (the pool says only that it timed
+        out, and logs each of its tries; the CLI keeps those quiet)."""
+        import psycopg
+
+        deadline = time.monotonic() + self.reconnect_s
+        delay = 0.2
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                psycopg.connect(self.url, connect_timeout=max(1, min(10, round(left))),
+                                application_name=f"middle-{os.getpid()}").close()
+                return
+            except psycopg.OperationalError as err:
+                if time.monotonic() + delay >= deadline:
+                    raise self.unreachable(err) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
     def unreachable(self, err: BaseException) -> StoreError:
-        return StoreUnavailable(f"cannot reach the PostgreSQL store at {self.where} ({str(err).strip()}): "
+        said = (str(err).strip().splitlines() or [type(err).__name__])[0]  # libpq's hint follows on a line of its own
+        return StoreUnavailable(f"cannot reach the PostgreSQL store at {self.where} ({said}): "
                           "check [store] url (or MIDDLE_STORE_URL) and that the server is running")
 
     def error(self, err: BaseException) -> BaseException:
