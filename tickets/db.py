@@ -372,6 +372,9 @@ class PostgresDatabase:
     def error(self, err: BaseException) -> BaseException:
         import psycopg
 
+        if isinstance(err, psycopg.errors.TransactionRollback):  # a deadlock: the server was reached
+            return StoreError(f"the PostgreSQL store at {self.where} rolled back a transaction "
+                              f"({str(err).strip().splitlines()[0]}): try again")
         if isinstance(err, psycopg.OperationalError):
             return self.unreachable(err)
         if isinstance(err, psycopg.errors.InsufficientPrivilege):

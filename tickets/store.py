@@ -4,6 +4,7 @@ memory docs, in SQLite (embedded) or PostgreSQL (shared); see tickets/db.py."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
@@ -24,6 +25,7 @@ from tickets.retention import RunRetention
 from tickets.rounds import TicketRounds
 from tickets.run_end import RunEnding
 from tickets.runnable import put_status, recompute_deps_met, set_deps, status_changed
+from tickets.upgrade import lock_tables
 
 _IN_CHUNK = 500  # ids per IN list: well under SQLite's and PostgreSQL's parameter limits
 
@@ -56,8 +58,9 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 12: tickets.deps_met: how far a ticket's dependencies have come, kept by every status and
 #    dependency write (tickets/queue.py), so a claim reads runnable tickets only.
 SCHEMA_VERSION = 12
-# Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
-# not both create tables ("middle" in ASCII).
+# Schema creation and upgrades on PostgreSQL take this advisory lock, so two machines starting at
+# once do not both create tables ("middle" in ASCII); an upgrade then takes every table at once
+# (tickets/upgrade.py), and workers wait for it.
 SCHEMA_LOCK_KEY = 0x6D6964646C65
 
 _SCHEMA = """
@@ -271,6 +274,8 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                                 ).fetchone() and conn.execute("SELECT MAX(version) FROM schema_version"
                                                               ).fetchone()[0] == SCHEMA_VERSION:
                     return  # another machine created it while this one waited for the lock
+                # Workers keep claiming meanwhile: every table at once, or none (tickets/upgrade.py).
+                lock_tables(conn, re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
             for statement in statements:
                 conn.execute(statement)
             row = conn.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
