@@ -104,6 +104,7 @@ def _runnable(store: TicketStore, dependencies: str = "merged") -> list[str]:
 
 def _finish(store: TicketStore, tid: str, status: str) -> None:
     run = store.claim_new_run(tid, ["pending"])
+    assert run is not None
     store.end_run(tid, run, "complete")
     if status != "complete":
         store.set_status(tid, status)
