@@ -56,14 +56,16 @@ class TicketChecks:
                          " ON CONFLICT (base_commit, command) DO NOTHING",
                          (base_commit, command, json.dumps(result, ensure_ascii=False), utc_now()))
 
-    def check_outcomes(self) -> dict[str, tuple[str, int]]:
+    def check_outcomes(self) -> dict[str, tuple[str, int, str | None]]:
         """Each ticket's latest run's check outcome and corrections, for tickets whose latest run
-        ran a check: ticket id -> (check status, corrections). (A store a read-only command opened
+        ran a check: ticket id -> (check status, corrections, note: what a "no worse" check had
+        failing on the base). (A store a read-only command opened
         before any newer `middle` migrated it has no such column yet: then none ran.)"""
         if self._read("SELECT MAX(version) AS v FROM schema_version")[0]["v"] < CHECKS_SINCE:
             return {}
         rows = self._read(
-            "SELECT r.ticket_id, r.check_status, r.corrections FROM runs r WHERE r.check_status IS NOT NULL"
+            "SELECT r.ticket_id, r.check_status, r.corrections, r.check_note FROM runs r"
+            " WHERE r.check_status IS NOT NULL"
             f" AND r.{self._db.order_col} = (SELECT l.{self._db.order_col} FROM runs l WHERE l.ticket_id = r.ticket_id"
             f" ORDER BY l.started_at DESC, l.{self._db.order_col} DESC LIMIT 1)")
-        return {r["ticket_id"]: (r["check_status"], int(r["corrections"] or 0)) for r in rows}
+        return {r["ticket_id"]: (r["check_status"], int(r["corrections"] or 0), r["check_note"]) for r in rows}

@@ -195,7 +195,7 @@ def test_the_claim_reads_the_runnable_tickets_index_alone(store_target, tmp_path
             assert re.search(rf"\b{index}\b", plan), plan
 
 
-def test_a_store_of_schema_11_computes_which_tickets_are_runnable(tmp_path):
+def test_a_store_of_schema_12_computes_which_tickets_are_runnable(tmp_path):
     import sqlite3
 
     path = tmp_path / "t.sqlite"
@@ -203,10 +203,10 @@ def test_a_store_of_schema_11_computes_which_tickets_are_runnable(tmp_path):
         for tid, deps in (("a", []), ("b", ["a"]), ("c", ["b"])):
             store.upsert_ticket(_ticket(tid, tmp_path, deps))
         _finish(store, "a", "merged")
-    conn = sqlite3.connect(path)  # as schema 11 left it: no deps_met (b would read as blocked)
+    conn = sqlite3.connect(path)  # as schema 12 left it: no deps_met (b would read as blocked)
     conn.executescript("DROP INDEX tickets_runnable; DROP INDEX tickets_runnable_complete;"
                        " ALTER TABLE tickets DROP COLUMN deps_met;"
-                       " DELETE FROM schema_version; INSERT INTO schema_version VALUES (11);")
+                       " DELETE FROM schema_version; INSERT INTO schema_version VALUES (12);")
     conn.close()
     with TicketStore(path) as store:
         assert store.schema_version() == SCHEMA_VERSION

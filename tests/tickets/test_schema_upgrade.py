@@ -13,11 +13,11 @@ from tickets.store import SCHEMA_VERSION, TicketStore
 
 
 def _downgrade(url: str) -> None:
-    """The store as schema 11 left it (no deps_met), for the next process that opens it to upgrade."""
+    """The store as schema 12 left it (no deps_met), for the next process that opens it to upgrade."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP INDEX tickets_runnable; DROP INDEX tickets_runnable_complete;"
                      " ALTER TABLE tickets DROP COLUMN deps_met;"
-                     " DELETE FROM schema_version; INSERT INTO schema_version VALUES (11)")
+                     " DELETE FROM schema_version; INSERT INTO schema_version VALUES (12)")
 
 
 @pytest.mark.postgres
