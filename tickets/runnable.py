@@ -27,6 +27,7 @@ _LEVEL = {"merged": 2, "complete": 1}
 RUNNABLE = {"merged": "t.deps_met = 2", "complete": "t.deps_met >= 1"}
 # "mdep": the lock that serialises the writes that can change a `deps_met` (PostgreSQL).
 DEPS_LOCK_KEY = 0x6D646570
+HOLD_IDLE = "30s"  # the longest a `status_write` may wait on its own client while it holds the lock
 
 
 def set_deps(conn: Any, ticket_id: str, depends_on: Iterable[str]) -> None:
@@ -85,7 +86,10 @@ def lock_deps(db: Any, conn: Any) -> None:
     committed before it began). Taken before any row lock, so it adds no deadlock: a transaction
     that waits for it holds nothing yet."""
     if db.dialect == "postgres":
-        conn.execute("SELECT pg_advisory_xact_lock(?)", (DEPS_LOCK_KEY,))
+        # A holder that stops mid-transaction (SIGSTOP, a laptop lid) would hold every status
+        # write of the fleet: the server ends its session after HOLD_IDLE, freeing the lock.
+        conn.execute("SELECT set_config('idle_in_transaction_session_timeout', ?, true), pg_advisory_xact_lock(?)",
+                     (HOLD_IDLE, DEPS_LOCK_KEY))
 
 
 def recompute_deps_met(conn: Any) -> None:

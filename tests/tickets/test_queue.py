@@ -319,3 +319,24 @@ def test_a_finished_dependency_wakes_idle_workers_and_an_unrelated_end_does_not(
         assert idle.wait_for_runnable(30.0) is True  # b may start now
         done.join(30)
         assert idle.claim_next(dependencies="complete").ticket_id == "b"
+
+
+@pytest.mark.postgres
+def test_a_status_write_stalled_mid_transaction_does_not_hold_the_fleets_status_writes(pg_url, tmp_path, monkeypatch):
+    """A process stopped inside a status write (SIGSTOP) holds the dependencies' lock: the
+    server ends its session once it has been idle in the transaction too long."""
+    import time
+
+    import tickets.runnable
+    from tickets.errors import StoreError
+
+    monkeypatch.setattr(tickets.runnable, "HOLD_IDLE", "500ms")
+    with TicketStore(pg_url) as stalled, TicketStore(pg_url) as other:
+        stalled.upsert_ticket(_ticket("a", tmp_path))
+        done = threading.Event()
+        with pytest.raises(StoreError):
+            with stalled._status_write():  # holds the lock, then its client stops answering
+                threading.Thread(target=lambda: (other.set_status("a", "discarded"), done.set()), daemon=True).start()
+                time.sleep(2.0)
+        assert done.wait(30), "the other status write still waits for the stalled one's lock"
+        assert other.get_ticket("a").status.value == "discarded"
