@@ -351,9 +351,6 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
         content = (ticket.project_id, ticket.title, ticket.description, ticket.project_path,
                    ticket.source, fields_json, json.dumps(ticket.depends_on))
         columns = "SELECT project_id, title, description, project_path, source, fields, depends_on FROM tickets"
-        unchanged = self._read(columns + " WHERE id = ?", (ticket.id,))
-        if unchanged and tuple(unchanged[0]) == content:  # re-syncing a folder: no write, no lock
-            return self.get_ticket(ticket.id)
         with self._status_write() as conn:
             row = conn.execute(columns + " WHERE id = ?" + self._db.lock_row, (ticket.id,)).fetchone()
             if row is None:
