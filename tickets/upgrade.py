@@ -13,12 +13,9 @@ migration commits, then go on against the new schema.
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from typing import Any, Iterable
-
-log = logging.getLogger("middle.store")
 
 LOCK_WAIT_MS = 500  # one try to take every table; under deadlock_timeout (1 s by default)
 
@@ -45,6 +42,9 @@ def lock_tables(conn: Any, tables: Iterable[str]) -> None:
         except psycopg.errors.QueryCanceled:
             conn.execute("ROLLBACK TO SAVEPOINT lock_tables")
             if tries % 20 == 0:
-                log.warning("upgrading the ticket store's schema: still waiting for the workers' transactions "
-                            "after %.0fs", time.monotonic() - started)
+                import logging  # only here: `middle tickets` starts without it
+
+                logging.getLogger("middle.store").warning(
+                    "upgrading the ticket store's schema: still waiting for the workers' transactions after %.0fs",
+                    time.monotonic() - started)
             time.sleep(random.uniform(0.05, 0.3))  # let the queued transactions through
