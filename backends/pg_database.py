@@ -16,6 +16,9 @@ SCHEMA_VERSION = 2  # 2: retrieval_chunks (a doc's chunk vectors; see chunking.p
 # starting at once do not both create tables ("mdlmem" in ASCII; the ticket store uses "middle").
 SCHEMA_LOCK_KEY = 0x6D646C6D656D
 POOL_MAX = 8
+# Seconds a pooled connection may sit unused before it is closed (the pool keeps none): a worker
+# between memory calls holds only its ticket store's connections, however many tickets it ran.
+IDLE_S = 5.0
 CONNECT_TIMEOUT_S = 30.0
 TS_CONFIG = "middle_memory_english"
 # Transaction-level advisory locks of writers, per store: writes to one project's store take
@@ -136,7 +139,7 @@ class Database:
                 _migrate(conn, database)
         except psycopg.Error as exc:
             raise failure(database, exc, "cannot open") from None
-        self.pool = ConnectionPool(database.url, min_size=1, max_size=POOL_MAX, open=False,
+        self.pool = ConnectionPool(database.url, min_size=0, max_size=POOL_MAX, max_idle=IDLE_S, open=False,
                                    configure=_register_vector, check=ConnectionPool.check_connection,
                                    name="middle-memory")
         try:

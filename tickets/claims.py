@@ -101,6 +101,7 @@ class TicketClaims:
 
         def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
         def _write(self) -> AbstractContextManager[Any]: ...
+        def _status_write(self) -> AbstractContextManager[Any]: ...
 
     def _claims_sql(self) -> str:
         """SELECT claims with whether each lease ran out by the database's clock."""
@@ -120,7 +121,7 @@ class TicketClaims:
         step outside the store; the store's own writes check it in their transaction, `_fence`)."""
         rows = self._read("SELECT token FROM claims WHERE run_id = ?", (run_id,))
         if not rows or int(rows[0][0]) != token:
-            raise ClaimLost(_LOST.format(run_id=run_id))
+            raise ClaimLost(lost_message(run_id, self._read(_HOLDER_SQL, (run_id,))))
 
     def claim_new_run(
         self, ticket_id: str, allowed: Iterable[str], *, lease_s: float = DEFAULT_LEASE_S,
@@ -129,8 +130,10 @@ class TicketClaims:
         """Atomically: if the ticket's status is in `allowed` and no live claim holds it, create a
         run, claim the ticket for it and mark it running. Returns the run id, or None when the
         ticket is not claimable (another process has it, or its status changed)."""
+        from tickets.runnable import put_status
+
         allowed = {getattr(s, "value", s) for s in allowed}
-        with self._write() as conn:
+        with self._status_write() as conn:  # from complete or merged, say: dependents follow
             # On PostgreSQL the row is locked for this transaction, and a runner that finds it
             # locked by another skips it (SKIP LOCKED); on SQLite BEGIN IMMEDIATE already
             # serialises the writers.
@@ -146,18 +149,19 @@ class TicketClaims:
 
             run_id = uuid.uuid4().hex
             now = utc_now()
-            conn.execute("INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",
-                         (run_id, ticket_id, RunStatus.RUNNING.value, now))
+            conn.execute("INSERT INTO runs (id, ticket_id, status, started_at)"
+                         f" VALUES (?, ?, ?, {self._db.stamp_sql})", (run_id, ticket_id, RunStatus.RUNNING.value))
             self._put_claim(conn, ticket_id, run_id, lease_s, pid)
-            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?,"
-                         " retries = 0, retry_at = NULL WHERE id = ?", (now, ticket_id))
+            put_status(self._db, conn, ticket_id, "running", None, now, also=", retries = 0, retry_at = NULL")
         return run_id
 
     def claim_for_resume(self, ticket_id: str, run_id: str, *, lease_s: float = DEFAULT_LEASE_S,
                          pid: int | None = None) -> int:
         """Take the claim on an existing run (a resume, a takeover); refused while another live
         claim holds it. Returns the new claim's token: the earlier owner's writes are refused."""
-        with self._write() as conn:
+        from tickets.runnable import put_status
+
+        with self._status_write() as conn:
             conn.execute("SELECT 1 FROM tickets WHERE id = ?" + self._db.lock_row, (ticket_id,))
             live = self._live_claim(conn, ticket_id)
             if live is not None and live.pid != (pid or os.getpid()):
@@ -168,8 +172,7 @@ class TicketClaims:
             conn.execute("UPDATE runs SET status = 'running', reason = NULL, ended_at = NULL WHERE id = ?",
                          (run_id,))
             # A retry due later is moot now (its count stays: tickets/queue.py bounds the run's).
-            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?,"
-                         " retry_at = NULL WHERE id = ?", (utc_now(), ticket_id))
+            put_status(self._db, conn, ticket_id, "running", None, utc_now(), also=", retry_at = NULL")
         return token
 
     def hold(self, ticket_id: str, run_id: str, statuses: Iterable[str], *,
@@ -242,8 +245,21 @@ def _fence(db: Any, conn: Any, run_id: str, token: int | None) -> None:
         return
     row = conn.execute("SELECT token FROM claims WHERE run_id = ?" + db.share_row, (run_id,)).fetchone()
     if row is None or int(row[0]) != token:
-        raise ClaimLost(_LOST.format(run_id=run_id))
+        raise ClaimLost(lost_message(run_id, conn.execute(_HOLDER_SQL, (run_id,)).fetchall()))
 
 
-_LOST = ("run {run_id} is no longer this process's to write: another runner took it over (its lease ran "
-         "out) or it ended; this runner stopped it here and wrote nothing more")
+# Who holds the claim on the ticket of a run now (a takeover of the run, or another run of it).
+_HOLDER_SQL = ("SELECT c.host, c.pid, c.run_id FROM claims c JOIN runs r ON r.ticket_id = c.ticket_id"
+               " WHERE r.id = ?")
+
+
+def lost_message(run_id: str, holder: list[Any]) -> str:
+    """Why a run's owner may not write any more, naming the runner that holds its ticket now
+    (`holder`: the rows of `_HOLDER_SQL`; none: the run ended, or its claim was released)."""
+    if holder:
+        host, pid, other = holder[0][0], holder[0][1], holder[0][2]
+        which = "took it over" if other == run_id else f"claimed its ticket for run {other}"
+        return (f"run {run_id} is no longer this process's to write: the worker on {host} (pid {pid}) "
+                f"{which}; this runner stopped it here and wrote nothing more")
+    return (f"run {run_id} is no longer this process's to write: it ended, or its claim was released, "
+            "elsewhere; this runner stopped it here and wrote nothing more")

@@ -114,6 +114,9 @@ class SqliteDatabase:
     # The database's clock as the store's timestamp text: leases are set and compared with it,
     # never with one machine's clock (one file has one clock; see PostgresDatabase for the fleet).
     now_sql = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    # The same clock as a stored timestamp (`utc_now`'s text: microseconds, +00:00), for the times
+    # of runs and turns: one clock orders a dependency's end before its dependent's start.
+    stamp_sql = "strftime('%Y-%m-%dT%H:%M:%f000+00:00', 'now')"
 
     @staticmethod
     def lease_sql(lease_s: float) -> str:
@@ -317,6 +320,9 @@ class PostgresDatabase:
     # The server's clock, shared by every machine of the fleet: a lease is set and judged by it,
     # so a worker whose clock runs ahead or behind neither keeps a dead claim nor steals a live one.
     now_sql = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')"""
+    # The server's clock as a stored timestamp (`utc_now`'s text), for the times of runs and
+    # turns: machines whose clocks disagree still record a dependency's end before its dependent's start.
+    stamp_sql = """to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')"""
 
     @staticmethod
     def lease_sql(lease_s: float) -> str:
@@ -352,18 +358,46 @@ class PostgresDatabase:
                                            "application_name": f"middle-{os.getpid()}"},
                                    check=ConnectionPool.check_connection, name="middle-store")
         try:
+            self._reach()
             self.pool.open(wait=True, timeout=reconnect_s)
+        except StoreUnavailable:
+            self.pool.close()
+            raise
         except Exception as err:
             self.pool.close()
             raise self.unreachable(err) from None
 
+    def _reach(self) -> None:
+        """Reach the server once before the pool opens, retrying for at most `reconnect_s`: an
+        unreachable store is then one error that says why (the pool says only that it timed
+        out, and logs each of its tries; the CLI keeps those quiet)."""
+        import psycopg
+
+        deadline = time.monotonic() + self.reconnect_s
+        delay = 0.2
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                psycopg.connect(self.url, connect_timeout=max(1, min(10, round(left))),
+                                application_name=f"middle-{os.getpid()}").close()
+                return
+            except psycopg.OperationalError as err:
+                if time.monotonic() + delay >= deadline:
+                    raise self.unreachable(err) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
     def unreachable(self, err: BaseException) -> StoreError:
-        return StoreUnavailable(f"cannot reach the PostgreSQL store at {self.where} ({str(err).strip()}): "
+        said = (str(err).strip().splitlines() or [type(err).__name__])[0]  # libpq's hint follows on a line of its own
+        return StoreUnavailable(f"cannot reach the PostgreSQL store at {self.where} ({said}): "
                           "check [store] url (or MIDDLE_STORE_URL) and that the server is running")
 
     def error(self, err: BaseException) -> BaseException:
         import psycopg
 
+        if isinstance(err, psycopg.errors.TransactionRollback):  # a deadlock: the server was reached
+            return StoreError(f"the PostgreSQL store at {self.where} rolled back a transaction "
+                              f"({str(err).strip().splitlines()[0]}): try again")
         if isinstance(err, psycopg.OperationalError):
             return self.unreachable(err)
         if isinstance(err, psycopg.errors.InsufficientPrivilege):

@@ -7,6 +7,10 @@ claim holds it and every ticket it depends on has a status that lets it start (`
 On PostgreSQL the pick is `FOR UPDATE SKIP LOCKED LIMIT 1`, so a hundred claimers each take a
 different ticket without waiting on each other; on SQLite BEGIN IMMEDIATE makes them take turns.
 
+Which tickets may start is the store's own state, not a query over the backlog: the claim reads
+a partial index of the pending tickets whose `deps_met` lets them start (tickets/runnable.py, the
+one writer of ticket statuses and dependency edges), so a blocked backlog is never scanned.
+
 Idle workers are woken only when a ticket becomes runnable (`notify_runnable`, its own channel):
 a ticket filed or put back to pending, a dependency that completed or merged. Run events never
 wake them.
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
 from tickets.deps import SATISFIED
 from tickets.model import RunStatus, utc_now
+from tickets.runnable import RUNNABLE, locked_write, set_deps
 
 QUEUE_SCHEMA = """;
 CREATE TABLE IF NOT EXISTS ticket_deps (
@@ -35,14 +40,16 @@ CREATE TABLE IF NOT EXISTS ticket_deps (
 );
 CREATE INDEX IF NOT EXISTS ticket_deps_by_dependency ON ticket_deps(depends_on)
 """
-# Indexes over columns a migration adds (tickets.retry_at): created after `_add_columns`.
+# Indexes over columns a migration adds (tickets.retry_at, tickets.deps_met): created after `_add_columns`.
 QUEUE_INDEXES = (
     "CREATE INDEX IF NOT EXISTS tickets_pending ON tickets(created_at, id) WHERE status = 'pending'",
+    "CREATE INDEX IF NOT EXISTS tickets_runnable ON tickets(created_at, id)"
+    " WHERE status = 'pending' AND deps_met = 2",
+    "CREATE INDEX IF NOT EXISTS tickets_runnable_complete ON tickets(created_at, id)"
+    " WHERE status = 'pending' AND deps_met >= 1",
     "CREATE INDEX IF NOT EXISTS tickets_running ON tickets(id) WHERE status = 'running'",
     "CREATE INDEX IF NOT EXISTS tickets_to_retry ON tickets(retry_at) WHERE retry_at IS NOT NULL",
 )
-# A ticket whose new status is one of these may let a ticket start: idle workers are woken.
-WAKING_STATUSES = frozenset({"pending", "complete", "merged"})
 
 
 # PostgreSQL's claim_next as one statement: what the SQLite transaction does step by step (and
@@ -52,7 +59,7 @@ ticket AS (
     UPDATE tickets SET fence = fence + 1, status = 'running', status_reason = NULL, updated_at = ?,
     retries = 0, retry_at = NULL FROM pick WHERE tickets.id = pick.id RETURNING tickets.id, tickets.fence),
 run AS (
-    INSERT INTO runs (id, ticket_id, status, started_at) SELECT ?, id, 'running', ? FROM ticket RETURNING id)
+    INSERT INTO runs (id, ticket_id, status, started_at) SELECT ?, id, 'running', {stamp} FROM ticket RETURNING id)
 INSERT INTO claims (ticket_id, run_id, host, pid, claimed_at, lease_until, owner_start, token)
 SELECT id, ?, ?, ?, ?, {lease}, ?, fence FROM ticket
 ON CONFLICT (ticket_id) DO UPDATE SET run_id = excluded.run_id, host = excluded.host, pid = excluded.pid,
@@ -100,6 +107,11 @@ class TicketQueue:
         def _write(self) -> AbstractContextManager[Any]: ...
         def _put_claim(self, conn: Any, ticket_id: str, run_id: str, lease_s: float, pid: int | None) -> int: ...
 
+    def _status_write(self) -> AbstractContextManager[Any]:
+        """A write transaction that may change a ticket's status or dependencies (`put_status`,
+        `set_deps`): on PostgreSQL it takes the dependencies' lock first (`lock_deps`)."""
+        return locked_write(self._db, self._write())
+
     def claim_next(self, *, dependencies: str = "merged", lease_s: float = 120.0,
                    pid: int | None = None) -> NewRun | None:
         """Claim the next runnable ticket (oldest first) for a new run, atomically: the pick, the
@@ -112,26 +124,22 @@ class TicketQueue:
         from tickets.claims import this_host
         from tickets.procs import process_token
 
-        satisfied_marks, satisfied = _marks(sorted(SATISFIED[dependencies]))
         db = self._db
-        pick = ("SELECT t.id FROM tickets t WHERE t.status = 'pending'"
-                " AND NOT EXISTS (SELECT 1 FROM ticket_deps d LEFT JOIN tickets u ON u.id = d.depends_on"
-                f" WHERE d.ticket_id = t.id AND (u.status IS NULL OR u.status NOT IN ({satisfied_marks})))"
-                f" AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.ticket_id = t.id AND c.lease_until > {db.now_sql})"
-                " ORDER BY t.created_at, t.id LIMIT 1" + db.skip_locked)
+        # Pending to running changes no dependent's deps_met: this write needs no `status_write`.
+        pick = pick_sql(db, dependencies)
         run_id, now, pid = uuid.uuid4().hex, utc_now(), pid or os.getpid()
         if db.dialect == "postgres":
             owner = (this_host(), pid, now, process_token(pid))
-            rows = db.statement(_CLAIM_NEXT_PG.format(pick=pick, lease=db.lease_sql(lease_s)),
-                                (*satisfied, now, run_id, now, run_id, *owner))
+            rows = db.statement(_CLAIM_NEXT_PG.format(pick=pick, lease=db.lease_sql(lease_s), stamp=db.stamp_sql),
+                                (now, run_id, run_id, *owner))
             return NewRun(rows[0][0], run_id, int(rows[0][1])) if rows else None
         with self._write() as conn:
-            row = conn.execute(pick, satisfied).fetchone()
+            row = conn.execute(pick).fetchone()
             if row is None:
                 return None
             ticket_id = row[0]
-            conn.execute("INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",
-                         (run_id, ticket_id, RunStatus.RUNNING.value, now))
+            conn.execute(f"INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, {db.stamp_sql})",
+                         (run_id, ticket_id, RunStatus.RUNNING.value))
             token = self._put_claim(conn, ticket_id, run_id, lease_s, pid)
             conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?,"
                          " retries = 0, retry_at = NULL WHERE id = ?", (now, ticket_id))
@@ -176,7 +184,8 @@ class TicketQueue:
         marks, satisfied = _marks(sorted(SATISFIED[dependencies]))
         rows = self._read(
             "SELECT 1 FROM tickets t JOIN ticket_deps d ON d.ticket_id = t.id JOIN tickets u ON u.id = d.depends_on"
-            f" WHERE t.status = 'pending' AND u.status NOT IN ({marks}) AND u.status IN ('pending', 'running')"
+            f" WHERE t.status = 'pending' AND NOT ({RUNNABLE[dependencies]}) AND u.status NOT IN ({marks})"
+            " AND u.status IN ('pending', 'running')"
             " LIMIT 1", satisfied)
         return bool(rows)
 
@@ -195,19 +204,12 @@ class TicketQueue:
         self._db.resize(connections)
 
 
-def write_deps(conn: Any, ticket_id: str, depends_on: Iterable[str]) -> None:
-    """Inside a write: the ticket's dependency edges, as its `depends_on` says."""
-    conn.execute("DELETE FROM ticket_deps WHERE ticket_id = ?", (ticket_id,))
-    for dep in dict.fromkeys(depends_on):
-        conn.execute("INSERT INTO ticket_deps (ticket_id, depends_on) VALUES (?, ?)", (ticket_id, dep))
-
-
-def wake_if_runnable(db: Any, conn: Any, ticket_id: str, status: str) -> None:
-    """Inside a write that set the ticket's status: wake idle workers when that may let a ticket
-    start (it is pending, or something depends on it and it completed or merged)."""
-    if status == "pending" or (status in WAKING_STATUSES and conn.execute(
-            "SELECT 1 FROM ticket_deps WHERE depends_on = ? LIMIT 1", (ticket_id,)).fetchone()):
-        db.notify_runnable(conn)
+def pick_sql(db: Any, dependencies: str) -> str:
+    """The claim's pick: the oldest runnable ticket, read from the runnable tickets' partial index
+    alone (a blocked ticket is never read), that no live claim holds."""
+    return (f"SELECT t.id FROM tickets t WHERE t.status = 'pending' AND {RUNNABLE[dependencies]}"
+            f" AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.ticket_id = t.id AND c.lease_until > {db.now_sql})"
+            " ORDER BY t.created_at, t.id LIMIT 1" + db.skip_locked)
 
 
 def schedule_retry(db: Any, conn: Any, ticket_id: str, retry: tuple[int, float] | None) -> dict[str, Any]:
@@ -234,7 +236,7 @@ def migrate_queue(db: Any, conn: Any) -> None:
     """Schema 10 -> 11: the dependency edges of existing tickets, and their runs interrupted with
     no person behind them (a stopped worker, an outage) due for a retry now, as before."""
     for row in conn.execute("SELECT id, depends_on FROM tickets").fetchall():
-        write_deps(conn, row[0], json.loads(row[1] or "[]"))
+        set_deps(conn, row[0], json.loads(row[1] or "[]"))
     for row in conn.execute("SELECT id FROM tickets WHERE status = 'interrupted'").fetchall():
         end = conn.execute(
             "SELECT e.data FROM run_events e JOIN runs r ON r.id = e.run_id WHERE r.ticket_id = ?"

@@ -63,6 +63,7 @@ class TicketRounds:
 
         def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]: ...
         def _write(self) -> AbstractContextManager[Any]: ...
+        def _status_write(self) -> AbstractContextManager[Any]: ...
         def _live_claim(self, conn: Any, ticket_id: str) -> Any: ...
         def _put_claim(self, conn: Any, ticket_id: str, run_id: str, lease_s: float, pid: int | None) -> int: ...
 
@@ -79,7 +80,9 @@ class TicketRounds:
         `by`: what started it when no person did (a pull request's CI or review), for its label."""
         import uuid
 
-        with self._write() as conn:
+        from tickets.runnable import put_status
+
+        with self._status_write() as conn:  # the ticket leaves complete: its dependents' deps_met follow
             # FOR UPDATE (not SKIP LOCKED): a second feedback waits for the first's claim to
             # commit and then stores its words for that round, instead of finding nothing.
             row = conn.execute("SELECT status, status_reason FROM tickets WHERE id = ?" + self._db.lock_row,
@@ -104,11 +107,10 @@ class TicketRounds:
             run_id, now = uuid.uuid4().hex, utc_now()
             conn.execute(
                 f"INSERT INTO runs (id, ticket_id, status, started_at, {', '.join(CARRIED)}) VALUES"
-                f" (?, ?, ?, ?, {', '.join('?' * len(CARRIED))})",
-                (run_id, ticket_id, RunStatus.RUNNING.value, now, *(previous[c] for c in CARRIED)))
+                f" (?, ?, ?, {self._db.stamp_sql}, {', '.join('?' * len(CARRIED))})",
+                (run_id, ticket_id, RunStatus.RUNNING.value, *(previous[c] for c in CARRIED)))
             self._put_claim(conn, ticket_id, run_id, lease_s, None)
-            conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?"
-                         " WHERE id = ?", (now, ticket_id))
+            put_status(self._db, conn, ticket_id, "running", None, now)
             data: dict[str, Any] = _with_by({"text": text, "round": number}, by)
             if carry:
                 data["carried"] = carry

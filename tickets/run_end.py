@@ -24,6 +24,7 @@ class RunEnding:
         _db: Any
 
         def _write(self) -> AbstractContextManager[Any]: ...
+        def _status_write(self) -> AbstractContextManager[Any]: ...
 
     def end_run(
         self,
@@ -48,12 +49,13 @@ class RunEnding:
         (tickets/queue.py): the attempt is counted and any worker resumes it once the wait is over.
         """
         from tickets.claims import _fence
-        from tickets.queue import schedule_retry, wake_if_runnable
+        from tickets.queue import schedule_retry
+        from tickets.runnable import put_status
 
         status = RunStatus(status)
         ticket_status = TicketStatus(ticket_status or status.value)
         now = utc_now()
-        with self._write() as conn:
+        with self._status_write() as conn:
             row = conn.execute("SELECT status FROM runs WHERE id = ? AND ticket_id = ?" + self._db.lock_row,
                                (run_id, ticket_id)).fetchone()
             if row is None:
@@ -63,19 +65,18 @@ class RunEnding:
             _fence(self._db, conn, run_id, token)
             totals = conn.execute("SELECT COUNT(*) AS turns, COALESCE(SUM(cost_usd), 0) AS cost"
                                   " FROM turns WHERE run_id = ?", (run_id,)).fetchone()
-            conn.execute("UPDATE runs SET status = ?, reason = ?, ended_at = ?, total_cost_usd = ?"
-                         " WHERE id = ?", (status.value, reason, now, totals["cost"], run_id))
+            stamp = self._db.stamp_sql  # the database's clock: one clock for every machine's runs
+            conn.execute(f"UPDATE runs SET status = ?, reason = ?, ended_at = {stamp}, total_cost_usd = ?"
+                         " WHERE id = ?", (status.value, reason, totals["cost"], run_id))
             if status is RunStatus.INTERRUPTED:
-                conn.execute("UPDATE turns SET status = 'interrupted', error = ?, ended_at = ?"
-                             " WHERE run_id = ? AND status = 'running'", (reason, now, run_id))
+                conn.execute(f"UPDATE turns SET status = 'interrupted', error = ?, ended_at = {stamp}"
+                             " WHERE run_id = ? AND status = 'running'", (reason, run_id))
             claim = conn.execute("SELECT run_id FROM claims WHERE ticket_id = ?", (ticket_id,)).fetchone()
             if claim is None or claim["run_id"] == run_id:
-                conn.execute("UPDATE tickets SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?",
-                             (ticket_status.value, ticket_reason if ticket_reason is not None else reason,
-                              now, ticket_id))
+                put_status(self._db, conn, ticket_id, ticket_status.value,
+                           ticket_reason if ticket_reason is not None else reason, now)
                 conn.execute("DELETE FROM claims WHERE ticket_id = ? AND run_id = ?", (ticket_id, run_id))
                 event = {**(event or {}), **schedule_retry(self._db, conn, ticket_id, retry)}
-                wake_if_runnable(self._db, conn, ticket_id, ticket_status.value)
             data = {"status": status.value, "reason": reason or "", "turns": totals["turns"],
                     "cost_usd": totals["cost"], **(event or {})}
             insert_event(self._db, conn, run_id, ticket_id, "run_end",

@@ -4,6 +4,7 @@ memory docs, in SQLite (embedded) or PostgreSQL (shared); see tickets/db.py."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
@@ -19,10 +20,12 @@ from tickets.events import EVENTS_SCHEMA, RunEvents
 from tickets.model import RunRow, RunStatus, Ticket, TicketStatus, TurnRow, utc_now
 from tickets.pull_signals import PULL_SIGNALS_SCHEMA, PullSignalRecord
 from tickets.queries import TicketQueries
-from tickets.queue import QUEUE_INDEXES, QUEUE_SCHEMA, TicketQueue, migrate_queue, wake_if_runnable, write_deps
+from tickets.queue import QUEUE_INDEXES, QUEUE_SCHEMA, TicketQueue, migrate_queue
 from tickets.retention import RunRetention
 from tickets.rounds import TicketRounds
 from tickets.run_end import RunEnding
+from tickets.runnable import put_status, recompute_deps_met, set_deps, status_changed
+from tickets.upgrade import lock_tables
 
 _IN_CHUNK = 500  # ids per IN list: well under SQLite's and PostgreSQL's parameter limits
 
@@ -53,10 +56,13 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 #    tickets.retries and tickets.retry_at (bounded retries of runs a passing failure stopped);
 #    run events ordered per ticket rather than database-wide (no schema change).
 # 12: runs.check_note: what a "no worse" check had failing on the base already.
-# 13: memory_state.valid_until (a doc's expiry, tickets/curation.py).
-SCHEMA_VERSION = 13
-# Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
-# not both create tables ("middle" in ASCII).
+# 13: tickets.deps_met: how far a ticket's dependencies have come, kept by every status and
+#    dependency write (tickets/runnable.py), so a claim reads runnable tickets only.
+# 14: memory_state.valid_until (a doc's expiry, tickets/curation.py).
+SCHEMA_VERSION = 14
+# Schema creation and upgrades on PostgreSQL take this advisory lock, so two machines starting at
+# once do not both create tables ("middle" in ASCII); an upgrade then takes every table at once
+# (tickets/upgrade.py), and workers wait for it.
 SCHEMA_LOCK_KEY = 0x6D6964646C65
 
 _SCHEMA = """
@@ -76,7 +82,8 @@ CREATE TABLE IF NOT EXISTS tickets (
     updated_at TEXT NOT NULL,
     fence INTEGER NOT NULL DEFAULT 0,
     retries INTEGER NOT NULL DEFAULT 0,
-    retry_at TEXT
+    retry_at TEXT,
+    deps_met INTEGER NOT NULL DEFAULT 2
 );
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
@@ -171,7 +178,9 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   ("runs", "check_budget", "INTEGER"),
                   ("tickets", "fence", "INTEGER NOT NULL DEFAULT 0"), ("claims", "token", "INTEGER NOT NULL DEFAULT 0"),
                   ("tickets", "retries", "INTEGER NOT NULL DEFAULT 0"), ("tickets", "retry_at", "TEXT"),
-                  ("runs", "check_note", "TEXT"), ("memory_state", "valid_until", "TEXT"))
+                  ("runs", "check_note", "TEXT"),
+                  ("tickets", "deps_met", "INTEGER NOT NULL DEFAULT 2"),
+                  ("memory_state", "valid_until", "TEXT"))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
@@ -272,6 +281,8 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                                 ).fetchone() and conn.execute("SELECT MAX(version) FROM schema_version"
                                                               ).fetchone()[0] == SCHEMA_VERSION:
                     return  # another machine created it while this one waited for the lock
+                # Workers keep claiming meanwhile: every table at once, or none (tickets/upgrade.py).
+                lock_tables(conn, re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
             for statement in statements:
                 conn.execute(statement)
             row = conn.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
@@ -285,6 +296,8 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                 _add_columns(db, conn)
                 if version < 11:
                     migrate_queue(db, conn)
+                if version < 13:
+                    recompute_deps_met(conn)
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
             for statement in QUEUE_INDEXES:  # over columns the migration may just have added
                 conn.execute(statement)
@@ -329,7 +342,7 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
     @staticmethod
     def _ticket(row: sqlite3.Row) -> Ticket:
         data = dict(row)
-        for name in ("fence", "retries", "retry_at"):  # the claims' and the queue's, not the ticket's
+        for name in ("fence", "retries", "retry_at", "deps_met"):  # the claims' and the queue's, not the ticket's
             data.pop(name, None)
         data["fields"] = json.loads(data["fields"])
         data["depends_on"] = json.loads(data.get("depends_on") or "[]")
@@ -340,10 +353,9 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
         fields_json = json.dumps(ticket.fields, sort_keys=True)
         content = (ticket.project_id, ticket.title, ticket.description, ticket.project_path,
                    ticket.source, fields_json, json.dumps(ticket.depends_on))
-        with self._write() as conn:
-            row = conn.execute(
-                "SELECT project_id, title, description, project_path, source, fields, depends_on"
-                " FROM tickets WHERE id = ?" + self._db.lock_row, (ticket.id,)).fetchone()
+        columns = "SELECT project_id, title, description, project_path, source, fields, depends_on FROM tickets"
+        with self._status_write() as conn:
+            row = conn.execute(columns + " WHERE id = ?" + self._db.lock_row, (ticket.id,)).fetchone()
             if row is None:
                 conn.execute(
                     "INSERT INTO tickets (id, project_id, title, description, project_path, source,"
@@ -351,8 +363,9 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
                     (ticket.id, *content, ticket.status.value, ticket.status_reason,
                      ticket.created_at, ticket.updated_at))
-                write_deps(conn, ticket.id, ticket.depends_on)
-                wake_if_runnable(self._db, conn, ticket.id, ticket.status.value)
+                set_deps(conn, ticket.id, ticket.depends_on)
+                # Its dependents (filed before it) counted it as no ticket: now as its status.
+                status_changed(self._db, conn, ticket.id, None, ticket.status.value)
             elif tuple(row) != content:
                 # Only a real change bumps updated_at, so re-syncing a folder is a no-op.
                 conn.execute(
@@ -360,10 +373,11 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                     " source = ?, fields = ?, depends_on = ?, updated_at = ? WHERE id = ?",
                     (*content, utc_now(), ticket.id))
                 if row["depends_on"] != content[-1]:
-                    write_deps(conn, ticket.id, ticket.depends_on)
+                    set_deps(conn, ticket.id, ticket.depends_on)
             stored = conn.execute("SELECT * FROM tickets WHERE id = ?", (ticket.id,)).fetchone()
-            if row is not None and row["depends_on"] != content[-1]:
-                wake_if_runnable(self._db, conn, ticket.id, stored["status"])
+            if row is not None and row["depends_on"] != content[-1] and stored["status"] == "pending" \
+                    and stored["deps_met"] >= 1:
+                self._db.notify_runnable(conn)
         return self._ticket(stored)
 
     def has_ticket(self, ticket_id: str) -> bool:
@@ -396,28 +410,16 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
 
     def set_status(self, ticket_id: str, status: TicketStatus | str, reason: str | None = None) -> None:
         status = TicketStatus(status)
-        with self._write() as conn:
-            cur = conn.execute(
-                "UPDATE tickets SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?",
-                (status.value, reason, utc_now(), ticket_id))
-            if cur.rowcount == 0:
+        with self._status_write() as conn:
+            if not put_status(self._db, conn, ticket_id, status.value, reason, utc_now()):
                 raise _no_ticket(ticket_id)
-            wake_if_runnable(self._db, conn, ticket_id, status.value)
 
     def set_status_if(self, ticket_id: str, only_from: tuple[str, ...], status: TicketStatus | str,
                       reason: str | None = None) -> bool:
         """Set the status only if it is one of `only_from` (checked in the same write); whether it was."""
         status = TicketStatus(status)
-        marks = ",".join("?" * len(only_from))
-        with self._write() as conn:
-            cur = conn.execute(
-                "UPDATE tickets SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?"
-                f" AND status IN ({marks})",
-                (status.value, reason, utc_now(), ticket_id, *only_from),
-            )
-            if cur.rowcount:
-                wake_if_runnable(self._db, conn, ticket_id, status.value)
-            return bool(cur.rowcount)
+        with self._status_write() as conn:
+            return put_status(self._db, conn, ticket_id, status.value, reason, utc_now(), only_from=only_from)
 
     def clear_pending_notes(self, ticket_ids: Iterable[str]) -> None:
         """Drop the notes of those tickets that are still pending (why an earlier batch put them
@@ -451,8 +453,8 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
             if conn.execute("SELECT 1 FROM tickets WHERE id = ?", (ticket_id,)).fetchone() is None:
                 raise _no_ticket(ticket_id)
             conn.execute(
-                "INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, ?)",
-                (run_id, ticket_id, RunStatus.RUNNING.value, utc_now()),
+                f"INSERT INTO runs (id, ticket_id, status, started_at) VALUES (?, ?, ?, {self._db.stamp_sql})",
+                (run_id, ticket_id, RunStatus.RUNNING.value),
             )
         return run_id
 
@@ -563,12 +565,12 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
             # A retry replaces the earlier attempt's row whole (its result columns reset).
             conn.execute(
                 "INSERT INTO turns (run_id, turn_no, prompt, session_id, resume, status, started_at)"
-                " VALUES (?, ?, ?, ?, ?, 'running', ?) ON CONFLICT (run_id, turn_no) DO UPDATE SET"
+                f" VALUES (?, ?, ?, ?, ?, 'running', {self._db.stamp_sql}) ON CONFLICT (run_id, turn_no) DO UPDATE SET"
                 " prompt = excluded.prompt, session_id = excluded.session_id, resume = excluded.resume,"
                 " status = 'running', started_at = excluded.started_at, response = NULL,"
                 " memories_invoked = NULL, decision = NULL, cost_usd = 0, duration_ms = 0, usage = '{}',"
                 " num_turns = 0, is_error = 0, error = NULL, ended_at = NULL",
-                (run_id, turn_no, prompt, session_id, int(bool(resume)), utc_now()),
+                (run_id, turn_no, prompt, session_id, int(bool(resume))),
             )
 
     def finish_turn(
@@ -598,7 +600,8 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                 raise ValueError(f"turn {turn_no} of run '{run_id}' already completed; its result is final")
             conn.execute(
                 "UPDATE turns SET response = ?, is_error = ?, error = ?, cost_usd = ?, duration_ms = ?,"
-                " usage = ?, num_turns = ?, status = ?, ended_at = ? WHERE run_id = ? AND turn_no = ?",
+                f" usage = ?, num_turns = ?, status = ?, ended_at = {self._db.stamp_sql}"
+                " WHERE run_id = ? AND turn_no = ?",
                 (
                     response,
                     int(bool(is_error)),
@@ -608,7 +611,6 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                     json.dumps(usage or {}),
                     int(num_turns or 0),
                     status,
-                    utc_now(),
                     run_id,
                     turn_no,
                 ),

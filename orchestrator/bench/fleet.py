@@ -11,6 +11,10 @@
 - Claims: C claimers (threads spread over processes, each its own pooled connection) take a
   backlog of pending tickets with `claim_next` until it is empty: each claim timed, and the
   store transactions per claimed ticket counted.
+- Claims behind a blocked backlog (`--blocked`): for each count B, B pending tickets that wait
+  for a dependency that never lands, filed before the runnable ones, then one claimer taking the
+  runnable ones back to back, and 100 claimers at a worker's pace over the claims backlog with
+  half of it blocked: a claim should cost the same whatever waits behind it.
 - Events: W processes each append run events to a run of their own for a few seconds: events
   per second should grow with writers (no database-wide lock).
 """
@@ -231,21 +235,40 @@ def _collect(procs: list[Any], out: Any, what: str) -> list[Any]:
     return results
 
 
-def measure_claims(url: str, claimers: int, tickets: int, processes: int = 10,
-                   pause_ms: float = 0.0) -> dict[str, Any]:
-    """`claimers` threads over `processes` processes take a backlog of `tickets` pending ones,
-    each pausing `pause_ms` after a claim (0: back to back, the store's most claims a second)."""
-    import multiprocessing as mp
+_OLDER = "2000-01-01T00:00:00.000Z"  # the blocked backlog is filed before every runnable ticket
 
+
+def _file_backlog(url: str, tickets: int, blocked: int) -> None:
+    """`tickets` runnable pending tickets, after `blocked` pending ones that wait for a ticket that
+    failed (so never runnable), in one transaction: filing is not what is measured."""
     from tickets.model import utc_now
+    from tickets.runnable import recompute_deps_met
     from tickets.store import TicketStore
 
+    def insert(conn: Any, tid: str, status: str, created: str) -> None:
+        conn.execute("INSERT INTO tickets (id, project_id, title, project_path, status, created_at,"
+                     " updated_at) VALUES (?, 'bench', ?, '/tmp', ?, ?, ?)", (tid, tid, status, created, created))
+
     with TicketStore(url) as store:
-        with store._db.write() as conn:  # one transaction: filing 10,000 tickets is not what is measured
+        with store._db.write() as conn:
+            if blocked:
+                insert(conn, "gate", "failed", _OLDER)
+            for i in range(blocked):
+                insert(conn, f"b{i:05d}", "pending", _OLDER)
+                conn.execute("INSERT INTO ticket_deps (ticket_id, depends_on) VALUES (?, 'gate')", (f"b{i:05d}",))
             for i in range(tickets):
-                conn.execute("INSERT INTO tickets (id, project_id, title, project_path, status, created_at,"
-                             " updated_at) VALUES (?, 'bench', ?, '/tmp', 'pending', ?, ?)",
-                             (f"c{i:05d}", f"c{i:05d}", utc_now(), utc_now()))
+                insert(conn, f"c{i:05d}", "pending", utc_now())
+            recompute_deps_met(conn)  # as the store's own writes would have left it
+
+
+def measure_claims(url: str, claimers: int, tickets: int, processes: int = 10,
+                   pause_ms: float = 0.0, blocked: int = 0) -> dict[str, Any]:
+    """`claimers` threads over `processes` processes take a backlog of `tickets` pending ones,
+    each pausing `pause_ms` after a claim (0: back to back, the store's most claims a second),
+    with `blocked` more, older, pending tickets that wait for a dependency that never lands."""
+    import multiprocessing as mp
+
+    _file_backlog(url, tickets, blocked)
     processes = max(1, min(processes, claimers))
     split = [claimers // processes + (1 if k < claimers % processes else 0) for k in range(processes)]
     ctx = mp.get_context("spawn")
@@ -261,7 +284,10 @@ def measure_claims(url: str, claimers: int, tickets: int, processes: int = 10,
     wall = max(r[3] for r in results) - start_at
     if won != tickets:
         raise ConfigError(f"{won} claims won for {tickets} tickets: a ticket was claimed twice or never")
-    return {"backend": f"{claimers} claimers, {pause_ms:g} ms apart", "claimers": claimers, "tickets": tickets,
+    name = f"{claimers} claimer{'s' if claimers > 1 else ''}, {pause_ms:g} ms apart"
+    if blocked:
+        name += f", {blocked:,} blocked"
+    return {"backend": name, "claimers": claimers, "tickets": tickets, "blocked": blocked,
             "pause_ms": pause_ms, "attempts": len(times), "claims_won": won, "claims_per_s": won / wall,
             "claim_p50_ms": percentile(times, 50), "claim_p95_ms": percentile(times, 95),
             "transactions_per_claim": transactions / won}
@@ -303,6 +329,27 @@ def measure_events(url: str, writers: int, seconds: float = 5.0) -> dict[str, An
     return {"backend": f"{writers} writer(s)", "writers": writers, "events": total, "events_per_s": total / seconds}
 
 
+def measure_blocked(fresh: Callable[[], str], counts: list[int], claimers: int, claim_tickets: int,
+                    pause_ms: float, runnable: int = 1000) -> list[dict[str, Any]]:
+    """Claims behind a blocked backlog: one claimer back to back over `runnable` tickets behind
+    each count of blocked ones; then `claimers` at `pause_ms` over `claim_tickets`, half blocked."""
+    rows = [measure_claims(fresh(), 1, runnable, processes=1, blocked=n) for n in counts]
+    half = claim_tickets // 2
+    rows.append(measure_claims(fresh(), claimers, claim_tickets - half, pause_ms=pause_ms, blocked=half))
+    return rows
+
+
+def _blocked_counts(text: str) -> list[int]:
+    try:
+        values = [int(v.strip().replace("_", "")) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 0 for v in values):
+        raise click.BadParameter(f"{text!r}: give counts of blocked tickets, comma-separated, e.g. 0,1000,5000",
+                                 param_hint="--blocked")
+    return values
+
+
 def _pauses(text: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
@@ -323,11 +370,15 @@ def _pauses(text: str) -> list[float]:
 @click.option("--claim-pause-ms", default="200,0", show_default=True,
               help="Each claimer's pause after a claim, comma-separated runs (a worker works before it claims "
               "again; 0: back to back, the most claims a second).")
+@click.option("--blocked", default=None,
+              help="Also measure claims behind this many blocked pending tickets, comma-separated (e.g. "
+              "0,1000,5000): one claimer per count, then the claimers at the first pause with half the backlog "
+              "blocked.")
 @click.option("--writers", default="1,2,4", show_default=True, help="Event writer counts, comma-separated.")
 @click.option("--store-url", default=None, help="A PostgreSQL server to use (default: start the bundled one).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
-def fleet(workers: str, tickets: int, claimers: int, claim_tickets: int, claim_pause_ms: str, writers: str,
-          store_url: str | None, as_json: bool) -> None:
+def fleet(workers: str, tickets: int, claimers: int, claim_tickets: int, claim_pause_ms: str, blocked: str | None,
+          writers: str, store_url: str | None, as_json: bool) -> None:
     """`middle worker` processes on one PostgreSQL store: throughput, claims, events, connections."""
     import json
 
@@ -337,15 +388,17 @@ def fleet(workers: str, tickets: int, claimers: int, claim_tickets: int, claim_p
     counts = positive_ints(workers, "1,2,4", "--workers")
     writer_counts = positive_ints(writers, "1,2,4", "--writers")
     pauses = _pauses(claim_pause_ms)
+    blocked_counts = _blocked_counts(blocked) if blocked is not None else []
     _, fresh, stop = _server(store_url)
     try:
         rows = [measure_workers(fresh(), n, tickets) for n in counts]
         claims = [measure_claims(fresh(), claimers, claim_tickets, pause_ms=p) for p in pauses]
+        behind = measure_blocked(fresh, blocked_counts, claimers, claim_tickets, pauses[0]) if blocked_counts else []
         events = [measure_events(fresh(), n) for n in writer_counts]
     finally:
         stop()
     report = {"dataset": f"{tickets} one-turn tickets on the built-in fake model", "kind": "fleet",
-              "results": rows, "claims": claims, "events": events}
+              "results": rows, "claims": claims, "blocked": behind, "events": events}
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
@@ -356,5 +409,9 @@ def fleet(workers: str, tickets: int, claimers: int, claim_tickets: int, claim_p
     console.print(_table(f"claims: {claim_tickets} pending tickets, {claimers} claimers racing", claims,
                          ["backend", "attempts", "claims_won", "claims_per_s", "claim_p50_ms", "claim_p95_ms",
                           "transactions_per_claim"], label="claimers"))
+    if behind:
+        console.print(_table("claims behind a blocked backlog (pending tickets waiting for a failed one)", behind,
+                             ["backend", "tickets", "blocked", "claims_won", "claims_per_s", "claim_p50_ms",
+                              "claim_p95_ms", "transactions_per_claim"], label="claimers"))
     console.print(_table("run events: each writer on a run of its own", events,
                          ["backend", "events", "events_per_s"], label="writers"))

@@ -99,9 +99,13 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
     with tempfile.TemporaryDirectory(prefix="middle-check-") as tmp, tempfile.TemporaryFile() as out:
         prepared = instrument.prepare(spec, Path(tmp), environ)
         environ.update(prepared.env)
-        proc = subprocess.Popen(["sh", "-c", prepared.line], cwd=str(cwd), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=environ, start_new_session=True,
-                                preexec_fn=die_with_parent())
+        # The outer sh gets SIGUSR1 from the kernel when this process dies (even by kill -9) and
+        # its trap kills its whole process group: the check's own children too (a test runner's
+        # workers), which a parent-death signal to the sh alone would leave running.
+        guard = 'trap "kill -KILL 0" USR1; sh -c "$1" & wait $!'
+        proc = subprocess.Popen(["sh", "-c", guard, "middle-check", prepared.line], cwd=str(cwd), stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environ,
+                                start_new_session=True, preexec_fn=die_with_parent(signal.SIGUSR1))
         timed_out = False
         try:
             code: int | None = proc.wait(timeout=timeout_s)

@@ -27,9 +27,10 @@ class _QuietSkips:
         """Not yet: the claim may go to another worker. Its first note says it started here."""
 
     def say(self, ticket_id: str, msg: str) -> None:
-        if ticket_id not in self._shown:
+        if ticket_id not in self._shown:  # its first note is its "started" line: said once
             self._shown.add(ticket_id)
             self.view.started(SimpleNamespace(id=ticket_id, title=msg))
+            return
         self.view.say(ticket_id, msg)
 
     def finished(self, outcome: Any) -> None:

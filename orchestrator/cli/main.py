@@ -180,6 +180,8 @@ def main(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
 
         logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                             format="%(levelname)s %(name)s: %(message)s")
+        if not verbose:  # each failed try of a connection pool: the store says it once, as `error:`
+            logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     ctx.obj = {"config_path": config_path}
     from orchestrator.lifecycle.next_steps import started_as
 

@@ -41,9 +41,9 @@ def own_mark(session_id: str) -> str:
 _prctl: Any = None
 
 
-def die_with_parent() -> Callable[[], None] | None:
-    """A Popen preexec_fn that has the kernel SIGKILL the child when its parent dies, or None
-    where that cannot be asked for.
+def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A Popen preexec_fn that has the kernel send the child `sig` (SIGKILL: it dies) when its
+    parent dies, or None where that cannot be asked for.
 
     The signal comes when the *thread* that forked exits, not the process: spawn from a thread
     that outlives the child (run_turn does: it waits for the child and kills it before returning).
@@ -62,7 +62,7 @@ def die_with_parent() -> Callable[[], None] | None:
     prctl, parent = _prctl, os.getpid()
 
     def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the request took effect
             os.kill(os.getpid(), signal.SIGKILL)
 

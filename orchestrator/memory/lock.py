@@ -18,6 +18,7 @@ from orchestrator.plugins.memory_backend import MemoryDatabase
 log = logging.getLogger("middle.memory")
 
 POOL_MAX = 16  # projects locked at once by one process (each held lock keeps a connection)
+IDLE_S = 5.0  # seconds an unused lock connection stays open (the pool keeps none)
 
 
 class FileLocks:
@@ -81,8 +82,10 @@ class AdvisoryLocks:
     def pool(self) -> Any:
         with self._pool_lock:
             if self._pool is None:
+                # min_size 0 and a short max_idle: a worker between memory calls holds only its
+                # store's connections (a lock is held for one call, then given back).
                 self._pool = self._pool_class(
-                    self.url, min_size=0, max_size=POOL_MAX, open=True,
+                    self.url, min_size=0, max_size=POOL_MAX, max_idle=IDLE_S, open=True,
                     kwargs={"autocommit": True}, check=self._pool_class.check_connection,
                     name="middle-memory-locks")
             return self._pool

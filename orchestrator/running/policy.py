@@ -63,12 +63,12 @@ def end_on_exception(exc: BaseException, run: Run, *, fake: bool = False, auto_r
     if isinstance(exc, ClaimLost) or run.lost.is_set():
         # Another runner holds the run now (or may, once the lease runs out): it is theirs to
         # end. Nothing more of it is written here.
-        why = run.lost_why or str(exc)
+        why = run.lost_reason(str(exc))
         return Ending("lost", why, True, propagate=isinstance(exc, KeyboardInterrupt))
     try:
         return _end(exc, run, fake=fake, auto_resume=auto_resume, stop=stop)
     except ClaimLost as lost:  # taken over while this runner was ending it
-        return Ending("lost", str(lost), True, propagate=False)
+        return Ending("lost", run.lost_reason(str(lost)), True, propagate=False)
 
 
 def _end(exc: BaseException, run: Run, *, fake: bool, auto_resume: bool,

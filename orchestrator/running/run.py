@@ -26,6 +26,7 @@ from orchestrator.running.events import EventRecorder
 from tickets.model import RunRow, TurnRow
 
 log = logging.getLogger("middle.run")
+LOOKUP_S = 2.0  # how long a lost run waits to learn who holds its ticket now (the store may be out)
 
 
 class Run:
@@ -76,6 +77,23 @@ class Run:
                 fn()
             except Exception:  # stopping what runs for the run must not hide why it stopped
                 log.exception("stopping the processes of run %s failed", self.run_id)
+
+    def lost_reason(self, fallback: str = "") -> str:
+        """Why the run stopped here, naming the runner that holds its ticket now when the store
+        says so at once: a run whose lease ran out while this process was stopped (SIGSTOP, a
+        laptop asleep) may already be someone else's. Else what was known when it was lost."""
+        known = self.lost_why or fallback
+        found: list[Any] = []
+        look = threading.Thread(target=lambda: found.append(self.store.get_claim(self.ticket_id)),
+                                name=f"lost-{self.ticket_id}", daemon=True)  # the store may be out of reach
+        look.start()
+        look.join(LOOKUP_S)
+        holder = found[0] if found else None
+        if holder is None or holder.token == self.token:
+            return known
+        whose = "took it over" if holder.run_id == self.run_id else f"claimed it for run {holder.run_id}"
+        return (f"ticket {self.ticket_id}: the worker on {holder.host} (pid {holder.pid}) {whose}; this runner "
+                f"stopped run {self.run_id} here and wrote nothing more of it")
 
     def guard(self) -> None:
         """Raise ClaimLost once the run lost its claim (no store call)."""
@@ -216,7 +234,9 @@ class Heartbeat:
             if run.store.refresh_claim(run.ticket_id, run.run_id, run.lease_s, token=run.token):
                 self.renewed = time.monotonic()
             elif not self._stop.is_set():
-                run.lose(f"the claim on ticket {run.ticket_id} was taken over by another runner: this one "
+                holder = run.store.get_claim(run.ticket_id)
+                who = f"the worker on {holder.host} (pid {holder.pid})" if holder is not None else "another runner"
+                run.lose(f"the claim on ticket {run.ticket_id} was taken over by {who}: this one "
                          "stopped its run and writes nothing more of it", renewal=True)
         except StoreUnavailable as exc:
             log.warning("renewing the claim on ticket %s failed: %s", run.ticket_id, exc)

@@ -84,6 +84,9 @@ def test_lists_of_counts_are_checked_before_anything_starts(monkeypatch, tmp_pat
         result = runner.invoke(main, args)
         assert result.exit_code == 2 and name in result.output and "at least 1" in result.output, result.output
         assert result.exception is None or isinstance(result.exception, SystemExit)
+    for bad in ("x", "0,-5"):  # 0 blocked is a count (the baseline), a negative one is not
+        result = runner.invoke(main, ["bench", "fleet", "--blocked", bad])
+        assert result.exit_code == 2 and "--blocked" in result.output and "0,1000,5000" in result.output, result.output
 
 
 def test_bench_words_reports_each_length_and_the_ratio():

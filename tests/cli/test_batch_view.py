@@ -74,3 +74,16 @@ def test_feedback_kept_for_another_run_shows_no_turns_and_no_cost(monkeypatch):
     output.report(RunOutcome("t1", "", "stored", "your feedback is kept for the round that runs it"))
     assert piped.file.getvalue().splitlines() == [
         "stored ticket t1: your feedback is kept for the round that runs it"]
+
+
+def test_a_worker_says_a_ticket_started_once(monkeypatch):
+    from orchestrator.cli.fleet import _QuietSkips
+
+    piped = Console(file=io.StringIO(), width=200)
+    monkeypatch.setattr(batch_view, "console", piped)
+    view = _QuietSkips(PrefixedView())
+    view.started(SimpleNamespace(id="t0", title="Module 0"))  # claimed, maybe by another worker: not yet
+    for note in ("working on branch middle/t0", "planned the first prompt for Claude Code"):
+        view.say("t0", note)
+    lines = piped.file.getvalue().splitlines()
+    assert lines == ["[t0] started: working on branch middle/t0", "[t0] planned the first prompt for Claude Code"]

@@ -18,6 +18,7 @@ from orchestrator.errors import ClaimLost, StoreUnavailable
 from orchestrator.running.checkpoints import open_checkpointer
 from orchestrator.running.run import Run, fence_checkpoints, stop_run_processes
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
+from tickets.claims import this_host
 from tickets.model import Ticket
 from tickets.store import TicketStore
 
@@ -30,13 +31,16 @@ def _wait(predicate, what: str, deadline_s: float = 20.0) -> None:
         time.sleep(0.05)
 
 
-def test_a_run_taken_over_mid_turn_writes_nothing_more_and_ends_lost(tmp_path, project):
+def test_a_run_taken_over_mid_turn_writes_nothing_more_and_ends_lost(tmp_path, project, monkeypatch):
+    from tickets.claims import HOST_VARIABLE
+
     config = make_config(tmp_path, memory=False)
     taken: dict[str, int] = {}
 
     def turn_while_taken_over(prompt, cwd):
         store = orch.store
         run_id = store.latest_run("t1")["id"]
+        monkeypatch.setenv(HOST_VARIABLE, "machine-b")  # the next claim is another machine's
         with TicketStore(config.store_target) as other:  # another runner, its own connection
             taken["token"] = other.claim_for_resume("t1", run_id)
         (cwd / "hello.py").write_text("print('stale')\n")
@@ -49,7 +53,7 @@ def test_a_run_taken_over_mid_turn_writes_nothing_more_and_ends_lost(tmp_path, p
         outcome = orch.run_ticket("t1")
         run = orch.store.latest_run("t1")
         assert outcome.status == "lost"
-        assert "another runner took it over" in outcome.reason
+        assert f"the worker on machine-b (pid {os.getpid()}) took it over" in outcome.reason
         # The stale owner finished no turn, assessed nothing, committed nothing, ended nothing.
         assert run["status"] == "running" and run["head_commit"] is None
         assert orch.store.get_turn(run["id"], 1)["status"] == "running"
@@ -90,7 +94,7 @@ def test_the_heartbeat_finds_the_run_taken_over_and_kills_its_claude_code(claime
             store.claim_for_resume("t1", run_id)  # another runner takes it over
             _wait(run.lost.is_set, "the run to notice its claim was taken")
             assert sleeper.wait(timeout=20) is not None  # its Claude Code is killed
-        assert "taken over" in run.lost_why
+        assert f"taken over by the worker on {this_host()} (pid {os.getpid()})" in run.lost_why
         with pytest.raises(ClaimLost):
             run.guard()
         with pytest.raises(ClaimLost):
@@ -116,6 +120,25 @@ def test_a_heartbeat_that_cannot_renew_stops_the_run_before_its_lease_runs_out(c
         _wait(run.lost.is_set, "the run to stop while its lease cannot be renewed")
     assert "could not be renewed" in run.lost_why
     assert seen == [False]  # stopped while its lease still held: no other runner could have it yet
+    assert "could not be renewed" in run.lost_reason()  # and no other runner has it
+
+
+def test_a_run_lost_while_it_was_stopped_says_who_took_it_over(claimed, monkeypatch):
+    # Stopped (SIGSTOP) past its lease: when it wakes its heartbeat loses the run for want of a
+    # renewal, but the lease ran out long ago and another machine has the run already.
+    from orchestrator.running.policy import end_on_exception
+    from tickets.claims import HOST_VARIABLE
+
+    store, run_id = claimed
+    run = _run(store, run_id, lease_s=60)
+    run.lose("the claim on ticket t1 could not be renewed for 90s of its 60s lease: the run stopped here "
+             "before another runner may take it over")
+    monkeypatch.setenv(HOST_VARIABLE, "machine-b")
+    store.claim_for_resume("t1", run_id)
+    ending = end_on_exception(ClaimLost(run.lost_why), run)
+    assert ending.status == "lost"
+    assert f"the worker on machine-b (pid {os.getpid()}) took it over" in ending.reason
+    assert "before another runner may take it over" not in ending.reason
 
 
 def test_a_stale_owners_checkpoints_are_refused(claimed, tmp_path):

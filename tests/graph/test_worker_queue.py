@@ -11,7 +11,7 @@ from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.running.batch import LogView
 from orchestrator.running.fleet import work
 from orchestrator.running.orchestrator import Orchestrator
-from orchestrator.testing.fakes import PerTicketAgentLLM, RecordingCodingAgent, plan_reply
+from orchestrator.testing.fakes import PerTicketAgentLLM, RecordingCodingAgent, decision_reply, plan_reply
 
 
 class Said(LogView):
@@ -27,10 +27,14 @@ def crashed(prompt, cwd):
                       exit_code=137)
 
 
-def _worker(tmp_path, project, llm, agent, **run):
+def _worker(tmp_path, project, llm, agent, store=None, memory=None, **run):
     config = make_config(tmp_path)
+    for key, value in (memory or {}).items():
+        setattr(config.memory, key, value)
     for key, value in run.items():
         setattr(config.run, key, value)
+    for key, value in (store or {}).items():
+        setattr(config.store, key, value)
     registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(),))
     # project_override: a worker's clone (what makes its runs resumable by any worker)
     return Orchestrator(config, llm=llm, coding_agent=agent, registry=registry, project_override=str(project))
@@ -114,3 +118,40 @@ def _put_checkpoint(saver, run_id: str) -> None:
     from langgraph.checkpoint.base import empty_checkpoint
 
     saver.put({"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}, empty_checkpoint(), {}, {})
+
+
+@pytest.mark.postgres
+def test_a_worker_still_holds_two_connections_after_running_two_tickets(pg_url, tmp_path, project, monkeypatch):
+    """The count does not grow with the tickets run: the store's one pool (sized to --parallel)
+    plus the listening connection; memory in the same database (every backend shares the store)
+    takes connections for its calls and gives them back."""
+    import time
+
+    import psycopg
+
+    import backends.pg_database
+    import orchestrator.memory.lock
+
+    for module in (backends.pg_database, orchestrator.memory.lock):
+        monkeypatch.setattr(module, "IDLE_S", 0.5)  # (5 s in a worker)
+
+    def held() -> list[tuple[str, str]]:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            return admin.execute("SELECT application_name, query FROM pg_stat_activity"
+                                 " WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchall()
+
+    replies = {title: [plan_reply(f"write {title}.py"), decision_reply(True, "done")] for title in ("Alpha", "Beta")}
+    memory = {"backend": "sliding_window", "url": pg_url}
+    with _worker(tmp_path, project, PerTicketAgentLLM(replies), RecordingCodingAgent(), store={"url": pg_url},
+                 memory=memory) as orch:
+        orch.store.size_pool(1)  # what `middle worker --parallel 1` does
+        add_ticket(orch, project, "a", title="Alpha")
+        add_ticket(orch, project, "b", title="Beta")
+        report = work(orch, parallel=1, once=True, view=Said(), idle_wait_s=0.05)
+        assert sorted((o.ticket_id, o.status) for o in report.started) == [("a", "complete"), ("b", "complete")]
+        assert orch.store.memory_docs("a") and orch.store.memory_docs("b")  # memory was used
+        orch.store.wait_for_runnable(0.2)  # idle, listening
+        deadline = time.monotonic() + 30
+        while len(connections := held()) > 2 and time.monotonic() < deadline:
+            time.sleep(0.2)  # memory's connections close once unused
+    assert len(connections) == 2, connections

@@ -4,6 +4,8 @@ are set and judged by the database's clock. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import tickets.claims
@@ -22,16 +24,21 @@ def store(store_target, tmp_path):
         yield s
 
 
-def test_every_claim_and_takeover_raises_the_token(store):
+def test_every_claim_and_takeover_raises_the_token(store, monkeypatch):
+    from tickets.claims import HOST_VARIABLE
+
     run_id = store.claim_new_run("t0", ["pending"])
     first = store.claim_of_run(run_id).token
     second = store.claim_for_resume("t0", run_id)
+    monkeypatch.setenv(HOST_VARIABLE, "machine-b")
     third = store.claim_for_resume("t0", run_id)
     assert first < second < third
     assert store.claim_of_run(run_id).token == third
     store.check_fence(run_id, third)
-    with pytest.raises(ClaimLost, match="another runner took it over"):
+    with pytest.raises(ClaimLost, match=rf"the worker on machine-b \(pid {os.getpid()}\) took it over"):
         store.check_fence(run_id, second)
+    with pytest.raises(ClaimLost, match=rf"the worker on machine-b \(pid {os.getpid()}\) took it over"):
+        store.set_run_fields(run_id, head_commit="abc", token=second)  # inside the write's transaction
 
 
 def test_a_stale_owner_is_refused_at_every_write_and_changes_nothing(store):

@@ -106,8 +106,8 @@ def test_a_version_6_store_gains_the_memory_curation_tables(tmp_path):
         assert s.memory_state("p") == {} and s.memory_changes("p") == []
 
 
-def test_a_version_12_store_gains_memory_validity(tmp_path):
-    """Schema 12 -> 13: memory_state.valid_until, the curation kept."""
+def test_a_version_13_store_gains_memory_validity(tmp_path):
+    """Schema 13 -> 14: memory_state.valid_until, the curation kept."""
     path = tmp_path / "t.db"
     state = {"doc_id": "ab" * 32, "doc": "a rule", "pinned": True, "superseded_by": None,
              "origin": {"kind": "hand"}, "added_by": "me", "added_at": "2026-01-01T00:00:00+00:00"}
@@ -115,7 +115,7 @@ def test_a_version_12_store_gains_memory_validity(tmp_path):
         s.record_memory_change("p", "pin", state["doc_id"], who="me", put=[state])
     conn = sqlite3.connect(path)
     conn.execute("ALTER TABLE memory_state DROP COLUMN valid_until")
-    conn.execute("UPDATE schema_version SET version = 12")
+    conn.execute("UPDATE schema_version SET version = 13")
     conn.commit()
     conn.close()
     with TicketStore(path, readonly=True) as s:  # not migrated yet: read without the column
