@@ -10,9 +10,11 @@ reindex (`middle memory list` shows its first 8 characters).
 - `memory_state`: one row per doc that has curation or a known origin other than a ticket:
   `pinned` (always shown to the agent), `superseded_by` (the id of the doc that replaces it; the
   old one is kept and ranked below it), `origin` (JSON: `{"kind": "hand" | "commit" | "file" |
-  "transcript" | "edit" | "supersede" | ..., ...}`), who added it and when. A ticket's
+  "transcript" | "edit" | "supersede" | ..., ...}`), who added it and when, and `valid_until`
+  (an ISO time after which the doc is expired: out of recall, shown as expired). A ticket's
   completion doc is found in `memory_docs` (its ticket and run) instead.
 - `memory_changes`: every change, in order: `action` (add, edit, supersede, pin, unpin, forget,
+  expire: a new valid_until, bulk: a forget or supersede of many docs at once, undone as one,
   undo), the doc's id, `before_state` and `after_state` (JSON: what the change needs to be
   undone, e.g. the text before and after an edit), `who`, `at`, and the undo links (`undoes`,
   `undone_by`).
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Iterable, TypedDict
+from typing import TYPE_CHECKING, Any, Iterable, NotRequired, TypedDict
 
 from tickets.model import utc_now
 
@@ -36,6 +38,7 @@ CREATE TABLE IF NOT EXISTS memory_state (
     origin TEXT,
     added_by TEXT,
     added_at TEXT,
+    valid_until TEXT,
     PRIMARY KEY (project_id, doc_id)
 );
 CREATE TABLE IF NOT EXISTS memory_changes (
@@ -53,7 +56,7 @@ CREATE TABLE IF NOT EXISTS memory_changes (
 CREATE INDEX IF NOT EXISTS memory_changes_by_project ON memory_changes(project_id, id)
 """
 
-CHANGE_ACTIONS = ("add", "edit", "supersede", "pin", "unpin", "forget", "undo")
+CHANGE_ACTIONS = ("add", "edit", "supersede", "pin", "unpin", "forget", "expire", "bulk", "undo")
 CURATION_SINCE = 7  # the ticket store's schema version that made these tables
 
 
@@ -65,6 +68,7 @@ class MemoryState(TypedDict):
     origin: dict[str, Any] | None
     added_by: str | None
     added_at: str | None
+    valid_until: NotRequired[str | None]  # absent in rows built before it existed: None
 
 
 class MemoryChange(TypedDict):
@@ -84,7 +88,9 @@ def _state(row: Any) -> MemoryState:
     return {"doc_id": row["doc_id"], "doc": row["doc"], "pinned": bool(row["pinned"]),
             "superseded_by": row["superseded_by"],
             "origin": json.loads(row["origin"]) if row["origin"] else None,
-            "added_by": row["added_by"], "added_at": row["added_at"]}
+            "added_by": row["added_by"], "added_at": row["added_at"],
+            # a store opened read-only before a command migrated it has no such column
+            "valid_until": row["valid_until"] if "valid_until" in row.keys() else None}
 
 
 def _change(row: Any) -> MemoryChange:
@@ -99,12 +105,14 @@ def _change(row: Any) -> MemoryChange:
 def _put(conn: Any, project_id: str, state: MemoryState) -> None:
     conn.execute(
         "INSERT INTO memory_state (project_id, doc_id, doc, pinned, superseded_by, origin, added_by,"
-        " added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project_id, doc_id) DO UPDATE SET"
-        " doc = excluded.doc, pinned = excluded.pinned, superseded_by = excluded.superseded_by,"
-        " origin = excluded.origin, added_by = excluded.added_by, added_at = excluded.added_at",
+        " added_at, valid_until) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project_id, doc_id)"
+        " DO UPDATE SET doc = excluded.doc, pinned = excluded.pinned,"
+        " superseded_by = excluded.superseded_by, origin = excluded.origin,"
+        " added_by = excluded.added_by, added_at = excluded.added_at,"
+        " valid_until = excluded.valid_until",
         (project_id, state["doc_id"], state["doc"], int(state["pinned"]), state["superseded_by"],
          json.dumps(state["origin"]) if state["origin"] else None, state["added_by"],
-         state["added_at"]))
+         state["added_at"], state.get("valid_until")))
 
 
 class MemoryCuration:
@@ -233,4 +241,7 @@ def _named(change: MemoryChange) -> set[str]:
         for key in ("doc_id", "by"):
             if isinstance(side.get(key), str):
                 ids.add(side[key])
+        for item in side.get("docs") or []:  # a bulk change names each of its docs
+            if isinstance(item, dict) and isinstance(item.get("doc_id"), str):
+                ids.add(item["doc_id"])
     return ids

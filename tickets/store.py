@@ -58,7 +58,8 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 12: runs.check_note: what a "no worse" check had failing on the base already.
 # 13: tickets.deps_met: how far a ticket's dependencies have come, kept by every status and
 #    dependency write (tickets/runnable.py), so a claim reads runnable tickets only.
-SCHEMA_VERSION = 13
+# 14: memory_state.valid_until (a doc's expiry, tickets/curation.py).
+SCHEMA_VERSION = 14
 # Schema creation and upgrades on PostgreSQL take this advisory lock, so two machines starting at
 # once do not both create tables ("middle" in ASCII); an upgrade then takes every table at once
 # (tickets/upgrade.py), and workers wait for it.
@@ -178,7 +179,8 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   ("tickets", "fence", "INTEGER NOT NULL DEFAULT 0"), ("claims", "token", "INTEGER NOT NULL DEFAULT 0"),
                   ("tickets", "retries", "INTEGER NOT NULL DEFAULT 0"), ("tickets", "retry_at", "TEXT"),
                   ("runs", "check_note", "TEXT"),
-                  ("tickets", "deps_met", "INTEGER NOT NULL DEFAULT 2"))
+                  ("tickets", "deps_met", "INTEGER NOT NULL DEFAULT 2"),
+                  ("memory_state", "valid_until", "TEXT"))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"

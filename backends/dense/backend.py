@@ -12,6 +12,7 @@ class DenseBackend(retrieval.RetrievalBackend):
 
     name = "dense"
     supersedes = True
+    ranks_keywords = False
     description = "Embedding similarity (offline MiniLM by default) over a FAISS index."
     Options = DenseOptions
 

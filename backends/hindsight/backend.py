@@ -271,6 +271,46 @@ class HindsightBackend(SharesDatabase, DocumentListing, MemoryBackend):
                 shown, pairs, {d: when for d, (_, _, when) in rows.items()})
         return docs, doc_scores, superseded
 
+    def explain(self, query: str, docs: Sequence[str]) -> list[dict[str, Any]]:
+        """Why each doc was recalled, in the signals recall fused: the strategies (semantic,
+        keyword, graph, temporal) that found its best facts, with their ranks, those facts
+        (sentences of the doc), the date they carry and, for the best one, its cosine to the
+        query. Read from one recall as retrieve runs it, so it names what really ranked."""
+        wanted = max(5 * len(docs), self.options.candidate_pool)
+        hits = recall_mod.recall(self, query, wanted).hits
+        hashes = {text_hash(d): d for d in docs}
+        with self.bank.read() as conn:
+            ids = {r[0]: hashes[r[1]] for r in conn.execute(
+                f"SELECT id, text_hash FROM documents WHERE text_hash IN {in_clause(list(hashes))}",
+                list(hashes))} if hashes else {}
+        per_doc: dict[str, list[recall_mod.Hit]] = {}
+        for hit in hits:
+            if hit.doc_id in ids:
+                per_doc.setdefault(ids[hit.doc_id], []).append(hit)
+        qvec = self.query_vector(retrieval.bm25.without_paths(query)) if per_doc else None
+        vectors: dict[int, Any] = {}
+        if qvec is not None:
+            with self.bank.read() as conn:
+                vectors = self.bank.vectors(conn, [found[0].id for found in per_doc.values()])
+        out: list[dict[str, Any]] = []
+        for doc in docs:
+            found = per_doc.get(doc, [])
+            if not found:
+                out.append({})
+                continue
+            strategies: dict[str, int] = {}
+            for hit in found:
+                for name, rank in hit.found_by.items():
+                    strategies[name] = min(rank, strategies.get(name, rank))
+            signals: dict[str, Any] = {"strategies": strategies,
+                                       "facts": [h.text for h in found[:2]]}
+            best = found[0]
+            signals["date"] = best.start if best.dated else best.mentioned_at
+            if best.id in vectors:
+                signals["similarity"] = float(vectors[best.id] @ qvec)
+            out.append(signals)
+        return out
+
     def delete(self, docs: list[str]) -> int:
         docs = check_texts(docs, "docs")
         hashes = list(dict.fromkeys(text_hash(d) for d in docs))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -445,7 +446,9 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, MemoryBackend):
 
     def explain(self, query: str, docs: Sequence[str]) -> list[dict[str, Any]]:
         """Each passage's graph path: the entities the query names that it mentions, the best
-        facts of the query it states, its date, and its best chunk's cosine to the query."""
+        facts of the query it states (as the passage's own sentence that states each: the
+        offline extractor's triples read as fragments), its date, and its best chunk's cosine
+        to the query."""
         with self._store.lock:
             graph = self._sync()
             named = set(openie.extract_offline(query[:MAX_QUERY_CHARS]).entities)
@@ -469,10 +472,11 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, MemoryBackend):
                     if named & names:
                         signals["graph"] = sorted(named & names)[:4]
                     if graph is not None:
-                        keys = ['"{}" {} "{}"'.format(*graph.fact_key(i)) for i, _ in facts
+                        said = [fact_sentence(doc, *graph.fact_key(i)) for i, _ in facts
                                 if int(graph.fact_ids[i]) in stated]
-                        if keys:
-                            signals["facts"] = keys[:2]
+                        said = list(dict.fromkeys(s for s in said if s))
+                        if said:
+                            signals["facts"] = said[:2]
                         scores = self._passages.doc_scores(q)
                         at = np.flatnonzero(self._passages.docs == pid)
                         if len(at):
@@ -545,3 +549,21 @@ def _top(ids: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]
         pool = np.arange(len(scores))
     order = pool[np.argsort(-scores[pool], kind="stable")][:k]
     return [(int(ids[i]), float(scores[i])) for i in order]
+
+
+_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
+_NOT_WORD = re.compile(r"[^0-9a-z]+")
+MAX_FACT_CHARS = 160
+
+
+def fact_sentence(doc: str, subject: str, _relation: str, obj: str) -> str | None:
+    """The passage's sentence that states a fact (subject, relation, object): the first that
+    names both its entities (compared as the extractor names them: lower case, words only),
+    cut to MAX_FACT_CHARS; None when no one sentence names both."""
+    want = [f" {_NOT_WORD.sub(' ', part.lower()).strip()} " for part in (subject, obj)]
+    for sentence in _SENTENCES.split(doc):
+        flat = f" {_NOT_WORD.sub(' ', sentence.lower()).strip()} "
+        if all(w.strip() and w in flat for w in want):
+            text = " ".join(sentence.split())
+            return text if len(text) <= MAX_FACT_CHARS else text[:MAX_FACT_CHARS - 1].rstrip() + "…"
+    return None

@@ -32,6 +32,9 @@ from .supersession import Memory, marks, reorder
 log = logging.getLogger("middle.retrieval")
 
 
+EXPLAIN_POOL = 1000  # BM25 matches `explain` reads a doc's score from (beyond: shown as 0.0)
+
+
 class RetrievalBackend(SharesDatabase, MemoryBackend):
     """Shared plumbing; subclasses set `uses_vectors` and implement `_rank`.
 
@@ -40,6 +43,8 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
     """
 
     uses_vectors: ClassVar[bool] = True
+    # Whether `_rank` reads BM25 (bm25, hybrid): `explain` then gives each doc's BM25 score.
+    ranks_keywords: ClassVar[bool] = True
     # A later memory amending an earlier one ranks above it (supersession.py); the earlier one
     # is kept and marked. Off for bm25: it is the plain keyword baseline.
     supersedes: ClassVar[bool] = False
@@ -176,9 +181,12 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
         return len(docs)
 
     def explain(self, query: str, docs: Sequence[str]) -> list[dict[str, Any]]:
-        """Each doc's date and, with vectors, its best chunk's cosine to the query (as the
-        dense half ranked it: the query's prose when the vectors read prose)."""
+        """Each doc's date, its BM25 score for the query when the backend ranks by keywords
+        (0.0: it shares no query word, so it came by another signal: its vector, or people's
+        supersede link) and, with vectors, its best chunk's cosine to the query (as the dense
+        half ranked it: the query's prose when the vectors read prose)."""
         with self._store.lock:
+            keyword_scores = dict(self._store.bm25(query, EXPLAIN_POOL)) if self.ranks_keywords else {}
             with self._store.read() as conn:
                 ids = self._store.ids_by_text(conn, list(docs))
             rows = self._store.rows(list(ids.values()))
@@ -195,6 +203,8 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
                 signals["date"] = rows[i].doc_time
             if q is not None and i in vectors:
                 signals["similarity"] = float(np.max(vectors[i] @ q))
+            if self.ranks_keywords and i is not None:
+                signals["bm25"] = float(keyword_scores.get(i, 0.0))
             out.append(signals)
         return out
 

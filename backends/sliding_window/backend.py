@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from pydantic import Field, ValidationError
 
@@ -18,6 +19,7 @@ from orchestrator.plugin_api import (
     ConversationContext,
     MemoryBackend,
     MemoryDatabase,
+    MemoryRecord,
     MemoryStoreError,
     RetrieveResult,
     TextLLM,
@@ -32,6 +34,7 @@ from .window import doc_window, window_range
 log = logging.getLogger("middle.memory.sliding_window")
 
 DB_NAME = "sliding_window.sqlite3"
+CURATION_META = "curation"  # meta key: what people said of the docs (doc hash -> note)
 # Project docs live as messages of this reserved conversation; the colons keep it from
 # colliding with a ticket id (conversation ids of tickets are never allowed to use it).
 PROJECT_CONVERSATION = ":project:"
@@ -61,6 +64,7 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
         return salvage_rows(Path(store_dir) / DB_NAME, "messages", ("text", "created_at"),
                             f"conversation_id = '{PROJECT_CONVERSATION}'")
     recall = "recency"  # retrieve returns the newest summary and docs, whatever the query
+    keeps_times = True  # a doc is placed in the window by its own time (an edit keeps it)
 
     def __init__(
         self,
@@ -112,20 +116,38 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
     def index(self, docs: list[str]) -> None:
         """Append new docs to the project conversation (exact duplicates are skipped)."""
         check_texts(docs)
+        self._add([(doc, None) for doc in docs])
+
+    def index_records(self, records: Sequence[MemoryRecord]) -> None:
+        """Add docs at their own times (an edit, an undo, a reindex): each takes its place in
+        the window by time, not at the newest end."""
+        check_texts([r.text for r in records])
+        self._add([(r.text, r.timestamp) for r in records])
+
+    def _add(self, items: list[tuple[str, float | None]]) -> None:
         added = 0
         with self._store.tx() as conn:
-            for doc in docs:
-                added += q.add_doc(conn, PROJECT_CONVERSATION, doc, self._clock())
-        log.debug("Indexed %d new of %d docs in %s", added, len(docs), self._store.path)
+            for doc, when in items:
+                if when is None:
+                    added += q.add_doc(conn, PROJECT_CONVERSATION, doc, self._clock())
+                else:
+                    added += q.add_doc_at(conn, PROJECT_CONVERSATION, doc, float(when))
+        log.debug("Indexed %d new of %d docs in %s", added, len(items), self._store.path)
         if added:
             self._maybe_summarize(PROJECT_CONVERSATION)
+
+    def list_records(self) -> list[tuple[str, float | None]]:
+        with self._store.read() as conn:
+            return list(q.records(conn, PROJECT_CONVERSATION))
 
     def retrieve(self, queries: list[str], num_to_retrieve: int) -> list[RetrieveResult]:
         """Recency, not relevance: every query gets the same memory, whatever its words.
 
-        Each result is the latest completed project summary (first, if any) followed by the
-        docs it does not cover yet, newest last, at most num_to_retrieve items in all. Scores
-        are all 1.0 because nothing is ranked.
+        Each result is the docs the latest completed project summary does not cover yet,
+        newest first, then that summary (its lines newest first, each naming its doc's id,
+        with what people said of it), at most num_to_retrieve items in all: a reader that
+        cuts the list short (the agent's block) cuts the oldest work. Scores are all 1.0
+        because nothing is ranked.
         """
         if not queries:
             return []
@@ -133,17 +155,55 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
             latest = q.latest_completed(conn, PROJECT_CONVERSATION)
             after = latest["end_sequence"] + 1 if latest else 0
             pending = [m["text"] for m in q.messages(conn, PROJECT_CONVERSATION, after)]
-        items: list[str] = []
         k = max(0, num_to_retrieve)
+        room = k - (1 if latest is not None and k else 0)
+        items = list(reversed(pending))[:room] if room > 0 else []
         if k and latest is not None:
             items.append(latest["memory_text"])
-        room = k - len(items)
-        if room > 0:
-            items.extend(pending[-room:])
         return [
             {"question": query, "docs": list(items), "doc_scores": [1.0] * len(items)}
             for query in queries
         ]
+
+    def apply_curation(self, notes: Mapping[str, str]) -> None:
+        """People's marks (superseded, expired, pinned) as the project summary shows them:
+        when they changed, every project summary is rebuilt with them (a superseded doc's
+        line says by which, an expired doc has none), so a fix reaches the next ticket."""
+        wanted = {q.doc_hash(doc): note for doc, note in sorted(notes.items())}
+        with self._store.tx() as conn:
+            if self._store.meta_json(conn, CURATION_META, {}) == wanted:
+                return
+            self._store.set_meta(conn, CURATION_META, json.dumps(wanted, sort_keys=True))
+            stale = q.invalidate_all(conn, PROJECT_CONVERSATION)
+        log.info("Curation changed: project summaries %s rebuilt", stale)
+        self._maybe_summarize(PROJECT_CONVERSATION)
+
+    def derived_texts(self) -> list[tuple[str, str]]:
+        """The project summaries `retrieve` can show (every completed one, newest first: a
+        block shown before the latest was built names an older one), each with its docs."""
+        out = []
+        with self._store.read() as conn:
+            rows = q.memory_rows(conn, PROJECT_CONVERSATION, status="completed")
+            for row in reversed(rows):
+                covered = q.messages(conn, PROJECT_CONVERSATION, row["start_sequence"],
+                                     row["end_sequence"])
+                ids = ", ".join(q.doc_hash(m["text"])[:8] for m in reversed(covered))
+                out.append((row["memory_text"], f"a rolling summary by sliding_window of "
+                            f"{len(covered)} docs, newest first: {ids}"))
+        return out
+
+    def explain(self, query: str, docs: Sequence[str]) -> list[dict[str, Any]]:
+        """Each doc's date; the summary says it is one, and of how many docs."""
+        derived = dict(self.derived_texts())
+        with self._store.read() as conn:
+            times = dict(q.records(conn, PROJECT_CONVERSATION))
+        out: list[dict[str, Any]] = []
+        for doc in docs:
+            if doc in derived:
+                out.append({"summary": derived[doc].split(":")[0] + " (its lines name them)"})
+            else:
+                out.append({"date": times[doc]} if doc in times else {})
+        return out
 
     def delete(self, docs: list[str]) -> int:
         """Remove docs by exact text and invalidate every summary that could still quote them."""
@@ -240,6 +300,10 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
                 new_from = max(start, base["end_sequence"] + 1) if base else start
                 new_messages = q.messages(conn, cid, new_from, end)
                 window_messages = q.messages(conn, cid, start, end)
+                if cid == PROJECT_CONVERSATION:
+                    notes = self._store.meta_json(conn, CURATION_META, {})
+                    new_messages = _labelled(new_messages, notes)
+                    window_messages = _labelled(window_messages, notes)
             text = self._summarizer.summarize(
                 kind="project" if cid == PROJECT_CONVERSATION else "conversation",
                 previous=base["memory_text"] if base else None,
@@ -272,6 +336,19 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
         finally:
             with self._threads_lock:
                 self._threads.discard(threading.current_thread())
+
+
+def _labelled(messages: list[dict[str, Any]], notes: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Project docs named by their ids (what `middle memory show` takes) with what people said
+    of them; an expired doc is left out of the summary."""
+    out = []
+    for m in messages:
+        key = q.doc_hash(m["text"])
+        note = notes.get(key)
+        if note == "expired":
+            continue
+        out.append({**m, "label": key[:8] + (f", {note}" if note else "")})
+    return out
 
 
 def _coerce_options(options: BackendOptions | dict[str, Any] | None) -> SlidingWindowOptions:

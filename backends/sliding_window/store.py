@@ -244,3 +244,55 @@ def remove_doc(conn: sqlite3.Connection, cid: str, doc: str) -> int | None:
     conn.execute("DELETE FROM docs WHERE doc_hash = ?", (key,))
     conn.execute("DELETE FROM messages WHERE conversation_id = ? AND seq = ?", (cid, row[0]))
     return int(row[0])
+
+
+def add_doc_at(conn: sqlite3.Connection, cid: str, doc: str, when: float) -> bool:
+    """Add a project doc at its own time `when` (an edit, an undo, a reindex keep a doc's
+    time): appended, then moved into time order when an existing doc is newer (see
+    renumber_by_time). False when the exact doc is already there."""
+    if not add_doc(conn, cid, doc, when):
+        return False
+    newer = conn.execute("SELECT 1 FROM messages WHERE conversation_id = ? AND created_at > ? "
+                         "LIMIT 1", (cid, when)).fetchone()
+    if newer:
+        renumber_by_time(conn, cid)
+    return True
+
+
+def renumber_by_time(conn: sqlite3.Connection, cid: str) -> list[int]:
+    """Give cid's messages sequence numbers in their time order (ties: their old order), and
+    mark stale every summary of it (a summary covers a range of sequence numbers, which now
+    name other docs); returns the summaries made stale. Two passes through numbers above every
+    old one, so no two rows ever share a key (PostgreSQL checks a key per row)."""
+    rows = conn.execute("SELECT seq FROM messages WHERE conversation_id = ? "
+                        "ORDER BY created_at, seq", (cid,)).fetchall()
+    order = [int(r[0]) for r in rows]
+    if order == sorted(order):
+        return []
+    (top,) = conn.execute("SELECT next_seq FROM conversations WHERE conversation_id = ?",
+                          (cid,)).fetchone()
+    shift = max(int(top), max(order) + 1)
+    conn.execute("UPDATE messages SET seq = seq + ? WHERE conversation_id = ?", (shift, cid))
+    conn.execute("UPDATE docs SET seq = seq + ?", (shift,))
+    for new, old in enumerate(order):
+        conn.execute("UPDATE messages SET seq = ? WHERE conversation_id = ? AND seq = ?",
+                     (new, cid, old + shift))
+        conn.execute("UPDATE docs SET seq = ? WHERE seq = ?", (new, old + shift))
+    conn.execute("UPDATE conversations SET next_seq = ? WHERE conversation_id = ?",
+                 (len(order), cid))
+    return invalidate_all(conn, cid)
+
+
+def invalidate_all(conn: sqlite3.Connection, cid: str) -> list[int]:
+    """Mark stale (and blank) every summary of cid that is not stale yet; returns their ids."""
+    ids = [int(r[0]) for r in conn.execute(
+        "SELECT memory_id FROM memory WHERE conversation_id = ? AND status != 'stale'", (cid,))]
+    conn.execute("UPDATE memory SET status = 'stale', memory_text = '' WHERE conversation_id = ? "
+                 "AND status != 'stale'", (cid,))
+    return ids
+
+
+def records(conn: sqlite3.Connection, cid: str) -> list[tuple[str, float]]:
+    """cid's messages as (text, time), in order."""
+    return [(r[0], float(r[1])) for r in conn.execute(
+        "SELECT text, created_at FROM messages WHERE conversation_id = ? ORDER BY seq", (cid,))]

@@ -26,7 +26,8 @@ _SYSTEMS = {
     "project": (
         "You maintain the rolling memory of a software project, built from summaries of "
         "completed tickets. Keep what a developer starting the next ticket should recall: what "
-        "was done, what was learned, what went wrong and how it was overcome. Write plain prose "
+        "was done, what was learned, what went wrong and how it was overcome. Name each doc by its [id]; a doc marked "
+        "superseded by another is history: state the newer one as what holds. Write plain prose "
         "or short bullets, no preamble."
     ),
 }
@@ -34,12 +35,20 @@ _SYSTEMS = {
 _SENTENCE_END = re.compile(r"(.+?[.!?。！？])(?:\s|$)")
 
 
+def label(msg: dict[str, Any]) -> str:
+    """How a message is named in a summary: `[seq role]`, or a project doc's `[id]` (the id
+    `middle memory show` takes) with what people said of it (`superseded by [id]`, pinned)."""
+    if msg.get("label"):
+        return f"[{msg['label']}]"
+    return f"[{msg['seq']} {msg['role']}]"
+
+
 def format_message(msg: dict[str, Any], limit: int | None = None) -> str:
-    """One message as `[seq role] text`, optionally cut to limit characters."""
+    """One message as `[seq role] text` (see label), optionally cut to limit characters."""
     text = msg["text"]
     if limit is not None and len(text) > limit:
         text = text[:limit] + " […truncated]"
-    return f"[{msg['seq']} {msg['role']}] {text}"
+    return f"{label(msg)} {text}"
 
 
 def build_prompt(
@@ -80,13 +89,15 @@ def first_sentence(text: str, limit: int = MAX_SENTENCE_CHARS) -> str:
     return sentence
 
 
-def extractive_summary(messages: list[dict[str, Any]], max_chars: int) -> str:
+def extractive_summary(messages: list[dict[str, Any]], max_chars: int,
+                       newest_first: bool = False) -> str:
     """Deterministic offline summary: the first sentence of each window message, newest kept.
 
     When the lines do not fit in max_chars the oldest are dropped first, because the window
-    exists to favour recent work.
+    exists to favour recent work. `newest_first` (project docs): the lines newest first, so a
+    reader that cuts the summary short (the agent's memories block) cuts the oldest.
     """
-    lines = [f"[{m['seq']} {m['role']}] {first_sentence(m['text'])}" for m in messages]
+    lines = [f"{label(m)} {first_sentence(m['text'])}" for m in messages]
     kept: list[str] = []
     used = 0
     for line in reversed(lines):
@@ -96,7 +107,7 @@ def extractive_summary(messages: list[dict[str, Any]], max_chars: int) -> str:
         kept.append(line)
     if not kept and lines:
         return lines[-1][:max_chars]
-    return "\n".join(reversed(kept))
+    return "\n".join(kept if newest_first else reversed(kept))
 
 
 class Summarizer:
@@ -117,6 +128,7 @@ class Summarizer:
         window_start: int,
         label: str,
     ) -> str:
+        what = label
         """Return the summary text; an LLM failure falls back to the extract, never loses it."""
         if self.llm is not None:
             prompt = build_prompt(
@@ -133,6 +145,6 @@ class Summarizer:
             except Exception as exc:  # any model failure: the extract below still gives a summary
                 log.warning(
                     "LLM summary failed for %s (%s: %s); using the extractive summary instead",
-                    label, type(exc).__name__, exc,
+                    what, type(exc).__name__, exc,
                 )
-        return extractive_summary(window_messages, self.max_chars)
+        return extractive_summary(window_messages, self.max_chars, newest_first=kind == "project")

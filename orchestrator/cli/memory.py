@@ -39,20 +39,46 @@ def memory() -> None:
     project memory."""
 
 
+filter_options = [
+    click.option("--source", default=None, metavar="KIND",
+                 help="Docs from: ticket, commit, file, transcript, hand, api, supersede, unknown."),
+    click.option("--ticket", default=None, metavar="ID", help="Docs a ticket indexed."),
+    click.option("--before", default=None, metavar="DATE",
+                 help="Docs dated before DATE (YYYY-MM-DD: that day's start, UTC; a doc's own "
+                 "time where the backend keeps one, else when it entered memory)."),
+    click.option("--after", default=None, metavar="DATE", help="Docs dated at or after DATE."),
+    click.option("--containing", default=None, metavar="TEXT", help="Docs whose text holds TEXT."),
+    click.option("--yes", "-y", is_flag=True, help="Do not ask before changing many docs."),
+]
+
+
+def with_filters(command: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(filter_options):
+        command = option(command)
+    return command
+
+
 @memory.command()
 @click.argument("query")
 @click.option("-k", "num", default=5, show_default=True, type=click.IntRange(min=1), help="How many docs to return.")
 @click.option(
     "--explain",
     is_flag=True,
-    help="Under each doc, why it was recalled: shared keywords, vector similarity, "
-    "graph path, date, pinned, superseded.",
+    help="Under each doc, why it was recalled: shared keywords, BM25 score, vector similarity, "
+    "graph path, recall strategies, date, pinned, superseded.",
 )
+@click.option("--as-of", "as_of", default=None, metavar="DATE",
+              help="What memory said then: the docs it held at DATE (YYYY-MM-DD: by that day's "
+              "end, UTC) not yet superseded, deleted or expired.")
 @project_option
 @click.pass_context
-def search(ctx: click.Context, query: str, num: int, explain: bool, project: str | None) -> None:
+def search(ctx: click.Context, query: str, num: int, explain: bool, as_of: str | None,
+           project: str | None) -> None:
     """Show what recall returns for QUERY, with scores."""
     mem, pid = _memory(ctx, project)
+    if as_of is not None:
+        _search_as_of(ctx, query, num, as_of, explain, project)
+        return
     if mem.backend_cls.recall == "recency":
         err_console.print(
             f"note: backend {mem.backend_name!r} recalls by recency: these are the "
@@ -73,12 +99,31 @@ def search(ctx: click.Context, query: str, num: int, explain: bool, project: str
                 console.print(hanging("         why: ", why[pos]["why"]))
 
 
+def _search_as_of(ctx: click.Context, query: str, num: int, as_of: str, explain: bool,
+                  project: str | None) -> None:
+    from orchestrator.memory.asof import search_as_of
+
+    curator, pid = project_curator(ctx, project)
+    at, held, result = search_as_of(curator, pid, query, as_of, num)
+    # a doc no longer held (deleted, or its text before an edit) has no signals but its words
+    why = curator.facade.explain(pid, query, result) if explain else []
+    err_console.print(f"memory as of {at[:19]} UTC: {held} doc(s) held then, not superseded, "
+                      "deleted or expired by then")
+    if not result["docs"]:
+        console.print("(no memories)")
+    for pos, (doc, score) in enumerate(zip(result["docs"], result["doc_scores"])):
+        console.print(hanging(f"{score:7.3f}  [{doc_id(doc)[:DOC_ID_CHARS]}] ", doc))
+        if why:
+            console.print(hanging("         why: ", why[pos]["why"]))
+
+
 @memory.command(name="list")
 @project_option
 @click.pass_context
 def list_(ctx: click.Context, project: str | None) -> None:
     """List every doc in the project's memory with its id (what `delete` takes)."""
     from orchestrator.memory.curation import replacement
+    from orchestrator.memory.timeline import expiry_note
 
     mem, pid = _memory(ctx, project)
     docs = mem.list_docs(pid)
@@ -86,9 +131,10 @@ def list_(ctx: click.Context, project: str | None) -> None:
     for doc in docs:
         console.print(hanging(f"{doc_id(doc)[:DOC_ID_CHARS]}  ", doc))
         state, new = states.get(doc_id(doc)), replacement(states, doc_id(doc))
+        validity = expiry_note(state)
         notes = (["pinned"] if state and state["pinned"] else []) + (
             [f"superseded by {new['doc_id'][:DOC_ID_CHARS]}"] if new else []
-        )
+        ) + ([validity] if validity else [])
         if notes:
             console.print(" " * (DOC_ID_CHARS + 2) + f"({'; '.join(notes)})")
     err_console.print(f"({len(docs)} doc(s) in {safe(mem.where(pid))}, backend {mem.backend_name})")
@@ -96,15 +142,20 @@ def list_(ctx: click.Context, project: str | None) -> None:
 
 @memory.command()
 @click.argument("text")
+@click.option("--valid-until", "valid_until", default=None, metavar="DATE",
+              help="The doc expires then (YYYY-MM-DD: valid through that day, UTC): out of "
+              "recall, shown as expired.")
 @project_option
 @create_option
 @click.pass_context
-def add(ctx: click.Context, text: str, project: str | None, create: bool) -> None:
-    """Index TEXT as one doc (at most [memory] max_doc_chars long)."""
+def add(ctx: click.Context, text: str, valid_until: str | None, project: str | None,
+        create: bool) -> None:
+    """Index TEXT as one doc (at most [memory] max_doc_chars long; its <private>...</private>
+    spans are not stored)."""
     from orchestrator.memory.curation import cli_user
 
     curator, pid = project_curator(ctx, project, create)
-    done = curator.add(pid, text, cli_user())
+    done = curator.add(pid, text, cli_user(), valid_until=valid_until)
     ident = doc_id(done.doc)[:DOC_ID_CHARS]
     if done.change is None:
         console.print(f"already in memory (id {ident}): nothing added")
@@ -113,16 +164,29 @@ def add(ctx: click.Context, text: str, project: str | None, create: bool) -> Non
 
 
 @memory.command()
-@click.argument("id_or_text", metavar="ID_OR_TEXT")
+@click.argument("id_or_text", metavar="[ID_OR_TEXT]", required=False)
+@with_filters
 @project_option
 @click.pass_context
-def delete(ctx: click.Context, id_or_text: str, project: str | None) -> None:
+def delete(ctx: click.Context, id_or_text: str | None, source: str | None, ticket: str | None,
+           before: str | None, after: str | None, containing: str | None, yes: bool,
+           project: str | None) -> None:
     """Delete one doc: by its id from `middle memory list` (4+ characters of it), or by its
-    exact text (`middle memory undo` puts it back)."""
+    exact text; or every doc the filters pick (--source, --ticket, --before, --after,
+    --containing), after one question, as one change. `middle memory undo N` puts them back."""
+    from orchestrator.memory import bulk
     from orchestrator.memory.curation import cli_user
 
     curator, pid = project_curator(ctx, project)
-    done = curator.forget(pid, id_or_text, cli_user())
+    flt = _filter(id_or_text, source, ticket, before, after, containing)
+    if flt is not None:
+        docs = bulk.select(curator, pid, flt)
+        _confirm(docs, flt.words(), "Delete", yes)
+        done = bulk.forget_all(curator, pid, docs, cli_user(), flt.words())
+        console.print(f"{done.message} (change {done.change}; `middle memory undo {done.change}` "
+                      "puts them all back)")
+        return
+    done = curator.forget(pid, id_or_text or "", cli_user())
     console.print(
         f"deleted doc {doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change}; "
         f"`middle memory undo {done.change}` puts it back)"
@@ -147,9 +211,13 @@ def show(ctx: click.Context, ident: str, project: str | None) -> None:
 @memory.command()
 @click.argument("ident", metavar="ID")
 @click.option("--text", default=None, help="The new text (default: edit it in $EDITOR).")
+@click.option("--valid-until", "valid_until", default=None, metavar="DATE",
+              help="Set when the doc expires (YYYY-MM-DD: valid through that day, UTC; `never` "
+              "clears it); alone, the text is left as it is.")
 @project_option
 @click.pass_context
-def edit(ctx: click.Context, ident: str, text: str | None, project: str | None) -> None:
+def edit(ctx: click.Context, ident: str, text: str | None, valid_until: str | None,
+         project: str | None) -> None:
     """Change a doc's text: it is re-embedded and re-indexed alone, keeps its pins, supersede
     links, ticket and time; `middle memory undo` puts the old text back."""
     from orchestrator.memory.curation import cli_user
@@ -158,6 +226,13 @@ def edit(ctx: click.Context, ident: str, text: str | None, project: str | None) 
         raise MiddleError("the new text is empty: give the doc's words (--text TEXT, or leave "
                           "--text out to write them in the editor)")
     curator, pid = project_curator(ctx, project)
+    if valid_until is not None:
+        done = curator.set_valid_until(pid, ident, valid_until, cli_user())
+        change = f" (change {done.change})" if done.change else ""
+        console.print(f"doc {doc_id(done.doc)[:DOC_ID_CHARS]}: {done.message}{change}")
+        if text is None:
+            return
+        ident = doc_id(done.doc)[:DOC_ID_CHARS]
     if text is None:
         old = curator.find(pid, ident)
         text = click.edit(old, require_save=True)
@@ -172,20 +247,33 @@ def edit(ctx: click.Context, ident: str, text: str | None, project: str | None) 
 
 
 @memory.command()
-@click.argument("ident", metavar="ID")
+@click.argument("ident", metavar="[ID]", required=False)
 @click.option("--with", "text", required=True, metavar="TEXT", help="The doc that replaces it.")
+@with_filters
 @project_option
 @click.pass_context
-def supersede(ctx: click.Context, ident: str, text: str, project: str | None) -> None:
-    """Replace a doc with TEXT by hand: the old one is kept, marked, and ranked right below
-    its replacement (shown as history)."""
+def supersede(ctx: click.Context, ident: str | None, text: str, source: str | None,
+              ticket: str | None, before: str | None, after: str | None,
+              containing: str | None, yes: bool, project: str | None) -> None:
+    """Replace a doc with TEXT by hand (or every doc the filters pick, after one question, as
+    one change): the old ones are kept, marked, and ranked right below their replacement
+    (shown as history)."""
+    from orchestrator.memory import bulk
     from orchestrator.memory.curation import cli_user
 
     if not text.strip():  # said in this command's words (--with), before any store is opened
         raise MiddleError("the new text is empty: give the words of the doc that replaces it "
                           "(--with TEXT, e.g. --with 'Sessions now use JWT tokens.')")
     curator, pid = project_curator(ctx, project)
-    done = curator.supersede(pid, ident, text, cli_user())
+    flt = _filter(ident, source, ticket, before, after, containing)
+    if flt is not None:
+        docs = bulk.select(curator, pid, flt)
+        _confirm(docs, flt.words(), "Supersede", yes)
+        done = bulk.supersede_all(curator, pid, docs, text, cli_user(), flt.words())
+        console.print(f"{done.message} by {doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change}; "
+                      f"`middle memory undo {done.change}` takes it back)")
+        return
+    done = curator.supersede(pid, ident or "", text, cli_user())
     console.print(
         f"doc {doc_id(done.old or '')[:DOC_ID_CHARS]} is superseded by "
         f"{doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change})"
@@ -208,6 +296,49 @@ def pin(ctx: click.Context, ident: str, project: str | None) -> None:
 def unpin(ctx: click.Context, ident: str, project: str | None) -> None:
     """Unpin a doc: recalled by relevance again."""
     _pin(ctx, ident, project, False)
+
+
+def _filter(ident: str | None, source: str | None, ticket: str | None, before: str | None,
+            after: str | None, containing: str | None) -> Any:
+    """The bulk filter the options give, or None for one doc named by `ident`."""
+    from orchestrator.memory.bulk import DocFilter
+
+    given = {"source": source, "ticket": ticket, "before": before, "after": after,
+             "containing": containing}
+    if not any(v is not None for v in given.values()):
+        if ident is None:
+            raise MiddleError("give a doc's id (`middle memory list` shows them), or filters "
+                              "(--source, --ticket, --before, --after, --containing) to change "
+                              "many docs at once")
+        return None
+    if ident is not None:
+        raise MiddleError("give a doc's id or filters, not both: nothing was changed")
+    flt = DocFilter.of(**given)
+    if flt.empty():
+        raise MiddleError("the filters are empty: give a value to at least one of them")
+    return flt
+
+
+def _confirm(docs: list[str], words: str, verb: str, yes: bool) -> None:
+    """Show what a bulk change takes and ask once (unless --yes)."""
+    if not docs:
+        raise MiddleError(f"no doc matches {words}: nothing was changed")
+    err_console.print(f"{len(docs)} doc(s) match {safe(words)}:")
+    for doc in docs[:10]:
+        err_console.print(safe(f"  {doc_id(doc)[:DOC_ID_CHARS]}  {' '.join(doc.split())[:100]}"),
+                          soft_wrap=True)
+    if len(docs) > 10:
+        err_console.print(f"  ... and {len(docs) - 10} more")
+    if yes:
+        return
+    try:
+        agreed = click.confirm(f"{verb} these {len(docs)} doc(s)? (one `middle memory undo` takes "
+                               "it back)", default=False, err=True)
+    except click.Abort:
+        agreed = False
+    if not agreed:
+        raise MiddleError("not confirmed: nothing was changed (add --yes to change them "
+                          "without the question)")
 
 
 def _pin(ctx: click.Context, ident: str, project: str | None, pinned: bool) -> None:

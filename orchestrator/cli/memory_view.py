@@ -17,6 +17,9 @@ def print_doc(console: Console, shown: dict[str, Any]) -> None:
     console.print(hanging("  from: ", origin_line(shown)))
     if shown["pinned"]:
         console.print("  pinned: always in the agent's memories")
+    if shown.get("validity"):
+        console.print(f"  {shown['validity']}" + (": out of recall" if shown["validity"].startswith("expired")
+                                                  else ""))
     if shown["superseded_by"]:
         new = shown["superseded_by"]
         console.print(hanging("  superseded by: ", f"{new['id'][:DOC_ID_CHARS]} ({(new['at'] or '')[:19]}): "

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from orchestrator.errors import MemoryStoreError
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
+from orchestrator.memory.timeline import expired_ids, expiry_note, parse_when
 
 if TYPE_CHECKING:
-    from orchestrator.plugins.memory_backend import RetrieveResult
+    from orchestrator.plugins.memory_backend import MemoryBackend, RetrieveResult
     from tickets.curation import MemoryChange, MemoryState
     from tickets.store import TicketStore
 
@@ -44,6 +45,12 @@ class CuratedMemory(Protocol):
     def delete(self, project_id: str, docs: list[str]) -> int: ...
     def list_docs(self, project_id: str) -> list[str]: ...
     def doc_time(self, project_id: str, doc: str) -> float | None: ...
+    # bulk changes, `--as-of` and the texts recall shows that are no docs (a summary)
+    backend_cls: type[MemoryBackend]
+    def has_store(self, project_id: str) -> bool: ...
+    def using(self, project_id: str, op: str) -> AbstractContextManager[Any]: ...
+    def check_queries(self, queries: Any) -> list[str]: ...
+    def derived_texts(self, project_id: str) -> list[tuple[str, str]]: ...
 
 
 class CurationError(MemoryStoreError, ValueError):
@@ -95,11 +102,16 @@ def replacement(states: Mapping[str, MemoryState], ident: str) -> MemoryState | 
     return current
 
 
-def curate(result: RetrieveResult, states: Mapping[str, MemoryState]) -> RetrieveResult:
+def curate(result: RetrieveResult, states: Mapping[str, MemoryState],
+           limit: int | None = None) -> RetrieveResult:
     """A retrieve result with people's supersede links applied: a superseded doc is kept, right
     below its replacement (brought in at its score when the backend did not return it), and
-    marked in `superseded` with `"by_hand": True`. The result keeps its length: what falls off
-    the end is the least relevant. Marks the backend made (its own amendments) are kept."""
+    marked in `superseded` with `"by_hand": True`. The result holds as many current docs as
+    the backend gave, or up to `limit` (what was asked for) when the backend gave fewer (a
+    keyword backend returns only the docs that share the query's words, and a replacement that
+    shares none must not push out the doc it replaces); what falls off the end is the least
+    relevant, and a superseded doc is never cut from right below its replacement: it is the
+    history that says why. Marks the backend made (its own amendments) are kept."""
     docs, scores = list(result["docs"]), list(result["doc_scores"])
     if not docs or not any(_superseded(states, doc_id(d)) for d in docs):
         return result
@@ -116,7 +128,7 @@ def curate(result: RetrieveResult, states: Mapping[str, MemoryState]) -> Retriev
                 placed.append((new["doc"], score))
             by_hand.append((doc, new["doc"], new))
         placed.append((doc, score))
-    placed = placed[:len(docs)]
+    placed = _keep(placed, {old for old, _, _ in by_hand}, max(len(docs), limit or 0))
     at = {doc: pos for pos, (doc, _) in enumerate(placed)}
     marks = [{**mark, "doc": at[old], "by": at[new]} for (old, new), mark in marked.items()
              if old in at and new in at]
@@ -129,15 +141,49 @@ def curate(result: RetrieveResult, states: Mapping[str, MemoryState]) -> Retriev
     return curated
 
 
+def _keep(placed: list[tuple[str, float]], history: set[str], room: int) -> list[tuple[str, float]]:
+    """The first `room` current docs of `placed`, each with the superseded docs right below it."""
+    kept: list[tuple[str, float]] = []
+    current = 0
+    for doc, score in placed:
+        if doc in history and kept:
+            kept.append((doc, score))
+            continue
+        if current == room:
+            break
+        current += 1
+        kept.append((doc, score))
+    return kept
+
+
 def _superseded(states: Mapping[str, MemoryState], ident: str) -> str | None:
     state = states.get(ident)
     return state["superseded_by"] if state is not None else None
 
 
 def pinned_docs(states: Mapping[str, MemoryState]) -> list[str]:
-    """The live pinned docs, oldest pin first (always shown to the agent, within the budget)."""
-    pinned = [s for s in states.values() if s["pinned"] and not s["superseded_by"]]
+    """The live pinned docs, oldest pin first (always shown to the agent, within the budget);
+    an expired one is not live."""
+    gone = expired_ids(states)
+    pinned = [s for s in states.values() if s["pinned"] and not s["superseded_by"]
+              and s["doc_id"] not in gone]
     return [s["doc"] for s in sorted(pinned, key=lambda s: s["added_at"] or "")]
+
+
+def curation_notes(states: Mapping[str, MemoryState]) -> dict[str, str]:
+    """What people said of each doc, as a backend that derives text from many docs marks it
+    (MemoryBackend.apply_curation): doc text -> "superseded by [id]", "expired" or "pinned"."""
+    gone = expired_ids(states)
+    notes: dict[str, str] = {}
+    for key, state in states.items():
+        new = replacement(states, key) if state["superseded_by"] else None
+        if new is not None:
+            notes[state["doc"]] = f"superseded by [{short(new['doc_id'])}]"
+        elif key in gone:
+            notes[state["doc"]] = "expired"
+        elif state["pinned"]:
+            notes[state["doc"]] = "pinned"
+    return notes
 
 
 def current_text(states: Mapping[str, MemoryState], doc: str) -> str:
@@ -172,6 +218,9 @@ def origin_line(shown: dict[str, Any]) -> str:
         lines.append(f"added by hand,{when}{who}")
     elif kind == "api":
         lines.append(f"added through the HTTP API,{when}{who}")
+    elif kind == "derived":
+        lines.append(f"no doc: {origin.get('what', 'made by the backend')} (change those docs, "
+                     "and this follows)")
     elif kind and kind != "ticket":
         lines.append(f"{kind},{when}{who}")
     return "; ".join(lines) or "unknown (indexed before sources were recorded, or by the backend)"
@@ -195,6 +244,14 @@ def describe_change(change: Mapping[str, Any]) -> str:
         return f"added {ident}: {_quote(after.get('doc'))}"
     if action == "undo":
         return f"undid change {change.get('undoes')} (doc {ident})"
+    if action == "expire":
+        until = after.get("valid_until")
+        return f"set {ident} valid until {until[:19]}" if until else f"set {ident} valid with no end"
+    if action == "bulk":
+        count = len(before.get("docs", []))
+        what = (f"superseded {count} docs by {str(after.get('by', ''))[:DOC_ID_CHARS]}"
+                if after.get("action") == "supersede" else f"deleted {count} docs")
+        return f"{what} ({after.get('filter') or 'a filtered list'})"
     return f"{action} {ident}"
 
 
@@ -274,7 +331,13 @@ class Curator:
     def show(self, project_id: str, ident: str) -> dict[str, Any]:
         """A doc with where it came from, what it superseded or what superseded it, and its
         changes (following it through its edits)."""
-        doc = self.find(project_id, ident)
+        try:
+            doc = self.find(project_id, ident)
+        except MemoryDocNotFound:
+            derived = self._derived(project_id, ident)
+            if derived is None:
+                raise
+            return derived
         states = self.states(project_id)
         key = doc_id(doc)
         state = states.get(key)
@@ -291,27 +354,64 @@ class Curator:
             "origin": own.get("origin") or ({"kind": "ticket"} if tickets else None),
             "added_by": own.get("added_by"), "added_at": own.get("added_at"),
             "pinned": bool(state and state["pinned"]),
+            "valid_until": own.get("valid_until"), "validity": expiry_note(state),
             "superseded_by": None if new is None else {"id": new["doc_id"], "doc": new["doc"],
                                                         "at": new["added_at"]},
             "supersedes": [{"id": s["doc_id"], "doc": s["doc"]} for s in supersedes],
             "changes": self.store.memory_changes(project_id, doc_ids=ids),
         }
 
+    def _derived(self, project_id: str, ident: str) -> dict[str, Any] | None:
+        """A text the backend's recall shows that is no doc (a summary of many), as `show`
+        gives it: what it is made from; its docs are the ones to change."""
+        low = (ident or "").strip().lower()
+        for text, what in self.facade.derived_texts(project_id):
+            key = doc_id(text)
+            if text == ident or (len(low) >= 4 and key.startswith(low)):
+                return {"id": key, "short_id": short(key), "doc": text, "project": project_id,
+                        "tickets": [], "origin": {"kind": "derived", "what": what},
+                        "added_by": None, "added_at": None, "pinned": False, "valid_until": None,
+                        "validity": None, "superseded_by": None, "supersedes": [], "changes": [],
+                        "derived": what}
+        return None
+
     def changes(self, project_id: str, limit: int = 200) -> list[MemoryChange]:
         return self.store.memory_changes(project_id, limit=limit)
 
     # -- changing --------------------------------------------------------------------------
-    def add(self, project_id: str, text: str, who: str, origin: dict[str, Any] | None = None) -> Outcome:
-        """Index `text` as a doc of its own (refused over max_doc_chars), recorded as added."""
+    def add(self, project_id: str, text: str, who: str, origin: dict[str, Any] | None = None,
+            valid_until: str | None = None, option: str = "--valid-until") -> Outcome:
+        """Index `text` as a doc of its own (refused over max_doc_chars), recorded as added;
+        `valid_until` (a date, see memory.timeline; `option`: its name in a mistake's words):
+        it leaves recall then."""
+        until = parse_when(valid_until, option, end_of_day=True) if valid_until else None
         doc = self.facade.prepare_doc(text, refuse_long=True)
         with self.facade.project_lock(project_id, "add"):
             if self.facade.has_doc(project_id, doc):
                 return Outcome(None, doc, message="already in memory: nothing added")
             self.facade.index(project_id, [doc])
+            state = {**self._new_state(doc, origin or {"kind": "hand"}, who), "valid_until": until}
             change = self.store.record_memory_change(
-                project_id, "add", doc_id(doc), who=who, after={"doc": doc},
-                put=[self._new_state(doc, origin or {"kind": "hand"}, who)])
+                project_id, "add", doc_id(doc), who=who, after={"doc": doc, "valid_until": until},
+                put=[state])  # type: ignore[list-item]
         return Outcome(change, doc, message="added")
+
+    def set_valid_until(self, project_id: str, ident: str, valid_until: str | None, who: str,
+                        option: str = "--valid-until") -> Outcome:
+        """Set (a date) or clear (None, or "never") when a doc stops being valid: an expired
+        doc leaves recall and is shown as expired; `undo` puts the old validity back."""
+        until = (None if valid_until is None or valid_until.strip().lower() in ("never", "")
+                 else parse_when(valid_until, option, end_of_day=True))
+        with self.facade.project_lock(project_id, "expire"):
+            doc = self.find(project_id, ident)
+            key = doc_id(doc)
+            state = self.states(project_id).get(key) or self._new_state(doc, None, who)
+            if state.get("valid_until") == until:
+                return Outcome(None, doc, message="validity unchanged")
+            change = self.store.record_memory_change(
+                project_id, "expire", key, who=who, before={"valid_until": state.get("valid_until")},
+                after={"valid_until": until}, put=[{**state, "valid_until": until}])
+        return Outcome(change, doc, message=expiry_note({"valid_until": until}) or "valid with no end")
 
     def edit(self, project_id: str, ident: str, text: str, who: str) -> Outcome:
         """Replace a doc's text: re-embedded and re-indexed alone (its time kept where the
@@ -443,14 +543,17 @@ class Curator:
         live = set(self.facade.list_docs(project_id))
         record: dict[str, Any] = {"who": who, "undoes": change["id"], "before": after or None,
                                   "after": before or None}
-        if action in ("pin", "unpin"):
+        if action in ("pin", "unpin", "expire"):
             state = states.get(self._current_id(project_id, change["doc_id"]))
             if state is None or state["doc"] not in live:
                 raise self._gone(change)
-            cid = self.store.record_memory_change(
-                project_id, "undo", state["doc_id"], put=[{**state, "pinned": bool(before["pinned"])}],
-                **record)
+            back: MemoryState = ({**state, "pinned": bool(before["pinned"])} if action != "expire"
+                                 else {**state, "valid_until": before.get("valid_until")})
+            cid = self.store.record_memory_change(project_id, "undo", state["doc_id"], put=[back],
+                                                  **record)
             return Outcome(cid, state["doc"], message=f"undid the {action}")
+        if action == "bulk":
+            return self._undo_bulk(project_id, change, live, record)
         if action == "edit":
             new, old = after["doc"], before["doc"]
             if new not in live:
@@ -486,6 +589,33 @@ class Curator:
                                                   drop=[change["doc_id"]], **record)
             return Outcome(cid, doc, message="undid the add")
         raise CurationError(f"change {change['id']} ({action}) cannot be undone")
+
+    def _undo_bulk(self, project_id: str, change: MemoryChange, live: set[str],
+                   record: dict[str, Any]) -> Outcome:
+        """Take a bulk change (memory.bulk) back whole: every doc it deleted put back with its
+        time and state, or every doc it superseded live again and its replacement gone."""
+        before, after = change["before"] or {}, change["after"] or {}
+        items = list(before.get("docs", []))
+        if after.get("action") == "forget":
+            back = [(i["doc"], i.get("time")) for i in items if i["doc"] not in live]
+            if back:
+                self.facade.index_records(project_id, back)
+            for item in items:
+                self.store.set_memory_docs_deleted(project_id, item["doc"], False)
+            put = [i["state"] for i in items if i.get("state")]
+            cid = self.store.record_memory_change(project_id, "undo", change["doc_id"], put=put,
+                                                  **record)
+            return Outcome(cid, items[0]["doc"] if items else "", message=f"put back {len(items)} docs")
+        new = after.get("doc", "")
+        if new not in live:
+            raise self._gone(change)
+        self.facade.delete(project_id, [new])
+        states = self.states(project_id)
+        put = [i["state"] or {**states[i["doc_id"]], "superseded_by": None}
+               for i in items if i.get("state") or i["doc_id"] in states]
+        cid = self.store.record_memory_change(project_id, "undo", change["doc_id"], put=put,
+                                              drop=[doc_id(new)], **record)
+        return Outcome(cid, new, message=f"undid the supersede of {len(items)} docs")
 
     def _current_id(self, project_id: str, ident: str) -> str:
         """The id doc `ident` has now, following its edits (those not undone)."""
@@ -524,7 +654,7 @@ class Curator:
         from tickets.model import utc_now
 
         return {"doc_id": doc_id(doc), "doc": doc, "pinned": False, "superseded_by": None,
-                "origin": origin, "added_by": who, "added_at": utc_now()}
+                "origin": origin, "added_by": who, "added_at": utc_now(), "valid_until": None}
 
 
 def _moved(states: Mapping[str, MemoryState], old_id: str, new: str) -> tuple[list[MemoryState], list[str]]:

@@ -1,8 +1,10 @@
 """Why a memory was recalled, in a line a person reads.
 
 The signals: the query's words the doc shares (stems, so "sessions" matches "session"), the
-backend's own (`MemoryBackend.explain`: vector similarity, the graph path of hipporag's entities
-and facts, the doc's date), and what people did (pinned, superseded by a newer doc, recent work).
+backend's own (`MemoryBackend.explain`: the BM25 score of bm25 and hybrid, vector similarity,
+the graph path of hipporag's entities and facts, the strategies of hindsight's recall that found
+the doc's facts, sliding_window's summary, the doc's date), and what people did (pinned,
+superseded by a newer doc, recent work).
 `middle memory search --explain`, the board's search and the log of every turn show them.
 """
 
@@ -61,21 +63,30 @@ def why_line(signals: Mapping[str, Any], now: float | None = None) -> str:
         parts.append(str(signals["recent"]))
     if signals.get("pinned"):
         parts.append("pinned")
+    if signals.get("strategies"):
+        parts.append("found by " + ", ".join(f"{name} (#{rank})" for name, rank in
+                                             sorted(signals["strategies"].items(), key=lambda x: x[1])))
     if signals.get("keywords"):
         parts.append("keywords " + ", ".join(signals["keywords"]))
+    if isinstance(signals.get("bm25"), (int, float)):
+        parts.append(f"bm25 {signals['bm25']:.2f}" if signals["bm25"] > 0
+                     else "bm25: shares no query word")
     if isinstance(signals.get("similarity"), (int, float)):
         parts.append(f"similarity {signals['similarity']:.2f}")
     if signals.get("graph"):
         parts.append("graph: the query names " + ", ".join(f"`{n}`" for n in signals["graph"])
                      + ", which this doc mentions")
     if signals.get("facts"):
-        parts.append("facts " + "; ".join(signals["facts"]))
+        parts.append("facts: " + "; ".join(f'"{fact}"' for fact in signals["facts"]))
     if signals.get("recency"):
         parts.append(str(signals["recency"]))
     if isinstance(signals.get("date"), (int, float)):
         parts.append(_age(float(signals["date"]), now))
+    if signals.get("summary"):
+        parts.append(str(signals["summary"]))
     if signals.get("supersedes"):
-        parts.append(f"supersedes {signals['supersedes']}")
+        parts.append(f"supersedes {signals['supersedes']}"
+                     + (", which matched the query: shown as its replacement" if signals.get("brought_in") else ""))
     if signals.get("superseded_by"):
         parts.append(f"superseded by {signals['superseded_by']} (kept as history)")
     return "; ".join(parts) or "ranked by the backend (no shared words)"
@@ -87,6 +98,7 @@ def signals_for(query: str, result: Mapping[str, Any], backend_signals: list[dic
     docs = list(result.get("docs", []))
     marks = {m["doc"]: m["by"] for m in result.get("superseded", [])}
     marked_by = {m["by"]: m["doc"] for m in result.get("superseded", [])}
+    by_hand = {m["by"] for m in result.get("superseded", []) if m.get("by_hand")}
     out = []
     for pos, doc in enumerate(docs):
         signals: dict[str, Any] = dict(backend_signals[pos]) if pos < len(backend_signals) else {}
@@ -98,6 +110,8 @@ def signals_for(query: str, result: Mapping[str, Any], backend_signals: list[dic
             signals["superseded_by"] = doc_id(docs[marks[pos]])[:DOC_ID_CHARS]
         if pos in marked_by:
             signals["supersedes"] = doc_id(docs[marked_by[pos]])[:DOC_ID_CHARS]
+            # people's replacement, placed by the doc it replaces rather than by the query
+            signals["brought_in"] = pos in by_hand
         if recall == "recency":
             signals.setdefault("recency", "recalled by recency (the newest work), not by the query")
         out.append(signals)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from orchestrator.errors import ConfigError, MemoryStoreError
-from orchestrator.memory.curation import curate, current_text, pinned_docs
+from orchestrator.memory.curation import curate, curation_notes, current_text, pinned_docs
 from orchestrator.memory.explain import signals_for, why_line
 from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade's text rules
     CUT_MARKER,
@@ -35,7 +35,9 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
     truncate_doc,
 )
 from orchestrator.memory.lock import AdvisoryLocks, FileLocks
+from orchestrator.memory.private import cut_private
 from orchestrator.memory.rebuild import read_epoch, recover
+from orchestrator.memory.timeline import expired_ids
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.plugins.memory_backend import (
     ConversationContext,
@@ -152,6 +154,20 @@ def write_records(backend: MemoryBackend, records: list[tuple[str, float | None]
         backend.index([t for t, _ in records])
 
 
+def _without(result: RetrieveResult, gone: set[str], k: int) -> RetrieveResult:
+    """A retrieve result without the docs whose ids are in `gone` (expired), at most k docs;
+    the backend's supersede marks follow the docs that stay."""
+    keep = [pos for pos, doc in enumerate(result["docs"]) if doc_id(doc) not in gone][:k]
+    at = {old: new for new, old in enumerate(keep)}
+    out: RetrieveResult = {"question": result["question"], "docs": [result["docs"][p] for p in keep],
+                           "doc_scores": [result["doc_scores"][p] for p in keep]}
+    marks = [{**m, "doc": at[m["doc"]], "by": at[m["by"]]} for m in result.get("superseded", [])
+             if m.get("doc") in at and m.get("by") in at]
+    if marks:
+        out["superseded"] = marks
+    return out
+
+
 class MemoryFacade:
     """Opens one backend instance per project at `<save_dir>/<project_id>/` and serialises its calls.
 
@@ -238,6 +254,7 @@ class MemoryFacade:
         # afresh on every recall: project id -> its states. Set by Services from the ticket
         # store; None (a bare facade, the benchmarks): recall as the backend ranks.
         self.state_source: Callable[[str], Mapping[str, Any]] | None = None
+        self._curation_sent: dict[str, tuple[int, int]] = {}  # see _sync_curation
 
     # -- paths and locks -------------------------------------------------------------------
     def store_dir(self, project_id: str) -> Path:
@@ -432,9 +449,14 @@ class MemoryFacade:
         client sent, who should know their doc was not kept whole).
 
         Keep this string (not the original) if the doc must be deleted later; passing it to
-        index again stores it unchanged.
+        index again stores it unchanged. Its `<private>...</private>` spans are cut first
+        (memory.private): every path into memory comes through here, so none stores them.
         """
         (doc,) = _check_texts([doc], "docs", "text", allow_empty=False)
+        doc = cut_private(doc)
+        if not doc.strip():
+            raise MemoryArgumentError("the doc is all <private>...</private>: nothing is left "
+                                      "to store, so nothing was stored")
         if refuse_long and len(doc) > self.max_doc_chars:
             raise MemoryArgumentError(
                 f"a doc of {len(doc):,} characters is over [memory] max_doc_chars "
@@ -521,14 +543,18 @@ class MemoryFacade:
         docs = [doc for result in results for doc in result.get("docs", []) if doc not in skip]
         states = self.curation_state(project_id)
         pinned = pinned_docs(states)
-        recent = [(current_text(states, doc), when) for doc, when in recent]
+        expired = expired_ids(states)
+        recent = [(current_text(states, doc), when) for doc, when in recent
+                  if doc_id(doc) not in expired]
         docs = pinned + [d for d in docs if d not in pinned]
-        limit = None if limit is None else limit + len(pinned)
         notes = {}
         for result in results:
             for mark in result.get("superseded", []):
                 by = result["docs"][mark["by"]]
                 notes[result["docs"][mark["doc"]]] = f"superseded by [{doc_id(by)[:DOC_ID_CHARS]}]"
+        # A superseded doc shown right below its replacement is history, not one of the limit.
+        history = sum(1 for d in dict.fromkeys(docs) if d in notes)
+        limit = None if limit is None else limit + len(pinned) + history
         return block_layout(recent, docs, self.memories_budget_chars, self.recent_share, limit, ids=True, notes=notes)
 
     def explain(self, project_id: str, query: str, result: RetrieveResult) -> list[dict[str, Any]]:
@@ -545,6 +571,27 @@ class MemoryFacade:
                 extra = [{} for _ in docs]
         signals = signals_for(query, result, extra, self.curation_state(project_id), self.backend_cls.recall)
         return [{**s, "id": doc_id(d)[:DOC_ID_CHARS], "why": why_line(s)} for d, s in zip(docs, signals)]
+
+    def _sync_curation(self, project_id: str, backend: MemoryBackend, states: Mapping[str, Any]) -> None:
+        """Give the backend people's marks when they changed since this process last gave
+        them (MemoryBackend.apply_curation: a summary of many docs is rebuilt with them)."""
+        notes = curation_notes(states)
+        key = (id(backend), hash(tuple(sorted(notes.items()))))
+        if self._curation_sent.get(project_id) == key:
+            return
+        try:
+            backend.apply_curation(notes)
+        except Exception as exc:  # never a reason to fail a recall: the marks are retried
+            log.warning("memory curation marks of project %s not applied: %s", project_id, exc)
+            return
+        self._curation_sent[project_id] = key
+
+    def derived_texts(self, project_id: str) -> list[tuple[str, str]]:
+        """The texts retrieve can return that are not docs (MemoryBackend.derived_texts)."""
+        if not self.has_store(project_id):
+            return []
+        with self._locked(project_id, "lookup") as backend:
+            return list(backend.derived_texts())
 
     def curation_state(self, project_id: str) -> Mapping[str, Any]:
         """The project's curation states (memory.curation), or none when they cannot be read:
@@ -574,11 +621,15 @@ class MemoryFacade:
         if if_exists and not self.has_store(project_id):
             return [{"question": q, "docs": [], "doc_scores": []} for q in queries]
         started = time.perf_counter()
-        with self._locked(project_id, "retrieve") as backend:
-            results = backend.retrieve(queries, k)
         states = self.curation_state(project_id)
+        expired = expired_ids(states)  # past their valid_until: out of recall
+        with self._locked(project_id, "retrieve") as backend:
+            self._sync_curation(project_id, backend, states)
+            results = backend.retrieve(queries, min(k + len(expired), MAX_NUM_TO_RETRIEVE))
+        if expired:
+            results = [_without(result, expired, k) for result in results]
         if states:  # a superseded doc right below its replacement (memory.curation)
-            results = [curate(result, states) for result in results]
+            results = [curate(result, states, k) for result in results]
         self._log(
             "retrieve", project_id, started, queries=len(queries), docs=sum(len(r.get("docs", [])) for r in results)
         )
@@ -640,7 +691,8 @@ class MemoryFacade:
         """Index the (text, time) pairs whose text is not in the store yet, under one hold of the
         project's locks (an import rerun, or two at once, adds nothing twice); returns how many."""
         validate_project_id(project_id)
-        prepared = [(self.prepare_doc(t), w) for t, w in records]
+        # A doc that is all <private> is skipped, not a reason to stop the import.
+        prepared = [(self.prepare_doc(t), w) for t, w in records if cut_private(t).strip()]
         started = time.perf_counter()
         with self._locked(project_id, "import") as backend:
             has = backend.has_doc  # declared on MemoryBackend: cheap in the built-ins, a listing by default
@@ -658,7 +710,9 @@ class MemoryFacade:
     def delete_forms(self, docs: list[str]) -> list[str]:
         """The texts `delete` looks for: each doc, and its cut form when it is longer than
         max_doc_chars (stores written before the cap may hold it whole)."""
-        return list(dict.fromkeys(form for d in docs for form in (d, truncate_doc(d, self.max_doc_chars))))
+        return list(dict.fromkeys(form for d in docs for form in
+                                  (d, truncate_doc(d, self.max_doc_chars),
+                                   truncate_doc(cut_private(d), self.max_doc_chars)) if form))
 
     def delete(self, project_id: str, docs: list[str]) -> int:
         """Delete docs by exact text; a doc longer than max_doc_chars also means its cut form.
@@ -712,8 +766,9 @@ class MemoryFacade:
 
     # -- conversation watching (sliding_window) ---------------------------------------------
     def observe_round(self, project_id: str, conversation_id: str, prompt: str, response: str) -> None:
+        # The conversation a backend keeps is memory too: <private> spans never reach it.
         with self._locked(project_id, "observe") as backend:
-            backend.observe_round(conversation_id, prompt, response)
+            backend.observe_round(conversation_id, cut_private(prompt), cut_private(response))
 
     def conversation_context(self, project_id: str, conversation_id: str) -> ConversationContext | None:
         with self._locked(project_id, "context") as backend:

@@ -220,6 +220,19 @@ class MemoryBackend(ABC):
         and supersede links; the default adds nothing."""
         return [{} for _ in docs]
 
+    def apply_curation(self, notes: Mapping[str, str]) -> None:
+        """What people said of the docs (doc text -> "superseded by [id]", "expired" or
+        "pinned"; a doc not named has nothing said of it), given before a retrieve whenever it
+        changed. A backend whose results hold text derived from many docs (sliding_window's
+        summaries) rebuilds or marks that text, so a fix reaches the next ticket; the facade
+        applies the same notes to the docs it returns whole. The default does nothing."""
+
+    def derived_texts(self) -> list[tuple[str, str]]:
+        """Texts `retrieve` can return that are not docs (a summary of many docs), each with
+        a line saying what it is made from, so `middle memory show` finds every id the
+        memories block shows; default none."""
+        return []
+
     def embed_ahead(self, docs: Sequence[str]) -> Mapping[str, Any]:
         """The slow part of indexing `docs` (their vectors), per doc, for `index_embedded`. The
         facade calls it without the project's locks, so one large index call does not make

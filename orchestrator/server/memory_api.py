@@ -63,6 +63,13 @@ class TextBody(_Body):
     text: Any = Field(..., description="The doc's text.", examples=["Ticket: Login. Sessions use JWT."])
 
 
+class DatedTextBody(TextBody):
+    valid_until: str | None = Field(None, description="When the doc expires (YYYY-MM-DD: valid "
+                                    "through that day, UTC; on edit, \"never\" clears it): then "
+                                    "it leaves recall and is shown as expired.",
+                                    examples=["2026-12-31"])
+
+
 class RetrieveResult(BaseModel):
     question: str
     docs: list[str]
@@ -174,11 +181,12 @@ def _server_user(state: ServerState) -> str:
 
 
 @router.post("/docs", summary="Add one doc by hand (recorded)", responses=_NEW_ERRORS)
-def add_doc(project_id: str, body: TextBody, request: Request, create: bool = _CREATE,
+def add_doc(project_id: str, body: DatedTextBody, request: Request, create: bool = _CREATE,
             state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
     _known(state, curator.facade, pid, create)
-    return {"project": pid, **curator.add(pid, body.text, who(request)).as_json()}
+    return {"project": pid, **curator.add(pid, body.text, who(request), valid_until=body.valid_until,
+                                          option="valid_until").as_json()}
 
 
 @router.get("/docs/{doc}", summary="One doc: provenance, supersede links, pin, changes",
@@ -196,9 +204,14 @@ def show_doc(project_id: str, doc: str, state: ServerState = Depends(get_state))
 
 @router.post("/docs/{doc}/edit", summary="Change a doc's text (re-indexed alone; recorded, undoable)",
              responses=_DOC_ERRORS)
-def edit_doc(project_id: str, doc: str, body: TextBody, request: Request,
+def edit_doc(project_id: str, doc: str, body: DatedTextBody, request: Request,
              state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
+    if body.valid_until is not None:  # the validity first: the edit carries it to the new text
+        done = curator.set_valid_until(pid, doc, body.valid_until, who(request), option="valid_until")
+        if body.text == done.doc:  # the same text: only the validity changes
+            return {"project": pid, **done.as_json()}
+        doc = done.doc
     return {"project": pid, **curator.edit(pid, doc, body.text, who(request)).as_json()}
 
 

@@ -14,7 +14,8 @@ calling it again on the same directory after `close()` is a reopen, and calling 
 two instances on one store (as two processes have). Capability flags below let a backend opt
 out of what it cannot do; each opted-out test is skipped with the reason. The tests for other
 instances, failed writes, bad input and real processes are in `robustness.py`; set
-`process_factory` to run the process test.
+`process_factory` to run the process test. `curation_contract.py` checks that a person's
+supersede, edit, pin and undo reach the next ticket's memories block through the memory facade.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pytest
 
 from orchestrator.plugins.backend_options import BackendOptions
 from orchestrator.plugins.memory_backend import MemoryBackend, RetrieveResult
+from orchestrator.testing.curation_contract import CurationContract
 from orchestrator.testing.robustness import SharedStoreContract
 from orchestrator.testing.samples import UNICODE_DOCS, huge_doc, sample_doc
 
@@ -49,7 +51,7 @@ class _Opener:
         backend.close()
 
 
-class MemoryBackendContract(SharedStoreContract):
+class MemoryBackendContract(CurationContract, SharedStoreContract):
     """Subclass as `Test...` and provide a `backend_factory` fixture; see the module docstring.
 
     More flags (`writes_to_disk`, `process_factory`, `leftover_temp_file`) and the

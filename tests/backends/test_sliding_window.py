@@ -243,27 +243,29 @@ def test_summaries_and_messages_survive_reopen(tmp_path):
         reopened.close()
 
 
-def test_project_retrieve_is_summary_then_uncovered_docs(tmp_path, closing):
+def test_project_retrieve_is_uncovered_docs_newest_first_then_summary(tmp_path, closing):
+    # Newest first, the summary last: a block cut short cuts the oldest work, never the
+    # newest doc (a replacement a person just wrote is the newest).
     llm = FakeLLM(block_from=2)
     backend = open_backend(tmp_path, llm, background=True, window_size=4, summarize_after_seq=2)
     closing(backend)
     docs = [f"doc {i}: ticket {i} done." for i in range(5)]
     backend.index(docs[:2])
-    assert backend.retrieve(["q"], 5)[0]["docs"] == docs[:2]
+    assert backend.retrieve(["q"], 5)[0]["docs"] == docs[1::-1]
     backend.index(docs[2:3])  # third doc: first summary (docs 0-2), which completes
     backend.flush()
     backend.index(docs[3:4])  # second summary starts and is held
     assert llm.entered.wait(30)
     backend.index(docs[4:5])
     (result,) = backend.retrieve(["anything"], 5)
-    assert result == {"question": "anything", "docs": ["summary #1", docs[3], docs[4]],
+    assert result == {"question": "anything", "docs": [docs[4], docs[3], "summary #1"],
                       "doc_scores": [1.0, 1.0, 1.0]}
-    assert backend.retrieve(["q"], 2)[0]["docs"] == ["summary #1", docs[4]]
+    assert backend.retrieve(["q"], 2)[0]["docs"] == [docs[4], "summary #1"]
     assert backend.retrieve(["q"], 1)[0]["docs"] == ["summary #1"]
     assert backend.retrieve(["q1", "q2"], 5)[1]["question"] == "q2"
     llm.release.set()
     backend.flush()
-    assert backend.retrieve(["q"], 5)[0]["docs"] == ["summary #2", docs[4]]
+    assert backend.retrieve(["q"], 5)[0]["docs"] == [docs[4], "summary #2"]
     assert backend.list_docs() == docs
 
 
@@ -334,3 +336,39 @@ def test_close_waits_for_background_summary(tmp_path):
         assert [r["status"] for r in reopened.summaries("t1")] == ["completed"]
     finally:
         reopened.close()
+
+
+def test_a_doc_indexed_with_its_time_takes_its_place_in_the_window(tmp_path, closing):
+    from orchestrator.plugin_api import MemoryRecord
+
+    backend = open_backend(tmp_path, window_size=4, summarize_after_seq=2)
+    closing(backend)
+    docs = [f"doc {i}: step {i} done." for i in range(5)]
+    for i, doc in enumerate(docs):
+        backend.index_records([MemoryRecord(doc, timestamp=100.0 + i)])
+    assert backend.delete([docs[1]]) == 1  # an edit or a forget: gone, then back at its time
+    backend.index_records([MemoryRecord("doc 1: step 1 redone.", timestamp=101.0)])
+    assert backend.list_docs() == [docs[0], "doc 1: step 1 redone.", *docs[2:]]
+    assert [when for _, when in backend.list_records()] == [100.0, 101.0, 102.0, 103.0, 104.0]
+    # the summary is rebuilt over the window in that order, its lines newest first with ids
+    (summary,) = [d for d in backend.retrieve(["q"], 5)[0]["docs"] if d not in backend.list_docs()]
+    lines = summary.splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == [
+        "doc 4: step 4 done.", "doc 3: step 3 done.", "doc 2: step 2 done.", "doc 1: step 1 redone."]
+
+
+def test_people_s_marks_rebuild_the_summary(tmp_path, closing):
+    backend = open_backend(tmp_path, window_size=4, summarize_after_seq=2)
+    closing(backend)
+    docs = [f"doc {i}: rule {i}." for i in range(4)]
+    backend.index(docs)
+    marks = {docs[1]: "superseded by [abcd1234]", docs[2]: "expired", docs[3]: "pinned"}
+    backend.apply_curation(marks)
+    summary = backend.retrieve(["q"], 1)[0]["docs"][0]
+    assert "superseded by [abcd1234]] doc 1: rule 1." in summary and "doc 2" not in summary
+    assert ", pinned] doc 3: rule 3." in summary
+    before = len(backend.summaries())
+    backend.apply_curation(marks)  # the same marks: nothing rebuilt
+    assert len(backend.summaries()) == before
+    backend.apply_curation({})
+    assert "superseded" not in backend.retrieve(["q"], 1)[0]["docs"][0]

@@ -59,8 +59,10 @@ def test_memory_run_counts_evidence_turns_by_category(locomo_file):
 def test_memory_run_prefixes_dates_for_backends_without_index_records(locomo_file):
     from orchestrator.bench import runner
 
-    report = run_memory(locomo_file, ["sliding_window"])  # it has no index_records
-    assert report["results"][0]["timestamps"] == "date prefixed to text"
+    # sliding_window keeps times now (an edit keeps a doc's place): its turns go in with them;
+    # a backend that keeps none gets its docs' dates in their text (timed=False below)
+    report = run_memory(locomo_file, ["sliding_window"])
+    assert report["results"][0]["timestamps"] == "index_records"
     docs, records, ids_of = runner._memory_docs(datasets.load_memory(locomo_file)[0], timed=False)
     assert records is None
     assert docs[0] == "[1:56 pm on 8 May, 2023] Ana: I adopted a grey cat named Pixel."

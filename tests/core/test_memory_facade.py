@@ -147,7 +147,7 @@ def test_retrieve_refuses_a_single_query_string_and_defaults_k_only_when_none(tm
     with pytest.raises(MemoryArgumentError, match=r"pass a list of queries, e\.g\. \[question\]"):
         facade.retrieve("p", "what did we fix?")
     facade.index("p", ["doc 1", "doc 2", "doc 3"])
-    assert facade.retrieve("p", ["doc"])[0]["docs"] == ["doc 2", "doc 3"]  # the default k
+    assert facade.retrieve("p", ["doc"])[0]["docs"] == ["doc 3", "doc 2"]  # the default k, newest first
     assert facade.retrieve("p", ["doc"], 1)[0]["docs"] == ["doc 3"]
     facade.close()
 

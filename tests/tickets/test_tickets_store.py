@@ -106,6 +106,28 @@ def test_a_version_6_store_gains_the_memory_curation_tables(tmp_path):
         assert s.memory_state("p") == {} and s.memory_changes("p") == []
 
 
+def test_a_version_13_store_gains_memory_validity(tmp_path):
+    """Schema 13 -> 14: memory_state.valid_until, the curation kept."""
+    path = tmp_path / "t.db"
+    state = {"doc_id": "ab" * 32, "doc": "a rule", "pinned": True, "superseded_by": None,
+             "origin": {"kind": "hand"}, "added_by": "me", "added_at": "2026-01-01T00:00:00+00:00"}
+    with TicketStore(path) as s:
+        s.record_memory_change("p", "pin", state["doc_id"], who="me", put=[state])
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE memory_state DROP COLUMN valid_until")
+    conn.execute("UPDATE schema_version SET version = 13")
+    conn.commit()
+    conn.close()
+    with TicketStore(path, readonly=True) as s:  # not migrated yet: read without the column
+        assert s.memory_state("p")[state["doc_id"]]["valid_until"] is None
+    with TicketStore(path) as s:
+        assert s.schema_version() == SCHEMA_VERSION
+        assert s.memory_state("p")[state["doc_id"]] == {**state, "valid_until": None}
+        s.record_memory_change("p", "expire", state["doc_id"], who="me",
+                               put=[{**state, "valid_until": "2026-02-01T00:00:00+00:00"}])
+        assert s.memory_state("p")[state["doc_id"]]["valid_until"] == "2026-02-01T00:00:00+00:00"
+
+
 def test_a_version_5_store_gains_the_pull_request_record(tmp_path):
     """Schema 5 -> 6: runs get pr_url and pr_state (`middle pr`), kept rows intact."""
     path = tmp_path / "t.db"

@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.errors import MiddleError
 from orchestrator.memory.importers import Record
+from orchestrator.memory.private import cut_private
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt", ".rst", ".adoc")
 TRANSCRIPT_SUFFIX = ".jsonl"
@@ -85,7 +86,9 @@ def read_records(path: Path) -> list[Record]:
     if path.suffix.lower() == TRANSCRIPT_SUFFIX:
         return [transcript_record(path, text)]
     when = path.stat().st_mtime
-    return [(doc, when) for doc in sections(path.name, text)]
+    # Before the split: a <private> span across a heading must not leave its tail in the next
+    # section (each doc is cut again where it is indexed, by the same rule).
+    return [(doc, when) for doc in sections(path.name, cut_private(text))]
 
 
 def sections(name: str, text: str) -> list[str]:

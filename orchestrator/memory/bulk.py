@@ -1,0 +1,186 @@
+"""Bulk curation: forget or supersede every doc a filter picks, as one change undone as one.
+
+`middle memory delete --source commit --before 2025-01-01` (or `supersede ... --with TEXT`)
+picks docs by where they came from, their ticket, their time and their words; the CLI shows
+them and asks once (`--yes` skips the question); the change is one `bulk` entry in the record
+that keeps every doc's text, time and state, so `middle memory undo N` puts them all back (Curator._undo_bulk).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from orchestrator.memory.curation import SOURCE_KINDS, CurationError, Outcome, short
+from orchestrator.memory.format import doc_id
+from orchestrator.memory.timeline import parse_when
+
+if TYPE_CHECKING:
+    from orchestrator.memory.curation import Curator
+    from tickets.curation import MemoryState
+
+
+class DocFilter(BaseModel):
+    """Which docs a bulk change takes: every given field must match (all of them: AND).
+    `before`/`after`: the doc's own time where the backend keeps one (a commit's date, a
+    ticket's completion), else when it entered memory; a bare date is that day's start (UTC)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    source: str | None = None
+    ticket: str | None = None
+    before: str | None = None
+    after: str | None = None
+    containing: str | None = None
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, value: str | None) -> str | None:
+        if value == "":
+            return None  # an empty option is no filter (DocFilter.empty says so)
+        if value is not None and value not in SOURCE_KINDS:
+            raise ValueError(f"--source {value!r} is none of {', '.join(SOURCE_KINDS)}")
+        return value
+
+    @field_validator("before", "after")
+    @classmethod
+    def _a_date(cls, value: str | None, info: Any) -> str | None:
+        return None if value in (None, "") else parse_when(str(value), f"--{info.field_name}")
+
+    @classmethod
+    def of(cls, **given: str | None) -> DocFilter:
+        """The filter from the CLI's or the API's fields; one CurationError for a bad one."""
+        try:
+            return cls(**given)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise CurationError(str(first.get("ctx", {}).get("error") or first["msg"])) from None
+
+    def empty(self) -> bool:
+        return not any(v not in (None, "") for v in self.model_dump().values())
+
+    def words(self) -> str:
+        """The filter as a person reads it (history, the confirmation)."""
+        parts = [f"{name} {value[:19] if name in ('before', 'after') else value!r}"
+                 for name, value in self.model_dump().items() if value not in (None, "")]
+        return ", ".join(parts)
+
+
+def select(curator: Curator, project_id: str, flt: DocFilter) -> list[str]:
+    """The project's docs the filter picks, oldest first; an empty filter is refused (it
+    would pick every doc: say so with a filter, not by accident)."""
+    if flt.empty():
+        raise CurationError("give at least one filter (--source, --ticket, --before, --after, "
+                            "--containing) to pick docs: an empty filter would pick every doc")
+    facade, store = curator.facade, curator.store
+    texts = facade.list_docs(project_id)
+    if not texts:
+        return []
+    states = curator.states(project_id)
+    sources = store.doc_sources(project_id)
+    times = doc_times(curator, project_id)
+    picked = []
+    for text in texts:
+        tickets = list(sources.get(text, []))
+        if flt.source and source_kind(states.get(doc_id(text)), tickets) != flt.source:
+            continue
+        if flt.ticket and not any(t["ticket_id"] == flt.ticket for t in tickets):
+            continue
+        if flt.containing and flt.containing.lower() not in text.lower():
+            continue
+        when = times.get(text) or entered_at(text, states, tickets)
+        if (flt.before or flt.after) and when is None:
+            continue  # no time known: no date filter can say it matches
+        if flt.before and not when < flt.before:  # type: ignore[operator]
+            continue
+        if flt.after and not when >= flt.after:  # type: ignore[operator]
+            continue
+        picked.append(text)
+    return picked
+
+
+def source_kind(state: Any, tickets: list[Any]) -> str:
+    """Where a doc came from, one of SOURCE_KINDS (as the board's catalog says it)."""
+    kind = "ticket" if tickets else str(((state or {}).get("origin") or {}).get("kind") or "unknown")
+    return kind if kind in SOURCE_KINDS else "unknown"
+
+
+def doc_times(curator: Curator, project_id: str) -> dict[str, str]:
+    """Each doc's own time as ISO UTC text, where the backend keeps times."""
+    from datetime import datetime, timezone
+
+    facade = curator.facade
+    if not facade.backend_cls.keeps_times or not facade.has_store(project_id):
+        return {}
+    with facade.using(project_id, "lookup") as backend:
+        records = list(backend.list_records())
+    return {text: datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="microseconds")
+            for text, when in records if when is not None}
+
+
+def entered_at(text: str, states: Any, tickets: list[Any]) -> str | None:
+    """When a doc entered memory: its first ticket record, else its recorded addition."""
+    times = [t["indexed_at"] for t in tickets if t.get("indexed_at")]
+    state = states.get(doc_id(text))
+    if state is not None and state.get("added_at"):
+        times.append(state["added_at"])
+    return min(times) if times else None
+
+
+def forget_all(curator: Curator, project_id: str, docs: list[str], who: str, words: str) -> Outcome:
+    """Delete every doc of `docs` from memory as one change (its record keeps each doc's
+    text, time and state: one undo puts them all back)."""
+    if not docs:
+        raise CurationError("no doc matches the filter: nothing was changed")
+    facade, store = curator.facade, curator.store
+    with facade.project_lock(project_id, "delete"):
+        times = _unix_times(curator, project_id)
+        states = curator.states(project_id)
+        items = [{"doc": d, "doc_id": doc_id(d), "time": times.get(d),
+                  "state": dict(states[doc_id(d)]) if doc_id(d) in states else None} for d in docs]
+        facade.delete(project_id, docs)
+        for doc in docs:
+            store.set_memory_docs_deleted(project_id, doc, True)
+        change = store.record_memory_change(
+            project_id, "bulk", doc_id(docs[0]), who=who, before={"docs": items},
+            after={"action": "forget", "filter": words},
+            drop=[doc_id(d) for d in docs if doc_id(d) in states])
+    return Outcome(change, docs[0], message=f"deleted {len(docs)} docs")
+
+
+def supersede_all(curator: Curator, project_id: str, docs: list[str], text: str, who: str,
+                  words: str) -> Outcome:
+    """Index `text` once as the doc that replaces every doc of `docs` not superseded yet
+    (each kept, marked, ranked right below it), as one change."""
+    new = curator._new_text(text)
+    facade, store = curator.facade, curator.store
+    with facade.project_lock(project_id, "supersede"):
+        states = curator.states(project_id)
+        live = [d for d in docs if doc_id(d) not in states or not states[doc_id(d)]["superseded_by"]]
+        if not live:
+            raise CurationError("no doc the filter picks is left to supersede (each was "
+                                "superseded already, or none matches): nothing was changed")
+        if facade.has_doc(project_id, new):
+            raise CurationError(f"a doc with that text is in memory already ({short(doc_id(new))}): "
+                                "give the new wording")
+        facade.index(project_id, [new])
+        items = [{"doc": d, "doc_id": doc_id(d),
+                  "state": dict(states[doc_id(d)]) if doc_id(d) in states else None} for d in live]
+        put: list[MemoryState] = [{**(states.get(doc_id(d)) or curator._new_state(d, None, who)),
+                                   "superseded_by": doc_id(new)} for d in live]
+        put.append(curator._new_state(new, {"kind": "supersede", "of": doc_id(live[0]),
+                                            "count": len(live)}, who))
+        change = store.record_memory_change(
+            project_id, "bulk", doc_id(new), who=who, before={"docs": items},
+            after={"action": "supersede", "by": doc_id(new), "doc": new, "filter": words},
+            put=put)
+    return Outcome(change, new, message=f"superseded {len(live)} docs")
+
+
+def _unix_times(curator: Curator, project_id: str) -> dict[str, float]:
+    facade = curator.facade
+    if not facade.backend_cls.keeps_times or not facade.has_store(project_id):
+        return {}
+    with facade.using(project_id, "lookup") as backend:
+        return {text: when for text, when in backend.list_records() if when is not None}
