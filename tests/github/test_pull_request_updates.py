@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pr_helpers import complete_pr_ticket
 
 from orchestrator.cli.main import main
 from orchestrator.testing import make_repo
 from orchestrator.testing.git import commit_all
 from orchestrator.workspace.git import git, out
-from tickets.model import Ticket
 from tickets.store import TicketStore
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
@@ -47,23 +47,7 @@ def project(tmp_path, monkeypatch, github):
         '[project]\npath = "repo"\nid = "app"\nbase_branch = "main"\n'
         f'[github]\napi_url = "{github.url}"\nrepo = "me/app"\n[memory]\nbackend = "none"\n'
         '[coding_agent.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n')
-    github.add_issue("me/app", "Handle empty input", "calc() crashes on ''")
-    base = out(repo, "rev-parse", "HEAD")
-    git(repo, "checkout", "--quiet", "-b", "middle/gh-1")
-    (repo / "calc.py").write_text("def calc(s):\n    return s or 0\n")
-    head = commit_all(repo, "Handle empty input")
-    git(repo, "checkout", "--quiet", "main")
-    with store(tmp_path) as s:
-        s.upsert_ticket(Ticket(id="gh-1", project_id="app", title="Handle empty input", project_path=str(repo),
-                               source="https://github.example/me/app/issues/1",
-                               fields={"github": {"repo": "me/app", "number": 1}, "labels": []}))
-        run_id = s.claim_new_run("gh-1", ("pending",))
-        assert run_id is not None
-        s.set_run_fields(run_id, repo=str(repo), branch="middle/gh-1", base_branch="main", base_commit=base,
-                         head_commit=head, changes=[{"path": "calc.py", "added": 2, "deleted": 0}],
-                         isolation="worktree", worktree=str(tmp_path / ".middle" / "worktrees" / "gh-1"))
-        s.end_run("gh-1", run_id, "complete", None, ticket_reason="calc() returns 0 for empty input.")
-    assert invoke("pr", "gh-1").exit_code == 0
+    complete_pr_ticket(tmp_path, repo, github)
     return tmp_path
 
 
