@@ -236,10 +236,13 @@ class TicketDriver:
             if message is not None:
                 return RunOutcome(ticket_id, "", "stored", message)
         _ = self.agent  # as in run_ticket: a missing API key is an error before the claim
+        # the round's checks as [check] and the ticket's file say now (a person may have edited
+        # `check:` or `allow_removed_tests:` to say what this round may do); a bad file: before the claim
+        overrides = resumed_checks(self.config, self.store, ticket_id)
         delivered = feedback.deliver(self.store, ticket_id, text, lease_s=self.lease_s, by=by)
         if delivered.kind == feedback.STORED:  # another process started a round (or a run) meanwhile
             return RunOutcome(ticket_id, "", "stored", feedback.stored_message(self.store, ticket_id))
-        return self._drive(self._held(ClaimedRun(ticket_id, delivered.run_id)))
+        return self._drive(self._held(ClaimedRun(ticket_id, delivered.run_id)), overrides)
 
     def _stop_leftovers(self, run_id: str) -> None:
         """Kill the Claude Code processes a dead `middle` of this run left here, before a turn

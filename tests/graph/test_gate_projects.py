@@ -356,3 +356,43 @@ def test_a_tickets_own_bad_check_table_fails_that_ticket_with_one_clear_line(tmp
     assert r["outcome"].status == "failed"
     assert "the `check:` of ticket 't1': command 1: format:" in r["outcome"].reason
     assert r["llm"].calls == []
+
+
+def test_a_person_allows_removing_a_test_in_the_front_matter_then_resume_and_feedback_pass(tmp_path):
+    """The ticket removed the failing test and failed for it; the person decides that is right
+    (`allow_removed_tests: true` in the ticket's file): `middle resume` runs the check again and
+    passes. The same decision through a review round (`middle feedback`) on another ticket."""
+    from tickets.source import load_ticket_file
+
+    without = PYTEST_FILES["test_calc.py"].replace("def test_known_bug():  # already failing on the base\n"
+                                                   "    assert calc.VALUE == 2\n", "")
+    repo = make_repo(tmp_path / "repo", PYTEST_FILES)
+    folder = tmp_path / "tickets"
+    folder.mkdir()
+    cfg = Config(root=tmp_path, state_dir=str(tmp_path / "state"), agent={"max_turns": 4, "max_cost_usd": 1.0},
+                 memory={"backend": "none"}, check={"commands": [PYTEST], "max_rounds": 0, "timeout_s": 120})
+    llm = ScriptedAgentLLM([plan_reply("Remove the known bug's test"), decision_reply(True, "Removed it."),
+                            plan_reply("Remove it"), decision_reply(True, "Removed it."),
+                            plan_reply("Keep it removed"), decision_reply(True, "Kept.")])
+
+    def remove(prompt: str, cwd: Path) -> str:
+        (cwd / "test_calc.py").write_text(without, encoding="utf-8")
+        return "Removed."
+
+    with make_orchestrator(cfg, llm, RecordingCodingAgent([remove, remove, lambda p, c: "Nothing to do."])) as orch:
+        for tid in ("t1", "t2"):
+            path = folder / f"{tid}.md"
+            path.write_text(f"---\nid: {tid}\ntitle: Drop the old test\nproject: p\n---\nRemove test_known_bug.\n")
+            orch.store.upsert_ticket(load_ticket_file(path, repo))
+        for tid in ("t1", "t2"):
+            failed = orch.run_ticket(tid)
+            assert failed.status == "failed" and "test(s) of the base not run" in failed.reason
+        for tid in ("t1", "t2"):  # the person's decision, in each ticket's own file
+            path = folder / f"{tid}.md"
+            path.write_text(path.read_text().replace("project: p\n", "project: p\nallow_removed_tests: true\n"))
+        resumed = orch.resume("t1")
+        assert resumed.status == "complete", resumed.reason
+        assert orch.store.latest_run("t1")["check_status"] == "passed"
+        round_ = orch.feedback("t2", "Removing that test is right: it tested a bug we keep on purpose.")
+        assert round_.status == "complete", round_.reason
+        assert orch.store.latest_run("t2")["check_status"] == "passed"
