@@ -85,7 +85,7 @@ def prepare(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                         "counts as the ticket's")
                 continue
             if ws:
-                ctx.store.put_check_baseline(base_commit, cmd, result.to_dict())
+                ctx.run.put_check_baseline(base_commit, cmd, result.to_dict())  # fenced; never a killed one
         else:
             result = CheckResult.from_dict(stored)
         base[cmd] = result.to_dict()

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from orchestrator.errors import ClaimLost, StoreUnavailable
 from orchestrator.running.events import EventRecorder
+from orchestrator.running.killpoints import point
 from tickets.model import RunRow, TurnRow
 
 log = logging.getLogger("middle.run")
@@ -115,17 +116,29 @@ class Run:
     # -- fenced writes ----------------------------------------------------------------------------
     def set_fields(self, **fields: Any) -> None:
         self._fenced(self.store.set_run_fields, self.run_id, token=self.token, **fields)
+        point("run.fields")
 
     def start_turn(self, turn_no: int, prompt: str, session_id: str | None, resume: bool) -> None:
         if session_id:
             self.sessions.add(session_id)
         self._fenced(self.store.start_turn, self.run_id, turn_no, prompt, session_id, resume, token=self.token)
+        point("turn.started")
 
     def finish_turn(self, turn_no: int, **result: Any) -> None:
         self._fenced(self.store.finish_turn, self.run_id, turn_no, token=self.token, **result)
+        point("turn.finished")
 
     def assess_turn(self, turn_no: int, memories: str, decision: dict[str, Any]) -> None:
         self._fenced(self.store.set_turn_assessment, self.run_id, turn_no, memories, decision, token=self.token)
+        point("turn.assessed")
+
+    def put_check_baseline(self, base_commit: str, command: str, result: dict[str, Any]) -> None:
+        """A check command's result on the base commit, shared by every ticket from it: written
+        under the run's token (a stale owner's is refused), and never one of a killed, timed-out
+        or cancelled check (the store drops those)."""
+        self._fenced(self.store.put_check_baseline, base_commit, command, result, run_id=self.run_id,
+                     token=self.token)
+        point("check.baseline")
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
         """A run event (recorded in order; waits in this process while the store is out)."""
@@ -146,9 +159,11 @@ class Run:
     def _end(self, end: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
         self._ending = True
         try:
-            return bool(self._fenced(end, *args, on_ended=self._ended, **kwargs))
+            ended = bool(self._fenced(end, *args, on_ended=self._ended, **kwargs))
         finally:
             self._ending = False
+        point("run.ended")
+        return ended
 
     def _ended(self) -> None:
         """The run's (fenced) end is stored: its claim is gone, so what follows (the end's hooks'
@@ -249,7 +264,9 @@ def fence_checkpoints(saver: Any, runs: dict[str, Run]) -> None:
 
     def fenced_put(config: Any, *args: Any, **kwargs: Any) -> Any:
         fence(config)
-        return put(config, *args, **kwargs)
+        written = put(config, *args, **kwargs)
+        point("checkpoint.put")
+        return written
 
     def fenced_put_writes(config: Any, *args: Any, **kwargs: Any) -> Any:
         fence(config)
