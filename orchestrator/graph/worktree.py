@@ -122,6 +122,8 @@ def fenced_push(ctx: TicketContext, push: Any) -> None:
         push()
     except PushRefused as exc:
         ctx.run.check()
+        assert ctx.worktrees is not None
+        ctx.worktrees.forget(exc.ref)
         log.warning("ticket %s: %s; this runner still holds the run, so it pushes again", ctx.run.ticket_id, exc)
         push()
 

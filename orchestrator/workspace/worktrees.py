@@ -37,6 +37,10 @@ class PushRefused(GitError):
     """A push's compare-and-swap failed: the shared repository's ref is not what this process
     last pushed or read there (another runner wrote it since)."""
 
+    def __init__(self, message: str, *, ref: str):
+        super().__init__(message)
+        self.ref = ref
+
 
 def branch_name(ticket_id: str) -> str:
     return BRANCH_PREFIX + ticket_id
@@ -268,9 +272,10 @@ class Worktrees:
         if proc.returncode != 0:
             said = (proc.stdout + proc.stderr).strip()
             if "stale info" in said or "fetch first" in said or "rejected" in said:
-                self._leases.pop(ref, None)  # read again at the next push, if the caller still owns the run
+                # Every later push of this ref is refused as well, until its owner (having checked
+                # that it still holds the run) calls `forget`.
                 raise PushRefused(f"the shared repository's {ref} is not at {expected[:10] or '(absent)'} any "
-                                  "more: another runner pushed it since this one last did")
+                                  "more: another runner pushed it since this one last did", ref=ref)
             if commit == "" and "remote ref does not exist" in said:
                 self._leases[ref] = ""
                 return
@@ -282,6 +287,11 @@ class Worktrees:
         assert self.shared
         line = g.out(cwd, "ls-remote", self.shared, ref).split("\n")[0]
         return line.split()[0] if line.strip() else ""
+
+    def forget(self, ref: str) -> None:
+        """The next push of `ref` expects what is there then (its caller holds the run: what was
+        pushed there since came from a stale owner)."""
+        self._leases.pop(ref, None)
 
     def saw(self, ref: str, commit: str | None) -> None:
         """This process read `ref` on the shared repository at `commit` (a takeover's fetch)."""
