@@ -180,7 +180,8 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     turn_no = state.get("turn", 0) + 1
     prompt = state["next_prompt"]
     done = ctx.run.turn(turn_no)
-    kept = saved_turn(ctx, ticket, turn_no) if done and done["status"] == "running" else None
+    # (a turn not done: still "running", or "interrupted" by the run's end after an outage)
+    kept = saved_turn(ctx, ticket, turn_no) if done and done["status"] != "done" else None
     saved: str | None = None
     if done and done["status"] == "done":
         # The turn finished but the process died before the checkpoint: never run it twice.

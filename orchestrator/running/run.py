@@ -40,6 +40,10 @@ class Run:
         self.lease_s, self.fresh = lease_s, fresh
         self.lost = threading.Event()
         self.lost_why = ""
+        # Lost because the store was out of reach for two thirds of the lease (not taken over):
+        # once the store is back, the run's own end (interrupted) is still its to write, fenced
+        # by its token, unless another runner took it over meanwhile.
+        self.outage = False
         self.ended = False  # this process ended the run (its end was fenced): its claim is gone now
         self._ending = False  # this process is ending the run now
         self._on_lost: list[Callable[[], None]] = []
@@ -63,13 +67,14 @@ class Run:
         """Call `fn` (from any thread) if the run loses its claim: kill what works for it."""
         self._on_lost.append(fn)
 
-    def lose(self, why: str, *, renewal: bool = False) -> None:
+    def lose(self, why: str, *, renewal: bool = False, outage: bool = False) -> None:
         """The claim is not ours any more: stop at the next step and kill the run's processes.
         `renewal`: the heartbeat found the claim gone, which is no loss while this process is
-        ending the run itself (its claim goes with its end)."""
+        ending the run itself (its claim goes with its end). `outage`: the claim could not be
+        renewed (the store out of reach), so it may still be ours."""
         if self.lost.is_set() or (renewal and (self._ending or self.ended)):
             return
-        self.lost_why = why
+        self.lost_why, self.outage = why, outage
         self.lost.set()
         log.warning("ticket %s: %s", self.ticket_id, why)
         for fn in self._on_lost:
@@ -152,14 +157,20 @@ class Run:
     def fail(self, reason: str, **how: Any) -> bool:
         return self._end(self.lifecycle.fail, self.ticket_id, self.run_id, reason, token=self.token, **how)
 
-    def interrupt(self, reason: str, *, auto_resume: bool = False) -> bool:
+    def interrupt(self, reason: str, *, auto_resume: bool = False, after_outage: bool = False) -> bool:
+        """`after_outage`: the run stopped because its claim could not be renewed while the store
+        was out of reach; its end is written all the same, refused by the store (ClaimLost) if
+        another runner took the run over meanwhile."""
         return self._end(self.lifecycle.interrupt, self.ticket_id, self.run_id, reason,
-                         auto_resume=auto_resume, token=self.token)
+                         auto_resume=auto_resume, token=self.token, guarded=not (after_outage and self.outage))
 
-    def _end(self, end: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
+    def _end(self, end: Callable[..., Any], *args: Any, guarded: bool = True, **kwargs: Any) -> bool:
         self._ending = True
         try:
-            ended = bool(self._fenced(end, *args, on_ended=self._ended, **kwargs))
+            if guarded:
+                ended = bool(self._fenced(end, *args, on_ended=self._ended, **kwargs))
+            else:  # fenced by the store alone (the token in the end's transaction)
+                ended = bool(end(*args, on_ended=self._ended, **kwargs))
         finally:
             self._ending = False
         point("run.ended")
@@ -222,7 +233,7 @@ class Heartbeat:
             if time.monotonic() - self.renewed >= lease * 2 / 3:
                 run.lose(f"the claim on ticket {run.ticket_id} could not be renewed for "
                          f"{time.monotonic() - self.renewed:.0f}s of its {lease:.0f}s lease: the run stopped here "
-                         "before another runner may take it over (it is resumed from its last step)")
+                         "before another runner may take it over (it is resumed from its last step)", outage=True)
                 return
 
     def _renew(self) -> None:

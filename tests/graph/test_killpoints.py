@@ -210,3 +210,18 @@ def test_a_mistyped_kill_point_is_one_error(tmp_path):
                            "point('run.fields')"], capture_output=True, text=True,
                           env={**os.environ, VARIABLE: "wip.pushd:1"})
     assert proc.returncode != 0 and "names no kill point" in proc.stderr
+
+
+def test_killed_just_after_the_runs_end_a_resume_writes_no_second_start_or_end(tmp_path, team, pg_url,
+                                                                               monkeypatch):
+    from orchestrator.errors import TicketError
+
+    assert machine_a_dies_at(tmp_path, team, pg_url, "run.ended:1")
+    monkeypatch.setenv("MIDDLE_HOSTNAME", "machine-b")
+    with machine(tmp_path / "b", team, pg_url) as orch:
+        with pytest.raises(TicketError, match="already ended"):
+            orch.resume("t1")
+        events = orch.store.list_events(ticket_id="t1", limit=1_000_000)
+        assert orch.store.get_ticket("t1").status.value == "complete"
+    kinds = [e["kind"] for e in events]
+    assert kinds.count("run_start") == 1 and kinds.count("run_end") == 1
