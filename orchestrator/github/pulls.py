@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ConfigError, GitError, TicketError
-from orchestrator.running.killpoints import point
+from orchestrator.killpoints import point
 from tickets.github.client import GitHubClient, github_settings, parse_repo
 from tickets.github.source import issue_number
 from tickets.model import RunRow, Ticket, TicketStatus

@@ -24,11 +24,11 @@ from orchestrator.graph.worktree import (
     save_work_in_progress,
     saved_turn,
 )
+from orchestrator.killpoints import point
 from orchestrator.lifecycle.next_steps import advice
 from orchestrator.memory.format import DOC_ID_CHARS, Block, completion_doc, doc_id
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE, RECALL_EVENT
 from orchestrator.plugins.manager import call_hook
-from orchestrator.running.killpoints import point
 from orchestrator.workspace import Workspace, wip
 from orchestrator.workspace.git import commit_message
 from tickets.model import TurnRecord

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 
 from orchestrator.errors import ClaimLost, StoreUnavailable
 from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
-from orchestrator.running.killpoints import point
+from orchestrator.killpoints import point
 from tickets.model import utc_now
 
 log = logging.getLogger("middle.events")

@@ -22,8 +22,8 @@ import time
 from typing import Any, Callable
 
 from orchestrator.errors import ClaimLost, StoreUnavailable
+from orchestrator.killpoints import point
 from orchestrator.running.events import EventRecorder
-from orchestrator.running.killpoints import point
 from tickets.model import RunRow, TurnRow
 
 log = logging.getLogger("middle.run")

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.errors import GitError
-from orchestrator.running.killpoints import point
+from orchestrator.killpoints import point
 from orchestrator.workspace import git as g
 from orchestrator.workspace.worktrees import Workspace, Worktrees, wip_ref
 

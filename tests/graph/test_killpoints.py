@@ -1,4 +1,4 @@
-"""kill -9 at every named point of a run (orchestrator.running.killpoints), then a takeover on
+"""kill -9 at every named point of a run (orchestrator.killpoints), then a takeover on
 another machine: nothing lost, nothing duplicated.
 
 Machine A is a real process with MIDDLE_KILL_AT=<point>:<n>: it kills itself (SIGKILL) the n-th
@@ -24,7 +24,7 @@ import pytest
 from test_wip import _after_the_lease, _env
 
 from orchestrator.config.settings import Config
-from orchestrator.running.killpoints import POINTS, VARIABLE
+from orchestrator.killpoints import POINTS, VARIABLE
 from orchestrator.running.orchestrator import Orchestrator
 from orchestrator.testing.fakes import RecordingCodingAgent, decision_reply, plan_reply
 from orchestrator.workspace.git import git, out
@@ -149,7 +149,7 @@ CI_POINTS = ("checkpoint.put", "branch.pushed", "memory.indexed", "check.baselin
 NAMED = ("turn.finished:1", "wip.pushed:1")
 RUN_POINTS = [p.name for p in POINTS if p.in_run]
 CI_CASES = [f"{name}:1" for name in CI_POINTS]
-SWEEP_CASES = [f"{name}:{n}" for name in RUN_POINTS for n in (1, 2) if f"{name}:{n}" not in (*CI_CASES, *NAMED)]
+SWEEP_CASES = [f"{name}:{n}" for name in RUN_POINTS for n in (1, 2)]  # every point, its first and second pass
 
 
 def test_the_ci_cases_are_points_of_the_code():
@@ -206,7 +206,7 @@ def test_every_point_named_in_the_code_is_in_the_list_and_every_listed_point_is_
 
 
 def test_a_mistyped_kill_point_is_one_error(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", "from orchestrator.running.killpoints import point\n"
+    proc = subprocess.run([sys.executable, "-c", "from orchestrator.killpoints import point\n"
                            "point('run.fields')"], capture_output=True, text=True,
                           env={**os.environ, VARIABLE: "wip.pushd:1"})
     assert proc.returncode != 0 and "names no kill point" in proc.stderr

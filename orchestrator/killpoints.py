@@ -73,7 +73,7 @@ def point(name: str) -> None:
     if isinstance(_ARMED, ConfigError):
         raise _ARMED
     if name not in NAMES:  # a call naming a point POINTS lacks is a bug of the code, said at once
-        raise ValueError(f"kill point {name!r} is not in orchestrator.running.killpoints.POINTS")
+        raise ValueError(f"kill point {name!r} is not in orchestrator.killpoints.POINTS")
     if name != _ARMED[0]:
         return
     _seen[name] = _seen.get(name, 0) + 1
