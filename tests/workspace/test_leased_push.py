@@ -67,3 +67,24 @@ def test_a_stale_owners_work_in_progress_neither_replaces_nor_deletes_the_new_ow
         wip.save(a, ws_a, "t1", "run-1", 2)
     wip.drop(a, ws_a, "t1")  # refused too (said in the log): the ref is B's
     assert out(shared, "rev-parse", "refs/middle/wip/t1") == theirs
+
+
+def test_the_owner_refused_because_a_stale_push_landed_first_pushes_again_once_it_forgets_the_lease(tmp_path):
+    """(What the graph's fenced_push does after checking that the run is still its own.)"""
+    seed = make_repo(tmp_path / "seed", {"README.md": "calc\n"})
+    shared = tmp_path / "shared.git"
+    git(tmp_path, "clone", "--quiet", "--bare", str(seed), str(shared))
+    a_repo, a = _machine(tmp_path, shared, "a")
+    b_repo, b = _machine(tmp_path, shared, "b")
+    ws_a = a.prepare("t1", a_repo)
+    (Path(ws_a.path) / "a.txt").write_text("a\n")
+    a.commit(ws_a, "A's commit")
+    ws_b, _source = b.adopt("t1", b_repo, ws_a)  # B read the branch: not pushed yet
+    (Path(ws_b.path) / "b.txt").write_text("b\n")
+    mine, _ = b.commit(ws_b, "B's commit")
+    a.push(ws_a)  # the stale owner's push lands first
+    with pytest.raises(PushRefused) as refused:
+        b.push(ws_b)
+    b.forget(refused.value.ref)
+    b.push(ws_b)
+    assert out(shared, "rev-parse", "refs/heads/middle/t1") == mine
