@@ -107,8 +107,10 @@ def take_over_and_check(tmp_path: Path, remote: Path, pg_url: str, monkeypatch: 
     monkeypatch.setenv("MIDDLE_HOSTNAME", "machine-b")
     monkeypatch.delenv(VARIABLE, raising=False)
     with machine(tmp_path / "b", remote, pg_url) as orch:
-        if orch.store.get_ticket("t1").status.value == "complete":
-            outcome_status, commit = "complete", orch.store.latest_run("t1")["head_commit"]
+        if orch.store.get_ticket("t1").status.value == "complete":  # A died after its run's end
+            ended = orch.store.latest_run("t1")
+            assert ended is not None
+            outcome_status, commit = "complete", ended["head_commit"]
         else:
             outcome = orch.resume("t1")
             outcome_status, commit = outcome.status, outcome.commit
