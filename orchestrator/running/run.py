@@ -11,7 +11,9 @@ checkpoint) call `check()` just before: the token is read from the store then.
 A run that loses its claim stops at once: the heartbeat finds the lease taken over, or cannot
 renew it before it runs out (the store is out of reach; by then another worker may take the run
 over), or a write is refused. `lost` is set, the run's Claude Code and check processes on this
-machine are killed, and the next step raises ClaimLost; the policy then writes nothing more.
+machine are killed, and the next step raises ClaimLost; the policy then writes nothing more
+(except, when the store was only out of reach, the run's own end once it is back: `interrupted`,
+still fenced by the token in the store).
 """
 
 from __future__ import annotations

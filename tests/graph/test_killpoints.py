@@ -145,10 +145,10 @@ def take_over_and_check(tmp_path: Path, remote: Path, pg_url: str, monkeypatch: 
     return {"calls": calls}
 
 
-# One point of each kind beyond the two the tests below name (a store write of the turn, the work
-# in progress): a checkpoint, the branch, memory, the check baseline, the run's end.
-CI_POINTS = ("checkpoint.put", "branch.pushed", "memory.indexed", "check.baseline", "run.ended")
-NAMED = ("turn.finished:1", "wip.pushed:1")
+# One point of each kind beyond the three the tests below name (a store write of the turn, the
+# work in progress, the run's end): a checkpoint, the branch, memory, the check baseline.
+CI_POINTS = ("checkpoint.put", "branch.pushed", "memory.indexed", "check.baseline")
+NAMED = ("turn.finished:1", "wip.pushed:1", "run.ended:1")  # the tests below
 RUN_POINTS = [p.name for p in POINTS if p.in_run]
 CI_CASES = [f"{name}:1" for name in CI_POINTS]
 SWEEP_CASES = [f"{name}:{n}" for name in RUN_POINTS for n in (1, 2)]  # every point, its first and second pass
@@ -175,6 +175,7 @@ def test_sweep_every_point(at, tmp_path, team, pg_url, monkeypatch, record_prope
     record_property("outcome", f"complete once; turns run {len(done['calls'])}")
 
 
+@pytest.mark.slow
 def test_killed_right_after_the_turn_is_stored_the_takeover_commits_its_file(tmp_path, team, pg_url,
                                                                              monkeypatch):
     """The gap of issue 37: a turn marked done in the store before its work was saved. Now its
@@ -186,6 +187,7 @@ def test_killed_right_after_the_turn_is_stored_the_takeover_commits_its_file(tmp
     assert done["calls"] == ["a.txt", "b.txt"]  # turn 1 ran on A only, turn 2 on B
 
 
+@pytest.mark.slow
 def test_killed_after_the_work_was_pushed_but_before_the_turn_was_stored_it_is_not_run_again(
         tmp_path, team, pg_url, monkeypatch):
     """The turn's result travels with its work in progress: B finds turn 1 finished there and
@@ -214,6 +216,7 @@ def test_a_mistyped_kill_point_is_one_error(tmp_path):
     assert proc.returncode != 0 and "names no kill point" in proc.stderr
 
 
+@pytest.mark.slow
 def test_killed_just_after_the_runs_end_a_resume_writes_no_second_start_or_end(tmp_path, team, pg_url,
                                                                                monkeypatch):
     from orchestrator.errors import TicketError
@@ -227,3 +230,4 @@ def test_killed_just_after_the_runs_end_a_resume_writes_no_second_start_or_end(t
         assert orch.store.get_ticket("t1").status.value == "complete"
     kinds = [e["kind"] for e in events]
     assert kinds.count("run_start") == 1 and kinds.count("run_end") == 1
+    take_over_and_check(tmp_path, team, pg_url, monkeypatch)  # and nothing of it is lost
