@@ -29,7 +29,7 @@ class AgentReplyError(MiddleError):
 
 class BatchStopper(MiddleError):
     """A problem every other ticket of a batch would meet the same way: the batch stops at the
-    first one and says it once (the model cannot be used, a check command cannot start)."""
+    first one and says it once (the model cannot be used)."""
 
 
 class ModelAccessError(AgentReplyError, BatchStopper):
@@ -37,9 +37,11 @@ class ModelAccessError(AgentReplyError, BatchStopper):
     other ticket would fail the same way, so a batch stops at the first one."""
 
 
-class CheckCannotStart(ConfigError, BatchStopper):
-    """A `[check]` command (or a ticket's `check:`) could not start at all (not found, not
-    executable): a mistake in the config, not a failure for the middle agent to correct."""
+class CheckCannotStart(ConfigError):
+    """A `[check]` command (or a ticket's `check:`) cannot really run (not found, its runner not
+    installed, no tests collected, no report): a mistake in the config, not a failure for the
+    middle agent to correct. It fails this ticket alone (its own `check:` may be the mistake);
+    the batch goes on."""
 
 
 class CheckFailed(MiddleError):

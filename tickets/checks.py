@@ -88,7 +88,8 @@ class TicketChecks:
                 def read(sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
                     return list(conn.execute(sql, params).fetchall())
 
-                if old is not None and self._trusted(old, read):
+                # (a result kept in another format, by an older middle, is replaced too)
+                if old is not None and old.get("format") == result.get("format") and self._trusted(old, read):
                     return False
             conn.execute("INSERT INTO check_baselines (base_commit, command, result, at) VALUES (?, ?, ?, ?)"
                          " ON CONFLICT (base_commit, command) DO UPDATE SET result = excluded.result,"
@@ -115,14 +116,16 @@ class TicketChecks:
         rows = read("SELECT token FROM claims WHERE run_id = ?", (str(by.get("run_id")),))
         return not rows or int(rows[0][0]) <= by["token"]
 
-    def check_outcomes(self) -> dict[str, tuple[str, int]]:
+    def check_outcomes(self) -> dict[str, tuple[str, int, str | None]]:
         """Each ticket's latest run's check outcome and corrections, for tickets whose latest run
-        ran a check: ticket id -> (check status, corrections). (A store a read-only command opened
+        ran a check: ticket id -> (check status, corrections, note: what a "no worse" check had
+        failing on the base). (A store a read-only command opened
         before any newer `middle` migrated it has no such column yet: then none ran.)"""
         if self._read("SELECT MAX(version) AS v FROM schema_version")[0]["v"] < CHECKS_SINCE:
             return {}
         rows = self._read(
-            "SELECT r.ticket_id, r.check_status, r.corrections FROM runs r WHERE r.check_status IS NOT NULL"
+            "SELECT r.ticket_id, r.check_status, r.corrections, r.check_note FROM runs r"
+            " WHERE r.check_status IS NOT NULL"
             f" AND r.{self._db.order_col} = (SELECT l.{self._db.order_col} FROM runs l WHERE l.ticket_id = r.ticket_id"
             f" ORDER BY l.started_at DESC, l.{self._db.order_col} DESC LIMIT 1)")
-        return {r["ticket_id"]: (r["check_status"], int(r["corrections"] or 0)) for r in rows}
+        return {r["ticket_id"]: (r["check_status"], int(r["corrections"] or 0), r["check_note"]) for r in rows}

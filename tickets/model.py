@@ -297,6 +297,7 @@ class RunRow(TypedDict):
     check_status: str | None
     corrections: int | None
     check_budget: int | None
+    check_note: str | None
 
 
 class TurnRow(TypedDict):

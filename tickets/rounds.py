@@ -7,7 +7,8 @@ transaction; if a live claim holds the ticket by then, the same transaction stor
 for that run instead, so feedback sent at once by several people is never lost. Feedback sent
 while a run goes on is an event of that run, read at its next assess.
 The event data: {"text", "round"} (and "carried": earlier undelivered feedback, "conflict": why
-the merge failed) for the one that opens a round, {"text"} for the others.
+the merge failed) for the one that opens a round, {"text"} for the others; "by" when no person
+wrote it: what started it ("pull request #2: CI `tests`, review by alice"), shown in its label.
 """
 
 from __future__ import annotations
@@ -31,6 +32,20 @@ ROUND = "round"  # the feedback opened a new round
 STORED = "stored"  # the feedback was stored for the run in progress: read at its next assess
 
 
+HUMAN = "the human's feedback"  # the label of feedback a person gave (`middle feedback`, the board)
+MAX_BY_CHARS = 300  # what started a round, as its label says it
+
+
+def feedback_label(data: dict[str, Any]) -> str:
+    """How a feedback event is labelled (`middle log`, the ticket page, the agent's history): by
+    what started it, a CI run or a reviewer on the pull request, else the human's. The stored
+    `by` is untrusted: anything but a short string is the human's."""
+    by = data.get("by")
+    if isinstance(by, str) and by.strip():
+        return "feedback from " + " ".join(by.split())[:MAX_BY_CHARS]
+    return HUMAN
+
+
 class Delivered(NamedTuple):
     """Where one feedback went: a new round (`number` = its round) or the run in progress
     (`number` = the feedback event's id)."""
@@ -52,7 +67,7 @@ class TicketRounds:
         def _put_claim(self, conn: Any, ticket_id: str, run_id: str, lease_s: float, pid: int | None) -> int: ...
 
     def claim_round(self, ticket_id: str, text: str, *, lease_s: float,
-                    carry: list[str] | None = None, or_store: bool = True) -> Delivered | None:
+                    carry: list[str] | None = None, or_store: bool = True, by: str | None = None) -> Delivered | None:
         """Deliver the human's feedback atomically: if the ticket is complete or conflicted and
         unclaimed, start its next round (`Delivered(ROUND, run id, round number)`); if a live
         claim holds it (another process started a round or a run meanwhile), store the feedback
@@ -60,7 +75,8 @@ class TicketRounds:
         None, changing nothing, when it is neither (any more).
 
         `carry`: earlier feedback the previous run never delivered, put before `text`.
-        `or_store=False`: only start a round (None when a live claim holds the ticket)."""
+        `or_store=False`: only start a round (None when a live claim holds the ticket).
+        `by`: what started it when no person did (a pull request's CI or review), for its label."""
         import uuid
 
         with self._write() as conn:
@@ -75,7 +91,7 @@ class TicketRounds:
                 return None
             if live is not None:
                 event = insert_event(self._db, conn, live.run_id, ticket_id, FEEDBACK,
-                                     json.dumps({"text": text}, ensure_ascii=False), utc_now())
+                                     json.dumps(_with_by({"text": text}, by), ensure_ascii=False), utc_now())
                 return Delivered(STORED, live.run_id, event)
             if row["status"] not in ROUND_STATUSES:
                 return None
@@ -93,7 +109,7 @@ class TicketRounds:
             self._put_claim(conn, ticket_id, run_id, lease_s, None)
             conn.execute("UPDATE tickets SET status = 'running', status_reason = NULL, updated_at = ?"
                          " WHERE id = ?", (now, ticket_id))
-            data: dict[str, Any] = {"text": text, "round": number}
+            data: dict[str, Any] = _with_by({"text": text, "round": number}, by)
             if carry:
                 data["carried"] = carry
             if row["status"] == "conflict":  # the round's agent is told why the merge failed
@@ -101,7 +117,7 @@ class TicketRounds:
             insert_event(self._db, conn, run_id, ticket_id, FEEDBACK, json.dumps(data, ensure_ascii=False), now)
         return Delivered(ROUND, run_id, number)
 
-    def add_feedback(self, ticket_id: str, run_id: str, text: str) -> int | None:
+    def add_feedback(self, ticket_id: str, run_id: str, text: str, by: str | None = None) -> int | None:
         """Store feedback for a run that goes on (or will, resumed): read at its next assess; its
         event id. None, storing nothing, when the run has completed meanwhile: the caller opens
         the next round with it instead (a run's end and this insert take turns on the run's row,
@@ -112,13 +128,15 @@ class TicketRounds:
             if row is None or row["status"] == RunStatus.COMPLETE.value:
                 return None
             return insert_event(self._db, conn, run_id, ticket_id, FEEDBACK,
-                                json.dumps({"text": text}, ensure_ascii=False), utc_now())
+                                json.dumps(_with_by({"text": text}, by), ensure_ascii=False), utc_now())
 
     def feedback(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's feedback events, oldest first: {"id", "text", "round" (opening one only), "at"}."""
+        """The run's feedback events, oldest first: {"id", "text", "round" (opening one only), "at",
+        "by" (when no person gave it), "label" (how it is shown: `feedback_label`)}."""
         rows = self._read("SELECT id, data, at FROM run_events WHERE run_id = ? AND kind = ? ORDER BY id",
                           (run_id, FEEDBACK))
-        return [{"id": int(r["id"]), "at": r["at"], **json.loads(r["data"])} for r in rows]
+        found = [{"id": int(r["id"]), "at": r["at"], **json.loads(r["data"])} for r in rows]
+        return [{**event, "label": feedback_label(event)} for event in found]
 
     def round_of(self, run_id: str) -> int:
         """The run's round: 1 for a ticket's first run (or a rerun), n for the n-th review round."""
@@ -141,3 +159,7 @@ def _round_of(conn: Any, run_id: str) -> int:
     row = conn.execute("SELECT data FROM run_events WHERE run_id = ? AND kind = ? ORDER BY id LIMIT 1",
                        (run_id, FEEDBACK)).fetchone()
     return int(json.loads(row["data"]).get("round") or 1) if row else 1
+
+
+def _with_by(data: dict[str, Any], by: str | None) -> dict[str, Any]:
+    return {**data, "by": by[:MAX_BY_CHARS]} if by else data

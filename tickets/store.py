@@ -52,7 +52,8 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 11: ticket_deps (dependency edges: the store finds runnable tickets, tickets/queue.py);
 #    tickets.retries and tickets.retry_at (bounded retries of runs a passing failure stopped);
 #    run events ordered per ticket rather than database-wide (no schema change).
-SCHEMA_VERSION = 11
+# 12: runs.check_note: what a "no worse" check had failing on the base already.
+SCHEMA_VERSION = 12
 # Schema creation on PostgreSQL takes this advisory lock, so two machines starting at once do
 # not both create tables ("middle" in ASCII).
 SCHEMA_LOCK_KEY = 0x6D6964646C65
@@ -102,7 +103,8 @@ CREATE TABLE IF NOT EXISTS runs (
     pr_state TEXT,
     check_status TEXT,
     corrections INTEGER,
-    check_budget INTEGER
+    check_budget INTEGER,
+    check_note TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_ticket ON runs(ticket_id, started_at);
 CREATE TABLE IF NOT EXISTS turns (
@@ -149,9 +151,10 @@ GIT_RUN_FIELDS = ("isolation", "repo", "base_branch", "base_commit", "branch", "
 # A run's pull request (`middle pr`): its URL, and "opening" (intent recorded before the branch is
 # pushed), "open", "merged", "closed" or "gone" (GitHub no longer has it: the URL is cleared).
 PR_RUN_FIELDS = ("pr_url", "pr_state")
-# The check loop: the last check's outcome ("passed", "no-worse", "failed"), the check failures
+# The check loop: the last check's outcome ("passed", "no-worse", "failed") and, for "no-worse",
+# what the base already had failing (check_note); the check failures
 # fed back to the middle agent (corrections), and how many it may get (raised by a resume).
-CHECK_RUN_FIELDS = ("check_status", "corrections", "check_budget")
+CHECK_RUN_FIELDS = ("check_status", "corrections", "check_budget", "check_note")
 _RUN_FIELDS = frozenset({"plan_memories", "plan_prompt", "total_cost_usd", "ended_at", "offline",
                          *GIT_RUN_FIELDS, *PR_RUN_FIELDS, *CHECK_RUN_FIELDS})
 # Columns added after a table was first created: (table, column, declaration) for the migration.
@@ -166,7 +169,8 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   ("runs", "check_status", "TEXT"), ("runs", "corrections", "INTEGER"),
                   ("runs", "check_budget", "INTEGER"),
                   ("tickets", "fence", "INTEGER NOT NULL DEFAULT 0"), ("claims", "token", "INTEGER NOT NULL DEFAULT 0"),
-                  ("tickets", "retries", "INTEGER NOT NULL DEFAULT 0"), ("tickets", "retry_at", "TEXT"))
+                  ("tickets", "retries", "INTEGER NOT NULL DEFAULT 0"), ("tickets", "retry_at", "TEXT"),
+                  ("runs", "check_note", "TEXT"))
 _TURN_COLUMNS = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"

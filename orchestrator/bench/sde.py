@@ -251,7 +251,9 @@ def run_arm(task: SdeTask, arm: str, *, boltons: Path, spec: BackendSpec, decoys
             "backend": spec.label if memory_on else "none", "status": run["status"],
             "solved": graded["visible_passed"] and graded["hidden_passed"], **graded,
             "check_status": run.get("check_status"), "corrections": int(run.get("corrections") or 0),
-            "turns": record["turns"], "cost_usd": float(run.get("total_cost_usd") or 0.0),
+            "turns": record["turns"], "offline": bool(run.get("offline")),
+            # A run on the fake model costs nothing: its dollars are made up from made-up usage.
+            "cost_usd": 0.0 if run.get("offline") else float(run.get("total_cost_usd") or 0.0),
             "decision_recalled": None if wanted is None else bool(wanted & record["shown"]),
             "reason": run.get("reason") or ""}
 
@@ -271,6 +273,7 @@ def totals(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                      "mean_corrections": sum(r["corrections"] for r in mine) / len(mine),
                      "mean_turns": sum(r["turns"] for r in mine) / len(mine),
                      "cost_usd": sum(r["cost_usd"] for r in mine),
+                     "offline": all(r.get("offline") for r in mine),
                      "decision_recalled": f"{sum(known)} of {len(known)}" if known else "-"})
     return rows
 

@@ -18,18 +18,25 @@ def _yes(value: Any) -> str:
     return "-" if value is None else ("yes" if value else "no")
 
 
+def _cost(row: dict[str, Any]) -> str:
+    """The dollars a row spent; a run on the offline fake model spent none (as `middle run --fake` says)."""
+    from orchestrator.cli.output import OFFLINE_COST
+
+    return OFFLINE_COST if row.get("offline") else f"{row['cost_usd']:.2f}"
+
+
 def print_report(report: dict[str, Any]) -> None:
     """Per task and arm (the ticket's status: a failed one says why in the JSON's `reason`), then
     per arm; the JSON has the same under its full key names."""
     rows = [{"backend": r["task"], "arm": r["arm"], "status": r["status"], "solved": "pass" if r["solved"] else "FAIL",
              "hidden": _yes(r["hidden_passed"]), "corrections": r["corrections"], "turns": r["turns"],
-             "cost $": f"{r['cost_usd']:.2f}", "decision shown": _yes(r["decision_recalled"])}
+             "cost $": _cost(r), "decision shown": _yes(r["decision_recalled"])}
             for r in report["results"]]
     console.print(table(f"sde benchmark: {report['dataset']}; memory on: {report['backend']}; {report['model']}",
                         rows, list(rows[0]) if rows else ["backend"], label="task"))
     totals = [{"backend": t["arm"], "tasks": t["tasks"], "solved": t["solved"], "pass rate": t["pass_rate"],
                "hidden passed": t["hidden_passed"], "corrections/task": f"{t['mean_corrections']:.2f}",
-               "turns/task": f"{t['mean_turns']:.1f}", "cost $": f"{t['cost_usd']:.2f}",
+               "turns/task": f"{t['mean_turns']:.1f}", "cost $": _cost(t),
                "decision shown": t["decision_recalled"]} for t in report["totals"]]
     console.print(table("per arm", totals, list(totals[0]) if totals else ["backend"], label="arm"))
 

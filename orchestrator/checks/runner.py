@@ -1,15 +1,18 @@
-"""Run one check command in a worktree: its exit code, time, the tail of its output, and the test
-ids a pytest run reports failing.
+"""Run one check command in a worktree: its exit code, time, the tail of its output, and what it
+says failed, one identity per failure, so a run can be compared with the base's failure by
+failure (orchestrator.checks.verdict).
 
 A command is a shell line (`python -m pytest -q`, `npm test && npm run lint`), run by `sh -c` in a
 process group of its own, so a timeout kills everything it started. Its output goes to a file,
 not to memory (a test suite can print megabytes), and the tail is what the middle agent reads.
+Failures are read from a JUnit report (pytest and unittest are asked for one, any other command
+names its own: orchestrator.checks.instrument), else from diagnostics lines
+(orchestrator.checks.diagnostics).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import tempfile
@@ -18,16 +21,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.checks import diagnostics, instrument, junit
+from orchestrator.checks.instrument import CANNOT_START  # noqa: F401 - re-exported
+from orchestrator.checks.spec import Item, spec_of
+from orchestrator.config.settings import CheckCommand
+
 # What the middle agent reads of a failing check: the end of its output, where test runners put
 # their summary. Enough for a few tracebacks, little enough to leave room for the conversation.
 TAIL_CHARS = 4000
-# `sh` answers 127 for a command it cannot find and 126 for one it cannot execute: a check
-# that cannot start is a mistake in [check] commands, not a round.
-CANNOT_START = (126, 127)
-# pytest's short test summary: `FAILED tests/test_x.py::test_y - AssertionError...` (and ERROR
-# for a test that could not be set up); the node id is what a run is compared by.
-_PYTEST_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+?)(?: - .*)?$", re.M)
 KILL_GRACE_S = 5.0
+JUNIT, DIAGNOSTICS = "junit", "diagnostics"  # how a run's failures were read
+_FIELDS = ("command", "exit_code", "duration_s", "tail", "timed_out", "failing", "kind", "ran", "skipped",
+           "problem", "runner")
 
 
 @dataclass
@@ -39,45 +44,62 @@ class CheckResult:
     duration_s: float
     tail: str  # the end of its output (stdout and stderr, in order)
     timed_out: bool = False
-    failing: list[str] | None = None  # pytest's failing test ids; None when the output names none
+    # what failed, one identity per failure ("class::test" of a JUnit report; a diagnostics
+    # line's "path: [code] message", once per occurrence); None when the run named none
+    failing: list[str] | None = None
+    kind: str = ""  # JUNIT | DIAGNOSTICS | "" (its exit code alone)
+    ran: list[str] | None = None  # the tests that ran (JUnit: passed or failed, not skipped)
+    skipped: list[str] | None = None  # the tests it skipped (JUnit)
+    problem: str | None = None  # why it could not really run (not found, no tests, no report...)
+    runner: str = ""  # "pytest" | "unittest" | ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
-        return self.exit_code == 0
+        return self.exit_code == 0 and self.problem is None
 
     @property
     def cannot_start(self) -> bool:
         return self.exit_code in CANNOT_START
+
+    @property
+    def tests_run(self) -> int | None:
+        return len(self.ran) if self.ran is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CheckResult":
-        return cls(**{k: data[k] for k in ("command", "exit_code", "duration_s", "tail", "timed_out", "failing")
-                      if k in data})
+        """A stored result (untrusted: a field of the wrong type is left out)."""
+        kept: dict[str, Any] = {}
+        for k in _FIELDS:
+            if k in data:
+                kept[k] = data[k]
+        for k in ("failing", "ran", "skipped"):
+            if kept.get(k) is not None and not (isinstance(kept[k], list) and all(isinstance(x, str) for x in kept[k])):
+                kept[k] = None
+        return cls(**{"duration_s": 0.0, "tail": "", "exit_code": None, **kept})
 
 
-def failing_tests(output: str) -> list[str] | None:
-    """The test ids a pytest run names as failed or errored, sorted; None when it names none."""
-    found = sorted(set(_PYTEST_FAILED.findall(output)))
-    return found or None
-
-
-def run_check(command: str, cwd: Path | str, *, timeout_s: float, env: dict[str, str] | None = None,
-              run_id: str | None = None) -> CheckResult:
+def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float,
+              env: dict[str, str] | None = None, run_id: str | None = None) -> CheckResult:
     """Run `command` in `cwd` under `sh -c`, at most `timeout_s` seconds (then its whole process
     group is killed). Like Claude Code, it dies with this process (even by kill -9), and, with
     `run_id`, carries the run's marker, so whoever takes a dead run over stops what it left."""
     from orchestrator.coding_agent.orphans import MARK_VAR, check_mark, die_with_parent, own_mark
 
+    spec = spec_of(command)
+    cwd = Path(cwd)
     started = time.monotonic()
+    wall_start = time.time()
     environ = {**os.environ, **(env or {})}
     if run_id:
         environ[MARK_VAR] = own_mark(check_mark(run_id))
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(["sh", "-c", command], cwd=str(cwd), stdout=out, stderr=subprocess.STDOUT,
+    with tempfile.TemporaryDirectory(prefix="middle-check-") as tmp, tempfile.TemporaryFile() as out:
+        prepared = instrument.prepare(spec, Path(tmp), environ)
+        environ.update(prepared.env)
+        proc = subprocess.Popen(["sh", "-c", prepared.line], cwd=str(cwd), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=environ, start_new_session=True,
                                 preexec_fn=die_with_parent())
         timed_out = False
@@ -92,10 +114,57 @@ def run_check(command: str, cwd: Path | str, *, timeout_s: float, env: dict[str,
         duration = time.monotonic() - started
         out.seek(0)
         text = out.read().decode("utf-8", "replace")
+        result = CheckResult(spec.run, code, round(duration, 3), "", timed_out, runner=prepared.runner)
+        if not timed_out:
+            _read_failures(result, spec, prepared, cwd, text, wall_start)
     tail = text[-TAIL_CHARS:] if len(text) > TAIL_CHARS else text
     if timed_out:
         tail += f"\n[the check did not finish within {timeout_s:g}s and was stopped]"
-    return CheckResult(command, code, round(duration, 3), tail, timed_out, failing_tests(text))
+    result.tail = tail
+    return result
+
+
+def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument.Prepared, cwd: Path, text: str,
+                   since: float) -> None:
+    """Fill in the run's failures (from its report or its diagnostics) and whether it could run."""
+    result.problem = instrument.cannot_run(result.exit_code, text, prepared.runner)
+    if result.problem is not None:
+        return
+    if spec.format == "junit" and not prepared.wants_report:
+        result.problem = 'format = "junit" names no report: add junit = "reports/*.xml" (where the command writes it)'
+        return
+    if prepared.wants_report:
+        files = instrument.report_files(prepared, cwd, since)
+        if not files:
+            where = ", ".join(p if not Path(p).is_absolute() else "(middle's own report)" for p in prepared.reports)
+            result.problem = f"its JUnit report was not written ({where})"
+            return
+        try:
+            report = junit.read(files)
+        except junit.ReportError as exc:
+            result.problem = str(exc)
+            return
+        if not report.cases:
+            result.problem = "its JUnit report names no tests (nothing ran)"
+            return
+        if report.only_collection_errors:
+            result.problem = ("no test ran: every failure is a collection or import error ("
+                              + report.first_collection_error()[:200] + ")")
+            return
+        result.kind, result.ran, result.skipped = JUNIT, report.ran, report.skipped
+        result.failing = report.failing or None
+        if result.exit_code != 0 and not report.failing:
+            # It failed, yet no test did (a coverage threshold, a warning made an error): the
+            # failure is the run's own, compared as one.
+            result.failing = [f"(the run exited {result.exit_code} with no failing test)"]
+        return
+    if spec.format == "diagnostics" or (spec.format == "auto" and result.exit_code != 0):
+        found = diagnostics.parse(text, cwd)
+        if found or spec.format == "diagnostics":
+            result.kind = DIAGNOSTICS
+            result.failing = sorted(found.elements()) or None
+            if result.exit_code != 0 and not found:
+                result.failing = [f"(the run exited {result.exit_code} with no diagnostics)"]
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.checks.runner import CheckResult, run_check
+from orchestrator.config.settings import CheckCommand
 from orchestrator.errors import ConfigError
 from orchestrator.gitrun import git
 from orchestrator.workspace.local_files import add_local, local_paths, untracked
@@ -66,7 +67,8 @@ def prepare(project: Path, worktree: Path, *, copy: list[str], setup: list[str],
     for command in setup:
         if say:
             say(f"worktree setup: {command}")
-        result = run_check(command, worktree, timeout_s=timeout_s, run_id=run_id)
+        # a setup line is judged by its exit code alone (`pip install pytest` is not a test run)
+        result = run_check(CheckCommand(run=command, format="exit-code"), worktree, timeout_s=timeout_s, run_id=run_id)
         done.setup.append(result)
         if on_result:
             on_result(result)

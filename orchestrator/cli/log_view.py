@@ -71,8 +71,10 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
             for event in checks.get(turn["turn_no"], []):  # the checks its "complete" ran
                 _check_lines(console, event, full)
         if run.get("check_status"):
-            console.print(f"  [bold]check[/] {escape(str(run['check_status']))}, "
-                          f"{run.get('corrections') or 0} correction(s)")
+            from orchestrator.checks.verdict import check_label
+
+            console.print(f"  [bold]check[/] {escape(check_label(run['check_status'], run.get('check_note')))}, "
+                          f"{run.get('corrections') or 0} correction(s)", soft_wrap=True)
     docs = store.memory_docs(ticket_id, include_deleted=True)
     pending = {doc for tid, _project, doc in store.pending_memory_docs() if tid == ticket_id}
     failed = _index_failure(store, ticket_id) if pending else ""
@@ -111,12 +113,20 @@ def _check_lines(console: Console, data: dict[str, Any], full: bool) -> None:
     """One check (or setup) run: what ran, how it ended, and on failure the end of its output."""
     label = "setup" if data["kind"] == "setup" else "base check" if data.get("phase") == "base" else "check"
     ended = "timed out" if data.get("timed_out") else f"exit {data.get('exit_code')}"
-    outcome = data.get("outcome") or ("passed" if data.get("exit_code") == 0 else "failed")
-    console.print(f"    [bold]{label}[/] " + escape(f"`{data.get('command')}`: {outcome} ({ended}, "
+    outcome = data.get("label") or data.get("outcome") or ("passed" if data.get("exit_code") == 0 else "failed")
+    ran = f", {data['tests_run']} test(s) run" if isinstance(data.get("tests_run"), int) else ""
+    console.print(f"    [bold]{label}[/] " + escape(f"`{data.get('command')}`: {outcome} ({ended}{ran}, "
                                                      f"{float(data.get('duration_s') or 0):.1f}s)"), soft_wrap=True)
-    if data.get("already_failing"):
-        console.print("      " + escape("already failing on the base: " + ", ".join(data["already_failing"])),
-                      soft_wrap=True)
+    for key, what in (("problem", "could not run"), ("new_failures", "new failures"),
+                      ("removed_tests", "tests of the base not run"),
+                      ("already_failing", "already failing on the base"), ("reason", "why")):
+        value = data.get(key)
+        if value and (key != "reason" or data.get("outcome") == "failed"):
+            text = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value)
+            console.print("      " + escape(f"{what}: {text}"), soft_wrap=True)
+    if data.get("phase") == "base" and data.get("failing") and data.get("exit_code") != 0:
+        failing = ", ".join(sorted(set(data["failing"])))
+        console.print("      " + escape("failing on the base: " + failing), soft_wrap=True)
     if data.get("exit_code") != 0 and data.get("tail"):
         _block(console, "its output (the end)", data["tail"], full)
 
@@ -138,7 +148,7 @@ def round_lines(out: Console, store: Any, run: dict[str, Any], following: dict[s
     events = store.feedback(run["id"])
     opening = events[0] if events and events[0].get("round") else None
     if opening is not None:
-        out.print(f"  [bold]round {opening['round']}[/] — the human's feedback: "
+        out.print(f"  [bold]round {opening['round']}[/] — {escape(opening['label'])}: "
                   + escape(" / ".join([*opening.get("carried", []), opening["text"]])), soft_wrap=True)
     read = max([opening["id"] if opening else 0] + [int((t.get("decision") or {}).get("feedback_seen") or 0)
                                                     for t in store.list_turns(run_id=run["id"])])
@@ -246,8 +256,10 @@ def describe_event(event: dict[str, Any], offline: bool = False) -> str:
         outcome = d.get("outcome") or ("passed" if d.get("exit_code") == 0 else "failed")
         return f"{label} `{d.get('command')}`: {outcome} ({ended})"
     if kind == "feedback":
+        from tickets.rounds import feedback_label
+
         head = f"round {d['round']}: " if d.get("round") else ""
-        return f"{head}the human's feedback: {d.get('text', '')}"
+        return f"{head}{feedback_label(d)}: {d.get('text', '')}"
     if kind == RECALL_EVENT:
         ids = ", ".join(str(m.get("id")) for m in d.get("memories") or [])
         return f"recalled at {d.get('where')}: {ids}"

@@ -474,12 +474,16 @@ def tickets(ctx: click.Context, status: str | None) -> None:
         sys.exit(1)
 
 
-def _check_cell(outcome: tuple[str, int] | None) -> str:
-    """The latest run's check in `middle tickets`: its outcome, and its corrections when any."""
+def _check_cell(outcome: tuple[str, int, str | None] | None) -> str:
+    """The latest run's check in `middle tickets`: its outcome (which failures a "no worse" check
+    had on the base already), and its corrections when any."""
+    from orchestrator.checks.verdict import check_label
+
     if outcome is None:
         return "-"
-    status, corrections = outcome
-    return status + (f" ({corrections} correction{'' if corrections == 1 else 's'})" if corrections else "")
+    status, corrections, note = outcome
+    return safe(shorten(check_label(status, note), 70)) + (
+        f" ({corrections} correction{'' if corrections == 1 else 's'})" if corrections else "")
 
 
 def _origin(source: str | None) -> str:

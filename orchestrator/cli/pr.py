@@ -11,10 +11,12 @@ from orchestrator.cli.output import console, safe
 @click.argument("ticket_id")
 @click.pass_context
 def pr(ctx: click.Context, ticket_id: str) -> None:
-    """Open a complete ticket's pull request (its branch pushed to [project] repo_url or origin)."""
+    """Open a complete ticket's pull request (its branch pushed to [project] repo_url or origin), or
+    bring the one it has up to date (the commits of review rounds since pushed, its description
+    rewritten)."""
     from orchestrator.cli.context import get_config, services
-    from orchestrator.github.pulls import open_pull_request
+    from orchestrator.github.pull_updates import propose
 
     config = get_config(ctx)
     store = services(ctx, config).store
-    open_pull_request(store, config, ticket_id, say=lambda line: console.print(safe(line)))
+    propose(store, config, ticket_id, say=lambda line: console.print(safe(line)))

@@ -36,7 +36,7 @@ tickets_dir = "tickets"
 parallel = 1                    # tickets at once, each on its own branch and worktree
 # max_cost_usd_total = 20.0     # a batch stops starting tickets once this much is spent
 # dependencies = "complete"     # start a ticket after its depends_on are complete (default: merged)
-"""
+{check_section}"""
 
 STARTER_TICKET = """\
 ---
@@ -102,9 +102,15 @@ def write_starter(config_path: Path, backend: str | None = None) -> list[str]:
             lines.append(f"left {config_path} unchanged (it exists"
                          + ("; --backend was not applied: edit [memory] backend there)" if backend else ")"))
         else:
+            from orchestrator.cli.check_hint import check_section, detect
+
             _write(config_path, STARTER_CONFIG.format(backend=backend or DEFAULT_BACKEND,
-                                                      base_branch_line=_base_branch_line(root)))
-            lines.append(f"wrote {config_path}")
+                                                      base_branch_line=_base_branch_line(root),
+                                                      check_section=check_section(root)))
+            found = detect(root)
+            lines.append(f"wrote {config_path}" + (
+                f" (its [check], commented out, runs {' and '.join(f'`{c}`' for c, _ in found)}: uncomment it "
+                "to hold tickets to it)" if found else ""))
         ticket = root / "tickets" / "hello.md"
         has_tickets = any((root / "tickets").glob("*.md")) if (root / "tickets").is_dir() else False
         if ticket.exists():

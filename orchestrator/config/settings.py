@@ -110,19 +110,73 @@ class ProjectConfig(_Strict):
     max_ticket_chars: int = Field(100_000, gt=0)
 
 
+class CheckCommand(_Strict):
+    """One `[[check.commands]]` table: a shell line and how its result is compared with the base's.
+
+    A plain string in `commands` is the same as `{run = "..."}` with every default."""
+
+    run: str  # the shell line, run in the ticket's worktree
+    # JUnit XML the command writes (a glob, relative to where it runs: "reports/*.xml"); pytest and
+    # `python -m unittest` need none (middle asks them for a report of its own)
+    junit: str | None = None
+    # how failures are told apart: "auto" (a JUnit report when there is one, else diagnostics
+    # lines `path:line[:col]: message` when the output has them), "junit", "diagnostics", or
+    # "exit-code" (the exit code alone)
+    format: Literal["auto", "junit", "diagnostics", "exit-code"] = "auto"
+    # when the command already fails on the base and names no failures that can be compared:
+    # "per-failure" (the default: the ticket must make it pass) or "exit-code" (failing with the
+    # base's exit code counts as no worse, and is shown as such)
+    baseline: Literal["per-failure", "exit-code"] = "per-failure"
+
+    @field_validator("run")
+    @classmethod
+    def _run(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("a check command is empty: write shell lines such as \"python -m pytest -q\"")
+        return value
+
+    @field_validator("junit")
+    @classmethod
+    def _junit(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or Path(value).is_absolute() or ".." in Path(value).parts):
+            raise ValueError(f"junit = {value!r}: name the report as a path or glob inside the project, "
+                             "relative to it, e.g. \"reports/*.xml\"")
+        return value
+
+
 class CheckConfig(_Strict):
     """`[check]`: the project's checks, run in the ticket's worktree when the middle agent says the
     ticket is complete; a failure goes back to it (a correction), at most `max_rounds` times. A
     ticket's `check:` front matter replaces `commands` (`check: []`: none)."""
 
-    commands: list[str] = []  # shell lines, run in order, e.g. ["python -m pytest -q"]
+    # shell lines or `[[check.commands]]` tables, run in order, e.g. ["python -m pytest -q"]
+    commands: list[str | CheckCommand] = []
     timeout_s: float = Field(900.0, gt=0)  # per command; a check that takes longer fails, saying so
     max_rounds: int = Field(3, ge=0)  # check failures fed back before the ticket fails
 
+    @field_validator("commands", mode="before")
+    @classmethod
+    def _tables(cls, value: Any) -> Any:
+        """A table is read as a CheckCommand here, so a mistake in it is said once, by its key
+        (not also as "not a string")."""
+        if not isinstance(value, list):
+            return value
+        out: list[Any] = []
+        for n, item in enumerate(value, 1):
+            if isinstance(item, dict):
+                try:
+                    item = CheckCommand.model_validate(item)
+                except ValidationError as exc:
+                    said = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+                            for e in exc.errors()]
+                    raise ValueError(f"command {n}: " + "; ".join(said)) from None
+            out.append(item)
+        return out
+
     @field_validator("commands")
     @classmethod
-    def _commands(cls, value: list[str]) -> list[str]:
-        if any(not c.strip() for c in value):
+    def _commands(cls, value: list[str | CheckCommand]) -> list[str | CheckCommand]:
+        if any(isinstance(c, str) and not c.strip() for c in value):
             raise ValueError("a check command is empty: write shell lines such as \"python -m pytest -q\"")
         return value
 

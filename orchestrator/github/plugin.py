@@ -1,5 +1,7 @@
-"""Built-in plugin: `[run] on_complete = "pr"` opens a pull request for every ticket that
-completes, through the same hook a third-party plugin would use (`on_ticket_complete`)."""
+"""Built-in plugin, through the same hook a third-party plugin would use (`on_ticket_complete`):
+a ticket that completes with an open pull request (a review round: the human's feedback, or one
+its CI or reviews started) has its new commits pushed to it and its description rewritten; with
+`[run] on_complete = "pr"` a ticket that completes without one gets its pull request opened."""
 
 from __future__ import annotations
 
@@ -10,12 +12,19 @@ from orchestrator.plugins.hookspecs import hookimpl
 
 @hookimpl
 def on_ticket_complete(ticket: Any, run_id: str, config: Any, store: Any, say: Callable[[str], None]) -> None:
-    if config is None or config.run.on_complete != "pr":
+    if config is None:
         return
     from orchestrator.errors import MiddleError
-    from orchestrator.github.pulls import open_pull_request
+
+    run = store.get_run(run_id)
+    has_pull = bool(run.get("pr_url")) and run.get("pr_state") == "open"  # (a round carries its pull request)
+    if not has_pull and config.run.on_complete != "pr":
+        return
+    from orchestrator.github.pull_updates import propose
 
     try:
-        open_pull_request(store, config, ticket.id, say=say)
+        propose(store, config, ticket.id, say=say)  # (one it has is updated, not opened again)
     except MiddleError as exc:  # the ticket stays complete; the next `middle pr` finishes it
-        say(f"pull request of {ticket.id} not opened: {exc} (retry with `middle pr {ticket.id}`)")
+        what = f"pull request {run['pr_url']} of {ticket.id} not updated" if has_pull else \
+            f"pull request of {ticket.id} not opened"
+        say(f"{what}: {exc} (retry with `middle pr {ticket.id}`)")

@@ -89,12 +89,29 @@ def pull_body(store: TicketStore, ticket: Ticket, run: RunRow, repo: str) -> str
     checks = check_summary(store, run)
     if checks:
         parts.append(checks)
+    rounds = rounds_summary(store, run)
+    if rounds:
+        parts.append(rounds)
     github = ticket.fields.get("github")
     number = issue_number(ticket.id)
     if number is not None and isinstance(github, dict) and isinstance(github.get("repo"), str):
         parts.append(f"Closes #{number}" if github["repo"] == repo else f"Closes {github['repo']}#{number}")
     parts.append(f"Opened by middle-agent for ticket `{ticket.id}`.")
     return "\n\n".join(parts)
+
+
+def rounds_summary(store: TicketStore, run: RunRow) -> str:
+    """The review rounds that led to the run, each with who asked for it ("" for a first run)."""
+    runs = store.list_runs(run["ticket_id"])
+    ids = [r["id"] for r in runs]
+    lines = []
+    for earlier in reversed(runs[: ids.index(run["id"]) + 1] if run["id"] in ids else []):
+        number = store.round_of(earlier["id"])
+        if number <= 1:
+            break
+        opening = store.feedback(earlier["id"])[:1]
+        lines.append(f"- round {number}: {opening[0]['label'] if opening else 'feedback'}")
+    return "Review rounds:\n" + "\n".join(reversed(lines)) if lines else ""
 
 
 def check_summary(store: TicketStore, run: RunRow) -> str:
@@ -107,7 +124,8 @@ def check_summary(store: TicketStore, run: RunRow) -> str:
     if not last:
         return ""
     lines = [
-        f"- `{cmd}`: {d.get('outcome')} ({'timed out' if d.get('timed_out') else 'exit ' + str(d.get('exit_code'))}"
+        f"- `{cmd}`: {d.get('label') or d.get('outcome')} "
+        f"({'timed out' if d.get('timed_out') else 'exit ' + str(d.get('exit_code'))}"
         f", {float(d.get('duration_s') or 0):.0f}s)"
         for cmd, d in last.items()
     ]
@@ -196,17 +214,6 @@ def _push(run: RunRow, target: str, url: str, ticket_id: str) -> None:
         ) from None
 
 
-def update_pull_branch(store: TicketStore, config: Config, ticket_id: str, say: Callable[[str], None]) -> None:
-    """After a round on a ticket with an open pull request: its new commits go to the pull
-    request's branch (where the round did not push them already)."""
-    run = store.latest_run(ticket_id)
-    if not run or not run["pr_url"] or not run["head_commit"] or not run["branch"] or not run["repo"]:
-        return
-    target, url = _push_target(config, Path(run["repo"]))
-    _push(run, target, url, ticket_id)
-    say(f"pushed {run['branch']} ({run['head_commit'][:10]}) to its pull request {run['pr_url']}")
-
-
 def _has_one(run: RunRow, ticket_id: str, say: Callable[[str], None]) -> PullRequest:
     url = run["pr_url"] or ""  # (called when the run has one)
     found = PULL_URL.search(url)
@@ -273,10 +280,16 @@ def _push_and_open(
     return pull, created
 
 
+# A ticket whose pull request is followed: complete, or failed in a round since (an automatic
+# round that failed leaves the pull request open on GitHub: its next CI failure or review still
+# starts a round, within [github] auto_rounds, and its merge or close is still read).
+FOLLOWED = ("complete", "failed")
+
+
 def open_pulls(store: TicketStore) -> Iterator[tuple[Ticket, RunRow, str, str, str]]:
-    """(ticket, its latest run, pull request URL, repository, number) for every complete ticket
-    whose pull request was open when last seen."""
-    for ticket in store.list_tickets(status="complete"):
+    """(ticket, its latest run, pull request URL, repository, number) for every complete (or
+    failed since) ticket whose latest run's pull request was open when last seen."""
+    for ticket in (t for status in FOLLOWED for t in store.list_tickets(status=status)):
         run = store.latest_run(ticket.id)
         pr_url = run["pr_url"] if run else None
         if not run or run["pr_state"] != "open" or not pr_url:
@@ -287,7 +300,7 @@ def open_pulls(store: TicketStore) -> Iterator[tuple[Ticket, RunRow, str, str, s
 
 
 def read_pull_states(store: TicketStore, config: Config) -> list[tuple[str, str, str, str]]:
-    """(ticket id, run id, "merged", "closed" or "gone", URL) for each complete ticket whose open pull
+    """(ticket id, run id, "merged", "closed" or "gone", URL) for each followed ticket whose open pull
     request GitHub has merged or closed since, or no longer has (404, its repository still there);
     nothing is written here."""
     found: list[tuple[str, str, str, str]] = []
@@ -321,6 +334,6 @@ def apply_pull_states(store: TicketStore, states: list[tuple[str, str, str, str]
         status = "merged" if state == "merged" else "discarded"
         why = f"pull request {url} was {'merged' if state == 'merged' else 'closed unmerged'} on GitHub"
         store.set_run_fields(run_id, pr_state=state)
-        if store.set_status_if(ticket_id, ("complete",), status, why):
+        if store.set_status_if(ticket_id, FOLLOWED, status, why):
             said.append(f"{status} {ticket_id}: {why}")
     return said

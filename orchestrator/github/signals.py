@@ -14,14 +14,17 @@ nobody copies a log or a review comment into `middle feedback` by hand.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.config.settings import Config
+from orchestrator.github.job_logs import JobLogs, job_key, job_logs_for
 from tickets.github.client import GitHubClient
 from tickets.store import TicketStore
 
+PULL_NUMBER = re.compile(r"/pull/(\d+)/?$")
 LOG_TAIL_CHARS = 3000  # of a failed Actions job's log, in the feedback
 FAILED_CONCLUSIONS = ("failure", "timed_out", "cancelled", "action_required")
 FAILED_STATES = ("failure", "error")
@@ -33,17 +36,24 @@ class PullSignals:
 
     ticket_id: str
     pr_url: str
-    items: list[tuple[str, str]] = field(default_factory=list)  # (signal key, the text of it)
+    items: list[tuple[str, str, str]] = field(default_factory=list)  # (signal key, the text of it, who says it)
 
     @property
     def feedback(self) -> str:
         """The feedback of the round these start: every item's text."""
-        return ("The pull request needs changes:\n\n" + "\n\n".join(text for _, text in self.items)).strip()
+        return ("The pull request needs changes:\n\n" + "\n\n".join(text for _, text, _ in self.items)).strip()
+
+    @property
+    def by(self) -> str:
+        """What started the round, for its label: `pull request #2: CI `tests`, review by alice`."""
+        found = PULL_NUMBER.search(self.pr_url)
+        who = list(dict.fromkeys(by for _, _, by in self.items))  # each once, in order
+        return f"pull request {'#' + found.group(1) if found else self.pr_url}: {', '.join(who)}"
 
 
 def read_signals(store: TicketStore, config: Config) -> list[PullSignals]:
-    """For every complete ticket with an open pull request: what its CI and reviews ask that no
-    round has acted on yet. Nothing is written here."""
+    """For every followed ticket (complete, or failed in a round since) with an open pull request:
+    what its CI and reviews ask that no round has acted on yet. Nothing is written here."""
     from orchestrator.github.pulls import client_for, open_pulls
 
     found = []
@@ -54,20 +64,25 @@ def read_signals(store: TicketStore, config: Config) -> list[PullSignals]:
             if not isinstance(pull, dict) or pull.get("state") != "open":
                 continue  # merged, closed or gone: `middle sync`'s pull states say so
             head = str((pull.get("head") or {}).get("sha") or run.get("head_commit") or "")
-            items = [i for i in (*_failed_ci(gh, head), *_changes_requested(gh, number)) if i[0] not in acted]
+            logs = job_logs_for(config.state_path, repo, gh.api_url, LOG_TAIL_CHARS)
+            items = [i for i in (*_failed_ci(gh, head, acted, logs), *_changes_requested(gh, number))
+                     if i[0] not in acted]
+            logs.save()
         if items:
             found.append(PullSignals(ticket.id, pr_url, items))
     return found
 
 
-def _failed_ci(gh: GitHubClient, sha: str) -> list[tuple[str, str]]:
-    """(signal key, text) for each failed check run and commit status of the commit."""
+def _failed_ci(gh: GitHubClient, sha: str, acted: set[str], logs: JobLogs) -> list[tuple[str, str, str]]:
+    """(signal key, text, who) for each failed check run and commit status of the commit (one
+    already `acted` on is left out before its log is looked for)."""
     if not sha:
         return []
     items = []
     runs = gh.get(f"/commits/{sha}/check-runs", f"the check runs of {sha[:10]}", missing_ok=True) or {}
     for check in runs.get("check_runs") or []:
-        if not isinstance(check, dict) or check.get("conclusion") not in FAILED_CONCLUSIONS:
+        if not isinstance(check, dict) or check.get("conclusion") not in FAILED_CONCLUSIONS \
+                or f"check:{check.get('id')}" in acted:
             continue
         output = check.get("output") or {}
         lines = [f"CI check `{check.get('name')}` {check.get('conclusion')} on the pull request"
@@ -75,24 +90,29 @@ def _failed_ci(gh: GitHubClient, sha: str) -> list[tuple[str, str]]:
         for part in (output.get("title"), output.get("summary"), output.get("text")):
             if isinstance(part, str) and part.strip():
                 lines.append(part.strip())
-        log = _job_log(gh, check)
+        log = _job_log(gh, check, logs)
         if log:
             lines.append("The end of its log:\n" + log)
-        items.append((f"check:{check.get('id')}", "\n".join(lines)))
+        items.append((f"check:{check.get('id')}", "\n".join(lines), f"CI `{check.get('name')}`"))
     status = gh.get(f"/commits/{sha}/status", f"the statuses of {sha[:10]}", missing_ok=True) or {}
     for st in status.get("statuses") or []:
         if isinstance(st, dict) and st.get("state") in FAILED_STATES:
             text = (f"CI status `{st.get('context')}` {st.get('state')} on the pull request"
                     + (f": {st['description']}" if st.get("description") else "")
                     + (f" ({st['target_url']})" if st.get("target_url") else "") + ".")
-            items.append((f"status:{st.get('context')}@{sha}", text))
+            items.append((f"status:{st.get('context')}@{sha}", text, f"CI `{st.get('context')}`"))
     return items
 
 
-def _job_log(gh: GitHubClient, check: dict[str, Any]) -> str:
-    """The tail of a GitHub Actions job's log (its check run's id is the job's), or ""."""
+def _job_log(gh: GitHubClient, check: dict[str, Any], logs: JobLogs) -> str:
+    """The tail of a GitHub Actions job's log (its check run's id is the job's), or "": kept
+    once downloaded (`logs`), so a sync that reads the check again does not download it again."""
     if (check.get("app") or {}).get("slug") != "github-actions" or not check.get("id"):
         return ""
+    key = job_key(check)
+    kept = logs.get(key)
+    if kept is not None:
+        return kept
     resp = gh.request("GET", gh.url(f"/actions/jobs/{check['id']}/logs"))
     if resp.status_code in (301, 302, 307, 308) and resp.headers.get("Location"):
         import httpx  # the log is served from storage outside the API: no token goes there
@@ -101,11 +121,13 @@ def _job_log(gh: GitHubClient, check: dict[str, Any]) -> str:
     if resp.status_code != 200:
         return ""
     text = resp.text
-    return text[-LOG_TAIL_CHARS:] if len(text) > LOG_TAIL_CHARS else text
+    tail = text[-LOG_TAIL_CHARS:] if len(text) > LOG_TAIL_CHARS else text
+    logs.put(key, tail)  # (a log not there yet, a 404, is asked for again next time)
+    return tail
 
 
-def _changes_requested(gh: GitHubClient, number: str) -> list[tuple[str, str]]:
-    """(signal key, text) for each review that requests changes, with its inline comments."""
+def _changes_requested(gh: GitHubClient, number: str) -> list[tuple[str, str, str]]:
+    """(signal key, text, who) for each review that requests changes, with its inline comments."""
     reviews = gh.get_all(f"/pulls/{number}/reviews", {"per_page": 100}, f"the reviews of pull request #{number}")
     wanted = [r for r in reviews if isinstance(r, dict) and r.get("state") == "CHANGES_REQUESTED"]
     if not wanted:
@@ -120,21 +142,22 @@ def _changes_requested(gh: GitHubClient, number: str) -> list[tuple[str, str]]:
             if isinstance(c, dict) and c.get("pull_request_review_id") == review.get("id"):
                 where = f"{c.get('path')}:{c.get('line') or c.get('original_line') or '?'}"
                 lines.append(f"- {where}: {str(c.get('body') or '').strip()}")
-        items.append((f"review:{review.get('id')}", "\n".join(lines)))
+        items.append((f"review:{review.get('id')}", "\n".join(lines), f"review by {who}"))
     return items
 
 
 def act_on_signals(orch: Any, config: Config, signals: list[PullSignals], say: Callable[[str], None]) -> list[Any]:
-    """Start a review round for each complete ticket whose pull request asks for changes
-    (`read_signals`; each signal once, at most `[github] auto_rounds` rounds a pull request), run
-    it here, and push its commits to the pull request; the rounds' outcomes."""
-    from orchestrator.github.pulls import update_pull_branch
+    """Start a review round for each followed ticket whose pull request asks for changes
+    (`read_signals`; each signal once, at most `[github] auto_rounds` rounds a pull request),
+    labelled by what asked (`PullSignals.by`), and run it here; the rounds' outcomes. A round
+    that completes has its commits pushed to the pull request (github.plugin); one that fails
+    leaves the pull request followed (github.pulls.FOLLOWED): its next signal starts a round."""
     from tickets.rounds import STORED
 
     store, cap = orch.store, config.github.auto_rounds
     outcomes = []
     for found in signals:
-        keys = [key for key, _ in found.items]
+        keys = [key for key, _, _ in found.items]
         if store.auto_rounds(found.ticket_id, found.pr_url) >= cap:
             if store.mark_signals(found.ticket_id, found.pr_url, keys, None):
                 say(f"pull request {found.pr_url} of {found.ticket_id} asks for changes again, after the "
@@ -144,12 +167,12 @@ def act_on_signals(orch: Any, config: Config, signals: list[PullSignals], say: C
         taken = store.mark_signals(found.ticket_id, found.pr_url, keys, "")
         if not taken:
             continue  # another process acts on them
-        items = [(k, text) for k, text in found.items if k in taken]
-        feedback = PullSignals(found.ticket_id, found.pr_url, items).feedback
-        say(f"pull request {found.pr_url} of {found.ticket_id} asks for changes ({len(items)} thing(s)): a "
-            "review round starts with them")
+        taking = PullSignals(found.ticket_id, found.pr_url, [i for i in found.items if i[0] in taken])
+        items = taking.items
+        say(f"pull request {found.pr_url} of {found.ticket_id} asks for changes ({len(items)} thing(s), from "
+            f"{taking.by.split(': ', 1)[-1]}): a review round starts with them")
         try:
-            outcome = orch.feedback(found.ticket_id, feedback)
+            outcome = orch.feedback(found.ticket_id, taking.feedback, by=taking.by)
         except Exception:
             store.set_signal_round(found.ticket_id, taken, None)  # not acted on after all
             raise
@@ -157,7 +180,5 @@ def act_on_signals(orch: Any, config: Config, signals: list[PullSignals], say: C
             store.set_signal_round(found.ticket_id, taken, store.latest_run(found.ticket_id)["id"])
             continue
         store.set_signal_round(found.ticket_id, taken, outcome.run_id)
-        outcomes.append(outcome)
-        if outcome.status == "complete":
-            update_pull_branch(store, config, found.ticket_id, say)
+        outcomes.append(outcome)  # (a complete round's commits went to the pull request: github.plugin)
     return outcomes

@@ -22,8 +22,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from orchestrator.checks import setup as worktree_setup
-from orchestrator.checks.runner import CheckResult, run_check
-from orchestrator.checks.verdict import FAILED, NO_WORSE, PASSED, Verdict, judge
+from orchestrator.checks import spec
+from orchestrator.checks.runner import DIAGNOSTICS, JUNIT, CheckResult, run_check
+from orchestrator.checks.verdict import FAILED, NO_WORSE, PASSED, SHOWN_NAMES, Verdict, already_note, judge
+from orchestrator.config.settings import CheckCommand as CheckConfigCommand
 from orchestrator.errors import CheckCannotStart, CheckFailed, TicketError
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
@@ -35,14 +37,30 @@ log = logging.getLogger("middle.graph.checks")
 
 Update = dict[str, Any]
 PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and setup are done
+# How a kept base result was read: 2 = failures per JUnit test or diagnostic (1: pytest's summary
+# lines and the exit code). A result of another format is measured again, not compared.
+BASELINE_FORMAT = 2
+EVENT_NAMES = 200
 
 
-def commands_for(ctx: TicketContext, ticket: Any) -> list[str]:
-    """The ticket's check commands: its front matter's `check:` (`[]`: none), else [check] commands."""
+def commands_for(ctx: TicketContext, ticket: Any) -> list[spec.Item]:
+    """The ticket's check commands, as state items: its front matter's `check:` (`[]`: none; shell
+    lines or tables), else [check] commands. A bad `check:` fails this ticket alone."""
     own = (ticket.fields or {}).get("check") if hasattr(ticket, "fields") else None
-    if isinstance(own, list):
-        return [str(c) for c in own]
-    return list(ctx.check.commands)
+    try:
+        if isinstance(own, list):
+            return spec.items(own, f"the `check:` of ticket {ticket.id!r}")
+        if own is not None:
+            raise ValueError(f"the `check:` of ticket {ticket.id!r} must be a list of shell lines or tables, "
+                             f"not {type(own).__name__}")
+        return spec.items(list(ctx.check.commands), "[check] commands")
+    except ValueError as exc:
+        raise TicketError(f"{exc}: fix it (see docs/checks.md), then {command('run', ticket.id)}") from None
+
+
+def allows_removed_tests(ticket: Any) -> bool:
+    """Whether the ticket may remove or skip tests the base ran (`allow_removed_tests: true`)."""
+    return (getattr(ticket, "fields", None) or {}).get("allow_removed_tests") is True
 
 
 def must_pass(ticket: Any) -> bool:
@@ -73,26 +91,58 @@ def prepare(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         return {"ticket": t, "check_base": {}}
     base_commit = (ws or {}).get("base_commit") or "in-place"
     base: dict[str, Any] = {}
-    for cmd in checks:
-        stored = ctx.store.check_baseline(base_commit, cmd) if ws else None
+    for item in checks:
+        k, options = spec.key(item), spec.spec_of(item)
+        stored = ctx.store.check_baseline(base_commit, k) if ws else None
+        if stored is not None and stored.get("format") != BASELINE_FORMAT:
+            stored = None  # kept by an older middle, which read failures another way: measured again
         if stored is None:
             if ws and Path(ws["path"]).is_dir() and _at(Path(ws["path"]), base_commit):
-                result = _run(ctx, state, t, cmd, phase="base")
+                result = _run(ctx, state, t, item, phase="base")
             elif not ws:  # in place: the project as it is now is the base
-                result = _run(ctx, state, t, cmd, phase="base")
+                result = _run(ctx, state, t, item, phase="base")
             else:  # a later round or a takeover: the base was not measured where it could be
-                ctx.say(f"check `{cmd}` has no result on the base commit {base_commit[:10]}: every failure "
-                        "counts as the ticket's")
+                ctx.say(f"check `{options.run}` has no result on the base commit {base_commit[:10]}: every "
+                        "failure counts as the ticket's")
                 continue
-            if ws:
-                ctx.run.put_check_baseline(base_commit, cmd, result.to_dict())  # fenced; never a killed one
+            if result.problem is not None:
+                raise CheckCannotStart(
+                    f"check `{options.run}` cannot run on the base commit ({result.problem}), so no turn ran: "
+                    f"fix [check] commands (or the ticket's `check:`, or [worktree] setup), then "
+                    f"{command('resume', t['id'])}; its output is in `middle log {t['id']}`")
+            if ws and keepable(result):  # fenced by the run's token; the store never keeps a killed one
+                ctx.run.put_check_baseline(base_commit, k, {**result.to_dict(), "format": BASELINE_FORMAT})
         else:
             result = CheckResult.from_dict(stored)
-        base[cmd] = result.to_dict()
+        base[k] = result.to_dict()
         if not result.passed:
-            ctx.say(f"check `{cmd}` already fails on the base commit ({_failure_line(result)}): the ticket "
-                    "must leave it no worse")
+            ctx.say(base_line(result, options))
     return {"ticket": t, "check_base": base}
+
+
+def keepable(result: CheckResult) -> bool:
+    """Whether a base result may be kept for other tickets: it ran to its end (not stopped, killed
+    or timed out) and could run at all."""
+    return (not result.timed_out and result.problem is None and result.exit_code is not None
+            and result.exit_code >= 0)
+
+
+def base_line(result: CheckResult, options: CheckConfigCommand) -> str:
+    """What is said of a check that already fails on the base commit: its failures, named."""
+    cmd = options.run
+    if result.kind == JUNIT:
+        return (f"check `{cmd}` already fails on the base commit ({already_note(sorted(set(result.failing or [])))}): "
+                f"the ticket must leave it no worse ({result.tests_run} test(s) ran)")
+    if result.kind == DIAGNOSTICS:
+        return (f"check `{cmd}` already fails on the base commit ({len(result.failing or [])} problem(s): "
+                + ", ".join((result.failing or [])[:SHOWN_NAMES])
+                + (" ..." if len(result.failing or []) > SHOWN_NAMES else "") + "): the ticket must not add any")
+    if options.baseline == "exit-code":
+        return (f"check `{cmd}` already fails on the base commit (exit {result.exit_code}); baseline = "
+                "\"exit-code\": failing with the same exit code counts as no worse")
+    return (f"check `{cmd}` already fails on the base commit (exit {result.exit_code}) and names no failures "
+            "that can be compared (no JUnit report, no diagnostics): the ticket must make it pass, or set "
+            "baseline = \"exit-code\" on it in [[check.commands]]")
 
 
 def _set_up(ctx: TicketContext, run_id: str, t: dict[str, Any], worktree: Path) -> None:
@@ -135,21 +185,39 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         return {"check_passed": True}
     base = state.get("check_base") or {}
     corrections = state.get("corrections", 0)
-    for cmd in commands:
-        result = _run(ctx, state, t, cmd, phase="check", round_no=corrections + 1)
-        verdict = judge(result, CheckResult.from_dict(base[cmd]) if cmd in base else None)
-        _record_verdict(ctx, state, result, verdict, corrections + 1)
+    verdicts: list[tuple[CheckResult, Verdict]] = []
+    for item in commands:
+        k, options = spec.key(item), spec.spec_of(item)
+        result = _run(ctx, state, t, item, phase="check", round_no=corrections + 1)
+        base_result = CheckResult.from_dict(base[k]) if k in base else None
+        if result.problem is not None and base_result is None and _cannot_start(result):
+            ctx.record("check", {**_event(result), "phase": "check", "round": corrections + 1,
+                                 "outcome": "cannot-start"})
+            raise CheckCannotStart(f"check `{options.run}` could not start ({result.problem}): fix [check] "
+                                   f"commands (or the ticket's `check:`), then {command('resume', t['id'])}")
+        verdict = judge(result, base_result, options, allow_removed_tests=bool(t.get("allow_removed_tests")))
+        _record_verdict(ctx, state, result, verdict, corrections + 1, base_result)
         if verdict.ok:
             if verdict.outcome == NO_WORSE:
-                ctx.say(f"check `{cmd}` fails only as it did on the base commit"
-                        + (f" ({len(verdict.already_failing)} test(s) failed there too)" if verdict.already_failing
-                           else "") + ": no worse than the base")
+                ctx.say(f"check `{options.run}` fails only as it did on the base commit "
+                        f"({verdict.note(base_result.exit_code if base_result else None)}): no worse than the base")
+            verdicts.append((result, verdict))
             continue
         return _failed(ctx, state, t, result, verdict, corrections)
-    ctx.run.set_fields(check_status=PASSED, corrections=corrections)
-    ctx.say(f"the checks pass ({len(commands)} command(s))"
+    worse = [(r, v) for r, v in verdicts if v.outcome == NO_WORSE]
+    note = (worse[0][1].note() if len(commands) == 1 else "; ".join(f"`{r.command}`: {v.note()}" for r, v in worse)
+            ) if worse else None
+    status = NO_WORSE if worse else PASSED
+    ctx.run.set_fields(check_status=status, check_note=note, corrections=corrections)
+    ctx.say(f"the checks pass ({len(commands)} command(s))" if not worse else
+            f"the checks are no worse than on the base ({len(commands)} command(s); {note})"
             + (f" after {corrections} correction(s)" if corrections else ""))
     return {"check_passed": True}
+
+
+def _cannot_start(result: CheckResult) -> bool:
+    """The command itself is wrong (not found, its runner not installed), not what a ticket did."""
+    return result.cannot_start or (result.problem or "").startswith(("No module named", "can't open file"))
 
 
 def _failed(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: CheckResult, verdict: Verdict,
@@ -157,14 +225,14 @@ def _failed(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: C
     """A check that fails: back to the middle agent, or, past the budget, the ticket fails."""
     budget = ctx.run.record()["check_budget"] or ctx.check.max_rounds
     if corrections >= budget:
-        ctx.run.set_fields(check_status=FAILED, corrections=corrections)
+        ctx.run.set_fields(check_status=FAILED, check_note=None, corrections=corrections)
         _keep_work(ctx, state, t, result)
         raise CheckFailed(
-            f"check `{result.command}` still failing after {corrections} round(s) ({_failure_line(result)}); "
+            f"check `{result.command}` still failing after {corrections} round(s) ({_failure_line(result, verdict)}); "
             f"the work is committed on its branch: ask for changes with {command('feedback', t['id'])}, "
             f"or give it {ctx.check.max_rounds} more round(s) with {command('resume', t['id'])}")
-    ctx.run.set_fields(check_status=FAILED, corrections=corrections + 1)
-    ctx.say(f"check `{result.command}` failed ({_failure_line(result)}): back to the middle agent "
+    ctx.run.set_fields(check_status=FAILED, check_note=None, corrections=corrections + 1)
+    ctx.say(f"check `{result.command}` failed ({_failure_line(result, verdict)}): back to the middle agent "
             f"(correction {corrections + 1} of at most {budget})")
     return {"check_passed": False, "corrections": corrections + 1,
             "check_failure": failure_text(result, verdict)}
@@ -201,35 +269,37 @@ def route_after_check(state: TicketState, runtime: Runtime[TicketContext]) -> st
 
 # -- the parts ------------------------------------------------------------------------------------
 
-def _run(ctx: TicketContext, state: TicketState, t: dict[str, Any], cmd: str, *, phase: str,
+def _run(ctx: TicketContext, state: TicketState, t: dict[str, Any], item: spec.Item, *, phase: str,
          round_no: int = 0) -> CheckResult:
     """Run one check command in the ticket's worktree; what it leaves untracked is removed."""
     where = _where(t)
     before = untracked(where) if t.get("workspace") else set()
-    ctx.say(f"{'base check' if phase == 'base' else 'check'}: {cmd}")
-    result = run_check(cmd, where, timeout_s=ctx.check.timeout_s, run_id=state["run_id"])
+    ctx.say(f"{'base check' if phase == 'base' else 'check'}: {spec.run_line(item)}")
+    result = run_check(item, where, timeout_s=ctx.check.timeout_s, run_id=state["run_id"])
     if t.get("workspace"):
         worktree_setup.remove_new_untracked(where, before)
-    if result.cannot_start:
-        ctx.record("check", {**_event(result), "phase": phase, "round": round_no, "outcome": "cannot-start"})
-        raise CheckCannotStart(f"check `{cmd}` could not start (exit {result.exit_code}: "
-                          f"{_last_line(result.tail) or 'command not found'}): fix [check] commands (or the "
-                          f"ticket's `check:`), then {command('resume', t['id'])}")
     if phase == "base":
-        ctx.record("check", {**_event(result), "phase": "base"})
+        ctx.record("check", {**_event(result), "phase": "base",
+                             **({"outcome": "cannot-run"} if result.problem is not None else {})})
     return result
 
 
 def _record_verdict(ctx: TicketContext, state: TicketState, result: CheckResult, verdict: Verdict,
-                    round_no: int) -> None:
+                    round_no: int, base: CheckResult | None) -> None:
     ctx.record("check", {**_event(result), "phase": "check", "round": round_no, "turn": state.get("turn", 0),
-                         "outcome": verdict.outcome, "already_failing": verdict.already_failing,
-                         "new_failures": verdict.new_failures})
+                         "outcome": verdict.outcome, "label": verdict.label(base.exit_code if base else None),
+                         "already_failing": verdict.already_failing, "new_failures": verdict.new_failures,
+                         "removed_tests": verdict.removed_tests, "reason": verdict.reason,
+                         "base_tests_run": base.tests_run if base else None})
 
 
 def _event(result: CheckResult) -> dict[str, Any]:
     return {"command": result.command, "exit_code": result.exit_code, "duration_s": result.duration_s,
-            "tail": result.tail, "timed_out": result.timed_out, "failing": result.failing}
+            "tail": result.tail, "timed_out": result.timed_out,
+            # an event names at most EVENT_NAMES failures (a linter may report thousands on the base;
+            # the kept base result has them all)
+            "failing": result.failing[:EVENT_NAMES] if result.failing else result.failing, "kind": result.kind,
+            "tests_run": result.tests_run, "problem": result.problem}
 
 
 def _last_line(text: str) -> str:
@@ -237,28 +307,46 @@ def _last_line(text: str) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def _failure_line(result: CheckResult) -> str:
+def _failure_line(result: CheckResult, verdict: Verdict | None = None) -> str:
     if result.timed_out:
         return f"timed out after {result.duration_s:.0f}s"
+    if result.problem is not None:
+        return f"could not run: {result.problem}"
     what = f"exit {result.exit_code}"
-    if result.failing:
-        what += f", {len(result.failing)} failing test(s)"
+    if verdict is not None and verdict.new_failures:
+        what += f", {len(verdict.new_failures)} new failure(s)"
+    elif result.failing:
+        what += f", {len(result.failing)} failure(s)"
+    if verdict is not None and verdict.removed_tests:
+        what += f", {len(verdict.removed_tests)} test(s) of the base not run"
     return what
 
 
 def failure_text(result: CheckResult, verdict: Verdict) -> str:
-    """What the middle agent reads of a failed check: the command, how it ended, which tests
-    fail anew (and which failed on the base already), and the tail of its output."""
+    """What the middle agent reads of a failed check: the command, how it ended, which failures
+    are new (and which the base had already), the tests the ticket removed, and the tail of its
+    output."""
     lines = [f"Command: {result.command}",
              "It did not finish in time and was stopped." if result.timed_out else f"Exit code: {result.exit_code}"]
+    if result.problem is not None:
+        lines.append(f"It could not run: {result.problem}")
     if verdict.new_failures:
-        lines.append("Failing tests: " + ", ".join(verdict.new_failures[:30]))
+        lines.append(("New problems: " if result.kind == DIAGNOSTICS else "Failing tests: ")
+                     + ", ".join(verdict.new_failures[:30]))
+    if verdict.removed_tests:
+        lines.append("Tests the base commit ran that did not run now (removed, skipped or marked xfail; a "
+                     "test must be fixed, not deleted, unless the ticket says so): "
+                     + ", ".join(verdict.removed_tests[:30]))
     if verdict.already_failing:
         lines.append("Already failing before this ticket (not yours to fix): "
                      + ", ".join(verdict.already_failing[:30]))
+    if verdict.reason and not verdict.new_failures and not verdict.removed_tests:
+        lines.append(f"Why this is a failure: {verdict.reason}")
+    if result.tests_run is not None:
+        lines.append(f"Tests run: {result.tests_run}")
     lines += ["The end of its output:", result.tail.strip() or "(no output)"]
     return "\n".join(lines)
 
 
-__all__ = ["FAILED", "NO_WORSE", "PASSED", "check", "commands_for", "correct", "failure_text", "must_pass",
-           "prepare", "route_after_check"]
+__all__ = ["FAILED", "NO_WORSE", "PASSED", "allows_removed_tests", "check", "commands_for", "correct",
+           "failure_text", "must_pass", "prepare", "route_after_check"]

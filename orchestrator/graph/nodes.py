@@ -137,6 +137,7 @@ def load_ticket(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         "workspace": workspace,
         "check": checking.commands_for(ctx, ticket),  # what "complete" must pass
         "check_must_pass": checking.must_pass(ticket),  # ...with no failure excused by the base
+        "allow_removed_tests": checking.allows_removed_tests(ticket),  # may remove tests the base ran
     }
     return {"ticket": snapshot, "turn": 0, "transcript": [], "cost_usd": 0.0, "session_id": "",
             "status": "running", "memories": "", "indexed_docs": [],

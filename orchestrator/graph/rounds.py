@@ -13,6 +13,7 @@ from orchestrator.agent import prompts
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
 from tickets.model import TurnRow
+from tickets.rounds import HUMAN
 
 HISTORY_CHARS = 12_000  # of the earlier rounds shown to the agent (the newest kept)
 TURN_CHARS = 1500  # of each earlier prompt and answer
@@ -69,7 +70,8 @@ def history(store: Any, runs: list[dict[str, Any]]) -> str:
         number = store.round_of(run["id"])
         lines = [f"=== Round {number} ==="]
         for event in store.feedback(run["id"]):
-            lines.append(f"The human's feedback: {' '.join(feedback_texts(event))}")
+            label = event.get("label") or HUMAN
+            lines.append(f"{label[0].upper()}{label[1:]}: {' '.join(feedback_texts(event))}")
         turns = store.list_turns(run_id=run["id"])
         for turn in turns:
             lines += [f"--- Turn {turn['turn_no']} ---", prompts.ASKED, _cut(turn["prompt"]),
@@ -95,7 +97,8 @@ def revise_prompt(ctx: TicketContext, state: TicketState) -> str | None:
     """A later round's first prompt, from the human's feedback; None for a first run (plan it)."""
     if state.get("round", 1) <= 1:
         return None
-    ctx.say(f"round {state['round']}: the middle agent reads the human's feedback")
+    opening = ctx.store.feedback(state["run_id"])[:1]
+    ctx.say(f"round {state['round']}: the middle agent reads {opening[0]['label'] if opening else HUMAN}")
     return ctx.agent.revise(state["ticket"], state.get("history", ""), state.get("round_feedback", []),
                             state.get("memories", ""), state.get("conflict") or None)
 

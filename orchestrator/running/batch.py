@@ -69,7 +69,7 @@ class BatchResult:
     outcomes: list[RunOutcome] = field(default_factory=list)
     stopped: str | None = None  # why the batch stopped starting tickets early (cost limit)
     errors: list[MiddleError] = field(default_factory=list)  # named tickets refused
-    fatal: BatchStopper | None = None  # the model cannot be used, a check cannot start: the batch stopped
+    fatal: BatchStopper | None = None  # the model cannot be used: the batch stopped
 
 
 @dataclass(frozen=True)

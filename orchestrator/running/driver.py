@@ -167,20 +167,21 @@ class TicketDriver:
                      "more time(s)")
         return self._drive(held)
 
-    def feedback(self, ticket_id: str, text: str) -> RunOutcome:
+    def feedback(self, ticket_id: str, text: str, *, by: str | None = None) -> RunOutcome:
         """The human's feedback (orchestrator.running.feedback): a complete or conflicted ticket
         continues on its branch in a new review round, run here; for a run in progress it is
         stored for that run's next assess (the outcome's status is then "stored"). A ticket whose
-        worktree is not here continues its branch as pushed to the shared repository."""
+        worktree is not here continues its branch as pushed to the shared repository. `by`: what
+        started it when no person did (a pull request's CI or review), its label."""
         from orchestrator.running import feedback
 
         if feedback.check(self.store, ticket_id, text, worktrees=self.worktrees,
                           project_override=self.project_override) == feedback.STORED:
-            message = feedback.store_for_run(self.store, ticket_id, text)
+            message = feedback.store_for_run(self.store, ticket_id, text, by=by)
             if message is not None:
                 return RunOutcome(ticket_id, "", "stored", message)
         _ = self.agent  # as in run_ticket: a missing API key is an error before the claim
-        delivered = feedback.deliver(self.store, ticket_id, text, lease_s=self.lease_s)
+        delivered = feedback.deliver(self.store, ticket_id, text, lease_s=self.lease_s, by=by)
         if delivered.kind == feedback.STORED:  # another process started a round (or a run) meanwhile
             return RunOutcome(ticket_id, "", "stored", feedback.stored_message(self.store, ticket_id))
         return self._drive(self._held(ClaimedRun(ticket_id, delivered.run_id)))

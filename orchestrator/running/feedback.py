@@ -94,12 +94,12 @@ def _pushed(store: Any, run: dict[str, Any], worktrees: Any, project: Path) -> N
                           f"it, or push {branch} from there")
 
 
-def store_for_run(store: Any, ticket_id: str, text: str) -> str | None:
+def store_for_run(store: Any, ticket_id: str, text: str, *, by: str | None = None) -> str | None:
     """Keep the feedback for the ticket's run in progress; what to tell the human. None, storing
     nothing, when that run completed meanwhile: the feedback then opens the next round
     (`deliver`)."""
     run = store.latest_run(ticket_id)
-    if store.add_feedback(ticket_id, run["id"], text.strip()) is None:
+    if store.add_feedback(ticket_id, run["id"], text.strip(), by) is None:
         return None
     return stored_message(store, ticket_id)
 
@@ -125,7 +125,7 @@ def undelivered(store: Any, run_id: str) -> list[str]:
 ATTEMPTS = 3  # a ticket's situation changes under a feedback at most a few times (a run ends, a round starts)
 
 
-def deliver(store: Any, ticket_id: str, text: str, *, lease_s: float) -> Delivered:
+def deliver(store: Any, ticket_id: str, text: str, *, lease_s: float, by: str | None = None) -> Delivered:
     """Check, then deliver the feedback exactly once: a new round claimed here (`ROUND`: the
     caller drives it), or stored for the run in progress (`STORED`), whichever the ticket is in
     when the store writes it. Several people (or processes) giving feedback at once: one starts
@@ -133,13 +133,13 @@ def deliver(store: Any, ticket_id: str, text: str, *, lease_s: float) -> Deliver
     for _ in range(ATTEMPTS):
         if check(store, ticket_id, text) == STORED:
             run = store.latest_run(ticket_id)
-            event = store.add_feedback(ticket_id, run["id"], text.strip())
+            event = store.add_feedback(ticket_id, run["id"], text.strip(), by)
             if event is not None:
                 return Delivered(STORED, run["id"], event)
             continue  # that run completed meanwhile: open the next round
         previous = store.latest_run(ticket_id)
         delivered = store.claim_round(ticket_id, text.strip(), lease_s=lease_s,
-                                      carry=undelivered(store, previous["id"]))
+                                      carry=undelivered(store, previous["id"]), by=by)
         if delivered is not None:
             return delivered
     claim = store.get_claim(ticket_id)

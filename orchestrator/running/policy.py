@@ -5,7 +5,7 @@ The runner (`middle run`, `middle serve`, the Python API) and the LangGraph Serv
 ends (`RunLifecycle`), so the ticket's status never depends on which driver ran it:
 
 - StoreUnavailable: interrupted, and any worker resumes it once the store is back (a retry);
-- BatchStopper (the model cannot be used, a check command cannot start): failed; the ticket goes
+- BatchStopper (the model cannot be used): failed; the ticket goes
   back to `pending` when no turn finished in a run that started from its input, else stays failed
   and resumable; the driver raises it on (a batch stops and says it once);
 - CheckFailed (the check still fails after its rounds): failed and resumable, marked so

@@ -319,14 +319,14 @@ def health(state: ServerState = Depends(get_state)) -> dict[str, Any]:
 
 
 @router.post("/tickets/{ticket_id}/pr", summary="Push the complete ticket's branch and open its pull request "
-             "on GitHub (the one it has, if opened before)",
+             "on GitHub (the one it has, if opened before, brought up to date)",
              responses=error_responses(400, 404, 409, 503, e400="not complete, no token, GitHub refused, "
                                        "no remote, the push failed", e404=_NO_TICKET, e409="the ticket is running",
                                        e503=_STORE))
 def pull_request(ticket_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
-    from orchestrator.github.pulls import open_pull_request
+    from orchestrator.github.pull_updates import propose
 
     _review(state, ticket_id, "open a pull request for")
     said: list[str] = []
-    pull = open_pull_request(state.store, state.config, ticket_id, say=said.append)
+    pull = propose(state.store, state.config, ticket_id, say=said.append)  # (one it has: brought up to date)
     return {"url": pull.url, "number": pull.number, "created": pull.created, "message": " ".join(said)}

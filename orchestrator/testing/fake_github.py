@@ -201,7 +201,8 @@ class FakeGitHub(LocalServer):
             }
             r.check_runs.setdefault(sha, []).append(check)
             if log is not None:
-                r.job_logs[run_id] = log
+                r.job_logs[run_id] = log  # an Actions job: its check run names its workflow run and job
+                check["details_url"] = f"https://github.example/{repo}/actions/runs/{run_id + 5000}/job/{run_id}"
             return check
 
     def add_status(self, repo: str, sha: str, context: str, state: str, description: str = "") -> None:
@@ -361,6 +362,8 @@ class FakeGitHub(LocalServer):
         if len(rest) == 2 and rest[0] == "pulls" and rest[1].isdigit() and m == "GET":
             pr = r.pulls.get(int(rest[1]))
             return (200, {}, pr) if pr else (404, {}, {"message": "Not Found"})
+        if len(rest) == 2 and rest[0] == "pulls" and rest[1].isdigit() and m == "PATCH":
+            return self._edit_pull(req, r, int(rest[1]))
         if len(rest) == 3 and rest[0] == "pulls" and rest[1].isdigit() and rest[2] in ("reviews", "comments"):
             if int(rest[1]) not in r.pulls:
                 return 404, {}, {"message": "Not Found"}
@@ -414,6 +417,18 @@ class FakeGitHub(LocalServer):
             if page < last:
                 links.append(f'<{base}{req.path}?{urlencode({**q, "page": str(p)})}>; rel="{rel}"')
         return 200, ({"Link": ", ".join(links)} if links else {}), chunk
+
+    def _edit_pull(self, req: GitHubRequest, r: _Repo, number: int) -> tuple[int, dict[str, str], Any]:
+        """PATCH .../pulls/N: its title and body (a string each), as GitHub's "update a pull request"."""
+        pr = r.pulls.get(number)
+        if pr is None:
+            return 404, {}, {"message": "Not Found"}
+        body = req.body if isinstance(req.body, dict) else {}
+        if any(k not in ("title", "body") or not isinstance(v, str) for k, v in body.items()):
+            return 422, {}, {"message": "Validation Failed", "errors": [{"code": "invalid"}]}
+        pr.update(body)
+        r.issues[number].update(body)
+        return 200, {}, pr
 
     def _create_pull(self, req: GitHubRequest, repo: str, r: _Repo) -> tuple[int, dict[str, str], Any]:
         body = req.body if isinstance(req.body, dict) else {}

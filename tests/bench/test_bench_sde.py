@@ -357,7 +357,8 @@ def test_two_tasks_end_to_end_on_the_fake_model_one_solved_one_not(
         assert (limit["status"], limit["check_status"], limit["corrections"]) == ("complete", "passed", 0)
         assert limit["visible_passed"] and not limit["hidden_passed"] and not limit["solved"]
         assert limit["hidden_failing"] == ["tests/test_hidden.py::test_limit_is_the_decided_seven"]
-        assert value["cost_usd"] > 0 and limit["cost_usd"] > 0  # from the usage the fake reports
+        # The fake model reports made-up usage: a run on it cost nothing, and says so.
+        assert value["cost_usd"] == 0 and limit["cost_usd"] == 0 and value["offline"] and limit["offline"]
     # Memory on showed the agent the decision (the chat, the commit); memory off has none to show.
     assert rows[("boltons-value", "memory on")]["decision_recalled"] is True
     assert rows[("boltons-limit-history", "memory on")]["decision_recalled"] is True
@@ -383,6 +384,7 @@ def test_two_tasks_end_to_end_on_the_fake_model_one_solved_one_not(
         print_report(report)
     table = captured.get()
     assert "boltons-value" in table and "pass" in table and "FAIL" in table and "2 of 2" in table
+    assert "offline model, no cost" in table and "$0.02" not in table and "0.02" not in table
 
 
 @pytest.mark.slow

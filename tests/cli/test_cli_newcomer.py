@@ -94,6 +94,44 @@ def test_init_says_what_git_needs_before_a_ticket_can_run(tmp_path, monkeypatch)
     assert "note:" not in invoke("init").output
 
 
+INIT_PROJECTS = {
+    "pytest.ini": ({"pytest.ini": "[pytest]\n"}, ["python -m pytest -q"]),
+    "pyproject": ({"pyproject.toml": "[project]\nname = 'x'\n\n[tool.pytest.ini_options]\naddopts = '-q'\n"},
+                  ["python -m pytest -q"]),
+    "tests dir": ({"tests/unit/test_calc.py": "def test_x():\n    pass\n"}, ["python -m pytest -q"]),
+    "npm": ({"package.json": '{"name": "x", "scripts": {"test": "node --test"}}'}, ["npm test"]),
+    "go and cargo": ({"go.mod": "module x\n", "Cargo.toml": "[package]\nname = 'x'\n"},
+                     ["go test ./...", "cargo test"]),
+    # npm's own placeholder script, a tests folder without tests, a pyproject without pytest: nothing
+    "nothing": ({"package.json": '{"scripts": {"test": "echo \\"Error: no test specified\\" && exit 1"}}',
+                 "tests/helpers.py": "", "pyproject.toml": "[project]\nname = 'x'\n"}, []),
+}
+
+
+@pytest.mark.parametrize("name", list(INIT_PROJECTS))
+def test_init_writes_a_commented_check_with_the_runner_it_finds(tmp_path, monkeypatch, name):
+    files, commands = INIT_PROJECTS[name]
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MIDDLE_CONFIG", raising=False)
+    result = invoke("init")
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "middle.toml").read_text()
+    assert "check" not in tomllib.loads(text)  # commented out: a person confirms it first
+    uncommented = tomllib.loads(re.sub(r"^# (\[check\]|commands =|max_rounds =)", r"\1", text, flags=re.M))
+    if commands:
+        assert uncommented["check"]["commands"] == commands
+        assert all(f"`{c}`" in " ".join(result.output.split()) for c in commands)
+    else:  # the example, naming what to do
+        assert uncommented["check"]["commands"] == ["python -m pytest -q"] and "no test runner found" in text
+        assert "[check]" not in result.output
+    from orchestrator.config.settings import CheckConfig
+
+    CheckConfig.model_validate(uncommented["check"])  # what it suggests is a valid [check]
+
+
 def test_an_oversized_ticket_is_refused_at_load_naming_the_file(workdir):
     (workdir / "tickets" / "huge.md").write_text("---\ntitle: Huge\nproject: demo\n---\n" + "x" * 150_000)
     (workdir / "tickets" / "ok.md").write_text("---\ntitle: Fine\nproject: demo\n---\nx\n")

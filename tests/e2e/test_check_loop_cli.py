@@ -73,6 +73,29 @@ def test_a_failed_check_is_fed_back_and_the_next_turn_fixes_it(tmp_path, claude_
     assert "check `python check_fix.py`: passed (exit 0" in log and "check passed, 1 correction(s)" in log
 
 
+def test_a_base_that_already_fails_a_test_is_shown_no_worse_with_its_name(tmp_path, claude_cli):
+    known = "def test_bug():\n    assert 1 == 2, 'a bug the project already has'\n\n\ndef test_fine():\n    pass\n"
+    root = tmp_path
+    shutil.copytree(EXAMPLES / "sample-repo", root / "repo")
+    (root / "repo" / "test_known.py").write_text(known)
+    make_repo(root / "repo")
+    (root / "tickets").mkdir()
+    (root / "tickets" / "t1.md").write_text(TICKET)
+    check = f"{sys.executable} -m pytest -q -p no:cacheprovider test_known.py"
+    (root / "middle.toml").write_text(
+        f'[project]\npath = "repo"\n[memory]\nbackend = "none"\n[check]\ncommands = {json.dumps([check])}\n'
+        '[coding_agent.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n')
+    result = middle(root, "run", "--fake")
+    assert "already fails on the base commit (1 already failing on the base: test_known.py::test_bug)" in \
+        result.stdout
+    assert "complete ticket t1" in result.stdout
+    tickets = middle(root, "tickets").stdout
+    assert "no worse (1 already failing" in tickets and "passed" not in tickets
+    log = middle(root, "log", "t1").stdout
+    assert "no worse (1 already failing on the base: test_known.py::test_bug)" in log
+    assert "2 test(s) run" in log
+
+
 def test_kill_9_during_a_check_then_resume_runs_it_again_and_commits_once(tmp_path, claude_cli):
     started, release = tmp_path / "check-started", tmp_path / "release"
     slow_check = (f"{sys.executable} -c \"import pathlib, time; p = pathlib.Path('{started}'); "

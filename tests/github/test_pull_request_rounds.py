@@ -77,13 +77,27 @@ def test_failed_ci_and_a_review_start_one_round_each_signal_once(project, github
     github.add_review("me/app", 2, "APPROVED", "fine by me", user="bob")  # not a request: no round
     result = invoke("sync", "--from", "github:me/app", "--fake")
     assert result.exit_code == 0, result.output
-    assert f"pull request {PR} of gh-1 asks for changes (3 thing(s))" in result.output
+    said = " ".join(result.output.split())
+    assert f"pull request {PR} of gh-1 asks for changes (3 thing(s), from CI `tests`, CI `lint`, review by alice)" \
+        in said
     assert "complete ticket gh-1" in result.output
     with store(project) as s:
         runs = s.list_runs("gh-1")
         assert [s.round_of(r["id"]) for r in runs] == [1, 2]
-        feedback = s.feedback(runs[1]["id"])[0]["text"]
+        opening = s.feedback(runs[1]["id"])[0]
+        feedback = opening["text"]
         assert runs[1]["pr_url"] == PR  # the round keeps the ticket's pull request
+    # The round is labelled by what started it, not as a person's feedback.
+    by = "pull request #2: CI `tests`, CI `lint`, review by alice"
+    assert (opening["by"], opening["label"]) == (by, f"feedback from {by}")
+    log = " ".join(invoke("log", "gh-1").output.split())
+    assert f"round 2 — feedback from {by}: The pull request needs changes" in log
+    assert "the human's feedback" not in log
+    from orchestrator.cli.log_view import describe_event  # the events' line, as the live log shows it
+
+    with store(project) as s:
+        event = next(e for e in s.list_events(run_id=runs[1]["id"], limit=1000) if e["kind"] == "feedback")
+    assert describe_event(event).startswith(f"round 2: feedback from {by}: The pull request needs changes")
     assert "CI check `tests` failure" in feedback and "FAILED test_calc.py::test_empty" in feedback
     assert "CI status `lint` failure on the pull request: ruff found 2 problems" in feedback
     assert "Review by alice requests changes" in feedback and "- calc.py:2: name the empty case" in feedback
@@ -92,6 +106,8 @@ def test_failed_ci_and_a_review_start_one_round_each_signal_once(project, github
     new_head = out(project / "repo", "rev-parse", "middle/gh-1")
     assert new_head != head and out(project / "remote.git", "rev-parse", "middle/gh-1") == new_head
     assert out(project / "remote.git", "show", "middle/gh-1:extra.py") == "VALUE = 1"
+    body = github.repos["me/app"].pulls[2]["body"]  # rewritten: the round and who asked for it
+    assert f"Review rounds:\n- round 2: feedback from {by}" in body and "`extra.py`" in body
     # Each signal once: the next sync starts nothing.
     again = invoke("sync", "--from", "github:me/app", "--fake")
     assert again.exit_code == 0 and "asks for changes" not in again.output
@@ -113,3 +129,65 @@ def test_a_pull_request_starts_at_most_auto_rounds_rounds_by_itself(project, git
         assert len(s.list_runs("gh-1")) == 2
     quiet = invoke("sync", "--from", "github:me/app", "--fake")  # said once
     assert "waiting for a person" not in quiet.output
+
+
+def test_an_automatic_round_that_fails_leaves_the_pull_request_followed(project, github, claude_cli):
+    """A round a review started fails (its check fails, no corrections allowed): the ticket is
+    failed, and the pull request is still read: the next review starts a round on it, and the one
+    after that waits for a person ([github] auto_rounds = 2); a merge on GitHub is still seen."""
+    toml = project / "middle.toml"
+    toml.write_text(toml.read_text().replace("[github]\n", "[github]\nauto_rounds = 2\n")
+                    + '[check]\ncommands = ["test ! -e broken.py"]\nmax_rounds = 0\n')
+    github.add_review("me/app", 2, "CHANGES_REQUESTED", _create("broken.py", 1), user="alice")
+    failed = invoke("sync", "--from", "github:me/app", "--fake")
+    assert failed.exit_code == 1 and "failed ticket gh-1" in failed.output, failed.output
+    with store(project) as s:
+        assert s.get_ticket("gh-1").status.value == "failed"
+        assert (s.latest_run("gh-1")["pr_url"], s.latest_run("gh-1")["pr_state"]) == (PR, "open")
+    quiet = invoke("sync", "--from", "github:me/app", "--fake")  # nothing new on the pull request: no round
+    assert quiet.exit_code == 0 and "asks for changes" not in quiet.output, quiet.output
+    github.add_review("me/app", 2, "CHANGES_REQUESTED", "Please also add this.\n" + _create("two.py", 2), user="bob")
+    second = invoke("sync", "--from", "github:me/app", "--fake")
+    said = " ".join(second.output.split())
+    assert f"pull request {PR} of gh-1 asks for changes (1 thing(s), from review by bob)" in said, second.output
+    with store(project) as s:
+        runs = s.list_runs("gh-1")
+        assert [s.round_of(r["id"]) for r in runs] == [1, 2, 3]
+        assert s.feedback(runs[2]["id"])[0]["by"] == "pull request #2: review by bob"
+    github.add_review("me/app", 2, "CHANGES_REQUESTED", _create("three.py", 3), user="carol")
+    capped = invoke("sync", "--from", "github:me/app", "--fake")
+    assert "waiting for a person" in capped.output, capped.output
+    with store(project) as s:
+        assert len(s.list_runs("gh-1")) == 3
+    github.set_pull_state("me/app", 2, "merged")
+    merged = invoke("sync", "--from", "github:me/app", "--fake")
+    assert f"merged gh-1: pull request {PR} was merged on GitHub" in " ".join(merged.output.split()), merged.output
+
+
+def test_an_actions_job_log_is_downloaded_once_per_run_and_job(project, github):
+    """Reading the pull request's signals again (a sync whose round did not start, another
+    process's sync) reuses the kept tail of a failed Actions job's log; the kept file is
+    untrusted: a corrupt one is ignored and the log downloaded again."""
+    from orchestrator.config.settings import load_config
+    from orchestrator.github.signals import read_signals
+
+    head = out(project / "repo", "rev-parse", "middle/gh-1")
+    check = github.add_check_run("me/app", head, "tests", "failure", log="collected 4 items\nFAILED test_x - boom\n")
+    log_path = f"/repos/me/app/actions/jobs/{check['id']}/logs"
+    config = load_config(project / "middle.toml")
+    with store(project) as s:
+        for _ in range(2):
+            [found] = read_signals(s, config)
+            assert "FAILED test_x - boom" in found.feedback and found.by == "pull request #2: CI `tests`"
+        assert len(github.requests_to(log_path)) == 1  # once, not on every read
+        kept = project / ".middle" / "github" / "me__app.job-logs.json"
+        assert "FAILED test_x - boom" in kept.read_text()
+        kept.write_text('{"version": 1, "api": "' + github.url + '", "entries": {"' + f"{check['id'] + 5000}/"
+                        + f"{check['id']}" + '": 7}}')  # an entry of the wrong shape: ignored, fetched again
+        [found] = read_signals(s, config)
+        assert "FAILED test_x - boom" in found.feedback and len(github.requests_to(log_path)) == 2
+        kept.write_text("not json")
+        [found] = read_signals(s, config)
+        assert "FAILED test_x - boom" in found.feedback and len(github.requests_to(log_path)) == 3
+        [found] = read_signals(s, config)
+        assert len(github.requests_to(log_path)) == 3  # kept again after the bad file

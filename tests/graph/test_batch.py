@@ -282,3 +282,18 @@ def test_a_long_title_makes_a_one_line_commit_subject_with_the_title_in_the_body
     assert len(subject) <= 72 and subject.startswith("Add the greeting and more")
     body = out(project, "log", "-1", "--format=%b", "middle/long")
     assert title in body and "Created greet.py." in body
+
+
+def test_a_tickets_own_check_that_cannot_run_fails_that_ticket_alone_and_the_batch_goes_on(tmp_path, project):
+    llm = PerTicketAgentLLM({**one_turn("Bad check"), **one_turn("Good")})
+    coder = RecordingCodingAgent([writes("good.txt", "good\n")])
+    with make_orchestrator(make_config(tmp_path), llm, coder) as orch:
+        orch.store.upsert_ticket(Ticket(id="bad", project_id="demo", title="Bad check", project_path=str(project),
+                                        fields={"check": ["no-such-test-runner --all"]}))
+        orch.store.upsert_ticket(Ticket(id="good", project_id="demo", title="Good", project_path=str(project)))
+        result = run_batch(orch, ["bad", "good"], parallel=1)
+        assert result.fatal is None  # not a batch stopper: the model is fine
+        by_id = {o.ticket_id: o for o in result.outcomes}
+        assert by_id["good"].status == "complete"
+        assert by_id["bad"].status == "failed" and "cannot run on the base commit" in by_id["bad"].reason
+        assert "model cannot be used" not in by_id["bad"].reason

@@ -12,11 +12,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from graph_helpers import add_ticket, make_orchestrator
 
 from orchestrator.config.settings import Config
-from orchestrator.errors import CheckCannotStart
 from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from orchestrator.workspace.git import out
@@ -162,12 +160,15 @@ def test_a_check_that_cannot_start_is_an_error_not_a_round(tmp_path):
     cfg = config(tmp_path, commands=["no-such-test-runner --all"])
     with make_orchestrator(cfg, llm, RecordingCodingAgent([write("calc.py", "x = 1\n")])) as orch:
         add_ticket(orch, repo)
-        with pytest.raises(CheckCannotStart) as err:
-            orch.run_ticket("t1")
-        assert "could not start" in str(err.value) and "fix [check] commands" in str(err.value)
-        # Met at the base check, before any turn: back to the backlog, nothing paid for.
-        assert orch.store.get_ticket("t1").status.value == "pending"
+        outcome = orch.run_ticket("t1")  # the ticket fails alone (a batch goes on with the others)
+        assert outcome.status == "failed" and outcome.resumable
+        assert "cannot run on the base commit (exit 127" in outcome.reason
+        assert "fix [check] commands" in outcome.reason and "middle resume t1" in outcome.reason
+        # Met at the base check, before any turn: nothing paid for, no result kept as a baseline.
         assert llm.calls == []
+        run = orch.store.latest_run("t1")
+        assert orch.store.check_baseline(run["base_commit"], "no-such-test-runner --all") is None
+        assert [e.get("outcome") for e in checks(orch.store)] == ["cannot-run"]
 
 
 def test_a_check_that_already_fails_on_the_base_passes_when_no_worse(tmp_path):
@@ -196,7 +197,11 @@ def test_a_check_that_already_fails_on_the_base_passes_when_no_worse(tmp_path):
         base, after = checks(orch.store)
         assert base["failing"] == ["test_calc.py::test_known_bug", "test_calc.py::test_new_feature"]
         assert after["outcome"] == "no-worse" and after["already_failing"] == ["test_calc.py::test_known_bug"]
-        assert orch.store.latest_run("t1")["check_status"] == "passed"
+        assert after["label"] == "no worse (1 already failing on the base: test_calc.py::test_known_bug)"
+        assert after["tests_run"] == 2
+        run = orch.store.latest_run("t1")
+        assert (run["check_status"], run["check_note"]) == (
+            "no-worse", "1 already failing on the base: test_calc.py::test_known_bug")
         notes = [e["data"]["text"] for e in orch.store.list_events(ticket_id="t1") if e["kind"] == "note"]
         assert any("already fails on the base commit" in n for n in notes)
         assert orch.store.check_baseline(orch.store.latest_run("t1")["base_commit"], pytest_check)["exit_code"] == 1

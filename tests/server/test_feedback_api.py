@@ -53,3 +53,18 @@ def test_feedback_for_a_running_ticket_is_stored_and_refusals_change_nothing(ser
     assert "next assessment" in stored.json()["message"]
     assert [e["text"] for e in store.feedback(run_id)] == ["use f-strings"]
     assert len(store.list_runs("002-farewell")) == 1
+
+
+def test_a_round_a_pull_request_started_is_labelled_by_what_started_it_on_the_page(server):
+    c = server.client
+    server.state.sync_folder()
+    store = server.state.store
+    run_id = store.claim_new_run("001-greeting", RUNNABLE)
+    store.end_run("001-greeting", run_id, "complete", None)
+    by = "pull request #2: CI `tests`, review by alice"
+    delivered = store.claim_round("001-greeting", "The pull request needs changes", lease_s=60, by=by)
+    assert delivered is not None and delivered.number == 2
+    page = c.get("/tickets/001-greeting", headers={"Accept": "text/html"}).text
+    assert f"Round 2: feedback from {by}" in page and "the human" not in page
+    opening = c.get("/api/tickets/001-greeting").json()["runs"][0]["feedback"][0]
+    assert (opening["by"], opening["label"]) == (by, f"feedback from {by}")

@@ -71,3 +71,9 @@ def test_gc_baselines_drops_them(store):
     store.put_check_baseline("c2", "make test", _result(0))
     assert store.drop_check_baselines() == 2
     assert store.check_baseline("c1", "make test") is None
+
+
+def test_a_baseline_kept_in_another_format_is_replaced(store):
+    store.put_check_baseline("c1", "make test", {**_result(1), "format": 1})
+    assert store.put_check_baseline("c1", "make test", {**_result(0), "format": 2}) is True
+    assert store.check_baseline("c1", "make test")["format"] == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tickets.model import Ticket
-from tickets.store import TicketStore
+from tickets.store import SCHEMA_VERSION, TicketStore
 
 
 def _ticket(tid: str, tmp_path: Path, deps: list[str] | None = None) -> Ticket:
@@ -78,7 +78,7 @@ def test_a_store_of_schema_10_gets_its_dependency_edges(tmp_path):
                        " retry_at; DELETE FROM schema_version; INSERT INTO schema_version VALUES (10);")
     conn.close()
     with TicketStore(path) as store:
-        assert store.schema_version() == 11
+        assert store.schema_version() == SCHEMA_VERSION
         a = store.claim_next()
         assert a.ticket_id == "a" and store.claim_next() is None  # b still waits for a
         store.end_run("a", a.run_id, "complete")

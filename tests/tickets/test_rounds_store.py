@@ -92,3 +92,14 @@ def test_two_processes_asking_at_once_start_one_round_and_both_words_reach_it(st
     assert len(store.list_runs("t")) == 2
     assert sorted(e["text"] for e in store.feedback(store.latest_run("t")["id"])) == [
         "from process 0", "from process 1"]
+
+
+def test_a_feedback_label_says_who_asked_and_trusts_no_stored_by():
+    from tickets.rounds import HUMAN, MAX_BY_CHARS, feedback_label
+
+    assert feedback_label({"text": "x"}) == HUMAN == "the human's feedback"
+    assert feedback_label({"by": "pull request #2: review by alice"}) == \
+        "feedback from pull request #2: review by alice"
+    for bad in (5, ["a"], {"a": 1}, "", "   ", None):  # a store edited by hand: the human's
+        assert feedback_label({"by": bad}) == HUMAN
+    assert len(feedback_label({"by": "y" * 5000})) == len("feedback from ") + MAX_BY_CHARS

@@ -110,7 +110,8 @@ function describe(ev, offline) {
       return `decision: ${dec.complete ? "complete" : "continue"}` + (dec.summary ? ` — ${dec.summary}` : "")
         + (dec.next_prompt ? ` — next: ${dec.next_prompt}` : "");
     }
-    case "feedback": return (d.round ? `round ${d.round}: ` : "") + `the human's feedback: ${d.text || ""}`;
+    case "feedback": return (d.round ? `round ${d.round}: ` : "") +
+      `${typeof d.by === "string" && d.by ? `feedback from ${d.by}` : "the human's feedback"}: ${d.text || ""}`;
     case "check":
     case "setup": {
       const label = ev.kind === "setup" ? "setup" : d.phase === "base" ? "base check" : "check";

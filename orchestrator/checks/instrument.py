@@ -1,0 +1,123 @@
+"""Ask a check command for a report of each failure, and tell a check that cannot really run.
+
+- **pytest** (a command that runs `pytest`, `py.test` or `python -m pytest`): `PYTEST_ADDOPTS`
+  gains `--junitxml=<a temporary file>` (unless the command names its own `--junitxml`, which is
+  then read; `junit_family=xunit1`, whose test files give pytest's own test ids) and
+  `--continue-on-collection-errors`, so a module that fails to import is one
+  failure among the others, not a run with no tests;
+- **unittest** (`python -m unittest ...`): run through orchestrator/checks/unittest_junit.py,
+  which is unittest with a JUnit report (same tests, output and exit code);
+- **any other command** names its report with `junit = "..."`, or prints diagnostics lines.
+
+A check that cannot really run (not found, a runner that is not installed, pytest's usage error or
+"no tests collected", unittest's "Ran 0 tests", a JUnit report that is missing or empty, a run
+whose every failure is a collection or import error) is told apart from one that fails: on the
+base it is the config's mistake, never a baseline every ticket "passes" against.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.config.settings import CheckCommand
+
+_PYTEST = re.compile(r"(?:^|[\s;&|(/])(?:py\.test|pytest)(?:\s|$|;|&|\|)|-m\s+pytest\b")
+_UNITTEST = re.compile(r"(?P<py>(?:^|(?<=[\s;&|(]))(?:\S*/)?python[\d.]*)\s+-m\s+unittest\b")
+_OWN_JUNITXML = re.compile(r"--junit-?xml(?:=|\s+)(\S+)")
+# `python -m X` when X is not installed: "/usr/bin/python3: No module named pytset"
+_NO_RUNNER = re.compile(r"^\S*python[\d.]*: (No module named \S+|can't open file .*)$", re.M)
+# `sh` answers 127 for a command it cannot find and 126 for one it cannot execute
+CANNOT_START = (126, 127)
+PYTEST_USAGE, PYTEST_NO_TESTS, PYTEST_INTERNAL = 4, 5, 3
+_UNITTEST_NONE = re.compile(r"^(?:Ran 0 tests in |NO TESTS RAN)", re.M)
+
+
+@dataclass
+class Prepared:
+    """The command as it is run: its shell line, extra environment, and where its report goes."""
+
+    line: str
+    env: dict[str, str] = field(default_factory=dict)
+    reports: list[str] = field(default_factory=list)  # globs, relative to where it runs, or absolute paths
+    runner: str = ""  # "pytest" | "unittest" | "" (any other)
+
+    @property
+    def wants_report(self) -> bool:
+        return bool(self.reports)
+
+
+def runner_of(line: str) -> str:
+    if _UNITTEST.search(line):
+        return "unittest"
+    return "pytest" if _PYTEST.search(line) else ""
+
+
+def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str]) -> Prepared:
+    """The command with its report asked for (a report file under `tmp` where middle asks for it)."""
+    line = spec.run
+    runner = runner_of(line)
+    if spec.format in ("exit-code", "diagnostics"):
+        return Prepared(line, runner=runner)
+    if spec.junit:
+        return Prepared(line, reports=[spec.junit], runner=runner)
+    if runner == "pytest":
+        own = _OWN_JUNITXML.search(line)
+        if own:
+            return Prepared(line, reports=[own.group(1).strip("'\"")], runner=runner)
+        report = tmp / "pytest-junit.xml"
+        opts = " ".join(filter(None, [environ.get("PYTEST_ADDOPTS", ""), f"--junitxml={shlex.quote(str(report))}",
+                                      "-o", "junit_family=xunit1", "--continue-on-collection-errors"]))
+        return Prepared(line, {"PYTEST_ADDOPTS": opts}, [str(report)], runner)
+    if runner == "unittest":
+        script = Path(__file__).with_name("unittest_junit.py")
+        report = tmp / "unittest-junit.xml"
+        new_line = _UNITTEST.sub(lambda m: f"{m.group('py')} {shlex.quote(str(script))}", line)
+        return Prepared(new_line, {"MIDDLE_JUNIT_PATH": str(report)}, [str(report)], runner)
+    return Prepared(line, runner=runner)
+
+
+def report_files(prepared: Prepared, cwd: Path, since: float) -> list[Path]:
+    """The report files the run wrote: each glob's matches changed since the run started (a report
+    left by an earlier run is not this run's)."""
+    found: list[Path] = []
+    for pattern in prepared.reports:
+        p = Path(pattern)
+        matches = [p] if p.is_absolute() else sorted(cwd.glob(pattern))
+        for m in matches:
+            try:
+                if m.is_file() and m.stat().st_mtime >= since - 1:
+                    found.append(m)
+            except OSError:
+                continue
+    return found
+
+
+def cannot_run(exit_code: int | None, output: str, runner: str) -> str | None:
+    """Why the command could not really run, from its exit code and output (None: it ran)."""
+    if exit_code is None or exit_code == 0:
+        return None
+    if exit_code in CANNOT_START:
+        last = next((ln.strip() for ln in reversed(output.strip().splitlines()) if ln.strip()), "")
+        return f"exit {exit_code}: {last[:200] or 'command not found'}"
+    missing = _NO_RUNNER.search(output)
+    if missing:
+        return missing.group(1)[:200]
+    if runner == "pytest" and exit_code == PYTEST_USAGE:
+        return "pytest's usage error (exit 4): " + _last(output)
+    if runner == "pytest" and exit_code == PYTEST_NO_TESTS:
+        return "pytest collected no tests (exit 5)"
+    if runner == "pytest" and exit_code == PYTEST_INTERNAL:
+        return "pytest's internal error (exit 3): " + _last(output)
+    if runner == "unittest" and _UNITTEST_NONE.search(output):
+        return "unittest ran no tests"
+    return None
+
+
+def _last(output: str) -> str:
+    return next((ln.strip() for ln in reversed(output.strip().splitlines()) if ln.strip()), "")[:200]
+
+
+__all__ = ["CANNOT_START", "Prepared", "cannot_run", "prepare", "report_files", "runner_of"]
