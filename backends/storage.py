@@ -285,6 +285,7 @@ class SqliteStore(Store):
         self._schema = schema
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._remove_stale_new_files()  # on every open: a store made long ago leaves none otherwise
             existed = self.path.exists()
             if not existed:
                 self._create()
@@ -334,7 +335,6 @@ class SqliteStore(Store):
         """Build a new store file beside its path and link it into place whole. So the store
         file is never seen empty or half made, and a store file found empty is one that was
         cut short (see `emptied`), never a store that was about to be made."""
-        self._remove_stale_new_files()
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.new")
         try:
             conn = self._connect(tmp)
@@ -357,10 +357,13 @@ class SqliteStore(Store):
                 leftover.unlink(missing_ok=True)
 
     def _remove_stale_new_files(self) -> None:
+        """Remove the half-built store files (`.<name>.<pid>-<hex>.new`, and their -wal/-shm)
+        a creator killed while building one left: at once when that pid is not running here
+        (kill -9 left it), else once older than STALE_NEW_S (a pid reused since)."""
         cutoff = time.time() - STALE_NEW_S
         for stale in self.path.parent.glob(f".{self.path.name}.*.new*"):
             try:
-                if stale.stat().st_mtime < cutoff:
+                if not _pid_alive(_creator_pid(stale.name, self.path.name)) or stale.stat().st_mtime < cutoff:
                     stale.unlink()
             except OSError:
                 pass
@@ -403,6 +406,10 @@ class SqliteStore(Store):
 
     @property
     def corrupt_hint(self) -> str:  # type: ignore[override]
+        if not _has_sqlite_header(self.path):  # nothing in it can be read: no command can help
+            return (f"its header is not SQLite's, so nothing in it can be read, by `middle memory "
+                    f"export` or `reindex` either: restore the file from a backup, or move it away "
+                    f"(e.g. `mv {self.path} {self.path}.damaged`) to start the project's memory afresh")
         # Every built-in store file is named after its backend (bm25.sqlite3, ...).
         return (f"`middle memory reindex --from {self.path.stem}` rebuilds it from what can "
                 "still be read (the damaged file is kept in a .reindex-* folder beside it); if "
@@ -417,6 +424,40 @@ class SqliteStore(Store):
         return MemoryStoreError(
             f"{what} the {self.kind} {self.path}: {exc}. Check that the directory is writable and "
             f"the disk not full; if the file is damaged, {self.corrupt_hint}")
+
+
+def _creator_pid(name: str, store_name: str) -> int | None:
+    """The pid in a half-built store file's name `.<store_name>.<pid>-<hex>.new...`, or None."""
+    rest = name[len(store_name) + 2:]
+    pid = rest.split("-", 1)[0]
+    return int(pid) if pid.isdigit() else None
+
+
+def _pid_alive(pid: int | None) -> bool:
+    """Whether `pid` runs on this machine (None, unknown: counted alive, so age decides)."""
+    if pid is None or pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def _has_sqlite_header(path: Path) -> bool:
+    """Whether the file starts as a SQLite database does (or cannot be read, or is empty: then
+    the usual damage hint stands)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+    except OSError:
+        return True
+    return not head or head == SQLITE_HEADER
 
 
 def salvage_rows(path: Path, table: str, columns: Sequence[str], where: str = "") -> list[tuple]:

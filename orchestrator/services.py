@@ -95,18 +95,20 @@ class Services:
 
     @cached_property
     def agent_llm(self) -> Any:
-        """The middle agent's model: the override, else Claude through the anthropic SDK."""
+        """The middle agent's model: the override, else `[agent] provider`'s (agent.providers).
+        Offline mode always asks the fake Messages API through the anthropic SDK."""
         if self._llm is not None:
             return self._llm
-        from orchestrator.agent.llm import AnthropicLLM
-
         cfg = self.config.agent
         if self.fake:
+            from orchestrator.agent.llm import AnthropicLLM
             from orchestrator.config.offline import FAKE_API_KEY
 
             return AnthropicLLM(cfg.model, cfg.max_tokens, base_url=self.fake_api.base_url,
                                 api_key=FAKE_API_KEY, max_retries=0)
-        return AnthropicLLM(cfg.model, cfg.max_tokens, base_url=cfg.base_url)
+        from orchestrator.agent.providers import build_agent_llm
+
+        return build_agent_llm(cfg)
 
     @cached_property
     def memory_llm(self) -> TextLLM | None:
@@ -121,6 +123,8 @@ class Services:
             from orchestrator.agent.llm import AnthropicLLM, AnthropicTextLLM
 
             base = self.agent_llm
+            if hasattr(base, "text_llm"):  # openai-compatible, claude-code: the same way to the model
+                return base.text_llm(model)  # type: ignore[no-any-return]
             if not isinstance(base, AnthropicLLM):  # a LangChain agent model: a client of our own
                 base = AnthropicLLM(self.config.agent.model, base_url=self.config.agent.base_url)
             return AnthropicTextLLM(model, base)
@@ -182,7 +186,8 @@ class Services:
         if "read_only_store" not in self.__dict__:
             from tickets.store import open_read_only
 
-            self.__dict__["read_only_store"] = open_read_only(self.config.store_target)
+            self.__dict__["read_only_store"] = open_read_only(self.config.store_target,
+                                                              self.config.store.reconnect_s)
             if self.__dict__["read_only_store"] is not None:
                 self._built.append("read_only_store")
         return self.__dict__["read_only_store"]

@@ -183,6 +183,36 @@ class MemoryCuration:
                           (project_id, change_id))
         return _change(rows[0]) if rows else None
 
+    def memory_fingerprint(self, project_id: str) -> tuple[Any, ...]:
+        """A few numbers that change whenever what the board lists of the project's memory
+        changes in this store (curation, ticket docs and their reverts, runs' recall and use):
+        the board keeps its listing while they stay the same. Each is one indexed lookup."""
+        if self.version < CURATION_SINCE:
+            return ()
+        changes = self._read("SELECT COALESCE(MAX(id), 0) FROM memory_changes WHERE project_id = ?",
+                             (project_id,))[0][0]
+        docs = tuple(self._read("SELECT COUNT(*), COALESCE(MAX(id), 0), COUNT(deleted_at) FROM memory_docs"
+                                " WHERE project_id = ?", (project_id,))[0])
+        states = tuple(self._read("SELECT COUNT(*), MAX(added_at) FROM memory_state WHERE project_id = ?",
+                                  (project_id,))[0])
+        events = self._read("SELECT COALESCE(MAX(id), 0) FROM run_events")[0][0]
+        return (changes, *docs, *states, events)
+
+    def ticket_runners(self, project_id: str) -> dict[str, str]:
+        """Who ran each ticket of the project (the `by` of its latest run's `run_start` event):
+        a ticket doc's author. Runs before it was recorded, or events unreadable, have none."""
+        runners: dict[str, str] = {}
+        for row in self._read(
+                "SELECT e.ticket_id, e.data FROM run_events e JOIN tickets t ON t.id = e.ticket_id"
+                " WHERE e.kind = 'run_start' AND t.project_id = ? ORDER BY e.id", (project_id,)):
+            try:
+                by = json.loads(row["data"]).get("by")
+            except (ValueError, AttributeError):  # stored state is untrusted: no name, not a crash
+                continue
+            if isinstance(by, str) and by:
+                runners[row["ticket_id"]] = by
+        return runners
+
     def set_memory_docs_deleted(self, project_id: str, doc: str, deleted: bool) -> int:
         """A forgotten doc's ticket records marked deleted (so "Recent work" no longer shows it),
         or marked live again by its undo; returns how many records changed."""

@@ -17,6 +17,7 @@ object (`skip_locked`, `lock_row`, `order_col`) and its schema. A `Database` giv
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -283,6 +284,24 @@ def _pg_sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+_NO_DATABASE = re.compile(r'database "([^"]+)" does not exist')
+
+
+def _missing_database(url: str, reconnect_s: float) -> str | None:
+    """The database `url` names when the server answers that it does not exist, else None (it
+    exists, or the server is out of reach: the pool then retries for [store] reconnect_s). One
+    connection, closed at once: a missing database is a mistake to say now, not an outage to
+    wait out. psycopg gives no SQLSTATE for a failed connection, so its message is read."""
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=max(1, min(int(reconnect_s), 10))).close()
+    except psycopg.OperationalError as err:
+        found = _NO_DATABASE.search(str(err))
+        return found.group(1) if found else None
+    return None
+
+
 class PostgresDatabase:
     """A PostgreSQL database through a psycopg 3 connection pool, shared by threads and machines.
 
@@ -324,6 +343,10 @@ class PostgresDatabase:
         # Notifications seen so far per channel (waiters compare before and after).
         self._notified = {EVENTS_CHANNEL: 0, RUNNABLE_CHANNEL: 0}
         self._closed = False
+        missing = _missing_database(url, reconnect_s)
+        if missing is not None:  # no wait for a server that answers: the database is not there
+            raise StoreError(f"the PostgreSQL server at {self.where} has no database {missing!r}: "
+                             f"create it (e.g. `createdb {missing}`) or fix [store] url (or MIDDLE_STORE_URL)")
         self.pool = ConnectionPool(url, min_size=min_size, max_size=max_size, open=False,
                                    kwargs={"row_factory": _pg_rows, "autocommit": True,
                                            "application_name": f"middle-{os.getpid()}"},

@@ -64,7 +64,8 @@ def _unsafe_reason(value: object) -> str | None:
     if value.startswith("."):
         return "starts with '.'"
     if not _SAFE_ID.fullmatch(value):
-        return "is not safe"
+        bad = next(c for c in value if not _SAFE_ID.fullmatch(c))
+        return f"holds {bad!r}"
     return None
 
 
@@ -84,11 +85,32 @@ def validate_project_id(pid: str) -> str:
     return pid
 
 
+def _branch_reason(tid: str) -> str | None:
+    """Why a ticket id (already of safe characters) cannot name its branch `middle/<id>`, its
+    work-in-progress ref and its worktree, or None. These are git's own rules for a ref name
+    (`git check-ref-format`: no '..', no part ending in '.' or '.lock'), written out here so an
+    id is checked where it is read, with no git process; the others (no space, control
+    character, '~^:?*[\\', '@{') cannot occur in safe characters. And no leading '-': the id is
+    also passed to git and other commands where it would read as an option ('-rf', '--help')."""
+    if tid.startswith("-"):
+        return "starts with '-' (a command would read it as an option)"
+    if ".." in tid:
+        return "holds '..' (git refuses it in a branch name)"
+    if tid.endswith(".lock"):
+        return "ends with '.lock' (git refuses it in a branch name: its lock files end so)"
+    if tid.endswith("."):
+        return "ends with '.' (git refuses it in a branch name)"
+    return None
+
+
 def validate_ticket_id(tid: str) -> str:
-    """Return `tid` if it follows the project-id rule, else raise TicketError."""
-    reason = _unsafe_reason(tid)
+    """Return `tid` if it follows the project-id rule and can name the ticket's git branch
+    (see _branch_reason), else raise TicketError."""
+    reason = _unsafe_reason(tid) or _branch_reason(tid)
     if reason:
-        raise TicketError(_id_message("ticket", tid, reason))
+        raise TicketError(_id_message("ticket", tid, reason).replace(
+            "not starting with '.' (no '/', no '..')",
+            "not starting with '.' or '-', not ending with '.' or '.lock' (no '/', no '..')"))
     return tid
 
 

@@ -25,8 +25,8 @@ MAX_FEEDBACK_CHARS = 4000  # a run event's text limit (tickets.events.MAX_EVENT_
 # What a round's run carries over from the run before it: where the change lives.
 CARRIED = ("isolation", "repo", "base_branch", "base_commit", "branch", "worktree", "head_commit",
            "changes", "pr_url", "pr_state")  # (its pull request too: the round's commits go to it)
-# The ticket statuses a round starts from ("failed": only a failed review round, which
-# orchestrator.running.feedback.check lets through, never a first run that failed).
+# The ticket statuses a round starts from ("failed": only a failed ticket whose work is on its
+# branch, which orchestrator.running.feedback.check lets through).
 ROUND_STATUSES = ("complete", "conflict", "failed")
 ROUND = "round"  # the feedback opened a new round
 STORED = "stored"  # the feedback was stored for the run in progress: read at its next assess

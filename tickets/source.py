@@ -324,6 +324,18 @@ class MissingTicketFolder(TicketError):
     another source (`middle sync --from github:...`), which are then used."""
 
 
+def _refuse_link_out(path: Path, inside: list[Path]) -> None:
+    """A ticket file that is a symlink to a file outside the ticket folder and the project is
+    refused: the folder is what the project's tickets are, and a link must not read another file
+    of the machine into a ticket (and into its prompts and memory)."""
+    if not path.is_symlink():
+        return
+    target = path.resolve()
+    if not any(target.is_relative_to(place) for place in inside):
+        raise _BadFile(f"is a symlink to {target}, outside the ticket folder and the project: "
+                       "copy the ticket into the folder instead of linking it")
+
+
 def load_tickets(folder: PathArg, default_project_path: PathArg | None = None,
                  max_chars: int | None = None, memo: PathArg | None = None,
                  default_project: str | None = None) -> LoadResult:
@@ -351,8 +363,10 @@ def load_tickets(folder: PathArg, default_project_path: PathArg | None = None,
 
     # Hidden files are editor backups and lock files (.#x.md), not tickets.
     paths = sorted(p for p in root.glob("*.md") if p.is_file() and not p.name.startswith("."))
+    inside = [root] + ([Path(default_project_path).expanduser().resolve()] if default_project_path else [])
     for path in paths:
         try:
+            _refuse_link_out(path, inside)
             outcome = remembered.outcome(path, parse) if remembered else parse(path)
             if isinstance(outcome, _BadFile):
                 raise outcome

@@ -185,11 +185,12 @@ def _no_run(run_id: str) -> TicketError:
     return TicketError(f"no run '{run_id}': list a ticket's runs with `middle log TICKET`")
 
 
-def open_read_only(target: str | Path) -> TicketStore | None:
+def open_read_only(target: str | Path, reconnect_s: float = RECONNECT_S) -> TicketStore | None:
     """The store opened read-only, or None when no run has created it yet (a SQLite file that
-    does not exist, or a database with no store in it): read-only commands create no files."""
+    does not exist, or a database with no store in it): read-only commands create no files.
+    `reconnect_s`: how long to wait for an unreachable server ([store] reconnect_s)."""
     try:
-        return TicketStore(target, readonly=True)
+        return TicketStore(target, readonly=True, reconnect_s=reconnect_s)
     except TicketError:
         return None
 

@@ -6,7 +6,7 @@ import logging
 import math
 from abc import abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -93,6 +93,21 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
     def index_records(self, records: Sequence[MemoryRecord]) -> None:
         """Add docs with optional event time (unix seconds) and importance (1-5); exact
         duplicates are skipped. All or nothing: a failure leaves the store as it was."""
+        self._index(records, {})
+
+    def embed_ahead(self, docs: Sequence[str]) -> dict[str, np.ndarray]:
+        """Each doc's chunk vectors, made without touching the store (the facade calls this
+        outside the project's locks); none from a store that must be reindexed first."""
+        if self.embedder is None or self._stale is not None:
+            return {}
+        texts = list(dict.fromkeys(check_texts(list(docs), "docs")))
+        return dict(zip(texts, self._embed(texts) or []))
+
+    def index_embedded(self, docs: list[str], embedded: Mapping[str, Any]) -> None:
+        self._index([MemoryRecord(d) for d in check_texts(docs, "docs")], embedded)
+
+    def _index(self, records: Sequence[MemoryRecord], embedded: Mapping[str, Any]) -> None:
+        """index_records, with the vectors of `embedded` (text -> chunk vectors) where given."""
         records = _check_records(records)
         self._refuse_stale()
         with self._store.lock:
@@ -105,7 +120,11 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
             fresh = list(first.values())
             if not fresh:
                 return
-            vectors = self._embed([r.text for r in fresh])  # may fail: nothing written yet
+            # Only what was not embedded ahead (may fail: nothing written yet).
+            late = [r.text for r in fresh if r.text not in embedded]
+            made = dict(zip(late, self._embed(late) or [])) if late else {}
+            vectors = None if self.embedder is None else [
+                embedded[r.text] if r.text in embedded else made[r.text] for r in fresh]
             self._write(fresh, vectors)
 
     def _refuse_stale(self) -> None:

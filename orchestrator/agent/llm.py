@@ -1,9 +1,11 @@
-"""LLM adapters: the anthropic SDK (default, structured output) and any LangChain chat model."""
+"""LLM adapters: the anthropic SDK (default, structured output; also Bedrock and Vertex through its own
+clients, see agent.providers) and any LangChain chat model."""
 
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -18,6 +20,28 @@ class AgentLLM(Protocol):
 
     def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel]) -> str:
         """Return the reply text for `messages` ([{"role": "user"|"assistant", "content": str}])."""
+
+
+class ProviderLLM(AgentLLM, Protocol):
+    """An `[agent] provider`'s model (agent.providers): also a tiny call and its endpoint, for `middle doctor`."""
+
+    def ping(self) -> str:
+        """One tiny call; the reply's text."""
+
+    def where(self) -> str:
+        """The endpoint (or executable) it calls."""
+
+
+@dataclass(frozen=True)
+class Access:
+    """How an anthropic-SDK client reaches its model, for error lines that say what to set."""
+
+    api: str = "the Messages API"
+    credential: str = "API key"
+    credential_hint: str = "check ANTHROPIC_API_KEY"
+    endpoint_hint: str = "ANTHROPIC_BASE_URL"
+    errors: tuple[type[BaseException], ...] = ()  # a cloud SDK's errors for missing credentials
+    source: str = "ANTHROPIC_API_KEY"  # where the credentials were found, for `middle doctor`
 
 
 class AnthropicLLM:
@@ -37,9 +61,12 @@ class AnthropicLLM:
         max_retries: int = 3,
         timeout_s: float = 300.0,
         client: Any = None,
+        access: "Access | None" = None,
     ):
         import anthropic
 
+        self.access = access or Access()
+        self.structured = True  # output_config sent; False once the API refused it (see complete)
         self.model = model
         self.max_tokens = max_tokens
         self.usage = {"input_tokens": 0, "output_tokens": 0, "requests": 0}
@@ -59,38 +86,61 @@ class AnthropicLLM:
     def _create(self, **kwargs: Any):
         import anthropic
 
+        a = self.access
         try:
             return self.client.messages.create(model=self.model, **kwargs)
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
             raise ModelAccessError(
-                f"the Messages API rejected the API key ({exc.status_code}): check ANTHROPIC_API_KEY"
-            ) from None
+                f"{a.api} rejected the {a.credential} ({exc.status_code}): {a.credential_hint}") from None
         except anthropic.NotFoundError as exc:
             raise ModelAccessError(
                 f"model {self.model!r} was not found ({exc.message}): set [agent] model in middle.toml"
             ) from None
+        except anthropic.BadRequestError as exc:
+            if "output_config" in kwargs and "output_config" in str(exc.message):
+                raise _StructuredRefused() from None
+            raise AgentReplyError(f"{a.api} refused the request (400: {exc.message}); check [agent] model") from None
         except anthropic.APIConnectionError as exc:
             raise ModelAccessError(
-                f"cannot reach the Messages API at {self.client.base_url} ({exc}): check the "
-                "network or ANTHROPIC_BASE_URL"
+                f"cannot reach {a.api} at {self.client.base_url} ({exc}): check the network or {a.endpoint_hint}"
             ) from None
         except anthropic.APIStatusError as exc:
             raise AgentReplyError(
-                f"the Messages API answered {exc.status_code} after retries ({exc.message}); "
+                f"{a.api} answered {exc.status_code} after retries ({exc.message}); "
                 "try again later with `middle resume`"
             ) from None
+        except a.errors as exc:
+            # The cloud clients resolve credentials when a request is signed (boto3's chain,
+            # Google's ADC) and raise their own errors when they find none or it is refused.
+            raise ModelAccessError(f"{a.api}: {a.credential} could not be used ({exc}): {a.credential_hint}") from None
 
     def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel]) -> str:
         import anthropic
 
-        resp = self._create(
-            max_tokens=self.max_tokens,
-            system=system,
-            messages=messages,
-            output_config={"format": {"type": "json_schema", "schema": anthropic.transform_schema(schema)}},
-        )
+        kwargs: dict[str, Any] = {"max_tokens": self.max_tokens, "system": system, "messages": messages}
+        if self.structured:
+            kwargs["output_config"] = {"format": {"type": "json_schema",
+                                                  "schema": anthropic.transform_schema(schema)}}
+        try:
+            resp = self._create(**kwargs)
+        except _StructuredRefused:
+            # A cloud region or a gateway without structured output: the reply is checked and
+            # repaired by the middle agent instead, for the rest of this run.
+            log.warning("%s refused structured output (output_config); checking plain replies instead", self.access.api)
+            self.structured = False
+            kwargs.pop("output_config")
+            resp = self._create(**kwargs)
         self._count(resp)
         return "".join(b.text for b in resp.content if getattr(b, "type", "") == "text")
+
+    def ping(self) -> str:
+        """One tiny call (`middle doctor`): the reply's text; ModelAccessError when it cannot be made."""
+        resp = self._create(max_tokens=16, messages=[{"role": "user", "content": "Reply with: ok"}])
+        return "".join(getattr(b, "text", "") for b in resp.content)
+
+    def where(self) -> str:
+        """The endpoint this client calls and where its credentials come from, for `middle doctor`."""
+        return f"{self.client.base_url} ({self.access.source})"
 
     def _count(self, resp: Any) -> None:
         usage = getattr(resp, "usage", None)
@@ -98,6 +148,10 @@ class AnthropicLLM:
         if usage is not None:
             self.usage["input_tokens"] += getattr(usage, "input_tokens", 0) or 0
             self.usage["output_tokens"] += getattr(usage, "output_tokens", 0) or 0
+
+
+class _StructuredRefused(Exception):
+    """The API answered 400 naming output_config: it has no structured output."""
 
 
 class AnthropicTextLLM:

@@ -12,6 +12,7 @@ from orchestrator.errors import ConfigError
 
 from . import datasets, runner
 from .fleet import fleet
+from .memory_page import memory_page
 from .report import (  # noqa: F401
     BACKEND_HELP,
     LATENCY,
@@ -362,3 +363,4 @@ def import_(commits: int, dataset: Path | None, backends: tuple[str, ...], as_js
 bench.add_command(runs)
 bench.add_command(fleet)
 bench.add_command(sde)  # sde-bench's tasks end to end, memory on against off
+bench.add_command(memory_page)  # the board's Memory page as the store grows (issue 38)

@@ -72,10 +72,19 @@ def prepare(project: Path, worktree: Path, *, copy: list[str], setup: list[str],
         done.setup.append(result)
         if on_result:
             on_result(result)
+        if say and result.passed:  # (a failure is said by the caller, with what to do)
+            last = last_line(result.tail)
+            say(f"worktree setup `{command}` passed ({result.duration_s:.1f}s)" + (f": {last}" if last else ""))
         if not result.passed:
             break
     add_local(worktree, sorted((untracked(worktree) - before) | set(done.copied)))
     return done
+
+
+def last_line(text: str, limit: int = 200) -> str:
+    """The last non-blank line of a command's output, cut to `limit` characters."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:limit] if lines else ""
 
 
 def remove_new_untracked(worktree: Path, before: set[str]) -> list[str]:

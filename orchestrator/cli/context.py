@@ -77,8 +77,9 @@ def default_project(config: Config, store: Any) -> str:
     return config.resolve(config.project.path).name
 
 
-def project_memory(ctx: click.Context, project: str | None) -> tuple[MemoryFacade, str]:
-    """The memory facade (from the shared services, with its memory model) and the project id."""
+def project_memory(ctx: click.Context, project: str | None, create: bool = False) -> tuple[MemoryFacade, str]:
+    """The memory facade (from the shared services, with its memory model) and the project id
+    (one named with --project must be known, see `_named_project`)."""
     config = get_config(ctx)
     svc = services(ctx, config)
     if svc.memory is None:
@@ -86,16 +87,34 @@ def project_memory(ctx: click.Context, project: str | None) -> tuple[MemoryFacad
             "memory is off: set [memory] save_dir in middle.toml (or MEMORY_SAVE_DIR) and a "
             "backend other than 'none'"
         )
-    return svc.memory, project if project is not None else default_project(config, svc.read_store())
+    if project is None:
+        return svc.memory, default_project(config, svc.read_store())
+    return svc.memory, _named_project(config, svc, svc.memory, project, create)
 
 
-def project_curator(ctx: click.Context, project: str | None) -> tuple[Any, str]:
+def project_curator(ctx: click.Context, project: str | None, create: bool = False) -> tuple[Any, str]:
     """The curation verbs (memory.curation.Curator: memory plus the ticket store that records
-    each change) and the project id."""
+    each change) and the project id (see project_memory)."""
     config = get_config(ctx)
     svc = services(ctx, config)
     curator = svc.curator()  # ConfigError when memory is off
-    return curator, project if project is not None else default_project(config, svc.read_store())
+    if project is None:
+        return curator, default_project(config, svc.read_store())
+    return curator, _named_project(config, svc, curator.facade, project, create)
+
+
+def _named_project(config: Config, svc: Any, facade: MemoryFacade, project: str, create: bool) -> str:
+    """A project named with --project: the configured one, one of the stored tickets' or one
+    with a memory store; another (a typo would start an empty store) only with --create."""
+    from orchestrator.memory.projects import check_known
+    from tickets.model import validate_project_id
+
+    validate_project_id(project)  # its own error first, before any lookup
+    store = svc.read_store()
+    known = [config.project.id or config.resolve(config.project.path).name,  # as default_project
+             *(store.project_ids() if store is not None else [])]
+    return check_known(facade, project, known, create=create,
+                       how="pass --create (`middle memory add --create` or `middle memory import --create`)")
 
 
 def command_backend(ctx: click.Context, project: str | None, op: str) -> Any:

@@ -110,7 +110,8 @@ def _checks(store: Any, run_id: str) -> dict[int, list[dict[str, Any]]]:
 
 
 def _check_lines(console: Console, data: dict[str, Any], full: bool) -> None:
-    """One check (or setup) run: what ran, how it ended, and on failure the end of its output."""
+    """One check (or setup) run: what ran, how it ended, and the end of its output (a check's
+    on failure only)."""
     label = "setup" if data["kind"] == "setup" else "base check" if data.get("phase") == "base" else "check"
     ended = "timed out" if data.get("timed_out") else f"exit {data.get('exit_code')}"
     outcome = data.get("label") or data.get("outcome") or ("passed" if data.get("exit_code") == 0 else "failed")
@@ -127,7 +128,9 @@ def _check_lines(console: Console, data: dict[str, Any], full: bool) -> None:
     if data.get("phase") == "base" and data.get("failing") and data.get("exit_code") != 0:
         failing = ", ".join(sorted(set(data["failing"])))
         console.print("      " + escape("failing on the base: " + failing), soft_wrap=True)
-    if data.get("exit_code") != 0 and data.get("tail"):
+    # A setup's output is shown whether it passed or not (what `pip install` or `npm ci` did is
+    # worth seeing); a check's only when it failed.
+    if (data["kind"] == "setup" or data.get("exit_code") != 0) and data.get("tail"):
         _block(console, "its output (the end)", data["tail"], full)
 
 
@@ -254,7 +257,9 @@ def describe_event(event: dict[str, Any], offline: bool = False) -> str:
         label = "setup" if kind == "setup" else "base check" if d.get("phase") == "base" else "check"
         ended = "timed out" if d.get("timed_out") else f"exit {d.get('exit_code')}"
         outcome = d.get("outcome") or ("passed" if d.get("exit_code") == 0 else "failed")
-        return f"{label} `{d.get('command')}`: {outcome} ({ended})"
+        last = [line.strip() for line in str(d.get("tail") or "").splitlines() if line.strip()]
+        said = f" — {last[-1][:200]}" if kind == "setup" and last else ""  # what setup did, passed or not
+        return f"{label} `{d.get('command')}`: {outcome} ({ended}){said}"
     if kind == "feedback":
         from tickets.rounds import feedback_label
 

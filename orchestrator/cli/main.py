@@ -47,11 +47,11 @@ def read_config(ctx: click.Context) -> ReadConfig:
     return load((ctx.find_root().obj or {}).get("config_path"), check=check_options)
 
 
-def read_store(ctx: click.Context, target: str) -> Any:
+def read_store(ctx: click.Context, config: ReadConfig) -> Any:
     """The ticket store opened read-only for this command (None before any run), closed at its end."""
     from tickets.store import open_read_only
 
-    store = open_read_only(target)
+    store = open_read_only(config.store_target, config.reconnect_s)
     if store is not None:
         ctx.call_on_close(store.close)
     return store
@@ -86,6 +86,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("orchestrator.server.serve:serve", "Serve the dashboard, the tickets and memory API, live run events."),
     "worker": ("orchestrator.cli.fleet:worker", "Work the shared backlog on this machine (claim, run, push)."),
     "pr": ("orchestrator.cli.pr:pr", "Open a complete ticket's pull request on GitHub (pushes its branch)."),
+    "doctor": ("orchestrator.cli.doctor:doctor", "Say which coding agent and model a run uses, and if each works."),
 }
 
 
@@ -231,12 +232,16 @@ def _stop_signals() -> Iterator[None]:
 @click.option("--tickets", "tickets_dir", default=None, help="Ticket folder (default [project] tickets_dir).")
 @click.option("--fake", is_flag=True, help="Use the built-in offline fake model instead of the API.")
 @click.option("--rerun", is_flag=True, help="Also start tickets that are already complete or merged.")
+@click.option("--fresh", is_flag=True,
+              help="Start over a ticket whose earlier run left work (its branch, edits, untracked files), dropping it.")
 @click.option("--parallel", "-j", type=TicketsAtOnce(), default=None,
               help="Tickets at once, each in its own worktree (default [run] parallel).")
 @click.pass_context
 def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None, fake: bool,
-        rerun: bool, parallel: int | None) -> None:
-    """Run the given tickets, or every pending one, from the ticket folder."""
+        rerun: bool, fresh: bool, parallel: int | None) -> None:
+    """Run the given tickets, or every pending one, from the ticket folder. A ticket whose
+    earlier run left work is refused (continue it with `middle resume` or `middle feedback`)
+    unless --fresh."""
     config = get_config(ctx)
     orch = open_orchestrator(ctx, config, fake)
     from orchestrator.cli.batch_view import make_view
@@ -262,7 +267,7 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
     try:
         with _stop_signals():
             result = run_batch(orch, ids, parallel=n, rerun=rerun, named=bool(ticket_ids), view=view,
-                               blocked=blocked)
+                               blocked=blocked, fresh=fresh)
     except BatchInterrupted as exc:
         view.close()
         if exc.outcomes:
@@ -292,7 +297,8 @@ def _unfinished(store: Any) -> str:
 
     waiting = [t.id for t in store.list_tickets() if t.status.value in ("interrupted", "running", "failed")]
     lines = [f"{tid}: {advise(store, tid)}" for tid in waiting
-             if situation(store, tid) in ("interrupted", "stale", "failed-resumable", "failed-check")]
+             if situation(store, tid) in ("interrupted", "stale", "failed-resumable", "failed-check",
+                                          "failed-work", "failed-round")]
     return "; unfinished: " + "; ".join(lines) if lines else ""
 
 
@@ -380,7 +386,8 @@ def _pull_request_rounds(ctx: click.Context, config: Config, store: Any, fake: b
 @click.option("--fake", is_flag=True, help="Use the built-in offline fake model instead of the API.")
 @click.pass_context
 def resume(ctx: click.Context, ticket_id: str, fake: bool) -> None:
-    """Continue a ticket's interrupted run, or a failed one that can be retried, from its last checkpoint."""
+    """Continue a ticket's interrupted run, or a failed one that has work or can be retried, from
+    its last checkpoint, with [check], [worktree] and the ticket's front matter as they are now."""
     orch = open_orchestrator(ctx, get_config(ctx), fake)
     try:
         with _stop_signals():
@@ -407,7 +414,7 @@ def tickets(ctx: click.Context, status: str | None) -> None:
     config = read_config(ctx)
     if status is not None and status not in {s.value for s in TicketStatus}:
         raise click.BadParameter(f"use one of {', '.join(s.value for s in TicketStatus)}", param_hint="--status")
-    store = read_store(ctx, config.store_target)  # read-only: creates no file
+    store = read_store(ctx, config)  # read-only: creates no file
     known = {t.id: t for t in store.list_tickets()} if store else {}
     folder = load(config, store=store)
     # As the next sync will store them (nothing is written here): those the source no longer has
@@ -505,7 +512,7 @@ def log(ctx: click.Context, ticket_id: str, full: bool, follow: bool) -> None:
     from orchestrator.cli.log_view import follow_log, print_log
     from orchestrator.errors import TicketError
 
-    store = read_store(ctx, read_config(ctx).store_target)
+    store = read_store(ctx, read_config(ctx))
     if store is None:
         from orchestrator.lifecycle.next_steps import command
 
@@ -548,7 +555,8 @@ def init(ctx: click.Context, backend: str | None) -> None:
     if note:
         console.print(f"[yellow]note:[/] {safe(note)}")
     console.print(
-        "next: edit tickets/*.md, export ANTHROPIC_API_KEY, then `middle run` "
+        "next: edit tickets/*.md, export ANTHROPIC_API_KEY (or set [agent] provider: a Claude "
+        "subscription, Bedrock, Vertex, a local model), check with `middle doctor`, then `middle run` "
         "(or `middle run --fake` to try it offline)"
     )
 

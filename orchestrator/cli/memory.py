@@ -1,5 +1,5 @@
-"""`middle memory search|list|show|add|edit|supersede|pin|unpin|delete|history|undo|retry|export|stores|reindex|import`:
-the project memory from the command line. Every change is recorded (who, when, before and after:
+"""`middle memory search|list|show|add|edit|supersede|pin|unpin|delete|history|stats|undo|retry|export|stores|
+reindex|import`: the project memory from the command line. Every change is recorded (who, when, before and after:
 `middle memory history`) and can be taken back (`middle memory undo N`)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import click
 from orchestrator.cli.context import command_backend, default_project, project_curator, project_memory  # noqa: F401
 from orchestrator.cli.output import console, err_console, hanging, safe
 from orchestrator.errors import MemoryStoreError, MiddleError
-from orchestrator.memory.format import DOC_ID_CHARS, doc_id
+from orchestrator.memory.format import DOC_ID_CHARS, doc_id, truncate_doc
 from orchestrator.plugins.memory_backend import MemoryDatabase
 
 project_option = click.option(
@@ -22,6 +22,11 @@ project_option = click.option(
     "-p",
     default=None,
     help="Project id (default: [project] id, else the only project of the tickets, else the project folder's name).",
+)
+# A project id named with -p must be known (configured, of a ticket, or with a store): a typo
+# would start an empty store. `add` and `import` may start a new project's memory on purpose.
+create_option = click.option(
+    "--create", is_flag=True, help="Start the memory of a project that has none yet (else a new --project is refused)."
 )
 
 
@@ -92,12 +97,13 @@ def list_(ctx: click.Context, project: str | None) -> None:
 @memory.command()
 @click.argument("text")
 @project_option
+@create_option
 @click.pass_context
-def add(ctx: click.Context, text: str, project: str | None) -> None:
+def add(ctx: click.Context, text: str, project: str | None, create: bool) -> None:
     """Index TEXT as one doc (at most [memory] max_doc_chars long)."""
     from orchestrator.memory.curation import cli_user
 
-    curator, pid = project_curator(ctx, project)
+    curator, pid = project_curator(ctx, project, create)
     done = curator.add(pid, text, cli_user())
     ident = doc_id(done.doc)[:DOC_ID_CHARS]
     if done.change is None:
@@ -131,9 +137,11 @@ def show(ctx: click.Context, ident: str, project: str | None) -> None:
     """One doc: its text, where it came from (ticket and run, import, or by hand; when, by
     whom), what it superseded or what superseded it, whether it is pinned, and its changes."""
     from orchestrator.cli.memory_view import print_doc
+    from orchestrator.memory.catalog import project_usage
 
     curator, pid = project_curator(ctx, project)
-    print_doc(console, curator.show(pid, ident))
+    shown = curator.show(pid, ident)
+    print_doc(console, {**shown, "uses": project_usage(curator.store, pid).get(shown["short_id"])})
 
 
 @memory.command()
@@ -146,6 +154,9 @@ def edit(ctx: click.Context, ident: str, text: str | None, project: str | None) 
     links, ticket and time; `middle memory undo` puts the old text back."""
     from orchestrator.memory.curation import cli_user
 
+    if text is not None and not text.strip():  # said in this command's words, before any store opens
+        raise MiddleError("the new text is empty: give the doc's words (--text TEXT, or leave "
+                          "--text out to write them in the editor)")
     curator, pid = project_curator(ctx, project)
     if text is None:
         old = curator.find(pid, ident)
@@ -170,6 +181,9 @@ def supersede(ctx: click.Context, ident: str, text: str, project: str | None) ->
     its replacement (shown as history)."""
     from orchestrator.memory.curation import cli_user
 
+    if not text.strip():  # said in this command's words (--with), before any store is opened
+        raise MiddleError("the new text is empty: give the words of the doc that replaces it "
+                          "(--with TEXT, e.g. --with 'Sessions now use JWT tokens.')")
     curator, pid = project_curator(ctx, project)
     done = curator.supersede(pid, ident, text, cli_user())
     console.print(
@@ -210,16 +224,39 @@ def _pin(ctx: click.Context, ident: str, project: str | None, pinned: bool) -> N
 @click.option(
     "-n", "limit", default=50, show_default=True, type=click.IntRange(min=1), help="How many changes, newest first."
 )
+@click.option("--full", is_flag=True, help="Each change's whole before and after (an edit as a diff), "
+              "not one line cut at 120 characters.")
 @project_option
 @click.pass_context
-def history(ctx: click.Context, ident: str | None, limit: int, project: str | None) -> None:
+def history(ctx: click.Context, ident: str | None, limit: int, full: bool, project: str | None) -> None:
     """The changes made to the project's memory (or to one doc), newest first: who, when,
     what, before and after; `middle memory undo N` takes change N back."""
     from orchestrator.cli.memory_view import print_changes
 
     curator, pid = project_curator(ctx, project)
     changes = curator.show(pid, ident)["changes"][:limit] if ident else curator.changes(pid, limit)
-    print_changes(console, changes)
+    print_changes(console, changes, full=full)
+
+
+@memory.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the numbers as JSON.")
+@project_option
+@click.pass_context
+def stats(ctx: click.Context, as_json: bool, project: str | None) -> None:
+    """The project's memory in numbers: docs by source, pinned and superseded, how many the
+    agent was shown and said it used, and the candidates to supersede or forget (recalled in
+    3 or more runs, never used)."""
+    from orchestrator.cli.memory_view import print_stats
+    from orchestrator.memory.catalog import build_catalog
+    from orchestrator.memory.catalog import stats as catalog_stats
+
+    curator, pid = project_curator(ctx, project)
+    numbers = {"project": pid, "backend": curator.facade.backend_name,
+               **catalog_stats(build_catalog(curator.facade, curator.store, pid))}
+    if as_json:
+        click.echo(json.dumps(numbers, indent=2))
+    else:
+        print_stats(console, numbers)
 
 
 @memory.command()
@@ -359,6 +396,7 @@ def reindex(ctx: click.Context, source: str, from_url: str | None, project: str 
 )
 @click.option("--progress/--no-progress", default=True, help="Progress bar on stderr.")
 @project_option
+@create_option
 @click.pass_context
 def import_(
     ctx: click.Context,
@@ -367,6 +405,7 @@ def import_(
     repo: Path | None,
     progress: bool,
     project: str | None,
+    create: bool,
 ) -> None:
     """Index a project's existing history: `git` (one doc per non-merge commit, new commits
     only on a rerun), or FILES: Markdown or text (one doc per section) and Claude Code session
@@ -379,7 +418,7 @@ def import_(
     origins: dict[str, dict[str, str]] = {}  # each doc's commit or file, recorded after the import
     if sources == ("git",):
         config = get_config(ctx)
-        curator, pid = project_curator(ctx, project)
+        curator, pid = project_curator(ctx, project, create)
         mem = curator.facade
         where = repo if repo is not None else config.resolve(config.project.path)
         with _progress(progress) as track:
@@ -403,7 +442,7 @@ def import_(
         for text, when in file_import.read_records(path):
             records.append((text, when))
             origins[text] = {"kind": kind, "path": str(path.resolve())}
-    curator, pid = project_curator(ctx, project)
+    curator, pid = project_curator(ctx, project, create)
     mem = curator.facade
     with import_lock(get_config(ctx).state_path, pid), _progress(progress) as track:
         report = index_batches(mem, pid, records, track(f"importing {len(records)} doc(s)", len(records)))
@@ -419,7 +458,9 @@ def _note_origins(curator: Any, project_id: str, origins: dict[str, dict[str, st
     an origin keeps it."""
     from orchestrator.memory.curation import cli_user
 
-    prepared = [(curator.facade.prepare_doc(text), origin) for text, origin in origins.items()]
+    # The text as stored, cut as the import cut it (and warned about once, there).
+    cap = curator.facade.max_doc_chars
+    prepared = [(truncate_doc(text, cap), origin) for text, origin in origins.items()]
     curator.store.note_memory_origins(project_id, [(doc_id(d), d, o) for d, o in prepared], cli_user())
 
 

@@ -1,7 +1,8 @@
-"""How `middle memory show` and `middle memory history` print a doc and its changes."""
+"""How `middle memory show`, `history` and `stats` print a doc, its changes and the numbers."""
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from rich.console import Console
@@ -22,6 +23,9 @@ def print_doc(console: Console, shown: dict[str, Any]) -> None:
                               f"{new['doc']}"))
     for old in shown["supersedes"]:
         console.print(hanging("  supersedes: ", f"{old['id'][:DOC_ID_CHARS]}: {old['doc']}"))
+    if shown.get("uses"):
+        uses = shown["uses"]
+        console.print(f"  usage: recalled in {uses['recalled']} run(s), used in {uses['used']}")
     console.print("  text:")
     console.print(hanging("    ", shown["doc"]))
     if shown["changes"]:
@@ -29,10 +33,43 @@ def print_doc(console: Console, shown: dict[str, Any]) -> None:
         print_changes(console, shown["changes"], indent="    ")
 
 
-def print_changes(console: Console, changes: list[dict[str, Any]], indent: str = "") -> None:
+def print_changes(console: Console, changes: list[dict[str, Any]], indent: str = "",
+                  full: bool = False) -> None:
+    """One line per change; `full`: then its whole before and after (an edit as a diff)."""
     if not changes:
         console.print(f"{indent}(no changes)")
     for change in changes:
         undone = f" [undone by {change['undone_by']}]" if change.get("undone_by") else ""
         console.print(indent + safe(f"{change['id']:>4}  {change['at'][:19]}  {change['who']}  "
                                     f"{describe_change(change)}{undone}"), soft_wrap=True)
+        if full:
+            for line in full_change(change):
+                console.print(indent + "      " + safe(line), soft_wrap=True, highlight=False)
+
+
+def full_change(change: dict[str, Any]) -> list[str]:
+    """A change's whole before and after: an edit (or an undone edit) as a unified diff of the
+    texts, line by line; a doc added, written to supersede, or deleted, in full."""
+    before, after = change.get("before") or {}, change.get("after") or {}
+    old, new = before.get("doc"), after.get("doc")
+    if isinstance(old, str) and isinstance(new, str):
+        return list(difflib.unified_diff(old.splitlines(), new.splitlines(), "before", "after",
+                                         lineterm="", n=3)) or ["(same text)"]
+    text = new if isinstance(new, str) else old
+    if isinstance(text, str):
+        return [("after: " if text is new else "before: ") + line for line in text.splitlines() or [""]]
+    return []
+
+
+def print_stats(console: Console, numbers: dict[str, Any]) -> None:
+    console.print(f"project {numbers['project']}, backend {numbers['backend']}: {numbers['docs']:,} doc(s)")
+    sources = ", ".join(f"{kind} {n:,}" for kind, n in numbers["by_source"].items() if n)
+    console.print(f"  by source: {sources or 'none'}")
+    console.print(f"  pinned {numbers['pinned']:,}, superseded {numbers['superseded']:,}")
+    share = f" ({100 * numbers['uses'] / numbers['recalls']:.0f}% of recalls)" if numbers["recalls"] else ""
+    console.print(f"  recalled: {numbers['recalled_docs']:,} doc(s) in {numbers['recalls']:,} recall(s); "
+                  f"used: {numbers['used_docs']:,} doc(s), {numbers['uses']:,} time(s){share}")
+    candidates = numbers["candidates"]
+    console.print(f"  candidates to supersede or forget (recalled in 3+ runs, never used): {len(candidates)}")
+    for c in candidates:
+        console.print(hanging(f"    {c['id']}  recalled {c['uses']['recalled']}: ", c["text"]))

@@ -80,7 +80,9 @@ OFFLINE_COST = "offline model, no cost"  # what a run on the fake model cost (it
 def report(outcome: Any, prefix: str = "") -> None:
     """The result line of one ticket's run; `prefix`: what every line of a piped batch starts with."""
     color = {"complete": "green", "failed": "red", "skipped": "yellow"}.get(outcome.status, "yellow")
-    if outcome.status in ("skipped", "pending"):  # pending: never started, left in the backlog
+    # pending: never started, left in the backlog; stored: feedback kept for the run that holds
+    # the ticket (no run of this process, so no turns and no cost to show, not even "$0.0000").
+    if outcome.status in ("skipped", "pending", "stored"):
         console.print(f"{prefix}[bold {color}]{outcome.status}[/] ticket {safe(outcome.ticket_id)}: "
                       f"{safe(outcome.reason)}")
         return

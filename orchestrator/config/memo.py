@@ -24,7 +24,7 @@ from orchestrator.config.source_settings import SourceSettings
 from tickets.cache_file import read_json, write_json
 from tickets.deps import Mode
 
-MEMO_VERSION = 2
+MEMO_VERSION = 3  # 3: reconnect_s
 # What the config reads from the environment besides MIDDLE_* (MEMORY_SAVE_DIR, the memory folder; `~`).
 _OTHER_INPUTS = ("MEMORY_SAVE_DIR", "HOME")
 # The code whose rules decide what a config means: a change to it invalidates every memo.
@@ -37,6 +37,7 @@ class ReadConfig:
 
     source: str  # the config file
     store_target: str  # a PostgreSQL URL, or the SQLite file under state_dir
+    reconnect_s: float  # [store] reconnect_s: how long a PostgreSQL store is waited for
     tickets_dir: str  # absolute
     project_path: str  # absolute
     max_ticket_chars: int
@@ -86,6 +87,7 @@ def read_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     view = ReadConfig(
         source=str(config.source),
         store_target=str(config.store_target),
+        reconnect_s=config.store.reconnect_s,
         tickets_dir=str(config.resolve(config.project.tickets_dir)),
         project_path=str(config.resolve(config.project.path)),
         max_ticket_chars=config.project.max_ticket_chars,
@@ -122,7 +124,8 @@ def _recall(memo: Path, key: list) -> ReadConfig | None:
         if not isinstance(entry, dict) or entry.get("key") != key:
             return None
         values = entry["config"]
-        types = {f.name: (int if f.type == "int" else str) for f in fields(ReadConfig)}
+        kinds = {"int": int, "float": float}
+        types = {f.name: kinds.get(str(f.type), str) for f in fields(ReadConfig)}
         if set(values) != set(types) or not all(type(values[k]) is t for k, t in types.items()):
             return None
         if values["dependencies"] not in get_args(Mode):  # a str, but not one waiting_for knows

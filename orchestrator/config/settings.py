@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from orchestrator.config.paths import ENV_PREFIX, OTHER_VARIABLES, find_config_file, is_setting  # noqa: F401
 from orchestrator.errors import ConfigError
@@ -37,12 +37,67 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+Provider = Literal["anthropic", "bedrock", "vertex", "openai-compatible", "claude-code"]
+
+# Which `[agent]` options each provider reads: naming one the provider ignores is an error, so a
+# setting never silently does nothing (e.g. `region` with provider = "anthropic").
+PROVIDER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "anthropic": ("base_url",),
+    "bedrock": ("base_url", "region", "aws_profile"),
+    "vertex": ("base_url", "region", "project_id"),
+    "openai-compatible": ("base_url", "api_key_env", "json_schema", "parse_retries"),
+    "claude-code": ("cli_path",),
+}
+
+
 class AgentConfig(_Strict):
+    """`[agent]`: the middle agent's model and where it is reached (`provider`; docs/providers.md)."""
+
+    provider: Provider = "anthropic"
     model: str = "claude-sonnet-5-5"
     max_tokens: int = Field(2048, gt=0)
     max_turns: int = Field(20, gt=0)
     max_cost_usd: float = Field(5.0, gt=0)
-    base_url: str | None = None  # default: ANTHROPIC_BASE_URL, else the SDK's default
+    # anthropic: default ANTHROPIC_BASE_URL, else the SDK's; bedrock / vertex: the endpoint
+    # (default ANTHROPIC_BEDROCK_BASE_URL / ANTHROPIC_VERTEX_BASE_URL, else the region's);
+    # openai-compatible: required (e.g. http://localhost:11434/v1 for Ollama)
+    base_url: str | None = None
+    region: str | None = None  # bedrock: default AWS_REGION / the profile's; vertex: CLOUD_ML_REGION
+    aws_profile: str | None = None  # bedrock: default AWS_PROFILE, else boto3's credential chain
+    project_id: str | None = None  # vertex: default ANTHROPIC_VERTEX_PROJECT_ID, else the ADC's project
+    # openai-compatible: the environment variable holding the key (default OPENAI_API_KEY; a
+    # local server such as Ollama needs none: then no key is sent)
+    api_key_env: str | None = None
+    # openai-compatible: "auto" asks for a JSON-schema reply and falls back to a checked parse
+    # when the server refuses it; "always" never falls back; "never" always parses
+    json_schema: Literal["auto", "always", "never"] = "auto"
+    parse_retries: int = Field(2, ge=0, le=5)  # openai-compatible: re-asks when a reply is not the JSON asked for
+    cli_path: str | None = None  # claude-code: default PATH, then the copy bundled in claude-agent-sdk
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not value.replace("_", "").isalnum():
+            raise ValueError(f"{value!r} is not an environment variable name: write e.g. \"OPENROUTER_API_KEY\"")
+        return value
+
+    @model_validator(mode="after")
+    def _options_fit_provider(self) -> "AgentConfig":
+        used = PROVIDER_OPTIONS[self.provider]
+        for name in ("base_url", "region", "aws_profile", "project_id", "api_key_env", "json_schema",
+                     "parse_retries", "cli_path"):
+            if name in self.model_fields_set and name not in used:
+                users = [p for p, names in PROVIDER_OPTIONS.items() if name in names]
+                raise ValueError(f"{name} is an option of provider {' / '.join(users)}, not of "
+                                 f"{self.provider!r}: remove it or set provider")
+        if self.provider == "openai-compatible":
+            if not self.base_url:
+                raise ValueError("provider \"openai-compatible\" needs base_url: the server's address, "
+                                 "e.g. base_url = \"http://localhost:11434/v1\" (Ollama)")
+            if "model" not in self.model_fields_set:
+                raise ValueError("provider \"openai-compatible\" needs model: the model name the server "
+                                 "knows, e.g. model = \"llama3.1\"")
+        return self
 
 
 class CodingAgentConfig(_Strict):
@@ -72,6 +127,10 @@ class MemoryConfig(_Strict):
     # it (the middle agent's own recall at ticket start): the agent's per-turn queries are
     # ~1,000 characters, and a 4 MB one held every memory call of the project for 18 s.
     max_query_chars: int = Field(4000, gt=0)
+    # The docs (or queries) of one call from a client (the memory API, the CLI) hold at most
+    # this many characters in all: 20 docs of 20,000 characters in one index call (each within
+    # max_doc_chars) once held the project's memory for 51 s. A larger call is a 413.
+    max_request_chars: int = Field(100_000, gt=0)
     memories_budget_chars: int = Field(2000, gt=0)
     # The block's "Recent work": the newest N tickets of the project (0: none), within
     # recent_share of memories_budget_chars; the rest is "Related work from any time".
@@ -251,6 +310,27 @@ class RunConfig(_Strict):
     retry_wait_s: float = Field(5.0, ge=0)
 
 
+class ServerConfig(_Strict):
+    """`[server]`: `middle serve`'s named tokens."""
+
+    # A name per token: `tokens = {alice = "MIDDLE_TOKEN_ALICE"}` (name -> the environment
+    # variable that holds the token: secrets only from the environment). A change made with a
+    # token (the API, or the board signed in with it) is recorded as made by its name.
+    # MIDDLE_API_TOKEN still works alongside them, named "MIDDLE_API_TOKEN".
+    tokens: dict[str, str] = {}
+
+    @field_validator("tokens")
+    @classmethod
+    def _names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, env in value.items():
+            if not name.strip() or len(name) > 64 or any(c in name for c in "\r\n\t"):
+                raise ValueError(f"token name {name!r} must be 1 to 64 characters on one line")
+            if not env.strip() or not env.replace("_", "").isalnum():
+                raise ValueError(f"token {name!r}: {env!r} is not an environment variable's name "
+                                 "(the token itself belongs in the environment, not in middle.toml)")
+        return value
+
+
 class Config(_Strict):
 
     agent: AgentConfig = AgentConfig()
@@ -263,6 +343,7 @@ class Config(_Strict):
     run: RunConfig = RunConfig()
     store: StoreConfig = StoreConfig()
     github: GithubConfig = GithubConfig()
+    server: ServerConfig = ServerConfig()
     state_dir: str = ".middle"  # tickets DB, checkpoints, Claude Code config for fake runs
     root: Path = Field(default_factory=Path.cwd, exclude=True)  # relative paths resolve here
     source: Path | None = Field(None, exclude=True)  # the config file read, if any
@@ -297,6 +378,7 @@ class Config(_Strict):
         """The size caps and block split the memory facade applies (see [memory] in README)."""
         return {"max_doc_chars": self.memory.max_doc_chars,
                 "max_query_chars": self.memory.max_query_chars,
+                "max_request_chars": self.memory.max_request_chars,
                 "memories_budget_chars": self.memory.memories_budget_chars,
                 "recent_tickets": self.memory.recent_tickets,
                 "recent_share": self.memory.recent_share,

@@ -170,3 +170,25 @@ def summarize(result: Reply | ApiError, message: dict[str, Any] | None = None) -
               for b in message["content"]]
     return {"status": 200, "stop_reason": message["stop_reason"], "content": blocks,
             "usage": message["usage"]}
+
+
+STRUCTURED_OUTPUT_TOOL = "StructuredOutput"  # Claude Code's tool for `--json-schema` (2.1.330)
+
+
+def as_structured_output(r: Reply, request_body: dict[str, Any]) -> Reply:
+    """A reply that is one JSON object in text, to a request offering Claude Code's StructuredOutput
+    tool (`claude -p --json-schema`), becomes that tool's call, as a real model answers there; a
+    script then reads the same for every way the middle agent reaches its model. Any other reply
+    (not JSON, tool calls already) is sent as scripted."""
+    tools = request_body.get("tools") or []
+    if not any(isinstance(t, dict) and t.get("name") == STRUCTURED_OUTPUT_TOOL for t in tools):
+        return r
+    if len(r.content) != 1 or r.content[0].get("type") != "text":
+        return r
+    try:
+        data = json.loads(r.content[0].get("text", ""))
+    except ValueError:
+        return r
+    if not isinstance(data, dict):
+        return r
+    return Reply(content=[{"type": "tool_use", "name": STRUCTURED_OUTPUT_TOOL, "input": data}], usage=r.usage)

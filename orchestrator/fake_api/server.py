@@ -27,9 +27,19 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
+from .cloud import cloud_route, google_token_reply
 from .local_server import LocalServer, RequestRecord
 from .messages import classify
-from .replies import ApiError, Reply, api_error, estimate_tokens, sse_events, summarize, to_message
+from .replies import (
+    ApiError,
+    Reply,
+    api_error,
+    as_structured_output,
+    estimate_tokens,
+    sse_events,
+    summarize,
+    to_message,
+)
 from .scripted import ScriptedResponder
 
 
@@ -45,16 +55,25 @@ class RecordedRequest(RequestRecord):
 
     channel: str | None = None
     reply: dict[str, Any] = field(default_factory=dict)  # filled in once the fake has answered
+    cloud: str | None = None  # "bedrock" or "vertex" when it came on that cloud's route (fake_api.cloud)
 
 
 class FakeMessagesAPI(LocalServer):
-    """Serves POST /v1/messages and /v1/messages/count_tokens on 127.0.0.1 (an ephemeral port)."""
+    """Serves POST /v1/messages and /v1/messages/count_tokens on 127.0.0.1 (an ephemeral port), and
+    the same Messages API on Bedrock's and Vertex's routes (see fake_api.cloud)."""
 
     _name = "fake-messages-api"
 
     def __init__(self, responder: Responder | None = None, host: str = "127.0.0.1", port: int = 0):
         super().__init__(host, port)
         self.responder: Responder = responder if responder is not None else ScriptedResponder()
+        # Credentials the fake refuses (401; 403 on Bedrock's route, as AWS does): a request whose
+        # x-api-key or Authorization header contains one (an API key, an AWS access key id, a
+        # Google access token), or a token request whose form body does; for tests of a wrong credential.
+        self.rejected_credentials: set[str] = set()
+        # False: a request with `output_config` (structured output) gets a 400 naming it, as from a
+        # cloud region or a gateway that does not have it.
+        self.supports_structured_output = True
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
 
@@ -130,24 +149,37 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.headers.get("Content-Encoding", "").lower() == "gzip":
             raw = gzip.decompress(raw)
+        self._raw_body = raw.decode("utf-8", "replace")
         try:
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode("utf-8", "replace")
         route = parts.path.rstrip("/")
-        is_generation = self.command == "POST" and route == "/v1/messages" and isinstance(body, dict)
+        cloud = cloud_route(route) if self.command == "POST" else None
+        self._path_model = cloud.model if cloud is not None else None  # the cloud routes name it in the path
+        is_generation = self.command == "POST" and (route == "/v1/messages" or cloud is not None) \
+            and isinstance(body, dict)
         record = RecordedRequest(
             method=self.command, path=parts.path, query=dict(parse_qsl(parts.query)),
             headers={k.lower(): v for k, v in self.headers.items()}, body=body,
-            channel=classify(body) if is_generation else None,
+            channel=classify(body) if is_generation else None, cloud=cloud.cloud if cloud is not None else None,
         )
         self.fake._record(record)  # before replying, so a slow reply is already visible
         try:
-            self._route(route, record)
+            self._route("/v1/messages" if cloud is not None else route, record)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client went away (e.g. a killed Claude Code); nothing to answer
 
     def _route(self, route: str, record: RecordedRequest) -> None:
+        if self._rejected():
+            status = 403 if record.path.startswith("/model/") else 401
+            if route == "/token":  # as Google's token endpoint refuses a revoked key or grant
+                record.reply = {"status": 400, "error": "invalid_grant"}
+                return self._send_json(400, {"error": "invalid_grant", "error_description": "Bad Request"})
+            return self._error(record, api_error(status, "The credentials were rejected (scripted by the fake)."))
+        if route == "/token" and self.command == "POST":
+            record.reply = {"status": 200, "token": True}
+            return self._send_json(200, google_token_reply())
         if not self._authorized():
             return self._error(record, api_error(401, "No API key: send the x-api-key header or "
                                                       "Authorization: Bearer <key>."))
@@ -156,6 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
                                                       "(the fake serves POST /v1/messages only)."))
         if not isinstance(record.body, dict):
             return self._error(record, api_error(400, "The request body must be a JSON object."))
+        if "output_config" in record.body and not self.fake.supports_structured_output:
+            return self._error(record, api_error(400, "output_config: Extra inputs are not permitted"))
         if route == "/v1/messages/count_tokens":
             tokens = estimate_tokens({k: record.body.get(k) for k in ("system", "messages", "tools")})
             record.reply = {"status": 200, "input_tokens": tokens}
@@ -166,7 +200,9 @@ class _Handler(BaseHTTPRequestHandler):
             result = api_error(500, f"The fake Messages API responder raised {type(exc).__name__}: {exc}")
         if isinstance(result, ApiError):
             return self._error(record, result)
-        message = to_message(result, str(record.body.get("model") or "claude-fake"), record.body)
+        result = as_structured_output(result, record.body)
+        model = record.body.get("model") or self._path_model or "claude-fake"
+        message = to_message(result, str(model), record.body)
         record.reply = summarize(result, message)
         if record.body.get("stream"):
             return self._send_sse(message)
@@ -176,7 +212,15 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("x-api-key"):
             return True
         auth = self.headers.get("Authorization", "")
+        if auth.startswith("AWS4-HMAC-SHA256 Credential="):  # Bedrock: SigV4 (not verified)
+            return True
         return auth.lower().startswith("bearer ") and bool(auth[7:].strip())
+
+    def _rejected(self) -> bool:
+        sent = f"{self.headers.get('x-api-key', '')} {self.headers.get('Authorization', '')}"
+        if self.path.rstrip("/") == "/token":  # a form body: grant_type=...&assertion=<signed JWT>
+            sent += " " + str(getattr(self, "_raw_body", ""))
+        return any(c and c in sent for c in self.fake.rejected_credentials)
 
     def _error(self, record: RecordedRequest, error: ApiError) -> None:
         record.reply = summarize(error)

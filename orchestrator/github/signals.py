@@ -63,7 +63,8 @@ def read_signals(store: TicketStore, config: Config) -> list[PullSignals]:
             pull = gh.get(f"/pulls/{number}", f"pull request #{number} of {repo}", missing_ok=True)
             if not isinstance(pull, dict) or pull.get("state") != "open":
                 continue  # merged, closed or gone: `middle sync`'s pull states say so
-            head = str((pull.get("head") or {}).get("sha") or run.get("head_commit") or "")
+            sha = _dict(pull.get("head")).get("sha")  # GitHub's answer is untrusted: a string head is none
+            head = sha if isinstance(sha, str) and sha else str(run.get("head_commit") or "")
             logs = job_logs_for(config.state_path, repo, gh.api_url, LOG_TAIL_CHARS)
             items = [i for i in (*_failed_ci(gh, head, acted, logs), *_changes_requested(gh, number))
                      if i[0] not in acted]
@@ -73,18 +74,28 @@ def read_signals(store: TicketStore, config: Config) -> list[PullSignals]:
     return found
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """A part of GitHub's answer that should be an object, or {} when it is not (a malformed
+    answer is read as one without that part, never a traceback)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _failed_ci(gh: GitHubClient, sha: str, acted: set[str], logs: JobLogs) -> list[tuple[str, str, str]]:
     """(signal key, text, who) for each failed check run and commit status of the commit (one
     already `acted` on is left out before its log is looked for)."""
     if not sha:
         return []
     items = []
-    runs = gh.get(f"/commits/{sha}/check-runs", f"the check runs of {sha[:10]}", missing_ok=True) or {}
-    for check in runs.get("check_runs") or []:
+    runs = _dict(gh.get(f"/commits/{sha}/check-runs", f"the check runs of {sha[:10]}", missing_ok=True))
+    for check in _list(runs.get("check_runs")):
         if not isinstance(check, dict) or check.get("conclusion") not in FAILED_CONCLUSIONS \
                 or f"check:{check.get('id')}" in acted:
             continue
-        output = check.get("output") or {}
+        output = _dict(check.get("output"))
         lines = [f"CI check `{check.get('name')}` {check.get('conclusion')} on the pull request"
                  + (f" ({check['html_url']})" if check.get("html_url") else "") + "."]
         for part in (output.get("title"), output.get("summary"), output.get("text")):
@@ -94,8 +105,8 @@ def _failed_ci(gh: GitHubClient, sha: str, acted: set[str], logs: JobLogs) -> li
         if log:
             lines.append("The end of its log:\n" + log)
         items.append((f"check:{check.get('id')}", "\n".join(lines), f"CI `{check.get('name')}`"))
-    status = gh.get(f"/commits/{sha}/status", f"the statuses of {sha[:10]}", missing_ok=True) or {}
-    for st in status.get("statuses") or []:
+    status = _dict(gh.get(f"/commits/{sha}/status", f"the statuses of {sha[:10]}", missing_ok=True))
+    for st in _list(status.get("statuses")):
         if isinstance(st, dict) and st.get("state") in FAILED_STATES:
             text = (f"CI status `{st.get('context')}` {st.get('state')} on the pull request"
                     + (f": {st['description']}" if st.get("description") else "")
@@ -107,7 +118,7 @@ def _failed_ci(gh: GitHubClient, sha: str, acted: set[str], logs: JobLogs) -> li
 def _job_log(gh: GitHubClient, check: dict[str, Any], logs: JobLogs) -> str:
     """The tail of a GitHub Actions job's log (its check run's id is the job's), or "": kept
     once downloaded (`logs`), so a sync that reads the check again does not download it again."""
-    if (check.get("app") or {}).get("slug") != "github-actions" or not check.get("id"):
+    if _dict(check.get("app")).get("slug") != "github-actions" or not check.get("id"):
         return ""
     key = job_key(check)
     kept = logs.get(key)
@@ -136,8 +147,9 @@ def _changes_requested(gh: GitHubClient, number: str) -> list[tuple[str, str, st
                           f"the review comments of pull request #{number}")
     items = []
     for review in wanted:
-        who = (review.get("user") or {}).get("login") or "a reviewer"
-        lines = [f"Review by {who} requests changes:" + (f" {review['body'].strip()}" if review.get("body") else "")]
+        who = _dict(review.get("user")).get("login") or "a reviewer"
+        body = review.get("body")
+        lines = [f"Review by {who} requests changes:" + (f" {body.strip()}" if isinstance(body, str) and body else "")]
         for c in comments:
             if isinstance(c, dict) and c.get("pull_request_review_id") == review.get("id"):
                 where = f"{c.get('path')}:{c.get('line') or c.get('original_line') or '?'}"

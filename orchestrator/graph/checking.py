@@ -169,10 +169,14 @@ def _set_up(ctx: TicketContext, run_id: str, t: dict[str, Any], worktree: Path) 
 def _at(worktree: Path, commit: str) -> bool:
     """Whether the worktree is still exactly the commit it started from (no turn changed it)."""
     from orchestrator.gitrun import git
+    from orchestrator.workspace.local_files import local_paths
 
     head = git(worktree, "rev-parse", "HEAD").stdout.strip()
-    clean = git(worktree, "status", "--porcelain", "--untracked-files=no").stdout.strip() == ""
-    return head == commit and clean
+    # a tracked file `[worktree] copy` gave local content is the worktree's own, not a change
+    local = {p.rstrip("/") for p in local_paths(worktree)}
+    changed = [line[3:] for line in git(worktree, "status", "--porcelain", "--untracked-files=no").stdout.splitlines()
+               if line.strip()]
+    return head == commit and all(p in local for p in changed)
 
 
 # -- check --------------------------------------------------------------------------------------
@@ -227,32 +231,27 @@ def _failed(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: C
     if corrections >= budget:
         ctx.run.set_fields(check_status=FAILED, check_note=None, corrections=corrections)
         _keep_work(ctx, state, t, result)
+        more = ctx.check.max_rounds
+        again = (f"give it {more} more round(s) with {command('resume', t['id'])}" if more else
+                 f"run the check again with {command('resume', t['id'])} (with [check] max_rounds = 0 the "
+                 "middle agent corrects nothing: raise it to let it)")
         raise CheckFailed(
             f"check `{result.command}` still failing after {corrections} round(s) ({_failure_line(result, verdict)}); "
             f"the work is committed on its branch: ask for changes with {command('feedback', t['id'])}, "
-            f"or give it {ctx.check.max_rounds} more round(s) with {command('resume', t['id'])}")
+            f"or {again}")
     ctx.run.set_fields(check_status=FAILED, check_note=None, corrections=corrections + 1)
     ctx.say(f"check `{result.command}` failed ({_failure_line(result, verdict)}): back to the middle agent "
             f"(correction {corrections + 1} of at most {budget})")
     return {"check_passed": False, "corrections": corrections + 1,
-            "check_failure": failure_text(result, verdict)}
+            "check_failure": failure_text(result, verdict),
+            "check_failed_line": f"`{result.command}` failed: {_failure_line(result, verdict)}"}
 
 
 def _keep_work(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: CheckResult) -> None:
     """The ticket's work so far, committed on its branch (what feedback or a resume continues)."""
-    ws = t.get("workspace")
-    if not ws or ctx.worktrees is None:
-        return
-    from orchestrator.workspace import Workspace
-    from orchestrator.workspace.git import commit_message
+    from orchestrator.graph.keep_work import keep_work
 
-    summary = (state.get("decision") or {}).get("summary", "").strip()
-    message = commit_message(t["title"], (summary + "\n\n" if summary else "")
-                             + f"Work in progress: the check `{result.command}` still fails.")
-    sha, changes = ctx.worktrees.commit(Workspace.from_dict(ws), message)
-    ctx.run.set_fields(head_commit=sha, changes=changes)
-    if sha and ctx.worktrees.shared:
-        ctx.worktrees.push(Workspace.from_dict(ws))
+    keep_work(ctx, state, t, f"the check `{result.command}` still fails.")
 
 
 def correct(state: TicketState, runtime: Runtime[TicketContext]) -> Update:

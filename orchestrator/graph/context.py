@@ -73,6 +73,9 @@ class TicketContext:
     check: Any = None  # [check] (orchestrator.config.settings.CheckConfig); None: no checks
     worktree_setup: Any = None  # [worktree] copy and setup (WorktreeConfig); None: none
     record: Callable[[str, dict[str, Any]], None] = lambda _kind, _data: None  # a run event (check, setup)
+    # A resumed run: the ticket's checks as the config and the ticket say now (they replace the
+    # checkpoint's snapshot of them; orchestrator.running.refresh). None: the snapshot's.
+    ticket_overrides: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.lifecycle is None:

@@ -10,7 +10,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from orchestrator.agent import prompts
-from orchestrator.errors import CodingAgentError, ModelAccessError, RunInterrupted, TicketError
+from orchestrator.errors import CodingAgentError, GitError, ModelAccessError, RunInterrupted, TicketError
 from orchestrator.graph import checking
 from orchestrator.graph import rounds as review
 from orchestrator.graph.context import TicketContext
@@ -247,6 +247,7 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
             f"Claude Code's model API rejected the key (HTTP {result.api_error_status}) in turn "
             f"{turn_no} of ticket {ticket['id']!r}: check ANTHROPIC_API_KEY")
     if result.is_error:
+        save_work_in_progress(ctx, ticket, turn_no)  # what the failed turn changed is kept too
         raise CodingAgentError(
             f"Claude Code turn {turn_no} of ticket {ticket['id']!r} failed: "
             f"{(result.error or 'no detail').rstrip('.')}. "
@@ -411,7 +412,24 @@ def finalize(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
 
 
 def fail(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
+    """A limit, or the middle agent giving up: the run fails, with the ticket's work committed on
+    its branch (orchestrator.graph.keep_work), so feedback or a resume continue it from there."""
+    from orchestrator.graph.keep_work import during_check, keep_work
+
     ctx = runtime.context
     reason = _limit_reason(state, ctx) or "failed"
-    ctx.run.fail(reason)
-    return {"status": "failed", "reason": reason}
+    checking_now = during_check(state)
+    if checking_now:
+        reason += f" ({checking_now})"
+    t = local_ticket(ctx, state)
+    try:
+        sha = keep_work(ctx, state, t, reason)
+    except GitError as exc:  # (the worktree removed by hand): the failure is still the agent's or the limit's
+        ctx.say(f"could not commit the ticket's work on its branch: {exc}")
+        sha = None
+    if sha:
+        branch = (t.get("workspace") or {}).get("branch", "its branch")
+        reason += (f"; its work is committed on {branch} ({sha[:10]}): "
+                   + advice("failed-round" if state.get("round", 1) > 1 else "failed-work", t["id"]))
+    ctx.run.fail(reason, resumable=bool(sha), kept_work=bool(sha))
+    return {"status": "failed", "reason": reason, "commit": sha, "ticket": t}

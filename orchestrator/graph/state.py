@@ -38,6 +38,7 @@ class TicketState(TypedDict, total=False):
     check_passed: bool
     corrections: int
     check_failure: str
+    check_failed_line: str  # the last failed check in one line ("`CMD` failed: exit 1"), for a failure's reason
 
 
 # What a finished node's state update contributes to its run event (the rest is in the turn

@@ -24,8 +24,11 @@ def _ours(ctx: TicketContext, path: str | None) -> bool:
 
 
 def local_ticket(ctx: TicketContext, state: TicketState) -> dict[str, Any]:
-    """The state's ticket snapshot with its worktree and cwd in this runner's clone."""
+    """The state's ticket snapshot with its worktree and cwd in this runner's clone (and, in a
+    resumed run, its checks as the config and ticket say now: TicketContext.ticket_overrides)."""
     t = state["ticket"]
+    if ctx.ticket_overrides:
+        t = {**t, **ctx.ticket_overrides}
     ws = t.get("workspace")
     if not ws or ctx.worktrees is None or _ours(ctx, ws.get("path")):
         return t

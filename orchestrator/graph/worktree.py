@@ -50,7 +50,7 @@ def _continue_round(ctx: TicketContext, ticket: Any, run: RunRow) -> dict[str, A
     head = run["head_commit"] or begun.base_commit
     adopted = ctx.worktrees.adopt(ticket.id, ticket.project_path, begun, holding=head)
     if adopted is None:  # rewritten on the shared repository since the feedback was accepted
-        raise TicketError(f"ticket {ticket.id!r}'s branch {run['branch']} on the shared repository no "
+        raise TicketError(f"ticket {ticket.id}'s branch {run['branch']} on the shared repository no "
                           f"longer holds its last commit {head[:10]}, so this round cannot continue it "
                           f"here: push {run['branch']} with that commit, then ask again with "
                           f"`middle feedback {ticket.id}`")

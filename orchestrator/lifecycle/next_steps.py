@@ -16,7 +16,8 @@ ANY = "*"  # the advice for a situation whatever command was tried
 
 # A ticket's situation: its status, made finer where the next step differs (see situation()).
 SITUATIONS = (
-    "pending", "running", "stale", "interrupted", "failed-resumable", "failed-check", "failed", "failed-round",
+    "pending", "running", "stale", "interrupted", "failed-resumable", "failed-check", "failed-work", "failed",
+    "failed-round",
     "complete",
     "complete-empty", "in-place", "conflict", "merged", "discarded", "reverted",
 )
@@ -31,9 +32,13 @@ TABLE: dict[tuple[str, str], str] = {
     ("failed-resumable", ANY): "retry it from where it failed with {resume}",
     ("failed-check", ANY): "its check still fails; its work is committed on its branch: ask for changes "
                            "with {feedback}, give it more rounds with {resume}, or drop it with {discard}",
+    ("failed-work", ANY): "its work is committed on its branch: ask for changes with {feedback}, have the "
+                          "middle agent try again from where it stopped with {resume}, or drop it with {discard}",
     ("failed", ANY): "its run ended for good: start a new one with {run}",
-    ("failed-round", ANY): "its review round ended for good; its branch keeps the earlier rounds' work: "
-                           "ask again with {feedback}, or drop it with {discard}",
+    ("failed-round", ANY): "its review round ended; its branch keeps the work: ask again with {feedback}, have "
+                           "the middle agent try again from where it stopped with {resume}, or drop it with "
+                           "{discard}",
+    ("failed-round", "resume"): "ask again with {feedback}, or drop it with {discard}",
     ("complete", ANY): "review it with {diff}, then merge it ({merge}), ask for changes ({feedback}) "
                        "or discard it ({discard})",
     ("complete-empty", ANY): "it changed no files: mark it merged with {merge}",
@@ -55,6 +60,17 @@ TABLE: dict[tuple[str, str], str] = {
     ("failed-resumable", "revert"): "retry it with {resume}, or drop its work with {discard}",
     ("failed-check", "revert"): "ask for changes with {feedback}, give it more rounds with {resume}, or drop "
                                 "its work with {discard}",
+    ("failed-work", "revert"): "ask for changes with {feedback}, try again with {resume}, or drop its work "
+                               "with {discard}",
+    # `middle run` of a ticket whose earlier run left work: refused (orchestrator.workspace.leftover)
+    ("failed-work", "run"): "continue its work with {resume} or {feedback}, or start over with {fresh} "
+                            "(drops it)",
+    ("failed-check", "run"): "continue its work with {resume} (more rounds) or {feedback}, or start over "
+                             "with {fresh} (drops it)",
+    ("failed-round", "run"): "continue its work with {feedback} or {resume}, or start over with {fresh} "
+                             "(drops it)",
+    ("failed-resumable", "run"): "continue its work with {resume} (or {feedback}: read at its next "
+                                 "assessment), or start over with {fresh} (drops it)",
     ("interrupted", "revert"): "continue it with {resume}, or drop its work with {discard}",
 }
 
@@ -75,7 +91,8 @@ def command(name: str, ticket_id: str, *, fake: bool = False) -> str:
     head = "middle"
     if _STARTED_AS["config"]:
         head += f" --config {shlex.quote(str(_STARTED_AS['config']))}"
-    words = {"rerun": ["run", "--rerun", ticket_id], "log": ["log", ticket_id, "--follow"],
+    words = {"rerun": ["run", "--rerun", ticket_id], "fresh": ["run", ticket_id, "--fresh"],
+             "log": ["log", ticket_id, "--follow"],
              "feedback": ["feedback", ticket_id, '"what to change"']}.get(name, [name, ticket_id])
     if (fake or _STARTED_AS["fake"]) and words[0] in ("run", "resume", "feedback"):
         words.append("--fake")  # offline runs need no API key: neither does their next step
@@ -85,7 +102,7 @@ def command(name: str, ticket_id: str, *, fake: bool = False) -> str:
 def advice(situation: str, ticket_id: str, tried: str = ANY, *, fake: bool = False) -> str:
     """What to do next, for a ticket in `situation` after the command `tried` was refused."""
     text = TABLE.get((situation, tried)) or TABLE[(situation, ANY)]
-    names = ("run", "resume", "rerun", "merge", "discard", "revert", "diff", "log", "feedback")
+    names = ("run", "resume", "rerun", "fresh", "merge", "discard", "revert", "diff", "log", "feedback")
     return text.format(**{n: command(n, ticket_id, fake=fake) for n in names})
 
 
@@ -102,6 +119,8 @@ def situation(store: Any, ticket_id: str) -> str:
         end = store.run_end_data(run["id"]) if run else None
         if (end or {}).get("check_failed"):
             return "failed-check"
+        if (end or {}).get("kept_work"):  # the agent gave up, or a limit: its work is on its branch
+            return "failed-round" if run and store.round_of(run["id"]) > 1 else "failed-work"
         if (end or {}).get("resumable"):
             return "failed-resumable"
         # A review round that failed leaves the earlier rounds' work on the branch: another round

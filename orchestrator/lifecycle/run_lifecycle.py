@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from orchestrator.lifecycle.next_steps import advise
@@ -48,15 +49,20 @@ class RunLifecycle:
 
     def fail(self, ticket_id: str, run_id: str, reason: str, *, resumable: bool = False,
              ticket_status: str | None = None, check_failed: bool = False, transient: bool = False,
-             token: int | None = None, on_ended: Callable[[], None] | None = None) -> bool:
+             kept_work: bool = False, token: int | None = None,
+             on_ended: Callable[[], None] | None = None) -> bool:
         """End a run as failed. `ticket_status="pending"` returns the ticket to the backlog (a
         model that cannot be reached before anything was done); `check_failed`: its check still
         failed after its rounds (its work is on its branch: feedback starts a round on it);
         `transient`: something passing stopped it (a Claude Code turn that crashed or timed out):
-        a worker retries it, a bounded number of times with growing waits ([run] retries)."""
+        a worker retries it, a bounded number of times with growing waits ([run] retries).
+        `kept_work`: the graph ended it (the middle agent gave up, a limit) with its work committed
+        on its branch: feedback starts a round on it, and a resume asks the middle agent again."""
         event: dict[str, Any] = {"resumable": resumable}
         if check_failed:
             event["check_failed"] = True
+        if kept_work:
+            event["kept_work"] = True
         if transient:
             event["transient"] = True
         ended = self.store.end_run(ticket_id, run_id, "failed", reason, ticket_status=ticket_status, event=event,
@@ -83,6 +89,26 @@ class RunLifecycle:
         return ended
 
 
+def file_gone(ticket: Any) -> str | None:
+    """The ticket file of a discarded ticket when it is gone (a sync discarded the ticket for
+    it), else None: the ticket cannot run again, and advice must not send anyone to run it."""
+    source = ticket.source or ""
+    if ticket.status.value != "discarded" or not source.startswith("/") or Path(source).exists():
+        return None
+    return source
+
+
+def _step(store: Any, ticket_id: str, dep: str) -> str:
+    """What to do about one unmet dependency: its own next step, or, when its file is gone (a
+    ticket of a dependency cycle deleted, say), dropping it from depends_on: never a command
+    that would be refused in turn."""
+    gone = file_gone(store.get_ticket(dep))
+    if gone:
+        return (f"{dep}'s file {gone} is gone: remove {dep!r} from the depends_on of {ticket_id!r}, "
+                "or put the file back")
+    return f"for {dep}: {advise(store, dep)}"
+
+
 # `middle run ID` starts tickets in these states; a complete one only when asked (`--rerun`).
 RUNNABLE = ("pending", "failed", "reverted", "discarded")
 
@@ -99,6 +125,10 @@ def start_refusal(store: Any, ticket_id: str, *, rerun: bool = False, dependenci
 
     ticket = store.get_ticket(ticket_id)
     status = ticket.status.value
+    gone = file_gone(ticket)
+    if gone:
+        return (f"ticket {ticket_id!r} was discarded ({ticket.status_reason or 'its file is gone'}): "
+                f"put {gone} back in the ticket folder to run it again (a sync makes it pending)")
     run = store.latest_run(ticket_id)
     if status in ("complete", "conflict") and run and run.get("head_commit") and not run.get("merge_commit"):
         return f"ticket {ticket_id!r} has an unmerged change on {run.get('branch')}: {advise(store, ticket_id, 'run')}"
@@ -118,7 +148,7 @@ def start_refusal(store: Any, ticket_id: str, *, rerun: bool = False, dependenci
     if not waits:
         return None
     unmet = [d for d in deps if status_of(d) not in SATISFIED[dependencies]]
-    steps = [f"for {d}: {advise(store, d)}" if status_of(d) is not None
+    steps = [_step(store, ticket_id, d) if status_of(d) is not None
              else f"{d} names no ticket: fix the id in depends_on" for d in unmet]
     mode = (" (or set [run] dependencies = \"complete\" to start from a complete one)"
             if dependencies == "merged" and any("merged" in w for w in waits) else "")

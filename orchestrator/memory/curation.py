@@ -16,17 +16,34 @@ from __future__ import annotations
 
 import getpass
 import socket
+import subprocess
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from orchestrator.errors import MemoryStoreError
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
 
 if TYPE_CHECKING:
-    from orchestrator.memory.facade import MemoryFacade
     from orchestrator.plugins.memory_backend import RetrieveResult
     from tickets.curation import MemoryChange, MemoryState
     from tickets.store import TicketStore
+
+
+class CuratedMemory(Protocol):
+    """What the curation verbs need of a project memory: the memory facade has it. Named here,
+    not imported from memory.facade, because the facade imports this module (what the states
+    do to recall) and a type-only import back would tie the two into a circle."""
+
+    def prepare_doc(self, doc: str, *, refuse_long: bool = False) -> str: ...
+    def project_lock(self, project_id: str, op: str) -> AbstractContextManager[Any]: ...
+    def has_doc(self, project_id: str, doc: str) -> bool: ...
+    def index(self, project_id: str, docs: list[str], *, refuse_long: bool = False) -> None: ...
+    def index_records(self, project_id: str, records: list[tuple[str, float | None]]) -> None: ...
+    def delete(self, project_id: str, docs: list[str]) -> int: ...
+    def list_docs(self, project_id: str) -> list[str]: ...
+    def doc_time(self, project_id: str, doc: str) -> float | None: ...
 
 
 class CurationError(MemoryStoreError, ValueError):
@@ -41,13 +58,27 @@ def short(ident: str) -> str:
     return ident[:DOC_ID_CHARS]
 
 
-def cli_user() -> str:
-    """Who a change from this terminal is recorded as: the login name and the machine."""
+def cli_user(cwd: str | Path | None = None) -> str:
+    """Who a change from this terminal is recorded as: the person git knows (`user.name
+    <user.email>` of the repository at `cwd`, else the global config), else the login name and
+    the machine (no git, or no name set)."""
+    name, email = _git_config("user.name", cwd), _git_config("user.email", cwd)
+    if name or email:
+        return f"{name} <{email}>" if name and email else (name or email)
     try:
-        name = getpass.getuser()
+        login = getpass.getuser()
     except Exception:  # no login name (a container without one)
-        name = "unknown"
-    return f"{name}@{socket.gethostname()}"
+        login = "unknown"
+    return f"{login}@{socket.gethostname()}"
+
+
+def _git_config(key: str, cwd: str | Path | None) -> str:
+    try:
+        done = subprocess.run(["git", "config", "--get", key], cwd=cwd, capture_output=True,
+                              text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):  # no git here: the login name instead
+        return ""
+    return " ".join(done.stdout.split()) if done.returncode == 0 else ""
 
 
 # -- what the states do to recall --------------------------------------------------------------
@@ -124,7 +155,8 @@ def origin_line(shown: dict[str, Any]) -> str:
     for source in shown["tickets"]:
         run = f", run {source['run_id'][:12]}" if source.get("run_id") else ""
         gone = f", reverted {source['deleted_at'][:19]}" if source.get("deleted_at") else ""
-        lines.append(f"ticket {source['ticket_id']}{run}, indexed {source['indexed_at'][:19]}{gone}")
+        ran = f" (run by {source['by']})" if source.get("by") else ""
+        lines.append(f"ticket {source['ticket_id']}{ran}{run}, indexed {source['indexed_at'][:19]}{gone}")
     origin = shown.get("origin") or {}
     kind = origin.get("kind")
     who = f" by {shown['added_by']}" if shown.get("added_by") else ""
@@ -175,32 +207,6 @@ def _quote(text: Any, limit: int = 120) -> str:
 SOURCE_KINDS = ("ticket", "commit", "file", "transcript", "hand", "api", "supersede", "unknown")
 
 
-def describe_docs(texts: list[str], states: Mapping[str, MemoryState],
-                  sources: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
-    """Each doc as the board lists it: short id, where it came from (a kind of SOURCE_KINDS and
-    in words), its ticket records, pinned, and its supersede links (short ids)."""
-    superseding: dict[str, list[str]] = {}
-    for each in states.values():
-        if each["superseded_by"]:
-            superseding.setdefault(each["superseded_by"], []).append(short(each["doc_id"]))
-    rows = []
-    for text in texts:
-        key = doc_id(text)
-        state = states.get(key)
-        tickets = list(sources.get(text, []))
-        origin = state["origin"] if state is not None else None
-        kind = "ticket" if tickets else str((origin or {}).get("kind") or "unknown")
-        shown = {"tickets": tickets, "origin": origin, "added_by": state and state["added_by"],
-                 "added_at": state and state["added_at"]}
-        new = replacement(states, key)
-        rows.append({"id": short(key), "text": text, "tickets": tickets,
-                     "source": kind if kind in SOURCE_KINDS else "unknown",
-                     "origin": origin_line(shown), "pinned": bool(state and state["pinned"]),
-                     "superseded_by": short(new["doc_id"]) if new is not None else None,
-                     "supersedes": superseding.get(key, [])})
-    return rows
-
-
 UNUSED_AFTER = 3  # runs that recalled a memory without using it before the board says so
 
 
@@ -232,7 +238,7 @@ class Outcome:
 class Curator:
     """The curation verbs on one project memory (facade) and its record (ticket store)."""
 
-    def __init__(self, facade: MemoryFacade, store: TicketStore):
+    def __init__(self, facade: CuratedMemory, store: TicketStore):
         self.facade = facade
         self.store = store
 
@@ -273,7 +279,9 @@ class Curator:
         key = doc_id(doc)
         state = states.get(key)
         own: dict[str, Any] = dict(state) if state is not None else {}
-        tickets = self.store.doc_sources(project_id).get(doc, [])
+        runners = self.store.ticket_runners(project_id)
+        tickets = [{**t, "by": runners.get(t["ticket_id"])}
+                   for t in self.store.doc_sources(project_id).get(doc, [])]
         new = replacement(states, key)
         supersedes = [s for s in states.values() if s["superseded_by"] == key]
         ids = {key} | _earlier_ids(self.store, project_id, key)
@@ -402,6 +410,32 @@ class Curator:
                                     f"{change['undoes']} again instead of undoing the undo")
             return self._undo(project_id, change, who)
 
+    def undoable(self, project_id: str, changes: list[MemoryChange],
+                 has: Callable[[str], bool] | None = None,
+                 states: Mapping[str, MemoryState] | None = None) -> list[tuple[MemoryChange, bool]]:
+        """Each change with whether `undo` would take it back now (the board offers Undo only
+        then): not undone yet, not an undo, and the doc it needs still as it left it. `has`:
+        whether the store holds a doc, `states` the curation states, when the caller has them
+        (default: ask the backend and the ticket store)."""
+        def held(doc: str) -> bool:
+            return has(doc) if has is not None else self.facade.has_doc(project_id, doc)
+
+        marked = []
+        for change in changes:
+            action, after = change["action"], change["after"] or {}
+            if change["undone_by"] is not None or action == "undo":
+                ok = False
+            elif action in ("pin", "unpin"):
+                states = self.states(project_id) if states is None else states
+                state = states.get(self._current_id(project_id, change["doc_id"]))
+                ok = state is not None and held(state["doc"])
+            elif action in ("edit", "supersede"):
+                ok = isinstance(after.get("doc"), str) and held(after["doc"])
+            else:
+                ok = action in ("forget", "add")
+            marked.append((change, ok))
+        return marked
+
     # -- helpers ---------------------------------------------------------------------------
     def _undo(self, project_id: str, change: MemoryChange, who: str) -> Outcome:
         action, before, after = change["action"], change["before"] or {}, change["after"] or {}
@@ -482,8 +516,7 @@ class Curator:
 
     def _new_text(self, text: str) -> str:
         if not isinstance(text, str) or not text.strip():
-            raise CurationError("the new text is empty: give the doc's words (--text TEXT, or "
-                                "write them in the editor)")
+            raise CurationError("the new text is empty: give the doc's words")
         return self.facade.prepare_doc(text, refuse_long=True)
 
     @staticmethod

@@ -16,6 +16,7 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
     CUT_MARKER,
     DEFAULT_MAX_DOC_CHARS,
     DEFAULT_MAX_QUERY_CHARS,
+    DEFAULT_MAX_REQUEST_CHARS,
     DEFAULT_MEMORIES_BUDGET_CHARS,
     DEFAULT_RECENT_SHARE,
     DEFAULT_RECENT_TICKETS,
@@ -63,6 +64,35 @@ class MemoryArgumentError(MemoryStoreError, ValueError):
     A MemoryStoreError so callers that go on without memory do so, and the CLI prints one line;
     a ValueError for code that checks arguments the usual way.
     """
+
+
+class MemoryRequestTooLarge(MemoryArgumentError):
+    """A client's call whose docs or queries hold more than [memory] max_request_chars in all
+    (the HTTP API answers 413): refused before any work, so no call holds the project long."""
+
+
+class RequestGone(MemoryStoreError):
+    """The client of a memory call went away while its docs were embedded: the rest of the work
+    was dropped and nothing was stored."""
+
+
+# Docs are embedded outside the project's locks in batches of about this many characters, and
+# between batches the facade asks whether the client is still there (`gone`).
+EMBED_BATCH_CHARS = 20_000
+
+
+def embed_batches(docs: list[str], limit: int = EMBED_BATCH_CHARS) -> Iterator[list[str]]:
+    """The docs in order, in batches of at most `limit` characters (a longer doc alone)."""
+    batch: list[str] = []
+    size = 0
+    for doc in docs:
+        if batch and size + len(doc) > limit:
+            yield batch
+            batch, size = [], 0
+        batch.append(doc)
+        size += len(doc)
+    if batch:
+        yield batch
 
 
 def _check_texts(texts: Any, what: str, example: str, allow_empty: bool) -> list[str]:
@@ -153,6 +183,7 @@ class MemoryFacade:
         lock_timeout_s: float = 120.0,
         max_doc_chars: int = DEFAULT_MAX_DOC_CHARS,
         max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
+        max_request_chars: int = DEFAULT_MAX_REQUEST_CHARS,
         memories_budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
         recent_tickets: int = DEFAULT_RECENT_TICKETS,
         recent_share: float = DEFAULT_RECENT_SHARE,
@@ -164,6 +195,7 @@ class MemoryFacade:
         self.num_to_retrieve = _check_setting(num_to_retrieve, "num_to_retrieve", 1)
         self.max_doc_chars = _check_setting(max_doc_chars, "max_doc_chars", MIN_MAX_DOC_CHARS)
         self.max_query_chars = _check_setting(max_query_chars, "max_query_chars", MIN_MAX_QUERY_CHARS)
+        self.max_request_chars = _check_setting(max_request_chars, "max_request_chars", MIN_MAX_QUERY_CHARS)
         self.memories_budget_chars = _check_setting(
             memories_budget_chars, "memories_budget_chars", MIN_MEMORIES_BUDGET_CHARS
         )
@@ -431,7 +463,19 @@ class MemoryFacade:
                     f"({self.max_query_chars:,}): send a shorter one (recall needs the key words, "
                     "not a whole document), or raise the limit in middle.toml"
                 )
+        self.check_request(queries, "queries")
         return queries
+
+    def check_request(self, texts: list[str], what: str) -> None:
+        """A MemoryRequestTooLarge when the texts of one call hold more than max_request_chars in
+        all: each within its own cap, 20 docs of 20,000 characters once held the project 51 s."""
+        total = sum(len(t) for t in texts)
+        if total > self.max_request_chars:
+            raise MemoryRequestTooLarge(
+                f"the {len(texts):,} {what} of this call hold {total:,} characters in all, over "
+                f"[memory] max_request_chars ({self.max_request_chars:,}): send them in several "
+                "smaller calls, or raise max_request_chars under [memory] in middle.toml"
+            )
 
     def cut_query(self, query: str) -> str:
         """The middle agent's own query within max_query_chars: its head (a ticket's title and
@@ -540,16 +584,46 @@ class MemoryFacade:
         )
         return results
 
-    def index(self, project_id: str, docs: list[str], *, refuse_long: bool = False) -> None:
-        """Index docs, each cut to max_doc_chars (`refuse_long`: refused, see prepare_doc)."""
+    def index(self, project_id: str, docs: list[str], *, refuse_long: bool = False,
+              gone: Callable[[], bool] | None = None) -> None:
+        """Index docs, each cut to max_doc_chars (`refuse_long`: refused, see prepare_doc, and
+        the call refused over max_request_chars: what a client sent). The docs are embedded
+        before the project's locks are taken (MemoryBackend.embed_ahead), so other memory calls
+        of the project go on meanwhile; `gone()` is asked between batches, and True (the client
+        went away) drops the rest of the work with a RequestGone."""
         validate_project_id(project_id)
         docs = [
             self.prepare_doc(d, refuse_long=refuse_long) for d in _check_texts(docs, "docs", "text", allow_empty=False)
         ]
+        if refuse_long:
+            self.check_request(docs, "docs")
         started = time.perf_counter()
         with self._locked(project_id, "index") as backend:
-            backend.index(docs)
+            pass  # opened (or reopened after a reindex) under the locks; it embeds outside them
+        embedded = self._embed_ahead(project_id, backend, docs, gone)
+        with self._locked(project_id, "index") as current:
+            if current is backend:
+                current.index_embedded(docs, embedded)
+            else:  # reopened meanwhile (another process rebuilt the store): embed under the lock
+                current.index(docs)
         self._log("index", project_id, started, docs=len(docs))
+
+    def _embed_ahead(self, project_id: str, backend: MemoryBackend, docs: list[str],
+                     gone: Callable[[], bool] | None) -> dict[str, Any]:
+        """What `backend.embed_ahead` gives for the docs, batch by batch, outside the locks."""
+        embedded: dict[str, Any] = {}
+        for batch in embed_batches(docs):
+            if gone is not None and gone():
+                raise RequestGone(f"memory index for project {project_id!r}: the client went away, "
+                                  f"so the {len(docs)} docs were not indexed")
+            try:
+                embedded.update(backend.embed_ahead(batch))
+            except Exception as exc:
+                raise MemoryStoreError(
+                    f"memory index failed for project {project_id!r} with backend "
+                    f"{self.backend_name!r} at {self.where(project_id)}: {type(exc).__name__}: {exc}"
+                ) from exc
+        return embedded
 
     def index_records(self, project_id: str, records: list[tuple[str, float | None]]) -> None:
         """Index (text, time) pairs: with their times where the backend keeps times (a

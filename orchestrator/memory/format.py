@@ -27,6 +27,7 @@ _MIN_RECENT_LINE = 60  # a recent ticket's line shorter than this names nothing:
 DEFAULT_MAX_DOC_CHARS = 20000  # see Config.memory.max_doc_chars
 DEFAULT_MEMORIES_BUDGET_CHARS = 2000  # about 500 tokens per injection
 DEFAULT_MAX_QUERY_CHARS = 4000  # see Config.memory.max_query_chars
+DEFAULT_MAX_REQUEST_CHARS = 100_000  # see Config.memory.max_request_chars
 MIN_MAX_QUERY_CHARS = 50  # a query names a few key words at least
 MIN_MAX_DOC_CHARS = 200  # room for some text plus the truncation marker
 MIN_MEMORIES_BUDGET_CHARS = 100  # room for the header plus the "not shown" note

@@ -72,9 +72,10 @@ def check_rebuildable(store: Path, backend: str, files: list[str]) -> None:
         with path.open("rb") as handle:
             head = handle.read(len(SQLITE_HEADER))
         if head and head != SQLITE_HEADER:
-            raise ConfigError(f"the {backend} store file {path} is not a SQLite database, so it "
-                              "cannot be rebuilt in place: `middle memory export` it, move the "
-                              "store away and add the docs again")
+            raise ConfigError(f"the {backend} store file {path} is damaged: its header is not "
+                              "SQLite's, so nothing in it can be read, by `middle memory export` or "
+                              "`reindex` either: restore the file from a backup, or move it away "
+                              f"(e.g. `mv {path} {path}.damaged`) to start the project's memory afresh")
 
 
 def rebuild(store: Path, backend: str, files: list[str],

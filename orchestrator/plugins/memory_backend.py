@@ -13,7 +13,18 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, NotRequired, Protocol, Sequence, TypedDict, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    ClassVar,
+    Mapping,
+    NotRequired,
+    Protocol,
+    Sequence,
+    TypedDict,
+    runtime_checkable,
+)
 
 if TYPE_CHECKING:
     from orchestrator.plugins.backend_options import BackendOptions
@@ -208,6 +219,18 @@ class MemoryBackend(ABC):
         doc's time, unix seconds), "recency" (words). The core adds the shared keywords, pins
         and supersede links; the default adds nothing."""
         return [{} for _ in docs]
+
+    def embed_ahead(self, docs: Sequence[str]) -> Mapping[str, Any]:
+        """The slow part of indexing `docs` (their vectors), per doc, for `index_embedded`. The
+        facade calls it without the project's locks, so one large index call does not make
+        every other memory call of the project wait while it embeds: it may run beside other
+        calls on this instance, and must not read or write the store. Default: nothing ({})."""
+        return {}
+
+    def index_embedded(self, docs: list[str], embedded: Mapping[str, Any]) -> None:
+        """`index(docs)` with what `embed_ahead` gave for them (a doc missing from `embedded`
+        is embedded here, under the locks); the default is `index(docs)`."""
+        self.index(docs)
 
     def embeds_docs(self) -> bool:
         """Whether indexing embeds docs, so `warm_embeddings` has work to do (`middle bench`

@@ -98,14 +98,16 @@ class _Slot:
 
 def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None = None,
               rerun: bool = False, named: bool = False, view: BatchView | None = None,
-              blocked: dict[str, str] | None = None, backlog: Backlog | None = None) -> BatchResult:
+              blocked: dict[str, str] | None = None, backlog: Backlog | None = None,
+              fresh: bool = False) -> BatchResult:
     """Run the tickets, at most `parallel` at once (default `[run] parallel`).
 
     `named`: the user named these tickets, so one that cannot start is an error (else it is
     skipped, as the pending list skips tickets another runner holds). `blocked`: ticket id ->
     why it can never start as written (a dependency problem). `backlog`: once the tickets are
     placed, fill free slots from it until it has nothing (a worker's queue: new runs it claimed,
-    runs a dead runner left behind, due retries).
+    runs a dead runner left behind, due retries). `fresh`: a ticket whose earlier run left work
+    starts over, dropping it (else a named one is refused, saying how to continue it).
     """
     view = view or LogView()
     parallel = parallel or orch.config.run.parallel
@@ -118,6 +120,8 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
     for t in tickets:  # what can never start (a wrong status, a missing dependency): say so first
         why = (blocked or {}).get(t.id) or start_refusal(store, t.id, rerun=rerun, dependencies=mode,
                                                          in_batch=batch_ids)
+        if why is None and named and not fresh:
+            why = orch.work_refusal(t.id)  # never starts over silently on an earlier run's work
         if why and named:
             raise TicketError(why)
     # A missing API key is one error before anything is claimed; after the refusals above, which
@@ -153,7 +157,7 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
                 if drive is not None:
                     slot.outcome = drive(child)
                 else:
-                    slot.outcome = child.run_ticket(ticket.id, rerun=rerun, skip_claimed=not named)
+                    slot.outcome = child.run_ticket(ticket.id, rerun=rerun, skip_claimed=not named, fresh=fresh)
             except BaseException as exc:  # reported by the main thread
                 slot.error = exc
             finally:

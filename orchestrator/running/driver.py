@@ -31,13 +31,18 @@ from orchestrator.running.checkpoints import open_checkpointer
 from orchestrator.running.events import finished_steps
 from orchestrator.running.outcome import RunOutcome
 from orchestrator.running.policy import end_on_exception
+from orchestrator.running.refresh import resumed_checks
 from orchestrator.running.run import Run, fence_checkpoints, stop_run_processes
 from orchestrator.services import Services
 from tickets.store import TicketStore
 
 log = logging.getLogger("middle.driver")
 
-__all__ = ["TicketDriver", "thread_config", "ticket_context"]
+__all__ = ["TicketDriver", "WorkLeft", "thread_config", "ticket_context"]
+
+
+class WorkLeft(TicketError):
+    """`middle run ID` of a ticket whose earlier run left work, without --fresh: refused."""
 
 
 class TicketDriver:
@@ -61,6 +66,7 @@ class TicketDriver:
         **overrides: Any,
     ):
         self.config = config
+        self._by: str | None = None
         self._own_services = services is None
         self.services = services or Services(config, **overrides)
         self.say = say or (lambda msg: log.info(msg))
@@ -95,43 +101,85 @@ class TicketDriver:
         return Run(self.store, self.lifecycle, claimed.ticket_id, claimed.run_id, token, lease_s=self.lease_s,
                    reconnect_s=self.config.store.reconnect_s, fresh=claimed.fresh)
 
-    def run_ticket(self, ticket_id: str, *, rerun: bool = False, skip_claimed: bool = False) -> RunOutcome:
+    def run_ticket(self, ticket_id: str, *, rerun: bool = False, skip_claimed: bool = False,
+                   fresh: bool = False) -> RunOutcome:
         """Start a new run of a ticket, claimed atomically so no other process runs it at once.
 
         A pending, failed, reverted or discarded ticket starts; a complete or merged one only with
         `rerun=True`, and never while its change is unmerged; a ticket whose dependencies are not
         done waits. A ticket another process holds is refused, or skipped with
         `skip_claimed=True` (what `middle run` does for the pending list, so two runners share a
-        backlog).
+        backlog). A ticket whose earlier run left work (orchestrator.workspace.leftover) is
+        refused too, naming resume and feedback, unless `fresh`: then that work is dropped, said.
         """
-        claimed, refusal = try_claim(self.store, ticket_id, rerun=rerun, dependencies=self.config.run.dependencies,
-                                     lease_s=self.lease_s, before_claim=self._ready_to_start)
+        try:
+            claimed, refusal = try_claim(self.store, ticket_id, rerun=rerun,
+                                         dependencies=self.config.run.dependencies, lease_s=self.lease_s,
+                                         before_claim=lambda ticket: self._ready_to_start(ticket, fresh=fresh))
+        except WorkLeft as left:
+            if skip_claimed:
+                return RunOutcome(ticket_id, "", "skipped", str(left))
+            raise
         if claimed is not None:
             return self._drive(self._held(claimed))
         if skip_claimed:
             return RunOutcome(ticket_id, "", "skipped", refusal)
         raise TicketError(refusal)
 
+    def work_refusal(self, ticket_id: str) -> str | None:
+        """Why `middle run ID` (without --fresh) must not start the ticket over: the work its
+        earlier run left, and what continues it; None when it left none (or runs in place)."""
+        left = self._leftover(self.store.get_ticket(ticket_id))
+        if not left:
+            return None
+        from orchestrator.lifecycle.next_steps import TABLE, command, situation
+
+        head = f"ticket {ticket_id!r} has work from its earlier run ({left.describe()}), which a new run would delete"
+        if (situation(self.store, ticket_id), "run") in TABLE:
+            return f"{head}: {advise(self.store, ticket_id, 'run')}"
+        return (f"{head}: continue it with {command('resume', ticket_id)} or {command('feedback', ticket_id)}, "
+                f"or start over with {command('fresh', ticket_id)} (drops it)")
+
+    def _leftover(self, ticket: Any) -> Any:
+        """The ticket's work in this clone (orchestrator.workspace.leftover), or None."""
+        project = Path(self.project_override or ticket.project_path)
+        if self.worktrees is None or self.project_override or not project.is_dir():
+            return None
+        from orchestrator.workspace.leftover import leftover_work
+
+        run = self.store.latest_run(ticket.id)
+        return leftover_work(self.worktrees, project, ticket.id, run["base_branch"] if run else None)
+
     def run_claimed(self, claimed: ClaimedRun, token: int) -> RunOutcome:
         """Drive a new run this process has already claimed (a worker's `claim_next`, whose
         batch checked what `_ready_to_start` checks once for all its tickets)."""
         return self._drive(self._held(claimed, token))
 
-    def _ready_to_start(self, ticket: Any) -> None:
-        """What must hold before a ticket that may start is claimed: its errors leave no run behind."""
+    def _ready_to_start(self, ticket: Any, *, fresh: bool = False) -> None:
+        """What must hold before a ticket that may start is claimed: its errors leave no run behind.
+        Work an earlier run left is never dropped silently: refused (WorkLeft), or, `fresh`, dropped
+        and said."""
         _ = self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
         project = Path(self.project_override or ticket.project_path)
         if self.worktrees is not None and project.is_dir():
             from orchestrator.workspace.git import toplevel
 
-            toplevel(project)  # not a repository: one clear error, nothing claimed
+            repo = toplevel(project)  # not a repository: one clear error, nothing claimed
+            left = self._leftover(ticket)
+            if left and not fresh:
+                raise WorkLeft(self.work_refusal(ticket.id) or "")
+            if left:
+                self.worktrees.remove(repo, ticket.id)  # its worktree, branch and work-in-progress ref
+                self.say(f"--fresh: ticket {ticket.id} starts over; dropped its earlier work: {left.describe()}")
 
     def resume(self, ticket_id: str) -> RunOutcome:
         """Continue the ticket's latest run from its last checkpoint (a completed turn never re-runs).
 
-        An interrupted run, and a failed one whose failure can be retried (a Claude Code turn or
-        the model failed), continue; a run that ended as the agent decided (complete, or failed
-        on a limit) cannot.
+        An interrupted run, a failed one whose failure can be retried (a Claude Code turn or the
+        model failed, a check that could not run), and a failed one that kept its work (its check
+        past its rounds: more rounds; the middle agent gave up or a limit ended it: the middle agent
+        is asked again) continue, with the ticket's checks as `[check]` and its front matter say now
+        (orchestrator.running.refresh). A complete run, or a failed one with no work, cannot.
         """
         run = self.store.latest_run(ticket_id)
         if run is None:
@@ -145,9 +193,11 @@ class TicketDriver:
             token = self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
             self._stop_leftovers(run["id"])
             return self._drive(self._held(ClaimedRun(ticket_id, run["id"]), token))
-        ended_by_node = (bool(snapshot.next) and set(snapshot.next) <= set(ENDING_NODES)
+        end = self.store.run_end_data(run["id"]) or {}
+        reopen = run["status"] == "failed" and bool(end.get("kept_work"))
+        ended_by_node = (bool(snapshot.next) and set(snapshot.next) <= set(ENDING_NODES) and not reopen
                          and run["status"] in ("complete", "failed") and self.store.run_end_data(run["id"]) is not None)
-        if ended_by_node or (not snapshot.next and not snapshot.tasks):
+        if ended_by_node or (not snapshot.next and not snapshot.tasks and not reopen):
             # (A step whose node's writes were saved but not the checkpoint after it, as a store
             # outage can leave, has tasks and no `next`: it continues from those writes. An ending
             # node whose run's end is stored but not its checkpoint, a kill -9 in between, ended
@@ -156,16 +206,25 @@ class TicketDriver:
             raise TicketError(f"the last run of ticket {ticket_id!r} already ended ({ended}); "
                               f"{advise(self.store, ticket_id, 'resume')}")
         _ = self.agent  # as in run_ticket: a model that cannot be built fails before the claim
+        overrides = resumed_checks(self.config, self.store, ticket_id)  # a bad ticket file: before the claim
         token = self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
         held = self._held(ClaimedRun(ticket_id, run["id"], fresh=False), token)
         self._stop_leftovers(run["id"])
+        if reopen and not snapshot.next:
+            # The middle agent gave up (or a limit ended it) with its work kept: the run goes back
+            # to just before that assessment, so the middle agent is asked again (with the limits
+            # and checks as configured now).
+            self._checkpointed(lambda: self.graph.update_state(
+                thread_config(run["id"]), {"status": "running", "reason": ""}, as_node="recall_turn"))
+            self.say("the middle agent assesses the work again, from where the run stopped")
         if (self.store.run_end_data(run["id"]) or {}).get("check_failed"):
             # Its check still failed after its rounds: resumed, it gets as many more.
             used = int(run["corrections"] or 0)
             held.set_fields(check_budget=used + self.config.check.max_rounds)
-            self.say(f"the check runs again; the middle agent may correct it {self.config.check.max_rounds} "
-                     "more time(s)")
-        return self._drive(held)
+            more = self.config.check.max_rounds
+            self.say(f"the check runs again; the middle agent may correct it {more} more time(s)" if more else
+                     "the check runs again ([check] max_rounds = 0: the middle agent corrects nothing)")
+        return self._drive(held, overrides)
 
     def feedback(self, ticket_id: str, text: str, *, by: str | None = None) -> RunOutcome:
         """The human's feedback (orchestrator.running.feedback): a complete or conflicted ticket
@@ -194,8 +253,16 @@ class TicketDriver:
         if n := stop_dead_run(self.store, run_id):
             self.say(f"stopped {n} process(es) the run's previous `middle` left running")
 
-    def _drive(self, run: Run) -> RunOutcome:
-        """Run the graph under the claim; every way out ends the run through the lifecycle."""
+    def _runner(self) -> str:
+        from orchestrator.memory.curation import cli_user
+
+        if self._by is None:  # asked once per driver: git is not run for every ticket
+            self._by = cli_user(self.config.root)
+        return self._by
+
+    def _drive(self, run: Run, overrides: dict[str, Any] | None = None) -> RunOutcome:
+        """Run the graph under the claim; every way out ends the run through the lifecycle.
+        `overrides`: a resumed run's ticket checks as configured now (orchestrator.running.refresh)."""
         ticket_id, run_id = run.ticket_id, run.run_id
         graph_input = {"ticket_id": ticket_id, "run_id": run_id} if run.fresh else None
         cfg = thread_config(run_id)
@@ -204,9 +271,10 @@ class TicketDriver:
         try:
             if graph_input is None:  # resumed: the steps whose end a killed process never recorded
                 run.events.replay_missing(self._checkpointed(lambda: finished_steps(self.graph, cfg)))
-            run.events.run_start(resume=graph_input is None, fake=self.services.fake)
+            # `by`: who ran it (git's user, else the login), a ticket doc's author on the board
+            run.events.run_start(resume=graph_input is None, fake=self.services.fake, by=self._runner())
             with run:  # the heartbeat keeps the claim's lease while the graph runs
-                self._checkpointed(lambda: self._stream(graph_input, cfg, run))
+                self._checkpointed(lambda: self._stream(graph_input, cfg, run, overrides))
         except BaseException as exc:  # every way out ends the run as the one policy says
             ending = end_on_exception(exc, run, fake=self.services.fake, stop=self.stop,
                                       auto_resume=self.project_override is not None)  # a worker's
@@ -234,9 +302,11 @@ class TicketDriver:
                           changes=len(state.get("changes") or []), offline=self.services.fake,
                           corrections=int(state.get("corrections") or 0))
 
-    def _stream(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, run: Run) -> None:
+    def _stream(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, run: Run,
+                overrides: dict[str, Any] | None = None) -> None:
         context = ticket_context(self.services, self.config, self.agent, run, say=self.say,
                                  on_event=self.on_event, stop=self.stop, project_override=self.project_override)
+        context.ticket_overrides = overrides
         record = run.events
         # (langgraph types `context` as None on this overload whatever the graph's context schema)
         for task in self.graph.stream(graph_input, cfg, context=context,  # type: ignore[call-overload]

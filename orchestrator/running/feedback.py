@@ -5,6 +5,7 @@ The status flow of a review round:
     complete | conflict --feedback--> running (round n+1) --> complete | failed | interrupted
     failed in a round (for good) --feedback--> running (round n+1): the branch keeps the earlier work
     failed, its check still failing --feedback--> running (round n+1): its work is on the branch
+    failed with its work kept (the agent gave up, a limit) --feedback--> running (round n+1), from it
     running | interrupted | failed (resumable) --feedback--> (stored) read at the run's next assess
 
 A round is a run of its own (its own claim, limits, checkpoints and `middle resume`), on the
@@ -26,7 +27,8 @@ from orchestrator.lifecycle.next_steps import advise, situation
 from tickets.rounds import FEEDBACK, MAX_FEEDBACK_CHARS, ROUND, STORED, Delivered
 
 # Situations (orchestrator.lifecycle.next_steps) and what feedback does in them.
-STARTS_ROUND = ("complete", "complete-empty", "in-place", "conflict", "failed-round", "failed-check")
+STARTS_ROUND = ("complete", "complete-empty", "in-place", "conflict", "failed-round", "failed-check",
+                "failed-work")
 WAITS_FOR_ASSESS = ("running", "stale", "interrupted", "failed-resumable")
 
 
@@ -52,8 +54,8 @@ def check(store: Any, ticket_id: str, text: str, *, worktrees: Any = None,
     if now in WAITS_FOR_ASSESS:
         return STORED
     if now not in STARTS_ROUND:
-        raise TicketError(f"ticket {ticket_id!r} is {ticket.status.value}: feedback continues a complete "
-                          f"or conflicted ticket; {advise(store, ticket_id, 'feedback')}")
+        raise TicketError(f"ticket {ticket_id!r} is {ticket.status.value}: feedback continues a complete, "
+                          f"conflicted or failed ticket that has work; {advise(store, ticket_id, 'feedback')}")
     if worktrees is not None and run.get("isolation") == "worktree" and \
             not worktrees.has_at(run.get("worktree"), run.get("head_commit")):
         _pushed(store, run, worktrees, Path(project_override or ticket.project_path))
@@ -65,10 +67,10 @@ def _pushed(store: Any, run: dict[str, Any], worktrees: Any, project: Path) -> N
     here (its worktree was removed) or as pushed to the shared repository, when it holds the
     run's last commit; else a TicketError."""
     ticket_id, branch, head = run["ticket_id"], run.get("branch") or "", run.get("head_commit")
-    gone = (f"ticket {ticket_id!r}'s worktree {run.get('worktree') or '(none recorded)'} is not on this "
+    gone = (f"ticket {ticket_id}'s worktree {run.get('worktree') or '(none recorded)'} is not on this "
             "machine (removed, or the ticket ran on another one)")
     if worktrees.has(run.get("worktree")):
-        gone = (f"ticket {ticket_id!r}'s worktree {run['worktree']} here is behind its branch (another "
+        gone = (f"ticket {ticket_id}'s worktree {run['worktree']} here is behind its branch (another "
                 f"machine continued it to {(head or '')[:10]})")
     if not project.is_dir():
         raise TicketError(f"{gone} and neither is its project {project}, so a round cannot continue its "

@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from orchestrator.config.settings import Config
 from orchestrator.errors import MiddleError
 from orchestrator.server import events_api, memory_api, pages, tickets_api
-from orchestrator.server.auth import AuthMiddleware
+from orchestrator.server.auth import UNNAMED, AuthMiddleware
 from orchestrator.server.background_runs import RunManager
 from orchestrator.server.body_limit import BodyLimit
 from orchestrator.server.errors import MAX_BODY_BYTES, document_errors, error_response, status_for
@@ -38,16 +38,19 @@ With MIDDLE_API_TOKEN set, send `Authorization: Bearer TOKEN`."""
 
 
 def create_app(config: Config, *, services: Services | None = None, fake: bool = False,
-               token: str | None = None, runs: RunManager | None = None,
+               token: str | None = None, tokens: dict[str, str] | None = None,
+               runs: RunManager | None = None,
                max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """Build the app on one config. It owns (and closes at shutdown) the services it builds;
     services passed in stay the caller's to close. A request body over `max_body_bytes` is a
     413 before it is parsed (server/body_limit.py), so a client cannot make the server hold
-    or parse more than that."""
+    or parse more than that. `token`: the unnamed MIDDLE_API_TOKEN (named "MIDDLE_API_TOKEN"); `tokens`:
+    name -> token (`[server] tokens`, read from the environment by `middle serve`)."""
     own = services is None
+    named = {**({UNNAMED: token} if token else {}), **(tokens or {})}
     svc = services or Services(config, fake=fake)
-    state = ServerState(config=config, services=svc, runs=runs or RunManager(svc), token=token or None,
-                        fake=fake or svc.fake)
+    state = ServerState(config=config, services=svc, runs=runs or RunManager(svc),
+                        token=next(iter(named.values()), None), tokens=named, fake=fake or svc.fake)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -67,7 +70,7 @@ def create_app(config: Config, *, services: Services | None = None, fake: bool =
                          swagger_ui_parameters={"validatorUrl": None})  # no call to an online validator
     app.state.middle = state
     app.state.templates = make_templates()
-    app.add_middleware(AuthMiddleware, token=state.token)
+    app.add_middleware(AuthMiddleware, tokens=named)
     app.add_middleware(BodyLimit, limit=max_body_bytes)  # added last: it runs first
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     for module in (memory_api, tickets_api, events_api, pages):

@@ -3,11 +3,12 @@
 - Without a token (loopback only): any local client may call, but a browser page of another site
   may not change state (Origin / Sec-Fetch-Site), and the Host must be a loopback name, so a DNS
   rebinding page cannot reach the API through its own host name.
-- With a token (MIDDLE_API_TOKEN): every /api route, page and the OpenAPI docs need it, as
-  `Authorization: Bearer TOKEN` or the session cookie the login form sets (SameSite=Strict,
-  HttpOnly). A state-changing request made with the cookie must also carry the CSRF token the
-  pages embed (header X-CSRF-Token). Static files, the login form and share links with their key
-  are public.
+- With a token (MIDDLE_API_TOKEN, or the named ones of `[server] tokens`): every /api route,
+  page and the OpenAPI docs need one, as `Authorization: Bearer TOKEN` or the session cookie the
+  login form sets (SameSite=Strict, HttpOnly). A state-changing request made with the cookie must
+  also carry the CSRF token the pages embed (header X-CSRF-Token). Static files, the login form
+  and share links with their key are public. The name of the token a request came with is put
+  in its scope (`scope["state"]["token_name"]`): a memory change is recorded as made by it.
 """
 
 from __future__ import annotations
@@ -85,12 +86,28 @@ def _error(status: int, message: str, **headers: str) -> Response:
     return error_response(status, message, headers=headers)
 
 
-class AuthMiddleware:
-    """Applies the rules in the module docstring to every HTTP request."""
+UNNAMED = "MIDDLE_API_TOKEN"  # the name of the one token of old (any holder of it)
+TOKEN_NAME = "token_name"  # the request scope's state key: which named token signed the request
+TOKEN_SECRET = "token_secret"  # ... and that token (the session's CSRF token derives from it)
 
-    def __init__(self, app: Any, token: str | None):
+
+def match_token(tokens: dict[str, str], given: str) -> str | None:
+    """The name of the token `given` is (compared in constant time with every one), or None."""
+    found = None
+    for name, secret in tokens.items():
+        if hmac.compare_digest(given.encode(), secret.encode()):
+            found = name
+    return found
+
+
+class AuthMiddleware:
+    """Applies the rules in the module docstring to every HTTP request. `tokens`: name -> token
+    (`token`: the unnamed MIDDLE_API_TOKEN, named UNNAMED)."""
+
+    def __init__(self, app: Any, token: str | None = None, tokens: dict[str, str] | None = None):
         self.app = app
-        self.token = token or None
+        self.tokens = {**({UNNAMED: token} if token else {}), **(tokens or {})}
+        self.token = next(iter(self.tokens.values()), None)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -119,14 +136,17 @@ class AuthMiddleware:
         if method in ("GET", "HEAD") and self._share_link_ok(request):
             return None
         bearer = request.headers.get("authorization", "")
-        if bearer[:7].lower() == "bearer " and hmac.compare_digest(bearer[7:].strip(), self.token):
+        if bearer[:7].lower() == "bearer " and (name := match_token(self.tokens, bearer[7:].strip())):
+            self._signed(request, name)
             return None  # not sent automatically by a browser, so no CSRF check is needed
         cookie = request.cookies.get(SESSION_COOKIE, "")
-        if cookie and hmac.compare_digest(cookie, session_value(self.token)):
+        name = match_token({n: session_value(t) for n, t in self.tokens.items()}, cookie) if cookie else None
+        if name is not None:
             if unsafe and not hmac.compare_digest(request.headers.get(CSRF_HEADER, ""),
-                                                  csrf_token(self.token)):
+                                                  csrf_token(self.tokens[name])):
                 return _error(403, "missing or wrong CSRF token: send the X-CSRF-Token header the "
                                    "dashboard pages carry (or use Authorization: Bearer TOKEN)")
+            self._signed(request, name)
             return None
         if path.startswith("/api/") or path in ("/openapi.json",) or unsafe:
             return _error(401, "this server needs a token: send `Authorization: Bearer TOKEN` "
@@ -134,6 +154,9 @@ class AuthMiddleware:
                           **{"WWW-Authenticate": "Bearer"})
         target = path + (f"?{request.url.query}" if request.url.query else "")
         return RedirectResponse(f"/login?next={quote(target, safe='')}", status_code=303)
+
+    def _signed(self, request: Request, name: str) -> None:
+        request.scope.setdefault("state", {}).update({TOKEN_NAME: name, TOKEN_SECRET: self.tokens[name]})
 
     def _share_link_ok(self, request: Request) -> bool:
         parts = request.url.path.strip("/").split("/")

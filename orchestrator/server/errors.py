@@ -18,6 +18,7 @@ from orchestrator.errors import (
     StoreError,
     TicketError,
 )
+from orchestrator.memory.facade import MemoryRequestTooLarge
 
 log = logging.getLogger("middle.server")
 
@@ -53,6 +54,8 @@ def status_for(exc: MiddleError) -> int:
         return 409
     if isinstance(exc, Forbidden):
         return 403
+    if isinstance(exc, MemoryRequestTooLarge):  # a call over [memory] max_request_chars
+        return 413
     if isinstance(exc, ValueError):  # the memory facade's bad arguments (MemoryArgumentError)
         return 400
     if isinstance(exc, (MemoryStoreError, StoreError)):
@@ -65,7 +68,8 @@ def status_for(exc: MiddleError) -> int:
 
 
 # The largest request body the server reads: refused with a 413 from its Content-Length, or once
-# that many bytes have come, before anything parses it. 400 docs of [memory] max_doc_chars fit.
+# that many bytes have come, before anything parses it. 400 docs of [memory] max_doc_chars fit
+# (what one call may ask of memory is bounded apart, by [memory] max_request_chars).
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
 

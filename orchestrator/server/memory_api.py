@@ -7,15 +7,18 @@ empty without creating one.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.memory.catalog import DEFAULT_PAGE, MAX_PAGE, Catalog, DocQuery, build_catalog, usage_by_doc
 from orchestrator.memory.facade import DOC_ID_CHARS, doc_id
-from orchestrator.server.auth import SESSION_COOKIE
+from orchestrator.server.auth import SESSION_COOKIE, TOKEN_NAME
 from orchestrator.server.errors import error_responses
 from orchestrator.server.state import ServerState, checked_project, get_state
 from tickets.queries import DocSource
@@ -27,11 +30,13 @@ if TYPE_CHECKING:
 router = APIRouter(prefix="/api/projects/{project_id}/memory", tags=["memory"])
 
 # Every memory route: a bad project id or body is a 400 (a doc over [memory] max_doc_chars, a
-# query over max_query_chars too); a body over the server's limit a 413; memory off or a failing
-# store a 503.
+# query over max_query_chars too); a body over the server's limit, or docs or queries over
+# [memory] max_request_chars in all, a 413; memory off or a failing store a 503.
 _ERRORS = error_responses(400, 413, 503, e400="e.g. a project id with a '/', docs that are not a "
                           "list of strings, a doc over [memory] max_doc_chars or a query over "
-                          "[memory] max_query_chars", e503="memory is off, or the backend's store failed")
+                          "[memory] max_query_chars", e413="or the call's docs or queries hold more "
+                          "than [memory] max_request_chars characters in all",
+                          e503="memory is off, or the backend's store failed")
 
 
 class _Body(BaseModel):
@@ -73,11 +78,30 @@ def _with_sources(state: ServerState, pid: str) -> dict[str, list[DocSource]]:
     return state.store.doc_sources(pid)
 
 
-@router.post("/index", summary="Index docs (the memory contract)", responses=_ERRORS)
-def index(project_id: str, body: DocsBody, request: Request,
+_CREATE = Query(False, description="Start the memory of a project no config, ticket or store knows "
+                                   "yet (without it, such a project id is a 404: a typo would start "
+                                   "an empty store).")
+_NEW_ERRORS = {**_ERRORS, **error_responses(404, e404="no project has that id: pass create=true to "
+                                                      "start one on purpose")}
+
+
+def _known(state: ServerState, mem: MemoryFacade, pid: str, create: bool) -> str:
+    """`pid` when the project is known or `create` starts it on purpose (memory.projects)."""
+    from orchestrator.memory.projects import check_known
+
+    config = state.config
+    known = [config.project.id or config.resolve(config.project.path).name, *state.project_ids()]
+    return check_known(mem, pid, known, create=create, how="pass ?create=true")
+
+
+@router.post("/index", summary="Index docs (the memory contract)", responses=_NEW_ERRORS)
+def index(project_id: str, body: DocsBody, request: Request, create: bool = _CREATE,
           state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
-    mem.index(pid, body.docs, refuse_long=True)  # a client's doc is kept whole or refused
+    _known(state, mem, pid, create)
+    # A client's doc is kept whole or refused, and its call within [memory] max_request_chars
+    # (a 413); the work stops between batches once the client has gone.
+    mem.index(pid, body.docs, refuse_long=True, gone=client_gone(request))
     # Where each came from, for `middle memory show` and the board (a doc with one keeps it).
     state.store.note_memory_origins(pid, [(doc_id(d), d, {"kind": "api"}) for d in body.docs],
                                     who(request))
@@ -120,17 +144,40 @@ def _curator(project_id: str, state: ServerState) -> tuple[Any, str]:
         return state.services.curator(), pid
 
 
+def client_gone(request: Request) -> Callable[[], bool]:
+    """Whether the client of this route (run in a worker thread) has closed its connection: its
+    answer would reach no one, so long work stops rather than hold the server."""
+    def gone() -> bool:
+        return bool(anyio.from_thread.run(request.is_disconnected))
+    return gone
+
+
 def who(request: Request) -> str:
-    """Who a change is recorded as: the board (its login cookie) or an API client, and where from."""
+    """Who a change is recorded as: the board (its login cookie) or an API client, and the
+    person: the name of the token the request came with (`[server] tokens`; MIDDLE_API_TOKEN is
+    "MIDDLE_API_TOKEN"), or, on a server without tokens (loopback only: this machine's user), the person
+    the server runs as (git's user.name and user.email, else the login name)."""
     via = "board" if request.cookies.get(SESSION_COOKIE) or "text/html" in request.headers.get(
         "accept", "") or request.headers.get("x-middle-board") else "api"
-    return f"{via} {request.client.host if request.client else '?'}"
+    name = getattr(request.state, TOKEN_NAME, None)
+    if name is None:
+        name = _server_user(get_state(request))
+    return f"{via} {name}"
 
 
-@router.post("/docs", summary="Add one doc by hand (recorded)", responses=_ERRORS)
-def add_doc(project_id: str, body: TextBody, request: Request,
+def _server_user(state: ServerState) -> str:
+    from orchestrator.memory.curation import cli_user
+
+    if state.user is None:  # asked once: the person a server runs as does not change
+        state.user = cli_user(state.config.root)
+    return state.user
+
+
+@router.post("/docs", summary="Add one doc by hand (recorded)", responses=_NEW_ERRORS)
+def add_doc(project_id: str, body: TextBody, request: Request, create: bool = _CREATE,
             state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
+    _known(state, curator.facade, pid, create)
     return {"project": pid, **curator.add(pid, body.text, who(request)).as_json()}
 
 
@@ -143,7 +190,8 @@ def show_doc(project_id: str, doc: str, state: ServerState = Depends(get_state))
     shown = curator.show(pid, doc)
     return {**shown, "from": origin_line(shown),
             "changes": [{**c, "text": describe_change(c)} for c in shown["changes"]],
-            "uses": state.store.memory_usage(pid)["by_memory"].get(shown["short_id"])}
+            "uses": usage_by_doc(state.store.memory_usage(pid)["by_memory"],
+                                 shown["changes"]).get(shown["short_id"])}
 
 
 @router.post("/docs/{doc}/edit", summary="Change a doc's text (re-indexed alone; recorded, undoable)",
@@ -200,15 +248,79 @@ def undo(project_id: str, change: int, request: Request,
     return {"project": pid, **curator.undo(pid, change, who(request)).as_json()}
 
 
-@router.get("/docs", summary="Every doc in the project's memory, with the tickets that indexed it",
-            responses=_ERRORS)
-def docs(project_id: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
+@router.get("/docs", summary="The project's docs a page at a time, filtered and sorted, with "
+            "their tickets, author, pin, supersede links and usage", responses=_ERRORS)
+def docs(project_id: str, state: ServerState = Depends(get_state),
+         limit: int = Query(DEFAULT_PAGE, ge=1, le=MAX_PAGE, description="Docs per page."),
+         cursor: str | None = Query(None, description="The previous page's `next_cursor`."),
+         sort: str = Query("oldest", description="oldest (the store's order, the default), newest, "
+                           "recalled (most first) or used (most first)."),
+         source: str | None = Query(None, description="ticket, commit, file, transcript, hand, api, "
+                                    "supersede or unknown."),
+         ticket: str | None = Query(None, description="Only docs this ticket indexed."),
+         author: str | None = Query(None, description="Only docs by someone whose name contains this."),
+         since: str | None = Query(None, description="Only docs dated this day (YYYY-MM-DD) or later."),
+         until: str | None = Query(None, description="Only docs dated this day (YYYY-MM-DD) or earlier."),
+         pinned: str | None = Query(None, description="true or false."),
+         superseded: str | None = Query(None, description="true (history) or false (live)."),
+         never_used: str | None = Query(None, description="true: only docs the agent never used."),
+         ) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
-    texts = mem.list_docs(pid)  # [] without creating a store when the project has none
-    sources = _with_sources(state, pid)
-    return {"project": pid, "backend": mem.backend_name, "count": len(texts),
-            "docs": [{"id": doc_id(t)[:DOC_ID_CHARS], "text": t, "tickets": sources.get(t, [])}
-                     for t in texts]}
+    query = DocQuery.parse(limit=limit, cursor=cursor, sort=sort, source=source, ticket=ticket,
+                           author=author, since=since, until=until, pinned=pinned,
+                           superseded=superseded, never_used=never_used)
+    catalog = project_catalog(state, mem, pid)  # empty, creating nothing, without a store
+    shown = catalog.page(query)
+    return {"project": pid, "backend": mem.backend_name, "total": len(catalog.rows),
+            "count": shown["matched"], "filters": query.filters(), "sort": query.sort,
+            "limit": query.limit, **shown}
+
+
+def project_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
+    """The project's docs joined with their states, ticket records, authors and usage: built
+    once, then kept while nothing it shows has changed (the store's files, or, for a store in
+    the database, nothing kept; the ticket store's memory rows and run events), so the next
+    page of 100,000 docs costs what the first page of 20 does."""
+    mark = _catalog_mark(state, mem, pid)
+    with state.catalog_lock:
+        kept = state.catalogs.get(pid)
+        if mark is not None and kept is not None and kept[0] == mark:
+            return kept[1]
+    catalog = _build_catalog(state, mem, pid)
+    if mark is not None:
+        with state.catalog_lock:
+            state.catalogs[pid] = (mark, catalog)
+    return catalog
+
+
+# How long a listing of a store in the database is kept while the ticket store shows no change:
+# every way docs reach memory records itself there too (a ticket's doc, an import's origins, a
+# curation change, an API index), so this only bounds what a bare write from elsewhere could hide.
+DATABASE_LISTING_S = 30.0
+
+
+def _catalog_mark(state: ServerState, mem: MemoryFacade, pid: str) -> tuple[Any, ...] | None:
+    """What the project's listing depends on, cheaply: the store's files (their times and
+    sizes) and the ticket store's memory rows and run events; for a store in a database, whose
+    writes by other machines leave no file here, the ticket store's and a 30 s window. None:
+    build it afresh."""
+    fingerprint = state.store.memory_fingerprint(pid)
+    if mem.url is not None:
+        return (mem.backend_name, "database", fingerprint, int(time.monotonic() // DATABASE_LISTING_S))
+    files = []
+    store = mem.store_dir(pid)
+    if store.is_dir():
+        for path in sorted(store.rglob("*")):
+            try:
+                st = path.stat()
+            except OSError:  # a temp file renamed away while we looked: build afresh
+                return None
+            files.append((str(path), st.st_mtime_ns, st.st_size))
+    return (mem.backend_name, tuple(files), fingerprint)
+
+
+def _build_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
+    return build_catalog(mem, state.store, pid)
 
 
 @router.get("/search", summary="What recall returns for a query, with scores (and why, with explain)",
@@ -249,7 +361,7 @@ def stats(project_id: str, state: ServerState = Depends(get_state)) -> dict[str,
     return memory_stats(mem, pid)
 
 
-def memory_stats(mem: MemoryFacade, pid: str, docs: list[str] | None = None) -> dict[str, Any]:
+def memory_stats(mem: MemoryFacade, pid: str, docs: Sequence[Any] | None = None) -> dict[str, Any]:
     """The project's memory in numbers; `docs`: its docs when the caller has listed them already."""
     store = mem.store_dir(pid)
     exists = mem.has_store(pid)

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from orchestrator.errors import MemoryStoreError, MiddleError
-from orchestrator.server.auth import SESSION_COOKIE, csrf_token, safe_next, session_value
-from orchestrator.server.memory_api import memory_stats, search_results
+from orchestrator.server.auth import (
+    SESSION_COOKIE,
+    TOKEN_NAME,
+    TOKEN_SECRET,
+    csrf_token,
+    match_token,
+    safe_next,
+    session_value,
+)
+from orchestrator.server.memory_api import _curator, memory_stats, project_catalog, search_results
 from orchestrator.server.state import ServerState, checked_project, get_state, ticket_or_404
 from orchestrator.server.tickets_api import ticket_detail
 
@@ -23,7 +31,9 @@ STATUSES = ("pending", "running", "complete", "conflict", "merged", "failed", "i
 
 def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
     state = get_state(request)
-    base = {"csrf": csrf_token(state.token), "token_on": bool(state.token), "fake": state.fake}
+    signed = getattr(request.state, TOKEN_SECRET, None)  # the session's own token (server.auth)
+    base = {"csrf": csrf_token(signed or state.token), "token_on": bool(state.token), "fake": state.fake,
+            "signed_in_as": getattr(request.state, TOKEN_NAME, None)}
     if "nav_projects" not in context:  # the login and share pages show no projects
         base["nav_projects"] = state.project_ids()
     return request.app.state.templates.TemplateResponse(request, name, {**base, **context},
@@ -137,40 +147,60 @@ def memory_index(request: Request, state: ServerState = Depends(get_state)) -> R
                                                "memory_on": state.memory_or_none() is not None})
 
 
+FILTERS = ("source", "ticket", "author", "since", "until", "pinned", "superseded", "never_used")
+CHANGES_SHOWN = 20  # the newest changes on the page (`middle memory history` lists them all)
+
+
 @router.get("/projects/{project_id}/memory", response_class=HTMLResponse)
 def memory_page(request: Request, project_id: str, q: str | None = Query(None),
-                k: int = Query(5, ge=1, le=100), source: str | None = Query(None),
-                state: ServerState = Depends(get_state)) -> HTMLResponse:
-    from orchestrator.memory.curation import SOURCE_KINDS, describe_change, describe_docs, unused_note
+                k: int = Query(5, ge=1, le=100), state: ServerState = Depends(get_state)) -> HTMLResponse:
+    """One page of the project's docs (filtered, sorted and cut server-side: the page stays the
+    same size at 100,000 docs as at 20), a search over the whole store whose hits carry the
+    same actions, and the newest changes."""
+    from orchestrator.memory.catalog import SORTS, DocQuery
+    from orchestrator.memory.curation import SOURCE_KINDS, CurationError, describe_change
 
     pid = checked_project(project_id)
+    given = {key: request.query_params.get(key) for key in (*FILTERS, "sort", "limit", "cursor")}
     context: dict[str, Any] = {"pid": pid, "q": q or "", "k": k, "search": None, "docs": [],
                                "stats": None, "off": None, "failure": None, "changes": [], "usage": {},
-                               "source": source or "", "kinds": SOURCE_KINDS, "counts": {"all": 0}}
+                               "kinds": SOURCE_KINDS, "sorts": SORTS, "counts": {"all": 0},
+                               "given": {key: value or "" for key, value in given.items()},
+                               "matched": 0, "next_url": None, "first_url": None}
     if state.memory_or_none() is None:
         context["off"] = str(_off())
         return page(request, "memory.html", context)
     mem = state.memory()
+    status = 200
     try:
-        texts = mem.list_docs(pid)  # [] (creating nothing) without a store
-        context["stats"] = memory_stats(mem, pid, texts)
-        states = state.store.memory_state(pid)
-        rows = describe_docs(texts, states, state.store.doc_sources(pid))
-        usage = state.store.memory_usage(pid)
-        for row in rows:  # what the agent did with each memory it was shown
-            row["uses"] = usage["by_memory"].get(row["id"])
-            row["candidate"] = unused_note(row["uses"])
-        context["usage"] = usage["by_backend"]
-        context["counts"] = {"all": len(rows), **{kind: sum(r["source"] == kind for r in rows)
-                                                   for kind in SOURCE_KINDS}}
-        context["docs"] = [r for r in rows if not source or r["source"] == source]
-        context["changes"] = [{**c, "text": describe_change(c)}
-                              for c in state.store.memory_changes(pid, limit=100)]
+        query = DocQuery.parse(**given)
+        catalog = project_catalog(state, mem, pid)
+        context["stats"] = memory_stats(mem, pid, catalog.rows)
+        context["usage"] = state.store.memory_usage(pid)["by_backend"]
+        context["counts"] = catalog.counts()
+        shown = catalog.page(query)
+        context["docs"], context["matched"] = shown["docs"], shown["matched"]
+        kept = {key: value for key, value in given.items() if value and key not in ("cursor",)}
+        if q:
+            kept.update(q=q, k=str(k))
+        if shown["next_cursor"]:
+            context["next_url"] = f"?{urlencode({**kept, 'cursor': shown['next_cursor']})}"
+        if query.cursor:
+            context["first_url"] = f"?{urlencode(kept)}"
+        context["changes"] = [{**c, "text": describe_change(c), "undoable": undoable}
+                              for c, undoable in _curator(pid, state)[0].undoable(
+                                  pid, state.store.memory_changes(pid, limit=CHANGES_SHOWN), catalog.has,
+                                  catalog.states)]
         if q and q.strip():
-            context["search"] = search_results(state, mem, pid, q, k, explain=True)
+            found = search_results(state, mem, pid, q, k, explain=True)
+            # each hit as a listed doc (its actions, author, ticket links), with its score and why
+            found["results"] = [{**h, **catalog.describe(h["doc"])} for h in found["results"]]
+            context["search"] = found
+    except CurationError as exc:  # a bad filter or cursor: said on the page, what to do
+        context["failure"], status = str(exc), 400
     except MemoryStoreError as exc:  # shown on the page, like any other failure
-        context["failure"] = str(exc)
-    return page(request, "memory.html", context, status=503 if context["failure"] else 200)
+        context["failure"], status = str(exc), 503
+    return page(request, "memory.html", context, status=status)
 
 
 def _off() -> Exception:
@@ -194,12 +224,13 @@ async def login(request: Request) -> Response:
     form = await request.form()
     target = safe_next(str(form.get("next") or "/"))
     given = str(form.get("token") or "")
-    if not state.token or not hmac.compare_digest(given.strip(), state.token):
+    name = match_token(state.tokens, given.strip()) if state.tokens else None
+    if name is None:
         return page(request, "login.html", {"next": target, "error": "That token is not this server's "
                     "MIDDLE_API_TOKEN: check it and try again.", "csrf": "", "token_on": False,
                     "nav_projects": []}, status=401)
     response = RedirectResponse(target, status_code=303)
-    response.set_cookie(SESSION_COOKIE, session_value(state.token), httponly=True, samesite="strict",
+    response.set_cookie(SESSION_COOKIE, session_value(state.tokens[name]), httponly=True, samesite="strict",
                         secure=request.url.scheme == "https", path="/")
     return response
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Mapping
 
 import click
 
@@ -15,12 +16,31 @@ MIN_TOKEN_CHARS = 16
 TOKEN_HINT = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
 
 
-def check_bind(host: str, token: str | None) -> None:
+def named_tokens(names: dict[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """`[server] tokens` (name -> environment variable) read from the environment: name -> token.
+    A variable that is not set is an error naming it (a person named in the config could
+    otherwise not sign in, silently)."""
+    tokens = {}
+    for name, variable in names.items():
+        value = environ.get(variable)
+        if not value:
+            raise ConfigError(f"[server] tokens names {name!r} with the environment variable "
+                              f"{variable}, which is not set: export it (e.g. from {TOKEN_HINT}) or "
+                              "remove the name from middle.toml")
+        tokens[name] = value
+    return tokens
+
+
+def check_bind(host: str, token: str | None, named: dict[str, str] | None = None) -> None:
     """Refuse a reachable address without a token, and a token too short to be a secret."""
     if token is not None and len(token) < MIN_TOKEN_CHARS:
         raise ConfigError(f"MIDDLE_API_TOKEN is {len(token)} characters long: use at least "
                           f"{MIN_TOKEN_CHARS}, e.g. the output of {TOKEN_HINT}")
-    if not is_loopback(host) and not token:
+    for name, secret in (named or {}).items():
+        if len(secret) < MIN_TOKEN_CHARS:
+            raise ConfigError(f"the token of {name!r} ([server] tokens) is {len(secret)} characters "
+                              f"long: use at least {MIN_TOKEN_CHARS}, e.g. the output of {TOKEN_HINT}")
+    if not is_loopback(host) and not token and not named:
         raise ConfigError(f"--host {host} can be reached from other machines, so it needs a token: "
                           f"export MIDDLE_API_TOKEN (e.g. from {TOKEN_HINT}), or serve on 127.0.0.1")
 
@@ -77,14 +97,15 @@ def serve(ctx: click.Context, host: str, port: int, fake: bool) -> None:
     started_as(fake=fake)  # the hints its runs leave (`middle resume ID`) keep --fake
     config = get_config(ctx)
     token = os.environ.get("MIDDLE_API_TOKEN") or None
-    check_bind(host, token)
+    named = named_tokens(config.server.tokens, os.environ)
+    check_bind(host, token, named)
     svc = services(ctx, config, fake=fake)
-    app = create_app(config, services=svc, fake=fake, token=token)
+    app = create_app(config, services=svc, fake=fake, token=token, tokens=named)
     sock = bind(host, port)
     url = url_of(sock)
     console.print(
         f"middle serve: dashboard {safe(url)}  API docs {safe(url)}docs"
-        + ("  (token required)" if token else "")
+        + ("  (token required)" if token or named else "")
         + ("  [offline fake model]" if fake else "")
     )
     console.print("press Ctrl-C to stop")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import Request
 
@@ -31,8 +31,13 @@ class ServerState:
     config: Config
     services: Services
     runs: RunManager
-    token: str | None = None
+    token: str | None = None  # the first token: share links' keys derive from it
+    tokens: dict[str, str] = field(default_factory=dict)  # name -> token (see server.auth)
     fake: bool = False
+    user: str | None = None  # who changes on a server without tokens are by (memory_api.who)
+    # project -> (what it was built from, its memory catalog): memory_api.project_catalog
+    catalogs: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    catalog_lock: threading.Lock = field(default_factory=threading.Lock)
     stopping: threading.Event = field(default_factory=threading.Event)  # ends live streams
     live_streams: int = 0  # event streams being served now (each ends when its client leaves)
     _sync_lock: threading.Lock = field(default_factory=threading.Lock)

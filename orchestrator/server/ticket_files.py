@@ -37,6 +37,17 @@ def render(title: str, project: str, description: str, path: str | None) -> str:
     return f"---\n{front}---\n{description.strip()}\n"
 
 
+def _inside_project(config: Config, folder: Path, path: str) -> None:
+    """A ticket created through the API works on the configured project (its directory or one
+    inside it), never on another repository of the machine: its branch and commits would be made
+    there, by whoever can reach the server."""
+    project = config.resolve(config.project.path)
+    target = (folder / Path(path).expanduser()).resolve()  # relative to the ticket folder, as loaded
+    if not target.is_relative_to(project):
+        raise TicketError(f"path {path!r} ({target}) is outside this server's project {project}: "
+                          "leave 'path' out (tickets run in [project] path) or name a directory inside it")
+
+
 def create_ticket_file(config: Config, *, title: str, project: str, description: str = "",
                        ticket_id: str | None = None, path: str | None = None) -> Ticket:
     """Write `<tickets_dir>/<id>.md` (never over an existing file) and load it back as a Ticket.
@@ -49,6 +60,8 @@ def create_ticket_file(config: Config, *, title: str, project: str, description:
     folder = config.resolve(config.project.tickets_dir)
     folder.mkdir(parents=True, exist_ok=True)
     tid = validate_ticket_id(ticket_id) if ticket_id else next_id(folder, title)
+    if path:
+        _inside_project(config, folder, path)
     target = folder / f"{tid}.md"
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".new-", suffix=".tmp")
     try:

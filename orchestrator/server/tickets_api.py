@@ -43,7 +43,7 @@ class NewTicket(BaseModel):
     description: str = Field("", description="The ticket body, in Markdown.")
     id: str | None = Field(None, description="Default: NNN-slug-of-the-title.")
     path: str | None = Field(None, description="The project directory, relative to the ticket "
-                                                "folder (default: [project] path).")
+                                                "folder (default: [project] path); that directory or one inside it.")
 
 
 class RunBody(BaseModel):
@@ -57,8 +57,9 @@ _MAY_RESUME = ("failed", "interrupted", "running")
 
 def resumable(facts: ResumeFacts | None, ticket: Ticket, running_here: bool) -> bool:
     """Would `POST .../resume` be accepted now? The latest run was interrupted, or failed in a way
-    the runner marked resumable (a Claude Code turn or the model failed, not a limit the agent
-    hit), or is still `running` under a dead claim (its process was killed)."""
+    the runner marked resumable (a Claude Code turn or the model failed, or the agent gave up or
+    hit a limit with its work kept on its branch), or is still `running` under a dead claim (its
+    process was killed)."""
     if running_here or ticket.status.value not in _MAY_RESUME or facts is None:
         return False
     if facts.run["status"] == "running":

@@ -228,7 +228,7 @@ class Review:
         dirty = sorted(g.dirty_paths(Path(wt)))
         if dirty:
             raise TicketError(
-                f"ticket {ticket_id!r}'s worktree {wt} has changes not committed on its branch "
+                f"ticket {ticket_id}'s worktree {wt} has changes not committed on its branch "
                 f"({', '.join(dirty[:10])}{' …' if len(dirty) > 10 else ''}): commit them there "
                 f"(cd {wt} && git add -A && git commit), or drop them, then `middle merge {ticket_id}` "
                 "again. Nothing was changed")
@@ -275,7 +275,7 @@ class Review:
             untracked = self._untracked(run)
             if untracked and not force:
                 raise UntrackedFiles(
-                    f"ticket {ticket_id!r}'s worktree {run['worktree']} holds files git does not track "
+                    f"ticket {ticket_id}'s worktree {run['worktree']} holds files git does not track "
                     f"({', '.join(untracked[:10])}{' …' if len(untracked) > 10 else ''}), which discarding "
                     f"would delete: move out what you want to keep, or delete them with "
                     f"`middle discard {ticket_id} --force`. Nothing was changed", untracked)

@@ -1,3 +1,4 @@
-"""The fake Messages API fixture for middle-agent adapter tests."""
+"""The fake Messages API fixture for middle-agent adapter tests (and the Claude Code CLI for the
+claude-code provider)."""
 
-from orchestrator.fake_api.pytest_fixtures import fake_api  # noqa: F401
+from orchestrator.fake_api.pytest_fixtures import claude_cli, fake_api  # noqa: F401

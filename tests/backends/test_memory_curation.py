@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.memory.curation import CurationError, Curator, MemoryDocNotFound
+from orchestrator.memory.curation import CurationError, Curator, MemoryDocNotFound, cli_user
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.memory.format import doc_id
 from orchestrator.plugins.manager import PluginRegistry
@@ -154,7 +154,8 @@ def test_a_change_in_another_process_counts_at_this_process_s_next_recall(tmp_pa
                                     project_id="p")
         assert EXPORT in block
         assert [c["action"] for c in store.memory_changes("p")][:3] == ["pin", "supersede", "edit"]
-        assert store.memory_changes("p")[0]["who"].endswith(os.uname().nodename)
+        # the person git knows in the project (else the login name and machine)
+        assert store.memory_changes("p")[0]["who"] == cli_user(tmp_path)
     finally:
         memory.close()
         store.close()

@@ -94,3 +94,61 @@ def test_find_show_edit_supersede_pin_forget_and_undo_on_the_memory_page(browser
     assert sorted(docs) == sorted([FIXED, NEWER, OTHER])
     who = [c["who"] for c in api.get("/api/projects/calc/memory/changes").json()["changes"]]
     assert who[0].startswith("board ") and who[-1].startswith("api ")
+
+
+# -- issue 38: the page at the size of a real store --------------------------------------------
+
+TICKET_DOC = "Ticket: Greeting. The greeting says hello in the user's language."
+
+
+@pytest.fixture
+def big_site(tmp_path) -> Iterator[Any]:
+    """3,000 docs (bm25, one bulk index), one of them indexed by ticket 001-greeting."""
+    from orchestrator.bench.memory_page import fill_memory
+
+    app = create_app(make_project(tmp_path), fake=True)
+    state = app.state.middle
+    state.sync_folder()
+    fill_memory(state.memory(), state.store, "calc", 0, 3_000)
+    state.memory().index("calc", [TICKET_DOC])
+    state.store.add_memory_doc("001-greeting", "calc", TICKET_DOC)
+    with ServerThread(app) as thread, httpx.Client(base_url=thread.url, timeout=60) as api:
+        yield Site(thread.url, api, None)
+
+
+def listed(driver: Any) -> list[str]:
+    return [li.get_attribute("data-id") for li in driver.find_elements(By.CSS_SELECTOR, "#docs .doc-item")]
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_one_page_of_3000_docs_next_page_and_a_search_hit_with_its_actions(browser, big_site, width):
+    d = browser
+    d.set_window_size(width, 900)
+    try:
+        d.get(big_site.url + "/projects/calc/memory")
+        first = listed(d)
+        assert len(first) == 20 and d.find_element(By.ID, "matched").text == "3001"
+        # nothing wider than the screen (a phone scrolls down, not sideways)
+        assert d.execute_script("return document.documentElement.scrollWidth") <= width
+        d.find_element(By.ID, "next-page").click()
+        wait(d, lambda d: "cursor=" in d.current_url and listed(d) and listed(d)[0] not in first, "page 2")
+        second = listed(d)
+        assert len(second) == 20 and not set(second) & set(first)
+
+        box = d.find_element(By.ID, "q")
+        box.clear()
+        box.send_keys("greeting hello language", Keys.ENTER)
+        wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .doc-item"), "search hits")
+        hit = d.find_element(By.CSS_SELECTOR, "#results .doc-item")
+        assert TICKET_DOC in hit.text
+        link = hit.find_element(By.CSS_SELECTOR, "a.ticket-link")
+        assert link.get_attribute("href").endswith("/tickets/001-greeting")
+        actions = {b.get_attribute("data-action") for b in hit.find_elements(By.CSS_SELECTOR, ".doc-actions button")}
+        assert actions == {"show", "edit", "supersede", "pin", "delete"}
+        hit.find_element(By.CSS_SELECTOR, '[data-action="pin"]').click()
+        # the page reloads 300 ms later; the success message is still there after it
+        wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .pill.pinned"), "the pin shown")
+        wait(d, lambda d: "pinned" in d.find_element(By.ID, "toast").text, "the message after the reload")
+        screenshot(d, "memory-3000") if width == 1366 else None  # both widths, once
+    finally:
+        d.set_window_size(1280, 800)

@@ -61,3 +61,16 @@ def test_a_piped_batch_names_the_ticket_on_its_result_line_too(monkeypatch):
     lines = piped.file.getvalue().splitlines()
     assert lines == ["[001-mul] complete ticket 001-mul: 2 turn(s), $0.5000",
                      "[002-div] skipped ticket 002-div: waits for 001-mul"]
+
+
+def test_feedback_kept_for_another_run_shows_no_turns_and_no_cost(monkeypatch):
+    """Feedback a round started elsewhere took meanwhile (outcome "stored") once read
+    `stored ticket t1: 0 turn(s), $0.0000 — ...`, even with --fake."""
+    from orchestrator.cli import output
+    from orchestrator.running.outcome import RunOutcome
+
+    piped = Console(file=io.StringIO(), width=200)
+    monkeypatch.setattr(output, "console", piped)
+    output.report(RunOutcome("t1", "", "stored", "your feedback is kept for the round that runs it"))
+    assert piped.file.getvalue().splitlines() == [
+        "stored ticket t1: your feedback is kept for the round that runs it"]

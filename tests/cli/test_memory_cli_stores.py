@@ -58,8 +58,23 @@ def test_read_only_commands_under_a_switched_backend_create_no_store(workdir):
     assert "bm25" in middle(workdir, "stores").stdout
     assert sorted(p.name for p in store.iterdir()) == before  # no dense.sqlite3
     assert not (workdir / ".middle" / "memory" / "other").exists()
-    middle(workdir, "list", "--project", "other")
+    middle(workdir, "list", "--project", "other", ok=False)  # an unknown project (see below)
     assert not (workdir / ".middle" / "memory" / "other").exists()
+
+
+def test_a_mistyped_project_is_an_error_naming_the_known_ones_unless_created_on_purpose(workdir):
+    """A mistyped `-p` once started a new, empty store the project's tickets never read."""
+    middle(workdir, "add", "kept in demo")
+    for args in (["add", "lost", "-p", "demoo"], ["search", "kept", "-p", "demoo"],
+                 ["import", "git", "-p", "demoo"]):
+        lines = middle(workdir, *args, ok=False).stderr.strip().splitlines()
+        assert lines == ["error: no project 'demoo' here (known: demo): check the project id, or "
+                         "pass --create (`middle memory add --create` or `middle memory import --create`) "
+                         "to start its memory on purpose"], lines
+    assert not (workdir / ".middle" / "memory" / "demoo").exists()
+    assert "added 1 doc" in middle(workdir, "add", "a new project's first doc", "-p", "demoo", "--create").stdout
+    assert "a new project's first doc" in middle(workdir, "search", "first", "-p", "demoo").stdout  # known now
+    assert "kept in demo" in middle(workdir, "search", "kept", "-p", "demo").stdout
 
 
 def test_reindex_from_the_old_backend(workdir):
@@ -174,3 +189,23 @@ def test_reindex_moves_a_memory_from_sqlite_to_postgresql_and_back(workdir, pg_u
     assert listed == [*docs, "third memory, written on PostgreSQL"]
     error = middle(workdir, "reindex", "--from", backend, "--from-url", "mysql://db/x", ok=False)
     assert error.stderr.strip().startswith("error: --from-url 'mysql' is neither 'local'")
+
+
+def test_a_store_whose_header_is_garbage_says_one_way_out_and_it_works(workdir):
+    """`reindex` once said to export and `export` to reindex: both say the file is damaged
+    beyond reading, and the way out they name (move it away) starts the memory afresh."""
+    middle(workdir, "add", "kept before the damage")
+    store = workdir / ".middle" / "memory" / "demo" / "bm25.sqlite3"
+    with store.open("r+b") as f:
+        f.write(b"garbage header!!" * 6)
+    said = []
+    for args in (["export"], ["reindex", "--from", "bm25"], ["list"]):
+        lines = middle(workdir, *args, ok=False).stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), lines
+        said.append(lines[0])
+    for line in said:
+        assert "its header is not SQLite's, so nothing in it can be read" in line
+        assert f"`mv {store} {store}.damaged`" in line and "to start the project's memory afresh" in line
+    store.rename(f"{store}.damaged")  # as it says
+    assert "added 1 doc" in middle(workdir, "add", "the first doc of the fresh memory").stdout
+    assert middle(workdir, "list").stdout.count("\n") == 1

@@ -203,6 +203,30 @@ def test_bad_input_is_one_error_line_and_imports_nothing(root):
     assert docs(root) == []
 
 
+def test_system_files_and_devices_are_refused_and_the_environment_never_imported(root, tmp_path):
+    """`/proc/self/environ` once imported the environment (secrets) and `/dev/zero` "did not exist"."""
+    secret = "MIDDLE_PROBE_SECRET=hunter2"
+    environ = error_line(middle(root, "import", "/proc/self/environ", ok=False,
+                                env={"MIDDLE_PROBE_SECRET": "hunter2"}))
+    assert environ.startswith("error: /proc/self/environ is under /proc, a file of the system, not notes")
+    assert "is under /sys" in error_line(middle(root, "import", "/sys/kernel", ok=False))
+    zero = error_line(middle(root, "import", "/dev/zero", ok=False))
+    assert zero.startswith("error: /dev/zero is not a regular file (a device, a pipe or a socket)")
+    os.mkfifo(tmp_path / "pipe.md")  # a pipe would block the import for ever
+    assert "is not a regular file (a device, a pipe or a socket)" in error_line(
+        middle(root, "import", str(tmp_path / "pipe.md"), ok=False))
+    (root / "link.md").symlink_to("/proc/self/environ")
+    assert "is under /proc" in error_line(middle(root, "import", "link.md", ok=False))
+    assert docs(root) == [] and secret not in middle(root, "export").stdout
+
+
+def test_a_section_cut_to_max_doc_chars_is_warned_about_once(root):
+    (root / "big.md").write_text("# Big\n" + "word " * 5_000)
+    out = middle(root, "import", "big.md", "--no-progress")
+    assert "imported 1 new doc(s)" in out.stdout
+    assert out.stderr.count("cut to 20000") == 1, out.stderr
+
+
 # -- issue 23 item 5: robustness of `import git` ---------------------------------------------------
 
 def test_an_empty_repository_is_one_error_line_and_nothing_else(root):

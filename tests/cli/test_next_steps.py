@@ -96,9 +96,10 @@ def make_situation(name: str, tmp_path: Path) -> Case:
         "failed-resumable": [TurnResult(session_id=None, text="", is_error=True, error="boom", exit_code=1)],
         "complete-empty": ["nothing to do"],
         "conflict": [_write("README.md", "theirs\n")],
+        "failed": ["nothing changed"],  # gives up with no work: ended for good
     }
     script = scripts.get(name, [_write("a.py", "x = 1\n")])
-    with case.orch(script, finish=name != "failed") as orch:
+    with case.orch(script, finish=name not in ("failed", "failed-work")) as orch:  # (failed-work: gives up after a.py)
         if name == "running":
             orch.store.claim_new_run("t", RUNNABLE)  # this live process holds it
         elif name == "stale":
@@ -133,7 +134,7 @@ def perform(case: Case, cmd: str) -> None:
     ticket_id = next(a for a in args if not a.startswith("-"))
     with case.orch() as orch:
         if name == "run":
-            orch.run_ticket(ticket_id, rerun="--rerun" in args)
+            orch.run_ticket(ticket_id, rerun="--rerun" in args, fresh="--fresh" in args)
         elif name == "resume":
             orch.resume(ticket_id)
         elif name in ("merge", "discard", "revert", "diff"):

@@ -139,3 +139,25 @@ def test_the_board_and_api_show_a_removed_ticket_discarded(project_dir):
         tickets = {t["id"]: t for t in client.get("/api/tickets").json()["tickets"]}
     assert tickets["a"]["status"] == "pending" and tickets["b"]["status"] == "discarded"
     assert stored(project_dir)["b"].status_reason == GONE.format(name="b")
+
+
+def test_a_deleted_ticket_of_a_dependency_cycle_is_never_suggested_and_the_hints_end(project_dir):
+    """The hints once went round (run a: run b; run b: run c; run c: run a) and named a ticket
+    whose file was gone: now they end at the one fix, the depends_on naming the gone ticket."""
+    ticket(project_dir, "a", "b")
+    ticket(project_dir, "b", "c")
+    ticket(project_dir, "c", "a")
+    invoke("sync")
+    (project_dir / "tickets" / "a.md").unlink()
+    assert invoke("sync").exit_code == 0
+    gone = project_dir / "tickets" / "a.md"
+    said = invoke("run", "a")
+    assert said.exit_code == 1 and said.output.strip() == (
+        f"error: ticket 'a' was discarded ({GONE.format(name='a')}): put {gone} back in the ticket "
+        "folder to run it again (a sync makes it pending)")
+    assert "start it with `middle run c`" in invoke("run", "b").output
+    said = invoke("run", "c")
+    assert said.exit_code == 1 and said.output.strip() == (
+        f"error: ticket 'c' waits for a (discarded); a's file {gone} is gone: remove 'a' from the "
+        "depends_on of 'c', or put the file back")
+    assert "middle run a" not in said.output

@@ -109,7 +109,7 @@ def test_the_plugins_index_lists_every_page_hook_and_export():
     # benchmarks.md and memory-benchmarks.md are the README's (middle-agent's own figures), and
     # design.md the whole product's design, and the README's reference pages a user's, not a plugin
     # author's pages.
-    users = {"checks.md", "review.md", "runs.md", "configuration.md", "server.md", "memory.md"}
+    users = {"checks.md", "review.md", "runs.md", "configuration.md", "server.md", "memory.md", "providers.md"}
     assert pages == {p.name for p in DOCS.glob("*.md")} - {"plugins.md", "benchmarks.md", "memory-benchmarks.md",
                                                             "design.md", *users}
     hooks = re.findall(r"^\| `(\w+)\(([^)]*)\)`", _rows(text, "The hooks"), re.M)

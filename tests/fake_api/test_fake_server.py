@@ -224,3 +224,19 @@ def test_base_url_needs_a_running_server():
         _ = fake.base_url
     with fake:
         assert fake.base_url.startswith("http://127.0.0.1:")
+
+
+def test_a_json_reply_to_a_structured_output_request_becomes_that_tools_call(fake_api):
+    structured = [{"name": "StructuredOutput", "description": "final answer",
+                   "input_schema": {"type": "object", "properties": {"prompt": {"type": "string"}}}}]
+    fake_api.script.agent('{"prompt": "go"}', "not JSON at all", '{"prompt": "plain"}')
+    c = client(fake_api)
+    system = f"{MIDDLE_AGENT_MARKER} system"
+    ask = {"model": MODEL, "max_tokens": 50, "system": system, "messages": [{"role": "user", "content": "x"}]}
+    first = c.messages.create(**ask, tools=structured)
+    assert [(b.type, getattr(b, "input", None)) for b in first.content] == [("tool_use", {"prompt": "go"})]
+    assert first.stop_reason == "tool_use"
+    second = c.messages.create(**ask, tools=structured)  # not JSON: sent as scripted
+    assert [b.type for b in second.content] == ["text"]
+    third = c.messages.create(**ask)  # no such tool offered: text as scripted
+    assert third.content[0].type == "text" and third.content[0].text == '{"prompt": "plain"}'

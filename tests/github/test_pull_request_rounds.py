@@ -191,3 +191,31 @@ def test_an_actions_job_log_is_downloaded_once_per_run_and_job(project, github):
         assert "FAILED test_x - boom" in found.feedback and len(github.requests_to(log_path)) == 3
         [found] = read_signals(s, config)
         assert len(github.requests_to(log_path)) == 3  # kept again after the bad file
+
+
+def _signals(root: Path):
+    from orchestrator.config.settings import load_config
+    from orchestrator.github.signals import read_signals
+
+    with store(root) as s:
+        return read_signals(s, load_config(root / "middle.toml", environ={}))
+
+
+def test_a_pull_request_whose_head_is_a_string_is_read_as_one_without_a_head(project, github):
+    """A malformed answer (`"head": "middle/gh-1"`) once gave a traceback: the run's own head is used."""
+    head = out(project / "repo", "rev-parse", "middle/gh-1")
+    github.add_check_run("me/app", head, "tests", "failure", summary="1 failed, 3 passed")
+    github.repos["me/app"].pulls[2]["head"] = "middle/gh-1"
+    found = _signals(project)
+    assert len(found) == 1 and "CI check `tests` failure" in found[0].feedback
+
+
+def test_a_404_on_a_pull_requests_reviews_names_them_not_the_repository(project, github):
+    from orchestrator.errors import TicketError
+
+    github.fail(404, path="/repos/me/app/pulls/2/reviews")
+    with pytest.raises(TicketError) as refused:
+        _signals(project)
+    assert str(refused.value).startswith("GitHub found nothing for the reviews of pull request #2 in me/app "
+                                         "(404): the pull request, issue or commit it names may be gone")
+    assert "has no repository" not in str(refused.value)

@@ -167,11 +167,14 @@ def test_a_turns_work_is_saved_locally_and_discard_removes_it(tmp_path, project)
         (Path(cwd) / "draft.txt").write_text("half done\n")
         return "Started."
 
-    config = make_config(tmp_path, memory=False, max_turns=1)
+    from orchestrator.coding_agent.base import TurnResult
+
+    crashed = TurnResult(session_id=None, text="", is_error=True, error="boom", exit_code=1)
+    config = make_config(tmp_path, memory=False)
     llm = ScriptedAgentLLM([plan_reply("Start it"), decision_reply(False, next_prompt="Go on")])
-    with make_orchestrator(config, llm, RecordingCodingAgent([turn])) as orch:
+    with make_orchestrator(config, llm, RecordingCodingAgent([turn, crashed])) as orch:
         add_ticket(orch, project)
-        assert orch.run_ticket("t1").status == "failed"  # over its one turn
+        assert orch.run_ticket("t1").status == "failed"  # Claude Code failed in turn 2 (resumable)
         # Not on the ticket's branch (nothing was committed there), but kept under the wip ref.
         assert out(project, "show", "refs/middle/wip/t1:draft.txt") == "half done"
         assert out(project, "rev-parse", "refs/middle/wip/t1^") == out(project, "rev-parse", "middle/t1")

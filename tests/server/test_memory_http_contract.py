@@ -22,7 +22,7 @@ def test_seed_000_memory_contract_over_plain_http(server):
     doc = "Ticket: Fix checkout. Totals were off by one cent. Rounded with Decimal, not float."
     other = "Ticket: Add dark mode. The UI was too bright. Added a CSS theme switch."
 
-    status, body = call(f"{base}/index", {"docs": [doc, other]})
+    status, body = call(f"{base}/index?create=true", {"docs": [doc, other]})  # a new project, on purpose
     assert status == 200 and body["indexed"] == 2
 
     status, body = call(f"{base}/retrieve", {"queries": ["checkout totals rounding"], "num_to_retrieve": 5})

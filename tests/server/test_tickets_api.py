@@ -40,7 +40,8 @@ def test_create_writes_a_markdown_ticket_file(server, project):
     assert dup.status_code == 409 and "already exists" in dup.json()["error"]
     bad = c.post("/api/tickets", json={"title": "X", "project": "../etc"})
     assert bad.status_code == 400 and bad.json()["error"].startswith("project id '../etc'")
-    nopath = c.post("/api/tickets", json={"title": "X", "project": "calc", "id": "005-x", "path": "missing-dir"})
+    nopath = c.post("/api/tickets", json={"title": "X", "project": "calc", "id": "005-x",
+                                          "path": "../repo/missing-dir"})
     assert nopath.status_code == 400 and "does not exist" in nopath.json()["error"]
     assert not (project.root / "tickets" / "005-x.md").exists()
     assert c.post("/api/tickets", json={"project": "calc"}).json()["error"] == "bad request: title is required"

@@ -344,3 +344,14 @@ def test_merge_refuses_while_the_tickets_worktree_holds_uncommitted_edits(env):
     commit_all(wt.path_for("t1"), "the fix")
     assert review.merge("t1").status == "merged"
     assert (repo / "app.py").read_text() == "print('fixed by hand, not committed')\n"
+
+
+def test_a_merge_refused_over_unsaved_edits_names_the_ticket_without_doubled_quotes(env):
+    """The possessive once read `ticket 't1''s worktree`."""
+    repo, store, wt, review, _ = env
+    complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"})
+    (Path(wt.path_for("t1")) / "app.py").write_text("print('edited, not committed')\n")
+    with pytest.raises(TicketError) as refused:
+        review.merge("t1")
+    assert str(refused.value).startswith(f"ticket t1's worktree {wt.path_for('t1')} has changes not committed")
+    assert "''s" not in str(refused.value)

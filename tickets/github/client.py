@@ -199,12 +199,26 @@ class GitHubClient:
         if status == 403:
             raise TicketError(f"GitHub refused {what} (403 {message}): give the token in {self.token_env} "
                               f"access to {self.repo}")
+        if status == 404 and self._inside_repository(resp):  # e.g. /pulls/2/reviews: the repository answered
+            raise TicketError(f"GitHub found nothing for {what} in {self.repo} (404): the pull request, issue "
+                              f"or commit it names may be gone, or the token in {self.token_env} cannot see it")
         if status == 404:
             raise TicketError(f"GitHub has no repository {self.repo} at {self.api_url}, or the token in "
                               f"{self.token_env} cannot see it (404 on {what}): check the name and the token")
         if status >= 500:
             raise TicketError(f"GitHub answered {status} ({message}) to {what}: try again later")
         raise TicketError(f"GitHub answered {status} ({message}) to {what}")
+
+    def _inside_repository(self, resp: Any) -> bool:
+        """Whether `resp` answered a resource inside the repository (a pull request's reviews, a
+        commit's status) rather than the repository or one of its lists (/issues, /pulls): a
+        404 there says that resource is gone, not the repository."""
+        try:
+            path = urlsplit(str(resp.request.url)).path
+        except RuntimeError:  # a response built without its request
+            return False
+        base = urlsplit(self.url("")).path
+        return path.startswith(base + "/") and len([p for p in path[len(base):].split("/") if p]) > 1
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,22 +26,50 @@ class ImportInputError(MiddleError):
     """A file given to `middle memory import` cannot be read as notes or a transcript."""
 
 
+# The kernel's and the devices' files: never notes, and some hold secrets (/proc/self/environ
+# is the process's environment) or never end (/dev/zero).
+SYSTEM_DIRS = (Path("/proc"), Path("/sys"), Path("/dev"))
+_WHAT = "give Markdown or text files, Claude Code transcripts (.jsonl), or folders of them"
+
+
+def _refuse_system(path: Path) -> None:
+    resolved = path.resolve()
+    place = next((d for d in SYSTEM_DIRS if resolved.is_relative_to(d)), None)
+    if place is not None:
+        raise ImportInputError(f"{path} is under {place}, a file of the system, not notes: nothing "
+                               f"was imported; {_WHAT}")
+
+
+def _regular(path: Path) -> bool:
+    """Whether `path` (followed through links) is a regular file: not a device, pipe or socket,
+    which could block the import or never end."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
 def expand(paths: list[Path]) -> list[Path]:
-    """The files to import: each file given, and the importable files in each directory given."""
+    """The files to import: each file given, and the importable files in each directory given.
+    Regular files only, and none of the system's (/proc, /sys, /dev)."""
     files: list[Path] = []
     for path in paths:
+        if path.exists() and not path.is_dir() and not _regular(path):
+            raise ImportInputError(f"{path} is not a regular file (a device, a pipe or a socket): "
+                                   f"{_WHAT}")
+        if path.exists():
+            _refuse_system(path)
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file()
+            found = sorted(p for p in path.iterdir() if _regular(p)
                            and p.suffix.lower() in (*TEXT_SUFFIXES, TRANSCRIPT_SUFFIX))
             if not found:
                 raise ImportInputError(f"{path} holds no Markdown, text or .jsonl transcript files "
                                        "to import")
             files += found
-        elif path.is_file():
+        elif path.exists():
             files.append(path)
         else:
-            raise ImportInputError(f"{path} does not exist: give Markdown or text files, Claude "
-                                   "Code transcripts (.jsonl), or folders of them")
+            raise ImportInputError(f"{path} does not exist: {_WHAT}")
     return list(dict.fromkeys(files))
 
 

@@ -293,19 +293,28 @@ function initMemory() {
   const root = document.getElementById("memory");
   if (!root) return;
   const base = `/api/projects/${encodeURIComponent(root.dataset.project)}/memory`;
+  // The page reloads after a change to show it: the success message is kept for the reloaded
+  // page (sessionStorage), which shows it, so it is not lost 300 ms after it appeared.
+  const KEPT = "middle-memory-toast";
+  const kept = sessionStorage.getItem(KEPT);
+  if (kept) { sessionStorage.removeItem(KEPT); toast(kept); }
   const reload = () => window.location.reload();
   const call = async (method, url, body, done) => {
-    try { const result = await api(method, url, body); if (done) toast(done(result)); setTimeout(reload, 300); }
-    catch (err) { toast(err.message, true); }
+    try {
+      const result = await api(method, url, body);
+      if (done) { const message = done(result); toast(message); sessionStorage.setItem(KEPT, message); }
+      setTimeout(reload, 300);
+    } catch (err) { toast(err.message, true); }
   };
   const add = document.getElementById("add-doc");
   add.addEventListener("submit", (e) => {
     e.preventDefault();
     call("POST", `${base}/docs`, {text: add.elements.text.value}, (r) => r.change ? `Added ${r.id} (change ${r.change})` : r.message);
   });
-  const docs = document.getElementById("docs");
+  // The listed docs and the search hits carry the same actions.
+  const lists = ["docs", "results"].map((id) => document.getElementById(id)).filter(Boolean);
   const hideAll = (item) => item.querySelectorAll(".edit-form, .supersede-form, .confirm").forEach((el) => { el.hidden = true; });
-  docs.addEventListener("click", async (e) => {
+  const onClick = async (e) => {
     const button = e.target.closest("button[data-action]");
     if (!button) return;
     const item = button.closest(".doc-item");
@@ -342,8 +351,8 @@ function initMemory() {
         box.appendChild(pre); box.hidden = false; button.setAttribute("aria-expanded", "true");
       } catch (err) { toast(err.message, true); }
     }
-  });
-  docs.addEventListener("submit", (e) => {
+  };
+  const onSubmit = (e) => {
     e.preventDefault();
     const item = e.target.closest(".doc-item");
     const doc = `${base}/docs/${encodeURIComponent(item.dataset.id)}`;
@@ -353,7 +362,8 @@ function initMemory() {
     } else {
       call("POST", `${doc}/edit`, {text}, (r) => `Edited ${r.old_id}: now ${r.id} (change ${r.change})`);
     }
-  });
+  };
+  lists.forEach((list) => { list.addEventListener("click", onClick); list.addEventListener("submit", onSubmit); });
   document.getElementById("changes").addEventListener("click", (e) => {
     const button = e.target.closest("button[data-action]");
     if (!button) return;

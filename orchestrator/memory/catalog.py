@@ -1,0 +1,357 @@
+"""The memory catalog: a project's docs as the board and the docs API list them, one page at a time.
+
+A store of 100,000 docs must not reach the browser whole (3,000 docs made a 5.7 MB page): the
+catalog filters (source, ticket, author, date range, pinned, superseded, never used), sorts and
+cuts one page server-side, and describes in full (origin in words, tickets, supersede links,
+usage) only the docs of that page. Paging is by a keyset cursor (the last row's sort key and
+id), not an offset, so paging on while docs are added or changed visits every doc at most once
+and a doc that stays in place exactly once.
+
+Usage counts (`recalled`, `used`: TicketQueries.memory_usage, per short id at recall time)
+follow a doc through its edits: the counts of the ids it had are added to the id it has now.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from bisect import bisect_right
+from dataclasses import dataclass
+from datetime import date, datetime, time, timezone
+from typing import TYPE_CHECKING, Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from orchestrator.memory.curation import (
+    SOURCE_KINDS,
+    CurationError,
+    origin_line,
+    replacement,
+    short,
+    unused_note,
+)
+from orchestrator.memory.format import DOC_ID_CHARS, doc_id
+
+if TYPE_CHECKING:
+    from orchestrator.memory.facade import MemoryFacade
+    from tickets.curation import MemoryChange, MemoryState
+    from tickets.store import TicketStore
+
+SORTS = ("newest", "oldest", "recalled", "used")
+DEFAULT_PAGE = 20  # docs per page: the board shows 20 at a time whatever the store holds
+MAX_PAGE = 500
+
+
+class DocQuery(BaseModel):
+    """Which docs, in which order, which page (every field optional: all docs, newest first)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    source: str | None = Field(None, description=f"Where the docs came from: one of {', '.join(SOURCE_KINDS)}.")
+    ticket: str | None = Field(None, description="Only docs indexed by this ticket (its id).")
+    author: str | None = Field(None, description="Only docs added by someone whose name contains this "
+                               "(case-insensitive; a ticket doc's author ran the ticket).")
+    since: date | None = Field(None, description="Only docs dated on or after this day (YYYY-MM-DD).")
+    until: date | None = Field(None, description="Only docs dated on or before this day (YYYY-MM-DD).")
+    pinned: bool | None = Field(None, description="Only pinned docs (true) or only unpinned (false).")
+    superseded: bool | None = Field(None, description="Only superseded docs (true: history) or only live ones.")
+    never_used: bool = Field(False, description="Only docs the agent never said it used.")
+    sort: Literal["newest", "oldest", "recalled", "used"] = "newest"
+    limit: int = Field(DEFAULT_PAGE, ge=1, le=MAX_PAGE)
+    cursor: str | None = Field(None, description="The `next_cursor` of the previous page.")
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, value: str | None) -> str | None:
+        if value is not None and value not in SOURCE_KINDS:
+            raise ValueError(f"source {value!r} is not one of {', '.join(SOURCE_KINDS)}")
+        return value
+
+    @classmethod
+    def parse(cls, **given: Any) -> DocQuery:
+        """A query from loose values (query-string text): blanks dropped, then checked; one
+        CurationError (a 400) naming the first bad field otherwise."""
+        values: dict[str, Any] = {}
+        for key, value in given.items():
+            if value is None or (isinstance(value, str) and not value.strip()):
+                continue
+            values[key] = value.strip() if isinstance(value, str) else value
+        try:
+            for key in ("since", "until"):
+                if isinstance(values.get(key), str):
+                    values[key] = date.fromisoformat(values[key])
+            for key in ("pinned", "superseded", "never_used"):
+                if isinstance(values.get(key), str):
+                    values[key] = _flag(key, values[key])
+            if isinstance(values.get("limit"), str):
+                values["limit"] = int(values["limit"])
+            return cls(**values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "query"
+            raise CurationError(f"{where}: {first['msg']}") from None
+        except ValueError as exc:
+            raise CurationError(f"{exc} (dates are YYYY-MM-DD, limit a whole number from 1 to "
+                                f"{MAX_PAGE})") from None
+
+    def filters(self) -> dict[str, Any]:
+        """The filters set, for links to the next page and the API's answer."""
+        return {k: v for k, v in self.model_dump(exclude={"limit", "cursor", "sort"}).items()
+                if v not in (None, False)}
+
+
+def _flag(key: str, text: str) -> bool:
+    low = text.lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{key} must be true or false, not {text!r}")
+
+
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is the slow part of 100,000 rows
+class _Row:
+    """What filtering and sorting need of one doc (computed for every doc: kept small)."""
+
+    text: str
+    key: str  # the full doc id
+    pos: int  # its place in the store's listing (oldest first): the order of docs dated alike
+    when: float  # the doc's date (seconds since the epoch; 0 when unknown)
+    source: str
+    tickets: tuple[str, ...]
+    author: str
+    pinned: bool
+    superseded: bool
+    recalled: int
+    used: int
+
+
+def usage_by_doc(by_memory: Mapping[str, Mapping[str, int]],
+                 changes: list[MemoryChange]) -> dict[str, dict[str, int]]:
+    """Usage per short id with each doc's counts carried through its edits: an edit's old id's
+    counts go to its new id (an undone edit's back again), so an edit does not reset them."""
+    alias: dict[str, str] = {}  # a short id a doc had -> the one it has now
+    for change in sorted(changes, key=lambda c: c["id"]):
+        before, after = change["before"] or {}, change["after"] or {}
+        if change["action"] == "edit":
+            old, new = short(change["doc_id"]), short(str(after.get("doc_id") or doc_id(after.get("doc", ""))))
+        elif change["action"] == "undo" and "doc" in (before or {}) and "doc" in (after or {}):
+            old, new = short(doc_id(str(before["doc"]))), short(doc_id(str(after["doc"])))  # an edit undone
+        else:
+            continue
+        if old == new:
+            continue
+        for was, now in list(alias.items()):
+            if now == old:
+                alias[was] = new
+        alias[old] = new
+        alias.pop(new, None)  # the new id is current now, even if the doc had it before
+    merged: dict[str, dict[str, int]] = {}
+    for ident, uses in by_memory.items():
+        into = merged.setdefault(alias.get(ident, ident), {"recalled": 0, "used": 0})
+        into["recalled"] += int(uses.get("recalled", 0))
+        into["used"] += int(uses.get("used", 0))
+    return merged
+
+
+def project_usage(store: TicketStore, project_id: str) -> dict[str, dict[str, int]]:
+    """The project's usage per short id, following docs through their edits."""
+    return usage_by_doc(store.memory_usage(project_id)["by_memory"],
+                        store.memory_changes(project_id, limit=1_000_000))
+
+
+def build_catalog(mem: MemoryFacade, store: TicketStore, project_id: str) -> Catalog:
+    """The project's catalog from its store (none created: empty without one) and its records
+    in the ticket store."""
+    records: list[tuple[str, float | None]] = []
+    if mem.has_store(project_id):
+        with mem.other_backend(project_id, mem.backend_name, "list") as backend:
+            records = list(backend.list_records())
+    return Catalog(records, store.memory_state(project_id), store.doc_sources(project_id),
+                   project_usage(store, project_id), store.ticket_runners(project_id))
+
+
+def stats(catalog: Catalog) -> dict[str, Any]:
+    """`middle memory stats`: docs by source, pinned and superseded, how many the agent was
+    shown (recalled) and said it used, and the candidates to supersede or forget."""
+    recalled = [r for r in catalog.rows if r.recalled]
+    candidates = [catalog.describe(r.text) for r in sorted(recalled, key=lambda r: (-r.recalled, r.key))
+                  if not r.superseded and unused_note({"recalled": r.recalled, "used": r.used})]
+    return {"docs": len(catalog.rows), "by_source": {k: v for k, v in catalog.counts().items() if k != "all"},
+            "pinned": sum(r.pinned for r in catalog.rows),
+            "superseded": sum(r.superseded for r in catalog.rows),
+            "recalled_docs": len(recalled), "recalls": sum(r.recalled for r in recalled),
+            "used_docs": sum(1 for r in recalled if r.used), "uses": sum(r.used for r in recalled),
+            "candidates": [{"id": c["id"], "text": c["text"], "uses": c["uses"]} for c in candidates]}
+
+
+def _epoch(stamp: str | None) -> float:
+    if not stamp:
+        return 0.0
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:  # stored state is untrusted: an unreadable date sorts as unknown
+        return 0.0
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def _day_start(day: date) -> float:
+    return datetime.combine(day, time.min, timezone.utc).timestamp()
+
+
+class Catalog:
+    """One project's docs, joined once with their states, ticket records and usage."""
+
+    def __init__(self, records: list[tuple[str, float | None]], states: Mapping[str, MemoryState],
+                 sources: Mapping[str, list[Any]], usage: Mapping[str, Mapping[str, int]],
+                 runners: Mapping[str, str] | None = None):
+        self.states, self.sources, self.usage = states, sources, usage
+        self._superseding: dict[str, list[str]] = {}
+        for each in states.values():
+            if each["superseded_by"]:
+                self._superseding.setdefault(each["superseded_by"], []).append(short(each["doc_id"]))
+        self.runners = runners or {}
+        rows = []
+        state_of, sources_of, uses_of = states.get, sources.get, usage.get
+        for pos, (text, when) in enumerate(records):
+            key = doc_id(text)
+            state = state_of(key)
+            tickets = sources_of(text) or []
+            if state is None and not tickets:  # most docs of a big store: nothing to join
+                uses = uses_of(key[:DOC_ID_CHARS])
+                rows.append(_Row(text, key, pos, float(when or 0.0), "unknown", (), "", False, False,
+                                 int(uses["recalled"]) if uses else 0, int(uses["used"]) if uses else 0))
+                continue
+            origin = state["origin"] if state is not None else None
+            kind = "ticket" if tickets else str((origin or {}).get("kind") or "unknown")
+            author = self._author(state, tickets)
+            if when is None:
+                when = _epoch((state["added_at"] if state is not None else None)
+                              or (tickets[0]["indexed_at"] if tickets else None))
+            uses = usage.get(short(key)) or {}
+            rows.append(_Row(text, key, pos, float(when or 0.0), kind if kind in SOURCE_KINDS else "unknown",
+                             tuple(t["ticket_id"] for t in tickets), author or "",
+                             bool(state and state["pinned"]), bool(state and state["superseded_by"]),
+                             int(uses.get("recalled", 0)), int(uses.get("used", 0))))
+        self.rows = rows
+        # (filters, sort) -> the selected rows' sort keys and rows, in order: the next page of
+        # the same listing is a binary search, not another pass over every doc
+        self._listings: dict[str, tuple[list[tuple[float, float, str]], list[_Row]]] = {}
+        self._counts: dict[str, int] | None = None
+        self._texts: set[str] | None = None
+
+    def _author(self, state: MemoryState | None, tickets: list[Any]) -> str:
+        """Who added a doc: whoever added or imported it (its state's origin), else who ran the
+        ticket that indexed it (a state row a pin made for a ticket doc names the pinner, not
+        the author)."""
+        if state is not None and state["origin"] and state["added_by"]:
+            return state["added_by"]
+        if tickets:
+            return next((self.runners[t["ticket_id"]] for t in tickets if t["ticket_id"] in self.runners), "")
+        return (state["added_by"] if state is not None else None) or ""
+
+    def counts(self) -> dict[str, int]:
+        """Docs per source kind, and all (counted once per catalog)."""
+        if self._counts is None:
+            counts = {"all": len(self.rows), **{kind: 0 for kind in SOURCE_KINDS}}
+            for row in self.rows:
+                counts[row.source] += 1
+            self._counts = counts
+        return self._counts
+
+    def has(self, text: str) -> bool:
+        """Whether the store held exactly this doc when the catalog was built."""
+        if self._texts is None:
+            self._texts = {row.text for row in self.rows}
+        return text in self._texts
+
+    def page(self, query: DocQuery) -> dict[str, Any]:
+        """One page of the docs `query` selects: `docs` (described), `matched` (how many the
+        filters select in all), `next_cursor` (None on the last page)."""
+        keys, rows = self._listing(query)
+        start = bisect_right(keys, _read_cursor(query.cursor, query.sort)) if query.cursor else 0
+        end = min(start + query.limit, len(rows))
+        return {"matched": len(rows), "docs": [self.describe(r.text) for r in rows[start:end]],
+                "next_cursor": _cursor(keys[end - 1], query.sort) if end < len(rows) else None}
+
+    def _listing(self, query: DocQuery) -> tuple[list[tuple[float, float, str]], list[_Row]]:
+        name = json.dumps([query.filters(), query.sort], default=str, sort_keys=True)
+        if name not in self._listings:
+            keyed = sorted(((_sort_key(r, query.sort), r) for r in self.rows if _selected(r, query)),
+                           key=lambda kr: kr[0])
+            if len(self._listings) >= 16:  # a few listings at once (people filtering differently)
+                self._listings.pop(next(iter(self._listings)))
+            self._listings[name] = ([k for k, _ in keyed], [r for _, r in keyed])
+        return self._listings[name]
+
+    def describe(self, text: str) -> dict[str, Any]:
+        """One doc as the board and the API show it (its actions need `id`)."""
+        key = doc_id(text)
+        state = self.states.get(key)
+        tickets = [{**t, "by": self.runners.get(t["ticket_id"])} for t in self.sources.get(text) or []]
+        origin = state["origin"] if state is not None else None
+        kind = "ticket" if tickets else str((origin or {}).get("kind") or "unknown")
+        shown = {"tickets": tickets, "origin": origin, "added_by": state and state["added_by"],
+                 "added_at": state and state["added_at"]}
+        new = replacement(self.states, key)
+        uses = self.usage.get(short(key))
+        # the end of its supersede chain; the link itself when that doc has no state row
+        superseded_by = short(new["doc_id"]) if new is not None else (
+            short(state["superseded_by"]) if state is not None and state["superseded_by"] else None)
+        return {"id": short(key), "text": text, "tickets": tickets,
+                "source": kind if kind in SOURCE_KINDS else "unknown",
+                "origin": origin_line(shown), "author": self._author(state, tickets) or None,
+                "pinned": bool(state and state["pinned"]), "superseded_by": superseded_by,
+                "supersedes": self._superseding.get(key, []), "uses": uses,
+                # an already superseded doc is history: never a candidate to supersede again
+                "candidate": None if superseded_by else unused_note(uses)}
+
+
+def _selected(row: _Row, q: DocQuery) -> bool:
+    if q.source is not None and row.source != q.source:
+        return False
+    if q.ticket is not None and q.ticket not in row.tickets:
+        return False
+    if q.author is not None and q.author.lower() not in row.author.lower():
+        return False
+    if q.since is not None and row.when < _day_start(q.since):
+        return False
+    if q.until is not None and row.when >= _day_start(q.until) + 86400:
+        return False
+    if q.pinned is not None and row.pinned != q.pinned:
+        return False
+    if q.superseded is not None and row.superseded != q.superseded:
+        return False
+    return not (q.never_used and row.used)
+
+
+def _sort_key(row: _Row, sort: str) -> tuple[float, float, str]:
+    """Ascending tuples; the id last makes every key unique, so a cursor names one place."""
+    if sort == "oldest":
+        return (row.when, float(row.pos), row.key)
+    if sort == "recalled":
+        return (-float(row.recalled), -row.when - row.pos * 1e-9, row.key)
+    if sort == "used":
+        return (-float(row.used), -row.when - row.pos * 1e-9, row.key)
+    return (-row.when, -float(row.pos), row.key)
+
+
+def _cursor(key: tuple[float, float, str], sort: str) -> str:
+    raw = json.dumps({"s": sort, "k": list(key)}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _read_cursor(cursor: str, sort: str) -> tuple[float, float, str]:
+    """The key a cursor carries; a cursor is client input: anything else is one clear error."""
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        first, second, ident = data["k"]
+        key = (float(first), float(second), str(ident))
+        made_for = data["s"]
+    except Exception:
+        raise CurationError("cursor is not one this server gave: pass the `next_cursor` of the "
+                            "previous page, or none for the first page") from None
+    if made_for != sort:
+        raise CurationError(f"cursor was made for sort {made_for!r}, not {sort!r}: start again "
+                            "from the first page when you change the order")
+    return key

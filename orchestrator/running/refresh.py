@@ -1,0 +1,36 @@
+"""What a resumed run re-reads: the ticket's checks as `[check]` and the ticket's front matter
+say now, not as its checkpoint saved them when the run began. A check command fixed after "could
+not start ... fix it, then `middle resume`" is the one the resumed run runs (`[worktree]`, the
+check's limits and `max_rounds` come from the config the resuming process reads already).
+
+The checkpoint's ticket snapshot keeps the rest (its worktree, its title); the nodes that read its
+checks see these values through the run's context (orchestrator.graph.takeover.local_ticket)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+from orchestrator.errors import TicketError
+
+
+def resumed_checks(config: Any, store: Any, ticket_id: str) -> dict[str, Any]:
+    """The snapshot's check fields (as load_ticket makes them) from the current config and ticket; the
+    ticket's Markdown file, when it has one, is read again (a `check:` edited there counts)."""
+    from orchestrator.graph.checking import allows_removed_tests, commands_for, must_pass
+
+    ticket = store.get_ticket(ticket_id)
+    source = ticket.source or ""
+    if source.endswith(".md") and Path(source).is_file():
+        from tickets.source import load_ticket_file
+
+        try:
+            current = load_ticket_file(source, ticket.project_path)
+        except Exception as exc:  # a TicketError naming the file and the fix
+            raise TicketError(f"{exc}; then resume ticket {ticket_id} again") from None
+        if current.id == ticket.id:
+            ticket = ticket.replace(fields=current.fields)
+    as_context = cast(Any, SimpleNamespace(check=config.check))  # commands_for reads only its [check]
+    return {"check": commands_for(as_context, ticket), "check_must_pass": must_pass(ticket),
+            "allow_removed_tests": allows_removed_tests(ticket)}

@@ -1,0 +1,125 @@
+"""`middle doctor`: one table of the coding agent and the model, each checked on a local fake."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli.main import main
+from orchestrator.fake_api import FakeMessagesAPI, ScriptedResponder, claude_code_env
+from orchestrator.fake_api.cloud import FAKE_AWS_ACCESS_KEY, bedrock_env
+from orchestrator.fake_api.openai_chat import FakeChatCompletionsAPI
+
+
+@pytest.fixture
+def fake():
+    with FakeMessagesAPI(ScriptedResponder()) as api:
+        yield api
+
+
+def doctor(project_dir, agent: str = "", coding_agent: str = "", *args: str):
+    (project_dir / "middle.toml").write_text(f'[project]\npath = "repo"\n[agent]\n{agent}\n'
+                                             f'[coding_agent.options]\n{coding_agent}\n')
+    return CliRunner().invoke(main, ["doctor", *args])
+
+
+def error_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("error:")]
+
+
+@pytest.mark.cli
+def test_a_reachable_model_and_the_bundled_cli_are_ready(project_dir, fake, claude_cli, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    result = doctor(project_dir, f'base_url = "{fake.base_url}"', f'cli_path = "{claude_cli}"')
+    assert result.exit_code == 0, result.output
+    assert "claude-code" in result.output and "(Claude Code)" in result.output  # the CLI's version
+    assert "anthropic: claude-sonnet-5-5" in result.output and "answered" in result.output
+    [call] = fake.requests  # one tiny call
+    assert call.body["max_tokens"] == 16 and "sk-test" in call.headers.get("authorization", "")
+    assert "ready" in result.output and not error_lines(result.output)
+
+
+@pytest.mark.cli
+def test_offline_looks_for_credentials_without_calling(project_dir, fake, claude_cli, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    result = doctor(project_dir, f'base_url = "{fake.base_url}"', "", "--offline")
+    assert result.exit_code == 0, result.output
+    assert "not called: --offline" in result.output and fake.requests == []
+
+
+def test_each_problem_is_one_line_saying_what_to_do(project_dir, tmp_path, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    result = doctor(project_dir, "", f'cli_path = "{tmp_path / "no-claude"}"', "--offline")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    lines = error_lines(result.output)
+    assert len(lines) == 2, result.output
+    assert lines[0].startswith("error: coding agent (claude-code): Claude Code was not found at the configured")
+    assert lines[1].startswith("error: middle agent (anthropic: claude-sonnet-5-5): ANTHROPIC_API_KEY is not set")
+
+
+@pytest.mark.cli
+def test_bedrock_with_a_rejected_key_names_bedrock_and_what_to_set(project_dir, fake, claude_cli, monkeypatch):
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    for key, value in bedrock_env().items():
+        monkeypatch.setenv(key, value)
+    fake.rejected_credentials.add(FAKE_AWS_ACCESS_KEY)
+    result = doctor(project_dir, f'provider = "bedrock"\nbase_url = "{fake.base_url}"')
+    assert result.exit_code == 1
+    [line] = error_lines(result.output)
+    assert "Amazon Bedrock rejected the AWS credentials (403): set AWS_ACCESS_KEY_ID" in line
+    assert fake.requests[0].path.startswith("/model/")
+
+
+@pytest.mark.cli
+def test_an_openai_compatible_server_answers(project_dir, claude_cli):
+    with FakeChatCompletionsAPI() as server:
+        result = doctor(project_dir, f'provider = "openai-compatible"\nmodel = "llama3.1"\n'
+                                     f'base_url = "{server.base_url}"')
+        assert len(server.requests) == 1 and server.requests[0].body["model"] == "llama3.1"
+    assert result.exit_code == 0, result.output
+    assert "openai-compatible: llama3.1" in result.output and "answered" in result.output
+
+
+@pytest.mark.cli
+def test_the_claude_code_provider_is_checked_with_one_call_through_the_cli(
+        project_dir, fake, claude_cli, monkeypatch, tmp_path):
+    for key, value in claude_code_env(fake.base_url, tmp_path / "cc", max_retries=0).items():
+        monkeypatch.setenv(key, value)
+    result = doctor(project_dir, f'provider = "claude-code"\ncli_path = "{claude_cli}"')
+    assert result.exit_code == 0, result.output
+    assert "claude-code: claude-sonnet-5-5" in result.output and "answered" in result.output
+    assert len(fake.requests) == 1 and fake.requests[0].headers.get("x-app") == "cli"
+
+
+def test_a_plugin_coding_agent_reports_through_its_doctor_method(tmp_path):
+    from pydantic import BaseModel
+
+    from orchestrator.config.settings import Config
+    from orchestrator.doctor import coding_agent_check
+    from orchestrator.plugin_api import hookimpl
+    from orchestrator.plugins.manager import PluginRegistry
+
+    class ToyOptions(BaseModel):
+        binary: str = "toy-agent"
+
+    class ToyAgent:
+        kind = "toy"
+        Options = ToyOptions
+
+        def run_turn(self, prompt, cwd, *, session_id, resume, on_event=None):
+            raise AssertionError("doctor runs no turn")
+
+        @classmethod
+        def doctor(cls, options):
+            return options.binary, f"{options.binary} is not installed: pip install toy-agent"
+
+    class Plugin:
+        @hookimpl
+        def register_coding_agents(self, register):
+            register(ToyAgent)
+
+    reg = PluginRegistry(load_entry_points=False, extra_plugins=(Plugin(),))
+    check = coding_agent_check(Config(root=tmp_path, coding_agent={"kind": "toy"}), reg)
+    assert (check.uses, check.where, check.ok) == ("toy", "toy-agent", False), check.problem
+    assert check.problem == "toy-agent is not installed: pip install toy-agent"
+    assert not coding_agent_check(Config(root=tmp_path, coding_agent={"kind": "nope"}), reg).ok
