@@ -13,6 +13,7 @@ import json
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from tickets.claims import _fence
 from tickets.model import utc_now
 
 CHECKS_SINCE = 9  # the ticket store's schema version that added the check loop
@@ -27,6 +28,24 @@ CREATE TABLE IF NOT EXISTS check_baselines (
 """
 
 
+RECORDER = "recorded_by"  # the run and token that measured a stored base result
+
+
+def measured(result: dict[str, Any]) -> bool:
+    """Whether a check result is a measurement: its command ran to an exit of its own (not
+    killed by a signal, timed out or cancelled: an exit code None or negative)."""
+    code = result.get("exit_code")
+    return isinstance(code, int) and not isinstance(code, bool) and code >= 0 and not result.get("timed_out")
+
+
+def _parsed(raw: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        return None  # damaged: run it again (the next put replaces it)
+    return data if isinstance(data, dict) else None
+
+
 class TicketChecks:
     """Check methods of TicketStore (needs its `_write` and `_read`)."""
 
@@ -37,24 +56,65 @@ class TicketChecks:
         def _write(self) -> AbstractContextManager[Any]: ...
 
     def check_baseline(self, base_commit: str, command: str) -> dict[str, Any] | None:
-        """The command's stored result on the base commit, or None when it has not run there."""
+        """The command's stored result on the base commit, or None when it has not run there or
+        its result is not trusted (then it is measured again, and the new one replaces it)."""
         rows = self._read("SELECT result FROM check_baselines WHERE base_commit = ? AND command = ?",
                           (base_commit, command))
         if not rows:
             return None
-        try:
-            data = json.loads(rows[0]["result"])
-        except json.JSONDecodeError:
-            return None  # damaged: run it again (the next put replaces it)
-        return data if isinstance(data, dict) else None
+        data = _parsed(rows[0]["result"])
+        if data is None or not self._trusted(data, self._read):
+            return None
+        data.pop(RECORDER, None)
+        return data
 
-    def put_check_baseline(self, base_commit: str, command: str, result: dict[str, Any]) -> None:
-        """Keep the command's result on the base commit (the first one stored wins a race: both
-        ran the same command on the same commit)."""
+    def put_check_baseline(self, base_commit: str, command: str, result: dict[str, Any], *,
+                           run_id: str | None = None, token: int | None = None) -> bool:
+        """Keep the command's result on the base commit; whether it was stored. A result that is
+        no measurement (killed, timed out, cancelled: exit code None or negative) is never
+        stored. With `token`, the write is fenced (ClaimLost once run `run_id` is another
+        runner's) and records who measured it. A trusted result already stored wins a race (both
+        ran the same command on the same commit); an untrusted one is replaced."""
+        if not measured(result):
+            return False
+        stored = {**result, RECORDER: {"run_id": run_id, "token": token}} if run_id else dict(result)
         with self._write() as conn:
+            _fence(self._db, conn, run_id or "", token)
+            row = conn.execute("SELECT result FROM check_baselines WHERE base_commit = ? AND command = ?",
+                               (base_commit, command)).fetchone()
+            if row is not None:
+                old = _parsed(row["result"])
+
+                def read(sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+                    return list(conn.execute(sql, params).fetchall())
+
+                # (a result kept in another format, by an older middle, is replaced too)
+                if old is not None and old.get("format") == result.get("format") and self._trusted(old, read):
+                    return False
             conn.execute("INSERT INTO check_baselines (base_commit, command, result, at) VALUES (?, ?, ?, ?)"
-                         " ON CONFLICT (base_commit, command) DO NOTHING",
-                         (base_commit, command, json.dumps(result, ensure_ascii=False), utc_now()))
+                         " ON CONFLICT (base_commit, command) DO UPDATE SET result = excluded.result,"
+                         " at = excluded.at",
+                         (base_commit, command, json.dumps(stored, ensure_ascii=False), utc_now()))
+        return True
+
+    def drop_check_baselines(self) -> int:
+        """Forget every stored base-commit result (`middle gc --baselines`): each is measured
+        again by the next ticket that starts from its commit. How many were dropped."""
+        with self._write() as conn:
+            return int(conn.execute("DELETE FROM check_baselines").rowcount or 0)
+
+    @staticmethod
+    def _trusted(data: dict[str, Any], read: Any) -> bool:
+        """A stored result is trusted when it is a measurement and the run that recorded it was
+        not taken over since (its claim now carries a later token: it was lost, and what it
+        measured then is not relied on)."""
+        if not measured(data):
+            return False
+        by = data.get(RECORDER)
+        if not isinstance(by, dict) or not isinstance(by.get("token"), int):
+            return True
+        rows = read("SELECT token FROM claims WHERE run_id = ?", (str(by.get("run_id")),))
+        return not rows or int(rows[0][0]) <= by["token"]
 
     def check_outcomes(self) -> dict[str, tuple[str, int, str | None]]:
         """Each ticket's latest run's check outcome and corrections, for tickets whose latest run

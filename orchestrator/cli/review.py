@@ -95,12 +95,15 @@ def revert(ctx: click.Context, ticket_id: str, done: bool, force: bool) -> None:
 @click.option("--runs-older-than", "older_than", metavar="AGE", default=None,
               help="Also prune the run events and checkpoints of runs that ended longer ago than AGE "
               "(30d, 12h, 2w; default [store] keep_days, if set).")
+@click.option("--baselines", is_flag=True, help="Also forget the checks' stored results on base commits: "
+              "the next ticket from each commit measures them again.")
 @click.pass_context
-def gc(ctx: click.Context, dry_run: bool, force: bool, older_than: str | None) -> None:
+def gc(ctx: click.Context, dry_run: bool, force: bool, older_than: str | None, baselines: bool) -> None:
     """Remove worktrees and branches that no ticket needs any more (e.g. left by a crashed run).
 
     Work it cannot account for is kept and named, with how to remove it, unless --force. With
     --runs-older-than (or [store] keep_days) it also prunes what old ended runs left behind.
+    With --baselines it forgets the checks' results on base commits (measured again when needed).
     """
     from orchestrator.cli.context import get_config
     from orchestrator.workspace.gc import collect
@@ -120,8 +123,14 @@ def gc(ctx: click.Context, dry_run: bool, force: bool, older_than: str | None) -
     print_each(console, f"{verb} worktree", report.worktrees)
     print_each(console, f"{verb} branch", report.branches)
     print_each(console, "would keep" if dry_run else "kept", report.kept)
-    if not report.worktrees and not report.branches and not report.kept and age is None:
+    if not report.worktrees and not report.branches and not report.kept and age is None and not baselines:
         console.print("nothing to collect")
+    if baselines:
+        if dry_run:
+            console.print("would drop the checks' stored results on base commits")
+        else:
+            console.print(f"dropped {svc.store.drop_check_baselines()} stored check result(s) on base commits: "
+                          "each is measured again by the next ticket from its commit")
     if age is not None and keep is not None:
         _prune_runs(svc, config, keep, age, dry_run)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import ConfigError, GitError, TicketError
+from orchestrator.killpoints import point
 from tickets.github.client import GitHubClient, github_settings, parse_repo
 from tickets.github.source import issue_number
 from tickets.model import RunRow, Ticket, TicketStatus
@@ -188,6 +189,7 @@ def open_pull_request(
             if run.get("pr_url"):  # another `middle pr` opened it while this one waited
                 return _has_one(run, ticket_id, say)
             pull, created = _push_and_open(store, gh, ticket, run, target, url, repo, base)
+            point("pr.opened")  # (a second `middle pr` finds the open pull request by its branch)
             store.set_run_fields(run["id"], pr_url=pull["html_url"], pr_state="open")
     number = pull["number"] if isinstance(pull.get("number"), int) else 0
     say(

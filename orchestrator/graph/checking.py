@@ -110,8 +110,8 @@ def prepare(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                     f"check `{options.run}` cannot run on the base commit ({result.problem}), so no turn ran: "
                     f"fix [check] commands (or the ticket's `check:`, or [worktree] setup), then "
                     f"{command('resume', t['id'])}; its output is in `middle log {t['id']}`")
-            if ws and keepable(result):
-                ctx.store.put_check_baseline(base_commit, k, {**result.to_dict(), "format": BASELINE_FORMAT})
+            if ws and keepable(result):  # fenced by the run's token; the store never keeps a killed one
+                ctx.run.put_check_baseline(base_commit, k, {**result.to_dict(), "format": BASELINE_FORMAT})
         else:
             result = CheckResult.from_dict(stored)
         base[k] = result.to_dict()

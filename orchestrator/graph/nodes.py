@@ -18,15 +18,18 @@ from orchestrator.graph.state import TicketState
 from orchestrator.graph.takeover import local_ticket, recap
 from orchestrator.graph.worktree import (
     drop_work_in_progress,
+    fenced_push,
     refuse_lost_work,
     run_workspace,
     save_work_in_progress,
+    saved_turn,
 )
+from orchestrator.killpoints import point
 from orchestrator.lifecycle.next_steps import advice
 from orchestrator.memory.format import DOC_ID_CHARS, Block, completion_doc, doc_id
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE, RECALL_EVENT
 from orchestrator.plugins.manager import call_hook
-from orchestrator.workspace import Workspace
+from orchestrator.workspace import Workspace, wip
 from orchestrator.workspace.git import commit_message
 from tickets.model import TurnRecord
 
@@ -178,61 +181,86 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     turn_no = state.get("turn", 0) + 1
     prompt = state["next_prompt"]
     done = ctx.run.turn(turn_no)
+    # (a turn not done: still "running", or "interrupted" by the run's end after an outage)
+    kept = saved_turn(ctx, ticket, turn_no) if done and done["status"] != "done" else None
+    saved: str | None = None
     if done and done["status"] == "done":
         # The turn finished but the process died before the checkpoint: never run it twice.
         text, session_id = done["response"], done["session_id"]
+    elif kept is not None:
+        # The turn finished and its work was saved (with its result), but the runner died or the
+        # store was out of reach before its end was stored: stored now, never run twice.
+        ctx.run.finish_turn(turn_no, response=kept.response, is_error=False, error=None, cost_usd=kept.cost_usd,
+                            duration_ms=kept.duration_ms, usage=kept.usage, num_turns=kept.num_turns)
+        text, session_id = kept.response, kept.session_id or (done["session_id"] if done else "")
+        ctx.say(f"turn {turn_no} had finished and its work was saved before the run stopped: not run again")
     else:
-        if ctx.stop is not None and ctx.stop.is_set():
-            raise RunInterrupted("stopped before Claude Code's next turn")
-        # Turn 1 (or a retry of it) starts a new session; later turns resume the ticket's one,
-        # unless the run moved here: a new session is then told what the earlier turns did.
-        resume = review.resumes_session(state, turn_no) and not moved
-        session_id = state["session_id"] if resume else str(uuid.uuid4())
-        sent = recap(state.get("transcript", []), prompt) if moved and turn_no > 1 else prompt
-        ctx.run.start_turn(turn_no, sent, session_id, resume)  # stored before launch
-        ctx.say(f"turn {turn_no}: Claude Code is working")
-        result = ctx.coding_agent.run_turn(
-            sent, Path(ticket.get("cwd") or ticket["project_path"]), session_id=session_id,
-            resume=resume, on_event=ctx.on_event,
-        )
-        if resume and review.session_lost(result):  # e.g. a round run with another CLAUDE_CONFIG_DIR
-            session_id, sent, resume = str(uuid.uuid4()), review.recap(state, prompt), False
-            ctx.say("Claude Code's session of this ticket is not here: a new one is told the earlier work")
-            ctx.run.start_turn(turn_no, sent, session_id, resume)
-            result = ctx.coding_agent.run_turn(sent, Path(ticket.get("cwd") or ticket["project_path"]),
-                                         session_id=session_id, resume=False, on_event=ctx.on_event)
-        ctx.run.guard()  # taken over while Claude Code ran (its process was killed): nothing is stored
-        ctx.run.finish_turn(
-            turn_no, response=result.text, is_error=result.is_error, error=result.error,
-            cost_usd=result.cost_usd, duration_ms=result.duration_ms, usage=result.usage,
-            num_turns=result.num_turns,
-        )
-        if result.is_error and getattr(result, "api_error_status", None) in (401, 403):
-            # Every other ticket would fail the same way: a batch stops here (see the runner).
-            raise ModelAccessError(
-                f"Claude Code's model API rejected the key (HTTP {result.api_error_status}) in turn "
-                f"{turn_no} of ticket {ticket['id']!r}: check ANTHROPIC_API_KEY")
-        if result.is_error:
-            save_work_in_progress(ctx, ticket, turn_no)  # what the failed turn changed is kept too
-            raise CodingAgentError(
-                f"Claude Code turn {turn_no} of ticket {ticket['id']!r} failed: "
-                f"{(result.error or 'no detail').rstrip('.')}. "
-                f"The turns so far are kept (`middle log {ticket['id']}`); "
-                f"{advice('failed-resumable', ticket['id'])}"
-            )
-        text, session_id = result.text, result.session_id or session_id
-        if ctx.memory is not None:  # conversation-watching backends see each round
-            try:
-                ctx.memory.observe_round(ticket["project_id"], f"run-{run_id}", prompt, text)
-            except Exception as exc:
-                log.warning("memory could not observe turn %s: %s", turn_no, exc)
+        text, session_id, saved = _run_turn(ctx, state, ticket, turn_no, prompt, moved)
     call_hook(ctx.hooks, "on_turn_end", ticket=ctx.store.get_ticket(ticket["id"]), run_id=run_id,
               turn=TurnRecord.from_row(dict(ctx.run.turn(turn_no) or {})))
     transcript = list(state.get("transcript", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
     update: Update = {"turn": turn_no, "last_prompt": prompt, "last_response": text, "session_id": session_id,
                       "transcript": transcript, "cost_usd": ctx.run.total_cost(), "ticket": ticket}
-    saved = save_work_in_progress(ctx, ticket, turn_no)
+    if saved is None:  # a turn finished by an earlier runner: its work as this worktree holds it now
+        saved = save_work_in_progress(ctx, ticket, turn_no)
     return {**update, "wip": saved} if saved else update
+
+
+def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], turn_no: int, prompt: str,
+              moved: bool) -> tuple[str, str, str | None]:
+    """One Claude Code turn: stored as started before it launches; after it, its work and
+    result saved (work in progress, pushed) before its end is stored, so no stored "done"
+    describes work a takeover cannot reach. (text, session id, work-in-progress commit)."""
+    if ctx.stop is not None and ctx.stop.is_set():
+        raise RunInterrupted("stopped before Claude Code's next turn")
+    # Turn 1 (or a retry of it) starts a new session; later turns resume the ticket's one,
+    # unless the run moved here: a new session is then told what the earlier turns did.
+    resume = review.resumes_session(state, turn_no) and not moved
+    session_id = state["session_id"] if resume else str(uuid.uuid4())
+    sent = recap(state.get("transcript", []), prompt) if moved and turn_no > 1 else prompt
+    ctx.run.start_turn(turn_no, sent, session_id, resume)  # stored before launch
+    ctx.say(f"turn {turn_no}: Claude Code is working")
+    result = ctx.coding_agent.run_turn(
+        sent, Path(ticket.get("cwd") or ticket["project_path"]), session_id=session_id,
+        resume=resume, on_event=ctx.on_event,
+    )
+    if resume and review.session_lost(result):  # e.g. a round run with another CLAUDE_CONFIG_DIR
+        session_id, sent, resume = str(uuid.uuid4()), review.recap(state, prompt), False
+        ctx.say("Claude Code's session of this ticket is not here: a new one is told the earlier work")
+        ctx.run.start_turn(turn_no, sent, session_id, resume)
+        result = ctx.coding_agent.run_turn(sent, Path(ticket.get("cwd") or ticket["project_path"]),
+                                           session_id=session_id, resume=False, on_event=ctx.on_event)
+    ctx.run.guard()  # taken over while Claude Code ran (its process was killed): nothing is stored
+    saved = None
+    if not result.is_error:
+        saved = save_work_in_progress(ctx, ticket, turn_no, wip.TurnResult(
+            response=result.text, session_id=result.session_id or session_id, cost_usd=float(result.cost_usd),
+            duration_ms=int(result.duration_ms), usage=dict(result.usage), num_turns=int(result.num_turns)))
+    ctx.run.finish_turn(
+        turn_no, response=result.text, is_error=result.is_error, error=result.error,
+        cost_usd=result.cost_usd, duration_ms=result.duration_ms, usage=result.usage,
+        num_turns=result.num_turns,
+    )
+    if result.is_error and getattr(result, "api_error_status", None) in (401, 403):
+        # Every other ticket would fail the same way: a batch stops here (see the runner).
+        raise ModelAccessError(
+            f"Claude Code's model API rejected the key (HTTP {result.api_error_status}) in turn "
+            f"{turn_no} of ticket {ticket['id']!r}: check ANTHROPIC_API_KEY")
+    if result.is_error:
+        save_work_in_progress(ctx, ticket, turn_no)  # what the failed turn changed is kept too
+        raise CodingAgentError(
+            f"Claude Code turn {turn_no} of ticket {ticket['id']!r} failed: "
+            f"{(result.error or 'no detail').rstrip('.')}. "
+            f"The turns so far are kept (`middle log {ticket['id']}`); "
+            f"{advice('failed-resumable', ticket['id'])}"
+        )
+    text, session_id = result.text, result.session_id or session_id
+    if ctx.memory is not None:  # conversation-watching backends see each round
+        try:
+            ctx.memory.observe_round(ticket["project_id"], f"run-{state['run_id']}", prompt, text)
+        except Exception as exc:
+            log.warning("memory could not observe turn %s: %s", turn_no, exc)
+    return text, session_id, saved
 
 
 def recall_turn(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
@@ -326,6 +354,7 @@ def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     workspace = Workspace.from_dict(ws)
     ctx.run.check()  # a stale owner (the run was taken over) commits nothing
     sha, changes = ctx.worktrees.commit(workspace, message)
+    point("branch.committed")
     if sha is None:
         refuse_lost_work(ctx, state, workspace)  # a ticket is never complete without its commit
     ctx.run.set_fields(head_commit=sha, changes=changes)
@@ -338,8 +367,9 @@ def commit(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     else:
         ctx.say("the ticket changed no files: nothing to commit")
     if sha and ctx.worktrees.shared:
-        ctx.run.check()  # nor pushes
-        ctx.worktrees.push(workspace)
+        worktrees = ctx.worktrees
+        fenced_push(ctx, lambda: worktrees.push(workspace))  # nor pushes, nor overwrites a newer owner's push
+        point("branch.pushed")
         ctx.say(f"pushed {ws['branch']} to {ctx.worktrees.remote or 'the shared repository ([project] repo_url)'}")
     if state.get("wip"):
         drop_work_in_progress(ctx, workspace, t["id"])  # the commit holds it now
@@ -358,14 +388,17 @@ def index_summary(state: TicketState, runtime: Runtime[TicketContext]) -> Update
     ctx.run.check()  # nor adds to the project's memory
     if doc not in ctx.store.memory_docs(t["id"]):
         ctx.store.add_memory_doc(t["id"], t["project_id"], doc, run_id=state["run_id"], pending=True)
+        point("memory.kept")
     try:
         ctx.memory.index(t["project_id"], [doc])
+        point("memory.indexed")
     except Exception as exc:  # memory failures never stop a ticket
         log.warning("memory index of ticket %s failed; the ticket completes anyway: %s", t["id"], exc)
         ctx.say(f"{INDEX_FAILED_NOTE} ({exc}); the ticket completes anyway, and its doc is indexed at the "
                 "next run's start or by `middle memory retry`")
         return {"indexed_docs": []}  # kept with the ticket all the same: a revert deletes any part that got in
     ctx.store.memory_doc_indexed(t["id"], doc)
+    point("memory.marked")
     ctx.say(INDEXED_NOTE)
     review.retire_earlier(ctx, state, doc)
     return {"indexed_docs": [doc]}

@@ -5,13 +5,17 @@ Apart from nodes.py so that takeover.py (which nodes.py uses) reaches it without
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import GitError, TicketError
 from orchestrator.graph.context import TicketContext
 from orchestrator.workspace import Workspace, branch_name, wip
+from orchestrator.workspace.worktrees import PushRefused
 from tickets.model import RunRow
+
+log = logging.getLogger("middle.graph")
 
 
 def run_workspace(ctx: TicketContext, ticket: Any, run_id: str) -> dict[str, Any] | None:
@@ -81,26 +85,67 @@ def _cwd(ws: Workspace, project: Path) -> str:
     return str(Path(ws.path) / rel)
 
 
-def save_work_in_progress(ctx: TicketContext, ticket: dict[str, Any], turn_no: int) -> str | None:
-    """After a turn: the worktree's state to the ticket's work-in-progress ref (pushed when
-    shared), so a takeover anywhere continues from it; the commit, or None (no worktree, or git
+def save_work_in_progress(ctx: TicketContext, ticket: dict[str, Any], turn_no: int,
+                          result: wip.TurnResult | None = None) -> str | None:
+    """After a turn, before its end is stored: the worktree's state (and the turn's result) to
+    the ticket's work-in-progress ref, committed here first (no store call: it survives an
+    outage) and then pushed when shared, so no store record says the turn is done before its
+    work is where a takeover anywhere finds it. The commit, or None (no worktree, or git
     failed: said, and the run goes on)."""
     ws = ticket.get("workspace")
     if not ws or ctx.worktrees is None:
         return None
-    ctx.run.check()  # a stale owner pushes nothing
+    workspace = Workspace.from_dict(ws)
     try:
-        return wip.save(ctx.worktrees, Workspace.from_dict(ws), ticket["id"], ctx.run.run_id, turn_no)
+        commit = wip.commit_local(ctx.worktrees, workspace, ticket["id"], ctx.run.run_id, turn_no, result)
     except GitError as exc:
         ctx.say(f"could not save turn {turn_no}'s work in progress ({exc}): a takeover on another machine "
                 "would start from the branch as last pushed")
+        return None
+    assert ctx.worktrees is not None
+    worktrees = ctx.worktrees
+    try:
+        fenced_push(ctx, lambda: wip.push(worktrees, workspace, ticket["id"], commit))
+    except GitError as exc:
+        ctx.say(f"could not push turn {turn_no}'s work in progress ({exc}): a takeover on another machine "
+                "would start from the branch as last pushed")
+    return commit
+
+
+def fenced_push(ctx: TicketContext, push: Any) -> None:
+    """A push to the shared repository by the run's owner: the token is read just before, and
+    the push is a compare-and-swap (orchestrator.workspace.worktrees.push_ref). Refused because
+    another runner pushed since: if this one still holds the run (the other was a stale owner
+    whose push landed late), once more from what is there now; else ClaimLost."""
+    ctx.run.check()  # a stale owner pushes nothing
+    try:
+        push()
+    except PushRefused as exc:
+        ctx.run.check()
+        assert ctx.worktrees is not None
+        ctx.worktrees.forget(exc.ref)
+        log.warning("ticket %s: %s; this runner still holds the run, so it pushes again", ctx.run.ticket_id, exc)
+        push()
+
+
+def saved_turn(ctx: TicketContext, ticket: dict[str, Any], turn_no: int) -> wip.TurnResult | None:
+    """The result of a turn that finished and whose work was saved, but whose end was never
+    stored (the runner died, or the store was out of reach, in between): from the run's
+    work-in-progress commit of that turn, here or as pushed. None when there is none."""
+    ws = ticket.get("workspace")
+    if not ws or ctx.worktrees is None:
+        return None
+    try:
+        return wip.turn_result(ctx.worktrees, Path(ws["repo"]), ticket["id"], ctx.run.run_id, turn_no)
+    except GitError as exc:
+        log.warning("ticket %s: looking for turn %d's saved result failed: %s", ticket["id"], turn_no, exc)
         return None
 
 
 def drop_work_in_progress(ctx: TicketContext, ws: Workspace, ticket_id: str) -> None:
     assert ctx.worktrees is not None
     ctx.run.check()
-    wip.drop(ctx.worktrees, ws, ticket_id)
+    wip.drop(ctx.worktrees, ws, ticket_id)  # (a compare-and-swap: what another runner pushed stays)
 
 
 def refuse_lost_work(ctx: TicketContext, state: Any, ws: Workspace) -> None:

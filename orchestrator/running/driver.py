@@ -195,9 +195,13 @@ class TicketDriver:
             return self._drive(self._held(ClaimedRun(ticket_id, run["id"]), token))
         end = self.store.run_end_data(run["id"]) or {}
         reopen = run["status"] == "failed" and bool(end.get("kept_work"))
-        if not snapshot.next and not snapshot.tasks and not reopen:
+        ended_by_node = (bool(snapshot.next) and set(snapshot.next) <= set(ENDING_NODES) and not reopen
+                         and run["status"] in ("complete", "failed") and self.store.run_end_data(run["id"]) is not None)
+        if ended_by_node or (not snapshot.next and not snapshot.tasks and not reopen):
             # (A step whose node's writes were saved but not the checkpoint after it, as a store
-            # outage can leave, has tasks and no `next`: it continues from those writes.)
+            # outage can leave, has tasks and no `next`: it continues from those writes. An ending
+            # node whose run's end is stored but not its checkpoint, a kill -9 in between, ended
+            # the run: run again it would write a second run_start and run_end.)
             ended = f"{run['status']}: {run['reason']}" if run["reason"] else run["status"]
             raise TicketError(f"the last run of ticket {ticket_id!r} already ended ({ended}); "
                               f"{advise(self.store, ticket_id, 'resume')}")

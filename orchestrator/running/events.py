@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable
 
 from orchestrator.errors import ClaimLost, StoreUnavailable
 from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
+from orchestrator.killpoints import point
 from tickets.model import utc_now
 
 log = logging.getLogger("middle.events")
@@ -78,6 +79,7 @@ class EventRecorder:
             except Exception:  # the event log is for watching; it never stops a run
                 log.exception("recording a %s event of run %s failed", kind, self.run_id)
             self._pending.popleft()
+            point("event.written")
         if self._down_until:
             log.warning("the store is back: %d run event(s) of ticket %s that waited were written",
                         was, self.ticket_id)

@@ -15,8 +15,11 @@ ends (`RunLifecycle`), so the ticket's status never depends on which driver ran 
   worker a bounded number of times with growing waits (tickets/queue.py);
 - KeyboardInterrupt / RunInterrupted: interrupted; the driver raises it on;
 - anything else (a bug): failed, "internal error: ...", resumable; the driver raises it on;
-- ClaimLost, or a run whose heartbeat lost its claim: nothing is written (another runner owns
-  the run now, or will once its lease runs out); the outcome is "lost".
+- a run whose heartbeat could not renew its claim (the store out of reach): interrupted, written
+  once the store is back, fenced by its token (the outcome is "lost" only when the store then
+  says another runner took it over);
+- ClaimLost, or a run whose heartbeat found its claim taken over: nothing is written (another
+  runner owns the run now); the outcome is "lost".
 
 Every other row releases the claim (the lifecycle's `end_run` does), so no ticket is left `running`.
 """
@@ -60,6 +63,16 @@ def end_on_exception(exc: BaseException, run: Run, *, fake: bool = False, auto_r
     while the store is out of reach, give up marking the run interrupted once it is set. The
     run's events that wait for the store are written before its end is recorded.
     """
+    if run.outage and run.lost.is_set():
+        # The store was out of reach past two thirds of the lease (no runner took the run over as
+        # far as this one knows): interrupted, written once the store is back, unless the store
+        # then says another runner holds it.
+        reason = (f"the run stopped because the store was out of reach ({run.lost_why}); "
+                  f"{advice('interrupted', run.ticket_id, fake=fake)}")
+        if _interrupt_when_reachable(run, reason, stop, after_outage=True):
+            return Ending("interrupted", reason, True, propagate=isinstance(exc, KeyboardInterrupt))
+        return Ending("lost", f"the run of ticket {run.ticket_id} was taken over by another runner while the "
+                      "store was out of reach: that runner continues it", True, propagate=False)
     if isinstance(exc, ClaimLost) or run.lost.is_set():
         # Another runner holds the run now (or may, once the lease runs out): it is theirs to
         # end. Nothing more of it is written here.
@@ -81,8 +94,11 @@ def _end(exc: BaseException, run: Run, *, fake: bool, auto_resume: bool,
         # so it is interrupted, and any worker continues it once the store is back.
         reason = (f"the run stopped because the store was out of reach: {exc}; "
                   f"{advice('interrupted', ticket_id, fake=fake)}")
-        _interrupt_when_reachable(run, reason, stop)
-        return Ending("interrupted", reason, True, propagate=False)
+        # (the heartbeat may give the claim up while this waits: still this run's end to write)
+        if _interrupt_when_reachable(run, reason, stop, after_outage=True) or not run.lost.is_set():
+            return Ending("interrupted", reason, True, propagate=False)
+        return Ending("lost", f"the run of ticket {ticket_id} was taken over by another runner while the store "
+                      "was out of reach: that runner continues it", True, propagate=False)
     if isinstance(exc, BatchStopper):
         # Nothing this run did can be kept when no turn finished: back to the backlog, so one
         # `middle run` picks it up once the key or network is fixed.
@@ -121,20 +137,20 @@ def _turn_crashed(exc: BaseException, run: Run) -> bool:
     return bool(turns) and turns[-1]["status"] == "error"
 
 
-def _interrupt_when_reachable(run: Run, reason: str, stop: threading.Event | None) -> None:
+def _interrupt_when_reachable(run: Run, reason: str, stop: threading.Event | None, *,
+                              after_outage: bool = False) -> bool:
     """Mark the run interrupted (auto-resumed), waiting for the store that just went away, after
-    the run's events that waited for it. Stopped meanwhile, it stays `running`: once its lease
-    runs out any runner resumes it. Taken over meanwhile (the outage outlasted the lease), the
-    store refuses the end (the claim's token changed) and the new owner ends it."""
+    the run's events that waited for it; whether it was. Stopped meanwhile, it stays `running`:
+    once its lease runs out any runner resumes it. Taken over meanwhile (the outage outlasted the
+    lease), the store refuses the end (the claim's token changed) and the new owner ends it."""
     while True:
         try:
             if not run.events.flush(wait=True):
                 raise StoreUnavailable("the run's waiting events could not be written yet")
-            run.interrupt(reason, auto_resume=True)
-            return
+            return run.interrupt(reason, auto_resume=True, after_outage=after_outage)
         except ClaimLost:
-            return
+            return False
         except StoreUnavailable as exc:  # each try waits [store] reconnect_s
             if stop is not None and stop.is_set():
-                return
+                return False
             log.warning("ticket %s: waiting for the store to mark its run interrupted (%s)", run.ticket_id, exc)

@@ -11,7 +11,9 @@ checkpoint) call `check()` just before: the token is read from the store then.
 A run that loses its claim stops at once: the heartbeat finds the lease taken over, or cannot
 renew it before it runs out (the store is out of reach; by then another worker may take the run
 over), or a write is refused. `lost` is set, the run's Claude Code and check processes on this
-machine are killed, and the next step raises ClaimLost; the policy then writes nothing more.
+machine are killed, and the next step raises ClaimLost; the policy then writes nothing more
+(except, when the store was only out of reach, the run's own end once it is back: `interrupted`,
+still fenced by the token in the store).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 from typing import Any, Callable
 
 from orchestrator.errors import ClaimLost, StoreUnavailable
+from orchestrator.killpoints import point
 from orchestrator.running.events import EventRecorder
 from tickets.model import RunRow, TurnRow
 
@@ -40,6 +43,10 @@ class Run:
         self.lease_s, self.fresh = lease_s, fresh
         self.lost = threading.Event()
         self.lost_why = ""
+        # Lost because the store was out of reach for two thirds of the lease (not taken over):
+        # once the store is back, the run's own end (interrupted) is still its to write, fenced
+        # by its token, unless another runner took it over meanwhile.
+        self.outage = False
         self.ended = False  # this process ended the run (its end was fenced): its claim is gone now
         self._ending = False  # this process is ending the run now
         self._on_lost: list[Callable[[], None]] = []
@@ -63,13 +70,14 @@ class Run:
         """Call `fn` (from any thread) if the run loses its claim: kill what works for it."""
         self._on_lost.append(fn)
 
-    def lose(self, why: str, *, renewal: bool = False) -> None:
+    def lose(self, why: str, *, renewal: bool = False, outage: bool = False) -> None:
         """The claim is not ours any more: stop at the next step and kill the run's processes.
         `renewal`: the heartbeat found the claim gone, which is no loss while this process is
-        ending the run itself (its claim goes with its end)."""
+        ending the run itself (its claim goes with its end). `outage`: the claim could not be
+        renewed (the store out of reach), so it may still be ours."""
         if self.lost.is_set() or (renewal and (self._ending or self.ended)):
             return
-        self.lost_why = why
+        self.lost_why, self.outage = why, outage
         self.lost.set()
         log.warning("ticket %s: %s", self.ticket_id, why)
         for fn in self._on_lost:
@@ -133,17 +141,29 @@ class Run:
     # -- fenced writes ----------------------------------------------------------------------------
     def set_fields(self, **fields: Any) -> None:
         self._fenced(self.store.set_run_fields, self.run_id, token=self.token, **fields)
+        point("run.fields")
 
     def start_turn(self, turn_no: int, prompt: str, session_id: str | None, resume: bool) -> None:
         if session_id:
             self.sessions.add(session_id)
         self._fenced(self.store.start_turn, self.run_id, turn_no, prompt, session_id, resume, token=self.token)
+        point("turn.started")
 
     def finish_turn(self, turn_no: int, **result: Any) -> None:
         self._fenced(self.store.finish_turn, self.run_id, turn_no, token=self.token, **result)
+        point("turn.finished")
 
     def assess_turn(self, turn_no: int, memories: str, decision: dict[str, Any]) -> None:
         self._fenced(self.store.set_turn_assessment, self.run_id, turn_no, memories, decision, token=self.token)
+        point("turn.assessed")
+
+    def put_check_baseline(self, base_commit: str, command: str, result: dict[str, Any]) -> None:
+        """A check command's result on the base commit, shared by every ticket from it: written
+        under the run's token (a stale owner's is refused), and never one of a killed, timed-out
+        or cancelled check (the store drops those)."""
+        self._fenced(self.store.put_check_baseline, base_commit, command, result, run_id=self.run_id,
+                     token=self.token)
+        point("check.baseline")
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
         """A run event (recorded in order; waits in this process while the store is out)."""
@@ -157,16 +177,24 @@ class Run:
     def fail(self, reason: str, **how: Any) -> bool:
         return self._end(self.lifecycle.fail, self.ticket_id, self.run_id, reason, token=self.token, **how)
 
-    def interrupt(self, reason: str, *, auto_resume: bool = False) -> bool:
+    def interrupt(self, reason: str, *, auto_resume: bool = False, after_outage: bool = False) -> bool:
+        """`after_outage`: the run stopped because its claim could not be renewed while the store
+        was out of reach; its end is written all the same, refused by the store (ClaimLost) if
+        another runner took the run over meanwhile."""
         return self._end(self.lifecycle.interrupt, self.ticket_id, self.run_id, reason,
-                         auto_resume=auto_resume, token=self.token)
+                         auto_resume=auto_resume, token=self.token, guarded=not (after_outage and self.outage))
 
-    def _end(self, end: Callable[..., Any], *args: Any, **kwargs: Any) -> bool:
+    def _end(self, end: Callable[..., Any], *args: Any, guarded: bool = True, **kwargs: Any) -> bool:
         self._ending = True
         try:
-            return bool(self._fenced(end, *args, on_ended=self._ended, **kwargs))
+            if guarded:
+                ended = bool(self._fenced(end, *args, on_ended=self._ended, **kwargs))
+            else:  # fenced by the store alone (the token in the end's transaction)
+                ended = bool(end(*args, on_ended=self._ended, **kwargs))
         finally:
             self._ending = False
+        point("run.ended")
+        return ended
 
     def _ended(self) -> None:
         """The run's (fenced) end is stored: its claim is gone, so what follows (the end's hooks'
@@ -225,7 +253,7 @@ class Heartbeat:
             if time.monotonic() - self.renewed >= lease * 2 / 3:
                 run.lose(f"the claim on ticket {run.ticket_id} could not be renewed for "
                          f"{time.monotonic() - self.renewed:.0f}s of its {lease:.0f}s lease: the run stopped here "
-                         "before another runner may take it over (it is resumed from its last step)")
+                         "before another runner may take it over (it is resumed from its last step)", outage=True)
                 return
 
     def _renew(self) -> None:
@@ -269,7 +297,9 @@ def fence_checkpoints(saver: Any, runs: dict[str, Run]) -> None:
 
     def fenced_put(config: Any, *args: Any, **kwargs: Any) -> Any:
         fence(config)
-        return put(config, *args, **kwargs)
+        written = put(config, *args, **kwargs)
+        point("checkpoint.put")
+        return written
 
     def fenced_put_writes(config: Any, *args: Any, **kwargs: Any) -> Any:
         fence(config)

@@ -33,6 +33,15 @@ def wip_ref(ticket_id: str) -> str:
     return "refs/middle/wip/" + ticket_id
 
 
+class PushRefused(GitError):
+    """A push's compare-and-swap failed: the shared repository's ref is not what this process
+    last pushed or read there (another runner wrote it since)."""
+
+    def __init__(self, message: str, *, ref: str):
+        super().__init__(message)
+        self.ref = ref
+
+
 def branch_name(ticket_id: str) -> str:
     return BRANCH_PREFIX + ticket_id
 
@@ -80,6 +89,10 @@ class Worktrees:
         self.remote = remote
         self.push_url = push_url
         self._lock = FileLock(str(self.root.parent / "worktrees.lock"), timeout=LOCK_TIMEOUT_S)
+        # Each shared ref's commit as this process last pushed or read it ("" = absent): the
+        # expected value of its next push's --force-with-lease, so a runner that lost its run
+        # (a stalled push landing after the takeover's) cannot overwrite what another one pushed.
+        self._leases: dict[str, str] = {}
 
     def locked(self) -> FileLock:
         """The lock held around ref and worktree changes (merge and revert take it too)."""
@@ -239,10 +252,50 @@ class Worktrees:
 
     def push(self, ws: Workspace) -> None:
         """Publish the ticket's branch on the shared repository, so any machine can review and
-        merge it; a rerun's branch replaces the earlier one there."""
+        merge it; a rerun's branch replaces the earlier one there (PushRefused: another runner
+        pushed it since this one last did)."""
         if self.shared:
             with self.locked():  # it updates the clone's remote-tracking refs, as a fetch does
-                g.git(ws.path, "push", "--quiet", "--force", self.shared, f"{ws.branch}:refs/heads/{ws.branch}")
+                self.push_ref(Path(ws.path), g.out(ws.path, "rev-parse", "HEAD"), f"refs/heads/{ws.branch}")
+
+    def push_ref(self, cwd: Path, commit: str, ref: str) -> None:
+        """Set `ref` on the shared repository to `commit` ("" deletes it), as a compare-and-swap:
+        `--force-with-lease=<ref>:<the commit this process last pushed or read there>`. Before
+        this process's first push of the ref, the expected value is read now (its caller has
+        just checked the run's fencing token). Call under `locked()`."""
+        assert self.shared
+        expected = self._leases.get(ref)
+        if expected is None:
+            expected = self.remote_commit(cwd, ref)
+        proc = g.git(cwd, "push", "--quiet", "--porcelain", f"--force-with-lease={ref}:{expected}", self.shared,
+                     f"{commit}:{ref}", check=False)
+        if proc.returncode != 0:
+            said = (proc.stdout + proc.stderr).strip()
+            if "stale info" in said or "fetch first" in said or "rejected" in said:
+                # Every later push of this ref is refused as well, until its owner (having checked
+                # that it still holds the run) calls `forget`.
+                raise PushRefused(f"the shared repository's {ref} is not at {expected[:10] or '(absent)'} any "
+                                  "more: another runner pushed it since this one last did", ref=ref)
+            if commit == "" and "remote ref does not exist" in said:
+                self._leases[ref] = ""
+                return
+            raise GitError(f"git push of {ref} to the shared repository failed in {cwd}: {said.splitlines()[-1:]}")
+        self._leases[ref] = commit
+
+    def remote_commit(self, cwd: Path, ref: str) -> str:
+        """`ref`'s commit on the shared repository now ("" when it has none)."""
+        assert self.shared
+        line = g.out(cwd, "ls-remote", self.shared, ref).split("\n")[0]
+        return line.split()[0] if line.strip() else ""
+
+    def forget(self, ref: str) -> None:
+        """The next push of `ref` expects what is there then (its caller holds the run: what was
+        pushed there since came from a stale owner)."""
+        self._leases.pop(ref, None)
+
+    def saw(self, ref: str, commit: str | None) -> None:
+        """This process read `ref` on the shared repository at `commit` (a takeover's fetch)."""
+        self._leases[ref] = commit or ""
 
     # -- takeover ----------------------------------------------------------------------------
     def adopt(self, ticket_id: str, project_path: str | Path, begun: Workspace, *,
@@ -266,6 +319,8 @@ class Worktrees:
             base = begun.base_commit if g.has_object(repo, begun.base_commit) else None
             if tip is not None and holding is not None and not _holds(repo, tip, holding):
                 tip = None  # rewritten on the shared repository without the commit
+            if self.shared and here is None:
+                self.saw(f"refs/heads/{branch}", tip)  # this runner's push of the branch expects it there
             if here is not None:  # a review round whose worktree was removed: its branch is here
                 start, source = here, f"its branch here ({here[:10]}; its worktree was removed)"
             elif tip is not None and base is not None and g.is_ancestor(repo, base, tip):

@@ -72,3 +72,19 @@ def test_gc_prunes_only_ended_old_runs(store_target, tmp_path):
         checkpoints.close()
     (root / "middle.toml").write_text(toml + ("" if toml else "[store]\n") + "keep_days = 30\n")
     assert "pruned 0 ended run(s) older than 30d" in middle(root, "gc").stdout
+
+
+def test_gc_baselines_drops_the_checks_stored_results_on_base_commits(tmp_path):
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "middle.toml").write_text("")
+    config = load_config(root / "middle.toml", environ={})
+    with TicketStore(config.db_path) as store:
+        result = {"command": "make test", "exit_code": 1, "duration_s": 0.1, "tail": "", "timed_out": False}
+        store.put_check_baseline("c1", "make test", result)
+    assert "would drop" in middle(root, "gc", "--baselines", "--dry-run").stdout
+    with TicketStore(config.db_path) as store:
+        assert store.check_baseline("c1", "make test") is not None
+    assert "dropped 1 stored check result(s)" in middle(root, "gc", "--baselines").stdout
+    with TicketStore(config.db_path) as store:
+        assert store.check_baseline("c1", "make test") is None

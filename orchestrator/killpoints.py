@@ -1,0 +1,84 @@
+"""Named kill points: every write a run makes to shared state and every side effect it has
+outside the store passes through `point(name)`, so a test can kill the process (SIGKILL: no
+handler, no cleanup, as a machine that dies) exactly there and prove that a takeover loses
+nothing and repeats nothing (tests/graph/test_killpoints.py, the sweep in docs/runs.md).
+
+The switch is test-only: `MIDDLE_KILL_AT=<point>:<n>` kills the process at the n-th time it
+passes that point (n defaults to 1). Unset, `point` is one comparison.
+
+POINTS is the one list of them: the calls name only these (checked at the call, and by a test
+that reads the code), and the sweep enumerates them from here.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import NamedTuple
+
+from orchestrator.errors import ConfigError
+
+VARIABLE = "MIDDLE_KILL_AT"
+
+
+class Point(NamedTuple):
+    name: str
+    what: str  # what has just happened when a kill lands there
+    in_run: bool = True  # visited by a ticket's run (False: a command apart from runs, e.g. a PR)
+
+
+POINTS: tuple[Point, ...] = (
+    Point("run.fields", "a run field was written (plan, worktree, commit, check status)"),
+    Point("turn.started", "a turn's prompt and session id were stored (before Claude Code starts)"),
+    Point("wip.committed", "the turn's work in progress was committed to the local wip ref"),
+    Point("wip.pushed", "the turn's work in progress was pushed to the shared repository"),
+    Point("turn.finished", "the turn's result was stored (turns.response set)"),
+    Point("turn.assessed", "the middle agent's assessment of a turn was stored"),
+    Point("event.written", "a run event was written"),
+    Point("checkpoint.put", "a graph checkpoint was written"),
+    Point("check.baseline", "a check command's result on the base commit was stored"),
+    Point("branch.committed", "the ticket's commit was made on its branch (not pushed yet)"),
+    Point("branch.pushed", "the ticket's branch was pushed to the shared repository"),
+    Point("wip.dropped", "the work-in-progress ref was removed (the commit holds the work)"),
+    Point("memory.kept", "the completion doc was kept with the ticket, pending"),
+    Point("memory.indexed", "the completion doc was indexed in memory (not yet marked indexed)"),
+    Point("memory.marked", "the completion doc was marked indexed"),
+    Point("run.ended", "the run's end was stored (status, run_end, claim released)"),
+    Point("pr.opened", "a pull request was opened on GitHub", in_run=False),
+)
+NAMES = frozenset(p.name for p in POINTS)
+
+
+def _armed() -> tuple[str, int] | ConfigError | None:
+    """The point and count MIDDLE_KILL_AT names; a mistyped value is said at the first point
+    (never at import, which the CLI's error handling does not cover)."""
+    raw = os.environ.get(VARIABLE, "").strip()
+    if not raw:
+        return None
+    name, _, count = raw.partition(":")
+    if name not in NAMES or (count and not count.isdigit()) or (count and int(count) < 1):
+        return ConfigError(f"{VARIABLE}={raw!r} names no kill point: use <point>:<n> (n >= 1) with a point "
+                           f"of {', '.join(sorted(NAMES))}")
+    return name, int(count or 1)
+
+
+_ARMED = _armed()
+_seen: dict[str, int] = {}
+
+
+def point(name: str) -> None:
+    """A named point of a run: the process kills itself here when MIDDLE_KILL_AT names it."""
+    if _ARMED is None:
+        return
+    if isinstance(_ARMED, ConfigError):
+        raise _ARMED
+    if name not in NAMES:  # a call naming a point POINTS lacks is a bug of the code, said at once
+        raise ValueError(f"kill point {name!r} is not in orchestrator.killpoints.POINTS")
+    if name != _ARMED[0]:
+        return
+    _seen[name] = _seen.get(name, 0) + 1
+    if _seen[name] == _ARMED[1]:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+__all__ = ["NAMES", "POINTS", "Point", "VARIABLE", "point"]
