@@ -383,13 +383,15 @@ class PostgresDatabase:
                 return
             except psycopg.OperationalError as err:
                 if time.monotonic() + delay >= deadline:
-                    raise self.unreachable(err) from None
+                    raise self.unreachable(err, after=self.reconnect_s) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    def unreachable(self, err: BaseException) -> StoreError:
+    def unreachable(self, err: BaseException, after: float | None = None) -> StoreError:
+        """The one error of a store out of reach (`after`: how long it was tried, [store] reconnect_s)."""
         said = (str(err).strip().splitlines() or [type(err).__name__])[0]  # libpq's hint follows on a line of its own
-        return StoreUnavailable(f"cannot reach the PostgreSQL store at {self.where} ({said}): "
+        tried = f" after {after:g} sec of tries" if after is not None else ""
+        return StoreUnavailable(f"cannot reach the PostgreSQL store at {self.where}{tried} ({said}): "
                           "check [store] url (or MIDDLE_STORE_URL) and that the server is running")
 
     def error(self, err: BaseException) -> BaseException:

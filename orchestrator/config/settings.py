@@ -86,7 +86,10 @@ class AgentConfig(_Strict):
         used = PROVIDER_OPTIONS[self.provider]
         for name in ("base_url", "region", "aws_profile", "project_id", "api_key_env", "json_schema",
                      "parse_retries", "cli_path"):
-            if name in self.model_fields_set and name not in used:
+            # set, and to something else than its default (a config dumped and read back sets
+            # every field, each to what it was)
+            given = name in self.model_fields_set and getattr(self, name) != type(self).model_fields[name].default
+            if given and name not in used:
                 users = [p for p, names in PROVIDER_OPTIONS.items() if name in names]
                 raise ValueError(f"{name} is an option of provider {' / '.join(users)}, not of "
                                  f"{self.provider!r}: remove it or set provider")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import getpass
 import socket
-import subprocess
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,10 +79,12 @@ def cli_user(cwd: str | Path | None = None) -> str:
 
 
 def _git_config(key: str, cwd: str | Path | None) -> str:
+    from orchestrator.errors import GitError
+    from orchestrator.gitrun import git
+
     try:
-        done = subprocess.run(["git", "config", "--get", key], cwd=cwd, capture_output=True,
-                              text=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):  # no git here: the login name instead
+        done = git(cwd or ".", "config", "--get", key, check=False)
+    except GitError:  # no git here: the login name instead
         return ""
     return " ".join(done.stdout.split()) if done.returncode == 0 else ""
 

@@ -295,30 +295,30 @@ def _wait_inside_a_turn(pg_url: str) -> str:
     raise AssertionError("the worker never started a turn")
 
 
-def test_a_store_outage_longer_than_the_retry_interrupts_runs_and_a_worker_resumes_them(
+def test_a_store_outage_past_the_retry_but_within_the_lease_is_ridden_out_by_every_run(
     tmp_path, claude_cli, pg_server, pg_url
 ):
     """PostgreSQL down well past the store's retry window ([store] reconnect_s, short here so
-    the test is quick) while tickets are in Claude Code turns: their runs are interrupted, not
-    failed, saying the store was unreachable; the worker waits for the store and resumes them."""
+    the test is quick) while tickets are in Claude Code turns, but within two thirds of their
+    lease: the runs keep their claims (their events wait here), nothing fails, no finished turn
+    runs again, and each ticket completes under its one run. (An outage past the lease ends the
+    run interrupted: tests/faults/test_outage_turns.py.)"""
     tickets = {i: [] for i in range(3)}
     remote, desk = fleet(tmp_path, claude_cli, pg_url, tickets, store_extra="reconnect_s = 2\n")
     worker = start_worker(tmp_path, desk, "w0", "--once", "--parallel", "3")
     try:
         _wait_inside_a_turn(pg_url)
         with pg_server.down():
-            time.sleep(8)  # four retry windows: no call rides it out
+            time.sleep(8)  # four retry windows
         output = worker.communicate(timeout=600)[0]
     finally:
         _kill_group(worker)
     print(output)
     assert worker.returncode == 0 and "Traceback" not in output, output
-    assert "interrupted" in output and "cannot reach the PostgreSQL store" in output, output
+    assert "the store is out of reach" in output, output  # the outage was met, and said
     with TicketStore(pg_url) as store:
         ends = [e["data"] for e in store.list_events() if e["kind"] == "run_end"]
-        stopped = [d for d in ends if d["status"] == "interrupted"]
-        assert stopped and all("cannot reach the PostgreSQL" in d["reason"] and d["auto_resume"] for d in stopped), ends
-        assert not [d for d in ends if d["status"] == "failed"], ends
+        assert not [d for d in ends if d["status"] in ("failed", "lost")], ends
         for i in tickets:  # each resumed under its one run, to completion
             runs = store.list_runs(f"t{i:02d}")
             assert [r["status"] for r in runs] == ["complete"], runs
