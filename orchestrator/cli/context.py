@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from orchestrator.config.settings import Config
     from orchestrator.memory.facade import MemoryFacade
     from orchestrator.services import Services
+    from tickets.store import TicketStore
 
 
 class TicketsAtOnce(click.IntRange):
@@ -60,7 +61,7 @@ def services(ctx: click.Context, config: Config, **kwargs: Any) -> Services:
     return svc
 
 
-def default_project(config: Config, store: Any) -> str:
+def default_project(config: Config, store: TicketStore | None) -> str:
     """The project a memory command means when none is named: [project] id, else the one project
     of the stored tickets, else the project folder's name."""
     if config.project.id:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from orchestrator.memory.format import DECISION_LINES
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE, RECALL_EVENT
+
+if TYPE_CHECKING:
+    from tickets.store import TicketStore
 
 
 def _short(text: str | None, full: bool, limit: int = 600) -> str:
@@ -26,7 +30,7 @@ def _block(console: Console, label: str, text: str | None, full: bool) -> None:
         console.print("      " + escape(line), soft_wrap=True)
 
 
-def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = False) -> None:
+def print_log(console: Console, store: TicketStore, ticket_id: str, *, full: bool = False) -> None:
     ticket = store.get_ticket(ticket_id)
     status = getattr(ticket.status, "value", ticket.status)
     console.print(f"[bold]ticket {escape(ticket.id)}[/]: {escape(ticket.title)} " + escape(f"[{status}]"))
@@ -41,7 +45,7 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
         offline = bool(run.get("offline"))
         cost = "offline model, no cost" if offline else f"cost {_money(store.total_cost(run['id']))}"
         console.print(f"\n[bold]run {run['id']}[/] {run['status']} started {run.get('started_at')} "
-                      f"{cost}" + (f" — {escape(run['reason'])}" if run.get("reason") else ""),
+                      f"{cost}" + (f" — {escape(run['reason'] or '')}" if run.get("reason") else ""),
                       soft_wrap=True)
         _git_lines(console, run)
         # a review round: its number and the human's words
@@ -88,7 +92,7 @@ def print_log(console: Console, store: Any, ticket_id: str, *, full: bool = Fals
                       soft_wrap=True)
 
 
-def _recalls(store: Any, run_id: str) -> dict[str, list[dict[str, Any]]]:
+def _recalls(store: TicketStore, run_id: str) -> dict[str, list[dict[str, Any]]]:
     """The run's `recall` events: where ("ticket start", "turn N") -> the memories shown, each
     with why (the last recall at a place wins: a resumed run recalls again)."""
     if not hasattr(store, "list_events"):
@@ -97,7 +101,7 @@ def _recalls(store: Any, run_id: str) -> dict[str, list[dict[str, Any]]]:
             for e in store.list_events(run_id=run_id, limit=100_000) if e["kind"] == RECALL_EVENT}
 
 
-def _checks(store: Any, run_id: str) -> dict[int, list[dict[str, Any]]]:
+def _checks(store: TicketStore, run_id: str) -> dict[int, list[dict[str, Any]]]:
     """The run's `setup` and `check` events by the turn they followed (0: before the first turn)."""
     if not hasattr(store, "list_events"):
         return {}
@@ -143,7 +147,8 @@ def _why(console: Console, memories: list[dict[str, Any]] | None) -> None:
         console.print("      " + escape(f"[{item.get('id')}] {item.get('why')}"), soft_wrap=True)
 
 
-def round_lines(out: Console, store: Any, run: dict[str, Any], following: dict[str, Any] | None = None) -> None:
+def round_lines(out: Console, store: TicketStore, run: Mapping[str, Any],
+                following: Mapping[str, Any] | None = None) -> None:
     """Under a run in `middle log`: its review round and the human's feedback it got
     (`following`: the ticket's next run, which carries what this one did not read)."""
     if not hasattr(store, "feedback"):
@@ -180,7 +185,7 @@ def _decision_notes(console: Console, decision: dict[str, Any], full: bool) -> N
             f"- [{u.get('id')}] {u.get('why') or ''}".rstrip() for u in used if isinstance(u, dict)), full)
 
 
-def _index_failure(store: Any, ticket_id: str) -> str:
+def _index_failure(store: TicketStore, ticket_id: str) -> str:
     """The note of the ticket's last attempt to index its completion doc, when it failed."""
     last = ""
     for event in store.list_events(ticket_id=ticket_id, limit=100_000):
@@ -190,7 +195,7 @@ def _index_failure(store: Any, ticket_id: str) -> str:
     return last.split("; the ticket completes")[0] if last.startswith(INDEX_FAILED_NOTE) else ""
 
 
-def _git_lines(console: Console, run: dict[str, Any]) -> None:
+def _git_lines(console: Console, run: Mapping[str, Any]) -> None:
     """The run's code change: branch and base, the commit made, the changed paths, merge/revert."""
     if run.get("isolation") == "none":
         console.print("  [dim]ran in the project directory (isolation = none)[/]")
@@ -296,7 +301,7 @@ def describe_event(event: dict[str, Any], offline: bool = False) -> str:
     return json.dumps(d, ensure_ascii=False)
 
 
-def follow_log(console: Console, store: Any, ticket_id: str, *, poll_s: float = FOLLOW_POLL_S,
+def follow_log(console: Console, store: TicketStore, ticket_id: str, *, poll_s: float = FOLLOW_POLL_S,
                sleep: Any = None) -> str | None:
     """Print the ticket's latest run event by event from its start, following it live until it ends.
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from orchestrator.config.memo import ReadConfig
     from orchestrator.config.settings import Config
     from orchestrator.plugins.memory_backend import MemoryBackend
+    from tickets.store import TicketStore
 
 
 def get_config(ctx: click.Context, *, required: bool = True) -> Config:
@@ -293,7 +294,7 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
         sys.exit(1)
 
 
-def _unfinished(store: Any) -> str:
+def _unfinished(store: TicketStore) -> str:
     """What `middle run` with nothing pending adds: the tickets whose runs wait to be continued."""
     from orchestrator.lifecycle.next_steps import advise, situation
 
@@ -364,7 +365,7 @@ def sync(
         sys.exit(1)
 
 
-def _pull_request_rounds(ctx: click.Context, config: Config, store: Any, fake: bool) -> bool:
+def _pull_request_rounds(ctx: click.Context, config: Config, store: TicketStore, fake: bool) -> bool:
     """The review rounds the tickets' pull requests ask for (failed CI, changes requested), run
     here; whether one of them failed."""
     from orchestrator.github.signals import act_on_signals, read_signals

@@ -22,9 +22,12 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tickets.procs import is_running, start_ticks, stat_fields
+
+if TYPE_CHECKING:
+    from tickets.store import TicketStore
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +166,8 @@ def check_mark(run_id: str) -> str:
     return f"check-{run_id}"
 
 
-def stop_dead_run(store: Any, run_id: str) -> int:
+def stop_dead_run(store: TicketStore, run_id: str) -> int:
     """Before a run is continued here: kill what its dead `middle` left running on this machine
     (the processes marked with the sessions of its turns, or with its checks'); how many there were."""
-    sessions = {t["session_id"] for t in store.list_turns(run_id=run_id)} | {check_mark(run_id)}
+    sessions = {t["session_id"] for t in store.list_turns(run_id=run_id) if t["session_id"]} | {check_mark(run_id)}
     return stop_marked(sessions, owner="dead")

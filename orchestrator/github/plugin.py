@@ -5,13 +5,16 @@ its CI or reviews started) has its new commits pushed to it and its description 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from orchestrator.plugins.hookspecs import hookimpl
 
+if TYPE_CHECKING:
+    from tickets.store import TicketStore
+
 
 @hookimpl
-def on_ticket_complete(ticket: Any, run_id: str, config: Any, store: Any, say: Callable[[str], None]) -> None:
+def on_ticket_complete(ticket: Any, run_id: str, config: Any, store: TicketStore, say: Callable[[str], None]) -> None:
     if config is None:
         return
     from orchestrator.errors import MiddleError

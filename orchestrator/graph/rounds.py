@@ -7,7 +7,7 @@ started by any driver of the graph) sees the same round as the process that bega
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.agent import prompts
 from orchestrator.graph.context import TicketContext
@@ -15,12 +15,15 @@ from orchestrator.graph.state import TicketState
 from tickets.model import TurnRow
 from tickets.rounds import HUMAN
 
+if TYPE_CHECKING:
+    from tickets.store import TicketStore
+
 HISTORY_CHARS = 12_000  # of the earlier rounds shown to the agent (the newest kept)
 TURN_CHARS = 1500  # of each earlier prompt and answer
 NOTE_KEYS = ("decisions", "rejected", "instructions")
 
 
-def lineage(store: Any, run_id: str) -> list[dict[str, Any]]:
+def lineage(store: TicketStore, run_id: str) -> list[dict[str, Any]]:
     """The runs of the ticket's current change up to `run_id`, oldest first: its rounds back to
     the round-1 run (a first run or a rerun) they continue."""
     run = store.get_run(run_id)
@@ -39,7 +42,7 @@ def feedback_texts(event: dict[str, Any]) -> list[str]:
     return [*event.get("carried", []), event["text"]]
 
 
-def previous_head(store: Any, run_id: str) -> str | None:
+def previous_head(store: TicketStore, run_id: str) -> str | None:
     """The branch's head when this round started (the commit the round before it left), or
     None for a round-1 run."""
     earlier = lineage(store, run_id)[:-1]
@@ -63,7 +66,7 @@ def round_state(ctx: TicketContext, run_id: str) -> dict[str, Any]:
             "feedback_seen": opening["id"]}
 
 
-def history(store: Any, runs: list[dict[str, Any]]) -> str:
+def history(store: TicketStore, runs: list[dict[str, Any]]) -> str:
     """The earlier rounds as the agent reads them: each round's feedback, turns and summary."""
     blocks = []
     for run in runs:

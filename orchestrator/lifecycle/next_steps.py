@@ -10,7 +10,10 @@ ticket in each situation and runs every command the table suggests for it.
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tickets.store import TicketStore
 
 ANY = "*"  # the advice for a situation whatever command was tried
 
@@ -106,7 +109,7 @@ def advice(situation: str, ticket_id: str, tried: str = ANY, *, fake: bool = Fal
     return text.format(**{n: command(n, ticket_id, fake=fake) for n in names})
 
 
-def situation(store: Any, ticket_id: str) -> str:
+def situation(store: TicketStore, ticket_id: str) -> str:
     """The ticket's situation (one of SITUATIONS), read from the store."""
     from tickets.claims import claim_is_live
 
@@ -133,7 +136,7 @@ def situation(store: Any, ticket_id: str) -> str:
     return status
 
 
-def advise(store: Any, ticket_id: str, tried: str = ANY) -> str:
+def advise(store: TicketStore, ticket_id: str, tried: str = ANY) -> str:
     """What to do next with the stored ticket, after `tried` was refused (its run's --fake kept)."""
     run = store.latest_run(ticket_id)
     return advice(situation(store, ticket_id), ticket_id, tried, fake=bool(run and run.get("offline")))

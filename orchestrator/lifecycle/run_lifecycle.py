@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from orchestrator.lifecycle.next_steps import advise
 from orchestrator.plugins.manager import call_hook
 from tickets.claims import owner_died
 from tickets.deps import SATISFIED
+
+if TYPE_CHECKING:
+    from tickets.store import TicketStore
 
 log = logging.getLogger("middle.lifecycle")
 
@@ -24,7 +27,7 @@ log = logging.getLogger("middle.lifecycle")
 class RunLifecycle:
     """Ends runs on one ticket store, calling the lifecycle hooks of one plugin registry."""
 
-    def __init__(self, store: Any, hooks: Any = None, config: Any = None):
+    def __init__(self, store: TicketStore, hooks: Any = None, config: Any = None):
         self.store, self.hooks, self.config = store, hooks, config
 
     def _retry(self) -> tuple[int, float]:
@@ -98,7 +101,7 @@ def file_gone(ticket: Any) -> str | None:
     return source
 
 
-def _step(store: Any, ticket_id: str, dep: str) -> str:
+def _step(store: TicketStore, ticket_id: str, dep: str) -> str:
     """What to do about one unmet dependency: its own next step, or, when its file is gone (a
     ticket of a dependency cycle deleted, say), dropping it from depends_on: never a command
     that would be refused in turn."""
@@ -113,7 +116,7 @@ def _step(store: Any, ticket_id: str, dep: str) -> str:
 RUNNABLE = ("pending", "failed", "reverted", "discarded")
 
 
-def start_refusal(store: Any, ticket_id: str, *, rerun: bool = False, dependencies: str = "merged",
+def start_refusal(store: TicketStore, ticket_id: str, *, rerun: bool = False, dependencies: str = "merged",
                   in_batch: Any = ()) -> str | None:
     """Why a new run of the ticket must not start now, or None when it may (before the claim).
 
@@ -164,7 +167,7 @@ class ClaimedRun:
     fresh: bool = True  # starts from the ticket (a new run, or one that died before its first checkpoint)
 
 
-def try_claim(store: Any, ticket_id: str, *, rerun: bool, dependencies: str, lease_s: float,
+def try_claim(store: TicketStore, ticket_id: str, *, rerun: bool, dependencies: str, lease_s: float,
               before_claim: Callable[[Any], None] | None = None) -> tuple[ClaimedRun | None, str]:
     """Claim a new run of the ticket atomically: (the claimed run, "") or (None, why not and what to do).
 
@@ -182,7 +185,7 @@ def try_claim(store: Any, ticket_id: str, *, rerun: bool, dependencies: str, lea
     return None, refusal
 
 
-def why_not_claimed(store: Any, ticket_id: str) -> str:
+def why_not_claimed(store: TicketStore, ticket_id: str) -> str:
     """Why the claim of a ticket that may start was refused (another process, an unfinished run)."""
     status = store.get_ticket(ticket_id).status.value
     claim = store.get_claim(ticket_id)

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tickets.store import TicketStore
 
 log = logging.getLogger("middle.memory")
 
@@ -20,7 +23,7 @@ class Retried:
     errors: list[str] = field(default_factory=list)
 
 
-def index_pending(store: Any, memory: Any, project_id: str | None = None) -> Retried:
+def index_pending(store: TicketStore, memory: Any, project_id: str | None = None) -> Retried:
     """Index every pending completion doc (of one project, or all), oldest first; a project whose
     memory still fails keeps the rest of its docs pending."""
     done = Retried()

@@ -6,6 +6,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pluggy
 
+if TYPE_CHECKING:
+    from tickets.store import TicketStore
+
 if TYPE_CHECKING:  # annotations only: importing the ticket model here would be a cycle for plugins
     import click
 
@@ -46,7 +49,7 @@ def on_turn_end(ticket: Ticket, run_id: str, turn: TurnRecord) -> None:
 
 
 @hookspec
-def on_ticket_complete(ticket: Ticket, run_id: str, summary: str, config: Any, store: Any,
+def on_ticket_complete(ticket: Ticket, run_id: str, summary: str, config: Any, store: TicketStore,
                        say: Callable[[str], None]) -> None:
     """Called when a ticket completes (its checks passed, its summary indexed); `say` notes a line in its run."""
 

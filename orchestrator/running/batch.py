@@ -16,7 +16,7 @@ import queue
 import threading
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from orchestrator.errors import BatchStopper, MiddleError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.lifecycle.next_steps import advice, advise
@@ -25,6 +25,9 @@ from orchestrator.running.driver import TicketDriver
 from orchestrator.running.outcome import RunOutcome
 from tickets.claims import this_host
 from tickets.deps import SATISFIED, run_order
+
+if TYPE_CHECKING:
+    from tickets.store import TicketStore
 
 log = logging.getLogger("middle.batch")
 
@@ -234,7 +237,7 @@ def _check_repositories(orch: TicketDriver, tickets: list[Any]) -> None:
             toplevel(Path(path))
 
 
-def _readiness(store: Any, ticket: Any, mode: str, rerun: bool, batch_ids: set[str], queue_: list[Any],
+def _readiness(store: TicketStore, ticket: Any, mode: str, rerun: bool, batch_ids: set[str], queue_: list[Any],
                active: dict[str, _Slot], blocked: dict[str, str] | None) -> str | None:
     """None: start it now; "wait": a dependency is still queued or running in this batch; else
     the reason it is skipped."""
@@ -250,7 +253,7 @@ def _readiness(store: Any, ticket: Any, mode: str, rerun: bool, batch_ids: set[s
 
 
 def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: list[str], named: bool,
-             store: Any = None) -> None:
+             store: TicketStore | None = None) -> None:
     if slot.outcome is not None:
         if slot.outcome.run_id:
             started_runs.append(slot.outcome.run_id)
@@ -265,10 +268,11 @@ def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: li
         # ticket's outcome is what its status now is (back to pending when no turn had finished).
         result.fatal = result.fatal or exc
         run = store.latest_run(slot.ticket_id) if store is not None else None
-        status = store.get_ticket(slot.ticket_id).status.value if run else "pending"
-        outcome = (RunOutcome(slot.ticket_id, run["id"] if run else "", "failed",
-                              f"stopped by that error; {advise(store, slot.ticket_id)}", resumable=True)
-                   if status == "failed" else RunOutcome(slot.ticket_id, "", "pending", NOT_STARTED))
+        if store is not None and run is not None and store.get_ticket(slot.ticket_id).status.value == "failed":
+            outcome = RunOutcome(slot.ticket_id, run["id"], "failed",
+                                 f"stopped by that error; {advise(store, slot.ticket_id)}", resumable=True)
+        else:
+            outcome = RunOutcome(slot.ticket_id, "", "pending", NOT_STARTED)
     elif isinstance(exc, MiddleError):
         # A store out of reach before the run began (the claim) changed nothing: the ticket is
         # still pending, and the next pass (a worker's loop, the user's next `middle run`) takes it.

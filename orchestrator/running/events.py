@@ -16,12 +16,15 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from orchestrator.errors import ClaimLost, StoreUnavailable
 from orchestrator.graph.state import ENDING_NODES, EVENT_FIELDS
 from orchestrator.killpoints import point
 from tickets.model import utc_now
+
+if TYPE_CHECKING:
+    from tickets.store import TicketStore
 
 log = logging.getLogger("middle.events")
 
@@ -32,7 +35,7 @@ PROGRESS = "coding_agent"  # Claude Code's stream: dropped first when the bound 
 class EventRecorder:
     """Stores the events of one run, in order; waits out a store outage in memory."""
 
-    def __init__(self, store: Any, ticket_id: str, run_id: str, reconnect_s: float,
+    def __init__(self, store: TicketStore, ticket_id: str, run_id: str, reconnect_s: float,
                  max_pending: int = MAX_PENDING, *, token: int | None = None,
                  on_refused: Callable[[str], None] | None = None):
         self.store, self.ticket_id, self.run_id, self.reconnect_s = store, ticket_id, run_id, reconnect_s

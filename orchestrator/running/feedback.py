@@ -19,12 +19,17 @@ here whose branch was never pushed (or was rewritten without the run's last comm
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import GitError, TicketError
 from orchestrator.lifecycle.next_steps import advise, situation
 from tickets.rounds import FEEDBACK, MAX_FEEDBACK_CHARS, ROUND, STORED, Delivered
+
+if TYPE_CHECKING:
+    from tickets.model import RunRow
+    from tickets.store import TicketStore
 
 # Situations (orchestrator.lifecycle.next_steps) and what feedback does in them.
 STARTS_ROUND = ("complete", "complete-empty", "in-place", "conflict", "failed-round", "failed-check",
@@ -32,7 +37,7 @@ STARTS_ROUND = ("complete", "complete-empty", "in-place", "conflict", "failed-ro
 WAITS_FOR_ASSESS = ("running", "stale", "interrupted", "failed-resumable")
 
 
-def check(store: Any, ticket_id: str, text: str, *, worktrees: Any = None,
+def check(store: TicketStore, ticket_id: str, text: str, *, worktrees: Any = None,
           project_override: str | None = None) -> str:
     """ROUND or STORED for feedback on the ticket now; a TicketError saying why not and what to do.
 
@@ -62,7 +67,7 @@ def check(store: Any, ticket_id: str, text: str, *, worktrees: Any = None,
     return ROUND
 
 
-def _pushed(store: Any, run: dict[str, Any], worktrees: Any, project: Path) -> None:
+def _pushed(store: TicketStore, run: Mapping[str, Any], worktrees: Any, project: Path) -> None:
     """A round whose worktree is not here (another machine's, or removed) continues the branch
     here (its worktree was removed) or as pushed to the shared repository, when it holds the
     run's last commit; else a TicketError."""
@@ -96,17 +101,25 @@ def _pushed(store: Any, run: dict[str, Any], worktrees: Any, project: Path) -> N
                           f"it, or push {branch} from there")
 
 
-def store_for_run(store: Any, ticket_id: str, text: str, *, by: str | None = None) -> str | None:
+def store_for_run(store: TicketStore, ticket_id: str, text: str, *, by: str | None = None) -> str | None:
     """Keep the feedback for the ticket's run in progress; what to tell the human. None, storing
     nothing, when that run completed meanwhile: the feedback then opens the next round
     (`deliver`)."""
-    run = store.latest_run(ticket_id)
+    run = _latest(store, ticket_id)
     if store.add_feedback(ticket_id, run["id"], text.strip(), by) is None:
         return None
     return stored_message(store, ticket_id)
 
 
-def stored_message(store: Any, ticket_id: str) -> str:
+def _latest(store: TicketStore, ticket_id: str) -> RunRow:
+    """The ticket's latest run (`check` said it has one: feedback goes to a run or its branch)."""
+    run = store.latest_run(ticket_id)
+    if run is None:
+        raise TicketError(f"ticket {ticket_id} has no run: `middle run {ticket_id}` starts one")
+    return run
+
+
+def stored_message(store: TicketStore, ticket_id: str) -> str:
     if situation(store, ticket_id) == "running":
         return (f"feedback stored for ticket {ticket_id}'s run in progress: the middle agent reads it "
                 "at its next assessment")
@@ -114,7 +127,7 @@ def stored_message(store: Any, ticket_id: str) -> str:
             f"run's next assessment; {advise(store, ticket_id)}")
 
 
-def undelivered(store: Any, run_id: str) -> list[str]:
+def undelivered(store: TicketStore, run_id: str) -> list[str]:
     """Feedback sent during the run after its last assessment (the run completed without reading
     it): the runner opens the next round with it (`continue_with_undelivered`)."""
     events = store.feedback(run_id)
@@ -127,19 +140,19 @@ def undelivered(store: Any, run_id: str) -> list[str]:
 ATTEMPTS = 3  # a ticket's situation changes under a feedback at most a few times (a run ends, a round starts)
 
 
-def deliver(store: Any, ticket_id: str, text: str, *, lease_s: float, by: str | None = None) -> Delivered:
+def deliver(store: TicketStore, ticket_id: str, text: str, *, lease_s: float, by: str | None = None) -> Delivered:
     """Check, then deliver the feedback exactly once: a new round claimed here (`ROUND`: the
     caller drives it), or stored for the run in progress (`STORED`), whichever the ticket is in
     when the store writes it. Several people (or processes) giving feedback at once: one starts
     the round, the others' words are stored for it and read at its first assess."""
     for _ in range(ATTEMPTS):
         if check(store, ticket_id, text) == STORED:
-            run = store.latest_run(ticket_id)
+            run = _latest(store, ticket_id)
             event = store.add_feedback(ticket_id, run["id"], text.strip(), by)
             if event is not None:
                 return Delivered(STORED, run["id"], event)
             continue  # that run completed meanwhile: open the next round
-        previous = store.latest_run(ticket_id)
+        previous = _latest(store, ticket_id)
         delivered = store.claim_round(ticket_id, text.strip(), lease_s=lease_s,
                                       carry=undelivered(store, previous["id"]), by=by)
         if delivered is not None:
@@ -151,7 +164,7 @@ def deliver(store: Any, ticket_id: str, text: str, *, lease_s: float, by: str | 
                       f"{advise(store, ticket_id, 'feedback')}")
 
 
-def continue_with_undelivered(store: Any, ticket_id: str, run_id: str, *, lease_s: float) -> Delivered | None:
+def continue_with_undelivered(store: TicketStore, ticket_id: str, run_id: str, *, lease_s: float) -> Delivered | None:
     """After a run completed: feedback that reached it after its last assessment opens the next
     round at once (claimed here; the caller drives it), so no accepted feedback waits for the
     next one. None when there is none, or another process opened a round meanwhile (its round
@@ -162,7 +175,7 @@ def continue_with_undelivered(store: Any, ticket_id: str, run_id: str, *, lease_
     return store.claim_round(ticket_id, pending[-1], lease_s=lease_s, carry=pending[:-1], or_store=False)
 
 
-def rounds_of(store: Any, ticket_id: str) -> dict[str, dict[str, Any]]:
+def rounds_of(store: TicketStore, ticket_id: str) -> dict[str, dict[str, Any]]:
     """run id -> {"round", "feedback": [events]} for `middle log` and the ticket page."""
     return {run["id"]: {"round": store.round_of(run["id"]), "feedback": store.feedback(run["id"])}
             for run in store.list_runs(ticket_id)}

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.errors import TicketError
 
+if TYPE_CHECKING:
+    from tickets.store import TicketStore
 
-def resumed_checks(config: Any, store: Any, ticket_id: str) -> dict[str, Any]:
+
+def resumed_checks(config: Any, store: TicketStore, ticket_id: str) -> dict[str, Any]:
     """The snapshot's check fields (as load_ticket makes them) from the current config and ticket; the
     ticket's Markdown file, when it has one, is read again (a `check:` edited there counts)."""
     from orchestrator.graph.checking import allows_removed_tests, commands_for, must_pass

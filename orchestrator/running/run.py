@@ -21,12 +21,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from orchestrator.errors import ClaimLost, StoreUnavailable
 from orchestrator.killpoints import point
 from orchestrator.running.events import EventRecorder
 from tickets.model import RunRow, TurnRow
+
+if TYPE_CHECKING:
+    from orchestrator.lifecycle.run_lifecycle import RunLifecycle
+    from tickets.store import TicketStore
 
 log = logging.getLogger("middle.run")
 LOOKUP_S = 2.0  # how long a lost run waits to learn who holds its ticket now (the store may be out)
@@ -36,7 +40,7 @@ class Run:
     """A run this process holds the claim of. Use as a context manager around its driving: the
     heartbeat runs inside, and the events are flushed on the way out."""
 
-    def __init__(self, store: Any, lifecycle: Any, ticket_id: str, run_id: str, token: int, *,
+    def __init__(self, store: TicketStore, lifecycle: RunLifecycle, ticket_id: str, run_id: str, token: int, *,
                  lease_s: float, reconnect_s: float, fresh: bool = True):
         self.store, self.lifecycle = store, lifecycle
         self.ticket_id, self.run_id, self.token = ticket_id, run_id, token
@@ -55,7 +59,7 @@ class Run:
         self._heartbeat = Heartbeat(self)
 
     @classmethod
-    def held(cls, store: Any, lifecycle: Any, ticket_id: str, run_id: str, *, lease_s: float,
+    def held(cls, store: TicketStore, lifecycle: RunLifecycle, ticket_id: str, run_id: str, *, lease_s: float,
              reconnect_s: float, fresh: bool = True) -> "Run":
         """The run whose claim this process has just taken (its token read from the claim)."""
         claim = store.claim_of_run(run_id)

@@ -14,12 +14,17 @@ out). Those are kept and reported, with how to remove them.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.workspace import git as g
 from orchestrator.workspace.worktrees import BRANCH_PREFIX, Worktrees
+
+if TYPE_CHECKING:
+    from tickets.model import RunRow
+    from tickets.store import TicketStore
 
 NEEDED = frozenset({"running", "complete", "conflict", "failed", "interrupted"})
 _NAMED = 5  # dirty paths named in a "kept" line
@@ -32,11 +37,11 @@ class GcReport:
     kept: list[str] = field(default_factory=list)  # one line each: what, why, how to remove it
 
 
-def _status(store: Any, ticket_id: str) -> str | None:
+def _status(store: TicketStore, ticket_id: str) -> str | None:
     return store.get_ticket(ticket_id).status.value if store.has_ticket(ticket_id) else None
 
 
-def _runs(store: Any, ticket_id: str) -> list[dict[str, Any]]:
+def _runs(store: TicketStore, ticket_id: str) -> list[RunRow]:
     return store.list_runs(ticket_id) if store.has_ticket(ticket_id) else []
 
 
@@ -48,7 +53,7 @@ def _repo_of(worktree: Path) -> Path | None:
     return common.parent if common.name == ".git" else common
 
 
-def _saved(repo: Path, commit: str, own: str | None, runs: list[dict[str, Any]]) -> bool:
+def _saved(repo: Path, commit: str, own: str | None, runs: Sequence[Mapping[str, Any]]) -> bool:
     """Whether deleting `own` (a branch, or a worktree's HEAD) loses no commit: `commit` is on
     another branch, or a run recorded it (its start, its completion or its merge)."""
     recorded = {r.get(k) for r in runs for k in ("base_commit", "head_commit", "merge_commit", "premerge_commit")}
@@ -58,7 +63,7 @@ def _saved(repo: Path, commit: str, own: str | None, runs: list[dict[str, Any]])
     return any(ref != f"refs/heads/{own}" for ref in refs.splitlines() if ref)
 
 
-def _why_keep_worktree(path: Path, repo: Path | None, runs: list[dict[str, Any]]) -> str | None:
+def _why_keep_worktree(path: Path, repo: Path | None, runs: Sequence[Mapping[str, Any]]) -> str | None:
     """Why removing this worktree would lose work (None: nothing would be lost)."""
     if repo is None:
         if any(path.iterdir()):
@@ -74,7 +79,7 @@ def _why_keep_worktree(path: Path, repo: Path | None, runs: list[dict[str, Any]]
     return None
 
 
-def collect(store: Any, worktrees: Worktrees, repos: list[Path], *, dry_run: bool = False,
+def collect(store: TicketStore, worktrees: Worktrees, repos: list[Path], *, dry_run: bool = False,
             force: bool = False) -> GcReport:
     """Remove what no ticket needs; `repos` are the repositories tickets ran in (for branches).
     Work it cannot account for is kept (and reported) unless `force`."""
@@ -128,7 +133,8 @@ def collect(store: Any, worktrees: Worktrees, repos: list[Path], *, dry_run: boo
     return report
 
 
-def _why_keep_branch(repo: Path, branch: str, runs: list[dict[str, Any]], ours: set[tuple[Path, str]]) -> str | None:
+def _why_keep_branch(repo: Path, branch: str, runs: Sequence[Mapping[str, Any]],
+                     ours: set[tuple[Path, str]]) -> str | None:
     """Why deleting this `middle/` branch would lose work or a branch of the user's (None: neither)."""
     created = (repo, branch) in ours or any(r.get("branch") == branch and r.get("repo") and
                                             Path(r["repo"]) == repo for r in runs)

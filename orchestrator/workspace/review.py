@@ -9,9 +9,10 @@ ticket's branch, a revert that conflicts in a worktree of its own (orchestrator.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import GitError, TicketError
 from orchestrator.lifecycle.next_steps import advise
@@ -20,6 +21,9 @@ from orchestrator.workspace import undo
 from orchestrator.workspace.landing import advance, combine, push_base
 from orchestrator.workspace.worktrees import Worktrees, branch_name
 from tickets.deps import dependents
+
+if TYPE_CHECKING:
+    from tickets.store import TicketStore
 
 log = logging.getLogger("middle.review")
 
@@ -68,7 +72,7 @@ def split_patch(patch: str) -> list[dict[str, str]]:
 class Review:
     """Diff, merge, discard and revert of tickets, on the ticket store and the repository."""
 
-    def __init__(self, store: Any, worktrees: Worktrees, memory: Any = None, *,
+    def __init__(self, store: TicketStore, worktrees: Worktrees, memory: Any = None, *,
                  local_project: Path | None = None, repo_url: str | None = None):
         """`memory`: the memory facade, or a function returning it (built only when needed).
         `local_project` and `repo_url`: a ticket that ran on another machine (a `middle worker`)
@@ -89,22 +93,22 @@ class Review:
                 f"\"none\"), so it has no branch of its own: {advise(self.store, ticket_id, 'merge')}")
         return self._here(run)
 
-    def _here(self, run: dict[str, Any]) -> dict[str, Any]:
+    def _here(self, run: Mapping[str, Any]) -> dict[str, Any]:
         """The run as this machine sees it. One that ran in another machine's clone (a worker) is
         reviewed in this project's repository, with its branch fetched from [project] repo_url."""
         if not run.get("repo"):
-            return run
+            return dict(run)
         if Path(run["repo"]).is_dir() and not self.repo_url:
-            return run  # one machine: the repository the ticket ran in is here
+            return dict(run)  # one machine: the repository the ticket ran in is here
         try:
             local = g.toplevel(self.local_project) if self.local_project and self.local_project.is_dir() else None
         except GitError:  # this project's folder is not a repository (its tickets name another)
             local = None
         if local is not None and Path(run["repo"]) == local:
-            return run
+            return dict(run)
         if not self.repo_url or local is None:
             if Path(run["repo"]).is_dir():  # another repository on this machine (a ticket's `path:`)
-                return run
+                return dict(run)
             raise TicketError(
                 f"ticket {run['ticket_id']!r} ran in {run['repo']}, which is not on this machine: set "
                 "[project] repo_url to the shared repository its branch was pushed to")
@@ -260,7 +264,8 @@ class Review:
             raise TicketError(f"ticket {ticket_id!r} is merged: undo it with `middle revert {ticket_id}`")
         if status == "discarded":
             return ReviewResult(ticket_id, status, f"ticket {ticket_id} is already discarded")
-        run = self.store.latest_run(ticket_id)
+        found = self.store.latest_run(ticket_id)
+        run: dict[str, Any] | None = dict(found) if found is not None else None
         if run is None:
             # Never run: no worktree, branch or memory doc; it is only marked, so no run starts it
             # (`middle run ID` still can). Compared in the same write: a runner may claim it meanwhile.
@@ -301,7 +306,8 @@ class Review:
         A revert that conflicts changes nothing and waits in a worktree of its own."""
         ticket = self.store.get_ticket(ticket_id)
         status = ticket.status.value
-        run = self.store.latest_run(ticket_id)
+        found = self.store.latest_run(ticket_id)
+        run: dict[str, Any] | None = dict(found) if found is not None else None
         if run is None:
             raise TicketError(f"ticket {ticket_id!r} has never run, so there is nothing to revert; "
                               f"{advise(self.store, ticket_id, 'revert')}")

@@ -15,6 +15,7 @@ from graph_helpers import add_ticket, make_config, make_orchestrator
 
 from orchestrator.coding_agent.orphans import MARK_VAR, own_mark
 from orchestrator.errors import ClaimLost, StoreUnavailable
+from orchestrator.lifecycle.run_lifecycle import RunLifecycle
 from orchestrator.running.checkpoints import open_checkpointer
 from orchestrator.running.run import Run, fence_checkpoints, stop_run_processes
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
@@ -78,7 +79,7 @@ def claimed(store_target, tmp_path):
 
 
 def _run(store, run_id: str, lease_s: float) -> Run:
-    run = Run.held(store, None, "t1", run_id, lease_s=lease_s, reconnect_s=1)
+    run = Run.held(store, RunLifecycle(store), "t1", run_id, lease_s=lease_s, reconnect_s=1)
     run.on_lost(lambda: stop_run_processes(run))
     return run
 
