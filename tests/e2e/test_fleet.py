@@ -319,6 +319,6 @@ def test_a_store_outage_past_the_retry_but_within_the_lease_is_ridden_out_by_eve
     with TicketStore(pg_url) as store:
         ends = [e["data"] for e in store.list_events() if e["kind"] == "run_end"]
         assert not [d for d in ends if d["status"] in ("failed", "lost")], ends
-        for i in tickets:  # each resumed under its one run, to completion
+        for i in tickets:  # each complete under its one run
             runs = store.list_runs(f"t{i:02d}")
             assert [r["status"] for r in runs] == ["complete"], runs
