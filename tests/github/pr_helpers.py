@@ -15,8 +15,9 @@ from tickets.model import Ticket
 from tickets.store import TicketStore
 
 
-def complete_pr_ticket(tmp_path: Path, repo: Path, github: Any) -> None:
-    """gh-1 complete on middle/gh-1 (its worktree path recorded), its pull request open."""
+def complete_pr_ticket(tmp_path: Path, repo: Path, github: Any, *, open_pr: bool = True, **run_fields: Any) -> None:
+    """gh-1 complete on middle/gh-1 (its worktree path recorded, unless `run_fields` say otherwise),
+    its pull request open (`open_pr=False`: not yet)."""
     github.add_issue("me/app", "Handle empty input", "calc() crashes on ''")
     base = out(repo, "rev-parse", "HEAD")
     git(repo, "checkout", "--quiet", "-b", "middle/gh-1")
@@ -31,7 +32,9 @@ def complete_pr_ticket(tmp_path: Path, repo: Path, github: Any) -> None:
         assert run_id is not None
         s.set_run_fields(run_id, repo=str(repo), branch="middle/gh-1", base_branch="main", base_commit=base,
                          head_commit=head, changes=[{"path": "calc.py", "added": 2, "deleted": 0}],
-                         isolation="worktree", worktree=str(tmp_path / ".middle" / "worktrees" / "gh-1"))
+                         isolation="worktree",
+                         **{"worktree": str(tmp_path / ".middle" / "worktrees" / "gh-1"), **run_fields})
         s.end_run("gh-1", run_id, "complete", None, ticket_reason="calc() returns 0 for empty input.")
-    result = CliRunner().invoke(main, ["pr", "gh-1"])
-    assert result.exit_code == 0, result.output
+    if open_pr:
+        result = CliRunner().invoke(main, ["pr", "gh-1"])
+        assert result.exit_code == 0, result.output

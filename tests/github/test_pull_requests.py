@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pr_helpers import complete_pr_ticket
 
 from orchestrator.cli.main import main
 from orchestrator.testing import make_repo
-from orchestrator.testing.git import commit_all
 from orchestrator.workspace.git import git, out
-from tickets.model import Ticket, TicketStatus
+from tickets.model import TicketStatus
 from tickets.store import TicketStore
 
 
@@ -36,22 +36,7 @@ def project(tmp_path, monkeypatch, github):
     repo = make_repo(tmp_path / "repo")
     git(tmp_path, "init", "--quiet", "--bare", str(tmp_path / "remote.git"))
     write_config(tmp_path, github.url, str(tmp_path / "remote.git"))
-    github.add_issue("me/app", "Handle empty input", "calc() crashes on ''")
-    base = out(repo, "rev-parse", "HEAD")
-    git(repo, "checkout", "--quiet", "-b", "middle/gh-1")
-    (repo / "calc.py").write_text("def calc(s):\n    return s or 0\n")
-    head = commit_all(repo, "Handle empty input")
-    git(repo, "checkout", "--quiet", "main")
-    with TicketStore(tmp_path / ".middle" / "middle.sqlite3") as store:
-        store.upsert_ticket(Ticket(id="gh-1", project_id="app", title="Handle empty input", project_path=str(repo),
-                                   source="https://github.example/me/app/issues/1",
-                                   fields={"github": {"repo": "me/app", "number": 1}, "labels": []}))
-        run_id = store.claim_new_run("gh-1", ("pending",))
-        assert run_id is not None
-        store.set_run_fields(run_id, repo=str(repo), branch="middle/gh-1", base_branch="main", base_commit=base,
-                             head_commit=head, changes=[{"path": "calc.py", "added": 2, "deleted": 0}],
-                             isolation="worktree", total_cost_usd=0.42)
-        store.end_run("gh-1", run_id, "complete", None, ticket_reason="calc() returns 0 for empty input.")
+    complete_pr_ticket(tmp_path, repo, github, open_pr=False, worktree=None, total_cost_usd=0.42)
     return tmp_path
 
 
