@@ -13,18 +13,16 @@ without structured output does; `rejected_credentials` makes it answer 401 to th
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from .local_server import LocalServer, RequestRecord
+from .local_server import RequestRecord
 from .messages import classify
 from .replies import ApiError, Reply, estimate_tokens, new_id
-from .scripted import ScriptedResponder
-from .server import Responder
+from .server import RecordingFake, Responder
 
 ROUTES = ("/v1/chat/completions", "/chat/completions")
 
@@ -37,21 +35,17 @@ class ChatRequest(RequestRecord):
     reply: dict[str, Any] = field(default_factory=dict)
 
 
-class FakeChatCompletionsAPI(LocalServer):
+class FakeChatCompletionsAPI(RecordingFake[ChatRequest]):
     """Serves POST /v1/chat/completions on 127.0.0.1 (an ephemeral port); `base_url` ends in /v1."""
 
     _name = "fake-chat-completions-api"
 
     def __init__(self, responder: Responder | None = None, *, supports_json_schema: bool = True,
                  max_completion_tokens_only: bool = False, host: str = "127.0.0.1", port: int = 0):
-        super().__init__(host, port)
-        self.responder: Responder = responder if responder is not None else ScriptedResponder()
+        super().__init__(responder, host, port)
         self.supports_json_schema = supports_json_schema
         # As OpenAI's reasoning models: `max_tokens` refused with a 400 naming max_completion_tokens.
         self.max_completion_tokens_only = max_completion_tokens_only
-        self.rejected_credentials: set[str] = set()
-        self._lock = threading.Lock()
-        self._requests: list[ChatRequest] = []
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         fake = self
@@ -66,24 +60,10 @@ class FakeChatCompletionsAPI(LocalServer):
         return self.start()  # type: ignore[no-any-return]
 
     @property
-    def script(self) -> ScriptedResponder:
-        if not isinstance(self.responder, ScriptedResponder):
-            raise TypeError(f"this fake answers with {type(self.responder).__name__}, not a ScriptedResponder")
-        return self.responder
-
-    @property
     def base_url(self) -> str:
         """The address to configure as `[agent] base_url` (OpenAI clients append /chat/completions)."""
         return f"http://{self._address[0]}:{self._port}/v1"
 
-    @property
-    def requests(self) -> list[ChatRequest]:
-        with self._lock:
-            return list(self._requests)
-
-    def _record(self, request: ChatRequest) -> None:
-        with self._lock:
-            self._requests.append(request)
 
 
 def as_messages_body(chat: dict[str, Any]) -> dict[str, Any]:

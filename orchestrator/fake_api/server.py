@@ -24,7 +24,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from .cloud import cloud_route, google_token_reply
@@ -58,24 +58,52 @@ class RecordedRequest(RequestRecord):
     cloud: str | None = None  # "bedrock" or "vertex" when it came on that cloud's route (fake_api.cloud)
 
 
-class FakeMessagesAPI(LocalServer):
+R = TypeVar("R", bound=RequestRecord)
+
+
+class RecordingFake(LocalServer, Generic[R]):
+    """What every fake of a model API shares: the responder that decides each reply, the
+    credentials it refuses, and the record of what it received."""
+
+    def __init__(self, responder: Responder | None, host: str, port: int):
+        super().__init__(host, port)
+        self.responder: Responder = responder if responder is not None else ScriptedResponder()
+        self.rejected_credentials: set[str] = set()  # refused with a 401 (tests of a wrong credential)
+        self._lock = threading.Lock()
+        self._requests: list[R] = []
+
+    @property
+    def script(self) -> ScriptedResponder:
+        """The ScriptedResponder, for `fake.script.coding_agent(...)`; an error for other responders."""
+        if not isinstance(self.responder, ScriptedResponder):
+            raise TypeError(f"this fake answers with {type(self.responder).__name__}, not a ScriptedResponder")
+        return self.responder
+
+    @property
+    def requests(self) -> list[R]:
+        """A snapshot of every request received so far, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    def _record(self, request: R) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+
+class FakeMessagesAPI(RecordingFake[RecordedRequest]):
     """Serves POST /v1/messages and /v1/messages/count_tokens on 127.0.0.1 (an ephemeral port), and
     the same Messages API on Bedrock's and Vertex's routes (see fake_api.cloud)."""
 
     _name = "fake-messages-api"
 
     def __init__(self, responder: Responder | None = None, host: str = "127.0.0.1", port: int = 0):
-        super().__init__(host, port)
-        self.responder: Responder = responder if responder is not None else ScriptedResponder()
-        # Credentials the fake refuses (401; 403 on Bedrock's route, as AWS does): a request whose
+        # rejected_credentials here: 401, 403 on Bedrock's route (as AWS does), for a request whose
         # x-api-key or Authorization header contains one (an API key, an AWS access key id, a
-        # Google access token), or a token request whose form body does; for tests of a wrong credential.
-        self.rejected_credentials: set[str] = set()
+        # Google access token), or a token request whose form body does.
+        super().__init__(responder, host, port)
         # False: a request with `output_config` (structured output) gets a 400 naming it, as from a
         # cloud region or a gateway that does not have it.
         self.supports_structured_output = True
-        self._lock = threading.Lock()
-        self._requests: list[RecordedRequest] = []
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         return _make_handler(self)
@@ -87,33 +115,16 @@ class FakeMessagesAPI(LocalServer):
         return self.start()
 
     @property
-    def script(self) -> ScriptedResponder:
-        """The ScriptedResponder, for `fake.script.coding_agent(...)`; an error for other responders."""
-        if not isinstance(self.responder, ScriptedResponder):
-            raise TypeError(f"this fake answers with {type(self.responder).__name__}, not a ScriptedResponder")
-        return self.responder
-
-    @property
     def base_url(self) -> str:
         return f"http://{self._address[0]}:{self._port}"
 
     # -- the record ----------------------------------------------------------------------------
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        """A snapshot of every request received so far, oldest first."""
-        with self._lock:
-            return list(self._requests)
-
     def requests_for(self, channel: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.channel == channel]
 
     def clear(self) -> None:
         with self._lock:
             self._requests.clear()
-
-    def _record(self, request: RecordedRequest) -> None:
-        with self._lock:
-            self._requests.append(request)
 
 
 def _make_handler(fake: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
