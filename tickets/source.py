@@ -210,12 +210,19 @@ def _too_long(size: int, limit: int, unit: str) -> _BadFile:
 
 
 def _check_commands(meta: dict[str, Any]) -> None:
-    """`check:` (the ticket's own check commands, kept in its fields) must be a list of shell lines,
-    and `check_must_pass:` true or false."""
+    """`check:` (the ticket's own check commands, kept in its fields) must be a list of shell lines
+    or tables with a `run` line (their other keys are checked when the ticket runs, against
+    [[check.commands]]), `check_must_pass:` and `allow_removed_tests:` true or false."""
     raw = meta.get("check", [])
-    if not isinstance(raw, list) or not all(isinstance(c, str) and c.strip() for c in raw):
-        raise _BadFile("'check' must be a list of shell commands, e.g. 'check: [\"python -m pytest -q\"]' "
-                       "(or 'check: []' to run none for this ticket)")
+    if not isinstance(raw, list) or not all(
+            (isinstance(c, str) and c.strip()) or (isinstance(c, dict) and isinstance(c.get("run"), str)
+                                                   and c["run"].strip()) for c in raw):
+        raise _BadFile("'check' must be a list of shell commands, e.g. 'check: [\"python -m pytest -q\"]', "
+                       "or of tables such as '{run: \"npm test\", junit: \"junit.xml\"}' (or 'check: []' to "
+                       "run none for this ticket)")
+    if "allow_removed_tests" in meta and not isinstance(meta["allow_removed_tests"], bool):
+        raise _BadFile("'allow_removed_tests' must be true or false (true: the ticket may remove or skip tests "
+                       "the base commit ran)")
     if "check_must_pass" in meta and not isinstance(meta["check_must_pass"], bool):
         raise _BadFile("'check_must_pass' must be true or false (true: the ticket's checks must pass "
                        "outright, a failure the base commit already has is not excused)")

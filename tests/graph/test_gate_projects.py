@@ -396,3 +396,19 @@ def test_a_person_allows_removing_a_test_in_the_front_matter_then_resume_and_fee
         round_ = orch.feedback("t2", "Removing that test is right: it tested a bug we keep on purpose.")
         assert round_.status == "complete", round_.reason
         assert orch.store.latest_run("t2")["check_status"] == "passed"
+
+
+def test_a_tickets_file_may_name_its_check_as_a_table_and_a_table_without_run_is_refused(tmp_path):
+    from tickets.errors import TicketError
+    from tickets.source import load_ticket_file
+
+    head = "---\nid: t1\ntitle: T\nproject: p\n"
+    good = tmp_path / "good.md"
+    good.write_text(head + 'check:\n  - {run: "sh check.sh", baseline: "exit-code"}\n---\nDo it.\n')
+    assert load_ticket_file(good, tmp_path).fields["check"] == [{"run": "sh check.sh", "baseline": "exit-code"}]
+    for body, says in (('check:\n  - {junit: "r.xml"}\n', "'check' must be a list"),
+                       ("allow_removed_tests: yes please\n", "'allow_removed_tests' must be true or false")):
+        bad = tmp_path / "bad.md"
+        bad.write_text(head + body + "---\nDo it.\n")
+        with pytest.raises(TicketError, match=says):
+            load_ticket_file(bad, tmp_path)
