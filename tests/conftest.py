@@ -54,20 +54,6 @@ def require_shared_data(path: Path) -> Path:
     return path
 
 
-def require_cli(name: str, install: str) -> str:
-    """The path of the `name` executable on PATH (a coding agent's CLI: codex, gemini, opencode,
-    aider); else skip the test with the install command, or fail it under CI, whose .ci/run installs
-    every built-in coding agent's CLI before the tests."""
-    import shutil
-
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI=true but `{name}` is not on PATH; .ci/run installs it ({install})")
-        pytest.skip(f"`{name}` is not installed ({install})")
-    return path
-
-
 @pytest.fixture
 def shared_data() -> Callable[[str], Path]:
     """shared_data("musique100") -> ../shared/data/musique100, or skip (fail under CI) without it."""
