@@ -12,12 +12,12 @@ import time
 import uuid
 from collections import deque
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, ContextManager
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..errors import CodingAgentError, RunInterrupted
-from .base import EventCallback, TurnResult
+from .base import EventCallback, Offline, TurnResult
 from .locate import INSTALL_HINT, find_claude_cli
 from .orphans import MARK_VAR, die_with_parent, own_mark, stop_marked
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
@@ -99,6 +99,13 @@ class ClaudeCodeAgent:
         self._procs_lock = threading.Lock()
         self._live: dict[int, subprocess.Popen] = {}
         self._stopped: dict[int, str] = {}
+
+    @classmethod
+    def offline(cls, responder: Any, workdir: Path) -> ContextManager[Offline]:
+        """Claude Code on the local fake Messages API answering from `responder` (see base.Offline)."""
+        from .claude_code_offline import claude_code_offline
+
+        return claude_code_offline(responder, workdir)
 
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group (Ctrl-C, SIGTERM of a batch); each of those
