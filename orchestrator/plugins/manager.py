@@ -185,6 +185,9 @@ def check_options(config: Any) -> None:
     reg = registry()
     reg.coding_agent_options(config.coding_agent.kind, config.coding_agent.options)
     for kind, options in config.coding_agents.items():  # the agents tickets may pick
+        if kind not in reg.coding_agents:
+            raise ConfigError(f"[coding_agents.{kind}] names no registered coding agent: choose one of "
+                              f"{', '.join(sorted(reg.coding_agents))} (`middle agents` lists them)")
         reg.coding_agent_options(kind, options, f"[coding_agents.{kind}]")
     if config.memory.backend != "none" or config.memory.options:
         reg.backend_options(config.memory.backend, config.memory.options)

@@ -146,3 +146,18 @@ def test_coding_agents_tables_are_checked_as_the_agent_options_are(shell_plugin,
     result = middle(config, "tickets")
     assert result.exit_code != 0
     assert "error: bad [coding_agents.claude-code] for coding agent 'claude-code': turn_timout_s" in result.output
+
+
+def test_a_coding_agents_table_of_an_unknown_kind_is_one_error_line(shell_plugin, tmp_path):
+    config = project(tmp_path, {"t1.md": CLAUDE_TICKET}, extra="[coding_agents.nope]\nmodel = \"x\"\n")
+    result = middle(config, "tickets")
+    assert result.exit_code != 0
+    assert result.output.strip().splitlines() == [
+        "error: [coding_agents.nope] names no registered coding agent: choose one of claude-code, shell-agent "
+        "(`middle agents` lists them)"]
+
+
+def test_a_coding_agent_that_is_not_a_name_is_a_broken_ticket_file(shell_plugin, tmp_path):
+    config = project(tmp_path, {"t1.md": CLAUDE_TICKET.replace("id: t1", "id: t1\ncoding_agent: [a, b]")})
+    result = middle(config, "tickets")
+    assert "'coding_agent' must name a coding agent's kind" in " ".join(result.output.split())
