@@ -10,6 +10,7 @@ the ticket store, then the offline fake API if one was started.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from contextlib import ExitStack
 from functools import cached_property
@@ -224,7 +225,13 @@ class Services:
 
     @cached_property
     def coding_agent_env(self) -> dict[str, str]:
-        """Variables merged over the environment for the coding agent's process (fake mode: the fake)."""
+        """Variables merged over the environment for the configured coding agent's process (fake mode: the fake)."""
+        return self.agent_env(self.config.coding_agent.kind)
+
+    def agent_env(self, kind: str) -> dict[str, str]:
+        """Variables merged over the environment for coding agent `kind`'s process: offline, the fake
+        Messages API's (its own fake, if it has `offline`, comes in _build_coding_agent); Claude Code
+        following `[agent] provider` to Bedrock or Vertex, that cloud's."""
         env = dict(self._coding_agent_env)
         if self.fake:
             from orchestrator.config.offline import FAKE_API_KEY
@@ -234,6 +241,10 @@ class Services:
             claude_config.mkdir(parents=True, exist_ok=True)
             env = {**claude_code_env(self.fake_api.base_url, str(claude_config),
                                      api_key=FAKE_API_KEY), **env}
+        elif kind == "claude-code" and coding_agent_options(self.config, kind).get("follow_provider", True):
+            from orchestrator.coding_agent.claude_code_cloud import provider_env
+
+            env = {**provider_env(self.config.agent, {**os.environ, **env}), **env}
         return env
 
     @property
@@ -261,7 +272,7 @@ class Services:
     def _build_coding_agent(self, kind: str) -> CodingAgent:
         cls = self.registry.coding_agent_class(kind)
         options = coding_agent_options(self.config, kind)
-        env = self.coding_agent_env
+        env = self.coding_agent_env if kind == self.config.coding_agent.kind else self.agent_env(kind)
         offline = getattr(cls, "offline", None)
         if self.fake and kind not in _SHARES_THE_FAKE and offline is not None:
             # Another model API than the Messages API: the agent's own fake, answering from the same
