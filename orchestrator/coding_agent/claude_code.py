@@ -6,14 +6,14 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, ContextManager
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from orchestrator.claude_cli import INSTALL_HINT, find_claude_cli
 
 from ..errors import CodingAgentError
-from .base import EventCallback, TurnResult
+from .base import EventCallback, Offline, TurnResult
 from .process import TurnProcesses, safe_callback, tail
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
 from .stream_json import TurnStream, permission_denials, turn_cost
@@ -94,6 +94,18 @@ class ClaudeCodeAgent:
         self.env = dict(env or {})  # merged over os.environ for the child (e.g. claude_code_env())
         # Turns running now (one per parallel ticket), so stop_all() can end every one of them.
         self._processes = TurnProcesses("Claude Code")
+
+    @classmethod
+    def offline(cls, responder: Any, workdir: Path) -> ContextManager[Offline]:
+        """Claude Code on the local fake Messages API answering from `responder` (see base.Offline)."""
+        from .claude_code_offline import claude_code_offline
+
+        return claude_code_offline(responder, workdir)
+
+    @classmethod
+    def find_cli(cls, options: ClaudeCodeOptions | None = None) -> str:
+        """The `claude` executable these options run; CodingAgentError (with the install command) if none."""
+        return find_claude_cli((options or ClaudeCodeOptions()).cli_path)
 
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group (Ctrl-C, SIGTERM of a batch); each of those
