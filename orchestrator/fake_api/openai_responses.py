@@ -43,6 +43,9 @@ __all__ = ["FakeResponsesAPI", "ResponsesRequest", "canonical_to_items", "respon
 
 ROUTES = ("/v1/responses", "/responses")
 _CWD_RE = re.compile(r"<cwd>([^<]+)</cwd>")
+# User messages Codex writes itself; the canonical body keeps them in `system`, so the last user
+# message is the prompt alone, as in Claude Code's requests.
+_HARNESS_TAGS = ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions")
 _EXIT_RE = re.compile(r"Process exited with code (-?\d+)")
 
 # Codex's tools and the Claude Code tool each one stands for, in the canonical body's `tools`.
@@ -171,6 +174,11 @@ def _output_failed(item: dict[str, Any]) -> bool:
     return bool(code and code.group(1) != "0")
 
 
+def _harness(text: str) -> bool:
+    """Whether a user message is context Codex adds (environment, AGENTS.md), not the prompt."""
+    return text.lstrip().startswith(_HARNESS_TAGS)
+
+
 def responses_to_canonical(body: dict[str, Any], fake: FakeResponsesAPI | None = None) -> dict[str, Any]:
     """A Responses API request body as an Anthropic Messages body (see the module docstring)."""
     items = body.get("input")
@@ -195,7 +203,7 @@ def responses_to_canonical(body: dict[str, Any], fake: FakeResponsesAPI | None =
             found = _CWD_RE.search(text)
             if found and cwd is None:
                 cwd = found.group(1).strip()
-            if item.get("role") in ("developer", "system"):
+            if item.get("role") in ("developer", "system") or (item.get("role") == "user" and _harness(text)):
                 system_parts.append(text)
             elif item.get("role") in ("user", "assistant") and text:
                 add(str(item["role"]), {"type": "text", "text": text})
