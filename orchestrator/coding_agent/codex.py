@@ -63,7 +63,7 @@ CODEX_VERSION = "0.171.0"
 INSTALL = f"npm install -g @openai/codex@{CODEX_VERSION}"
 INSTALL_HINT = f"Install the Codex CLI with `{INSTALL}` or set `[coding_agent.options] cli_path`."
 OFFLINE_MODEL = "gpt-5.5"  # a model 0.171 knows, so it offers apply_patch (an unknown one gets no patch tool)
-OFFLINE_KEY_VAR = "MIDDLE_CODEX_API_KEY"
+OFFLINE_KEY_VAR = "CODEX_OFFLINE_API_KEY"  # not MIDDLE_*: those are middle's own settings
 _THREAD_RE = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 _DENIED_RE = re.compile(r"error=patch rejected: ([^\n]*)")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
