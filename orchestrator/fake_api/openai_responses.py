@@ -216,7 +216,7 @@ def responses_to_canonical(body: dict[str, Any], fake: FakeResponsesAPI | None =
                          "is_error": _output_failed(item)})
     if cwd:
         system_parts.append(f"Primary working directory: {cwd}")
-    tools = []
+    tools: list[dict[str, Any]] = []
     for tool in body.get("tools") or []:
         name = tool.get("name") if isinstance(tool, dict) else None
         for canonical in _CANONICAL_TOOLS.get(str(name), ()):
@@ -233,7 +233,8 @@ def write_patch(path: str, content: str) -> str:
     lines = content.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the patch format ends every line with a newline; a missing last one is added
-    return "*** Begin Patch\n*** Add File: " + path + "\n" + "".join("+" + ln + "\n" for ln in lines) + "*** End Patch\n"
+    added = "".join("+" + ln + "\n" for ln in lines)
+    return "*** Begin Patch\n*** Add File: " + path + "\n" + added + "*** End Patch\n"
 
 
 def edit_patch(path: str, old: str, new: str) -> str:

@@ -6,6 +6,7 @@ import json
 
 from orchestrator.coding_agent.codex_events import CodexStream
 
+CHANGES = [{"path": "/p/b.txt", "kind": "add"}, {"path": "/p/c", "kind": "update"}]
 RECORDED = [
     {"type": "thread.started", "thread_id": "01a221c1-4317-70f3-af4f-77debb926c4c"},
     {"type": "turn.started"},
@@ -14,9 +15,9 @@ RECORDED = [
     {"type": "item.completed", "item": {"id": "item_0", "type": "command_execution", "command": "/bin/bash -lc ls",
                                         "aggregated_output": "a.txt\n", "exit_code": 2, "status": "completed"}},
     {"type": "item.started", "item": {"id": "item_1", "type": "file_change", "status": "in_progress",
-                                      "changes": [{"path": "/p/b.txt", "kind": "add"}, {"path": "/p/c", "kind": "update"}]}},
+                                      "changes": CHANGES}},
     {"type": "item.completed", "item": {"id": "item_1", "type": "file_change", "status": "completed",
-                                        "changes": [{"path": "/p/b.txt", "kind": "add"}, {"path": "/p/c", "kind": "update"}]}},
+                                        "changes": CHANGES}},
     {"type": "item.completed", "item": {"id": "item_2", "type": "agent_message", "text": "Done."}},
     {"type": "turn.completed", "usage": {"input_tokens": 200, "cached_input_tokens": 0, "output_tokens": 10}},
 ]

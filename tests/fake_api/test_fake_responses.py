@@ -39,7 +39,8 @@ def test_a_request_becomes_the_canonical_body_with_its_working_directory():
     assert body["system"].startswith("You are Codex.")
     assert f"Primary working directory: {CWD}" in body["system"]
     assert "<environment_context>" in body["system"]  # Codex's context, not the prompt
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Create `a.txt` with:\n```\nA\n```\n"}]}]
+    prompt = "Create `a.txt` with:\n```\nA\n```\n"
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
     assert [t["name"] for t in body["tools"]] == ["Bash", "Read", "Write", "Edit"]
 
 
@@ -49,7 +50,7 @@ def test_tool_calls_and_outputs_become_tool_use_and_tool_result_blocks():
         user("go"),
         {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": patch},
         {"type": "function_call", "call_id": "c2", "name": "exec_command", "arguments": '{"cmd": "false"}'},
-        {"type": "custom_tool_call_output", "call_id": "c1", "output": "Success. Updated the following files:\nA a.txt"},
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "Success. Updated the following files:\nA a"},
         {"type": "function_call_output", "call_id": "c2", "output": "Process exited with code 1\nOutput:\n"},
     ))
     assistant, results = body["messages"][1], body["messages"][2]
