@@ -36,24 +36,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import CodingAgentError
-from .base import EventCallback, TurnResult
+from .base import EventCallback, Offline, TurnResult
 from .codex_events import CodexStream
 from .process import ProcessOutcome, TurnProcesses, safe_callback, tail
-
-try:  # the agentkit branch defines Offline in base.py; until it lands, the same three fields here
-    from .base import Offline  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - removed once base.Offline is on main
-    from dataclasses import dataclass
-    from typing import Callable
-
-    @dataclass
-    class Offline:  # type: ignore[no-redef]
-        """What `offline()` yields: `[coding_agent.options]` overrides, the child's environment,
-        and the canonical (Anthropic-shaped) bodies the fake received on the coding_agent channel."""
-
-        options: dict[str, Any]
-        env: dict[str, str]
-        requests: Callable[[], list[dict[str, Any]]]
 
 __all__ = ["CODEX_VERSION", "INSTALL_HINT", "CodexAgent", "CodexOptions", "CodexProvider"]
 
