@@ -57,6 +57,8 @@ def test_a_two_turn_ticket_on_codex_reaches_complete_with_its_commit(tmp_path, f
     # The commit on the ticket's branch holds both turns' files; main is untouched.
     assert out(repo, "show", "middle/t1:one.txt") == "one" and out(repo, "show", "middle/t1:two.txt") == "two"
     assert branch_commit(repo, "main") == base
+    changed = out(repo, "diff", "--name-only", base, "middle/t1").split()
+    assert changed == ["one.txt", "two.txt"]  # nothing of Codex's own (sessions, temp files) committed
     # Turn 2 resumed turn 1's Codex session: its last request carries turn 1's prompt and tool call.
     last = codex_requests[-1]
     said = [b.get("text") for m in last["messages"] for b in m["content"] if b["type"] == "text"]
