@@ -260,8 +260,12 @@ class CodexAgent:
             return (f"Codex has no session {session_id} to resume here (thread {stream.thread_id}; its sessions "
                     "live under CODEX_HOME). Start a new session for this ticket.")
         if stream.failure:
+            status = _status(stream.failure)
+            advice = ("Check the API key (the provider's env_key, or `codex login`)" if status in (401, 403)
+                      else "Wait for the provider's rate limit, or lower the parallel runs" if status == 429
+                      else "Check the provider's base_url, model and status")
             return (f"Codex could not get an answer from the model: {tail(stream.failure, 400).rstrip('.')}. "
-                    "Check the provider's base_url and API key (or `codex login`), then retry the ticket.")
+                    f"{advice}, then retry the ticket.")
         if outcome.exit_code is not None and outcome.exit_code < 0:
             return f"Codex was killed by signal {-outcome.exit_code}{f' (stderr: {err})' if err else ''}."
         return (f"Codex exited with code {outcome.exit_code} without finishing the turn"

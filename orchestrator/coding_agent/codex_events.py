@@ -11,6 +11,7 @@ where one fits (a command is `Bash`, an added file `Write`, a changed one `Edit`
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,17 @@ _FILE_TOOLS = {"add": "Write", "update": "Edit", "delete": "Delete"}
 def _short(text: Any, limit: int = _MAX_EVENT_TEXT) -> str:
     text = "" if text is None else str(text)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _readable(message: Any) -> str:
+    """Codex passes some API errors on as the raw body (`{"error": {"message": ...}}`): its message."""
+    text = str(message)
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text
+    error = body.get("error") if isinstance(body, dict) else None
+    return str(error.get("message") or text) if isinstance(error, dict) else text
 
 
 @dataclass
@@ -58,10 +70,10 @@ class CodexStream:
             return []
         if kind == "turn.failed":
             error = obj.get("error")
-            self.failure = str(error.get("message") if isinstance(error, dict) else error or "the turn failed")
+            self.failure = _readable(error.get("message") if isinstance(error, dict) else error or "the turn failed")
             return [{"type": "log", "line": _short(self.failure, 500)}]
         if kind == "error":
-            self.failure = str(obj.get("message") or "error")
+            self.failure = _readable(obj.get("message") or "error")
             return [{"type": "log", "line": _short(self.failure, 500)}]
         item = obj.get("item")
         if kind in ("item.started", "item.completed") and isinstance(item, dict):
