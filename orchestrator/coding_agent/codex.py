@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, ContextManager, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -47,8 +47,6 @@ log = logging.getLogger(__name__)
 CODEX_VERSION = "0.171.0"
 INSTALL = f"npm install -g @openai/codex@{CODEX_VERSION}"
 INSTALL_HINT = f"Install the Codex CLI with `{INSTALL}` or set `[coding_agent.options] cli_path`."
-OFFLINE_MODEL = "gpt-5.5"  # a model 0.171 knows, so it offers apply_patch (an unknown one gets no patch tool)
-OFFLINE_KEY_VAR = "CODEX_OFFLINE_API_KEY"  # not MIDDLE_*: those are middle's own settings
 _THREAD_RE = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 _DENIED_RE = re.compile(r"error=patch rejected: ([^\n]*)")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -274,29 +272,12 @@ class CodexAgent:
 
     # -- offline: the fake Responses API -------------------------------------------------------
     @classmethod
-    @contextmanager
-    def offline(cls, responder: Any, workdir: Path) -> Iterator[Offline]:
-        """Start a fake Responses API answering from `responder`, with a private CODEX_HOME and HOME
-        under `workdir`, and yield the options and environment that make Codex talk only to it."""
-        from orchestrator.fake_api.openai_responses import FakeResponsesAPI
+    def offline(cls, responder: Any, workdir: Path) -> ContextManager[Offline]:
+        """Codex on the local fake Responses API answering from `responder` (see base.Offline and
+        codex_offline)."""
+        from .codex_offline import codex_offline
 
-        home = Path(workdir) / "codex-home"
-        user_home = Path(workdir) / "codex-user-home"
-        home.mkdir(parents=True, exist_ok=True)
-        user_home.mkdir(parents=True, exist_ok=True)
-        with FakeResponsesAPI(responder) as fake:
-            options = {
-                "model": OFFLINE_MODEL,
-                "provider": {"base_url": fake.base_url, "env_key": OFFLINE_KEY_VAR,
-                             "request_max_retries": 0, "stream_max_retries": 0},
-                # Nothing but the fake: no plugin marketplace sync (a git ls-remote to GitHub), no apps.
-                "extra_args": ["-c", "features.plugins=false", "-c", "features.apps=false",
-                               "-c", "features.remote_plugin=false"],
-            }
-            no_proxy = ",".join(filter(None, ["127.0.0.1", "localhost", os.environ.get("NO_PROXY", "")]))
-            env = {"CODEX_HOME": str(home), "HOME": str(user_home), OFFLINE_KEY_VAR: "sk-fake-local",
-                   "OPENAI_API_KEY": "", "NO_PROXY": no_proxy, "no_proxy": no_proxy}
-            yield Offline(options=options, env=env, requests=fake.canonical_requests)
+        return codex_offline(responder, workdir)
 
 
 class SessionMap:
