@@ -1,8 +1,9 @@
 """The Codex worker: one `codex exec --json` process per turn (OpenAI's Codex CLI, pinned 0.171.0),
 its JSONL parsed live; later turns `codex exec resume <thread id>`.
 
-Confinement: Codex's own sandbox, `workspace-write` (on Linux: bubblewrap + seccomp, which works
-in an unprivileged container): its shell commands can write only in the project directory (and
+Confinement: Codex's own sandbox, `workspace-write` (on Linux: a mount namespace with / read-only
+and the writable roots bound read-write, plus a seccomp filter; seen working in an unprivileged
+container): its shell commands can write only in the project directory (and
 `additional_dirs`), and its apply_patch refuses paths outside the project. Codex makes /tmp and
 $TMPDIR writable too by default; here /tmp is not (`exclude_slash_tmp`) and $TMPDIR is a private
 directory made for the turn and removed after it (`private_tmp`), so a write outside the
