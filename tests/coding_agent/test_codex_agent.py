@@ -107,6 +107,14 @@ def test_resuming_a_session_codex_never_started_is_session_lost(make_agent, proj
     assert turn.is_error is True and "to resume here" in (turn.error or "")  # graph.rounds.session_lost
 
 
+def test_a_recorded_thread_codex_no_longer_has_is_session_lost(make_agent, offline, project):
+    # E.g. CODEX_HOME was cleaned, or the run moved to another machine: the record outlived the thread.
+    SessionMap(Path(offline.env["CODEX_HOME"])).put("s-gone", "01a221c1-0000-70f3-af4f-77debb926c4c")
+    turn = make_agent().run_turn("again", project, session_id="s-gone", resume=True)
+    assert turn.is_error is True and "to resume here" in (turn.error or "")
+    assert turn.terminal_reason == "session_lost"
+
+
 def test_a_corrupt_session_record_is_an_error_naming_it(make_agent, offline, project):
     record = SessionMap(Path(offline.env["CODEX_HOME"]))._path("s-bad")
     record.parent.mkdir(parents=True)
