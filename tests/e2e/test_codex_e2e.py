@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,17 +32,27 @@ def toml_table(name: str, values: dict) -> str:
     return "\n".join(lines) + "\n" + "".join(tables)
 
 
-def test_a_two_turn_ticket_on_codex_reaches_complete_with_its_commit(tmp_path, fake_api):
+def run_two_turns(tmp_path: Path, fake_api, after_turn_one=None):
+    """`middle run` of TICKET on Codex: turn 1 writes one.txt, the middle agent asks for two.txt, turn 2
+    writes it. `after_turn_one(codex_home)` runs as turn 1 ends. Returns (repo, base, result, codex requests)."""
     require_cli("codex", INSTALL)
     repo = fresh_project(tmp_path, {"t1.md": TICKET})
     base = branch_commit(repo, "main")
     script = fake_api.script
+    home = tmp_path / "codex" / "codex-home"
+
+    def turn_one_done(body):
+        if after_turn_one is not None:
+            after_turn_one(home)
+        return done("Created one.txt.")
+
     script.agent(plan("Create one.txt containing one."),
                  decide(False, "one.txt is there; two.txt is missing.", "Now create two.txt containing two."),
                  decide(True, "Created one.txt and two.txt."))
-    script.coding_agent(write_file("one.txt", "one\n"), done("Created one.txt."),
+    script.coding_agent(write_file("one.txt", "one\n"), turn_one_done,
                         write_file("two.txt", "two\n"), done("Created two.txt."))
     with CodexAgent.offline(script, tmp_path / "codex") as offline:
+        assert offline.env["CODEX_HOME"] == str(home)
         options = {**offline.options, "turn_timeout_s": 120}
         (tmp_path / "middle.toml").write_text(
             'state_dir = "state"\n[project]\npath = "repo"\n[agent]\nmax_turns = 4\n'
@@ -59,9 +70,28 @@ def test_a_two_turn_ticket_on_codex_reaches_complete_with_its_commit(tmp_path, f
     assert branch_commit(repo, "main") == base
     changed = out(repo, "diff", "--name-only", base, "middle/t1").split()
     assert changed == ["one.txt", "two.txt"]  # nothing of Codex's own (sessions, temp files) committed
+    return result, codex_requests
+
+
+def texts(body: dict) -> list[str]:
+    return [b.get("text") for m in body["messages"] for b in m["content"] if b["type"] == "text"]
+
+
+def test_a_two_turn_ticket_on_codex_reaches_complete_with_its_commit(tmp_path, fake_api):
+    _, codex_requests = run_two_turns(tmp_path, fake_api)
     # Turn 2 resumed turn 1's Codex session: its last request carries turn 1's prompt and tool call.
     last = codex_requests[-1]
-    said = [b.get("text") for m in last["messages"] for b in m["content"] if b["type"] == "text"]
+    said = texts(last)
     assert said[0] == "Create one.txt containing one." and said[-1].startswith("Now create two.txt")
     assert [b["input"]["file_path"].rsplit("/", 1)[1] for m in last["messages"] for b in m["content"]
             if b["type"] == "tool_use"] == ["one.txt", "two.txt"]
+
+
+def test_a_lost_session_record_gives_turn_two_a_new_session_with_a_recap(tmp_path, fake_api):
+    # As after a crash before Codex announced its thread: no record of turn 1's session is left.
+    result, codex_requests = run_two_turns(tmp_path, fake_api,
+                                           after_turn_one=lambda home: shutil.rmtree(home / "middle-sessions"))
+    assert "a new one is told the earlier work" in result.stdout
+    said = texts(codex_requests[-1])
+    assert len(said) == 1 and "Create one.txt containing one." in said[0]  # one prompt: the recap
+    assert "Now create two.txt" in said[0]
