@@ -94,14 +94,16 @@ class CodexOptions(BaseModel):
     turn_timeout_s: float = Field(900, gt=0, description=(
         "Seconds one turn may take; then Codex's whole process group is killed."))
     extra_args: list[str] = Field(default_factory=list, description=(
-        "More arguments for `codex exec`, appended as given (e.g. [\"-c\", \"model_reasoning_effort=\\\"low\\\"\"]). "
+        "More arguments for `codex exec` and `codex exec resume` (so only options both take), "
+        "appended as given (e.g. [\"-c\", \"model_reasoning_effort=\\\"low\\\"\"]). "
         "Arguments that would lift the sandbox or the approval policy are refused."))
 
     @field_validator("extra_args")
     @classmethod
     def _keeps_the_sandbox(cls, args: list[str]) -> list[str]:
         for arg in args:
-            if any(arg == bad or (bad.isidentifier() and arg.startswith(bad)) for bad in _UNCONFINED):
+            # Anywhere in the argument: `--config=sandbox_mode=...` and `--sandbox=...` count too.
+            if arg == "-s" or any(bad in arg for bad in _UNCONFINED if bad != "-s"):
                 raise ValueError(f"{arg!r} would change Codex's sandbox or approval policy, which keep its "
                                  "writes in the project; use the `sandbox` option instead")
         return args

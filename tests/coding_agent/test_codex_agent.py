@@ -224,7 +224,8 @@ def test_a_missing_cli_is_a_coding_agent_error_with_the_install_command(project,
 
 @pytest.mark.parametrize("args", [["--dangerously-bypass-approvals-and-sandbox"], ["--sandbox", "danger-full-access"],
                                   ["-c", 'sandbox_mode="danger-full-access"'], ["-c", "approval_policy=on-request"],
-                                  ["-c", 'sandbox_workspace_write.writable_roots=["/"]']])
+                                  ["-c", 'sandbox_workspace_write.writable_roots=["/"]'],
+                                  ["--config=sandbox_mode=danger-full-access"], ["--sandbox=danger-full-access"]])
 def test_options_that_would_lift_the_sandbox_are_refused(args):
     with pytest.raises(ValidationError, match="sandbox"):
         CodexOptions(extra_args=args)
