@@ -76,6 +76,18 @@ def test_a_turn_writes_a_file_in_the_worktree_and_streams_its_events(script, mak
     assert [e["text"] for e in events if e["type"] == "text"] == ["Writing hello.txt.", "Created hello.txt."]
 
 
+def test_an_edit_and_a_command_run_through_codex_tools(script, make_agent, project):
+    (project / "a.py").write_text("x = 1\ny = 2\nz = 3\n")
+    script.coding_agent(reply(tool_use("Edit", {"file_path": str(project / "a.py"), "old_string": "y = 2",
+                                                "new_string": "y = 20\nw = 4"})),
+                        # A reply of its own: calls of one reply may run in parallel.
+                        reply(tool_use("Bash", {"command": "wc -l < a.py > lines.txt"})), "Edited.")
+    turn = make_agent().run_turn("edit it", project, session_id="s-edit", resume=False)
+    assert turn.is_error is False, turn.error
+    assert (project / "a.py").read_text() == "x = 1\ny = 20\nw = 4\nz = 3\n"
+    assert (project / "lines.txt").read_text().strip() == "4"  # the command ran after the edit, in cwd
+
+
 def test_the_second_turn_resumes_the_session_and_its_request_carries_the_first(script, make_agent, offline,
                                                                                project):
     agent = make_agent()
