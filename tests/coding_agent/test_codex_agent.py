@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -164,10 +165,15 @@ def marked(session_id: str) -> list[int]:
 
 
 def test_the_turn_timeout_kills_codex_and_its_shell(script, make_agent, project):
-    script.coding_agent(reply(tool_use("Bash", {"command": "sleep 97"})))
+    release = threading.Event()
+    # Should Codex hand the model the still-running shell early, the model's next answer is held too.
+    script.coding_agent(reply(tool_use("Bash", {"command": "sleep 97"})), lambda body: (release.wait(60), "late")[1])
     events: list[dict] = []
-    turn = make_agent(turn_timeout_s=4).run_turn("slow", project, session_id="s-slow", resume=False,
-                                                 on_event=events.append)
+    try:
+        turn = make_agent(turn_timeout_s=4).run_turn("slow", project, session_id="s-slow", resume=False,
+                                                     on_event=events.append)
+    finally:
+        release.set()
     assert turn.is_error is True and turn.terminal_reason == "timeout"
     assert "within 4 s" in (turn.error or "")
     pid = next(e["pid"] for e in events if e["type"] == "start")
