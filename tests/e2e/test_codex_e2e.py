@@ -38,6 +38,7 @@ def run_two_turns(tmp_path: Path, fake_api, after_turn_one=None):
     require_cli("codex", INSTALL)
     repo = fresh_project(tmp_path, {"t1.md": TICKET})
     base = branch_commit(repo, "main")
+    assert base is not None
     script = fake_api.script
     home = tmp_path / "codex" / "codex-home"
 
