@@ -34,7 +34,8 @@ def toml_table(name: str, values: dict) -> str:
 
 def run_two_turns(tmp_path: Path, fake_api, after_turn_one=None):
     """`middle run` of TICKET on Codex: turn 1 writes one.txt, the middle agent asks for two.txt, turn 2
-    writes it. `after_turn_one(codex_home)` runs as turn 1 ends. Returns (repo, base, result, codex requests)."""
+    writes it. `after_turn_one(codex_home)` runs as turn 1 ends. Returns the run's result and the
+    canonical bodies Codex sent."""
     require_cli("codex", INSTALL)
     repo = fresh_project(tmp_path, {"t1.md": TICKET})
     base = branch_commit(repo, "main")
