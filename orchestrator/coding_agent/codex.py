@@ -50,7 +50,7 @@ INSTALL = f"npm install -g @openai/codex@{CODEX_VERSION}"
 INSTALL_HINT = f"Install the Codex CLI with `{INSTALL}` or set `[coding_agent.options] cli_path`."
 _THREAD_RE = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 _DENIED_RE = re.compile(r"error=patch rejected: ([^\n]*)")
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")  # a file name, never "." or ".."
 # Arguments that would switch off the sandbox or the approval policy this agent relies on.
 _UNCONFINED = ("--dangerously-bypass-approvals-and-sandbox", "danger-full-access", "--sandbox", "-s",
                "--approve-for-me", "sandbox_mode", "approval_policy", "sandbox_workspace_write")
@@ -314,10 +314,16 @@ class SessionMap:
             log.warning("Codex announced an odd thread id %r; not recorded", thread_id)
             return
         path = self._path(session_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + ".tmp")
-        partial.write_text(thread_id + "\n", encoding="utf-8")
-        partial.replace(path)  # atomic: a crash leaves the old record or the new one, never half
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(thread_id + "\n", encoding="utf-8")
+            partial.replace(path)  # atomic: a crash leaves the old record or the new one, never half
+        except OSError as exc:
+            # The turn itself goes on; its next turn then finds no record and starts a new session
+            # told the earlier work (as after a crash).
+            log.warning("could not record Codex thread %s for session %s in %s: %s", thread_id, session_id,
+                        path, exc)
 
 
 def _codex_home(env: dict[str, str]) -> Path:

@@ -251,3 +251,13 @@ def test_options_that_would_lift_the_sandbox_are_refused(args):
         CodexOptions(sandbox="danger-full-access")
     with pytest.raises(ValidationError):
         CodexOptions(unknown=1)
+
+
+def test_the_session_record_is_one_file_per_session_inside_its_folder(tmp_path):
+    sessions = SessionMap(tmp_path)
+    sessions.put("s-1", "01a221c1-4317-70f3-af4f-77debb926c4c")
+    assert sessions.get("s-1") == "01a221c1-4317-70f3-af4f-77debb926c4c" and sessions.get("s-2") is None
+    for odd in ("..", ".", "a/../../b"):  # stored ids are not trusted to be file names
+        assert sessions._path(odd).parent == tmp_path / "middle-sessions"
+    sessions.put("s-3", "not a thread id; rm -rf")  # an odd id from Codex is not recorded
+    assert sessions.get("s-3") is None
