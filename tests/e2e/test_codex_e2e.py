@@ -97,3 +97,32 @@ def test_a_lost_session_record_gives_turn_two_a_new_session_with_a_recap(tmp_pat
     said = texts(codex_requests[-1])
     assert len(said) == 1 and "Create one.txt containing one." in said[0]  # one prompt: the recap
     assert "Now create two.txt" in said[0]
+
+
+def test_a_codex_login_alone_runs_the_middle_agent_and_the_coding_agent(tmp_path):
+    """`[agent] provider = "codex"` with `[coding_agent] kind = "codex"`: one Codex login serves both
+    (here one fake Responses API; no Anthropic variable at all). The middle agent's calls are told
+    apart by its instructions; its decisions come back shaped by the schema it sent."""
+    from orchestrator.coding_agent.codex_offline import OFFLINE_KEY_VAR
+    from orchestrator.fake_api.scripted import ScriptedResponder
+
+    require_cli("codex", INSTALL)
+    repo = fresh_project(tmp_path, {"t1.md": TICKET})
+    script = ScriptedResponder()
+    script.agent(plan("Create one.txt containing one."), decide(True, "Created one.txt."))
+    script.coding_agent(write_file("one.txt", "one\n"), done("Created one.txt."))
+    with CodexAgent.offline(script, tmp_path / "codex") as offline:
+        provider = offline.options["provider"]
+        (tmp_path / "middle.toml").write_text(
+            'state_dir = "state"\n[project]\npath = "repo"\n'
+            f'[agent]\nprovider = "codex"\nmodel = "gpt-5.5"\nmax_turns = 3\nbase_url = "{provider["base_url"]}"\n'
+            f'api_key_env = "{OFFLINE_KEY_VAR}"\n'
+            '[coding_agent]\nkind = "codex"\n' + toml_table("coding_agent.options", {**offline.options,
+                                                                                   "turn_timeout_s": 120}))
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
+        result = subprocess.run([MIDDLE, "run"], cwd=tmp_path, env={**clean, **offline.env}, text=True,
+                                capture_output=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "complete ticket t1: 1 turn(s)" in " ".join(output.split()), output
+    assert out(repo, "show", "middle/t1:one.txt") == "one"
+    assert script.pending("agent") == 0 and script.pending("coding_agent") == 0
