@@ -6,12 +6,12 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, ContextManager
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..errors import CodingAgentError
-from .base import EventCallback, TurnResult
+from .base import EventCallback, Offline, TurnResult
 from .locate import INSTALL_HINT, find_claude_cli
 from .process import TurnProcesses, safe_callback, tail
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
@@ -88,6 +88,13 @@ class ClaudeCodeAgent:
         self.env = dict(env or {})  # merged over os.environ for the child (e.g. claude_code_env())
         # Turns running now (one per parallel ticket), so stop_all() can end every one of them.
         self._processes = TurnProcesses("Claude Code")
+
+    @classmethod
+    def offline(cls, responder: Any, workdir: Path) -> ContextManager[Offline]:
+        """Claude Code on the local fake Messages API answering from `responder` (see base.Offline)."""
+        from .claude_code_offline import claude_code_offline
+
+        return claude_code_offline(responder, workdir)
 
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group (Ctrl-C, SIGTERM of a batch); each of those
