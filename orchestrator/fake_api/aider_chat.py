@@ -35,8 +35,6 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from orchestrator.coding_agent.aider import PROJECT_DIR_HEADER
-
 from .messages import classify
 from .openai_chat import ChatRequest, FakeChatCompletionsAPI, _Handler, as_messages_body
 from .replies import ApiError, Reply, new_id, reply, text
@@ -45,6 +43,9 @@ from .server import Responder
 __all__ = ["AIDER_MARK", "PROJECT_DIR_HEADER", "AiderChatAdapter", "FakeAiderAPI",
            "canonical_body", "listing", "reply_as_aider_text"]
 
+# What AiderAgent sends with `project_dir_header` (coding_agent/aider.py names it too: the fake must
+# not import the agent; tests/fake_api/test_aider_chat.py checks the two agree).
+PROJECT_DIR_HEADER = "X-Middle-Project-Dir"
 AIDER_MARK = "Take requests for changes to the supplied code."  # in every aider coder's system prompt
 _EXAMPLES_END = "I switched to a new code base."  # the user line that closes aider's few-shot example
 _FENCE_RE = re.compile(r"path/to/filename\.js\n(\S+)\n// entire file content \.\.\.\n"

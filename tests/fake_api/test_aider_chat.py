@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.coding_agent.aider import PROJECT_DIR_HEADER
+from orchestrator.coding_agent import aider
 from orchestrator.fake_api import DemoResponder, ScriptedResponder, api_error, reply, text, tool_use
 from orchestrator.fake_api.aider_chat import (
+    PROJECT_DIR_HEADER,
     AiderChatAdapter,
     FakeAiderAPI,
     canonical_body,
@@ -135,3 +136,7 @@ def test_a_rejected_key_is_a_401():
         fake.rejected_credentials.add("sk-revoked")
         code, answer = post(fake, aider_request("Hi."), key="sk-revoked")
     assert code == 401 and fake.script.pending("coding_agent") == 0
+
+
+def test_the_fake_reads_the_header_the_agent_sends():
+    assert PROJECT_DIR_HEADER == aider.PROJECT_DIR_HEADER
