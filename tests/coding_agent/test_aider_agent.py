@@ -128,3 +128,10 @@ def test_the_options_are_strict_and_aider_is_registered():
         AiderOptions(auto_commits=True)
     assert PluginRegistry(load_entry_points=False).coding_agent_class("aider") is AiderAgent
     assert all(f.description for f in AiderOptions.model_fields.values())
+
+
+def test_doctor_says_where_aider_is_or_how_to_install_it(aider_cli):
+    where, problem = AiderAgent.doctor(AiderOptions())
+    assert problem is None and where.startswith(aider_cli) and "0.86.2" in where
+    where, problem = AiderAgent.doctor(AiderOptions(cli_path="/nonexistent/aider"))
+    assert where == "-" and problem is not None and "pip install aider-chat==0.86.2" in problem
