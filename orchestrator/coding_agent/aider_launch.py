@@ -13,6 +13,7 @@ of temporary API errors (60 s of doubling backoff in 0.86.2).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ INSTALL_HINT = ("Install aider in a venv of its own: python3 -m venv /opt/middle
                 "ln -sf /opt/middle-aider/bin/aider /usr/local/bin/aider")
 REFUSED = "middle refused the edit to"  # the launcher's line for a refused write (parsed in aider_output)
 CANNOT_IMPORT = 127  # the launcher's exit code when its Python cannot import aider
+# The second line of pip's /bin/sh launcher: '''exec' "/path/to/python" "$0" "$@"
+_TRAMPOLINE_RE = re.compile(r"""^'''exec' "(?P<python>[^"]+)" "\$0" "\$@"$""")
 
 # Run as `python -c LAUNCHER CONFIG_JSON aider-args...`; CONFIG_JSON: argv0, writable (dirs), tags_cache,
 # retry_timeout_s. Kept to what aider's public names allow: main(), Coder.allowed_to_edit, RepoMap.
@@ -81,10 +84,14 @@ def interpreter_of(script: str, python: str | None, path: str | None) -> str:
         return python
     try:
         with open(script, "rb") as f:
-            first = f.readline(4096).decode("utf-8", "replace").strip()
+            first, second = (f.readline(4096).decode("utf-8", "replace").strip() for _ in range(2))
     except OSError as exc:
         raise CodingAgentError(f"cannot read {script} to find aider's Python: {exc}") from exc
     words = first[2:].split() if first.startswith("#!") else []
+    trampoline = _TRAMPOLINE_RE.match(second)
+    if words and Path(words[0]).name == "sh" and trampoline:
+        # pip's launcher when the venv's path is too long (or holds a space) for a #! line
+        words = [trampoline.group(1)]
     if words and Path(words[0]).name == "env" and len(words) > 1:
         words = [shutil.which(words[1], path=path) or words[1]]
     if not words or "python" not in Path(words[0]).name:

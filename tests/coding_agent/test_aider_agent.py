@@ -27,6 +27,7 @@ def aider_cli() -> str:
     return require_cli("aider", INSTALL_HINT)
 
 
+@pytest.mark.slow
 class TestAiderContract(CodingAgentContract):
     turn_timeout_s = 20.0  # aider takes seconds to start before it asks its model (longer on a busy machine)
 
@@ -54,6 +55,7 @@ def git(project: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=project, capture_output=True, text=True).stdout
 
 
+@pytest.mark.slow
 def test_a_turn_leaves_only_its_edit_in_the_worktree_and_reports_tokens_and_cost(project, offline):
     make, script, _ = offline
     script.coding_agent(reply(text("Writing it."), tool_use("Write", {"file_path": str(project / "hello.txt"),
@@ -79,6 +81,7 @@ def test_a_turn_leaves_only_its_edit_in_the_worktree_and_reports_tokens_and_cost
     assert any(e["type"] == "text" and "Writing it." in e["text"] for e in events)
 
 
+@pytest.mark.slow
 def test_without_the_guard_aider_itself_creates_a_file_outside(project, offline, tmp_path):
     """Why the guard exists: aider 0.86.2 touches a new `../` file before git refuses to add it."""
     make, script, _ = offline
@@ -93,6 +96,7 @@ def test_without_the_guard_aider_itself_creates_a_file_outside(project, offline,
     assert guarded.permission_denials == [{"tool": "Edit", "target": str(tmp_path / "again.txt")}]
 
 
+@pytest.mark.slow
 def test_a_prompt_that_looks_like_an_aider_command_is_sent_as_a_message(project, offline):
     make, script, off = offline
     script.coding_agent("I will not run that.")
@@ -135,3 +139,15 @@ def test_doctor_says_where_aider_is_or_how_to_install_it(aider_cli):
     assert problem is None and where.startswith(aider_cli) and "0.86.2" in where
     where, problem = AiderAgent.doctor(AiderOptions(cli_path="/nonexistent/aider"))
     assert where == "-" and problem is not None and "pip install aider-chat==0.86.2" in problem
+
+
+def test_aiders_python_is_read_from_its_script(tmp_path):
+    from orchestrator.coding_agent.aider_launch import interpreter_of
+
+    plain = tmp_path / "plain"
+    plain.write_text("#!/opt/venv/bin/python3\nimport sys\n")
+    assert interpreter_of(str(plain), None, None) == "/opt/venv/bin/python3"
+    long = tmp_path / "long"  # what pip writes when the venv's path is too long for a #! line
+    long.write_text("#!/bin/sh\n'''exec' \"/a long/venv/bin/python\" \"$0\" \"$@\"\n' '''\nimport sys\n")
+    assert interpreter_of(str(long), None, None) == "/a long/venv/bin/python"
+    assert interpreter_of(str(long), "/given/python", None) == "/given/python"
