@@ -10,6 +10,7 @@ the ticket store, then the offline fake API if one was started.
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import ExitStack
 from functools import cached_property
 from pathlib import Path
@@ -204,6 +205,11 @@ class Services:
             claude_config.mkdir(parents=True, exist_ok=True)
             env = {**claude_code_env(self.fake_api.base_url, str(claude_config),
                                      api_key=FAKE_API_KEY), **env}
+        elif self.config.coding_agent.kind == "claude-code" and \
+                self.config.coding_agent.options.get("follow_provider", True):
+            from orchestrator.coding_agent.claude_code_cloud import provider_env
+
+            env = {**provider_env(self.config.agent, {**os.environ, **env}), **env}
         return env
 
     @cached_property

@@ -55,6 +55,11 @@ class ClaudeCodeOptions(BaseModel):
         "Seconds one turn may take; then Claude Code's whole process group is killed."))
     extra_args: list[str] = Field(default_factory=list, description=(
         "More command-line arguments for `claude`, appended as given (e.g. [\"--restricted\"])."))
+    follow_provider: bool = Field(True, description=(
+        "With [agent] provider \"bedrock\" or \"vertex\", run Claude Code on the same cloud "
+        "(CLAUDE_CODE_USE_BEDROCK / _VERTEX with [agent]'s region, profile, project and base_url), "
+        "unless the environment already sets a CLAUDE_CODE_USE_* variable. false: Claude Code uses "
+        "its own login or ANTHROPIC_API_KEY."))
 
     # scope_to_project is declared before the two fields below so that they can see it.
     @field_validator("permission_mode")
