@@ -101,6 +101,11 @@ class ClaudeCodeAgent:
 
         return claude_code_offline(responder, workdir)
 
+    @classmethod
+    def find_cli(cls, options: ClaudeCodeOptions | None = None) -> str:
+        """The `claude` executable these options run; CodingAgentError (with the install command) if none."""
+        return find_claude_cli((options or ClaudeCodeOptions()).cli_path)
+
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group (Ctrl-C, SIGTERM of a batch); each of those
         `run_turn` calls then raises RunInterrupted. Returns how many turns were stopped."""
