@@ -121,10 +121,15 @@ class AiderAgent:
             yield Offline(options=options, env=env, requests=api.canonical_requests)
 
     @classmethod
+    def find_cli(cls, options: AiderOptions | None = None) -> str:
+        """The `aider` executable these options run; CodingAgentError (with the install command) if none."""
+        return find_aider((options or AiderOptions()).cli_path, os.environ.get("PATH"))
+
+    @classmethod
     def doctor(cls, options: AiderOptions) -> tuple[str, str | None]:
         """Where aider is and whether it runs (`middle doctor`)."""
         try:
-            cli = find_aider(options.cli_path, os.environ.get("PATH"))
+            cli = cls.find_cli(options)
         except CodingAgentError as exc:
             return "-", str(exc)
         try:
