@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import CodingAgentError
 from .aider_launch import CANNOT_IMPORT, INSTALL_HINT, find_aider, interpreter_of, launcher_argv
@@ -79,6 +79,14 @@ class AiderOptions(BaseModel):
     project_dir_header: bool = Field(False, description=(
         "Send the project directory in an X-Middle-Project-Dir header with each model request. For "
         "middle's offline fake, which has no other way to know where aider works; a real API ignores it."))
+    @field_validator("sessions_dir")
+    @classmethod
+    def _sessions_dir_outside_the_work_tree(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).expanduser().is_absolute():
+            raise ValueError(f"{value!r} is relative: give an absolute path (or one starting with ~), "
+                             "since a path relative to the worktree would put aider's files in it")
+        return value
+
     extra_args: list[str] = Field(default_factory=list, description=(
         "More aider arguments, e.g. [\"--no-auto-lint\"]. They come before middle's own, so middle's "
         "settings for commits, history files and the message win."))
@@ -151,7 +159,6 @@ class AiderAgent:
         """The directory of one session's files (see the module docstring)."""
         if self.options.sessions_dir:
             base = Path(self.options.sessions_dir).expanduser()
-            base = base if base.is_absolute() else cwd / base
         elif (git_dir := _git_dir(cwd)) is not None:
             base = git_dir / "middle-aider"
         else:
@@ -220,7 +227,9 @@ class AiderAgent:
         cmd = self.command(cli, python, cwd, session, restore=history.is_file())
         out = AiderOutput(cwd=cwd.resolve())
         child_env = {**env, "LITELLM_LOCAL_MODEL_COST_MAP": env.get("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
-                     "COLUMNS": "10000", "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8",
+                     # aider offers to open a URL of an API error in a browser, and --yes-always
+                     # accepts: `true` is the browser, so nothing opens (or hangs) here.
+                     "BROWSER": "true", "COLUMNS": "10000", "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8",
                      **({} if "GIT_CONFIG_COUNT" in env else _IDENTITY)}
 
         def on_line(line: bytes) -> None:

@@ -87,6 +87,7 @@ class AiderOutput:
         tokens = _TOKENS_RE.match(stripped)
         if tokens:
             self.exchanges += 1
+            self.api_error = None  # an error aider retried has been answered after all
             self.usage["input_tokens"] += _count(tokens["sent"])
             self.usage["output_tokens"] += _count(tokens["received"])
             for key, group in (("cache_creation_input_tokens", "write"), ("cache_read_input_tokens", "hit")):

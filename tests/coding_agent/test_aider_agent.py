@@ -130,6 +130,9 @@ def test_a_script_without_a_python_line_needs_the_python_option(project, tmp_pat
 def test_the_options_are_strict_and_aider_is_registered():
     with pytest.raises(ValidationError):
         AiderOptions(auto_commits=True)
+    with pytest.raises(ValidationError, match="relative"):
+        AiderOptions(sessions_dir="aider-sessions")
+    assert AiderAgent(AiderOptions(sessions_dir="~/s")).session_dir(Path("/p"), "a/b") == Path.home() / "s" / "a_b"
     assert PluginRegistry(load_entry_points=False).coding_agent_class("aider") is AiderAgent
     assert all(f.description for f in AiderOptions.model_fields.values())
 

@@ -52,3 +52,10 @@ def test_the_replies_of_this_turn_come_from_the_llm_history(tmp_path):
                 "ASSISTANT fixed\n")
     assert replies_since(log, offset) == ["line one\n\n```", "fixed"]
     assert replies_since(tmp_path / "missing.log", 0) == []
+
+
+def test_an_error_aider_retried_and_then_got_an_answer_for_is_no_error():
+    out, _ = feed([*BANNER, "litellm.InternalServerError: InternalServerError: OpenAIException - down",
+                   "The API provider's servers are down or overloaded.", "Retrying in 0.2 seconds...",
+                   "Hello.", "Tokens: 9 sent, 1 received."])
+    assert out.api_error is None and out.exchanges == 1
