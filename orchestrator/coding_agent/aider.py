@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -221,7 +222,8 @@ class AiderAgent:
         (session / "message.md").write_text(" " + prompt if prompt[:1] in "/!" else prompt, encoding="utf-8")
         if self.options.project_dir_header:
             (session / "model-settings.json").write_text(json.dumps([{"name": "aider/extra_params", "extra_params": {
-                "extra_headers": {PROJECT_DIR_HEADER: str(cwd.resolve())}}}]))
+                # percent-encoded: a header is latin-1, a path may be anything
+                "extra_headers": {PROJECT_DIR_HEADER: quote(str(cwd.resolve()))}}}]))
         llm_log = session / "llm.log"
         offset = llm_log.stat().st_size if llm_log.is_file() else 0
         cmd = self.command(cli, python, cwd, session, restore=history.is_file())

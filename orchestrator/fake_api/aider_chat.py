@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from .messages import classify
 from .openai_chat import ChatRequest, FakeChatCompletionsAPI, _Handler, as_messages_body
@@ -251,7 +252,7 @@ class _AiderHandler(_Handler):
     fake: FakeAiderAPI
 
     def _route(self, ok: bool, record: ChatRequest) -> None:
-        cwd = self.headers.get(PROJECT_DIR_HEADER) or None
+        cwd = unquote(self.headers.get(PROJECT_DIR_HEADER) or "") or None  # percent-encoded by the agent
         if ok:
             record.channel = self.fake.adapter.channel(record.body)
         auth = self.headers.get("Authorization", "")

@@ -10,6 +10,7 @@ import json
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -40,7 +41,7 @@ def aider_request(prompt: str, fence: str = "```") -> dict:
 def post(fake: FakeAiderAPI, body: dict, cwd: str | None = None, key: str = "sk-fake") -> tuple[int, dict]:
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
     if cwd:
-        headers[PROJECT_DIR_HEADER] = cwd
+        headers[PROJECT_DIR_HEADER] = quote(cwd)
     req = urllib.request.Request(f"{fake.base_url}/chat/completions", data=json.dumps(body).encode(), headers=headers)
     try:
         with urllib.request.urlopen(req) as resp:
@@ -109,6 +110,7 @@ def test_the_demo_model_creates_its_files_through_aider_listings(tmp_path):
 
 
 def test_the_fake_serves_aider_and_records_both_shapes(tmp_path):
+    tmp_path = tmp_path / "dossier été"  # a header is latin-1: the agent percent-encodes the path
     script = ScriptedResponder().coding_agent("Hello from the script.").aux("A summary.")
     with FakeAiderAPI(script) as fake:
         status, answer = post(fake, aider_request("Say hello."), cwd=str(tmp_path))
