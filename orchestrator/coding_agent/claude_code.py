@@ -10,9 +10,10 @@ from typing import Any, ClassVar, ContextManager
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from orchestrator.claude_cli import INSTALL_HINT, find_claude_cli
+
 from ..errors import CodingAgentError
 from .base import EventCallback, Offline, TurnResult
-from .locate import INSTALL_HINT, find_claude_cli
 from .process import TurnProcesses, safe_callback, tail
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
 from .stream_json import TurnStream, permission_denials, turn_cost

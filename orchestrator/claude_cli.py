@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from ..errors import CodingAgentError
+from orchestrator.errors import CodingAgentError
 
 INSTALL_HINT = ("Install Claude Code with `npm install -g @anthropic-ai/claude-code` or "
                 "`pip install claude-agent-sdk` (which bundles it), or set `[coding_agent.options] cli_path` in "
