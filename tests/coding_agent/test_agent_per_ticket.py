@@ -152,8 +152,10 @@ def test_a_coding_agents_table_of_an_unknown_kind_is_one_error_line(shell_plugin
     config = project(tmp_path, {"t1.md": CLAUDE_TICKET}, extra="[coding_agents.nope]\nmodel = \"x\"\n")
     result = middle(config, "tickets")
     assert result.exit_code != 0
+    kinds = ", ".join(sorted(manager.registry().coding_agents))  # the built-ins and the shell agent
+    assert "shell-agent" in kinds
     assert result.output.strip().splitlines() == [
-        "error: [coding_agents.nope] names no registered coding agent: choose one of claude-code, shell-agent "
+        f"error: [coding_agents.nope] names no registered coding agent: choose one of {kinds} "
         "(`middle agents` lists them)"]
 
 
