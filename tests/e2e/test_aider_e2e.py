@@ -23,7 +23,7 @@ from orchestrator.testing import make_repo
 from orchestrator.testing.clis import require_cli
 from orchestrator.workspace.git import out
 
-pytestmark = [pytest.mark.cli, pytest.mark.slow]
+pytestmark = pytest.mark.slow  # the real aider (require_cli), not Claude Code: no `cli` mark
 
 MIDDLE = str(Path(sys.executable).with_name("middle"))
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
