@@ -13,8 +13,9 @@ Facts about aider 0.86.2 (`--edit-format whole --no-stream`) this relies on, obs
 - It applies a reply's *file listings* (a path on its own line, then the whole new content in a
   fenced block) after the reply, and sends nothing more in that turn unless an edit failed (it then
   sends the error back as a user message, "reflection").
-- It never says where it runs: the agent sends the project directory in the `X-Middle-Project-Dir`
-  header (`[coding_agent.options] project_dir_header`, which `AiderAgent.offline` turns on).
+- It never says where it runs: the agent sends the project directory (percent-encoded) in the
+  `X-Middle-Project-Dir` header (`[coding_agent.options] project_dir_header`, which
+  `AiderAgent.offline` turns on).
 
 The canonical loop: a canonical reply's Write/Edit blocks become file listings (paths relative to
 the project, so a path outside reads `../...`, as a model writing through aider would put it) and
