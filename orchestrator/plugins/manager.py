@@ -36,6 +36,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "backends.hipporag.plugin",
     "orchestrator.coding_agent.plugin",
     "orchestrator.coding_agent.codex_plugin",
+    "orchestrator.coding_agent.aider_plugin",
     "orchestrator.github.plugin",
     "tickets.plugin",
 )
