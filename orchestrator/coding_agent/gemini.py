@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..errors import CodingAgentError
 from .base import EventCallback, Offline, TurnResult
-from .gemini_stream import GeminiStream, api_status, usage_of
+from .gemini_stream import GeminiStream, api_status, as_dict, usage_of
 from .process import ProcessOutcome, TurnProcesses, safe_callback, tail
 
 __all__ = ["GeminiOptions", "GeminiAgent", "INSTALL_COMMAND"]
@@ -96,7 +96,7 @@ class GeminiAgent:
     def offline(cls, responder: Any, workdir: Path) -> Iterator[Offline]:
         """The Gemini CLI on the local fake Gemini API answering from `responder` (see base.Offline)."""
         # Imported here: the fake is a test/demo double, never needed to run a real ticket.
-        from orchestrator.fake_api.gemini import FakeGeminiAPI, OFFLINE_MODEL, gemini_env, offline_home
+        from orchestrator.fake_api.gemini import OFFLINE_MODEL, FakeGeminiAPI, gemini_env, offline_home
 
         home = offline_home(Path(workdir) / "gemini-home")
         with FakeGeminiAPI(responder) as api:
@@ -188,7 +188,7 @@ class GeminiAgent:
 
     def _result(self, stream: GeminiStream, outcome: ProcessOutcome, session_id: str | None) -> TurnResult:
         r = stream.result or {}
-        stats = r.get("stats") if isinstance(r.get("stats"), dict) else {}
+        stats = as_dict(r.get("stats"))
         failed = r.get("status") != "success" or outcome.exit_code != 0 or outcome.timed_out
         status = api_status(stream.error_message) if r.get("status") == "error" else None
         turn = TurnResult(

@@ -26,6 +26,11 @@ def _short(text: Any, limit: int = _MAX_EVENT_TEXT) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def as_dict(value: Any) -> dict[str, Any]:
+    """`value` if it is a JSON object, else {} (the stream is parsed, not trusted)."""
+    return value if isinstance(value, dict) else {}
+
+
 def usage_of(stats: Any) -> dict[str, int]:
     """The turn's token counts, named as Claude Code's usage (`cached` is input read from cache)."""
     if not isinstance(stats, dict):
@@ -71,7 +76,8 @@ class GeminiStream:
             self.responses += 1
         self._answering = speaks
         if kind == "message" and obj.get("role") == "assistant":
-            chunk = obj.get("content") if isinstance(obj.get("content"), str) else ""
+            content = obj.get("content")
+            chunk = content if isinstance(content, str) else ""
             if not obj.get("delta"):
                 self._pending = ""  # a whole message replaces what its deltas said
             self._pending += chunk
@@ -86,13 +92,13 @@ class GeminiStream:
             self.tool_calls += 1
             self.text = ""  # the answer is what it says after its last tool call
             ident = str(obj.get("tool_id") or "")
-            params = obj.get("parameters") if isinstance(obj.get("parameters"), dict) else {}
+            params = as_dict(obj.get("parameters"))
             self._tools[ident] = {"name": obj.get("tool_name"), "input": params}
             events.append({"type": "tool_use", "name": obj.get("tool_name"), "input": params, "id": ident})
         elif kind == "tool_result":
             ident = str(obj.get("tool_id") or "")
             failed = obj.get("status") == "error"
-            error = obj.get("error") if isinstance(obj.get("error"), dict) else {}
+            error = as_dict(obj.get("error"))
             output = obj.get("output") or error.get("message") or ""
             if failed and _refused(error, output):
                 use = self._tools.get(ident, {})
@@ -131,7 +137,7 @@ class GeminiStream:
 
     def result_event(self) -> dict[str, Any]:
         r = self.result or {}
-        stats = r.get("stats") if isinstance(r.get("stats"), dict) else {}
+        stats = as_dict(r.get("stats"))
         return {"type": "result", "subtype": r.get("status"), "is_error": r.get("status") != "success",
                 "session_id": self.session_id, "cost_usd": 0.0, "session_cost_usd": 0.0,
                 "num_turns": self.responses, "duration_ms": stats.get("duration_ms"),
