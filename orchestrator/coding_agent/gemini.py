@@ -5,7 +5,8 @@ resumes it by that id (`--resume UUID`), so OUR session id is ITS session id and
 is kept. Its sessions live in its home (`home_dir`, else the user's ~/.gemini) under the
 project directory's name. A crash between launch and the next turn is handled both ways: a
 first turn retried after the CLI already created the session ("already exists") resumes it; a
-resume of a session the CLI never wrote ("Invalid session identifier") fails with the sentence
+resume of a session the CLI never wrote ("Invalid session identifier", or "No previous sessions
+found" when the project has none) fails with the sentence
 the ticket graph recognises (`rounds.session_lost`), which then starts a new session told what
 the earlier turns did.
 
@@ -221,7 +222,7 @@ class GeminiAgent:
             return (f"The Gemini CLI could not get an answer from the model (HTTP {status}): "
                     f"{tail(message, 300).rstrip('.')}. Check GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL and the "
                     "provider's status, then retry the ticket.")
-        if "Invalid session identifier" in outcome.stderr:
+        if "Invalid session identifier" in outcome.stderr or "No previous sessions found" in outcome.stderr:
             return (f"The Gemini CLI has no session {session_id} to resume here (its sessions live under "
                     "GEMINI_CLI_HOME/.gemini/tmp, per project directory). Start a new session for this ticket.")
         if "already exists" in outcome.stderr:
