@@ -1,14 +1,14 @@
 """The Gemini CLI worker: one headless `gemini -p` process per turn, its stream-json parsed live.
 
 Sessions: Gemini CLI 0.61 starts a session under an id we give it (`--session-id UUID`) and
-resumes it by that id (`--resume UUID`), so OUR session id is ITS session id and no mapping file
-is kept. Its sessions live in its home (`home_dir`, else the user's ~/.gemini) under the
-project directory's name. A crash between launch and the next turn is handled both ways: a
-first turn retried after the CLI already created the session ("already exists") resumes it; a
-resume of a session the CLI never wrote ("Invalid session identifier", or "No previous sessions
-found" when the project has none) fails with the sentence
-the ticket graph recognises (`rounds.session_lost`), which then starts a new session told what
-the earlier turns did.
+resumes it by that id (`--resume UUID`), so OUR session id is ITS session id (or, for an id it
+would refuse, a UUID derived from ours: cli_session_id) and no mapping file is kept. Its
+sessions live in its home (`home_dir`, else the user's ~/.gemini) under the project directory's
+name. A crash between launch and the next turn is handled both ways: a first turn retried after
+the CLI already created the session ("already exists") resumes it; a resume of a session the CLI
+never wrote ("Invalid session identifier", or "No previous sessions found" when the project has
+none) fails with the sentence the ticket graph recognises (`rounds.session_lost`), which then
+starts a new session told what the earlier turns did.
 
 Confinement: the CLI's file tools (write_file, replace) refuse any path outside its workspace
 directories (the project directory plus `include_directories`) in every approval mode; its shell
@@ -19,6 +19,7 @@ refused unless `confine_writes` is false.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -39,6 +40,7 @@ INSTALL_COMMAND = "npm install -g @google/gemini-cli@0.61.0"
 INSTALL_HINT = (f"Install the Gemini CLI with `{INSTALL_COMMAND}`, or set `[coding_agent.options] cli_path` "
                 "in middle.toml to the `gemini` executable.")
 _NAME = "Gemini CLI"
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 class GeminiOptions(BaseModel):
@@ -79,6 +81,15 @@ class GeminiOptions(BaseModel):
             raise ValueError("approval_mode \"yolo\" lets the Gemini CLI run any shell command, which can "
                              "write outside the project: use \"auto_edit\", or set confine_writes = false")
         return mode
+
+
+def cli_session_id(ours: str) -> str:
+    """The CLI's id for our session: ours itself (a UUID, as the ticket graph makes), or for an id
+    the CLI would refuse or misread (it allows only letters, digits, "-" and "_"; `--resume` takes
+    "latest" and a number as a pick from its list) a UUID derived from it: stable, so no stored map."""
+    if _PLAIN_ID.fullmatch(ours) and not ours.isdigit() and ours != "latest":
+        return ours
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"middle-agent:session:{ours}"))
 
 
 class GeminiAgent:
@@ -123,7 +134,7 @@ class GeminiAgent:
             # One flag per directory: joined with commas, a path holding a comma would be cut.
             cmd += ["--include-directories", str(d)]
         if session_id:
-            cmd += ["--resume" if resume else "--session-id", session_id]
+            cmd += ["--resume" if resume else "--session-id", cli_session_id(session_id)]
         return cmd + list(o.extra_args) + ["-p", ""]
 
     def _include_dirs(self, cwd: Path) -> list[Path]:
@@ -193,7 +204,7 @@ class GeminiAgent:
         failed = r.get("status") != "success" or outcome.exit_code != 0 or outcome.timed_out
         status = api_status(stream.error_message) if r.get("status") == "error" else None
         turn = TurnResult(
-            session_id=stream.session_id or session_id,
+            session_id=session_id or stream.session_id,  # ours: the caller resumes with it
             text=stream.text.strip(),
             is_error=failed,
             cost_usd=0.0,  # the Gemini CLI reports tokens, not cost

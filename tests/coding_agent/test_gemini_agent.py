@@ -110,10 +110,12 @@ def test_resuming_a_session_it_does_not_have_starts_over_as_the_graph_expects(ge
 
 def test_a_first_turn_run_again_after_a_crash_resumes_the_session_it_created(gemini, project):
     gemini.script.coding_agent("First try answered.", "Second try answered.")
-    agent, session = gemini.agent(), str(uuid.uuid4())
+    # Not a UUID (the graph's ids are): the CLI gets a UUID derived from it, the same both times.
+    agent, session = gemini.agent(), f"ticket t1/run {uuid.uuid4().hex[:8]}"
     assert agent.run_turn("Turn one.", project, session_id=session, resume=False).is_error is False
     again = agent.run_turn("Turn one, again.", project, session_id=session, resume=False)
     assert again.is_error is False, again.error
+    assert again.session_id == session
     assert "Turn one." in said(gemini.requests()[-1]) and "First try answered." in said(gemini.requests()[-1])
 
 

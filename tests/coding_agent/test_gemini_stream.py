@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
-from orchestrator.coding_agent.gemini import GeminiAgent, GeminiOptions
+from orchestrator.coding_agent.gemini import GeminiAgent, GeminiOptions, cli_session_id
 from orchestrator.coding_agent.gemini_stream import GeminiStream, api_status
 
 TURN = """\
@@ -69,6 +71,15 @@ def test_the_command_resumes_by_our_session_id_and_reads_the_prompt_from_stdin(t
     assert first[-3:] == ["--debug", "-p", ""]
     again = agent.command("gemini", tmp_path, session_id="sid-1", resume=True)
     assert again[again.index("--resume") + 1] == "sid-1" and "--session-id" not in again
+
+
+@pytest.mark.parametrize("ours", ["a b", "5", "latest", "x/../y", "é"])
+def test_an_id_the_cli_would_refuse_or_misread_becomes_a_stable_uuid(ours, tmp_path):
+    theirs = cli_session_id(ours)
+    assert str(uuid.UUID(theirs)) == theirs and cli_session_id(ours) == theirs
+    assert GeminiAgent().command("gemini", tmp_path, session_id=ours, resume=True)[-4:] == [
+        "--resume", theirs, "-p", ""]
+    assert cli_session_id("9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d") == "9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d"
 
 
 def test_yolo_is_refused_while_writes_are_confined():
