@@ -239,8 +239,9 @@ class GeminiAgent:
         if "already exists" in outcome.stderr:
             return f"The Gemini CLI's session {session_id} already exists ({err})."
         if "auth method" in outcome.stderr or "GEMINI_API_KEY" in outcome.stderr:
-            return ("The Gemini CLI is not signed in: set GEMINI_API_KEY (and `security.auth.selectedType` "
-                    f"in its settings.json), or sign in once with `gemini` (stderr: {err}).")
+            return ("The Gemini CLI is not signed in: set GEMINI_API_KEY (with GOOGLE_GEMINI_BASE_URL, also "
+                    "`security.auth.selectedType = \"gemini-api-key\"` in its settings.json), or sign in once "
+                    f"by running `gemini` (stderr: {err}).")
         if message:
             return f"The Gemini CLI reported an error: {tail(message, 500)}"
         if outcome.exit_code is not None and outcome.exit_code < 0:

@@ -22,6 +22,8 @@ Facts about Gemini CLI 0.61.0 this fake relies on (observed against it):
   the "aux" channel, and when the reply is not JSON they get the smallest object the schema
   accepts (first enum value, "", 0, false), so the CLI never stalls on them.
 - A 400 is not retried; 429 and 5xx are retried (up to `general.maxAttempts`, 10 by default).
+- With offline_home's settings and gemini_env, a turn connects to nothing but this fake (checked
+  with `strace -f -e trace=connect`): no update check, usage statistics or telemetry.
 """
 
 from __future__ import annotations
@@ -409,7 +411,11 @@ def gemini_env(base_url: str, workdir: Path, api_key: str = FAKE_GEMINI_KEY) -> 
     The machine-wide settings (/etc/gemini-cli) are pointed at paths under `workdir` that do not
     exist, so only the home's settings.json (offline_home) is read."""
     no_proxy = ",".join(filter(None, ["127.0.0.1", "localhost", os.environ.get("NO_PROXY", "")]))
+    tmp = Path(workdir) / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
     return {
+        # Its error reports (gemini-client-error-*.json, one per failed request) go here, not to /tmp.
+        "TMPDIR": str(tmp),
         "GEMINI_API_KEY": api_key,
         "GOOGLE_GEMINI_BASE_URL": base_url,
         # Variables that would choose another auth (Vertex, a Google login) or another endpoint.

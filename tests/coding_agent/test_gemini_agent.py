@@ -125,3 +125,13 @@ def test_a_missing_cli_names_the_install_command(tmp_path, project):
     with pytest.raises(CodingAgentError, match="cli_path.*npm install -g @google/gemini-cli"):
         GeminiAgent(GeminiAgent.Options(cli_path=str(tmp_path / "no-gemini"))).run_turn(
             "hi", project, session_id=None, resume=False)
+
+
+def test_a_cli_without_a_sign_in_is_a_failed_turn_saying_how_to_sign_in(gemini, project, tmp_path):
+    empty_home = tmp_path / "empty-home"
+    empty_home.mkdir()
+    turn = gemini.agent(home_dir=str(empty_home)).run_turn("hi", project, session_id=str(uuid.uuid4()),
+                                                           resume=False)
+    assert turn.is_error is True
+    assert turn.error and turn.error.startswith("The Gemini CLI is not signed in: set GEMINI_API_KEY")
+    assert gemini.requests() == []
