@@ -168,7 +168,11 @@ class GeminiAgent:
         if missing:
             raise CodingAgentError(f"`[coding_agent.options] include_directories` names {missing[0]}, which "
                                    "does not exist: create it or remove it from that list.")
-        env = {**os.environ, **self.env}
+        # One node process: by default the CLI relaunches itself as a child node (more heap) and
+        # only relays; the kernel kills the process we start with a killed `middle`
+        # (die_with_parent), not that grandchild, which would run the turn on until the next
+        # `middle` stopped it. Also ends its relaunch after an auto-update.
+        env = {**os.environ, **self.env, "GEMINI_CLI_NO_RELAUNCH": "true"}
         if self.options.home_dir:
             env["GEMINI_CLI_HOME"] = str(Path(self.options.home_dir).expanduser())
         cli = self._cli(env)

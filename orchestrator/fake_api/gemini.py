@@ -424,7 +424,5 @@ def gemini_env(base_url: str, workdir: Path, api_key: str = FAKE_GEMINI_KEY) -> 
         "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(Path(workdir) / "no-system" / "settings.json"),
         "GEMINI_CLI_SYSTEM_DEFAULTS_PATH": str(Path(workdir) / "no-system" / "system-defaults.json"),
         "GEMINI_TELEMETRY_ENABLED": "false",
-        # One node process, not a relaunched child with a bigger heap: less to start and to kill.
-        "GEMINI_CLI_NO_RELAUNCH": "true",
         "NO_PROXY": no_proxy, "no_proxy": no_proxy,
     }

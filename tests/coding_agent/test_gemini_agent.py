@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 
 from orchestrator.coding_agent.gemini import INSTALL_COMMAND, GeminiAgent
+from orchestrator.coding_agent.orphans import MARK_VAR
 from orchestrator.errors import CodingAgentError
 from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use
 from orchestrator.fake_api.messages import content_text, working_directory
@@ -135,3 +138,31 @@ def test_a_cli_without_a_sign_in_is_a_failed_turn_saying_how_to_sign_in(gemini, 
     assert turn.is_error is True
     assert turn.error and turn.error.startswith("The Gemini CLI is not signed in: set GEMINI_API_KEY")
     assert gemini.requests() == []
+
+
+def marked(session_id: str) -> list[int]:
+    """The live processes carrying this turn's orphan marker."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    environ = f.read().split(b"\0")
+            except OSError:
+                continue
+            if any(item.startswith(f"{MARK_VAR}={session_id} ".encode()) for item in environ):
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
+def test_the_turn_is_one_cli_process_which_dies_with_middle(gemini, project):
+    """Not the CLI's default relaunch into a child node: that grandchild would outlive a killed
+    `middle` (the kernel ends only the process middle started) and run the turn on."""
+    session = str(uuid.uuid4())
+    seen: list[int] = []
+    gemini.script.coding_agent(lambda body: seen.extend(marked(session)) or "Done.")
+    events: list[dict[str, Any]] = []
+    turn = gemini.agent().run_turn("hi", project, session_id=session, resume=False, on_event=events.append)
+    assert turn.is_error is False, turn.error
+    assert seen == [next(e["pid"] for e in events if e["type"] == "start")]
