@@ -166,3 +166,16 @@ def test_the_turn_is_one_cli_process_which_dies_with_middle(gemini, project):
     turn = gemini.agent().run_turn("hi", project, session_id=session, resume=False, on_event=events.append)
     assert turn.is_error is False, turn.error
     assert seen == [next(e["pid"] for e in events if e["type"] == "start")]
+
+
+def test_an_included_directory_may_be_written_and_a_missing_one_is_refused(gemini, project):
+    shared = project.parent / "shared"
+    shared.mkdir()
+    gemini.script.coding_agent(reply(tool_use("Write", {"file_path": str(shared / "lib.txt"), "content": "lib\n"})),
+                               "Wrote it.")
+    turn = gemini.agent(include_directories=["../shared"]).run_turn(
+        "Write the shared file.", project, session_id=str(uuid.uuid4()), resume=False)
+    assert turn.is_error is False and turn.permission_denials == [], turn
+    assert (shared / "lib.txt").read_text() == "lib\n"
+    with pytest.raises(CodingAgentError, match="include_directories.*does not exist"):
+        gemini.agent(include_directories=["../nowhere"]).run_turn("hi", project, session_id=None, resume=False)
