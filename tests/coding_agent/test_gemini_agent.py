@@ -20,6 +20,8 @@ from orchestrator.graph.rounds import session_lost
 from orchestrator.testing import make_repo
 from orchestrator.testing.clis import require_cli
 
+pytestmark = pytest.mark.slow  # the real Gemini CLI: seconds a turn
+
 
 @pytest.fixture
 def gemini_cli() -> str:

@@ -8,6 +8,8 @@ from orchestrator.coding_agent.gemini import INSTALL_COMMAND
 from orchestrator.testing import CodingAgentContract, builtin_harness
 from orchestrator.testing.clis import require_cli
 
+pytestmark = pytest.mark.slow  # the real Gemini CLI: seconds a turn
+
 
 class TestGeminiContract(CodingAgentContract):
     # The CLI (a 100 MB node bundle) takes seconds to start on a loaded machine before its first

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from e2e_helpers import decide, done, plan, write_file
 
 from orchestrator.coding_agent.gemini import INSTALL_COMMAND, GeminiAgent
@@ -17,6 +18,9 @@ from orchestrator.testing import make_repo
 from orchestrator.testing.clis import require_cli
 from orchestrator.workspace.git import out
 from tickets.store import TicketStore
+
+pytestmark = pytest.mark.slow  # the real Gemini CLI: seconds a turn
+
 
 TICKET = "---\ntitle: Two files\nproject: calc\nid: t1\n---\nCreate a.txt, then b.txt.\n"
 
