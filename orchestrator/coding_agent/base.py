@@ -57,9 +57,14 @@ class CodingAgent(Protocol):
     kind: ClassVar[str]
     Options: ClassVar[type]  # a strict pydantic model; it validates the `[coding_agent.options]` table
 
-    # Optional (not part of the protocol's required surface, so not declared here): a classmethod
-    # `offline(cls, responder, workdir: Path) -> ContextManager[Offline]` starting the agent's fake
-    # API answering from `responder` (a fake_api ScriptedResponder or DemoResponder); see Offline.
+    # Optional (not part of the protocol's required surface, so not declared here):
+    # - `offline(cls, responder, workdir: Path) -> ContextManager[Offline]`, a classmethod starting
+    #   the agent's fake API answering from `responder` (a fake_api ScriptedResponder or
+    #   DemoResponder); see Offline. `middle demo --agent KIND` and `--fake` runs need it.
+    # - `find_cli(cls, options=None) -> str`, a classmethod: the path of the CLI those options run,
+    #   or CodingAgentError whose message holds the install command (`middle agents` shows it).
+    # - `stop_all(self, why) -> int`: kill every running turn; each of those run_turn calls then
+    #   raises RunInterrupted (Ctrl-C or SIGTERM of a batch).
 
     def run_turn(
         self,

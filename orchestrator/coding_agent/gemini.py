@@ -34,7 +34,7 @@ from .base import EventCallback, Offline, TurnResult
 from .gemini_stream import GeminiStream, api_status, as_dict, usage_of
 from .process import ProcessOutcome, TurnProcesses, safe_callback, tail
 
-__all__ = ["GeminiOptions", "GeminiAgent", "INSTALL_COMMAND"]
+__all__ = ["GeminiOptions", "GeminiAgent", "INSTALL_COMMAND", "cli_session_id", "find_gemini_cli"]
 
 INSTALL_COMMAND = "npm install -g @google/gemini-cli@0.61.0"
 INSTALL_HINT = (f"Install the Gemini CLI with `{INSTALL_COMMAND}`, or set `[coding_agent.options] cli_path` "
@@ -83,6 +83,24 @@ class GeminiOptions(BaseModel):
         return mode
 
 
+def find_gemini_cli(configured: str | None = None, *, path: str | None = None) -> str:
+    """The `gemini` executable: `configured` (a name on `path` or a file), else `gemini` on `path`
+    (default: this process's PATH); CodingAgentError naming the install command if there is none."""
+    if configured:
+        # A configured path is explicit: if it is wrong, say so instead of quietly using another.
+        found = shutil.which(configured, path=path) if os.sep not in configured else (
+            configured if os.path.isfile(configured) and os.access(configured, os.X_OK) else None)
+        if found:
+            return found
+        raise CodingAgentError(f"The Gemini CLI was not found at the configured `[coding_agent.options] "
+                               f"cli_path` {configured!r} (no such executable). Fix or remove that setting. "
+                               f"{INSTALL_HINT}")
+    found = shutil.which("gemini", path=path)
+    if not found:
+        raise CodingAgentError(f"The Gemini CLI (the `gemini` command) is not installed or not on PATH. {INSTALL_HINT}")
+    return found
+
+
 def cli_session_id(ours: str) -> str:
     """The CLI's id for our session: ours itself (a UUID, as the ticket graph makes), or for an id
     the CLI would refuse or misread (it allows only letters, digits, "-" and "_"; `--resume` takes
@@ -116,6 +134,11 @@ class GeminiAgent:
                           env=gemini_env(api.base_url, Path(workdir)),
                           requests=lambda: api.canonical("coding_agent"))
 
+    @classmethod
+    def find_cli(cls, options: GeminiOptions | None = None) -> str:
+        """The `gemini` executable these options run; CodingAgentError (with the install command) if none."""
+        return find_gemini_cli((options or GeminiOptions()).cli_path)
+
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group; each of those `run_turn` calls then raises
         RunInterrupted. Returns how many turns were stopped."""
@@ -140,22 +163,6 @@ class GeminiAgent:
     def _include_dirs(self, cwd: Path) -> list[Path]:
         return [(cwd / d).resolve() for d in self.options.include_directories]
 
-    def _cli(self, env: dict[str, str]) -> str:
-        configured = self.options.cli_path
-        if configured:
-            found = shutil.which(configured, path=env.get("PATH")) if os.sep not in configured else (
-                configured if os.path.isfile(configured) and os.access(configured, os.X_OK) else None)
-            if found:
-                return found
-            raise CodingAgentError(f"The Gemini CLI was not found at the configured `[coding_agent.options] "
-                                   f"cli_path` {configured!r} (no such executable). Fix or remove that "
-                                   f"setting. {INSTALL_HINT}")
-        found = shutil.which("gemini", path=env.get("PATH"))
-        if not found:
-            raise CodingAgentError(f"The Gemini CLI (the `gemini` command) is not installed or not on PATH. "
-                                   f"{INSTALL_HINT}")
-        return found
-
     def run_turn(self, prompt: str, cwd: Path, *, session_id: str | None, resume: bool,
                  on_event: EventCallback | None = None) -> TurnResult:
         if resume and not session_id:
@@ -175,7 +182,7 @@ class GeminiAgent:
         env = {**os.environ, **self.env, "GEMINI_CLI_NO_RELAUNCH": "true"}
         if self.options.home_dir:
             env["GEMINI_CLI_HOME"] = str(Path(self.options.home_dir).expanduser())
-        cli = self._cli(env)
+        cli = find_gemini_cli(self.options.cli_path, path=env.get("PATH"))
         emit = safe_callback(on_event)
         result = self._run_once(cli, prompt, cwd, env, session_id, resume, emit)
         if not resume and session_id and result.is_error and "already exists" in (result.error or ""):

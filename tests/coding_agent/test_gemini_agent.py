@@ -130,6 +130,12 @@ def test_a_missing_cli_names_the_install_command(tmp_path, project):
     with pytest.raises(CodingAgentError, match="cli_path.*npm install -g @google/gemini-cli"):
         GeminiAgent(GeminiAgent.Options(cli_path=str(tmp_path / "no-gemini"))).run_turn(
             "hi", project, session_id=None, resume=False)
+    with pytest.raises(CodingAgentError, match="cli_path.*npm install -g @google/gemini-cli"):
+        GeminiAgent.find_cli(GeminiAgent.Options(cli_path="no-such-gemini"))
+
+
+def test_find_cli_names_the_installed_cli(gemini_cli):
+    assert GeminiAgent.find_cli() == gemini_cli
 
 
 def test_a_cli_without_a_sign_in_is_a_failed_turn_saying_how_to_sign_in(gemini, project, tmp_path):
