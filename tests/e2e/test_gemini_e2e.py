@@ -64,3 +64,18 @@ def test_a_two_turn_ticket_completes_with_its_commit_on_the_gemini_cli(tmp_path,
     # The ticket's work is committed on its branch; the user's checkout is untouched.
     assert out(repo, "show", "middle/t1:a.txt") == "a" and out(repo, "show", "middle/t1:b.txt") == "b"
     assert not (repo / "a.txt").exists() and out(repo, "status", "--porcelain") == ""
+
+
+def test_the_offline_demo_runs_on_the_gemini_cli(tmp_path):
+    require_cli("gemini", INSTALL_COMMAND)
+    demo = tmp_path / "demo"
+    middle = Path(sys.executable).with_name("middle")
+    proc = subprocess.run([str(middle), "demo", "--agent", "gemini", "--no-memory", "--dir", str(demo)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for tid in ("001-greeting", "002-farewell", "003-multiply"):
+        assert f"complete ticket {tid}" in proc.stdout, proc.stdout
+    assert "▸ write_file" in proc.stdout  # the Gemini CLI's own tool wrote each file
+    assert (demo / "repo" / "calc" / "farewell.py").read_text().count("Goodbye") == 1
+    # The CLI's home (settings, sessions) is the demo's, under its state dir.
+    assert list((demo / ".middle" / "offline" / "gemini" / "gemini-home" / ".gemini" / "tmp").glob("*/chats/*.jsonl"))
