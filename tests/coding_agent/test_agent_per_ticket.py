@@ -152,8 +152,10 @@ def test_a_coding_agents_table_of_an_unknown_kind_is_one_error_line(shell_plugin
     config = project(tmp_path, {"t1.md": CLAUDE_TICKET}, extra="[coding_agents.nope]\nmodel = \"x\"\n")
     result = middle(config, "tickets")
     assert result.exit_code != 0
+    kinds = sorted(manager._REGISTRY.coding_agents)  # the built-in agents, whichever there are, and the plugin's
+    assert {"claude-code", "shell-agent"} <= set(kinds)
     assert result.output.strip().splitlines() == [
-        "error: [coding_agents.nope] names no registered coding agent: choose one of claude-code, shell-agent "
+        f"error: [coding_agents.nope] names no registered coding agent: choose one of {', '.join(kinds)} "
         "(`middle agents` lists them)"]
 
 
