@@ -79,3 +79,30 @@ def test_the_offline_demo_runs_on_the_gemini_cli(tmp_path):
     assert (demo / "repo" / "calc" / "farewell.py").read_text().count("Goodbye") == 1
     # The CLI's home (settings, sessions) is the demo's, under its state dir.
     assert list((demo / ".middle" / "offline" / "gemini" / "gemini-home" / ".gemini" / "tmp").glob("*/chats/*.jsonl"))
+
+
+def mixed_ticket(tid: str, agent: str, path: str, word: str) -> str:
+    return (f"---\ntitle: {word}\nproject: calc\nid: {tid}\ncoding_agent: {agent}\n---\n"
+            f"Create `{path}` with:\n```text\n{word}\n```\n")
+
+
+def test_a_batch_whose_tickets_name_claude_code_and_gemini_runs_each_on_its_own(tmp_path, claude_cli):
+    """Offline (`--fake`): the middle agent and Claude Code on the fake Messages API, the Gemini
+    CLI on its own fake Gemini API, all answered by the demo model."""
+    require_cli("gemini", INSTALL_COMMAND)
+    repo = make_repo(tmp_path / "repo", {"README.md": "# calc\n"})
+    (tmp_path / "tickets").mkdir()
+    (tmp_path / "tickets" / "t1.md").write_text(mixed_ticket("t1", "claude-code", "one.txt", "one"))
+    (tmp_path / "tickets" / "t2.md").write_text(mixed_ticket("t2", "gemini", "two.txt", "two"))
+    (tmp_path / "middle.toml").write_text('state_dir = "state"\n[project]\npath = "repo"\ntickets_dir = "tickets"\n'
+                                          '[memory]\nbackend = "none"\n')
+    middle = Path(sys.executable).with_name("middle")
+    proc = subprocess.run([str(middle), "run", "--fake", "t1", "t2"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "complete ticket t1" in proc.stdout and "complete ticket t2" in proc.stdout, proc.stdout
+    assert "▸ write_file" in proc.stdout and "▸ Write" in proc.stdout  # each agent's own tool
+    with TicketStore(tmp_path / "state" / "middle.sqlite3") as store:
+        agents = {t: [turn["coding_agent"] for turn in store.list_turns(ticket_id=t)] for t in ("t1", "t2")}
+    assert agents == {"t1": ["claude-code"], "t2": ["gemini"]}
+    assert out(repo, "show", "middle/t1:one.txt") == "one" and out(repo, "show", "middle/t2:two.txt") == "two"
