@@ -187,3 +187,12 @@ def test_an_included_directory_may_be_written_and_a_missing_one_is_refused(gemin
     assert (shared / "lib.txt").read_text() == "lib\n"
     with pytest.raises(CodingAgentError, match="include_directories.*does not exist"):
         gemini.agent(include_directories=["../nowhere"]).run_turn("hi", project, session_id=None, resume=False)
+
+
+def test_the_clis_own_model_choice_works_offline_too(gemini, project):
+    """With no `model` the CLI first asks a router model for a JSON complexity score (a side call
+    without tools, on the fake's "aux" channel, answered with the schema's smallest object)."""
+    gemini.script.coding_agent("Routed and answered.")
+    turn = gemini.agent(model=None).run_turn("hi", project, session_id=str(uuid.uuid4()), resume=False)
+    assert turn.is_error is False, turn.error
+    assert turn.text == "Routed and answered." and len(gemini.requests()) == 1
