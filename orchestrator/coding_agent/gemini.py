@@ -126,7 +126,8 @@ class GeminiAgent:
     def offline(cls, responder: Any, workdir: Path) -> Iterator[Offline]:
         """The Gemini CLI on the local fake Gemini API answering from `responder` (see base.Offline)."""
         # Imported here: the fake is a test/demo double, never needed to run a real ticket.
-        from orchestrator.fake_api.gemini import OFFLINE_MODEL, FakeGeminiAPI, gemini_env, offline_home
+        from orchestrator.fake_api.gemini import FakeGeminiAPI
+        from orchestrator.fake_api.gemini_env import OFFLINE_MODEL, gemini_env, offline_home
 
         home = offline_home(Path(workdir) / "gemini-home")
         with FakeGeminiAPI(responder) as api:

@@ -22,32 +22,25 @@ Facts about Gemini CLI 0.61.0 this fake relies on (observed against it):
   the "aux" channel, and when the reply is not JSON they get the smallest object the schema
   accepts (first enum value, "", 0, false), so the CLI never stalls on them.
 - A 400 is not retried; 429 and 5xx are retried (up to `general.maxAttempts`, 10 by default).
-- With offline_home's settings and gemini_env, a turn connects to nothing but this fake (checked
+- With gemini_env's offline_home and variables, a turn connects to nothing but this fake (checked
   with `strace -f -e trace=connect`): no update check, usage statistics or telemetry.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .local_server import RequestRecord
-from .messages import classify, content_text
+from .messages import classify
 from .replies import ApiError, Reply, estimate_tokens, new_id
 from .server import RecordingFake, Responder
 
-__all__ = ["FakeGeminiAPI", "GeminiRequest", "OFFLINE_MODEL", "TOOL_NAMES", "as_gemini_response",
-           "as_messages_body", "gemini_env", "offline_home"]
-
-# A concrete model: with the CLI's default ("auto") every prompt first goes to a router model.
-OFFLINE_MODEL = "gemini-2.5-pro"
-FAKE_GEMINI_KEY = "fake-gemini-key"
+__all__ = ["FakeGeminiAPI", "GeminiRequest", "TOOL_NAMES", "as_gemini_response", "as_messages_body"]
 
 # Canonical (Claude Code) tool name -> the Gemini CLI's.
 TOOL_NAMES = {"Write": "write_file", "Edit": "replace", "Read": "read_file", "Bash": "run_shell_command"}
@@ -381,48 +374,3 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-
-
-def tool_result_text(body: dict[str, Any]) -> str:
-    """Every tool result's text in a canonical body (for tests)."""
-    return "\n".join(content_text([b]) for m in body.get("messages") or [] for b in m.get("content") or []
-                     if isinstance(b, dict) and b.get("type") == "tool_result")
-
-
-# -- pointing the Gemini CLI at this fake ----------------------------------------------------------
-def offline_home(home: Path) -> Path:
-    """A Gemini CLI home (GEMINI_CLI_HOME) with settings for the fake: API-key auth (no browser or
-    OAuth prompt), no folder-trust prompt, no auto-update, usage statistics or telemetry, and no
-    retries (a scripted 5xx would otherwise be retried 10 times with backoff)."""
-    settings = {
-        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
-        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False, "maxAttempts": 1},
-        "privacy": {"usageStatisticsEnabled": False},
-        "telemetry": {"enabled": False},
-        "ide": {"enabled": False},
-    }
-    (home / ".gemini").mkdir(parents=True, exist_ok=True)
-    (home / ".gemini" / "settings.json").write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
-    return home
-
-
-def gemini_env(base_url: str, workdir: Path, api_key: str = FAKE_GEMINI_KEY) -> dict[str, str]:
-    """Variables to merge over os.environ so a Gemini CLI child talks only to the fake at `base_url`.
-    The machine-wide settings (/etc/gemini-cli) are pointed at paths under `workdir` that do not
-    exist, so only the home's settings.json (offline_home) is read."""
-    no_proxy = ",".join(filter(None, ["127.0.0.1", "localhost", os.environ.get("NO_PROXY", "")]))
-    tmp = Path(workdir) / "tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
-    return {
-        # Its error reports (gemini-client-error-*.json, one per failed request) go here, not to /tmp.
-        "TMPDIR": str(tmp),
-        "GEMINI_API_KEY": api_key,
-        "GOOGLE_GEMINI_BASE_URL": base_url,
-        # Variables that would choose another auth (Vertex, a Google login) or another endpoint.
-        "GOOGLE_GENAI_USE_VERTEXAI": "", "GOOGLE_GENAI_USE_GCA": "", "GOOGLE_API_KEY": "",
-        "GOOGLE_CLOUD_PROJECT": "", "GEMINI_MODEL": "", "GEMINI_DEFAULT_AUTH_TYPE": "",
-        "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(Path(workdir) / "no-system" / "settings.json"),
-        "GEMINI_CLI_SYSTEM_DEFAULTS_PATH": str(Path(workdir) / "no-system" / "system-defaults.json"),
-        "GEMINI_TELEMETRY_ENABLED": "false",
-        "NO_PROXY": no_proxy, "no_proxy": no_proxy,
-    }
