@@ -37,6 +37,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "orchestrator.coding_agent.plugin",
     "orchestrator.coding_agent.codex_plugin",
     "orchestrator.coding_agent.aider_plugin",
+    "orchestrator.coding_agent.gemini_plugin",
     "orchestrator.github.plugin",
     "tickets.plugin",
 )
