@@ -7,6 +7,7 @@ empty without creating one.
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,7 +17,15 @@ import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.memory.catalog import DEFAULT_PAGE, MAX_PAGE, Catalog, DocQuery, build_catalog, usage_by_doc
+from orchestrator.memory.catalog import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    Catalog,
+    DocQuery,
+    build_catalog,
+    catch_up,
+    usage_by_doc,
+)
 from orchestrator.memory.facade import DOC_ID_CHARS, doc_id
 from orchestrator.server.auth import SESSION_COOKIE, TOKEN_NAME
 from orchestrator.server.errors import error_responses
@@ -291,19 +300,26 @@ def docs(project_id: str, state: ServerState = Depends(get_state),
 
 def project_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
     """The project's docs joined with their states, ticket records, authors and usage: built
-    once, then kept while nothing it shows has changed (the store's files, or, for a store in
-    the database, nothing kept; the ticket store's memory rows and run events), so the next
-    page of 100,000 docs costs what the first page of 20 does."""
-    mark = _catalog_mark(state, mem, pid)
+    once, then kept and caught up with each write (memory.catalog.catch_up: the docs the
+    project's change log names since, from this process or any other), so the page after a
+    change costs about what the page before it did. A store in the database, which has no
+    change log here, is listed again when its mark changes (`_catalog_mark`)."""
     with state.catalog_lock:
+        lock = state.catalog_locks.setdefault(pid, threading.Lock())
+    with lock:  # one request catches a project's catalog up; the others then find it current
         kept = state.catalogs.get(pid)
-        if mark is not None and kept is not None and kept[0] == mark:
+        if mem.change_log(pid) is not None:
+            if kept is not None and catch_up(kept[1], mem, state.store, pid):
+                return kept[1]
+            catalog = build_catalog(mem, state.store, pid)
+            state.catalogs[pid] = (None, catalog)
+            return catalog
+        mark = _catalog_mark(state, mem, pid)
+        if kept is not None and kept[0] == mark:
             return kept[1]
-    catalog = _build_catalog(state, mem, pid)
-    if mark is not None:
-        with state.catalog_lock:
-            state.catalogs[pid] = (mark, catalog)
-    return catalog
+        catalog = build_catalog(mem, state.store, pid)
+        state.catalogs[pid] = (mark, catalog)
+        return catalog
 
 
 # How long a listing of a store in the database is kept while the ticket store shows no change:
@@ -312,28 +328,11 @@ def project_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
 DATABASE_LISTING_S = 30.0
 
 
-def _catalog_mark(state: ServerState, mem: MemoryFacade, pid: str) -> tuple[Any, ...] | None:
-    """What the project's listing depends on, cheaply: the store's files (their times and
-    sizes) and the ticket store's memory rows and run events; for a store in a database, whose
-    writes by other machines leave no file here, the ticket store's and a 30 s window. None:
-    build it afresh."""
+def _catalog_mark(state: ServerState, mem: MemoryFacade, pid: str) -> tuple[Any, ...]:
+    """What a listing of a store in the database depends on, cheaply: the ticket store's
+    memory rows and run events, and a 30 s window (writes by other machines leave no mark here)."""
     fingerprint = state.store.memory_fingerprint(pid)
-    if mem.url is not None:
-        return (mem.backend_name, "database", fingerprint, int(time.monotonic() // DATABASE_LISTING_S))
-    files = []
-    store = mem.store_dir(pid)
-    if store.is_dir():
-        for path in sorted(store.rglob("*")):
-            try:
-                st = path.stat()
-            except OSError:  # a temp file renamed away while we looked: build afresh
-                return None
-            files.append((str(path), st.st_mtime_ns, st.st_size))
-    return (mem.backend_name, tuple(files), fingerprint)
-
-
-def _build_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
-    return build_catalog(mem, state.store, pid)
+    return (mem.backend_name, "database", fingerprint, int(time.monotonic() // DATABASE_LISTING_S))
 
 
 @router.get("/search", summary="What recall returns for a query, with scores (and why, with explain)",

@@ -38,6 +38,7 @@ class ServerState:
     # project -> (what it was built from, its memory catalog): memory_api.project_catalog
     catalogs: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     catalog_lock: threading.Lock = field(default_factory=threading.Lock)
+    catalog_locks: dict[str, threading.Lock] = field(default_factory=dict)  # one per project
     stopping: threading.Event = field(default_factory=threading.Event)  # ends live streams
     live_streams: int = 0  # event streams being served now (each ends when its client leaves)
     _sync_lock: threading.Lock = field(default_factory=threading.Lock)
