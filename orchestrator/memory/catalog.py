@@ -17,7 +17,7 @@ import base64
 import json
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from datetime import date, datetime, time, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -426,10 +426,23 @@ class Catalog:
                 "origin": origin_line(shown), "author": self._author(state, tickets) or None,
                 "pinned": bool(state and state["pinned"]), "superseded_by": superseded_by,
                 "supersedes": self._superseding.get(key, []), "uses": uses,
-                "valid_until": until, "expired": bool(until and is_expired(state)),
+                "valid_until": until, "valid_through": _last_day(until),
+                "expired": bool(until and is_expired(state)),
                 "validity": expiry_note(state),
                 # an already superseded doc is history: never a candidate to supersede again
                 "candidate": None if superseded_by else unused_note(uses)}
+
+
+def _last_day(until: str | None) -> str | None:
+    """The last day a doc is valid (YYYY-MM-DD), from its valid_until (the instant it expires:
+    a day given as `--valid-until DAY` expires at the next day's start)."""
+    if not until:
+        return None
+    try:
+        moment = datetime.fromisoformat(until)
+    except ValueError:  # stored state is untrusted: no day rather than a crash
+        return None
+    return (moment - timedelta(microseconds=1)).date().isoformat()
 
 
 def _selected(row: _Row, q: DocQuery, at: str | None = None) -> bool:

@@ -113,9 +113,11 @@ class ChangeLog:
             with closing(self._connect()) as conn:
                 conn.execute("BEGIN IMMEDIATE")
                 epoch = self._epoch(conn)
-                seq = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM log").fetchone()[0]
+                # the last number given, kept by SQLite after its entries were trimmed or the
+                # log started over: the next entry is numbered after it
+                row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'log'").fetchone()
                 conn.execute("COMMIT")
-                return Head(epoch, int(seq))
+                return Head(epoch, int(row[0]) if row else 0)
         except sqlite3.Error as exc:
             log.warning("memory change log %s unreadable (%s)", self.path, exc)
             return None

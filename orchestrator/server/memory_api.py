@@ -27,8 +27,8 @@ from orchestrator.memory.catalog import (
     usage_by_doc,
 )
 from orchestrator.memory.facade import DOC_ID_CHARS, doc_id
-from orchestrator.server.auth import SESSION_COOKIE, TOKEN_NAME
 from orchestrator.server.errors import error_responses
+from orchestrator.server.people import who
 from orchestrator.server.state import ServerState, checked_project, get_state
 from tickets.queries import DocSource
 
@@ -168,27 +168,6 @@ def client_gone(request: Request) -> Callable[[], bool]:
     return gone
 
 
-def who(request: Request) -> str:
-    """Who a change is recorded as: the board (its login cookie) or an API client, and the
-    person: the name of the token the request came with (`[server] tokens`; MIDDLE_API_TOKEN is
-    "MIDDLE_API_TOKEN"), or, on a server without tokens (loopback only: this machine's user), the person
-    the server runs as (git's user.name and user.email, else the login name)."""
-    via = "board" if request.cookies.get(SESSION_COOKIE) or "text/html" in request.headers.get(
-        "accept", "") or request.headers.get("x-middle-board") else "api"
-    name = getattr(request.state, TOKEN_NAME, None)
-    if name is None:
-        name = _server_user(get_state(request))
-    return f"{via} {name}"
-
-
-def _server_user(state: ServerState) -> str:
-    from orchestrator.memory.curation import cli_user
-
-    if state.user is None:  # asked once: the person a server runs as does not change
-        state.user = cli_user(state.config.root)
-    return state.user
-
-
 @router.post("/docs", summary="Add one doc by hand (recorded)", responses=_NEW_ERRORS)
 def add_doc(project_id: str, body: DatedTextBody, request: Request, create: bool = _CREATE,
             state: ServerState = Depends(get_state)) -> dict[str, Any]:
@@ -285,12 +264,13 @@ def docs(project_id: str, state: ServerState = Depends(get_state),
          until: str | None = Query(None, description="Only docs dated this day (YYYY-MM-DD) or earlier."),
          pinned: str | None = Query(None, description="true or false."),
          superseded: str | None = Query(None, description="true (history) or false (live)."),
+         expired: str | None = Query(None, description="true (past their valid_until) or false (still valid)."),
          never_used: str | None = Query(None, description="true: only docs the agent never used."),
          ) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
     query = DocQuery.parse(limit=limit, cursor=cursor, sort=sort, source=source, ticket=ticket,
                            author=author, since=since, until=until, pinned=pinned,
-                           superseded=superseded, never_used=never_used)
+                           superseded=superseded, expired=expired, never_used=never_used)
     catalog = project_catalog(state, mem, pid)  # empty, creating nothing, without a store
     shown = catalog.page(query)
     return {"project": pid, "backend": mem.backend_name, "total": len(catalog.rows),
@@ -341,14 +321,28 @@ def search(project_id: str, q: str = Query(..., description="The query."),
            k: int = Query(5, ge=1, le=100, description="How many docs."),
            explain: bool = Query(False, description="Add each doc's signals and `why`, the line "
                                  "that says what put it there."),
+           as_of: str | None = Query(None, description="What memory said then (YYYY-MM-DD: that "
+                                     "day's end, UTC; or a time): the docs held then and not "
+                                     "superseded, deleted or expired by then (`middle memory "
+                                     "search --as-of`)."),
            state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
-    return search_results(state, mem, pid, q, k, explain=explain)
+    return search_results(state, mem, pid, q, k, explain=explain, as_of=as_of)
 
 
 def search_results(state: ServerState, mem: MemoryFacade, pid: str, q: str, k: int,
-                   explain: bool = False) -> dict[str, Any]:
-    results = mem.retrieve(pid, [q], k, if_exists=True)
+                   explain: bool = False, as_of: str | None = None) -> dict[str, Any]:
+    """The hits of a search; with `as_of` (a date) what memory said then, as the CLI's
+    `search --as-of` finds it (memory.asof), plus `as_of` (the instant) and `held_then`."""
+    then: dict[str, Any] = {}
+    if as_of is not None and as_of.strip():
+        from orchestrator.memory.asof import search_as_of
+
+        curator, _ = _curator(pid, state)
+        at, held, result = search_as_of(curator, pid, q, as_of, k)
+        results, then = [result], {"as_of": at, "held_then": held}
+    else:
+        results = mem.retrieve(pid, [q], k, if_exists=True)
     sources = _with_sources(state, pid)
     marks = {m["doc"]: m["by"] for r in results for m in r.get("superseded", [])}
     hits = []
@@ -364,7 +358,7 @@ def search_results(state: ServerState, mem: MemoryFacade, pid: str, q: str, k: i
                 hit["signals"] = {key: value for key, value in why[pos].items() if key not in ("why", "id")}
             hits.append(hit)
     return {"project": pid, "backend": mem.backend_name, "recall": mem.backend_cls.recall,
-            "query": q, "results": hits}
+            "query": q, "results": hits, **then}
 
 
 @router.get("/stats", summary="Backend, doc count, store size on disk and last write", responses=_ERRORS)

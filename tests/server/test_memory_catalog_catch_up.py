@@ -101,6 +101,8 @@ def test_a_log_started_over_or_broken_lists_the_store_again(served, caplog):
     assert client.get(DOCS).json()["total"] == SIZE + 5_001
     assert _kept(state) is not catalog
     catalog = _kept(state)
+    mem.index(PROJECT, ["the next write after the log started over"])  # caught up again
+    assert client.get(DOCS).json()["total"] == SIZE + 5_002 and _kept(state) is catalog
     log = mem.change_log(PROJECT)
     log.path.write_bytes(b"not a database at all")  # damaged by hand
     mem.index(PROJECT, ["written while the log was broken"])
