@@ -173,11 +173,11 @@ def build_catalog(mem: MemoryFacade, store: TicketStore, project_id: str) -> Cat
     listed (under the same locks, so no write falls between), to catch up from there."""
     records: list[tuple[str, float | None]] = []
     head, epoch = None, None
-    changes = mem.change_log(project_id)
     if mem.has_store(project_id):
-        with mem.other_backend(project_id, mem.backend_name, "list") as backend:
-            if changes is not None:
-                head, epoch = changes.head(), read_epoch(mem.store_dir(project_id))
+        # "catalog", not a read: the project's lock is taken even for a store in the database,
+        # so no write's note and doc fall on either side of this listing
+        with mem.other_backend(project_id, mem.backend_name, "catalog") as backend:
+            head, epoch = mem.change_log(project_id).head(), read_epoch(mem.store_dir(project_id))
             records = list(backend.list_records())
     fingerprint = store.memory_fingerprint(project_id)
     catalog = Catalog(records, store.memory_state(project_id), store.doc_sources(project_id),
@@ -190,16 +190,15 @@ def catch_up(catalog: Catalog, mem: MemoryFacade, store: TicketStore, project_id
     """Bring a kept catalog up to date with every write since it was built or last caught up,
     in any process: the docs the change log names are looked up in the store (there or not),
     and the ticket store's rows are joined again only when they changed, each changed doc's
-    row put in place in the kept listings. False when it cannot (no log, a store rebuilt or a
-    log started over since, another backend): list the store again (build_catalog)."""
-    changes = mem.change_log(project_id)
-    if (changes is None or catalog.head is None or catalog.backend != mem.backend_name
-            or not mem.has_store(project_id)):
+    row put in place in the kept listings. False when it cannot (a store rebuilt or a log
+    started over since, the log unreadable, another backend): list the store again
+    (build_catalog)."""
+    if catalog.head is None or catalog.backend != mem.backend_name or not mem.has_store(project_id):
         return False
-    with mem.other_backend(project_id, mem.backend_name, "list") as backend:
+    with mem.other_backend(project_id, mem.backend_name, "catalog") as backend:  # see build_catalog
         if read_epoch(mem.store_dir(project_id)) != catalog.epoch:
             return False
-        caught = changes.since(catalog.head)
+        caught = mem.change_log(project_id).since(catalog.head)
         if caught is None:
             return False
         head, entries = caught

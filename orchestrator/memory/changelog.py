@@ -12,8 +12,8 @@ A local store's log is one SQLite file per project beside the stores (`save_dir/
 Its `epoch` (a random token written when the file is made) changes when the log starts over:
 the file removed, a write too big to note doc by doc (a bulk import), the store rebuilt by
 `middle memory reindex`, the log unreadable. A reader that holds another epoch, or a position
-the log has since trimmed, lists the store again. A store in a shared database has no log here
-(its writes happen on other machines): its listing is checked the old way (memory_api).
+the log has since trimmed, lists the store again. A store in the shared PostgreSQL database
+keeps its log in that database (PgChangeLog), where every machine's writes note themselves.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("middle.memory")
 
@@ -142,4 +143,125 @@ class ChangeLog:
             entries = [Entry(int(s), str(d), None if a is None else float(a)) for s, d, a in rows]
         except (TypeError, ValueError):  # stored state is untrusted: list the store instead
             return None
+        return Head(head.epoch, entries[-1].seq if entries else head.seq), entries
+
+
+# Schema creation takes this transaction-level advisory lock: two machines starting at once
+# would otherwise race on CREATE TABLE IF NOT EXISTS.
+_PG_SCHEMA_KEY = 0x6D69646C6F67  # "midlog"
+_PG_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS middle_memory_log (seq BIGSERIAL PRIMARY KEY, project TEXT NOT NULL,"
+    " doc TEXT NOT NULL, at DOUBLE PRECISION)",
+    "CREATE INDEX IF NOT EXISTS middle_memory_log_by_project ON middle_memory_log (project, seq)",
+    "CREATE TABLE IF NOT EXISTS middle_memory_log_epoch (project TEXT PRIMARY KEY, epoch TEXT NOT NULL,"
+    " trimmed_to BIGINT NOT NULL DEFAULT 0)",
+)
+_pg_ready: set[int] = set()  # pools whose database has the tables (made once per process)
+
+
+class PgChangeLog:
+    """The change log of a project whose store is in the shared PostgreSQL database, in that
+    database (every machine's writes go there). Its entries are numbered by one sequence for
+    all projects; a project's writers note under the project's advisory lock, and its readers
+    read under it, so a reader never sees a later number before an earlier one. `pool`: the
+    facade's lock pool (autocommit connections)."""
+
+    def __init__(self, pool: Any, project: str, where: str):
+        self.pool, self.project, self.path = pool, project, where
+
+    def _ready(self, conn: Any) -> None:
+        if id(self.pool) in _pg_ready:
+            return
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_SCHEMA_KEY,))
+            for statement in _PG_SCHEMA:
+                conn.execute(statement)
+        _pg_ready.add(id(self.pool))
+
+    def _epoch(self, conn: Any) -> tuple[str, int]:
+        conn.execute("INSERT INTO middle_memory_log_epoch (project, epoch) VALUES (%s, %s)"
+                     " ON CONFLICT (project) DO NOTHING", (self.project, secrets.token_hex(8)))
+        epoch, trimmed = conn.execute("SELECT epoch, trimmed_to FROM middle_memory_log_epoch"
+                                      " WHERE project = %s", (self.project,)).fetchone()
+        return str(epoch), int(trimmed)
+
+    def note(self, docs: list[tuple[str, float | None]]) -> None:
+        import psycopg
+
+        if not docs:
+            return
+        if len(docs) > MAX_NOTED:
+            self.restart()
+            return
+        try:
+            with self.pool.connection() as conn:
+                self._ready(conn)
+                with conn.transaction():
+                    self._epoch(conn)
+                    with conn.cursor() as cur:
+                        cur.executemany("INSERT INTO middle_memory_log (project, doc, at) VALUES (%s, %s, %s)",
+                                        [(self.project, doc, at) for doc, at in docs])
+                    last = conn.execute("SELECT MAX(seq) FROM middle_memory_log WHERE project = %s",
+                                        (self.project,)).fetchone()[0] or 0
+                    if last // TRIM_EVERY != (last - len(docs)) // TRIM_EVERY:
+                        self._trim(conn)
+        except psycopg.Error as exc:
+            log.warning("memory change log of %s in %s unusable (%s): starting it over",
+                        self.project, self.path, exc)
+            self.restart()
+
+    def _trim(self, conn: Any) -> None:
+        row = conn.execute("SELECT seq FROM middle_memory_log WHERE project = %s ORDER BY seq DESC"
+                           " OFFSET %s LIMIT 1", (self.project, KEEP)).fetchone()
+        if row is not None:
+            conn.execute("DELETE FROM middle_memory_log WHERE project = %s AND seq <= %s",
+                         (self.project, row[0]))
+            conn.execute("UPDATE middle_memory_log_epoch SET trimmed_to = %s WHERE project = %s",
+                         (row[0], self.project))
+
+    def restart(self) -> None:
+        import psycopg
+
+        try:
+            with self.pool.connection() as conn:
+                self._ready(conn)
+                with conn.transaction():
+                    conn.execute("DELETE FROM middle_memory_log WHERE project = %s", (self.project,))
+                    conn.execute("INSERT INTO middle_memory_log_epoch (project, epoch) VALUES (%s, %s)"
+                                 " ON CONFLICT (project) DO UPDATE SET epoch = excluded.epoch, trimmed_to = 0",
+                                 (self.project, secrets.token_hex(8)))
+        except psycopg.Error as exc:  # readers then fail to read it, and list the store
+            log.warning("memory change log of %s in %s cannot be rewritten (%s)", self.project, self.path, exc)
+
+    def head(self) -> Head | None:
+        import psycopg
+
+        try:
+            with self.pool.connection() as conn:
+                self._ready(conn)
+                with conn.transaction():
+                    epoch, trimmed = self._epoch(conn)
+                    last = conn.execute("SELECT MAX(seq) FROM middle_memory_log WHERE project = %s",
+                                        (self.project,)).fetchone()[0]
+                return Head(epoch, int(last or trimmed))
+        except psycopg.Error as exc:
+            log.warning("memory change log of %s in %s unreadable (%s)", self.project, self.path, exc)
+            return None
+
+    def since(self, head: Head) -> tuple[Head, list[Entry]] | None:
+        import psycopg
+
+        try:
+            with self.pool.connection() as conn:
+                self._ready(conn)
+                row = conn.execute("SELECT epoch, trimmed_to FROM middle_memory_log_epoch WHERE project = %s",
+                                   (self.project,)).fetchone()
+                if row is None or str(row[0]) != head.epoch or int(row[1]) > head.seq:
+                    return None
+                rows = conn.execute("SELECT seq, doc, at FROM middle_memory_log WHERE project = %s"
+                                    " AND seq > %s ORDER BY seq", (self.project, head.seq)).fetchall()
+        except psycopg.Error as exc:
+            log.warning("memory change log of %s in %s unreadable (%s)", self.project, self.path, exc)
+            return None
+        entries = [Entry(int(s), str(d), None if a is None else float(a)) for s, d, a in rows]
         return Head(head.epoch, entries[-1].seq if entries else head.seq), entries

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from orchestrator.errors import ConfigError, MemoryStoreError
-from orchestrator.memory.changelog import CHANGES_DIR, ChangeLog
+from orchestrator.memory.changelog import CHANGES_DIR, ChangeLog, PgChangeLog
 from orchestrator.memory.curation import curate, curation_notes, current_text, pinned_docs
 from orchestrator.memory.explain import signals_for, why_line
 from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade's text rules
@@ -292,27 +292,24 @@ class MemoryFacade:
             return cls.store_exists(self.store_dir(project_id), database=database)  # type: ignore[call-arg]
         return cls.store_exists(self.store_dir(project_id))
 
-    def change_log(self, project_id: str) -> ChangeLog | None:
-        """The project's doc change log (memory.changelog), or None: a store in the shared
-        database is written from other machines too, so no file here can follow it."""
-        if self.url is not None:
-            return None
-        return ChangeLog(self.save_dir / CHANGES_DIR / f"{validate_project_id(project_id)}.sqlite")
+    def change_log(self, project_id: str) -> ChangeLog | PgChangeLog:
+        """The project's doc change log (memory.changelog): a file beside the stores, or, for a
+        store in the shared database (written from other machines too), a table there."""
+        validate_project_id(project_id)
+        if isinstance(self._locks_across, AdvisoryLocks):
+            return PgChangeLog(self._locks_across.pool, project_id, self._locks_across.where)
+        return ChangeLog(self.save_dir / CHANGES_DIR / f"{project_id}.sqlite")
 
     def note_writes(self, project_id: str, records: list[tuple[str, float | None]]) -> None:
         """Note in the change log the docs a write to the configured store is about to touch
         ((text, time) each; call under the project's locks, before the write): every writer
         of docs comes through here, so a listing in any process catches up with it."""
-        changes = self.change_log(project_id)
-        if changes is not None:
-            now = time.time() if self.backend_cls.keeps_times else None
-            changes.note([(text, now if when is None else when) for text, when in records])
+        now = time.time() if self.backend_cls.keeps_times else None
+        self.change_log(project_id).note([(text, now if when is None else when) for text, when in records])
 
     def restart_change_log(self, project_id: str) -> None:
         """Every listing of the project lists its store again (after a rebuild of it)."""
-        changes = self.change_log(project_id)
-        if changes is not None:
-            changes.restart()
+        self.change_log(project_id).restart()
 
     def _thread_lock(self, project_id: str) -> threading.RLock:
         with self._master:

@@ -8,7 +8,6 @@ empty without creating one.
 from __future__ import annotations
 
 import threading
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -281,38 +280,17 @@ def docs(project_id: str, state: ServerState = Depends(get_state),
 def project_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
     """The project's docs joined with their states, ticket records, authors and usage: built
     once, then kept and caught up with each write (memory.catalog.catch_up: the docs the
-    project's change log names since, from this process or any other), so the page after a
-    change costs about what the page before it did. A store in the database, which has no
-    change log here, is listed again when its mark changes (`_catalog_mark`)."""
+    project's change log names since, from this process or any other, on any machine for a
+    store in the database), so the page after a change costs about what the page before it did."""
     with state.catalog_lock:
         lock = state.catalog_locks.setdefault(pid, threading.Lock())
     with lock:  # one request catches a project's catalog up; the others then find it current
         kept = state.catalogs.get(pid)
-        if mem.change_log(pid) is not None:
-            if kept is not None and catch_up(kept[1], mem, state.store, pid):
-                return kept[1]
-            catalog = build_catalog(mem, state.store, pid)
-            state.catalogs[pid] = (None, catalog)
-            return catalog
-        mark = _catalog_mark(state, mem, pid)
-        if kept is not None and kept[0] == mark:
-            return kept[1]
+        if kept is not None and catch_up(kept, mem, state.store, pid):
+            return kept
         catalog = build_catalog(mem, state.store, pid)
-        state.catalogs[pid] = (mark, catalog)
+        state.catalogs[pid] = catalog
         return catalog
-
-
-# How long a listing of a store in the database is kept while the ticket store shows no change:
-# every way docs reach memory records itself there too (a ticket's doc, an import's origins, a
-# curation change, an API index), so this only bounds what a bare write from elsewhere could hide.
-DATABASE_LISTING_S = 30.0
-
-
-def _catalog_mark(state: ServerState, mem: MemoryFacade, pid: str) -> tuple[Any, ...]:
-    """What a listing of a store in the database depends on, cheaply: the ticket store's
-    memory rows and run events, and a 30 s window (writes by other machines leave no mark here)."""
-    fingerprint = state.store.memory_fingerprint(pid)
-    return (mem.backend_name, "database", fingerprint, int(time.monotonic() // DATABASE_LISTING_S))
 
 
 @router.get("/search", summary="What recall returns for a query, with scores (and why, with explain)",

@@ -33,7 +33,7 @@ def served(tmp_path: Path) -> Iterator[tuple[TestClient, Any, Path]]:
 
 
 def _kept(state: Any) -> Any:
-    return state.catalogs[PROJECT][1]
+    return state.catalogs[PROJECT]
 
 
 def _middle(config: Path, *args: str) -> str:
