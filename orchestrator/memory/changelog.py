@@ -91,7 +91,7 @@ class ChangeLog:
                 if last // TRIM_EVERY != (last - cur.rowcount) // TRIM_EVERY:
                     conn.execute("DELETE FROM log WHERE seq <= ?", (last - KEEP,))
                 conn.execute("COMMIT")
-        except sqlite3.Error as exc:  # a broken log must not stop a write: readers start over
+        except (sqlite3.Error, OSError) as exc:  # a broken log must not stop a write: readers start over
             log.warning("memory change log %s unusable (%s): starting it over", self.path, exc)
             self.restart()
 
@@ -104,9 +104,12 @@ class ChangeLog:
                 conn.execute("DELETE FROM meta")
                 conn.execute("INSERT INTO meta (epoch) VALUES (?)", (secrets.token_hex(8),))
                 conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             log.warning("memory change log %s cannot be rewritten (%s): removing it", self.path, exc)
-            self.path.unlink(missing_ok=True)  # a new file is a new epoch too
+            try:
+                self.path.unlink(missing_ok=True)  # a new file is a new epoch too
+            except OSError:  # readers fail to read it, and list the store
+                pass
 
     def head(self) -> Head | None:
         """Where the log is now; None when it cannot be read (the reader lists the store)."""
@@ -119,7 +122,7 @@ class ChangeLog:
                 row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'log'").fetchone()
                 conn.execute("COMMIT")
                 return Head(epoch, int(row[0]) if row else 0)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             log.warning("memory change log %s unreadable (%s)", self.path, exc)
             return None
 
@@ -136,7 +139,7 @@ class ChangeLog:
                     return None  # trimmed past the reader
                 rows = conn.execute("SELECT seq, doc, at FROM log WHERE seq > ? ORDER BY seq",
                                     (head.seq,)).fetchall()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             log.warning("memory change log %s unreadable (%s)", self.path, exc)
             return None
         try:
@@ -187,6 +190,7 @@ class PgChangeLog:
 
     def note(self, docs: list[tuple[str, float | None]]) -> None:
         import psycopg
+        from psycopg_pool import PoolTimeout
 
         if not docs:
             return
@@ -205,7 +209,7 @@ class PgChangeLog:
                                         (self.project,)).fetchone()[0] or 0
                     if last // TRIM_EVERY != (last - len(docs)) // TRIM_EVERY:
                         self._trim(conn)
-        except psycopg.Error as exc:
+        except (psycopg.Error, PoolTimeout) as exc:
             log.warning("memory change log of %s in %s unusable (%s): starting it over",
                         self.project, self.path, exc)
             self.restart()
@@ -221,6 +225,7 @@ class PgChangeLog:
 
     def restart(self) -> None:
         import psycopg
+        from psycopg_pool import PoolTimeout
 
         try:
             with self.pool.connection() as conn:
@@ -230,11 +235,12 @@ class PgChangeLog:
                     conn.execute("INSERT INTO middle_memory_log_epoch (project, epoch) VALUES (%s, %s)"
                                  " ON CONFLICT (project) DO UPDATE SET epoch = excluded.epoch, trimmed_to = 0",
                                  (self.project, secrets.token_hex(8)))
-        except psycopg.Error as exc:  # readers then fail to read it, and list the store
+        except (psycopg.Error, PoolTimeout) as exc:  # readers then fail to read it, and list the store
             log.warning("memory change log of %s in %s cannot be rewritten (%s)", self.project, self.path, exc)
 
     def head(self) -> Head | None:
         import psycopg
+        from psycopg_pool import PoolTimeout
 
         try:
             with self.pool.connection() as conn:
@@ -244,12 +250,13 @@ class PgChangeLog:
                     last = conn.execute("SELECT MAX(seq) FROM middle_memory_log WHERE project = %s",
                                         (self.project,)).fetchone()[0]
                 return Head(epoch, int(last or trimmed))
-        except psycopg.Error as exc:
+        except (psycopg.Error, PoolTimeout) as exc:
             log.warning("memory change log of %s in %s unreadable (%s)", self.project, self.path, exc)
             return None
 
     def since(self, head: Head) -> tuple[Head, list[Entry]] | None:
         import psycopg
+        from psycopg_pool import PoolTimeout
 
         try:
             with self.pool.connection() as conn:
@@ -260,7 +267,7 @@ class PgChangeLog:
                     return None
                 rows = conn.execute("SELECT seq, doc, at FROM middle_memory_log WHERE project = %s"
                                     " AND seq > %s ORDER BY seq", (self.project, head.seq)).fetchall()
-        except psycopg.Error as exc:
+        except (psycopg.Error, PoolTimeout) as exc:
             log.warning("memory change log of %s in %s unreadable (%s)", self.project, self.path, exc)
             return None
         entries = [Entry(int(s), str(d), None if a is None else float(a)) for s, d, a in rows]
