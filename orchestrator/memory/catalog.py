@@ -1,11 +1,17 @@
 """The memory catalog: a project's docs as the board and the docs API list them, one page at a time.
 
 A store of 100,000 docs must not reach the browser whole (3,000 docs made a 5.7 MB page): the
-catalog filters (source, ticket, author, date range, pinned, superseded, never used), sorts and
+catalog filters (source, ticket, author, date range, pinned, superseded, expired, never used), sorts and
 cuts one page server-side, and describes in full (origin in words, tickets, supersede links,
 usage) only the docs of that page. Paging is by a keyset cursor (the last row's sort key and
 id), not an offset, so paging on while docs are added or changed visits every doc at most once
 and a doc that stays in place exactly once.
+
+A server keeps a project's catalog and brings it up to date a few docs at a time (`catch_up`):
+the docs the project's change log (memory.changelog) names since are looked up in the store,
+the ticket store's rows joined again only for the docs whose rows changed, and each changed row
+moved within the kept sorted listings; only a log started over (a bulk import, a rebuild)
+lists the whole store again.
 
 Usage counts (`recalled`, `used`: TicketQueries.memory_usage, per short id at recall time)
 follow a doc through its edits: the counts of the ids it had are added to the id it has now.
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
@@ -256,6 +263,8 @@ class Catalog:
         self.head: Head | None = None
         self.epoch: str | None = None
         self.fingerprint: tuple[Any, ...] | None = None
+        # a server's requests read a kept catalog while another request catches it up
+        self.lock = threading.RLock()
         self._join(states, sources, usage, runners or {})
         self._rows: dict[str, _Row] = {}
         for pos, (text, when) in enumerate(records):
@@ -277,7 +286,8 @@ class Catalog:
     @property
     def rows(self) -> list[_Row]:
         """Every doc's row, in the store's order."""
-        return list(self._rows.values())
+        with self.lock:
+            return list(self._rows.values())
 
     def _row(self, text: str, pos: int, stamp: float | None, key: str | None = None) -> _Row:
         key = key or doc_id(text)
@@ -303,6 +313,10 @@ class Catalog:
 
     def apply_docs(self, docs: list[tuple[str, bool, float | None]]) -> None:
         """Docs written since: (text, whether the store holds it now, its time as written)."""
+        with self.lock:
+            self._apply_docs(docs)
+
+    def _apply_docs(self, docs: list[tuple[str, bool, float | None]]) -> None:
         moved: list[tuple[_Row | None, _Row | None]] = []
         for text, present, stamp in docs:
             key = doc_id(text)
@@ -319,6 +333,11 @@ class Catalog:
     def rejoin(self, states: Mapping[str, MemoryState], sources: Mapping[str, list[Any]],
                usage: Mapping[str, Mapping[str, int]], runners: Mapping[str, str]) -> None:
         """The ticket store's rows read again: only the docs whose join changed get new rows."""
+        with self.lock:
+            self._rejoin(states, sources, usage, runners)
+
+    def _rejoin(self, states: Mapping[str, MemoryState], sources: Mapping[str, list[Any]],
+                usage: Mapping[str, Mapping[str, int]], runners: Mapping[str, str]) -> None:
         old_states, old_sources, old_usage, old_runners = self.states, self.sources, self.usage, self.runners
         keys = {k for k in old_states.keys() | states.keys() if old_states.get(k) != states.get(k)}
         texts = {t for t in old_sources.keys() | sources.keys() if old_sources.get(t) != sources.get(t)}
@@ -371,6 +390,10 @@ class Catalog:
 
     def counts(self) -> dict[str, int]:
         """Docs per source kind, and all (counted once per change)."""
+        with self.lock:
+            return self._counted()
+
+    def _counted(self) -> dict[str, int]:
         if self._counts is None:
             counts = {"all": len(self._rows), **{kind: 0 for kind in SOURCE_KINDS}}
             for row in self._rows.values():
@@ -385,11 +408,14 @@ class Catalog:
     def page(self, query: DocQuery) -> dict[str, Any]:
         """One page of the docs `query` selects: `docs` (described), `matched` (how many the
         filters select in all), `next_cursor` (None on the last page)."""
-        keys, rows = self._listing(query)
-        start = bisect_right(keys, _read_cursor(query.cursor, query.sort)) if query.cursor else 0
-        end = min(start + query.limit, len(rows))
-        return {"matched": len(rows), "docs": [self.describe(r.text) for r in rows[start:end]],
-                "next_cursor": _cursor(keys[end - 1], query.sort) if end < len(rows) else None}
+        after = _read_cursor(query.cursor, query.sort) if query.cursor else None
+        with self.lock:
+            keys, rows = self._listing(query)
+            start = bisect_right(keys, after) if after is not None else 0
+            end = min(start + query.limit, len(rows))
+            shown, matched = rows[start:end], len(rows)
+            next_cursor = _cursor(keys[end - 1], query.sort) if end < len(rows) else None
+        return {"matched": matched, "docs": [self.describe(r.text) for r in shown], "next_cursor": next_cursor}
 
     def _listing(self, query: DocQuery) -> tuple[list[tuple[float, float, str]], list[_Row]]:
         at = now_iso()
