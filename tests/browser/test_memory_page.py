@@ -172,11 +172,15 @@ def test_expiry_shown_filtered_and_edited_then_forget_many_and_undo_once(browser
     base = "/api/projects/calc/memory"
     for text in STAGING:
         assert api.post(f"{base}/docs", json={"text": text}).status_code == 200
-    assert api.post(f"{base}/docs", json={"text": OLD_RULE, "valid_until": "2001-01-01"}).status_code == 200
     old, kept = doc_id(OLD_RULE)[:8], doc_id(STAGING[0])[:8]
     d.set_window_size(width, 900)
     try:
         d.get(memory_site.url + "/projects/calc/memory")
+        adding = d.find_element(By.ID, "add-doc")  # a doc added with its last valid day
+        adding.find_element(By.NAME, "text").send_keys(OLD_RULE)
+        d.execute_script("arguments[0].value = '2001-01-01'", adding.find_element(By.NAME, "valid_until"))
+        press(d, adding.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+        wait(d, lambda d: item(d, old) is not None, "the added doc")
         assert "expired 2001-01-02" in item(d, old).find_element(By.CSS_SELECTOR, ".pill.validity.expired").text
         assert d.execute_script("return document.documentElement.scrollWidth") <= width
         d.get(memory_site.url + "/projects/calc/memory?expired=true")

@@ -309,7 +309,9 @@ function initMemory() {
   const add = document.getElementById("add-doc");
   add.addEventListener("submit", (e) => {
     e.preventDefault();
-    call("POST", `${base}/docs`, {text: add.elements.text.value}, (r) => r.change ? `Added ${r.id} (change ${r.change})` : r.message);
+    const body = {text: add.elements.text.value};
+    if (add.elements.valid_until.value) body.valid_until = add.elements.valid_until.value;
+    call("POST", `${base}/docs`, body, (r) => r.change ? `Added ${r.id} (change ${r.change})` : r.message);
   });
   // The listed docs and the search hits carry the same actions.
   const lists = ["docs", "results"].map((id) => document.getElementById(id)).filter(Boolean);
