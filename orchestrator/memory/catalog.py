@@ -216,12 +216,37 @@ def catch_up(catalog: Catalog, mem: MemoryFacade, store: TicketStore, project_id
         present = {text: bool(backend.has_doc(text)) for text in latest}
     fingerprint = store.memory_fingerprint(project_id)
     if fingerprint != catalog.fingerprint:
-        catalog.rejoin(store.memory_state(project_id), store.doc_sources(project_id),
-                       project_usage(store, project_id), store.ticket_runners(project_id))
+        changed = _changed_parts(catalog.fingerprint, fingerprint)
+        catalog.rejoin(store.memory_state(project_id) if "states" in changed else catalog.states,
+                       store.doc_sources(project_id) if "sources" in changed else catalog.sources,
+                       project_usage(store, project_id) if "usage" in changed else catalog.usage,
+                       store.ticket_runners(project_id) if "runners" in changed else catalog.runners)
         catalog.fingerprint = fingerprint
     catalog.apply_docs([(text, present[text], when) for text, when in latest.items()])
     catalog.head = head
     return True
+
+
+def _changed_parts(before: tuple[Any, ...] | None, now: tuple[Any, ...]) -> set[str]:
+    """Which of the ticket store's parts to read again, from what changed in its fingerprint
+    (TicketStore.memory_fingerprint: the newest change, the ticket docs' count, newest and
+    deleted, the states' count and newest, the newest run event). A running ticket moves only
+    the run events: its usage and runners are read again, not the 10,000 states of a big store."""
+    everything = {"states", "sources", "usage", "runners"}
+    if before is None or len(before) != 7 or len(now) != 7:
+        return everything
+    differs = [a != b for a, b in zip(before, now)]
+    change, docs, states, events = differs[0], any(differs[1:4]), any(differs[4:6]), differs[6]
+    parts = set()
+    if change or states:
+        parts.add("states")
+    if change or docs:  # an edit moves a ticket's doc to its new text
+        parts.add("sources")
+    if change or events:  # usage follows docs through their edits (the changes)
+        parts.add("usage")
+    if events:
+        parts.add("runners")
+    return parts
 
 
 def stats(catalog: Catalog) -> dict[str, Any]:
