@@ -110,3 +110,22 @@ def test_a_log_started_over_or_broken_lists_the_store_again(served, caplog):
     assert page["docs"][0]["text"] == "written while the log was broken"
     assert _kept(state) is not catalog  # listed again, and said in the log
     assert "memory change log" in caplog.text
+
+
+def test_a_ticket_s_doc_is_caught_up_with_its_ticket(serve, tmp_path):
+    """A ticket's completion doc (indexed, then recorded in the ticket store) shows with its
+    ticket on the next page, the kept listing caught up."""
+    from server_helpers import make_project
+
+    served = serve(make_project(tmp_path))
+    c, state = served.client, served.app.state.middle
+    state.sync_folder()
+    c.post("/api/projects/calc/memory/docs", json={"text": "A doc by hand first."})
+    assert c.get("/api/projects/calc/memory/docs").json()["total"] == 1
+    catalog = state.catalogs["calc"]
+    doc = "Ticket: Greeting. The greeting says hello."
+    state.memory().index("calc", [doc])  # as a ticket's completion does
+    state.store.add_memory_doc("001-greeting", "calc", doc)
+    page = c.get("/api/projects/calc/memory/docs", params={"source": "ticket"}).json()
+    assert [(d["text"], [t["ticket_id"] for t in d["tickets"]]) for d in page["docs"]] == [(doc, ["001-greeting"])]
+    assert state.catalogs["calc"] is catalog
