@@ -150,6 +150,19 @@ class AiderAgent:
             return cli, f"{cli} --version exited {done.returncode}: reinstall aider. {INSTALL_HINT}"
         return f"{cli} ({done.stdout.strip()})", None
 
+    @classmethod
+    def follow_provider(cls, options: dict[str, Any], agent: Any,
+                        environ: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+        """With `[agent] provider = "openai-compatible"` (a local Ollama, vLLM, LM Studio...), aider
+        asks the same server and model unless its own `model` or `openai_api_base` is set: one
+        config line for a team with only a local model server."""
+        if agent.provider != "openai-compatible" or options.get("model") or options.get("openai_api_base"):
+            return {}, {}
+        key = environ.get(agent.api_key_env or "OPENAI_API_KEY") or environ.get("OPENAI_API_KEY")
+        # litellm wants some key for an `openai/` model; a local server ignores it.
+        return ({"model": f"openai/{agent.model}", "openai_api_base": agent.base_url},
+                {"OPENAI_API_KEY": key or "no-key-local-server"})
+
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group; each of those `run_turn` calls then raises
         RunInterrupted. Returns how many turns were stopped."""
