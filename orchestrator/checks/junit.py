@@ -11,7 +11,7 @@ and their outcome children are used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +113,21 @@ def _cases(path: Path) -> list[TestCase]:
         raise ReportError(f"{path.name} is not a JUnit XML report ({exc})") from None
     if root.tag not in ("testsuites", "testsuite", "testcase"):
         raise ReportError(f"{path.name} is not a JUnit XML report (its root is <{root.tag}>)")
-    return [_case(el) for el in root.iter("testcase")]
+    return _numbered([_case(el) for el in root.iter("testcase")])
+
+
+def _numbered(cases: list[TestCase]) -> list[TestCase]:
+    """Same-named cases within ONE report are different tests (Node's junit reporter names every
+    case's class "test" and gives no file, so `a.test.js` and `b.test.js` each with a test "adds"
+    read alike): the second and later get " (2)", " (3)" in report order, so a failure that moves
+    from one to the other is not taken for the same failure. Across report files a repeat is the
+    same test run again (`JUnitReport.add`)."""
+    seen: dict[str, int] = {}
+    out = []
+    for case in cases:
+        n = seen[case.ident] = seen.get(case.ident, 0) + 1
+        out.append(case if n == 1 else replace(case, ident=f"{case.ident} ({n})"))
+    return out
 
 
 def _case(el: Any) -> TestCase:

@@ -557,11 +557,11 @@ def init(ctx: click.Context, backend: str | None) -> None:
     note = git_note(path.resolve().parent)
     if note:
         console.print(f"[yellow]note:[/] {safe(note)}")
-    console.print(
+    console.print(safe(  # safe: "[agent]" is text here, not console markup
         "next: edit tickets/*.md, export ANTHROPIC_API_KEY (or set [agent] provider: a Claude "
         "subscription, Bedrock, Vertex, a local model), check with `middle doctor`, then `middle run` "
         "(or `middle run --fake` to try it offline)"
-    )
+    ))
 
 
 @main.command()

@@ -4,22 +4,16 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
-import signal
-import subprocess
-import threading
-import time
 import uuid
-from collections import deque
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from ..errors import CodingAgentError, RunInterrupted
+from ..errors import CodingAgentError
 from .base import EventCallback, TurnResult
 from .locate import INSTALL_HINT, find_claude_cli
-from .orphans import MARK_VAR, die_with_parent, own_mark, stop_marked
+from .process import TurnProcesses, safe_callback, tail
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
 from .stream_json import TurnStream, permission_denials, turn_cost
 
@@ -29,9 +23,6 @@ log = logging.getLogger(__name__)
 
 # What `claude --permission-mode` accepts (2.1.330; "default" is an alias of "manual").
 PERMISSION_MODES = ("acceptEdits", "default", "manual", "dontAsk", "plan", "auto", "bypassPermissions")
-_KILL_GRACE_S = 3.0  # between SIGTERM and SIGKILL; Claude Code exits on SIGTERM at once
-_DRAIN_S = 5.0  # how long to keep reading stdout after the process is gone
-_STDERR_KEEP = 64 * 1024
 
 
 class ClaudeCodeOptions(BaseModel):
@@ -96,20 +87,12 @@ class ClaudeCodeAgent:
         self.options = options or ClaudeCodeOptions()
         self.env = dict(env or {})  # merged over os.environ for the child (e.g. claude_code_env())
         # Turns running now (one per parallel ticket), so stop_all() can end every one of them.
-        self._procs_lock = threading.Lock()
-        self._live: dict[int, subprocess.Popen] = {}
-        self._stopped: dict[int, str] = {}
+        self._processes = TurnProcesses("Claude Code")
 
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group (Ctrl-C, SIGTERM of a batch); each of those
         `run_turn` calls then raises RunInterrupted. Returns how many turns were stopped."""
-        with self._procs_lock:
-            procs = list(self._live.values())
-            for proc in procs:
-                self._stopped[proc.pid] = why
-        for proc in procs:
-            _kill_group(proc)
-        return len(procs)
+        return self._processes.stop_all(why)
 
     def command(self, cli: str, cwd: Path, *, session_id: str | None, resume: bool) -> list[str]:
         """The argv for one turn in project directory `cwd`. The prompt goes to stdin (`-p` reads it
@@ -144,7 +127,7 @@ class ClaudeCodeAgent:
         check_dirs(cwd, self.options.additional_dirs, scoped=self.options.scope_to_project)
         env = {**os.environ, **self.env}
         cli = find_claude_cli(self.options.cli_path, path=env.get("PATH"))
-        emit = _safe(on_event)
+        emit = safe_callback(on_event)
         result = self._run_once(cli, prompt, cwd, env, session_id, resume, emit)
         if (not resume and session_id and result.exit_code not in (0, None) and result.text == ""
                 and "already in use" in (result.error or "")):
@@ -157,94 +140,21 @@ class ClaudeCodeAgent:
     def _run_once(self, cli: str, prompt: str, cwd: Path, env: dict[str, str], session_id: str | None,
                   resume: bool, emit: EventCallback) -> TurnResult:
         cmd = self.command(cli, cwd, session_id=session_id, resume=resume)
-        started = time.monotonic()
-        # The marker finds this turn's processes later, its tool shells included (see orphans.py).
-        marked = session_id or uuid.uuid4().hex
-        env = {**env, MARK_VAR: own_mark(marked)}
-        try:
-            # Its own process group, so the turn's leftovers can be killed together; and killed by
-            # the kernel if this process dies (kill -9), since this thread waits for it below.
-            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True,
-                                    preexec_fn=die_with_parent())
-        except OSError as exc:
-            raise CodingAgentError(f"Claude Code could not be started ({cli}: {exc}). " + INSTALL_HINT) from exc
-        with self._procs_lock:
-            self._live[proc.pid] = proc
-        emit({"type": "start", "pid": proc.pid, "session_id": session_id, "resume": resume, "cwd": str(cwd)})
-        stderr_tail: deque[bytes] = deque()
-        lines: queue.Queue[bytes | None] = queue.Queue()
-        threads = [threading.Thread(target=_feed_stdin, args=(proc, prompt), daemon=True),
-                   threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True),
-                   threading.Thread(target=_drain, args=(proc.stderr, stderr_tail), daemon=True)]
-        for t in threads:
-            t.start()
         stream = TurnStream(session_id=session_id)
-        timed_out = False
-        deadline = started + self.options.turn_timeout_s
-        gone_at: float | None = None  # when the process was first seen gone (or killed)
-        answered_at: float | None = None  # when its result line came
-        lingered = False
-        try:
-            while True:
-                now = time.monotonic()
-                if not timed_out and now >= deadline:
-                    timed_out = True
-                    emit({"type": "timeout", "after_s": self.options.turn_timeout_s})
-                    _kill_group(proc)
-                if answered_at is None and stream.result is not None:
-                    answered_at = now
-                if gone_at is None and answered_at is not None and now - answered_at > _DRAIN_S:
-                    # The turn is answered, but Claude Code stays on for a background task it
-                    # started (Bash run_in_background): end it rather than wait for the timeout.
-                    emit({"type": "log", "line": "Claude Code answered but did not exit (a background "
-                                                 "task?): ending it and what it started."})
-                    lingered = True
-                    _kill_group(proc)
-                    gone_at = now
-                if gone_at is None and proc.poll() is not None:
-                    gone_at = now
-                    # Leftovers in its group (a background shell) may hold stdout open; end them
-                    # now so EOF comes at once instead of after the drain wait.
-                    _kill_group(proc)
-                if gone_at is not None and now - gone_at > _DRAIN_S and lines.empty():
-                    # Exited, but a detached grandchild holds stdout open: stop waiting. Lines
-                    # already read are still taken (a slow progress callback fell behind).
-                    break
-                try:
-                    line = lines.get(timeout=max(0.02, min(deadline - now, 0.1)))
-                except queue.Empty:
-                    continue
-                if line is None:
-                    break
-                for event in stream.feed(line):
-                    emit(event)
-            exit_code: int | None
-            try:
-                exit_code = proc.wait(
-                    timeout=_DRAIN_S if gone_at is not None else max(deadline - time.monotonic(), 0.1)
-                )
-            except subprocess.TimeoutExpired:  # stdout closed but the process hung on
-                timed_out = True
-                emit({"type": "timeout", "after_s": self.options.turn_timeout_s})
-                _kill_group(proc)
-                exit_code = proc.poll()
-            if lingered:
-                exit_code = 0  # killed by us after its answer: the turn itself finished
-        finally:
-            # Ends the turn's leftovers too (background shells it started, in its group or in
-            # sessions of their own), and never leaves a live process behind if we got here
-            # through an exception.
-            _kill_group(proc)
-            stop_marked([marked], owner="self")
-            with self._procs_lock:
-                self._live.pop(proc.pid, None)
-                stopped = self._stopped.pop(proc.pid, None)
-        if stopped is not None:
-            raise RunInterrupted(stopped)
-        threads[2].join(timeout=1.0)
-        stderr = b"".join(stderr_tail).decode("utf-8", "replace")
-        return self._result(stream, exit_code, stderr, timed_out, int((time.monotonic() - started) * 1000))
+
+        def on_line(line: bytes) -> None:
+            for event in stream.feed(line):
+                emit(event)
+
+        # The prompt goes to stdin; the marker names the turn by its session id (stored before
+        # launch), so a later `middle` can find this turn's processes, its tool shells included.
+        outcome = self._processes.run(
+            cmd, cwd=cwd, env=env, stdin=prompt, timeout_s=self.options.turn_timeout_s,
+            mark=session_id or uuid.uuid4().hex, on_line=on_line,
+            answered=lambda: stream.result is not None, emit=emit,
+            start_event={"session_id": session_id, "resume": resume, "cwd": str(cwd)},
+            install_hint=INSTALL_HINT)
+        return self._result(stream, outcome.exit_code, outcome.stderr, outcome.timed_out, outcome.elapsed_ms)
 
     def _result(
         self, stream: TurnStream, exit_code: int | None, stderr: str, timed_out: bool, elapsed_ms: int
@@ -273,14 +183,14 @@ class ClaudeCodeAgent:
         self, r: dict[str, Any], stream: TurnStream, exit_code: int | None, stderr: str, timed_out: bool
     ) -> str:
         """One or two sentences: what happened, and what to do about it."""
-        tail = _tail(stderr)
+        err = tail(stderr)
         if timed_out:
             return (
                 f"Claude Code did not finish the turn within {self.options.turn_timeout_s:g} s, so its "
                 "process group was killed. Raise `[coding_agent.options] turn_timeout_s` or give it a smaller task."
             )
         if r.get("api_error_status") or r.get("terminal_reason") == "api_error":
-            detail = _tail(r.get("result") or "", 300) or r.get("api_error_type") or "no details"
+            detail = tail(r.get("result") or "", 300) or r.get("api_error_type") or "no details"
             return (
                 f"Claude Code could not get an answer from the model (HTTP {r.get('api_error_status')}): "
                 f"{detail.rstrip('.')}. Check ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY and the provider's "
@@ -299,18 +209,18 @@ class ClaudeCodeAgent:
                 "for this ticket."
             )
         if errors:
-            return f"Claude Code reported an error: {_tail(errors, 500)}."
+            return f"Claude Code reported an error: {tail(errors, 500)}."
         if r.get("is_error"):
-            return f"Claude Code reported an error: {_tail(r.get('result') or 'no details', 500)}"
+            return f"Claude Code reported an error: {tail(r.get('result') or 'no details', 500)}"
         if exit_code is not None and exit_code < 0:
-            return f"Claude Code was killed by signal {-exit_code}{f' (stderr: {tail})' if tail else ''}."
+            return f"Claude Code was killed by signal {-exit_code}{f' (stderr: {err})' if err else ''}."
         if stream.result is None:
             return (
                 f"Claude Code exited with code {exit_code} without a result"
-                f"{f' (stderr: {tail})' if tail else ''}. Check the `[coding_agent.options]` settings such as "
+                f"{f' (stderr: {err})' if err else ''}. Check the `[coding_agent.options]` settings such as "
                 "extra_args, and that `claude --version` runs."
             )
-        return f"Claude Code exited with code {exit_code}{f' (stderr: {tail})' if tail else ''}."
+        return f"Claude Code exited with code {exit_code}{f' (stderr: {err})' if err else ''}."
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -318,96 +228,3 @@ def _int_or_none(value: Any) -> int | None:
         return int(value) if value is not None else None
     except (TypeError, ValueError):
         return None
-
-
-def _safe(on_event: EventCallback | None) -> EventCallback:
-    """A callback that cannot break the turn: a failing progress display is only logged."""
-
-    def emit(event: dict[str, Any]) -> None:
-        if on_event is None:
-            return
-        try:
-            on_event(event)
-        except Exception:
-            log.exception("progress callback failed on %s event; continuing the turn", event.get("type"))
-
-    return emit
-
-
-def _feed_stdin(proc: subprocess.Popen, prompt: str) -> None:
-    try:
-        assert proc.stdin is not None
-        proc.stdin.write(prompt.encode("utf-8"))
-        proc.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass  # the process died before reading its prompt; its exit code tells the story
-
-
-def _pump(stream: Any, lines: "queue.Queue[bytes | None]") -> None:
-    try:
-        for line in iter(stream.readline, b""):
-            lines.put(line)
-    except (OSError, ValueError):
-        pass
-    finally:
-        lines.put(None)
-
-
-def _drain(stream: Any, tail: deque[bytes]) -> None:
-    """Read stderr to the end so the pipe never fills and blocks the child; keep only the tail."""
-    size = 0
-    try:
-        for chunk in iter(lambda: stream.read1(4096), b""):
-            tail.append(chunk)
-            size += len(chunk)
-            while size > _STDERR_KEEP and len(tail) > 1:
-                size -= len(tail.popleft())
-    except (OSError, ValueError):
-        pass
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the turn's whole process group, give it a grace period, then SIGKILL what is left."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return  # nothing left in the group
-    deadline = time.monotonic() + _KILL_GRACE_S
-    while time.monotonic() < deadline and _group_alive(proc):
-        time.sleep(0.05)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=_KILL_GRACE_S)
-    except subprocess.TimeoutExpired:
-        log.warning("Claude Code process %s did not exit even after SIGKILL", proc.pid)
-
-
-def _group_alive(proc: subprocess.Popen) -> bool:
-    """Whether any live (non-zombie) process is left in the turn's process group."""
-    proc.poll()  # reap the leader as soon as it exits, or it would keep the group "alive"
-    try:
-        os.killpg(proc.pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    if not os.path.isdir("/proc/self"):
-        return True
-    # Orphans that already died wait as zombies until init reaps them, which can take a while
-    # in containers; they hold nothing open, so only count members that still run.
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == proc.pid and fields[0] != "Z":
-                return True
-    return False
-
-
-def _tail(text: str, limit: int = 1000) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "..." + text[-limit:]

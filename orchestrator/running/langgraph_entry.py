@@ -131,6 +131,30 @@ class BoundServices:
         token = services.store.claim_for_resume(ticket_id, run_id, lease_s=services.config.run.lease_s)
         return self._run(ticket_id, run_id, token, fresh=False)
 
+    def ended(self, run_id: str, node: str) -> dict[str, Any] | None:
+        """The state update to return instead of running `node` again, when the run already ended
+        and this process does not hold it; None when the node should run. Raises TicketError for a
+        node that would reopen a completed run.
+
+        LangGraph Server runs a thread again from its own last checkpoint after it restarts, so a
+        kill after a node stored the run's end but before the server's checkpoint runs that node
+        again: an ending node would write a second run_end (and claim the run again), any other
+        node of a completed run would reopen it. As `middle resume` does, a run ended by its ending
+        node stays ended; a failed run's earlier node still continues it (that is a resume)."""
+        with _LOCK:
+            if run_id in self._runs:
+                return None
+        store = self.parts()[0].store
+        run = store.get_run(run_id)
+        if run["status"] not in ("complete", "failed") or store.run_end_data(run_id) is None:
+            return None
+        if node in ENDING_NODES:
+            return {"status": run["status"], "reason": run["reason"] or ""}
+        if run["status"] == "complete":
+            raise TicketError(f"run {run_id} of ticket {run['ticket_id']!r} already completed; start a "
+                              "new run (a new thread) to work the ticket again")
+        return None
+
     def release(self, run_id: str) -> None:
         """The run ended (or raised out of the graph): stop its heartbeat, flush its events."""
         with _LOCK:
@@ -176,6 +200,10 @@ def _bind(fn: Callable[..., Any], bound: BoundServices, name: str) -> Callable[[
             update["run_id"] = bound.claim(state["ticket_id"])
             state = {**state, **update}
         is_node = name != "route"
+        if is_node:
+            stored_end = bound.ended(state["run_id"], name)
+            if stored_end is not None:
+                return stored_end  # the run's end is stored already: not written twice
         run = bound.held(state["ticket_id"], state["run_id"])
         record = run.events
         try:

@@ -33,6 +33,7 @@ def test_init_writes_a_loadable_config_and_ticket(workdir):
     result = invoke("init")
     assert result.exit_code == 0
     assert (workdir / "middle.toml").exists() and (workdir / "tickets" / "hello.md").exists()
+    assert "or set [agent] provider:" in " ".join(result.output.split())  # text, not console markup
     assert invoke("init").output.count("wrote") == 0  # never overwrites
     from orchestrator.config.settings import load_config
     from tickets.source import load_tickets

@@ -98,6 +98,22 @@ def test_junit_of_each_runner_family(tmp_path):
     assert "com.x.CalcTest::adds" in report.ran
 
 
+def test_node_cases_of_one_name_in_two_files_are_two_tests(tmp_path):
+    """Node's junit reporter names every case's class "test" and no file: a failure that moves from
+    a.test.js's "adds" to b.test.js's "adds" is a new failure, not the base's."""
+    def node_report(name: str, fails: int) -> Path:
+        cases = ["<testcase name=\"adds\" classname=\"test\"%s</testcase>"
+                 % ("><failure message=\"1 == 2\"/>" if i == fails else ">") for i in (1, 2)]
+        return write(tmp_path, name, "<testsuites>" + "".join(cases) + "</testsuites>")
+
+    base, after = junit.read([node_report("base.xml", 1)]), junit.read([node_report("after.xml", 2)])
+    assert base.failing == ["test::adds"] and after.failing == ["test::adds (2)"]
+    verdict = judge(result(1, after.failing, sorted(after.ran)), result(1, base.failing, sorted(base.ran)))
+    assert (verdict.outcome, verdict.new_failures) == (FAILED, ["test::adds (2)"])
+    again = junit.read([node_report("r1.xml", 1), node_report("r2.xml", 1)])  # across files: a rerun
+    assert again.failing == ["test::adds"]
+
+
 def test_junit_pytest_ids_come_from_the_file_when_the_report_names_it(tmp_path):
     report = junit.read([write(tmp_path, "p.xml", """<testsuites><testsuite name="pytest">
       <testcase classname="tests.test_x.TestA" name="test_b[two words]" file="tests/test_x.py" line="3"/>

@@ -19,6 +19,7 @@ import pytest
 
 from orchestrator.testing import make_repo
 from orchestrator.workspace.git import git, out
+from tickets.claims import claim_is_live
 from tickets.store import TicketStore
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow, pytest.mark.postgres]
@@ -236,6 +237,9 @@ def test_a_dead_machines_run_is_taken_over_in_another_clone_when_its_directory_i
     with TicketStore(pg_url) as store:
         begun_in = store.latest_run(victim)["worktree"]
         assert begun_in.startswith(str(tmp_path / "machine-a"))
+    # Machine B's `--once` worker takes over only a claim whose lease ran out (another host's
+    # process cannot be checked): start it after that, not after a guess at the time it takes.
+    _wait_lease_out(pg_url, victim)
     survivor = start_worker(tmp_path, desk, "machine-b", "--once", "--parallel", "2", host="machine-b")
     output = survivor.communicate(timeout=600)[0]
     assert survivor.returncode == 0 and "Traceback" not in output, output
@@ -281,6 +285,18 @@ def test_a_ticket_started_after_its_dependency_was_merged_on_another_machine_has
         assert run["base_commit"] == out(remote, "rev-parse", "main")
     assert out(remote, "show", "middle/t01:calc/m00.py") == "VALUE = 0"
     assert out(remote, "show", "middle/t01:calc/m01.py") == "VALUE = 1"
+
+
+def _wait_lease_out(pg_url: str, ticket_id: str) -> None:
+    """Until the ticket's claim has expired by the database's clock (or is gone)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with TicketStore(pg_url) as store:
+            claim = store.get_claim(ticket_id)
+        if claim is None or not claim_is_live(claim):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the dead machine's claim on {ticket_id} never ran out")
 
 
 def _wait_inside_a_turn(pg_url: str) -> str:

@@ -78,3 +78,39 @@ def test_a_failing_run_through_the_entry_fires_the_hook_and_releases_the_claim(p
         run = store.latest_run("002-farewell")
         ends = [e for e in store.list_events(run_id=run["id"]) if e["kind"] == "run_end"]
         assert len(ends) == 1 and ends[0]["data"]["status"] == "failed"
+
+
+@pytest.mark.cli
+def test_a_node_the_server_runs_again_after_the_run_ended_writes_no_second_end(project, claude_cli, monkeypatch):
+    """LangGraph Server runs a thread again from its own last checkpoint after a restart: a kill
+    after the ending node stored the run's end, before the server's checkpoint, runs `finalize`
+    again. It must not write a second run_end or claim the run again; any other node of the
+    completed run is refused rather than reopening it."""
+    from orchestrator.errors import TicketError
+    from orchestrator.running.langgraph_entry import BoundServices, bind_services
+    from tickets.store import TicketStore
+
+    monkeypatch.setenv("MIDDLE_CONFIG", str(project.source))
+    monkeypatch.chdir(project.root)
+    state = load_factory()({"configurable": {"fake": True}}).invoke({"ticket_id": "001-greeting"})
+    assert state["status"] == "complete"
+
+    def ends() -> list[dict]:
+        with TicketStore(project.db_path) as store:
+            return [e for e in store.list_events(run_id=state["run_id"]) if e["kind"] == "run_end"]
+
+    assert len(ends()) == 1
+    restarted = BoundServices(fake=True)  # a new server process: it holds no run
+    try:
+        nodes = bind_services(build_graph(), restarted).nodes
+        again = nodes["finalize"].runnable.func(dict(state))  # type: ignore[attr-defined]
+        assert again == {"status": "complete", "reason": ""}
+        with pytest.raises(TicketError, match="already completed"):
+            nodes["work"].runnable.func(dict(state))  # type: ignore[attr-defined]
+    finally:
+        restarted.close()
+    assert len(ends()) == 1
+    with TicketStore(project.db_path) as store:
+        assert store.get_run(state["run_id"])["status"] == "complete"
+        assert store.get_ticket("001-greeting").status.value == "complete"
+        assert store.get_claim("001-greeting") is None

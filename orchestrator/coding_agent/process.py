@@ -1,0 +1,278 @@
+"""One coding-agent CLI process per turn, for every built-in agent: the one owner of how a turn's
+process is started, watched, timed out, stopped and cleaned up.
+
+What every agent gets from `TurnProcesses.run`:
+- the CLI in a process group of its own (a timeout or a stop kills the whole group: its tool
+  shells too) and killed by the kernel if `middle` dies, even by kill -9 (`die_with_parent`);
+- the orphan marker (`orphans.MARK_VAR`) in its environment, inherited by everything it starts,
+  so a later `middle` can find and end a dead run's leftovers (`orphans.stop_marked`);
+- its stdout handed over line by line as it comes (the agent parses its own event format), its
+  stderr drained so the pipe never fills (the tail kept for error messages);
+- the turn timeout, and an agent that has answered but lingers (a background task it started)
+  ended rather than waited for;
+- `stop_all` (Ctrl-C, SIGTERM of a batch) ending every running turn, each of which then raises
+  RunInterrupted.
+
+Written by hand rather than with a library: the guarantees above (group kill, PDEATHSIG from the
+waiting thread, the marker, draining after a detached grandchild holds stdout) are exactly what
+generic subprocess wrappers leave out.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import CodingAgentError, RunInterrupted
+from .base import EventCallback
+from .orphans import MARK_VAR, die_with_parent, own_mark, stop_marked
+
+__all__ = ["ProcessOutcome", "TurnProcesses", "kill_group", "safe_callback", "tail"]
+
+log = logging.getLogger(__name__)
+
+KILL_GRACE_S = 3.0  # between SIGTERM and SIGKILL
+DRAIN_S = 5.0  # how long to keep reading stdout after the process is gone (or has answered)
+_STDERR_KEEP = 64 * 1024
+
+
+@dataclass
+class ProcessOutcome:
+    """How one turn's CLI process ended (what the agent's stdout said is the agent's to parse)."""
+
+    exit_code: int | None
+    stderr: str
+    timed_out: bool
+    elapsed_ms: int
+    lingered: bool = False  # it answered, then stayed on and was ended by us (exit_code is then 0)
+
+
+class TurnProcesses:
+    """Runs one CLI process per turn and keeps the running ones (one per parallel ticket) so that
+    `stop_all` can end every one of them. One instance per agent instance."""
+
+    def __init__(self, agent_name: str):
+        self.agent_name = agent_name  # for messages: "Claude Code", "Codex", ...
+        self._lock = threading.Lock()
+        self._live: dict[int, subprocess.Popen[bytes]] = {}
+        self._stopped: dict[int, str] = {}
+
+    def stop_all(self, why: str = "interrupted by the user") -> int:
+        """Kill every running turn's process group; each of those `run` calls then raises
+        RunInterrupted. Returns how many turns were stopped."""
+        with self._lock:
+            procs = list(self._live.values())
+            for proc in procs:
+                self._stopped[proc.pid] = why
+        for proc in procs:
+            kill_group(proc)
+        return len(procs)
+
+    def run(
+        self,
+        cmd: list[str],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        stdin: str | None,
+        timeout_s: float,
+        mark: str,
+        on_line: Callable[[bytes], None],
+        answered: Callable[[], bool] = lambda: False,
+        emit: EventCallback,
+        start_event: dict[str, Any] | None = None,
+        install_hint: str = "",
+    ) -> ProcessOutcome:
+        """Run `cmd` in `cwd` until it exits, times out or is stopped; `on_line` gets each stdout
+        line as it comes. `mark` names the turn in the orphan marker (the session id the caller
+        stored before launch, so a later `middle` can find these processes). `stdin` is written
+        and closed (None: stdin is /dev/null). `answered()` says whether the agent's final answer
+        has come: then a process that stays on is ended after a short drain. Raises
+        CodingAgentError when the CLI cannot be started, RunInterrupted when stopped."""
+        started = time.monotonic()
+        env = {**env, MARK_VAR: own_mark(mark)}
+        try:
+            proc = subprocess.Popen(
+                cmd, cwd=cwd, env=env,
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                # Killed by the kernel if this process dies (kill -9), since this thread waits.
+                preexec_fn=die_with_parent(),
+            )
+        except OSError as exc:
+            hint = f" {install_hint}" if install_hint else ""
+            raise CodingAgentError(f"{self.agent_name} could not be started ({cmd[0]}: {exc}).{hint}") from exc
+        with self._lock:
+            self._live[proc.pid] = proc
+        emit({"type": "start", "pid": proc.pid, **(start_event or {})})
+        stderr_tail: deque[bytes] = deque()
+        lines: queue.Queue[bytes | None] = queue.Queue()
+        threads = [threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True),
+                   threading.Thread(target=_drain, args=(proc.stderr, stderr_tail), daemon=True)]
+        if stdin is not None:
+            threads.append(threading.Thread(target=_feed_stdin, args=(proc, stdin), daemon=True))
+        for t in threads:
+            t.start()
+        timed_out = lingered = False
+        deadline = started + timeout_s
+        gone_at: float | None = None  # when the process was first seen gone (or killed)
+        answered_at: float | None = None
+        try:
+            while True:
+                now = time.monotonic()
+                if not timed_out and now >= deadline:
+                    timed_out = True
+                    emit({"type": "timeout", "after_s": timeout_s})
+                    kill_group(proc)
+                if answered_at is None and answered():
+                    answered_at = now
+                if gone_at is None and answered_at is not None and now - answered_at > DRAIN_S:
+                    # Answered, but it stays on for a background task it started: end it rather
+                    # than wait for the timeout.
+                    emit({"type": "log", "line": f"{self.agent_name} answered but did not exit (a "
+                                                 "background task?): ending it and what it started."})
+                    lingered = True
+                    kill_group(proc)
+                    gone_at = now
+                if gone_at is None and proc.poll() is not None:
+                    gone_at = now
+                    # Leftovers in its group may hold stdout open; end them so EOF comes at once.
+                    kill_group(proc)
+                if gone_at is not None and now - gone_at > DRAIN_S and lines.empty():
+                    break  # exited, but a detached grandchild holds stdout open: stop waiting
+                try:
+                    line = lines.get(timeout=max(0.02, min(deadline - now, 0.1)))
+                except queue.Empty:
+                    continue
+                if line is None:
+                    break
+                on_line(line)
+            exit_code: int | None
+            try:
+                exit_code = proc.wait(
+                    timeout=DRAIN_S if gone_at is not None else max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:  # stdout closed but the process hung on
+                timed_out = True
+                emit({"type": "timeout", "after_s": timeout_s})
+                kill_group(proc)
+                exit_code = proc.poll()
+            if lingered:
+                exit_code = 0  # killed by us after its answer: the turn itself finished
+        finally:
+            # Ends the turn's leftovers too (shells it started in sessions of their own), and never
+            # leaves a live process behind if we got here through an exception.
+            kill_group(proc)
+            stop_marked([mark], owner="self")
+            with self._lock:
+                self._live.pop(proc.pid, None)
+                stopped = self._stopped.pop(proc.pid, None)
+        if stopped is not None:
+            raise RunInterrupted(stopped)
+        threads[1].join(timeout=1.0)
+        return ProcessOutcome(exit_code=exit_code, stderr=b"".join(stderr_tail).decode("utf-8", "replace"),
+                              timed_out=timed_out, lingered=lingered,
+                              elapsed_ms=int((time.monotonic() - started) * 1000))
+
+
+def safe_callback(on_event: EventCallback | None) -> EventCallback:
+    """A callback that cannot break the turn: a failing progress display is only logged."""
+
+    def emit(event: dict[str, Any]) -> None:
+        if on_event is None:
+            return
+        try:
+            on_event(event)
+        except Exception:
+            log.exception("progress callback failed on %s event; continuing the turn", event.get("type"))
+
+    return emit
+
+
+def tail(text: str, limit: int = 1000) -> str:
+    """The end of `text` (stripped), with "..." when cut: for stderr in error messages."""
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def _feed_stdin(proc: subprocess.Popen[bytes], text: str) -> None:
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(text.encode("utf-8"))
+        proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass  # the process died before reading its prompt; its exit code tells the story
+
+
+def _pump(stream: Any, lines: "queue.Queue[bytes | None]") -> None:
+    try:
+        for line in iter(stream.readline, b""):
+            lines.put(line)
+    except (OSError, ValueError):
+        pass
+    finally:
+        lines.put(None)
+
+
+def _drain(stream: Any, kept: deque[bytes]) -> None:
+    """Read stderr to the end so the pipe never fills and blocks the child; keep only the tail."""
+    size = 0
+    try:
+        for chunk in iter(lambda: stream.read1(4096), b""):
+            kept.append(chunk)
+            size += len(chunk)
+            while size > _STDERR_KEEP and len(kept) > 1:
+                size -= len(kept.popleft())
+    except (OSError, ValueError):
+        pass
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the turn's whole process group, give it a grace period, then SIGKILL what is left."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return  # nothing left in the group
+    deadline = time.monotonic() + KILL_GRACE_S
+    while time.monotonic() < deadline and _group_alive(proc):
+        time.sleep(0.05)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        log.warning("coding agent process %s did not exit even after SIGKILL", proc.pid)
+
+
+def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether any live (non-zombie) process is left in the turn's process group."""
+    proc.poll()  # reap the leader as soon as it exits, or it would keep the group "alive"
+    try:
+        os.killpg(proc.pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    if not os.path.isdir("/proc/self"):
+        return True
+    # Orphans that already died wait as zombies until init reaps them, which can take a while
+    # in containers; they hold nothing open, so only count members that still run.
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == proc.pid and fields[0] != "Z":
+                return True
+    return False
