@@ -1,0 +1,145 @@
+"""The OpenCode agent with the real `opencode` CLI on the fake Chat Completions API (its offline
+setup): a turn, a resume from another process, a refused write outside the project, an API error,
+a lost session, a timeout that leaves no process; and a missing CLI."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.coding_agent.opencode import INSTALL, OpenCodeAgent, OpenCodeOptions
+from orchestrator.coding_agent.orphans import MARK_VAR
+from orchestrator.errors import CodingAgentError
+from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use, working_directory
+from orchestrator.fake_api.messages import content_text
+from orchestrator.graph.rounds import session_lost
+from orchestrator.testing import make_repo
+from orchestrator.testing.clis import require_cli
+
+
+@dataclass
+class Harness:
+    script: ScriptedResponder
+    off: Any
+
+    def agent(self, **options: Any) -> OpenCodeAgent:
+        return OpenCodeAgent(OpenCodeOptions(**{**self.off.options, **options}), env=dict(self.off.env))
+
+
+@pytest.fixture
+def oc(tmp_path) -> Iterator[Harness]:
+    require_cli("opencode", INSTALL)
+    script = ScriptedResponder()
+    with OpenCodeAgent.offline(script, tmp_path / "offline") as off:
+        yield Harness(script, off)
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    return make_repo(tmp_path / "project", {"README.md": "# p\n"}).resolve()
+
+
+def said(body: dict[str, Any]) -> str:
+    return "\n".join(content_text(m.get("content")) for m in body.get("messages") or [])
+
+
+def test_a_turn_writes_in_the_project_and_streams_its_tool_call_with_tokens(oc, project):
+    oc.script.coding_agent(
+        lambda body: reply(text("Writing it."), tool_use("Write", {"file_path": f"{working_directory(body)}/hi.txt",
+                                                                   "content": "hi\n"})),
+        "Created hi.txt.")
+    events: list[dict[str, Any]] = []
+    turn = oc.agent().run_turn("-Write hi.txt.", project, session_id="s-1", resume=False, on_event=events.append)
+    assert turn.is_error is False, turn.error
+    assert (project / "hi.txt").read_text() == "hi\n"
+    assert turn.text == "Created hi.txt." and turn.session_id == "s-1" and turn.num_turns == 2
+    assert turn.usage["input_tokens"] > 0 and turn.usage["output_tokens"] > 0
+    use = next(e for e in events if e["type"] == "tool_use")
+    assert use["name"] == "write" and use["input"]["file_path"] == f"{project}/hi.txt"
+    assert [e["type"] for e in events][-1] == "result"
+    first, second = oc.off.requests()
+    assert said(first).startswith("-Write hi.txt.")  # from stdin: a leading "-" is not an option
+    assert working_directory(first) == str(project)
+    assert second["messages"][-1]["content"][0]["content"] == "Wrote file successfully."
+
+
+def test_a_resume_from_a_new_process_finds_the_session_and_carries_the_first_turn(oc, project):
+    oc.script.coding_agent("Noted: PAPAYA-7.", "The word was PAPAYA-7.")
+    first = oc.agent().run_turn("Remember PAPAYA-7.", project, session_id="s-2", resume=False)
+    assert first.is_error is False, first.error
+    # A new agent (a `middle` restarted after a crash): the session is found by its title.
+    second = oc.agent().run_turn("Which word?", project, session_id="s-2", resume=True)
+    assert second.is_error is False, second.error
+    assert second.text == "The word was PAPAYA-7."
+    last = said(oc.off.requests()[-1])
+    assert "Remember PAPAYA-7." in last and "Noted: PAPAYA-7." in last and "Which word?" in last
+
+
+def test_a_resume_of_a_session_opencode_does_not_have_says_so(oc, project):
+    turn = oc.agent().run_turn("Again.", project, session_id="never-started", resume=True)
+    assert turn.is_error and session_lost(turn), turn.error  # the graph then starts a new session
+    assert oc.off.requests() == []
+
+
+def test_a_write_outside_the_project_is_refused(oc, project, tmp_path):
+    outside = tmp_path / "elsewhere" / "escape.txt"
+    outside.parent.mkdir()
+    oc.script.coding_agent(reply(tool_use("Write", {"file_path": str(outside), "content": "out\n"})), "Could not.")
+    turn = oc.agent().run_turn("Write outside.", project, session_id="s-3", resume=False)
+    assert not outside.exists()
+    assert turn.permission_denials == [{"tool": "write", "target": str(outside)}]
+    assert "prevents you from using this specific tool call" in said(oc.off.requests()[-1])
+
+
+def test_an_api_error_is_a_failed_turn_with_a_sentence(oc, project):
+    oc.script.coding_agent(*[api_error(401, "Incorrect API key provided.")] * 3)
+    turn = oc.agent().run_turn("Hello.", project, session_id="s-4", resume=False)
+    oc.script.clear()
+    assert turn.is_error and turn.api_error_status == 401
+    assert turn.error.startswith("OpenCode could not get an answer from the model (HTTP 401): Incorrect API key")
+
+
+def marked(session_id: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(item.startswith(f"{MARK_VAR}={session_id} ".encode()) for item in env):
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
+def test_a_turn_past_its_timeout_is_killed_with_its_process_group(oc, project):
+    reached, release, seen = threading.Event(), threading.Event(), []
+
+    def hold(body: dict[str, Any]) -> str:
+        seen.extend(marked("s-5"))
+        reached.set()
+        release.wait(60)
+        return "Too late."
+
+    oc.script.coding_agent(hold)
+    try:  # long enough for OpenCode to start on a loaded machine (it takes seconds) and ask its model
+        turn = oc.agent(turn_timeout_s=15).run_turn("Take your time.", project, session_id="s-5", resume=False)
+    finally:
+        release.set()
+    assert reached.is_set() and seen, "the turn never reached the model"
+    assert turn.is_error and turn.terminal_reason == "timeout" and "within 15 s" in (turn.error or "")
+    assert marked("s-5") == []
+
+
+def test_a_missing_cli_is_an_error_naming_the_install_command(project):
+    agent = OpenCodeAgent(OpenCodeOptions(cli_path="/nonexistent/opencode"))
+    with pytest.raises(CodingAgentError, match="npm install -g opencode-ai@1.18.33"):
+        agent.run_turn("hi", project, session_id="s-6", resume=False)
