@@ -7,7 +7,9 @@ Nothing of the machine is read or written: HOME and the XDG config/data/cache/st
 - each config dir gets a background `npm install @opencode-ai/plugin` (for local plugins) unless it
   already has node_modules and a package.json / package-lock.json naming that package: those are
   written here, empty of code (no plugin is used), so the install is found done and skipped;
-- no auto-update, no share, no LSP download, no Claude Code files (~/.claude) read.
+- no auto-update, no share, no LSP download, no Claude Code files (~/.claude) read;
+- no plugins (OPENCODE_PURE, OPENCODE_DISABLE_DEFAULT_PLUGINS), no skills from the machine, no
+  file watcher: nothing there is needed offline, and OpenCode starts about a second sooner.
 """
 
 from __future__ import annotations
@@ -52,7 +54,10 @@ def offline_home(home: Path, base_url: str, api_key: str) -> dict[str, str]:
         "snapshot": False,  # its undo history (a git copy of the project): not needed offline
         "provider": {PROVIDER: {"npm": "@ai-sdk/openai-compatible", "name": "middle fake model",
                                 "options": {"baseURL": base_url, "apiKey": api_key},
-                                "models": {MODEL: {"name": "middle offline model"}}}},
+                                # A price (USD per million tokens, as models.dev gives them) so
+                                # that a turn's cost is really computed and reported offline.
+                                "models": {MODEL: {"name": "middle offline model",
+                                                   "cost": {"input": 3, "output": 15}}}}},
     }, indent=2))
     no_proxy = ",".join(filter(None, ["127.0.0.1", "localhost", os.environ.get("NO_PROXY", "")]))
     return {
@@ -60,6 +65,8 @@ def offline_home(home: Path, base_url: str, api_key: str) -> dict[str, str]:
         "XDG_CACHE_HOME": str(home / "cache"), "XDG_STATE_HOME": str(home / "state"),
         "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1",
         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+        "OPENCODE_PURE": "1", "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+        "OPENCODE_DISABLE_CLAUDE_CODE_SKILLS": "1", "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1",
         "npm_config_offline": "true",  # should anything still reach for npm: fail at once, fetch nothing
         "NO_PROXY": no_proxy, "no_proxy": no_proxy,
     }

@@ -61,6 +61,9 @@ def test_a_turn_writes_in_the_project_and_streams_its_tool_call_with_tokens(oc, 
     assert (project / "hi.txt").read_text() == "hi\n"
     assert turn.text == "Created hi.txt." and turn.session_id == "s-1" and turn.num_turns == 2
     assert turn.usage["input_tokens"] > 0 and turn.usage["output_tokens"] > 0
+    # The offline model's price (3 and 15 USD per million tokens), summed over the turn's two steps.
+    expected = (turn.usage["input_tokens"] * 3 + turn.usage["output_tokens"] * 15) / 1e6
+    assert turn.cost_usd == pytest.approx(expected, rel=1e-6)
     use = next(e for e in events if e["type"] == "tool_use")
     assert use["name"] == "write" and use["input"]["file_path"] == f"{project}/hi.txt"
     assert [e["type"] for e in events][-1] == "result"
@@ -131,11 +134,11 @@ def test_a_turn_past_its_timeout_is_killed_with_its_process_group(oc, project):
 
     oc.script.coding_agent(hold)
     try:  # long enough for OpenCode to start on a loaded machine (it takes seconds) and ask its model
-        turn = oc.agent(turn_timeout_s=15).run_turn("Take your time.", project, session_id="s-5", resume=False)
+        turn = oc.agent(turn_timeout_s=20).run_turn("Take your time.", project, session_id="s-5", resume=False)
     finally:
         release.set()
     assert reached.is_set() and seen, "the turn never reached the model"
-    assert turn.is_error and turn.terminal_reason == "timeout" and "within 15 s" in (turn.error or "")
+    assert turn.is_error and turn.terminal_reason == "timeout" and "within 20 s" in (turn.error or "")
     assert marked("s-5") == []
 
 
