@@ -14,6 +14,7 @@ import pytest
 
 from orchestrator.coding_agent.opencode import OpenCodeAgent, OpenCodeOptions
 from orchestrator.coding_agent.opencode_events import OpenCodeStream
+from orchestrator.errors import ConfigError
 from orchestrator.fake_api import DemoResponder, ScriptedResponder, api_error, reply, text, tool_use
 from orchestrator.fake_api.chat_tools import as_messages_body
 from orchestrator.fake_api.openai_chat import FakeChatCompletionsAPI
@@ -159,3 +160,13 @@ def test_the_options_keep_the_agent_in_the_project():
             OpenCodeOptions(**bad)
     free = OpenCodeAgent(OpenCodeOptions(scope_to_project=False, permission={"bash": "allow"})).config()
     assert free["permission"] == {"edit": "allow", "bash": "allow"}
+
+
+def test_opencode_is_a_built_in_coding_agent_whose_options_are_checked_at_load():
+    from orchestrator.plugins.manager import PluginRegistry
+
+    registry = PluginRegistry(load_entry_points=False)
+    assert registry.coding_agent_class("opencode") is OpenCodeAgent
+    assert registry.coding_agent_options("opencode", {"model": "p/m"}).model == "p/m"
+    with pytest.raises(ConfigError, match="lets any shell command write outside the project"):
+        registry.coding_agent_options("opencode", {"bash_allow": ["*"]})
