@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -35,6 +36,9 @@ INSTALL = f"npm install -g opencode-ai@{VERSION}"
 TITLE_PREFIX = "middle:"  # a session's title: TITLE_PREFIX + our session id (how a resume finds it)
 _LOOKUP_TIMEOUT_S = 60.0
 _PERMISSIONS = ("allow", "ask", "deny")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# `opencode run` answers an "ask" permission itself (nobody is there), then ends the turn.
+_ASKED = re.compile(r"permission requested: (.+?); auto-rejecting")
 
 
 class OpenCodeOptions(BaseModel):
@@ -243,6 +247,7 @@ class OpenCodeAgent:
     def _explain(self, stream: OpenCodeStream, exit_code: int | None, stderr: str, timed_out: bool,
                  session_id: str | None) -> str:
         """One or two sentences: what happened, and what to do about it."""
+        stderr = _ANSI.sub("", stderr)
         err = tail(stderr, 500)
         if timed_out:
             return (f"OpenCode did not finish the turn within {self.options.turn_timeout_s:g} s, so its process "
@@ -255,6 +260,11 @@ class OpenCodeAgent:
             return f"OpenCode reported an error: {tail(stream.error_message(), 500).rstrip('.')}."
         if "Session not found" in stderr and session_id:
             return self._lost(session_id).error or ""
+        asked = _ASKED.search(stderr)
+        if asked:
+            return (f"OpenCode stopped the turn when it asked permission for {asked.group(1)}: nobody is there "
+                    "to grant it, so it was refused. Allow it with `[coding_agent.options] bash_allow` or "
+                    "`permission`, or give a task that does not need it.")
         if exit_code is not None and exit_code < 0:
             return f"OpenCode was killed by signal {-exit_code}{f' (stderr: {err})' if err else ''}."
         if exit_code not in (0, None):

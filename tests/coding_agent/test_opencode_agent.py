@@ -101,6 +101,15 @@ def test_a_write_outside_the_project_is_refused(oc, project, tmp_path):
     assert "prevents you from using this specific tool call" in said(oc.off.requests()[-1])
 
 
+def test_a_permission_opencode_would_ask_for_fails_the_turn_saying_how_to_allow_it(oc, project):
+    (project / "notes.txt").write_text("secret\n")
+    oc.script.coding_agent(reply(tool_use("Read", {"file_path": str(project / "notes.txt")})), "Read it.")
+    turn = oc.agent(permission={"read": "ask"}).run_turn("Read notes.", project, session_id="s-7", resume=False)
+    assert turn.is_error and turn.permission_denials == [{"tool": "read", "target": str(project / "notes.txt")}]
+    assert turn.error.startswith("OpenCode stopped the turn when it asked permission for read (notes.txt): nobody")
+    assert len(oc.off.requests()) == 1  # refused, not run: the model never saw the file
+
+
 def test_an_api_error_is_a_failed_turn_with_a_sentence(oc, project):
     oc.script.coding_agent(*[api_error(401, "Incorrect API key provided.")] * 3)
     turn = oc.agent().run_turn("Hello.", project, session_id="s-4", resume=False)
