@@ -54,7 +54,7 @@ def coding_agent_check(config: Config, registry: Any = None) -> Check:
             return Check("coding agent", kind, "-", "registered (no check for this kind)")
         where, problem = probe(options)
         return Check("coding agent", kind, where, "not usable" if problem else "ok", problem)
-    from orchestrator.coding_agent.locate import find_claude_cli
+    from orchestrator.claude_cli import find_claude_cli
     from orchestrator.errors import CodingAgentError
 
     try:

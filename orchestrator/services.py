@@ -10,6 +10,8 @@ the ticket store, then the offline fake API if one was started.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from contextlib import ExitStack
 from functools import cached_property
 from pathlib import Path
@@ -47,6 +49,31 @@ class LazyTextLLM:
         return self._llm.complete(system, prompt, max_tokens)
 
 
+# Coding agents that speak the Messages API, so offline mode points them at the one fake the middle
+# agent asks too (its record then holds both); any other kind starts its own fake (`offline`).
+_SHARES_THE_FAKE = frozenset({"claude-code"})
+
+
+def coding_agent_options(config: Config, kind: str) -> dict[str, Any]:
+    """The options table of coding agent `kind`: `[coding_agents.<kind>]`, under `[coding_agent.options]`
+    when `kind` is the configured one (those win); {} (its defaults) when neither names it."""
+    options = dict(config.coding_agents.get(kind) or {})
+    if kind == config.coding_agent.kind:
+        options.update(config.coding_agent.options)
+    return options
+
+
+def ticket_agent_kind(ticket: Any) -> str | None:
+    """The coding agent kind a ticket's `coding_agent:` front matter names, or None (the configured one)."""
+    kind = (ticket.fields or {}).get("coding_agent")
+    if kind is None or kind == "":
+        return None
+    if not isinstance(kind, str):
+        raise ConfigError(f"ticket {ticket.id!r}: `coding_agent:` must be a coding agent's kind such as "
+                          f"claude-code, not {kind!r}")
+    return kind.strip()
+
+
 class Services:
     """Everything a command needs for one config, built lazily and closed together.
 
@@ -76,6 +103,10 @@ class Services:
         self.remote = remote  # `middle worker`: its clone's remote, fetched and pushed per ticket
         self._stack = ExitStack()
         self._built: list[str] = []
+        # One coding agent per kind, built when a ticket first names it (`coding_agent:` front
+        # matter); parallel tickets ask from their own threads.
+        self._agents: dict[str, CodingAgent] = {}
+        self._agents_lock = threading.Lock()
 
     # -- parts ----------------------------------------------------------------------------
     @cached_property
@@ -194,7 +225,13 @@ class Services:
 
     @cached_property
     def coding_agent_env(self) -> dict[str, str]:
-        """Variables merged over the environment for the coding agent's process (fake mode: the fake)."""
+        """Variables merged over the environment for the configured coding agent's process (fake mode: the fake)."""
+        return self.agent_env(self.config.coding_agent.kind)
+
+    def agent_env(self, kind: str) -> dict[str, str]:
+        """Variables merged over the environment for coding agent `kind`'s process: offline, the fake
+        Messages API's (its own fake, if it has `offline`, comes in _build_coding_agent); Claude Code
+        following `[agent] provider` to Bedrock or Vertex, that cloud's."""
         env = dict(self._coding_agent_env)
         if self.fake:
             from orchestrator.config.offline import FAKE_API_KEY
@@ -204,16 +241,58 @@ class Services:
             claude_config.mkdir(parents=True, exist_ok=True)
             env = {**claude_code_env(self.fake_api.base_url, str(claude_config),
                                      api_key=FAKE_API_KEY), **env}
+        elif kind == "claude-code" and coding_agent_options(self.config, kind).get("follow_provider", True):
+            from orchestrator.coding_agent.claude_code_cloud import provider_env
+
+            env = {**provider_env(self.config.agent, {**os.environ, **env}), **env}
         return env
 
-    @cached_property
+    @property
     def coding_agent(self) -> CodingAgent:
-        """The configured coding agent, its options validated by the coding agent class's own model."""
-        if self._coding_agent is not None:
-            return self._coding_agent
-        cls = self.registry.coding_agent_class(self.config.coding_agent.kind)
-        options = self.registry.coding_agent_options(self.config.coding_agent.kind, self.config.coding_agent.options)
-        return cls(options, env=self.coding_agent_env)
+        """The configured coding agent (`[coding_agent] kind`), its options validated by its own model."""
+        return self.coding_agent_for(None)
+
+    def coding_agent_for(self, kind: str | None) -> CodingAgent:
+        """The coding agent of `kind` (a ticket's `coding_agent:`; None: `[coding_agent] kind`), one
+        instance per kind. An unknown kind is a ConfigError listing the registered ones."""
+        kind = kind or self.config.coding_agent.kind
+        with self._agents_lock:
+            if kind not in self._agents:
+                if self._coding_agent is not None and kind == self.config.coding_agent.kind:
+                    self._agents[kind] = self._coding_agent
+                else:
+                    self._agents[kind] = self._build_coding_agent(kind)
+            return self._agents[kind]
+
+    def coding_agents_built(self) -> list[CodingAgent]:
+        """The coding agents built so far (each may have turns running: stop_all reaches them all)."""
+        with self._agents_lock:
+            return list(self._agents.values())
+
+    def _build_coding_agent(self, kind: str) -> CodingAgent:
+        cls = self.registry.coding_agent_class(kind)
+        options = coding_agent_options(self.config, kind)
+        env = self.coding_agent_env if kind == self.config.coding_agent.kind else self.agent_env(kind)
+        offline = getattr(cls, "offline", None)
+        if self.fake and kind not in _SHARES_THE_FAKE and offline is not None:
+            # Another model API than the Messages API: the agent's own fake, answering from the same
+            # responder (the demo model or a test's script), through its class's `offline`. A kind
+            # without `offline` gets the Messages API fake's variables (as Claude Code does).
+            workdir = self.config.resolve(self.config.state_dir) / "offline" / kind
+            workdir.mkdir(parents=True, exist_ok=True)
+            off = self._stack.enter_context(offline(self.fake_api.responder, workdir))
+            options, env = {**options, **off.options}, {**off.env, **self._coding_agent_env}
+        where = "[coding_agent.options]" if kind == self.config.coding_agent.kind else f"[coding_agents.{kind}]"
+        return cls(self.registry.coding_agent_options(kind, options, where), env=env)  # type: ignore[no-any-return]
+
+    def coding_agent_of(self, ticket: Any) -> CodingAgent:
+        """The coding agent a ticket runs on: its `coding_agent:` front matter, else the configured one."""
+        kind = ticket_agent_kind(ticket)
+        if kind is not None and kind not in self.registry.coding_agents:
+            raise ConfigError(f"ticket {ticket.id!r} names `coding_agent: {kind}`, which no plugin registers: "
+                              f"choose one of {', '.join(sorted(self.registry.coding_agents))} (`middle agents` "
+                              "lists them), or install the plugin that provides it")
+        return self.coding_agent_for(kind)
 
     @property
     def checkpoint_path(self) -> Path:

@@ -342,6 +342,7 @@ class TurnRow(TypedDict):
     status: str
     started_at: str
     ended_at: str | None
+    coding_agent: str | None  # the kind whose session this is (None: stored before schema 15)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ PathArg = str | os.PathLike[str]
 _RESERVED = ("title", "project", "id", "path", "depends_on")
 # Keys a ticket may carry without a warning: the ones above plus free-form metadata we know of.
 # Anything else is likely a typo (`pth:` for `path:`), so loading says so, naming file and key.
-KNOWN_KEYS = frozenset({*_RESERVED, "description", "labels", "check", "check_must_pass"})
+KNOWN_KEYS = frozenset({*_RESERVED, "description", "labels", "check", "check_must_pass", "coding_agent"})
 # How a ticket starts, said on one line (every message about a file is one line).
 _EXAMPLE = "'---', 'title: Fix the login bug', 'project: my-app', '---', then what to do, in Markdown"
 
@@ -226,6 +226,10 @@ def _check_commands(meta: dict[str, Any]) -> None:
     if "check_must_pass" in meta and not isinstance(meta["check_must_pass"], bool):
         raise _BadFile("'check_must_pass' must be true or false (true: the ticket's checks must pass "
                        "outright, a failure the base commit already has is not excused)")
+    # Whether the kind is registered is checked before the ticket runs (the plugins are not known here).
+    if "coding_agent" in meta and not (isinstance(meta["coding_agent"], str) and meta["coding_agent"].strip()):
+        raise _BadFile("'coding_agent' must name a coding agent's kind, e.g. 'coding_agent: codex' "
+                       "(`middle agents` lists them)")
 
 
 def _depends_on(meta: dict[str, Any]) -> list[str]:

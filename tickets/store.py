@@ -59,7 +59,9 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 13: tickets.deps_met: how far a ticket's dependencies have come, kept by every status and
 #    dependency write (tickets/runnable.py), so a claim reads runnable tickets only.
 # 14: memory_state.valid_until (a doc's expiry, tickets/curation.py).
-SCHEMA_VERSION = 14
+# 15: turns.coding_agent: the coding agent kind whose session the turn ran in (a ticket may pick
+#    its agent; a session id means nothing to another kind's CLI). NULL: not recorded.
+SCHEMA_VERSION = 15
 # Schema creation and upgrades on PostgreSQL take this advisory lock, so two machines starting at
 # once do not both create tables ("middle" in ASCII); an upgrade then takes every table at once
 # (tickets/upgrade.py), and workers wait for it.
@@ -133,6 +135,7 @@ CREATE TABLE IF NOT EXISTS turns (
     status TEXT NOT NULL CHECK (status IN ('running', 'done', 'error', 'interrupted')),
     started_at TEXT NOT NULL,
     ended_at TEXT,
+    coding_agent TEXT,
     PRIMARY KEY (run_id, turn_no)
 );
 CREATE TABLE IF NOT EXISTS memory_docs (
@@ -180,11 +183,14 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   ("tickets", "retries", "INTEGER NOT NULL DEFAULT 0"), ("tickets", "retry_at", "TEXT"),
                   ("runs", "check_note", "TEXT"),
                   ("tickets", "deps_met", "INTEGER NOT NULL DEFAULT 2"),
-                  ("memory_state", "valid_until", "TEXT"))
-_TURN_COLUMNS = (
+                  ("memory_state", "valid_until", "TEXT"),
+                  ("turns", "coding_agent", "TEXT"))
+# The turns table's columns as schema 1 had them (what the schema 2 rebuild copies).
+_TURN_COLUMNS_V1 = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
 )
+_TURN_COLUMNS = _TURN_COLUMNS_V1 + ", coding_agent"
 
 
 def _no_ticket(ticket_id: str) -> TicketError:
@@ -542,7 +548,7 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
         return data  # type: ignore[return-value]  # the turns table's columns are TurnRow's
 
     def start_turn(self, run_id: str, turn_no: int, prompt: str, session_id: str | None, resume: bool, *,
-                   token: int | None = None) -> None:
+                   token: int | None = None, coding_agent: str | None = None) -> None:
         """Record a turn as running before Claude Code is launched, so a crash can be resumed.
 
         A turn left 'running' or 'error' is overwritten (a retry); a 'done' turn raises
@@ -564,13 +570,15 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                 )
             # A retry replaces the earlier attempt's row whole (its result columns reset).
             conn.execute(
-                "INSERT INTO turns (run_id, turn_no, prompt, session_id, resume, status, started_at)"
-                f" VALUES (?, ?, ?, ?, ?, 'running', {self._db.stamp_sql}) ON CONFLICT (run_id, turn_no) DO UPDATE SET"
+                "INSERT INTO turns (run_id, turn_no, prompt, session_id, resume, coding_agent, status, started_at)"
+                f" VALUES (?, ?, ?, ?, ?, ?, 'running', {self._db.stamp_sql})"
+                " ON CONFLICT (run_id, turn_no) DO UPDATE SET"
                 " prompt = excluded.prompt, session_id = excluded.session_id, resume = excluded.resume,"
+                " coding_agent = excluded.coding_agent,"
                 " status = 'running', started_at = excluded.started_at, response = NULL,"
                 " memories_invoked = NULL, decision = NULL, cost_usd = 0, duration_ms = 0, usage = '{}',"
                 " num_turns = 0, is_error = 0, error = NULL, ended_at = NULL",
-                (run_id, turn_no, prompt, session_id, int(bool(resume))),
+                (run_id, turn_no, prompt, session_id, int(bool(resume)), coding_agent),
             )
 
     def finish_turn(
@@ -757,5 +765,5 @@ def _migrate_turns_v2(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE turns RENAME TO turns_v1")
     ddl = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS turns") :]
     conn.execute(ddl[: ddl.index(");") + 1])
-    conn.execute(f"INSERT INTO turns ({_TURN_COLUMNS}) SELECT {_TURN_COLUMNS} FROM turns_v1")
+    conn.execute(f"INSERT INTO turns ({_TURN_COLUMNS_V1}) SELECT {_TURN_COLUMNS_V1} FROM turns_v1")
     conn.execute("DROP TABLE turns_v1")

@@ -32,7 +32,7 @@ class ClaudeCodeLLM:
 
     def __init__(self, model: str, *, cli_path: str | None = None, env: dict[str, str] | None = None,
                  timeout_s: float = 300.0):
-        from orchestrator.coding_agent.locate import find_claude_cli
+        from orchestrator.claude_cli import find_claude_cli
 
         try:
             self.cli = find_claude_cli(cli_path)

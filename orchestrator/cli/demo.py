@@ -15,16 +15,34 @@ from orchestrator.config.settings import DEFAULT_BACKEND, load_config
 from orchestrator.errors import ConfigError
 
 
-def prepare(workdir: Path, examples: Path, backend: str) -> Path:
-    """Copy the sample repo and backlog into workdir and write its middle.toml."""
+def prepare(workdir: Path, examples: Path, backend: str, agent: str = "claude-code") -> Path:
+    """Copy the sample repo and backlog into workdir and write its middle.toml (on coding agent `agent`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     if (workdir / "middle.toml").exists() or (workdir / "repo").exists():
         raise ConfigError(f"{workdir} already holds a demo: pass an empty or new --dir")
     shutil.copytree(examples / "sample-repo", workdir / "repo")
     shutil.copytree(examples / "backlog", workdir / "tickets")
-    shutil.copy(examples / "configs" / f"{backend}.toml", workdir / "middle.toml")
+    text = (examples / "configs" / f"{backend}.toml").read_text(encoding="utf-8")
+    if agent != "claude-code":  # Claude Code's options stay, as the table of a kind not configured
+        text = text.replace('kind = "claude-code"', f'kind = "{agent}"').replace(
+            "[coding_agent.options]", "[coding_agents.claude-code]")
+    (workdir / "middle.toml").write_text(text, encoding="utf-8")
     _git_init(workdir / "repo")
     return workdir / "middle.toml"
+
+
+def check_agent(kind: str) -> None:
+    """The demo runs `kind` offline: it must be registered, have `offline`, and have its CLI here."""
+    from orchestrator.cli.agents import cli_status
+    from orchestrator.plugins.manager import registry
+
+    cls = registry().coding_agent_class(kind)  # unknown: an error listing the kinds
+    if not callable(getattr(cls, "offline", None)):
+        raise ConfigError(f"coding agent {kind!r} cannot run the offline demo: it has no `offline` to point it "
+                          "at a fake model API (`middle agents` says which can)")
+    found, where = cli_status(cls)
+    if found is False:
+        raise ConfigError(f"coding agent {kind!r}'s CLI is {where}")
 
 
 def _git_init(repo: Path) -> None:
@@ -45,20 +63,24 @@ def _git_init(repo: Path) -> None:
               help="The examples folder (default: the one in this clone).")
 @click.option("--memory/--no-memory", default=True, show_default=True,
               help=f"Run with project memory (the default backend, {DEFAULT_BACKEND}), or with memory off.")
-def demo(ctx: click.Context, workdir: str | None, examples: str | None, memory: bool) -> None:
-    """Run the sample backlog with the real Claude Code CLI against the offline fake model."""
+@click.option("--agent", "agent", default="claude-code", show_default=True,
+              help="The coding agent to run it on (`middle agents` lists them): its real CLI on a fake of its API.")
+def demo(ctx: click.Context, workdir: str | None, examples: str | None, memory: bool, agent: str) -> None:
+    """Run the sample backlog with a real coding agent CLI (Claude Code, or --agent) on the offline fake model."""
     from orchestrator.cli.log_view import print_log
     from orchestrator.cli.main import open_orchestrator
     from orchestrator.cli.output import console, report
 
+    check_agent(agent)  # before anything is made
     keep = workdir is not None
     root = Path(workdir).resolve() if workdir is not None else Path(tempfile.mkdtemp(prefix="middle-demo-"))
     if not keep:  # removed when the command ends, however it ends (the services close first)
         ctx.call_on_close(lambda: shutil.rmtree(root, ignore_errors=True))
     backend = DEFAULT_BACKEND if memory else "none"
-    config_file = prepare(root, Path(examples) if examples else examples_dir(), backend)
+    config_file = prepare(root, Path(examples) if examples else examples_dir(), backend, agent)
     config = load_config(config_file, environ={})  # the demo ignores MIDDLE_* overrides
-    console.print(f"[bold]middle demo[/] in {root} (memory {'on: ' + backend if memory else 'off'})")
+    console.print(f"[bold]middle demo[/] in {root} (memory {'on: ' + backend if memory else 'off'}; "
+                  f"coding agent {escape(agent)})")
     failed = 0
     orch = open_orchestrator(ctx, config, fake=True)  # closed when the command ends
     orch.sync_tickets()

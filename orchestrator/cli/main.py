@@ -83,11 +83,12 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "feedback": ("orchestrator.cli.feedback:feedback", "Ask for changes: continue a finished ticket on its branch."),
     "memory": ("orchestrator.cli.memory:memory", "Search, list, add, delete and export project memory."),
     "bench": ("orchestrator.bench.cli:bench", "Measure memory backends and whole runs (recall, latency, wall time)."),
-    "demo": ("orchestrator.cli.demo:demo", "Run the sample backlog offline with the real Claude Code CLI."),
+    "demo": ("orchestrator.cli.demo:demo", "Run the sample backlog offline with a real coding agent CLI (--agent)."),
     "serve": ("orchestrator.server.serve:serve", "Serve the dashboard, the tickets and memory API, live run events."),
     "worker": ("orchestrator.cli.fleet:worker", "Work the shared backlog on this machine (claim, run, push)."),
     "pr": ("orchestrator.cli.pr:pr", "Open a complete ticket's pull request on GitHub (pushes its branch)."),
     "doctor": ("orchestrator.cli.doctor:doctor", "Say which coding agent and model a run uses, and if each works."),
+    "agents": ("orchestrator.cli.agents:agents", "List the coding agents, their options, and whether each CLI is here"),
 }
 
 

@@ -29,6 +29,24 @@ class TurnResult:
         return asdict(self)
 
 
+@dataclass
+class Offline:
+    """A coding agent pointed at a local fake of its model API, from its class's optional
+    `offline(responder, workdir)` context manager (the offline demo, the contract kit's harness for
+    built-ins and their end-to-end tests all use it, so each agent has one owner of this wiring).
+
+    `options`: `[coding_agent.options]` overrides (e.g. a config file the CLI must read);
+    `env`: variables merged over os.environ for the agent's process, pointing it only at the fake
+    (its base URL, a fake key, config/home dirs under `workdir`, no telemetry or updates);
+    `requests`: the canonical (Anthropic-shaped) bodies the fake received on the "coding_agent"
+    channel, oldest first.
+    """
+
+    options: dict[str, Any]
+    env: dict[str, str]
+    requests: Callable[[], list[dict[str, Any]]]
+
+
 # Called with each parsed progress event ({"type": ..., ...}) so the CLI can stream progress.
 EventCallback = Callable[[dict[str, Any]], None]
 
@@ -38,6 +56,15 @@ class CodingAgent(Protocol):
 
     kind: ClassVar[str]
     Options: ClassVar[type]  # a strict pydantic model; it validates the `[coding_agent.options]` table
+
+    # Optional (not part of the protocol's required surface, so not declared here):
+    # - `offline(cls, responder, workdir: Path) -> ContextManager[Offline]`, a classmethod starting
+    #   the agent's fake API answering from `responder` (a fake_api ScriptedResponder or
+    #   DemoResponder); see Offline. `middle demo --agent KIND` and `--fake` runs need it.
+    # - `find_cli(cls, options=None) -> str`, a classmethod: the path of the CLI those options run,
+    #   or CodingAgentError whose message holds the install command (`middle agents` shows it).
+    # - `stop_all(self, why) -> int`: kill every running turn; each of those run_turn calls then
+    #   raises RunInterrupted (Ctrl-C or SIGTERM of a batch).
 
     def run_turn(
         self,

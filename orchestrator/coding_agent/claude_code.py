@@ -6,13 +6,14 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, ContextManager
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from orchestrator.claude_cli import INSTALL_HINT, find_claude_cli
+
 from ..errors import CodingAgentError
-from .base import EventCallback, TurnResult
-from .locate import INSTALL_HINT, find_claude_cli
+from .base import EventCallback, Offline, TurnResult
 from .process import TurnProcesses, safe_callback, tail
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
 from .stream_json import TurnStream, permission_denials, turn_cost
@@ -55,6 +56,11 @@ class ClaudeCodeOptions(BaseModel):
         "Seconds one turn may take; then Claude Code's whole process group is killed."))
     extra_args: list[str] = Field(default_factory=list, description=(
         "More command-line arguments for `claude`, appended as given (e.g. [\"--restricted\"])."))
+    follow_provider: bool = Field(True, description=(
+        "With [agent] provider \"bedrock\" or \"vertex\", run Claude Code on the same cloud "
+        "(CLAUDE_CODE_USE_BEDROCK / _VERTEX with [agent]'s region, profile, project and base_url), "
+        "unless the environment already sets a CLAUDE_CODE_USE_* variable. false: Claude Code uses "
+        "its own login or ANTHROPIC_API_KEY."))
 
     # scope_to_project is declared before the two fields below so that they can see it.
     @field_validator("permission_mode")
@@ -88,6 +94,18 @@ class ClaudeCodeAgent:
         self.env = dict(env or {})  # merged over os.environ for the child (e.g. claude_code_env())
         # Turns running now (one per parallel ticket), so stop_all() can end every one of them.
         self._processes = TurnProcesses("Claude Code")
+
+    @classmethod
+    def offline(cls, responder: Any, workdir: Path) -> ContextManager[Offline]:
+        """Claude Code on the local fake Messages API answering from `responder` (see base.Offline)."""
+        from .claude_code_offline import claude_code_offline
+
+        return claude_code_offline(responder, workdir)
+
+    @classmethod
+    def find_cli(cls, options: ClaudeCodeOptions | None = None) -> str:
+        """The `claude` executable these options run; CodingAgentError (with the install command) if none."""
+        return find_claude_cli((options or ClaudeCodeOptions()).cli_path)
 
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group (Ctrl-C, SIGTERM of a batch); each of those

@@ -338,6 +338,9 @@ class Config(_Strict):
 
     agent: AgentConfig = AgentConfig()
     coding_agent: CodingAgentConfig = CodingAgentConfig()
+    # `[coding_agents.<kind>]`: the options of a coding agent a ticket picks with `coding_agent:`
+    # (the configured kind's `[coding_agent.options]` are laid over its table, when it has one).
+    coding_agents: dict[str, dict[str, Any]] = {}
     tickets: TicketsConfig = TicketsConfig()
     check: CheckConfig = CheckConfig()
     worktree: WorktreeConfig = WorktreeConfig()

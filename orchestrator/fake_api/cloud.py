@@ -10,20 +10,25 @@ calling the same Messages API, as the anthropic SDK's AnthropicBedrock / Anthrop
 - Google's OAuth token endpoint, `POST /token`: a credentials file whose `token_uri` points here
   (an `authorized_user` file, as `gcloud auth application-default login` writes) gets a token.
 
-Bedrock's streaming route (AWS event-stream framing) is not served: the middle agent does not stream.
+- Bedrock's streaming route, `POST /model/{model}/invoke-with-response-stream` (what Claude Code
+  calls on Bedrock): the Messages API's stream events, each the base64 `bytes` of a `chunk` event
+  in AWS's binary event-stream framing (`bedrock_event_stream`).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
 FAKE_GOOGLE_TOKEN = "ya29.fake-local-token"
 
-_BEDROCK = re.compile(r"^/model/(?P<model>[^/]+)/invoke$")
+_BEDROCK = re.compile(r"^/model/(?P<model>[^/]+)/(?P<verb>invoke|invoke-with-response-stream)$")
 _VERTEX = re.compile(r"^(?:/v1)?/projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/publishers/anthropic/"
                      r"models/(?P<model>[^/:]+):(?P<verb>rawPredict|streamRawPredict)$")
 
@@ -36,13 +41,14 @@ class CloudRoute:
     model: str
     project: str | None = None
     region: str | None = None
+    stream: bool = False  # Bedrock's invoke-with-response-stream (Vertex says so in its body)
 
 
 def cloud_route(path: str) -> CloudRoute | None:
     """The Bedrock or Vertex generation route `path` is, or None."""
     match = _BEDROCK.match(path)
     if match:
-        return CloudRoute("bedrock", unquote(match["model"]))
+        return CloudRoute("bedrock", unquote(match["model"]), stream=match["verb"] != "invoke")
     match = _VERTEX.match(path)
     if match:
         return CloudRoute("vertex", unquote(match["model"]), match["project"], match["region"])
@@ -90,3 +96,25 @@ def vertex_env(key_file: str | Path, region: str = "us-east5") -> dict[str, str]
     """Application Default Credentials from `key_file` (google_service_account_file) and a region,
     as google-auth and the anthropic SDK read them; no metadata-server lookups."""
     return {"GOOGLE_APPLICATION_CREDENTIALS": str(key_file), "CLOUD_ML_REGION": region, "NO_GCE_CHECK": "True"}
+
+
+def bedrock_event_stream(events: list[dict[str, object]]) -> bytes:
+    """Messages API stream events as Bedrock's invoke-with-response-stream sends them: one AWS
+    event-stream message per event (prelude with its CRC, `:event-type chunk` headers, the payload
+    `{"bytes": base64(event JSON)}`, the message CRC), as the AWS SDKs decode them."""
+    return b"".join(_event_message(json.dumps({"bytes": base64.b64encode(json.dumps(e).encode()).decode()})
+                                   .encode()) for e in events)
+
+
+def _event_message(payload: bytes) -> bytes:
+    headers = b"".join(_string_header(name, value) for name, value in (
+        (":event-type", "chunk"), (":content-type", "application/json"), (":message-type", "event")))
+    total = 12 + len(headers) + len(payload) + 4
+    prelude = struct.pack(">II", total, len(headers))
+    head = prelude + struct.pack(">I", binascii.crc32(prelude)) + headers + payload
+    return head + struct.pack(">I", binascii.crc32(head))
+
+
+def _string_header(name: str, value: str) -> bytes:
+    raw_name, raw_value = name.encode(), value.encode()
+    return bytes([len(raw_name)]) + raw_name + b"\x07" + struct.pack(">H", len(raw_value)) + raw_value

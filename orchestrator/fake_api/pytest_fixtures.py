@@ -40,7 +40,7 @@ def claude_env(fake_api: FakeMessagesAPI, tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture(scope="session")
 def claude_cli() -> str:
-    from orchestrator.coding_agent.locate import find_claude_cli
+    from orchestrator.claude_cli import find_claude_cli
 
     try:
         return find_claude_cli(None)

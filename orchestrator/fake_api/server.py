@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
-from .cloud import cloud_route, google_token_reply
+from .cloud import bedrock_event_stream, cloud_route, google_token_reply
 from .local_server import LocalServer, RequestRecord
 from .messages import classify
 from .replies import (
@@ -168,6 +168,7 @@ class _Handler(BaseHTTPRequestHandler):
         route = parts.path.rstrip("/")
         cloud = cloud_route(route) if self.command == "POST" else None
         self._path_model = cloud.model if cloud is not None else None  # the cloud routes name it in the path
+        self._bedrock_stream = cloud is not None and cloud.stream
         is_generation = self.command == "POST" and (route == "/v1/messages" or cloud is not None) \
             and isinstance(body, dict)
         record = RecordedRequest(
@@ -215,6 +216,8 @@ class _Handler(BaseHTTPRequestHandler):
         model = record.body.get("model") or self._path_model or "claude-fake"
         message = to_message(result, str(model), record.body)
         record.reply = summarize(result, message)
+        if self._bedrock_stream:
+            return self._send_event_stream(message)
         if record.body.get("stream"):
             return self._send_sse(message)
         return self._send_json(200, message)
@@ -247,6 +250,15 @@ class _Handler(BaseHTTPRequestHandler):
         )
         for key, value in (headers or {}).items():
             self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_event_stream(self, message: dict[str, Any]) -> None:
+        data = bedrock_event_stream([event for _, event in sse_events(message)])
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.amazon.eventstream")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("x-amzn-requestid", "req_fake")
         self.end_headers()
         self.wfile.write(data)
 

@@ -216,10 +216,21 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
     # Turn 1 (or a retry of it) starts a new session; later turns resume the ticket's one,
     # unless the run moved here: a new session is then told what the earlier turns did.
     resume = review.resumes_session(state, turn_no) and not moved
+    kind = getattr(ctx.coding_agent, "kind", None)
+    # A session belongs to the agent that made it: when the ticket now names another coding agent
+    # (its `coding_agent:` edited before a resume or a feedback round), that CLI cannot resume it.
+    was = review.session_kind(ctx, ticket["id"], state.get("session_id")) if resume else None
+    switched = was is not None and kind is not None and was != kind
+    if switched:
+        resume = False
+        ctx.say(f"the ticket's session ran on {was}, and this turn runs on {kind}: a new session is told "
+                "the earlier work")
     session_id = state["session_id"] if resume else str(uuid.uuid4())
     sent = recap(state.get("transcript", []), prompt) if moved and turn_no > 1 else prompt
-    ctx.run.start_turn(turn_no, sent, session_id, resume)  # stored before launch
-    ctx.say(f"turn {turn_no}: Claude Code is working")
+    if switched:
+        sent = review.recap(state, prompt)
+    ctx.run.start_turn(turn_no, sent, session_id, resume, coding_agent=kind)  # stored before launch
+    ctx.say(f"turn {turn_no}: {'Claude Code' if kind in (None, 'claude-code') else kind} is working")
     result = ctx.coding_agent.run_turn(
         sent, Path(ticket.get("cwd") or ticket["project_path"]), session_id=session_id,
         resume=resume, on_event=ctx.on_event,
@@ -227,7 +238,7 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
     if resume and review.session_lost(result):  # e.g. a round run with another CLAUDE_CONFIG_DIR
         session_id, sent, resume = str(uuid.uuid4()), review.recap(state, prompt), False
         ctx.say("Claude Code's session of this ticket is not here: a new one is told the earlier work")
-        ctx.run.start_turn(turn_no, sent, session_id, resume)
+        ctx.run.start_turn(turn_no, sent, session_id, resume, coding_agent=kind)
         result = ctx.coding_agent.run_turn(sent, Path(ticket.get("cwd") or ticket["project_path"]),
                                            session_id=session_id, resume=False, on_event=ctx.on_event)
     ctx.run.guard()  # taken over while Claude Code ran (its process was killed): nothing is stored

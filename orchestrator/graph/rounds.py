@@ -112,6 +112,17 @@ def resumes_session(state: TicketState, turn_no: int) -> bool:
     return bool(state.get("session_id")) and (turn_no > 1 or state.get("round", 1) > 1)
 
 
+def session_kind(ctx: TicketContext, ticket_id: str, session_id: str | None) -> str | None:
+    """The coding agent kind the ticket's turns in `session_id` ran on (None: unknown, e.g. stored
+    before turns recorded it, or no such turn)."""
+    if not session_id:
+        return None
+    for turn in reversed(ctx.store.list_turns(ticket_id=ticket_id)):
+        if turn["session_id"] == session_id:
+            return turn.get("coding_agent")
+    return None
+
+
 def session_lost(result: Any) -> bool:
     """Whether a resumed turn failed because Claude Code has no such session here (its sessions
     live under CLAUDE_CONFIG_DIR: another machine, `--fake` then a real run, a cleaned config)."""

@@ -152,10 +152,10 @@ class PluginRegistry:
         """Validate `[memory.options]` with the backend's strict model."""
         return _validated(self.backend_class(name).Options, options, f"[memory.options] for backend {name!r}")
 
-    def coding_agent_options(self, kind: str, options: dict[str, Any]) -> Any:
-        """Validate `[coding_agent.options]` with the coding agent kind's strict Options model."""
+    def coding_agent_options(self, kind: str, options: dict[str, Any], where: str = "[coding_agent.options]") -> Any:
+        """Validate `[coding_agent.options]` (or `where`) with the coding agent kind's strict Options model."""
         cls = self.coding_agent_class(kind)
-        return _validated(cls.Options, options, f"[coding_agent.options] for coding agent {kind!r}")
+        return _validated(cls.Options, options, f"{where} for coding agent {kind!r}")
 
     def coding_agent_class(self, kind: str) -> Any:
         if kind not in self.coding_agents:
@@ -185,6 +185,11 @@ def check_options(config: Any) -> None:
     `middle run` does): every command that loads the config refuses what `middle run` would."""
     reg = registry()
     reg.coding_agent_options(config.coding_agent.kind, config.coding_agent.options)
+    for kind, options in config.coding_agents.items():  # the agents tickets may pick
+        if kind not in reg.coding_agents:
+            raise ConfigError(f"[coding_agents.{kind}] names no registered coding agent: choose one of "
+                              f"{', '.join(sorted(reg.coding_agents))} (`middle agents` lists them)")
+        reg.coding_agent_options(kind, options, f"[coding_agents.{kind}]")
     if config.memory.backend != "none" or config.memory.options:
         reg.backend_options(config.memory.backend, config.memory.options)
 

@@ -293,9 +293,10 @@ def _stop_all(orch: TicketDriver, active: dict[str, _Slot], done: queue.Queue, w
     marked interrupted (by its own thread, or here for one that does not answer in time)."""
     running = sorted(active)
     orch.stop.set()
-    stopper = getattr(orch.coding_agent, "stop_all", None)
-    if stopper is not None:
-        stopper(why)
+    for agent in orch.services.coding_agents_built():  # every kind the batch's tickets run on
+        stopper = getattr(agent, "stop_all", None)
+        if stopper is not None:
+            stopper(why)
     deadline = threading.Event()
     timer = threading.Timer(STOP_GRACE_S, deadline.set)
     timer.start()

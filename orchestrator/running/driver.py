@@ -160,6 +160,7 @@ class TicketDriver:
         Work an earlier run left is never dropped silently: refused (WorkLeft), or, `fresh`, dropped
         and said."""
         _ = self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
+        self.services.coding_agent_of(ticket)  # so is an unknown `coding_agent:` (and its options)
         project = Path(self.project_override or ticket.project_path)
         if self.worktrees is not None and project.is_dir():
             from orchestrator.workspace.git import toplevel
@@ -377,7 +378,8 @@ def ticket_context(services: Any, config: Any, agent: Any, run: Run, *,
             on_event(event)
 
     return TicketContext(
-        store=services.store, agent=agent, coding_agent=services.coding_agent, memory=services.memory,
+        store=services.store, agent=agent, memory=services.memory,
+        coding_agent=services.coding_agent_of(services.store.get_ticket(run.ticket_id)),  # its `coding_agent:`
         limits=Limits(cfg.agent.max_turns, cfg.agent.max_cost_usd),
         num_to_retrieve=cfg.memory.num_to_retrieve, hooks=services.registry.hook,
         on_event=seen, say=noted, lifecycle=services.lifecycle, worktrees=services.worktrees,

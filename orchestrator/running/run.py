@@ -147,10 +147,12 @@ class Run:
         self._fenced(self.store.set_run_fields, self.run_id, token=self.token, **fields)
         point("run.fields")
 
-    def start_turn(self, turn_no: int, prompt: str, session_id: str | None, resume: bool) -> None:
+    def start_turn(self, turn_no: int, prompt: str, session_id: str | None, resume: bool,
+                   coding_agent: str | None = None) -> None:
         if session_id:
             self.sessions.add(session_id)
-        self._fenced(self.store.start_turn, self.run_id, turn_no, prompt, session_id, resume, token=self.token)
+        self._fenced(self.store.start_turn, self.run_id, turn_no, prompt, session_id, resume, token=self.token,
+                     coding_agent=coding_agent)
         point("turn.started")
 
     def finish_turn(self, turn_no: int, **result: Any) -> None:

@@ -105,9 +105,10 @@ class RunManager:
         so the board says so and `middle resume` continues them. Returns their ticket ids."""
         stopped = []
         self.stop.set()  # no new node or Claude Code turn starts in this server's runs
-        stopper = getattr(self.services.coding_agent, "stop_all", None)
-        if stopper is not None:
-            stopper("the server stopped")  # and the running turns' process groups are killed
+        for agent in self.services.coding_agents_built():  # every kind the runs' tickets picked
+            stopper = getattr(agent, "stop_all", None)
+            if stopper is not None:
+                stopper("the server stopped")  # and the running turns' process groups are killed
         for ticket_id, run_id in self.active().items():
             if run_id is None:
                 continue

@@ -11,12 +11,13 @@ try:  # rewrite the contract's asserts so failures show values; pytest may be ab
 
     pytest.register_assert_rewrite("orchestrator.testing.contract",
                                    "orchestrator.testing.robustness",
-                                   "orchestrator.testing.source_contract")
+                                   "orchestrator.testing.source_contract",
+                                   "orchestrator.testing.coding_agent_contract")
 except ImportError:  # pragma: no cover - only the contract needs pytest
     pass
 
-__all__ = ["InMemoryBackend", "InMemoryOptions", "MemoryBackendContract", "TicketSourceContract",
-           "run_processes", "make_repo"]
+__all__ = ["AgentHarness", "CodingAgentContract", "InMemoryBackend", "InMemoryOptions", "MemoryBackendContract",
+           "TicketSourceContract", "builtin_harness", "run_processes", "make_repo"]
 
 
 def __getattr__(name: str) -> Any:
@@ -25,6 +26,10 @@ def __getattr__(name: str) -> Any:
         from orchestrator.testing.contract import MemoryBackendContract
 
         return MemoryBackendContract
+    if name in ("CodingAgentContract", "AgentHarness", "builtin_harness"):
+        from orchestrator.testing import coding_agent_contract
+
+        return getattr(coding_agent_contract, name)
     if name == "TicketSourceContract":
         from orchestrator.testing.source_contract import TicketSourceContract
 

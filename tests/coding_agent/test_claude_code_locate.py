@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from orchestrator.claude_cli import bundled_cli, find_claude_cli
 from orchestrator.coding_agent.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
-from orchestrator.coding_agent.locate import bundled_cli, find_claude_cli
 from orchestrator.errors import CodingAgentError
 
 

@@ -37,7 +37,7 @@ def test_every_python_block_parses(page):
 @pytest.fixture
 def shell_agent(tmp_path, monkeypatch):
     """docs/coding-agent.md's coding agent and plugin, as the package the page names."""
-    agent, plugin, _ = blocks(DOCS / "coding-agent.md")
+    agent, plugin, _ = blocks(DOCS / "coding-agent.md")[:3]  # then the contract kit's example
     pkg = tmp_path / "site" / "shell_agent_plugin"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")

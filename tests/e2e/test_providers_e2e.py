@@ -17,12 +17,13 @@ pytestmark = [pytest.mark.cli, pytest.mark.slow]
 TICKET = {"t1.md": "---\ntitle: Add a notes file\nproject: calc\nid: t1\n---\nCreate notes.txt saying hello.\n"}
 
 
-def run_ticket(tmp_path, claude_env, agent: dict, script_agent):
+def run_ticket(tmp_path, claude_env, agent: dict, script_agent, coding_options: dict | None = None):
     """Run t1 with `[agent]` = agent; `script_agent(*replies)` scripts the middle agent's model."""
     fresh_project(tmp_path, TICKET)
     cfg = Config(root=tmp_path, state_dir=str(tmp_path / "state"), project={"path": "repo", "tickets_dir": "tickets"},
                  agent={"max_turns": 3, **agent},
-                 coding_agent={"options": {"allowed_tools": ["Read", "Write", "Edit"], "turn_timeout_s": 120}})
+                 coding_agent={"options": {"allowed_tools": ["Read", "Write", "Edit"], "turn_timeout_s": 120,
+                                           **(coding_options or {})}})
     script_agent(plan("Create the file notes.txt containing the word hello."), decide(True, "Created notes.txt."))
     with Orchestrator(cfg, coding_agent_env=claude_env) as orch:
         assert orch.sync_tickets().errors == []
@@ -53,7 +54,23 @@ def test_a_ticket_completes_on_bedrock(tmp_path, fake_api, claude_env, claude_cl
     assert_complete(outcome, tmp_path)
     agent = fake_api.requests_for("agent")
     assert [r.path for r in agent] == ["/model/us.anthropic.claude-sonnet-5-5/invoke"] * 2
-    assert fake_api.requests_for("coding_agent")  # Claude Code itself stayed on the Messages API
+    # Claude Code followed the middle agent to Bedrock (one config line for a Bedrock-only team):
+    # its turns streamed through invoke-with-response-stream, SigV4-signed, none on the Messages API
+    coding = fake_api.requests_for("coding_agent")
+    assert coding and all(r.cloud == "bedrock" and r.path.endswith("/invoke-with-response-stream")
+                          and r.headers["authorization"].startswith("AWS4-HMAC-SHA256") for r in coding)
+
+
+def test_claude_code_stays_on_its_own_login_with_follow_provider_off(tmp_path, fake_api, claude_env, claude_cli,
+                                                                      monkeypatch):
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    setenv(monkeypatch, bedrock_env())
+    coding_agent_script(fake_api)
+    outcome = run_ticket(tmp_path, claude_env, {"provider": "bedrock", "model": "us.anthropic.claude-sonnet-5-5",
+                                                   "base_url": fake_api.base_url}, fake_api.script.agent,
+                         coding_options={"follow_provider": False})
+    assert_complete(outcome, tmp_path)
+    assert all(r.cloud is None for r in fake_api.requests_for("coding_agent"))  # the Messages API
 
 
 def test_a_ticket_completes_on_vertex(tmp_path, fake_api, claude_env, claude_cli, monkeypatch):
@@ -61,11 +78,19 @@ def test_a_ticket_completes_on_vertex(tmp_path, fake_api, claude_env, claude_cli
     monkeypatch.delenv("ANTHROPIC_VERTEX_PROJECT_ID", raising=False)
     setenv(monkeypatch, vertex_env(key))
     coding_agent_script(fake_api)
-    outcome = run_ticket(tmp_path, claude_env, {"provider": "vertex", "base_url": f"{fake_api.base_url}/v1"},
-                            fake_api.script.agent)
+    # Claude Code follows to Vertex. Its Google sign-in cannot be pointed at the fake's token
+    # endpoint (its google-auth library always asks oauth2.googleapis.com), so here it skips that
+    # sign-in and sends a bearer token, as behind a gateway; the middle agent signs in for real.
+    claude_env = {**claude_env, "CLAUDE_CODE_SKIP_VERTEX_AUTH": "1", "ANTHROPIC_AUTH_TOKEN": "ya29.gateway",
+                  "ANTHROPIC_VERTEX_PROJECT_ID": "team-project"}
+    outcome = run_ticket(tmp_path, claude_env, {"provider": "vertex", "base_url": f"{fake_api.base_url}/v1",
+                                                   "region": "us-east5"}, fake_api.script.agent)
     assert_complete(outcome, tmp_path)
     agent = fake_api.requests_for("agent")
     assert len(agent) == 2 and all(r.cloud == "vertex" and "/projects/team-project/" in r.path for r in agent)
+    coding = fake_api.requests_for("coding_agent")
+    assert coding and all(r.cloud == "vertex" and r.path.endswith(":streamRawPredict")
+                          and "/projects/team-project/locations/us-east5/" in r.path for r in coding)
 
 
 def test_a_ticket_completes_on_an_openai_compatible_server_that_first_answers_prose(

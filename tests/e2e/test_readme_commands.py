@@ -49,7 +49,7 @@ def test_the_claude_extra_bundles_the_cli_version_the_readme_names():
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'claude = \["claude-agent-sdk==[\d.]+"\]', pyproject)
     version = re.search(r"claude-code@([\d.]+)", (ROOT / "README.md").read_text()).group(1)
-    from orchestrator.coding_agent.locate import bundled_cli
+    from orchestrator.claude_cli import bundled_cli
 
     cli = bundled_cli()
     if cli is None and os.environ.get("CI"):

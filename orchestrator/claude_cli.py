@@ -1,4 +1,8 @@
-"""Find the Claude Code CLI: configured path, then PATH, then the copy bundled in claude-agent-sdk."""
+"""Find the Claude Code CLI: configured path, then PATH, then the copy bundled in claude-agent-sdk.
+
+Its own module, below the coding agents, the middle agent's providers and the fakes, which all
+need it: the coding agents sit above the fakes (each one's `offline` starts its fake API), and
+the fakes above the middle agent (the demo model reads its prompts)."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
-from ..errors import CodingAgentError
+from orchestrator.errors import CodingAgentError
 
 INSTALL_HINT = ("Install Claude Code with `npm install -g @anthropic-ai/claude-code` or "
                 "`pip install claude-agent-sdk` (which bundles it), or set `[coding_agent.options] cli_path` in "
