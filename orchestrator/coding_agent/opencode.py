@@ -25,7 +25,7 @@ from typing import Any, ClassVar, ContextManager
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..errors import CodingAgentError
-from .base import EventCallback, TurnResult
+from .base import EventCallback, Offline, TurnResult
 from .opencode_events import OpenCodeStream
 from .process import TurnProcesses, safe_callback, tail
 
@@ -103,12 +103,22 @@ class OpenCodeAgent:
         self._sessions: dict[str, str] = {}
 
     @classmethod
-    def offline(cls, responder: Any, workdir: Path) -> ContextManager[Any]:
+    def offline(cls, responder: Any, workdir: Path) -> ContextManager[Offline]:
         """OpenCode pointed at the fake Chat Completions API answering from `responder`, with its
         home, config, data and cache dirs under `workdir` (see opencode_offline.py)."""
         from .opencode_offline import opencode_offline
 
         return opencode_offline(responder, workdir)
+
+    @classmethod
+    def find_cli(cls, options: OpenCodeOptions | None = None, path: str | None = None) -> str:
+        """The `opencode` executable these options run; CodingAgentError (with the install command) if none."""
+        name = (options or OpenCodeOptions()).cli_path or "opencode"
+        found = shutil.which(name, path=path if path is not None else os.environ.get("PATH"))
+        if found is None:
+            raise CodingAgentError(f"OpenCode's CLI `{name}` was not found. Install it with `{INSTALL}`, "
+                                   "or set `[coding_agent.options] cli_path` to the `opencode` executable.")
+        return found
 
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group; each of those `run_turn` calls raises RunInterrupted."""
@@ -156,14 +166,6 @@ class OpenCodeAgent:
                     "OPENCODE_DISABLE_AUTOUPDATE": "1"})
         return env
 
-    def _cli(self, env: dict[str, str]) -> str:
-        name = self.options.cli_path or "opencode"
-        found = shutil.which(name, path=env.get("PATH"))
-        if found is None:
-            raise CodingAgentError(f"OpenCode's CLI `{name}` was not found. Install it with `{INSTALL}`, "
-                                   "or set `[coding_agent.options] cli_path` to the `opencode` executable.")
-        return found
-
     def run_turn(self, prompt: str, cwd: Path, *, session_id: str | None, resume: bool,
                  on_event: EventCallback | None = None) -> TurnResult:
         if resume and not session_id:
@@ -173,7 +175,7 @@ class OpenCodeAgent:
             raise CodingAgentError(f"The project directory {cwd} does not exist, so OpenCode cannot run "
                                    "there. Create it or fix the ticket's project path.")
         env = self._env(cwd)
-        cli = self._cli(env)
+        cli = self.find_cli(self.options, env.get("PATH"))
         emit = safe_callback(on_event)
         their = None
         if resume and session_id:

@@ -18,20 +18,10 @@ import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-try:  # the shared dataclass (coding_agent.base), once the contract kit's branch has landed
-    from .base import Offline  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - until then, the same three fields
-
-    @dataclass
-    class Offline:  # type: ignore[no-redef]
-        options: dict[str, Any]
-        env: dict[str, str]
-        requests: Callable[[], list[dict[str, Any]]]
-
+from .base import Offline
 
 PROVIDER, MODEL = "middle-fake", "fake-model"
 _PLUGIN = "@opencode-ai/plugin"
