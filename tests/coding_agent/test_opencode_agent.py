@@ -1,12 +1,10 @@
 """The OpenCode agent with the real `opencode` CLI on the fake Chat Completions API (its offline
-setup): a turn, a resume from another process, a refused write outside the project, an API error,
-a lost session, a timeout that leaves no process; and a missing CLI."""
+setup), beyond the contract kit (test_opencode_contract.py: a turn, a resume, a confined write, a
+timeout, an API error, kill -9, stop_all): its events, tokens and cost, a resume from another
+process, a lost session, a permission it would ask for, an API error's status; and a missing CLI."""
 
 from __future__ import annotations
 
-import os
-import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +13,6 @@ from typing import Any
 import pytest
 
 from orchestrator.coding_agent.opencode import INSTALL, OpenCodeAgent, OpenCodeOptions
-from orchestrator.coding_agent.orphans import MARK_VAR
 from orchestrator.errors import CodingAgentError
 from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use, working_directory
 from orchestrator.fake_api.messages import content_text
@@ -91,16 +88,6 @@ def test_a_resume_of_a_session_opencode_does_not_have_says_so(oc, project):
     assert oc.off.requests() == []
 
 
-def test_a_write_outside_the_project_is_refused(oc, project, tmp_path):
-    outside = tmp_path / "elsewhere" / "escape.txt"
-    outside.parent.mkdir()
-    oc.script.coding_agent(reply(tool_use("Write", {"file_path": str(outside), "content": "out\n"})), "Could not.")
-    turn = oc.agent().run_turn("Write outside.", project, session_id="s-3", resume=False)
-    assert not outside.exists()
-    assert turn.permission_denials == [{"tool": "write", "target": str(outside)}]
-    assert "prevents you from using this specific tool call" in said(oc.off.requests()[-1])
-
-
 def test_a_permission_opencode_would_ask_for_fails_the_turn_saying_how_to_allow_it(oc, project):
     (project / "notes.txt").write_text("secret\n")
     oc.script.coding_agent(reply(tool_use("Read", {"file_path": str(project / "notes.txt")})), "Read it.")
@@ -116,39 +103,6 @@ def test_an_api_error_is_a_failed_turn_with_a_sentence(oc, project):
     oc.script.clear()
     assert turn.is_error and turn.api_error_status == 401
     assert turn.error.startswith("OpenCode could not get an answer from the model (HTTP 401): Incorrect API key")
-
-
-def marked(session_id: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if any(item.startswith(f"{MARK_VAR}={session_id} ".encode()) for item in env):
-            found.append(int(entry))
-    return found
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
-def test_a_turn_past_its_timeout_is_killed_with_its_process_group(oc, project):
-    reached, release, seen = threading.Event(), threading.Event(), []
-
-    def hold(body: dict[str, Any]) -> str:
-        seen.extend(marked("s-5"))
-        reached.set()
-        release.wait(60)
-        return "Too late."
-
-    oc.script.coding_agent(hold)
-    try:  # long enough for OpenCode to start on a loaded machine (it takes seconds) and ask its model
-        turn = oc.agent(turn_timeout_s=20).run_turn("Take your time.", project, session_id="s-5", resume=False)
-    finally:
-        release.set()
-    assert reached.is_set() and seen, "the turn never reached the model"
-    assert turn.is_error and turn.terminal_reason == "timeout" and "within 20 s" in (turn.error or "")
-    assert marked("s-5") == []
 
 
 def test_a_missing_cli_is_an_error_naming_the_install_command(project):
