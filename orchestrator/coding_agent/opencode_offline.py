@@ -57,7 +57,9 @@ def offline_home(home: Path, base_url: str, api_key: str) -> dict[str, str]:
         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1",
         "OPENCODE_PURE": "1", "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
         "OPENCODE_DISABLE_CLAUDE_CODE_SKILLS": "1", "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1",
-        "npm_config_offline": "true",  # should anything still reach for npm: fail at once, fetch nothing
+        # Any other install (a project's own .opencode/ dir gets the same one) fails at once without
+        # a request ("cache mode is 'only-if-cached'"), which OpenCode only logs.
+        "npm_config_offline": "true",
         "NO_PROXY": no_proxy, "no_proxy": no_proxy,
     }
 
