@@ -190,7 +190,6 @@ _TURN_COLUMNS_V1 = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
     " duration_ms, usage, num_turns, is_error, error, status, started_at, ended_at"
 )
-_TURN_COLUMNS = _TURN_COLUMNS_V1 + ", coding_agent"
 
 
 def _no_ticket(ticket_id: str) -> TicketError:
@@ -547,6 +546,12 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
         data["is_error"] = bool(data["is_error"])
         return data  # type: ignore[return-value]  # the turns table's columns are TurnRow's
 
+    def _turn_columns(self, prefix: str = "") -> str:
+        """The turns table's columns to read; a store opened read-only may be older than schema 15
+        (not migrated), and then reads its turns' coding agent as NULL."""
+        names = [prefix + c.strip() for c in _TURN_COLUMNS_V1.split(",")]
+        return ", ".join(names + [f"{prefix}coding_agent" if self.version >= 15 else "NULL AS coding_agent"])
+
     def start_turn(self, run_id: str, turn_no: int, prompt: str, session_id: str | None, resume: bool, *,
                    token: int | None = None, coding_agent: str | None = None) -> None:
         """Record a turn as running before Claude Code is launched, so a crash can be resumed.
@@ -637,13 +642,14 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                 raise ValueError(f"turn {turn_no} of run '{run_id}' was never started: call start_turn() first")
 
     def get_turn(self, run_id: str, turn_no: int) -> TurnRow | None:
-        rows = self._read(f"SELECT {_TURN_COLUMNS} FROM turns WHERE run_id = ? AND turn_no = ?", (run_id, turn_no))
+        rows = self._read(f"SELECT {self._turn_columns()} FROM turns WHERE run_id = ? AND turn_no = ?",
+                          (run_id, turn_no))
         return self._turn(rows[0]) if rows else None
 
     def list_turns(self, *, run_id: str | None = None, ticket_id: str | None = None) -> list[TurnRow]:
         """Turns of one run, or of all a ticket's runs (by run start, then turn number)."""
         sql = (
-            f"SELECT {', '.join('t.' + c.strip() for c in _TURN_COLUMNS.split(','))}"
+            f"SELECT {self._turn_columns('t.')}"
             " FROM turns t JOIN runs r ON r.id = t.run_id WHERE 1 = 1"
         )
         params: list[Any] = []

@@ -35,6 +35,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "backends.hindsight.plugin",
     "backends.hipporag.plugin",
     "orchestrator.coding_agent.plugin",
+    "orchestrator.coding_agent.codex_plugin",
     "orchestrator.coding_agent.opencode_plugin",
     "orchestrator.github.plugin",
     "tickets.plugin",

@@ -38,7 +38,6 @@ import os
 import signal
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,17 +47,17 @@ from typing import Any
 
 import pytest
 
-from orchestrator.coding_agent.orphans import MARK_VAR, stop_marked
+from orchestrator.coding_agent.orphans import stop_marked
 from orchestrator.errors import RunInterrupted
 from orchestrator.fake_api.messages import content_text, working_directory
 from orchestrator.fake_api.replies import api_error, reply, tool_use
 from orchestrator.fake_api.scripted import ScriptedResponder
 from orchestrator.testing.git import make_repo
-from tickets.procs import is_running, start_ticks, stat_fields
+from orchestrator.testing.turn_processes import WAIT_S, alive, descendants, turn_processes, wait_until
 
-__all__ = ["AgentHarness", "CodingAgentContract", "builtin_harness", "descendants", "turn_processes"]
+__all__ = ["AgentHarness", "CodingAgentContract", "builtin_harness"]
 
-_WAIT_S = 60.0  # the longest any condition is waited for (a slow CI machine), never the expected time
+_WAIT_S = WAIT_S  # the longest any wait (a slow CI machine), never the expected time
 _HELD_S = 120.0  # a held reply's longest hold; released at the test's end in any case
 
 
@@ -89,72 +88,6 @@ def builtin_harness(kind: str, tmp_path: Path, registry: Any = None) -> Iterator
             return cls(cls.Options(**{**off.options, **overrides}), env=dict(off.env))
 
         yield AgentHarness(make_agent=make_agent, script=script, requests=off.requests)
-
-
-# -- the processes of a turn -------------------------------------------------------------------
-def _table() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, start ticks) of every live (non-zombie) process."""
-    table: dict[int, tuple[int, int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return table
-    for entry in entries:
-        if entry.isdigit():
-            fields = stat_fields(int(entry))
-            if fields and fields[0] != "Z":
-                try:
-                    table[int(entry)] = (int(fields[1]), int(fields[19]))
-                except (IndexError, ValueError):
-                    continue
-    return table
-
-
-def _marked(pid: int, session_id: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            environ = f.read()
-    except OSError:
-        return False
-    return any(item.startswith(f"{MARK_VAR}={session_id} ".encode()) for item in environ.split(b"\0"))
-
-
-def descendants(root: int, table: dict[int, tuple[int, int]] | None = None) -> set[int]:
-    """The pids of `root`'s live descendants."""
-    table = _table() if table is None else table
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    found: set[int] = set()
-    todo = list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        if pid not in found:
-            found.add(pid)
-            todo.extend(children.get(pid, []))
-    return found
-
-
-def turn_processes(root: int | None, session_id: str, *, besides: set[int] | None = None) -> set[tuple[int, int]]:
-    """(pid, start ticks) of a turn's live processes: `root`'s descendants (but `besides`), and
-    any process carrying the orphan marker of `session_id` (a tool shell in a session of its own)."""
-    table = _table()
-    found = descendants(root, table) - (besides or set()) if root is not None else set()
-    found |= {pid for pid in table if pid != os.getpid() and _marked(pid, session_id)}
-    return {(pid, table[pid][1]) for pid in found if pid in table}
-
-
-def _alive(procs: set[tuple[int, int]]) -> set[tuple[int, int]]:
-    return {(pid, ticks) for pid, ticks in procs if is_running(pid) and start_ticks(pid) == ticks}
-
-
-def _wait_until(check: Callable[[], bool], timeout: float = _WAIT_S) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
 
 
 class _Hold:
@@ -215,7 +148,7 @@ class CodingAgentContract:
     def _assert_gone(self, seen: set[tuple[int, int]], session_id: str, what: str) -> None:
         if self.runs_a_process:
             assert seen, "no process of the turn was found while it ran (runs_a_process = True)"
-        assert _wait_until(lambda: not _alive(seen)), f"{what}: these processes of the turn still run: {_alive(seen)}"
+        assert wait_until(lambda: not alive(seen)), f"{what}: these processes of the turn still run: {alive(seen)}"
         left = turn_processes(None, session_id)
         assert not left, f"{what}: processes with the turn's orphan marker still run: {left}"
 
@@ -303,7 +236,7 @@ class CodingAgentContract:
         harness.script.coding_agent(hold)
         child.start()
         try:
-            assert _wait_until(lambda: hold.reached.is_set() or not child.is_alive()) and hold.reached.is_set(), \
+            assert wait_until(lambda: hold.reached.is_set() or not child.is_alive()) and hold.reached.is_set(), \
                 f"the agent never asked its model (child exit code {child.exitcode})"
             os.kill(child.pid or -1, signal.SIGKILL)  # `middle` killed mid-turn
             child.join(_WAIT_S)
@@ -313,7 +246,7 @@ class CodingAgentContract:
         finally:
             if child.is_alive():
                 child.kill()
-            for pid, _ticks in _alive(hold.seen):  # only when an assertion failed: never leave them running
+            for pid, _ticks in alive(hold.seen):  # only when an assertion failed: never leave them running
                 os.kill(pid, signal.SIGKILL)
 
     @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
@@ -335,7 +268,7 @@ class CodingAgentContract:
 
         thread = threading.Thread(target=turn, daemon=True)
         thread.start()
-        assert _wait_until(lambda: hold.reached.is_set() or not thread.is_alive()) and hold.reached.is_set(), \
+        assert wait_until(lambda: hold.reached.is_set() or not thread.is_alive()) and hold.reached.is_set(), \
             f"the agent never asked its model ({raised})"
         assert agent.stop_all("stopped by the contract") >= 1
         thread.join(_WAIT_S)

@@ -88,14 +88,13 @@ def test_middle_agents_lists_each_kind_with_its_options_and_cli(agents_plugin, c
 def test_middle_agents_of_an_unknown_kind_is_one_error_line(agents_plugin):
     result = middle("agents", "nope")
     assert result.exit_code != 0
-    [line] = result.output.strip().splitlines()
-    # (the built-in kinds besides claude-code, e.g. opencode, are listed too, in name order)
-    assert line.startswith("error: unknown coding agent kind 'nope': choose one of claude-code, claude-offline, ")
-    assert {"no-cli", "not-offline"} <= set(line.split("choose one of ")[1].split(", "))
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("error: unknown coding agent kind 'nope': choose one of ")
+    assert all(kind in line for kind in ("claude-code", "claude-offline", "no-cli", "not-offline"))
 
 
 @pytest.mark.parametrize("kind, says", [
-    ("nope", "error: unknown coding agent kind 'nope': choose one of claude-code"),
+    ("nope", "error: unknown coding agent kind 'nope': choose one of "),
     ("not-offline", "error: coding agent 'not-offline' cannot run the offline demo: it has no `offline`"),
     ("no-cli", "error: coding agent 'no-cli''s CLI is missing: `no-cli` is not installed: install it with "
                "`npm install -g no-cli@1.0.0`"),

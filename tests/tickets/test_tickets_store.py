@@ -128,6 +128,28 @@ def test_a_version_13_store_gains_memory_validity(tmp_path):
         assert s.memory_state("p")[state["doc_id"]]["valid_until"] == "2026-02-01T00:00:00+00:00"
 
 
+def test_a_version_14_store_gains_the_turns_coding_agent(tmp_path):
+    """Schema 14 -> 15: turns.coding_agent (the kind whose session a turn ran in); older turns: NULL."""
+    path = tmp_path / "t.db"
+    with TicketStore(path) as s:
+        s.upsert_ticket(Ticket(id="t1", project_id="p", title="T", project_path="/tmp"))
+        run_id = s.create_run("t1")
+        s.start_turn(run_id, 1, "do it", "s1", False)
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE turns DROP COLUMN coding_agent")
+    conn.execute("UPDATE schema_version SET version = 14")
+    conn.commit()
+    conn.close()
+    with TicketStore(path, readonly=True) as s:  # not migrated yet: read without the column
+        assert [t["coding_agent"] for t in s.list_turns(ticket_id="t1")] == [None]
+        assert s.get_turn(run_id, 1)["session_id"] == "s1"
+    with TicketStore(path) as s:
+        assert s.schema_version() == SCHEMA_VERSION
+        assert s.get_turn(run_id, 1)["coding_agent"] is None
+        s.start_turn(run_id, 2, "again", "s2", False, coding_agent="codex")
+        assert [t["coding_agent"] for t in s.list_turns(run_id=run_id)] == [None, "codex"]
+
+
 def test_a_version_5_store_gains_the_pull_request_record(tmp_path):
     """Schema 5 -> 6: runs get pr_url and pr_state (`middle pr`), kept rows intact."""
     path = tmp_path / "t.db"
