@@ -38,6 +38,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "orchestrator.coding_agent.codex_plugin",
     "orchestrator.coding_agent.aider_plugin",
     "orchestrator.coding_agent.gemini_plugin",
+    "orchestrator.coding_agent.opencode_plugin",
     "orchestrator.github.plugin",
     "tickets.plugin",
 )
