@@ -120,6 +120,30 @@ class OpenCodeAgent:
                                    "or set `[coding_agent.options] cli_path` to the `opencode` executable.")
         return found
 
+    @classmethod
+    def follow_provider(cls, options: dict[str, Any], agent: Any,
+                        environ: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+        """With `[agent] provider = "openai-compatible"`, OpenCode asks the same server and model
+        unless its own `model` is set: a provider `middle` (OpenCode's bundled
+        @ai-sdk/openai-compatible) is declared in the inline config, its key read from the variable
+        `[agent] api_key_env` names (OpenCode's `{env:NAME}`), merged over any inline config given."""
+        if agent.provider != "openai-compatible" or options.get("model"):
+            return {}, {}
+        provider: dict[str, Any] = {"npm": "@ai-sdk/openai-compatible", "name": "middle (from [agent])",
+                                    "options": {"baseURL": agent.base_url},
+                                    "models": {agent.model: {"name": agent.model}}}
+        if agent.api_key_env:
+            provider["options"]["apiKey"] = "{env:" + agent.api_key_env + "}"
+        try:
+            given = json.loads(environ.get("OPENCODE_CONFIG_CONTENT") or "{}")
+        except ValueError:
+            given = {}
+        content = given if isinstance(given, dict) else {}
+        given_providers = content.get("provider")
+        providers: dict[str, Any] = given_providers if isinstance(given_providers, dict) else {}
+        content = {**content, "provider": {**providers, "middle": provider}}
+        return {"model": f"middle/{agent.model}"}, {"OPENCODE_CONFIG_CONTENT": json.dumps(content)}
+
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group; each of those `run_turn` calls raises RunInterrupted."""
         return self._processes.stop_all(why)
