@@ -4,7 +4,9 @@ not start ... fix it, then `middle resume`" is the one the resumed run runs (`[w
 check's limits and `max_rounds` come from the config the resuming process reads already).
 
 The checkpoint's ticket snapshot keeps the rest (its worktree, its title); the nodes that read its
-checks see these values through the run's context (orchestrator.graph.takeover.local_ticket)."""
+checks see these values through the run's context (orchestrator.graph.takeover.local_ticket). Its
+`coding_agent:` is read again too: the run's context gets that agent (a session made by another
+kind is then not resumed: orchestrator.graph.nodes)."""
 
 from __future__ import annotations
 
