@@ -230,8 +230,8 @@ class Services:
 
     def agent_env(self, kind: str) -> dict[str, str]:
         """Variables merged over the environment for coding agent `kind`'s process: offline, the fake
-        Messages API's (its own fake, if it has `offline`, comes in _build_coding_agent); Claude Code
-        following `[agent] provider` to Bedrock or Vertex, that cloud's."""
+        Messages API's (its own fake, if it has `offline`, and the variables of an agent following
+        `[agent] provider` come in _build_coding_agent)."""
         env = dict(self._coding_agent_env)
         if self.fake:
             from orchestrator.config.offline import FAKE_API_KEY
@@ -241,10 +241,6 @@ class Services:
             claude_config.mkdir(parents=True, exist_ok=True)
             env = {**claude_code_env(self.fake_api.base_url, str(claude_config),
                                      api_key=FAKE_API_KEY), **env}
-        elif kind == "claude-code" and coding_agent_options(self.config, kind).get("follow_provider", True):
-            from orchestrator.coding_agent.claude_code_cloud import provider_env
-
-            env = {**provider_env(self.config.agent, {**os.environ, **env}), **env}
         return env
 
     @property
@@ -282,6 +278,11 @@ class Services:
             workdir.mkdir(parents=True, exist_ok=True)
             off = self._stack.enter_context(offline(self.fake_api.responder, workdir))
             options, env = {**options, **off.options}, {**off.env, **self._coding_agent_env}
+        elif not self.fake and getattr(cls, "follow_provider", None) is not None:
+            # The middle agent's provider, followed (Claude Code to Bedrock, aider to a local
+            # server...): its defaults under the user's own options and environment.
+            defaults, extra = cls.follow_provider(options, self.config.agent, {**os.environ, **env})
+            options, env = {**defaults, **options}, {**extra, **env}
         where = "[coding_agent.options]" if kind == self.config.coding_agent.kind else f"[coding_agents.{kind}]"
         return cls(self.registry.coding_agent_options(kind, options, where), env=env)  # type: ignore[no-any-return]
 

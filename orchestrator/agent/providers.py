@@ -58,6 +58,10 @@ def build_agent_llm(cfg: AgentConfig, *, max_retries: int = 3) -> ProviderLLM:
         from orchestrator.agent.openai_compat import OpenAICompatibleLLM
 
         return OpenAICompatibleLLM.from_config(cfg, max_retries=max_retries)
+    if cfg.provider == "codex":
+        from orchestrator.agent.codex_llm import CodexLLM
+
+        return CodexLLM(cfg.model, cli_path=cfg.cli_path, base_url=cfg.base_url, api_key_env=cfg.api_key_env)
     from orchestrator.agent.claude_code_llm import ClaudeCodeLLM
 
     return ClaudeCodeLLM(cfg.model, cli_path=cfg.cli_path)

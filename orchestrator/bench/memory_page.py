@@ -4,8 +4,10 @@ For each size (20, 3,000 and 100,000 docs by default) one project memory (bm25: 
 filled with that many docs, a tenth of them with an origin and an author, some pinned and some
 superseded (`fill_memory`, shared with the tests), and the server is asked in process (no
 network) for: the Memory page (its bytes; its server time when the listing is built, and when
-it is kept), the next page by its cursor, a filtered page, and the docs API's first page.
-A page must stay about the same size at 100,000 docs as at 20.
+it is kept), the next page by its cursor, a filtered page, the docs API's first page, and the
+first page after a write: one doc added by hand, then one pinned (the kept listing catches up
+with the write instead of being built again). A page must stay about the same size at 100,000
+docs as at 20.
 """
 
 from __future__ import annotations
@@ -105,11 +107,21 @@ def measure(sizes: tuple[int, ...] = SIZES, root: Path | None = None) -> list[di
                 filtered_s, _ = _timed(client, page + "?source=commit&author=alice&sort=oldest", 5)
                 api_s, listed = _timed(client, f"/api/projects/{PROJECT}/memory/docs?limit=20", 5)
                 assert first.status_code == 200 and listed.status_code == 200, first.text[:500]
+                # one doc added by hand (`middle memory add`), then one pinned: the next page
+                # each time (the listing caught up with the write, or built again before)
+                curator = state.services.curator()
+                curator.add(PROJECT, f"Added by hand at size {size}: the login uses JWT.", AUTHORS[1])
+                added_s, after = _timed(client, page)
+                assert f"Added by hand at size {size}" in after.text, "the added doc is not on the page"
+                curator.pin(PROJECT, doc_text(size // 2 + 1), AUTHORS[1], True)  # not a superseded one
+                pinned_s, _ = _timed(client, page + "?pinned=true")
                 rows.append({"docs": size, "page_bytes": len(first.content),
                              "page_built_ms": round(cold * 1000, 1), "page_kept_ms": round(warm * 1000, 1),
                              "next_page_ms": round(next_s * 1000, 1),
                              "filtered_kept_ms": round(filtered_s * 1000, 1),
                              "api_page_bytes": len(listed.content), "api_ms": round(api_s * 1000, 1),
+                             "after_add_ms": round(added_s * 1000, 1),
+                             "after_pin_ms": round(pinned_s * 1000, 1),
                              "same_bytes_kept": len(again.content) == len(first.content)})
     return rows
 

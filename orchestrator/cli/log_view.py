@@ -239,7 +239,8 @@ def describe_event(event: dict[str, Any], offline: bool = False) -> str:
     if offline:
         d = {k: v for k, v in d.items() if k != "cost_usd"}
     if kind == "run_start":
-        return "run resumed" if d.get("resume") else "run started"
+        said = "run resumed" if d.get("resume") else "run started"
+        return f"{said} by {d['by']}" if isinstance(d.get("by"), str) and d["by"] else said
     if kind == "node":
         if d.get("phase") == "start":
             return f"▶ {d.get('node')}"

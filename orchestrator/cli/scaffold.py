@@ -9,7 +9,7 @@ from orchestrator.errors import ConfigError
 STARTER_CONFIG = """\
 # middle-agent configuration (see README.md). Secrets come from the environment only.
 [agent]
-# provider = "anthropic"             # or "bedrock", "vertex", "openai-compatible", "claude-code"
+# provider = "anthropic"             # or "bedrock", "vertex", "openai-compatible", "claude-code", "codex"
                                      # (a Claude subscription, no API key): see docs/providers.md
 model = "claude-sonnet-5-5"
 max_turns = 20

@@ -65,6 +65,11 @@ class CodingAgent(Protocol):
     #   or CodingAgentError whose message holds the install command (`middle agents` shows it).
     # - `stop_all(self, why) -> int`: kill every running turn; each of those run_turn calls then
     #   raises RunInterrupted (Ctrl-C or SIGTERM of a batch).
+    # - `follow_provider(cls, options: dict, agent, environ) -> (options, env)`, a classmethod: the
+    #   option defaults and environment that make the agent reach its model the way the middle
+    #   agent's `[agent]` (`agent`) says, so one config line serves both (Claude Code on Bedrock or
+    #   Vertex; aider and OpenCode on an openai-compatible server). The user's options win over
+    #   the defaults it returns; it returns ({}, {}) when it does not apply.
 
     def run_turn(
         self,

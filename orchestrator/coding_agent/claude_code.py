@@ -107,6 +107,16 @@ class ClaudeCodeAgent:
         """The `claude` executable these options run; CodingAgentError (with the install command) if none."""
         return find_claude_cli((options or ClaudeCodeOptions()).cli_path)
 
+    @classmethod
+    def follow_provider(cls, options: dict[str, Any], agent: Any,
+                        environ: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+        """Claude Code on the middle agent's cloud (Bedrock, Vertex): see claude_code_cloud.py."""
+        if not options.get("follow_provider", True):
+            return {}, {}
+        from .claude_code_cloud import provider_env
+
+        return {}, provider_env(agent, environ)
+
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group (Ctrl-C, SIGTERM of a batch); each of those
         `run_turn` calls then raises RunInterrupted. Returns how many turns were stopped."""

@@ -37,7 +37,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-Provider = Literal["anthropic", "bedrock", "vertex", "openai-compatible", "claude-code"]
+Provider = Literal["anthropic", "bedrock", "vertex", "openai-compatible", "claude-code", "codex"]
 
 # Which `[agent]` options each provider reads: naming one the provider ignores is an error, so a
 # setting never silently does nothing (e.g. `region` with provider = "anthropic").
@@ -47,6 +47,7 @@ PROVIDER_OPTIONS: dict[str, tuple[str, ...]] = {
     "vertex": ("base_url", "region", "project_id"),
     "openai-compatible": ("base_url", "api_key_env", "json_schema", "parse_retries"),
     "claude-code": ("cli_path",),
+    "codex": ("cli_path", "base_url", "api_key_env"),
 }
 
 

@@ -2,9 +2,13 @@
 also serve), for the middle agent's `openai-compatible` provider; it records every request.
 
 `POST /v1/chat/completions` (also without `/v1`) is answered from the same responders as the fake
-Messages API (a ScriptedResponder's "agent" queue, or the DemoResponder): the chat's system
-message becomes `system`, the rest `messages`, and the reply's text the assistant message. Text
-only and not streamed: this is the middle agent's model, which calls no tools.
+Messages API (a ScriptedResponder's queues, or the DemoResponder): the chat's system message
+becomes `system`, the rest `messages`, and the reply's text the assistant message. A request with
+`tools` is a coding agent's (OpenCode's) main loop, the "coding_agent" channel: canonical tool
+calls in the reply go out as `tool_calls` in the agent's own tool names, and its `role: tool`
+messages come back to the responder as tool_result blocks (chat_tools.py does the translation).
+`stream: true` is answered with SSE chunks (and a usage chunk when `stream_options.include_usage`).
+Each record keeps the Anthropic-shaped body the responder saw as `canonical`.
 
 `supports_json_schema = False` makes it answer 400 to `response_format: json_schema`, as a server
 without structured output does; `rejected_credentials` makes it answer 401 to those keys.
@@ -13,16 +17,18 @@ without structured output does; `rejected_credentials` makes it answer 401 to th
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from .chat_tools import as_messages_body, completion, reply_text, stream_chunks
 from .local_server import RequestRecord
 from .messages import classify
-from .replies import ApiError, Reply, estimate_tokens, new_id
+from .replies import ApiError, Reply, estimate_tokens
 from .server import RecordingFake, Responder
+
+__all__ = ["ChatRequest", "FakeChatCompletionsAPI", "as_messages_body"]
 
 ROUTES = ("/v1/chat/completions", "/chat/completions")
 
@@ -33,6 +39,7 @@ class ChatRequest(RequestRecord):
 
     channel: str | None = None
     reply: dict[str, Any] = field(default_factory=dict)
+    canonical: dict[str, Any] = field(default_factory=dict)  # the Messages API body the responder saw
 
 
 class FakeChatCompletionsAPI(RecordingFake[ChatRequest]):
@@ -64,15 +71,8 @@ class FakeChatCompletionsAPI(RecordingFake[ChatRequest]):
         """The address to configure as `[agent] base_url` (OpenAI clients append /chat/completions)."""
         return f"http://{self._address[0]}:{self._port}/v1"
 
-
-
-def as_messages_body(chat: dict[str, Any]) -> dict[str, Any]:
-    """A Chat Completions body as a Messages API body, for the responders (system apart)."""
-    system = "\n".join(str(m.get("content") or "") for m in chat.get("messages") or [] if m.get("role") == "system")
-    messages = [{"role": m.get("role"), "content": m.get("content") or ""}
-                for m in chat.get("messages") or [] if m.get("role") in ("user", "assistant")]
-    return {"model": chat.get("model"), "system": system, "messages": messages,
-            "max_tokens": chat.get("max_tokens")}
+    def requests_for(self, channel: str) -> list[ChatRequest]:
+        return [r for r in self.requests if r.channel == channel]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -98,9 +98,10 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         route = parts.path.rstrip("/")
         ok = self.command == "POST" and route in ROUTES and isinstance(body, dict)
+        canonical = as_messages_body(body) if ok else {}
         record = ChatRequest(method=self.command, path=parts.path, query=dict(parse_qsl(parts.query)),
                              headers={k.lower(): v for k, v in self.headers.items()}, body=body,
-                             channel=classify(as_messages_body(body)) if ok else None)
+                             channel=classify(canonical) if ok else None, canonical=canonical)
         self.fake._record(record)
         try:
             self._route(ok, record)
@@ -123,7 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(record, 400, "response_format of type json_schema is not supported by this "
                                             "server", "invalid_request_error")
         try:
-            result = self.fake.responder.respond(record.channel or "aux", as_messages_body(body))
+            result = self.fake.responder.respond(record.channel or "aux", record.canonical)
         except Exception as exc:  # a broken script must fail visibly, not hang the client
             return self._error(record, 500, f"The fake responder raised {type(exc).__name__}: {exc}", "server_error")
         if isinstance(result, ApiError):
@@ -131,17 +132,27 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_completion(record, result)
 
     def _send_completion(self, record: ChatRequest, result: Reply) -> None:
-        text = "".join(b.get("text", "") for b in result.content if b.get("type") == "text")
-        prompt_tokens = estimate_tokens(record.body.get("messages"))
-        completion_tokens = estimate_tokens(text)
-        record.reply = {"status": 200, "content": text[:200]}
-        self._send_json(200, {
-            "id": new_id("chatcmpl-"), "object": "chat.completion", "created": int(time.time()),
-            "model": str(record.body.get("model") or "fake"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
-        })
+        body = record.body
+        model, tools = str(body.get("model") or "fake"), body.get("tools")
+        usage = {"prompt_tokens": estimate_tokens(body.get("messages")),
+                 "completion_tokens": estimate_tokens(result.content)}
+        if result.usage:  # a script's Messages API usage, in this API's names
+            usage["prompt_tokens"] = result.usage.get("input_tokens", usage["prompt_tokens"])
+            usage["completion_tokens"] = result.usage.get("output_tokens", usage["completion_tokens"])
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        calls = [{"tool_use": b.get("name")} for b in result.content if b.get("type") == "tool_use"]
+        record.reply = {"status": 200, "content": reply_text(result)[:200], **({"tool_calls": calls} if calls else {})}
+        if not body.get("stream"):
+            return self._send_json(200, completion(result, model, tools, usage))
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        chunks = stream_chunks(result, model, tools, usage if include_usage else None)
+        data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _error(self, record: ChatRequest, status: int, message: str, code: str) -> None:
         record.reply = {"status": status, "error": message}

@@ -100,6 +100,29 @@ def select(curator: Curator, project_id: str, flt: DocFilter) -> list[str]:
     return picked
 
 
+def selection_token(docs: list[str]) -> str:
+    """What a person confirms a bulk change on (the API and the board): a digest of the docs the
+    filter picked when they looked. The change is refused when the filter picks others by then."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(sorted(doc_id(d) for d in docs)).encode()).hexdigest()[:16]
+
+
+def page_of(docs: list[str], limit: int, cursor: str | None) -> tuple[list[str], str | None]:
+    """One page of a selection (oldest first) after `cursor` (the last id shown), and the next
+    cursor (None on the last page)."""
+    start = 0
+    if cursor:
+        ids = [short(doc_id(d)) for d in docs]
+        if cursor not in ids:
+            raise CurationError(f"cursor {cursor!r} is no doc of this selection any more (the "
+                                "docs changed): start again from the first page")
+        start = ids.index(cursor) + 1
+    shown = docs[start:start + limit]
+    more = start + limit < len(docs)
+    return shown, short(doc_id(shown[-1])) if shown and more else None
+
+
 def source_kind(state: Any, tickets: list[Any]) -> str:
     """Where a doc came from, one of SOURCE_KINDS (as the board's catalog says it)."""
     kind = "ticket" if tickets else str(((state or {}).get("origin") or {}).get("kind") or "unknown")

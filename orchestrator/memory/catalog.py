@@ -1,11 +1,17 @@
 """The memory catalog: a project's docs as the board and the docs API list them, one page at a time.
 
 A store of 100,000 docs must not reach the browser whole (3,000 docs made a 5.7 MB page): the
-catalog filters (source, ticket, author, date range, pinned, superseded, never used), sorts and
+catalog filters (source, ticket, author, date range, pinned, superseded, expired, never used), sorts and
 cuts one page server-side, and describes in full (origin in words, tickets, supersede links,
 usage) only the docs of that page. Paging is by a keyset cursor (the last row's sort key and
 id), not an offset, so paging on while docs are added or changed visits every doc at most once
 and a doc that stays in place exactly once.
+
+A server keeps a project's catalog and brings it up to date a few docs at a time (`catch_up`):
+the docs the project's change log (memory.changelog) names since are looked up in the store,
+the ticket store's rows joined again only for the docs whose rows changed, and each changed row
+moved within the kept sorted listings; only a log started over (a bulk import, a rebuild)
+lists the whole store again.
 
 Usage counts (`recalled`, `used`: TicketQueries.memory_usage, per short id at recall time)
 follow a doc through its edits: the counts of the ids it had are added to the id it has now.
@@ -15,9 +21,10 @@ from __future__ import annotations
 
 import base64
 import json
-from bisect import bisect_right
+import threading
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from datetime import date, datetime, time, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -31,8 +38,11 @@ from orchestrator.memory.curation import (
     unused_note,
 )
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
+from orchestrator.memory.rebuild import read_epoch
+from orchestrator.memory.timeline import expiry_note, is_expired, now_iso
 
 if TYPE_CHECKING:
+    from orchestrator.memory.changelog import Head
     from orchestrator.memory.facade import MemoryFacade
     from tickets.curation import MemoryChange, MemoryState
     from tickets.store import TicketStore
@@ -55,6 +65,8 @@ class DocQuery(BaseModel):
     until: date | None = Field(None, description="Only docs dated on or before this day (YYYY-MM-DD).")
     pinned: bool | None = Field(None, description="Only pinned docs (true) or only unpinned (false).")
     superseded: bool | None = Field(None, description="Only superseded docs (true: history) or only live ones.")
+    expired: bool | None = Field(None, description="Only expired docs (true: past their valid_until) "
+                                 "or only docs still valid (false).")
     never_used: bool = Field(False, description="Only docs the agent never said it used.")
     sort: Literal["newest", "oldest", "recalled", "used"] = "newest"
     limit: int = Field(DEFAULT_PAGE, ge=1, le=MAX_PAGE)
@@ -80,7 +92,7 @@ class DocQuery(BaseModel):
             for key in ("since", "until"):
                 if isinstance(values.get(key), str):
                     values[key] = date.fromisoformat(values[key])
-            for key in ("pinned", "superseded", "never_used"):
+            for key in ("pinned", "superseded", "expired", "never_used"):
                 if isinstance(values.get(key), str):
                     values[key] = _flag(key, values[key])
             if isinstance(values.get("limit"), str):
@@ -117,6 +129,7 @@ class _Row:
     key: str  # the full doc id
     pos: int  # its place in the store's listing (oldest first): the order of docs dated alike
     when: float  # the doc's date (seconds since the epoch; 0 when unknown)
+    stamp: float | None  # the date the store keeps (None: none; `when` then comes from records)
     source: str
     tickets: tuple[str, ...]
     author: str
@@ -124,6 +137,7 @@ class _Row:
     superseded: bool
     recalled: int
     used: int
+    until: str | None  # valid_until (ISO UTC): expired once it has passed
 
 
 def usage_by_doc(by_memory: Mapping[str, Mapping[str, int]],
@@ -162,13 +176,77 @@ def project_usage(store: TicketStore, project_id: str) -> dict[str, dict[str, in
 
 def build_catalog(mem: MemoryFacade, store: TicketStore, project_id: str) -> Catalog:
     """The project's catalog from its store (none created: empty without one) and its records
-    in the ticket store."""
+    in the ticket store. It remembers where the project's change log stood when the store was
+    listed (under the same locks, so no write falls between), to catch up from there."""
     records: list[tuple[str, float | None]] = []
+    head, epoch = None, None
     if mem.has_store(project_id):
-        with mem.other_backend(project_id, mem.backend_name, "list") as backend:
+        # "catalog", not a read: the project's lock is taken even for a store in the database,
+        # so no write's note and doc fall on either side of this listing
+        with mem.other_backend(project_id, mem.backend_name, "catalog") as backend:
+            head, epoch = mem.change_log(project_id).head(), read_epoch(mem.store_dir(project_id))
             records = list(backend.list_records())
-    return Catalog(records, store.memory_state(project_id), store.doc_sources(project_id),
-                   project_usage(store, project_id), store.ticket_runners(project_id))
+    fingerprint = store.memory_fingerprint(project_id)
+    catalog = Catalog(records, store.memory_state(project_id), store.doc_sources(project_id),
+                      project_usage(store, project_id), store.ticket_runners(project_id))
+    catalog.backend, catalog.head, catalog.epoch, catalog.fingerprint = mem.backend_name, head, epoch, fingerprint
+    return catalog
+
+
+def catch_up(catalog: Catalog, mem: MemoryFacade, store: TicketStore, project_id: str) -> bool:
+    """Bring a kept catalog up to date with every write since it was built or last caught up,
+    in any process: the docs the change log names are looked up in the store (there or not),
+    and the ticket store's rows are joined again only when they changed, each changed doc's
+    row put in place in the kept listings. False when it cannot (a store rebuilt or a log
+    started over since, the log unreadable, another backend): list the store again
+    (build_catalog)."""
+    if catalog.head is None or catalog.backend != mem.backend_name or not mem.has_store(project_id):
+        return False
+    with mem.other_backend(project_id, mem.backend_name, "catalog") as backend:  # see build_catalog
+        if read_epoch(mem.store_dir(project_id)) != catalog.epoch:
+            return False
+        caught = mem.change_log(project_id).since(catalog.head)
+        if caught is None:
+            return False
+        head, entries = caught
+        latest: dict[str, float | None] = {}
+        for entry in entries:  # the last time a doc was touched wins
+            latest.pop(entry.doc, None)
+            latest[entry.doc] = entry.at
+        present = {text: bool(backend.has_doc(text)) for text in latest}
+    fingerprint = store.memory_fingerprint(project_id)
+    if fingerprint != catalog.fingerprint:
+        changed = _changed_parts(catalog.fingerprint, fingerprint)
+        catalog.rejoin(store.memory_state(project_id) if "states" in changed else catalog.states,
+                       store.doc_sources(project_id) if "sources" in changed else catalog.sources,
+                       project_usage(store, project_id) if "usage" in changed else catalog.usage,
+                       store.ticket_runners(project_id) if "runners" in changed else catalog.runners)
+        catalog.fingerprint = fingerprint
+    catalog.apply_docs([(text, present[text], when) for text, when in latest.items()])
+    catalog.head = head
+    return True
+
+
+def _changed_parts(before: tuple[Any, ...] | None, now: tuple[Any, ...]) -> set[str]:
+    """Which of the ticket store's parts to read again, from what changed in its fingerprint
+    (TicketStore.memory_fingerprint: the newest change, the ticket docs' count, newest and
+    deleted, the states' count and newest, the newest run event). A running ticket moves only
+    the run events: its usage and runners are read again, not the 10,000 states of a big store."""
+    everything = {"states", "sources", "usage", "runners"}
+    if before is None or len(before) != 7 or len(now) != 7:
+        return everything
+    differs = [a != b for a, b in zip(before, now)]
+    change, docs, states, events = differs[0], any(differs[1:4]), any(differs[4:6]), differs[6]
+    parts = set()
+    if change or states:
+        parts.add("states")
+    if change or docs:  # an edit moves a ticket's doc to its new text
+        parts.add("sources")
+    if change or events:  # usage follows docs through their edits (the changes)
+        parts.add("usage")
+    if events:
+        parts.add("runners")
+    return parts
 
 
 def stats(catalog: Catalog) -> dict[str, Any]:
@@ -200,45 +278,130 @@ def _day_start(day: date) -> float:
 
 
 class Catalog:
-    """One project's docs, joined once with their states, ticket records and usage."""
+    """One project's docs, joined once with their states, ticket records and usage; kept up to
+    date a few docs at a time (catch_up)."""
 
     def __init__(self, records: list[tuple[str, float | None]], states: Mapping[str, MemoryState],
                  sources: Mapping[str, list[Any]], usage: Mapping[str, Mapping[str, int]],
                  runners: Mapping[str, str] | None = None):
-        self.states, self.sources, self.usage = states, sources, usage
+        self.backend: str | None = None  # set by build_catalog: what catch_up checks
+        self.head: Head | None = None
+        self.epoch: str | None = None
+        self.fingerprint: tuple[Any, ...] | None = None
+        # a server's requests read a kept catalog while another request catches it up
+        self.lock = threading.RLock()
+        self._join(states, sources, usage, runners or {})
+        self._rows: dict[str, _Row] = {}
+        for pos, (text, when) in enumerate(records):
+            self._rows[doc_id(text)] = self._row(text, pos, when)
+        self._next_pos = len(records)
+        # (filters, sort) -> (the query, the selected rows' sort keys, the rows), in order: the
+        # next page of the same listing is a binary search, not another pass over every doc
+        self._listings: dict[str, tuple[DocQuery, list[tuple[float, float, str]], list[_Row]]] = {}
+        self._counts: dict[str, int] | None = None
+
+    def _join(self, states: Mapping[str, MemoryState], sources: Mapping[str, list[Any]],
+              usage: Mapping[str, Mapping[str, int]], runners: Mapping[str, str]) -> None:
+        self.states, self.sources, self.usage, self.runners = states, sources, usage, runners
         self._superseding: dict[str, list[str]] = {}
         for each in states.values():
             if each["superseded_by"]:
                 self._superseding.setdefault(each["superseded_by"], []).append(short(each["doc_id"]))
-        self.runners = runners or {}
-        rows = []
-        state_of, sources_of, uses_of = states.get, sources.get, usage.get
-        for pos, (text, when) in enumerate(records):
+
+    @property
+    def rows(self) -> list[_Row]:
+        """Every doc's row, in the store's order."""
+        with self.lock:
+            return list(self._rows.values())
+
+    def _row(self, text: str, pos: int, stamp: float | None, key: str | None = None) -> _Row:
+        key = key or doc_id(text)
+        state = self.states.get(key)
+        tickets = self.sources.get(text) or []
+        if state is None and not tickets:  # most docs of a big store: nothing to join
+            uses = self.usage.get(key[:DOC_ID_CHARS])
+            return _Row(text, key, pos, float(stamp or 0.0), stamp, "unknown", (), "", False, False,
+                        int(uses["recalled"]) if uses else 0, int(uses["used"]) if uses else 0, None)
+        origin = state["origin"] if state is not None else None
+        kind = "ticket" if tickets else str((origin or {}).get("kind") or "unknown")
+        author = self._author(state, tickets)
+        when = stamp
+        if when is None:
+            when = _epoch((state["added_at"] if state is not None else None)
+                          or (tickets[0]["indexed_at"] if tickets else None))
+        uses = self.usage.get(short(key)) or {}
+        until = state.get("valid_until") if state is not None else None
+        return _Row(text, key, pos, float(when or 0.0), stamp, kind if kind in SOURCE_KINDS else "unknown",
+                    tuple(t["ticket_id"] for t in tickets), author or "",
+                    bool(state and state["pinned"]), bool(state and state["superseded_by"]),
+                    int(uses.get("recalled", 0)), int(uses.get("used", 0)), until or None)
+
+    def apply_docs(self, docs: list[tuple[str, bool, float | None]]) -> None:
+        """Docs written since: (text, whether the store holds it now, its time as written)."""
+        with self.lock:
+            self._apply_docs(docs)
+
+    def _apply_docs(self, docs: list[tuple[str, bool, float | None]]) -> None:
+        moved: list[tuple[_Row | None, _Row | None]] = []
+        for text, present, stamp in docs:
             key = doc_id(text)
-            state = state_of(key)
-            tickets = sources_of(text) or []
-            if state is None and not tickets:  # most docs of a big store: nothing to join
-                uses = uses_of(key[:DOC_ID_CHARS])
-                rows.append(_Row(text, key, pos, float(when or 0.0), "unknown", (), "", False, False,
-                                 int(uses["recalled"]) if uses else 0, int(uses["used"]) if uses else 0))
-                continue
-            origin = state["origin"] if state is not None else None
-            kind = "ticket" if tickets else str((origin or {}).get("kind") or "unknown")
-            author = self._author(state, tickets)
-            if when is None:
-                when = _epoch((state["added_at"] if state is not None else None)
-                              or (tickets[0]["indexed_at"] if tickets else None))
-            uses = usage.get(short(key)) or {}
-            rows.append(_Row(text, key, pos, float(when or 0.0), kind if kind in SOURCE_KINDS else "unknown",
-                             tuple(t["ticket_id"] for t in tickets), author or "",
-                             bool(state and state["pinned"]), bool(state and state["superseded_by"]),
-                             int(uses.get("recalled", 0)), int(uses.get("used", 0))))
-        self.rows = rows
-        # (filters, sort) -> the selected rows' sort keys and rows, in order: the next page of
-        # the same listing is a binary search, not another pass over every doc
-        self._listings: dict[str, tuple[list[tuple[float, float, str]], list[_Row]]] = {}
-        self._counts: dict[str, int] | None = None
-        self._texts: set[str] | None = None
+            old = self._rows.get(key)
+            if present and old is None:
+                new = self._rows[key] = self._row(text, self._next_pos, stamp, key)
+                self._next_pos += 1
+                moved.append((None, new))
+            elif not present and old is not None:
+                del self._rows[key]
+                moved.append((old, None))
+        self._moved(moved)
+
+    def rejoin(self, states: Mapping[str, MemoryState], sources: Mapping[str, list[Any]],
+               usage: Mapping[str, Mapping[str, int]], runners: Mapping[str, str]) -> None:
+        """The ticket store's rows read again: only the docs whose join changed get new rows."""
+        with self.lock:
+            self._rejoin(states, sources, usage, runners)
+
+    def _rejoin(self, states: Mapping[str, MemoryState], sources: Mapping[str, list[Any]],
+                usage: Mapping[str, Mapping[str, int]], runners: Mapping[str, str]) -> None:
+        old_states, old_sources, old_usage, old_runners = self.states, self.sources, self.usage, self.runners
+        keys = {k for k in old_states.keys() | states.keys() if old_states.get(k) != states.get(k)}
+        texts = {t for t in old_sources.keys() | sources.keys() if old_sources.get(t) != sources.get(t)}
+        tickets = {t for t in old_runners.keys() | runners.keys() if old_runners.get(t) != runners.get(t)}
+        if tickets:
+            texts |= {t for t, records in sources.items() if any(r["ticket_id"] in tickets for r in records)}
+        shorts = {k for k in old_usage.keys() | usage.keys() if old_usage.get(k) != usage.get(k)}
+        self._join(states, sources, usage, runners)
+        keys |= {doc_id(t) for t in texts}
+        if shorts:
+            keys |= {k for k in self._rows if k[:DOC_ID_CHARS] in shorts}
+        moved: list[tuple[_Row | None, _Row | None]] = []
+        for key in keys:
+            old = self._rows.get(key)
+            if old is not None:
+                new = self._rows[key] = self._row(old.text, old.pos, old.stamp, key)
+                moved.append((old, new))
+        self._moved(moved)
+
+    def _moved(self, moved: list[tuple[_Row | None, _Row | None]]) -> None:
+        """Each kept listing with the changed rows taken out and put back in order (a few at a
+        time; many at once: the listings are made again when asked)."""
+        if not moved:
+            return
+        self._counts = None
+        if len(moved) > 2_000:
+            self._listings.clear()
+            return
+        for query, keys, rows in self._listings.values():
+            for old, new in moved:
+                if old is not None and _selected(old, query):
+                    at = bisect_left(keys, _sort_key(old, query.sort))
+                    if at < len(rows) and rows[at] is old:
+                        del keys[at], rows[at]
+                if new is not None and _selected(new, query):
+                    key = _sort_key(new, query.sort)
+                    at = bisect_left(keys, key)
+                    keys.insert(at, key)
+                    rows.insert(at, new)
 
     def _author(self, state: MemoryState | None, tickets: list[Any]) -> str:
         """Who added a doc: whoever added or imported it (its state's origin), else who ran the
@@ -251,38 +414,47 @@ class Catalog:
         return (state["added_by"] if state is not None else None) or ""
 
     def counts(self) -> dict[str, int]:
-        """Docs per source kind, and all (counted once per catalog)."""
+        """Docs per source kind, and all (counted once per change)."""
+        with self.lock:
+            return self._counted()
+
+    def _counted(self) -> dict[str, int]:
         if self._counts is None:
-            counts = {"all": len(self.rows), **{kind: 0 for kind in SOURCE_KINDS}}
-            for row in self.rows:
+            counts = {"all": len(self._rows), **{kind: 0 for kind in SOURCE_KINDS}}
+            for row in self._rows.values():
                 counts[row.source] += 1
             self._counts = counts
         return self._counts
 
     def has(self, text: str) -> bool:
-        """Whether the store held exactly this doc when the catalog was built."""
-        if self._texts is None:
-            self._texts = {row.text for row in self.rows}
-        return text in self._texts
+        """Whether the store held exactly this doc when the catalog was last brought up to date."""
+        return doc_id(text) in self._rows
 
     def page(self, query: DocQuery) -> dict[str, Any]:
         """One page of the docs `query` selects: `docs` (described), `matched` (how many the
         filters select in all), `next_cursor` (None on the last page)."""
-        keys, rows = self._listing(query)
-        start = bisect_right(keys, _read_cursor(query.cursor, query.sort)) if query.cursor else 0
-        end = min(start + query.limit, len(rows))
-        return {"matched": len(rows), "docs": [self.describe(r.text) for r in rows[start:end]],
-                "next_cursor": _cursor(keys[end - 1], query.sort) if end < len(rows) else None}
+        after = _read_cursor(query.cursor, query.sort) if query.cursor else None
+        with self.lock:
+            keys, rows = self._listing(query)
+            start = bisect_right(keys, after) if after is not None else 0
+            end = min(start + query.limit, len(rows))
+            shown, matched = rows[start:end], len(rows)
+            next_cursor = _cursor(keys[end - 1], query.sort) if end < len(rows) else None
+        return {"matched": matched, "docs": [self.describe(r.text) for r in shown], "next_cursor": next_cursor}
 
     def _listing(self, query: DocQuery) -> tuple[list[tuple[float, float, str]], list[_Row]]:
-        name = json.dumps([query.filters(), query.sort], default=str, sort_keys=True)
+        at = now_iso()
+        # a listing that selects by expiry is made again each minute: docs expire as time passes
+        name = json.dumps([query.filters(), query.sort, at[:16] if query.expired is not None else ""],
+                          default=str, sort_keys=True)
         if name not in self._listings:
-            keyed = sorted(((_sort_key(r, query.sort), r) for r in self.rows if _selected(r, query)),
+            keyed = sorted(((_sort_key(r, query.sort), r) for r in self._rows.values() if _selected(r, query, at)),
                            key=lambda kr: kr[0])
             if len(self._listings) >= 16:  # a few listings at once (people filtering differently)
                 self._listings.pop(next(iter(self._listings)))
-            self._listings[name] = ([k for k, _ in keyed], [r for _, r in keyed])
-        return self._listings[name]
+            self._listings[name] = (query, [k for k, _ in keyed], [r for _, r in keyed])
+        _, keys, rows = self._listings[name]
+        return keys, rows
 
     def describe(self, text: str) -> dict[str, Any]:
         """One doc as the board and the API show it (its actions need `id`)."""
@@ -298,16 +470,32 @@ class Catalog:
         # the end of its supersede chain; the link itself when that doc has no state row
         superseded_by = short(new["doc_id"]) if new is not None else (
             short(state["superseded_by"]) if state is not None and state["superseded_by"] else None)
+        until = (state.get("valid_until") if state is not None else None) or None
         return {"id": short(key), "text": text, "tickets": tickets,
                 "source": kind if kind in SOURCE_KINDS else "unknown",
                 "origin": origin_line(shown), "author": self._author(state, tickets) or None,
                 "pinned": bool(state and state["pinned"]), "superseded_by": superseded_by,
                 "supersedes": self._superseding.get(key, []), "uses": uses,
+                "valid_until": until, "valid_through": _last_day(until),
+                "expired": bool(until and is_expired(state)),
+                "validity": expiry_note(state),
                 # an already superseded doc is history: never a candidate to supersede again
                 "candidate": None if superseded_by else unused_note(uses)}
 
 
-def _selected(row: _Row, q: DocQuery) -> bool:
+def _last_day(until: str | None) -> str | None:
+    """The last day a doc is valid (YYYY-MM-DD), from its valid_until (the instant it expires:
+    a day given as `--valid-until DAY` expires at the next day's start)."""
+    if not until:
+        return None
+    try:
+        moment = datetime.fromisoformat(until)
+    except ValueError:  # stored state is untrusted: no day rather than a crash
+        return None
+    return (moment - timedelta(microseconds=1)).date().isoformat()
+
+
+def _selected(row: _Row, q: DocQuery, at: str | None = None) -> bool:
     if q.source is not None and row.source != q.source:
         return False
     if q.ticket is not None and q.ticket not in row.tickets:
@@ -321,6 +509,8 @@ def _selected(row: _Row, q: DocQuery) -> bool:
     if q.pinned is not None and row.pinned != q.pinned:
         return False
     if q.superseded is not None and row.superseded != q.superseded:
+        return False
+    if q.expired is not None and (row.until is not None and row.until <= (at or now_iso())) != q.expired:
         return False
     return not (q.never_used and row.used)
 

@@ -530,8 +530,10 @@ class Curator:
                 states = self.states(project_id) if states is None else states
                 state = states.get(self._current_id(project_id, change["doc_id"]))
                 ok = state is not None and held(state["doc"])
-            elif action in ("edit", "supersede"):
+            elif action in ("edit", "supersede") or (action == "bulk" and after.get("action") == "supersede"):
                 ok = isinstance(after.get("doc"), str) and held(after["doc"])
+            elif action == "bulk":  # a bulk forget: its undo puts back whatever is missing
+                ok = True
             else:
                 ok = action in ("forget", "add")
             marked.append((change, ok))

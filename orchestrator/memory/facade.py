@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from orchestrator.errors import ConfigError, MemoryStoreError
+from orchestrator.memory.changelog import CHANGES_DIR, ChangeLog, PgChangeLog
 from orchestrator.memory.curation import curate, curation_notes, current_text, pinned_docs
 from orchestrator.memory.explain import signals_for, why_line
 from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade's text rules
@@ -290,6 +291,25 @@ class MemoryFacade:
         if database is not None:
             return cls.store_exists(self.store_dir(project_id), database=database)  # type: ignore[call-arg]
         return cls.store_exists(self.store_dir(project_id))
+
+    def change_log(self, project_id: str) -> ChangeLog | PgChangeLog:
+        """The project's doc change log (memory.changelog): a file beside the stores, or, for a
+        store in the shared database (written from other machines too), a table there."""
+        validate_project_id(project_id)
+        if isinstance(self._locks_across, AdvisoryLocks):
+            return PgChangeLog(self._locks_across.pool, project_id, self._locks_across.where)
+        return ChangeLog(self.save_dir / CHANGES_DIR / f"{project_id}.sqlite")
+
+    def note_writes(self, project_id: str, records: list[tuple[str, float | None]]) -> None:
+        """Note in the change log the docs a write to the configured store is about to touch
+        ((text, time) each; call under the project's locks, before the write): every writer
+        of docs comes through here, so a listing in any process catches up with it."""
+        now = time.time() if self.backend_cls.keeps_times else None
+        self.change_log(project_id).note([(text, now if when is None else when) for text, when in records])
+
+    def restart_change_log(self, project_id: str) -> None:
+        """Every listing of the project lists its store again (after a rebuild of it)."""
+        self.change_log(project_id).restart()
 
     def _thread_lock(self, project_id: str) -> threading.RLock:
         with self._master:
@@ -653,6 +673,7 @@ class MemoryFacade:
             pass  # opened (or reopened after a reindex) under the locks; it embeds outside them
         embedded = self._embed_ahead(project_id, backend, docs, gone)
         with self._locked(project_id, "index") as current:
+            self.note_writes(project_id, [(d, None) for d in docs])
             if current is backend:
                 current.index_embedded(docs, embedded)
             else:  # reopened meanwhile (another process rebuilt the store): embed under the lock
@@ -684,7 +705,9 @@ class MemoryFacade:
             return
         started = time.perf_counter()
         with self._locked(project_id, "index") as backend:
-            write_records(backend, list(zip(texts, (w for _, w in records))))
+            written = list(zip(texts, (w for _, w in records)))
+            self.note_writes(project_id, written)
+            write_records(backend, written)
         self._log("index", project_id, started, docs=len(texts))
 
     def index_new_records(self, project_id: str, records: list[tuple[str, float | None]]) -> int:
@@ -703,6 +726,7 @@ class MemoryFacade:
                     fresh.append((text, when))
                 seen.add(text)
             if fresh:
+                self.note_writes(project_id, fresh)
                 write_records(backend, fresh)
         self._log("import", project_id, started, docs=len(records), added=len(fresh))
         return len(fresh)
@@ -724,6 +748,7 @@ class MemoryFacade:
         docs = self.delete_forms(given)
         started = time.perf_counter()
         with self._locked(project_id, "delete") as backend:
+            self.note_writes(project_id, [(d, None) for d in docs])
             removed = backend.delete(docs)
         self._log("delete", project_id, started, docs=len(given), removed=removed)
         return removed

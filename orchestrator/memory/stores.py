@@ -105,6 +105,8 @@ def forget(facade: MemoryFacade, project_id: str, docs: list[str],
             with facade.other_backend(project_id, name, "delete") as backend:
                 held = [d for d in left if any(_has(backend, f) for f in facade.delete_forms([d]))]
                 if held:
+                    if name == facade.backend_name:  # the configured store: listings catch up
+                        facade.note_writes(project_id, [(f, None) for f in facade.delete_forms(held)])
                     report.deleted[name] = backend.delete(facade.delete_forms(held))
                     left = [d for d in left if d not in held]
         except (MemoryStoreError, ConfigError) as exc:
@@ -190,6 +192,7 @@ def _rebuild(facade: MemoryFacade, project_id: str, cls: Any) -> ReindexReport:
         with facade.project_lock(project_id, "reindex"):
             with facade.other_backend(project_id, source, "reindex", _own_embedder(facade)) as old:
                 count = old.reembed()  # type: ignore[attr-defined]
+            facade.restart_change_log(project_id)
             facade.release(project_id)  # an open instance would still refuse the old store
         return ReindexReport(source, source, count, 0)
     if facade.database(cls, project_id) is not None:
@@ -220,6 +223,7 @@ def _rebuild(facade: MemoryFacade, project_id: str, cls: Any) -> ReindexReport:
                 backend.close()
 
         backup = rebuild(store, source, files, build)
+        facade.restart_change_log(project_id)  # every doc's time and place may have moved
     return ReindexReport(source, source, len(fresh), len(records) - len(fresh), backup, damage)
 
 

@@ -35,6 +35,10 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "backends.hindsight.plugin",
     "backends.hipporag.plugin",
     "orchestrator.coding_agent.plugin",
+    "orchestrator.coding_agent.codex_plugin",
+    "orchestrator.coding_agent.aider_plugin",
+    "orchestrator.coding_agent.gemini_plugin",
+    "orchestrator.coding_agent.opencode_plugin",
     "orchestrator.github.plugin",
     "tickets.plugin",
 )

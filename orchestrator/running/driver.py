@@ -63,10 +63,13 @@ class TicketDriver:
         lease_s: float | None = None,
         stop: threading.Event | None = None,
         project_override: str | None = None,
+        started_by: str | None = None,
         **overrides: Any,
     ):
         self.config = config
-        self._by: str | None = None
+        # who starts this driver's runs: given by a server (the request's token name), else
+        # the person running `middle` (git's user, else the login), asked at the first run
+        self.started_by = started_by
         self._own_services = services is None
         self.services = services or Services(config, **overrides)
         self.say = say or (lambda msg: log.info(msg))
@@ -262,9 +265,9 @@ class TicketDriver:
     def _runner(self) -> str:
         from orchestrator.memory.curation import cli_user
 
-        if self._by is None:  # asked once per driver: git is not run for every ticket
-            self._by = cli_user(self.config.root)
-        return self._by
+        if self.started_by is None:  # asked once per driver: git is not run for every ticket
+            self.started_by = cli_user(self.config.root)
+        return self.started_by
 
     def _drive(self, run: Run, overrides: dict[str, Any] | None = None) -> RunOutcome:
         """Run the graph under the claim; every way out ends the run through the lifecycle.
@@ -277,7 +280,8 @@ class TicketDriver:
         try:
             if graph_input is None:  # resumed: the steps whose end a killed process never recorded
                 run.events.replay_missing(self._checkpointed(lambda: finished_steps(self.graph, cfg)))
-            # `by`: who ran it (git's user, else the login), a ticket doc's author on the board
+            # `by`: who started it (a server's request's person, else git's user or the login):
+            # a ticket doc's author on the board
             run.events.run_start(resume=graph_input is None, fake=self.services.fake, by=self._runner())
             with run:  # the heartbeat keeps the claim's lease while the graph runs
                 self._checkpointed(lambda: self._stream(graph_input, cfg, run, overrides))

@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestrator.config.settings import Config
 from orchestrator.errors import MiddleError
-from orchestrator.server import events_api, memory_api, pages, tickets_api
+from orchestrator.server import events_api, memory_api, memory_bulk_api, pages, tickets_api
 from orchestrator.server.auth import UNNAMED, AuthMiddleware
 from orchestrator.server.background_runs import RunManager
 from orchestrator.server.body_limit import BodyLimit
@@ -73,7 +73,7 @@ def create_app(config: Config, *, services: Services | None = None, fake: bool =
     app.add_middleware(AuthMiddleware, tokens=named)
     app.add_middleware(BodyLimit, limit=max_body_bytes)  # added last: it runs first
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
-    for module in (memory_api, tickets_api, events_api, pages):
+    for module in (memory_api, memory_bulk_api, tickets_api, events_api, pages):
         app.include_router(module.router)
     _error_handlers(app)
     generate = app.openapi

@@ -64,22 +64,23 @@ class RunManager:
         self._slots = threading.BoundedSemaphore(services.config.run.parallel)
 
     # -- public ------------------------------------------------------------------------------
-    def start(self, ticket_id: str, *, rerun: bool = False) -> str | None:
+    def start(self, ticket_id: str, *, rerun: bool = False, by: str | None = None) -> str | None:
         """Start a new run of the ticket; returns its run id once the ticket is claimed, or None
-        when all [run] parallel slots are busy (it then starts, queued, as soon as one frees)."""
-        return self._launch(ticket_id, lambda orch: orch.run_ticket(ticket_id, rerun=rerun))
+        when all [run] parallel slots are busy (it then starts, queued, as soon as one frees).
+        `by`: who started it (the request's person, server.people.person), recorded on the run."""
+        return self._launch(ticket_id, lambda orch: orch.run_ticket(ticket_id, rerun=rerun), by=by)
 
-    def resume(self, ticket_id: str) -> str | None:
+    def resume(self, ticket_id: str, *, by: str | None = None) -> str | None:
         """Continue the ticket's latest run from its checkpoint; returns that run's id."""
         latest = self.services.store.latest_run(ticket_id)
         return self._launch(ticket_id, lambda orch: orch.resume(ticket_id),
-                            expect=latest["id"] if latest else None)
+                            expect=latest["id"] if latest else None, by=by)
 
-    def feedback(self, ticket_id: str, text: str) -> str | None:
+    def feedback(self, ticket_id: str, text: str, *, by: str | None = None) -> str | None:
         """Start the ticket's next review round with the human's feedback (`middle feedback`);
         returns its run id once claimed, or None when queued for a [run] parallel slot.
         FeedbackStored when another process started the round first (the words are its)."""
-        return self._launch(ticket_id, lambda orch: orch.feedback(ticket_id, text))
+        return self._launch(ticket_id, lambda orch: orch.feedback(ticket_id, text), by=by)
 
     def active(self) -> dict[str, str | None]:
         """ticket id -> run id of the runs this server process is driving now. A run whose end is
@@ -136,7 +137,8 @@ class RunManager:
         except TicketError:
             return False
 
-    def _launch(self, ticket_id: str, action: Callable[[Any], Any], expect: str | None = None) -> str | None:
+    def _launch(self, ticket_id: str, action: Callable[[Any], Any], expect: str | None = None,
+                by: str | None = None) -> str | None:
         store = self.services.store
         with self._lock:
             previous = self._active.get(ticket_id)
@@ -150,7 +152,7 @@ class RunManager:
             slot = _Slot(ticket_id, {r["id"] for r in store.list_runs(ticket_id)}, expect)
             slot.has_slot = self._slots.acquire(blocking=False)
             self._active[ticket_id] = slot
-        thread = threading.Thread(target=self._work, args=(slot, action), daemon=True,
+        thread = threading.Thread(target=self._work, args=(slot, action, by), daemon=True,
                                   name=f"middle-run-{ticket_id}")
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
@@ -199,22 +201,25 @@ class RunManager:
         return MiddleError(f"the run of ticket {slot.ticket_id!r} could not start: "
                            f"{type(exc).__name__}: {exc}")
 
-    def _orchestrator(self) -> Any:
+    def _orchestrator(self, by: str | None = None) -> Any:
         if self._factory is not None:
-            return self._factory()
+            orch = self._factory()
+            if by is not None:
+                orch.started_by = by
+            return orch
         from orchestrator.running.orchestrator import Orchestrator
 
         return Orchestrator(self.services.config, services=self.services, lease_s=self.lease_s,
-                            stop=self.stop)
+                            stop=self.stop, started_by=by)
 
-    def _work(self, slot: _Slot, action: Callable[[Any], Any]) -> None:
+    def _work(self, slot: _Slot, action: Callable[[Any], Any], by: str | None = None) -> None:
         try:
             if not slot.has_slot:
                 slot.has_slot = self._slots.acquire()  # queued: wait for a run to end
             if self.stop.is_set():
                 return
             with self.build_lock:
-                orch = self._orchestrator()
+                orch = self._orchestrator(by)
             try:
                 slot.outcome = action(orch)
             finally:

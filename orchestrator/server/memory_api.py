@@ -7,7 +7,7 @@ empty without creating one.
 
 from __future__ import annotations
 
-import time
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -16,10 +16,18 @@ import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.memory.catalog import DEFAULT_PAGE, MAX_PAGE, Catalog, DocQuery, build_catalog, usage_by_doc
+from orchestrator.memory.catalog import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    Catalog,
+    DocQuery,
+    build_catalog,
+    catch_up,
+    usage_by_doc,
+)
 from orchestrator.memory.facade import DOC_ID_CHARS, doc_id
-from orchestrator.server.auth import SESSION_COOKIE, TOKEN_NAME
 from orchestrator.server.errors import error_responses
+from orchestrator.server.people import who
 from orchestrator.server.state import ServerState, checked_project, get_state
 from tickets.queries import DocSource
 
@@ -159,27 +167,6 @@ def client_gone(request: Request) -> Callable[[], bool]:
     return gone
 
 
-def who(request: Request) -> str:
-    """Who a change is recorded as: the board (its login cookie) or an API client, and the
-    person: the name of the token the request came with (`[server] tokens`; MIDDLE_API_TOKEN is
-    "MIDDLE_API_TOKEN"), or, on a server without tokens (loopback only: this machine's user), the person
-    the server runs as (git's user.name and user.email, else the login name)."""
-    via = "board" if request.cookies.get(SESSION_COOKIE) or "text/html" in request.headers.get(
-        "accept", "") or request.headers.get("x-middle-board") else "api"
-    name = getattr(request.state, TOKEN_NAME, None)
-    if name is None:
-        name = _server_user(get_state(request))
-    return f"{via} {name}"
-
-
-def _server_user(state: ServerState) -> str:
-    from orchestrator.memory.curation import cli_user
-
-    if state.user is None:  # asked once: the person a server runs as does not change
-        state.user = cli_user(state.config.root)
-    return state.user
-
-
 @router.post("/docs", summary="Add one doc by hand (recorded)", responses=_NEW_ERRORS)
 def add_doc(project_id: str, body: DatedTextBody, request: Request, create: bool = _CREATE,
             state: ServerState = Depends(get_state)) -> dict[str, Any]:
@@ -276,12 +263,13 @@ def docs(project_id: str, state: ServerState = Depends(get_state),
          until: str | None = Query(None, description="Only docs dated this day (YYYY-MM-DD) or earlier."),
          pinned: str | None = Query(None, description="true or false."),
          superseded: str | None = Query(None, description="true (history) or false (live)."),
+         expired: str | None = Query(None, description="true (past their valid_until) or false (still valid)."),
          never_used: str | None = Query(None, description="true: only docs the agent never used."),
          ) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
     query = DocQuery.parse(limit=limit, cursor=cursor, sort=sort, source=source, ticket=ticket,
                            author=author, since=since, until=until, pinned=pinned,
-                           superseded=superseded, never_used=never_used)
+                           superseded=superseded, expired=expired, never_used=never_used)
     catalog = project_catalog(state, mem, pid)  # empty, creating nothing, without a store
     shown = catalog.page(query)
     return {"project": pid, "backend": mem.backend_name, "total": len(catalog.rows),
@@ -291,49 +279,18 @@ def docs(project_id: str, state: ServerState = Depends(get_state),
 
 def project_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
     """The project's docs joined with their states, ticket records, authors and usage: built
-    once, then kept while nothing it shows has changed (the store's files, or, for a store in
-    the database, nothing kept; the ticket store's memory rows and run events), so the next
-    page of 100,000 docs costs what the first page of 20 does."""
-    mark = _catalog_mark(state, mem, pid)
+    once, then kept and caught up with each write (memory.catalog.catch_up: the docs the
+    project's change log names since, from this process or any other, on any machine for a
+    store in the database), so the page after a change costs about what the page before it did."""
     with state.catalog_lock:
+        lock = state.catalog_locks.setdefault(pid, threading.Lock())
+    with lock:  # one request catches a project's catalog up; the others then find it current
         kept = state.catalogs.get(pid)
-        if mark is not None and kept is not None and kept[0] == mark:
-            return kept[1]
-    catalog = _build_catalog(state, mem, pid)
-    if mark is not None:
-        with state.catalog_lock:
-            state.catalogs[pid] = (mark, catalog)
-    return catalog
-
-
-# How long a listing of a store in the database is kept while the ticket store shows no change:
-# every way docs reach memory records itself there too (a ticket's doc, an import's origins, a
-# curation change, an API index), so this only bounds what a bare write from elsewhere could hide.
-DATABASE_LISTING_S = 30.0
-
-
-def _catalog_mark(state: ServerState, mem: MemoryFacade, pid: str) -> tuple[Any, ...] | None:
-    """What the project's listing depends on, cheaply: the store's files (their times and
-    sizes) and the ticket store's memory rows and run events; for a store in a database, whose
-    writes by other machines leave no file here, the ticket store's and a 30 s window. None:
-    build it afresh."""
-    fingerprint = state.store.memory_fingerprint(pid)
-    if mem.url is not None:
-        return (mem.backend_name, "database", fingerprint, int(time.monotonic() // DATABASE_LISTING_S))
-    files = []
-    store = mem.store_dir(pid)
-    if store.is_dir():
-        for path in sorted(store.rglob("*")):
-            try:
-                st = path.stat()
-            except OSError:  # a temp file renamed away while we looked: build afresh
-                return None
-            files.append((str(path), st.st_mtime_ns, st.st_size))
-    return (mem.backend_name, tuple(files), fingerprint)
-
-
-def _build_catalog(state: ServerState, mem: MemoryFacade, pid: str) -> Catalog:
-    return build_catalog(mem, state.store, pid)
+        if kept is not None and catch_up(kept, mem, state.store, pid):
+            return kept
+        catalog = build_catalog(mem, state.store, pid)
+        state.catalogs[pid] = catalog
+        return catalog
 
 
 @router.get("/search", summary="What recall returns for a query, with scores (and why, with explain)",
@@ -342,14 +299,28 @@ def search(project_id: str, q: str = Query(..., description="The query."),
            k: int = Query(5, ge=1, le=100, description="How many docs."),
            explain: bool = Query(False, description="Add each doc's signals and `why`, the line "
                                  "that says what put it there."),
+           as_of: str | None = Query(None, description="What memory said then (YYYY-MM-DD: that "
+                                     "day's end, UTC; or a time): the docs held then and not "
+                                     "superseded, deleted or expired by then (`middle memory "
+                                     "search --as-of`)."),
            state: ServerState = Depends(get_state)) -> dict[str, Any]:
     mem, pid = _facade(project_id, state)
-    return search_results(state, mem, pid, q, k, explain=explain)
+    return search_results(state, mem, pid, q, k, explain=explain, as_of=as_of)
 
 
 def search_results(state: ServerState, mem: MemoryFacade, pid: str, q: str, k: int,
-                   explain: bool = False) -> dict[str, Any]:
-    results = mem.retrieve(pid, [q], k, if_exists=True)
+                   explain: bool = False, as_of: str | None = None) -> dict[str, Any]:
+    """The hits of a search; with `as_of` (a date) what memory said then, as the CLI's
+    `search --as-of` finds it (memory.asof), plus `as_of` (the instant) and `held_then`."""
+    then: dict[str, Any] = {}
+    if as_of is not None and as_of.strip():
+        from orchestrator.memory.asof import search_as_of
+
+        curator, _ = _curator(pid, state)
+        at, held, result = search_as_of(curator, pid, q, as_of, k)
+        results, then = [result], {"as_of": at, "held_then": held}
+    else:
+        results = mem.retrieve(pid, [q], k, if_exists=True)
     sources = _with_sources(state, pid)
     marks = {m["doc"]: m["by"] for r in results for m in r.get("superseded", [])}
     hits = []
@@ -365,7 +336,7 @@ def search_results(state: ServerState, mem: MemoryFacade, pid: str, q: str, k: i
                 hit["signals"] = {key: value for key, value in why[pos].items() if key not in ("why", "id")}
             hits.append(hit)
     return {"project": pid, "backend": mem.backend_name, "recall": mem.backend_cls.recall,
-            "query": q, "results": hits}
+            "query": q, "results": hits, **then}
 
 
 @router.get("/stats", summary="Backend, doc count, store size on disk and last write", responses=_ERRORS)

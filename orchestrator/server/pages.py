@@ -147,22 +147,24 @@ def memory_index(request: Request, state: ServerState = Depends(get_state)) -> R
                                                "memory_on": state.memory_or_none() is not None})
 
 
-FILTERS = ("source", "ticket", "author", "since", "until", "pinned", "superseded", "never_used")
+FILTERS = ("source", "ticket", "author", "since", "until", "pinned", "superseded", "expired", "never_used")
 CHANGES_SHOWN = 20  # the newest changes on the page (`middle memory history` lists them all)
 
 
 @router.get("/projects/{project_id}/memory", response_class=HTMLResponse)
 def memory_page(request: Request, project_id: str, q: str | None = Query(None),
-                k: int = Query(5, ge=1, le=100), state: ServerState = Depends(get_state)) -> HTMLResponse:
+                k: int = Query(5, ge=1, le=100), as_of: str | None = Query(None),
+                state: ServerState = Depends(get_state)) -> HTMLResponse:
     """One page of the project's docs (filtered, sorted and cut server-side: the page stays the
     same size at 100,000 docs as at 20), a search over the whole store whose hits carry the
     same actions, and the newest changes."""
     from orchestrator.memory.catalog import SORTS, DocQuery
     from orchestrator.memory.curation import SOURCE_KINDS, CurationError, describe_change
+    from orchestrator.memory.timeline import DateError
 
     pid = checked_project(project_id)
     given = {key: request.query_params.get(key) for key in (*FILTERS, "sort", "limit", "cursor")}
-    context: dict[str, Any] = {"pid": pid, "q": q or "", "k": k, "search": None, "docs": [],
+    context: dict[str, Any] = {"pid": pid, "q": q or "", "k": k, "as_of": as_of or "", "search": None, "docs": [],
                                "stats": None, "off": None, "failure": None, "changes": [], "usage": {},
                                "kinds": SOURCE_KINDS, "sorts": SORTS, "counts": {"all": 0},
                                "given": {key: value or "" for key, value in given.items()},
@@ -182,7 +184,7 @@ def memory_page(request: Request, project_id: str, q: str | None = Query(None),
         context["docs"], context["matched"] = shown["docs"], shown["matched"]
         kept = {key: value for key, value in given.items() if value and key not in ("cursor",)}
         if q:
-            kept.update(q=q, k=str(k))
+            kept.update(q=q, k=str(k), **({"as_of": as_of} if as_of else {}))
         if shown["next_cursor"]:
             context["next_url"] = f"?{urlencode({**kept, 'cursor': shown['next_cursor']})}"
         if query.cursor:
@@ -192,11 +194,11 @@ def memory_page(request: Request, project_id: str, q: str | None = Query(None),
                                   pid, state.store.memory_changes(pid, limit=CHANGES_SHOWN), catalog.has,
                                   catalog.states)]
         if q and q.strip():
-            found = search_results(state, mem, pid, q, k, explain=True)
+            found = search_results(state, mem, pid, q, k, explain=True, as_of=as_of)
             # each hit as a listed doc (its actions, author, ticket links), with its score and why
             found["results"] = [{**h, **catalog.describe(h["doc"])} for h in found["results"]]
             context["search"] = found
-    except CurationError as exc:  # a bad filter or cursor: said on the page, what to do
+    except (CurationError, DateError) as exc:  # a bad filter, date or cursor: said on the page
         context["failure"], status = str(exc), 400
     except MemoryStoreError as exc:  # shown on the page, like any other failure
         context["failure"], status = str(exc), 503

@@ -35,9 +35,10 @@ class ServerState:
     tokens: dict[str, str] = field(default_factory=dict)  # name -> token (see server.auth)
     fake: bool = False
     user: str | None = None  # who changes on a server without tokens are by (memory_api.who)
-    # project -> (what it was built from, its memory catalog): memory_api.project_catalog
-    catalogs: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    # project -> its memory catalog, kept up to date: memory_api.project_catalog
+    catalogs: dict[str, Any] = field(default_factory=dict)
     catalog_lock: threading.Lock = field(default_factory=threading.Lock)
+    catalog_locks: dict[str, threading.Lock] = field(default_factory=dict)  # one per project
     stopping: threading.Event = field(default_factory=threading.Event)  # ends live streams
     live_streams: int = 0  # event streams being served now (each ends when its client leaves)
     _sync_lock: threading.Lock = field(default_factory=threading.Lock)

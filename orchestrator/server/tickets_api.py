@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import TYPE_CHECKING, Any, Callable
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.server.auth import share_key
 from orchestrator.server.errors import Conflict, ReviewConflictBody, UntrackedFilesBody, error_response, error_responses
+from orchestrator.server.people import person
 from orchestrator.server.state import ServerState, get_state, run_or_404
 from orchestrator.server.ticket_files import create_ticket_file
 from tickets.claims import claim_is_live
@@ -92,12 +93,16 @@ def ticket_detail(state: ServerState, ticket: Ticket) -> dict[str, Any]:
     for run in reversed(store.list_runs(ticket.id)):  # newest first
         given = store.feedback(run["id"])  # a review round opens with one (orchestrator.running.feedback)
         checks: dict[int, list[dict[str, Any]]] = {}  # setup and check runs by the turn they followed
+        started_by = None  # who started the run (its first run_start's `by`)
         for event in store.list_events(run_id=run["id"], limit=100_000):
+            if event["kind"] == "run_start" and started_by is None:
+                started_by = (event["data"] or {}).get("by") or None
             if event["kind"] in ("setup", "check"):
                 checks.setdefault(int(event["data"].get("turn") or 0), []).append({**event["data"],
                                                                                    "kind": event["kind"]})
         runs.append({**run, "cost_usd": store.total_cost(run["id"]), "checks": checks,
                      "turns": store.list_turns(run_id=run["id"]), "feedback": given,
+                     "started_by": started_by if isinstance(started_by, str) else None,
                      "round": next((e["round"] for e in given if e.get("round")), 1)})
     stats = store.ticket_stats().get(ticket.id)
     live = set(store.memory_docs(ticket.id))
@@ -161,17 +166,18 @@ def _started(state: ServerState, ticket_id: str, run_id: str | None) -> JSONResp
 
 @router.post("/tickets/{ticket_id}/run", status_code=202,
              summary="Start a run in the background; returns at once with its run id", responses=_START)
-def run(ticket_id: str, body: RunBody | None = None, state: ServerState = Depends(get_state)) -> JSONResponse:
+def run(ticket_id: str, request: Request, body: RunBody | None = None,
+        state: ServerState = Depends(get_state)) -> JSONResponse:
     state.ticket(ticket_id)
-    run_id = state.runs.start(ticket_id, rerun=bool(body and body.rerun))
+    run_id = state.runs.start(ticket_id, rerun=bool(body and body.rerun), by=person(request))
     return _started(state, ticket_id, run_id)
 
 
 @router.post("/tickets/{ticket_id}/resume", status_code=202,
              summary="Continue the latest run from its checkpoint, in the background", responses=_START)
-def resume(ticket_id: str, state: ServerState = Depends(get_state)) -> JSONResponse:
+def resume(ticket_id: str, request: Request, state: ServerState = Depends(get_state)) -> JSONResponse:
     state.ticket(ticket_id)
-    run_id = state.runs.resume(ticket_id)
+    run_id = state.runs.resume(ticket_id, by=person(request))
     return _started(state, ticket_id, run_id)
 
 
@@ -188,7 +194,8 @@ class FeedbackBody(BaseModel):
              responses={**_START, 200: {"description": "stored for the run in progress"}, **error_responses(
                  400, e400="empty feedback, or the ticket never ran, or is merged, discarded, reverted or "
                            "failed for good")})
-def feedback(ticket_id: str, body: FeedbackBody, state: ServerState = Depends(get_state)) -> JSONResponse:
+def feedback(ticket_id: str, body: FeedbackBody, request: Request,
+             state: ServerState = Depends(get_state)) -> JSONResponse:
     from orchestrator.running import feedback as rounds
     from orchestrator.server.background_runs import FeedbackStored
 
@@ -199,7 +206,7 @@ def feedback(ticket_id: str, body: FeedbackBody, state: ServerState = Depends(ge
             stored = rounds.store_for_run(state.store, ticket_id, body.text)  # None: the run just completed
         if stored is None:
             try:
-                return _started(state, ticket_id, state.runs.feedback(ticket_id, body.text))
+                return _started(state, ticket_id, state.runs.feedback(ticket_id, body.text, by=person(request)))
             except FeedbackStored as exc:  # another process opened the round a moment before
                 stored = str(exc)
     return JSONResponse(status_code=200, content={"ticket_id": ticket_id, "status": "stored", "message": stored})

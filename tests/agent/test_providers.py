@@ -237,7 +237,7 @@ def test_each_config_block_of_the_providers_page_is_valid(tmp_path):
     for block in blocks:
         (tmp_path / "middle.toml").write_text(block)
         providers.append(load_config(tmp_path / "middle.toml", environ={}).agent.provider)
-    assert providers == ["anthropic", "bedrock", "vertex", "openai-compatible", "claude-code"]
+    assert providers == ["anthropic", "bedrock", "vertex", "openai-compatible", "claude-code", "codex"]
 
 
 def test_the_memory_tier_uses_the_providers_own_way_to_the_model(tmp_path):

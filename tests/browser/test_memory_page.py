@@ -152,3 +152,73 @@ def test_one_page_of_3000_docs_next_page_and_a_search_hit_with_its_actions(brows
         screenshot(d, "memory-3000") if width == 1366 else None  # both widths, once
     finally:
         d.set_window_size(1280, 800)
+
+
+# -- issue 38: expiry on the page, forget many with one confirmation and one undo, as of a date ----
+
+def press(driver: Any, element: Any) -> None:
+    """Click an element once it is in the middle of the screen (a phone's toast covers the bottom)."""
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    element.click()
+
+
+STAGING = [f"Staging note {n}: deploys to staging go through the VPN host {n}." for n in range(3)]
+OLD_RULE = "Release freeze every Friday afternoon."
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_expiry_shown_filtered_and_edited_then_forget_many_and_undo_once(browser, memory_site, width):
+    api, d = memory_site.api, browser
+    base = "/api/projects/calc/memory"
+    for text in STAGING:
+        assert api.post(f"{base}/docs", json={"text": text}).status_code == 200
+    old, kept = doc_id(OLD_RULE)[:8], doc_id(STAGING[0])[:8]
+    d.set_window_size(width, 900)
+    try:
+        d.get(memory_site.url + "/projects/calc/memory")
+        adding = d.find_element(By.ID, "add-doc")  # a doc added with its last valid day
+        adding.find_element(By.NAME, "text").send_keys(OLD_RULE)
+        d.execute_script("arguments[0].value = '2001-01-01'", adding.find_element(By.NAME, "valid_until"))
+        press(d, adding.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+        wait(d, lambda d: item(d, old) is not None, "the added doc")
+        assert "expired 2001-01-02" in item(d, old).find_element(By.CSS_SELECTOR, ".pill.validity.expired").text
+        assert d.execute_script("return document.documentElement.scrollWidth") <= width
+        d.get(memory_site.url + "/projects/calc/memory?expired=true")
+        assert listed(d) == [old]
+        d.get(memory_site.url + "/projects/calc/memory")
+
+        found = click(d, kept, "edit")  # the last valid day, set in the edit form
+        day = found.find_element(By.CSS_SELECTOR, ".edit-form input[name=valid_until]")
+        d.execute_script("arguments[0].value = '2030-01-31'", day)
+        press(d, found.find_element(By.CSS_SELECTOR, ".edit-form button[type=submit]"))
+        wait(d, lambda d: "valid until 2030-02-01" in item(d, kept).text, "the new validity")
+        day = item(d, kept).find_element(By.CSS_SELECTOR, "input[name=valid_until]")
+        assert day.get_attribute("value") == "2030-01-31"  # the Edit form shows the last valid day
+
+        picker = d.find_element(By.ID, "bulk-filter")  # forget many
+        picker.find_element(By.NAME, "containing").send_keys("staging", Keys.ENTER)
+        wait(d, lambda d: d.find_element(By.ID, "bulk-picked").is_displayed(), "the picked docs")
+        assert d.find_element(By.ID, "bulk-count").text == "3"
+        assert len(d.find_elements(By.CSS_SELECTOR, "#bulk-list .bulk-doc")) == 3
+        press(d, d.find_element(By.ID, "bulk-forget"))
+        confirm = d.find_element(By.ID, "bulk-confirm")
+        assert confirm.is_displayed() and "Forget all 3 docs" in confirm.text and item(d, kept)  # asked first
+        press(d, d.find_element(By.ID, "bulk-yes"))
+        wait(d, lambda d: item(d, kept) is None and "Forgot 3 docs" in d.find_element(By.ID, "toast").text,
+             "the picked docs gone")
+        assert listed(d) == [old]
+        change = d.find_elements(By.CSS_SELECTOR, "#changes .change-item")[0]
+        press(d, change.find_element(By.CSS_SELECTOR, '[data-action="undo"]'))
+        press(d, change.find_element(By.CSS_SELECTOR, '[data-action="confirm-undo"]'))
+        wait(d, lambda d: len(listed(d)) == 4, "all three back with one undo")
+
+        box = d.find_element(By.ID, "q")  # what memory said on a day before any of them
+        box.send_keys("staging deploys")
+        d.execute_script("document.getElementById('as-of').value = '2001-01-01'")
+        box.send_keys(Keys.ENTER)
+        wait(d, lambda d: d.find_elements(By.ID, "as-of-note"), "the as-of answer")
+        assert "0 docs held then" in d.find_element(By.ID, "as-of-note").text
+        assert not d.find_elements(By.CSS_SELECTOR, "#results .doc-item")
+        screenshot(d, "memory-bulk-expiry") if width == 1366 else None
+    finally:
+        d.set_window_size(1280, 800)

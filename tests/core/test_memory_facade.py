@@ -184,9 +184,11 @@ def test_lock_files_live_apart_from_stores(facade, tmp_path):
     assert facade.list_docs("x") == ["doc of x"]
     assert facade.list_docs("x.lock") == ["doc of x.lock"]
     mem = tmp_path / "mem"
-    assert sorted(p.name for p in mem.iterdir()) == [".locks", "x", "x.lock"]
+    assert sorted(p.name for p in mem.iterdir()) == [".changes", ".locks", "x", "x.lock"]
     assert (mem / "x").is_dir() and (mem / "x.lock").is_dir()
     assert sorted(p.name for p in (mem / ".locks").iterdir()) == ["x.lock", "x.lock.lock"]
+    # each project's change log (memory.changelog) apart too
+    assert sorted(p.name for p in (mem / ".changes").iterdir()) == ["x.lock.sqlite", "x.sqlite"]
 
 
 # --- size caps --------------------------------------------------------------------------------

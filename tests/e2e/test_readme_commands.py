@@ -28,8 +28,13 @@ def test_readme_starts_with_demo_and_test_commands():
     ci = (ROOT / ".ci" / "run").read_text()
     # Everything installs with pip: the `claude` extra brings the CLI.
     assert '".[claude,embeddings]"' in demo and '".[test,claude]"' in tests
-    # CI installs only through the README's command (its last line, see the test below)
-    assert "npm install" not in ci and ci.count("pip install") == tests.count("pip install")
+    # CI installs the project only through the README's command (its last line, see the test
+    # below); the built-in coding agents' CLIs come from npm, each pinned to one version.
+    npm = [line for line in ci.splitlines() if "npm install" in line]
+    assert all(re.match(r"npm install -g (@[\w.-]+/)?[\w.-]+@\d+\.\d+\.\d+ ", line) for line in npm), npm
+    # (aider, a coding agent's CLI, goes into a venv of its own, by that venv's pip: not the project's)
+    own = [line for line in ci.splitlines() if "pip install" in line and "/opt/middle-aider/bin/pip" not in line]
+    assert sum(line.count("pip install") for line in own) == tests.count("pip install")
     # Each `pip install` stands alone: a fresh venv's pip (23.2 with Python 3.11) cannot resolve
     # the example plugin's `middle-agent` requirement from an `-e .` in the same command.
     for command in (demo, tests):

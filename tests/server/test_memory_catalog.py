@@ -153,8 +153,8 @@ def test_usage_follows_a_doc_through_its_edits_and_history_is_no_candidate():
 
 @pytest.mark.postgres
 def test_a_store_in_postgresql_is_listed_and_a_change_shows_at_once(tmp_path, pg_url):
-    """No store files to check: the listing is kept while the ticket store shows no change, and
-    a change (here a pin) is listed at the next page."""
+    """A store in the database: a change (a pin here; an add and a delete on another machine) is
+    listed at the next page, the kept listing caught up from the change log in the database."""
     bench_project(tmp_path)
     (tmp_path / "middle.toml").write_text(f'[memory]\nsave_dir = ".middle/memory"\nbackend = "bm25"\n'
                                           f'url = "{pg_url}"\n\n[project]\nid = "{PROJECT}"\n')
@@ -172,3 +172,14 @@ def test_a_store_in_postgresql_is_listed_and_a_change_shows_at_once(tmp_path, pg
         assert client.post(f"/api/projects/{PROJECT}/memory/docs/{quiet['id']}/pin").status_code == 200
         pinned = {d["id"] for d in client.get(DOCS, params={"pinned": "true"}).json()["docs"]}
         assert quiet["id"] in pinned
+        # another machine's write (its own facade on the same database) is caught up with from
+        # the change log in the database, not by listing the store again
+        catalog = state.catalogs[PROJECT]
+        other = create_app(config).state.middle
+        other.services.curator().add(PROJECT, "Written on another machine.", AUTHORS[1])
+        other.memory().delete(PROJECT, [doc_text(3)])
+        page = client.get(DOCS, params={"limit": 500, "sort": "newest"}).json()
+        assert page["total"] == 30 and page["docs"][0]["text"] == "Written on another machine."
+        assert doc_text(3) not in {d["text"] for d in page["docs"]}
+        assert state.catalogs[PROJECT] is catalog
+        other.services.close()

@@ -97,7 +97,7 @@ function describe(ev, offline) {
   const d = {...(ev.data || {})};
   if (offline) delete d.cost_usd;
   switch (ev.kind) {
-    case "run_start": return d.resume ? "run resumed" : "run started";
+    case "run_start": return (d.resume ? "run resumed" : "run started") + (d.by ? " by " + d.by : "");
     case "recall": return `recalled at ${d.where}: ` + (d.memories || []).map((m) => `[${m.id}] ${m.why}`).join(" · ");
     case "node":
       if (d.phase === "start") return `▶ ${d.node}`;
@@ -309,7 +309,9 @@ function initMemory() {
   const add = document.getElementById("add-doc");
   add.addEventListener("submit", (e) => {
     e.preventDefault();
-    call("POST", `${base}/docs`, {text: add.elements.text.value}, (r) => r.change ? `Added ${r.id} (change ${r.change})` : r.message);
+    const body = {text: add.elements.text.value};
+    if (add.elements.valid_until.value) body.valid_until = add.elements.valid_until.value;
+    call("POST", `${base}/docs`, body, (r) => r.change ? `Added ${r.id} (change ${r.change})` : r.message);
   });
   // The listed docs and the search hits carry the same actions.
   const lists = ["docs", "results"].map((id) => document.getElementById(id)).filter(Boolean);
@@ -360,10 +362,16 @@ function initMemory() {
     if (e.target.classList.contains("supersede-form")) {
       call("POST", `${doc}/supersede`, {text}, (r) => `${r.old_id} superseded by ${r.id} (change ${r.change})`);
     } else {
-      call("POST", `${doc}/edit`, {text}, (r) => `Edited ${r.old_id}: now ${r.id} (change ${r.change})`);
+      // the validity only when changed: a day, or "never" when the day was cleared
+      const until = e.target.elements.valid_until, was = until.dataset.was;
+      const body = {text};
+      if (until.value !== was) body.valid_until = until.value || "never";
+      call("POST", `${doc}/edit`, body, (r) => r.old_id ? `Edited ${r.old_id}: now ${r.id} (change ${r.change})`
+        : `${r.id}: ${r.message}${r.change ? ` (change ${r.change})` : ""}`);
     }
   };
   lists.forEach((list) => { list.addEventListener("click", onClick); list.addEventListener("submit", onSubmit); });
+  initBulk(base, call);
   document.getElementById("changes").addEventListener("click", (e) => {
     const button = e.target.closest("button[data-action]");
     if (!button) return;
@@ -374,6 +382,53 @@ function initMemory() {
     else if (button.dataset.action === "confirm-undo") {
       call("POST", `${base}/changes/${item.dataset.change}/undo`, undefined, (r) => `${r.message} (change ${r.change})`);
     }
+  });
+}
+
+// Forget many: the docs a filter picks, looked at a page at a time, then forgotten as one
+// change with the token of exactly that selection (one Undo in Changes puts them all back).
+function initBulk(base, call) {
+  const form = document.getElementById("bulk-filter");
+  if (!form) return;
+  const picked = document.getElementById("bulk-picked"), list = document.getElementById("bulk-list");
+  const more = document.getElementById("bulk-more"), confirmBox = document.getElementById("bulk-confirm");
+  let query = "", selection = null;
+  const load = async (cursor) => {
+    const url = `${base}/bulk?${query}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
+    try {
+      const page = await api("GET", url);
+      if (!cursor) { list.textContent = ""; selection = page; }
+      page.docs.forEach((d) => {
+        const li = document.createElement("li");
+        li.className = "bulk-doc"; li.dataset.id = d.id;
+        const code = document.createElement("code"); code.textContent = d.id;
+        li.append(code, ` ${d.text.length > 160 ? d.text.slice(0, 160) + "…" : d.text}`);
+        list.appendChild(li);
+      });
+      document.getElementById("bulk-count").textContent = String(page.count);
+      document.getElementById("bulk-words").textContent = page.filter;
+      more.hidden = !page.next_cursor; more.dataset.cursor = page.next_cursor || "";
+      confirmBox.hidden = true; picked.hidden = false;
+    } catch (err) { toast(err.message, true); }
+  };
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const params = new URLSearchParams();
+    for (const el of form.elements) if (el.name && el.value) params.set(el.name, el.value);
+    query = params.toString();
+    load(null);
+  });
+  more.addEventListener("click", () => load(more.dataset.cursor));
+  document.getElementById("bulk-forget").addEventListener("click", () => {
+    document.getElementById("bulk-confirm-text").textContent =
+      `Forget all ${selection.count} docs picked? (One Undo in Changes puts them all back.)`;
+    confirmBox.hidden = false; document.getElementById("bulk-cancel").focus();
+  });
+  document.getElementById("bulk-cancel").addEventListener("click", () => { confirmBox.hidden = true; });
+  document.getElementById("bulk-yes").addEventListener("click", () => {
+    const body = Object.fromEntries(new URLSearchParams(query));
+    body.confirm = selection.confirm;
+    call("POST", `${base}/bulk/forget`, body, (r) => `Forgot ${r.count} docs (change ${r.change}: Undo in Changes puts them back)`);
   });
 }
 

@@ -1,0 +1,276 @@
+"""The OpenCode coding agent (kind "opencode"): one `opencode run --format json` process per turn.
+
+Facts about OpenCode 1.18.33 this relies on (observed against the fake Chat Completions API):
+- `opencode run --format json` reads the prompt from stdin when it is not a terminal and prints
+  one JSON event a line (see opencode_events.py); it exits 0 after its answer, 1 on an error
+  (an `error` event, or "Error: Session not found" on stderr for an unknown --session).
+- Its working directory is `--dir`, but it also trusts $PWD over the real cwd: both are set.
+- It makes its own session ids (ses_...): `--session ID` continues one; `--title T` names a new
+  one (and spares the title-generating model call).
+- OPENCODE_CONFIG_CONTENT is a config merged over the user's (opencode.json) and the project's:
+  the permission rules here come through it. A rule list is matched last-first, so "*" comes first.
+  `external_directory: deny` refuses any tool call on a path outside the project (read or write).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, ClassVar, ContextManager
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from ..errors import CodingAgentError
+from .base import EventCallback, Offline, TurnResult
+from .opencode_events import OpenCodeStream
+from .process import TurnProcesses, safe_callback, tail
+
+__all__ = ["INSTALL", "OpenCodeAgent", "OpenCodeOptions"]
+
+VERSION = "1.18.33"  # the version this module was written and tested against
+INSTALL = f"npm install -g opencode-ai@{VERSION}"
+TITLE_PREFIX = "middle:"  # a session's title: TITLE_PREFIX + our session id (how a resume finds it)
+_LOOKUP_TIMEOUT_S = 60.0
+_PERMISSIONS = ("allow", "ask", "deny")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# `opencode run` answers an "ask" permission itself (nobody is there), then ends the turn.
+_ASKED = re.compile(r"permission requested: (.+?); auto-rejecting")
+
+
+class OpenCodeOptions(BaseModel):
+    """`[coding_agent.options]` for OpenCode (unknown keys are an error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cli_path: str | None = Field(None, description="The `opencode` executable. Default: `opencode` on PATH.")
+    model: str | None = Field(None, description=(
+        "OpenCode's --model, as provider/model (e.g. \"anthropic/claude-sonnet-4-5\", or a provider "
+        "of your opencode.json). Default: OpenCode's own choice (its config's `model`)."))
+    agent: str | None = Field(None, description="OpenCode's --agent (e.g. \"build\"). Default: its own.")
+    scope_to_project: bool = Field(True, description=(
+        "Keep tool calls inside the ticket's project: OpenCode's `external_directory` permission is "
+        "set to deny, so a write (or read) outside the project is refused. false leaves that rule "
+        "to your OpenCode config."))
+    bash_allow: list[str] = Field(default_factory=list, description=(
+        "Shell commands OpenCode may run, as its bash permission patterns (e.g. \"pytest *\", "
+        "\"git status\"); every other command is refused, since nobody is there to approve it. "
+        "With scope_to_project a bare \"*\" is refused (a shell command can write anywhere)."))
+    permission: dict[str, Any] = Field(default_factory=dict, description=(
+        "More OpenCode permission rules, merged over the ones above (e.g. {webfetch = \"deny\"}). "
+        "With scope_to_project, external_directory and bash cannot be set here."))
+    turn_timeout_s: float = Field(900, gt=0, description=(
+        "Seconds one turn may take; then OpenCode's whole process group is killed."))
+    extra_args: list[str] = Field(default_factory=list, description=(
+        "More command-line arguments for `opencode run`, appended as given (e.g. [\"--variant\", \"high\"])."))
+
+    @field_validator("bash_allow")
+    @classmethod
+    def _no_bare_shell(cls, patterns: list[str], info: ValidationInfo) -> list[str]:
+        if info.data.get("scope_to_project", True) and any(p.strip() in ("*", "**") for p in patterns):
+            raise ValueError("bash_allow = [\"*\"] lets any shell command write outside the project; "
+                             "list the commands (e.g. \"pytest *\") or set scope_to_project = false")
+        return patterns
+
+    @field_validator("permission")
+    @classmethod
+    def _scoped_rules_stay(cls, rules: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if info.data.get("scope_to_project", True):
+            taken = sorted({"external_directory", "bash"} & set(rules))
+            if taken:
+                raise ValueError(f"permission.{taken[0]} is set by scope_to_project (use bash_allow for "
+                                 "commands), or set scope_to_project = false")
+        for key, value in rules.items():
+            if isinstance(value, str) and value not in _PERMISSIONS:
+                raise ValueError(f"permission.{key} = {value!r}: use one of {', '.join(_PERMISSIONS)}")
+        return rules
+
+
+class OpenCodeAgent:
+    """Runs OpenCode headless in the ticket's project directory, one process per turn."""
+
+    kind: ClassVar[str] = "opencode"
+    Options: ClassVar[type[OpenCodeOptions]] = OpenCodeOptions
+
+    def __init__(self, options: OpenCodeOptions | None = None, env: dict[str, str] | None = None):
+        self.options = options or OpenCodeOptions()
+        self.env = dict(env or {})  # merged over os.environ for the child (e.g. an offline setup's)
+        self._processes = TurnProcesses("OpenCode")
+        # Our session id -> OpenCode's, as seen in this process; otherwise found by title (below).
+        self._sessions: dict[str, str] = {}
+
+    @classmethod
+    def offline(cls, responder: Any, workdir: Path) -> ContextManager[Offline]:
+        """OpenCode pointed at the fake Chat Completions API answering from `responder`, with its
+        home, config, data and cache dirs under `workdir` (see opencode_offline.py)."""
+        from .opencode_offline import opencode_offline
+
+        return opencode_offline(responder, workdir)
+
+    @classmethod
+    def find_cli(cls, options: OpenCodeOptions | None = None, path: str | None = None) -> str:
+        """The `opencode` executable these options run; CodingAgentError (with the install command) if none."""
+        name = (options or OpenCodeOptions()).cli_path or "opencode"
+        found = shutil.which(name, path=path if path is not None else os.environ.get("PATH"))
+        if found is None:
+            raise CodingAgentError(f"OpenCode's CLI `{name}` was not found. Install it with `{INSTALL}`, "
+                                   "or set `[coding_agent.options] cli_path` to the `opencode` executable.")
+        return found
+
+    def stop_all(self, why: str = "interrupted by the user") -> int:
+        """Kill every running turn's process group; each of those `run_turn` calls raises RunInterrupted."""
+        return self._processes.stop_all(why)
+
+    def config(self) -> dict[str, Any]:
+        """The config given to OpenCode through OPENCODE_CONFIG_CONTENT: no updates, no sharing,
+        and the permission rules that keep it in the project and away from anyone to ask."""
+        o = self.options
+        permission: dict[str, Any] = {"edit": "allow"}
+        if o.scope_to_project:
+            # "*" first: OpenCode takes the last rule that matches.
+            permission["bash"] = {"*": "deny", **{p: "allow" for p in o.bash_allow}}
+            permission["external_directory"] = "deny"
+        permission.update(o.permission)
+        return {"autoupdate": False, "share": "disabled", "permission": permission}
+
+    def command(self, cli: str, cwd: Path, *, their_session: str | None, title: str | None) -> list[str]:
+        """The argv for one turn in `cwd`; the prompt goes to stdin (no argument size limit, and a
+        prompt starting with "-" cannot be taken for an option)."""
+        o = self.options
+        cmd = [cli, "run", "--format", "json", "--dir", str(cwd)]
+        if o.model:
+            cmd += ["--model", o.model]
+        if o.agent:
+            cmd += ["--agent", o.agent]
+        if their_session:
+            cmd += ["--session", their_session]
+        elif title:
+            cmd += ["--title", title]
+        return cmd + list(o.extra_args)
+
+    def _env(self, cwd: Path) -> dict[str, str]:
+        env = {**os.environ, **self.env}
+        content: dict[str, Any] = {}
+        try:  # a config the caller's environment already gives inline: ours is merged over it
+            given = json.loads(env.get("OPENCODE_CONFIG_CONTENT") or "{}")
+            content = given if isinstance(given, dict) else {}
+        except ValueError:
+            content = {}
+        ours = self.config()
+        ours["permission"] = {**(content.get("permission") or {}), **ours["permission"]} \
+            if isinstance(content.get("permission"), dict) else ours["permission"]
+        env.update({"OPENCODE_CONFIG_CONTENT": json.dumps({**content, **ours}), "PWD": str(cwd),
+                    "OPENCODE_DISABLE_AUTOUPDATE": "1"})
+        return env
+
+    def run_turn(self, prompt: str, cwd: Path, *, session_id: str | None, resume: bool,
+                 on_event: EventCallback | None = None) -> TurnResult:
+        if resume and not session_id:
+            raise ValueError("resume=True needs the session_id of the session to resume")
+        cwd = Path(cwd).resolve()
+        if not cwd.is_dir():
+            raise CodingAgentError(f"The project directory {cwd} does not exist, so OpenCode cannot run "
+                                   "there. Create it or fix the ticket's project path.")
+        env = self._env(cwd)
+        cli = self.find_cli(self.options, env.get("PATH"))
+        emit = safe_callback(on_event)
+        their = None
+        if resume and session_id:
+            their = self._their_session(cli, cwd, env, session_id)
+            if their is None:
+                return self._lost(session_id)
+        return self._run_once(cli, prompt, cwd, env, session_id, their, emit)
+
+    def _their_session(self, cli: str, cwd: Path, env: dict[str, str], session_id: str) -> str | None:
+        """OpenCode's id of our session. Why the title: OpenCode stores it with the session when
+        it creates it, before the first model call, so a `middle` that crashed before it saw the
+        id (or another process taking the ticket over) still finds it; no file of ours to keep in
+        step. An id of OpenCode's own (ses_...) is taken as it is."""
+        if session_id in self._sessions:
+            return self._sessions[session_id]
+        if session_id.startswith("ses_"):
+            return session_id
+        out: list[bytes] = []
+        outcome = self._processes.run(
+            [cli, "session", "list", "--format", "json"], cwd=cwd, env=env, stdin=None,
+            timeout_s=_LOOKUP_TIMEOUT_S, mark=session_id, on_line=out.append, emit=lambda _e: None)
+        try:
+            sessions = json.loads(b"".join(out) or b"[]") if outcome.exit_code == 0 else []
+        except ValueError:
+            sessions = []
+        titled = [s for s in sessions if isinstance(s, dict) and s.get("title") == TITLE_PREFIX + session_id]
+        if not titled:
+            return None
+        found = str(max(titled, key=lambda s: s.get("updated") or 0).get("id"))
+        self._sessions[session_id] = found
+        return found
+
+    def _lost(self, session_id: str) -> TurnResult:
+        # "to resume here": the graph then starts a new session told what the earlier turns did.
+        return TurnResult(session_id=session_id, text="", is_error=True, exit_code=None, error=(
+            f"OpenCode has no session titled {TITLE_PREFIX}{session_id} to resume here (its sessions live "
+            "in its data dir, $XDG_DATA_HOME/opencode, per project). Start a new session for this ticket."))
+
+    def _run_once(self, cli: str, prompt: str, cwd: Path, env: dict[str, str], session_id: str | None,
+                  their: str | None, emit: EventCallback) -> TurnResult:
+        title = TITLE_PREFIX + session_id if session_id and not their else None
+        cmd = self.command(cli, cwd, their_session=their, title=title)
+        stream = OpenCodeStream()
+
+        def on_line(line: bytes) -> None:
+            for event in stream.feed(line):
+                emit(event)
+            if session_id and stream.session_id:
+                self._sessions.setdefault(session_id, stream.session_id)
+
+        outcome = self._processes.run(
+            cmd, cwd=cwd, env=env, stdin=prompt, timeout_s=self.options.turn_timeout_s,
+            mark=session_id or uuid.uuid4().hex, on_line=on_line, answered=lambda: stream.answered,
+            emit=emit, start_event={"session_id": session_id, "resume": their is not None, "cwd": str(cwd)},
+            install_hint=f"Install it with `{INSTALL}`.")
+        failed = outcome.timed_out or outcome.exit_code != 0 or stream.error is not None or not stream.finished
+        turn = TurnResult(
+            session_id=session_id or stream.session_id, text=stream.text, is_error=failed,
+            cost_usd=stream.cost_usd, usage=dict(stream.tokens), num_turns=stream.steps,
+            duration_ms=outcome.elapsed_ms, exit_code=outcome.exit_code,
+            terminal_reason="timeout" if outcome.timed_out else ("error" if failed else "completed"),
+            api_error_status=stream.api_error_status, permission_denials=list(stream.permission_denials))
+        if failed:
+            turn.error = self._explain(stream, outcome.exit_code, outcome.stderr, outcome.timed_out, session_id)
+        emit({"type": "result", "is_error": turn.is_error, "session_id": turn.session_id,
+              "cost_usd": turn.cost_usd, "num_turns": turn.num_turns, "duration_ms": turn.duration_ms,
+              "terminal_reason": turn.terminal_reason, "text": turn.text[:2000],
+              "permission_denials": turn.permission_denials})
+        return turn
+
+    def _explain(self, stream: OpenCodeStream, exit_code: int | None, stderr: str, timed_out: bool,
+                 session_id: str | None) -> str:
+        """One or two sentences: what happened, and what to do about it."""
+        stderr = _ANSI.sub("", stderr)
+        err = tail(stderr, 500)
+        if timed_out:
+            return (f"OpenCode did not finish the turn within {self.options.turn_timeout_s:g} s, so its process "
+                    "group was killed. Raise `[coding_agent.options] turn_timeout_s` or give it a smaller task.")
+        if stream.api_error_status is not None:
+            return (f"OpenCode could not get an answer from the model (HTTP {stream.api_error_status}): "
+                    f"{tail(stream.error_message(), 300).rstrip('.')}. Check the provider's base URL and API key "
+                    "in your OpenCode config (opencode.json, `opencode auth login`), then retry the ticket.")
+        if stream.error is not None:
+            return f"OpenCode reported an error: {tail(stream.error_message(), 500).rstrip('.')}."
+        if "Session not found" in stderr and session_id:
+            return self._lost(session_id).error or ""
+        asked = _ASKED.search(stderr)
+        if asked:
+            return (f"OpenCode stopped the turn when it asked permission for {asked.group(1)}: nobody is there "
+                    "to grant it, so it was refused. Allow it with `[coding_agent.options] bash_allow` or "
+                    "`permission`, or give a task that does not need it.")
+        if exit_code is not None and exit_code < 0:
+            return f"OpenCode was killed by signal {-exit_code}{f' (stderr: {err})' if err else ''}."
+        if exit_code not in (0, None):
+            return (f"OpenCode exited with code {exit_code}{f' (stderr: {err})' if err else ''}. Check "
+                    "`[coding_agent.options]` (model, extra_args) and that `opencode --version` runs.")
+        return (f"OpenCode ended the turn without an answer{f' (stderr: {err})' if err else ''}. Check "
+                "that its model is configured (`opencode models`).")

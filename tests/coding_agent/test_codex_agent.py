@@ -1,0 +1,263 @@
+"""CodexAgent driving the REAL Codex CLI (0.171.0) against the fake Responses API."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from orchestrator.coding_agent.codex import INSTALL, CodexAgent, CodexOptions, SessionMap
+from orchestrator.coding_agent.orphans import MARK_VAR, stop_marked
+from orchestrator.errors import CodingAgentError
+from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use, working_directory
+from orchestrator.testing.clis import require_cli
+from tickets.procs import is_running
+
+pytestmark = pytest.mark.cli
+
+
+@pytest.fixture
+def codex_cli() -> str:
+    return require_cli("codex", INSTALL)
+
+
+@pytest.fixture
+def script() -> ScriptedResponder:
+    return ScriptedResponder()
+
+
+@pytest.fixture
+def offline(codex_cli, script, tmp_path):
+    with CodexAgent.offline(script, tmp_path / "codex-state") as off:
+        yield off
+
+
+@pytest.fixture
+def make_agent(offline):
+    def make(**overrides) -> CodexAgent:
+        return CodexAgent(CodexOptions(**{**offline.options, **overrides}), env=offline.env)
+
+    return make
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    (tmp_path / "proj").mkdir()
+    return tmp_path / "proj"
+
+
+def write_reply(relative: str, content: str):
+    return lambda body: reply(text(f"Writing {relative}."),
+                              tool_use("Write", {"file_path": f"{working_directory(body)}/{relative}",
+                                                 "content": content}))
+
+
+def test_a_turn_writes_a_file_in_the_worktree_and_streams_its_events(script, make_agent, project):
+    script.coding_agent(write_reply("hello.txt", "hello\n"), "Created hello.txt.")
+    events: list[dict] = []
+    turn = make_agent().run_turn("Create hello.txt", project, session_id="s-one", resume=False,
+                                 on_event=events.append)
+    assert turn.is_error is False, turn.error
+    assert (project / "hello.txt").read_text() == "hello\n"
+    assert turn.text == "Created hello.txt." and turn.session_id == "s-one"
+    assert turn.usage["input_tokens"] > 0 and turn.usage["output_tokens"] > 0
+    kinds = [e["type"] for e in events]
+    assert kinds[:2] == ["start", "init"] and kinds[-1] == "result"
+    use = next(e for e in events if e["type"] == "tool_use")
+    assert use["name"] == "Write" and use["input"]["file_path"] == str(project / "hello.txt")
+    assert next(e for e in events if e["type"] == "tool_result")["is_error"] is False
+    assert [e["text"] for e in events if e["type"] == "text"] == ["Writing hello.txt.", "Created hello.txt."]
+
+
+def test_an_edit_and_a_command_run_through_codex_tools(script, make_agent, project):
+    (project / "a.py").write_text("x = 1\ny = 2\nz = 3\n")
+    script.coding_agent(reply(tool_use("Edit", {"file_path": str(project / "a.py"), "old_string": "y = 2",
+                                                "new_string": "y = 20\nw = 4"})),
+                        # A reply of its own: calls of one reply may run in parallel.
+                        reply(tool_use("Bash", {"command": "wc -l < a.py > lines.txt"})), "Edited.")
+    turn = make_agent().run_turn("edit it", project, session_id="s-edit", resume=False)
+    assert turn.is_error is False, turn.error
+    assert (project / "a.py").read_text() == "x = 1\ny = 20\nw = 4\nz = 3\n"
+    assert (project / "lines.txt").read_text().strip() == "4"  # the command ran after the edit, in cwd
+
+
+def test_the_second_turn_resumes_the_session_and_its_request_carries_the_first(script, make_agent, offline,
+                                                                               project):
+    agent = make_agent()
+    script.coding_agent(write_reply("one.txt", "1\n"), "Turn one done.")
+    assert agent.run_turn("FIRST-PROMPT", project, session_id="s-two", resume=False).is_error is False
+    script.coding_agent("Turn two done.")
+    second = agent.run_turn("SECOND-PROMPT", project, session_id="s-two", resume=True)
+    assert second.is_error is False, second.error
+    assert second.text == "Turn two done."
+    last = offline.requests()[-1]
+    said = [b.get("text") for m in last["messages"] for b in m["content"] if b["type"] == "text"]
+    assert "FIRST-PROMPT" in said and "Turn one done." in said and said[-1] == "SECOND-PROMPT"
+    uses = [b for m in last["messages"] for b in m["content"] if b["type"] == "tool_use"]
+    assert [u["name"] for u in uses] == ["Write"]
+
+
+def test_a_retried_first_turn_resumes_the_thread_it_already_made(script, make_agent, offline, project):
+    agent = make_agent()
+    assert agent.run_turn("FIRST", project, session_id="s-retry", resume=False).is_error is False
+    # The same turn again after a crash: the caller still says resume=False.
+    again = agent.run_turn("FIRST AGAIN", project, session_id="s-retry", resume=False)
+    assert again.is_error is False
+    said = [b.get("text") for m in offline.requests()[-1]["messages"] for b in m["content"] if b["type"] == "text"]
+    assert said[0] == "FIRST" and said[-1] == "FIRST AGAIN"
+
+
+def test_resuming_a_session_codex_never_started_is_session_lost(make_agent, project):
+    turn = make_agent().run_turn("again", project, session_id="s-never", resume=True)
+    assert turn.is_error is True and "to resume here" in (turn.error or "")  # graph.rounds.session_lost
+
+
+def test_a_recorded_thread_codex_no_longer_has_is_session_lost(make_agent, offline, project):
+    # E.g. CODEX_HOME was cleaned, or the run moved to another machine: the record outlived the thread.
+    SessionMap(Path(offline.env["CODEX_HOME"])).put("s-gone", "01a221c1-0000-70f3-af4f-77debb926c4c")
+    turn = make_agent().run_turn("again", project, session_id="s-gone", resume=True)
+    assert turn.is_error is True and "to resume here" in (turn.error or "")
+    assert turn.terminal_reason == "session_lost"
+
+
+def test_a_corrupt_session_record_is_an_error_naming_it(make_agent, offline, project):
+    record = SessionMap(Path(offline.env["CODEX_HOME"]))._path("s-bad")
+    record.parent.mkdir(parents=True)
+    record.write_text("../../etc/passwd")
+    turn = make_agent().run_turn("again", project, session_id="s-bad", resume=True)
+    assert turn.is_error is True and str(record) in (turn.error or "")
+
+
+def test_a_write_outside_the_worktree_is_refused(script, make_agent, tmp_path, project):
+    outside, shell_outside = tmp_path / "outside.txt", tmp_path / "shell-outside.txt"
+    script.coding_agent(reply(tool_use("Write", {"file_path": str(outside), "content": "escaped\n"}),
+                              tool_use("Bash", {"command": f"echo escaped > {shell_outside}; echo ok > inside.txt"})),
+                        "Tried.")
+    turn = make_agent().run_turn("write outside", project, session_id="s-out", resume=False)
+    assert turn.is_error is False, turn.error
+    assert not outside.exists() and not shell_outside.exists()
+    assert (project / "inside.txt").read_text() == "ok\n"  # the same shell could write in the worktree
+    assert [d["tool"] for d in turn.permission_denials] == ["apply_patch"]
+
+
+def marked(session_id: str) -> list[int]:
+    """Live processes carrying this session's orphan marker."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"{MARK_VAR}={session_id} ".encode() in environ and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+def test_the_turn_timeout_kills_codex_and_its_shell(script, make_agent, project):
+    release = threading.Event()
+    # Should Codex hand the model the still-running shell early, the model's next answer is held too.
+    script.coding_agent(reply(tool_use("Bash", {"command": "sleep 97"})), lambda body: (release.wait(60), "late")[1])
+    events: list[dict] = []
+    try:
+        turn = make_agent(turn_timeout_s=4).run_turn("slow", project, session_id="s-slow", resume=False,
+                                                     on_event=events.append)
+    finally:
+        release.set()
+    assert turn.is_error is True and turn.terminal_reason == "timeout"
+    assert "within 4 s" in (turn.error or "")
+    pid = next(e["pid"] for e in events if e["type"] == "start")
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    assert marked("s-slow") == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and prctl")
+def test_codex_dies_with_a_killed_middle_and_leaves_nothing_a_takeover_cannot_stop(script, offline, project,
+                                                                                    tmp_path):
+    script.coding_agent(reply(tool_use("Bash", {"command": "sleep 98"})))
+    driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        from orchestrator.coding_agent.codex import CodexAgent, CodexOptions
+        CodexAgent(CodexOptions(**{offline.options!r}), env={offline.env!r}).run_turn(
+            "hang", __import__("pathlib").Path({str(project)!r}), session_id="s-kill", resume=False)
+        """)])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any("sleep 98" in _cmdline(p) for p in marked("s-kill")):
+            time.sleep(0.1)
+        assert any("sleep 98" in _cmdline(p) for p in marked("s-kill")), "the shell never started"
+        driver.send_signal(signal.SIGKILL)  # `middle` killed mid-turn
+        driver.wait()
+        codex = [p for p in marked("s-kill") if "sleep" not in _cmdline(p)]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(is_running(p) for p in codex):
+            time.sleep(0.1)
+        assert not any(is_running(p) for p in codex), "Codex outlived the middle that started it"
+        stop_marked(["s-kill"], owner="dead")  # what the next `middle` does for a dead run
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and marked("s-kill"):
+            time.sleep(0.1)
+        assert marked("s-kill") == []
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        for pid in marked("s-kill"):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("status", [400, 401, 500])
+def test_an_api_error_ends_the_turn_with_a_sentence(script, make_agent, project, status):
+    script.coding_agent(api_error(status, "scripted model failure"))
+    turn = make_agent().run_turn("hi", project, session_id=f"s-err-{status}", resume=False)
+    assert turn.is_error is True
+    assert (turn.error or "").startswith("Codex could not get an answer from the model")
+    if status != 500:  # Codex words a 500 its own way ("high demand")
+        assert "scripted model failure" in (turn.error or "")
+    if status == 401:
+        assert turn.api_error_status == 401 and "Check the API key" in (turn.error or "")
+
+
+def test_a_missing_cli_is_a_coding_agent_error_with_the_install_command(project, tmp_path):
+    agent = CodexAgent(CodexOptions(cli_path=str(tmp_path / "no-codex")), env={"PATH": str(tmp_path)})
+    with pytest.raises(CodingAgentError, match="npm install -g @openai/codex@0.171.0"):
+        agent.run_turn("hi", project, session_id=None, resume=False)
+
+
+@pytest.mark.parametrize("args", [["--dangerously-bypass-approvals-and-sandbox"], ["--sandbox", "danger-full-access"],
+                                  ["-c", 'sandbox_mode="danger-full-access"'], ["-c", "approval_policy=on-request"],
+                                  ["-c", 'sandbox_workspace_write.writable_roots=["/"]'],
+                                  ["--config=sandbox_mode=danger-full-access"], ["--sandbox=danger-full-access"]])
+def test_options_that_would_lift_the_sandbox_are_refused(args):
+    with pytest.raises(ValidationError, match="sandbox"):
+        CodexOptions(extra_args=args)
+    with pytest.raises(ValidationError):
+        CodexOptions(sandbox="danger-full-access")
+    with pytest.raises(ValidationError):
+        CodexOptions(unknown=1)
+
+
+def test_the_session_record_is_one_file_per_session_inside_its_folder(tmp_path):
+    sessions = SessionMap(tmp_path)
+    sessions.put("s-1", "01a221c1-4317-70f3-af4f-77debb926c4c")
+    assert sessions.get("s-1") == "01a221c1-4317-70f3-af4f-77debb926c4c" and sessions.get("s-2") is None
+    for odd in ("..", ".", "a/../../b"):  # stored ids are not trusted to be file names
+        assert sessions._path(odd).parent == tmp_path / "middle-sessions"
+    sessions.put("s-3", "not a thread id; rm -rf")  # an odd id from Codex is not recorded
+    assert sessions.get("s-3") is None

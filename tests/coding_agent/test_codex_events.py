@@ -1,0 +1,53 @@
+"""Codex 0.171's `exec --json` lines (as recorded from the real CLI) as our progress events."""
+
+from __future__ import annotations
+
+import json
+
+from orchestrator.coding_agent.codex_events import CodexStream
+
+CHANGES = [{"path": "/p/b.txt", "kind": "add"}, {"path": "/p/c", "kind": "update"}]
+RECORDED = [
+    {"type": "thread.started", "thread_id": "01a221c1-4317-70f3-af4f-77debb926c4c"},
+    {"type": "turn.started"},
+    {"type": "item.started", "item": {"id": "item_0", "type": "command_execution", "command": "/bin/bash -lc ls",
+                                      "aggregated_output": "", "exit_code": None, "status": "in_progress"}},
+    {"type": "item.completed", "item": {"id": "item_0", "type": "command_execution", "command": "/bin/bash -lc ls",
+                                        "aggregated_output": "a.txt\n", "exit_code": 2, "status": "completed"}},
+    {"type": "item.started", "item": {"id": "item_1", "type": "file_change", "status": "in_progress",
+                                      "changes": CHANGES}},
+    {"type": "item.completed", "item": {"id": "item_1", "type": "file_change", "status": "completed",
+                                        "changes": CHANGES}},
+    {"type": "item.completed", "item": {"id": "item_2", "type": "agent_message", "text": "Done."}},
+    {"type": "turn.completed", "usage": {"input_tokens": 200, "cached_input_tokens": 0, "output_tokens": 10}},
+]
+
+
+def feed(stream: CodexStream, lines: list) -> list[dict]:
+    out: list[dict] = []
+    for line in lines:
+        out += stream.feed((json.dumps(line) if isinstance(line, dict) else line).encode() + b"\n")
+    return out
+
+
+def test_a_turn_becomes_claude_code_shaped_events_and_totals():
+    stream = CodexStream(session_id="ours")
+    events = feed(stream, RECORDED)
+    assert events[0] == {"type": "init", "session_id": "ours", "thread_id": "01a221c1-4317-70f3-af4f-77debb926c4c"}
+    assert [(e["type"], e.get("name")) for e in events[1:]] == [
+        ("tool_use", "Bash"), ("tool_result", None), ("tool_use", "Write"), ("tool_use", "Edit"),
+        ("tool_result", None), ("text", None)]
+    assert events[2]["is_error"] is True  # exit code 2
+    assert events[3]["input"] == {"file_path": "/p/b.txt"}
+    assert stream.completed and stream.usage["input_tokens"] == 200 and stream.last_text == "Done."
+    assert stream.thread_id == "01a221c1-4317-70f3-af4f-77debb926c4c" and stream.failure is None
+
+
+def test_a_failed_turn_and_stray_lines():
+    stream = CodexStream()
+    events = feed(stream, ["Reading additional input from stdin...", "",
+                           {"type": "error", "message": "Reconnecting... 1/5"},
+                           {"type": "turn.failed", "error": {"message": "unexpected status 401 Unauthorized"}}])
+    assert [e["type"] for e in events] == ["log", "log", "log"]
+    assert stream.failure == "unexpected status 401 Unauthorized" and not stream.completed
+    assert stream.non_json == ["Reading additional input from stdin..."]

@@ -1,0 +1,111 @@
+"""The OpenCode agent with the real `opencode` CLI on the fake Chat Completions API (its offline
+setup), beyond the contract kit (test_opencode_contract.py: a turn, a resume, a confined write, a
+timeout, an API error, kill -9, stop_all): its events, tokens and cost, a resume from another
+process, a lost session, a permission it would ask for, an API error's status; and a missing CLI."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.coding_agent.opencode import INSTALL, OpenCodeAgent, OpenCodeOptions
+from orchestrator.errors import CodingAgentError
+from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use, working_directory
+from orchestrator.fake_api.messages import content_text
+from orchestrator.graph.rounds import session_lost
+from orchestrator.testing import make_repo
+from orchestrator.testing.clis import require_cli
+
+
+@dataclass
+class Harness:
+    script: ScriptedResponder
+    off: Any
+
+    def agent(self, **options: Any) -> OpenCodeAgent:
+        return OpenCodeAgent(OpenCodeOptions(**{**self.off.options, **options}), env=dict(self.off.env))
+
+
+@pytest.fixture
+def oc(tmp_path) -> Iterator[Harness]:
+    require_cli("opencode", INSTALL)
+    script = ScriptedResponder()
+    with OpenCodeAgent.offline(script, tmp_path / "offline") as off:
+        yield Harness(script, off)
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    return make_repo(tmp_path / "project", {"README.md": "# p\n"}).resolve()
+
+
+def said(body: dict[str, Any]) -> str:
+    return "\n".join(content_text(m.get("content")) for m in body.get("messages") or [])
+
+
+def test_a_turn_writes_in_the_project_and_streams_its_tool_call_with_tokens(oc, project):
+    oc.script.coding_agent(
+        lambda body: reply(text("Writing it."), tool_use("Write", {"file_path": f"{working_directory(body)}/hi.txt",
+                                                                   "content": "hi\n"})),
+        "Created hi.txt.")
+    events: list[dict[str, Any]] = []
+    turn = oc.agent().run_turn("-Write hi.txt.", project, session_id="s-1", resume=False, on_event=events.append)
+    assert turn.is_error is False, turn.error
+    assert (project / "hi.txt").read_text() == "hi\n"
+    assert turn.text == "Created hi.txt." and turn.session_id == "s-1" and turn.num_turns == 2
+    assert turn.usage["input_tokens"] > 0 and turn.usage["output_tokens"] > 0
+    # The offline model's price (3 and 15 USD per million tokens), summed over the turn's two steps.
+    expected = (turn.usage["input_tokens"] * 3 + turn.usage["output_tokens"] * 15) / 1e6
+    assert turn.cost_usd == pytest.approx(expected, rel=1e-6)
+    use = next(e for e in events if e["type"] == "tool_use")
+    assert use["name"] == "write" and use["input"]["file_path"] == f"{project}/hi.txt"
+    assert [e["type"] for e in events][-1] == "result"
+    first, second = oc.off.requests()
+    assert said(first).startswith("-Write hi.txt.")  # from stdin: a leading "-" is not an option
+    assert working_directory(first) == str(project)
+    assert second["messages"][-1]["content"][0]["content"] == "Wrote file successfully."
+
+
+def test_a_resume_from_a_new_process_finds_the_session_and_carries_the_first_turn(oc, project):
+    oc.script.coding_agent("Noted: PAPAYA-7.", "The word was PAPAYA-7.")
+    first = oc.agent().run_turn("Remember PAPAYA-7.", project, session_id="s-2", resume=False)
+    assert first.is_error is False, first.error
+    # A new agent (a `middle` restarted after a crash): the session is found by its title.
+    second = oc.agent().run_turn("Which word?", project, session_id="s-2", resume=True)
+    assert second.is_error is False, second.error
+    assert second.text == "The word was PAPAYA-7."
+    last = said(oc.off.requests()[-1])
+    assert "Remember PAPAYA-7." in last and "Noted: PAPAYA-7." in last and "Which word?" in last
+
+
+def test_a_resume_of_a_session_opencode_does_not_have_says_so(oc, project):
+    turn = oc.agent().run_turn("Again.", project, session_id="never-started", resume=True)
+    assert turn.is_error and session_lost(turn), turn.error  # the graph then starts a new session
+    assert oc.off.requests() == []
+
+
+def test_a_permission_opencode_would_ask_for_fails_the_turn_saying_how_to_allow_it(oc, project):
+    (project / "notes.txt").write_text("secret\n")
+    oc.script.coding_agent(reply(tool_use("Read", {"file_path": str(project / "notes.txt")})), "Read it.")
+    turn = oc.agent(permission={"read": "ask"}).run_turn("Read notes.", project, session_id="s-7", resume=False)
+    assert turn.is_error and turn.permission_denials == [{"tool": "read", "target": str(project / "notes.txt")}]
+    assert turn.error.startswith("OpenCode stopped the turn when it asked permission for read (notes.txt): nobody")
+    assert len(oc.off.requests()) == 1  # refused, not run: the model never saw the file
+
+
+def test_an_api_error_is_a_failed_turn_with_a_sentence(oc, project):
+    oc.script.coding_agent(*[api_error(401, "Incorrect API key provided.")] * 3)
+    turn = oc.agent().run_turn("Hello.", project, session_id="s-4", resume=False)
+    oc.script.clear()
+    assert turn.is_error and turn.api_error_status == 401
+    assert turn.error.startswith("OpenCode could not get an answer from the model (HTTP 401): Incorrect API key")
+
+
+def test_a_missing_cli_is_an_error_naming_the_install_command(project):
+    agent = OpenCodeAgent(OpenCodeOptions(cli_path="/nonexistent/opencode"))
+    with pytest.raises(CodingAgentError, match="npm install -g opencode-ai@1.18.33"):
+        agent.run_turn("hi", project, session_id="s-6", resume=False)

@@ -1,0 +1,65 @@
+"""A ticket end to end with `[coding_agent] kind = "opencode"`: the real `middle run` CLI, the middle
+agent on the fake Messages API (the offline demo model), the real `opencode` CLI on the fake Chat
+Completions API (the demo model too). The project's check fails after turn 1 and says what to
+add; turn 2 resumes OpenCode's session and adds it; the ticket completes with its commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.coding_agent.opencode import INSTALL, OpenCodeAgent
+from orchestrator.fake_api import DemoResponder, FakeMessagesAPI
+from orchestrator.fake_api.messages import content_text
+from orchestrator.testing import make_repo
+from orchestrator.testing.clis import require_cli
+from orchestrator.workspace.git import out
+
+pytestmark = [pytest.mark.cli, pytest.mark.slow]
+
+MIDDLE = str(Path(sys.executable).with_name("middle"))
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CHECK = """import pathlib, sys
+if not pathlib.Path("calc/other.py").exists() or pathlib.Path("calc/fix.py").exists():
+    sys.exit(0)
+print("calc/other.py needs calc/fix.py. Create `calc/fix.py` with:\\n```python\\nFIXED = True\\n```")
+sys.exit(1)
+"""
+TICKET = "---\ntitle: Add other\nproject: calc\nid: t1\n---\nCreate `calc/other.py` with:\n```python\nOTHER = 1\n```\n"
+
+
+def test_a_two_turn_ticket_completes_with_its_commit_on_opencode(tmp_path):
+    require_cli("opencode", INSTALL)
+    shutil.copytree(EXAMPLES / "sample-repo", tmp_path / "repo")
+    (tmp_path / "repo" / "check_fix.py").write_text(CHECK)
+    repo = make_repo(tmp_path / "repo")
+    (tmp_path / "tickets").mkdir()
+    (tmp_path / "tickets" / "t1.md").write_text(TICKET)
+    with FakeMessagesAPI(DemoResponder()) as middle_model, \
+            OpenCodeAgent.offline(DemoResponder(), tmp_path / "opencode") as off:
+        (tmp_path / "middle.toml").write_text(
+            f'[project]\npath = "repo"\n[memory]\nbackend = "none"\n'
+            f'[agent]\nbase_url = "{middle_model.base_url}"\n'
+            f'[check]\ncommands = {json.dumps([f"{sys.executable} check_fix.py"])}\n'
+            f'[coding_agent]\nkind = "opencode"\n'
+            f'[coding_agent.options]\nmodel = "{off.options["model"]}"\nturn_timeout_s = 120\n')
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
+        env.update(off.env, ANTHROPIC_API_KEY="sk-fake-local")
+        result = subprocess.run([MIDDLE, "run"], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=600)
+        requests = off.requests()
+    shown = result.stdout + result.stderr
+    assert result.returncode == 0 and "Traceback" not in shown, shown
+    assert "complete ticket t1: 2 turn(s)" in result.stdout, shown
+    assert out(repo, "show", "middle/t1:calc/other.py") == "OTHER = 1"
+    assert out(repo, "show", "middle/t1:calc/fix.py") == "FIXED = True"
+    # Turn 2 resumed turn 1's session: its model request carries turn 1's prompt and tool call.
+    last = "\n".join(content_text(m.get("content")) for m in requests[-1]["messages"])
+    assert "Create `calc/other.py` with:" in last and "Create `calc/fix.py` with:" in last
+    assert [m["role"] for m in requests[-1]["messages"]].count("user") >= 4  # two prompts, two tool results
+    assert middle_model.requests_for("coding_agent") == []  # OpenCode used only its own API
