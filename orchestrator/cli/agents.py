@@ -21,6 +21,8 @@ def cli_status(cls: Any) -> tuple[bool | None, str]:
         return True, str(find())
     except MiddleError as exc:  # CodingAgentError: its message names the install command
         return False, f"missing: {exc}"
+    except Exception as exc:  # a plugin's find_cli that fails otherwise: said, not a traceback
+        return False, f"could not be checked ({type(exc).__name__}: {exc})"
 
 
 def type_name(annotation: Any) -> str:

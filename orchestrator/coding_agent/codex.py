@@ -203,6 +203,12 @@ class CodexAgent:
                 env["TMPDIR"] = tmp
             return self._run_once(cli, prompt, cwd, env, session_id, thread_id, tmp, sessions, emit)
 
+    @classmethod
+    def find_cli(cls, options: CodexOptions | None = None) -> str:
+        """The `codex` executable these options run; CodingAgentError with the install command if
+        none (what `middle agents` shows)."""
+        return cls(options)._find_cli(dict(os.environ))
+
     def _find_cli(self, env: dict[str, str]) -> str:
         cli = self.options.cli_path or "codex"
         found = shutil.which(cli, path=env.get("PATH"))

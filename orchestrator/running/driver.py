@@ -31,7 +31,7 @@ from orchestrator.running.checkpoints import open_checkpointer
 from orchestrator.running.events import finished_steps
 from orchestrator.running.outcome import RunOutcome
 from orchestrator.running.policy import end_on_exception
-from orchestrator.running.refresh import resumed_checks
+from orchestrator.running.refresh import current_ticket, resumed_checks
 from orchestrator.running.run import Run, fence_checkpoints, stop_run_processes
 from orchestrator.services import Services
 from tickets.store import TicketStore
@@ -211,6 +211,7 @@ class TicketDriver:
                               f"{advise(self.store, ticket_id, 'resume')}")
         _ = self.agent  # as in run_ticket: a model that cannot be built fails before the claim
         overrides = resumed_checks(self.config, self.store, ticket_id)  # a bad ticket file: before the claim
+        self.services.coding_agent_of(current_ticket(self.store, ticket_id))  # so is an unknown agent
         token = self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
         held = self._held(ClaimedRun(ticket_id, run["id"], fresh=False), token)
         self._stop_leftovers(run["id"])
@@ -247,6 +248,7 @@ class TicketDriver:
         # the round's checks as [check] and the ticket's file say now (a person may have edited
         # `check:` or `allow_removed_tests:` to say what this round may do); a bad file: before the claim
         overrides = resumed_checks(self.config, self.store, ticket_id)
+        self.services.coding_agent_of(current_ticket(self.store, ticket_id))  # an unknown agent: before too
         delivered = feedback.deliver(self.store, ticket_id, text, lease_s=self.lease_s, by=by)
         if delivered.kind == feedback.STORED:  # another process started a round (or a run) meanwhile
             return RunOutcome(ticket_id, "", "stored", feedback.stored_message(self.store, ticket_id))
@@ -312,8 +314,11 @@ class TicketDriver:
 
     def _stream(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, run: Run,
                 overrides: dict[str, Any] | None = None) -> None:
+        # A resumed run (or a round) runs on the coding agent its ticket's file names now.
+        ticket = current_ticket(self.store, run.ticket_id) if overrides is not None else None
         context = ticket_context(self.services, self.config, self.agent, run, say=self.say,
-                                 on_event=self.on_event, stop=self.stop, project_override=self.project_override)
+                                 on_event=self.on_event, stop=self.stop, project_override=self.project_override,
+                                 ticket=ticket)
         context.ticket_overrides = overrides
         record = run.events
         # (langgraph types `context` as None on this overload whatever the graph's context schema)
@@ -365,9 +370,10 @@ def thread_config(run_id: str) -> RunnableConfig:
 
 def ticket_context(services: Any, config: Any, agent: Any, run: Run, *,
                    say: Callable[[str], None] | None = None, on_event: Callable[[dict[str, Any]], None] | None = None,
-                   stop: Any = None, project_override: str | None = None) -> TicketContext:
+                   stop: Any = None, project_override: str | None = None, ticket: Any = None) -> TicketContext:
     """The services one run's nodes use; its notes and Claude Code's events are recorded, then
-    passed to `say` / `on_event` when given."""
+    passed to `say` / `on_event` when given. `ticket`: the ticket as it is now (its `coding_agent:`
+    picks the coding agent); default: as stored."""
     cfg = config
     record = run.events
 
@@ -383,7 +389,7 @@ def ticket_context(services: Any, config: Any, agent: Any, run: Run, *,
 
     return TicketContext(
         store=services.store, agent=agent, memory=services.memory,
-        coding_agent=services.coding_agent_of(services.store.get_ticket(run.ticket_id)),  # its `coding_agent:`
+        coding_agent=services.coding_agent_of(ticket or services.store.get_ticket(run.ticket_id)),
         limits=Limits(cfg.agent.max_turns, cfg.agent.max_cost_usd),
         num_to_retrieve=cfg.memory.num_to_retrieve, hooks=services.registry.hook,
         on_event=seen, say=noted, lifecycle=services.lifecycle, worktrees=services.worktrees,

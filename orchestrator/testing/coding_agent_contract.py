@@ -48,7 +48,7 @@ from typing import Any
 import pytest
 
 from orchestrator.coding_agent.orphans import stop_marked
-from orchestrator.errors import RunInterrupted
+from orchestrator.errors import CodingAgentError, RunInterrupted
 from orchestrator.fake_api.messages import content_text, working_directory
 from orchestrator.fake_api.replies import api_error, reply, tool_use
 from orchestrator.fake_api.scripted import ScriptedResponder
@@ -73,7 +73,8 @@ class AgentHarness:
 @contextmanager
 def builtin_harness(kind: str, tmp_path: Path, registry: Any = None) -> Iterator[AgentHarness]:
     """The harness of a registered agent whose class has `offline(responder, workdir)`: its fake
-    API started on a fresh ScriptedResponder, the agent built with the offline options and env."""
+    API started on a fresh ScriptedResponder, the agent built with the offline options and env.
+    The test is skipped when the agent's `find_cli` finds no CLI (failed under CI)."""
     from orchestrator.plugins.manager import PluginRegistry
 
     reg = registry or PluginRegistry(load_entry_points=False)
@@ -83,11 +84,26 @@ def builtin_harness(kind: str, tmp_path: Path, registry: Any = None) -> Iterator
                         "build an AgentHarness yourself")
     script = ScriptedResponder()
     with cls.offline(script, Path(tmp_path) / f"{kind}-offline") as off:
+        _require_cli(cls, off.options)
 
         def make_agent(**overrides: Any) -> Any:
             return cls(cls.Options(**{**off.options, **overrides}), env=dict(off.env))
 
         yield AgentHarness(make_agent=make_agent, script=script, requests=off.requests)
+
+
+def _require_cli(cls: Any, options: dict[str, Any]) -> None:
+    """Skip the test when the agent's CLI is missing (its `find_cli` says so, with the install
+    command), or fail it under CI, which installs every built-in agent's CLI (.ci/run)."""
+    find = getattr(cls, "find_cli", None)
+    if find is None:
+        return
+    try:
+        find(cls.Options(**options))
+    except CodingAgentError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI=true but the {cls.kind} CLI is missing: {exc}")
+        pytest.skip(str(exc))
 
 
 class _Hold:

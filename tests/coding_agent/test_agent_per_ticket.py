@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from orchestrator.cli.main import main
 from orchestrator.config.settings import load_config
+from orchestrator.errors import ConfigError
 from orchestrator.plugins import manager
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.running.orchestrator import Orchestrator
@@ -126,13 +127,19 @@ def test_a_session_is_not_resumed_by_another_agent(shell_plugin, tmp_path, claud
         assert orch.run_ticket("t1").status == "complete"
         (tmp_path / "tickets" / "t1.md").write_text(
             SHELL_TICKET.replace("id: t2", "id: t1").replace("coding_agent: shell-agent", "coding_agent: claude-code"))
-        orch.sync_tickets()
+        # No sync: the round reads the ticket's file as it is now (as `middle resume` does).
         said: list[str] = []
         orch.say = said.append
         outcome = orch.feedback("t1", "Create `notes.txt` with:\n```\nround two\n```\n")
         assert outcome.status == "complete", outcome
         turns = orch.store.list_turns(ticket_id="t1")
         requests = orch.services.fake_api.requests_for("coding_agent")
+        # A kind no plugin registers, named before the next round: refused before anything is claimed.
+        (tmp_path / "tickets" / "t1.md").write_text(
+            SHELL_TICKET.replace("id: t2", "id: t1").replace("coding_agent: shell-agent", "coding_agent: nope"))
+        with pytest.raises(ConfigError, match="names `coding_agent: nope`, which no plugin registers"):
+            orch.feedback("t1", "more")
+        assert orch.store.get_ticket("t1").status.value == "complete"
     assert [t["coding_agent"] for t in turns] == ["shell-agent", "claude-code"]
     assert turns[1]["resume"] is False and turns[1]["session_id"] != turns[0]["session_id"]
     assert "The earlier session" not in turns[1]["prompt"] and "continuing work" in turns[1]["prompt"]

@@ -4,6 +4,7 @@ runs the offline demo on that agent through its `offline` (or says in one line w
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -119,3 +120,18 @@ def test_middle_demo_runs_on_the_agent_named_through_its_offline(agents_plugin, 
     state = tmp_path / "demo" / ".middle"
     assert SEEN[0].env["CLAUDE_CONFIG_DIR"].startswith(str(state / "offline" / "claude-offline"))
     assert (tmp_path / "demo" / "repo" / "calc" / "farewell.py").read_text().count("Goodbye") == 1
+
+
+def test_every_built_in_agent_runs_offline_and_says_where_its_cli_is():
+    """What `middle agents` and `middle demo --agent` rely on, for each built-in kind."""
+    built_in = PluginRegistry(load_entry_points=False).coding_agents
+    assert {"claude-code", "codex", "gemini", "opencode", "aider"} <= set(built_in)
+    for kind, entry in built_in.items():
+        assert callable(getattr(entry.cls, "offline", None)), f"{kind} has no offline"
+        assert callable(getattr(entry.cls, "find_cli", None)), f"{kind} has no find_cli"
+        try:
+            path = entry.cls.find_cli()
+        except CodingAgentError as exc:  # not installed here: the message says how to install it
+            assert "install" in str(exc).lower(), exc
+        else:
+            assert Path(path).is_file(), (kind, path)
