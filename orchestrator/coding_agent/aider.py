@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..errors import CodingAgentError
+from ..errors import CodingAgentError, GitError
 from .aider_launch import CANNOT_IMPORT, INSTALL_HINT, find_aider, interpreter_of, launcher_argv
 from .aider_output import API_ERROR_STATUS, AiderOutput, replies_since
 from .base import EventCallback, Offline, TurnResult
@@ -303,10 +303,11 @@ class AiderAgent:
 
 def _git_dir(cwd: Path) -> Path | None:
     """The worktree's own git directory (`.git/worktrees/NAME` for a linked worktree), or None."""
+    from orchestrator.gitrun import git
+
     try:
-        done = subprocess.run(["git", "rev-parse", "--absolute-git-dir"], cwd=cwd, capture_output=True,
-                              text=True, timeout=30, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
+        done = git(cwd, "rev-parse", "--absolute-git-dir", check=False)
+    except GitError:  # git itself missing
         return None
     return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None
 
