@@ -83,3 +83,17 @@ def test_hybrid_ranks_a_question_about_any_time_by_relevance_alone(tmp_path):
     finally:
         on.close()
         off.close()
+
+
+def test_an_issue_the_ticket_names_threads_to_the_docs_that_name_it(tmp_path):
+    """The only use of issue numbers: the words of the ticket's own text (`#1234` is the word
+    1234 to BM25), never the benchmark's refs (docs/memory-benchmarks.md)."""
+    docs = [f"Ticket: Chore {i}: tidy module{i}. Changed: pkg/module{i}.py" for i in range(30)]
+    docs.insert(3, "Ticket: Paginate the export, refs #1234. Changed: pkg/export.py")
+    backend = HybridBackend(tmp_path / "h", {"embedder": "hashing"})
+    try:
+        _history(backend, docs)
+        (result,) = backend.retrieve(["Follow-up to #1234: stream the rows"], 3)
+        assert result["docs"][0] == docs[3]
+    finally:
+        backend.close()
