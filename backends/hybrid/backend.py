@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import numpy as np
 
 from backends import retrieval
@@ -30,11 +32,9 @@ class HybridBackend(retrieval.RetrievalBackend):
     def _rank(self, query: str, k: int) -> list[tuple[int, float]]:
         opts: HybridOptions = self.options  # type: ignore[assignment]
         pool = k * opts.candidate_multiplier
-        # The dense half reads the query's prose, BM25 all of it (paths too): see without_paths.
-        dense = self._dense(retrieval.bm25.without_paths(query), pool)
-        sparse = self._store.bm25(query, pool)
-        fused = retrieval.fusion.fuse(opts.fusion, dense, sparse, opts.dense_weight, opts.rrf_k)
-        fused = fused[:pool]
+        fused = self._fused(query, pool)
+        if opts.thread_weight > 0:
+            fused = self._near_in_time(fused, pool, opts)
         if opts.recent_candidates and opts.recency_weight > 0:
             held = {i for i, _ in fused}
             fused += [(i, 0.0) for i in self._store.recent(pool) if i not in held]
@@ -51,6 +51,51 @@ class HybridBackend(retrieval.RetrievalBackend):
         reranker = pipeline.load_reranker(opts.rerank_model) if opts.rerank_model else None
         picked = pipeline.run(query, candidates, k, opts, self.clock(), reranker)
         return [(c.id, c.score) for c in picked]
+
+    def _fused(self, query: str, pool: int) -> list[tuple[int, float]]:
+        """The query's own ranking: its dense and BM25 candidates fused, the best `pool`."""
+        opts: HybridOptions = self.options  # type: ignore[assignment]
+        # The dense half reads the query's prose, BM25 all of it (paths too): see without_paths.
+        dense = self._dense(retrieval.bm25.without_paths(query), pool)
+        sparse = self._store.bm25(query, pool)
+        return retrieval.fusion.fuse(opts.fusion, dense, sparse, opts.dense_weight, opts.rrf_k)[:pool]
+
+    def _newest(self, pool: int, opts: HybridOptions) -> list[int]:
+        return self._store.recent(max(pool, retrieval.thread.REACH * opts.thread_scale_docs))
+
+    def _near_in_time(self, fused: list[tuple[int, float]], pool: int,
+                      opts: HybridOptions) -> list[tuple[int, float]]:
+        """The ranking with the work just before it weighed in (retrieval.thread): the newest
+        `pool` docs join the candidates, and each candidate's relevance is blended with how
+        few docs are newer than it."""
+        if opts.fusion == "rrf":  # rank-based scores bunch near 1: spread them as the others are
+            fused = sorted(retrieval.fusion.min_max(fused).items(), key=lambda item: (-item[1], item[0]))
+        return retrieval.thread.blend(fused, self._newest(pool, opts), pool, opts.thread_weight,
+                                      opts.thread_scale_docs)
+
+    def explain(self, query: str, docs: Sequence[str]) -> list[dict[str, Any]]:
+        """The retrieval signals, and a doc's place in time when it counted: the query
+        continues a thread (retrieval.thread.in_thread) and the doc is within its reach."""
+        out = super().explain(query, docs)
+        opts: HybridOptions = self.options  # type: ignore[assignment]
+        if opts.thread_weight <= 0 or not docs:
+            return out
+        with self._store.lock:
+            self._store.sync()
+            best = self._fused(query, retrieval.thread.BEST)
+            newest = self._newest(retrieval.thread.BEST, opts)
+            place = {doc: n for n, doc in enumerate(newest)}
+            if not retrieval.thread.in_thread(best, place, opts.thread_scale_docs):
+                return out
+            with self._store.read() as conn:
+                ids = self._store.ids_by_text(conn, list(docs))
+        for doc, signals in zip(docs, out):
+            n = place.get(ids.get(doc, -1))
+            if n is not None:
+                share = opts.thread_weight * retrieval.thread.place_weight(n, opts.thread_scale_docs)
+                signals["recency"] = (f"thread: {n} newer doc(s), its place counted {share:.2f} "
+                                      "(the query continues recent work)")
+        return out
 
     def _write(self, records: list[MemoryRecord], vectors: list[np.ndarray] | None) -> None:
         threshold = self.options.dedup_threshold  # type: ignore[attr-defined]

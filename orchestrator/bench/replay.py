@@ -161,6 +161,8 @@ class _Scores:
                 "block_precision": mean(self.precision),
                 "long_recall@5": mean(self.long_recall5), "long_hit@5": mean(self.long_hit5),
                 "long_recall@5_ci95": list(interval95(self.long_recall5)),
+                # Per long-range ticket, in order: histories pool by joining these lists.
+                "long_recall@5_per_ticket": list(self.long_recall5),
                 "long_scored": len(self.long_recall5),
                 "retrieve_p50_ms": percentile(self.latency, 50),
                 "retrieve_p95_ms": percentile(self.latency, 95),

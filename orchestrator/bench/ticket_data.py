@@ -92,6 +92,10 @@ _CROSS = re.compile(_KEYWORD + r"\b[\w.-]+/[\w.-]+#\d+\b", re.IGNORECASE)
 _HASH = re.compile(_KEYWORD + r"(?<![\w&/])#(\d+)\b", re.IGNORECASE)
 _EMPTY_BRACKETS = re.compile(r"\(\s*[,;]?\s*\)|\[\s*\]")
 _TRAILER = re.compile(r"^(?:[\w-]+-by|Change-Id|Refs?):\s.*$", re.IGNORECASE | re.MULTILINE)
+# A release commit ("Release 3.2", "Releasing 0.5", "Release notes for 1.0") lists every issue
+# of the release: it relates to nothing, as in shared/data/tickets' export (whose 158 release
+# commits have no refs); counted, it made most long-range pairs release notes.
+_RELEASE = re.compile(r"^\s*releas(?:e|ed|ing)\b", re.IGNORECASE)
 
 
 def split_refs(text: str) -> tuple[str, list[int]]:
@@ -144,9 +148,9 @@ def parse_git_log(log: str) -> list[HistoryTicket]:
                 paths.append(parts[2])
         title, title_refs = split_refs(subject)
         description, body_refs = split_refs(_TRAILER.sub("", body))
+        refs = [] if _RELEASE.match(subject) else list(dict.fromkeys(title_refs + body_refs))
         tickets.append(HistoryTicket(sha[:12], date, _clean(title) or subject.strip(),
-                                     _clean(description), paths,
-                                     list(dict.fromkeys(title_refs + body_refs))))
+                                     _clean(description), paths, refs))
     return tickets
 
 

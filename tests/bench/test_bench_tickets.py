@@ -71,6 +71,17 @@ def test_git_history_becomes_tickets_with_refs_removed_from_the_text(repo):
     assert relevant_earlier(history.tickets) == [set(), set(), {0}, {1}, set(), {0, 2}]
 
 
+def test_a_release_commit_relates_to_nothing_as_in_the_shared_export(repo):
+    """A release commit lists every issue of its release: counted, most long-range pairs of a
+    repository's history were release notes (shared/data/tickets' export drops them too)."""
+    commit(repo, "CHANGES.md", "Release 1.2\n\n- Login form (#1)\n- CSV export (#2)", 8)
+    commit(repo, "CHANGES.md", "Release notes for 1.3, refs #2", 9)
+    commit(repo, "app/export.py", "Export: release the file handle early, refs #2", 10)
+    history = ticket_data.load_git_repo(repo)
+    assert [t.refs for t in history.tickets[-3:]] == [[], [], [2]]
+    assert history.tickets[-3].description == "Login form - CSV export"  # still taken out
+
+
 @pytest.mark.parametrize("make, message", [
     (lambda p: p, "not a git repository"),
     (lambda p: p / "missing", "no such directory"),
@@ -239,6 +250,9 @@ def test_long_range_scores_count_only_related_tickets_older_than_the_window(tmp_
     assert start["long_hit@5"] == 1.0
     low, high = recent["long_recall@5_ci95"]  # a 95% interval of the mean, for reading differences
     assert low == high == 0.0 and start["long_recall@5_ci95"] == [1.0, 1.0]
+    # Each long-range ticket's own R@5, in order: held-out histories pool by joining them.
+    assert start["long_recall@5_per_ticket"] == [1.0, 1.0]
+    assert recent["long_recall@5_per_ticket"] == [0.0, 0.0]
     # The related list leaves out the newest related_window (20: every earlier ticket here).
     assert related["backend"] == "bm25 (related)" and related["long_recall@5"] == 0.0
 

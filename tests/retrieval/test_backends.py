@@ -49,7 +49,8 @@ def test_recency_favours_the_newer_of_two_equal_memories(tmp_path):
                            MemoryRecord("deploy checklist v2 zz", timestamp=now - DAY)])
     docs = backend.retrieve(["deploy checklist zz"], 2)[0]["docs"]
     assert docs == ["deploy checklist v2 zz", "deploy checklist v1 zz"]
-    flat = hybrid(tmp_path / "flat", recency_weight=0.0)
+    # thread_weight 0: the thread's place in time (test_thread.py) would part the two too.
+    flat = hybrid(tmp_path / "flat", recency_weight=0.0, thread_weight=0)
     flat.index_records([MemoryRecord("deploy checklist v2 zz", timestamp=now - DAY),
                         MemoryRecord("deploy checklist v1 zz", timestamp=now - 90 * DAY)])
     assert flat.retrieve(["deploy checklist zz"], 2)[0]["doc_scores"][0] == pytest.approx(
@@ -93,6 +94,8 @@ def test_retrieval_counts_accesses(tmp_path):
 @pytest.mark.parametrize("cls", [Bm25Backend, DenseBackend, HybridBackend])
 def test_control_characters_and_empty_docs_round_trip(tmp_path, cls):
     options = {} if cls is Bm25Backend else {"embedder": "hashing"}
+    if cls is HybridBackend:  # the thread's place in time (test_thread.py) would part the tie
+        options["thread_weight"] = 0
     backend = cls(tmp_path, options)
     odd = ["nul \x00 bell \x07 escape \x1b[31m red", "", "   ", "tab\tand\r\nnewlines"]
     backend.index(odd)
