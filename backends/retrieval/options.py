@@ -99,11 +99,12 @@ class HybridOptions(EmbedderOptions, PipelineOptions):
     dense_weight: float = Field(0.5, ge=0, le=1, description="weight of the dense list")
     rrf_k: int = Field(60, ge=1, description="RRF's rank constant")
     thread_weight: float = Field(
-        0.3, ge=0, le=1, description="weight of a doc's place in time, counted in docs newer than "
+        0.0, ge=0, le=1, description="weight of a doc's place in time, counted in docs newer than "
         "it, against its relevance (retrieval.thread): work comes in threads, so the work just "
-        "before the newest is likelier to bear on a new ticket than older work that matches as "
-        "well; 0: off. Chosen on the datasette development split below the weight at which "
-        "decision recall fell (0.5): docs/memory-benchmarks.md")
+        "before the newest may bear on a new ticket more than older work that matches as well. "
+        "0 (the default): off. 0.3 gained +0.10 long-range R@5 on the datasette development split "
+        "it was chosen on but +0.01 on four held-out histories (within noise) and lost a little on "
+        "LoCoMo, so it is not on by default: docs/memory-benchmarks.md")
     thread_scale_docs: int = Field(
         40, ge=1, le=10_000, description="how many newer docs make a doc's place count e (2.7) "
         "times less: two [memory] related_window's worth (the window the block leaves out, and "

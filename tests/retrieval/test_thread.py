@@ -53,7 +53,7 @@ def _thread_history() -> tuple[list[str], str, str]:
 def test_hybrid_ranks_the_threads_older_ticket_above_older_work_that_matches_as_well(tmp_path):
     docs, far, near = _thread_history()
     query = "Facet counts for columns keep their order when toggled"
-    on = HybridBackend(tmp_path / "on", {"embedder": "hashing"})
+    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "thread_weight": 0.3})
     off = HybridBackend(tmp_path / "off", {"embedder": "hashing", "thread_weight": 0})
     try:
         for backend in (on, off):
@@ -73,7 +73,7 @@ def test_hybrid_ranks_the_threads_older_ticket_above_older_work_that_matches_as_
 def test_hybrid_ranks_a_question_about_any_time_by_relevance_alone(tmp_path):
     docs, far, _ = _thread_history()
     query = "Which ticket bumped the widget3 pin in requirements3.txt?"  # old work, no thread
-    on = HybridBackend(tmp_path / "on", {"embedder": "hashing"})
+    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "thread_weight": 0.3})
     off = HybridBackend(tmp_path / "off", {"embedder": "hashing", "thread_weight": 0})
     try:
         for backend in (on, off):
