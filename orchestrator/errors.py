@@ -11,7 +11,7 @@ from tickets.errors import ClaimLost, ConfigError, MiddleError, StoreError, Stor
 __all__ = [
     "MiddleError", "ConfigError", "TicketError", "StoreError", "StoreUnavailable", "ClaimLost",
     "MemoryStoreError", "CodingAgentError", "AgentReplyError", "ModelAccessError", "GitError",
-    "RunInterrupted", "BatchStopper", "CheckCannotStart", "CheckFailed",
+    "RunInterrupted", "BatchStopper", "CheckCannotStart", "CheckFailed", "CodingAgentMissing",
 ]
 
 
@@ -35,6 +35,11 @@ class BatchStopper(MiddleError):
 class ModelAccessError(AgentReplyError, BatchStopper):
     """The model API cannot be used at all (rejected key, unknown model, unreachable host): every
     other ticket would fail the same way, so a batch stops at the first one."""
+
+
+class CodingAgentMissing(CodingAgentError, BatchStopper):
+    """The coding agent's CLI is not installed (or not where `cli_path` says): every ticket on it
+    would fail the same way, so this is said once, before any ticket is claimed."""
 
 
 class CheckCannotStart(ConfigError):

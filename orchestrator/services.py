@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.settings import Config
-from orchestrator.errors import ConfigError
+from orchestrator.errors import CodingAgentError, CodingAgentMissing, ConfigError
 from orchestrator.plugins.manager import PluginRegistry, registry
 from orchestrator.plugins.memory_backend import TextLLM
 
@@ -284,7 +284,14 @@ class Services:
             defaults, extra = cls.follow_provider(options, self.config.agent, {**os.environ, **env})
             options, env = {**defaults, **options}, {**extra, **env}
         where = "[coding_agent.options]" if kind == self.config.coding_agent.kind else f"[coding_agents.{kind}]"
-        return cls(self.registry.coding_agent_options(kind, options, where), env=env)  # type: ignore[no-any-return]
+        validated = self.registry.coding_agent_options(kind, options, where)
+        find_cli = getattr(cls, "find_cli", None)
+        if find_cli is not None:
+            try:  # a CLI that is not installed: said once, before a ticket is claimed
+                find_cli(validated)
+            except CodingAgentError as exc:
+                raise CodingAgentMissing(str(exc)) from None
+        return cls(validated, env=env)  # type: ignore[no-any-return]
 
     def coding_agent_of(self, ticket: Any) -> CodingAgent:
         """The coding agent a ticket runs on: its `coding_agent:` front matter, else the configured one."""

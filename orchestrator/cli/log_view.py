@@ -63,8 +63,9 @@ def print_log(console: Console, store: TicketStore, ticket_id: str, *, full: boo
             console.print(f"  [bold]turn {turn['turn_no']}[/] " + escape(f"[{turn['status']}]") + " "
                           f"{'' if offline else _money(turn.get('cost_usd')) + ' '}{secs:.1f}s "
                           f"session {turn.get('session_id')}")
-            _block(console, "prompt to Claude Code", turn.get("prompt"), full)
-            _block(console, "Claude Code response", turn.get("response"), full)
+            who = _agent_title(turn.get("coding_agent"))
+            _block(console, f"prompt to {who}", turn.get("prompt"), full)
+            _block(console, f"{who} response", turn.get("response"), full)
             if turn.get("error"):
                 _block(console, "error", turn["error"], full)
             if turn.get("decision") is not None or turn.get("memories_invoked"):
@@ -228,6 +229,19 @@ def _git_lines(console: Console, run: Mapping[str, Any]) -> None:
 FOLLOW_POLL_S = 0.5  # the store is polled: the run may be in another process
 
 
+def _agent_title(kind: str | None) -> str:
+    """A turn's agent by name, from the kind it recorded (none before per-ticket agents: Claude Code)."""
+    if not kind or kind == "claude-code":
+        return "Claude Code"
+    from orchestrator.plugins import manager
+
+    try:
+        cls = manager.registry().coding_agent_class(kind)
+    except Exception:  # a plugin no longer installed: its kind still names it
+        return kind
+    return str(getattr(cls, "title", None) or kind)
+
+
 def _money(value: Any) -> str:
     return f"${float(value or 0):.4f}"
 
@@ -283,22 +297,23 @@ def describe_event(event: dict[str, Any], offline: bool = False) -> str:
         return text + (f" — {d['reason']}" if d.get("reason") else "")
     if kind in ("coding_agent", "worker"):  # ("worker": what runs before 0.2 recorded)
         kind_of = d.get("type")
+        who = str(d.get("agent") or "Claude Code")  # (events before other agents name none)
         if kind_of == "tool_use":
             inp = d.get("input") or {}
             target = inp.get("file_path") or inp.get("command") or inp.get("pattern") or ""
-            return f"Claude Code ▸ {d.get('name')} {target}".rstrip()
+            return f"{who} ▸ {d.get('name')} {target}".rstrip()
         if kind_of == "text":
-            return f"Claude Code: {d.get('text', '')}"
+            return f"{who}: {d.get('text', '')}"
         if kind_of == "start":
-            return f"Claude Code started (pid {d.get('pid')})"
+            return f"{who} started (pid {d.get('pid')})"
         if kind_of == "timeout":
-            return f"Claude Code timed out after {d.get('after_s')}s"
+            return f"{who} timed out after {d.get('after_s')}s"
         if kind_of == "log":
-            return f"Claude Code log: {d.get('line', '')}"
+            return f"{who} log: {d.get('line', '')}"
         if kind_of == "result":
-            return (f"Claude Code finished: {'error' if d.get('is_error') else 'ok'}"
+            return (f"{who} finished: {'error' if d.get('is_error') else 'ok'}"
                     + (f", {_money(d['cost_usd'])}" if d.get("cost_usd") else ""))
-        return f"Claude Code {kind_of or 'event'}"
+        return f"{who} {kind_of or 'event'}"
     return json.dumps(d, ensure_ascii=False)
 
 

@@ -97,6 +97,7 @@ class AiderAgent:
     """Runs aider headless in the ticket's project directory, one process per turn."""
 
     kind: ClassVar[str] = "aider"
+    title: ClassVar[str] = "aider"  # how messages name it
     Options: ClassVar[type[AiderOptions]] = AiderOptions
 
     def __init__(self, options: AiderOptions | None = None, env: dict[str, str] | None = None):

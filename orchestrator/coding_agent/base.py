@@ -84,3 +84,9 @@ class CodingAgent(Protocol):
         `resume` says whether it names an existing session (turn 2 on) or a new one to create.
         Must not raise for a failed turn: return TurnResult(is_error=True, error=...).
         Raises CodingAgentError only when the coding agent cannot start at all (e.g. not installed)."""
+
+
+def title_of(agent: Any, kind: str | None = None) -> str:
+    """How messages name a coding agent: its class's `title` ("Claude Code", "Codex"), else its
+    kind, else "the coding agent"."""
+    return str(getattr(agent, "title", None) or getattr(agent, "kind", None) or kind or "the coding agent")

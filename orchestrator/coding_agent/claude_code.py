@@ -87,6 +87,7 @@ class ClaudeCodeAgent:
     """Runs Claude Code headless in the ticket's project directory, one process per turn."""
 
     kind: ClassVar[str] = "claude-code"
+    title: ClassVar[str] = "Claude Code"  # how messages name it
     Options: ClassVar[type[ClaudeCodeOptions]] = ClaudeCodeOptions
 
     def __init__(self, options: ClaudeCodeOptions | None = None, env: dict[str, str] | None = None):

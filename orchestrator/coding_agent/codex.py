@@ -118,6 +118,7 @@ class CodexAgent:
     """Runs the Codex CLI headless in the ticket's project directory, one process per turn."""
 
     kind: ClassVar[str] = "codex"
+    title: ClassVar[str] = "Codex"  # how messages name it
     Options: ClassVar[type[CodexOptions]] = CodexOptions
 
     def __init__(self, options: CodexOptions | None = None, env: dict[str, str] | None = None):

@@ -114,6 +114,7 @@ class GeminiAgent:
     """Runs the Gemini CLI headless in the ticket's project directory, one process per turn."""
 
     kind: ClassVar[str] = "gemini"
+    title: ClassVar[str] = "Gemini CLI"  # how messages name it
     Options: ClassVar[type[GeminiOptions]] = GeminiOptions
 
     def __init__(self, options: GeminiOptions | None = None, env: dict[str, str] | None = None):

@@ -93,6 +93,7 @@ class OpenCodeAgent:
     """Runs OpenCode headless in the ticket's project directory, one process per turn."""
 
     kind: ClassVar[str] = "opencode"
+    title: ClassVar[str] = "OpenCode"  # how messages name it
     Options: ClassVar[type[OpenCodeOptions]] = OpenCodeOptions
 
     def __init__(self, options: OpenCodeOptions | None = None, env: dict[str, str] | None = None):

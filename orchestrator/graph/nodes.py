@@ -10,6 +10,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from orchestrator.agent import prompts
+from orchestrator.coding_agent.base import title_of
 from orchestrator.errors import CodingAgentError, GitError, ModelAccessError, RunInterrupted, TicketError
 from orchestrator.graph import checking
 from orchestrator.graph import rounds as review
@@ -169,7 +170,7 @@ def plan(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx = runtime.context
     prompt = review.revise_prompt(ctx, state) or ctx.agent.plan(state["ticket"], state.get("memories", ""))
     ctx.run.set_fields(plan_memories=state.get("memories", ""), plan_prompt=prompt)
-    ctx.say("planned the first prompt for Claude Code")
+    ctx.say(f"planned the first prompt for {title_of(ctx.coding_agent)}")
     return {"next_prompt": prompt, "last_prompt": prompt}
 
 
@@ -230,14 +231,15 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
     if switched:
         sent = review.recap(state, prompt)
     ctx.run.start_turn(turn_no, sent, session_id, resume, coding_agent=kind)  # stored before launch
-    ctx.say(f"turn {turn_no}: {'Claude Code' if kind in (None, 'claude-code') else kind} is working")
+    name = title_of(ctx.coding_agent, kind)
+    ctx.say(f"turn {turn_no}: {name} is working")
     result = ctx.coding_agent.run_turn(
         sent, Path(ticket.get("cwd") or ticket["project_path"]), session_id=session_id,
         resume=resume, on_event=ctx.on_event,
     )
     if resume and review.session_lost(result):  # e.g. a round run with another CLAUDE_CONFIG_DIR
         session_id, sent, resume = str(uuid.uuid4()), review.recap(state, prompt), False
-        ctx.say("Claude Code's session of this ticket is not here: a new one is told the earlier work")
+        ctx.say(f"{name}'s session of this ticket is not here: a new one is told the earlier work")
         ctx.run.start_turn(turn_no, sent, session_id, resume, coding_agent=kind)
         result = ctx.coding_agent.run_turn(sent, Path(ticket.get("cwd") or ticket["project_path"]),
                                            session_id=session_id, resume=False, on_event=ctx.on_event)
@@ -255,12 +257,13 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
     if result.is_error and getattr(result, "api_error_status", None) in (401, 403):
         # Every other ticket would fail the same way: a batch stops here (see the runner).
         raise ModelAccessError(
-            f"Claude Code's model API rejected the key (HTTP {result.api_error_status}) in turn "
-            f"{turn_no} of ticket {ticket['id']!r}: check ANTHROPIC_API_KEY")
+            f"{name}'s model API rejected the key (HTTP {result.api_error_status}) in turn "
+            f"{turn_no} of ticket {ticket['id']!r}: check the credentials {name} uses"
+            + (" (ANTHROPIC_API_KEY, or its login)" if kind in (None, "claude-code") else ""))
     if result.is_error:
         save_work_in_progress(ctx, ticket, turn_no)  # what the failed turn changed is kept too
         raise CodingAgentError(
-            f"Claude Code turn {turn_no} of ticket {ticket['id']!r} failed: "
+            f"{name} turn {turn_no} of ticket {ticket['id']!r} failed: "
             f"{(result.error or 'no detail').rstrip('.')}. "
             f"The turns so far are kept (`middle log {ticket['id']}`); "
             f"{advice('failed-resumable', ticket['id'])}"

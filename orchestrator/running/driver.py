@@ -18,7 +18,7 @@ from typing import Any, Callable
 from langchain_core.runnables import RunnableConfig
 
 from orchestrator.agent.middle_agent import MiddleAgent
-from orchestrator.coding_agent.base import EventCallback
+from orchestrator.coding_agent.base import EventCallback, title_of
 from orchestrator.config.settings import Config
 from orchestrator.errors import RunInterrupted, TicketError
 from orchestrator.graph import build_graph
@@ -382,14 +382,19 @@ def ticket_context(services: Any, config: Any, agent: Any, run: Run, *,
         if say is not None:
             say(msg)
 
+    coding_agent = services.coding_agent_of(ticket or services.store.get_ticket(run.ticket_id))
+    # Each progress event names its agent, so a log of tickets on different agents reads right.
+    agent_title = title_of(coding_agent)
+
     def seen(event: dict[str, Any]) -> None:
+        event = {**event, "agent": agent_title} if "agent" not in event else event
         record("coding_agent", event)
         if on_event is not None:
             on_event(event)
 
     return TicketContext(
         store=services.store, agent=agent, memory=services.memory,
-        coding_agent=services.coding_agent_of(ticket or services.store.get_ticket(run.ticket_id)),
+        coding_agent=coding_agent,
         limits=Limits(cfg.agent.max_turns, cfg.agent.max_cost_usd),
         num_to_retrieve=cfg.memory.num_to_retrieve, hooks=services.registry.hook,
         on_event=seen, say=noted, lifecycle=services.lifecycle, worktrees=services.worktrees,

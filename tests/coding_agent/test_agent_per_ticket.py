@@ -168,3 +168,19 @@ def test_a_coding_agent_that_is_not_a_name_is_a_broken_ticket_file(shell_plugin,
     config = project(tmp_path, {"t1.md": CLAUDE_TICKET.replace("id: t1", "id: t1\ncoding_agent: [a, b]")})
     result = middle(config, "tickets")
     assert "'coding_agent' must name a coding agent's kind" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_a_ticket_on_an_agent_whose_cli_is_missing_is_one_error_before_any_claim(shell_plugin, tmp_path, named):
+    """Every ticket on that agent would fail the same way: said once, with the install command,
+    before a ticket is claimed (it stays pending), whether the ticket is named or the batch runs."""
+    ticket = CLAUDE_TICKET.replace("id: t1\n", "id: t1\ncoding_agent: codex\n")
+    config = project(tmp_path, {"t1.md": ticket},
+                     extra=f'[coding_agents.codex]\ncli_path = "{tmp_path / "no-codex"}"\n')
+    result = middle(config, "run", "--fake", *(["t1"] if named else []))
+    assert result.exit_code != 0
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "npm install -g @openai/codex@" in errors[0], result.output
+    assert "Traceback" not in result.output
+    with TicketStore(load_config(config).store_target) as store:
+        assert store.get_ticket("t1").status.value == "pending" and store.latest_run("t1") is None

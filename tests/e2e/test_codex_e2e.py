@@ -67,6 +67,9 @@ def run_two_turns(tmp_path: Path, fake_api, after_turn_one=None):
     output = result.stdout + result.stderr
     assert result.returncode == 0 and "Traceback" not in output, output
     assert "complete ticket t1: 2 turn(s)" in " ".join(output.split()), output
+    assert "planned the first prompt for Codex" in output and "turn 2: Codex is working" in output, output
+    log = subprocess.run([MIDDLE, "log", "t1"], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)
+    assert "prompt to Codex" in log.stdout and "Codex response" in log.stdout, log.stdout + log.stderr
     # The commit on the ticket's branch holds both turns' files; main is untouched.
     assert out(repo, "show", "middle/t1:one.txt") == "one" and out(repo, "show", "middle/t1:two.txt") == "two"
     assert branch_commit(repo, "main") == base

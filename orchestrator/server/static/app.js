@@ -124,13 +124,14 @@ function describe(ev, offline) {
     case "coding_agent":
     case "worker": {
       const input = d.input || {};
-      if (d.type === "tool_use") return `Claude Code ▸ ${d.name} ${input.file_path || input.command || input.pattern || ""}`;
-      if (d.type === "text") return `Claude Code: ${d.text || ""}`;
-      if (d.type === "start") return `Claude Code started (pid ${d.pid})`;
-      if (d.type === "timeout") return `Claude Code timed out after ${d.after_s}s`;
-      if (d.type === "log") return `Claude Code log: ${d.line || ""}`;
-      if (d.type === "result") return `Claude Code finished: ${d.is_error ? "error" : "ok"}` + (d.cost_usd ? `, ${money(d.cost_usd)}` : "");
-      return `Claude Code ${d.type || "event"}`;
+      const who = d.agent || "Claude Code";  // events recorded before other agents name none
+      if (d.type === "tool_use") return `${who} ▸ ${d.name} ${input.file_path || input.command || input.pattern || ""}`;
+      if (d.type === "text") return `${who}: ${d.text || ""}`;
+      if (d.type === "start") return `${who} started (pid ${d.pid})`;
+      if (d.type === "timeout") return `${who} timed out after ${d.after_s}s`;
+      if (d.type === "log") return `${who} log: ${d.line || ""}`;
+      if (d.type === "result") return `${who} finished: ${d.is_error ? "error" : "ok"}` + (d.cost_usd ? `, ${money(d.cost_usd)}` : "");
+      return `${who} ${d.type || "event"}`;
     }
     default: return JSON.stringify(d);
   }
