@@ -33,36 +33,72 @@ class Check:
 
 
 def diagnose(config: Config, *, offline: bool = False, registry: Any = None) -> list[Check]:
-    """The coding agent's check, then the middle agent's model's."""
-    return [coding_agent_check(config, registry), model_check(config, offline=offline)]
+    """A check per coding agent a run will use (the configured kind, then each other kind a ticket
+    names in its `coding_agent:`), then the middle agent's model's."""
+    kinds = [config.coding_agent.kind] + [k for k in ticket_kinds(config) if k != config.coding_agent.kind]
+    return [coding_agent_check(config, registry, kind) for kind in kinds] + [model_check(config, offline=offline)]
 
 
-def coding_agent_check(config: Config, registry: Any = None) -> Check:
+def ticket_kinds(config: Config) -> list[str]:
+    """The coding agent kinds the ticket folder's tickets name (sorted; a broken file names none:
+    `middle tickets` reports it)."""
+    from orchestrator.services import ticket_agent_kind
+    from tickets.source import load_tickets
+
+    try:
+        loaded = load_tickets(config.resolve(config.project.tickets_dir), config.resolve(config.project.path))
+    except (MiddleError, OSError):
+        return []
+    kinds: set[str] = set()
+    for ticket in loaded.tickets:
+        try:
+            kind = ticket_agent_kind(ticket)
+        except MiddleError:
+            continue
+        if kind:
+            kinds.add(kind)
+    return sorted(kinds)
+
+
+def coding_agent_check(config: Config, registry: Any = None, kind: str | None = None) -> Check:
     from orchestrator.plugins.manager import registry as default_registry
+    from orchestrator.services import coding_agent_options
 
-    kind = config.coding_agent.kind
+    kind = kind or config.coding_agent.kind
     try:
         reg = registry or default_registry()
         cls = reg.coding_agent_class(kind)
-        options = reg.coding_agent_options(kind, config.coding_agent.options)
+        options = reg.coding_agent_options(kind, coding_agent_options(config, kind))
     except MiddleError as exc:
         return Check("coding agent", kind, "-", "not usable", str(exc))
-    if kind != "claude-code":
-        # A plugin's agent may say how it is reached: `doctor(options) -> (where, problem or None)`.
-        probe = getattr(cls, "doctor", None)
-        if probe is None:
-            return Check("coding agent", kind, "-", "registered (no check for this kind)")
+    uses = kind + _following(cls, options, config)
+    # A plugin's agent may say how it is reached: `doctor(options) -> (where, problem or None)`;
+    # else `find_cli(options)` and the CLI's --version (the built-in agents).
+    probe = getattr(cls, "doctor", None)
+    if probe is not None:
         where, problem = probe(options)
-        return Check("coding agent", kind, where, "not usable" if problem else "ok", problem)
-    from orchestrator.claude_cli import find_claude_cli
+        return Check("coding agent", uses, where, "not usable" if problem else "ok", problem)
+    find_cli = getattr(cls, "find_cli", None)
+    if find_cli is None:
+        return Check("coding agent", uses, "-", "registered (no check for this kind)")
     from orchestrator.errors import CodingAgentError
 
     try:
-        cli = find_claude_cli(getattr(options, "cli_path", None))
+        cli = find_cli(options)
     except CodingAgentError as exc:
-        return Check("coding agent", kind, "-", "not installed", str(exc))
+        return Check("coding agent", uses, "-", "not installed", str(exc))
     version, problem = cli_version(cli)
-    return Check("coding agent", kind, cli, version or "does not run", problem)
+    return Check("coding agent", uses, cli, version or "does not run", problem)
+
+
+def _following(cls: Any, options: Any, config: Config) -> str:
+    """" (following [agent] provider X)" when the agent takes its way to the model from [agent]."""
+    follow = getattr(cls, "follow_provider", None)
+    if follow is None:
+        return ""
+    raw = options.model_dump() if hasattr(options, "model_dump") else {}
+    defaults, env = follow(raw, config.agent, dict(os.environ))
+    return f" (following [agent] provider {config.agent.provider})" if defaults or env else ""
 
 
 def cli_version(cli: str) -> tuple[str | None, str | None]:

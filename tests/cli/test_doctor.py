@@ -123,3 +123,20 @@ def test_a_plugin_coding_agent_reports_through_its_doctor_method(tmp_path):
     assert (check.uses, check.where, check.ok) == ("toy", "toy-agent", False), check.problem
     assert check.problem == "toy-agent is not installed: pip install toy-agent"
     assert not coding_agent_check(Config(root=tmp_path, coding_agent={"kind": "nope"}), reg).ok
+
+
+def test_each_agent_a_ticket_names_gets_its_own_row_and_an_agent_following_the_provider_says_so(
+        project_dir, monkeypatch, tmp_path):
+    """A run uses the configured agent and every kind a ticket names: each is checked (its CLI, or
+    the install command); aider following `[agent] provider = "openai-compatible"` says so."""
+    (project_dir / "tickets" / "t1.md").write_text("---\ntitle: A\nproject: repo\ncoding_agent: aider\n---\nx\n")
+    (project_dir / "tickets" / "t2.md").write_text("---\ntitle: B\nproject: repo\ncoding_agent: codex\n---\nx\n")
+    (project_dir / "middle.toml").write_text(
+        '[project]\npath = "repo"\n[agent]\nprovider = "openai-compatible"\nbase_url = "http://127.0.0.1:9/v1"\n'
+        f'model = "llama"\n[coding_agents.codex]\ncli_path = "{tmp_path / "no-codex"}"\n')
+    result = CliRunner().invoke(main, ["doctor", "--offline"])
+    assert result.exit_code != 0  # codex is not where its cli_path says
+    out = " ".join(result.output.split())
+    assert "claude-code" in out and "aider (following [agent] provider openai-compatible)" in out
+    [problem] = [line for line in error_lines(result.output) if "codex" in line.lower()]
+    assert "npm install -g @openai/codex@" in problem
