@@ -117,3 +117,12 @@ def test_bulk_pages_are_complete_non_overlapping_and_pick_what_the_cli_picks(ser
         assert seen == [doc_id(d)[:8] for d in picked], flt
         assert len(confirms) == 1 and confirms == {bulk.selection_token(picked)}, flt
     assert body["count"] == 0
+
+
+def test_the_memory_page_bench_shows_and_pages_bulk_at_a_small_size(tmp_path):
+    # `middle bench memory-page` at 20 docs: its show by id and bulk pages answer (the bench
+    # checks the doc shown is the one asked for); the figures themselves are docs/benchmarks.md's
+    from orchestrator.bench.memory_page import measure
+
+    (row,) = measure((20,), root=tmp_path / "bench")
+    assert row["docs"] == 20 and {"show_by_id_ms", "find_by_id_ms", "bulk_page_ms", "bulk_next_ms"} <= set(row)
