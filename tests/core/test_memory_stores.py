@@ -122,7 +122,7 @@ def _two_sharing_a_prefix() -> tuple[str, str]:
 
 @pytest.mark.parametrize("backend", ["bm25", "sliding_window"])
 def test_a_doc_is_found_by_its_id_among_many_and_an_ambiguous_prefix_finds_each(tmp_path, backend):
-    # the store is asked for the id (bm25: its hash index; sliding_window: the default, a listing)
+    # the store is asked for the id (a range of its hash key), among many docs
     from orchestrator.memory.curation import CurationError, Curator, MemoryDocNotFound
     from tickets.store import TicketStore
 
