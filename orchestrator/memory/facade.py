@@ -148,11 +148,10 @@ def backend_has_doc(backend: MemoryBackend, doc: str) -> bool:
 
 
 def docs_by_id(backend: MemoryBackend, prefix: str) -> list[str]:
-    """The docs of an open backend whose id starts with `prefix` (MemoryBackend.docs_by_id);
-    a backend that does not derive from MemoryBackend and lacks the method is listed whole.
-    Each answer is checked against the id itself: a store's answer is untrusted."""
-    find = getattr(backend, "docs_by_id", None)
-    found = find(prefix) if callable(find) else backend.list_docs()
+    """The docs of an open backend whose id starts with `prefix` (MemoryBackend.docs_by_id: a
+    third-party backend that does not override it is listed whole, as before). Each answer is
+    checked against the id itself: a store's answer is untrusted."""
+    found = backend.docs_by_id(prefix)
     return list(dict.fromkeys(d for d in found if isinstance(d, str) and doc_id(d).startswith(prefix)))
 
 
