@@ -6,8 +6,9 @@ that selection), then forget or supersede them all as one change (`POST .../bulk
 The filter, the change and its undo are the CLI's own (memory.bulk); the docs a filter picks
 are read from the server's kept catalog (memory.catalog, caught up with every write), not from
 a listing of the whole store for every page (bulk.select_kept: the same docs in the same order
-as the CLI's bulk.select). This module only reads the request and says the result. A token no longer matching what the filter picks (the docs
-changed since the person looked) is refused with a 409: look again, then confirm.
+as the CLI's bulk.select). This module only reads the request and says the result. A token
+no longer matching what the filter picks (the docs changed since the person looked) is refused
+with a 409: look again, then confirm.
 """
 
 from __future__ import annotations
