@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import ValidationError
 
+from backends.storage import hash_range
 from orchestrator.plugin_api import BackendOptions, ConfigError, MemoryDatabase, MemoryStoreError
 
 RECENT_QUERIES = 64
@@ -177,6 +178,9 @@ class DocumentListing:
     def has_doc(self, doc: str) -> bool:
         return self._doc_table.has(self._doc_table.hash_text(doc))
 
+    def docs_by_id(self, prefix: str) -> list[str]:
+        return self._doc_table.with_hash_prefix(prefix)
+
 
 class DocumentTable:
     """`list_docs`, `list_records` and `has_doc` over one SQLite table of whole documents (hipporag's
@@ -196,7 +200,17 @@ class DocumentTable:
         with self._read() as conn:
             return [tuple(r) for r in conn.execute(f"SELECT text, {self._time} FROM {self._table} ORDER BY id")]
 
+    def with_hash_prefix(self, prefix: str) -> list[str]:
+        """The documents whose hash (a hex SHA-256 of the text) starts with `prefix`: a range
+        of the hash's index, not a scan of the table."""
+        low, high = hash_range(prefix)
+        with self._read() as conn:
+            return [r[0] for r in conn.execute(
+                f"SELECT text, {self._hash} FROM {self._table} WHERE {self._hash} >= ? AND "
+                f"{self._hash} <= ? ORDER BY id", (low, high)) if str(r[1]).startswith(prefix)]
+
     def has(self, hash_: str) -> bool:
         with self._read() as conn:
             return conn.execute(f"SELECT 1 FROM {self._table} WHERE {self._hash} = ? LIMIT 1",
                                 (hash_,)).fetchone() is not None
+

@@ -525,3 +525,8 @@ def inserted_id(cur: sqlite3.Cursor) -> int:
     if cur.lastrowid is None:
         raise RuntimeError("inserted_id: the cursor ran no INSERT")
     return cur.lastrowid
+
+def hash_range(prefix: str) -> tuple[str, str]:
+    """The least and the greatest hex SHA-256 that start with `prefix` (lowercase hex): what
+    an index range on a hash column reads to find a doc by the start of its id."""
+    return prefix, prefix + "f" * max(0, 64 - len(prefix))

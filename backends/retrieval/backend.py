@@ -279,6 +279,9 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
         """Every doc with its event time, oldest first (`middle memory reindex` keeps times)."""
         return [(row["text"], row["doc_time"]) for row in self._store.stats()]
 
+    def docs_by_id(self, prefix: str) -> list[str]:
+        return self._store.texts_by_hash_prefix(prefix)
+
     def has_doc(self, doc: str) -> bool:
         with self._store.read() as conn:
             return bool(self._store.ids_by_text(conn, [doc]))

@@ -14,7 +14,7 @@ import numpy as np
 
 from backends import pg_database
 from backends.pg_database import TS_CONFIG
-from backends.storage import MetaValues
+from backends.storage import MetaValues, hash_range
 from orchestrator.plugin_api import MemoryDatabase
 
 from . import bm25
@@ -302,6 +302,14 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
         with self.read() as conn:
             return [r[0] for r in conn.execute(
                 "SELECT text FROM retrieval_docs WHERE store_id = %s ORDER BY id", (self.store_id,))]
+
+    def texts_by_hash_prefix(self, prefix: str) -> list[str]:
+        """The docs whose hash starts with `prefix`: a range of the (store_id, hash) index."""
+        low, high = hash_range(prefix)
+        with self.read() as conn:
+            return [r[0] for r in conn.execute(
+                "SELECT text, hash FROM retrieval_docs WHERE store_id = %s AND hash >= %s AND "
+                "hash <= %s ORDER BY id", (self.store_id, low, high)) if str(r[1]).startswith(prefix)]
 
     def count(self) -> int:
         with self.read() as conn:

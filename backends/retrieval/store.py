@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from backends.storage import CHUNK, SqliteStore, inserted_id
+from backends.storage import CHUNK, SqliteStore, hash_range, inserted_id
 from orchestrator.plugin_api import MemoryRecord, MemoryStoreError  # noqa: F401 - MemoryRecord re-exported
 
 from . import bm25
@@ -301,6 +301,14 @@ class RetrievalStore(SqliteStore):
     def texts(self) -> list[str]:
         with self.read() as conn:
             return [r[0] for r in conn.execute("SELECT text FROM docs ORDER BY id")]
+
+    def texts_by_hash_prefix(self, prefix: str) -> list[str]:
+        """The docs whose hash starts with `prefix`: a range of the hash's unique index."""
+        low, high = hash_range(prefix)
+        with self.read() as conn:
+            return [r[0] for r in conn.execute("SELECT text, hash FROM docs WHERE hash >= ? AND "
+                                               "hash <= ? ORDER BY id", (low, high))
+                    if str(r[1]).startswith(prefix)]
 
     def count(self) -> int:
         with self.read() as conn:

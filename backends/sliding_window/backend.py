@@ -225,6 +225,14 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
         with self._store.read() as conn:
             return [m["text"] for m in q.messages(conn, PROJECT_CONVERSATION)]
 
+    def has_doc(self, doc: str) -> bool:
+        with self._store.read() as conn:
+            return q.has_doc(conn, doc)
+
+    def docs_by_id(self, prefix: str) -> list[str]:
+        with self._store.read() as conn:
+            return q.docs_with_hash_prefix(conn, PROJECT_CONVERSATION, prefix)
+
     # --- lifecycle -----------------------------------------------------------------------
 
     def flush(self, timeout: float | None = None) -> None:

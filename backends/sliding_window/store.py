@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.pg_storage import PgStore
-from backends.storage import SqliteStore, inserted_id
+from backends.storage import SqliteStore, hash_range, inserted_id
 from orchestrator.plugin_api import MemoryDatabase
 
 FORMAT_VERSION = 1
@@ -233,6 +233,22 @@ def add_doc(conn: sqlite3.Connection, cid: str, doc: str, now: float) -> bool:
     (seq,) = append_messages(conn, cid, [("doc", doc)], now)
     conn.execute("INSERT INTO docs (doc_hash, seq) VALUES (?, ?)", (key, seq))
     return True
+
+
+def has_doc(conn: sqlite3.Connection, doc: str) -> bool:
+    """Whether the exact doc is a project doc (its hash's key, no listing)."""
+    return conn.execute("SELECT 1 FROM docs WHERE doc_hash = ?", (doc_hash(doc),)).fetchone() is not None
+
+
+def docs_with_hash_prefix(conn: sqlite3.Connection, cid: str, prefix: str) -> list[str]:
+    """The project docs whose hash (their id) starts with `prefix`, oldest first: a range of
+    the docs' key joined to their messages, not a listing."""
+    low, high = hash_range(prefix)
+    rows = conn.execute(
+        "SELECT d.doc_hash, m.text FROM docs d JOIN messages m ON m.conversation_id = ? "
+        "AND m.seq = d.seq WHERE d.doc_hash >= ? AND d.doc_hash <= ? ORDER BY m.seq",
+        (cid, low, high)).fetchall()
+    return [r[1] for r in rows if str(r[0]).startswith(prefix)]
 
 
 def remove_doc(conn: sqlite3.Connection, cid: str, doc: str) -> int | None:

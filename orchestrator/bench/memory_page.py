@@ -8,6 +8,11 @@ it is kept), the next page by its cursor, a filtered page, the docs API's first 
 first page after a write: one doc added by hand, then one pinned (the kept listing catches up
 with the write instead of being built again). A page must stay about the same size at 100,000
 docs as at 20.
+
+Then the lookups by id and the bulk selection: one doc shown by its 8-character id over the API
+(`GET .../memory/docs/ID`, what `middle memory show ID` does) and by the CLI's lookup
+(`Curator.find`, the one `pin|unpin|edit|delete|supersede ID` share), and the first and the
+next page of a bulk selection (`GET .../memory/bulk?source=commit`).
 """
 
 from __future__ import annotations
@@ -86,6 +91,7 @@ def measure(sizes: tuple[int, ...] = SIZES, root: Path | None = None) -> list[di
     """One row per size: the page's bytes and server times (see the module docstring)."""
     from fastapi.testclient import TestClient
 
+    from orchestrator.memory.format import doc_id
     from orchestrator.server import create_app
 
     rows = []
@@ -115,6 +121,15 @@ def measure(sizes: tuple[int, ...] = SIZES, root: Path | None = None) -> list[di
                 assert f"Added by hand at size {size}" in after.text, "the added doc is not on the page"
                 curator.pin(PROJECT, doc_text(size // 2 + 1), AUTHORS[1], True)  # not a superseded one
                 pinned_s, _ = _timed(client, page + "?pinned=true")
+                by_id = doc_id(doc_text(size // 3))[:8]
+                show_s, shown = _timed(client, f"/api/projects/{PROJECT}/memory/docs/{by_id}", 5)
+                assert shown.status_code == 200 and shown.json()["doc"] == doc_text(size // 3), shown.text[:300]
+                find_s = _best(curator.find, (PROJECT, by_id), 5)
+                bulk = f"/api/projects/{PROJECT}/memory/bulk?source=commit&limit=20"
+                bulk_s, picked = _timed(client, bulk, 5)
+                assert picked.status_code == 200, picked.text[:300]
+                bulk_next = picked.json()["next_cursor"]
+                bulk_next_s, _ = _timed(client, f"{bulk}&cursor={bulk_next}", 5) if bulk_next else (0.0, None)
                 rows.append({"docs": size, "page_bytes": len(first.content),
                              "page_built_ms": round(cold * 1000, 1), "page_kept_ms": round(warm * 1000, 1),
                              "next_page_ms": round(next_s * 1000, 1),
@@ -122,6 +137,10 @@ def measure(sizes: tuple[int, ...] = SIZES, root: Path | None = None) -> list[di
                              "api_page_bytes": len(listed.content), "api_ms": round(api_s * 1000, 1),
                              "after_add_ms": round(added_s * 1000, 1),
                              "after_pin_ms": round(pinned_s * 1000, 1),
+                             "show_by_id_ms": round(show_s * 1000, 1),
+                             "find_by_id_ms": round(find_s * 1000, 1),
+                             "bulk_page_ms": round(bulk_s * 1000, 1),
+                             "bulk_next_ms": round(bulk_next_s * 1000, 1),
                              "same_bytes_kept": len(again.content) == len(first.content)})
     return rows
 
@@ -134,6 +153,16 @@ def _timed(client: Any, url: str, repeat: int = 1) -> tuple[float, Any]:
         response = client.get(url)
         best = min(best, time.perf_counter() - started)
     return best, response
+
+
+def _best(call: Any, args: tuple[Any, ...], repeat: int) -> float:
+    """The fastest of `repeat` calls, in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        call(*args)
+        best = min(best, time.perf_counter() - started)
+    return best
 
 
 def _next(html: str) -> str | None:

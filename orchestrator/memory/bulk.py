@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from orchestrator.memory.curation import SOURCE_KINDS, CurationError, Outcome, short
-from orchestrator.memory.format import doc_id
+from orchestrator.memory.format import DOC_ID_CHARS, doc_id
 from orchestrator.memory.timeline import parse_when
 
 if TYPE_CHECKING:
+    from orchestrator.memory.catalog import Catalog
     from orchestrator.memory.curation import Curator
     from tickets.curation import MemoryState
 
@@ -70,9 +71,7 @@ class DocFilter(BaseModel):
 def select(curator: Curator, project_id: str, flt: DocFilter) -> list[str]:
     """The project's docs the filter picks, oldest first; an empty filter is refused (it
     would pick every doc: say so with a filter, not by accident)."""
-    if flt.empty():
-        raise CurationError("give at least one filter (--source, --ticket, --before, --after, "
-                            "--containing) to pick docs: an empty filter would pick every doc")
+    _refuse_empty(flt)
     facade, store = curator.facade, curator.store
     texts = facade.list_docs(project_id)
     if not texts:
@@ -100,27 +99,87 @@ def select(curator: Curator, project_id: str, flt: DocFilter) -> list[str]:
     return picked
 
 
+def _refuse_empty(flt: DocFilter) -> None:
+    if flt.empty():
+        raise CurationError("give at least one filter (--source, --ticket, --before, --after, "
+                            "--containing) to pick docs: an empty filter would pick every doc")
+
+
+def select_kept(catalog: Catalog, flt: DocFilter, keeps_times: bool) -> list[tuple[str, str]]:
+    """What `select` picks, as (text, id) pairs oldest first, read from a server's kept catalog
+    (memory.catalog: caught up with every write by the change log) instead of listing the
+    store: each page of `GET .../memory/bulk` at 100,000 docs is one pass over rows in memory.
+    `keeps_times`: the backend's own times count (as `doc_times` reads them)."""
+    _refuse_empty(flt)
+    before = _epoch(flt.before) if flt.before else None
+    after = _epoch(flt.after) if flt.after else None
+    needle = flt.containing.lower() if flt.containing else None
+    picked = []
+    for row in sorted(catalog.rows, key=lambda r: r.pos):
+        if flt.source and row.source != flt.source:
+            continue
+        if flt.ticket and flt.ticket not in row.tickets:
+            continue
+        if needle is not None and needle not in row.text.lower():
+            continue
+        if before is not None or after is not None:
+            when = row.stamp if keeps_times and row.stamp is not None else None
+            if when is None:
+                entered = entered_at(row.text, catalog.states, list(catalog.sources.get(row.text) or []))
+                when = _epoch(entered) if entered else None
+            if when is None:
+                continue  # no time known: no date filter can say it matches
+            if before is not None and not when < before:
+                continue
+            if after is not None and not when >= after:
+                continue
+        picked.append((row.text, row.key))
+    return picked
+
+
+def _epoch(stamp: str) -> float | None:
+    from datetime import datetime, timezone
+
+    try:
+        when = datetime.fromisoformat(stamp)
+    except ValueError:  # stored state is untrusted: an unreadable date is no date
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
+
+
 def selection_token(docs: list[str]) -> str:
     """What a person confirms a bulk change on (the API and the board): a digest of the docs the
     filter picked when they looked. The change is refused when the filter picks others by then."""
+    return token_of_ids([doc_id(d) for d in docs])
+
+
+def token_of_ids(ids: list[str]) -> str:
+    """`selection_token` from the docs' full ids (a kept catalog has them: no hashing of texts)."""
     import hashlib
 
-    return hashlib.sha256("\n".join(sorted(doc_id(d) for d in docs)).encode()).hexdigest()[:16]
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:16]
 
 
 def page_of(docs: list[str], limit: int, cursor: str | None) -> tuple[list[str], str | None]:
     """One page of a selection (oldest first) after `cursor` (the last id shown), and the next
     cursor (None on the last page)."""
+    shown, next_cursor = page_of_keyed([(d, doc_id(d)) for d in docs], limit, cursor)
+    return [text for text, _ in shown], next_cursor
+
+
+def page_of_keyed(picked: list[tuple[str, str]], limit: int,
+                  cursor: str | None) -> tuple[list[tuple[str, str]], str | None]:
+    """`page_of` over (text, full id) pairs: the cursor found by the ids, no text hashed."""
     start = 0
     if cursor:
-        ids = [short(doc_id(d)) for d in docs]
-        if cursor not in ids:
+        at = next((i for i, (_, key) in enumerate(picked) if key[:DOC_ID_CHARS] == cursor), None)
+        if at is None:
             raise CurationError(f"cursor {cursor!r} is no doc of this selection any more (the "
                                 "docs changed): start again from the first page")
-        start = ids.index(cursor) + 1
-    shown = docs[start:start + limit]
-    more = start + limit < len(docs)
-    return shown, short(doc_id(shown[-1])) if shown and more else None
+        start = at + 1
+    shown = picked[start:start + limit]
+    more = start + limit < len(picked)
+    return shown, short(shown[-1][1]) if shown and more else None
 
 
 def source_kind(state: Any, tickets: list[Any]) -> str:

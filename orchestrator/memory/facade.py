@@ -147,6 +147,14 @@ def backend_has_doc(backend: MemoryBackend, doc: str) -> bool:
     return bool(backend.has_doc(doc))
 
 
+def docs_by_id(backend: MemoryBackend, prefix: str) -> list[str]:
+    """The docs of an open backend whose id starts with `prefix` (MemoryBackend.docs_by_id: a
+    third-party backend that does not override it is listed whole, as before). Each answer is
+    checked against the id itself: a store's answer is untrusted."""
+    found = backend.docs_by_id(prefix)
+    return list(dict.fromkeys(d for d in found if isinstance(d, str) and doc_id(d).startswith(prefix)))
+
+
 def write_records(backend: MemoryBackend, records: list[tuple[str, float | None]]) -> None:
     """Index (text, time) pairs into an open backend: with their times where it keeps times."""
     if backend.keeps_times and any(w is not None for _, w in records):
@@ -780,14 +788,21 @@ class MemoryFacade:
 
     def find_docs(self, project_id: str, id_or_text: str) -> list[str]:
         """The docs `id_or_text` names: the doc with exactly that text, else the docs whose id
-        starts with it (4+ hex characters)."""
-        docs = self.list_docs(project_id)
-        if id_or_text in docs:
-            return [id_or_text]
-        key = id_or_text.strip().lower()
-        if len(key) < 4 or any(c not in "0123456789abcdef" for c in key):
+        starts with it (4+ hex characters). The store is asked for that text or that id
+        (MemoryBackend.has_doc, docs_by_id), not listed whole: a lookup by id stays quick at
+        100,000 docs."""
+        if not self.has_store(project_id):
             return []
-        return [d for d in docs if doc_id(d).startswith(key)]
+        key = id_or_text.strip().lower()
+        with self._locked(project_id, "lookup") as backend:
+            if id_or_text and backend_has_doc(backend, id_or_text):
+                return [id_or_text]
+            if len(key) < 4 or any(c not in "0123456789abcdef" for c in key):
+                return []
+            try:
+                return docs_by_id(backend, key)
+            except NotImplementedError as exc:  # a backend that can neither look up nor list
+                raise MemoryStoreError(f"{exc}; use `middle memory search` instead") from None
 
     # -- conversation watching (sliding_window) ---------------------------------------------
     def observe_round(self, project_id: str, conversation_id: str, prompt: str, response: str) -> None:

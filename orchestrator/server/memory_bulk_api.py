@@ -3,9 +3,12 @@ at the docs a filter picks a page at a time (`GET .../memory/bulk`, with a `conf
 that selection), then forget or supersede them all as one change (`POST .../bulk/forget`,
 `.../bulk/supersede`, with the token), which one undo (`POST .../changes/N/undo`) takes back.
 
-The selection, the change and its undo are the CLI's own (memory.bulk): this module only reads
-the request and says the result. A token no longer matching what the filter picks (the docs
-changed since the person looked) is refused with a 409: look again, then confirm.
+The filter, the change and its undo are the CLI's own (memory.bulk); the docs a filter picks
+are read from the server's kept catalog (memory.catalog, caught up with every write), not from
+a listing of the whole store for every page (bulk.select_kept: the same docs in the same order
+as the CLI's bulk.select). This module only reads the request and says the result. A token
+no longer matching what the filter picks (the docs changed since the person looked) is refused
+with a 409: look again, then confirm.
 """
 
 from __future__ import annotations
@@ -72,18 +75,28 @@ def selection(project_id: str, state: ServerState = Depends(get_state),
     curator, pid = _curator(project_id, state)
     flt = bulk.DocFilter.of(source=source, ticket=ticket, before=before, after=after,
                             containing=containing)
-    docs = bulk.select(curator, pid, flt)
-    shown, next_cursor = bulk.page_of(docs, limit, cursor)
+    catalog, picked = _kept_selection(state, curator, pid, flt)
+    shown, next_cursor = bulk.page_of_keyed(picked, limit, cursor)
+    return {"project": pid, "filter": flt.words(), "count": len(picked),
+            "confirm": bulk.token_of_ids([key for _, key in picked]),
+            "docs": [catalog.describe(text) for text, _ in shown], "next_cursor": next_cursor}
+
+
+def _kept_selection(state: ServerState, curator: Any, pid: str,
+                    flt: bulk.DocFilter) -> tuple[Any, list[tuple[str, str]]]:
+    """The docs the filter picks, from the project's kept catalog (caught up with every write
+    first), not a listing of the whole store for each page."""
     catalog = project_catalog(state, curator.facade, pid)
-    return {"project": pid, "filter": flt.words(), "count": len(docs),
-            "confirm": bulk.selection_token(docs), "docs": [catalog.describe(d) for d in shown],
-            "next_cursor": next_cursor}
+    return catalog, bulk.select_kept(catalog, flt, curator.facade.backend_cls.keeps_times)
 
 
-def _picked(curator: Any, pid: str, body: BulkBody) -> tuple[bulk.DocFilter, list[str]]:
+def _picked(state: ServerState, curator: Any, pid: str,
+            body: BulkBody) -> tuple[bulk.DocFilter, list[str]]:
     flt = body.flt()
-    docs = bulk.select(curator, pid, flt)
-    if docs and bulk.selection_token(docs) != body.confirm:
+    # the same selection the pages showed (their token), so a confirm matches what was seen
+    _, picked = _kept_selection(state, curator, pid, flt)
+    docs = [text for text, _ in picked]
+    if docs and bulk.token_of_ids([key for _, key in picked]) != body.confirm:
         raise Conflict(f"the filter ({flt.words()}) picks other docs now than when you looked "
                        f"({len(docs)} now): look at them again (GET .../memory/bulk) and confirm those")
     return flt, docs
@@ -94,7 +107,7 @@ def _picked(curator: Any, pid: str, body: BulkBody) -> tuple[bulk.DocFilter, lis
 def bulk_forget(project_id: str, body: BulkBody, request: Request,
                 state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
-    flt, docs = _picked(curator, pid, body)
+    flt, docs = _picked(state, curator, pid, body)
     done = bulk.forget_all(curator, pid, docs, who(request), flt.words())
     return {"project": pid, "count": len(docs), **done.as_json()}
 
@@ -104,6 +117,6 @@ def bulk_forget(project_id: str, body: BulkBody, request: Request,
 def bulk_supersede(project_id: str, body: SupersedeBody, request: Request,
                    state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
-    flt, docs = _picked(curator, pid, body)
+    flt, docs = _picked(state, curator, pid, body)
     done = bulk.supersede_all(curator, pid, docs, body.with_, who(request), flt.words())
     return {"project": pid, "count": len(docs), **done.as_json()}

@@ -226,6 +226,24 @@ class MemoryBackendContract(CurationContract, SharedStoreContract):
         if self.supports_list_docs:
             assert backend.list_docs() == []
 
+    def test_docs_by_id_finds_each_doc_by_the_start_of_its_id(self, backend):
+        # `middle memory show|pin|edit|delete ID` finds a doc by its id's start (docs_by_id):
+        # each doc by its own, none by an id no doc has, none once deleted
+        self.require("stores_docs", "supports_list_docs")
+        from orchestrator.memory.format import doc_id
+
+        docs = [sample_doc(i) for i in range(6)]
+        backend.index(docs)
+        for doc in docs:
+            assert backend.docs_by_id(doc_id(doc)[:8]) == [doc]
+            assert backend.docs_by_id(doc_id(doc)) == [doc]
+        taken = {doc_id(d)[:4] for d in docs}
+        free = next(p for p in (f"{n:04x}" for n in range(65536)) if p not in taken)
+        assert backend.docs_by_id(free) == []
+        if self.supports_delete:
+            backend.delete([docs[0]])
+            assert backend.docs_by_id(doc_id(docs[0])[:8]) == []
+
     def test_persistence_across_reopen(self, opener):
         self.require("stores_docs", "persistent")
         docs = [sample_doc(i) for i in range(3)]

@@ -109,6 +109,41 @@ def test_doc_ids_are_stable_prefixes_of_the_text_hash(tmp_path):
     mem.close()
 
 
+def _two_sharing_a_prefix() -> tuple[str, str]:
+    """Two doc texts whose ids start with the same 4 hex characters (found by counting up)."""
+    seen: dict[str, str] = {}
+    for i in range(100_000):
+        text = f"Ticket: Task {i}. Changed src/f{i}.py."
+        other = seen.setdefault(doc_id(text)[:4], text)
+        if other != text:
+            return other, text
+    raise AssertionError("no two texts share a 4-character id prefix")
+
+
+@pytest.mark.parametrize("backend", ["bm25", "sliding_window"])
+def test_a_doc_is_found_by_its_id_among_many_and_an_ambiguous_prefix_finds_each(tmp_path, backend):
+    # the store is asked for the id (a range of its hash key), among many docs
+    from orchestrator.memory.curation import CurationError, Curator, MemoryDocNotFound
+    from tickets.store import TicketStore
+
+    a, b = _two_sharing_a_prefix()
+    many = [f"Ticket: Other {i}." for i in range(200)]
+    mem = facade(tmp_path, backend)
+    mem.index("p", many + [a, b])
+    assert mem.find_docs("p", doc_id(a)[:4]) == [a, b]  # oldest first
+    assert mem.find_docs("p", doc_id(b)[:12]) == [b] and mem.find_docs("p", doc_id(many[7])) == [many[7]]
+    curator = Curator(mem, TicketStore(tmp_path / "tickets.sqlite3"))
+    assert curator.find("p", doc_id(many[123])[:8].upper()) == many[123]
+    assert curator.find("p", a) == a  # its exact text
+    with pytest.raises(CurationError, match="starts 2 docs' ids"):
+        curator.find("p", doc_id(a)[:4])
+    free = next(p for p in (f"{n:08x}" for n in range(1 << 20))
+                if not any(doc_id(d).startswith(p) for d in many + [a, b]))
+    with pytest.raises(MemoryDocNotFound, match=f"has an id starting '{free}'"):
+        curator.find("p", free)
+    mem.close()
+
+
 def test_a_rebuild_stopped_after_its_new_store_is_complete_is_finished_on_next_open(
         tmp_path, monkeypatch, caplog):
     from orchestrator.memory import rebuild as memory_rebuild
