@@ -205,7 +205,10 @@ def test_token_gate_login_csrf_and_share_link(browser, tmp_path):
         share = d.find_element(By.ID, "share-link").get_attribute("href")
         d.delete_all_cookies()
         d.get(share)
-        assert "read-only view" in d.page_source and d.title.startswith("Add a greeting module")
+        # The share link sets its cookie and redirects: the page is read once it has loaded
+        # (right after get(), a loaded machine can still show the empty page in between).
+        wait(d, lambda d: "read-only view" in d.page_source, "the shared read-only page")
+        assert d.title.startswith("Add a greeting module")
         assert not d.find_elements(By.CSS_SELECTOR, "button[data-action]")
         d.get(server.url + "/")
         assert "/login" in d.current_url
