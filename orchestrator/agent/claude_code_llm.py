@@ -69,7 +69,8 @@ class ClaudeCodeLLM:
         if schema is not None:
             args += ["--json-schema", json.dumps(schema)]
         with tempfile.TemporaryDirectory(prefix="middle-agent-") as cwd:
-            out, err, code = self._spawn(args, prompt, cwd)
+            out, err, code = call_cli(args, prompt, cwd, {**os.environ, **self.env}, self.timeout_s,
+                                      "provider claude-code: Claude Code")
         try:
             result = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
         except ValueError:
@@ -85,22 +86,6 @@ class ClaudeCodeLLM:
             self._raise(result)
         return result
 
-    def _spawn(self, args: list[str], prompt: str, cwd: str) -> tuple[str, str, int]:
-        # Its own process group: a timeout kills Claude Code and anything it started.
-        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, cwd=cwd, env={**os.environ, **self.env}, start_new_session=True)
-        try:
-            out, err = proc.communicate(prompt, timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise AgentReplyError(f"provider claude-code: Claude Code did not answer within {self.timeout_s:.0f} s; "
-                                  "try again with `middle resume`") from None
-        except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
-        return out, err, proc.returncode
 
     def _raise(self, result: dict[str, Any]) -> None:
         text = str(result.get("result") or result.get("subtype") or "").replace("\n", " ")[:300]
@@ -140,3 +125,24 @@ def transcript(messages: list[dict[str, str]]) -> str:
         return messages[0]["content"]
     earlier = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages[:-1])
     return f"The conversation so far:\n\n{earlier}\n\n[user]\n{messages[-1]['content']}"
+
+
+def call_cli(args: list[str], prompt: str, cwd: str, env: dict[str, str], timeout_s: float,
+             who: str) -> tuple[str, str, int]:
+    """One headless CLI call (a provider's model call through Claude Code or Codex): the prompt
+    on stdin, (stdout, stderr, exit code). Its own process group, so a timeout or an interruption
+    kills the CLI and anything it started; a timeout is an AgentReplyError naming `who`."""
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=cwd, env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(prompt, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise AgentReplyError(f"{who} did not answer within {timeout_s:.0f} s; try again with "
+                              "`middle resume`") from None
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return out, err, proc.returncode

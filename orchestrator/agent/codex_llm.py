@@ -15,15 +15,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from orchestrator.agent.claude_code_llm import transcript
+from orchestrator.agent.claude_code_llm import call_cli, transcript
 from orchestrator.errors import AgentReplyError, ModelAccessError
 
 CODEX_VERSION = "0.171.0"  # the version the coding agent pins (orchestrator/coding_agent/codex.py)
@@ -98,7 +96,8 @@ class CodexLLM:
             if schema is not None:
                 schema_file = Path(tmp) / "schema.json"
                 schema_file.write_text(json.dumps(_strict(schema)), encoding="utf-8")
-            out, err, code = self._spawn(self.command(str(cwd), instructions, schema_file, model), prompt, str(cwd))
+            out, err, code = call_cli(self.command(str(cwd), instructions, schema_file, model), prompt, str(cwd),
+                                      {**os.environ, **self.env}, self.timeout_s, "provider codex: Codex")
         text, usage, failure = _read(out)
         self.usage["requests"] += 1
         self.usage["input_tokens"] += int(usage.get("input_tokens") or 0)
@@ -111,22 +110,6 @@ class CodexLLM:
                                   "works, then `middle resume`")
         return text
 
-    def _spawn(self, args: list[str], prompt: str, cwd: str) -> tuple[str, str, int]:
-        # Its own process group: a timeout kills Codex and anything it started.
-        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, cwd=cwd, env={**os.environ, **self.env}, start_new_session=True)
-        try:
-            out, err = proc.communicate(prompt, timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise AgentReplyError(f"provider codex: Codex did not answer within {self.timeout_s:.0f} s; "
-                                  "try again with `middle resume`") from None
-        except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
-        return out, err, proc.returncode
 
 
 class CodexTextLLM:

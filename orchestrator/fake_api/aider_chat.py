@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from .local_server import bind
 from .messages import classify
 from .openai_chat import ChatRequest, FakeChatCompletionsAPI, _Handler, as_messages_body
 from .replies import ApiError, Reply, new_id, reply, text
@@ -237,13 +238,7 @@ class FakeAiderAPI(FakeChatCompletionsAPI):
         return self.adapter.canonical_requests
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(_AiderHandler):
-            pass
-
-        Handler.fake = fake
-        return Handler
+        return bind(_AiderHandler, self)
 
     def __enter__(self) -> "FakeAiderAPI":
         return self.start()  # type: ignore[return-value]

@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from .local_server import RequestRecord
+from .local_server import FakeHandler, RequestRecord, bind
 from .messages import classify
 from .replies import ApiError, Reply, estimate_tokens, new_id
 from .server import RecordingFake, Responder
@@ -72,13 +72,7 @@ class FakeGeminiAPI(RecordingFake[GeminiRequest]):
         super().__init__(responder, host, port)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(_Handler):
-            pass
-
-        Handler.fake = fake
-        return Handler
+        return bind(_Handler, self)
 
     def start(self) -> "FakeGeminiAPI":
         return super().start()  # type: ignore[no-any-return]
@@ -90,8 +84,6 @@ class FakeGeminiAPI(RecordingFake[GeminiRequest]):
     def base_url(self) -> str:
         return f"http://{self._address[0]}:{self._port}"
 
-    def requests_for(self, channel: str) -> list[GeminiRequest]:
-        return [r for r in self.requests if r.channel == channel]
 
     def canonical(self, channel: str = "coding_agent") -> list[dict[str, Any]]:
         """The Anthropic-shaped bodies received on `channel`, oldest first."""
@@ -287,27 +279,13 @@ def error_body(error: ApiError) -> dict[str, Any]:
                       "status": _STATUS.get(error.status, "UNKNOWN")}}
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(FakeHandler):
+    json_type = "application/json; charset=UTF-8"
     fake: FakeGeminiAPI
-    timeout = 120
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        self._handle()
-
-    def do_GET(self) -> None:
-        self._handle()
 
     def _handle(self) -> None:
         parts = urlsplit(self.path)
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        try:
-            body: Any = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
+        _, body = self._read_body()
         match = _ROUTE_RE.match(parts.path.rstrip("/"))
         method = match.group("method") if match else None
         generation = self.command == "POST" and method in ("generateContent", "streamGenerateContent") \
@@ -359,13 +337,6 @@ class _Handler(BaseHTTPRequestHandler):
         record.reply = {"status": error.status, "error": error.message}
         self._send_json(error.status, error_body(error))
 
-    def _send_json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _send_sse(self, chunks: list[dict[str, Any]]) -> None:
         data = "".join(f"data: {json.dumps(c)}\r\n\r\n" for c in chunks).encode()

@@ -4,12 +4,14 @@ with its owner, and the record of one request."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["LocalServer", "RequestRecord"]
+__all__ = ["FakeHandler", "LocalServer", "RequestRecord", "bind"]
 
 
 @dataclass
@@ -21,6 +23,58 @@ class RequestRecord:
     query: dict[str, str]
     headers: dict[str, str]
     body: Any
+
+
+class FakeHandler(BaseHTTPRequestHandler):
+    """What every fake's request handler shares: keep-alive, quiet, each verb to `_handle`, the
+    body read (gzip undone, JSON when it parses), JSON replies. `bind` gives it its fake."""
+
+    protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs expect
+    timeout = 120  # an idle keep-alive connection frees its thread eventually
+    json_type = "application/json"
+
+    def log_message(self, format: str, *args: Any) -> None:  # stdlib logs to stderr; stay quiet
+        pass
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    def do_PUT(self) -> None:
+        self._handle()
+
+    def do_DELETE(self) -> None:
+        self._handle()
+
+    def _handle(self) -> None:
+        raise NotImplementedError
+
+    def _read_body(self) -> tuple[bytes, Any]:
+        """The raw body (gzip undone) and its JSON value (the text when it is not JSON; None if empty)."""
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.headers.get("Content-Encoding", "").lower() == "gzip":
+            raw = gzip.decompress(raw)
+        try:
+            return raw, (json.loads(raw) if raw else None)
+        except ValueError:
+            return raw, raw.decode("utf-8", "replace")
+
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", self.json_type)
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def bind(handler: type[BaseHTTPRequestHandler], fake: Any) -> type[BaseHTTPRequestHandler]:
+    """`handler` as a class whose requests see `fake` (the server makes one handler per request)."""
+    return type(handler.__name__, (handler,), {"fake": fake})
 
 
 class LocalServer:

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from .chat_tools import as_messages_body, completion, reply_text, stream_chunks
-from .local_server import RequestRecord
+from .local_server import FakeHandler, RequestRecord, bind
 from .messages import classify
 from .replies import ApiError, Reply, estimate_tokens
 from .server import RecordingFake, Responder
@@ -55,13 +55,7 @@ class FakeChatCompletionsAPI(RecordingFake[ChatRequest]):
         self.max_completion_tokens_only = max_completion_tokens_only
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(_Handler):
-            pass
-
-        Handler.fake = fake
-        return Handler
+        return bind(_Handler, self)
 
     def __enter__(self) -> "FakeChatCompletionsAPI":
         return self.start()  # type: ignore[no-any-return]
@@ -71,31 +65,14 @@ class FakeChatCompletionsAPI(RecordingFake[ChatRequest]):
         """The address to configure as `[agent] base_url` (OpenAI clients append /chat/completions)."""
         return f"http://{self._address[0]}:{self._port}/v1"
 
-    def requests_for(self, channel: str) -> list[ChatRequest]:
-        return [r for r in self.requests if r.channel == channel]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(FakeHandler):
     fake: FakeChatCompletionsAPI
-    timeout = 120
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        self._handle()
-
-    def do_GET(self) -> None:
-        self._handle()
 
     def _handle(self) -> None:
         parts = urlsplit(self.path)
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        try:
-            body: Any = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
+        _, body = self._read_body()
         route = parts.path.rstrip("/")
         ok = self.command == "POST" and route in ROUTES and isinstance(body, dict)
         canonical = as_messages_body(body) if ok else {}
@@ -158,10 +135,3 @@ class _Handler(BaseHTTPRequestHandler):
         record.reply = {"status": status, "error": message}
         self._send_json(status, {"error": {"message": message, "type": code, "code": code, "param": None}})
 
-    def _send_json(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)

@@ -34,7 +34,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from .local_server import RequestRecord
+from .local_server import FakeHandler, RequestRecord, bind
 from .messages import classify
 from .replies import ApiError, Reply, estimate_tokens, new_id
 from .server import RecordingFake, Responder
@@ -79,13 +79,7 @@ class FakeResponsesAPI(RecordingFake[ResponsesRequest]):
         self._calls_lock = threading.Lock()
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(_Handler):
-            pass
-
-        Handler.fake = fake
-        return Handler
+        return bind(_Handler, self)
 
     def __enter__(self) -> "FakeResponsesAPI":
         return self.start()  # type: ignore[no-any-return]
@@ -95,8 +89,6 @@ class FakeResponsesAPI(RecordingFake[ResponsesRequest]):
         """The provider's `base_url` (Codex appends /responses)."""
         return f"http://{self._address[0]}:{self._port}/v1"
 
-    def requests_for(self, channel: str) -> list[ResponsesRequest]:
-        return [r for r in self.requests if r.channel == channel]
 
     def canonical_requests(self, channel: str = "coding_agent") -> list[dict[str, Any]]:
         """The Anthropic-shaped bodies the responder was asked with on `channel`, oldest first."""
@@ -323,19 +315,8 @@ def sse_events(response_id: str, model: str, items: list[dict[str, Any]],
     return events
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(FakeHandler):
     fake: FakeResponsesAPI
-    timeout = 120
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        self._handle()
-
-    def do_GET(self) -> None:
-        self._handle()
 
     def _handle(self) -> None:
         parts = urlsplit(self.path)

@@ -19,7 +19,6 @@ Facts about Claude Code 2.1.330 this fake relies on (observed against this serve
 
 from __future__ import annotations
 
-import gzip
 import json
 import threading
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from .cloud import bedrock_event_stream, cloud_route, google_token_reply
-from .local_server import LocalServer, RequestRecord
+from .local_server import FakeHandler, LocalServer, RequestRecord, bind
 from .messages import classify
 from .replies import (
     ApiError,
@@ -85,6 +84,10 @@ class RecordingFake(LocalServer, Generic[R]):
         with self._lock:
             return list(self._requests)
 
+    def requests_for(self, channel: str) -> list[R]:
+        """The requests the fake told apart as `channel` ("agent", "coding_agent", "aux")."""
+        return [r for r in self.requests if getattr(r, "channel", None) == channel]
+
     def _record(self, request: R) -> None:
         with self._lock:
             self._requests.append(request)
@@ -106,7 +109,7 @@ class FakeMessagesAPI(RecordingFake[RecordedRequest]):
         self.supports_structured_output = True
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        return _make_handler(self)
+        return bind(_Handler, self)
 
     def start(self) -> "FakeMessagesAPI":
         return super().start()  # type: ignore[no-any-return]
@@ -119,52 +122,19 @@ class FakeMessagesAPI(RecordingFake[RecordedRequest]):
         return f"http://{self._address[0]}:{self._port}"
 
     # -- the record ----------------------------------------------------------------------------
-    def requests_for(self, channel: str) -> list[RecordedRequest]:
-        return [r for r in self.requests if r.channel == channel]
 
     def clear(self) -> None:
         with self._lock:
             self._requests.clear()
 
 
-def _make_handler(fake: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
-    class Handler(_Handler):
-        pass
-
-    Handler.fake = fake
-    return Handler
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs expect
+class _Handler(FakeHandler):
     fake: FakeMessagesAPI
-    timeout = 120  # an idle keep-alive connection frees its thread eventually
-
-    def log_message(self, format: str, *args: Any) -> None:  # stdlib logs to stderr; stay quiet
-        pass
-
-    def do_POST(self) -> None:
-        self._handle()
-
-    def do_GET(self) -> None:
-        self._handle()
-
-    def do_PUT(self) -> None:
-        self._handle()
-
-    def do_DELETE(self) -> None:
-        self._handle()
 
     def _handle(self) -> None:
         parts = urlsplit(self.path)
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.headers.get("Content-Encoding", "").lower() == "gzip":
-            raw = gzip.decompress(raw)
+        raw, body = self._read_body()
         self._raw_body = raw.decode("utf-8", "replace")
-        try:
-            body: Any = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
         route = parts.path.rstrip("/")
         cloud = cloud_route(route) if self.command == "POST" else None
         self._path_model = cloud.model if cloud is not None else None  # the cloud routes name it in the path
@@ -241,17 +211,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(error.status, error.body(), error.headers)
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header(
-            "request-id", payload.get("request_id", "req_fake") if isinstance(payload, dict) else "req_fake"
-        )
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
+        request_id = payload.get("request_id", "req_fake") if isinstance(payload, dict) else "req_fake"
+        super()._send_json(status, payload, {"request-id": request_id, **(headers or {})})
 
     def _send_event_stream(self, message: dict[str, Any]) -> None:
         data = bedrock_event_stream([event for _, event in sse_events(message)])
