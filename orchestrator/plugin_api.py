@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.coding_agent.base import CodingAgent, EventCallback, TurnResult
+from orchestrator.coding_agent.pricing import TokenPrice, turn_cost  # a CLI that reports tokens, not money
 from orchestrator.config.paths import cache_root as cache_dir  # the per-user cache folder
 from orchestrator.errors import CodingAgentError, ConfigError, MemoryStoreError, MiddleError, TicketError
 from orchestrator.plugins.hookspecs import hookimpl
@@ -47,6 +48,8 @@ __all__ = [
     "TurnResult",
     "TurnRecord",
     "EventCallback",
+    "TokenPrice",
+    "turn_cost",
     "check_texts",
     "memory_backend",
     "MiddleError",

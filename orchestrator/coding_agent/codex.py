@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..errors import CodingAgentError
 from .base import EventCallback, Offline, TurnResult
 from .codex_events import CodexStream
+from .pricing import CODEX_PRICES, TokenPrice, price_for, turn_cost
 from .process import ProcessOutcome, TurnProcesses, safe_callback, tail
 
 __all__ = ["CODEX_VERSION", "INSTALL_HINT", "CodexAgent", "CodexOptions", "CodexProvider"]
@@ -97,6 +98,9 @@ class CodexOptions(BaseModel):
         "More arguments for `codex exec` and `codex exec resume` (so only options both take), "
         "appended as given (e.g. [\"-c\", \"model_reasoning_effort=\\\"low\\\"\"]). "
         "Arguments that would lift the sandbox or the approval policy are refused."))
+    price: TokenPrice | None = Field(None, description=(
+        "USD per million tokens ({input, output, cached_input}) a turn's tokens are counted at, for "
+        "max_cost_usd. Default: the model's list price, or the highest listed for a model not known."))
 
     @field_validator("extra_args")
     @classmethod
@@ -235,7 +239,7 @@ class CodexAgent:
             start_event={"session_id": session_id, "resume": thread_id is not None, "cwd": str(cwd)},
             install_hint=INSTALL_HINT)
         result = self._result(stream, outcome, session_id)
-        emit(stream.result_event(result.is_error, result.duration_ms))
+        emit(stream.result_event(result.is_error, result.duration_ms, result.cost_usd))
         return result
 
     def _result(self, stream: CodexStream, outcome: ProcessOutcome, session_id: str | None) -> TurnResult:
@@ -244,7 +248,8 @@ class CodexAgent:
             or (outcome.exit_code is None and not outcome.lingered)
         turn = TurnResult(
             session_id=session_id, text=stream.last_text, is_error=is_error,
-            cost_usd=0.0,  # Codex reports tokens, not money (its usage has no price)
+            # Codex reports tokens, not money: priced here so the spending limits hold.
+            cost_usd=turn_cost(usage, price_for(self.options.model, CODEX_PRICES, self.options.price)[0]),
             usage=usage, num_turns=1, duration_ms=outcome.elapsed_ms, exit_code=outcome.exit_code,
             terminal_reason="timeout" if outcome.timed_out else ("completed" if stream.completed else "error"),
             api_error_status=_status(stream.failure),

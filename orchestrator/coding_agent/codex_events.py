@@ -109,8 +109,8 @@ class CodexStream:
             return [{"type": "log", "line": _short(item.get("message"), 500)}]
         return []
 
-    def result_event(self, is_error: bool, duration_ms: int) -> dict[str, Any]:
+    def result_event(self, is_error: bool, duration_ms: int, cost_usd: float = 0.0) -> dict[str, Any]:
         return {"type": "result", "subtype": "error" if is_error else "success", "is_error": is_error,
-                "session_id": self.session_id, "thread_id": self.thread_id, "cost_usd": 0.0,
+                "session_id": self.session_id, "thread_id": self.thread_id, "cost_usd": cost_usd,
                 "num_turns": 1, "duration_ms": duration_ms, "text": _short(self.last_text),
                 "usage": self.usage, "permission_denials": []}

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from ..errors import CodingAgentError
 from .base import EventCallback, Offline, TurnResult
 from .gemini_stream import GeminiStream, api_status, as_dict, usage_of
+from .pricing import GEMINI_PRICES, TokenPrice, price_for, turn_cost
 from .process import ProcessOutcome, TurnProcesses, safe_callback, tail
 
 __all__ = ["GeminiOptions", "GeminiAgent", "INSTALL_COMMAND", "cli_session_id", "find_gemini_cli"]
@@ -73,6 +74,9 @@ class GeminiOptions(BaseModel):
         "Seconds one turn may take; then the CLI's whole process group is killed."))
     extra_args: list[str] = Field(default_factory=list, description=(
         "More command-line arguments for `gemini`, appended as given (e.g. [\"--sandbox\"])."))
+    price: TokenPrice | None = Field(None, description=(
+        "USD per million tokens ({input, output, cached_input}) a turn's tokens are counted at, for "
+        "max_cost_usd. Default: the model's list price, or the highest listed for a model not known."))
 
     @field_validator("approval_mode")
     @classmethod
@@ -200,6 +204,8 @@ class GeminiAgent:
 
         def on_line(line: bytes) -> None:
             for event in stream.feed(line):
+                if event.get("type") == "result":  # priced as the turn's result is
+                    event["cost_usd"] = event["session_cost_usd"] = self._cost(stream, event.get("usage") or {})
                 emit(event)
 
         outcome = self._processes.run(
@@ -211,6 +217,10 @@ class GeminiAgent:
             emit(event)
         return self._result(stream, outcome, session_id)
 
+    def _cost(self, stream: GeminiStream, usage: dict[str, Any]) -> float:
+        """The turn's tokens at its model's price (pricing.py): the CLI reports no cost."""
+        return turn_cost(usage, price_for(stream.model or self.options.model, GEMINI_PRICES, self.options.price)[0])
+
     def _result(self, stream: GeminiStream, outcome: ProcessOutcome, session_id: str | None) -> TurnResult:
         r = stream.result or {}
         stats = as_dict(r.get("stats"))
@@ -220,7 +230,8 @@ class GeminiAgent:
             session_id=session_id or stream.session_id,  # ours: the caller resumes with it
             text=stream.text.strip(),
             is_error=failed,
-            cost_usd=0.0,  # the Gemini CLI reports tokens, not cost
+            # The CLI reports tokens, not cost: priced here so the spending limits hold.
+            cost_usd=self._cost(stream, usage_of(stats)),
             usage=usage_of(stats),
             num_turns=stream.responses,
             duration_ms=int(stats.get("duration_ms") or outcome.elapsed_ms),

@@ -63,12 +63,19 @@ def write_reply(relative: str, content: str):
 def test_a_turn_writes_a_file_in_the_worktree_and_streams_its_events(script, make_agent, project):
     script.coding_agent(write_reply("hello.txt", "hello\n"), "Created hello.txt.")
     events: list[dict] = []
-    turn = make_agent().run_turn("Create hello.txt", project, session_id="s-one", resume=False,
-                                 on_event=events.append)
+    price = {"input": 2.0, "cached_input": 0.5, "output": 8.0}
+    turn = make_agent(price=price).run_turn("Create hello.txt", project, session_id="s-one", resume=False,
+                                            on_event=events.append)
     assert turn.is_error is False, turn.error
     assert (project / "hello.txt").read_text() == "hello\n"
     assert turn.text == "Created hello.txt." and turn.session_id == "s-one"
-    assert turn.usage["input_tokens"] > 0 and turn.usage["output_tokens"] > 0
+    usage = turn.usage
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    # Codex reports tokens only: the turn is priced from them, so max_cost_usd can stop a run.
+    cached = usage.get("cached_input_tokens", 0)
+    assert turn.cost_usd == pytest.approx(
+        ((usage["input_tokens"] - cached) * 2.0 + cached * 0.5 + usage["output_tokens"] * 8.0) / 1e6)
+    assert turn.cost_usd > 0 and events[-1]["cost_usd"] == turn.cost_usd
     kinds = [e["type"] for e in events]
     assert kinds[:2] == ["start", "init"] and kinds[-1] == "result"
     use = next(e for e in events if e["type"] == "tool_use")

@@ -59,12 +59,17 @@ def test_a_turn_writes_in_the_worktree_streams_its_tool_call_and_reports_tokens(
         reply("Wrote hello.txt.", usage={"input_tokens": 1000, "output_tokens": 20}))
     events: list[dict[str, Any]] = []
     session = str(uuid.uuid4())
-    turn = gemini.agent().run_turn("Write hello.txt saying hello.", project, session_id=session, resume=False,
-                                   on_event=events.append)
+    turn = gemini.agent(price={"input": 1.0, "output": 10.0}).run_turn(
+        "Write hello.txt saying hello.", project, session_id=session, resume=False, on_event=events.append)
     assert turn.is_error is False, turn.error
     assert (project / "hello.txt").read_text() == "hello\n"
     assert turn.text == "Wrote hello.txt." and turn.session_id == session
     assert turn.usage["output_tokens"] >= 20 and turn.usage["input_tokens"] >= 1000 and turn.num_turns == 2
+    # The CLI reports tokens only: the turn is priced from them (no cache here: all input at 1.0).
+    thoughts = max(turn.usage.get("total_tokens", 0) - turn.usage["input_tokens"] - turn.usage["output_tokens"], 0)
+    assert turn.cost_usd == pytest.approx(
+        (turn.usage["input_tokens"] * 1.0 + (turn.usage["output_tokens"] + thoughts) * 10.0) / 1e6)
+    assert turn.cost_usd > 0 and events[-1]["cost_usd"] == turn.cost_usd
     kinds = [e["type"] for e in events]
     assert kinds[:2] == ["start", "init"] and "tool_use" in kinds and kinds[-1] == "result"
     use = next(e for e in events if e["type"] == "tool_use")
