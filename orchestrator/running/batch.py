@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from orchestrator.errors import BatchStopper, MiddleError, RunInterrupted, StoreUnavailable, TicketError
+from orchestrator.errors import BatchStopper, ConfigError, MiddleError, RunInterrupted, StoreUnavailable, TicketError
 from orchestrator.lifecycle.next_steps import advice, advise
 from orchestrator.lifecycle.run_lifecycle import start_refusal
 from orchestrator.running.driver import TicketDriver
@@ -277,8 +277,15 @@ def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: li
         # A store out of reach before the run began (the claim) changed nothing: the ticket is
         # still pending, and the next pass (a worker's loop, the user's next `middle run`) takes it.
         later = isinstance(exc, (TicketError, StoreUnavailable))
-        outcome = RunOutcome(slot.ticket_id, "", "skipped" if later else "failed", str(exc))
-        if named:
+        # A mistake in the ticket's own settings found before its claim (a `coding_agent:` no
+        # plugin registers): nothing ran and the ticket is still pending, so it is not "failed";
+        # it is an `error:` line to fix, while the other tickets of the batch go on.
+        untouched = (not later and isinstance(exc, ConfigError) and store is not None
+                     and store.get_ticket(slot.ticket_id).status.value == "pending")
+        status = "skipped" if later or untouched else "failed"
+        outcome = RunOutcome(slot.ticket_id, "", status,
+                             "not started: its settings have a mistake (the error below)" if untouched else str(exc))
+        if named or untouched:
             result.errors.append(exc)
     else:
         log.error("the run of ticket %s crashed", slot.ticket_id, exc_info=exc)

@@ -105,15 +105,21 @@ def test_a_batch_runs_each_ticket_on_the_agent_it_names(shell_plugin, tmp_path, 
     assert not any("running " in (e.get("text") or "") for e in events["t1"])
 
 
-def test_a_ticket_naming_an_unknown_agent_is_one_error_line(shell_plugin, tmp_path):
+@pytest.mark.parametrize("named", [False, True])
+def test_a_ticket_naming_an_unknown_agent_is_one_error_line(shell_plugin, tmp_path, named):
+    """Named or in the batch: one `error:` line, the ticket untouched (pending, no run), never a
+    "failed" line for a ticket that did not start; the batch's other tickets still run."""
     ticket = "---\ntitle: T\nproject: calc\nid: t1\ncoding_agent: nope\n---\nCreate `a.txt` with:\n```\na\n```\n"
-    config = project(tmp_path, {"t1.md": ticket})
-    result = middle(config, "run", "--fake", "t1")
+    config = project(tmp_path, {"t1.md": ticket, "t2.md": SHELL_TICKET})
+    result = middle(config, "run", "--fake", *(["t1"] if named else []))
     assert result.exit_code != 0
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, result.output
     assert "coding_agent: nope" in errors[0] and "claude-code" in errors[0] and "shell-agent" in errors[0]
-    assert "Traceback" not in result.output
+    assert "Traceback" not in result.output and "failed ticket t1" not in " ".join(result.output.split())
+    with TicketStore(load_config(config).store_target) as store:
+        assert store.get_ticket("t1").status.value == "pending" and store.latest_run("t1") is None
+        assert store.get_ticket("t2").status.value == ("pending" if named else "complete")
 
 
 def test_a_session_is_not_resumed_by_another_agent(shell_plugin, tmp_path, claude_cli):
