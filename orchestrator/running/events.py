@@ -69,9 +69,11 @@ class EventRecorder:
             try:
                 self.store.add_event(self.run_id, self.ticket_id, kind, data, at=at, token=self.token)
             except ClaimLost as exc:  # not this process's run any more: nothing more of it is written
-                self._pending.clear()
                 if self.on_refused is not None:
                     self.on_refused(str(exc))
+                if self.token is None:  # refused by this process's own end of the run, stored meanwhile:
+                    continue  # written again as the ended run's (unfenced, as its later events are)
+                self._pending.clear()
                 return True
             except StoreUnavailable as exc:
                 if not self._down_until:

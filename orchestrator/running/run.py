@@ -53,6 +53,11 @@ class Run:
         self.outage = False
         self.ended = False  # this process ended the run (its end was fenced): its claim is gone now
         self._ending = False  # this process is ending the run now
+        # Set while no end of this process is under way: a refusal met by another thread during
+        # the end waits for it (see `_ended_here`). (An Event: set = settled.)
+        self._end_settled = threading.Event()
+        self._end_settled.set()
+        self._ending_thread: int | None = None
         self._on_lost: list[Callable[[], None]] = []
         self.sessions: set[str] = set()  # Claude Code sessions started here (killed if the run is lost)
         self.events = EventRecorder(store, ticket_id, run_id, reconnect_s, token=token, on_refused=self.lose)
@@ -81,6 +86,8 @@ class Run:
         renewed (the store out of reach), so it may still be ours."""
         if self.lost.is_set() or (renewal and (self._ending or self.ended)):
             return
+        if self._ended_here():  # its own end, stored meanwhile, took the claim: nothing is lost
+            return
         self.lost_why, self.outage = why, outage
         self.lost.set()
         log.warning("ticket %s: %s", self.ticket_id, why)
@@ -107,6 +114,15 @@ class Run:
         return (f"ticket {self.ticket_id}: the worker on {holder.host} (pid {holder.pid}) {whose}; this runner "
                 f"stopped run {self.run_id} here and wrote nothing more of it")
 
+    def _ended_here(self) -> bool:
+        """Whether this process ended the run, waiting first for an end under way in another
+        thread. A write refused for want of the claim while this process ends the run (a
+        checkpoint LangGraph writes in its own thread, an event) met that end, not a takeover:
+        the end releases the claim in its transaction a moment before it is marked `ended`."""
+        if self._ending_thread is not None and self._ending_thread != threading.get_ident():
+            self._end_settled.wait()
+        return self.ended
+
     def guard(self) -> None:
         """Raise ClaimLost once the run lost its claim (no store call)."""
         if self.lost.is_set():
@@ -114,9 +130,14 @@ class Run:
 
     def check(self) -> None:
         """Before a step the store cannot fence (a commit, a push, a checkpoint): the token is
-        still the claim's, read from the store now."""
+        still the claim's, read from the store now. Refused because this process has just ended
+        the run: no loss, the write is the ended run's own (as every write after its end is)."""
         self.guard()
-        self._fenced(self.store.check_fence, self.run_id, self.token)
+        try:
+            self._fenced(self.store.check_fence, self.run_id, self.token)
+        except ClaimLost:
+            if not self._ended_here():
+                raise
 
     def _fenced(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self.guard()
@@ -192,6 +213,8 @@ class Run:
 
     def _end(self, end: Callable[..., Any], *args: Any, guarded: bool = True, **kwargs: Any) -> bool:
         self._ending = True
+        self._ending_thread = threading.get_ident()
+        self._end_settled.clear()
         try:
             if guarded:
                 ended = bool(self._fenced(end, *args, on_ended=self._ended, **kwargs))
@@ -199,6 +222,8 @@ class Run:
                 ended = bool(end(*args, on_ended=self._ended, **kwargs))
         finally:
             self._ending = False
+            self._ending_thread = None
+            self._end_settled.set()
         point("run.ended")
         return ended
 

@@ -121,7 +121,10 @@ def test_workers_share_24_tickets_each_runs_once_in_dependency_order(tmp_path, c
         for line in o.splitlines()  # each piped line names its ticket
         if re.match(r"\[t\d\d\] complete ticket t\d\d:", line)
     ]
-    assert len(done) == 24 and len(set(done)) == 24
+    # (A run whose own end raced a checkpoint in LangGraph's thread was once reported "lost"
+    # here though it was complete: test_run_fencing's "meets_the_runs_own_end" holds that.)
+    assert len(done) == 24 and len(set(done)) == 24, [line for o in outputs for line in o.splitlines()
+                                                       if "ticket t" in line and "started" not in line]
     # Reviewed and merged from the developer's clone: the branch is fetched from the remote.
     merged = subprocess.run([MIDDLE, "merge", "t00"], cwd=desk, env=_env(), capture_output=True, text=True)
     assert merged.returncode == 0 and "merged ticket t00 into main" in merged.stdout, merged.stdout + merged.stderr

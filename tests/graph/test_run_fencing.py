@@ -159,3 +159,54 @@ def test_a_stale_owners_checkpoints_are_refused(claimed, tmp_path):
     assert saver.get_tuple(config).checkpoint["id"] != "later"
     assert run.lost.is_set()
     checkpoints.close()
+
+
+def test_a_write_in_another_thread_that_meets_the_runs_own_end_is_no_loss(claimed, tmp_path):
+    """The end releases the claim in its transaction a moment before the run is marked ended. A
+    checkpoint LangGraph writes in its own thread, or an event, refused in that moment met this
+    process's own end, not a takeover: it waits for the end, then is written as the ended run's,
+    and the run stays complete (before, it was reported "lost" though its end was stored)."""
+    import threading
+
+    store, run_id = claimed
+    run = _run(store, run_id, lease_s=60)
+    checkpoints = open_checkpointer(tmp_path / "checkpoints.sqlite")
+    saver = checkpoints.saver
+    fence_checkpoints(saver, {run_id: run})
+    config = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    seen: list[object] = []
+    racers: list[threading.Thread] = []
+    real_end_run = store.end_run
+
+    def racing_write() -> None:
+        try:
+            saver.put(config, {**empty_checkpoint(), "id": "racing"}, {"source": "loop", "step": 3}, {})
+            run.events("note", {"text": "written in the end's moment"})
+            seen.append("written")
+        except Exception as exc:  # noqa: BLE001 - what the test reports
+            seen.append(exc)
+
+    def end_run_then_race(*args, **kwargs):
+        ended = real_end_run(*args, **kwargs)  # the claim is gone; the run is not marked ended yet
+        racer = threading.Thread(target=racing_write)
+        racer.start()
+        racer.join(0.5)
+        seen.append("waited" if racer.is_alive() else "did not wait")
+        racers.append(racer)
+        return ended
+
+    store.end_run = end_run_then_race  # type: ignore[method-assign]
+    try:
+        assert run.complete("done") is True
+    finally:
+        store.end_run = real_end_run  # type: ignore[method-assign]
+    racers[0].join(10)
+    assert seen == ["waited", "written"], seen
+    assert not run.lost.is_set()
+    run.guard()  # nothing lost: the driver reports the run as it ended
+    assert store.get_run(run_id)["status"] == "complete"
+    assert saver.get_tuple(config).checkpoint["id"] == "racing"
+    assert "written in the end's moment" in [e["data"].get("text") for e in store.list_events(run_id=run_id)]
+    checkpoints.close()
