@@ -33,6 +33,8 @@ class HybridBackend(retrieval.RetrievalBackend):
         opts: HybridOptions = self.options  # type: ignore[assignment]
         pool = k * opts.candidate_multiplier
         fused = self._fused(query, pool)
+        if opts.burst_weight > 0:
+            fused = self._lend(fused, opts)[0]
         if opts.thread_weight > 0:
             fused = self._near_in_time(fused, pool, opts)
         if opts.recent_candidates and opts.recency_weight > 0:
@@ -59,6 +61,14 @@ class HybridBackend(retrieval.RetrievalBackend):
         dense = self._dense(retrieval.bm25.without_paths(query), pool)
         sparse = self._store.bm25(query, pool)
         return retrieval.fusion.fuse(opts.fusion, dense, sparse, opts.dense_weight, opts.rrf_k)[:pool]
+
+    def _lend(self, fused: list[tuple[int, float]], opts: HybridOptions):
+        """The ranking with each of the best matches lending part of its score to its
+        burst-mates (retrieval.burst), and who lent to whom."""
+        sources = [i for i, _ in fused[:retrieval.burst.SOURCES]]
+        around = self._store.around(sources, retrieval.burst.REACH)
+        texts = {i: row.text for i, row in self._store.rows(sources).items()}
+        return retrieval.burst.lend(fused, around, texts, opts.burst_weight)
 
     def _newest(self, pool: int, opts: HybridOptions) -> list[int]:
         return self._store.recent(max(pool, retrieval.thread.REACH * opts.thread_scale_docs))
