@@ -50,6 +50,8 @@ def lend(fused: Ranked, around: dict[int, list[tuple[int, int, str]]], texts: di
     score to the docs `around` it (source id -> [(id, docs away, text)]) that share a path with
     it; docs lent to join the candidates. Returns the new ranking (ties by id, older first) and,
     per doc that was lent to, its largest lender (source id, docs away, a shared path)."""
+    if weight <= 0:
+        return list(fused), {}
     scores = dict(fused)
     why: dict[int, tuple[int, int, str]] = {}
     best: dict[int, float] = {}
