@@ -62,7 +62,8 @@ class HybridBackend(retrieval.RetrievalBackend):
         sparse = self._store.bm25(query, pool)
         return retrieval.fusion.fuse(opts.fusion, dense, sparse, opts.dense_weight, opts.rrf_k)[:pool]
 
-    def _lend(self, fused: list[tuple[int, float]], opts: HybridOptions):
+    def _lend(self, fused: list[tuple[int, float]], opts: HybridOptions
+              ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int, str]]]:
         """The ranking with each of the best matches lending part of its score to its
         burst-mates (retrieval.burst), and who lent to whom."""
         sources = [i for i, _ in fused[:retrieval.burst.SOURCES]]
