@@ -3,9 +3,13 @@
 A feature is built in a burst of commits that touch the same files, each with a short subject
 ("TableView.data() no longer uses .inspect", "sortable_columns_for_table() no longer uses
 inspect"). A ticket years later that matches one commit of the old burst bears on the others,
-though they may share none of its words: on the datasette development split, 38 of the 106
+though they may share none of its words: on the datasette development split, 36 of the 106
 long-range relatives the related list missed had a doc that changed one of their files, at
 most 10 docs away, among its first five.
+
+Measured, it did not carry: +0.059 long-range R@5 on the development split it was fitted on,
+-0.013 on four held-out histories (docs/memory-benchmarks.md, "Third try: bursts"), so
+`burst_weight` is 0 (off) by default.
 
 So each of the SOURCES best matches of a query lends `weight` times its score to every doc
 within REACH docs of it in time that names one of the same file paths; a doc lent by several
