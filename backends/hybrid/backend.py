@@ -33,6 +33,8 @@ class HybridBackend(retrieval.RetrievalBackend):
         opts: HybridOptions = self.options  # type: ignore[assignment]
         pool = k * opts.candidate_multiplier
         fused = self._fused(query, pool)
+        if opts.burst_weight > 0:
+            fused = self._lend(fused, opts)[0]
         if opts.thread_weight > 0:
             fused = self._near_in_time(fused, pool, opts)
         if opts.recent_candidates and opts.recency_weight > 0:
@@ -60,6 +62,15 @@ class HybridBackend(retrieval.RetrievalBackend):
         sparse = self._store.bm25(query, pool)
         return retrieval.fusion.fuse(opts.fusion, dense, sparse, opts.dense_weight, opts.rrf_k)[:pool]
 
+    def _lend(self, fused: list[tuple[int, float]], opts: HybridOptions
+              ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int, str]]]:
+        """The ranking with each of the best matches lending part of its score to its
+        burst-mates (retrieval.burst), and who lent to whom."""
+        sources = [i for i, _ in fused[:retrieval.burst.SOURCES]]
+        around = self._store.around(sources, retrieval.burst.REACH)
+        texts = {i: row.text for i, row in self._store.rows(sources).items()}
+        return retrieval.burst.lend(fused, around, texts, opts.burst_weight)
+
     def _newest(self, pool: int, opts: HybridOptions) -> list[int]:
         return self._store.recent(max(pool, retrieval.thread.REACH * opts.thread_scale_docs))
 
@@ -78,6 +89,8 @@ class HybridBackend(retrieval.RetrievalBackend):
         continues a thread (retrieval.thread.in_thread) and the doc is within its reach."""
         out = super().explain(query, docs)
         opts: HybridOptions = self.options  # type: ignore[assignment]
+        if opts.burst_weight > 0 and docs:
+            self._explain_burst(query, docs, out, opts)
         if opts.thread_weight <= 0 or not docs:
             return out
         with self._store.lock:
@@ -96,6 +109,25 @@ class HybridBackend(retrieval.RetrievalBackend):
                 signals["recency"] = (f"thread: {n} newer doc(s), its place counted {share:.2f} "
                                       "(the query continues recent work)")
         return out
+
+    def _explain_burst(self, query: str, docs: Sequence[str], out: list[dict[str, Any]],
+                       opts: HybridOptions) -> None:
+        """A doc's burst signal: the strong match that lent to it most, how far away in time
+        and the file they both name (the ranking redone over as large a pool as returned
+        `docs`)."""
+        with self._store.lock:
+            self._store.sync()
+            fused = self._fused(query, max(len(docs), 1) * opts.candidate_multiplier)
+            _, lenders = self._lend(fused, opts)
+            with self._store.read() as conn:
+                ids = self._store.ids_by_text(conn, list(docs))
+        score = dict(fused)
+        for doc, signals in zip(docs, out):
+            lent = lenders.get(ids.get(doc, -1))
+            if lent is not None:
+                source, away, path = lent
+                signals["burst"] = (f"burst: {away} doc(s) from a strong match that also names "
+                                    f"{path} (lent {opts.burst_weight * score[source]:.2f})")
 
     def _write(self, records: list[MemoryRecord], vectors: list[np.ndarray] | None) -> None:
         threshold = self.options.dedup_threshold  # type: ignore[attr-defined]

@@ -105,6 +105,13 @@ class HybridOptions(EmbedderOptions, PipelineOptions):
         "0 (the default): off. 0.3 gained +0.10 long-range R@5 on the datasette development split "
         "it was chosen on but +0.01 on four held-out histories (within noise) and lost a little on "
         "LoCoMo, so it is not on by default: docs/memory-benchmarks.md")
+    burst_weight: float = Field(
+        0.0, ge=0, le=1, description="share of a strong match's score lent to its burst-mates: "
+        "the docs at most 10 docs away in time that name one of its file paths "
+        "(retrieval.burst): a ticket that matches one commit of an old burst bears on the "
+        "others. 0 (the default): off. 0.2 gained +0.06 long-range R@5 on the datasette "
+        "development split it was fitted on and lost 0.013 on four held-out histories: "
+        "docs/memory-benchmarks.md")
     thread_scale_docs: int = Field(
         40, ge=1, le=10_000, description="how many newer docs make a doc's place count e (2.7) "
         "times less: two [memory] related_window's worth (the window the block leaves out, and "

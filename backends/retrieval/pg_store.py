@@ -298,6 +298,26 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
                 "SELECT id FROM retrieval_docs WHERE store_id = %s "
                 "ORDER BY doc_time DESC, id DESC LIMIT %s", (self.store_id, n))]
 
+    def around(self, ids: Sequence[int], reach: int) -> dict[int, list[tuple[int, int, str]]]:
+        """As RetrievalStore.around: the `reach` docs either side of each id in time order."""
+        out: dict[int, list[tuple[int, int, str]]] = {}
+        with self.read() as conn:
+            for doc_id in ids:
+                row = conn.execute("SELECT doc_time FROM retrieval_docs WHERE store_id = %s "
+                                   "AND id = %s", (self.store_id, doc_id)).fetchone()
+                if row is None:
+                    continue
+                key = (self.store_id, row[0], doc_id, reach)
+                before = conn.execute(
+                    "SELECT id, text FROM retrieval_docs WHERE store_id = %s AND (doc_time, id) < "
+                    "(%s, %s) ORDER BY doc_time DESC, id DESC LIMIT %s", key).fetchall()
+                after = conn.execute(
+                    "SELECT id, text FROM retrieval_docs WHERE store_id = %s AND (doc_time, id) > "
+                    "(%s, %s) ORDER BY doc_time, id LIMIT %s", key).fetchall()
+                out[doc_id] = [(int(i), n, text) for part in (before, after)
+                               for n, (i, text) in enumerate(part, start=1)]
+        return out
+
     def texts(self) -> list[str]:
         with self.read() as conn:
             return [r[0] for r in conn.execute(

@@ -298,6 +298,26 @@ class RetrievalStore(SqliteStore):
             return [r[0] for r in conn.execute(
                 "SELECT id FROM docs ORDER BY doc_time DESC, id DESC LIMIT ?", (n,))]
 
+    def around(self, ids: Sequence[int], reach: int) -> dict[int, list[tuple[int, int, str]]]:
+        """For each doc id, the `reach` docs before and after it in time order (doc_time, then
+        id) as (id, docs away, text); an id no longer stored has none."""
+        out: dict[int, list[tuple[int, int, str]]] = {}
+        with self.read() as conn:
+            for doc_id in ids:
+                row = conn.execute("SELECT doc_time FROM docs WHERE id = ?", (doc_id,)).fetchone()
+                if row is None:
+                    continue
+                key = (row[0], doc_id, reach)
+                before = conn.execute(
+                    "SELECT id, text FROM docs WHERE (doc_time, id) < (?, ?) "
+                    "ORDER BY doc_time DESC, id DESC LIMIT ?", key).fetchall()
+                after = conn.execute(
+                    "SELECT id, text FROM docs WHERE (doc_time, id) > (?, ?) "
+                    "ORDER BY doc_time, id LIMIT ?", key).fetchall()
+                out[doc_id] = [(int(i), n, text) for part in (before, after)
+                               for n, (i, text) in enumerate(part, start=1)]
+        return out
+
     def texts(self) -> list[str]:
         with self.read() as conn:
             return [r[0] for r in conn.execute("SELECT text FROM docs ORDER BY id")]

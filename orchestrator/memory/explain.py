@@ -78,6 +78,8 @@ def why_line(signals: Mapping[str, Any], now: float | None = None) -> str:
                      + ", which this doc mentions")
     if signals.get("facts"):
         parts.append("facts: " + "; ".join(f'"{fact}"' for fact in signals["facts"]))
+    if signals.get("burst"):
+        parts.append(str(signals["burst"]))
     if signals.get("recency"):
         parts.append(str(signals["recency"]))
     if isinstance(signals.get("date"), (int, float)):

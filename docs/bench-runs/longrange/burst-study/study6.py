@@ -1,0 +1,27 @@
+# ruff: noqa  (a study script kept as it was run; not product code)
+from ev import *
+def smooth(W, lam, top, pool=75, old_only=False, farW=None):
+    def fn(row):
+        p = row['pos']
+        f = base(row, pool)
+        s = dict(f)
+        new = dict(s)
+        src = [(d, sc) for d, sc in f if not (old_only and d >= p - 20)][:top]
+        for d, sc in src:
+            for m in range(max(0, d - W), min(p, d + W + 1)):
+                if m != d:
+                    new[m] = new.get(m, 0) + lam * sc
+        return sorted(new.items(), key=lambda x: (-x[1], x[0]))
+    return fn
+b = score(base)[1]
+def dist(vals, rows=R):
+    # gain split by relative distance
+    pass
+for W in (10, 15, 20):
+    for top in (5, 10, 20):
+        out = []
+        for lam in (0.1, 0.2, 0.3):
+            m, v = score(smooth(W, lam, top, old_only=True))
+            up = sum(x > y for x, y in zip(v, b)); dn = sum(x < y for x, y in zip(v, b))
+            out.append(f"{lam}:{m:.3f}({up}/{dn})")
+        print('old-only', W, top, ' '.join(out))
