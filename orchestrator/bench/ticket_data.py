@@ -84,8 +84,11 @@ def load_ticket_file(path: Path) -> TicketHistory:
 
 _RS, _US = "\x1e", "\x1f"
 # Issue references as GitHub writes them: an issue or pull URL, an optional keyword, "#123".
-# "owner/repo#123" names another repository's issue: removed from the text, not a shared ref.
-_URL = re.compile(r"https?://github\.com/[\w.-]+/[\w.-]+/(?:issues|pull)/(\d+)[^\s)\]]*",
+# "owner/repo#123", and the URL of another repository's issue, name another repository's issue:
+# removed from the text, not a shared ref (as in shared/data/tickets' export). Counted, the URLs
+# of plugins' own issues ("Refs https://github.com/simonw/llm-cmd/issues/1") had made pairs of
+# unrelated commits "related" through their plugins' issue #1.
+_URL = re.compile(r"https?://github\.com/([\w.-]+/[\w.-]+)/(?:issues|pull)/(\d+)[^\s)\]]*",
                   re.IGNORECASE)
 _KEYWORD = r"(?:(?:refs?|references|closes?|closed|fix(?:es|ed)?|resolves?|resolved|see|for|part of)\s*:?\s*)?"
 _CROSS = re.compile(_KEYWORD + r"\b[\w.-]+/[\w.-]+#\d+\b", re.IGNORECASE)
@@ -98,15 +101,22 @@ _TRAILER = re.compile(r"^(?:[\w-]+-by|Change-Id|Refs?):\s.*$", re.IGNORECASE | r
 _RELEASE = re.compile(r"^\s*releas(?:e|ed|ing)\b", re.IGNORECASE)
 
 
-def split_refs(text: str) -> tuple[str, list[int]]:
-    """The text without its issue references, and the issue numbers, in order of appearance."""
+def split_refs(text: str, own: str | None = None) -> tuple[str, list[int]]:
+    """The text without its issue references, and the issue numbers, in order of appearance.
+    `own`: the repository's "owner/name"; an issue URL of another repository is no ref (None:
+    every issue URL counts)."""
     refs: list[int] = []
 
     def take(match: re.Match[str]) -> str:
         refs.append(int(match.group(1)))
         return " "
 
-    text = _URL.sub(take, text)
+    def take_url(match: re.Match[str]) -> str:
+        if own is None or match.group(1).lower() == own.lower():
+            refs.append(int(match.group(2)))
+        return " "
+
+    text = _URL.sub(take_url, text)
     text = _CROSS.sub(" ", text)
     text = _HASH.sub(take, text)
     text = _EMPTY_BRACKETS.sub(" ", text)
@@ -136,8 +146,23 @@ def git_log(repo: Path) -> str:
     return log.stdout
 
 
-def parse_git_log(log: str) -> list[HistoryTicket]:
-    """Tickets from `git_log` output: subject as title, body as description, numstat paths."""
+def own_repository(log: str, origin: str = "") -> str | None:
+    """The repository's own "owner/name": its origin's, when that is a GitHub URL, else the one
+    whose issue URLs its history names most (a project links its own issues far more often than
+    any other's). None when neither says."""
+    found = re.search(r"github\.com[:/]([\w.-]+/[\w.-]+?)(?:\.git)?/?$", origin.strip(), re.IGNORECASE)
+    if found:
+        return found.group(1)
+    counts: dict[str, int] = {}
+    for match in _URL.finditer(log):
+        slug = match.group(1).lower()
+        counts[slug] = counts.get(slug, 0) + 1
+    return max(counts, key=lambda slug: counts[slug]) if counts else None
+
+
+def parse_git_log(log: str, own: str | None = None) -> list[HistoryTicket]:
+    """Tickets from `git_log` output: subject as title, body as description, numstat paths.
+    `own`: the repository's "owner/name" (another repository's issue URL is no ref)."""
     tickets = []
     for record in log.split(_RS)[1:]:
         sha, date, subject, body, stats = (record.split(_US) + [""] * 5)[:5]
@@ -146,8 +171,8 @@ def parse_git_log(log: str) -> list[HistoryTicket]:
             parts = line.split("\t")
             if len(parts) == 3 and parts[2]:
                 paths.append(parts[2])
-        title, title_refs = split_refs(subject)
-        description, body_refs = split_refs(_TRAILER.sub("", body))
+        title, title_refs = split_refs(subject, own)
+        description, body_refs = split_refs(_TRAILER.sub("", body), own)
         refs = [] if _RELEASE.match(subject) else list(dict.fromkeys(title_refs + body_refs))
         tickets.append(HistoryTicket(sha[:12], date, _clean(title) or subject.strip(),
                                      _clean(description), paths, refs))
@@ -156,7 +181,9 @@ def parse_git_log(log: str) -> list[HistoryTicket]:
 
 def load_git_repo(repo: Path) -> TicketHistory:
     """A repository's non-merge commits, oldest first, as completed tickets."""
-    tickets = parse_git_log(git_log(repo))
+    log = git_log(repo)
+    origin = git(repo, "config", "--get", "remote.origin.url", check=False).stdout
+    tickets = parse_git_log(log, own_repository(log, origin))
     if not tickets:
         raise ConfigError(f"--repo {Path(repo).resolve()}: no non-merge commits to replay")
     return TicketHistory(Path(repo).resolve().name, tickets)

@@ -54,6 +54,21 @@ def repo(tmp_path) -> Path:
     return repo
 
 
+def test_another_repositorys_issue_url_is_no_ref(repo):
+    """As in the shared export: `Refs https://github.com/o/plugin/issues/1` names the plugin's
+    issue 1, not this repository's (counted, such URLs had paired unrelated plugin-directory
+    commits). The repository's own is its origin's, else the one its history links most."""
+    commit(repo, "docs/plugins.md", "Add a plugin\n\nRefs https://github.com/o/plugin/issues/1", 8)
+    commit(repo, "app/login.py", "Login: remember me\n\nhttps://github.com/O/R/issues/1", 9)
+    history = ticket_data.load_git_repo(repo)
+    assert [t.refs for t in history.tickets[-2:]] == [[], [1]]  # o/r: named twice, o/plugin once
+    assert history.tickets[-2].description == "Refs"  # taken out of the text all the same
+    git(repo, "remote", "add", "origin", "git@github.com:o/plugin.git")
+    assert [t.refs for t in ticket_data.load_git_repo(repo).tickets[-2:]] == [[1], []]
+    assert ticket_data.own_repository("", "https://github.com/Pallets/click.git") == "Pallets/click"
+    assert ticket_data.own_repository("no links", "/srv/mirror") is None
+
+
 def test_git_history_becomes_tickets_with_refs_removed_from_the_text(repo):
     history = ticket_data.load_git_repo(repo)
     assert history.name == "repo"
