@@ -804,6 +804,23 @@ class MemoryFacade:
             except NotImplementedError as exc:  # a backend that can neither look up nor list
                 raise MemoryStoreError(f"{exc}; use `middle memory search` instead") from None
 
+    def docs_present(self, project_id: str, docs: list[str]) -> set[str]:
+        """Which of `docs` (exact texts) the store holds, each looked up by its full id
+        (MemoryBackend.docs_by_id), not by listing the store: an undo at 100,000 docs reads
+        only the docs it touched. A backend that keeps the default lookup (a listing each
+        time) is listed once for all of them instead."""
+        wanted = list(dict.fromkeys(docs))
+        if not wanted or not self.has_store(project_id):
+            return set()
+        with self._locked(project_id, "lookup") as backend:
+            if type(backend).docs_by_id is MemoryBackend.docs_by_id:
+                try:
+                    listed = set(backend.list_docs())
+                except NotImplementedError:  # neither lookup nor listing: ask for each text
+                    return {d for d in wanted if backend_has_doc(backend, d)}
+                return {d for d in wanted if d in listed}
+            return {d for d in wanted if d in docs_by_id(backend, doc_id(d))}
+
     # -- conversation watching (sliding_window) ---------------------------------------------
     def observe_round(self, project_id: str, conversation_id: str, prompt: str, response: str) -> None:
         # The conversation a backend keeps is memory too: <private> spans never reach it.
