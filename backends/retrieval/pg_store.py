@@ -316,6 +316,14 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
             return int(conn.execute("SELECT count(*) FROM retrieval_docs WHERE store_id = %s",
                                     (self.store_id,)).fetchone()[0])
 
+    def fingerprint(self) -> str:
+        """How many docs, and the newest id given (a sequence: never given twice), so any add
+        or delete changes it; a recall's access counts do not."""
+        with self.read() as conn:
+            count, newest = conn.execute("SELECT count(*), COALESCE(MAX(id), 0) FROM retrieval_docs"
+                                         " WHERE store_id = %s", (self.store_id,)).fetchone()
+        return f"{count}:{newest}"
+
     def touch(self, ids: Sequence[int], now: float) -> None:
         """Access count and last-accessed time, under the write lock (ordered rows)."""
         if not ids:

@@ -314,6 +314,13 @@ class RetrievalStore(SqliteStore):
         with self.read() as conn:
             return int(conn.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
 
+    def fingerprint(self) -> str:
+        """How many docs, and the newest id given (AUTOINCREMENT: never given twice), so any
+        add or delete changes it; a recall's access counts do not."""
+        with self.read() as conn:
+            count, newest = conn.execute("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM docs").fetchone()
+        return f"{count}:{newest}"
+
     def touch(self, ids: Sequence[int], now: float) -> None:
         """Access count and last-accessed time; not a content change, no generation."""
         if not ids:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import threading
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
@@ -44,8 +45,11 @@ from orchestrator.memory.timeline import expiry_note, is_expired, now_iso
 if TYPE_CHECKING:
     from orchestrator.memory.changelog import Head
     from orchestrator.memory.facade import MemoryFacade
+    from orchestrator.plugins.memory_backend import MemoryBackend
     from tickets.curation import MemoryChange, MemoryState
     from tickets.store import TicketStore
+
+log = logging.getLogger("middle.memory")
 
 SORTS = ("newest", "oldest", "recalled", "used")
 DEFAULT_PAGE = 20  # docs per page: the board shows 20 at a time whatever the store holds
@@ -174,22 +178,36 @@ def project_usage(store: TicketStore, project_id: str) -> dict[str, dict[str, in
                         store.memory_changes(project_id, limit=1_000_000))
 
 
+def store_mark(backend: MemoryBackend) -> str | None:
+    """An open backend's fingerprint (MemoryBackend.fingerprint: changes whenever a doc is
+    added or removed, by anyone), or None when it has none or it cannot be read (a page is
+    then served as the change log has it; nothing fails for it)."""
+    try:
+        mark = backend.fingerprint()
+    except Exception as exc:
+        log.warning("memory backend %s: its fingerprint is unreadable (%s)", backend.name, exc)
+        return None
+    return mark if isinstance(mark, str) else None
+
+
 def build_catalog(mem: MemoryFacade, store: TicketStore, project_id: str) -> Catalog:
     """The project's catalog from its store (none created: empty without one) and its records
     in the ticket store. It remembers where the project's change log stood when the store was
     listed (under the same locks, so no write falls between), to catch up from there."""
     records: list[tuple[str, float | None]] = []
-    head, epoch = None, None
+    head, epoch, mark = None, None, None
     if mem.has_store(project_id):
         # "catalog", not a read: the project's lock is taken even for a store in the database,
         # so no write's note and doc fall on either side of this listing
         with mem.other_backend(project_id, mem.backend_name, "catalog") as backend:
             head, epoch = mem.change_log(project_id).head(), read_epoch(mem.store_dir(project_id))
+            mark = store_mark(backend)
             records = list(backend.list_records())
     fingerprint = store.memory_fingerprint(project_id)
     catalog = Catalog(records, store.memory_state(project_id), store.doc_sources(project_id),
                       project_usage(store, project_id), store.ticket_runners(project_id))
     catalog.backend, catalog.head, catalog.epoch, catalog.fingerprint = mem.backend_name, head, epoch, fingerprint
+    catalog.mark = mark
     return catalog
 
 
@@ -209,6 +227,11 @@ def catch_up(catalog: Catalog, mem: MemoryFacade, store: TicketStore, project_id
         if caught is None:
             return False
         head, entries = caught
+        mark = store_mark(backend)
+        if not entries and mark != catalog.mark:
+            # the docs changed though no write through middle noted one (a plugin's own tool,
+            # another program): list the store again
+            return False
         latest: dict[str, float | None] = {}
         for entry in entries:  # the last time a doc was touched wins
             latest.pop(entry.doc, None)
@@ -223,7 +246,7 @@ def catch_up(catalog: Catalog, mem: MemoryFacade, store: TicketStore, project_id
                        store.ticket_runners(project_id) if "runners" in changed else catalog.runners)
         catalog.fingerprint = fingerprint
     catalog.apply_docs([(text, present[text], when) for text, when in latest.items()])
-    catalog.head = head
+    catalog.head, catalog.mark = head, mark
     return True
 
 
@@ -288,6 +311,7 @@ class Catalog:
         self.head: Head | None = None
         self.epoch: str | None = None
         self.fingerprint: tuple[Any, ...] | None = None
+        self.mark: str | None = None  # the backend's fingerprint when last caught up (see catch_up)
         # a server's requests read a kept catalog while another request catches it up
         self.lock = threading.RLock()
         self._join(states, sources, usage, runners or {})
