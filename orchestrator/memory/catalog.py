@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import threading
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from orchestrator.memory.changelog import store_mark
 from orchestrator.memory.curation import (
     SOURCE_KINDS,
     CurationError,
@@ -45,11 +45,8 @@ from orchestrator.memory.timeline import expiry_note, is_expired, now_iso
 if TYPE_CHECKING:
     from orchestrator.memory.changelog import Head
     from orchestrator.memory.facade import MemoryFacade
-    from orchestrator.plugins.memory_backend import MemoryBackend
     from tickets.curation import MemoryChange, MemoryState
     from tickets.store import TicketStore
-
-log = logging.getLogger("middle.memory")
 
 SORTS = ("newest", "oldest", "recalled", "used")
 DEFAULT_PAGE = 20  # docs per page: the board shows 20 at a time whatever the store holds
@@ -178,18 +175,6 @@ def project_usage(store: TicketStore, project_id: str) -> dict[str, dict[str, in
                         store.memory_changes(project_id, limit=1_000_000))
 
 
-def store_mark(backend: MemoryBackend) -> str | None:
-    """An open backend's fingerprint (MemoryBackend.fingerprint: changes whenever a doc is
-    added or removed, by anyone), or None when it has none or it cannot be read (a page is
-    then served as the change log has it; nothing fails for it)."""
-    try:
-        mark = backend.fingerprint()
-    except Exception as exc:
-        log.warning("memory backend %s: its fingerprint is unreadable (%s)", backend.name, exc)
-        return None
-    return mark if isinstance(mark, str) else None
-
-
 def build_catalog(mem: MemoryFacade, store: TicketStore, project_id: str) -> Catalog:
     """The project's catalog from its store (none created: empty without one) and its records
     in the ticket store. It remembers where the project's change log stood when the store was
@@ -223,14 +208,18 @@ def catch_up(catalog: Catalog, mem: MemoryFacade, store: TicketStore, project_id
     with mem.other_backend(project_id, mem.backend_name, "catalog") as backend:  # see build_catalog
         if read_epoch(mem.store_dir(project_id)) != catalog.epoch:
             return False
-        caught = mem.change_log(project_id).since(catalog.head)
+        changes = mem.change_log(project_id)
+        caught = changes.since(catalog.head)
         if caught is None:
             return False
         head, entries = caught
+        # The store's docs as this catalog last saw them (no write noted since), or as the
+        # last write through the facade left them (each such write checked, before it, that
+        # the store was as the one before it had left it, else started the log over): any
+        # other fingerprint means something else (a plugin's own tool, another program)
+        # added or deleted docs, so list the store again.
         mark = store_mark(backend)
-        if not entries and mark != catalog.mark:
-            # the docs changed though no write through middle noted one (a plugin's own tool,
-            # another program): list the store again
+        if mark != (changes.mark() if entries else catalog.mark):
             return False
         latest: dict[str, float | None] = {}
         for entry in entries:  # the last time a doc was touched wins

@@ -73,6 +73,27 @@ def test_a_write_past_the_facade_shows_on_the_next_page(served):
     assert doc_text(5) not in texts and len(texts) == SIZE
 
 
+def test_a_write_past_the_facade_between_writes_through_it_still_shows(served):
+    """The log names docs written through middle meanwhile, so it is not silent: the store's
+    fingerprint after the last of them (kept in the log) is what tells the outside write."""
+    client, state = served
+    assert len(_texts(client)) == SIZE
+    curator = state.services.curator()
+    curator.add(PROJECT, "Through middle, before the other tool.", "me")
+    _outside(state, "index", OUTSIDE)
+    curator.add(PROJECT, "Through middle, after the other tool.", "me")
+    texts = _texts(client)
+    assert OUTSIDE in texts and len(texts) == SIZE + 3
+    catalog = state.catalogs[PROJECT]
+    curator.add(PROJECT, "Through middle alone.", "me")  # nothing else wrote: caught up
+    assert "Through middle alone." in _texts(client)
+    assert state.catalogs[PROJECT] is catalog
+    curator.forget(PROJECT, "Through middle alone.", "me")  # the log names a doc, not OUTSIDE
+    _outside(state, "delete", OUTSIDE)  # after the last write through middle
+    texts = _texts(client)
+    assert OUTSIDE not in texts and "Through middle alone." not in texts and len(texts) == SIZE + 2
+
+
 def test_a_recall_or_a_page_alone_does_not_list_the_store_again(served):
     client, state = served
     _texts(client)
@@ -119,3 +140,45 @@ def test_the_default_fingerprint_is_the_store_files(tmp_path):
     (store / "mine.db-wal").write_bytes(b"a write")
     assert files_fingerprint(store, ("mine.db",)) != named  # a file beside it, named after it
     assert MemoryBackend.fingerprint.__doc__ and "cheap" in MemoryBackend.fingerprint.__doc__
+
+
+@pytest.mark.postgres
+def test_a_write_past_the_facade_on_postgresql(tmp_path, pg_url):
+    """A store in the shared database keeps its log and the mark there (PgChangeLog): another
+    instance of the backend writing the project's rows directly is noticed the same way."""
+    from orchestrator.memory.catalog import build_catalog, catch_up
+    from orchestrator.memory.facade import MemoryFacade
+    from orchestrator.plugins.manager import PluginRegistry
+    from tickets.store import TicketStore
+
+    facade = MemoryFacade(tmp_path / "mem", "bm25", {}, PluginRegistry(load_entry_points=False), url=pg_url)
+    store = TicketStore(tmp_path / "middle.sqlite3")
+
+    def outside(verb: str, text: str) -> None:  # the backend on the database, not the facade
+        backend = facade.open_backend(facade.backend_cls, PROJECT, facade.options)
+        try:
+            backend.index([text]) if verb == "index" else backend.delete([text])
+        finally:
+            backend.close()
+
+    try:
+        facade.index(PROJECT, [doc_text(i) for i in range(20)])
+        catalog = build_catalog(facade, store, PROJECT)
+        assert catch_up(catalog, facade, store, PROJECT)  # nothing changed: kept
+        facade.index(PROJECT, ["Through middle."])
+        assert catch_up(catalog, facade, store, PROJECT)  # a noted write: caught up
+        outside("index", OUTSIDE)
+        assert not catch_up(catalog, facade, store, PROJECT)  # the log silent, the docs moved
+        catalog = build_catalog(facade, store, PROJECT)
+        assert OUTSIDE in {r.text for r in catalog.rows}
+        facade.index(PROJECT, ["Through middle, again."])
+        outside("delete", OUTSIDE)  # after the last write through middle
+        assert not catch_up(catalog, facade, store, PROJECT)
+        catalog = build_catalog(facade, store, PROJECT)
+        outside("index", OUTSIDE)
+        facade.index(PROJECT, ["Through middle, after the other tool."])  # starts the log over
+        assert not catch_up(catalog, facade, store, PROJECT)
+        assert len(build_catalog(facade, store, PROJECT).rows) == 24
+    finally:
+        facade.close()
+        store.close()
