@@ -193,13 +193,23 @@ class MemoryCuration:
             return change
 
     def memory_changes(self, project_id: str, *, doc_ids: Iterable[str] | None = None,
-                       limit: int = 200) -> list[MemoryChange]:
+                       limit: int = 200, action: str | None = None) -> list[MemoryChange]:
         """The project's changes, newest first (only those of `doc_ids` when given: a doc's
-        history follows it through its edits when the caller names every id it had)."""
+        history follows it through its edits when the caller names every id it had; only
+        those of one `action`, e.g. the edits a doc's ids are followed through, when given).
+        Without `doc_ids` the database cuts the list at `limit`."""
         if self.version < CURATION_SINCE:
             return []
-        rows = self._read("SELECT * FROM memory_changes WHERE project_id = ? ORDER BY id DESC",
-                          (project_id,))
+        where = "project_id = ?"
+        params: list[Any] = [project_id]
+        if action is not None:
+            where += " AND action = ?"
+            params.append(action)
+        cut = ""
+        if doc_ids is None:
+            cut = " LIMIT ?"
+            params.append(limit)
+        rows = self._read(f"SELECT * FROM memory_changes WHERE {where} ORDER BY id DESC{cut}", tuple(params))
         wanted = None if doc_ids is None else set(doc_ids)
         changes = [_change(r) for r in rows]
         if wanted is not None:

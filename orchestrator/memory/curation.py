@@ -641,8 +641,8 @@ class Curator:
     def _current_id(self, project_id: str, ident: str) -> str:
         """The id doc `ident` has now, following its edits (those not undone)."""
         edits = {c["doc_id"]: str((c["after"] or {}).get("doc_id")) for c in
-                 reversed(self.store.memory_changes(project_id, limit=100_000))
-                 if c["action"] == "edit" and c["undone_by"] is None}
+                 reversed(self.store.memory_changes(project_id, limit=100_000, action="edit"))
+                 if c["undone_by"] is None}
         seen = {ident}
         while ident in edits and edits[ident] not in seen:
             ident = edits[ident]
@@ -695,7 +695,7 @@ def _earlier_ids(store: TicketStore, project_id: str, ident: str) -> set[str]:
     """The ids a doc had before its edits (its history follows it)."""
     ids: set[str] = set()
     frontier = {ident}
-    changes = [c for c in store.memory_changes(project_id, limit=10_000) if c["action"] == "edit"]
+    changes = store.memory_changes(project_id, limit=10_000, action="edit")
     while frontier:
         found = {c["doc_id"] for c in changes if (c["after"] or {}).get("doc_id") in frontier}
         frontier = found - ids

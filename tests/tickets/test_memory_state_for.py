@@ -90,3 +90,17 @@ def test_a_version_15_store_gains_the_index(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_state_by_replacement'").fetchone()
     conn.close()
+
+
+def test_changes_are_cut_and_picked_by_the_database(store_target):
+    """A history page reads its newest changes only, and following a doc's edits reads the
+    edits only (memory_changes' limit and action), on SQLite and PostgreSQL."""
+    a, b = _ids("a", "b")
+    with TicketStore(store_target) as store:
+        ids = [store.record_memory_change("p", "pin" if i % 2 else "edit", a, who="me",
+                                          after={"doc_id": b}) for i in range(6)]
+        store.record_memory_change("q", "edit", a, who="me")
+        assert [c["id"] for c in store.memory_changes("p", limit=2)] == ids[:-3:-1]
+        edits = store.memory_changes("p", action="edit")
+        assert [c["id"] for c in edits] == ids[-2::-2] and all(c["project_id"] == "p" for c in edits)
+        assert len(store.memory_changes("p", doc_ids=[b], limit=3)) == 3  # named by its after
