@@ -184,6 +184,9 @@ class DocumentListing:
     def fingerprint(self) -> str | None:
         return self._doc_table.fingerprint()
 
+    def doc_time(self, doc: str) -> float | None:
+        return self._doc_table.time_of(doc)
+
 
 class DocumentTable:
     """`list_docs`, `list_records` and `has_doc` over one SQLite table of whole documents (hipporag's
@@ -211,6 +214,13 @@ class DocumentTable:
             return [r[0] for r in conn.execute(
                 f"SELECT text, {self._hash} FROM {self._table} WHERE {self._hash} >= ? AND "
                 f"{self._hash} <= ? ORDER BY id", (low, high)) if str(r[1]).startswith(prefix)]
+
+    def time_of(self, text: str) -> float | None:
+        """The time a document is dated by, found by its hash, or None."""
+        with self._read() as conn:
+            row = conn.execute(f"SELECT text, {self._time} FROM {self._table} WHERE {self._hash} = ?"
+                               " ORDER BY id LIMIT 1", (self.hash_text(text),)).fetchone()
+        return float(row[1]) if row is not None and row[0] == text and row[1] is not None else None
 
     def fingerprint(self) -> str:
         """How many documents, and the newest id given (AUTOINCREMENT, or a sequence: never

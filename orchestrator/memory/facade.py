@@ -796,7 +796,8 @@ class MemoryFacade:
         if not self.backend_cls.keeps_times or not self.has_store(project_id):
             return None
         with self._locked(project_id, "lookup") as backend:
-            return next((when for text, when in backend.list_records() if text == doc), None)
+            when = backend.doc_time(doc)  # the one doc looked up (the default lists the store)
+        return float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None
 
     def has_doc(self, project_id: str, doc: str) -> bool:
         """Whether the store holds exactly this doc (as `prepare_doc` would store it)."""

@@ -232,6 +232,13 @@ class MemoryBackend(ABC):
         return [d for d in self.list_docs()
                 if hashlib.sha256(d.encode("utf-8", "surrogatepass")).hexdigest().startswith(prefix)]
 
+    def doc_time(self, doc: str) -> float | None:
+        """The time the store dates exactly `doc` by (unix seconds; see keeps_times), or None
+        (not there, or no time kept): an edit and its undo keep a doc's time. The default
+        reads list_records (the whole store); a store that keys docs by their hash looks
+        the one doc up instead."""
+        return next((when for text, when in self.list_records() if text == doc), None)
+
     def fingerprint(self) -> str | None:
         """A short text that changes whenever a doc is added to or removed from the store, by
         anyone: the server's catalog (the board's Memory page, the docs API) lists the store

@@ -226,6 +226,16 @@ class MemoryBackendContract(CurationContract, SharedStoreContract):
         if self.supports_list_docs:
             assert backend.list_docs() == []
 
+    def test_doc_time_is_the_time_its_records_give(self, backend):
+        # an edit and its undo keep a doc's time (MemoryBackend.doc_time: one doc looked up)
+        self.require("stores_docs", "supports_list_docs")
+        docs = [sample_doc(i) for i in range(3)]
+        backend.index(docs)
+        times = dict(backend.list_records())
+        for doc in docs:
+            assert backend.doc_time(doc) == times[doc]
+        assert backend.doc_time("never indexed") is None
+
     def test_fingerprint_moves_when_docs_are_added_or_deleted(self, backend):
         # the server's catalog lists the store again when the fingerprint moved though no write
         # through middle noted a doc (MemoryBackend.fingerprint); None: the backend cannot tell

@@ -98,6 +98,9 @@ def test_an_undo_never_lists_the_store(counted):
     superseded = curator.supersede("p", doc, "Ticket 7: module m7 was removed.", WHO).change
     assert _undo_reads_no_listing(curator, superseded) == "undid the supersede"
     assert not curator.facade.has_doc("p", "Ticket 7: module m7 was removed.")
+    edited = curator.edit("p", doc, "Ticket 7: tidied module m7, its tests and docs.", WHO).change
+    assert _undo_reads_no_listing(curator, edited) == "undid the edit"
+    assert curator.facade.has_doc("p", doc)
     forgotten = curator.forget("p", doc, WHO).change
     assert _undo_reads_no_listing(curator, forgotten) == "undid the delete"
     assert curator.facade.has_doc("p", doc)
