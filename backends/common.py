@@ -181,6 +181,12 @@ class DocumentListing:
     def docs_by_id(self, prefix: str) -> list[str]:
         return self._doc_table.with_hash_prefix(prefix)
 
+    def fingerprint(self) -> str | None:
+        return self._doc_table.fingerprint()
+
+    def doc_time(self, doc: str) -> float | None:
+        return self._doc_table.time_of(doc)
+
 
 class DocumentTable:
     """`list_docs`, `list_records` and `has_doc` over one SQLite table of whole documents (hipporag's
@@ -208,6 +214,20 @@ class DocumentTable:
             return [r[0] for r in conn.execute(
                 f"SELECT text, {self._hash} FROM {self._table} WHERE {self._hash} >= ? AND "
                 f"{self._hash} <= ? ORDER BY id", (low, high)) if str(r[1]).startswith(prefix)]
+
+    def time_of(self, text: str) -> float | None:
+        """The time a document is dated by, found by its hash, or None."""
+        with self._read() as conn:
+            row = conn.execute(f"SELECT text, {self._time} FROM {self._table} WHERE {self._hash} = ?"
+                               " ORDER BY id LIMIT 1", (self.hash_text(text),)).fetchone()
+        return float(row[1]) if row is not None and row[0] == text and row[1] is not None else None
+
+    def fingerprint(self) -> str:
+        """How many documents, and the newest id given (AUTOINCREMENT, or a sequence: never
+        given twice), so any add or delete changes it and derived rows (facts) do not."""
+        with self._read() as conn:
+            count, newest = conn.execute(f"SELECT COUNT(*), COALESCE(MAX(id), 0) FROM {self._table}").fetchone()
+        return f"{count}:{newest}"
 
     def has(self, hash_: str) -> bool:
         with self._read() as conn:

@@ -111,13 +111,15 @@ class TicketQueries:
             entry(row["project_id"])["offline_runs"] = row["n"]
         return [totals[k] for k in sorted(totals)]
 
-    def doc_sources(self, project_id: str) -> dict[str, list[DocSource]]:
-        """For each doc text indexed by a ticket of the project: which tickets (each once, the
-        latest record first wins), when, and whether a revert deleted it."""
+    def doc_sources(self, project_id: str, doc: str | None = None) -> dict[str, list[DocSource]]:
+        """For each doc text indexed by a ticket of the project (only `doc`, when given: the
+        database picks its rows, a show does not read the whole project's): which tickets
+        (each once, the latest record first wins), when, and whether a revert deleted it."""
         sources: dict[str, dict[str, DocSource]] = defaultdict(dict)
+        only, params = ("", (project_id,)) if doc is None else (" AND doc = ?", (project_id, doc))
         for row in self._read(
                 "SELECT doc, ticket_id, run_id, created_at, deleted_at FROM memory_docs"
-                " WHERE project_id = ? ORDER BY id", (project_id,)):
+                f" WHERE project_id = ?{only} ORDER BY id", params):
             # A ticket run again indexes the same text again: one entry per ticket, the newest.
             sources[row["doc"]][row["ticket_id"]] = {"ticket_id": row["ticket_id"],
                                                      "run_id": row["run_id"],

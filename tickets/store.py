@@ -61,7 +61,9 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 # 14: memory_state.valid_until (a doc's expiry, tickets/curation.py).
 # 15: turns.coding_agent: the coding agent kind whose session the turn ran in (a ticket may pick
 #    its agent; a session id means nothing to another kind's CLI). NULL: not recorded.
-SCHEMA_VERSION = 15
+# 16: the index memory_state_by_replacement (project_id, superseded_by): a show or a curation
+#    verb reads the states of its few docs by key (MemoryCuration.memory_state_for).
+SCHEMA_VERSION = 16
 # Schema creation and upgrades on PostgreSQL take this advisory lock, so two machines starting at
 # once do not both create tables ("middle" in ASCII); an upgrade then takes every table at once
 # (tickets/upgrade.py), and workers wait for it.

@@ -282,6 +282,12 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
     def docs_by_id(self, prefix: str) -> list[str]:
         return self._store.texts_by_hash_prefix(prefix)
 
+    def fingerprint(self) -> str | None:
+        return self._store.fingerprint()
+
+    def doc_time(self, doc: str) -> float | None:
+        return self._store.doc_time(doc)
+
     def has_doc(self, doc: str) -> bool:
         with self._store.read() as conn:
             return bool(self._store.ids_by_text(conn, [doc]))

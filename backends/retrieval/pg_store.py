@@ -336,6 +336,21 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
             return int(conn.execute("SELECT count(*) FROM retrieval_docs WHERE store_id = %s",
                                     (self.store_id,)).fetchone()[0])
 
+    def doc_time(self, text: str) -> float | None:
+        """The time the doc is dated by, found by its hash (the (store_id, hash) key), or None."""
+        with self.read() as conn:
+            row = conn.execute("SELECT text, doc_time FROM retrieval_docs WHERE store_id = %s AND hash = %s",
+                               (self.store_id, doc_hash(text))).fetchone()
+        return float(row[1]) if row is not None and row[0] == text else None
+
+    def fingerprint(self) -> str:
+        """How many docs, and the newest id given (a sequence: never given twice), so any add
+        or delete changes it; a recall's access counts do not."""
+        with self.read() as conn:
+            count, newest = conn.execute("SELECT count(*), COALESCE(MAX(id), 0) FROM retrieval_docs"
+                                         " WHERE store_id = %s", (self.store_id,)).fetchone()
+        return f"{count}:{newest}"
+
     def touch(self, ids: Sequence[int], now: float) -> None:
         """Access count and last-accessed time, under the write lock (ordered rows)."""
         if not ids:

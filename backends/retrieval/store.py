@@ -334,6 +334,19 @@ class RetrievalStore(SqliteStore):
         with self.read() as conn:
             return int(conn.execute("SELECT COUNT(*) FROM docs").fetchone()[0])
 
+    def doc_time(self, text: str) -> float | None:
+        """The time the doc is dated by, found by its hash (the unique index), or None."""
+        with self.read() as conn:
+            row = conn.execute("SELECT text, doc_time FROM docs WHERE hash = ?", (doc_hash(text),)).fetchone()
+        return float(row[1]) if row is not None and row[0] == text else None
+
+    def fingerprint(self) -> str:
+        """How many docs, and the newest id given (AUTOINCREMENT: never given twice), so any
+        add or delete changes it; a recall's access counts do not."""
+        with self.read() as conn:
+            count, newest = conn.execute("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM docs").fetchone()
+        return f"{count}:{newest}"
+
     def touch(self, ids: Sequence[int], now: float) -> None:
         """Access count and last-accessed time; not a content change, no generation."""
         if not ids:

@@ -233,6 +233,19 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
         with self._store.read() as conn:
             return q.docs_with_hash_prefix(conn, PROJECT_CONVERSATION, prefix)
 
+    def doc_time(self, doc: str) -> float | None:
+        with self._store.read() as conn:
+            return q.doc_time(conn, PROJECT_CONVERSATION, doc)
+
+    def fingerprint(self) -> str | None:
+        """How many docs, and the newest and the sum of their places in the conversation (an
+        add or a delete moves them; docs put back in time order are renumbered, so the sum
+        too): summaries and watched rounds do not change it."""
+        with self._store.read() as conn:
+            count, newest, total = conn.execute(
+                "SELECT COUNT(*), COALESCE(MAX(seq), 0), COALESCE(SUM(seq), 0) FROM docs").fetchone()
+        return f"{count}:{newest}:{total}"
+
     # --- lifecycle -----------------------------------------------------------------------
 
     def flush(self, timeout: float | None = None) -> None:

@@ -308,6 +308,13 @@ def invalidate_all(conn: sqlite3.Connection, cid: str) -> list[int]:
     return ids
 
 
+def doc_time(conn: sqlite3.Connection, cid: str, doc: str) -> float | None:
+    """A project doc's time (its message's), found by the doc's hash key, or None."""
+    row = conn.execute("SELECT m.text, m.created_at FROM docs d JOIN messages m ON m.seq = d.seq"
+                       " AND m.conversation_id = ? WHERE d.doc_hash = ?", (cid, doc_hash(doc))).fetchone()
+    return float(row[1]) if row is not None and row[0] == doc else None
+
+
 def records(conn: sqlite3.Connection, cid: str) -> list[tuple[str, float]]:
     """cid's messages as (text, time), in order."""
     return [(r[0], float(r[1])) for r in conn.execute(

@@ -218,7 +218,7 @@ def forget_all(curator: Curator, project_id: str, docs: list[str], who: str, wor
     facade, store = curator.facade, curator.store
     with facade.project_lock(project_id, "delete"):
         times = _unix_times(curator, project_id)
-        states = curator.states(project_id)
+        states = curator.states(project_id, [doc_id(d) for d in docs])
         items = [{"doc": d, "doc_id": doc_id(d), "time": times.get(d),
                   "state": dict(states[doc_id(d)]) if doc_id(d) in states else None} for d in docs]
         facade.delete(project_id, docs)
@@ -238,7 +238,7 @@ def supersede_all(curator: Curator, project_id: str, docs: list[str], text: str,
     new = curator._new_text(text)
     facade, store = curator.facade, curator.store
     with facade.project_lock(project_id, "supersede"):
-        states = curator.states(project_id)
+        states = curator.states(project_id, [doc_id(d) for d in docs])
         live = [d for d in docs if doc_id(d) not in states or not states[doc_id(d)]["superseded_by"]]
         if not live:
             raise CurationError("no doc the filter picks is left to supersede (each was "

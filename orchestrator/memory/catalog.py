@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from orchestrator.memory.changelog import store_mark
 from orchestrator.memory.curation import (
     SOURCE_KINDS,
     CurationError,
@@ -179,17 +180,19 @@ def build_catalog(mem: MemoryFacade, store: TicketStore, project_id: str) -> Cat
     in the ticket store. It remembers where the project's change log stood when the store was
     listed (under the same locks, so no write falls between), to catch up from there."""
     records: list[tuple[str, float | None]] = []
-    head, epoch = None, None
+    head, epoch, mark = None, None, None
     if mem.has_store(project_id):
         # "catalog", not a read: the project's lock is taken even for a store in the database,
         # so no write's note and doc fall on either side of this listing
         with mem.other_backend(project_id, mem.backend_name, "catalog") as backend:
             head, epoch = mem.change_log(project_id).head(), read_epoch(mem.store_dir(project_id))
+            mark = store_mark(backend)
             records = list(backend.list_records())
     fingerprint = store.memory_fingerprint(project_id)
     catalog = Catalog(records, store.memory_state(project_id), store.doc_sources(project_id),
                       project_usage(store, project_id), store.ticket_runners(project_id))
     catalog.backend, catalog.head, catalog.epoch, catalog.fingerprint = mem.backend_name, head, epoch, fingerprint
+    catalog.mark = mark
     return catalog
 
 
@@ -205,10 +208,19 @@ def catch_up(catalog: Catalog, mem: MemoryFacade, store: TicketStore, project_id
     with mem.other_backend(project_id, mem.backend_name, "catalog") as backend:  # see build_catalog
         if read_epoch(mem.store_dir(project_id)) != catalog.epoch:
             return False
-        caught = mem.change_log(project_id).since(catalog.head)
+        changes = mem.change_log(project_id)
+        caught = changes.since(catalog.head)
         if caught is None:
             return False
         head, entries = caught
+        # The store's docs as this catalog last saw them (no write noted since), or as the
+        # last write through the facade left them (each such write checked, before it, that
+        # the store was as the one before it had left it, else started the log over): any
+        # other fingerprint means something else (a plugin's own tool, another program)
+        # added or deleted docs, so list the store again.
+        mark = store_mark(backend)
+        if mark != (changes.mark() if entries else catalog.mark):
+            return False
         latest: dict[str, float | None] = {}
         for entry in entries:  # the last time a doc was touched wins
             latest.pop(entry.doc, None)
@@ -223,7 +235,7 @@ def catch_up(catalog: Catalog, mem: MemoryFacade, store: TicketStore, project_id
                        store.ticket_runners(project_id) if "runners" in changed else catalog.runners)
         catalog.fingerprint = fingerprint
     catalog.apply_docs([(text, present[text], when) for text, when in latest.items()])
-    catalog.head = head
+    catalog.head, catalog.mark = head, mark
     return True
 
 
@@ -288,6 +300,7 @@ class Catalog:
         self.head: Head | None = None
         self.epoch: str | None = None
         self.fingerprint: tuple[Any, ...] | None = None
+        self.mark: str | None = None  # the backend's fingerprint when last caught up (see catch_up)
         # a server's requests read a kept catalog while another request catches it up
         self.lock = threading.RLock()
         self._join(states, sources, usage, runners or {})

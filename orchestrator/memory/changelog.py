@@ -24,7 +24,10 @@ import sqlite3
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.plugins.memory_backend import MemoryBackend
 
 log = logging.getLogger("middle.memory")
 
@@ -36,7 +39,20 @@ TRIM_EVERY = 1_000
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (epoch TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS log (seq INTEGER PRIMARY KEY AUTOINCREMENT, doc TEXT NOT NULL, at REAL);
+CREATE TABLE IF NOT EXISTS mark (value TEXT);
 """
+
+
+def store_mark(backend: MemoryBackend) -> str | None:
+    """An open backend's fingerprint (MemoryBackend.fingerprint: changes whenever a doc is
+    added or removed, by anyone), or None when it has none or it cannot be read (a page is
+    then served as the change log has it; nothing fails for it)."""
+    try:
+        mark = backend.fingerprint()
+    except Exception as exc:
+        log.warning("memory backend %s: its fingerprint is unreadable (%s)", backend.name, exc)
+        return None
+    return mark if isinstance(mark, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +117,7 @@ class ChangeLog:
             with closing(self._connect()) as conn:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("DELETE FROM log")
+                conn.execute("DELETE FROM mark")
                 conn.execute("DELETE FROM meta")
                 conn.execute("INSERT INTO meta (epoch) VALUES (?)", (secrets.token_hex(8),))
                 conn.execute("COMMIT")
@@ -110,6 +127,30 @@ class ChangeLog:
                 self.path.unlink(missing_ok=True)  # a new file is a new epoch too
             except OSError:  # readers fail to read it, and list the store
                 pass
+
+    def mark(self) -> str | None:
+        """The store's fingerprint as the last write through the facade left it (see
+        `set_mark`); None when none was set since the log started, or it cannot be read."""
+        try:
+            with closing(self._connect()) as conn:
+                row = conn.execute("SELECT value FROM mark").fetchone()
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("memory change log %s unreadable (%s)", self.path, exc)
+            return None
+        return row[0] if row is not None and isinstance(row[0], str) else None
+
+    def set_mark(self, value: str | None) -> None:
+        """Record the store's fingerprint (MemoryBackend.fingerprint) right after a write
+        through the facade: a reader that finds the store's fingerprint otherwise knows that
+        something else wrote the docs since, and lists the store."""
+        try:
+            with closing(self._connect()) as conn:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("DELETE FROM mark")
+                conn.execute("INSERT INTO mark (value) VALUES (?)", (value,))
+                conn.execute("COMMIT")
+        except (sqlite3.Error, OSError) as exc:  # a mark left stale: readers list the store once
+            log.warning("memory change log %s cannot be marked (%s)", self.path, exc)
 
     def head(self) -> Head | None:
         """Where the log is now; None when it cannot be read (the reader lists the store)."""
@@ -158,6 +199,8 @@ _PG_SCHEMA = (
     "CREATE INDEX IF NOT EXISTS middle_memory_log_by_project ON middle_memory_log (project, seq)",
     "CREATE TABLE IF NOT EXISTS middle_memory_log_epoch (project TEXT PRIMARY KEY, epoch TEXT NOT NULL,"
     " trimmed_to BIGINT NOT NULL DEFAULT 0)",
+    # the store's fingerprint after the last write through the facade (ChangeLog.set_mark)
+    "ALTER TABLE middle_memory_log_epoch ADD COLUMN IF NOT EXISTS mark TEXT",
 )
 _pg_ready: set[int] = set()  # pools whose database has the tables (made once per process)
 
@@ -233,10 +276,41 @@ class PgChangeLog:
                 with conn.transaction():
                     conn.execute("DELETE FROM middle_memory_log WHERE project = %s", (self.project,))
                     conn.execute("INSERT INTO middle_memory_log_epoch (project, epoch) VALUES (%s, %s)"
-                                 " ON CONFLICT (project) DO UPDATE SET epoch = excluded.epoch, trimmed_to = 0",
+                                 " ON CONFLICT (project) DO UPDATE SET epoch = excluded.epoch, trimmed_to = 0,"
+                                 " mark = NULL",
                                  (self.project, secrets.token_hex(8)))
         except (psycopg.Error, PoolTimeout) as exc:  # readers then fail to read it, and list the store
             log.warning("memory change log of %s in %s cannot be rewritten (%s)", self.project, self.path, exc)
+
+    def mark(self) -> str | None:
+        """See ChangeLog.mark."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self.pool.connection() as conn:
+                self._ready(conn)
+                row = conn.execute("SELECT mark FROM middle_memory_log_epoch WHERE project = %s",
+                                   (self.project,)).fetchone()
+        except (psycopg.Error, PoolTimeout) as exc:
+            log.warning("memory change log of %s in %s unreadable (%s)", self.project, self.path, exc)
+            return None
+        return row[0] if row is not None and isinstance(row[0], str) else None
+
+    def set_mark(self, value: str | None) -> None:
+        """See ChangeLog.set_mark."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self.pool.connection() as conn:
+                self._ready(conn)
+                with conn.transaction():
+                    self._epoch(conn)
+                    conn.execute("UPDATE middle_memory_log_epoch SET mark = %s WHERE project = %s",
+                                 (value, self.project))
+        except (psycopg.Error, PoolTimeout) as exc:  # a mark left stale: readers list the store once
+            log.warning("memory change log of %s in %s cannot be marked (%s)", self.project, self.path, exc)
 
     def head(self) -> Head | None:
         import psycopg

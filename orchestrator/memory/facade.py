@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from orchestrator.errors import ConfigError, MemoryStoreError
-from orchestrator.memory.changelog import CHANGES_DIR, ChangeLog, PgChangeLog
+from orchestrator.memory.changelog import CHANGES_DIR, ChangeLog, PgChangeLog, store_mark
 from orchestrator.memory.curation import curate, curation_notes, current_text, pinned_docs
 from orchestrator.memory.explain import signals_for, why_line
 from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade's text rules
@@ -314,6 +314,26 @@ class MemoryFacade:
         of docs comes through here, so a listing in any process catches up with it."""
         now = time.time() if self.backend_cls.keeps_times else None
         self.change_log(project_id).note([(text, now if when is None else when) for text, when in records])
+
+    @contextmanager
+    def writing(self, project_id: str, backend: MemoryBackend,
+                records: list[tuple[str, float | None]]) -> Iterator[None]:
+        """`with facade.writing(project, backend, records): backend.index(...)`: one write to
+        the configured store (call under the project's locks). Before it, the docs are noted
+        (note_writes), and the log started over instead when the store's fingerprint is not
+        the one the last write through here left (something else wrote the docs since);
+        after it, the new fingerprint is recorded, so a listing that catches up (memory.
+        catalog) knows whether anything but the facade wrote the docs meanwhile."""
+        changes = self.change_log(project_id)
+        before = store_mark(backend)
+        if before is not None and changes.mark() != before:
+            log.info("the %s store of project %s was written outside middle since its last write "
+                     "here: listings list it again", self.backend_name, project_id)
+            changes.restart()
+        self.note_writes(project_id, records)
+        yield
+        if before is not None:
+            changes.set_mark(store_mark(backend))
 
     def restart_change_log(self, project_id: str) -> None:
         """Every listing of the project lists its store again (after a rebuild of it)."""
@@ -680,8 +700,8 @@ class MemoryFacade:
         with self._locked(project_id, "index") as backend:
             pass  # opened (or reopened after a reindex) under the locks; it embeds outside them
         embedded = self._embed_ahead(project_id, backend, docs, gone)
-        with self._locked(project_id, "index") as current:
-            self.note_writes(project_id, [(d, None) for d in docs])
+        with self._locked(project_id, "index") as current, \
+                self.writing(project_id, current, [(d, None) for d in docs]):
             if current is backend:
                 current.index_embedded(docs, embedded)
             else:  # reopened meanwhile (another process rebuilt the store): embed under the lock
@@ -714,8 +734,8 @@ class MemoryFacade:
         started = time.perf_counter()
         with self._locked(project_id, "index") as backend:
             written = list(zip(texts, (w for _, w in records)))
-            self.note_writes(project_id, written)
-            write_records(backend, written)
+            with self.writing(project_id, backend, written):
+                write_records(backend, written)
         self._log("index", project_id, started, docs=len(texts))
 
     def index_new_records(self, project_id: str, records: list[tuple[str, float | None]]) -> int:
@@ -734,8 +754,8 @@ class MemoryFacade:
                     fresh.append((text, when))
                 seen.add(text)
             if fresh:
-                self.note_writes(project_id, fresh)
-                write_records(backend, fresh)
+                with self.writing(project_id, backend, fresh):
+                    write_records(backend, fresh)
         self._log("import", project_id, started, docs=len(records), added=len(fresh))
         return len(fresh)
 
@@ -755,8 +775,8 @@ class MemoryFacade:
         given = _check_texts(docs, "docs", "text", allow_empty=True)
         docs = self.delete_forms(given)
         started = time.perf_counter()
-        with self._locked(project_id, "delete") as backend:
-            self.note_writes(project_id, [(d, None) for d in docs])
+        with self._locked(project_id, "delete") as backend, \
+                self.writing(project_id, backend, [(d, None) for d in docs]):
             removed = backend.delete(docs)
         self._log("delete", project_id, started, docs=len(given), removed=removed)
         return removed
@@ -776,7 +796,8 @@ class MemoryFacade:
         if not self.backend_cls.keeps_times or not self.has_store(project_id):
             return None
         with self._locked(project_id, "lookup") as backend:
-            return next((when for text, when in backend.list_records() if text == doc), None)
+            when = backend.doc_time(doc)  # the one doc looked up (the default lists the store)
+        return float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None
 
     def has_doc(self, project_id: str, doc: str) -> bool:
         """Whether the store holds exactly this doc (as `prepare_doc` would store it)."""
@@ -803,6 +824,23 @@ class MemoryFacade:
                 return docs_by_id(backend, key)
             except NotImplementedError as exc:  # a backend that can neither look up nor list
                 raise MemoryStoreError(f"{exc}; use `middle memory search` instead") from None
+
+    def docs_present(self, project_id: str, docs: list[str]) -> set[str]:
+        """Which of `docs` (exact texts) the store holds, each looked up by its full id
+        (MemoryBackend.docs_by_id), not by listing the store: an undo at 100,000 docs reads
+        only the docs it touched. A backend that keeps the default lookup (a listing each
+        time) is listed once for all of them instead."""
+        wanted = list(dict.fromkeys(docs))
+        if not wanted or not self.has_store(project_id):
+            return set()
+        with self._locked(project_id, "lookup") as backend:
+            if type(backend).docs_by_id is MemoryBackend.docs_by_id:
+                try:
+                    listed = set(backend.list_docs())
+                except NotImplementedError:  # neither lookup nor listing: ask for each text
+                    return {d for d in wanted if backend_has_doc(backend, d)}
+                return {d for d in wanted if d in listed}
+            return {d for d in wanted if d in docs_by_id(backend, doc_id(d))}
 
     # -- conversation watching (sliding_window) ---------------------------------------------
     def observe_round(self, project_id: str, conversation_id: str, prompt: str, response: str) -> None:

@@ -105,9 +105,12 @@ def forget(facade: MemoryFacade, project_id: str, docs: list[str],
             with facade.other_backend(project_id, name, "delete") as backend:
                 held = [d for d in left if any(_has(backend, f) for f in facade.delete_forms([d]))]
                 if held:
+                    forms = facade.delete_forms(held)
                     if name == facade.backend_name:  # the configured store: listings catch up
-                        facade.note_writes(project_id, [(f, None) for f in facade.delete_forms(held)])
-                    report.deleted[name] = backend.delete(facade.delete_forms(held))
+                        with facade.writing(project_id, backend, [(f, None) for f in forms]):
+                            report.deleted[name] = backend.delete(forms)
+                    else:
+                        report.deleted[name] = backend.delete(forms)
                     left = [d for d in left if d not in held]
         except (MemoryStoreError, ConfigError) as exc:
             log.warning("cannot delete from the %s store of project %s: %s", name, project_id, exc)

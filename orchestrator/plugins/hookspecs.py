@@ -20,7 +20,7 @@ hookimpl = pluggy.HookimplMarker("middle_agent")
 
 @hookspec
 def register_memory_backends(register: Callable[[type], None]) -> None:
-    """Register memory backend classes by calling register(BackendClass) once per class."""
+    """Register memory backends: register(BackendClass) once each (optional methods: memory-backend.md)."""
 
 
 @hookspec

@@ -119,6 +119,33 @@ class _DefaultOptions:
         return BackendOptions
 
 
+def files_fingerprint(store_dir: Path, names: Sequence[str] = ()) -> str | None:
+    """The names, sizes and modification times (ns) of a store's files, as one short text
+    (MemoryBackend.fingerprint's default): the files whose names start with one of `names`,
+    or, with no names, every file under `store_dir`; None when there is none."""
+    import hashlib
+    import os
+
+    seen: list[str] = []
+    for root, dirs, files in os.walk(store_dir):
+        dirs.sort()
+        for name in sorted(files):
+            if names and not any(name.startswith(n) for n in names):
+                continue
+            path = os.path.join(root, name)
+            try:
+                info = os.stat(path)
+            except OSError:  # removed while it was looked at: the next look sees the change
+                continue
+            # the inode too: a file replaced whole (os.replace) within one clock tick is new
+            seen.append(f"{os.path.relpath(path, store_dir)}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}")
+        if names:
+            break  # a backend's named files are in the directory itself
+    if not seen:
+        return None
+    return hashlib.sha256("\n".join(seen).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
 class MemoryBackend(ABC):
     """A project memory store. One instance serves one project directory.
 
@@ -204,6 +231,26 @@ class MemoryBackend(ABC):
 
         return [d for d in self.list_docs()
                 if hashlib.sha256(d.encode("utf-8", "surrogatepass")).hexdigest().startswith(prefix)]
+
+    def doc_time(self, doc: str) -> float | None:
+        """The time the store dates exactly `doc` by (unix seconds; see keeps_times), or None
+        (not there, or no time kept): an edit and its undo keep a doc's time. The default
+        reads list_records (the whole store); a store that keys docs by their hash looks
+        the one doc up instead."""
+        return next((when for text, when in self.list_records() if text == doc), None)
+
+    def fingerprint(self) -> str | None:
+        """A short text that changes whenever a doc is added to or removed from the store, by
+        anyone: the server's catalog (the board's Memory page, the docs API) lists the store
+        again when it changed though no write through middle noted a doc (a plugin's own
+        tool, or another program, writing the store). Read on every page, so keep it cheap
+        (a count and the newest row id, not a listing), and about the docs alone: a value that
+        moves on a recall (an access count) lists the store after every recall. The default:
+        the names, sizes and modification times of the store's files (`store_files` and the
+        files beside them that start with those names, e.g. SQLite's `-wal`; every file in
+        the directory without `store_files`); None, when there are none (a store in a
+        database): such writes then show once the catalog lists the store for another reason."""
+        return files_fingerprint(self.store_dir, self.store_files)
 
     def list_records(self) -> Sequence[tuple[str, float | None]]:
         """Every doc with its event time, oldest first (`middle memory reindex` keeps times);

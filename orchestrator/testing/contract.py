@@ -226,6 +226,30 @@ class MemoryBackendContract(CurationContract, SharedStoreContract):
         if self.supports_list_docs:
             assert backend.list_docs() == []
 
+    def test_doc_time_is_the_time_its_records_give(self, backend):
+        # an edit and its undo keep a doc's time (MemoryBackend.doc_time: one doc looked up)
+        self.require("stores_docs", "supports_list_docs")
+        docs = [sample_doc(i) for i in range(3)]
+        backend.index(docs)
+        times = dict(backend.list_records())
+        for doc in docs:
+            assert backend.doc_time(doc) == times[doc]
+        assert backend.doc_time("never indexed") is None
+
+    def test_fingerprint_moves_when_docs_are_added_or_deleted(self, backend):
+        # the server's catalog lists the store again when the fingerprint moved though no write
+        # through middle noted a doc (MemoryBackend.fingerprint); None: the backend cannot tell
+        self.require("stores_docs", "supports_delete")
+        a, b = sample_doc(1), sample_doc(2)
+        before = backend.fingerprint()
+        backend.index([a, b])
+        added = backend.fingerprint()
+        assert added is None or (isinstance(added, str) and added != before)
+        if type(backend).fingerprint is MemoryBackend.fingerprint:
+            return  # the default (the store's files): a delete may keep a file's size in one tick
+        assert backend.delete([b]) == 1
+        assert backend.fingerprint() not in (added, before)
+
     def test_docs_by_id_finds_each_doc_by_the_start_of_its_id(self, backend):
         # `middle memory show|pin|edit|delete ID` finds a doc by its id's start (docs_by_id):
         # each doc by its own, none by an id no doc has, none once deleted
