@@ -5,7 +5,7 @@ count its listings) is driven through the facade and the Curator as the CLI and 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import pytest
 
@@ -73,7 +73,7 @@ def counted(tmp_path: Path) -> Any:
     curator, store = _curator(tmp_path, "counting_bm25")
     curator.facade.index("p", [FILLER.format(n=n) for n in range(300)])
     yield curator
-    curator.facade.close()
+    cast(MemoryFacade, curator.facade).close()
     store.close()
 
 
@@ -154,5 +154,5 @@ def test_a_backend_without_lookup_by_id_is_listed_once_per_undo(tmp_path):
         assert curator.undo("p", bulk, WHO).message == "put back 5 docs"
         assert ListingOnly.listings == 1
     finally:
-        curator.facade.close()
+        cast(MemoryFacade, curator.facade).close()
         store.close()

@@ -27,7 +27,7 @@ def _fill(store: TicketStore) -> tuple[str, str, str, str, str]:
     rows = [_state(a, b), _state(b, c), _state(c, pinned=True), _state(x, a)]
     rows += [_state(f"{i:064x}", pinned=i % 2 == 0) for i in range(300)]
     store.record_memory_change("p", "pin", a, who="me", put=rows)  # type: ignore[arg-type]
-    store.record_memory_change("q", "pin", a, who="me", put=[_state(a, other)])  # type: ignore[arg-type]
+    store.record_memory_change("q", "pin", a, who="me", put=[_state(a, other)])  # type: ignore[list-item]
     return a, b, c, x, other
 
 
