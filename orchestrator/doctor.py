@@ -72,6 +72,9 @@ def coding_agent_check(config: Config, registry: Any = None, kind: str | None = 
     except MiddleError as exc:
         return Check("coding agent", kind, "-", "not usable", str(exc))
     uses = kind + _following(cls, options, config)
+    pricing = getattr(cls, "pricing", None)  # an agent whose CLI reports tokens, not money
+    if pricing is not None:
+        uses += f" ({pricing(options)})"
     # A plugin's agent may say how it is reached: `doctor(options) -> (where, problem or None)`;
     # else `find_cli(options)` and the CLI's --version (the built-in agents).
     probe = getattr(cls, "doctor", None)

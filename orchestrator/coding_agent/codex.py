@@ -209,6 +209,11 @@ class CodexAgent:
             return self._run_once(cli, prompt, cwd, env, session_id, thread_id, tmp, sessions, emit)
 
     @classmethod
+    def pricing(cls, options: CodexOptions) -> str:
+        """What its turns are priced at (`middle doctor`): the CLI reports tokens, not money."""
+        return "turns priced at " + price_for(options.model, CODEX_PRICES, options.price)[1]
+
+    @classmethod
     def find_cli(cls, options: CodexOptions | None = None) -> str:
         """The `codex` executable these options run; CodingAgentError with the install command if
         none (what `middle agents` shows)."""

@@ -141,6 +141,11 @@ class GeminiAgent:
                           requests=lambda: api.canonical("coding_agent"))
 
     @classmethod
+    def pricing(cls, options: GeminiOptions) -> str:
+        """What its turns are priced at (`middle doctor`): the CLI reports tokens, not money."""
+        return "turns priced at " + price_for(options.model, GEMINI_PRICES, options.price)[1]
+
+    @classmethod
     def find_cli(cls, options: GeminiOptions | None = None) -> str:
         """The `gemini` executable these options run; CodingAgentError (with the install command) if none."""
         return find_gemini_cli((options or GeminiOptions()).cli_path)

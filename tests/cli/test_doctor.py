@@ -140,3 +140,5 @@ def test_each_agent_a_ticket_names_gets_its_own_row_and_an_agent_following_the_p
     assert "claude-code" in out and "aider (following [agent] provider openai-compatible)" in out
     [problem] = [line for line in error_lines(result.output) if "codex" in line.lower()]
     assert "npm install -g @openai/codex@" in problem
+    # Codex reports tokens, not money: the row says what its turns count at for max_cost_usd.
+    assert "codex (turns priced at the highest listed price (the CLI chooses the model))" in out
