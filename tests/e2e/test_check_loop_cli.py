@@ -98,9 +98,11 @@ def test_a_base_that_already_fails_a_test_is_shown_no_worse_with_its_name(tmp_pa
 
 def test_kill_9_during_a_check_then_resume_runs_it_again_and_commits_once(tmp_path, claude_cli):
     started, release = tmp_path / "check-started", tmp_path / "release"
+    # The first run (the base check) writes "0" and passes at once; every later one writes "1"
+    # and holds until `release` exists (so the base check does not wait out the hold).
     slow_check = (f"{sys.executable} -c \"import pathlib, time; p = pathlib.Path('{started}'); "
-                  f"p.write_text(str(int(p.exists()))); [time.sleep(0.1) for _ in range(600) "
-                  f"if not pathlib.Path('{release}').exists()]\"")
+                  f"again = p.exists(); p.write_text(str(int(again))); [time.sleep(0.1) for _ in range(600) "
+                  f"if again and not pathlib.Path('{release}').exists()]\"")
     repo = project(tmp_path, slow_check)
     proc = subprocess.Popen([MIDDLE, "run", "--fake"], cwd=tmp_path, env=_env(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

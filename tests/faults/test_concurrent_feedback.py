@@ -14,6 +14,7 @@ import pytest
 from e2e_helpers import decide, done, fresh_project, plan, write_file
 
 from orchestrator.agent.prompts import REVIEW
+from orchestrator.testing.turn_processes import wait_until
 from tickets.store import TicketStore
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
@@ -62,13 +63,10 @@ def test_three_feedbacks_at_once_are_each_delivered_once(tmp_path, fake_api, cla
         for words in WORDS
     ]
     try:
-        stored = []
-        for proc in procs:  # two answer at once (stored); the round's owner waits on its turn
-            try:
-                out, err = proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                continue
-            stored.append((proc.returncode, out, err))
+        # Two answer at once (stored); the round's owner waits on its held turn. Wait for those
+        # two to exit (not a fixed wait on each process: the owner would use it all up).
+        wait_until(lambda: sum(p.poll() is not None for p in procs) >= 2)
+        stored = [(proc.returncode, *proc.communicate()) for proc in procs if proc.poll() is not None]
         assert entered.wait(120), "no process ran the round"
     finally:
         release.set()
