@@ -27,6 +27,10 @@ def codex(monkeypatch, tmp_path):
     for name, value in {"CODEX_HOME": tmp_path / "codex-home", "HOME": tmp_path / "home"}.items():
         value.mkdir()
         monkeypatch.setenv(name, str(value))
+    # No retries of a failed request on the provider agent_on names (merged with the command's -c
+    # settings): Codex's backoff on the rejected key's 401 waited 6 s for the same error.
+    (tmp_path / "codex-home" / "config.toml").write_text(
+        "[model_providers.middle]\nrequest_max_retries = 0\nstream_max_retries = 0\n")
     monkeypatch.setenv(KEY_VAR, "sk-fake-local")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     return path
