@@ -44,9 +44,10 @@ def pg_server() -> Iterator[postgres.PostgresServer]:
 
 def _no_sync(server: postgres.PostgresServer) -> None:
     """The session's own server does not wait for the disk: no fsync, no synchronous commit, no
-    full-page writes (with fsync on, each commit and CREATE DATABASE waited for the disk, minutes
-    over the suite). Only a crash of the machine could lose data, and the server is thrown away
-    after the session; a clean stop or restart (PostgresServer.down/restart) still writes it all."""
+    full-page writes (each test's CREATE DATABASE and every commit waited for it: a fifth of the
+    postgres tests' time). Only a crash of the machine could lose data, and the server is thrown
+    away after the session; a clean stop or restart (PostgresServer.down/restart) still writes it
+    all. Nothing of the product changes: its benchmarks' servers (bench runner, fleet) keep fsync."""
     import psycopg
 
     with psycopg.connect(server.admin_url, autocommit=True) as conn:
