@@ -33,7 +33,27 @@ def pg_server() -> Iterator[postgres.PostgresServer]:
         if os.environ.get("CI"):
             pytest.fail(f"CI=true but {why}")
         pytest.skip(why)
-    yield from postgres.session_server()
+    server = postgres.start_server()
+    try:
+        if not os.environ.get(postgres.URL_VARIABLE):  # never retune a server the user named
+            _no_sync(server)
+        yield server
+    finally:
+        server.stop()
+
+
+def _no_sync(server: postgres.PostgresServer) -> None:
+    """The session's own server does not wait for the disk: no fsync, no synchronous commit, no
+    full-page writes (each test's CREATE DATABASE and every commit waited for it: a fifth of the
+    postgres tests' time). Only a crash of the machine could lose data, and the server is thrown
+    away after the session; a clean stop or restart (PostgresServer.down/restart) still writes it
+    all. Nothing of the product changes: its benchmarks' servers (bench runner, fleet) keep fsync."""
+    import psycopg
+
+    with psycopg.connect(server.admin_url, autocommit=True) as conn:
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")  # kept in its data dir across restarts
+        conn.execute("SELECT pg_reload_conf()")
 
 
 @pytest.fixture
