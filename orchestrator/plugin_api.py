@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.coding_agent.base import CodingAgent, EventCallback, TurnResult
-from orchestrator.coding_agent.pricing import TokenPrice, turn_cost  # a CLI that reports tokens, not money
 from orchestrator.config.paths import cache_root as cache_dir  # the per-user cache folder
 from orchestrator.errors import CodingAgentError, ConfigError, MemoryStoreError, MiddleError, TicketError
 from orchestrator.plugins.hookspecs import hookimpl
@@ -29,6 +28,7 @@ from orchestrator.plugins.memory_backend import (
 from tickets.model import TurnRecord
 
 if TYPE_CHECKING:
+    from orchestrator.coding_agent.pricing import TokenPrice, turn_cost
     from orchestrator.plugins.backend_options import BackendOptions
     from orchestrator.testing.source_contract import TicketSourceContract, TicketSpec
     from tickets.model import Ticket
@@ -48,8 +48,8 @@ __all__ = [
     "TurnResult",
     "TurnRecord",
     "EventCallback",
-    "TokenPrice",
-    "turn_cost",
+    "TokenPrice",  # noqa: F822 - served lazily by __getattr__ (pydantic)
+    "turn_cost",  # noqa: F822 - served lazily by __getattr__
     "check_texts",
     "memory_backend",
     "MiddleError",
@@ -96,6 +96,10 @@ def __getattr__(name: str) -> Any:
         from tickets import source
 
         return getattr(source, name)
+    if name in ("TokenPrice", "turn_cost"):  # pydantic: a turn priced from its tokens (pricing.py)
+        from orchestrator.coding_agent import pricing
+
+        return getattr(pricing, name)
     if name == "BackendOptions":  # pydantic: imported when a backend's options are defined
         from orchestrator.plugins.backend_options import BackendOptions
 
