@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 from pathlib import Path
 from typing import Callable
 
 from orchestrator.errors import CodingAgentError
+from orchestrator.executables import find_executable
 
 INSTALL_HINT = ("Install Claude Code with `npm install -g @anthropic-ai/claude-code` or "
                 "`pip install claude-agent-sdk` (which bundles it), or set `[coding_agent.options] cli_path` in "
@@ -40,14 +40,12 @@ def find_claude_cli(configured: str | None = None, *, path: str | None = None,
     (tests pass `lambda: None` to make "not installed" deterministic).
     """
     if configured:
-        # A configured path is explicit: if it is wrong, say so instead of quietly using another.
-        found = shutil.which(configured, path=path) if os.sep not in configured else (
-            configured if os.path.isfile(configured) and os.access(configured, os.X_OK) else None)
+        found = find_executable(configured, "claude", path=path)
         if found:
             return found
         raise CodingAgentError(f"Claude Code was not found at the configured `[coding_agent.options] cli_path` "
                           f"{configured!r} (no such executable). Fix or remove that setting. " + INSTALL_HINT)
-    found = shutil.which("claude", path=path) or bundled()
+    found = find_executable(None, "claude", path=path) or bundled()
     if found:
         return found
     raise CodingAgentError("Claude Code (the `claude` command) is not installed or not on PATH. " + INSTALL_HINT)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CodingAgentError
+from ..executables import find_executable
 
 __all__ = ["INSTALL_HINT", "LAUNCHER", "REFUSED", "find_aider", "launcher_argv"]
 
@@ -67,11 +68,9 @@ sys.exit(main())
 def find_aider(cli_path: str | None, path: str | None) -> str:
     """The `aider` executable: `cli_path`, else `aider` on PATH; CodingAgentError with the install
     command when there is none."""
-    if cli_path:
-        if Path(cli_path).is_file():
-            return cli_path
+    found = find_executable(cli_path, "aider", path=path)
+    if cli_path and found is None:
         raise CodingAgentError(f"aider is not at {cli_path} ([coding_agent.options] cli_path). {INSTALL_HINT}")
-    found = shutil.which("aider", path=path)
     if found is None:
         raise CodingAgentError(f"aider is not installed (no `aider` on PATH). {INSTALL_HINT}")
     return found

@@ -37,6 +37,7 @@ from typing import Any, ClassVar, ContextManager, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import CodingAgentError
+from ..executables import find_executable
 from .base import EventCallback, Offline, TurnResult
 from .codex_events import CodexStream
 from .pricing import CODEX_PRICES, TokenPrice, price_for, turn_cost
@@ -221,7 +222,7 @@ class CodexAgent:
 
     def _find_cli(self, env: dict[str, str]) -> str:
         cli = self.options.cli_path or "codex"
-        found = shutil.which(cli, path=env.get("PATH"))
+        found = find_executable(self.options.cli_path, "codex", path=env.get("PATH"))
         if found is None:
             raise CodingAgentError(f"The Codex CLI ({cli}) was not found. {INSTALL_HINT}")
         return found

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..errors import CodingAgentError
+from ..executables import find_executable
 from .base import EventCallback, Offline, TurnResult
 from .gemini_stream import GeminiStream, api_status, as_dict, usage_of
 from .pricing import GEMINI_PRICES, TokenPrice, price_for, turn_cost
@@ -91,15 +91,13 @@ def find_gemini_cli(configured: str | None = None, *, path: str | None = None) -
     """The `gemini` executable: `configured` (a name on `path` or a file), else `gemini` on `path`
     (default: this process's PATH); CodingAgentError naming the install command if there is none."""
     if configured:
-        # A configured path is explicit: if it is wrong, say so instead of quietly using another.
-        found = shutil.which(configured, path=path) if os.sep not in configured else (
-            configured if os.path.isfile(configured) and os.access(configured, os.X_OK) else None)
+        found = find_executable(configured, "gemini", path=path)
         if found:
             return found
         raise CodingAgentError(f"The Gemini CLI was not found at the configured `[coding_agent.options] "
                                f"cli_path` {configured!r} (no such executable). Fix or remove that setting. "
                                f"{INSTALL_HINT}")
-    found = shutil.which("gemini", path=path)
+    found = find_executable(None, "gemini", path=path)
     if not found:
         raise CodingAgentError(f"The Gemini CLI (the `gemini` command) is not installed or not on PATH. {INSTALL_HINT}")
     return found

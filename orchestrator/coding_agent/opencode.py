@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import uuid
 from pathlib import Path
 from typing import Any, ClassVar, ContextManager
@@ -25,6 +24,7 @@ from typing import Any, ClassVar, ContextManager
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from ..errors import CodingAgentError
+from ..executables import find_executable
 from .base import EventCallback, Offline, TurnResult
 from .opencode_events import OpenCodeStream
 from .process import TurnProcesses, safe_callback, tail
@@ -114,8 +114,9 @@ class OpenCodeAgent:
     @classmethod
     def find_cli(cls, options: OpenCodeOptions | None = None, path: str | None = None) -> str:
         """The `opencode` executable these options run; CodingAgentError (with the install command) if none."""
-        name = (options or OpenCodeOptions()).cli_path or "opencode"
-        found = shutil.which(name, path=path if path is not None else os.environ.get("PATH"))
+        configured = (options or OpenCodeOptions()).cli_path
+        name = configured or "opencode"
+        found = find_executable(configured, "opencode", path=path if path is not None else os.environ.get("PATH"))
         if found is None:
             raise CodingAgentError(f"OpenCode's CLI `{name}` was not found. Install it with `{INSTALL}`, "
                                    "or set `[coding_agent.options] cli_path` to the `opencode` executable.")
