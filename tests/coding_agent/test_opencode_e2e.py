@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 from orchestrator.coding_agent.opencode import INSTALL, OpenCodeAgent
 from orchestrator.fake_api import DemoResponder, FakeMessagesAPI
 from orchestrator.fake_api.messages import content_text
-from orchestrator.testing import make_repo
+from orchestrator.testing.check_project import check_loop_project
 from orchestrator.testing.clis import require_cli
 from orchestrator.workspace.git import out
 
@@ -25,22 +24,11 @@ pytestmark = [pytest.mark.cli, pytest.mark.slow]
 
 MIDDLE = str(Path(sys.executable).with_name("middle"))
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-CHECK = """import pathlib, sys
-if not pathlib.Path("calc/other.py").exists() or pathlib.Path("calc/fix.py").exists():
-    sys.exit(0)
-print("calc/other.py needs calc/fix.py. Create `calc/fix.py` with:\\n```python\\nFIXED = True\\n```")
-sys.exit(1)
-"""
-TICKET = "---\ntitle: Add other\nproject: calc\nid: t1\n---\nCreate `calc/other.py` with:\n```python\nOTHER = 1\n```\n"
 
 
 def test_a_two_turn_ticket_completes_with_its_commit_on_opencode(tmp_path):
     require_cli("opencode", INSTALL)
-    shutil.copytree(EXAMPLES / "sample-repo", tmp_path / "repo")
-    (tmp_path / "repo" / "check_fix.py").write_text(CHECK)
-    repo = make_repo(tmp_path / "repo")
-    (tmp_path / "tickets").mkdir()
-    (tmp_path / "tickets" / "t1.md").write_text(TICKET)
+    repo = check_loop_project(tmp_path, EXAMPLES / "sample-repo")
     with FakeMessagesAPI(DemoResponder()) as middle_model, \
             OpenCodeAgent.offline(DemoResponder(), tmp_path / "opencode") as off:
         (tmp_path / "middle.toml").write_text(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from orchestrator.coding_agent.aider_launch import INSTALL_HINT
 from orchestrator.config.offline import FAKE_API_KEY
 from orchestrator.fake_api import DemoResponder, FakeMessagesAPI
 from orchestrator.fake_api.messages import content_text
-from orchestrator.testing import make_repo
+from orchestrator.testing.check_project import check_loop_project
 from orchestrator.testing.clis import require_cli
 from orchestrator.workspace.git import out
 
@@ -27,22 +26,11 @@ pytestmark = pytest.mark.slow  # the real aider (require_cli), not Claude Code: 
 
 MIDDLE = str(Path(sys.executable).with_name("middle"))
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-CHECK = """import pathlib, sys
-if not pathlib.Path("calc/other.py").exists() or pathlib.Path("calc/fix.py").exists():
-    sys.exit(0)
-print("calc/other.py needs calc/fix.py. Create `calc/fix.py` with:\\n```python\\nFIXED = True\\n```")
-sys.exit(1)
-"""
-TICKET = "---\ntitle: Add other\nproject: calc\nid: t1\n---\nCreate `calc/other.py` with:\n```python\nOTHER = 1\n```\n"
 
 
 def test_a_ticket_on_aider_takes_two_turns_and_completes_with_its_commit(tmp_path):
     require_cli("aider", INSTALL_HINT)
-    shutil.copytree(EXAMPLES / "sample-repo", tmp_path / "repo")
-    (tmp_path / "repo" / "check_fix.py").write_text(CHECK)
-    repo = make_repo(tmp_path / "repo")
-    (tmp_path / "tickets").mkdir()
-    (tmp_path / "tickets" / "t1.md").write_text(TICKET)
+    repo = check_loop_project(tmp_path, EXAMPLES / "sample-repo")
     with FakeMessagesAPI(DemoResponder()) as agent_api, \
             AiderAgent.offline(DemoResponder(), tmp_path / "aider-offline") as aider:
         options = {**aider.options, "turn_timeout_s": 300}

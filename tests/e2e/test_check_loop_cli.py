@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.testing import make_repo
+from orchestrator.testing.check_project import TICKET, check_loop_project
 from orchestrator.workspace.git import git, out
 from tickets.store import TicketStore
 
@@ -24,15 +24,6 @@ pytestmark = [pytest.mark.cli, pytest.mark.slow]
 
 MIDDLE = str(Path(sys.executable).with_name("middle"))
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-# A check of the project's own: once calc/other.py exists, calc/fix.py must too; its failure says
-# how to fix it (the offline model writes its next prompt from the check's output).
-CHECK_FIX = """import pathlib, sys
-if not pathlib.Path("calc/other.py").exists() or pathlib.Path("calc/fix.py").exists():
-    sys.exit(0)
-print("calc/other.py needs calc/fix.py. Create `calc/fix.py` with:\\n```python\\nFIXED = True\\n```")
-sys.exit(1)
-"""
-TICKET = "---\ntitle: Add other\nproject: calc\nid: t1\n---\nCreate `calc/other.py` with:\n```python\nOTHER = 1\n```\n"
 
 
 def _env() -> dict[str, str]:
@@ -48,11 +39,7 @@ def middle(root: Path, *args: str, ok: bool = True) -> subprocess.CompletedProce
 
 
 def project(root: Path, check: str, extra: str = "") -> Path:
-    shutil.copytree(EXAMPLES / "sample-repo", root / "repo")
-    (root / "repo" / "check_fix.py").write_text(CHECK_FIX)
-    make_repo(root / "repo")
-    (root / "tickets").mkdir()
-    (root / "tickets" / "t1.md").write_text(TICKET)
+    check_loop_project(root, EXAMPLES / "sample-repo")
     (root / "middle.toml").write_text(
         f'[project]\npath = "repo"\n[memory]\nbackend = "none"\n[check]\ncommands = {json.dumps([check])}\n'
         '[coding_agent.options]\nallowed_tools = ["Read", "Write", "Edit"]\nturn_timeout_s = 120\n' + extra)
@@ -76,11 +63,9 @@ def test_a_failed_check_is_fed_back_and_the_next_turn_fixes_it(tmp_path, claude_
 def test_a_base_that_already_fails_a_test_is_shown_no_worse_with_its_name(tmp_path, claude_cli):
     known = "def test_bug():\n    assert 1 == 2, 'a bug the project already has'\n\n\ndef test_fine():\n    pass\n"
     root = tmp_path
-    shutil.copytree(EXAMPLES / "sample-repo", root / "repo")
-    (root / "repo" / "test_known.py").write_text(known)
-    make_repo(root / "repo")
-    (root / "tickets").mkdir()
-    (root / "tickets" / "t1.md").write_text(TICKET)
+    shutil.copytree(EXAMPLES / "sample-repo", root / "sample")
+    (root / "sample" / "test_known.py").write_text(known)
+    check_loop_project(root, root / "sample", check_file=False)
     check = f"{sys.executable} -m pytest -q -p no:cacheprovider test_known.py"
     (root / "middle.toml").write_text(
         f'[project]\npath = "repo"\n[memory]\nbackend = "none"\n[check]\ncommands = {json.dumps([check])}\n'
