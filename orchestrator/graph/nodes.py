@@ -443,7 +443,10 @@ def fail(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         sha = None
     if sha:
         branch = (t.get("workspace") or {}).get("branch", "its branch")
-        reason += (f"; its work is committed on {branch} ({sha[:10]}): "
-                   + advice("failed-round" if state.get("round", 1) > 1 else "failed-work", t["id"]))
+        # The advice already says where the work is ("its branch"): name the branch there, once.
+        next_step = advice("failed-round" if state.get("round", 1) > 1 else "failed-work", t["id"])
+        where = f"{branch} ({sha[:10]})"
+        reason += "; " + (next_step.replace("its branch", where, 1) if "its branch" in next_step
+                          else f"its work is committed on {where}: {next_step}")
     ctx.run.fail(reason, resumable=bool(sha), kept_work=bool(sha))
     return {"status": "failed", "reason": reason, "commit": sha, "ticket": t}

@@ -63,6 +63,7 @@ def test_a_give_up_during_a_correction_keeps_the_work_and_names_the_check_then_f
     assert "neither completed the ticket nor gave a next prompt" in outcome.reason
     assert f"during correction 1 of the check (`{OK_CHECK}` failed: exit 3)" in outcome.reason
     assert "its work is committed on middle/t1" in outcome.reason
+    assert outcome.reason.count("its work is committed") == 1  # said once, with the branch's name
     assert "middle feedback t1" in outcome.reason and "middle resume t1" in outcome.reason
     # Committed on its branch, not only staged: the worktree is clean, the branch has the half-way file.
     assert run["head_commit"] and out(repo, "show", "middle/t1:calc.py").endswith("# half way")
