@@ -34,9 +34,10 @@ from ..errors import CodingAgentError, GitError
 from .aider_launch import CANNOT_IMPORT, INSTALL_HINT, find_aider, interpreter_of, launcher_argv
 from .aider_output import API_ERROR_STATUS, AiderOutput, replies_since
 from .base import EventCallback, Offline, TurnResult
+from .pricing import ANY_PRICES, TokenPrice, counted_cost, price_for, reported_or_priced
 from .process import TurnProcesses, safe_callback, tail
 
-__all__ = ["AiderAgent", "AiderOptions"]
+__all__ = ["UNPRICED_MODEL", "AiderAgent", "AiderOptions"]
 
 # A git identity for aider's process only when the environment sets none: without one aider writes
 # "Your Name" into the repository's config. It never commits here, so the name is never used.
@@ -44,6 +45,8 @@ _IDENTITY = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "user.name", "GIT_CONF
              "GIT_CONFIG_KEY_1": "user.email", "GIT_CONFIG_VALUE_1": "aider@middle.invalid"}
 # With `project_dir_header`: the project directory, for the offline fake (fake_api.aider_chat reads it).
 PROJECT_DIR_HEADER = "X-Middle-Project-Dir"
+# A model the offline fake answers as any other, with no price in aider's metadata (see offline()).
+UNPRICED_MODEL = "openai/fake-aider-unpriced"
 
 
 class AiderOptions(BaseModel):
@@ -91,6 +94,10 @@ class AiderOptions(BaseModel):
     extra_args: list[str] = Field(default_factory=list, description=(
         "More aider arguments, e.g. [\"--no-auto-lint\"]. They come before middle's own, so middle's "
         "settings for commits, history files and the message win."))
+    price: TokenPrice | None = Field(None, description=(
+        "USD per million tokens ({input, output, cached_input}) a turn's tokens are counted at, for "
+        "max_cost_usd (never less than aider reports). Default: aider's own cost; for a model it has "
+        "no price for, the model's list price, or the highest listed for a model not known."))
 
 
 class AiderAgent:
@@ -118,9 +125,11 @@ class AiderAgent:
         home.mkdir(parents=True, exist_ok=True)
         metadata = workdir / "model-metadata.json"
         # Known context window and prices: aider then fetches no price list and reports a cost.
-        metadata.write_text(json.dumps({"openai/fake-aider": {
-            "max_input_tokens": 200000, "max_output_tokens": 8192, "input_cost_per_token": 3e-06,
-            "output_cost_per_token": 1.5e-05, "litellm_provider": "openai", "mode": "chat"}}))
+        # UNPRICED_MODEL has none, as a local or custom model: aider reports no cost for it.
+        window = {"max_input_tokens": 200000, "max_output_tokens": 8192, "litellm_provider": "openai", "mode": "chat"}
+        metadata.write_text(json.dumps({
+            "openai/fake-aider": {**window, "input_cost_per_token": 3e-06, "output_cost_per_token": 1.5e-05},
+            UNPRICED_MODEL: window}))
         with FakeAiderAPI(responder) as api:
             options = {"model": "openai/fake-aider", "openai_api_base": api.base_url, "edit_format": "whole",
                        "project_dir_header": True, "retry_timeout_s": 0,
@@ -134,6 +143,11 @@ class AiderAgent:
     def find_cli(cls, options: AiderOptions | None = None) -> str:
         """The `aider` executable these options run; CodingAgentError (with the install command) if none."""
         return find_aider((options or AiderOptions()).cli_path, os.environ.get("PATH"))
+
+    @classmethod
+    def pricing(cls, options: AiderOptions) -> str:
+        """What its turns count at (`middle doctor`): aider prices only the models it knows."""
+        return reported_or_priced("aider", options.model, options.price)
 
     @classmethod
     def doctor(cls, options: AiderOptions) -> tuple[str, str | None]:
@@ -267,7 +281,7 @@ class AiderAgent:
             text += "\n\n" + "\n".join(f"Applied edit to {p}" for p in out.applied)
         status = API_ERROR_STATUS.get(out.api_error[0]) if out.api_error else None
         result = TurnResult(
-            session_id=session_id, text=text.strip(), cost_usd=round(out.cost_usd, 6), usage=dict(out.usage),
+            session_id=session_id, text=text.strip(), cost_usd=round(self._cost(out), 6), usage=dict(out.usage),
             num_turns=out.exchanges, duration_ms=outcome.elapsed_ms, exit_code=outcome.exit_code,
             terminal_reason="timeout" if outcome.timed_out else ("api_error" if out.api_error else None),
             api_error_status=status,
@@ -280,6 +294,12 @@ class AiderAgent:
               "terminal_reason": result.terminal_reason, "text": result.text[:2000],
               "permission_denials": result.permission_denials})
         return result
+
+    def _cost(self, out: AiderOutput) -> float:
+        """The turn's cost for the spending limits: aider's own, or, for a model aider has no price
+        for (it then reports none), its tokens priced by pricing.py."""
+        price = price_for(out.model or self.options.model, ANY_PRICES, self.options.price)[0]
+        return counted_cost(out.cost_usd, out.priced_usage(), price, configured=self.options.price is not None)
 
     def _explain(self, out: AiderOutput, exit_code: int | None, stderr: str, timed_out: bool) -> str:
         """One or two sentences: what happened, and what to do about it."""

@@ -30,6 +30,7 @@ _TOKENS_RE = re.compile(r"^Tokens: (?P<sent>[\d.]+k?) sent(?:, (?P<write>[\d.]+k
 _COST_RE = re.compile(r"Cost: \$(?P<cost>[\d.]+) message, \$[\d.]+ session\.")
 _APPLIED_RE = re.compile(r"^Applied edit to (?P<path>.+?)\s*$")
 _REFUSED_RE = re.compile(rf"^{re.escape(REFUSED)} (?P<path>.+?): it is outside the project")
+_MODEL_RE = re.compile(r"^(?:Main )?[Mm]odel: (?P<model>\S+)")
 _API_ERROR_RE = re.compile(r"^litellm\.(?P<name>\w+):\s*(?P<message>.*)$")
 _BANNER = ("Aider v", "Main model:", "Model:", "Weak model:", "Editor model:", "Git repo:", "Repo-map:",
            "Restored previous conversation history.", "Added ", "Warning: ")
@@ -59,7 +60,8 @@ class AiderOutput:
 
     cwd: Path
     usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # what aider reported: $0 for a model it has no price for
+    model: str | None = None  # the model aider says it runs (an alias such as "sonnet" resolved)
     exchanges: int = 0  # model replies (one Tokens line each)
     applied: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
@@ -80,6 +82,9 @@ class AiderOutput:
                 self._in_banner = not self._map_seen
                 return []
             self._map_seen = self._map_seen or stripped.startswith("Repo-map:")
+            model = _MODEL_RE.match(stripped)
+            if model and self.model is None:
+                self.model = model["model"]
             if not self._aider_seen or stripped.startswith(_BANNER):
                 self._aider_seen = self._aider_seen or stripped.startswith("Aider v")
                 return [{"type": "log", "line": stripped}]
@@ -120,6 +125,14 @@ class AiderOutput:
             self._text.append(line)
             return []
         return [{"type": "log", "line": stripped}] if stripped else []
+
+    def priced_usage(self) -> dict[str, int]:
+        """The tokens as pricing.turn_cost reads them (input including cached, cached apart). aider's
+        "sent" leaves out the cache counts for some providers (Anthropic) and includes them for
+        others: they are added here, so a turn priced from them counts more, never less."""
+        hit = self.usage.get("cache_read_input_tokens", 0)
+        sent = self.usage["input_tokens"] + self.usage.get("cache_creation_input_tokens", 0) + hit
+        return {"input_tokens": sent, "cached_input_tokens": hit, "output_tokens": self.usage["output_tokens"]}
 
     def finish(self) -> list[dict[str, Any]]:
         """The events still held back when stdout ends."""

@@ -27,6 +27,7 @@ from ..errors import CodingAgentError
 from ..executables import find_executable
 from .base import EventCallback, Offline, TurnResult
 from .opencode_events import OpenCodeStream
+from .pricing import ANY_PRICES, TokenPrice, counted_cost, price_for, reported_or_priced
 from .process import TurnProcesses, safe_callback, tail
 
 __all__ = ["INSTALL", "OpenCodeAgent", "OpenCodeOptions"]
@@ -66,6 +67,10 @@ class OpenCodeOptions(BaseModel):
         "Seconds one turn may take; then OpenCode's whole process group is killed."))
     extra_args: list[str] = Field(default_factory=list, description=(
         "More command-line arguments for `opencode run`, appended as given (e.g. [\"--variant\", \"high\"])."))
+    price: TokenPrice | None = Field(None, description=(
+        "USD per million tokens ({input, output, cached_input}) a turn's tokens are counted at, for "
+        "max_cost_usd (never less than OpenCode reports). Default: OpenCode's own cost; for a model it "
+        "has no price for, the model's list price, or the highest listed for a model not known."))
 
     @field_validator("bash_allow")
     @classmethod
@@ -145,6 +150,11 @@ class OpenCodeAgent:
         providers: dict[str, Any] = given_providers if isinstance(given_providers, dict) else {}
         content = {**content, "provider": {**providers, "middle": provider}}
         return {"model": f"middle/{agent.model}"}, {"OPENCODE_CONFIG_CONTENT": json.dumps(content)}
+
+    @classmethod
+    def pricing(cls, options: OpenCodeOptions) -> str:
+        """What its turns count at (`middle doctor`): OpenCode prices only the models it has prices for."""
+        return reported_or_priced("OpenCode", options.model, options.price)
 
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group; each of those `run_turn` calls raises RunInterrupted."""
@@ -260,7 +270,7 @@ class OpenCodeAgent:
         failed = outcome.timed_out or outcome.exit_code != 0 or stream.error is not None or not stream.finished
         turn = TurnResult(
             session_id=session_id or stream.session_id, text=stream.text, is_error=failed,
-            cost_usd=stream.cost_usd, usage=dict(stream.tokens), num_turns=stream.steps,
+            cost_usd=self._cost(stream), usage=dict(stream.tokens), num_turns=stream.steps,
             duration_ms=outcome.elapsed_ms, exit_code=outcome.exit_code,
             terminal_reason="timeout" if outcome.timed_out else ("error" if failed else "completed"),
             api_error_status=stream.api_error_status, permission_denials=list(stream.permission_denials))
@@ -271,6 +281,12 @@ class OpenCodeAgent:
               "terminal_reason": turn.terminal_reason, "text": turn.text[:2000],
               "permission_denials": turn.permission_denials})
         return turn
+
+    def _cost(self, stream: OpenCodeStream) -> float:
+        """The turn's cost for the spending limits: OpenCode's own (part.cost), or, for a model it has
+        no price for (part.cost 0), its tokens priced by pricing.py."""
+        price = price_for(self.options.model, ANY_PRICES, self.options.price)[0]
+        return counted_cost(stream.cost_usd, stream.priced_usage(), price, configured=self.options.price is not None)
 
     def _explain(self, stream: OpenCodeStream, exit_code: int | None, stderr: str, timed_out: bool,
                  session_id: str | None) -> str:

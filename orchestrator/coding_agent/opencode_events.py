@@ -125,6 +125,16 @@ class OpenCodeStream:
             if isinstance(value, (int, float)):
                 self.tokens[ours] += int(value)
 
+    def priced_usage(self) -> dict[str, int]:
+        """The tokens as pricing.turn_cost reads them (input including cached, cached apart; reasoning
+        as output). OpenCode's `input` leaves the cache reads out for most providers and its
+        `output` may or may not hold the reasoning: the parts are added, so a turn priced from them
+        counts more, never less."""
+        t = self.tokens
+        read = t["cache_read_input_tokens"]
+        return {"input_tokens": t["input_tokens"] + read + t["cache_creation_input_tokens"],
+                "cached_input_tokens": read, "output_tokens": t["output_tokens"] + t["reasoning_tokens"]}
+
     @property
     def api_error_status(self) -> int | None:
         status = _dict(_dict(self.error).get("data")).get("statusCode")

@@ -24,6 +24,7 @@ from typing import Any
 from .base import Offline
 
 PROVIDER, MODEL = "middle-fake", "fake-model"
+UNPRICED_MODEL = "fake-model-unpriced"  # the same fake with no price in OpenCode's config
 _PLUGIN = "@opencode-ai/plugin"
 
 
@@ -47,7 +48,9 @@ def offline_home(home: Path, base_url: str, api_key: str) -> dict[str, str]:
                                 # A price (USD per million tokens, as models.dev gives them) so
                                 # that a turn's cost is really computed and reported offline.
                                 "models": {MODEL: {"name": "middle offline model",
-                                                   "cost": {"input": 3, "output": 15}}}}},
+                                                   "cost": {"input": 3, "output": 15}},
+                                           # none: as a local or custom model, its cost is $0
+                                           UNPRICED_MODEL: {"name": "middle offline model, unpriced"}}}},
     }, indent=2))
     no_proxy = ",".join(filter(None, ["127.0.0.1", "localhost", os.environ.get("NO_PROXY", "")]))
     return {

@@ -1,13 +1,17 @@
-"""What a turn cost, for the coding agents whose CLI reports tokens but no money (Codex, Gemini).
+"""What a turn cost, for the coding agents whose CLI reports tokens but no money (Codex, Gemini),
+or money only for the models it has prices for (aider, OpenCode).
 
 Without a price their turns counted $0, so `[agent] max_cost_usd` and `[run] max_cost_usd_total`
-never stopped them: the limits would have held only on Claude Code, aider and OpenCode, which
-report their own cost. Here a turn's tokens are priced by the model that ran them:
+never stopped them: the limits would have held only on Claude Code. aider and OpenCode report a
+cost, but $0 for a model missing from their own price lists (a local or custom model, a model
+newer than the CLI). Here a turn's tokens are priced by the model that ran them:
 - `price` in the agent's options, when the user gives one (their contract, their discounts);
 - else the published list price of that model (the tables below, USD per million tokens, as the
   providers listed them in 2025-2026; prices change, so `price` wins);
 - else, a model not in the table (or the CLI's own choice, not named to us), the highest price
   in the agent's table, part by part: a spending limit should stop a run early, never late.
+aider and OpenCode run any provider's model, so their table is every one below (`ANY_PRICES`); a
+cost they report themselves is kept when no `price` is given, and never undercut (`counted_cost`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CODEX_PRICES", "GEMINI_PRICES", "TokenPrice", "price_for", "turn_cost"]
+__all__ = ["ANY_PRICES", "CLAUDE_PRICES", "CODEX_PRICES", "GEMINI_PRICES", "TokenPrice", "counted_cost",
+           "price_for", "reported_or_priced", "turn_cost"]
 
 
 class TokenPrice(BaseModel):
@@ -46,6 +51,14 @@ GEMINI_PRICES: dict[str, TokenPrice] = {  # Gemini's prompts up to 200k tokens
     "gemini-2.5-pro": _p(1.25, 0.125, 10.0), "gemini-2.5-flash": _p(0.30, 0.03, 2.50),
     "gemini-2.5-flash-lite": _p(0.10, 0.01, 0.40), "gemini-3-pro": _p(2.0, 0.20, 12.0),
 }
+CLAUDE_PRICES: dict[str, TokenPrice] = {  # cache reads at a tenth of the input price
+    "claude-opus-4": _p(15.0, 1.50, 75.0), "claude-opus-4-5": _p(5.0, 0.50, 25.0),
+    "claude-sonnet-4": _p(3.0, 0.30, 15.0), "claude-3-7-sonnet": _p(3.0, 0.30, 15.0),
+    "claude-3-5-sonnet": _p(3.0, 0.30, 15.0), "claude-haiku-4-5": _p(1.0, 0.10, 5.0),
+    "claude-3-5-haiku": _p(0.80, 0.08, 4.0),
+}
+# aider and OpenCode drive any provider's model ("openai/gpt-4.1", "anthropic/claude-sonnet-4-5").
+ANY_PRICES: dict[str, TokenPrice] = {**CLAUDE_PRICES, **CODEX_PRICES, **GEMINI_PRICES}
 
 
 def _ceiling(table: Mapping[str, TokenPrice]) -> TokenPrice:
@@ -59,7 +72,8 @@ def price_for(model: str | None, table: Mapping[str, TokenPrice],
     """The price a turn of `model` is counted at, and where it came from (for `middle agents`)."""
     if configured is not None:
         return configured, "your price"
-    name = (model or "").strip().lower().removeprefix("models/")
+    # The provider's part goes: "openai/gpt-4.1", "models/gemini-2.5-pro", "openrouter/anthropic/claude-...".
+    name = (model or "").strip().lower().rsplit("/", 1)[-1]
     matches = [key for key in table if name == key or name.startswith(key + "-")]
     if matches:
         key = max(matches, key=len)
@@ -87,3 +101,21 @@ def turn_cost(usage: Mapping[str, Any], price: TokenPrice) -> float:
     out = _count(usage, "output_tokens")
     out = max(out, _count(usage, "total_tokens") - total_in)
     return ((total_in - cached) * price.input + cached * cached_price + out * price.output) / 1_000_000
+
+
+def counted_cost(reported: float, usage: Mapping[str, Any], price: TokenPrice, *, configured: bool) -> float:
+    """What a turn of a CLI that prices some models itself (aider, OpenCode) counts for the limits.
+    The CLI's own cost stands when it gave one and the user set no `price`: it knows the model it
+    ran. When it gave none ($0: a model missing from its price list) the tokens are priced here;
+    a `price` of the user's is applied always. Never less than the CLI reported."""
+    if reported > 0 and not configured:
+        return reported
+    return max(reported, turn_cost(usage, price))
+
+
+def reported_or_priced(cli: str, model: str | None, configured: TokenPrice | None) -> str:
+    """What `middle doctor` says such an agent's turns count at."""
+    if configured is not None:
+        return f"turns priced at your price, or what {cli} reports when more"
+    why = price_for(model, ANY_PRICES)[1]
+    return f"turns at {cli}'s own cost; with none reported (a model it has no price for), at {why}"

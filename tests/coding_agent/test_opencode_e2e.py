@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 
 from orchestrator.coding_agent.opencode import INSTALL, OpenCodeAgent
-from orchestrator.fake_api import DemoResponder, FakeMessagesAPI
+from orchestrator.coding_agent.opencode_offline import PROVIDER, UNPRICED_MODEL
+from orchestrator.fake_api import (
+    DemoResponder,
+    FakeMessagesAPI,
+    ScriptedResponder,
+    reply,
+    text,
+    tool_use,
+    working_directory,
+)
 from orchestrator.fake_api.messages import content_text
 from orchestrator.testing.check_project import check_loop_project
 from orchestrator.testing.clis import require_cli
@@ -51,3 +60,31 @@ def test_a_two_turn_ticket_completes_with_its_commit_on_opencode(tmp_path):
     assert "Create `calc/other.py` with:" in last and "Create `calc/fix.py` with:" in last
     assert [m["role"] for m in requests[-1]["messages"]].count("user") >= 4  # two prompts, two tool results
     assert middle_model.requests_for("coding_agent") == []  # OpenCode used only its own API
+
+
+def test_max_cost_usd_stops_a_ticket_on_a_model_opencode_has_no_price_for(tmp_path):
+    """OpenCode reports $0 for a model its config gives no price (a local or custom one): its turns
+    are priced from their tokens (coding_agent/pricing.py), so the spending limit holds: after
+    turn 1 the ticket stops, its work kept."""
+    require_cli("opencode", INSTALL)
+    repo = check_loop_project(tmp_path, EXAMPLES / "sample-repo")
+    script = ScriptedResponder()
+    script.agent(json.dumps({"prompt": "Create one.txt containing one."}),
+                 json.dumps({"complete": False, "summary": "one.txt is there.", "next_prompt": "Now two.txt."}))
+    script.coding_agent(lambda body: reply(tool_use("Write", {"file_path": f"{working_directory(body)}/one.txt",
+                                                              "content": "one\n"})),
+                        reply(text("Created one.txt.")))
+    with FakeMessagesAPI(script) as middle_model, OpenCodeAgent.offline(script, tmp_path / "opencode") as off:
+        (tmp_path / "middle.toml").write_text(
+            f'[project]\npath = "repo"\n[memory]\nbackend = "none"\n'
+            f'[agent]\nbase_url = "{middle_model.base_url}"\nmax_turns = 4\nmax_cost_usd = 0.000001\n'
+            f'[coding_agent]\nkind = "opencode"\n'
+            f'[coding_agent.options]\nmodel = "{PROVIDER}/{UNPRICED_MODEL}"\nturn_timeout_s = 120\n')
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
+        env.update(off.env, ANTHROPIC_API_KEY="sk-fake-local")
+        result = subprocess.run([MIDDLE, "run"], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=600)
+    output = " ".join((result.stdout + result.stderr).split())
+    assert "Traceback" not in output and "cost limit reached" in output, output
+    assert "failed ticket t1: 1 turn(s)" in output and "turn 2" not in output, output
+    assert script.pending("coding_agent") == 0
+    assert out(repo, "show", "middle/t1:one.txt") == "one"  # the turn's work is kept on its branch
