@@ -52,6 +52,7 @@ INSTALL = f"npm install -g @openai/codex@{CODEX_VERSION}"
 INSTALL_HINT = f"Install the Codex CLI with `{INSTALL}` or set `[coding_agent.options] cli_path`."
 _THREAD_RE = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 _DENIED_RE = re.compile(r"error=patch rejected: ([^\n]*)")
+_HTTP_500_RE = re.compile(r"currently experiencing high demand")  # see _status
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")  # a file name, never "." or ".."
 # Arguments that would switch off the sandbox or the approval policy this agent relies on.
 _UNCONFINED = ("--dangerously-bypass-approvals-and-sandbox", "danger-full-access", "--sandbox", "-s",
@@ -257,7 +258,8 @@ class CodexAgent:
             # Codex reports tokens, not money: priced here so the spending limits hold.
             cost_usd=turn_cost(usage, price_for(self.options.model, CODEX_PRICES, self.options.price)[0]),
             usage=usage, num_turns=1, duration_ms=outcome.elapsed_ms, exit_code=outcome.exit_code,
-            terminal_reason="timeout" if outcome.timed_out else ("completed" if stream.completed else "error"),
+            terminal_reason="timeout" if outcome.timed_out else ("completed" if stream.completed else
+                                                                  "api_error" if stream.failure else "error"),
             api_error_status=_status(stream.failure),
             # A refused patch is not in Codex's JSONL, only logged on stderr; the model is told.
             permission_denials=[{"tool": "apply_patch", "target": m.group(1).strip()}
@@ -282,9 +284,12 @@ class CodexAgent:
             status = _status(stream.failure)
             advice = ("Check the API key (the provider's env_key, or `codex login`)" if status in (401, 403)
                       else "Wait for the provider's rate limit, or lower the parallel runs" if status == 429
+                      else "The model API's server failed: wait and check the provider's status"
+                      if status is not None and status >= 500
                       else "Check the provider's base_url, model and status")
-            return (f"Codex could not get an answer from the model: {tail(stream.failure, 400).rstrip('.')}. "
-                    f"{advice}, then retry the ticket.")
+            said = f" (HTTP {status})" if status is not None else ""
+            return (f"Codex could not get an answer from the model{said}: "
+                    f"{tail(stream.failure, 400).rstrip('.')}. {advice}, then retry the ticket.")
         if outcome.exit_code is not None and outcome.exit_code < 0:
             return f"Codex was killed by signal {-outcome.exit_code}{f' (stderr: {err})' if err else ''}."
         return (f"Codex exited with code {outcome.exit_code} without finishing the turn"
@@ -363,8 +368,12 @@ def _private_tmp(enabled: bool) -> Iterator[str | None]:
 
 
 def _status(failure: str | None) -> int | None:
-    """The HTTP status in Codex's failure message ("unexpected status 401 Unauthorized: ..."), if any."""
+    """The HTTP status in Codex's failure message ("unexpected status 401 Unauthorized: ..."), if any.
+    An HTTP 500 Codex words as its own sentence, naming no status (0.171's InternalServerError:
+    "We're currently experiencing high demand, ..."): that sentence is the 500."""
     if not failure:
         return None
     found = re.search(r"\b(?:status|HTTP)\s*:?\s*([1-5]\d\d)\b", failure)
-    return int(found.group(1)) if found else None
+    if found:
+        return int(found.group(1))
+    return 500 if _HTTP_500_RE.search(failure) else None

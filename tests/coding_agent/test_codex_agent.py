@@ -229,16 +229,22 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-@pytest.mark.parametrize("status", [400, 401, 500])
-def test_an_api_error_ends_the_turn_with_a_sentence(script, make_agent, project, status):
+@pytest.mark.parametrize("status", [400, 401, 500, 503])
+def test_an_api_error_ends_the_turn_with_a_sentence_naming_its_status(script, make_agent, project, status):
     script.coding_agent(api_error(status, "scripted model failure"))
     turn = make_agent().run_turn("hi", project, session_id=f"s-err-{status}", resume=False)
-    assert turn.is_error is True
-    assert (turn.error or "").startswith("Codex could not get an answer from the model")
-    if status != 500:  # Codex words a 500 its own way ("high demand")
+    assert turn.is_error is True and turn.terminal_reason == "api_error"
+    # The model API's status is recorded and said, as for the other agents' API errors (Codex passes
+    # a 400 on as the body's message alone: no status to say).
+    said = "" if status == 400 else f" (HTTP {status})"
+    assert turn.api_error_status == (None if status == 400 else status)
+    assert (turn.error or "").startswith(f"Codex could not get an answer from the model{said}: ")
+    if status != 500:  # Codex words a 500 its own way ("high demand"), naming no status
         assert "scripted model failure" in (turn.error or "")
     if status == 401:
-        assert turn.api_error_status == 401 and "Check the API key" in (turn.error or "")
+        assert "Check the API key" in (turn.error or "")
+    if status >= 500:
+        assert "The model API's server failed" in (turn.error or "")
 
 
 def test_a_missing_cli_is_a_coding_agent_error_with_the_install_command(project, tmp_path):
