@@ -45,8 +45,8 @@ class CodingAgentMissing(CodingAgentError, BatchStopper):
 class CheckCannotStart(ConfigError):
     """A `[check]` command (or a ticket's `check:`) cannot really run (not found, its runner not
     installed, no tests collected, no report): a mistake in the config, not a failure for the
-    middle agent to correct. It fails this ticket alone (its own `check:` may be the mistake);
-    the batch goes on."""
+    middle agent to correct. It is this ticket's error alone (its own `check:` may be the mistake);
+    the batch goes on. Met before any turn, the ticket stays pending (running/policy.py)."""
 
 
 class CheckFailed(MiddleError):

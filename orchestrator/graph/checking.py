@@ -106,10 +106,12 @@ def prepare(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                         "failure counts as the ticket's")
                 continue
             if result.problem is not None:
+                # The ticket goes back to pending (running/policy.py): it is run again, not resumed.
                 raise CheckCannotStart(
-                    f"check `{options.run}` cannot run on the base commit ({result.problem}), so no turn ran: "
-                    f"fix [check] commands (or the ticket's `check:`, or [worktree] setup), then "
-                    f"{command('resume', t['id'])}; its output is in `middle log {t['id']}`")
+                    f"check `{options.run}` cannot run on the base commit ({result.problem}), so no turn ran "
+                    f"and ticket {t['id']} is still pending: fix {_check_source(ctx, t['id'])} (or "
+                    f"[worktree] setup, if it installs the command), then {command('run', t['id'])}; "
+                    f"its output is in `middle log {t['id']}`")
             if ws and keepable(result):  # fenced by the run's token; the store never keeps a killed one
                 ctx.run.put_check_baseline(base_commit, k, {**result.to_dict(), "format": BASELINE_FORMAT})
         else:
@@ -118,6 +120,14 @@ def prepare(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         if not result.passed:
             ctx.say(base_line(result, options))
     return {"ticket": t, "check_base": base}
+
+
+def _check_source(ctx: TicketContext, ticket_id: str) -> str:
+    """Where the ticket's check commands are set: its own `check:` (in its file), else [check] commands."""
+    ticket = ctx.store.get_ticket(ticket_id)
+    if isinstance((ticket.fields or {}).get("check"), list):
+        return f"the `check:` of ticket {ticket_id}" + (f" in {ticket.source}" if ticket.source else "")
+    return "[check] commands in the config"
 
 
 def keepable(result: CheckResult) -> bool:

@@ -18,7 +18,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from orchestrator.errors import BatchStopper, ConfigError, MiddleError, RunInterrupted, StoreUnavailable, TicketError
+from orchestrator.errors import (
+    BatchStopper,
+    CheckCannotStart,
+    ConfigError,
+    MiddleError,
+    RunInterrupted,
+    StoreUnavailable,
+    TicketError,
+)
 from orchestrator.lifecycle.next_steps import advice, advise
 from orchestrator.lifecycle.run_lifecycle import start_refusal
 from orchestrator.running.driver import TicketDriver
@@ -283,8 +291,9 @@ def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: li
         untouched = (not later and isinstance(exc, ConfigError) and store is not None
                      and store.get_ticket(slot.ticket_id).status.value == "pending")
         status = "skipped" if later or untouched else "failed"
-        outcome = RunOutcome(slot.ticket_id, "", status,
-                             "not started: its settings have a mistake (the error below)" if untouched else str(exc))
+        why = ("not run: its check command cannot run (the error below)" if isinstance(exc, CheckCannotStart)
+               else "not started: its settings have a mistake (the error below)")
+        outcome = RunOutcome(slot.ticket_id, "", status, why if untouched else str(exc))
         if named or untouched:
             result.errors.append(exc)
     else:

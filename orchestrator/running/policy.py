@@ -8,6 +8,10 @@ ends (`RunLifecycle`), so the ticket's status never depends on which driver ran 
 - BatchStopper (the model cannot be used): failed; the ticket goes
   back to `pending` when no turn finished in a run that started from its input, else stays failed
   and resumable; the driver raises it on (a batch stops and says it once);
+- CheckCannotStart before any turn of a ticket's first round (its check command is not found or
+  cannot run on the base commit: a mistake in the user's config, not a failed ticket): the ticket
+  goes back to `pending` (nothing was done, so nothing is lost) and the driver raises it on, so
+  `middle run` says it as one `error:` line; `middle run ID` takes it once the config is fixed;
 - CheckFailed (the check still fails after its rounds): failed and resumable, marked so
   (`middle feedback` starts a round on its branch; `middle resume` gives it more rounds);
 - any other MiddleError: failed and resumable (`middle resume` retries the failed node); on a
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 
 from orchestrator.errors import (
     BatchStopper,
+    CheckCannotStart,
     CheckFailed,
     ClaimLost,
     CodingAgentError,
@@ -105,6 +110,10 @@ def _end(exc: BaseException, run: Run, *, fake: bool, auto_resume: bool,
         untouched = run.fresh and not any(t["status"] == "done" for t in store.list_turns(run_id=run.run_id))
         run.fail(str(exc), resumable=not untouched, ticket_status="pending" if untouched else None)
         return Ending("failed", str(exc), not untouched, propagate=True)
+    if isinstance(exc, CheckCannotStart) and _before_any_work(run):
+        # The user's own check command is wrong: said as their mistake, the ticket left as it was.
+        run.fail(str(exc), resumable=False, ticket_status="pending")
+        return Ending("failed", str(exc), False, propagate=True)
     if isinstance(exc, CheckFailed):
         run.fail(str(exc), resumable=True, check_failed=True)
         return Ending("failed", str(exc), True, propagate=False)
@@ -126,6 +135,13 @@ def _end(exc: BaseException, run: Run, *, fake: bool, auto_resume: bool,
               f"{advice('failed-resumable', ticket_id, fake=fake)}")
     run.fail(reason, resumable=True)
     return Ending("failed", reason, True, propagate=True)
+
+
+def _before_any_work(run: Run) -> bool:
+    """Whether the run stopped before doing anything a ticket keeps: a new run of its first round
+    (a review round's ticket was complete: it must not go back to pending) with no turn done."""
+    return (run.fresh and run.store.round_of(run.run_id) <= 1
+            and not any(t["status"] == "done" for t in run.turns()))
 
 
 def _turn_crashed(exc: BaseException, run: Run) -> bool:

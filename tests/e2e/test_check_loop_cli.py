@@ -145,3 +145,22 @@ def test_a_worker_on_postgresql_runs_the_check_in_its_clone(tmp_path, claude_cli
         run = store.latest_run("t1")
         assert (run["check_status"], run["corrections"]) == ("passed", 1)
         assert store.check_baseline(run["base_commit"], "python check_fix.py")["exit_code"] == 0
+
+
+def test_a_check_command_that_is_not_found_is_one_error_and_the_ticket_runs_once_it_is_fixed(tmp_path, claude_cli):
+    """A wrong `[check] commands` is the user's config mistake, not a failed ticket: `middle run ID`
+    says it in one `error:` line naming the command and what to fix, exits non-zero, and leaves
+    the ticket pending, so the same command runs it once the config is fixed."""
+    project(tmp_path, "no-such-checker --all")
+    result = middle(tmp_path, "run", "t1", "--fake", ok=False)
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and result.stderr.strip() == errors[0], result.stderr
+    assert "check `no-such-checker --all` cannot run on the base commit" in errors[0] and "not found" in errors[0]
+    assert "fix [check] commands in the config" in errors[0] and "then `middle run t1 --fake`" in errors[0]
+    assert "failed ticket" not in result.stdout and "0 failed" in result.stdout, result.stdout
+    assert " pending " in middle(tmp_path, "tickets").stdout
+    config = tmp_path / "middle.toml"
+    config.write_text(config.read_text().replace("no-such-checker --all", "python -c pass"))
+    again = middle(tmp_path, "run", "t1", "--fake")
+    assert "complete ticket t1: 1 turn(s)" in again.stdout, again.stdout

@@ -284,7 +284,7 @@ def test_a_long_title_makes_a_one_line_commit_subject_with_the_title_in_the_body
     assert title in body and "Created greet.py." in body
 
 
-def test_a_tickets_own_check_that_cannot_run_fails_that_ticket_alone_and_the_batch_goes_on(tmp_path, project):
+def test_a_tickets_own_check_that_cannot_run_is_that_tickets_error_and_the_batch_goes_on(tmp_path, project):
     llm = PerTicketAgentLLM({**one_turn("Bad check"), **one_turn("Good")})
     coder = RecordingCodingAgent([writes("good.txt", "good\n")])
     with make_orchestrator(make_config(tmp_path), llm, coder) as orch:
@@ -295,5 +295,8 @@ def test_a_tickets_own_check_that_cannot_run_fails_that_ticket_alone_and_the_bat
         assert result.fatal is None  # not a batch stopper: the model is fine
         by_id = {o.ticket_id: o for o in result.outcomes}
         assert by_id["good"].status == "complete"
-        assert by_id["bad"].status == "failed" and "cannot run on the base commit" in by_id["bad"].reason
-        assert "model cannot be used" not in by_id["bad"].reason
+        # The user's mistake, said as an error naming the ticket's own `check:`; the ticket is left pending.
+        assert by_id["bad"].status == "skipped" and "its check command cannot run" in by_id["bad"].reason
+        [error] = result.errors
+        assert "cannot run on the base commit" in str(error) and "the `check:` of ticket bad" in str(error)
+        assert "`middle run bad`" in str(error) and orch.store.get_ticket("bad").status.value == "pending"

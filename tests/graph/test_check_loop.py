@@ -12,9 +12,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from graph_helpers import add_ticket, make_orchestrator
 
 from orchestrator.config.settings import Config
+from orchestrator.errors import CheckCannotStart
 from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from orchestrator.workspace.git import out
@@ -160,10 +162,14 @@ def test_a_check_that_cannot_start_is_an_error_not_a_round(tmp_path):
     cfg = config(tmp_path, commands=["no-such-test-runner --all"])
     with make_orchestrator(cfg, llm, RecordingCodingAgent([write("calc.py", "x = 1\n")])) as orch:
         add_ticket(orch, repo)
-        outcome = orch.run_ticket("t1")  # the ticket fails alone (a batch goes on with the others)
-        assert outcome.status == "failed" and outcome.resumable
-        assert "cannot run on the base commit (exit 127" in outcome.reason
-        assert "fix [check] commands" in outcome.reason and "middle resume t1" in outcome.reason
+        # The user's config mistake, raised as an error of its own (a batch goes on with the others);
+        # the ticket is left pending, so `middle run t1` takes it once the command is fixed.
+        with pytest.raises(CheckCannotStart) as raised:
+            orch.run_ticket("t1")
+        said = str(raised.value)
+        assert "cannot run on the base commit (exit 127" in said
+        assert "fix [check] commands in the config" in said and "`middle run t1`" in said
+        assert orch.store.get_ticket("t1").status.value == "pending"
         # Met at the base check, before any turn: nothing paid for, no result kept as a baseline.
         assert llm.calls == []
         run = orch.store.latest_run("t1")

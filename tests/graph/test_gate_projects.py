@@ -22,6 +22,7 @@ import pytest
 from graph_helpers import make_orchestrator
 
 from orchestrator.config.settings import Config
+from orchestrator.errors import CheckCannotStart
 from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
 from tickets.model import Ticket
@@ -45,12 +46,23 @@ def run_ticket(tmp_path: Path, files: dict[str, str], commands: list[Any], edit:
     with make_orchestrator(cfg, llm, RecordingCodingAgent([act])) as orch:
         orch.store.upsert_ticket(Ticket(id="t1", project_id="p", title="Change it", project_path=str(repo),
                                         fields=fields or {}))
-        outcome = orch.run_ticket("t1")
+        try:
+            outcome: Any = orch.run_ticket("t1")
+        except CheckCannotStart as exc:  # the user's check command is wrong: their error, not an outcome
+            outcome = exc
         run = orch.store.latest_run("t1")
         events = [e["data"] for e in orch.store.list_events(ticket_id="t1") if e["kind"] == "check"]
         notes = [e["data"]["text"] for e in orch.store.list_events(ticket_id="t1") if e["kind"] == "note"]
+        status = orch.store.get_ticket("t1").status.value
     return {"outcome": outcome, "run": run, "events": events, "notes": notes, "llm": llm,
-            "final": events[-1] if events else None}
+            "final": events[-1] if events else None, "status": status}
+
+
+def assert_cannot_run(r: dict[str, Any], why: str) -> None:
+    """The check cannot run on the base: an error naming it, before any turn, the ticket still pending."""
+    assert isinstance(r["outcome"], CheckCannotStart), r["outcome"]
+    assert "cannot run on the base commit" in str(r["outcome"]) and why in str(r["outcome"])
+    assert r["status"] == "pending" and r["llm"].calls == []  # no turn ran, nothing was paid for
 
 
 def write(rel: str, text: str) -> Edit:
@@ -165,25 +177,20 @@ def test_pytest_a_ticket_that_breaks_collection_fails_it_does_not_pass(tmp_path)
     (f"{PYTEST} --no-such-option", "pytest's usage error"),
 ])
 def test_pytest_a_check_that_cannot_really_run_is_an_error_before_any_turn(tmp_path, command, why):
-    r = run_ticket(tmp_path, PYTEST_FILES, [command], write("calc.py", UPPER_ADD))
-    assert r["outcome"].status == "failed" and r["outcome"].resumable
-    assert "cannot run on the base commit" in r["outcome"].reason and why in r["outcome"].reason
-    assert r["llm"].calls == []  # no turn ran, nothing was paid for
+    assert_cannot_run(run_ticket(tmp_path, PYTEST_FILES, [command], write("calc.py", UPPER_ADD)), why)
 
 
 def test_pytest_missing_from_the_worktrees_environment_is_an_error(tmp_path):
     bare = tmp_path / "bare-venv"
     subprocess.run([PY, "-m", "venv", "--without-pip", str(bare)], check=True)
     r = run_ticket(tmp_path, PYTEST_FILES, [f"{bare}/bin/python -m pytest -q"], write("calc.py", UPPER_ADD))
-    assert r["outcome"].status == "failed" and "No module named pytest" in r["outcome"].reason
-    assert r["llm"].calls == []
+    assert_cannot_run(r, "No module named pytest")
 
 
 def test_every_test_failing_to_import_on_the_base_is_an_error(tmp_path):
     files = {**PYTEST_FILES, "test_calc.py": "import not_installed_anywhere\n\n\ndef test_a():\n    pass\n"}
     r = run_ticket(tmp_path, files, [PYTEST], write("calc.py", UPPER_ADD))
-    assert r["outcome"].status == "failed" and "collection or import error" in r["outcome"].reason
-    assert r["llm"].calls == []
+    assert_cannot_run(r, "collection or import error")
 
 
 # -- a unittest project --------------------------------------------------------------------------
@@ -234,7 +241,7 @@ def test_unittest_deleting_the_failing_test_is_a_failure(tmp_path):
 
 def test_unittest_that_runs_no_tests_is_an_error(tmp_path):
     r = run_ticket(tmp_path, UNITTEST_FILES, [f"{UNITTEST} discover -s no_tests_here"], write("notes.py", "X = 1\n"))
-    assert r["outcome"].status == "failed" and "cannot run on the base commit" in r["outcome"].reason
+    assert_cannot_run(r, "")
 
 
 # -- a Node project: `node --test` with its JUnit reporter ---------------------------------------
@@ -284,8 +291,7 @@ def test_node_deleting_the_failing_test_is_a_failure(tmp_path):
 def test_node_a_report_that_is_not_written_is_an_error(tmp_path):
     r = run_ticket(tmp_path, NODE_FILES, [{"run": "node --test", "junit": "reports/junit.xml"}],
                    write("notes.js", "// nothing\n"))
-    assert r["outcome"].status == "failed" and "its JUnit report was not written (reports/junit.xml)" in \
-        r["outcome"].reason
+    assert_cannot_run(r, "its JUnit report was not written (reports/junit.xml)")
 
 
 # -- diagnostics: ruff and mypy -------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 from graph_helpers import add_ticket, make_orchestrator
 
 from orchestrator.config.settings import Config
-from orchestrator.errors import TicketError
+from orchestrator.errors import CheckCannotStart, TicketError
 from orchestrator.lifecycle.next_steps import situation
 from orchestrator.testing import make_repo
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
@@ -127,8 +127,8 @@ def test_resume_runs_the_check_command_as_fixed_in_the_config(tmp_path):
 
 
 def test_resume_reads_the_tickets_own_check_from_its_file_again(tmp_path):
-    """The ticket's own `check:` cannot run ("fix it, then `middle resume`"): fixed in its file,
-    the resumed run reads it again."""
+    """The ticket's own `check:` still fails after its rounds ("`middle resume` gives it more"):
+    changed in its file, the resumed run reads it again."""
     import json
 
     repo = make_repo(tmp_path / "repo")
@@ -136,20 +136,21 @@ def test_resume_reads_the_tickets_own_check_from_its_file_again(tmp_path):
     tickets.mkdir()
     ticket = tickets / "t1.md"
     head = f"---\nid: t1\ntitle: Calc\nproject: demo\npath: {repo}\n"
-    ticket.write_text(f"{head}check: {json.dumps(['no-such-test-runner --all'])}\n---\nWrite calc.py\n")
-    cfg = config(tmp_path, commands=[])
-    with make_orchestrator(cfg, ScriptedAgentLLM([]), RecordingCodingAgent([])) as orch:
+    ticket.write_text(f"{head}check: {json.dumps([OK_CHECK])}\n---\nWrite calc.py\n")
+    cfg = config(tmp_path, commands=[], max_rounds=0)
+    llm = ScriptedAgentLLM([plan_reply("Write calc.py"), decision_reply(True, "Wrote calc.py.")])
+    with make_orchestrator(cfg, llm, RecordingCodingAgent([WRONG])) as orch:
         loaded = orch.sync_tickets(tickets)
         assert [t.id for t in loaded.tickets] == ["t1"], loaded.errors
         outcome = orch.run_ticket("t1")
         assert outcome.status == "failed" and "middle resume t1" in outcome.reason
-    ticket.write_text(f"{head}check: {json.dumps([OK_CHECK])}\n---\nWrite calc.py\n")
-    llm = ScriptedAgentLLM([plan_reply("Write calc.py"), decision_reply(True, "Wrote calc.py.")])
-    with make_orchestrator(cfg, llm, RecordingCodingAgent([RIGHT])) as orch:
+    passes = f"{PY} -c \"import calc\""
+    ticket.write_text(f"{head}check: {json.dumps([passes])}\n---\nWrite calc.py\n")
+    with make_orchestrator(cfg, ScriptedAgentLLM([]), RecordingCodingAgent([])) as orch:
         outcome = orch.resume("t1")
         assert outcome.status == "complete", outcome.reason
         ran = [e["data"]["command"] for e in orch.store.list_events(ticket_id="t1") if e["kind"] == "check"]
-        assert ran[-1] == OK_CHECK
+        assert ran[-1] == passes
 
 
 def test_run_refuses_to_start_over_on_an_earlier_runs_work_and_fresh_drops_it(tmp_path):
@@ -192,17 +193,18 @@ def test_max_rounds_0_advises_something_true(tmp_path):
     assert "max_rounds = 0 the middle agent corrects nothing" in outcome.reason and "middle resume t1" in outcome.reason
 
 
-def test_a_check_that_cannot_run_on_the_base_then_fixed_and_resumed_runs_the_fixed_command(tmp_path):
+def test_a_check_that_cannot_run_on_the_base_then_fixed_and_run_again_runs_the_fixed_command(tmp_path):
     repo = make_repo(tmp_path / "repo")
     with make_orchestrator(config(tmp_path, commands=["no-such-test-runner --all"]), ScriptedAgentLLM([]),
                            RecordingCodingAgent([])) as orch:
         add_ticket(orch, repo)
-        outcome = orch.run_ticket("t1")
-        assert outcome.status == "failed" and "cannot run on the base commit" in outcome.reason
-        assert "middle resume t1" in outcome.reason
+        with pytest.raises(CheckCannotStart, match="cannot run on the base commit") as raised:
+            orch.run_ticket("t1")
+        assert "`middle run t1`" in str(raised.value)
+        assert orch.store.get_ticket("t1").status.value == "pending"  # nothing done: nothing to resume
     llm = ScriptedAgentLLM([plan_reply("Write calc.py"), decision_reply(True, "Wrote calc.py.")])
     with make_orchestrator(config(tmp_path), llm, RecordingCodingAgent([RIGHT])) as orch:
-        outcome = orch.resume("t1")
+        outcome = orch.run_ticket("t1")
         assert outcome.status == "complete", outcome.reason
         ran = [e["data"]["command"] for e in orch.store.list_events(ticket_id="t1") if e["kind"] == "check"]
         assert ran == ["no-such-test-runner --all", OK_CHECK, OK_CHECK]  # the fixed one on the base, then on the work
