@@ -118,4 +118,4 @@ def reported_or_priced(cli: str, model: str | None, configured: TokenPrice | Non
     if configured is not None:
         return f"turns priced at your price, or what {cli} reports when more"
     why = price_for(model, ANY_PRICES)[1]
-    return f"turns at {cli}'s own cost; with none reported (a model it has no price for), at {why}"
+    return f"turns at {cli}'s own cost; a model it has no price for at {why}"

@@ -140,8 +140,8 @@ def test_an_opencode_turn_of_a_model_without_a_price_is_priced_by_its_tokens():
 
 def test_doctor_says_what_aider_and_opencode_turns_count_at():
     assert AiderAgent.pricing(AiderOptions()) == (
-        "turns at aider's own cost; with none reported (a model it has no price for), at the highest "
-        "listed price (the CLI chooses the model)")
+        "turns at aider's own cost; a model it has no price for at the highest listed price (the CLI "
+        "chooses the model)")
     assert "the list price of gpt-4.1" in OpenCodeAgent.pricing(OpenCodeOptions(model="openai/gpt-4.1"))
     assert OpenCodeAgent.pricing(OpenCodeOptions(price={"input": 0, "output": 0})) == (
         "turns priced at your price, or what OpenCode reports when more")
