@@ -11,7 +11,9 @@ ends (`RunLifecycle`), so the ticket's status never depends on which driver ran 
 - CheckCannotStart before any turn of a ticket's first round (its check command is not found or
   cannot run on the base commit: a mistake in the user's config, not a failed ticket): the ticket
   goes back to `pending` (nothing was done, so nothing is lost) and the driver raises it on, so
-  `middle run` says it as one `error:` line; `middle run ID` takes it once the config is fixed;
+  `middle run` says it as one `error:` line; `middle run ID` takes it once the config is fixed.
+  On a worker (`auto_resume`) it fails the ticket as any MiddleError does: a pending ticket would
+  be claimed again at once, in a loop;
 - CheckFailed (the check still fails after its rounds): failed and resumable, marked so
   (`middle feedback` starts a round on its branch; `middle resume` gives it more rounds);
 - any other MiddleError: failed and resumable (`middle resume` retries the failed node); on a
@@ -110,8 +112,10 @@ def _end(exc: BaseException, run: Run, *, fake: bool, auto_resume: bool,
         untouched = run.fresh and not any(t["status"] == "done" for t in store.list_turns(run_id=run.run_id))
         run.fail(str(exc), resumable=not untouched, ticket_status="pending" if untouched else None)
         return Ending("failed", str(exc), not untouched, propagate=True)
-    if isinstance(exc, CheckCannotStart) and _before_any_work(run):
+    if isinstance(exc, CheckCannotStart) and not auto_resume and _before_any_work(run):
         # The user's own check command is wrong: said as their mistake, the ticket left as it was.
+        # (Not on a worker, which would claim the pending ticket again at once, and again: there
+        # it ends failed, as the next row says, and the board shows why.)
         run.fail(str(exc), resumable=False, ticket_status="pending")
         return Ending("failed", str(exc), False, propagate=True)
     if isinstance(exc, CheckFailed):

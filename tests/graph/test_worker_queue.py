@@ -155,3 +155,17 @@ def test_a_worker_still_holds_two_connections_after_running_two_tickets(pg_url, 
         while len(connections := held()) > 2 and time.monotonic() < deadline:
             time.sleep(0.2)  # memory's connections close once unused
     assert len(connections) == 2, connections
+
+
+def test_a_check_that_cannot_run_fails_the_ticket_on_a_worker_instead_of_claiming_it_again(tmp_path, project):
+    """`middle run` leaves such a ticket pending (the user's config error, said once); a worker
+    would claim a pending ticket again at once, so there it ends failed, saying why, and is not
+    retried."""
+    with _worker(tmp_path, project, PerTicketAgentLLM({}), RecordingCodingAgent(), retries=3,
+                 retry_wait_s=0) as orch:
+        orch.config.check.commands = ["no-such-test-runner --all"]
+        add_ticket(orch, project, "a", title="Alpha")
+        report = work(orch, parallel=1, once=True, view=Said(), idle_wait_s=0.05)
+        assert [o.status for o in report.started] == ["failed"] and len(orch.store.list_runs("a")) == 1
+        assert orch.store.get_ticket("a").status.value == "failed"
+        assert "cannot run on the base commit" in orch.store.latest_run("a")["reason"]
