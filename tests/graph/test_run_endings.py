@@ -11,7 +11,14 @@ from typing import Any, Callable
 import pytest
 from graph_helpers import _TestPlugin, add_ticket, make_config, make_orchestrator
 
-from orchestrator.errors import AgentReplyError, MiddleError, ModelAccessError, RunInterrupted, StoreUnavailable
+from orchestrator.errors import (
+    AgentReplyError,
+    CheckCannotStart,
+    MiddleError,
+    ModelAccessError,
+    RunInterrupted,
+    StoreUnavailable,
+)
 from orchestrator.graph import build_graph
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.running.langgraph_entry import BoundServices, bind_services
@@ -50,6 +57,9 @@ FAULTS = {
     "model-access-after-a-turn": Fault(
         [plan_reply("p"), raises(ModelAccessError("the Messages API rejected the API key (401)"))],
         "failed", "failed", "rejected the API key", ModelAccessError),
+    "check-cannot-start-before-any-turn": Fault(  # the user's check command is wrong: left pending
+        [raises(CheckCannotStart("check `x` cannot run on the base commit (exit 127)"))],
+        "failed", "pending", "cannot run on the base commit", CheckCannotStart),
     "middle-error": Fault(
         [raises(AgentReplyError("the middle agent gave no usable decision"))],
         "failed", "failed", "no usable decision", None),
