@@ -142,3 +142,5 @@ def test_each_agent_a_ticket_names_gets_its_own_row_and_an_agent_following_the_p
     assert "npm install -g @openai/codex@" in problem
     # Codex reports tokens, not money: the row says what its turns count at for max_cost_usd.
     assert "codex (turns priced at the highest listed price (the CLI chooses the model))" in out
+    # aider prices the models it knows; the row says what a model it has no price for counts at.
+    assert "turns at aider's own cost; a model it has no price for at the highest listed price" in out
