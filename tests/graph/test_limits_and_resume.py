@@ -36,6 +36,7 @@ def test_max_cost_fails_with_reason(tmp_path, project):
         add_ticket(orch, project)
         outcome = orch.run_ticket("t1")
     assert outcome.status == "failed" and "cost limit reached" in outcome.reason
+    assert "`middle doctor` says at what price" in outcome.reason  # where a counted price comes from
     assert outcome.cost_usd == pytest.approx(0.75)
     assert len(worker.calls) == 1
 
