@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 from backends import pg_database
-from backends.storage import Store
+from backends.storage import WRITES_TABLE, CountedWrites, Store
 from orchestrator.plugin_api import MemoryDatabase
 
 _IDENTITY = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)\s*\(\s*(\w+) INTEGER PRIMARY KEY AUTOINCREMENT",
@@ -37,6 +37,26 @@ _TYPES = [
     (re.compile(r"\bTEXT\b"), 'TEXT COLLATE "C"'),
     (re.compile(r"\)\s*WITHOUT ROWID"), ")"),
 ]
+
+
+def pg_counter(schema: str, counted: CountedWrites) -> list[str]:
+    """CountedWrites in PostgreSQL: the counter table in the store's schema, a trigger function
+    that names it with the schema (a tool's UPDATE runs with its own search path), and the
+    trigger, created once (an existing store gets it in place, under the store's write lock,
+    taken while the store is laid out)."""
+    table, function = f"{schema}.{counted.table}", f"{schema}.count_{counted.table}_writes"
+    when = f"(TG_OP <> 'DELETE' AND {counted.where('NEW')}) OR (TG_OP <> 'INSERT' AND {counted.where('OLD')})"
+    bump = f"UPDATE {schema}.{WRITES_TABLE} SET n = n + 1;"
+    body = f"IF {when} THEN {bump} END IF;" if counted.only else bump
+    trigger = f"{counted.table}_writes_counted"
+    return [f"CREATE TABLE IF NOT EXISTS {schema}.{WRITES_TABLE} (n BIGINT NOT NULL)",
+            f"INSERT INTO {schema}.{WRITES_TABLE} SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM {schema}.{WRITES_TABLE})",
+            f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            f"BEGIN {body} RETURN NULL; END $$",
+            f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{trigger}' AND "
+            f"tgrelid = '{table}'::regclass) THEN CREATE TRIGGER {trigger} AFTER INSERT OR DELETE OR "
+            f"UPDATE OF {', '.join(counted.columns)} ON {table} FOR EACH ROW EXECUTE FUNCTION "
+            f"{function}(); END IF; END $$"]
 
 
 def pg_schema(sqlite_schema: str) -> list[str]:
@@ -139,7 +159,8 @@ class PgStore(pg_database.PoolUser, Store):
                     "(or the store's schema) in the database")
 
     def __init__(self, database: MemoryDatabase, backend: str, schema: str, format_version: int,
-                 *, kind: str = "memory store", extra_schema: Sequence[str] = ()):
+                 *, kind: str = "memory store", extra_schema: Sequence[str] = (),
+                 counted: CountedWrites | None = None):
         self.database, self.backend, self.kind = database, backend, kind
         self.format_version = format_version
         self.path = f"{database.where} [{backend}]"  # what messages name, as a file's path
@@ -156,7 +177,8 @@ class PgStore(pg_database.PoolUser, Store):
                 wrapped = PgConnection(conn, self._identities)
                 if conn.execute(f"SELECT to_regclass('{self.schema}.meta') IS NOT NULL").fetchone()[0]:
                     self.refuse_newer(self.meta(wrapped, "format_version"))
-                for statement in [*pg_schema(schema), *extra_schema]:
+                counter = pg_counter(self.schema, counted) if counted else []
+                for statement in [*pg_schema(schema), *extra_schema, *counter]:
                     conn.execute(statement)
                 self.claim(wrapped, "format_version", str(format_version))
         except BaseException:

@@ -344,12 +344,16 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
         return float(row[1]) if row is not None and row[0] == text else None
 
     def fingerprint(self) -> str:
-        """How many docs, and the newest id given (a sequence: never given twice), so any add
-        or delete changes it; a recall's access counts do not."""
+        """How many docs, the newest id given (a sequence: never given twice) and how many
+        writes of the docs' text or time the database counted (retrieval_stores.doc_writes,
+        by a trigger: a doc rewritten in place by any tool moves it too); a recall's access
+        counts do not."""
         with self.read() as conn:
             count, newest = conn.execute("SELECT count(*), COALESCE(MAX(id), 0) FROM retrieval_docs"
                                          " WHERE store_id = %s", (self.store_id,)).fetchone()
-        return f"{count}:{newest}"
+            writes = conn.execute("SELECT doc_writes FROM retrieval_stores WHERE id = %s",
+                                  (self.store_id,)).fetchone()
+        return f"{count}:{newest}:{writes[0] if writes else 0}"
 
     def touch(self, ids: Sequence[int], now: float) -> None:
         """Access count and last-accessed time, under the write lock (ordered rows)."""
