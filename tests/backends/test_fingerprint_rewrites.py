@@ -59,7 +59,7 @@ def _run(*args: str) -> None:
 def _open(name: str, where: Path, database: MemoryDatabase | None = None) -> MemoryBackend:
     cls, options, _, _ = STORES[name]
     extra = {"database": database} if database is not None else {}
-    return cls(where, cls.Options(**options), **extra)  # type: ignore[call-arg]
+    return cls(where, cls.Options(**options), **extra)  # type: ignore[call-arg, arg-type]
 
 
 def _sqlite_rewrite(name: str, where: Path) -> Callable[[], None]:
@@ -70,7 +70,7 @@ def _sqlite_rewrite(name: str, where: Path) -> Callable[[], None]:
 def _pg_table(backend: MemoryBackend, name: str) -> tuple[str, str]:
     """The table a tool rewrites on PostgreSQL, and the condition that keeps it to this store."""
     _, _, table, only = STORES[name]
-    store: Any = getattr(backend, "_store", None) or getattr(backend, "bank")
+    store: Any = getattr(backend, "_store", None) or backend.bank  # type: ignore[attr-defined]
     if name == "bm25":  # the retrieval backends share retrieval_docs, one store_id each
         return "retrieval_docs", f"store_id = {int(store.store_id)}"
     return f"{store.schema}.{table}", only
