@@ -531,9 +531,11 @@ def salvage_rows(path: Path, table: str, columns: Sequence[str], where: str = ""
             # (this is a private copy, and nothing is written).
             conn.execute("PRAGMA writable_schema=ON")
             clause = f" WHERE {where}" if where else ""
+            # NOT INDEXED: the table's own rows, never an index, which may sit on a page that
+            # was lost (a cut file reads it as empty: a WHERE answered by it finds nothing)
             try:
                 return [tuple(r) for r in conn.execute(
-                    f"SELECT {wanted} FROM {table}{clause} ORDER BY rowid")]
+                    f"SELECT {wanted} FROM {table} NOT INDEXED{clause} ORDER BY rowid")]
             except sqlite3.DatabaseError:
                 pass
             top = _readable_top(conn, table)
@@ -541,7 +543,7 @@ def salvage_rows(path: Path, table: str, columns: Sequence[str], where: str = ""
             while (rowid < top) if top is not None else (missing < SALVAGE_GAP):
                 rowid += 1
                 try:
-                    row = conn.execute(f"SELECT {wanted} FROM {table} WHERE rowid = ?"
+                    row = conn.execute(f"SELECT {wanted} FROM {table} NOT INDEXED WHERE rowid = ?"
                                        + (f" AND {where}" if where else ""), (rowid,)).fetchone()
                 except sqlite3.DatabaseError:
                     row = None
