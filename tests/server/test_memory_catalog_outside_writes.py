@@ -94,6 +94,30 @@ def test_a_write_past_the_facade_between_writes_through_it_still_shows(served):
     assert OUTSIDE not in texts and "Through middle alone." not in texts and len(texts) == SIZE + 2
 
 
+# Another program, with no middle-agent code: rewrites one doc's text in place (the count of
+# docs and the newest id stay as they were; the store's triggers count the write).
+_REWRITER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1])
+with conn:
+    assert conn.execute("UPDATE docs SET text = ? WHERE text = ?", (sys.argv[3], sys.argv[2])).rowcount == 1
+"""
+
+
+def test_a_doc_rewritten_in_place_shows_on_the_next_page(served):
+    client, state = served
+    assert doc_text(7) in _texts(client)
+    catalog = state.catalogs[PROJECT]
+    store = state.memory().store_dir(PROJECT) / "bm25.sqlite3"
+    rewritten = "Rewritten in place by another tool: " + doc_text(7)
+    done = subprocess.run([sys.executable, "-c", _REWRITER, str(store), doc_text(7), rewritten],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    texts = _texts(client)
+    assert rewritten in texts and doc_text(7) not in texts and len(texts) == SIZE
+    assert state.catalogs[PROJECT] is not catalog  # the log said nothing: listed again
+
+
 def test_a_recall_or_a_page_alone_does_not_list_the_store_again(served):
     client, state = served
     _texts(client)
@@ -178,7 +202,25 @@ def test_a_write_past_the_facade_on_postgresql(tmp_path, pg_url):
         outside("index", OUTSIDE)
         facade.index(PROJECT, ["Through middle, after the other tool."])  # starts the log over
         assert not catch_up(catalog, facade, store, PROJECT)
-        assert len(build_catalog(facade, store, PROJECT).rows) == 24
+        catalog = build_catalog(facade, store, PROJECT)
+        assert len(catalog.rows) == 24
+        # another program rewrites a doc's text in place (no middle-agent code): the trigger
+        # counts the write, so the fingerprint moves though the count and newest id do not
+        rewritten = "Rewritten in place by another tool: " + doc_text(3)
+        done = subprocess.run([sys.executable, "-c", _PG_REWRITER, pg_url, doc_text(3), rewritten],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert not catch_up(catalog, facade, store, PROJECT)
+        texts = {r.text for r in build_catalog(facade, store, PROJECT).rows}
+        assert rewritten in texts and doc_text(3) not in texts and len(texts) == 24
     finally:
         facade.close()
         store.close()
+
+
+_PG_REWRITER = """
+import psycopg, sys
+with psycopg.connect(sys.argv[1]) as conn:
+    done = conn.execute("UPDATE retrieval_docs SET text = %s WHERE text = %s", (sys.argv[3], sys.argv[2]))
+    assert done.rowcount == 1
+"""
