@@ -42,8 +42,8 @@ _TYPES = [
 def pg_counter(schema: str, counted: CountedWrites) -> list[str]:
     """CountedWrites in PostgreSQL: the counter table in the store's schema, a trigger function
     that names it with the schema (a tool's UPDATE runs with its own search path), and the
-    trigger, created once (an existing store gets it in place, under the store's write lock,
-    taken while the store is laid out)."""
+    trigger, both created once (an existing store gets them in place, under the store's write
+    lock, taken while the store is laid out; a process that has the store open goes on)."""
     table, function = f"{schema}.{counted.table}", f"{schema}.count_{counted.table}_writes"
     when = f"(TG_OP <> 'DELETE' AND {counted.where('NEW')}) OR (TG_OP <> 'INSERT' AND {counted.where('OLD')})"
     bump = f"UPDATE {schema}.{WRITES_TABLE} SET n = n + 1;"
@@ -51,10 +51,12 @@ def pg_counter(schema: str, counted: CountedWrites) -> list[str]:
     trigger = f"{counted.table}_writes_counted"
     return [f"CREATE TABLE IF NOT EXISTS {schema}.{WRITES_TABLE} (n BIGINT NOT NULL)",
             f"INSERT INTO {schema}.{WRITES_TABLE} SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM {schema}.{WRITES_TABLE})",
-            f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ "
-            f"BEGIN {body} RETURN NULL; END $$",
+            # made only when the trigger is missing: no catalog write on every open
             f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{trigger}' AND "
-            f"tgrelid = '{table}'::regclass) THEN CREATE TRIGGER {trigger} AFTER INSERT OR DELETE OR "
+            f"tgrelid = '{table}'::regclass) THEN "
+            f"CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $f$ "
+            f"BEGIN {body} RETURN NULL; END $f$; "
+            f"CREATE TRIGGER {trigger} AFTER INSERT OR DELETE OR "
             f"UPDATE OF {', '.join(counted.columns)} ON {table} FOR EACH ROW EXECUTE FUNCTION "
             f"{function}(); END IF; END $$"]
 

@@ -171,3 +171,31 @@ def _rewritten_in_place_is_seen_after_index(backend: MemoryBackend, rewrite: Cal
     rewrite()
     assert backend.fingerprint() != before
     assert NEW in backend.list_docs()
+
+
+@pytest.mark.postgres
+def test_a_store_schema_from_before_the_counter_gets_it_in_place(tmp_path, pg_url):
+    """A sliding_window store in PostgreSQL (a schema of its own) as an older middle-agent
+    left it, no counter, no trigger: the next open lays them, its docs kept; a reopen finds
+    them there."""
+    import psycopg
+
+    database = MemoryDatabase(pg_url, "p")
+    backend = _open("sliding_window", tmp_path, database)
+    backend.index(DOCS)
+    table, only = _pg_table(backend, "sliding_window")
+    schema = table.split(".")[0]
+    backend.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP TRIGGER messages_writes_counted ON {table}")
+        conn.execute(f"DROP FUNCTION {schema}.count_messages_writes()")
+        conn.execute(f"DROP TABLE {schema}.doc_writes")
+    for was, now in ((OLD, NEW), (NEW, OLD)):  # laid in place, then found there
+        backend = _open("sliding_window", tmp_path, database)
+        try:
+            assert was in backend.list_docs() and len(backend.list_docs()) == len(DOCS)
+            before = backend.fingerprint()
+            _run(_PG_TOOL, pg_url, table, only, was, now)
+            assert backend.fingerprint() != before
+        finally:
+            backend.close()
