@@ -318,7 +318,9 @@ class SqliteStore(Store):
     - what is recorded in `meta` on first use (backend, embedder, options that shape the
       store) is claimed first-writer-wins and compared by the caller (see `claim_meta`);
     - a write that changes what in-memory mirrors hold bumps a generation and logs the touched
-      rows in `changes`, so every instance (here or in another process) catches up from the log.
+      rows in `changes`, so every instance (here or in another process) catches up from the log;
+    - with `counted`, triggers count every write of the docs' table in `doc_writes`, by any
+      program (CountedWrites), which the backend's fingerprint reads.
 
     The schema must create `meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)` and, for stores
     that use `bump`, `changes (gen INTEGER NOT NULL, ...)` with `gen` first.
