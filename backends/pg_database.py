@@ -83,10 +83,16 @@ SCHEMA = [
         doc_len INTEGER NOT NULL,
         PRIMARY KEY (store_id, term, doc_id) INCLUDE (tf, doc_len))""",
     "CREATE INDEX IF NOT EXISTS retrieval_postings_by_doc ON retrieval_postings (doc_id)",
-    # Since version 3: how many writes of each store's docs (an insert, a delete, an update of
-    # a doc's hash, text or time, not of its access counts) the triggers below counted, by any
-    # program: PgRetrievalStore.fingerprint sees a doc rewritten in place with it.
-    "ALTER TABLE retrieval_stores ADD COLUMN IF NOT EXISTS doc_writes BIGINT NOT NULL DEFAULT 0",
+    # Since version 3: a row per write of a store's docs (an insert, a delete, an update of a
+    # doc's hash, text or time, not of its access counts), added by the trigger below for any
+    # program's write: PgRetrievalStore.fingerprint reads the greatest `n`, so a doc rewritten
+    # in place is seen. A row per write, not a count kept in retrieval_stores: the trigger then
+    # locks no row another writer holds (see pg_storage.pg_counter). No reference to
+    # retrieval_stores either, for the same reason; middle's writes keep only the newest row.
+    """CREATE TABLE IF NOT EXISTS retrieval_doc_writes (
+        store_id BIGINT NOT NULL,
+        n BIGSERIAL,
+        PRIMARY KEY (store_id, n))""",
     # Snowball English stemming of every word, stop words kept (as SQLite FTS5's porter
     # tokenizer indexes them); the query side drops stop words as it does for FTS5.
     f"""DO $$ BEGIN
@@ -202,8 +208,8 @@ def _migrate(conn: Any, database: MemoryDatabase) -> None:
 
 
 def _doc_write_counter(conn: Any) -> list[str]:
-    """The trigger that counts writes of retrieval_docs in retrieval_stores.doc_writes. Its
-    function names the tables with the schema they were made in: a tool's own UPDATE runs
+    """The trigger that adds a row to retrieval_doc_writes for each write of retrieval_docs.
+    Its function names the table with the schema it was made in: a tool's own UPDATE runs
     with its own search path. Created once, under the schema lock (an existing database gets
     it in place; a process that has it open goes on, its writes counted from then on)."""
     schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
@@ -211,8 +217,8 @@ def _doc_write_counter(conn: Any) -> list[str]:
     return [
         f"""CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            UPDATE {schema}.retrieval_stores SET doc_writes = doc_writes + 1
-            WHERE id = CASE WHEN TG_OP = 'DELETE' THEN OLD.store_id ELSE NEW.store_id END;
+            INSERT INTO {schema}.retrieval_doc_writes (store_id)
+            VALUES (CASE WHEN TG_OP = 'DELETE' THEN OLD.store_id ELSE NEW.store_id END);
             RETURN NULL;
         END $$""",
         f"""DO $$ BEGIN

@@ -28,7 +28,9 @@ STALE_NEW_S = 60  # a half-built new store file older than this is a killed crea
 CORRUPT_CODES = {11, 26}
 SALVAGE_GAP = 10_000  # with no readable upper bound, a salvage scan stops after this many missing ids
 ErrorFactory = Callable[[sqlite3.Error, str], Exception]
-WRITES_TABLE = "doc_writes"  # one row: how many writes of the docs' table the store has seen
+# How many writes of the docs' table the store has seen: its greatest `n` (SQLite: one row,
+# counted up; PostgreSQL: a row per write, see pg_storage.pg_counter)
+WRITES_TABLE = "doc_writes"
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,7 @@ class Store(MetaValues):
     @staticmethod
     def doc_writes(conn: Any) -> int:
         """How many writes of the docs' table the store has counted (CountedWrites)."""
-        row = conn.execute(f"SELECT n FROM {WRITES_TABLE}").fetchone()
+        row = conn.execute(f"SELECT MAX(n) FROM {WRITES_TABLE}").fetchone()
         return int(row[0]) if row is not None and row[0] is not None else 0
 
     @staticmethod

@@ -14,6 +14,7 @@ import numpy as np
 
 from backends import pg_database
 from backends.pg_database import TS_CONFIG
+from backends.pg_storage import prune_writes
 from backends.storage import MetaValues, hash_range
 from orchestrator.plugin_api import MemoryDatabase
 
@@ -190,7 +191,9 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
                             (self.store_id,)).fetchone()[0]
 
     def bump(self, conn: Any, ids: Sequence[int]) -> int:
-        """Nothing to log: no instance mirrors the database (the SQLite store's change log)."""
+        """Nothing to log: no instance mirrors the database (the SQLite store's change log).
+        The store's counted writes are cut to the newest (the fingerprint reads only it)."""
+        prune_writes(conn, "retrieval_doc_writes", "store_id = %s", (self.store_id,))
         return 0
 
     def sync(self) -> VectorSearch | None:
@@ -345,15 +348,15 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
 
     def fingerprint(self) -> str:
         """How many docs, the newest id given (a sequence: never given twice) and how many
-        writes of the docs' text or time the database counted (retrieval_stores.doc_writes,
-        by a trigger: a doc rewritten in place by any tool moves it too); a recall's access
-        counts do not."""
+        writes of the docs' text or time the database counted (the newest of the store's
+        retrieval_doc_writes, added by a trigger: a doc rewritten in place by any tool moves
+        it too); a recall's access counts do not."""
         with self.read() as conn:
             count, newest = conn.execute("SELECT count(*), COALESCE(MAX(id), 0) FROM retrieval_docs"
                                          " WHERE store_id = %s", (self.store_id,)).fetchone()
-            writes = conn.execute("SELECT doc_writes FROM retrieval_stores WHERE id = %s",
-                                  (self.store_id,)).fetchone()
-        return f"{count}:{newest}:{writes[0] if writes else 0}"
+            writes = conn.execute("SELECT COALESCE(MAX(n), 0) FROM retrieval_doc_writes WHERE store_id = %s",
+                                  (self.store_id,)).fetchone()[0]
+        return f"{count}:{newest}:{writes}"
 
     def touch(self, ids: Sequence[int], now: float) -> None:
         """Access count and last-accessed time, under the write lock (ordered rows)."""

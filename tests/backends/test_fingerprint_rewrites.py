@@ -1,9 +1,9 @@
 """A doc rewritten in place by another program moves the store's fingerprint (issue 38): an
 `UPDATE ... SET text = ...` keeps the count of docs and the newest id, so each built-in store
 counts the writes of its docs' text and time by triggers in the store (storage.CountedWrites;
-retrieval_stores.doc_writes on PostgreSQL), on SQLite and on PostgreSQL. A recall, which
-writes access counts, does not move it; a store written before the counter gets it in place
-when opened, while another connection has it open."""
+a row per write in PostgreSQL, retrieval_doc_writes for the retrieval stores), on SQLite and on
+PostgreSQL. A recall, which writes access counts, does not move it; a store written before the
+counter gets it in place when opened, while another connection has it open."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def test_a_store_from_before_the_counter_gets_it_while_another_connection_has_it
 
 @pytest.mark.postgres
 def test_a_database_from_before_the_counter_gets_it_in_place(tmp_path, pg_url):
-    """The shared retrieval tables at schema version 2 (no doc_writes, no trigger) are brought
+    """The shared retrieval tables at schema version 2 (no retrieval_doc_writes, no trigger) are brought
     to version 3 by the next process that opens them; their docs are kept."""
     import psycopg
 
@@ -153,7 +153,7 @@ def test_a_database_from_before_the_counter_gets_it_in_place(tmp_path, pg_url):
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("DROP TRIGGER retrieval_docs_writes_counted ON retrieval_docs")
         conn.execute("DROP FUNCTION retrieval_count_doc_writes()")
-        conn.execute("ALTER TABLE retrieval_stores DROP COLUMN doc_writes")
+        conn.execute("DROP TABLE retrieval_doc_writes")
         conn.execute("UPDATE retrieval_schema SET version = 2")
     backend = _open("bm25", tmp_path, database)
     try:
@@ -199,3 +199,26 @@ def test_a_store_schema_from_before_the_counter_gets_it_in_place(tmp_path, pg_ur
             assert backend.fingerprint() != before
         finally:
             backend.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", ["bm25", "sliding_window"])
+def test_postgresql_keeps_only_the_newest_counted_write(tmp_path, pg_url, name):
+    """A row per write in PostgreSQL (no row lock shared by writers), cut to the newest by
+    middle's own writes: the table stays one row per store, and the fingerprint still moves."""
+    import psycopg
+
+    backend = _open(name, tmp_path, MemoryDatabase(pg_url, "p"))
+    try:
+        table, where = ("retrieval_doc_writes", f"store_id = {int(backend._store.store_id)}") \
+            if name == "bm25" else (f"{_pg_table(backend, name)[0].split('.')[0]}.doc_writes", "TRUE")
+        seen = set()
+        for n in range(5):
+            backend.index([f"Doc {n}: one of a few.", f"Doc {n}: another of a few."])
+            seen.add(backend.fingerprint())
+            backend.index([f"Doc {n}: a third."])  # a write of middle's: the rows before it are cut
+            with psycopg.connect(pg_url) as conn:
+                assert conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}").fetchone()[0] == 1
+        assert len(seen) == 5
+    finally:
+        backend.close()
