@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from orchestrator.errors import MemoryStoreError
 from orchestrator.memory.curation import SOURCE_KINDS, CurationError, Outcome, short
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
 from orchestrator.memory.timeline import parse_when
@@ -196,7 +197,10 @@ def _listing(curator: Curator, project_id: str) -> tuple[list[str], dict[str, st
     if not facade.backend_cls.keeps_times or not facade.has_store(project_id):
         return facade.list_docs(project_id), {}
     with facade.using(project_id, "lookup") as backend:
-        records = list(backend.list_records())
+        try:
+            records = list(backend.list_records())
+        except NotImplementedError as exc:  # as facade.list_docs says it: one error line
+            raise MemoryStoreError(f"{exc}; use `middle memory search` instead") from None
     times = {text: datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="microseconds")
              for text, when in records if when is not None}
     return [text for text, _ in records], times

@@ -10,6 +10,7 @@ from typing import Any, Callable, cast
 import pytest
 
 from backends.bm25.backend import Bm25Backend
+from orchestrator.errors import MemoryStoreError
 from orchestrator.memory.bulk import DocFilter, forget_all, select, supersede_all
 from orchestrator.memory.curation import Curator
 from orchestrator.memory.facade import MemoryFacade
@@ -62,6 +63,16 @@ class NoDocTime(Bm25Backend):
         return super().list_records()
 
 
+class Unlisted(Bm25Backend):
+    """bm25 as a third-party backend that keeps times but cannot list its docs."""
+
+    name = "unlisted"
+    list_records = MemoryBackend.list_records  # type: ignore[assignment]  # the default: list_docs
+
+    def list_docs(self) -> list[str]:
+        raise NotImplementedError(f"backend {self.name!r} cannot list its docs")
+
+
 class _Registers:
     def __init__(self, *classes: type) -> None:
         self.classes = classes
@@ -74,7 +85,7 @@ class _Registers:
 
 def _curator(root: Path, backend: str) -> tuple[Curator, TicketStore]:
     registry = PluginRegistry(load_entry_points=False,
-                              extra_plugins=(_Registers(CountingBm25, ListingOnly, NoDocTime),))
+                              extra_plugins=(_Registers(CountingBm25, ListingOnly, NoDocTime, Unlisted),))
     facade = MemoryFacade(root / "mem", backend, {}, registry)
     store = TicketStore(root / "middle.sqlite3")
     facade.state_source = store.memory_state
@@ -216,6 +227,19 @@ def test_a_backend_without_doc_time_is_listed_once_per_bulk_forget(tmp_path):
         assert NoDocTime.listings == 1
         assert curator.undo("p", bulk, WHO).message == "put back 5 docs"
         assert curator.facade.doc_times("p", [t for t, _ in dated]) == dict(dated)
+    finally:
+        cast(MemoryFacade, curator.facade).close()
+        store.close()
+
+
+def test_picking_docs_of_a_backend_that_cannot_list_is_one_error(tmp_path):
+    """A filter needs the docs listed: a backend that cannot list them is a MemoryStoreError
+    (one `error:` line at the CLI and a 4xx over HTTP), not a NotImplementedError."""
+    curator, store = _curator(tmp_path, "unlisted")
+    try:
+        curator.facade.index("p", [DATED.format(n=1)])
+        with pytest.raises(MemoryStoreError, match="cannot list its docs; use `middle memory search`"):
+            select(curator, "p", DocFilter.of(containing="parser"))
     finally:
         cast(MemoryFacade, curator.facade).close()
         store.close()
