@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import ValidationError
 
-from backends.storage import hash_range
+from backends.storage import Store, hash_range
 from orchestrator.plugin_api import BackendOptions, ConfigError, MemoryDatabase, MemoryStoreError
 
 RECENT_QUERIES = 64
@@ -223,11 +223,14 @@ class DocumentTable:
         return float(row[1]) if row is not None and row[0] == text and row[1] is not None else None
 
     def fingerprint(self) -> str:
-        """How many documents, and the newest id given (AUTOINCREMENT, or a sequence: never
-        given twice), so any add or delete changes it and derived rows (facts) do not."""
+        """How many documents, the newest id given (AUTOINCREMENT, or a sequence: never given
+        twice) and how many writes of their text or time the store counted (the store's
+        CountedWrites, by triggers: a document rewritten in place by any tool moves it too),
+        so any add, delete or rewrite changes it and derived rows (facts) do not."""
         with self._read() as conn:
             count, newest = conn.execute(f"SELECT COUNT(*), COALESCE(MAX(id), 0) FROM {self._table}").fetchone()
-        return f"{count}:{newest}"
+            writes = Store.doc_writes(conn)
+        return f"{count}:{newest}:{writes}"
 
     def has(self, hash_: str) -> bool:
         with self._read() as conn:

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
 
 INSTALL_HINT = "pip install 'middle-agent[postgres]'"
-SCHEMA_VERSION = 2  # 2: retrieval_chunks (a doc's chunk vectors; see chunking.py)
+SCHEMA_VERSION = 3  # 2: retrieval_chunks (a doc's chunk vectors; see chunking.py); 3: doc_writes
 # Schema creation and migration take this transaction-level advisory lock, so two machines
 # starting at once do not both create tables ("mdlmem" in ASCII; the ticket store uses "middle").
 SCHEMA_LOCK_KEY = 0x6D646C6D656D
@@ -83,6 +83,16 @@ SCHEMA = [
         doc_len INTEGER NOT NULL,
         PRIMARY KEY (store_id, term, doc_id) INCLUDE (tf, doc_len))""",
     "CREATE INDEX IF NOT EXISTS retrieval_postings_by_doc ON retrieval_postings (doc_id)",
+    # Since version 3: a row per write of a store's docs (an insert, a delete, an update of a
+    # doc's hash, text or time, not of its access counts), added by the trigger below for any
+    # program's write: PgRetrievalStore.fingerprint reads the greatest `n`, so a doc rewritten
+    # in place is seen. A row per write, not a count kept in retrieval_stores: the trigger then
+    # locks no row another writer holds (see pg_storage.pg_counter). No reference to
+    # retrieval_stores either, for the same reason; middle's writes keep only the newest row.
+    """CREATE TABLE IF NOT EXISTS retrieval_doc_writes (
+        store_id BIGINT NOT NULL,
+        n BIGSERIAL,
+        PRIMARY KEY (store_id, n))""",
     # Snowball English stemming of every word, stop words kept (as SQLite FTS5's porter
     # tokenizer indexes them); the query side drops stop words as it does for FTS5.
     f"""DO $$ BEGIN
@@ -190,9 +200,35 @@ def _migrate(conn: Any, database: MemoryDatabase) -> None:
                                    "install it (https://github.com/pgvector/pgvector)") from None
         for statement in SCHEMA:
             conn.execute(statement)
+        for statement in _doc_write_counter(conn):
+            conn.execute(statement)
         conn.execute("INSERT INTO retrieval_schema SELECT %s WHERE NOT EXISTS "
                      "(SELECT 1 FROM retrieval_schema)", (SCHEMA_VERSION,))
         conn.execute("UPDATE retrieval_schema SET version = %s", (SCHEMA_VERSION,))
+
+
+def _doc_write_counter(conn: Any) -> list[str]:
+    """The trigger that adds a row to retrieval_doc_writes for each write of retrieval_docs.
+    Its function names the table with the schema it was made in: a tool's own UPDATE runs
+    with its own search path. Created once, under the schema lock (an existing database gets
+    it in place; a process that has it open goes on, its writes counted from then on)."""
+    schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
+    function = f"{schema}.retrieval_count_doc_writes"
+    return [
+        f"""CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO {schema}.retrieval_doc_writes (store_id)
+            VALUES (CASE WHEN TG_OP = 'DELETE' THEN OLD.store_id ELSE NEW.store_id END);
+            RETURN NULL;
+        END $$""",
+        f"""DO $$ BEGIN
+            IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'retrieval_docs_writes_counted'
+                           AND tgrelid = '{schema}.retrieval_docs'::regclass) THEN
+                CREATE TRIGGER retrieval_docs_writes_counted
+                AFTER INSERT OR DELETE OR UPDATE OF hash, text, doc_time ON {schema}.retrieval_docs
+                FOR EACH ROW EXECUTE FUNCTION {function}();
+            END IF;
+        END $$"""]
 
 
 _open: dict[str, Database] = {}

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,6 +28,50 @@ STALE_NEW_S = 60  # a half-built new store file older than this is a killed crea
 CORRUPT_CODES = {11, 26}
 SALVAGE_GAP = 10_000  # with no readable upper bound, a salvage scan stops after this many missing ids
 ErrorFactory = Callable[[sqlite3.Error, str], Exception]
+# How many writes of the docs' table the store has seen: its greatest `n` (SQLite: one row,
+# counted up; PostgreSQL: a row per write, see pg_storage.pg_counter)
+WRITES_TABLE = "doc_writes"
+
+
+@dataclass(frozen=True)
+class CountedWrites:
+    """The table of a store's docs whose writes the store counts in `doc_writes` (its one row
+    `n`), by triggers in the store itself: every SQL write counts, from middle, another
+    process or any tool (an `UPDATE docs SET text = ...` by hand too), so a fingerprint that
+    reads the count (MemoryBackend.fingerprint) sees a doc rewritten in place, which the count
+    of docs and the newest id do not. Added to an existing store when it is opened (no format
+    version: an older middle-agent runs the triggers without reading the count).
+
+    `columns`: an UPDATE of these counts (the text, the time, the hash); one of other columns
+    (a recall's access counts) does not, so a recall does not look like a change of the docs.
+    `only`: (column, value) a row must hold to count (sliding_window keeps its docs among the
+    messages of the conversations it watches)."""
+
+    table: str
+    columns: tuple[str, ...]
+    only: tuple[str, str] | None = None
+
+    def where(self, row: str) -> str:
+        """The SQL condition on a row (NEW or OLD) that counts; '' for every row."""
+        if self.only is None:
+            return ""
+        column, value = self.only
+        return f"{row}.{column} = '{value.replace(chr(39), chr(39) * 2)}'"
+
+    def sqlite_statements(self) -> list[str]:
+        """The counter and its triggers, laid on every open (IF NOT EXISTS: an existing
+        store gets them in place; another connection sees the new schema at its next
+        statement, as SQLite re-reads a schema that changed)."""
+        bump = f"BEGIN UPDATE {WRITES_TABLE} SET n = n + 1; END"
+        events = {"inserted": ("INSERT", self.where("NEW")),
+                  "updated": (f"UPDATE OF {', '.join(self.columns)}",
+                              self.where("NEW") and f"{self.where('NEW')} OR {self.where('OLD')}"),
+                  "deleted": ("DELETE", self.where("OLD"))}
+        return [f"CREATE TABLE IF NOT EXISTS {WRITES_TABLE} (n INTEGER NOT NULL)",
+                f"INSERT INTO {WRITES_TABLE} SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM {WRITES_TABLE})",
+                *(f"CREATE TRIGGER IF NOT EXISTS {self.table}_{name}_counted AFTER {event} ON "
+                  f"{self.table} FOR EACH ROW {f'WHEN {when} ' if when else ''}{bump}"
+                  for name, (event, when) in events.items())]
 
 
 @contextmanager
@@ -169,6 +214,12 @@ class Store(MetaValues):
                      (key, value if isinstance(value, str) else json.dumps(value)))
 
     @staticmethod
+    def doc_writes(conn: Any) -> int:
+        """How many writes of the docs' table the store has counted (CountedWrites)."""
+        row = conn.execute(f"SELECT MAX(n) FROM {WRITES_TABLE}").fetchone()
+        return int(row[0]) if row is not None and row[0] is not None else 0
+
+    @staticmethod
     def holds_rows(conn: Any, table: str) -> bool:
         """Whether a table of the store has any row."""
         return conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
@@ -269,20 +320,24 @@ class SqliteStore(Store):
     - what is recorded in `meta` on first use (backend, embedder, options that shape the
       store) is claimed first-writer-wins and compared by the caller (see `claim_meta`);
     - a write that changes what in-memory mirrors hold bumps a generation and logs the touched
-      rows in `changes`, so every instance (here or in another process) catches up from the log.
+      rows in `changes`, so every instance (here or in another process) catches up from the log;
+    - with `counted`, triggers count every write of the docs' table in `doc_writes`, by any
+      program (CountedWrites), which the backend's fingerprint reads.
 
     The schema must create `meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)` and, for stores
     that use `bump`, `changes (gen INTEGER NOT NULL, ...)` with `gen` first.
     """
 
     def __init__(self, path: Path, schema: str, format_version: int, *,
-                 kind: str = "memory store", row_factory: Any = None, foreign_keys: bool = False):
+                 kind: str = "memory store", row_factory: Any = None, foreign_keys: bool = False,
+                 counted: CountedWrites | None = None):
         self.path = Path(path)
         self.kind = kind
         self.format_version = format_version
         self.lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._schema = schema
+        self._counted = counted
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._remove_stale_new_files()  # on every open: a store made long ago leaves none otherwise
@@ -328,6 +383,8 @@ class SqliteStore(Store):
         for statement in self._schema.split(";"):  # executescript would COMMIT early
             if statement.strip():
                 conn.execute(statement)
+        for statement in self._counted.sqlite_statements() if self._counted else ():
+            conn.execute(statement)  # whole: a trigger's body holds a ';'
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('format_version', ?)",
                      (str(self.format_version),))
 
@@ -478,9 +535,11 @@ def salvage_rows(path: Path, table: str, columns: Sequence[str], where: str = ""
             # (this is a private copy, and nothing is written).
             conn.execute("PRAGMA writable_schema=ON")
             clause = f" WHERE {where}" if where else ""
+            # NOT INDEXED: the table's own rows, never an index, which may sit on a page that
+            # was lost (a cut file reads it as empty: a WHERE answered by it finds nothing)
             try:
                 return [tuple(r) for r in conn.execute(
-                    f"SELECT {wanted} FROM {table}{clause} ORDER BY rowid")]
+                    f"SELECT {wanted} FROM {table} NOT INDEXED{clause} ORDER BY rowid")]
             except sqlite3.DatabaseError:
                 pass
             top = _readable_top(conn, table)
@@ -488,7 +547,7 @@ def salvage_rows(path: Path, table: str, columns: Sequence[str], where: str = ""
             while (rowid < top) if top is not None else (missing < SALVAGE_GAP):
                 rowid += 1
                 try:
-                    row = conn.execute(f"SELECT {wanted} FROM {table} WHERE rowid = ?"
+                    row = conn.execute(f"SELECT {wanted} FROM {table} NOT INDEXED WHERE rowid = ?"
                                        + (f" AND {where}" if where else ""), (rowid,)).fetchone()
                 except sqlite3.DatabaseError:
                     row = None

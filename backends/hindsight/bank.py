@@ -12,7 +12,7 @@ import numpy as np
 
 from backends import retrieval
 from backends.pg_storage import PgStore
-from backends.storage import SqliteStore, Store
+from backends.storage import CountedWrites, SqliteStore, Store
 from orchestrator.plugin_api import MemoryDatabase
 
 from . import pg_keywords
@@ -23,6 +23,8 @@ __all__ = ["Bank", "PgBank", "open_bank"]
 # version 1 bank's facts were embedded alone, and stay valid.
 FORMAT_VERSION = 2
 FILE_NAME = "hindsight.sqlite3"
+# Every write of a document's text or time counts (fingerprint: a document rewritten in place)
+COUNTED = CountedWrites("documents", ("text_hash", "text", "event_time"))
 
 
 SCHEMA = f"""
@@ -163,7 +165,8 @@ class Bank(BankParts, SqliteStore):
 
     def __init__(self, store_dir: Path):
         self._mirror = retrieval.IndexMirror("vectors")
-        SqliteStore.__init__(self, Path(store_dir) / FILE_NAME, SCHEMA, FORMAT_VERSION, kind="hindsight bank")
+        SqliteStore.__init__(self, Path(store_dir) / FILE_NAME, SCHEMA, FORMAT_VERSION, kind="hindsight bank",
+                             counted=COUNTED)
         self._opened()
 
     def index_text(self, conn: Any, fact_id: int, text: str, context: str) -> None:
@@ -194,7 +197,7 @@ class PgBank(BankParts, PgStore):
     def __init__(self, database: MemoryDatabase):
         self._mirror = retrieval.IndexMirror("vectors")
         PgStore.__init__(self, database, "hindsight", SCHEMA, FORMAT_VERSION, kind="hindsight bank",
-                         extra_schema=PG_KEYWORD_SCHEMA)
+                         extra_schema=PG_KEYWORD_SCHEMA, counted=COUNTED)
         self._opened()
 
     def index_text(self, conn: Any, fact_id: int, text: str, context: str) -> None:

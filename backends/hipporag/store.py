@@ -10,7 +10,7 @@ import numpy as np
 
 from backends.pg_storage import PgStore
 from backends.retrieval.chunking import CHUNK_SLOTS
-from backends.storage import SqliteStore, Store
+from backends.storage import CountedWrites, SqliteStore, Store
 from orchestrator.plugin_api import MemoryDatabase
 
 # 2: the kind of fact vectors is recorded (meta fact_vector_kind, see HippoRAGBackend); a
@@ -61,6 +61,8 @@ CREATE INDEX IF NOT EXISTS changes_by_gen ON changes (gen);
 """
 
 VECTOR_TABLES = {"p": "passage_chunks", "e": "entity_vectors", "f": "fact_vectors"}
+# Every write of a passage's text or time counts (fingerprint: a passage rewritten in place)
+COUNTED = CountedWrites("passages", ("hash", "text", "created_at"))
 
 
 def text_hash(text: str) -> str:
@@ -77,7 +79,7 @@ class GraphStore(SqliteStore):
     chunk_tables = {"passage_chunks": CHUNK_SLOTS}
 
     def __init__(self, path: Path):
-        super().__init__(path, SCHEMA, FORMAT_VERSION, kind="hipporag memory store")
+        super().__init__(path, SCHEMA, FORMAT_VERSION, kind="hipporag memory store", counted=COUNTED)
 
 
 class PgGraphStore(PgStore):
@@ -87,7 +89,8 @@ class PgGraphStore(PgStore):
     chunk_tables = {"passage_chunks": CHUNK_SLOTS}
 
     def __init__(self, database: MemoryDatabase):
-        super().__init__(database, "hipporag", SCHEMA, FORMAT_VERSION, kind="hipporag memory store")
+        super().__init__(database, "hipporag", SCHEMA, FORMAT_VERSION, kind="hipporag memory store",
+                         counted=COUNTED)
 
 
 def open_graph_store(store_dir: Path, database: MemoryDatabase | None) -> Store:

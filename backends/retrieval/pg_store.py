@@ -14,6 +14,7 @@ import numpy as np
 
 from backends import pg_database
 from backends.pg_database import TS_CONFIG
+from backends.pg_storage import prune_writes
 from backends.storage import MetaValues, hash_range
 from orchestrator.plugin_api import MemoryDatabase
 
@@ -190,7 +191,9 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
                             (self.store_id,)).fetchone()[0]
 
     def bump(self, conn: Any, ids: Sequence[int]) -> int:
-        """Nothing to log: no instance mirrors the database (the SQLite store's change log)."""
+        """Nothing to log: no instance mirrors the database (the SQLite store's change log).
+        The store's counted writes are cut to the newest (the fingerprint reads only it)."""
+        prune_writes(conn, "retrieval_doc_writes", "store_id = %s", (self.store_id,))
         return 0
 
     def sync(self) -> VectorSearch | None:
@@ -344,12 +347,16 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
         return float(row[1]) if row is not None and row[0] == text else None
 
     def fingerprint(self) -> str:
-        """How many docs, and the newest id given (a sequence: never given twice), so any add
-        or delete changes it; a recall's access counts do not."""
+        """How many docs, the newest id given (a sequence: never given twice) and how many
+        writes of the docs' text or time the database counted (the newest of the store's
+        retrieval_doc_writes, added by a trigger: a doc rewritten in place by any tool moves
+        it too); a recall's access counts do not."""
         with self.read() as conn:
             count, newest = conn.execute("SELECT count(*), COALESCE(MAX(id), 0) FROM retrieval_docs"
                                          " WHERE store_id = %s", (self.store_id,)).fetchone()
-        return f"{count}:{newest}"
+            writes = conn.execute("SELECT COALESCE(MAX(n), 0) FROM retrieval_doc_writes WHERE store_id = %s",
+                                  (self.store_id,)).fetchone()[0]
+        return f"{count}:{newest}:{writes}"
 
     def touch(self, ids: Sequence[int], now: float) -> None:
         """Access count and last-accessed time, under the write lock (ordered rows)."""

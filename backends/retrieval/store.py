@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from backends.storage import CHUNK, SqliteStore, hash_range, inserted_id
+from backends.storage import CHUNK, CountedWrites, SqliteStore, hash_range, inserted_id
 from orchestrator.plugin_api import MemoryRecord, MemoryStoreError  # noqa: F401 - MemoryRecord re-exported
 
 from . import bm25
@@ -28,6 +28,8 @@ log = logging.getLogger("middle.retrieval.store")
 FORMAT_VERSION = 2
 SNAPSHOT_MIN_DOCS = 2000  # below this, reloading vectors from SQLite is as fast as a snapshot
 STALE_TMP_S = 60  # a temp file older than this is a crashed writer's leftover
+# Every write of a doc's text or time counts, not a recall's access counts (see fingerprint)
+COUNTED = CountedWrites("docs", ("hash", "text", "doc_time"))
 
 
 SCHEMA = f"""
@@ -79,7 +81,7 @@ class RetrievalStore(SqliteStore):
     def __init__(self, path: Path, *, use_vectors: bool):
         self.use_vectors = use_vectors
         self._mirror = ChunkMirror("chunks")  # the FAISS index as of a generation
-        super().__init__(path, SCHEMA, FORMAT_VERSION)
+        super().__init__(path, SCHEMA, FORMAT_VERSION, counted=COUNTED)
         with self.write() as conn:
             # A new store indexes code terms with each doc; one written before keeps its FTS
             # rows as they are (a doc's row must be deleted with the text it was added with).
@@ -341,11 +343,13 @@ class RetrievalStore(SqliteStore):
         return float(row[1]) if row is not None and row[0] == text else None
 
     def fingerprint(self) -> str:
-        """How many docs, and the newest id given (AUTOINCREMENT: never given twice), so any
-        add or delete changes it; a recall's access counts do not."""
+        """How many docs, the newest id given (AUTOINCREMENT: never given twice) and how many
+        writes of the docs' text or time the store counted (COUNTED: by triggers, so a doc
+        rewritten in place by any tool moves it too); a recall's access counts do not."""
         with self.read() as conn:
             count, newest = conn.execute("SELECT COUNT(*), COALESCE(MAX(id), 0) FROM docs").fetchone()
-        return f"{count}:{newest}"
+            writes = self.doc_writes(conn)
+        return f"{count}:{newest}:{writes}"
 
     def touch(self, ids: Sequence[int], now: float) -> None:
         """Access count and last-accessed time; not a content change, no generation."""

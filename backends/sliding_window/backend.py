@@ -27,7 +27,7 @@ from orchestrator.plugin_api import (
 )
 
 from . import store as q
-from .store import open_store
+from .store import PROJECT_CONVERSATION, open_store
 from .summarizer import Summarizer
 from .window import doc_window, window_range
 
@@ -35,9 +35,6 @@ log = logging.getLogger("middle.memory.sliding_window")
 
 DB_NAME = "sliding_window.sqlite3"
 CURATION_META = "curation"  # meta key: what people said of the docs (doc hash -> note)
-# Project docs live as messages of this reserved conversation; the colons keep it from
-# colliding with a ticket id (conversation ids of tickets are never allowed to use it).
-PROJECT_CONVERSATION = ":project:"
 
 
 class SlidingWindowOptions(BackendOptions):
@@ -238,13 +235,16 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
             return q.doc_time(conn, PROJECT_CONVERSATION, doc)
 
     def fingerprint(self) -> str | None:
-        """How many docs, and the newest and the sum of their places in the conversation (an
+        """How many docs, the newest and the sum of their places in the conversation (an
         add or a delete moves them; docs put back in time order are renumbered, so the sum
-        too): summaries and watched rounds do not change it."""
+        too) and how many writes of their text or time the store counted (q.COUNTED: by
+        triggers, so a doc rewritten in place by any tool moves it too): summaries and
+        watched rounds do not change it."""
         with self._store.read() as conn:
             count, newest, total = conn.execute(
                 "SELECT COUNT(*), COALESCE(MAX(seq), 0), COALESCE(SUM(seq), 0) FROM docs").fetchone()
-        return f"{count}:{newest}:{total}"
+            writes = self._store.doc_writes(conn)
+        return f"{count}:{newest}:{total}:{writes}"
 
     # --- lifecycle -----------------------------------------------------------------------
 

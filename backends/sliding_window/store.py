@@ -9,10 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from backends.pg_storage import PgStore
-from backends.storage import SqliteStore, hash_range, inserted_id
+from backends.storage import CountedWrites, SqliteStore, hash_range, inserted_id
 from orchestrator.plugin_api import MemoryDatabase
 
 FORMAT_VERSION = 1
+# Project docs live as messages of this reserved conversation; the colons keep it from
+# colliding with a ticket id (conversation ids of tickets are never allowed to use it).
+PROJECT_CONVERSATION = ":project:"
+# Every write of a project doc's text or time counts, not the watched rounds of tickets
+# (see SlidingWindowBackend.fingerprint)
+COUNTED = CountedWrites("messages", ("text", "created_at"), only=("conversation_id", PROJECT_CONVERSATION))
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS conversations (
@@ -67,7 +73,7 @@ class Store(SqliteStore):
     def __init__(self, path: Path):
         super().__init__(Path(path).resolve(), SCHEMA, FORMAT_VERSION,
                          kind="sliding-window memory store", row_factory=sqlite3.Row,
-                         foreign_keys=True)
+                         foreign_keys=True, counted=COUNTED)
 
     def tx(self) -> Any:
         """A write transaction (BEGIN IMMEDIATE, so another process waits rather than races)."""
@@ -80,7 +86,7 @@ class PgWindowStore(PgStore):
 
     def __init__(self, database: MemoryDatabase):
         super().__init__(database, "sliding_window", SCHEMA, FORMAT_VERSION,
-                         kind="sliding-window memory store")
+                         kind="sliding-window memory store", counted=COUNTED)
 
     def tx(self) -> Any:
         """A write transaction, under the store's write lock (another writer waits)."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from orchestrator.errors import MemoryStoreError
 from orchestrator.memory.curation import SOURCE_KINDS, CurationError, Outcome, short
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
 from orchestrator.memory.timeline import parse_when
@@ -72,13 +73,12 @@ def select(curator: Curator, project_id: str, flt: DocFilter) -> list[str]:
     """The project's docs the filter picks, oldest first; an empty filter is refused (it
     would pick every doc: say so with a filter, not by accident)."""
     _refuse_empty(flt)
-    facade, store = curator.facade, curator.store
-    texts = facade.list_docs(project_id)
+    store = curator.store
+    texts, times = _listing(curator, project_id)
     if not texts:
         return []
     states = curator.states(project_id)
     sources = store.doc_sources(project_id)
-    times = doc_times(curator, project_id)
     picked = []
     for text in texts:
         tickets = list(sources.get(text, []))
@@ -188,17 +188,22 @@ def source_kind(state: Any, tickets: list[Any]) -> str:
     return kind if kind in SOURCE_KINDS else "unknown"
 
 
-def doc_times(curator: Curator, project_id: str) -> dict[str, str]:
-    """Each doc's own time as ISO UTC text, where the backend keeps times."""
+def _listing(curator: Curator, project_id: str) -> tuple[list[str], dict[str, str]]:
+    """Every doc, oldest first, and each doc's own time as ISO UTC text where the backend keeps
+    times: one listing of the store (list_records gives both), not one for each."""
     from datetime import datetime, timezone
 
     facade = curator.facade
     if not facade.backend_cls.keeps_times or not facade.has_store(project_id):
-        return {}
+        return facade.list_docs(project_id), {}
     with facade.using(project_id, "lookup") as backend:
-        records = list(backend.list_records())
-    return {text: datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="microseconds")
-            for text, when in records if when is not None}
+        try:
+            records = list(backend.list_records())
+        except NotImplementedError as exc:  # as facade.list_docs says it: one error line
+            raise MemoryStoreError(f"{exc}; use `middle memory search` instead") from None
+    times = {text: datetime.fromtimestamp(when, timezone.utc).isoformat(timespec="microseconds")
+             for text, when in records if when is not None}
+    return [text for text, _ in records], times
 
 
 def entered_at(text: str, states: Any, tickets: list[Any]) -> str | None:
@@ -217,7 +222,9 @@ def forget_all(curator: Curator, project_id: str, docs: list[str], who: str, wor
         raise CurationError("no doc matches the filter: nothing was changed")
     facade, store = curator.facade, curator.store
     with facade.project_lock(project_id, "delete"):
-        times = _unix_times(curator, project_id)
+        # each doc's own time, looked up doc by doc (a bulk change of 10 docs reads 10 rows,
+        # not the store), so the undo puts each back at its time
+        times = facade.doc_times(project_id, docs)
         states = curator.states(project_id, [doc_id(d) for d in docs])
         items = [{"doc": d, "doc_id": doc_id(d), "time": times.get(d),
                   "state": dict(states[doc_id(d)]) if doc_id(d) in states else None} for d in docs]
@@ -259,10 +266,3 @@ def supersede_all(curator: Curator, project_id: str, docs: list[str], text: str,
             put=put)
     return Outcome(change, new, message=f"superseded {len(live)} docs")
 
-
-def _unix_times(curator: Curator, project_id: str) -> dict[str, float]:
-    facade = curator.facade
-    if not facade.backend_cls.keeps_times or not facade.has_store(project_id):
-        return {}
-    with facade.using(project_id, "lookup") as backend:
-        return {text: when for text, when in backend.list_records() if when is not None}

@@ -799,6 +799,25 @@ class MemoryFacade:
             when = backend.doc_time(doc)  # the one doc looked up (the default lists the store)
         return float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None
 
+    def doc_times(self, project_id: str, docs: list[str]) -> dict[str, float]:
+        """The times of `docs` (exact texts) the store dates them by, where the backend keeps
+        times, each looked up by itself (MemoryBackend.doc_time), not by listing the store: a
+        bulk change of 10 docs at 100,000 docs reads 10 rows. A backend that keeps the default
+        doc_time (a listing each time) is listed once for all of them instead. A doc not there
+        or without a time is left out."""
+        wanted = list(dict.fromkeys(docs))
+        if not wanted or not self.backend_cls.keeps_times or not self.has_store(project_id):
+            return {}
+        with self._locked(project_id, "lookup") as backend:
+            if type(backend).doc_time is MemoryBackend.doc_time:
+                asked = set(wanted)
+                found = {text: when for text, when in backend.list_records() if text in asked}
+            else:
+                found = {d: backend.doc_time(d) for d in wanted}
+        # stored state is untrusted: only a number is a time
+        return {d: float(w) for d, w in found.items()
+                if isinstance(w, (int, float)) and not isinstance(w, bool)}
+
     def has_doc(self, project_id: str, doc: str) -> bool:
         """Whether the store holds exactly this doc (as `prepare_doc` would store it)."""
         doc = self.prepare_doc(doc)

@@ -119,14 +119,39 @@ class _DefaultOptions:
         return BackendOptions
 
 
+# The default fingerprint also hashes the content of a store's small files, so two writes of
+# the same size within one tick of the file system's clock (which can leave size, mtime and
+# ctime as they were: a coarse clock, e.g. 1-10 ms on many Linux file systems, 1-2 s on FAT
+# or HFS+) still move it. Bounded, because it is read on every page of the board: a file up
+# to HASHED_FILE_BYTES, and at most HASHED_BYTES in all (the first files by name).
+HASHED_FILE_BYTES = 256 * 1024
+HASHED_BYTES = 1024 * 1024
+
+
 def files_fingerprint(store_dir: Path, names: Sequence[str] = ()) -> str | None:
-    """The names, sizes and modification times (ns) of a store's files, as one short text
-    (MemoryBackend.fingerprint's default): the files whose names start with one of `names`,
-    or, with no names, every file under `store_dir`; None when there is none."""
+    """The names, inodes, sizes, modification and change times (ns) of a store's files, and
+    the content of the small ones, as one short text (MemoryBackend.fingerprint's default):
+    the files whose names start with one of `names`, or, with no names, every file under
+    `store_dir`; None when there is none. Still possible: two same-size writes of a file too
+    large to hash (or past the budget) within one tick of the file system's clock go unseen
+    until the next write that moves its size or times."""
     import hashlib
     import os
 
-    seen: list[str] = []
+    seen = [f"{os.path.relpath(path, store_dir)}:{file_mark(path, info, hashed)}"
+            for path, info, hashed in fingerprinted_files(store_dir, names)]
+    if not seen:
+        return None
+    return hashlib.sha256("\n".join(seen).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def fingerprinted_files(store_dir: Path, names: Sequence[str] = ()) -> list[tuple[str, Any, bool]]:
+    """The files files_fingerprint reads, in order: (path, its stat, whether its content is
+    hashed: a file up to HASHED_FILE_BYTES while HASHED_BYTES in all last)."""
+    import os
+
+    found: list[tuple[str, Any, bool]] = []
+    budget = HASHED_BYTES
     for root, dirs, files in os.walk(store_dir):
         dirs.sort()
         for name in sorted(files):
@@ -137,13 +162,32 @@ def files_fingerprint(store_dir: Path, names: Sequence[str] = ()) -> str | None:
                 info = os.stat(path)
             except OSError:  # removed while it was looked at: the next look sees the change
                 continue
-            # the inode too: a file replaced whole (os.replace) within one clock tick is new
-            seen.append(f"{os.path.relpath(path, store_dir)}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}")
+            # not SQLite's -shm: a memory-mapped index whose read marks every reader rewrites
+            hashed = info.st_size <= min(HASHED_FILE_BYTES, budget) and not name.endswith("-shm")
+            if hashed:
+                budget -= info.st_size
+            found.append((path, info, hashed))
         if names:
             break  # a backend's named files are in the directory itself
-    if not seen:
-        return None
-    return hashlib.sha256("\n".join(seen).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return found
+
+
+def file_mark(path: str, info: Any, hashed: bool) -> str:
+    """One file's part of files_fingerprint: its inode (a file replaced whole by os.replace
+    is new), size, modification and change times in ns (a write moves both; the change time
+    also moves when a tool sets the modification time back), and, when `hashed`, a digest of
+    its content (two writes within one clock tick leave all of those as they were)."""
+    import hashlib
+
+    mark = f"{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
+    if not hashed:
+        return mark
+    try:
+        with open(path, "rb") as handle:
+            digest = hashlib.blake2b(handle.read(HASHED_FILE_BYTES + 1), digest_size=16).hexdigest()
+    except OSError:  # removed or locked away while it was looked at: the stat still counts
+        return mark
+    return f"{mark}:{digest}"
 
 
 class MemoryBackend(ABC):
@@ -245,11 +289,14 @@ class MemoryBackend(ABC):
         again when it changed though no write through middle noted a doc (a plugin's own
         tool, or another program, writing the store). Read on every page, so keep it cheap
         (a count and the newest row id, not a listing), and about the docs alone: a value that
-        moves on a recall (an access count) lists the store after every recall. The default:
-        the names, sizes and modification times of the store's files (`store_files` and the
-        files beside them that start with those names, e.g. SQLite's `-wal`; every file in
-        the directory without `store_files`); None, when there are none (a store in a
-        database): such writes then show once the catalog lists the store for another reason."""
+        moves on a recall (an access count) lists the store after every recall. The built-in
+        stores add a count of the writes of their docs' text and time, kept by triggers, so a
+        doc rewritten in place is seen too. The default: the names, inodes, sizes, modification
+        and change times of the store's files and the content of the small ones (see
+        files_fingerprint: `store_files` and the files beside them that start with those names,
+        e.g. SQLite's `-wal`; every file in the directory without `store_files`); None, when
+        there are none (a store in a database): such writes then show once the catalog lists
+        the store for another reason."""
         return files_fingerprint(self.store_dir, self.store_files)
 
     def list_records(self) -> Sequence[tuple[str, float | None]]:

@@ -10,7 +10,8 @@ from typing import Any, Callable, cast
 import pytest
 
 from backends.bm25.backend import Bm25Backend
-from orchestrator.memory.bulk import forget_all, supersede_all
+from orchestrator.errors import MemoryStoreError
+from orchestrator.memory.bulk import DocFilter, forget_all, select, supersede_all
 from orchestrator.memory.curation import Curator
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.plugins.hookspecs import hookimpl
@@ -49,6 +50,29 @@ class ListingOnly(Bm25Backend):
         return super().list_docs()
 
 
+class NoDocTime(Bm25Backend):
+    """bm25 as a third-party backend that keeps times but does not look one up by itself
+    (the default doc_time: a listing)."""
+
+    name = "no_doc_time"
+    listings = 0
+    doc_time = MemoryBackend.doc_time  # the default: a listing
+
+    def list_records(self) -> list[tuple[str, float]]:
+        NoDocTime.listings += 1
+        return super().list_records()
+
+
+class Unlisted(Bm25Backend):
+    """bm25 as a third-party backend that keeps times but cannot list its docs."""
+
+    name = "unlisted"
+    list_records = MemoryBackend.list_records  # type: ignore[assignment]  # the default: list_docs
+
+    def list_docs(self) -> list[str]:
+        raise NotImplementedError(f"backend {self.name!r} cannot list its docs")
+
+
 class _Registers:
     def __init__(self, *classes: type) -> None:
         self.classes = classes
@@ -61,7 +85,7 @@ class _Registers:
 
 def _curator(root: Path, backend: str) -> tuple[Curator, TicketStore]:
     registry = PluginRegistry(load_entry_points=False,
-                              extra_plugins=(_Registers(CountingBm25, ListingOnly),))
+                              extra_plugins=(_Registers(CountingBm25, ListingOnly, NoDocTime, Unlisted),))
     facade = MemoryFacade(root / "mem", backend, {}, registry)
     store = TicketStore(root / "middle.sqlite3")
     facade.state_source = store.memory_state
@@ -153,6 +177,69 @@ def test_a_backend_without_lookup_by_id_is_listed_once_per_undo(tmp_path):
         ListingOnly.listings = 0
         assert curator.undo("p", bulk, WHO).message == "put back 5 docs"
         assert ListingOnly.listings == 1
+    finally:
+        cast(MemoryFacade, curator.facade).close()
+        store.close()
+
+
+DAY = 86_400.0
+DATED = "Commit {n}: reworked parser p{n}."
+
+
+def test_a_bulk_change_of_a_filtered_selection_never_lists_the_store(counted):
+    """A bulk forget and a bulk supersede of the docs a filter picks read each picked doc's
+    time by itself (MemoryBackend.doc_time), not the whole store: picking them lists it once,
+    the changes and their undos never; the undo of the forget puts each doc back at its own
+    time."""
+    curator = counted
+    base = 1_700_000_000.0
+    dated = [(DATED.format(n=n), base + n * DAY) for n in range(6)]
+    curator.facade.index_records("p", dated)
+    flt = DocFilter.of(containing="reworked parser")
+    CountingBm25.listings = 0
+    picked = select(curator, "p", flt)
+    assert CountingBm25.listings == 1, "picking the docs listed the store more than once"
+    assert picked == [text for text, _ in dated]
+    CountingBm25.listings = 0
+    forgotten = forget_all(curator, "p", picked, WHO, flt.words()).change
+    assert CountingBm25.listings == 0, "the bulk forget listed the store"
+    assert not any(curator.facade.has_doc("p", d) for d in picked)
+    assert _undo_reads_no_listing(curator, forgotten) == "put back 6 docs"
+    assert curator.facade.doc_times("p", picked) == dict(dated)  # each at its own time
+    CountingBm25.listings = 0
+    superseded = supersede_all(curator, "p", picked, "Parsers p0 to p5 are one parser now.",
+                               WHO, flt.words()).change
+    assert CountingBm25.listings == 0, "the bulk supersede listed the store"
+    assert _undo_reads_no_listing(curator, superseded) == "undid the supersede of 6 docs"
+    assert curator.facade.doc_times("p", picked) == dict(dated)
+
+
+def test_a_backend_without_doc_time_is_listed_once_per_bulk_forget(tmp_path):
+    """A third-party backend that keeps the default doc_time (a listing each time): a bulk
+    forget of 5 docs lists it once for all their times, not once per doc, and the undo puts
+    each back at its own time."""
+    curator, store = _curator(tmp_path, "no_doc_time")
+    try:
+        dated = [(DATED.format(n=n), 1_700_000_000.0 + n * DAY) for n in range(5)]
+        curator.facade.index_records("p", dated)
+        NoDocTime.listings = 0
+        bulk = forget_all(curator, "p", [t for t, _ in dated], WHO, "tests").change
+        assert NoDocTime.listings == 1
+        assert curator.undo("p", bulk, WHO).message == "put back 5 docs"
+        assert curator.facade.doc_times("p", [t for t, _ in dated]) == dict(dated)
+    finally:
+        cast(MemoryFacade, curator.facade).close()
+        store.close()
+
+
+def test_picking_docs_of_a_backend_that_cannot_list_is_one_error(tmp_path):
+    """A filter needs the docs listed: a backend that cannot list them is a MemoryStoreError
+    (one `error:` line at the CLI and a 4xx over HTTP), not a NotImplementedError."""
+    curator, store = _curator(tmp_path, "unlisted")
+    try:
+        curator.facade.index("p", [DATED.format(n=1)])
+        with pytest.raises(MemoryStoreError, match="cannot list its docs; use `middle memory search`"):
+            select(curator, "p", DocFilter.of(containing="parser"))
     finally:
         cast(MemoryFacade, curator.facade).close()
         store.close()

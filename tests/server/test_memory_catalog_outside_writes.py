@@ -1,10 +1,13 @@
 """Writes that bypass the facade reach the board (issue 38): a plugin's own tool, or another
-program, that adds or deletes docs in the store notes nothing in the change log; the server's
-kept catalog sees the backend's fingerprint move (MemoryBackend.fingerprint) and lists the store
-again, so the next page shows the change. A recall (which only touches access counts) keeps it."""
+program, that adds, deletes or rewrites docs in the store notes nothing in the change log; the
+server's kept catalog sees the backend's fingerprint move (MemoryBackend.fingerprint: the
+built-in stores count their docs' writes by triggers; the default reads the store's files) and
+lists the store again, so the next page shows the change. A recall (which only touches access
+counts) keeps it."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from orchestrator.bench.memory_page import PROJECT, bench_project, doc_text, fill_memory
-from orchestrator.plugins.memory_backend import MemoryBackend, files_fingerprint
+from orchestrator.plugins.memory_backend import HASHED_FILE_BYTES, MemoryBackend, file_mark, files_fingerprint
 from orchestrator.server import create_app
 
 DOCS = f"/api/projects/{PROJECT}/memory/docs"
@@ -94,6 +97,30 @@ def test_a_write_past_the_facade_between_writes_through_it_still_shows(served):
     assert OUTSIDE not in texts and "Through middle alone." not in texts and len(texts) == SIZE + 2
 
 
+# Another program, with no middle-agent code: rewrites one doc's text in place (the count of
+# docs and the newest id stay as they were; the store's triggers count the write).
+_REWRITER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1])
+with conn:
+    assert conn.execute("UPDATE docs SET text = ? WHERE text = ?", (sys.argv[3], sys.argv[2])).rowcount == 1
+"""
+
+
+def test_a_doc_rewritten_in_place_shows_on_the_next_page(served):
+    client, state = served
+    assert doc_text(7) in _texts(client)
+    catalog = state.catalogs[PROJECT]
+    store = state.memory().store_dir(PROJECT) / "bm25.sqlite3"
+    rewritten = "Rewritten in place by another tool: " + doc_text(7)
+    done = subprocess.run([sys.executable, "-c", _REWRITER, str(store), doc_text(7), rewritten],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    texts = _texts(client)
+    assert rewritten in texts and doc_text(7) not in texts and len(texts) == SIZE
+    assert state.catalogs[PROJECT] is not catalog  # the log said nothing: listed again
+
+
 def test_a_recall_or_a_page_alone_does_not_list_the_store_again(served):
     client, state = served
     _texts(client)
@@ -142,6 +169,43 @@ def test_the_default_fingerprint_is_the_store_files(tmp_path):
     assert MemoryBackend.fingerprint.__doc__ and "cheap" in MemoryBackend.fingerprint.__doc__
 
 
+def test_the_default_fingerprint_sees_a_same_size_write_within_one_clock_tick(tmp_path):
+    """Two same-size writes within one tick of a coarse file system clock leave the inode, size,
+    mtime and ctime as they were: a small file's content decides (file_mark with identical
+    stats, as such writes leave them). A file too large to hash is told apart by its times: a
+    tool that sets its mtime back still moves its ctime."""
+    small = tmp_path / "store.json"
+    small.write_bytes(b'{"docs": ["one"]}')
+    same_tick = os.stat(small)  # the stats both writes leave within one tick
+    first = file_mark(str(small), same_tick, hashed=True)
+    small.write_bytes(b'{"docs": ["two"]}')
+    assert file_mark(str(small), same_tick, hashed=True) != first
+    assert file_mark(str(small), same_tick, hashed=False) == file_mark(str(small), same_tick, hashed=False)
+
+    big = tmp_path / "big.db"
+    big.write_bytes(b"a" * (HASHED_FILE_BYTES + 1))
+    before, stat = files_fingerprint(tmp_path, ("big.db",)), os.stat(big)
+    big.write_bytes(b"b" * (HASHED_FILE_BYTES + 1))  # same size, not hashed: too large
+    os.utime(big, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # its mtime set back
+    assert os.stat(big).st_mtime_ns == stat.st_mtime_ns
+    assert files_fingerprint(tmp_path, ("big.db",)) != before  # the ctime moved
+
+
+def test_the_default_fingerprint_hashes_a_bounded_amount(tmp_path):
+    """Content is hashed up to HASHED_BYTES in all (it is read on every page), never SQLite's
+    -shm (every reader rewrites it); past that, a file's stats alone count, so a same-size
+    rewrite with its stats as they were goes unseen (what is still possible, as its docstring
+    says)."""
+    from orchestrator.plugins.memory_backend import HASHED_BYTES, fingerprinted_files
+
+    for n in range(5):
+        (tmp_path / f"part{n}").write_bytes(bytes([n]) * HASHED_FILE_BYTES)
+    (tmp_path / "part.db-shm").write_bytes(b"read marks")
+    assert HASHED_BYTES // HASHED_FILE_BYTES == 4  # part4 is past the budget
+    hashed = [Path(path).name for path, _, hashed in fingerprinted_files(tmp_path) if hashed]
+    assert hashed == ["part0", "part1", "part2", "part3"]
+
+
 @pytest.mark.postgres
 def test_a_write_past_the_facade_on_postgresql(tmp_path, pg_url):
     """A store in the shared database keeps its log and the mark there (PgChangeLog): another
@@ -178,7 +242,25 @@ def test_a_write_past_the_facade_on_postgresql(tmp_path, pg_url):
         outside("index", OUTSIDE)
         facade.index(PROJECT, ["Through middle, after the other tool."])  # starts the log over
         assert not catch_up(catalog, facade, store, PROJECT)
-        assert len(build_catalog(facade, store, PROJECT).rows) == 24
+        catalog = build_catalog(facade, store, PROJECT)
+        assert len(catalog.rows) == 24
+        # another program rewrites a doc's text in place (no middle-agent code): the trigger
+        # counts the write, so the fingerprint moves though the count and newest id do not
+        rewritten = "Rewritten in place by another tool: " + doc_text(3)
+        done = subprocess.run([sys.executable, "-c", _PG_REWRITER, pg_url, doc_text(3), rewritten],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert not catch_up(catalog, facade, store, PROJECT)
+        texts = {r.text for r in build_catalog(facade, store, PROJECT).rows}
+        assert rewritten in texts and doc_text(3) not in texts and len(texts) == 24
     finally:
         facade.close()
         store.close()
+
+
+_PG_REWRITER = """
+import psycopg, sys
+with psycopg.connect(sys.argv[1]) as conn:
+    done = conn.execute("UPDATE retrieval_docs SET text = %s WHERE text = %s", (sys.argv[3], sys.argv[2]))
+    assert done.rowcount == 1
+"""
