@@ -264,3 +264,20 @@ with psycopg.connect(sys.argv[1]) as conn:
     done = conn.execute("UPDATE retrieval_docs SET text = %s WHERE text = %s", (sys.argv[3], sys.argv[2]))
     assert done.rowcount == 1
 """
+
+
+def test_stats_counts_the_docs_from_the_catalog_not_a_listing(served, monkeypatch):
+    """`GET .../memory/stats` at 100,000 docs must not list the store on every call: it counts
+    the kept catalog's rows, which an outside write still moves (the fingerprint)."""
+    client, state = served
+    stats = f"/api/projects/{PROJECT}/memory/stats"
+    assert client.get(stats).json()["docs"] == SIZE  # builds the catalog (one listing)
+    facade_type = type(state.memory())
+    listed: list[str] = []
+    real = facade_type.list_docs
+    monkeypatch.setattr(facade_type, "list_docs", lambda self, pid: listed.append(pid) or real(self, pid))
+    assert client.get(stats).json()["docs"] == SIZE
+    assert listed == []  # the kept catalog, no listing
+    monkeypatch.undo()
+    _outside(state, "index", OUTSIDE)
+    assert client.get(stats).json()["docs"] == SIZE + 1
