@@ -87,13 +87,19 @@ def _load() -> Any:
 
 
 def _fit(model: Any, text: str, is_query: bool) -> str:
-    """text cut (at a character) to at most MAX_TOKENS tokens with its prefix and specials."""
-    count = model.token_count(text, is_query)
-    while count > MAX_TOKENS:
-        # Tokens are near even over a text: cut in proportion, a little short, and count again.
-        text = text[: max(1, int(len(text) * (MAX_TOKENS - 8) / count))]
-        count = model.token_count(text, is_query)
-    return text
+    """The longest start of text (cut at a character) that is at most MAX_TOKENS tokens with its
+    prefix and specials. Searched by halves, so the cut depends on the start alone: two texts
+    that share their first 512 tokens get one vector, whatever follows."""
+    if model.token_count(text, is_query) <= MAX_TOKENS:
+        return text
+    fits, over = 0, len(text)  # text[:fits] fits, text[:over] does not
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        if model.token_count(text[:middle], is_query) <= MAX_TOKENS:
+            fits = middle
+        else:
+            over = middle
+    return text[:fits]
 
 
 class E5Embedder(Embedder):
