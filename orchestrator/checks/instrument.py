@@ -7,6 +7,8 @@
   failure among the others, not a run with no tests;
 - **unittest** (`python -m unittest ...`): run through orchestrator/checks/unittest_junit.py,
   which is unittest with a JUnit report (same tests, output and exit code);
+- **`node --test`, jest, vitest, mocha**: asked for a report of their own, each its own way
+  (orchestrator/checks/js_runners.py);
 - **any other command** names its report with `junit = "..."`, or prints diagnostics lines.
 
 A check that cannot really run (not found, a runner that is not installed, pytest's usage error or
@@ -22,6 +24,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.checks import js_runners
 from orchestrator.config.settings import CheckCommand
 
 _PYTEST = re.compile(r"(?:^|[\s;&|(/])(?:py\.test|pytest)(?:\s|$|;|&|\|)|-m\s+pytest\b")
@@ -42,7 +45,7 @@ class Prepared:
     line: str
     env: dict[str, str] = field(default_factory=dict)
     reports: list[str] = field(default_factory=list)  # globs, relative to where it runs, or absolute paths
-    runner: str = ""  # "pytest" | "unittest" | "" (any other)
+    runner: str = ""  # "pytest" | "unittest" | a JavaScript runner (js_runners.RUNNERS) | "" (any other)
 
     @property
     def wants_report(self) -> bool:
@@ -52,7 +55,9 @@ class Prepared:
 def runner_of(line: str) -> str:
     if _UNITTEST.search(line):
         return "unittest"
-    return "pytest" if _PYTEST.search(line) else ""
+    if _PYTEST.search(line):
+        return "pytest"
+    return js_runners.runner_of(line)  # node --test, jest, vitest, mocha (orchestrator/checks/js_runners.py)
 
 
 def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str]) -> Prepared:
@@ -76,6 +81,8 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str]) -> Prepared:
         report = tmp / "unittest-junit.xml"
         new_line = _UNITTEST.sub(lambda m: f"{m.group('py')} {shlex.quote(str(script))}", line)
         return Prepared(new_line, {"MIDDLE_JUNIT_PATH": str(report)}, [str(report)], runner)
+    if runner in js_runners.RUNNERS:
+        return Prepared(*js_runners.prepare(runner, line, tmp, environ), runner=runner)
     return Prepared(line, runner=runner)
 
 
@@ -113,6 +120,8 @@ def cannot_run(exit_code: int | None, output: str, runner: str) -> str | None:
         return "pytest's internal error (exit 3): " + _last(output)
     if runner == "unittest" and _UNITTEST_NONE.search(output):
         return "unittest ran no tests"
+    if runner in js_runners.RUNNERS:
+        return js_runners.cannot_run(runner, exit_code, output)
     return None
 
 

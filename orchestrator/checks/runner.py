@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.checks import diagnostics, instrument, junit
+from orchestrator.checks import diagnostics, instrument, js_runners, junit
 from orchestrator.checks.instrument import CANNOT_START  # noqa: F401 - re-exported
 from orchestrator.checks.spec import Item, spec_of
 from orchestrator.config.settings import CheckCommand
@@ -51,7 +51,7 @@ class CheckResult:
     ran: list[str] | None = None  # the tests that ran (JUnit: passed or failed, not skipped)
     skipped: list[str] | None = None  # the tests it skipped (JUnit)
     problem: str | None = None  # why it could not really run (not found, no tests, no report...)
-    runner: str = ""  # "pytest" | "unittest" | ""
+    runner: str = ""  # "pytest" | "unittest" | "node-test" | "jest" | "vitest" | "mocha" | ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -144,7 +144,8 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
             result.problem = f"its JUnit report was not written ({where})"
             return
         try:
-            report = junit.read(files)
+            report = (js_runners.read(prepared.runner, files, cwd) if prepared.runner in js_runners.RUNNERS
+                      else junit.read(files))
         except junit.ReportError as exc:
             result.problem = str(exc)
             return

@@ -1,0 +1,95 @@
+"""jest (and vitest's JSON, which has jest's shape): every test's outcome from its JSON report.
+
+Where the line runs jest itself (`jest`, `npx jest`, `node_modules/.bin/jest`), middle appends
+`--json --outputFile=<a temporary file>` right after the word `jest` (jest still prints its
+usual output; a user's `npm test` script is never rewritten). Each test's identity is
+`file::describe > test`, the file relative to where the run started; a test file that could not
+run (a syntax error, a failing import) is a collection error, as pytest's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+from orchestrator.checks import junit
+
+_JEST = re.compile(r"(?:^|(?<=[\s;&|(/]))jest(?=\s|$|;|&|\|)")
+# jest's own words for a run with nothing to run or a command line it does not take
+_CANNOT = re.compile(r"^(No tests found, exiting with code 1|● Unrecognized CLI Parameter:|● Validation Error:)",
+                     re.M)
+_STATUS = {"passed": junit.PASSED, "failed": junit.FAILED}  # pending, skipped, todo, disabled: skipped
+
+
+def detects(line: str) -> bool:
+    return bool(_JEST.search(line))
+
+
+def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
+    report = tmp / "jest.json"
+    flags = f" --json --outputFile={shlex.quote(str(report))}"
+    return _JEST.sub(lambda m: m.group(0) + flags, line, count=1), {}, [str(report)]
+
+
+def cannot_run(exit_code: int, output: str) -> str | None:
+    found = _CANNOT.search(output)
+    return f"jest: {found.group(1).strip('● :')}" if found else None
+
+
+def read(paths: list[Path], cwd: Path) -> junit.JUnitReport:
+    """The tests of jest-shaped JSON reports (jest --json, vitest --reporter=json)."""
+    report = junit.JUnitReport()
+    for path in paths:
+        cases = _cases(_load(path), cwd, path.name)
+        seen: dict[str, int] = {}
+        for case in cases:  # a name repeated in one file is another test: numbered, as junit does
+            n = seen[case.ident] = seen.get(case.ident, 0) + 1
+            report.add(case if n == 1 else junit.TestCase(f"{case.ident} ({n})", case.outcome, case.message,
+                                                          case.collection))
+    return report
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise junit.ReportError(f"{path.name} is not a JSON test report ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("testResults"), list):
+        raise junit.ReportError(f"{path.name} is not a jest JSON report (no testResults list)")
+    return data
+
+
+def _cases(data: dict[str, Any], cwd: Path, name: str) -> list[junit.TestCase]:
+    out: list[junit.TestCase] = []
+    for suite in data["testResults"]:
+        if not isinstance(suite, dict):
+            raise junit.ReportError(f"{name}: a testResults entry is not an object")
+        file = _relative(str(suite.get("name") or ""), cwd)
+        tests = suite.get("assertionResults") or []
+        if suite.get("status") == "failed" and not tests:  # the file could not run at all
+            message = str(suite.get("message") or "").strip().splitlines()
+            out.append(junit.TestCase(f"{file}::(the file)", junit.FAILED,
+                                      "Test suite failed to run: " + (message[0] if message else "")[:250], True))
+        for test in tests:
+            if not isinstance(test, dict):
+                continue
+            # vitest's first ancestor is the file's own suite, named ""
+            titles = [str(t) for t in (test.get("ancestorTitles") or []) if t] + [str(test.get("title") or "")]
+            messages = test.get("failureMessages") or [""]
+            first = str(messages[0]).strip().splitlines()
+            out.append(junit.TestCase(f"{file}::{' > '.join(titles)}", _STATUS.get(str(test.get("status")),
+                                      junit.SKIPPED), (first[0] if first else "")[:300]))
+    return out
+
+
+def _relative(path: str, cwd: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(cwd.resolve()).as_posix()
+    except ValueError:
+        return path
+
+
+__all__ = ["cannot_run", "detects", "prepare", "read"]

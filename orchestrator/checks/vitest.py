@@ -1,0 +1,35 @@
+"""vitest: every test's outcome from its JSON report (jest's shape, read by orchestrator.checks.jest).
+
+Where the line runs vitest itself (`vitest`, `vitest run`, `npx vitest`), middle appends
+`--reporter=default --reporter=json --outputFile.json=<a temporary file>` right after the word
+`vitest`: the usual output on stdout, the report beside it (a user's `npm test` script is never
+rewritten). Identities are `file::describe > test`, the file relative to where the run started.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+_VITEST = re.compile(r"(?:^|(?<=[\s;&|(/]))vitest(?=\s|$|;|&|\|)")
+# vitest's own words for a run with nothing to run or a command line it does not take
+_CANNOT = re.compile(r"^(No test files found, exiting with code 1|\S*CACError: Unknown option .*)$", re.M)
+
+
+def detects(line: str) -> bool:
+    return bool(_VITEST.search(line))
+
+
+def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
+    report = tmp / "vitest.json"
+    flags = f" --reporter=default --reporter=json --outputFile.json={shlex.quote(str(report))}"
+    return _VITEST.sub(lambda m: m.group(0) + flags, line, count=1), {}, [str(report)]
+
+
+def cannot_run(exit_code: int, output: str) -> str | None:
+    found = _CANNOT.search(output)
+    return f"vitest: {found.group(1)[:200]}" if found else None
+
+
+__all__ = ["cannot_run", "detects", "prepare"]

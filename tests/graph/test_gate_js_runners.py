@@ -1,0 +1,239 @@
+"""The JavaScript test runners judged failure by failure with no configuration: `node --test`,
+jest, vitest and mocha, each asked for its every test's outcome by middle itself
+(orchestrator/checks/js_runners.py). Through the real graph, store, git worktrees and the real
+runners (installed globally: `.ci/run` installs them; a test skips only when its runner is not
+installed), on projects that need no `npm install`, each with one test already failing on the base.
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+
+import pytest
+from test_gate_projects import assert_cannot_run, assert_failed, assert_no_worse, delete, run_ticket, write
+
+CALC = "exports.VALUE = 1;\nexports.add = (a, b) => a + b;\n"
+UPPER = "exports.VALUE = 1;\nexports.add = (a, b) => typeof a === 'string' ? (a + b).toUpperCase() : a + b;\n"
+FIXED = "exports.VALUE = 2;\nexports.add = (a, b) => a + b;\n"
+
+
+def needs(tool: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(shutil.which(tool) is None, reason=f"{tool} is not installed (.ci/run installs it)")
+
+
+# -- node --test: NODE_OPTIONS carries middle's reporter; two files with a same-named test --------
+
+NODE_FILES = {
+    "calc.js": CALC,
+    "test/calc.test.js": textwrap.dedent("""\
+        const { test, describe } = require('node:test');
+        const assert = require('node:assert');
+        const calc = require('../calc.js');
+
+        test('known bug', () => { assert.strictEqual(calc.VALUE, 2); });
+        describe('add', () => {
+          test('two words', () => { assert.strictEqual(calc.add('two ', 'words'), 'two words'); });
+          test('numbers', () => { assert.strictEqual(calc.add(1, 2), 3); });
+        });
+    """),
+    "test/other.test.js": textwrap.dedent("""\
+        const { test, describe } = require('node:test');
+        const assert = require('node:assert');
+        describe('add', () => { test('numbers', () => { assert.strictEqual(1 + 2, 3); }); });
+    """),
+}
+NODE = "node --test test/"
+needs_node = needs("node")
+
+
+@needs_node
+def test_node_test_a_ticket_that_breaks_another_test_fails_naming_it(tmp_path):
+    r = run_ticket(tmp_path, NODE_FILES, [NODE], write("calc.js", UPPER))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["test/calc.test.js::add > two words"]
+    assert r["final"]["already_failing"] == ["test/calc.test.js::known bug"]
+    assert r["final"]["tests_run"] == 4  # the two files' "add > numbers" are two tests
+
+
+@needs_node
+def test_node_test_a_ticket_that_leaves_the_known_failure_is_no_worse_naming_it(tmp_path):
+    r = run_ticket(tmp_path, NODE_FILES, [NODE], write("NOTES.md", "notes\n"))
+    assert_no_worse(r, "test/calc.test.js::known bug")
+    assert "✖ known bug" in r["final"]["tail"]  # the spec reporter still prints on stdout
+
+
+@needs_node
+def test_node_test_fixing_the_known_failure_passes(tmp_path):
+    r = run_ticket(tmp_path, NODE_FILES, [NODE], write("calc.js", FIXED))
+    assert r["outcome"].status == "complete" and r["run"]["check_status"] == "passed"
+
+
+@needs_node
+def test_node_test_deleting_or_skipping_the_failing_test_is_a_failure(tmp_path):
+    known = "test('known bug', () => { assert.strictEqual(calc.VALUE, 2); });\n"
+    without = NODE_FILES["test/calc.test.js"].replace(known, "")
+    r = run_ticket(tmp_path / "deleted", NODE_FILES, [NODE], write("test/calc.test.js", without))
+    assert_failed(r)
+    assert r["final"]["removed_tests"] == ["test/calc.test.js::known bug (removed)"]
+    skipped = NODE_FILES["test/calc.test.js"].replace("test('known bug',", "test.skip('known bug',")
+    r = run_ticket(tmp_path / "skipped", NODE_FILES, [NODE], write("test/calc.test.js", skipped))
+    assert_failed(r)
+    assert r["final"]["removed_tests"] == ["test/calc.test.js::known bug (skipped)"]
+
+
+@needs_node
+def test_node_test_a_file_that_no_longer_loads_is_a_failure(tmp_path):
+    r = run_ticket(tmp_path, NODE_FILES, [NODE], write("test/other.test.js", "this is ( not javascript\n"))
+    assert_failed(r)
+    assert "test/other.test.js::test/other.test.js" in r["final"]["new_failures"]
+
+
+@needs_node
+@pytest.mark.parametrize("files, command, why", [
+    (NODE_FILES, "node --test no_such_dir/", "Could not find"),
+    ({"calc.js": CALC}, "node --test", "names no tests"),
+])
+def test_node_test_that_cannot_really_run_is_an_error_before_any_turn(tmp_path, files, command, why):
+    assert_cannot_run(run_ticket(tmp_path, files, [command], write("calc.js", UPPER)), why)
+
+
+# -- jest (global): `--json --outputFile` appended after the word jest ---------------------------
+
+JEST_TEST = textwrap.dedent("""\
+    const calc = require('./calc.js');
+
+    test('known bug', () => { expect(calc.VALUE).toBe(2); });
+    describe('add', () => {
+      test('two words', () => { expect(calc.add('two ', 'words')).toBe('two words'); });
+      test('numbers', () => { expect(calc.add(1, 2)).toBe(3); });
+    });
+""")
+JEST_FILES = {"package.json": '{"name": "calc", "private": true, "scripts": {"test": "jest"}}\n',
+              "calc.js": CALC, "calc.test.js": JEST_TEST}
+JEST = "jest --ci"
+needs_jest = needs("jest")
+
+
+@needs_jest
+def test_jest_a_ticket_that_breaks_another_test_fails_naming_it(tmp_path):
+    r = run_ticket(tmp_path, JEST_FILES, [JEST], write("calc.js", UPPER))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["calc.test.js::add > two words"]
+    assert r["final"]["already_failing"] == ["calc.test.js::known bug"]
+
+
+@needs_jest
+def test_jest_a_ticket_that_leaves_the_known_failure_is_no_worse_naming_it(tmp_path):
+    r = run_ticket(tmp_path, JEST_FILES, [JEST], write("NOTES.md", "notes\n"))
+    assert_no_worse(r, "calc.test.js::known bug")
+    assert r["final"]["tests_run"] == 3 and "Tests:" in r["final"]["tail"]
+
+
+@needs_jest
+def test_jest_deleting_or_skipping_the_failing_test_is_a_failure(tmp_path):
+    known = "test('known bug', () => { expect(calc.VALUE).toBe(2); });\n"
+    r = run_ticket(tmp_path / "deleted", JEST_FILES, [JEST], write("calc.test.js", JEST_TEST.replace(known, "")))
+    assert_failed(r)
+    assert r["final"]["removed_tests"] == ["calc.test.js::known bug (removed)"]
+    r = run_ticket(tmp_path / "skipped", JEST_FILES, [JEST],
+                   write("calc.test.js", JEST_TEST.replace("test('known bug'", "test.skip('known bug'")))
+    assert_failed(r)
+    assert r["final"]["removed_tests"] == ["calc.test.js::known bug (skipped)"]
+
+
+@needs_jest
+def test_jest_that_finds_no_tests_is_an_error_before_any_turn(tmp_path):
+    r = run_ticket(tmp_path, JEST_FILES, ["jest --ci no_such_test_file"], write("calc.js", UPPER))
+    assert_cannot_run(r, "No tests found")
+
+
+# -- vitest (global, its globals on): the JSON reporter beside the default one --------------------
+
+VITEST_FILES = {"package.json": '{"name": "calc", "private": true, "scripts": {"test": "vitest run"}}\n',
+                "vitest.config.mjs": "export default { test: { globals: true } };\n",
+                "calc.js": CALC, "calc.test.js": JEST_TEST}
+VITEST = "vitest run"
+needs_vitest = needs("vitest")
+
+
+@needs_vitest
+def test_vitest_a_ticket_that_breaks_another_test_fails_naming_it(tmp_path):
+    r = run_ticket(tmp_path, VITEST_FILES, [VITEST], write("calc.js", UPPER))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["calc.test.js::add > two words"]
+    assert r["final"]["already_failing"] == ["calc.test.js::known bug"]
+
+
+@needs_vitest
+def test_vitest_a_ticket_that_leaves_the_known_failure_is_no_worse_naming_it(tmp_path):
+    r = run_ticket(tmp_path, VITEST_FILES, [VITEST], write("NOTES.md", "notes\n"))
+    assert_no_worse(r, "calc.test.js::known bug")
+    assert r["final"]["tests_run"] == 3
+
+
+@needs_vitest
+def test_vitest_deleting_the_failing_test_is_a_failure(tmp_path):
+    known = "test('known bug', () => { expect(calc.VALUE).toBe(2); });\n"
+    r = run_ticket(tmp_path, VITEST_FILES, [VITEST], write("calc.test.js", JEST_TEST.replace(known, "")))
+    assert_failed(r)
+    assert r["final"]["removed_tests"] == ["calc.test.js::known bug (removed)"]
+
+
+@needs_vitest
+def test_vitest_that_finds_no_tests_is_an_error_before_any_turn(tmp_path):
+    r = run_ticket(tmp_path, VITEST_FILES, ["vitest run no_such_test_file"], write("calc.js", UPPER))
+    assert_cannot_run(r, "No test files found")
+
+
+# -- mocha (global): middle's reporter, spec's output and a JUnit report ---------------------------
+
+MOCHA_TEST = textwrap.dedent("""\
+    const assert = require('node:assert');
+    const calc = require('../calc.js');
+
+    it('known bug', () => { assert.strictEqual(calc.VALUE, 2); });
+    describe('add', () => {
+      it('two words', () => { assert.strictEqual(calc.add('two ', 'words'), 'two words'); });
+      it('numbers', () => { assert.strictEqual(calc.add(1, 2), 3); });
+    });
+""")
+MOCHA_FILES = {"calc.js": CALC, "test/calc.test.js": MOCHA_TEST}
+MOCHA = "mocha"
+needs_mocha = needs("mocha")
+
+
+@needs_mocha
+def test_mocha_a_ticket_that_breaks_another_test_fails_naming_it(tmp_path):
+    r = run_ticket(tmp_path, MOCHA_FILES, [MOCHA], write("calc.js", UPPER))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["test/calc.test.js::add > two words"]
+    assert r["final"]["already_failing"] == ["test/calc.test.js::known bug"]
+
+
+@needs_mocha
+def test_mocha_a_ticket_that_leaves_the_known_failure_is_no_worse_naming_it(tmp_path):
+    r = run_ticket(tmp_path, MOCHA_FILES, [MOCHA], write("NOTES.md", "notes\n"))
+    assert_no_worse(r, "test/calc.test.js::known bug")
+    assert r["final"]["tests_run"] == 3 and "1 failing" in r["final"]["tail"]  # spec's output kept
+
+
+@needs_mocha
+def test_mocha_deleting_the_failing_test_is_a_failure(tmp_path):
+    known = "it('known bug', () => { assert.strictEqual(calc.VALUE, 2); });\n"
+    r = run_ticket(tmp_path, MOCHA_FILES, [MOCHA], write("test/calc.test.js", MOCHA_TEST.replace(known, "")))
+    assert_failed(r)
+    assert r["final"]["removed_tests"] == ["test/calc.test.js::known bug (removed)"]
+
+
+@needs_mocha
+def test_mocha_deleting_every_test_file_is_a_failure_not_a_pass(tmp_path):
+    r = run_ticket(tmp_path, MOCHA_FILES, [MOCHA], delete("test/calc.test.js"))
+    assert_failed(r)
+    assert "could not run" in r["final"]["reason"] and "No test files found" in r["final"]["reason"]
+
+
+@needs_mocha
+def test_mocha_that_finds_no_tests_is_an_error_before_any_turn(tmp_path):
+    r = run_ticket(tmp_path, MOCHA_FILES, ["mocha no_such_test_file.js"], write("calc.js", UPPER))
+    assert_cannot_run(r, "No test files found")
