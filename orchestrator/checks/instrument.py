@@ -60,10 +60,10 @@ def runner_of(line: str) -> str:
     return js_runners.runner_of(line)  # node --test, jest, vitest, mocha (orchestrator/checks/js_runners.py)
 
 
-def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str]) -> Prepared:
+def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | None = None) -> Prepared:
     """The command with its report asked for (a report file under `tmp` where middle asks for it)."""
     line = spec.run
-    runner = runner_of(line)
+    runner = runner_of(line) or js_runners.script_runner(line, cwd)  # `npm test`: its script's runner
     if spec.format in ("exit-code", "diagnostics"):
         return Prepared(line, runner=runner)
     if spec.junit:

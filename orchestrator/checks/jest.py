@@ -28,10 +28,15 @@ def detects(line: str) -> bool:
     return bool(_JEST.search(line))
 
 
-def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
+def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:
+    """The options that ask for the report, the environment they need, and where it goes."""
     report = tmp / "jest.json"
-    flags = f" --json --outputFile={shlex.quote(str(report))}"
-    return _JEST.sub(lambda m: m.group(0) + flags, line, count=1), {}, [str(report)]
+    return f"--json --outputFile={shlex.quote(str(report))}", {}, [str(report)]
+
+
+def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
+    flags, env, reports = options(tmp)
+    return _JEST.sub(lambda m: f"{m.group(0)} {flags}", line, count=1), env, reports
 
 
 def cannot_run(exit_code: int, output: str) -> str | None:
@@ -92,4 +97,4 @@ def _relative(path: str, cwd: Path) -> str:
         return path
 
 
-__all__ = ["cannot_run", "detects", "prepare", "read"]
+__all__ = ["cannot_run", "detects", "options", "prepare", "read"]

@@ -6,6 +6,8 @@ really run, and how to read a report that is not JUnit (jest's and vitest's JSON
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from types import ModuleType
 
@@ -14,14 +16,37 @@ from orchestrator.checks import jest, junit, mocha, node_test, vitest
 # Checked in this order: a line that runs two (`node --test && jest`) is read for the first.
 RUNNERS: dict[str, ModuleType] = {"node-test": node_test, "jest": jest, "vitest": vitest, "mocha": mocha}
 JSON_REPORTS = ("jest", "vitest")  # reports in jest's JSON shape; the others write JUnit
+# `npm test` (`npm t`, `npm run test`) with nothing after it: npm passes what follows `--` to the
+# script, so the runner's report options reach it without the script being touched
+_NPM_TEST = re.compile(r"(?:^|(?<=[\s;&|(]))npm\s+(?:t|test|run\s+test|run-script\s+test)(?=\s*(?:$|[;&|)]))")
+_COMPOUND = re.compile(r"&&|\|\||[;|]")
 
 
 def runner_of(line: str) -> str:
     return next((name for name, module in RUNNERS.items() if module.detects(line)), "")
 
 
+def script_runner(line: str, cwd: Path | None) -> str:
+    """The runner of the project's test script when `line` runs it by `npm test` and the script is
+    that runner alone (`jest --ci`; not `jest && eslint .`, whose report options would go to eslint).
+    `node --test` is asked through NODE_OPTIONS, so any script that runs it will do."""
+    if cwd is None or not _NPM_TEST.search(line):
+        return ""
+    try:  # the project's own file: anything unexpected is no guess
+        script = json.loads((cwd / "package.json").read_text(encoding="utf-8"))["scripts"]["test"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    if not isinstance(script, str):
+        return ""
+    runner = runner_of(script)
+    return runner if runner == "node-test" or (runner and not _COMPOUND.search(script)) else ""
+
+
 def prepare(runner: str, line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
     """The line to run, the environment it needs, and where its report goes."""
+    if runner != "node-test" and not RUNNERS[runner].detects(line):  # `npm test`: the options after `--`
+        flags, env, reports = RUNNERS[runner].options(tmp)
+        return _NPM_TEST.sub(lambda m: f"{m.group(0)} -- {flags}", line, count=1), env, reports
     return RUNNERS[runner].prepare(line, tmp, environ)  # type: ignore[no-any-return]
 
 
@@ -33,4 +58,4 @@ def read(runner: str, files: list[Path], cwd: Path) -> junit.JUnitReport:
     return jest.read(files, cwd) if runner in JSON_REPORTS else junit.read(files)
 
 
-__all__ = ["JSON_REPORTS", "RUNNERS", "cannot_run", "prepare", "read", "runner_of"]
+__all__ = ["JSON_REPORTS", "RUNNERS", "cannot_run", "prepare", "read", "runner_of", "script_runner"]

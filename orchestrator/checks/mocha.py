@@ -24,10 +24,15 @@ def detects(line: str) -> bool:
     return bool(_MOCHA.search(line)) and not _OWN_REPORTER.search(line)
 
 
-def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
+def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:
+    """The options that ask for the report, the environment they need, and where it goes."""
     report = tmp / "mocha-junit.xml"
-    flag = f" --reporter={shlex.quote(str(REPORTER))}"
-    return _MOCHA.sub(lambda m: m.group(0) + flag, line, count=1), {"MIDDLE_MOCHA_REPORT": str(report)}, [str(report)]
+    return f"--reporter={shlex.quote(str(REPORTER))}", {"MIDDLE_MOCHA_REPORT": str(report)}, [str(report)]
+
+
+def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
+    flags, env, reports = options(tmp)
+    return _MOCHA.sub(lambda m: f"{m.group(0)} {flags}", line, count=1), env, reports
 
 
 def cannot_run(exit_code: int, output: str) -> str | None:
@@ -35,4 +40,4 @@ def cannot_run(exit_code: int, output: str) -> str | None:
     return f"mocha: {found.group(1)[:200]}" if found else None
 
 
-__all__ = ["REPORTER", "cannot_run", "detects", "prepare"]
+__all__ = ["REPORTER", "cannot_run", "detects", "options", "prepare"]

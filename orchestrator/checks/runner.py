@@ -97,7 +97,7 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
     if run_id:
         environ[MARK_VAR] = own_mark(check_mark(run_id))
     with tempfile.TemporaryDirectory(prefix="middle-check-") as tmp, tempfile.TemporaryFile() as out:
-        prepared = instrument.prepare(spec, Path(tmp), environ)
+        prepared = instrument.prepare(spec, Path(tmp), environ, cwd)
         environ.update(prepared.env)
         # The outer sh gets SIGUSR1 from the kernel when this process dies (even by kill -9) and
         # its trap kills its whole process group: the check's own children too (a test runner's

@@ -21,10 +21,15 @@ def detects(line: str) -> bool:
     return bool(_VITEST.search(line))
 
 
-def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
+def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:
+    """The options that ask for the report, the environment they need, and where it goes."""
     report = tmp / "vitest.json"
-    flags = f" --reporter=default --reporter=json --outputFile.json={shlex.quote(str(report))}"
-    return _VITEST.sub(lambda m: m.group(0) + flags, line, count=1), {}, [str(report)]
+    return f"--reporter=default --reporter=json --outputFile.json={shlex.quote(str(report))}", {}, [str(report)]
+
+
+def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
+    flags, env, reports = options(tmp)
+    return _VITEST.sub(lambda m: f"{m.group(0)} {flags}", line, count=1), env, reports
 
 
 def cannot_run(exit_code: int, output: str) -> str | None:
@@ -32,4 +37,4 @@ def cannot_run(exit_code: int, output: str) -> str | None:
     return f"vitest: {found.group(1)[:200]}" if found else None
 
 
-__all__ = ["cannot_run", "detects", "prepare"]
+__all__ = ["cannot_run", "detects", "options", "prepare"]

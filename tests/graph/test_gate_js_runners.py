@@ -237,3 +237,36 @@ def test_mocha_deleting_every_test_file_is_a_failure_not_a_pass(tmp_path):
 def test_mocha_that_finds_no_tests_is_an_error_before_any_turn(tmp_path):
     r = run_ticket(tmp_path, MOCHA_FILES, ["mocha no_such_test_file.js"], write("calc.js", UPPER))
     assert_cannot_run(r, "No test files found")
+
+
+# -- `npm test` (what `middle init` suggests): the script's runner is asked, the script untouched --
+
+def with_script(files: dict[str, str], script: str) -> dict[str, str]:
+    return {**files, "package.json": '{"name": "calc", "private": true, "scripts": {"test": %s}}\n'
+            % __import__("json").dumps(script)}
+
+
+@needs("npm")
+@pytest.mark.parametrize("runner, files, script, known", [
+    ("node", NODE_FILES, "node --test test/", "test/calc.test.js::known bug"),
+    ("jest", JEST_FILES, "jest --ci", "calc.test.js::known bug"),
+    ("mocha", MOCHA_FILES, "mocha", "test/calc.test.js::known bug"),
+])
+def test_npm_test_is_judged_by_its_scripts_runner(tmp_path, runner, files, script, known):
+    if shutil.which(runner) is None:
+        pytest.skip(f"{runner} is not installed (.ci/run installs it)")
+    project = with_script(files, script)
+    r = run_ticket(tmp_path / "same", project, ["npm test"], write("NOTES.md", "notes\n"))
+    assert_no_worse(r, known)
+    r = run_ticket(tmp_path / "worse", project, ["npm test"], write("calc.js", UPPER))
+    assert_failed(r)
+    assert [f.split("::")[1] for f in r["final"]["new_failures"]] == ["add > two words"]
+
+
+@needs("npm")
+@needs_jest
+def test_npm_test_whose_script_runs_more_than_the_runner_is_left_to_its_exit_code(tmp_path):
+    r = run_ticket(tmp_path, with_script(JEST_FILES, "jest --ci && echo linted"), ["npm test"],
+                   write("NOTES.md", "notes\n"))
+    assert_failed(r)  # options after `--` would reach `echo`, not jest: no report asked, none compared
+    assert "naming no failures that can be compared" in r["final"]["reason"]
