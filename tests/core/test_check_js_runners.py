@@ -66,7 +66,8 @@ def write(path: Path, data: object) -> Path:
 def test_jest_json_identities_relative_files_collection_errors_and_repeats(tmp_path):
     report = write(tmp_path / "r.json", {"testResults": [
         {"name": str(tmp_path / "src/a.test.js"), "status": "failed", "assertionResults": [
-            {"ancestorTitles": ["", "add"], "title": "two words", "status": "failed", "failureMessages": ["boom\nat x"]},
+            {"ancestorTitles": ["", "add"], "title": "two words", "status": "failed",
+             "failureMessages": ["boom\nat x"]},
             {"ancestorTitles": ["add"], "title": "two words", "status": "passed"},
             {"ancestorTitles": [], "title": "later", "status": "todo"}]},
         {"name": str(tmp_path / "b.test.js"), "status": "failed", "message": "SyntaxError: nope\n  at y",
