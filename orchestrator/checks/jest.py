@@ -2,7 +2,8 @@
 
 Where the line runs jest itself (`jest`, `npx jest`, `node_modules/.bin/jest`), middle appends
 `--json --outputFile=<a temporary file>` right after the word `jest` (jest still prints its
-usual output; a user's `npm test` script is never rewritten). Each test's identity is
+usual output; a user's `npm test` script is never rewritten). A line with its own `--outputFile`
+is left as it is (`junit = "..."` names a JUnit report to read instead). Each test's identity is
 `file::describe > test`, the file relative to where the run started; a test file that could not
 run (a syntax error, a failing import) is a collection error, as pytest's.
 """
@@ -25,7 +26,8 @@ _STATUS = {"passed": junit.PASSED, "failed": junit.FAILED}  # pending, skipped, 
 
 
 def detects(line: str) -> bool:
-    return bool(_JEST.search(line))
+    # a line that writes its own report (`--json --outputFile=...`) would overwrite middle's option
+    return bool(_JEST.search(line)) and "--outputFile" not in line
 
 
 def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:

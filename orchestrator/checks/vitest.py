@@ -3,7 +3,8 @@
 Where the line runs vitest itself (`vitest`, `vitest run`, `npx vitest`), middle appends
 `--reporter=default --reporter=json --outputFile.json=<a temporary file>` right after the word
 `vitest`: the usual output on stdout, the report beside it (a user's `npm test` script is never
-rewritten). Identities are `file::describe > test`, the file relative to where the run started.
+rewritten; a line with its own `--outputFile` is left as it is). Identities are
+`file::describe > test`, the file relative to where the run started.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ _CANNOT = re.compile(r"^(No test files found, exiting with code 1|\S*CACError: U
 
 
 def detects(line: str) -> bool:
-    return bool(_VITEST.search(line))
+    # a line that names its own `--outputFile` would clash with middle's `--outputFile.json`
+    return bool(_VITEST.search(line)) and "--outputFile" not in line
 
 
 def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:

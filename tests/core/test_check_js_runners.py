@@ -20,7 +20,8 @@ from orchestrator.config.settings import CheckCommand
     ("node --test --test-reporter=tap", ""),  # its own reporter: Node refuses a second set
     ("jest", "jest"), ("npx jest --ci", "jest"), ("node_modules/.bin/jest -i", "jest"),
     ("npx jest --reporters=jest-junit", "jest"), ("echo jest-junit", ""), ("jest.sh", ""),
-    ("vitest run", "vitest"), ("npx vitest --run", "vitest"),
+    ("jest --json --outputFile=r.json", ""), ("vitest run", "vitest"), ("npx vitest --run", "vitest"),
+    ("vitest run --reporter=junit --outputFile=junit.xml", ""),
     ("mocha", "mocha"), ("npx mocha 'test/**/*.js'", "mocha"), ("mocha --reporter dot", ""), ("mocha -R tap", ""),
     ("npm test", ""), ("node server.js", ""), ("python -m pytest", "pytest"),
 ])
