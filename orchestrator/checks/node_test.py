@@ -13,7 +13,6 @@ differ): say where its report goes with `junit = "..."`.
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
 _NODE_TEST = re.compile(r"(?:^|(?<=[\s;&|(/]))node(?:\s+[^\s;&|]+)*?\s+--test(?=\s|$|;|&|\|)")
@@ -30,9 +29,17 @@ def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[st
     report = tmp / "node-test-junit.xml"
     opts = " ".join(filter(None, [environ.get("NODE_OPTIONS", ""),
                                   "--test-reporter=spec", "--test-reporter-destination=stdout",
-                                  f"--test-reporter={shlex.quote(str(REPORTER))}",
-                                  f"--test-reporter-destination={shlex.quote(str(report))}"]))
+                                  f"--test-reporter={_quote(str(REPORTER))}",
+                                  f"--test-reporter-destination={_quote(str(report))}"]))
     return line, {"NODE_OPTIONS": opts}, [str(report)]
+
+
+def _quote(value: str) -> str:
+    """A value as NODE_OPTIONS reads it: split on spaces, double quotes with backslash escapes
+    (not a shell: single quotes are not quotes there)."""
+    if not re.search(r'[\s"\\]', value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def cannot_run(exit_code: int, output: str) -> str | None:
