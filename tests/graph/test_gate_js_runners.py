@@ -8,6 +8,7 @@ installed), on projects that need no `npm install`, each with one test already f
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
 import textwrap
 
@@ -100,6 +101,37 @@ def test_node_test_a_file_that_no_longer_loads_is_a_failure(tmp_path):
 ])
 def test_node_test_that_cannot_really_run_is_an_error_before_any_turn(tmp_path, files, command, why):
     assert_cannot_run(run_ticket(tmp_path, files, [command], write("calc.js", UPPER)), why)
+
+
+@needs_node
+def test_a_base_result_kept_by_an_older_middle_is_measured_again(tmp_path):
+    """Middle before this read `node --test` by its exit code alone: its kept base result (failed,
+    naming nothing) would make every ticket from that commit fail. It is measured again."""
+    from graph_helpers import make_orchestrator
+
+    from orchestrator.checks import spec
+    from orchestrator.config.settings import Config
+    from orchestrator.graph.checking import BASELINE_FORMAT
+    from orchestrator.testing import make_repo
+    from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply
+    from tickets.model import Ticket
+
+    repo = make_repo(tmp_path / "repo", NODE_FILES)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    cfg = Config(root=tmp_path, state_dir=str(tmp_path / "state"), agent={"max_turns": 4, "max_cost_usd": 1.0},
+                 memory={"backend": "none"}, check={"commands": [NODE], "max_rounds": 0, "timeout_s": 120})
+    llm = ScriptedAgentLLM([plan_reply("Do the ticket"), decision_reply(True, "Done.")])
+    with make_orchestrator(cfg, llm, RecordingCodingAgent([lambda p, cwd: write("NOTES.md", "x\n")(cwd) or "Done."])
+                           ) as orch:
+        old = {"command": NODE, "exit_code": 1, "duration_s": 0.5, "tail": "✖ known bug", "kind": "",
+               "failing": None, "format": 2}
+        assert orch.store.put_check_baseline(head, spec.key(NODE), old)
+        orch.store.upsert_ticket(Ticket(id="t1", project_id="p", title="Notes", project_path=str(repo)))
+        outcome = orch.run_ticket("t1")
+        assert outcome.status == "complete", outcome.reason
+        assert orch.store.latest_run("t1")["check_status"] == "no-worse"
+        assert orch.store.check_baseline(head, spec.key(NODE))["format"] == BASELINE_FORMAT
 
 
 # -- jest (global): `--json --outputFile` appended after the word jest ---------------------------
