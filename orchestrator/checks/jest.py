@@ -20,8 +20,8 @@ from orchestrator.checks import junit
 
 _JEST = re.compile(r"(?:^|(?<=[\s;&|(/]))jest(?=\s|$|;|&|\|)")
 # jest's own words for a run with nothing to run or a command line it does not take
-_CANNOT = re.compile(r"^(No tests found, exiting with code 1|● Unrecognized CLI Parameter:|● Validation Error:)",
-                     re.M)
+_CANNOT = re.compile(r"^(No tests found, exiting with code 1|● Unrecognized CLI Parameter:|● Validation Error:"
+                     r"|Error: Could not find a config file)", re.M)
 _STATUS = {"passed": junit.PASSED, "failed": junit.FAILED}  # pending, skipped, todo, disabled: skipped
 
 

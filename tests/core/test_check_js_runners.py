@@ -91,6 +91,7 @@ def test_a_report_that_is_not_jests_json_is_a_report_error(tmp_path, text, says)
 @pytest.mark.parametrize("runner, output, says", [
     ("jest", "No tests found, exiting with code 1\nRun with `--passWithNoTests`", "jest: No tests found"),
     ("jest", "● Unrecognized CLI Parameter:\n\n  Unrecognized option \"nosuch\".", "Unrecognized CLI Parameter"),
+    ("jest", "Error: Could not find a config file based on provided values:\npath: \"/w\"", "a config file"),
     ("vitest", "\nNo test files found, exiting with code 1\n", "vitest: No test files found"),
     ("mocha", "\x1b[31mError: No test files found: \"x.js\"\x1b[39m\n", 'mocha: Error: No test files found: "x.js"'),
     ("node-test", "Could not find '/w/no_such_dir/'\n", "node --test: Could not find"),
