@@ -98,6 +98,7 @@ def test_node_test_a_file_that_no_longer_loads_is_a_failure(tmp_path):
 @pytest.mark.parametrize("files, command, why", [
     (NODE_FILES, "node --test no_such_dir/", "Could not find"),
     ({"calc.js": CALC}, "node --test", "names no tests"),
+    ({"calc.js": CALC, "test/a.test.js": "this is ( not javascript\n"}, NODE, "collection or import error"),
 ])
 def test_node_test_that_cannot_really_run_is_an_error_before_any_turn(tmp_path, files, command, why):
     assert_cannot_run(run_ticket(tmp_path, files, [command], write("calc.js", UPPER)), why)
@@ -179,9 +180,14 @@ def test_jest_deleting_or_skipping_the_failing_test_is_a_failure(tmp_path):
 
 
 @needs_jest
-def test_jest_that_finds_no_tests_is_an_error_before_any_turn(tmp_path):
-    r = run_ticket(tmp_path, JEST_FILES, ["jest --ci no_such_test_file"], write("calc.js", UPPER))
-    assert_cannot_run(r, "No tests found")
+@pytest.mark.parametrize("files, command, why", [
+    (JEST_FILES, "jest --ci no_such_test_file", "No tests found"),
+    ({**JEST_FILES, "calc.test.js": "require('./not_there.js');\ntest('a', () => {});\n"}, JEST,
+     "collection or import error"),
+])
+def test_jest_that_cannot_really_run_is_an_error_before_any_turn(tmp_path, files, command, why):
+    r = run_ticket(tmp_path, files, [command], write("calc.js", UPPER))
+    assert_cannot_run(r, why)
 
 
 # -- vitest (global, its globals on): the JSON reporter beside the default one --------------------
