@@ -292,6 +292,7 @@ def with_script(files: dict[str, str], script: str) -> dict[str, str]:
 @pytest.mark.parametrize("runner, files, script, known", [
     ("node", NODE_FILES, "node --test test/", "test/calc.test.js::known bug"),
     ("jest", JEST_FILES, "jest --ci", "calc.test.js::known bug"),
+    ("vitest", VITEST_FILES, "vitest run", "calc.test.js::known bug"),
     ("mocha", MOCHA_FILES, "mocha", "test/calc.test.js::known bug"),
 ])
 def test_npm_test_is_judged_by_its_scripts_runner(tmp_path, runner, files, script, known):
