@@ -7,6 +7,9 @@
   failure among the others, not a run with no tests;
 - **unittest** (`python -m unittest ...`): run through orchestrator/checks/unittest_junit.py,
   which is unittest with a JUnit report (same tests, output and exit code);
+- **cargo test** and **go test** (run directly by the line) are read from their own output:
+  orchestrator/checks/cargo_test.py (`--no-fail-fast` inserted after `cargo test`) and
+  orchestrator/checks/go_test.py (`GOFLAGS` gains `-json`);
 - **any other command** names its report with `junit = "..."`, or prints diagnostics lines.
 
 A check that cannot really run (not found, a runner that is not installed, pytest's usage error or
@@ -22,6 +25,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.checks import cargo_test, go_test
 from orchestrator.config.settings import CheckCommand
 
 _PYTEST = re.compile(r"(?:^|[\s;&|(/])(?:py\.test|pytest)(?:\s|$|;|&|\|)|-m\s+pytest\b")
@@ -33,6 +37,8 @@ _NO_RUNNER = re.compile(r"^\S*python[\d.]*: (No module named \S+|can't open file
 CANNOT_START = (126, 127)
 PYTEST_USAGE, PYTEST_NO_TESTS, PYTEST_INTERNAL = 4, 5, 3
 _UNITTEST_NONE = re.compile(r"^(?:Ran 0 tests in |NO TESTS RAN)", re.M)
+# Runners whose every test's outcome is read from their own output (no report file)
+FROM_OUTPUT = {cargo_test.RUNNER: cargo_test.parse, go_test.RUNNER: go_test.parse}
 
 
 @dataclass
@@ -42,7 +48,7 @@ class Prepared:
     line: str
     env: dict[str, str] = field(default_factory=dict)
     reports: list[str] = field(default_factory=list)  # globs, relative to where it runs, or absolute paths
-    runner: str = ""  # "pytest" | "unittest" | "" (any other)
+    runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | "" (any other)
 
     @property
     def wants_report(self) -> bool:
@@ -52,6 +58,10 @@ class Prepared:
 def runner_of(line: str) -> str:
     if _UNITTEST.search(line):
         return "unittest"
+    if cargo_test.COMMAND.search(line):
+        return cargo_test.RUNNER
+    if go_test.COMMAND.search(line):
+        return go_test.RUNNER
     return "pytest" if _PYTEST.search(line) else ""
 
 
@@ -59,6 +69,8 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str]) -> Prepared:
     """The command with its report asked for (a report file under `tmp` where middle asks for it)."""
     line = spec.run
     runner = runner_of(line)
+    if runner in FROM_OUTPUT and (spec.format != "auto" or spec.junit):
+        runner = ""  # the user says how to read it: not from its output
     if spec.format in ("exit-code", "diagnostics"):
         return Prepared(line, runner=runner)
     if spec.junit:
@@ -76,6 +88,10 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str]) -> Prepared:
         report = tmp / "unittest-junit.xml"
         new_line = _UNITTEST.sub(lambda m: f"{m.group('py')} {shlex.quote(str(script))}", line)
         return Prepared(new_line, {"MIDDLE_JUNIT_PATH": str(report)}, [str(report)], runner)
+    if runner == cargo_test.RUNNER:
+        return Prepared(cargo_test.add_no_fail_fast(line), runner=runner)
+    if runner == go_test.RUNNER:
+        return Prepared(line, go_test.goflags(environ), runner=runner)
     return Prepared(line, runner=runner)
 
 
@@ -113,11 +129,21 @@ def cannot_run(exit_code: int | None, output: str, runner: str) -> str | None:
         return "pytest's internal error (exit 3): " + _last(output)
     if runner == "unittest" and _UNITTEST_NONE.search(output):
         return "unittest ran no tests"
+    if runner == cargo_test.RUNNER:
+        return cargo_test.cannot_run(output)
+    if runner == go_test.RUNNER:
+        return go_test.cannot_run(output)
     return None
+
+
+def readable(runner: str, output: str) -> str:
+    """The run's output as a person reads it (go test's JSON events as their text)."""
+    return go_test.readable(output) if runner == go_test.RUNNER else output
 
 
 def _last(output: str) -> str:
     return next((ln.strip() for ln in reversed(output.strip().splitlines()) if ln.strip()), "")[:200]
 
 
-__all__ = ["CANNOT_START", "Prepared", "cannot_run", "prepare", "report_files", "runner_of"]
+__all__ = ["CANNOT_START", "FROM_OUTPUT", "Prepared", "cannot_run", "prepare", "readable", "report_files",
+           "runner_of"]
