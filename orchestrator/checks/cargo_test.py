@@ -45,7 +45,7 @@ def add_no_fail_fast(line: str) -> str:
 def parse(text: str) -> JUnitReport:
     """Every test libtest printed, with its outcome, under the binary it ran in."""
     report = JUnitReport()
-    target, seen = "", {}  # seen: identities in this binary, to number same-named doc-tests
+    target, seen = "", dict[str, int]()  # seen: identities in this binary, to number same-named doc-tests
     for line in text.splitlines():
         running = _RUNNING.match(line)
         if running:

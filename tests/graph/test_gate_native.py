@@ -60,7 +60,8 @@ def cargo_env(tmp_path, monkeypatch):
 
 @needs_cargo
 def test_cargo_a_ticket_that_breaks_another_test_fails_naming_it(tmp_path, cargo_env):
-    r = gate.run_ticket(tmp_path, CARGO_FILES, ["cargo test"], gate.write("src/lib.rs", LIB_RS.replace("a + b", "a * b")))
+    r = gate.run_ticket(tmp_path, CARGO_FILES, ["cargo test"],
+                        gate.write("src/lib.rs", LIB_RS.replace("a + b", "a * b")))
     gate.assert_failed(r)
     # 2 * 2 == 2 + 2: the integration test still passes; the unit test and the doc-test do not
     assert r["final"]["new_failures"] == ["doc-tests (calc)::src/lib.rs - add", "src/lib.rs (calc)::tests::adds"]
