@@ -28,6 +28,8 @@ from orchestrator.checks.junit import FAILED, PASSED, SKIPPED, JUnitReport, Test
 RUNNER = "cargo"
 # `cargo test`, `cargo +nightly test`, run directly by the line (not `cargo nextest`, `cargo test-x`)
 COMMAND = re.compile(r"(?:^|(?<=[\s;&|(]))cargo(?:\s+\+\S+)?\s+test(?=\s|$|;|&|\|)")
+# `-q` (to cargo or to libtest) prints a dot per test, not its name: nothing to read test by test
+QUIET = re.compile(r"cargo(?:\s+\+\S+)?\s+test\b[^;&|]*?\s(?:-q|--quiet)(?=\s|$|;|&|\|)")
 _RUNNING = re.compile(r"^\s*Running (?:unittests )?(?P<src>.+?)(?: \((?P<bin>[^()]+)\))?\s*$")
 _DOCTESTS = re.compile(r"^\s*Doc-tests (?P<crate>\S+)\s*$")
 _TEST = re.compile(r"^test (?P<name>.+?) \.\.\. (?P<outcome>ok|FAILED|ignored)\b")
@@ -83,4 +85,4 @@ def cannot_run(output: str) -> str | None:
     return "cargo test ran no test: " + (errors[-1][:200] if errors else "no test result in its output")
 
 
-__all__ = ["COMMAND", "RUNNER", "add_no_fail_fast", "cannot_run", "parse"]
+__all__ = ["COMMAND", "QUIET", "RUNNER", "add_no_fail_fast", "cannot_run", "parse"]

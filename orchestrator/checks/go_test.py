@@ -6,8 +6,9 @@ so the user's line is not rewritten), and each event names its package, test and
 A test's identity is its package and its name, subtests included: `example.com/m::TestAdd`,
 `example.com/m::TestTable/two_words` (go's own names, which `go test -run` takes). A package
 that fails with no failing test (a panic in TestMain or init, a test binary's usage error) is one
-failure, `example.com/m::(package failed)`; one that does not compile (`FAIL example.com/m [build
-failed]`, printed as plain text by go before 1.24) is `example.com/m::(build failed)`.
+failure, `example.com/m::(package failed)`; one that does not compile is `example.com/m::(build
+failed)` (go before 1.24 prints `FAIL example.com/m [build failed]` as plain text, later ones a
+`fail` event with `FailedBuild` and the compiler's text as `build-output` events).
 
 No test result at all with a non-zero exit (nothing compiled, a usage error, a pattern that
 matches no package) is a run that cannot run: on the base the config's error, on the ticket a
@@ -58,7 +59,7 @@ def readable(text: str) -> str:
     for event in _events(text):
         if isinstance(event, str):
             parts.append(event + "\n")
-        elif event["Action"] == "output" and isinstance(event.get("Output"), str):
+        elif event["Action"] in ("output", "build-output") and isinstance(event.get("Output"), str):
             parts.append(event["Output"])
     return "".join(parts)
 
@@ -81,6 +82,8 @@ def parse(text: str) -> JUnitReport:
             report.add(TestCase(f"{pkg}::{test}", outcome))
             if outcome == FAILED:
                 pkgs_with_failing_test.add(pkg)
+        elif outcome == FAILED and event.get("FailedBuild"):
+            report.add(TestCase(f"{pkg}::(build failed)", FAILED, collection=True))
         elif outcome == FAILED:
             failed_pkgs.append(pkg)
     for pkg in failed_pkgs:

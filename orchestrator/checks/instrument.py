@@ -58,7 +58,7 @@ class Prepared:
 def runner_of(line: str) -> str:
     if _UNITTEST.search(line):
         return "unittest"
-    if cargo_test.COMMAND.search(line):
+    if cargo_test.COMMAND.search(line) and not cargo_test.QUIET.search(line):
         return cargo_test.RUNNER
     if go_test.COMMAND.search(line):
         return go_test.RUNNER

@@ -17,6 +17,7 @@ from orchestrator.config.settings import CheckCommand
 @pytest.mark.parametrize("line, runner", [
     ("cargo test", "cargo"), ("cd core && cargo test --all -- --nocapture", "cargo"),
     ("cargo +nightly test", "cargo"), ("cargo nextest run", ""), ("cargo test-all", ""),
+    ("cargo test -q", ""), ("cargo test -- --quiet", ""), ("cargo test --all && echo -q", "cargo"),
     ("go test ./...", "go"), ("make && go test -race ./pkg/...", "go"),
     ("go vet ./...", ""), ("gotestsum -- ./...", ""), ("echo go testing", ""),
 ])
@@ -69,13 +70,16 @@ def test_go_names_package_and_test_and_a_package_failing_without_a_test_is_one_f
         _event("pass", "ex/m/b", "TestB"), _event("output", "ex/m/c", None, "panic: in init\n"),
         _event("fail", "ex/m/c"),
         "# ex/m/d", "./d.go:3:1: syntax error", "FAIL\tex/m/d [build failed]", "not json {",
+        # go 1.24 and later: the build's failure as events
+        json.dumps({"ImportPath": "ex/m/e [ex/m/e.test]", "Action": "build-output", "Output": "./e.go:1:1: bad\n"}),
+        json.dumps({"Action": "fail", "Package": "ex/m/e", "FailedBuild": "ex/m/e [ex/m/e.test]"}),
     ])
     report = go_test.parse(out)
     assert {i: c.outcome for i, c in report.cases.items()} == {
         "ex/m::TestA": "failed", "ex/m::TestA/sub case": "passed", "ex/m/b::TestB": "passed",
-        "ex/m/c::(package failed)": "failed", "ex/m/d::(build failed)": "failed"}
+        "ex/m/c::(package failed)": "failed", "ex/m/d::(build failed)": "failed", "ex/m/e::(build failed)": "failed"}
     assert go_test.readable(out) == ("--- FAIL: TestA (0.00s)\npanic: in init\n# ex/m/d\n./d.go:3:1: syntax error\n"
-                                     "FAIL\tex/m/d [build failed]\nnot json {\n")
+                                     "FAIL\tex/m/d [build failed]\nnot json {\n./e.go:1:1: bad\n")
     assert go_test.cannot_run(out) is None
     assert go_test.cannot_run("# ex/m\n./a.go:1:1: bad\nFAIL\tex/m [build failed]\n") == \
         "go test ran no test: FAIL\tex/m [build failed]"

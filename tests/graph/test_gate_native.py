@@ -95,7 +95,8 @@ def test_cargo_a_ticket_that_breaks_the_build_fails_and_a_usage_error_cannot_run
     assert "could not run: cargo test ran no test: error: could not compile `calc`" in r["final"]["reason"]
     r = gate.run_ticket(tmp_path / "usage", CARGO_FILES, ["cargo test --no-such-option"],
                         gate.write("NOTES.md", "Notes.\n"))
-    gate.assert_cannot_run(r, "cargo test ran no test: error: unexpected argument '--no-such-option'")
+    gate.assert_cannot_run(r, "cargo test ran no test: error: ")
+    assert "--no-such-option" in str(r["outcome"])  # cargo's own words vary with its version
 
 
 # -- a Go module: two packages, subtests --------------------------------------------------------
