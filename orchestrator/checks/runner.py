@@ -51,7 +51,7 @@ class CheckResult:
     ran: list[str] | None = None  # the tests that ran (JUnit: passed or failed, not skipped)
     skipped: list[str] | None = None  # the tests it skipped (JUnit)
     problem: str | None = None  # why it could not really run (not found, no tests, no report...)
-    runner: str = ""  # "pytest" | "unittest" | ""
+    runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -88,6 +88,14 @@ def test_cargo_deleting_the_failing_test_is_a_failure(tmp_path, cargo_env):
 
 
 @needs_cargo
+def test_cargo_ignoring_the_failing_test_is_a_failure(tmp_path, cargo_env):
+    ignored = LIB_RS.replace("    #[test]\n    fn known_bug()", "    #[test]\n    #[ignore]\n    fn known_bug()")
+    r = gate.run_ticket(tmp_path, CARGO_FILES, ["cargo test"], gate.write("src/lib.rs", ignored))
+    gate.assert_failed(r)
+    assert r["final"]["removed_tests"] == [f"{KNOWN_RS} (skipped)"]
+
+
+@needs_cargo
 def test_cargo_a_ticket_that_breaks_the_build_fails_and_a_usage_error_cannot_run(tmp_path, cargo_env):
     r = gate.run_ticket(tmp_path / "build", CARGO_FILES, ["cargo test"],
                         gate.write("src/lib.rs", LIB_RS.replace("a + b", 'a + "b"')))
@@ -170,7 +178,7 @@ def test_go_deleting_the_failing_test_is_a_failure(tmp_path, go_env):
 
 
 @needs_go
-def test_go_a_package_that_stops_building_fails_and_a_usage_error_cannot_run(tmp_path, go_env):
+def test_go_a_package_that_stops_building_fails_and_a_usage_error_or_no_test_cannot_run(tmp_path, go_env):
     r = gate.run_ticket(tmp_path / "build", GO_FILES, ["go test ./..."],
                         gate.write("words/words.go", 'package words\n\nfunc Two() int { return "two" }\n'))
     gate.assert_failed(r)
@@ -178,3 +186,5 @@ def test_go_a_package_that_stops_building_fails_and_a_usage_error_cannot_run(tmp
     assert "example.com/m/words::TestTwo (removed)" in r["final"]["removed_tests"]
     r = gate.run_ticket(tmp_path / "usage", GO_FILES, ["go test -no-such-flag ./..."], gate.write("NOTES.md", "N\n"))
     gate.assert_cannot_run(r, "go test ran no test: flag provided but not defined: -no-such-flag")
+    r = gate.run_ticket(tmp_path / "none", GO_FILES, ["go test -run NoSuchTest ./..."], gate.write("NOTES.md", "N\n"))
+    gate.assert_cannot_run(r, "go test ran no test")  # it exits 0: a filter that matches nothing is no baseline
