@@ -58,6 +58,8 @@ class Prepared:
 def runner_of(line: str) -> str:
     if _UNITTEST.search(line):
         return "unittest"
+    if _PYTEST.search(line):  # a line running pytest and cargo or go test: read as pytest, as before
+        return "pytest"
     if cargo_test.COMMAND.search(line) and not cargo_test.QUIET.search(line):
         return cargo_test.RUNNER
     if go_test.COMMAND.search(line):

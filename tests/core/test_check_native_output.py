@@ -19,7 +19,7 @@ from orchestrator.config.settings import CheckCommand
     ("cargo +nightly test", "cargo"), ("cargo nextest run", ""), ("cargo test-all", ""),
     ("cargo test -q", ""), ("cargo test -- --quiet", ""), ("cargo test --all && echo -q", "cargo"),
     ("go test ./...", "go"), ("make && go test -race ./pkg/...", "go"),
-    ("go vet ./...", ""), ("gotestsum -- ./...", ""), ("echo go testing", ""),
+    ("pytest -q && cargo test", "pytest"), ("go vet ./...", ""), ("gotestsum -- ./...", ""), ("echo go testing", ""),
 ])
 def test_which_lines_run_cargo_or_go_test_directly(line, runner):
     assert runner_of(line) == runner
