@@ -71,9 +71,10 @@ def parse(text: str) -> JUnitReport:
 
 def _target(src: str, binary: str | None) -> str:
     """`src/lib.rs (calc)` from `src/lib.rs (target/debug/deps/calc-HASH)`; an older cargo's
-    `Running target/debug/deps/calc-HASH` (no source) gives `calc`."""
+    `Running target/debug/deps/calc-HASH` or `Running unittests (target/debug/deps/calc-HASH)`
+    (no source) gives `calc`."""
     if binary is None:
-        return _HASH.sub("", src.strip().rsplit("/", 1)[-1])
+        return _HASH.sub("", src.strip().strip("()").rsplit("/", 1)[-1])
     return f"{src.strip()} ({_HASH.sub('', binary.strip().rsplit('/', 1)[-1])})"
 
 
