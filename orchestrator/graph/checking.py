@@ -38,8 +38,9 @@ log = logging.getLogger("middle.graph.checks")
 Update = dict[str, Any]
 PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and setup are done
 # How a kept base result was read: 2 = failures per JUnit test or diagnostic (1: pytest's summary
-# lines and the exit code). A result of another format is measured again, not compared.
-BASELINE_FORMAT = 2
+# lines and the exit code); 3 = cargo test and go test read test by test too (a base kept by 2
+# names none of their failures). A result of another format is measured again, not compared.
+BASELINE_FORMAT = 3
 EVENT_NAMES = 200
 
 
