@@ -1,19 +1,20 @@
-"""`go test` read from its own JSON events: `GOFLAGS` gains `-json` (go honours it for `go test`,
-so the user's line is not rewritten), and each event names its package, test and outcome
-(`{"Action":"fail","Package":"example.com/m","Test":"TestAdd"}`). What the run shows (its tail,
-`middle log`) is the human output those events carry, the same as `go test -v`.
+"""`go test` read from its own output: `GOFLAGS` gains `-v` (go honours it for `go test`, so the
+user's line is not rewritten), and go then prints every test with its outcome (`--- PASS:
+TestAdd (0.00s)`, subtests indented), each package's together and closed by its summary line
+(`ok  <tab>example.com/m<tab>0.01s`, `FAIL<tab>example.com/m<tab>0.01s`). `-v`, not `-json`:
+`-json` is known to `go list` and `go vet` too, and a line such as `go test $(go list ./...)`
+would get JSON where it wants package names; `-v` changes neither's output. A line that asks for
+`-json` itself is read from its events (and shown as their text).
 
 A test's identity is its package and its name, subtests included: `example.com/m::TestAdd`,
 `example.com/m::TestTable/two_words` (go's own names, which `go test -run` takes). A package
 that fails with no failing test (a panic in TestMain or init, a test binary's usage error) is one
-failure, `example.com/m::(package failed)`; one that does not compile is `example.com/m::(build
-failed)` (go before 1.24 prints `FAIL example.com/m [build failed]` as plain text, later ones a
-`fail` event with `FailedBuild` and the compiler's text as `build-output` events).
+failure, `example.com/m::(package failed)`; one that does not compile (`FAIL example.com/m [build
+failed]`) is `example.com/m::(build failed)`.
 
 No test result at all with a non-zero exit (nothing compiled, a usage error, a pattern that
 matches no package) is a run that cannot run: on the base the config's error, on the ticket a
-failure (a ticket that breaks the build must fail). `-json` is also known to `go vet`, so a line
-that runs both has its vet output in JSON: give vet a command of its own (docs/checks.md).
+failure (a ticket that breaks the build must fail).
 """
 
 from __future__ import annotations
@@ -26,19 +27,24 @@ from orchestrator.checks.junit import FAILED, PASSED, SKIPPED, JUnitReport, Test
 
 RUNNER = "go"
 COMMAND = re.compile(r"(?:^|(?<=[\s;&|(]))go\s+test(?=\s|$|;|&|\|)")
-_BUILD_FAILED = re.compile(r"^FAIL\s+(?P<pkg>\S+)(?: \[[^\]]*\])? \[(?:build|setup) failed\]\s*$")
-_OUTCOMES = {"pass": PASSED, "fail": FAILED, "skip": SKIPPED}
+# A test's outcome (`-v`): the name has no spaces (go writes a subtest's as underscores), the
+# duration is always there; what the test printed may precede it on the same line.
+_OUTCOME = re.compile(r"--- (?P<outcome>PASS|FAIL|SKIP): (?P<name>\S+) \([\d.]+s\)\s*$")
+# A package's summary, as go prints it (tab-separated), closing that package's output
+_SUMMARY = re.compile(r"^(?P<status>ok  |FAIL|\?   )\t(?P<pkg>\S+?)(?P<rest>\t.*| \[.*)?$")
+_BUILD_FAILED = re.compile(r"\[(?:build|setup) failed\]")
+_OUTCOMES = {"pass": PASSED, "fail": FAILED, "skip": SKIPPED, "PASS": PASSED, "FAIL": FAILED, "SKIP": SKIPPED}
 _WHY = re.compile(r"\[(?:build|setup) failed\]|flag provided but not defined|^go: |^pattern |no Go files|"
                   r"cannot find|no required module")
 
 
 def goflags(environ: dict[str, str]) -> dict[str, str]:
-    """The environment that makes `go test` print JSON events (the user's GOFLAGS kept)."""
-    return {"GOFLAGS": " ".join(filter(None, [environ.get("GOFLAGS", "").strip(), "-json"]))}
+    """The environment that makes `go test` list every test (the user's GOFLAGS kept)."""
+    return {"GOFLAGS": " ".join(filter(None, [environ.get("GOFLAGS", "").strip(), "-v"]))}
 
 
 def _events(text: str) -> list[dict[str, Any] | str]:
-    """Each line as its JSON event, or as the plain text it is (build errors are not JSON)."""
+    """Each line as its JSON event (a line that asked for `-json`), or as the plain text it is."""
     out: list[dict[str, Any] | str] = []
     for line in text.splitlines():
         if line.startswith("{"):
@@ -54,9 +60,12 @@ def _events(text: str) -> list[dict[str, Any] | str]:
 
 
 def readable(text: str) -> str:
-    """The output as a person reads it: each event's own text, and the plain lines as they are."""
+    """The output as a person reads it: JSON events as their own text, other lines as they are."""
+    events = _events(text)
+    if not any(isinstance(e, dict) for e in events):
+        return text
     parts = []
-    for event in _events(text):
+    for event in events:
         if isinstance(event, str):
             parts.append(event + "\n")
         elif event["Action"] in ("output", "build-output") and isinstance(event.get("Output"), str):
@@ -67,28 +76,25 @@ def readable(text: str) -> str:
 def parse(text: str) -> JUnitReport:
     """Every test's outcome, and a failure for each package that failed without a failing test."""
     report = JUnitReport()
-    failed_pkgs: list[str] = []
-    pkgs_with_failing_test: set[str] = set()
-    for event in _events(text):
-        if isinstance(event, str):
-            built = _BUILD_FAILED.match(event)
-            if built:
-                report.add(TestCase(f"{built.group('pkg')}::(build failed)", FAILED, collection=True))
+    pending: list[tuple[str, str]] = []  # (name, outcome) of the package whose summary is still to come
+    failed_without_test: list[tuple[str, str]] = []  # (package, why)
+    for line in readable(text).splitlines():
+        outcome = _OUTCOME.search(line)
+        if outcome:
+            pending.append((outcome.group("name"), _OUTCOMES[outcome.group("outcome")]))
             continue
-        pkg, test, outcome = str(event.get("Package") or ""), event.get("Test"), _OUTCOMES.get(event["Action"])
-        if outcome is None:
+        summary = _SUMMARY.match(line)
+        if not summary:
             continue
-        if isinstance(test, str) and test:
-            report.add(TestCase(f"{pkg}::{test}", outcome))
-            if outcome == FAILED:
-                pkgs_with_failing_test.add(pkg)
-        elif outcome == FAILED and event.get("FailedBuild"):
-            report.add(TestCase(f"{pkg}::(build failed)", FAILED, collection=True))
-        elif outcome == FAILED:
-            failed_pkgs.append(pkg)
-    for pkg in failed_pkgs:
-        if pkg not in pkgs_with_failing_test and f"{pkg}::(build failed)" not in report.cases:
-            report.add(TestCase(f"{pkg}::(package failed)", FAILED, collection=True))
+        pkg = summary.group("pkg")
+        for name, result in pending:
+            report.add(TestCase(f"{pkg}::{name}", result))
+        if summary.group("status") == "FAIL" and not any(result == FAILED for _, result in pending):
+            built = _BUILD_FAILED.search(summary.group("rest") or "")
+            failed_without_test.append((pkg, "(build failed)" if built else "(package failed)"))
+        pending = []
+    for pkg, why in failed_without_test:
+        report.add(TestCase(f"{pkg}::{why}", FAILED, collection=True))
     return report
 
 

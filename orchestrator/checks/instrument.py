@@ -9,7 +9,7 @@
   which is unittest with a JUnit report (same tests, output and exit code);
 - **cargo test** and **go test** (run directly by the line) are read from their own output:
   orchestrator/checks/cargo_test.py (`--no-fail-fast` inserted after `cargo test`) and
-  orchestrator/checks/go_test.py (`GOFLAGS` gains `-json`);
+  orchestrator/checks/go_test.py (`GOFLAGS` gains `-v`);
 - **any other command** names its report with `junit = "..."`, or prints diagnostics lines.
 
 A check that cannot really run (not found, a runner that is not installed, pytest's usage error or
@@ -139,7 +139,7 @@ def cannot_run(exit_code: int | None, output: str, runner: str) -> str | None:
 
 
 def readable(runner: str, output: str) -> str:
-    """The run's output as a person reads it (go test's JSON events as their text)."""
+    """The run's output as a person reads it (a line's own `go test -json` events as their text)."""
     return go_test.readable(output) if runner == go_test.RUNNER else output
 
 

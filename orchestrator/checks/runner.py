@@ -121,7 +121,7 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
         result = CheckResult(spec.run, code, round(duration, 3), "", timed_out, runner=prepared.runner)
         if not timed_out:
             _read_failures(result, spec, prepared, cwd, text, wall_start)
-        text = instrument.readable(prepared.runner, text)  # go test's JSON events: shown as their text
+        text = instrument.readable(prepared.runner, text)  # a line's own `go test -json`: shown as its text
     tail = text[-TAIL_CHARS:] if len(text) > TAIL_CHARS else text
     if timed_out:
         tail += f"\n[the check did not finish within {timeout_s:g}s and was stopped]"

@@ -25,12 +25,12 @@ def test_which_lines_run_cargo_or_go_test_directly(line, runner):
     assert runner_of(line) == runner
 
 
-def test_cargo_gets_no_fail_fast_before_its_own_arguments_and_go_gets_json_in_goflags(tmp_path: Path):
+def test_cargo_gets_no_fail_fast_before_its_own_arguments_and_go_gets_v_in_goflags(tmp_path: Path):
     cargo = prepare(CheckCommand(run="cargo test --all -- --nocapture"), tmp_path, {})
     assert cargo.line == "cargo test --no-fail-fast --all -- --nocapture" and cargo.runner == "cargo"
     assert prepare(CheckCommand(run="cargo test --no-fail-fast"), tmp_path, {}).line == "cargo test --no-fail-fast"
     go = prepare(CheckCommand(run="go test ./..."), tmp_path, {"GOFLAGS": "-mod=mod"})
-    assert go.line == "go test ./..." and go.env == {"GOFLAGS": "-mod=mod -json"}
+    assert go.line == "go test ./..." and go.env == {"GOFLAGS": "-mod=mod -v"}
     # a command that says how it is read is read that way, its line and environment as written
     for spec in (CheckCommand(run="go test ./...", format="exit-code"),
                  CheckCommand(run="go test ./... 2>&1 | go-junit-report > r.xml", junit="r.xml")):
@@ -60,28 +60,55 @@ def test_cargo_names_a_test_by_its_binary_without_the_build_hash_and_doc_tests_w
         "cargo test ran no test: error: could not compile `app`"
 
 
-def _event(action: str, pkg: str, test: str | None = None, output: str | None = None) -> str:
-    data = {"Action": action, "Package": pkg, "Test": test, "Output": output}
-    return json.dumps({k: v for k, v in data.items() if v is not None})
+GO_V = """\
+=== RUN   TestA
+    a_test.go:7: Value is not 2
+--- FAIL: TestA (0.00s)
+=== RUN   TestA/sub_case
+    --- PASS: TestA/sub_case (0.00s)
+printed without a newline--- SKIP: TestS (0.00s)
+FAIL
+exit status 1
+FAIL\tex/m\t0.006s
+=== RUN   TestB
+--- PASS: TestB (0.00s)
+PASS
+ok  \tex/m/b\t(cached)
+ok   ex/m/not-a-summary (a test's own print: no tab)
+?   \tex/m/nothing\t[no test files]
+panic: in init
+FAIL\tex/m/c\t0.001s
+# ex/m/d
+./d.go:3:1: syntax error
+FAIL\tex/m/d [build failed]
+"""
 
 
 def test_go_names_package_and_test_and_a_package_failing_without_a_test_is_one_failure():
-    out = "\n".join([
-        _event("run", "ex/m", "TestA"), _event("output", "ex/m", "TestA", "--- FAIL: TestA (0.00s)\n"),
-        _event("fail", "ex/m", "TestA"), _event("pass", "ex/m", "TestA/sub case"), _event("fail", "ex/m"),
-        _event("pass", "ex/m/b", "TestB"), _event("output", "ex/m/c", None, "panic: in init\n"),
-        _event("fail", "ex/m/c"),
-        "# ex/m/d", "./d.go:3:1: syntax error", "FAIL\tex/m/d [build failed]", "not json {",
-        # go 1.24 and later: the build's failure as events
-        json.dumps({"ImportPath": "ex/m/e [ex/m/e.test]", "Action": "build-output", "Output": "./e.go:1:1: bad\n"}),
-        json.dumps({"Action": "fail", "Package": "ex/m/e", "FailedBuild": "ex/m/e [ex/m/e.test]"}),
-    ])
-    report = go_test.parse(out)
+    report = go_test.parse(GO_V)
     assert {i: c.outcome for i, c in report.cases.items()} == {
-        "ex/m::TestA": "failed", "ex/m::TestA/sub case": "passed", "ex/m/b::TestB": "passed",
-        "ex/m/c::(package failed)": "failed", "ex/m/d::(build failed)": "failed", "ex/m/e::(build failed)": "failed"}
-    assert go_test.readable(out) == ("--- FAIL: TestA (0.00s)\npanic: in init\n# ex/m/d\n./d.go:3:1: syntax error\n"
-                                     "FAIL\tex/m/d [build failed]\nnot json {\n./e.go:1:1: bad\n")
-    assert go_test.cannot_run(out) is None
+        "ex/m::TestA": "failed", "ex/m::TestA/sub_case": "passed", "ex/m::TestS": "skipped",
+        "ex/m/b::TestB": "passed", "ex/m/c::(package failed)": "failed", "ex/m/d::(build failed)": "failed"}
+    assert go_test.readable(GO_V) == GO_V  # -v output is shown as it is
+    assert go_test.cannot_run(GO_V) is None
     assert go_test.cannot_run("# ex/m\n./a.go:1:1: bad\nFAIL\tex/m [build failed]\n") == \
         "go test ran no test: FAIL\tex/m [build failed]"
+
+
+def test_a_line_that_asks_go_for_json_itself_is_read_from_its_events_and_shown_as_their_text():
+    def event(action: str, pkg: str, test: str | None = None, output: str | None = None, **more: str) -> str:
+        data = {"Action": action, "Package": pkg, "Test": test, "Output": output, **more}
+        return json.dumps({k: v for k, v in data.items() if v is not None})
+
+    out = "\n".join([
+        event("run", "ex/m", "TestA"), event("output", "ex/m", "TestA", "--- FAIL: TestA (0.00s)\n"),
+        event("fail", "ex/m", "TestA"), event("output", "ex/m", None, "FAIL\tex/m\t0.01s\n"), event("fail", "ex/m"),
+        # go 1.24 and later: a build's failure as events
+        json.dumps({"ImportPath": "ex/m/e [ex/m/e.test]", "Action": "build-output", "Output": "./e.go:1:1: bad\n"}),
+        event("output", "ex/m/e", None, "FAIL\tex/m/e [build failed]\n"),
+        event("fail", "ex/m/e", FailedBuild="ex/m/e [ex/m/e.test]"), "not json {",
+    ])
+    assert {i: c.outcome for i, c in go_test.parse(out).cases.items()} == {
+        "ex/m::TestA": "failed", "ex/m/e::(build failed)": "failed"}
+    assert go_test.readable(out) == ("--- FAIL: TestA (0.00s)\nFAIL\tex/m\t0.01s\n./e.go:1:1: bad\n"
+                                     "FAIL\tex/m/e [build failed]\nnot json {\n")

@@ -157,8 +157,20 @@ def test_go_a_ticket_that_breaks_another_test_fails_naming_it(tmp_path, go_env):
     gate.assert_failed(r)
     assert r["final"]["new_failures"] == ["example.com/m::TestAdd", "example.com/m::TestAdd/two_words"]
     assert r["final"]["already_failing"] == [KNOWN_GO]
-    # what the middle agent and the log read is go's own text, not its JSON events
+    # what the middle agent and the log read is go's own text
     assert "--- FAIL: TestAdd/two_words" in r["final"]["tail"] and '"Action"' not in r["final"]["tail"]
+
+
+@needs_go
+def test_go_a_line_listing_its_packages_with_go_list_is_read_and_one_asking_for_json_too(tmp_path, go_env):
+    """`go list` in the line still prints package names (GOFLAGS gains -v, not -json); a line's own
+    `-json` is read from its events."""
+    for i, line in enumerate(["go test $(go list ./...)", "go test -json ./..."]):
+        r = gate.run_ticket(tmp_path / str(i), GO_FILES, [line],
+                            gate.write("calc.go", CALC_GO.replace("a + b", "a * b")))
+        gate.assert_failed(r)
+        assert r["final"]["new_failures"] == ["example.com/m::TestAdd", "example.com/m::TestAdd/two_words"]
+        assert r["final"]["already_failing"] == [KNOWN_GO] and '"Action"' not in r["final"]["tail"]
 
 
 @needs_go
