@@ -33,6 +33,10 @@ QUIET = re.compile(r"cargo(?:\s+\+\S+)?\s+test\b[^;&|]*?\s(?:-q|--quiet)(?=\s|$|
 _RUNNING = re.compile(r"^\s*Running (?:unittests )?(?P<src>.+?)(?: \((?P<bin>[^()]+)\))?\s*$")
 _DOCTESTS = re.compile(r"^\s*Doc-tests (?P<crate>\S+)\s*$")
 _TEST = re.compile(r"^test (?P<name>.+?) \.\.\. (?P<outcome>ok|FAILED|ignored)\b")
+# `-- --nocapture --test-threads=1`: what the test prints follows `test name ... `, and its
+# outcome comes later on a line of its own
+_STARTED = re.compile(r"^test (?P<name>.+?) \.\.\. ")
+_LATE_OUTCOME = re.compile(r"^(?P<outcome>ok|FAILED|ignored)(?:, .*)?$")
 _DOC_LINE = re.compile(r" \(line \d+\)")
 _HASH = re.compile(r"-[0-9a-f]{16}(?:\.exe)?$")
 
@@ -48,24 +52,31 @@ def parse(text: str) -> JUnitReport:
     """Every test libtest printed, with its outcome, under the binary it ran in."""
     report = JUnitReport()
     target, seen = "", dict[str, int]()  # seen: identities in this binary, to number same-named doc-tests
+    started = ""  # a test whose outcome is still to come (it printed after its name)
     for line in text.splitlines():
         running = _RUNNING.match(line)
         if running:
-            target, seen = _target(running.group("src"), running.group("bin")), {}
+            target, seen, started = _target(running.group("src"), running.group("bin")), {}, ""
             continue
         doc = _DOCTESTS.match(line)
         if doc:
-            target, seen = f"doc-tests ({doc.group('crate')})", {}
+            target, seen, started = f"doc-tests ({doc.group('crate')})", {}, ""
             continue
         test = _TEST.match(line)
-        if not test:
+        late = _LATE_OUTCOME.match(line.strip()) if started and not test else None
+        if test:
+            name, word = test.group("name"), test.group("outcome")
+        elif late:
+            name, word, started = started, late.group("outcome"), ""
+        else:
+            began = _STARTED.match(line)
+            started = began.group("name") if began else started
             continue
-        ident = f"{target}::{_DOC_LINE.sub('', test.group('name'))}" if target else test.group("name")
+        ident = f"{target}::{_DOC_LINE.sub('', name)}" if target else name
         n = seen[ident] = seen.get(ident, 0) + 1
         if n > 1:
             ident = f"{ident} ({n})"
-        outcome = {"ok": PASSED, "FAILED": FAILED, "ignored": SKIPPED}[test.group("outcome")]
-        report.add(TestCase(ident, outcome))
+        report.add(TestCase(ident, {"ok": PASSED, "FAILED": FAILED, "ignored": SKIPPED}[word]))
     return report
 
 

@@ -44,6 +44,8 @@ def test_cargo_names_a_test_by_its_binary_without_the_build_hash_and_doc_tests_w
         "test cli::parses ... ok", "test cli::slow ... ignored, needs a network",
         "     Running target/debug/deps/api-fedcba9876543210",  # an older cargo: no source
         "test adds ... FAILED",
+        "test prints ... hello from prints",  # --nocapture --test-threads=1: its outcome comes later
+        "more of what it printed", "ok",
         "     Running unittests (target/debug/deps/cli-0123456789abcdef)",  # cargo 1.53 to 1.57
         "test parses ... ok",
         "   Doc-tests app",
@@ -53,8 +55,8 @@ def test_cargo_names_a_test_by_its_binary_without_the_build_hash_and_doc_tests_w
     report = cargo_test.parse(out)
     assert {i: c.outcome for i, c in report.cases.items()} == {
         "src/main.rs (app)::cli::parses": "passed", "src/main.rs (app)::cli::slow": "skipped",
-        "api::adds": "failed", "cli::parses": "passed", "doc-tests (app)::src/lib.rs - add": "passed",
-        "doc-tests (app)::src/lib.rs - add (2)": "failed"}
+        "api::adds": "failed", "api::prints": "passed", "cli::parses": "passed",
+        "doc-tests (app)::src/lib.rs - add": "passed", "doc-tests (app)::src/lib.rs - add (2)": "failed"}
     assert cargo_test.cannot_run(out) is None
     assert cargo_test.cannot_run("error[E0308]: mismatched types\nerror: could not compile `app`\n") == \
         "cargo test ran no test: error: could not compile `app`"
