@@ -30,8 +30,10 @@ RUNNER = "cargo"
 COMMAND = re.compile(r"(?:^|(?<=[\s;&|(]))cargo(?:\s+\+\S+)?\s+test(?=\s|$|;|&|\|)")
 # `-q` (to cargo or to libtest) prints a dot per test, not its name: nothing to read test by test
 QUIET = re.compile(r"cargo(?:\s+\+\S+)?\s+test\b[^;&|]*?\s(?:-q|--quiet)(?=\s|$|;|&|\|)")
-_RUNNING = re.compile(r"^\s*Running (?:unittests )?(?P<src>.+?)(?: \((?P<bin>[^()]+)\))?\s*$")
-_DOCTESTS = re.compile(r"^\s*Doc-tests (?P<crate>\S+)\s*$")
+# cargo right-aligns its status words (`     Running`): a test's own "Running x" printed at the
+# start of a line is not a binary
+_RUNNING = re.compile(r"^\s+Running (?:unittests )?(?P<src>.+?)(?: \((?P<bin>[^()]+)\))?\s*$")
+_DOCTESTS = re.compile(r"^\s+Doc-tests (?P<crate>\S+)\s*$")
 _TEST = re.compile(r"^test (?P<name>.+?) \.\.\. (?P<outcome>ok|FAILED|ignored)\b")
 # `-- --nocapture --test-threads=1`: what the test prints follows `test name ... `, and its
 # outcome comes later on a line of its own
@@ -39,6 +41,7 @@ _STARTED = re.compile(r"^test (?P<name>.+?) \.\.\. ")
 _LATE_OUTCOME = re.compile(r"^(?P<outcome>ok|FAILED|ignored)(?:, .*)?$")
 _DOC_LINE = re.compile(r" \(line \d+\)")
 _HASH = re.compile(r"-[0-9a-f]{16}(?:\.exe)?$")
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")  # CARGO_TERM_COLOR=always
 
 
 def add_no_fail_fast(line: str) -> str:
@@ -53,7 +56,7 @@ def parse(text: str) -> JUnitReport:
     report = JUnitReport()
     target, seen = "", dict[str, int]()  # seen: identities in this binary, to number same-named doc-tests
     started = ""  # a test whose outcome is still to come (it printed after its name)
-    for line in text.splitlines():
+    for line in _COLOUR.sub("", text).splitlines():
         running = _RUNNING.match(line)
         if running:
             target, seen, started = _target(running.group("src"), running.group("bin")), {}, ""

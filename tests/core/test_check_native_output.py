@@ -42,8 +42,9 @@ def test_cargo_names_a_test_by_its_binary_without_the_build_hash_and_doc_tests_w
     out = "\n".join([
         "     Running unittests src/main.rs (target/debug/deps/app-0123456789abcdef)",
         "test cli::parses ... ok", "test cli::slow ... ignored, needs a network",
-        "     Running target/debug/deps/api-fedcba9876543210",  # an older cargo: no source
+        "\x1b[1m\x1b[92m     Running\x1b[0m target/debug/deps/api-fedcba9876543210",  # an older cargo: no source
         "test adds ... FAILED",
+        "Running what a test printed, not a binary",
         "test prints ... hello from prints",  # --nocapture --test-threads=1: its outcome comes later
         "more of what it printed", "ok",
         "     Running unittests (target/debug/deps/cli-0123456789abcdef)",  # cargo 1.53 to 1.57
