@@ -1,5 +1,5 @@
 """The check gate on Rust and Go projects, read test by test with no configuration: `cargo test`
-(libtest's own lines, `--no-fail-fast` added) and `go test` (its JSON events, `GOFLAGS=-json`).
+(libtest's own lines, `--no-fail-fast` added) and `go test` (its `-v` lines, `GOFLAGS=-v`).
 Each project's base already fails one test; through the real graph, store, git worktrees and
 the real runners (offline: projects with no dependencies), as tests/graph/test_gate_projects.py
 does for pytest and the others. Skipped only where the runner is not installed (.ci/run installs
