@@ -51,7 +51,7 @@ class CheckResult:
     ran: list[str] | None = None  # the tests that ran (JUnit: passed or failed, not skipped)
     skipped: list[str] | None = None  # the tests it skipped (JUnit)
     problem: str | None = None  # why it could not really run (not found, no tests, no report...)
-    runner: str = ""  # "pytest" | "unittest" | "node-test" | "jest" | "vitest" | "mocha" | ""
+    runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | "node-test" | "jest" | "vitest" | "mocha" | ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -121,6 +121,7 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
         result = CheckResult(spec.run, code, round(duration, 3), "", timed_out, runner=prepared.runner)
         if not timed_out:
             _read_failures(result, spec, prepared, cwd, text, wall_start)
+        text = instrument.readable(prepared.runner, text)  # a line's own `go test -json`: shown as its text
     tail = text[-TAIL_CHARS:] if len(text) > TAIL_CHARS else text
     if timed_out:
         tail += f"\n[the check did not finish within {timeout_s:g}s and was stopped]"
@@ -133,6 +134,9 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
     """Fill in the run's failures (from its report or its diagnostics) and whether it could run."""
     result.problem = instrument.cannot_run(result.exit_code, text, prepared.runner)
     if result.problem is not None:
+        return
+    if prepared.runner in instrument.FROM_OUTPUT:  # cargo test, go test: every test is in its output
+        _from_output(result, instrument.FROM_OUTPUT[prepared.runner](text))
         return
     if spec.format == "junit" and not prepared.wants_report:
         result.problem = 'format = "junit" names no report: add junit = "reports/*.xml" (where the command writes it)'
@@ -170,6 +174,17 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
             result.failing = sorted(found.elements()) or None
             if result.exit_code != 0 and not found:
                 result.failing = [f"(the run exited {result.exit_code} with no diagnostics)"]
+
+
+def _from_output(result: CheckResult, report: junit.JUnitReport) -> None:
+    """The run's failures from the tests its output lists, read as a JUnit report is."""
+    if not report.cases:
+        result.problem = f"{result.runner} test ran no test"
+        return
+    result.kind, result.ran, result.skipped = JUNIT, report.ran, report.skipped
+    result.failing = report.failing or None
+    if result.exit_code != 0 and not report.failing:
+        result.failing = [f"(the run exited {result.exit_code} with no failing test)"]
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -37,10 +37,11 @@ log = logging.getLogger("middle.graph.checks")
 
 Update = dict[str, Any]
 PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and setup are done
-# How a kept base result was read: 3 = `node --test`, jest, vitest and mocha per test too (2: per
-# JUnit test or diagnostic, those four by their exit code; 1: pytest's summary lines and the exit
-# code). A result of another format is measured again, not compared.
-BASELINE_FORMAT = 3
+# How a kept base result was read: 2 = failures per JUnit test or diagnostic (1: pytest's summary
+# lines and the exit code); 3 = cargo test and go test read test by test too (a base kept by 2
+# names none of their failures); 4 = `node --test`, jest, vitest and mocha too (3 read them by
+# their exit code). A result of another format is measured again, not compared.
+BASELINE_FORMAT = 4
 EVENT_NAMES = 200
 
 

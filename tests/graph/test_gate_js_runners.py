@@ -126,7 +126,7 @@ def test_a_base_result_kept_by_an_older_middle_is_measured_again(tmp_path):
     with make_orchestrator(cfg, llm, RecordingCodingAgent([lambda p, cwd: write("NOTES.md", "x\n")(cwd) or "Done."])
                            ) as orch:
         old = {"command": NODE, "exit_code": 1, "duration_s": 0.5, "tail": "✖ known bug", "kind": "",
-               "failing": None, "format": 2}
+               "failing": None, "format": 3}
         assert orch.store.put_check_baseline(head, spec.key(NODE), old)
         orch.store.upsert_ticket(Ticket(id="t1", project_id="p", title="Notes", project_path=str(repo)))
         outcome = orch.run_ticket("t1")

@@ -1,0 +1,110 @@
+"""`go test` read from its own output: `GOFLAGS` gains `-v` (go honours it for `go test`, so the
+user's line is not rewritten), and go then prints every test with its outcome (`--- PASS:
+TestAdd (0.00s)`, subtests indented), each package's together and closed by its summary line
+(`ok  <tab>example.com/m<tab>0.01s`, `FAIL<tab>example.com/m<tab>0.01s`). `-v`, not `-json`:
+`-json` is known to `go list` and `go vet` too, and a line such as `go test $(go list ./...)`
+would get JSON where it wants package names; `-v` changes neither's output. A line that asks for
+`-json` itself is read from its events (and shown as their text).
+
+A test's identity is its package and its name, subtests included: `example.com/m::TestAdd`,
+`example.com/m::TestTable/two_words` (go's own names, which `go test -run` takes). A package
+that fails with no failing test (a panic in TestMain or init, a test binary's usage error) is one
+failure, `example.com/m::(package failed)`; one that does not compile (`FAIL example.com/m [build
+failed]`) is `example.com/m::(build failed)`.
+
+No test result at all with a non-zero exit (nothing compiled, a usage error, a pattern that
+matches no package) is a run that cannot run: on the base the config's error, on the ticket a
+failure (a ticket that breaks the build must fail).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from orchestrator.checks.junit import FAILED, PASSED, SKIPPED, JUnitReport, TestCase
+
+RUNNER = "go"
+COMMAND = re.compile(r"(?:^|(?<=[\s;&|(]))go\s+test(?=\s|$|;|&|\|)")
+# A test's outcome (`-v`): the name has no spaces (go writes a subtest's as underscores), the
+# duration is always there; what the test printed may precede it on the same line.
+_OUTCOME = re.compile(r"--- (?P<outcome>PASS|FAIL|SKIP): (?P<name>\S+) \([\d.]+s\)\s*$")
+# A package's summary, as go prints it (tab-separated), closing that package's output
+_SUMMARY = re.compile(r"^(?P<status>ok  |FAIL|\?   )\t(?P<pkg>\S+?)(?P<rest>\t.*| \[.*)?$")
+_BUILD_FAILED = re.compile(r"\[(?:build|setup) failed\]")
+_OUTCOMES = {"pass": PASSED, "fail": FAILED, "skip": SKIPPED, "PASS": PASSED, "FAIL": FAILED, "SKIP": SKIPPED}
+_WHY = re.compile(r"\[(?:build|setup) failed\]|flag provided but not defined|^go: |^pattern |no Go files|"
+                  r"cannot find|no required module")
+
+
+def goflags(environ: dict[str, str]) -> dict[str, str]:
+    """The environment that makes `go test` list every test (the user's GOFLAGS kept)."""
+    return {"GOFLAGS": " ".join(filter(None, [environ.get("GOFLAGS", "").strip(), "-v"]))}
+
+
+def _events(text: str) -> list[dict[str, Any] | str]:
+    """Each line as its JSON event (a line that asked for `-json`), or as the plain text it is."""
+    out: list[dict[str, Any] | str] = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = None
+            if isinstance(event, dict) and isinstance(event.get("Action"), str):
+                out.append(event)
+                continue
+        out.append(line)
+    return out
+
+
+def readable(text: str) -> str:
+    """The output as a person reads it: JSON events as their own text, other lines as they are."""
+    events = _events(text)
+    if not any(isinstance(e, dict) for e in events):
+        return text
+    parts = []
+    for event in events:
+        if isinstance(event, str):
+            parts.append(event + "\n")
+        elif event["Action"] in ("output", "build-output") and isinstance(event.get("Output"), str):
+            parts.append(event["Output"])
+    return "".join(parts)
+
+
+def parse(text: str) -> JUnitReport:
+    """Every test's outcome, and a failure for each package that failed without a failing test."""
+    report = JUnitReport()
+    pending: list[tuple[str, str]] = []  # (name, outcome) of the package whose summary is still to come
+    failed_without_test: list[tuple[str, str]] = []  # (package, why)
+    for line in readable(text).splitlines():
+        outcome = _OUTCOME.search(line)
+        if outcome:
+            pending.append((outcome.group("name"), _OUTCOMES[outcome.group("outcome")]))
+            continue
+        summary = _SUMMARY.match(line)
+        if not summary:
+            continue
+        pkg = summary.group("pkg")
+        for name, result in pending:
+            report.add(TestCase(f"{pkg}::{name}", result))
+        if summary.group("status") == "FAIL" and not any(result == FAILED for _, result in pending):
+            built = _BUILD_FAILED.search(summary.group("rest") or "")
+            failed_without_test.append((pkg, "(build failed)" if built else "(package failed)"))
+        pending = []
+    for pkg, why in failed_without_test:
+        report.add(TestCase(f"{pkg}::{why}", FAILED, collection=True))
+    return report
+
+
+def cannot_run(output: str) -> str | None:
+    """Why a failed `go test` ran no test (it did not compile, a usage error), or None."""
+    if any(not c.collection for c in parse(output).cases.values()):
+        return None
+    lines = [ln.strip() for ln in readable(output).splitlines() if ln.strip()]
+    why = next((ln for ln in lines if _WHY.search(ln)), lines[-1] if lines else "no test result in its output")
+    return "go test ran no test: " + why[:200]
+
+
+__all__ = ["COMMAND", "RUNNER", "cannot_run", "goflags", "parse", "readable"]
