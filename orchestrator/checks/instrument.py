@@ -8,10 +8,10 @@
 - **unittest** (`python -m unittest ...`): run through orchestrator/checks/unittest_junit.py,
   which is unittest with a JUnit report (same tests, output and exit code);
 - **cargo test** and **go test** (run directly by the line) are read from their own output:
-  orchestrator/checks/cargo_test.py (`--no-fail-fast` inserted after `cargo test`) and
-  orchestrator/checks/go_test.py (`GOFLAGS` gains `-v`);
+  orchestrator/checks/runners/cargo.py (`--no-fail-fast` inserted after `cargo test`) and
+  orchestrator/checks/runners/go.py (`GOFLAGS` gains `-v`);
 - **`node --test`, jest, vitest, mocha**: asked for a report of their own, each its own way
-  (orchestrator/checks/js_runners.py);
+  (orchestrator/checks/runners/javascript.py);
 - **any other command** names its report with `junit = "..."`, or prints diagnostics lines.
 
 A check that cannot really run (not found, a runner that is not installed, pytest's usage error or
@@ -27,7 +27,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.checks import cargo_test, go_test, js_runners
+from orchestrator.checks.runners import cargo, go, javascript
 from orchestrator.config.settings import CheckCommand
 
 _PYTEST = re.compile(r"(?:^|[\s;&|(/])(?:py\.test|pytest)(?:\s|$|;|&|\|)|-m\s+pytest\b")
@@ -40,7 +40,7 @@ CANNOT_START = (126, 127)
 PYTEST_USAGE, PYTEST_NO_TESTS, PYTEST_INTERNAL = 4, 5, 3
 _UNITTEST_NONE = re.compile(r"^(?:Ran 0 tests in |NO TESTS RAN)", re.M)
 # Runners whose every test's outcome is read from their own output (no report file)
-FROM_OUTPUT = {cargo_test.RUNNER: cargo_test.parse, go_test.RUNNER: go_test.parse}
+FROM_OUTPUT = {cargo.RUNNER: cargo.parse, go.RUNNER: go.parse}
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Prepared:
     line: str
     env: dict[str, str] = field(default_factory=dict)
     reports: list[str] = field(default_factory=list)  # globs, relative to where it runs, or absolute paths
-    runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | a JavaScript runner (js_runners.RUNNERS) | ""
+    runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | a JavaScript runner (javascript.RUNNERS) | ""
 
     @property
     def wants_report(self) -> bool:
@@ -62,17 +62,17 @@ def runner_of(line: str) -> str:
         return "unittest"
     if _PYTEST.search(line):  # a line running pytest and cargo or go test: read as pytest, as before
         return "pytest"
-    if cargo_test.COMMAND.search(line) and not cargo_test.QUIET.search(line):
-        return cargo_test.RUNNER
-    if go_test.COMMAND.search(line):
-        return go_test.RUNNER
-    return js_runners.runner_of(line)  # node --test, jest, vitest, mocha (orchestrator/checks/js_runners.py)
+    if cargo.COMMAND.search(line) and not cargo.QUIET.search(line):
+        return cargo.RUNNER
+    if go.COMMAND.search(line):
+        return go.RUNNER
+    return javascript.runner_of(line)  # node --test, jest, vitest, mocha (orchestrator/checks/runners/javascript.py)
 
 
 def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | None = None) -> Prepared:
     """The command with its report asked for (a report file under `tmp` where middle asks for it)."""
     line = spec.run
-    runner = runner_of(line) or js_runners.script_runner(line, cwd)  # `npm test`: its script's runner
+    runner = runner_of(line) or javascript.script_runner(line, cwd)  # `npm test`: its script's runner
     if runner in FROM_OUTPUT and (spec.format != "auto" or spec.junit):
         runner = ""  # the user says how to read it: not from its output
     if spec.format in ("exit-code", "diagnostics"):
@@ -92,12 +92,12 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | 
         report = tmp / "unittest-junit.xml"
         new_line = _UNITTEST.sub(lambda m: f"{m.group('py')} {shlex.quote(str(script))}", line)
         return Prepared(new_line, {"MIDDLE_JUNIT_PATH": str(report)}, [str(report)], runner)
-    if runner == cargo_test.RUNNER:
-        return Prepared(cargo_test.add_no_fail_fast(line), runner=runner)
-    if runner == go_test.RUNNER:
-        return Prepared(line, go_test.goflags(environ), runner=runner)
-    if runner in js_runners.RUNNERS:
-        return Prepared(*js_runners.prepare(runner, line, tmp, environ), runner=runner)
+    if runner == cargo.RUNNER:
+        return Prepared(cargo.add_no_fail_fast(line), runner=runner)
+    if runner == go.RUNNER:
+        return Prepared(line, go.goflags(environ), runner=runner)
+    if runner in javascript.RUNNERS:
+        return Prepared(*javascript.prepare(runner, line, tmp, environ), runner=runner)
     return Prepared(line, runner=runner)
 
 
@@ -135,18 +135,18 @@ def cannot_run(exit_code: int | None, output: str, runner: str) -> str | None:
         return "pytest's internal error (exit 3): " + _last(output)
     if runner == "unittest" and _UNITTEST_NONE.search(output):
         return "unittest ran no tests"
-    if runner == cargo_test.RUNNER:
-        return cargo_test.cannot_run(output)
-    if runner == go_test.RUNNER:
-        return go_test.cannot_run(output)
-    if runner in js_runners.RUNNERS:
-        return js_runners.cannot_run(runner, exit_code, output)
+    if runner == cargo.RUNNER:
+        return cargo.cannot_run(output)
+    if runner == go.RUNNER:
+        return go.cannot_run(output)
+    if runner in javascript.RUNNERS:
+        return javascript.cannot_run(runner, exit_code, output)
     return None
 
 
 def readable(runner: str, output: str) -> str:
     """The run's output as a person reads it (a line's own `go test -json` events as their text)."""
-    return go_test.readable(output) if runner == go_test.RUNNER else output
+    return go.readable(output) if runner == go.RUNNER else output
 
 
 def _last(output: str) -> str:

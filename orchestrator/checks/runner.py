@@ -21,8 +21,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.checks import diagnostics, instrument, js_runners, junit
+from orchestrator.checks import diagnostics, instrument, junit
 from orchestrator.checks.instrument import CANNOT_START  # noqa: F401 - re-exported
+from orchestrator.checks.runners import javascript
 from orchestrator.checks.spec import Item, spec_of
 from orchestrator.config.settings import CheckCommand
 
@@ -148,7 +149,7 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
             result.problem = f"its JUnit report was not written ({where})"
             return
         try:
-            report = (js_runners.read(prepared.runner, files, cwd) if prepared.runner in js_runners.RUNNERS
+            report = (javascript.read(prepared.runner, files, cwd) if prepared.runner in javascript.RUNNERS
                       else junit.read(files))
         except junit.ReportError as exc:
             result.problem = str(exc)

@@ -181,7 +181,7 @@ class CheckCommand(_Strict):
     run: str  # the shell line, run in the ticket's worktree
     # JUnit XML the command writes (a glob, relative to where it runs: "reports/*.xml"); pytest and
     # `python -m unittest` need none (middle asks them for a report of its own), nor do
-    # `node --test`, jest, vitest and mocha (orchestrator/checks/js_runners.py)
+    # `node --test`, jest, vitest and mocha (orchestrator/checks/runners/javascript.py)
     junit: str | None = None
     # how failures are told apart: "auto" (a JUnit report when there is one, else diagnostics
     # lines `path:line[:col]: message` when the output has them), "junit", "diagnostics", or

@@ -1,5 +1,5 @@
 """Which JavaScript runner a check line runs, how middle asks it for its report, and how jest's
-JSON is read (orchestrator/checks/js_runners.py and its modules); the runners themselves run in
+JSON is read (orchestrator/checks/runners/javascript.py and its modules); the runners themselves run in
 tests/graph/test_gate_js_runners.py."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.checks import jest, js_runners, junit
+from orchestrator.checks import junit
 from orchestrator.checks.instrument import prepare, runner_of
+from orchestrator.checks.runners import javascript, jest
 from orchestrator.config.settings import CheckCommand
 
 
@@ -48,7 +49,7 @@ def test_the_report_options_go_right_after_the_runners_word(tmp_path):
 ])
 def test_npm_test_is_read_through_its_script(tmp_path, script, line, runner):
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": script}}))
-    assert js_runners.script_runner(line, tmp_path) == runner
+    assert javascript.script_runner(line, tmp_path) == runner
 
 
 def test_npm_test_gets_the_options_after_a_double_dash_and_a_bad_package_json_is_no_guess(tmp_path):
@@ -97,5 +98,5 @@ def test_a_report_that_is_not_jests_json_is_a_report_error(tmp_path, text, says)
     ("node-test", "Could not find '/w/no_such_dir/'\n", "node --test: Could not find"),
 ])
 def test_each_runners_own_words_for_a_run_that_cannot_run(runner, output, says):
-    assert says in (js_runners.cannot_run(runner, 1, output) or "")
-    assert js_runners.cannot_run(runner, 1, "1 failing\n") is None
+    assert says in (javascript.cannot_run(runner, 1, output) or "")
+    assert javascript.cannot_run(runner, 1, "1 failing\n") is None

@@ -1,5 +1,5 @@
-"""cargo test and go test read from their own output (orchestrator/checks/cargo_test.py,
-go_test.py): which lines are theirs, how a test is named, what the line and environment become.
+"""cargo test and go test read from their own output (orchestrator/checks/runners/cargo.py,
+go.py): which lines are theirs, how a test is named, what the line and environment become.
 The real runners through the real graph: tests/graph/test_gate_native.py."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.checks import cargo_test, go_test
 from orchestrator.checks.instrument import prepare, runner_of
+from orchestrator.checks.runners import cargo, go
 from orchestrator.config.settings import CheckCommand
 
 
@@ -53,13 +53,13 @@ def test_cargo_names_a_test_by_its_binary_without_the_build_hash_and_doc_tests_w
         "test src/lib.rs - add (line 5) ... ok", "test src/lib.rs - add (line 12) ... FAILED",
         "---- cli::parses stdout ----", "test result: FAILED. 1 passed; 1 failed",
     ])
-    report = cargo_test.parse(out)
+    report = cargo.parse(out)
     assert {i: c.outcome for i, c in report.cases.items()} == {
         "src/main.rs (app)::cli::parses": "passed", "src/main.rs (app)::cli::slow": "skipped",
         "api::adds": "failed", "api::prints": "passed", "cli::parses": "passed",
         "doc-tests (app)::src/lib.rs - add": "passed", "doc-tests (app)::src/lib.rs - add (2)": "failed"}
-    assert cargo_test.cannot_run(out) is None
-    assert cargo_test.cannot_run("error[E0308]: mismatched types\nerror: could not compile `app`\n") == \
+    assert cargo.cannot_run(out) is None
+    assert cargo.cannot_run("error[E0308]: mismatched types\nerror: could not compile `app`\n") == \
         "cargo test ran no test: error: could not compile `app`"
 
 
@@ -88,13 +88,13 @@ FAIL\tex/m/d [build failed]
 
 
 def test_go_names_package_and_test_and_a_package_failing_without_a_test_is_one_failure():
-    report = go_test.parse(GO_V)
+    report = go.parse(GO_V)
     assert {i: c.outcome for i, c in report.cases.items()} == {
         "ex/m::TestA": "failed", "ex/m::TestA/sub_case": "passed", "ex/m::TestS": "skipped",
         "ex/m/b::TestB": "passed", "ex/m/c::(package failed)": "failed", "ex/m/d::(build failed)": "failed"}
-    assert go_test.readable(GO_V) == GO_V  # -v output is shown as it is
-    assert go_test.cannot_run(GO_V) is None
-    assert go_test.cannot_run("# ex/m\n./a.go:1:1: bad\nFAIL\tex/m [build failed]\n") == \
+    assert go.readable(GO_V) == GO_V  # -v output is shown as it is
+    assert go.cannot_run(GO_V) is None
+    assert go.cannot_run("# ex/m\n./a.go:1:1: bad\nFAIL\tex/m [build failed]\n") == \
         "go test ran no test: FAIL\tex/m [build failed]"
 
 
@@ -111,7 +111,7 @@ def test_a_line_that_asks_go_for_json_itself_is_read_from_its_events_and_shown_a
         event("output", "ex/m/e", None, "FAIL\tex/m/e [build failed]\n"),
         event("fail", "ex/m/e", FailedBuild="ex/m/e [ex/m/e.test]"), "not json {",
     ])
-    assert {i: c.outcome for i, c in go_test.parse(out).cases.items()} == {
+    assert {i: c.outcome for i, c in go.parse(out).cases.items()} == {
         "ex/m::TestA": "failed", "ex/m/e::(build failed)": "failed"}
-    assert go_test.readable(out) == ("--- FAIL: TestA (0.00s)\nFAIL\tex/m\t0.01s\n./e.go:1:1: bad\n"
+    assert go.readable(out) == ("--- FAIL: TestA (0.00s)\nFAIL\tex/m\t0.01s\n./e.go:1:1: bad\n"
                                      "FAIL\tex/m/e [build failed]\nnot json {\n")

@@ -1,6 +1,6 @@
 """The JavaScript test runners judged failure by failure with no configuration: `node --test`,
 jest, vitest and mocha, each asked for its every test's outcome by middle itself
-(orchestrator/checks/js_runners.py). Through the real graph, store, git worktrees and the real
+(orchestrator/checks/runners/javascript.py). Through the real graph, store, git worktrees and the real
 runners (installed globally: `.ci/run` installs them; a test skips only when its runner is not
 installed), on projects that need no `npm install`, each with one test already failing on the base.
 """

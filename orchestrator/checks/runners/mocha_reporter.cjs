@@ -1,5 +1,5 @@
 // A mocha reporter that prints what mocha's default `spec` reporter prints and writes a JUnit report
-// middle reads (orchestrator/checks/mocha.py) to $MIDDLE_MOCHA_REPORT: one <testcase> per test
+// middle reads (orchestrator/checks/runners/mocha.py) to $MIDDLE_MOCHA_REPORT: one <testcase> per test
 // with its file (relative to where the run started) and its titles ("suite > test"); a failing
 // hook is a failure of its own. Mocha takes one reporter only, hence both in one.
 'use strict';

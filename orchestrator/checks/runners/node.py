@@ -2,7 +2,7 @@
 
 Node (20 and later) takes test reporters from `NODE_OPTIONS` as from its command line, so middle
 adds two there: `spec` on stdout (what a person and the middle agent read, as without middle) and
-its own reporter (node_test_reporter.mjs) writing a JUnit report to a temporary file. Its
+its own reporter (node_reporter.mjs) writing a JUnit report to a temporary file. Its
 identities are `file::suite > test` with the file relative to where the run started: Node's own
 junit reporter names every test's class "test" and gives no file. A file that cannot even load is
 reported as a collection error (a run where that is every failure cannot run). A line that names
@@ -17,7 +17,7 @@ from pathlib import Path
 
 _NODE_TEST = re.compile(r"(?:^|(?<=[\s;&|(/]))node(?:\s+[^\s;&|]+)*?\s+--test(?=\s|$|;|&|\|)")
 _NOT_FOUND = re.compile(r"^Could not find '.*'$", re.M)
-REPORTER = Path(__file__).with_name("node_test_reporter.mjs")
+REPORTER = Path(__file__).with_name("node_reporter.mjs")
 
 
 def detects(line: str) -> bool:

@@ -11,10 +11,11 @@ import re
 from pathlib import Path
 from types import ModuleType
 
-from orchestrator.checks import jest, junit, mocha, node_test, vitest
+from orchestrator.checks import junit
+from orchestrator.checks.runners import jest, mocha, node, vitest
 
 # Checked in this order: a line that runs two (`node --test && jest`) is read for the first.
-RUNNERS: dict[str, ModuleType] = {"node-test": node_test, "jest": jest, "vitest": vitest, "mocha": mocha}
+RUNNERS: dict[str, ModuleType] = {"node-test": node, "jest": jest, "vitest": vitest, "mocha": mocha}
 JSON_REPORTS = ("jest", "vitest")  # reports in jest's JSON shape; the others write JUnit
 # `npm test` (`npm t`, `npm run test`) with nothing after it: npm passes what follows `--` to the
 # script, so the runner's report options reach it without the script being touched

@@ -1,4 +1,4 @@
-// A `node --test` reporter that writes a JUnit report middle reads (orchestrator/checks/node_test.py):
+// A `node --test` reporter that writes a JUnit report middle reads (orchestrator/checks/runners/node.py):
 // one <testcase> per test with its file (relative to where the run started) and its name under its
 // suites ("outer > inner > test"), so two files' same-named tests are two tests, and an identity
 // does not change when an unrelated edit moves a line. Node's own junit reporter gives no file.
