@@ -214,6 +214,11 @@ def test_token_gate_login_csrf_and_share_link(browser, tmp_path):
         assert "/login" in d.current_url
 
 
+def _styled(box: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The measured box once its numbers are numbers (None, to wait on, while they are not)."""
+    return box if box is not None and box.get("lines") is not None else None
+
+
 def _fits(driver: Any, css: str) -> bool:
     """Every element matching css lies within the window's width (nothing cut off at the side)."""
     return driver.execute_script(
@@ -290,19 +295,23 @@ def test_a_very_long_title_stays_inside_its_card_column_and_ticket_heading(brows
         for size in (LAPTOP, PHONE):
             d.set_window_size(*size)
             d.get(server.url + "/")
-            box = d.execute_script(
+            # Measured once the page is styled: the board reloads itself when the new ticket's
+            # event arrives, and a page caught mid-reload has no line height yet (NaN -> None).
+            box = wait(d, lambda drv: _styled(drv.execute_script(
                 "const card = document.querySelector('[data-ticket=long]');"
+                " if (!card) return null;"
                 " const col = card.closest('.column').getBoundingClientRect(), c = card.getBoundingClientRect();"
                 " const t = card.querySelector('.card-title');"
                 " return {inside: c.left >= col.left && c.right <= col.right && c.bottom <= col.bottom,"
-                " lines: t.getBoundingClientRect().height / parseFloat(getComputedStyle(t).lineHeight)}")
+                " lines: t.getBoundingClientRect().height / parseFloat(getComputedStyle(t).lineHeight)}")),
+                "the long ticket's card, styled")
             assert box["inside"] and box["lines"] <= 3.1, (size, box)
         d.set_window_size(*LAPTOP)
         d.get(f"{server.url}/tickets/{tid}")
-        lines = d.execute_script(
+        lines = wait(d, lambda drv: drv.execute_script(
             "const h = document.querySelector('.ticket-head h1');"
-            " return h.getBoundingClientRect().height / parseFloat(getComputedStyle(h).lineHeight)"
-        )
+            " return h ? h.getBoundingClientRect().height / parseFloat(getComputedStyle(h).lineHeight) : null"
+        ), "the ticket's heading, styled")
         assert lines <= 3.1
         assert _fits(d, ".ticket-head") and len(d.title) < 100
         full = d.find_element(By.CSS_SELECTOR, ".full-title")
