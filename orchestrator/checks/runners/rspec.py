@@ -58,7 +58,8 @@ def read(paths: list[Path]) -> junit.JUnitReport:
         for case in _cases(data, path.name):  # a description repeated in one file: numbered, as junit does
             n = seen[case.ident] = seen.get(case.ident, 0) + 1
             report.add(case if n == 1 else junit.TestCase(f"{case.ident} ({n})", case.outcome, case.message))
-        summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
+        summary = data.get("summary")
+        summary = summary if isinstance(summary, dict) else {}
         outside = summary.get("errors_outside_of_examples_count")
         if isinstance(outside, int) and outside > 0:  # a spec file that did not load (rspec then runs none)
             messages = [str(m).strip() for m in data.get("messages") or [] if str(m).strip()]
