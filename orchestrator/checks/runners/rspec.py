@@ -71,9 +71,14 @@ def read(paths: list[Path]) -> junit.JUnitReport:
 
 
 def _load(path: Path) -> dict[str, Any]:
+    text = ""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
     except (OSError, ValueError) as exc:
+        if not text.strip():  # the formatter opens its file when rspec starts and fills it at the end
+            raise junit.ReportError("rspec's JSON report is empty: rspec stopped before reporting its "
+                                    "examples") from None
         raise junit.ReportError(f"{path.name} is not rspec's JSON report ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("examples"), list):
         raise junit.ReportError(f"{path.name} is not rspec's JSON report (no examples list)")
