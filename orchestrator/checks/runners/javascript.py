@@ -22,7 +22,7 @@ JSON_REPORTS = ("jest", "vitest")  # reports in jest's JSON shape; the others wr
 _NPM_TEST = re.compile(r"(?:^|(?<=[\s;&|(]))npm\s+(?:t|test|run\s+test|run-script\s+test)(?=\s*(?:$|[;&|)]))")
 # `pnpm test` (`pnpm t`, `pnpm run test`) and `yarn test` (`yarn run test`), nothing after them:
 # pnpm (7 and later) and yarn (1 and berry) pass what follows the script's name to the script, and
-# pass a `--` there on as it is (pnpm; yarn 1 drops it with a warning), so no `--` is added
+# pass a `--` there on as it is (pnpm, yarn berry; yarn 1 drops it with a warning), so no `--` is added
 _PM_TEST = re.compile(r"(?:^|(?<=[\s;&|(]))(?:pnpm\s+(?:t|test|run\s+test)|yarn\s+(?:test|run\s+test))"
                       r"(?=\s*(?:$|[;&|)]))")
 _COMPOUND = re.compile(r"&&|\|\||[;|]")
