@@ -12,9 +12,9 @@ module MiddleRspecReport
   end
 end
 
-if RSpec::Core::Formatters::Loader.private_method_defined?(:setup_default) ||
-   RSpec::Core::Formatters::Loader.method_defined?(:setup_default)
-  RSpec::Core::Formatters::Loader.prepend(MiddleRspecReport)
-else # an rspec without that hook: the report still, the run's own formatters perhaps not
+loader = defined?(RSpec::Core::Formatters::Loader) && RSpec::Core::Formatters::Loader
+if loader && (loader.method_defined?(:setup_default) || loader.private_method_defined?(:setup_default))
+  loader.prepend(MiddleRspecReport) # rspec 3
+elsif defined?(RSpec.configure) # another rspec: the report still, the run's own formatters perhaps not
   RSpec.configure { |config| config.add_formatter("json", ENV.fetch("MIDDLE_RSPEC_JSON")) }
 end
