@@ -12,6 +12,8 @@
   orchestrator/checks/runners/go.py (`GOFLAGS` gains `-v`);
 - **`node --test`, jest, vitest, mocha**: asked for a report of their own, each its own way
   (orchestrator/checks/runners/javascript.py);
+- **rspec** (`rspec`, `bundle exec rspec`, `rake spec`): `SPEC_OPTS` gains a `--require` that
+  adds rspec's JSON formatter beside the run's own (orchestrator/checks/runners/rspec.py);
 - **any other command** names its report with `junit = "..."`, or prints diagnostics lines.
 
 A check that cannot really run (not found, a runner that is not installed, pytest's usage error or
@@ -27,7 +29,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.checks.runners import cargo, go, javascript
+from orchestrator.checks.runners import cargo, go, javascript, rspec
 from orchestrator.config.settings import CheckCommand
 
 _PYTEST = re.compile(r"(?:^|[\s;&|(/])(?:py\.test|pytest)(?:\s|$|;|&|\|)|-m\s+pytest\b")
@@ -50,7 +52,7 @@ class Prepared:
     line: str
     env: dict[str, str] = field(default_factory=dict)
     reports: list[str] = field(default_factory=list)  # globs, relative to where it runs, or absolute paths
-    runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | a JavaScript runner (javascript.RUNNERS) | ""
+    runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | a JavaScript runner (javascript.RUNNERS) | "rspec" | ""
 
     @property
     def wants_report(self) -> bool:
@@ -66,6 +68,8 @@ def runner_of(line: str) -> str:
         return cargo.RUNNER
     if go.COMMAND.search(line):
         return go.RUNNER
+    if rspec.detects(line):
+        return rspec.RUNNER
     return javascript.runner_of(line)  # node --test, jest, vitest, mocha (orchestrator/checks/runners/javascript.py)
 
 
@@ -98,6 +102,8 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | 
         return Prepared(line, go.goflags(environ), runner=runner)
     if runner in javascript.RUNNERS:
         return Prepared(*javascript.prepare(runner, line, tmp, environ), runner=runner)
+    if runner == rspec.RUNNER:
+        return Prepared(*rspec.prepare(line, tmp, environ), runner=runner)
     return Prepared(line, runner=runner)
 
 
@@ -141,6 +147,8 @@ def cannot_run(exit_code: int | None, output: str, runner: str) -> str | None:
         return go.cannot_run(output)
     if runner in javascript.RUNNERS:
         return javascript.cannot_run(runner, exit_code, output)
+    if runner == rspec.RUNNER:
+        return rspec.cannot_run(exit_code, output)
     return None
 
 

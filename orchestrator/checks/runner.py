@@ -23,10 +23,17 @@ from typing import Any
 
 from orchestrator.checks import diagnostics, instrument, junit
 from orchestrator.checks.instrument import CANNOT_START  # noqa: F401 - re-exported
-from orchestrator.checks.runners import javascript
+from orchestrator.checks.runners import javascript, rspec
 from orchestrator.checks.spec import Item, spec_of
 from orchestrator.config.settings import CheckCommand
 
+# The report middle asks each runner for, in the runner's own terms (a run that dies before writing
+# it is told so): not "a JUnit report" for a runner asked for JSON
+OWN_REPORT = {"pytest": "pytest's JUnit report (--junitxml)", "unittest": "unittest's JUnit report",
+              "node-test": "node --test's report (middle's reporter in NODE_OPTIONS)",
+              "jest": "jest's JSON report (--json --outputFile)", "vitest": "vitest's JSON report (--reporter=json)",
+              "mocha": "mocha's report (middle's reporter)",
+              rspec.RUNNER: "rspec's JSON report (SPEC_OPTS' json formatter)"}
 # What the middle agent reads of a failing check: the end of its output, where test runners put
 # their summary. Enough for a few tracebacks, little enough to leave room for the conversation.
 TAIL_CHARS = 4000
@@ -52,7 +59,7 @@ class CheckResult:
     ran: list[str] | None = None  # the tests that ran (JUnit: passed or failed, not skipped)
     skipped: list[str] | None = None  # the tests it skipped (JUnit)
     problem: str | None = None  # why it could not really run (not found, no tests, no report...)
-    runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | "node-test" | "jest" | "vitest" | "mocha" | ""
+    runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | "node-test" | "jest" | "vitest" | "mocha" | "rspec"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -146,11 +153,14 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
         files = instrument.report_files(prepared, cwd, since)
         if not files:
             where = ", ".join(p if not Path(p).is_absolute() else "(middle's own report)" for p in prepared.reports)
-            result.problem = f"its JUnit report was not written ({where})"
+            own = not spec.junit and all(Path(p).is_absolute() for p in prepared.reports) and OWN_REPORT.get(
+                prepared.runner)
+            result.problem = (f"{own} was not written: it stopped before reporting its tests" if own
+                              else f"its JUnit report was not written ({where})")
             return
         try:
             report = (javascript.read(prepared.runner, files, cwd) if prepared.runner in javascript.RUNNERS
-                      else junit.read(files))
+                      else rspec.read(files) if prepared.runner == rspec.RUNNER else junit.read(files))
         except junit.ReportError as exc:
             result.problem = str(exc)
             return

@@ -48,17 +48,38 @@ def _npm(root: Path) -> str | None:
     return None
 
 
+def _package_manager(root: Path) -> str:
+    """The package manager whose lock file the project keeps (its `test` reads the same script)."""
+    if (root / "pnpm-lock.yaml").is_file():
+        return "pnpm"
+    return "yarn" if (root / "yarn.lock").is_file() else "npm"
+
+
+def _rspec(root: Path) -> tuple[str, str] | None:
+    """`rspec` (through bundler when there is a Gemfile) and why, or None."""
+    spec = root / "spec"
+    if (root / ".rspec").is_file():
+        why = ".rspec"
+    elif spec.is_dir() and next(spec.rglob("*_spec.rb"), None) is not None:
+        why = "spec/*_spec.rb"
+    else:
+        return None
+    return ("bundle exec rspec" if (root / "Gemfile").is_file() else "rspec"), why
+
+
 def detect(root: Path) -> list[tuple[str, str]]:
     """(command, why) for each test runner the project at `root` shows, in a fixed order."""
     found = []
     if why := _pytest(root):
         found.append(("python -m pytest -q", why))
     if why := _npm(root):
-        found.append(("npm test", why))
+        found.append((f"{_package_manager(root)} test", why))
     if (root / "go.mod").is_file():
         found.append(("go test ./...", "go.mod"))
     if (root / "Cargo.toml").is_file():
         found.append(("cargo test", "Cargo.toml"))
+    if rspec := _rspec(root):
+        found.append(rspec)
     return found
 
 

@@ -40,8 +40,9 @@ PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and set
 # How a kept base result was read: 2 = failures per JUnit test or diagnostic (1: pytest's summary
 # lines and the exit code); 3 = cargo test and go test read test by test too (a base kept by 2
 # names none of their failures); 4 = `node --test`, jest, vitest and mocha too (3 read them by
-# their exit code). A result of another format is measured again, not compared.
-BASELINE_FORMAT = 4
+# their exit code); 5 = rspec, and `pnpm test` / `yarn test` through their script's runner, too (4
+# read them by their exit code). A result of another format is measured again, not compared.
+BASELINE_FORMAT = 5
 EVENT_NAMES = 200
 
 

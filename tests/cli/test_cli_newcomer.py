@@ -100,6 +100,10 @@ INIT_PROJECTS = {
                   ["python -m pytest -q"]),
     "tests dir": ({"tests/unit/test_calc.py": "def test_x():\n    pass\n"}, ["python -m pytest -q"]),
     "npm": ({"package.json": '{"name": "x", "scripts": {"test": "node --test"}}'}, ["npm test"]),
+    "pnpm": ({"package.json": '{"scripts": {"test": "jest"}}', "pnpm-lock.yaml": ""}, ["pnpm test"]),
+    "yarn": ({"package.json": '{"scripts": {"test": "jest"}}', "yarn.lock": ""}, ["yarn test"]),
+    "rspec": ({"spec/models/user_spec.rb": ""}, ["rspec"]),
+    "rspec with bundler": ({".rspec": "--require spec_helper\n", "Gemfile": ""}, ["bundle exec rspec"]),
     "go and cargo": ({"go.mod": "module x\n", "Cargo.toml": "[package]\nname = 'x'\n"},
                      ["go test ./...", "cargo test"]),
     # npm's own placeholder script, a tests folder without tests, a pyproject without pytest: nothing

@@ -45,7 +45,11 @@ def test_the_report_options_go_right_after_the_runners_word(tmp_path):
     ("jest --ci", "npm test", "jest"), ("mocha", "npm run test", "mocha"), ("vitest run", "npm t", "vitest"),
     ("node --test && eslint .", "npm test", "node-test"),  # NODE_OPTIONS reaches it anywhere
     ("jest && eslint .", "npm test", ""),  # options after `--` would go to eslint
-    ("jest", "npm test -- --ci", ""), ("jest", "yarn test", ""), ("eslint .", "npm test", ""),
+    ("jest", "npm test -- --ci", ""), ("eslint .", "npm test", ""),
+    ("jest", "pnpm test", "jest"), ("jest", "pnpm run test", "jest"), ("mocha", "pnpm t", "mocha"),
+    ("vitest run", "yarn test", "vitest"), ("jest", "yarn run test && yarn lint", "jest"),
+    ("jest", "pnpm test -- --ci", ""), ("jest", "yarn test --ci", ""), ("jest", "yarn t", ""),  # not yarn's
+    ("jest", "pnpm testing", ""),
 ])
 def test_npm_test_is_read_through_its_script(tmp_path, script, line, runner):
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": script}}))
@@ -58,6 +62,18 @@ def test_npm_test_gets_the_options_after_a_double_dash_and_a_bad_package_json_is
     assert p.runner == "jest" and p.line.startswith("npm test -- --json --outputFile=") and p.line.endswith(" lint")
     (tmp_path / "package.json").write_text("[not json")
     assert prepare(CheckCommand(run="npm test"), tmp_path, {}, tmp_path).runner == ""
+
+
+@pytest.mark.parametrize("line, asked", [
+    ("pnpm test", "pnpm test --json"), ("pnpm run test && pnpm lint", "pnpm run test --json"),
+    ("yarn test", "yarn test --json"), ("yarn run test", "yarn run test --json"),
+])
+def test_pnpm_and_yarn_pass_the_options_on_without_a_double_dash(tmp_path, line, asked):
+    """pnpm 7+ hands a `--` to the script as it is (jest would take the options after it for test
+    paths); yarn 1 drops it with a warning; both pass what follows the script's name on."""
+    (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "jest"}}))
+    p = prepare(CheckCommand(run=line), tmp_path / "r", {}, tmp_path)
+    assert p.runner == "jest" and p.line.startswith(f"{asked} --outputFile=") and " -- " not in p.line
 
 
 def write(path: Path, data: object) -> Path:

@@ -313,3 +313,27 @@ def test_npm_test_whose_script_runs_more_than_the_runner_is_left_to_its_exit_cod
                    write("NOTES.md", "notes\n"))
     assert_failed(r)  # options after `--` would reach `echo`, not jest: no report asked, none compared
     assert "naming no failures that can be compared" in r["final"]["reason"]
+
+
+# -- `pnpm test` and `yarn test`: the script's runner asked as under npm, the options with no `--` --
+
+@pytest.mark.parametrize("manager, line", [("pnpm", "pnpm test"), ("yarn", "yarn run test")])
+def test_pnpm_and_yarn_test_are_judged_by_the_scripts_runner(tmp_path, manager, line):
+    for tool in (manager, "jest"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (.ci/run installs it)")
+    r = run_ticket(tmp_path / "same", JEST_FILES, [line], write("NOTES.md", "notes\n"))
+    assert_no_worse(r, "calc.test.js::known bug")
+    r = run_ticket(tmp_path / "worse", JEST_FILES, [line], write("calc.js", UPPER))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["calc.test.js::add > two words"]
+
+
+@pytest.mark.parametrize("line", ["pnpm test", "yarn test"])
+def test_pnpm_and_yarn_test_whose_runner_finds_no_tests_cannot_run(tmp_path, line):
+    manager = line.split()[0]
+    for tool in (manager, "jest"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (.ci/run installs it)")
+    r = run_ticket(tmp_path, with_script(JEST_FILES, "jest --ci no_such_test_file"), [line], write("calc.js", UPPER))
+    assert_cannot_run(r, "No tests found")

@@ -20,6 +20,11 @@ JSON_REPORTS = ("jest", "vitest")  # reports in jest's JSON shape; the others wr
 # `npm test` (`npm t`, `npm run test`) with nothing after it: npm passes what follows `--` to the
 # script, so the runner's report options reach it without the script being touched
 _NPM_TEST = re.compile(r"(?:^|(?<=[\s;&|(]))npm\s+(?:t|test|run\s+test|run-script\s+test)(?=\s*(?:$|[;&|)]))")
+# `pnpm test` (`pnpm t`, `pnpm run test`) and `yarn test` (`yarn run test`), nothing after them:
+# pnpm (7 and later) and yarn (1 and berry) pass what follows the script's name to the script, and
+# pass a `--` there on as it is (pnpm, yarn berry; yarn 1 drops it with a warning), so no `--` is added
+_PM_TEST = re.compile(r"(?:^|(?<=[\s;&|(]))(?:pnpm\s+(?:t|test|run\s+test)|yarn\s+(?:test|run\s+test))"
+                      r"(?=\s*(?:$|[;&|)]))")
 _COMPOUND = re.compile(r"&&|\|\||[;|]")
 
 
@@ -28,10 +33,11 @@ def runner_of(line: str) -> str:
 
 
 def script_runner(line: str, cwd: Path | None) -> str:
-    """The runner of the project's test script when `line` runs it by `npm test` and the script is
-    that runner alone (`jest --ci`; not `jest && eslint .`, whose report options would go to eslint).
+    """The runner of the project's test script when `line` runs it by `npm test` (`pnpm test`,
+    `yarn test`) and the script is that runner alone (`jest --ci`; not `jest && eslint .`, whose
+    report options would go to eslint).
     `node --test` is asked through NODE_OPTIONS, so any script that runs it will do."""
-    if cwd is None or not _NPM_TEST.search(line):
+    if cwd is None or not (_NPM_TEST.search(line) or _PM_TEST.search(line)):
         return ""
     try:  # the project's own file: anything unexpected is no guess
         script = json.loads((cwd / "package.json").read_text(encoding="utf-8"))["scripts"]["test"]
@@ -47,6 +53,8 @@ def prepare(runner: str, line: str, tmp: Path, environ: dict[str, str]) -> tuple
     """The line to run, the environment it needs, and where its report goes."""
     if runner != "node-test" and not RUNNERS[runner].detects(line):  # `npm test`: the options after `--`
         flags, env, reports = RUNNERS[runner].options(tmp)
+        if not _NPM_TEST.search(line):  # `pnpm test`, `yarn test`: the options right after it
+            return _PM_TEST.sub(lambda m: f"{m.group(0)} {flags}", line, count=1), env, reports
         return _NPM_TEST.sub(lambda m: f"{m.group(0)} -- {flags}", line, count=1), env, reports
     return RUNNERS[runner].prepare(line, tmp, environ)  # type: ignore[no-any-return]
 
