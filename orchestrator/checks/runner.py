@@ -13,6 +13,7 @@ names its own: orchestrator.checks.instrument), else from diagnostics lines
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -36,6 +37,7 @@ OWN_REPORT = {"pytest": "pytest's JUnit report (--junitxml)", "unittest": "unitt
               rspec.RUNNER: "rspec's JSON report (SPEC_OPTS' json formatter)"}
 # What the middle agent reads of a failing check: the end of its output, where test runners put
 # their summary. Enough for a few tracebacks, little enough to leave room for the conversation.
+_COLOURS = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # ANSI colour and cursor sequences
 TAIL_CHARS = 4000
 KILL_GRACE_S = 5.0
 JUNIT, DIAGNOSTICS = "junit", "diagnostics"  # how a run's failures were read
@@ -128,7 +130,10 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
         text = out.read().decode("utf-8", "replace")
         result = CheckResult(spec.run, code, round(duration, 3), "", timed_out, runner=prepared.runner)
         if not timed_out:
-            _read_failures(result, spec, prepared, cwd, text, wall_start)
+            # Read without terminal colours: a runner colours its lines when CI=true or
+            # FORCE_COLOR is set (vitest's "No test files found" ended in an escape code, and
+            # its cannot-run line went unread under CI), whatever this process's terminal is.
+            _read_failures(result, spec, prepared, cwd, _COLOURS.sub("", text), wall_start)
         text = instrument.readable(prepared.runner, text)  # a line's own `go test -json`: shown as its text
     tail = text[-TAIL_CHARS:] if len(text) > TAIL_CHARS else text
     if timed_out:

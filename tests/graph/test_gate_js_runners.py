@@ -223,7 +223,13 @@ def test_vitest_deleting_the_failing_test_is_a_failure(tmp_path):
 
 
 @needs_vitest
-def test_vitest_that_finds_no_tests_is_an_error_before_any_turn(tmp_path):
+@pytest.mark.parametrize("colour", [{}, {"CI": "true"}, {"FORCE_COLOR": "1"}], ids=["plain", "ci", "force-colour"])
+def test_vitest_that_finds_no_tests_is_an_error_before_any_turn(tmp_path, monkeypatch, colour):
+    # Under CI=true (as CI runs) or FORCE_COLOR vitest colours its lines: read all the same.
+    for name in ("CI", "FORCE_COLOR", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in colour.items():
+        monkeypatch.setenv(name, value)
     r = run_ticket(tmp_path, VITEST_FILES, ["vitest run no_such_test_file"], write("calc.js", UPPER))
     assert_cannot_run(r, "No test files found")
 
