@@ -113,10 +113,10 @@ def _cases(path: Path) -> list[TestCase]:
         raise ReportError(f"{path.name} is not a JUnit XML report ({exc})") from None
     if root.tag not in ("testsuites", "testsuite", "testcase"):
         raise ReportError(f"{path.name} is not a JUnit XML report (its root is <{root.tag}>)")
-    return _numbered([_case(el) for el in root.iter("testcase")])
+    return numbered([_case(el) for el in root.iter("testcase")])
 
 
-def _numbered(cases: list[TestCase]) -> list[TestCase]:
+def numbered(cases: list[TestCase]) -> list[TestCase]:
     """Same-named cases within ONE report are different tests (Node's junit reporter names every
     case's class "test" and gives no file, so `a.test.js` and `b.test.js` each with a test "adds"
     read alike): the second and later get " (2)", " (3)" in report order, so a failure that moves
@@ -150,4 +150,4 @@ def _case(el: Any) -> TestCase:
     return TestCase(ident, outcome, message[:300], collection)
 
 
-__all__ = ["ERROR", "FAILED", "JUnitReport", "PASSED", "ReportError", "SKIPPED", "TestCase", "read"]
+__all__ = ["ERROR", "FAILED", "JUnitReport", "PASSED", "ReportError", "SKIPPED", "TestCase", "numbered", "read"]

@@ -793,11 +793,7 @@ class MemoryFacade:
 
     def doc_time(self, project_id: str, doc: str) -> float | None:
         """When the doc happened, where the backend keeps times (an edit keeps it); else None."""
-        if not self.backend_cls.keeps_times or not self.has_store(project_id):
-            return None
-        with self._locked(project_id, "lookup") as backend:
-            when = backend.doc_time(doc)  # the one doc looked up (the default lists the store)
-        return float(when) if isinstance(when, (int, float)) and not isinstance(when, bool) else None
+        return self.doc_times(project_id, [doc]).get(doc)
 
     def doc_times(self, project_id: str, docs: list[str]) -> dict[str, float]:
         """The times of `docs` (exact texts) the store dates them by, where the backend keeps

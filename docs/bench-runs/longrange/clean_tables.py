@@ -60,13 +60,18 @@ def main():
     pooled = {k: sum((per_history[n][k] for n in names), []) for k in KEYS}
     print(f"| **pooled** | | | {len(pooled['bm25'])} | " + " | ".join(cell(pooled[k]) for k in KEYS) + " |")
     for label, per in [("pooled", pooled)] + list(per_history.items()):
-        print(f"\n| difference, per ticket ({label}, {len(per['bm25'])}) | mean (95% interval) | up / down |")
-        print("|---|---|---|")
-        for ours, base in PAIRS:
-            diff = [a - b for a, b in zip(per[ours], per[base])]
-            lo, hi = interval95(diff)
-            print(f"| {ours} − {base} | {mean(diff):+.3f} ({lo:+.3f} to {hi:+.3f}) | "
-                  f"{sum(d > 0 for d in diff)} / {sum(d < 0 for d in diff)} |")
+        differences(label, per, PAIRS)
+
+
+def differences(label, per, pairs):
+    """The paired per-ticket differences of `pairs` (ours, base) as a table."""
+    print(f"\n| difference, per ticket ({label}, {len(per['bm25'])}) | mean (95% interval) | up / down |")
+    print("|---|---|---|")
+    for ours, base in pairs:
+        diff = [a - b for a, b in zip(per[ours], per[base])]
+        lo, hi = interval95(diff)
+        print(f"| {ours} − {base} | {mean(diff):+.3f} ({lo:+.3f} to {hi:+.3f}) | "
+              f"{sum(d > 0 for d in diff)} / {sum(d < 0 for d in diff)} |")
 
 
 if __name__ == "__main__":

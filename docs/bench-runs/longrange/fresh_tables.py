@@ -5,9 +5,7 @@ Usage: python docs/bench-runs/longrange/fresh_tables.py"""
 import json
 from pathlib import Path
 
-from clean_tables import cell, history  # type: ignore[import-not-found]  # (run from this folder's parent)
-
-from orchestrator.bench.metrics import interval95, mean
+from clean_tables import cell, differences, history  # type: ignore[import-not-found]  # (run from this folder's parent)
 
 HERE = Path(__file__).parent
 KEYS = ["bm25", "bm25 (related)", "bm25 (block)", "hybrid (related)", "hybrid (block)"]
@@ -41,13 +39,7 @@ def main():
           + " | ".join(cell(every[k]) for k in KEYS) + " |")
     for label, per in [("all six", every), ("the two fresh", new), ("pytest", per_history["pytest"]),
                        ("black", per_history["black"])]:
-        print(f"\n| difference, per ticket ({label}, {len(per['bm25'])}) | mean (95% interval) | up / down |")
-        print("|---|---|---|")
-        for ours, base in PAIRS:
-            diff = [a - b for a, b in zip(per[ours], per[base])]
-            lo, hi = interval95(diff)
-            print(f"| {ours} − {base} | {mean(diff):+.3f} ({lo:+.3f} to {hi:+.3f}) | "
-                  f"{sum(d > 0 for d in diff)} / {sum(d < 0 for d in diff)} |")
+        differences(label, per, PAIRS)
 
 
 if __name__ == "__main__":

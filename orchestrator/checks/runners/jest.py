@@ -50,12 +50,8 @@ def read(paths: list[Path], cwd: Path) -> junit.JUnitReport:
     """The tests of jest-shaped JSON reports (jest --json, vitest --reporter=json)."""
     report = junit.JUnitReport()
     for path in paths:
-        cases = _cases(_load(path), cwd, path.name)
-        seen: dict[str, int] = {}
-        for case in cases:  # a name repeated in one file is another test: numbered, as junit does
-            n = seen[case.ident] = seen.get(case.ident, 0) + 1
-            report.add(case if n == 1 else junit.TestCase(f"{case.ident} ({n})", case.outcome, case.message,
-                                                          case.collection))
+        for case in junit.numbered(_cases(_load(path), cwd, path.name)):  # a name repeated: another test
+            report.add(case)
     return report
 
 

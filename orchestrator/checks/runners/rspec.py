@@ -54,10 +54,8 @@ def read(paths: list[Path]) -> junit.JUnitReport:
     report = junit.JUnitReport()
     for path in paths:
         data = _load(path)
-        seen: dict[str, int] = {}
-        for case in _cases(data, path.name):  # a description repeated in one file: numbered, as junit does
-            n = seen[case.ident] = seen.get(case.ident, 0) + 1
-            report.add(case if n == 1 else junit.TestCase(f"{case.ident} ({n})", case.outcome, case.message))
+        for case in junit.numbered(_cases(data, path.name)):  # a description repeated in one file
+            report.add(case)
         summary = data.get("summary")
         summary = summary if isinstance(summary, dict) else {}
         outside = summary.get("errors_outside_of_examples_count")
