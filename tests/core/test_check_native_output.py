@@ -115,3 +115,21 @@ def test_a_line_that_asks_go_for_json_itself_is_read_from_its_events_and_shown_a
         "ex/m::TestA": "failed", "ex/m/e::(build failed)": "failed"}
     assert go.readable(out) == ("--- FAIL: TestA (0.00s)\nFAIL\tex/m\t0.01s\n./e.go:1:1: bad\n"
                                      "FAIL\tex/m/e [build failed]\nnot json {\n")
+
+
+def test_go_json_events_of_packages_run_at_once_are_read_package_by_package():
+    """`go test -json ./...` runs packages at once: B's summary can come between A's `--- FAIL`
+    and A's own summary. Read as one text, A's failure was given to B (the flaky gate test)."""
+    def event(action: str, pkg: str, output: str) -> str:
+        return json.dumps({"Action": action, "Package": pkg, "Output": output})
+
+    out = "\n".join([
+        event("output", "ex/m", "=== RUN   TestKnownBug\n"),
+        event("output", "ex/m", "--- FAIL: TestKnownBug (0.00s)\n"),
+        event("output", "ex/m/words", "--- PASS: TestTwo (0.00s)\n"),
+        event("output", "ex/m/words", "ok  \tex/m/words\t0.01s\n"),
+        event("output", "ex/m", "--- PASS: TestAdd (0.00s)\n"),
+        event("output", "ex/m", "FAIL\tex/m\t0.01s\n"),
+    ])
+    assert {i: c.outcome for i, c in go.parse(out).cases.items()} == {
+        "ex/m::TestKnownBug": "failed", "ex/m::TestAdd": "passed", "ex/m/words::TestTwo": "passed"}

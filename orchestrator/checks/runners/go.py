@@ -73,12 +73,37 @@ def readable(text: str) -> str:
     return "".join(parts)
 
 
+def _by_package(text: str) -> list[str]:
+    """The output as each package's own text. `go test -json ./...` runs packages at once and
+    their events interleave (package B's summary between package A's `--- FAIL` and A's own
+    summary), so the events are read package by package, each in its own order; `-v` text is
+    printed a package at a time already. Lines that are no event are a text of their own."""
+    events = _events(text)
+    if not any(isinstance(e, dict) for e in events):
+        return [text]
+    texts: dict[str, list[str]] = {}
+    for event in events:
+        if isinstance(event, str):
+            texts.setdefault("", []).append(event + "\n")
+        elif event["Action"] in ("output", "build-output") and isinstance(event.get("Output"), str):
+            key = str(event.get("Package") or event.get("ImportPath") or "")
+            texts.setdefault(key, []).append(event["Output"])
+    return ["".join(parts) for parts in texts.values()]
+
+
 def parse(text: str) -> JUnitReport:
     """Every test's outcome, and a failure for each package that failed without a failing test."""
     report = JUnitReport()
+    for own in _by_package(text):
+        _parse_text(own, report)
+    return report
+
+
+def _parse_text(text: str, report: JUnitReport) -> None:
+    """Add the tests of go's text output (packages one after another) to the report."""
     pending: list[tuple[str, str]] = []  # (name, outcome) of the package whose summary is still to come
     failed_without_test: list[tuple[str, str]] = []  # (package, why)
-    for line in readable(text).splitlines():
+    for line in text.splitlines():
         outcome = _OUTCOME.search(line)
         if outcome:
             pending.append((outcome.group("name"), _OUTCOMES[outcome.group("outcome")]))
@@ -95,7 +120,6 @@ def parse(text: str) -> JUnitReport:
         pending = []
     for pkg, why in failed_without_test:
         report.add(TestCase(f"{pkg}::{why}", FAILED, collection=True))
-    return report
 
 
 def cannot_run(output: str) -> str | None:
