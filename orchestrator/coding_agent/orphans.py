@@ -142,6 +142,10 @@ def stop_marked(session_ids: Iterable[str], *, owner: str = "dead") -> int:
     while time.monotonic() < deadline and any(_alive(groups[g]) for g in targets):
         time.sleep(0.05)
     _signal_groups(targets, groups, signal.SIGKILL)
+    # Delivered is not done (a busy machine schedules the dying a while later): return once none runs.
+    deadline = time.monotonic() + _GRACE_S
+    while time.monotonic() < deadline and any(_alive(groups[g]) for g in targets):
+        time.sleep(0.02)
     return len(marked)
 
 

@@ -249,8 +249,13 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    # SIGKILL is delivered, not done: a busy machine may schedule the dying members a while
+    # later. Wait until none still runs, so a turn that returns has nothing of it left running.
+    deadline = time.monotonic() + KILL_GRACE_S
+    while time.monotonic() < deadline and _group_alive(proc):
+        time.sleep(0.02)
     try:
-        proc.wait(timeout=KILL_GRACE_S)
+        proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
     except subprocess.TimeoutExpired:
         log.warning("coding agent process %s did not exit even after SIGKILL", proc.pid)
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from orchestrator.coding_agent.orphans import MARK_VAR
 from tickets.procs import is_running, start_ticks, stat_fields
 
-__all__ = ["WAIT_S", "alive", "descendants", "turn_processes", "wait_until"]
+__all__ = ["WAIT_S", "alive", "descendants", "group_running", "turn_processes", "wait_until"]
 
 WAIT_S = 60.0  # the longest any condition is waited for (a slow CI machine), never the expected time
 
@@ -65,6 +65,18 @@ def turn_processes(root: int | None, session_id: str, *, besides: set[int] | Non
     found = descendants(root, table) - (besides or set()) if root is not None else set()
     found |= {pid for pid in table if pid != os.getpid() and _marked(pid, session_id)}
     return {(pid, table[pid][1]) for pid in found if pid in table}
+
+
+def group_running(pgid: int) -> set[int]:
+    """The pids of process group `pgid`'s members that still run. A zombie is not one: it holds
+    nothing and waits for its reaper (init, which in a container may take its time), though
+    `os.killpg(pgid, 0)` still finds it."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        fields = stat_fields(int(entry)) if entry.isdigit() else None
+        if fields and fields[0] != "Z" and fields[2] == str(pgid):
+            found.add(int(entry))
+    return found
 
 
 def alive(procs: set[tuple[int, int]]) -> set[tuple[int, int]]:

@@ -19,6 +19,7 @@ from orchestrator.coding_agent.orphans import MARK_VAR, stop_marked
 from orchestrator.errors import CodingAgentError
 from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use, working_directory
 from orchestrator.testing.clis import require_cli
+from orchestrator.testing.turn_processes import group_running
 from tickets.procs import is_running
 
 pytestmark = pytest.mark.cli
@@ -184,8 +185,7 @@ def test_the_turn_timeout_kills_codex_and_its_shell(script, make_agent, project)
     assert turn.is_error is True and turn.terminal_reason == "timeout"
     assert "within 4 s" in (turn.error or "")
     pid = next(e["pid"] for e in events if e["type"] == "start")
-    with pytest.raises(ProcessLookupError):
-        os.killpg(pid, 0)
+    assert group_running(pid) == set()  # at once: the turn returns when nothing of it runs
     assert marked("s-slow") == []
 
 
