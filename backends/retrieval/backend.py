@@ -221,6 +221,7 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
         self._refuse_stale()
         results: list[RetrieveResult] = []
         returned: list[int] = []
+        self._revectorise()
         with self._store.lock:
             self._store.sync()
             for query in queries:
@@ -241,6 +242,17 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
             if returned and getattr(self.options, "track_access", False):
                 self._store.touch(sorted(set(returned)), self.clock())
         return results
+
+    def _revectorise(self) -> None:
+        """Make the vectors of docs another program rewrote (the store dropped their old ones
+        when it caught up: see outside.py), before a search reads the vectors."""
+        if self.embedder is None:
+            return
+        self._store.catch_up()
+        wanted = self._store.wanting_vectors()
+        if wanted:
+            made = self._embed(list(wanted.values())) or []
+            self._store.put_made_vectors({i: (t, v) for (i, t), v in zip(wanted.items(), made)})
 
     def _supersede(self, query: str, ranked: list[tuple[int, float]],
                    k: int) -> tuple[list[tuple[int, float]], dict[int, int]]:

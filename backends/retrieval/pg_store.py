@@ -280,6 +280,16 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
         return {int(i): t for i, t in conn.execute(
             "SELECT id, text FROM retrieval_docs WHERE store_id = %s", (self.store_id,))}
 
+    def catch_up(self) -> None:
+        """Docs other programs wrote are not caught up on PostgreSQL yet (SQLite's are: see
+        outside.py): its keyword postings and vectors stay as middle last wrote them."""
+
+    def wanting_vectors(self) -> dict[int, str]:
+        return {}
+
+    def put_made_vectors(self, made: dict[int, Any]) -> None:
+        """Never called: `wanting_vectors` names no doc here."""
+
     def bm25(self, query: str, k: int) -> list[tuple[int, float]]:
         terms = bm25.query_terms(query, self.code_terms)
         if self.code_terms:

@@ -7,6 +7,8 @@ import logging
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -16,7 +18,7 @@ import numpy as np
 from backends.storage import CHUNK, CountedWrites, SqliteStore, hash_range, inserted_id
 from orchestrator.plugin_api import MemoryRecord, MemoryStoreError  # noqa: F401 - MemoryRecord re-exported
 
-from . import bm25
+from . import bm25, outside
 from .chunking import CHUNK_SLOTS
 from .mirror import ChunkMirror
 from .vector import VectorIndex
@@ -25,7 +27,9 @@ log = logging.getLogger("middle.retrieval.store")
 
 # 2: a doc's vectors are its chunks' (see chunking.py), in `chunks`; version 1 stores kept one
 # vector of the doc's first 256 tokens in `vectors` and must be reindexed.
-FORMAT_VERSION = 2
+# 3: docs written by other programs are logged by triggers and caught up (outside.py); an older
+# middle-agent, which does not clear its own writes from the log, must not write a version 3 store.
+FORMAT_VERSION = 3
 SNAPSHOT_MIN_DOCS = 2000  # below this, reloading vectors from SQLite is as fast as a snapshot
 STALE_TMP_S = 60  # a temp file older than this is a crashed writer's leftover
 # Every write of a doc's text or time counts, not a recall's access counts (see fingerprint)
@@ -51,7 +55,7 @@ CREATE TABLE IF NOT EXISTS changes (gen INTEGER NOT NULL, id INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS changes_by_gen ON changes (gen);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
     text, content='docs', content_rowid='id', tokenize='{bm25.FTS_TOKENIZE}');
-"""
+{outside.SCHEMA}"""
 
 
 @dataclass
@@ -81,6 +85,7 @@ class RetrievalStore(SqliteStore):
     def __init__(self, path: Path, *, use_vectors: bool):
         self.use_vectors = use_vectors
         self._mirror = ChunkMirror("chunks")  # the FAISS index as of a generation
+        self._ready = False  # catch up on others' writes only once the log's triggers are laid
         super().__init__(path, SCHEMA, FORMAT_VERSION, counted=COUNTED)
         with self.write() as conn:
             # A new store indexes code terms with each doc; one written before keeps its FTS
@@ -89,7 +94,62 @@ class RetrievalStore(SqliteStore):
             conn.execute("INSERT OR IGNORE INTO meta VALUES ('fts_terms', ?)",
                          (bm25.CODE_TERMS if empty else "plain",))
             self.code_terms = self.meta(conn, "fts_terms") == bm25.CODE_TERMS
+            for trigger in outside.TRIGGERS:
+                conn.execute(trigger)
+            if self.meta(conn, "format_version") == "2":  # reads as it is, with the log from now on
+                self.set_meta(conn, "format_version", str(FORMAT_VERSION))
+        self._ready = True
         self._clean_temp_files()
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:  # type: ignore[override]
+        """A write transaction that first catches up on docs other programs wrote (outside.py):
+        a write of middle's own on a doc rewritten by hand would otherwise delete the keyword row
+        of a text the index does not hold."""
+        with super().write() as conn:
+            if self._ready and outside.pending(conn):
+                self._catch_up(conn)
+            yield conn
+
+    def catch_up(self) -> None:
+        """Before a search: bring the keyword index up to docs other programs wrote (one indexed
+        read when none did)."""
+        with self.lock:
+            with self.read() as conn:
+                stale = outside.pending(conn)
+            if stale:
+                with self.write():
+                    pass  # write() catches up
+
+    def _catch_up(self, conn: sqlite3.Connection) -> None:
+        touched = outside.catch_up(conn, self._fts, doc_hash, self._drop_vectors, self.use_vectors)
+        if touched:
+            log.info("caught up on %d doc(s) written to %s by another program", len(touched), self.path)
+            self.bump(conn, touched)
+
+    @staticmethod
+    def _drop_vectors(conn: sqlite3.Connection, doc_id: int) -> None:
+        conn.execute("DELETE FROM vectors WHERE id = ?", (doc_id,))  # a version 1 store's
+        conn.execute("DELETE FROM chunks WHERE id >= ? AND id < ?",
+                     (doc_id * CHUNK_SLOTS, (doc_id + 1) * CHUNK_SLOTS))
+
+    def wanting_vectors(self) -> dict[int, str]:
+        """Docs rewritten by another program whose vectors are to be made again, by id."""
+        with self.read() as conn:
+            return outside.wanting_vectors(conn)
+
+    def put_made_vectors(self, made: dict[int, tuple[str, np.ndarray]]) -> None:
+        """Store vectors made for `wanting_vectors()` docs whose text is still the one embedded."""
+        with self.write() as conn:
+            done = []
+            for doc_id, (text, vectors) in made.items():
+                row = conn.execute("SELECT text FROM docs WHERE id = ?", (doc_id,)).fetchone()
+                if row is not None and row[0] == text:
+                    self.put_chunks(conn, doc_id, vectors)
+                    outside.vectors_made(conn, doc_id)
+                    done.append(doc_id)
+            if done:
+                self.bump(conn, done)
 
     def bump(self, conn: sqlite3.Connection, ids: Sequence[int]) -> int:  # type: ignore[override]
         """Inside a write: log the touched doc ids under the next generation and return it."""
@@ -100,6 +160,7 @@ class RetrievalStore(SqliteStore):
     def sync(self) -> "ChunkSearch | None":
         """Bring the in-memory index up to the database's generation; return its search. A
         mirror not loaded yet (or behind the log) starts from the newest usable snapshot."""
+        self.catch_up()  # a doc rewritten by another program leaves the index with its old vectors
         if not self.use_vectors:
             return None
         return ChunkSearch(self._sync_index())
@@ -208,6 +269,7 @@ class RetrievalStore(SqliteStore):
             return None
         rowid = inserted_id(cur)
         conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (rowid, self._fts(record.text)))
+        outside.forget_own(conn, rowid)
         if vectors is not None:
             self.put_chunks(conn, rowid, vectors)
         return rowid
@@ -237,6 +299,7 @@ class RetrievalStore(SqliteStore):
              record.timestamp if record.timestamp is not None else now,
              min(5, max(importance, record.importance or 3) + 1), doc_id))
         conn.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (doc_id, self._fts(record.text)))
+        outside.forget_own(conn, doc_id)
         if vectors is not None:
             self.put_chunks(conn, doc_id, vectors)
         return True
@@ -251,9 +314,9 @@ class RetrievalStore(SqliteStore):
         conn.execute("INSERT INTO fts (fts, rowid, text) VALUES ('delete', ?, ?)",
                      (doc_id, self._fts(row[0])))
         conn.execute("DELETE FROM docs WHERE id = ?", (doc_id,))
-        conn.execute("DELETE FROM vectors WHERE id = ?", (doc_id,))  # a version 1 store's
-        conn.execute("DELETE FROM chunks WHERE id >= ? AND id < ?",
-                     (doc_id * CHUNK_SLOTS, (doc_id + 1) * CHUNK_SLOTS))
+        self._drop_vectors(conn, doc_id)
+        outside.forget_own(conn, doc_id)
+        conn.execute(f"DELETE FROM {outside.NEEDS_VECTORS} WHERE id = ?", (doc_id,))
 
     # --- queries -----------------------------------------------------------------------
 
@@ -291,6 +354,7 @@ class RetrievalStore(SqliteStore):
         return {int(i): t for i, t in conn.execute("SELECT id, text FROM docs")}
 
     def bm25(self, query: str, k: int) -> list[tuple[int, float]]:
+        self.catch_up()
         with self.read() as conn:
             return bm25.search(conn, "fts", query, k, self.code_terms)
 

@@ -16,6 +16,7 @@ import pytest
 from backends.dense.backend import DenseBackend
 from backends.hipporag.backend import HippoRAGBackend
 from backends.hybrid.backend import HybridBackend
+from backends.retrieval import FORMAT_VERSION as RETRIEVAL_VERSION
 from backends.retrieval import chunking
 from backends.retrieval.cache import CACHE_ENV
 from backends.retrieval.embedders import HashingEmbedder, MiniLMEmbedder, minilm
@@ -188,7 +189,7 @@ def test_an_old_store_is_refused_with_a_hint_until_reindexed(tmp_path, backend):
     assert len(mem.list_docs(PROJECT)) == 4
     mem.close()
     docs, time, chunks, version = (("passages", "created_at", "passage_chunks", "3")
-                                   if backend == "hipporag" else ("docs", "doc_time", "chunks", "2"))
+                                   if backend == "hipporag" else ("docs", "doc_time", "chunks", str(RETRIEVAL_VERSION)))
     with sqlite3.connect(tmp_path / PROJECT / f"{backend}.sqlite3") as conn:
         meta = dict(conn.execute("SELECT key, value FROM meta"))
         assert meta["format_version"] == version
