@@ -11,7 +11,8 @@ from typing import Any, Iterator
 from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
 
 INSTALL_HINT = "pip install 'middle-agent[postgres]'"
-SCHEMA_VERSION = 3  # 2: retrieval_chunks (a doc's chunk vectors; see chunking.py); 3: doc_writes
+SCHEMA_VERSION = 4  # 2: retrieval_chunks (a doc's chunk vectors; see chunking.py); 3: doc_writes;
+# 4: retrieval_outside_writes (docs other programs write, caught up: backends/retrieval/outside.py)
 # Schema creation and migration take this transaction-level advisory lock, so two machines
 # starting at once do not both create tables ("mdlmem" in ASCII; the ticket store uses "middle").
 SCHEMA_LOCK_KEY = 0x6D646C6D656D
@@ -93,6 +94,18 @@ SCHEMA = [
         store_id BIGINT NOT NULL,
         n BIGSERIAL,
         PRIMARY KEY (store_id, n))""",
+    # Since version 4: the docs another program wrote (an insert, a delete, a rewrite of the
+    # text), logged by the trigger below; middle's own writes clear their rows in their own
+    # transaction, and the store catches up on the rest (PgRetrievalStore.catch_up): postings,
+    # hash and store totals from the text as it is now, and new vectors.
+    """CREATE TABLE IF NOT EXISTS retrieval_outside_writes (
+        store_id BIGINT NOT NULL,
+        seq BIGSERIAL,
+        doc_id BIGINT NOT NULL,
+        PRIMARY KEY (store_id, seq))""",
+    """CREATE TABLE IF NOT EXISTS retrieval_needs_vectors (
+        doc_id BIGINT PRIMARY KEY REFERENCES retrieval_docs (id) ON DELETE CASCADE,
+        store_id BIGINT NOT NULL)""",
     # Snowball English stemming of every word, stop words kept (as SQLite FTS5's porter
     # tokenizer indexes them); the query side drops stop words as it does for FTS5.
     f"""DO $$ BEGIN
@@ -200,7 +213,7 @@ def _migrate(conn: Any, database: MemoryDatabase) -> None:
                                    "install it (https://github.com/pgvector/pgvector)") from None
         for statement in SCHEMA:
             conn.execute(statement)
-        for statement in _doc_write_counter(conn):
+        for statement in _doc_write_counter(conn) + _outside_write_log(conn):
             conn.execute(statement)
         conn.execute("INSERT INTO retrieval_schema SELECT %s WHERE NOT EXISTS "
                      "(SELECT 1 FROM retrieval_schema)", (SCHEMA_VERSION,))
@@ -226,6 +239,31 @@ def _doc_write_counter(conn: Any) -> list[str]:
                            AND tgrelid = '{schema}.retrieval_docs'::regclass) THEN
                 CREATE TRIGGER retrieval_docs_writes_counted
                 AFTER INSERT OR DELETE OR UPDATE OF hash, text, doc_time ON {schema}.retrieval_docs
+                FOR EACH ROW EXECUTE FUNCTION {function}();
+            END IF;
+        END $$"""]
+
+
+def _outside_write_log(conn: Any) -> list[str]:
+    """The trigger that logs each insert, delete and rewrite of a doc's text in
+    retrieval_outside_writes (made as the counter's, with the schema named)."""
+    schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
+    function = f"{schema}.retrieval_log_outside_write"
+    return [
+        f"""CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'DELETE' THEN
+                INSERT INTO {schema}.retrieval_outside_writes (store_id, doc_id) VALUES (OLD.store_id, OLD.id);
+            ELSIF TG_OP = 'INSERT' OR OLD.text IS DISTINCT FROM NEW.text THEN
+                INSERT INTO {schema}.retrieval_outside_writes (store_id, doc_id) VALUES (NEW.store_id, NEW.id);
+            END IF;
+            RETURN NULL;
+        END $$""",
+        f"""DO $$ BEGIN
+            IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'retrieval_docs_outside_logged'
+                           AND tgrelid = '{schema}.retrieval_docs'::regclass) THEN
+                CREATE TRIGGER retrieval_docs_outside_logged
+                AFTER INSERT OR DELETE OR UPDATE OF text ON {schema}.retrieval_docs
                 FOR EACH ROW EXECUTE FUNCTION {function}();
             END IF;
         END $$"""]

@@ -61,6 +61,17 @@ UPDATE retrieval_stores SET total_len = total_len - old.doc_len + doc.doc_len
 FROM doc, old WHERE retrieval_stores.id = %(store)s
 RETURNING doc.id"""
 
+# A doc's postings and length again from its text now (a doc another program wrote); the
+# store's totals are counted again after (PgRetrievalStore._catch_up).
+REPOST = f"""
+WITH lex AS ({LEXEMES}),
+doc AS (
+    UPDATE retrieval_docs SET hash = %(hash)s, doc_len = coalesce((SELECT sum(tf) FROM lex), 0)
+    WHERE id = %(id)s AND store_id = %(store)s
+    RETURNING id, doc_len)
+INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
+SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc"""
+
 BM25 = f"""
 WITH terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))),
 hits AS (
@@ -160,8 +171,12 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
 
     @contextmanager
     def write(self, locked: bool = True) -> Iterator[Any]:  # type: ignore[override]
-        """One transaction, under the store's write lock; rolled back whole on any error."""
+        """One transaction, under the store's write lock; rolled back whole on any error. It
+        first catches up on docs other programs wrote (outside.py), under the same lock."""
         with self._transaction("write failed in", locked) as conn:
+            if locked and conn.execute("SELECT EXISTS (SELECT 1 FROM retrieval_outside_writes "
+                                       "WHERE store_id = %s)", (self.store_id,)).fetchone()[0]:
+                self._catch_up(conn)
             yield conn
 
     @contextmanager
@@ -197,6 +212,7 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
         return 0
 
     def sync(self) -> VectorSearch | None:
+        self.catch_up()  # a doc rewritten by another program keeps its old vectors until then
         return self._search if self.use_vectors else None
 
     def save_snapshot(self) -> None:
@@ -217,6 +233,7 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
         row = conn.execute(INSERT, self._params(record, now)).fetchone()
         if row is None:
             return None
+        self._forget_own(conn, int(row[0]))
         if vectors is not None:
             self.put_chunks(conn, int(row[0]), vectors)
         return int(row[0])
@@ -237,6 +254,7 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
         row = conn.execute(REPLACE, {**self._params(record, now), "id": doc_id}).fetchone()
         if row is None:
             return False
+        self._forget_own(conn, doc_id)
         if vectors is not None:
             self.put_chunks(conn, doc_id, vectors)
         return True
@@ -247,6 +265,7 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
             "RETURNING doc_len) UPDATE retrieval_stores SET n_docs = n_docs - 1, "
             "total_len = total_len - doc.doc_len FROM doc WHERE retrieval_stores.id = %(s)s",
             {"id": doc_id, "s": self.store_id})
+        self._forget_own(conn, doc_id)
 
     # --- queries -----------------------------------------------------------------------------
 
@@ -280,17 +299,72 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
         return {int(i): t for i, t in conn.execute(
             "SELECT id, text FROM retrieval_docs WHERE store_id = %s", (self.store_id,))}
 
+    # --- docs other programs wrote (see outside.py) ------------------------------------------
+
     def catch_up(self) -> None:
-        """Docs other programs wrote are not caught up on PostgreSQL yet (SQLite's are: see
-        outside.py): its keyword postings and vectors stay as middle last wrote them."""
+        """Before a search: bring the postings up to docs other programs wrote (one indexed read
+        when none did)."""
+        with self.read() as conn:
+            stale = conn.execute("SELECT EXISTS (SELECT 1 FROM retrieval_outside_writes WHERE store_id = %s)",
+                                 (self.store_id,)).fetchone()[0]
+        if stale:
+            with self.write():
+                pass  # write() catches up
+
+    def _catch_up(self, conn: Any) -> None:
+        """Inside a write: each logged doc's postings, length and hash from its text now, its old
+        vectors dropped and new ones asked for; the store's totals counted again. A doc rewritten
+        to another doc's text is removed (a text is stored once)."""
+        logged = {int(r[0]) for r in conn.execute(
+            "DELETE FROM retrieval_outside_writes WHERE store_id = %s RETURNING doc_id", (self.store_id,))}
+        for doc_id in sorted(logged):
+            conn.execute("DELETE FROM retrieval_postings WHERE doc_id = %s", (doc_id,))
+            conn.execute("DELETE FROM retrieval_chunks WHERE doc_id = %s", (doc_id,))
+            conn.execute("DELETE FROM retrieval_vectors WHERE id = %s", (doc_id,))
+            row = conn.execute("SELECT text FROM retrieval_docs WHERE id = %s AND store_id = %s",
+                               (doc_id, self.store_id)).fetchone()
+            if row is None:
+                continue
+            text, new_hash = row[0], doc_hash(row[0])
+            twin = conn.execute("SELECT 1 FROM retrieval_docs WHERE store_id = %s AND hash = %s AND id != %s",
+                                (self.store_id, new_hash, doc_id)).fetchone()
+            if twin is not None:
+                conn.execute("DELETE FROM retrieval_docs WHERE id = %s", (doc_id,))
+                continue
+            conn.execute(REPOST, {"store": self.store_id, "id": doc_id, "hash": new_hash,
+                                  "words": analysed_words(bm25.fts_text(text))})
+            if self.use_vectors:
+                conn.execute("INSERT INTO retrieval_needs_vectors VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                             (doc_id, self.store_id))
+        conn.execute("UPDATE retrieval_stores SET (n_docs, total_len) = (SELECT count(*), coalesce(sum(doc_len), 0) "
+                     "FROM retrieval_docs WHERE store_id = %(s)s) WHERE id = %(s)s", {"s": self.store_id})
+        # this catch-up's own writes (the hash, a twin's delete) were logged too: they are handled
+        conn.execute("DELETE FROM retrieval_outside_writes WHERE store_id = %s AND doc_id = ANY(%s)",
+                     (self.store_id, sorted(logged)))
+
+    def _forget_own(self, conn: Any, doc_id: int) -> None:
+        conn.execute("DELETE FROM retrieval_outside_writes WHERE store_id = %s AND doc_id = %s",
+                     (self.store_id, doc_id))
 
     def wanting_vectors(self) -> dict[int, str]:
-        return {}
+        """Docs rewritten by another program whose vectors are to be made again, by id."""
+        with self.read() as conn:
+            return {int(i): t for i, t in conn.execute(
+                "SELECT d.id, d.text FROM retrieval_needs_vectors n JOIN retrieval_docs d ON d.id = n.doc_id "
+                "WHERE n.store_id = %s", (self.store_id,))}
 
-    def put_made_vectors(self, made: dict[int, Any]) -> None:
-        """Never called: `wanting_vectors` names no doc here."""
+    def put_made_vectors(self, made: dict[int, tuple[str, np.ndarray]]) -> None:
+        """Store vectors made for `wanting_vectors()` docs whose text is still the one embedded."""
+        with self.write() as conn:
+            for doc_id, (text, vectors) in made.items():
+                row = conn.execute("SELECT text FROM retrieval_docs WHERE id = %s AND store_id = %s",
+                                   (doc_id, self.store_id)).fetchone()
+                if row is not None and row[0] == text:
+                    self.put_chunks(conn, doc_id, vectors)
+                    conn.execute("DELETE FROM retrieval_needs_vectors WHERE doc_id = %s", (doc_id,))
 
     def bm25(self, query: str, k: int) -> list[tuple[int, float]]:
+        self.catch_up()
         terms = bm25.query_terms(query, self.code_terms)
         if self.code_terms:
             # FTS5 searches a word joined by '_' as a phrase, which postings cannot; its code

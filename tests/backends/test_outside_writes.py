@@ -176,3 +176,69 @@ def test_a_version_2_store_is_raised_and_its_older_writes_are_not_taken_for_othe
         _fts_whole(path)
     finally:
         backend.close()
+
+
+# --- PostgreSQL: the same, with another program's psycopg connection ---------------------------
+
+_PG_TOOL = """
+import psycopg, sys, json
+with psycopg.connect(sys.argv[1]) as conn:
+    done = conn.execute(sys.argv[2], json.loads(sys.argv[3])).rowcount
+assert done == 1, done
+"""
+
+
+def _pg_tool(url: str, sql: str, *params: Any) -> None:
+    import json
+
+    done = subprocess.run([sys.executable, "-c", _PG_TOOL, url, sql, json.dumps(params)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _pg_backend(name: str, tmp_path: Path, url: str, project: str) -> Any:
+    from orchestrator.plugin_api import MemoryDatabase
+
+    cls = {"bm25": Bm25Backend, "dense": DenseBackend, "hybrid": HybridBackend}[name]
+    options = cls.Options() if name == "bm25" else cls.Options(embedder="hashing")
+    return cls(tmp_path, options, database=MemoryDatabase(url, project))
+
+
+def _pg_totals_right(url: str, store_id: int) -> None:
+    """The store's totals BM25 reads (docs, their summed lengths) are the docs' own."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        kept = conn.execute("SELECT n_docs, total_len FROM retrieval_stores WHERE id = %s", (store_id,)).fetchone()
+        counted = conn.execute("SELECT count(*), coalesce(sum(doc_len), 0) FROM retrieval_docs WHERE store_id = %s",
+                               (store_id,)).fetchone()
+        stale = conn.execute("SELECT count(*) FROM retrieval_postings p JOIN retrieval_docs d ON d.id = p.doc_id "
+                             "WHERE d.store_id = %s AND p.doc_len != d.doc_len", (store_id,)).fetchone()[0]
+    assert tuple(kept) == tuple(counted) and stale == 0
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_on_postgresql_docs_another_program_wrote_are_found_by_what_they_say(name, tmp_path, pg_url):
+    backend = _pg_backend(name, tmp_path, pg_url, f"outside-{name}")
+    store_id = int(backend._store.store_id)
+    try:
+        backend.index(DOCS)
+        _pg_tool(pg_url, "UPDATE retrieval_docs SET text = %s WHERE text = %s AND store_id = %s",
+                 NEW, DOCS[0], store_id)
+        _pg_tool(pg_url, "DELETE FROM retrieval_docs WHERE text = %s AND store_id = %s", DOCS[1], store_id)
+        assert _found(backend, "invoices emailed billing contacts") == [NEW]
+        found = _found(backend, "deploys Tuesday release freeze exports CSV header", k=3)
+        assert DOCS[0] not in found and DOCS[1] not in found
+        assert backend.has_doc(NEW) and sorted(backend.list_docs()) == sorted([NEW, DOCS[2]])
+        _pg_totals_right(pg_url, store_id)
+        if name != "bm25":  # vectors of the new text, as a fresh index of it makes them
+            with backend._store.read() as conn:
+                ids = list(backend._store.ids_by_text(conn, [NEW]).values())
+            assert len(backend._store.vectors(ids)) == 1
+        backend.delete([NEW])  # middle's own writes after a catch-up keep the totals right
+        backend.index([DOCS[0], DOCS[1]])
+        _pg_totals_right(pg_url, store_id)
+        assert _found(backend, "exports CSV header row") == [DOCS[1]]
+    finally:
+        backend.close()
