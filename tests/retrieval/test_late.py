@@ -48,11 +48,11 @@ def test_maxsim_rrf_joins_both_orders_by_reciprocal_rank():
     assert first[0] == (10, pytest.approx(1.0)), "first in both orders scores 1"
 
 
-def test_an_unknown_rerank_is_refused():
+def test_an_unknown_rerank_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="maxsim, maxsim-rrf"):
         late.reorder([(1, 1.0)], np.array([0.5]), "cross-encoder")
     with pytest.raises(ConfigError, match="hybrid"):
-        HybridBackend("/nonexistent-never-made", {"rerank": "cross-encoder"})
+        HybridBackend(tmp_path, {"rerank": "cross-encoder"})
 
 
 def test_the_token_cache_forgets_the_least_recently_used_beyond_its_tokens():
