@@ -44,6 +44,10 @@ class HybridBackend(retrieval.RetrievalBackend):
             return []
         ids = [i for i, _ in fused]
         rows = self._store.rows(ids)
+        if opts.rerank and not self._widening:
+            fused = [(i, s) for i, s in fused if i in rows]
+            late = self._late_scores(query, [rows[i].text for i, _ in fused])
+            fused = retrieval.late.reorder(fused, late, opts.rerank)
         vectors = self._store.vectors(ids) if opts.mmr_lambda is not None else {}
         candidates = [
             pipeline.Candidate(i, rows[i].text, score, rows[i].doc_time, rows[i].importance,
@@ -53,6 +57,29 @@ class HybridBackend(retrieval.RetrievalBackend):
         reranker = pipeline.load_reranker(opts.rerank_model) if opts.rerank_model else None
         picked = pipeline.run(query, candidates, k, opts, self.clock(), reranker)
         return [(c.id, c.score) for c in picked]
+
+    # Set while the supersession step ranks its wider pool (retrieval.backend._supersede): that
+    # pool is read only for amendments of the top k, so its order needs no rerank, and
+    # reranking 3 times the pool would triple the reranker's cost for nothing.
+    _widening = False
+
+    def _supersede(self, query: str, ranked: list[tuple[int, float]],
+                   k: int) -> tuple[list[tuple[int, float]], dict[int, int]]:
+        self._widening = True  # under the store's lock, as every retrieve
+        try:
+            return super()._supersede(query, ranked, k)
+        finally:
+            self._widening = False
+
+    def _late_scores(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """Each text's late-interaction score for the query (retrieval.late), both read as the
+        dense half reads them: the query's and the doc's prose (embed_view)."""
+        if self._late is None:
+            self._late = retrieval.late.LateScorer(self.embedder)  # type: ignore[arg-type]
+        return self._late.scores(retrieval.bm25.without_paths(query),
+                                 [retrieval.chunking.view_of(t, self.embed_view) for t in texts])
+
+    _late: retrieval.late.LateScorer | None = None
 
     def _fused(self, query: str, pool: int) -> list[tuple[int, float]]:
         """The query's own ranking: its dense and BM25 candidates fused, the best `pool`."""
@@ -89,6 +116,12 @@ class HybridBackend(retrieval.RetrievalBackend):
         continues a thread (retrieval.thread.in_thread) and the doc is within its reach."""
         out = super().explain(query, docs)
         opts: HybridOptions = self.options  # type: ignore[assignment]
+        if opts.rerank and docs:
+            how = (" (its order fused with the first ranking's by reciprocal rank)"
+                   if opts.rerank == "maxsim-rrf" else "")
+            for signals, score in zip(out, self._late_scores(query, list(docs))):
+                signals["rerank"] = (f"reranked: late interaction (MaxSim) score {score:.2f}, "
+                                     f"each query word's best match in the doc{how}")
         if opts.burst_weight > 0 and docs:
             self._explain_burst(query, docs, out, opts)
         if opts.thread_weight <= 0 or not docs:

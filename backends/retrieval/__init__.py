@@ -1,6 +1,15 @@
 """Retrieval parts shared by backends, imported as `from backends import retrieval`."""
 
-from . import bm25, burst, chunking, fusion, pipeline, supersession, thread  # noqa: F401 - `retrieval.supersession`
+from . import (  # noqa: F401 - `retrieval.supersession`
+    bm25,
+    burst,
+    chunking,
+    fusion,
+    late,
+    pipeline,
+    supersession,
+    thread,
+)
 from .backend import RetrievalBackend
 from .cache import EmbeddingCache, cache_dir, embed_documents, shared_cache
 from .embedders import (

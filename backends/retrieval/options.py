@@ -75,7 +75,8 @@ class PipelineOptions(RecencyOptions):
         "'fastembed:NAME'); None skips reranking (no offline package ships one)")
     relevance_threshold: float | None = Field(
         None, ge=0, le=1, description="drop candidates with relevance below this: the "
-        "reranker's sigmoid when reranking (agent-cli's memory uses 0.35), else the fused score. None: off")
+        "reranker's sigmoid when reranking (agent-cli's memory uses 0.35), the late-interaction "
+        "order's score with hybrid's `rerank`, else the fused score. None: off")
     use_importance: bool = Field(
         True, description="multiply relevance by importance/3 (docs default to 3)")
     mmr_lambda: float | None = Field(
@@ -112,6 +113,12 @@ class HybridOptions(EmbedderOptions, PipelineOptions):
         "others. 0 (the default): off. 0.2 gained +0.06 long-range R@5 on the datasette "
         "development split it was fitted on and lost 0.013 on four held-out histories: "
         "docs/memory-benchmarks.md")
+    rerank: Literal["maxsim", "maxsim-rrf"] | None = Field(
+        None, description="reorder the candidate pool (top_k * candidate_multiplier) by late "
+        "interaction (retrieval.late): each query token's best cosine to any doc token, "
+        "MiniLM's own token states, averaged over the query. 'maxsim': by that score alone; "
+        "'maxsim-rrf': that order and the fused order by reciprocal rank. None (the default): "
+        "off. Opt-in: see docs/memory-benchmarks.md, \"Fifth try\"")
     thread_scale_docs: int = Field(
         40, ge=1, le=10_000, description="how many newer docs make a doc's place count e (2.7) "
         "times less: two [memory] related_window's worth (the window the block leaves out, and "

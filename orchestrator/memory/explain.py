@@ -66,6 +66,8 @@ def why_line(signals: Mapping[str, Any], now: float | None = None) -> str:
     if signals.get("strategies"):
         parts.append("found by " + ", ".join(f"{name} (#{rank})" for name, rank in
                                              sorted(signals["strategies"].items(), key=lambda x: x[1])))
+    if signals.get("rerank"):  # it set the order: before the signals it reordered
+        parts.append(str(signals["rerank"]))
     if signals.get("keywords"):
         parts.append("keywords " + ", ".join(signals["keywords"]))
     if isinstance(signals.get("bm25"), (int, float)):
