@@ -213,58 +213,47 @@ def _migrate(conn: Any, database: MemoryDatabase) -> None:
                                    "install it (https://github.com/pgvector/pgvector)") from None
         for statement in SCHEMA:
             conn.execute(statement)
-        for statement in _doc_write_counter(conn) + _outside_write_log(conn):
+        for statement in _doc_triggers(conn):
             conn.execute(statement)
         conn.execute("INSERT INTO retrieval_schema SELECT %s WHERE NOT EXISTS "
                      "(SELECT 1 FROM retrieval_schema)", (SCHEMA_VERSION,))
         conn.execute("UPDATE retrieval_schema SET version = %s", (SCHEMA_VERSION,))
 
 
-def _doc_write_counter(conn: Any) -> list[str]:
-    """The trigger that adds a row to retrieval_doc_writes for each write of retrieval_docs.
-    Its function names the table with the schema it was made in: a tool's own UPDATE runs
-    with its own search path. Created once, under the schema lock (an existing database gets
-    it in place; a process that has it open goes on, its writes counted from then on)."""
+def _doc_triggers(conn: Any) -> list[str]:
+    """The triggers on retrieval_docs, each with its function. A function names the tables with
+    the schema it was made in: a tool's own UPDATE runs with its own search path. Created once,
+    under the schema lock (an existing database gets them in place; a process that has it open
+    goes on, its writes counted and logged from then on)."""
     schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
-    function = f"{schema}.retrieval_count_doc_writes"
-    return [
-        f"""CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
+    # A row in retrieval_doc_writes for each write of a doc's hash, text or time.
+    counter = _trigger(schema, "retrieval_docs_writes_counted", "retrieval_count_doc_writes",
+                       "INSERT OR DELETE OR UPDATE OF hash, text, doc_time", f"""
             INSERT INTO {schema}.retrieval_doc_writes (store_id)
-            VALUES (CASE WHEN TG_OP = 'DELETE' THEN OLD.store_id ELSE NEW.store_id END);
-            RETURN NULL;
-        END $$""",
-        f"""DO $$ BEGIN
-            IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'retrieval_docs_writes_counted'
-                           AND tgrelid = '{schema}.retrieval_docs'::regclass) THEN
-                CREATE TRIGGER retrieval_docs_writes_counted
-                AFTER INSERT OR DELETE OR UPDATE OF hash, text, doc_time ON {schema}.retrieval_docs
-                FOR EACH ROW EXECUTE FUNCTION {function}();
-            END IF;
-        END $$"""]
-
-
-def _outside_write_log(conn: Any) -> list[str]:
-    """The trigger that logs each insert, delete and rewrite of a doc's text in
-    retrieval_outside_writes (made as the counter's, with the schema named)."""
-    schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
-    function = f"{schema}.retrieval_log_outside_write"
-    return [
-        f"""CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
+            VALUES (CASE WHEN TG_OP = 'DELETE' THEN OLD.store_id ELSE NEW.store_id END);""")
+    # Each insert, delete and rewrite of a doc's text in retrieval_outside_writes (outside.py).
+    log = _trigger(schema, "retrieval_docs_outside_logged", "retrieval_log_outside_write",
+                   "INSERT OR DELETE OR UPDATE OF text", f"""
             IF TG_OP = 'DELETE' THEN
                 INSERT INTO {schema}.retrieval_outside_writes (store_id, doc_id) VALUES (OLD.store_id, OLD.id);
             ELSIF TG_OP = 'INSERT' OR OLD.text IS DISTINCT FROM NEW.text THEN
                 INSERT INTO {schema}.retrieval_outside_writes (store_id, doc_id) VALUES (NEW.store_id, NEW.id);
-            END IF;
+            END IF;""")
+    return counter + log
+
+
+def _trigger(schema: str, name: str, function: str, events: str, body: str) -> list[str]:
+    """An AFTER ... FOR EACH ROW trigger on retrieval_docs running `body`, made if missing."""
+    return [
+        f"""CREATE OR REPLACE FUNCTION {schema}.{function}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN{body}
             RETURN NULL;
         END $$""",
         f"""DO $$ BEGIN
-            IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'retrieval_docs_outside_logged'
+            IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{name}'
                            AND tgrelid = '{schema}.retrieval_docs'::regclass) THEN
-                CREATE TRIGGER retrieval_docs_outside_logged
-                AFTER INSERT OR DELETE OR UPDATE OF text ON {schema}.retrieval_docs
-                FOR EACH ROW EXECUTE FUNCTION {function}();
+                CREATE TRIGGER {name} AFTER {events} ON {schema}.retrieval_docs
+                FOR EACH ROW EXECUTE FUNCTION {schema}.{function}();
             END IF;
         END $$"""]
 

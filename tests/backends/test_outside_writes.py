@@ -242,3 +242,31 @@ def test_on_postgresql_docs_another_program_wrote_are_found_by_what_they_say(nam
         assert _found(backend, "exports CSV header row") == [DOCS[1]]
     finally:
         backend.close()
+
+
+@pytest.mark.postgres
+def test_a_version_3_database_gets_the_log_in_place(tmp_path, pg_url):
+    """The shared tables at schema version 3 (no log, no trigger) are brought to version 4 by the
+    next process that opens them; their docs are kept and a tool's rewrite is then caught up."""
+    import psycopg
+
+    from backends import pg_database
+
+    backend = _pg_backend("bm25", tmp_path, pg_url, "v3")
+    backend.index(DOCS)
+    backend.close()  # the last user: the next open checks the schema again
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER retrieval_docs_outside_logged ON retrieval_docs")
+        conn.execute("DROP FUNCTION retrieval_log_outside_write()")
+        conn.execute("DROP TABLE retrieval_outside_writes, retrieval_needs_vectors")
+        conn.execute("UPDATE retrieval_schema SET version = 3")
+    backend = _pg_backend("bm25", tmp_path, pg_url, "v3")
+    try:
+        assert sorted(backend.list_docs()) == sorted(DOCS)
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute("SELECT version FROM retrieval_schema").fetchone()[0] == pg_database.SCHEMA_VERSION
+        _pg_tool(pg_url, "UPDATE retrieval_docs SET text = %s WHERE text = %s", NEW, DOCS[0])
+        assert _found(backend, "invoices emailed billing contacts") == [NEW]
+        _pg_totals_right(pg_url, int(backend._store.store_id))
+    finally:
+        backend.close()
