@@ -199,9 +199,12 @@ def _pg_tool(url: str, sql: str, *params: Any) -> None:
 def _pg_backend(name: str, tmp_path: Path, url: str, project: str) -> Any:
     from orchestrator.plugin_api import MemoryDatabase
 
-    cls = {"bm25": Bm25Backend, "dense": DenseBackend, "hybrid": HybridBackend}[name]
-    options = cls.Options() if name == "bm25" else cls.Options(embedder="hashing")
-    return cls(tmp_path, options, database=MemoryDatabase(url, project))
+    database = MemoryDatabase(url, project)
+    if name == "bm25":
+        return Bm25Backend(tmp_path, Bm25Backend.Options(), database=database)
+    if name == "dense":
+        return DenseBackend(tmp_path, DenseBackend.Options(embedder="hashing"), database=database)
+    return HybridBackend(tmp_path, HybridBackend.Options(embedder="hashing"), database=database)
 
 
 def _pg_totals_right(url: str, store_id: int) -> None:
@@ -209,12 +212,12 @@ def _pg_totals_right(url: str, store_id: int) -> None:
     import psycopg
 
     with psycopg.connect(url) as conn:
-        kept = conn.execute("SELECT n_docs, total_len FROM retrieval_stores WHERE id = %s", (store_id,)).fetchone()
+        kept = conn.execute("SELECT n_docs, total_len FROM retrieval_stores WHERE id = %s", (store_id,)).fetchall()
         counted = conn.execute("SELECT count(*), coalesce(sum(doc_len), 0) FROM retrieval_docs WHERE store_id = %s",
-                               (store_id,)).fetchone()
+                               (store_id,)).fetchall()
         stale = conn.execute("SELECT count(*) FROM retrieval_postings p JOIN retrieval_docs d ON d.id = p.doc_id "
-                             "WHERE d.store_id = %s AND p.doc_len != d.doc_len", (store_id,)).fetchone()[0]
-    assert tuple(kept) == tuple(counted) and stale == 0
+                             "WHERE d.store_id = %s AND p.doc_len != d.doc_len", (store_id,)).fetchall()
+    assert kept == counted and stale == [(0,)]
 
 
 @pytest.mark.postgres
