@@ -24,7 +24,7 @@ from typing import Any
 
 from orchestrator.checks import diagnostics, instrument, junit
 from orchestrator.checks.instrument import CANNOT_START  # noqa: F401 - re-exported
-from orchestrator.checks.runners import javascript, rspec
+from orchestrator.checks.runners import javascript, rspec, wrapper
 from orchestrator.checks.spec import Item, spec_of
 from orchestrator.config.settings import CheckCommand
 
@@ -151,10 +151,12 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
     if prepared.runner in instrument.FROM_OUTPUT:  # cargo test, go test: every test is in its output
         _from_output(result, instrument.FROM_OUTPUT[prepared.runner](text))
         return
+    if prepared.runner == wrapper.RUNNER and _from_wrapper(result, prepared, cwd, text, since):
+        return
     if spec.format == "junit" and not prepared.wants_report:
         result.problem = 'format = "junit" names no report: add junit = "reports/*.xml" (where the command writes it)'
         return
-    if prepared.wants_report:
+    if prepared.wants_report and prepared.runner != wrapper.RUNNER:
         files = instrument.report_files(prepared, cwd, since)
         if not files:
             where = ", ".join(p if not Path(p).is_absolute() else "(middle's own report)" for p in prepared.reports)
@@ -190,6 +192,38 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
             result.failing = sorted(found.elements()) or None
             if result.exit_code != 0 and not found:
                 result.failing = [f"(the run exited {result.exit_code} with no diagnostics)"]
+
+
+def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path, text: str, since: float) -> bool:
+    """A wrapper's run (make, tox, a script): the reports its runners wrote, when they hold every
+    run; else its exit code alone (not diagnostics: a test runner's traceback lines, `test_x.py:5:
+    AssertionError`, would read as lint problems). False: no test runner it knows of ran (read
+    as any other command)."""
+    found = wrapper.runs(instrument.report_files(prepared, cwd, since), text)
+    if not any(r.files or r.runs for r in found):
+        return False
+    why = wrapper.incomplete(found)
+    if why is not None:
+        result.extra["wrapper"] = why
+        return True
+    try:
+        report = wrapper.read(found)
+    except junit.ReportError as exc:
+        result.problem = str(exc)
+        return True
+    if not report.cases:
+        kinds = ", ".join(r.kind for r in found if r.files)
+        result.problem = f"the test runner behind it collected no tests ({kinds}: its report names none)"
+        return True
+    if report.only_collection_errors:
+        result.problem = ("no test ran: every failure is a collection or import error ("
+                          + report.first_collection_error()[:200] + ")")
+        return True
+    result.kind, result.ran, result.skipped = JUNIT, report.ran, report.skipped
+    result.failing = report.failing or None
+    if result.exit_code != 0 and not report.failing:
+        result.failing = [f"(the run exited {result.exit_code} with no failing test)"]
+    return True
 
 
 def _from_output(result: CheckResult, report: junit.JUnitReport) -> None:
