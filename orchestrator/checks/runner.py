@@ -12,6 +12,7 @@ names its own: orchestrator.checks.instrument), else from diagnostics lines
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -97,7 +98,7 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
     """Run `command` in `cwd` under `sh -c`, at most `timeout_s` seconds (then its whole process
     group is killed). Like Claude Code, it dies with this process (even by kill -9), and, with
     `run_id`, carries the run's marker, so whoever takes a dead run over stops what it left."""
-    from orchestrator.coding_agent.orphans import MARK_VAR, check_mark, die_with_parent, own_mark
+    from orchestrator.coding_agent.orphans import MARK_VAR, check_mark, own_mark
 
     spec = spec_of(command)
     cwd = Path(cwd)
@@ -109,22 +110,10 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
     with tempfile.TemporaryDirectory(prefix="middle-check-") as tmp, tempfile.TemporaryFile() as out:
         prepared = instrument.prepare(spec, Path(tmp), environ, cwd)
         environ.update(prepared.env)
-        # The outer sh gets SIGUSR1 from the kernel when this process dies (even by kill -9) and
-        # its trap kills its whole process group: the check's own children too (a test runner's
-        # workers), which a parent-death signal to the sh alone would leave running.
-        guard = 'trap "kill -KILL 0" USR1; sh -c "$1" & wait $!'
-        proc = subprocess.Popen(["sh", "-c", guard, "middle-check", prepared.line], cwd=str(cwd), stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environ,
-                                start_new_session=True, preexec_fn=die_with_parent(signal.SIGUSR1))
-        timed_out = False
-        try:
-            code: int | None = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out, code = True, None
-            _kill_group(proc)
-        except BaseException:  # Ctrl-C, a stop: the check does not outlive its run
-            _kill_group(proc)
-            raise
+        # behind a wrapper, each version of a report a later run overwrites is kept as it is written
+        keeper = wrapper.Keeper(Path(tmp)) if prepared.runner == wrapper.RUNNER else contextlib.nullcontext()
+        with keeper:
+            code, timed_out = _run(prepared.line, cwd, out, environ, timeout_s)
         duration = time.monotonic() - started
         out.seek(0)
         text = out.read().decode("utf-8", "replace")
@@ -140,6 +129,27 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
         tail += f"\n[the check did not finish within {timeout_s:g}s and was stopped]"
     result.tail = tail
     return result
+
+
+def _run(line: str, cwd: Path, out: Any, environ: dict[str, str], timeout_s: float) -> tuple[int | None, bool]:
+    """Run the shell line to its end or its timeout: (exit code, None when it timed out; timed out)."""
+    from orchestrator.coding_agent.orphans import die_with_parent
+
+    # The outer sh gets SIGUSR1 from the kernel when this process dies (even by kill -9) and
+    # its trap kills its whole process group: the check's own children too (a test runner's
+    # workers), which a parent-death signal to the sh alone would leave running.
+    guard = 'trap "kill -KILL 0" USR1; sh -c "$1" & wait $!'
+    proc = subprocess.Popen(["sh", "-c", guard, "middle-check", line], cwd=str(cwd), stdout=out,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environ,
+                            start_new_session=True, preexec_fn=die_with_parent(signal.SIGUSR1))
+    try:
+        return proc.wait(timeout=timeout_s), False
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return None, True
+    except BaseException:  # Ctrl-C, a stop: the check does not outlive its run
+        _kill_group(proc)
+        raise
 
 
 def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument.Prepared, cwd: Path, text: str,

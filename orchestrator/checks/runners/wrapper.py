@@ -22,22 +22,31 @@ line changed (`--no-fail-fast`). Both stay judged by their exit code behind a wr
 
 **A wrapper may run a runner more than once** (a Makefile running pytest on two folders, tox with
 several envs, `make test` running `make unit` and `make integration`). A report overwritten by a
-later run would lose the first run's failures, and a broken ticket could pass. So the runs are
-counted from the output (each pytest, rspec and `node --test` run prints one summary line) and
-compared with the reports read: when a runner ran more often than it left reports (one pytest
-file written twice, a tox env that did not pass `PYTEST_ADDOPTS`, a `-qq` or a redirected output
-that hides the count), the check is judged by its exit code, never by a partial report. A test
-run by several runs is one test, failing if it failed in any of them (a pass in one run does not
-hide a failure in another), and run if any of them ran it.
+later run would lose the first run's failures, and a broken ticket could pass. So:
+
+- while the command runs, `Keeper` copies each complete version of the pytest and `node --test`
+  reports as soon as it is written (a later run rewrites the same file only after starting,
+  importing and running its tests; rspec's files are one per process already);
+- the runs are counted from the output (each pytest, rspec and `node --test` run prints one
+  summary line) and compared with the reports kept: when a runner ran more often than it left
+  reports (two runs at once, `make -j`, overwriting each other; a tox env with its own `pass_env`;
+  a `-qq` or a redirected output that hides the count), the check is judged by its exit code,
+  never by a partial report.
+
+A test run by several runs is one test, failing if it failed in any of them (a pass in one run
+does not hide a failure in another; two tox envs running the same suite are the same tests), and
+run if any of them ran it.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import shlex
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +58,9 @@ RUNNER = "wrapper"
 # one is left as it is, still a valid file name)
 PYTEST_REPORT = "pytest-${TOX_ENV_NAME}${NOX_CURRENT_SESSION}.xml"
 RSPEC_REPORT = "rspec-{pid}.json"  # rspec_report.rb puts the rspec process's id in place of {pid}
-NODE_REPORT = "node-test-junit.xml"
+NODE_REPORT = "node-test-junit.xml"  # node.py's
+KEPT = "kept"  # where Keeper copies them
+_KEPT_NUMBER = re.compile(r"^\d{4}-")
 TOX_PASS = ("PYTEST_ADDOPTS", "SPEC_OPTS", "MIDDLE_RSPEC_JSON", "NODE_OPTIONS")
 NODE_MIN = 20
 # Each run's closing summary line: pytest (`1 failed, 3 passed in 0.12s`, `no tests ran in 0.01s`,
@@ -83,11 +94,11 @@ def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[st
     env = {"PYTEST_ADDOPTS": opts}
     _, rspec_env, _ = rspec.prepare(line, tmp, environ)
     env |= {**rspec_env, "MIDDLE_RSPEC_JSON": str(tmp / RSPEC_REPORT)}
-    reports = [str(tmp / "pytest-*.xml"), str(tmp / "rspec-*.json")]
+    # pytest's and node's as Keeper copies them, each version once; rspec's, one file per process
+    reports = [str(tmp / KEPT / "*"), str(tmp / "rspec-*.json")]
     if _node_version(environ.get("PATH", "")) >= NODE_MIN:
-        _, node_env, node_reports = node.prepare(line, tmp, environ)
+        _, node_env, _ = node.prepare(line, tmp, environ)
         env |= node_env
-        reports += node_reports
     overrides = ";".join(f"{section}.pass_env+={name}" for section in ("testenv", "env_run_base") for name in TOX_PASS)
     env["TOX_OVERRIDE"] = ";".join(filter(None, [environ.get("TOX_OVERRIDE", ""), overrides]))
     return line, env, reports
@@ -107,13 +118,59 @@ def _node_version(path: str) -> int:
     return int(found.group(1)) if found else 0
 
 
+class Keeper:
+    """Copies every complete version of the reports a later run would overwrite (pytest's and
+    `node --test`'s) into `into`, as the command runs: `with Keeper(tmp): <run>`, then `kept()`."""
+
+    POLL_S = 0.05
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp, self.into = tmp, tmp / KEPT
+        self._seen: set[tuple[str, int, int]] = set()  # (name, mtime_ns, size) already looked at
+        self._hashes: set[tuple[str, str]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="middle-report-keeper", daemon=True)
+
+    def __enter__(self) -> "Keeper":
+        self.into.mkdir(exist_ok=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sweep()  # what the last run wrote just before the command ended
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.POLL_S):
+            self.sweep()
+
+    def sweep(self) -> None:
+        for path in [*self.tmp.glob("pytest-*.xml"), *self.tmp.glob(NODE_REPORT)]:
+            try:
+                st = path.stat()
+                key = (path.name, st.st_mtime_ns, st.st_size)
+                if key in self._seen:
+                    continue
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if not data.rstrip().endswith(b"</testsuites>"):  # still being written: look again
+                continue
+            self._seen.add(key)
+            digest = (path.name, hashlib.sha256(data).hexdigest())
+            if digest not in self._hashes:
+                self._hashes.add(digest)
+                (self.into / f"{len(self._hashes):04d}-{path.name}").write_bytes(data)
+
+
 def runs(files: list[Path], output: str) -> list[Runs]:
     """The reports written, by kind, beside how many runs of each runner the output shows."""
     def of(prefix: str) -> list[Path]:
-        return [f for f in files if f.name.startswith(prefix)]
+        return [f for f in files if _KEPT_NUMBER.sub("", f.name).startswith(prefix)]
     return [Runs("pytest", of("pytest-"), len(_PYTEST_RUN.findall(output))),
             Runs(rspec.RUNNER, of("rspec-"), len(_RSPEC_RUN.findall(output))),
-            Runs("node-test", of("node-test-"), len(_NODE_RUN.findall(output)))]
+            Runs("node-test", of(NODE_REPORT), len(_NODE_RUN.findall(output)))]
 
 
 def incomplete(found: list[Runs]) -> str | None:
@@ -153,4 +210,5 @@ def cannot_run(output: str) -> str | None:
     return next(g for g in found.groups() if g).strip()[:200]
 
 
-__all__ = ["NODE_MIN", "PYTEST_REPORT", "RUNNER", "Runs", "cannot_run", "incomplete", "prepare", "read", "runs"]
+__all__ = ["NODE_MIN", "PYTEST_REPORT", "RUNNER", "Keeper", "Runs", "cannot_run", "incomplete", "prepare", "read",
+           "runs"]
