@@ -88,6 +88,9 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | 
         return Prepared(line, runner=runner)
     if spec.junit:
         return Prepared(line, reports=[spec.junit], runner=runner)
+    if runner == "pytest" and len(_PYTEST.findall(line)) > 1 and not _OWN_JUNITXML.search(line):
+        # pytest run twice (`pytest a; pytest b`): the second would rewrite the first's report
+        return Prepared(*wrapper.prepare(line, tmp, environ), runner=wrapper.RUNNER)
     if runner == "pytest":
         own = _OWN_JUNITXML.search(line)
         if own:
