@@ -127,6 +127,8 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
     tail = text[-TAIL_CHARS:] if len(text) > TAIL_CHARS else text
     if timed_out:
         tail += f"\n[the check did not finish within {timeout_s:g}s and was stopped]"
+    if result.extra.get("wrapper"):  # why its runners' reports were not read
+        tail += f"\n[{result.extra['wrapper']}]"
     result.tail = tail
     return result
 

@@ -108,6 +108,9 @@ def test_one_report_per_run_is_complete(tmp_path):
      "provided environments not found in configuration file:"),
     ("nox > Error while collecting sessions.\nnox > Sessions not found: tset", "Sessions not found: tset"),
     ("error: Justfile does not contain recipe `tset`.", "Justfile does not contain recipe `tset`."),
+    ("ERROR: usage: pytest [options] [file_or_dir] [file_or_dir] [...]\npytest: error: unrecognized arguments: --nope"
+     "\nmake: *** [Makefile:2: test] Error 4", "pytest: error: unrecognized arguments: --nope"),
+    ("ERROR: file or directory not found: tset\n", "ERROR: file or directory not found: tset"),
 ])
 def test_a_wrapper_without_the_target_it_is_asked_for_cannot_run(output, why):
     assert wrapper.cannot_run(output) == why
@@ -149,7 +152,7 @@ def test_make_running_pytest_twice_reads_both_runs(tmp_path):
     # -qq (with PYTEST's -q) prints no summary: the runs cannot be counted, so no report is trusted
     quiet = run_check(CheckCommand(run="make quiet"), root, timeout_s=120)
     assert quiet.exit_code != 0 and quiet.kind == "" and quiet.failing is None
-    assert "pytest ran 0 time(s)" in quiet.extra["wrapper"]
+    assert "pytest ran 0 time(s)" in quiet.extra["wrapper"] and quiet.extra["wrapper"] in quiet.tail  # said why
     # a line that runs pytest twice itself is read the same way
     line = run_check(CheckCommand(run=f"{PYTEST} test_a.py; {PYTEST} more"), root, timeout_s=120)
     assert line.runner == wrapper.RUNNER and line.failing == ["test_a.py::test_bug"] and len(line.ran or []) == 3
@@ -174,3 +177,19 @@ def test_nox_passes_the_environment_and_each_session_writes_its_own_report(tmp_p
     assert r.kind == JUNIT and r.failing == ["test_a.py::test_bug"] and len(r.ran or []) == 3
     assert run_check(CheckCommand(run=f"{nox} -s tset"), root, timeout_s=60).problem \
         == "Sessions not found: tset"
+
+
+@pytest.mark.skipif(wrapper._node_version("") < wrapper.NODE_MIN, reason="node 20 or later is not installed")
+def test_a_script_running_node_test_twice_keeps_both_reports_and_other_node_processes_run(tmp_path):
+    files = {"t1/a.test.js": "const test = require('node:test');\nconst assert = require('node:assert');\n"
+                             "test('bug', () => assert.strictEqual(1, 2));\ntest('ok', () => {});\n",
+             "t2/b.test.js": "const test = require('node:test');\ntest('b', () => {});\n",
+             # a node process that runs no tests (a build step) is not stopped by the reporters
+             "test.sh": "s=0\nnode --test t1/ || s=1\nnode --test t2/ || s=1\nnode -e 'console.log(6 * 7)' || s=1\n"
+                        "exit $s\n"}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    r = run_check(CheckCommand(run="sh test.sh"), tmp_path, timeout_s=120)
+    assert r.runner == wrapper.RUNNER and r.kind == JUNIT and "\n42\n" in r.tail
+    assert r.failing == ["t1/a.test.js::bug"] and r.ran == ["t1/a.test.js::bug", "t1/a.test.js::ok", "t2/b.test.js::b"]

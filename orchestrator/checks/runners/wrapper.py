@@ -74,7 +74,9 @@ _NODE_RUN = re.compile(r"^ℹ tests \d+\s*$", re.M)
 _CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:\s+Stop\.)?$"
                      r"|^(?:ROOT: HandledError\| )?(provided environments not found in configuration file:?.*)$"
                      r"|^(?:nox > )?(Sessions not found: .*)$"
-                     r"|^(?:error: )?(Justfile does not contain recipe .*)$", re.M)
+                     r"|^(?:error: )?(Justfile does not contain recipe .*)$"
+                     # pytest's usage error (exit 4), which the wrapper turns into its own exit code
+                     r"|^(pytest: error: .*|ERROR: file or directory not found: .*)$", re.M)
 
 
 @dataclass
