@@ -105,7 +105,7 @@ def test_one_report_per_run_is_complete(tmp_path):
     ("make[1]: *** No rule to make target 'unit'.  Stop.\nmake: *** [Makefile:2: test] Error 2",
      "make[1]: *** No rule to make target 'unit'."),
     ("ROOT: HandledError| provided environments not found in configuration file:\ntset",
-     "provided environments not found in configuration file:"),
+     "provided environments not found in configuration file: tset"),
     ("nox > Error while collecting sessions.\nnox > Sessions not found: tset", "Sessions not found: tset"),
     ("error: Justfile does not contain recipe `tset`.", "Justfile does not contain recipe `tset`."),
     ("ERROR: usage: pytest [options] [file_or_dir] [file_or_dir] [...]\npytest: error: unrecognized arguments: --nope"

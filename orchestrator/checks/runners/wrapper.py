@@ -72,7 +72,7 @@ _RSPEC_RUN = re.compile(r"^\d+ examples?, \d+ failures?", re.M)
 _NODE_RUN = re.compile(r"^ℹ tests \d+\s*$", re.M)
 # A wrapper's own words for a target, env, session or recipe it does not have: the config's mistake
 _CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:\s+Stop\.)?$"
-                     r"|^(?:ROOT: HandledError\| )?(provided environments not found in configuration file:?.*)$"
+                     r"|^(?:ROOT: HandledError\| )?(provided environments not found in configuration file:?.*(?:\n\S.*)?)$"
                      r"|^(?:nox > )?(Sessions not found: .*)$"
                      r"|^(?:error: )?(Justfile does not contain recipe .*)$"
                      # pytest's usage error (exit 4), which the wrapper turns into its own exit code
@@ -209,7 +209,7 @@ def cannot_run(output: str) -> str | None:
     found = _CANNOT.search(output)
     if not found:
         return None
-    return next(g for g in found.groups() if g).strip()[:200]
+    return " ".join(next(g for g in found.groups() if g).split())[:200]  # tox names the env on the next line
 
 
 __all__ = ["NODE_MIN", "PYTEST_REPORT", "RUNNER", "Keeper", "Runs", "cannot_run", "incomplete", "prepare", "read",
