@@ -4,7 +4,8 @@
   gains `--junitxml=<a temporary file>` (unless the command names its own `--junitxml`, which is
   then read; `junit_family=xunit1`, whose test files give pytest's own test ids) and
   `--continue-on-collection-errors`, so a module that fails to import is one
-  failure among the others, not a run with no tests;
+  failure among the others, not a run with no tests; a line that runs pytest twice (`pytest a;
+  pytest b`) is read as a wrapper is (below), so the second run's report does not replace the first's;
 - **unittest** (`python -m unittest ...`): run through orchestrator/checks/unittest_junit.py,
   which is unittest with a JUnit report (same tests, output and exit code);
 - **cargo test** and **go test** (run directly by the line) are read from their own output:

@@ -72,7 +72,8 @@ _RSPEC_RUN = re.compile(r"^\d+ examples?, \d+ failures?", re.M)
 _NODE_RUN = re.compile(r"^ℹ tests \d+\s*$", re.M)
 # A wrapper's own words for a target, env, session or recipe it does not have: the config's mistake
 _CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:\s+Stop\.)?$"
-                     r"|^(?:ROOT: HandledError\| )?(provided environments not found in configuration file:?.*(?:\n\S.*)?)$"
+                     r"|^(?:ROOT: HandledError\| )?(provided environments not found in configuration file"
+                     r":?.*(?:\n\S.*)?)$"
                      r"|^(?:nox > )?(Sessions not found: .*)$"
                      r"|^(?:error: )?(Justfile does not contain recipe .*)$"
                      # pytest's usage error (exit 4), which the wrapper turns into its own exit code
