@@ -91,7 +91,7 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | 
         return Prepared(line, reports=[spec.junit], runner=runner)
     if runner == "pytest" and len(_PYTEST.findall(line)) > 1 and not _OWN_JUNITXML.search(line):
         # pytest run twice (`pytest a; pytest b`): the second would rewrite the first's report
-        return Prepared(*wrapper.prepare(line, tmp, environ), runner=wrapper.RUNNER)
+        return Prepared(*wrapper.prepare(line, tmp, environ, cwd), runner=wrapper.RUNNER)
     if runner == "pytest":
         own = _OWN_JUNITXML.search(line)
         if own:
@@ -114,7 +114,7 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | 
     if runner == rspec.RUNNER:
         return Prepared(*rspec.prepare(line, tmp, environ), runner=runner)
     if not runner and spec.format == "auto":  # make, tox, nox, a script: whatever it runs may report
-        return Prepared(*wrapper.prepare(line, tmp, environ), runner=wrapper.RUNNER)
+        return Prepared(*wrapper.prepare(line, tmp, environ, cwd), runner=wrapper.RUNNER)
     return Prepared(line, runner=runner)
 
 

@@ -39,6 +39,17 @@ def test_a_line_with_no_runner_asks_every_env_carried_runner_its_line_untouched(
     assert "testenv.pass_env+=PYTEST_ADDOPTS" in overrides and "env_run_base.pass_env+=SPEC_OPTS" in overrides
 
 
+def test_tox_gets_the_variables_in_each_env_of_its_tox_ini(tmp_path):
+    (tmp_path / "tox.ini").write_text("[tox]\nenvlist = py311, lint\n[testenv]\ncommands = pytest\n"
+                                      "[testenv:lint]\npass_env = HOME\n[testenv:py3{11,12}-x]\n")
+    overrides = prepare(CheckCommand(run="tox"), tmp_path / "r", {}, tmp_path).env["TOX_OVERRIDE"].split(";")
+    assert "testenv:lint.pass_env+=PYTEST_ADDOPTS" in overrides and "testenv:lint.pass_env+=NODE_OPTIONS" in overrides
+    assert not any("{" in o for o in overrides)  # a generated name is left to the runs' count
+    (tmp_path / "tox.ini").unlink()
+    assert not any("testenv:" in o for o in prepare(CheckCommand(run="tox"), tmp_path, {}, tmp_path).env[
+        "TOX_OVERRIDE"].split(";"))
+
+
 def test_a_line_that_says_how_it_is_read_or_names_its_runner_is_no_wrapper(tmp_path):
     assert prepare(CheckCommand(run="make test", format="exit-code"), tmp_path, {}).env == {}
     assert prepare(CheckCommand(run="make lint", format="diagnostics"), tmp_path, {}).runner == ""

@@ -99,7 +99,8 @@ def test_make_whose_pytest_collects_nothing_cannot_run(tmp_path):
                       "collected no tests")
 
 
-# -- tox: two envs, each running the same suite with the system's pytest (nothing downloaded) ----
+# -- tox: two envs, each running the same suite with the system's pytest (nothing downloaded), one
+# with a pass_env of its own (which replaces [testenv]'s) --------------------------------------
 
 TOX_INI = textwrap.dedent(f"""\
     [tox]
@@ -111,6 +112,9 @@ TOX_INI = textwrap.dedent(f"""\
     system_site_packages = true
     allowlist_externals = *
     commands = {PYTEST} tests
+
+    [testenv:two]
+    pass_env = HOME
 """)
 
 

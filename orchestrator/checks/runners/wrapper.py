@@ -12,7 +12,9 @@ read.
   (a build step, npm itself), which would break a check that passes;
 - **tox** filters the environment (its default `pass_env` has none of these), so `TOX_OVERRIDE`
   (tox 4's `--override` from the environment) adds them to `pass_env` of `[testenv]` (tox.ini) and
-  `[env_run_base]` (tox.toml). An env with a `pass_env` of its own keeps it, and its pytest writes
+  `[env_run_base]` (tox.toml), and of each `[testenv:NAME]` of the project's tox.ini (an env's own
+  `pass_env` replaces the base's; an override naming an env tox does not have is ignored). An env
+  it still misses (tox.toml's own envs, a generated name) passes nothing on, and its pytest writes
   no report: that is caught below. nox passes the whole environment on.
 
 `go test` is not asked (`GOFLAGS=-v`): go's test lines are read from the output, and a wrapper's
@@ -89,7 +91,8 @@ class Runs:
     runs: int
 
 
-def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
+def prepare(line: str, tmp: Path, environ: dict[str, str], cwd: Path | None = None
+            ) -> tuple[str, dict[str, str], list[str]]:
     """The line unchanged; the environment that asks every env-carried runner for its report."""
     pytest_report = tmp / PYTEST_REPORT
     opts = " ".join(filter(None, [environ.get("PYTEST_ADDOPTS", ""), f"--junitxml={shlex.quote(str(pytest_report))}",
@@ -102,9 +105,22 @@ def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[st
     if _node_version(environ.get("PATH", "")) >= NODE_MIN:
         _, node_env, _ = node.prepare(line, tmp, environ)
         env |= node_env
-    overrides = ";".join(f"{section}.pass_env+={name}" for section in ("testenv", "env_run_base") for name in TOX_PASS)
+    sections = ["testenv", "env_run_base", *_tox_envs(cwd)]
+    overrides = ";".join(f"{section}.pass_env+={name}" for section in sections for name in TOX_PASS)
     env["TOX_OVERRIDE"] = ";".join(filter(None, [environ.get("TOX_OVERRIDE", ""), overrides]))
     return line, env, reports
+
+
+_TOX_ENV_SECTION = re.compile(r"^\[(testenv:[\w.-]+)\]\s*$", re.M)
+
+
+def _tox_envs(cwd: Path | None) -> list[str]:
+    """The `testenv:NAME` sections of the project's tox.ini (the project's own file: unreadable is none)."""
+    try:
+        text = (cwd / "tox.ini").read_text(encoding="utf-8", errors="replace") if cwd else ""
+    except OSError:
+        return []
+    return sorted(set(_TOX_ENV_SECTION.findall(text)))
 
 
 @functools.lru_cache(maxsize=8)
