@@ -174,7 +174,7 @@ class Keeper:
                 data = path.read_bytes()
             except OSError:
                 continue
-            if not data.rstrip().endswith(b"</testsuites>"):  # still being written: look again
+            if not data.rstrip().endswith((b"</testsuites>", b"</testsuite>")):  # still being written: look again
                 continue
             self._seen.add(key)
             digest = (path.name, hashlib.sha256(data).hexdigest())
