@@ -220,8 +220,8 @@ def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path,
         return True
     try:
         report = wrapper.read(found)
-    except junit.ReportError as exc:
-        result.problem = str(exc)
+    except junit.ReportError as exc:  # two runs at once writing one file, a runner that died writing
+        result.extra["wrapper"] = f"a report behind it could not be read ({exc}): judged by its exit code"
         return True
     if not report.cases:
         kinds = ", ".join(r.kind for r in found if r.files)

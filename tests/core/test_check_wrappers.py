@@ -204,3 +204,15 @@ def test_a_script_running_node_test_twice_keeps_both_reports_and_other_node_proc
     r = run_check(CheckCommand(run="sh test.sh"), tmp_path, timeout_s=120)
     assert r.runner == wrapper.RUNNER and r.kind == JUNIT and "\n42\n" in r.tail
     assert r.failing == ["t1/a.test.js::bug"] and r.ran == ["t1/a.test.js::bug", "t1/a.test.js::ok", "t2/b.test.js::b"]
+
+
+
+def test_an_unreadable_report_behind_a_wrapper_is_judged_by_the_exit_code(tmp_path):
+    # two runs at once writing one file leave a mix: not a report to trust, nor the config's mistake
+    (tmp_path / "mix.sh").write_text(
+        'd=$(dirname "$MIDDLE_RSPEC_JSON")\n'  # middle's temporary folder, where pytest's report goes
+        "printf '<testsuites><testsuite><testcase name=\"a\"></testsuites>' > \"$d/pytest-x.xml\"\n"
+        "echo '1 failed in 0.10s'\nexit 1\n")
+    r = run_check(CheckCommand(run="sh mix.sh"), tmp_path, timeout_s=60)
+    assert r.runner == wrapper.RUNNER and r.problem is None and r.kind == "" and r.failing is None
+    assert "could not be read" in r.extra["wrapper"] and "judged by its exit code" in r.tail

@@ -32,8 +32,8 @@ later run would lose the first run's failures, and a broken ticket could pass. S
 - the runs are counted from the output (each pytest, rspec and `node --test` run prints one
   summary line) and compared with the reports kept: when a runner ran more often than it left
   reports (two runs at once, `make -j`, overwriting each other; a tox env with its own `pass_env`;
-  a `-qq` or a redirected output that hides the count), the check is judged by its exit code,
-  never by a partial report.
+  a `-qq` or a redirected output that hides the count), or a report cannot be read (two runs'
+  writes mixed in one file), the check is judged by its exit code, never by a partial report.
 
 A test run by several runs is one test, failing if it failed in any of them (a pass in one run
 does not hide a failure in another; two tox envs running the same suite are the same tests), and
