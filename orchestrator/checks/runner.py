@@ -232,8 +232,11 @@ def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path,
                           + report.first_collection_error()[:200] + ")")
         return True
     result.kind, result.ran, result.skipped = JUNIT, report.ran, report.skipped
-    result.failing = report.failing or None
-    if result.exit_code != 0 and not report.failing:
+    # the recipes make says failed too: a step with no report (a linter) that fails beside a test
+    # the base already fails is named, not hidden behind the same exit code
+    steps = wrapper.make_errors(text)
+    result.failing = sorted(report.failing + steps) or None
+    if result.exit_code != 0 and not report.failing and not steps:
         result.failing = [f"(the run exited {result.exit_code} with no failing test)"]
     return True
 

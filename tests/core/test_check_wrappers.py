@@ -216,3 +216,12 @@ def test_an_unreadable_report_behind_a_wrapper_is_judged_by_the_exit_code(tmp_pa
     r = run_check(CheckCommand(run="sh mix.sh"), tmp_path, timeout_s=60)
     assert r.runner == wrapper.RUNNER and r.problem is None and r.kind == "" and r.failing is None
     assert "could not be read" in r.extra["wrapper"] and "judged by its exit code" in r.tail
+
+
+def test_each_recipe_make_says_failed_is_a_failure_without_its_line_number():
+    out = "\n".join(["make: [Makefile:2: test] Error 1 (ignored)", "make[1]: Entering directory '/x'",
+                     "make[1]: *** [Makefile:5: unit] Error 1", "make[1]: *** [Makefile:7: lint] Error 3",
+                     "make: *** [lint] Error 3", "make: *** Waiting for unfinished jobs....",
+                     "make: *** No rule to make target 'tset'.  Stop.", "tests/x.py:3: Error 1"])
+    assert wrapper.make_errors(out) == ["(make) test: Error 1 (ignored)", "(make) unit: Error 1",
+                                        "(make) lint: Error 3", "(make) lint: Error 3"]

@@ -43,7 +43,9 @@ MAKE_FILES = {"calc.py": CALC, "tests/test_calc.py": TEST_CALC, "more/test_more.
               # recipes are tab-indented; `twice` runs pytest on each folder (the first one fails on
               # the base) and fails if either did
               "Makefile": f"test:\n\t{PYTEST} tests more\n\n"
-                          f"twice:\n\t{PYTEST} tests; s=$$?; {PYTEST} more && exit $$s\n"}
+                          f"twice:\n\t{PYTEST} tests; s=$$?; {PYTEST} more && exit $$s\n\n"
+                          # a step with no report: it fails when a TODO file is left behind
+                          f"lint:\n\t{PY} -c \"import pathlib, sys; sys.exit(pathlib.Path('TODO').exists())\"\n"}
 
 
 @needs_make
@@ -51,7 +53,8 @@ def test_make_a_ticket_that_breaks_another_test_fails_naming_it(tmp_path):
     r = run_ticket(tmp_path, MAKE_FILES, ["make test"], write("calc.py", BROKEN_ADD))
     assert_failed(r)
     assert r["final"]["new_failures"] == ["tests/test_calc.py::test_add"]
-    assert r["final"]["already_failing"] == ["tests/test_calc.py::test_known_bug"]
+    # make's own line for the recipe that failed is a failure too, on the base as on the ticket
+    assert r["final"]["already_failing"] == ["(make) test: Error 1", "tests/test_calc.py::test_known_bug"]
 
 
 @needs_make
@@ -76,7 +79,7 @@ def test_make_running_pytest_twice_keeps_the_first_runs_failures(tmp_path):
     r = run_ticket(tmp_path, MAKE_FILES, ["make twice"], write("calc.py", BROKEN_ADD))
     assert_failed(r)
     assert r["final"]["new_failures"] == ["tests/test_calc.py::test_add"]
-    assert r["final"]["already_failing"] == ["tests/test_calc.py::test_known_bug"]
+    assert r["final"]["already_failing"] == ["(make) twice: Error 1", "tests/test_calc.py::test_known_bug"]
 
 
 @needs_make
@@ -84,6 +87,15 @@ def test_make_running_pytest_twice_a_ticket_that_deletes_the_second_runs_test_fa
     r = run_ticket(tmp_path, MAKE_FILES, ["make twice"], delete("more/test_more.py"))
     assert_failed(r)  # the second run's test is gone: a removed test, though that run itself passes
     assert r["final"]["removed_tests"] == ["more/test_more.py::test_add_strings (removed)"]
+
+
+@needs_make
+def test_make_k_a_ticket_that_breaks_a_step_with_no_report_beside_the_known_failure_fails(tmp_path):
+    # the tests fail on the base already, so the exit code is the same: make's line names the step
+    r = run_ticket(tmp_path, MAKE_FILES, ["make -k test lint"], write("TODO", "later\n"))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["(make) lint: Error 1"]
+    assert r["final"]["already_failing"] == ["(make) test: Error 1", "tests/test_calc.py::test_known_bug"]
 
 
 @needs_make

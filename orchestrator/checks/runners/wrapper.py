@@ -38,6 +38,13 @@ later run would lose the first run's failures, and a broken ticket could pass. S
 A test run by several runs is one test, failing if it failed in any of them (a pass in one run
 does not hide a failure in another; two tox envs running the same suite are the same tests), and
 run if any of them ran it.
+
+**A step that writes no report** (a linter beside the tests) fails unseen when the tests already
+fail on the base: the wrapper's exit code is the same. make says which of its recipes failed
+(`make[1]: *** [Makefile:7: lint] Error 3`, `make: [Makefile:2: test] Error 1 (ignored)`), so each
+such line is one more failure, `(make) lint: Error 3`, its line number left out (an edit above it
+moves it): a Makefile that runs `$(MAKE) unit; $(MAKE) lint`, ignores a recipe's error (`-ruff
+check .`) or is run with `make -k` names the step a ticket broke.
 """
 
 from __future__ import annotations
@@ -80,6 +87,12 @@ _CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:
                      r"|^(?:error: )?(Justfile does not contain recipe .*)$"
                      # pytest's usage error (exit 4), which the wrapper turns into its own exit code
                      r"|^(pytest: error: .*|ERROR: file or directory not found: .*)$", re.M)
+
+
+# make's line for a recipe that failed: `make[1]: *** [Makefile:7: lint] Error 3` (make 4.3), `make:
+# *** [lint] Error 3` (older), `make: [Makefile:2: test] Error 1 (ignored)` (a `-` recipe line)
+_MAKE_ERROR = re.compile(r"^make(?:\[\d+\])?: (?:\*\*\* )?\[(?:[^\]]*?:\d+: )?(?P<target>[^\]]+)\] "
+                         r"(?P<error>Error \d+|Segmentation fault.*|Killed)(?P<ignored> \(ignored\))?\s*$", re.M)
 
 
 @dataclass
@@ -221,6 +234,12 @@ def _rank(case: junit.TestCase) -> int:
     return {junit.FAILED: 3, junit.ERROR: 3, junit.PASSED: 1, junit.SKIPPED: 0}[case.outcome]
 
 
+def make_errors(output: str) -> list[str]:
+    """Each recipe make says failed, as a failure: `(make) lint: Error 3`, `(make) test: Error 1 (ignored)`."""
+    return [f"(make) {m.group('target')}: {m.group('error').strip()}{m.group('ignored') or ''}"
+            for m in _MAKE_ERROR.finditer(output)]
+
+
 def cannot_run(output: str) -> str | None:
     """A target, env, session or recipe the wrapper does not have (`make tset`)."""
     found = _CANNOT.search(output)
@@ -229,5 +248,5 @@ def cannot_run(output: str) -> str | None:
     return " ".join(next(g for g in found.groups() if g).split())[:200]  # tox names the env on the next line
 
 
-__all__ = ["NODE_MIN", "PYTEST_REPORT", "RUNNER", "Keeper", "Runs", "cannot_run", "incomplete", "prepare", "read",
-           "runs"]
+__all__ = ["NODE_MIN", "PYTEST_REPORT", "RUNNER", "Keeper", "Runs", "cannot_run", "incomplete", "make_errors",
+           "prepare", "read", "runs"]
