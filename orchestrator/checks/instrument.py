@@ -4,7 +4,8 @@
   gains `--junitxml=<a temporary file>` (unless the command names its own `--junitxml`, which is
   then read; `junit_family=xunit1`, whose test files give pytest's own test ids) and
   `--continue-on-collection-errors`, so a module that fails to import is one
-  failure among the others, not a run with no tests;
+  failure among the others, not a run with no tests; a line that runs pytest twice (`pytest a;
+  pytest b`) is read as a wrapper is (below), so the second run's report does not replace the first's;
 - **unittest** (`python -m unittest ...`): run through orchestrator/checks/unittest_junit.py,
   which is unittest with a JUnit report (same tests, output and exit code);
 - **cargo test** and **go test** (run directly by the line) are read from their own output:
@@ -14,7 +15,10 @@
   (orchestrator/checks/runners/javascript.py);
 - **rspec** (`rspec`, `bundle exec rspec`, `rake spec`): `SPEC_OPTS` gains a `--require` that
   adds rspec's JSON formatter beside the run's own (orchestrator/checks/runners/rspec.py);
-- **any other command** names its report with `junit = "..."`, or prints diagnostics lines.
+- **any other command** (`make test`, `tox`, `nox -s tests`, a script: a wrapper) gets every
+  report request the environment carries (pytest's, rspec's, `node --test`'s), and whichever
+  reports the run wrote are read (orchestrator/checks/runners/wrapper.py); else it names its
+  report with `junit = "..."`, or prints diagnostics lines.
 
 A check that cannot really run (not found, a runner that is not installed, pytest's usage error or
 "no tests collected", unittest's "Ran 0 tests", a JUnit report that is missing or empty, a run
@@ -29,7 +33,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.checks.runners import cargo, go, javascript, rspec
+from orchestrator.checks.runners import cargo, go, javascript, rspec, wrapper
 from orchestrator.config.settings import CheckCommand
 
 _PYTEST = re.compile(r"(?:^|[\s;&|(/])(?:py\.test|pytest)(?:\s|$|;|&|\|)|-m\s+pytest\b")
@@ -52,7 +56,9 @@ class Prepared:
     line: str
     env: dict[str, str] = field(default_factory=dict)
     reports: list[str] = field(default_factory=list)  # globs, relative to where it runs, or absolute paths
-    runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | a JavaScript runner (javascript.RUNNERS) | "rspec" | ""
+    # "pytest" | "unittest" | "cargo" | "go" | a JavaScript runner (javascript.RUNNERS) | "rspec" |
+    # "wrapper" (no runner named: the env-carried reports asked for) | "" (the user says how to read it)
+    runner: str = ""
 
     @property
     def wants_report(self) -> bool:
@@ -83,6 +89,9 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | 
         return Prepared(line, runner=runner)
     if spec.junit:
         return Prepared(line, reports=[spec.junit], runner=runner)
+    if runner == "pytest" and len(_PYTEST.findall(line)) > 1 and not _OWN_JUNITXML.search(line):
+        # pytest run twice (`pytest a; pytest b`): the second would rewrite the first's report
+        return Prepared(*wrapper.prepare(line, tmp, environ, cwd), runner=wrapper.RUNNER)
     if runner == "pytest":
         own = _OWN_JUNITXML.search(line)
         if own:
@@ -104,6 +113,8 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | 
         return Prepared(*javascript.prepare(runner, line, tmp, environ), runner=runner)
     if runner == rspec.RUNNER:
         return Prepared(*rspec.prepare(line, tmp, environ), runner=runner)
+    if not runner and spec.format == "auto":  # make, tox, nox, a script: whatever it runs may report
+        return Prepared(*wrapper.prepare(line, tmp, environ, cwd), runner=wrapper.RUNNER)
     return Prepared(line, runner=runner)
 
 
@@ -113,7 +124,10 @@ def report_files(prepared: Prepared, cwd: Path, since: float) -> list[Path]:
     found: list[Path] = []
     for pattern in prepared.reports:
         p = Path(pattern)
-        matches = [p] if p.is_absolute() else sorted(cwd.glob(pattern))
+        if p.is_absolute():  # middle's own: a file, or a glob of files in its temporary folder (wrapper.py)
+            matches = sorted(p.parent.glob(p.name)) if "*" in p.name else [p]
+        else:
+            matches = sorted(cwd.glob(pattern))
         for m in matches:
             try:
                 if m.is_file() and m.stat().st_mtime >= since - 1:
@@ -149,6 +163,8 @@ def cannot_run(exit_code: int | None, output: str, runner: str) -> str | None:
         return javascript.cannot_run(runner, exit_code, output)
     if runner == rspec.RUNNER:
         return rspec.cannot_run(exit_code, output)
+    if runner == wrapper.RUNNER:
+        return wrapper.cannot_run(output)
     return None
 
 

@@ -12,6 +12,7 @@ names its own: orchestrator.checks.instrument), else from diagnostics lines
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -24,7 +25,7 @@ from typing import Any
 
 from orchestrator.checks import diagnostics, instrument, junit
 from orchestrator.checks.instrument import CANNOT_START  # noqa: F401 - re-exported
-from orchestrator.checks.runners import javascript, rspec
+from orchestrator.checks.runners import javascript, rspec, wrapper
 from orchestrator.checks.spec import Item, spec_of
 from orchestrator.config.settings import CheckCommand
 
@@ -97,7 +98,7 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
     """Run `command` in `cwd` under `sh -c`, at most `timeout_s` seconds (then its whole process
     group is killed). Like Claude Code, it dies with this process (even by kill -9), and, with
     `run_id`, carries the run's marker, so whoever takes a dead run over stops what it left."""
-    from orchestrator.coding_agent.orphans import MARK_VAR, check_mark, die_with_parent, own_mark
+    from orchestrator.coding_agent.orphans import MARK_VAR, check_mark, own_mark
 
     spec = spec_of(command)
     cwd = Path(cwd)
@@ -109,22 +110,10 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
     with tempfile.TemporaryDirectory(prefix="middle-check-") as tmp, tempfile.TemporaryFile() as out:
         prepared = instrument.prepare(spec, Path(tmp), environ, cwd)
         environ.update(prepared.env)
-        # The outer sh gets SIGUSR1 from the kernel when this process dies (even by kill -9) and
-        # its trap kills its whole process group: the check's own children too (a test runner's
-        # workers), which a parent-death signal to the sh alone would leave running.
-        guard = 'trap "kill -KILL 0" USR1; sh -c "$1" & wait $!'
-        proc = subprocess.Popen(["sh", "-c", guard, "middle-check", prepared.line], cwd=str(cwd), stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environ,
-                                start_new_session=True, preexec_fn=die_with_parent(signal.SIGUSR1))
-        timed_out = False
-        try:
-            code: int | None = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out, code = True, None
-            _kill_group(proc)
-        except BaseException:  # Ctrl-C, a stop: the check does not outlive its run
-            _kill_group(proc)
-            raise
+        # behind a wrapper, each version of a report a later run overwrites is kept as it is written
+        keeper = wrapper.Keeper(Path(tmp)) if prepared.runner == wrapper.RUNNER else contextlib.nullcontext()
+        with keeper:
+            code, timed_out = _run(prepared.line, cwd, out, environ, timeout_s)
         duration = time.monotonic() - started
         out.seek(0)
         text = out.read().decode("utf-8", "replace")
@@ -138,8 +127,31 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
     tail = text[-TAIL_CHARS:] if len(text) > TAIL_CHARS else text
     if timed_out:
         tail += f"\n[the check did not finish within {timeout_s:g}s and was stopped]"
+    if result.extra.get("wrapper"):  # why its runners' reports were not read
+        tail += f"\n[{result.extra['wrapper']}]"
     result.tail = tail
     return result
+
+
+def _run(line: str, cwd: Path, out: Any, environ: dict[str, str], timeout_s: float) -> tuple[int | None, bool]:
+    """Run the shell line to its end or its timeout: (exit code, None when it timed out; timed out)."""
+    from orchestrator.coding_agent.orphans import die_with_parent
+
+    # The outer sh gets SIGUSR1 from the kernel when this process dies (even by kill -9) and
+    # its trap kills its whole process group: the check's own children too (a test runner's
+    # workers), which a parent-death signal to the sh alone would leave running.
+    guard = 'trap "kill -KILL 0" USR1; sh -c "$1" & wait $!'
+    proc = subprocess.Popen(["sh", "-c", guard, "middle-check", line], cwd=str(cwd), stdout=out,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environ,
+                            start_new_session=True, preexec_fn=die_with_parent(signal.SIGUSR1))
+    try:
+        return proc.wait(timeout=timeout_s), False
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return None, True
+    except BaseException:  # Ctrl-C, a stop: the check does not outlive its run
+        _kill_group(proc)
+        raise
 
 
 def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument.Prepared, cwd: Path, text: str,
@@ -151,10 +163,12 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
     if prepared.runner in instrument.FROM_OUTPUT:  # cargo test, go test: every test is in its output
         _from_output(result, instrument.FROM_OUTPUT[prepared.runner](text))
         return
+    if prepared.runner == wrapper.RUNNER and _from_wrapper(result, prepared, cwd, text, since):
+        return
     if spec.format == "junit" and not prepared.wants_report:
         result.problem = 'format = "junit" names no report: add junit = "reports/*.xml" (where the command writes it)'
         return
-    if prepared.wants_report:
+    if prepared.wants_report and prepared.runner != wrapper.RUNNER:
         files = instrument.report_files(prepared, cwd, since)
         if not files:
             where = ", ".join(p if not Path(p).is_absolute() else "(middle's own report)" for p in prepared.reports)
@@ -190,6 +204,41 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
             result.failing = sorted(found.elements()) or None
             if result.exit_code != 0 and not found:
                 result.failing = [f"(the run exited {result.exit_code} with no diagnostics)"]
+
+
+def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path, text: str, since: float) -> bool:
+    """A wrapper's run (make, tox, a script): the reports its runners wrote, when they hold every
+    run; else its exit code alone (not diagnostics: a test runner's traceback lines, `test_x.py:5:
+    AssertionError`, would read as lint problems). False: no test runner it knows of ran (read
+    as any other command)."""
+    found = wrapper.runs(instrument.report_files(prepared, cwd, since), text)
+    if not any(r.files or r.runs for r in found):
+        return False
+    why = wrapper.incomplete(found)
+    if why is not None:
+        result.extra["wrapper"] = why
+        return True
+    try:
+        report = wrapper.read(found)
+    except junit.ReportError as exc:  # two runs at once writing one file, a runner that died writing
+        result.extra["wrapper"] = f"a report behind it could not be read ({exc}): judged by its exit code"
+        return True
+    if not report.cases:
+        kinds = ", ".join(r.kind for r in found if r.files)
+        result.problem = f"the test runner behind it collected no tests ({kinds}: its report names none)"
+        return True
+    if report.only_collection_errors:
+        result.problem = ("no test ran: every failure is a collection or import error ("
+                          + report.first_collection_error()[:200] + ")")
+        return True
+    result.kind, result.ran, result.skipped = JUNIT, report.ran, report.skipped
+    # the recipes make says failed too: a step with no report (a linter) that fails beside a test
+    # the base already fails is named, not hidden behind the same exit code
+    steps = wrapper.make_errors(text)
+    result.failing = sorted(report.failing + steps) or None
+    if result.exit_code != 0 and not report.failing and not steps:
+        result.failing = [f"(the run exited {result.exit_code} with no failing test)"]
+    return True
 
 
 def _from_output(result: CheckResult, report: junit.JUnitReport) -> None:

@@ -13,6 +13,8 @@ from pathlib import Path
 # What npm writes into a new package.json: a test script that always fails is no test suite.
 NPM_PLACEHOLDER = "no test specified"
 PYTEST_SECTION = re.compile(r"^\s*\[tool\.pytest[.\]]", re.MULTILINE)
+TOX_SECTION = re.compile(r"^\s*\[tool\.tox[.\]]", re.MULTILINE)
+MAKE_TEST = re.compile(r"^test\s*:(?!=)", re.MULTILINE)  # a `test` target (not `test := ...`)
 
 
 def _read(path: Path) -> str:
@@ -67,8 +69,25 @@ def _rspec(root: Path) -> tuple[str, str] | None:
     return ("bundle exec rspec" if (root / "Gemfile").is_file() else "rspec"), why
 
 
+def _wrapper(root: Path) -> tuple[str, str] | None:
+    """The project's own way to run its tests (a Makefile's `test` target, tox, nox), or None.
+    Suggested only where no runner shows: a line that names its runner is read the same way
+    with nothing behind it to miss (docs/checks.md, "Behind a wrapper")."""
+    for name in ("GNUmakefile", "makefile", "Makefile"):
+        if MAKE_TEST.search(_read(root / name)):
+            return "make test", f"the test target of {name}"
+    if (root / "tox.ini").is_file() or (root / "tox.toml").is_file():
+        return "tox", "tox.ini" if (root / "tox.ini").is_file() else "tox.toml"
+    if TOX_SECTION.search(_read(root / "pyproject.toml")):
+        return "tox", "[tool.tox] in pyproject.toml"
+    if (root / "noxfile.py").is_file():
+        return "nox", "noxfile.py"
+    return None
+
+
 def detect(root: Path) -> list[tuple[str, str]]:
-    """(command, why) for each test runner the project at `root` shows, in a fixed order."""
+    """(command, why) for each test runner the project at `root` shows, in a fixed order; else the
+    wrapper it runs its tests with (make, tox, nox)."""
     found = []
     if why := _pytest(root):
         found.append(("python -m pytest -q", why))
@@ -80,6 +99,8 @@ def detect(root: Path) -> list[tuple[str, str]]:
         found.append(("cargo test", "Cargo.toml"))
     if rspec := _rspec(root):
         found.append(rspec)
+    if not found and (wrapper := _wrapper(root)):
+        found.append(wrapper)
     return found
 
 

@@ -41,8 +41,10 @@ PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and set
 # lines and the exit code); 3 = cargo test and go test read test by test too (a base kept by 2
 # names none of their failures); 4 = `node --test`, jest, vitest and mocha too (3 read them by
 # their exit code); 5 = rspec, and `pnpm test` / `yarn test` through their script's runner, too (4
-# read them by their exit code). A result of another format is measured again, not compared.
-BASELINE_FORMAT = 5
+# read them by their exit code); 6 = a line that names no runner (`make test`, tox, a script) read
+# from the reports of the runners behind it (5 read it by diagnostics lines or its exit code). A
+# result of another format is measured again, not compared.
+BASELINE_FORMAT = 6
 EVENT_NAMES = 200
 
 

@@ -106,9 +106,16 @@ INIT_PROJECTS = {
     "rspec with bundler": ({".rspec": "--require spec_helper\n", "Gemfile": ""}, ["bundle exec rspec"]),
     "go and cargo": ({"go.mod": "module x\n", "Cargo.toml": "[package]\nname = 'x'\n"},
                      ["go test ./...", "cargo test"]),
-    # npm's own placeholder script, a tests folder without tests, a pyproject without pytest: nothing
+    # where no runner shows, the project's wrapper (read through the runners behind it)
+    "make": ({"Makefile": "CC := cc\n\ntest: build\n\t./run-tests\n"}, ["make test"]),
+    "tox": ({"tox.ini": "[tox]\nenvlist = py311\n"}, ["tox"]),
+    "nox": ({"noxfile.py": "import nox\n"}, ["nox"]),
+    "pytest and tox": ({"pytest.ini": "[pytest]\n", "tox.ini": "[tox]\n"}, ["python -m pytest -q"]),
+    # npm's own placeholder script, a tests folder without tests, a pyproject without pytest, a
+    # Makefile without a test target: nothing
     "nothing": ({"package.json": '{"scripts": {"test": "echo \\"Error: no test specified\\" && exit 1"}}',
-                 "tests/helpers.py": "", "pyproject.toml": "[project]\nname = 'x'\n"}, []),
+                 "tests/helpers.py": "", "pyproject.toml": "[project]\nname = 'x'\n",
+                 "Makefile": "test := unit\nbuild:\n\tcc x.c\n"}, []),
 }
 
 

@@ -61,7 +61,8 @@ def test_npm_test_gets_the_options_after_a_double_dash_and_a_bad_package_json_is
     p = prepare(CheckCommand(run="npm test && npm run lint"), tmp_path / "r", {}, tmp_path)
     assert p.runner == "jest" and p.line.startswith("npm test -- --json --outputFile=") and p.line.endswith(" lint")
     (tmp_path / "package.json").write_text("[not json")
-    assert prepare(CheckCommand(run="npm test"), tmp_path, {}, tmp_path).runner == ""
+    # no runner known: a wrapper like any other (only the runners the environment asks are read)
+    assert prepare(CheckCommand(run="npm test"), tmp_path, {}, tmp_path).runner == "wrapper"
 
 
 @pytest.mark.parametrize("line, asked", [

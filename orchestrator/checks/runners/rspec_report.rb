@@ -6,9 +6,15 @@
 # person reading the output would lose theirs); added here, once rspec has set up its own
 # formatters (or its default, progress), it is one more.
 module MiddleRspecReport
+  # `{pid}` in the path is this rspec process's id: behind a wrapper (make, a script) that runs
+  # rspec more than once, each run keeps its own report instead of overwriting the last one's
+  def self.path
+    ENV.fetch("MIDDLE_RSPEC_JSON").gsub("{pid}", Process.pid.to_s)
+  end
+
   def setup_default(output_stream, deprecation_stream)
     super
-    add "json", ENV.fetch("MIDDLE_RSPEC_JSON")
+    add "json", MiddleRspecReport.path
   end
 end
 
@@ -16,5 +22,5 @@ loader = defined?(RSpec::Core::Formatters::Loader) && RSpec::Core::Formatters::L
 if loader && (loader.method_defined?(:setup_default) || loader.private_method_defined?(:setup_default))
   loader.prepend(MiddleRspecReport) # rspec 3
 elsif defined?(RSpec.configure) # another rspec: the report still, the run's own formatters perhaps not
-  RSpec.configure { |config| config.add_formatter("json", ENV.fetch("MIDDLE_RSPEC_JSON")) }
+  RSpec.configure { |config| config.add_formatter("json", MiddleRspecReport.path) }
 end

@@ -1,0 +1,252 @@
+"""A line that names no runner (`make test`, `tox`, `nox -s tests`, `./scripts/test.sh`, `just
+test`, `hatch test`): the runners that take their report request from the environment are all
+asked at once, since a wrapper passes its environment on, and whichever reports the run wrote are
+read.
+
+- **pytest**: `PYTEST_ADDOPTS` gains `--junitxml=<tmp>/pytest-${TOX_ENV_NAME}${NOX_CURRENT_SESSION}.xml`
+  (pytest expands environment variables in that path, so each tox env and nox session writes its
+  own file), as a line that runs pytest gets it;
+- **rspec**: `SPEC_OPTS` gains middle's formatter (rspec.py), writing one file per rspec process;
+- **`node --test`**: `NODE_OPTIONS` gains middle's reporters (node.py), when the `node` on PATH
+  is 20 or later: on an older Node a `--test-reporter` in NODE_OPTIONS stops every node process
+  (a build step, npm itself), which would break a check that passes;
+- **tox** filters the environment (its default `pass_env` has none of these), so `TOX_OVERRIDE`
+  (tox 4's `--override` from the environment) adds them to `pass_env` of `[testenv]` (tox.ini) and
+  `[env_run_base]` (tox.toml), and of each `[testenv:NAME]` of the project's tox.ini (an env's own
+  `pass_env` replaces the base's; an override naming an env tox does not have is ignored). An env
+  it still misses (tox.toml's own envs, a generated name) passes nothing on, and its pytest writes
+  no report: that is caught below. nox passes the whole environment on.
+
+`go test` is not asked (`GOFLAGS=-v`): go's test lines are read from the output, and a wrapper's
+output mixes other commands' lines with them (`make -j`), two `go test` runs of one package
+cannot be told apart, and `-v` also changes `go build`/`go vet` output. cargo needs its command
+line changed (`--no-fail-fast`). Both stay judged by their exit code behind a wrapper.
+
+**A wrapper may run a runner more than once** (a Makefile running pytest on two folders, tox with
+several envs, `make test` running `make unit` and `make integration`). A report overwritten by a
+later run would lose the first run's failures, and a broken ticket could pass. So:
+
+- while the command runs, `Keeper` copies each complete version of the pytest and `node --test`
+  reports as soon as it is written (a later run rewrites the same file only after starting,
+  importing and running its tests; rspec's files are one per process already);
+- the runs are counted from the output (each pytest, rspec and `node --test` run prints one
+  summary line) and compared with the reports kept: when a runner ran more often than it left
+  reports (two runs at once, `make -j`, overwriting each other; a tox env with its own `pass_env`;
+  a `-qq` or a redirected output that hides the count), or a report cannot be read (two runs'
+  writes mixed in one file), the check is judged by its exit code, never by a partial report.
+
+A test run by several runs is one test, failing if it failed in any of them (a pass in one run
+does not hide a failure in another; two tox envs running the same suite are the same tests), and
+run if any of them ran it.
+
+**A step that writes no report** (a linter beside the tests) fails unseen when the tests already
+fail on the base: the wrapper's exit code is the same. make says which of its recipes failed
+(`make[1]: *** [Makefile:7: lint] Error 3`, `make: [Makefile:2: test] Error 1 (ignored)`), so each
+such line is one more failure, `(make) lint: Error 3`, its line number left out (an edit above it
+moves it): a Makefile that runs `$(MAKE) unit; $(MAKE) lint`, ignores a recipe's error (`-ruff
+check .`) or is run with `make -k` names the step a ticket broke.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import shlex
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.checks import junit
+from orchestrator.checks.runners import node, rspec
+
+RUNNER = "wrapper"
+# One report file per tox env / nox session: pytest expands these in the --junitxml path (an unset
+# one is left as it is, still a valid file name)
+PYTEST_REPORT = "pytest-${TOX_ENV_NAME}${NOX_CURRENT_SESSION}.xml"
+RSPEC_REPORT = "rspec-{pid}.json"  # rspec_report.rb puts the rspec process's id in place of {pid}
+NODE_REPORT = "node-test-junit.xml"  # node.py's
+KEPT = "kept"  # where Keeper copies them
+_KEPT_NUMBER = re.compile(r"^\d{4}-")
+TOX_PASS = ("PYTEST_ADDOPTS", "SPEC_OPTS", "MIDDLE_RSPEC_JSON", "NODE_OPTIONS")
+NODE_MIN = 20
+# Each run's closing summary line: pytest (`1 failed, 3 passed in 0.12s`, `no tests ran in 0.01s`,
+# between `=` rules or not), rspec (`3 examples, 1 failure`), the spec reporter middle gives
+# `node --test` (`ℹ tests 3`)
+_PYTEST_RUN = re.compile(r"^(?:=+ )?(?:no tests ran|\d+ \w+(?: \w+)?(?:, \d+ \w+(?: \w+)?)*) in \d+(?:\.\d+)?s"
+                         r"(?: \(\d+:\d\d:\d\d\))?(?: =+)?\s*$", re.M)
+_RSPEC_RUN = re.compile(r"^\d+ examples?, \d+ failures?", re.M)
+_NODE_RUN = re.compile(r"^ℹ tests \d+\s*$", re.M)
+# A wrapper's own words for a target, env, session or recipe it does not have: the config's mistake
+_CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:\s+Stop\.)?$"
+                     r"|^(?:ROOT: HandledError\| )?(provided environments not found in configuration file"
+                     r":?.*(?:\n\S.*)?)$"
+                     r"|^(?:nox > )?(Sessions not found: .*)$"
+                     r"|^(?:error: )?(Justfile does not contain recipe .*)$"
+                     # pytest's usage error (exit 4), which the wrapper turns into its own exit code
+                     r"|^(pytest: error: .*|ERROR: file or directory not found: .*)$", re.M)
+
+
+# make's line for a recipe that failed: `make[1]: *** [Makefile:7: lint] Error 3` (make 4.3), `make:
+# *** [lint] Error 3` (older), `make: [Makefile:2: test] Error 1 (ignored)` (a `-` recipe line)
+_MAKE_ERROR = re.compile(r"^make(?:\[\d+\])?: (?:\*\*\* )?\[(?:[^\]]*?:\d+: )?(?P<target>[^\]]+)\] "
+                         r"(?P<error>Error \d+|Segmentation fault.*|Killed)(?P<ignored> \(ignored\))?\s*$", re.M)
+
+
+@dataclass
+class Runs:
+    """The report files of one kind and how many runs of that runner the output shows."""
+
+    kind: str  # "pytest" | "rspec" | "node-test"
+    files: list[Path]
+    runs: int
+
+
+def prepare(line: str, tmp: Path, environ: dict[str, str], cwd: Path | None = None
+            ) -> tuple[str, dict[str, str], list[str]]:
+    """The line unchanged; the environment that asks every env-carried runner for its report."""
+    pytest_report = tmp / PYTEST_REPORT
+    opts = " ".join(filter(None, [environ.get("PYTEST_ADDOPTS", ""), f"--junitxml={shlex.quote(str(pytest_report))}",
+                                  "-o", "junit_family=xunit1", "--continue-on-collection-errors"]))
+    env = {"PYTEST_ADDOPTS": opts}
+    _, rspec_env, _ = rspec.prepare(line, tmp, environ)
+    env |= {**rspec_env, "MIDDLE_RSPEC_JSON": str(tmp / RSPEC_REPORT)}
+    # pytest's and node's as Keeper copies them, each version once; rspec's, one file per process
+    reports = [str(tmp / KEPT / "*"), str(tmp / "rspec-*.json")]
+    if _node_version(environ.get("PATH", "")) >= NODE_MIN:
+        _, node_env, _ = node.prepare(line, tmp, environ)
+        env |= node_env
+    sections = ["testenv", "env_run_base", *_tox_envs(cwd)]
+    overrides = ";".join(f"{section}.pass_env+={name}" for section in sections for name in TOX_PASS)
+    env["TOX_OVERRIDE"] = ";".join(filter(None, [environ.get("TOX_OVERRIDE", ""), overrides]))
+    return line, env, reports
+
+
+_TOX_ENV_SECTION = re.compile(r"^\[(testenv:[\w.-]+)\]\s*$", re.M)
+
+
+def _tox_envs(cwd: Path | None) -> list[str]:
+    """The `testenv:NAME` sections of the project's tox.ini (the project's own file: unreadable is none)."""
+    try:
+        text = (cwd / "tox.ini").read_text(encoding="utf-8", errors="replace") if cwd else ""
+    except OSError:
+        return []
+    return sorted(set(_TOX_ENV_SECTION.findall(text)))
+
+
+@functools.lru_cache(maxsize=8)
+def _node_version(path: str) -> int:
+    """The major version of the `node` on PATH (0: none, or it would not say)."""
+    exe = shutil.which("node", path=path or None)
+    if not exe:
+        return 0
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    found = re.match(r"v(\d+)\.", out.strip())
+    return int(found.group(1)) if found else 0
+
+
+class Keeper:
+    """Copies every complete version of the reports a later run would overwrite (pytest's and
+    `node --test`'s) into `into`, as the command runs: `with Keeper(tmp): <run>`, then `kept()`."""
+
+    POLL_S = 0.05
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp, self.into = tmp, tmp / KEPT
+        self._seen: set[tuple[str, int, int]] = set()  # (name, mtime_ns, size) already looked at
+        self._hashes: set[tuple[str, str]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="middle-report-keeper", daemon=True)
+
+    def __enter__(self) -> "Keeper":
+        self.into.mkdir(exist_ok=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sweep()  # what the last run wrote just before the command ended
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.POLL_S):
+            self.sweep()
+
+    def sweep(self) -> None:
+        for path in [*self.tmp.glob("pytest-*.xml"), *self.tmp.glob(NODE_REPORT)]:
+            try:
+                st = path.stat()
+                key = (path.name, st.st_mtime_ns, st.st_size)
+                if key in self._seen:
+                    continue
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if not data.rstrip().endswith((b"</testsuites>", b"</testsuite>")):  # still being written: look again
+                continue
+            self._seen.add(key)
+            digest = (path.name, hashlib.sha256(data).hexdigest())
+            if digest not in self._hashes:
+                self._hashes.add(digest)
+                (self.into / f"{len(self._hashes):04d}-{path.name}").write_bytes(data)
+
+
+def runs(files: list[Path], output: str) -> list[Runs]:
+    """The reports written, by kind, beside how many runs of each runner the output shows."""
+    def of(prefix: str) -> list[Path]:
+        return [f for f in files if _KEPT_NUMBER.sub("", f.name).startswith(prefix)]
+    return [Runs("pytest", of("pytest-"), len(_PYTEST_RUN.findall(output))),
+            Runs(rspec.RUNNER, of("rspec-"), len(_RSPEC_RUN.findall(output))),
+            Runs("node-test", of(NODE_REPORT), len(_NODE_RUN.findall(output)))]
+
+
+def incomplete(found: list[Runs]) -> str | None:
+    """Why the reports cannot be trusted to hold every run (None: one report per run)."""
+    for r in found:
+        if r.files or r.runs:
+            # rspec writes one file per process; pytest one per tox env or nox session; node one in all
+            if len(r.files) != r.runs:
+                return (f"{r.kind} ran {r.runs} time(s) behind it and left {len(r.files)} report(s): "
+                        f"judged by its exit code, not by a report that may miss a run's failures")
+    return None
+
+
+def read(found: list[Runs]) -> junit.JUnitReport:
+    """Every run's tests, one test failing if it failed in any run."""
+    report = junit.JUnitReport()
+    for r in found:
+        for path in r.files:
+            one = rspec.read([path]) if r.kind == rspec.RUNNER else junit.read([path])
+            for case in one.cases.values():
+                seen = report.cases.get(case.ident)
+                if seen is None or _rank(case) > _rank(seen):
+                    report.cases[case.ident] = case
+    return report
+
+
+def _rank(case: junit.TestCase) -> int:
+    """A failure in any run wins, then a run, then a skip."""
+    return {junit.FAILED: 3, junit.ERROR: 3, junit.PASSED: 1, junit.SKIPPED: 0}[case.outcome]
+
+
+def make_errors(output: str) -> list[str]:
+    """Each recipe make says failed, as a failure: `(make) lint: Error 3`, `(make) test: Error 1 (ignored)`."""
+    return [f"(make) {m.group('target')}: {m.group('error').strip()}{m.group('ignored') or ''}"
+            for m in _MAKE_ERROR.finditer(output)]
+
+
+def cannot_run(output: str) -> str | None:
+    """A target, env, session or recipe the wrapper does not have (`make tset`)."""
+    found = _CANNOT.search(output)
+    if not found:
+        return None
+    return " ".join(next(g for g in found.groups() if g).split())[:200]  # tox names the env on the next line
+
+
+__all__ = ["NODE_MIN", "PYTEST_REPORT", "RUNNER", "Keeper", "Runs", "cannot_run", "incomplete", "make_errors",
+           "prepare", "read", "runs"]

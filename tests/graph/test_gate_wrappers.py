@@ -1,0 +1,178 @@
+"""The check gate behind the wrappers projects put in CI (`make test`, tox, a shell script): the
+runners behind them are asked for their reports through the environment and judged failure by
+failure (orchestrator/checks/runners/wrapper.py). Through the real graph, store, git worktrees,
+real make, tox and rspec, and the real pytest, as tests/graph/test_gate_projects.py does for
+lines that name their runner. Each project's base already fails one test.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from test_gate_projects import assert_cannot_run, assert_failed, assert_no_worse, delete, run_ticket, write
+
+PY = sys.executable
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+TEST_CALC = textwrap.dedent("""\
+    import calc
+
+
+    def test_known_bug():  # already failing on the base
+        assert calc.VALUE == 2
+
+
+    def test_add():
+        assert calc.add(1, 2) == 3
+""")
+TEST_MORE = textwrap.dedent("""\
+    import calc
+
+
+    def test_add_strings():
+        assert calc.add("a", "b") == "ab"
+""")
+CALC = "VALUE = 1\n\n\ndef add(a, b):\n    return a + b\n"
+BROKEN_ADD = "VALUE = 1\n\n\ndef add(a, b):\n    return a - b if isinstance(a, int) else a + b\n"
+PYTEST = f"{PY} -m pytest -q -p no:cacheprovider"
+MAKE_FILES = {"calc.py": CALC, "tests/test_calc.py": TEST_CALC, "more/test_more.py": TEST_MORE,
+              # recipes are tab-indented; `twice` runs pytest on each folder (the first one fails on
+              # the base) and fails if either did
+              "Makefile": f"test:\n\t{PYTEST} tests more\n\n"
+                          f"twice:\n\t{PYTEST} tests; s=$$?; {PYTEST} more && exit $$s\n\n"
+                          # a step with no report: it fails when a TODO file is left behind
+                          f"lint:\n\t{PY} -c \"import pathlib, sys; sys.exit(pathlib.Path('TODO').exists())\"\n"}
+
+
+@needs_make
+def test_make_a_ticket_that_breaks_another_test_fails_naming_it(tmp_path):
+    r = run_ticket(tmp_path, MAKE_FILES, ["make test"], write("calc.py", BROKEN_ADD))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["tests/test_calc.py::test_add"]
+    # make's own line for the recipe that failed is a failure too, on the base as on the ticket
+    assert r["final"]["already_failing"] == ["(make) test: Error 1", "tests/test_calc.py::test_known_bug"]
+
+
+@needs_make
+def test_make_a_ticket_that_leaves_the_known_failure_is_no_worse_naming_it(tmp_path):
+    r = run_ticket(tmp_path, MAKE_FILES, ["make test"], write("NOTES.md", "hello\n"))
+    assert_no_worse(r, "tests/test_calc.py::test_known_bug")
+    assert r["final"]["tests_run"] == 3
+
+
+@needs_make
+def test_make_a_ticket_that_deletes_the_failing_test_fails(tmp_path):
+    without = TEST_CALC.replace("def test_known_bug():  # already failing on the base\n"
+                                "    assert calc.VALUE == 2\n", "")
+    r = run_ticket(tmp_path, MAKE_FILES, ["make test"], write("tests/test_calc.py", without))
+    assert_failed(r)
+    assert r["final"]["removed_tests"] == ["tests/test_calc.py::test_known_bug (removed)"]
+
+
+@needs_make
+def test_make_running_pytest_twice_keeps_the_first_runs_failures(tmp_path):
+    # the second run rewrites pytest's report: the first run's is kept as it was written
+    r = run_ticket(tmp_path, MAKE_FILES, ["make twice"], write("calc.py", BROKEN_ADD))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["tests/test_calc.py::test_add"]
+    assert r["final"]["already_failing"] == ["(make) twice: Error 1", "tests/test_calc.py::test_known_bug"]
+
+
+@needs_make
+def test_make_running_pytest_twice_a_ticket_that_deletes_the_second_runs_test_fails(tmp_path):
+    r = run_ticket(tmp_path, MAKE_FILES, ["make twice"], delete("more/test_more.py"))
+    assert_failed(r)  # the second run's test is gone: a removed test, though that run itself passes
+    assert r["final"]["removed_tests"] == ["more/test_more.py::test_add_strings (removed)"]
+
+
+@needs_make
+def test_make_k_a_ticket_that_breaks_a_step_with_no_report_beside_the_known_failure_fails(tmp_path):
+    # the tests fail on the base already, so the exit code is the same: make's line names the step
+    r = run_ticket(tmp_path, MAKE_FILES, ["make -k test lint"], write("TODO", "later\n"))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["(make) lint: Error 1"]
+    assert r["final"]["already_failing"] == ["(make) test: Error 1", "tests/test_calc.py::test_known_bug"]
+
+
+@needs_make
+def test_make_with_a_target_it_does_not_have_cannot_run(tmp_path):
+    assert_cannot_run(run_ticket(tmp_path, MAKE_FILES, ["make tset"], write("NOTES.md", "hello\n")),
+                      "No rule to make target 'tset'")
+
+
+@needs_make
+def test_make_whose_pytest_collects_nothing_cannot_run(tmp_path):
+    files = {**MAKE_FILES, "Makefile": f"test:\n\t{PYTEST} -k no_such_test_anywhere\n"}
+    assert_cannot_run(run_ticket(tmp_path, files, ["make test"], write("NOTES.md", "hello\n")),
+                      "collected no tests")
+
+
+# -- tox: two envs, each running the same suite with the system's pytest (nothing downloaded), one
+# with a pass_env of its own (which replaces [testenv]'s) --------------------------------------
+
+TOX_INI = textwrap.dedent(f"""\
+    [tox]
+    envlist = one, two
+    skipsdist = true
+
+    [testenv]
+    skip_install = true
+    system_site_packages = true
+    allowlist_externals = *
+    commands = {PYTEST} tests
+
+    [testenv:two]
+    pass_env = HOME
+""")
+
+
+TOX = shutil.which("tox", path=str(Path(PY).parent)) or shutil.which("tox")
+
+
+@pytest.mark.skipif(TOX is None, reason="tox is not installed (the test extra has it)")
+def test_tox_with_two_envs_is_read_per_failure(tmp_path):
+    files = {"calc.py": CALC, "tests/test_calc.py": TEST_CALC, "tox.ini": TOX_INI}
+    # its envs outside the worktree: made once for the base's run and the ticket's
+    r = run_ticket(tmp_path, files, [f"{TOX} -q --workdir {tmp_path / 'toxwork'}"], write("calc.py", BROKEN_ADD))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["tests/test_calc.py::test_add"]
+    assert r["final"]["already_failing"] == ["tests/test_calc.py::test_known_bug"]
+    assert r["final"]["tests_run"] == 2  # each env ran both: the same two tests
+
+
+# -- a shell script running rspec twice ----------------------------------------------------------
+
+SPEC_A = textwrap.dedent("""\
+    require_relative "../lib/calc"
+
+    RSpec.describe "Calc" do
+      it("knows its value") { expect(VALUE).to eq(2) }  # already failing on the base
+      it("adds") { expect(add(1, 2)).to eq(3) }
+    end
+""")
+SPEC_B = textwrap.dedent("""\
+    require_relative "../lib/calc"
+
+    RSpec.describe "More" do
+      it("adds strings") { expect(add("a", "b")).to eq("ab") }
+    end
+""")
+
+
+@pytest.mark.skipif(shutil.which("rspec") is None, reason="rspec is not installed (.ci/run installs it)")
+def test_a_script_running_rspec_twice_keeps_each_runs_report(tmp_path):
+    script = "s=0\nrspec spec/a_spec.rb || s=1\nrspec more/b_spec.rb || s=1\nexit $s\n"  # fails if either did
+    files = {"lib/calc.rb": "VALUE = 1\n\ndef add(a, b)\n  a + b\nend\n", "spec/a_spec.rb": SPEC_A,
+             "more/b_spec.rb": SPEC_B, "scripts/test.sh": script}
+    broken = "VALUE = 1\n\ndef add(a, b)\n  a.is_a?(Integer) ? a - b : a + b\nend\n"
+    r = run_ticket(tmp_path, files, ["sh scripts/test.sh"], write("lib/calc.rb", broken))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["spec/a_spec.rb::Calc adds"]
+    assert r["final"]["already_failing"] == ["spec/a_spec.rb::Calc knows its value"]
+    fine = run_ticket(tmp_path / "fine", files, ["sh scripts/test.sh"], write("NOTES.md", "hello\n"))
+    assert_no_worse(fine, "spec/a_spec.rb::Calc knows its value")
+    assert fine["final"]["tests_run"] == 3
