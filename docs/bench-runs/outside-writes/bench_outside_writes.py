@@ -9,6 +9,7 @@ on 100 docs rewritten by another program costs, once.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import sys
 import tempfile
@@ -60,6 +61,18 @@ def catch_up_s(backend: Bm25Backend, rewrite: Any, n: int) -> float:
     return time.perf_counter() - start
 
 
+def sqlite_rewrite(path: Path, k: int) -> None:
+    """Another program appends words to the first k docs."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE docs SET text = text || ' rewritten by hand' WHERE id <= ?", (k,))
+
+
+def pg_rewrite(url: str, k: int) -> None:
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE retrieval_docs SET text = text || ' rewritten by hand' "
+                     "WHERE id IN (SELECT id FROM retrieval_docs ORDER BY id LIMIT %s)", (k,))
+
+
 def sqlite(n: int) -> dict[str, float]:
     best: dict[str, float] = {}
     for _ in range(ROUNDS):
@@ -79,10 +92,7 @@ def sqlite(n: int) -> dict[str, float]:
                         ms = retrieve_ms(backend, checks)
                         name = f"retrieve {'checks' if checks else 'no checks'}"
                         best[name] = min(best.get(name, ms), ms)
-                    def rewrite(k: int) -> None:
-                        with sqlite3.connect(where / "bm25.sqlite3") as conn:
-                            conn.execute("UPDATE docs SET text = text || ' rewritten by hand' WHERE id <= ?", (k,))
-                    took = catch_up_s(backend, rewrite, 100)
+                    took = catch_up_s(backend, functools.partial(sqlite_rewrite, where / "bm25.sqlite3"), 100)
                     best["catch up 100"] = min(best.get("catch up 100", took), took)
             finally:
                 backend.close()
@@ -110,11 +120,7 @@ def pg(n: int) -> dict[str, float]:
                             ms = retrieve_ms(backend, checks)
                             name = f"retrieve {'checks' if checks else 'no checks'}"
                             best[name] = min(best.get(name, ms), ms)
-                        def rewrite(k: int) -> None:
-                            with psycopg.connect(url) as conn:
-                                conn.execute("UPDATE retrieval_docs SET text = text || ' rewritten by hand' "
-                                             "WHERE id IN (SELECT id FROM retrieval_docs ORDER BY id LIMIT %s)", (k,))
-                        took = catch_up_s(backend, rewrite, 100)
+                        took = catch_up_s(backend, functools.partial(pg_rewrite, url), 100)
                         best["catch up 100"] = min(best.get("catch up 100", took), took)
                 finally:
                     backend.close()
