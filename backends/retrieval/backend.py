@@ -285,6 +285,7 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
         return len(ids)
 
     def list_docs(self) -> list[str]:
+        self._store.catch_up()  # a doc rewritten to another's text is listed once
         return self._store.texts()
 
     def list_records(self) -> list[tuple[str, float]]:
@@ -292,15 +293,18 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
         return [(row["text"], row["doc_time"]) for row in self._store.stats()]
 
     def docs_by_id(self, prefix: str) -> list[str]:
+        self._store.catch_up()  # a doc another program rewrote is found by its new text's id
         return self._store.texts_by_hash_prefix(prefix)
 
     def fingerprint(self) -> str | None:
         return self._store.fingerprint()
 
     def doc_time(self, doc: str) -> float | None:
+        self._store.catch_up()
         return self._store.doc_time(doc)
 
     def has_doc(self, doc: str) -> bool:
+        self._store.catch_up()
         with self._store.read() as conn:
             return bool(self._store.ids_by_text(conn, [doc]))
 
