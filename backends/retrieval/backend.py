@@ -221,7 +221,13 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
         self._refuse_stale()
         results: list[RetrieveResult] = []
         returned: list[int] = []
-        self._revectorise()
+        with self._store.caught_up():  # once for the whole search (each read would check again)
+            self._revectorise()
+            self._retrieve(queries, num_to_retrieve, results, returned)
+        return results
+
+    def _retrieve(self, queries: list[str], num_to_retrieve: int, results: list[RetrieveResult],
+                  returned: list[int]) -> None:
         with self._store.lock:
             self._store.sync()
             for query in queries:
@@ -241,7 +247,6 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
                 results.append(result)
             if returned and getattr(self.options, "track_access", False):
                 self._store.touch(sorted(set(returned)), self.clock())
-        return results
 
     def _revectorise(self) -> None:
         """Make the vectors of docs another program rewrote (the store dropped their old ones

@@ -17,7 +17,9 @@ before its next search.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 LOG = "outside_writes"
@@ -37,6 +39,43 @@ TRIGGERS = (
     f"CREATE TRIGGER IF NOT EXISTS docs_logged_delete AFTER DELETE ON docs FOR EACH ROW "
     f"BEGIN INSERT INTO {LOG} (id, old_text) VALUES (OLD.id, OLD.text); END",
 )
+
+
+class CatchUp:
+    """What both retrieval stores share: `catch_up()` before a read of the derived index, at most
+    once per search (`with store.caught_up():` around it: the reads inside skip their own check,
+    which on PostgreSQL is a round trip each). A store gives `_stale()` (one indexed read) and a
+    `write()` that catches up first."""
+
+    def _scope(self) -> threading.local:
+        scope = self.__dict__.get("_catch_up_scope")
+        if scope is None:
+            scope = self.__dict__.setdefault("_catch_up_scope", threading.local())
+        return scope
+
+    @contextmanager
+    def caught_up(self) -> Iterator[None]:
+        scope = self._scope()
+        if getattr(scope, "on", False):
+            yield
+            return
+        self.catch_up()
+        scope.on = True
+        try:
+            yield
+        finally:
+            scope.on = False
+
+    def catch_up(self) -> None:
+        """Bring the index up to the docs other programs wrote (one indexed read when none did)."""
+        if getattr(self._scope(), "on", False):
+            return
+        if self._stale():
+            with self.write():  # type: ignore[attr-defined]
+                pass  # write() catches up
+
+    def _stale(self) -> bool:
+        raise NotImplementedError
 
 
 def pending(conn: sqlite3.Connection) -> bool:

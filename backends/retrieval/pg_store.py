@@ -18,7 +18,7 @@ from backends.pg_storage import prune_writes
 from backends.storage import MetaValues, hash_range
 from orchestrator.plugin_api import MemoryDatabase
 
-from . import bm25
+from . import bm25, outside
 from .store import DocRow, MemoryRecord, doc_hash
 
 # Okapi BM25 as SQLite FTS5 computes it (k1 = 1.2, b = 0.75, idf = ln((N - n + 0.5) / (n + 0.5))
@@ -126,7 +126,7 @@ class VectorSearch:
         return [int(r[0]) for r in rows], [float(r[1]) for r in rows]
 
 
-class PgRetrievalStore(pg_database.PoolUser, MetaValues):
+class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
     """A project's store of one backend in a shared PostgreSQL database.
 
     The database is the only state: nothing is mirrored in memory, so another machine's writes
@@ -301,15 +301,10 @@ class PgRetrievalStore(pg_database.PoolUser, MetaValues):
 
     # --- docs other programs wrote (see outside.py) ------------------------------------------
 
-    def catch_up(self) -> None:
-        """Before a search: bring the postings up to docs other programs wrote (one indexed read
-        when none did)."""
+    def _stale(self) -> bool:
         with self.read() as conn:
-            stale = conn.execute("SELECT EXISTS (SELECT 1 FROM retrieval_outside_writes WHERE store_id = %s)",
-                                 (self.store_id,)).fetchone()[0]
-        if stale:
-            with self.write():
-                pass  # write() catches up
+            return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM retrieval_outside_writes WHERE store_id = %s)",
+                                     (self.store_id,)).fetchone()[0])
 
     def _catch_up(self, conn: Any) -> None:
         """Inside a write: each logged doc's postings, length and hash from its text now, its old

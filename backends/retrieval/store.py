@@ -70,7 +70,7 @@ def doc_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class RetrievalStore(SqliteStore):
+class RetrievalStore(outside.CatchUp, SqliteStore):
     """Thread-safe (one RLock); process-safe through SQLite transactions and the change log.
 
     SQLite is the source of truth; every write is one transaction that also bumps a generation
@@ -111,15 +111,9 @@ class RetrievalStore(SqliteStore):
                 self._catch_up(conn)
             yield conn
 
-    def catch_up(self) -> None:
-        """Before a search: bring the keyword index up to docs other programs wrote (one indexed
-        read when none did)."""
-        with self.lock:
-            with self.read() as conn:
-                stale = outside.pending(conn)
-            if stale:
-                with self.write():
-                    pass  # write() catches up
+    def _stale(self) -> bool:
+        with self.read() as conn:
+            return outside.pending(conn)
 
     def _catch_up(self, conn: sqlite3.Connection) -> None:
         touched = outside.catch_up(conn, self._fts, doc_hash, self._drop_vectors, self.use_vectors)
