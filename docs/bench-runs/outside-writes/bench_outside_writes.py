@@ -61,6 +61,18 @@ def catch_up_s(backend: Bm25Backend, rewrite: Any, n: int) -> float:
     return time.perf_counter() - start
 
 
+def measure(backend: Bm25Backend, n: int, logged: bool, rewrite: Any, best: dict[str, float]) -> None:
+    """Index n docs; with the log, also retrieve with and without the checks, and catch up on 100
+    docs another program rewrote. Each figure kept in `best` when it is the fastest yet."""
+    def keep(name: str, value: float) -> None:
+        best[name] = min(best.get(name, value), value)
+    keep(f"index {'logged' if logged else 'plain'}", index(backend, docs(n)))
+    if logged:
+        for checks in (False, True):
+            keep(f"retrieve {'checks' if checks else 'no checks'}", retrieve_ms(backend, checks))
+        keep("catch up 100", catch_up_s(backend, rewrite, 100))
+
+
 def sqlite_rewrite(path: Path, k: int) -> None:
     """Another program appends words to the first k docs."""
     with sqlite3.connect(path) as conn:
@@ -84,16 +96,7 @@ def sqlite(n: int) -> dict[str, float]:
                     with sqlite3.connect(where / "bm25.sqlite3") as conn:
                         for trigger in SQLITE_TRIGGERS:
                             conn.execute(f"DROP TRIGGER {trigger}")
-                took = index(backend, docs(n))
-                key = "logged" if logged else "plain"
-                best[f"index {key}"] = min(best.get(f"index {key}", took), took)
-                if logged:
-                    for checks in (False, True):
-                        ms = retrieve_ms(backend, checks)
-                        name = f"retrieve {'checks' if checks else 'no checks'}"
-                        best[name] = min(best.get(name, ms), ms)
-                    took = catch_up_s(backend, functools.partial(sqlite_rewrite, where / "bm25.sqlite3"), 100)
-                    best["catch up 100"] = min(best.get("catch up 100", took), took)
+                measure(backend, n, logged, functools.partial(sqlite_rewrite, where / "bm25.sqlite3"), best)
             finally:
                 backend.close()
     return best
@@ -112,16 +115,7 @@ def pg(n: int) -> dict[str, float]:
                     if not logged:
                         with psycopg.connect(url, autocommit=True) as conn:
                             conn.execute("DROP TRIGGER retrieval_docs_outside_logged ON retrieval_docs")
-                    took = index(backend, docs(n))
-                    key = "logged" if logged else "plain"
-                    best[f"index {key}"] = min(best.get(f"index {key}", took), took)
-                    if logged:
-                        for checks in (False, True):
-                            ms = retrieve_ms(backend, checks)
-                            name = f"retrieve {'checks' if checks else 'no checks'}"
-                            best[name] = min(best.get(name, ms), ms)
-                        took = catch_up_s(backend, functools.partial(pg_rewrite, url), 100)
-                        best["catch up 100"] = min(best.get("catch up 100", took), took)
+                    measure(backend, n, logged, functools.partial(pg_rewrite, url), best)
                 finally:
                     backend.close()
                     server.drop_database(url)
