@@ -251,9 +251,8 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
     def _revectorise(self) -> None:
         """Make the vectors of docs another program rewrote (the store dropped their old ones
         when it caught up: see outside.py), before a search reads the vectors."""
-        if self.embedder is None:
+        if self.embedder is None or not self._store.vectors_wanted():
             return
-        self._store.catch_up()
         wanted = self._store.wanting_vectors()
         if wanted:
             made = self._embed(list(wanted.values())) or []

@@ -44,7 +44,7 @@ TRIGGERS = (
 class CatchUp:
     """What both retrieval stores share: `catch_up()` before a read of the derived index, at most
     once per search (`with store.caught_up():` around it: the reads inside skip their own check,
-    which on PostgreSQL is a round trip each). A store gives `_stale()` (one indexed read) and a
+    which on PostgreSQL is a round trip each). A store gives `_pending()` (one indexed read) and a
     `write()` that catches up first."""
 
     def _scope(self) -> threading.local:
@@ -59,7 +59,7 @@ class CatchUp:
         if getattr(scope, "on", False):
             yield
             return
-        self.catch_up()
+        scope.vectors = self._look()
         scope.on = True
         try:
             yield
@@ -68,19 +68,38 @@ class CatchUp:
 
     def catch_up(self) -> None:
         """Bring the index up to the docs other programs wrote (one indexed read when none did)."""
-        if getattr(self._scope(), "on", False):
-            return
-        if self._stale():
+        if not getattr(self._scope(), "on", False):
+            self._look()
+
+    def vectors_wanted(self) -> bool:
+        """Whether docs wait for new vectors (rewritten by another program): inside `caught_up()`
+        as its one read found it, so a search does not read it again."""
+        scope = self._scope()
+        return bool(scope.vectors) if getattr(scope, "on", False) else self._look()
+
+    def _look(self) -> bool:
+        """Catch up if the log holds anything; whether docs then wait for new vectors."""
+        logged, waiting = self._pending()
+        if logged:
             with self.write():  # type: ignore[attr-defined]
                 pass  # write() catches up
+        return waiting or (logged and bool(getattr(self, "use_vectors", False)))
 
-    def _stale(self) -> bool:
+    def _pending(self) -> tuple[bool, bool]:
+        """(the log holds writes of others, docs wait for vectors), in one indexed read."""
         raise NotImplementedError
 
 
 def pending(conn: sqlite3.Connection) -> bool:
     """Whether another program wrote docs since middle last caught up."""
     return conn.execute(f"SELECT 1 FROM {LOG} LIMIT 1").fetchone() is not None
+
+
+def pending_and_waiting(conn: sqlite3.Connection) -> tuple[bool, bool]:
+    """(another program wrote docs since middle last caught up, docs wait for new vectors)."""
+    logged, waiting = conn.execute(
+        f"SELECT EXISTS (SELECT 1 FROM {LOG}), EXISTS (SELECT 1 FROM {NEEDS_VECTORS})").fetchone()
+    return bool(logged), bool(waiting)
 
 
 def forget_own(conn: sqlite3.Connection, doc_id: int) -> None:

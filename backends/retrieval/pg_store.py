@@ -301,10 +301,13 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
 
     # --- docs other programs wrote (see outside.py) ------------------------------------------
 
-    def _stale(self) -> bool:
+    def _pending(self) -> tuple[bool, bool]:
         with self.read() as conn:
-            return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM retrieval_outside_writes WHERE store_id = %s)",
-                                     (self.store_id,)).fetchone()[0])
+            logged, waiting = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM retrieval_outside_writes WHERE store_id = %(s)s), "
+                "EXISTS (SELECT 1 FROM retrieval_needs_vectors WHERE store_id = %(s)s)",
+                {"s": self.store_id}).fetchone()
+        return bool(logged), bool(waiting)
 
     def _catch_up(self, conn: Any) -> None:
         """Inside a write: each logged doc's postings, length and hash from its text now, its old

@@ -111,9 +111,9 @@ class RetrievalStore(outside.CatchUp, SqliteStore):
                 self._catch_up(conn)
             yield conn
 
-    def _stale(self) -> bool:
+    def _pending(self) -> tuple[bool, bool]:
         with self.read() as conn:
-            return outside.pending(conn)
+            return outside.pending_and_waiting(conn)
 
     def _catch_up(self, conn: sqlite3.Connection) -> None:
         touched = outside.catch_up(conn, self._fts, doc_hash, self._drop_vectors, self.use_vectors)
