@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -72,6 +73,17 @@ class FakeHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+class _Server(ThreadingHTTPServer):
+    """A client that hangs up mid-request (a coding agent killed at its turn's timeout, an SDK
+    giving up on a retry) is the client's business: the stdlib prints its traceback to stderr,
+    where it reads as the fake's failure in the user's terminal. Any other error still prints."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):  # reset, broken pipe, aborted
+            return
+        super().handle_error(request, client_address)
+
+
 def bind(handler: type[BaseHTTPRequestHandler], fake: Any) -> type[BaseHTTPRequestHandler]:
     """`handler` as a class whose requests see `fake` (the server makes one handler per request)."""
     return type(handler.__name__, (handler,), {"fake": fake})
@@ -92,7 +104,7 @@ class LocalServer:
 
     def start(self) -> Any:
         if self._server is None:
-            self._server = ThreadingHTTPServer(self._address, self._handler_class())
+            self._server = _Server(self._address, self._handler_class())
             # Handler threads may sit in a slow reply or an idle keep-alive read; they must
             # never keep stop() (or interpreter exit) waiting.
             self._server.daemon_threads = True

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
+import struct
+import threading
 import urllib.error
 import urllib.request
 
@@ -15,6 +19,7 @@ from orchestrator.fake_api import (
     FakeMessagesAPI,
     ScriptedResponder,
     api_error,
+    local_server,
     reply,
     text,
     tool_use,
@@ -240,3 +245,48 @@ def test_a_json_reply_to_a_structured_output_request_becomes_that_tools_call(fak
     assert [b.type for b in second.content] == ["text"]
     third = c.messages.create(**ask)  # no such tool offered: text as scripted
     assert third.content[0].type == "text" and third.content[0].text == '{"prompt": "plain"}'
+
+
+def _spy_on_errors(monkeypatch) -> threading.Event:
+    """Set once the server has dealt with a request's error (it does so on the request's thread)."""
+    handled = threading.Event()
+    original = local_server._Server.handle_error
+
+    def spy(self, request, client_address):
+        original(self, request, client_address)
+        handled.set()
+
+    monkeypatch.setattr(local_server._Server, "handle_error", spy)
+    return handled
+
+
+def test_a_client_hanging_up_mid_request_prints_nothing(fake_api, monkeypatch, capfd):
+    """A coding agent killed at its turn's timeout resets its connection: no traceback on stderr
+    (it read as the fake's failure in a user's terminal), and the server goes on serving."""
+    handled = _spy_on_errors(monkeypatch)
+    host, port = fake_api.base_url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"par")
+        # l_onoff=1, l_linger=0: close() sends a reset, not a polite FIN
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    assert handled.wait(10)
+    assert "Traceback" not in capfd.readouterr().err
+    fake_api.script.agent(reply(text("still here")))
+    assert ask(client(fake_api)).content[0].text == "still here"
+
+
+def test_a_fake_failing_by_itself_still_prints_its_traceback(monkeypatch, capfd):
+    class Broken(local_server.FakeHandler):
+        def _handle(self) -> None:
+            raise RuntimeError("the fake's own bug")
+
+    class BrokenServer(local_server.LocalServer):
+        def _handler_class(self):
+            return Broken
+
+    handled = _spy_on_errors(monkeypatch)
+    with BrokenServer() as server:
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+            urllib.request.urlopen(f"http://127.0.0.1:{server._port}/", timeout=10)
+        assert handled.wait(10)
+    assert "RuntimeError: the fake's own bug" in capfd.readouterr().err
