@@ -113,16 +113,25 @@ def retain_items(hb: HindsightParts, items: Sequence[RetainItem]) -> list[int]:
     return written
 
 
+STATES_AT_ONCE = 64
+
+
 def _embed(hb: HindsightParts, prepared: list[_Prepared]) -> None:
     """Set each doc's fact vectors: with fact_vectors = "passage", pooled from one model pass
     over the doc where the fact's ranges lie; the others (and every fact under "text", or an
     embedder without token states) embedded alone, in one batch."""
-    found: list[list[np.ndarray | None]] = []
-    for p in prepared:
-        reach = max((end for f in p.facts for _, end in f.ranges), default=0)
-        states = (hb.embedder.token_states(p.item.text, reach)
-                  if hb.fact_vectors == "passage" and reach else None)
-        found.append([None if states is None else states.pool(f.ranges) for f in p.facts])
+    reaches = [max((end for f in p.facts for _, end in f.ranges), default=0) for p in prepared]
+    read = [i for i, reach in enumerate(reaches) if hb.fact_vectors == "passage" and reach]
+    found: list[list[np.ndarray | None]] = [[None] * len(p.facts) for p in prepared]
+    # Many docs' model passes at once keep all cores busy on an import (token_states_many);
+    # a bounded number at a time, since a doc's states are held until its facts are pooled
+    # (64 docs of two windows: about 50 MB).
+    for start in range(0, len(read), STATES_AT_ONCE):
+        chunk = read[start:start + STATES_AT_ONCE]
+        wanted = [(prepared[i].item.text, reaches[i]) for i in chunk]
+        for i, got in zip(chunk, hb.embedder.token_states_many(wanted)):
+            if got is not None:
+                found[i] = [got.pool(f.ranges) for f in prepared[i].facts]
     alone = [(i, n) for i, row in enumerate(found) for n, v in enumerate(row) if v is None]
     if alone:
         texts = [prepared[i].facts[n].text for i, n in alone]

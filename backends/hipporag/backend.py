@@ -38,7 +38,7 @@ from orchestrator.plugin_api import (
 from . import openie
 from .graph import Graph, GraphMirror, personalized_pagerank
 from .options import HippoRAGOptions
-from .readings import Reading, read
+from .readings import Reading, read, read_many
 from .store import VECTOR_TABLES, open_graph_store, text_hash
 from .writer import GraphWriter, NewPassage, alnum_count, composed, fact_text
 
@@ -137,8 +137,7 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, MemoryBackend):
         texts = list(dict.fromkeys(docs))
         if self.fact_vectors == "passage" and self.embedder.token_states("") is not None:
             extractions = self._extract(texts)
-            for text in texts:
-                read(self.embedder, text, extractions[text], self._cache)
+            read_many(self.embedder, [(text, extractions[text]) for text in texts], self._cache)
             texts = [t for t in texts if len(retrieval.chunking.chunks(self.embedder, t)) > 1]
         self._chunk_vectors(texts)
 
@@ -189,7 +188,8 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, MemoryBackend):
         """With fact_vectors = "passage", each passage read once (see readings)."""
         if self.fact_vectors != "passage":
             return {}
-        return {text: read(self.embedder, text, extractions[text], self._cache) for text in texts}
+        return dict(zip(texts, read_many(self.embedder, [(text, extractions[text]) for text in texts],
+                                         self._cache)))
 
     def _reread(self, conn: sqlite3.Connection, pid: int) -> Reading | None:
         """A stored passage read again (when it becomes the earliest holder of an entity or

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,25 +35,47 @@ def read(embedder: Embedder, text: str, extraction: Extraction,
     """The passage read once; None when the embedder gives no token states (then every part
     is embedded alone). Parts the extractor does not place (an LLM's) have no reading. With
     a cache, a passage read before (a rerun, a resumed benchmark) costs no model pass."""
-    parts: dict[object, Ranges] = {name: where for name, where in extraction.mentions.items()}
-    for triple, where in zip(extraction.triples, extraction.evidence):
-        parts.setdefault(triple, where)  # a fact stated twice is read where first stated
-    keys = _keys(embedder, text, parts) if cache is not None and embedder.cacheable else None
-    if keys is not None and cache is not None:
-        found = cache.get(embedder.model_id, list(keys.values()), embedder.dimension)
-        if len(found) == len(keys):  # read before, every part: no model pass
-            return _reading({part: found[key] for part, key in keys.items()})
-    reach = max((end for where in parts.values() for _, end in where), default=0)
-    states = embedder.token_states(text, reach)
-    if states is None:
-        return None
-    vectors: dict[object, np.ndarray | None] = {part: states.pool(where)
-                                                for part, where in parts.items()}
-    vectors[PASSAGE] = states.vector
-    if keys is not None and cache is not None:  # a part the model did not reach is cached as zeros (no reading)
-        cache.put(embedder.model_id, [(keys[p], np.zeros_like(states.vector) if v is None else v)
-                                      for p, v in vectors.items()])
-    return _reading(vectors)
+    return read_many(embedder, [(text, extraction)], cache)[0]
+
+
+# Passages whose token states are held at once while their parts are pooled (64 passages of
+# two windows: about 50 MB); the model passes of a chunk run together (token_states_many).
+STATES_AT_ONCE = 64
+
+
+def read_many(embedder: Embedder, wanted: Sequence[tuple[str, Extraction]],
+              cache: EmbeddingCache | None = None) -> list[Reading | None]:
+    """`read` of each (text, extraction), in order, the model passes of many passages together
+    (an index of many docs keeps all cores busy); each reading is what it is alone."""
+    out: list[Reading | None] = [None] * len(wanted)
+    todo: list[tuple[int, str, dict[object, Ranges], dict[object, bytes] | None]] = []
+    for n, (text, extraction) in enumerate(wanted):
+        parts: dict[object, Ranges] = {name: where for name, where in extraction.mentions.items()}
+        for triple, where in zip(extraction.triples, extraction.evidence):
+            parts.setdefault(triple, where)  # a fact stated twice is read where first stated
+        keys = _keys(embedder, text, parts) if cache is not None and embedder.cacheable else None
+        if keys is not None and cache is not None:
+            found = cache.get(embedder.model_id, list(keys.values()), embedder.dimension)
+            if len(found) == len(keys):  # read before, every part: no model pass
+                out[n] = _reading({part: found[key] for part, key in keys.items()})
+                continue
+        todo.append((n, text, parts, keys))
+    for start in range(0, len(todo), STATES_AT_ONCE):
+        chunk = todo[start:start + STATES_AT_ONCE]
+        reaches = [max((end for where in parts.values() for _, end in where), default=0)
+                   for _, _, parts, _ in chunk]
+        got = embedder.token_states_many([(text, reach) for (_, text, _, _), reach in zip(chunk, reaches)])
+        for (n, _, parts, keys), states in zip(chunk, got):
+            if states is None:
+                continue
+            vectors: dict[object, np.ndarray | None] = {part: states.pool(where)
+                                                        for part, where in parts.items()}
+            vectors[PASSAGE] = states.vector
+            if keys is not None and cache is not None:  # a part the model did not reach is cached as zeros (no reading)
+                cache.put(embedder.model_id, [(keys[p], np.zeros_like(states.vector) if v is None else v)
+                                              for p, v in vectors.items()])
+            out[n] = _reading(vectors)
+    return out
 
 
 PASSAGE = "\x00passage"  # the key of the passage's own vector among a reading's parts

@@ -165,9 +165,9 @@ def test_a_cached_reading_is_the_reading_and_costs_no_model_pass(open_backend, m
     warm = open_backend("warm", **{**MINILM, "embedding_cache": True})
     warm.warm_embeddings(A)
     passes: list[str] = []
-    original = minilm.MiniLMEmbedder.token_states
-    monkeypatch.setattr(minilm.MiniLMEmbedder, "token_states",
-                        lambda self, text, *a: passes.append(text) or original(self, text, *a))
+    original = minilm.MiniLMEmbedder.token_states_many
+    monkeypatch.setattr(minilm.MiniLMEmbedder, "token_states_many",
+                        lambda self, wanted: passes.extend(t for t, _ in wanted) or original(self, wanted))
     warm.index(A)
     assert passes == []
     fresh = open_backend("fresh", **{**MINILM, "embedding_cache": False})

@@ -84,3 +84,23 @@ def test_parts_past_the_first_window_need_reach():
 
 def test_models_without_token_states_say_so():
     assert embedders.make_embedder("hashing").token_states(DOC) is None
+
+
+def test_many_documents_read_together_read_as_each_alone():
+    """An import reads its docs' states together (both cores on whole calls): every doc's
+    vector, states and positions are those it gets alone, whatever it was read beside."""
+    model = embedders.make_embedder("minilm")
+    long = " ".join(f"word{i}" for i in range(300)) + " The submarine engine failed at sea."
+    wanted = [(DOC, 0), (long, len(long)), ("", 0), (long, 0), ("short", 5), (DOC, len(DOC))]
+    wanted += [(f"Ticket {n}: fix the {'csv ' * n}export in views/table.py.", 0) for n in range(40)]
+    together = model.token_states_many(wanted)
+    assert minilm._bulk is not None  # the calls ran on the one-thread bulk session, both cores at once
+    assert len(together) == len(wanted)
+    for (text, reach), got in zip(wanted, together):
+        alone = model.token_states(text, reach)
+        assert np.array_equal(got.vector, alone.vector)
+        assert np.array_equal(got.states, alone.states)
+        assert np.array_equal(got.starts, alone.starts) and np.array_equal(got.ends, alone.ends)
+    assert together[1].states.shape[0] > together[3].states.shape[0]  # reach read a second window
+    assert model.token_states_many([]) == []
+    assert embedders.make_embedder("hashing").token_states_many([(DOC, 0)]) == [None]

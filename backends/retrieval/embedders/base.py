@@ -105,6 +105,11 @@ class Embedder(ABC):
         the hashing fallback), and callers embed the parts alone."""
         return None
 
+    def token_states_many(self, wanted: Sequence[tuple[str, int]]) -> Sequence[TokenStates | None]:
+        """`token_states(text, reach)` for each (text, reach), in order; a model that can runs
+        them together (a retain of many docs: an import, a reindex)."""
+        return [self.token_states(text, reach) for text, reach in wanted]
+
 
 def prefix_tag(query_prefix: str, document_prefix: str) -> str:
     """A short suffix for a model id when prefixes are used: other prefixes, other vectors."""

@@ -6,7 +6,9 @@ import importlib.resources
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
@@ -148,6 +150,33 @@ class MiniLMEmbedder(Embedder):
         """One pass over the document as embed_documents reads it ([CLS], its first 254 word
         pieces, [SEP]), so `vector` is exactly its document vector; then, while `reach` lies
         further, the next 254 word pieces as a window of their own (up to MAX_EMBED_CHARS)."""
+        return self.token_states_many([(text, reach)])[0]
+
+    def token_states_many(self, wanted: Sequence[tuple[str, int]]) -> list[TokenStates]:
+        """token_states of many documents with their model calls together: an import's docs
+        then keep both cores busy with whole calls (see _hidden) instead of splitting each
+        doc's small call between them. A document's states are the same as alone."""
+        plans = [self._windows(text, reach) for text, reach in wanted]
+        by_length: dict[int, list[tuple[tuple[int, int], list[int]]]] = {}
+        for d, plan in enumerate(plans):
+            for n, row in enumerate(plan.rows):
+                by_length.setdefault(len(row), []).append(((d, n), row))
+        hidden = dict(_hidden(list(by_length.values())))
+        out: list[TokenStates] = []
+        for d, plan in enumerate(plans):
+            if not plan.rows:  # the zero vector, as _embed
+                out.append(TokenStates(np.zeros(self.dimension, dtype=np.float32),
+                                       np.zeros((0, self.dimension), dtype=np.float32),
+                                       plan.starts, plan.ends))
+                continue
+            vector = normalise(hidden[d, 0].mean(axis=0))[0]
+            # without [CLS]/[SEP]
+            states = np.vstack([hidden[d, n][1:-1] for n in range(len(plan.rows))])
+            out.append(TokenStates(vector, states, plan.starts[:len(states)], plan.ends[:len(states)]))
+        return out
+
+    def _windows(self, text: str, reach: int) -> _Windows:
+        """The rows the model reads for one document, and where each word piece lies in text."""
         _, _, whole = _load()
         clip = clip_map(text)
         prefix = len(self.document_prefix)
@@ -160,21 +189,21 @@ class MiniLMEmbedder(Embedder):
         if own.any():
             starts[own] = clip.to_text(spans[own, 0] - prefix)
             ends[own] = clip.to_text(spans[own, 1] - prefix - 1) + 1  # the last char's end
+        if not (self.document_prefix + clip.clipped).strip():
+            return _Windows([], starts, ends)
         width = MAX_TOKENS - 2
         windows = [0]
         while windows[-1] + width < len(ids) and reach > starts[windows[-1] + width]:
             windows.append(windows[-1] + width)
-        if not (self.document_prefix + clip.clipped).strip():  # the zero vector, as _embed
-            return TokenStates(np.zeros(self.dimension, dtype=np.float32),
-                               np.zeros((0, self.dimension), dtype=np.float32), starts, ends)
         rows = [[encoding.ids[0], *ids[w:w + width], encoding.ids[-1]] for w in windows]
-        by_length: dict[int, list[tuple[int, list[int]]]] = {}
-        for n, row in enumerate(rows):
-            by_length.setdefault(len(row), []).append((n, row))
-        hidden = dict(_hidden(list(by_length.values())))
-        vector = normalise(hidden[0].mean(axis=0))[0]
-        states = np.vstack([hidden[n][1:-1] for n in range(len(rows))])  # without [CLS]/[SEP]
-        return TokenStates(vector, states, starts[:len(states)], ends[:len(states)])
+        return _Windows(rows, starts, ends)
+
+
+@dataclass
+class _Windows:
+    rows: list[list[int]]  # [CLS] + up to 254 word pieces + [SEP], per window; none for an empty text
+    starts: np.ndarray  # per word piece, where it starts in the text (-1: the prefix's)
+    ends: np.ndarray
 
 
 def _options(onnxruntime: Any, threads: int) -> Any:
@@ -201,7 +230,7 @@ def _bulk_session() -> Any:
         return _bulk
 
 
-Rows = list[tuple[int, list[int]]]
+Rows = list[tuple[Any, list[int]]]  # (a key the caller finds the row's states by, its token ids)
 
 
 def _run(session: Any, rows: Rows) -> Any:
@@ -211,7 +240,7 @@ def _run(session: Any, rows: Rows) -> Any:
     return hidden
 
 
-def _hidden(groups: list[Rows]) -> Iterator[tuple[int, np.ndarray]]:
+def _hidden(groups: list[Rows]) -> Iterator[tuple[Any, np.ndarray]]:
     """(key, last hidden states (tokens, 384)) per row, in no set order; each group holds rows
     of one length, run together without padding, so a row's states are exactly those it gets
     alone."""
