@@ -225,3 +225,51 @@ def test_each_recipe_make_says_failed_is_a_failure_without_its_line_number():
                      "make: *** No rule to make target 'tset'.  Stop.", "tests/x.py:3: Error 1"])
     assert wrapper.make_errors(out) == ["(make) test: Error 1 (ignored)", "(make) unit: Error 1",
                                         "(make) lint: Error 3", "(make) lint: Error 3"]
+
+
+def _site_module():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    path = Path(wrapper.__file__).with_name("unittest_site.py")
+    spec = importlib.util.spec_from_loader("middle_unittest_site_under_test", loader=None)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    exec(compile(path.read_text(encoding="utf-8").split("\ntry:\n    _hook()")[0], str(path), "exec"),
+         module.__dict__)
+    return module
+
+
+@pytest.mark.parametrize(("argv", "runs"), [
+    (["python", "-m", "unittest"], True), (["python", "-munittest", "-v"], True),
+    (["python", "-W", "default", "-X", "dev", "-m", "unittest", "tests"], True),
+    (["python", "/venv/bin/coverage", "run", "--include=x/*", "-m", "unittest"], True),
+    (["python", "-m", "coverage", "run", "-m", "unittest"], True),
+    (["python", "-m", "pytest", "-m", "unittest"], False),  # pytest's marker option, not python's
+    (["python", "-c", "import x", "-m", "unittest"], False), (["python", "setup.py", "-m", "unittest"], False),
+    (["python"], False)])
+def test_middles_sitecustomize_knows_a_unittest_run_from_any_other_python(argv, runs):
+    assert _site_module()._runs_unittest(argv) is runs
+
+
+def test_unittest_behind_a_wrapper_writes_a_report_per_run_and_other_pythons_keep_their_sitecustomize(tmp_path):
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "sitecustomize.py").write_text("import os\nos.environ['OWN_SITE'] = 'loaded'\n")
+    (tmp_path / "test_a.py").write_text(textwrap.dedent("""\
+        import os
+        import unittest
+
+
+        class A(unittest.TestCase):
+            def test_own_site_still_loaded(self):
+                self.assertEqual(os.environ.get("OWN_SITE"), "loaded")
+
+            def test_fails(self):
+                self.fail("known")
+    """))
+    # a script: the line itself names no runner
+    (tmp_path / "test.sh").write_text(f"{PY} -m unittest; {PY} -c 'import os; print(os.environ[\"OWN_SITE\"])'; "
+                                      f"{PY} -m unittest test_a.A.test_fails\n")
+    r = run_check(CheckCommand(run="sh test.sh"), tmp_path, timeout_s=60, env={"PYTHONPATH": str(tmp_path / "own")})
+    assert r.kind == JUNIT and r.runner == wrapper.RUNNER
+    assert r.failing == ["test_a.A::test_fails"]
+    assert r.ran == ["test_a.A::test_fails", "test_a.A::test_own_site_still_loaded"]  # both runs read
+    assert "\nloaded\n" in r.tail

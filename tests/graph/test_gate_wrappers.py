@@ -176,3 +176,51 @@ def test_a_script_running_rspec_twice_keeps_each_runs_report(tmp_path):
     fine = run_ticket(tmp_path / "fine", files, ["sh scripts/test.sh"], write("NOTES.md", "hello\n"))
     assert_no_worse(fine, "spec/a_spec.rb::Calc knows its value")
     assert fine["final"]["tests_run"] == 3
+
+
+# -- `make test` running `python -m unittest -v` (more-itertools' Makefile), and tox running
+# `{envpython} -m unittest` (its tox.ini): unittest asked for its report through PYTHONPATH ----
+
+UNIT_CALC = textwrap.dedent("""\
+    import unittest
+
+    import calc
+
+
+    class CalcTests(unittest.TestCase):
+        def test_known_bug(self):  # already failing on the base
+            self.assertEqual(calc.VALUE, 2)
+
+        def test_add(self):
+            \"\"\"A docstring: `-v` prints it on a line of its own.\"\"\"
+            self.assertEqual(calc.add(1, 2), 3)
+
+        def test_add_strings(self):
+            self.assertEqual(calc.add("a", "b"), "ab")
+""")
+UNIT_FILES = {"calc.py": CALC, "tests/__init__.py": "", "tests/test_calc.py": UNIT_CALC,
+              "Makefile": f"test:\n\t{PY} -m unittest -v $(tests)\n\n"
+                          # the same tests run twice, under coverage's way of running them too
+                          f"twice:\n\t{PY} -m unittest; s=$$?; {PY} -W default -m unittest && exit $$s\n"}
+
+
+@needs_make
+def test_make_running_unittest_a_ticket_that_leaves_the_known_failure_is_no_worse(tmp_path):
+    r = run_ticket(tmp_path, UNIT_FILES, ["make test"], write("NOTES.md", "hello\n"))
+    assert_no_worse(r, "tests.test_calc.CalcTests::test_known_bug")
+    assert r["final"]["tests_run"] == 3
+
+
+@needs_make
+def test_make_running_unittest_a_ticket_that_breaks_another_test_fails_naming_it(tmp_path):
+    r = run_ticket(tmp_path, UNIT_FILES, ["make twice"], write("calc.py", BROKEN_ADD))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["tests.test_calc.CalcTests::test_add"]
+
+
+@needs_make
+def test_make_running_unittest_a_ticket_that_skips_a_test_fails(tmp_path):
+    skipped = UNIT_CALC.replace("    def test_add_strings", "    @unittest.skip('later')\n    def test_add_strings")
+    r = run_ticket(tmp_path, UNIT_FILES, ["make test"], write("tests/test_calc.py", skipped))
+    assert_failed(r)
+    assert r["final"]["removed_tests"] == ["tests.test_calc.CalcTests::test_add_strings (skipped)"]
