@@ -43,8 +43,9 @@ PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and set
 # their exit code); 5 = rspec, and `pnpm test` / `yarn test` through their script's runner, too (4
 # read them by their exit code); 6 = a line that names no runner (`make test`, tox, a script) read
 # from the reports of the runners behind it (5 read it by diagnostics lines or its exit code); 7 =
-# a `python -m unittest` behind a wrapper (`make test`, tox) read from its report too (6 read it by
-# its exit code). A result of another format is measured again, not compared.
+# a `python -m unittest` behind a wrapper (`make test`, tox), and mocha after a coverage tool's own
+# `--reporter` (`c8 --reporter=text mocha`), read from their reports too (6 read them by their exit
+# code). A result of another format is measured again, not compared.
 BASELINE_FORMAT = 7
 EVENT_NAMES = 200
 

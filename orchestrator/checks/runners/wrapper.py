@@ -87,6 +87,10 @@ _CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:
                      r":?.*(?:\n\S.*)?)$"
                      r"|^(?:nox > )?(Sessions not found: .*)$"
                      r"|^(?:error: )?(Justfile does not contain recipe .*)$"
+                     # a package script it does not have: npm (`npm error` 10, `npm ERR!` before), pnpm,
+                     # yarn 1 (`error Command "tset" not found.`) and yarn berry
+                     r"|^(?:npm (?:error|ERR!)|.*ERR_PNPM_NO_SCRIPT\W*) ?(Missing script: .*)$"
+                     r"|^error (Command \"[^\"]*\" not found\.)$|^Usage Error: (Couldn't find a script named .*)$"
                      # pytest's usage error (exit 4), which the wrapper turns into its own exit code
                      r"|^(pytest: error: .*|ERROR: file or directory not found: .*)$", re.M)
 
