@@ -224,3 +224,54 @@ def test_make_running_unittest_a_ticket_that_skips_a_test_fails(tmp_path):
     r = run_ticket(tmp_path, UNIT_FILES, ["make test"], write("tests/test_calc.py", skipped))
     assert_failed(r)
     assert r["final"]["removed_tests"] == ["tests.test_calc.CalcTests::test_add_strings (skipped)"]
+
+
+# -- boltons' tox.ini: `pytest --doctest-modules {env_site_packages_dir}/boltons` from `changedir =
+# .tox`, the doctests of the package as each env installed it (copied there: nothing downloaded) --
+
+DOCTEST_CALC = textwrap.dedent('''\
+    VALUE = 1
+
+
+    def add(a, b):
+        """
+        >>> add(1, 2)
+        3
+        """
+        return a + b
+
+
+    def value():
+        """Already failing on the base.
+
+        >>> value()
+        2
+        """
+        return VALUE
+''')
+TOX_DOCTESTS = textwrap.dedent(f"""\
+    [tox]
+    envlist = one, two
+    skipsdist = true
+
+    [testenv]
+    skip_install = true
+    system_site_packages = true
+    allowlist_externals = *
+    changedir = .tox
+    commands_pre = {PY} -c "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2], dirs_exist_ok=True)" \\
+        {{tox_root}}/calc {{env_site_packages_dir}}/calc
+    commands = {PY} -m pytest -q -p no:cacheprovider --doctest-modules {{env_site_packages_dir}}/calc
+""")
+
+
+@pytest.mark.skipif(TOX is None, reason="tox is not installed (the test extra has it)")
+def test_tox_doctests_of_the_installed_package_are_named_from_the_package(tmp_path):
+    files = {"calc/__init__.py": DOCTEST_CALC, "tox.ini": TOX_DOCTESTS, ".gitignore": ".tox/\n"}
+    broken = DOCTEST_CALC.replace("return a + b", "return a - b")
+    r = run_ticket(tmp_path, files, [TOX], write("calc/__init__.py", broken))
+    assert_failed(r)
+    # one test in both envs, by its package's path: not `.tox/one/lib/python3.X/site-packages/calc/...`
+    assert r["final"]["new_failures"] == ["calc/__init__.py::calc.add"]
+    assert r["final"]["already_failing"] == ["calc/__init__.py::calc.value"]
+    assert r["final"]["tests_run"] == 2
