@@ -119,6 +119,14 @@ def test_one_report_per_run_is_complete(tmp_path):
      "provided environments not found in configuration file: tset"),
     ("nox > Error while collecting sessions.\nnox > Sessions not found: tset", "Sessions not found: tset"),
     ("error: Justfile does not contain recipe `tset`.", "Justfile does not contain recipe `tset`."),
+    ("error: justfile does not contain recipe `tset`\nDid you mean `test`?",  # just 1.59
+     "justfile does not contain recipe `tset`"),
+    ("error: no justfile found", "no justfile found"),
+    ('npm error Missing script: "tset"\nnpm error\nnpm error Did you mean this?', 'Missing script: "tset"'),
+    ('npm ERR! Missing script: "tset"', 'Missing script: "tset"'),  # npm before 10
+    ("\u2009ERR_PNPM_NO_SCRIPT\u2009 Missing script: tset\n\nCommand \"tset\" not found.", "Missing script: tset"),
+    ('yarn run v1.22.22\nerror Command "tset" not found.', 'Command "tset" not found.'),
+    ('Usage Error: Couldn\'t find a script named "tset".', 'Couldn\'t find a script named "tset".'),  # yarn berry
     ("ERROR: usage: pytest [options] [file_or_dir] [file_or_dir] [...]\npytest: error: unrecognized arguments: --nope"
      "\nmake: *** [Makefile:2: test] Error 4", "pytest: error: unrecognized arguments: --nope"),
     ("ERROR: file or directory not found: tset\n", "ERROR: file or directory not found: tset"),

@@ -275,3 +275,22 @@ def test_tox_doctests_of_the_installed_package_are_named_from_the_package(tmp_pa
     assert r["final"]["new_failures"] == ["calc/__init__.py::calc.add"]
     assert r["final"]["already_failing"] == ["calc/__init__.py::calc.value"]
     assert r["final"]["tests_run"] == 2
+
+
+# -- python-fwt's justfile: `test *args:` running `uv run pytest -vvv {{args}}` (here the suite's
+# own pytest, nothing downloaded) -----------------------------------------------------------------
+
+JUST = shutil.which("just", path=str(Path(PY).parent)) or shutil.which("just")
+JUST_FILES = {"calc.py": CALC, "tests/test_calc.py": TEST_CALC,
+              "justfile": f"default:\n    @just --list\n\ntest *args:\n    {PYTEST} -vvv {{{{args}}}}\n"}
+
+
+@pytest.mark.skipif(JUST is None, reason="just is not installed (the test extra has it: rust-just)")
+def test_just_test_is_read_per_test_and_a_recipe_it_does_not_have_cannot_run(tmp_path):
+    r = run_ticket(tmp_path, JUST_FILES, [f"{JUST} test"], write("calc.py", BROKEN_ADD))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["tests/test_calc.py::test_add"]
+    assert r["final"]["already_failing"] == ["tests/test_calc.py::test_known_bug"]
+    # just 1.x says `error: justfile does not contain recipe `tset``, lowercase
+    assert_cannot_run(run_ticket(tmp_path / "typo", JUST_FILES, [f"{JUST} tset"], write("NOTES.md", "hello\n")),
+                      "does not contain recipe `tset`")

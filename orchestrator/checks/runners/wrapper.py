@@ -86,7 +86,8 @@ _CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:
                      r"|^(?:ROOT: HandledError\| )?(provided environments not found in configuration file"
                      r":?.*(?:\n\S.*)?)$"
                      r"|^(?:nox > )?(Sessions not found: .*)$"
-                     r"|^(?:error: )?(Justfile does not contain recipe .*)$"
+                     # just (`Justfile` before 1.x's lowercase `justfile`), and just with no justfile
+                     r"|^(?:error: )?([Jj]ustfile does not contain recipe .*|[Nn]o justfile found.*)$"
                      # a package script it does not have: npm (`npm error` 10, `npm ERR!` before), pnpm,
                      # yarn 1 (`error Command "tset" not found.`) and yarn berry
                      r"|^(?:npm (?:error|ERR!)|.*ERR_PNPM_NO_SCRIPT\W*) ?(Missing script: .*)$"
