@@ -122,6 +122,8 @@ def test_one_report_per_run_is_complete(tmp_path):
     ("error: justfile does not contain recipe `tset`\nDid you mean `test`?",  # just 1.59
      "justfile does not contain recipe `tset`"),
     ("error: no justfile found", "no justfile found"),
+    ("Unknown environment: nosuchenv", "Unknown environment: nosuchenv"),  # hatch run nosuchenv:test
+    ("No environments were selected", "No environments were selected"),  # hatch test -py 3.99
     ('npm error Missing script: "tset"\nnpm error\nnpm error Did you mean this?', 'Missing script: "tset"'),
     ('npm ERR! Missing script: "tset"', 'Missing script: "tset"'),  # npm before 10
     ("\u2009ERR_PNPM_NO_SCRIPT\u2009 Missing script: tset\n\nCommand \"tset\" not found.", "Missing script: tset"),

@@ -88,6 +88,8 @@ _CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:
                      r"|^(?:nox > )?(Sessions not found: .*)$"
                      # just (`Justfile` before 1.x's lowercase `justfile`), and just with no justfile
                      r"|^(?:error: )?([Jj]ustfile does not contain recipe .*|[Nn]o justfile found.*)$"
+                     # hatch: `hatch run nosuchenv:test`, and `hatch test -py 3.99` (no env of that Python)
+                     r"|^(Unknown environment: .*|No environments were selected)$"
                      # a package script it does not have: npm (`npm error` 10, `npm ERR!` before), pnpm,
                      # yarn 1 (`error Command "tset" not found.`) and yarn berry
                      r"|^(?:npm (?:error|ERR!)|.*ERR_PNPM_NO_SCRIPT\W*) ?(Missing script: .*)$"
