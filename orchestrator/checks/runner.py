@@ -67,7 +67,10 @@ class CheckResult:
 
     @property
     def passed(self) -> bool:
-        return self.exit_code == 0 and self.problem is None
+        """It exited 0, could run, and its report names no failing test: a recipe `pytest || true`
+        or `-pytest` (make ignores its error) exits 0 whatever fails, and a ticket that breaks a
+        test there must not pass."""
+        return self.exit_code == 0 and self.problem is None and not (self.kind == JUNIT and self.failing)
 
     @property
     def cannot_start(self) -> bool:

@@ -61,6 +61,9 @@ def test_make_a_ticket_that_breaks_another_test_fails_naming_it(tmp_path):
 def test_make_a_ticket_that_leaves_the_known_failure_is_no_worse_naming_it(tmp_path):
     r = run_ticket(tmp_path, MAKE_FILES, ["make test"], write("NOTES.md", "hello\n"))
     assert_no_worse(r, "tests/test_calc.py::test_known_bug")
+    # make's line for the recipe that ran the tests is compared, not shown in the note beside them
+    assert r["run"]["check_note"] == "1 already failing on the base: tests/test_calc.py::test_known_bug"
+    assert "(make)" not in r["final"]["label"] and "(make) test: Error 1" in r["final"]["already_failing"]
     assert r["final"]["tests_run"] == 3
 
 
@@ -294,3 +297,18 @@ def test_just_test_is_read_per_test_and_a_recipe_it_does_not_have_cannot_run(tmp
     # just 1.x says `error: justfile does not contain recipe `tset``, lowercase
     assert_cannot_run(run_ticket(tmp_path / "typo", JUST_FILES, [f"{JUST} tset"], write("NOTES.md", "hello\n")),
                       "does not contain recipe `tset`")
+
+
+# -- a recipe whose test run's exit code is thrown away (`pytest || true`, make's `-pytest`): the
+# report still names what failed ------------------------------------------------------------------
+
+@needs_make
+@pytest.mark.parametrize("recipe", [f"{PYTEST} tests || true", f"-{PYTEST} tests"])
+def test_make_a_recipe_that_ignores_the_tests_exit_code_still_fails_a_ticket_that_breaks_a_test(tmp_path, recipe):
+    files = {**MAKE_FILES, "Makefile": f"test:\n\t{recipe}\n"}
+    r = run_ticket(tmp_path, files, ["make test"], write("calc.py", BROKEN_ADD))
+    assert_failed(r)
+    assert "tests/test_calc.py::test_add" in r["final"]["new_failures"]
+    assert "tests/test_calc.py::test_known_bug" in r["final"]["already_failing"]
+    fine = run_ticket(tmp_path / "fine", files, ["make test"], write("NOTES.md", "hello\n"))
+    assert_no_worse(fine, "tests/test_calc.py::test_known_bug")

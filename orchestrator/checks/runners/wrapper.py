@@ -65,6 +65,7 @@ from orchestrator.checks import junit
 from orchestrator.checks.runners import node, pyunit, rspec
 
 RUNNER = "wrapper"
+MAKE_STEP = "(make) "  # how a recipe make says failed is named among the failures
 # One report file per tox env / nox session: pytest expands these in the --junitxml path (an unset
 # one is left as it is, still a valid file name)
 PYTEST_REPORT = "pytest-${TOX_ENV_NAME}${NOX_CURRENT_SESSION}.xml"
@@ -249,7 +250,7 @@ def _rank(case: junit.TestCase) -> int:
 
 def make_errors(output: str) -> list[str]:
     """Each recipe make says failed, as a failure: `(make) lint: Error 3`, `(make) test: Error 1 (ignored)`."""
-    return [f"(make) {m.group('target')}: {m.group('error').strip()}{m.group('ignored') or ''}"
+    return [f"{MAKE_STEP}{m.group('target')}: {m.group('error').strip()}{m.group('ignored') or ''}"
             for m in _MAKE_ERROR.finditer(output)]
 
 
@@ -261,5 +262,5 @@ def cannot_run(output: str) -> str | None:
     return " ".join(next(g for g in found.groups() if g).split())[:200]  # tox names the env on the next line
 
 
-__all__ = ["NODE_MIN", "PYTEST_REPORT", "RUNNER", "Keeper", "Runs", "cannot_run", "incomplete", "make_errors",
-           "prepare", "read", "runs"]
+__all__ = ["MAKE_STEP", "NODE_MIN", "PYTEST_REPORT", "RUNNER", "Keeper", "Runs", "cannot_run", "incomplete",
+           "make_errors", "prepare", "read", "runs"]
