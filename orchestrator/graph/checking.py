@@ -45,7 +45,9 @@ PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and set
 # from the reports of the runners behind it (5 read it by diagnostics lines or its exit code); 7 =
 # a `python -m unittest` behind a wrapper (`make test`, tox), and mocha after a coverage tool's own
 # `--reporter` (`c8 --reporter=text mocha`), read from their reports too (6 read them by their exit
-# code), and a test file in a site-packages named from there (6 kept the env's path). A result of another format is measured again, not compared.
+# code), a test file in a site-packages named from there (6 kept the env's path), and a run whose
+# report names a failing test not passed whatever its exit code (6: `pytest || true` passed). A
+# result of another format is measured again, not compared.
 BASELINE_FORMAT = 7
 EVENT_NAMES = 200
 
