@@ -47,7 +47,8 @@ PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and set
 # `--reporter` (`c8 --reporter=text mocha`), read from their reports too (6 read them by their exit
 # code), a test file in a site-packages named from there (6 kept the env's path), and a run whose
 # report names a failing test not passed whatever its exit code (6: `pytest || true` passed), and
-# same-named cargo doc-tests numbered by their lines (6: by the output's order). A result of
+# same-named cargo doc-tests numbered by their lines (6: by the output's order), and a failed run's
+# coded lint problems beside its tests (`pytest; ruff check .`) among its failures. A result of
 # another format is measured again, not compared.
 BASELINE_FORMAT = 7
 EVENT_NAMES = 200

@@ -312,3 +312,25 @@ def test_make_a_recipe_that_ignores_the_tests_exit_code_still_fails_a_ticket_tha
     assert "tests/test_calc.py::test_known_bug" in r["final"]["already_failing"]
     fine = run_ticket(tmp_path / "fine", files, ["make test"], write("NOTES.md", "hello\n"))
     assert_no_worse(fine, "tests/test_calc.py::test_known_bug")
+
+
+# -- the tests and a linter in one line or one script (`pytest; ruff check .`): the linter names no
+# step, its coded problems are compared beside the tests -------------------------------------------
+
+RUFF = shutil.which("ruff", path=str(Path(PY).parent)) or shutil.which("ruff")
+LINTED = "VALUE = 1\n\n\ndef add(a, b):\n    import os\n    return a + b\n"  # F401: `os` unused
+
+
+@pytest.mark.skipif(RUFF is None, reason="ruff is not installed (the test extra has it)")
+@pytest.mark.parametrize("script", [False, True])
+def test_tests_then_a_linter_a_ticket_that_adds_a_lint_problem_beside_the_known_failure_fails(tmp_path, script):
+    line = f"{PYTEST} tests; s=$?; {RUFF} check --no-cache --isolated . || s=1; exit $s"
+    files = {"calc.py": CALC, "tests/test_calc.py": TEST_CALC}
+    if script:
+        files["scripts/test.sh"], line = line + "\n", "sh scripts/test.sh"
+    r = run_ticket(tmp_path, files, [line], write("calc.py", LINTED))
+    assert_failed(r)
+    assert [f for f in r["final"]["new_failures"] if "F401" in f] == ["calc.py: [F401] `os` imported but unused"]
+    assert r["final"]["already_failing"] == ["tests/test_calc.py::test_known_bug"]
+    fine = run_ticket(tmp_path / "fine", files, [line], write("NOTES.md", "hello\n"))
+    assert_no_worse(fine, "tests/test_calc.py::test_known_bug")
