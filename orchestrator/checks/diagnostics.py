@@ -32,6 +32,7 @@ _TS_CODE = re.compile(r"^(?:error |warning )?(?P<code>TS\d+):\s*")
 _TRAIL_CODE = re.compile(r"\s*[\[(](?P<code>(?:Error/|Warning/)?[-\w./@]+)[\])]\s*$")
 _LINE_REF = re.compile(r"\b(line|lines|col|column)\s+\d+", re.I)
 _SKIPPED_SEVERITIES = ("note", "help", "info", "information")  # they explain a problem already counted
+CODED = re.compile(r"^[^\s].*?: \[[^\]]+\] ")  # an identity with a tool's code: `calc.py: [F401] ...`
 
 
 def parse(output: str, cwd: Path) -> Counter[str]:
@@ -94,4 +95,4 @@ def worse(now: Counter[str], base: Counter[str]) -> list[str]:
     return sorted((now - base).elements())
 
 
-__all__ = ["parse", "worse"]
+__all__ = ["CODED", "parse", "worse"]

@@ -16,7 +16,7 @@
 - **rspec** (`rspec`, `bundle exec rspec`, `rake spec`): `SPEC_OPTS` gains a `--require` that
   adds rspec's JSON formatter beside the run's own (orchestrator/checks/runners/rspec.py);
 - **any other command** (`make test`, `tox`, `nox -s tests`, a script: a wrapper) gets every
-  report request the environment carries (pytest's, rspec's, `node --test`'s), and whichever
+  report request the environment carries (pytest's, unittest's, rspec's, `node --test`'s), and whichever
   reports the run wrote are read (orchestrator/checks/runners/wrapper.py); else it names its
   report with `junit = "..."`, or prints diagnostics lines.
 

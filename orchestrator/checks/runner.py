@@ -67,7 +67,10 @@ class CheckResult:
 
     @property
     def passed(self) -> bool:
-        return self.exit_code == 0 and self.problem is None
+        """It exited 0, could run, and its report names no failing test: a recipe `pytest || true`
+        or `-pytest` (make ignores its error) exits 0 whatever fails, and a ticket that breaks a
+        test there must not pass."""
+        return self.exit_code == 0 and self.problem is None and not (self.kind == JUNIT and self.failing)
 
     @property
     def cannot_start(self) -> bool:
@@ -191,8 +194,9 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
                               + report.first_collection_error()[:200] + ")")
             return
         result.kind, result.ran, result.skipped = JUNIT, report.ran, report.skipped
-        result.failing = report.failing or None
-        if result.exit_code != 0 and not report.failing:
+        lint = _coded_problems(result, text, cwd)
+        result.failing = sorted(report.failing + lint) or None
+        if result.exit_code != 0 and not result.failing:
             # It failed, yet no test did (a coverage threshold, a warning made an error): the
             # failure is the run's own, compared as one.
             result.failing = [f"(the run exited {result.exit_code} with no failing test)"]
@@ -208,9 +212,9 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
 
 def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path, text: str, since: float) -> bool:
     """A wrapper's run (make, tox, a script): the reports its runners wrote, when they hold every
-    run; else its exit code alone (not diagnostics: a test runner's traceback lines, `test_x.py:5:
-    AssertionError`, would read as lint problems). False: no test runner it knows of ran (read
-    as any other command)."""
+    run; else its exit code alone (not every diagnostics line: a test runner's traceback lines,
+    `test_x.py:5: AssertionError`, would read as lint problems; only coded ones). False: no test
+    runner it knows of ran (read as any other command)."""
     found = wrapper.runs(instrument.report_files(prepared, cwd, since), text)
     if not any(r.files or r.runs for r in found):
         return False
@@ -232,13 +236,26 @@ def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path,
                           + report.first_collection_error()[:200] + ")")
         return True
     result.kind, result.ran, result.skipped = JUNIT, report.ran, report.skipped
-    # the recipes make says failed too: a step with no report (a linter) that fails beside a test
-    # the base already fails is named, not hidden behind the same exit code
-    steps = wrapper.make_errors(text)
+    # the recipes make says failed too, and the coded problems a linter printed beside the tests
+    # (_coded_problems): a step with no report that fails beside a test the base already fails is
+    # named, not hidden behind the same exit code
+    steps = wrapper.make_errors(text) + _coded_problems(result, text, cwd)
     result.failing = sorted(report.failing + steps) or None
     if result.exit_code != 0 and not report.failing and not steps:
         result.failing = [f"(the run exited {result.exit_code} with no failing test)"]
     return True
+
+
+def _coded_problems(result: CheckResult, text: str, cwd: Path) -> list[str]:
+    """In a run that failed, the problems a linter or type checker printed beside the tests, those
+    that carry a code (ruff's and flake8's F401, mypy's [arg-type], tsc's TS2322): a line `pytest;
+    ruff check .` or a script running both names no step, and a lint problem a ticket adds beside a
+    test the base already fails would leave the exit code as it was. A test runner's own
+    `tests/test_x.py:5: AssertionError` or a warning's `x.py:3: DeprecationWarning: ...` carries no
+    code and is not one."""
+    if result.exit_code == 0:
+        return []
+    return [d for d in diagnostics.parse(text, cwd).elements() if diagnostics.CODED.match(d)]
 
 
 def _from_output(result: CheckResult, report: junit.JUnitReport) -> None:

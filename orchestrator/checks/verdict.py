@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from orchestrator.checks.runner import JUNIT, CheckResult
+from orchestrator.checks.runners.wrapper import MAKE_STEP
 from orchestrator.config.settings import CheckCommand
 
 PASSED = "passed"
@@ -64,7 +65,10 @@ def check_label(status: str | None, note: str | None = None) -> str:
 
 
 def already_note(names: list[str]) -> str:
-    """`N already failing on the base: a, b, ...`."""
+    """`N already failing on the base: a, b, ...`. make's line for a recipe that failed is left out
+    where tests are named (it is the recipe that ran them: `(make) test: Error 1` beside the test
+    says nothing more); it is still among the failures compared, and named when it is new."""
+    names = [n for n in names if not n.startswith(MAKE_STEP)] or names
     shown = ", ".join(names[:SHOWN_NAMES]) + (f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES
                                                else "")
     return f"{len(names)} already failing on the base" + (f": {shown}" if names else "")

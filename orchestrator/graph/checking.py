@@ -42,9 +42,15 @@ PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and set
 # names none of their failures); 4 = `node --test`, jest, vitest and mocha too (3 read them by
 # their exit code); 5 = rspec, and `pnpm test` / `yarn test` through their script's runner, too (4
 # read them by their exit code); 6 = a line that names no runner (`make test`, tox, a script) read
-# from the reports of the runners behind it (5 read it by diagnostics lines or its exit code). A
-# result of another format is measured again, not compared.
-BASELINE_FORMAT = 6
+# from the reports of the runners behind it (5 read it by diagnostics lines or its exit code); 7 =
+# a `python -m unittest` behind a wrapper (`make test`, tox), and mocha after a coverage tool's own
+# `--reporter` (`c8 --reporter=text mocha`), read from their reports too (6 read them by their exit
+# code), a test file in a site-packages named from there (6 kept the env's path), and a run whose
+# report names a failing test not passed whatever its exit code (6: `pytest || true` passed), and
+# same-named cargo doc-tests numbered by their lines (6: by the output's order), and a failed run's
+# coded lint problems beside its tests (`pytest; ruff check .`) among its failures. A result of
+# another format is measured again, not compared.
+BASELINE_FORMAT = 7
 EVENT_NAMES = 200
 
 

@@ -119,6 +119,16 @@ def test_one_report_per_run_is_complete(tmp_path):
      "provided environments not found in configuration file: tset"),
     ("nox > Error while collecting sessions.\nnox > Sessions not found: tset", "Sessions not found: tset"),
     ("error: Justfile does not contain recipe `tset`.", "Justfile does not contain recipe `tset`."),
+    ("error: justfile does not contain recipe `tset`\nDid you mean `test`?",  # just 1.59
+     "justfile does not contain recipe `tset`"),
+    ("error: no justfile found", "no justfile found"),
+    ("Unknown environment: nosuchenv", "Unknown environment: nosuchenv"),  # hatch run nosuchenv:test
+    ("No environments were selected", "No environments were selected"),  # hatch test -py 3.99
+    ('npm error Missing script: "tset"\nnpm error\nnpm error Did you mean this?', 'Missing script: "tset"'),
+    ('npm ERR! Missing script: "tset"', 'Missing script: "tset"'),  # npm before 10
+    ("\u2009ERR_PNPM_NO_SCRIPT\u2009 Missing script: tset\n\nCommand \"tset\" not found.", "Missing script: tset"),
+    ('yarn run v1.22.22\nerror Command "tset" not found.', 'Command "tset" not found.'),
+    ('Usage Error: Couldn\'t find a script named "tset".', 'Couldn\'t find a script named "tset".'),  # yarn berry
     ("ERROR: usage: pytest [options] [file_or_dir] [file_or_dir] [...]\npytest: error: unrecognized arguments: --nope"
      "\nmake: *** [Makefile:2: test] Error 4", "pytest: error: unrecognized arguments: --nope"),
     ("ERROR: file or directory not found: tset\n", "ERROR: file or directory not found: tset"),
@@ -225,3 +235,51 @@ def test_each_recipe_make_says_failed_is_a_failure_without_its_line_number():
                      "make: *** No rule to make target 'tset'.  Stop.", "tests/x.py:3: Error 1"])
     assert wrapper.make_errors(out) == ["(make) test: Error 1 (ignored)", "(make) unit: Error 1",
                                         "(make) lint: Error 3", "(make) lint: Error 3"]
+
+
+def _site_module():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    path = Path(wrapper.__file__).with_name("unittest_site.py")
+    spec = importlib.util.spec_from_loader("middle_unittest_site_under_test", loader=None)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    exec(compile(path.read_text(encoding="utf-8").split("\ntry:\n    _hook()")[0], str(path), "exec"),
+         module.__dict__)
+    return module
+
+
+@pytest.mark.parametrize(("argv", "runs"), [
+    (["python", "-m", "unittest"], True), (["python", "-munittest", "-v"], True),
+    (["python", "-W", "default", "-X", "dev", "-m", "unittest", "tests"], True),
+    (["python", "/venv/bin/coverage", "run", "--include=x/*", "-m", "unittest"], True),
+    (["python", "-m", "coverage", "run", "-m", "unittest"], True),
+    (["python", "-m", "pytest", "-m", "unittest"], False),  # pytest's marker option, not python's
+    (["python", "-c", "import x", "-m", "unittest"], False), (["python", "setup.py", "-m", "unittest"], False),
+    (["python"], False)])
+def test_middles_sitecustomize_knows_a_unittest_run_from_any_other_python(argv, runs):
+    assert _site_module()._runs_unittest(argv) is runs
+
+
+def test_unittest_behind_a_wrapper_writes_a_report_per_run_and_other_pythons_keep_their_sitecustomize(tmp_path):
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "sitecustomize.py").write_text("import os\nos.environ['OWN_SITE'] = 'loaded'\n")
+    (tmp_path / "test_a.py").write_text(textwrap.dedent("""\
+        import os
+        import unittest
+
+
+        class A(unittest.TestCase):
+            def test_own_site_still_loaded(self):
+                self.assertEqual(os.environ.get("OWN_SITE"), "loaded")
+
+            def test_fails(self):
+                self.fail("known")
+    """))
+    # a script: the line itself names no runner
+    (tmp_path / "test.sh").write_text(f"{PY} -m unittest; {PY} -c 'import os; print(os.environ[\"OWN_SITE\"])'; "
+                                      f"{PY} -m unittest test_a.A.test_fails\n")
+    r = run_check(CheckCommand(run="sh test.sh"), tmp_path, timeout_s=60, env={"PYTHONPATH": str(tmp_path / "own")})
+    assert r.kind == JUNIT and r.runner == wrapper.RUNNER
+    assert r.failing == ["test_a.A::test_fails"]
+    assert r.ran == ["test_a.A::test_fails", "test_a.A::test_own_site_still_loaded"]  # both runs read
+    assert "\nloaded\n" in r.tail

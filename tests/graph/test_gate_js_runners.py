@@ -343,3 +343,37 @@ def test_pnpm_and_yarn_test_whose_runner_finds_no_tests_cannot_run(tmp_path, lin
             pytest.skip(f"{tool} is not installed (.ci/run installs it)")
     r = run_ticket(tmp_path, with_script(JEST_FILES, "jest --ci no_such_test_file"), [line], write("calc.js", UPPER))
     assert_cannot_run(r, "No tests found")
+
+
+# -- yargs-parser's `npm test`: `c8 --reporter=text --reporter=html mocha test/*.mjs`, a coverage
+# tool whose own `--reporter` options come before mocha; `cov.js` stands in for c8 (it runs the
+# command after its own options, as c8 does) --------------------------------------------------
+
+COV = textwrap.dedent("""\
+    const { spawnSync } = require('node:child_process');
+    const args = process.argv.slice(2);
+    while (args.length && args[0].startsWith('--')) args.shift();  // its own options, up to the command
+    const run = spawnSync(args[0], args.slice(1), { stdio: 'inherit', shell: true });
+    process.exit(run.status === null ? 1 : run.status);
+""")
+COVERED_MOCHA = {**with_script(MOCHA_FILES, "node cov.js --reporter=text --reporter=html mocha test/"),
+                 "cov.js": COV}
+
+
+@needs("npm")
+@needs_mocha
+def test_npm_test_running_mocha_under_a_coverage_tool_with_its_own_reporters_is_read_per_test(tmp_path):
+    r = run_ticket(tmp_path, COVERED_MOCHA, ["npm test"], write("calc.js", UPPER))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["test/calc.test.js::add > two words"]
+    fine = run_ticket(tmp_path / "fine", COVERED_MOCHA, ["npm test"], write("NOTES.md", "notes\n"))
+    assert_no_worse(fine, "test/calc.test.js::known bug")
+
+
+@needs("npm")
+@pytest.mark.parametrize("line", ["npm run tset", "pnpm run tset", "yarn tset"])
+def test_a_package_script_that_does_not_exist_cannot_run(tmp_path, line):
+    if shutil.which(line.split()[0]) is None:
+        pytest.skip(f"{line.split()[0]} is not installed")
+    r = run_ticket(tmp_path, with_script(MOCHA_FILES, "mocha"), [line], write("calc.js", UPPER))
+    assert_cannot_run(r, "tset")

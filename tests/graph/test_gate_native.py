@@ -107,6 +107,27 @@ def test_cargo_a_ticket_that_breaks_the_build_fails_and_a_usage_error_cannot_run
     assert "--no-such-option" in str(r["outcome"])  # cargo's own words vary with its version
 
 
+# -- scopeguard's crate docs: several doc examples on the crate itself, all named `src/lib.rs -
+# (line N)`; doc-tests print as they finish, in parallel, so their order changes from run to run --
+
+def crate_docs(slow: str) -> str:
+    """Two crate-level examples, the second already failing on the base; `slow` finishes last."""
+    def example(name: str, body: str) -> str:
+        wait = "std::thread::sleep(std::time::Duration::from_secs(2));\n//! " if name == slow else ""
+        return f"//! ```\n//! {wait}{body}\n//! ```\n"
+    return (example("first", "assert_eq!(calc::VALUE, 1);") + "//!\n"
+            + example("second", "assert_eq!(calc::VALUE, 2);") + "\n" + LIB_RS)
+
+
+@needs_cargo
+def test_cargo_crate_doc_examples_are_named_by_their_order_in_the_file_not_in_the_output(tmp_path, cargo_env):
+    # the base's failing example prints last; the ticket's edit makes the other one print last
+    files = {**CARGO_FILES, "src/lib.rs": crate_docs(slow="second")}
+    r = gate.run_ticket(tmp_path, files, ["cargo test"], gate.write("src/lib.rs", crate_docs(slow="first")))
+    gate.assert_no_worse(r, "doc-tests (calc)::src/lib.rs - (2)")
+    assert r["final"]["already_failing"] == ["doc-tests (calc)::src/lib.rs - (2)", KNOWN_RS]
+
+
 # -- a Go module: two packages, subtests --------------------------------------------------------
 
 CALC_TEST_GO = textwrap.dedent("""\

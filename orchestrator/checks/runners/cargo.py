@@ -10,8 +10,8 @@ A test's identity is its binary's source and name (the build HASH left out: it c
 builds) and its libtest path: `src/lib.rs (calc)::tests::adds`, `tests/api.rs (api)::adds_numbers`,
 `doc-tests (calc)::src/lib.rs - add`. A doc-test's name carries the line of its example
 (`src/lib.rs - add (line 5)`): it is left out, so an edit above the example does not read as one
-doc-test removed and another added; two examples on one item are told apart by their order
-(`... - add (2)`).
+doc-test removed and another added; two examples on one item are told apart by the order of
+their lines (`... - add (2)`), not of the output (doc-tests print as they finish).
 
 `cargo test -q` prints dots, not names: nothing is read and the run is judged by its exit code
 (docs/checks.md). No test result at all with a non-zero exit (the tests did not compile, a usage
@@ -39,7 +39,7 @@ _TEST = re.compile(r"^test (?P<name>.+?) \.\.\. (?P<outcome>ok|FAILED|ignored)\b
 # outcome comes later on a line of its own
 _STARTED = re.compile(r"^test (?P<name>.+?) \.\.\. ")
 _LATE_OUTCOME = re.compile(r"^(?P<outcome>ok|FAILED|ignored)(?:, .*)?$")
-_DOC_LINE = re.compile(r" \(line \d+\)")
+_DOC_LINE = re.compile(r" \(line (\d+)\)")
 _HASH = re.compile(r"-[0-9a-f]{16}(?:\.exe)?$")
 _COLOUR = re.compile(r"\x1b\[[0-9;]*m")  # CARGO_TERM_COLOR=always
 
@@ -54,16 +54,17 @@ def add_no_fail_fast(line: str) -> str:
 def parse(text: str) -> JUnitReport:
     """Every test libtest printed, with its outcome, under the binary it ran in."""
     report = JUnitReport()
-    target, seen = "", dict[str, int]()  # seen: identities in this binary, to number same-named doc-tests
+    target = ""
+    tests: list[tuple[str, int, str]] = []  # this binary's (name, line of its example, outcome word)
     started = ""  # a test whose outcome is still to come (it printed after its name)
     for line in _COLOUR.sub("", text).splitlines():
         running = _RUNNING.match(line)
-        if running:
-            target, seen, started = _target(running.group("src"), running.group("bin")), {}, ""
-            continue
         doc = _DOCTESTS.match(line)
-        if doc:
-            target, seen, started = f"doc-tests ({doc.group('crate')})", {}, ""
+        if running or doc:
+            _add(report, target, tests)
+            target = (_target(running.group("src"), running.group("bin")) if running
+                      else f"doc-tests ({doc.group('crate')})" if doc else "")
+            tests, started = [], ""
             continue
         test = _TEST.match(line)
         late = _LATE_OUTCOME.match(line.strip()) if started and not test else None
@@ -75,12 +76,24 @@ def parse(text: str) -> JUnitReport:
             began = _STARTED.match(line)
             started = began.group("name") if began else started
             continue
+        at = _DOC_LINE.search(name)
+        tests.append((name, int(at.group(1)) if at else 0, word))
+    _add(report, target, tests)
+    return report
+
+
+def _add(report: JUnitReport, target: str, tests: list[tuple[str, int, str]]) -> None:
+    """One binary's tests. Same-named ones (a crate's or an item's several doc examples: `src/lib.rs -
+    (line 14)`, `src/lib.rs - (line 37)`) are numbered in the order of their lines, not of the
+    output: doc-tests run in parallel and print as they finish, so the base's `... (3)` would be
+    another example's `(2)` on the ticket."""
+    seen: dict[str, int] = {}
+    for name, _, word in sorted(tests, key=lambda t: t[1]):  # a stable sort: the output order otherwise
         ident = f"{target}::{_DOC_LINE.sub('', name)}" if target else name
         n = seen[ident] = seen.get(ident, 0) + 1
         if n > 1:
             ident = f"{ident} ({n})"
         report.add(TestCase(ident, {"ok": PASSED, "FAILED": FAILED, "ignored": SKIPPED}[word]))
-    return report
 
 
 def _target(src: str, binary: str | None) -> str:

@@ -3,8 +3,9 @@
 Mocha takes one reporter, so middle's prints what mocha's default `spec` prints and writes a JUnit
 report beside it (`$MIDDLE_MOCHA_REPORT`), with identities `file::suite > test` (the file relative
 to where the run started). Where the line runs mocha itself (`mocha`, `npx mocha`), middle appends
-`--reporter=<it>` right after the word `mocha`; a line that names its own reporter (`--reporter`,
-`-R`) is left as it is (say where its report goes with `junit = "..."`).
+`--reporter=<it>` right after the word `mocha`; a line that gives mocha its own reporter (`--reporter`,
+`-R` after the word `mocha`; a `c8 --reporter=text` before it is c8's) is left as it is (say where
+its report goes with `junit = "..."`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,22 @@ from pathlib import Path
 
 _MOCHA = re.compile(r"(?:^|(?<=[\s;&|(/]))mocha(?=\s|$|;|&|\|)")
 _OWN_REPORTER = re.compile(r"(?:^|\s)(?:--reporter|-R)(?:=|\s|$)")
+_END = re.compile(r"&&|\|\||[;|)]")  # where mocha's own command ends
 # mocha's own words for a run with nothing to run
 _CANNOT = re.compile(r"^(?:\x1b\[\d+m)?(Error: No test files found.*?)(?:\x1b\[\d+m)?$", re.M)
 REPORTER = Path(__file__).with_name("mocha_reporter.cjs")
 
 
 def detects(line: str) -> bool:
-    return bool(_MOCHA.search(line)) and not _OWN_REPORTER.search(line)
+    """A line that runs mocha without naming a reporter of its own. Only mocha's own options count:
+    a coverage tool before it has its own `--reporter` (yargs-parser's `c8 --reporter=text
+    --reporter=html mocha test/*.mjs`, `nyc --reporter=lcov mocha`)."""
+    found = _MOCHA.search(line)
+    if not found:
+        return False
+    own = line[found.end():]
+    end = _END.search(own)
+    return not _OWN_REPORTER.search(own[:end.start()] if end else own)
 
 
 def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:

@@ -7,6 +7,8 @@ read.
   (pytest expands environment variables in that path, so each tox env and nox session writes its
   own file), as a line that runs pytest gets it;
 - **rspec**: `SPEC_OPTS` gains middle's formatter (rspec.py), writing one file per rspec process;
+- **`python -m unittest`**: `PYTHONPATH` gains middle's `sitecustomize` (pyunit.py), which gives a
+  Python process that runs `-m unittest` middle's runner, writing one file per process;
 - **`node --test`**: `NODE_OPTIONS` gains middle's reporters (node.py), when the `node` on PATH
   is 20 or later: on an older Node a `--test-reporter` in NODE_OPTIONS stops every node process
   (a build step, npm itself), which would break a check that passes;
@@ -60,9 +62,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.checks import junit
-from orchestrator.checks.runners import node, rspec
+from orchestrator.checks.runners import node, pyunit, rspec
 
 RUNNER = "wrapper"
+MAKE_STEP = "(make) "  # how a recipe make says failed is named among the failures
 # One report file per tox env / nox session: pytest expands these in the --junitxml path (an unset
 # one is left as it is, still a valid file name)
 PYTEST_REPORT = "pytest-${TOX_ENV_NAME}${NOX_CURRENT_SESSION}.xml"
@@ -70,7 +73,7 @@ RSPEC_REPORT = "rspec-{pid}.json"  # rspec_report.rb puts the rspec process's id
 NODE_REPORT = "node-test-junit.xml"  # node.py's
 KEPT = "kept"  # where Keeper copies them
 _KEPT_NUMBER = re.compile(r"^\d{4}-")
-TOX_PASS = ("PYTEST_ADDOPTS", "SPEC_OPTS", "MIDDLE_RSPEC_JSON", "NODE_OPTIONS")
+TOX_PASS = ("PYTEST_ADDOPTS", "SPEC_OPTS", "MIDDLE_RSPEC_JSON", "NODE_OPTIONS", *pyunit.ENV)
 NODE_MIN = 20
 # Each run's closing summary line: pytest (`1 failed, 3 passed in 0.12s`, `no tests ran in 0.01s`,
 # between `=` rules or not), rspec (`3 examples, 1 failure`), the spec reporter middle gives
@@ -84,7 +87,14 @@ _CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:
                      r"|^(?:ROOT: HandledError\| )?(provided environments not found in configuration file"
                      r":?.*(?:\n\S.*)?)$"
                      r"|^(?:nox > )?(Sessions not found: .*)$"
-                     r"|^(?:error: )?(Justfile does not contain recipe .*)$"
+                     # just (`Justfile` before 1.x's lowercase `justfile`), and just with no justfile
+                     r"|^(?:error: )?([Jj]ustfile does not contain recipe .*|[Nn]o justfile found.*)$"
+                     # hatch: `hatch run nosuchenv:test`, and `hatch test -py 3.99` (no env of that Python)
+                     r"|^(Unknown environment: .*|No environments were selected)$"
+                     # a package script it does not have: npm (`npm error` 10, `npm ERR!` before), pnpm,
+                     # yarn 1 (`error Command "tset" not found.`) and yarn berry
+                     r"|^(?:npm (?:error|ERR!)|.*ERR_PNPM_NO_SCRIPT\W*) ?(Missing script: .*)$"
+                     r"|^error (Command \"[^\"]*\" not found\.)$|^Usage Error: (Couldn't find a script named .*)$"
                      # pytest's usage error (exit 4), which the wrapper turns into its own exit code
                      r"|^(pytest: error: .*|ERROR: file or directory not found: .*)$", re.M)
 
@@ -99,7 +109,7 @@ _MAKE_ERROR = re.compile(r"^make(?:\[\d+\])?: (?:\*\*\* )?\[(?:[^\]]*?:\d+: )?(?
 class Runs:
     """The report files of one kind and how many runs of that runner the output shows."""
 
-    kind: str  # "pytest" | "rspec" | "node-test"
+    kind: str  # "pytest" | "rspec" | "node-test" | "unittest"
     files: list[Path]
     runs: int
 
@@ -115,6 +125,9 @@ def prepare(line: str, tmp: Path, environ: dict[str, str], cwd: Path | None = No
     env |= {**rspec_env, "MIDDLE_RSPEC_JSON": str(tmp / RSPEC_REPORT)}
     # pytest's and node's as Keeper copies them, each version once; rspec's, one file per process
     reports = [str(tmp / KEPT / "*"), str(tmp / "rspec-*.json")]
+    unittest_env, unittest_reports = pyunit.prepare(tmp, environ)  # one file per process, as rspec's
+    env |= unittest_env
+    reports += unittest_reports
     if _node_version(environ.get("PATH", "")) >= NODE_MIN:
         _, node_env, _ = node.prepare(line, tmp, environ)
         env |= node_env
@@ -202,14 +215,15 @@ def runs(files: list[Path], output: str) -> list[Runs]:
         return [f for f in files if _KEPT_NUMBER.sub("", f.name).startswith(prefix)]
     return [Runs("pytest", of("pytest-"), len(_PYTEST_RUN.findall(output))),
             Runs(rspec.RUNNER, of("rspec-"), len(_RSPEC_RUN.findall(output))),
-            Runs("node-test", of(NODE_REPORT), len(_NODE_RUN.findall(output)))]
+            Runs("node-test", of(NODE_REPORT), len(_NODE_RUN.findall(output))),
+            Runs(pyunit.KIND, of("unittest-"), len(pyunit.RUN.findall(output)))]
 
 
 def incomplete(found: list[Runs]) -> str | None:
     """Why the reports cannot be trusted to hold every run (None: one report per run)."""
     for r in found:
         if r.files or r.runs:
-            # rspec writes one file per process; pytest one per tox env or nox session; node one in all
+            # rspec and unittest write one file per process; pytest one per tox env or nox session; node one in all
             if len(r.files) != r.runs:
                 return (f"{r.kind} ran {r.runs} time(s) behind it and left {len(r.files)} report(s): "
                         f"judged by its exit code, not by a report that may miss a run's failures")
@@ -236,7 +250,7 @@ def _rank(case: junit.TestCase) -> int:
 
 def make_errors(output: str) -> list[str]:
     """Each recipe make says failed, as a failure: `(make) lint: Error 3`, `(make) test: Error 1 (ignored)`."""
-    return [f"(make) {m.group('target')}: {m.group('error').strip()}{m.group('ignored') or ''}"
+    return [f"{MAKE_STEP}{m.group('target')}: {m.group('error').strip()}{m.group('ignored') or ''}"
             for m in _MAKE_ERROR.finditer(output)]
 
 
@@ -248,5 +262,5 @@ def cannot_run(output: str) -> str | None:
     return " ".join(next(g for g in found.groups() if g).split())[:200]  # tox names the env on the next line
 
 
-__all__ = ["NODE_MIN", "PYTEST_REPORT", "RUNNER", "Keeper", "Runs", "cannot_run", "incomplete", "make_errors",
-           "prepare", "read", "runs"]
+__all__ = ["MAKE_STEP", "NODE_MIN", "PYTEST_REPORT", "RUNNER", "Keeper", "Runs", "cannot_run", "incomplete",
+           "make_errors", "prepare", "read", "runs"]
