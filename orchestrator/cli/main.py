@@ -545,7 +545,7 @@ def init(ctx: click.Context, backend: str | None) -> None:
         registry().backend_class(backend)  # an unknown name is an error before any file
     explicit = ctx.find_root().obj["config_path"]
     path = Path(explicit or CONFIG_FILE)
-    enclosing = find_config_file(Path.cwd().parent) if not explicit else None
+    enclosing = find_config_file(Path.cwd()) if not explicit else None
     if enclosing is not None and enclosing.is_file() and not path.exists():
         raise ConfigError(
             f"{enclosing} already makes this folder part of a project: run `middle` "

@@ -217,3 +217,27 @@ def test_a_bad_embedder_is_an_error_at_load_not_after_the_first_paid_call(workdi
         result = invoke(*args)
         assert result.exit_code == 1 and "unknown embedder 'nope'" in result.output, (args, result.output)
     assert not (workdir / "mem").exists() and not (workdir / ".middle" / "middle.sqlite3").exists()
+
+
+def test_a_separate_repository_inside_a_project_is_a_project_of_its_own(workdir, monkeypatch):
+    """A clone inside another project's folder: `middle run` there must not run the outer
+    project's tickets, and `middle init` starts a project there (git sees two repositories)."""
+    (workdir / "tickets" / "outer.md").write_text("---\ntitle: Outer work\nproject: demo\n---\nx\n")
+    inner = make_repo(workdir / "repo" / "vendor" / "lib")
+    monkeypatch.chdir(inner)
+    result = invoke("tickets")
+    assert result.exit_code == 1 and "no middle.toml in" in result.output and "outer" not in result.output
+    assert invoke("init").exit_code == 0 and (inner / "middle.toml").is_file()
+    assert "outer" not in invoke("tickets").output
+
+
+def test_a_config_beside_the_repository_it_drives_is_found_from_its_worktrees(workdir, monkeypatch):
+    """The config's [project] path names the repository: found from inside it, and from a
+    ticket's worktree (whose .git is a file, not a separate repository)."""
+    (workdir / "tickets" / "a.md").write_text("---\ntitle: A\nproject: demo\n---\nx\n")
+    subprocess.run(["git", "-C", str(workdir / "repo"), "worktree", "add", "-q", "-b", "w",
+                    str(workdir / "repo" / "wt")], check=True)
+    for folder in (workdir / "repo", workdir / "repo" / "wt"):
+        monkeypatch.chdir(folder)
+        result = invoke("tickets")
+        assert result.exit_code == 0 and "pending" in result.stdout
