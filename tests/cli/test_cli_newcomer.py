@@ -241,3 +241,16 @@ def test_a_config_beside_the_repository_it_drives_is_found_from_its_worktrees(wo
         monkeypatch.chdir(folder)
         result = invoke("tickets")
         assert result.exit_code == 0 and "pending" in result.stdout
+
+
+def test_a_ticket_written_by_hand_after_init_needs_no_project_line(tmp_path, monkeypatch):
+    """init names the project ([project] id, from the folder's name made a safe id, even with
+    spaces and accents), so the user's first own ticket, without `project:`, loads."""
+    root = make_repo(tmp_path / "mon projet café")
+    monkeypatch.chdir(root)
+    assert invoke("init").exit_code == 0
+    assert tomllib.loads((root / "middle.toml").read_text())["project"]["id"] == "mon-projet-caf-"
+    (root / "tickets" / "mine.md").write_text("---\ntitle: My own\n---\nDo it.\n")
+    result = invoke("tickets")
+    assert result.exit_code == 0 and "error" not in result.output and "missing 'project'" not in result.output
+    assert "mine" in result.stdout and "hello" in result.stdout
