@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 
 import click
 
@@ -157,16 +157,36 @@ class MiddleGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """`middle --bogus` or `middle --config` (no value): the same one line as a subcommand's
+        bad option, not click's usage block."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # plain `middle`: its help
+        except click.UsageError as exc:
+            if parent is not None:
+                raise
+            _usage_error(exc)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except MiddleError as exc:
             err_console.print(f"[bold red]error:[/] {safe(exc)}")
             sys.exit(1)
-        except click.UsageError as exc:  # a bad option or argument: one line too, with where to look
-            where = f"`{exc.ctx.command_path} --help`" if exc.ctx else "`middle --help`"
-            err_console.print(f"[bold red]error:[/] {safe(exc.format_message())} (see {where})")
+        except click.exceptions.NoArgsIsHelpError as exc:  # `middle memory` alone: its help, not an error
+            exc.show()
             sys.exit(exc.exit_code)
+        except click.UsageError as exc:  # a bad option or argument: one line too, with where to look
+            _usage_error(exc)
+
+
+def _usage_error(exc: click.UsageError) -> NoReturn:
+    where = f"`{exc.ctx.command_path} --help`" if exc.ctx else "`middle --help`"
+    err_console.print(f"[bold red]error:[/] {safe(exc.format_message())} (see {where})")
+    sys.exit(exc.exit_code)
 
 
 @click.group(cls=MiddleGroup)

@@ -259,3 +259,18 @@ def test_tickets_synced_from_elsewhere_are_used_when_the_ticket_folder_is_missin
     ran = invoke("run", "--fake", "a")
     assert "does not exist" not in ran.output and "no such ticket folder" in ran.output, ran.output
     assert "Traceback" not in ran.output
+
+
+@pytest.mark.parametrize("args", [["--bogus", "tickets"], ["--config"], ["--fake", "doctor"]])
+def test_a_bad_option_of_middle_itself_is_one_error_line(workdir, args):
+    """Before the command name (`middle --fake doctor`): one `error:` line, not click's usage block."""
+    result = invoke(*args)
+    assert_clean_error(result, "error:", " --help`)")
+    assert "Usage:" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("group", ["memory", "bench"])
+def test_a_command_group_alone_shows_its_help_not_an_error(workdir, group):
+    result = invoke(group)
+    assert f" {group} [OPTIONS] COMMAND" in result.output and "error:" not in result.output
+    assert "Commands:" in result.output
