@@ -572,6 +572,15 @@ def init(ctx: click.Context, backend: str | None) -> None:
             "commands from anywhere inside it; to start a separate project here "
             "anyway, pass --config middle.toml"
         )
+    from orchestrator.workspace.git import inside_git_dir, no_work_tree_message
+
+    folder = path.resolve().parent
+    try:
+        bare = folder.is_dir() and inside_git_dir(folder)  # files written there are never committed
+    except MiddleError:  # no git installed: init still writes its files (and says git is needed)
+        bare = False
+    if bare:
+        raise ConfigError(no_work_tree_message(folder))
     result = write_starter(path, backend)
     for line in result:
         console.print(safe(line))

@@ -254,3 +254,21 @@ def test_a_ticket_written_by_hand_after_init_needs_no_project_line(tmp_path, mon
     result = invoke("tickets")
     assert result.exit_code == 0 and "error" not in result.output and "missing 'project'" not in result.output
     assert "mine" in result.stdout and "hello" in result.stdout
+
+
+def test_a_bare_repository_is_named_and_the_clone_advised(tmp_path, monkeypatch):
+    """`middle init` in a bare repository writes nothing (its files could never be committed),
+    and a run there says to clone it, not to `git init` (it is a repository already)."""
+    source = make_repo(tmp_path / "src")
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(source), str(bare)], check=True)
+    monkeypatch.chdir(bare)
+    monkeypatch.delenv("MIDDLE_CONFIG", raising=False)
+    result = invoke("init")
+    assert result.exit_code == 1 and "is a bare git repository" in result.output and "git clone" in result.output
+    assert not (bare / "middle.toml").exists() and not (bare / "tickets").exists()
+    (bare / "middle.toml").write_text('[project]\nid = "b"\npath = "."\n')
+    (bare / "tickets").mkdir()
+    (bare / "tickets" / "a.md").write_text("---\ntitle: A\n---\nx\n")
+    result = invoke("run", "--fake")
+    assert result.exit_code != 0 and "is a bare git repository" in result.output and "git init" not in result.output
