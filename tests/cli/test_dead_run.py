@@ -66,3 +66,12 @@ def test_resume_rereads_a_ticket_without_a_project_line_as_run_did(died, tmp_pat
     with TicketStore(config.db_path) as store:
         ticket = current_ticket(store, "t1")
     assert ticket.project_id == "demo" and ticket.fields.get("check") == ["true"]
+
+
+def test_log_shows_the_dead_run_interrupted_as_tickets_does(died):
+    pid, run_id = died
+    result = CliRunner().invoke(main, ["log", "t1"])
+    assert result.exit_code == 0, result.output
+    assert "[interrupted]" in result.output and "[running]" not in result.output
+    assert f"its run died (pid {pid}): continue it with `middle resume t1`" in " ".join(result.output.split())
+    assert f"run {run_id} interrupted" in result.output
