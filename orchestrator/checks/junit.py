@@ -11,7 +11,6 @@ and their outcome children are used.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -72,18 +71,9 @@ class JUnitReport:
             self.cases[case.ident] = case
 
 
-# An installed package's path up to its import root: the tests of the package a tox env installed
-# (boltons' `pytest --doctest-modules {env_site_packages_dir}/boltons`) are named from the package
-_INSTALLED = re.compile(r"^.*?/(?:site|dist)-packages/")
-
-
 def _ident(cls: str, file: str, name: str) -> str:
     """`class::name`; with the test's file (pytest's xunit1 report, some others), the runner's own
-    id where it can be told: `tests/test_x.py::TestA::test_b[p]`, which the agent can run. A file
-    in an environment's site-packages is named from there (`boltons/strutils.py::...`, not
-    `.tox/py311/lib/python3.11/site-packages/boltons/...`): two tox envs, or a base measured with
-    another Python or tox folder, run the same tests."""
-    file = _INSTALLED.sub("", file)
+    id where it can be told: `tests/test_x.py::TestA::test_b[p]`, which the agent can run."""
     if file:
         parts = cls.split(".") if cls else []
         stem = Path(file).stem

@@ -237,7 +237,11 @@ def edit(ctx: click.Context, ident: str, text: str | None, valid_until: str | No
         ident = doc_id(done.doc)[:DOC_ID_CHARS]
     if text is None:
         old = curator.find(pid, ident)
-        text = click.edit(old, require_save=True)
+        try:
+            text = click.edit(old, require_save=True)
+        except click.ClickException as exc:  # no editor, or it failed: say what works instead
+            raise MiddleError(f"{exc.format_message()}: set $EDITOR (or $VISUAL) to an editor that "
+                              "works here, or give the text with --text TEXT; nothing was changed") from None
         if text is None:
             raise MiddleError("the editor closed without saving: nothing was changed")
         text = text.rstrip("\n")
