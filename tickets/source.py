@@ -185,7 +185,9 @@ def _project_path(meta: dict[str, Any], ticket_dir: Path, default: PathArg | Non
         fix = f"fix the 'path' field (a relative path is relative to {ticket_dir})"
     elif default is not None:
         path = Path(default).expanduser().resolve()
-        fix = "add a 'path' field naming the project directory, or pass an existing default project path"
+        # the default is the config's [project] path: fixing it there mends every ticket at once
+        fix = ("fix [project] path in middle.toml (every ticket without 'path:' works there), or give "
+               "this one a 'path' field")
     else:
         raise _BadFile("no project path: add a 'path' field naming the project directory "
                        f"(relative paths are relative to {ticket_dir}), or pass a default project path")

@@ -274,3 +274,12 @@ def test_a_command_group_alone_shows_its_help_not_an_error(workdir, group):
     result = invoke(group)
     assert f" {group} [OPTIONS] COMMAND" in result.output and "error:" not in result.output
     assert "Commands:" in result.output
+
+
+def test_a_project_path_that_does_not_exist_names_the_config_key(workdir):
+    """[project] path naming a missing folder: every ticket is skipped saying to fix that key,
+    not the ticket (which has no path: of its own)."""
+    (workdir / "middle.toml").write_text('[project]\nid = "demo"\npath = "rep"\n')
+    ticket(workdir, "a.md", "title: A")
+    result = invoke("run", "--fake")
+    assert_clean_error(result, "project path", "does not exist: fix [project] path in middle.toml")
