@@ -185,7 +185,10 @@ class MiddleGroup(click.Group):
 
 def _usage_error(exc: click.UsageError) -> NoReturn:
     where = f"`{exc.ctx.command_path} --help`" if exc.ctx else "`middle --help`"
-    err_console.print(f"[bold red]error:[/] {safe(exc.format_message())} (see {where})")
+    message = exc.format_message()
+    if isinstance(exc, click.NoSuchOption) and exc.option_name == "--fake" and exc.ctx and exc.ctx.parent is None:
+        message = "--fake goes after the command's name, as in `middle run --fake`"  # not `middle --fake run`
+    err_console.print(f"[bold red]error:[/] {safe(message)} (see {where})")
     sys.exit(exc.exit_code)
 
 
