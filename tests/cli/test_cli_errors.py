@@ -267,7 +267,7 @@ def test_a_bad_option_of_middle_itself_is_one_error_line(workdir, args):
     result = invoke(*args)
     assert_clean_error(result, "error:", " --help`)")
     assert "Usage:" not in result.output and len(result.output.strip().splitlines()) == 1
-    assert ("goes after the command's name: `middle run --fake`" in result.output) == (args[0] == "--fake")
+    assert ("goes after the command's name, as in `middle run --fake`" in result.output) == (args[0] == "--fake")
 
 
 @pytest.mark.parametrize("group", ["memory", "bench"])
