@@ -176,6 +176,9 @@ class MiddleGroup(click.Group):
         except MiddleError as exc:
             err_console.print(f"[bold red]error:[/] {safe(exc)}")
             sys.exit(1)
+        except KeyboardInterrupt:  # Ctrl-C in a command that does not say more itself (click: "Aborted!")
+            err_console.print("[yellow]interrupted:[/] stopped by Ctrl-C")
+            sys.exit(EXIT_INTERRUPTED)
         except click.exceptions.NoArgsIsHelpError as exc:  # `middle memory` alone: its help, not an error
             exc.show()
             sys.exit(exc.exit_code)

@@ -155,3 +155,32 @@ def test_piped_output_is_not_wrapped_at_80_columns(workdir):
     out = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "memory", "list"], cwd=workdir,
                          env=env, capture_output=True, text=True, check=True).stdout
     assert f"{doc_id(doc)[:8]}  {doc}" in out.splitlines()
+
+
+def test_ctrl_c_in_a_command_says_interrupted_not_aborted(tmp_path):
+    """Ctrl-C while `middle memory edit` waits for the editor (the editor's process group gets
+    the SIGINT, as a terminal sends it): one `interrupted:` line and exit 130, the doc unchanged."""
+    import os
+    import subprocess
+    import sys
+
+    from orchestrator.testing import make_repo
+
+    make_repo(tmp_path / "repo")
+    (tmp_path / "middle.toml").write_text('[project]\nid = "demo"\npath = "repo"\n[memory]\n'
+                                          'save_dir = ".middle/memory"\nbackend = "bm25"\n')
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nkill -INT 0\nsleep 5\n")  # Ctrl-C: the whole foreground group
+    editor.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("MIDDLE_CONFIG", "MEMORY_SAVE_DIR")}
+    env.update(MIDDLE_AGENT_CACHE_DIR=str(tmp_path / "cache"), EDITOR=str(editor), VISUAL=str(editor))
+    middle = [sys.executable, "-m", "orchestrator.cli.main", "memory"]
+    subprocess.run([*middle, "add", "we use tabs"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    ident = subprocess.run([*middle, "list"], cwd=tmp_path, env=env, check=True, capture_output=True,
+                           text=True).stdout.split()[0]
+    proc = subprocess.run([*middle, "edit", ident], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          start_new_session=True, timeout=60)  # its own group: the SIGINT stays there
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == ["interrupted: stopped by Ctrl-C"], proc.stderr
+    assert "we use tabs" in subprocess.run([*middle, "list"], cwd=tmp_path, env=env, capture_output=True,
+                                           text=True).stdout
