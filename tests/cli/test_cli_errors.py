@@ -95,6 +95,16 @@ def test_unknown_ticket_in_log_revert_resume(workdir):
         assert_clean_error(invoke(*args), "error: no ticket 'nope'")
 
 
+def test_a_ticket_file_not_taken_in_yet_says_what_takes_it_in(workdir):
+    """A ticket file written a moment ago is listed by `middle tickets`, but feedback, resume and
+    revert read the store: their error names the commands that take the file in."""
+    write_config(workdir)
+    ticket(workdir, "fresh.md", "title: Fresh\nproject: demo")
+    assert "fresh" in invoke("tickets").stdout
+    for args in (("feedback", "fresh", "more", "--fake"), ("revert", "fresh"), ("resume", "fresh", "--fake")):
+        assert_clean_error(invoke(*args), "error: no ticket 'fresh'", "taken in by `middle run` or `middle sync`")
+
+
 def test_memory_commands_need_memory_on(workdir):
     write_config(workdir)
     assert_clean_error(invoke("memory", "list"), "error: memory is off")
