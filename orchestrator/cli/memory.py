@@ -77,6 +77,9 @@ def with_filters(command: Callable[..., Any]) -> Callable[..., Any]:
 def search(ctx: click.Context, query: str, num: int, explain: bool, as_of: str | None,
            project: str | None) -> None:
     """Show what recall returns for QUERY, with scores."""
+    if not query.strip():  # (an empty query ranks nothing: what came back were just some docs)
+        raise MiddleError("the query is empty: give the words to look for, e.g. `middle memory search "
+                          "\"login cookie\"` (`middle memory list` shows every doc)")
     mem, pid = _memory(ctx, project)
     if as_of is not None:
         _search_as_of(ctx, query, num, as_of, explain, project)

@@ -144,6 +144,7 @@ def test_curation_verbs_and_their_mistakes_as_a_user_runs_them(workdir, tmp_path
         (("supersede", doc_id(new)[:8], "--with", "again"), "was already superseded by"),
         (("pin", doc_id(new)[:8]), "was superseded by"),
         (("undo", "42"), "project 'demo' has no memory change 42"),
+        (("search", "  "), "the query is empty: give the words to look for"),
     ]:
         error = middle(workdir, *args, ok=False).stderr.strip().splitlines()
         assert len(error) == 1 and error[0].startswith("error: ") and words in error[0], (args, error)
