@@ -106,6 +106,10 @@ def write_starter(config_path: Path, backend: str | None = None) -> list[str]:
     root = config_path.parent
     lines: list[str] = []
     existing_project = config_path.exists()
+    for path, kind in ((root / "tickets", "folder"), (root / ".gitignore", "file")):
+        if path.exists() and (path.is_dir() != (kind == "folder")):  # said before anything is written
+            raise ConfigError(f"{path} is a {'file' if kind == 'folder' else 'folder'}, and `middle init` "
+                              f"needs a {kind} there: rename or move it, then run `middle init` again")
     try:
         if existing_project:
             lines.append(f"left {config_path} unchanged (it exists"
@@ -137,8 +141,9 @@ def write_starter(config_path: Path, backend: str | None = None) -> list[str]:
             _write(ignore, existing + sep + "# middle-agent state (tickets DB, checkpoints, memory)\n.middle/\n")
             lines.append(f"added .middle/ to {ignore}")
     except OSError as exc:
+        where = exc.filename or root
         raise ConfigError(
-            f"cannot write in {root} ({exc.strerror}): run `middle init` in a directory you can "
+            f"cannot write {where} ({exc.strerror}): run `middle init` in a directory you can "
             "write to, or pass --config PATH/middle.toml") from None
     return lines
 

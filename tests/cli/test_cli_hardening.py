@@ -135,7 +135,22 @@ def test_init_with_config_writes_that_file(workdir):
 
 
 def test_init_where_nothing_can_be_written(workdir):
-    one_error_line(invoke("--config", "/proc/middle.toml", "init"), "cannot write in /proc")
+    one_error_line(invoke("--config", "/proc/middle.toml", "init"), "cannot write /proc/middle.toml")
+
+
+@pytest.mark.parametrize("name, made", [("tickets", "file"), (".gitignore", "folder")])
+def test_init_where_its_folder_or_file_is_the_other_kind_writes_nothing(workdir, name, made):
+    """A file named tickets (or a folder named .gitignore): named, and refused before any file
+    is written (it wrote middle.toml first, then failed with 'cannot write in DIR (File exists)')."""
+    blocker = workdir / name
+    if blocker.is_dir():
+        blocker.rmdir()  # the fixture's empty tickets/ folder
+    if made == "folder":
+        blocker.mkdir()
+    else:
+        blocker.write_text("x\n")
+    one_error_line(invoke("init"), f"{blocker} is a {made}, and `middle init` needs a")
+    assert not (workdir / "middle.toml").exists()
 
 
 def test_a_corrupt_ticket_database_is_one_error_line_naming_it(workdir):
