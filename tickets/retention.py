@@ -26,7 +26,7 @@ def parse_age(text: str) -> timedelta:
     """'30d', '12h', '90m', '2w' as a duration; TicketError saying the form otherwise."""
     match = re.fullmatch(r"\s*(\d+)\s*([dhmw])\s*", text or "")
     if match is None or int(match.group(1)) <= 0:
-        raise TicketError(f"{text!r} is not an age: give a whole number and a unit, e.g. 30d (days), 12h, "
+        raise TicketError(f"{text!r} is not an age: give a whole number above 0 and a unit, e.g. 30d (days), 12h, "
                           "90m or 2w")
     return timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
 

@@ -185,7 +185,9 @@ def _project_path(meta: dict[str, Any], ticket_dir: Path, default: PathArg | Non
         fix = f"fix the 'path' field (a relative path is relative to {ticket_dir})"
     elif default is not None:
         path = Path(default).expanduser().resolve()
-        fix = "add a 'path' field naming the project directory, or pass an existing default project path"
+        # the default is the config's [project] path: fixing it there mends every ticket at once
+        fix = ("fix [project] path in middle.toml (every ticket without 'path:' works there), or give "
+               "this one a 'path' field")
     else:
         raise _BadFile("no project path: add a 'path' field naming the project directory "
                        f"(relative paths are relative to {ticket_dir}), or pass a default project path")
@@ -250,8 +252,9 @@ def _depends_on(meta: dict[str, Any]) -> list[str]:
     return ids
 
 
-def _parse(path: Path, default_project_path: PathArg | None, max_chars: int | None = None) -> Ticket:
-    return _parse_with_keys(path, default_project_path, max_chars)[0]
+def _parse(path: Path, default_project_path: PathArg | None, max_chars: int | None = None,
+           default_project: str | None = None) -> Ticket:
+    return _parse_with_keys(path, default_project_path, max_chars, default_project)[0]
 
 
 def _parse_with_keys(path: Path, default_project_path: PathArg | None, max_chars: int | None = None,
@@ -319,13 +322,14 @@ def _parse_with_keys(path: Path, default_project_path: PathArg | None, max_chars
 
 
 def load_ticket_file(path: PathArg, default_project_path: PathArg | None = None,
-                     max_chars: int | None = None) -> Ticket:
-    """Load one Markdown ticket; raises TicketError naming the file and the fix."""
+                     max_chars: int | None = None, default_project: str | None = None) -> Ticket:
+    """Load one Markdown ticket; raises TicketError naming the file and the fix. A file without
+    'project:' belongs to `default_project` ([project] id), as in load_tickets."""
     abs_path = Path(path).expanduser().resolve()
     if not abs_path.is_file():
         raise TicketError(f"{abs_path}: no such ticket file: check the path")
     try:
-        return _parse(abs_path, default_project_path, max_chars)
+        return _parse(abs_path, default_project_path, max_chars, default_project)
     except _BadFile as err:
         raise TicketError(str(TicketFileError(str(abs_path), str(err)))) from None
 

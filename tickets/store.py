@@ -195,7 +195,9 @@ _TURN_COLUMNS_V1 = (
 
 
 def _no_ticket(ticket_id: str) -> TicketError:
-    return TicketError(f"no ticket '{ticket_id}': list them with `middle tickets`")
+    # A ticket file written since the last sync is not in the store yet: say what takes it in.
+    return TicketError(f"no ticket '{ticket_id}': list them with `middle tickets` (a new ticket file is "
+                       "taken in by `middle run` or `middle sync`)")
 
 
 def _no_run(run_id: str) -> TicketError:

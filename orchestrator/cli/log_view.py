@@ -33,18 +33,27 @@ def _block(console: Console, label: str, text: str | None, full: bool) -> None:
 def print_log(console: Console, store: TicketStore, ticket_id: str, *, full: bool = False) -> None:
     ticket = store.get_ticket(ticket_id)
     status = getattr(ticket.status, "value", ticket.status)
+    runs = store.list_runs(ticket_id)
+    reason = ticket.status_reason
+    if status == "running":  # a run whose process died here (kill -9): as `middle tickets` shows it
+        from orchestrator.lifecycle.next_steps import command
+        from tickets.claims import died_note
+
+        if died := died_note(store.get_claim(ticket.id)):
+            offline = bool(runs and runs[-1].get("offline"))
+            status, reason = "interrupted", f"{died}: continue it with {command('resume', ticket.id, fake=offline)}"
     console.print(f"[bold]ticket {escape(ticket.id)}[/]: {escape(ticket.title)} " + escape(f"[{status}]"))
     if ticket.source and ticket.source.startswith(("http://", "https://")):
         console.print(f"  from {escape(ticket.source)}", soft_wrap=True)
-    if ticket.status_reason:
-        console.print(f"  {escape(ticket.status_reason)}", soft_wrap=True)
-    runs = store.list_runs(ticket_id)
+    if reason:
+        console.print(f"  {escape(reason)}", soft_wrap=True)
     if not runs:
         console.print("  (never run)")
     for n, run in enumerate(runs):
         offline = bool(run.get("offline"))
         cost = "offline model, no cost" if offline else f"cost {_money(store.total_cost(run['id']))}"
-        console.print(f"\n[bold]run {run['id']}[/] {run['status']} started {run.get('started_at')} "
+        run_status = "interrupted" if status == "interrupted" and run["status"] == "running" else run["status"]
+        console.print(f"\n[bold]run {run['id']}[/] {run_status} started {run.get('started_at')} "
                       f"{cost}" + (f" — {escape(run['reason'] or '')}" if run.get("reason") else ""),
                       soft_wrap=True)
         _git_lines(console, run)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 
 import click
 
@@ -157,16 +157,42 @@ class MiddleGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        """`middle --bogus` or `middle --config` (no value): the same one line as a subcommand's
+        bad option, not click's usage block."""
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # plain `middle`: its help
+        except click.UsageError as exc:
+            if parent is not None:
+                raise
+            _usage_error(exc)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except MiddleError as exc:
             err_console.print(f"[bold red]error:[/] {safe(exc)}")
             sys.exit(1)
-        except click.UsageError as exc:  # a bad option or argument: one line too, with where to look
-            where = f"`{exc.ctx.command_path} --help`" if exc.ctx else "`middle --help`"
-            err_console.print(f"[bold red]error:[/] {safe(exc.format_message())} (see {where})")
+        except KeyboardInterrupt:  # Ctrl-C in a command that does not say more itself (click: "Aborted!")
+            err_console.print("[yellow]interrupted:[/] stopped by Ctrl-C")
+            sys.exit(EXIT_INTERRUPTED)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `middle memory` alone: its help, not an error
+            exc.show()
             sys.exit(exc.exit_code)
+        except click.UsageError as exc:  # a bad option or argument: one line too, with where to look
+            _usage_error(exc)
+
+
+def _usage_error(exc: click.UsageError) -> NoReturn:
+    where = f"`{exc.ctx.command_path} --help`" if exc.ctx else "`middle --help`"
+    message = exc.format_message()
+    if isinstance(exc, click.NoSuchOption) and exc.option_name == "--fake" and exc.ctx and exc.ctx.parent is None:
+        message = "--fake goes after the command's name, as in `middle run --fake`"  # not `middle --fake run`
+    err_console.print(f"[bold red]error:[/] {safe(message)} (see {where})")
+    sys.exit(exc.exit_code)
 
 
 @click.group(cls=MiddleGroup)
@@ -545,13 +571,22 @@ def init(ctx: click.Context, backend: str | None) -> None:
         registry().backend_class(backend)  # an unknown name is an error before any file
     explicit = ctx.find_root().obj["config_path"]
     path = Path(explicit or CONFIG_FILE)
-    enclosing = find_config_file(Path.cwd().parent) if not explicit else None
+    enclosing = find_config_file(Path.cwd()) if not explicit else None
     if enclosing is not None and enclosing.is_file() and not path.exists():
         raise ConfigError(
             f"{enclosing} already makes this folder part of a project: run `middle` "
             "commands from anywhere inside it; to start a separate project here "
             "anyway, pass --config middle.toml"
         )
+    from orchestrator.workspace.git import inside_git_dir, no_work_tree_message
+
+    folder = path.resolve().parent
+    try:
+        bare = folder.is_dir() and inside_git_dir(folder)  # files written there are never committed
+    except MiddleError:  # no git installed: init still writes its files (and says git is needed)
+        bare = False
+    if bare:
+        raise ConfigError(no_work_tree_message(folder))
     result = write_starter(path, backend)
     for line in result:
         console.print(safe(line))

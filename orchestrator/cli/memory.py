@@ -5,6 +5,8 @@ reindex|import`: the project memory from the command line. Every change is recor
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -75,6 +77,9 @@ def with_filters(command: Callable[..., Any]) -> Callable[..., Any]:
 def search(ctx: click.Context, query: str, num: int, explain: bool, as_of: str | None,
            project: str | None) -> None:
     """Show what recall returns for QUERY, with scores."""
+    if not query.strip():  # (an empty query ranks nothing: what came back were just some docs)
+        raise MiddleError("the query is empty: give the words to look for, e.g. `middle memory search "
+                          "\"login cookie\"` (`middle memory list` shows every doc)")
     mem, pid = _memory(ctx, project)
     if as_of is not None:
         _search_as_of(ctx, query, num, as_of, explain, project)
@@ -235,7 +240,11 @@ def edit(ctx: click.Context, ident: str, text: str | None, valid_until: str | No
         ident = doc_id(done.doc)[:DOC_ID_CHARS]
     if text is None:
         old = curator.find(pid, ident)
-        text = click.edit(old, require_save=True)
+        try:
+            text = click.edit(old, require_save=True)
+        except click.ClickException as exc:  # no editor, or it failed: say what works instead
+            raise MiddleError(f"{exc.format_message()}: set $EDITOR (or $VISUAL) to an editor that "
+                              "works here, or give the text with --text TEXT; nothing was changed") from None
         if text is None:
             raise MiddleError("the editor closed without saving: nothing was changed")
         text = text.rstrip("\n")
@@ -546,15 +555,15 @@ def import_(
     from orchestrator.memory.importers import git as git_import
     from orchestrator.memory.importers import import_lock, index_batches
 
-    origins: dict[str, dict[str, str]] = {}  # each doc's commit or file, recorded after the import
+    origins: dict[str, dict[str, str]] = {}  # each doc's commit or file, recorded batch by batch
     if sources == ("git",):
         config = get_config(ctx)
         curator, pid = project_curator(ctx, project, create)
         mem = curator.facade
         where = repo if repo is not None else config.resolve(config.project.path)
-        with _progress(progress) as track:
-            report, total = git_import.import_history(mem, pid, where, config.state_path, since, track, origins)
-        _note_origins(curator, pid, origins)
+        with _progress(progress) as track, _interruptible("git"):
+            report, total = git_import.import_history(mem, pid, where, config.state_path, since, track, origins,
+                                                      _origin_noter(curator, pid, origins))
         if not total:
             console.print(f"nothing new to import: every commit of {safe(where)} is in memory")
             return
@@ -575,13 +584,36 @@ def import_(
             origins[text] = {"kind": kind, "path": str(path.resolve())}
     curator, pid = project_curator(ctx, project, create)
     mem = curator.facade
-    with import_lock(get_config(ctx).state_path, pid), _progress(progress) as track:
-        report = index_batches(mem, pid, records, track(f"importing {len(records)} doc(s)", len(records)))
-    _note_origins(curator, pid, origins)
+    with (import_lock(get_config(ctx).state_path, pid), _progress(progress) as track,
+          _interruptible(" ".join(shlex.quote(s) for s in sources))):
+        report = index_batches(mem, pid, records, track(f"importing {len(records)} doc(s)", len(records)),
+                               indexed=_origin_noter(curator, pid, origins))
     console.print(
         f"imported {report.added} new doc(s) from {len(paths)} file(s) into "
         f"{safe(mem.where(pid))}" + (f"; {report.already} already there" if report.already else "")
     )
+
+
+@contextmanager
+def _interruptible(what: str) -> Iterator[None]:
+    """Ctrl-C during an import: what it indexed stays (with its origins), and a rerun goes on."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        from orchestrator.cli.main import EXIT_INTERRUPTED
+
+        err_console.print("[yellow]interrupted:[/] the docs imported so far are kept; run "
+                          f"`middle memory import {safe(what)}` again to go on where it stopped")
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _origin_noter(curator: Any, project_id: str, origins: dict[str, dict[str, str]]) -> Callable[[list[Any]], None]:
+    """Record each batch's origins as soon as it is in memory, before the import counts it done:
+    an import stopped part way (Ctrl-C, kill -9, a store error) leaves no imported doc without
+    its commit or file (a rerun skips the docs, so it would never record them)."""
+    def note(batch: list[Any]) -> None:
+        _note_origins(curator, project_id, {text: origins[text] for text, _ in batch if text in origins})
+    return note
 
 
 def _note_origins(curator: Any, project_id: str, origins: dict[str, dict[str, str]]) -> None:

@@ -29,6 +29,7 @@ num_to_retrieve = 5
 [memory.options]                # validated by the chosen backend (`middle backends`)
 
 [project]
+id = "{project}"                   # the project id (names its memory): tickets without `project:` belong here
 path = "."
 tickets_dir = "tickets"
 {base_branch_line}
@@ -43,14 +44,20 @@ parallel = 1                    # tickets at once, each on its own branch and wo
 STARTER_TICKET = """\
 ---
 title: Add a hello module
-project: {project}
 ---
 Create `hello.py` with:
 ```python
 def hello(name: str) -> str:
-    return f"Hello, {{name}}!"
+    return f"Hello, {name}!"
 ```
 """
+
+
+def project_id(root: Path) -> str:
+    """The starter config's [project] id: the folder's name, made a safe id (so every ticket
+    written by hand, without `project:`, belongs to it)."""
+    safe = "".join(c if (c.isascii() and c.isalnum()) or c in "._-" else "-" for c in root.name)
+    return safe.lstrip(".") or "project"
 
 
 def _base_branch_line(root: Path) -> str:
@@ -99,6 +106,10 @@ def write_starter(config_path: Path, backend: str | None = None) -> list[str]:
     root = config_path.parent
     lines: list[str] = []
     existing_project = config_path.exists()
+    for path, kind in ((root / "tickets", "folder"), (root / ".gitignore", "file")):
+        if path.exists() and (path.is_dir() != (kind == "folder")):  # said before anything is written
+            raise ConfigError(f"{path} is a {'file' if kind == 'folder' else 'folder'}, and `middle init` "
+                              f"needs a {kind} there: rename or move it, then run `middle init` again")
     try:
         if existing_project:
             lines.append(f"left {config_path} unchanged (it exists"
@@ -106,7 +117,7 @@ def write_starter(config_path: Path, backend: str | None = None) -> list[str]:
         else:
             from orchestrator.cli.check_hint import check_section, detect
 
-            _write(config_path, STARTER_CONFIG.format(backend=backend or DEFAULT_BACKEND,
+            _write(config_path, STARTER_CONFIG.format(backend=backend or DEFAULT_BACKEND, project=project_id(root),
                                                       base_branch_line=_base_branch_line(root),
                                                       check_section=check_section(root)))
             found = detect(root)
@@ -121,8 +132,7 @@ def write_starter(config_path: Path, backend: str | None = None) -> list[str]:
             lines.append(f"added no example ticket ({root / 'tickets'} is your backlog)")
         else:
             ticket.parent.mkdir(parents=True, exist_ok=True)
-            project = "".join(c if c.isalnum() or c in "._-" else "-" for c in root.name).lstrip(".") or "project"
-            _write(ticket, STARTER_TICKET.format(project=project))
+            _write(ticket, STARTER_TICKET)
             lines.append(f"wrote {ticket}")
         ignore = root / ".gitignore"
         existing = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
@@ -131,8 +141,9 @@ def write_starter(config_path: Path, backend: str | None = None) -> list[str]:
             _write(ignore, existing + sep + "# middle-agent state (tickets DB, checkpoints, memory)\n.middle/\n")
             lines.append(f"added .middle/ to {ignore}")
     except OSError as exc:
+        where = exc.filename or root
         raise ConfigError(
-            f"cannot write in {root} ({exc.strerror}): run `middle init` in a directory you can "
+            f"cannot write {where} ({exc.strerror}): run `middle init` in a directory you can "
             "write to, or pass --config PATH/middle.toml") from None
     return lines
 

@@ -32,11 +32,35 @@ def is_setting(key: str) -> bool:
 
 def find_config_file(start: Path) -> Path:
     """The nearest middle.toml in `start` or a folder above it (as git finds its repository);
-    `start/middle.toml` when there is none, so the error names where it was looked for."""
+    `start/middle.toml` when there is none, so the error names where it was looked for.
+
+    A separate git repository (a `.git` folder: a clone, not a worktree or submodule, whose `.git`
+    is a file) nested inside another project's folder is a project of its own, as it is to git:
+    a config above it counts only when its [project] path points into that repository (a config
+    kept beside the repository it drives). Else `middle run` there would run the outer project's
+    tickets, and `middle init` would refuse to start one."""
+    nested: Path | None = None  # the first separate repository the search has left
     for folder in (start, *start.parents):
-        if (folder / CONFIG_FILE).is_file():
-            return folder / CONFIG_FILE
+        candidate = folder / CONFIG_FILE
+        if candidate.is_file() and (nested is None or _drives(candidate, nested)):
+            return candidate
+        if nested is None and (folder / ".git").is_dir():
+            nested = folder
     return start / CONFIG_FILE
+
+
+def _drives(config: Path, repository: Path) -> bool:
+    """Whether the config's [project] path is `repository` or a folder inside it. A file that
+    does not parse counts, so the loader names what is wrong with it."""
+    import tomllib
+
+    try:
+        project = tomllib.loads(config.read_text(encoding="utf-8")).get("project", {})
+        path = project.get("path", ".") if isinstance(project, dict) else "."
+        target = (config.parent / os.path.expanduser(str(path))).resolve()
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError):
+        return True
+    return target.is_relative_to(repository.resolve())
 
 
 def cache_root(environ: Mapping[str, str] | None = None) -> Path:

@@ -235,6 +235,14 @@ def _load_entry_points(pm: pluggy.PluginManager, only: str | None) -> dict[Any, 
     pluggy's load_setuptools_entrypoints would, from the remembered index (plugin_index); return
     each loaded plugin's entry (`middle plugins` shows its package)."""
     wanted = None if only is None else {name.strip() for name in only.split(",") if name.strip()}
+    if wanted:  # a name no installed plugin has (a typo, a plugin not installed here) loads nothing, silently
+        installed = installed_plugins()
+        unknown = sorted(wanted - {e.name for e in installed} - {e.dist for e in installed})
+        if unknown:
+            have = ", ".join(sorted({e.dist for e in installed})) or "none"
+            raise ConfigError(f"{LOAD_PLUGINS_VARIABLE} names {', '.join(unknown)}, which no installed plugin "
+                              f"is (installed: {have}): fix the name, pip install the plugin, or unset "
+                              f"{LOAD_PLUGINS_VARIABLE} to load every installed plugin")
 
     def keep(entry: PluginEntry) -> bool:
         return wanted is None or entry.name in wanted or entry.dist in wanted

@@ -29,7 +29,8 @@ def current_ticket(store: TicketStore, ticket_id: str) -> Any:
         from tickets.source import load_ticket_file
 
         try:
-            current = load_ticket_file(source, ticket.project_path)
+            # a file without `project:` belongs to the project the ticket was loaded into
+            current = load_ticket_file(source, ticket.project_path, default_project=ticket.project_id)
         except Exception as exc:  # a TicketError naming the file and the fix
             raise TicketError(f"{exc}; then resume ticket {ticket_id} again") from None
         if current.id == ticket.id:

@@ -149,6 +149,10 @@ class AuthMiddleware:
             self._signed(request, name)
             return None
         if path.startswith("/api/") or path in ("/openapi.json",) or unsafe:
+            if bearer[:7].lower() == "bearer ":  # a token was sent: say it is the wrong one, not that none was
+                return _error(401, "that token is not one of this server's: send the server's "
+                                   "MIDDLE_API_TOKEN (or a [server] tokens one) as `Authorization: Bearer TOKEN`",
+                              **{"WWW-Authenticate": 'Bearer error="invalid_token"'})
             return _error(401, "this server needs a token: send `Authorization: Bearer TOKEN` "
                                "(the server's MIDDLE_API_TOKEN), or sign in at /login",
                           **{"WWW-Authenticate": "Bearer"})

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.errors import TicketError
 from orchestrator.server.auth import share_key
 from orchestrator.server.errors import Conflict, ReviewConflictBody, UntrackedFilesBody, error_response, error_responses
 from orchestrator.server.people import person
@@ -40,7 +41,8 @@ _REVIEW = error_responses(
 class NewTicket(BaseModel):
     model_config = ConfigDict(extra="forbid")
     title: str = Field(..., examples=["Add a greeting module"])
-    project: str = Field(..., description="The project id (memory is per project).", examples=["calc"])
+    project: str | None = Field(None, description="The project id (memory is per project); default "
+                                "[project] id.", examples=["calc"])
     description: str = Field("", description="The ticket body, in Markdown.")
     id: str | None = Field(None, description="Default: NNN-slug-of-the-title.")
     path: str | None = Field(None, description="The project directory, relative to the ticket "
@@ -141,7 +143,10 @@ def list_tickets(project: str | None = Query(None), status: str | None = Query(N
                  400, 409, 503, e400="a missing title or project, a bad project id, an id or path "
                  "that cannot be used", e409="a ticket with that id already exists", e503=_STORE))
 def create(body: NewTicket, state: ServerState = Depends(get_state)) -> dict[str, Any]:
-    ticket = create_ticket_file(state.config, title=body.title, project=body.project,
+    project = body.project or state.config.project.id  # as a ticket file without `project:`
+    if not project:
+        raise TicketError("project is required: give the ticket's project id, or set [project] id in middle.toml")
+    ticket = create_ticket_file(state.config, title=body.title, project=project,
                                 description=body.description, ticket_id=body.id, path=body.path)
     stored = state.store.upsert_ticket(ticket)
     return ticket_json(stored)

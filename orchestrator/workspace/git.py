@@ -19,6 +19,8 @@ FALLBACK_NAME, FALLBACK_EMAIL = "middle-agent", "middle@localhost"
 def toplevel(path: Path) -> Path:
     """The working tree root that holds `path`; a clear error when it is not in a repository."""
     proc = git(path, "rev-parse", "--show-toplevel", check=False)
+    if proc.returncode != 0 and inside_git_dir(path):
+        raise GitError(no_work_tree_message(path))
     if proc.returncode != 0:
         raise GitError(
             f"{path} is not in a git repository, and tickets run on their own git branch: run "
@@ -31,6 +33,18 @@ def toplevel(path: Path) -> Path:
             "one: commit your files first (`git add -A && git commit -m 'initial'`), or set "
             "[project] isolation = \"none\"")
     return root
+
+
+def inside_git_dir(path: Path) -> bool:
+    """Whether `path` is a bare repository or inside a `.git` folder: git, but no working tree
+    for a ticket to branch from (`git init` there, as the other message says, would not help)."""
+    proc = git(path, "rev-parse", "--is-inside-git-dir", check=False)
+    return proc.returncode == 0 and proc.stdout.strip() == "true"
+
+
+def no_work_tree_message(path: Path) -> str:
+    return (f"{path} is a bare git repository (or inside a .git folder): it has no working tree for "
+            f"tickets to branch from; clone it (`git clone {path} my-project`) and use middle in the clone")
 
 
 def current_branch(repo: Path) -> str | None:

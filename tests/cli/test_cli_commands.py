@@ -40,8 +40,9 @@ def test_init_writes_a_loadable_config_and_ticket(workdir):
 
     cfg = load_config(workdir / "middle.toml", environ={})
     assert cfg.memory_enabled and cfg.memory.backend == "hybrid"  # the recommended general-purpose backend
-    loaded = load_tickets(workdir / "tickets", workdir)
+    loaded = load_tickets(workdir / "tickets", workdir, default_project=cfg.project.id)
     assert loaded.errors == [] and loaded.tickets[0].title == "Add a hello module"
+    assert loaded.tickets[0].project_id == cfg.project.id  # no `project:` needed
 
 
 def test_graph_prints_every_node_as_mermaid():

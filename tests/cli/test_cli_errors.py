@@ -95,6 +95,16 @@ def test_unknown_ticket_in_log_revert_resume(workdir):
         assert_clean_error(invoke(*args), "error: no ticket 'nope'")
 
 
+def test_a_ticket_file_not_taken_in_yet_says_what_takes_it_in(workdir):
+    """A ticket file written a moment ago is listed by `middle tickets`, but feedback, resume and
+    revert read the store: their error names the commands that take the file in."""
+    write_config(workdir)
+    ticket(workdir, "fresh.md", "title: Fresh\nproject: demo")
+    assert "fresh" in invoke("tickets").stdout
+    for args in (("feedback", "fresh", "more", "--fake"), ("revert", "fresh"), ("resume", "fresh", "--fake")):
+        assert_clean_error(invoke(*args), "error: no ticket 'fresh'", "taken in by `middle run` or `middle sync`")
+
+
 def test_memory_commands_need_memory_on(workdir):
     write_config(workdir)
     assert_clean_error(invoke("memory", "list"), "error: memory is off")
@@ -259,3 +269,28 @@ def test_tickets_synced_from_elsewhere_are_used_when_the_ticket_folder_is_missin
     ran = invoke("run", "--fake", "a")
     assert "does not exist" not in ran.output and "no such ticket folder" in ran.output, ran.output
     assert "Traceback" not in ran.output
+
+
+@pytest.mark.parametrize("args", [["--bogus", "tickets"], ["--config"], ["--fake", "doctor"]])
+def test_a_bad_option_of_middle_itself_is_one_error_line(workdir, args):
+    """Before the command name (`middle --fake doctor`): one `error:` line, not click's usage block."""
+    result = invoke(*args)
+    assert_clean_error(result, "error:", " --help`)")
+    assert "Usage:" not in result.output and len(result.output.strip().splitlines()) == 1
+    assert ("goes after the command's name, as in `middle run --fake`" in result.output) == (args[0] == "--fake")
+
+
+@pytest.mark.parametrize("group", ["memory", "bench"])
+def test_a_command_group_alone_shows_its_help_not_an_error(workdir, group):
+    result = invoke(group)
+    assert f" {group} [OPTIONS] COMMAND" in result.output and "error:" not in result.output
+    assert "Commands:" in result.output
+
+
+def test_a_project_path_that_does_not_exist_names_the_config_key(workdir):
+    """[project] path naming a missing folder: every ticket is skipped saying to fix that key,
+    not the ticket (which has no path: of its own)."""
+    (workdir / "middle.toml").write_text('[project]\nid = "demo"\npath = "rep"\n')
+    ticket(workdir, "a.md", "title: A")
+    result = invoke("run", "--fake")
+    assert_clean_error(result, "project path", "does not exist: fix [project] path in middle.toml")

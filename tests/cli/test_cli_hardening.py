@@ -135,7 +135,22 @@ def test_init_with_config_writes_that_file(workdir):
 
 
 def test_init_where_nothing_can_be_written(workdir):
-    one_error_line(invoke("--config", "/proc/middle.toml", "init"), "cannot write in /proc")
+    one_error_line(invoke("--config", "/proc/middle.toml", "init"), "cannot write /proc/middle.toml")
+
+
+@pytest.mark.parametrize("name, made", [("tickets", "file"), (".gitignore", "folder")])
+def test_init_where_its_folder_or_file_is_the_other_kind_writes_nothing(workdir, name, made):
+    """A file named tickets (or a folder named .gitignore): named, and refused before any file
+    is written (it wrote middle.toml first, then failed with 'cannot write in DIR (File exists)')."""
+    blocker = workdir / name
+    if blocker.is_dir():
+        blocker.rmdir()  # the fixture's empty tickets/ folder
+    if made == "folder":
+        blocker.mkdir()
+    else:
+        blocker.write_text("x\n")
+    one_error_line(invoke("init"), f"{blocker} is a {made}, and `middle init` needs a")
+    assert not (workdir / "middle.toml").exists()
 
 
 def test_a_corrupt_ticket_database_is_one_error_line_naming_it(workdir):
@@ -155,3 +170,32 @@ def test_piped_output_is_not_wrapped_at_80_columns(workdir):
     out = subprocess.run([sys.executable, "-m", "orchestrator.cli.main", "memory", "list"], cwd=workdir,
                          env=env, capture_output=True, text=True, check=True).stdout
     assert f"{doc_id(doc)[:8]}  {doc}" in out.splitlines()
+
+
+def test_ctrl_c_in_a_command_says_interrupted_not_aborted(tmp_path):
+    """Ctrl-C while `middle memory edit` waits for the editor (the editor's process group gets
+    the SIGINT, as a terminal sends it): one `interrupted:` line and exit 130, the doc unchanged."""
+    import os
+    import subprocess
+    import sys
+
+    from orchestrator.testing import make_repo
+
+    make_repo(tmp_path / "repo")
+    (tmp_path / "middle.toml").write_text('[project]\nid = "demo"\npath = "repo"\n[memory]\n'
+                                          'save_dir = ".middle/memory"\nbackend = "bm25"\n')
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nkill -INT 0\nsleep 5\n")  # Ctrl-C: the whole foreground group
+    editor.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("MIDDLE_CONFIG", "MEMORY_SAVE_DIR")}
+    env.update(MIDDLE_AGENT_CACHE_DIR=str(tmp_path / "cache"), EDITOR=str(editor), VISUAL=str(editor))
+    middle = [sys.executable, "-m", "orchestrator.cli.main", "memory"]
+    subprocess.run([*middle, "add", "we use tabs"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    ident = subprocess.run([*middle, "list"], cwd=tmp_path, env=env, check=True, capture_output=True,
+                           text=True).stdout.split()[0]
+    proc = subprocess.run([*middle, "edit", ident], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          start_new_session=True, timeout=60)  # its own group: the SIGINT stays there
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == ["interrupted: stopped by Ctrl-C"], proc.stderr
+    assert "we use tabs" in subprocess.run([*middle, "list"], cwd=tmp_path, env=env, capture_output=True,
+                                           text=True).stdout

@@ -217,3 +217,58 @@ def test_a_bad_embedder_is_an_error_at_load_not_after_the_first_paid_call(workdi
         result = invoke(*args)
         assert result.exit_code == 1 and "unknown embedder 'nope'" in result.output, (args, result.output)
     assert not (workdir / "mem").exists() and not (workdir / ".middle" / "middle.sqlite3").exists()
+
+
+def test_a_separate_repository_inside_a_project_is_a_project_of_its_own(workdir, monkeypatch):
+    """A clone inside another project's folder: `middle run` there must not run the outer
+    project's tickets, and `middle init` starts a project there (git sees two repositories)."""
+    (workdir / "tickets" / "outer.md").write_text("---\ntitle: Outer work\nproject: demo\n---\nx\n")
+    inner = make_repo(workdir / "repo" / "vendor" / "lib")
+    monkeypatch.chdir(inner)
+    result = invoke("tickets")
+    assert result.exit_code == 1 and "no middle.toml in" in result.output and "outer" not in result.output
+    assert invoke("init").exit_code == 0 and (inner / "middle.toml").is_file()
+    assert "outer" not in invoke("tickets").output
+
+
+def test_a_config_beside_the_repository_it_drives_is_found_from_its_worktrees(workdir, monkeypatch):
+    """The config's [project] path names the repository: found from inside it, and from a
+    ticket's worktree (whose .git is a file, not a separate repository)."""
+    (workdir / "tickets" / "a.md").write_text("---\ntitle: A\nproject: demo\n---\nx\n")
+    subprocess.run(["git", "-C", str(workdir / "repo"), "worktree", "add", "-q", "-b", "w",
+                    str(workdir / "repo" / "wt")], check=True)
+    for folder in (workdir / "repo", workdir / "repo" / "wt"):
+        monkeypatch.chdir(folder)
+        result = invoke("tickets")
+        assert result.exit_code == 0 and "pending" in result.stdout
+
+
+def test_a_ticket_written_by_hand_after_init_needs_no_project_line(tmp_path, monkeypatch):
+    """init names the project ([project] id, from the folder's name made a safe id, even with
+    spaces and accents), so the user's first own ticket, without `project:`, loads."""
+    root = make_repo(tmp_path / "mon projet café")
+    monkeypatch.chdir(root)
+    assert invoke("init").exit_code == 0
+    assert tomllib.loads((root / "middle.toml").read_text())["project"]["id"] == "mon-projet-caf-"
+    (root / "tickets" / "mine.md").write_text("---\ntitle: My own\n---\nDo it.\n")
+    result = invoke("tickets")
+    assert result.exit_code == 0 and "error" not in result.output and "missing 'project'" not in result.output
+    assert "mine" in result.stdout and "hello" in result.stdout
+
+
+def test_a_bare_repository_is_named_and_the_clone_advised(tmp_path, monkeypatch):
+    """`middle init` in a bare repository writes nothing (its files could never be committed),
+    and a run there says to clone it, not to `git init` (it is a repository already)."""
+    source = make_repo(tmp_path / "src")
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(source), str(bare)], check=True)
+    monkeypatch.chdir(bare)
+    monkeypatch.delenv("MIDDLE_CONFIG", raising=False)
+    result = invoke("init")
+    assert result.exit_code == 1 and "is a bare git repository" in result.output and "git clone" in result.output
+    assert not (bare / "middle.toml").exists() and not (bare / "tickets").exists()
+    (bare / "middle.toml").write_text('[project]\nid = "b"\npath = "."\n')
+    (bare / "tickets").mkdir()
+    (bare / "tickets" / "a.md").write_text("---\ntitle: A\n---\nx\n")
+    result = invoke("run", "--fake")
+    assert result.exit_code != 0 and "is a bare git repository" in result.output and "git init" not in result.output

@@ -54,3 +54,24 @@ def test_run_says_plainly_that_the_previous_run_died(died):
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert lines == [f"error: ticket 't1' (run {run_id}, pid {pid} on this machine): the process that "
                      "ran it is gone: continue it with `middle resume t1 --fake`"], result.output  # as it was run
+
+
+def test_resume_rereads_a_ticket_without_a_project_line_as_run_did(died, tmp_path):
+    """`middle run` took t1 into [project] id; `middle resume` reads its file again (for its
+    check:) and must do the same, not refuse it for the `project:` line it never needed."""
+    from orchestrator.running.refresh import current_ticket
+
+    (tmp_path / "tickets" / "t1.md").write_text("---\ntitle: One\nid: t1\ncheck: [\"true\"]\n---\nDo it.\n")
+    config = load_config(tmp_path / "middle.toml", environ={})
+    with TicketStore(config.db_path) as store:
+        ticket = current_ticket(store, "t1")
+    assert ticket.project_id == "demo" and ticket.fields.get("check") == ["true"]
+
+
+def test_log_shows_the_dead_run_interrupted_as_tickets_does(died):
+    pid, run_id = died
+    result = CliRunner().invoke(main, ["log", "t1"])
+    assert result.exit_code == 0, result.output
+    assert "[interrupted]" in result.output and "[running]" not in result.output
+    assert f"its run died (pid {pid}): continue it with `middle resume t1`" in " ".join(result.output.split())
+    assert f"run {run_id} interrupted" in result.output

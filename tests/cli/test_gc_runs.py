@@ -55,6 +55,7 @@ def test_gc_prunes_only_ended_old_runs(store_target, tmp_path):
         before = {tid: _kinds(store, run) for tid, run in runs.items()}
 
     one_error_line(middle(root, "gc", "--runs-older-than", "soon", code=1), "'soon' is not an age", "30d")
+    one_error_line(middle(root, "gc", "--runs-older-than", "0d", code=1), "'0d' is not an age", "above 0")
 
     dry = middle(root, "gc", "--runs-older-than", "30d", "--dry-run")
     assert "would prune 1 ended run(s) older than 30d" in dry.stdout

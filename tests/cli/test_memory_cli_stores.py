@@ -144,9 +144,15 @@ def test_curation_verbs_and_their_mistakes_as_a_user_runs_them(workdir, tmp_path
         (("supersede", doc_id(new)[:8], "--with", "again"), "was already superseded by"),
         (("pin", doc_id(new)[:8]), "was superseded by"),
         (("undo", "42"), "project 'demo' has no memory change 42"),
+        (("search", "  "), "the query is empty: give the words to look for"),
     ]:
         error = middle(workdir, *args, ok=False).stderr.strip().splitlines()
         assert len(error) == 1 and error[0].startswith("error: ") and words in error[0], (args, error)
+    jwt = doc_id("Ticket: Fix login. Sessions use JWT now.")[:8]
+    for editor in ("false", str(tmp_path / "no-such-editor")):  # an editor that fails, or none there
+        error = middle(workdir, "edit", jwt, ok=False, env={"EDITOR": editor, "VISUAL": editor}).stderr
+        lines = error.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and "--text TEXT" in lines[0], error
     assert "undid the supersede" in middle(workdir, "undo", "3").stdout
     history = middle(workdir, "history").stdout
     assert "undid change 3" in history and "[undone by 4]" in history and "edited" in history

@@ -305,6 +305,8 @@ def test_an_import_killed_mid_way_then_rerun_has_every_commit_once(root):
     stored = docs(root)
     assert sorted(d.split()[1] for d in stored) == sorted(s[:10] for s in shas)  # each once
     assert "nothing new to import" in middle(root, "import", "git", "--repo", "big", "--no-progress").stdout
+    # The batches in before the kill keep their commit too (the rerun skipped them): none "unknown".
+    assert f"by source: commit {len(shas):,}\n" in middle(root, "stats").stdout
 
 
 def test_two_imports_started_at_once_add_each_commit_once(root):

@@ -165,8 +165,9 @@ def test_middle_load_plugins_chooses_the_entry_points_that_load(monkeypatch):
     assert "keyword" not in PluginRegistry().backends
     monkeypatch.setenv("MIDDLE_LOAD_PLUGINS", "middle-agent-keyword-memory")  # the package's name
     assert "keyword" in PluginRegistry().backends
-    monkeypatch.setenv("MIDDLE_LOAD_PLUGINS", "someone-else")
-    assert "keyword" not in PluginRegistry().backends
+    monkeypatch.setenv("MIDDLE_LOAD_PLUGINS", "middle-agent-keyword-memory,someone-else")  # a typo, or not installed
+    with pytest.raises(ConfigError, match="MIDDLE_LOAD_PLUGINS names someone-else, which no installed plugin is"):
+        PluginRegistry()
     monkeypatch.delenv("MIDDLE_LOAD_PLUGINS")
     assert "keyword" in PluginRegistry().backends
 

@@ -49,6 +49,17 @@ def test_create_writes_a_markdown_ticket_file(server, project):
         "001-greeting.md", "002-farewell.md", "003-multiply.md", "004-add-subtraction-a-b.md"]
 
 
+def test_create_without_a_project_takes_the_configured_one(serve, project):
+    """As a ticket file without `project:` belongs to [project] id, so does a ticket the API
+    creates without one; with no [project] id either, a 400 that says what to give."""
+    r = serve(project).client.post("/api/tickets", json={"title": "Add division"})
+    assert r.status_code == 201, r.text
+    assert r.json()["project_id"] == "calc"
+    unnamed = project.model_copy(update={"project": project.project.model_copy(update={"id": None})})
+    r = serve(unnamed).client.post("/api/tickets", json={"title": "Add modulo"})
+    assert r.status_code == 400 and r.json()["error"].startswith("project is required: give the ticket's project id")
+
+
 @pytest.mark.cli
 def test_run_in_background_then_diff_merge_and_revert(server, claude_cli, project):
     c = server.client

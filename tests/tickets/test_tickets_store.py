@@ -262,7 +262,8 @@ def test_upsert_of_a_new_ticket_keeps_its_given_status(store):
 
 
 def test_get_missing_ticket_says_how_to_list_them(store):
-    with pytest.raises(TicketError, match=r"no ticket 'nope': list them with `middle tickets`"):
+    with pytest.raises(TicketError, match=r"no ticket 'nope': list them with `middle tickets` \(a new "
+                                          r"ticket file is taken in by `middle run` or `middle sync`\)"):
         store.get_ticket("nope")
 
 

@@ -54,9 +54,12 @@ def import_lock(state_dir: Path, project_id: str) -> Iterator[None]:
 
 
 def index_batches(memory: Any, project_id: str, records: Iterable[Record], advance: Advance,
-                  after_batch: Callable[[int], None] | None = None) -> ImportReport:
+                  after_batch: Callable[[int], None] | None = None,
+                  indexed: Callable[[list[Record]], None] | None = None) -> ImportReport:
     """Index `records` a batch at a time, skipping docs already in memory, so a rerun after a
-    failure goes on where it stopped; a failure says how many were indexed before it."""
+    failure goes on where it stopped; a failure says how many were indexed before it.
+    `indexed(batch)` runs once a batch is in memory and before `after_batch` records it as done
+    (an import stopped between them, even by kill -9, meets that batch again on its rerun)."""
     report = ImportReport()
     for batch in _batches(records, BATCH):
         try:
@@ -65,6 +68,8 @@ def index_batches(memory: Any, project_id: str, records: Iterable[Record], advan
             raise MemoryStoreError(
                 f"{exc}. {report.added} doc(s) were imported before this error; run the same "
                 "import again to continue (docs already in memory are skipped)") from None
+        if indexed is not None:
+            indexed(batch)
         report.read += len(batch)
         report.added += added
         report.already += len(batch) - added

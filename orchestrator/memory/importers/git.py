@@ -95,22 +95,25 @@ def commits(repo: Path, head: str, exclude: list[str]) -> Iterator[Commit]:
 
 def import_history(memory: Any, project_id: str, repo: Path, state_dir: Path, since: str | None,
                    track: Callable[[str, int], Advance],
-                   origins: dict[str, dict[str, Any]] | None = None) -> tuple[ImportReport, int]:
+                   origins: dict[str, dict[str, Any]] | None = None,
+                   indexed: Callable[[list[Record]], None] | None = None) -> tuple[ImportReport, int]:
     """Index the commits not imported yet (after `since`, after the last recorded import),
     oldest first, recording the last imported commit after every batch so a rerun goes on
     from there. Returns the report and how many commits the range held. One import of the
-    project at a time (import_lock). `origins` (when given) gets each doc's commit."""
+    project at a time (import_lock). `origins` (when given) gets each doc's commit, and
+    `indexed(batch)` runs after each batch is in memory, before it is recorded as imported."""
     head = repo_head(repo)
     repo = Path(_git(repo, "rev-parse", "--show-toplevel").strip()).resolve()  # one record per repository
     exclude = [resolve(repo, since)] if since else []
     with import_lock(state_dir, project_id):
         return _import(memory, project_id, repo, head, exclude, state_file(state_dir, project_id),
-                       track, origins)
+                       track, origins, indexed)
 
 
 def _import(memory: Any, project_id: str, repo: Path, head: str, exclude: list[str],
             record: Path, track: Callable[[str, int], Advance],
-            origins: dict[str, dict[str, Any]] | None = None) -> tuple[ImportReport, int]:
+            origins: dict[str, dict[str, Any]] | None = None,
+            indexed: Callable[[list[Record]], None] | None = None) -> tuple[ImportReport, int]:
     """import_history's work, under the import lock (the only writer of the record)."""
     last = read_last(record, repo)
     if last and has_commit(repo, last):  # else history was rewritten: every commit is rechecked
@@ -131,7 +134,7 @@ def _import(memory: Any, project_id: str, repo: Path, head: str, exclude: list[s
     def mark(done: int) -> None:
         write_last(record, repo, head if done == total else shas[done - 1])
 
-    report = index_batches(memory, project_id, docs(), advance, mark)
+    report = index_batches(memory, project_id, docs(), advance, mark, indexed)
     if total == 0 and last != head:
         mark(0)  # nothing new (or only merges): HEAD is where the next import starts
     return report, total
