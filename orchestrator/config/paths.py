@@ -21,7 +21,8 @@ ENV_PREFIX = "MIDDLE_"
 # folder, "middle-agent" + "cache dir", not an [agent] key; MIDDLE_HOSTNAME is the name claims
 # carry, tickets/claims.py). The API token never reaches a memo.
 OTHER_VARIABLES = frozenset({"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", CACHE_VARIABLE, "MIDDLE_LOAD_PLUGINS",
-                             "MIDDLE_HOSTNAME", "MIDDLE_TRACE_HOOKS"})
+                             "MIDDLE_HOSTNAME", "MIDDLE_TRACE_HOOKS",
+                             "MIDDLE_KILL_AT"})  # orchestrator.killpoints (test-only; a string, not imported: paths is a leaf)
 
 
 def is_setting(key: str) -> bool:

@@ -10,11 +10,13 @@ from typing import Any, Callable, Iterable, Iterator
 from filelock import FileLock, Timeout
 
 from orchestrator.errors import MemoryStoreError, MiddleError
+from orchestrator.killpoints import point
 
 BATCH = 256  # records per index call: one lock hold and one embedding batch each
 
 Record = tuple[str, float | None]  # (text, unix time when it happened)
 Advance = Callable[[int], None]
+Note = Callable[[dict[str, dict[str, Any]]], None]  # records the origins of docs just indexed (text -> origin)
 
 
 @dataclass
@@ -65,6 +67,7 @@ def index_batches(memory: Any, project_id: str, records: Iterable[Record], advan
             raise MemoryStoreError(
                 f"{exc}. {report.added} doc(s) were imported before this error; run the same "
                 "import again to continue (docs already in memory are skipped)") from None
+        point("import.indexed")  # the batch is in memory; its origins and the import record not yet
         report.read += len(batch)
         report.added += added
         report.already += len(batch) - added
