@@ -181,6 +181,37 @@ def test_a_delete_killed_after_its_change_is_recorded_is_finished_by_the_same_de
     assert recorded(root)[0][doc_id(TEXT)]["pinned"]
 
 
+NOTES = [f"The parser note {i}: keep rule {i}." for i in range(3)]
+
+
+def test_a_bulk_delete_killed_after_its_change_is_recorded_is_finished_by_the_same_command(root):
+    """Deleting first lost every picked doc for good when killed before the record."""
+    for note in NOTES:
+        middle(root, "add", note)
+    killed(root, "memory.recorded:1", "delete", "--containing", "parser note", "--yes")
+    assert sorted(once(root)) == sorted(NOTES)  # still there: the rerun finishes
+    assert "deleted 3 docs" in middle(root, "delete", "--containing", "parser note", "--yes").stdout
+    assert once(root) == []
+    changes = recorded(root)[1]
+    assert [c["action"] for c in changes] == ["add"] * 3 + ["bulk"]  # one bulk change
+    middle(root, "undo", str(changes[-1]["id"]))
+    assert sorted(once(root)) == sorted(NOTES)
+
+
+@pytest.mark.killsweep
+def test_a_bulk_supersede_killed_before_its_change_is_recorded_is_recorded_by_the_same_command(root):
+    for note in NOTES:
+        middle(root, "add", note)
+    args = ("supersede", "--containing", "parser note", "--with", NEW, "--yes")
+    killed(root, "memory.curated:1", *args)
+    assert "superseded 3 docs" in middle(root, *args).stdout
+    states, changes = recorded(root)
+    assert [c["action"] for c in changes] == ["add"] * 3 + ["bulk"]
+    assert all(states[doc_id(n)]["superseded_by"] == doc_id(NEW) for n in NOTES)
+    middle(root, "undo", str(changes[-1]["id"]))
+    assert sorted(once(root)) == sorted(NOTES)
+
+
 def test_every_point_of_the_memory_commands_has_a_case_here():
     import re
 
