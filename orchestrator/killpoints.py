@@ -45,6 +45,8 @@ POINTS: tuple[Point, ...] = (
     Point("memory.marked", "the completion doc was marked indexed"),
     Point("run.ended", "the run's end was stored (status, run_end, claim released)"),
     Point("pr.opened", "a pull request was opened on GitHub", in_run=False),
+    Point("base.advanced", "a merge or revert moved the base branch (pushed first in a team); the "
+          "ticket not marked yet", in_run=False),
     # `middle memory import` and the curation verbs (CLI, HTTP API, board: one Curator)
     Point("import.indexed", "an import's batch was indexed (its origins and the import record not yet)",
           in_run=False),
