@@ -4,9 +4,9 @@ in_run=False), then the same command again: nothing lost (every doc once, its or
 change recorded, the undo still undoes), nothing duplicated, no lock left held.
 
 Each case is a real `middle memory ...` process with MIDDLE_KILL_AT=<point>:<n>: it kills itself
-(SIGKILL: no handler, no cleanup) there. The normal suite runs one case of each kind (an import,
-a write recorded after the store's, a store write after the record); `pytest -m killsweep
-tests/cli/test_memory_killpoints.py` runs them all (the table in docs/runs.md).
+(SIGKILL: no handler, no cleanup) there. The normal suite runs a case of each kind (an import,
+a store write before its record, a record before its store write, one and bulk); `pytest -m
+killsweep tests/cli/test_memory_killpoints.py` runs the others (the table in docs/runs.md).
 """
 
 from __future__ import annotations
@@ -130,8 +130,8 @@ def test_a_supersede_killed_before_its_change_is_recorded_links_the_two_when_run
     assert once(root) == [TEXT]
 
 
-@pytest.mark.parametrize("at", [pytest.param("memory.curated:1", marks=pytest.mark.killsweep),
-                                "memory.recorded:1"])
+@pytest.mark.killsweep
+@pytest.mark.parametrize("at", ["memory.curated:1", "memory.recorded:1"])
 def test_an_edit_killed_at_a_point_is_finished_by_the_same_edit_and_undone_whole(root, at):
     """Killed after the new text was indexed (before: after the old one was deleted too), the
     edit had no change recorded: `edit` again found no doc, and undo had nothing to take back.

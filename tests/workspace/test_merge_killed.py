@@ -34,7 +34,7 @@ def killed(tmp_path: Path, verb: str) -> None:
     assert proc.returncode == -9, proc.stderr[-2000:]
 
 
-@pytest.mark.parametrize("fast_forward", [True, False])
+@pytest.mark.parametrize("fast_forward", [True, pytest.param(False, marks=pytest.mark.killsweep)])
 def test_a_merge_killed_after_the_base_moved_is_finished_and_its_revert_undoes_it(env, tmp_path, fast_forward):
     """Before, the merge run again found the ticket's commits on the base already and recorded
     an empty step (base before = base after): `middle revert` then made no revert commit and the
