@@ -47,6 +47,8 @@ POINTS: tuple[Point, ...] = (
     Point("pr.opened", "a pull request was opened on GitHub", in_run=False),
     Point("base.advanced", "a merge or revert moved the base branch (pushed first in a team); the "
           "ticket not marked yet", in_run=False),
+    Point("retry.taken", "a worker took a due retry of a passing failure (its resume not claimed yet)",
+          in_run=False),
     # `middle memory import` and the curation verbs (CLI, HTTP API, board: one Curator)
     Point("import.indexed", "an import's batch was indexed (its origins and the import record not yet)",
           in_run=False),

@@ -5,6 +5,7 @@ the merge made (so a later revert undoes it)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ getattr(Review(store, Worktrees(Path({root!r}) / "state" / "worktrees"), Memory(
 def killed(tmp_path: Path, verb: str) -> None:
     script = KILLED.format(tests=str(Path(__file__).parent), root=str(tmp_path), verb=verb)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          env={**__import__("os").environ, VARIABLE: "base.advanced:1"})
+                          env={**os.environ, VARIABLE: "base.advanced:1"})
     assert proc.returncode == -9, proc.stderr[-2000:]
 
 
