@@ -54,8 +54,10 @@ POINTS: tuple[Point, ...] = (
           in_run=False),
     Point("import.noted", "a git import's batch's origins were recorded (the import record not moved yet)",
           in_run=False),
-    Point("memory.curated", "a curation verb indexed a doc (add, supersede, edit, undo of an edit); "
-          "its change not recorded yet", in_run=False),
+    Point("memory.curated", "a curation verb indexed a doc (add, supersede, edit, an undo putting a doc "
+          "back); its change not recorded yet", in_run=False),
+    Point("memory.removed", "an undo deleted a doc (of an add, of a supersede's replacement); its change "
+          "not recorded yet", in_run=False),
     Point("memory.recorded", "a curation change was recorded (forget, edit, undo of an edit); the doc "
           "it removes not deleted yet", in_run=False),
 )

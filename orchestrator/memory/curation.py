@@ -607,26 +607,30 @@ class Curator:
             return Outcome(cid, old, new, "undid the edit")
         if action == "supersede":
             new = after["doc"]
-            old_state = self.states(project_id, [change["doc_id"]]).get(change["doc_id"])
-            if new not in live:
+            states = self.states(project_id, [change["doc_id"]])
+            old_state = states.get(change["doc_id"])
+            if new not in live and not _undo_killed(states, [change["doc_id"]], new):
                 raise self._gone(change)
             self.facade.delete(project_id, [new])
+            point("memory.removed")
             put = [{**old_state, "superseded_by": None}] if old_state else []
             cid = self.store.record_memory_change(project_id, "undo", change["doc_id"], put=put,
                                                   drop=[doc_id(new)], **record)
             return Outcome(cid, old_state["doc"] if old_state else new, new, "undid the supersede")
         if action == "forget":
             doc = before["doc"]
-            if doc not in live:
+            if doc not in live:  # (else an undo killed before its record: put back already)
                 self.facade.index_records(project_id, [(doc, before.get("time"))])
+                point("memory.curated")
             self.store.set_memory_docs_deleted(project_id, doc, False)
             put = [before["state"]] if before.get("state") else []
             cid = self.store.record_memory_change(project_id, "undo", change["doc_id"], put=put, **record)
             return Outcome(cid, doc, message="undid the delete")
         if action == "add":
             doc = after["doc"]
-            if doc in live:
+            if doc in live:  # (else an undo killed before its record: deleted already)
                 self.facade.delete(project_id, [doc])
+                point("memory.removed")
             cid = self.store.record_memory_change(project_id, "undo", change["doc_id"],
                                                   drop=[change["doc_id"]], **record)
             return Outcome(cid, doc, message="undid the add")
@@ -642,6 +646,7 @@ class Curator:
             back = [(i["doc"], i.get("time")) for i in items if i["doc"] not in live]
             if back:
                 self.facade.index_records(project_id, back)
+                point("memory.curated")
             for item in items:
                 self.store.set_memory_docs_deleted(project_id, item["doc"], False)
             put = [i["state"] for i in items if i.get("state")]
@@ -649,10 +654,12 @@ class Curator:
                                                   **record)
             return Outcome(cid, items[0]["doc"] if items else "", message=f"put back {len(items)} docs")
         new = after.get("doc", "")
-        if not isinstance(new, str) or not self.facade.docs_present(project_id, [new]):
+        states = self.states(project_id, [i["doc_id"] for i in items])
+        if not isinstance(new, str) or (not self.facade.docs_present(project_id, [new])
+                                        and not _undo_killed(states, [i["doc_id"] for i in items], new)):
             raise self._gone(change)
         self.facade.delete(project_id, [new])
-        states = self.states(project_id, [i["doc_id"] for i in items])
+        point("memory.removed")
         put = [i["state"] or {**states[i["doc_id"]], "superseded_by": None}
                for i in items if i.get("state") or i["doc_id"] in states]
         cid = self.store.record_memory_change(project_id, "undo", change["doc_id"], put=put,
@@ -741,6 +748,14 @@ def _moved(states: Mapping[str, MemoryState], old_id: str, new: str) -> tuple[li
     put += [{**s, "superseded_by": new_id} for s in states.values()
             if s["superseded_by"] == old_id and s["doc_id"] != old_id]
     return put, [old_id] if own is not None else []
+
+
+def _undo_killed(states: Mapping[str, MemoryState], superseded: list[str], new: str) -> bool:
+    """Whether an undo of a supersede was killed after deleting the replacement `new` and before
+    recording itself: the docs it superseded still point at it and its own state is still there
+    (a replacement deleted by hand, `middle memory delete`, has its state dropped)."""
+    key = doc_id(new)
+    return key in states and any(i in states and states[i]["superseded_by"] == key for i in superseded)
 
 
 def _earlier_ids(store: TicketStore, project_id: str, ident: str) -> set[str]:

@@ -212,6 +212,51 @@ def test_a_bulk_supersede_killed_before_its_change_is_recorded_is_recorded_by_th
     assert sorted(once(root)) == sorted(NOTES)
 
 
+# -- undo: a store write, then the record ------------------------------------------------------
+
+def test_an_undo_of_a_supersede_killed_before_its_record_is_finished_by_the_same_undo(root):
+    """Killed after the replacement was deleted, the undo was refused when run again ("its doc
+    was changed since") while the old doc still pointed at a replacement no longer in memory."""
+    middle(root, "add", TEXT)
+    middle(root, "supersede", ident(TEXT), "--with", NEW)
+    change = recorded(root)[1][-1]["id"]
+    killed(root, "memory.removed:1", "undo", str(change))
+    assert "undid the supersede" in middle(root, "undo", str(change)).stdout
+    assert once(root) == [TEXT]
+    states, changes = recorded(root)
+    assert [c["action"] for c in changes] == ["add", "supersede", "undo"]
+    assert states[doc_id(TEXT)]["superseded_by"] is None and doc_id(NEW) not in states
+
+
+@pytest.mark.killsweep
+@pytest.mark.parametrize("verb, at", [("add", "memory.removed:1"), ("delete", "memory.curated:1")])
+def test_an_undo_killed_before_its_record_is_finished_by_the_same_undo(root, verb, at):
+    middle(root, "add", TEXT)
+    if verb == "delete":
+        middle(root, "delete", ident(TEXT))
+    change = recorded(root)[1][-1]["id"]
+    killed(root, at, "undo", str(change))
+    assert "undid the" in middle(root, "undo", str(change)).stdout
+    assert once(root) == ([] if verb == "add" else [TEXT])
+    assert [c["action"] for c in recorded(root)[1]][-1] == "undo"
+    assert [c["action"] for c in recorded(root)[1]].count("undo") == 1
+
+
+@pytest.mark.killsweep
+@pytest.mark.parametrize("verb, at", [("supersede", "memory.removed:1"), ("delete", "memory.curated:1")])
+def test_an_undo_of_a_bulk_change_killed_before_its_record_is_finished_by_the_same_undo(root, verb, at):
+    for note in NOTES:
+        middle(root, "add", note)
+    middle(root, verb, "--containing", "parser note", *(["--with", NEW] if verb == "supersede" else []), "--yes")
+    change = recorded(root)[1][-1]["id"]
+    killed(root, at, "undo", str(change))
+    middle(root, "undo", str(change))
+    assert sorted(once(root)) == sorted(NOTES)
+    states, changes = recorded(root)
+    assert [c["action"] for c in changes] == ["add"] * 3 + ["bulk", "undo"]
+    assert all(states.get(doc_id(n), {}).get("superseded_by") is None for n in NOTES)
+
+
 def test_every_point_of_the_memory_commands_has_a_case_here():
     import re
 
