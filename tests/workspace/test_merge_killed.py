@@ -57,8 +57,7 @@ def test_a_merge_killed_after_the_base_moved_is_finished_and_its_revert_undoes_i
     assert out(repo, "show", "main:app.py") == "print('v1')"  # the revert undid it
 
 
-@pytest.mark.killsweep
-def test_a_revert_killed_after_the_base_moved_makes_no_second_revert_commit(env, tmp_path):
+def test_a_revert_killed_after_the_base_moved_makes_no_second_revert_commit_and_records_it(env, tmp_path):
     repo, store, wt, review, _ = env
     complete(store, wt, repo, "t1", {"app.py": "print('v2')\n"})
     review.merge("t1")
@@ -68,3 +67,5 @@ def test_a_revert_killed_after_the_base_moved_makes_no_second_revert_commit(env,
     assert review.revert("t1").status == "reverted"
     assert out(repo, "rev-parse", "main") == reverted  # no second commit
     assert store.get_ticket("t1").status.value == "reverted"
+    run = store.latest_run("t1")
+    assert run is not None and run["revert_commit"] == reverted  # found by its message, recorded
