@@ -45,6 +45,21 @@ POINTS: tuple[Point, ...] = (
     Point("memory.marked", "the completion doc was marked indexed"),
     Point("run.ended", "the run's end was stored (status, run_end, claim released)"),
     Point("pr.opened", "a pull request was opened on GitHub", in_run=False),
+    Point("base.advanced", "a merge or revert moved the base branch (pushed first in a team); the "
+          "ticket not marked yet", in_run=False),
+    Point("retry.taken", "a worker took a due retry of a passing failure (its resume not claimed yet)",
+          in_run=False),
+    # `middle memory import` and the curation verbs (CLI, HTTP API, board: one Curator)
+    Point("import.indexed", "an import's batch was indexed (its origins and the import record not yet)",
+          in_run=False),
+    Point("import.noted", "a git import's batch's origins were recorded (the import record not moved yet)",
+          in_run=False),
+    Point("memory.curated", "a curation verb indexed a doc (add, supersede, edit, an undo putting a doc "
+          "back); its change not recorded yet", in_run=False),
+    Point("memory.removed", "an undo deleted a doc (of an add, of a supersede's replacement); its change "
+          "not recorded yet", in_run=False),
+    Point("memory.recorded", "a curation change was recorded (forget, edit, undo of an edit); the doc "
+          "it removes not deleted yet", in_run=False),
 )
 NAMES = frozenset(p.name for p in POINTS)
 

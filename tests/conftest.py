@@ -19,6 +19,19 @@ from orchestrator.testing.plugins import installed_plugins, use_installed_plugin
 os.environ[LOAD_PLUGINS_VARIABLE] = ""
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The full kill-point sweeps (a run's, tests/graph/test_killpoints.py; the memory commands',
+    merge's and revert's, tests/cli/test_memory_killpoints.py and tests/workspace/test_merge_killed.py)
+    run only when asked for: `pytest -m killsweep`. Here, not in one folder's conftest, so a run
+    of any folder leaves them out."""
+    if "killsweep" in (config.option.markexpr or ""):
+        return
+    swept = [item for item in items if item.get_closest_marker("killsweep")]
+    if swept:
+        config.hook.pytest_deselected(items=swept)
+        items[:] = [item for item in items if not item.get_closest_marker("killsweep")]
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: one worker more than the cores. A quarter of the suite's wall time is spent
     waiting on the real processes the tests start (Claude Code, the other agents' CLIs, git,

@@ -154,9 +154,11 @@ class TicketQueue:
             " FROM tickets t LEFT JOIN claims c ON c.ticket_id = t.id WHERE t.status = 'running' ORDER BY t.id")
         return [Unowned(r[0], r[1], r[2], r[3], r[4], bool(r[5])) for r in rows]
 
-    def take_retry(self) -> Retry | None:
-        """Take the ticket whose retry is due (by the database's clock) out of the retry queue,
-        so no other worker takes it too; the caller resumes its run. None: no retry is due."""
+    def take_retry(self, lease_s: float = 120.0) -> Retry | None:
+        """Take the ticket whose retry is due (by the database's clock) for `lease_s`, so no other
+        worker takes it too; the caller resumes its run, whose claim takes it out of the queue.
+        A worker killed in between leaves it due again once `lease_s` has passed (taken out of
+        the queue at once, as it was, the retry was lost). None: no retry is due."""
         db = self._db
         with self._write() as conn:
             row = conn.execute(
@@ -167,7 +169,7 @@ class TicketQueue:
                 " ORDER BY retry_at LIMIT 1" + db.skip_locked).fetchone()
             if row is None:
                 return None
-            conn.execute("UPDATE tickets SET retry_at = NULL WHERE id = ?", (row[0],))
+            conn.execute(f"UPDATE tickets SET retry_at = {db.lease_sql(lease_s)} WHERE id = ?", (row[0],))
         return Retry(row[0], int(row[1]))
 
     def retry_of(self, ticket_id: str) -> tuple[int, str | None]:

@@ -555,15 +555,14 @@ def import_(
     from orchestrator.memory.importers import git as git_import
     from orchestrator.memory.importers import import_lock, index_batches
 
-    origins: dict[str, dict[str, str]] = {}  # each doc's commit or file, recorded batch by batch
     if sources == ("git",):
         config = get_config(ctx)
         curator, pid = project_curator(ctx, project, create)
         mem = curator.facade
         where = repo if repo is not None else config.resolve(config.project.path)
         with _progress(progress) as track, _interruptible("git"):
-            report, total = git_import.import_history(mem, pid, where, config.state_path, since, track, origins,
-                                                      _origin_noter(curator, pid, origins))
+            report, total = git_import.import_history(mem, pid, where, config.state_path, since, track,
+                                                      lambda batch: _note_origins(curator, pid, batch))
         if not total:
             console.print(f"nothing new to import: every commit of {safe(where)} is in memory")
             return
@@ -576,7 +575,8 @@ def import_(
         raise click.UsageError("--since and --repo go with `middle memory import git`")
     paths = file_import.expand([Path(s) for s in sources])
     # Every file is read before anything is indexed: bad input imports nothing.
-    records = []
+    records: list[tuple[str, float | None]] = []
+    origins: dict[str, dict[str, str]] = {}  # each doc's file, recorded after its batch is indexed
     for path in paths:
         kind = "transcript" if path.suffix.lower() == file_import.TRANSCRIPT_SUFFIX else "file"
         for text, when in file_import.read_records(path):
@@ -584,10 +584,16 @@ def import_(
             origins[text] = {"kind": kind, "path": str(path.resolve())}
     curator, pid = project_curator(ctx, project, create)
     mem = curator.facade
+    noted = 0
+
+    def note(read: int) -> None:  # after each batch, so a doc in memory has its origin (a kill between: the rerun)
+        nonlocal noted
+        _note_origins(curator, pid, {text: origins[text] for text, _ in records[noted:read]})
+        noted = read
+
     with (import_lock(get_config(ctx).state_path, pid), _progress(progress) as track,
           _interruptible(" ".join(shlex.quote(s) for s in sources))):
-        report = index_batches(mem, pid, records, track(f"importing {len(records)} doc(s)", len(records)),
-                               indexed=_origin_noter(curator, pid, origins))
+        report = index_batches(mem, pid, records, track(f"importing {len(records)} doc(s)", len(records)), note)
     console.print(
         f"imported {report.added} new doc(s) from {len(paths)} file(s) into "
         f"{safe(mem.where(pid))}" + (f"; {report.already} already there" if report.already else "")
@@ -607,16 +613,7 @@ def _interruptible(what: str) -> Iterator[None]:
         sys.exit(EXIT_INTERRUPTED)
 
 
-def _origin_noter(curator: Any, project_id: str, origins: dict[str, dict[str, str]]) -> Callable[[list[Any]], None]:
-    """Record each batch's origins as soon as it is in memory, before the import counts it done:
-    an import stopped part way (Ctrl-C, kill -9, a store error) leaves no imported doc without
-    its commit or file (a rerun skips the docs, so it would never record them)."""
-    def note(batch: list[Any]) -> None:
-        _note_origins(curator, project_id, {text: origins[text] for text, _ in batch if text in origins})
-    return note
-
-
-def _note_origins(curator: Any, project_id: str, origins: dict[str, dict[str, str]]) -> None:
+def _note_origins(curator: Any, project_id: str, origins: dict[str, dict[str, Any]]) -> None:
     """Record where each imported doc came from (`middle memory show`); a doc that already has
     an origin keeps it."""
     from orchestrator.memory.curation import cli_user

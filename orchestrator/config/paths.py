@@ -19,9 +19,10 @@ CACHE_VARIABLE = "MIDDLE_AGENT_CACHE_DIR"
 ENV_PREFIX = "MIDDLE_"
 # Variables of ours that are not config keys (MIDDLE_AGENT_CACHE_DIR is the product's cache
 # folder, "middle-agent" + "cache dir", not an [agent] key; MIDDLE_HOSTNAME is the name claims
-# carry, tickets/claims.py). The API token never reaches a memo.
+# carry, tickets/claims.py; MIDDLE_KILL_AT is orchestrator.killpoints' test-only switch, named
+# here as text because this module imports nothing of ours). The API token never reaches a memo.
 OTHER_VARIABLES = frozenset({"MIDDLE_CONFIG", "MIDDLE_API_TOKEN", CACHE_VARIABLE, "MIDDLE_LOAD_PLUGINS",
-                             "MIDDLE_HOSTNAME", "MIDDLE_TRACE_HOOKS"})
+                             "MIDDLE_HOSTNAME", "MIDDLE_TRACE_HOOKS", "MIDDLE_KILL_AT"})
 
 
 def is_setting(key: str) -> bool:

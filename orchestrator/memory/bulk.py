@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from orchestrator.errors import MemoryStoreError
+from orchestrator.killpoints import point
 from orchestrator.memory.curation import SOURCE_KINDS, CurationError, Outcome, short
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
 from orchestrator.memory.timeline import parse_when
@@ -217,24 +218,33 @@ def entered_at(text: str, states: Any, tickets: list[Any]) -> str | None:
 
 def forget_all(curator: Curator, project_id: str, docs: list[str], who: str, words: str) -> Outcome:
     """Delete every doc of `docs` from memory as one change (its record keeps each doc's
-    text, time and state: one undo puts them all back)."""
+    text, time and state: one undo puts them all back). Recorded first, deleted last: a kill
+    between leaves the docs in memory, and the same command run again deletes them under the
+    change already recorded (deleted first, a kill would lose what the undo puts back)."""
     if not docs:
         raise CurationError("no doc matches the filter: nothing was changed")
     facade, store = curator.facade, curator.store
     with facade.project_lock(project_id, "delete"):
+        last = curator._last_change(project_id, doc_id(docs[0]))
+        if (last is not None and last["action"] == "bulk" and last["undone_by"] is None
+                and (last["after"] or {}).get("action") == "forget"
+                and set(docs) <= {i.get("doc") for i in (last["before"] or {}).get("docs", [])}):
+            facade.delete(project_id, docs)  # killed after recording it: finished now
+            return Outcome(last["id"], docs[0], message=f"deleted {len(docs)} docs")
         # each doc's own time, looked up doc by doc (a bulk change of 10 docs reads 10 rows,
         # not the store), so the undo puts each back at its time
         times = facade.doc_times(project_id, docs)
         states = curator.states(project_id, [doc_id(d) for d in docs])
         items = [{"doc": d, "doc_id": doc_id(d), "time": times.get(d),
                   "state": dict(states[doc_id(d)]) if doc_id(d) in states else None} for d in docs]
-        facade.delete(project_id, docs)
         for doc in docs:
             store.set_memory_docs_deleted(project_id, doc, True)
         change = store.record_memory_change(
             project_id, "bulk", doc_id(docs[0]), who=who, before={"docs": items},
             after={"action": "forget", "filter": words},
             drop=[doc_id(d) for d in docs if doc_id(d) in states])
+        point("memory.recorded")
+        facade.delete(project_id, docs)
     return Outcome(change, docs[0], message=f"deleted {len(docs)} docs")
 
 
@@ -250,10 +260,12 @@ def supersede_all(curator: Curator, project_id: str, docs: list[str], text: str,
         if not live:
             raise CurationError("no doc the filter picks is left to supersede (each was "
                                 "superseded already, or none matches): nothing was changed")
-        if facade.has_doc(project_id, new):
+        if facade.has_doc(project_id, new) and not curator._unrecorded(project_id, new):
             raise CurationError(f"a doc with that text is in memory already ({short(doc_id(new))}): "
                                 "give the new wording")
-        facade.index(project_id, [new])
+        if not facade.has_doc(project_id, new):  # (else a bulk supersede killed before its record)
+            facade.index(project_id, [new])
+            point("memory.curated")
         items = [{"doc": d, "doc_id": doc_id(d),
                   "state": dict(states[doc_id(d)]) if doc_id(d) in states else None} for d in live]
         put: list[MemoryState] = [{**(states.get(doc_id(d)) or curator._new_state(d, None, who)),

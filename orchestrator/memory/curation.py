@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
 from orchestrator.errors import MemoryStoreError
+from orchestrator.killpoints import point
 from orchestrator.memory.format import DOC_ID_CHARS, doc_id
 from orchestrator.memory.timeline import expired_ids, expiry_note, parse_when
 
@@ -405,8 +406,12 @@ class Curator:
         doc = self.facade.prepare_doc(text, refuse_long=True)
         with self.facade.project_lock(project_id, "add"):
             if self.facade.has_doc(project_id, doc):
-                return Outcome(None, doc, message="already in memory: nothing added")
-            self.facade.index(project_id, [doc])
+                if not self._unrecorded(project_id, doc):
+                    return Outcome(None, doc, message="already in memory: nothing added")
+                # else an add killed before its change was recorded: recorded now
+            else:
+                self.facade.index(project_id, [doc])
+                point("memory.curated")
             state = {**self._new_state(doc, origin or {"kind": "hand"}, who), "valid_until": until}
             change = self.store.record_memory_change(
                 project_id, "add", doc_id(doc), who=who, after={"doc": doc, "valid_until": until},
@@ -439,15 +444,18 @@ class Curator:
             old = self.find(project_id, ident)
             if new == old:
                 raise CurationError("the new text is the doc's text: nothing to change")
-            if self.facade.has_doc(project_id, new):
+            last = self._last_change(project_id, doc_id(old))
+            if (last is not None and last["action"] == "edit" and (last["after"] or {}).get("doc") == new
+                    and self.facade.has_doc(project_id, new)):  # killed after recording it: finished now
+                self._finish_replace(project_id, old, new)
+                return Outcome(last["id"], new, old, "edited")
+            if self.facade.has_doc(project_id, new) and not self._unrecorded(project_id, new):
                 raise CurationError(f"another doc ({short(doc_id(new))}) has that text already: "
                                     "forget this one instead (`middle memory delete`)")
-            self._replace(project_id, old, new)
-            states = self.states(project_id, [doc_id(old)])
-            put, drop = _moved(states, doc_id(old), new)
-            change = self.store.record_memory_change(
+            put, drop = _moved(self.states(project_id, [doc_id(old)]), doc_id(old), new)
+            change = self._replace(project_id, old, new, lambda: self.store.record_memory_change(
                 project_id, "edit", doc_id(old), who=who, before={"doc": old},
-                after={"doc": new, "doc_id": doc_id(new)}, put=put, drop=drop)
+                after={"doc": new, "doc_id": doc_id(new)}, put=put, drop=drop))
         return Outcome(change, new, old, "edited")
 
     def supersede(self, project_id: str, ident: str, text: str, who: str) -> Outcome:
@@ -464,10 +472,12 @@ class Curator:
                 raise CurationError(f"doc {short(key)} was already superseded by {name}: "
                                     f"supersede that one instead (`middle memory supersede {name} "
                                     "--with TEXT`), or undo the first supersede")
-            if new == old or self.facade.has_doc(project_id, new):
+            if new == old or (self.facade.has_doc(project_id, new) and not self._unrecorded(project_id, new)):
                 raise CurationError(f"a doc with that text is in memory already "
                                     f"({short(doc_id(new))}): give the new wording")
-            self.facade.index(project_id, [new])
+            if not self.facade.has_doc(project_id, new):  # (else a supersede killed before its record)
+                self.facade.index(project_id, [new])
+                point("memory.curated")
             old_state = states.get(key) or self._new_state(old, None, who)
             change = self.store.record_memory_change(
                 project_id, "supersede", key, who=who, before={"superseded_by": None},
@@ -497,18 +507,26 @@ class Curator:
 
     def forget(self, project_id: str, ident: str, who: str) -> Outcome:
         """Delete a doc from memory; the change keeps its text, time and state (undo puts it back)."""
+        # Recorded first, deleted from the store last: the record keeps the text, time and state
+        # that undo needs, so a kill between leaves a doc still in memory that this verb, run
+        # again, deletes (deleted first, a kill would lose what undo puts back).
         with self.facade.project_lock(project_id, "delete"):
             doc = self.find(project_id, ident)
             key = doc_id(doc)
+            last = self._last_change(project_id, key)
+            if last is not None and last["action"] == "forget" and last["undone_by"] is None:
+                self.facade.delete(project_id, [doc])  # killed after recording it: finished now
+                return Outcome(last["id"], doc, message="deleted")
             when = self.facade.doc_time(project_id, doc)
-            if not self.facade.delete(project_id, [doc]):
-                raise MemoryDocNotFound(f"doc {short(key)} is not in memory any more")
             self.store.set_memory_docs_deleted(project_id, doc, True)
             state = self.states(project_id, [key]).get(key)
             change = self.store.record_memory_change(
                 project_id, "forget", key, who=who,
                 before={"doc": doc, "time": when, "state": dict(state) if state else None},
                 drop=[key])
+            point("memory.recorded")
+            if not self.facade.delete(project_id, [doc]):
+                raise MemoryDocNotFound(f"doc {short(key)} is not in memory any more")
         return Outcome(change, doc, message="deleted")
 
     def undo(self, project_id: str, change_id: int, who: str) -> Outcome:
@@ -520,6 +538,9 @@ class Curator:
                 raise MemoryDocNotFound(f"project {project_id!r} has no memory change {change_id}: "
                                         "`middle memory history` lists them")
             if change["undone_by"] is not None:
+                if change["action"] == "edit" and self._finish_undone_edit(project_id, change):
+                    return Outcome(change["undone_by"], (change["before"] or {})["doc"],
+                                   message="undid the edit")
                 raise CurationError(f"change {change_id} was undone already (by change "
                                     f"{change['undone_by']})")
             if change["action"] == "undo":
@@ -580,33 +601,36 @@ class Curator:
             new, old = after["doc"], before["doc"]
             if new not in live:
                 raise self._gone(change)
-            self._replace(project_id, new, old)
             put, drop = _moved(self.states(project_id, [doc_id(new)]), doc_id(new), old)
-            cid = self.store.record_memory_change(project_id, "undo", doc_id(new), put=put,
-                                                  drop=drop, **record)
+            cid = self._replace(project_id, new, old, lambda: self.store.record_memory_change(
+                project_id, "undo", doc_id(new), put=put, drop=drop, **record))
             return Outcome(cid, old, new, "undid the edit")
         if action == "supersede":
             new = after["doc"]
-            old_state = self.states(project_id, [change["doc_id"]]).get(change["doc_id"])
-            if new not in live:
+            states = self.states(project_id, [change["doc_id"]])
+            old_state = states.get(change["doc_id"])
+            if new not in live and not _undo_killed(states, [change["doc_id"]], new):
                 raise self._gone(change)
             self.facade.delete(project_id, [new])
+            point("memory.removed")
             put = [{**old_state, "superseded_by": None}] if old_state else []
             cid = self.store.record_memory_change(project_id, "undo", change["doc_id"], put=put,
                                                   drop=[doc_id(new)], **record)
             return Outcome(cid, old_state["doc"] if old_state else new, new, "undid the supersede")
         if action == "forget":
             doc = before["doc"]
-            if doc not in live:
+            if doc not in live:  # (else an undo killed before its record: put back already)
                 self.facade.index_records(project_id, [(doc, before.get("time"))])
+                point("memory.curated")
             self.store.set_memory_docs_deleted(project_id, doc, False)
             put = [before["state"]] if before.get("state") else []
             cid = self.store.record_memory_change(project_id, "undo", change["doc_id"], put=put, **record)
             return Outcome(cid, doc, message="undid the delete")
         if action == "add":
             doc = after["doc"]
-            if doc in live:
+            if doc in live:  # (else an undo killed before its record: deleted already)
                 self.facade.delete(project_id, [doc])
+                point("memory.removed")
             cid = self.store.record_memory_change(project_id, "undo", change["doc_id"],
                                                   drop=[change["doc_id"]], **record)
             return Outcome(cid, doc, message="undid the add")
@@ -622,6 +646,7 @@ class Curator:
             back = [(i["doc"], i.get("time")) for i in items if i["doc"] not in live]
             if back:
                 self.facade.index_records(project_id, back)
+                point("memory.curated")
             for item in items:
                 self.store.set_memory_docs_deleted(project_id, item["doc"], False)
             put = [i["state"] for i in items if i.get("state")]
@@ -629,10 +654,12 @@ class Curator:
                                                   **record)
             return Outcome(cid, items[0]["doc"] if items else "", message=f"put back {len(items)} docs")
         new = after.get("doc", "")
-        if not isinstance(new, str) or not self.facade.docs_present(project_id, [new]):
+        states = self.states(project_id, [i["doc_id"] for i in items])
+        if not isinstance(new, str) or (not self.facade.docs_present(project_id, [new])
+                                        and not _undo_killed(states, [i["doc_id"] for i in items], new)):
             raise self._gone(change)
         self.facade.delete(project_id, [new])
-        states = self.states(project_id, [i["doc_id"] for i in items])
+        point("memory.removed")
         put = [i["state"] or {**states[i["doc_id"]], "superseded_by": None}
                for i in items if i.get("state") or i["doc_id"] in states]
         cid = self.store.record_memory_change(project_id, "undo", change["doc_id"], put=put,
@@ -654,17 +681,48 @@ class Curator:
         return CurationError(f"change {change['id']} cannot be undone: its doc was changed since "
                              "(`middle memory history` shows by which change; undo that first)")
 
-    def _replace(self, project_id: str, old: str, new: str) -> None:
-        """`new` indexed in `old`'s place (at its time), then `old` deleted; the tickets that
-        indexed `old` now own `new` (so `middle revert` deletes the edit)."""
-        when = self.facade.doc_time(project_id, old)
-        self.facade.index_records(project_id, [(new, when)])
-        try:
-            self.facade.delete(project_id, [old])
-        except Exception:
-            self.facade.delete(project_id, [new])  # an edit never leaves both, nor neither
-            raise
+    def _replace(self, project_id: str, old: str, new: str, record: Callable[[], int]) -> int:
+        """`new` indexed in `old`'s place (at its time), the change recorded (`record`, its id
+        returned), then the tickets that indexed `old` made to own `new` (so `middle revert`
+        deletes the edit) and `old` deleted. In that order a kill anywhere leaves both docs,
+        never neither: before the record `new` is in memory unrecorded (the edit run again
+        takes it as its own), after it the same edit (or undo) run again finishes the rest."""
+        if not self.facade.docs_present(project_id, [new]):
+            self.facade.index_records(project_id, [(new, self.facade.doc_time(project_id, old))])
+            point("memory.curated")
+        change = record()
+        point("memory.recorded")
+        self._finish_replace(project_id, old, new)
+        return change
+
+    def _finish_replace(self, project_id: str, old: str, new: str) -> None:
         self.store.replace_memory_doc(project_id, old, new)
+        self.facade.delete(project_id, [old])
+
+    def _finish_undone_edit(self, project_id: str, change: MemoryChange) -> bool:
+        """An undo of edit `change` killed after it was recorded leaves the edited text beside
+        the one it put back: deleted now (True), else False (the undo was whole)."""
+        new, old = (change["after"] or {}).get("doc"), (change["before"] or {}).get("doc")
+        if not (isinstance(new, str) and isinstance(old, str)):
+            return False
+        if (self.facade.docs_present(project_id, [new, old]) != {new, old}
+                or self.store.memory_state_for(project_id, {doc_id(new)})):  # (added again since)
+            return False
+        self._finish_replace(project_id, new, old)
+        return True
+
+    def _unrecorded(self, project_id: str, doc: str) -> bool:
+        """A doc in memory that nothing records (no curation state, no ticket's record): what an
+        add, supersede or edit killed between indexing it and recording the change leaves. The
+        same verb run again takes it as its own and records the change."""
+        key = doc_id(doc)
+        return (self.facade.has_doc(project_id, doc) and not self.store.memory_state_for(project_id, {key})
+                and not self.store.doc_sources(project_id, doc).get(doc))
+
+    def _last_change(self, project_id: str, key: str) -> MemoryChange | None:
+        """The newest change recorded of doc `key` (a verb run again after a kill finds its own)."""
+        changes = self.store.memory_changes(project_id, doc_ids=[key], limit=1)
+        return changes[0] if changes else None
 
     def _new_text(self, text: str) -> str:
         if not isinstance(text, str) or not text.strip():
@@ -690,6 +748,14 @@ def _moved(states: Mapping[str, MemoryState], old_id: str, new: str) -> tuple[li
     put += [{**s, "superseded_by": new_id} for s in states.values()
             if s["superseded_by"] == old_id and s["doc_id"] != old_id]
     return put, [old_id] if own is not None else []
+
+
+def _undo_killed(states: Mapping[str, MemoryState], superseded: list[str], new: str) -> bool:
+    """Whether an undo of a supersede was killed after deleting the replacement `new` and before
+    recording itself: the docs it superseded still point at it and its own state is still there
+    (a replacement deleted by hand, `middle memory delete`, has its state dropped)."""
+    key = doc_id(new)
+    return key in states and any(i in states and states[i]["superseded_by"] == key for i in superseded)
 
 
 def _earlier_ids(store: TicketStore, project_id: str, ident: str) -> set[str]:

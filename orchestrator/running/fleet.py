@@ -22,6 +22,7 @@ from pathlib import Path
 
 from orchestrator.config.settings import Config
 from orchestrator.errors import ConfigError, GitError, StoreUnavailable
+from orchestrator.killpoints import point
 from orchestrator.lifecycle.run_lifecycle import ClaimedRun
 from orchestrator.running.batch import BatchView, Start, run_batch
 from orchestrator.running.driver import TicketDriver
@@ -123,8 +124,9 @@ class WorkerBacklog:
         if self._starts:
             return self._starts.pop(0)
         if self._retries_open:
-            retry = self.store.take_retry()
+            retry = self.store.take_retry(self.orch.lease_s)
             if retry is not None:
+                point("retry.taken")
                 return self._retry(retry.ticket_id, retry.attempt)
             self._retries_open = False
         if self._dry and self.store.runnable_seen() == self._seen:

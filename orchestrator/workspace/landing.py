@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.errors import GitError
+from orchestrator.killpoints import point
 from orchestrator.workspace import git as g
 
 
@@ -49,6 +50,7 @@ def advance(repo: Path, base: str, old: str, new: str, *, action: str, publish: 
         push_base(repo, publish, base, new, action=action)
     if where is None:
         g.git(repo, "update-ref", "-m", f"middle: {action}", f"refs/heads/{base}", new, old)
+        point("base.advanced")
         return paths
     proc = g.git(where, "merge", "--ff-only", "--quiet", new, check=False)
     if proc.returncode != 0:
@@ -56,6 +58,7 @@ def advance(repo: Path, base: str, old: str, new: str, *, action: str, publish: 
                 "command again to record it") if publish else ""
         raise GitError(f"cannot {action}: git refused to update {where} ({proc.stderr.strip()}); "
                        f"{base} was left as it was{kept}")
+    point("base.advanced")
     return paths
 
 

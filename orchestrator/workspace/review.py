@@ -200,7 +200,8 @@ class Review:
             if g.is_ancestor(repo, tip, old):
                 if self.repo_url:  # the team's base branch must hold it too before it counts as merged
                     push_base(repo, self.repo_url, base, old, action=f"merge ticket {ticket_id}", holding=tip)
-                self._finish_merge(ticket_id, run, old, tip, premerge=old)
+                premerge, merged_at = self._killed_merge(repo, run, tip, old) or (old, old)
+                self._finish_merge(ticket_id, run, merged_at, tip, premerge=premerge)
                 return ReviewResult(ticket_id, "merged", f"ticket {ticket_id}'s commits are already in "
                                     f"{base}{self._pushed(base)}; marked merged", old)
             new, how, conflicts = combine(
@@ -214,10 +215,30 @@ class Review:
                     f"{reason}. Resolve it on the ticket's branch (cd {run['worktree']} && git merge "
                     f"{base}, fix, commit), then `middle merge {ticket_id}` again; or discard it "
                     f"(`middle discard {ticket_id}`) and run it again", conflicts=conflicts)
+            # Where the base was, recorded before it moves: a merge killed after moving it is
+            # finished by `middle merge` again with the step it made (else that run would record
+            # an empty step, and a revert of the ticket would undo nothing).
+            self.store.set_run_fields(run["id"], premerge_commit=old)
             paths = advance(repo, base, old, new, action=f"merge ticket {ticket_id}", publish=self.repo_url)
             self._finish_merge(ticket_id, run, new, tip, premerge=old)
         return ReviewResult(ticket_id, "merged", f"merged ticket {ticket_id} into {base} ({how} "
                             f"{new[:10]}, {len(paths)} file(s)){self._pushed(base)}", new)
+
+    @staticmethod
+    def _killed_merge(repo: Path, run: dict[str, Any], tip: str, now: str) -> tuple[str, str] | None:
+        """(base before, the commit that brought the tip in) of a merge that moved the base
+        branch and was killed before it was recorded: the base recorded before it moved
+        (premerge_commit, which did not hold the tip) and the first commit after it on the base's
+        first-parent line that holds the tip (the merge commit, or the tip itself when it was a
+        fast-forward). None when no such merge was started."""
+        before = run.get("premerge_commit")
+        if (not before or not g.has_object(repo, before) or g.is_ancestor(repo, tip, before)
+                or not g.is_ancestor(repo, before, now)):
+            return None
+        for commit in g.out(repo, "rev-list", "--first-parent", "--reverse", f"{before}..{now}").split():
+            if g.is_ancestor(repo, tip, commit):
+                return before, commit
+        return None
 
     def _pushed(self, base: str) -> str:
         """What the merge or revert line adds in a team: the base branch is on the shared repository."""

@@ -71,6 +71,11 @@ def revert(worktrees: Worktrees, change: Merged, *, publish: str | None = None) 
         if change.reverted_by and g.has_object(repo, change.reverted_by) and g.is_ancestor(
                 repo, change.reverted_by, old):  # it ended before the ticket was marked (a crash)
             return Undone(change.reverted_by, f"its revert {change.reverted_by[:10]} is on {base} already")
+        marker = (f"`middle revert {tid}`: undoes the merge of {change.branch} into {base} "
+                  f"({change.before[:10]}..{change.after[:10]}).")
+        made = None if change.reverted_by else _made_already(repo, change.after, old, marker)
+        if made is not None:  # it moved the base and was killed before the ticket recorded it
+            return Undone(made, f"its revert {made[:10]} is on {base} already")
         work = RevertWorktree.of(worktrees, repo, tid)
         if work.started():
             landed = _land_resolved(change, work, old, publish)
@@ -80,9 +85,7 @@ def revert(worktrees: Worktrees, change: Merged, *, publish: str | None = None) 
         if not g.is_ancestor(repo, change.after, old):
             return Undone(None, f"its merge {change.after[:10]} is not in {base} any more, so no revert "
                                 "commit was needed")
-        message = g.commit_message(
-            f"Revert \"{change.title}\"", f"`middle revert {tid}`: undoes the merge of {change.branch} "
-            f"into {base} ({change.before[:10]}..{change.after[:10]}).")
+        message = g.commit_message(f"Revert \"{change.title}\"", marker)
         undo = undo_commit(repo, change.before, change.after, message)
         merged = g.merge_trees(repo, old, undo)
         if merged.tree is None:
@@ -101,6 +104,19 @@ def revert(worktrees: Worktrees, change: Merged, *, publish: str | None = None) 
         new = g.commit_tree(repo, merged.tree, [old], message)
         paths = advance(repo, base, old, new, action=f"revert ticket {tid}", publish=publish)
     return Undone(new, f"revert commit {new[:10]} on {base} undoes {len(paths)} file(s)")
+
+
+def _made_already(repo: Path, merged: str, now: str, marker: str) -> str | None:
+    """The revert commit a revert made on the base branch (after the merge `merged`, up to
+    `now`, first parents only) before it was killed, found by its message's own line."""
+    if not g.is_ancestor(repo, merged, now):
+        return None
+    log = g.out(repo, "log", "--first-parent", "--format=%H%x1f%B%x1e", f"{merged}..{now}")
+    for entry in log.split("\x1e"):
+        sha, _, body = entry.strip().partition("\x1f")
+        if sha and marker in body.split("\n"):
+            return sha
+    return None
 
 
 def _land_resolved(change: Merged, work: "RevertWorktree", old: str, publish: str | None) -> Undone | None:

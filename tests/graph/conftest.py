@@ -10,16 +10,6 @@ from graph_helpers import RecordedBackend
 from orchestrator.testing import InMemoryBackend, make_repo
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The full kill-point sweep (minutes) runs only when asked for: `pytest -m killsweep`."""
-    if "killsweep" in (config.option.markexpr or ""):
-        return
-    swept = [item for item in items if item.get_closest_marker("killsweep")]
-    if swept:
-        config.hook.pytest_deselected(items=swept)
-        items[:] = [item for item in items if not item.get_closest_marker("killsweep")]
-
-
 @pytest.fixture(autouse=True)
 def _reset_recorded():
     RecordedBackend.instances.clear()

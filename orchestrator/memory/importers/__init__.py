@@ -10,11 +10,13 @@ from typing import Any, Callable, Iterable, Iterator
 from filelock import FileLock, Timeout
 
 from orchestrator.errors import MemoryStoreError, MiddleError
+from orchestrator.killpoints import point
 
 BATCH = 256  # records per index call: one lock hold and one embedding batch each
 
 Record = tuple[str, float | None]  # (text, unix time when it happened)
 Advance = Callable[[int], None]
+Note = Callable[[dict[str, dict[str, Any]]], None]  # records the origins of docs just indexed (text -> origin)
 
 
 @dataclass
@@ -54,12 +56,9 @@ def import_lock(state_dir: Path, project_id: str) -> Iterator[None]:
 
 
 def index_batches(memory: Any, project_id: str, records: Iterable[Record], advance: Advance,
-                  after_batch: Callable[[int], None] | None = None,
-                  indexed: Callable[[list[Record]], None] | None = None) -> ImportReport:
+                  after_batch: Callable[[int], None] | None = None) -> ImportReport:
     """Index `records` a batch at a time, skipping docs already in memory, so a rerun after a
-    failure goes on where it stopped; a failure says how many were indexed before it.
-    `indexed(batch)` runs once a batch is in memory and before `after_batch` records it as done
-    (an import stopped between them, even by kill -9, meets that batch again on its rerun)."""
+    failure goes on where it stopped; a failure says how many were indexed before it."""
     report = ImportReport()
     for batch in _batches(records, BATCH):
         try:
@@ -68,8 +67,7 @@ def index_batches(memory: Any, project_id: str, records: Iterable[Record], advan
             raise MemoryStoreError(
                 f"{exc}. {report.added} doc(s) were imported before this error; run the same "
                 "import again to continue (docs already in memory are skipped)") from None
-        if indexed is not None:
-            indexed(batch)
+        point("import.indexed")  # the batch is in memory; its origins and the import record not yet
         report.read += len(batch)
         report.added += added
         report.already += len(batch) - added

@@ -13,7 +13,8 @@ from typing import Any, Callable, Iterator
 
 from orchestrator.errors import GitError, MiddleError
 from orchestrator.gitrun import git
-from orchestrator.memory.importers import Advance, ImportReport, Record, import_lock, index_batches
+from orchestrator.killpoints import point
+from orchestrator.memory.importers import Advance, ImportReport, Note, Record, import_lock, index_batches
 
 MAX_PATHS = 20  # changed paths named in a commit's doc; the rest are counted
 _RS, _US = "\x1e", "\x1f"
@@ -95,25 +96,25 @@ def commits(repo: Path, head: str, exclude: list[str]) -> Iterator[Commit]:
 
 def import_history(memory: Any, project_id: str, repo: Path, state_dir: Path, since: str | None,
                    track: Callable[[str, int], Advance],
-                   origins: dict[str, dict[str, Any]] | None = None,
-                   indexed: Callable[[list[Record]], None] | None = None) -> tuple[ImportReport, int]:
+                   note: Note | None = None) -> tuple[ImportReport, int]:
     """Index the commits not imported yet (after `since`, after the last recorded import),
     oldest first, recording the last imported commit after every batch so a rerun goes on
     from there. Returns the report and how many commits the range held. One import of the
-    project at a time (import_lock). `origins` (when given) gets each doc's commit, and
-    `indexed(batch)` runs after each batch is in memory, before it is recorded as imported."""
+    project at a time (import_lock). `note` (when given) records each batch's commits as its
+    docs' origins, after the batch is indexed and before the record moves past it: a rerun
+    after a kill between the two re-reads that batch and records them then (a commit behind
+    the record is never read again, so its origin must be written before the record moves)."""
     head = repo_head(repo)
     repo = Path(_git(repo, "rev-parse", "--show-toplevel").strip()).resolve()  # one record per repository
     exclude = [resolve(repo, since)] if since else []
     with import_lock(state_dir, project_id):
         return _import(memory, project_id, repo, head, exclude, state_file(state_dir, project_id),
-                       track, origins, indexed)
+                       track, note)
 
 
 def _import(memory: Any, project_id: str, repo: Path, head: str, exclude: list[str],
             record: Path, track: Callable[[str, int], Advance],
-            origins: dict[str, dict[str, Any]] | None = None,
-            indexed: Callable[[list[Record]], None] | None = None) -> tuple[ImportReport, int]:
+            note: Note | None = None) -> tuple[ImportReport, int]:
     """import_history's work, under the import lock (the only writer of the record)."""
     last = read_last(record, repo)
     if last and has_commit(repo, last):  # else history was rewritten: every commit is rechecked
@@ -121,20 +122,24 @@ def _import(memory: Any, project_id: str, repo: Path, head: str, exclude: list[s
     total = count(repo, head, exclude)
     advance = track(f"importing {total} commit(s) of {repo.name}", total)
     shas: list[str] = []
+    origins: dict[str, dict[str, Any]] = {}  # the current batch's (a batch is read whole before it is indexed)
 
     def docs() -> Iterator[Record]:
         for commit in commits(repo, head, exclude):
             shas.append(commit.sha)
             doc = commit.doc()
-            if origins is not None:
-                origins[doc] = {"kind": "commit", "commit": commit.sha, "author": commit.author,
-                                "repo": str(repo)}
+            origins[doc] = {"kind": "commit", "commit": commit.sha, "author": commit.author,
+                            "repo": str(repo)}
             yield doc, commit.time
 
     def mark(done: int) -> None:
+        if note is not None and origins:
+            note(dict(origins))
+            point("import.noted")
+        origins.clear()
         write_last(record, repo, head if done == total else shas[done - 1])
 
-    report = index_batches(memory, project_id, docs(), advance, mark, indexed)
+    report = index_batches(memory, project_id, docs(), advance, mark)
     if total == 0 and last != head:
         mark(0)  # nothing new (or only merges): HEAD is where the next import starts
     return report, total

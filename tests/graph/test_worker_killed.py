@@ -1,0 +1,58 @@
+"""kill -9 of a worker right after it took a due retry (orchestrator.killpoints: retry.taken),
+before its resume claimed the run: the retry is due again once the worker's lease has passed, and
+another worker takes it (before, the retry was taken out of the queue at once and lost). On
+SQLite and on PostgreSQL (a team's workers; the database's clock decides when it is due)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from graph_helpers import add_ticket
+from test_worker_queue import _worker
+
+from orchestrator.killpoints import VARIABLE
+from orchestrator.testing.fakes import PerTicketAgentLLM, RecordingCodingAgent
+
+LEASE_S = 1.0
+
+WORKER = r"""
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_worker_queue import Said, _worker
+from orchestrator.running.fleet import work
+from orchestrator.testing.fakes import PerTicketAgentLLM, RecordingCodingAgent
+with _worker(Path({tmp!r}), Path({project!r}), PerTicketAgentLLM({{}}), RecordingCodingAgent(), {store!r},
+             retries=2, retry_wait_s=0, lease_s={lease!r}) as orch:
+    work(orch, parallel=1, once=True, view=Said(), idle_wait_s=0.05)
+"""
+
+
+@pytest.mark.parametrize("engine", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_worker_killed_after_taking_a_retry_leaves_it_due_again_after_its_lease(tmp_path, project, engine,
+                                                                                  request):
+    store = {"url": request.getfixturevalue("pg_url")} if engine == "postgres" else None
+    with _worker(tmp_path, project, PerTicketAgentLLM({}), RecordingCodingAgent(), store, retries=2,
+                 retry_wait_s=0, lease_s=LEASE_S) as orch:
+        add_ticket(orch, project, "a", title="Alpha")
+        token = orch.store.claim_for_resume("a", orch.store.create_run("a"))
+        orch.lifecycle.fail("a", str(orch.store.latest_run("a")["id"]), "Claude Code crashed", resumable=True,
+                            transient=True, token=token)
+        assert orch.store.retry_of("a")[1] is not None  # due now (no wait)
+    script = WORKER.format(tests=str(Path(__file__).parent), tmp=str(tmp_path), project=str(project),
+                           lease=LEASE_S, store=store)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, VARIABLE: "retry.taken:1"})
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    with _worker(tmp_path, project, PerTicketAgentLLM({}), RecordingCodingAgent(), store, retries=2,
+                 retry_wait_s=0, lease_s=LEASE_S) as orch:
+        assert orch.store.retry_of("a")[1] is not None  # still queued, not lost
+        assert orch.store.take_retry(LEASE_S) is None  # the killed worker's, until its lease ends
+        time.sleep(LEASE_S + 0.2)
+        taken = orch.store.take_retry(LEASE_S)
+        assert taken is not None and taken.ticket_id == "a"
