@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -306,6 +308,35 @@ def test_an_import_killed_mid_way_then_rerun_has_every_commit_once(root):
     assert sorted(d.split()[1] for d in stored) == sorted(s[:10] for s in shas)  # each once
     assert "nothing new to import" in middle(root, "import", "git", "--repo", "big", "--no-progress").stdout
     # The batches in before the kill keep their commit too (the rerun skipped them): none "unknown".
+    assert f"by source: commit {len(shas):,}\n" in middle(root, "stats").stdout
+
+
+def test_ctrl_c_in_an_import_keeps_what_went_in_and_says_how_to_go_on(root):
+    """Ctrl-C part way (SIGINT, as a terminal sends it): one `interrupted:` line naming the command
+    that goes on, exit 130, no traceback; the rerun brings in the rest, each commit once, every
+    doc with its commit."""
+    shas = history_repo(root / "big", 2000)
+    record = root / ".middle" / "imports" / "demo.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("MIDDLE_CONFIG", "MEMORY_SAVE_DIR")}
+    env["MIDDLE_AGENT_CACHE_DIR"] = str(root / "cache")
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator.cli.main", "memory", "import", "git",
+                             "--repo", "big", "--no-progress"], cwd=root, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        while not record.exists() and proc.poll() is None:  # the first batch is in
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == [
+        "interrupted: the docs imported so far are kept; run `middle memory import git` again to go "
+        "on where it stopped"], err
+    out = middle(root, "import", "git", "--repo", "big", "--no-progress")
+    assert "new commit(s)" in out.stdout
+    assert sorted(d.split()[1] for d in docs(root)) == sorted(s[:10] for s in shas)  # each once
     assert f"by source: commit {len(shas):,}\n" in middle(root, "stats").stdout
 
 
