@@ -172,6 +172,16 @@ class TicketQueue:
             conn.execute(f"UPDATE tickets SET retry_at = {db.lease_sql(lease_s)} WHERE id = ?", (row[0],))
         return Retry(row[0], int(row[1]))
 
+    def drop_retry(self, ticket_id: str, attempt: int) -> None:
+        """A taken retry whose resume could not start (it raised before its claim, which clears
+        the retry): out of the queue, for a person to resume, as a retry that is spent. Held for a
+        lease instead, it would fail the same way every lease, and keep a `--once` worker waiting
+        for it. Only while the ticket is as take_retry left it: a run that claimed it meanwhile
+        (its failure counted a new retry, `retries` then above `attempt`) keeps its own."""
+        with self._write() as conn:
+            conn.execute("UPDATE tickets SET retry_at = NULL WHERE id = ? AND retries = ?"
+                         " AND status IN ('interrupted', 'failed')", (ticket_id, attempt))
+
     def retry_of(self, ticket_id: str) -> tuple[int, str | None]:
         """(retries spent on its run's passing failures, when the next one is due or None)."""
         rows = self._read("SELECT retries, retry_at FROM tickets WHERE id = ?", (ticket_id,))

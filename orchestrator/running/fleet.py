@@ -169,7 +169,16 @@ class WorkerBacklog:
     def _retry(self, ticket_id: str, attempt: int) -> Start:
         self.view.say(ticket_id, f"retry {attempt} of {self.orch.config.run.retries}: resuming its run "
                       "after a passing failure")
-        return _resume(ticket_id)
+        store = self.store
+
+        def drive(driver: TicketDriver) -> RunOutcome:
+            try:
+                return driver.resume(ticket_id)
+            except Exception:  # could not start (a ticket file broken since, an unknown agent): said, and dropped
+                store.drop_retry(ticket_id, attempt)
+                raise
+
+        return Start(ticket_id, drive)
 
     def _takeovers(self, now: float) -> list[Start]:
         """Runs left `running` by a runner that is gone (its claim lease ran out, or, on this
