@@ -264,6 +264,7 @@ def supersede_all(curator: Curator, project_id: str, docs: list[str], text: str,
             raise CurationError(f"a doc with that text is in memory already ({short(doc_id(new))}): "
                                 "give the new wording")
         if not facade.has_doc(project_id, new):  # (else a bulk supersede killed before its record)
+            curator._intend(project_id, new, "supersede", who)
             facade.index(project_id, [new])
             point("memory.curated")
         items = [{"doc": d, "doc_id": doc_id(d),

@@ -297,6 +297,9 @@ class Outcome:
                 "message": self.message}
 
 
+UNFINISHED = "unfinished"  # in a state's origin: the verb that indexed the doc has not recorded it yet (_intend)
+
+
 class Curator:
     """The curation verbs on one project memory (facade) and its record (ticket store)."""
 
@@ -410,6 +413,7 @@ class Curator:
                     return Outcome(None, doc, message="already in memory: nothing added")
                 # else an add killed before its change was recorded: recorded now
             else:
+                self._intend(project_id, doc, "add", who)
                 self.facade.index(project_id, [doc])
                 point("memory.curated")
             state = {**self._new_state(doc, origin or {"kind": "hand"}, who), "valid_until": until}
@@ -455,7 +459,7 @@ class Curator:
             put, drop = _moved(self.states(project_id, [doc_id(old)]), doc_id(old), new)
             change = self._replace(project_id, old, new, lambda: self.store.record_memory_change(
                 project_id, "edit", doc_id(old), who=who, before={"doc": old},
-                after={"doc": new, "doc_id": doc_id(new)}, put=put, drop=drop))
+                after={"doc": new, "doc_id": doc_id(new)}, put=put, drop=drop), who)
         return Outcome(change, new, old, "edited")
 
     def supersede(self, project_id: str, ident: str, text: str, who: str) -> Outcome:
@@ -476,6 +480,7 @@ class Curator:
                 raise CurationError(f"a doc with that text is in memory already "
                                     f"({short(doc_id(new))}): give the new wording")
             if not self.facade.has_doc(project_id, new):  # (else a supersede killed before its record)
+                self._intend(project_id, new, "supersede", who)
                 self.facade.index(project_id, [new])
                 point("memory.curated")
             old_state = states.get(key) or self._new_state(old, None, who)
@@ -603,7 +608,7 @@ class Curator:
                 raise self._gone(change)
             put, drop = _moved(self.states(project_id, [doc_id(new)]), doc_id(new), old)
             cid = self._replace(project_id, new, old, lambda: self.store.record_memory_change(
-                project_id, "undo", doc_id(new), put=put, drop=drop, **record))
+                project_id, "undo", doc_id(new), put=put, drop=drop, **record), record["who"])
             return Outcome(cid, old, new, "undid the edit")
         if action == "supersede":
             new = after["doc"]
@@ -681,13 +686,14 @@ class Curator:
         return CurationError(f"change {change['id']} cannot be undone: its doc was changed since "
                              "(`middle memory history` shows by which change; undo that first)")
 
-    def _replace(self, project_id: str, old: str, new: str, record: Callable[[], int]) -> int:
+    def _replace(self, project_id: str, old: str, new: str, record: Callable[[], int], who: str) -> int:
         """`new` indexed in `old`'s place (at its time), the change recorded (`record`, its id
         returned), then the tickets that indexed `old` made to own `new` (so `middle revert`
         deletes the edit) and `old` deleted. In that order a kill anywhere leaves both docs,
         never neither: before the record `new` is in memory unrecorded (the edit run again
         takes it as its own), after it the same edit (or undo) run again finishes the rest."""
         if not self.facade.docs_present(project_id, [new]):
+            self._intend(project_id, new, "edit", who)
             self.facade.index_records(project_id, [(new, self.facade.doc_time(project_id, old))])
             point("memory.curated")
         change = record()
@@ -711,13 +717,21 @@ class Curator:
         self._finish_replace(project_id, new, old)
         return True
 
+    def _intend(self, project_id: str, doc: str, verb: str, who: str) -> None:
+        """Before a verb indexes a new doc: a state saying the verb started it (UNFINISHED in its
+        origin), which the verb's recorded change then replaces. A kill in between leaves the
+        doc in memory with this mark, so the same verb run again knows the doc for its own
+        (_unrecorded); a doc nothing marks (another program's, a raw API index) is never taken."""
+        self.store.note_memory_origins(project_id, [(doc_id(doc), doc, {"kind": verb, UNFINISHED: True})], who)
+
     def _unrecorded(self, project_id: str, doc: str) -> bool:
-        """A doc in memory that nothing records (no curation state, no ticket's record): what an
-        add, supersede or edit killed between indexing it and recording the change leaves. The
-        same verb run again takes it as its own and records the change."""
+        """A doc in memory whose verb was killed between indexing it and recording its change
+        (its state still carries _intend's mark): the same verb run again takes it as its own
+        and records the change."""
         key = doc_id(doc)
-        return (self.facade.has_doc(project_id, doc) and not self.store.memory_state_for(project_id, {key})
-                and not self.store.doc_sources(project_id, doc).get(doc))
+        state = self.store.memory_state_for(project_id, {key}).get(key)
+        return (self.facade.has_doc(project_id, doc) and state is not None
+                and bool((state.get("origin") or {}).get(UNFINISHED)))
 
     def _last_change(self, project_id: str, key: str) -> MemoryChange | None:
         """The newest change recorded of doc `key` (a verb run again after a kill finds its own)."""
@@ -747,7 +761,8 @@ def _moved(states: Mapping[str, MemoryState], old_id: str, new: str) -> tuple[li
         put.append({**own, "doc_id": new_id, "doc": new})
     put += [{**s, "superseded_by": new_id} for s in states.values()
             if s["superseded_by"] == old_id and s["doc_id"] != old_id]
-    return put, [old_id] if own is not None else []
+    # the old id's row goes; with none to move, the new id's (the mark _intend left) goes too
+    return put, [old_id] if own is not None else [new_id]
 
 
 def _undo_killed(states: Mapping[str, MemoryState], superseded: list[str], new: str) -> bool:

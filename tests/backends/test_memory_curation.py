@@ -200,3 +200,30 @@ def test_curation_with_the_ticket_store_and_memory_in_postgresql(tmp_path, pg_ur
         for curator, store in ((one, store_one), (two, store_two)):
             curator.facade.close()
             store.close()
+
+
+def test_a_doc_nothing_records_is_never_taken_as_a_verb_s_own(tmp_path):
+    """A doc another program indexed (the raw API, a script writing the store) has no state: an
+    `add`, `supersede --with` or `edit` to the same words is refused as already in memory, never
+    recorded as this person's change, whose undo would then delete the other program's doc. Only a
+    doc a verb marked before indexing it (killed before recording) is taken (test_memory_killpoints)."""
+    curator, store = open_curator(tmp_path, "bm25")
+    try:
+        curator.facade.index("p", [DEPLOY])  # no verb: nothing records it
+        curator.add("p", EXPORT, WHO)
+        added = curator.add("p", DEPLOY, WHO)
+        assert added.change is None and added.message == "already in memory: nothing added"
+        with pytest.raises(CurationError, match="in memory already"):
+            curator.supersede("p", doc_id(EXPORT)[:8], DEPLOY, WHO)
+        with pytest.raises(CurationError, match="has that text already"):
+            curator.edit("p", doc_id(EXPORT)[:8], DEPLOY, WHO)
+        assert [c["action"] for c in store.memory_changes("p")] == ["add"]  # EXPORT's alone
+        assert sorted(curator.facade.list_docs("p")) == sorted([DEPLOY, EXPORT])
+        # and a finished verb leaves no mark behind: an edit of a doc with no state (a ticket's)
+        curator.facade.index("p", [FIXED])
+        curator.edit("p", doc_id(FIXED)[:8], NEWER, WHO)
+        assert not curator._unrecorded("p", NEWER)
+        assert doc_id(NEWER) not in store.memory_state_for("p", {doc_id(NEWER)})
+    finally:
+        curator.facade.close()
+        store.close()
