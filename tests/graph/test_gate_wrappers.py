@@ -117,7 +117,8 @@ def test_make_whose_pytest_collects_nothing_cannot_run(tmp_path):
 # -- tox: two envs, each running the same suite with the system's pytest (nothing downloaded), one
 # with a pass_env of its own (which replaces [testenv]'s) --------------------------------------
 
-TOX_INI = textwrap.dedent(f"""\
+# two envs on the system's Python: nothing installed, nothing downloaded
+TOX_HEAD = textwrap.dedent("""\
     [tox]
     envlist = one, two
     skipsdist = true
@@ -126,6 +127,8 @@ TOX_INI = textwrap.dedent(f"""\
     skip_install = true
     system_site_packages = true
     allowlist_externals = *
+""")
+TOX_INI = TOX_HEAD + textwrap.dedent(f"""\
     commands = {PYTEST} tests
 
     [testenv:two]
@@ -252,15 +255,7 @@ DOCTEST_CALC = textwrap.dedent('''\
         """
         return VALUE
 ''')
-TOX_DOCTESTS = textwrap.dedent(f"""\
-    [tox]
-    envlist = one, two
-    skipsdist = true
-
-    [testenv]
-    skip_install = true
-    system_site_packages = true
-    allowlist_externals = *
+TOX_DOCTESTS = TOX_HEAD + textwrap.dedent(f"""\
     changedir = .tox
     commands_pre = {PY} -c "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2], dirs_exist_ok=True)" \\
         {{tox_root}}/calc {{env_site_packages_dir}}/calc
