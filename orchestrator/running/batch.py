@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from orchestrator.errors import (
     BatchStopper,
     CheckCannotStart,
+    CodingAgentMissing,
     ConfigError,
     MiddleError,
     RunInterrupted,
@@ -42,6 +43,7 @@ log = logging.getLogger("middle.batch")
 POLL_S = 0.2  # the main thread wakes this often, so a signal is handled at once
 STOP_GRACE_S = 15.0  # after a stop, how long running tickets get to record their interruption
 NOT_STARTED = "not run: the model cannot be used (see the error below)"
+MISSING_CLI = "not run: its coding agent's CLI is not here (see the error below)"
 
 
 class BatchView(Protocol):
@@ -271,7 +273,13 @@ def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: li
             result.errors.append(TicketError(slot.outcome.reason))
         return
     exc = slot.error
-    if isinstance(exc, BatchStopper):
+    if isinstance(exc, CodingAgentMissing):
+        # Only the tickets on that agent meet it (a ticket's `coding_agent:` names its own): each
+        # stays pending, unclaimed, the error said once, and the tickets on other agents go on.
+        outcome = RunOutcome(slot.ticket_id, "", "pending", MISSING_CLI)
+        if all(str(e) != str(exc) for e in result.errors):
+            result.errors.append(exc)
+    elif isinstance(exc, BatchStopper):
         # The same error for every ticket that met it: the batch reports it once (`fatal`); each
         # ticket's outcome is what its status now is (back to pending when no turn had finished).
         result.fatal = result.fatal or exc
