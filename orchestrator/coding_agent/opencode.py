@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, ClassVar, ContextManager
@@ -213,12 +215,19 @@ class OpenCodeAgent:
         env = self._env(cwd)
         cli = self.find_cli(self.options, env.get("PATH"))
         emit = safe_callback(on_event)
-        their = None
-        if resume and session_id:
-            their = self._their_session(cli, cwd, env, session_id)
-            if their is None:
-                return self._lost(session_id)
-        return self._run_once(cli, prompt, cwd, env, session_id, their, emit)
+        # OpenCode (a Bun binary) unpacks a 5.5 MB native library into $TMPDIR on every start and
+        # never removes it: each turn gets a TMPDIR of its own, removed after it.
+        tmp = tempfile.mkdtemp(prefix="middle-opencode-tmp-", dir=env.get("TMPDIR") or None)
+        try:
+            env = {**env, "TMPDIR": tmp}
+            their = None
+            if resume and session_id:
+                their = self._their_session(cli, cwd, env, session_id)
+                if their is None:
+                    return self._lost(session_id)
+            return self._run_once(cli, prompt, cwd, env, session_id, their, emit)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def _their_session(self, cli: str, cwd: Path, env: dict[str, str], session_id: str) -> str | None:
         """OpenCode's id of our session. Why the title: OpenCode stores it with the session when

@@ -70,6 +70,21 @@ def test_a_turn_writes_in_the_project_and_streams_its_tool_call_with_tokens(oc, 
     assert second["messages"][-1]["content"][0]["content"] == "Wrote file successfully."
 
 
+def test_a_turn_leaves_nothing_in_the_temporary_directory(oc, project, tmp_path):
+    """OpenCode unpacks a 5.5 MB native library (.<hash>-00000000.so) into $TMPDIR on every start
+    and never removes it: a turn (and its resume's session lookup) leaves $TMPDIR as it was."""
+    tmp = tmp_path / "user-tmp"
+    tmp.mkdir()
+    oc.script.coding_agent("Nothing to do.", "Still nothing.")
+    agent = OpenCodeAgent(OpenCodeOptions(**oc.off.options), env={**oc.off.env, "TMPDIR": str(tmp)})
+    first = agent.run_turn("Say hi.", project, session_id="s-t", resume=False)
+    assert first.is_error is False, first.error
+    again = OpenCodeAgent(OpenCodeOptions(**oc.off.options), env={**oc.off.env, "TMPDIR": str(tmp)})
+    second = again.run_turn("Again.", project, session_id="s-t", resume=True)  # looks the session up
+    assert second.is_error is False, second.error
+    assert sorted(p.name for p in tmp.iterdir()) == []
+
+
 def test_a_resume_from_a_new_process_finds_the_session_and_carries_the_first_turn(oc, project):
     oc.script.coding_agent("Noted: PAPAYA-7.", "The word was PAPAYA-7.")
     first = oc.agent().run_turn("Remember PAPAYA-7.", project, session_id="s-2", resume=False)
