@@ -17,8 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, ClassVar, ContextManager
@@ -31,6 +29,7 @@ from .base import EventCallback, Offline, TurnResult
 from .opencode_events import OpenCodeStream
 from .pricing import ANY_PRICES, TokenPrice, counted_cost, price_for, reported_or_priced
 from .process import TurnProcesses, safe_callback, tail
+from .turn_tmp import turn_tmpdir
 
 __all__ = ["INSTALL", "OpenCodeAgent", "OpenCodeOptions"]
 
@@ -217,8 +216,7 @@ class OpenCodeAgent:
         emit = safe_callback(on_event)
         # OpenCode (a Bun binary) unpacks a 5.5 MB native library into $TMPDIR on every start and
         # never removes it: each turn gets a TMPDIR of its own, removed after it.
-        tmp = tempfile.mkdtemp(prefix="middle-opencode-tmp-", dir=env.get("TMPDIR") or None)
-        try:
+        with turn_tmpdir("middle-opencode-tmp-", env.get("TMPDIR") or None) as tmp:
             env = {**env, "TMPDIR": tmp}
             their = None
             if resume and session_id:
@@ -226,8 +224,6 @@ class OpenCodeAgent:
                 if their is None:
                     return self._lost(session_id)
             return self._run_once(cli, prompt, cwd, env, session_id, their, emit)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     def _their_session(self, cli: str, cwd: Path, env: dict[str, str], session_id: str) -> str | None:
         """OpenCode's id of our session. Why the title: OpenCode stores it with the session when
