@@ -208,7 +208,7 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     t = local_ticket(ctx, state)
     commands = t.get("check") or []
     if not commands:
-        return {"check_passed": True}
+        return {"check_passed": True, "check_stopped": False}
     base = state.get("check_base") or {}
     corrections = state.get("corrections", 0)
     verdicts: list[tuple[CheckResult, Verdict]] = []
@@ -238,7 +238,7 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx.say(f"the checks pass ({len(commands)} command(s))" if not worse else
             f"the checks are no worse than on the base ({len(commands)} command(s); {note})"
             + (f" after {corrections} correction(s)" if corrections else ""))
-    return {"check_passed": True}
+    return {"check_passed": True, "check_stopped": False}
 
 
 def _cannot_start(result: CheckResult) -> bool:
@@ -270,7 +270,7 @@ def _failed(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: C
     ctx.run.set_fields(check_status=FAILED, check_note=None, corrections=corrections + 1)
     ctx.say(f"check `{result.command}` failed ({_failure_line(result, verdict)}): back to the middle agent "
             f"(correction {corrections + 1} of at most {budget})")
-    return {"check_passed": False, "corrections": corrections + 1,
+    return {"check_passed": False, "check_stopped": False, "corrections": corrections + 1,
             "check_failure": failure_text(result, verdict),
             "check_failed_line": line}
 
