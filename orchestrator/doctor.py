@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -106,11 +107,14 @@ def _following(cls: Any, options: Any, config: Config) -> str:
 
 def cli_version(cli: str) -> tuple[str | None, str | None]:
     """`<cli> --version`'s first line, or a problem line."""
-    try:
-        done = subprocess.run([cli, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"{cli} --version failed ({exc}): reinstall it or fix its path"
+    # Even `gemini --version` registers the directory in its home's projects.json and leaves two
+    # empty projects.json.*.tmp files in ~/.gemini on every call: the probe gets a home of its own.
+    with tempfile.TemporaryDirectory(prefix="middle-doctor-") as home:
+        try:
+            done = subprocess.run([cli, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S,
+                                  stdin=subprocess.DEVNULL, env={**os.environ, "GEMINI_CLI_HOME": home})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, f"{cli} --version failed ({exc}): reinstall it or fix its path"
     line = (done.stdout or done.stderr).strip().splitlines()[:1]
     if done.returncode != 0 or not line:
         return None, f"{cli} --version exited {done.returncode}: reinstall it or fix its path"

@@ -63,6 +63,17 @@ def coding_agent_options(config: Config, kind: str) -> dict[str, Any]:
     return options
 
 
+def options_table(config: Config, kind: str | None) -> str:
+    """Where the user sets coding agent `kind`'s options: `[coding_agent.options]` for the configured
+    kind, `[coding_agents.<kind>]` for one a ticket picks (the agents' own messages name the former)."""
+    return "[coding_agent.options]" if kind in (None, config.coding_agent.kind) else f"[coding_agents.{kind}]"
+
+
+def for_table(message: str, table: str) -> str:
+    """An agent's message with the options table it names (`[coding_agent.options]`) made `table`."""
+    return message.replace("[coding_agent.options]", table)
+
+
 def ticket_agent_kind(ticket: Any) -> str | None:
     """The coding agent kind a ticket's `coding_agent:` front matter names, or None (the configured one)."""
     kind = (ticket.fields or {}).get("coding_agent")
@@ -283,14 +294,16 @@ class Services:
             # server...): its defaults under the user's own options and environment.
             defaults, extra = cls.follow_provider(options, self.config.agent, {**os.environ, **env})
             options, env = {**defaults, **options}, {**extra, **env}
-        where = "[coding_agent.options]" if kind == self.config.coding_agent.kind else f"[coding_agents.{kind}]"
+        where = options_table(self.config, kind)
         validated = self.registry.coding_agent_options(kind, options, where)
         find_cli = getattr(cls, "find_cli", None)
         if find_cli is not None:
             try:  # a CLI that is not installed: said once, before a ticket is claimed
                 find_cli(validated)
             except CodingAgentError as exc:
-                raise CodingAgentMissing(str(exc)) from None
+                # (its message names `[coding_agent.options] cli_path`: for a ticket's own kind that
+                # table is another agent's, so the advice names the kind's own table)
+                raise CodingAgentMissing(for_table(str(exc), where)) from None
         return cls(validated, env=env)  # type: ignore[no-any-return]
 
     def coding_agent_of(self, ticket: Any) -> CodingAgent:

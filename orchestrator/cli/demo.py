@@ -42,7 +42,9 @@ def check_agent(kind: str) -> None:
                           "at a fake model API (`middle agents` says which can)")
     found, where = cli_status(cls)
     if found is False:
-        raise ConfigError(f"coding agent {kind!r}'s CLI is {where}")
+        # (the demo writes its own middle.toml: a cli_path there is `[coding_agents.<kind>]`'s)
+        where = where.replace("[coding_agent.options]", f"[coding_agents.{kind}]")
+        raise ConfigError(f"the CLI of coding agent {kind!r} is {where}")
 
 
 def _git_init(repo: Path) -> None:

@@ -26,8 +26,6 @@ import json
 import logging
 import os
 import re
-import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +40,7 @@ from .base import EventCallback, Offline, TurnResult
 from .codex_events import CodexStream
 from .pricing import CODEX_PRICES, TokenPrice, price_for, turn_cost
 from .process import ProcessOutcome, TurnProcesses, safe_callback, tail
+from .turn_tmp import turn_tmpdir
 
 __all__ = ["CODEX_VERSION", "INSTALL_HINT", "CodexAgent", "CodexOptions", "CodexProvider"]
 
@@ -360,11 +359,8 @@ def _private_tmp(enabled: bool) -> Iterator[str | None]:
     if not enabled:
         yield None
         return
-    tmp = tempfile.mkdtemp(prefix="middle-codex-tmp-")
-    try:
+    with turn_tmpdir("middle-codex-tmp-") as tmp:  # (one a kill -9 left: removed by a later turn)
         yield tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _status(failure: str | None) -> int | None:

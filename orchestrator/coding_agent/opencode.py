@@ -29,6 +29,7 @@ from .base import EventCallback, Offline, TurnResult
 from .opencode_events import OpenCodeStream
 from .pricing import ANY_PRICES, TokenPrice, counted_cost, price_for, reported_or_priced
 from .process import TurnProcesses, safe_callback, tail
+from .turn_tmp import turn_tmpdir
 
 __all__ = ["INSTALL", "OpenCodeAgent", "OpenCodeOptions"]
 
@@ -213,12 +214,16 @@ class OpenCodeAgent:
         env = self._env(cwd)
         cli = self.find_cli(self.options, env.get("PATH"))
         emit = safe_callback(on_event)
-        their = None
-        if resume and session_id:
-            their = self._their_session(cli, cwd, env, session_id)
-            if their is None:
-                return self._lost(session_id)
-        return self._run_once(cli, prompt, cwd, env, session_id, their, emit)
+        # OpenCode (a Bun binary) unpacks a 5.5 MB native library into $TMPDIR on every start and
+        # never removes it: each turn gets a TMPDIR of its own, removed after it.
+        with turn_tmpdir("middle-opencode-tmp-", env.get("TMPDIR") or None) as tmp:
+            env = {**env, "TMPDIR": tmp}
+            their = None
+            if resume and session_id:
+                their = self._their_session(cli, cwd, env, session_id)
+                if their is None:
+                    return self._lost(session_id)
+            return self._run_once(cli, prompt, cwd, env, session_id, their, emit)
 
     def _their_session(self, cli: str, cwd: Path, env: dict[str, str], session_id: str) -> str | None:
         """OpenCode's id of our session. Why the title: OpenCode stores it with the session when

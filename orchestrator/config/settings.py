@@ -479,11 +479,25 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
         return Config(**data, root=file.resolve().parent, source=source)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg'].removeprefix('Value error, ')} "
+            f"{'.'.join(str(x) for x in e['loc'])}: {e['msg'].removeprefix('Value error, ')}{_moved(e)} "
             f"(in {_where(e['loc'], environ, source)})"
             for e in exc.errors()
         )
         raise ConfigError(f"bad configuration: {problems}") from None
+
+
+# Options of the coding agents (every built-in has them) a user puts under [agent] or [run]: the
+# error says where they go instead of only "Extra inputs are not permitted".
+_CODING_AGENT_OPTIONS = frozenset({"turn_timeout_s", "cli_path", "extra_args", "price", "permission_mode",
+                                   "allowed_tools"})
+
+
+def _moved(error: Any) -> str:
+    loc = list(error.get("loc") or ())
+    if error.get("type") == "extra_forbidden" and len(loc) == 2 and loc[1] in _CODING_AGENT_OPTIONS:
+        return (f": `{loc[1]}` is a coding agent's option, set under [coding_agent.options] (`middle agents` "
+                "lists each agent's)")
+    return ""
 
 
 _SECTIONS = ("agent", "coding_agent", "tickets", "check", "worktree", "memory", "project", "run", "store", "github")

@@ -28,7 +28,7 @@ def build_graph() -> StateGraph[TicketState, TicketContext, TicketState, TicketS
     g.add_edge("work", "recall_turn")
     g.add_edge("recall_turn", "assess")
     g.add_conditional_edges("assess", nodes.route_after_assess, ["check", "fail", "work"])
-    g.add_conditional_edges("check", checking.route_after_check, ["commit", "correct"])
+    g.add_conditional_edges("check", checking.route_after_check, ["commit", "correct", "fail"])
     g.add_edge("correct", "work")
     g.add_edge("commit", "index_summary")
     g.add_edge("index_summary", "finalize")

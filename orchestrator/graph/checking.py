@@ -28,6 +28,7 @@ from orchestrator.checks.verdict import FAILED, NO_WORSE, PASSED, SHOWN_NAMES, V
 from orchestrator.config.settings import CheckCommand as CheckConfigCommand
 from orchestrator.errors import CheckCannotStart, CheckFailed, TicketError
 from orchestrator.graph.context import TicketContext
+from orchestrator.graph.limits import spend_limit_reason
 from orchestrator.graph.state import TicketState
 from orchestrator.graph.takeover import local_ticket
 from orchestrator.lifecycle.next_steps import command
@@ -207,7 +208,7 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     t = local_ticket(ctx, state)
     commands = t.get("check") or []
     if not commands:
-        return {"check_passed": True}
+        return {"check_passed": True, "check_stopped": False}
     base = state.get("check_base") or {}
     corrections = state.get("corrections", 0)
     verdicts: list[tuple[CheckResult, Verdict]] = []
@@ -237,7 +238,7 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     ctx.say(f"the checks pass ({len(commands)} command(s))" if not worse else
             f"the checks are no worse than on the base ({len(commands)} command(s); {note})"
             + (f" after {corrections} correction(s)" if corrections else ""))
-    return {"check_passed": True}
+    return {"check_passed": True, "check_stopped": False}
 
 
 def _cannot_start(result: CheckResult) -> bool:
@@ -260,12 +261,18 @@ def _failed(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: C
             f"check `{result.command}` still failing after {corrections} round(s) ({_failure_line(result, verdict)}); "
             f"the work is committed on its branch: ask for changes with {command('feedback', t['id'])}, "
             f"or {again}")
+    line = f"`{result.command}` failed: {_failure_line(result, verdict)}"
+    spent = spend_limit_reason(state, ctx)
+    if spent:  # a correction is another turn: past [agent] max_cost_usd or max_turns, none starts
+        ctx.run.set_fields(check_status=FAILED, check_note=None, corrections=corrections)
+        ctx.say(f"check {line}: no correction starts ({spent.split(' (', 1)[0]})")
+        return {"check_passed": False, "check_stopped": True, "check_failed_line": line}
     ctx.run.set_fields(check_status=FAILED, check_note=None, corrections=corrections + 1)
     ctx.say(f"check `{result.command}` failed ({_failure_line(result, verdict)}): back to the middle agent "
             f"(correction {corrections + 1} of at most {budget})")
-    return {"check_passed": False, "corrections": corrections + 1,
+    return {"check_passed": False, "check_stopped": False, "corrections": corrections + 1,
             "check_failure": failure_text(result, verdict),
-            "check_failed_line": f"`{result.command}` failed: {_failure_line(result, verdict)}"}
+            "check_failed_line": line}
 
 
 def _keep_work(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: CheckResult) -> None:
@@ -284,7 +291,9 @@ def correct(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
 
 
 def route_after_check(state: TicketState, runtime: Runtime[TicketContext]) -> str:
-    return "commit" if state.get("check_passed") else "correct"
+    if state.get("check_passed"):
+        return "commit"
+    return "fail" if state.get("check_stopped") else "correct"
 
 
 # -- the parts ------------------------------------------------------------------------------------

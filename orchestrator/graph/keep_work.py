@@ -36,7 +36,11 @@ def keep_work(ctx: TicketContext, state: Any, t: dict[str, Any], why: str) -> st
 def during_check(state: Any) -> str:
     """When the run ended while the middle agent was correcting a failed check: which, said in
     the failure (`check_failed_line`, set by orchestrator.graph.checking); else ''."""
-    if state.get("check_passed") is not False or not state.get("corrections"):
+    if state.get("check_passed") is not False:
         return ""
     line = state.get("check_failed_line") or "the project's check failed"
+    if state.get("check_stopped"):
+        return f"when the check failed, so no correction was started ({line})"
+    if not state.get("corrections"):
+        return ""
     return f"during correction {state['corrections']} of the check ({line})"

@@ -15,6 +15,7 @@ from orchestrator.errors import CodingAgentError, GitError, ModelAccessError, Ru
 from orchestrator.graph import checking
 from orchestrator.graph import rounds as review
 from orchestrator.graph.context import TicketContext
+from orchestrator.graph.limits import spend_limit_reason
 from orchestrator.graph.state import TicketState
 from orchestrator.graph.takeover import local_ticket, recap
 from orchestrator.graph.worktree import (
@@ -264,7 +265,7 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
         save_work_in_progress(ctx, ticket, turn_no)  # what the failed turn changed is kept too
         raise CodingAgentError(
             f"{name} turn {turn_no} of ticket {ticket['id']!r} failed: "
-            f"{(result.error or 'no detail').rstrip('.')}. "
+            f"{(result.error or 'no detail').rstrip('.').replace('[coding_agent.options]', ctx.options_table)}. "
             f"The turns so far are kept (`middle log {ticket['id']}`); "
             f"{advice('failed-resumable', ticket['id'])}"
         )
@@ -337,14 +338,9 @@ def assess(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
 
 
 def _limit_reason(state: TicketState, ctx: TicketContext) -> str | None:
-    if state.get("cost_usd", 0.0) >= ctx.limits.max_cost_usd:
-        return (f"cost limit reached: ${state['cost_usd']:.4f} spent of max_cost_usd "
-                f"${ctx.limits.max_cost_usd:.2f} (raise [agent] max_cost_usd to allow more; a CLI that reports "
-                "no cost for its model is counted by its tokens: `middle doctor` says at what price, which "
-                "[coding_agent.options] price sets)")
-    if state.get("turn", 0) >= ctx.limits.max_turns:
-        return (f"turn limit reached: {state['turn']} turns of max_turns {ctx.limits.max_turns} "
-                "without completing (raise [agent] max_turns or split the ticket)")
+    spent = spend_limit_reason(state, ctx)
+    if spent:
+        return spent
     decision = state.get("decision") or {}
     if not decision.get("next_prompt", "").strip():
         why = decision.get("summary", "").strip()

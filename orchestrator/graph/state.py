@@ -39,6 +39,7 @@ class TicketState(TypedDict, total=False):
     corrections: int
     check_failure: str
     check_failed_line: str  # the last failed check in one line ("`CMD` failed: exit 1"), for a failure's reason
+    check_stopped: bool  # the last check failed past the cost or turn limit: no correction, the run fails
 
 
 # What a finished node's state update contributes to its run event (the rest is in the turn

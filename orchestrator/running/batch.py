@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from orchestrator.errors import (
     BatchStopper,
     CheckCannotStart,
+    CodingAgentMissing,
     ConfigError,
     MiddleError,
     RunInterrupted,
@@ -42,6 +43,7 @@ log = logging.getLogger("middle.batch")
 POLL_S = 0.2  # the main thread wakes this often, so a signal is handled at once
 STOP_GRACE_S = 15.0  # after a stop, how long running tickets get to record their interruption
 NOT_STARTED = "not run: the model cannot be used (see the error below)"
+MISSING_CLI = "not run: its coding agent's CLI is not here (see the error below)"
 
 
 class BatchView(Protocol):
@@ -220,7 +222,7 @@ def run_batch(orch: TicketDriver, ticket_ids: list[str], *, parallel: int | None
             except queue.Empty:
                 continue
             active.pop(slot.ticket_id, None)
-            _collect(slot, result, view, started_runs, named, store=store)
+            _collect(slot, result, view, started_runs, named, store=store, per_kind=backlog is None)
             if backlog is not None:
                 backlog.finished(result.outcomes[-1])
     except KeyboardInterrupt as exc:
@@ -261,7 +263,9 @@ def _readiness(store: TicketStore, ticket: Any, mode: str, rerun: bool, batch_id
 
 
 def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: list[str], named: bool,
-             store: TicketStore | None = None) -> None:
+             store: TicketStore | None = None, per_kind: bool = True) -> None:
+    """`per_kind`: a missing CLI holds only the tickets on its agent (a worker's batch, whose queue
+    would offer them again at once, stops at it instead, as at a model that cannot be used)."""
     if slot.outcome is not None:
         if slot.outcome.run_id:
             started_runs.append(slot.outcome.run_id)
@@ -271,7 +275,13 @@ def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: li
             result.errors.append(TicketError(slot.outcome.reason))
         return
     exc = slot.error
-    if isinstance(exc, BatchStopper):
+    if isinstance(exc, CodingAgentMissing) and per_kind:
+        # Only the tickets on that agent meet it (a ticket's `coding_agent:` names its own): each
+        # stays pending, unclaimed, the error said once, and the tickets on other agents go on.
+        outcome = RunOutcome(slot.ticket_id, "", "pending", MISSING_CLI)
+        if all(str(e) != str(exc) for e in result.errors):
+            result.errors.append(exc)
+    elif isinstance(exc, BatchStopper):
         # The same error for every ticket that met it: the batch reports it once (`fatal`); each
         # ticket's outcome is what its status now is (back to pending when no turn had finished).
         result.fatal = result.fatal or exc

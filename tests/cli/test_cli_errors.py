@@ -58,6 +58,17 @@ def test_unknown_config_key(workdir):
     assert_clean_error(invoke("tickets"), "error:", "agent.modle")
 
 
+@pytest.mark.parametrize("section", ["agent", "run"])
+def test_a_coding_agent_option_in_another_section_says_where_it_goes(workdir, section):
+    """`turn_timeout_s` under [agent] or [run] (where a new user looks for a turn timeout): the
+    error names [coding_agent.options], not only "Extra inputs are not permitted"."""
+    (workdir / "middle.toml").write_text(f'[project]\npath = "repo"\n[{section}]\nturn_timeout_s = 4\n')
+    result = invoke("run", "--fake")
+    assert_clean_error(result, f"error: bad configuration: {section}.turn_timeout_s",
+                       "`turn_timeout_s` is a coding agent's option, set under [coding_agent.options]")
+    assert len([line for line in result.output.splitlines() if line.strip()]) == 1, result.output
+
+
 def test_no_api_key_says_how_to_run_offline_and_claims_nothing(workdir):
     write_config(workdir)
     ticket(workdir, "a.md", "title: Something\nproject: demo")

@@ -144,3 +144,21 @@ def test_each_agent_a_ticket_names_gets_its_own_row_and_an_agent_following_the_p
     assert "codex (turns priced at the highest listed price (the CLI chooses the model))" in out
     # aider prices the models it knows; the row says what a model it has no price for counts at.
     assert "turns at aider's own cost; a model it has no price for at the highest listed price" in out
+
+
+def test_doctor_leaves_nothing_in_the_gemini_cli_s_home(project_dir, tmp_path, monkeypatch):
+    """`gemini --version` registers the directory in ~/.gemini/projects.json and leaves two empty
+    projects.json.*.tmp files there on every call: doctor's probe of it writes nothing there."""
+    from orchestrator.coding_agent.gemini import INSTALL_COMMAND
+    from orchestrator.testing.clis import require_cli
+
+    require_cli("gemini", INSTALL_COMMAND)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GEMINI_CLI_HOME", raising=False)
+    (project_dir / "tickets" / "t1.md").write_text("---\ntitle: A\nproject: repo\ncoding_agent: gemini\n---\nx\n")
+    (project_dir / "middle.toml").write_text('[project]\npath = "repo"\n')
+    result = CliRunner().invoke(main, ["doctor", "--offline"])
+    assert "gemini" in result.output and "Traceback" not in result.output, result.output
+    assert not (home / ".gemini").exists(), sorted(p.name for p in (home / ".gemini").iterdir())

@@ -190,3 +190,39 @@ def test_a_ticket_on_an_agent_whose_cli_is_missing_is_one_error_before_any_claim
     assert "Traceback" not in result.output
     with TicketStore(load_config(config).store_target) as store:
         assert store.get_ticket("t1").status.value == "pending" and store.latest_run("t1") is None
+
+
+def test_a_missing_cli_holds_only_the_tickets_on_that_agent(shell_plugin, tmp_path):
+    """Tickets on an agent whose CLI is not here stay pending (one error line, naming that agent's
+    own options table); the batch's tickets on other agents still run (they used to stay pending
+    too, the whole batch stopped by it)."""
+    on_codex = CLAUDE_TICKET.replace("id: t1\n", "id: {id}\ncoding_agent: codex\n")
+    config = project(tmp_path, {"a1.md": on_codex.format(id="a1"), "a2.md": on_codex.format(id="a2"),
+                                "t2.md": SHELL_TICKET},
+                     extra=f'[coding_agents.codex]\ncli_path = "{tmp_path / "no-codex"}"\n')
+    result = middle(config, "run", "--fake")
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "npm install -g @openai/codex@" in errors[0], result.output
+    assert "[coding_agents.codex] cli_path" in errors[0], errors  # not claude-code's table
+    assert "complete ticket t2" in result.output, result.output
+    with TicketStore(load_config(config).store_target) as store:
+        assert store.get_ticket("t2").status.value == "complete"
+        for tid in ("a1", "a2"):
+            assert store.get_ticket(tid).status.value == "pending" and store.latest_run(tid) is None
+
+
+def test_a_failed_turn_on_a_ticket_s_own_agent_names_that_agent_s_options_table(shell_plugin, tmp_path):
+    """An agent's messages say `[coding_agent.options]`; for a kind a ticket picks that table is the
+    configured agent's (Claude Code's here): the failure names `[coding_agents.<kind>]` instead."""
+    config = project(tmp_path, {"t2.md": SHELL_TICKET})
+    text = config.read_text().replace(
+        "[coding_agents.shell-agent]\n",
+        "[coding_agents.shell-agent]\nturn_timeout_s = 0.5\n").replace(
+        json.dumps(SHELL_COMMAND), json.dumps([sys.executable, "-c", "import time; time.sleep(30)"]))
+    config.write_text(text)
+    result = middle(config, "run", "--fake", "t2")
+    out = " ".join(result.output.split())
+    assert result.exit_code != 0 and "Traceback" not in out
+    assert "raise [coding_agents.shell-agent] turn_timeout_s" in out, out
+    assert "[coding_agent.options] turn_timeout_s" not in out, out

@@ -97,7 +97,7 @@ def test_middle_agents_of_an_unknown_kind_is_one_error_line(agents_plugin):
 @pytest.mark.parametrize("kind, says", [
     ("nope", "error: unknown coding agent kind 'nope': choose one of "),
     ("not-offline", "error: coding agent 'not-offline' cannot run the offline demo: it has no `offline`"),
-    ("no-cli", "error: coding agent 'no-cli''s CLI is missing: `no-cli` is not installed: install it with "
+    ("no-cli", "error: the CLI of coding agent 'no-cli' is missing: `no-cli` is not installed: install it with "
                "`npm install -g no-cli@1.0.0`"),
 ])
 def test_middle_demo_on_an_agent_that_cannot_run_it_is_one_error_line(agents_plugin, tmp_path, kind, says):

@@ -5,6 +5,9 @@ process, a lost session, a permission it would ask for, an API error's status; a
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +71,39 @@ def test_a_turn_writes_in_the_project_and_streams_its_tool_call_with_tokens(oc, 
     assert said(first).startswith("-Write hi.txt.")  # from stdin: a leading "-" is not an option
     assert working_directory(first) == str(project)
     assert second["messages"][-1]["content"][0]["content"] == "Wrote file successfully."
+
+
+def test_a_turn_leaves_nothing_in_the_temporary_directory(oc, project, tmp_path):
+    """OpenCode unpacks a 5.5 MB native library (.<hash>-00000000.so) into $TMPDIR on every start
+    and never removes it: a turn (and its resume's session lookup) leaves $TMPDIR as it was."""
+    tmp = tmp_path / "user-tmp"
+    tmp.mkdir()
+    oc.script.coding_agent("Nothing to do.", "Still nothing.")
+    agent = OpenCodeAgent(OpenCodeOptions(**oc.off.options), env={**oc.off.env, "TMPDIR": str(tmp)})
+    first = agent.run_turn("Say hi.", project, session_id="s-t", resume=False)
+    assert first.is_error is False, first.error
+    again = OpenCodeAgent(OpenCodeOptions(**oc.off.options), env={**oc.off.env, "TMPDIR": str(tmp)})
+    second = again.run_turn("Again.", project, session_id="s-t", resume=True)  # looks the session up
+    assert second.is_error is False, second.error
+    assert sorted(p.name for p in tmp.iterdir()) == []
+
+
+def test_a_turn_removes_the_temporary_directory_a_killed_middle_left(oc, project, tmp_path):
+    """A `middle` killed with -9 never removes its turn's TMPDIR (the library in it too): the next
+    turn removes the ones whose `middle` no longer runs, and keeps those of one that does."""
+    tmp = tmp_path / "user-tmp"
+    tmp.mkdir()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    left = tmp / f"middle-opencode-tmp-{gone.pid}-abc"
+    left.mkdir()
+    (left / ".bcfddddeb6b5b7be-00000000.so").write_bytes(b"x")
+    running = tmp / f"middle-opencode-tmp-{os.getpid()}-def"
+    running.mkdir()
+    oc.script.coding_agent("Nothing to do.")
+    agent = OpenCodeAgent(OpenCodeOptions(**oc.off.options), env={**oc.off.env, "TMPDIR": str(tmp)})
+    assert agent.run_turn("Say hi.", project, session_id="s-k", resume=False).is_error is False
+    assert sorted(p.name for p in tmp.iterdir()) == [running.name]
 
 
 def test_a_resume_from_a_new_process_finds_the_session_and_carries_the_first_turn(oc, project):

@@ -154,3 +154,41 @@ def test_max_cost_usd_stops_a_ticket_on_codex(tmp_path, fake_api):
     assert "failed ticket t1: 1 turn(s)" in output and "turn 2" not in output, output
     assert script.pending("coding_agent") == 0
     assert out(repo, "show", "middle/t1:one.txt") == "one"  # the turn's work is kept on its branch
+
+
+def test_max_cost_usd_starts_no_check_correction_on_codex(tmp_path, fake_api):
+    """A failed check's correction is another turn: past max_cost_usd none starts (it used to run
+    one more turn, spending past the limit, before the limit was looked at). With the limit raised,
+    `middle resume` corrects it (the stop is not kept in the checkpoint)."""
+    require_cli("codex", INSTALL)
+    repo = fresh_project(tmp_path, {"t1.md": TICKET})
+    script = fake_api.script
+    script.agent(plan("Create one.txt containing one."), decide(True, "Created one.txt."))
+    script.coding_agent(write_file("one.txt", "one\n"), done("Created one.txt."))
+    with CodexAgent.offline(script, tmp_path / "codex") as offline:
+        options = {**offline.options, "turn_timeout_s": 120, "price": {"input": 2.0, "output": 8.0}}
+        config = ('state_dir = "state"\n[project]\npath = "repo"\n[agent]\nmax_turns = 4\nmax_cost_usd = 0.000001\n'
+                  '[check]\ncommands = ["test -f two.txt"]\n'
+                  '[coding_agent]\nkind = "codex"\n' + toml_table("coding_agent.options", options))
+        (tmp_path / "middle.toml").write_text(config)
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
+        env = {**clean, **claude_code_env(fake_api.base_url, tmp_path / "claude-config"), **offline.env}
+        result = subprocess.run([MIDDLE, "run"], cwd=tmp_path, env=env, text=True, capture_output=True,
+                                timeout=300)
+        output = " ".join((result.stdout + result.stderr).split())
+        assert "Traceback" not in output and "cost limit reached: $" in output, output
+        assert "of max_cost_usd $1e-06" in output, output  # the limit as set, not rounded to $0.00
+        assert "no correction was started (`test -f two.txt` failed" in output, output
+        assert "failed ticket t1: 1 turn(s)" in output and "turn 2" not in output, output
+        assert script.pending("agent") == 0 and script.pending("coding_agent") == 0
+        assert out(repo, "show", "middle/t1:one.txt") == "one"  # the turn's work is kept on its branch
+
+        (tmp_path / "middle.toml").write_text(config.replace("max_cost_usd = 0.000001", "max_cost_usd = 100"))
+        script.agent(decide(True, "one.txt is there."), plan("Create two.txt containing two."),
+                     decide(True, "Created two.txt."))
+        script.coding_agent(write_file("two.txt", "two\n"), done("Created two.txt."))
+        result = subprocess.run([MIDDLE, "resume", "t1"], cwd=tmp_path, env=env, text=True,
+                                capture_output=True, timeout=300)
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 0 and "complete ticket t1: 2 turn(s)" in output, output
+    assert out(repo, "show", "middle/t1:two.txt") == "two"
