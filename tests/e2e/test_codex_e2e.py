@@ -142,18 +142,23 @@ def test_max_cost_usd_stops_a_ticket_on_codex(tmp_path, fake_api):
     script.coding_agent(write_file("one.txt", "one\n"), done("Created one.txt."))
     with CodexAgent.offline(script, tmp_path / "codex") as offline:
         options = {**offline.options, "turn_timeout_s": 120, "price": {"input": 2.0, "output": 8.0}}
-        (tmp_path / "middle.toml").write_text(
-            'state_dir = "state"\n[project]\npath = "repo"\n[agent]\nmax_turns = 4\nmax_cost_usd = 0.000001\n'
-            '[coding_agent]\nkind = "codex"\n' + toml_table("coding_agent.options", options))
-        clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
-        env = {**clean, **claude_code_env(fake_api.base_url, tmp_path / "claude-config"), **offline.env}
-        result = subprocess.run([MIDDLE, "run"], cwd=tmp_path, env=env, text=True, capture_output=True,
-                                timeout=300)
-    output = " ".join((result.stdout + result.stderr).split())
+        output, _ = _run_with_a_tiny_cost_limit(tmp_path, fake_api, offline, options, "")
     assert "Traceback" not in output and "cost limit reached" in output, output
     assert "failed ticket t1: 1 turn(s)" in output and "turn 2" not in output, output
     assert script.pending("coding_agent") == 0
     assert out(repo, "show", "middle/t1:one.txt") == "one"  # the turn's work is kept on its branch
+
+
+def _run_with_a_tiny_cost_limit(tmp_path, fake_api, offline, options, more_toml: str) -> tuple[str, dict[str, str]]:
+    """`middle run` on Codex with max_cost_usd $0.000001 (passed after one turn): its output on one
+    line, and the environment it ran in."""
+    (tmp_path / "middle.toml").write_text(
+        'state_dir = "state"\n[project]\npath = "repo"\n[agent]\nmax_turns = 4\nmax_cost_usd = 0.000001\n'
+        + more_toml + '[coding_agent]\nkind = "codex"\n' + toml_table("coding_agent.options", options))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
+    env = {**clean, **claude_code_env(fake_api.base_url, tmp_path / "claude-config"), **offline.env}
+    result = subprocess.run([MIDDLE, "run"], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=300)
+    return " ".join((result.stdout + result.stderr).split()), env
 
 
 def test_max_cost_usd_starts_no_check_correction_on_codex(tmp_path, fake_api):
@@ -167,15 +172,8 @@ def test_max_cost_usd_starts_no_check_correction_on_codex(tmp_path, fake_api):
     script.coding_agent(write_file("one.txt", "one\n"), done("Created one.txt."))
     with CodexAgent.offline(script, tmp_path / "codex") as offline:
         options = {**offline.options, "turn_timeout_s": 120, "price": {"input": 2.0, "output": 8.0}}
-        config = ('state_dir = "state"\n[project]\npath = "repo"\n[agent]\nmax_turns = 4\nmax_cost_usd = 0.000001\n'
-                  '[check]\ncommands = ["test -f two.txt"]\n'
-                  '[coding_agent]\nkind = "codex"\n' + toml_table("coding_agent.options", options))
-        (tmp_path / "middle.toml").write_text(config)
-        clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
-        env = {**clean, **claude_code_env(fake_api.base_url, tmp_path / "claude-config"), **offline.env}
-        result = subprocess.run([MIDDLE, "run"], cwd=tmp_path, env=env, text=True, capture_output=True,
-                                timeout=300)
-        output = " ".join((result.stdout + result.stderr).split())
+        output, env = _run_with_a_tiny_cost_limit(tmp_path, fake_api, offline, options,
+                                                  '[check]\ncommands = ["test -f two.txt"]\n')
         assert "Traceback" not in output and "cost limit reached: $" in output, output
         assert "of max_cost_usd $1e-06" in output, output  # the limit as set, not rounded to $0.00
         assert "no correction was started (`test -f two.txt` failed" in output, output
@@ -183,6 +181,7 @@ def test_max_cost_usd_starts_no_check_correction_on_codex(tmp_path, fake_api):
         assert script.pending("agent") == 0 and script.pending("coding_agent") == 0
         assert out(repo, "show", "middle/t1:one.txt") == "one"  # the turn's work is kept on its branch
 
+        config = (tmp_path / "middle.toml").read_text()
         (tmp_path / "middle.toml").write_text(config.replace("max_cost_usd = 0.000001", "max_cost_usd = 100"))
         script.agent(decide(True, "one.txt is there."), plan("Create two.txt containing two."),
                      decide(True, "Created two.txt."))
