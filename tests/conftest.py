@@ -5,6 +5,7 @@ no installed third-party plugin unless a test asks (the `installed_plugins` mark
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -17,6 +18,13 @@ from orchestrator.testing.plugins import installed_plugins, use_installed_plugin
 # The tests see the built-in plugins only, whatever is pip-installed beside them (as datasette's
 # tests do): set before any registry is built, and inherited by the processes tests start.
 os.environ[LOAD_PLUGINS_VARIABLE] = ""
+
+# Ctrl-C reaches the processes the tests start (the tests of what `middle` does on Ctrl-C send
+# it SIGINT): a suite started as a background job of a shell without job control (`pytest &` in
+# a script, a CI step run that way) inherits SIGINT ignored, and Python keeps an ignored SIGINT
+# ignored, in this process and in every process it starts. A handled one is reset on exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
