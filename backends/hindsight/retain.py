@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from backends import retrieval
+from backends.retrieval.embedders.states import STATES_AT_ONCE
 from backends.storage import in_clause, inserted_id
 
 from . import extract
@@ -113,9 +114,6 @@ def retain_items(hb: HindsightParts, items: Sequence[RetainItem]) -> list[int]:
     return written
 
 
-STATES_AT_ONCE = 64
-
-
 def _embed(hb: HindsightParts, prepared: list[_Prepared]) -> None:
     """Set each doc's fact vectors: with fact_vectors = "passage", pooled from one model pass
     over the doc where the fact's ranges lie; the others (and every fact under "text", or an
@@ -123,9 +121,8 @@ def _embed(hb: HindsightParts, prepared: list[_Prepared]) -> None:
     reaches = [max((end for f in p.facts for _, end in f.ranges), default=0) for p in prepared]
     read = [i for i, reach in enumerate(reaches) if hb.fact_vectors == "passage" and reach]
     found: list[list[np.ndarray | None]] = [[None] * len(p.facts) for p in prepared]
-    # Many docs' model passes at once keep all cores busy on an import (token_states_many);
-    # a bounded number at a time, since a doc's states are held until its facts are pooled
-    # (64 docs of two windows: about 50 MB).
+    # Many docs' model passes at once keep all cores busy on an import (token_states_many),
+    # a bounded number at a time: a doc's states are held until its facts are pooled.
     for start in range(0, len(read), STATES_AT_ONCE):
         chunk = read[start:start + STATES_AT_ONCE]
         wanted = [(prepared[i].item.text, reaches[i]) for i in chunk]

@@ -19,6 +19,7 @@ import numpy as np
 
 from backends.retrieval.cache import EmbeddingCache
 from backends.retrieval.embedders import Embedder
+from backends.retrieval.embedders.states import STATES_AT_ONCE
 
 from .extract import Extraction, Ranges
 
@@ -36,11 +37,6 @@ def read(embedder: Embedder, text: str, extraction: Extraction,
     is embedded alone). Parts the extractor does not place (an LLM's) have no reading. With
     a cache, a passage read before (a rerun, a resumed benchmark) costs no model pass."""
     return read_many(embedder, [(text, extraction)], cache)[0]
-
-
-# Passages whose token states are held at once while their parts are pooled (64 passages of
-# two windows: about 50 MB); the model passes of a chunk run together (token_states_many).
-STATES_AT_ONCE = 64
 
 
 def read_many(embedder: Embedder, wanted: Sequence[tuple[str, Extraction]],

@@ -18,6 +18,9 @@ import numpy as np
 from .vectors import MAX_EMBED_CHARS, normalise
 
 _WORD = re.compile(r"\S+")
+# Documents whose token states a caller holds at once while pooling their parts (64 docs of two
+# windows: about 50 MB); their model passes run together (Embedder.token_states_many).
+STATES_AT_ONCE = 64
 
 #: A part of a document: character ranges [start, end) of the text as given (not as clipped).
 Ranges = Sequence[tuple[int, int]]
