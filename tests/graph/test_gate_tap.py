@@ -3,7 +3,9 @@
 base already fails one test; through the real graph, store, git worktrees and the real runners,
 as tests/graph/test_gate_projects.py does for pytest. Before TAP was read, every one of these was
 judged by its exit code alone: a harmless ticket failed ("the ticket must make it pass"), or,
-with `baseline = "exit-code"`, a ticket breaking another test was "no worse".
+with `baseline = "exit-code"`, a ticket breaking another test was "no worse". Also two checks
+that ran no test at all and were taken for a suite: `make test` beside a `test/` folder, and npm's
+placeholder test script.
 """
 
 from __future__ import annotations
@@ -138,6 +140,17 @@ def test_make_test_beside_a_test_folder_without_phony_cannot_run(tmp_path):
     files = {**BATS_FILES, "Makefile": "test:\n\tbats test\n"}
     r = gate.run_ticket(tmp_path, files, ["make test"], gate.write("greet.txt", "bye\n"))
     gate.assert_cannot_run(r, "say `.PHONY: test` in the Makefile")
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+def test_npms_placeholder_test_script_cannot_run(tmp_path):
+    """`npm init`'s test script echoes "Error: no test specified" and exits 1: before, the base
+    "already failed" and every ticket had to make it pass; it is no suite, so it is the config's
+    error, said before any turn."""
+    script = 'echo \\"Error: no test specified\\" && exit 1'
+    package = '{"name": "p", "version": "1.0.0", "scripts": {"test": "%s"}}\n' % script
+    r = gate.run_ticket(tmp_path, {"package.json": package}, ["npm test"], gate.write("index.js", "\n"))
+    gate.assert_cannot_run(r, "the placeholder `npm init` writes")
 
 
 # -- Perl: prove -v (Test::More) ----------------------------------------------------------------

@@ -275,8 +275,16 @@ def ran_nothing(output: str) -> str | None:
             f"say `.PHONY: {' '.join(targets)}` in the Makefile")
 
 
+# the test script `npm init` writes (`echo "Error: no test specified" && exit 1`): no test suite
+_NPM_PLACEHOLDER = re.compile(r"^Error: no test specified\s*$", re.M)
+
+
 def cannot_run(output: str) -> str | None:
-    """A target, env, session or recipe the wrapper does not have (`make tset`)."""
+    """A target, env, session or recipe the wrapper does not have (`make tset`), or npm's placeholder
+    test script."""
+    if _NPM_PLACEHOLDER.search(output):
+        return ("the package's test script is the placeholder `npm init` writes (\"Error: no test "
+                "specified\"): write its test script in package.json")
     found = _CANNOT.search(output)
     if not found:
         return None
