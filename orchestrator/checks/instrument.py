@@ -33,7 +33,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.checks.runners import cargo, go, javascript, rspec, tap, wrapper
+from orchestrator.checks.runners import cargo, go, javascript, pyunit, rspec, tap, wrapper
 from orchestrator.config.settings import CheckCommand
 
 _PYTEST = re.compile(r"(?:^|[\s;&|(/])(?:py\.test|pytest)(?:\s|$|;|&|\|)|-m\s+pytest\b")
@@ -99,7 +99,8 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | 
         report = tmp / "pytest-junit.xml"
         opts = " ".join(filter(None, [environ.get("PYTEST_ADDOPTS", ""), f"--junitxml={shlex.quote(str(report))}",
                                       "-o", "junit_family=xunit1", "--continue-on-collection-errors"]))
-        return Prepared(line, {"PYTEST_ADDOPTS": opts}, [str(report)], runner)
+        # past `-x` too: a base failure would stop both runs before a test the ticket breaks
+        return Prepared(line, {"PYTEST_ADDOPTS": opts, **pyunit.runall(tmp, environ)}, [str(report)], runner)
     if runner == "unittest":
         script = Path(__file__).with_name("unittest_junit.py")
         report = tmp / "unittest-junit.xml"

@@ -1,0 +1,86 @@
+"""A check that stops at its first failure (`pytest -x`, `--maxfail`, `addopts = "-x"`, `python -m
+unittest -f`) on a base that already fails one test: both runs stopped there, so a test the
+ticket broke after it never ran, and the ticket read as "no worse". Each run now goes on past
+its failures (runners/pytest_runall.py, unittest_junit.py), directly and behind make, through the
+real graph, store, git worktrees and runners (as tests/graph/test_gate_projects.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+
+import pytest
+import test_gate_projects as gate
+
+PY = gate.PY
+TEST_CALC = textwrap.dedent("""\
+    import calc
+
+
+    def test_a_known_bug():  # already failing on the base; runs first
+        assert calc.VALUE == 2
+
+
+    def test_b_add():
+        assert calc.add(1, 2) == 3
+""")
+FILES = {"calc.py": "VALUE = 1\n\n\ndef add(a, b):\n    return a + b\n", "test_calc.py": TEST_CALC}
+BREAK_ADD = gate.write("calc.py", "VALUE = 1\n\n\ndef add(a, b):\n    return a * b\n")
+KNOWN, BROKEN = "test_calc.py::test_a_known_bug", "test_calc.py::test_b_add"
+
+
+@pytest.mark.parametrize("line, extra", [
+    (f"{PY} -m pytest -x -q -p no:cacheprovider", {}),
+    (f"{PY} -m pytest --maxfail=1 -q -p no:cacheprovider", {}),
+    (f"{PY} -m pytest -q -p no:cacheprovider", {"pytest.ini": "[pytest]\naddopts = -x\n"}),
+], ids=["-x", "--maxfail=1", "addopts -x"])
+def test_pytest_stopping_at_the_base_failure_still_sees_the_test_the_ticket_breaks(tmp_path, line, extra):
+    r = gate.run_ticket(tmp_path, {**FILES, **extra}, [line], BREAK_ADD)
+    gate.assert_failed(r)
+    assert r["final"]["new_failures"] == [BROKEN] and r["final"]["already_failing"] == [KNOWN]
+
+
+def test_pytest_x_a_harmless_ticket_is_still_no_worse(tmp_path):
+    r = gate.run_ticket(tmp_path, FILES, [f"{PY} -m pytest -x -q -p no:cacheprovider"], gate.write("N.md", "x\n"))
+    gate.assert_no_worse(r, KNOWN)
+    assert r["final"]["tests_run"] == 2
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed (apt-get install make)")
+def test_pytest_x_behind_make_sees_it_too(tmp_path):
+    files = {**FILES, "Makefile": f".PHONY: test\ntest:\n\t{PY} -m pytest -x -q -p no:cacheprovider\n"}
+    r = gate.run_ticket(tmp_path, files, ["make test"], BREAK_ADD)
+    gate.assert_failed(r)
+    assert r["final"]["new_failures"] == [BROKEN] and KNOWN in r["final"]["already_failing"]
+
+
+UNITTEST = textwrap.dedent("""\
+    import unittest
+
+    import calc
+
+
+    class TestCalc(unittest.TestCase):
+        def test_a_known_bug(self):
+            self.assertEqual(calc.VALUE, 2)
+
+        def test_b_add(self):
+            self.assertEqual(calc.add(1, 2), 3)
+""")
+
+
+def test_unittest_failfast_still_sees_the_test_the_ticket_breaks(tmp_path):
+    files = {"calc.py": FILES["calc.py"], "test_calc.py": UNITTEST}
+    r = gate.run_ticket(tmp_path, files, [f"{PY} -m unittest -f test_calc"], BREAK_ADD)
+    gate.assert_failed(r)
+    assert r["final"]["new_failures"] == ["test_calc.TestCalc::test_b_add"]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed (apt-get install make)")
+def test_unittest_failfast_behind_make_sees_it_too(tmp_path):
+    files = {"calc.py": FILES["calc.py"], "test_calc.py": UNITTEST,
+             "Makefile": f".PHONY: test\ntest:\n\t{PY} -m unittest -f -v test_calc\n"}
+    r = gate.run_ticket(tmp_path, files, ["make test"], BREAK_ADD)
+    gate.assert_failed(r)
+    assert "test_calc.TestCalc::test_b_add" in r["final"]["new_failures"]
