@@ -246,10 +246,9 @@ class Services:
         env = dict(self._coding_agent_env)
         if self.fake:
             from orchestrator.config.offline import FAKE_API_KEY
-            from orchestrator.fake_api.env import claude_code_env
+            from orchestrator.fake_api.env import claude_code_env, offline_config_dir
 
-            claude_config = self.config.resolve(self.config.state_dir) / "claude-config"
-            claude_config.mkdir(parents=True, exist_ok=True)
+            claude_config = offline_config_dir(self.config.resolve(self.config.state_dir) / "claude-config")
             env = {**claude_code_env(self.fake_api.base_url, str(claude_config),
                                      api_key=FAKE_API_KEY), **env}
         return env

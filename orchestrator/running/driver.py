@@ -264,11 +264,12 @@ class TicketDriver:
         try:
             ticket = self.store.get_ticket(ticket_id)
             run = self.store.latest_run(ticket_id)
+            repo = run.get("repo") if run is not None else None
             if (ticket.status.value != "pending" or run is None or run.get("isolation") != "worktree"
-                    or not run.get("repo") or not run.get("worktree") or not Path(ticket.project_path).is_dir()
+                    or not repo or not run.get("worktree") or not Path(ticket.project_path).is_dir()
                     or self._leftover(ticket)):
                 return
-            self.worktrees.remove(run["repo"], ticket_id)
+            self.worktrees.remove(repo, ticket_id)
         except Exception as exc:  # (the run's own error is what the user must see)
             log.warning("could not remove ticket %s's unused worktree: %s", ticket_id, exc)
             return
