@@ -14,6 +14,7 @@ from orchestrator.claude_cli import INSTALL_HINT, find_claude_cli
 
 from ..errors import CodingAgentError
 from .base import EventCallback, Offline, TurnResult
+from .claude_probes import probes_removed
 from .process import TurnProcesses, safe_callback, tail
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
 from .stream_json import TurnStream, permission_denials, turn_cost
@@ -157,13 +158,14 @@ class ClaudeCodeAgent:
         env = {**os.environ, **self.env}
         cli = find_claude_cli(self.options.cli_path, path=env.get("PATH"))
         emit = safe_callback(on_event)
-        result = self._run_once(cli, prompt, cwd, env, session_id, resume, emit)
-        if (not resume and session_id and result.exit_code not in (0, None) and result.text == ""
-                and "already in use" in (result.error or "")):
-            # An earlier attempt of this turn (e.g. before a crash) already created the session;
-            # the caller stored the id before launch precisely so we can pick it up again.
-            emit({"type": "log", "line": f"Session {session_id} already exists; resuming it instead."})
-            result = self._run_once(cli, prompt, cwd, env, session_id, True, emit)
+        with probes_removed(env):  # the file-watching probe folders the turn left (claude_probes)
+            result = self._run_once(cli, prompt, cwd, env, session_id, resume, emit)
+            if (not resume and session_id and result.exit_code not in (0, None) and result.text == ""
+                    and "already in use" in (result.error or "")):
+                # An earlier attempt of this turn (e.g. before a crash) already created the session;
+                # the caller stored the id before launch precisely so we can pick it up again.
+                emit({"type": "log", "line": f"Session {session_id} already exists; resuming it instead."})
+                result = self._run_once(cli, prompt, cwd, env, session_id, True, emit)
         return result
 
     def _run_once(self, cli: str, prompt: str, cwd: Path, env: dict[str, str], session_id: str | None,
