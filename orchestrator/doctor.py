@@ -88,10 +88,12 @@ def coding_agent_check(config: Config, registry: Any = None, kind: str | None = 
     find_cli = getattr(cls, "find_cli", None)
     if find_cli is None:
         return Check("coding agent", uses, "-", "registered (no check for this kind)")
+    from orchestrator.coding_agent.base import table_argument
     from orchestrator.errors import CodingAgentError
+    from orchestrator.services import options_table
 
-    try:
-        cli = find_cli(options)
+    try:  # (its message names the table this kind's options are set in)
+        cli = find_cli(options, **table_argument(find_cli, options_table(config, kind)))
     except CodingAgentError as exc:
         return Check("coding agent", uses, "-", "not installed", str(exc))
     version, problem = cli_version(cli)

@@ -33,7 +33,7 @@ from orchestrator.running.outcome import RunOutcome
 from orchestrator.running.policy import end_on_exception
 from orchestrator.running.refresh import current_ticket, resumed_checks
 from orchestrator.running.run import Run, fence_checkpoints, stop_run_processes
-from orchestrator.services import Services, options_table
+from orchestrator.services import Services
 from tickets.store import TicketStore
 
 log = logging.getLogger("middle.driver")
@@ -422,5 +422,4 @@ def ticket_context(services: Any, config: Any, agent: Any, run: Run, *,
         on_event=seen, say=noted, lifecycle=services.lifecycle, worktrees=services.worktrees,
         dependencies=cfg.run.dependencies, stop=stop, project_override=project_override,
         check=cfg.check, worktree_setup=cfg.worktree, record=record, run=run,
-        options_table=options_table(cfg, getattr(coding_agent, "kind", None)),
     )
