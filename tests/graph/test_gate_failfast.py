@@ -84,3 +84,57 @@ def test_unittest_failfast_behind_make_sees_it_too(tmp_path):
     r = gate.run_ticket(tmp_path, files, ["make test"], BREAK_ADD)
     gate.assert_failed(r)
     assert "test_calc.TestCalc::test_b_add" in r["final"]["new_failures"]
+
+
+# -- the JavaScript runners' `--bail` (bail.py): in the line, in a config file, through npm test ---
+
+JS_CALC = "exports.VALUE = 1;\nexports.add = (a, b) => a + b;\n"
+JS_BREAK_ADD = gate.write("calc.js", "exports.VALUE = 1;\nexports.add = (a, b) => a * b;\n")
+# the known failure in a file of its own, named and sized to run first (jest runs big files first)
+KNOWN_JS = ("const calc = require('./calc.js');\n// " + "the base's known bug. " * 40 + "\n"
+            "test('a known bug', () => { expect(calc.VALUE).toBe(2); });\n")
+ADD_JS = "const calc = require('./calc.js');\ntest('adds', () => { expect(calc.add(1, 2)).toBe(3); });\n"
+JEST_SCRIPT = "jest --ci --bail --runInBand"
+JEST_FILES = {"package.json": '{"name": "calc", "private": true, "scripts": {"test": "%s"}}\n' % JEST_SCRIPT,
+              "calc.js": JS_CALC, "a_known.test.js": KNOWN_JS, "b_add.test.js": ADD_JS}
+
+
+def needs(tool: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(shutil.which(tool) is None, reason=f"{tool} is not installed (.ci/run installs it)")
+
+
+@needs("jest")
+@pytest.mark.parametrize("line", ["jest --ci --bail --runInBand", "npm test"])
+def test_jest_bail_still_sees_the_test_the_ticket_breaks(tmp_path, line):
+    r = gate.run_ticket(tmp_path, JEST_FILES, [line], JS_BREAK_ADD)
+    gate.assert_failed(r)
+    assert r["final"]["new_failures"] == ["b_add.test.js::adds"]
+    assert r["final"]["already_failing"] == ["a_known.test.js::a known bug"]
+
+
+MOCHA_TEST = ("const assert = require('assert');\nconst calc = require('../calc.js');\n"
+              "it('a known bug', () => { assert.strictEqual(calc.VALUE, 2); });\n"
+              "it('adds', () => { assert.strictEqual(calc.add(1, 2), 3); });\n")
+
+
+@needs("mocha")
+@pytest.mark.parametrize("line, extra", [("mocha --bail test", {}),
+                                         ("mocha test", {".mocharc.json": '{"bail": true}\n'})],
+                         ids=["line", ".mocharc"])
+def test_mocha_bail_still_sees_the_test_the_ticket_breaks(tmp_path, line, extra):
+    files = {"calc.js": JS_CALC, "test/calc.spec.js": MOCHA_TEST, **extra}
+    r = gate.run_ticket(tmp_path, files, [line], JS_BREAK_ADD)
+    gate.assert_failed(r)
+    assert r["final"]["new_failures"] == ["adds"] or r["final"]["new_failures"][0].endswith("adds")
+
+
+@needs("vitest")
+@pytest.mark.parametrize("line, config", [("vitest run --bail 1", "{ globals: true }"),
+                                          ("vitest run", "{ globals: true, bail: 1 }")], ids=["line", "config"])
+def test_vitest_bail_still_sees_the_test_the_ticket_breaks(tmp_path, line, config):
+    files = {"package.json": '{"name": "calc", "private": true}\n', "calc.js": JS_CALC,
+             "vitest.config.mjs": f"export default {{ test: {config} }};\n",
+             "a_known.test.js": KNOWN_JS, "b_add.test.js": ADD_JS}
+    r = gate.run_ticket(tmp_path, files, [line], JS_BREAK_ADD)
+    gate.assert_failed(r)
+    assert r["final"]["new_failures"] == ["b_add.test.js::adds"]
