@@ -109,7 +109,7 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | 
     if runner == cargo.RUNNER:
         return Prepared(cargo.add_no_fail_fast(line), runner=runner)
     if runner == go.RUNNER:
-        return Prepared(line, go.goflags(environ), runner=runner)
+        return Prepared(go.without_failfast(line), go.goflags(environ), runner=runner)
     if runner in javascript.RUNNERS:
         return Prepared(*javascript.prepare(runner, line, tmp, environ), runner=runner)
     if runner == rspec.RUNNER:

@@ -138,3 +138,19 @@ def test_vitest_bail_still_sees_the_test_the_ticket_breaks(tmp_path, line, confi
     r = gate.run_ticket(tmp_path, files, [line], JS_BREAK_ADD)
     gate.assert_failed(r)
     assert r["final"]["new_failures"] == ["b_add.test.js::adds"]
+
+
+# -- go test -failfast: taken out of go test's own command ----------------------------------------
+
+
+@needs("go")
+def test_go_failfast_still_sees_the_test_the_ticket_breaks(tmp_path, monkeypatch):
+    import test_gate_native as native
+
+    for name, value in (("GOPROXY", "off"), ("GOFLAGS", "-mod=mod"), ("GOTOOLCHAIN", "local")):
+        monkeypatch.setenv(name, value)  # offline, as test_gate_native's go_env
+    r = gate.run_ticket(tmp_path, native.GO_FILES, ["go test -failfast ./..."],
+                        gate.write("calc.go", native.CALC_GO.replace("a + b", "a * b")))
+    gate.assert_failed(r)
+    assert r["final"]["new_failures"] == ["example.com/m::TestAdd", "example.com/m::TestAdd/two_words"]
+    assert r["final"]["already_failing"] == [native.KNOWN_GO]
