@@ -50,14 +50,22 @@ def diff(ctx: click.Context, ticket_id: str, stat: bool) -> None:
 
 @click.command()
 @click.argument("ticket_id")
+@click.option("--despite-check", "despite_check", metavar="REASON",
+              help="Merge a ticket whose check still failed after its rounds, its work as committed on its "
+              "branch, on your judgement (a flaky test, a wrong check): your reason and name are recorded.")
 @click.pass_context
-def merge(ctx: click.Context, ticket_id: str) -> None:
+def merge(ctx: click.Context, ticket_id: str, despite_check: str | None) -> None:
     """Merge a complete ticket's branch into the base branch (fast-forward when possible).
 
     A conflict leaves the base branch and your working tree as they were and marks the ticket
     `conflict`; uncommitted changes of yours in a file the merge would write stop it first.
     """
-    _report(_services(ctx).review.merge(ticket_id))
+    by = ""
+    if despite_check is not None:
+        from orchestrator.memory.curation import cli_user
+
+        by = cli_user(_services(ctx).config.root)
+    _report(_services(ctx).review.merge(ticket_id, despite_check=despite_check, by=by))
 
 
 @click.command()

@@ -260,7 +260,8 @@ def _failed(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: C
         raise CheckFailed(
             f"check `{result.command}` still failing after {corrections} round(s) ({_failure_line(result, verdict)}); "
             f"the work is committed on its branch: ask for changes with {command('feedback', t['id'])}, "
-            f"or {again}")
+            f"or {again}; if you judge the failure is not the ticket's, merge it as it is with "
+            f"{command('override', t['id'])}")
     line = f"`{result.command}` failed: {_failure_line(result, verdict)}"
     spent = spend_limit_reason(state, ctx)
     if spent:  # a correction is another turn: past [agent] max_cost_usd or max_turns, none starts

@@ -61,6 +61,9 @@ TABLE: dict[tuple[str, str], str] = {
     ("complete-empty", "run"): "mark it merged with {merge}, or run it again on purpose with {rerun}",
     ("failed", "revert"): "drop its work with {discard}, or start a new run with {run}",
     ("failed-resumable", "revert"): "retry it with {resume}, or drop its work with {discard}",
+    ("failed-check", "merge"): "its check still fails; its work is committed on its branch: ask for changes "
+                               "with {feedback}, give it more rounds with {resume}, or, if you judge the "
+                               "failure is not the ticket's, merge it as it is with {override}",
     ("failed-check", "revert"): "ask for changes with {feedback}, give it more rounds with {resume}, or drop "
                                 "its work with {discard}",
     ("failed-work", "revert"): "ask for changes with {feedback}, try again with {resume}, or drop its work "
@@ -96,7 +99,8 @@ def command(name: str, ticket_id: str, *, fake: bool = False) -> str:
         head += f" --config {shlex.quote(str(_STARTED_AS['config']))}"
     words = {"rerun": ["run", "--rerun", ticket_id], "fresh": ["run", ticket_id, "--fresh"],
              "log": ["log", ticket_id, "--follow"],
-             "feedback": ["feedback", ticket_id, '"what to change"']}.get(name, [name, ticket_id])
+             "feedback": ["feedback", ticket_id, '"what to change"'],
+             "override": ["merge", ticket_id, "--despite-check", '"your reason"']}.get(name, [name, ticket_id])
     if (fake or _STARTED_AS["fake"]) and words[0] in ("run", "resume", "feedback"):
         words.append("--fake")  # offline runs need no API key: neither does their next step
     return f"`{head} {' '.join(words)}`"
@@ -105,7 +109,7 @@ def command(name: str, ticket_id: str, *, fake: bool = False) -> str:
 def advice(situation: str, ticket_id: str, tried: str = ANY, *, fake: bool = False) -> str:
     """What to do next, for a ticket in `situation` after the command `tried` was refused."""
     text = TABLE.get((situation, tried)) or TABLE[(situation, ANY)]
-    names = ("run", "resume", "rerun", "fresh", "merge", "discard", "revert", "diff", "log", "feedback")
+    names = ("run", "resume", "rerun", "fresh", "merge", "discard", "revert", "diff", "log", "feedback", "override")
     return text.format(**{n: command(n, ticket_id, fake=fake) for n in names})
 
 

@@ -37,10 +37,11 @@ class Orchestrator(TicketDriver):
         """The ticket's change against the commit it started from (files and the patch text)."""
         return self.services.review.diff(ticket_id)
 
-    def merge(self, ticket_id: str) -> Any:
+    def merge(self, ticket_id: str, *, despite_check: str | None = None, by: str = "") -> Any:
         """Merge a complete ticket's branch into the base branch (a ReviewResult; on a conflict
-        nothing changed and its status is "conflict")."""
-        return self.services.review.merge(ticket_id)
+        nothing changed and its status is "conflict"); with `despite_check`, a ticket that failed
+        on its check, the person's reason recorded (ReviewService.merge)."""
+        return self.services.review.merge(ticket_id, despite_check=despite_check, by=by)
 
     def discard(self, ticket_id: str, *, force: bool = False) -> Any:
         """Remove an unmerged ticket's worktree, branch and memory doc (refused while its worktree

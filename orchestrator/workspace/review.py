@@ -177,21 +177,60 @@ class Review:
                 "files": files, "text": text}
 
     # -- merging -----------------------------------------------------------------------------
-    def merge(self, ticket_id: str) -> ReviewResult:
+    def merge(self, ticket_id: str, *, despite_check: str | None = None, by: str = "") -> ReviewResult:
+        """Merge a complete ticket; with `despite_check` (the person's reason, `by` them), a ticket
+        whose check still failed after its rounds, its work as committed on its branch: the gate's
+        way out for a person who judges the failure is not the ticket's (a flaky test, a check
+        that is wrong), recorded with who and why."""
         ticket = self.store.get_ticket(ticket_id)
         status = ticket.status.value
         if status == "merged":
             return ReviewResult(ticket_id, status, f"ticket {ticket_id} is already merged")
-        if status not in ("complete", "conflict"):
+        overriding = despite_check is not None and status == "failed"
+        if overriding:
+            self._may_override(ticket_id, despite_check or "")
+        elif status not in ("complete", "conflict"):
             raise TicketError(f"ticket {ticket_id!r} is {status}: only a complete ticket can be merged; "
                               f"{advise(self.store, ticket_id, 'merge')}")
         run = self._run(ticket_id)
+        if not overriding:
+            return self._merge_run(ticket_id, ticket, run)
+        reason = (despite_check or "").strip()
+        self._note_override(ticket_id, run, by, reason)
+        why = f" despite its failing check (by {by or 'you'}: {reason})"
+        result = self._merge_run(ticket_id, ticket, run, why=why)
+        return ReviewResult(ticket_id, result.status, result.message + (why if result.status == "merged" else ""),
+                            result.commit, conflicts=result.conflicts)
+
+    def _may_override(self, ticket_id: str, reason: str) -> None:
+        """`--despite-check` is for a ticket whose check failed with its work kept, and says why."""
+        from orchestrator.lifecycle.next_steps import situation
+
+        if situation(self.store, ticket_id) != "failed-check":
+            raise TicketError(f"ticket {ticket_id!r} did not fail on its check, so --despite-check does not "
+                              f"apply; {advise(self.store, ticket_id, 'merge')}")
+        if not reason.strip():
+            raise TicketError("--despite-check needs your reason, recorded with the merge: "
+                              f"`middle merge {ticket_id} --despite-check \"the failing test is flaky\"`")
+
+    def _note_override(self, ticket_id: str, run: dict[str, Any], by: str, reason: str) -> None:
+        """The person's decision, in the run's log before anything moves (once: a merge stopped
+        and run again does not record it twice)."""
+        text = f"check overridden by {by or 'you'}: {reason}"
+        if any(e["kind"] == "note" and e["data"].get("check_overridden") == {"by": by, "reason": reason}
+               for e in self.store.list_events(run_id=run["id"], limit=100_000)):
+            return
+        self.store.add_event(run["id"], ticket_id, "note",
+                             {"text": text, "check_overridden": {"by": by, "reason": reason}})
+
+    def _merge_run(self, ticket_id: str, ticket: Any, run: dict[str, Any], *, why: str = "") -> ReviewResult:
+        """Merge the run's branch into its base (`why`: what the merged status adds)."""
         repo, base = Path(run["repo"]), run["base_branch"]
         self._refuse_unsaved(ticket_id, run)
         with self.worktrees.locked():
             tip = self._tip(run)
             if tip is None:
-                self._finish_merge(ticket_id, run, None)
+                self._finish_merge(ticket_id, run, None, why=why)
                 return ReviewResult(ticket_id, "merged", f"ticket {ticket_id} changed no files: nothing "
                                     f"to merge into {base}; marked merged")
             old = g.branch_commit(repo, base)
@@ -202,7 +241,7 @@ class Review:
                 if self.repo_url:  # the team's base branch must hold it too before it counts as merged
                     push_base(repo, self.repo_url, base, old, action=f"merge ticket {ticket_id}", holding=tip)
                 premerge, merged_at = self._killed_merge(repo, run, tip, old) or (old, old)
-                self._finish_merge(ticket_id, run, merged_at, tip, premerge=premerge)
+                self._finish_merge(ticket_id, run, merged_at, tip, premerge=premerge, why=why)
                 return ReviewResult(ticket_id, "merged", f"ticket {ticket_id}'s commits are already in "
                                     f"{base}{self._pushed(base)}; marked merged", old)
             new, how, conflicts = combine(
@@ -221,7 +260,7 @@ class Review:
             # an empty step, and a revert of the ticket would undo nothing).
             self.store.set_run_fields(run["id"], premerge_commit=old)
             paths = advance(repo, base, old, new, action=f"merge ticket {ticket_id}", publish=self.repo_url)
-            self._finish_merge(ticket_id, run, new, tip, premerge=old)
+            self._finish_merge(ticket_id, run, new, tip, premerge=old, why=why)
         return ReviewResult(ticket_id, "merged", f"merged ticket {ticket_id} into {base} ({how} "
                             f"{new[:10]}, {len(paths)} file(s)){self._pushed(base)}", new)
 
@@ -260,7 +299,7 @@ class Review:
                 "again. Nothing was changed")
 
     def _finish_merge(self, ticket_id: str, run: dict[str, Any], merge_commit: str | None,
-                      tip: str | None = None, *, premerge: str | None = None) -> None:
+                      tip: str | None = None, *, premerge: str | None = None, why: str = "") -> None:
         """Record the merge: the base moved from `premerge` to `merge_commit`, and that step (not
         the branch's history, which may hold the base merged in) is the ticket's change."""
         fields: dict[str, Any] = {"merge_commit": merge_commit or "", "premerge_commit": premerge}
@@ -270,7 +309,7 @@ class Review:
             fields["changes"] = g.numstat(Path(run["repo"]), premerge, merge_commit)
         self.store.set_run_fields(run["id"], **fields)
         self.store.set_status(ticket_id, "merged", f"merged into {run['base_branch']}"
-                              + (f" at {merge_commit[:10]}" if merge_commit else " (no changes)"))
+                              + (f" at {merge_commit[:10]}" if merge_commit else " (no changes)") + why)
         self.worktrees.remove(run["repo"], ticket_id)
 
     # -- discarding and reverting ------------------------------------------------------------

@@ -9,6 +9,7 @@ Code, then runs the suggested command through the Python API the CLI command cal
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -128,12 +129,14 @@ def make_situation(name: str, tmp_path: Path) -> Case:
 
 def perform(case: Case, cmd: str) -> None:
     """Run a suggested `middle ...` command through the API the CLI command calls."""
-    words = cmd.strip("`").split()
+    words = shlex.split(cmd.strip("`"))
     assert words[0] == "middle" and "--config" not in words
     name, args = words[1], words[2:]
     ticket_id = next(a for a in args if not a.startswith("-"))
     with case.orch() as orch:
-        if name == "run":
+        if name == "merge" and "--despite-check" in args:
+            orch.merge(ticket_id, despite_check=args[args.index("--despite-check") + 1], by="a person")
+        elif name == "run":
             orch.run_ticket(ticket_id, rerun="--rerun" in args, fresh="--fresh" in args)
         elif name == "resume":
             orch.resume(ticket_id)

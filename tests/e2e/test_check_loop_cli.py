@@ -164,3 +164,34 @@ def test_a_check_command_that_is_not_found_is_one_error_and_the_ticket_runs_once
     config.write_text(config.read_text().replace("no-such-checker --all", "python -c pass"))
     again = middle(tmp_path, "run", "t1", "--fake")
     assert "complete ticket t1: 1 turn(s)" in again.stdout, again.stdout
+
+
+def test_a_person_merges_a_ticket_whose_check_still_fails_on_their_judgement_recorded(tmp_path, claude_cli):
+    """The gate's way out that keeps the work: a ticket that failed on its check (its work committed
+    on its branch) is merged with `--despite-check REASON`, the person (git's user, as a memory
+    change records) and the reason recorded; without a reason it is refused, nothing moved."""
+    from orchestrator.memory.curation import cli_user
+
+    repo = project(tmp_path, "python check_fix.py")
+    (tmp_path / "middle.toml").write_text((tmp_path / "middle.toml").read_text().replace(
+        "[check]\n", "[check]\nmax_rounds = 0\n"))
+    result = middle(tmp_path, "run", "--fake", ok=False)
+    assert "failed ticket t1" in result.stdout and result.returncode == 1
+    refused = middle(tmp_path, "merge", "t1", ok=False)
+    assert refused.returncode == 1 and "--despite-check" in refused.stderr and "error:" in refused.stderr
+    empty = middle(tmp_path, "merge", "t1", "--despite-check", " ", ok=False)
+    assert empty.returncode == 1 and "needs your reason" in empty.stderr
+    assert "calc/other.py" not in out(repo, "ls-tree", "--name-only", "-r", "main")  # nothing moved
+    merged = middle(tmp_path, "merge", "t1", "--despite-check", "check_fix.py is wrong here")
+    who = cli_user(tmp_path)
+    assert f"despite its failing check (by {who}: check_fix.py is wrong here)" in merged.stdout
+    assert out(repo, "show", "main:calc/other.py") == "OTHER = 1"  # the ticket's work, as committed
+    assert "merge it as it is with `middle merge t1 --despite-check \"your reason\"`" in result.stdout
+    log = middle(tmp_path, "log", "t1").stdout
+    assert f"merged into main at {out(repo, 'rev-parse', 'main')[:10]} despite its failing check (by {who}: " \
+           "check_fix.py is wrong here)" in log
+    events = TicketStore(tmp_path / ".middle" / "middle.sqlite3").list_events(ticket_id="t1")
+    assert [e["data"]["check_overridden"] for e in events if "check_overridden" in e["data"]] == [
+        {"by": who, "reason": "check_fix.py is wrong here"}]
+    again = middle(tmp_path, "merge", "t1", "--despite-check", "check_fix.py is wrong here")
+    assert "already merged" in again.stdout
