@@ -199,8 +199,11 @@ class TicketDriver:
             return self._drive(self._held(ClaimedRun(ticket_id, run["id"]), token))
         end = self.store.run_end_data(run["id"]) or {}
         reopen = run["status"] == "failed" and bool(end.get("kept_work"))
-        ended_by_node = (bool(snapshot.next) and set(snapshot.next) <= set(ENDING_NODES) and not reopen
-                         and run["status"] in ("complete", "failed") and self.store.run_end_data(run["id"]) is not None)
+        # An ending node whose run's end is stored but not the checkpoint after it (a kill -9 in
+        # between): the run ended there, as if that checkpoint were written.
+        end_stored = (bool(snapshot.next) and set(snapshot.next) <= set(ENDING_NODES)
+                      and run["status"] in ("complete", "failed") and self.store.run_end_data(run["id"]) is not None)
+        ended_by_node = end_stored and not reopen
         if ended_by_node or (not snapshot.next and not snapshot.tasks and not reopen):
             # (A step whose node's writes were saved but not the checkpoint after it, as a store
             # outage can leave, has tasks and no `next`: it continues from those writes. An ending
@@ -215,10 +218,12 @@ class TicketDriver:
         token = self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
         held = self._held(ClaimedRun(ticket_id, run["id"], fresh=False), token)
         self._stop_leftovers(run["id"])
-        if reopen and not snapshot.next:
+        if reopen and (not snapshot.next or end_stored):
             # The middle agent gave up (or a limit ended it) with its work kept: the run goes back
             # to just before that assessment, so the middle agent is asked again (with the limits
-            # and checks as configured now).
+            # and checks as configured now). Also when a kill -9 came between the failed run's end
+            # and its checkpoint: the graph still stands before `fail`, which, run again, ended
+            # the run a second time (judging the limits as configured now) and asked nobody.
             self._checkpointed(lambda: self.graph.update_state(
                 thread_config(run["id"]), {"status": "running", "reason": ""}, as_node="recall_turn"))
             self.say("the middle agent assesses the work again, from where the run stopped")
