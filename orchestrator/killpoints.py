@@ -45,6 +45,8 @@ POINTS: tuple[Point, ...] = (
     Point("memory.marked", "the completion doc was marked indexed"),
     Point("run.ended", "the run's end was stored (status, run_end, claim released)"),
     Point("pr.opened", "a pull request was opened on GitHub", in_run=False),
+    Point("pr.read", "`middle sync` recorded that GitHub merged or closed a ticket's pull request "
+          "(run's pr_state and the ticket's status, one transaction); said not yet", in_run=False),
     Point("base.advanced", "a merge or revert moved the base branch (pushed first in a team); the "
           "ticket not marked yet", in_run=False),
     Point("retry.taken", "a worker took a due retry of a passing failure (its resume not claimed yet)",
