@@ -47,6 +47,9 @@ POINTS: tuple[Point, ...] = (
     Point("pr.opened", "a pull request was opened on GitHub", in_run=False),
     Point("pr.read", "`middle sync` recorded that GitHub merged or closed a ticket's pull request "
           "(run's pr_state and the ticket's status, one transaction); said not yet", in_run=False),
+    Point("pr.signals", "a review round that a pull request's CI or reviews asked for ended (`middle sync` "
+          "ran it; the signals it acted on recorded with its claim); the next pull request not read yet",
+          in_run=False),
     Point("base.advanced", "a merge or revert moved the base branch (pushed first in a team); the "
           "ticket not marked yet", in_run=False),
     Point("retry.taken", "a worker took a due retry of a passing failure (its resume not claimed yet)",

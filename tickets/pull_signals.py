@@ -9,7 +9,7 @@ the round it started, or NULL when it was set aside for a person).
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tickets.model import utc_now
 
@@ -23,6 +23,29 @@ CREATE TABLE IF NOT EXISTS pr_signals (
     PRIMARY KEY (ticket_id, signal)
 )
 """
+
+
+class PullAsks(NamedTuple):
+    """What a pull request asks for, acted on by a review round: its URL and the signal keys."""
+    pr_url: str
+    keys: tuple[str, ...]
+
+
+class SignalsTaken(Exception):
+    """Another process took some of these signals first (it acts on them): nothing was written."""
+
+
+def take_signals(conn: Any, ticket_id: str, asks: PullAsks, run_id: str) -> None:
+    """Inside the transaction that opens the round acting on them (or stores them for the run in
+    progress): the signals recorded as acted on by `run_id`. Recorded apart, a kill between the two
+    writes left them taken with no round (the request lost), or a round not counted against
+    `[github] auto_rounds`. SignalsTaken (the transaction rolls back) when another process took one."""
+    for signal in asks.keys:
+        cur = conn.execute("INSERT INTO pr_signals (ticket_id, signal, pr_url, run_id, at) VALUES"
+                           " (?, ?, ?, ?, ?) ON CONFLICT (ticket_id, signal) DO NOTHING",
+                           (ticket_id, signal, asks.pr_url, run_id, utc_now()))
+        if not cur.rowcount:
+            raise SignalsTaken(f"signal {signal} of ticket {ticket_id} is acted on by another process")
 
 
 class PullSignalRecord:
