@@ -74,16 +74,6 @@ class PullSignalRecord:
                     taken.append(signal)
         return taken
 
-    def set_signal_round(self, ticket_id: str, signals: list[str], run_id: str | None) -> None:
-        """The round that acted on these signals (None: none did; they are free again)."""
-        with self._write() as conn:
-            for signal in signals:
-                if run_id is None:
-                    conn.execute("DELETE FROM pr_signals WHERE ticket_id = ? AND signal = ?", (ticket_id, signal))
-                else:
-                    conn.execute("UPDATE pr_signals SET run_id = ? WHERE ticket_id = ? AND signal = ?",
-                                 (run_id, ticket_id, signal))
-
     def auto_rounds(self, ticket_id: str, pr_url: str) -> int:
         """How many rounds the pull request has started by itself."""
         rows = self._read("SELECT COUNT(DISTINCT run_id) AS n FROM pr_signals WHERE ticket_id = ? AND pr_url = ?"
