@@ -35,6 +35,17 @@ TICKET = "---\ntitle: Two files\nproject: calc\nid: t1\n---\nCreate a.txt, then 
 LEASE_S = 2.0
 FILES = {"a.txt": "a\n", "b.txt": "b\n"}
 
+ROUND_A = r"""
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_killpoints import machine
+with machine(Path({home!r}), Path({remote!r}), {pg_url!r}) as orch:
+    orch.sync_tickets()
+    assert orch.run_ticket("t1").status == "complete"
+    orch.feedback("t1", "Also c.txt")
+"""
+
 MACHINE_A = r"""
 import sys
 from pathlib import Path
@@ -51,8 +62,8 @@ class TwoTurnsLLM:
     said it wrote b.txt, then "complete"."""
 
     def complete(self, system: str, messages: list[dict[str, str]], schema: Any) -> str:
-        if schema.__name__ == "Plan":
-            return plan_reply("Create a.txt")
+        if schema.__name__ == "Plan":  # (a review round asking for c.txt: tests below)
+            return plan_reply("Create c.txt" if "Also c.txt" in json.dumps(messages) else "Create a.txt")
         said = json.dumps(messages)
         if "Wrote b.txt" in said:
             return decision_reply(True, "Created a.txt and b.txt.")
@@ -64,8 +75,8 @@ def _coder(calls: Path) -> RecordingCodingAgent:
     to one file: the test counts how often each turn ran)."""
 
     def turn(prompt: str, cwd: str) -> str:
-        name = "b.txt" if "Now b.txt" in prompt else "a.txt"
-        (Path(cwd) / name).write_text(FILES[name])
+        name = "b.txt" if "Now b.txt" in prompt else "c.txt" if "Create c.txt" in prompt else "a.txt"
+        (Path(cwd) / name).write_text(FILES.get(name, "c\n"))
         with open(calls, "a") as f:
             f.write(name + "\n")
         return f"Wrote {name}."
@@ -307,3 +318,29 @@ def test_sweep_every_point_of_the_fail_path(at, tmp_path, team, pg_url, monkeypa
 
 def test_the_fail_path_cases_are_points_of_the_code():
     assert set(FAIL_POINTS) <= set(RUN_POINTS)
+
+
+@pytest.mark.slow
+def test_a_round_killed_after_deleting_the_earlier_docs_from_memory_retires_them_on_takeover(
+        tmp_path, team, pg_url, monkeypatch):
+    """A review round indexes its doc, deletes the ticket's earlier doc from memory, then marks it
+    retired in the store (memory.retired between): killed there, B runs index_summary again (the
+    delete finds nothing) and marks it, so the store never lists a doc memory no longer holds."""
+    script = ROUND_A.format(tests=str(Path(__file__).parent), home=str(tmp_path / "a"), remote=str(team),
+                            pg_url=pg_url)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180,
+                          env={**_env(), "MIDDLE_HOSTNAME": "machine-a", VARIABLE: "memory.retired:1"})
+    assert proc.returncode == -9, proc.stderr[-3000:]
+    _after_the_lease(pg_url)
+    monkeypatch.setenv("MIDDLE_HOSTNAME", "machine-b")
+    monkeypatch.delenv(VARIABLE, raising=False)
+    with machine(tmp_path / "b", team, pg_url) as orch:
+        assert orch.resume("t1").status == "complete"
+        runs = orch.store.list_runs("t1")
+        events = orch.store.list_events(run_id=runs[-1]["id"], limit=1_000_000)
+        kept = orch.store.memory_docs("t1")
+        indexed = orch.memory.list_docs("calc") if orch.memory is not None else []
+    assert len(runs) == 2 and [e["kind"] for e in events].count("run_end") == 1
+    assert len(kept) == 1 and "Round 2" in kept[0], kept  # the earlier doc retired in the store...
+    assert indexed == kept  # ...and gone from memory; this round's doc indexed once
+    assert out(team, "show", "middle/t1:c.txt") == "c"
