@@ -43,8 +43,18 @@ POINTS: tuple[Point, ...] = (
     Point("memory.kept", "the completion doc was kept with the ticket, pending"),
     Point("memory.indexed", "the completion doc was indexed in memory (not yet marked indexed)"),
     Point("memory.marked", "the completion doc was marked indexed"),
-    Point("run.ended", "the run's end was stored (status, run_end, claim released)"),
+    Point("memory.retired", "a later round deleted the ticket's earlier completion docs from memory (its "
+          "own indexed); the store not told yet"),
+    Point("run.ended", "the run's end was stored (status, run_end, claim released); a complete or failed "
+          "one's end hooks ran"),
+    Point("run.hooks", "the run's end was stored; its end hooks not run yet (a complete round's open pull "
+          "request not brought up to date, `[run] on_complete = \"pr\"` not opened)"),
     Point("pr.opened", "a pull request was opened on GitHub", in_run=False),
+    Point("pr.read", "`middle sync` recorded that GitHub merged or closed a ticket's pull request "
+          "(run's pr_state and the ticket's status, one transaction); said not yet", in_run=False),
+    Point("pr.signals", "a review round that a pull request's CI or reviews asked for ended (`middle sync` "
+          "ran it; the signals it acted on recorded with its claim); the next pull request not read yet",
+          in_run=False),
     Point("base.advanced", "a merge or revert moved the base branch (pushed first in a team); the "
           "ticket not marked yet", in_run=False),
     # `middle revert` / `middle discard` (CLI, HTTP API, board: one Review) of a ticket with memory docs

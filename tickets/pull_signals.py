@@ -9,7 +9,7 @@ the round it started, or NULL when it was set aside for a person).
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tickets.model import utc_now
 
@@ -23,6 +23,29 @@ CREATE TABLE IF NOT EXISTS pr_signals (
     PRIMARY KEY (ticket_id, signal)
 )
 """
+
+
+class PullAsks(NamedTuple):
+    """What a pull request asks for, acted on by a review round: its URL and the signal keys."""
+    pr_url: str
+    keys: tuple[str, ...]
+
+
+class SignalsTaken(Exception):
+    """Another process took some of these signals first (it acts on them): nothing was written."""
+
+
+def take_signals(conn: Any, ticket_id: str, asks: PullAsks, run_id: str) -> None:
+    """Inside the transaction that opens the round acting on them (or stores them for the run in
+    progress): the signals recorded as acted on by `run_id`. Recorded apart, a kill between the two
+    writes left them taken with no round (the request lost), or a round not counted against
+    `[github] auto_rounds`. SignalsTaken (the transaction rolls back) when another process took one."""
+    for signal in asks.keys:
+        cur = conn.execute("INSERT INTO pr_signals (ticket_id, signal, pr_url, run_id, at) VALUES"
+                           " (?, ?, ?, ?, ?) ON CONFLICT (ticket_id, signal) DO NOTHING",
+                           (ticket_id, signal, asks.pr_url, run_id, utc_now()))
+        if not cur.rowcount:
+            raise SignalsTaken(f"signal {signal} of ticket {ticket_id} is acted on by another process")
 
 
 class PullSignalRecord:
@@ -50,16 +73,6 @@ class PullSignalRecord:
                 if cur.rowcount:
                     taken.append(signal)
         return taken
-
-    def set_signal_round(self, ticket_id: str, signals: list[str], run_id: str | None) -> None:
-        """The round that acted on these signals (None: none did; they are free again)."""
-        with self._write() as conn:
-            for signal in signals:
-                if run_id is None:
-                    conn.execute("DELETE FROM pr_signals WHERE ticket_id = ? AND signal = ?", (ticket_id, signal))
-                else:
-                    conn.execute("UPDATE pr_signals SET run_id = ? WHERE ticket_id = ? AND signal = ?",
-                                 (run_id, ticket_id, signal))
 
     def auto_rounds(self, ticket_id: str, pr_url: str) -> int:
         """How many rounds the pull request has started by itself."""

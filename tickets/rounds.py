@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tickets.events import insert_event
 from tickets.model import RunStatus, utc_now
+from tickets.pull_signals import PullAsks, take_signals
 
 FEEDBACK = "feedback"  # the run event kind
 MAX_FEEDBACK_CHARS = 4000  # a run event's text limit (tickets.events.MAX_EVENT_TEXT): never cut
@@ -68,7 +69,8 @@ class TicketRounds:
         def _put_claim(self, conn: Any, ticket_id: str, run_id: str, lease_s: float, pid: int | None) -> int: ...
 
     def claim_round(self, ticket_id: str, text: str, *, lease_s: float,
-                    carry: list[str] | None = None, or_store: bool = True, by: str | None = None) -> Delivered | None:
+                    carry: list[str] | None = None, or_store: bool = True, by: str | None = None,
+                    asks: PullAsks | None = None) -> Delivered | None:
         """Deliver the human's feedback atomically: if the ticket is complete or conflicted and
         unclaimed, start its next round (`Delivered(ROUND, run id, round number)`); if a live
         claim holds it (another process started a round or a run meanwhile), store the feedback
@@ -77,7 +79,9 @@ class TicketRounds:
 
         `carry`: earlier feedback the previous run never delivered, put before `text`.
         `or_store=False`: only start a round (None when a live claim holds the ticket).
-        `by`: what started it when no person did (a pull request's CI or review), for its label."""
+        `by`: what started it when no person did (a pull request's CI or review), for its label.
+        `asks`: the pull request's signals it acts on, recorded in the same transaction
+        (SignalsTaken, nothing written, when another process took one first)."""
         import uuid
 
         from tickets.runnable import put_status
@@ -95,6 +99,8 @@ class TicketRounds:
             if live is not None:
                 event = insert_event(self._db, conn, live.run_id, ticket_id, FEEDBACK,
                                      json.dumps(_with_by({"text": text}, by), ensure_ascii=False), utc_now())
+                if asks is not None:
+                    take_signals(conn, ticket_id, asks, live.run_id)
                 return Delivered(STORED, live.run_id, event)
             if row["status"] not in ROUND_STATUSES:
                 return None
@@ -117,9 +123,12 @@ class TicketRounds:
             if row["status"] == "conflict":  # the round's agent is told why the merge failed
                 data["conflict"] = row["status_reason"] or "its branch conflicts with the base branch"
             insert_event(self._db, conn, run_id, ticket_id, FEEDBACK, json.dumps(data, ensure_ascii=False), now)
+            if asks is not None:
+                take_signals(conn, ticket_id, asks, run_id)
         return Delivered(ROUND, run_id, number)
 
-    def add_feedback(self, ticket_id: str, run_id: str, text: str, by: str | None = None) -> int | None:
+    def add_feedback(self, ticket_id: str, run_id: str, text: str, by: str | None = None,
+                     asks: PullAsks | None = None) -> int | None:
         """Store feedback for a run that goes on (or will, resumed): read at its next assess; its
         event id. None, storing nothing, when the run has completed meanwhile: the caller opens
         the next round with it instead (a run's end and this insert take turns on the run's row,
@@ -129,8 +138,11 @@ class TicketRounds:
             row = conn.execute("SELECT status FROM runs WHERE id = ?" + self._db.lock_row, (run_id,)).fetchone()
             if row is None or row["status"] == RunStatus.COMPLETE.value:
                 return None
-            return insert_event(self._db, conn, run_id, ticket_id, FEEDBACK,
-                                json.dumps(_with_by({"text": text}, by), ensure_ascii=False), utc_now())
+            event = insert_event(self._db, conn, run_id, ticket_id, FEEDBACK,
+                                 json.dumps(_with_by({"text": text}, by), ensure_ascii=False), utc_now())
+            if asks is not None:  # (a pull request's signals: recorded with it, see claim_round)
+                take_signals(conn, ticket_id, asks, run_id)
+            return event
 
     def feedback(self, run_id: str) -> list[dict[str, Any]]:
         """The run's feedback events, oldest first: {"id", "text", "round" (opening one only), "at",

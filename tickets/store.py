@@ -430,6 +430,18 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
         with self._status_write() as conn:
             return put_status(self._db, conn, ticket_id, status.value, reason, utc_now(), only_from=only_from)
 
+    def close_pull(self, run_id: str, pr_state: str, ticket_id: str, only_from: tuple[str, ...],
+                   status: TicketStatus | str, reason: str) -> bool:
+        """GitHub merged or closed the run's pull request: its `pr_state` and the ticket's status
+        (only if one of `only_from`) in one transaction; whether the status was set. (Two writes,
+        a kill between left pr_state no longer "open" on a ticket still complete, and no later sync
+        reads a pull request whose pr_state is not "open".)"""
+        status = TicketStatus(status)
+        with self._status_write() as conn:
+            if conn.execute("UPDATE runs SET pr_state = ? WHERE id = ?", (pr_state, run_id)).rowcount == 0:
+                raise _no_run(run_id)
+            return put_status(self._db, conn, ticket_id, status.value, reason, utc_now(), only_from=only_from)
+
     def clear_pending_notes(self, ticket_ids: Iterable[str]) -> None:
         """Drop the notes of those tickets that are still pending (why an earlier batch put them
         back), in one statement: a ticket another process has claimed since is left alone."""

@@ -387,6 +387,9 @@ def sync(
     say_problems(loaded, config.state_path)
     print_each(err_console, "[bold red]error:[/]", loaded.dependency_errors)
     console.print(f"{len(loaded.tickets)} ticket(s) in {safe(store.where)}: {len(loaded.new or [])} new")
+    from orchestrator.github.pull_updates import catch_up
+
+    catch_up(store, config, say)  # a pull request a killed round's end left behind (before its signals are read)
     failed = _pull_request_rounds(ctx, config, store, fake)
     if loaded.errors or loaded.dependency_errors or failed:
         sys.exit(1)

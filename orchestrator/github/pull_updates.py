@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from orchestrator.config.settings import Config
     from tickets.store import TicketStore
 
-__all__ = ["propose", "remote_tip", "update_pull_request"]
+__all__ = ["catch_up", "propose", "remote_tip", "update_pull_request"]
 
 
 def propose(store: TicketStore, config: Config, ticket_id: str, say: Callable[[str], None] = print) -> PullRequest:
@@ -115,3 +115,29 @@ def update_pull_request(store: TicketStore, config: Config, ticket_id: str,
     else:
         say(f"ticket {ticket_id} already has its pull request: {url} (up to date)")
     return PullRequest(url, number, created=False)
+
+
+def catch_up(store: TicketStore, config: Config, say: Callable[[str], None]) -> None:
+    """`middle sync`: each complete ticket's open pull request whose branch on its remote is not at
+    the ticket's last commit gets it (and its description) now. The round that made that commit
+    brings its pull request up to date after the run's end is stored (github.plugin): a process
+    killed in between, or a push that failed then, left it behind, and nothing else would do it.
+    (A remote that cannot be read now is left for the next sync; with `[project] repo_url` the
+    round pushed its branch there itself, so only its description can be behind: `middle pr`.)"""
+    from orchestrator.errors import MiddleError
+    from orchestrator.github.pulls import open_pulls
+    from tickets.model import TicketStatus
+
+    for ticket, run, _url, _repo, _number in list(open_pulls(store)):
+        if ticket.status is not TicketStatus.COMPLETE or run["status"] != "complete":
+            continue
+        if not run["branch"] or not run["head_commit"] or not run["repo"]:
+            continue
+        try:
+            target, _ = _push_target(config, Path(run["repo"]))
+            tip = remote_tip(Path(run["repo"]), target, run["branch"])
+            if tip is None or tip == run["head_commit"]:
+                continue
+            update_pull_request(store, config, ticket.id, say)
+        except MiddleError as exc:  # the ticket stays complete; said at each sync until it is resolved
+            say(f"pull request of {ticket.id} not brought up to date: {exc}")

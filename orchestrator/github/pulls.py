@@ -333,7 +333,8 @@ def apply_pull_states(store: TicketStore, states: list[tuple[str, str, str, str]
             continue
         status = "merged" if state == "merged" else "discarded"
         why = f"pull request {url} was {'merged' if state == 'merged' else 'closed unmerged'} on GitHub"
-        store.set_run_fields(run_id, pr_state=state)
-        if store.set_status_if(ticket_id, FOLLOWED, status, why):
+        marked = store.close_pull(run_id, state, ticket_id, FOLLOWED, status, why)  # one transaction
+        point("pr.read")
+        if marked:
             said.append(f"{status} {ticket_id}: {why}")
     return said

@@ -21,6 +21,7 @@ from typing import Any
 
 from orchestrator.config.settings import Config
 from orchestrator.github.job_logs import JobLogs, job_key, job_logs_for
+from orchestrator.killpoints import point
 from tickets.github.client import GitHubClient
 from tickets.store import TicketStore
 
@@ -164,6 +165,7 @@ def act_on_signals(orch: Any, config: Config, signals: list[PullSignals], say: C
     labelled by what asked (`PullSignals.by`), and run it here; the rounds' outcomes. A round
     that completes has its commits pushed to the pull request (github.plugin); one that fails
     leaves the pull request followed (github.pulls.FOLLOWED): its next signal starts a round."""
+    from tickets.pull_signals import PullAsks, SignalsTaken
     from tickets.rounds import STORED
 
     store, cap = orch.store, config.github.auto_rounds
@@ -176,21 +178,18 @@ def act_on_signals(orch: Any, config: Config, signals: list[PullSignals], say: C
                     f"{cap} round(s) it may start by itself ([github] auto_rounds): waiting for a person, "
                     f"`middle feedback {found.ticket_id} \"...\"`")
             continue
-        taken = store.mark_signals(found.ticket_id, found.pr_url, keys, "")
-        if not taken:
-            continue  # another process acts on them
-        taking = PullSignals(found.ticket_id, found.pr_url, [i for i in found.items if i[0] in taken])
-        items = taking.items
-        say(f"pull request {found.pr_url} of {found.ticket_id} asks for changes ({len(items)} thing(s), from "
-            f"{taking.by.split(': ', 1)[-1]}): a review round starts with them")
+        # The signals are recorded as acted on in the transaction that opens their round (or
+        # stores them for the run going on): recorded first, a kill before the round lost them.
+        say(f"pull request {found.pr_url} of {found.ticket_id} asks for changes ({len(found.items)} thing(s), from "
+            f"{found.by.split(': ', 1)[-1]}): a review round starts with them")
         try:
-            outcome = orch.feedback(found.ticket_id, taking.feedback, by=taking.by)
-        except Exception:
-            store.set_signal_round(found.ticket_id, taken, None)  # not acted on after all
-            raise
-        if outcome.status == STORED:  # a run of it was going on: its next assess reads them
-            store.set_signal_round(found.ticket_id, taken, store.latest_run(found.ticket_id)["id"])
+            outcome = orch.feedback(found.ticket_id, found.feedback, by=found.by,
+                                    asks=PullAsks(found.pr_url, tuple(keys)))
+        except SignalsTaken:
+            say("(another process took them first: its round acts on them)")
             continue
-        store.set_signal_round(found.ticket_id, taken, outcome.run_id)
+        point("pr.signals")
+        if outcome.status == STORED:  # a run of it was going on: its next assess reads them
+            continue
         outcomes.append(outcome)  # (a complete round's commits went to the pull request: github.plugin)
     return outcomes

@@ -8,7 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.graph.context import TicketContext
-from orchestrator.workspace import Workspace, wip
+from orchestrator.graph.worktree import drop_work_in_progress, fenced_push
+from orchestrator.killpoints import point
+from orchestrator.workspace import Workspace
 from orchestrator.workspace.git import commit_message
 
 
@@ -24,12 +26,15 @@ def keep_work(ctx: TicketContext, state: Any, t: dict[str, Any], why: str) -> st
     workspace = Workspace.from_dict(ws)
     ctx.run.check()  # a stale owner (the run was taken over) commits nothing
     sha, changes = ctx.worktrees.commit(workspace, message)
+    point("branch.committed")  # (a takeover commits again: an existing commit is found as is)
     ctx.run.set_fields(head_commit=sha, changes=changes)
     if sha and ctx.worktrees.shared:
-        ctx.run.check()
-        ctx.worktrees.push(workspace)
+        worktrees = ctx.worktrees
+        # As the commit node pushes: a compare-and-swap, once more when a stale owner's push landed
+        fenced_push(ctx, lambda: worktrees.push(workspace))
+        point("branch.pushed")
     if sha and state.get("wip"):
-        wip.drop(ctx.worktrees, workspace, t["id"])  # the branch holds it now
+        drop_work_in_progress(ctx, workspace, t["id"])  # the branch holds it now (fenced, a compare-and-swap)
     return sha
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.agent import prompts
 from orchestrator.graph.context import TicketContext
 from orchestrator.graph.state import TicketState
+from orchestrator.killpoints import point
 from tickets.model import TurnRow
 from tickets.rounds import HUMAN
 
@@ -189,5 +190,6 @@ def retire_earlier(ctx: TicketContext, state: TicketState, doc: str) -> None:
     except Exception as exc:  # memory failures never stop a ticket; a revert still deletes them
         ctx.say(f"could not remove the ticket's earlier memory doc(s) ({exc}); kept")
         return
+    point("memory.retired")  # (a takeover runs index_summary again: the delete finds nothing, this marks them)
     ctx.store.retire_memory_docs(t["id"], old)
     ctx.say(f"replaced the ticket's earlier memory doc(s) ({len(old)}) with this round's")

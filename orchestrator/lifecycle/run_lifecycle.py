@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from orchestrator.killpoints import point
 from orchestrator.lifecycle.next_steps import advise
 from orchestrator.plugins.manager import call_hook
 from tickets.claims import owner_died
@@ -44,6 +45,7 @@ class RunLifecycle:
                                    event=event, token=token)
         if on_ended is not None:
             on_ended()
+        point("run.hooks")  # (the hooks' work has no record: `middle sync` brings a pull request up to date)
         if ended:
             call_hook(self.hooks, "on_ticket_complete", ticket=self.store.get_ticket(ticket_id),
                       run_id=run_id, summary=summary, config=self.config, store=self.store,
@@ -72,6 +74,7 @@ class RunLifecycle:
                                    token=token, retry=self._retry() if transient else None)
         if on_ended is not None:
             on_ended()
+        point("run.hooks")
         if ended:
             call_hook(self.hooks, "on_ticket_failed", ticket=self.store.get_ticket(ticket_id),
                       run_id=run_id, reason=reason)

@@ -34,6 +34,7 @@ from orchestrator.running.policy import end_on_exception
 from orchestrator.running.refresh import current_ticket, resumed_checks
 from orchestrator.running.run import Run, fence_checkpoints, stop_run_processes
 from orchestrator.services import Services
+from tickets.pull_signals import PullAsks
 from tickets.store import TicketStore
 
 log = logging.getLogger("middle.driver")
@@ -199,8 +200,11 @@ class TicketDriver:
             return self._drive(self._held(ClaimedRun(ticket_id, run["id"]), token))
         end = self.store.run_end_data(run["id"]) or {}
         reopen = run["status"] == "failed" and bool(end.get("kept_work"))
-        ended_by_node = (bool(snapshot.next) and set(snapshot.next) <= set(ENDING_NODES) and not reopen
-                         and run["status"] in ("complete", "failed") and self.store.run_end_data(run["id"]) is not None)
+        # An ending node whose run's end is stored but not the checkpoint after it (a kill -9 in
+        # between): the run ended there, as if that checkpoint were written.
+        end_stored = (bool(snapshot.next) and set(snapshot.next) <= set(ENDING_NODES)
+                      and run["status"] in ("complete", "failed") and self.store.run_end_data(run["id"]) is not None)
+        ended_by_node = end_stored and not reopen
         if ended_by_node or (not snapshot.next and not snapshot.tasks and not reopen):
             # (A step whose node's writes were saved but not the checkpoint after it, as a store
             # outage can leave, has tasks and no `next`: it continues from those writes. An ending
@@ -215,10 +219,12 @@ class TicketDriver:
         token = self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
         held = self._held(ClaimedRun(ticket_id, run["id"], fresh=False), token)
         self._stop_leftovers(run["id"])
-        if reopen and not snapshot.next:
+        if reopen and (not snapshot.next or end_stored):
             # The middle agent gave up (or a limit ended it) with its work kept: the run goes back
             # to just before that assessment, so the middle agent is asked again (with the limits
-            # and checks as configured now).
+            # and checks as configured now). Also when a kill -9 came between the failed run's end
+            # and its checkpoint: the graph still stands before `fail`, which, run again, ended
+            # the run a second time (judging the limits as configured now) and asked nobody.
             self._checkpointed(lambda: self.graph.update_state(
                 thread_config(run["id"]), {"status": "running", "reason": ""}, as_node="recall_turn"))
             self.say("the middle agent assesses the work again, from where the run stopped")
@@ -231,17 +237,20 @@ class TicketDriver:
                      "the check runs again ([check] max_rounds = 0: the middle agent corrects nothing)")
         return self._drive(held, overrides)
 
-    def feedback(self, ticket_id: str, text: str, *, by: str | None = None) -> RunOutcome:
+    def feedback(self, ticket_id: str, text: str, *, by: str | None = None,
+                 asks: PullAsks | None = None) -> RunOutcome:
         """The human's feedback (orchestrator.running.feedback): a complete or conflicted ticket
         continues on its branch in a new review round, run here; for a run in progress it is
         stored for that run's next assess (the outcome's status is then "stored"). A ticket whose
         worktree is not here continues its branch as pushed to the shared repository. `by`: what
-        started it when no person did (a pull request's CI or review), its label."""
+        started it when no person did (a pull request's CI or review), its label; `asks`: that pull
+        request's signals, recorded as acted on with the feedback (SignalsTaken: another process
+        took them first)."""
         from orchestrator.running import feedback
 
         if feedback.check(self.store, ticket_id, text, worktrees=self.worktrees,
                           project_override=self.project_override) == feedback.STORED:
-            message = feedback.store_for_run(self.store, ticket_id, text, by=by)
+            message = feedback.store_for_run(self.store, ticket_id, text, by=by, asks=asks)
             if message is not None:
                 return RunOutcome(ticket_id, "", "stored", message)
         _ = self.agent  # as in run_ticket: a missing API key is an error before the claim
@@ -249,7 +258,7 @@ class TicketDriver:
         # `check:` or `allow_removed_tests:` to say what this round may do); a bad file: before the claim
         overrides = resumed_checks(self.config, self.store, ticket_id)
         self.services.coding_agent_of(current_ticket(self.store, ticket_id))  # an unknown agent: before too
-        delivered = feedback.deliver(self.store, ticket_id, text, lease_s=self.lease_s, by=by)
+        delivered = feedback.deliver(self.store, ticket_id, text, lease_s=self.lease_s, by=by, asks=asks)
         if delivered.kind == feedback.STORED:  # another process started a round (or a run) meanwhile
             return RunOutcome(ticket_id, "", "stored", feedback.stored_message(self.store, ticket_id))
         return self._drive(self._held(ClaimedRun(ticket_id, delivered.run_id)), overrides)

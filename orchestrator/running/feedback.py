@@ -30,6 +30,7 @@ from tickets.rounds import FEEDBACK, MAX_FEEDBACK_CHARS, ROUND, STORED, Delivere
 
 if TYPE_CHECKING:
     from tickets.model import RunRow
+    from tickets.pull_signals import PullAsks
     from tickets.store import TicketStore
 
 # Situations (orchestrator.lifecycle.next_steps) and what feedback does in them.
@@ -102,12 +103,13 @@ def _pushed(store: TicketStore, run: Mapping[str, Any], worktrees: Any, project:
                           f"it, or push {branch} from there")
 
 
-def store_for_run(store: TicketStore, ticket_id: str, text: str, *, by: str | None = None) -> str | None:
+def store_for_run(store: TicketStore, ticket_id: str, text: str, *, by: str | None = None,
+                  asks: PullAsks | None = None) -> str | None:
     """Keep the feedback for the ticket's run in progress; what to tell the human. None, storing
     nothing, when that run completed meanwhile: the feedback then opens the next round
     (`deliver`)."""
     run = _latest(store, ticket_id)
-    if store.add_feedback(ticket_id, run["id"], text.strip(), by) is None:
+    if store.add_feedback(ticket_id, run["id"], text.strip(), by, asks=asks) is None:
         return None
     return stored_message(store, ticket_id)
 
@@ -141,7 +143,8 @@ def undelivered(store: TicketStore, run_id: str) -> list[str]:
 ATTEMPTS = 3  # a ticket's situation changes under a feedback at most a few times (a run ends, a round starts)
 
 
-def deliver(store: TicketStore, ticket_id: str, text: str, *, lease_s: float, by: str | None = None) -> Delivered:
+def deliver(store: TicketStore, ticket_id: str, text: str, *, lease_s: float, by: str | None = None,
+            asks: PullAsks | None = None) -> Delivered:
     """Check, then deliver the feedback exactly once: a new round claimed here (`ROUND`: the
     caller drives it), or stored for the run in progress (`STORED`), whichever the ticket is in
     when the store writes it. Several people (or processes) giving feedback at once: one starts
@@ -149,13 +152,13 @@ def deliver(store: TicketStore, ticket_id: str, text: str, *, lease_s: float, by
     for _ in range(ATTEMPTS):
         if check(store, ticket_id, text) == STORED:
             run = _latest(store, ticket_id)
-            event = store.add_feedback(ticket_id, run["id"], text.strip(), by)
+            event = store.add_feedback(ticket_id, run["id"], text.strip(), by, asks=asks)
             if event is not None:
                 return Delivered(STORED, run["id"], event)
             continue  # that run completed meanwhile: open the next round
         previous = _latest(store, ticket_id)
         delivered = store.claim_round(ticket_id, text.strip(), lease_s=lease_s,
-                                      carry=undelivered(store, previous["id"]), by=by)
+                                      carry=undelivered(store, previous["id"]), by=by, asks=asks)
         if delivered is not None:
             if delivered.kind == ROUND:
                 # Killed here, the round is claimed by a dead process with its feedback stored and

@@ -35,12 +35,23 @@ TICKET = "---\ntitle: Two files\nproject: calc\nid: t1\n---\nCreate a.txt, then 
 LEASE_S = 2.0
 FILES = {"a.txt": "a\n", "b.txt": "b\n"}
 
-MACHINE_A = r"""
+ROUND_A = r"""
 import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_killpoints import machine
 with machine(Path({home!r}), Path({remote!r}), {pg_url!r}) as orch:
+    orch.sync_tickets()
+    assert orch.run_ticket("t1").status == "complete"
+    orch.feedback("t1", "Also c.txt")
+"""
+
+MACHINE_A = r"""
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_killpoints import machine
+with machine(Path({home!r}), Path({remote!r}), {pg_url!r}, max_turns={max_turns!r}) as orch:
     orch.sync_tickets()
     orch.run_ticket("t1")
 """
@@ -51,8 +62,8 @@ class TwoTurnsLLM:
     said it wrote b.txt, then "complete"."""
 
     def complete(self, system: str, messages: list[dict[str, str]], schema: Any) -> str:
-        if schema.__name__ == "Plan":
-            return plan_reply("Create a.txt")
+        if schema.__name__ == "Plan":  # (a review round asking for c.txt: tests below)
+            return plan_reply("Create c.txt" if "Also c.txt" in json.dumps(messages) else "Create a.txt")
         said = json.dumps(messages)
         if "Wrote b.txt" in said:
             return decision_reply(True, "Created a.txt and b.txt.")
@@ -64,8 +75,8 @@ def _coder(calls: Path) -> RecordingCodingAgent:
     to one file: the test counts how often each turn ran)."""
 
     def turn(prompt: str, cwd: str) -> str:
-        name = "b.txt" if "Now b.txt" in prompt else "a.txt"
-        (Path(cwd) / name).write_text(FILES[name])
+        name = "b.txt" if "Now b.txt" in prompt else "c.txt" if "Create c.txt" in prompt else "a.txt"
+        (Path(cwd) / name).write_text(FILES.get(name, "c\n"))
         with open(calls, "a") as f:
             f.write(name + "\n")
         return f"Wrote {name}."
@@ -73,27 +84,28 @@ def _coder(calls: Path) -> RecordingCodingAgent:
     return RecordingCodingAgent([turn] * 6)
 
 
-def machine(home: Path, remote: Path, pg_url: str) -> Orchestrator:
+def machine(home: Path, remote: Path, pg_url: str, max_turns: int = 4) -> Orchestrator:
     """One machine of the team: its own clone of `remote`, ticket folder and state; the team's
-    PostgreSQL store, checkpoints and memory (bm25, whose store is in the same database)."""
+    PostgreSQL store, checkpoints and memory (bm25, whose store is in the same database).
+    `max_turns=1`: the ticket fails at its turn limit after turn 1 (the fail path)."""
     if not (home / "repo").exists():
         git(home.parent, "clone", "--quiet", str(remote), str(home / "repo"))
         (home / "tickets").mkdir()
         (home / "tickets" / "t1.md").write_text(TICKET)
     cfg = Config(root=home, state_dir=str(home / "state"), store={"url": pg_url},
                  project={"path": "repo", "tickets_dir": "tickets", "repo_url": str(remote), "base_branch": "main"},
-                 agent={"max_turns": 4, "max_cost_usd": 5.0}, run={"lease_s": LEASE_S},
+                 agent={"max_turns": max_turns, "max_cost_usd": 5.0}, run={"lease_s": LEASE_S},
                  check={"commands": ["test -f README.md"]},
                  memory={"save_dir": str(home / "memory"), "backend": "bm25"})
     return Orchestrator(cfg, llm=TwoTurnsLLM(), coding_agent=_coder(home.parent / "calls.log"),
                         project_override=str(home / "repo"))
 
 
-def machine_a_dies_at(tmp_path: Path, remote: Path, pg_url: str, at: str) -> bool:
+def machine_a_dies_at(tmp_path: Path, remote: Path, pg_url: str, at: str, max_turns: int = 4) -> bool:
     """Run machine A with MIDDLE_KILL_AT=`at`; True when it died there (SIGKILL), False when
     its run ended without passing that point so often."""
     script = MACHINE_A.format(tests=str(Path(__file__).parent), home=str(tmp_path / "a"), remote=str(remote),
-                              pg_url=pg_url)
+                              pg_url=pg_url, max_turns=max_turns)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180,
                           env={**_env(), "MIDDLE_HOSTNAME": "machine-a", VARIABLE: at})
     assert proc.returncode in (0, -9), proc.stderr[-3000:]
@@ -231,3 +243,104 @@ def test_killed_just_after_the_runs_end_a_resume_writes_no_second_start_or_end(t
     kinds = [e["kind"] for e in events]
     assert kinds.count("run_start") == 1 and kinds.count("run_end") == 1
     take_over_and_check(tmp_path, team, pg_url, monkeypatch)  # and nothing of it is lost
+
+
+# The fail path: a turn limit after turn 1 ends the run failed, its work committed on the branch
+# (orchestrator.graph.keep_work: a commit, a push, the work in progress dropped, the end).
+FAIL_POINTS = ("run.fields", "turn.started", "wip.committed", "wip.pushed", "turn.finished", "turn.assessed",
+               "event.written", "checkpoint.put", "check.baseline", "branch.committed", "branch.pushed",
+               "wip.dropped", "run.ended", "run.hooks")
+FAIL_CI = "run.ended:1"  # the case a kill exposed (the test below)
+# every point's first pass, and the second of those a failing run passes more than once
+FAIL_SWEEP = [f"{name}:1" for name in FAIL_POINTS] + [f"{name}:2" for name in ("run.fields", "event.written",
+                                                                                "checkpoint.put")]
+
+
+def take_over_the_failure_and_resume(tmp_path: Path, remote: Path, pg_url: str, monkeypatch: Any) -> dict[str, Any]:
+    """Machine B takes the run over (same limit): it fails once, its work kept on the branch;
+    then, the limit raised, `middle resume` asks the middle agent again and the ticket completes.
+    Everything the sweep promises is asserted; what B did, for the table."""
+    _after_the_lease(pg_url)
+    monkeypatch.setenv("MIDDLE_HOSTNAME", "machine-b")
+    monkeypatch.delenv(VARIABLE, raising=False)
+    with machine(tmp_path / "b", remote, pg_url, max_turns=1) as orch:
+        run = orch.store.latest_run("t1")
+        assert run is not None
+        if not (run["status"] == "failed" and orch.store.run_end_data(run["id"]) is not None):
+            outcome = orch.resume("t1")  # A died before its run's end was stored
+            assert outcome.status == "failed", (outcome.status, outcome.reason)
+        run = orch.store.latest_run("t1")
+        assert run is not None
+        end = orch.store.run_end_data(run["id"]) or {}
+        events = orch.store.list_events(run_id=run["id"], limit=1_000_000)
+        turns = orch.store.list_turns(run_id=run["id"])
+    kinds = [e["kind"] for e in events]
+    assert run["status"] == "failed" and "turn limit reached" in (run["reason"] or ""), (run["status"], run["reason"])
+    assert end.get("kept_work") and kinds.count("run_end") == 1, (end, kinds)
+    assert out(remote, "show", "middle/t1:a.txt") == "a"  # the failed run's work, kept on the branch
+    assert git(remote, "rev-parse", "--verify", "--quiet", "refs/middle/wip/t1", check=False).returncode != 0
+    assert [(t["turn_no"], t["status"]) for t in turns] == [(1, "done")]
+    with machine(tmp_path / "b", remote, pg_url, max_turns=4) as orch:  # the limit raised
+        outcome = orch.resume("t1")
+        events = orch.store.list_events(run_id=run["id"], limit=1_000_000)
+        turns = orch.store.list_turns(run_id=run["id"])
+    assert outcome.status == "complete", (outcome.status, outcome.reason)
+    kinds = [e["kind"] for e in events]
+    assert kinds.count("run_end") == 2, kinds  # the failure's, then the completion's
+    for name, text in FILES.items():
+        assert out(remote, "show", f"middle/t1:{name}") == text.strip(), name
+    assert [(t["turn_no"], t["status"]) for t in turns] == [(1, "done"), (2, "done")]
+    calls = (tmp_path / "calls.log").read_text().split()
+    assert calls.count("a.txt") <= 2 and calls.count("b.txt") == 1, calls
+    return {"calls": calls}
+
+
+@pytest.mark.slow
+def test_a_failed_run_killed_just_after_its_end_is_resumed_by_asking_the_middle_agent_again(
+        tmp_path, team, pg_url, monkeypatch):
+    """A kill between the failed run's end and the checkpoint after `fail` left the graph before
+    `fail`: `middle resume` (the limit raised) ran `fail` again, ending the run a second time
+    ("failed") instead of asking the middle agent again."""
+    assert machine_a_dies_at(tmp_path, team, pg_url, FAIL_CI, max_turns=1)
+    done = take_over_the_failure_and_resume(tmp_path, team, pg_url, monkeypatch)
+    assert done["calls"] == ["a.txt", "b.txt"]
+
+
+@pytest.mark.killsweep
+@pytest.mark.parametrize("at", FAIL_SWEEP)
+def test_sweep_every_point_of_the_fail_path(at, tmp_path, team, pg_url, monkeypatch, record_property):
+    if not machine_a_dies_at(tmp_path, team, pg_url, at, max_turns=1):
+        record_property("outcome", "not visited")
+        pytest.skip(f"a failing run passes {at.split(':')[0]} fewer than {at.split(':')[1]} time(s)")
+    done = take_over_the_failure_and_resume(tmp_path, team, pg_url, monkeypatch)
+    record_property("outcome", f"failed once, then complete; turns run {len(done['calls'])}")
+
+
+def test_the_fail_path_cases_are_points_of_the_code():
+    assert set(FAIL_POINTS) <= set(RUN_POINTS)
+
+
+@pytest.mark.slow
+def test_a_round_killed_after_deleting_the_earlier_docs_from_memory_retires_them_on_takeover(
+        tmp_path, team, pg_url, monkeypatch):
+    """A review round indexes its doc, deletes the ticket's earlier doc from memory, then marks it
+    retired in the store (memory.retired between): killed there, B runs index_summary again (the
+    delete finds nothing) and marks it, so the store never lists a doc memory no longer holds."""
+    script = ROUND_A.format(tests=str(Path(__file__).parent), home=str(tmp_path / "a"), remote=str(team),
+                            pg_url=pg_url)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180,
+                          env={**_env(), "MIDDLE_HOSTNAME": "machine-a", VARIABLE: "memory.retired:1"})
+    assert proc.returncode == -9, proc.stderr[-3000:]
+    _after_the_lease(pg_url)
+    monkeypatch.setenv("MIDDLE_HOSTNAME", "machine-b")
+    monkeypatch.delenv(VARIABLE, raising=False)
+    with machine(tmp_path / "b", team, pg_url) as orch:
+        assert orch.resume("t1").status == "complete"
+        runs = orch.store.list_runs("t1")
+        events = orch.store.list_events(run_id=runs[-1]["id"], limit=1_000_000)
+        kept = orch.store.memory_docs("t1")
+        indexed = orch.memory.list_docs("calc") if orch.memory is not None else []
+    assert len(runs) == 2 and [e["kind"] for e in events].count("run_end") == 1
+    assert len(kept) == 1 and "Round 2" in kept[0], kept  # the earlier doc retired in the store...
+    assert indexed == kept  # ...and gone from memory; this round's doc indexed once
+    assert out(team, "show", "middle/t1:c.txt") == "c"
