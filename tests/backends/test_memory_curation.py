@@ -34,7 +34,7 @@ def open_curator(root: Path, backend: str, url: str | None = None,
     facade = MemoryFacade(root / "mem", backend, options, PluginRegistry(load_entry_points=False),
                           url=url)
     store = TicketStore(store_target or root / "middle.sqlite3")
-    facade.state_source = store.memory_state  # as Services wires them
+    facade.state_source = store.memory_marks  # as Services wires them
     return Curator(facade, store), store
 
 
