@@ -103,11 +103,15 @@ def entry(doc: str, note: str = "") -> str:
 def place_pins(pinned: list[str], related: list[str], room: int, limit: int | None,
                notes: Mapping[str, str] | None = None) -> list[str]:
     """The related part's docs in order: the pinned docs whose entries fit in PINNED_SHARE of
-    `room` (the first pin always), then the first `limit` current docs of `related` (each with
-    the superseded docs listed right below it, which are history and not counted), then the
-    other pins, which the budget shows as room is left (or counts as not shown)."""
+    `room` (the first pin always; the pins the query found first, in its order, then the others
+    in theirs), then the first `limit` current docs of `related` (each with the superseded docs
+    listed right below it, which are history and not counted), then the other pins, which the
+    budget shows as room is left (or counts as not shown)."""
     notes = notes or {}
-    related = [doc for doc in related if doc not in set(pinned)]
+    pins = set(pinned)
+    found = [doc for doc in related if doc in pins]  # in the query's order
+    pinned = found + [doc for doc in pinned if doc not in set(found)]
+    related = [doc for doc in related if doc not in pins]
     if limit is not None:
         kept: list[str] = []
         current = 0

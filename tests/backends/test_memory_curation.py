@@ -252,6 +252,8 @@ def test_many_pins_leave_room_for_what_the_query_finds(tmp_path):
             assert "more memories not shown" in block.text and len(block.text) <= memory.memories_budget_chars
         few = memory.block("p", [], memory.retrieve("p", ["invoices"], 5), limit=5)
         assert few.related[:2] == rules[:2]  # pins within the share still come first
+        asked = memory.block("p", [], memory.retrieve("p", ["package p14 handlers"], 5), limit=5)
+        assert asked.related[0] == rules[14]  # a pin the query finds goes before the other pins
     finally:
         memory.close()
         store.close()
