@@ -321,8 +321,8 @@ function initMemory() {
     const button = e.target.closest("button[data-action]");
     if (!button) return;
     const item = button.closest(".doc-item");
-    // the whole id (data-key): two docs' 8-character ids can meet in a big store
-    const id = item.dataset.key || item.dataset.id, doc = `${base}/docs/${encodeURIComponent(id)}`;
+    // the URL names the whole id (data-key): two docs' 8-character ids can meet in a big store
+    const id = item.dataset.id, doc = `${base}/docs/${encodeURIComponent(item.dataset.key || id)}`;
     const confirmBox = item.querySelector(".confirm");
     const action = button.dataset.action;
     if (action === "edit" || action === "supersede") {
