@@ -33,6 +33,7 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
     format_block,
     format_memories,
     memories_layout,
+    pins_within,
     place_pins,
     truncate_doc,
 )
@@ -608,6 +609,13 @@ class MemoryFacade:
         shown = {doc for doc, _ in recent}
         docs = place_pins(pinned, [d for d in dict.fromkeys(docs) if d not in shown], room, limit, notes)
         return block_layout(recent, docs, budget, self.recent_share, None, ids=True, notes=notes)
+
+    def pins_shown(self, project_id: str) -> tuple[int, int]:
+        """(how many pinned docs the block is sure to show, how many there are): past the first
+        number, a pin is shown only when a query finds it or room is left (place_pins)."""
+        pinned = pinned_docs(self.curation_state(project_id))
+        budget = self.memories_budget_chars
+        return pins_within(pinned, budget - int(budget * self.recent_share)), len(pinned)
 
     def explain(self, project_id: str, query: str, result: RetrieveResult) -> list[dict[str, Any]]:
         """Why each doc of `result` (what retrieve gave for `query`) was recalled: its signals

@@ -122,13 +122,20 @@ def place_pins(pinned: list[str], related: list[str], room: int, limit: int | No
                 current += 1
                 kept.append(doc)
         related = kept
+    first = pins_within(pinned, room, notes)
+    return pinned[:first] + related + pinned[first:]
+
+
+def pins_within(pinned: list[str], room: int, notes: Mapping[str, str] | None = None) -> int:
+    """How many of `pinned`, in order, the related part puts first: those whose entries fit in
+    PINNED_SHARE of `room`, and the first one always."""
     used, first = 0, 0
     for doc in pinned:
-        used += 1 + len(entry(doc, notes.get(doc, "")))
+        used += 1 + len(entry(doc, (notes or {}).get(doc, "")))
         if first and used > room * PINNED_SHARE:
             break
         first += 1
-    return pinned[:first] + related + pinned[first:]
+    return first
 
 
 def memories_layout(docs: list[str], budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
