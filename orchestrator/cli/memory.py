@@ -369,11 +369,6 @@ def _pin(ctx: click.Context, ident: str, project: str | None, pinned: bool) -> N
     done = curator.pin(pid, ident, cli_user(), pinned)
     ident = doc_id(done.doc)[:DOC_ID_CHARS]
     console.print(f"doc {ident}: {done.message}" + (f" (change {done.change})" if done.change else ""))
-    shown, total = curator.facade.pins_shown(pid) if pinned else (0, 0)
-    if total > shown:  # a pin the agent may never see is worth saying at once
-        err_console.print(f"note: {total} docs are pinned; the agent's block puts {shown} of them first "
-                          "(those a query finds, then the oldest, within half its related part) and "
-                          "the others only as room is left: unpin some (`middle memory list` marks them)")
 
 
 @memory.command()

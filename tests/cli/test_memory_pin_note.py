@@ -1,6 +1,7 @@
-"""`middle memory pin` says when the project's pins no longer fit the agent's block: past half
-its related part a pin reaches the agent only when a query finds it (memory.format.place_pins),
-which a person who just pinned a doc must be told."""
+"""`middle memory pin` (and the API's and the board's pin, which share its message) says when
+the project's pins no longer fit the agent's block: past half its related part a pin reaches
+the agent only when a query finds it (memory.format.place_pins), which a person who just pinned
+a doc must be told."""
 
 from __future__ import annotations
 
@@ -25,6 +26,6 @@ def test_pinning_past_the_block_s_room_says_so_and_a_few_pins_do_not(tmp_path, m
         assert pinned.exit_code == 0 and "pinned" in pinned.output, pinned.output
         notes.append(" ".join(pinned.output.split()))
     assert not any("note:" in n for n in notes[:2])  # two rules fit in the share
-    assert "note: 8 docs are pinned; the agent's block puts" in notes[-1] and "unpin some" in notes[-1]
+    assert "pinned; note: 8 docs are pinned, and the agent's block puts" in notes[-1] and "unpin some" in notes[-1]
     unpinned = runner.invoke(main, ["memory", "unpin", doc_id(RULES[0])[:8]])
     assert unpinned.exit_code == 0 and "note:" not in unpinned.output
