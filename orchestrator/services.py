@@ -193,7 +193,8 @@ class Services:
 
     def _memory_states(self, project_id: str) -> Any:
         store = self.read_store()  # the store when built, else read-only (or None: none yet)
-        return store.memory_state(project_id) if store is not None else {}
+        # the marks alone (pins, supersede links, expiry): not every imported doc's origin
+        return store.memory_marks(project_id) if store is not None else {}
 
     def curator(self) -> Any:
         """The curation verbs (memory.curation.Curator) on the memory and the ticket store."""

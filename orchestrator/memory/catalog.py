@@ -484,7 +484,9 @@ class Catalog:
         superseded_by = short(new["doc_id"]) if new is not None else (
             short(state["superseded_by"]) if state is not None and state["superseded_by"] else None)
         until = (state.get("valid_until") if state is not None else None) or None
-        return {"id": short(key), "text": text, "tickets": tickets,
+        # `key`, the whole id, is what the board's actions name: at 100,000 docs a few pairs
+        # of docs share their first 8 characters, and such an `id` is refused as ambiguous
+        return {"id": short(key), "key": key, "text": text, "tickets": tickets,
                 "source": kind if kind in SOURCE_KINDS else "unknown",
                 "origin": origin_line(shown), "author": self._author(state, tickets) or None,
                 "pinned": bool(state and state["pinned"]), "superseded_by": superseded_by,

@@ -54,6 +54,7 @@ class CuratedMemory(Protocol):
     def using(self, project_id: str, op: str) -> AbstractContextManager[Any]: ...
     def check_queries(self, queries: Any) -> list[str]: ...
     def derived_texts(self, project_id: str) -> list[tuple[str, str]]: ...
+    def pins_shown(self, project_id: str) -> tuple[int, int]: ...
 
 
 class CurationError(MemoryStoreError, ValueError):
@@ -508,7 +509,18 @@ class Curator:
                 project_id, "pin" if pinned else "unpin", key, who=who,
                 before={"pinned": not pinned}, after={"pinned": pinned},
                 put=[{**state, "pinned": pinned}])
-        return Outcome(change, doc, message="pinned" if pinned else "unpinned")
+        return Outcome(change, doc, message=self._pins_note(project_id) if pinned else "unpinned")
+
+    def _pins_note(self, project_id: str) -> str:
+        """"pinned", and when the project's pins go past the block's room for them, that a pin
+        reaches the agent only when a query finds it (memory.format.place_pins): the person who
+        pinned it is told at once, on the CLI, the API and the board."""
+        shown, total = self.facade.pins_shown(project_id)
+        if total <= shown:
+            return "pinned"
+        return (f"pinned; note: {total} docs are pinned, and the agent's block puts {shown} of them "
+                "first (those a query finds, then the oldest, within half its related part), the "
+                "others only as room is left: unpin some (`middle memory list` marks them)")
 
     def forget(self, project_id: str, ident: str, who: str) -> Outcome:
         """Delete a doc from memory; the change keeps its text, time and state (undo puts it back)."""

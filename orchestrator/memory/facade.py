@@ -33,6 +33,8 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
     format_block,
     format_memories,
     memories_layout,
+    pins_within,
+    place_pins,
     truncate_doc,
 )
 from orchestrator.memory.lock import AdvisoryLocks, FileLocks
@@ -594,16 +596,26 @@ class MemoryFacade:
         expired = expired_ids(states)
         recent = [(current_text(states, doc), when) for doc, when in recent
                   if doc_id(doc) not in expired]
-        docs = pinned + [d for d in docs if d not in pinned]
         notes = {}
         for result in results:
             for mark in result.get("superseded", []):
                 by = result["docs"][mark["by"]]
                 notes[result["docs"][mark["doc"]]] = f"superseded by [{doc_id(by)[:DOC_ID_CHARS]}]"
-        # A superseded doc shown right below its replacement is history, not one of the limit.
-        history = sum(1 for d in dict.fromkeys(docs) if d in notes)
-        limit = None if limit is None else limit + len(pinned) + history
-        return block_layout(recent, docs, self.memories_budget_chars, self.recent_share, limit, ids=True, notes=notes)
+        # Pins first within a share of the related part's room (at least what the recent part
+        # leaves it), then the `limit` related docs (a superseded one right below its
+        # replacement is history, not one of them), then the other pins as room is left.
+        budget = self.memories_budget_chars
+        room = budget - (int(budget * self.recent_share) if recent else 0)
+        shown = {doc for doc, _ in recent}
+        docs = place_pins(pinned, [d for d in dict.fromkeys(docs) if d not in shown], room, limit, notes)
+        return block_layout(recent, docs, budget, self.recent_share, None, ids=True, notes=notes)
+
+    def pins_shown(self, project_id: str) -> tuple[int, int]:
+        """(how many pinned docs the block is sure to show, how many there are): past the first
+        number, a pin is shown only when a query finds it or room is left (place_pins)."""
+        pinned = pinned_docs(self.curation_state(project_id))
+        budget = self.memories_budget_chars
+        return pins_within(pinned, budget - int(budget * self.recent_share)), len(pinned)
 
     def explain(self, project_id: str, query: str, result: RetrieveResult) -> list[dict[str, Any]]:
         """Why each doc of `result` (what retrieve gave for `query`) was recalled: its signals

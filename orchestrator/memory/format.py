@@ -34,6 +34,11 @@ MIN_MEMORIES_BUDGET_CHARS = 100  # room for the header plus the "not shown" note
 CUT_MARKER = " … [truncated]"
 _MIN_CUT_CHARS = 40  # a cut doc keeping less than this says nothing; drop it instead
 DOC_ID_CHARS = 8  # `middle memory list` shows this much of a doc's id
+# The pinned docs go first in "Related work" within this share of its room; pins past it come
+# after the query's related docs. A team's pins at 100,000 docs (one in 500, or ten rules of 150
+# characters) otherwise took the whole room and no doc the query found reached the agent, a
+# just-made supersede included.
+PINNED_SHARE = 0.5
 
 
 def doc_id(doc: str) -> str:
@@ -93,6 +98,44 @@ def entry(doc: str, note: str = "") -> str:
     its text, its later lines indented under it."""
     head = f"[{doc_id(doc)[:DOC_ID_CHARS]}] " + (f"({note}) " if note else "")
     return head + doc.replace("\n", "\n  ")
+
+
+def place_pins(pinned: list[str], related: list[str], room: int, limit: int | None,
+               notes: Mapping[str, str] | None = None) -> list[str]:
+    """The related part's docs in order: the pinned docs whose entries fit in PINNED_SHARE of
+    `room` (the first pin always; the pins the query found first, in its order, then the others
+    in theirs), then the first `limit` current docs of `related` (each with the superseded docs
+    listed right below it, which are history and not counted), then the other pins, which the
+    budget shows as room is left (or counts as not shown)."""
+    notes = notes or {}
+    pins = set(pinned)
+    found = [doc for doc in related if doc in pins]  # in the query's order
+    pinned = found + [doc for doc in pinned if doc not in set(found)]
+    related = [doc for doc in related if doc not in pins]
+    if limit is not None:
+        kept: list[str] = []
+        current = 0
+        for doc in related:
+            if doc in notes and kept:
+                kept.append(doc)
+            elif current < limit:
+                current += 1
+                kept.append(doc)
+        related = kept
+    first = pins_within(pinned, room, notes)
+    return pinned[:first] + related + pinned[first:]
+
+
+def pins_within(pinned: list[str], room: int, notes: Mapping[str, str] | None = None) -> int:
+    """How many of `pinned`, in order, the related part puts first: those whose entries fit in
+    PINNED_SHARE of `room`, and the first one always."""
+    used, first = 0, 0
+    for doc in pinned:
+        used += 1 + len(entry(doc, (notes or {}).get(doc, "")))
+        if first and used > room * PINNED_SHARE:
+            break
+        first += 1
+    return first
 
 
 def memories_layout(docs: list[str], budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,

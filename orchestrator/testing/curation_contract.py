@@ -62,7 +62,7 @@ class CurationContract:
             registry = PluginRegistry(load_entry_points=False, extra_plugins=(_Registers(cls),))
         facade = MemoryFacade(root / "mem", cls.name, options, registry)
         store = TicketStore(root / "tickets.sqlite3")
-        facade.state_source = store.memory_state  # as Services wires them
+        facade.state_source = store.memory_marks  # as Services wires them
         return Curator(facade, store), store
 
     def _block(self, curator: Any) -> str:

@@ -34,7 +34,7 @@ def open_curator(root: Path, backend: str, url: str | None = None,
     facade = MemoryFacade(root / "mem", backend, options, PluginRegistry(load_entry_points=False),
                           url=url)
     store = TicketStore(store_target or root / "middle.sqlite3")
-    facade.state_source = store.memory_state  # as Services wires them
+    facade.state_source = store.memory_marks  # as Services wires them
     return Curator(facade, store), store
 
 
@@ -226,4 +226,34 @@ def test_a_doc_nothing_records_is_never_taken_as_a_verb_s_own(tmp_path):
         assert doc_id(NEWER) not in store.memory_state_for("p", {doc_id(NEWER)})
     finally:
         curator.facade.close()
+        store.close()
+
+
+def test_many_pins_leave_room_for_what_the_query_finds(tmp_path):
+    """A team's pins (here 15 rules of 150 characters: more than the block's budget) go first
+    within half of the related part; the doc the query finds, and a supersede just made of it,
+    still reach the agent's block, and the pins past the share are counted as not shown."""
+    curator, store = open_curator(tmp_path, "bm25")
+    memory = curator.facade
+    try:
+        rules = [f"Rule {k}: every handler in package p{k} logs its request id, user id and the time "
+                 f"it took, and returns errors as JSON objects with a code and a message." for k in range(15)]
+        for rule in rules:
+            curator.add("p", rule, WHO)
+            curator.pin("p", doc_id(rule)[:8], WHO)
+        curator.add("p", FIXED, WHO)
+        curator.supersede("p", doc_id(FIXED)[:8], NEWER, WHO)
+        results = memory.retrieve("p", ["granite cluster deploys Tuesday"], 5)
+        for recent in ([], [("Ticket: Other. A recent ticket about the invoices page.", "2026-11-20")]):
+            block = memory.block("p", recent, results, limit=5)
+            assert NEWER in block.related and FIXED in block.related, block.text
+            assert block.related.index(FIXED) == block.related.index(NEWER) + 1  # history, right below
+            assert block.related[0] == rules[0]  # the oldest pin first
+            assert "more memories not shown" in block.text and len(block.text) <= memory.memories_budget_chars
+        few = memory.block("p", [], memory.retrieve("p", ["invoices"], 5), limit=5)
+        assert few.related[:2] == rules[:2]  # pins within the share still come first
+        asked = memory.block("p", [], memory.retrieve("p", ["package p14 handlers"], 5), limit=5)
+        assert asked.related[0] == rules[14]  # a pin the query finds goes before the other pins
+    finally:
+        memory.close()
         store.close()

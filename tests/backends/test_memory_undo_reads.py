@@ -88,7 +88,7 @@ def _curator(root: Path, backend: str) -> tuple[Curator, TicketStore]:
                               extra_plugins=(_Registers(CountingBm25, ListingOnly, NoDocTime, Unlisted),))
     facade = MemoryFacade(root / "mem", backend, {}, registry)
     store = TicketStore(root / "middle.sqlite3")
-    facade.state_source = store.memory_state
+    facade.state_source = store.memory_marks  # as Services wires them
     return Curator(facade, store), store
 
 

@@ -277,3 +277,30 @@ def test_a_name_the_query_contains_ranks_its_doc_first(open_backend):
         assert backend.retrieve([query], 5)[0]["docs"][0] == docs[2]
     assert backend.retrieve(["app/export.py"], 5)[0]["docs"][0] == docs[1]
     assert backend.retrieve(["settings.toml"], 5)[0]["docs"][0] == docs[4]
+
+
+def test_offers_to_near_alike_names_are_read_and_written_a_batch_at_a_time(open_backend, monkeypatch):
+    """New entities offered to the lists of many stored ones (near-alike names: "Task N",
+    "src/fN.py") cost one read per chunk of owners, not one or more statements per offer (500
+    docs into a store of 500 made 454,154 offers, minutes on PostgreSQL); the lists stay those
+    of a store built in one call."""
+    from backends.hipporag.writer import GraphWriter
+
+    docs = [f"Ticket: Task {i}. Changed module m{i} and file src/f{i}.py." for i in range(40)]
+    backend = open_backend("two", synonymy_threshold=0.3)
+    backend.index(docs[:20])
+    statements: list[str] = []
+    real_init = GraphWriter.__init__
+
+    def traced(self, conn, *args, **kwargs):  # every statement the write runs (sqlite3's own trace)
+        conn.set_trace_callback(statements.append)
+        real_init(self, conn, *args, **kwargs)
+
+    monkeypatch.setattr(GraphWriter, "__init__", traced)
+    backend.index(docs[20:])
+    monkeypatch.undo()
+    reads = [s for s in statements if "FROM synonyms s JOIN entities" in s]
+    assert 1 <= len(reads) <= 2, len(reads)
+    one = open_backend("one", synonymy_threshold=0.3)
+    one.index(docs)
+    assert snapshot(backend)["synonyms"] == snapshot(one)["synonyms"]

@@ -321,7 +321,8 @@ function initMemory() {
     const button = e.target.closest("button[data-action]");
     if (!button) return;
     const item = button.closest(".doc-item");
-    const id = item.dataset.id, doc = `${base}/docs/${encodeURIComponent(id)}`;
+    // the URL names the whole id (data-key): two docs' 8-character ids can meet in a big store
+    const id = item.dataset.id, doc = `${base}/docs/${encodeURIComponent(item.dataset.key || id)}`;
     const confirmBox = item.querySelector(".confirm");
     const action = button.dataset.action;
     if (action === "edit" || action === "supersede") {
@@ -358,7 +359,7 @@ function initMemory() {
   const onSubmit = (e) => {
     e.preventDefault();
     const item = e.target.closest(".doc-item");
-    const doc = `${base}/docs/${encodeURIComponent(item.dataset.id)}`;
+    const doc = `${base}/docs/${encodeURIComponent(item.dataset.key || item.dataset.id)}`;
     const text = e.target.elements.text.value;
     if (e.target.classList.contains("supersede-form")) {
       call("POST", `${doc}/supersede`, {text}, (r) => `${r.old_id} superseded by ${r.id} (change ${r.change})`);
