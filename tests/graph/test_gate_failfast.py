@@ -34,7 +34,9 @@ KNOWN, BROKEN = "test_calc.py::test_a_known_bug", "test_calc.py::test_b_add"
     (f"{PY} -m pytest -x -q -p no:cacheprovider", {}),
     (f"{PY} -m pytest --maxfail=1 -q -p no:cacheprovider", {}),
     (f"{PY} -m pytest -q -p no:cacheprovider", {"pytest.ini": "[pytest]\naddopts = -x\n"}),
-], ids=["-x", "--maxfail=1", "addopts -x"])
+    (f"{PY} -m pytest -q --sw", {".gitignore": ".pytest_cache/\n"}),
+    (f"{PY} -m pytest -q --lf", {".gitignore": ".pytest_cache/\n"}),
+], ids=["-x", "--maxfail=1", "addopts -x", "--sw", "--lf"])
 def test_pytest_stopping_at_the_base_failure_still_sees_the_test_the_ticket_breaks(tmp_path, line, extra):
     r = gate.run_ticket(tmp_path, {**FILES, **extra}, [line], BREAK_ADD)
     gate.assert_failed(r)

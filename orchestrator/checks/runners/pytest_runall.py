@@ -1,11 +1,12 @@
 """Middle's pytest plugin in a check, copied beside middle's `sitecustomize` (runners/pyunit.py) as
 `middle_pytest_runall` and loaded through PYTEST_PLUGINS: the run goes on past its failures.
 
-`pytest -x` (or `--maxfail=N`, in the line or in the project's `addopts`) stops at the first
-failure. Where the base already fails a test, both runs stop there, and a test the ticket breaks
-after it is never run: the ticket read as "no worse". A check is compared failure by failure, so
-both runs must run every test, as `cargo test --no-fail-fast` does (runners/cargo.py). A command
-line option cannot say it: PYTEST_ADDOPTS come before the line's own `-x`, and the last one wins.
+`pytest -x` (or `--maxfail=N`, `--sw`, in the line or in the project's `addopts`) stops at the
+first failure, and `--lf` runs only what failed last time. Where the base already fails a test,
+both runs stop there, and a test the ticket breaks after it is never run: the ticket read as "no
+worse". A check is compared failure by failure, so both runs must run every test, as `cargo test
+--no-fail-fast` does (runners/cargo.py). A command line option cannot say it: PYTEST_ADDOPTS come
+before the line's own `-x`, and the last one wins.
 
 Loaded only where the folder holding it is on the path (its `sitecustomize` names it), so a
 Python that does not get middle's PYTHONPATH runs as it would, never with a plugin it cannot import.
@@ -14,7 +15,14 @@ Python that does not get middle's PYTHONPATH runs as it would, never with a plug
 import pytest
 
 
-@pytest.hookimpl(trylast=True)
+# Before the cache plugin's own `pytest_configure` (tryfirst too: a plugin registered later, from
+# PYTEST_PLUGINS, is called first), which reads `--lf` and `--sw` when it sets itself up.
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):  # type: ignore[no-untyped-def]
     if getattr(config.option, "maxfail", 0):
         config.option.maxfail = 0  # pytest's "no limit"
+    # `--sw` stops at the first failure and, next time, skips what passed before it; `--lf` runs
+    # only what failed last time (the base's run, in the same worktree, is that last time)
+    for name in ("stepwise", "stepwise_skip", "lf"):
+        if getattr(config.option, name, False):
+            setattr(config.option, name, False)
