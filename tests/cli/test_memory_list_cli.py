@@ -41,7 +41,9 @@ def test_a_big_list_prints_every_doc_once_with_its_marks_in_few_writes(tmp_path,
     finally:
         services.close()
     out = CountingFile()
-    monkeypatch.setattr(cli.console, "file", out)
+    # the console's own `_file`, which is None (sys.stdout at each print): patching its `file`
+    # property would restore it to the stdout of this moment, pinning later tests' output there
+    monkeypatch.setattr(cli.console, "_file", out)
     result = CliRunner().invoke(main, ["memory", "list"])
     assert result.exit_code == 0 and "Traceback" not in result.output
     lines = out.getvalue().splitlines()
