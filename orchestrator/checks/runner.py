@@ -247,15 +247,15 @@ def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path,
 
 
 def _coded_problems(result: CheckResult, text: str, cwd: Path) -> list[str]:
-    """In a run that failed, the problems a linter or type checker printed beside the tests, those
-    that carry a code (ruff's and flake8's F401, mypy's [arg-type], tsc's TS2322): a line `pytest;
-    ruff check .` or a script running both names no step, and a lint problem a ticket adds beside a
-    test the base already fails would leave the exit code as it was. A test runner's own
-    `tests/test_x.py:5: AssertionError` or a warning's `x.py:3: DeprecationWarning: ...` carries no
-    code and is not one."""
+    """In a run that failed, the problems a linter, type checker or compiler printed beside the
+    tests (diagnostics.beside_tests: those with a tool's code, ruff's F401, tsc's TS2322, eslint's
+    rule, or at a line and column, go vet's and gcc's): a line `pytest; go vet ./...` or a script
+    running both names no step, and a problem a ticket adds beside a test the base already fails
+    would leave the exit code as it was. A test runner's own `tests/test_x.py:5: AssertionError`
+    or a warning's `x.py:3: DeprecationWarning: ...` is not one."""
     if result.exit_code == 0:
         return []
-    return [d for d in diagnostics.parse(text, cwd).elements() if diagnostics.CODED.match(d)]
+    return diagnostics.beside_tests(text, cwd)
 
 
 def _from_output(result: CheckResult, report: junit.JUnitReport) -> None:

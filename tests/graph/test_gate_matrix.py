@@ -199,8 +199,12 @@ ROWS: list[Row] = [
 ROW = {r.name: r for r in ROWS}
 
 
+CI_TOOLS = {"make", "node", "npm", "jest", "vitest", "mocha", "rspec", "rake", "cargo", "go", "gcc"}
+
+
 def _missing(row: Row) -> str | None:
-    return next((f"{t} is not installed (.ci/run installs it)" for t in row.tools if shutil.which(t) is None), None)
+    return next((f"{t} is not installed" + (" (.ci/run installs it)" if t in CI_TOOLS else " here (.ci/run does not "
+                 "install it: its row runs where it is)") for t in row.tools if shutil.which(t) is None), None)
 
 
 def _lay_out(folder: Path, files: dict[str, str | None]) -> None:
@@ -278,6 +282,48 @@ def test_the_gate_on_a_base_that_already_fails_one_test(matrix: Matrix, name: st
         assert verdict.outcome == PASSED, said
     else:  # crashes before any test: never complete
         assert verdict.outcome == FAILED, said
+
+
+# -- a linter that prints no code, in one command beside the tests --------------------------------
+# `pytest; <linter>` (or a script running both, exiting 1 if either failed): the base already fails
+# a test, so the exit code says nothing; a problem the ticket adds must be a failure of its own.
+
+GO_VET_BAD = GO_CALC.replace('package calc\n', 'package calc\n\nimport "fmt"\n') + \
+    'func Show() { fmt.Printf("%d\\n", "x") }\n'
+C_OK = "int add(int a, int b) { return a + b; }\n"
+TS_OK = "export const add = (a: number, b: number): number => a + b;\n"
+JS_LINT = "export default [{ rules: { 'no-unused-vars': 'error' } }];\n"
+LINTERS: dict[str, tuple[str, tuple[str, ...], dict[str, str], dict[str, str], str]] = {
+    # name: (lint command, tools, its files, the ticket's edit that adds a problem, the problem named)
+    "go vet": ("go vet ./...", ("go",), {"go.mod": GO_FILES["go.mod"], "calc.go": GO_CALC},
+               {"calc.go": GO_VET_BAD}, 'calc.go: fmt.Printf format %d has arg "x" of wrong type string'),
+    "gcc": ("gcc -fsyntax-only -Wall lib.c", ("gcc",), {"lib.c": C_OK},
+            {"lib.c": C_OK + "int twice(int a) { return a * y; }\n"}, "undeclared (first use in this function)"),
+    "clang": ("clang -fsyntax-only -Wall lib.c", ("clang",), {"lib.c": C_OK},
+              {"lib.c": C_OK + "int twice(int a) { return a * y; }\n"}, "lib.c: use of undeclared identifier 'y'"),
+    "tsc": ("tsc --noEmit lib.ts", ("tsc",), {"lib.ts": TS_OK},
+            {"lib.ts": TS_OK + "export const n: number = 'one';\n"}, "lib.ts: [TS2322]"),
+    "eslint (stylish)": ("eslint lib.mjs", ("eslint",), {"lib.mjs": "export const one = 1;\n",
+                                                         "eslint.config.mjs": JS_LINT},
+                         {"lib.mjs": "export const one = 1;\nconst unused = 2;\n"}, "lib.mjs: [no-unused-vars]"),
+    "ruff": (f"{PY} -m ruff check -q --no-cache calc.py", (), {}, {"calc.py": "import os\n" + PY_CALC},
+             "calc.py: [F401]"),
+}
+
+
+@pytest.mark.parametrize("linter", list(LINTERS))
+def test_a_problem_a_linter_prints_beside_a_known_failing_test_is_the_tickets(matrix: Matrix, linter: str) -> None:
+    lint, tools, files, adds, named = LINTERS[linter]
+    script = f"{PYTEST}; s=$?\n{lint} || s=1\nexit $s\n"
+    row = Row(f"lint {linter}", "sh check.sh", {**PY_FILES, **files, "check.sh": script},
+              {"harmless": {"NOTES.md": "notes\n"}, "lints": dict(adds)}, tools, env=NATIVE_ENV)
+    if (why := _missing(row)) is not None:
+        pytest.skip(why)
+    _, verdict = matrix.ticket(row, "harmless")
+    assert verdict.outcome == NO_WORSE and "known" in verdict.note(), (verdict, matrix.base(row).tail)
+    result, verdict = matrix.ticket(row, "lints")
+    assert verdict.outcome == FAILED, (verdict, result.tail)
+    assert any(named in n for n in verdict.new_failures), (verdict.new_failures, result.tail)
 
 
 def test_every_runner_middle_reads_has_a_row() -> None:
