@@ -61,7 +61,8 @@ def test_npm_test_is_read_through_its_script(tmp_path, script, line, runner):
 def test_npm_test_gets_the_options_after_a_double_dash_and_a_bad_package_json_is_no_guess(tmp_path):
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "jest"}}))
     p = prepare(CheckCommand(run="npm test && npm run lint"), tmp_path / "r", {}, tmp_path)
-    assert p.runner == "jest" and p.line.startswith("npm test -- --json --testLocationInResults --outputFile=") and p.line.endswith(" lint")
+    assert p.runner == "jest" and p.line.endswith(" lint")
+    assert p.line.startswith("npm test -- --json --testLocationInResults --outputFile=")
     (tmp_path / "package.json").write_text("[not json")
     # no runner known: a wrapper like any other (only the runners the environment asks are read)
     assert prepare(CheckCommand(run="npm test"), tmp_path, {}, tmp_path).runner == "wrapper"
@@ -76,7 +77,8 @@ def test_pnpm_and_yarn_pass_the_options_on_without_a_double_dash(tmp_path, line,
     paths); yarn 1 drops it with a warning; both pass what follows the script's name on."""
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "jest"}}))
     p = prepare(CheckCommand(run=line), tmp_path / "r", {}, tmp_path)
-    assert p.runner == "jest" and p.line.startswith(f"{asked} --testLocationInResults --outputFile=") and " -- " not in p.line
+    assert p.runner == "jest" and " -- " not in p.line
+    assert p.line.startswith(f"{asked} --testLocationInResults --outputFile=")
 
 
 def write(path: Path, data: object) -> Path:

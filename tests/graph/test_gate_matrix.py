@@ -326,10 +326,35 @@ def test_a_problem_a_linter_prints_beside_a_known_failing_test_is_the_tickets(ma
     assert any(named in n for n in verdict.new_failures), (verdict.new_failures, result.tail)
 
 
+# -- through the real graph: one row per runner family, on the offline model ---------------------
+
+@pytest.mark.parametrize("name, scenario", [
+    ("make>unittest", "harmless"), ("npm test>mocha", "harmless"), ("rake spec", "crashes"),
+    ("go test", "removes"), ("exit code", "harmless"),
+])
+def test_the_graph_ends_each_family_as_its_verdict_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
+                                                       scenario: str) -> None:
+    """The graph adds the base measured on a fresh worktree, the stored note and the ticket's end:
+    the verdict the table above asserts is the ticket's."""
+    from test_gate_projects import assert_failed, assert_no_worse, run_ticket
+
+    row = ROW[name]
+    if (why := _missing(row)) is not None:
+        pytest.skip(why)
+    for key, value in row.env.items():
+        monkeypatch.setenv(key, value)
+    r = run_ticket(tmp_path, row.files, [row.command], lambda cwd: _lay_out(cwd, row.edits[scenario]))
+    if row.leaks.get(scenario, NO_WORSE if scenario == "harmless" else FAILED) == NO_WORSE:
+        assert_no_worse(r)
+        assert "known" in r["run"]["check_note"].lower(), r["run"]["check_note"]
+    else:
+        assert_failed(r)
+
+
 def test_every_runner_middle_reads_has_a_row() -> None:
     """A runner added to the product without a row here is a path the gate is not enumerated on."""
-    from orchestrator.checks.runner import OWN_REPORT
     from orchestrator.checks.instrument import FROM_OUTPUT
+    from orchestrator.checks.runner import OWN_REPORT
 
     named = " ".join(ROW)
     for runner in [*OWN_REPORT, *FROM_OUTPUT]:

@@ -78,7 +78,7 @@ def _cases(data: dict[str, Any], cwd: Path, name: str, by_location: bool = False
         file = _relative(str(suite.get("name") or ""), cwd)
         tests = [t for t in suite.get("assertionResults") or [] if isinstance(t, dict)]
         if by_location and all(_where(t) for t in tests):
-            tests.sort(key=_where)  # stable: one line's tests (a loop's) keep their order
+            tests.sort(key=lambda t: _where(t) or (0, 0))  # stable: one line's tests (a loop's) keep their order
         if suite.get("status") == "failed" and not tests:  # the file could not run at all
             message = str(suite.get("message") or "").strip().splitlines()
             out.append(junit.TestCase(f"{file}::(the file)", junit.FAILED,
