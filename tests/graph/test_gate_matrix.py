@@ -190,8 +190,9 @@ ROWS: list[Row] = [
     Row("make>cargo test", "make test", {**RS_FILES, **make("cargo test")}, RS_EDITS, ("make", "cargo"),
         leaks=BY_EXIT_CODE, env=NATIVE_ENV),
     Row("go test", "go test ./...", GO_FILES, GO_EDITS, ("go",), env=NATIVE_ENV),
+    # behind a wrapper go test is read by the failures it names (no -v: which tests ran is unknown)
     Row("make>go test", "make test", {**GO_FILES, **make("go test ./...")}, GO_EDITS, ("make", "go"),
-        leaks=BY_EXIT_CODE, env=NATIVE_ENV),
+        leaks={"removes": PASSED}, env=NATIVE_ENV),
     Row("exit code", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (), leaks=BY_EXIT_CODE),
     Row("exit code, baseline", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (),
         leaks=BY_EXIT_CODE_BASELINE, baseline="exit-code"),
@@ -324,6 +325,24 @@ def test_a_problem_a_linter_prints_beside_a_known_failing_test_is_the_tickets(ma
     result, verdict = matrix.ticket(row, "lints")
     assert verdict.outcome == FAILED, (verdict, result.tail)
     assert any(named in n for n in verdict.new_failures), (verdict.new_failures, result.tail)
+
+
+def test_a_go_test_a_ticket_breaks_beside_a_known_failing_pytest_test_is_named(matrix: Matrix) -> None:
+    """A script running pytest then go test, exiting 1 if either failed: the base already fails a
+    Python test, so its exit code says nothing of the Go tests; go's own failure lines do."""
+    go_ok = {"go.mod": GO_FILES["go.mod"], "calc.go": GO_CALC.replace("Value = 1", "Value = 2"),
+             "calc_test.go": GO_TEST}
+    row = Row("script>pytest+go test", "sh check.sh",
+              {**PY_FILES, **go_ok, "check.sh": f"{PYTEST}; s=$?\ngo test ./... || s=1\nexit $s\n"},
+              {"harmless": {"NOTES.md": "notes\n"}, "breaks": {"calc.go": go_ok["calc.go"].replace("a + b", "a * b")}},
+              ("go",), env=NATIVE_ENV)
+    if (why := _missing(row)) is not None:
+        pytest.skip(why)
+    _, verdict = matrix.ticket(row, "harmless")
+    assert verdict.outcome == NO_WORSE, verdict
+    assert verdict.already_failing == ["test_calc.py::TestCalc::test_known_bug"], verdict
+    result, verdict = matrix.ticket(row, "breaks")
+    assert verdict.outcome == FAILED and verdict.new_failures == ["example.com/calc::TestAdds"], (verdict, result.tail)
 
 
 # -- through the real graph: one row per runner family, on the offline model ---------------------
