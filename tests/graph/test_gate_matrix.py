@@ -4,8 +4,8 @@ bug"), against five tickets:
 
 - (a) harmless: no worse, the note naming the base's failure;
 - (b) breaks another test ("adds"): failed, naming it;
-- (c) deletes the failing test: failed, saying it was removed (a passing run that dropped a test the
-  base ran is not a pass);
+- (c) deletes the failing test, or skips it: failed, saying it was removed or skipped (a passing
+  run that dropped a test the base ran is not a pass);
 - (d) fixes the base's failure: passed;
 - (e) makes the run crash before any test (a syntax error in the code every test loads): failed.
 
@@ -37,7 +37,7 @@ from orchestrator.config.settings import CheckCommand
 
 PY = sys.executable
 Edit = Callable[[Path], None]
-SCENARIOS = ("harmless", "breaks", "removes", "fixes", "crashes")
+SCENARIOS = ("harmless", "breaks", "removes", "skips", "fixes", "crashes")
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ PY_EDITS: dict[str, dict[str, str | None]] = {
     "harmless": {"NOTES.md": "notes\n"},
     "breaks": {"calc.py": PY_CALC.replace("a + b", "a * b")},
     "removes": {"test_calc.py": PY_TEST.replace(PY_KNOWN, "")},
+    "skips": {"test_calc.py": PY_TEST.replace(PY_KNOWN, "    @unittest.skip('later')\n" + PY_KNOWN)},
     "fixes": {"calc.py": PY_CALC.replace("VALUE = 1", "VALUE = 2")},
     "crashes": {"calc.py": "def add(:\n"},
 }
@@ -95,6 +96,7 @@ def js(test: str, *, script: str = "", extra: dict[str, str] | None = None) -> t
         "harmless": {"NOTES.md": "notes\n"},
         "breaks": {"calc.js": JS_CALC.replace("a + b", "a * b")},
         "removes": {"test/calc.test.js": test.replace(known, "")},
+        "skips": {"test/calc.test.js": test.replace(known, known.replace("(", ".skip(", 1))},
         "fixes": {"calc.js": JS_CALC.replace("VALUE = 1", "VALUE = 2")},
         "crashes": {"calc.js": "exports.add = (a, b => a + b;\n"},
     }
@@ -114,6 +116,7 @@ RB_EDITS: dict[str, dict[str, str | None]] = {
     "harmless": {"NOTES.md": "notes\n"},
     "breaks": {"calc.rb": RB_CALC.replace("a + b", "a * b")},
     "removes": {"spec/calc_spec.rb": RB_SPEC.replace(RB_KNOWN, "")},
+    "skips": {"spec/calc_spec.rb": RB_SPEC.replace(RB_KNOWN, RB_KNOWN.replace("  it(", "  xit("))},
     "fixes": {"calc.rb": RB_CALC.replace("VALUE = 1", "VALUE = 2")},
     "crashes": {"calc.rb": "module Calc\n  def self.add(a, b = a + b\nend\n"},
 }
@@ -130,6 +133,7 @@ RS_EDITS: dict[str, dict[str, str | None]] = {
     "harmless": {"NOTES.md": "notes\n"},
     "breaks": {"src/lib.rs": (RS_LIB + RS_TESTS).replace("a + b", "a * b")},
     "removes": {"src/lib.rs": RS_LIB + RS_TESTS.replace(RS_KNOWN, "")},
+    "skips": {"src/lib.rs": RS_LIB + RS_TESTS.replace(RS_KNOWN, RS_KNOWN.replace("#[test]", "#[test]\n    #[ignore]"))},
     "fixes": {"src/lib.rs": (RS_LIB + RS_TESTS).replace("VALUE: i32 = 1", "VALUE: i32 = 2")},
     "crashes": {"src/lib.rs": (RS_LIB + RS_TESTS).replace("a + b", "a + ")},
 }
@@ -142,6 +146,7 @@ GO_EDITS: dict[str, dict[str, str | None]] = {
     "harmless": {"NOTES.md": "notes\n"},
     "breaks": {"calc.go": GO_CALC.replace("a + b", "a * b")},
     "removes": {"calc_test.go": GO_TEST.replace(GO_KNOWN, "")},
+    "skips": {"calc_test.go": GO_TEST.replace(GO_KNOWN, GO_KNOWN.replace("{\n\tif", "{\n\tt.Skip()\n\tif"))},
     "fixes": {"calc.go": GO_CALC.replace("Value = 1", "Value = 2")},
     "crashes": {"calc.go": GO_CALC.replace("a + b", "a + ")},
 }
@@ -163,8 +168,9 @@ OPAQUE = {"check.py": textwrap.dedent("""\
 # What reading by exit code costs, on a base that already fails (docs/checks.md, "Anything else"):
 # without baseline = "exit-code" the ticket must make it pass; with it, any failure is "no worse"
 # and deleting the failing test passes.
-BY_EXIT_CODE = {"harmless": FAILED, "breaks": FAILED, "removes": PASSED}
-BY_EXIT_CODE_BASELINE = {"harmless": NO_WORSE, "breaks": NO_WORSE, "removes": PASSED, "crashes": NO_WORSE}
+BY_EXIT_CODE = {"harmless": FAILED, "breaks": FAILED, "removes": PASSED, "skips": PASSED}
+BY_EXIT_CODE_BASELINE = {"harmless": NO_WORSE, "breaks": NO_WORSE, "removes": PASSED, "skips": PASSED,
+                         "crashes": NO_WORSE}
 
 ROWS: list[Row] = [
     Row("pytest", PYTEST, PY_FILES, PY_EDITS, ()),
@@ -192,7 +198,7 @@ ROWS: list[Row] = [
     Row("go test", "go test ./...", GO_FILES, GO_EDITS, ("go",), env=NATIVE_ENV),
     # behind a wrapper go test is read by the failures it names (no -v: which tests ran is unknown)
     Row("make>go test", "make test", {**GO_FILES, **make("go test ./...")}, GO_EDITS, ("make", "go"),
-        leaks={"removes": PASSED}, env=NATIVE_ENV),
+        leaks={"removes": PASSED, "skips": PASSED}, env=NATIVE_ENV),
     Row("exit code", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (), leaks=BY_EXIT_CODE),
     Row("exit code, baseline", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (),
         leaks=BY_EXIT_CODE_BASELINE, baseline="exit-code"),
@@ -276,9 +282,10 @@ def test_the_gate_on_a_base_that_already_fails_one_test(matrix: Matrix, name: st
     elif scenario == "breaks":
         assert verdict.outcome == FAILED, said
         assert any("adds" in n.lower() for n in verdict.new_failures), said
-    elif scenario == "removes":
+    elif scenario in ("removes", "skips"):
         assert verdict.outcome == FAILED, said
-        assert any("known" in t.lower() and t.endswith("(removed)") for t in verdict.removed_tests), said
+        what = "(removed)" if scenario == "removes" else "(skipped)"
+        assert any("known" in t.lower() and t.endswith(what) for t in verdict.removed_tests), said
     elif scenario == "fixes":
         assert verdict.outcome == PASSED, said
     else:  # crashes before any test: never complete
@@ -315,7 +322,7 @@ LINTERS: dict[str, tuple[str, tuple[str, ...], dict[str, str], dict[str, str], s
 @pytest.mark.parametrize("linter", list(LINTERS))
 def test_a_problem_a_linter_prints_beside_a_known_failing_test_is_the_tickets(matrix: Matrix, linter: str) -> None:
     lint, tools, files, adds, named = LINTERS[linter]
-    script = f"{PYTEST}; s=$?\n{lint} || s=1\nexit $s\n"
+    script = f"{UNITTEST}; s=$?\n{lint} || s=1\nexit $s\n"
     row = Row(f"lint {linter}", "sh check.sh", {**PY_FILES, **files, "check.sh": script},
               {"harmless": {"NOTES.md": "notes\n"}, "lints": dict(adds)}, tools, env=NATIVE_ENV)
     if (why := _missing(row)) is not None:
