@@ -227,7 +227,7 @@ def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path,
         result.extra["wrapper"] = why
         return True
     try:
-        report = wrapper.read(found)
+        report = wrapper.read(found, cwd)
     except junit.ReportError as exc:  # two runs at once writing one file, a runner that died writing
         result.extra["wrapper"] = f"a report behind it could not be read ({exc}): judged by its exit code"
         return True

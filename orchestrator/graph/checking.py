@@ -52,7 +52,8 @@ PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and set
 # coded lint problems beside its tests (`pytest; ruff check .`) among its failures; 8: also those
 # at a line and column that carry no code (go vet, gcc) and eslint's stylish lines (7 left them
 # out: a base of 7 compared with a ticket's run of 8 would read them as new), and go test's own
-# failure lines behind a wrapper (7 judged `make test` running go test by its exit code), and
+# failure lines behind a wrapper and jest's report there (7 judged `make test` running go test or
+# jest, and an `npm test` whose script runs jest among other things, by its exit code), and
 # same-named rspec examples and jest tests numbered by where they are defined (7: by the run's
 # order, which --order random and --randomize change). A result of another format is measured
 # again, not compared.

@@ -185,6 +185,8 @@ ROWS: list[Row] = [
     Row("make>node --test", "make test", *js(NODE_TEST, extra=make("node --test test/")), tools=("make", "node")),
     Row("jest", "jest --ci", *js(JEST_TEST), tools=("jest",)),
     Row("npm test>jest", "npm test", *js(JEST_TEST, script="jest --ci"), tools=("npm", "jest")),
+    Row("npm test>jest+more", "npm test", *js(JEST_TEST, script="jest --ci && node -e 0"), tools=("npm", "jest")),
+    Row("make>jest", "make test", *js(JEST_TEST, extra=make("jest --ci")), tools=("make", "jest")),
     Row("vitest", "vitest run", *js(JEST_TEST, extra=VITEST_CONFIG), tools=("vitest",)),
     Row("mocha", "mocha", *js(MOCHA_TEST), tools=("mocha",)),
     Row("npm test>mocha", "npm test", *js(MOCHA_TEST, script="mocha"), tools=("npm", "mocha")),
