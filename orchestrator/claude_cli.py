@@ -14,9 +14,12 @@ from typing import Callable
 from orchestrator.errors import CodingAgentError
 from orchestrator.executables import find_executable
 
-INSTALL_HINT = ("Install Claude Code with `npm install -g @anthropic-ai/claude-code` or "
-                "`pip install claude-agent-sdk` (which bundles it), or set `[coding_agent.options] cli_path` in "
-                "middle.toml to the `claude` executable.")
+
+def install_hint(table: str = "[coding_agent.options]") -> str:
+    """How to get Claude Code, naming the options table its `cli_path` is set in."""
+    return ("Install Claude Code with `npm install -g @anthropic-ai/claude-code` or "
+            f"`pip install claude-agent-sdk` (which bundles it), or set `{table} cli_path` in "
+            "middle.toml to the `claude` executable.")
 
 
 def bundled_cli() -> str | None:
@@ -33,19 +36,21 @@ def bundled_cli() -> str | None:
 
 
 def find_claude_cli(configured: str | None = None, *, path: str | None = None,
-                    bundled: Callable[[], str | None] = bundled_cli) -> str:
+                    bundled: Callable[[], str | None] = bundled_cli, table: str = "[coding_agent.options]") -> str:
     """The Claude Code executable to run, or CodingAgentError saying how to install it.
 
     `path` is the PATH to search (default: this process's); `bundled` finds the wheel's copy
-    (tests pass `lambda: None` to make "not installed" deterministic).
+    (tests pass `lambda: None` to make "not installed" deterministic); `table`: where `cli_path`
+    is set (`[coding_agents.claude-code]` for tickets that pick it, `[agent]` for the middle agent).
     """
     if configured:
         found = find_executable(configured, "claude", path=path)
         if found:
             return found
-        raise CodingAgentError(f"Claude Code was not found at the configured `[coding_agent.options] cli_path` "
-                          f"{configured!r} (no such executable). Fix or remove that setting. " + INSTALL_HINT)
+        raise CodingAgentError(f"Claude Code was not found at the configured `{table} cli_path` "
+                               f"{configured!r} (no such executable). Fix or remove that setting. "
+                               + install_hint(table))
     found = find_executable(None, "claude", path=path) or bundled()
     if found:
         return found
-    raise CodingAgentError("Claude Code (the `claude` command) is not installed or not on PATH. " + INSTALL_HINT)
+    raise CodingAgentError("Claude Code (the `claude` command) is not installed or not on PATH. " + install_hint(table))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.config.settings import Config
-from orchestrator.errors import MiddleError
+from orchestrator.errors import MiddleError, ModelAccessError
 
 VERSION_TIMEOUT_S = 30.0
 
@@ -27,10 +27,13 @@ class Check:
     where: str  # the executable or endpoint
     status: str  # what was found, in a few words
     problem: str | None = None  # one line saying what to do; None: usable
+    # the problem stops only what --offline did not check (the model's credentials are missing:
+    # `middle run --fake` works, `middle run` does not), so it is said as a warning
+    warning: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.problem is None
+        return self.problem is None or self.warning
 
 
 def diagnose(config: Config, *, offline: bool = False, registry: Any = None) -> list[Check]:
@@ -85,10 +88,12 @@ def coding_agent_check(config: Config, registry: Any = None, kind: str | None = 
     find_cli = getattr(cls, "find_cli", None)
     if find_cli is None:
         return Check("coding agent", uses, "-", "registered (no check for this kind)")
+    from orchestrator.coding_agent.base import table_argument
     from orchestrator.errors import CodingAgentError
+    from orchestrator.services import options_table
 
-    try:
-        cli = find_cli(options)
+    try:  # (its message names the table this kind's options are set in)
+        cli = find_cli(options, **table_argument(find_cli, options_table(config, kind)))
     except CodingAgentError as exc:
         return Check("coding agent", uses, "-", "not installed", str(exc))
     version, problem = cli_version(cli)
@@ -129,7 +134,14 @@ def model_check(config: Config, *, offline: bool = False) -> Check:
     try:
         llm = build_agent_llm(cfg, max_retries=0)  # credentials looked for here
     except MiddleError as exc:
-        return Check("middle agent", uses, _configured_where(cfg), "not usable", str(exc))
+        # --offline: what does not need the model passes; its missing credentials are a warning
+        # (the hint names `middle run --fake`, which needs none), not a failure of the doctor.
+        # (Anthropic's missing key is a ConfigError, the other providers' a ModelAccessError.)
+        missing = isinstance(exc, ModelAccessError) or (
+            cfg.provider == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"))
+        warning = offline and missing
+        return Check("middle agent", uses, _configured_where(cfg), "no credentials" if warning else "not usable",
+                     str(exc), warning=warning)
     where = llm.where()
     if offline:
         return Check("middle agent", uses, where, "credentials found (not called: --offline)")

@@ -47,6 +47,14 @@ POINTS: tuple[Point, ...] = (
     Point("pr.opened", "a pull request was opened on GitHub", in_run=False),
     Point("base.advanced", "a merge or revert moved the base branch (pushed first in a team); the "
           "ticket not marked yet", in_run=False),
+    # `middle revert` / `middle discard` (CLI, HTTP API, board: one Review) of a ticket with memory docs
+    Point("forget.deleted", "a revert or discard deleted the ticket's memory docs (the store not marked "
+          "yet, the ticket not marked reverted or discarded)", in_run=False),
+    Point("forget.marked", "a revert or discard marked the ticket's memory docs deleted in the store (the "
+          "ticket not marked reverted or discarded yet)", in_run=False),
+    # `middle feedback ID "..."` (CLI, HTTP API, a pull request's CI or review)
+    Point("round.claimed", "a review round was claimed and its feedback stored (one transaction); the "
+          "round's run not started yet", in_run=False),
     Point("retry.taken", "a worker took a due retry of a passing failure (its resume not claimed yet)",
           in_run=False),
     # `middle memory import` and the curation verbs (CLI, HTTP API, board: one Curator)

@@ -65,13 +65,9 @@ def coding_agent_options(config: Config, kind: str) -> dict[str, Any]:
 
 def options_table(config: Config, kind: str | None) -> str:
     """Where the user sets coding agent `kind`'s options: `[coding_agent.options]` for the configured
-    kind, `[coding_agents.<kind>]` for one a ticket picks (the agents' own messages name the former)."""
+    kind, `[coding_agents.<kind>]` for one a ticket picks (an agent that takes `table=` is told it, and
+    its messages name it: orchestrator.coding_agent.base.OPTIONS_TABLE)."""
     return "[coding_agent.options]" if kind in (None, config.coding_agent.kind) else f"[coding_agents.{kind}]"
-
-
-def for_table(message: str, table: str) -> str:
-    """An agent's message with the options table it names (`[coding_agent.options]`) made `table`."""
-    return message.replace("[coding_agent.options]", table)
 
 
 def ticket_agent_kind(ticket: Any) -> str | None:
@@ -246,10 +242,9 @@ class Services:
         env = dict(self._coding_agent_env)
         if self.fake:
             from orchestrator.config.offline import FAKE_API_KEY
-            from orchestrator.fake_api.env import claude_code_env
+            from orchestrator.fake_api.env import claude_code_env, offline_config_dir
 
-            claude_config = self.config.resolve(self.config.state_dir) / "claude-config"
-            claude_config.mkdir(parents=True, exist_ok=True)
+            claude_config = offline_config_dir(self.config.resolve(self.config.state_dir) / "claude-config")
             env = {**claude_code_env(self.fake_api.base_url, str(claude_config),
                                      api_key=FAKE_API_KEY), **env}
         return env
@@ -296,15 +291,17 @@ class Services:
             options, env = {**defaults, **options}, {**extra, **env}
         where = options_table(self.config, kind)
         validated = self.registry.coding_agent_options(kind, options, where)
+        from orchestrator.coding_agent.base import table_argument
+
+        # The agent is told which table its options come from, so its messages (a CLI not found,
+        # a turn past turn_timeout_s) name it: for a kind a ticket picks, `[coding_agents.<kind>]`.
         find_cli = getattr(cls, "find_cli", None)
         if find_cli is not None:
             try:  # a CLI that is not installed: said once, before a ticket is claimed
-                find_cli(validated)
+                find_cli(validated, **table_argument(find_cli, where))
             except CodingAgentError as exc:
-                # (its message names `[coding_agent.options] cli_path`: for a ticket's own kind that
-                # table is another agent's, so the advice names the kind's own table)
-                raise CodingAgentMissing(for_table(str(exc), where)) from None
-        return cls(validated, env=env)  # type: ignore[no-any-return]
+                raise CodingAgentMissing(str(exc)) from None
+        return cls(validated, env=env, **table_argument(cls, where))  # type: ignore[no-any-return]
 
     def coding_agent_of(self, ticket: Any) -> CodingAgent:
         """The coding agent a ticket runs on: its `coding_agent:` front matter, else the configured one."""

@@ -33,6 +33,8 @@ class HybridBackend(retrieval.RetrievalBackend):
         opts: HybridOptions = self.options  # type: ignore[assignment]
         pool = k * opts.candidate_multiplier
         fused = self._fused(query, pool)
+        if opts.issue_hop:
+            fused = self._hop(fused, k, pool)[0]
         if opts.burst_weight > 0:
             fused = self._lend(fused, opts)[0]
         if opts.thread_weight > 0:
@@ -89,6 +91,17 @@ class HybridBackend(retrieval.RetrievalBackend):
         sparse = self._store.bm25(query, pool)
         return retrieval.fusion.fuse(opts.fusion, dense, sparse, opts.dense_weight, opts.rrf_k)[:pool]
 
+    def _hop(self, fused: list[tuple[int, float]], k: int, pool: int
+             ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]:
+        """The ranking joined with the docs that name an issue one of its first k names
+        (retrieval.issues), and per doc reached that way its lender and the issue. Each issue
+        brings at most `pool` docs, newest first: as many as the ranking weighs."""
+        lenders = [i for i, _ in fused[:k]]
+        texts = {i: row.text for i, row in self._store.rows(lenders).items()}
+        return retrieval.issues.hop(
+            fused, k, texts,
+            lambda issue: self._store.containing(retrieval.issues.needle(issue), pool))
+
     def _lend(self, fused: list[tuple[int, float]], opts: HybridOptions
               ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int, str]]]:
         """The ranking with each of the best matches lending part of its score to its
@@ -122,6 +135,8 @@ class HybridBackend(retrieval.RetrievalBackend):
             for signals, score in zip(out, self._late_scores(query, list(docs))):
                 signals["rerank"] = (f"reranked: late interaction (MaxSim) score {score:.2f}, "
                                      f"each query word's best match in the doc{how}")
+        if opts.issue_hop and docs:
+            self._explain_hop(query, docs, out, opts)
         if opts.burst_weight > 0 and docs:
             self._explain_burst(query, docs, out, opts)
         if opts.thread_weight <= 0 or not docs:
@@ -142,6 +157,29 @@ class HybridBackend(retrieval.RetrievalBackend):
                 signals["recency"] = (f"thread: {n} newer doc(s), its place counted {share:.2f} "
                                       "(the query continues recent work)")
         return out
+
+    def _explain_hop(self, query: str, docs: Sequence[str], out: list[dict[str, Any]],
+                     opts: HybridOptions) -> None:
+        """A doc's issue signal: the issue it shares with one of the query's best matches, and
+        that match's place (the ranking redone for as many docs as `docs`)."""
+        k = max(len(docs), 1)
+        pool = k * opts.candidate_multiplier
+        with self._store.lock:
+            self._store.sync()
+            fused = self._fused(query, pool)
+            _, lenders = self._hop(fused, k, pool)
+            with self._store.read() as conn:
+                ids = self._store.ids_by_text(conn, list(docs))
+            heads = {i: row.text for i, row in self._store.rows(
+                [lender for lender, _ in lenders.values()]).items()}
+        place = {i: n for n, (i, _) in enumerate(fused)}
+        for doc, signals in zip(docs, out):
+            lent = lenders.get(ids.get(doc, -1))
+            if lent is not None:
+                lender, issue = lent
+                head = heads.get(lender, "")[:60]
+                signals["issue"] = (f"issue: names #{issue}, as does the match ranked "
+                                    f"{place[lender] + 1} (\"{head}\")")
 
     def _explain_burst(self, query: str, docs: Sequence[str], out: list[dict[str, Any]],
                        opts: HybridOptions) -> None:

@@ -5,6 +5,7 @@ from . import (  # noqa: F401 - `retrieval.supersession`
     burst,
     chunking,
     fusion,
+    issues,
     late,
     pipeline,
     supersession,

@@ -119,6 +119,13 @@ class HybridOptions(EmbedderOptions, PipelineOptions):
         "MiniLM's own token states, averaged over the query. 'maxsim': by that score alone; "
         "'maxsim-rrf': that order and the fused order by reciprocal rank. None (the default): "
         "off. Opt-in: see docs/memory-benchmarks.md, \"Fifth try\"")
+    issue_hop: bool = Field(
+        False, description="follow the issues (#123) the best matches' texts name to every "
+        "stored doc naming one of them, and join that list to the fused one by reciprocal rank "
+        "(retrieval.issues): work comes in issue threads whose later tickets share no words "
+        "with the earlier. Off (the default): -0.016 long-range R@5 on the datasette "
+        "development split (16 tickets up, 9 down), so not run held-out; it lowers decision "
+        "recall's hit@1. Opt-in: docs/memory-benchmarks.md, \"Sixth try\"")
     thread_scale_docs: int = Field(
         40, ge=1, le=10_000, description="how many newer docs make a doc's place count e (2.7) "
         "times less: two [memory] related_window's worth (the window the block leaves out, and "

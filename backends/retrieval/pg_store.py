@@ -383,6 +383,13 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
                 "SELECT id FROM retrieval_docs WHERE store_id = %s "
                 "ORDER BY doc_time DESC, id DESC LIMIT %s", (self.store_id, n))]
 
+    def containing(self, needle: str, limit: int) -> list[tuple[int, str]]:
+        """As RetrievalStore.containing: the newest `limit` docs whose text contains `needle`."""
+        with self.read() as conn:
+            return [(int(i), text) for i, text in conn.execute(
+                "SELECT id, text FROM retrieval_docs WHERE store_id = %s AND strpos(text, %s) > 0 "
+                "ORDER BY doc_time DESC, id DESC LIMIT %s", (self.store_id, needle, limit))]
+
     def around(self, ids: Sequence[int], reach: int) -> dict[int, list[tuple[int, int, str]]]:
         """As RetrievalStore.around: the `reach` docs either side of each id in time order."""
         out: dict[int, list[tuple[int, int, str]]] = {}

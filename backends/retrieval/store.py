@@ -358,6 +358,14 @@ class RetrievalStore(outside.CatchUp, SqliteStore):
             return [r[0] for r in conn.execute(
                 "SELECT id FROM docs ORDER BY doc_time DESC, id DESC LIMIT ?", (n,))]
 
+    def containing(self, needle: str, limit: int) -> list[tuple[int, str]]:
+        """The newest `limit` docs whose text contains `needle` (a plain substring: no `%` or
+        `_`), as (id, text), newest first by time order (doc_time, then id)."""
+        with self.read() as conn:
+            return [(int(i), text) for i, text in conn.execute(
+                "SELECT id, text FROM docs WHERE instr(text, ?) > 0 "
+                "ORDER BY doc_time DESC, id DESC LIMIT ?", (needle, limit))]
+
     def around(self, ids: Sequence[int], reach: int) -> dict[int, list[tuple[int, int, str]]]:
         """For each doc id, the `reach` docs before and after it in time order (doc_time, then
         id) as (id, docs away, text); an id no longer stored has none."""

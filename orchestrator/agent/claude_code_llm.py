@@ -35,10 +35,9 @@ class ClaudeCodeLLM:
         from orchestrator.claude_cli import find_claude_cli
 
         try:
-            self.cli = find_claude_cli(cli_path)
+            self.cli = find_claude_cli(cli_path, table="[agent]")
         except CodingAgentError as exc:
-            raise ModelAccessError(f"provider claude-code: {exc}".replace("[coding_agent.options] cli_path",
-                                                                          "[agent] cli_path")) from None
+            raise ModelAccessError(f"provider claude-code: {exc}") from None
         self.model, self.env, self.timeout_s = model, dict(env or {}), timeout_s
         self.usage: dict[str, float] = {"input_tokens": 0, "output_tokens": 0, "requests": 0, "cost_usd": 0.0}
 

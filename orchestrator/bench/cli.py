@@ -196,6 +196,12 @@ def scale(
     is_flag=True,
     help="Reuse document vectors from the embedding cache (fast reruns; index times then leave out embedding).",
 )
+@click.option(
+    "--doc-refs",
+    is_flag=True,
+    help="Each completion doc names its ticket's issues ('Issues: #12.'), as a real ticket's "
+    "summary does; the queries never do. Off: refs are taken out of every text.",
+)
 @report_options
 def tickets(
     dataset: Path | None,
@@ -207,6 +213,7 @@ def tickets(
     recent_tickets: int | None,
     related_window: int | None,
     cached_embeddings: bool,
+    doc_refs: bool,
     as_json: bool,
     progress: bool,
 ) -> None:
@@ -232,6 +239,7 @@ def tickets(
             window=window,
             recent_tickets=DEFAULT_RECENT_TICKETS if recent_tickets is None else recent_tickets,
             related_window=DEFAULT_RELATED_WINDOW if related_window is None else related_window,
+            doc_refs=doc_refs,
         )
     if not report["scored"]:
         err_console.print(

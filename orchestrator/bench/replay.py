@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -304,7 +305,8 @@ def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
                 progress: Progress = no_progress, window: int = WINDOW,
                 recent_tickets: int = DEFAULT_RECENT_TICKETS,
                 recent_share: float = DEFAULT_RECENT_SHARE,
-                related_window: int = DEFAULT_RELATED_WINDOW) -> dict[str, Any]:
+                related_window: int = DEFAULT_RELATED_WINDOW,
+                doc_refs: bool = False) -> dict[str, Any]:
     """Replay a ticket history (a file, or a git repository's log) through each backend.
 
     For each ticket in order: recall with its start query and its per-turn query, then index
@@ -315,7 +317,9 @@ def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
     `recent_tickets` tickets as recent work ([memory] recent_tickets, recent_share) and the
     ranked related ones, everything it shows counted.
     Document vectors are embedded inside each index call (as in a real run) unless
-    `cached_embeddings`, which reuses the embedding cache for faster reruns.
+    `cached_embeddings`, which reuses the embedding cache for faster reruns. With `doc_refs`
+    each completion doc names its ticket's issues (`Issues: #12.`) for every backend; the
+    queries never do.
     """
     if (dataset is None) == (repo is None):
         raise ConfigError("give one ticket history: --dataset FILE or --repo PATH")
@@ -328,6 +332,8 @@ def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
     history = (ticket_data.load_ticket_file(dataset) if dataset is not None
                else ticket_data.load_git_repo(repo))  # type: ignore[arg-type]
     tickets = select(history, last, before_last)
+    if doc_refs:
+        tickets = [dataclasses.replace(t, refs_in_doc=True) for t in tickets]
     results = [recent_only(tickets, window, budget_chars)]
     results += [row for spec in bench.specs
                 for row in replay(bench, spec, tickets, budget_chars, progress, window,
@@ -339,4 +345,5 @@ def run_tickets(*, dataset: Path | None = None, repo: Path | None = None,
             "window": window, "long_scored": sum(1 for r in long_range(relevant_earlier(tickets),
                                                                       window) if r),
             "memories_budget_chars": budget_chars, "recent_tickets": recent_tickets,
-            "recent_share": recent_share, "related_window": related_window, "results": results}
+            "recent_share": recent_share, "related_window": related_window,
+            "doc_refs": doc_refs, "results": results}

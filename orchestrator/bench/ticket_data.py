@@ -26,6 +26,9 @@ class HistoryTicket:
     description: str
     paths: list[str] = field(default_factory=list)
     refs: list[int] = field(default_factory=list)
+    # `middle bench tickets --doc-refs`: the completion doc names the ticket's issues, as a
+    # real ticket's summary does; the start and turn queries never do (they are the labels).
+    refs_in_doc: bool = False
 
     @property
     def timestamp(self) -> float | None:
@@ -47,7 +50,10 @@ class HistoryTicket:
 
     def completion_doc(self) -> str:
         """The doc indexed when the ticket completes (its summary lists the changed paths)."""
-        return f"Ticket: {self.title}. {self.description}. Changed: {', '.join(self.paths)}"
+        doc = f"Ticket: {self.title}. {self.description}. Changed: {', '.join(self.paths)}"
+        if self.refs_in_doc and self.refs:
+            doc += f". Issues: {', '.join(f'#{r}' for r in self.refs)}."
+        return doc
 
 
 @dataclass

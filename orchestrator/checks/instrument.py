@@ -33,7 +33,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.checks.runners import cargo, go, javascript, rspec, wrapper
+from orchestrator.checks.runners import cargo, go, javascript, pyunit, rspec, tap, wrapper
 from orchestrator.config.settings import CheckCommand
 
 _PYTEST = re.compile(r"(?:^|[\s;&|(/])(?:py\.test|pytest)(?:\s|$|;|&|\|)|-m\s+pytest\b")
@@ -99,7 +99,8 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | 
         report = tmp / "pytest-junit.xml"
         opts = " ".join(filter(None, [environ.get("PYTEST_ADDOPTS", ""), f"--junitxml={shlex.quote(str(report))}",
                                       "-o", "junit_family=xunit1", "--continue-on-collection-errors"]))
-        return Prepared(line, {"PYTEST_ADDOPTS": opts}, [str(report)], runner)
+        # past `-x` too: a base failure would stop both runs before a test the ticket breaks
+        return Prepared(line, {"PYTEST_ADDOPTS": opts, **pyunit.runall(tmp, environ)}, [str(report)], runner)
     if runner == "unittest":
         script = Path(__file__).with_name("unittest_junit.py")
         report = tmp / "unittest-junit.xml"
@@ -108,11 +109,13 @@ def prepare(spec: CheckCommand, tmp: Path, environ: dict[str, str], cwd: Path | 
     if runner == cargo.RUNNER:
         return Prepared(cargo.add_no_fail_fast(line), runner=runner)
     if runner == go.RUNNER:
-        return Prepared(line, go.goflags(environ), runner=runner)
+        return Prepared(go.without_failfast(line), go.goflags(environ), runner=runner)
     if runner in javascript.RUNNERS:
         return Prepared(*javascript.prepare(runner, line, tmp, environ), runner=runner)
     if runner == rspec.RUNNER:
         return Prepared(*rspec.prepare(line, tmp, environ), runner=runner)
+    if spec.format == "tap" and not spec.junit:  # the user says its output is TAP: read it, whatever runs
+        return Prepared(line, runner=tap.RUNNER)
     if not runner and spec.format == "auto":  # make, tox, nox, a script: whatever it runs may report
         return Prepared(*wrapper.prepare(line, tmp, environ, cwd), runner=wrapper.RUNNER)
     return Prepared(line, runner=runner)
@@ -139,6 +142,8 @@ def report_files(prepared: Prepared, cwd: Path, since: float) -> list[Path]:
 
 def cannot_run(exit_code: int | None, output: str, runner: str) -> str | None:
     """Why the command could not really run, from its exit code and output (None: it ran)."""
+    if exit_code == 0 and runner == wrapper.RUNNER:
+        return wrapper.ran_nothing(output)
     if exit_code is None or exit_code == 0:
         return None
     if exit_code in CANNOT_START:

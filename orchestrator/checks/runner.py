@@ -25,7 +25,7 @@ from typing import Any
 
 from orchestrator.checks import diagnostics, instrument, junit
 from orchestrator.checks.instrument import CANNOT_START  # noqa: F401 - re-exported
-from orchestrator.checks.runners import go, javascript, rspec, wrapper
+from orchestrator.checks.runners import go, javascript, rspec, tap, wrapper
 from orchestrator.checks.spec import Item, spec_of
 from orchestrator.config.settings import CheckCommand
 
@@ -63,7 +63,7 @@ class CheckResult:
     ran: list[str] | None = None  # the tests that ran (JUnit: passed or failed, not skipped)
     skipped: list[str] | None = None  # the tests it skipped (JUnit)
     problem: str | None = None  # why it could not really run (not found, no tests, no report...)
-    runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | "node-test" | "jest" | "vitest" | "mocha" | "rspec"
+    runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | a JavaScript runner | "rspec" | "tap"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -168,6 +168,11 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
         _from_output(result, instrument.FROM_OUTPUT[prepared.runner](text))
         return
     if prepared.runner == wrapper.RUNNER and _from_wrapper(result, prepared, cwd, text, since):
+        return
+    if prepared.runner == tap.RUNNER or (prepared.runner == wrapper.RUNNER and tap.looks_like(text)):
+        # bats, `prove -v`, tape, a home-grown runner: every test's outcome is in its TAP output
+        result.runner = tap.RUNNER
+        _from_output(result, tap.parse(text), none="its output has no TAP test line (`ok 1 - name`)")
         return
     if spec.format == "junit" and not prepared.wants_report:
         result.problem = 'format = "junit" names no report: add junit = "reports/*.xml" (where the command writes it)'
@@ -279,10 +284,10 @@ def _coded_problems(result: CheckResult, text: str, cwd: Path) -> list[str]:
     return diagnostics.beside_tests(text, cwd)
 
 
-def _from_output(result: CheckResult, report: junit.JUnitReport) -> None:
+def _from_output(result: CheckResult, report: junit.JUnitReport, none: str = "") -> None:
     """The run's failures from the tests its output lists, read as a JUnit report is."""
     if not report.cases:
-        result.problem = f"{result.runner} test ran no test"
+        result.problem = none or f"{result.runner} test ran no test"
         return
     result.kind, result.ran, result.skipped = JUNIT, report.ran, report.skipped
     result.failing = report.failing or None

@@ -66,6 +66,12 @@ def _first_line(err):  # type: ignore[no-untyped-def]
 class _Runner(unittest.TextTestRunner):
     resultclass = _Result
 
+    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        # every test runs past `-f` (failfast): where the base already fails one, a stop there on
+        # both runs would hide a test the ticket breaks after it
+        kwargs["failfast"] = False
+        super().__init__(*args, **kwargs)
+
     def run(self, test):  # type: ignore[no-untyped-def]
         result = super().run(test)
         path = os.environ.get("MIDDLE_JUNIT_PATH")

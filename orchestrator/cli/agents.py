@@ -11,14 +11,16 @@ from orchestrator.cli.output import console, make_table, safe
 from orchestrator.errors import MiddleError
 
 
-def cli_status(cls: Any) -> tuple[bool | None, str]:
-    """(found, what to show): the CLI's path; the install command when it is missing; None when
-    the agent cannot say (its class has no `find_cli`)."""
+def cli_status(cls: Any, table: str = "[coding_agent.options]") -> tuple[bool | None, str]:
+    """(found, what to show): the CLI's path; the install command when it is missing (naming
+    `table`, where its options are set); None when the agent cannot say (no `find_cli`)."""
+    from orchestrator.coding_agent.base import table_argument
+
     find = getattr(cls, "find_cli", None)
     if find is None:
         return None, "not checked (the agent has no find_cli)"
     try:
-        return True, str(find())
+        return True, str(find(**table_argument(find, table)))
     except MiddleError as exc:  # CodingAgentError: its message names the install command
         return False, f"missing: {exc}"
     except Exception as exc:  # a plugin's find_cli that fails otherwise: said, not a traceback

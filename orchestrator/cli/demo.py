@@ -40,10 +40,9 @@ def check_agent(kind: str) -> None:
     if not callable(getattr(cls, "offline", None)):
         raise ConfigError(f"coding agent {kind!r} cannot run the offline demo: it has no `offline` to point it "
                           "at a fake model API (`middle agents` says which can)")
-    found, where = cli_status(cls)
+    # (the demo writes its own middle.toml: a cli_path there is `[coding_agents.<kind>]`'s)
+    found, where = cli_status(cls, f"[coding_agents.{kind}]")
     if found is False:
-        # (the demo writes its own middle.toml: a cli_path there is `[coding_agents.<kind>]`'s)
-        where = where.replace("[coding_agent.options]", f"[coding_agents.{kind}]")
         raise ConfigError(f"the CLI of coding agent {kind!r} is {where}")
 
 

@@ -10,13 +10,15 @@ from orchestrator.cli.output import console, err_console, make_table, safe
 
 
 @click.command()
-@click.option("--offline", is_flag=True, help="Do not call the model: only look for its credentials.")
+@click.option("--offline", is_flag=True, help="Do not call the model: only look for its credentials (missing "
+              "ones are a warning: `middle run --fake` needs none).")
 @click.pass_context
 def doctor(ctx: click.Context, offline: bool) -> None:
     """Say which coding agent and which model a run will use and whether each can be used.
 
     Without --offline the model gets one tiny call (a few tokens). Exits 1 when something
-    cannot be used, with one line for each problem saying what to do.
+    cannot be used, with one line for each problem saying what to do. With --offline the
+    model's missing credentials are a warning, not a failure (an offline run needs none).
     """
     from orchestrator.cli.context import get_config
     from orchestrator.doctor import diagnose
@@ -24,12 +26,17 @@ def doctor(ctx: click.Context, offline: bool) -> None:
     checks = diagnose(get_config(ctx, required=False), offline=offline)
     table = make_table("part", "uses", "where", "status")
     for check in checks:
-        status = f"[green]{safe(check.status)}[/]" if check.ok else f"[red]{safe(check.status)}[/]"
-        table.add_row(check.part, safe(check.uses), safe(check.where), status)
+        colour = "yellow" if check.warning else "green" if check.ok else "red"
+        table.add_row(check.part, safe(check.uses), safe(check.where), f"[{colour}]{safe(check.status)}[/]")
     console.print(table)
-    problems = [c for c in checks if not c.ok]
-    for check in problems:
-        err_console.print(f"[bold red]error:[/] {check.part} ({safe(check.uses)}): {safe(check.problem)}")
-    if problems:
+    for check in checks:
+        if check.problem:
+            said = "[bold yellow]warning:[/]" if check.warning else "[bold red]error:[/]"
+            err_console.print(f"{said} {check.part} ({safe(check.uses)}): {safe(check.problem)}")
+    if not all(c.ok for c in checks):
         sys.exit(1)
-    console.print("ready: `middle run` will use these")
+    if any(c.warning for c in checks):
+        console.print("ready for `middle run --fake` (the built-in offline model); `middle run` needs what the "
+                      "warning says")
+    else:
+        console.print("ready: `middle run` will use these")

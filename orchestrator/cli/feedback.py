@@ -23,7 +23,10 @@ def feedback(ctx: click.Context, ticket_id: str, words: tuple[str, ...], fake: b
     text = " ".join(words)
     from orchestrator.cli.context import get_config, services
     from orchestrator.cli.main import _interrupted, _stop_signals, open_orchestrator
+    from orchestrator.lifecycle.next_steps import started_as
     from orchestrator.running import feedback as rounds
+
+    started_as(fake=fake)  # stored for a dead run, its `middle resume ID` keeps --fake too
 
     config = get_config(ctx)
     store = services(ctx, config).store

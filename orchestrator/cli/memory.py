@@ -373,9 +373,24 @@ def history(ctx: click.Context, ident: str | None, limit: int, full: bool, proje
     what, before and after; `middle memory undo N` takes change N back."""
     from orchestrator.cli.memory_view import print_changes
 
+    if (pid := _nothing_yet(ctx, project)) is not None:
+        console.print(f"no memory yet for project {pid}: no doc was added or changed, so there is no history")
+        return
     curator, pid = project_curator(ctx, project)
     changes = curator.show(pid, ident)["changes"][:limit] if ident else curator.changes(pid, limit)
     print_changes(console, changes, full=full)
+
+
+def _nothing_yet(ctx: click.Context, project: str | None) -> str | None:
+    """The project's id when it has no memory at all yet (no ticket store, so no change or
+    use recorded, and no doc in its memory store), else None: a read-only verb then says so
+    instead of creating the ticket store."""
+    from orchestrator.cli.context import get_config, services
+
+    if services(ctx, get_config(ctx)).read_store() is not None:
+        return None
+    mem, pid = project_memory(ctx, project)
+    return None if mem.has_store(pid) and mem.list_docs(pid) else pid
 
 
 @memory.command()
@@ -387,12 +402,19 @@ def stats(ctx: click.Context, as_json: bool, project: str | None) -> None:
     agent was shown and said it used, and the candidates to supersede or forget (recalled in
     3 or more runs, never used)."""
     from orchestrator.cli.memory_view import print_stats
-    from orchestrator.memory.catalog import build_catalog
+    from orchestrator.memory.catalog import Catalog, build_catalog
     from orchestrator.memory.catalog import stats as catalog_stats
 
-    curator, pid = project_curator(ctx, project)
-    numbers = {"project": pid, "backend": curator.facade.backend_name,
-               **catalog_stats(build_catalog(curator.facade, curator.store, pid))}
+    if (pid := _nothing_yet(ctx, project)) is not None:
+        mem, _ = project_memory(ctx, project)
+        numbers = {"project": pid, "backend": mem.backend_name, **catalog_stats(Catalog([], {}, {}, {}))}
+        if not as_json:
+            console.print(f"no memory yet for project {pid}: no doc was indexed ({safe(mem.where(pid))})")
+            return
+    else:
+        curator, pid = project_curator(ctx, project)
+        numbers = {"project": pid, "backend": curator.facade.backend_name,
+                   **catalog_stats(build_catalog(curator.facade, curator.store, pid))}
     if as_json:
         click.echo(json.dumps(numbers, indent=2))
     else:

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..errors import CodingAgentError, GitError
 from .aider_launch import CANNOT_IMPORT, INSTALL_HINT, find_aider, interpreter_of, launcher_argv
 from .aider_output import API_ERROR_STATUS, AiderOutput, replies_since
-from .base import EventCallback, Offline, TurnResult
+from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .pricing import ANY_PRICES, TokenPrice, counted_cost, price_for, reported_or_priced
 from .process import TurnProcesses, safe_callback, tail
 
@@ -107,8 +107,10 @@ class AiderAgent:
     title: ClassVar[str] = "aider"  # how messages name it
     Options: ClassVar[type[AiderOptions]] = AiderOptions
 
-    def __init__(self, options: AiderOptions | None = None, env: dict[str, str] | None = None):
+    def __init__(self, options: AiderOptions | None = None, env: dict[str, str] | None = None, *,
+                 table: str = OPTIONS_TABLE):
         self.options = options or AiderOptions()
+        self.table = table  # the options table its messages name (base.OPTIONS_TABLE)
         self.env = dict(env or {})  # merged over os.environ for aider's process
         self._processes = TurnProcesses("aider")
 
@@ -140,9 +142,9 @@ class AiderAgent:
             yield Offline(options=options, env=env, requests=api.canonical_requests)
 
     @classmethod
-    def find_cli(cls, options: AiderOptions | None = None) -> str:
+    def find_cli(cls, options: AiderOptions | None = None, table: str = OPTIONS_TABLE) -> str:
         """The `aider` executable these options run; CodingAgentError (with the install command) if none."""
-        return find_aider((options or AiderOptions()).cli_path, os.environ.get("PATH"))
+        return find_aider((options or AiderOptions()).cli_path, os.environ.get("PATH"), table)
 
     @classmethod
     def pricing(cls, options: AiderOptions) -> str:
@@ -230,8 +232,8 @@ class AiderAgent:
             raise CodingAgentError(f"The project directory {cwd.resolve()} does not exist, so aider cannot "
                                    "run there. Create it or fix the ticket's project path.")
         env = {**os.environ, **self.env}
-        cli = find_aider(self.options.cli_path, env.get("PATH"))
-        python = interpreter_of(cli, self.options.python, env.get("PATH"))
+        cli = find_aider(self.options.cli_path, env.get("PATH"), self.table)
+        python = interpreter_of(cli, self.options.python, env.get("PATH"), self.table)
         session_id = session_id or str(uuid.uuid4())
         session = self.session_dir(cwd, session_id)
         history = session / "chat.md"
@@ -274,7 +276,7 @@ class AiderAgent:
             emit(event)
         if outcome.exit_code == CANNOT_IMPORT:
             raise CodingAgentError(f"aider could not be started: {tail(outcome.stderr, 300)}. Set "
-                                   f"`[coding_agent.options] python` to the Python of aider's venv. {INSTALL_HINT}")
+                                   f"`{self.table} python` to the Python of aider's venv. {INSTALL_HINT}")
         replies = replies_since(llm_log, offset)
         text = "\n\n".join(replies)
         if out.applied:
@@ -305,19 +307,19 @@ class AiderAgent:
         """One or two sentences: what happened, and what to do about it."""
         if timed_out:
             return (f"aider did not finish the turn within {self.options.turn_timeout_s:g} s, so its process "
-                    "group was killed. Raise `[coding_agent.options] turn_timeout_s` or give it a smaller task.")
+                    f"group was killed. Raise `{self.table} turn_timeout_s` or give it a smaller task.")
         if out.api_error:
             name, message = out.api_error
             status = API_ERROR_STATUS.get(name)
             return (f"aider could not get an answer from the model ({name}{f', HTTP {status}' if status else ''}): "
                     f"{message.rstrip('.')}. Check the model, its API key and base URL "
-                    "(`[coding_agent.options] model`, openai_api_base), then retry the ticket.")
+                    f"(`{self.table} model`, openai_api_base), then retry the ticket.")
         where = tail(stderr, 500) or out.tail()
         if exit_code is not None and exit_code < 0:
             return f"aider was killed by signal {-exit_code}{f' ({where})' if where else ''}."
         if exit_code != 0:
             return (f"aider exited with code {exit_code}{f' ({where})' if where else ''}. Check the "
-                    "`[coding_agent.options]` settings such as extra_args, and that `aider --version` runs.")
+                    f"`{self.table}` settings such as extra_args, and that `aider --version` runs.")
         return (f"aider ended without a reply from the model{f' ({where})' if where else ''}. Check the model "
                 "settings, then retry the ticket.")
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import CodingAgentError
 from ..executables import find_executable
+from .base import OPTIONS_TABLE
 
 __all__ = ["INSTALL_HINT", "LAUNCHER", "REFUSED", "find_aider", "launcher_argv"]
 
@@ -65,20 +66,20 @@ sys.exit(main())
 """
 
 
-def find_aider(cli_path: str | None, path: str | None) -> str:
+def find_aider(cli_path: str | None, path: str | None, table: str = OPTIONS_TABLE) -> str:
     """The `aider` executable: `cli_path`, else `aider` on PATH; CodingAgentError with the install
-    command when there is none."""
+    command when there is none (`table`: where `cli_path` is set)."""
     found = find_executable(cli_path, "aider", path=path)
     if cli_path and found is None:
-        raise CodingAgentError(f"aider is not at {cli_path} ([coding_agent.options] cli_path). {INSTALL_HINT}")
+        raise CodingAgentError(f"aider is not at {cli_path} ({table} cli_path). {INSTALL_HINT}")
     if found is None:
         raise CodingAgentError(f"aider is not installed (no `aider` on PATH). {INSTALL_HINT}")
     return found
 
 
-def interpreter_of(script: str, python: str | None, path: str | None) -> str:
+def interpreter_of(script: str, python: str | None, path: str | None, table: str = OPTIONS_TABLE) -> str:
     """aider's Python: `python` if given, else the one its script's first line names (pip, pipx and
-    uv all write the venv's interpreter there)."""
+    uv all write the venv's interpreter there); `table`: where `python` is set."""
     if python:
         return python
     try:
@@ -96,7 +97,7 @@ def interpreter_of(script: str, python: str | None, path: str | None) -> str:
     if not words or "python" not in Path(words[0]).name:
         raise CodingAgentError(
             f"{script} does not start with a Python interpreter line, so middle cannot run aider behind "
-            "its write guard: set `[coding_agent.options] python` to the Python of aider's venv.")
+            f"its write guard: set `{table} python` to the Python of aider's venv.")
     return words[0]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Protocol
@@ -47,6 +48,21 @@ class Offline:
     requests: Callable[[], list[dict[str, Any]]]
 
 
+# The options table a coding agent's messages name by default: the configured kind's. An agent that
+# takes `table=` (its constructor and its `find_cli`) is told the table its options come from
+# (`[coding_agents.<kind>]` for a kind a ticket picks) and names that one where each message is made.
+OPTIONS_TABLE = "[coding_agent.options]"
+
+
+def table_argument(function: Any, table: str) -> dict[str, str]:
+    """`{"table": table}` for a constructor or `find_cli` that takes it, else nothing (a plugin's
+    agent written before it: its messages name the table they name)."""
+    try:
+        return {"table": table} if "table" in inspect.signature(function).parameters else {}
+    except (TypeError, ValueError):  # (no signature to read)
+        return {}
+
+
 # Called with each parsed progress event ({"type": ..., ...}) so the CLI can stream progress.
 EventCallback = Callable[[dict[str, Any]], None]
 
@@ -63,6 +79,8 @@ class CodingAgent(Protocol):
     #   DemoResponder); see Offline. `middle demo --agent KIND` and `--fake` runs need it.
     # - `find_cli(cls, options=None) -> str`, a classmethod: the path of the CLI those options run,
     #   or CodingAgentError whose message holds the install command (`middle agents` shows it).
+    # - a keyword `table` (OPTIONS_TABLE by default) of `__init__` and `find_cli`: the options table
+    #   its messages name (middle passes it to an agent whose signature has it).
     # - `stop_all(self, why) -> int`: kill every running turn; each of those run_turn calls then
     #   raises RunInterrupted (Ctrl-C or SIGTERM of a batch).
     # - `follow_provider(cls, options: dict, agent, environ) -> (options, env)`, a classmethod: the

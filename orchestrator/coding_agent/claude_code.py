@@ -10,10 +10,11 @@ from typing import Any, ClassVar, ContextManager
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from orchestrator.claude_cli import INSTALL_HINT, find_claude_cli
+from orchestrator.claude_cli import find_claude_cli, install_hint
 
 from ..errors import CodingAgentError
-from .base import EventCallback, Offline, TurnResult
+from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
+from .claude_probes import probes_removed
 from .process import TurnProcesses, safe_callback, tail
 from .scope import check_dirs, extra_dirs, scoped_tools, unscoped_command, unscoped_mode, writable_dirs
 from .stream_json import TurnStream, permission_denials, turn_cost
@@ -90,8 +91,10 @@ class ClaudeCodeAgent:
     title: ClassVar[str] = "Claude Code"  # how messages name it
     Options: ClassVar[type[ClaudeCodeOptions]] = ClaudeCodeOptions
 
-    def __init__(self, options: ClaudeCodeOptions | None = None, env: dict[str, str] | None = None):
+    def __init__(self, options: ClaudeCodeOptions | None = None, env: dict[str, str] | None = None, *,
+                 table: str = OPTIONS_TABLE):
         self.options = options or ClaudeCodeOptions()
+        self.table = table  # the options table its messages name (base.OPTIONS_TABLE)
         self.env = dict(env or {})  # merged over os.environ for the child (e.g. claude_code_env())
         # Turns running now (one per parallel ticket), so stop_all() can end every one of them.
         self._processes = TurnProcesses("Claude Code")
@@ -104,9 +107,9 @@ class ClaudeCodeAgent:
         return claude_code_offline(responder, workdir)
 
     @classmethod
-    def find_cli(cls, options: ClaudeCodeOptions | None = None) -> str:
+    def find_cli(cls, options: ClaudeCodeOptions | None = None, table: str = OPTIONS_TABLE) -> str:
         """The `claude` executable these options run; CodingAgentError (with the install command) if none."""
-        return find_claude_cli((options or ClaudeCodeOptions()).cli_path)
+        return find_claude_cli((options or ClaudeCodeOptions()).cli_path, table=table)
 
     @classmethod
     def follow_provider(cls, options: dict[str, Any], agent: Any,
@@ -153,17 +156,18 @@ class ClaudeCodeAgent:
         if not cwd.is_dir():
             raise CodingAgentError(f"The project directory {cwd.resolve()} does not exist, so Claude Code "
                               "cannot run there. Create it or fix the ticket's project path.")
-        check_dirs(cwd, self.options.additional_dirs, scoped=self.options.scope_to_project)
+        check_dirs(cwd, self.options.additional_dirs, scoped=self.options.scope_to_project, table=self.table)
         env = {**os.environ, **self.env}
-        cli = find_claude_cli(self.options.cli_path, path=env.get("PATH"))
+        cli = find_claude_cli(self.options.cli_path, path=env.get("PATH"), table=self.table)
         emit = safe_callback(on_event)
-        result = self._run_once(cli, prompt, cwd, env, session_id, resume, emit)
-        if (not resume and session_id and result.exit_code not in (0, None) and result.text == ""
-                and "already in use" in (result.error or "")):
-            # An earlier attempt of this turn (e.g. before a crash) already created the session;
-            # the caller stored the id before launch precisely so we can pick it up again.
-            emit({"type": "log", "line": f"Session {session_id} already exists; resuming it instead."})
-            result = self._run_once(cli, prompt, cwd, env, session_id, True, emit)
+        with probes_removed(env):  # the file-watching probe folders the turn left (claude_probes)
+            result = self._run_once(cli, prompt, cwd, env, session_id, resume, emit)
+            if (not resume and session_id and result.exit_code not in (0, None) and result.text == ""
+                    and "already in use" in (result.error or "")):
+                # An earlier attempt of this turn (e.g. before a crash) already created the session;
+                # the caller stored the id before launch precisely so we can pick it up again.
+                emit({"type": "log", "line": f"Session {session_id} already exists; resuming it instead."})
+                result = self._run_once(cli, prompt, cwd, env, session_id, True, emit)
         return result
 
     def _run_once(self, cli: str, prompt: str, cwd: Path, env: dict[str, str], session_id: str | None,
@@ -182,7 +186,7 @@ class ClaudeCodeAgent:
             mark=session_id or uuid.uuid4().hex, on_line=on_line,
             answered=lambda: stream.result is not None, emit=emit,
             start_event={"session_id": session_id, "resume": resume, "cwd": str(cwd)},
-            install_hint=INSTALL_HINT)
+            install_hint=install_hint(self.table))
         return self._result(stream, outcome.exit_code, outcome.stderr, outcome.timed_out, outcome.elapsed_ms)
 
     def _result(
@@ -216,7 +220,7 @@ class ClaudeCodeAgent:
         if timed_out:
             return (
                 f"Claude Code did not finish the turn within {self.options.turn_timeout_s:g} s, so its "
-                "process group was killed. Raise `[coding_agent.options] turn_timeout_s` or give it a smaller task."
+                f"process group was killed. Raise `{self.table} turn_timeout_s` or give it a smaller task."
             )
         if r.get("api_error_status") or r.get("terminal_reason") == "api_error":
             detail = tail(r.get("result") or "", 300) or r.get("api_error_type") or "no details"
@@ -229,7 +233,7 @@ class ClaudeCodeAgent:
         if r.get("terminal_reason") == "max_turns" or r.get("subtype") == "error_max_turns":
             return (
                 f"Claude Code stopped at its own turn cap ({errors or 'max turns reached'}). Raise "
-                "`[coding_agent.options] max_turns` or split the work into smaller prompts."
+                f"`{self.table} max_turns` or split the work into smaller prompts."
             )
         if "No conversation found" in errors or "No conversation found" in stderr:
             return (
@@ -246,7 +250,7 @@ class ClaudeCodeAgent:
         if stream.result is None:
             return (
                 f"Claude Code exited with code {exit_code} without a result"
-                f"{f' (stderr: {err})' if err else ''}. Check the `[coding_agent.options]` settings such as "
+                f"{f' (stderr: {err})' if err else ''}. Check the `{self.table}` settings such as "
                 "extra_args, and that `claude --version` runs."
             )
         return f"Claude Code exited with code {exit_code}{f' (stderr: {err})' if err else ''}."

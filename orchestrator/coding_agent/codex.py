@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import CodingAgentError
 from ..executables import find_executable
-from .base import EventCallback, Offline, TurnResult
+from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .codex_events import CodexStream
 from .pricing import CODEX_PRICES, TokenPrice, price_for, turn_cost
 from .process import ProcessOutcome, TurnProcesses, safe_callback, tail
@@ -48,7 +48,12 @@ log = logging.getLogger(__name__)
 
 CODEX_VERSION = "0.171.0"
 INSTALL = f"npm install -g @openai/codex@{CODEX_VERSION}"
-INSTALL_HINT = f"Install the Codex CLI with `{INSTALL}` or set `[coding_agent.options] cli_path`."
+def install_hint(table: str = OPTIONS_TABLE) -> str:
+    """How to get Codex, naming the options table its `cli_path` is set in."""
+    return f"Install the Codex CLI with `{INSTALL}` or set `{table} cli_path`."
+
+
+INSTALL_HINT = install_hint()
 _THREAD_RE = re.compile(r"^[0-9a-fA-F-]{8,64}$")
 _DENIED_RE = re.compile(r"error=patch rejected: ([^\n]*)")
 _HTTP_500_RE = re.compile(r"currently experiencing high demand")  # see _status
@@ -126,8 +131,10 @@ class CodexAgent:
     title: ClassVar[str] = "Codex"  # how messages name it
     Options: ClassVar[type[CodexOptions]] = CodexOptions
 
-    def __init__(self, options: CodexOptions | None = None, env: dict[str, str] | None = None):
+    def __init__(self, options: CodexOptions | None = None, env: dict[str, str] | None = None, *,
+                 table: str = OPTIONS_TABLE):
         self.options = options or CodexOptions()
+        self.table = table  # the options table its messages name (base.OPTIONS_TABLE)
         self.env = dict(env or {})  # merged over os.environ for the child (e.g. offline()'s)
         self._processes = TurnProcesses("Codex")
 
@@ -215,16 +222,16 @@ class CodexAgent:
         return "turns priced at " + price_for(options.model, CODEX_PRICES, options.price)[1]
 
     @classmethod
-    def find_cli(cls, options: CodexOptions | None = None) -> str:
+    def find_cli(cls, options: CodexOptions | None = None, table: str = OPTIONS_TABLE) -> str:
         """The `codex` executable these options run; CodingAgentError with the install command if
         none (what `middle agents` shows)."""
-        return cls(options)._find_cli(dict(os.environ))
+        return cls(options, table=table)._find_cli(dict(os.environ))
 
     def _find_cli(self, env: dict[str, str]) -> str:
         cli = self.options.cli_path or "codex"
         found = find_executable(self.options.cli_path, "codex", path=env.get("PATH"))
         if found is None:
-            raise CodingAgentError(f"The Codex CLI ({cli}) was not found. {INSTALL_HINT}")
+            raise CodingAgentError(f"The Codex CLI ({cli}) was not found. {install_hint(self.table)}")
         return found
 
     def _run_once(self, cli: str, prompt: str, cwd: Path, env: dict[str, str], session_id: str | None,
@@ -243,7 +250,7 @@ class CodexAgent:
             timeout_s=self.options.turn_timeout_s, mark=session_id or uuid.uuid4().hex, on_line=on_line,
             answered=lambda: stream.completed or stream.failure is not None, emit=emit,
             start_event={"session_id": session_id, "resume": thread_id is not None, "cwd": str(cwd)},
-            install_hint=INSTALL_HINT)
+            install_hint=install_hint(self.table))
         result = self._result(stream, outcome, session_id)
         emit(stream.result_event(result.is_error, result.duration_ms, result.cost_usd))
         return result
@@ -275,7 +282,7 @@ class CodexAgent:
         err = tail(outcome.stderr, 500)
         if outcome.timed_out:
             return (f"Codex did not finish the turn within {self.options.turn_timeout_s:g} s, so its process "
-                    "group was killed. Raise `[coding_agent.options] turn_timeout_s` or give it a smaller task.")
+                    f"group was killed. Raise `{self.table} turn_timeout_s` or give it a smaller task.")
         if "no rollout found" in outcome.stderr:
             return (f"Codex has no session {session_id} to resume here (thread {stream.thread_id}; its sessions "
                     "live under CODEX_HOME). Start a new session for this ticket.")
@@ -292,7 +299,7 @@ class CodexAgent:
         if outcome.exit_code is not None and outcome.exit_code < 0:
             return f"Codex was killed by signal {-outcome.exit_code}{f' (stderr: {err})' if err else ''}."
         return (f"Codex exited with code {outcome.exit_code} without finishing the turn"
-                f"{f' (stderr: {err})' if err else ''}. Check `[coding_agent.options]` (extra_args, model) "
+                f"{f' (stderr: {err})' if err else ''}. Check `{self.table}` (extra_args, model) "
                 "and that `codex --version` runs.")
 
     # -- offline: the fake Responses API -------------------------------------------------------

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..errors import CodingAgentError
 from ..executables import find_executable
-from .base import EventCallback, Offline, TurnResult
+from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .gemini_stream import GeminiStream, api_status, as_dict, usage_of
 from .pricing import GEMINI_PRICES, TokenPrice, price_for, turn_cost
 from .process import ProcessOutcome, TurnProcesses, safe_callback, tail
@@ -38,8 +38,10 @@ from .process import ProcessOutcome, TurnProcesses, safe_callback, tail
 __all__ = ["GeminiOptions", "GeminiAgent", "INSTALL_COMMAND", "cli_session_id", "find_gemini_cli"]
 
 INSTALL_COMMAND = "npm install -g @google/gemini-cli@0.61.0"
-INSTALL_HINT = (f"Install the Gemini CLI with `{INSTALL_COMMAND}`, or set `[coding_agent.options] cli_path` "
-                "in middle.toml to the `gemini` executable.")
+def install_hint(table: str = OPTIONS_TABLE) -> str:
+    """How to get the Gemini CLI, naming the options table its `cli_path` is set in."""
+    return (f"Install the Gemini CLI with `{INSTALL_COMMAND}`, or set `{table} cli_path` "
+            "in middle.toml to the `gemini` executable.")
 _NAME = "Gemini CLI"
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
@@ -87,19 +89,21 @@ class GeminiOptions(BaseModel):
         return mode
 
 
-def find_gemini_cli(configured: str | None = None, *, path: str | None = None) -> str:
+def find_gemini_cli(configured: str | None = None, *, path: str | None = None, table: str = OPTIONS_TABLE) -> str:
     """The `gemini` executable: `configured` (a name on `path` or a file), else `gemini` on `path`
-    (default: this process's PATH); CodingAgentError naming the install command if there is none."""
+    (default: this process's PATH); CodingAgentError naming the install command (and `table`,
+    where `cli_path` is set) if there is none."""
     if configured:
         found = find_executable(configured, "gemini", path=path)
         if found:
             return found
-        raise CodingAgentError(f"The Gemini CLI was not found at the configured `[coding_agent.options] "
+        raise CodingAgentError(f"The Gemini CLI was not found at the configured `{table} "
                                f"cli_path` {configured!r} (no such executable). Fix or remove that setting. "
-                               f"{INSTALL_HINT}")
+                               f"{install_hint(table)}")
     found = find_executable(None, "gemini", path=path)
     if not found:
-        raise CodingAgentError(f"The Gemini CLI (the `gemini` command) is not installed or not on PATH. {INSTALL_HINT}")
+        raise CodingAgentError("The Gemini CLI (the `gemini` command) is not installed or not on PATH. "
+                               f"{install_hint(table)}")
     return found
 
 
@@ -119,8 +123,10 @@ class GeminiAgent:
     title: ClassVar[str] = "Gemini CLI"  # how messages name it
     Options: ClassVar[type[GeminiOptions]] = GeminiOptions
 
-    def __init__(self, options: GeminiOptions | None = None, env: dict[str, str] | None = None):
+    def __init__(self, options: GeminiOptions | None = None, env: dict[str, str] | None = None, *,
+                 table: str = OPTIONS_TABLE):
         self.options = options or GeminiOptions()
+        self.table = table  # the options table its messages name (base.OPTIONS_TABLE)
         self.env = dict(env or {})  # merged over os.environ for the child
         self._processes = TurnProcesses(_NAME)
 
@@ -144,9 +150,9 @@ class GeminiAgent:
         return "turns priced at " + price_for(options.model, GEMINI_PRICES, options.price)[1]
 
     @classmethod
-    def find_cli(cls, options: GeminiOptions | None = None) -> str:
+    def find_cli(cls, options: GeminiOptions | None = None, table: str = OPTIONS_TABLE) -> str:
         """The `gemini` executable these options run; CodingAgentError (with the install command) if none."""
-        return find_gemini_cli((options or GeminiOptions()).cli_path)
+        return find_gemini_cli((options or GeminiOptions()).cli_path, table=table)
 
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group; each of those `run_turn` calls then raises
@@ -182,7 +188,7 @@ class GeminiAgent:
                                    "cannot run there. Create it or fix the ticket's project path.")
         missing = [d for d in self._include_dirs(cwd) if not d.is_dir()]
         if missing:
-            raise CodingAgentError(f"`[coding_agent.options] include_directories` names {missing[0]}, which "
+            raise CodingAgentError(f"`{self.table} include_directories` names {missing[0]}, which "
                                    "does not exist: create it or remove it from that list.")
         # One node process: by default the CLI relaunches itself as a child node (more heap) and
         # only relays; the kernel kills the process we start with a killed `middle`
@@ -191,7 +197,7 @@ class GeminiAgent:
         env = {**os.environ, **self.env, "GEMINI_CLI_NO_RELAUNCH": "true"}
         if self.options.home_dir:
             env["GEMINI_CLI_HOME"] = str(Path(self.options.home_dir).expanduser())
-        cli = find_gemini_cli(self.options.cli_path, path=env.get("PATH"))
+        cli = find_gemini_cli(self.options.cli_path, path=env.get("PATH"), table=self.table)
         emit = safe_callback(on_event)
         result = self._run_once(cli, prompt, cwd, env, session_id, resume, emit)
         if not resume and session_id and result.is_error and "already exists" in (result.error or ""):
@@ -215,7 +221,8 @@ class GeminiAgent:
             self.command(cli, cwd, session_id=session_id, resume=resume), cwd=cwd, env=env, stdin=prompt,
             timeout_s=self.options.turn_timeout_s, mark=session_id or uuid.uuid4().hex, on_line=on_line,
             answered=lambda: stream.result is not None, emit=emit,
-            start_event={"session_id": session_id, "resume": resume, "cwd": str(cwd)}, install_hint=INSTALL_HINT)
+            start_event={"session_id": session_id, "resume": resume, "cwd": str(cwd)},
+            install_hint=install_hint(self.table))
         for event in stream.finish():
             emit(event)
         return self._result(stream, outcome, session_id)
@@ -254,7 +261,7 @@ class GeminiAgent:
         message = stream.error_message
         if outcome.timed_out:
             return (f"The Gemini CLI did not finish the turn within {self.options.turn_timeout_s:g} s, so its "
-                    "process group was killed. Raise `[coding_agent.options] turn_timeout_s` or give it a "
+                    f"process group was killed. Raise `{self.table} turn_timeout_s` or give it a "
                     "smaller task.")
         if status is not None:
             return (f"The Gemini CLI could not get an answer from the model (HTTP {status}): "
@@ -275,6 +282,6 @@ class GeminiAgent:
             return f"The Gemini CLI was killed by signal {-outcome.exit_code}{f' (stderr: {err})' if err else ''}."
         if stream.result is None:
             return (f"The Gemini CLI exited with code {outcome.exit_code} without a result"
-                    f"{f' (stderr: {err})' if err else ''}. Check the `[coding_agent.options]` settings such "
+                    f"{f' (stderr: {err})' if err else ''}. Check the `{self.table}` settings such "
                     "as extra_args, and that `gemini --version` runs.")
         return f"The Gemini CLI exited with code {outcome.exit_code}{f' (stderr: {err})' if err else ''}."

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..errors import CodingAgentError
 from ..executables import find_executable
-from .base import EventCallback, Offline, TurnResult
+from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .opencode_events import OpenCodeStream
 from .pricing import ANY_PRICES, TokenPrice, counted_cost, price_for, reported_or_priced
 from .process import TurnProcesses, safe_callback, tail
@@ -102,8 +102,10 @@ class OpenCodeAgent:
     title: ClassVar[str] = "OpenCode"  # how messages name it
     Options: ClassVar[type[OpenCodeOptions]] = OpenCodeOptions
 
-    def __init__(self, options: OpenCodeOptions | None = None, env: dict[str, str] | None = None):
+    def __init__(self, options: OpenCodeOptions | None = None, env: dict[str, str] | None = None, *,
+                 table: str = OPTIONS_TABLE):
         self.options = options or OpenCodeOptions()
+        self.table = table  # the options table its messages name (base.OPTIONS_TABLE)
         self.env = dict(env or {})  # merged over os.environ for the child (e.g. an offline setup's)
         self._processes = TurnProcesses("OpenCode")
         # Our session id -> OpenCode's, as seen in this process; otherwise found by title (below).
@@ -118,14 +120,15 @@ class OpenCodeAgent:
         return opencode_offline(responder, workdir)
 
     @classmethod
-    def find_cli(cls, options: OpenCodeOptions | None = None, path: str | None = None) -> str:
+    def find_cli(cls, options: OpenCodeOptions | None = None, path: str | None = None,
+                 table: str = OPTIONS_TABLE) -> str:
         """The `opencode` executable these options run; CodingAgentError (with the install command) if none."""
         configured = (options or OpenCodeOptions()).cli_path
         name = configured or "opencode"
         found = find_executable(configured, "opencode", path=path if path is not None else os.environ.get("PATH"))
         if found is None:
             raise CodingAgentError(f"OpenCode's CLI `{name}` was not found. Install it with `{INSTALL}`, "
-                                   "or set `[coding_agent.options] cli_path` to the `opencode` executable.")
+                                   f"or set `{table} cli_path` to the `opencode` executable.")
         return found
 
     @classmethod
@@ -212,7 +215,7 @@ class OpenCodeAgent:
             raise CodingAgentError(f"The project directory {cwd} does not exist, so OpenCode cannot run "
                                    "there. Create it or fix the ticket's project path.")
         env = self._env(cwd)
-        cli = self.find_cli(self.options, env.get("PATH"))
+        cli = self.find_cli(self.options, env.get("PATH"), self.table)
         emit = safe_callback(on_event)
         # OpenCode (a Bun binary) unpacks a 5.5 MB native library into $TMPDIR on every start and
         # never removes it: each turn gets a TMPDIR of its own, removed after it.
@@ -300,7 +303,7 @@ class OpenCodeAgent:
         err = tail(stderr, 500)
         if timed_out:
             return (f"OpenCode did not finish the turn within {self.options.turn_timeout_s:g} s, so its process "
-                    "group was killed. Raise `[coding_agent.options] turn_timeout_s` or give it a smaller task.")
+                    f"group was killed. Raise `{self.table} turn_timeout_s` or give it a smaller task.")
         if stream.api_error_status is not None:
             return (f"OpenCode could not get an answer from the model (HTTP {stream.api_error_status}): "
                     f"{tail(stream.error_message(), 300).rstrip('.')}. Check the provider's base URL and API key "
@@ -312,12 +315,12 @@ class OpenCodeAgent:
         asked = _ASKED.search(stderr)
         if asked:
             return (f"OpenCode stopped the turn when it asked permission for {asked.group(1)}: nobody is there "
-                    "to grant it, so it was refused. Allow it with `[coding_agent.options] bash_allow` or "
+                    f"to grant it, so it was refused. Allow it with `{self.table} bash_allow` or "
                     "`permission`, or give a task that does not need it.")
         if exit_code is not None and exit_code < 0:
             return f"OpenCode was killed by signal {-exit_code}{f' (stderr: {err})' if err else ''}."
         if exit_code not in (0, None):
             return (f"OpenCode exited with code {exit_code}{f' (stderr: {err})' if err else ''}. Check "
-                    "`[coding_agent.options]` (model, extra_args) and that `opencode --version` runs.")
+                    f"`{self.table}` (model, extra_args) and that `opencode --version` runs.")
         return (f"OpenCode ended the turn without an answer{f' (stderr: {err})' if err else ''}. Check "
                 "that its model is configured (`opencode models`).")

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import CodingAgentError
+from .base import OPTIONS_TABLE
 
 # Claude Code's tools that change files; one Edit(<path>) rule covers them all (see above).
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
@@ -77,21 +78,22 @@ def writable_dirs(cwd: Path, additional_dirs: Iterable[str]) -> list[Path]:
     return out
 
 
-def check_dirs(cwd: Path, additional_dirs: Iterable[str], *, scoped: bool) -> None:
-    """CodingAgentError, before launch, for an extra directory that is missing or one no rule can name."""
+def check_dirs(cwd: Path, additional_dirs: Iterable[str], *, scoped: bool, table: str = OPTIONS_TABLE) -> None:
+    """CodingAgentError, before launch, for an extra directory that is missing or one no rule can
+    name (`table`: where the options are set)."""
     additional_dirs = list(additional_dirs)
     missing = [d for d in extra_dirs(cwd, additional_dirs) if not d.is_dir()]
     if missing:
         raise CodingAgentError(
             f"The additional directory {missing[0]} does not exist, so Claude Code cannot "
-            "be given access to it. Create it or remove it from `[coding_agent.options] additional_dirs`."
+            f"be given access to it. Create it or remove it from `{table} additional_dirs`."
         )
     odd = [d for d in writable_dirs(cwd, additional_dirs) if unmatchable(d)] if scoped else []
     if odd:
         raise CodingAgentError(
             f"Claude Code's permission rules cannot name {odd[0]} exactly (it contains "
             f"{unmatchable(odd[0])!r}), so its writes cannot be limited to it. Rename the "
-            "directory, or set `[coding_agent.options] scope_to_project = false`."
+            f"directory, or set `{table} scope_to_project = false`."
         )
 
 

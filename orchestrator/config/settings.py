@@ -184,9 +184,10 @@ class CheckCommand(_Strict):
     # `node --test`, jest, vitest and mocha (orchestrator/checks/runners/javascript.py)
     junit: str | None = None
     # how failures are told apart: "auto" (a JUnit report when there is one, else diagnostics
-    # lines `path:line[:col]: message` when the output has them), "junit", "diagnostics", or
+    # lines `path:line[:col]: message` when the output has them, or TAP lines `ok 1 - name` under a
+    # plan `1..N`), "junit", "diagnostics", "tap" (its output is TAP: bats, `prove -v`, tape), or
     # "exit-code" (the exit code alone)
-    format: Literal["auto", "junit", "diagnostics", "exit-code"] = "auto"
+    format: Literal["auto", "junit", "diagnostics", "tap", "exit-code"] = "auto"
     # when the command already fails on the base and names no failures that can be compared:
     # "per-failure" (the default: the ticket must make it pass) or "exit-code" (failing with the
     # base's exit code counts as no worse, and is shown as such)

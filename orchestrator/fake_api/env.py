@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from pathlib import Path
+
+from orchestrator.errors import ConfigError
+
+log = logging.getLogger("middle.offline")
 
 
 def claude_code_env(base_url: str, config_dir: str | Path, api_key: str = "sk-fake-local", *,
@@ -34,3 +40,28 @@ def claude_code_env(base_url: str, config_dir: str | Path, api_key: str = "sk-fa
     if max_retries is not None:
         env["CLAUDE_CODE_MAX_RETRIES"] = str(max_retries)
     return env
+
+
+def offline_config_dir(config_dir: str | Path) -> Path:
+    """Claude Code's config dir for offline mode (`CLAUDE_CONFIG_DIR`), made if missing. Its
+    `.claude.json` is ours, not the user's (their own config is never used offline): one that is
+    no JSON object (a write cut short, an edit) is removed, and Claude Code writes a fresh one,
+    where it would otherwise fail every turn with a parse error and a restore command."""
+    folder = Path(config_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = folder / ".claude.json"
+    try:
+        ok = isinstance(json.loads(settings.read_text(encoding="utf-8")), dict)
+    except FileNotFoundError:
+        return folder
+    except (OSError, ValueError):  # (UnicodeDecodeError is a ValueError)
+        ok = False
+    if not ok:
+        log.warning("removed %s: it was not valid JSON (Claude Code's settings for offline mode, middle's "
+                    "own); Claude Code writes a new one", settings)
+        try:
+            settings.unlink(missing_ok=True)
+        except OSError as exc:  # (a folder of that name, no permission)
+            raise ConfigError(f"{settings} is not valid JSON and cannot be removed ({exc}): remove it; "
+                              "it holds Claude Code's settings for offline mode, which middle makes again") from None
+    return folder

@@ -77,9 +77,6 @@ class TicketContext:
     # A resumed run: the ticket's checks as the config and the ticket say now (they replace the
     # checkpoint's snapshot of them; orchestrator.running.refresh). None: the snapshot's.
     ticket_overrides: dict[str, Any] | None = None
-    # Where the user sets this coding agent's options (its messages name `[coding_agent.options]`,
-    # which for a kind a ticket picks is another agent's table): orchestrator.services.options_table.
-    options_table: str = "[coding_agent.options]"
 
     def __post_init__(self) -> None:
         if self.lifecycle is None:

@@ -265,7 +265,7 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
         save_work_in_progress(ctx, ticket, turn_no)  # what the failed turn changed is kept too
         raise CodingAgentError(
             f"{name} turn {turn_no} of ticket {ticket['id']!r} failed: "
-            f"{(result.error or 'no detail').rstrip('.').replace('[coding_agent.options]', ctx.options_table)}. "
+            f"{(result.error or 'no detail').rstrip('.')}. "
             f"The turns so far are kept (`middle log {ticket['id']}`); "
             f"{advice('failed-resumable', ticket['id'])}"
         )

@@ -82,6 +82,8 @@ def why_line(signals: Mapping[str, Any], now: float | None = None) -> str:
         parts.append("facts: " + "; ".join(f'"{fact}"' for fact in signals["facts"]))
     if signals.get("burst"):
         parts.append(str(signals["burst"]))
+    if signals.get("issue"):
+        parts.append(str(signals["issue"]))
     if signals.get("recency"):
         parts.append(str(signals["recency"]))
     if isinstance(signals.get("date"), (int, float)):

@@ -81,7 +81,8 @@ class ForgetReport:
             text += f" ({'; '.join(parts)})"
         if self.missing:
             text += (f"; {len(self.missing)} doc(s) are in no store of {self.store_dir} (deleted "
-                     "by hand, or indexed under another [memory] save_dir)")
+                     "already: by hand, or by a revert or discard that was stopped before it finished; "
+                     "or indexed under another [memory] save_dir)")
         return text
 
 

@@ -320,8 +320,8 @@ class MemoryBackend(ABC):
         """Why each of `docs` (what retrieve returned for `query`) was recalled, in the
         backend's own terms: a dict per doc with any of "similarity" (cosine, float), "graph"
         (the entity names linking query and doc), "facts" (matched facts, as text), "date" (the
-        doc's time, unix seconds), "recency", "burst" and "rerank" (words). The core adds the shared keywords, pins
-        and supersede links; the default adds nothing."""
+        doc's time, unix seconds), "recency", "burst", "issue" and "rerank" (words). The core
+        adds the shared keywords, pins and supersede links; the default adds nothing."""
         return [{} for _ in docs]
 
     def apply_curation(self, notes: Mapping[str, str]) -> None:

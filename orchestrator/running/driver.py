@@ -33,7 +33,7 @@ from orchestrator.running.outcome import RunOutcome
 from orchestrator.running.policy import end_on_exception
 from orchestrator.running.refresh import current_ticket, resumed_checks
 from orchestrator.running.run import Run, fence_checkpoints, stop_run_processes
-from orchestrator.services import Services, options_table
+from orchestrator.services import Services
 from tickets.store import TicketStore
 
 log = logging.getLogger("middle.driver")
@@ -254,6 +254,27 @@ class TicketDriver:
             return RunOutcome(ticket_id, "", "stored", feedback.stored_message(self.store, ticket_id))
         return self._drive(self._held(ClaimedRun(ticket_id, delivered.run_id)), overrides)
 
+    def _drop_untouched(self, ticket_id: str) -> None:
+        """A ticket sent back to pending before any work (the model cannot be used, its check
+        cannot start) keeps no worktree or branch: nothing of the user's is in them (only what
+        `[worktree]` copies and sets up, which the next run makes again). A worker's clone is its
+        own: left alone. Never hides the error that stopped the run: a failure here is logged."""
+        if self.worktrees is None or self.project_override:
+            return
+        try:
+            ticket = self.store.get_ticket(ticket_id)
+            run = self.store.latest_run(ticket_id)
+            repo = run.get("repo") if run is not None else None
+            if (ticket.status.value != "pending" or run is None or run.get("isolation") != "worktree"
+                    or not repo or not run.get("worktree") or not Path(ticket.project_path).is_dir()
+                    or self._leftover(ticket)):
+                return
+            self.worktrees.remove(repo, ticket_id)
+        except Exception as exc:  # (the run's own error is what the user must see)
+            log.warning("could not remove ticket %s's unused worktree: %s", ticket_id, exc)
+            return
+        self.say(f"removed ticket {ticket_id}'s worktree and branch: no work was done in them")
+
     def _stop_leftovers(self, run_id: str) -> None:
         """Kill the Claude Code processes a dead `middle` of this run left here, before a turn
         starts in the same worktree (taken over, so no live runner owns them)."""
@@ -290,6 +311,7 @@ class TicketDriver:
                                       auto_resume=self.project_override is not None)  # a worker's
             run.close()
             if ending.propagate:
+                self._drop_untouched(ticket_id)
                 raise
             return RunOutcome(ticket_id, run_id, ending.status, ending.reason, self._turns(run_id),
                               self.store.total_cost(run_id), resumable=ending.resumable, offline=self.services.fake,
@@ -400,5 +422,4 @@ def ticket_context(services: Any, config: Any, agent: Any, run: Run, *,
         on_event=seen, say=noted, lifecycle=services.lifecycle, worktrees=services.worktrees,
         dependencies=cfg.run.dependencies, stop=stop, project_override=project_override,
         check=cfg.check, worktree_setup=cfg.worktree, record=record, run=run,
-        options_table=options_table(cfg, getattr(coding_agent, "kind", None)),
     )

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import GitError, TicketError
+from orchestrator.killpoints import point
 from orchestrator.lifecycle.next_steps import advise, situation
 from tickets.rounds import FEEDBACK, MAX_FEEDBACK_CHARS, ROUND, STORED, Delivered
 
@@ -156,6 +157,10 @@ def deliver(store: TicketStore, ticket_id: str, text: str, *, lease_s: float, by
         delivered = store.claim_round(ticket_id, text.strip(), lease_s=lease_s,
                                       carry=undelivered(store, previous["id"]), by=by)
         if delivered is not None:
+            if delivered.kind == ROUND:
+                # Killed here, the round is claimed by a dead process with its feedback stored and
+                # no checkpoint: `middle resume` starts it from its input (and more feedback waits for it).
+                point("round.claimed")
             return delivered
     claim = store.get_claim(ticket_id)
     who = f" by {claim.describe()}" if claim is not None else ""
@@ -172,7 +177,10 @@ def continue_with_undelivered(store: TicketStore, ticket_id: str, run_id: str, *
     pending = undelivered(store, run_id)
     if not pending:
         return None
-    return store.claim_round(ticket_id, pending[-1], lease_s=lease_s, carry=pending[:-1], or_store=False)
+    following = store.claim_round(ticket_id, pending[-1], lease_s=lease_s, carry=pending[:-1], or_store=False)
+    if following is not None:
+        point("round.claimed")
+    return following
 
 
 def rounds_of(store: TicketStore, ticket_id: str) -> dict[str, dict[str, Any]]:

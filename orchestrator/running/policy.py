@@ -7,7 +7,8 @@ ends (`RunLifecycle`), so the ticket's status never depends on which driver ran 
 - StoreUnavailable: interrupted, and any worker resumes it once the store is back (a retry);
 - BatchStopper (the model cannot be used): failed; the ticket goes
   back to `pending` when no turn finished in a run that started from its input, else stays failed
-  and resumable; the driver raises it on (a batch stops and says it once);
+  and resumable; the driver raises it on (a batch stops and says it once), and removes the
+  worktree and branch of a ticket put back to pending when no work is in them;
 - CheckCannotStart before any turn of a ticket's first round (its check command is not found or
   cannot run on the base commit: a mistake in the user's config, not a failed ticket): the ticket
   goes back to `pending` (nothing was done, so nothing is lost) and the driver raises it on, so

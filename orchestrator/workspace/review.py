@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import GitError, TicketError
+from orchestrator.killpoints import point
 from orchestrator.lifecycle.next_steps import advise
 from orchestrator.workspace import git as g
 from orchestrator.workspace import undo
@@ -334,7 +335,9 @@ class Review:
                               f"{advise(self.store, ticket_id, 'revert')}")
         if status == "running":
             raise TicketError(f"ticket {ticket_id!r} is running: {advise(self.store, ticket_id, 'revert')}")
-        if status in ("failed", "interrupted") and not self.store.memory_docs(ticket_id):
+        # Ever indexed, not only now: a revert killed after deleting the docs (forget.marked) left
+        # the ticket failed with none live, and the same revert must finish it, not refuse it.
+        if status in ("failed", "interrupted") and not self.store.memory_docs(ticket_id, include_deleted=True):
             raise TicketError(
                 f"ticket {ticket_id!r} is {status} and was never merged or indexed, so there is nothing "
                 f"to revert: {advise(self.store, ticket_id, 'revert')}")
@@ -401,7 +404,9 @@ class Review:
         ticket = self.store.get_ticket(ticket_id)
         docs = self.store.memory_docs(ticket_id)
         if not docs:
-            return 0, "0 memory doc(s) deleted"
+            # a revert or discard killed after marking them (forget.marked), run again: say so
+            gone = len(self.store.memory_docs(ticket_id, include_deleted=True))
+            return 0, "0 memory doc(s) deleted" + (f" (its {gone} were deleted already)" if gone else "")
         memory = self._memory() if callable(self._memory) else self._memory
         if memory is None:
             raise TicketError(
@@ -417,5 +422,9 @@ class Review:
         else:  # a bare backend-like object (the Python API's own memory)
             removed = memory.delete(ticket.project_id, docs)
             said = f"{removed} memory doc(s) deleted"
+        # Killed here, the docs are still the ticket's live ones: the same command deletes them
+        # again (gone: it says so) and marks them.
+        point("forget.deleted")
         self.store.mark_memory_docs_deleted(ticket_id)
+        point("forget.marked")
         return removed, said

@@ -335,3 +335,19 @@ def test_real_datasette_history_loads(shared_data):
     # release commits related to nothing)
     assert sum(1 for r in relevant if r) == 437
     assert sum(1 for r in long_range(relevant, WINDOW) if r) == 66
+
+
+def test_doc_refs_put_the_issues_in_the_completion_docs_never_in_the_queries(repo):
+    """`--doc-refs`: a completed ticket's doc names its issues, as a real ticket's summary does;
+    what recall is asked with (the start and turn queries, the labels' side) never does."""
+    import dataclasses
+
+    ticket = dataclasses.replace(ticket_data.load_git_repo(repo).tickets[5], refs_in_doc=True)
+    assert ticket.completion_doc() == "Ticket: Fix login redirect. and. Changed: app/login.py. Issues: #1."
+    assert "#" not in ticket.start_query() + ticket.turn_query()
+    no_refs = dataclasses.replace(ticket_data.load_git_repo(repo).tickets[4], refs_in_doc=True)
+    assert "Issues" not in no_refs.completion_doc()  # a ticket naming no issue gets nothing
+    out = CliRunner().invoke(main, ["bench", "tickets", "--repo", str(repo), "--backend", "bm25",
+                                    "--doc-refs", "--json", "--no-progress"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["doc_refs"] is True

@@ -215,6 +215,13 @@ def test_an_unreachable_model_api_stops_the_batch_with_one_error_and_leaves_tick
     with TicketStore(workdir / ".middle" / "middle.sqlite3") as store:
         assert [store.get_ticket(t).status.value for t in "abc"] == ["pending"] * 3
         assert store.latest_run("b") is None and store.latest_run("c") is None
+        worktree = Path(store.latest_run("a")["worktree"])
+    # Ticket a's run had made its worktree and branch before the model failed: nothing was done
+    # in them, so they are removed (before, both were left behind) and the run says so.
+    from orchestrator.workspace.git import out
+
+    assert "removed ticket a's worktree and branch: no work was done in them" in result.output
+    assert not worktree.exists() and out(workdir / "repo", "branch", "--list", "middle/*") == ""
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-2", "2.5"])

@@ -49,12 +49,29 @@ def test_offline_looks_for_credentials_without_calling(project_dir, fake, claude
 
 def test_each_problem_is_one_line_saying_what_to_do(project_dir, tmp_path, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    result = doctor(project_dir, "", f'cli_path = "{tmp_path / "no-claude"}"', "--offline")
+    result = doctor(project_dir, "", f'cli_path = "{tmp_path / "no-claude"}"')
     assert result.exit_code == 1 and "Traceback" not in result.output
     lines = error_lines(result.output)
     assert len(lines) == 2, result.output
     assert lines[0].startswith("error: coding agent (claude-code): Claude Code was not found at the configured")
     assert lines[1].startswith("error: middle agent (anthropic: claude-sonnet-5-5): ANTHROPIC_API_KEY is not set")
+    offline = doctor(project_dir, "", f'cli_path = "{tmp_path / "no-claude"}"', "--offline")
+    assert offline.exit_code == 1  # the coding agent is needed offline too: still an error
+    assert [line[:40] for line in error_lines(offline.output)] == [lines[0][:40]], offline.output
+
+
+@pytest.mark.cli
+def test_offline_without_an_api_key_passes_with_a_warning_that_names_the_fake(project_dir, claude_cli, monkeypatch):
+    """Before, it exited 1 with an `error:` line whose own hint was `middle run --fake`: the
+    checks --offline makes that need no key passed, so the key is a warning and the exit 0."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    result = doctor(project_dir, "", f'cli_path = "{claude_cli}"', "--offline")
+    assert result.exit_code == 0 and not error_lines(result.output), result.output
+    [warning] = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert "ANTHROPIC_API_KEY is not set" in warning and "`middle run --fake`" in warning
+    assert "no credentials" in result.output
+    assert "ready for `middle run --fake`" in " ".join(result.output.split())
+    assert doctor(project_dir, "", f'cli_path = "{claude_cli}"').exit_code == 1  # the call needs the key
 
 
 @pytest.mark.cli

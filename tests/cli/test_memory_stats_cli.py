@@ -79,3 +79,22 @@ def test_an_empty_with_or_text_is_one_error_in_the_command_s_words(tmp_path):
     assert "--text" not in error[0]
     error = middle(tmp_path, "edit", doc_id(OLD)[:8], "--text", " ", ok=False).stderr.strip().splitlines()
     assert len(error) == 1 and "--text TEXT" in error[0]
+
+
+def test_stats_and_history_in_a_fresh_project_say_no_memory_yet_and_create_nothing(tmp_path):
+    """Before, both opened the ticket store for writing, which created it (and its folder): a
+    read-only verb left state behind in a project that had none."""
+    from orchestrator.testing import make_repo
+
+    make_repo(tmp_path / "repo")
+    (tmp_path / "middle.toml").write_text(
+        '[project]\nid = "demo"\npath = "repo"\n[memory]\nsave_dir = ".middle/memory"\n')
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert "no memory yet for project demo" in middle(tmp_path, "stats").stdout
+    assert json.loads(middle(tmp_path, "stats", "--json").stdout)["docs"] == 0
+    assert "no memory yet for project demo" in middle(tmp_path, "history").stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == before  # (cache: the helper's)
+    assert not (tmp_path / ".middle").exists()
+    middle(tmp_path, "add", "The parser keeps tabs.")  # once there is memory, the numbers as before
+    assert "1 doc(s)" in middle(tmp_path, "stats").stdout
+    assert "added" in middle(tmp_path, "history").stdout

@@ -40,7 +40,7 @@ class NoCli(ClaudeCodeAgent):
     kind: ClassVar[str] = "no-cli"
 
     @classmethod
-    def find_cli(cls, options: Any = None) -> str:
+    def find_cli(cls, options: Any = None, table: str = "[coding_agent.options]") -> str:
         raise CodingAgentError("`no-cli` is not installed: install it with `npm install -g no-cli@1.0.0`")
 
 

@@ -123,3 +123,25 @@ def test_max_turns_is_reported(fake_api, make_worker, tmp_path):
     turn = make_worker(max_turns=1).run_turn("go", tmp_path, session_id=None, resume=False)
     assert turn.is_error is True and turn.terminal_reason == "max_turns"
     assert "max_turns" in turn.error
+
+
+def test_no_file_watching_probe_folder_is_left_after_a_turn_and_resume_still_works(
+        fake_api, claude_cli, claude_env, tmp_path):
+    """Claude Code probes file watching in `<its temp root>/claude-<uid>/fswatch-probe-*` and a
+    headless turn ends before the probe removes it: before, every turn left one. The root
+    itself stays (it holds the session's task outputs, which a resumed turn may read)."""
+    from orchestrator.coding_agent.claude_probes import probe_root
+
+    temp = tmp_path / "t"  # (short: Claude Code puts sockets under it)
+    temp.mkdir()
+    env = {**claude_env, "CLAUDE_CODE_TMPDIR": str(temp)}
+    worker = ClaudeCodeAgent(ClaudeCodeOptions(cli_path=claude_cli), env=env)
+    project = tmp_path / "p"
+    project.mkdir()
+    fake_api.script.coding_agent("First.", "Second.")
+    sid = str(uuid.uuid4())
+    root = probe_root(env)
+    for turn in (1, 2):
+        done = worker.run_turn(f"Turn {turn}", project, session_id=sid, resume=turn == 2)
+        assert done.is_error is False and done.text == ("First." if turn == 1 else "Second."), done.error
+        assert root.is_dir() and not list(root.glob("fswatch-probe-*")), sorted(p.name for p in root.iterdir())

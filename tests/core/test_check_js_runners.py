@@ -34,9 +34,15 @@ def test_runner_detection(line, runner):
 
 def test_the_report_options_go_right_after_the_runners_word(tmp_path):
     p = prepare(CheckCommand(run="npx jest --ci && npm run lint"), tmp_path, {})
-    assert p.line == f"npx jest --json --testLocationInResults --outputFile={tmp_path}/jest.json --ci && npm run lint"
+    asked = f"--json --testLocationInResults --outputFile={tmp_path}/jest.json --bail=0"
+    assert p.line == f"npx jest {asked} --ci && npm run lint"
     p = prepare(CheckCommand(run="vitest run"), tmp_path, {})
     assert p.line.startswith("vitest --reporter=default --reporter=json --outputFile.json=") and p.line.endswith(" run")
+    # every test runs: the runner's own `--bail` is taken out of its command (not another's)
+    p = prepare(CheckCommand(run="npx jest --bail 2 src && eslint --bail x"), tmp_path, {})
+    assert p.line == f"npx jest {asked}  src && eslint --bail x"
+    assert " -b" not in prepare(CheckCommand(run="mocha -b test"), tmp_path, {}).line
+    assert prepare(CheckCommand(run="vitest run --bail=3 x"), tmp_path, {}).line.count("--bail") == 1
     p = prepare(CheckCommand(run="node --test"), tmp_path, {"NODE_OPTIONS": "--max-old-space-size=512"})
     assert p.line == "node --test" and p.env["NODE_OPTIONS"].startswith("--max-old-space-size=512 --test-reporter=spec")
     # a command that names its own report is read there, as configured

@@ -32,7 +32,7 @@ def test_which_lines_run_rspec(line, runner):
 def test_spec_opts_gains_the_formatters_require_the_users_own_kept(tmp_path):
     p = prepare(CheckCommand(run="bundle exec rspec"), tmp_path / "t d", {"SPEC_OPTS": "--order defined"})
     assert p.line == "bundle exec rspec" and p.runner == "rspec"  # the command line untouched
-    assert shlex.split(p.env["SPEC_OPTS"]) == ["--order", "defined", "--require", str(rspec.REQUIRE)]
+    assert shlex.split(p.env["SPEC_OPTS"]) == ["--order", "defined", "--require", str(rspec.REQUIRE), "--no-fail-fast"]
     assert p.env["MIDDLE_RSPEC_JSON"] == str(tmp_path / "t d" / "rspec.json") == p.reports[0]
     assert rspec.REQUIRE.is_file()
     # configured otherwise: as the user says

@@ -32,7 +32,7 @@ def test_a_line_with_no_runner_asks_every_env_carried_runner_its_line_untouched(
     opts = shlex.split(p.env["PYTEST_ADDOPTS"])
     assert opts[0] == "-x" and f"--junitxml={tmp_path / wrapper.PYTEST_REPORT}" in opts  # the user's kept first
     assert "${TOX_ENV_NAME}" in wrapper.PYTEST_REPORT  # one file per tox env, expanded by pytest
-    assert shlex.split(p.env["SPEC_OPTS"]) == ["--order", "defined", "--require", str(rspec.REQUIRE)]
+    assert shlex.split(p.env["SPEC_OPTS"]) == ["--order", "defined", "--require", str(rspec.REQUIRE), "--no-fail-fast"]
     assert p.env["MIDDLE_RSPEC_JSON"] == str(tmp_path / "rspec-{pid}.json")
     overrides = p.env["TOX_OVERRIDE"].split(";")
     assert overrides[0] == "testenv.deps=pytest"  # the user's own override kept
@@ -244,7 +244,7 @@ def _site_module():  # type: ignore[no-untyped-def]
     path = Path(wrapper.__file__).with_name("unittest_site.py")
     spec = importlib.util.spec_from_loader("middle_unittest_site_under_test", loader=None)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    exec(compile(path.read_text(encoding="utf-8").split("\ntry:\n    _hook()")[0], str(path), "exec"),
+    exec(compile(path.read_text(encoding="utf-8").split("\ntry:\n    _pytest_runs_all()")[0], str(path), "exec"),
          module.__dict__)
     return module
 

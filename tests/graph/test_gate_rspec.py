@@ -41,6 +41,16 @@ def test_rspec_a_ticket_that_breaks_another_example_fails_naming_it(tmp_path):
     assert r["final"]["already_failing"] == ["spec/calc_spec.rb::Calc known bug"]
 
 
+@pytest.mark.parametrize("where", ["line", ".rspec"])
+def test_rspec_fail_fast_still_sees_the_example_the_ticket_breaks(tmp_path, where):
+    """`--fail-fast` stopped both runs at the base's known failure, so the example the ticket broke
+    after it never ran and the ticket read as "no worse"; SPEC_OPTS' `--no-fail-fast` outranks it."""
+    files = {**FILES, ".rspec": "--format documentation\n--fail-fast\n"} if where == ".rspec" else FILES
+    r = run_ticket(tmp_path, files, [f"{RSPEC} --fail-fast" if where == "line" else RSPEC], write("calc.rb", UPPER))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["spec/calc_spec.rb::Calc add two words"]
+
+
 def test_rspec_a_ticket_that_leaves_the_known_failure_is_no_worse_naming_it(tmp_path):
     # an example added above the known one shifts its line: the identity does not move
     moved = SPEC.replace("  it('known bug')", "  it('one more') { expect(1).to eq(1) }\n  it('known bug')")

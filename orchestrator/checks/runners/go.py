@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from orchestrator.checks.junit import FAILED, PASSED, SKIPPED, JUnitReport, TestCase
+from orchestrator.checks.runners import bail
 
 RUNNER = "go"
 COMMAND = re.compile(r"(?:^|(?<=[\s;&|(]))go\s+test(?=\s|$|;|&|\|)")
@@ -36,6 +37,17 @@ _BUILD_FAILED = re.compile(r"\[(?:build|setup) failed\]")
 _OUTCOMES = {"pass": PASSED, "fail": FAILED, "skip": SKIPPED, "PASS": PASSED, "FAIL": FAILED, "SKIP": SKIPPED}
 _WHY = re.compile(r"\[(?:build|setup) failed\]|flag provided but not defined|^go: |^pattern |no Go files|"
                   r"cannot find|no required module")
+
+
+# `-failfast` stops a package's tests at its first failure: where the base already fails one,
+# both runs would stop there, before a test the ticket breaks after it (runners/bail.py)
+_FAILFAST = re.compile(r"(?<=\s)--?failfast(?:=(?:true|1))?(?=\s|$)")
+
+
+def without_failfast(line: str) -> str:
+    """The line with `go test`'s own `-failfast` taken out (only from go test's command)."""
+    found = COMMAND.search(line)
+    return bail.without(line, found.end(), _FAILFAST) if found else line
 
 
 def goflags(environ: dict[str, str]) -> dict[str, str]:
@@ -131,4 +143,4 @@ def cannot_run(output: str) -> str | None:
     return "go test ran no test: " + why[:200]
 
 
-__all__ = ["COMMAND", "RUNNER", "cannot_run", "goflags", "parse", "readable"]
+__all__ = ["COMMAND", "RUNNER", "cannot_run", "goflags", "parse", "readable", "without_failfast"]

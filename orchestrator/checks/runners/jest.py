@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.checks import junit
+from orchestrator.checks.runners import bail
 
 _JEST = re.compile(r"(?:^|(?<=[\s;&|(/]))jest(?=\s|$|;|&|\|)")
 # jest's own words for a run with nothing to run or a command line it does not take
 _CANNOT = re.compile(r"^(No tests found, exiting with code 1|● Unrecognized CLI Parameter:|● Validation Error:"
                      r"|Error: Could not find a config file)", re.M)
+# jest's stop at its first failures, in the line: `--bail`, `--bail=2`, `--bail 2`, `-b` (bail.py)
+_BAIL = re.compile(r"(?<=\s)(?:--bail(?:=\S*|\s+\d+)?|-b)(?=\s|$)")
 _STATUS = {"passed": junit.PASSED, "failed": junit.FAILED}  # pending, skipped, todo, disabled: skipped
 
 
@@ -31,15 +34,20 @@ def detects(line: str) -> bool:
 
 
 def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:
-    """The options that ask for the report, the environment they need, and where it goes."""
+    """The options that ask for the report (and run every test: `--bail=0`, after a script's own
+    `--bail` in `npm test -- ...`, where the last one wins), the environment they need, and where
+    it goes."""
     report = tmp / "jest.json"
     # --testLocationInResults: each test's line, to name same-named tests in the order they are
     # defined (`jest --randomize` runs them, and lists them, in another order each time)
-    return f"--json --testLocationInResults --outputFile={shlex.quote(str(report))}", {}, [str(report)]
+    return (f"--json --testLocationInResults --outputFile={shlex.quote(str(report))} --bail=0", {},
+            [str(report)])
 
 
 def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
     flags, env, reports = options(tmp)
+    found = _JEST.search(line)
+    line = bail.without(line, found.end(), _BAIL) if found else line
     return _JEST.sub(lambda m: f"{m.group(0)} {flags}", line, count=1), env, reports
 
 

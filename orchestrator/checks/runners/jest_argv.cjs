@@ -18,5 +18,7 @@
   if (!/[\\/]jest(?:-cli)?[\\/]bin[\\/]jest(?:\.js)?$/.test(real)) return;
   const own = process.argv.slice(2).some((a) => a === '--' || a === '--json' || a.startsWith('--outputFile'));
   if (own) return;
-  process.argv.push('--json', '--testLocationInResults', '--outputFile=' + out.split('{pid}').join(String(process.pid)));
+  // --bail=0 last: every test runs, whatever a `--bail` before it or a config file says (jest.py)
+  const report = '--outputFile=' + out.split('{pid}').join(String(process.pid));
+  process.argv.push('--json', '--testLocationInResults', report, '--bail=0');
 })();

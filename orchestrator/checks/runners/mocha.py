@@ -14,9 +14,12 @@ import re
 import shlex
 from pathlib import Path
 
+from orchestrator.checks.runners import bail
+
 _MOCHA = re.compile(r"(?:^|(?<=[\s;&|(/]))mocha(?=\s|$|;|&|\|)")
 _OWN_REPORTER = re.compile(r"(?:^|\s)(?:--reporter|-R)(?:=|\s|$)")
 _END = re.compile(r"&&|\|\||[;|)]")  # where mocha's own command ends
+_BAIL = re.compile(r"(?<=\s)(?:--bail|--no-bail|-b)(?=\s|$)")  # mocha's stop at its first failure
 # mocha's own words for a run with nothing to run
 _CANNOT = re.compile(r"^(?:\x1b\[\d+m)?(Error: No test files found.*?)(?:\x1b\[\d+m)?$", re.M)
 REPORTER = Path(__file__).with_name("mocha_reporter.cjs")
@@ -37,11 +40,16 @@ def detects(line: str) -> bool:
 def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:
     """The options that ask for the report, the environment they need, and where it goes."""
     report = tmp / "mocha-junit.xml"
-    return f"--reporter={shlex.quote(str(REPORTER))}", {"MIDDLE_MOCHA_REPORT": str(report)}, [str(report)]
+    # `--no-bail`: every test runs, past a script's own `--bail` (`npm test -- ...`: the last wins)
+    # or .mocharc's `bail: true` (bail.py)
+    return (f"--reporter={shlex.quote(str(REPORTER))} --no-bail", {"MIDDLE_MOCHA_REPORT": str(report)},
+            [str(report)])
 
 
 def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
     flags, env, reports = options(tmp)
+    found = _MOCHA.search(line)
+    line = bail.without(line, found.end(), _BAIL) if found else line
     return _MOCHA.sub(lambda m: f"{m.group(0)} {flags}", line, count=1), env, reports
 
 

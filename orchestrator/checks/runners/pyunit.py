@@ -20,7 +20,7 @@ from pathlib import Path
 KIND = "unittest"
 REPORT = "unittest-{pid}.xml"  # unittest_site.py puts the process's id in place of {pid}
 SITE = "pysite"  # the folder put first on PYTHONPATH
-ENV = ("PYTHONPATH", "MIDDLE_UNITTEST_JUNIT")  # what tox must pass on
+ENV = ("PYTHONPATH", "MIDDLE_UNITTEST_JUNIT", "MIDDLE_PYTEST_RUNALL")  # what tox must pass on
 RUN = re.compile(r"^Ran \d+ tests? in \d+(?:\.\d+)?s\s*$", re.M)  # each run's closing line
 _HERE = Path(__file__).parent
 
@@ -31,8 +31,18 @@ def prepare(tmp: Path, environ: dict[str, str]) -> tuple[dict[str, str], list[st
     site.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(_HERE / "unittest_site.py", site / "sitecustomize.py")
     shutil.copyfile(_HERE.parent / "unittest_junit.py", site / "middle_unittest_junit.py")
+    return {**runall(tmp, environ), "MIDDLE_UNITTEST_JUNIT": str(tmp / REPORT)}, [str(tmp / "unittest-*.xml")]
+
+
+def runall(tmp: Path, environ: dict[str, str]) -> dict[str, str]:
+    """The environment under which a pytest the check starts runs every test past `-x` or
+    `--maxfail` (pytest_runall.py, loaded by middle's `sitecustomize`)."""
+    site = tmp / SITE
+    site.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(_HERE / "unittest_site.py", site / "sitecustomize.py")
+    shutil.copyfile(_HERE / "pytest_runall.py", site / "middle_pytest_runall.py")
     path = os.pathsep.join(filter(None, [str(site), environ.get("PYTHONPATH", "")]))
-    return {"PYTHONPATH": path, "MIDDLE_UNITTEST_JUNIT": str(tmp / REPORT)}, [str(tmp / "unittest-*.xml")]
+    return {"PYTHONPATH": path, "MIDDLE_PYTEST_RUNALL": "1"}
 
 
-__all__ = ["ENV", "KIND", "REPORT", "RUN", "prepare"]
+__all__ = ["ENV", "KIND", "REPORT", "RUN", "prepare", "runall"]

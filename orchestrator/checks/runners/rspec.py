@@ -41,7 +41,10 @@ def detects(line: str) -> bool:
 def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
     """The line (as it is), the environment that asks for the report, and where it goes."""
     report = tmp / "rspec.json"
-    opts = " ".join(filter(None, [environ.get("SPEC_OPTS", ""), f"--require {shlex.quote(str(REQUIRE))}"]))
+    # `--no-fail-fast`: SPEC_OPTS outrank the line and `.rspec`, so a `--fail-fast` there no longer
+    # stops both runs at a failure the base already has, before an example the ticket breaks
+    opts = " ".join(filter(None, [environ.get("SPEC_OPTS", ""), f"--require {shlex.quote(str(REQUIRE))}",
+                                  "--no-fail-fast"]))
     return line, {"SPEC_OPTS": opts, "MIDDLE_RSPEC_JSON": str(report)}, [str(report)]
 
 

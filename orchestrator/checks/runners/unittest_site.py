@@ -2,7 +2,9 @@
 process that runs `python -m unittest` (or `coverage run -m unittest`) gets middle's unittest runner
 (unittest_junit.py, copied beside this file), which writes a JUnit report, one per process, to
 $MIDDLE_UNITTEST_JUNIT with `{pid}` replaced; any other Python process is left as it is. Then the
-`sitecustomize` this one hides (a distribution's, a venv's) is imported, as without middle.
+`sitecustomize` this one hides (a distribution's, a venv's) is imported, as without middle. With
+$MIDDLE_PYTEST_RUNALL set, pytest loads middle's plugin that keeps it running past `-x`
+(pytest_runall.py).
 
 Standard library only, and loadable by any Python a wrapper starts (a tox env's, an old one):
 `sys.orig_argv` (3.10+) is what tells `-m unittest`; an older Python writes no report, and the
@@ -66,7 +68,19 @@ def _hidden_sitecustomize():  # type: ignore[no-untyped-def]
         sys.path[:] = saved
 
 
+def _pytest_runs_all():  # type: ignore[no-untyped-def]
+    """pytest, if this process runs it, loads middle's plugin that keeps it past `-x`
+    (pytest_runall.py, beside this file as middle_pytest_runall.py)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if not os.environ.get("MIDDLE_PYTEST_RUNALL") or not os.path.isfile(os.path.join(here, "middle_pytest_runall.py")):
+        return
+    plugins = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p.strip()]
+    if "middle_pytest_runall" not in plugins:
+        os.environ["PYTEST_PLUGINS"] = ",".join([*plugins, "middle_pytest_runall"])
+
+
 try:
+    _pytest_runs_all()
     _hook()
 finally:
     _hidden_sitecustomize()

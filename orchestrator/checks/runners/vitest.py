@@ -13,7 +13,10 @@ import re
 import shlex
 from pathlib import Path
 
+from orchestrator.checks.runners import bail
+
 _VITEST = re.compile(r"(?:^|(?<=[\s;&|(/]))vitest(?=\s|$|;|&|\|)")
+_BAIL = re.compile(r"(?<=\s)--bail(?:=\S*|\s+\d+)(?=\s|$)")  # vitest's stop after N failures
 # vitest's own words for a run with nothing to run or a command line it does not take
 _CANNOT = re.compile(r"^(No test files found, exiting with code 1|\S*CACError: Unknown option .*)$", re.M)
 
@@ -30,8 +33,13 @@ def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:
 
 
 def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
+    """Where the line runs vitest itself, also `--bail=0` (every test runs, past a config's `bail`),
+    the line's own `--bail` taken out: vitest refuses an option given twice (bail.py). Through
+    `npm test` no `--bail=0` is added, for that reason: a script's own `--bail` still stops it."""
     flags, env, reports = options(tmp)
-    return _VITEST.sub(lambda m: f"{m.group(0)} {flags}", line, count=1), env, reports
+    found = _VITEST.search(line)
+    line = bail.without(line, found.end(), _BAIL) if found else line
+    return _VITEST.sub(lambda m: f"{m.group(0)} {flags} --bail=0", line, count=1), env, reports
 
 
 def cannot_run(exit_code: int, output: str) -> str | None:

@@ -264,8 +264,37 @@ def make_errors(output: str) -> list[str]:
             for m in _MAKE_ERROR.finditer(output)]
 
 
+# make's line when it ran no recipe for the target asked: the target is a file or folder already
+# there (`test/` beside `make test`, and no `.PHONY: test`). Not "Nothing to be done for 'all'":
+# make says that too when the target's prerequisites' recipes ran and printed nothing (`@true`).
+_MAKE_UP_TO_DATE = re.compile(r"^make(?:\[\d+\])?: '(?P<target>[^']+)' is up to date\.\s*$")
+_MAKE_DIRECTORY = re.compile(r"^make(?:\[\d+\])?: (?:Entering|Leaving) directory ")
+
+
+def ran_nothing(output: str) -> str | None:
+    """Why a run that exited 0 ran nothing at all: make said each target asked was up to date (`make
+    test` beside a `test/` folder and no `.PHONY: test`) and printed nothing else. Such a check
+    passes on every ticket whatever it breaks, so it is a check that cannot run."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip() and not _MAKE_DIRECTORY.match(ln.strip())]
+    found = [_MAKE_UP_TO_DATE.match(ln) for ln in lines]
+    if not lines or not all(found):
+        return None
+    targets = sorted({m.group("target") for m in found if m})
+    names = ", ".join(f"'{t}'" for t in targets)
+    return (f"make ran no recipe: {names} is up to date, since a file or folder of that name exists; "
+            f"say `.PHONY: {' '.join(targets)}` in the Makefile")
+
+
+# the test script `npm init` writes (`echo "Error: no test specified" && exit 1`): no test suite
+_NPM_PLACEHOLDER = re.compile(r"^Error: no test specified\s*$", re.M)
+
+
 def cannot_run(output: str) -> str | None:
-    """A target, env, session or recipe the wrapper does not have (`make tset`)."""
+    """A target, env, session or recipe the wrapper does not have (`make tset`), or npm's placeholder
+    test script."""
+    if _NPM_PLACEHOLDER.search(output):
+        return ("the package's test script is the placeholder `npm init` writes (\"Error: no test "
+                "specified\"): write its test script in package.json")
     found = _CANNOT.search(output)
     if not found:
         return None
@@ -273,4 +302,4 @@ def cannot_run(output: str) -> str | None:
 
 
 __all__ = ["MAKE_STEP", "NODE_MIN", "PYTEST_REPORT", "RUNNER", "Keeper", "Runs", "cannot_run", "incomplete",
-           "make_errors", "prepare", "read", "runs"]
+           "make_errors", "prepare", "ran_nothing", "read", "runs"]
