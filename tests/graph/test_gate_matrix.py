@@ -121,6 +121,21 @@ RB_EDITS: dict[str, dict[str, str | None]] = {
     "crashes": {"calc.rb": "module Calc\n  def self.add(a, b = a + b\nend\n"},
 }
 
+# -- bats (TAP, read from the output) -----------------------------------------------------------
+
+SH_CALC = "VALUE=1\nadd() { echo $(($1 + $2)); }\n"
+BATS_KNOWN = '@test "known bug" { [ "$VALUE" = 2 ]; }\n'
+BATS_TEST = 'setup() { . ./calc.sh; }\n' + BATS_KNOWN + '@test "adds" { [ "$(add 1 2)" = 3 ]; }\n'
+BATS_FILES = {"calc.sh": SH_CALC, "test/calc.bats": BATS_TEST}
+BATS_EDITS: dict[str, dict[str, str | None]] = {
+    "harmless": {"NOTES.md": "notes\n"},
+    "breaks": {"calc.sh": SH_CALC.replace("$1 + $2", "$1 * $2")},
+    "removes": {"test/calc.bats": BATS_TEST.replace(BATS_KNOWN, "")},
+    "skips": {"test/calc.bats": BATS_TEST.replace(BATS_KNOWN, BATS_KNOWN.replace("{ [", "{ skip; ["))},
+    "fixes": {"calc.sh": SH_CALC.replace("VALUE=1", "VALUE=2")},
+    "crashes": {"test/calc.bats": BATS_TEST.replace("setup() {", "setup() { (")},
+}
+
 # -- Rust and Go ---------------------------------------------------------------------------------
 
 RS_LIB = ("pub const VALUE: i32 = 1;\n\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n"
@@ -194,6 +209,8 @@ ROWS: list[Row] = [
     Row("rake spec", "rake spec", {**RB_FILES, "Rakefile": "require 'rspec/core/rake_task'\n"
                                    "RSpec::Core::RakeTask.new(:spec)\n"}, RB_EDITS, ("rake", "rspec")),
     Row("make>rspec", "make test", {**RB_FILES, **make("rspec")}, RB_EDITS, ("make", "rspec")),
+    Row("bats", "bats test", BATS_FILES, BATS_EDITS, ("bats",)),
+    Row("make>bats", "make test", {**BATS_FILES, **make("bats test")}, BATS_EDITS, ("make", "bats")),
     Row("cargo test", "cargo test", RS_FILES, RS_EDITS, ("cargo",), env=NATIVE_ENV),
     Row("make>cargo test", "make test", {**RS_FILES, **make("cargo test")}, RS_EDITS, ("make", "cargo"),
         leaks=BY_EXIT_CODE, env=NATIVE_ENV),
@@ -208,7 +225,7 @@ ROWS: list[Row] = [
 ROW = {r.name: r for r in ROWS}
 
 
-CI_TOOLS = {"make", "node", "npm", "jest", "vitest", "mocha", "rspec", "rake", "cargo", "go", "gcc"}
+CI_TOOLS = {"make", "node", "npm", "jest", "vitest", "mocha", "rspec", "rake", "cargo", "go", "gcc", "bats"}
 
 
 def _missing(row: Row) -> str | None:
@@ -388,3 +405,4 @@ def test_every_runner_middle_reads_has_a_row() -> None:
     for runner in [*OWN_REPORT, *FROM_OUTPUT]:
         word = {"node-test": "node --test", "cargo": "cargo test", "go": "go test"}.get(runner, runner)
         assert word in named, f"no matrix row for {runner}"
+    assert "bats" in named  # TAP (runners/tap.py), read from the output
