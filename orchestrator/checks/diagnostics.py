@@ -8,7 +8,9 @@ The forms read (each as the tool prints it by default or with the flag named):
 - `path:line: severity: message  [code]`: mypy;
 - `  path:line:col - severity: message (rule)`: pyright;
 - `path(line,col): error TS1234: message`: tsc `--pretty false`;
-- a header line then ` --> path:line:col`: rustc, clippy, and ruff's default output.
+- a header line then ` --> path:line:col`: rustc, clippy, and ruff's default output;
+- a file's path alone on a line, then `  line:col  severity  message  rule` under it: eslint's
+  default (stylish) output.
 
 A line counts only when its path is a file under the check's folder, so a traceback's
 `File "x.py", line 3` or a log line with a colon and a number is not taken for a problem.
@@ -26,6 +28,9 @@ _TSC = re.compile(r"^(?P<path>[^\s(][^(]*?)\((?P<line>\d+),(?P<col>\d+)\): (?P<r
 # rustc, clippy and ruff's default output: a header line (`F401 [*] message`, `warning: message`),
 # then ` --> path:line:col` under it
 _ARROW = re.compile(r"^\s*--> (?P<path>[^\s:][^:]*?):(?P<line>\d+)(?::(?P<col>\d+))?\s*$")
+# eslint's stylish output: the file's path on its own line, then its problems indented under it
+_STYLISH = re.compile(r"^\s+(?P<line>\d+):(?P<col>\d+)\s+(?P<sev>error|warning)\s+(?P<msg>\S.*?)"
+                      r"(?:\s{2,}(?P<rule>[-\w./@]+))?\s*$")
 _SEVERITY = re.compile(r"^(?P<sev>error|warning|fatal error|note|info|information|help)\s*:\s*", re.I)
 _LEAD_CODE = re.compile(r"^(?P<code>[A-Z]{1,4}\d{2,5})\b(?:\s*\[\*\])?\s*")  # ruff/flake8 F401, pylint C0114
 _TS_CODE = re.compile(r"^(?:error |warning )?(?P<code>TS\d+):\s*")
@@ -37,11 +42,34 @@ CODED = re.compile(r"^[^\s].*?: \[[^\]]+\] ")  # an identity with a tool's code:
 
 def parse(output: str, cwd: Path) -> Counter[str]:
     """The problems in `output`, counted by identity `path: [code] message`."""
-    found: Counter[str] = Counter()
+    return Counter(ident for ident, _ in _problems(output, cwd))
+
+
+def beside_tests(output: str, cwd: Path) -> list[str]:
+    """The problems a linter, type checker or compiler printed in a test run's output, those a test
+    runner's own lines cannot be: with a tool's code (ruff's F401, mypy's [arg-type], tsc's TS2322,
+    eslint's rule), or at a line AND column (go vet's `./calc.go:7:2: ...`, gcc's and clang's
+    `x.c:3:9: error: ...`). A runner's `tests/test_x.py:5: AssertionError`, a warning's `x.py:3:
+    DeprecationWarning`, Ruby's `calc.rb:2: warning` name no column; Node's, jest's and Go's
+    `file:line:col` frames are indented or in parentheses, never at the start of a line."""
+    return [ident for ident, column in _problems(output, cwd) if column or CODED.match(ident)]
+
+
+def _problems(output: str, cwd: Path) -> list[tuple[str, bool]]:
+    """Each problem's identity, and whether its line named a column."""
+    found: list[tuple[str, bool]] = []
     root = cwd.resolve()
     header = ""
+    stylish: str | None = None  # the file eslint's stylish lines are under
     for raw in output.splitlines():
         line = raw.rstrip()
+        styled = _STYLISH.match(line) if stylish else None
+        if styled and stylish:
+            if styled.group("rule"):
+                found.append((f"{stylish}: [{styled.group('rule')}] {' '.join(styled.group('msg').split())}", True))
+            else:
+                found.append((f"{stylish}: {' '.join(styled.group('msg').split())}", True))
+            continue
         arrow = _ARROW.match(line)
         m: re.Match[str] | None
         if arrow and header:
@@ -50,6 +78,8 @@ def parse(output: str, cwd: Path) -> Counter[str]:
             m = _COLON.match(line) or _PYRIGHT.match(line) or _TSC.match(line)
             if line and not line[0].isspace() and not m:
                 header = line
+                # a path alone on its line (eslint prints it absolute): not every line is looked up
+                stylish = _relative(line, root) if len(line) < 1024 and (line[0] in "/." or " " not in line) else None
             if not m:
                 continue
             rest = m.group("rest")
@@ -58,7 +88,7 @@ def parse(output: str, cwd: Path) -> Counter[str]:
             continue
         ident = _identity(path, rest)
         if ident is not None:
-            found[ident] += 1
+            found.append((ident, m.groupdict().get("col") is not None))
     return found
 
 
@@ -95,4 +125,4 @@ def worse(now: Counter[str], base: Counter[str]) -> list[str]:
     return sorted((now - base).elements())
 
 
-__all__ = ["CODED", "parse", "worse"]
+__all__ = ["CODED", "beside_tests", "parse", "worse"]

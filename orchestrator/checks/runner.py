@@ -25,7 +25,7 @@ from typing import Any
 
 from orchestrator.checks import diagnostics, instrument, junit
 from orchestrator.checks.instrument import CANNOT_START  # noqa: F401 - re-exported
-from orchestrator.checks.runners import javascript, rspec, tap, wrapper
+from orchestrator.checks.runners import go, javascript, rspec, tap, wrapper
 from orchestrator.checks.spec import Item, spec_of
 from orchestrator.config.settings import CheckCommand
 
@@ -40,6 +40,7 @@ OWN_REPORT = {"pytest": "pytest's JUnit report (--junitxml)", "unittest": "unitt
 # their summary. Enough for a few tracebacks, little enough to leave room for the conversation.
 _COLOURS = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # ANSI colour and cursor sequences
 TAIL_CHARS = 4000
+_GO_PACKAGE_OK = re.compile(r"^ok  \t\S", re.M)  # a package whose tests passed (go test's summary line)
 KILL_GRACE_S = 5.0
 JUNIT, DIAGNOSTICS = "junit", "diagnostics"  # how a run's failures were read
 _FIELDS = ("command", "exit_code", "duration_s", "tail", "timed_out", "failing", "kind", "ran", "skipped",
@@ -221,14 +222,17 @@ def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path,
     `test_x.py:5: AssertionError`, would read as lint problems; only coded ones). False: no test
     runner it knows of ran (read as any other command)."""
     found = wrapper.runs(instrument.report_files(prepared, cwd, since), text)
+    # go test's own lines (`--- FAIL: TestX`, `FAIL<tab>pkg`): it is not asked for -v behind a
+    # wrapper, so only its failures are named, never which tests ran
+    go_run = go.parse(text)
     if not any(r.files or r.runs for r in found):
-        return False
+        return bool(go_run.cases) and _go_behind(result, go_run, text, cwd)
     why = wrapper.incomplete(found)
     if why is not None:
         result.extra["wrapper"] = why
         return True
     try:
-        report = wrapper.read(found)
+        report = wrapper.read(found, cwd)
     except junit.ReportError as exc:  # two runs at once writing one file, a runner that died writing
         result.extra["wrapper"] = f"a report behind it could not be read ({exc}): judged by its exit code"
         return True
@@ -244,23 +248,40 @@ def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path,
     # the recipes make says failed too, and the coded problems a linter printed beside the tests
     # (_coded_problems): a step with no report that fails beside a test the base already fails is
     # named, not hidden behind the same exit code
-    steps = wrapper.make_errors(text) + _coded_problems(result, text, cwd)
+    steps = wrapper.make_errors(text) + _coded_problems(result, text, cwd) + go_run.failing
     result.failing = sorted(report.failing + steps) or None
     if result.exit_code != 0 and not report.failing and not steps:
         result.failing = [f"(the run exited {result.exit_code} with no failing test)"]
     return True
 
 
+def _go_behind(result: CheckResult, report: junit.JUnitReport, text: str, cwd: Path) -> bool:
+    """A wrapper whose only runner is go test (`make test` running `go test ./...`): judged by the
+    failures go names (its failing tests, a package that did not build), as a report's are, but
+    with no list of the tests that ran (go lists a passing test only with -v, which is not asked
+    for behind a wrapper: docs/checks.md), so a test the ticket removed is not seen, as with a
+    command read by its exit code. A run whose every failure is a build failure ran no test."""
+    if report.only_collection_errors and not _GO_PACKAGE_OK.search(text):  # no package built and passed
+        result.problem = "no test ran: every failure is a build failure (" + report.first_collection_error()[:200] + ")"
+        return True
+    result.kind = JUNIT
+    steps = wrapper.make_errors(text) + _coded_problems(result, text, cwd)
+    result.failing = sorted(report.failing + steps) or None
+    if result.exit_code != 0 and not result.failing:
+        result.failing = [f"(the run exited {result.exit_code} with no failing test)"]
+    return True
+
+
 def _coded_problems(result: CheckResult, text: str, cwd: Path) -> list[str]:
-    """In a run that failed, the problems a linter or type checker printed beside the tests, those
-    that carry a code (ruff's and flake8's F401, mypy's [arg-type], tsc's TS2322): a line `pytest;
-    ruff check .` or a script running both names no step, and a lint problem a ticket adds beside a
-    test the base already fails would leave the exit code as it was. A test runner's own
-    `tests/test_x.py:5: AssertionError` or a warning's `x.py:3: DeprecationWarning: ...` carries no
-    code and is not one."""
+    """In a run that failed, the problems a linter, type checker or compiler printed beside the
+    tests (diagnostics.beside_tests: those with a tool's code, ruff's F401, tsc's TS2322, eslint's
+    rule, or at a line and column, go vet's and gcc's): a line `pytest; go vet ./...` or a script
+    running both names no step, and a problem a ticket adds beside a test the base already fails
+    would leave the exit code as it was. A test runner's own `tests/test_x.py:5: AssertionError`
+    or a warning's `x.py:3: DeprecationWarning: ...` is not one."""
     if result.exit_code == 0:
         return []
-    return [d for d in diagnostics.parse(text, cwd).elements() if diagnostics.CODED.match(d)]
+    return diagnostics.beside_tests(text, cwd)
 
 
 def _from_output(result: CheckResult, report: junit.JUnitReport, none: str = "") -> None:

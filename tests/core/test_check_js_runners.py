@@ -5,12 +5,14 @@ tests/graph/test_gate_js_runners.py."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from orchestrator.checks import junit
 from orchestrator.checks.instrument import prepare, runner_of
+from orchestrator.checks.runner import run_check
 from orchestrator.checks.runners import javascript, jest
 from orchestrator.config.settings import CheckCommand
 
@@ -32,12 +34,13 @@ def test_runner_detection(line, runner):
 
 def test_the_report_options_go_right_after_the_runners_word(tmp_path):
     p = prepare(CheckCommand(run="npx jest --ci && npm run lint"), tmp_path, {})
-    assert p.line == f"npx jest --json --outputFile={tmp_path}/jest.json --bail=0 --ci && npm run lint"
+    asked = f"--json --testLocationInResults --outputFile={tmp_path}/jest.json --bail=0"
+    assert p.line == f"npx jest {asked} --ci && npm run lint"
     p = prepare(CheckCommand(run="vitest run"), tmp_path, {})
     assert p.line.startswith("vitest --reporter=default --reporter=json --outputFile.json=") and p.line.endswith(" run")
     # every test runs: the runner's own `--bail` is taken out of its command (not another's)
     p = prepare(CheckCommand(run="npx jest --bail 2 src && eslint --bail x"), tmp_path, {})
-    assert p.line == f"npx jest --json --outputFile={tmp_path}/jest.json --bail=0  src && eslint --bail x"
+    assert p.line == f"npx jest {asked}  src && eslint --bail x"
     assert " -b" not in prepare(CheckCommand(run="mocha -b test"), tmp_path, {}).line
     assert prepare(CheckCommand(run="vitest run --bail=3 x"), tmp_path, {}).line.count("--bail") == 1
     p = prepare(CheckCommand(run="node --test"), tmp_path, {"NODE_OPTIONS": "--max-old-space-size=512"})
@@ -64,7 +67,8 @@ def test_npm_test_is_read_through_its_script(tmp_path, script, line, runner):
 def test_npm_test_gets_the_options_after_a_double_dash_and_a_bad_package_json_is_no_guess(tmp_path):
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "jest"}}))
     p = prepare(CheckCommand(run="npm test && npm run lint"), tmp_path / "r", {}, tmp_path)
-    assert p.runner == "jest" and p.line.startswith("npm test -- --json --outputFile=") and p.line.endswith(" lint")
+    assert p.runner == "jest" and p.line.endswith(" lint")
+    assert p.line.startswith("npm test -- --json --testLocationInResults --outputFile=")
     (tmp_path / "package.json").write_text("[not json")
     # no runner known: a wrapper like any other (only the runners the environment asks are read)
     assert prepare(CheckCommand(run="npm test"), tmp_path, {}, tmp_path).runner == "wrapper"
@@ -79,7 +83,8 @@ def test_pnpm_and_yarn_pass_the_options_on_without_a_double_dash(tmp_path, line,
     paths); yarn 1 drops it with a warning; both pass what follows the script's name on."""
     (tmp_path / "package.json").write_text(json.dumps({"scripts": {"test": "jest"}}))
     p = prepare(CheckCommand(run=line), tmp_path / "r", {}, tmp_path)
-    assert p.runner == "jest" and p.line.startswith(f"{asked} --outputFile=") and " -- " not in p.line
+    assert p.runner == "jest" and " -- " not in p.line
+    assert p.line.startswith(f"{asked} --testLocationInResults --outputFile=")
 
 
 def write(path: Path, data: object) -> Path:
@@ -122,3 +127,19 @@ def test_a_report_that_is_not_jests_json_is_a_report_error(tmp_path, text, says)
 def test_each_runners_own_words_for_a_run_that_cannot_run(runner, output, says):
     assert says in (javascript.cannot_run(runner, 1, output) or "")
     assert javascript.cannot_run(runner, 1, "1 failing\n") is None
+
+
+@pytest.mark.skipif(shutil.which("jest") is None, reason="jest is not installed (.ci/run installs it)")
+def test_jest_randomize_keeps_same_named_tests_ids(tmp_path):
+    """`jest --randomize` runs a file's tests, and lists them in its report, in another order on each
+    seed: same-named tests are numbered in the order of their lines (--testLocationInResults), so
+    the failing one has one id whatever the seed (else base and ticket would swap them)."""
+    (tmp_path / "package.json").write_text('{"name": "x", "private": true}\n')
+    (tmp_path / "a.test.js").write_text("".join(f"test('adds', () => {{ expect({n}).toBe({0 if n == 3 else n}); }});\n"
+                                                for n in range(1, 7)))
+    seen = set()
+    for seed in (1, 2, 3):
+        r = run_check(f"jest --ci --randomize --seed={seed}", tmp_path, timeout_s=60)
+        assert r.problem is None and r.ran is not None and len(r.ran) == 6, r.tail
+        seen.add(tuple(r.failing or []))
+    assert seen == {("a.test.js::adds (3)",)}

@@ -173,3 +173,31 @@ def test_verdicts():
     late = result(1, ["a::bug"], ["a::bug", "a::ok"])
     late.timed_out = True
     assert judge(late, base).outcome == FAILED
+
+
+def test_eslints_default_stylish_output_is_read_under_its_files_path(src):
+    out = (f"\n{src}/web/a.js\n  1:7   error    'a' is assigned a value but never used  no-unused-vars\n"
+           "  3:1   warning  Unexpected console statement                 no-console\n"
+           "  5:10  error    Parsing error: Unexpected token\n\n"
+           "✖ 3 problems (2 errors, 1 warning)\n")
+    assert sorted(diagnostics.parse(out, src)) == [
+        "web/a.js: Parsing error: Unexpected token", "web/a.js: [no-console] Unexpected console statement",
+        "web/a.js: [no-unused-vars] 'a' is assigned a value but never used"]
+
+
+def test_beside_tests_a_linters_problem_with_a_column_counts_a_test_runners_line_does_not(src):
+    """In a test run's output only what a test runner cannot print is a lint problem: a code, or a
+    line AND column at the start of a line (go vet, gcc, clang); pytest's `app.py:5: AssertionError`,
+    a warning's, Ruby's `x:2: warning`, Node's and Go's indented frames are not."""
+    out = ("app.py:5: AssertionError\n"
+           "app.py:3: DeprecationWarning: old\n"
+           "    main.go:8: known bug\n"  # go test's own failure line: indented
+           f"    at Object.<anonymous> ({src}/web/a.js:5:3)\n"  # a Node stack frame
+           "./main.go:6:2: fmt.Printf format %d has arg \"a\" of wrong type string\n"  # go vet
+           "x.c:3:9: error: 'y' undeclared (first use in this function)\n"  # gcc
+           "x.c:3:9: note: each undeclared identifier is reported only once\n"
+           "web/b.ts(3,5): error TS2322: Type 'string' is not assignable to type 'number'.\n")
+    assert sorted(diagnostics.beside_tests(out, src)) == [
+        "main.go: fmt.Printf format %d has arg \"a\" of wrong type string",
+        "web/b.ts: [TS2322] Type 'string' is not assignable to type 'number'.",
+        "x.c: 'y' undeclared (first use in this function)"]

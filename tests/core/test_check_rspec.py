@@ -123,3 +123,21 @@ def test_jest_that_stops_before_its_report_is_told_so_not_of_a_junit_report(tmp_
     r = run_check("jest --ci", tmp_path, timeout_s=60)
     assert r.problem == ("jest's JSON report (--json --outputFile) was not written: it stopped before reporting "
                          "its tests")
+
+
+@needs_rspec
+def test_same_named_examples_keep_their_ids_under_random_order(tmp_path):
+    """`--order random` (a project's .rspec often says so) runs examples in another order each run:
+    two examples with one description are numbered in the order they are defined, not run, so the
+    failing one is the same id whatever the seed (else base and ticket would swap them)."""
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec" / "calc_spec.rb").write_text(
+        "RSpec.describe 'Calc' do\n"
+        + "".join(f"  it('adds') {{ expect({n}).to eq({n if n != 3 else 0}) }}\n" for n in range(1, 7))
+        + "  [7, 8].each { |n| it('loops') { expect(n).to eq(7) } }\nend\n")
+    seen = set()
+    for seed in (1, 2, 3, 4, 5, 6):
+        r = run_check(f"rspec --order random --seed {seed}", tmp_path, timeout_s=60)
+        assert r.problem is None and r.ran is not None and len(r.ran) == 8, r.tail
+        seen.add(tuple(r.failing or []))
+    assert seen == {("spec/calc_spec.rb::Calc adds (3)", "spec/calc_spec.rb::Calc loops (2)")}

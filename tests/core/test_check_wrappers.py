@@ -83,7 +83,8 @@ def pytest_report(path: Path, cases: dict[str, str]) -> Path:
 def test_a_test_failing_in_any_run_is_failing_and_run_if_any_run_ran_it(tmp_path):
     one = pytest_report(tmp_path / "0001-pytest-a.xml", {"a": "failed", "b": "passed", "c": "skipped"})
     two = pytest_report(tmp_path / "0002-pytest-b.xml", {"a": "passed", "b": "failed", "c": "passed"})
-    report = wrapper.read(wrapper.runs([one, two], "1 failed, 1 passed in 0.1s\n1 failed, 2 passed in 0.1s\n"))
+    report = wrapper.read(wrapper.runs([one, two], "1 failed, 1 passed in 0.1s\n1 failed, 2 passed in 0.1s\n"),
+                          tmp_path)
     assert report.failing == ["t.py::a", "t.py::b"]  # a pass in the other run hides neither
     assert report.ran == ["t.py::a", "t.py::b", "t.py::c"] and report.skipped == []
 

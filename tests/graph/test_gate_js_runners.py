@@ -314,11 +314,15 @@ def test_npm_test_is_judged_by_its_scripts_runner(tmp_path, runner, files, scrip
 
 @needs("npm")
 @needs_jest
-def test_npm_test_whose_script_runs_more_than_the_runner_is_left_to_its_exit_code(tmp_path):
-    r = run_ticket(tmp_path, with_script(JEST_FILES, "jest --ci && echo linted"), ["npm test"],
-                   write("NOTES.md", "notes\n"))
-    assert_failed(r)  # options after `--` would reach `echo`, not jest: no report asked, none compared
-    assert "naming no failures that can be compared" in r["final"]["reason"]
+def test_npm_test_whose_script_runs_more_than_the_runner_is_read_as_a_wrapper(tmp_path):
+    """Options after `--` would reach `echo`, not jest: the script is a wrapper, and jest's own
+    command line gains its report options inside it (wrapper.py, jest_argv.cjs)."""
+    project = with_script(JEST_FILES, "jest --ci && echo linted")
+    r = run_ticket(tmp_path / "same", project, ["npm test"], write("NOTES.md", "notes\n"))
+    assert_no_worse(r, "calc.test.js::known bug")
+    r = run_ticket(tmp_path / "worse", project, ["npm test"], write("calc.js", UPPER))
+    assert_failed(r)
+    assert r["final"]["new_failures"] == ["calc.test.js::add > two words"]
 
 
 # -- `pnpm test` and `yarn test`: the script's runner asked as under npm, the options with no `--` --

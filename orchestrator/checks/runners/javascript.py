@@ -64,7 +64,7 @@ def cannot_run(runner: str, exit_code: int, output: str) -> str | None:
 
 
 def read(runner: str, files: list[Path], cwd: Path) -> junit.JUnitReport:
-    return jest.read(files, cwd) if runner in JSON_REPORTS else junit.read(files)
+    return jest.read(files, cwd, by_location=runner == "jest") if runner in JSON_REPORTS else junit.read(files)
 
 
 __all__ = ["JSON_REPORTS", "RUNNERS", "cannot_run", "prepare", "read", "runner_of", "script_runner"]

@@ -38,7 +38,10 @@ def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:
     `--bail` in `npm test -- ...`, where the last one wins), the environment they need, and where
     it goes."""
     report = tmp / "jest.json"
-    return f"--json --outputFile={shlex.quote(str(report))} --bail=0", {}, [str(report)]
+    # --testLocationInResults: each test's line, to name same-named tests in the order they are
+    # defined (`jest --randomize` runs them, and lists them, in another order each time)
+    return (f"--json --testLocationInResults --outputFile={shlex.quote(str(report))} --bail=0", {},
+            [str(report)])
 
 
 def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
@@ -53,11 +56,14 @@ def cannot_run(exit_code: int, output: str) -> str | None:
     return f"jest: {found.group(1).strip('● :')}" if found else None
 
 
-def read(paths: list[Path], cwd: Path) -> junit.JUnitReport:
-    """The tests of jest-shaped JSON reports (jest --json, vitest --reporter=json)."""
+def read(paths: list[Path], cwd: Path, *, by_location: bool = False) -> junit.JUnitReport:
+    """The tests of jest-shaped JSON reports (jest --json, vitest --reporter=json). `by_location`
+    (jest's, asked with --testLocationInResults): each file's tests taken in the order of their
+    lines, not of the run (vitest's report is in the order of definition already; its `location`
+    is a failure's, not the test's)."""
     report = junit.JUnitReport()
     for path in paths:
-        for case in junit.numbered(_cases(_load(path), cwd, path.name)):  # a name repeated: another test
+        for case in junit.numbered(_cases(_load(path), cwd, path.name, by_location)):  # a name repeated: another test
             report.add(case)
     return report
 
@@ -72,20 +78,20 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
-def _cases(data: dict[str, Any], cwd: Path, name: str) -> list[junit.TestCase]:
+def _cases(data: dict[str, Any], cwd: Path, name: str, by_location: bool = False) -> list[junit.TestCase]:
     out: list[junit.TestCase] = []
     for suite in data["testResults"]:
         if not isinstance(suite, dict):
             raise junit.ReportError(f"{name}: a testResults entry is not an object")
         file = _relative(str(suite.get("name") or ""), cwd)
-        tests = suite.get("assertionResults") or []
+        tests = [t for t in suite.get("assertionResults") or [] if isinstance(t, dict)]
+        if by_location and all(_where(t) for t in tests):
+            tests.sort(key=lambda t: _where(t) or (0, 0))  # stable: one line's tests (a loop's) keep their order
         if suite.get("status") == "failed" and not tests:  # the file could not run at all
             message = str(suite.get("message") or "").strip().splitlines()
             out.append(junit.TestCase(f"{file}::(the file)", junit.FAILED,
                                       "Test suite failed to run: " + (message[0] if message else "")[:250], True))
         for test in tests:
-            if not isinstance(test, dict):
-                continue
             # vitest's first ancestor is the file's own suite, named ""
             titles = [str(t) for t in (test.get("ancestorTitles") or []) if t] + [str(test.get("title") or "")]
             messages = test.get("failureMessages") or [""]
@@ -93,6 +99,14 @@ def _cases(data: dict[str, Any], cwd: Path, name: str) -> list[junit.TestCase]:
             out.append(junit.TestCase(f"{file}::{' > '.join(titles)}", _STATUS.get(str(test.get("status")),
                                       junit.SKIPPED), (first[0] if first else "")[:300]))
     return out
+
+
+def _where(test: dict[str, Any]) -> tuple[int, int] | None:
+    """A test's (line, column) in its file, from jest's --testLocationInResults."""
+    loc = test.get("location")
+    if isinstance(loc, dict) and isinstance(loc.get("line"), int) and isinstance(loc.get("column"), int):
+        return loc["line"], loc["column"]
+    return None
 
 
 def _relative(path: str, cwd: Path) -> str:

@@ -29,12 +29,12 @@ def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[st
     report = tmp / "node-test-junit.xml"
     opts = " ".join(filter(None, [environ.get("NODE_OPTIONS", ""),
                                   "--test-reporter=spec", "--test-reporter-destination=stdout",
-                                  f"--test-reporter={_quote(str(REPORTER))}",
-                                  f"--test-reporter-destination={_quote(str(report))}"]))
+                                  f"--test-reporter={quote(str(REPORTER))}",
+                                  f"--test-reporter-destination={quote(str(report))}"]))
     return line, {"NODE_OPTIONS": opts}, [str(report)]
 
 
-def _quote(value: str) -> str:
+def quote(value: str) -> str:
     """A value as NODE_OPTIONS reads it: split on spaces, double quotes with backslash escapes
     (not a shell: single quotes are not quotes there)."""
     if not re.search(r'[\s"\\]', value):
@@ -47,4 +47,4 @@ def cannot_run(exit_code: int, output: str) -> str | None:
     return f"node --test: {found.group(0)[:200]}" if found else None
 
 
-__all__ = ["REPORTER", "cannot_run", "detects", "prepare"]
+__all__ = ["REPORTER", "cannot_run", "detects", "prepare", "quote"]

@@ -30,6 +30,7 @@ REQUIRE = Path(__file__).with_name("rspec_report.rb")
 _COMMAND = re.compile(r"(?:(?:^|(?<=[\s;&|(/]))rspec|(?:^|(?<=[\s;&|(]))rake\s+spec)(?=\s|$|;|&|\||\))")
 # rspec's own words for a command line it does not take
 _CANNOT = re.compile(r"^(invalid option: \S+|missing argument: \S+|invalid argument: .+)$", re.M)
+_ID = re.compile(r"\[(\d+(?::\d+)*)\]$")  # rspec's scoped id: `./spec/x_spec.rb[1:2]`
 _STATUS = {"passed": junit.PASSED, "failed": junit.FAILED}  # pending: skipped
 
 
@@ -87,7 +88,10 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _cases(data: dict[str, Any], name: str) -> list[junit.TestCase]:
-    out: list[junit.TestCase] = []
+    """The examples in the order they are defined, not run: `--order random` (often in a project's
+    .rspec) runs them in another order each time, and two examples with one description are
+    numbered in this order (`... (2)`), so the base's and the ticket's runs name them alike."""
+    keyed: list[tuple[tuple[int, ...], junit.TestCase]] = []
     for example in data["examples"]:
         if not isinstance(example, dict):
             raise junit.ReportError(f"{name}: an example is not an object")
@@ -95,9 +99,21 @@ def _cases(data: dict[str, Any], name: str) -> list[junit.TestCase]:
         exception = example.get("exception")
         message = str(exception.get("message") or "") if isinstance(exception, dict) else ""
         first = next((ln.strip() for ln in message.splitlines() if ln.strip()), "")
-        out.append(junit.TestCase(f"{file}::{example.get('full_description') or example.get('description') or ''}",
-                                  _STATUS.get(str(example.get("status")), junit.SKIPPED), first[:300]))
-    return out
+        case = junit.TestCase(f"{file}::{example.get('full_description') or example.get('description') or ''}",
+                              _STATUS.get(str(example.get("status")), junit.SKIPPED), first[:300])
+        keyed.append((_defined(example), case))
+    return [case for _, case in sorted(keyed, key=lambda kc: kc[0])]  # stable: same keys keep the run's order
+
+
+def _defined(example: dict[str, Any]) -> tuple[int, ...]:
+    """Where an example is defined, for ordering: rspec's id `./spec/x_spec.rb[1:2:3]` (its place
+    among its group's examples and groups, by definition, whatever the run's order; two examples a
+    loop defines on one line differ there), else its line."""
+    found = _ID.search(str(example.get("id") or ""))
+    if found:
+        return tuple(int(n) for n in found.group(1).split(":"))
+    line = example.get("line_number")
+    return (line,) if isinstance(line, int) else ()
 
 
 __all__ = ["REQUIRE", "RUNNER", "cannot_run", "detects", "prepare", "read"]

@@ -12,6 +12,9 @@ read.
 - **`node --test`**: `NODE_OPTIONS` gains middle's reporters (node.py), when the `node` on PATH
   is 20 or later: on an older Node a `--test-reporter` in NODE_OPTIONS stops every node process
   (a build step, npm itself), which would break a check that passes;
+- **jest**: `NODE_OPTIONS` gains `--require jest_argv.cjs` (where it gains the reporters), which,
+  in the node process that runs jest's own bin and no other, adds the options a line running jest
+  gets (jest.py), writing one JSON report per jest process;
 - **tox** filters the environment (its default `pass_env` has none of these), so `TOX_OVERRIDE`
   (tox 4's `--override` from the environment) adds them to `pass_env` of `[testenv]` (tox.ini) and
   `[env_run_base]` (tox.toml), and of each `[testenv:NAME]` of the project's tox.ini (an env's own
@@ -19,10 +22,9 @@ read.
   it still misses (tox.toml's own envs, a generated name) passes nothing on, and its pytest writes
   no report: that is caught below. nox passes the whole environment on.
 
-`go test` is not asked (`GOFLAGS=-v`): go's test lines are read from the output, and a wrapper's
-output mixes other commands' lines with them (`make -j`), two `go test` runs of one package
-cannot be told apart, and `-v` also changes `go build`/`go vet` output. cargo needs its command
-line changed (`--no-fail-fast`). Both stay judged by their exit code behind a wrapper.
+`go test` is not asked (`GOFLAGS=-v` also changes `go build`/`go vet` output): only the failures
+it names are read (runner.py). cargo needs its command line changed (`--no-fail-fast`), vitest's
+and mocha's report options go on theirs: judged by their exit code behind a wrapper.
 
 **A wrapper may run a runner more than once** (a Makefile running pytest on two folders, tox with
 several envs, `make test` running `make unit` and `make integration`). A report overwritten by a
@@ -62,7 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.checks import junit
-from orchestrator.checks.runners import node, pyunit, rspec
+from orchestrator.checks.runners import jest, node, pyunit, rspec
 
 RUNNER = "wrapper"
 MAKE_STEP = "(make) "  # how a recipe make says failed is named among the failures
@@ -71,9 +73,11 @@ MAKE_STEP = "(make) "  # how a recipe make says failed is named among the failur
 PYTEST_REPORT = "pytest-${TOX_ENV_NAME}${NOX_CURRENT_SESSION}.xml"
 RSPEC_REPORT = "rspec-{pid}.json"  # rspec_report.rb puts the rspec process's id in place of {pid}
 NODE_REPORT = "node-test-junit.xml"  # node.py's
+JEST_REPORT = "jest-{pid}.json"  # jest_argv.cjs puts the jest process's id in place of {pid}
+JEST_ARGV = Path(__file__).with_name("jest_argv.cjs")
 KEPT = "kept"  # where Keeper copies them
 _KEPT_NUMBER = re.compile(r"^\d{4}-")
-TOX_PASS = ("PYTEST_ADDOPTS", "SPEC_OPTS", "MIDDLE_RSPEC_JSON", "NODE_OPTIONS", *pyunit.ENV)
+TOX_PASS = ("PYTEST_ADDOPTS", "SPEC_OPTS", "MIDDLE_RSPEC_JSON", "NODE_OPTIONS", "MIDDLE_JEST_JSON", *pyunit.ENV)
 NODE_MIN = 20
 # Each run's closing summary line: pytest (`1 failed, 3 passed in 0.12s`, `no tests ran in 0.01s`,
 # between `=` rules or not), rspec (`3 examples, 1 failure`), the spec reporter middle gives
@@ -82,6 +86,7 @@ _PYTEST_RUN = re.compile(r"^(?:=+ )?(?:no tests ran|\d+ \w+(?: \w+)?(?:, \d+ \w+
                          r"(?: \(\d+:\d\d:\d\d\))?(?: =+)?\s*$", re.M)
 _RSPEC_RUN = re.compile(r"^\d+ examples?, \d+ failures?", re.M)
 _NODE_RUN = re.compile(r"^ℹ tests \d+\s*$", re.M)
+_JEST_RUN = re.compile(r"^Tests:\s+(?:\d+ \w+, )*\d+ total\s*$", re.M)  # jest's summary, once per run
 # A wrapper's own words for a target, env, session or recipe it does not have: the config's mistake
 _CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:\s+Stop\.)?$"
                      r"|^(?:ROOT: HandledError\| )?(provided environments not found in configuration file"
@@ -109,7 +114,7 @@ _MAKE_ERROR = re.compile(r"^make(?:\[\d+\])?: (?:\*\*\* )?\[(?:[^\]]*?:\d+: )?(?
 class Runs:
     """The report files of one kind and how many runs of that runner the output shows."""
 
-    kind: str  # "pytest" | "rspec" | "node-test" | "unittest"
+    kind: str  # "pytest" | "rspec" | "node-test" | "unittest" | "jest"
     files: list[Path]
     runs: int
 
@@ -130,7 +135,10 @@ def prepare(line: str, tmp: Path, environ: dict[str, str], cwd: Path | None = No
     reports += unittest_reports
     if _node_version(environ.get("PATH", "")) >= NODE_MIN:
         _, node_env, _ = node.prepare(line, tmp, environ)
-        env |= node_env
+        # jest: its bin's command line gains the report options (jest_argv.cjs)
+        node_env["NODE_OPTIONS"] += f" --require={node.quote(str(JEST_ARGV))}"
+        env |= node_env | {"MIDDLE_JEST_JSON": str(tmp / JEST_REPORT)}
+        reports.append(str(tmp / "jest-*.json"))
     sections = ["testenv", "env_run_base", *_tox_envs(cwd)]
     overrides = ";".join(f"{section}.pass_env+={name}" for section in sections for name in TOX_PASS)
     env["TOX_OVERRIDE"] = ";".join(filter(None, [environ.get("TOX_OVERRIDE", ""), overrides]))
@@ -216,7 +224,8 @@ def runs(files: list[Path], output: str) -> list[Runs]:
     return [Runs("pytest", of("pytest-"), len(_PYTEST_RUN.findall(output))),
             Runs(rspec.RUNNER, of("rspec-"), len(_RSPEC_RUN.findall(output))),
             Runs("node-test", of(NODE_REPORT), len(_NODE_RUN.findall(output))),
-            Runs(pyunit.KIND, of("unittest-"), len(pyunit.RUN.findall(output)))]
+            Runs(pyunit.KIND, of("unittest-"), len(pyunit.RUN.findall(output))),
+            Runs("jest", of("jest-"), len(_JEST_RUN.findall(output)))]
 
 
 def incomplete(found: list[Runs]) -> str | None:
@@ -230,12 +239,13 @@ def incomplete(found: list[Runs]) -> str | None:
     return None
 
 
-def read(found: list[Runs]) -> junit.JUnitReport:
+def read(found: list[Runs], cwd: Path) -> junit.JUnitReport:
     """Every run's tests, one test failing if it failed in any run."""
     report = junit.JUnitReport()
     for r in found:
         for path in r.files:
-            one = rspec.read([path]) if r.kind == rspec.RUNNER else junit.read([path])
+            one = (rspec.read([path]) if r.kind == rspec.RUNNER else jest.read([path], cwd, by_location=True)
+                   if r.kind == "jest" else junit.read([path]))
             for case in one.cases.values():
                 seen = report.cases.get(case.ident)
                 if seen is None or _rank(case) > _rank(seen):

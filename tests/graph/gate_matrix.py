@@ -1,0 +1,310 @@
+"""The check gate enumerated: every runner format middle reads, directly and behind a wrapper of its
+family, and a command no reader understands, each on a base that ALREADY FAILS one test ("known
+bug"), against five tickets:
+
+- (a) harmless: no worse, the note naming the base's failure;
+- (b) breaks another test ("adds"): failed, naming it;
+- (c) deletes the failing test, or skips it: failed, saying it was removed or skipped (a passing
+  run that dropped a test the base ran is not a pass);
+- (d) fixes the base's failure: passed;
+- (e) makes the run crash before any test (a syntax error in the code every test loads): failed.
+
+A guarantee is only as good as the paths it is tested on, so each row is one path a real project
+takes (`make test` in front of unittest, `npm test` in front of jest, `rake spec`...). The verdict
+layer is used directly (the real runners in real folders, `run_check` then `judge`), base once per
+row; the graph adds nothing to a verdict, and one scenario per runner family goes through the real
+graph on the offline model at the end. A row whose runner is not installed is skipped, saying so
+(`.ci/run` installs every one of them). Where the product knowingly reads a command by its exit code
+alone, the row says what that costs (`LEAKS`): those cells are the documented limits of
+docs/checks.md, asserted as they are so that a change to them is seen.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.checks.runner import CheckResult, run_check
+from orchestrator.checks.verdict import FAILED, NO_WORSE, PASSED, Verdict, judge
+from orchestrator.config.settings import CheckCommand
+
+PY = sys.executable
+Edit = Callable[[Path], None]
+SCENARIOS = ("harmless", "breaks", "removes", "skips", "fixes", "crashes")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One runner on one path: its project (one failing test), its command, its five edits."""
+
+    name: str
+    command: str
+    files: dict[str, str]
+    edits: dict[str, dict[str, str | None]]  # scenario -> {path: new text, or None to delete}
+    tools: tuple[str, ...] = ()
+    # scenario -> the outcome expected where it is not the promise's (a command read by exit code)
+    leaks: dict[str, str] = field(default_factory=dict)
+    baseline: str = "per-failure"
+    env: dict[str, str] = field(default_factory=dict)
+
+    def spec(self) -> CheckCommand:
+        return CheckCommand(run=self.command, baseline=self.baseline)  # type: ignore[arg-type]
+
+
+# -- Python: one module, one test file unittest and pytest both run ------------------------------
+
+PY_CALC = "VALUE = 1\n\n\ndef add(a, b):\n    return a + b\n"
+PY_KNOWN = "    def test_known_bug(self):\n        self.assertEqual(calc.VALUE, 2)\n\n"
+PY_TEST = ("import unittest\n\nimport calc\n\n\nclass TestCalc(unittest.TestCase):\n" + PY_KNOWN
+           + "    def test_adds(self):\n        self.assertEqual(calc.add(1, 2), 3)\n")
+PY_FILES = {"calc.py": PY_CALC, "test_calc.py": PY_TEST}
+PY_EDITS: dict[str, dict[str, str | None]] = {
+    "harmless": {"NOTES.md": "notes\n"},
+    "breaks": {"calc.py": PY_CALC.replace("a + b", "a * b")},
+    "removes": {"test_calc.py": PY_TEST.replace(PY_KNOWN, "")},
+    "skips": {"test_calc.py": PY_TEST.replace(PY_KNOWN, "    @unittest.skip('later')\n" + PY_KNOWN)},
+    "fixes": {"calc.py": PY_CALC.replace("VALUE = 1", "VALUE = 2")},
+    "crashes": {"calc.py": "def add(:\n"},
+}
+PYTEST = f"{PY} -m pytest -q -p no:cacheprovider"
+UNITTEST = f"{PY} -m unittest -v"
+
+# -- JavaScript: calc.js and one test file per runner's style ------------------------------------
+
+JS_CALC = "exports.VALUE = 1;\nexports.add = (a, b) => a + b;\n"
+JS_KNOWN = "test('known bug', () => { assert.strictEqual(calc.VALUE, 2); });\n"
+JS_BODY = JS_KNOWN + "test('adds', () => { assert.strictEqual(calc.add(1, 2), 3); });\n"
+NODE_TEST = ("const { test } = require('node:test');\nconst assert = require('node:assert');\n"
+             "const calc = require('../calc.js');\n\n" + JS_BODY)
+JEST_TEST = "const assert = require('node:assert');\nconst calc = require('../calc.js');\n\n" + JS_BODY
+MOCHA_TEST = JEST_TEST.replace("test(", "it(")
+
+
+def js(test: str, *, script: str = "", extra: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, Any]]:
+    files = {"calc.js": JS_CALC, "test/calc.test.js": test, **(extra or {})}
+    # jest wants a package.json (its root); npm test its script
+    files["package.json"] = '{"name": "calc", "private": true, "scripts": {"test": "%s"}}\n' % (script or "none")
+    known = JS_KNOWN.replace("test(", "it(") if "it(" in test else JS_KNOWN
+    edits: dict[str, dict[str, str | None]] = {
+        "harmless": {"NOTES.md": "notes\n"},
+        "breaks": {"calc.js": JS_CALC.replace("a + b", "a * b")},
+        "removes": {"test/calc.test.js": test.replace(known, "")},
+        "skips": {"test/calc.test.js": test.replace(known, known.replace("(", ".skip(", 1))},
+        "fixes": {"calc.js": JS_CALC.replace("VALUE = 1", "VALUE = 2")},
+        "crashes": {"calc.js": "exports.add = (a, b => a + b;\n"},
+    }
+    return files, edits
+
+
+VITEST_CONFIG = {"vitest.config.mjs": "export default { test: { globals: true } };\n"}
+
+# -- Ruby: rspec ---------------------------------------------------------------------------------
+
+RB_CALC = "module Calc\n  VALUE = 1\n  def self.add(a, b) = a + b\nend\n"
+RB_KNOWN = "  it('known bug') { expect(Calc::VALUE).to eq(2) }\n"
+RB_SPEC = ("require_relative '../calc'\n\nRSpec.describe 'Calc' do\n" + RB_KNOWN
+           + "  it('adds') { expect(Calc.add(1, 2)).to eq(3) }\nend\n")
+RB_FILES = {"calc.rb": RB_CALC, "spec/calc_spec.rb": RB_SPEC}
+RB_EDITS: dict[str, dict[str, str | None]] = {
+    "harmless": {"NOTES.md": "notes\n"},
+    "breaks": {"calc.rb": RB_CALC.replace("a + b", "a * b")},
+    "removes": {"spec/calc_spec.rb": RB_SPEC.replace(RB_KNOWN, "")},
+    "skips": {"spec/calc_spec.rb": RB_SPEC.replace(RB_KNOWN, RB_KNOWN.replace("  it(", "  xit("))},
+    "fixes": {"calc.rb": RB_CALC.replace("VALUE = 1", "VALUE = 2")},
+    "crashes": {"calc.rb": "module Calc\n  def self.add(a, b = a + b\nend\n"},
+}
+
+# -- bats (TAP, read from the output) -----------------------------------------------------------
+
+SH_CALC = "VALUE=1\nadd() { echo $(($1 + $2)); }\n"
+BATS_KNOWN = '@test "known bug" { [ "$VALUE" = 2 ]; }\n'
+BATS_TEST = 'setup() { . ./calc.sh; }\n' + BATS_KNOWN + '@test "adds" { [ "$(add 1 2)" = 3 ]; }\n'
+BATS_FILES = {"calc.sh": SH_CALC, "test/calc.bats": BATS_TEST}
+BATS_EDITS: dict[str, dict[str, str | None]] = {
+    "harmless": {"NOTES.md": "notes\n"},
+    "breaks": {"calc.sh": SH_CALC.replace("$1 + $2", "$1 * $2")},
+    "removes": {"test/calc.bats": BATS_TEST.replace(BATS_KNOWN, "")},
+    "skips": {"test/calc.bats": BATS_TEST.replace(BATS_KNOWN, BATS_KNOWN.replace("{ [", "{ skip; ["))},
+    "fixes": {"calc.sh": SH_CALC.replace("VALUE=1", "VALUE=2")},
+    "crashes": {"test/calc.bats": BATS_TEST.replace("setup() {", "setup() { (")},
+}
+
+# -- Rust and Go ---------------------------------------------------------------------------------
+
+RS_LIB = ("pub const VALUE: i32 = 1;\n\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n"
+          "#[cfg(test)]\nmod tests {\n")
+RS_KNOWN = "    #[test]\n    fn known_bug() {\n        assert_eq!(super::VALUE, 2);\n    }\n\n"
+RS_TESTS = RS_KNOWN + "    #[test]\n    fn adds() {\n        assert_eq!(super::add(1, 2), 3);\n    }\n}\n"
+RS_FILES = {"Cargo.toml": '[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n',
+            "src/lib.rs": RS_LIB + RS_TESTS}
+RS_EDITS: dict[str, dict[str, str | None]] = {
+    "harmless": {"NOTES.md": "notes\n"},
+    "breaks": {"src/lib.rs": (RS_LIB + RS_TESTS).replace("a + b", "a * b")},
+    "removes": {"src/lib.rs": RS_LIB + RS_TESTS.replace(RS_KNOWN, "")},
+    "skips": {"src/lib.rs": RS_LIB + RS_TESTS.replace(RS_KNOWN, RS_KNOWN.replace("#[test]", "#[test]\n    #[ignore]"))},
+    "fixes": {"src/lib.rs": (RS_LIB + RS_TESTS).replace("VALUE: i32 = 1", "VALUE: i32 = 2")},
+    "crashes": {"src/lib.rs": (RS_LIB + RS_TESTS).replace("a + b", "a + ")},
+}
+GO_CALC = "package calc\n\nconst Value = 1\n\nfunc Add(a, b int) int { return a + b }\n"
+GO_KNOWN = 'func TestKnownBug(t *testing.T) {\n\tif Value != 2 {\n\t\tt.Fatal("known bug")\n\t}\n}\n\n'
+GO_TEST = ('package calc\n\nimport "testing"\n\n' + GO_KNOWN
+           + 'func TestAdds(t *testing.T) {\n\tif Add(1, 2) != 3 {\n\t\tt.Fatal("adds")\n\t}\n}\n')
+GO_FILES = {"go.mod": "module example.com/calc\n\ngo 1.19\n", "calc.go": GO_CALC, "calc_test.go": GO_TEST}
+GO_EDITS: dict[str, dict[str, str | None]] = {
+    "harmless": {"NOTES.md": "notes\n"},
+    "breaks": {"calc.go": GO_CALC.replace("a + b", "a * b")},
+    "removes": {"calc_test.go": GO_TEST.replace(GO_KNOWN, "")},
+    "skips": {"calc_test.go": GO_TEST.replace(GO_KNOWN, GO_KNOWN.replace("{\n\tif", "{\n\tt.Skip()\n\tif"))},
+    "fixes": {"calc.go": GO_CALC.replace("Value = 1", "Value = 2")},
+    "crashes": {"calc.go": GO_CALC.replace("a + b", "a + ")},
+}
+NATIVE_ENV = {"GOPROXY": "off", "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "CARGO_NET_OFFLINE": "true"}
+
+
+def make(recipe: str) -> dict[str, str]:
+    return {"Makefile": f".PHONY: test\ntest:\n\t{recipe}\n"}  # a test/ folder: still run
+
+
+# A command no reader understands: a script that runs the tests and prints only its own words
+OPAQUE = {"check.py": textwrap.dedent("""\
+    import os, sys, unittest
+    with open(os.devnull, "w") as quiet:
+        ok = unittest.TextTestRunner(stream=quiet).run(unittest.defaultTestLoader.discover(".")).wasSuccessful()
+    print("checks passed" if ok else "checks failed")
+    sys.exit(0 if ok else 1)
+""")}
+# What reading by exit code costs, on a base that already fails (docs/checks.md, "Anything else"):
+# without baseline = "exit-code" the ticket must make it pass; with it, any failure is "no worse"
+# and deleting the failing test passes.
+BY_EXIT_CODE = {"harmless": FAILED, "breaks": FAILED, "removes": PASSED, "skips": PASSED}
+BY_EXIT_CODE_BASELINE = {"harmless": NO_WORSE, "breaks": NO_WORSE, "removes": PASSED, "skips": PASSED,
+                         "crashes": NO_WORSE}
+
+ROWS: list[Row] = [
+    Row("pytest", PYTEST, PY_FILES, PY_EDITS, ()),
+    Row("unittest", UNITTEST, PY_FILES, PY_EDITS, ()),
+    Row("make>pytest", "make test", {**PY_FILES, **make(PYTEST)}, PY_EDITS, ("make",)),
+    Row("make>unittest", "make test", {**PY_FILES, **make(UNITTEST)}, PY_EDITS, ("make",)),
+    Row("script>pytest+lint", "sh scripts/test.sh",
+        {**PY_FILES, "scripts/test.sh": f"{PYTEST}; s=$?\n{PY} -m ruff check -q --no-cache calc.py || s=1\nexit $s\n"},
+        PY_EDITS),
+    Row("node --test", "node --test test/", *js(NODE_TEST), tools=("node",)),
+    Row("npm test>node --test", "npm test", *js(NODE_TEST, script="node --test test/"), tools=("npm",)),
+    Row("make>node --test", "make test", *js(NODE_TEST, extra=make("node --test test/")), tools=("make", "node")),
+    Row("jest", "jest --ci", *js(JEST_TEST), tools=("jest",)),
+    Row("npm test>jest", "npm test", *js(JEST_TEST, script="jest --ci"), tools=("npm", "jest")),
+    Row("npm test>jest+more", "npm test", *js(JEST_TEST, script="jest --ci && node -e 0"), tools=("npm", "jest")),
+    Row("make>jest", "make test", *js(JEST_TEST, extra=make("jest --ci")), tools=("make", "jest")),
+    Row("vitest", "vitest run", *js(JEST_TEST, extra=VITEST_CONFIG), tools=("vitest",)),
+    Row("mocha", "mocha", *js(MOCHA_TEST), tools=("mocha",)),
+    Row("npm test>mocha", "npm test", *js(MOCHA_TEST, script="mocha"), tools=("npm", "mocha")),
+    Row("rspec", "rspec", RB_FILES, RB_EDITS, ("rspec",)),
+    Row("rake spec", "rake spec", {**RB_FILES, "Rakefile": "require 'rspec/core/rake_task'\n"
+                                   "RSpec::Core::RakeTask.new(:spec)\n"}, RB_EDITS, ("rake", "rspec")),
+    Row("make>rspec", "make test", {**RB_FILES, **make("rspec")}, RB_EDITS, ("make", "rspec")),
+    Row("bats", "bats test", BATS_FILES, BATS_EDITS, ("bats",)),
+    Row("make>bats", "make test", {**BATS_FILES, **make("bats test")}, BATS_EDITS, ("make", "bats")),
+    Row("cargo test", "cargo test", RS_FILES, RS_EDITS, ("cargo",), env=NATIVE_ENV),
+    Row("make>cargo test", "make test", {**RS_FILES, **make("cargo test")}, RS_EDITS, ("make", "cargo"),
+        leaks=BY_EXIT_CODE, env=NATIVE_ENV),
+    Row("go test", "go test ./...", GO_FILES, GO_EDITS, ("go",), env=NATIVE_ENV),
+    # behind a wrapper go test is read by the failures it names (no -v: which tests ran is unknown)
+    Row("make>go test", "make test", {**GO_FILES, **make("go test ./...")}, GO_EDITS, ("make", "go"),
+        leaks={"removes": PASSED, "skips": PASSED}, env=NATIVE_ENV),
+    Row("exit code", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (), leaks=BY_EXIT_CODE),
+    Row("exit code, baseline", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (),
+        leaks=BY_EXIT_CODE_BASELINE, baseline="exit-code"),
+]
+ROW = {r.name: r for r in ROWS}
+# The rows in two modules (pytest-xdist's loadscope runs a module on one worker): JavaScript and Ruby
+# in test_gate_matrix_js.py, the others in test_gate_matrix.py
+_JS_RUBY = ("node", "npm", "jest", "vitest", "mocha", "rspec", "rake")
+JS_RUBY_ROWS = [n for n in ROW if any(w in n for w in _JS_RUBY)]
+OTHER_ROWS = [n for n in ROW if n not in JS_RUBY_ROWS]
+
+
+CI_TOOLS = {"make", "node", "npm", "jest", "vitest", "mocha", "rspec", "rake", "cargo", "go", "gcc", "bats"}
+
+
+def _missing(row: Row) -> str | None:
+    return next((f"{t} is not installed" + (" (.ci/run installs it)" if t in CI_TOOLS else " here (.ci/run does not "
+                 "install it: its row runs where it is)") for t in row.tools if shutil.which(t) is None), None)
+
+
+def _lay_out(folder: Path, files: dict[str, str | None]) -> None:
+    for rel, text in files.items():
+        path = folder / rel
+        if text is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if rel.endswith(".sh"):
+            path.chmod(0o755)
+
+
+class Matrix:
+    """Each row's base, run once (a row's five tickets compare with it)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.bases: dict[str, CheckResult] = {}
+
+    def env(self, row: Row) -> dict[str, str]:
+        # one cargo target folder per row: the tickets' builds reuse the base's
+        return {**row.env, "CARGO_TARGET_DIR": str(self.root / "target" / row.name.replace(" ", "_"))}
+
+    def folder(self, row: Row, scenario: str) -> Path:
+        return self.root / row.name.replace(" ", "_").replace(">", "_") / scenario
+
+    def base(self, row: Row) -> CheckResult:
+        if row.name not in self.bases:
+            folder = self.folder(row, "base")
+            _lay_out(folder, dict(row.files))
+            self.bases[row.name] = run_check(row.spec(), folder, timeout_s=120, env=self.env(row))
+        return self.bases[row.name]
+
+    def ticket(self, row: Row, scenario: str) -> tuple[CheckResult, Verdict]:
+        base = self.base(row)
+        folder = self.folder(row, scenario)
+        _lay_out(folder, dict(row.files))
+        _lay_out(folder, row.edits[scenario])
+        result = run_check(row.spec(), folder, timeout_s=120, env=self.env(row))
+        return result, judge(result, base, row.spec())
+
+
+def check_cell(matrix: Matrix, name: str, scenario: str) -> None:
+    """One row's one ticket: the verdict the promise (or the row's documented cost) says."""
+    row = ROW[name]
+    if (why := _missing(row)) is not None:
+        pytest.skip(why)
+    base = matrix.base(row)
+    assert base.problem is None and not base.passed, (base.problem, base.tail)
+    result, verdict = matrix.ticket(row, scenario)
+    said = (verdict.outcome, verdict.reason, verdict.new_failures, verdict.removed_tests, result.problem,
+            result.tail[-1500:])
+    if scenario in row.leaks:  # read by its exit code alone: the documented cost, asserted as it is
+        assert verdict.outcome == row.leaks[scenario], said
+        return
+    if scenario == "harmless":
+        assert verdict.outcome == NO_WORSE, said
+        assert any("known" in n.lower() for n in verdict.already_failing), said
+        assert "known" in verdict.note().lower(), verdict.note()
+    elif scenario == "breaks":
+        assert verdict.outcome == FAILED, said
+        assert any("adds" in n.lower() for n in verdict.new_failures), said
+    elif scenario in ("removes", "skips"):
+        assert verdict.outcome == FAILED, said
+        what = "(removed)" if scenario == "removes" else "(skipped)"
+        assert any("known" in t.lower() and t.endswith(what) for t in verdict.removed_tests), said
+    elif scenario == "fixes":
+        assert verdict.outcome == PASSED, said
+    else:  # crashes before any test: never complete
+        assert verdict.outcome == FAILED, said

@@ -1,0 +1,142 @@
+"""The check gate enumerated (tests/graph/gate_matrix.py has the table and what each cell must be):
+Python, the native runners, bats and a command no reader understands, each on a base that already
+fails one test, against six tickets; linters that print no code beside a failing test; one ticket
+per runner family through the real graph. The JavaScript and Ruby rows: test_gate_matrix_js.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gate_matrix import (
+    FAILED,
+    GO_CALC,
+    GO_FILES,
+    GO_TEST,
+    NATIVE_ENV,
+    NO_WORSE,
+    OTHER_ROWS,
+    PY,
+    PY_CALC,
+    PY_FILES,
+    PYTEST,
+    ROW,
+    SCENARIOS,
+    UNITTEST,
+    Matrix,
+    Row,
+    _lay_out,
+    _missing,
+    check_cell,
+)
+
+ROWS_HERE = OTHER_ROWS
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
+    return Matrix(tmp_path_factory.mktemp("matrix"))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("name", ROWS_HERE)
+def test_the_gate_on_a_base_that_already_fails_one_test(matrix: Matrix, name: str, scenario: str) -> None:
+    check_cell(matrix, name, scenario)
+
+
+# -- a linter that prints no code, in one command beside the tests --------------------------------
+# `pytest; <linter>` (or a script running both, exiting 1 if either failed): the base already fails
+# a test, so the exit code says nothing; a problem the ticket adds must be a failure of its own.
+
+GO_VET_BAD = GO_CALC.replace('package calc\n', 'package calc\n\nimport "fmt"\n') + \
+    'func Show() { fmt.Printf("%d\\n", "x") }\n'
+C_OK = "int add(int a, int b) { return a + b; }\n"
+TS_OK = "export const add = (a: number, b: number): number => a + b;\n"
+JS_LINT = "export default [{ rules: { 'no-unused-vars': 'error' } }];\n"
+LINTERS: dict[str, tuple[str, tuple[str, ...], dict[str, str], dict[str, str], str]] = {
+    # name: (lint command, tools, its files, the ticket's edit that adds a problem, the problem named)
+    "go vet": ("go vet ./...", ("go",), {"go.mod": GO_FILES["go.mod"], "calc.go": GO_CALC},
+               {"calc.go": GO_VET_BAD}, 'calc.go: fmt.Printf format %d has arg "x" of wrong type string'),
+    "gcc": ("gcc -fsyntax-only -Wall lib.c", ("gcc",), {"lib.c": C_OK},
+            {"lib.c": C_OK + "int twice(int a) { return a * y; }\n"}, "undeclared (first use in this function)"),
+    "clang": ("clang -fsyntax-only -Wall lib.c", ("clang",), {"lib.c": C_OK},
+              {"lib.c": C_OK + "int twice(int a) { return a * y; }\n"}, "lib.c: use of undeclared identifier 'y'"),
+    "tsc": ("tsc --noEmit lib.ts", ("tsc",), {"lib.ts": TS_OK},
+            {"lib.ts": TS_OK + "export const n: number = 'one';\n"}, "lib.ts: [TS2322]"),
+    "eslint (stylish)": ("eslint lib.mjs", ("eslint",), {"lib.mjs": "export const one = 1;\n",
+                                                         "eslint.config.mjs": JS_LINT},
+                         {"lib.mjs": "export const one = 1;\nconst unused = 2;\n"}, "lib.mjs: [no-unused-vars]"),
+    "ruff": (f"{PY} -m ruff check -q --no-cache calc.py", (), {}, {"calc.py": "import os\n" + PY_CALC},
+             "calc.py: [F401]"),
+}
+
+
+@pytest.mark.parametrize("linter", list(LINTERS))
+def test_a_problem_a_linter_prints_beside_a_known_failing_test_is_the_tickets(matrix: Matrix, linter: str) -> None:
+    lint, tools, files, adds, named = LINTERS[linter]
+    script = f"{UNITTEST}; s=$?\n{lint} || s=1\nexit $s\n"
+    row = Row(f"lint {linter}", "sh check.sh", {**PY_FILES, **files, "check.sh": script},
+              {"harmless": {"NOTES.md": "notes\n"}, "lints": dict(adds)}, tools, env=NATIVE_ENV)
+    if (why := _missing(row)) is not None:
+        pytest.skip(why)
+    _, verdict = matrix.ticket(row, "harmless")
+    assert verdict.outcome == NO_WORSE and "known" in verdict.note(), (verdict, matrix.base(row).tail)
+    result, verdict = matrix.ticket(row, "lints")
+    assert verdict.outcome == FAILED, (verdict, result.tail)
+    assert any(named in n for n in verdict.new_failures), (verdict.new_failures, result.tail)
+
+
+def test_a_go_test_a_ticket_breaks_beside_a_known_failing_pytest_test_is_named(matrix: Matrix) -> None:
+    """A script running pytest then go test, exiting 1 if either failed: the base already fails a
+    Python test, so its exit code says nothing of the Go tests; go's own failure lines do."""
+    go_ok = {"go.mod": GO_FILES["go.mod"], "calc.go": GO_CALC.replace("Value = 1", "Value = 2"),
+             "calc_test.go": GO_TEST}
+    row = Row("script>pytest+go test", "sh check.sh",
+              {**PY_FILES, **go_ok, "check.sh": f"{PYTEST}; s=$?\ngo test ./... || s=1\nexit $s\n"},
+              {"harmless": {"NOTES.md": "notes\n"}, "breaks": {"calc.go": go_ok["calc.go"].replace("a + b", "a * b")}},
+              ("go",), env=NATIVE_ENV)
+    if (why := _missing(row)) is not None:
+        pytest.skip(why)
+    _, verdict = matrix.ticket(row, "harmless")
+    assert verdict.outcome == NO_WORSE, verdict
+    assert verdict.already_failing == ["test_calc.py::TestCalc::test_known_bug"], verdict
+    result, verdict = matrix.ticket(row, "breaks")
+    assert verdict.outcome == FAILED and verdict.new_failures == ["example.com/calc::TestAdds"], (verdict, result.tail)
+
+
+# -- through the real graph: one row per runner family, on the offline model ---------------------
+
+@pytest.mark.parametrize("name, scenario", [
+    ("make>unittest", "harmless"), ("npm test>mocha", "harmless"), ("rake spec", "crashes"),
+    ("go test", "removes"), ("exit code", "harmless"),
+])
+def test_the_graph_ends_each_family_as_its_verdict_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
+                                                       scenario: str) -> None:
+    """The graph adds the base measured on a fresh worktree, the stored note and the ticket's end:
+    the verdict the table above asserts is the ticket's."""
+    from test_gate_projects import assert_failed, assert_no_worse, run_ticket
+
+    row = ROW[name]
+    if (why := _missing(row)) is not None:
+        pytest.skip(why)
+    for key, value in row.env.items():
+        monkeypatch.setenv(key, value)
+    r = run_ticket(tmp_path, row.files, [row.command], lambda cwd: _lay_out(cwd, row.edits[scenario]))
+    if row.leaks.get(scenario, NO_WORSE if scenario == "harmless" else FAILED) == NO_WORSE:
+        assert_no_worse(r)
+        assert "known" in r["run"]["check_note"].lower(), r["run"]["check_note"]
+    else:
+        assert_failed(r)
+
+
+def test_every_runner_middle_reads_has_a_row() -> None:
+    """A runner added to the product without a row here is a path the gate is not enumerated on."""
+    from orchestrator.checks.instrument import FROM_OUTPUT
+    from orchestrator.checks.runner import OWN_REPORT
+
+    named = " ".join(ROW)
+    for runner in [*OWN_REPORT, *FROM_OUTPUT]:
+        word = {"node-test": "node --test", "cargo": "cargo test", "go": "go test"}.get(runner, runner)
+        assert word in named, f"no matrix row for {runner}"
+    assert "bats" in named  # TAP (runners/tap.py), read from the output
