@@ -187,15 +187,15 @@ class Review:
         if status == "merged":
             return ReviewResult(ticket_id, status, f"ticket {ticket_id} is already merged")
         overriding = despite_check is not None and status == "failed"
+        reason = (despite_check or "").strip()
         if overriding:
-            self._may_override(ticket_id, despite_check or "")
+            self._may_override(ticket_id, reason)
         elif status not in ("complete", "conflict"):
             raise TicketError(f"ticket {ticket_id!r} is {status}: only a complete ticket can be merged; "
                               f"{advise(self.store, ticket_id, 'merge')}")
         run = self._run(ticket_id)
         if not overriding:
             return self._merge_run(ticket_id, ticket, run)
-        reason = (despite_check or "").strip()
         self._note_override(ticket_id, run, by, reason)
         why = f" despite its failing check (by {by or 'you'}: {reason})"
         result = self._merge_run(ticket_id, ticket, run, why=why)
@@ -209,7 +209,7 @@ class Review:
         if situation(self.store, ticket_id) != "failed-check":
             raise TicketError(f"ticket {ticket_id!r} did not fail on its check, so --despite-check does not "
                               f"apply; {advise(self.store, ticket_id, 'merge')}")
-        if not reason.strip():
+        if not reason:
             raise TicketError("--despite-check needs your reason, recorded with the merge: "
                               f"`middle merge {ticket_id} --despite-check \"the failing test is flaky\"`")
 

@@ -1,5 +1,5 @@
-"""A JavaScript runner's own stop at its first failure (`jest --bail`, `mocha --bail`, `vitest
---bail 1`), taken out of a check's line: where the base already fails a test, both runs would stop
+"""A runner's own stop at its first failure (`jest --bail`, `mocha --bail`, `vitest --bail 1`, `go test
+-failfast`), taken out of a check's line: where the base already fails a test, both runs would stop
 there, and a test the ticket broke after it would never run (the ticket read as "no worse").
 
 The runner's bail options are removed from its own command (from the runner's word to the end of
@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import re
 
-_END = re.compile(r"&&|\|\||[;|)]")  # where the runner's own command ends
+END = re.compile(r"&&|\|\||[;|)]")  # where a runner's own command ends in a shell line
 
 
-def without(line: str, start: int, option: re.Pattern[str]) -> str:
-    """`line` with `option`'s matches removed between `start` (the end of the runner's word) and
-    the end of the runner's command."""
-    end = _END.search(line, start)
+def without(line: str, runner: re.Pattern[str], option: re.Pattern[str]) -> str:
+    """`line` with `option`'s matches removed from the runner's own command: from the end of the
+    runner's word (its first match) to the end of that command. Unchanged when it runs no such runner."""
+    found = runner.search(line)
+    if found is None:
+        return line
+    end = END.search(line, found.end())
     stop = end.start() if end else len(line)
-    return line[:start] + option.sub("", line[start:stop]) + line[stop:]
+    return line[:found.end()] + option.sub("", line[found.end():stop]) + line[stop:]
 
 
-__all__ = ["without"]
+__all__ = ["END", "without"]

@@ -46,8 +46,7 @@ _FAILFAST = re.compile(r"(?<=\s)--?failfast(?:=(?:true|1))?(?=\s|$)")
 
 def without_failfast(line: str) -> str:
     """The line with `go test`'s own `-failfast` taken out (only from go test's command)."""
-    found = COMMAND.search(line)
-    return bail.without(line, found.end(), _FAILFAST) if found else line
+    return bail.without(line, COMMAND, _FAILFAST)
 
 
 def goflags(environ: dict[str, str]) -> dict[str, str]:

@@ -46,8 +46,7 @@ def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:
 
 def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
     flags, env, reports = options(tmp)
-    found = _JEST.search(line)
-    line = bail.without(line, found.end(), _BAIL) if found else line
+    line = bail.without(line, _JEST, _BAIL)
     return _JEST.sub(lambda m: f"{m.group(0)} {flags}", line, count=1), env, reports
 
 

@@ -18,7 +18,6 @@ from orchestrator.checks.runners import bail
 
 _MOCHA = re.compile(r"(?:^|(?<=[\s;&|(/]))mocha(?=\s|$|;|&|\|)")
 _OWN_REPORTER = re.compile(r"(?:^|\s)(?:--reporter|-R)(?:=|\s|$)")
-_END = re.compile(r"&&|\|\||[;|)]")  # where mocha's own command ends
 _BAIL = re.compile(r"(?<=\s)(?:--bail|--no-bail|-b)(?=\s|$)")  # mocha's stop at its first failure
 # mocha's own words for a run with nothing to run
 _CANNOT = re.compile(r"^(?:\x1b\[\d+m)?(Error: No test files found.*?)(?:\x1b\[\d+m)?$", re.M)
@@ -33,7 +32,7 @@ def detects(line: str) -> bool:
     if not found:
         return False
     own = line[found.end():]
-    end = _END.search(own)
+    end = bail.END.search(own)  # where mocha's own command ends
     return not _OWN_REPORTER.search(own[:end.start()] if end else own)
 
 
@@ -48,8 +47,7 @@ def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:
 
 def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
     flags, env, reports = options(tmp)
-    found = _MOCHA.search(line)
-    line = bail.without(line, found.end(), _BAIL) if found else line
+    line = bail.without(line, _MOCHA, _BAIL)
     return _MOCHA.sub(lambda m: f"{m.group(0)} {flags}", line, count=1), env, reports
 
 

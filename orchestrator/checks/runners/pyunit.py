@@ -27,11 +27,9 @@ _HERE = Path(__file__).parent
 
 def prepare(tmp: Path, environ: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     """The environment that asks each `python -m unittest` for a report, and where they go."""
-    site = tmp / SITE
-    site.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(_HERE / "unittest_site.py", site / "sitecustomize.py")
-    shutil.copyfile(_HERE.parent / "unittest_junit.py", site / "middle_unittest_junit.py")
-    return {**runall(tmp, environ), "MIDDLE_UNITTEST_JUNIT": str(tmp / REPORT)}, [str(tmp / "unittest-*.xml")]
+    env = runall(tmp, environ)  # the site folder with middle's sitecustomize
+    shutil.copyfile(_HERE.parent / "unittest_junit.py", tmp / SITE / "middle_unittest_junit.py")
+    return {**env, "MIDDLE_UNITTEST_JUNIT": str(tmp / REPORT)}, [str(tmp / "unittest-*.xml")]
 
 
 def runall(tmp: Path, environ: dict[str, str]) -> dict[str, str]:

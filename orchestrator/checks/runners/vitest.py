@@ -37,8 +37,7 @@ def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[st
     the line's own `--bail` taken out: vitest refuses an option given twice (bail.py). Through
     `npm test` no `--bail=0` is added, for that reason: a script's own `--bail` still stops it."""
     flags, env, reports = options(tmp)
-    found = _VITEST.search(line)
-    line = bail.without(line, found.end(), _BAIL) if found else line
+    line = bail.without(line, _VITEST, _BAIL)
     return _VITEST.sub(lambda m: f"{m.group(0)} {flags} --bail=0", line, count=1), env, reports
 
 
