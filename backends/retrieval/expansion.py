@@ -40,6 +40,8 @@ MIN_SUPPORT = 2  # pairs of docs a word pair must be seen in: one pair is one co
 # default 0.5); the other half goes to the expansion's list.
 ORIGINAL_WEIGHT = 0.5
 
+PMI_FLOOR = 1e-9  # rounding, not a threshold: PMI is kept when it is above 0
+
 _LETTERS = re.compile(r"[a-z]{3,}")
 
 
@@ -147,7 +149,9 @@ class Associations:
         cw = self._marginal[None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
             pmi = np.log(joint * self._total / (cq * cw))
-        keep = (support >= MIN_SUPPORT) & (joint > 0) & np.isfinite(pmi) & (pmi > 0)
+        # Above 0 by more than rounding: a word every thread-mate has ("ticket", "changed") has
+        # PMI log(1), which the sums above can make 1e-16 (found after the development run).
+        keep = (support >= MIN_SUPPORT) & (joint > 0) & np.isfinite(pmi) & (pmi > PMI_FLOOR)
         pmi = np.where(keep, pmi, 0.0)
         pmi[:, cols] = 0.0  # a query word is no expansion of itself
         score = pmi.sum(axis=0)

@@ -51,6 +51,18 @@ def test_pairs_of_earlier_threads_teach_the_words_of_thread_mates():
     assert math.log(joint * total / (c_count * c_inspect)) == pytest.approx(math.log(2))
 
 
+def test_a_word_every_thread_mate_has_teaches_nothing():
+    """"ticket" and "issues" are in every threaded doc: PMI log(1) = 0, which the weighted sums
+    (pairs of 1/2 and 1/3) round to just above 0; it must not count as an association."""
+    texts = {0: "Ticket: count timeout. Issues: #1.", 1: "Ticket: inspect foreign. Issues: #1.",
+             2: "Ticket: count timeout. Issues: #2.", 3: "Ticket: inspect foreign. Issues: #2.",
+             4: "Ticket: chore. Issues: #2."}
+    table = expansion.Associations()
+    table.update("a", texts)
+    found = table.expand("count timeout rows")
+    assert found.terms == ["foreign", "inspect"]
+
+
 def test_one_pair_is_a_coincidence_and_teaches_nothing():
     table = expansion.Associations()
     table.update("a", dict(enumerate(TAUGHT[:2] + _chores(2))))
