@@ -10,6 +10,7 @@ import pytest
 
 from backends.hybrid import HybridBackend
 from backends.retrieval import expansion, fusion
+from orchestrator.plugin_api import MemoryDatabase
 
 HOUR = 3600.0
 START = 1_700_000_000.0
@@ -100,20 +101,26 @@ def _history(backend: HybridBackend, docs: list[str]) -> None:
         backend.index([doc])
 
 
+DOCS = TAUGHT + _chores(30) + [TARGET] + _chores(40)[30:]
+
+
+def _check(on: HybridBackend, off: HybridBackend) -> None:
+    assert TARGET not in off.retrieve([QUERY], 5)[0]["docs"]
+    found = on.retrieve([QUERY], 5)[0]["docs"]
+    assert TARGET in found
+    why = dict(zip(found, on.explain(QUERY, found)))
+    assert why[TARGET]["thread_words"].startswith('thread words: matches "foreign", "inspect" '
+                                                  "(words the issue thread-mates of earlier tickets with")
+    assert "thread_words" not in off.explain(QUERY, [TARGET])[0]
+
+
 def test_hybrid_recalls_a_doc_sharing_no_word_with_the_query(tmp_path):
-    docs = TAUGHT + _chores(30) + [TARGET] + _chores(40)[30:]
     on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "thread_expansion": True})
     off = HybridBackend(tmp_path / "off", {"embedder": "hashing"})  # the default: off
     try:
         for backend in (on, off):
-            _history(backend, docs)
-        assert TARGET not in off.retrieve([QUERY], 5)[0]["docs"]
-        found = on.retrieve([QUERY], 5)[0]["docs"]
-        assert TARGET in found
-        why = dict(zip(found, on.explain(QUERY, found)))
-        assert why[TARGET]["thread_words"].startswith('thread words: matches "foreign", "inspect" '
-                                                      "(words the issue thread-mates of earlier tickets with")
-        assert "thread_words" not in off.explain(QUERY, [TARGET])[0]
+            _history(backend, DOCS)
+        _check(on, off)
     finally:
         on.close()
         off.close()
@@ -130,3 +137,40 @@ def test_only_stored_docs_teach_a_later_thread_mate_is_not_read(tmp_path):
         assert TARGET in on.retrieve([QUERY], 5)[0]["docs"]
     finally:
         on.close()
+
+
+def test_a_thread_another_process_wrote_counts_at_the_next_query(tmp_path):
+    """The table follows the store, not this backend's own writes: a second backend on the same
+    store (standing for another process) writes the second pair, and the first one's next
+    retrieve has learned from it."""
+    reader = HybridBackend(tmp_path / "s", {"embedder": "hashing", "thread_expansion": True})
+    writer = HybridBackend(tmp_path / "s", {"embedder": "hashing", "thread_expansion": True})
+    try:
+        _history(reader, TAUGHT[:2] + _chores(30) + [TARGET])
+        assert TARGET not in reader.retrieve([QUERY], 5)[0]["docs"]
+        writer.clock = lambda: START
+        writer.index(TAUGHT[2:])
+        assert TARGET in reader.retrieve([QUERY], 5)[0]["docs"]
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_thread_expansion_is_a_strict_option(tmp_path):
+    with pytest.raises(Exception, match="thread_expansion"):
+        HybridBackend(tmp_path / "x", {"embedder": "hashing", "thread_expansion": "sometimes"})
+
+
+@pytest.mark.postgres
+def test_hybrid_recalls_it_on_the_postgresql_store(tmp_path, pg_url):
+    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "thread_expansion": True},
+                       database=MemoryDatabase(pg_url, "demo"))
+    off = HybridBackend(tmp_path / "off", {"embedder": "hashing"},
+                        database=MemoryDatabase(pg_url, "other"))
+    try:
+        for backend in (on, off):
+            _history(backend, DOCS)
+        _check(on, off)
+    finally:
+        on.close()
+        off.close()
