@@ -89,7 +89,29 @@ class HybridBackend(retrieval.RetrievalBackend):
         # The dense half reads the query's prose, BM25 all of it (paths too): see without_paths.
         dense = self._dense(retrieval.bm25.without_paths(query), pool)
         sparse = self._store.bm25(query, pool)
+        if opts.thread_expansion:
+            wider = self._store.bm25(self._expansion(query).query(), pool)
+            if wider:  # nothing learned, or nothing found: hybrid's own fusion, unchanged
+                lexical = 1 - opts.dense_weight
+                share = retrieval.expansion.ORIGINAL_WEIGHT
+                return retrieval.fusion.fuse_many(
+                    opts.fusion, [(opts.dense_weight, dense), (lexical * share, sparse),
+                                  (lexical * (1 - share), wider)], opts.rrf_k)[:pool]
         return retrieval.fusion.fuse(opts.fusion, dense, sparse, opts.dense_weight, opts.rrf_k)[:pool]
+
+    _associations: retrieval.expansion.Associations | None = None
+
+    def _expansion(self, query: str) -> retrieval.expansion.Expansion:
+        """The query's expansion by the words the store's issue threads associate with its own
+        (retrieval.expansion); the table follows the store's docs (rebuilt when they change)."""
+        if self._associations is None:
+            self._associations = retrieval.expansion.Associations()
+        key = self._store.fingerprint()
+        if key != self._associations.key:
+            with self._store.read() as conn:
+                texts = self._store.doc_texts(conn)
+            self._associations.update(key, texts)
+        return self._associations.expand(query)
 
     def _hop(self, fused: list[tuple[int, float]], k: int, pool: int
              ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]:
@@ -137,6 +159,13 @@ class HybridBackend(retrieval.RetrievalBackend):
                                      f"each query word's best match in the doc{how}")
         if opts.issue_hop and docs:
             self._explain_hop(query, docs, out, opts)
+        if opts.thread_expansion and docs:
+            with self._store.lock:
+                expansion = self._expansion(query)
+            for doc, signals in zip(docs, out):
+                found = retrieval.expansion.matched(expansion, doc)
+                if found:
+                    signals["thread_words"] = retrieval.expansion.explain_line(found, expansion)
         if opts.burst_weight > 0 and docs:
             self._explain_burst(query, docs, out, opts)
         if opts.thread_weight <= 0 or not docs:

@@ -4,6 +4,7 @@ from . import (  # noqa: F401 - `retrieval.supersession`
     bm25,
     burst,
     chunking,
+    expansion,
     fusion,
     issues,
     late,

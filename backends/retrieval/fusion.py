@@ -64,3 +64,22 @@ def fuse(method: str, dense: Ranked, sparse: Ranked, dense_weight: float = 0.5,
     if method == "relative":
         return relative_sum(dense, sparse, dense_weight)
     raise ValueError(f"unknown fusion {method!r}: use 'weighted', 'relative' or 'rrf'")
+
+
+def fuse_many(method: str, lists: Sequence[tuple[float, Ranked]], rrf_k: int = 60) -> list[tuple[int, float]]:
+    """`fuse` over any number of (weight, list) pairs, each list normalised as `method` does
+    (min-max, max-scaled, or reciprocal rank); a doc absent from a list scores 0 there. Ties
+    break by id."""
+    fused: dict[int, float] = {}
+    for weight, ranked in lists:
+        if method == "rrf":
+            scores = {i: (rrf_k + 1) / (rrf_k + rank) for rank, (i, _) in enumerate(ranked, start=1)}
+        elif method == "weighted":
+            scores = min_max(ranked)
+        elif method == "relative":
+            scores = max_scaled(ranked)
+        else:
+            raise ValueError(f"unknown fusion {method!r}: use 'weighted', 'relative' or 'rrf'")
+        for i, s in scores.items():
+            fused[i] = fused.get(i, 0.0) + weight * s
+    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))

@@ -34,6 +34,11 @@ def issues_of(text: str) -> frozenset[int]:
     return frozenset(int(m.group(1)) for m in _ISSUE.finditer(text))
 
 
+def without_issues(text: str) -> str:
+    """The text with its issue refs (`#123`) taken out (a space each)."""
+    return _ISSUE.sub(" ", text)
+
+
 def needle(issue: int) -> str:
     """What a store looks for first (a substring: LIKE '%#123%'); issues_of then confirms it."""
     return f"#{issue}"

@@ -126,6 +126,12 @@ class HybridOptions(EmbedderOptions, PipelineOptions):
         "with the earlier. Off (the default): -0.016 long-range R@5 on the datasette "
         "development split (16 tickets up, 9 down), so not run held-out; it lowers decision "
         "recall's hit@1. Opt-in: docs/memory-benchmarks.md, \"Sixth try\"")
+    thread_expansion: bool = Field(
+        False, description="expand the query by the words its words predict in issue "
+        "thread-mates (retrieval.expansion): over the stored docs naming the same issue (#123), "
+        "pairs weighted 1/thread size, pointwise mutual information seen in 2+ pairs, the 10 "
+        "best words; their BM25 list joins the fusion at half the lexical weight (RM3's 0.5). "
+        "Off (the default). Opt-in: docs/memory-benchmarks.md, \"Seventh try\"")
     thread_scale_docs: int = Field(
         40, ge=1, le=10_000, description="how many newer docs make a doc's place count e (2.7) "
         "times less: two [memory] related_window's worth (the window the block leaves out, and "

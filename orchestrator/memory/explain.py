@@ -84,6 +84,8 @@ def why_line(signals: Mapping[str, Any], now: float | None = None) -> str:
         parts.append(str(signals["burst"]))
     if signals.get("issue"):
         parts.append(str(signals["issue"]))
+    if signals.get("thread_words"):
+        parts.append(str(signals["thread_words"]))
     if signals.get("recency"):
         parts.append(str(signals["recency"]))
     if isinstance(signals.get("date"), (int, float)):

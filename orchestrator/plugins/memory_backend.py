@@ -320,7 +320,8 @@ class MemoryBackend(ABC):
         """Why each of `docs` (what retrieve returned for `query`) was recalled, in the
         backend's own terms: a dict per doc with any of "similarity" (cosine, float), "graph"
         (the entity names linking query and doc), "facts" (matched facts, as text), "date" (the
-        doc's time, unix seconds), "recency", "burst", "issue" and "rerank" (words). The core
+        doc's time, unix seconds), "recency", "burst", "issue",
+        "thread_words" and "rerank" (words). The core
         adds the shared keywords, pins and supersede links; the default adds nothing."""
         return [{} for _ in docs]
 
