@@ -198,7 +198,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         ctx.say(f"turn {turn_no} had finished and its work was saved before the run stopped: not run again")
     else:
         text, session_id, saved = _run_turn(ctx, state, ticket, turn_no, prompt, moved)
-    _observe(ctx, state, ticket, turn_no, prompt, text)
+    _observe(ctx, state, ticket, turn_no, prompt, text or "")
     call_hook(ctx.hooks, "on_turn_end", ticket=ctx.store.get_ticket(ticket["id"]), run_id=run_id,
               turn=TurnRecord.from_row(dict(ctx.run.turn(turn_no) or {})))
     transcript = list(state.get("transcript", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]

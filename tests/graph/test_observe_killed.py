@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 def _memory(tmp_path: Path) -> dict[str, object]:
     # One memory folder for both machines (and, on PostgreSQL, the backend's tables are the store's).
     return {"save_dir": str(tmp_path / "memory"), "backend": "sliding_window",
-            "options": {"background": False}}
+            "options": {"background": False, "summarize_after_seq": 100}}  # no summary: every message in view
 
 
 def _rounds(conversation: list[dict[str, str]]) -> list[str]:
