@@ -30,7 +30,7 @@ def _rounds(conversation: list[dict[str, str]]) -> list[str]:
 # never gave it: the conversation lacked turn 1). memory.observed:1: given, not recorded (B gives
 # it again; the backend takes a round equal to its last as given). turn.assessed:1: given and
 # recorded (B gives nothing again).
-@pytest.mark.parametrize("at", ["turn.finished:1", pytest.param("memory.observed:1", marks=pytest.mark.killsweep),
+@pytest.mark.parametrize("at", ["turn.finished:1", "memory.observed:1",
                                 pytest.param("turn.assessed:1", marks=pytest.mark.killsweep)])
 def test_a_round_a_kill_cut_off_is_observed_once_on_takeover(at, tmp_path, team, pg_url, monkeypatch):
     memory = _memory(tmp_path)
