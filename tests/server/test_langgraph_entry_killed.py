@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from server_helpers import make_project
-from test_langgraph_entry import ROOT
 
 from orchestrator.graph import build_graph
 from orchestrator.killpoints import VARIABLE
@@ -86,4 +85,3 @@ def test_a_failed_run_with_kept_work_killed_after_its_end_loses_nothing_and_runs
     assert turns[0]["status"] == "done" and kinds.count("run_end") == 2, (turns, kinds)
     assert ended["head_commit"] and out(Path(ended["repo"]), "merge-base", "--is-ancestor", kept,
                                         ended["head_commit"]) == ""  # the kept work is in what it ended with
-    assert ROOT.is_dir()
