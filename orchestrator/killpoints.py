@@ -43,6 +43,8 @@ POINTS: tuple[Point, ...] = (
     Point("memory.kept", "the completion doc was kept with the ticket, pending"),
     Point("memory.indexed", "the completion doc was indexed in memory (not yet marked indexed)"),
     Point("memory.marked", "the completion doc was marked indexed"),
+    Point("memory.observed", "a turn's round was given to memory's conversation-watching backends "
+          "(observe_round); the store not told yet"),
     Point("memory.retired", "a later round deleted the ticket's earlier completion docs from memory (its "
           "own indexed); the store not told yet"),
     Point("run.ended", "the run's end was stored (status, run_end, claim released); a complete or failed "

@@ -316,6 +316,7 @@ class RunRow(TypedDict):
     offline: int
     pr_url: str | None
     pr_state: str | None
+    pr_due: str | None
     check_status: str | None
     corrections: int | None
     check_budget: int | None

@@ -38,6 +38,7 @@ class RunEnding:
         event: dict[str, Any] | None = None,
         token: int | None = None,
         retry: tuple[int, float] | None = None,
+        pr_due: str | None = None,
     ) -> bool:
         """End a running run: set its status, the ticket's status (unless another run has since
         claimed the ticket), release its claim and append its `run_end` event, atomically.
@@ -47,6 +48,8 @@ class RunEnding:
         claim token; a stale owner (another runner took the run over) is refused with ClaimLost.
         `retry`: (most retries, first wait in seconds) when something passing stopped the run
         (tickets/queue.py): the attempt is counted and any worker resumes it once the wait is over.
+        `pr_due`: what the end's hooks are to do to its pull request ("update", "open"), recorded
+        with the end so a kill before they do it leaves it for `middle sync` (cleared once done).
         """
         from tickets.claims import _fence
         from tickets.queue import schedule_retry
@@ -66,8 +69,8 @@ class RunEnding:
             totals = conn.execute("SELECT COUNT(*) AS turns, COALESCE(SUM(cost_usd), 0) AS cost"
                                   " FROM turns WHERE run_id = ?", (run_id,)).fetchone()
             stamp = self._db.stamp_sql  # the database's clock: one clock for every machine's runs
-            conn.execute(f"UPDATE runs SET status = ?, reason = ?, ended_at = {stamp}, total_cost_usd = ?"
-                         " WHERE id = ?", (status.value, reason, totals["cost"], run_id))
+            conn.execute(f"UPDATE runs SET status = ?, reason = ?, ended_at = {stamp}, total_cost_usd = ?,"
+                         " pr_due = ? WHERE id = ?", (status.value, reason, totals["cost"], pr_due, run_id))
             if status is RunStatus.INTERRUPTED:
                 conn.execute(f"UPDATE turns SET status = 'interrupted', error = ?, ended_at = {stamp}"
                              " WHERE run_id = ? AND status = 'running'", (reason, run_id))

@@ -63,7 +63,11 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 #    its agent; a session id means nothing to another kind's CLI). NULL: not recorded.
 # 16: the index memory_state_by_replacement (project_id, superseded_by): a show or a curation
 #    verb reads the states of its few docs by key (MemoryCuration.memory_state_for).
-SCHEMA_VERSION = 16
+# 17: runs.pr_due: what a complete run's end asked of its pull request ("update" its open one,
+#     "open" one for `[run] on_complete = "pr"`), written with the end and cleared once done, so a
+#     kill between the two leaves it for `middle sync`; turns.observed: the round was given to a
+#     conversation-watching memory backend (observe_round), so a takeover gives it once.
+SCHEMA_VERSION = 17
 # Schema creation and upgrades on PostgreSQL take this advisory lock, so two machines starting at
 # once do not both create tables ("middle" in ASCII); an upgrade then takes every table at once
 # (tickets/upgrade.py), and workers wait for it.
@@ -113,6 +117,7 @@ CREATE TABLE IF NOT EXISTS runs (
     offline INTEGER NOT NULL DEFAULT 0,
     pr_url TEXT,
     pr_state TEXT,
+    pr_due TEXT,
     check_status TEXT,
     corrections INTEGER,
     check_budget INTEGER,
@@ -138,6 +143,7 @@ CREATE TABLE IF NOT EXISTS turns (
     started_at TEXT NOT NULL,
     ended_at TEXT,
     coding_agent TEXT,
+    observed INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (run_id, turn_no)
 );
 CREATE TABLE IF NOT EXISTS memory_docs (
@@ -162,8 +168,9 @@ GIT_RUN_FIELDS = ("isolation", "repo", "base_branch", "base_commit", "branch", "
                   "changes", "merge_commit", "premerge_commit", "revert_commit")
 # offline: run on the built-in fake model, so its (made-up) cost is kept apart from real spending.
 # A run's pull request (`middle pr`): its URL, and "opening" (intent recorded before the branch is
-# pushed), "open", "merged", "closed" or "gone" (GitHub no longer has it: the URL is cleared).
-PR_RUN_FIELDS = ("pr_url", "pr_state")
+# pushed), "open", "merged", "closed" or "gone" (GitHub no longer has it: the URL is cleared);
+# `pr_due`: what the run's end asked of it and no hook has done yet (schema 17).
+PR_RUN_FIELDS = ("pr_url", "pr_state", "pr_due")
 # The check loop: the last check's outcome ("passed", "no-worse", "failed") and, for "no-worse",
 # what the base already had failing (check_note); the check failures
 # fed back to the middle agent (corrections), and how many it may get (raised by a resume).
@@ -186,7 +193,8 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   ("runs", "check_note", "TEXT"),
                   ("tickets", "deps_met", "INTEGER NOT NULL DEFAULT 2"),
                   ("memory_state", "valid_until", "TEXT"),
-                  ("turns", "coding_agent", "TEXT"))
+                  ("turns", "coding_agent", "TEXT"),
+                  ("turns", "observed", "INTEGER NOT NULL DEFAULT 0"))
 # The turns table's columns as schema 1 had them (what the schema 2 rebuild copies).
 _TURN_COLUMNS_V1 = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
@@ -656,6 +664,19 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
             )
             if cur.rowcount == 0:
                 raise ValueError(f"turn {turn_no} of run '{run_id}' was never started: call start_turn() first")
+
+    def mark_turn_observed(self, run_id: str, turn_no: int, *, token: int | None = None) -> None:
+        """The turn's round was given to the memory's conversation-watching backends
+        (observe_round): a takeover that finds the turn done gives it only when this is unset."""
+        with self._write() as conn:
+            _fence(self._db, conn, run_id, token)
+            conn.execute("UPDATE turns SET observed = 1 WHERE run_id = ? AND turn_no = ?", (run_id, turn_no))
+
+    def turn_observed(self, run_id: str, turn_no: int) -> bool:
+        if self.version < 17:  # a read-only store not migrated yet: no record, none observed
+            return False
+        rows = self._read("SELECT observed FROM turns WHERE run_id = ? AND turn_no = ?", (run_id, turn_no))
+        return bool(rows and rows[0][0])
 
     def get_turn(self, run_id: str, turn_no: int) -> TurnRow | None:
         rows = self._read(f"SELECT {self._turn_columns()} FROM turns WHERE run_id = ? AND turn_no = ?",

@@ -86,6 +86,10 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
         """Save one round (prompt then response) and summarise if the window says so."""
         _check_conversation_id(conversation_id)
         with self._store.tx() as conn:
+            if q.last_messages(conn, conversation_id, 2) == [("prompt", prompt), ("response", response)]:
+                # Given already: a run killed after giving it and before recording that gives it
+                # again on takeover (orchestrator.graph.nodes._observe); one round is kept once.
+                return
             q.append_messages(
                 conn, conversation_id, [("prompt", prompt), ("response", response)], self._clock()
             )

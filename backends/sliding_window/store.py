@@ -134,6 +134,14 @@ def messages(
     return [{"seq": r["seq"], "role": r["role"], "text": r["text"]} for r in rows]
 
 
+def last_messages(conn: sqlite3.Connection, cid: str, count: int) -> list[tuple[str, str]]:
+    """The conversation's last `count` (role, text) messages, oldest first."""
+    rows = conn.execute(
+        "SELECT role, text FROM messages WHERE conversation_id = ? ORDER BY seq DESC LIMIT ?", (cid, count)
+    ).fetchall()
+    return [(r["role"], r["text"]) for r in reversed(rows)]
+
+
 def live_seqs(conn: sqlite3.Connection, cid: str) -> list[int]:
     rows = conn.execute(
         "SELECT seq FROM messages WHERE conversation_id = ? ORDER BY seq", (cid,)

@@ -20,9 +20,12 @@ def on_ticket_complete(ticket: Any, run_id: str, config: Any, store: TicketStore
     from orchestrator.errors import MiddleError
 
     run = store.get_run(run_id)
-    has_pull = bool(run.get("pr_url")) and run.get("pr_state") == "open"  # (a round carries its pull request)
-    if not has_pull and config.run.on_complete != "pr":
+    # What the run's end recorded as due (orchestrator.lifecycle: "update" the open pull request a
+    # round carries, "open" one for `[run] on_complete = "pr"`); cleared by propose once done.
+    due = run.get("pr_due")
+    if not due:
         return
+    has_pull = due == "update"
     from orchestrator.github.pull_updates import propose
 
     try:
@@ -30,4 +33,4 @@ def on_ticket_complete(ticket: Any, run_id: str, config: Any, store: TicketStore
     except MiddleError as exc:  # the ticket stays complete; the next `middle pr` finishes it
         what = f"pull request {run['pr_url']} of {ticket.id} not updated" if has_pull else \
             f"pull request of {ticket.id} not opened"
-        say(f"{what}: {exc} (retry with `middle pr {ticket.id}`)")
+        say(f"{what}: {exc} (the next `middle sync` tries again, or `middle pr {ticket.id}`)")

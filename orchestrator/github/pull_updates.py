@@ -36,14 +36,19 @@ __all__ = ["catch_up", "propose", "remote_tip", "update_pull_request"]
 
 def propose(store: TicketStore, config: Config, ticket_id: str, say: Callable[[str], None] = print) -> PullRequest:
     """`middle pr ID` (and the API's, and `[run] on_complete = "pr"`): open the complete ticket's
-    pull request, or bring the open one it has up to date (review rounds since)."""
+    pull request, or bring the open one it has up to date (review rounds since). Done, what the
+    run's end asked of its pull request (runs.pr_due) is cleared: no `middle sync` does it again."""
     from tickets.model import TicketStatus
 
     run = store.latest_run(ticket_id)
     if (store.get_ticket(ticket_id).status is TicketStatus.COMPLETE and run is not None and run["pr_url"]
             and run["pr_state"] == "open"):
-        return update_pull_request(store, config, ticket_id, say)
-    return open_pull_request(store, config, ticket_id, say)
+        pull = update_pull_request(store, config, ticket_id, say)
+    else:
+        pull = open_pull_request(store, config, ticket_id, say)
+    if run is not None and run.get("pr_due"):
+        store.set_run_fields(run["id"], pr_due=None)
+    return pull
 
 
 def remote_tip(repo: Path, target: str, branch: str) -> str | None:
@@ -118,26 +123,27 @@ def update_pull_request(store: TicketStore, config: Config, ticket_id: str,
 
 
 def catch_up(store: TicketStore, config: Config, say: Callable[[str], None]) -> None:
-    """`middle sync`: each complete ticket's open pull request whose branch on its remote is not at
-    the ticket's last commit gets it (and its description) now. The round that made that commit
-    brings its pull request up to date after the run's end is stored (github.plugin): a process
-    killed in between, or a push that failed then, left it behind, and nothing else would do it.
-    (A remote that cannot be read now is left for the next sync; with `[project] repo_url` the
-    round pushed its branch there itself, so only its description can be behind: `middle pr`.)"""
+    """`middle sync`: what a complete ticket's run's end asked of its pull request and no hook did
+    (runs.pr_due, written in the end's transaction and cleared by `propose`): a process killed
+    between the two (the `run.hooks` point), or a push or GitHub call that failed then. "update":
+    its open pull request gets the round's commit and description (also with `[project] repo_url`,
+    where the round pushed the branch itself and only the description is behind); "open": the
+    pull request `[run] on_complete = "pr"` asked for is opened, once (`middle pr`'s own intent
+    record finds one a kill left unrecorded), unless `on_complete` was set back since. Read from
+    the store alone: no GitHub call for a pull request nothing is due for. A remote that cannot be
+    reached now is said and left for the next sync."""
     from orchestrator.errors import MiddleError
-    from orchestrator.github.pulls import open_pulls
     from tickets.model import TicketStatus
 
-    for ticket, run, _url, _repo, _number in list(open_pulls(store)):
-        if ticket.status is not TicketStatus.COMPLETE or run["status"] != "complete":
+    for ticket in store.list_tickets(status=TicketStatus.COMPLETE.value):
+        run = store.latest_run(ticket.id)
+        due = run.get("pr_due") if run is not None else None
+        if run is None or not due or run["status"] != "complete":
             continue
-        if not run["branch"] or not run["head_commit"] or not run["repo"]:
-            continue
+        if due == "open" and config.run.on_complete != "pr":
+            continue  # (the intent was withdrawn: `middle pr` still opens it by hand)
         try:
-            target, _ = _push_target(config, Path(run["repo"]))
-            tip = remote_tip(Path(run["repo"]), target, run["branch"])
-            if tip is None or tip == run["head_commit"]:
-                continue
-            update_pull_request(store, config, ticket.id, say)
+            propose(store, config, ticket.id, say)
         except MiddleError as exc:  # the ticket stays complete; said at each sync until it is resolved
-            say(f"pull request of {ticket.id} not brought up to date: {exc}")
+            what = "brought up to date" if due == "update" else "opened"
+            say(f"pull request of {ticket.id} not {what}: {exc}")

@@ -198,6 +198,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         ctx.say(f"turn {turn_no} had finished and its work was saved before the run stopped: not run again")
     else:
         text, session_id, saved = _run_turn(ctx, state, ticket, turn_no, prompt, moved)
+    _observe(ctx, state, ticket, turn_no, prompt, text or "")
     call_hook(ctx.hooks, "on_turn_end", ticket=ctx.store.get_ticket(ticket["id"]), run_id=run_id,
               turn=TurnRecord.from_row(dict(ctx.run.turn(turn_no) or {})))
     transcript = list(state.get("transcript", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
@@ -269,13 +270,24 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
             f"The turns so far are kept (`middle log {ticket['id']}`); "
             f"{advice('failed-resumable', ticket['id'])}"
         )
-    text, session_id = result.text, result.session_id or session_id
-    if ctx.memory is not None:  # conversation-watching backends see each round
-        try:
-            ctx.memory.observe_round(ticket["project_id"], f"run-{state['run_id']}", prompt, text)
-        except Exception as exc:
-            log.warning("memory could not observe turn %s: %s", turn_no, exc)
-    return text, session_id, saved
+    return result.text, result.session_id or session_id, saved
+
+
+def _observe(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], turn_no: int, prompt: str,
+             text: str) -> None:
+    """Conversation-watching backends see each round once: after the turn (run here or found
+    finished by a takeover) unless the store records it given already. A kill between the give
+    and the record (`memory.observed`) gives it again on takeover: the built-in backend takes a
+    round equal to its conversation's last as given already (backends/sliding_window)."""
+    if ctx.memory is None or ctx.run.turn_observed(turn_no):
+        return
+    try:
+        ctx.memory.observe_round(ticket["project_id"], f"run-{state['run_id']}", prompt, text)
+    except Exception as exc:  # a view for the middle agent; never a reason to stop
+        log.warning("memory could not observe turn %s: %s", turn_no, exc)
+        return
+    point("memory.observed")
+    ctx.run.mark_observed(turn_no)
 
 
 def recall_turn(state: TicketState, runtime: Runtime[TicketContext]) -> Update:

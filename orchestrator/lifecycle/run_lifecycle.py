@@ -42,15 +42,28 @@ class RunLifecycle:
         run owner's claim token (a stale owner is refused with ClaimLost, changing nothing);
         `on_ended`: called once the end is stored, before the hooks run."""
         ended = self.store.end_run(ticket_id, run_id, "complete", None, ticket_reason=summary or None,
-                                   event=event, token=token)
+                                   event=event, token=token, pr_due=self._pr_due(run_id))
         if on_ended is not None:
             on_ended()
-        point("run.hooks")  # (the hooks' work has no record: `middle sync` brings a pull request up to date)
+        point("run.hooks")  # (the run's pr_due says what is left: `middle sync` does it)
         if ended:
             call_hook(self.hooks, "on_ticket_complete", ticket=self.store.get_ticket(ticket_id),
                       run_id=run_id, summary=summary, config=self.config, store=self.store,
                       say=say or (lambda msg: log.info("%s", msg)))
         return ended
+
+    def _pr_due(self, run_id: str) -> str | None:
+        """What the complete run's end asks of its pull request, recorded in the end's transaction
+        (runs.pr_due) so that a kill before the hook does it leaves it for `middle sync`
+        (github.pull_updates.catch_up): "update" its open one (a review round), "open" one
+        (`[run] on_complete = "pr"` as it is now: a ticket that completed before it was set asks
+        nothing)."""
+        if self.config is None:  # (no hooks with a config to act: nothing asked)
+            return None
+        run = self.store.get_run(run_id)
+        if run.get("pr_url") and run.get("pr_state") == "open":
+            return "update"
+        return "open" if getattr(getattr(self.config, "run", None), "on_complete", "none") == "pr" else None
 
     def fail(self, ticket_id: str, run_id: str, reason: str, *, resumable: bool = False,
              ticket_status: str | None = None, check_failed: bool = False, transient: bool = False,

@@ -180,6 +180,13 @@ class Run:
         self._fenced(self.store.finish_turn, self.run_id, turn_no, token=self.token, **result)
         point("turn.finished")
 
+    def turn_observed(self, turn_no: int) -> bool:
+        return self.store.turn_observed(self.run_id, turn_no)
+
+    def mark_observed(self, turn_no: int) -> None:
+        """The turn's round was given to memory's conversation-watching backends (observe_round)."""
+        self._fenced(self.store.mark_turn_observed, self.run_id, turn_no, token=self.token)
+
     def assess_turn(self, turn_no: int, memories: str, decision: dict[str, Any]) -> None:
         self._fenced(self.store.set_turn_assessment, self.run_id, turn_no, memories, decision, token=self.token)
         point("turn.assessed")

@@ -229,6 +229,22 @@ def test_context_before_any_summary_is_the_whole_transcript(tmp_path, closing):
         backend.observe_round(":project:", "p", "r")
 
 
+def test_a_round_given_again_right_after_itself_is_kept_once(tmp_path, closing):
+    """A run killed between giving a round and recording that gives it again on takeover
+    (orchestrator.graph.nodes._observe): a round equal to the conversation's last is taken as
+    given; the same words later, after another round, are a round of their own."""
+    backend = open_backend(tmp_path, summarize_after_seq=100)  # no summary: every message in view
+    closing(backend)
+    play(backend, "t1", 1)
+    play(backend, "t1", 1)  # the same round again
+    assert len(backend.conversation_context("t1").gap_messages) == 2
+    play(backend, "t1", 1, start=2)
+    play(backend, "t1", 1)  # round 1's words again, after round 2: kept
+    texts = [m["text"] for m in backend.conversation_context("t1").gap_messages if m["role"] == "response"]
+    assert texts == ["response-1-text. More detail 1.", "response-2-text. More detail 2.",
+                     "response-1-text. More detail 1."]
+
+
 def test_summaries_and_messages_survive_reopen(tmp_path):
     backend = open_backend(tmp_path)
     play(backend, "t1", 4)

@@ -90,7 +90,7 @@ def test_a_round_whose_push_fails_is_pushed_by_the_next_middle_pr(project, githu
     assert result.exit_code == 0, result.output  # the round completed; its pull request is behind
     said = " ".join(result.output.split())
     assert f"pull request {PR} of gh-1 not updated: could not push middle/gh-1" in said
-    assert "retry with `middle pr gh-1`" in said
+    assert "(the next `middle sync` tries again, or `middle pr gh-1`)" in said
     assert _remote_head(project) == before and not github.requests_to("/repos/me/app/pulls/2", "PATCH")
     refuse.unlink()
     later = invoke("pr", "gh-1")

@@ -51,7 +51,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_killpoints import machine
-with machine(Path({home!r}), Path({remote!r}), {pg_url!r}, max_turns={max_turns!r}) as orch:
+with machine(Path({home!r}), Path({remote!r}), {pg_url!r}, max_turns={max_turns!r}, memory={memory!r}) as orch:
     orch.sync_tickets()
     orch.run_ticket("t1")
 """
@@ -84,10 +84,12 @@ def _coder(calls: Path) -> RecordingCodingAgent:
     return RecordingCodingAgent([turn] * 6)
 
 
-def machine(home: Path, remote: Path, pg_url: str, max_turns: int = 4) -> Orchestrator:
+def machine(home: Path, remote: Path, pg_url: str, max_turns: int = 4,
+            memory: dict[str, Any] | None = None) -> Orchestrator:
     """One machine of the team: its own clone of `remote`, ticket folder and state; the team's
     PostgreSQL store, checkpoints and memory (bm25, whose store is in the same database).
-    `max_turns=1`: the ticket fails at its turn limit after turn 1 (the fail path)."""
+    `max_turns=1`: the ticket fails at its turn limit after turn 1 (the fail path); `memory`:
+    another `[memory]` (tests/graph/test_observe_killed.py: a conversation-watching backend)."""
     if not (home / "repo").exists():
         git(home.parent, "clone", "--quiet", str(remote), str(home / "repo"))
         (home / "tickets").mkdir()
@@ -96,29 +98,31 @@ def machine(home: Path, remote: Path, pg_url: str, max_turns: int = 4) -> Orches
                  project={"path": "repo", "tickets_dir": "tickets", "repo_url": str(remote), "base_branch": "main"},
                  agent={"max_turns": max_turns, "max_cost_usd": 5.0}, run={"lease_s": LEASE_S},
                  check={"commands": ["test -f README.md"]},
-                 memory={"save_dir": str(home / "memory"), "backend": "bm25"})
+                 memory=memory or {"save_dir": str(home / "memory"), "backend": "bm25"})
     return Orchestrator(cfg, llm=TwoTurnsLLM(), coding_agent=_coder(home.parent / "calls.log"),
                         project_override=str(home / "repo"))
 
 
-def machine_a_dies_at(tmp_path: Path, remote: Path, pg_url: str, at: str, max_turns: int = 4) -> bool:
+def machine_a_dies_at(tmp_path: Path, remote: Path, pg_url: str, at: str, max_turns: int = 4,
+                      memory: dict[str, Any] | None = None) -> bool:
     """Run machine A with MIDDLE_KILL_AT=`at`; True when it died there (SIGKILL), False when
     its run ended without passing that point so often."""
     script = MACHINE_A.format(tests=str(Path(__file__).parent), home=str(tmp_path / "a"), remote=str(remote),
-                              pg_url=pg_url, max_turns=max_turns)
+                              pg_url=pg_url, max_turns=max_turns, memory=memory)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180,
                           env={**_env(), "MIDDLE_HOSTNAME": "machine-a", VARIABLE: at})
     assert proc.returncode in (0, -9), proc.stderr[-3000:]
     return proc.returncode == -9
 
 
-def take_over_and_check(tmp_path: Path, remote: Path, pg_url: str, monkeypatch: Any) -> dict[str, Any]:
+def take_over_and_check(tmp_path: Path, remote: Path, pg_url: str, monkeypatch: Any,
+                        memory: dict[str, Any] | None = None) -> dict[str, Any]:
     """Machine B continues the run; everything the sweep promises is asserted. What B did, for
     the table."""
     _after_the_lease(pg_url)
     monkeypatch.setenv("MIDDLE_HOSTNAME", "machine-b")
     monkeypatch.delenv(VARIABLE, raising=False)
-    with machine(tmp_path / "b", remote, pg_url) as orch:
+    with machine(tmp_path / "b", remote, pg_url, memory=memory) as orch:
         if orch.store.get_ticket("t1").status.value == "complete":  # A died after its run's end
             ended = orch.store.latest_run("t1")
             assert ended is not None
@@ -132,6 +136,7 @@ def take_over_and_check(tmp_path: Path, remote: Path, pg_url: str, monkeypatch: 
         turns = orch.store.list_turns(run_id=run_id)
         kept = orch.store.memory_docs("t1")
         indexed = orch.memory.list_docs("calc") if orch.memory is not None else []
+        view = orch.memory.conversation_context("calc", f"run-{run_id}") if orch.memory is not None else None
     assert outcome_status == "complete", (outcome_status, [e for e in events if e["kind"] == "run_end"])
     # Once: one run, one end, one run_start per attempt at most (A's and B's).
     kinds = [e["kind"] for e in events]
@@ -154,7 +159,7 @@ def take_over_and_check(tmp_path: Path, remote: Path, pg_url: str, monkeypatch: 
     calls = (tmp_path / "calls.log").read_text().split()
     # A turn runs again only when A died inside it before its work was saved where B finds it.
     assert calls.count("a.txt") <= 2 and calls.count("b.txt") <= 2, calls
-    return {"calls": calls}
+    return {"calls": calls, "conversation": list(view.gap_messages) if view is not None else []}
 
 
 # One point of each kind beyond the three the tests below name (a store write of the turn, the
@@ -247,9 +252,9 @@ def test_killed_just_after_the_runs_end_a_resume_writes_no_second_start_or_end(t
 
 # The fail path: a turn limit after turn 1 ends the run failed, its work committed on the branch
 # (orchestrator.graph.keep_work: a commit, a push, the work in progress dropped, the end).
-FAIL_POINTS = ("run.fields", "turn.started", "wip.committed", "wip.pushed", "turn.finished", "turn.assessed",
-               "event.written", "checkpoint.put", "check.baseline", "branch.committed", "branch.pushed",
-               "wip.dropped", "run.ended", "run.hooks")
+FAIL_POINTS = ("run.fields", "turn.started", "wip.committed", "wip.pushed", "turn.finished", "memory.observed",
+               "turn.assessed", "event.written", "checkpoint.put", "check.baseline", "branch.committed",
+               "branch.pushed", "wip.dropped", "run.ended", "run.hooks")
 FAIL_CI = "run.ended:1"  # the case a kill exposed (the test below)
 # every point's first pass, and the second of those a failing run passes more than once
 FAIL_SWEEP = [f"{name}:1" for name in FAIL_POINTS] + [f"{name}:2" for name in ("run.fields", "event.written",

@@ -20,8 +20,9 @@ class Memory:
         return len(docs)
 
 
-def complete(store, wt, repo, tid, files, *, doc=None, depends_on=()):
-    """A ticket whose run wrote `files` in its worktree and completed (what the graph does)."""
+def complete(store, wt, repo, tid, files, *, doc=None, depends_on=(), status="complete"):
+    """A ticket whose run wrote `files` in its worktree and completed (what the graph does);
+    `status="failed"`: its check still failed after its rounds, its work committed (kept)."""
     store.upsert_ticket(Ticket(id=tid, project_id="p", title=f"Ticket {tid}", project_path=str(repo),
                                depends_on=list(depends_on)))
     run_id = store.claim_new_run(tid, ["pending", "discarded"])
@@ -35,5 +36,9 @@ def complete(store, wt, repo, tid, files, *, doc=None, depends_on=()):
     store.set_run_fields(run_id, head_commit=sha, changes=changes)
     if doc:
         store.add_memory_doc(tid, "p", doc)
-    assert store.end_run(tid, run_id, "complete", None)
+    if status == "failed":
+        assert store.end_run(tid, run_id, "failed", "the check still fails", event={"check_failed": True,
+                                                                                     "kept_work": True})
+    else:
+        assert store.end_run(tid, run_id, "complete", None)
     return sha
