@@ -133,6 +133,27 @@ def _parse_text(text: str, report: JUnitReport) -> None:
         report.add(TestCase(f"{pkg}::{why}", FAILED, collection=True))
 
 
+def quiet_packages(text: str) -> list[str]:
+    """The packages whose tests passed with none listed (`ok  <tab>pkg<tab>0.01s` and no `--- PASS`
+    before it): go ran without -v there (a GOFLAGS the wrapper set itself), so which of their tests
+    ran is unknown. `[no tests to run]` is a package with none."""
+    quiet: list[str] = []
+    for own in _by_package(text):
+        listed = False
+        for line in own.splitlines():
+            if _OUTCOME.search(line):
+                listed = True
+                continue
+            summary = _SUMMARY.match(line)
+            if not summary:
+                continue
+            rest = summary.group("rest") or ""
+            if summary.group("status") == "ok  " and not listed and "[no tests to run]" not in rest:
+                quiet.append(summary.group("pkg"))
+            listed = False
+    return quiet
+
+
 def cannot_run(output: str) -> str | None:
     """Why a failed `go test` ran no test (it did not compile, a usage error), or None."""
     if any(not c.collection for c in parse(output).cases.values()):
@@ -142,4 +163,4 @@ def cannot_run(output: str) -> str | None:
     return "go test ran no test: " + why[:200]
 
 
-__all__ = ["COMMAND", "RUNNER", "cannot_run", "goflags", "parse", "readable", "without_failfast"]
+__all__ = ["COMMAND", "RUNNER", "cannot_run", "goflags", "parse", "quiet_packages", "readable", "without_failfast"]

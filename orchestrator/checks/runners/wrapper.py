@@ -22,9 +22,15 @@ read.
   it still misses (tox.toml's own envs, a generated name) passes nothing on, and its pytest writes
   no report: that is caught below. nox passes the whole environment on.
 
-`go test` is not asked (`GOFLAGS=-v` also changes `go build`/`go vet` output): only the failures
-it names are read (runner.py). cargo needs its command line changed (`--no-fail-fast`), vitest's
-and mocha's report options go on theirs: judged by their exit code behind a wrapper.
+- **go test**: `GOFLAGS` gains `-v` (go.py), so it lists every test (`go build` and `go vet` then
+  name the packages they compile, on stderr);
+- **cargo test**: a `cargo` of middle's first on PATH adds `--no-fail-fast` to `cargo test`
+  (cargo.py); libtest lists every test unasked.
+
+Both are read from the output (runner.py), as a line running them directly is; a go package that
+passed listing no test (the wrapper set its own GOFLAGS) or a cargo that stopped at its first
+failing binary leaves the run judged as one read by its exit code. vitest's and mocha's report
+options go on their command line: judged by their exit code behind a wrapper.
 
 **A wrapper may run a runner more than once** (a Makefile running pytest on two folders, tox with
 several envs, `make test` running `make unit` and `make integration`). A report overwritten by a
@@ -64,7 +70,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.checks import junit
-from orchestrator.checks.runners import jest, node, pyunit, rspec
+from orchestrator.checks.runners import cargo, go, jest, node, pyunit, rspec
 
 RUNNER = "wrapper"
 MAKE_STEP = "(make) "  # how a recipe make says failed is named among the failures
@@ -139,6 +145,10 @@ def prepare(line: str, tmp: Path, environ: dict[str, str], cwd: Path | None = No
         node_env["NODE_OPTIONS"] += f" --require={node.quote(str(JEST_ARGV))}"
         env |= node_env | {"MIDDLE_JEST_JSON": str(tmp / JEST_REPORT)}
         reports.append(str(tmp / "jest-*.json"))
+    # go test lists every test with -v, which GOFLAGS carries (go build and go vet take it too and
+    # name the packages they compile, on stderr; nothing else changes); cargo test gets
+    # --no-fail-fast from middle's cargo first on PATH (cargo.py): both then read from the output
+    env |= go.goflags(environ) | cargo.shim(tmp, environ)
     sections = ["testenv", "env_run_base", *_tox_envs(cwd)]
     overrides = ";".join(f"{section}.pass_env+={name}" for section in sections for name in TOX_PASS)
     env["TOX_OVERRIDE"] = ";".join(filter(None, [environ.get("TOX_OVERRIDE", ""), overrides]))
