@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.checks import diagnostics, instrument, junit
+from orchestrator.checks import diagnostics, instrument, junit, output_lines
 from orchestrator.checks.instrument import CANNOT_START  # noqa: F401 - re-exported
 from orchestrator.checks.runners import cargo, go, javascript, rspec, tap, wrapper
 from orchestrator.checks.spec import Item, spec_of
@@ -44,7 +44,7 @@ _GO_PACKAGE_OK = re.compile(r"^ok  \t\S", re.M)  # a package whose tests passed 
 KILL_GRACE_S = 5.0
 JUNIT, DIAGNOSTICS = "junit", "diagnostics"  # how a run's failures were read
 _FIELDS = ("command", "exit_code", "duration_s", "tail", "timed_out", "failing", "kind", "ran", "skipped",
-           "problem", "runner")
+           "problem", "runner", "output_lines")
 
 
 @dataclass
@@ -64,6 +64,9 @@ class CheckResult:
     skipped: list[str] | None = None  # the tests it skipped (JUnit)
     problem: str | None = None  # why it could not really run (not found, no tests, no report...)
     runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | a JavaScript runner | "rspec" | "tap"
+    # a failing run read by its exit code alone: its whole output, normalised (output_lines.py), so a
+    # ticket's failing run can be compared with the base's line by line (None: not kept, or too long)
+    output_lines: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -91,7 +94,7 @@ class CheckResult:
         for k in _FIELDS:
             if k in data:
                 kept[k] = data[k]
-        for k in ("failing", "ran", "skipped"):
+        for k in ("failing", "ran", "skipped", "output_lines"):
             if kept.get(k) is not None and not (isinstance(kept[k], list) and all(isinstance(x, str) for x in kept[k])):
                 kept[k] = None
         return cls(**{"duration_s": 0.0, "tail": "", "exit_code": None, **kept})
@@ -127,6 +130,8 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
             # FORCE_COLOR is set (vitest's "No test files found" ended in an escape code, and
             # its cannot-run line went unread under CI), whatever this process's terminal is.
             _read_failures(result, spec, prepared, cwd, _COLOURS.sub("", text), wall_start)
+            if not result.kind and result.exit_code and result.problem is None:
+                result.output_lines = output_lines.normalise(text, str(cwd))
         text = instrument.readable(prepared.runner, text)  # a line's own `go test -json`: shown as its text
     tail = text[-TAIL_CHARS:] if len(text) > TAIL_CHARS else text
     if timed_out:

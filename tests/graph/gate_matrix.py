@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from orchestrator.checks.runner import CheckResult, run_check
-from orchestrator.checks.verdict import FAILED, NO_WORSE, PASSED, Verdict, judge
+from orchestrator.checks.verdict import FAILED, NO_WORSE, PASSED, UNDECIDED, Verdict, judge
 from orchestrator.config.settings import CheckCommand
 
 PY = sys.executable
@@ -180,12 +180,30 @@ OPAQUE = {"check.py": textwrap.dedent("""\
     print("checks passed" if ok else "checks failed")
     sys.exit(0 if ok else 1)
 """)}
-# What reading by exit code costs, on a base that already fails (docs/checks.md, "Anything else"):
-# without baseline = "exit-code" the ticket must make it pass; with it, any failure is "no worse"
-# and deleting the failing test passes.
-BY_EXIT_CODE = {"harmless": FAILED, "breaks": FAILED, "removes": PASSED, "skips": PASSED}
-BY_EXIT_CODE_BASELINE = {"harmless": NO_WORSE, "breaks": NO_WORSE, "removes": PASSED, "skips": PASSED,
+# A command no reader understands on a base that already fails (docs/checks.md, "The gate
+# enumerated"): middle cannot tell a harmless ticket from a breaking one, so neither completes
+# (undecided: stopped, its work kept, a person decides); a pass is a fix only when the ticket
+# touched no test or runner config (check.py is the command's own script).
+BY_EXIT_CODE = {"harmless": UNDECIDED, "breaks": UNDECIDED, "removes": UNDECIDED, "skips": UNDECIDED,
+                "crashes": UNDECIDED}
+# With baseline = "exit-code": no worse when the failing output is the base's, line for line once each
+# run's noise is left out (output_lines.py). check.py prints "checks failed" and nothing else, so a
+# ticket that breaks another test, or crashes, prints the same: the risk that setting takes.
+BY_EXIT_CODE_BASELINE = {"harmless": NO_WORSE, "breaks": NO_WORSE, "removes": UNDECIDED, "skips": UNDECIDED,
                          "crashes": NO_WORSE}
+# The same for a runner that names its failures in its own words (uvu's `FAIL "known bug"`, a
+# count): a new failure is a new line, and stops the ticket naming it.
+TALKATIVE = {"check.py": textwrap.dedent("""\
+    import os, sys, unittest
+    with open(os.devnull, "w") as quiet:
+        r = unittest.TextTestRunner(stream=quiet).run(unittest.defaultTestLoader.discover("."))
+    for test, _ in r.failures + r.errors:
+        print("FAIL", test.id().rsplit(".", 1)[-1])
+    print(f"Total: {r.testsRun} Failed: {len(r.failures) + len(r.errors)} (in 0.01s)")
+    sys.exit(0 if r.wasSuccessful() else 1)
+""")}
+BY_OUTPUT_BASELINE = {"harmless": NO_WORSE, "breaks": UNDECIDED, "removes": UNDECIDED, "skips": UNDECIDED,
+                      "crashes": UNDECIDED}
 
 ROWS: list[Row] = [
     Row("pytest", PYTEST, PY_FILES, PY_EDITS, ()),
@@ -222,6 +240,8 @@ ROWS: list[Row] = [
     Row("exit code", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (), leaks=BY_EXIT_CODE),
     Row("exit code, baseline", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (),
         leaks=BY_EXIT_CODE_BASELINE, baseline="exit-code"),
+    Row("exit code, baseline, names failures", f"{PY} check.py", {**PY_FILES, **TALKATIVE}, PY_EDITS, (),
+        leaks=BY_OUTPUT_BASELINE, baseline="exit-code"),
 ]
 ROW = {r.name: r for r in ROWS}
 # The rows in two modules (pytest-xdist's loadscope runs a module on one worker): JavaScript and Ruby
@@ -278,7 +298,8 @@ class Matrix:
         _lay_out(folder, dict(row.files))
         _lay_out(folder, row.edits[scenario])
         result = run_check(row.spec(), folder, timeout_s=120, env=self.env(row))
-        return result, judge(result, base, row.spec())
+        # the paths the ticket changed, as the graph gives them (orchestrator/graph/checking.py)
+        return result, judge(result, base, row.spec(), changed=sorted(row.edits[scenario]))
 
 
 def check_cell(matrix: Matrix, name: str, scenario: str) -> None:
@@ -293,6 +314,8 @@ def check_cell(matrix: Matrix, name: str, scenario: str) -> None:
             result.tail[-1500:])
     if scenario in row.leaks:  # read by its exit code alone: the documented cost, asserted as it is
         assert verdict.outcome == row.leaks[scenario], said
+        if verdict.outcome == UNDECIDED:  # the sentence says why (the graph adds the ways out)
+            assert verdict.reason and not verdict.ok, said
         return
     if scenario == "harmless":
         assert verdict.outcome == NO_WORSE, said

@@ -1,0 +1,63 @@
+"""Which of a ticket's changed files are tests or the test runner's configuration: the files through
+which a ticket can remove or disable a test without a reader that lists every test noticing
+(orchestrator.checks.verdict: a check that failed on the base and passes on the ticket, read by
+its exit code, is a fix only when the ticket touched none of them).
+
+From the runners' own conventions, one list for all (a file counts if any runner would take it):
+
+- a folder a runner looks in for tests: `tests/`, `test/`, `spec/`, `__tests__/`, `testing/`,
+  `testdata/`, `t/` (prove), `e2e/`, at any depth;
+- a test file by its name: `test_*.py`, `*_test.py`, `conftest.py`, `*_test.go`, `*.test.js` and
+  `*.spec.ts` (any JavaScript or TypeScript extension), `*_spec.rb`, `*_test.rb`, `*.bats`, `*.t`;
+- a runner's or a wrapper's configuration: Makefile (`*.mk`), justfile, tox.ini/tox.toml,
+  noxfile.py, pytest.ini, setup.cfg, pyproject.toml (pytest's, hatch's, coverage's sections),
+  package.json (its scripts), jest/vitest/vite/mocha/karma/playwright configs, `.mocharc.*`,
+  `.rspec`, Rakefile, Cargo.toml, `.cargo/config*`;
+- a file the check command itself names (`python check.py`, `sh scripts/test.sh`): the command's
+  own script is its runner.
+
+Not seen: tests inside a source file (Rust's `#[cfg(test)]` modules, Python doctests), which only
+a runner read test by test tells apart (docs/checks.md, "The gate enumerated").
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+from pathlib import PurePosixPath
+
+_TEST_FOLDERS = {"test", "tests", "spec", "specs", "__tests__", "testing", "testdata", "t", "e2e"}
+_JS = r"(?:js|mjs|cjs|jsx|ts|mts|cts|tsx)"
+_TEST_NAMES = re.compile(rf"^(?:test_.*\.py|.*_test\.py|conftest\.py|.*_test\.go|.*\.(?:test|spec)\.{_JS}"
+                         r"|.*_spec\.rb|.*_test\.rb|.*\.bats|.*\.t)$")
+_CONFIG_NAMES = re.compile(rf"^(?:(?:GNU)?[Mm]akefile|.*\.mk|[Jj]ustfile|\.justfile|tox\.ini|tox\.toml|noxfile\.py"
+                           r"|pytest\.ini|setup\.cfg|pyproject\.toml|package\.json|\.rspec|Rakefile|Cargo\.toml"
+                           rf"|(?:jest|vitest|vite|karma|playwright|mocha)\.config\.{_JS}|\.mocharc(?:\.\w+)?"
+                           r"|karma\.conf\.js)$")
+
+
+def test_or_config(paths: Iterable[str], command: str = "") -> list[str]:
+    """The paths (relative to the project, `/`-separated) that are tests or runner configuration."""
+    named = _named_by(command)
+    found = []
+    for path in paths:
+        p = PurePosixPath(path)
+        if (str(p) in named or _TEST_NAMES.match(p.name) or _CONFIG_NAMES.match(p.name)
+                or any(part in _TEST_FOLDERS for part in p.parts[:-1])
+                or (p.parts[:1] == (".cargo",) and p.name.startswith("config"))):
+            found.append(path)
+    return sorted(found)
+
+
+def _named_by(command: str) -> set[str]:
+    """The relative paths a check command names (`python check.py` -> check.py)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    return {str(PurePosixPath(w.removeprefix("./"))) for w in words
+            if not w.startswith("-") and ("." in w or "/" in w)}
+
+
+__all__ = ["test_or_config"]
