@@ -7,10 +7,12 @@ failures it did not cause, and no ticket gets through by making things worse.
   report: test identities; diagnostics: (path, code, message) counted, line numbers left out):
   **no worse** when no failure is new (and no diagnostic more frequent), else **failed**.
 - It fails and the base's failure names nothing comparable (no report, no diagnostics: read by its
-  exit code): **undecided**, whether the ticket made it worse cannot be told (its output's new
-  lines said), unless the command says `baseline = "exit-code"`: then failing with the base's exit
-  code and no line the base's output did not have (output_lines.py) is **no worse (as the base:
-  exit N)**, and new lines are **undecided**, naming them.
+  exit code): with the base's exit code and output (output_lines.py: each run's noise left out),
+  **undecided** (whether the ticket made it worse cannot be told, and a correction would have
+  nothing to go on); with another output, **failed** (the ticket changed what the check shows: the
+  middle agent reads it and makes the check pass). With `baseline = "exit-code"` the same exit
+  code and output is **no worse (as the base: exit N)**, and anything else **undecided**, naming
+  the new lines.
 - It passes on the ticket, the base failed, and the runs do not list every test (read by its exit
   code, or a go package run without -v): a fix cannot be told from a test removed or disabled, so
   when the ticket changed tests or the runner's configuration (test_files.py) it is
@@ -125,10 +127,18 @@ def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | No
                    else "its output has lines the base's did not: " + _shown(lines))
         return Verdict(UNDECIDED, reason=f"it already failed on the base and is read by its exit code alone "
                                          f"(baseline = \"exit-code\"); {differs}")
-    said = ("its output is the same as the base's, which names no test" if lines == [] and same_exit
-            else "new in its output: " + _shown(lines) if lines else "its output differs from the base's")
-    return Verdict(UNDECIDED, reason="it already failed on the base and its output names no failures middle can "
-                                     f"compare, so whether this ticket made it worse cannot be told ({said})")
+    if same_exit and lines == []:
+        # it fails exactly as the base did: nothing it did shows, so a correction would have nothing
+        # to go on, and "no worse" cannot be said of an output that names no test
+        return Verdict(UNDECIDED, reason="it already failed on the base, fails with the same output, which names "
+                                         "no failures middle can compare, so whether this ticket made it worse "
+                                         "cannot be told")
+    # its output changed: the ticket did something the check shows (for better or worse), so the
+    # middle agent reads it and tries to make the check pass, as for a check the base passed
+    said = "new in its output: " + _shown(lines) if lines else "its output differs from the base's"
+    return Verdict(FAILED, new_failures=list(result.failing or []),
+                   reason=f"it already failed on the base, names no failures that can be compared, and fails "
+                          f"differently now ({said}): the ticket must make it pass")
 
 
 def _passes_unlisted(result: CheckResult, changed: list[str] | None) -> Verdict:

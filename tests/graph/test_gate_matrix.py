@@ -23,6 +23,7 @@ from gate_matrix import (
     PYTEST,
     ROW,
     SCENARIOS,
+    UNDECIDED,
     UNITTEST,
     Matrix,
     Row,
@@ -123,9 +124,16 @@ def test_the_graph_ends_each_family_as_its_verdict_says(tmp_path: Path, monkeypa
     for key, value in row.env.items():
         monkeypatch.setenv(key, value)
     r = run_ticket(tmp_path, row.files, [row.command], lambda cwd: _lay_out(cwd, row.edits[scenario]))
-    if row.leaks.get(scenario, NO_WORSE if scenario == "harmless" else FAILED) == NO_WORSE:
+    expected = row.leaks.get(scenario, NO_WORSE if scenario == "harmless" else FAILED)
+    if expected == NO_WORSE:
         assert_no_worse(r)
         assert "known" in r["run"]["check_note"].lower(), r["run"]["check_note"]
+    elif expected == UNDECIDED:  # stopped at once, its work kept, saying why and the ways out
+        reason = r["outcome"].reason
+        assert r["outcome"].status == "failed" and r["run"]["check_status"] == "failed", reason
+        assert r["final"]["outcome"] == UNDECIDED and r["outcome"].corrections == 0, r["final"]
+        assert "cannot be judged" in reason and "--despite-check" in reason and "middle feedback" in reason, reason
+        assert r["run"]["head_commit"], "the work is committed on its branch"
     else:
         assert_failed(r)
 
