@@ -37,7 +37,7 @@ _CONFIG_NAMES = re.compile(rf"^(?:(?:GNU)?[Mm]akefile|.*\.mk|[Jj]ustfile|\.justf
                            r"|karma\.conf\.js)$")
 
 
-def test_or_config(paths: Iterable[str], command: str = "") -> list[str]:
+def which_are_tests(paths: Iterable[str], command: str = "") -> list[str]:
     """The paths (relative to the project, `/`-separated) that are tests or runner configuration."""
     named = _named_by(command)
     found = []
@@ -60,4 +60,4 @@ def _named_by(command: str) -> set[str]:
             if not w.startswith("-") and ("." in w or "/" in w)}
 
 
-__all__ = ["test_or_config"]
+__all__ = ["which_are_tests"]

@@ -144,7 +144,7 @@ def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | No
 def _passes_unlisted(result: CheckResult, changed: list[str] | None) -> Verdict:
     """It passes now, the base failed, and the runs do not list every test: a fix, unless the
     ticket changed tests or the runner's config, through which a test is removed or disabled."""
-    touched = test_files.test_or_config(changed, result.command) if changed is not None else None
+    touched = test_files.which_are_tests(changed, result.command) if changed is not None else None
     if touched == []:
         return Verdict(PASSED)
     what = ("the tests or the runner's config it changed: " + _shown(touched) if touched
