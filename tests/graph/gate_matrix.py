@@ -221,8 +221,18 @@ ROWS: list[Row] = [
     Row("npm test>jest+more", "npm test", *js(JEST_TEST, script="jest --ci && node -e 0"), tools=("npm", "jest")),
     Row("make>jest", "make test", *js(JEST_TEST, extra=make("jest --ci")), tools=("make", "jest")),
     Row("vitest", "vitest run", *js(JEST_TEST, extra=VITEST_CONFIG), tools=("vitest",)),
+    # behind a wrapper vitest and mocha get their report options from middle's preload (jest_argv.cjs)
+    Row("make>vitest", "make test", *js(JEST_TEST, extra={**VITEST_CONFIG, **make("vitest run")}),
+        tools=("make", "vitest")),
+    # the script's own --bail stops vitest at its first failures (and vitest refuses a --bail=0 beside
+    # it): not read, so on this failing base nothing but a clean pass completes
+    Row("npm test>vitest --bail", "npm test", *js(JEST_TEST, script="vitest run --bail=1", extra=VITEST_CONFIG),
+        tools=("npm", "vitest"), leaks={"harmless": UNDECIDED, "breaks": UNDECIDED, "removes": UNDECIDED,
+                                        "skips": UNDECIDED}),
     Row("mocha", "mocha", *js(MOCHA_TEST), tools=("mocha",)),
     Row("npm test>mocha", "npm test", *js(MOCHA_TEST, script="mocha"), tools=("npm", "mocha")),
+    Row("npm test>mocha+more", "npm test", *js(MOCHA_TEST, script="mocha && node -e 0"), tools=("npm", "mocha")),
+    Row("make>mocha", "make test", *js(MOCHA_TEST, extra=make("mocha")), tools=("make", "mocha")),
     Row("rspec", "rspec", RB_FILES, RB_EDITS, ("rspec",)),
     Row("rake spec", "rake spec", {**RB_FILES, "Rakefile": "require 'rspec/core/rake_task'\n"
                                    "RSpec::Core::RakeTask.new(:spec)\n"}, RB_EDITS, ("rake", "rspec")),
