@@ -186,3 +186,11 @@ def test_a_go_package_that_passed_listing_no_test_ran_without_v():
     quiet = "ok  \texample.com/calc\t0.002s\nok  \texample.com/none\t0.001s [no tests to run]\n" \
             "?   \texample.com/cmd\t[no test files]\n"
     assert go.quiet_packages(verbose) == [] and go.quiet_packages(quiet) == ["example.com/calc"]
+
+
+def test_the_packages_go_vet_lists_under_goflags_v_are_one_line_of_the_output_shown():
+    listed = "".join(f"{p}\n" for p in ("internal/goarch", "internal/abi", "fmt", "sync", "testing", "example.com/m"))
+    text = "go vet ./...\n" + listed + "PASS\nok  \texample.com/m\t0.01s\nok\nfine\n"
+    shown = go.without_package_lists(text)
+    assert shown == ("go vet ./...\n[go: 6 packages listed (internal/goarch ... example.com/m), GOFLAGS=-v]\n"
+                     "PASS\nok  \texample.com/m\t0.01s\nok\nfine\n")

@@ -70,6 +70,32 @@ def _events(text: str) -> list[dict[str, Any] | str]:
     return out
 
 
+# A line that is an import path alone (`internal/cpu`, `fmt`, `example.com/m/pkg`): what `go vet` and
+# `go build` print, one per package they compile, under the GOFLAGS=-v middle gives go test
+_PACKAGE_LINE = re.compile(r"^[a-z][\w.-]*(?:/[\w.~-]+)*$")
+PACKAGE_RUN = 5  # this many such lines in a row are a list, not a program's own words
+
+
+def without_package_lists(text: str) -> str:
+    """The output with each run of package-name lines (`go vet -v` lists the standard library's
+    too, dozens of lines that would fill the end of the output the middle agent reads) said in one
+    line instead."""
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    run: list[str] = []
+    for line in [*lines, ""]:
+        if line and _PACKAGE_LINE.match(line.strip()) and line.strip() == line.rstrip("\r\n"):
+            run.append(line)
+            continue
+        if len(run) >= PACKAGE_RUN:
+            out.append(f"[go: {len(run)} packages listed ({run[0].strip()} ... {run[-1].strip()}), GOFLAGS=-v]\n")
+        else:
+            out.extend(run)
+        run = []
+        out.append(line)
+    return "".join(out)
+
+
 def readable(text: str) -> str:
     """The output as a person reads it: JSON events as their own text, other lines as they are."""
     events = _events(text)
@@ -163,4 +189,5 @@ def cannot_run(output: str) -> str | None:
     return "go test ran no test: " + why[:200]
 
 
-__all__ = ["COMMAND", "RUNNER", "cannot_run", "goflags", "parse", "quiet_packages", "readable", "without_failfast"]
+__all__ = ["COMMAND", "RUNNER", "cannot_run", "goflags", "parse", "quiet_packages", "readable", "without_failfast",
+           "without_package_lists"]
