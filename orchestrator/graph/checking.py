@@ -279,7 +279,8 @@ def _undecided(ctx: TicketContext, state: TicketState, t: dict[str, Any], result
     keep_work_of(ctx, state, t, f"the check `{result.command}` cannot be judged.")
     raise CheckFailed(
         f"check `{result.command}` cannot be judged: {verdict.reason}; the work is committed on its branch: "
-        f"read it ({command('diff', t['id'])}), then, if it is right, merge it with {command('override', t['id'])}, "
+        f"read it ({command('diff', t['id'])}), then, if it is right, merge it as it is with "
+        f"{command('override', t['id'])}, "
         f"or ask for changes with {command('feedback', t['id'])}")
 
 
