@@ -17,7 +17,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-MAX_LINES = 5000  # a longer output is not kept whole: it is not compared (None)
+# A longer output is not kept (it is stored with the base's result and carried in the graph's
+# state): it is not compared (None), and such a check is never "no worse" by its output
+MAX_LINES = 2000
+MAX_TOTAL = 100_000  # characters, once normalised
 MAX_CHARS = 500  # a line's first characters
 
 _COLOURS = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -47,7 +50,7 @@ def normalise(text: str, cwd: str = "") -> list[str] | None:
         for pattern, repl in _RULES:
             line = pattern.sub(repl, line)
         lines.append(" ".join(line.split())[:MAX_CHARS])
-    return lines if len(lines) <= MAX_LINES else None
+    return lines if len(lines) <= MAX_LINES and sum(map(len, lines)) <= MAX_TOTAL else None
 
 
 def new_lines(ticket: list[str] | None, base: list[str] | None) -> list[str] | None:
