@@ -50,14 +50,34 @@ def which_are_tests(paths: Iterable[str], command: str = "") -> list[str]:
     return sorted(found)
 
 
+_INTERPRETER = re.compile(r"^(?:python[\d.]*|sh|bash|zsh|dash|node|deno|bun|ruby|perl|php|tsx|ts-node)$")
+_SEGMENTS = re.compile(r"&&|\|\||[;|&]")
+
+
 def _named_by(command: str) -> set[str]:
-    """The relative paths a check command names (`python check.py` -> check.py)."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    return {str(PurePosixPath(w.removeprefix("./"))) for w in words
-            if not w.startswith("-") and ("." in w or "/" in w)}
+    """The scripts a check command runs (`python check.py`, `sh scripts/test.sh`, `./run-tests`):
+    each segment's program, or an interpreter's script; not its other arguments (`ruff check
+    app.py` checks app.py, which is no test)."""
+    found: set[str] = set()
+    for segment in _SEGMENTS.split(command):
+        try:
+            words = shlex.split(segment)
+        except ValueError:
+            words = segment.split()
+        words = [w for w in words if not re.match(r"^\w+=", w)]  # `FOO=1 ./test.sh`
+        if not words:
+            continue
+        program = words[0]
+        name = PurePosixPath(program).name
+        if _INTERPRETER.match(name):
+            rest = words[1:]
+            inline = ("-m", "-c") if name.startswith("python") else ("-c",) if name.endswith("sh") else ("-e", "--eval")
+            if rest and rest[0] in inline:
+                continue  # a module or inline code: no file of the project's
+            program = next((w for w in rest if not w.startswith("-")), "")
+        if program and ("/" in program or "." in program):
+            found.add(str(PurePosixPath(program.removeprefix("./"))))
+    return found
 
 
 __all__ = ["which_are_tests"]

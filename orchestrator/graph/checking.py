@@ -171,8 +171,9 @@ def base_line(result: CheckResult, options: CheckConfigCommand) -> str:
         return (f"check `{cmd}` already fails on the base commit (exit {result.exit_code}); baseline = "
                 "\"exit-code\": failing with the same exit code counts as no worse")
     return (f"check `{cmd}` already fails on the base commit (exit {result.exit_code}) and names no failures "
-            "that can be compared (no JUnit report, no diagnostics): the ticket must make it pass, or set "
-            "baseline = \"exit-code\" on it in [[check.commands]]")
+            "that can be compared (no JUnit report, no diagnostics): a ticket that leaves it failing the same way "
+            "cannot be judged and stops for you to decide, one that makes it fail differently must make it pass "
+            "(or set baseline = \"exit-code\" on it in [[check.commands]])")
 
 
 def _set_up(ctx: TicketContext, run_id: str, t: dict[str, Any], worktree: Path) -> None:

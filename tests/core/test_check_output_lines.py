@@ -93,3 +93,4 @@ def test_what_changes_on_every_run_is_left_out_and_counts_are_kept():
 ])
 def test_which_changed_paths_are_tests_or_runner_config(path: str, counts: bool):
     assert (which_are_tests([path], "python check.py && make lint") == [path]) is counts
+    assert which_are_tests(["app.py"], "ruff check --no-cache app.py") == []  # a target, not the runner
