@@ -247,6 +247,9 @@ ROWS: list[Row] = [
     # behind a wrapper go test is verbose through GOFLAGS=-v (added to the user's), read from its lines
     Row("make>go test", "make test", {**GO_FILES, **make("go test ./...")}, GO_EDITS, ("make", "go"),
         env=NATIVE_ENV),
+    # GOFLAGS=-v reaches go vet and go build in the same recipe: they still pass, listing packages
+    Row("make>go vet+build+test", "make test", {**GO_FILES, **make("go vet ./... && go build ./... && go test ./...")},
+        GO_EDITS, ("make", "go"), env=NATIVE_ENV),
     Row("exit code", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (), leaks=BY_EXIT_CODE),
     Row("exit code, baseline", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (),
         leaks=BY_EXIT_CODE_BASELINE, baseline="exit-code"),
