@@ -175,7 +175,10 @@ def cannot_run(exit_code: int | None, output: str, runner: str) -> str | None:
 
 def readable(runner: str, output: str) -> str:
     """The run's output as a person reads it (a line's own `go test -json` events as their text)."""
-    return go.readable(output) if runner == go.RUNNER else output
+    if runner == go.RUNNER:
+        return go.without_package_lists(go.readable(output))
+    # behind a wrapper go gets GOFLAGS=-v too: `go vet` and `go build` then list what they compile
+    return go.without_package_lists(output) if runner == wrapper.RUNNER else output
 
 
 def _last(output: str) -> str:

@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.checks import diagnostics, instrument, junit
+from orchestrator.checks import diagnostics, instrument, junit, output_lines
 from orchestrator.checks.instrument import CANNOT_START  # noqa: F401 - re-exported
-from orchestrator.checks.runners import go, javascript, rspec, tap, wrapper
+from orchestrator.checks.runners import cargo, go, javascript, rspec, tap, wrapper
 from orchestrator.checks.spec import Item, spec_of
 from orchestrator.config.settings import CheckCommand
 
@@ -44,7 +44,7 @@ _GO_PACKAGE_OK = re.compile(r"^ok  \t\S", re.M)  # a package whose tests passed 
 KILL_GRACE_S = 5.0
 JUNIT, DIAGNOSTICS = "junit", "diagnostics"  # how a run's failures were read
 _FIELDS = ("command", "exit_code", "duration_s", "tail", "timed_out", "failing", "kind", "ran", "skipped",
-           "problem", "runner")
+           "problem", "runner", "output_lines")
 
 
 @dataclass
@@ -64,6 +64,9 @@ class CheckResult:
     skipped: list[str] | None = None  # the tests it skipped (JUnit)
     problem: str | None = None  # why it could not really run (not found, no tests, no report...)
     runner: str = ""  # "pytest" | "unittest" | "cargo" | "go" | a JavaScript runner | "rspec" | "tap"
+    # a failing run read by its exit code alone: its whole output, normalised (output_lines.py), so a
+    # ticket's failing run can be compared with the base's line by line (None: not kept, or too long)
+    output_lines: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -91,7 +94,7 @@ class CheckResult:
         for k in _FIELDS:
             if k in data:
                 kept[k] = data[k]
-        for k in ("failing", "ran", "skipped"):
+        for k in ("failing", "ran", "skipped", "output_lines"):
             if kept.get(k) is not None and not (isinstance(kept[k], list) and all(isinstance(x, str) for x in kept[k])):
                 kept[k] = None
         return cls(**{"duration_s": 0.0, "tail": "", "exit_code": None, **kept})
@@ -127,6 +130,8 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
             # FORCE_COLOR is set (vitest's "No test files found" ended in an escape code, and
             # its cannot-run line went unread under CI), whatever this process's terminal is.
             _read_failures(result, spec, prepared, cwd, _COLOURS.sub("", text), wall_start)
+            if not result.kind and result.exit_code and result.problem is None:
+                result.output_lines = output_lines.normalise(text, str(cwd))
         text = instrument.readable(prepared.runner, text)  # a line's own `go test -json`: shown as its text
     tail = text[-TAIL_CHARS:] if len(text) > TAIL_CHARS else text
     if timed_out:
@@ -218,16 +223,17 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
 
 def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path, text: str, since: float) -> bool:
     """A wrapper's run (make, tox, a script): the reports its runners wrote, when they hold every
-    run; else its exit code alone (not every diagnostics line: a test runner's traceback lines,
-    `test_x.py:5: AssertionError`, would read as lint problems; only coded ones). False: no test
-    runner it knows of ran (read as any other command)."""
+    run, and the tests go and cargo listed in its output; else its exit code alone (not every
+    diagnostics line: a test runner's traceback lines, `test_x.py:5: AssertionError`, would read as
+    lint problems; only coded ones). False: no test runner it knows of ran (read as any other command)."""
     found = wrapper.runs(instrument.report_files(prepared, cwd, since), text)
-    # go test's own lines (`--- FAIL: TestX`, `FAIL<tab>pkg`): it is not asked for -v behind a
-    # wrapper, so only its failures are named, never which tests ran
-    go_run = go.parse(text)
-    if not any(r.files or r.runs for r in found):
-        return bool(go_run.cases) and _go_behind(result, go_run, text, cwd)
+    listed = _listed_in_output(text)
+    if not any(r.files or r.runs for r in found) and not listed.cases:
+        return False
     why = wrapper.incomplete(found)
+    if why is None and cargo.stopped(text):
+        why = ("cargo test stopped at its first failing test binary (no --no-fail-fast reached it), so the "
+               "binaries after it did not run: judged by its exit code")
     if why is not None:
         result.extra["wrapper"] = why
         return True
@@ -236,40 +242,42 @@ def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path,
     except junit.ReportError as exc:  # two runs at once writing one file, a runner that died writing
         result.extra["wrapper"] = f"a report behind it could not be read ({exc}): judged by its exit code"
         return True
+    for case in listed.cases.values():
+        report.cases.setdefault(case.ident, case)
     if not report.cases:
         kinds = ", ".join(r.kind for r in found if r.files)
         result.problem = f"the test runner behind it collected no tests ({kinds}: its report names none)"
         return True
-    if report.only_collection_errors:
-        result.problem = ("no test ran: every failure is a collection or import error ("
+    if report.only_collection_errors and not _GO_PACKAGE_OK.search(text):
+        result.problem = ("no test ran: every failure is a collection, import or build error ("
                           + report.first_collection_error()[:200] + ")")
         return True
     result.kind, result.ran, result.skipped = JUNIT, report.ran, report.skipped
+    quiet = go.quiet_packages(text)
+    if quiet:
+        # go ran without -v there (the wrapper set its own GOFLAGS): its failures are all named
+        # (go names every failing test), which tests ran is not, so a removed one cannot be seen
+        result.ran = result.skipped = None
+        result.extra["wrapper"] = (f"go test listed no test of {', '.join(quiet[:3])} (run without -v): "
+                                   "which tests ran is unknown")
     # the recipes make says failed too, and the coded problems a linter printed beside the tests
     # (_coded_problems): a step with no report that fails beside a test the base already fails is
     # named, not hidden behind the same exit code
-    steps = wrapper.make_errors(text) + _coded_problems(result, text, cwd) + go_run.failing
+    steps = wrapper.make_errors(text) + _coded_problems(result, text, cwd)
     result.failing = sorted(report.failing + steps) or None
     if result.exit_code != 0 and not report.failing and not steps:
         result.failing = [f"(the run exited {result.exit_code} with no failing test)"]
     return True
 
 
-def _go_behind(result: CheckResult, report: junit.JUnitReport, text: str, cwd: Path) -> bool:
-    """A wrapper whose only runner is go test (`make test` running `go test ./...`): judged by the
-    failures go names (its failing tests, a package that did not build), as a report's are, but
-    with no list of the tests that ran (go lists a passing test only with -v, which is not asked
-    for behind a wrapper: docs/checks.md), so a test the ticket removed is not seen, as with a
-    command read by its exit code. A run whose every failure is a build failure ran no test."""
-    if report.only_collection_errors and not _GO_PACKAGE_OK.search(text):  # no package built and passed
-        result.problem = "no test ran: every failure is a build failure (" + report.first_collection_error()[:200] + ")"
-        return True
-    result.kind = JUNIT
-    steps = wrapper.make_errors(text) + _coded_problems(result, text, cwd)
-    result.failing = sorted(report.failing + steps) or None
-    if result.exit_code != 0 and not result.failing:
-        result.failing = [f"(the run exited {result.exit_code} with no failing test)"]
-    return True
+def _listed_in_output(text: str) -> junit.JUnitReport:
+    """The tests go test and cargo test printed in a wrapper's output (go with the -v the wrapper's
+    GOFLAGS gives it, libtest unasked), each named as a line running them directly names them."""
+    report = go.parse(text)
+    from_cargo = cargo.in_output(text)
+    for case in (from_cargo.cases.values() if from_cargo else []):
+        report.cases.setdefault(case.ident, case)
+    return report
 
 
 def _coded_problems(result: CheckResult, text: str, cwd: Path) -> list[str]:

@@ -6,9 +6,20 @@ failures it did not cause, and no ticket gets through by making things worse.
 - It fails, and the base failed too, and both runs name their failures the same way (a JUnit
   report: test identities; diagnostics: (path, code, message) counted, line numbers left out):
   **no worse** when no failure is new (and no diagnostic more frequent), else **failed**.
-- It fails and the base's failure names nothing comparable: **failed** (the ticket must make the
-  check pass), unless the command says `baseline = "exit-code"`: then failing with the base's
-  exit code is **no worse (as the base: exit N)**.
+- It fails and the base's failure names nothing comparable (no report, no diagnostics: read by its
+  exit code): with the base's exit code and output (output_lines.py: each run's noise left out),
+  **undecided** (whether the ticket made it worse cannot be told, and a correction would have
+  nothing to go on); with another output, **failed** (the ticket changed what the check shows: the
+  middle agent reads it and makes the check pass). With `baseline = "exit-code"` the same exit
+  code and output is **no worse (as the base: exit N)**, and anything else **undecided**, naming
+  the new lines.
+- It passes on the ticket, the base failed, and the runs do not list every test (read by its exit
+  code, or a go package run without -v): a fix cannot be told from a test removed or disabled, so
+  when the ticket changed tests or the runner's configuration (test_files.py) it is
+  **undecided**, naming them; with none touched it is a fix, **passed**.
+- **Undecided** never completes the ticket: it stops with its work kept, saying why and the ways
+  out (orchestrator/graph/checking.py); no correction is asked of the middle agent, which could not
+  tell either.
 - Tests cannot be deleted away: a test the base ran that the ticket's run did not run (removed,
   skipped, marked xfail) is a failure like any other, unless the ticket allows it
   (`allow_removed_tests: true`).
@@ -19,6 +30,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from orchestrator.checks import output_lines, test_files
 from orchestrator.checks.runner import JUNIT, CheckResult
 from orchestrator.checks.runners.wrapper import MAKE_STEP
 from orchestrator.config.settings import CheckCommand
@@ -26,6 +38,7 @@ from orchestrator.config.settings import CheckCommand
 PASSED = "passed"
 NO_WORSE = "no-worse"  # failing, but only as the base already did
 FAILED = "failed"
+UNDECIDED = "undecided"  # middle cannot tell whether the ticket made it worse: a person decides
 SHOWN_NAMES = 5  # failures named on one line (the log has them all)
 
 
@@ -42,7 +55,7 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return self.outcome != FAILED
+        return self.outcome in (PASSED, NO_WORSE)
 
     def label(self, base_exit: int | None = None) -> str:
         """What the check column, the log and a pull request say: `passed`, `no worse (...)`, `failed`."""
@@ -75,8 +88,9 @@ def already_note(names: list[str]) -> str:
 
 
 def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | None = None, *,
-          allow_removed_tests: bool = False) -> Verdict:
-    """The verdict of `result` (on the ticket) against `base` (the same command on its base commit)."""
+          allow_removed_tests: bool = False, changed: list[str] | None = None) -> Verdict:
+    """The verdict of `result` (on the ticket) against `base` (the same command on its base commit).
+    `changed`: the paths the ticket changed since the base (None: not known, so any may be a test)."""
     spec = spec or CheckCommand(run=result.command)
     removed = [] if allow_removed_tests else removed_tests(result, base)
     if result.timed_out:
@@ -86,6 +100,9 @@ def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | No
     if result.passed:
         if removed:
             return Verdict(FAILED, removed_tests=removed, reason="tests the base ran did not run")
+        if (base is not None and not base.passed and base.problem is None and not allow_removed_tests
+                and (result.ran is None or base.ran is None)):
+            return _passes_unlisted(result, changed)
         return Verdict(PASSED)
     if base is None:
         return Verdict(FAILED, new_failures=list(result.failing or []))
@@ -95,14 +112,50 @@ def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | No
         new = sorted((Counter(result.failing) - Counter(base.failing)).elements())
         already = sorted(set(result.failing) & set(base.failing))
         return Verdict(FAILED if new or removed else NO_WORSE, already, new, removed)
-    if spec.baseline == "exit-code" and result.exit_code == base.exit_code and base.problem is None:
-        return Verdict(FAILED if removed else NO_WORSE, removed_tests=removed, by_exit_code=True)
     if base.kind and result.kind != base.kind:
-        reason = "it failed without the report the base's run had, so its failures cannot be compared"
-    else:
-        reason = ("it already failed on the base naming no failures that can be compared, so the ticket "
-                  "must make it pass (or the command says baseline = \"exit-code\")")
-    return Verdict(FAILED, new_failures=list(result.failing or []), removed_tests=removed, reason=reason)
+        return Verdict(FAILED, new_failures=list(result.failing or []), removed_tests=removed,
+                       reason="it failed without the report the base's run had, so its failures cannot be compared")
+    if removed:
+        return Verdict(FAILED, removed_tests=removed, reason="tests the base ran did not run")
+    lines = output_lines.new_lines(result.output_lines, base.output_lines)
+    same_exit = result.exit_code == base.exit_code and base.problem is None
+    if spec.baseline == "exit-code" and same_exit and lines == []:
+        return Verdict(NO_WORSE, by_exit_code=True)
+    if spec.baseline == "exit-code":
+        differs = (f"it exits {result.exit_code}, the base {base.exit_code}" if not same_exit
+                   else "its output could not be compared with the base's (too long, or not kept)" if lines is None
+                   else "its output has lines the base's did not: " + _shown(lines))
+        return Verdict(UNDECIDED, reason=f"it already failed on the base and is read by its exit code alone "
+                                         f"(baseline = \"exit-code\"); {differs}")
+    if same_exit and lines == []:
+        # it fails exactly as the base did: nothing it did shows, so a correction would have nothing
+        # to go on, and "no worse" cannot be said of an output that names no test
+        return Verdict(UNDECIDED, reason="it already failed on the base, fails with the same output, which names "
+                                         "no failures middle can compare, so whether this ticket made it worse "
+                                         "cannot be told")
+    # its output changed: the ticket did something the check shows (for better or worse), so the
+    # middle agent reads it and tries to make the check pass, as for a check the base passed
+    said = "new in its output: " + _shown(lines) if lines else "its output differs from the base's"
+    return Verdict(FAILED, new_failures=list(result.failing or []),
+                   reason=f"it already failed on the base, names no failures that can be compared, and fails "
+                          f"differently now ({said}): the ticket must make it pass")
+
+
+def _passes_unlisted(result: CheckResult, changed: list[str] | None) -> Verdict:
+    """It passes now, the base failed, and the runs do not list every test: a fix, unless the
+    ticket changed tests or the runner's config, through which a test is removed or disabled."""
+    touched = test_files.which_are_tests(changed, result.command) if changed is not None else None
+    if touched == []:
+        return Verdict(PASSED)
+    what = ("the tests or the runner's config it changed: " + _shown(touched) if touched
+            else "which files it changed is not known")
+    return Verdict(UNDECIDED, reason="it passes now but failed on the base, and its run does not list every "
+                                     "test, so a fix cannot be told from a test removed or disabled (" + what + ")")
+
+
+def _shown(names: list[str]) -> str:
+    shown = "; ".join(f"`{n}`" for n in names[:SHOWN_NAMES])
+    return shown + (f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
 
 
 def removed_tests(result: CheckResult, base: CheckResult | None) -> list[str]:
@@ -114,4 +167,5 @@ def removed_tests(result: CheckResult, base: CheckResult | None) -> list[str]:
     return [f"{t} (skipped)" if t in now_skipped else f"{t} (removed)" for t in base.ran if t not in now_ran]
 
 
-__all__ = ["FAILED", "NO_WORSE", "PASSED", "Verdict", "already_note", "check_label", "judge", "removed_tests"]
+__all__ = ["FAILED", "NO_WORSE", "PASSED", "UNDECIDED", "Verdict", "already_note", "check_label", "judge",
+           "removed_tests"]

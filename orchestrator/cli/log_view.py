@@ -136,7 +136,7 @@ def _check_lines(console: Console, data: dict[str, Any], full: bool) -> None:
                       ("removed_tests", "tests of the base not run"),
                       ("already_failing", "already failing on the base"), ("reason", "why")):
         value = data.get(key)
-        if value and (key != "reason" or data.get("outcome") == "failed"):
+        if value and (key != "reason" or data.get("outcome") in ("failed", "undecided")):
             text = ", ".join(str(v) for v in value) if isinstance(value, list) else str(value)
             console.print("      " + escape(f"{what}: {text}"), soft_wrap=True)
     if data.get("phase") == "base" and data.get("failing") and data.get("exit_code") != 0:

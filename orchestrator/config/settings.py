@@ -189,8 +189,9 @@ class CheckCommand(_Strict):
     # "exit-code" (the exit code alone)
     format: Literal["auto", "junit", "diagnostics", "tap", "exit-code"] = "auto"
     # when the command already fails on the base and names no failures that can be compared:
-    # "per-failure" (the default: the ticket must make it pass) or "exit-code" (failing with the
-    # base's exit code counts as no worse, and is shown as such)
+    # "per-failure" (the default: failing with the base's own output is undecided, the ticket stops
+    # for a person; failing differently, the ticket must make it pass) or "exit-code" (failing with
+    # the base's exit code and output counts as no worse, and is shown as such; docs/checks.md)
     baseline: Literal["per-failure", "exit-code"] = "per-failure"
 
     @field_validator("run")

@@ -24,7 +24,7 @@ from langgraph.runtime import Runtime
 from orchestrator.checks import setup as worktree_setup
 from orchestrator.checks import spec
 from orchestrator.checks.runner import DIAGNOSTICS, JUNIT, CheckResult, run_check
-from orchestrator.checks.verdict import FAILED, NO_WORSE, PASSED, SHOWN_NAMES, Verdict, already_note, judge
+from orchestrator.checks.verdict import FAILED, NO_WORSE, PASSED, SHOWN_NAMES, UNDECIDED, Verdict, already_note, judge
 from orchestrator.config.settings import CheckCommand as CheckConfigCommand
 from orchestrator.errors import CheckCannotStart, CheckFailed, TicketError
 from orchestrator.graph.context import TicketContext
@@ -55,9 +55,11 @@ PREPARED = "middle-prepared"  # in a worktree's own git folder: its copy and set
 # failure lines behind a wrapper and jest's report there (7 judged `make test` running go test or
 # jest, and an `npm test` whose script runs jest among other things, by its exit code), and
 # same-named rspec examples and jest tests numbered by where they are defined (7: by the run's
-# order, which --order random and --randomize change). A result of another format is measured
+# order, which --order random and --randomize change); 9: a failing run read by its exit code keeps
+# its normalised output (output_lines, which 8 did not keep: compared, it would read as unknown),
+# and `make test` running cargo test or go test is read test by test. A result of another format is measured
 # again, not compared.
-BASELINE_FORMAT = 8
+BASELINE_FORMAT = 9
 EVENT_NAMES = 200
 
 
@@ -169,8 +171,9 @@ def base_line(result: CheckResult, options: CheckConfigCommand) -> str:
         return (f"check `{cmd}` already fails on the base commit (exit {result.exit_code}); baseline = "
                 "\"exit-code\": failing with the same exit code counts as no worse")
     return (f"check `{cmd}` already fails on the base commit (exit {result.exit_code}) and names no failures "
-            "that can be compared (no JUnit report, no diagnostics): the ticket must make it pass, or set "
-            "baseline = \"exit-code\" on it in [[check.commands]]")
+            "that can be compared (no JUnit report, no diagnostics): a ticket that leaves it failing the same way "
+            "cannot be judged and stops for you to decide, one that makes it fail differently must make it pass "
+            "(or set baseline = \"exit-code\" on it in [[check.commands]])")
 
 
 def _set_up(ctx: TicketContext, run_id: str, t: dict[str, Any], worktree: Path) -> None:
@@ -227,8 +230,11 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                                  "outcome": "cannot-start"})
             raise CheckCannotStart(f"check `{options.run}` could not start ({result.problem}): fix [check] "
                                    f"commands (or the ticket's `check:`), then {command('resume', t['id'])}")
-        verdict = judge(result, base_result, options, allow_removed_tests=bool(t.get("allow_removed_tests")))
+        verdict = judge(result, base_result, options, allow_removed_tests=bool(t.get("allow_removed_tests")),
+                        changed=_changed(t))
         _record_verdict(ctx, state, result, verdict, corrections + 1, base_result)
+        if verdict.outcome == UNDECIDED:
+            _undecided(ctx, state, t, result, verdict, corrections)
         if verdict.ok:
             if verdict.outcome == NO_WORSE:
                 ctx.say(f"check `{options.run}` fails only as it did on the base commit "
@@ -245,6 +251,38 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
             f"the checks are no worse than on the base ({len(commands)} command(s); {note})"
             + (f" after {corrections} correction(s)" if corrections else ""))
     return {"check_passed": True, "check_stopped": False}
+
+
+def _changed(t: dict[str, Any]) -> list[str] | None:
+    """The paths the ticket changed since its base commit (committed or not, new files too), or None
+    when that is not known (run in place: there is no base commit to compare with)."""
+    from orchestrator.gitrun import git
+
+    ws = t.get("workspace")
+    if not ws or not ws.get("base_commit") or not Path(ws["path"]).is_dir():
+        return None
+    where = Path(ws["path"])
+    # paths as they are (git quotes non-ASCII ones by default)
+    diff = git(where, "-c", "core.quotePath=false", "diff", "--name-only", "--no-renames", ws["base_commit"],
+               check=False)
+    new = git(where, "-c", "core.quotePath=false", "ls-files", "--others", "--exclude-standard", check=False)
+    if diff.returncode != 0 or new.returncode != 0:
+        return None
+    return sorted({ln for ln in (diff.stdout + new.stdout).splitlines() if ln.strip()})
+
+
+def _undecided(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: CheckResult, verdict: Verdict,
+               corrections: int) -> None:
+    """A check whose outcome middle cannot tell (verdict.UNDECIDED): the ticket does not complete,
+    and no correction is asked (the middle agent could not tell either); it stops with its work
+    committed on its branch, saying why, and a person decides."""
+    ctx.run.set_fields(check_status=FAILED, check_note=None, corrections=corrections)
+    keep_work_of(ctx, state, t, f"the check `{result.command}` cannot be judged.")
+    raise CheckFailed(
+        f"check `{result.command}` cannot be judged: {verdict.reason}; the work is committed on its branch: "
+        f"read it ({command('diff', t['id'])}), then, if it is right, merge it as it is with "
+        f"{command('override', t['id'])}, "
+        f"or ask for changes with {command('feedback', t['id'])}")
 
 
 def _cannot_start(result: CheckResult) -> bool:
@@ -284,9 +322,13 @@ def _failed(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: C
 
 def _keep_work(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: CheckResult) -> None:
     """The ticket's work so far, committed on its branch (what feedback or a resume continues)."""
+    keep_work_of(ctx, state, t, f"the check `{result.command}` still fails.")
+
+
+def keep_work_of(ctx: TicketContext, state: TicketState, t: dict[str, Any], why: str) -> None:
     from orchestrator.graph.keep_work import keep_work
 
-    keep_work(ctx, state, t, f"the check `{result.command}` still fails.")
+    keep_work(ctx, state, t, why)
 
 
 def correct(state: TicketState, runtime: Runtime[TicketContext]) -> Update:

@@ -186,7 +186,9 @@ class Review:
         status = ticket.status.value
         if status == "merged":
             return ReviewResult(ticket_id, status, f"ticket {ticket_id} is already merged")
-        overriding = despite_check is not None and status == "failed"
+        # --despite-check on a ticket that did not fail on its check (complete, pending) is refused,
+        # not taken as a plain merge: the reason the person gave would be dropped unsaid
+        overriding = despite_check is not None
         reason = (despite_check or "").strip()
         if overriding:
             self._may_override(ticket_id, reason)

@@ -192,3 +192,14 @@ def test_advice_repeats_the_config_and_fake_the_process_was_started_with():
     started_as(config="other dir/middle.toml", fake=True)
     assert command("run", "t1") == "`middle --config 'other dir/middle.toml' run t1 --fake`"
     assert command("merge", "t1") == "`middle --config 'other dir/middle.toml' merge t1`"
+
+
+def test_despite_check_on_a_ticket_that_did_not_fail_on_its_check_is_refused_not_merged(tmp_path):
+    """`middle merge ID --despite-check "why"` on a complete ticket: refused (an `error:` at the CLI),
+    nothing merged, rather than a plain merge that drops the person's reason unsaid."""
+    case = make_situation("complete", tmp_path)
+    with case.orch() as orch:
+        with pytest.raises(TicketError, match="did not fail on its check, so --despite-check does not apply"):
+            orch.merge("t", despite_check="the test is flaky", by="a person")
+        assert situation(orch.store, "t") == "complete"
+        assert not [e for e in orch.store.list_events(ticket_id="t") if "check_overridden" in e["data"]]

@@ -133,3 +133,64 @@ def test_go_json_events_of_packages_run_at_once_are_read_package_by_package():
     ])
     assert {i: c.outcome for i, c in go.parse(out).cases.items()} == {
         "ex/m::TestKnownBug": "failed", "ex/m::TestAdd": "passed", "ex/m/words::TestTwo": "passed"}
+
+
+# -- behind a wrapper (`make test` running `cargo test`) -----------------------------------------
+# cargo 1.9x's own words, fail-fast and --no-fail-fast: both say "to rerun pass" for a failing
+# binary; only --no-fail-fast goes on to the next one and closes with "N target(s) failed"
+CARGO_HEAD = ("     Running unittests src/lib.rs (target/debug/deps/calc-c6626fb655a8d231)\n\nrunning 2 tests\n"
+              "test tests::adds ... ok\ntest tests::known_bug ... FAILED\n\nfailures:\n    tests::known_bug\n\n"
+              "test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.12s\n\n"
+              "error: test failed, to rerun pass `--lib`\n")
+CARGO_FAIL_FAST = CARGO_HEAD + "make: *** [Makefile:3: test] Error 101\n"
+CARGO_ALL = (CARGO_HEAD + "     Running tests/api.rs (target/debug/deps/api-0123456789abcdef)\n\nrunning 1 test\n"
+             "test api_adds ... ok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; "
+             "finished in 0.00s\n\nerror: 1 target failed:\n    `--lib`\nmake: *** [Makefile:3: test] Error 101\n")
+
+
+def test_a_wrappers_output_shows_cargos_tests_and_whether_cargo_stopped_at_its_first_failing_binary():
+    assert not cargo.stopped(CARGO_ALL) and cargo.stopped(CARGO_FAIL_FAST) and cargo.stopped(CARGO_HEAD)
+    found = cargo.in_output(CARGO_ALL)
+    assert found is not None and found.failing == ["src/lib.rs (calc)::tests::known_bug"]
+    assert found.ran == ["src/lib.rs (calc)::tests::adds", "src/lib.rs (calc)::tests::known_bug",
+                         "tests/api.rs (api)::api_adds"]
+    # another runner's `test x ... ok` (a unittest named "test", a shell script) is not cargo's
+    assert cargo.in_output("test adds ... ok\ntest result: ok. 1 passed; 0 failed;\n") is None
+
+
+def test_middles_cargo_first_on_path_adds_no_fail_fast_to_cargo_test_alone(tmp_path: Path):
+    import subprocess
+
+    # a cargo that prints what it was given, first on PATH (the real one's runs: the gate table's row)
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "cargo").write_text('#!/bin/sh\necho "$@"\n')
+    (real / "cargo").chmod(0o755)
+    env = cargo.shim(tmp_path, {"PATH": f"{real}:/usr/bin:/bin"})
+    assert env["PATH"].endswith(f":{real}:/usr/bin:/bin")
+
+    def run(line: str) -> str:
+        done = subprocess.run(["/bin/sh", "-c", line], env=env, capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    assert run("cargo test --all -- --nocapture") == "test --no-fail-fast --all -- --nocapture"
+    assert run("cargo +nightly test") == "+nightly test --no-fail-fast"
+    assert run("cargo test --no-fail-fast") == "test --no-fail-fast"  # cargo refuses it twice
+    assert run("cargo build --release") == "build --release"
+    assert run("cargo test -- --no-fail-fast") == "test --no-fail-fast -- --no-fail-fast"  # libtest's, not cargo's
+    assert cargo.shim(tmp_path, {"PATH": str(tmp_path / "none")}) == {}  # no cargo: PATH as it is
+
+
+def test_a_go_package_that_passed_listing_no_test_ran_without_v():
+    verbose = "=== RUN   TestAdds\n--- PASS: TestAdds (0.00s)\nPASS\nok  \texample.com/calc\t(cached)\n"
+    quiet = "ok  \texample.com/calc\t0.002s\nok  \texample.com/none\t0.001s [no tests to run]\n" \
+            "?   \texample.com/cmd\t[no test files]\n"
+    assert go.quiet_packages(verbose) == [] and go.quiet_packages(quiet) == ["example.com/calc"]
+
+
+def test_the_packages_go_vet_lists_under_goflags_v_are_one_line_of_the_output_shown():
+    listed = "".join(f"{p}\n" for p in ("internal/goarch", "internal/abi", "fmt", "sync", "testing", "example.com/m"))
+    text = "go vet ./...\n" + listed + "PASS\nok  \texample.com/m\t0.01s\nok\nfine\n"
+    shown = go.without_package_lists(text)
+    assert shown == ("go vet ./...\n[go: 6 packages listed (internal/goarch ... example.com/m), GOFLAGS=-v]\n"
+                     "PASS\nok  \texample.com/m\t0.01s\nok\nfine\n")

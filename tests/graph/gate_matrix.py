@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from orchestrator.checks.runner import CheckResult, run_check
-from orchestrator.checks.verdict import FAILED, NO_WORSE, PASSED, Verdict, judge
+from orchestrator.checks.verdict import FAILED, NO_WORSE, PASSED, UNDECIDED, Verdict, judge
 from orchestrator.config.settings import CheckCommand
 
 PY = sys.executable
@@ -180,12 +180,30 @@ OPAQUE = {"check.py": textwrap.dedent("""\
     print("checks passed" if ok else "checks failed")
     sys.exit(0 if ok else 1)
 """)}
-# What reading by exit code costs, on a base that already fails (docs/checks.md, "Anything else"):
-# without baseline = "exit-code" the ticket must make it pass; with it, any failure is "no worse"
-# and deleting the failing test passes.
-BY_EXIT_CODE = {"harmless": FAILED, "breaks": FAILED, "removes": PASSED, "skips": PASSED}
-BY_EXIT_CODE_BASELINE = {"harmless": NO_WORSE, "breaks": NO_WORSE, "removes": PASSED, "skips": PASSED,
+# A command no reader understands on a base that already fails (docs/checks.md, "The gate
+# enumerated"): middle cannot tell a harmless ticket from a breaking one, so neither completes
+# (undecided: stopped, its work kept, a person decides); a pass is a fix only when the ticket
+# touched no test or runner config (check.py is the command's own script).
+BY_EXIT_CODE = {"harmless": UNDECIDED, "breaks": UNDECIDED, "removes": UNDECIDED, "skips": UNDECIDED,
+                "crashes": UNDECIDED}
+# With baseline = "exit-code": no worse when the failing output is the base's, line for line once each
+# run's noise is left out (output_lines.py). check.py prints "checks failed" and nothing else, so a
+# ticket that breaks another test, or crashes, prints the same: the risk that setting takes.
+BY_EXIT_CODE_BASELINE = {"harmless": NO_WORSE, "breaks": NO_WORSE, "removes": UNDECIDED, "skips": UNDECIDED,
                          "crashes": NO_WORSE}
+# The same for a runner that names its failures in its own words (uvu's `FAIL "known bug"`, a
+# count): a new failure is a new line, and stops the ticket naming it.
+TALKATIVE = {"check.py": textwrap.dedent("""\
+    import os, sys, unittest
+    with open(os.devnull, "w") as quiet:
+        r = unittest.TextTestRunner(stream=quiet).run(unittest.defaultTestLoader.discover("."))
+    for test, _ in r.failures + r.errors:
+        print("FAIL", test.id().rsplit(".", 1)[-1])
+    print(f"Total: {r.testsRun} Failed: {len(r.failures) + len(r.errors)} (in 0.01s)")
+    sys.exit(0 if r.wasSuccessful() else 1)
+""")}
+BY_OUTPUT_BASELINE = {"harmless": NO_WORSE, "breaks": UNDECIDED, "removes": UNDECIDED, "skips": UNDECIDED,
+                      "crashes": UNDECIDED}
 
 ROWS: list[Row] = [
     Row("pytest", PYTEST, PY_FILES, PY_EDITS, ()),
@@ -203,8 +221,18 @@ ROWS: list[Row] = [
     Row("npm test>jest+more", "npm test", *js(JEST_TEST, script="jest --ci && node -e 0"), tools=("npm", "jest")),
     Row("make>jest", "make test", *js(JEST_TEST, extra=make("jest --ci")), tools=("make", "jest")),
     Row("vitest", "vitest run", *js(JEST_TEST, extra=VITEST_CONFIG), tools=("vitest",)),
+    # behind a wrapper vitest and mocha get their report options from middle's preload (jest_argv.cjs)
+    Row("make>vitest", "make test", *js(JEST_TEST, extra={**VITEST_CONFIG, **make("vitest run")}),
+        tools=("make", "vitest")),
+    # the script's own --bail stops vitest at its first failures (and vitest refuses a --bail=0 beside
+    # it): not read, so on this failing base nothing but a clean pass completes
+    Row("npm test>vitest --bail", "npm test", *js(JEST_TEST, script="vitest run --bail=1", extra=VITEST_CONFIG),
+        tools=("npm", "vitest"), leaks={"harmless": UNDECIDED, "breaks": UNDECIDED, "removes": UNDECIDED,
+                                        "skips": UNDECIDED}),
     Row("mocha", "mocha", *js(MOCHA_TEST), tools=("mocha",)),
     Row("npm test>mocha", "npm test", *js(MOCHA_TEST, script="mocha"), tools=("npm", "mocha")),
+    Row("npm test>mocha+more", "npm test", *js(MOCHA_TEST, script="mocha && node -e 0"), tools=("npm", "mocha")),
+    Row("make>mocha", "make test", *js(MOCHA_TEST, extra=make("mocha")), tools=("make", "mocha")),
     Row("rspec", "rspec", RB_FILES, RB_EDITS, ("rspec",)),
     Row("rake spec", "rake spec", {**RB_FILES, "Rakefile": "require 'rspec/core/rake_task'\n"
                                    "RSpec::Core::RakeTask.new(:spec)\n"}, RB_EDITS, ("rake", "rspec")),
@@ -212,15 +240,21 @@ ROWS: list[Row] = [
     Row("bats", "bats test", BATS_FILES, BATS_EDITS, ("bats",)),
     Row("make>bats", "make test", {**BATS_FILES, **make("bats test")}, BATS_EDITS, ("make", "bats")),
     Row("cargo test", "cargo test", RS_FILES, RS_EDITS, ("cargo",), env=NATIVE_ENV),
+    # behind a wrapper: middle's cargo first on PATH adds --no-fail-fast, libtest's lines are read
     Row("make>cargo test", "make test", {**RS_FILES, **make("cargo test")}, RS_EDITS, ("make", "cargo"),
-        leaks=BY_EXIT_CODE, env=NATIVE_ENV),
+        env=NATIVE_ENV),
     Row("go test", "go test ./...", GO_FILES, GO_EDITS, ("go",), env=NATIVE_ENV),
-    # behind a wrapper go test is read by the failures it names (no -v: which tests ran is unknown)
+    # behind a wrapper go test is verbose through GOFLAGS=-v (added to the user's), read from its lines
     Row("make>go test", "make test", {**GO_FILES, **make("go test ./...")}, GO_EDITS, ("make", "go"),
-        leaks={"removes": PASSED, "skips": PASSED}, env=NATIVE_ENV),
+        env=NATIVE_ENV),
+    # GOFLAGS=-v reaches go vet and go build in the same recipe: they still pass, listing packages
+    Row("make>go vet+build+test", "make test", {**GO_FILES, **make("go vet ./... && go build ./... && go test ./...")},
+        GO_EDITS, ("make", "go"), env=NATIVE_ENV),
     Row("exit code", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (), leaks=BY_EXIT_CODE),
     Row("exit code, baseline", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (),
         leaks=BY_EXIT_CODE_BASELINE, baseline="exit-code"),
+    Row("exit code, baseline, names failures", f"{PY} check.py", {**PY_FILES, **TALKATIVE}, PY_EDITS, (),
+        leaks=BY_OUTPUT_BASELINE, baseline="exit-code"),
 ]
 ROW = {r.name: r for r in ROWS}
 # The rows in two modules (pytest-xdist's loadscope runs a module on one worker): JavaScript and Ruby
@@ -277,7 +311,8 @@ class Matrix:
         _lay_out(folder, dict(row.files))
         _lay_out(folder, row.edits[scenario])
         result = run_check(row.spec(), folder, timeout_s=120, env=self.env(row))
-        return result, judge(result, base, row.spec())
+        # the paths the ticket changed, as the graph gives them (orchestrator/graph/checking.py)
+        return result, judge(result, base, row.spec(), changed=sorted(row.edits[scenario]))
 
 
 def check_cell(matrix: Matrix, name: str, scenario: str) -> None:
@@ -292,6 +327,8 @@ def check_cell(matrix: Matrix, name: str, scenario: str) -> None:
             result.tail[-1500:])
     if scenario in row.leaks:  # read by its exit code alone: the documented cost, asserted as it is
         assert verdict.outcome == row.leaks[scenario], said
+        if verdict.outcome == UNDECIDED:  # the sentence says why (the graph adds the ways out)
+            assert verdict.reason and not verdict.ok, said
         return
     if scenario == "harmless":
         assert verdict.outcome == NO_WORSE, said

@@ -17,12 +17,14 @@ from gate_matrix import (
     NATIVE_ENV,
     NO_WORSE,
     OTHER_ROWS,
+    PASSED,
     PY,
     PY_CALC,
     PY_FILES,
     PYTEST,
     ROW,
     SCENARIOS,
+    UNDECIDED,
     UNITTEST,
     Matrix,
     Row,
@@ -110,6 +112,9 @@ def test_a_go_test_a_ticket_breaks_beside_a_known_failing_pytest_test_is_named(m
 @pytest.mark.parametrize("name, scenario", [
     ("make>unittest", "harmless"), ("npm test>mocha", "harmless"), ("rake spec", "crashes"),
     ("go test", "removes"), ("exit code", "harmless"),
+    # the files the ticket changed, from its worktree's git (checking._changed): a fix touching no
+    # test passes, a removed test is undecided
+    ("exit code", "fixes"), ("exit code", "removes"),
 ])
 def test_the_graph_ends_each_family_as_its_verdict_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
                                                        scenario: str) -> None:
@@ -123,9 +128,21 @@ def test_the_graph_ends_each_family_as_its_verdict_says(tmp_path: Path, monkeypa
     for key, value in row.env.items():
         monkeypatch.setenv(key, value)
     r = run_ticket(tmp_path, row.files, [row.command], lambda cwd: _lay_out(cwd, row.edits[scenario]))
-    if row.leaks.get(scenario, NO_WORSE if scenario == "harmless" else FAILED) == NO_WORSE:
+    expected = row.leaks.get(scenario, NO_WORSE if scenario == "harmless" else PASSED if scenario == "fixes"
+                             else FAILED)
+    if expected == PASSED:
+        assert r["outcome"].status == "complete" and r["run"]["check_status"] == "passed", r["outcome"].reason
+    elif expected == NO_WORSE:
         assert_no_worse(r)
         assert "known" in r["run"]["check_note"].lower(), r["run"]["check_note"]
+    elif expected == UNDECIDED:  # stopped at once, its work kept, saying why and the ways out
+        reason = r["outcome"].reason
+        assert r["outcome"].status == "failed" and r["run"]["check_status"] == "failed", reason
+        assert r["final"]["outcome"] == UNDECIDED and r["outcome"].corrections == 0, r["final"]
+        assert "cannot be judged" in reason and "--despite-check" in reason and "middle feedback" in reason, reason
+        if scenario == "removes":
+            assert "test_calc.py" in reason, reason
+        assert r["run"]["head_commit"], "the work is committed on its branch"
     else:
         assert_failed(r)
 

@@ -342,11 +342,14 @@ def test_go_vet_a_new_problem_is_worse(tmp_path):
 EXIT_FILES = {"check.sh": "#!/bin/sh\ntest -f fixed.txt || { echo 'not fixed'; exit 3; }\n"}
 
 
-def test_a_command_with_no_report_failing_on_the_base_must_be_made_to_pass(tmp_path):
+def test_a_command_with_no_report_failing_the_same_way_on_the_base_and_the_ticket_is_undecided(tmp_path):
+    """Nothing tells a harmless ticket from one that breaks what the output does not name: it stops
+    with its work kept, a person decides (not "the ticket must make it pass", false for a harmless one)."""
     r = run_ticket(tmp_path, EXIT_FILES, ["sh check.sh"], write("notes.txt", "hello\n"))
-    assert_failed(r)
-    assert "naming no failures that can be compared" in r["final"]["reason"]
-    assert any("the ticket must make it pass, or set baseline = \"exit-code\"" in n for n in r["notes"])
+    assert r["outcome"].status == "failed" and r["run"]["check_status"] == "failed"
+    assert r["final"]["outcome"] == "undecided" and "fails with the same output" in r["final"]["reason"]
+    assert "cannot be judged" in r["outcome"].reason and "--despite-check" in r["outcome"].reason
+    assert any("stops for you to decide" in n and "baseline = \"exit-code\"" in n for n in r["notes"])
 
 
 def test_baseline_exit_code_accepts_the_same_exit_code_and_says_so(tmp_path):

@@ -22,6 +22,9 @@ ticket that breaks the build must fail).
 from __future__ import annotations
 
 import re
+import shlex
+import shutil
+from pathlib import Path
 
 from orchestrator.checks.junit import FAILED, PASSED, SKIPPED, JUnitReport, TestCase
 
@@ -113,4 +116,72 @@ def cannot_run(output: str) -> str | None:
     return "cargo test ran no test: " + (errors[-1][:200] if errors else "no test result in its output")
 
 
-__all__ = ["COMMAND", "QUIET", "RUNNER", "add_no_fail_fast", "cannot_run", "parse"]
+# -- behind a wrapper (`make test` running `cargo test`) -------------------------------------------
+# cargo takes --no-fail-fast only on its command line, which a Makefile or a script holds, so a
+# `cargo` of middle's goes first on PATH: it runs the real one, `test` gaining --no-fail-fast (once:
+# cargo refuses it twice), anything else as it is. A cargo called by its full path, or a PATH the
+# wrapper resets, is missed: cargo then stops at its first failing test binary and says so
+# (`STOPPED`), and the run is judged as incomplete (runner.py), never as every test.
+SHIM = """#!/bin/sh
+# middle's cargo (orchestrator/checks/runners/cargo.py): `cargo test` gains --no-fail-fast
+tc=
+case "$1" in +*) tc=$1; shift ;; esac
+if [ "$1" = test ]; then
+  shift
+  nff=--no-fail-fast
+  for a in "$@"; do
+    [ "$a" = -- ] && break
+    [ "$a" = --no-fail-fast ] && nff=
+  done
+  set -- test $nff "$@"
+fi
+exec %s ${tc:+"$tc"} "$@"
+"""
+# cargo's words after a failing binary (`error: test failed, to rerun pass `--lib``): with
+# --no-fail-fast the next binary's `Running`/`Doc-tests` line or the closing `error: 1 target
+# failed:` follows; without it, cargo stopped there, and the binaries after it did not run
+_FAILED_BINARY = re.compile(r"^error: test failed, to rerun pass ")
+_ALL_FAILED = re.compile(r"^error: \d+ targets? failed:")
+# libtest's closing line of one binary's tests, with cargo's `Running`/`Doc-tests` line naming it:
+# together they are cargo's output, not another runner's `test x ... ok`
+_RESULT = re.compile(r"^test result: (?:ok|FAILED)\. \d+ passed; \d+ failed;", re.M)
+
+
+def shim(tmp: Path, environ: dict[str, str]) -> dict[str, str]:
+    """PATH with middle's cargo first (nothing when no cargo is on PATH)."""
+    path = environ.get("PATH", "")
+    real = shutil.which("cargo", path=path or None)
+    if not real:
+        return {}
+    folder = tmp / "cargo-bin"
+    folder.mkdir(exist_ok=True)
+    exe = folder / "cargo"
+    exe.write_text(SHIM % shlex.quote(real), encoding="utf-8")
+    exe.chmod(0o755)
+    return {"PATH": f"{folder}:{path}" if path else str(folder)}
+
+
+def stopped(text: str) -> bool:
+    """Whether a `cargo test` in the output stopped at its first failing binary (fail-fast)."""
+    waiting = False  # after a failing binary's line, before cargo's next word
+    for line in _COLOUR.sub("", text).splitlines():
+        if _FAILED_BINARY.match(line):
+            waiting = True
+        elif waiting and (_RUNNING.match(line) or _DOCTESTS.match(line) or _ALL_FAILED.match(line)):
+            waiting = False
+        elif waiting and line.strip() and not line.startswith(" "):
+            return True  # another command's output (make's error line): cargo ended there
+    return waiting
+
+
+def in_output(text: str) -> JUnitReport | None:
+    """The tests of the `cargo test` runs a wrapper's output shows (None: it shows none): lines
+    libtest prints without being asked, under the binary cargo names for them."""
+    plain = _COLOUR.sub("", text)
+    if not _RESULT.search(plain) or not any(_RUNNING.match(ln) or _DOCTESTS.match(ln) for ln in plain.splitlines()):
+        return None
+    report = parse(plain)
+    return report if report.cases else None
+
+
+__all__ = ["COMMAND", "QUIET", "RUNNER", "add_no_fail_fast", "cannot_run", "in_output", "parse", "shim", "stopped"]

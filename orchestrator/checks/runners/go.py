@@ -70,6 +70,32 @@ def _events(text: str) -> list[dict[str, Any] | str]:
     return out
 
 
+# A line that is an import path alone (`internal/cpu`, `fmt`, `example.com/m/pkg`): what `go vet` and
+# `go build` print, one per package they compile, under the GOFLAGS=-v middle gives go test
+_PACKAGE_LINE = re.compile(r"^[a-z][\w.-]*(?:/[\w.~-]+)*$")
+PACKAGE_RUN = 5  # this many such lines in a row are a list, not a program's own words
+
+
+def without_package_lists(text: str) -> str:
+    """The output with each run of package-name lines (`go vet -v` lists the standard library's
+    too, dozens of lines that would fill the end of the output the middle agent reads) said in one
+    line instead."""
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    run: list[str] = []
+    for line in [*lines, ""]:
+        if line and _PACKAGE_LINE.match(line.strip()) and line.strip() == line.rstrip("\r\n"):
+            run.append(line)
+            continue
+        if len(run) >= PACKAGE_RUN:
+            out.append(f"[go: {len(run)} packages listed ({run[0].strip()} ... {run[-1].strip()}), GOFLAGS=-v]\n")
+        else:
+            out.extend(run)
+        run = []
+        out.append(line)
+    return "".join(out)
+
+
 def readable(text: str) -> str:
     """The output as a person reads it: JSON events as their own text, other lines as they are."""
     events = _events(text)
@@ -133,6 +159,27 @@ def _parse_text(text: str, report: JUnitReport) -> None:
         report.add(TestCase(f"{pkg}::{why}", FAILED, collection=True))
 
 
+def quiet_packages(text: str) -> list[str]:
+    """The packages whose tests passed with none listed (`ok  <tab>pkg<tab>0.01s` and no `--- PASS`
+    before it): go ran without -v there (a GOFLAGS the wrapper set itself), so which of their tests
+    ran is unknown. `[no tests to run]` is a package with none."""
+    quiet: list[str] = []
+    for own in _by_package(text):
+        listed = False
+        for line in own.splitlines():
+            if _OUTCOME.search(line):
+                listed = True
+                continue
+            summary = _SUMMARY.match(line)
+            if not summary:
+                continue
+            rest = summary.group("rest") or ""
+            if summary.group("status") == "ok  " and not listed and "[no tests to run]" not in rest:
+                quiet.append(summary.group("pkg"))
+            listed = False
+    return quiet
+
+
 def cannot_run(output: str) -> str | None:
     """Why a failed `go test` ran no test (it did not compile, a usage error), or None."""
     if any(not c.collection for c in parse(output).cases.values()):
@@ -142,4 +189,5 @@ def cannot_run(output: str) -> str | None:
     return "go test ran no test: " + why[:200]
 
 
-__all__ = ["COMMAND", "RUNNER", "cannot_run", "goflags", "parse", "readable", "without_failfast"]
+__all__ = ["COMMAND", "RUNNER", "cannot_run", "goflags", "parse", "quiet_packages", "readable", "without_failfast",
+           "without_package_lists"]

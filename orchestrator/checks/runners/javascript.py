@@ -46,6 +46,10 @@ def script_runner(line: str, cwd: Path | None) -> str:
     if not isinstance(script, str):
         return ""
     runner = runner_of(script)
+    if runner == "vitest" and vitest.bails(script):
+        # vitest refuses --bail=0 beside the script's own --bail, and a run that stops at its first
+        # failures is not every test: read as a wrapper, which leaves it unread (jest_argv.cjs)
+        return ""
     return runner if runner == "node-test" or (runner and not _COMPOUND.search(script)) else ""
 
 

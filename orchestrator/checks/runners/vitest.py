@@ -26,6 +26,12 @@ def detects(line: str) -> bool:
     return bool(_VITEST.search(line)) and "--outputFile" not in line
 
 
+def bails(line: str) -> bool:
+    """Whether the line gives vitest its own `--bail` (stop after N failures)."""
+    found = _VITEST.search(line)
+    return bool(found and _BAIL.search(line[found.end():]))
+
+
 def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:
     """The options that ask for the report, the environment they need, and where it goes."""
     report = tmp / "vitest.json"
@@ -46,4 +52,4 @@ def cannot_run(exit_code: int, output: str) -> str | None:
     return f"vitest: {found.group(1)[:200]}" if found else None
 
 
-__all__ = ["cannot_run", "detects", "options", "prepare"]
+__all__ = ["bails", "cannot_run", "detects", "options", "prepare"]

@@ -12,9 +12,10 @@ read.
 - **`node --test`**: `NODE_OPTIONS` gains middle's reporters (node.py), when the `node` on PATH
   is 20 or later: on an older Node a `--test-reporter` in NODE_OPTIONS stops every node process
   (a build step, npm itself), which would break a check that passes;
-- **jest**: `NODE_OPTIONS` gains `--require jest_argv.cjs` (where it gains the reporters), which,
-  in the node process that runs jest's own bin and no other, adds the options a line running jest
-  gets (jest.py), writing one JSON report per jest process;
+- **jest, vitest, mocha**: `NODE_OPTIONS` gains `--require jest_argv.cjs` (where it gains the
+  reporters), which, in the node process that runs the runner's own bin and no other, adds the
+  options a line running it gets (jest.py, vitest.py, mocha.py), writing one report per process
+  (a vitest line with its own `--bail` is left as it is: its run is judged without a report);
 - **tox** filters the environment (its default `pass_env` has none of these), so `TOX_OVERRIDE`
   (tox 4's `--override` from the environment) adds them to `pass_env` of `[testenv]` (tox.ini) and
   `[env_run_base]` (tox.toml), and of each `[testenv:NAME]` of the project's tox.ini (an env's own
@@ -22,9 +23,14 @@ read.
   it still misses (tox.toml's own envs, a generated name) passes nothing on, and its pytest writes
   no report: that is caught below. nox passes the whole environment on.
 
-`go test` is not asked (`GOFLAGS=-v` also changes `go build`/`go vet` output): only the failures
-it names are read (runner.py). cargo needs its command line changed (`--no-fail-fast`), vitest's
-and mocha's report options go on theirs: judged by their exit code behind a wrapper.
+- **go test**: `GOFLAGS` gains `-v` (go.py), so it lists every test (`go build` and `go vet` then
+  name the packages they compile, on stderr);
+- **cargo test**: a `cargo` of middle's first on PATH adds `--no-fail-fast` to `cargo test`
+  (cargo.py); libtest lists every test unasked.
+
+Both are read from the output (runner.py), as a line running them directly is; a go package that
+passed listing no test (the wrapper set its own GOFLAGS) leaves which tests ran unknown, and a
+cargo that stopped at its first failing binary leaves the run judged as one read by its exit code.
 
 **A wrapper may run a runner more than once** (a Makefile running pytest on two folders, tox with
 several envs, `make test` running `make unit` and `make integration`). A report overwritten by a
@@ -64,7 +70,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.checks import junit
-from orchestrator.checks.runners import jest, node, pyunit, rspec
+from orchestrator.checks.runners import cargo, go, jest, mocha, node, pyunit, rspec
 
 RUNNER = "wrapper"
 MAKE_STEP = "(make) "  # how a recipe make says failed is named among the failures
@@ -74,10 +80,13 @@ PYTEST_REPORT = "pytest-${TOX_ENV_NAME}${NOX_CURRENT_SESSION}.xml"
 RSPEC_REPORT = "rspec-{pid}.json"  # rspec_report.rb puts the rspec process's id in place of {pid}
 NODE_REPORT = "node-test-junit.xml"  # node.py's
 JEST_REPORT = "jest-{pid}.json"  # jest_argv.cjs puts the jest process's id in place of {pid}
-JEST_ARGV = Path(__file__).with_name("jest_argv.cjs")
+JEST_ARGV = Path(__file__).with_name("jest_argv.cjs")  # jest's, vitest's and mocha's
+VITEST_REPORT = "vitest-{pid}.json"
+MOCHA_REPORT = "mocha-{pid}.xml"
 KEPT = "kept"  # where Keeper copies them
 _KEPT_NUMBER = re.compile(r"^\d{4}-")
-TOX_PASS = ("PYTEST_ADDOPTS", "SPEC_OPTS", "MIDDLE_RSPEC_JSON", "NODE_OPTIONS", "MIDDLE_JEST_JSON", *pyunit.ENV)
+TOX_PASS = ("PYTEST_ADDOPTS", "SPEC_OPTS", "MIDDLE_RSPEC_JSON", "NODE_OPTIONS", "MIDDLE_JEST_JSON",
+            "MIDDLE_VITEST_JSON", "MIDDLE_MOCHA_JUNIT", "MIDDLE_MOCHA_REPORTER", *pyunit.ENV)
 NODE_MIN = 20
 # Each run's closing summary line: pytest (`1 failed, 3 passed in 0.12s`, `no tests ran in 0.01s`,
 # between `=` rules or not), rspec (`3 examples, 1 failure`), the spec reporter middle gives
@@ -87,6 +96,10 @@ _PYTEST_RUN = re.compile(r"^(?:=+ )?(?:no tests ran|\d+ \w+(?: \w+)?(?:, \d+ \w+
 _RSPEC_RUN = re.compile(r"^\d+ examples?, \d+ failures?", re.M)
 _NODE_RUN = re.compile(r"^ℹ tests \d+\s*$", re.M)
 _JEST_RUN = re.compile(r"^Tests:\s+(?:\d+ \w+, )*\d+ total\s*$", re.M)  # jest's summary, once per run
+# vitest's default reporter (` Test Files  1 failed | 1 passed (2)`) and mocha's spec (`  2 passing
+# (5ms)`, printed whatever failed), once per run
+_VITEST_RUN = re.compile(r"^\s*Test Files\s+.*\(\d+\)\s*$", re.M)
+_MOCHA_RUN = re.compile(r"^\s*\d+ passing \(\d+(?:ms|s|m)\)\s*$", re.M)
 # A wrapper's own words for a target, env, session or recipe it does not have: the config's mistake
 _CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:\s+Stop\.)?$"
                      r"|^(?:ROOT: HandledError\| )?(provided environments not found in configuration file"
@@ -114,7 +127,7 @@ _MAKE_ERROR = re.compile(r"^make(?:\[\d+\])?: (?:\*\*\* )?\[(?:[^\]]*?:\d+: )?(?
 class Runs:
     """The report files of one kind and how many runs of that runner the output shows."""
 
-    kind: str  # "pytest" | "rspec" | "node-test" | "unittest" | "jest"
+    kind: str  # "pytest" | "rspec" | "node-test" | "unittest" | "jest" | "vitest" | "mocha"
     files: list[Path]
     runs: int
 
@@ -135,10 +148,15 @@ def prepare(line: str, tmp: Path, environ: dict[str, str], cwd: Path | None = No
     reports += unittest_reports
     if _node_version(environ.get("PATH", "")) >= NODE_MIN:
         _, node_env, _ = node.prepare(line, tmp, environ)
-        # jest: its bin's command line gains the report options (jest_argv.cjs)
+        # jest, vitest, mocha: their bin's command line gains the report options (jest_argv.cjs)
         node_env["NODE_OPTIONS"] += f" --require={node.quote(str(JEST_ARGV))}"
-        env |= node_env | {"MIDDLE_JEST_JSON": str(tmp / JEST_REPORT)}
-        reports.append(str(tmp / "jest-*.json"))
+        env |= node_env | {"MIDDLE_JEST_JSON": str(tmp / JEST_REPORT), "MIDDLE_VITEST_JSON": str(tmp / VITEST_REPORT),
+                           "MIDDLE_MOCHA_JUNIT": str(tmp / MOCHA_REPORT), "MIDDLE_MOCHA_REPORTER": str(mocha.REPORTER)}
+        reports += [str(tmp / "jest-*.json"), str(tmp / "vitest-*.json"), str(tmp / "mocha-*.xml")]
+    # go test lists every test with -v, which GOFLAGS carries (go build and go vet take it too and
+    # name the packages they compile, on stderr; nothing else changes); cargo test gets
+    # --no-fail-fast from middle's cargo first on PATH (cargo.py): both then read from the output
+    env |= go.goflags(environ) | cargo.shim(tmp, environ)
     sections = ["testenv", "env_run_base", *_tox_envs(cwd)]
     overrides = ";".join(f"{section}.pass_env+={name}" for section in sections for name in TOX_PASS)
     env["TOX_OVERRIDE"] = ";".join(filter(None, [environ.get("TOX_OVERRIDE", ""), overrides]))
@@ -225,7 +243,9 @@ def runs(files: list[Path], output: str) -> list[Runs]:
             Runs(rspec.RUNNER, of("rspec-"), len(_RSPEC_RUN.findall(output))),
             Runs("node-test", of(NODE_REPORT), len(_NODE_RUN.findall(output))),
             Runs(pyunit.KIND, of("unittest-"), len(pyunit.RUN.findall(output))),
-            Runs("jest", of("jest-"), len(_JEST_RUN.findall(output)))]
+            Runs("jest", of("jest-"), len(_JEST_RUN.findall(output))),
+            Runs("vitest", of("vitest-"), len(_VITEST_RUN.findall(output))),
+            Runs("mocha", of("mocha-"), len(_MOCHA_RUN.findall(output)))]
 
 
 def incomplete(found: list[Runs]) -> str | None:
@@ -245,7 +265,7 @@ def read(found: list[Runs], cwd: Path) -> junit.JUnitReport:
     for r in found:
         for path in r.files:
             one = (rspec.read([path]) if r.kind == rspec.RUNNER else jest.read([path], cwd, by_location=True)
-                   if r.kind == "jest" else junit.read([path]))
+                   if r.kind == "jest" else jest.read([path], cwd) if r.kind == "vitest" else junit.read([path]))
             for case in one.cases.values():
                 seen = report.cases.get(case.ident)
                 if seen is None or _rank(case) > _rank(seen):

@@ -1,0 +1,96 @@
+"""A failing run's output normalised (orchestrator/checks/output_lines.py) for `baseline =
+"exit-code"`: the same failure on the base and on the ticket prints the same lines once each run's
+noise is left out, on real runners' outputs (pytest, go test, cargo test) run in two folders, as the
+base's worktree and the ticket's are; a new failure is a new line. And which changed paths are
+tests or runner config (orchestrator/checks/test_files.py)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.checks.output_lines import new_lines, normalise
+from orchestrator.checks.test_files import which_are_tests
+
+PY_TEST = ("def test_known_bug():\n    assert 1 == 2\n\n\ndef test_adds():\n    assert 1 + 2 == {}\n\n\n"
+           "def test_slow():\n    import time\n    time.sleep(0.01)\n")
+GO_TEST = ('package calc\n\nimport "testing"\n\nfunc TestKnownBug(t *testing.T) {\n\tt.Fatal("known bug")\n}\n\n'
+           'func TestAdds(t *testing.T) {\n\tif 1+2 != %s {\n\t\tt.Fatal("adds")\n\t}\n}\n')
+RS_LIB = ("#[cfg(test)]\nmod tests {\n    #[test]\n    fn known_bug() {\n        assert_eq!(1, 2);\n    }\n"
+          "    #[test]\n    fn adds() {\n        assert_eq!(1 + 2, %s);\n    }\n}\n")
+
+
+def _runs(tmp_path: Path, files: dict[str, str], cmd: list[str], env: dict[str, str] | None = None,
+          expected: str = "3") -> tuple[list[str] | None, list[str] | None, list[str] | None]:
+    """The normalised output of the base, of a harmless ticket and of a breaking one, each in its own folder."""
+    import os
+
+    outs = []
+    for name, value in (("base", expected), ("harmless", expected), ("breaks", "4")):
+        folder = tmp_path / name
+        for rel, text in files.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_text(text.replace("{}", value).replace("%s", value))
+        if name == "harmless":
+            (folder / "NOTES.md").write_text("notes\n")
+        run = subprocess.run(cmd, cwd=folder, capture_output=True, text=True,
+                             env={**os.environ, **(env or {}), "CARGO_TARGET_DIR": str(folder / "target")})
+        assert run.returncode != 0, run.stdout + run.stderr
+        outs.append(normalise(run.stdout + run.stderr, str(folder)))
+    return outs[0], outs[1], outs[2]
+
+
+def test_pytest_fails_the_same_on_two_folders_and_a_new_failure_is_a_new_line(tmp_path: Path):
+    base, harmless, breaks = _runs(tmp_path, {"test_calc.py": PY_TEST},
+                                   [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--durations=3"])
+    assert new_lines(harmless, base) == []
+    new = new_lines(breaks, base) or []
+    assert any("FAILED test_calc.py::test_adds" in line for line in new), new
+
+
+def test_go_test_fails_the_same_on_two_folders(tmp_path: Path):
+    if shutil.which("go") is None:
+        pytest.skip("go is not installed (.ci/run installs it)")
+    env = {"GOFLAGS": "-mod=mod -v", "GOPROXY": "off", "GOTOOLCHAIN": "local"}
+    base, harmless, breaks = _runs(tmp_path, {"go.mod": "module example.com/calc\n\ngo 1.19\n",
+                                              "calc_test.go": GO_TEST}, ["go", "test", "-count=1", "./..."], env)
+    assert new_lines(harmless, base) == []
+    assert "--- FAIL: TestAdds (<time>)" in (new_lines(breaks, base) or [])
+
+
+def test_cargo_test_fails_the_same_on_two_folders_whatever_its_build_hash_and_thread_ids(tmp_path: Path):
+    if shutil.which("cargo") is None:
+        pytest.skip("cargo is not installed (.ci/run installs it)")
+    base, harmless, breaks = _runs(tmp_path, {"Cargo.toml": '[package]\nname = "calc"\nversion = "0.1.0"\n'
+                                              'edition = "2021"\n', "src/lib.rs": RS_LIB},
+                                   ["cargo", "test", "--no-fail-fast"], {"CARGO_NET_OFFLINE": "true"})
+    assert new_lines(harmless, base) == []
+    assert "test tests::adds ... FAILED" in (new_lines(breaks, base) or [])
+
+
+def test_what_changes_on_every_run_is_left_out_and_counts_are_kept():
+    one = normalise("\x1b[31mFAIL\x1b[0m adds at 0x7f3a12 (pid 4242) 2026-11-29T04:31:23Z took 12ms\n"
+                    "  /tmp/middle-check-abc/x.json\nRan 3 tests in 0.012s\n\n", "/work/a")
+    two = normalise("FAIL adds at 0x55aa01 (pid 17) 2026-11-30 05:00:01 took 9 ms\n/tmp/other/y.json\n"
+                    "Ran 3 tests in 1.5s\n", "/work/b")
+    assert one == two == ["FAIL adds at <addr> (<pid>) <date> took <time>", "<tmp>", "Ran 3 tests in <time>"]
+    assert new_lines(["Ran 4 tests in <time>"], ["Ran 3 tests in <time>"]) == ["Ran 4 tests in <time>"]
+    # ordering is noise: the same lines in another order are no new line; a line printed more often is
+    assert new_lines(["b", "a", "a"], ["a", "b"]) == ["a"] and new_lines(["b", "a"], ["a", "b"]) == []
+    assert new_lines(None, ["a"]) is None and normalise("x\n" * 6000) is None
+
+
+@pytest.mark.parametrize("path, counts", [
+    ("tests/test_api.py", True), ("test_calc.py", True), ("pkg/calc_test.go", True), ("src/a.spec.ts", True),
+    ("test/calc.test.js", True), ("spec/calc_spec.rb", True), ("t/basic.t", True), ("conftest.py", True),
+    ("Makefile", True), ("tox.ini", True), ("pyproject.toml", True), ("package.json", True),
+    ("vitest.config.mjs", True), (".mocharc.yml", True), ("Cargo.toml", True), ("check.py", True),
+    ("calc.py", False), ("src/lib.rs", False), ("NOTES.md", False), ("latest/calc.js", False),
+])
+def test_which_changed_paths_are_tests_or_runner_config(path: str, counts: bool):
+    assert (which_are_tests([path], "python check.py && make lint") == [path]) is counts
+    assert which_are_tests(["app.py"], "ruff check --no-cache app.py") == []  # a target, not the runner
