@@ -37,12 +37,18 @@ _CONFIG_NAMES = re.compile(rf"^(?:(?:GNU)?[Mm]akefile|.*\.mk|[Jj]ustfile|\.justf
                            r"|karma\.conf\.js)$")
 
 
-def which_are_tests(paths: Iterable[str], command: str = "") -> list[str]:
-    """The paths (relative to the project, `/`-separated) that are tests or runner configuration."""
+def which_are_tests(paths: Iterable[str], command: str = "", added: Iterable[str] = ()) -> list[str]:
+    """The paths (relative to the project, `/`-separated) that are tests or runner configuration.
+    `added`: those of `paths` new since the base. A new test module adds tests and can neither
+    remove nor disable one the base ran, so it does not count (a ticket adding a feature with its
+    test stays decidable); a new conftest.py, `__init__.py` or config can, so those do."""
     named = _named_by(command)
+    new = set(added)
     found = []
     for path in paths:
         p = PurePosixPath(path)
+        if path in new and p.name != "conftest.py" and _TEST_NAMES.match(p.name) and str(p) not in named:
+            continue
         if (str(p) in named or _TEST_NAMES.match(p.name) or _CONFIG_NAMES.match(p.name)
                 or any(part in _TEST_FOLDERS for part in p.parts[:-1])
                 or (p.parts[:1] == (".cargo",) and p.name.startswith("config"))):

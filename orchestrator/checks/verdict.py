@@ -88,9 +88,11 @@ def already_note(names: list[str]) -> str:
 
 
 def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | None = None, *,
-          allow_removed_tests: bool = False, changed: list[str] | None = None) -> Verdict:
+          allow_removed_tests: bool = False, changed: list[str] | None = None,
+          added: list[str] | None = None) -> Verdict:
     """The verdict of `result` (on the ticket) against `base` (the same command on its base commit).
-    `changed`: the paths the ticket changed since the base (None: not known, so any may be a test)."""
+    `changed`: the paths the ticket changed since the base (None: not known, so any may be a test);
+    `added`: those of them new since the base."""
     spec = spec or CheckCommand(run=result.command)
     removed = [] if allow_removed_tests else removed_tests(result, base)
     if result.timed_out:
@@ -102,7 +104,7 @@ def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | No
             return Verdict(FAILED, removed_tests=removed, reason="tests the base ran did not run")
         if (base is not None and not base.passed and base.problem is None and not allow_removed_tests
                 and (result.ran is None or base.ran is None)):
-            return _passes_unlisted(result, changed)
+            return _passes_unlisted(result, changed, added or [])
         return Verdict(PASSED)
     if base is None:
         return Verdict(FAILED, new_failures=list(result.failing or []))
@@ -141,10 +143,10 @@ def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | No
                           f"differently now ({said}): the ticket must make it pass")
 
 
-def _passes_unlisted(result: CheckResult, changed: list[str] | None) -> Verdict:
+def _passes_unlisted(result: CheckResult, changed: list[str] | None, added: list[str]) -> Verdict:
     """It passes now, the base failed, and the runs do not list every test: a fix, unless the
     ticket changed tests or the runner's config, through which a test is removed or disabled."""
-    touched = test_files.which_are_tests(changed, result.command) if changed is not None else None
+    touched = test_files.which_are_tests(changed, result.command, added) if changed is not None else None
     if touched == []:
         return Verdict(PASSED)
     what = ("the tests or the runner's config it changed: " + _shown(touched) if touched

@@ -230,8 +230,9 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                                  "outcome": "cannot-start"})
             raise CheckCannotStart(f"check `{options.run}` could not start ({result.problem}): fix [check] "
                                    f"commands (or the ticket's `check:`), then {command('resume', t['id'])}")
+        changed = _changed(t)
         verdict = judge(result, base_result, options, allow_removed_tests=bool(t.get("allow_removed_tests")),
-                        changed=_changed(t))
+                        changed=changed[0] if changed else None, added=changed[1] if changed else None)
         _record_verdict(ctx, state, result, verdict, corrections + 1, base_result)
         if verdict.outcome == UNDECIDED:
             _undecided(ctx, state, t, result, verdict, corrections)
@@ -253,9 +254,10 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     return {"check_passed": True, "check_stopped": False}
 
 
-def _changed(t: dict[str, Any]) -> list[str] | None:
-    """The paths the ticket changed since its base commit (committed or not, new files too), or None
-    when that is not known (run in place: there is no base commit to compare with)."""
+def _changed(t: dict[str, Any]) -> tuple[list[str], list[str]] | None:
+    """The paths the ticket changed since its base commit (committed or not, new files too) and
+    those of them that are new, or None when that is not known (run in place: there is no base
+    commit to compare with)."""
     from orchestrator.gitrun import git
 
     ws = t.get("workspace")
@@ -263,12 +265,15 @@ def _changed(t: dict[str, Any]) -> list[str] | None:
         return None
     where = Path(ws["path"])
     # paths as they are (git quotes non-ASCII ones by default)
-    diff = git(where, "-c", "core.quotePath=false", "diff", "--name-only", "--no-renames", ws["base_commit"],
+    diff = git(where, "-c", "core.quotePath=false", "diff", "--name-status", "--no-renames", ws["base_commit"],
                check=False)
     new = git(where, "-c", "core.quotePath=false", "ls-files", "--others", "--exclude-standard", check=False)
     if diff.returncode != 0 or new.returncode != 0:
         return None
-    return sorted({ln for ln in (diff.stdout + new.stdout).splitlines() if ln.strip()})
+    rows = [ln.split("\t", 1) for ln in diff.stdout.splitlines() if "\t" in ln]
+    untracked = {ln for ln in new.stdout.splitlines() if ln.strip()}
+    added = {path for status, path in rows if status == "A"} | untracked
+    return sorted({path for _status, path in rows} | untracked), sorted(added)
 
 
 def _undecided(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: CheckResult, verdict: Verdict,

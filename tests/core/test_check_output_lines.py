@@ -94,3 +94,13 @@ def test_what_changes_on_every_run_is_left_out_and_counts_are_kept():
 def test_which_changed_paths_are_tests_or_runner_config(path: str, counts: bool):
     assert (which_are_tests([path], "python check.py && make lint") == [path]) is counts
     assert which_are_tests(["app.py"], "ruff check --no-cache app.py") == []  # a target, not the runner
+
+
+def test_a_new_test_module_does_not_count_a_new_conftest_or_config_does() -> None:
+    changed = ["calc.py", "tests/test_new.py", "tests/conftest.py", "tests/__init__.py", "tests/test_old.py"]
+    added = ["tests/test_new.py", "tests/conftest.py", "tests/__init__.py"]
+    assert which_are_tests(changed, "make test", added) == ["tests/__init__.py", "tests/conftest.py",
+                                                            "tests/test_old.py"]
+    assert which_are_tests(changed, "make test") == sorted(changed[1:])
+    # the check's own script, new, is still the runner
+    assert which_are_tests(["check_test.py"], "python check_test.py", ["check_test.py"]) == ["check_test.py"]

@@ -147,6 +147,26 @@ def test_the_graph_ends_each_family_as_its_verdict_says(tmp_path: Path, monkeypa
         assert_failed(r)
 
 
+@pytest.mark.parametrize("added, expected", [
+    ({"test_more.py": "def test_more():\n    assert True\n"}, PASSED),  # a new test module adds, never removes
+    ({"conftest.py": "collect_ignore = ['test_calc.py']\n"}, UNDECIDED),  # a new conftest can disable tests
+])
+def test_a_fix_read_by_exit_code_that_adds_a_test_module_passes_one_adding_a_conftest_is_undecided(
+        tmp_path: Path, added: dict[str, str], expected: str) -> None:
+    """The common ticket, a fix with its own new test, stays decidable on a base that already
+    fails and a command read by its exit code; a new file that can remove a test does not."""
+    from test_gate_projects import run_ticket
+
+    row = ROW["exit code"]
+    edits = {**row.edits["fixes"], **added}
+    r = run_ticket(tmp_path, row.files, [row.command], lambda cwd: _lay_out(cwd, edits))
+    if expected == PASSED:
+        assert r["outcome"].status == "complete" and r["run"]["check_status"] == "passed", r["outcome"].reason
+    else:
+        assert r["outcome"].status == "failed" and r["final"]["outcome"] == UNDECIDED, r["final"]
+        assert "conftest.py" in r["outcome"].reason, r["outcome"].reason
+
+
 def test_every_runner_middle_reads_has_a_row() -> None:
     """A runner added to the product without a row here is a path the gate is not enumerated on."""
     from orchestrator.checks.instrument import FROM_OUTPUT
