@@ -15,7 +15,7 @@ failures it did not cause, and no ticket gets through by making things worse.
   the new lines.
 - It passes on the ticket, the base failed, and the runs do not list every test (read by its exit
   code, or a go package run without -v): a fix cannot be told from a test removed or disabled, so
-  when the ticket changed tests or the runner's configuration (test_files.py) it is
+  when the ticket changed tests or the runner's configuration (touched_tests.py) it is
   **undecided**, naming them; with none touched it is a fix, **passed**.
 - **Undecided** never completes the ticket: it stops with its work kept, saying why and the ways
   out (orchestrator/graph/checking.py); no correction is asked of the middle agent, which could not
@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from orchestrator.checks import output_lines, test_files
+from orchestrator.checks import output_lines, touched_tests
 from orchestrator.checks.runner import JUNIT, CheckResult
 from orchestrator.checks.runners.wrapper import MAKE_STEP
 from orchestrator.config.settings import CheckCommand
@@ -146,7 +146,7 @@ def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | No
 def _passes_unlisted(result: CheckResult, changed: list[str] | None, added: list[str]) -> Verdict:
     """It passes now, the base failed, and the runs do not list every test: a fix, unless the
     ticket changed tests or the runner's config, through which a test is removed or disabled."""
-    touched = test_files.which_are_tests(changed, result.command, added) if changed is not None else None
+    touched = touched_tests.which_are_tests(changed, result.command, added) if changed is not None else None
     if touched == []:
         return Verdict(PASSED)
     what = ("the tests or the runner's config it changed: " + _shown(touched) if touched

@@ -2,7 +2,7 @@
 "exit-code"`: the same failure on the base and on the ticket prints the same lines once each run's
 noise is left out, on real runners' outputs (pytest, go test, cargo test) run in two folders, as the
 base's worktree and the ticket's are; a new failure is a new line. And which changed paths are
-tests or runner config (orchestrator/checks/test_files.py)."""
+tests or runner config (orchestrator/checks/touched_tests.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.checks.output_lines import new_lines, normalise
-from orchestrator.checks.test_files import which_are_tests
+from orchestrator.checks.touched_tests import which_are_tests
 
 PY_TEST = ("def test_known_bug():\n    assert 1 == 2\n\n\ndef test_adds():\n    assert 1 + 2 == {}\n\n\n"
            "def test_slow():\n    import time\n    time.sleep(0.01)\n")
