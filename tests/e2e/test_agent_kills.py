@@ -39,6 +39,7 @@ from orchestrator.fake_api.messages import content_text
 from orchestrator.killpoints import VARIABLE
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.testing.turn_processes import WAIT_S, alive, turn_processes, wait_until
+from tickets.procs import stat_fields
 from tickets.store import TicketStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")]
@@ -160,6 +161,23 @@ def test_killed_after_a_turns_work_is_committed_resume_does_not_run_it_again(kin
     assert any(FIRST in earlier for earlier in said[:-1]) and FIRST not in said[-1], said
 
 
+def parent(pid: int) -> int | None:
+    fields = stat_fields(pid)
+    return int(fields[1]) if fields else None
+
+
+def names(procs: set[tuple[int, int]]) -> str:
+    """The processes' names (for the messages and the table), sorted."""
+    found = []
+    for pid, _ticks in procs:
+        try:
+            fields = stat_fields(pid) or ["?"] * 6
+            found.append(Path(f"/proc/{pid}/comm").read_text().strip() + f"[{pid} {fields[1]} {fields[2]} {fields[3]}]")
+        except OSError:
+            found.append(f"{pid} (gone)")
+    return ", ".join(sorted(found)) or "none"
+
+
 class Hold:
     """Turn 2's reply: hold it (the turn is surely running then) until released."""
 
@@ -174,7 +192,8 @@ class Hold:
 
 @pytest.mark.killsweep
 @pytest.mark.parametrize("kind", KINDS)
-def test_killed_mid_turn_nothing_of_the_turn_outlives_it_and_resume_runs_it_once(kind, tmp_path, fake_api):
+def test_killed_mid_turn_nothing_of_the_turn_outlives_it_and_resume_runs_it_once(kind, tmp_path, fake_api,
+                                                                                record_property):
     """(a): `middle` SIGKILLed while turn 2 waits for the model."""
     hold = Hold()
     with project_on(kind, tmp_path, fake_api) as (env, requests):
@@ -190,13 +209,18 @@ def test_killed_mid_turn_nothing_of_the_turn_outlives_it_and_resume_runs_it_once
                 turn2 = store.get_turn(store.latest_run("t1")["id"], 2)
             assert turn2 is not None and turn2["status"] == "running" and turn2["session_id"]
             seen = turn_processes(proc.pid, turn2["session_id"])
-            assert seen, "no process of the turn found"
+            cli = {(pid, ticks) for pid, ticks in seen if parent(pid) == proc.pid}  # the agent's CLI
+            assert cli, f"no process of the turn found under middle ({names(seen)})"
             proc.send_signal(signal.SIGKILL)  # middle only
             proc.wait(WAIT_S)
             # The CLI dies with middle (PR_SET_PDEATHSIG); what it started dies with it or carries
             # the marker the next middle stops before its first turn.
             wait_until(lambda: not alive(seen))
             left_after_kill = alive(seen)
+            # Nothing of the turn is left (all in the CLI's process group: the held turn started no
+            # tool shell), without waiting for a next middle.
+            assert not left_after_kill, f"outlived middle: {names(left_after_kill)} (of {names(seen)})"
+            record_property("processes", names(seen))
             before = len(requests())
             at_resume: list[set[tuple[int, int]]] = []
 
