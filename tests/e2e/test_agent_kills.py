@@ -75,7 +75,8 @@ def project_on(kind: str, tmp_path: Path, fake_api: Any) -> Iterator[tuple[dict[
             pytest.skip(str(exc))
         (tmp_path / "middle.toml").write_text(
             'state_dir = "state"\n[project]\npath = "repo"\n[memory]\nbackend = "none"\n'
-            '[agent]\nmax_turns = 4\n[coding_agent]\n' f'kind = "{kind}"\n' + toml_table("coding_agent.options", options))
+            f'[agent]\nmax_turns = 4\n[coding_agent]\nkind = "{kind}"\n'
+            + toml_table("coding_agent.options", options))
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
         # The middle agent on the fake Messages API; the agent's own variables over them (Claude
         # Code's offline fake answers the middle agent too: both read the same script).
@@ -109,7 +110,7 @@ def users(request: dict[str, Any]) -> list[str]:
     return [content_text(m["content"]) for m in request["messages"] if m["role"] == "user"]
 
 
-def stored(tmp_path: Path) -> tuple[list[tuple[int, str, str]], list[Any], float, int]:
+def stored(tmp_path: Path) -> tuple[list[tuple[int, str, str | None]], list[Any], float, int]:
     with TicketStore(tmp_path / "state" / "middle.sqlite3") as store:
         runs = store.list_runs("t1")
         turns = store.list_turns(ticket_id="t1")
@@ -123,7 +124,7 @@ def assert_complete_once(tmp_path: Path, resumed: subprocess.CompletedProcess[st
     assert resumed.returncode == 0 and "Traceback" not in out, out
     turns, costs, total, ends = stored(tmp_path)
     # (aider's answer also lists the file it wrote)
-    assert [(n, status, said.endswith(("Created a.txt.", "Applied edit to a.txt") if n == 1 else
+    assert [(n, status, (said or "").endswith(("Created a.txt.", "Applied edit to a.txt") if n == 1 else
                                       ("Created b.txt.", "Applied edit to b.txt")))
             for n, status, said in turns] == [(1, "done", True), (2, "done", True)], (turns, out)
     assert ends == 1
@@ -171,8 +172,7 @@ def names(procs: set[tuple[int, int]]) -> str:
     found = []
     for pid, _ticks in procs:
         try:
-            fields = stat_fields(pid) or ["?"] * 6
-            found.append(Path(f"/proc/{pid}/comm").read_text().strip() + f"[{pid} {fields[1]} {fields[2]} {fields[3]}]")
+            found.append(Path(f"/proc/{pid}/comm").read_text().strip())
         except OSError:
             found.append(f"{pid} (gone)")
     return ", ".join(sorted(found)) or "none"
