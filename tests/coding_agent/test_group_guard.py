@@ -67,7 +67,7 @@ def test_a_killed_middle_takes_the_clis_children_with_it():
             os.kill(pid, signal.SIGKILL)
 
 
-def test_a_turn_that_ends_leaves_no_guard_and_signals_nothing():
+def test_a_turn_that_ends_leaves_no_guard_running():
     proc = driver("echo done")
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and out.split(b"\n")[-2] == b"turn over", out
