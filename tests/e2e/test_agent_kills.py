@@ -237,6 +237,8 @@ def test_killed_mid_turn_nothing_of_the_turn_outlives_it_and_resume_runs_it_once
             hold.release.set()
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
+            if proc.stdout is not None:
+                proc.stdout.close()
             for pid, _ticks in alive(seen):  # only when an assertion failed: never leave them running
                 os.kill(pid, signal.SIGKILL)
     assert at_resume and at_resume[0] == set(), (at_resume, left_after_kill)
