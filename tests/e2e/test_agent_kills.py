@@ -213,8 +213,9 @@ def test_killed_mid_turn_nothing_of_the_turn_outlives_it_and_resume_runs_it_once
             assert cli, f"no process of the turn found under middle ({names(seen)})"
             proc.send_signal(signal.SIGKILL)  # middle only
             proc.wait(WAIT_S)
-            # The CLI dies with middle (PR_SET_PDEATHSIG); what it started dies with it or carries
-            # the marker the next middle stops before its first turn.
+            # The CLI dies with middle (PR_SET_PDEATHSIG), the rest of its process group with it
+            # (the group's guard: Codex's native binary); a tool shell in a session of its own
+            # would carry the marker the next middle stops before its first turn.
             wait_until(lambda: not alive(seen))
             left_after_kill = alive(seen)
             # Nothing of the turn is left (all in the CLI's process group: the held turn started no
