@@ -34,7 +34,7 @@ import pytest
 from e2e_helpers import decide, done, fresh_project, plan, write_file
 
 from orchestrator.errors import CodingAgentError
-from orchestrator.fake_api import claude_code_env
+from orchestrator.fake_api import claude_code_env, reply, tool_use
 from orchestrator.fake_api.messages import content_text
 from orchestrator.killpoints import VARIABLE
 from orchestrator.plugins.manager import PluginRegistry
@@ -248,3 +248,65 @@ def test_killed_mid_turn_nothing_of_the_turn_outlives_it_and_resume_runs_it_once
     assert turn_starts(after, FIRST) == 1, [users(r) for r in after]
     assert sum(1 for r in after[before:] if turn_starts([r], SECOND)) == 1, [users(r) for r in after[before:]]
     assert fake_api.script.pending("coding_agent") == 0
+
+
+@pytest.mark.killsweep
+def test_codex_killed_while_its_shell_runs_leaves_nothing_once_resume_starts(tmp_path, fake_api, record_property):
+    """(a) with a tool shell: Codex runs `sleep` for turn 2 when `middle` is SIGKILLed. Codex (its
+    launcher and native binary) dies at once; the shell is gone before the resumed turn reaches
+    the model."""
+    sleep = f"sleep 5{os.getpid():07d}"
+    with project_on("codex", tmp_path, fake_api) as (env, requests):
+        fake_api.script.agent(plan(FIRST), decide(False, "a.txt is there.", SECOND))
+        fake_api.script.coding_agent(write_file("a.txt", "a\n"), done("Created a.txt."),
+                                     reply(tool_use("Bash", {"command": sleep})))
+        proc = subprocess.Popen([MIDDLE, "run", "t1"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        seen: set[tuple[int, int]] = set()
+        try:
+            assert wait_until(lambda: bool(shells(sleep)) or proc.poll() is not None) and shells(sleep), \
+                "the shell never started"
+            with TicketStore(tmp_path / "state" / "middle.sqlite3") as store:
+                turn2 = store.get_turn(store.latest_run("t1")["id"], 2)
+            assert turn2 is not None and turn2["session_id"]
+            seen = turn_processes(proc.pid, turn2["session_id"])
+            codex = {p for p in seen if p[0] not in shells(sleep)}
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(WAIT_S)
+            wait_until(lambda: not alive(codex))
+            assert not alive(codex), f"outlived middle: {names(alive(codex))}"
+            record_property("processes", f"{names(seen)}; left until the resume: {names(alive(seen))}")
+            at_resume: list[set[tuple[int, int]]] = []
+
+            def resumed_turn(body: dict[str, Any]) -> Any:
+                at_resume.append(alive(seen))
+                return write_file("b.txt", "b\n")(body)
+
+            fake_api.script.clear("coding_agent")  # what the killed turn left unasked
+            fake_api.script.agent(decide(True, "Created a.txt and b.txt."))
+            fake_api.script.coding_agent(resumed_turn, done("Created b.txt."))
+            resumed = middle(tmp_path, env, "resume", "t1")
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            for pid, _ticks in alive(seen):
+                os.kill(pid, signal.SIGKILL)
+            for pid in shells(sleep):
+                os.kill(pid, signal.SIGKILL)
+    assert at_resume and at_resume[0] == set(), at_resume
+    assert_complete_once(tmp_path, resumed)
+
+
+def shells(needle: str) -> set[int]:
+    """Running processes whose command line contains needle."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            fields = stat_fields(int(entry))
+            if needle in cmd and fields and fields[0] != "Z":
+                found.add(int(entry))
+    return found
