@@ -270,6 +270,7 @@ def test_codex_killed_while_its_shell_runs_leaves_nothing_once_resume_starts(tmp
                 turn2 = store.get_turn(store.latest_run("t1")["id"], 2)
             assert turn2 is not None and turn2["session_id"]
             seen = turn_processes(proc.pid, turn2["session_id"])
+            assert shells(sleep) <= {pid for pid, _ticks in seen}  # the shell is one of the turn's
             codex = {p for p in seen if p[0] not in shells(sleep)}
             proc.send_signal(signal.SIGKILL)
             proc.wait(WAIT_S)
