@@ -3,7 +3,8 @@ process is started, watched, timed out, stopped and cleaned up.
 
 What every agent gets from `TurnProcesses.run`:
 - the CLI in a process group of its own (a timeout or a stop kills the whole group: its tool
-  shells too) and killed by the kernel if `middle` dies, even by kill -9 (`die_with_parent`);
+  shells too) and killed by the kernel if `middle` dies, even by kill -9 (`die_with_parent`), the
+  rest of its group with it (`group_guard`: a launcher's child doing the work);
 - the orphan marker (`orphans.MARK_VAR`) in its environment, inherited by everything it starts,
   so a later `middle` can find and end a dead run's leftovers (`orphans.stop_marked`);
 - its stdout handed over line by line as it comes (the agent parses its own event format), its
@@ -35,6 +36,7 @@ from typing import Any
 
 from ..errors import CodingAgentError, RunInterrupted
 from .base import EventCallback
+from .group_guard import guard_group, stop_guard
 from .orphans import MARK_VAR, die_with_parent, own_mark, stop_marked
 
 __all__ = ["ProcessOutcome", "TurnProcesses", "kill_group", "safe_callback", "tail"]
@@ -112,6 +114,8 @@ class TurnProcesses:
         except OSError as exc:
             hint = f" {install_hint}" if install_hint else ""
             raise CodingAgentError(f"{self.agent_name} could not be started ({cmd[0]}: {exc}).{hint}") from exc
+        # Everything else in the group (a launcher's child doing the work) ends with `middle` too.
+        guard = guard_group(proc.pid)
         with self._lock:
             self._live[proc.pid] = proc
         emit({"type": "start", "pid": proc.pid, **(start_event or {})})
@@ -172,6 +176,7 @@ class TurnProcesses:
             # Ends the turn's leftovers too (shells it started in sessions of their own), and never
             # leaves a live process behind if we got here through an exception.
             kill_group(proc)
+            stop_guard(guard)
             stop_marked([mark], owner="self")
             with self._lock:
                 self._live.pop(proc.pid, None)
