@@ -11,8 +11,9 @@ from typing import Any, Iterator
 from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
 
 INSTALL_HINT = "pip install 'middle-agent[postgres]'"
-SCHEMA_VERSION = 4  # 2: retrieval_chunks (a doc's chunk vectors; see chunking.py); 3: doc_writes;
-# 4: retrieval_outside_writes (docs other programs write, caught up: backends/retrieval/outside.py)
+SCHEMA_VERSION = 5  # 2: retrieval_chunks (a doc's chunk vectors; see chunking.py); 3: doc_writes;
+# 4: retrieval_outside_writes (docs other programs write, caught up: backends/retrieval/outside.py);
+# 5: retrieval_df (each term's document frequency, kept by triggers on retrieval_postings)
 # Schema creation and migration take this transaction-level advisory lock, so two machines
 # starting at once do not both create tables ("mdlmem" in ASCII; the ticket store uses "middle").
 SCHEMA_LOCK_KEY = 0x6D646C6D656D
@@ -106,6 +107,18 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS retrieval_needs_vectors (
         doc_id BIGINT PRIMARY KEY REFERENCES retrieval_docs (id) ON DELETE CASCADE,
         store_id BIGINT NOT NULL)""",
+    # Since version 5: how many of a store's docs hold each term (its postings), which BM25's
+    # idf reads. Counting them in each query read every posting of a common term twice (0.23 s
+    # at 100,000 docs, docs/benchmarks.md). Kept by statement triggers on retrieval_postings
+    # (_postings_df_triggers), so every write of postings counts, in its own transaction: middle's
+    # (under the store's write lock), a cascade from a deleted doc or store, another program's.
+    # A term no doc holds any more has no row. No reference to retrieval_stores: a store's
+    # delete cascades to its postings, whose trigger then takes its rows away.
+    """CREATE TABLE IF NOT EXISTS retrieval_df (
+        store_id BIGINT NOT NULL,
+        term TEXT NOT NULL,
+        n BIGINT NOT NULL,
+        PRIMARY KEY (store_id, term))""",
     # Snowball English stemming of every word, stop words kept (as SQLite FTS5's porter
     # tokenizer indexes them); the query side drops stop words as it does for FTS5.
     f"""DO $$ BEGIN
@@ -211,10 +224,14 @@ def _migrate(conn: Any, database: MemoryDatabase) -> None:
         except psycopg.errors.FeatureNotSupported as exc:
             raise MemoryStoreError(f"the server of {database.where} has no pgvector ({exc}): "
                                    "install it (https://github.com/pgvector/pgvector)") from None
+        counted = conn.execute("SELECT to_regclass('retrieval_df') IS NOT NULL").fetchone()[0]
         for statement in SCHEMA:
             conn.execute(statement)
-        for statement in _doc_triggers(conn):
+        for statement in _doc_triggers(conn) + _postings_df_triggers(conn):
             conn.execute(statement)
+        if not counted:  # an older database's postings, counted once (under the schema lock)
+            conn.execute("INSERT INTO retrieval_df (store_id, term, n) SELECT store_id, term, count(*) "
+                         "FROM retrieval_postings GROUP BY store_id, term")
         conn.execute("INSERT INTO retrieval_schema SELECT %s WHERE NOT EXISTS "
                      "(SELECT 1 FROM retrieval_schema)", (SCHEMA_VERSION,))
         conn.execute("UPDATE retrieval_schema SET version = %s", (SCHEMA_VERSION,))
@@ -242,8 +259,40 @@ def _doc_triggers(conn: Any) -> list[str]:
     return counter + log
 
 
-def _trigger(schema: str, name: str, function: str, events: str, body: str) -> list[str]:
-    """An AFTER ... FOR EACH ROW trigger on retrieval_docs running `body`, made if missing."""
+def _postings_df_triggers(conn: Any) -> list[str]:
+    """Statement triggers on retrieval_postings keeping retrieval_df: the postings a statement
+    added or removed, counted by term (one upsert per statement, not per row: a doc's insert adds
+    its terms in one statement). middle's writers of a store take turns under its write lock, so
+    they never wait on each other's rows here; the inserts go in term order all the same.
+    Postings are never updated by middle; an UPDATE by another program counts as its old rows
+    removed and its new ones added."""
+    schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
+    add = f"""
+            INSERT INTO {schema}.retrieval_df AS df (store_id, term, n)
+            SELECT store_id, term, count(*) FROM added GROUP BY store_id, term ORDER BY store_id, term
+            ON CONFLICT (store_id, term) DO UPDATE SET n = df.n + EXCLUDED.n;"""
+    remove = f"""
+            UPDATE {schema}.retrieval_df AS df SET n = df.n - gone.n
+            FROM (SELECT store_id, term, count(*) AS n FROM removed GROUP BY store_id, term
+                  ORDER BY store_id, term) AS gone
+            WHERE df.store_id = gone.store_id AND df.term = gone.term;
+            DELETE FROM {schema}.retrieval_df AS df USING (SELECT DISTINCT store_id, term FROM removed) AS gone
+            WHERE df.store_id = gone.store_id AND df.term = gone.term AND df.n <= 0;"""
+    table = f"{schema}.retrieval_postings"
+    return (_trigger(schema, "retrieval_postings_df_added", "retrieval_df_added", "INSERT", add,
+                     table=table, per="STATEMENT", referencing="NEW TABLE AS added")
+            + _trigger(schema, "retrieval_postings_df_removed", "retrieval_df_removed", "DELETE", remove,
+                       table=table, per="STATEMENT", referencing="OLD TABLE AS removed")
+            + _trigger(schema, "retrieval_postings_df_updated", "retrieval_df_updated", "UPDATE", remove + add,
+                       table=table, per="STATEMENT", referencing="OLD TABLE AS removed NEW TABLE AS added"))
+
+
+def _trigger(schema: str, name: str, function: str, events: str, body: str, *, table: str = "",
+             per: str = "ROW", referencing: str = "") -> list[str]:
+    """An AFTER ... FOR EACH ROW (or STATEMENT) trigger on retrieval_docs (or `table`) running
+    `body`, made if missing."""
+    table = table or f"{schema}.retrieval_docs"
+    referencing = f"REFERENCING {referencing} " if referencing else ""
     return [
         f"""CREATE OR REPLACE FUNCTION {schema}.{function}() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN{body}
@@ -251,9 +300,9 @@ def _trigger(schema: str, name: str, function: str, events: str, body: str) -> l
         END $$""",
         f"""DO $$ BEGIN
             IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{name}'
-                           AND tgrelid = '{schema}.retrieval_docs'::regclass) THEN
-                CREATE TRIGGER {name} AFTER {events} ON {schema}.retrieval_docs
-                FOR EACH ROW EXECUTE FUNCTION {schema}.{function}();
+                           AND tgrelid = '{table}'::regclass) THEN
+                CREATE TRIGGER {name} AFTER {events} ON {table} {referencing}
+                FOR EACH {per} EXECUTE FUNCTION {schema}.{function}();
             END IF;
         END $$"""]
 

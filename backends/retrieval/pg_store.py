@@ -72,23 +72,21 @@ doc AS (
 INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
 SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc"""
 
+# The idf of each query term from its document frequency as retrieval_df keeps it (exact: kept by
+# triggers with every write of postings, see pg_database), so only the scoring reads postings.
 BM25 = f"""
 WITH terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))),
-hits AS (
-    SELECT p.term, p.doc_id, p.tf, p.doc_len FROM retrieval_postings p
-    WHERE p.store_id = %(store)s AND p.term IN (SELECT lexeme FROM terms)),
-df AS (SELECT term, count(*)::float8 AS n FROM hits GROUP BY term),
 st AS (SELECT n_docs::float8 AS n_docs,
               GREATEST(total_len::float8 / GREATEST(n_docs, 1), 1e-9) AS avgdl
        FROM retrieval_stores WHERE id = %(store)s),
-idf AS (SELECT term, GREATEST(ln((st.n_docs - n + 0.5) / (n + 0.5)), 1e-6) AS idf
-        FROM df CROSS JOIN st)
-SELECT h.doc_id,
-       sum(idf.idf * h.tf * {K1 + 1}::float8
-           / (h.tf + {K1}::float8 * ({1 - B}::float8 + {B}::float8 * h.doc_len / st.avgdl))) AS score
-FROM hits h JOIN idf USING (term) CROSS JOIN st
-GROUP BY h.doc_id ORDER BY score DESC, h.doc_id LIMIT %(k)s"""
-
+idf AS (SELECT df.term, GREATEST(ln((st.n_docs - df.n::float8 + 0.5) / (df.n::float8 + 0.5)), 1e-6) AS idf
+        FROM retrieval_df df CROSS JOIN st
+        WHERE df.store_id = %(store)s AND df.term IN (SELECT lexeme FROM terms))
+SELECT p.doc_id,
+       sum(idf.idf * p.tf * {K1 + 1}::float8
+           / (p.tf + {K1}::float8 * ({1 - B}::float8 + {B}::float8 * p.doc_len / st.avgdl))) AS score
+FROM idf JOIN retrieval_postings p ON p.store_id = %(store)s AND p.term = idf.term CROSS JOIN st
+GROUP BY p.doc_id ORDER BY score DESC, p.doc_id LIMIT %(k)s"""
 
 def analysed_words(text: str) -> str:
     """What to_tsvector reads of a text: its words (letters and digits, diacritics folded, as
@@ -363,6 +361,15 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
 
     def bm25(self, query: str, k: int) -> list[tuple[int, float]]:
         self.catch_up()
+        words = self.bm25_words(query)
+        if not words or k <= 0:
+            return []
+        with self.read() as conn:
+            rows = conn.execute(BM25, {"words": words, "store": self.store_id, "k": k}).fetchall()
+        return [(int(i), float(s)) for i, s in rows]
+
+    def bm25_words(self, query: str) -> str:
+        """The words of a query BM25 looks up (to_tsvector's input; '' when none)."""
         terms = bm25.query_terms(query, self.code_terms)
         if self.code_terms:
             # FTS5 searches a word joined by '_' as a phrase, which postings cannot; its code
@@ -370,12 +377,7 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
             # finds the same docs, so the phrase's parts are not searched one by one.
             joined = set(bm25.code_terms(query))
             terms = [t for t in terms if "_" not in t or _JOINED.sub("", t) not in joined]
-        words = analysed_words(" ".join(terms))
-        if not words or k <= 0:
-            return []
-        with self.read() as conn:
-            rows = conn.execute(BM25, {"words": words, "store": self.store_id, "k": k}).fetchall()
-        return [(int(i), float(s)) for i, s in rows]
+        return analysed_words(" ".join(terms))
 
     def recent(self, n: int) -> list[int]:
         with self.read() as conn:
