@@ -9,10 +9,9 @@ import statistics
 import sys
 import time
 
+from backends.retrieval.pg_store import BM25
 from orchestrator.config.settings import load_config
 from orchestrator.services import Services
-
-from backends.retrieval.pg_store import BM25
 
 sys.path.insert(0, "tests/backends")
 from test_pg_df import COUNTED, QUERIES  # noqa: E402
