@@ -109,16 +109,26 @@ SCHEMA = [
         store_id BIGINT NOT NULL)""",
     # Since version 5: how many of a store's docs hold each term (its postings), which BM25's
     # idf reads. Counting them in each query read every posting of a common term twice (0.23 s
-    # at 100,000 docs, docs/benchmarks.md). Kept by statement triggers on retrieval_postings
-    # (_postings_df_triggers), so every write of postings counts, in its own transaction: middle's
-    # (under the store's write lock), a cascade from a deleted doc or store, another program's.
+    # at 100,000 docs, docs/benchmarks.md). Every write of postings, by anyone (middle, a
+    # cascade from a deleted doc or store, another program), appends its counts by term to
+    # retrieval_df_delta in its own transaction (statement triggers: _postings_df_triggers);
+    # middle's writes fold the deltas into retrieval_df before they commit (PgRetrievalStore.
+    # fold_df, under the store's write lock), and BM25 reads both, so a count is exact at once.
+    # Deltas, not updates of retrieval_df in the trigger: a transaction indexing 5,000 docs
+    # updated the row of a word every doc holds 5,000 times, and each update walked the row's
+    # versions the transaction had left (quadratic: 57 s where the fold takes well under one).
     # A term no doc holds any more has no row. No reference to retrieval_stores: a store's
-    # delete cascades to its postings, whose trigger then takes its rows away.
+    # delete cascades to its postings, whose deltas then take its counts away.
     """CREATE TABLE IF NOT EXISTS retrieval_df (
         store_id BIGINT NOT NULL,
         term TEXT NOT NULL,
         n BIGINT NOT NULL,
         PRIMARY KEY (store_id, term))""",
+    """CREATE TABLE IF NOT EXISTS retrieval_df_delta (
+        store_id BIGINT NOT NULL,
+        term TEXT NOT NULL,
+        d BIGINT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS retrieval_df_delta_by_term ON retrieval_df_delta (store_id, term)",
     # Snowball English stemming of every word, stop words kept (as SQLite FTS5's porter
     # tokenizer indexes them); the query side drops stop words as it does for FTS5.
     f"""DO $$ BEGIN
@@ -260,24 +270,18 @@ def _doc_triggers(conn: Any) -> list[str]:
 
 
 def _postings_df_triggers(conn: Any) -> list[str]:
-    """Statement triggers on retrieval_postings keeping retrieval_df: the postings a statement
-    added or removed, counted by term (one upsert per statement, not per row: a doc's insert adds
-    its terms in one statement). middle's writers of a store take turns under its write lock, so
-    they never wait on each other's rows here; the inserts go in term order all the same.
-    Postings are never updated by middle; an UPDATE by another program counts as its old rows
-    removed and its new ones added."""
+    """Statement triggers on retrieval_postings appending to retrieval_df_delta the postings a
+    statement added (+) or removed (-), counted by term: one insert per statement, not per row
+    (a doc's insert adds its terms in one statement), and never an update, so a long
+    transaction leaves no chain of row versions behind. Postings are never updated by middle;
+    an UPDATE by another program counts as its old rows removed and its new ones added."""
     schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
     add = f"""
-            INSERT INTO {schema}.retrieval_df AS df (store_id, term, n)
-            SELECT store_id, term, count(*) FROM added GROUP BY store_id, term ORDER BY store_id, term
-            ON CONFLICT (store_id, term) DO UPDATE SET n = df.n + EXCLUDED.n;"""
+            INSERT INTO {schema}.retrieval_df_delta (store_id, term, d)
+            SELECT store_id, term, count(*) FROM added GROUP BY store_id, term;"""
     remove = f"""
-            UPDATE {schema}.retrieval_df AS df SET n = df.n - gone.n
-            FROM (SELECT store_id, term, count(*) AS n FROM removed GROUP BY store_id, term
-                  ORDER BY store_id, term) AS gone
-            WHERE df.store_id = gone.store_id AND df.term = gone.term;
-            DELETE FROM {schema}.retrieval_df AS df USING (SELECT DISTINCT store_id, term FROM removed) AS gone
-            WHERE df.store_id = gone.store_id AND df.term = gone.term AND df.n <= 0;"""
+            INSERT INTO {schema}.retrieval_df_delta (store_id, term, d)
+            SELECT store_id, term, -count(*) FROM removed GROUP BY store_id, term;"""
     table = f"{schema}.retrieval_postings"
     return (_trigger(schema, "retrieval_postings_df_added", "retrieval_df_added", "INSERT", add,
                      table=table, per="STATEMENT", referencing="NEW TABLE AS added")

@@ -72,16 +72,21 @@ doc AS (
 INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
 SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc"""
 
-# The idf of each query term from its document frequency as retrieval_df keeps it (exact: kept by
-# triggers with every write of postings, see pg_database), so only the scoring reads postings.
+# The idf of each query term from its document frequency as retrieval_df keeps it, with the deltas
+# not folded into it yet (exact: every write of postings appends its deltas, see pg_database), so
+# only the scoring reads postings.
 BM25 = f"""
 WITH terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))),
 st AS (SELECT n_docs::float8 AS n_docs,
               GREATEST(total_len::float8 / GREATEST(n_docs, 1), 1e-9) AS avgdl
        FROM retrieval_stores WHERE id = %(store)s),
-idf AS (SELECT df.term, GREATEST(ln((st.n_docs - df.n::float8 + 0.5) / (df.n::float8 + 0.5)), 1e-6) AS idf
-        FROM retrieval_df df CROSS JOIN st
-        WHERE df.store_id = %(store)s AND df.term IN (SELECT lexeme FROM terms))
+df AS (SELECT term, sum(n)::float8 AS n FROM (
+           SELECT term, n FROM retrieval_df WHERE store_id = %(store)s AND term IN (SELECT lexeme FROM terms)
+           UNION ALL
+           SELECT term, d FROM retrieval_df_delta WHERE store_id = %(store)s AND term IN (SELECT lexeme FROM terms)
+       ) counts GROUP BY term HAVING sum(n) > 0),
+idf AS (SELECT df.term, GREATEST(ln((st.n_docs - df.n + 0.5) / (df.n + 0.5)), 1e-6) AS idf
+        FROM df CROSS JOIN st)
 SELECT p.doc_id,
        sum(idf.idf * p.tf * {K1 + 1}::float8
            / (p.tf + {K1}::float8 * ({1 - B}::float8 + {B}::float8 * p.doc_len / st.avgdl))) AS score
@@ -176,6 +181,22 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
                                        "WHERE store_id = %s)", (self.store_id,)).fetchone()[0]:
                 self._catch_up(conn)
             yield conn
+            if locked:
+                self.fold_df(conn)
+
+    def fold_df(self, conn: Any) -> None:
+        """Move the store's document-frequency deltas (this transaction's writes of postings,
+        and any another program committed) into retrieval_df, one row per term; a term no doc
+        holds any more loses its row. Under the store's write lock: no other fold races it,
+        and a delta another program commits meanwhile waits for the next one."""
+        gone = [r[0] for r in conn.execute(
+            "WITH moved AS (DELETE FROM retrieval_df_delta WHERE store_id = %(s)s RETURNING term, d), "
+            "summed AS (SELECT term, sum(d) AS d FROM moved GROUP BY term HAVING sum(d) != 0) "
+            "INSERT INTO retrieval_df AS df (store_id, term, n) SELECT %(s)s, term, d FROM summed "
+            "ORDER BY term ON CONFLICT (store_id, term) DO UPDATE SET n = df.n + EXCLUDED.n "
+            "RETURNING term, n", {"s": self.store_id}) if r[1] <= 0]
+        if gone:
+            conn.execute("DELETE FROM retrieval_df WHERE store_id = %s AND term = ANY(%s)", (self.store_id, gone))
 
     @contextmanager
     def read(self) -> Iterator[Any]:  # type: ignore[override]

@@ -49,9 +49,13 @@ def _backend(tmp_path: Path, url: str, project: str) -> Bm25Backend:
 
 
 def _df_exact(url: str) -> int:
-    """Every store's kept document frequencies are its postings counted again; how many terms."""
+    """Every store's kept document frequencies (folded, and deltas not folded yet) are its
+    postings counted again; how many terms."""
     with psycopg.connect(url) as conn:
-        kept = conn.execute("SELECT store_id, term, n FROM retrieval_df ORDER BY 1, 2").fetchall()
+        kept = conn.execute(
+            "SELECT store_id, term, sum(n) FROM (SELECT store_id, term, n FROM retrieval_df UNION ALL "
+            "SELECT store_id, term, d FROM retrieval_df_delta) counts GROUP BY 1, 2 HAVING sum(n) != 0 "
+            "ORDER BY 1, 2").fetchall()
         counted = conn.execute("SELECT store_id, term, count(*) FROM retrieval_postings "
                                "GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
     assert kept == counted
@@ -112,6 +116,8 @@ def test_document_frequencies_stay_exact_through_curation(tmp_path, pg_url):
         curator.undo("p", bulk, WHO)
         _df_exact(pg_url)
         stores.reindex(memory, "p", "bm25")  # in place
+        with psycopg.connect(pg_url) as conn:  # middle's writes folded their deltas as they went
+            assert conn.execute("SELECT count(*) FROM retrieval_df_delta").fetchone()[0] == 0
         # another program deletes one doc (its postings go by cascade) and rewrites another
         _tool(pg_url, "DELETE FROM retrieval_docs WHERE text = %s", doc_text(5))
         _tool(pg_url, "UPDATE retrieval_docs SET text = %s WHERE text = %s",
@@ -174,7 +180,7 @@ def test_a_version_4_database_is_counted_in_place(tmp_path, pg_url):
         for name, function in (("added", "added"), ("removed", "removed"), ("updated", "updated")):
             conn.execute(f"DROP TRIGGER retrieval_postings_df_{name} ON retrieval_postings")
             conn.execute(f"DROP FUNCTION retrieval_df_{function}()")
-        conn.execute("DROP TABLE retrieval_df")
+        conn.execute("DROP TABLE retrieval_df, retrieval_df_delta")
         conn.execute("UPDATE retrieval_schema SET version = 4")
     backend = _backend(tmp_path, pg_url, "v4")
     try:
