@@ -115,8 +115,8 @@ SCHEMA = [
     # middle's writes fold the deltas into retrieval_df before they commit (PgRetrievalStore.
     # fold_df, under the store's write lock), and BM25 reads both, so a count is exact at once.
     # Deltas, not updates of retrieval_df in the trigger: a transaction indexing 5,000 docs
-    # updated the row of a word every doc holds 5,000 times, and each update walked the row's
-    # versions the transaction had left (quadratic: 57 s where the fold takes well under one).
+    # would update the row of a word every doc holds 5,000 times, each update stepping over the
+    # versions of it the transaction left, and writers of a store would queue on those rows.
     # A term no doc holds any more has no row. No reference to retrieval_stores: a store's
     # delete cascades to its postings, whose deltas then take its counts away.
     """CREATE TABLE IF NOT EXISTS retrieval_df (
