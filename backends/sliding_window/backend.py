@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 from pydantic import Field, ValidationError
 
 from backends.common import SharesDatabase
-from backends.storage import salvage_rows
+from backends.storage import salvage_rows, warn_outside_writes
 from orchestrator.plugin_api import (
     BackendOptions,
     ConfigError,
@@ -76,6 +76,11 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
         self.options: SlidingWindowOptions
         self.database = database
         self._store = open_store(self.store_dir / DB_NAME, database)
+        try:
+            warn_outside_writes(self._store, self.name, "summaries", log)
+        except BaseException:
+            self._store.close()
+            raise
         self._summarizer = Summarizer(llm, self.options.max_summary_chars)
         self._threads: set[threading.Thread] = set()
         self._threads_lock = threading.Lock()
