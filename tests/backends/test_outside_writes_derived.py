@@ -83,3 +83,25 @@ def test_a_rebuild_clears_the_warning(tmp_path, caplog):
     reindex(facade, "p", "hipporag")
     facade.close()
     assert _warnings(caplog, "hipporag", store) == []
+
+
+@pytest.mark.postgres
+def test_on_postgresql_the_warning_names_the_way_to_rebuild_there(tmp_path, pg_url, caplog):
+    import psycopg
+
+    from orchestrator.plugin_api import MemoryDatabase
+
+    def opened() -> HindsightBackend:
+        return HindsightBackend(tmp_path, {"embedder": "hashing"}, database=MemoryDatabase(pg_url, "w"))
+
+    backend = opened()
+    backend.index(DOCS)
+    schema = backend.bank.schema
+    backend.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"UPDATE {schema}.documents SET text = text || ' (edited by hand)'")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        opened().close()
+    said = [r.getMessage() for r in caplog.records if "written by another program" in r.getMessage()]
+    assert len(said) == 1 and "`middle memory export`" in said[0] and "2 write(s)" in said[0]
