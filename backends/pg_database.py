@@ -271,10 +271,12 @@ def _doc_triggers(conn: Any) -> list[str]:
 
 def _postings_df_triggers(conn: Any) -> list[str]:
     """Statement triggers on retrieval_postings appending to retrieval_df_delta the postings a
-    statement added (+) or removed (-), counted by term: one insert per statement, not per row
-    (a doc's insert adds its terms in one statement), and never an update, so a long
-    transaction leaves no chain of row versions behind. Postings are never updated by middle;
-    an UPDATE by another program counts as its old rows removed and its new ones added."""
+    statement removed (-), counted by term: one insert per statement, not per row, and never an
+    update, so a long transaction leaves no chain of row versions behind. Its deletes come from
+    middle and from cascades (a doc or store deleted by any program). Postings are added only
+    by middle's writes, which count them themselves (pg_store.DF_ADDED: a trigger's transition
+    table per doc cost a quarter more on indexing); an UPDATE by another program counts as its
+    old rows removed and its new ones added."""
     schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
     add = f"""
             INSERT INTO {schema}.retrieval_df_delta (store_id, term, d)
@@ -283,9 +285,7 @@ def _postings_df_triggers(conn: Any) -> list[str]:
             INSERT INTO {schema}.retrieval_df_delta (store_id, term, d)
             SELECT store_id, term, -count(*) FROM removed GROUP BY store_id, term;"""
     table = f"{schema}.retrieval_postings"
-    return (_trigger(schema, "retrieval_postings_df_added", "retrieval_df_added", "INSERT", add,
-                     table=table, per="STATEMENT", referencing="NEW TABLE AS added")
-            + _trigger(schema, "retrieval_postings_df_removed", "retrieval_df_removed", "DELETE", remove,
+    return (_trigger(schema, "retrieval_postings_df_removed", "retrieval_df_removed", "DELETE", remove,
                        table=table, per="STATEMENT", referencing="OLD TABLE AS removed")
             + _trigger(schema, "retrieval_postings_df_updated", "retrieval_df_updated", "UPDATE", remove + add,
                        table=table, per="STATEMENT", referencing="OLD TABLE AS removed NEW TABLE AS added"))

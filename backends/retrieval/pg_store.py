@@ -29,6 +29,11 @@ _WORD = re.compile(r"[^\W_]+")  # unicode61's tokens: letters and digits; '_' se
 _JOINED = re.compile(r"[\W_]+")
 
 LEXEMES = f"SELECT lexeme, cardinality(positions) AS tf FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))"
+# A doc's postings written add one to each of its terms' document frequencies (retrieval_df's
+# deltas, see pg_database: here in the write itself, which costs less than a trigger's
+# transition table per doc; removals are counted by the postings' delete trigger, so a doc
+# another program deletes, its postings going by cascade, counts too).
+DF_ADDED = "INSERT INTO retrieval_df_delta (store_id, term, d) SELECT %(store)s, lex.lexeme, 1 FROM lex CROSS JOIN doc"
 
 INSERT = f"""
 WITH lex AS ({LEXEMES}),
@@ -40,7 +45,8 @@ doc AS (
     RETURNING id, doc_len),
 post AS (
     INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
-    SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc)
+    SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc),
+counted AS ({DF_ADDED})
 UPDATE retrieval_stores SET n_docs = n_docs + 1, total_len = total_len + doc.doc_len
 FROM doc WHERE retrieval_stores.id = %(store)s
 RETURNING doc.id"""
@@ -56,7 +62,8 @@ doc AS (
     RETURNING id, doc_len),
 post AS (
     INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
-    SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc)
+    SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc),
+counted AS ({DF_ADDED})
 UPDATE retrieval_stores SET total_len = total_len - old.doc_len + doc.doc_len
 FROM doc, old WHERE retrieval_stores.id = %(store)s
 RETURNING doc.id"""
@@ -68,9 +75,11 @@ WITH lex AS ({LEXEMES}),
 doc AS (
     UPDATE retrieval_docs SET hash = %(hash)s, doc_len = coalesce((SELECT sum(tf) FROM lex), 0)
     WHERE id = %(id)s AND store_id = %(store)s
-    RETURNING id, doc_len)
-INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
-SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc"""
+    RETURNING id, doc_len),
+post AS (
+    INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
+    SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc)
+{DF_ADDED}"""
 
 # The idf of each query term from its document frequency as retrieval_df keeps it, with the deltas
 # not folded into it yet (exact: every write of postings appends its deltas, see pg_database), so

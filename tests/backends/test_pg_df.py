@@ -177,9 +177,9 @@ def test_a_version_4_database_is_counted_in_place(tmp_path, pg_url):
     before = backend._store.bm25(QUERIES[0], 20)
     backend.close()  # the last user: the next open checks the schema again
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        for name, function in (("added", "added"), ("removed", "removed"), ("updated", "updated")):
+        for name in ("removed", "updated"):
             conn.execute(f"DROP TRIGGER retrieval_postings_df_{name} ON retrieval_postings")
-            conn.execute(f"DROP FUNCTION retrieval_df_{function}()")
+            conn.execute(f"DROP FUNCTION retrieval_df_{name}()")
         conn.execute("DROP TABLE retrieval_df, retrieval_df_delta")
         conn.execute("UPDATE retrieval_schema SET version = 4")
     backend = _backend(tmp_path, pg_url, "v4")
