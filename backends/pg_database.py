@@ -109,16 +109,16 @@ SCHEMA = [
         store_id BIGINT NOT NULL)""",
     # Since version 5: how many of a store's docs hold each term (its postings), which BM25's
     # idf reads. Counting them in each query read every posting of a common term twice (0.23 s
-    # at 100,000 docs, docs/benchmarks.md). Every write of postings, by anyone (middle, a
-    # cascade from a deleted doc or store, another program), appends its counts by term to
-    # retrieval_df_delta in its own transaction (statement triggers: _postings_df_triggers);
-    # middle's writes fold the deltas into retrieval_df before they commit (PgRetrievalStore.
-    # fold_df, under the store's write lock), and BM25 reads both, so a count is exact at once.
-    # Deltas, not updates of retrieval_df in the trigger: a transaction indexing 5,000 docs
-    # would update the row of a word every doc holds 5,000 times, each update stepping over the
-    # versions of it the transaction left, and writers of a store would queue on those rows.
-    # A term no doc holds any more has no row. No reference to retrieval_stores: a store's
-    # delete cascades to its postings, whose deltas then take its counts away.
+    # at 100,000 docs, docs/benchmarks.md). middle's writes add their postings' terms up and
+    # add them to retrieval_df once before they commit (PgRetrievalStore.fold_df, under the
+    # store's write lock); every delete of postings, by anyone (middle, a cascade from a doc or
+    # store another program deletes), appends its counts by term to retrieval_df_delta in its
+    # own transaction (statement triggers: _postings_df_triggers), which the next fold moves
+    # into retrieval_df, and BM25 reads both, so a count is exact at once. Deltas, not updates
+    # of retrieval_df in the trigger: a transaction of thousands of docs would update the row
+    # of a word every doc holds once per doc, each update stepping over the versions of it the
+    # transaction left. A term no doc holds any more has no row. No reference to
+    # retrieval_stores: a store's delete cascades to its postings, whose deltas then count it.
     """CREATE TABLE IF NOT EXISTS retrieval_df (
         store_id BIGINT NOT NULL,
         term TEXT NOT NULL,

@@ -7,6 +7,7 @@ import json
 import re
 import threading
 import unicodedata
+from collections import Counter
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -29,11 +30,12 @@ _WORD = re.compile(r"[^\W_]+")  # unicode61's tokens: letters and digits; '_' se
 _JOINED = re.compile(r"[\W_]+")
 
 LEXEMES = f"SELECT lexeme, cardinality(positions) AS tf FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))"
-# A doc's postings written add one to each of its terms' document frequencies (retrieval_df's
-# deltas, see pg_database: here in the write itself, which costs less than a trigger's
-# transition table per doc; removals are counted by the postings' delete trigger, so a doc
-# another program deletes, its postings going by cascade, counts too).
-DF_ADDED = "INSERT INTO retrieval_df_delta (store_id, term, d) SELECT %(store)s, lex.lexeme, 1 FROM lex CROSS JOIN doc"
+# A doc's postings written add one to each of its terms' document frequency: the write returns
+# its terms, and the transaction adds them all up to retrieval_df once, before it commits
+# (PgRetrievalStore.fold_df; a row per term and doc, or a trigger's transition table per doc,
+# cost a third more on indexing). Removals are counted by the postings' delete trigger, so a
+# doc another program deletes, its postings going by cascade, counts too (see pg_database).
+TERMS = "(SELECT array_agg(lexeme) FROM lex)"
 
 INSERT = f"""
 WITH lex AS ({LEXEMES}),
@@ -45,11 +47,10 @@ doc AS (
     RETURNING id, doc_len),
 post AS (
     INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
-    SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc),
-counted AS ({DF_ADDED})
+    SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc)
 UPDATE retrieval_stores SET n_docs = n_docs + 1, total_len = total_len + doc.doc_len
 FROM doc WHERE retrieval_stores.id = %(store)s
-RETURNING doc.id"""
+RETURNING doc.id, {TERMS}"""
 
 REPLACE = f"""
 WITH lex AS ({LEXEMES}),
@@ -62,11 +63,10 @@ doc AS (
     RETURNING id, doc_len),
 post AS (
     INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
-    SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc),
-counted AS ({DF_ADDED})
+    SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc)
 UPDATE retrieval_stores SET total_len = total_len - old.doc_len + doc.doc_len
 FROM doc, old WHERE retrieval_stores.id = %(store)s
-RETURNING doc.id"""
+RETURNING doc.id, {TERMS}"""
 
 # A doc's postings and length again from its text now (a doc another program wrote); the
 # store's totals are counted again after (PgRetrievalStore._catch_up).
@@ -75,11 +75,10 @@ WITH lex AS ({LEXEMES}),
 doc AS (
     UPDATE retrieval_docs SET hash = %(hash)s, doc_len = coalesce((SELECT sum(tf) FROM lex), 0)
     WHERE id = %(id)s AND store_id = %(store)s
-    RETURNING id, doc_len),
-post AS (
-    INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
-    SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc)
-{DF_ADDED}"""
+    RETURNING id, doc_len)
+INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
+SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc
+RETURNING term"""
 
 # The idf of each query term from its document frequency as retrieval_df keeps it, with the deltas
 # not folded into it yet (exact: every write of postings appends its deltas, see pg_database), so
@@ -186,6 +185,7 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
         """One transaction, under the store's write lock; rolled back whole on any error. It
         first catches up on docs other programs wrote (outside.py), under the same lock."""
         with self._transaction("write failed in", locked) as conn:
+            self._added: Counter[str] = Counter()  # the terms of the postings this write adds
             if locked and conn.execute("SELECT EXISTS (SELECT 1 FROM retrieval_outside_writes "
                                        "WHERE store_id = %s)", (self.store_id,)).fetchone()[0]:
                 self._catch_up(conn)
@@ -198,6 +198,13 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
         and any another program committed) into retrieval_df, one row per term; a term no doc
         holds any more loses its row. Under the store's write lock: no other fold races it,
         and a delta another program commits meanwhile waits for the next one."""
+        if self._added:
+            terms = sorted(self._added)
+            conn.execute("INSERT INTO retrieval_df AS df (store_id, term, n) SELECT %s, t, c "
+                         "FROM unnest(%s::text[], %s::bigint[]) AS u (t, c) "
+                         "ON CONFLICT (store_id, term) DO UPDATE SET n = df.n + EXCLUDED.n",
+                         (self.store_id, terms, [self._added[t] for t in terms]))
+            self._added.clear()
         gone = [r[0] for r in conn.execute(
             "WITH moved AS (DELETE FROM retrieval_df_delta WHERE store_id = %(s)s RETURNING term, d), "
             "summed AS (SELECT term, sum(d) AS d FROM moved GROUP BY term HAVING sum(d) != 0) "
@@ -261,6 +268,7 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
         row = conn.execute(INSERT, self._params(record, now)).fetchone()
         if row is None:
             return None
+        self._added.update(row[1] or [])
         self._forget_own(conn, int(row[0]))
         if vectors is not None:
             self.put_chunks(conn, int(row[0]), vectors, new=True)
@@ -288,6 +296,7 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
         row = conn.execute(REPLACE, {**self._params(record, now), "id": doc_id}).fetchone()
         if row is None:
             return False
+        self._added.update(row[1] or [])
         self._forget_own(conn, doc_id)
         if vectors is not None:
             self.put_chunks(conn, doc_id, vectors)
@@ -363,8 +372,9 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
             if twin is not None:
                 conn.execute("DELETE FROM retrieval_docs WHERE id = %s", (doc_id,))
                 continue
-            conn.execute(REPOST, {"store": self.store_id, "id": doc_id, "hash": new_hash,
-                                  "words": analysed_words(bm25.fts_text(text))})
+            reposted = conn.execute(REPOST, {"store": self.store_id, "id": doc_id, "hash": new_hash,
+                                             "words": analysed_words(bm25.fts_text(text))})
+            self._added.update(r[0] for r in reposted)
             if self.use_vectors:
                 conn.execute("INSERT INTO retrieval_needs_vectors VALUES (%s, %s) ON CONFLICT DO NOTHING",
                              (doc_id, self.store_id))
