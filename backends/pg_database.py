@@ -26,6 +26,9 @@ TS_CONFIG = "middle_memory_english"
 # Transaction-level advisory locks of writers, per store: writes to one project's store take
 # turns across machines as BEGIN IMMEDIATE makes them on one SQLite file ("mdlw" in ASCII).
 WRITE_LOCK_SPACE = 0x6D646C77
+# Set (transaction-local) by middle's writes of postings, which add their terms to retrieval_df
+# themselves: the trigger that counts another writer's postings then skips them.
+DF_COUNTED_SETTING = "middle.df_counted"
 
 # Tables are prefixed `retrieval_`: the ticket store, often in the same database, has its own
 # `memory_docs`. `retrieval_stores` lists every store, a project's store of one backend: the
@@ -273,10 +276,11 @@ def _postings_df_triggers(conn: Any) -> list[str]:
     """Statement triggers on retrieval_postings appending to retrieval_df_delta the postings a
     statement removed (-), counted by term: one insert per statement, not per row, and never an
     update, so a long transaction leaves no chain of row versions behind. Its deletes come from
-    middle and from cascades (a doc or store deleted by any program). Postings are added only
-    by middle's writes, which count them themselves (pg_store.DF_ADDED: a trigger's transition
-    table per doc cost a quarter more on indexing); an UPDATE by another program counts as its
-    old rows removed and its new ones added."""
+    middle and from cascades (a doc or store deleted by any program). middle's writes count the
+    postings they add themselves (a trigger's transition table per doc cost a quarter more on
+    indexing); another writer's inserts (an older middle-agent still running, a tool) are
+    counted a row at a time. An UPDATE by another program counts as its old rows removed and
+    its new ones added."""
     schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
     add = f"""
             INSERT INTO {schema}.retrieval_df_delta (store_id, term, d)
@@ -285,18 +289,26 @@ def _postings_df_triggers(conn: Any) -> list[str]:
             INSERT INTO {schema}.retrieval_df_delta (store_id, term, d)
             SELECT store_id, term, -count(*) FROM removed GROUP BY store_id, term;"""
     table = f"{schema}.retrieval_postings"
-    return (_trigger(schema, "retrieval_postings_df_removed", "retrieval_df_removed", "DELETE", remove,
+    # An insert by a writer that does not count its own (another program, an older
+    # middle-agent still running on the database): a delta per posting. A row trigger whose
+    # condition skips middle's writes, which say they count theirs (DF_COUNTED_SETTING).
+    uncounted = f"""
+            INSERT INTO {schema}.retrieval_df_delta (store_id, term, d) VALUES (NEW.store_id, NEW.term, 1);"""
+    return (_trigger(schema, "retrieval_postings_df_uncounted", "retrieval_df_uncounted", "INSERT", uncounted,
+                     table=table, when=f"current_setting('{DF_COUNTED_SETTING}', true) IS DISTINCT FROM 'on'")
+            + _trigger(schema, "retrieval_postings_df_removed", "retrieval_df_removed", "DELETE", remove,
                        table=table, per="STATEMENT", referencing="OLD TABLE AS removed")
             + _trigger(schema, "retrieval_postings_df_updated", "retrieval_df_updated", "UPDATE", remove + add,
                        table=table, per="STATEMENT", referencing="OLD TABLE AS removed NEW TABLE AS added"))
 
 
 def _trigger(schema: str, name: str, function: str, events: str, body: str, *, table: str = "",
-             per: str = "ROW", referencing: str = "") -> list[str]:
+             per: str = "ROW", referencing: str = "", when: str = "") -> list[str]:
     """An AFTER ... FOR EACH ROW (or STATEMENT) trigger on retrieval_docs (or `table`) running
-    `body`, made if missing."""
+    `body` (`when` its condition), made if missing."""
     table = table or f"{schema}.retrieval_docs"
     referencing = f"REFERENCING {referencing} " if referencing else ""
+    per = f"{per} WHEN ({when})" if when else per
     return [
         f"""CREATE OR REPLACE FUNCTION {schema}.{function}() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN{body}

@@ -186,6 +186,8 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
         first catches up on docs other programs wrote (outside.py), under the same lock."""
         with self._transaction("write failed in", locked) as conn:
             self._added: Counter[str] = Counter()  # the terms of the postings this write adds
+            if locked:  # counted here: the trigger for other writers' postings skips them
+                conn.execute("SELECT set_config(%s, 'on', true)", (pg_database.DF_COUNTED_SETTING,))
             if locked and conn.execute("SELECT EXISTS (SELECT 1 FROM retrieval_outside_writes "
                                        "WHERE store_id = %s)", (self.store_id,)).fetchone()[0]:
                 self._catch_up(conn)

@@ -122,7 +122,10 @@ def test_document_frequencies_stay_exact_through_curation(tmp_path, pg_url):
         _tool(pg_url, "DELETE FROM retrieval_docs WHERE text = %s", doc_text(5))
         _tool(pg_url, "UPDATE retrieval_docs SET text = %s WHERE text = %s",
               "Invoices are emailed to billing contacts.", doc_text(6))
-        _df_exact(pg_url)  # the delete at once; the rewrite's postings wait for the catch-up
+        # a writer that does not count what it adds (an older middle-agent still running)
+        _tool(pg_url, "INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len) "
+              "SELECT store_id, 'handmade', id, 1, doc_len FROM retrieval_docs WHERE text = %s", doc_text(7))
+        _df_exact(pg_url)  # each at once; the rewrite's postings wait for the catch-up
         assert texts(memory, "invoices emailed billing") == ["Invoices are emailed to billing contacts."]
         assert _df_exact(pg_url) > 0
     finally:
@@ -177,7 +180,7 @@ def test_a_version_4_database_is_counted_in_place(tmp_path, pg_url):
     before = backend._store.bm25(QUERIES[0], 20)
     backend.close()  # the last user: the next open checks the schema again
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        for name in ("removed", "updated"):
+        for name in ("uncounted", "removed", "updated"):
             conn.execute(f"DROP TRIGGER retrieval_postings_df_{name} ON retrieval_postings")
             conn.execute(f"DROP FUNCTION retrieval_df_{name}()")
         conn.execute("DROP TABLE retrieval_df, retrieval_df_delta")
