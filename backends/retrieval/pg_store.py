@@ -81,8 +81,8 @@ SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN do
 RETURNING term"""
 
 # The idf of each query term from its document frequency as retrieval_df keeps it, with the deltas
-# not folded into it yet (exact: every write of postings appends its deltas, see pg_database), so
-# only the scoring reads postings.
+# other writers left not folded into it yet (exact: middle's writes add their counts before they
+# commit, see fold_df and pg_database), so only the scoring reads postings.
 BM25 = f"""
 WITH terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))),
 st AS (SELECT n_docs::float8 AS n_docs,
@@ -100,6 +100,7 @@ SELECT p.doc_id,
            / (p.tf + {K1}::float8 * ({1 - B}::float8 + {B}::float8 * p.doc_len / st.avgdl))) AS score
 FROM idf JOIN retrieval_postings p ON p.store_id = %(store)s AND p.term = idf.term CROSS JOIN st
 GROUP BY p.doc_id ORDER BY score DESC, p.doc_id LIMIT %(k)s"""
+
 
 def analysed_words(text: str) -> str:
     """What to_tsvector reads of a text: its words (letters and digits, diacritics folded, as
@@ -196,9 +197,9 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
                 self.fold_df(conn)
 
     def fold_df(self, conn: Any) -> None:
-        """Move the store's document-frequency deltas (this transaction's writes of postings,
-        and any another program committed) into retrieval_df, one row per term; a term no doc
-        holds any more loses its row. Under the store's write lock: no other fold races it,
+        """Add this transaction's postings' terms (`_added`) and the deltas of the postings it
+        and other writers deleted, and other writers added, into retrieval_df, one row per
+        term; a term no doc holds any more loses its row. Under the store's write lock: no other fold races it,
         and a delta another program commits meanwhile waits for the next one."""
         if self._added:
             terms = sorted(self._added)
