@@ -82,7 +82,8 @@ RETURNING term"""
 
 # The idf of each query term from its document frequency as retrieval_df keeps it, with the deltas
 # other writers left not folded into it yet (exact: middle's writes add their counts before they
-# commit, see fold_df and pg_database), so only the scoring reads postings.
+# commit, see fold_df and pg_database), so only the scoring reads postings. A count above the
+# store's docs (a table changed by hand) gets the floor rather than failing every search.
 BM25 = f"""
 WITH terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))),
 st AS (SELECT n_docs::float8 AS n_docs,
@@ -93,7 +94,7 @@ df AS (SELECT term, sum(n)::float8 AS n FROM (
            UNION ALL
            SELECT term, d FROM retrieval_df_delta WHERE store_id = %(store)s AND term IN (SELECT lexeme FROM terms)
        ) counts GROUP BY term HAVING sum(n) > 0),
-idf AS (SELECT df.term, GREATEST(ln((st.n_docs - df.n + 0.5) / (df.n + 0.5)), 1e-6) AS idf
+idf AS (SELECT df.term, GREATEST(ln(GREATEST((st.n_docs - df.n + 0.5) / (df.n + 0.5), 1e-300)), 1e-6) AS idf
         FROM df CROSS JOIN st)
 SELECT p.doc_id,
        sum(idf.idf * p.tf * {K1 + 1}::float8

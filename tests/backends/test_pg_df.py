@@ -195,3 +195,14 @@ def test_a_version_4_database_is_counted_in_place(tmp_path, pg_url):
         _df_exact(pg_url)
     finally:
         backend.close()
+
+
+def test_a_count_changed_by_hand_past_the_docs_does_not_fail_searches(tmp_path, pg_url):
+    backend = _backend(tmp_path, pg_url, "hand")
+    try:
+        backend.index([doc_text(i) for i in range(20)])
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("UPDATE retrieval_df SET n = 1000 WHERE term = 'modul'")  # 20 docs hold it
+        assert len(backend._store.bm25("module m3 ticket", 5)) == 5
+    finally:
+        backend.close()
