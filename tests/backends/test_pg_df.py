@@ -202,7 +202,8 @@ def test_a_count_changed_by_hand_past_the_docs_does_not_fail_searches(tmp_path, 
     try:
         backend.index([doc_text(i) for i in range(20)])
         with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute("UPDATE retrieval_df SET n = 1000 WHERE term = 'modul'")  # 20 docs hold it
+            changed = conn.execute("UPDATE retrieval_df SET n = 1000 WHERE term = 'modul'")  # 20 docs hold it
+            assert changed.rowcount == 1
         assert len(backend._store.bm25("module m3 ticket", 5)) == 5
     finally:
         backend.close()
