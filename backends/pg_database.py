@@ -11,8 +11,9 @@ from typing import Any, Iterator
 from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
 
 INSTALL_HINT = "pip install 'middle-agent[postgres]'"
-SCHEMA_VERSION = 4  # 2: retrieval_chunks (a doc's chunk vectors; see chunking.py); 3: doc_writes;
-# 4: retrieval_outside_writes (docs other programs write, caught up: backends/retrieval/outside.py)
+SCHEMA_VERSION = 5  # 2: retrieval_chunks (a doc's chunk vectors; see chunking.py); 3: doc_writes;
+# 4: retrieval_outside_writes (docs other programs write, caught up: backends/retrieval/outside.py);
+# 5: retrieval_df (each term's document frequency, kept by triggers on retrieval_postings)
 # Schema creation and migration take this transaction-level advisory lock, so two machines
 # starting at once do not both create tables ("mdlmem" in ASCII; the ticket store uses "middle").
 SCHEMA_LOCK_KEY = 0x6D646C6D656D
@@ -25,6 +26,9 @@ TS_CONFIG = "middle_memory_english"
 # Transaction-level advisory locks of writers, per store: writes to one project's store take
 # turns across machines as BEGIN IMMEDIATE makes them on one SQLite file ("mdlw" in ASCII).
 WRITE_LOCK_SPACE = 0x6D646C77
+# Set (transaction-local) by middle's writes of postings, which add their terms to retrieval_df
+# themselves: the trigger that counts another writer's postings then skips them.
+DF_COUNTED_SETTING = "middle.df_counted"
 
 # Tables are prefixed `retrieval_`: the ticket store, often in the same database, has its own
 # `memory_docs`. `retrieval_stores` lists every store, a project's store of one backend: the
@@ -106,6 +110,28 @@ SCHEMA = [
     """CREATE TABLE IF NOT EXISTS retrieval_needs_vectors (
         doc_id BIGINT PRIMARY KEY REFERENCES retrieval_docs (id) ON DELETE CASCADE,
         store_id BIGINT NOT NULL)""",
+    # Since version 5: how many of a store's docs hold each term (its postings), which BM25's
+    # idf reads. Counting them in each query read every posting of a common term twice (0.23 s
+    # at 100,000 docs, docs/benchmarks.md). middle's writes add their postings' terms up and
+    # add them to retrieval_df once before they commit (PgRetrievalStore.fold_df, under the
+    # store's write lock); every delete of postings, by anyone (middle, a cascade from a doc or
+    # store another program deletes), appends its counts by term to retrieval_df_delta in its
+    # own transaction (statement triggers: _postings_df_triggers), which the next fold moves
+    # into retrieval_df, and BM25 reads both, so a count is exact at once. Deltas, not updates
+    # of retrieval_df in the trigger: a transaction of thousands of docs would update the row
+    # of a word every doc holds once per doc, each update stepping over the versions of it the
+    # transaction left. A term no doc holds any more has no row. No reference to
+    # retrieval_stores: a store's delete cascades to its postings, whose deltas then count it.
+    """CREATE TABLE IF NOT EXISTS retrieval_df (
+        store_id BIGINT NOT NULL,
+        term TEXT NOT NULL,
+        n BIGINT NOT NULL,
+        PRIMARY KEY (store_id, term))""",
+    """CREATE TABLE IF NOT EXISTS retrieval_df_delta (
+        store_id BIGINT NOT NULL,
+        term TEXT NOT NULL,
+        d BIGINT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS retrieval_df_delta_by_term ON retrieval_df_delta (store_id, term)",
     # Snowball English stemming of every word, stop words kept (as SQLite FTS5's porter
     # tokenizer indexes them); the query side drops stop words as it does for FTS5.
     f"""DO $$ BEGIN
@@ -211,10 +237,14 @@ def _migrate(conn: Any, database: MemoryDatabase) -> None:
         except psycopg.errors.FeatureNotSupported as exc:
             raise MemoryStoreError(f"the server of {database.where} has no pgvector ({exc}): "
                                    "install it (https://github.com/pgvector/pgvector)") from None
+        counted = conn.execute("SELECT to_regclass('retrieval_df') IS NOT NULL").fetchone()[0]
         for statement in SCHEMA:
             conn.execute(statement)
-        for statement in _doc_triggers(conn):
+        for statement in _doc_triggers(conn) + _postings_df_triggers(conn):
             conn.execute(statement)
+        if not counted:  # an older database's postings, counted once (under the schema lock)
+            conn.execute("INSERT INTO retrieval_df (store_id, term, n) SELECT store_id, term, count(*) "
+                         "FROM retrieval_postings GROUP BY store_id, term")
         conn.execute("INSERT INTO retrieval_schema SELECT %s WHERE NOT EXISTS "
                      "(SELECT 1 FROM retrieval_schema)", (SCHEMA_VERSION,))
         conn.execute("UPDATE retrieval_schema SET version = %s", (SCHEMA_VERSION,))
@@ -242,8 +272,43 @@ def _doc_triggers(conn: Any) -> list[str]:
     return counter + log
 
 
-def _trigger(schema: str, name: str, function: str, events: str, body: str) -> list[str]:
-    """An AFTER ... FOR EACH ROW trigger on retrieval_docs running `body`, made if missing."""
+def _postings_df_triggers(conn: Any) -> list[str]:
+    """Statement triggers on retrieval_postings appending to retrieval_df_delta the postings a
+    statement removed (-), counted by term: one insert per statement, not per row, and never an
+    update, so a long transaction leaves no chain of row versions behind. Its deletes come from
+    middle and from cascades (a doc or store deleted by any program). middle's writes count the
+    postings they add themselves (a trigger's transition table per doc cost a quarter more on
+    indexing); another writer's inserts (an older middle-agent still running, a tool) are
+    counted a row at a time. An UPDATE by another program counts as its old rows removed and
+    its new ones added."""
+    schema = conn.execute("SELECT quote_ident(current_schema())").fetchone()[0]
+    add = f"""
+            INSERT INTO {schema}.retrieval_df_delta (store_id, term, d)
+            SELECT store_id, term, count(*) FROM added GROUP BY store_id, term;"""
+    remove = f"""
+            INSERT INTO {schema}.retrieval_df_delta (store_id, term, d)
+            SELECT store_id, term, -count(*) FROM removed GROUP BY store_id, term;"""
+    table = f"{schema}.retrieval_postings"
+    # An insert by a writer that does not count its own (another program, an older
+    # middle-agent still running on the database): a delta per posting. A row trigger whose
+    # condition skips middle's writes, which say they count theirs (DF_COUNTED_SETTING).
+    uncounted = f"""
+            INSERT INTO {schema}.retrieval_df_delta (store_id, term, d) VALUES (NEW.store_id, NEW.term, 1);"""
+    return (_trigger(schema, "retrieval_postings_df_uncounted", "retrieval_df_uncounted", "INSERT", uncounted,
+                     table=table, when=f"current_setting('{DF_COUNTED_SETTING}', true) IS DISTINCT FROM 'on'")
+            + _trigger(schema, "retrieval_postings_df_removed", "retrieval_df_removed", "DELETE", remove,
+                       table=table, per="STATEMENT", referencing="OLD TABLE AS removed")
+            + _trigger(schema, "retrieval_postings_df_updated", "retrieval_df_updated", "UPDATE", remove + add,
+                       table=table, per="STATEMENT", referencing="OLD TABLE AS removed NEW TABLE AS added"))
+
+
+def _trigger(schema: str, name: str, function: str, events: str, body: str, *, table: str = "",
+             per: str = "ROW", referencing: str = "", when: str = "") -> list[str]:
+    """An AFTER ... FOR EACH ROW (or STATEMENT) trigger on retrieval_docs (or `table`) running
+    `body` (`when` its condition), made if missing."""
+    table = table or f"{schema}.retrieval_docs"
+    referencing = f"REFERENCING {referencing} " if referencing else ""
+    per = f"{per} WHEN ({when})" if when else per
     return [
         f"""CREATE OR REPLACE FUNCTION {schema}.{function}() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN{body}
@@ -251,9 +316,9 @@ def _trigger(schema: str, name: str, function: str, events: str, body: str) -> l
         END $$""",
         f"""DO $$ BEGIN
             IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{name}'
-                           AND tgrelid = '{schema}.retrieval_docs'::regclass) THEN
-                CREATE TRIGGER {name} AFTER {events} ON {schema}.retrieval_docs
-                FOR EACH ROW EXECUTE FUNCTION {schema}.{function}();
+                           AND tgrelid = '{table}'::regclass) THEN
+                CREATE TRIGGER {name} AFTER {events} ON {table} {referencing}
+                FOR EACH {per} EXECUTE FUNCTION {schema}.{function}();
             END IF;
         END $$"""]
 

@@ -31,6 +31,10 @@ ErrorFactory = Callable[[sqlite3.Error, str], Exception]
 # How many writes of the docs' table the store has seen: its greatest `n` (SQLite: one row,
 # counted up; PostgreSQL: a row per write, see pg_storage.pg_counter)
 WRITES_TABLE = "doc_writes"
+# Meta keys of Store.watch_outside_writes: the count of the docs' writes middle's last write left,
+# and how many writes the store found that none of middle's made.
+OWN_WRITES = "own_doc_writes"
+OUTSIDE_WRITES = "outside_doc_writes"
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,19 @@ class CountedWrites:
                 *(f"CREATE TRIGGER IF NOT EXISTS {self.table}_{name}_counted AFTER {event} ON "
                   f"{self.table} FOR EACH ROW {f'WHEN {when} ' if when else ''}{bump}"
                   for name, (event, when) in events.items())]
+
+
+def warn_outside_writes(store: Store, backend: str, what: str, log: Any) -> None:
+    """One warning when another program wrote the store's docs, which the backend's `what`
+    (derived from them by its own writes) then no longer matches, naming the way to rebuild."""
+    store.watch_outside_writes = True
+    if not (count := store.outside_writes()):
+        return
+    fix = (f"run `middle memory reindex --from {backend}` to rebuild them from the docs"
+           if isinstance(store, SqliteStore) else
+           "`middle memory export` its docs, delete them and add them again to rebuild them")
+    log.warning("the %s store %s was written by another program (%d write(s) of its docs middle did "
+                "not make): its %s may not match its docs; %s", backend, store.path, count, what, fix)
 
 
 @contextmanager
@@ -178,6 +195,11 @@ class Store(MetaValues):
     chunk_tables: dict[str, int] = {}
     lock: threading.RLock
     _current: tuple[str, Any] | None = None  # the transaction the lock's holder is in
+    #: Whether each write records the count of the docs' writes (CountedWrites) it leaves, so
+    #: that a write another program made shows as a count no write of middle's left
+    #: (`outside_writes`): set by a backend whose derived structures (a graph, facts, a
+    #: summary) only its own writes keep, and which does not catch up on such writes.
+    watch_outside_writes = False
 
     @contextmanager
     def _transaction(self, kind: str, begin: Callable[[], Any]) -> Iterator[Any]:
@@ -193,9 +215,43 @@ class Store(MetaValues):
             with begin() as conn:
                 self._current = (kind, conn)
                 try:
+                    watched = kind == "write" and self.watch_outside_writes
+                    if watched:
+                        self._note_outside_writes(conn)
                     yield conn
+                    if watched:
+                        self._own_writes_done(conn)
                 finally:
                     self._current = None
+
+    # --- writes that bypassed the backend (watch_outside_writes) -----------------------------
+
+    def _note_outside_writes(self, conn: Any) -> None:
+        """At a write's start: a count other than the one the last write of middle's left means
+        another program wrote the docs since; that is kept (OUTSIDE_WRITES) until the store is
+        rebuilt, as this write's own count would hide it."""
+        recorded = self.meta(conn, OWN_WRITES)
+        if recorded is None or not recorded.isdigit() or self.meta(conn, OUTSIDE_WRITES) is not None:
+            return
+        if (now := self.doc_writes(conn)) != int(recorded):
+            self.set_meta(conn, OUTSIDE_WRITES, str(abs(now - int(recorded))))
+
+    def _own_writes_done(self, conn: Any) -> None:
+        now = str(self.doc_writes(conn))
+        if self.meta(conn, OWN_WRITES) != now:
+            self.set_meta(conn, OWN_WRITES, now)
+
+    def outside_writes(self) -> int:
+        """How many writes of the docs another program made (0: none seen) since middle's
+        writes began recording their count: the ones the last write found, or those since it."""
+        with self.read() as conn:
+            kept = self.meta(conn, OUTSIDE_WRITES)
+            if kept is not None and kept.isdigit():
+                return int(kept)
+            recorded = self.meta(conn, OWN_WRITES)
+            if recorded is None or not recorded.isdigit():
+                return 0
+            return abs(self.doc_writes(conn) - int(recorded))
 
     def close(self) -> None:
         raise NotImplementedError

@@ -24,6 +24,7 @@ from orchestrator.plugins.memory_backend import (
     RetrieveResult,
     TextLLM,
     check_texts,
+    shortest_unique,
 )
 from tickets.model import TurnRecord
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "hookimpl",
+    "shortest_unique",
     "BackendOptions",
     "MemoryBackend",
     "MemoryDatabase",

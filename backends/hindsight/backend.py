@@ -19,7 +19,7 @@ from backends.common import (
     claim_vector_kind,
     coerce_options,
 )
-from backends.storage import in_clause, salvage_rows
+from backends.storage import in_clause, salvage_rows, warn_outside_writes
 from orchestrator.plugin_api import (
     BackendOptions,
     MemoryBackend,
@@ -67,6 +67,7 @@ class HindsightBackend(SharesDatabase, DocumentListing, MemoryBackend):
         self._doc_table = DocumentTable(self.bank.read, "documents", "event_time", "text_hash", text_hash)
         try:
             claim_backend(self.bank, self.name)
+            warn_outside_writes(self.bank, self.name, "facts, entities and observations", log)
             self.embedder = bind_embedder(self.bank, self.options, self.name, "facts")
             self.fact_vectors = claim_vector_kind(self.bank, self.options.fact_vectors,
                                                   "vectors", self.name)

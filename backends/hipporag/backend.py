@@ -23,7 +23,7 @@ from backends.common import (
     claim_vector_kind,
     coerce_options,
 )
-from backends.storage import CHUNK, salvage_rows
+from backends.storage import CHUNK, salvage_rows, warn_outside_writes
 from orchestrator.plugin_api import (
     BackendOptions,
     ConfigError,
@@ -77,6 +77,7 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, MemoryBackend):
         self._times: dict[int, float] = {}
         try:
             claim_backend(self._store, self.name)
+            warn_outside_writes(self._store, self.name, "graph (entities, facts and links)", log)
             self._claim(opts)
             self.embedder = bind_embedder(self._store, opts, self.name, "passages")
             # Not refused here: `middle memory reindex` opens an old store to read its docs.

@@ -7,6 +7,7 @@ import json
 import re
 import threading
 import unicodedata
+from collections import Counter
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -29,6 +30,12 @@ _WORD = re.compile(r"[^\W_]+")  # unicode61's tokens: letters and digits; '_' se
 _JOINED = re.compile(r"[\W_]+")
 
 LEXEMES = f"SELECT lexeme, cardinality(positions) AS tf FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))"
+# A doc's postings written add one to each of its terms' document frequency: the write returns
+# its terms, and the transaction adds them all up to retrieval_df once, before it commits
+# (PgRetrievalStore.fold_df; a row per term and doc, or a trigger's transition table per doc,
+# cost a third more on indexing). Removals are counted by the postings' delete trigger, so a
+# doc another program deletes, its postings going by cascade, counts too (see pg_database).
+TERMS = "(SELECT array_agg(lexeme) FROM lex)"
 
 INSERT = f"""
 WITH lex AS ({LEXEMES}),
@@ -43,7 +50,7 @@ post AS (
     SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc)
 UPDATE retrieval_stores SET n_docs = n_docs + 1, total_len = total_len + doc.doc_len
 FROM doc WHERE retrieval_stores.id = %(store)s
-RETURNING doc.id"""
+RETURNING doc.id, {TERMS}"""
 
 REPLACE = f"""
 WITH lex AS ({LEXEMES}),
@@ -59,7 +66,7 @@ post AS (
     SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc)
 UPDATE retrieval_stores SET total_len = total_len - old.doc_len + doc.doc_len
 FROM doc, old WHERE retrieval_stores.id = %(store)s
-RETURNING doc.id"""
+RETURNING doc.id, {TERMS}"""
 
 # A doc's postings and length again from its text now (a doc another program wrote); the
 # store's totals are counted again after (PgRetrievalStore._catch_up).
@@ -70,24 +77,30 @@ doc AS (
     WHERE id = %(id)s AND store_id = %(store)s
     RETURNING id, doc_len)
 INSERT INTO retrieval_postings (store_id, term, doc_id, tf, doc_len)
-SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc"""
+SELECT %(store)s, lex.lexeme, doc.id, lex.tf, doc.doc_len FROM lex CROSS JOIN doc
+RETURNING term"""
 
+# The idf of each query term from its document frequency as retrieval_df keeps it, with the deltas
+# other writers left not folded into it yet (exact: middle's writes add their counts before they
+# commit, see fold_df and pg_database), so only the scoring reads postings. A count above the
+# store's docs (a table changed by hand) gets the floor rather than failing every search.
 BM25 = f"""
 WITH terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))),
-hits AS (
-    SELECT p.term, p.doc_id, p.tf, p.doc_len FROM retrieval_postings p
-    WHERE p.store_id = %(store)s AND p.term IN (SELECT lexeme FROM terms)),
-df AS (SELECT term, count(*)::float8 AS n FROM hits GROUP BY term),
 st AS (SELECT n_docs::float8 AS n_docs,
               GREATEST(total_len::float8 / GREATEST(n_docs, 1), 1e-9) AS avgdl
        FROM retrieval_stores WHERE id = %(store)s),
-idf AS (SELECT term, GREATEST(ln((st.n_docs - n + 0.5) / (n + 0.5)), 1e-6) AS idf
+df AS (SELECT term, sum(n)::float8 AS n FROM (
+           SELECT term, n FROM retrieval_df WHERE store_id = %(store)s AND term IN (SELECT lexeme FROM terms)
+           UNION ALL
+           SELECT term, d FROM retrieval_df_delta WHERE store_id = %(store)s AND term IN (SELECT lexeme FROM terms)
+       ) counts GROUP BY term HAVING sum(n) > 0),
+idf AS (SELECT df.term, GREATEST(ln(GREATEST((st.n_docs - df.n + 0.5) / (df.n + 0.5), 1e-300)), 1e-6) AS idf
         FROM df CROSS JOIN st)
-SELECT h.doc_id,
-       sum(idf.idf * h.tf * {K1 + 1}::float8
-           / (h.tf + {K1}::float8 * ({1 - B}::float8 + {B}::float8 * h.doc_len / st.avgdl))) AS score
-FROM hits h JOIN idf USING (term) CROSS JOIN st
-GROUP BY h.doc_id ORDER BY score DESC, h.doc_id LIMIT %(k)s"""
+SELECT p.doc_id,
+       sum(idf.idf * p.tf * {K1 + 1}::float8
+           / (p.tf + {K1}::float8 * ({1 - B}::float8 + {B}::float8 * p.doc_len / st.avgdl))) AS score
+FROM idf JOIN retrieval_postings p ON p.store_id = %(store)s AND p.term = idf.term CROSS JOIN st
+GROUP BY p.doc_id ORDER BY score DESC, p.doc_id LIMIT %(k)s"""
 
 
 def analysed_words(text: str) -> str:
@@ -174,10 +187,36 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
         """One transaction, under the store's write lock; rolled back whole on any error. It
         first catches up on docs other programs wrote (outside.py), under the same lock."""
         with self._transaction("write failed in", locked) as conn:
+            self._added: Counter[str] = Counter()  # the terms of the postings this write adds
+            if locked:  # counted here: the trigger for other writers' postings skips them
+                conn.execute("SELECT set_config(%s, 'on', true)", (pg_database.DF_COUNTED_SETTING,))
             if locked and conn.execute("SELECT EXISTS (SELECT 1 FROM retrieval_outside_writes "
                                        "WHERE store_id = %s)", (self.store_id,)).fetchone()[0]:
                 self._catch_up(conn)
             yield conn
+            if locked:
+                self.fold_df(conn)
+
+    def fold_df(self, conn: Any) -> None:
+        """Add this transaction's postings' terms (`_added`) and the deltas of the postings it
+        and other writers deleted, and other writers added, into retrieval_df, one row per
+        term; a term no doc holds any more loses its row. Under the store's write lock: no other fold races it,
+        and a delta another program commits meanwhile waits for the next one."""
+        if self._added:
+            terms = sorted(self._added)
+            conn.execute("INSERT INTO retrieval_df AS df (store_id, term, n) SELECT %s, t, c "
+                         "FROM unnest(%s::text[], %s::bigint[]) AS u (t, c) "
+                         "ON CONFLICT (store_id, term) DO UPDATE SET n = df.n + EXCLUDED.n",
+                         (self.store_id, terms, [self._added[t] for t in terms]))
+            self._added.clear()
+        gone = [r[0] for r in conn.execute(
+            "WITH moved AS (DELETE FROM retrieval_df_delta WHERE store_id = %(s)s RETURNING term, d), "
+            "summed AS (SELECT term, sum(d) AS d FROM moved GROUP BY term HAVING sum(d) != 0) "
+            "INSERT INTO retrieval_df AS df (store_id, term, n) SELECT %(s)s, term, d FROM summed "
+            "ORDER BY term ON CONFLICT (store_id, term) DO UPDATE SET n = df.n + EXCLUDED.n "
+            "RETURNING term, n", {"s": self.store_id}) if r[1] <= 0]
+        if gone:
+            conn.execute("DELETE FROM retrieval_df WHERE store_id = %s AND term = ANY(%s)", (self.store_id, gone))
 
     @contextmanager
     def read(self) -> Iterator[Any]:  # type: ignore[override]
@@ -233,14 +272,21 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
         row = conn.execute(INSERT, self._params(record, now)).fetchone()
         if row is None:
             return None
+        self._added.update(row[1] or [])
         self._forget_own(conn, int(row[0]))
         if vectors is not None:
-            self.put_chunks(conn, int(row[0]), vectors)
+            self.put_chunks(conn, int(row[0]), vectors, new=True)
         return int(row[0])
 
-    def put_chunks(self, conn: Any, doc_id: int, vectors: np.ndarray) -> None:
+    def put_chunks(self, conn: Any, doc_id: int, vectors: np.ndarray, new: bool = False) -> None:
+        """A doc's chunk vectors, in place of any it had. A `new` doc has none to delete: the
+        delete is skipped, as psycopg prepares a statement run 5 times with the plan of that
+        moment, and one planned while the table was empty scans the whole table on every
+        later run (a 100,000-doc import into a new store: every doc's delete scanned all the
+        vectors before it, 57 s for the first 5,000 docs)."""
         vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, vectors.shape[-1])
-        conn.execute("DELETE FROM retrieval_chunks WHERE doc_id = %s", (doc_id,))
+        if not new:
+            conn.execute("DELETE FROM retrieval_chunks WHERE doc_id = %s", (doc_id,))
         with conn.cursor() as cur:
             cur.executemany("INSERT INTO retrieval_chunks (doc_id, chunk, store_id, embedding) "
                             "VALUES (%s, %s, %s, %s)",
@@ -254,6 +300,7 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
         row = conn.execute(REPLACE, {**self._params(record, now), "id": doc_id}).fetchone()
         if row is None:
             return False
+        self._added.update(row[1] or [])
         self._forget_own(conn, doc_id)
         if vectors is not None:
             self.put_chunks(conn, doc_id, vectors)
@@ -329,8 +376,9 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
             if twin is not None:
                 conn.execute("DELETE FROM retrieval_docs WHERE id = %s", (doc_id,))
                 continue
-            conn.execute(REPOST, {"store": self.store_id, "id": doc_id, "hash": new_hash,
-                                  "words": analysed_words(bm25.fts_text(text))})
+            reposted = conn.execute(REPOST, {"store": self.store_id, "id": doc_id, "hash": new_hash,
+                                             "words": analysed_words(bm25.fts_text(text))})
+            self._added.update(r[0] for r in reposted)
             if self.use_vectors:
                 conn.execute("INSERT INTO retrieval_needs_vectors VALUES (%s, %s) ON CONFLICT DO NOTHING",
                              (doc_id, self.store_id))
@@ -363,6 +411,15 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
 
     def bm25(self, query: str, k: int) -> list[tuple[int, float]]:
         self.catch_up()
+        words = self.bm25_words(query)
+        if not words or k <= 0:
+            return []
+        with self.read() as conn:
+            rows = conn.execute(BM25, {"words": words, "store": self.store_id, "k": k}).fetchall()
+        return [(int(i), float(s)) for i, s in rows]
+
+    def bm25_words(self, query: str) -> str:
+        """The words of a query BM25 looks up (to_tsvector's input; '' when none)."""
         terms = bm25.query_terms(query, self.code_terms)
         if self.code_terms:
             # FTS5 searches a word joined by '_' as a phrase, which postings cannot; its code
@@ -370,12 +427,7 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
             # finds the same docs, so the phrase's parts are not searched one by one.
             joined = set(bm25.code_terms(query))
             terms = [t for t in terms if "_" not in t or _JOINED.sub("", t) not in joined]
-        words = analysed_words(" ".join(terms))
-        if not words or k <= 0:
-            return []
-        with self.read() as conn:
-            rows = conn.execute(BM25, {"words": words, "store": self.store_id, "k": k}).fetchall()
-        return [(int(i), float(s)) for i, s in rows]
+        return analysed_words(" ".join(terms))
 
     def recent(self, n: int) -> list[int]:
         with self.read() as conn:

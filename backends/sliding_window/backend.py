@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 from pydantic import Field, ValidationError
 
 from backends.common import SharesDatabase
-from backends.storage import salvage_rows
+from backends.storage import salvage_rows, warn_outside_writes
 from orchestrator.plugin_api import (
     BackendOptions,
     ConfigError,
@@ -24,6 +24,7 @@ from orchestrator.plugin_api import (
     RetrieveResult,
     TextLLM,
     check_texts,
+    shortest_unique,
 )
 
 from . import store as q
@@ -75,6 +76,11 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
         self.options: SlidingWindowOptions
         self.database = database
         self._store = open_store(self.store_dir / DB_NAME, database)
+        try:
+            warn_outside_writes(self._store, self.name, "summaries", log)
+        except BaseException:
+            self._store.close()
+            raise
         self._summarizer = Summarizer(llm, self.options.max_summary_chars)
         self._threads: set[threading.Thread] = set()
         self._threads_lock = threading.Lock()
@@ -327,8 +333,8 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
                 window_messages = q.messages(conn, cid, start, end)
                 if cid == PROJECT_CONVERSATION:
                     notes = self._store.meta_json(conn, CURATION_META, {})
-                    new_messages = _labelled(new_messages, notes)
-                    window_messages = _labelled(window_messages, notes)
+                    new_messages = _labelled(conn, new_messages, notes)
+                    window_messages = _labelled(conn, window_messages, notes)
             text = self._summarizer.summarize(
                 kind="project" if cid == PROJECT_CONVERSATION else "conversation",
                 previous=base["memory_text"] if base else None,
@@ -363,17 +369,24 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
                 self._threads.discard(threading.current_thread())
 
 
-def _labelled(messages: list[dict[str, Any]], notes: Mapping[str, str]) -> list[dict[str, Any]]:
-    """Project docs named by their ids (what `middle memory show` takes) with what people said
-    of them; an expired doc is left out of the summary."""
+def _labelled(conn: Any, messages: list[dict[str, Any]], notes: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Project docs named by their ids (what `middle memory show` takes: 8 characters, or as
+    many more as tell it from another doc whose id starts alike) with what people said of
+    them; an expired doc is left out of the summary."""
     out = []
     for m in messages:
         key = q.doc_hash(m["text"])
         note = notes.get(key)
         if note == "expired":
             continue
-        out.append({**m, "label": key[:8] + (f", {note}" if note else "")})
+        out.append({**m, "label": _short_id(conn, key) + (f", {note}" if note else "")})
     return out
+
+
+def _short_id(conn: Any, key: str) -> str:
+    """The doc's id as far as tells it from every other project doc (a range of the docs' key)."""
+    alike = q.docs_with_hash_prefix(conn, PROJECT_CONVERSATION, key[:8])
+    return shortest_unique(key, [q.doc_hash(text) for text in alike])
 
 
 def _coerce_options(options: BackendOptions | dict[str, Any] | None) -> SlidingWindowOptions:

@@ -163,6 +163,7 @@ def usage_by_doc(by_memory: Mapping[str, Mapping[str, int]],
         alias.pop(new, None)  # the new id is current now, even if the doc had it before
     merged: dict[str, dict[str, int]] = {}
     for ident, uses in by_memory.items():
+        ident = short(ident)  # the block shows a longer id where two docs share the first 8
         into = merged.setdefault(alias.get(ident, ident), {"recalled": 0, "used": 0})
         into["recalled"] += int(uses.get("recalled", 0))
         into["used"] += int(uses.get("used", 0))

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol
 
 from orchestrator.errors import MemoryStoreError
 from orchestrator.killpoints import point
-from orchestrator.memory.format import DOC_ID_CHARS, doc_id
+from orchestrator.memory.format import DOC_ID_CHARS, doc_id, shortest_unique
 from orchestrator.memory.timeline import expired_ids, expiry_note, parse_when
 
 if TYPE_CHECKING:
@@ -67,6 +67,19 @@ class MemoryDocNotFound(CurationError, LookupError):
 
 def short(ident: str) -> str:
     return ident[:DOC_ID_CHARS]
+
+
+SHOWN_CANDIDATES = 5  # an ambiguous id's error line names this many of its docs
+
+
+def candidates(docs: list[str]) -> str:
+    """The docs an ambiguous id names, for its one error line: each one's shortest id that
+    tells it from the others and the start of its text."""
+    ids = [doc_id(d) for d in docs]
+    named = [f"{shortest_unique(i, ids)} ({' '.join(d.split())[:40]!r})"
+             for i, d in list(zip(ids, docs))[:SHOWN_CANDIDATES]]
+    more = len(docs) - len(named)
+    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
 
 
 def cli_user(cwd: str | Path | None = None) -> str:
@@ -330,7 +343,7 @@ class Curator:
                                     f"{low!r}: `middle memory list` shows the ids")
         if len(set(found)) > 1:
             raise CurationError(f"id {low!r} starts {len(found)} docs' ids in project "
-                                f"{project_id!r}: give more of it")
+                                f"{project_id!r}: {candidates(found)}; give more of it")
         return found[0]
 
     def states(self, project_id: str, ids: Iterable[str] | None = None) -> dict[str, MemoryState]:

@@ -35,6 +35,7 @@ from orchestrator.memory.format import (  # noqa: F401 - re-exported: the facade
     memories_layout,
     pins_within,
     place_pins,
+    shortest_unique,
     truncate_doc,
 )
 from orchestrator.memory.lock import AdvisoryLocks, FileLocks
@@ -596,19 +597,48 @@ class MemoryFacade:
         expired = expired_ids(states)
         recent = [(current_text(states, doc), when) for doc, when in recent
                   if doc_id(doc) not in expired]
-        notes = {}
-        for result in results:
-            for mark in result.get("superseded", []):
-                by = result["docs"][mark["by"]]
-                notes[result["docs"][mark["doc"]]] = f"superseded by [{doc_id(by)[:DOC_ID_CHARS]}]"
+        marks = {result["docs"][mark["doc"]]: result["docs"][mark["by"]]
+                 for result in results for mark in result.get("superseded", [])}
         # Pins first within a share of the related part's room (at least what the recent part
         # leaves it), then the `limit` related docs (a superseded one right below its
         # replacement is history, not one of them), then the other pins as room is left.
         budget = self.memories_budget_chars
         room = budget - (int(budget * self.recent_share) if recent else 0)
         shown = {doc for doc, _ in recent}
-        docs = place_pins(pinned, [d for d in dict.fromkeys(docs) if d not in shown], room, limit, notes)
-        return block_layout(recent, docs, budget, self.recent_share, None, ids=True, notes=notes)
+        idents: dict[str, str] = {}
+        looked: set[str] = set()
+        while True:  # ids as long as it takes for the docs shown to be told apart (twice, at most)
+            notes = {doc: f"superseded by [{idents.get(by) or doc_id(by)[:DOC_ID_CHARS]}]"
+                     for doc, by in marks.items()}
+            placed = place_pins(pinned, [d for d in dict.fromkeys(docs) if d not in shown], room, limit, notes)
+            block = block_layout(recent, placed, budget, self.recent_share, None, ids=True, notes=notes,
+                                 idents=idents)
+            named = [d for d, _ in block.parts if d is not None]
+            named += [marks[d] for d in named if d in marks]
+            unseen = [d for d in dict.fromkeys(named) if d not in looked]
+            if not unseen:
+                return block
+            looked.update(unseen)
+            idents.update(self.block_ids(project_id, unseen))
+
+    def block_ids(self, project_id: str, docs: list[str]) -> dict[str, str]:
+        """The docs whose id the block must show longer than DOC_ID_CHARS, with that id: the
+        shortest prefix no other doc's id in the store starts with (`shortest_unique`; one
+        lookup of its first DOC_ID_CHARS by the store's index per doc shown). A backend that
+        keeps the default lookup (a listing of the store each time) is not asked: its ids stay
+        at DOC_ID_CHARS, which a lookup refuses when two docs share them (Curator.find)."""
+        if not docs or not self.has_store(project_id):
+            return {}
+        out: dict[str, str] = {}
+        with self._locked(project_id, "lookup") as backend:
+            if type(backend).docs_by_id is MemoryBackend.docs_by_id:
+                return {}
+            for doc in docs:
+                ident = doc_id(doc)
+                others = [doc_id(d) for d in docs_by_id(backend, ident[:DOC_ID_CHARS])]
+                if len(longer := shortest_unique(ident, others)) > DOC_ID_CHARS:
+                    out[doc] = longer
+        return out
 
     def pins_shown(self, project_id: str) -> tuple[int, int]:
         """(how many pinned docs the block is sure to show, how many there are): past the first

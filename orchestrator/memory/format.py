@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from orchestrator.plugins.memory_backend import RetrieveResult
+from orchestrator.plugins.memory_backend import SHORT_ID_CHARS, RetrieveResult, shortest_unique  # noqa: F401
 
 MEMORIES_HEADER = "Memories invoked:"
 RECENT_HEADER = "Recent work (newest first):"
@@ -33,7 +33,7 @@ MIN_MAX_DOC_CHARS = 200  # room for some text plus the truncation marker
 MIN_MEMORIES_BUDGET_CHARS = 100  # room for the header plus the "not shown" note
 CUT_MARKER = " … [truncated]"
 _MIN_CUT_CHARS = 40  # a cut doc keeping less than this says nothing; drop it instead
-DOC_ID_CHARS = 8  # `middle memory list` shows this much of a doc's id
+DOC_ID_CHARS = SHORT_ID_CHARS  # `middle memory list` shows this much of a doc's id
 # The pinned docs go first in "Related work" within this share of its room; pins past it come
 # after the query's related docs. A team's pins at 100,000 docs (one in 500, or ten rules of 150
 # characters) otherwise took the whole room and no doc the query found reached the agent, a
@@ -92,11 +92,11 @@ def format_memories(
     return "".join(text for _, text in memories_layout(docs, budget_chars))
 
 
-def entry(doc: str, note: str = "") -> str:
+def entry(doc: str, note: str = "", ident: str | None = None) -> str:
     """A doc as the block shows it with ids: `[id] ` (what the agent names in `memories_used`
-    and a person finds with `middle memory show`), a note (e.g. that it was superseded), then
-    its text, its later lines indented under it."""
-    head = f"[{doc_id(doc)[:DOC_ID_CHARS]}] " + (f"({note}) " if note else "")
+    and a person finds with `middle memory show`: `ident`, by default its first DOC_ID_CHARS),
+    a note (e.g. that it was superseded), then its text, its later lines indented under it."""
+    head = f"[{ident or doc_id(doc)[:DOC_ID_CHARS]}] " + (f"({note}) " if note else "")
     return head + doc.replace("\n", "\n  ")
 
 
@@ -126,12 +126,13 @@ def place_pins(pinned: list[str], related: list[str], room: int, limit: int | No
     return pinned[:first] + related + pinned[first:]
 
 
-def pins_within(pinned: list[str], room: int, notes: Mapping[str, str] | None = None) -> int:
+def pins_within(pinned: list[str], room: int, notes: Mapping[str, str] | None = None,
+                idents: Mapping[str, str] | None = None) -> int:
     """How many of `pinned`, in order, the related part puts first: those whose entries fit in
     PINNED_SHARE of `room`, and the first one always."""
     used, first = 0, 0
     for doc in pinned:
-        used += 1 + len(entry(doc, (notes or {}).get(doc, "")))
+        used += 1 + len(entry(doc, (notes or {}).get(doc, ""), (idents or {}).get(doc)))
         if first and used > room * PINNED_SHARE:
             break
         first += 1
@@ -140,17 +141,17 @@ def pins_within(pinned: list[str], room: int, notes: Mapping[str, str] | None = 
 
 def memories_layout(docs: list[str], budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
                     header: str = MEMORIES_HEADER, named_budget: int | None = None,
-                    ids: bool = False, notes: Mapping[str, str] | None = None
-                    ) -> list[tuple[int | None, str]]:
+                    ids: bool = False, notes: Mapping[str, str] | None = None,
+                    idents: Mapping[str, str] | None = None) -> list[tuple[int | None, str]]:
     """The pieces of the "Memories invoked" block in order: (doc position, the text shown of it)
     for docs, (None, text) for the header and the "not shown" note. Joined, they are the block;
     `middle bench tickets` uses the positions to count how much of the block was relevant.
     `header` and `named_budget` (the budget the note names) serve the block's "Related" part;
-    `ids`: each doc shown as `entry` (with its `notes`)."""
+    `ids`: each doc shown as `entry` (with its `notes`, and its id from `idents` when there)."""
     if not docs:
         return []
     if ids:
-        docs = [entry(doc, (notes or {}).get(doc, "")) for doc in docs]
+        docs = [entry(doc, (notes or {}).get(doc, ""), (idents or {}).get(doc)) for doc in docs]
     shown_budget = budget_chars if named_budget is None else named_budget
 
     def note(n: int) -> str:
@@ -206,19 +207,21 @@ def format_block(recent: list[tuple[str, str]], docs: list[str],
 def block_layout(recent: list[tuple[str, str]], docs: list[str],
                  budget_chars: int = DEFAULT_MEMORIES_BUDGET_CHARS,
                  recent_share: float = DEFAULT_RECENT_SHARE, limit: int | None = None,
-                 ids: bool = False, notes: Mapping[str, str] | None = None) -> Block:
+                 ids: bool = False, notes: Mapping[str, str] | None = None,
+                 idents: Mapping[str, str] | None = None) -> Block:
     """format_block's block with what it shows (`middle bench tickets` scores the block the
-    agent sees from it)."""
-    lines = _recent_lines(recent, int(budget_chars * recent_share), ids)
+    agent sees from it). `idents`: the id each doc is shown with, where not its first
+    DOC_ID_CHARS characters (see shortest_unique)."""
+    lines = _recent_lines(recent, int(budget_chars * recent_share), ids, idents)
     shown = {doc for doc, _ in recent[:len(lines)]}
     related = [doc for doc in docs if doc not in shown][:limit]
     if not lines:
-        flat = memories_layout(related, budget_chars, ids=ids, notes=notes)
+        flat = memories_layout(related, budget_chars, ids=ids, notes=notes, idents=idents)
         return _block([(None if i is None else related[i], text) for i, text in flat], 0)
     head = "\n".join([MEMORIES_HEADER, RECENT_HEADER, *lines])
     room = budget_chars - len(head) - 1  # the rest of the budget, after the joining newline
     layout = memories_layout(related, room, header=RELATED_HEADER, named_budget=budget_chars,
-                             ids=ids, notes=notes)
+                             ids=ids, notes=notes, idents=idents)
     if related and len("".join(piece for _, piece in layout)) > room:
         layout = []  # too little room for even the header and its note
     parts: list[tuple[str | None, str]] = [(None, f"{MEMORIES_HEADER}\n{RECENT_HEADER}")]
@@ -234,7 +237,8 @@ def _block(parts: list[tuple[str | None, str]], recent_shown: int) -> Block:
     return Block("".join(text for _, text in parts), recent_shown, related, parts)
 
 
-def _recent_lines(recent: list[tuple[str, str]], budget_chars: int, ids: bool = False) -> list[str]:
+def _recent_lines(recent: list[tuple[str, str]], budget_chars: int, ids: bool = False,
+                  idents: Mapping[str, str] | None = None) -> list[str]:
     """One line per recent ticket ("- DATE text", or "- DATE [id] text" with `ids`; whitespace
     folded, cut to fit), as many as leave each line at least _MIN_RECENT_LINE characters within
     budget_chars."""
@@ -247,7 +251,7 @@ def _recent_lines(recent: list[tuple[str, str]], budget_chars: int, ids: bool = 
     width = room // count - 1  # each line after its newline
     lines = []
     for doc, date in recent[:count]:
-        ident = f"[{doc_id(doc)[:DOC_ID_CHARS]}] " if ids else ""
+        ident = f"[{(idents or {}).get(doc) or doc_id(doc)[:DOC_ID_CHARS]}] " if ids else ""
         line = f"- {date[:10]} {ident}{' '.join(doc.split())}".rstrip()
         lines.append(line if len(line) <= width else line[:width - 2].rstrip() + " …")
     return lines

@@ -18,6 +18,7 @@ from typing import (
     Any,
     Callable,
     ClassVar,
+    Iterable,
     Mapping,
     NotRequired,
     Protocol,
@@ -126,6 +127,20 @@ class _DefaultOptions:
 # to HASHED_FILE_BYTES, and at most HASHED_BYTES in all (the first files by name).
 HASHED_FILE_BYTES = 256 * 1024
 HASHED_BYTES = 1024 * 1024
+# How many characters of a doc's id (the hex SHA-256 of its text) people and the agent are shown.
+SHORT_ID_CHARS = 8
+
+
+def shortest_unique(ident: str, others: Iterable[str]) -> str:
+    """The shortest prefix of the id `ident`, SHORT_ID_CHARS (8) characters at least, that no id of
+    `others` starts with (as git shortens a commit's hash): two docs' 8-character ids meet about
+    once in 100,000 docs, and an id the block shows must name one doc."""
+    width = SHORT_ID_CHARS
+    for other in others:
+        if other != ident:
+            same = next((n for n, (a, b) in enumerate(zip(ident, other)) if a != b), len(ident))
+            width = max(width, same + 1)
+    return ident[:width]
 
 
 def files_fingerprint(store_dir: Path, names: Sequence[str] = ()) -> str | None:

@@ -1,0 +1,107 @@
+"""hipporag, hindsight and sliding_window derive structures from their docs (a graph, facts, a
+summary) only in their own writes, and do not catch up on a doc another program writes. Each
+write of middle's records the count of the docs' writes it leaves (storage.CountedWrites), so a
+count it did not leave shows on the next open: one warning naming `middle memory reindex --from
+NAME`, kept after middle's later writes (which would hide it) until the store is rebuilt."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from backends.hindsight.backend import HindsightBackend
+from backends.hipporag.backend import HippoRAGBackend
+from backends.sliding_window.backend import SlidingWindowBackend
+from orchestrator.memory.facade import MemoryFacade
+from orchestrator.memory.stores import reindex
+from orchestrator.plugins.manager import PluginRegistry
+
+DOCS = ["Deploys run on Tuesday after the release freeze.", "Exports write CSV files with a header row."]
+
+# backend name -> (open it in a folder, the table and the SQL condition of its docs)
+BACKENDS: dict[str, tuple[Callable[[Path], Any], str, str]] = {
+    "hipporag": (lambda d: HippoRAGBackend(d, {"embedder": "hashing"}), "passages", "1 = 1"),
+    "hindsight": (lambda d: HindsightBackend(d, {"embedder": "hashing"}), "documents", "1 = 1"),
+    "sliding_window": (lambda d: SlidingWindowBackend(d, {}), "messages", "conversation_id = ':project:'"),
+}
+
+_TOOL = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1])
+with conn:
+    conn.execute(sys.argv[2])
+"""
+
+
+def _warnings(caplog: pytest.LogCaptureFixture, name: str, folder: Path) -> list[str]:
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        BACKENDS[name][0](folder).close()
+    return [r.getMessage() for r in caplog.records if "written by another program" in r.getMessage()]
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_a_write_that_bypassed_the_backend_is_named_on_open(name, tmp_path, caplog):
+    opened, table, where = BACKENDS[name]
+    backend = opened(tmp_path)
+    backend.index(DOCS)
+    backend.close()
+    assert _warnings(caplog, name, tmp_path) == []  # middle's own writes: nothing to say
+    path = tmp_path / type(backend).store_files[0]
+    with sqlite3.connect(path) as conn:
+        text_column = "text"
+        assert conn.execute(f"SELECT count(*) FROM {table} WHERE {where}").fetchone()[0] == 2
+    done = subprocess.run([sys.executable, "-c", _TOOL, str(path),
+                           f"UPDATE {table} SET {text_column} = {text_column} || ' (edited by hand)' WHERE {where}"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    said = _warnings(caplog, name, tmp_path)
+    assert len(said) == 1 and f"`middle memory reindex --from {name}`" in said[0] and "2 write(s)" in said[0]
+    backend = opened(tmp_path)
+    backend.index(["The cache is cleared nightly by cron."])  # a later write of middle's...
+    backend.close()
+    assert len(_warnings(caplog, name, tmp_path)) == 1  # ...does not hide it
+
+
+def test_a_rebuild_clears_the_warning(tmp_path, caplog):
+    facade = MemoryFacade(tmp_path / "mem", "hipporag", {"embedder": "hashing"},
+                          PluginRegistry(load_entry_points=False))
+    facade.index("p", DOCS)
+    store = facade.store_dir("p")
+    facade.release("p")
+    done = subprocess.run([sys.executable, "-c", _TOOL, str(store / "hipporag.sqlite3"),
+                           "UPDATE passages SET text = text || ' (edited by hand)'"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert len(_warnings(caplog, "hipporag", store)) == 1
+    reindex(facade, "p", "hipporag")
+    facade.close()
+    assert _warnings(caplog, "hipporag", store) == []
+
+
+@pytest.mark.postgres
+def test_on_postgresql_the_warning_names_the_way_to_rebuild_there(tmp_path, pg_url, caplog):
+    import psycopg
+
+    from orchestrator.plugin_api import MemoryDatabase
+
+    def opened() -> HindsightBackend:
+        return HindsightBackend(tmp_path, {"embedder": "hashing"}, database=MemoryDatabase(pg_url, "w"))
+
+    backend = opened()
+    backend.index(DOCS)
+    schema = backend.bank.schema
+    backend.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"UPDATE {schema}.documents SET text = text || ' (edited by hand)'")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        opened().close()
+    said = [r.getMessage() for r in caplog.records if "written by another program" in r.getMessage()]
+    assert len(said) == 1 and "`middle memory export`" in said[0] and "2 write(s)" in said[0]
