@@ -232,7 +232,8 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                                    f"commands (or the ticket's `check:`), then {command('resume', t['id'])}")
         changed = _changed(t)
         verdict = judge(result, base_result, options, allow_removed_tests=bool(t.get("allow_removed_tests")),
-                        changed=changed[0] if changed else None, added=changed[1] if changed else None)
+                        changed=changed[0] if changed else None, added=changed[1] if changed else None,
+                        diff=changed[2] if changed else "")
         _record_verdict(ctx, state, result, verdict, corrections + 1, base_result)
         if verdict.outcome == UNDECIDED:
             _undecided(ctx, state, t, result, verdict, corrections)
@@ -254,10 +255,12 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     return {"check_passed": True, "check_stopped": False}
 
 
-def _changed(t: dict[str, Any]) -> tuple[list[str], list[str]] | None:
-    """The paths the ticket changed since its base commit (committed or not, new files too) and
-    those of them that are new, or None when that is not known (run in place: there is no base
-    commit to compare with)."""
+def _changed(t: dict[str, Any]) -> tuple[list[str], list[str], str] | None:
+    """The paths the ticket changed since its base commit (committed or not, new files too), those
+    of them that are new, and the diff of its changed source files (where a test inside a source
+    file shows: touched_tests.in_source), or None when that is not known (run in place: there is no
+    base commit to compare with)."""
+    from orchestrator.checks.touched_tests import may_hold_tests
     from orchestrator.gitrun import git
 
     ws = t.get("workspace")
@@ -273,7 +276,14 @@ def _changed(t: dict[str, Any]) -> tuple[list[str], list[str]] | None:
     rows = [ln.split("\t", 1) for ln in diff.stdout.splitlines() if "\t" in ln]
     untracked = {ln for ln in new.stdout.splitlines() if ln.strip()}
     added = {path for status, path in rows if status == "A"} | untracked
-    return sorted({path for _status, path in rows} | untracked), sorted(added)
+    # tracked ones only: a file new and untracked has no base side, so removes no test
+    sources = may_hold_tests(path for _status, path in rows)
+    patch = git(where, "-c", "core.quotePath=false", "diff", "--no-renames", "--no-ext-diff", "--no-color",
+                ws["base_commit"], "--", *sources, check=False,
+                env={"GIT_LITERAL_PATHSPECS": "1"}) if sources else None  # a name with `*` or `:` is a name
+    if patch is not None and patch.returncode != 0:
+        return None
+    return sorted({path for _status, path in rows} | untracked), sorted(added), patch.stdout if patch else ""
 
 
 def _undecided(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: CheckResult, verdict: Verdict,

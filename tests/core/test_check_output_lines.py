@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.checks.output_lines import new_lines, normalise
-from orchestrator.checks.touched_tests import which_are_tests
+from orchestrator.checks.touched_tests import in_source, may_hold_tests, which_are_tests
 
 PY_TEST = ("def test_known_bug():\n    assert 1 == 2\n\n\ndef test_adds():\n    assert 1 + 2 == {}\n\n\n"
            "def test_slow():\n    import time\n    time.sleep(0.01)\n")
@@ -104,3 +104,49 @@ def test_a_new_test_module_does_not_count_a_new_conftest_or_config_does() -> Non
     assert which_are_tests(changed, "make test") == sorted(changed[1:])
     # the check's own script, new, is still the runner
     assert which_are_tests(["check_test.py"], "python check_test.py", ["check_test.py"]) == ["check_test.py"]
+
+
+def _diff(path: str, before: str, after: str | None) -> str:
+    """A file's diff as git writes it (difflib's unified format, git's a/ b/ prefixes)."""
+    import difflib
+
+    return "".join(difflib.unified_diff(before.splitlines(True), (after or "").splitlines(True), f"a/{path}",
+                                        f"b/{path}" if after is not None else "/dev/null"))
+
+
+RS = "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n" \
+     "    fn adds() {\n        assert_eq!(super::add(1, 2), 3);\n    }\n}\n"
+PY_DOC = 'def add(a, b):\n    """Add.\n\n    >>> add(1, 2)\n    3\n    """\n    return a + b\n'
+
+
+@pytest.mark.parametrize("path, before, after, counts", [
+    # a test removed, or disabled, inside a source file: seen from the diff's hunks, not the name
+    ("src/lib.rs", RS, RS.replace("    #[test]\n    fn adds() {\n        assert_eq!(super::add(1, 2), 3);\n"
+                                  "    }\n", ""), True),
+    ("src/lib.rs", RS, RS.replace("#[test]\n", "#[test]\n    #[ignore]\n"), True),
+    ("src/lib.rs", RS, RS.split("#[cfg(test)]")[0], True),  # the whole test module
+    ("src/lib.rs", RS, None, True),  # the file deleted
+    ("calc.py", PY_DOC, PY_DOC.replace("    >>> add(1, 2)\n    3\n", ""), True),
+    ("calc.py", PY_DOC, PY_DOC.replace(">>> add(1, 2)", ">>> add(1, 2)  # doctest: +SKIP"), True),
+    # code only added or changed beside them: still a fix
+    ("src/lib.rs", RS, RS.replace("a + b", "b + a"), False),
+    ("src/lib.rs", RS, RS.replace("#[cfg(test)]", "pub fn one() -> i32 {\n    1\n}\n\n#[cfg(test)]"), False),
+    ("src/lib.rs", RS, RS.replace("mod tests {\n", "mod tests {\n    #[test]\n    fn more() {}\n\n"), False),
+    ("calc.py", PY_DOC, PY_DOC.replace("return a + b", "return b + a"), False),
+    # a removed line that starts like a header (`-- `) is read as the hunk's, not as a new file
+    ("q.py", "-- x\n>>> 1\n", "-- y\n>>> 1\n", False),
+])
+def test_a_test_removed_or_disabled_inside_a_source_file_counts_from_the_diff(path, before, after, counts):
+    diff = _diff(path, before, after)
+    assert (in_source(diff) == [path]) is counts, diff
+    assert (which_are_tests([path, "NOTES.md"], "sh check.sh", diff=diff) == [path]) is counts
+    assert which_are_tests(["NOTES.md"], "sh check.sh", diff=diff) == []  # only a file the ticket changed
+
+
+def test_the_diff_is_read_of_source_files_not_of_those_counted_by_name():
+    assert may_hold_tests(["src/lib.rs", "calc.py", "tests/test_calc.py", "NOTES.md", "Cargo.toml", "a.go",
+                           "docs/usage.rst"]) == ["NOTES.md", "calc.py", "docs/usage.rst", "src/lib.rs"]
+    # several files, git's own header lines between them
+    diff = ("diff --git a/a.py b/a.py\nindex 1..2 100644\n" + _diff("a.py", "x = 1\n", "x = 2\n")
+            + "diff --git a/src/lib.rs b/src/lib.rs\n" + _diff("src/lib.rs", RS, RS.replace("#[test]", "")))
+    assert in_source(diff) == ["src/lib.rs"]

@@ -284,3 +284,28 @@ def test_unittest_behind_a_wrapper_writes_a_report_per_run_and_other_pythons_kee
     assert r.failing == ["test_a.A::test_fails"]
     assert r.ran == ["test_a.A::test_fails", "test_a.A::test_own_site_still_loaded"]  # both runs read
     assert "\nloaded\n" in r.tail
+
+
+TOX = shutil.which("tox", path=str(Path(PY).parent)) or shutil.which("tox")
+GO_TEST = ('package calc\n\nimport "testing"\n\nfunc TestKnownBug(t *testing.T) {\n\tif 1 != 2 {\n'
+           '\t\tt.Fatal("known bug")\n\t}\n}\n\nfunc TestAdds(t *testing.T) {}\n')
+
+
+@pytest.mark.skipif(TOX is None or shutil.which("go") is None,
+                    reason="tox or go is not installed (the test extra has tox; .ci/run installs go)")
+def test_go_test_under_tox_gets_goflags_and_lists_every_test(tmp_path):
+    """tox passes on only the variables it is told to: GOFLAGS=-v reaches its env through TOX_OVERRIDE
+    as the runners' report variables do, so go test lists the tests it ran, the failing one named."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "go.mod").write_text("module example.com/calc\n\ngo 1.19\n")
+    (project / "calc_test.go").write_text(GO_TEST)
+    # go's own variables, which a Go project's tox.ini passes on itself; middle's GOFLAGS is not among them
+    (project / "tox.ini").write_text("[tox]\nenvlist = go\n[testenv]\nskip_install = true\nallowlist_externals = go\n"
+                                     "pass_env = HOME, GOCACHE, GOPATH, GOMODCACHE, GOPROXY, GOTOOLCHAIN\n"
+                                     "commands = go test ./...\n")
+    env = {"GOPROXY": "off", "GOTOOLCHAIN": "local"}
+    result = run_check(CheckCommand(run=f"{TOX} -q --workdir {tmp_path / 'toxwork'}"), project, timeout_s=120, env=env)
+    assert not result.passed and result.problem is None, result.tail
+    assert result.failing == ["example.com/calc::TestKnownBug"], (result.failing, result.tail)
+    assert sorted(result.ran or []) == ["example.com/calc::TestAdds", "example.com/calc::TestKnownBug"], result.tail

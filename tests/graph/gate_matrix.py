@@ -21,6 +21,7 @@ docs/checks.md, asserted as they are so that a change to them is seen.
 
 from __future__ import annotations
 
+import difflib
 import shutil
 import sys
 import textwrap
@@ -205,6 +206,32 @@ TALKATIVE = {"check.py": textwrap.dedent("""\
 BY_OUTPUT_BASELINE = {"harmless": NO_WORSE, "breaks": UNDECIDED, "removes": UNDECIDED, "skips": UNDECIDED,
                       "crashes": UNDECIDED}
 
+# The same on a Rust project whose script hides cargo's output (`cargo test -q >/dev/null`): read by
+# its exit code, its tests inside src/lib.rs; a ticket removing or ignoring one is seen from its diff
+# (touched_tests.in_source), so only the fix passes
+RS_HIDDEN = {"scripts/test.sh": "cargo test -q >/dev/null 2>&1 && echo 'checks passed' || { echo 'checks failed'; "
+                                "exit 1; }\n"}
+# A Python module's doctests run by a script that prints only its own words
+DOC_CALC = ('"""Calc.\n\n>>> VALUE\n2\n"""\n\nVALUE = 1\n\n\ndef add(a, b):\n    """Add.\n\n'
+            '    >>> add(1, 2)\n    3\n    """\n    return a + b\n')
+DOC_KNOWN = ">>> VALUE\n2\n"
+DOC_FILES = {"calc.py": DOC_CALC, "check.py": textwrap.dedent("""\
+    import contextlib, doctest, io, sys
+    import calc
+    with contextlib.redirect_stdout(io.StringIO()):
+        failed, _ = doctest.testmod(calc)
+    print("checks passed" if not failed else "checks failed")
+    sys.exit(1 if failed else 0)
+""")}
+DOC_EDITS: dict[str, dict[str, str | None]] = {
+    "harmless": {"NOTES.md": "notes\n"},
+    "breaks": {"calc.py": DOC_CALC.replace("a + b", "a * b")},
+    "removes": {"calc.py": DOC_CALC.replace(DOC_KNOWN, "")},
+    "skips": {"calc.py": DOC_CALC.replace(">>> VALUE", ">>> VALUE  # doctest: +SKIP")},
+    "fixes": {"calc.py": DOC_CALC.replace("VALUE = 1", "VALUE = 2")},
+    "crashes": {"calc.py": "def add(:\n"},
+}
+
 ROWS: list[Row] = [
     Row("pytest", PYTEST, PY_FILES, PY_EDITS, ()),
     Row("unittest", UNITTEST, PY_FILES, PY_EDITS, ()),
@@ -251,6 +278,11 @@ ROWS: list[Row] = [
     Row("make>go vet+build+test", "make test", {**GO_FILES, **make("go vet ./... && go build ./... && go test ./...")},
         GO_EDITS, ("make", "go"), env=NATIVE_ENV),
     Row("exit code", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (), leaks=BY_EXIT_CODE),
+    Row("exit code>cargo test", "sh scripts/test.sh", {**RS_FILES, **RS_HIDDEN}, RS_EDITS, ("cargo",),
+        leaks=BY_EXIT_CODE, env=NATIVE_ENV),
+    # a crash is the import's traceback, new in its output: failed, as it should be
+    Row("exit code>doctest", f"{PY} check.py", DOC_FILES, DOC_EDITS, (),
+        leaks={k: v for k, v in BY_EXIT_CODE.items() if k != "crashes"}),
     Row("exit code, baseline", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (),
         leaks=BY_EXIT_CODE_BASELINE, baseline="exit-code"),
     Row("exit code, baseline, names failures", f"{PY} check.py", {**PY_FILES, **TALKATIVE}, PY_EDITS, (),
@@ -311,8 +343,17 @@ class Matrix:
         _lay_out(folder, dict(row.files))
         _lay_out(folder, row.edits[scenario])
         result = run_check(row.spec(), folder, timeout_s=120, env=self.env(row))
-        # the paths the ticket changed, as the graph gives them (orchestrator/graph/checking.py)
-        return result, judge(result, base, row.spec(), changed=sorted(row.edits[scenario]))
+        # the paths the ticket changed and their diff, as the graph gives them (orchestrator/graph/checking.py)
+        return result, judge(result, base, row.spec(), changed=sorted(row.edits[scenario]),
+                             diff=diff_of(row.files, row.edits[scenario]))
+
+
+def diff_of(files: dict[str, str], edits: dict[str, str | None]) -> str:
+    """The edits' diff against the row's files, in git's unified format (a/ and b/ prefixes)."""
+    return "".join("".join(difflib.unified_diff(
+        files.get(path, "").splitlines(True), (text or "").splitlines(True),
+        f"a/{path}" if path in files else "/dev/null", f"b/{path}" if text is not None else "/dev/null"))
+        for path, text in sorted(edits.items()))
 
 
 def check_cell(matrix: Matrix, name: str, scenario: str) -> None:
@@ -329,6 +370,8 @@ def check_cell(matrix: Matrix, name: str, scenario: str) -> None:
         assert verdict.outcome == row.leaks[scenario], said
         if verdict.outcome == UNDECIDED:  # the sentence says why (the graph adds the ways out)
             assert verdict.reason and not verdict.ok, said
+            if result.passed:  # a pass that may have removed a test: naming the file it is in
+                assert all(f"`{path}`" in verdict.reason for path in row.edits[scenario]), said
         return
     if scenario == "harmless":
         assert verdict.outcome == NO_WORSE, said

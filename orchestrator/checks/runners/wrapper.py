@@ -24,9 +24,9 @@ read.
   no report: that is caught below. nox passes the whole environment on.
 
 - **go test**: `GOFLAGS` gains `-v` (go.py), so it lists every test (`go build` and `go vet` then
-  name the packages they compile, on stderr);
+  name the packages they compile, on stderr); a tox env gets it through `TOX_OVERRIDE` as above;
 - **cargo test**: a `cargo` of middle's first on PATH adds `--no-fail-fast` to `cargo test`
-  (cargo.py); libtest lists every test unasked.
+  (cargo.py); libtest lists every test unasked (tox passes PATH on by default).
 
 Both are read from the output (runner.py), as a line running them directly is; a go package that
 passed listing no test (the wrapper set its own GOFLAGS) leaves which tests ran unknown, and a
@@ -85,8 +85,9 @@ VITEST_REPORT = "vitest-{pid}.json"
 MOCHA_REPORT = "mocha-{pid}.xml"
 KEPT = "kept"  # where Keeper copies them
 _KEPT_NUMBER = re.compile(r"^\d{4}-")
+# GOFLAGS: go test's -v (go.py); PATH, which carries middle's cargo, tox passes on unasked
 TOX_PASS = ("PYTEST_ADDOPTS", "SPEC_OPTS", "MIDDLE_RSPEC_JSON", "NODE_OPTIONS", "MIDDLE_JEST_JSON",
-            "MIDDLE_VITEST_JSON", "MIDDLE_MOCHA_JUNIT", "MIDDLE_MOCHA_REPORTER", *pyunit.ENV)
+            "MIDDLE_VITEST_JSON", "MIDDLE_MOCHA_JUNIT", "MIDDLE_MOCHA_REPORTER", "GOFLAGS", *pyunit.ENV)
 NODE_MIN = 20
 # Each run's closing summary line: pytest (`1 failed, 3 passed in 0.12s`, `no tests ran in 0.01s`,
 # between `=` rules or not), rspec (`3 examples, 1 failure`), the spec reporter middle gives
