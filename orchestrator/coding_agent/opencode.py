@@ -45,17 +45,38 @@ _ASKED = re.compile(r"permission requested: (.+?); auto-rejecting")
 
 
 def opencode_base_url(model: str | None, environ: Mapping[str, str]) -> str | None:
-    """The baseURL of `model`'s provider ("<provider>/<model>") in the inline config
-    (OPENCODE_CONFIG_CONTENT, where `follow_provider` declares a local server), if it gives one; a
-    local one prices turns at 0. A provider declared only in an opencode.json file is not read."""
+    """The baseURL of `model`'s provider ("<provider>/<model>") as OpenCode's config declares it:
+    the inline config (OPENCODE_CONFIG_CONTENT, where `follow_provider` declares [agent]'s server),
+    else the file OPENCODE_CONFIG names, else the global opencode.json(c) (under XDG_CONFIG_HOME, or
+    ~/.config). A local one prices turns at 0 (pricing.py). A project's own opencode.json and a
+    file with comments are not read: set `price` for those."""
     if not model or "/" not in model:
         return None
+    provider = model.split("/", 1)[0]
+    configs: list[str] = [environ.get("OPENCODE_CONFIG_CONTENT") or ""]
+    home = environ.get("XDG_CONFIG_HOME") or (str(Path(environ["HOME"]) / ".config") if environ.get("HOME") else "")
+    files = [environ.get("OPENCODE_CONFIG") or ""] + [
+        str(Path(home) / "opencode" / name) for name in ("opencode.jsonc", "opencode.json", "config.json") if home]
+    for name in files:
+        try:
+            configs.append(Path(name).read_text(encoding="utf-8") if name else "")
+        except (OSError, UnicodeDecodeError):
+            continue
+    for text in configs:
+        found = _declared_base_url(text, provider)
+        if found:
+            return found
+    return None
+
+
+def _declared_base_url(text: str, provider: str) -> str | None:
     try:
-        content = json.loads(environ.get("OPENCODE_CONFIG_CONTENT") or "{}")
+        content = json.loads(text) if text.strip() else None
     except ValueError:
         return None
-    provider = (content.get("provider") or {}).get(model.split("/", 1)[0]) if isinstance(content, dict) else None
-    options = provider.get("options") if isinstance(provider, dict) else None
+    providers = content.get("provider") if isinstance(content, dict) else None
+    declared = providers.get(provider) if isinstance(providers, dict) else None
+    options = declared.get("options") if isinstance(declared, dict) else None
     base_url = options.get("baseURL") if isinstance(options, dict) else None
     return base_url if isinstance(base_url, str) and base_url else None
 

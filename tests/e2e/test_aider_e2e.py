@@ -70,12 +70,12 @@ def test_max_cost_usd_stops_a_ticket_on_a_model_aider_has_no_price_for(tmp_path,
                  decide(False, "one.txt is there; two.txt is missing.", "Now create two.txt containing two."))
     script.coding_agent(write_file("one.txt", "one\n"), done("Created one.txt."))
     with AiderAgent.offline(script, tmp_path / "aider-offline") as aider:
-        options = {**aider.options, "model": UNPRICED_MODEL, "turn_timeout_s": 300,
-                   "price": {"input": 1.0, "output": 2.0}}
+        options = {**aider.options, "model": UNPRICED_MODEL, "turn_timeout_s": 300}
         (tmp_path / "middle.toml").write_text(
             '[project]\npath = "repo"\n[memory]\nbackend = "none"\n[agent]\nmax_turns = 4\nmax_cost_usd = 0.000001\n'
             '[coding_agent]\nkind = "aider"\n[coding_agent.options]\n'
-            + "".join(f"{key} = {json.dumps(value)}\n" for key, value in options.items()))
+            + "".join(f"{key} = {json.dumps(value)}\n" for key, value in options.items())
+            + "price = {input = 1.0, output = 2.0}\n")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_"))}
         env.update(aider.env, ANTHROPIC_BASE_URL=fake_api.base_url, ANTHROPIC_API_KEY=FAKE_API_KEY)
         result = subprocess.run([MIDDLE, "run"], cwd=tmp_path, env=env, text=True, capture_output=True, timeout=600)
