@@ -274,7 +274,7 @@ class CodexAgent:
             usage=usage, num_turns=1, duration_ms=outcome.elapsed_ms, exit_code=outcome.exit_code,
             terminal_reason="timeout" if outcome.timed_out else ("completed" if stream.completed else
                                                                   "api_error" if stream.failure else "error"),
-            api_error_status=_status(stream.failure),
+            api_error_status=(stream.failure_status or _status(stream.failure)),
             # A refused patch is not in Codex's JSONL, only logged on stderr; the model is told.
             permission_denials=[{"tool": "apply_patch", "target": m.group(1).strip()}
                                 for m in _DENIED_RE.finditer(outcome.stderr)],
@@ -295,7 +295,7 @@ class CodexAgent:
             return (f"Codex has no session {session_id} to resume here (thread {stream.thread_id}; its sessions "
                     "live under CODEX_HOME). Start a new session for this ticket.")
         if stream.failure:
-            status = _status(stream.failure)
+            status = (stream.failure_status or _status(stream.failure))
             advice = ("Check the API key (the provider's env_key, or `codex login`)" if status in (401, 403)
                       else "Wait for the provider's rate limit, or lower the parallel runs" if status == 429
                       else "The model API's server failed: wait and check the provider's status"

@@ -244,9 +244,9 @@ def test_an_api_error_ends_the_turn_with_a_sentence_naming_its_status(script, ma
     turn = make_agent().run_turn("hi", project, session_id=f"s-err-{status}", resume=False)
     assert turn.is_error is True and turn.terminal_reason == "api_error"
     # The model API's status is recorded and said, as for the other agents' API errors (Codex passes
-    # a 400 on as the body's message alone: no status to say).
-    said = "" if status == 400 else f" (HTTP {status})"
-    assert turn.api_error_status == (None if status == 400 else status)
+    # a 400 on as the response body alone: its shape is what says 400, codex_events._readable).
+    said = f" (HTTP {status})"
+    assert turn.api_error_status == status
     assert (turn.error or "").startswith(f"Codex could not get an answer from the model{said}: ")
     if status != 500:  # Codex words a 500 its own way ("high demand"), naming no status
         assert "scripted model failure" in (turn.error or "")
