@@ -81,7 +81,7 @@ def test_aider_turns_on_a_local_server_cost_nothing_unless_priced():
     assert remote._cost(_aider_turn()) == pytest.approx((1000 * ceiling.input + 200 * ceiling.output) / 1e6)
 
 
-def test_opencode_turns_of_a_provider_declared_on_a_local_server_cost_nothing():
+def test_opencode_turns_of_a_provider_declared_on_a_local_server_cost_nothing(tmp_path):
     content = {"provider": {"local": {"npm": "@ai-sdk/openai-compatible", "options": {"baseURL": OLLAMA + "/v1"}}}}
     env = {"OPENCODE_CONFIG_CONTENT": json.dumps(content)}
     options = OpenCodeOptions(model="local/qwen3-coder")
@@ -89,6 +89,12 @@ def test_opencode_turns_of_a_provider_declared_on_a_local_server_cost_nothing():
     stream.feed(json.dumps({"type": "step_finish", "sessionID": "ses_1", "part": {
         "reason": "stop", "cost": 0, "tokens": {"input": 1000, "output": 200}}}))
     assert OpenCodeAgent(options, env=env)._cost(stream) == 0.0
-    assert OpenCodeAgent(options)._cost(stream) > 0  # no provider declared: not known to be local
-    assert OpenCodeAgent.pricing(options, env) == f"turns priced at 0: a local model at {OLLAMA}/v1; set price to count it"
+    nowhere = {"OPENCODE_CONFIG_CONTENT": "", "XDG_CONFIG_HOME": "/nonexistent"}
+    assert OpenCodeAgent(options, env=nowhere)._cost(stream) > 0  # no provider declared: not known to be local
+    assert OpenCodeAgent.pricing(options, env) == (
+        f"turns priced at 0: a local model at {OLLAMA}/v1; set price to count it")
     assert "highest listed" in OpenCodeAgent.pricing(OpenCodeOptions(model="other/qwen3-coder"), env)
+    # The same provider declared in the global config file (as for the offline fake) counts too.
+    (tmp_path / "opencode").mkdir()
+    (tmp_path / "opencode" / "opencode.json").write_text(json.dumps(content))
+    assert OpenCodeAgent(options, env={**nowhere, "XDG_CONFIG_HOME": str(tmp_path)})._cost(stream) == 0.0
