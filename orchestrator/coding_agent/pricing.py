@@ -106,7 +106,7 @@ def _ceiling(table: Mapping[str, TokenPrice]) -> TokenPrice:
 def price_for(model: str | None, table: Mapping[str, TokenPrice],
               configured: TokenPrice | None = None, *, base_url: str | None = None) -> tuple[TokenPrice, str]:
     """The price a turn of `model` (served at `base_url`, when the agent knows it) is counted at,
-    and where it came from (for `middle doctor`, `middle agents` and the run's start)."""
+    and where it came from (for `middle doctor` and the run's start)."""
     if configured is not None:
         return configured, "your price"
     if is_local(base_url):
