@@ -76,9 +76,12 @@ def coding_agent_check(config: Config, registry: Any = None, kind: str | None = 
     except MiddleError as exc:
         return Check("coding agent", kind, "-", "not usable", str(exc))
     uses = kind + _following(cls, options, config)
-    pricing = getattr(cls, "pricing", None)  # an agent whose CLI reports tokens, not money
-    if pricing is not None:
-        uses += f" ({pricing(options)})"
+    try:
+        priced = agent_pricing(config, reg, kind)
+    except MiddleError:  # (options valid alone, not with [agent] provider's defaults: a run says so)
+        priced = None
+    if priced is not None:
+        uses += f" ({priced})"
     # A plugin's agent may say how it is reached: `doctor(options) -> (where, problem or None)`;
     # else `find_cli(options)` and the CLI's --version (the built-in agents).
     probe = getattr(cls, "doctor", None)
@@ -98,6 +101,46 @@ def coding_agent_check(config: Config, registry: Any = None, kind: str | None = 
         return Check("coding agent", uses, "-", "not installed", str(exc))
     version, problem = cli_version(cli)
     return Check("coding agent", uses, cli, version or "does not run", problem)
+
+
+def agent_pricing(config: Config, registry: Any, kind: str) -> str | None:
+    """What coding agent `kind`'s turns count at, as its class says (`pricing(options[, environ])`:
+    an agent whose CLI reports tokens, not money), with `[agent] provider` followed as a run
+    follows it (a local server's base URL is what makes its turns free); None: it does not say."""
+    import inspect
+
+    from orchestrator.services import coding_agent_options
+
+    cls = registry.coding_agent_class(kind)
+    pricing = getattr(cls, "pricing", None)
+    if pricing is None:
+        return None
+    raw = coding_agent_options(config, kind)
+    environ = dict(os.environ)
+    follow = getattr(cls, "follow_provider", None)
+    if follow is not None:
+        defaults, env = follow(raw, config.agent, environ)
+        raw, environ = {**defaults, **raw}, {**environ, **env}
+    options = registry.coding_agent_options(kind, raw)
+    try:
+        takes_environ = "environ" in inspect.signature(pricing).parameters
+    except (TypeError, ValueError):  # (no signature to read)
+        takes_environ = False
+    return str(pricing(options, environ=environ) if takes_environ else pricing(options))
+
+
+def local_model_note(config: Config, registry: Any = None) -> str | None:
+    """The line `middle run` starts with when the configured coding agent's model is served from a
+    local address and so counts $0 for max_cost_usd (pricing.py); None otherwise."""
+    from orchestrator.coding_agent.pricing import local_pricing
+    from orchestrator.plugins.manager import registry as default_registry
+
+    kind = config.coding_agent.kind
+    try:
+        priced = agent_pricing(config, registry or default_registry(), kind)
+    except MiddleError:
+        return None  # (`middle run` says what is wrong with the options when it builds the agent)
+    return f"{kind}: {priced}" if priced and local_pricing(priced) else None
 
 
 def _following(cls: Any, options: Any, config: Config) -> str:

@@ -281,6 +281,12 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
     loaded = orch.sync_tickets(tickets_dir)
     say_changes(loaded)
     say_problems(loaded, config.state_path)
+    if not fake:  # a free local model: max_cost_usd will not stop it, said once (pricing.py)
+        from orchestrator.doctor import local_model_note
+
+        note = local_model_note(config)
+        if note:
+            console.print(f"[yellow]note:[/] {safe(note)}")
     blocked: dict[str, str] = {}
     for problem in loaded.dependency_errors:
         err_console.print(f"[bold red]error:[/] {safe(problem)}")

@@ -22,7 +22,7 @@ import json
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -47,6 +47,16 @@ _IDENTITY = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "user.name", "GIT_CONF
 PROJECT_DIR_HEADER = "X-Middle-Project-Dir"
 # A model the offline fake answers as any other, with no price in aider's metadata (see offline()).
 UNPRICED_MODEL = "openai/fake-aider-unpriced"
+
+
+def aider_base_url(model: str | None, options: "AiderOptions", environ: Mapping[str, str]) -> str | None:
+    """Where aider (litellm) sends `model`'s requests, when it can be told: openai_api_base (or
+    OPENAI_API_BASE / OPENAI_BASE_URL) for an OpenAI-compatible server, OLLAMA_API_BASE (default
+    http://localhost:11434) for an `ollama/` or `ollama_chat/` model. A local one prices turns at 0."""
+    provider = (model or "").split("/", 1)[0].lower() if "/" in (model or "") else ""
+    if provider in ("ollama", "ollama_chat"):
+        return environ.get("OLLAMA_API_BASE") or "http://localhost:11434"
+    return options.openai_api_base or environ.get("OPENAI_API_BASE") or environ.get("OPENAI_BASE_URL") or None
 
 
 class AiderOptions(BaseModel):
@@ -147,9 +157,10 @@ class AiderAgent:
         return find_aider((options or AiderOptions()).cli_path, os.environ.get("PATH"), table)
 
     @classmethod
-    def pricing(cls, options: AiderOptions) -> str:
+    def pricing(cls, options: AiderOptions, environ: Mapping[str, str] | None = None) -> str:
         """What its turns count at (`middle doctor`): aider prices only the models it knows."""
-        return reported_or_priced("aider", options.model, options.price)
+        return reported_or_priced("aider", options.model, options.price,
+                                  aider_base_url(options.model, options, environ or os.environ))
 
     @classmethod
     def doctor(cls, options: AiderOptions) -> tuple[str, str | None]:
@@ -300,7 +311,9 @@ class AiderAgent:
     def _cost(self, out: AiderOutput) -> float:
         """The turn's cost for the spending limits: aider's own, or, for a model aider has no price
         for (it then reports none), its tokens priced by pricing.py."""
-        price = price_for(out.model or self.options.model, ANY_PRICES, self.options.price)[0]
+        model = out.model or self.options.model
+        base_url = aider_base_url(model, self.options, {**os.environ, **self.env})
+        price = price_for(model, ANY_PRICES, self.options.price, base_url=base_url)[0]
         return counted_cost(out.cost_usd, out.priced_usage(), price, configured=self.options.price is not None)
 
     def _explain(self, out: AiderOutput, exit_code: int | None, stderr: str, timed_out: bool) -> str:

@@ -27,7 +27,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, ContextManager, Literal
@@ -77,6 +77,12 @@ class CodexProvider(BaseModel):
         "How often Codex retries a failed request (5xx, 429). Default: Codex's (4)."))
     stream_max_retries: int | None = Field(None, ge=0, description=(
         "How often Codex reconnects a dropped stream. Default: Codex's (5)."))
+
+
+def codex_base_url(options: "CodexOptions", environ: Mapping[str, str]) -> str | None:
+    """Where Codex sends its requests: the provider's base_url, else OPENAI_BASE_URL (which its
+    built-in OpenAI provider reads), else OpenAI's (None). A local one prices turns at 0 (pricing.py)."""
+    return options.provider.base_url if options.provider else (environ.get("OPENAI_BASE_URL") or None)
 
 
 class CodexOptions(BaseModel):
@@ -217,9 +223,10 @@ class CodexAgent:
             return self._run_once(cli, prompt, cwd, env, session_id, thread_id, tmp, sessions, emit)
 
     @classmethod
-    def pricing(cls, options: CodexOptions) -> str:
+    def pricing(cls, options: CodexOptions, environ: Mapping[str, str] | None = None) -> str:
         """What its turns are priced at (`middle doctor`): the CLI reports tokens, not money."""
-        return "turns priced at " + price_for(options.model, CODEX_PRICES, options.price)[1]
+        return "turns priced at " + price_for(options.model, CODEX_PRICES, options.price,
+                                              base_url=codex_base_url(options, environ or os.environ))[1]
 
     @classmethod
     def find_cli(cls, options: CodexOptions | None = None, table: str = OPTIONS_TABLE) -> str:
@@ -262,11 +269,12 @@ class CodexAgent:
         turn = TurnResult(
             session_id=session_id, text=stream.last_text, is_error=is_error,
             # Codex reports tokens, not money: priced here so the spending limits hold.
-            cost_usd=turn_cost(usage, price_for(self.options.model, CODEX_PRICES, self.options.price)[0]),
+            cost_usd=turn_cost(usage, price_for(self.options.model, CODEX_PRICES, self.options.price,
+                                                base_url=codex_base_url(self.options, {**os.environ, **self.env}))[0]),
             usage=usage, num_turns=1, duration_ms=outcome.elapsed_ms, exit_code=outcome.exit_code,
             terminal_reason="timeout" if outcome.timed_out else ("completed" if stream.completed else
                                                                   "api_error" if stream.failure else "error"),
-            api_error_status=_status(stream.failure),
+            api_error_status=(stream.failure_status or _status(stream.failure)),
             # A refused patch is not in Codex's JSONL, only logged on stderr; the model is told.
             permission_denials=[{"tool": "apply_patch", "target": m.group(1).strip()}
                                 for m in _DENIED_RE.finditer(outcome.stderr)],
@@ -287,7 +295,7 @@ class CodexAgent:
             return (f"Codex has no session {session_id} to resume here (thread {stream.thread_id}; its sessions "
                     "live under CODEX_HOME). Start a new session for this ticket.")
         if stream.failure:
-            status = _status(stream.failure)
+            status = (stream.failure_status or _status(stream.failure))
             advice = ("Check the API key (the provider's env_key, or `codex login`)" if status in (401, 403)
                       else "Wait for the provider's rate limit, or lower the parallel runs" if status == 429
                       else "The model API's server failed: wait and check the provider's status"

@@ -26,15 +26,20 @@ def _short(text: Any, limit: int = _MAX_EVENT_TEXT) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _readable(message: Any) -> str:
-    """Codex passes some API errors on as the raw body (`{"error": {"message": ...}}`): its message."""
+def _readable(message: Any) -> tuple[str, int | None]:
+    """A failure's message and the HTTP status it shows. Codex 0.171 words every status as
+    "unexpected status 403 Forbidden: ..." except a 400, which it passes on as the response body
+    alone (`{"error": {"message": ..., "type": "invalid_request_error", ...}}`, its InvalidRequest):
+    that body's message, and 400, so the turn still says which status failed it."""
     text = str(message)
     try:
         body = json.loads(text)
     except ValueError:
-        return text
+        return text, None
     error = body.get("error") if isinstance(body, dict) else None
-    return str(error.get("message") or text) if isinstance(error, dict) else text
+    if not isinstance(error, dict):
+        return text, None
+    return str(error.get("message") or text), 400
 
 
 @dataclass
@@ -47,6 +52,7 @@ class CodexStream:
     usage: dict[str, Any] = field(default_factory=dict)
     completed: bool = False  # turn.completed came
     failure: str | None = None  # turn.failed's or the last error line's message
+    failure_status: int | None = None  # the HTTP status the failure's raw body shows (400), if any
     tool_calls: int = 0
     non_json: list[str] = field(default_factory=list)
 
@@ -70,10 +76,13 @@ class CodexStream:
             return []
         if kind == "turn.failed":
             error = obj.get("error")
-            self.failure = _readable(error.get("message") if isinstance(error, dict) else error or "the turn failed")
+            self.failure, status = _readable(error.get("message") if isinstance(error, dict) else
+                                             error or "the turn failed")
+            self.failure_status = status or self.failure_status
             return [{"type": "log", "line": _short(self.failure, 500)}]
         if kind == "error":
-            self.failure = _readable(obj.get("message") or "error")
+            self.failure, status = _readable(obj.get("message") or "error")
+            self.failure_status = status or self.failure_status
             return [{"type": "log", "line": _short(self.failure, 500)}]
         item = obj.get("item")
         if kind in ("item.started", "item.completed") and isinstance(item, dict):

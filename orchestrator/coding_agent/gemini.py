@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -145,9 +145,10 @@ class GeminiAgent:
                           requests=lambda: api.canonical("coding_agent"))
 
     @classmethod
-    def pricing(cls, options: GeminiOptions) -> str:
+    def pricing(cls, options: GeminiOptions, environ: Mapping[str, str] | None = None) -> str:
         """What its turns are priced at (`middle doctor`): the CLI reports tokens, not money."""
-        return "turns priced at " + price_for(options.model, GEMINI_PRICES, options.price)[1]
+        base_url = (environ or os.environ).get("GOOGLE_GEMINI_BASE_URL")
+        return "turns priced at " + price_for(options.model, GEMINI_PRICES, options.price, base_url=base_url)[1]
 
     @classmethod
     def find_cli(cls, options: GeminiOptions | None = None, table: str = OPTIONS_TABLE) -> str:
@@ -229,7 +230,10 @@ class GeminiAgent:
 
     def _cost(self, stream: GeminiStream, usage: dict[str, Any]) -> float:
         """The turn's tokens at its model's price (pricing.py): the CLI reports no cost."""
-        return turn_cost(usage, price_for(stream.model or self.options.model, GEMINI_PRICES, self.options.price)[0])
+        # GOOGLE_GEMINI_BASE_URL: where the CLI sends its requests; a local server's turns cost 0.
+        base_url = {**os.environ, **self.env}.get("GOOGLE_GEMINI_BASE_URL")
+        return turn_cost(usage, price_for(stream.model or self.options.model, GEMINI_PRICES, self.options.price,
+                                          base_url=base_url)[0])
 
     def _result(self, stream: GeminiStream, outcome: ProcessOutcome, session_id: str | None) -> TurnResult:
         r = stream.result or {}

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, ContextManager
 
@@ -41,6 +42,43 @@ _PERMISSIONS = ("allow", "ask", "deny")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # `opencode run` answers an "ask" permission itself (nobody is there), then ends the turn.
 _ASKED = re.compile(r"permission requested: (.+?); auto-rejecting")
+
+
+def opencode_base_url(model: str | None, environ: Mapping[str, str]) -> str | None:
+    """The baseURL of `model`'s provider ("<provider>/<model>") as OpenCode's config declares it:
+    the inline config (OPENCODE_CONFIG_CONTENT, where `follow_provider` declares [agent]'s server),
+    else the file OPENCODE_CONFIG names, else the global opencode.json(c) (under XDG_CONFIG_HOME, or
+    ~/.config). A local one prices turns at 0 (pricing.py). A project's own opencode.json and a
+    file with comments are not read: set `price` for those."""
+    if not model or "/" not in model:
+        return None
+    provider = model.split("/", 1)[0]
+    configs: list[str] = [environ.get("OPENCODE_CONFIG_CONTENT") or ""]
+    home = environ.get("XDG_CONFIG_HOME") or (str(Path(environ["HOME"]) / ".config") if environ.get("HOME") else "")
+    files = [environ.get("OPENCODE_CONFIG") or ""] + [
+        str(Path(home) / "opencode" / name) for name in ("opencode.jsonc", "opencode.json", "config.json") if home]
+    for name in files:
+        try:
+            configs.append(Path(name).read_text(encoding="utf-8") if name else "")
+        except (OSError, UnicodeDecodeError):
+            continue
+    for text in configs:
+        found = _declared_base_url(text, provider)
+        if found:
+            return found
+    return None
+
+
+def _declared_base_url(text: str, provider: str) -> str | None:
+    try:
+        content = json.loads(text) if text.strip() else None
+    except ValueError:
+        return None
+    providers = content.get("provider") if isinstance(content, dict) else None
+    declared = providers.get(provider) if isinstance(providers, dict) else None
+    options = declared.get("options") if isinstance(declared, dict) else None
+    base_url = options.get("baseURL") if isinstance(options, dict) else None
+    return base_url if isinstance(base_url, str) and base_url else None
 
 
 class OpenCodeOptions(BaseModel):
@@ -156,9 +194,10 @@ class OpenCodeAgent:
         return {"model": f"middle/{agent.model}"}, {"OPENCODE_CONFIG_CONTENT": json.dumps(content)}
 
     @classmethod
-    def pricing(cls, options: OpenCodeOptions) -> str:
+    def pricing(cls, options: OpenCodeOptions, environ: Mapping[str, str] | None = None) -> str:
         """What its turns count at (`middle doctor`): OpenCode prices only the models it has prices for."""
-        return reported_or_priced("OpenCode", options.model, options.price)
+        return reported_or_priced("OpenCode", options.model, options.price,
+                                  opencode_base_url(options.model, environ or os.environ))
 
     def stop_all(self, why: str = "interrupted by the user") -> int:
         """Kill every running turn's process group; each of those `run_turn` calls raises RunInterrupted."""
@@ -293,7 +332,8 @@ class OpenCodeAgent:
     def _cost(self, stream: OpenCodeStream) -> float:
         """The turn's cost for the spending limits: OpenCode's own (part.cost), or, for a model it has
         no price for (part.cost 0), its tokens priced by pricing.py."""
-        price = price_for(self.options.model, ANY_PRICES, self.options.price)[0]
+        base_url = opencode_base_url(self.options.model, {**os.environ, **self.env})
+        price = price_for(self.options.model, ANY_PRICES, self.options.price, base_url=base_url)[0]
         return counted_cost(stream.cost_usd, stream.priced_usage(), price, configured=self.options.price is not None)
 
     def _explain(self, stream: OpenCodeStream, exit_code: int | None, stderr: str, timed_out: bool,

@@ -12,17 +12,24 @@ newer than the CLI). Here a turn's tokens are priced by the model that ran them:
   in the agent's table, part by part: a spending limit should stop a run early, never late.
 aider and OpenCode run any provider's model, so their table is every one below (`ANY_PRICES`); a
 cost they report themselves is kept when no `price` is given, and never undercut (`counted_cost`).
+
+A model served from a loopback or private address (the agent's base URL: ollama, llama.cpp, vLLM
+on localhost or the LAN) costs nothing per token: it is counted at 0 unless `price` is given, else
+the ceiling above would stop a free run after a few turns. Each agent finds its base URL (its
+options or the variables its CLI reads) and passes it here (`price_for(base_url=...)`): one rule.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ANY_PRICES", "CLAUDE_PRICES", "CODEX_PRICES", "GEMINI_PRICES", "TokenPrice", "counted_cost",
-           "price_for", "reported_or_priced", "turn_cost"]
+__all__ = ["ANY_PRICES", "CLAUDE_PRICES", "CODEX_PRICES", "FREE", "GEMINI_PRICES", "TokenPrice", "counted_cost",
+           "is_local", "local_note", "local_pricing", "price_for", "reported_or_priced", "turn_cost"]
 
 
 class TokenPrice(BaseModel):
@@ -61,6 +68,35 @@ CLAUDE_PRICES: dict[str, TokenPrice] = {  # cache reads at a tenth of the input 
 ANY_PRICES: dict[str, TokenPrice] = {**CLAUDE_PRICES, **CODEX_PRICES, **GEMINI_PRICES}
 
 
+FREE = TokenPrice(input=0, output=0, cached_input=0)
+
+
+def is_local(base_url: str | None) -> bool:
+    """Whether `base_url` names a loopback or private address (127.0.0.0/8, ::1, localhost,
+    10/8, 172.16/12, 192.168/16): a model served there is the user's own, not billed per token.
+    A host name other than localhost is not resolved (no network lookup to price a turn)."""
+    if not base_url:
+        return False
+    try:
+        host = urlsplit(base_url if "//" in base_url else "//" + base_url).hostname
+    except ValueError:
+        return False
+    if not host:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_loopback:
+        return True
+    return isinstance(address, ipaddress.IPv4Address) and any(
+        address in ipaddress.ip_network(net) for net in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
+
 def _ceiling(table: Mapping[str, TokenPrice]) -> TokenPrice:
     return TokenPrice(input=max(p.input for p in table.values()),
                       cached_input=max(p.cached_input or p.input for p in table.values()),
@@ -68,10 +104,13 @@ def _ceiling(table: Mapping[str, TokenPrice]) -> TokenPrice:
 
 
 def price_for(model: str | None, table: Mapping[str, TokenPrice],
-              configured: TokenPrice | None = None) -> tuple[TokenPrice, str]:
-    """The price a turn of `model` is counted at, and where it came from (for `middle agents`)."""
+              configured: TokenPrice | None = None, *, base_url: str | None = None) -> tuple[TokenPrice, str]:
+    """The price a turn of `model` (served at `base_url`, when the agent knows it) is counted at,
+    and where it came from (for `middle doctor` and the run's start)."""
     if configured is not None:
         return configured, "your price"
+    if is_local(base_url):
+        return FREE, local_note(base_url)
     # The provider's part goes: "openai/gpt-4.1", "models/gemini-2.5-pro", "openrouter/anthropic/claude-...".
     name = (model or "").strip().lower().rsplit("/", 1)[-1]
     matches = [key for key in table if name == key or name.startswith(key + "-")]
@@ -113,9 +152,22 @@ def counted_cost(reported: float, usage: Mapping[str, Any], price: TokenPrice, *
     return max(reported, turn_cost(usage, price))
 
 
-def reported_or_priced(cli: str, model: str | None, configured: TokenPrice | None) -> str:
+def local_note(base_url: str | None) -> str:
+    """How a local model's price is said (`middle doctor`'s row, the run's start)."""
+    return f"0: a local model at {base_url}; set price to count it"
+
+
+def local_pricing(pricing: str) -> bool:
+    """Whether an agent's `pricing()` line says its turns count at 0 as a local model's."""
+    return "priced at 0: a local model at " in pricing
+
+
+def reported_or_priced(cli: str, model: str | None, configured: TokenPrice | None,
+                       base_url: str | None = None) -> str:
     """What `middle doctor` says such an agent's turns count at."""
     if configured is not None:
         return f"turns priced at your price, or what {cli} reports when more"
+    if is_local(base_url):
+        return "turns priced at " + local_note(base_url)
     why = price_for(model, ANY_PRICES)[1]
     return f"turns at {cli}'s own cost; a model it has no price for at {why}"

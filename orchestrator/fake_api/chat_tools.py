@@ -11,17 +11,36 @@ underscores, read from the `tools` the request offered. The reverse mapping puts
 calls in the history back into canonical form, so a script or the demo model reads "the turn after
 Write ran" whichever CLI ran it. A call to a tool the request does not offer is sent as scripted
 (the CLI then reports an unknown tool, as it would from a real model).
+
+A `role: tool` message has no error flag in Chat Completions: a CLI sends a failed call's error
+text as the content (OpenCode 1.18: its tool's message, "File not found: ...", "oldString not
+found in content", a permission rule's refusal). Those texts are recognised (`tool_failed`) and the
+tool_result is marked `is_error`, as the Messages API's is, so a script or the demo model can
+react to a failed call whichever wire it came over.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
 from .replies import Reply, new_id
 
-__all__ = ["CANONICAL_TOOLS", "as_messages_body", "completion", "stream_chunks", "to_chat_tool_calls"]
+__all__ = ["CANONICAL_TOOLS", "as_messages_body", "completion", "stream_chunks", "to_chat_tool_calls", "tool_failed"]
+
+# How a failed tool call's content starts (OpenCode 1.18's tools, recorded from the CLI; a thrown
+# Error's own "Error: ..."): the only sign of a failure the Chat Completions wire carries.
+_FAILED = re.compile(
+    r"^\s*(?:Error\b|<error>|File not found: |oldString not found in content|Found multiple matches for oldString"
+    r"|The user (?:has specified a rule which prevents you|rejected permission)"
+    r"|The arguments provided to the tool are invalid|Model tried to call unavailable tool)")
+
+
+def tool_failed(content: str) -> bool:
+    """Whether a `role: tool` message's content is a failed call's error text (see the module doc)."""
+    return bool(_FAILED.match(content))
 
 # Claude Code's tool names and argument names: what scripts and the demo model write.
 CANONICAL_TOOLS: dict[str, tuple[str, ...]] = {
@@ -118,7 +137,10 @@ def as_messages_body(chat: dict[str, Any]) -> dict[str, Any]:
                 blocks.append({"type": "tool_use", "id": call.get("id"), "name": name, "input": args})
             messages.append({"role": "assistant", "content": blocks})
         elif role == "tool":
-            result = {"type": "tool_result", "tool_use_id": m.get("tool_call_id"), "content": _text(m.get("content"))}
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.get("tool_call_id"),
+                                      "content": _text(m.get("content"))}
+            if tool_failed(result["content"]):
+                result["is_error"] = True  # as the Messages API flags it (see the module doc)
             last = messages[-1] if messages else None
             if last and last["role"] == "user" and isinstance(last["content"], list):
                 last["content"].append(result)  # several results of one step: one user message

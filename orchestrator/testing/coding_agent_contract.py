@@ -24,7 +24,8 @@ on that channel, oldest first.
 
 The tests: a turn (a scripted Write lands in cwd, the text comes back, a session id, a tool event
 streamed), a resume (turn 2's model request carries turn 1's prompt), a confined write (a Write
-outside cwd leaves no file), a timeout (an answer slower than `turn_timeout_s`: is_error,
+outside cwd leaves no file), a failed tool call (a Read of a missing file comes back to the model
+as a tool_result with is_error), a timeout (an answer slower than `turn_timeout_s`: is_error,
 terminal_reason "timeout", no process of the turn left), an API error (500 then 401: is_error with
 a sentence, no exception), a kill (the agent in a child process killed -9 mid-turn: nothing of the
 turn left once the next `middle` has taken over) and `stop_all` (a running turn raises
@@ -215,6 +216,20 @@ class CodingAgentContract:
         assert not target.exists(), "the agent wrote outside its working directory"
         assert not any(outside.iterdir())
         assert turn.session_id
+
+    def test_a_failed_tool_call_reaches_the_model_as_failed(self, harness: AgentHarness, project: Path):
+        # The model must learn a call failed (Messages API: its tool_result's is_error), whatever
+        # wire the agent speaks: a script (or the middle agent's demo model) reacts to it.
+        missing = project / "no-such-file.txt"
+        harness.script.coding_agent(reply(tool_use("Read", {"file_path": str(missing)})), "It is not there.")
+        turn = harness.make_agent().run_turn("Read no-such-file.txt.", project, session_id=self.new_session(),
+                                             resume=False)
+        assert turn.session_id, turn
+        results = [block for body in harness.requests()[1:] for m in body.get("messages") or []
+                   if isinstance(m.get("content"), list)
+                   for block in m["content"] if isinstance(block, dict) and block.get("type") == "tool_result"]
+        assert results, "the model was never sent the Read's result"
+        assert any(block.get("is_error") is True for block in results), results
 
     # --- failures ------------------------------------------------------------------------
     @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")

@@ -61,6 +61,15 @@ def write_reply(relative: str, content: str):
                                                  "content": content}))
 
 
+def test_a_turn_of_a_model_served_on_a_local_address_costs_nothing_unless_priced(script, make_agent, project):
+    """The fake's provider is at 127.0.0.1, as a local ollama or vLLM server would be: its tokens
+    count $0 for max_cost_usd (pricing.py), where they used to count at the highest listed price."""
+    script.coding_agent("Nothing to do.")
+    turn = make_agent().run_turn("Say hello.", project, session_id="s-free", resume=False)
+    assert turn.is_error is False, turn.error
+    assert turn.usage["input_tokens"] > 0 and turn.cost_usd == 0.0
+
+
 def test_a_turn_writes_a_file_in_the_worktree_and_streams_its_events(script, make_agent, project):
     script.coding_agent(write_reply("hello.txt", "hello\n"), "Created hello.txt.")
     events: list[dict] = []
@@ -235,9 +244,9 @@ def test_an_api_error_ends_the_turn_with_a_sentence_naming_its_status(script, ma
     turn = make_agent().run_turn("hi", project, session_id=f"s-err-{status}", resume=False)
     assert turn.is_error is True and turn.terminal_reason == "api_error"
     # The model API's status is recorded and said, as for the other agents' API errors (Codex passes
-    # a 400 on as the body's message alone: no status to say).
-    said = "" if status == 400 else f" (HTTP {status})"
-    assert turn.api_error_status == (None if status == 400 else status)
+    # a 400 on as the response body alone: its shape is what says 400, codex_events._readable).
+    said = f" (HTTP {status})"
+    assert turn.api_error_status == status
     assert (turn.error or "").startswith(f"Codex could not get an answer from the model{said}: ")
     if status != 500:  # Codex words a 500 its own way ("high demand"), naming no status
         assert "scripted model failure" in (turn.error or "")

@@ -51,3 +51,18 @@ def test_a_failed_turn_and_stray_lines():
     assert [e["type"] for e in events] == ["log", "log", "log"]
     assert stream.failure == "unexpected status 401 Unauthorized" and not stream.completed
     assert stream.non_json == ["Reading additional input from stdin..."]
+    assert stream.failure_status is None  # (its status is in the words: codex._status reads it)
+
+
+def test_a_raw_error_body_is_a_400():
+    """Codex 0.171 passes a 400 on as the response body alone (its InvalidRequest), every other
+    status as "unexpected status N ...": the OpenAI error body's shape is what says 400."""
+    body = {"error": {"message": "Invalid 'input[2]': empty.", "type": "invalid_request_error",
+                      "code": None, "param": "input"}}
+    stream = CodexStream()
+    feed(stream, [{"type": "error", "message": json.dumps(body)},
+                  {"type": "turn.failed", "error": {"message": json.dumps(body)}}])
+    assert stream.failure == "Invalid 'input[2]': empty." and stream.failure_status == 400
+    other = CodexStream()
+    feed(other, [{"type": "turn.failed", "error": {"message": "stream disconnected before completion"}}])
+    assert other.failure_status is None

@@ -119,6 +119,24 @@ def test_tool_results_reach_the_responder_as_tool_result_blocks_paired_with_the_
     assert json.loads(raw)["choices"][0]["message"]["content"] == "Created a.txt."
 
 
+@pytest.mark.parametrize("content", ["File not found: /srv/project/x.txt", "oldString not found in content",
+                                     "Error: EACCES: permission denied", "The user has specified a rule which "
+                                     "prevents you from using this specific tool call."])
+def test_a_failed_tool_calls_result_is_flagged_as_the_messages_api_flags_it(content):
+    """Chat Completions has no error flag on a `role: tool` message: OpenCode's failure texts are
+    what mark the tool_result is_error, so a script can react to a failed call."""
+    history = chat(
+        {"role": "user", "content": "Read x.txt."},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "read", "arguments": json.dumps({"filePath": "/srv/project/x.txt"})}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": content})
+    assert as_messages_body(history)["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "call_1", "content": content, "is_error": True}]
+    ok = chat(*history["messages"][1:3], {"role": "tool", "tool_call_id": "call_1", "content": "A file saying Error."})
+    assert "is_error" not in as_messages_body(ok)["messages"][2]["content"][0]
+
+
 def test_a_tool_the_request_does_not_offer_is_sent_as_scripted_and_errors_keep_their_status():
     script = ScriptedResponder().coding_agent(reply(tool_use("Glob", {"pattern": "*.py"}),
                                                     tool_use("NotebookEdit", {"cell": 1})),

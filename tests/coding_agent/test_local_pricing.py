@@ -1,0 +1,100 @@
+"""A model served from a loopback or private address (ollama, llama.cpp, vLLM on this machine or the
+LAN) counts $0 for the spending limits unless `price` is given: one rule (pricing.py) that every
+agent pricing tokens itself (Codex, Gemini, aider, OpenCode) applies to the base URL it sends to."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.coding_agent.aider import AiderAgent, AiderOptions
+from orchestrator.coding_agent.aider_output import AiderOutput
+from orchestrator.coding_agent.codex import CodexAgent, CodexOptions
+from orchestrator.coding_agent.gemini import GeminiAgent, GeminiOptions
+from orchestrator.coding_agent.opencode import OpenCodeAgent, OpenCodeOptions
+from orchestrator.coding_agent.opencode_events import OpenCodeStream
+from orchestrator.coding_agent.pricing import ANY_PRICES, CODEX_PRICES, FREE, TokenPrice, is_local, price_for
+
+OLLAMA = "http://127.0.0.1:11434"
+NOTE = f"turns priced at 0: a local model at {OLLAMA}; set price to count it"
+
+
+@pytest.mark.parametrize("url", [OLLAMA, "http://localhost:8000/v1", "http://[::1]:8080/v1", "127.9.9.9:1",
+                                 "http://10.1.2.3/v1", "https://172.16.0.5/v1", "http://172.31.255.1",
+                                 "http://192.168.1.20:11434", "http://[::ffff:192.168.0.2]/v1",
+                                 "http://gpu.localhost:8000"])
+def test_loopback_and_private_addresses_are_local(url):
+    assert is_local(url)
+
+
+@pytest.mark.parametrize("url", [None, "", "https://api.openai.com/v1", "http://172.32.0.1/v1", "http://8.8.8.8",
+                                 "http://11.0.0.1", "http://my-gpu-box:8000/v1", "not a url", "http://[::2]/v1"])
+def test_public_addresses_and_unresolved_names_are_not(url):
+    assert not is_local(url)
+
+
+def test_a_local_model_costs_nothing_unless_a_price_is_given():
+    assert price_for("llama3.1", CODEX_PRICES, base_url=OLLAMA) == (
+        FREE, f"0: a local model at {OLLAMA}; set price to count it")
+    assert price_for("gpt-5", CODEX_PRICES, base_url=OLLAMA)[0] == FREE  # a listed name served locally
+    mine = TokenPrice(input=0.1, output=0.2)
+    assert price_for("llama3.1", CODEX_PRICES, mine, base_url=OLLAMA) == (mine, "your price")
+    assert price_for("llama3.1", CODEX_PRICES, base_url="https://api.example.com/v1")[1].startswith(
+        "the highest listed price")
+
+
+def test_codex_prices_by_its_provider_or_openai_base_url():
+    local = CodexOptions(model="qwen3-coder", provider={"base_url": OLLAMA + "/v1", "env_key": "K"})
+    assert CodexAgent.pricing(local, {}) == f"turns priced at 0: a local model at {OLLAMA}/v1; set price to count it"
+    assert CodexAgent.pricing(CodexOptions(model="qwen3-coder"), {"OPENAI_BASE_URL": OLLAMA}) == NOTE
+    assert "highest listed" in CodexAgent.pricing(CodexOptions(model="qwen3-coder"), {"PATH": "/bin"})
+    priced = local.model_copy(update={"price": TokenPrice(input=1, output=1)})
+    assert CodexAgent.pricing(priced, {}) == "turns priced at your price"
+
+
+def test_gemini_prices_by_google_gemini_base_url():
+    assert GeminiAgent.pricing(GeminiOptions(model="gemma-3"), {"GOOGLE_GEMINI_BASE_URL": OLLAMA}) == NOTE
+    assert "highest listed" in GeminiAgent.pricing(GeminiOptions(model="gemma-3"), {"PATH": "/bin"})
+
+
+def _aider_turn() -> AiderOutput:
+    out = AiderOutput(cwd=Path("/p"))
+    for line in ["Aider v0.86.2", "Model: openai/my-local-model with whole edit format", "",
+                 "Done.", "Tokens: 1.0k sent, 200 received."]:
+        out.feed(line + "\n")
+    return out
+
+
+def test_aider_turns_on_a_local_server_cost_nothing_unless_priced():
+    local = AiderOptions(model="openai/my-local-model", openai_api_base=OLLAMA + "/v1")
+    assert AiderAgent(local)._cost(_aider_turn()) == 0.0
+    assert AiderAgent.pricing(local, {}) == f"turns priced at 0: a local model at {OLLAMA}/v1; set price to count it"
+    assert AiderAgent.pricing(AiderOptions(model="ollama_chat/qwen3"), {"OLLAMA_API_BASE": OLLAMA}) == NOTE
+    assert "priced at 0: a local model at http://localhost:11434" in AiderAgent.pricing(
+        AiderOptions(model="ollama/qwen3"), {"PATH": "/bin"})  # litellm's default for ollama
+    priced = AiderAgent(local.model_copy(update={"price": TokenPrice(input=1.0, output=2.0)}))
+    assert priced._cost(_aider_turn()) == pytest.approx((1000 * 1.0 + 200 * 2.0) / 1e6)
+    remote = AiderAgent(AiderOptions(model="openai/my-local-model", openai_api_base="https://llm.example.com/v1"))
+    ceiling = price_for(None, ANY_PRICES)[0]
+    assert remote._cost(_aider_turn()) == pytest.approx((1000 * ceiling.input + 200 * ceiling.output) / 1e6)
+
+
+def test_opencode_turns_of_a_provider_declared_on_a_local_server_cost_nothing(tmp_path):
+    content = {"provider": {"local": {"npm": "@ai-sdk/openai-compatible", "options": {"baseURL": OLLAMA + "/v1"}}}}
+    env = {"OPENCODE_CONFIG_CONTENT": json.dumps(content)}
+    options = OpenCodeOptions(model="local/qwen3-coder")
+    stream = OpenCodeStream()
+    stream.feed(json.dumps({"type": "step_finish", "sessionID": "ses_1", "part": {
+        "reason": "stop", "cost": 0, "tokens": {"input": 1000, "output": 200}}}))
+    assert OpenCodeAgent(options, env=env)._cost(stream) == 0.0
+    nowhere = {"OPENCODE_CONFIG_CONTENT": "", "XDG_CONFIG_HOME": "/nonexistent"}
+    assert OpenCodeAgent(options, env=nowhere)._cost(stream) > 0  # no provider declared: not known to be local
+    assert OpenCodeAgent.pricing(options, env) == (
+        f"turns priced at 0: a local model at {OLLAMA}/v1; set price to count it")
+    assert "highest listed" in OpenCodeAgent.pricing(OpenCodeOptions(model="other/qwen3-coder"), env)
+    # The same provider declared in the global config file (as for the offline fake) counts too.
+    (tmp_path / "opencode").mkdir()
+    (tmp_path / "opencode" / "opencode.json").write_text(json.dumps(content))
+    assert OpenCodeAgent(options, env={**nowhere, "XDG_CONFIG_HOME": str(tmp_path)})._cost(stream) == 0.0
