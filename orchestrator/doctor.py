@@ -131,7 +131,8 @@ def agent_pricing(config: Config, registry: Any, kind: str) -> str | None:
 
 def local_model_note(config: Config, registry: Any = None) -> str | None:
     """The line `middle run` starts with when the configured coding agent's model is served from a
-    local address and so counts $0 for max_cost_usd (pricing.py); None otherwise."""
+    local address: priced as any unknown model for max_cost_usd, which a free one can be told not to
+    be (pricing.py); None otherwise."""
     from orchestrator.coding_agent.pricing import local_pricing
     from orchestrator.plugins.manager import registry as default_registry
 

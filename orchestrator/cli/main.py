@@ -281,7 +281,7 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
     loaded = orch.sync_tickets(tickets_dir)
     say_changes(loaded)
     say_problems(loaded, config.state_path)
-    if not fake:  # a free local model: max_cost_usd will not stop it, said once (pricing.py)
+    if not fake:  # a model at a local address is priced as unknown: how to count it at 0, said once (pricing.py)
         from orchestrator.doctor import local_model_note
 
         note = local_model_note(config)

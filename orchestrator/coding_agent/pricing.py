@@ -13,10 +13,14 @@ newer than the CLI). Here a turn's tokens are priced by the model that ran them:
 aider and OpenCode run any provider's model, so their table is every one below (`ANY_PRICES`); a
 cost they report themselves is kept when no `price` is given, and never undercut (`counted_cost`).
 
-A model served from a loopback or private address (the agent's base URL: ollama, llama.cpp, vLLM
-on localhost or the LAN) costs nothing per token: it is counted at 0 unless `price` is given, else
-the ceiling above would stop a free run after a few turns. Each agent finds its base URL (its
-options or the variables its CLI reads) and passes it here (`price_for(base_url=...)`): one rule.
+A model served from a loopback or private address (the agent's base URL) may be the user's own
+(ollama, llama.cpp, vLLM) and free, or a gateway to a paid API (a LiteLLM proxy on localhost:4000,
+a company's gateway on 10.x): the address cannot tell which, so it is priced as above (a limit
+stops such a run early, never late), and the run's start and `middle doctor` say once how to count
+it at 0 (`price = {input = 0, output = 0}`). A model named through Ollama (`ollama/`,
+`ollama_chat/`: local weights Ollama serves) counts 0 unless `price` is given. Each agent finds its
+base URL (its options or the variables its CLI reads) and passes it here
+(`price_for(base_url=...)`): one rule.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ANY_PRICES", "CLAUDE_PRICES", "CODEX_PRICES", "FREE", "GEMINI_PRICES", "TokenPrice", "counted_cost",
-           "is_local", "local_note", "local_pricing", "price_for", "reported_or_priced", "turn_cost"]
+__all__ = ["ANY_PRICES", "CLAUDE_PRICES", "CODEX_PRICES", "FREE", "GEMINI_PRICES", "OLLAMA_PREFIXES", "TokenPrice",
+           "counted_cost", "is_local", "local_note", "local_pricing", "price_for", "reported_or_priced", "turn_cost"]
 
 
 class TokenPrice(BaseModel):
@@ -103,22 +107,29 @@ def _ceiling(table: Mapping[str, TokenPrice]) -> TokenPrice:
                       output=max(p.output for p in table.values()))
 
 
+OLLAMA_PREFIXES = ("ollama/", "ollama_chat/")  # litellm's (aider's) names of models Ollama serves
+
+
 def price_for(model: str | None, table: Mapping[str, TokenPrice],
               configured: TokenPrice | None = None, *, base_url: str | None = None) -> tuple[TokenPrice, str]:
     """The price a turn of `model` (served at `base_url`, when the agent knows it) is counted at,
     and where it came from (for `middle doctor` and the run's start)."""
     if configured is not None:
         return configured, "your price"
-    if is_local(base_url):
-        return FREE, local_note(base_url)
+    if (model or "").strip().lower().startswith(OLLAMA_PREFIXES):
+        return FREE, "0: a model Ollama serves; set price to count it"
     # The provider's part goes: "openai/gpt-4.1", "models/gemini-2.5-pro", "openrouter/anthropic/claude-...".
     name = (model or "").strip().lower().rsplit("/", 1)[-1]
     matches = [key for key in table if name == key or name.startswith(key + "-")]
     if matches:
         key = max(matches, key=len)
-        return table[key], f"the list price of {key}"
-    why = f"{model} is not in the price table" if model else "the CLI chooses the model"
-    return _ceiling(table), f"the highest listed price ({why})"
+        price, why = table[key], f"the list price of {key}"
+    else:
+        what = f"{model} is not in the price table" if model else "the CLI chooses the model"
+        price, why = _ceiling(table), f"the highest listed price ({what})"
+    if is_local(base_url):  # the user's own free model, or a gateway to a paid one: they say which
+        why += "; " + local_note(base_url)
+    return price, why
 
 
 def _count(usage: Mapping[str, Any], *keys: str) -> int:
@@ -153,13 +164,13 @@ def counted_cost(reported: float, usage: Mapping[str, Any], price: TokenPrice, *
 
 
 def local_note(base_url: str | None) -> str:
-    """How a local model's price is said (`middle doctor`'s row, the run's start)."""
-    return f"0: a local model at {base_url}; set price to count it"
+    """What is said of a model served at a local address (`middle doctor`'s row, the run's start)."""
+    return f"served at a local address ({base_url}): if it costs nothing, set price = {{input = 0, output = 0}}"
 
 
 def local_pricing(pricing: str) -> bool:
-    """Whether an agent's `pricing()` line says its turns count at 0 as a local model's."""
-    return "priced at 0: a local model at " in pricing
+    """Whether an agent's `pricing()` line says its model is served at a local address."""
+    return "served at a local address (" in pricing
 
 
 def reported_or_priced(cli: str, model: str | None, configured: TokenPrice | None,
@@ -167,7 +178,5 @@ def reported_or_priced(cli: str, model: str | None, configured: TokenPrice | Non
     """What `middle doctor` says such an agent's turns count at."""
     if configured is not None:
         return f"turns priced at your price, or what {cli} reports when more"
-    if is_local(base_url):
-        return "turns priced at " + local_note(base_url)
-    why = price_for(model, ANY_PRICES)[1]
+    why = price_for(model, ANY_PRICES, base_url=base_url)[1]
     return f"turns at {cli}'s own cost; a model it has no price for at {why}"

@@ -159,25 +159,29 @@ def test_each_agent_a_ticket_names_gets_its_own_row_and_an_agent_following_the_p
     assert "npm install -g @openai/codex@" in problem
     # Codex reports tokens, not money: the row says what its turns count at for max_cost_usd.
     assert "codex (turns priced at the highest listed price (the CLI chooses the model))" in out
-    # aider follows the provider to a server on 127.0.0.1: a local model, counted at 0 (pricing.py).
-    assert "aider (following [agent] provider openai-compatible) (turns priced at 0: a local model at " \
-           "http://127.0.0.1:9/v1; set price to count it)" in out
+    # aider follows the provider to a server on 127.0.0.1: priced as unknown, told how to count it at 0.
+    assert "aider (following [agent] provider openai-compatible) (turns at aider's own cost; a model it has no " \
+           "price for at the highest listed price" in out, out
+    assert "served at a local address (http://127.0.0.1:9/v1): if it costs nothing, set price = {input = 0, " \
+           "output = 0})" in out, out
 
 
-def test_run_says_once_at_its_start_that_a_local_model_counts_nothing(project_dir, monkeypatch):
-    """max_cost_usd does not stop a free local model: `middle run` says so before it starts, and a
-    `price` of the user's (which then counts) silences it."""
+def test_run_says_once_at_its_start_how_to_count_a_local_model_free(project_dir, monkeypatch):
+    """A model at a local address is priced as unknown (it may be a gateway to a paid API), so
+    max_cost_usd may stop a free one early: `middle run` says once how to count it at 0, and a
+    `price` of the user's silences it."""
     config = ('[project]\npath = "repo"\n[agent]\nprovider = "openai-compatible"\n'
               'base_url = "http://127.0.0.1:11434/v1"\nmodel = "llama"\n[coding_agent]\nkind = "aider"\n')
     (project_dir / "middle.toml").write_text(config)
     for name in [p.name for p in (project_dir / "tickets").iterdir()]:
         (project_dir / "tickets" / name).unlink()  # nothing to run: only the start is looked at
     out = " ".join(CliRunner().invoke(main, ["run"]).output.split())
-    assert out.count("aider: turns priced at 0: a local model at http://127.0.0.1:11434/v1; set price to "
-                     "count it") == 1, out
+    assert out.count("served at a local address (http://127.0.0.1:11434/v1): if it costs nothing, set price = "
+                     "{input = 0, output = 0}") == 1, out
+    assert "aider: turns at aider's own cost" in out, out
     (project_dir / "middle.toml").write_text(config + '[coding_agent.options]\nprice = {input = 1, output = 1}\n')
     out = " ".join(CliRunner().invoke(main, ["run"]).output.split())
-    assert "priced at 0" not in out and "no pending tickets" in out, out
+    assert "local address" not in out and "no pending tickets" in out, out
 
 
 def test_doctor_leaves_nothing_in_the_gemini_cli_s_home(project_dir, tmp_path, monkeypatch):

@@ -61,13 +61,16 @@ def write_reply(relative: str, content: str):
                                                  "content": content}))
 
 
-def test_a_turn_of_a_model_served_on_a_local_address_costs_nothing_unless_priced(script, make_agent, project):
-    """The fake's provider is at 127.0.0.1, as a local ollama or vLLM server would be: its tokens
-    count $0 for max_cost_usd (pricing.py), where they used to count at the highest listed price."""
-    script.coding_agent("Nothing to do.")
-    turn = make_agent().run_turn("Say hello.", project, session_id="s-free", resume=False)
+def test_a_turn_of_a_model_served_on_a_local_address_counts_unless_priced_free(script, make_agent, project):
+    """The fake's provider is at 127.0.0.1, as a local ollama server or a LiteLLM proxy to a paid
+    API would be: its tokens count for max_cost_usd (pricing.py) unless the user's price says 0."""
+    script.coding_agent("Nothing to do.", "Nothing to do.")
+    turn = make_agent().run_turn("Say hello.", project, session_id="s-local", resume=False)
     assert turn.is_error is False, turn.error
-    assert turn.usage["input_tokens"] > 0 and turn.cost_usd == 0.0
+    assert turn.usage["input_tokens"] > 0 and turn.cost_usd > 0
+    free = make_agent(price={"input": 0, "output": 0}).run_turn("Say hello.", project, session_id="s-free",
+                                                                 resume=False)
+    assert free.is_error is False and free.usage["input_tokens"] > 0 and free.cost_usd == 0.0
 
 
 def test_a_turn_writes_a_file_in_the_worktree_and_streams_its_events(script, make_agent, project):

@@ -52,13 +52,17 @@ def said(body: dict[str, Any]) -> str:
     return "\n".join(content_text(m.get("content")) for m in body.get("messages") or [])
 
 
-def test_a_turn_on_a_local_gemini_base_url_costs_nothing_unless_priced(gemini, project):
-    """GOOGLE_GEMINI_BASE_URL points at the fake on 127.0.0.1, as at a local server: the turn's
-    tokens count $0 for max_cost_usd (pricing.py) where they counted at a list price before."""
-    gemini.script.coding_agent(reply("Nothing to do.", usage={"input_tokens": 1000, "output_tokens": 20}))
+def test_a_turn_on_a_local_gemini_base_url_counts_unless_priced_free(gemini, project):
+    """GOOGLE_GEMINI_BASE_URL points at the fake on 127.0.0.1, as at a local server or a gateway to
+    the paid API: the turn's tokens count for max_cost_usd (pricing.py) unless the price says 0."""
+    gemini.script.coding_agent(reply("Nothing to do.", usage={"input_tokens": 1000, "output_tokens": 20}),
+                               reply("Nothing to do.", usage={"input_tokens": 1000, "output_tokens": 20}))
     turn = gemini.agent().run_turn("Say hello.", project, session_id=str(uuid.uuid4()), resume=False)
     assert turn.is_error is False, turn.error
-    assert turn.usage["input_tokens"] >= 1000 and turn.cost_usd == 0.0
+    assert turn.usage["input_tokens"] >= 1000 and turn.cost_usd > 0
+    free = gemini.agent(price={"input": 0, "output": 0}).run_turn("Say hello.", project,
+                                                                  session_id=str(uuid.uuid4()), resume=False)
+    assert free.is_error is False and free.cost_usd == 0.0
 
 
 def test_a_turn_writes_in_the_worktree_streams_its_tool_call_and_reports_tokens(gemini, project):

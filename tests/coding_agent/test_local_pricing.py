@@ -1,6 +1,8 @@
-"""A model served from a loopback or private address (ollama, llama.cpp, vLLM on this machine or the
-LAN) counts $0 for the spending limits unless `price` is given: one rule (pricing.py) that every
-agent pricing tokens itself (Codex, Gemini, aider, OpenCode) applies to the base URL it sends to."""
+"""A model served from a loopback or private address may be free (ollama, llama.cpp, vLLM) or a
+gateway to a paid API (a LiteLLM proxy on localhost): it is priced as any unknown model, so a limit
+stops it early rather than never, and what is said tells how to count it at 0; a model Ollama serves
+(`ollama/`) counts 0. One rule (pricing.py) every agent pricing tokens itself (Codex, Gemini, aider,
+OpenCode) applies to the base URL it sends to."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from orchestrator.coding_agent.opencode_events import OpenCodeStream
 from orchestrator.coding_agent.pricing import ANY_PRICES, CODEX_PRICES, FREE, TokenPrice, is_local, price_for
 
 OLLAMA = "http://127.0.0.1:11434"
-NOTE = f"turns priced at 0: a local model at {OLLAMA}; set price to count it"
+LOCAL = "served at a local address ({}): if it costs nothing, set price = {{input = 0, output = 0}}"
+NOTE = "; " + LOCAL.format(OLLAMA)
 
 
 @pytest.mark.parametrize("url", [OLLAMA, "http://localhost:8000/v1", "http://[::1]:8080/v1", "127.9.9.9:1",
@@ -35,45 +38,63 @@ def test_public_addresses_and_unresolved_names_are_not(url):
     assert not is_local(url)
 
 
-def test_a_local_model_costs_nothing_unless_a_price_is_given():
-    assert price_for("llama3.1", CODEX_PRICES, base_url=OLLAMA) == (
-        FREE, f"0: a local model at {OLLAMA}; set price to count it")
-    assert price_for("gpt-5", CODEX_PRICES, base_url=OLLAMA)[0] == FREE  # a listed name served locally
+def test_a_model_at_a_local_address_is_priced_as_unknown_and_told_how_to_count_it_at_0():
+    """A local address may be a gateway to a paid API: counting it 0 would let max_cost_usd never
+    stop it. It is priced as anywhere else, and the note says how to say it is free."""
+    price, why = price_for("llama3.1", CODEX_PRICES, base_url=OLLAMA)
+    assert price == price_for("llama3.1", CODEX_PRICES)[0] and price != FREE
+    assert why == "the highest listed price (llama3.1 is not in the price table)" + NOTE
+    assert price_for("gpt-5", CODEX_PRICES, base_url=OLLAMA) == (CODEX_PRICES["gpt-5"],
+                                                                 "the list price of gpt-5" + NOTE)
     mine = TokenPrice(input=0.1, output=0.2)
     assert price_for("llama3.1", CODEX_PRICES, mine, base_url=OLLAMA) == (mine, "your price")
-    assert price_for("llama3.1", CODEX_PRICES, base_url="https://api.example.com/v1")[1].startswith(
-        "the highest listed price")
+    free = TokenPrice(input=0, output=0)
+    assert price_for("llama3.1", CODEX_PRICES, free, base_url=OLLAMA) == (free, "your price")
+    assert price_for("llama3.1", CODEX_PRICES, base_url="https://api.example.com/v1")[1] == (
+        "the highest listed price (llama3.1 is not in the price table)")
+
+
+@pytest.mark.parametrize("model", ["ollama/qwen3", "ollama_chat/llama3.1", "OLLAMA/x"])
+def test_a_model_ollama_serves_counts_nothing_unless_priced(model):
+    assert price_for(model, ANY_PRICES) == (FREE, "0: a model Ollama serves; set price to count it")
+    mine = TokenPrice(input=1, output=1)
+    assert price_for(model, ANY_PRICES, mine) == (mine, "your price")
 
 
 def test_codex_prices_by_its_provider_or_openai_base_url():
     local = CodexOptions(model="qwen3-coder", provider={"base_url": OLLAMA + "/v1", "env_key": "K"})
-    assert CodexAgent.pricing(local, {}) == f"turns priced at 0: a local model at {OLLAMA}/v1; set price to count it"
-    assert CodexAgent.pricing(CodexOptions(model="qwen3-coder"), {"OPENAI_BASE_URL": OLLAMA}) == NOTE
-    assert "highest listed" in CodexAgent.pricing(CodexOptions(model="qwen3-coder"), {"PATH": "/bin"})
+    assert CodexAgent.pricing(local, {}).endswith("; " + LOCAL.format(OLLAMA + "/v1"))
+    assert CodexAgent.pricing(CodexOptions(model="qwen3-coder"), {"OPENAI_BASE_URL": OLLAMA}).endswith(NOTE)
+    elsewhere = CodexAgent.pricing(CodexOptions(model="qwen3-coder"), {"PATH": "/bin"})
+    assert "highest listed" in elsewhere and "local address" not in elsewhere
     priced = local.model_copy(update={"price": TokenPrice(input=1, output=1)})
     assert CodexAgent.pricing(priced, {}) == "turns priced at your price"
 
 
 def test_gemini_prices_by_google_gemini_base_url():
-    assert GeminiAgent.pricing(GeminiOptions(model="gemma-3"), {"GOOGLE_GEMINI_BASE_URL": OLLAMA}) == NOTE
+    assert GeminiAgent.pricing(GeminiOptions(model="gemma-3"), {"GOOGLE_GEMINI_BASE_URL": OLLAMA}) == (
+        "turns priced at the highest listed price (gemma-3 is not in the price table)" + NOTE)
     assert "highest listed" in GeminiAgent.pricing(GeminiOptions(model="gemma-3"), {"PATH": "/bin"})
 
 
-def _aider_turn() -> AiderOutput:
+def _aider_turn(model: str = "openai/my-local-model") -> AiderOutput:
     out = AiderOutput(cwd=Path("/p"))
-    for line in ["Aider v0.86.2", "Model: openai/my-local-model with whole edit format", "",
+    for line in ["Aider v0.86.2", f"Model: {model} with whole edit format", "",
                  "Done.", "Tokens: 1.0k sent, 200 received."]:
         out.feed(line + "\n")
     return out
 
 
-def test_aider_turns_on_a_local_server_cost_nothing_unless_priced():
+def test_aider_turns_on_a_local_server_are_priced_unless_ollama_serves_them():
     local = AiderOptions(model="openai/my-local-model", openai_api_base=OLLAMA + "/v1")
-    assert AiderAgent(local)._cost(_aider_turn()) == 0.0
-    assert AiderAgent.pricing(local, {}) == f"turns priced at 0: a local model at {OLLAMA}/v1; set price to count it"
-    assert AiderAgent.pricing(AiderOptions(model="ollama_chat/qwen3"), {"OLLAMA_API_BASE": OLLAMA}) == NOTE
-    assert "priced at 0: a local model at http://localhost:11434" in AiderAgent.pricing(
-        AiderOptions(model="ollama/qwen3"), {"PATH": "/bin"})  # litellm's default for ollama
+    ceiling = price_for(None, ANY_PRICES)[0]
+    assert AiderAgent(local)._cost(_aider_turn()) == pytest.approx((1000 * ceiling.input + 200 * ceiling.output) / 1e6)
+    assert AiderAgent.pricing(local, {}).endswith("; " + LOCAL.format(OLLAMA + "/v1"))
+    assert "at 0: a model Ollama serves" in AiderAgent.pricing(AiderOptions(model="ollama_chat/qwen3"),
+                                                              {"OLLAMA_API_BASE": OLLAMA})
+    assert AiderAgent(AiderOptions(model="ollama/qwen3"))._cost(_aider_turn("ollama/qwen3")) == 0.0
+    free = AiderAgent(local.model_copy(update={"price": TokenPrice(input=0, output=0)}))
+    assert free._cost(_aider_turn()) == 0.0  # the user says it is free
     priced = AiderAgent(local.model_copy(update={"price": TokenPrice(input=1.0, output=2.0)}))
     assert priced._cost(_aider_turn()) == pytest.approx((1000 * 1.0 + 200 * 2.0) / 1e6)
     remote = AiderAgent(AiderOptions(model="openai/my-local-model", openai_api_base="https://llm.example.com/v1"))
@@ -81,20 +102,21 @@ def test_aider_turns_on_a_local_server_cost_nothing_unless_priced():
     assert remote._cost(_aider_turn()) == pytest.approx((1000 * ceiling.input + 200 * ceiling.output) / 1e6)
 
 
-def test_opencode_turns_of_a_provider_declared_on_a_local_server_cost_nothing(tmp_path):
+def test_opencode_turns_of_a_provider_declared_on_a_local_server_are_priced_and_say_how_to_count_0(tmp_path):
     content = {"provider": {"local": {"npm": "@ai-sdk/openai-compatible", "options": {"baseURL": OLLAMA + "/v1"}}}}
     env = {"OPENCODE_CONFIG_CONTENT": json.dumps(content)}
     options = OpenCodeOptions(model="local/qwen3-coder")
     stream = OpenCodeStream()
     stream.feed(json.dumps({"type": "step_finish", "sessionID": "ses_1", "part": {
         "reason": "stop", "cost": 0, "tokens": {"input": 1000, "output": 200}}}))
-    assert OpenCodeAgent(options, env=env)._cost(stream) == 0.0
     nowhere = {"OPENCODE_CONFIG_CONTENT": "", "XDG_CONFIG_HOME": "/nonexistent"}
-    assert OpenCodeAgent(options, env=nowhere)._cost(stream) > 0  # no provider declared: not known to be local
-    assert OpenCodeAgent.pricing(options, env) == (
-        f"turns priced at 0: a local model at {OLLAMA}/v1; set price to count it")
-    assert "highest listed" in OpenCodeAgent.pricing(OpenCodeOptions(model="other/qwen3-coder"), env)
-    # The same provider declared in the global config file (as for the offline fake) counts too.
+    assert OpenCodeAgent(options, env=env)._cost(stream) == OpenCodeAgent(options, env=nowhere)._cost(stream) > 0
+    assert OpenCodeAgent.pricing(options, env).endswith("; " + LOCAL.format(OLLAMA + "/v1"))
+    assert "local address" not in OpenCodeAgent.pricing(OpenCodeOptions(model="other/qwen3-coder"), env)
+    # The same provider declared in the global config file (as for the offline fake) is found too.
     (tmp_path / "opencode").mkdir()
     (tmp_path / "opencode" / "opencode.json").write_text(json.dumps(content))
-    assert OpenCodeAgent(options, env={**nowhere, "XDG_CONFIG_HOME": str(tmp_path)})._cost(stream) == 0.0
+    assert OpenCodeAgent.pricing(options, {**nowhere, "XDG_CONFIG_HOME": str(tmp_path)}).endswith(
+        "; " + LOCAL.format(OLLAMA + "/v1"))
+    free = OpenCodeOptions(model="local/qwen3-coder", price=TokenPrice(input=0, output=0))
+    assert OpenCodeAgent(free, env=env)._cost(stream) == 0.0

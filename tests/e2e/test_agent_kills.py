@@ -49,7 +49,7 @@ KINDS = ["claude-code", "codex", "gemini", "opencode", "aider"]
 TICKET = "---\ntitle: Two files\nproject: calc\nid: t1\n---\nCreate a.txt, then b.txt.\n"
 FIRST, SECOND = "Create a.txt containing a.", "Now create b.txt containing b."
 # Options beyond the agent's offline ones: Claude Code needs its write tools allowed; Codex and
-# Gemini a price, since their fakes at 127.0.0.1 are local models, counted $0 otherwise (pricing.py).
+# Gemini a price (their own tokens priced, whatever their fakes at 127.0.0.1 would count at: pricing.py).
 PRICE = {"price": {"input": 1.0, "output": 2.0}}
 EXTRA: dict[str, dict[str, Any]] = {"claude-code": {"allowed_tools": ["Read", "Write", "Edit"]},
                                     "codex": PRICE, "gemini": PRICE}
