@@ -45,6 +45,7 @@ POINTS: tuple[Point, ...] = (
     Point("memory.marked", "the completion doc was marked indexed"),
     Point("memory.observed", "a turn's round was given to memory's conversation-watching backends "
           "(observe_round); the store not told yet"),
+    Point("turn.hooked", "the plugins' on_turn_end hook ran for a turn; the store not told yet"),
     Point("memory.retired", "a later round deleted the ticket's earlier completion docs from memory (its "
           "own indexed); the store not told yet"),
     Point("run.ended", "the run's end was stored (status, run_end, claim released); a complete or failed "
