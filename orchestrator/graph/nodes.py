@@ -276,8 +276,9 @@ def _observe(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tur
              text: str) -> None:
     """Conversation-watching backends see each round once: after the turn (run here or found
     finished by a takeover) unless the store records it given already. A kill between the give
-    and the record (`memory.observed`) gives it again on takeover: the built-in backend takes a
-    round equal to its conversation's last as given already (backends/sliding_window)."""
+    and the record (`memory.observed`) gives it again on takeover: the built-in backends take a
+    round equal to their conversation's last as given already (backends/sliding_window,
+    backends/hindsight/lifecycle.py)."""
     if ctx.memory is None or ctx.run.turn_observed(turn_no):
         return
     try:
