@@ -52,6 +52,8 @@ POINTS: tuple[Point, ...] = (
           "one's end hooks ran"),
     Point("run.hooks", "the run's end was stored; its end hooks not run yet (a complete round's open pull "
           "request not brought up to date, `[run] on_complete = \"pr\"` not opened)"),
+    Point("run.hooked", "a plugin's end hook (on_ticket_complete, on_ticket_failed) ran; its record (end_hooks) not "
+          "written yet"),
     Point("pr.opened", "a pull request was opened on GitHub", in_run=False),
     Point("pr.read", "`middle sync` recorded that GitHub merged or closed a ticket's pull request "
           "(run's pr_state and the ticket's status, one transaction); said not yet", in_run=False),

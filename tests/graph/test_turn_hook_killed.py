@@ -46,15 +46,23 @@ class TwoTurnsLLM:
 
 
 class HookLog:
-    """A plugin appending each on_turn_end it sees to a file both processes share."""
+    """A plugin appending each on_turn_end and on_ticket_complete it sees to a file both
+    processes share; named, so its end hook's record (by plugin name) holds across processes."""
 
     def __init__(self, path: Path):
-        self.path = path
+        self.path, self.__name__ = path, "hook-log"
+
+    def _log(self, line: str) -> None:
+        with open(self.path, "a") as f:
+            f.write(line + "\n")
 
     @hookimpl
     def on_turn_end(self, ticket, run_id, turn):
-        with open(self.path, "a") as f:
-            f.write(f"{run_id} {turn['turn_no']}\n")
+        self._log(f"{run_id} {turn['turn_no']}")
+
+    @hookimpl
+    def on_ticket_complete(self, ticket, run_id, summary):
+        self._log(f"{run_id} complete {summary}")
 
 
 def machine(home: Path, project: Path) -> Orchestrator:
@@ -66,14 +74,19 @@ def machine(home: Path, project: Path) -> Orchestrator:
     return orch
 
 
-def _hooks_after_a_kill_at(at: str, tmp_path: Path, project: Path) -> list[str]:
+def machine_a_dies_at(at: str, tmp_path: Path, project: Path) -> None:
+    """Run machine A (a real process) with MIDDLE_KILL_AT=`at`; it must die there (SIGKILL)."""
     script = MACHINE_A.format(tests=str(Path(__file__).parent), home=str(tmp_path), project=str(project))
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           env={**_env(), VARIABLE: at})
     assert proc.returncode == -9, proc.stderr[-3000:]
+
+
+def _hooks_after_a_kill_at(at: str, tmp_path: Path, project: Path) -> list[str]:
+    machine_a_dies_at(at, tmp_path, project)
     with machine(tmp_path, project) as orch:
         assert orch.resume("t1").status == "complete"
-    return (tmp_path / "hooks.log").read_text().split("\n")[:-1]
+    return [line for line in (tmp_path / "hooks.log").read_text().split("\n")[:-1] if "complete" not in line]
 
 
 def test_a_kill_between_the_turn_hook_and_its_record_repeats_that_hook_with_its_key(tmp_path, project):
