@@ -51,15 +51,18 @@ class RunLifecycle:
         return ended
 
     def end_hooks(self, ticket_id: str, run_id: str, hook: str, said: str, *,
-                  say: Callable[[str], None] | None = None, built_in: bool = True) -> None:
+                  say: Callable[[str], None] | None = None, built_in: bool = True) -> int:
         """The run's end hook (`on_ticket_complete` with its summary, `on_ticket_failed` with its
         reason: `said`) of each plugin not recorded as run for it (`built_in=False`: nor the
         built-in plugins, whose work has its own record), each recorded right after it
-        (kill point `run.hooked` between), then the run's hooks_due cleared: a kill skips none
+        (kill point `run.hooked` between), then the run's hooks_due cleared (how many ran): a kill skips none
         (`middle sync` runs the rest, end_hooks.catch_up), and repeats at most the one it cut off."""
+        called: list[str] = []
+
         def ran(plugin: str) -> None:
             point("run.hooked")
             self.store.mark_end_hook(run_id, plugin)
+            called.append(plugin)
 
         args: dict[str, Any] = {"ticket": self.store.get_ticket(ticket_id), "run_id": run_id}
         if hook == "on_ticket_complete":
@@ -70,6 +73,7 @@ class RunLifecycle:
         skip = self.store.end_hooks_ran(run_id) | (set() if built_in else set(DEFAULT_PLUGINS))
         call_hook(self.hooks, hook, skip=skip, ran=ran, **args)
         self.store.clear_hooks_due(run_id)
+        return len(called)
 
     def _pr_due(self, run_id: str) -> str | None:
         """What the complete run's end asks of its pull request, recorded in the end's transaction
@@ -137,9 +141,8 @@ def catch_up_end_hooks(lifecycle: RunLifecycle, say: Callable[[str], None]) -> i
             said = lifecycle.store.get_run(run_id).get("reason") or ""
         else:  # (the summary is the complete ticket's reason, stored with the end)
             said = lifecycle.store.get_ticket(ticket_id).status_reason or ""
-        lifecycle.end_hooks(ticket_id, run_id, hook, said, say=say, built_in=False)
-    if due:
-        say(f"ran the end hooks a stopped process left of {len(due)} run(s)")
+        if lifecycle.end_hooks(ticket_id, run_id, hook, said, say=say, built_in=False):
+            say(f"ran the {hook} hooks a stopped process left of run {run_id} (ticket {ticket_id})")
     return len(due)
 
 
