@@ -24,7 +24,8 @@ def _ends_after_catch_up(tmp_path: Path, project: Path) -> tuple[list[str], str,
         caught = catch_up_end_hooks(lifecycle, said.append)
         assert catch_up_end_hooks(lifecycle, said.append) == 0  # once done, nothing is due
         run_id = orch.store.latest_run("t1")["id"]
-    ends = [line for line in (tmp_path / "hooks.log").read_text().split("\n")[:-1] if "complete" in line]
+    ends = [line for line in (tmp_path / "hooks.log").read_text().split("\n")[:-1]
+            if line.split()[1] in ("complete", "failed")]
     return ends, run_id, caught
 
 
@@ -48,3 +49,10 @@ def test_a_run_whose_end_hooks_all_ran_is_not_due(tmp_path, project):
         assert orch.store.hooks_due() == []
     ends, _run_id, caught = _ends_after_catch_up(tmp_path, project)
     assert caught == 0 and len(ends) == 1, ends
+
+
+def test_a_failed_runs_end_hook_a_kill_skipped_is_run_once_by_sync_with_its_reason(tmp_path, project):
+    machine_a_dies_at("run.hooks:1", tmp_path, project, max_turns=1)
+    ends, run_id, caught = _ends_after_catch_up(tmp_path, project)
+    assert caught == 1 and len(ends) == 1 and ends[0].startswith(f"{run_id} failed "), ends
+    assert "turn" in ends[0]  # the run's stored reason (its turn limit)

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_turn_hook_killed import machine
-with machine(Path({home!r}), Path({project!r})) as orch:
+with machine(Path({home!r}), Path({project!r}), {max_turns!r}) as orch:
     orch.run_ticket("t1")
 """
 
@@ -64,19 +64,26 @@ class HookLog:
     def on_ticket_complete(self, ticket, run_id, summary):
         self._log(f"{run_id} complete {summary}")
 
+    @hookimpl
+    def on_ticket_failed(self, ticket, run_id, reason):
+        self._log(f"{run_id} failed {reason}")
 
-def machine(home: Path, project: Path) -> Orchestrator:
+
+def machine(home: Path, project: Path, max_turns: int = 5) -> Orchestrator:
     registry = PluginRegistry(load_entry_points=False, extra_plugins=(_TestPlugin(), HookLog(home / "hooks.log")))
     coder = RecordingCodingAgent([lambda prompt, cwd: "r2" if "p2" in prompt else "r1"] * 4)
-    orch = Orchestrator(make_config(home), llm=TwoTurnsLLM(), coding_agent=coder, registry=registry)
+    orch = Orchestrator(make_config(home, max_turns=max_turns), llm=TwoTurnsLLM(), coding_agent=coder,
+                        registry=registry)
     if not orch.store.list_runs("t1"):  # (machine A: the ticket is new)
         add_ticket(orch, project)
     return orch
 
 
-def machine_a_dies_at(at: str, tmp_path: Path, project: Path) -> None:
-    """Run machine A (a real process) with MIDDLE_KILL_AT=`at`; it must die there (SIGKILL)."""
-    script = MACHINE_A.format(tests=str(Path(__file__).parent), home=str(tmp_path), project=str(project))
+def machine_a_dies_at(at: str, tmp_path: Path, project: Path, max_turns: int = 5) -> None:
+    """Run machine A (a real process) with MIDDLE_KILL_AT=`at`; it must die there (SIGKILL).
+    `max_turns=1`: its run fails at the turn limit (the fail path)."""
+    script = MACHINE_A.format(tests=str(Path(__file__).parent), home=str(tmp_path), project=str(project),
+                              max_turns=max_turns)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           env={**_env(), VARIABLE: at})
     assert proc.returncode == -9, proc.stderr[-3000:]
@@ -86,7 +93,7 @@ def _hooks_after_a_kill_at(at: str, tmp_path: Path, project: Path) -> list[str]:
     machine_a_dies_at(at, tmp_path, project)
     with machine(tmp_path, project) as orch:
         assert orch.resume("t1").status == "complete"
-    return [line for line in (tmp_path / "hooks.log").read_text().split("\n")[:-1] if "complete" not in line]
+    return [line for line in (tmp_path / "hooks.log").read_text().split("\n")[:-1] if line.split()[1].isdigit()]
 
 
 def test_a_kill_between_the_turn_hook_and_its_record_repeats_that_hook_with_its_key(tmp_path, project):
