@@ -130,12 +130,17 @@ class RunLifecycle:
         return ended
 
 
-def catch_up_end_hooks(lifecycle: RunLifecycle, say: Callable[[str], None]) -> int:
+def catch_up_end_hooks(lifecycle: RunLifecycle, say: Callable[[str], None], ended_s_ago: float | None = None) -> int:
     """`middle sync`: run the end hooks a kill skipped (a run whose end is stored with hooks_due
     set): each plugin's not recorded as run, then the run's hooks_due cleared. The built-in
     plugins are not called here: their work has its own record (a pull request's `pr_due`, done by
-    github.pull_updates.catch_up; the completion doc's index, done before the end). How many runs."""
-    due = lifecycle.store.hooks_due()
+    github.pull_updates.catch_up; the completion doc's index, done before the end). How many runs.
+    Only runs that ended `ended_s_ago` seconds ago or more (default: a lease, `[run] lease_s`), so
+    the hooks a live process is running still are not run twice."""
+    if ended_s_ago is None:
+        run = getattr(lifecycle.config, "run", None)
+        ended_s_ago = run.lease_s if run is not None else 120.0
+    due = lifecycle.store.hooks_due(ended_s_ago)
     for ticket_id, run_id, hook in due:
         if hook == "on_ticket_failed":
             said = lifecycle.store.get_run(run_id).get("reason") or ""
