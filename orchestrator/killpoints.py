@@ -45,12 +45,15 @@ POINTS: tuple[Point, ...] = (
     Point("memory.marked", "the completion doc was marked indexed"),
     Point("memory.observed", "a turn's round was given to memory's conversation-watching backends "
           "(observe_round); the store not told yet"),
+    Point("turn.hooked", "the plugins' on_turn_end hook ran for a turn; the store not told yet"),
     Point("memory.retired", "a later round deleted the ticket's earlier completion docs from memory (its "
           "own indexed); the store not told yet"),
     Point("run.ended", "the run's end was stored (status, run_end, claim released); a complete or failed "
           "one's end hooks ran"),
     Point("run.hooks", "the run's end was stored; its end hooks not run yet (a complete round's open pull "
           "request not brought up to date, `[run] on_complete = \"pr\"` not opened)"),
+    Point("run.hooked", "a plugin's end hook (on_ticket_complete, on_ticket_failed) ran; its record (end_hooks) not "
+          "written yet"),
     Point("pr.opened", "a pull request was opened on GitHub", in_run=False),
     Point("pr.read", "`middle sync` recorded that GitHub merged or closed a ticket's pull request "
           "(run's pr_state and the ticket's status, one transaction); said not yet", in_run=False),

@@ -69,8 +69,11 @@ class RunEnding:
             totals = conn.execute("SELECT COUNT(*) AS turns, COALESCE(SUM(cost_usd), 0) AS cost"
                                   " FROM turns WHERE run_id = ?", (run_id,)).fetchone()
             stamp = self._db.stamp_sql  # the database's clock: one clock for every machine's runs
+            # The end hooks it owes (a complete or failed end), cleared once they all ran.
+            hooks_due = {RunStatus.COMPLETE: "on_ticket_complete", RunStatus.FAILED: "on_ticket_failed"}.get(status)
             conn.execute(f"UPDATE runs SET status = ?, reason = ?, ended_at = {stamp}, total_cost_usd = ?,"
-                         " pr_due = ? WHERE id = ?", (status.value, reason, totals["cost"], pr_due, run_id))
+                         " pr_due = ?, hooks_due = ? WHERE id = ?",
+                         (status.value, reason, totals["cost"], pr_due, hooks_due, run_id))
             if status is RunStatus.INTERRUPTED:
                 conn.execute(f"UPDATE turns SET status = 'interrupted', error = ?, ended_at = {stamp}"
                              " WHERE run_id = ? AND status = 'running'", (reason, run_id))

@@ -15,6 +15,7 @@ from tickets.checks import CHECKS_SCHEMA, TicketChecks
 from tickets.claims import CLAIMS_SCHEMA, Claim, TicketClaims, _claim, _fence
 from tickets.curation import CURATION_SCHEMA, MemoryCuration
 from tickets.db import RECONNECT_S, SqliteDatabase, and_equal, open_database, postgres_ddl
+from tickets.end_hooks import END_HOOKS_SCHEMA, EndHookRecord
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
 from tickets.model import RunRow, RunStatus, Ticket, TicketStatus, TurnRow, utc_now
@@ -67,7 +68,11 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 #     "open" one for `[run] on_complete = "pr"`), written with the end and cleared once done, so a
 #     kill between the two leaves it for `middle sync`; turns.observed: the round was given to a
 #     conversation-watching memory backend (observe_round), so a takeover gives it once.
-SCHEMA_VERSION = 17
+# 18: turns.hooked: the plugins' on_turn_end hook ran for the turn, so a takeover that finds the
+#     turn done calls it only when unset (once per turn, as far as a store can make it);
+#     runs.hooks_due and the end_hooks table: which plugins' end hooks a run's end owes and which
+#     ran (tickets/end_hooks.py), so `middle sync` runs the ones a kill skipped.
+SCHEMA_VERSION = 18
 # Schema creation and upgrades on PostgreSQL take this advisory lock, so two machines starting at
 # once do not both create tables ("middle" in ASCII); an upgrade then takes every table at once
 # (tickets/upgrade.py), and workers wait for it.
@@ -118,6 +123,7 @@ CREATE TABLE IF NOT EXISTS runs (
     pr_url TEXT,
     pr_state TEXT,
     pr_due TEXT,
+    hooks_due TEXT,
     check_status TEXT,
     corrections INTEGER,
     check_budget INTEGER,
@@ -144,6 +150,7 @@ CREATE TABLE IF NOT EXISTS turns (
     ended_at TEXT,
     coding_agent TEXT,
     observed INTEGER NOT NULL DEFAULT 0,
+    hooked INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (run_id, turn_no)
 );
 CREATE TABLE IF NOT EXISTS memory_docs (
@@ -158,7 +165,8 @@ CREATE TABLE IF NOT EXISTS memory_docs (
     run_id TEXT
 );
 CREATE INDEX IF NOT EXISTS memory_docs_by_ticket ON memory_docs(ticket_id);
-""" + CLAIMS_SCHEMA + EVENTS_SCHEMA + CURATION_SCHEMA + CHECKS_SCHEMA + PULL_SIGNALS_SCHEMA + QUEUE_SCHEMA
+""" + CLAIMS_SCHEMA + EVENTS_SCHEMA + CURATION_SCHEMA + CHECKS_SCHEMA + PULL_SIGNALS_SCHEMA + QUEUE_SCHEMA + (
+    END_HOOKS_SCHEMA)
 
 # A run's git record (issue: a ticket is a unit of code change); `changes` is JSON
 # [{"path", "added", "deleted"}] from `git diff --numstat` (None: not committed yet). A merge
@@ -194,7 +202,8 @@ _ADDED_COLUMNS = (("tickets", "depends_on", "TEXT NOT NULL DEFAULT '[]'"),
                   ("tickets", "deps_met", "INTEGER NOT NULL DEFAULT 2"),
                   ("memory_state", "valid_until", "TEXT"),
                   ("turns", "coding_agent", "TEXT"),
-                  ("turns", "observed", "INTEGER NOT NULL DEFAULT 0"))
+                  ("turns", "observed", "INTEGER NOT NULL DEFAULT 0"),
+                  ("turns", "hooked", "INTEGER NOT NULL DEFAULT 0"), ("runs", "hooks_due", "TEXT"))
 # The turns table's columns as schema 1 had them (what the schema 2 rebuild copies).
 _TURN_COLUMNS_V1 = (
     "run_id, turn_no, prompt, response, memories_invoked, decision, session_id, resume, cost_usd,"
@@ -223,7 +232,7 @@ def open_read_only(target: str | Path, reconnect_s: float = RECONNECT_S) -> Tick
 
 
 class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding, TicketQueries, TicketRounds,
-                  MemoryCuration, TicketChecks, PullSignalRecord):
+                  MemoryCuration, TicketChecks, PullSignalRecord, EndHookRecord):
     """Tickets and their execution log, shared by threads, processes and (on PostgreSQL) machines.
 
     `target` is the SQLite file (the embedded default) or a postgresql:// URL. `readonly=True`
@@ -676,6 +685,19 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
         if self.version < 17:  # a read-only store not migrated yet: no record, none observed
             return False
         rows = self._read("SELECT observed FROM turns WHERE run_id = ? AND turn_no = ?", (run_id, turn_no))
+        return bool(rows and rows[0][0])
+
+    def mark_turn_hooked(self, run_id: str, turn_no: int, *, token: int | None = None) -> None:
+        """The plugins' on_turn_end hook ran for the turn: a takeover that finds the turn done
+        calls it only when this is unset."""
+        with self._write() as conn:
+            _fence(self._db, conn, run_id, token)
+            conn.execute("UPDATE turns SET hooked = 1 WHERE run_id = ? AND turn_no = ?", (run_id, turn_no))
+
+    def turn_hooked(self, run_id: str, turn_no: int) -> bool:
+        if self.version < 18:  # a read-only store not migrated yet: no record, none hooked
+            return False
+        rows = self._read("SELECT hooked FROM turns WHERE run_id = ? AND turn_no = ?", (run_id, turn_no))
         return bool(rows and rows[0][0])
 
     def get_turn(self, run_id: str, turn_no: int) -> TurnRow | None:

@@ -3,6 +3,7 @@ its conversation, memory text stripped. Off by default (the workflow indexes onl
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING
 
 from orchestrator.plugin_api import check_texts
@@ -29,15 +30,29 @@ def window_text(rounds: list[tuple[int, str, str]]) -> str:
     return "\n\n".join(parts)
 
 
+def round_digest(prompt: str, response: str) -> str:
+    """A round's fingerprint: the bank keeps the last one of each conversation (its rounds
+    themselves may be gone, retained and deleted from pending_rounds)."""
+    return hashlib.sha256(f"{len(prompt)}:{prompt}{response}".encode()).hexdigest()
+
+
 def observe_round(hb: HindsightParts, conversation_id: str, prompt: str, response: str) -> None:
     """Buffer the round in the bank (another process may see the next one); every N rounds
-    retain the window since the last retain plus `retain_overlap_turns` earlier rounds."""
+    retain the window since the last retain plus `retain_overlap_turns` earlier rounds.
+
+    A round equal to the conversation's last is taken as given already: a run killed after
+    giving it and before the ticket store recorded that gives it again on takeover
+    (orchestrator.graph.nodes._observe, kill point `memory.observed`); one round is kept once."""
     every = hb.options.retain_every_turns
     if every <= 0:
         return
     conversation_id, prompt, response = check_texts([conversation_id, prompt, response], "round")
-    key = f"lifecycle:{conversation_id}"
+    key, last_key = f"lifecycle:{conversation_id}", f"last_round:{conversation_id}"
+    digest = round_digest(prompt, response)
     with hb.bank.write() as conn:
+        if hb.bank.meta(conn, last_key) == digest:
+            return
+        hb.bank.set_meta(conn, last_key, digest)
         seq = (conn.execute("SELECT MAX(seq) FROM pending_rounds WHERE conversation_id = ?",
                             (conversation_id,)).fetchone()[0] or int(hb.bank.meta(conn, key) or 0)) + 1
         conn.execute("INSERT INTO pending_rounds VALUES (?, ?, ?, ?)", (conversation_id, seq, prompt, response))

@@ -396,6 +396,9 @@ def sync(
     from orchestrator.github.pull_updates import catch_up
 
     catch_up(store, config, say)  # a pull request a killed round's end left behind (before its signals are read)
+    from orchestrator.lifecycle.run_lifecycle import catch_up_end_hooks
+
+    catch_up_end_hooks(svc.lifecycle, say)  # the plugins' end hooks a kill skipped (tickets/end_hooks.py)
     failed = _pull_request_rounds(ctx, config, store, fake)
     if loaded.errors or loaded.dependency_errors or failed:
         sys.exit(1)

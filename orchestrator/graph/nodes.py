@@ -199,8 +199,7 @@ def work(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     else:
         text, session_id, saved = _run_turn(ctx, state, ticket, turn_no, prompt, moved)
     _observe(ctx, state, ticket, turn_no, prompt, text or "")
-    call_hook(ctx.hooks, "on_turn_end", ticket=ctx.store.get_ticket(ticket["id"]), run_id=run_id,
-              turn=TurnRecord.from_row(dict(ctx.run.turn(turn_no) or {})))
+    _turn_end_hook(ctx, run_id, ticket, turn_no)
     transcript = list(state.get("transcript", [])) + [{"turn": turn_no, "prompt": prompt, "response": text}]
     update: Update = {"turn": turn_no, "last_prompt": prompt, "last_response": text, "session_id": session_id,
                       "transcript": transcript, "cost_usd": ctx.run.total_cost(), "ticket": ticket}
@@ -277,8 +276,9 @@ def _observe(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tur
              text: str) -> None:
     """Conversation-watching backends see each round once: after the turn (run here or found
     finished by a takeover) unless the store records it given already. A kill between the give
-    and the record (`memory.observed`) gives it again on takeover: the built-in backend takes a
-    round equal to its conversation's last as given already (backends/sliding_window)."""
+    and the record (`memory.observed`) gives it again on takeover: the built-in backends take a
+    round equal to their conversation's last as given already (backends/sliding_window,
+    backends/hindsight/lifecycle.py)."""
     if ctx.memory is None or ctx.run.turn_observed(turn_no):
         return
     try:
@@ -288,6 +288,19 @@ def _observe(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tur
         return
     point("memory.observed")
     ctx.run.mark_observed(turn_no)
+
+
+def _turn_end_hook(ctx: TicketContext, run_id: str, ticket: dict[str, Any], turn_no: int) -> None:
+    """The plugins' on_turn_end once per turn: after the turn (run here or found finished by a
+    takeover) unless the store records it ran. A kill between the hook and its record
+    (`turn.hooked`) calls it again on takeover: (run_id, turn.turn_no) is the key a plugin can
+    dedupe on (docs/hooks.md)."""
+    if ctx.run.turn_hooked(turn_no):
+        return
+    call_hook(ctx.hooks, "on_turn_end", ticket=ctx.store.get_ticket(ticket["id"]), run_id=run_id,
+              turn=TurnRecord.from_row(dict(ctx.run.turn(turn_no) or {})))
+    point("turn.hooked")
+    ctx.run.mark_hooked(turn_no)
 
 
 def recall_turn(state: TicketState, runtime: Runtime[TicketContext]) -> Update:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from orchestrator.killpoints import point
 from orchestrator.lifecycle.next_steps import advise
-from orchestrator.plugins.manager import call_hook
+from orchestrator.plugins.manager import DEFAULT_PLUGINS, call_hook
 from tickets.claims import owner_died
 from tickets.deps import SATISFIED
 
@@ -45,12 +45,35 @@ class RunLifecycle:
                                    event=event, token=token, pr_due=self._pr_due(run_id))
         if on_ended is not None:
             on_ended()
-        point("run.hooks")  # (the run's pr_due says what is left: `middle sync` does it)
+        point("run.hooks")  # (the run's pr_due and hooks_due say what is left: `middle sync` does it)
         if ended:
-            call_hook(self.hooks, "on_ticket_complete", ticket=self.store.get_ticket(ticket_id),
-                      run_id=run_id, summary=summary, config=self.config, store=self.store,
-                      say=say or (lambda msg: log.info("%s", msg)))
+            self.end_hooks(ticket_id, run_id, "on_ticket_complete", summary, say=say)
         return ended
+
+    def end_hooks(self, ticket_id: str, run_id: str, hook: str, said: str, *,
+                  say: Callable[[str], None] | None = None, built_in: bool = True) -> int:
+        """The run's end hook (`on_ticket_complete` with its summary, `on_ticket_failed` with its
+        reason: `said`) of each plugin not recorded as run for it (`built_in=False`: nor the
+        built-in plugins, whose work has its own record), each recorded right after it
+        (kill point `run.hooked` between), then the run's hooks_due cleared (how many ran): a kill skips none
+        (`middle sync` runs the rest, end_hooks.catch_up), and repeats at most the one it cut off."""
+        called: list[str] = []
+
+        def ran(plugin: str) -> None:
+            point("run.hooked")
+            self.store.mark_end_hook(run_id, plugin)
+            called.append(plugin)
+
+        args: dict[str, Any] = {"ticket": self.store.get_ticket(ticket_id), "run_id": run_id}
+        if hook == "on_ticket_complete":
+            args.update(summary=said, config=self.config, store=self.store,
+                        say=say or (lambda msg: log.info("%s", msg)))
+        else:
+            args.update(reason=said)
+        skip = self.store.end_hooks_ran(run_id) | (set() if built_in else set(DEFAULT_PLUGINS))
+        call_hook(self.hooks, hook, skip=skip, ran=ran, **args)
+        self.store.clear_hooks_due(run_id)
+        return len(called)
 
     def _pr_due(self, run_id: str) -> str | None:
         """What the complete run's end asks of its pull request, recorded in the end's transaction
@@ -89,8 +112,7 @@ class RunLifecycle:
             on_ended()
         point("run.hooks")
         if ended:
-            call_hook(self.hooks, "on_ticket_failed", ticket=self.store.get_ticket(ticket_id),
-                      run_id=run_id, reason=reason)
+            self.end_hooks(ticket_id, run_id, "on_ticket_failed", reason)
         return ended
 
     def interrupt(self, ticket_id: str, run_id: str, reason: str, *, auto_resume: bool = False,
@@ -106,6 +128,27 @@ class RunLifecycle:
         if on_ended is not None:
             on_ended()
         return ended
+
+
+def catch_up_end_hooks(lifecycle: RunLifecycle, say: Callable[[str], None], ended_s_ago: float | None = None) -> int:
+    """`middle sync`: run the end hooks a kill skipped (a run whose end is stored with hooks_due
+    set): each plugin's not recorded as run, then the run's hooks_due cleared. The built-in
+    plugins are not called here: their work has its own record (a pull request's `pr_due`, done by
+    github.pull_updates.catch_up; the completion doc's index, done before the end). How many runs.
+    Only runs that ended `ended_s_ago` seconds ago or more (default: a lease, `[run] lease_s`), so
+    the hooks a live process is running still are not run twice."""
+    if ended_s_ago is None:
+        run = getattr(lifecycle.config, "run", None)
+        ended_s_ago = run.lease_s if run is not None else 120.0
+    due = lifecycle.store.hooks_due(ended_s_ago)
+    for ticket_id, run_id, hook in due:
+        if hook == "on_ticket_failed":
+            said = lifecycle.store.get_run(run_id).get("reason") or ""
+        else:  # (the summary is the complete ticket's reason, stored with the end)
+            said = lifecycle.store.get_ticket(ticket_id).status_reason or ""
+        if lifecycle.end_hooks(ticket_id, run_id, hook, said, say=say, built_in=False):
+            say(f"ran the {hook} hooks a stopped process left of run {run_id} (ticket {ticket_id})")
+    return len(due)
 
 
 def file_gone(ticket: Any) -> str | None:

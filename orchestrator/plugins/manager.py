@@ -6,6 +6,7 @@ import importlib
 import os
 import re
 import threading
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -211,14 +212,17 @@ def _validated(model: Any, options: dict[str, Any] | None, what: str) -> Any:
         raise ConfigError(f"bad {what}: {exc}") from None
 
 
-def call_hook(hooks: Any, name: str, **kwargs: Any) -> None:
+def call_hook(hooks: Any, name: str, *, skip: Container[str] = (), ran: Callable[[str], None] | None = None,
+              **kwargs: Any) -> None:
     """Call a lifecycle hook's implementations one by one: a plugin that raises is logged, and
-    the other plugins' implementations still run (pluggy alone would stop at the first error)."""
+    the other plugins' implementations still run (pluggy alone would stop at the first error).
+    `skip`: plugin names not to call (their hook ran already); `ran(plugin)`: called after each
+    plugin's hook returned or raised (a run's end records it: tickets/end_hooks.py)."""
     if hooks is None:
         return
     caller = getattr(hooks, name)
     for impl in reversed(caller.get_hookimpls()):  # pluggy's own order: last registered first
-        if impl.hookwrapper or impl.wrapper:  # lifecycle hooks have no use for wrappers
+        if impl.hookwrapper or impl.wrapper or impl.plugin_name in skip:  # (no use for wrappers)
             continue
         try:
             trace.call(name, impl.plugin_name, impl.function, {arg: kwargs[arg] for arg in impl.argnames})
@@ -228,6 +232,8 @@ def call_hook(hooks: Any, name: str, **kwargs: Any) -> None:
             logging.getLogger("middle.plugins").exception(
                 "plugin %s raised in hook %s; the ticket goes on", impl.plugin_name, name
             )
+        if ran is not None:
+            ran(impl.plugin_name)
 
 
 def _load_entry_points(pm: pluggy.PluginManager, only: str | None) -> dict[Any, PluginEntry]:

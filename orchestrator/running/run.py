@@ -187,6 +187,13 @@ class Run:
         """The turn's round was given to memory's conversation-watching backends (observe_round)."""
         self._fenced(self.store.mark_turn_observed, self.run_id, turn_no, token=self.token)
 
+    def turn_hooked(self, turn_no: int) -> bool:
+        return self.store.turn_hooked(self.run_id, turn_no)
+
+    def mark_hooked(self, turn_no: int) -> None:
+        """The plugins' on_turn_end hook ran for the turn."""
+        self._fenced(self.store.mark_turn_hooked, self.run_id, turn_no, token=self.token)
+
     def assess_turn(self, turn_no: int, memories: str, decision: dict[str, Any]) -> None:
         self._fenced(self.store.set_turn_assessment, self.run_id, turn_no, memories, decision, token=self.token)
         point("turn.assessed")

@@ -159,7 +159,8 @@ def take_over_and_check(tmp_path: Path, remote: Path, pg_url: str, monkeypatch: 
     calls = (tmp_path / "calls.log").read_text().split()
     # A turn runs again only when A died inside it before its work was saved where B finds it.
     assert calls.count("a.txt") <= 2 and calls.count("b.txt") <= 2, calls
-    return {"calls": calls, "conversation": list(view.gap_messages) if view is not None else []}
+    return {"calls": calls, "conversation": list(view.gap_messages) if view is not None else [],
+            "indexed": indexed}
 
 
 # One point of each kind beyond the three the tests below name (a store write of the turn, the

@@ -41,3 +41,23 @@ def test_agent_context_is_compact_with_a_clear_header(open_bank):
     assert "[" not in context.split("\n", 1)[1]  # fact ids are for the CLI, not the agent
     items = [line for line in context.splitlines() if line.startswith("- ")]
     assert items and len(items) == len(set(items))  # a fact both models hold is shown once
+
+
+def test_a_round_given_again_is_kept_once_even_after_its_retain(open_bank, tmp_path):
+    # A run killed between giving a round and recording it (kill point memory.observed) gives it
+    # again on takeover: equal to the conversation's last round, it is taken as given already,
+    # also when the retain it made has removed it from the pending rounds (overlap 0).
+    hb = open_bank(retain_every_turns=1, retain_overlap_turns=0, mental_models={})
+    hb.observe_round("run-3", "Add a.txt.", "Wrote a.txt.")
+    hb.observe_round("run-3", "Add a.txt.", "Wrote a.txt.")
+    assert len(hb.list_docs()) == 1
+    hb.observe_round("run-3", "Add b.txt.", "Wrote b.txt.")
+    hb.observe_round("run-4", "Add b.txt.", "Wrote b.txt.")  # another conversation's round is its own
+    assert len(hb.list_docs()) == 3
+    windowed = open_bank(path=tmp_path / "windowed", retain_every_turns=2, retain_overlap_turns=0,
+                         mental_models={})
+    windowed.observe_round("run-5", "Add a.txt.", "Wrote a.txt.")
+    windowed.observe_round("run-5", "Add a.txt.", "Wrote a.txt.")
+    windowed.observe_round("run-5", "Add b.txt.", "Wrote b.txt.")
+    (doc,) = windowed.list_docs()
+    assert doc.count("Wrote a.txt.") == 1 and "[turn 2]" in doc and "[turn 3]" not in doc
