@@ -475,6 +475,20 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
                 "SELECT text, hash FROM retrieval_docs WHERE store_id = %s AND hash >= %s AND "
                 "hash <= %s ORDER BY id", (self.store_id, low, high)) if str(r[1]).startswith(prefix)]
 
+    def texts_by_hash_prefixes(self, prefixes: Sequence[str]) -> list[str]:
+        """The docs whose hash starts with any of `prefixes`, each once, oldest first: one
+        query reading a range of the (store_id, hash) index per prefix."""
+        prefixes = list(dict.fromkeys(prefixes))
+        if not prefixes:
+            return []
+        bounds = [hash_range(prefix) for prefix in prefixes]
+        with self.read() as conn:
+            found = conn.execute(
+                "SELECT DISTINCT d.id, d.text, d.hash FROM unnest(%s::text[], %s::text[]) AS r (low, high) "
+                "JOIN retrieval_docs d ON d.store_id = %s AND d.hash >= r.low AND d.hash <= r.high "
+                "ORDER BY d.id", ([b[0] for b in bounds], [b[1] for b in bounds], self.store_id)).fetchall()
+        return [text for _, text, hashed in found if str(hashed).startswith(tuple(prefixes))]
+
     def count(self) -> int:
         with self.read() as conn:
             return int(conn.execute("SELECT count(*) FROM retrieval_docs WHERE store_id = %s",
