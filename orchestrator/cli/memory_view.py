@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import Any, Mapping
 
 from rich.console import Console
 
@@ -37,14 +37,15 @@ def print_doc(console: Console, shown: dict[str, Any]) -> None:
 
 
 def print_changes(console: Console, changes: list[dict[str, Any]], indent: str = "",
-                  full: bool = False) -> None:
-    """One line per change; `full`: then its whole before and after (an edit as a diff)."""
+                  full: bool = False, ids: Mapping[str, str] | None = None) -> None:
+    """One line per change (`ids`: see describe_change); `full`: then its whole before and
+    after (an edit as a diff)."""
     if not changes:
         console.print(f"{indent}(no changes)")
     for change in changes:
         undone = f" [undone by {change['undone_by']}]" if change.get("undone_by") else ""
         console.print(indent + safe(f"{change['id']:>4}  {change['at'][:19]}  {change['who']}  "
-                                    f"{describe_change(change)}{undone}"), soft_wrap=True)
+                                    f"{describe_change(change, ids)}{undone}"), soft_wrap=True)
         if full:
             for line in full_change(change):
                 console.print(indent + "      " + safe(line), soft_wrap=True, highlight=False)
