@@ -22,10 +22,10 @@ def print_doc(console: Console, shown: dict[str, Any]) -> None:
                                                   else ""))
     if shown["superseded_by"]:
         new = shown["superseded_by"]
-        console.print(hanging("  superseded by: ", f"{new['id'][:DOC_ID_CHARS]} ({(new['at'] or '')[:19]}): "
-                              f"{new['doc']}"))
+        ident = new.get("short_id") or new["id"][:DOC_ID_CHARS]
+        console.print(hanging("  superseded by: ", f"{ident} ({(new['at'] or '')[:19]}): {new['doc']}"))
     for old in shown["supersedes"]:
-        console.print(hanging("  supersedes: ", f"{old['id'][:DOC_ID_CHARS]}: {old['doc']}"))
+        console.print(hanging("  supersedes: ", f"{old.get('short_id') or old['id'][:DOC_ID_CHARS]}: {old['doc']}"))
     if shown.get("uses"):
         uses = shown["uses"]
         console.print(f"  usage: recalled in {uses['recalled']} run(s), used in {uses['used']}")

@@ -410,17 +410,19 @@ class Curator:
         new = replacement(states, key)
         supersedes = [s for s in states.values() if s["superseded_by"] == key]
         ids = {key} | _earlier_ids(self.store, project_id, key)
+        # the ids a person is shown: each told from every other doc (usage is kept by short(key))
+        shown = self.facade.short_ids(project_id, [key, *([new["doc_id"]] if new else []),
+                                                   *(s["doc_id"] for s in supersedes)])
         return {
-            # the id a person is shown: told from every other doc (usage is kept by short(key))
-            "id": key, "short_id": self.facade.short_ids(project_id, [key])[key], "doc": doc,
-            "project": project_id, "tickets": tickets,
+            "id": key, "short_id": shown[key], "doc": doc, "project": project_id, "tickets": tickets,
             "origin": own.get("origin") or ({"kind": "ticket"} if tickets else None),
             "added_by": own.get("added_by"), "added_at": own.get("added_at"),
             "pinned": bool(state and state["pinned"]),
             "valid_until": own.get("valid_until"), "validity": expiry_note(state),
-            "superseded_by": None if new is None else {"id": new["doc_id"], "doc": new["doc"],
-                                                        "at": new["added_at"]},
-            "supersedes": [{"id": s["doc_id"], "doc": s["doc"]} for s in supersedes],
+            "superseded_by": None if new is None else {"id": new["doc_id"], "short_id": shown[new["doc_id"]],
+                                                        "doc": new["doc"], "at": new["added_at"]},
+            "supersedes": [{"id": s["doc_id"], "short_id": shown[s["doc_id"]], "doc": s["doc"]}
+                           for s in supersedes],
             "changes": self.store.memory_changes(project_id, doc_ids=ids),
         }
 

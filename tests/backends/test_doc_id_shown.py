@@ -68,3 +68,15 @@ def test_the_api_shows_ids_that_tell_the_two_apart(tmp_path):
         assert replaced["old_id"] == b
         page = client.get(f"/projects/{PROJECT}/memory").text
         assert a in page and f"[{SHARED[:8]}]" not in page
+
+
+def test_show_names_the_supersede_links_by_ids_that_tell_them_apart(tmp_path):
+    bench_project(tmp_path)
+    middle(tmp_path, "add", A)
+    old = "Rule: deploys wait for the release check on Fridays."
+    middle(tmp_path, "add", old)
+    # B replaces it while A shares its first 10 characters: `show` names B by 11
+    middle(tmp_path, "supersede", doc_id(old)[:8], "--with", B)
+    shown = middle(tmp_path, "show", doc_id(old)[:8]).stdout
+    assert f"superseded by: {doc_id(B)[:11]} " in shown, shown
+    assert f"supersedes: {doc_id(old)[:8]}:" in middle(tmp_path, "show", doc_id(B)[:11]).stdout
