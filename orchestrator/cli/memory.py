@@ -229,10 +229,12 @@ def show(ctx: click.Context, ident: str, project: str | None) -> None:
     whom), what it superseded or what superseded it, whether it is pinned, and its changes."""
     from orchestrator.cli.memory_view import print_doc
     from orchestrator.memory.catalog import project_usage
+    from orchestrator.memory.curation import change_ids
 
     curator, pid = project_curator(ctx, project)
     shown = curator.show(pid, ident)
-    print_doc(console, {**shown, "uses": project_usage(curator.store, pid).get(shown["id"][:DOC_ID_CHARS])})
+    ids = curator.facade.short_ids(pid, change_ids(shown["changes"]))
+    print_doc(console, {**shown, "uses": project_usage(curator.store, pid).get(shown["id"][:DOC_ID_CHARS])}, ids)
 
 
 @memory.command()

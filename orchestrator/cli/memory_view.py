@@ -12,7 +12,8 @@ from orchestrator.memory.curation import describe_change, origin_line
 from orchestrator.memory.format import DOC_ID_CHARS
 
 
-def print_doc(console: Console, shown: dict[str, Any]) -> None:
+def print_doc(console: Console, shown: dict[str, Any], ids: Mapping[str, str] | None = None) -> None:
+    """A doc as `middle memory show` prints it (`ids`: its changes' docs, see describe_change)."""
     console.print(f"[bold]doc {shown['short_id']}[/] ({shown['id']})")
     console.print(hanging("  from: ", origin_line(shown)))
     if shown["pinned"]:
@@ -33,7 +34,7 @@ def print_doc(console: Console, shown: dict[str, Any]) -> None:
     console.print(hanging("    ", shown["doc"]))
     if shown["changes"]:
         console.print("  changes:")
-        print_changes(console, shown["changes"], indent="    ")
+        print_changes(console, shown["changes"], indent="    ", ids=ids)
 
 
 def print_changes(console: Console, changes: list[dict[str, Any]], indent: str = "",

@@ -79,4 +79,5 @@ def test_show_names_the_supersede_links_by_ids_that_tell_them_apart(tmp_path):
     middle(tmp_path, "supersede", doc_id(old)[:8], "--with", B)
     shown = middle(tmp_path, "show", doc_id(old)[:8]).stdout
     assert f"superseded by: {doc_id(B)[:11]} " in shown, shown
+    assert f"superseded {doc_id(old)[:8]} by {doc_id(B)[:11]}" in shown, shown  # its changes too
     assert f"supersedes: {doc_id(old)[:8]}:" in middle(tmp_path, "show", doc_id(B)[:11]).stdout
