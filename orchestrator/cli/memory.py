@@ -208,7 +208,7 @@ def delete(ctx: click.Context, id_or_text: str | None, source: str | None, ticke
     flt = _filter(id_or_text, source, ticket, before, after, containing)
     if flt is not None:
         docs = bulk.select(curator, pid, flt)
-        _confirm(docs, flt.words(), "Delete", yes)
+        _confirm(docs, flt.words(), "Delete", yes, _ids(curator, pid, *docs[:10]))
         done = bulk.forget_all(curator, pid, docs, cli_user(), flt.words())
         console.print(f"{done.message} (change {done.change}; `middle memory undo {done.change}` "
                       "puts them all back)")
@@ -299,7 +299,7 @@ def supersede(ctx: click.Context, ident: str | None, text: str, source: str | No
     flt = _filter(ident, source, ticket, before, after, containing)
     if flt is not None:
         docs = bulk.select(curator, pid, flt)
-        _confirm(docs, flt.words(), "Supersede", yes)
+        _confirm(docs, flt.words(), "Supersede", yes, _ids(curator, pid, *docs[:10]))
         done = bulk.supersede_all(curator, pid, docs, text, cli_user(), flt.words())
         console.print(f"{done.message} by {_ids(curator, pid, done.doc)[0]} (change {done.change}; "
                       f"`middle memory undo {done.change}` takes it back)")
@@ -348,14 +348,13 @@ def _filter(ident: str | None, source: str | None, ticket: str | None, before: s
     return flt
 
 
-def _confirm(docs: list[str], words: str, verb: str, yes: bool) -> None:
-    """Show what a bulk change takes and ask once (unless --yes)."""
+def _confirm(docs: list[str], words: str, verb: str, yes: bool, ids: list[str]) -> None:
+    """Show what a bulk change takes (the first 10 docs, by `ids`) and ask once (unless --yes)."""
     if not docs:
         raise MiddleError(f"no doc matches {words}: nothing was changed")
     err_console.print(f"{len(docs)} doc(s) match {safe(words)}:")
-    for doc in docs[:10]:
-        err_console.print(safe(f"  {doc_id(doc)[:DOC_ID_CHARS]}  {' '.join(doc.split())[:100]}"),
-                          soft_wrap=True)
+    for doc, ident in zip(docs[:10], ids):
+        err_console.print(safe(f"  {ident}  {' '.join(doc.split())[:100]}"), soft_wrap=True)
     if len(docs) > 10:
         err_console.print(f"  ... and {len(docs) - 10} more")
     if yes:

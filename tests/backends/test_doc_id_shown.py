@@ -81,3 +81,11 @@ def test_show_names_the_supersede_links_by_ids_that_tell_them_apart(tmp_path):
     assert f"superseded by: {doc_id(B)[:11]} " in shown, shown
     assert f"superseded {doc_id(old)[:8]} by {doc_id(B)[:11]}" in shown, shown  # its changes too
     assert f"supersedes: {doc_id(old)[:8]}:" in middle(tmp_path, "show", doc_id(B)[:11]).stdout
+
+
+def test_a_bulk_change_lists_the_docs_it_takes_by_ids_that_tell_them_apart(tmp_path):
+    bench_project(tmp_path)
+    middle(tmp_path, "add", A)
+    middle(tmp_path, "add", B)
+    listed = middle(tmp_path, "delete", "--containing", "deploys wait", "--yes").stderr
+    assert f"  {doc_id(A)[:11]}  Rule 185798" in listed and f"  {doc_id(B)[:11]}  Rule 304662" in listed, listed
