@@ -11,9 +11,10 @@ from typing import Any, Iterator
 from orchestrator.plugin_api import MemoryDatabase, MemoryStoreError
 
 INSTALL_HINT = "pip install 'middle-agent[postgres]'"
-SCHEMA_VERSION = 5  # 2: retrieval_chunks (a doc's chunk vectors; see chunking.py); 3: doc_writes;
+SCHEMA_VERSION = 6  # 2: retrieval_chunks (a doc's chunk vectors; see chunking.py); 3: doc_writes;
 # 4: retrieval_outside_writes (docs other programs write, caught up: backends/retrieval/outside.py);
-# 5: retrieval_df (each term's document frequency, kept by triggers on retrieval_postings)
+# 5: retrieval_df (each term's document frequency, kept by triggers on retrieval_postings);
+# 6: retrieval_outside_writes_by_doc (middle's writes clear their own rows by doc id)
 # Schema creation and migration take this transaction-level advisory lock, so two machines
 # starting at once do not both create tables ("mdlmem" in ASCII; the ticket store uses "middle").
 SCHEMA_LOCK_KEY = 0x6D646C6D656D
@@ -107,6 +108,10 @@ SCHEMA = [
         seq BIGSERIAL,
         doc_id BIGINT NOT NULL,
         PRIMARY KEY (store_id, seq))""",
+    # Since version 6: middle's write of a doc deletes the rows its own triggers logged, by
+    # (store_id, doc_id); without this index each such delete read every row the store had
+    # logged (PgRetrievalStore._forget_own: once per doc written).
+    "CREATE INDEX IF NOT EXISTS retrieval_outside_writes_by_doc ON retrieval_outside_writes (store_id, doc_id)",
     """CREATE TABLE IF NOT EXISTS retrieval_needs_vectors (
         doc_id BIGINT PRIMARY KEY REFERENCES retrieval_docs (id) ON DELETE CASCADE,
         store_id BIGINT NOT NULL)""",

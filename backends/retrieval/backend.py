@@ -300,6 +300,10 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
         self._store.catch_up()  # a doc another program rewrote is found by its new text's id
         return self._store.texts_by_hash_prefix(prefix)
 
+    def docs_by_ids(self, prefixes: list[str]) -> list[str]:
+        self._store.catch_up()
+        return self._store.texts_by_hash_prefixes(prefixes)
+
     def fingerprint(self) -> str | None:
         return self._store.fingerprint()
 

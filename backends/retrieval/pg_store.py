@@ -475,6 +475,23 @@ class PgRetrievalStore(outside.CatchUp, pg_database.PoolUser, MetaValues):
                 "SELECT text, hash FROM retrieval_docs WHERE store_id = %s AND hash >= %s AND "
                 "hash <= %s ORDER BY id", (self.store_id, low, high)) if str(r[1]).startswith(prefix)]
 
+    def texts_by_hash_prefixes(self, prefixes: Sequence[str]) -> list[str]:
+        """The docs whose hash starts with any of `prefixes`, each once, oldest first: one
+        query reading a range of the (store_id, hash) index per prefix (a BitmapOr of them).
+        The ranges are ORed constants, planned each time (never prepared): a join with an
+        array of ranges, or a generic plan, cannot see how narrow each range is, and scanned
+        the store's docs (0.17 s a block at 50,000 docs, where a query per doc took 0.014 s)."""
+        prefixes = list(dict.fromkeys(prefixes))
+        if not prefixes:
+            return []
+        ranges = " OR ".join(["(hash >= %s AND hash <= %s)"] * len(prefixes))
+        with self.read() as conn:
+            found = conn.execute(
+                f"SELECT text, hash FROM retrieval_docs WHERE store_id = %s AND ({ranges}) ORDER BY id",
+                [self.store_id, *(bound for prefix in prefixes for bound in hash_range(prefix))],
+                prepare=False).fetchall()
+        return [text for text, hashed in found if str(hashed).startswith(tuple(prefixes))]
+
     def count(self) -> int:
         with self.read() as conn:
             return int(conn.execute("SELECT count(*) FROM retrieval_docs WHERE store_id = %s",

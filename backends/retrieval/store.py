@@ -30,6 +30,9 @@ log = logging.getLogger("middle.retrieval.store")
 # 3: docs written by other programs are logged by triggers and caught up (outside.py); an older
 # middle-agent, which does not clear its own writes from the log, must not write a version 3 store.
 FORMAT_VERSION = 3
+# At most this many id prefixes in one query (SQLite binds 32,766 values at most); a block
+# shows a few dozen docs, so one query.
+PREFIXES_PER_QUERY = 1000
 SNAPSHOT_MIN_DOCS = 2000  # below this, reloading vectors from SQLite is as fast as a snapshot
 STALE_TMP_S = 60  # a temp file older than this is a crashed writer's leftover
 # Every write of a doc's text or time counts, not a recall's access counts (see fingerprint)
@@ -397,6 +400,21 @@ class RetrievalStore(outside.CatchUp, SqliteStore):
             return [r[0] for r in conn.execute("SELECT text, hash FROM docs WHERE hash >= ? AND "
                                                "hash <= ? ORDER BY id", (low, high))
                     if str(r[1]).startswith(prefix)]
+
+    def texts_by_hash_prefixes(self, prefixes: Sequence[str]) -> list[str]:
+        """The docs whose hash starts with any of `prefixes`, each once, oldest first: one
+        query reading a range of the hash's unique index per prefix."""
+        prefixes = list(dict.fromkeys(prefixes))
+        found: dict[int, tuple[str, str]] = {}
+        with self.read() as conn:
+            for start in range(0, len(prefixes), PREFIXES_PER_QUERY):
+                part = prefixes[start:start + PREFIXES_PER_QUERY]
+                rows = ", ".join(["(?, ?)"] * len(part))
+                found.update((int(r[0]), (r[1], r[2])) for r in conn.execute(
+                    f"WITH r (low, high) AS (VALUES {rows}) SELECT d.id, d.text, d.hash FROM r "
+                    "JOIN docs d ON d.hash >= r.low AND d.hash <= r.high",
+                    [bound for prefix in part for bound in hash_range(prefix)]))
+        return [text for _, (text, hashed) in sorted(found.items()) if str(hashed).startswith(tuple(prefixes))]
 
     def count(self) -> int:
         with self.read() as conn:

@@ -16,7 +16,7 @@ import click
 from orchestrator.cli.context import command_backend, default_project, project_curator, project_memory  # noqa: F401
 from orchestrator.cli.output import console, err_console, hanging, safe
 from orchestrator.errors import MemoryStoreError, MiddleError
-from orchestrator.memory.format import DOC_ID_CHARS, doc_id, truncate_doc
+from orchestrator.memory.format import DOC_ID_CHARS, doc_id, truncate_doc, unique_ids
 from orchestrator.plugins.memory_backend import MemoryDatabase
 
 project_option = click.option(
@@ -139,22 +139,32 @@ def list_(ctx: click.Context, project: str | None) -> None:
     mem, pid = _memory(ctx, project)
     docs = mem.list_docs(pid)
     states = mem.curation_state(pid) if docs else {}
+    # every doc of the store is listed: each id told from the others (as the block shows it)
+    shown = unique_ids([doc_id(doc) for doc in docs])
+    width = max((len(i) for i in shown.values()), default=DOC_ID_CHARS)
     lines: list[str] = []
     for doc in docs:
-        lines.append(hanging(f"{doc_id(doc)[:DOC_ID_CHARS]}  ", doc))
+        lines.append(hanging(f"{shown[doc_id(doc)]:<{width}}  ", doc))
         state, new = states.get(doc_id(doc)), replacement(states, doc_id(doc))
         validity = expiry_note(state)
         notes = (["pinned"] if state and state["pinned"] else []) + (
-            [f"superseded by {new['doc_id'][:DOC_ID_CHARS]}"] if new else []
+            [f"superseded by {shown.get(new['doc_id']) or new['doc_id'][:DOC_ID_CHARS]}"] if new else []
         ) + ([validity] if validity else [])
         if notes:
-            lines.append(" " * (DOC_ID_CHARS + 2) + f"({'; '.join(notes)})")
+            lines.append(" " * (width + 2) + f"({'; '.join(notes)})")
         if len(lines) >= _LIST_BATCH:
             console.print("\n".join(lines))
             lines = []
     if lines:
         console.print("\n".join(lines))
     err_console.print(f"({len(docs)} doc(s) in {safe(mem.where(pid))}, backend {mem.backend_name})")
+
+
+def _ids(curator: Any, pid: str, *docs: str) -> list[str]:
+    """The ids `docs` are shown by: the shortest that tell each from every doc in the store
+    (MemoryFacade.short_ids), so a person can paste any id a message prints."""
+    shown = curator.facade.short_ids(pid, [doc_id(d) for d in docs])
+    return [shown[doc_id(d)] for d in docs]
 
 
 @memory.command()
@@ -173,7 +183,7 @@ def add(ctx: click.Context, text: str, valid_until: str | None, project: str | N
 
     curator, pid = project_curator(ctx, project, create)
     done = curator.add(pid, text, cli_user(), valid_until=valid_until)
-    ident = doc_id(done.doc)[:DOC_ID_CHARS]
+    ident, = _ids(curator, pid, done.doc)
     if done.change is None:
         console.print(f"already in memory (id {ident}): nothing added")
         return
@@ -198,14 +208,14 @@ def delete(ctx: click.Context, id_or_text: str | None, source: str | None, ticke
     flt = _filter(id_or_text, source, ticket, before, after, containing)
     if flt is not None:
         docs = bulk.select(curator, pid, flt)
-        _confirm(docs, flt.words(), "Delete", yes)
+        _confirm(docs, flt.words(), "Delete", yes, _ids(curator, pid, *docs[:10]))
         done = bulk.forget_all(curator, pid, docs, cli_user(), flt.words())
         console.print(f"{done.message} (change {done.change}; `middle memory undo {done.change}` "
                       "puts them all back)")
         return
     done = curator.forget(pid, id_or_text or "", cli_user())
     console.print(
-        f"deleted doc {doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change}; "
+        f"deleted doc {_ids(curator, pid, done.doc)[0]} (change {done.change}; "
         f"`middle memory undo {done.change}` puts it back)"
     )
 
@@ -219,10 +229,12 @@ def show(ctx: click.Context, ident: str, project: str | None) -> None:
     whom), what it superseded or what superseded it, whether it is pinned, and its changes."""
     from orchestrator.cli.memory_view import print_doc
     from orchestrator.memory.catalog import project_usage
+    from orchestrator.memory.curation import change_ids
 
     curator, pid = project_curator(ctx, project)
     shown = curator.show(pid, ident)
-    print_doc(console, {**shown, "uses": project_usage(curator.store, pid).get(shown["short_id"])})
+    ids = curator.facade.short_ids(pid, change_ids(shown["changes"]))
+    print_doc(console, {**shown, "uses": project_usage(curator.store, pid).get(shown["id"][:DOC_ID_CHARS])}, ids)
 
 
 @memory.command()
@@ -246,10 +258,10 @@ def edit(ctx: click.Context, ident: str, text: str | None, valid_until: str | No
     if valid_until is not None:
         done = curator.set_valid_until(pid, ident, valid_until, cli_user())
         change = f" (change {done.change})" if done.change else ""
-        console.print(f"doc {doc_id(done.doc)[:DOC_ID_CHARS]}: {done.message}{change}")
+        ident, = _ids(curator, pid, done.doc)
+        console.print(f"doc {ident}: {done.message}{change}")
         if text is None:
             return
-        ident = doc_id(done.doc)[:DOC_ID_CHARS]
     if text is None:
         old = curator.find(pid, ident)
         try:
@@ -261,10 +273,8 @@ def edit(ctx: click.Context, ident: str, text: str | None, valid_until: str | No
             raise MiddleError("the editor closed without saving: nothing was changed")
         text = text.rstrip("\n")
     done = curator.edit(pid, ident, text, cli_user())
-    console.print(
-        f"edited doc {doc_id(done.old or '')[:DOC_ID_CHARS]}: it is now "
-        f"{doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change})"
-    )
+    old, new = _ids(curator, pid, done.old or "", done.doc)
+    console.print(f"edited doc {old}: it is now {new} (change {done.change})")
 
 
 @memory.command()
@@ -289,16 +299,14 @@ def supersede(ctx: click.Context, ident: str | None, text: str, source: str | No
     flt = _filter(ident, source, ticket, before, after, containing)
     if flt is not None:
         docs = bulk.select(curator, pid, flt)
-        _confirm(docs, flt.words(), "Supersede", yes)
+        _confirm(docs, flt.words(), "Supersede", yes, _ids(curator, pid, *docs[:10]))
         done = bulk.supersede_all(curator, pid, docs, text, cli_user(), flt.words())
-        console.print(f"{done.message} by {doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change}; "
+        console.print(f"{done.message} by {_ids(curator, pid, done.doc)[0]} (change {done.change}; "
                       f"`middle memory undo {done.change}` takes it back)")
         return
     done = curator.supersede(pid, ident or "", text, cli_user())
-    console.print(
-        f"doc {doc_id(done.old or '')[:DOC_ID_CHARS]} is superseded by "
-        f"{doc_id(done.doc)[:DOC_ID_CHARS]} (change {done.change})"
-    )
+    old, new = _ids(curator, pid, done.old or "", done.doc)
+    console.print(f"doc {old} is superseded by {new} (change {done.change})")
 
 
 @memory.command()
@@ -340,14 +348,13 @@ def _filter(ident: str | None, source: str | None, ticket: str | None, before: s
     return flt
 
 
-def _confirm(docs: list[str], words: str, verb: str, yes: bool) -> None:
-    """Show what a bulk change takes and ask once (unless --yes)."""
+def _confirm(docs: list[str], words: str, verb: str, yes: bool, ids: list[str]) -> None:
+    """Show what a bulk change takes (the first 10 docs, by `ids`) and ask once (unless --yes)."""
     if not docs:
         raise MiddleError(f"no doc matches {words}: nothing was changed")
     err_console.print(f"{len(docs)} doc(s) match {safe(words)}:")
-    for doc in docs[:10]:
-        err_console.print(safe(f"  {doc_id(doc)[:DOC_ID_CHARS]}  {' '.join(doc.split())[:100]}"),
-                          soft_wrap=True)
+    for doc, ident in zip(docs[:10], ids):
+        err_console.print(safe(f"  {ident}  {' '.join(doc.split())[:100]}"), soft_wrap=True)
     if len(docs) > 10:
         err_console.print(f"  ... and {len(docs) - 10} more")
     if yes:
@@ -367,7 +374,7 @@ def _pin(ctx: click.Context, ident: str, project: str | None, pinned: bool) -> N
 
     curator, pid = project_curator(ctx, project)
     done = curator.pin(pid, ident, cli_user(), pinned)
-    ident = doc_id(done.doc)[:DOC_ID_CHARS]
+    ident, = _ids(curator, pid, done.doc)
     console.print(f"doc {ident}: {done.message}" + (f" (change {done.change})" if done.change else ""))
 
 
@@ -384,13 +391,14 @@ def history(ctx: click.Context, ident: str | None, limit: int, full: bool, proje
     """The changes made to the project's memory (or to one doc), newest first: who, when,
     what, before and after; `middle memory undo N` takes change N back."""
     from orchestrator.cli.memory_view import print_changes
+    from orchestrator.memory.curation import change_ids
 
     if (pid := _nothing_yet(ctx, project)) is not None:
         console.print(f"no memory yet for project {pid}: no doc was added or changed, so there is no history")
         return
     curator, pid = project_curator(ctx, project)
     changes = curator.show(pid, ident)["changes"][:limit] if ident else curator.changes(pid, limit)
-    print_changes(console, changes, full=full)
+    print_changes(console, changes, full=full, ids=curator.facade.short_ids(pid, change_ids(changes)))
 
 
 def _nothing_yet(ctx: click.Context, project: str | None) -> str | None:
@@ -443,7 +451,9 @@ def undo(ctx: click.Context, change: int, project: str | None) -> None:
 
     curator, pid = project_curator(ctx, project)
     done = curator.undo(pid, change, cli_user())
-    console.print(f"{done.message} (change {change}); recorded as change {done.change}")
+    # one doc's undo names it; a bulk undo's message counts its docs ("put back 3 docs")
+    doc = f", doc {_ids(curator, pid, done.doc)[0]}" if done.doc and not done.message.endswith(" docs") else ""
+    console.print(f"{done.message} (change {change}{doc}); recorded as change {done.change}")
 
 
 @memory.command()

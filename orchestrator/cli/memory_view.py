@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import Any, Mapping
 
 from rich.console import Console
 
@@ -12,7 +12,8 @@ from orchestrator.memory.curation import describe_change, origin_line
 from orchestrator.memory.format import DOC_ID_CHARS
 
 
-def print_doc(console: Console, shown: dict[str, Any]) -> None:
+def print_doc(console: Console, shown: dict[str, Any], ids: Mapping[str, str] | None = None) -> None:
+    """A doc as `middle memory show` prints it (`ids`: its changes' docs, see describe_change)."""
     console.print(f"[bold]doc {shown['short_id']}[/] ({shown['id']})")
     console.print(hanging("  from: ", origin_line(shown)))
     if shown["pinned"]:
@@ -22,10 +23,10 @@ def print_doc(console: Console, shown: dict[str, Any]) -> None:
                                                   else ""))
     if shown["superseded_by"]:
         new = shown["superseded_by"]
-        console.print(hanging("  superseded by: ", f"{new['id'][:DOC_ID_CHARS]} ({(new['at'] or '')[:19]}): "
-                              f"{new['doc']}"))
+        ident = new.get("short_id") or new["id"][:DOC_ID_CHARS]
+        console.print(hanging("  superseded by: ", f"{ident} ({(new['at'] or '')[:19]}): {new['doc']}"))
     for old in shown["supersedes"]:
-        console.print(hanging("  supersedes: ", f"{old['id'][:DOC_ID_CHARS]}: {old['doc']}"))
+        console.print(hanging("  supersedes: ", f"{old.get('short_id') or old['id'][:DOC_ID_CHARS]}: {old['doc']}"))
     if shown.get("uses"):
         uses = shown["uses"]
         console.print(f"  usage: recalled in {uses['recalled']} run(s), used in {uses['used']}")
@@ -33,18 +34,19 @@ def print_doc(console: Console, shown: dict[str, Any]) -> None:
     console.print(hanging("    ", shown["doc"]))
     if shown["changes"]:
         console.print("  changes:")
-        print_changes(console, shown["changes"], indent="    ")
+        print_changes(console, shown["changes"], indent="    ", ids=ids)
 
 
 def print_changes(console: Console, changes: list[dict[str, Any]], indent: str = "",
-                  full: bool = False) -> None:
-    """One line per change; `full`: then its whole before and after (an edit as a diff)."""
+                  full: bool = False, ids: Mapping[str, str] | None = None) -> None:
+    """One line per change (`ids`: see describe_change); `full`: then its whole before and
+    after (an edit as a diff)."""
     if not changes:
         console.print(f"{indent}(no changes)")
     for change in changes:
         undone = f" [undone by {change['undone_by']}]" if change.get("undone_by") else ""
         console.print(indent + safe(f"{change['id']:>4}  {change['at'][:19]}  {change['who']}  "
-                                    f"{describe_change(change)}{undone}"), soft_wrap=True)
+                                    f"{describe_change(change, ids)}{undone}"), soft_wrap=True)
         if full:
             for line in full_change(change):
                 console.print(indent + "      " + safe(line), soft_wrap=True, highlight=False)

@@ -55,6 +55,7 @@ class CuratedMemory(Protocol):
     def check_queries(self, queries: Any) -> list[str]: ...
     def derived_texts(self, project_id: str) -> list[tuple[str, str]]: ...
     def pins_shown(self, project_id: str) -> tuple[int, int]: ...
+    def short_ids(self, project_id: str, idents: list[str]) -> dict[str, str]: ...
 
 
 class CurationError(MemoryStoreError, ValueError):
@@ -245,16 +246,33 @@ def origin_line(shown: dict[str, Any]) -> str:
     return "; ".join(lines) or "unknown (indexed before sources were recorded, or by the backend)"
 
 
-def describe_change(change: Mapping[str, Any]) -> str:
-    """One change in words: what was done to which doc, before and after."""
+def change_ids(changes: list[Mapping[str, Any]]) -> list[str]:
+    """The whole ids of the docs `changes` name (describe_change shows each by its short id)."""
+    out: list[str] = []
+    for change in changes:
+        after = change.get("after") or {}
+        out.append(str(change["doc_id"]))
+        if change["action"] == "edit":
+            out.append(doc_id(after.get("doc", "")))
+        elif after.get("by"):
+            out.append(str(after["by"]))
+    return list(dict.fromkeys(i for i in out if i))
+
+
+def describe_change(change: Mapping[str, Any], ids: Mapping[str, str] | None = None) -> str:
+    """One change in words: what was done to which doc, before and after. `ids`: the id each
+    doc is shown by (MemoryFacade.short_ids of change_ids), where not its first DOC_ID_CHARS."""
+    def name(ident: str) -> str:
+        return (ids or {}).get(ident) or ident[:DOC_ID_CHARS]
+
     before, after = change.get("before") or {}, change.get("after") or {}
-    ident = change["doc_id"][:DOC_ID_CHARS]
+    ident = name(change["doc_id"])
     action = change["action"]
     if action == "edit":
-        return (f"edited {ident} -> {doc_id(after.get('doc', ''))[:DOC_ID_CHARS]}: "
+        return (f"edited {ident} -> {name(doc_id(after.get('doc', '')))}: "
                 f"before {_quote(before.get('doc'))}, after {_quote(after.get('doc'))}")
     if action == "supersede":
-        return f"superseded {ident} by {str(after.get('by', ''))[:DOC_ID_CHARS]}: {_quote(after.get('doc'))}"
+        return f"superseded {ident} by {name(str(after.get('by', '')))}: {_quote(after.get('doc'))}"
     if action in ("pin", "unpin"):
         return f"{action}ned {ident}"
     if action == "forget":
@@ -268,7 +286,7 @@ def describe_change(change: Mapping[str, Any]) -> str:
         return f"set {ident} valid until {until[:19]}" if until else f"set {ident} valid with no end"
     if action == "bulk":
         count = len(before.get("docs", []))
-        what = (f"superseded {count} docs by {str(after.get('by', ''))[:DOC_ID_CHARS]}"
+        what = (f"superseded {count} docs by {name(str(after.get('by', '')))}"
                 if after.get("action") == "supersede" else f"deleted {count} docs")
         return f"{what} ({after.get('filter') or 'a filtered list'})"
     return f"{action} {ident}"
@@ -305,10 +323,19 @@ class Outcome:
     old: str | None = None  # an edit's or supersede's doc before
     message: str = ""
 
-    def as_json(self) -> dict[str, Any]:
-        return {"change": self.change, "id": short(doc_id(self.doc)), "doc": self.doc,
-                "old": self.old, "old_id": short(doc_id(self.old)) if self.old else None,
+    def as_json(self, ids: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """`ids`: the id each doc is shown by (MemoryFacade.short_ids), where not its first
+        DOC_ID_CHARS."""
+        def name(doc: str) -> str:
+            return (ids or {}).get(doc_id(doc)) or short(doc_id(doc))
+
+        return {"change": self.change, "id": name(self.doc), "doc": self.doc,
+                "old": self.old, "old_id": name(self.old) if self.old else None,
                 "message": self.message}
+
+    def shown(self, facade: "CuratedMemory", project_id: str) -> dict[str, Any]:
+        """as_json with the ids that tell its docs from every other doc of the store."""
+        return self.as_json(facade.short_ids(project_id, [doc_id(d) for d in (self.doc, self.old) if d]))
 
 
 UNFINISHED = "unfinished"  # in a state's origin: the verb that indexed the doc has not recorded it yet (_intend)
@@ -383,16 +410,19 @@ class Curator:
         new = replacement(states, key)
         supersedes = [s for s in states.values() if s["superseded_by"] == key]
         ids = {key} | _earlier_ids(self.store, project_id, key)
+        # the ids a person is shown: each told from every other doc (usage is kept by short(key))
+        shown = self.facade.short_ids(project_id, [key, *([new["doc_id"]] if new else []),
+                                                   *(s["doc_id"] for s in supersedes)])
         return {
-            "id": key, "short_id": short(key), "doc": doc, "project": project_id,
-            "tickets": tickets,
+            "id": key, "short_id": shown[key], "doc": doc, "project": project_id, "tickets": tickets,
             "origin": own.get("origin") or ({"kind": "ticket"} if tickets else None),
             "added_by": own.get("added_by"), "added_at": own.get("added_at"),
             "pinned": bool(state and state["pinned"]),
             "valid_until": own.get("valid_until"), "validity": expiry_note(state),
-            "superseded_by": None if new is None else {"id": new["doc_id"], "doc": new["doc"],
-                                                        "at": new["added_at"]},
-            "supersedes": [{"id": s["doc_id"], "doc": s["doc"]} for s in supersedes],
+            "superseded_by": None if new is None else {"id": new["doc_id"], "short_id": shown[new["doc_id"]],
+                                                        "doc": new["doc"], "at": new["added_at"]},
+            "supersedes": [{"id": s["doc_id"], "short_id": shown[s["doc_id"]], "doc": s["doc"]}
+                           for s in supersedes],
             "changes": self.store.memory_changes(project_id, doc_ids=ids),
         }
 

@@ -41,6 +41,17 @@ DOC_ID_CHARS = SHORT_ID_CHARS  # `middle memory list` shows this much of a doc's
 PINNED_SHARE = 0.5
 
 
+def unique_ids(idents: list[str]) -> dict[str, str]:
+    """Each of `idents` (whole ids, e.g. every doc of a store) with the shortest prefix of it,
+    DOC_ID_CHARS at least, that no other of them starts with: the ids sorted, each told from
+    its neighbours (the one it shares most with is next to it)."""
+    ordered = sorted(set(idents))
+    out = {}
+    for n, ident in enumerate(ordered):
+        out[ident] = shortest_unique(ident, ordered[max(0, n - 1):n + 2])
+    return out
+
+
 def doc_id(doc: str) -> str:
     """A doc's id: the start of its text's SHA-256. It names the same doc in every backend and
     after a reindex; `middle memory delete` takes any unambiguous prefix of 4+ characters."""

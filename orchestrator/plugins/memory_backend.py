@@ -291,6 +291,12 @@ class MemoryBackend(ABC):
         return [d for d in self.list_docs()
                 if hashlib.sha256(d.encode("utf-8", "surrogatepass")).hexdigest().startswith(prefix)]
 
+    def docs_by_ids(self, prefixes: list[str]) -> list[str]:
+        """The docs whose id starts with any of `prefixes` (as docs_by_id), each once: the
+        "Memories invoked" block finds the ids of all the docs it shows in one call. The
+        default asks docs_by_id once per prefix; a store answers in one query instead."""
+        return list(dict.fromkeys(d for prefix in dict.fromkeys(prefixes) for d in self.docs_by_id(prefix)))
+
     def doc_time(self, doc: str) -> float | None:
         """The time the store dates exactly `doc` by (unix seconds; see keeps_times), or None
         (not there, or no time kept): an edit and its undo keep a doc's time. The default

@@ -173,20 +173,21 @@ def add_doc(project_id: str, body: DatedTextBody, request: Request, create: bool
     curator, pid = _curator(project_id, state)
     _known(state, curator.facade, pid, create)
     return {"project": pid, **curator.add(pid, body.text, who(request), valid_until=body.valid_until,
-                                          option="valid_until").as_json()}
+                                          option="valid_until").shown(curator.facade, pid)}
 
 
 @router.get("/docs/{doc}", summary="One doc: provenance, supersede links, pin, changes",
             responses=_DOC_ERRORS)
 def show_doc(project_id: str, doc: str, state: ServerState = Depends(get_state)) -> dict[str, Any]:
-    from orchestrator.memory.curation import describe_change, origin_line
+    from orchestrator.memory.curation import change_ids, describe_change, origin_line
 
     curator, pid = _curator(project_id, state)
     shown = curator.show(pid, doc)
+    ids = curator.facade.short_ids(pid, change_ids(shown["changes"]))
     return {**shown, "from": origin_line(shown),
-            "changes": [{**c, "text": describe_change(c)} for c in shown["changes"]],
+            "changes": [{**c, "text": describe_change(c, ids)} for c in shown["changes"]],
             "uses": usage_by_doc(state.store.memory_usage(pid)["by_memory"],
-                                 shown["changes"]).get(shown["short_id"])}
+                                 shown["changes"]).get(shown["id"][:DOC_ID_CHARS])}
 
 
 @router.post("/docs/{doc}/edit", summary="Change a doc's text (re-indexed alone; recorded, undoable)",
@@ -197,9 +198,9 @@ def edit_doc(project_id: str, doc: str, body: DatedTextBody, request: Request,
     if body.valid_until is not None:  # the validity first: the edit carries it to the new text
         done = curator.set_valid_until(pid, doc, body.valid_until, who(request), option="valid_until")
         if body.text == done.doc:  # the same text: only the validity changes
-            return {"project": pid, **done.as_json()}
+            return {"project": pid, **done.shown(curator.facade, pid)}
         doc = done.doc
-    return {"project": pid, **curator.edit(pid, doc, body.text, who(request)).as_json()}
+    return {"project": pid, **curator.edit(pid, doc, body.text, who(request)).shown(curator.facade, pid)}
 
 
 @router.post("/docs/{doc}/supersede", summary="Replace a doc with new text, keeping it as history",
@@ -207,21 +208,21 @@ def edit_doc(project_id: str, doc: str, body: DatedTextBody, request: Request,
 def supersede_doc(project_id: str, doc: str, body: TextBody, request: Request,
                   state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
-    return {"project": pid, **curator.supersede(pid, doc, body.text, who(request)).as_json()}
+    return {"project": pid, **curator.supersede(pid, doc, body.text, who(request)).shown(curator.facade, pid)}
 
 
 @router.post("/docs/{doc}/pin", summary="Pin a doc: always in the agent's memories", responses=_DOC_ERRORS)
 def pin_doc(project_id: str, doc: str, request: Request,
             state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
-    return {"project": pid, **curator.pin(pid, doc, who(request), True).as_json()}
+    return {"project": pid, **curator.pin(pid, doc, who(request), True).shown(curator.facade, pid)}
 
 
 @router.post("/docs/{doc}/unpin", summary="Unpin a doc", responses=_DOC_ERRORS)
 def unpin_doc(project_id: str, doc: str, request: Request,
               state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
-    return {"project": pid, **curator.pin(pid, doc, who(request), False).as_json()}
+    return {"project": pid, **curator.pin(pid, doc, who(request), False).shown(curator.facade, pid)}
 
 
 @router.post("/docs/{doc}/forget", summary="Delete a doc (recorded: undo puts it back)",
@@ -229,7 +230,7 @@ def unpin_doc(project_id: str, doc: str, request: Request,
 def forget_doc(project_id: str, doc: str, request: Request,
                state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
-    return {"project": pid, **curator.forget(pid, doc, who(request)).as_json()}
+    return {"project": pid, **curator.forget(pid, doc, who(request)).shown(curator.facade, pid)}
 
 
 @router.get("/changes", summary="Every change made to the project's memory, newest first",
@@ -245,7 +246,7 @@ def changes(project_id: str, limit: int = Query(100, ge=1, le=1000),
 def undo(project_id: str, change: int, request: Request,
          state: ServerState = Depends(get_state)) -> dict[str, Any]:
     curator, pid = _curator(project_id, state)
-    return {"project": pid, **curator.undo(pid, change, who(request)).as_json()}
+    return {"project": pid, **curator.undo(pid, change, who(request)).shown(curator.facade, pid)}
 
 
 @router.get("/docs", summary="The project's docs a page at a time, filtered and sorted, with "
@@ -323,13 +324,14 @@ def search_results(state: ServerState, mem: MemoryFacade, pid: str, q: str, k: i
         results = mem.retrieve(pid, [q], k, if_exists=True)
     sources = _with_sources(state, pid)
     marks = {m["doc"]: m["by"] for r in results for m in r.get("superseded", [])}
+    ids = mem.short_ids(pid, [doc_id(d) for r in results for d in r["docs"]])  # one lookup for all
     hits = []
     for r in results:
         why = mem.explain(pid, q, r) if explain and r["docs"] else []
         for pos, (d, s) in enumerate(zip(r["docs"], r["doc_scores"])):
-            hit: dict[str, Any] = {"doc": d, "id": doc_id(d)[:DOC_ID_CHARS], "score": s,
+            hit: dict[str, Any] = {"doc": d, "id": ids[doc_id(d)], "score": s,
                                    "tickets": sources.get(d, []),
-                                   "superseded_by": (doc_id(r["docs"][marks[pos]])[:DOC_ID_CHARS]
+                                   "superseded_by": (ids[doc_id(r["docs"][marks[pos]])]
                                                      if pos in marks else None)}
             if why:
                 hit["why"] = why[pos]["why"]

@@ -109,7 +109,7 @@ def bulk_forget(project_id: str, body: BulkBody, request: Request,
     curator, pid = _curator(project_id, state)
     flt, docs = _picked(state, curator, pid, body)
     done = bulk.forget_all(curator, pid, docs, who(request), flt.words())
-    return {"project": pid, "count": len(docs), **done.as_json()}
+    return {"project": pid, "count": len(docs), **done.shown(curator.facade, pid)}
 
 
 @router.post("/bulk/supersede", summary="Replace every doc a filter picks with one new doc, keeping "
@@ -119,4 +119,4 @@ def bulk_supersede(project_id: str, body: SupersedeBody, request: Request,
     curator, pid = _curator(project_id, state)
     flt, docs = _picked(state, curator, pid, body)
     done = bulk.supersede_all(curator, pid, docs, body.with_, who(request), flt.words())
-    return {"project": pid, "count": len(docs), **done.as_json()}
+    return {"project": pid, "count": len(docs), **done.shown(curator.facade, pid)}

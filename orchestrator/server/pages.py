@@ -159,7 +159,7 @@ def memory_page(request: Request, project_id: str, q: str | None = Query(None),
     same size at 100,000 docs as at 20), a search over the whole store whose hits carry the
     same actions, and the newest changes."""
     from orchestrator.memory.catalog import SORTS, DocQuery
-    from orchestrator.memory.curation import SOURCE_KINDS, CurationError, describe_change
+    from orchestrator.memory.curation import SOURCE_KINDS, CurationError, change_ids, describe_change
     from orchestrator.memory.timeline import DateError
 
     pid = checked_project(project_id)
@@ -189,10 +189,10 @@ def memory_page(request: Request, project_id: str, q: str | None = Query(None),
             context["next_url"] = f"?{urlencode({**kept, 'cursor': shown['next_cursor']})}"
         if query.cursor:
             context["first_url"] = f"?{urlencode(kept)}"
-        context["changes"] = [{**c, "text": describe_change(c), "undoable": undoable}
-                              for c, undoable in _curator(pid, state)[0].undoable(
-                                  pid, state.store.memory_changes(pid, limit=CHANGES_SHOWN), catalog.has,
-                                  catalog.states)]
+        changes = _curator(pid, state)[0].undoable(pid, state.store.memory_changes(pid, limit=CHANGES_SHOWN),
+                                                  catalog.has, catalog.states)
+        ids = {ident: catalog.ident(ident) for ident in change_ids([c for c, _ in changes])}
+        context["changes"] = [{**c, "text": describe_change(c, ids), "undoable": undoable} for c, undoable in changes]
         if q and q.strip():
             found = search_results(state, mem, pid, q, k, explain=True, as_of=as_of)
             # each hit as a listed doc (its actions, author, ticket links), with its score and why

@@ -207,3 +207,26 @@ def test_a_count_changed_by_hand_past_the_docs_does_not_fail_searches(tmp_path, 
         assert len(backend._store.bm25("module m3 ticket", 5)) == 5
     finally:
         backend.close()
+
+
+def test_a_version_5_database_gets_the_index_of_outside_writes_by_doc(tmp_path, pg_url):
+    """middle's write of a doc clears its own rows of retrieval_outside_writes by doc id: since
+    version 6 by an index, where each clear read every row the store had logged."""
+    from backends import pg_database
+
+    backend = _backend(tmp_path, pg_url, "v5")
+    backend.index([doc_text(i) for i in range(20)])
+    backend.close()  # the last user: the next open checks the schema again
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP INDEX retrieval_outside_writes_by_doc")
+        conn.execute("UPDATE retrieval_schema SET version = 5")
+    backend = _backend(tmp_path, pg_url, "v5")
+    try:
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute("SELECT version FROM retrieval_schema").fetchone()[0] == pg_database.SCHEMA_VERSION == 6
+            assert conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = "
+                                "'retrieval_outside_writes_by_doc'").fetchone()[0].endswith("(store_id, doc_id)")
+        backend.delete([doc_text(0)])
+        assert doc_text(0) not in backend.list_docs() and len(backend.list_docs()) == 19
+    finally:
+        backend.close()

@@ -1,6 +1,6 @@
 """Two docs whose 8-character ids meet (at 100,000 docs a few pairs do): the board's actions
 name a doc by its whole id (`data-key`, the API's `key`), so each pins its own doc, where the
-short id is refused as ambiguous."""
+short id is refused as ambiguous; the ids they are shown by (9 characters) tell them apart."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ def test_docs_sharing_a_short_id_are_each_acted_on_from_the_board(tmp_path):
         keys = re.findall(r'data-key="([0-9a-f]+)"', page)
         assert sorted(keys) == sorted([doc_id(ONE), doc_id(TWO)])
         listed = c.get(f"{BASE}/docs").json()["docs"]
-        assert {d["key"] for d in listed} == set(keys) and {d["id"] for d in listed} == {doc_id(ONE)[:8]}
+        # each shown by the 9 characters that tell it from the other (as the block shows it)
+        assert {d["key"] for d in listed} == set(keys)
+        assert {d["id"] for d in listed} == {doc_id(ONE)[:9], doc_id(TWO)[:9]}
         assert c.post(f"{BASE}/docs/{doc_id(TWO)[:8]}/pin").status_code == 400  # ambiguous
         r = c.post(f"{BASE}/docs/{doc_id(TWO)}/pin")
         assert r.status_code == 200, r.text

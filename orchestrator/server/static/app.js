@@ -347,8 +347,8 @@ function initMemory() {
         box.textContent = "";
         const lines = [`id ${shown.id}`, `from: ${shown.from}`];
         if (shown.pinned) lines.push("pinned: always in the agent's memories");
-        if (shown.superseded_by) lines.push(`superseded by ${shown.superseded_by.id.slice(0, 8)}: ${shown.superseded_by.doc}`);
-        shown.supersedes.forEach((s) => lines.push(`supersedes ${s.id.slice(0, 8)}: ${s.doc}`));
+        if (shown.superseded_by) lines.push(`superseded by ${shown.superseded_by.short_id}: ${shown.superseded_by.doc}`);
+        shown.supersedes.forEach((s) => lines.push(`supersedes ${s.short_id}: ${s.doc}`));
         shown.changes.forEach((c) => lines.push(`change ${c.id} ${c.at.slice(0, 19)} ${c.who}: ${c.text}`));
         const pre = document.createElement("pre");
         pre.className = "text"; pre.textContent = lines.join("\n");
