@@ -173,7 +173,8 @@ def base_line(result: CheckResult, options: CheckConfigCommand) -> str:
     return (f"check `{cmd}` already fails on the base commit (exit {result.exit_code}) and names no failures "
             "that can be compared (no JUnit report, no diagnostics): a ticket that leaves it failing the same way "
             "cannot be judged and stops for you to decide, one that makes it fail differently must make it pass "
-            "(or set baseline = \"exit-code\" on it in [[check.commands]])")
+            "(or set baseline = \"exit-code\" on it in [[check.commands]]; a ticket meant to make it pass says "
+            "`check_must_pass: true`)")
 
 
 def _set_up(ctx: TicketContext, run_id: str, t: dict[str, Any], worktree: Path) -> None:
@@ -294,7 +295,8 @@ def _undecided(ctx: TicketContext, state: TicketState, t: dict[str, Any], result
     ctx.run.set_fields(check_status=FAILED, check_note=None, corrections=corrections)
     keep_work_of(ctx, state, t, f"the check `{result.command}` cannot be judged.")
     raise CheckFailed(
-        f"check `{result.command}` cannot be judged: {verdict.reason}; the work is committed on its branch: "
+        f"check `{result.command}` cannot be judged: {verdict.reason} (a ticket meant to make it pass says "
+        f"`check_must_pass: true` in its front matter); the work is committed on its branch: "
         f"read it ({command('diff', t['id'])}), then, if it is right, merge it as it is with "
         f"{command('override', t['id'])}, "
         f"or ask for changes with {command('feedback', t['id'])}")

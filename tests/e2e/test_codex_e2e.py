@@ -166,7 +166,8 @@ def test_max_cost_usd_starts_no_check_correction_on_codex(tmp_path, fake_api):
     one more turn, spending past the limit, before the limit was looked at). With the limit raised,
     `middle resume` corrects it (the stop is not kept in the checkpoint)."""
     require_cli("codex", INSTALL)
-    repo = fresh_project(tmp_path, {"t1.md": TICKET})
+    # the check is the ticket's goal (it fails on the base): a ticket leaving it failing is corrected
+    repo = fresh_project(tmp_path, {"t1.md": TICKET.replace("id: t1\n", "id: t1\ncheck_must_pass: true\n")})
     script = fake_api.script
     script.agent(plan("Create one.txt containing one."), decide(True, "Created one.txt."))
     script.coding_agent(write_file("one.txt", "one\n"), done("Created one.txt."))
