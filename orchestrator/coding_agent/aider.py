@@ -160,7 +160,7 @@ class AiderAgent:
     def pricing(cls, options: AiderOptions, environ: Mapping[str, str] | None = None) -> str:
         """What its turns count at (`middle doctor`): aider prices only the models it knows."""
         return reported_or_priced("aider", options.model, options.price,
-                                  aider_base_url(options.model, options, environ or os.environ))
+                                  aider_base_url(options.model, options, environ or os.environ), litellm_names=True)
 
     @classmethod
     def doctor(cls, options: AiderOptions) -> tuple[str, str | None]:
@@ -313,7 +313,7 @@ class AiderAgent:
         for (it then reports none), its tokens priced by pricing.py."""
         model = out.model or self.options.model
         base_url = aider_base_url(model, self.options, {**os.environ, **self.env})
-        price = price_for(model, ANY_PRICES, self.options.price, base_url=base_url)[0]
+        price = price_for(model, ANY_PRICES, self.options.price, base_url=base_url, litellm_names=True)[0]
         return counted_cost(out.cost_usd, out.priced_usage(), price, configured=self.options.price is not None)
 
     def _explain(self, out: AiderOutput, exit_code: int | None, stderr: str, timed_out: bool) -> str:

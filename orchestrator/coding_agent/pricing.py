@@ -17,7 +17,7 @@ A model served from a loopback or private address (the agent's base URL) may be 
 (ollama, llama.cpp, vLLM) and free, or a gateway to a paid API (a LiteLLM proxy on localhost:4000,
 a company's gateway on 10.x): the address cannot tell which, so it is priced as above (a limit
 stops such a run early, never late), and the run's start and `middle doctor` say once how to count
-it at 0 (`price = {input = 0, output = 0}`). A model named through Ollama (`ollama/`,
+it at 0 (`price = {input = 0, output = 0}`). A model aider names through Ollama (litellm's `ollama/`,
 `ollama_chat/`: local weights Ollama serves) counts 0 unless `price` is given. Each agent finds its
 base URL (its options or the variables its CLI reads) and passes it here
 (`price_for(base_url=...)`): one rule.
@@ -111,12 +111,15 @@ OLLAMA_PREFIXES = ("ollama/", "ollama_chat/")  # litellm's (aider's) names of mo
 
 
 def price_for(model: str | None, table: Mapping[str, TokenPrice],
-              configured: TokenPrice | None = None, *, base_url: str | None = None) -> tuple[TokenPrice, str]:
+              configured: TokenPrice | None = None, *, base_url: str | None = None,
+              litellm_names: bool = False) -> tuple[TokenPrice, str]:
     """The price a turn of `model` (served at `base_url`, when the agent knows it) is counted at,
-    and where it came from (for `middle doctor` and the run's start)."""
+    and where it came from (for `middle doctor` and the run's start). `litellm_names`: the model is
+    named as litellm routes it (aider), so `ollama/...` is a model Ollama serves. (OpenCode's
+    `ollama/` is a provider id its user declared, which may point anywhere: not taken as free.)"""
     if configured is not None:
         return configured, "your price"
-    if (model or "").strip().lower().startswith(OLLAMA_PREFIXES):
+    if litellm_names and (model or "").strip().lower().startswith(OLLAMA_PREFIXES):
         return FREE, "0: a model Ollama serves; set price to count it"
     # The provider's part goes: "openai/gpt-4.1", "models/gemini-2.5-pro", "openrouter/anthropic/claude-...".
     name = (model or "").strip().lower().rsplit("/", 1)[-1]
@@ -174,9 +177,9 @@ def local_pricing(pricing: str) -> bool:
 
 
 def reported_or_priced(cli: str, model: str | None, configured: TokenPrice | None,
-                       base_url: str | None = None) -> str:
+                       base_url: str | None = None, litellm_names: bool = False) -> str:
     """What `middle doctor` says such an agent's turns count at."""
     if configured is not None:
         return f"turns priced at your price, or what {cli} reports when more"
-    why = price_for(model, ANY_PRICES, base_url=base_url)[1]
+    why = price_for(model, ANY_PRICES, base_url=base_url, litellm_names=litellm_names)[1]
     return f"turns at {cli}'s own cost; a model it has no price for at {why}"

@@ -55,10 +55,12 @@ def test_a_model_at_a_local_address_is_priced_as_unknown_and_told_how_to_count_i
 
 
 @pytest.mark.parametrize("model", ["ollama/qwen3", "ollama_chat/llama3.1", "OLLAMA/x"])
-def test_a_model_ollama_serves_counts_nothing_unless_priced(model):
-    assert price_for(model, ANY_PRICES) == (FREE, "0: a model Ollama serves; set price to count it")
+def test_a_model_aider_names_through_ollama_counts_nothing_unless_priced(model):
+    """litellm's (aider's) `ollama/` routes to Ollama; OpenCode's is a provider id its user named."""
+    assert price_for(model, ANY_PRICES, litellm_names=True) == (FREE, "0: a model Ollama serves; set price to count it")
     mine = TokenPrice(input=1, output=1)
-    assert price_for(model, ANY_PRICES, mine) == (mine, "your price")
+    assert price_for(model, ANY_PRICES, mine, litellm_names=True) == (mine, "your price")
+    assert price_for(model, ANY_PRICES)[0] != FREE
 
 
 def test_codex_prices_by_its_provider_or_openai_base_url():
