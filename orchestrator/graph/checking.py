@@ -231,7 +231,9 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
                                  "outcome": "cannot-start"})
             raise CheckCannotStart(f"check `{options.run}` could not start ({result.problem}): fix [check] "
                                    f"commands (or the ticket's `check:`), then {command('resume', t['id'])}")
-        changed = _changed(t)
+        # what the ticket changed matters only to a pass on a base that failed (verdict.judge): the
+        # git diffs are not run for every check of every round
+        changed = _changed(t) if result.passed and base_result is not None and not base_result.passed else None
         verdict = judge(result, base_result, options, allow_removed_tests=bool(t.get("allow_removed_tests")),
                         changed=changed[0] if changed else None, added=changed[1] if changed else None,
                         diff=changed[2] if changed else "")
