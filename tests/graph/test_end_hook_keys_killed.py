@@ -33,6 +33,23 @@ from test_end_hook_keys_killed import machine
 with machine(Path({home!r}), Path({project!r})) as orch:
     orch.run_ticket("t1")
 """
+SYNC = r"""
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_end_hook_keys_killed import machine
+from orchestrator.lifecycle.run_lifecycle import RunLifecycle, catch_up_end_hooks
+with machine(Path({home!r}), Path({project!r})) as orch:
+    catch_up_end_hooks(RunLifecycle(orch.store, orch.registry.hook, orch.config), print, ended_s_ago=0.0)
+"""
+
+
+def _dies(script: str, at: str, home: Path, project: Path) -> None:
+    """Run `script` (machine A, or middle sync's catch-up) as a real process killed at `at`."""
+    text = script.format(tests=str(Path(__file__).parent), home=str(home), project=str(project))
+    proc = subprocess.run([sys.executable, "-c", text], capture_output=True, text=True, timeout=120,
+                          env={**_env(), VARIABLE: at})
+    assert proc.returncode == -9, proc.stderr[-3000:]
 
 
 class Unnamed:
@@ -72,10 +89,7 @@ def _ends(home: Path) -> list[str]:
 # its record not written; the ones before it are recorded.
 @pytest.mark.parametrize(("at", "again", "left"), [("run.hooked:2", "first", ["other"]), ("run.hooked:3", "other", [])])
 def test_an_unnamed_plugins_end_hook_recorded_before_a_kill_is_not_run_again(at, again, left, tmp_path, project):
-    script = MACHINE_A.format(tests=str(Path(__file__).parent), home=str(tmp_path), project=str(project))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          env={**_env(), VARIABLE: at})
-    assert proc.returncode == -9, proc.stderr[-3000:]
+    _dies(MACHINE_A, at, tmp_path, project)
     ran_in_a = _ends(tmp_path)
     with machine(tmp_path, project) as orch:
         lifecycle = RunLifecycle(orch.store, orch.registry.hook, orch.config)
@@ -84,6 +98,23 @@ def test_an_unnamed_plugins_end_hook_recorded_before_a_kill_is_not_run_again(at,
     caught_up = _ends(tmp_path)[len(ran_in_a):]
     assert caught_up == [again, *left], (ran_in_a, caught_up)  # the one the kill cut off, and those after it
     assert sorted(ran_in_a + caught_up) == sorted(["second", "first", "other", again])
+
+
+def test_middle_syncs_catch_up_killed_between_a_hook_and_its_record_repeats_that_one_hook_only(tmp_path, project):
+    """The catch-up's own writes (mark_end_hook, then clear_hooks_due) across a kill of the
+    process running it: A dies with every end hook owed (`run.hooks`); the first catch-up dies
+    after `first`'s hook, `second`'s recorded (`run.hooked:2`); the next runs `first` again and
+    `other`, never `second`, and leaves nothing due. Three processes: the keys must hold in each."""
+    _dies(MACHINE_A, "run.hooks:1", tmp_path, project)
+    assert not (tmp_path / "ends.log").exists()
+    _dies(SYNC, "run.hooked:2", tmp_path, project)
+    assert _ends(tmp_path) == ["second", "first"]
+    with machine(tmp_path, project) as orch:
+        lifecycle = RunLifecycle(orch.store, orch.registry.hook, orch.config)
+        assert catch_up_end_hooks(lifecycle, lambda line: None, ended_s_ago=0.0) == 1
+        assert catch_up_end_hooks(lifecycle, lambda line: None, ended_s_ago=0.0) == 0
+        assert orch.store.hooks_due() == []
+    assert _ends(tmp_path) == ["second", "first", "first", "other"]
 
 
 def test_the_key_of_a_plugin_is_its_name_or_its_class_numbered_in_registration_order(tmp_path):
