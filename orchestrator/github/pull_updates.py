@@ -25,6 +25,7 @@ from orchestrator.github.pulls import (
     open_pull_request,
     pull_body,
 )
+from orchestrator.killpoints import point
 from tickets.github.client import parse_repo
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ def propose(store: TicketStore, config: Config, ticket_id: str, say: Callable[[s
         pull = update_pull_request(store, config, ticket_id, say)
     else:
         pull = open_pull_request(store, config, ticket_id, say)
+    point("pr.proposed")  # (killed here, the next sync's propose finds it done and clears pr_due)
     if run is not None and run.get("pr_due"):
         store.set_run_fields(run["id"], pr_due=None)
     return pull
