@@ -1,9 +1,10 @@
 """Which plugins' end hooks (on_ticket_complete, on_ticket_failed) have run for a run, so that a
 process killed between a run's end and its hooks leaves them to `middle sync`, which runs each
-one not recorded (orchestrator/lifecycle/end_hooks.py).
+one not recorded (orchestrator/lifecycle/run_lifecycle.py catch_up_end_hooks).
 
 `runs.hooks_due` names the hook a run's end owes (written in the end's transaction) and is
-cleared once every plugin's hook ran; `end_hooks` holds one row per plugin whose hook returned
+cleared once every plugin's hook ran; `end_hooks` holds one row per plugin whose hook returned,
+by a key every process gives it alike (orchestrator.plugins.manager.hook_keys)
 (written right after it, kill point `run.hooked` between): a kill skips none, and a kill between
 a hook and its row repeats only that one (schema 18)."""
 
