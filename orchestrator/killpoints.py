@@ -54,7 +54,11 @@ POINTS: tuple[Point, ...] = (
           "request not brought up to date, `[run] on_complete = \"pr\"` not opened)"),
     Point("run.hooked", "a plugin's end hook (on_ticket_complete, on_ticket_failed) ran; its record (end_hooks) not "
           "written yet"),
+    Point("run.hooks_recorded", "every plugin's end hook of the run ran and was recorded (end_hooks); the run's "
+          "hooks_due not cleared yet"),
     Point("pr.opened", "a pull request was opened on GitHub", in_run=False),
+    Point("pr.proposed", "a pull request was opened or brought up to date (`middle pr`, a run's end hook, "
+          "`middle sync`'s catch-up) and recorded; the run's pr_due not cleared yet", in_run=False),
     Point("pr.read", "`middle sync` recorded that GitHub merged or closed a ticket's pull request "
           "(run's pr_state and the ticket's status, one transaction); said not yet", in_run=False),
     Point("pr.signals", "a review round that a pull request's CI or reviews asked for ended (`middle sync` "

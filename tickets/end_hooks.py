@@ -1,9 +1,10 @@
 """Which plugins' end hooks (on_ticket_complete, on_ticket_failed) have run for a run, so that a
 process killed between a run's end and its hooks leaves them to `middle sync`, which runs each
-one not recorded (orchestrator/lifecycle/end_hooks.py).
+one not recorded (orchestrator/lifecycle/run_lifecycle.py catch_up_end_hooks).
 
 `runs.hooks_due` names the hook a run's end owes (written in the end's transaction) and is
-cleared once every plugin's hook ran; `end_hooks` holds one row per plugin whose hook returned
+cleared once every plugin's hook ran; `end_hooks` holds one row per plugin whose hook returned,
+by a key every process gives it alike (orchestrator.plugins.manager.hook_keys)
 (written right after it, kill point `run.hooked` between): a kill skips none, and a kill between
 a hook and its row repeats only that one (schema 18)."""
 
@@ -14,6 +15,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 END_HOOKS_SINCE = 18  # the schema version that added end_hooks and runs.hooks_due
+# Every `middle sync` looks for runs whose end owes something (hooks_due, pr_due): few rows of a
+# table that grows with every run, found by partial indexes that hold only those (schema 19),
+# made after a migration has added the columns (as the queue's indexes).
+DUE_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS runs_hooks_due ON runs(ended_at) WHERE hooks_due IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS runs_pr_due ON runs(ticket_id) WHERE pr_due IS NOT NULL",
+)
 END_HOOKS_SCHEMA = """;
 CREATE TABLE IF NOT EXISTS end_hooks (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -63,10 +71,21 @@ class EndHookRecord:
                           "WHERE hooks_due IS NOT NULL ORDER BY ended_at")
         return [(str(r[0]), str(r[1]), str(r[2])) for r in rows if _seconds_between(r[3], r[4]) >= ended_s_ago]
 
+    def pr_due_tickets(self) -> list[str]:
+        """The complete tickets with a complete run whose end asked something of its pull
+        request not done yet (runs.pr_due), by the index runs_pr_due: `middle sync` reads those
+        alone, where it read every complete ticket's latest run."""
+        if self.version < 17:  # a read-only store not migrated yet: no pr_due column
+            return []
+        rows = self._read("SELECT t.id FROM tickets t WHERE t.status = 'complete' AND t.id IN (SELECT r.ticket_id "
+                          "FROM runs r WHERE r.pr_due IS NOT NULL AND r.status = 'complete') "
+                          "ORDER BY t.created_at, t.id")  # (list_tickets' order, as before)
+        return [str(r[0]) for r in rows]
+
     def clear_hooks_due(self, run_id: str) -> None:
         """Every plugin's end hook of the run has run."""
         with self._write() as conn:
             conn.execute("UPDATE runs SET hooks_due = NULL WHERE id = ?", (run_id,))
 
 
-__all__ = ["END_HOOKS_SCHEMA", "END_HOOKS_SINCE", "EndHookRecord"]
+__all__ = ["DUE_INDEXES", "END_HOOKS_SCHEMA", "END_HOOKS_SINCE", "EndHookRecord"]

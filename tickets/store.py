@@ -15,7 +15,7 @@ from tickets.checks import CHECKS_SCHEMA, TicketChecks
 from tickets.claims import CLAIMS_SCHEMA, Claim, TicketClaims, _claim, _fence
 from tickets.curation import CURATION_SCHEMA, MemoryCuration
 from tickets.db import RECONNECT_S, SqliteDatabase, and_equal, open_database, postgres_ddl
-from tickets.end_hooks import END_HOOKS_SCHEMA, EndHookRecord
+from tickets.end_hooks import DUE_INDEXES, END_HOOKS_SCHEMA, EndHookRecord
 from tickets.errors import StoreError, TicketError
 from tickets.events import EVENTS_SCHEMA, RunEvents
 from tickets.model import RunRow, RunStatus, Ticket, TicketStatus, TurnRow, utc_now
@@ -72,7 +72,9 @@ __all__ = ["TicketStore", "SCHEMA_VERSION"]
 #     turn done calls it only when unset (once per turn, as far as a store can make it);
 #     runs.hooks_due and the end_hooks table: which plugins' end hooks a run's end owes and which
 #     ran (tickets/end_hooks.py), so `middle sync` runs the ones a kill skipped.
-SCHEMA_VERSION = 18
+# 19: the partial indexes runs_hooks_due and runs_pr_due (tickets/end_hooks.py DUE_INDEXES): each
+#     `middle sync` finds the runs whose end owes something without reading every run.
+SCHEMA_VERSION = 19
 # Schema creation and upgrades on PostgreSQL take this advisory lock, so two machines starting at
 # once do not both create tables ("middle" in ASCII); an upgrade then takes every table at once
 # (tickets/upgrade.py), and workers wait for it.
@@ -325,7 +327,7 @@ class TicketStore(TicketClaims, TicketQueue, RunRetention, RunEvents, RunEnding,
                 if version < 13:
                     recompute_deps_met(conn)
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-            for statement in QUEUE_INDEXES:  # over columns the migration may just have added
+            for statement in (*QUEUE_INDEXES, *DUE_INDEXES):  # over columns the migration may just have added
                 conn.execute(statement)
 
     def _write(self) -> AbstractContextManager[Any]:

@@ -25,6 +25,7 @@ from orchestrator.github.pulls import (
     open_pull_request,
     pull_body,
 )
+from orchestrator.killpoints import point
 from tickets.github.client import parse_repo
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ def propose(store: TicketStore, config: Config, ticket_id: str, say: Callable[[s
         pull = update_pull_request(store, config, ticket_id, say)
     else:
         pull = open_pull_request(store, config, ticket_id, say)
+    point("pr.proposed")  # (killed here, the next sync's propose finds it done and clears pr_due)
     if run is not None and run.get("pr_due"):
         store.set_run_fields(run["id"], pr_due=None)
     return pull
@@ -133,17 +135,16 @@ def catch_up(store: TicketStore, config: Config, say: Callable[[str], None]) -> 
     the store alone: no GitHub call for a pull request nothing is due for. A remote that cannot be
     reached now is said and left for the next sync."""
     from orchestrator.errors import MiddleError
-    from tickets.model import TicketStatus
 
-    for ticket in store.list_tickets(status=TicketStatus.COMPLETE.value):
-        run = store.latest_run(ticket.id)
+    for ticket_id in store.pr_due_tickets():  # (by a partial index: not every complete ticket's runs)
+        run = store.latest_run(ticket_id)  # an earlier run's pr_due is not the ticket's to do
         due = run.get("pr_due") if run is not None else None
         if run is None or not due or run["status"] != "complete":
             continue
         if due == "open" and config.run.on_complete != "pr":
             continue  # (the intent was withdrawn: `middle pr` still opens it by hand)
         try:
-            propose(store, config, ticket.id, say)
+            propose(store, config, ticket_id, say)
         except MiddleError as exc:  # the ticket stays complete; said at each sync until it is resolved
             what = "brought up to date" if due == "update" else "opened"
-            say(f"pull request of {ticket.id} not {what}: {exc}")
+            say(f"pull request of {ticket_id} not {what}: {exc}")

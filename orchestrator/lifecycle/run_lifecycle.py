@@ -72,6 +72,7 @@ class RunLifecycle:
             args.update(reason=said)
         skip = self.store.end_hooks_ran(run_id) | (set() if built_in else set(DEFAULT_PLUGINS))
         call_hook(self.hooks, hook, skip=skip, ran=ran, **args)
+        point("run.hooks_recorded")  # (killed here, the next catch-up finds them all recorded and clears)
         self.store.clear_hooks_due(run_id)
         return len(called)
 

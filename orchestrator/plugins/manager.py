@@ -212,17 +212,39 @@ def _validated(model: Any, options: dict[str, Any] | None, what: str) -> Any:
         raise ConfigError(f"bad {what}: {exc}") from None
 
 
+def hook_keys(impls: list[Any]) -> list[tuple[Any, str]]:
+    """Each implementation of a hook with its plugin's key, the same in every process that
+    registers the same plugins in the same order (a run's end records its end hooks by it, and
+    `middle sync` in another process skips the recorded ones: tickets/end_hooks.py). A named
+    plugin's key is its name (a built-in's module, an entry point's name, a name given to
+    `register`). pluggy names a plugin registered without one by its object's id, another in
+    the next process: its key is its class's `module:qualname`, and the n-th plugin of a class
+    so keyed is `module:qualname#n` (n >= 2), counted in the hook's order of implementations
+    (registration order, tryfirst/trylast aside)."""
+    keys: list[tuple[Any, str]] = []
+    seen: dict[str, int] = {}
+    for impl in impls:
+        key = impl.plugin_name
+        if key == str(id(impl.plugin)):  # pluggy's name for a plugin registered with none
+            cls = type(impl.plugin)
+            key = f"{cls.__module__}:{cls.__qualname__}"
+            seen[key] = seen.get(key, 0) + 1
+            key += f"#{seen[key]}" if seen[key] > 1 else ""
+        keys.append((impl, key))
+    return keys
+
+
 def call_hook(hooks: Any, name: str, *, skip: Container[str] = (), ran: Callable[[str], None] | None = None,
               **kwargs: Any) -> None:
     """Call a lifecycle hook's implementations one by one: a plugin that raises is logged, and
     the other plugins' implementations still run (pluggy alone would stop at the first error).
-    `skip`: plugin names not to call (their hook ran already); `ran(plugin)`: called after each
-    plugin's hook returned or raised (a run's end records it: tickets/end_hooks.py)."""
+    `skip`: plugin keys (hook_keys) not to call (their hook ran already); `ran(key)`: called after
+    each plugin's hook returned or raised (a run's end records it: tickets/end_hooks.py)."""
     if hooks is None:
         return
     caller = getattr(hooks, name)
-    for impl in reversed(caller.get_hookimpls()):  # pluggy's own order: last registered first
-        if impl.hookwrapper or impl.wrapper or impl.plugin_name in skip:  # (no use for wrappers)
+    for impl, key in reversed(hook_keys(caller.get_hookimpls())):  # pluggy's order: last registered first
+        if impl.hookwrapper or impl.wrapper or key in skip:  # (no use for wrappers)
             continue
         try:
             trace.call(name, impl.plugin_name, impl.function, {arg: kwargs[arg] for arg in impl.argnames})
@@ -233,7 +255,7 @@ def call_hook(hooks: Any, name: str, *, skip: Container[str] = (), ran: Callable
                 "plugin %s raised in hook %s; the ticket goes on", impl.plugin_name, name
             )
         if ran is not None:
-            ran(impl.plugin_name)
+            ran(key)
 
 
 def _load_entry_points(pm: pluggy.PluginManager, only: str | None) -> dict[Any, PluginEntry]:

@@ -126,3 +126,49 @@ def test_a_ticket_that_completed_before_on_complete_was_set_gets_no_pull_request
     result = invoke("sync", "--from", "github:me/app", "--fake")
     assert result.exit_code == 0, result.output
     assert "pull request" not in result.output and not github.requests_to("/repos/me/app/pulls", "POST")
+
+
+def test_a_run_killed_after_its_pull_request_was_opened_and_recorded_leaves_the_sync_only_the_clear(
+        tmp_path, monkeypatch, github, claude_cli):
+    """`pr.proposed`: `[run] on_complete = "pr"` opened the pull request and recorded it, the
+    run's pr_due not cleared. The next `middle sync` finds it up to date and clears pr_due, with
+    no second pull request, push or description rewrite; the one after does nothing."""
+    _setup(tmp_path, monkeypatch, github, run='[run]\non_complete = "pr"\n')
+    github.add_repo("me/app")
+    (tmp_path / "tickets").mkdir()
+    (tmp_path / "tickets" / "t1.md").write_text(TICKET)
+    _killed("run", "t1", "--tickets", "tickets", at="pr.proposed:1", cwd=tmp_path)
+    with TicketStore(tmp_path / ".middle" / "middle.sqlite3") as s:
+        run = s.latest_run("t1")
+        assert run is not None and run["pr_due"] == "open" and run["pr_state"] == "open" and run["pr_url"]
+    url = run["pr_url"]
+    tip = out(tmp_path / "remote.git", "rev-parse", "middle/t1")
+    result = invoke("sync", "--tickets", "tickets", "--fake")
+    assert result.exit_code == 0, result.output
+    assert f"already has its pull request: {url} (up to date)" in " ".join(result.output.split()), result.output
+    again = invoke("sync", "--tickets", "tickets", "--fake")
+    assert again.exit_code == 0 and "pull request" not in again.output, again.output
+    assert len(github.requests_to("/repos/me/app/pulls", "POST")) == 1
+    assert not [r for r in github.requests if r.method == "PATCH"]
+    assert out(tmp_path / "remote.git", "rev-parse", "middle/t1") == tip
+    with TicketStore(tmp_path / ".middle" / "middle.sqlite3") as s:
+        run = s.latest_run("t1")
+        assert run is not None and run["pr_due"] is None and run["pr_url"] == url
+
+
+def test_a_round_killed_after_its_pull_request_was_brought_up_to_date_leaves_the_sync_only_the_clear(
+        tmp_path, monkeypatch, github, claude_cli):
+    """`pr.proposed` of a review round: the round's end hook rewrote the open pull request's
+    description, pr_due ("update") not cleared. The next sync rewrites nothing and clears it."""
+    repo = _setup(tmp_path, monkeypatch, github)
+    complete_pr_ticket(tmp_path, repo, github)
+    _killed("feedback", "gh-1", "Create `extra.py` with:\n```python\nVALUE = 1\n```\n", at="pr.proposed:1",
+            cwd=tmp_path)
+    assert "`extra.py`" in github.repos["me/app"].pulls[2]["body"]  # brought up to date before the kill
+    assert _pr_due(tmp_path) == "update"
+    patched = len(github.requests_to("/repos/me/app/pulls/2", "PATCH"))
+    result = invoke("sync", "--from", "github:me/app", "--fake")
+    assert result.exit_code == 0, result.output
+    assert f"already has its pull request: {PR} (up to date)" in " ".join(result.output.split()), result.output
+    assert _pr_due(tmp_path) is None
+    assert len(github.requests_to("/repos/me/app/pulls/2", "PATCH")) == patched

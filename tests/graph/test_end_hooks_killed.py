@@ -58,3 +58,18 @@ def test_a_failed_runs_end_hook_a_kill_skipped_is_run_once_by_sync_with_its_reas
     ends, run_id, caught = _ends_after_catch_up(tmp_path, project)
     assert caught == 1 and len(ends) == 1 and ends[0].startswith(f"{run_id} failed "), ends
     assert "turn" in ends[0]  # the run's stored reason (its turn limit)
+
+
+def test_a_kill_after_every_end_hook_was_recorded_leaves_the_catch_up_only_the_clear(tmp_path, project):
+    """`run.hooks_recorded`: each plugin's end hook ran and was recorded, hooks_due not cleared.
+    The catch-up runs none of them again, says nothing, and clears it."""
+    machine_a_dies_at("run.hooks_recorded:1", tmp_path, project)
+    said: list[str] = []
+    with machine(tmp_path, project) as orch:
+        assert [hook for _t, _r, hook in orch.store.hooks_due()] == ["on_ticket_complete"]
+        lifecycle = RunLifecycle(orch.store, orch.registry.hook, orch.config)
+        assert catch_up_end_hooks(lifecycle, said.append, ended_s_ago=0.0) == 1  # (one run was due)
+        assert orch.store.hooks_due() == [] and said == []  # none ran: nothing said
+        run_id = orch.store.latest_run("t1")["id"]
+    ends = [line for line in (tmp_path / "hooks.log").read_text().split("\n")[:-1] if "complete" in line]
+    assert ends == [f"{run_id} complete done"], ends

@@ -255,7 +255,7 @@ def test_killed_just_after_the_runs_end_a_resume_writes_no_second_start_or_end(t
 # (orchestrator.graph.keep_work: a commit, a push, the work in progress dropped, the end).
 FAIL_POINTS = ("run.fields", "turn.started", "wip.committed", "wip.pushed", "turn.finished", "memory.observed",
                "turn.assessed", "event.written", "checkpoint.put", "check.baseline", "branch.committed",
-               "branch.pushed", "wip.dropped", "run.ended", "run.hooks")
+               "branch.pushed", "wip.dropped", "run.ended", "run.hooks", "run.hooks_recorded")
 FAIL_CI = "run.ended:1"  # the case a kill exposed (the test below)
 # every point's first pass, and the second of those a failing run passes more than once
 FAIL_SWEEP = [f"{name}:1" for name in FAIL_POINTS] + [f"{name}:2" for name in ("run.fields", "event.written",
