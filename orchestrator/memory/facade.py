@@ -636,6 +636,11 @@ class MemoryFacade:
         return {doc: shown[ident] for doc in docs
                 if len(shown.get(ident := doc_id(doc), "")) > DOC_ID_CHARS}
 
+    def doc_ids(self, project_id: str, docs: list[str]) -> dict[str, str]:
+        """Each of `docs` (texts) with the id a person is shown for it (short_ids)."""
+        shown = self.short_ids(project_id, [doc_id(doc) for doc in docs])
+        return {doc: shown[doc_id(doc)] for doc in docs}
+
     def short_ids(self, project_id: str, idents: list[str]) -> dict[str, str]:
         """Each whole id of `idents` with the id a person is shown for it: the shortest prefix,
         DOC_ID_CHARS at least, no other doc's id in the store starts with (`shortest_unique`;
@@ -662,20 +667,27 @@ class MemoryFacade:
         budget = self.memories_budget_chars
         return pins_within(pinned, budget - int(budget * self.recent_share)), len(pinned)
 
-    def explain(self, project_id: str, query: str, result: RetrieveResult) -> list[dict[str, Any]]:
+    def explain(self, project_id: str, query: str, result: RetrieveResult,
+                idents: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         """Why each doc of `result` (what retrieve gave for `query`) was recalled: its signals
-        (memory.explain) and `why`, the line a person reads."""
+        (memory.explain), `why`, the line a person reads, and `id`, the doc's id as a person
+        is shown it. `idents`: docs with the id they are shown by where longer than
+        DOC_ID_CHARS (a Block's, which looked them up); None: looked up here (short_ids)."""
         docs = list(result.get("docs", []))
         if not docs:
             return []
+        if idents is None:
+            idents = self.doc_ids(project_id, docs)
         with self._locked(project_id, "explain") as backend:
             try:
                 extra = list(backend.explain(query, docs))
             except Exception as exc:  # an explanation never fails a recall
                 log.warning("memory explain failed for project %s: %s", project_id, exc)
                 extra = [{} for _ in docs]
-        signals = signals_for(query, result, extra, self.curation_state(project_id), self.backend_cls.recall)
-        return [{**s, "id": doc_id(d)[:DOC_ID_CHARS], "why": why_line(s)} for d, s in zip(docs, signals)]
+        signals = signals_for(query, result, extra, self.curation_state(project_id), self.backend_cls.recall,
+                              idents)
+        return [{**s, "id": idents.get(d) or doc_id(d)[:DOC_ID_CHARS], "why": why_line(s)}
+                for d, s in zip(docs, signals)]
 
     def _sync_curation(self, project_id: str, backend: MemoryBackend, states: Mapping[str, Any]) -> None:
         """Give the backend people's marks when they changed since this process last gave
