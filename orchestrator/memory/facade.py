@@ -166,6 +166,22 @@ def docs_by_ids(backend: MemoryBackend, prefixes: list[str]) -> list[str]:
     return list(dict.fromkeys(d for d in found if isinstance(d, str) and doc_id(d).startswith(wanted)))
 
 
+def ids_sharing(backend: MemoryBackend, prefixes: list[str]) -> list[str] | None:
+    """The ids of an open backend's docs that start with any of `prefixes`, in one call where
+    the backend can: its docs_by_ids, else its list_ids (ids alone suffice to tell docs
+    apart), else its own docs_by_id per prefix; None when it has none of them (its only
+    lookup, the default, lists every text: too much for each block)."""
+    cls = type(backend)
+    if cls.docs_by_ids is MemoryBackend.docs_by_ids:
+        ids = backend.list_ids()
+        if ids is not None:
+            wanted = tuple(dict.fromkeys(prefixes))
+            return list(dict.fromkeys(i for i in ids if isinstance(i, str) and i.startswith(wanted)))
+        if cls.docs_by_id is MemoryBackend.docs_by_id:
+            return None
+    return [doc_id(d) for d in docs_by_ids(backend, prefixes)]
+
+
 def write_records(backend: MemoryBackend, records: list[tuple[str, float | None]]) -> None:
     """Index (text, time) pairs into an open backend: with their times where it keeps times."""
     if backend.keeps_times and any(w is not None for _, w in records):
@@ -644,18 +660,17 @@ class MemoryFacade:
     def short_ids(self, project_id: str, idents: list[str]) -> dict[str, str]:
         """Each whole id of `idents` with the id a person is shown for it: the shortest prefix,
         DOC_ID_CHARS at least, no other doc's id in the store starts with (`shortest_unique`;
-        one lookup of all their first DOC_ID_CHARS by the store's index,
-        MemoryBackend.docs_by_ids: a query per id took 0.1 s a recall on PostgreSQL under
-        load). A backend that keeps the default lookup (a listing of the store each time) is
-        not asked: its ids stay at DOC_ID_CHARS, which a lookup refuses when two docs share
-        them (Curator.find)."""
+        one lookup of all their first DOC_ID_CHARS, `ids_sharing`: a query per id took 0.1 s
+        a recall on PostgreSQL under load). A backend with none of the lookups (only a
+        listing of the store's texts) is not asked: its ids stay at DOC_ID_CHARS, which a
+        lookup refuses when two docs share them (Curator.find)."""
         out = {ident: ident[:DOC_ID_CHARS] for ident in idents}
         if not idents or not self.has_store(project_id):
             return out
         with self._locked(project_id, "lookup") as backend:
-            if type(backend).docs_by_id is MemoryBackend.docs_by_id:
+            found = ids_sharing(backend, [i[:DOC_ID_CHARS] for i in out])
+            if found is None:
                 return out
-            found = [doc_id(d) for d in docs_by_ids(backend, [i[:DOC_ID_CHARS] for i in out])]
         for ident in out:
             out[ident] = shortest_unique(ident, [other for other in found if other.startswith(ident[:DOC_ID_CHARS])])
         return out

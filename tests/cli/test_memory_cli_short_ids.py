@@ -7,14 +7,28 @@ from __future__ import annotations
 
 import re
 
-from test_memory_cli_team import middle, root  # noqa: F401  (the fixture)
+import pytest
+from test_memory_cli_team import middle
 
 from orchestrator.memory.format import doc_id
+from orchestrator.testing import make_repo
 
 # Found by counting up: their SHA-256 ids both start 563c539b.
 ONE = "Deploy note 16640: the staging cluster moved."
 TWO = "Deploy note 67893: the staging cluster moved."
 IDS = re.compile(r"\b[0-9a-f]{8,64}\b")
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for var in ("MEMORY_SAVE_DIR", "MIDDLE_CONFIG", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    make_repo(tmp_path / "repo")
+    (tmp_path / "middle.toml").write_text(
+        '[project]\nid = "demo"\npath = "repo"\n[memory]\nsave_dir = ".middle/memory"\n'
+        'backend = "bm25"\n')
+    return tmp_path
 
 
 def shown_doc(root, ident: str) -> str:
@@ -23,7 +37,7 @@ def shown_doc(root, ident: str) -> str:
     return head.split("(")[1].split(")")[0]
 
 
-def test_each_id_the_cli_prints_names_its_own_doc(root):  # noqa: F811
+def test_each_id_the_cli_prints_names_its_own_doc(root):
     assert doc_id(ONE)[:8] == doc_id(TWO)[:8] and doc_id(ONE)[8] != doc_id(TWO)[8]
     one, two = doc_id(ONE)[:9], doc_id(TWO)[:9]
     middle(root, "add", ONE)
