@@ -77,7 +77,7 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
         self.database = database
         self._store = open_store(self.store_dir / DB_NAME, database)
         try:
-            warn_outside_writes(self._store, self.name, "summaries", log)
+            warn_outside_writes(self._store, self.name, "summaries", log, in_place=False)
         except BaseException:
             self._store.close()
             raise

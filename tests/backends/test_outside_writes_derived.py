@@ -104,4 +104,5 @@ def test_on_postgresql_the_warning_names_the_way_to_rebuild_there(tmp_path, pg_u
     with caplog.at_level(logging.WARNING):
         opened().close()
     said = [r.getMessage() for r in caplog.records if "written by another program" in r.getMessage()]
-    assert len(said) == 1 and "`middle memory export`" in said[0] and "2 write(s)" in said[0]
+    # rebuilt where it is (backends.rederive; tests/cli/test_memory_cli_pg_rebuild.py)
+    assert len(said) == 1 and "`middle memory reindex --from hindsight`" in said[0] and "2 write(s)" in said[0]
