@@ -196,6 +196,7 @@ class DocumentTable:
         # Identifiers are this module's callers' constants, never user input.
         self._read, self._table, self._time, self._hash = read, table, time_column, hash_column
         self.hash_text = hash_text  # text -> the hash the table stores
+        self.table, self.hash_column = table, hash_column  # for a rebuild (backends.rederive)
 
     def texts(self) -> list[str]:
         with self._read() as conn:

@@ -78,14 +78,15 @@ class CountedWrites:
                   for name, (event, when) in events.items())]
 
 
-def warn_outside_writes(store: Store, backend: str, what: str, log: Any) -> None:
+def warn_outside_writes(store: Store, backend: str, what: str, log: Any, in_place: bool = True) -> None:
     """One warning when another program wrote the store's docs, which the backend's `what`
-    (derived from them by its own writes) then no longer matches, naming the way to rebuild."""
+    (derived from them by its own writes) then no longer matches, naming the way to rebuild
+    (`in_place`: the backend rebuilds a store in PostgreSQL where it is, backends.rederive)."""
     store.watch_outside_writes = True
     if not (count := store.outside_writes()):
         return
     fix = (f"run `middle memory reindex --from {backend}` to rebuild them from the docs"
-           if isinstance(store, SqliteStore) else
+           if isinstance(store, SqliteStore) or in_place else
            "`middle memory export` its docs, delete them and add them again to rebuild them")
     log.warning("the %s store %s was written by another program (%d write(s) of its docs middle did "
                 "not make): its %s may not match its docs; %s", backend, store.path, count, what, fix)

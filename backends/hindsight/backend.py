@@ -19,6 +19,7 @@ from backends.common import (
     claim_vector_kind,
     coerce_options,
 )
+from backends.rederive import DocumentTableRebuild
 from backends.storage import in_clause, salvage_rows, warn_outside_writes
 from orchestrator.plugin_api import (
     BackendOptions,
@@ -42,7 +43,7 @@ log = logging.getLogger("middle.hindsight")
 SECOND_FACT_WEIGHT = 0.3  # a document with two matching facts beats one with a single match
 
 
-class HindsightBackend(SharesDatabase, DocumentListing, MemoryBackend):
+class HindsightBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, MemoryBackend):
     """Typed facts with entities, links and observations in one bank per project (a SQLite file,
     or the project's schema in PostgreSQL with `[memory] url`)."""
 
@@ -311,6 +312,9 @@ class HindsightBackend(SharesDatabase, DocumentListing, MemoryBackend):
                 signals["similarity"] = float(vectors[best.id] @ qvec)
             out.append(signals)
         return out
+
+    def _rebuilt_store(self) -> Any:  # rebuild_in_place (backends.rederive)
+        return self.bank
 
     def delete(self, docs: list[str]) -> int:
         docs = check_texts(docs, "docs")

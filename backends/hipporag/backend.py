@@ -23,6 +23,7 @@ from backends.common import (
     claim_vector_kind,
     coerce_options,
 )
+from backends.rederive import DocumentTableRebuild
 from backends.storage import CHUNK, salvage_rows, warn_outside_writes
 from orchestrator.plugin_api import (
     BackendOptions,
@@ -50,7 +51,7 @@ MAX_QUERY_CHARS = 2000  # entities are looked for in a query's head (per-turn qu
 GRAPH_SPEC_KEYS = ("synonymy_threshold", "synonymy_max_neighbours", "synonymy_min_chars")
 
 
-class HippoRAGBackend(SharesDatabase, DocumentListing, MemoryBackend):
+class HippoRAGBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, MemoryBackend):
     """Passages and entity phrases in one graph; queries seed PageRank through matching facts."""
 
     name = "hipporag"
@@ -290,6 +291,9 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, MemoryBackend):
         self._entities.gen = gen
         return result
 
+    def _rebuilt_store(self) -> Any:  # rebuild_in_place (backends.rederive)
+        return self._store
+
     # --- delete / list --------------------------------------------------------------------
 
     def delete(self, docs: list[str]) -> int:
@@ -323,9 +327,12 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, MemoryBackend):
             return None
         if not (np.array_equal(graph.passage_ids, self._passages.docs)
                 and np.array_equal(graph.fact_ids, self._facts.ids)):
+            # most often a passage another program wrote (its graph and vectors are made
+            # by middle's writes alone): the rebuild makes them, where the store is
             raise MemoryStoreError(f"the memory store {self._store.path} is inconsistent (vectors "
-                                   "missing for some passages or facts): it is corrupt; move it "
-                                   "away and re-index")
+                                   "missing for some passages or facts: written by another program, "
+                                   "or damaged): run `middle memory reindex --from hipporag` to "
+                                   "rebuild it from its passages")
         return graph
 
     def retrieve(self, queries: list[str], num_to_retrieve: int) -> list[RetrieveResult]:

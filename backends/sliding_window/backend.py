@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 from pydantic import Field, ValidationError
 
 from backends.common import SharesDatabase
+from backends.rederive import RebuildsInPlace
 from backends.storage import salvage_rows, warn_outside_writes
 from orchestrator.plugin_api import (
     BackendOptions,
@@ -48,7 +49,7 @@ class SlidingWindowOptions(BackendOptions):
     background: bool = Field(True, description="summarise in a background thread")
 
 
-class SlidingWindowBackend(SharesDatabase, MemoryBackend):
+class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
     """Rolling summaries of the ticket conversation and of the project's completed-ticket docs."""
 
     name = "sliding_window"
@@ -211,6 +212,24 @@ class SlidingWindowBackend(SharesDatabase, MemoryBackend):
             else:
                 out.append({"date": times[doc]} if doc in times else {})
         return out
+
+    # --- rebuild_in_place (backends.rederive) ---------------------------------------------------
+
+    def _rebuilt_store(self) -> Any:
+        return self._store
+
+    def _repair_keys(self, conn: Any) -> None:
+        """The docs' keys from the project's messages again: a message written by hand has
+        none (the first of a text written twice gets it)."""
+        conn.execute("DELETE FROM docs")
+        keys: dict[str, int] = {}
+        for seq, text in conn.execute("SELECT seq, text FROM messages WHERE conversation_id = ? "
+                                      "ORDER BY seq", (PROJECT_CONVERSATION,)).fetchall():
+            keys.setdefault(q.doc_hash(text), seq)
+        conn.executemany("INSERT INTO docs (doc_hash, seq) VALUES (?, ?)", list(keys.items()))
+
+    def _drop_leftovers(self, conn: Any) -> None:
+        conn.execute("DELETE FROM messages WHERE conversation_id = ?", (PROJECT_CONVERSATION,))
 
     def delete(self, docs: list[str]) -> int:
         """Remove docs by exact text and invalidate every summary that could still quote them."""

@@ -94,11 +94,13 @@ def search(ctx: click.Context, query: str, num: int, explain: bool, as_of: str |
         if not result["docs"]:
             console.print("(no memories)")
         marks = {m["doc"]: m["by"] for m in result.get("superseded", [])}
-        why = mem.explain(pid, query, result) if explain else []
+        # each id as the block shows it (longer where two docs share 8), so any can be pasted
+        ids = mem.doc_ids(pid, list(result["docs"])) if result["docs"] else {}
+        why = mem.explain(pid, query, result, ids) if explain else []
         for pos, (doc, score) in enumerate(zip(result["docs"], result["doc_scores"])):
-            console.print(hanging(f"{score:7.3f}  ", doc))
+            console.print(hanging(f"{score:7.3f}  [{ids[doc]}] ", doc))
             if pos in marks:
-                by = doc_id(result["docs"][marks[pos]])[:DOC_ID_CHARS]
+                by = ids[result["docs"][marks[pos]]]
                 console.print(hanging("         ", f"(superseded by {by}: kept as history)"))
             if why:
                 console.print(hanging("         why: ", why[pos]["why"]))
@@ -110,14 +112,16 @@ def _search_as_of(ctx: click.Context, query: str, num: int, as_of: str, explain:
 
     curator, pid = project_curator(ctx, project)
     at, held, result = search_as_of(curator, pid, query, as_of, num)
-    # a doc no longer held (deleted, or its text before an edit) has no signals but its words
-    why = curator.facade.explain(pid, query, result) if explain else []
+    # a doc no longer held (deleted, or its text before an edit) has no signals but its words;
+    # ids told apart from the docs the store holds now (what `show` looks up)
+    ids = curator.facade.doc_ids(pid, list(result["docs"])) if result["docs"] else {}
+    why = curator.facade.explain(pid, query, result, ids) if explain else []
     err_console.print(f"memory as of {at[:19]} UTC: {held} doc(s) held then, not superseded, "
                       "deleted or expired by then")
     if not result["docs"]:
         console.print("(no memories)")
     for pos, (doc, score) in enumerate(zip(result["docs"], result["doc_scores"])):
-        console.print(hanging(f"{score:7.3f}  [{doc_id(doc)[:DOC_ID_CHARS]}] ", doc))
+        console.print(hanging(f"{score:7.3f}  [{ids[doc]}] ", doc))
         if why:
             console.print(hanging("         why: ", why[pos]["why"]))
 

@@ -28,7 +28,7 @@ from orchestrator.graph.worktree import (
 )
 from orchestrator.killpoints import point
 from orchestrator.lifecycle.next_steps import advice
-from orchestrator.memory.format import DOC_ID_CHARS, Block, completion_doc, doc_id
+from orchestrator.memory.format import Block, completion_doc
 from orchestrator.names import INDEX_FAILED_NOTE, INDEXED_NOTE, RECALL_EVENT
 from orchestrator.plugins.manager import call_hook
 from orchestrator.workspace import Workspace, wip
@@ -87,13 +87,14 @@ def _record_recall(ctx: TicketContext, state: TicketState, query: str, where: st
     try:
         explained: dict[str, dict[str, Any]] = {}
         for result in results:
-            for doc, signals in zip(result["docs"], ctx.memory.explain(project_id, query, result)):
+            # the ids as the block shows them (it looked them up): no lookup of its own
+            for doc, signals in zip(result["docs"], ctx.memory.explain(project_id, query, result, block.idents)):
                 explained.setdefault(doc, signals)
-        items = [{"id": doc_id(doc)[:DOC_ID_CHARS], "kind": "recent",
+        items = [{"id": block.ident(doc), "kind": "recent",
                   "why": "recent work: one of the project's newest tickets"} for doc in block.recent]
         for doc in block.related:
             why = explained[doc]["why"] if doc in explained else "pinned: always shown"
-            items.append({"id": doc_id(doc)[:DOC_ID_CHARS], "kind": "related", "why": why})
+            items.append({"id": block.ident(doc), "kind": "related", "why": why})
         if items:
             ctx.run.event(RECALL_EVENT, {"where": where, "backend": ctx.memory.backend_name, "memories": items})
     except Exception as exc:  # the record of a recall never stops a ticket

@@ -494,8 +494,9 @@ class Catalog:
         tickets = [{**t, "by": self.runners.get(t["ticket_id"])} for t in self.sources.get(text) or []]
         origin = state["origin"] if state is not None else None
         kind = "ticket" if tickets else str((origin or {}).get("kind") or "unknown")
+        of = str((origin or {}).get("of") or "")
         shown = {"tickets": tickets, "origin": origin, "added_by": state and state["added_by"],
-                 "added_at": state and state["added_at"]}
+                 "added_at": state and state["added_at"], "short_ids": {of: self.ident(of)} if of else {}}
         new = replacement(self.states, key)
         uses = self.usage.get(short(key))
         # the end of its supersede chain; the link itself when that doc has no state row

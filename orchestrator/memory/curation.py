@@ -233,7 +233,8 @@ def origin_line(shown: dict[str, Any]) -> str:
     elif kind in ("file", "transcript"):
         lines.append(f"imported from the {kind} {origin.get('path', '?')},{when}{who}")
     elif kind == "supersede":
-        lines.append(f"written to supersede {origin.get('of', '?')[:DOC_ID_CHARS]},{when}{who}")
+        of = str(origin.get("of", "?"))
+        lines.append(f"written to supersede {(shown.get('short_ids') or {}).get(of) or of[:DOC_ID_CHARS]},{when}{who}")
     elif kind == "hand":
         lines.append(f"added by hand,{when}{who}")
     elif kind == "api":
@@ -411,11 +412,15 @@ class Curator:
         supersedes = [s for s in states.values() if s["superseded_by"] == key]
         ids = {key} | _earlier_ids(self.store, project_id, key)
         # the ids a person is shown: each told from every other doc (usage is kept by short(key))
+        origin = own.get("origin") or ({"kind": "ticket"} if tickets else None)
+        of = [str(origin["of"])] if origin and origin.get("kind") == "supersede" and origin.get("of") else []
         shown = self.facade.short_ids(project_id, [key, *([new["doc_id"]] if new else []),
-                                                   *(s["doc_id"] for s in supersedes)])
+                                                   *(s["doc_id"] for s in supersedes), *of])
         return {
             "id": key, "short_id": shown[key], "doc": doc, "project": project_id, "tickets": tickets,
-            "origin": own.get("origin") or ({"kind": "ticket"} if tickets else None),
+            "origin": origin,
+            # every id this answer names, as a person is shown it (origin_line reads them)
+            "short_ids": shown,
             "added_by": own.get("added_by"), "added_at": own.get("added_at"),
             "pinned": bool(state and state["pinned"]),
             "valid_until": own.get("valid_until"), "validity": expiry_note(state),

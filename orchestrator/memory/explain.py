@@ -101,9 +101,16 @@ def why_line(signals: Mapping[str, Any], now: float | None = None) -> str:
 
 
 def signals_for(query: str, result: Mapping[str, Any], backend_signals: list[dict[str, Any]],
-                states: Mapping[str, Any], recall: str = "relevance") -> list[dict[str, Any]]:
-    """Each doc of a retrieve result with its signals (see why_line)."""
+                states: Mapping[str, Any], recall: str = "relevance",
+                idents: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Each doc of a retrieve result with its signals (see why_line). `idents`: the id each
+    doc is shown by where longer than DOC_ID_CHARS (two docs share those), so a supersede
+    link a person reads names one doc."""
     docs = list(result.get("docs", []))
+
+    def ident(doc: str) -> str:
+        return (idents or {}).get(doc) or doc_id(doc)[:DOC_ID_CHARS]
+
     marks = {m["doc"]: m["by"] for m in result.get("superseded", [])}
     marked_by = {m["by"]: m["doc"] for m in result.get("superseded", [])}
     by_hand = {m["by"] for m in result.get("superseded", []) if m.get("by_hand")}
@@ -115,9 +122,9 @@ def signals_for(query: str, result: Mapping[str, Any], backend_signals: list[dic
         if state is not None and state.get("pinned"):
             signals["pinned"] = True
         if pos in marks:
-            signals["superseded_by"] = doc_id(docs[marks[pos]])[:DOC_ID_CHARS]
+            signals["superseded_by"] = ident(docs[marks[pos]])
         if pos in marked_by:
-            signals["supersedes"] = doc_id(docs[marked_by[pos]])[:DOC_ID_CHARS]
+            signals["supersedes"] = ident(docs[marked_by[pos]])
             # people's replacement, placed by the doc it replaces rather than by the query
             signals["brought_in"] = pos in by_hand
         if recall == "recency":

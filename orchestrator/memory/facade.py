@@ -166,6 +166,22 @@ def docs_by_ids(backend: MemoryBackend, prefixes: list[str]) -> list[str]:
     return list(dict.fromkeys(d for d in found if isinstance(d, str) and doc_id(d).startswith(wanted)))
 
 
+def ids_sharing(backend: MemoryBackend, prefixes: list[str]) -> list[str] | None:
+    """The ids of an open backend's docs that start with any of `prefixes`, in one call where
+    the backend can: its docs_by_ids, else its list_ids (ids alone suffice to tell docs
+    apart), else its own docs_by_id per prefix; None when it has none of them (its only
+    lookup, the default, lists every text: too much for each block)."""
+    cls = type(backend)
+    if cls.docs_by_ids is MemoryBackend.docs_by_ids:
+        ids = backend.list_ids()
+        if ids is not None:
+            wanted = tuple(dict.fromkeys(prefixes))
+            return list(dict.fromkeys(i for i in ids if isinstance(i, str) and i.startswith(wanted)))
+        if cls.docs_by_id is MemoryBackend.docs_by_id:
+            return None
+    return [doc_id(d) for d in docs_by_ids(backend, prefixes)]
+
+
 def write_records(backend: MemoryBackend, records: list[tuple[str, float | None]]) -> None:
     """Index (text, time) pairs into an open backend: with their times where it keeps times."""
     if backend.keeps_times and any(w is not None for _, w in records):
@@ -636,21 +652,25 @@ class MemoryFacade:
         return {doc: shown[ident] for doc in docs
                 if len(shown.get(ident := doc_id(doc), "")) > DOC_ID_CHARS}
 
+    def doc_ids(self, project_id: str, docs: list[str]) -> dict[str, str]:
+        """Each of `docs` (texts) with the id a person is shown for it (short_ids)."""
+        shown = self.short_ids(project_id, [doc_id(doc) for doc in docs])
+        return {doc: shown[doc_id(doc)] for doc in docs}
+
     def short_ids(self, project_id: str, idents: list[str]) -> dict[str, str]:
         """Each whole id of `idents` with the id a person is shown for it: the shortest prefix,
         DOC_ID_CHARS at least, no other doc's id in the store starts with (`shortest_unique`;
-        one lookup of all their first DOC_ID_CHARS by the store's index,
-        MemoryBackend.docs_by_ids: a query per id took 0.1 s a recall on PostgreSQL under
-        load). A backend that keeps the default lookup (a listing of the store each time) is
-        not asked: its ids stay at DOC_ID_CHARS, which a lookup refuses when two docs share
-        them (Curator.find)."""
+        one lookup of all their first DOC_ID_CHARS, `ids_sharing`: a query per id took 0.1 s
+        a recall on PostgreSQL under load). A backend with none of the lookups (only a
+        listing of the store's texts) is not asked: its ids stay at DOC_ID_CHARS, which a
+        lookup refuses when two docs share them (Curator.find)."""
         out = {ident: ident[:DOC_ID_CHARS] for ident in idents}
         if not idents or not self.has_store(project_id):
             return out
         with self._locked(project_id, "lookup") as backend:
-            if type(backend).docs_by_id is MemoryBackend.docs_by_id:
+            found = ids_sharing(backend, [i[:DOC_ID_CHARS] for i in out])
+            if found is None:
                 return out
-            found = [doc_id(d) for d in docs_by_ids(backend, [i[:DOC_ID_CHARS] for i in out])]
         for ident in out:
             out[ident] = shortest_unique(ident, [other for other in found if other.startswith(ident[:DOC_ID_CHARS])])
         return out
@@ -662,20 +682,27 @@ class MemoryFacade:
         budget = self.memories_budget_chars
         return pins_within(pinned, budget - int(budget * self.recent_share)), len(pinned)
 
-    def explain(self, project_id: str, query: str, result: RetrieveResult) -> list[dict[str, Any]]:
+    def explain(self, project_id: str, query: str, result: RetrieveResult,
+                idents: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         """Why each doc of `result` (what retrieve gave for `query`) was recalled: its signals
-        (memory.explain) and `why`, the line a person reads."""
+        (memory.explain), `why`, the line a person reads, and `id`, the doc's id as a person
+        is shown it. `idents`: docs with the id they are shown by where longer than
+        DOC_ID_CHARS (a Block's, which looked them up); None: looked up here (short_ids)."""
         docs = list(result.get("docs", []))
         if not docs:
             return []
+        if idents is None:
+            idents = self.doc_ids(project_id, docs)
         with self._locked(project_id, "explain") as backend:
             try:
                 extra = list(backend.explain(query, docs))
             except Exception as exc:  # an explanation never fails a recall
                 log.warning("memory explain failed for project %s: %s", project_id, exc)
                 extra = [{} for _ in docs]
-        signals = signals_for(query, result, extra, self.curation_state(project_id), self.backend_cls.recall)
-        return [{**s, "id": doc_id(d)[:DOC_ID_CHARS], "why": why_line(s)} for d, s in zip(docs, signals)]
+        signals = signals_for(query, result, extra, self.curation_state(project_id), self.backend_cls.recall,
+                              idents)
+        return [{**s, "id": idents.get(d) or doc_id(d)[:DOC_ID_CHARS], "why": why_line(s)}
+                for d, s in zip(docs, signals)]
 
     def _sync_curation(self, project_id: str, backend: MemoryBackend, states: Mapping[str, Any]) -> None:
         """Give the backend people's marks when they changed since this process last gave

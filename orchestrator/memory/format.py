@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from orchestrator.plugins.memory_backend import SHORT_ID_CHARS, RetrieveResult, shortest_unique  # noqa: F401
@@ -197,6 +197,13 @@ class Block:
     related: list[str]
     # (doc or None for headers and notes, the text shown of it), joined they are `text`
     parts: list[tuple[str | None, str]]
+    # the docs whose id the block shows longer than DOC_ID_CHARS (two docs share those), with it
+    idents: dict[str, str] = field(default_factory=dict)
+
+    def ident(self, doc: str) -> str:
+        """The id the block shows `doc` by: what the agent names in memories_used, and what
+        the run's recall record and `middle log` show, so each can be pasted to `show`."""
+        return self.idents.get(doc) or doc_id(doc)[:DOC_ID_CHARS]
 
     @property
     def recent(self) -> list[str]:
@@ -228,7 +235,7 @@ def block_layout(recent: list[tuple[str, str]], docs: list[str],
     related = [doc for doc in docs if doc not in shown][:limit]
     if not lines:
         flat = memories_layout(related, budget_chars, ids=ids, notes=notes, idents=idents)
-        return _block([(None if i is None else related[i], text) for i, text in flat], 0)
+        return _block([(None if i is None else related[i], text) for i, text in flat], 0, idents)
     head = "\n".join([MEMORIES_HEADER, RECENT_HEADER, *lines])
     room = budget_chars - len(head) - 1  # the rest of the budget, after the joining newline
     layout = memories_layout(related, room, header=RELATED_HEADER, named_budget=budget_chars,
@@ -240,12 +247,13 @@ def block_layout(recent: list[tuple[str, str]], docs: list[str],
     if layout:
         parts.append((None, "\n"))
         parts += [(None if i is None else related[i], text) for i, text in layout]
-    return _block(parts, len(lines))
+    return _block(parts, len(lines), idents)
 
 
-def _block(parts: list[tuple[str | None, str]], recent_shown: int) -> Block:
+def _block(parts: list[tuple[str | None, str]], recent_shown: int,
+           idents: Mapping[str, str] | None = None) -> Block:
     related = [doc for doc, _ in parts[1 + recent_shown:] if doc is not None]
-    return Block("".join(text for _, text in parts), recent_shown, related, parts)
+    return Block("".join(text for _, text in parts), recent_shown, related, parts, dict(idents or {}))
 
 
 def _recent_lines(recent: list[tuple[str, str]], budget_chars: int, ids: bool = False,

@@ -199,6 +199,15 @@ def _rebuild(facade: MemoryFacade, project_id: str, cls: Any) -> ReindexReport:
             facade.restart_change_log(project_id)
             facade.release(project_id)  # an open instance would still refuse the old store
         return ReindexReport(source, source, count, 0)
+    if facade.database(cls, project_id) is not None and hasattr(cls, "rebuild_in_place"):
+        # What a backend derives from its docs (a graph, facts) rebuilt where the store is, in
+        # one transaction of it (backends.rederive): docs another program wrote get theirs.
+        with facade.project_lock(project_id, "reindex"):
+            with facade.other_backend(project_id, source, "reindex", _own_embedder(facade)) as old:
+                count = old.rebuild_in_place()  # type: ignore[attr-defined]
+            facade.restart_change_log(project_id)
+            facade.release(project_id)
+        return ReindexReport(source, source, count, 0)
     if facade.database(cls, project_id) is not None:
         raise ConfigError(f"the {source} store of project {project_id!r} is in "
                           f"{facade.where(project_id)}, which cannot be rebuilt in place yet: "

@@ -294,8 +294,33 @@ class MemoryBackend(ABC):
     def docs_by_ids(self, prefixes: list[str]) -> list[str]:
         """The docs whose id starts with any of `prefixes` (as docs_by_id), each once: the
         "Memories invoked" block finds the ids of all the docs it shows in one call. The
-        default asks docs_by_id once per prefix; a store answers in one query instead."""
-        return list(dict.fromkeys(d for prefix in dict.fromkeys(prefixes) for d in self.docs_by_id(prefix)))
+        default resolves them in one call where it can: with the default docs_by_id (which
+        reads list_docs for each prefix), one pass over list_docs; with the backend's own
+        docs_by_id and list_ids, one call of list_ids, then docs_by_id only for the ids that
+        match (the docs shown, and any that share their start); with docs_by_id alone, a
+        call per prefix. A store that keys docs by their hash answers in one query instead
+        (override it)."""
+        import hashlib
+
+        wanted = tuple(dict.fromkeys(prefixes))
+        if not wanted:
+            return []
+        if type(self).docs_by_id is MemoryBackend.docs_by_id:
+            return list(dict.fromkeys(
+                d for d in self.list_docs()
+                if hashlib.sha256(d.encode("utf-8", "surrogatepass")).hexdigest().startswith(wanted)))
+        ids = self.list_ids()
+        if ids is not None:
+            hits = dict.fromkeys(i for i in ids if isinstance(i, str) and i.startswith(wanted))
+            return list(dict.fromkeys(d for ident in hits for d in self.docs_by_id(ident)))
+        return list(dict.fromkeys(d for prefix in wanted for d in self.docs_by_id(prefix)))
+
+    def list_ids(self) -> Sequence[str] | None:
+        """Every doc's id (the hex SHA-256 of its text) in one call, when the store can give
+        them without its texts (e.g. from a key column or file names), or None (the default:
+        it cannot). With it, the block's ids are resolved in one call (docs_by_ids' default)
+        and told apart where two docs share their first 8 characters (MemoryFacade.short_ids)."""
+        return None
 
     def doc_time(self, doc: str) -> float | None:
         """The time the store dates exactly `doc` by (unix seconds; see keeps_times), or None

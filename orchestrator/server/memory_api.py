@@ -327,7 +327,7 @@ def search_results(state: ServerState, mem: MemoryFacade, pid: str, q: str, k: i
     ids = mem.short_ids(pid, [doc_id(d) for r in results for d in r["docs"]])  # one lookup for all
     hits = []
     for r in results:
-        why = mem.explain(pid, q, r) if explain and r["docs"] else []
+        why = mem.explain(pid, q, r, {d: ids[doc_id(d)] for d in r["docs"]}) if explain and r["docs"] else []
         for pos, (d, s) in enumerate(zip(r["docs"], r["doc_scores"])):
             hit: dict[str, Any] = {"doc": d, "id": ids[doc_id(d)], "score": s,
                                    "tickets": sources.get(d, []),

@@ -268,6 +268,27 @@ class MemoryBackendContract(CurationContract, SharedStoreContract):
             backend.delete([docs[0]])
             assert backend.docs_by_id(doc_id(docs[0])[:8]) == []
 
+    def test_the_batch_id_lookup_agrees_with_the_per_id_one(self, backend):
+        # the block resolves all its ids in one call (docs_by_ids, or list_ids): whatever a
+        # backend implements of them must answer as docs_by_id does, prefix by prefix, even
+        # for two docs whose first 8 characters meet (found by counting up: both 563c539b)
+        self.require("stores_docs", "supports_list_docs")
+        from orchestrator.memory.format import doc_id
+
+        pair = ["Deploy note 16640: the staging cluster moved.", "Deploy note 67893: the staging cluster moved."]
+        docs = [sample_doc(i) for i in range(6)] + pair
+        backend.index(docs)
+        taken = {doc_id(d)[:4] for d in docs}
+        free = next(p for p in (f"{n:04x}" for n in range(65536)) if p not in taken)
+        for prefixes in ([doc_id(d)[:8] for d in docs], [doc_id(pair[0])[:8], doc_id(docs[0])[:4], free],
+                         [doc_id(pair[1])[:9], doc_id(pair[1])[:9]], [free], []):
+            batch = backend.docs_by_ids(list(prefixes))
+            assert len(batch) == len(set(batch)), prefixes  # each doc once
+            assert set(batch) == {d for p in prefixes for d in backend.docs_by_id(p)}, prefixes
+        ids = backend.list_ids()
+        if ids is not None:
+            assert sorted(ids) == sorted(doc_id(d) for d in docs)
+
     def test_persistence_across_reopen(self, opener):
         self.require("stores_docs", "persistent")
         docs = [sample_doc(i) for i in range(3)]

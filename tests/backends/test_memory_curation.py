@@ -173,7 +173,7 @@ def test_curation_survives_a_reindex(tmp_path):
     assert f"superseded by: {doc_id(NEWER)[:8]}" in shown and "edited" in shown
     assert "pinned" in middle(tmp_path, "show", doc_id(EXPORT)[:8]).stdout
     out = middle(tmp_path, "search", "granite cluster deploys Tuesday", "-k", "3").stdout
-    found = [line.strip().split("  ", 1)[1] for line in out.splitlines()
+    found = [line.strip().split("] ", 1)[1] for line in out.splitlines()  # "score  [id] doc"
              if re.match(r"^ *-?\d+\.\d{3}  ", line)]
     assert found.index(NEWER) == found.index(FIXED) - 1, found
     assert f"(superseded by {doc_id(NEWER)[:8]}: kept as history)" in out

@@ -104,4 +104,27 @@ def test_on_postgresql_the_warning_names_the_way_to_rebuild_there(tmp_path, pg_u
     with caplog.at_level(logging.WARNING):
         opened().close()
     said = [r.getMessage() for r in caplog.records if "written by another program" in r.getMessage()]
-    assert len(said) == 1 and "`middle memory export`" in said[0] and "2 write(s)" in said[0]
+    # rebuilt where it is (backends.rederive; tests/cli/test_memory_cli_pg_rebuild.py)
+    assert len(said) == 1 and "`middle memory reindex --from hindsight`" in said[0] and "2 write(s)" in said[0]
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_a_rebuild_in_place_that_fails_changes_nothing(name, tmp_path, monkeypatch):
+    # backends.rederive: the deletes and the adds are one transaction of the store
+    opened = BACKENDS[name][0]
+    backend = opened(tmp_path)
+    backend.index(DOCS)
+    before = backend.list_records()
+
+    def broken(self, records):
+        raise RuntimeError("the model went away")
+
+    monkeypatch.setattr(type(backend), "index_records", broken)
+    with pytest.raises(RuntimeError):
+        backend.rebuild_in_place()
+    backend.close()
+    monkeypatch.undo()
+    again = opened(tmp_path)
+    assert again.list_records() == before and again.has_doc(DOCS[1])
+    assert again.rebuild_in_place() == 2 and sorted(again.list_docs()) == sorted(DOCS)
+    again.close()

@@ -23,7 +23,7 @@ def test_search_explain_says_a_doc_came_through_an_issue(tmp_path):
                    "--explain").stdout.splitlines()
     # MATE shares no query word; it names #418, as MATCH, the best match, does. In both lists
     # (fused and hop), it ranks first by reciprocal rank.
-    docs = [line.split("  ", 2)[-1] for line in lines[0::2]]
+    docs = [line.split("] ", 1)[-1] for line in lines[0::2]]  # "  score  [id] doc"
     assert docs == [MATE, MATCH], lines
     assert 'issue: names #418, as does the match ranked 1 ("Ticket: Table view' in lines[1]
     assert "issue:" not in lines[3]

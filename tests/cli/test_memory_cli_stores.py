@@ -117,8 +117,8 @@ def test_a_multi_line_doc_prints_its_lines_under_its_entry(workdir):
     assert listed[:3] == [f"{ident}  Commit 8b22590d93: Add multiplication",
                           " " * 10 + "Created calc/mul.py.", " " * 10 + "Changed: calc/mul.py"]
     found = middle(workdir, "search", "multiplication mul.py", "-k", "1").stdout.splitlines()
-    assert len(found) == 3 and found[0].endswith("  Commit 8b22590d93: Add multiplication")
-    assert found[1:] == [" " * 9 + "Created calc/mul.py.", " " * 9 + "Changed: calc/mul.py"]
+    assert len(found) == 3 and found[0].endswith(f"  [{ident}] Commit 8b22590d93: Add multiplication")
+    assert found[1:] == [" " * 20 + "Created calc/mul.py.", " " * 20 + "Changed: calc/mul.py"]
 
 
 def test_curation_verbs_and_their_mistakes_as_a_user_runs_them(workdir, tmp_path):

@@ -117,3 +117,29 @@ def test_a_memory_fixed_between_tickets_reaches_the_next_ticket(tmp_path, projec
     plan = llm.user_messages[2]
     assert f"[{doc_id(fix)[:8]}] {fix}" in plan  # the fix, in place of the wrong recent line
     assert "Sessions expire after 1 day." not in plan.split("Related work")[0]
+
+
+def test_the_run_records_and_middle_log_show_the_ids_the_block_shows(tmp_path, project):
+    """Two docs whose 8-character ids meet: the block shows each by 9 characters, and so do
+    the run's recall record and `middle log`'s recall lines, each naming its own doc."""
+    one, two = "Deploy note 16640: the staging cluster moved.", "Deploy note 67893: the staging cluster moved."
+    assert doc_id(one)[:8] == doc_id(two)[:8]  # found by counting up
+    worker = RecordingCodingAgent(["Created calc/deploy.py."])
+    with Orchestrator(config(tmp_path), fake=True, coding_agent=worker,
+                      registry=PluginRegistry(load_entry_points=False)) as orch:
+        curator = orch.services.curator()
+        curator.facade.index("calc", [one, two])
+        add(orch, project, "t1", "Point deploys at the staging cluster that moved",
+            "The staging cluster moved.\nCreate `calc/deploy.py` with:\n```python\nHOST = 'staging-2'\n```")
+        outcome = orch.run_ticket("t1")
+        assert outcome.status == "complete", outcome
+        (turn,) = orch.store.list_turns(ticket_id="t1")
+        ids = {doc_id(one)[:9]: one, doc_id(two)[:9]: two}
+        assert all(f"[{i}]" in turn["memories_invoked"] for i in ids)
+        recalls = [e["data"] for e in orch.store.list_events(ticket_id="t1") if e["kind"] == "recall"]
+        recorded = {m["id"] for r in recalls for m in r["memories"]}
+        assert set(ids) <= recorded and doc_id(one)[:8] not in recorded
+        log = log_text(orch, "t1")
+        for ident, doc in ids.items():
+            assert f"[{ident}] " in log  # under "why these memories"
+            assert curator.show("calc", ident)["doc"] == doc

@@ -37,3 +37,18 @@ def test_docs_sharing_a_short_id_are_each_acted_on_from_the_board(tmp_path):
         assert pinned == {doc_id(ONE): False, doc_id(TWO): True}
         search = c.get("/projects/calc/memory", params={"q": "staging cluster moved"}).text
         assert re.findall(r'id="results".*', search, re.S) and doc_id(TWO) in search
+
+
+def test_the_api_s_text_fields_name_each_doc_by_the_id_it_is_shown_by(tmp_path):
+    app = create_app(make_project(tmp_path))
+    one, two = doc_id(ONE)[:9], doc_id(TWO)[:9]
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        assert c.post(f"{BASE}/index", json={"docs": [ONE]}).status_code == 200
+        r = c.post(f"{BASE}/docs/{one}/supersede", json={"text": TWO})  # TWO replaces ONE
+        assert r.status_code == 200, r.text
+        hits = c.get(f"{BASE}/search", params={"q": "staging cluster moved", "explain": "true"}).json()["results"]
+        by_doc = {h["doc"]: h for h in hits}
+        assert by_doc[ONE]["id"] == one and by_doc[ONE]["superseded_by"] == two
+        assert f"superseded by {two}" in by_doc[ONE]["why"] and f"supersedes {one}" in by_doc[TWO]["why"]
+        shown = c.get(f"{BASE}/docs/{two}").json()
+        assert f"written to supersede {one}" in shown["from"]
