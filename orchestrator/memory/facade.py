@@ -527,7 +527,9 @@ class MemoryFacade:
         index again stores it unchanged. Its `<private>...</private>` spans are cut first
         (memory.private): every path into memory comes through here, so none stores them.
         """
-        (doc,) = _check_texts([doc], "docs", "text", allow_empty=False)
+        (doc,) = _check_texts([doc], "docs", "text", allow_empty=True)
+        if not doc.strip():  # one doc, a person's or a client's: said as one, not as docs[0]
+            raise MemoryArgumentError("the doc is empty: give it some text to store (nothing was stored)")
         doc = cut_private(doc)
         if not doc.strip():
             raise MemoryArgumentError("the doc is all <private>...</private>: nothing is left "

@@ -103,6 +103,7 @@ BAD = [
     (("add", "x", "--valid-until", "tomorrow"), "--valid-until 'tomorrow' is not a date"),
     (("search", "x", "--as-of", "2026/01/01"), "--as-of '2026/01/01' is not a date"),
     (("add", "<private>only this</private>"), "the doc is all <private>...</private>"),
+    (("add", "   "), "the doc is empty: give it some text"),
 ]
 
 
