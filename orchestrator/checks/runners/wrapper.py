@@ -15,7 +15,7 @@ read.
 - **jest, vitest, mocha**: `NODE_OPTIONS` gains `--require jest_argv.cjs` (where it gains the
   reporters), which, in the node process that runs the runner's own bin and no other, adds the
   options a line running it gets (jest.py, vitest.py, mocha.py), writing one report per process
-  (a vitest line with its own `--bail` is left as it is: its run is judged without a report);
+  (a vitest line's own `--bail` is taken out of vitest's argv there, and `--bail=0` added);
 - **tox** filters the environment (its default `pass_env` has none of these), so `TOX_OVERRIDE`
   (tox 4's `--override` from the environment) adds them to `pass_env` of `[testenv]` (tox.ini) and
   `[env_run_base]` (tox.toml), and of each `[testenv:NAME]` of the project's tox.ini (an env's own
