@@ -232,6 +232,20 @@ DOC_EDITS: dict[str, dict[str, str | None]] = {
     "crashes": {"calc.py": "def add(:\n"},
 }
 
+# A test's body rewritten so that it passes, on lines with no test marker (the failing Rust test's
+# assert, the failing doctest's expected output): seen against the base file's text
+# (touched_tests.spans), undecided; code beside the tests in the same file changed: a fix
+BODY_EDITS: dict[str, dict[str, dict[str, str | None]]] = {
+    "exit code>cargo test": {
+        "rewrites": {"src/lib.rs": (RS_LIB + RS_TESTS).replace("assert_eq!(super::VALUE, 2);", "assert!(true);")},
+        "fixes beside": {"src/lib.rs": (RS_LIB + RS_TESTS).replace("VALUE: i32 = 1", "VALUE: i32 = 2")
+                         .replace("    a + b\n", "    b + a\n")}},
+    "exit code>doctest": {
+        "rewrites": {"calc.py": DOC_CALC.replace(DOC_KNOWN, ">>> VALUE\n1\n")},
+        "fixes beside": {"calc.py": DOC_CALC.replace("VALUE = 1", "VALUE = 2").replace("return a + b",
+                                                                                       "return b + a")}},
+}
+
 ROWS: list[Row] = [
     Row("pytest", PYTEST, PY_FILES, PY_EDITS, ()),
     Row("unittest", UNITTEST, PY_FILES, PY_EDITS, ()),
@@ -338,15 +352,19 @@ class Matrix:
             self.bases[row.name] = run_check(row.spec(), folder, timeout_s=120, env=self.env(row))
         return self.bases[row.name]
 
-    def ticket(self, row: Row, scenario: str) -> tuple[CheckResult, Verdict]:
+    def ticket(self, row: Row, scenario: str, edits: dict[str, str | None] | None = None
+               ) -> tuple[CheckResult, Verdict]:
+        """One ticket: the row's edits for `scenario`, or `edits` (a scenario of one row's own)."""
         base = self.base(row)
+        edits = row.edits[scenario] if edits is None else edits
         folder = self.folder(row, scenario)
         _lay_out(folder, dict(row.files))
-        _lay_out(folder, row.edits[scenario])
+        _lay_out(folder, edits)
         result = run_check(row.spec(), folder, timeout_s=120, env=self.env(row))
-        # the paths the ticket changed and their diff, as the graph gives them (orchestrator/graph/checking.py)
-        return result, judge(result, base, row.spec(), changed=sorted(row.edits[scenario]),
-                             diff=diff_of(row.files, row.edits[scenario]))
+        # the paths the ticket changed, their diff and their base text, as the graph gives them
+        # (orchestrator/graph/checking.py)
+        return result, judge(result, base, row.spec(), changed=sorted(edits), diff=diff_of(row.files, edits),
+                             bases={path: row.files[path] for path in edits if path in row.files})
 
 
 def diff_of(files: dict[str, str], edits: dict[str, str | None]) -> str:
