@@ -75,7 +75,9 @@ function wrapSuite(real, name) {
 
 function wrap(real) {
   if (wrapped.has(real)) return wrapped.get(real);
+  // every export kept (a uvu version's own, 0.3's `QUEUE`), the test API wrapped
   const api = {
+    ...real,
     suite: (...args) => wrapSuite(real.suite(...args), args[0] ? String(args[0]) : ''),
     test: wrapSuite(real.test, ''),
     exec: (...args) => real.exec(...args),
