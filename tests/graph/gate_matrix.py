@@ -214,8 +214,8 @@ BY_EXIT_CODE = {"harmless": UNDECIDED, "breaks": UNDECIDED, "removes": UNDECIDED
 # ticket that breaks another test, or crashes, prints the same: the risk that setting takes.
 BY_EXIT_CODE_BASELINE = {"harmless": NO_WORSE, "breaks": NO_WORSE, "removes": UNDECIDED, "skips": UNDECIDED,
                          "crashes": NO_WORSE}
-# The same for a runner that names its failures in its own words (uvu's `FAIL "known bug"`, a
-# count): a new failure is a new line, and stops the ticket naming it.
+# The same for a runner middle does not read that names its failures in its own words (`FAIL
+# known_bug`, a count): a new failure is a new line, and stops the ticket naming it.
 TALKATIVE = {"check.py": textwrap.dedent("""\
     import os, sys, unittest
     with open(os.devnull, "w") as quiet:
