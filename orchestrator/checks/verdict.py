@@ -15,8 +15,9 @@ failures it did not cause, and no ticket gets through by making things worse.
   the new lines.
 - It passes on the ticket, the base failed, and the runs do not list every test (read by its exit
   code, or a go package run without -v): a fix cannot be told from a test removed or disabled, so
-  when the ticket changed tests or the runner's configuration, or removed or disabled a test inside
-  a source file (a Rust `#[test]`, a doctest: from its diff; touched_tests.py), it is
+  when the ticket changed tests or the runner's configuration, or removed, disabled or edited a test
+  inside a source file (a Rust `#[test]`'s body, a doctest's expected output: from its diff read
+  against the base file; touched_tests.py), it is
   **undecided**, naming them; with none touched it is a fix, **passed**.
 - **Undecided** never completes the ticket: it stops with its work kept, saying why and the ways
   out (orchestrator/graph/checking.py); no correction is asked of the middle agent, which could not
@@ -90,11 +91,12 @@ def already_note(names: list[str]) -> str:
 
 def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | None = None, *,
           allow_removed_tests: bool = False, changed: list[str] | None = None,
-          added: list[str] | None = None, diff: str = "") -> Verdict:
+          added: list[str] | None = None, diff: str = "", bases: dict[str, str] | None = None) -> Verdict:
     """The verdict of `result` (on the ticket) against `base` (the same command on its base commit).
     `changed`: the paths the ticket changed since the base (None: not known, so any may be a test);
     `added`: those of them new since the base; `diff`: the ticket's diff against the base of its
-    changed source files (touched_tests.may_hold_tests), where a test inside a source file shows."""
+    changed source files (touched_tests.may_hold_tests), where a test inside a source file shows;
+    `bases`: those files' text on the base commit, where the tests' lines are read."""
     spec = spec or CheckCommand(run=result.command)
     removed = [] if allow_removed_tests else removed_tests(result, base)
     if result.timed_out:
@@ -106,7 +108,7 @@ def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | No
             return Verdict(FAILED, removed_tests=removed, reason="tests the base ran did not run")
         if (base is not None and not base.passed and base.problem is None and not allow_removed_tests
                 and (result.ran is None or base.ran is None)):
-            return _passes_unlisted(result, changed, added or [], diff)
+            return _passes_unlisted(result, changed, added or [], diff, bases)
         return Verdict(PASSED)
     if base is None:
         return Verdict(FAILED, new_failures=list(result.failing or []))
@@ -145,11 +147,13 @@ def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | No
                           f"differently now ({said}): the ticket must make it pass")
 
 
-def _passes_unlisted(result: CheckResult, changed: list[str] | None, added: list[str], diff: str) -> Verdict:
+def _passes_unlisted(result: CheckResult, changed: list[str] | None, added: list[str], diff: str,
+                     bases: dict[str, str] | None) -> Verdict:
     """It passes now, the base failed, and the runs do not list every test: a fix, unless the
     ticket changed tests or the runner's config (or test code inside a source file, seen in its
-    diff), through which a test is removed or disabled."""
-    touched = touched_tests.which_are_tests(changed, result.command, added, diff) if changed is not None else None
+    diff), through which a test is removed, disabled or made to pass."""
+    touched = (touched_tests.which_are_tests(changed, result.command, added, diff, bases) if changed is not None
+               else None)
     if touched == []:
         return Verdict(PASSED)
     what = ("the tests or the runner's config it changed: " + _shown(touched) if touched

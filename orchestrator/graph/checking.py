@@ -236,7 +236,7 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
         changed = _changed(t) if result.passed and base_result is not None and not base_result.passed else None
         verdict = judge(result, base_result, options, allow_removed_tests=bool(t.get("allow_removed_tests")),
                         changed=changed[0] if changed else None, added=changed[1] if changed else None,
-                        diff=changed[2] if changed else "")
+                        diff=changed[2] if changed else "", bases=changed[3] if changed else None)
         _record_verdict(ctx, state, result, verdict, corrections + 1, base_result)
         if verdict.outcome == UNDECIDED:
             _undecided(ctx, state, t, result, verdict, corrections)
@@ -258,21 +258,20 @@ def check(state: TicketState, runtime: Runtime[TicketContext]) -> Update:
     return {"check_passed": True, "check_stopped": False}
 
 
-def _changed(t: dict[str, Any]) -> tuple[list[str], list[str], str] | None:
+def _changed(t: dict[str, Any]) -> tuple[list[str], list[str], str, dict[str, str]] | None:
     """The paths the ticket changed since its base commit (committed or not, new files too), those
-    of them that are new, and the diff of its changed source files (where a test inside a source
-    file shows: touched_tests.in_source), or None when that is not known (run in place: there is no
-    base commit to compare with)."""
+    of them that are new, the diff of its changed source files and their text on the base commit
+    (where a test inside a source file shows: touched_tests.in_source), or None when that is not
+    known (run in place: there is no base commit to compare with)."""
     from orchestrator.checks.touched_tests import may_hold_tests
     from orchestrator.gitrun import git
 
     ws = t.get("workspace")
     if not ws or not ws.get("base_commit") or not Path(ws["path"]).is_dir():
         return None
-    where = Path(ws["path"])
+    where, base = Path(ws["path"]), ws["base_commit"]
     # paths as they are (git quotes non-ASCII ones by default)
-    diff = git(where, "-c", "core.quotePath=false", "diff", "--name-status", "--no-renames", ws["base_commit"],
-               check=False)
+    diff = git(where, "-c", "core.quotePath=false", "diff", "--name-status", "--no-renames", base, check=False)
     new = git(where, "-c", "core.quotePath=false", "ls-files", "--others", "--exclude-standard", check=False)
     if diff.returncode != 0 or new.returncode != 0:
         return None
@@ -281,12 +280,20 @@ def _changed(t: dict[str, Any]) -> tuple[list[str], list[str], str] | None:
     added = {path for status, path in rows if status == "A"} | untracked
     # tracked ones only: a file new and untracked has no base side, so removes no test
     sources = may_hold_tests(path for _status, path in rows)
-    patch = git(where, "-c", "core.quotePath=false", "diff", "--no-renames", "--no-ext-diff", "--no-color",
-                ws["base_commit"], "--", *sources, check=False,
+    # -U0: each hunk only the lines it removes and adds, numbered in the base file's text
+    patch = git(where, "-c", "core.quotePath=false", "diff", "-U0", "--no-renames", "--no-ext-diff", "--no-color",
+                base, "--", *sources, check=False,
                 env={"GIT_LITERAL_PATHSPECS": "1"}) if sources else None  # a name with `*` or `:` is a name
     if patch is not None and patch.returncode != 0:
         return None
-    return sorted({path for _status, path in rows} | untracked), sorted(added), patch.stdout if patch else ""
+    texts: dict[str, str] = {}
+    for path in (p for status, p in rows if status != "A" and p in sources):
+        shown = git(where, "show", f"{base}:{path}", check=False)
+        if shown.returncode != 0:
+            return None
+        texts[path] = shown.stdout
+    return (sorted({path for _status, path in rows} | untracked), sorted(added), patch.stdout if patch else "",
+            texts)
 
 
 def _undecided(ctx: TicketContext, state: TicketState, t: dict[str, Any], result: CheckResult, verdict: Verdict,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.checks.output_lines import new_lines, normalise
-from orchestrator.checks.touched_tests import in_source, may_hold_tests, which_are_tests
+from orchestrator.checks.touched_tests import in_source, may_hold_tests, spans, which_are_tests
 
 PY_TEST = ("def test_known_bug():\n    assert 1 == 2\n\n\ndef test_adds():\n    assert 1 + 2 == {}\n\n\n"
            "def test_slow():\n    import time\n    time.sleep(0.01)\n")
@@ -89,7 +89,7 @@ def test_what_changes_on_every_run_is_left_out_and_counts_are_kept():
     ("test/calc.test.js", True), ("spec/calc_spec.rb", True), ("t/basic.t", True), ("conftest.py", True),
     ("Makefile", True), ("tox.ini", True), ("pyproject.toml", True), ("package.json", True),
     ("vitest.config.mjs", True), (".mocharc.yml", True), ("Cargo.toml", True), ("check.py", True),
-    ("calc.py", False), ("src/lib.rs", False), ("NOTES.md", False), ("latest/calc.js", False),
+    ("src/tests.rs", True), ("calc.py", False), ("src/lib.rs", False), ("NOTES.md", False), ("latest/calc.js", False),
 ])
 def test_which_changed_paths_are_tests_or_runner_config(path: str, counts: bool):
     assert (which_are_tests([path], "python check.py && make lint") == [path]) is counts
@@ -106,16 +106,22 @@ def test_a_new_test_module_does_not_count_a_new_conftest_or_config_does() -> Non
     assert which_are_tests(["check_test.py"], "python check_test.py", ["check_test.py"]) == ["check_test.py"]
 
 
-def _diff(path: str, before: str, after: str | None) -> str:
+def _diff(path: str, before: str, after: str | None, context: int = 3) -> str:
     """A file's diff as git writes it (difflib's unified format, git's a/ b/ prefixes)."""
     import difflib
 
     return "".join(difflib.unified_diff(before.splitlines(True), (after or "").splitlines(True), f"a/{path}",
-                                        f"b/{path}" if after is not None else "/dev/null"))
+                                        f"b/{path}" if after is not None else "/dev/null", n=context))
 
 
 RS = "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n" \
      "    fn adds() {\n        assert_eq!(super::add(1, 2), 3);\n    }\n}\n"
+# a test whose attribute, char, string, raw string and comments hold braces
+RS_BRACES = ("#[test]\n#[should_panic(expected = \"}\")]\nfn braces() {\n    let c = '}'; let s = r#\"{\"#;\n"
+             "    /* } /* nested } */ */ // }\n    assert!(s.len() > 0);\n    let _ = (c, '\\'');\n}\n"
+             "pub fn after() {}\n")
+RS_DOC = "/// ```\n/// assert_eq!(calc::add(1, 2), 3);\n/// ```\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n"
+PY_DOCS = 'def add(a, b):\n    """Add.\n\n    >>> add(1, 2)\n    3\n    >>> add(2, 2)\n    4\n    """\n'
 PY_DOC = 'def add(a, b):\n    """Add.\n\n    >>> add(1, 2)\n    3\n    """\n    return a + b\n'
 
 
@@ -135,12 +141,33 @@ PY_DOC = 'def add(a, b):\n    """Add.\n\n    >>> add(1, 2)\n    3\n    """\n    
     ("calc.py", PY_DOC, PY_DOC.replace("return a + b", "return b + a"), False),
     # a removed line that starts like a header (`-- `) is read as the hunk's, not as a new file
     ("q.py", "-- x\n>>> 1\n", "-- y\n>>> 1\n", False),
+    # a test's body edited on lines with no marker: seen against the base file (touched_tests.spans)
+    ("src/lib.rs", RS, RS.replace("assert_eq!(super::add(1, 2), 3);", "assert!(true);"), True),
+    ("src/lib.rs", RS, RS.replace("fn adds() {\n", "fn adds() {\n        return;\n"), True),
+    ("src/lib.rs", RS, RS.replace("mod tests {\n", "mod tests {\n    use super::*;\n"), False),  # added between
+    ("src/lib.rs", RS, RS.replace("    }\n}\n", "    }\n\n    #[test]\n    fn more() {\n        x();\n    }\n}\n"),
+     False),  # a new test after the last one (its closing brace the same as the one above it)
+    ("src/lib.rs", RS_BRACES, RS_BRACES.replace("assert!(s.len() > 0);", "assert!(true);"), True),
+    ("src/lib.rs", RS_BRACES, RS_BRACES.replace("pub fn after() {}", "pub fn after() { let _ = 1; }"), False),
+    ("src/lib.rs", RS_DOC, RS_DOC.replace("add(1, 2), 3", "add(1, 2), add(1, 2)"), True),  # a doc-test's code
+    ("calc.py", PY_DOC, PY_DOC.replace("    3\n", "    4\n"), True),  # its expected output
+    ("calc.py", PY_DOC, PY_DOC.replace("    3\n", "    3\n    4\n"), True),
+    ("calc.py", PY_DOCS, PY_DOCS.replace("    3\n", "    3\n    5\n"), True),  # before the next example
+    ("calc.py", PY_DOCS, PY_DOCS.replace("    3\n", "    3\n    >>> 1\n    1\n"), False),  # a new example
+    ("calc.py", PY_DOC, PY_DOC.replace('    """Add.\n', '    """Add them.\n'), False),  # its prose
 ])
-def test_a_test_removed_or_disabled_inside_a_source_file_counts_from_the_diff(path, before, after, counts):
-    diff = _diff(path, before, after)
-    assert (in_source(diff) == [path]) is counts, diff
-    assert (which_are_tests([path, "NOTES.md"], "sh check.sh", diff=diff) == [path]) is counts
-    assert which_are_tests(["NOTES.md"], "sh check.sh", diff=diff) == []  # only a file the ticket changed
+def test_a_test_removed_disabled_or_edited_inside_a_source_file_counts_from_the_diff(path, before, after, counts):
+    bases = {path: before}
+    for context in (0, 3):  # -U0, as the graph asks git, and a diff with context lines
+        diff = _diff(path, before, after, context)
+        assert (in_source(diff, bases) == [path]) is counts, diff
+        assert (which_are_tests([path, "NOTES.md"], "sh check.sh", diff=diff, bases=bases) == [path]) is counts
+        assert which_are_tests(["NOTES.md"], "sh check.sh", diff=diff) == []  # only a file the ticket changed
+
+
+def test_a_test_span_is_read_past_braces_in_strings_and_comments():
+    assert [(s.first, s.last, s.body) for s in spans("src/lib.rs", RS_BRACES)] == [(1, 8, True)]
+    assert [(s.first, s.last) for s in spans("calc.py", PY_DOCS)] == [(4, 6), (6, 8)]  # to the line ending each
 
 
 def test_the_diff_is_read_of_source_files_not_of_those_counted_by_name():

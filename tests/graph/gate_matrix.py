@@ -22,6 +22,7 @@ docs/checks.md, asserted as they are so that a change to them is seen.
 from __future__ import annotations
 
 import difflib
+import os
 import shutil
 import sys
 import textwrap
@@ -54,6 +55,9 @@ class Row:
     leaks: dict[str, str] = field(default_factory=dict)
     baseline: str = "per-failure"
     env: dict[str, str] = field(default_factory=dict)
+    # packages linked into the project's node_modules from the global one the row's first tool is in
+    # (uvu's test files import it, and `-r esm` only loads for a package that depends on it)
+    packages: tuple[str, ...] = ()
 
     def spec(self) -> CheckCommand:
         return CheckCommand(run=self.command, baseline=self.baseline)  # type: ignore[arg-type]
@@ -105,6 +109,24 @@ def js(test: str, *, script: str = "", extra: dict[str, str] | None = None) -> t
 
 
 VITEST_CONFIG = {"vitest.config.mjs": "export default { test: { globals: true } };\n"}
+
+# uvu: test files import it (ES module syntax: natively in a .mjs file, or through `-r esm`)
+UVU_KNOWN = "test('known bug', () => { assert.is(calc.VALUE, 2); });\n"
+UVU_TEST = ("import { test } from 'uvu';\nimport * as assert from 'uvu/assert';\n"
+            "import * as calc from '../calc.js';\n\n" + UVU_KNOWN
+            + "test('adds', () => { assert.is(calc.add(1, 2), 3); });\n\ntest.run();\n")
+
+
+def uvu(script: str, test_file: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """A project whose tests uvu runs, its test file at `test_file` (dequal's layout)."""
+    files, edits = js(JEST_TEST)
+    del files["test/calc.test.js"]
+    files[test_file] = UVU_TEST
+    files["package.json"] = ('{"name": "calc", "private": true, "scripts": {"test": "%s"}, '
+                             '"devDependencies": {"esm": "3.2.25", "uvu": "0.5.6"}}\n' % script)
+    edits["removes"] = {test_file: UVU_TEST.replace(UVU_KNOWN, "")}
+    edits["skips"] = {test_file: UVU_TEST.replace(UVU_KNOWN, UVU_KNOWN.replace("test(", "test.skip("))}
+    return files, edits
 
 # -- Ruby: rspec ---------------------------------------------------------------------------------
 
@@ -192,8 +214,8 @@ BY_EXIT_CODE = {"harmless": UNDECIDED, "breaks": UNDECIDED, "removes": UNDECIDED
 # ticket that breaks another test, or crashes, prints the same: the risk that setting takes.
 BY_EXIT_CODE_BASELINE = {"harmless": NO_WORSE, "breaks": NO_WORSE, "removes": UNDECIDED, "skips": UNDECIDED,
                          "crashes": NO_WORSE}
-# The same for a runner that names its failures in its own words (uvu's `FAIL "known bug"`, a
-# count): a new failure is a new line, and stops the ticket naming it.
+# The same for a runner middle does not read that names its failures in its own words (`FAIL
+# known_bug`, a count): a new failure is a new line, and stops the ticket naming it.
 TALKATIVE = {"check.py": textwrap.dedent("""\
     import os, sys, unittest
     with open(os.devnull, "w") as quiet:
@@ -232,6 +254,20 @@ DOC_EDITS: dict[str, dict[str, str | None]] = {
     "crashes": {"calc.py": "def add(:\n"},
 }
 
+# A test's body rewritten so that it passes, on lines with no test marker (the failing Rust test's
+# assert, the failing doctest's expected output): seen against the base file's text
+# (touched_tests.spans), undecided; code beside the tests in the same file changed: a fix
+BODY_EDITS: dict[str, dict[str, dict[str, str | None]]] = {
+    "exit code>cargo test": {
+        "rewrites": {"src/lib.rs": (RS_LIB + RS_TESTS).replace("assert_eq!(super::VALUE, 2);", "assert!(true);")},
+        "fixes beside": {"src/lib.rs": (RS_LIB + RS_TESTS).replace("VALUE: i32 = 1", "VALUE: i32 = 2")
+                         .replace("    a + b\n", "    b + a\n")}},
+    "exit code>doctest": {
+        "rewrites": {"calc.py": DOC_CALC.replace(DOC_KNOWN, ">>> VALUE\n1\n")},
+        "fixes beside": {"calc.py": DOC_CALC.replace("VALUE = 1", "VALUE = 2").replace("return a + b",
+                                                                                       "return b + a")}},
+}
+
 ROWS: list[Row] = [
     Row("pytest", PYTEST, PY_FILES, PY_EDITS, ()),
     Row("unittest", UNITTEST, PY_FILES, PY_EDITS, ()),
@@ -251,15 +287,20 @@ ROWS: list[Row] = [
     # behind a wrapper vitest and mocha get their report options from middle's preload (jest_argv.cjs)
     Row("make>vitest", "make test", *js(JEST_TEST, extra={**VITEST_CONFIG, **make("vitest run")}),
         tools=("make", "vitest")),
-    # the script's own --bail stops vitest at its first failures (and vitest refuses a --bail=0 beside
-    # it): not read, so on this failing base nothing but a clean pass completes
+    # the script's own --bail would stop vitest at its first failures (and vitest refuses a --bail=0
+    # beside it): read as a wrapper, whose preload takes it out of vitest's argv, so every test runs
     Row("npm test>vitest --bail", "npm test", *js(JEST_TEST, script="vitest run --bail=1", extra=VITEST_CONFIG),
-        tools=("npm", "vitest"), leaks={"harmless": UNDECIDED, "breaks": UNDECIDED, "removes": UNDECIDED,
-                                        "skips": UNDECIDED}),
+        tools=("npm", "vitest")),
+    Row("make>vitest --bail 1", "make test", *js(JEST_TEST, extra={**VITEST_CONFIG, **make("vitest run --bail 1")}),
+        tools=("make", "vitest")),
     Row("mocha", "mocha", *js(MOCHA_TEST), tools=("mocha",)),
     Row("npm test>mocha", "npm test", *js(MOCHA_TEST, script="mocha"), tools=("npm", "mocha")),
     Row("npm test>mocha+more", "npm test", *js(MOCHA_TEST, script="mocha && node -e 0"), tools=("npm", "mocha")),
     Row("make>mocha", "make test", *js(MOCHA_TEST, extra=make("mocha")), tools=("make", "mocha")),
+    # uvu prints no passing test's name: its test API is wrapped in its own process (uvu_preload.cjs)
+    Row("npm test>uvu -r esm", "npm test", *uvu("uvu -r esm test", "test/calc.js"), tools=("uvu", "npm"),
+        packages=("uvu", "esm")),
+    Row("uvu", "uvu test", *uvu("uvu test", "test/calc.test.mjs"), tools=("uvu",), packages=("uvu",)),
     Row("rspec", "rspec", RB_FILES, RB_EDITS, ("rspec",)),
     Row("rake spec", "rake spec", {**RB_FILES, "Rakefile": "require 'rspec/core/rake_task'\n"
                                    "RSpec::Core::RakeTask.new(:spec)\n"}, RB_EDITS, ("rake", "rspec")),
@@ -291,17 +332,32 @@ ROWS: list[Row] = [
 ROW = {r.name: r for r in ROWS}
 # The rows in two modules (pytest-xdist's loadscope runs a module on one worker): JavaScript and Ruby
 # in test_gate_matrix_js.py, the others in test_gate_matrix.py
-_JS_RUBY = ("node", "npm", "jest", "vitest", "mocha", "rspec", "rake")
+_JS_RUBY = ("node", "npm", "jest", "vitest", "mocha", "uvu", "rspec", "rake")
 JS_RUBY_ROWS = [n for n in ROW if any(w in n for w in _JS_RUBY)]
 OTHER_ROWS = [n for n in ROW if n not in JS_RUBY_ROWS]
 
 
-CI_TOOLS = {"make", "node", "npm", "jest", "vitest", "mocha", "rspec", "rake", "cargo", "go", "gcc", "bats"}
+CI_TOOLS = {"make", "node", "npm", "jest", "vitest", "mocha", "uvu", "rspec", "rake", "cargo", "go", "gcc", "bats"}
 
 
 def _missing(row: Row) -> str | None:
     return next((f"{t} is not installed" + (" (.ci/run installs it)" if t in CI_TOOLS else " here (.ci/run does not "
-                 "install it: its row runs where it is)") for t in row.tools if shutil.which(t) is None), None)
+                 "install it: its row runs where it is)") for t in row.tools if shutil.which(t) is None), None) or next(
+        (f"{p} is not installed beside {row.tools[0]} (.ci/run installs it)" for p in row.packages
+         if not (_global_modules(row) / p).is_dir()), None)
+
+
+def _global_modules(row: Row) -> Path:
+    """The node_modules folder the row's first tool is installed in (`npm install -g`)."""
+    return Path(os.path.realpath(shutil.which(row.tools[0]) or "/")).parent.parent
+
+
+def _link_packages(row: Row, folder: Path) -> None:
+    for name in row.packages:
+        link = folder / "node_modules" / name
+        if not link.exists():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(_global_modules(row) / name)
 
 
 def _lay_out(folder: Path, files: dict[str, str | None]) -> None:
@@ -334,18 +390,24 @@ class Matrix:
         if row.name not in self.bases:
             folder = self.folder(row, "base")
             _lay_out(folder, dict(row.files))
+            _link_packages(row, folder)
             self.bases[row.name] = run_check(row.spec(), folder, timeout_s=120, env=self.env(row))
         return self.bases[row.name]
 
-    def ticket(self, row: Row, scenario: str) -> tuple[CheckResult, Verdict]:
+    def ticket(self, row: Row, scenario: str, edits: dict[str, str | None] | None = None
+               ) -> tuple[CheckResult, Verdict]:
+        """One ticket: the row's edits for `scenario`, or `edits` (a scenario of one row's own)."""
         base = self.base(row)
+        edits = row.edits[scenario] if edits is None else edits
         folder = self.folder(row, scenario)
         _lay_out(folder, dict(row.files))
-        _lay_out(folder, row.edits[scenario])
+        _lay_out(folder, edits)
+        _link_packages(row, folder)
         result = run_check(row.spec(), folder, timeout_s=120, env=self.env(row))
-        # the paths the ticket changed and their diff, as the graph gives them (orchestrator/graph/checking.py)
-        return result, judge(result, base, row.spec(), changed=sorted(row.edits[scenario]),
-                             diff=diff_of(row.files, row.edits[scenario]))
+        # the paths the ticket changed, their diff and their base text, as the graph gives them
+        # (orchestrator/graph/checking.py)
+        return result, judge(result, base, row.spec(), changed=sorted(edits), diff=diff_of(row.files, edits),
+                             bases={path: row.files[path] for path in edits if path in row.files})
 
 
 def diff_of(files: dict[str, str], edits: dict[str, str | None]) -> str:

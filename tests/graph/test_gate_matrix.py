@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from gate_matrix import (
+    BODY_EDITS,
     FAILED,
     GO_CALC,
     GO_FILES,
@@ -45,6 +46,25 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
 @pytest.mark.parametrize("name", ROWS_HERE)
 def test_the_gate_on_a_base_that_already_fails_one_test(matrix: Matrix, name: str, scenario: str) -> None:
     check_cell(matrix, name, scenario)
+
+
+@pytest.mark.parametrize("scenario", ["rewrites", "fixes beside"])
+@pytest.mark.parametrize("name", sorted(BODY_EDITS))
+def test_a_test_body_edited_on_lines_with_no_marker_is_seen_from_the_base_file(matrix: Matrix, name: str,
+                                                                              scenario: str) -> None:
+    """A command read by its exit code on a failing base: the failing test's body rewritten to
+    pass (an assert, a doctest's expected output) stops the ticket naming the file; code beside
+    the tests in the same file changed is a fix."""
+    row = ROW[name]
+    if (why := _missing(row)) is not None:
+        pytest.skip(why)
+    result, verdict = matrix.ticket(row, scenario, BODY_EDITS[name][scenario])
+    assert result.passed, result.tail
+    if scenario == "rewrites":
+        assert verdict.outcome == UNDECIDED, verdict
+        assert all(f"`{path}`" in verdict.reason for path in BODY_EDITS[name][scenario]), verdict.reason
+    else:
+        assert verdict.outcome == PASSED, verdict
 
 
 # -- a linter that prints no code, in one command beside the tests --------------------------------
@@ -117,6 +137,8 @@ def test_a_go_test_a_ticket_breaks_beside_a_known_failing_pytest_test_is_named(m
     ("exit code", "fixes"), ("exit code", "removes"),
     # a doctest removed from the module it is in: seen in the diff of the worktree against its base
     ("exit code>doctest", "removes"), ("exit code>doctest", "fixes"),
+    # its expected output edited: seen in the diff (-U0) read against the base commit's file
+    ("exit code>doctest", "rewrites"),
 ])
 def test_the_graph_ends_each_family_as_its_verdict_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
                                                        scenario: str) -> None:
@@ -129,9 +151,10 @@ def test_the_graph_ends_each_family_as_its_verdict_says(tmp_path: Path, monkeypa
         pytest.skip(why)
     for key, value in row.env.items():
         monkeypatch.setenv(key, value)
-    r = run_ticket(tmp_path, row.files, [row.command], lambda cwd: _lay_out(cwd, row.edits[scenario]))
+    edits = row.edits.get(scenario) or BODY_EDITS[name][scenario]
+    r = run_ticket(tmp_path, row.files, [row.command], lambda cwd: _lay_out(cwd, edits))
     expected = row.leaks.get(scenario, NO_WORSE if scenario == "harmless" else PASSED if scenario == "fixes"
-                             else FAILED)
+                             else UNDECIDED if scenario == "rewrites" else FAILED)
     if expected == PASSED:
         assert r["outcome"].status == "complete" and r["run"]["check_status"] == "passed", r["outcome"].reason
     elif expected == NO_WORSE:
@@ -142,8 +165,8 @@ def test_the_graph_ends_each_family_as_its_verdict_says(tmp_path: Path, monkeypa
         assert r["outcome"].status == "failed" and r["run"]["check_status"] == "failed", reason
         assert r["final"]["outcome"] == UNDECIDED and r["outcome"].corrections == 0, r["final"]
         assert "cannot be judged" in reason and "--despite-check" in reason and "middle feedback" in reason, reason
-        if scenario == "removes":  # naming the file the test was in
-            assert all(path in reason for path in row.edits[scenario]), reason
+        if scenario in ("removes", "rewrites"):  # naming the file the test was in
+            assert all(path in reason for path in edits), reason
         assert r["run"]["head_commit"], "the work is committed on its branch"
     else:
         assert_failed(r)

@@ -47,8 +47,9 @@ def script_runner(line: str, cwd: Path | None) -> str:
         return ""
     runner = runner_of(script)
     if runner == "vitest" and vitest.bails(script):
-        # vitest refuses --bail=0 beside the script's own --bail, and a run that stops at its first
-        # failures is not every test: read as a wrapper, which leaves it unread (jest_argv.cjs)
+        # vitest refuses --bail=0 beside the script's own --bail, and options after `npm test --`
+        # cannot take the script's out: read as a wrapper, whose preload takes it out of vitest's
+        # argv and adds --bail=0 (jest_argv.cjs), so every test runs and is read
         return ""
     return runner if runner == "node-test" or (runner and not _COMPOUND.search(script)) else ""
 

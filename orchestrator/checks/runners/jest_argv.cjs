@@ -5,9 +5,10 @@
 // process (`{pid}` in MIDDLE_JEST_JSON, MIDDLE_VITEST_JSON, MIDDLE_MOCHA_JUNIT). A --require'd file
 // runs before an ES-module main too (vitest's bin), which reads process.argv after it. Any other
 // node process (npm, a build step, a runner's own workers) is left as it is, as is a command line
-// that names its own report or reporter, or has a `--` (what follows it is not options); so is a
-// vitest line with its own `--bail` (vitest refuses `--bail=0` beside it, and a run that stops at
-// its first failures cannot be read as every test): those are judged without a report.
+// that names its own report or reporter, or has a `--` (what follows it is not options): those are
+// judged without a report. A vitest line's own `--bail` (`--bail=1`, `--bail 1`) is taken out of
+// its argv before vitest reads it (vitest refuses `--bail=0` beside another `--bail`, and a run that
+// stops at its first failures is not every test), as vitest.py takes it out of a line running vitest.
 'use strict';
 (function middleRunnerReport() {
   const main = process.argv[1];
@@ -30,7 +31,17 @@
   }
   const vitest = process.env.MIDDLE_VITEST_JSON;
   if (vitest && /[\\/]vitest[\\/]vitest\.mjs$/.test(real)) {
-    if (has(/^(?:--|--outputFile.*|--reporter.*|--bail.*)$/)) return;
+    if (has(/^(?:--|--outputFile.*|--reporter.*)$/)) return;
+    // the line's own --bail out (with its count, `--bail 1`), so the --bail=0 below is the only one
+    const kept = [];
+    for (let i = 0; i < args.length; i++) {
+      if (/^--bail(?:=.*)?$/.test(args[i])) {
+        if (args[i] === '--bail' && /^\d+$/.test(args[i + 1] || '')) i++;
+        continue;
+      }
+      kept.push(args[i]);
+    }
+    process.argv.splice(2, args.length, ...kept);
     process.argv.push('--reporter=default', '--reporter=json', '--outputFile.json=' + at(vitest), '--bail=0');
     return;
   }

@@ -41,7 +41,8 @@ def options(tmp: Path) -> tuple[str, dict[str, str], list[str]]:
 def prepare(line: str, tmp: Path, environ: dict[str, str]) -> tuple[str, dict[str, str], list[str]]:
     """Where the line runs vitest itself, also `--bail=0` (every test runs, past a config's `bail`),
     the line's own `--bail` taken out: vitest refuses an option given twice (bail.py). Through
-    `npm test` no `--bail=0` is added, for that reason: a script's own `--bail` still stops it."""
+    `npm test` no `--bail=0` is added, for that reason; a script with its own `--bail` is read as a
+    wrapper instead, whose preload takes it out of vitest's argv (javascript.script_runner)."""
     flags, env, reports = options(tmp)
     line = bail.without(line, _VITEST, _BAIL)
     return _VITEST.sub(lambda m: f"{m.group(0)} {flags} --bail=0", line, count=1), env, reports

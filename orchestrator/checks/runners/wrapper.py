@@ -15,7 +15,12 @@ read.
 - **jest, vitest, mocha**: `NODE_OPTIONS` gains `--require jest_argv.cjs` (where it gains the
   reporters), which, in the node process that runs the runner's own bin and no other, adds the
   options a line running it gets (jest.py, vitest.py, mocha.py), writing one report per process
-  (a vitest line with its own `--bail` is left as it is: its run is judged without a report);
+  (a vitest line's own `--bail` is taken out of vitest's argv there, and `--bail=0` added);
+- **uvu** (`uvu -r esm test`, an `npm test` running it): `NODE_OPTIONS` also gains `--require
+  uvu_preload.cjs`, which, in the node process that runs uvu's bin and no other, makes `uvu` (its
+  import, through a module resolve hook, and its require, through Node's module cache) middle's
+  wrapper of uvu's public API, which records each test's outcome into one report per process, in
+  jest's JSON shape (uvu_core.cjs); uvu's own `--bail` is taken out of its argv there;
 - **tox** filters the environment (its default `pass_env` has none of these), so `TOX_OVERRIDE`
   (tox 4's `--override` from the environment) adds them to `pass_env` of `[testenv]` (tox.ini) and
   `[env_run_base]` (tox.toml), and of each `[testenv:NAME]` of the project's tox.ini (an env's own
@@ -83,11 +88,14 @@ JEST_REPORT = "jest-{pid}.json"  # jest_argv.cjs puts the jest process's id in p
 JEST_ARGV = Path(__file__).with_name("jest_argv.cjs")  # jest's, vitest's and mocha's
 VITEST_REPORT = "vitest-{pid}.json"
 MOCHA_REPORT = "mocha-{pid}.xml"
+UVU_REPORT = "uvu-{pid}.json"  # uvu_core.cjs's, in jest's JSON shape
+UVU_PRELOAD = Path(__file__).with_name("uvu_preload.cjs")
 KEPT = "kept"  # where Keeper copies them
 _KEPT_NUMBER = re.compile(r"^\d{4}-")
 # GOFLAGS: go test's -v (go.py); PATH, which carries middle's cargo, tox passes on unasked
 TOX_PASS = ("PYTEST_ADDOPTS", "SPEC_OPTS", "MIDDLE_RSPEC_JSON", "NODE_OPTIONS", "MIDDLE_JEST_JSON",
-            "MIDDLE_VITEST_JSON", "MIDDLE_MOCHA_JUNIT", "MIDDLE_MOCHA_REPORTER", "GOFLAGS", *pyunit.ENV)
+            "MIDDLE_VITEST_JSON", "MIDDLE_MOCHA_JUNIT", "MIDDLE_MOCHA_REPORTER", "MIDDLE_UVU_JSON", "GOFLAGS",
+            *pyunit.ENV)
 NODE_MIN = 20
 # Each run's closing summary line: pytest (`1 failed, 3 passed in 0.12s`, `no tests ran in 0.01s`,
 # between `=` rules or not), rspec (`3 examples, 1 failure`), the spec reporter middle gives
@@ -101,6 +109,7 @@ _JEST_RUN = re.compile(r"^Tests:\s+(?:\d+ \w+, )*\d+ total\s*$", re.M)  # jest's
 # (5ms)`, printed whatever failed), once per run
 _VITEST_RUN = re.compile(r"^\s*Test Files\s+.*\(\d+\)\s*$", re.M)
 _MOCHA_RUN = re.compile(r"^\s*\d+ passing \(\d+(?:ms|s|m)\)\s*$", re.M)
+_UVU_RUN = re.compile(r"^\s*Total:\s+\d+\s*$", re.M)  # uvu's summary (`  Total:     4`), once per run
 # A wrapper's own words for a target, env, session or recipe it does not have: the config's mistake
 _CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:\s+Stop\.)?$"
                      r"|^(?:ROOT: HandledError\| )?(provided environments not found in configuration file"
@@ -128,7 +137,7 @@ _MAKE_ERROR = re.compile(r"^make(?:\[\d+\])?: (?:\*\*\* )?\[(?:[^\]]*?:\d+: )?(?
 class Runs:
     """The report files of one kind and how many runs of that runner the output shows."""
 
-    kind: str  # "pytest" | "rspec" | "node-test" | "unittest" | "jest" | "vitest" | "mocha"
+    kind: str  # "pytest" | "rspec" | "node-test" | "unittest" | "jest" | "vitest" | "mocha" | "uvu"
     files: list[Path]
     runs: int
 
@@ -151,9 +160,13 @@ def prepare(line: str, tmp: Path, environ: dict[str, str], cwd: Path | None = No
         _, node_env, _ = node.prepare(line, tmp, environ)
         # jest, vitest, mocha: their bin's command line gains the report options (jest_argv.cjs)
         node_env["NODE_OPTIONS"] += f" --require={node.quote(str(JEST_ARGV))}"
+        # uvu: its test API wrapped in uvu's own process, recording each test (uvu_preload.cjs)
+        node_env["NODE_OPTIONS"] += f" --require={node.quote(str(UVU_PRELOAD))}"
         env |= node_env | {"MIDDLE_JEST_JSON": str(tmp / JEST_REPORT), "MIDDLE_VITEST_JSON": str(tmp / VITEST_REPORT),
-                           "MIDDLE_MOCHA_JUNIT": str(tmp / MOCHA_REPORT), "MIDDLE_MOCHA_REPORTER": str(mocha.REPORTER)}
-        reports += [str(tmp / "jest-*.json"), str(tmp / "vitest-*.json"), str(tmp / "mocha-*.xml")]
+                           "MIDDLE_MOCHA_JUNIT": str(tmp / MOCHA_REPORT), "MIDDLE_MOCHA_REPORTER": str(mocha.REPORTER),
+                           "MIDDLE_UVU_JSON": str(tmp / UVU_REPORT)}
+        reports += [str(tmp / "jest-*.json"), str(tmp / "vitest-*.json"), str(tmp / "mocha-*.xml"),
+                    str(tmp / "uvu-*.json")]
     # go test lists every test with -v, which GOFLAGS carries (go build and go vet take it too and
     # name the packages they compile, on stderr; nothing else changes); cargo test gets
     # --no-fail-fast from middle's cargo first on PATH (cargo.py): both then read from the output
@@ -246,7 +259,8 @@ def runs(files: list[Path], output: str) -> list[Runs]:
             Runs(pyunit.KIND, of("unittest-"), len(pyunit.RUN.findall(output))),
             Runs("jest", of("jest-"), len(_JEST_RUN.findall(output))),
             Runs("vitest", of("vitest-"), len(_VITEST_RUN.findall(output))),
-            Runs("mocha", of("mocha-"), len(_MOCHA_RUN.findall(output)))]
+            Runs("mocha", of("mocha-"), len(_MOCHA_RUN.findall(output))),
+            Runs("uvu", of("uvu-"), len(_UVU_RUN.findall(output)))]
 
 
 def incomplete(found: list[Runs]) -> str | None:
@@ -266,7 +280,8 @@ def read(found: list[Runs], cwd: Path) -> junit.JUnitReport:
     for r in found:
         for path in r.files:
             one = (rspec.read([path]) if r.kind == rspec.RUNNER else jest.read([path], cwd, by_location=True)
-                   if r.kind == "jest" else jest.read([path], cwd) if r.kind == "vitest" else junit.read([path]))
+                   if r.kind == "jest" else jest.read([path], cwd) if r.kind in ("vitest", "uvu")
+                   else junit.read([path]))
             for case in one.cases.values():
                 seen = report.cases.get(case.ident)
                 if seen is None or _rank(case) > _rank(seen):
