@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..errors import CodingAgentError
 from ..executables import find_executable
+from .api_errors import advice, kind_of, status_of
 from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .gemini_stream import GeminiStream, api_status, as_dict, usage_of
 from .pricing import GEMINI_PRICES, TokenPrice, price_for, turn_cost
@@ -239,7 +240,9 @@ class GeminiAgent:
         r = stream.result or {}
         stats = as_dict(r.get("stats"))
         failed = r.get("status") != "success" or outcome.exit_code != 0 or outcome.timed_out
-        status = api_status(stream.error_message) if r.get("status") == "error" else None
+        # (a 404, 429 or 503 it words without the status: the words tell it, api_errors.status_of)
+        status = status_of(api_status(stream.error_message), stream.error_message) if r.get("status") == "error" \
+            else None
         turn = TurnResult(
             session_id=session_id or stream.session_id,  # ours: the caller resumes with it
             text=stream.text.strip(),
@@ -267,10 +270,12 @@ class GeminiAgent:
             return (f"The Gemini CLI did not finish the turn within {self.options.turn_timeout_s:g} s, so its "
                     f"process group was killed. Raise `{self.table} turn_timeout_s` or give it a "
                     "smaller task.")
-        if status is not None:
-            return (f"The Gemini CLI could not get an answer from the model (HTTP {status}): "
-                    f"{tail(message, 300).rstrip('.')}. Check GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL and the "
-                    "provider's status, then retry the ticket.")
+        kind = kind_of(status, message)
+        if kind is not None:
+            said = f" (HTTP {status})" if status is not None else ""
+            todo = advice(kind, self.table, "GEMINI_API_KEY, sent to GOOGLE_GEMINI_BASE_URL")
+            return (f"The Gemini CLI could not get an answer from the model{said}: "
+                    f"{tail(message, 300).rstrip('.')}. {todo}, then retry the ticket.")
         if "Invalid session identifier" in outcome.stderr or "No previous sessions found" in outcome.stderr:
             return (f"The Gemini CLI has no session {session_id} to resume here (its sessions live under "
                     "GEMINI_CLI_HOME/.gemini/tmp, per project directory). Start a new session for this ticket.")

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..errors import CodingAgentError
 from ..executables import find_executable
+from .api_errors import advice, kind_of, status_of
 from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .opencode_events import OpenCodeStream
 from .pricing import ANY_PRICES, TokenPrice, counted_cost, price_for, reported_or_priced
@@ -320,7 +321,8 @@ class OpenCodeAgent:
             cost_usd=self._cost(stream), usage=dict(stream.tokens), num_turns=stream.steps,
             duration_ms=outcome.elapsed_ms, exit_code=outcome.exit_code,
             terminal_reason="timeout" if outcome.timed_out else ("error" if failed else "completed"),
-            api_error_status=stream.api_error_status, permission_denials=list(stream.permission_denials))
+            api_error_status=status_of(stream.api_error_status, stream.error_message()) if stream.error is not None
+            else None, permission_denials=list(stream.permission_denials))
         if failed:
             turn.error = self._explain(stream, outcome.exit_code, outcome.stderr, outcome.timed_out, session_id)
         emit({"type": "result", "is_error": turn.is_error, "session_id": turn.session_id,
@@ -344,10 +346,13 @@ class OpenCodeAgent:
         if timed_out:
             return (f"OpenCode did not finish the turn within {self.options.turn_timeout_s:g} s, so its process "
                     f"group was killed. Raise `{self.table} turn_timeout_s` or give it a smaller task.")
-        if stream.api_error_status is not None:
-            return (f"OpenCode could not get an answer from the model (HTTP {stream.api_error_status}): "
-                    f"{tail(stream.error_message(), 300).rstrip('.')}. Check the provider's base URL and API key "
-                    "in your OpenCode config (opencode.json, `opencode auth login`), then retry the ticket.")
+        status = status_of(stream.api_error_status, stream.error_message()) if stream.error is not None else None
+        kind = kind_of(status, stream.error_message()) if stream.error is not None else None
+        if kind is not None:  # (a context too long it words as ContextOverflowError, without the status)
+            said = f" (HTTP {status})" if status is not None else ""
+            todo = advice(kind, self.table, "the provider's key in your OpenCode config, or `opencode auth login`")
+            return (f"OpenCode could not get an answer from the model{said}: "
+                    f"{tail(stream.error_message(), 300).rstrip('.')}. {todo}, then retry the ticket.")
         if stream.error is not None:
             return f"OpenCode reported an error: {tail(stream.error_message(), 500).rstrip('.')}."
         if "Session not found" in stderr and session_id:
