@@ -1,8 +1,9 @@
 """What a model API's error means, whichever coding agent's CLI met it: one kind per HTTP status
 (and the few errors a CLI words without its status), and what the user should do about it.
 
-The kinds are middle's own: KEY (401, 403), MODEL (404: no such model, or a base URL without the
-API's path) and QUOTA (429 for an account whose quota is used up) stop a batch, as every other
+The kinds are middle's own: KEY (401, 403, or a key the CLI found missing), MODEL (404: no such
+model, or a base URL without the API's path), QUOTA (429 for an account whose quota is used up)
+and CONNECT (nothing answered at the base URL) stop a batch, as every other
 ticket would fail the same way (graph.nodes raises ModelAccessError); CONTEXT (413, or a 400 that
 says the context is too long), RATE (429), SERVER (5xx) and OTHER (any other 400) fail the ticket,
 resumable (`middle resume` retries the turn; a worker retries a failed turn by itself).
@@ -13,11 +14,21 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CONTEXT", "KEY", "MODEL", "OTHER", "QUOTA", "RATE", "SERVER", "STOPS_BATCH", "advice", "kind_of",
-           "status_of"]
+__all__ = ["CONNECT", "CONTEXT", "KEY", "MODEL", "OTHER", "QUOTA", "RATE", "SERVER", "STOPS_BATCH", "advice",
+           "kind_of", "status_of"]
 
 KEY, MODEL, QUOTA, CONTEXT, RATE, SERVER, OTHER = "key", "model", "quota", "context", "rate", "server", "other"
-STOPS_BATCH = frozenset({KEY, MODEL, QUOTA})
+CONNECT = "connect"  # no answer at all: the base URL is wrong, or the network is down
+STOPS_BATCH = frozenset({KEY, MODEL, QUOTA, CONNECT})
+
+# A key the CLI found missing or refused before any status (Codex: "Missing environment variable:
+# `MY_KEY`"), and a server it could not reach (Codex: "error sending request", "failed to lookup
+# address"; litellm: APIConnectionError): said without a status, they stop a batch too.
+_KEY_RE = re.compile(r"missing environment variable|incorrect api key|invalid[ _]api[ _]key|no api key"
+                     r"|api key (?:is )?(?:not set|missing)|not logged in|AuthenticationError", re.IGNORECASE)
+_CONNECT_RE = re.compile(r"error sending request|failed to lookup address|name does not resolve|connection refused"
+                         r"|could not connect|cannot connect|ECONNREFUSED|APIConnectionError|fetch failed"
+                         r"|Unable to connect", re.IGNORECASE)
 
 _CONTEXT_RE = re.compile(r"context window|context[ _]length|maximum context|too many tokens|prompt is too long"
                          r"|input (?:is )?too long|context_length_exceeded|ContextOverflow|ContextWindowExceeded",
@@ -39,7 +50,7 @@ def kind_of(status: int | None, message: str | None = None) -> str | None:
     context window", "Quota exceeded"; Gemini: "Please wait and try again later", a body's message
     alone for a 404 or 503; OpenCode: "ContextOverflowError")."""
     text = message or ""
-    if status in (401, 403):
+    if status in (401, 403) or (status is None and _KEY_RE.search(text)):
         return KEY
     if status == 404 or (status is None and _MODEL_RE.search(text)):
         return MODEL
@@ -51,6 +62,8 @@ def kind_of(status: int | None, message: str | None = None) -> str | None:
         return RATE
     if (status or 0) >= 500 or (status is None and _SERVER_RE.search(text)):
         return SERVER
+    if status is None and _CONNECT_RE.search(text):
+        return CONNECT
     return OTHER if status is not None else None
 
 
@@ -75,4 +88,5 @@ def advice(kind: str | None, table: str, key: str) -> str:
                  "or split the ticket",
         RATE: "Wait for the provider's rate limit, or lower [run] parallel",
         SERVER: "The model API's server failed: wait and check the provider's status",
+        CONNECT: "Nothing answered at the model API's address: check the provider's base URL and the network",
     }.get(kind or OTHER, f"Check the provider's base URL, `{table} model` and the provider's status")

@@ -257,9 +257,11 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
         num_turns=result.num_turns,
     )
     status = getattr(result, "api_error_status", None)
-    # (a status the agent read or told from its CLI's words: api_errors.status_of)
-    failed_as = api_errors.kind_of(status, result.error) if result.is_error and status is not None else None
-    if failed_as == api_errors.KEY:
+    # (a status the agent read or told from its CLI's words, api_errors.status_of, or a failure the
+    # agent says was the model API's: its words, a missing key or an unreachable server)
+    api_failed = result.is_error and (status is not None or getattr(result, "terminal_reason", None) == "api_error")
+    failed_as = api_errors.kind_of(status, result.error) if api_failed else None
+    if failed_as == api_errors.KEY and status is not None:
         # Every other ticket would fail the same way: a batch stops here (see the runner).
         raise ModelAccessError(
             f"{name}'s model API rejected the key (HTTP {status}) in turn "

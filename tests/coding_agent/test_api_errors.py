@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.coding_agent.api_errors import (
+    CONNECT,
     CONTEXT,
     KEY,
     MODEL,
@@ -34,6 +35,8 @@ from orchestrator.coding_agent.api_errors import (
            "quota increase through AI Studio", RATE),
     (None, "The model `nope` does not exist", MODEL), (None, "ContextOverflowError: request too large", CONTEXT),
     (None, "[API Error: The model is overloaded.]", SERVER), (None, "exited with code 1", None), (None, None, None),
+    (None, "Missing environment variable: `MY_KEY`.", KEY), (None, "APIConnectionError: Connection refused", CONNECT),
+    (None, "Reconnecting... waiting for network (Connection failed: error sending request)", CONNECT),
 ])
 def test_the_kind_of_an_error_from_its_status_or_its_words(status, message, kind):
     assert kind_of(status, message) == kind
@@ -47,7 +50,7 @@ def test_a_status_is_read_from_words_only_where_they_tell_it():
 
 
 def test_a_wrong_key_or_model_or_a_used_up_quota_stops_a_batch_and_says_what_to_set():
-    assert STOPS_BATCH == {KEY, MODEL, QUOTA}
+    assert STOPS_BATCH == {KEY, MODEL, QUOTA, CONNECT}
     assert advice(MODEL, "[coding_agents.codex]", "k") == (
         "The model was not found: set `[coding_agents.codex] model` to one the provider serves (or fix its base URL)")
     assert advice(KEY, "[coding_agents.codex]", "OPENAI_API_KEY") == "Check the API key (OPENAI_API_KEY)"
