@@ -25,10 +25,11 @@ STOPS_BATCH = frozenset({KEY, MODEL, QUOTA, CONNECT})
 # `MY_KEY`"), and a server it could not reach (Codex: "error sending request", "failed to lookup
 # address"; litellm: APIConnectionError): said without a status, they stop a batch too.
 _KEY_RE = re.compile(r"missing environment variable|incorrect api key|invalid[ _]api[ _]key|no api key"
-                     r"|api key (?:is )?(?:not set|missing)|not logged in|AuthenticationError", re.IGNORECASE)
+                     r"|api key (?:is )?(?:not set|missing)|not logged in|not signed in|AuthenticationError",
+                     re.IGNORECASE)
 _CONNECT_RE = re.compile(r"error sending request|failed to lookup address|name does not resolve|connection refused"
                          r"|could not connect|cannot connect|ECONNREFUSED|APIConnectionError|fetch failed"
-                         r"|Unable to connect", re.IGNORECASE)
+                         r"|Unable to connect|Connection error", re.IGNORECASE)
 
 _CONTEXT_RE = re.compile(r"context window|context[ _]length|maximum context|too many tokens|prompt is too long"
                          r"|input (?:is )?too long|context_length_exceeded|ContextOverflow|ContextWindowExceeded",
@@ -60,10 +61,11 @@ def kind_of(status: int | None, message: str | None = None) -> str | None:
         return QUOTA
     if status == 429 or (status is None and _RATE_RE.search(text)):
         return RATE
+    # (litellm words a server it could not reach as InternalServerError "Connection error": a 500)
+    if (status is None or status >= 500) and _CONNECT_RE.search(text):
+        return CONNECT
     if (status or 0) >= 500 or (status is None and _SERVER_RE.search(text)):
         return SERVER
-    if status is None and _CONNECT_RE.search(text):
-        return CONNECT
     return OTHER if status is not None else None
 
 

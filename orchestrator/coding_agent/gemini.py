@@ -253,12 +253,17 @@ class GeminiAgent:
             num_turns=stream.responses,
             duration_ms=int(stats.get("duration_ms") or outcome.elapsed_ms),
             exit_code=outcome.exit_code,
-            terminal_reason="timeout" if outcome.timed_out else ("api_error" if status else None),
+            # (an API error it words without a status: a server it could not reach, "fetch failed")
+            terminal_reason="timeout" if outcome.timed_out else (
+                "api_error" if status or (r.get("status") == "error" and kind_of(None, stream.error_message))
+                else None),
             api_error_status=status,
             permission_denials=list(stream.denials),
         )
         if failed:
             turn.error = self._explain(stream, outcome, status, session_id)
+            if status is None and _signed_out(outcome.stderr):  # no key: every ticket's turn would fail so
+                turn.terminal_reason = "api_error"  # (graph.nodes stops the batch: api_errors KEY)
         return turn
 
     def _explain(self, stream: GeminiStream, outcome: ProcessOutcome, status: int | None,
@@ -281,7 +286,7 @@ class GeminiAgent:
                     "GEMINI_CLI_HOME/.gemini/tmp, per project directory). Start a new session for this ticket.")
         if "already exists" in outcome.stderr:
             return f"The Gemini CLI's session {session_id} already exists ({err})."
-        if "auth method" in outcome.stderr or "GEMINI_API_KEY" in outcome.stderr:
+        if _signed_out(outcome.stderr):
             return ("The Gemini CLI is not signed in: set GEMINI_API_KEY (with GOOGLE_GEMINI_BASE_URL, also "
                     "`security.auth.selectedType = \"gemini-api-key\"` in its settings.json), or sign in once "
                     f"by running `gemini` (stderr: {err}).")
@@ -294,3 +299,9 @@ class GeminiAgent:
                     f"{f' (stderr: {err})' if err else ''}. Check the `{self.table}` settings such "
                     "as extra_args, and that `gemini --version` runs.")
         return f"The Gemini CLI exited with code {outcome.exit_code}{f' (stderr: {err})' if err else ''}."
+
+
+def _signed_out(stderr: str) -> bool:
+    """Whether the CLI refused to start for want of a key or sign-in ("Please set an Auth method",
+    "Invalid auth method selected")."""
+    return "auth method" in stderr or "GEMINI_API_KEY" in stderr

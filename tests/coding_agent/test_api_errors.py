@@ -35,7 +35,9 @@ from orchestrator.coding_agent.api_errors import (
            "quota increase through AI Studio", RATE),
     (None, "The model `nope` does not exist", MODEL), (None, "ContextOverflowError: request too large", CONTEXT),
     (None, "[API Error: The model is overloaded.]", SERVER), (None, "exited with code 1", None), (None, None, None),
-    (None, "Missing environment variable: `MY_KEY`.", KEY), (None, "APIConnectionError: Connection refused", CONNECT),
+    (None, "Missing environment variable: `MY_KEY`.", KEY),
+    (500, "InternalServerError: OpenAIException - Connection error.", CONNECT),
+    (None, "APIConnectionError: Connection refused", CONNECT),
     (None, "Reconnecting... waiting for network (Connection failed: error sending request)", CONNECT),
 ])
 def test_the_kind_of_an_error_from_its_status_or_its_words(status, message, kind):
