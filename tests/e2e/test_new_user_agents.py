@@ -3,7 +3,8 @@ switched, then the mistakes one makes on purpose (a CLI that is not there, a key
 URL nothing answers at, a model the CLI does not have): each is one `error:` line saying what to
 do, a non-zero exit, no traceback, through the real `middle` and the agent's real CLI. (The middle
 agent plans on the fake Messages API; one ticket on each agent's own fake: test_<agent>_e2e.py, and
-a model the provider does not have, on Codex: test_codex_api_errors.py.)"""
+a model the provider does not have, on Codex: test_codex_api_errors.py; a CLI that is not there,
+for the others: test_<agent>_agent.py's missing-CLI test.)"""
 
 from __future__ import annotations
 
@@ -33,13 +34,10 @@ MISTAKES = [
      {}, "Missing environment variable: `MY_KEY`. Check the API key"),
     ("codex", "bad base URL", 'provider = {name = "local", base_url = "http://127.0.0.1:9/v1", env_key = "MY_KEY"}\n',
      {"MY_KEY": "k"}, "Nothing answered at the model API's address: check the provider's base URL"),
-    ("gemini", "no CLI", 'cli_path = "/nonexistent/gemini"\n', {}, "npm install -g @google/gemini-cli@"),
     ("gemini", "no key", "", {"GEMINI_API_KEY": ""}, "The Gemini CLI is not signed in: set GEMINI_API_KEY"),
-    ("opencode", "no CLI", 'cli_path = "/nonexistent/opencode"\n', {}, "npm install -g opencode-ai@"),
     ("opencode", "unknown model", 'model = "nope/gpt-x"\n', {}, "OpenCode has no model nope/gpt-x"),
     ("opencode", "bad base URL", 'model = "local/qwen"\nturn_timeout_s = 20\n',
      {"OPENCODE_CONFIG_CONTENT": UNREACHABLE_OPENCODE}, "could not reach the model API"),
-    ("aider", "no CLI", 'cli_path = "/nonexistent/aider"\n', {}, "aider"),
     ("aider", "bad base URL", 'model = "openai/gpt-4.1"\nretry_timeout_s = 0\n',
      {"OPENAI_API_BASE": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "k"}, "Nothing answered at the model API"),
 ]
