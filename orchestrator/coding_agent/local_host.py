@@ -14,9 +14,11 @@ import ipaddress
 import socket
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlsplit
 
-__all__ = ["LOCAL_SUFFIXES", "RESOLVE_TIMEOUT_S", "Resolver", "host_of", "local_host", "resolve_host"]
+__all__ = ["LOCAL_SUFFIXES", "RESOLVE_TIMEOUT_S", "Resolver", "default_resolver", "host_of", "hosts_file_resolver",
+           "local_host", "resolve_host"]
 
 LOCAL_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa", ".localhost")
 RESOLVE_TIMEOUT_S = 1.0
@@ -75,6 +77,24 @@ def resolve_host(host: str) -> list[str]:
     return addresses
 
 
+def hosts_file_resolver(host: str, path: str = "/etc/hosts") -> list[str]:
+    """`host`'s addresses as the hosts file alone gives them (no DNS): the resolver the test suite
+    uses (tests/conftest.py), so no test asks the network."""
+    found: list[str] = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        fields = line.split("#", 1)[0].split()
+        if len(fields) > 1 and host in (name.lower().rstrip(".") for name in fields[1:]):
+            found.append(fields[0])
+    return sorted(set(found))
+
+
+default_resolver: Resolver = resolve_host  # (the suite's conftest swaps in hosts_file_resolver)
+
+
 def local_host(base_url: str | None, resolve: Resolver | None = None) -> tuple[bool, str | None]:
     """Whether `base_url`'s host is local, and, for a name it took a lookup to tell, what it
     resolved to ("gpu-box is 192.168.1.20": doctor and the run's start say why it counts as local)."""
@@ -90,7 +110,7 @@ def local_host(base_url: str | None, resolve: Resolver | None = None) -> tuple[b
         return False, None  # a public address
     except ValueError:
         pass
-    addresses = (resolve or resolve_host)(host)
+    addresses = (resolve or default_resolver)(host)
     if addresses and all(_local_address(a) for a in addresses):
         return True, f"{host} is {', '.join(addresses)}"
     return False, None

@@ -58,6 +58,17 @@ def test_a_host_name_every_address_of_which_is_local_is_local(url):
     assert asked and asked[0] in RESOLVES
 
 
+def test_the_hosts_file_resolver_reads_names_and_aliases(tmp_path):
+    from orchestrator.coding_agent.local_host import hosts_file_resolver
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost box\n# 10.0.0.9 gone\n192.168.1.20 gpu-box gpu-box.lan  # ours\n"
+                     "fe80::1 gpu-box\n")
+    assert hosts_file_resolver("gpu-box", str(hosts)) == ["192.168.1.20", "fe80::1"]
+    assert hosts_file_resolver("box", str(hosts)) == ["127.0.0.1"] and hosts_file_resolver("gone", str(hosts)) == []
+    assert hosts_file_resolver("x", str(tmp_path / "none")) == []
+
+
 @pytest.mark.parametrize("url", ["http://mixed/v1", "http://public:8000", "http://nowhere:11434"])
 def test_a_host_name_with_a_public_address_or_none_is_not(url):
     assert not is_local(url, resolve=_resolve([]))
@@ -86,6 +97,7 @@ def test_a_name_is_looked_up_once_per_process_and_what_it_resolved_to_is_said(mo
 
     monkeypatch.setattr(socket, "getaddrinfo", counting)
     monkeypatch.setattr(local_host, "_cache", {})
+    monkeypatch.setattr(local_host, "default_resolver", local_host.resolve_host)  # (the suite's: the hosts file)
     for _ in range(3):
         price, why = price_for("llama3.1", CODEX_PRICES, base_url="http://gpu-box-7:8000/v1")
     assert asked == ["gpu-box-7"]
