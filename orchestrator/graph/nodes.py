@@ -267,7 +267,7 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
             f"{name}'s model API rejected the key (HTTP {status}) in turn "
             f"{turn_no} of ticket {ticket['id']!r}: check the credentials {name} uses"
             + (" (ANTHROPIC_API_KEY, or its login)" if kind in (None, "claude-code") else ""))
-    if failed_as in api_errors.STOPS_BATCH:  # no such model, a quota used up: the same for every ticket
+    if failed_as in api_errors.STOPS_BATCH:  # no such model or key, a used-up quota, no server: every ticket fails so
         raise ModelAccessError(f"{name} turn {turn_no} of ticket {ticket['id']!r} failed: "
                                f"{(result.error or 'no detail').rstrip('.')}.")
     if result.is_error:
