@@ -311,7 +311,9 @@ def _undecided(ctx: TicketContext, state: TicketState, t: dict[str, Any], result
         f"`check_must_pass: true` in its front matter); the work is committed on its branch: "
         f"read it ({command('diff', t['id'])}), then, if it is right, merge it as it is with "
         f"{command('override', t['id'])}, "
-        f"or ask for changes with {command('feedback', t['id'])}")
+        f"or ask for changes with {command('feedback', t['id'])}; if the check is what is wrong, fix "
+        f"{_check_source(ctx, t['id'])} (or the ticket's front matter), then run it again with "
+        f"{command('resume', t['id'])}")
 
 
 def _cannot_start(result: CheckResult) -> bool:
