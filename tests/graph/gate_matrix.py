@@ -548,6 +548,7 @@ def covers(row: Row, tmp: Path) -> set[str]:
 
     folder = Path(tempfile.mkdtemp(dir=tmp))
     _lay_out(folder, dict(row.files))
+    (folder / ".prep").mkdir()  # where middle's own report files would go (nothing runs)
     prepared = instrument.prepare(row.spec(), folder / ".prep", {**os.environ, **row.env}, folder)
     keys = {f"format:{row.format}", f"baseline:{row.baseline}"} | {f"behind:{b}" for b in row.behind}
     if prepared.runner not in ("", wrapper.RUNNER):

@@ -16,7 +16,6 @@ from gate_matrix import (
     GO_CALC,
     GO_FILES,
     GO_TEST,
-    JS_RUBY_ROWS,
     NATIVE_ENV,
     NO_WORSE,
     OTHER_ROWS,
@@ -205,11 +204,9 @@ def test_every_runner_middle_reads_has_its_rows(tmp_path: Path) -> None:
     """Each reader middle registers (taken from the code: gate_matrix.registered) has a row with
     the six tickets on a failing base, or an exemption saying why: a runner, wrapper or format
     added to the product later without rows fails here."""
-    (tmp_path / ".prep").mkdir()
     covered: dict[str, list[str]] = {}
     for row in ROWS:
         assert set(SCENARIOS) <= set(row.edits), f"{row.name}: no ticket for {set(SCENARIOS) - set(row.edits)}"
-        assert row.name in OTHER_ROWS + JS_RUBY_ROWS, f"{row.name} is in neither module's table"
         for key in covers(row, tmp_path):
             covered.setdefault(key, []).append(row.name)
     known = registered()
