@@ -7,8 +7,8 @@ or is paid for twice.
 
 The stops (docs/checks.md, "What happens"): the check still failing after its rounds, a check
 that cannot be judged (undecided), a check that cannot run on the base, a correction past the turn
-limit, and a worktree setup that failed. The ways out: `middle resume` (after fixing the config),
-`middle feedback`, `middle merge --despite-check`, `middle discard`, `middle diff`, `middle log`.
+limit or the cost limit, and a worktree setup that failed. The ways out: `middle resume` (after
+fixing the config), `middle feedback`, `middle merge --despite-check`, `middle discard`, `middle diff`, `middle log`.
 """
 
 from __future__ import annotations
@@ -37,8 +37,13 @@ STOPS = {  # stop: (its config, what the stop's message offers)
     "cannot run": ({"check": {"commands": ["no-such-checker --all"]}}, {"run"}),
     "turn limit": ({"check": {"commands": [CHECK], "max_rounds": 3}, "agent": {"max_turns": 1}},
                    {"feedback", "resume", "discard"}),
+    "cost limit": ({"check": {"commands": [CHECK], "max_rounds": 3}, "agent": {"max_cost_usd": 0.01}},
+                   {"feedback", "resume", "discard"}),
     "setup failed": ({"check": {"commands": [CHECK]}, "worktree": {"setup": ["exit 3"]}}, {"resume"}),
 }
+SAID = {"rounds": "still failing after 0 round(s)", "undecided": "cannot be judged",
+        "cannot run": "cannot run on the base commit", "turn limit": "turn limit reached",
+        "cost limit": "cost limit reached", "setup failed": "worktree setup `exit 3` failed"}
 WAYS = ("resume", "feedback", "override", "discard", "diff", "log")
 
 
@@ -116,6 +121,13 @@ class Project:
         finally:
             store.close()
 
+    def runs_cost(self) -> float:
+        store = self._store()
+        try:
+            return sum(r["total_cost_usd"] or 0 for r in store.list_runs("t"))
+        finally:
+            store.close()
+
     def turns(self) -> list[Any]:
         store = self._store()
         try:
@@ -153,6 +165,7 @@ def test_every_way_out_of_every_stop_does_what_the_stop_said_and_keeps_the_work(
         assert p.show("middle/t:a.py") == "x = 1\n"
     # the message names each way out it offers (and the ones this test calls refused, it does not)
     said = " ".join(stopped.output.split())
+    assert SAID[stop] in said, said
     for act, words in (("resume", "`middle resume t --fake`"), ("feedback", "`middle feedback t "),
                        ("override", "--despite-check"), ("run", "`middle run t --fake`")):
         assert (words in said) == (act in offers), (act, said)
@@ -201,5 +214,9 @@ def test_every_way_out_of_every_stop_does_what_the_stop_said_and_keeps_the_work(
     else:  # log: the stop, as the run ended
         assert result.exit_code == 0 and ("cannot run" in out or "failed" in out), out
         assert (p.status(), p.show("middle/t:a.py")) == before[:2]
-    # every turn counted once: the turns recorded are the ones the coding agent ran
-    assert len(p.turns()) == len(p.agent.calls), (p.turns(), p.agent.prompts)
+    # every turn counted once: the turns recorded are the ones the coding agent ran, each paid once
+    # (the recording agent charges $0.01 a turn), in the turns and in the runs' totals
+    turns = p.turns()
+    assert len(turns) == len(p.agent.calls), (turns, p.agent.prompts)
+    assert sum(t["cost_usd"] or 0 for t in turns) == pytest.approx(0.01 * len(turns))
+    assert p.runs_cost() == pytest.approx(0.01 * len(turns))
