@@ -16,7 +16,7 @@ from pathlib import Path
 
 from orchestrator.errors import GitError
 
-__all__ = ["GitError", "git", "out"]
+__all__ = ["GitError", "blobs", "git", "out"]
 
 # No prompts (a credential helper or an editor would hang a headless run), one locale for parsing.
 _ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true", "LC_ALL": "C", "LANGUAGE": "C"}
@@ -47,6 +47,35 @@ def git(repo: Path | str, *args: str, check: bool = True, env: dict[str, str] | 
 def out(repo: Path | str, *args: str) -> str:
     """The stripped standard output of `git -C repo ARGS` (a failure is a GitError)."""
     return git(repo, *args).stdout.strip()
+
+
+def blobs(repo: Path | str, names: list[str]) -> list[str | None]:
+    """The text of each object named (`REV:path`), by one `git cat-file --batch` for them all (a
+    ticket changing 200 files starts one git, not 200); None for a name that is not a file there.
+    A name holding a newline cannot be asked this way (one name a line): None too."""
+    asked = [n for n in names if "\n" not in n]
+    data = "".join(f"{n}\n" for n in asked).encode("utf-8")
+    try:
+        proc = subprocess.run(["git", "-C", str(repo), "cat-file", "--batch"], capture_output=True, input=data,
+                              env={**os.environ, **_ENV})
+    except FileNotFoundError:
+        raise GitError(MISSING) from None
+    if proc.returncode != 0:
+        detail = _text(proc.stderr).strip().splitlines()
+        raise GitError(f"git cat-file --batch failed in {repo}: {detail[-1] if detail else proc.returncode}")
+    found: dict[str, str | None] = {}
+    raw, pos = proc.stdout, 0
+    for name in asked:  # each answer: `<oid> <type> <size>\n<content>\n`, or `<name> missing\n`
+        end = raw.index(b"\n", pos)
+        header = raw[pos:end].split(b" ")
+        pos = end + 1
+        if len(header) == 3 and header[2].isdigit():
+            size = int(header[2])
+            found[name] = _text(raw[pos:pos + size]) if header[1] == b"blob" else None
+            pos += size + 1
+        else:  # missing, ambiguous: no content follows
+            found[name] = None
+    return [found.get(n) for n in names]
 
 
 def _text(raw: bytes | None) -> str:

@@ -214,11 +214,12 @@ def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument
         return
     if spec.format == "diagnostics" or (spec.format == "auto" and result.exit_code != 0):
         found = diagnostics.parse(text, cwd)
-        if found or spec.format == "diagnostics":
+        if found or (spec.format == "diagnostics" and result.exit_code == 0):
             result.kind = DIAGNOSTICS
             result.failing = sorted(found.elements()) or None
-            if result.exit_code != 0 and not found:
-                result.failing = [f"(the run exited {result.exit_code} with no diagnostics)"]
+        # format = "diagnostics" failing with none: it names nothing, so it is read by its exit code and
+        # output as any other such run (a "no diagnostics" failure on the base and on the ticket would
+        # compare equal whatever the ticket broke: `pytest --tb=line`'s lines name no code)
 
 
 def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path, text: str, since: float) -> bool:
@@ -227,7 +228,7 @@ def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path,
     diagnostics line: a test runner's traceback lines, `test_x.py:5: AssertionError`, would read as
     lint problems; only coded ones). False: no test runner it knows of ran (read as any other command)."""
     found = wrapper.runs(instrument.report_files(prepared, cwd, since), text)
-    listed = _listed_in_output(text)
+    listed, listed_by = _listed_in_output(text)
     if not any(r.files or r.runs for r in found) and not listed.cases:
         return False
     why = wrapper.incomplete(found)
@@ -244,6 +245,9 @@ def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path,
         return True
     for case in listed.cases.values():
         report.cases.setdefault(case.ident, case)
+    # which runners' tests were read behind it (shown nowhere yet; the gate's table asserts each
+    # wrapper row reads the runner it claims: tests/graph/gate_matrix.py)
+    result.extra["read"] = sorted({r.kind for r in found if r.files} | listed_by)
     if not report.cases:
         kinds = ", ".join(r.kind for r in found if r.files)
         result.problem = f"the test runner behind it collected no tests ({kinds}: its report names none)"
@@ -270,14 +274,16 @@ def _from_wrapper(result: CheckResult, prepared: instrument.Prepared, cwd: Path,
     return True
 
 
-def _listed_in_output(text: str) -> junit.JUnitReport:
+def _listed_in_output(text: str) -> tuple[junit.JUnitReport, set[str]]:
     """The tests go test and cargo test printed in a wrapper's output (go with the -v the wrapper's
-    GOFLAGS gives it, libtest unasked), each named as a line running them directly names them."""
+    GOFLAGS gives it, libtest unasked), each named as a line running them directly names them, and
+    which of the two printed any."""
     report = go.parse(text)
+    by = {go.RUNNER} if report.cases else set()
     from_cargo = cargo.in_output(text)
     for case in (from_cargo.cases.values() if from_cargo else []):
         report.cases.setdefault(case.ident, case)
-    return report
+    return report, by | ({cargo.RUNNER} if from_cargo else set())
 
 
 def _coded_problems(result: CheckResult, text: str, cwd: Path) -> list[str]:

@@ -264,7 +264,7 @@ def _changed(t: dict[str, Any]) -> tuple[list[str], list[str], str, dict[str, st
     (where a test inside a source file shows: touched_tests.in_source), or None when that is not
     known (run in place: there is no base commit to compare with)."""
     from orchestrator.checks.touched_tests import may_hold_tests
-    from orchestrator.gitrun import git
+    from orchestrator.gitrun import GitError, blobs, git
 
     ws = t.get("workspace")
     if not ws or not ws.get("base_commit") or not Path(ws["path"]).is_dir():
@@ -286,12 +286,15 @@ def _changed(t: dict[str, Any]) -> tuple[list[str], list[str], str, dict[str, st
                 env={"GIT_LITERAL_PATHSPECS": "1"}) if sources else None  # a name with `*` or `:` is a name
     if patch is not None and patch.returncode != 0:
         return None
-    texts: dict[str, str] = {}
-    for path in (p for status, p in rows if status != "A" and p in sources):
-        shown = git(where, "show", f"{base}:{path}", check=False)
-        if shown.returncode != 0:
-            return None
-        texts[path] = shown.stdout
+    # their base text, all in one git (a ticket touching 200 source files starts one, not 200)
+    paths = [p for status, p in rows if status != "A" and p in sources]
+    try:
+        shown = blobs(where, [f"{base}:{path}" for path in paths]) if paths else []
+    except GitError:
+        return None
+    if any(text is None for text in shown):
+        return None
+    texts = {path: text for path, text in zip(paths, shown) if text is not None}
     return (sorted({path for _status, path in rows} | untracked), sorted(added), patch.stdout if patch else "",
             texts)
 
@@ -308,7 +311,9 @@ def _undecided(ctx: TicketContext, state: TicketState, t: dict[str, Any], result
         f"`check_must_pass: true` in its front matter); the work is committed on its branch: "
         f"read it ({command('diff', t['id'])}), then, if it is right, merge it as it is with "
         f"{command('override', t['id'])}, "
-        f"or ask for changes with {command('feedback', t['id'])}")
+        f"or ask for changes with {command('feedback', t['id'])}; if the check is what is wrong, fix "
+        f"{_check_source(ctx, t['id'])} (or the ticket's front matter), then run it again with "
+        f"{command('resume', t['id'])}")
 
 
 def _cannot_start(result: CheckResult) -> bool:

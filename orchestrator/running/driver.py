@@ -191,6 +191,12 @@ class TicketDriver:
         if run is None:
             self.store.get_ticket(ticket_id)  # a clear error for an unknown id
             raise TicketError(f"ticket {ticket_id!r} has never run: {advise(self.store, ticket_id, 'resume')}")
+        if run["status"] == "failed" and self.store.get_ticket(ticket_id).status.value == "pending":
+            # Its run stopped before any turn and put it back (a check that cannot run on the base,
+            # a model that cannot be used): nothing was done, so it starts with `middle run`, as the
+            # stop said; resumed, it would end "failed" while the ticket stays pending.
+            raise TicketError(f"ticket {ticket_id!r} is pending: its last run stopped before any turn, so there "
+                              f"is nothing to resume; {advise(self.store, ticket_id, 'resume')}")
         snapshot = self._checkpointed(lambda: self.graph.get_state(thread_config(run["id"])))
         if not snapshot.next and snapshot.created_at is None and run["status"] in ("running", "interrupted"):
             # The runner died before the graph's first checkpoint: nothing of this run was done,

@@ -57,3 +57,14 @@ def test_bytes_in_text_out_line_ends_kept_and_a_failure_names_the_command(tmp_pa
     with pytest.raises(GitError, match=r"git rev-parse --verify failed in .*repo: .*"):
         git(repo, "-c", "core.quotePath=false", "rev-parse", "--verify", "no-such-ref")
     assert git(repo, "rev-parse", "--verify", "no-such-ref", check=False).returncode != 0
+
+
+def test_blobs_reads_many_files_in_one_git_each_by_its_bytes(tmp_path):
+    """`git cat-file --batch`'s answers are sized in bytes: a file with multi-byte text, one with a
+    newline at its end and none, a folder and a path that is not there, in the order asked."""
+    from orchestrator.gitrun import blobs
+
+    repo = make_repo(tmp_path / "repo", {"é.txt": "café ☕\nline\n", "bare.txt": "no newline", "d/x.txt": "x\n"})
+    got = blobs(repo, ["HEAD:é.txt", "HEAD:missing.txt", "HEAD:d", "HEAD:bare.txt", "HEAD:d/x.txt"])
+    assert got == ["café ☕\nline\n", None, None, "no newline", "x\n"]
+    assert blobs(repo, []) == []

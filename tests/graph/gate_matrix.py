@@ -58,9 +58,15 @@ class Row:
     # packages linked into the project's node_modules from the global one the row's first tool is in
     # (uvu's test files import it, and `-r esm` only loads for a package that depends on it)
     packages: tuple[str, ...] = ()
+    format: str = "auto"
+    junit: str | None = None
+    # behind a wrapper: the runners whose tests its base run is read from (asserted on the base, so
+    # the row's claim in the enumeration, test_every_runner_middle_reads_has_its_rows, is true)
+    behind: tuple[str, ...] = ()
 
     def spec(self) -> CheckCommand:
-        return CheckCommand(run=self.command, baseline=self.baseline)  # type: ignore[arg-type]
+        return CheckCommand(run=self.command, baseline=self.baseline, format=self.format,  # type: ignore[arg-type]
+                            junit=self.junit)
 
 
 # -- Python: one module, one test file unittest and pytest both run ------------------------------
@@ -254,6 +260,31 @@ DOC_EDITS: dict[str, dict[str, str | None]] = {
     "crashes": {"calc.py": "def add(:\n"},
 }
 
+# tox and nox running the system's pytest: nothing installed, nothing downloaded
+TOX_INI = textwrap.dedent(f"""\
+    [tox]
+    envlist = py
+    skipsdist = true
+
+    [testenv]
+    skip_install = true
+    system_site_packages = true
+    allowlist_externals = *
+    commands = {PYTEST}
+""")
+NOXFILE = textwrap.dedent(f"""\
+    import nox
+
+    @nox.session(python=False)
+    def tests(session):
+        session.run(*{PYTEST.split()!r}, external=True)
+""")
+# pytest with format = "exit-code", or "diagnostics" (`--tb=line` names a file and line, no code: no
+# diagnostic), on a base that already fails: read by its exit code and output. Its output names the
+# new failure or the crash, so those fail; the same output is undecided; a pass is a fix only where
+# the ticket touched no test (docs/checks.md, "The gate enumerated")
+BY_OUTPUT = {"harmless": UNDECIDED, "breaks": FAILED, "removes": UNDECIDED, "skips": UNDECIDED, "crashes": FAILED}
+
 # A test's body rewritten so that it passes, on lines with no test marker (the failing Rust test's
 # assert, the failing doctest's expected output): seen against the base file's text
 # (touched_tests.spans), undecided; code beside the tests in the same file changed: a fix
@@ -271,53 +302,72 @@ BODY_EDITS: dict[str, dict[str, dict[str, str | None]]] = {
 ROWS: list[Row] = [
     Row("pytest", PYTEST, PY_FILES, PY_EDITS, ()),
     Row("unittest", UNITTEST, PY_FILES, PY_EDITS, ()),
-    Row("make>pytest", "make test", {**PY_FILES, **make(PYTEST)}, PY_EDITS, ("make",)),
-    Row("make>unittest", "make test", {**PY_FILES, **make(UNITTEST)}, PY_EDITS, ("make",)),
+    Row("make>pytest", "make test", {**PY_FILES, **make(PYTEST)}, PY_EDITS, ("make",), behind=("pytest",)),
+    Row("make>unittest", "make test", {**PY_FILES, **make(UNITTEST)}, PY_EDITS, ("make",), behind=("unittest",)),
     Row("script>pytest+lint", "sh scripts/test.sh",
         {**PY_FILES, "scripts/test.sh": f"{PYTEST}; s=$?\n{PY} -m ruff check -q --no-cache calc.py || s=1\nexit $s\n"},
-        PY_EDITS),
+        PY_EDITS, behind=("pytest",)),
     Row("node --test", "node --test test/", *js(NODE_TEST), tools=("node",)),
     Row("npm test>node --test", "npm test", *js(NODE_TEST, script="node --test test/"), tools=("npm",)),
-    Row("make>node --test", "make test", *js(NODE_TEST, extra=make("node --test test/")), tools=("make", "node")),
+    Row("make>node --test", "make test", *js(NODE_TEST, extra=make("node --test test/")), tools=("make", "node"),
+        behind=("node-test",)),
     Row("jest", "jest --ci", *js(JEST_TEST), tools=("jest",)),
     Row("npm test>jest", "npm test", *js(JEST_TEST, script="jest --ci"), tools=("npm", "jest")),
-    Row("npm test>jest+more", "npm test", *js(JEST_TEST, script="jest --ci && node -e 0"), tools=("npm", "jest")),
-    Row("make>jest", "make test", *js(JEST_TEST, extra=make("jest --ci")), tools=("make", "jest")),
+    Row("npm test>jest+more", "npm test", *js(JEST_TEST, script="jest --ci && node -e 0"), tools=("npm", "jest"),
+        behind=("jest",)),
+    Row("make>jest", "make test", *js(JEST_TEST, extra=make("jest --ci")), tools=("make", "jest"), behind=("jest",)),
     Row("vitest", "vitest run", *js(JEST_TEST, extra=VITEST_CONFIG), tools=("vitest",)),
     # behind a wrapper vitest and mocha get their report options from middle's preload (jest_argv.cjs)
     Row("make>vitest", "make test", *js(JEST_TEST, extra={**VITEST_CONFIG, **make("vitest run")}),
-        tools=("make", "vitest")),
+        tools=("make", "vitest"), behind=("vitest",)),
     # the script's own --bail would stop vitest at its first failures (and vitest refuses a --bail=0
     # beside it): read as a wrapper, whose preload takes it out of vitest's argv, so every test runs
     Row("npm test>vitest --bail", "npm test", *js(JEST_TEST, script="vitest run --bail=1", extra=VITEST_CONFIG),
-        tools=("npm", "vitest")),
+        tools=("npm", "vitest"), behind=("vitest",)),
     Row("make>vitest --bail 1", "make test", *js(JEST_TEST, extra={**VITEST_CONFIG, **make("vitest run --bail 1")}),
-        tools=("make", "vitest")),
+        tools=("make", "vitest"), behind=("vitest",)),
     Row("mocha", "mocha", *js(MOCHA_TEST), tools=("mocha",)),
     Row("npm test>mocha", "npm test", *js(MOCHA_TEST, script="mocha"), tools=("npm", "mocha")),
-    Row("npm test>mocha+more", "npm test", *js(MOCHA_TEST, script="mocha && node -e 0"), tools=("npm", "mocha")),
-    Row("make>mocha", "make test", *js(MOCHA_TEST, extra=make("mocha")), tools=("make", "mocha")),
+    Row("npm test>mocha+more", "npm test", *js(MOCHA_TEST, script="mocha && node -e 0"), tools=("npm", "mocha"),
+        behind=("mocha",)),
+    Row("make>mocha", "make test", *js(MOCHA_TEST, extra=make("mocha")), tools=("make", "mocha"), behind=("mocha",)),
     # uvu prints no passing test's name: its test API is wrapped in its own process (uvu_preload.cjs)
     Row("npm test>uvu -r esm", "npm test", *uvu("uvu -r esm test", "test/calc.js"), tools=("uvu", "npm"),
-        packages=("uvu", "esm")),
-    Row("uvu", "uvu test", *uvu("uvu test", "test/calc.test.mjs"), tools=("uvu",), packages=("uvu",)),
+        packages=("uvu", "esm"), behind=("uvu",)),
+    Row("uvu", "uvu test", *uvu("uvu test", "test/calc.test.mjs"), tools=("uvu",), packages=("uvu",), behind=("uvu",)),
     Row("rspec", "rspec", RB_FILES, RB_EDITS, ("rspec",)),
     Row("rake spec", "rake spec", {**RB_FILES, "Rakefile": "require 'rspec/core/rake_task'\n"
                                    "RSpec::Core::RakeTask.new(:spec)\n"}, RB_EDITS, ("rake", "rspec")),
-    Row("make>rspec", "make test", {**RB_FILES, **make("rspec")}, RB_EDITS, ("make", "rspec")),
-    Row("bats", "bats test", BATS_FILES, BATS_EDITS, ("bats",)),
-    Row("make>bats", "make test", {**BATS_FILES, **make("bats test")}, BATS_EDITS, ("make", "bats")),
+    Row("make>rspec", "make test", {**RB_FILES, **make("rspec")}, RB_EDITS, ("make", "rspec"), behind=("rspec",)),
+    Row("bats", "bats test", BATS_FILES, BATS_EDITS, ("bats",), behind=("tap",)),
+    Row("make>bats", "make test", {**BATS_FILES, **make("bats test")}, BATS_EDITS, ("make", "bats"), behind=("tap",)),
     Row("cargo test", "cargo test", RS_FILES, RS_EDITS, ("cargo",), env=NATIVE_ENV),
     # behind a wrapper: middle's cargo first on PATH adds --no-fail-fast, libtest's lines are read
     Row("make>cargo test", "make test", {**RS_FILES, **make("cargo test")}, RS_EDITS, ("make", "cargo"),
-        env=NATIVE_ENV),
+        env=NATIVE_ENV, behind=("cargo",)),
     Row("go test", "go test ./...", GO_FILES, GO_EDITS, ("go",), env=NATIVE_ENV),
     # behind a wrapper go test is verbose through GOFLAGS=-v (added to the user's), read from its lines
     Row("make>go test", "make test", {**GO_FILES, **make("go test ./...")}, GO_EDITS, ("make", "go"),
-        env=NATIVE_ENV),
+        env=NATIVE_ENV, behind=("go",)),
     # GOFLAGS=-v reaches go vet and go build in the same recipe: they still pass, listing packages
     Row("make>go vet+build+test", "make test", {**GO_FILES, **make("go vet ./... && go build ./... && go test ./...")},
-        GO_EDITS, ("make", "go"), env=NATIVE_ENV),
+        GO_EDITS, ("make", "go"), env=NATIVE_ENV, behind=("go",)),
+    # the other wrappers middle knows by name (wrapper.WRAPPERS), each running pytest: tox on the
+    # system's Python (nothing installed, nothing downloaded), nox with no virtualenv, just
+    Row("tox>pytest", "tox -q", {**PY_FILES, "tox.ini": TOX_INI}, PY_EDITS, ("tox",), behind=("pytest",)),
+    Row("nox>pytest", "nox -s tests", {**PY_FILES, "noxfile.py": NOXFILE}, PY_EDITS, ("nox",), behind=("pytest",)),
+    Row("just>pytest", "just test", {**PY_FILES, "justfile": f"test:\n    {PYTEST}\n"}, PY_EDITS, ("just",),
+        behind=("pytest",)),
+    # pnpm and yarn running the package's test script: its runner asked for its report after the name
+    Row("pnpm test>jest", "pnpm test", *js(JEST_TEST, script="jest --ci"), tools=("pnpm", "jest")),
+    Row("yarn test>mocha", "yarn test", *js(MOCHA_TEST, script="mocha"), tools=("yarn", "mocha")),
+    # each format a command may name: its own JUnit report, TAP said, its exit code, diagnostics lines
+    Row("node --test, junit", "node --test --test-reporter=junit --test-reporter-destination=junit.xml test/",
+        *js(NODE_TEST), tools=("node",), format="junit", junit="junit.xml"),
+    Row("bats, format tap", "bats test", BATS_FILES, BATS_EDITS, ("bats",), format="tap"),
+    Row("pytest, format exit-code", PYTEST, PY_FILES, PY_EDITS, (), format="exit-code", leaks=BY_OUTPUT),
+    Row("pytest, format diagnostics", f"{PYTEST} --tb=line", PY_FILES, PY_EDITS, (), format="diagnostics",
+        leaks=BY_OUTPUT),
     Row("exit code", f"{PY} check.py", {**PY_FILES, **OPAQUE}, PY_EDITS, (), leaks=BY_EXIT_CODE),
     Row("exit code>cargo test", "sh scripts/test.sh", {**RS_FILES, **RS_HIDDEN}, RS_EDITS, ("cargo",),
         leaks=BY_EXIT_CODE, env=NATIVE_ENV),
@@ -425,6 +475,9 @@ def check_cell(matrix: Matrix, name: str, scenario: str) -> None:
         pytest.skip(why)
     base = matrix.base(row)
     assert base.problem is None and not base.passed, (base.problem, base.tail)
+    if row.behind:  # the runners the row claims to read behind its wrapper are the ones read
+        read = [base.runner] if base.runner == "tap" else base.extra.get("read")
+        assert read == sorted(row.behind), (read, base.tail)
     result, verdict = matrix.ticket(row, scenario)
     said = (verdict.outcome, verdict.reason, verdict.new_failures, verdict.removed_tests, result.problem,
             result.tail[-1500:])
@@ -450,3 +503,57 @@ def check_cell(matrix: Matrix, name: str, scenario: str) -> None:
         assert verdict.outcome == PASSED, said
     else:  # crashes before any test: never complete
         assert verdict.outcome == FAILED, said
+
+
+# -- the enumeration: every reader middle registers has its rows, or an exemption saying why ------
+
+# A reader with no row in the table, and why (docs/checks.md, "The gate enumerated", says the same)
+EXEMPT: dict[str, str] = {
+    "wrapper:hatch": "hatch is neither in the test extra nor installed by .ci/run, and `hatch test` builds its "
+                     "own environments (a download); checked by hand on python-fwt (docs/checks.md's table)",
+}
+
+
+def registered() -> set[str]:
+    """Every way middle reads a check, from the code: each runner a line may run
+    (instrument.runner_of, the JavaScript runners, the report each is asked for, the ones read from
+    their output, TAP), each runner read behind a wrapper (wrapper.runs' kinds, and those whose
+    tests a wrapper's output lists), each wrapper known by name (wrapper.WRAPPERS), each format
+    and baseline a command may say (CheckCommand's)."""
+    from typing import get_args
+
+    from orchestrator.checks.instrument import FROM_OUTPUT
+    from orchestrator.checks.runner import OWN_REPORT
+    from orchestrator.checks.runners import javascript, tap, wrapper
+
+    keys = {f"runner:{r}" for r in [*OWN_REPORT, *FROM_OUTPUT, *javascript.RUNNERS, tap.RUNNER]}
+    # behind a wrapper: the reports asked through the environment, the runners whose output lists
+    # every test (go, cargo), and TAP (runner.py reads a wrapper's TAP output: tap.looks_like)
+    keys |= {f"behind:{r.kind}" for r in wrapper.runs([], "")} | {f"behind:{r}" for r in FROM_OUTPUT}
+    keys |= {f"behind:{tap.RUNNER}"} | {f"wrapper:{w}" for w in wrapper.WRAPPERS}
+    for option in ("format", "baseline"):
+        keys |= {f"{option}:{v}" for v in get_args(CheckCommand.model_fields[option].annotation)}
+    return keys
+
+
+def covers(row: Row, tmp: Path) -> set[str]:
+    """What a row exercises, from the code too: the runner middle prepares its line for, the
+    wrapper its line starts with, its format and baseline, and the runners it reads behind a
+    wrapper (its `behind`, which check_cell asserts on its base run)."""
+    import shlex
+    import tempfile
+
+    from orchestrator.checks import instrument
+    from orchestrator.checks.runners import wrapper
+
+    folder = Path(tempfile.mkdtemp(dir=tmp))
+    _lay_out(folder, dict(row.files))
+    (folder / ".prep").mkdir()  # where middle's own report files would go (nothing runs)
+    prepared = instrument.prepare(row.spec(), folder / ".prep", {**os.environ, **row.env}, folder)
+    keys = {f"format:{row.format}", f"baseline:{row.baseline}"} | {f"behind:{b}" for b in row.behind}
+    if prepared.runner not in ("", wrapper.RUNNER):
+        keys.add(f"runner:{prepared.runner}")
+    first = shlex.split(row.command)[0]
+    if first in wrapper.WRAPPERS:
+        keys.add(f"wrapper:{first}")
+    return keys

@@ -110,21 +110,26 @@ _JEST_RUN = re.compile(r"^Tests:\s+(?:\d+ \w+, )*\d+ total\s*$", re.M)  # jest's
 _VITEST_RUN = re.compile(r"^\s*Test Files\s+.*\(\d+\)\s*$", re.M)
 _MOCHA_RUN = re.compile(r"^\s*\d+ passing \(\d+(?:ms|s|m)\)\s*$", re.M)
 _UVU_RUN = re.compile(r"^\s*Total:\s+\d+\s*$", re.M)  # uvu's summary (`  Total:     4`), once per run
-# A wrapper's own words for a target, env, session or recipe it does not have: the config's mistake
-_CANNOT = re.compile(r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:\s+Stop\.)?$"
-                     r"|^(?:ROOT: HandledError\| )?(provided environments not found in configuration file"
-                     r":?.*(?:\n\S.*)?)$"
-                     r"|^(?:nox > )?(Sessions not found: .*)$"
-                     # just (`Justfile` before 1.x's lowercase `justfile`), and just with no justfile
-                     r"|^(?:error: )?([Jj]ustfile does not contain recipe .*|[Nn]o justfile found.*)$"
-                     # hatch: `hatch run nosuchenv:test`, and `hatch test -py 3.99` (no env of that Python)
-                     r"|^(Unknown environment: .*|No environments were selected)$"
-                     # a package script it does not have: npm (`npm error` 10, `npm ERR!` before), pnpm,
-                     # yarn 1 (`error Command "tset" not found.`) and yarn berry
-                     r"|^(?:npm (?:error|ERR!)|.*ERR_PNPM_NO_SCRIPT\W*) ?(Missing script: .*)$"
-                     r"|^error (Command \"[^\"]*\" not found\.)$|^Usage Error: (Couldn't find a script named .*)$"
-                     # pytest's usage error (exit 4), which the wrapper turns into its own exit code
-                     r"|^(pytest: error: .*|ERROR: file or directory not found: .*)$", re.M)
+# Each wrapper middle knows by name, with its own words for a target, env, session or recipe it does
+# not have (the config's mistake: a check that cannot run). The wrappers the gate is enumerated on
+# (tests/graph/gate_matrix.py asserts a row, or a documented exemption, for each name here).
+WRAPPERS: dict[str, str] = {
+    "make": r"^(make(?:\[\d+\])?: \*\*\* No rule to make target .*?)(?:\s+Stop\.)?$",
+    "tox": r"^(?:ROOT: HandledError\| )?(provided environments not found in configuration file:?.*(?:\n\S.*)?)$",
+    "nox": r"^(?:nox > )?(Sessions not found: .*)$",
+    # `Justfile` before 1.x's lowercase `justfile`, and just with no justfile
+    "just": r"^(?:error: )?([Jj]ustfile does not contain recipe .*|[Nn]o justfile found.*)$",
+    # `hatch run nosuchenv:test`, and `hatch test -py 3.99` (no env of that Python)
+    "hatch": r"^(Unknown environment: .*|No environments were selected)$",
+    # a package script it does not have: npm (`npm error` 10, `npm ERR!` before), pnpm, yarn 1
+    # (`error Command "tset" not found.`) and yarn berry
+    "npm": r"^npm (?:error|ERR!) ?(Missing script: .*)$",
+    "pnpm": r"^.*ERR_PNPM_NO_SCRIPT\W* ?(Missing script: .*)$",
+    "yarn": r"^error (Command \"[^\"]*\" not found\.)$|^Usage Error: (Couldn't find a script named .*)$",
+}
+# pytest's usage error (exit 4), which the wrapper turns into its own exit code
+_PYTEST_USAGE = r"^(pytest: error: .*|ERROR: file or directory not found: .*)$"
+_CANNOT = re.compile("|".join([*WRAPPERS.values(), _PYTEST_USAGE]), re.M)
 
 
 # make's line for a recipe that failed: `make[1]: *** [Makefile:7: lint] Error 3` (make 4.3), `make:
@@ -337,5 +342,5 @@ def cannot_run(output: str) -> str | None:
     return " ".join(next(g for g in found.groups() if g).split())[:200]  # tox names the env on the next line
 
 
-__all__ = ["MAKE_STEP", "NODE_MIN", "PYTEST_REPORT", "RUNNER", "Keeper", "Runs", "cannot_run", "incomplete",
+__all__ = ["MAKE_STEP", "NODE_MIN", "PYTEST_REPORT", "RUNNER", "WRAPPERS", "Keeper", "Runs", "cannot_run", "incomplete",
            "make_errors", "prepare", "ran_nothing", "read", "runs"]
