@@ -39,7 +39,7 @@ from .base import EventCallback
 from .group_guard import guard_group, stop_guard
 from .orphans import MARK_VAR, die_with_parent, own_mark, stop_marked
 
-__all__ = ["ProcessOutcome", "TurnProcesses", "kill_group", "safe_callback", "tail"]
+__all__ = ["Guarded", "ProcessOutcome", "TurnProcesses", "kill_group", "safe_callback", "tail"]
 
 log = logging.getLogger(__name__)
 
@@ -102,20 +102,14 @@ class TurnProcesses:
         has come: then a process that stays on is ended after a short drain. Raises
         CodingAgentError when the CLI cannot be started, RunInterrupted when stopped."""
         started = time.monotonic()
-        env = {**env, MARK_VAR: own_mark(mark)}
         try:
-            proc = subprocess.Popen(
-                cmd, cwd=cwd, env=env,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                # Killed by the kernel if this process dies (kill -9), since this thread waits.
-                preexec_fn=die_with_parent(),
-            )
+            guarded = Guarded.start(cmd, mark=mark, cwd=cwd, env=env,
+                                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
             hint = f" {install_hint}" if install_hint else ""
             raise CodingAgentError(f"{self.agent_name} could not be started ({cmd[0]}: {exc}).{hint}") from exc
-        # Everything else in the group (a launcher's child doing the work) ends with `middle` too.
-        guard = guard_group(proc.pid)
+        proc = guarded.proc
         with self._lock:
             self._live[proc.pid] = proc
         emit({"type": "start", "pid": proc.pid, **(start_event or {})})
@@ -175,9 +169,7 @@ class TurnProcesses:
         finally:
             # Ends the turn's leftovers too (shells it started in sessions of their own), and never
             # leaves a live process behind if we got here through an exception.
-            kill_group(proc)
-            stop_guard(guard)
-            stop_marked([mark], owner="self")
+            guarded.end()
             with self._lock:
                 self._live.pop(proc.pid, None)
                 stopped = self._stopped.pop(proc.pid, None)
@@ -187,6 +179,39 @@ class TurnProcesses:
         return ProcessOutcome(exit_code=exit_code, stderr=b"".join(stderr_tail).decode("utf-8", "replace"),
                               timed_out=timed_out, lingered=lingered,
                               elapsed_ms=int((time.monotonic() - started) * 1000))
+
+
+@dataclass
+class Guarded:
+    """A process that does not outlive `middle`, even after kill -9: the one way middle starts a
+    long-lived child (a coding agent's turn, the middle agent's model call through a CLI).
+
+    - its own process group, in a session of its own (a stop or a timeout kills the whole group);
+    - killed by the kernel when the thread that started it ends (`die_with_parent`): start it
+      from the thread that waits for it;
+    - the rest of its group killed then too (`group_guard`: a launcher's child doing the work);
+    - the orphan marker `mark` in its environment, inherited by all it starts, so what escapes
+      the group (a shell in a session of its own) is ended by `end()` and, after a kill -9, by the
+      next `middle` that takes the run over (`orphans.stop_dead_run`).
+    """
+
+    proc: subprocess.Popen[Any]
+    guard: subprocess.Popen[bytes] | None
+    mark: str
+
+    @classmethod
+    def start(cls, cmd: list[str], *, mark: str, env: dict[str, str], **popen: Any) -> "Guarded":
+        """Start `cmd` (Popen's other arguments in `popen`); OSError when it cannot be started."""
+        proc = subprocess.Popen(cmd, env={**env, MARK_VAR: own_mark(mark)}, start_new_session=True,
+                                preexec_fn=die_with_parent(), **popen)
+        return cls(proc, guard_group(proc.pid), mark)
+
+    def end(self) -> None:
+        """Kill its group and the processes carrying its marker (a no-op once they are gone), and
+        stop its guard."""
+        kill_group(self.proc)
+        stop_guard(self.guard)
+        stop_marked([self.mark], owner="self")
 
 
 def safe_callback(on_event: EventCallback | None) -> EventCallback:
@@ -241,7 +266,7 @@ def _drain(stream: Any, kept: deque[bytes]) -> None:
         pass
 
 
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
+def kill_group(proc: subprocess.Popen[Any]) -> None:
     """SIGTERM the turn's whole process group, give it a grace period, then SIGKILL what is left."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -265,7 +290,7 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
         log.warning("coding agent process %s did not exit even after SIGKILL", proc.pid)
 
 
-def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
+def _group_alive(proc: subprocess.Popen[Any]) -> bool:
     """Whether any live (non-zombie) process is left in the turn's process group."""
     proc.poll()  # reap the leader as soon as it exits, or it would keep the group "alive"
     try:

@@ -19,6 +19,7 @@ from langchain_core.runnables import RunnableConfig
 
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.coding_agent.base import EventCallback, title_of
+from orchestrator.coding_agent.orphans import running
 from orchestrator.config.settings import Config
 from orchestrator.errors import RunInterrupted, TicketError
 from orchestrator.graph import build_graph
@@ -351,6 +352,10 @@ class TicketDriver:
                                  on_event=self.on_event, stop=self.stop, project_override=self.project_override,
                                  ticket=ticket)
         context.ticket_overrides = overrides
+        with running(run.run_id):  # the middle agent's calls through a CLI carry the run's marker
+            self._steps(graph_input, cfg, context, run)
+
+    def _steps(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, context: Any, run: Run) -> None:
         record = run.events
         # (langgraph types `context` as None on this overload whatever the graph's context schema)
         for task in self.graph.stream(graph_input, cfg, context=context,  # type: ignore[call-overload]
