@@ -189,10 +189,12 @@ class Guarded:
     - its own process group, in a session of its own (a stop or a timeout kills the whole group);
     - killed by the kernel when the thread that started it ends (`die_with_parent`): start it
       from the thread that waits for it;
-    - the rest of its group killed then too (`group_guard`: a launcher's child doing the work);
+    - the rest of its group killed then too, and every process carrying its marker (`group_guard`:
+      a launcher's child doing the work, a shell it started in a session of its own);
     - the orphan marker `mark` in its environment, inherited by all it starts, so what escapes
-      the group (a shell in a session of its own) is ended by `end()` and, after a kill -9, by the
-      next `middle` that takes the run over (`orphans.stop_dead_run`).
+      the group is ended by `end()` and, after a kill -9, by the guard and, should anything be
+      left (the guard killed too), by the next `middle` that takes the run over
+      (`orphans.stop_dead_run`).
     """
 
     proc: subprocess.Popen[Any]
@@ -202,9 +204,10 @@ class Guarded:
     @classmethod
     def start(cls, cmd: list[str], *, mark: str, env: dict[str, str], **popen: Any) -> "Guarded":
         """Start `cmd` (Popen's other arguments in `popen`); OSError when it cannot be started."""
-        proc = subprocess.Popen(cmd, env={**env, MARK_VAR: own_mark(mark)}, start_new_session=True,
+        value = own_mark(mark)
+        proc = subprocess.Popen(cmd, env={**env, MARK_VAR: value}, start_new_session=True,
                                 preexec_fn=die_with_parent(), **popen)
-        return cls(proc, guard_group(proc.pid), mark)
+        return cls(proc, guard_group(proc.pid, f"{MARK_VAR}={value}"), mark)
 
     def end(self) -> None:
         """Kill its group and the processes carrying its marker (a no-op once they are gone), and
