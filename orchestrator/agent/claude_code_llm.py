@@ -19,6 +19,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from orchestrator.errors import AgentReplyError, CodingAgentError, ModelAccessError
+from orchestrator.procs.guarded import Guarded
+from orchestrator.procs.orphans import current_run, model_mark, one_call
 
 SIGN_IN = ("run `claude` once and sign in (/login) with your Claude subscription, or export ANTHROPIC_API_KEY")
 # Words of Claude Code's own result when it has no usable login (2.1.330: "Not logged in · Please
@@ -128,14 +130,11 @@ def transcript(messages: list[dict[str, str]]) -> str:
 def call_cli(args: list[str], prompt: str, cwd: str, env: dict[str, str], timeout_s: float,
              who: str) -> tuple[str, str, int]:
     """One headless CLI call (a provider's model call through Claude Code or Codex): the prompt
-    on stdin, (stdout, stderr, exit code). Started as a coding agent's turn is (process.Guarded):
+    on stdin, (stdout, stderr, exit code). Started as a coding agent's turn is (procs.guarded.Guarded):
     it and everything it starts (Codex's native binary under its Node launcher) end with the call,
     with a timeout or an interruption, and with `middle` even by kill -9; its orphan marker names
     the run it works for, so the `middle` that takes a dead run over stops any leftover. A timeout
     is an AgentReplyError naming `who`."""
-    from orchestrator.coding_agent.orphans import current_run, model_mark, one_call
-    from orchestrator.coding_agent.process import Guarded
-
     guarded = Guarded.start(args, mark=one_call(model_mark(current_run())), env=env, cwd=cwd, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

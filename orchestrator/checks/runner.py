@@ -27,6 +27,8 @@ from orchestrator.checks.instrument import CANNOT_START  # noqa: F401 - re-expor
 from orchestrator.checks.runners import cargo, go, javascript, rspec, tap, wrapper
 from orchestrator.checks.spec import Item, spec_of
 from orchestrator.config.settings import CheckCommand
+from orchestrator.procs.guarded import Guarded
+from orchestrator.procs.orphans import check_mark, one_call
 
 # The report middle asks each runner for, in the runner's own terms (a run that dies before writing
 # it is told so): not "a JUnit report" for a runner asked for JSON
@@ -101,12 +103,10 @@ class CheckResult:
 def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float,
               env: dict[str, str] | None = None, run_id: str | None = None) -> CheckResult:
     """Run `command` in `cwd` under `sh -c`, at most `timeout_s` seconds (then its whole process
-    group is killed). Like a coding agent's turn (process.Guarded), it dies with this process
+    group is killed). Like a coding agent's turn (procs.guarded.Guarded), it dies with this process
     (even by kill -9), what it started with it, and what it leaves running (a `cmd &`, a server
     in a session of its own) is ended when it ends; with `run_id` it carries the run's marker, so
     whoever takes a dead run over stops what escaped its group."""
-    from orchestrator.coding_agent.orphans import check_mark, one_call
-
     spec = spec_of(command)
     cwd = Path(cwd)
     started = time.monotonic()
@@ -144,8 +144,6 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
 def _run(line: str, cwd: Path, out: Any, environ: dict[str, str], timeout_s: float,
          mark: str) -> tuple[int | None, bool]:
     """Run the shell line to its end or its timeout: (exit code, None when it timed out; timed out)."""
-    from orchestrator.coding_agent.process import Guarded
-
     guarded = Guarded.start(["sh", "-c", line], mark=mark, env=environ, cwd=str(cwd), stdout=out,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:

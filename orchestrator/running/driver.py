@@ -19,7 +19,6 @@ from langchain_core.runnables import RunnableConfig
 
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.coding_agent.base import EventCallback, title_of
-from orchestrator.coding_agent.orphans import running
 from orchestrator.config.settings import Config
 from orchestrator.errors import RunInterrupted, TicketError
 from orchestrator.graph import build_graph
@@ -28,6 +27,7 @@ from orchestrator.graph.state import ENDING_NODES
 from orchestrator.lifecycle.next_steps import advise
 from orchestrator.lifecycle.run_lifecycle import ClaimedRun, RunLifecycle, try_claim
 from orchestrator.memory.facade import MemoryFacade
+from orchestrator.procs.orphans import running
 from orchestrator.running.checkpoints import open_checkpointer
 from orchestrator.running.events import finished_steps
 from orchestrator.running.outcome import RunOutcome
@@ -288,7 +288,7 @@ class TicketDriver:
     def _stop_leftovers(self, run_id: str) -> None:
         """Kill the Claude Code processes a dead `middle` of this run left here, before a turn
         starts in the same worktree (taken over, so no live runner owns them)."""
-        from orchestrator.coding_agent.orphans import stop_dead_run
+        from orchestrator.procs.orphans import stop_dead_run
 
         if n := stop_dead_run(self.store, run_id):
             self.say(f"stopped {n} process(es) the run's previous `middle` left running")

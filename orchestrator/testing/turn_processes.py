@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable
 
-from orchestrator.coding_agent.orphans import MARK_VAR
+from orchestrator.procs.orphans import MARK_VAR
 from tickets.procs import is_running, start_ticks, stat_fields
 
 __all__ = ["WAIT_S", "alive", "descendants", "group_running", "turn_processes", "wait_until"]

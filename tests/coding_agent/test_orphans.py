@@ -16,7 +16,7 @@ import pytest
 from test_claude_code_process import worker
 
 from orchestrator.coding_agent.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
-from orchestrator.coding_agent.orphans import MARK_VAR, stop_marked
+from orchestrator.procs.orphans import MARK_VAR, stop_marked
 from tickets.procs import is_running, start_ticks
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and prctl")

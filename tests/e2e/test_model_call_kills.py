@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from e2e_helpers import fresh_project, plan
 
-from orchestrator.coding_agent.orphans import model_mark
 from orchestrator.fake_api import claude_code_env
 from orchestrator.fake_api.openai_responses import FakeResponsesAPI
+from orchestrator.procs.orphans import model_mark
 from orchestrator.testing.clis import require_cli
 from orchestrator.testing.turn_processes import WAIT_S, alive, turn_processes, wait_until
 from tickets.store import TicketStore

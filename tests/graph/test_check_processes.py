@@ -15,7 +15,7 @@ from pathlib import Path
 
 from orchestrator.checks.runner import run_check
 from orchestrator.checks.setup import prepare
-from orchestrator.coding_agent.orphans import MARK_VAR, check_mark, model_mark, stop_dead_run
+from orchestrator.procs.orphans import MARK_VAR, check_mark, model_mark, stop_dead_run
 from orchestrator.testing import make_repo
 from tickets.procs import is_running
 from tickets.store import TicketStore

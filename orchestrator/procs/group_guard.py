@@ -7,10 +7,10 @@ until a later `middle` took the run over, and for good when none does. So each t
 a tiny process, told by the kernel (PDEATHSIG, SIGTERM) when `middle`'s waiting thread is gone,
 which then SIGKILLs the turn's group, and then the groups of the processes carrying the turn's
 orphan marker (a tool shell Claude Code starts in a session of its own, a server a check command
-left): nothing of a killed `middle` waits for a next `middle` to sweep it. It cannot be a member of that group (the CLI's group is in a
-session of its own, which no other process can join), so it runs in a session of its own too (a
-Ctrl-C at the terminal does not reach it), and the turn's end stops it first (`stop_guard`, with
-SIGKILL: it does nothing).
+left): nothing of a killed `middle` waits for a next `middle` to sweep it. It cannot be a member
+of that group (the CLI's group is in a session of its own, which no other process can join), so it
+runs in a session of its own too (a Ctrl-C at the terminal does not reach it), and the turn's end
+stops it first (`stop_guard`, with SIGKILL: it does nothing).
 """
 
 from __future__ import annotations
