@@ -137,11 +137,18 @@ def call_cli(args: list[str], prompt: str, cwd: str, env: dict[str, str], timeou
     is an AgentReplyError naming `who`."""
     guarded = Guarded.start(args, mark=one_call(model_mark(current_run())), env=env, cwd=cwd, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    answered = False
     try:
         out, err = guarded.proc.communicate(prompt, timeout=timeout_s)
+        answered = True
     except subprocess.TimeoutExpired:
         raise AgentReplyError(f"{who} did not answer within {timeout_s:.0f} s; try again with "
                               "`middle resume`") from None
     finally:  # (a Ctrl-C or a stop too: the call does not outlive its run)
         guarded.end()
+        if not answered:  # read its pipes to their end (and close them): nothing holds them now
+            try:
+                guarded.proc.communicate(timeout=5)
+            except (subprocess.TimeoutExpired, OSError, ValueError):
+                pass
     return out, err, guarded.proc.returncode

@@ -31,7 +31,7 @@ from orchestrator.testing.clis import require_cli
 from orchestrator.testing.turn_processes import WAIT_S, alive, turn_processes, wait_until
 from tickets.store import TicketStore
 
-pytestmark = [pytest.mark.cli, pytest.mark.slow,
+pytestmark = [pytest.mark.cli,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and prctl")]
 
 MIDDLE = str(Path(sys.executable).with_name("middle"))
