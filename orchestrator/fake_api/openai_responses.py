@@ -378,7 +378,7 @@ class _Handler(FakeHandler):
 
     def _error(self, record: ResponsesRequest, error: ApiError) -> None:
         record.reply = {"status": error.status, "error": error.message}
-        payload = {"error": {"message": error.message, "type": error.type, "code": error.type, "param": None}}
+        payload = {"error": {"message": error.message, "type": error.type, "code": error.error_code, "param": None}}
         data = json.dumps(payload).encode()
         self.send_response(error.status)
         self.send_header("Content-Type", "application/json")
