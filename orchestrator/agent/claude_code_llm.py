@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import tempfile
 from typing import Any
@@ -20,6 +19,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from orchestrator.errors import AgentReplyError, CodingAgentError, ModelAccessError
+from orchestrator.procs.guarded import Guarded
+from orchestrator.procs.orphans import current_run, model_mark, one_call
 
 SIGN_IN = ("run `claude` once and sign in (/login) with your Claude subscription, or export ANTHROPIC_API_KEY")
 # Words of Claude Code's own result when it has no usable login (2.1.330: "Not logged in · Please
@@ -129,19 +130,25 @@ def transcript(messages: list[dict[str, str]]) -> str:
 def call_cli(args: list[str], prompt: str, cwd: str, env: dict[str, str], timeout_s: float,
              who: str) -> tuple[str, str, int]:
     """One headless CLI call (a provider's model call through Claude Code or Codex): the prompt
-    on stdin, (stdout, stderr, exit code). Its own process group, so a timeout or an interruption
-    kills the CLI and anything it started; a timeout is an AgentReplyError naming `who`."""
-    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=cwd, env=env, start_new_session=True)
+    on stdin, (stdout, stderr, exit code). Started as a coding agent's turn is (procs.guarded.Guarded):
+    it and everything it starts (Codex's native binary under its Node launcher) end with the call,
+    with a timeout or an interruption, and with `middle` even by kill -9; its orphan marker names
+    the run it works for, so the `middle` that takes a dead run over stops any leftover. A timeout
+    is an AgentReplyError naming `who`."""
+    guarded = Guarded.start(args, mark=one_call(model_mark(current_run())), env=env, cwd=cwd, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    answered = False
     try:
-        out, err = proc.communicate(prompt, timeout=timeout_s)
+        out, err = guarded.proc.communicate(prompt, timeout=timeout_s)
+        answered = True
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
         raise AgentReplyError(f"{who} did not answer within {timeout_s:.0f} s; try again with "
                               "`middle resume`") from None
-    except BaseException:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    return out, err, proc.returncode
+    finally:  # (a Ctrl-C or a stop too: the call does not outlive its run)
+        guarded.end()
+        if not answered:  # read its pipes to their end (and close them): nothing holds them now
+            try:
+                guarded.proc.communicate(timeout=5)
+            except (subprocess.TimeoutExpired, OSError, ValueError):
+                pass
+    return out, err, guarded.proc.returncode

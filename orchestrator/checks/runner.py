@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import subprocess
 import tempfile
 import time
@@ -28,6 +27,8 @@ from orchestrator.checks.instrument import CANNOT_START  # noqa: F401 - re-expor
 from orchestrator.checks.runners import cargo, go, javascript, rspec, tap, wrapper
 from orchestrator.checks.spec import Item, spec_of
 from orchestrator.config.settings import CheckCommand
+from orchestrator.procs.guarded import Guarded
+from orchestrator.procs.orphans import check_mark, one_call
 
 # The report middle asks each runner for, in the runner's own terms (a run that dies before writing
 # it is told so): not "a JUnit report" for a runner asked for JSON
@@ -41,7 +42,6 @@ OWN_REPORT = {"pytest": "pytest's JUnit report (--junitxml)", "unittest": "unitt
 _COLOURS = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # ANSI colour and cursor sequences
 TAIL_CHARS = 4000
 _GO_PACKAGE_OK = re.compile(r"^ok  \t\S", re.M)  # a package whose tests passed (go test's summary line)
-KILL_GRACE_S = 5.0
 JUNIT, DIAGNOSTICS = "junit", "diagnostics"  # how a run's failures were read
 _FIELDS = ("command", "exit_code", "duration_s", "tail", "timed_out", "failing", "kind", "ran", "skipped",
            "problem", "runner", "output_lines")
@@ -103,24 +103,23 @@ class CheckResult:
 def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float,
               env: dict[str, str] | None = None, run_id: str | None = None) -> CheckResult:
     """Run `command` in `cwd` under `sh -c`, at most `timeout_s` seconds (then its whole process
-    group is killed). Like Claude Code, it dies with this process (even by kill -9), and, with
-    `run_id`, carries the run's marker, so whoever takes a dead run over stops what it left."""
-    from orchestrator.coding_agent.orphans import MARK_VAR, check_mark, own_mark
-
+    group is killed). Like a coding agent's turn (procs.guarded.Guarded), it dies with this process
+    (even by kill -9), what it started with it, and what it leaves running (a `cmd &`, a server
+    in a session of its own) is ended when it ends; with `run_id` it carries the run's marker, so
+    whoever takes a dead run over stops what escaped its group."""
     spec = spec_of(command)
     cwd = Path(cwd)
     started = time.monotonic()
     wall_start = time.time()
     environ = {**os.environ, **(env or {})}
-    if run_id:
-        environ[MARK_VAR] = own_mark(check_mark(run_id))
+    mark = one_call(check_mark(run_id or ""))  # (without a run, only its own end looks for it)
     with tempfile.TemporaryDirectory(prefix="middle-check-") as tmp, tempfile.TemporaryFile() as out:
         prepared = instrument.prepare(spec, Path(tmp), environ, cwd)
         environ.update(prepared.env)
         # behind a wrapper, each version of a report a later run overwrites is kept as it is written
         keeper = wrapper.Keeper(Path(tmp)) if prepared.runner == wrapper.RUNNER else contextlib.nullcontext()
         with keeper:
-            code, timed_out = _run(prepared.line, cwd, out, environ, timeout_s)
+            code, timed_out = _run(prepared.line, cwd, out, environ, timeout_s, mark)
         duration = time.monotonic() - started
         out.seek(0)
         text = out.read().decode("utf-8", "replace")
@@ -142,25 +141,17 @@ def run_check(command: Item | CheckCommand, cwd: Path | str, *, timeout_s: float
     return result
 
 
-def _run(line: str, cwd: Path, out: Any, environ: dict[str, str], timeout_s: float) -> tuple[int | None, bool]:
+def _run(line: str, cwd: Path, out: Any, environ: dict[str, str], timeout_s: float,
+         mark: str) -> tuple[int | None, bool]:
     """Run the shell line to its end or its timeout: (exit code, None when it timed out; timed out)."""
-    from orchestrator.coding_agent.orphans import die_with_parent
-
-    # The outer sh gets SIGUSR1 from the kernel when this process dies (even by kill -9) and
-    # its trap kills its whole process group: the check's own children too (a test runner's
-    # workers), which a parent-death signal to the sh alone would leave running.
-    guard = 'trap "kill -KILL 0" USR1; sh -c "$1" & wait $!'
-    proc = subprocess.Popen(["sh", "-c", guard, "middle-check", line], cwd=str(cwd), stdout=out,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environ,
-                            start_new_session=True, preexec_fn=die_with_parent(signal.SIGUSR1))
+    guarded = Guarded.start(["sh", "-c", line], mark=mark, env=environ, cwd=str(cwd), stdout=out,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        return proc.wait(timeout=timeout_s), False
+        return guarded.proc.wait(timeout=timeout_s), False
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
         return None, True
-    except BaseException:  # Ctrl-C, a stop: the check does not outlive its run
-        _kill_group(proc)
-        raise
+    finally:  # its end, its timeout, a Ctrl-C or a stop: nothing of the check outlives it
+        guarded.end()
 
 
 def _read_failures(result: CheckResult, spec: CheckCommand, prepared: instrument.Prepared, cwd: Path, text: str,
@@ -307,17 +298,3 @@ def _from_output(result: CheckResult, report: junit.JUnitReport, none: str = "")
     result.failing = report.failing or None
     if result.exit_code != 0 and not report.failing:
         result.failing = [f"(the run exited {result.exit_code} with no failing test)"]
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the check's process group, then SIGKILL what is left after a grace period."""
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue

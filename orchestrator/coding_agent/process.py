@@ -22,9 +22,7 @@ generic subprocess wrappers leave out.
 from __future__ import annotations
 
 import logging
-import os
 import queue
-import signal
 import subprocess
 import threading
 import time
@@ -35,15 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CodingAgentError, RunInterrupted
+from ..procs.guarded import Guarded, kill_group
 from .base import EventCallback
-from .group_guard import guard_group, stop_guard
-from .orphans import MARK_VAR, die_with_parent, own_mark, stop_marked
 
 __all__ = ["ProcessOutcome", "TurnProcesses", "kill_group", "safe_callback", "tail"]
 
 log = logging.getLogger(__name__)
 
-KILL_GRACE_S = 3.0  # between SIGTERM and SIGKILL
 DRAIN_S = 5.0  # how long to keep reading stdout after the process is gone (or has answered)
 _STDERR_KEEP = 64 * 1024
 
@@ -102,20 +98,14 @@ class TurnProcesses:
         has come: then a process that stays on is ended after a short drain. Raises
         CodingAgentError when the CLI cannot be started, RunInterrupted when stopped."""
         started = time.monotonic()
-        env = {**env, MARK_VAR: own_mark(mark)}
         try:
-            proc = subprocess.Popen(
-                cmd, cwd=cwd, env=env,
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                # Killed by the kernel if this process dies (kill -9), since this thread waits.
-                preexec_fn=die_with_parent(),
-            )
+            guarded = Guarded.start(cmd, mark=mark, cwd=cwd, env=env,
+                                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
             hint = f" {install_hint}" if install_hint else ""
             raise CodingAgentError(f"{self.agent_name} could not be started ({cmd[0]}: {exc}).{hint}") from exc
-        # Everything else in the group (a launcher's child doing the work) ends with `middle` too.
-        guard = guard_group(proc.pid)
+        proc = guarded.proc
         with self._lock:
             self._live[proc.pid] = proc
         emit({"type": "start", "pid": proc.pid, **(start_event or {})})
@@ -175,9 +165,7 @@ class TurnProcesses:
         finally:
             # Ends the turn's leftovers too (shells it started in sessions of their own), and never
             # leaves a live process behind if we got here through an exception.
-            kill_group(proc)
-            stop_guard(guard)
-            stop_marked([mark], owner="self")
+            guarded.end()
             with self._lock:
                 self._live.pop(proc.pid, None)
                 stopped = self._stopped.pop(proc.pid, None)
@@ -239,50 +227,3 @@ def _drain(stream: Any, kept: deque[bytes]) -> None:
                 size -= len(kept.popleft())
     except (OSError, ValueError):
         pass
-
-
-def kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the turn's whole process group, give it a grace period, then SIGKILL what is left."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return  # nothing left in the group
-    deadline = time.monotonic() + KILL_GRACE_S
-    while time.monotonic() < deadline and _group_alive(proc):
-        time.sleep(0.05)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    # SIGKILL is delivered, not done: a busy machine may schedule the dying members a while
-    # later. Wait until none still runs, so a turn that returns has nothing of it left running.
-    deadline = time.monotonic() + KILL_GRACE_S
-    while time.monotonic() < deadline and _group_alive(proc):
-        time.sleep(0.02)
-    try:
-        proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
-    except subprocess.TimeoutExpired:
-        log.warning("coding agent process %s did not exit even after SIGKILL", proc.pid)
-
-
-def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
-    """Whether any live (non-zombie) process is left in the turn's process group."""
-    proc.poll()  # reap the leader as soon as it exits, or it would keep the group "alive"
-    try:
-        os.killpg(proc.pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    if not os.path.isdir("/proc/self"):
-        return True
-    # Orphans that already died wait as zombies until init reaps them, which can take a while
-    # in containers; they hold nothing open, so only count members that still run.
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == proc.pid and fields[0] != "Z":
-                return True
-    return False

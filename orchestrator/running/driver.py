@@ -28,6 +28,7 @@ from orchestrator.graph.state import ENDING_NODES
 from orchestrator.lifecycle.next_steps import advise
 from orchestrator.lifecycle.run_lifecycle import ClaimedRun, RunLifecycle, try_claim
 from orchestrator.memory.facade import MemoryFacade
+from orchestrator.procs.orphans import running
 from orchestrator.running.checkpoints import open_checkpointer
 from orchestrator.running.events import finished_steps
 from orchestrator.running.outcome import RunOutcome
@@ -294,7 +295,7 @@ class TicketDriver:
     def _stop_leftovers(self, run_id: str) -> None:
         """Kill the Claude Code processes a dead `middle` of this run left here, before a turn
         starts in the same worktree (taken over, so no live runner owns them)."""
-        from orchestrator.coding_agent.orphans import stop_dead_run
+        from orchestrator.procs.orphans import stop_dead_run
 
         if n := stop_dead_run(self.store, run_id):
             self.say(f"stopped {n} process(es) the run's previous `middle` left running")
@@ -361,6 +362,10 @@ class TicketDriver:
                                  on_event=self.on_event, stop=self.stop, project_override=self.project_override,
                                  ticket=ticket)
         context.ticket_overrides = overrides
+        with running(run.run_id):  # the middle agent's calls through a CLI carry the run's marker
+            self._steps(graph_input, cfg, context, run)
+
+    def _steps(self, graph_input: dict[str, Any] | None, cfg: RunnableConfig, context: Any, run: Run) -> None:
         record = run.events
         # (langgraph types `context` as None on this overload whatever the graph's context schema)
         for task in self.graph.stream(graph_input, cfg, context=context,  # type: ignore[call-overload]

@@ -318,11 +318,11 @@ class Heartbeat:
 
 
 def stop_run_processes(run: Run) -> None:
-    """Kill the Claude Code turns and check commands this process runs for `run` (its claim is
-    lost): by their markers (orchestrator.coding_agent.orphans), no store call needed."""
-    from orchestrator.coding_agent.orphans import check_mark, stop_marked
+    """Kill the coding agent's turns, check commands and model calls through a CLI this process
+    runs for `run` (its claim is lost): by their markers (orchestrator.procs.orphans), no store call needed."""
+    from orchestrator.procs.orphans import run_marks, stop_marked
 
-    n = stop_marked(run.sessions | {check_mark(run.run_id)}, owner="self")
+    n = stop_marked(run.sessions | run_marks(run.run_id), owner="self")
     if n:
         log.warning("stopped %d process(es) of run %s, whose claim was lost", n, run.run_id)
 

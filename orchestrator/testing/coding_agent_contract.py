@@ -48,11 +48,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator.coding_agent.orphans import stop_marked
 from orchestrator.errors import CodingAgentError, RunInterrupted
 from orchestrator.fake_api.messages import content_text, working_directory
 from orchestrator.fake_api.replies import api_error, reply, tool_use
 from orchestrator.fake_api.scripted import ScriptedResponder
+from orchestrator.procs.orphans import stop_marked
 from orchestrator.testing.git import make_repo
 from orchestrator.testing.turn_processes import WAIT_S, alive, descendants, turn_processes, wait_until
 

@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable
 
-from orchestrator.coding_agent.orphans import MARK_VAR
+from orchestrator.procs.orphans import MARK_VAR
 from tickets.procs import is_running, start_ticks, stat_fields
 
 __all__ = ["WAIT_S", "alive", "descendants", "group_running", "turn_processes", "wait_until"]
@@ -39,7 +39,9 @@ def _marked(pid: int, session_id: str) -> bool:
             environ = f.read()
     except OSError:
         return False
-    return any(item.startswith(f"{MARK_VAR}={session_id} ".encode()) for item in environ.split(b"\0"))
+    # "<key>/<call>" (a check's, a model call's): found by its run's key too
+    heads = (f"{MARK_VAR}={session_id} ".encode(), f"{MARK_VAR}={session_id}/".encode())
+    return any(item.startswith(heads) for item in environ.split(b"\0"))
 
 
 def descendants(root: int, table: dict[int, tuple[int, int]] | None = None) -> set[int]:

@@ -15,9 +15,9 @@ import pytest
 from pydantic import ValidationError
 
 from orchestrator.coding_agent.codex import INSTALL, CodexAgent, CodexOptions, SessionMap
-from orchestrator.coding_agent.orphans import MARK_VAR, stop_marked
 from orchestrator.errors import CodingAgentError
 from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use, working_directory
+from orchestrator.procs.orphans import MARK_VAR, stop_marked
 from orchestrator.testing.clis import require_cli
 from orchestrator.testing.turn_processes import group_running
 from tickets.procs import is_running

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from orchestrator.coding_agent.gemini import INSTALL_COMMAND, GeminiAgent
-from orchestrator.coding_agent.orphans import MARK_VAR
 from orchestrator.errors import CodingAgentError
 from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use
 from orchestrator.fake_api.messages import content_text, working_directory
 from orchestrator.graph.rounds import session_lost
+from orchestrator.procs.orphans import MARK_VAR
 from orchestrator.testing import make_repo
 from orchestrator.testing.clis import require_cli
 

@@ -1,4 +1,4 @@
-"""The turn's group guard (coding_agent/group_guard.py): what a CLI started in its process group
+"""The turn's group guard (procs/group_guard.py): what a CLI started in its process group
 dies with a killed `middle` at once, not only the CLI (a launcher's child: Codex's native binary)."""
 
 from __future__ import annotations

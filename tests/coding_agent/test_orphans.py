@@ -1,5 +1,6 @@
-"""No Claude Code process outlives its `middle`: killed with the turn, with a kill -9 of `middle`,
-or, for what a dead `middle` left behind, by the next `middle` that takes the run over."""
+"""No Claude Code process outlives its `middle`: killed with the turn, with a kill -9 of `middle`
+(the CLI by the kernel, its tool shells by the turn's guard), or, for anything a dead `middle` left
+behind, by the next `middle` that takes the run over."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from test_claude_code_process import worker
 
 from orchestrator.coding_agent.claude_code import ClaudeCodeAgent, ClaudeCodeOptions
-from orchestrator.coding_agent.orphans import MARK_VAR, stop_marked
+from orchestrator.procs.orphans import MARK_VAR, stop_marked
 from tickets.procs import is_running, start_ticks
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and prctl")
@@ -53,7 +54,8 @@ def test_a_tool_shell_in_a_session_of_its_own_is_killed_with_the_turn(fake_cli, 
     assert not is_running(child)
 
 
-def test_claude_code_dies_with_a_killed_middle_and_a_takeover_stops_its_leftovers(fake_cli, tmp_path):
+def test_claude_code_and_its_tool_shell_die_with_a_killed_middle_and_a_takeover_stops_any_leftover(
+        fake_cli, tmp_path):
     pidfile = tmp_path / "pids"
     driver = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys
@@ -71,15 +73,18 @@ def test_claude_code_dies_with_a_killed_middle_and_a_takeover_stops_its_leftover
         driver.wait()
         # The kernel kills Claude Code with it (PR_SET_PDEATHSIG)...
         assert wait_until(lambda: not is_running(claude)), "Claude Code outlived the middle that started it"
-        # ...but not its tool shell, in a session of its own: the next `middle` on this machine does.
-        assert is_running(shell)
-        # Not ours to stop: another session's, a live middle's (this test's), and an unmarked one.
-        others = [stand_in(f"sid-other {dead_pid()} 1"),
+        # ...and the turn's guard its tool shell, in a session of its own, by its marker.
+        assert wait_until(lambda: not is_running(shell)), "the tool shell outlived the middle that started it"
+        # What a guard killed with its `middle` (a kill of the whole machine's processes) would
+        # leave: the next `middle` on this machine stops it; not what is not ours: another session's,
+        # a live middle's (this test's), and an unmarked one.
+        leftover = stand_in(f"sid-hang {dead_pid()} 1")
+        others = [leftover, stand_in(f"sid-other {dead_pid()} 1"),
                   stand_in(f"sid-hang {os.getpid()} {start_ticks(os.getpid())}"),
                   stand_in(None, "import time; time.sleep(300)  # sid-hang")]
         assert stop_marked(["sid-hang"], owner="dead") == 1
-        assert not is_running(shell)
-        assert all(is_running(p.pid) for p in others)
+        assert wait_until(lambda: leftover.poll() is not None)
+        assert all(p.poll() is None for p in others[1:])
     finally:
         for proc in others:
             proc.kill()

@@ -13,9 +13,9 @@ import uuid
 import pytest
 from graph_helpers import add_ticket, make_config, make_orchestrator
 
-from orchestrator.coding_agent.orphans import MARK_VAR, own_mark
 from orchestrator.errors import ClaimLost, StoreUnavailable
 from orchestrator.lifecycle.run_lifecycle import RunLifecycle
+from orchestrator.procs.orphans import MARK_VAR, own_mark
 from orchestrator.running.checkpoints import open_checkpointer
 from orchestrator.running.run import Run, fence_checkpoints, stop_run_processes
 from orchestrator.testing.fakes import RecordingCodingAgent, ScriptedAgentLLM, decision_reply, plan_reply

@@ -5,10 +5,12 @@ CLI started lives on. A CLI that is a launcher (Codex's `codex` is a Node script
 `codex` binary as its child) would leave the process doing the work running, still asking the model,
 until a later `middle` took the run over, and for good when none does. So each turn gets a guard:
 a tiny process, told by the kernel (PDEATHSIG, SIGTERM) when `middle`'s waiting thread is gone,
-which then SIGKILLs the turn's group. It cannot be a member of that group (the CLI's group is in a
-session of its own, which no other process can join), so it runs in a session of its own too (a
-Ctrl-C at the terminal does not reach it), and the turn's end stops it first (`stop_guard`, with
-SIGKILL: it does nothing).
+which then SIGKILLs the turn's group, and then the groups of the processes carrying the turn's
+orphan marker (a tool shell Claude Code starts in a session of its own, a server a check command
+left): nothing of a killed `middle` waits for a next `middle` to sweep it. It cannot be a member
+of that group (the CLI's group is in a session of its own, which no other process can join), so it
+runs in a session of its own too (a Ctrl-C at the terminal does not reach it), and the turn's end
+stops it first (`stop_guard`, with SIGKILL: it does nothing).
 """
 
 from __future__ import annotations
@@ -28,14 +30,35 @@ log = logging.getLogger(__name__)
 # it when the thread that started the guard ends, and while `middle` dies its children are first
 # handed to another of its (dying) threads, so `getppid()` cannot tell a dying `middle` from a
 # live one. The turn's own end stops the guard with SIGKILL, which runs nothing.
+# With a marker ("VAR=session owner ticks", this very process's: owned by the dying `middle`),
+# it then also kills the groups of the processes carrying it (a tool shell, a server a check left,
+# each in a session of its own), so nothing of a killed `middle` waits for the next one to sweep.
 _GUARD = r"""
 import ctypes, os, signal, sys
-group, parent = int(sys.argv[1]), int(sys.argv[2])
+mark, group, parent = sys.argv[1].encode(), int(sys.argv[2]), int(sys.argv[3])
+def marked():
+    found = set()
+    for entry in os.listdir("/proc") if mark else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % entry, "rb") as f:
+                if mark in f.read().split(b"\0"):
+                    found.add(os.getpgid(int(entry)))
+        except OSError:
+            pass
+    return found - {os.getpgid(0)}
 def end(*_):
-    try:
-        os.killpg(group, signal.SIGKILL)
-    except OSError:
-        pass
+    groups = {group}
+    for _ in range(3):  # again: a marked process may have started another while we killed
+        for pgid in groups:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
+        groups = marked()
+        if not groups:
+            break
     os._exit(0)
 signal.signal(signal.SIGTERM, end)
 ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
@@ -46,14 +69,15 @@ while True:
 """
 
 
-def guard_group(pgid: int) -> subprocess.Popen[bytes] | None:
+def guard_group(pgid: int, mark: str = "") -> subprocess.Popen[bytes] | None:
     """Start the guard of process group `pgid` (call it from the thread that waits for the turn:
-    the kernel's signal comes when that thread ends); None where it cannot run (not Linux, or the
-    group already gone)."""
+    the kernel's signal comes when that thread ends), which also ends the processes whose
+    environment holds `mark` ("VAR=value", this process's own marker item); None where it cannot
+    run (not Linux, or the group already gone)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return subprocess.Popen([sys.executable, "-I", "-S", "-c", _GUARD, str(pgid), str(os.getpid())],
+        return subprocess.Popen([sys.executable, "-I", "-S", "-c", _GUARD, mark, str(pgid), str(os.getpid())],
                                 start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
     except OSError as exc:  # no interpreter to start (a broken install): the CLI still dies with middle

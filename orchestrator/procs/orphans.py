@@ -10,6 +10,11 @@ Three parts:
   group does not reach them; the marker does.)
 - `stop_marked()`: kill the process groups of the processes carrying a marker, only after
   proving each is ours: the marker names the session, and its owner is this process or dead.
+
+Besides the coding agent's turns, a run's check and setup commands carry one (`check_mark`) and
+so do the middle agent's model calls through a CLI (`model_mark`, provider claude-code or codex).
+Each such process gets a session of its own, "<run's key>/<call>", so its end stops only what it
+started, while the run's key ("check-<run>", "model-<run>") finds every one a dead run left.
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -127,7 +135,8 @@ def stop_marked(session_ids: Iterable[str], *, owner: str = "dead") -> int:
     for proc, environ in _processes():
         groups.setdefault(proc.pgid, set()).add(proc)
         mark = _mark_of(environ)
-        if mark is None or mark[0] not in wanted or proc.pid == me:
+        # "check-<run>/<call>": one call's own session, found by its run's key too
+        if mark is None or (mark[0] not in wanted and mark[0].split("/", 1)[0] not in wanted) or proc.pid == me:
             continue
         mine = (mark[1], mark[2]) == (me, my_ticks)
         if (owner == "self" and mine) or (owner == "dead" and not mine and _owner_gone(mark[1], mark[2])):
@@ -166,12 +175,47 @@ def _signal_groups(pgids: set[int], groups: dict[int, set[_Proc]], sig: int) -> 
 
 
 def check_mark(run_id: str) -> str:
-    """The marker session of a run's check and setup commands (orchestrator.checks.runner)."""
+    """The marker key of a run's check and setup commands (orchestrator.checks.runner)."""
     return f"check-{run_id}"
+
+
+def model_mark(run_id: str | None) -> str:
+    """The marker key of the middle agent's model calls through a CLI for a run ("model-" alone
+    outside a run: `middle doctor`, a memory command)."""
+    return f"model-{run_id or ''}"
+
+
+def one_call(key: str) -> str:
+    """A marker session of one process under `key`: its end stops only what it started."""
+    return f"{key}/{uuid.uuid4().hex[:12]}"
+
+
+def run_marks(run_id: str) -> set[str]:
+    """The marker keys of a run besides its turns' sessions: its checks' and its model calls'."""
+    return {check_mark(run_id), model_mark(run_id)}
+
+
+_RUN: ContextVar[str | None] = ContextVar("middle_current_run", default=None)
+
+
+@contextmanager
+def running(run_id: str) -> Iterator[None]:
+    """The run this thread (and the graph nodes it runs, which copy its context) works for: the
+    middle agent's model calls made meanwhile carry `model_mark(run_id)`."""
+    token = _RUN.set(run_id)
+    try:
+        yield
+    finally:
+        _RUN.reset(token)
+
+
+def current_run() -> str | None:
+    return _RUN.get()
 
 
 def stop_dead_run(store: TicketStore, run_id: str) -> int:
     """Before a run is continued here: kill what its dead `middle` left running on this machine
-    (the processes marked with the sessions of its turns, or with its checks'); how many there were."""
-    sessions = {t["session_id"] for t in store.list_turns(run_id=run_id) if t["session_id"]} | {check_mark(run_id)}
+    (the processes marked with the sessions of its turns, its checks' or its model calls');
+    how many there were."""
+    sessions = {t["session_id"] for t in store.list_turns(run_id=run_id) if t["session_id"]} | run_marks(run_id)
     return stop_marked(sessions, owner="dead")
