@@ -105,7 +105,10 @@ class _Handler(FakeHandler):
         except Exception as exc:  # a broken script must fail visibly, not hang the client
             return self._error(record, 500, f"The fake responder raised {type(exc).__name__}: {exc}", "server_error")
         if isinstance(result, ApiError):
-            return self._error(record, result.status, result.message, result.type)
+            if result.raw is not None:
+                record.reply = {"status": result.status, "error": result.message}
+                return self._send_raw(result.status, result.raw, result.cut, result.headers)
+            return self._error(record, result.status, result.message, result.type, result.headers)
         self._send_completion(record, result)
 
     def _send_completion(self, record: ChatRequest, result: Reply) -> None:
@@ -131,7 +134,9 @@ class _Handler(FakeHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _error(self, record: ChatRequest, status: int, message: str, code: str) -> None:
+    def _error(self, record: ChatRequest, status: int, message: str, code: str,
+               headers: dict[str, str] | None = None) -> None:
         record.reply = {"status": status, "error": message}
-        self._send_json(status, {"error": {"message": message, "type": code, "code": code, "param": None}})
+        self._send_json(status, {"error": {"message": message, "type": code, "code": code, "param": None}},
+                        headers)
 

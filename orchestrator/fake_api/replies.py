@@ -39,6 +39,10 @@ class ApiError:
     message: str = "Internal server error (scripted by the fake Messages API)."
     error_type: str | None = None  # None: the type the real API uses for `status`
     headers: dict[str, str] = field(default_factory=dict)
+    # A broken answer instead of the error JSON (see broken_reply): this text sent as the body,
+    # and with `cut` a Content-Length promising more than is sent before the connection closes.
+    raw: str | None = None
+    cut: bool = False
 
     @property
     def type(self) -> str:
@@ -86,6 +90,12 @@ def api_error(status: int = 500, message: str | None = None, error_type: str | N
     """An HTTP error reply, e.g. api_error(400, "prompt is too long")."""
     return ApiError(status=status, message=message or ApiError.message, error_type=error_type,
                     headers=dict(headers or {}))
+
+
+def broken_reply(raw: str = '{"id": "msg_cut', *, status: int = 200, cut: bool = False) -> ApiError:
+    """An answer a client cannot read: `raw` as the body (JSON cut short by default, or any text
+    such as a proxy's HTML page), with `cut` the connection closed before the promised length."""
+    return ApiError(status=status, message=f"a broken reply (scripted): {raw[:40]!r}", raw=raw, cut=cut)
 
 
 def resolve(item: ReplyLike, body: dict[str, Any]) -> Reply | ApiError:
