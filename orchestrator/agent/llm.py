@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from orchestrator.errors import AgentReplyError, ConfigError, ModelAccessError
+from orchestrator.errors import ConfigError, ModelAccessError
 
 log = logging.getLogger("middle.agent")
 
