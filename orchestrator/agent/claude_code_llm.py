@@ -87,6 +87,8 @@ class ClaudeCodeLLM:
 
 
     def _raise(self, result: dict[str, Any]) -> None:
+        from orchestrator.agent.api_errors import too_long
+
         text = str(result.get("result") or result.get("subtype") or "").replace("\n", " ")[:300]
         status = result.get("api_error_status")
         if status in (401, 403) or any(w in text.lower() for w in _AUTH_WORDS):
@@ -94,6 +96,13 @@ class ClaudeCodeLLM:
         if status == 404 or "model" in text.lower() and "not found" in text.lower():
             raise ModelAccessError(f"provider claude-code: model {self.model!r} was not found ({text}): set "
                                    "[agent] model (e.g. \"sonnet\")")
+        if any(w in text.lower() for w in UNREACHABLE):
+            raise ModelAccessError(f"provider claude-code: Claude Code cannot reach its API ({text}): check the "
+                                   "network, or ANTHROPIC_BASE_URL when it is set")
+        if too_long(text):  # (retrying the same context would be refused the same way)
+            raise AgentReplyError(f"provider claude-code: the ticket's context is too long for model {self.model!r} "
+                                  f"({text}): set [agent] model to one with a longer context window, then "
+                                  "`middle resume`")
         raise AgentReplyError(f"provider claude-code: Claude Code's call failed ({text}); try again later "
                               "with `middle resume`")
 
@@ -126,6 +135,26 @@ def transcript(messages: list[dict[str, str]]) -> str:
     return f"The conversation so far:\n\n{earlier}\n\n[user]\n{messages[-1]['content']}"
 
 
+# Words of a CLI that cannot connect at all (Claude Code: "Connection refused ... (ECONNREFUSED)";
+# Codex: "Reconnecting... waiting for network (Connection failed: ...)").
+UNREACHABLE = ("econnrefused", "connection refused", "waiting for network", "connection failed", "unable to connect",
+               "enotfound")
+
+
+def last_words(out: str, err: str) -> str:
+    """What a CLI said last before it was stopped: the message of its last JSON event that has
+    one (Codex's "Reconnecting..." notices), else its last line of stderr."""
+    for line in reversed(out.splitlines()):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and isinstance(event.get("message"), str):
+            return event["message"][:200]
+    lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else ""
+
+
 def call_cli(args: list[str], prompt: str, cwd: str, env: dict[str, str], timeout_s: float,
              who: str) -> tuple[str, str, int]:
     """One headless CLI call (a provider's model call through Claude Code or Codex): the prompt
@@ -137,9 +166,15 @@ def call_cli(args: list[str], prompt: str, cwd: str, env: dict[str, str], timeou
         out, err = proc.communicate(prompt, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise AgentReplyError(f"{who} did not answer within {timeout_s:.0f} s; try again with "
-                              "`middle resume`") from None
+        out, err = proc.communicate()
+        last = last_words(out, err)
+        if any(w in last.lower() for w in UNREACHABLE):
+            # (Codex waits for the network forever on a refused connection: the timeout ends it)
+            raise ModelAccessError(f"{who} cannot reach its model's server ({last}; gave up after {timeout_s:g} s): "
+                                   "check the network, or [agent] base_url") from None
+        said = f" ({last})" if last else ""
+        raise AgentReplyError(f"{who} did not answer within {timeout_s:g} s{said}: try again with `middle resume`, "
+                              "or raise [agent] timeout_s for a slow model") from None
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
