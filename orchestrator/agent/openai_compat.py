@@ -13,6 +13,7 @@ import json
 import logging
 import os
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
@@ -130,6 +131,11 @@ class OpenAICompatibleLLM:
             raise ModelAccessError(f"{where} rejected the API key ({exc.status_code}): set {self.key_env} "
                                    "(or [agent] api_key_env to the variable that holds it)") from None
         except openai.NotFoundError as exc:
+            if urlsplit(self.base_url).path.rstrip("/") == "":
+                # Ollama, vLLM, LM Studio and OpenAI serve the API under /v1: a bare host 404s
+                raise ModelAccessError(f"{where} has no {self.base_url.rstrip('/')}/chat/completions (404): set "
+                                       f"[agent] base_url = \"{self.base_url.rstrip('/')}/v1\" (the API's address, "
+                                       "with its /v1)") from None
             raise ModelAccessError(f"{where}: model {kwargs['model']!r} was not found ({exc.status_code}: "
                                    f"{_message(exc)}): set [agent] model to one it serves (and [agent] base_url "
                                    "to the API's address, often ending in /v1)") from None
