@@ -165,3 +165,19 @@ def test_a_reply_that_cannot_be_read_is_one_error_naming_the_provider(setup, bro
         setup.build(retries=1).plan(TICKET, "")
     assert NAMES[setup.provider] in str(raised.value)
     assert setup.calls() <= 2  # at most the cap
+
+
+def test_each_test_the_table_of_the_providers_page_names_exists():
+    """docs/providers.md's "When the model call fails" names its tests (F:: here, C:: the CLI
+    providers' file): a renamed test must be renamed there too."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "providers.md").read_text()
+    here = Path(__file__)
+    files = {"F": here.read_text(), "C": (here.parent / "test_provider_failures_cli.py").read_text()}
+    named = re.findall(r"\b([FC])::(test_\w+)", page)
+    assert len(named) >= 12
+    for prefix, name in named:
+        assert f"def {name}(" in files[prefix], f"docs/providers.md names {prefix}::{name}, which does not exist"
