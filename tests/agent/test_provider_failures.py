@@ -74,8 +74,8 @@ def setup(request, monkeypatch, tmp_path) -> Iterator[Setup]:
         else:
             for var in ("ANTHROPIC_VERTEX_PROJECT_ID", "GOOGLE_CLOUD_PROJECT"):
                 monkeypatch.delenv(var, raising=False)
-            key = google_service_account_file(tmp_path / "sa.json", f"{api.base_url}/token", "adc-project")
-            for name, value in vertex_env(key).items():
+            key_file = google_service_account_file(tmp_path / "sa.json", f"{api.base_url}/token", "adc-project")
+            for name, value in vertex_env(key_file).items():
                 monkeypatch.setenv(name, value)
             agent["base_url"] = f"{api.base_url}/v1"
         yield Setup(provider, api, agent)
