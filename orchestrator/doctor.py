@@ -144,6 +144,16 @@ def local_model_note(config: Config, registry: Any = None) -> str | None:
     return f"{kind}: {priced}" if priced and local_pricing(priced) else None
 
 
+def local_note_once(services: Any) -> str | None:
+    """local_model_note for the services' config the first time any start of turns asks, None
+    after: `middle run`, `resume`, `feedback` and `worker` ask as they open, any run through
+    TicketDriver (the server's, the Python API's) as it starts, so it is said once per process
+    whichever starts first. None offline: the fake costs nothing."""
+    if not services.first_to_note_local() or services.fake:
+        return None
+    return local_model_note(services.config, services.registry)
+
+
 def _following(cls: Any, options: Any, config: Config) -> str:
     """" (following [agent] provider X)" when the agent takes its way to the model from [agent]."""
     follow = getattr(cls, "follow_provider", None)

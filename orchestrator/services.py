@@ -114,6 +114,14 @@ class Services:
         # matter); parallel tickets ask from their own threads.
         self._agents: dict[str, CodingAgent] = {}
         self._agents_lock = threading.Lock()
+        self._local_noted = False  # first_to_note_local: said at the first start of turns only
+
+    def first_to_note_local(self) -> bool:
+        """True the first time it is asked, False after: the local-model note (doctor.local_note_once)
+        is said at the first start of turns these services serve, whichever command or run it is."""
+        with self._agents_lock:
+            first, self._local_noted = not self._local_noted, True
+        return first
 
     # -- parts ----------------------------------------------------------------------------
     @cached_property

@@ -54,6 +54,15 @@ def _installed_plugins_marker(request: pytest.FixtureRequest, monkeypatch: pytes
         use_installed_plugins(monkeypatch)
 
 
+@pytest.fixture(autouse=True)
+def _no_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pricing asks whether a base URL's host name is local (coding_agent/local_host.py): in the
+    suite, the hosts file answers, never the network."""
+    from orchestrator.coding_agent import local_host
+
+    monkeypatch.setattr(local_host, "default_resolver", local_host.hosts_file_resolver)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[postgres.PostgresServer]:
     why = postgres.available()

@@ -47,7 +47,7 @@ class _QuietSkips:
 def worker(ctx: click.Context, parallel: int | None, once: bool, fake: bool) -> None:
     """Work the shared backlog on this machine: claim, run in a clone, push the branch."""
     from orchestrator.cli.context import get_config, services
-    from orchestrator.cli.main import _stop_signals
+    from orchestrator.cli.main import _stop_signals, say_local_note
     from orchestrator.lifecycle.next_steps import started_as
     from orchestrator.running.fleet import REMOTE, ensure_clone, work
 
@@ -63,6 +63,7 @@ def worker(ctx: click.Context, parallel: int | None, once: bool, fake: bool) -> 
     svc = services(ctx, config, fake=fake, remote=REMOTE)
     orch = Orchestrator(config, services=svc, project_override=str(clone))
     ctx.call_on_close(orch.close)
+    say_local_note(svc)
     n = parallel or config.run.parallel
     svc.store.size_pool(n)  # PostgreSQL: one pooled connection per ticket at once (plus one listening)
     where = config.store.url and svc.store.where or str(config.db_path)

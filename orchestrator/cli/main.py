@@ -227,7 +227,18 @@ def open_orchestrator(ctx: click.Context, config: Config, fake: bool):
 
     orch = Orchestrator(config, services=services(ctx, config, fake=fake), say=say, on_event=on_event)
     ctx.call_on_close(orch.close)
+    say_local_note(orch.services)
     return orch
+
+
+def say_local_note(svc: Any) -> None:
+    """A model at a local address is priced as unknown (pricing.py): how to count it at 0, said
+    once as a command that starts turns opens (`run`, `resume`, `feedback`, `worker`)."""
+    from orchestrator.doctor import local_note_once
+
+    note = local_note_once(svc)
+    if note:
+        console.print(f"[yellow]note:[/] {safe(note)}")
 
 
 def _interrupted(ticket_ids: list[str] | str) -> None:
@@ -281,12 +292,6 @@ def run(ctx: click.Context, ticket_ids: tuple[str, ...], tickets_dir: str | None
     loaded = orch.sync_tickets(tickets_dir)
     say_changes(loaded)
     say_problems(loaded, config.state_path)
-    if not fake:  # a model at a local address is priced as unknown: how to count it at 0, said once (pricing.py)
-        from orchestrator.doctor import local_model_note
-
-        note = local_model_note(config)
-        if note:
-            console.print(f"[yellow]note:[/] {safe(note)}")
     blocked: dict[str, str] = {}
     for problem in loaded.dependency_errors:
         err_console.print(f"[bold red]error:[/] {safe(problem)}")

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..errors import CodingAgentError, GitError
 from .aider_launch import CANNOT_IMPORT, INSTALL_HINT, find_aider, interpreter_of, launcher_argv
 from .aider_output import API_ERROR_STATUS, AiderOutput, replies_since
+from .api_errors import CONTEXT, advice, kind_of
 from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .pricing import ANY_PRICES, TokenPrice, counted_cost, price_for, reported_or_priced
 from .process import TurnProcesses, safe_callback, tail
@@ -324,15 +325,20 @@ class AiderAgent:
         if out.api_error:
             name, message = out.api_error
             status = API_ERROR_STATUS.get(name)
+            kind = kind_of(status, f"{name}: {message}")
+            todo = (advice(kind, self.table, "the provider's key variable, e.g. OPENAI_API_KEY") if kind
+                    else f"Check the model, its API key and base URL (`{self.table} model`, openai_api_base)")
             return (f"aider could not get an answer from the model ({name}{f', HTTP {status}' if status else ''}): "
-                    f"{message.rstrip('.')}. Check the model, its API key and base URL "
-                    f"(`{self.table} model`, openai_api_base), then retry the ticket.")
+                    f"{message.rstrip('.')}. {todo}, then retry the ticket.")
         where = tail(stderr, 500) or out.tail()
         if exit_code is not None and exit_code < 0:
             return f"aider was killed by signal {-exit_code}{f' ({where})' if where else ''}."
         if exit_code != 0:
             return (f"aider exited with code {exit_code}{f' ({where})' if where else ''}. Check the "
                     f"`{self.table}` settings such as extra_args, and that `aider --version` runs.")
+        if "token-limits" in where:  # aider's own words for a context too long (the API's 400, or its count)
+            return (f"aider could not get an answer from the model: the chat is too long for it ({where}). "
+                    f"{advice(CONTEXT, self.table, '')}, then retry the ticket.")
         return (f"aider ended without a reply from the model{f' ({where})' if where else ''}. Check the model "
                 "settings, then retry the ticket.")
 

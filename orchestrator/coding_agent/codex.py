@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import CodingAgentError
 from ..executables import find_executable
+from .api_errors import advice, kind_of, status_of
 from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .codex_events import CodexStream
 from .pricing import CODEX_PRICES, TokenPrice, price_for, turn_cost
@@ -274,7 +275,7 @@ class CodexAgent:
             usage=usage, num_turns=1, duration_ms=outcome.elapsed_ms, exit_code=outcome.exit_code,
             terminal_reason="timeout" if outcome.timed_out else ("completed" if stream.completed else
                                                                   "api_error" if stream.failure else "error"),
-            api_error_status=(stream.failure_status or _status(stream.failure)),
+            api_error_status=status_of(stream.failure_status or _status(stream.failure), stream.failure),
             # A refused patch is not in Codex's JSONL, only logged on stderr; the model is told.
             permission_denials=[{"tool": "apply_patch", "target": m.group(1).strip()}
                                 for m in _DENIED_RE.finditer(outcome.stderr)],
@@ -295,15 +296,11 @@ class CodexAgent:
             return (f"Codex has no session {session_id} to resume here (thread {stream.thread_id}; its sessions "
                     "live under CODEX_HOME). Start a new session for this ticket.")
         if stream.failure:
-            status = (stream.failure_status or _status(stream.failure))
-            advice = ("Check the API key (the provider's env_key, or `codex login`)" if status in (401, 403)
-                      else "Wait for the provider's rate limit, or lower the parallel runs" if status == 429
-                      else "The model API's server failed: wait and check the provider's status"
-                      if status is not None and status >= 500
-                      else "Check the provider's base_url, model and status")
+            status = status_of(stream.failure_status or _status(stream.failure), stream.failure)
+            todo = advice(kind_of(status, stream.failure), self.table, "the provider's env_key, or `codex login`")
             said = f" (HTTP {status})" if status is not None else ""
             return (f"Codex could not get an answer from the model{said}: "
-                    f"{tail(stream.failure, 400).rstrip('.')}. {advice}, then retry the ticket.")
+                    f"{tail(stream.failure, 400).rstrip('.')}. {todo}, then retry the ticket.")
         if outcome.exit_code is not None and outcome.exit_code < 0:
             return f"Codex was killed by signal {-outcome.exit_code}{f' (stderr: {err})' if err else ''}."
         return (f"Codex exited with code {outcome.exit_code} without finishing the turn"

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..errors import CodingAgentError
 from ..executables import find_executable
+from .api_errors import advice, kind_of, status_of
 from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .gemini_stream import GeminiStream, api_status, as_dict, usage_of
 from .pricing import GEMINI_PRICES, TokenPrice, price_for, turn_cost
@@ -239,7 +240,9 @@ class GeminiAgent:
         r = stream.result or {}
         stats = as_dict(r.get("stats"))
         failed = r.get("status") != "success" or outcome.exit_code != 0 or outcome.timed_out
-        status = api_status(stream.error_message) if r.get("status") == "error" else None
+        # (a 404, 429 or 503 it words without the status: the words tell it, api_errors.status_of)
+        status = status_of(api_status(stream.error_message), stream.error_message) if r.get("status") == "error" \
+            else None
         turn = TurnResult(
             session_id=session_id or stream.session_id,  # ours: the caller resumes with it
             text=stream.text.strip(),
@@ -250,12 +253,17 @@ class GeminiAgent:
             num_turns=stream.responses,
             duration_ms=int(stats.get("duration_ms") or outcome.elapsed_ms),
             exit_code=outcome.exit_code,
-            terminal_reason="timeout" if outcome.timed_out else ("api_error" if status else None),
+            # (an API error it words without a status: a server it could not reach, "fetch failed")
+            terminal_reason="timeout" if outcome.timed_out else (
+                "api_error" if status or (r.get("status") == "error" and kind_of(None, stream.error_message))
+                else None),
             api_error_status=status,
             permission_denials=list(stream.denials),
         )
         if failed:
             turn.error = self._explain(stream, outcome, status, session_id)
+            if status is None and _signed_out(outcome.stderr):  # no key: every ticket's turn would fail so
+                turn.terminal_reason = "api_error"  # (graph.nodes stops the batch: api_errors KEY)
         return turn
 
     def _explain(self, stream: GeminiStream, outcome: ProcessOutcome, status: int | None,
@@ -267,16 +275,18 @@ class GeminiAgent:
             return (f"The Gemini CLI did not finish the turn within {self.options.turn_timeout_s:g} s, so its "
                     f"process group was killed. Raise `{self.table} turn_timeout_s` or give it a "
                     "smaller task.")
-        if status is not None:
-            return (f"The Gemini CLI could not get an answer from the model (HTTP {status}): "
-                    f"{tail(message, 300).rstrip('.')}. Check GEMINI_API_KEY, GOOGLE_GEMINI_BASE_URL and the "
-                    "provider's status, then retry the ticket.")
+        kind = kind_of(status, message)
+        if kind is not None:
+            said = f" (HTTP {status})" if status is not None else ""
+            todo = advice(kind, self.table, "GEMINI_API_KEY, sent to GOOGLE_GEMINI_BASE_URL")
+            return (f"The Gemini CLI could not get an answer from the model{said}: "
+                    f"{tail(message, 300).rstrip('.')}. {todo}, then retry the ticket.")
         if "Invalid session identifier" in outcome.stderr or "No previous sessions found" in outcome.stderr:
             return (f"The Gemini CLI has no session {session_id} to resume here (its sessions live under "
                     "GEMINI_CLI_HOME/.gemini/tmp, per project directory). Start a new session for this ticket.")
         if "already exists" in outcome.stderr:
             return f"The Gemini CLI's session {session_id} already exists ({err})."
-        if "auth method" in outcome.stderr or "GEMINI_API_KEY" in outcome.stderr:
+        if _signed_out(outcome.stderr):
             return ("The Gemini CLI is not signed in: set GEMINI_API_KEY (with GOOGLE_GEMINI_BASE_URL, also "
                     "`security.auth.selectedType = \"gemini-api-key\"` in its settings.json), or sign in once "
                     f"by running `gemini` (stderr: {err}).")
@@ -289,3 +299,9 @@ class GeminiAgent:
                     f"{f' (stderr: {err})' if err else ''}. Check the `{self.table}` settings such "
                     "as extra_args, and that `gemini --version` runs.")
         return f"The Gemini CLI exited with code {outcome.exit_code}{f' (stderr: {err})' if err else ''}."
+
+
+def _signed_out(stderr: str) -> bool:
+    """Whether the CLI refused to start for want of a key or sign-in ("Please set an Auth method",
+    "Invalid auth method selected")."""
+    return "auth method" in stderr or "GEMINI_API_KEY" in stderr

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..errors import CodingAgentError
 from ..executables import find_executable
+from .api_errors import CONNECT, advice, kind_of, status_of
 from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .opencode_events import OpenCodeStream
 from .pricing import ANY_PRICES, TokenPrice, counted_cost, price_for, reported_or_priced
@@ -40,6 +41,8 @@ TITLE_PREFIX = "middle:"  # a session's title: TITLE_PREFIX + our session id (ho
 _LOOKUP_TIMEOUT_S = 60.0
 _PERMISSIONS = ("allow", "ask", "deny")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_UNREACHABLE = "Cannot connect to API"  # its log's words for a base URL nothing answers at
+_NO_MODEL = re.compile(r'ProviderModelNotFoundError: Model not found: [^\s"]+')
 # `opencode run` answers an "ask" permission itself (nobody is there), then ends the turn.
 _ASKED = re.compile(r"permission requested: (.+?); auto-rejecting")
 
@@ -219,7 +222,9 @@ class OpenCodeAgent:
         """The argv for one turn in `cwd`; the prompt goes to stdin (no argument size limit, and a
         prompt starting with "-" cannot be taken for an option)."""
         o = self.options
-        cmd = [cli, "run", "--format", "json", "--dir", str(cwd)]
+        # Its errors' causes on stderr: the JSON stream says only "Unexpected server error" for a
+        # model it does not have (ProviderModelNotFoundError), which the user must be told.
+        cmd = [cli, "run", "--format", "json", "--dir", str(cwd), "--print-logs", "--log-level", "ERROR"]
         if o.model:
             cmd += ["--model", o.model]
         if o.agent:
@@ -319,8 +324,12 @@ class OpenCodeAgent:
             session_id=session_id or stream.session_id, text=stream.text, is_error=failed,
             cost_usd=self._cost(stream), usage=dict(stream.tokens), num_turns=stream.steps,
             duration_ms=outcome.elapsed_ms, exit_code=outcome.exit_code,
-            terminal_reason="timeout" if outcome.timed_out else ("error" if failed else "completed"),
-            api_error_status=stream.api_error_status, permission_denials=list(stream.permission_denials))
+            # (a model it does not have: the model API's kind of error, graph.nodes stops the batch)
+            terminal_reason="api_error" if outcome.timed_out and _UNREACHABLE in outcome.stderr
+            else "timeout" if outcome.timed_out else (
+                "api_error" if failed and _NO_MODEL.search(outcome.stderr) else "error" if failed else "completed"),
+            api_error_status=status_of(stream.api_error_status, stream.error_message()) if stream.error is not None
+            else None, permission_denials=list(stream.permission_denials))
         if failed:
             turn.error = self._explain(stream, outcome.exit_code, outcome.stderr, outcome.timed_out, session_id)
         emit({"type": "result", "is_error": turn.is_error, "session_id": turn.session_id,
@@ -341,13 +350,25 @@ class OpenCodeAgent:
         """One or two sentences: what happened, and what to do about it."""
         stderr = _ANSI.sub("", stderr)
         err = tail(stderr, 500)
+        if timed_out and _UNREACHABLE in stderr:  # it retries a server it cannot reach until killed
+            return (f"OpenCode did not finish the turn within {self.options.turn_timeout_s:g} s: it could not "
+                    f"reach the model API ({_UNREACHABLE}), and retried until its process group was killed. "
+                    f"{advice(CONNECT, self.table, '')}, then retry the ticket.")
         if timed_out:
             return (f"OpenCode did not finish the turn within {self.options.turn_timeout_s:g} s, so its process "
                     f"group was killed. Raise `{self.table} turn_timeout_s` or give it a smaller task.")
-        if stream.api_error_status is not None:
-            return (f"OpenCode could not get an answer from the model (HTTP {stream.api_error_status}): "
-                    f"{tail(stream.error_message(), 300).rstrip('.')}. Check the provider's base URL and API key "
-                    "in your OpenCode config (opencode.json, `opencode auth login`), then retry the ticket.")
+        status = status_of(stream.api_error_status, stream.error_message()) if stream.error is not None else None
+        kind = kind_of(status, stream.error_message()) if stream.error is not None else None
+        if kind is not None:  # (a context too long it words as ContextOverflowError, without the status)
+            said = f" (HTTP {status})" if status is not None else ""
+            todo = advice(kind, self.table, "the provider's key in your OpenCode config, or `opencode auth login`")
+            return (f"OpenCode could not get an answer from the model{said}: "
+                    f"{tail(stream.error_message(), 300).rstrip('.')}. {todo}, then retry the ticket.")
+        missing = _NO_MODEL.search(stderr)
+        if missing:  # (its stream says "Unexpected server error"; the cause is in its log, on stderr)
+            return (f"OpenCode has no model {self.options.model or ''}: {missing.group(0).rstrip('.')}. Set "
+                    f"`{self.table} model` to provider/model as OpenCode names it (`opencode models` lists "
+                    "them), or declare its provider in opencode.json.")
         if stream.error is not None:
             return f"OpenCode reported an error: {tail(stream.error_message(), 500).rstrip('.')}."
         if "Session not found" in stderr and session_id:

@@ -13,8 +13,9 @@ newer than the CLI). Here a turn's tokens are priced by the model that ran them:
 aider and OpenCode run any provider's model, so their table is every one below (`ANY_PRICES`); a
 cost they report themselves is kept when no `price` is given, and never undercut (`counted_cost`).
 
-A model served from a loopback or private address (the agent's base URL) may be the user's own
-(ollama, llama.cpp, vLLM) and free, or a gateway to a paid API (a LiteLLM proxy on localhost:4000,
+A model served from a loopback or private address (the agent's base URL; a host name counts when
+it is a `.local`/`.lan`/`.internal` one or resolves to such addresses only: local_host.py) may be
+the user's own (ollama, llama.cpp, vLLM) and free, or a gateway to a paid API (a LiteLLM proxy on localhost:4000,
 a company's gateway on 10.x): the address cannot tell which, so it is priced as above (a limit
 stops such a run early, never late), and the run's start and `middle doctor` say once how to count
 it at 0 (`price = {input = 0, output = 0}`). A model aider names through Ollama (litellm's `ollama/`,
@@ -25,12 +26,12 @@ base URL (its options or the variables its CLI reads) and passes it here
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.coding_agent.local_host import Resolver, local_host
 
 __all__ = ["ANY_PRICES", "CLAUDE_PRICES", "CODEX_PRICES", "FREE", "GEMINI_PRICES", "OLLAMA_PREFIXES", "TokenPrice",
            "counted_cost", "is_local", "local_note", "local_pricing", "price_for", "reported_or_priced", "turn_cost"]
@@ -75,30 +76,11 @@ ANY_PRICES: dict[str, TokenPrice] = {**CLAUDE_PRICES, **CODEX_PRICES, **GEMINI_P
 FREE = TokenPrice(input=0, output=0, cached_input=0)
 
 
-def is_local(base_url: str | None) -> bool:
-    """Whether `base_url` names a loopback or private address (127.0.0.0/8, ::1, localhost,
-    10/8, 172.16/12, 192.168/16): a model served there is the user's own, not billed per token.
-    A host name other than localhost is not resolved (no network lookup to price a turn)."""
-    if not base_url:
-        return False
-    try:
-        host = urlsplit(base_url if "//" in base_url else "//" + base_url).hostname
-    except ValueError:
-        return False
-    if not host:
-        return False
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if address.is_loopback:
-        return True
-    return isinstance(address, ipaddress.IPv4Address) and any(
-        address in ipaddress.ip_network(net) for net in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+def is_local(base_url: str | None, resolve: Resolver | None = None) -> bool:
+    """Whether `base_url` names a host on the user's machine or network: a loopback, private or
+    link-local address, localhost, a `.local`/`.lan`/`.internal`/`.home.arpa` name, or a name
+    that resolves to such addresses only (local_host.py: looked up once, briefly)."""
+    return local_host(base_url, resolve)[0]
 
 
 def _ceiling(table: Mapping[str, TokenPrice]) -> TokenPrice:
@@ -130,8 +112,9 @@ def price_for(model: str | None, table: Mapping[str, TokenPrice],
     else:
         what = f"{model} is not in the price table" if model else "the CLI chooses the model"
         price, why = _ceiling(table), f"the highest listed price ({what})"
-    if is_local(base_url):  # the user's own free model, or a gateway to a paid one: they say which
-        why += "; " + local_note(base_url)
+    local, resolved = local_host(base_url)
+    if local:  # the user's own free model, or a gateway to a paid one: they say which
+        why += "; " + local_note(base_url, resolved)
     return price, why
 
 
@@ -166,9 +149,11 @@ def counted_cost(reported: float, usage: Mapping[str, Any], price: TokenPrice, *
     return max(reported, turn_cost(usage, price))
 
 
-def local_note(base_url: str | None) -> str:
-    """What is said of a model served at a local address (`middle doctor`'s row, the run's start)."""
-    return f"served at a local address ({base_url}): if it costs nothing, set price = {{input = 0, output = 0}}"
+def local_note(base_url: str | None, resolved: str | None = None) -> str:
+    """What is said of a model served at a local address (`middle doctor`'s row, the run's start);
+    `resolved`: what its host name resolved to, when a lookup told it local ("gpu-box is 10.0.0.5")."""
+    where = f"{base_url}; {resolved}" if resolved else base_url
+    return f"served at a local address ({where}): if it costs nothing, set price = {{input = 0, output = 0}}"
 
 
 def local_pricing(pricing: str) -> bool:

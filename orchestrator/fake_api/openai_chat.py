@@ -112,7 +112,8 @@ class _Handler(FakeHandler):
             if result.raw is not None:
                 record.reply = {"status": result.status, "error": result.message}
                 return self._send_raw(result.status, result.raw, result.cut, result.headers)
-            return self._error(record, result.status, result.message, result.type, result.headers)
+            return self._error(record, result.status, result.message, result.error_code, error_type=result.type,
+                               headers=result.headers)
         self._send_completion(record, result)
 
     def _send_completion(self, record: ChatRequest, result: Reply) -> None:
@@ -138,9 +139,9 @@ class _Handler(FakeHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _error(self, record: ChatRequest, status: int, message: str, code: str,
+    def _error(self, record: ChatRequest, status: int, message: str, code: str, *, error_type: str | None = None,
                headers: dict[str, str] | None = None) -> None:
         record.reply = {"status": status, "error": message}
-        self._send_json(status, {"error": {"message": message, "type": code, "code": code, "param": None}},
-                        headers)
+        self._send_json(status, {"error": {"message": message, "type": error_type or code, "code": code,
+                                           "param": None}}, headers=headers)
 

@@ -43,10 +43,17 @@ class ApiError:
     # and with `cut` a Content-Length promising more than is sent before the connection closes.
     raw: str | None = None
     cut: bool = False
+    # OpenAI's shape has a code beside the type (404 "invalid_request_error" / "model_not_found",
+    # 429 "insufficient_quota"), which CLIs read: None, the type (the OpenAI-shaped fakes only).
+    code: str | None = None
 
     @property
     def type(self) -> str:
         return self.error_type or ERROR_TYPES.get(self.status, "api_error")
+
+    @property
+    def error_code(self) -> str:
+        return self.code or self.type
 
     def body(self) -> dict[str, Any]:
         return {
@@ -86,10 +93,11 @@ def reply(*blocks: dict[str, Any] | str, usage: dict[str, int] | None = None,
 
 
 def api_error(status: int = 500, message: str | None = None, error_type: str | None = None,
-              headers: dict[str, str] | None = None) -> ApiError:
-    """An HTTP error reply, e.g. api_error(400, "prompt is too long")."""
+              headers: dict[str, str] | None = None, code: str | None = None) -> ApiError:
+    """An HTTP error reply, e.g. api_error(400, "prompt is too long"); `code`: OpenAI's error code,
+    e.g. api_error(404, "The model `x` does not exist", "invalid_request_error", code="model_not_found")."""
     return ApiError(status=status, message=message or ApiError.message, error_type=error_type,
-                    headers=dict(headers or {}))
+                    headers=dict(headers or {}), code=code)
 
 
 def broken_reply(raw: str = '{"id": "msg_cut', *, status: int = 200, cut: bool = False) -> ApiError:

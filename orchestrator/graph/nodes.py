@@ -10,6 +10,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from orchestrator.agent import prompts
+from orchestrator.coding_agent import api_errors
 from orchestrator.coding_agent.base import title_of
 from orchestrator.errors import CodingAgentError, GitError, ModelAccessError, RunInterrupted, TicketError
 from orchestrator.graph import checking
@@ -256,12 +257,20 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
         cost_usd=result.cost_usd, duration_ms=result.duration_ms, usage=result.usage,
         num_turns=result.num_turns,
     )
-    if result.is_error and getattr(result, "api_error_status", None) in (401, 403):
+    status = getattr(result, "api_error_status", None)
+    # (a status the agent read or told from its CLI's words, api_errors.status_of, or a failure the
+    # agent says was the model API's: its words, a missing key or an unreachable server)
+    api_failed = result.is_error and (status is not None or getattr(result, "terminal_reason", None) == "api_error")
+    failed_as = api_errors.kind_of(status, result.error) if api_failed else None
+    if failed_as == api_errors.KEY and status is not None:
         # Every other ticket would fail the same way: a batch stops here (see the runner).
         raise ModelAccessError(
-            f"{name}'s model API rejected the key (HTTP {result.api_error_status}) in turn "
+            f"{name}'s model API rejected the key (HTTP {status}) in turn "
             f"{turn_no} of ticket {ticket['id']!r}: check the credentials {name} uses"
             + (" (ANTHROPIC_API_KEY, or its login)" if kind in (None, "claude-code") else ""))
+    if failed_as in api_errors.STOPS_BATCH:  # no such model or key, a used-up quota, no server: every ticket fails so
+        raise ModelAccessError(f"{name} turn {turn_no} of ticket {ticket['id']!r} failed: "
+                               f"{(result.error or 'no detail').rstrip('.')}.")
     if result.is_error:
         save_work_in_progress(ctx, ticket, turn_no)  # what the failed turn changed is kept too
         raise CodingAgentError(

@@ -20,6 +20,7 @@ from langchain_core.runnables import RunnableConfig
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.coding_agent.base import EventCallback, title_of
 from orchestrator.config.settings import Config
+from orchestrator.doctor import local_note_once
 from orchestrator.errors import RunInterrupted, TicketError
 from orchestrator.graph import build_graph
 from orchestrator.graph.context import Limits, TicketContext
@@ -310,6 +311,9 @@ class TicketDriver:
         try:
             if graph_input is None:  # resumed: the steps whose end a killed process never recorded
                 run.events.replay_missing(self._checkpointed(lambda: finished_steps(self.graph, cfg)))
+            note = local_note_once(self.services)  # (the CLI's commands said it as they opened)
+            if note:  # a server's or the Python API's first run: its log, which a server shows
+                log.warning("note: %s", note)
             # `by`: who started it (a server's request's person, else git's user or the login):
             # a ticket doc's author on the board
             run.events.run_start(resume=graph_input is None, fake=self.services.fake, by=self._runner())

@@ -200,3 +200,16 @@ def test_doctor_leaves_nothing_in_the_gemini_cli_s_home(project_dir, tmp_path, m
     result = CliRunner().invoke(main, ["doctor", "--offline"])
     assert "gemini" in result.output and "Traceback" not in result.output, result.output
     assert not (home / ".gemini").exists(), sorted(p.name for p in (home / ".gemini").iterdir())
+
+
+def test_doctor_says_a_local_server_named_by_host_name_is_local(project_dir):
+    """`http://ollama.lan:11434/v1` (a home network's name) is a local server as 127.0.0.1 is:
+    doctor's row says how to count its model at 0. (A name resolved to private addresses says what
+    it resolved to: tests/coding_agent/test_local_pricing.py.)"""
+    (project_dir / "tickets" / "t1.md").write_text("---\ntitle: A\nproject: repo\ncoding_agent: codex\n---\nx\n")
+    (project_dir / "middle.toml").write_text(
+        '[project]\npath = "repo"\n[coding_agents.codex]\nmodel = "qwen3-coder"\n'
+        'provider = {base_url = "http://ollama.lan:11434/v1", env_key = "K"}\n')
+    out = " ".join(CliRunner().invoke(main, ["doctor", "--offline"]).output.split())
+    assert "served at a local address (http://ollama.lan:11434/v1): if it costs nothing, set price = " \
+           "{input = 0, output = 0}" in out, out

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from orchestrator.coding_agent.aider import AiderAgent, AiderOptions
 from orchestrator.coding_agent.aider_launch import INSTALL_HINT
 from orchestrator.errors import CodingAgentError
-from orchestrator.fake_api import ScriptedResponder, reply, text, tool_use
+from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use
 from orchestrator.fake_api.messages import last_user_text
 from orchestrator.graph.rounds import session_lost
 from orchestrator.plugins.manager import PluginRegistry
@@ -154,3 +154,31 @@ def test_aiders_python_is_read_from_its_script(tmp_path):
     long.write_text("#!/bin/sh\n'''exec' \"/a long/venv/bin/python\" \"$0\" \"$@\"\n' '''\nimport sys\n")
     assert interpreter_of(str(long), None, None) == "/a long/venv/bin/python"
     assert interpreter_of(str(long), "/given/python", None) == "/given/python"
+
+
+# What aider (litellm) prints for each status its fake (OpenAI's Chat Completions shape) answers,
+# the status middle reads from litellm's exception name, and what the user is told to do
+# (orchestrator/coding_agent/api_errors.py; the table in docs/coding-agent.md). A 403 and a 413
+# are litellm's APIError, naming no status (probed by hand: docs/coding-agent.md says so).
+AIDER_ERRORS = [
+    (401, None, "bad key", "AuthenticationError, HTTP 401", 401, "Check the API key"),
+    (404, None, "The model `nope` does not exist", "NotFoundError, HTTP 404", 404,
+     "The model was not found: set `[coding_agent.options] model`"),
+    (400, "context_length_exceeded", "This model's maximum context length is 8192 tokens", "the chat is too long",
+     None, "longer than the model's context window"),
+    (429, None, "Rate limit reached", "RateLimitError, HTTP 429", 429, "Wait for the provider's rate limit"),
+    (503, None, "overloaded", "ServiceUnavailableError, HTTP 503", 503, "The model API's server failed"),
+]
+
+
+@pytest.mark.parametrize("status, code, message, words, read, todo", AIDER_ERRORS,
+                         ids=[str(c[0]) for c in AIDER_ERRORS])
+def test_each_model_api_error_is_read_as_its_status_and_says_what_to_do(project, offline, status, code, message, words,
+                                                                       read, todo):
+    make, script, _ = offline
+    quick = {"retry-after-ms": "10", "retry-after": "0"}
+    script.coding_agent(*[api_error(status, message, code, headers=quick)] * 12)  # (litellm retries some)
+    turn = make().run_turn("Hello.", project, session_id=str(uuid.uuid4()), resume=False)
+    assert turn.is_error and turn.api_error_status == read, turn.error
+    assert (turn.error or "").startswith("aider could not get an answer from the model"), turn.error
+    assert words in (turn.error or "") and todo in (turn.error or ""), turn.error

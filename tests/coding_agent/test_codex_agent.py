@@ -259,6 +259,41 @@ def test_an_api_error_ends_the_turn_with_a_sentence_naming_its_status(script, ma
         assert "The model API's server failed" in (turn.error or "")
 
 
+# What Codex 0.171 prints for each error an OpenAI-compatible server answers (the fake, in
+# OpenAI's shape), the status and kind middle reads from it, and what the user is told to do
+# (orchestrator/coding_agent/api_errors.py; the table in docs/coding-agent.md).
+CODEX_ERRORS = [
+    # status, type, code, message: Codex's words, status read, what to do
+    (401, None, None, "Incorrect API key provided", "unexpected status 401 Unauthorized", 401, "Check the API key"),
+    (403, None, None, "forbidden", "unexpected status 403 Forbidden", 403, "Check the API key"),
+    (404, "invalid_request_error", "model_not_found", "The model `nope` does not exist or you do not have access "
+     "to it.", "The model `nope` does not exist", 404, "The model was not found: set `[coding_agent.options] model`"),
+    (404, None, None, "Not found", "unexpected status 404 Not Found", 404, "The model was not found"),
+    (400, "invalid_request_error", "context_length_exceeded", "This model's maximum context length is 8192 tokens",
+     "Codex ran out of room in the model's context window", None, "longer than the model's context window"),
+    (413, None, None, "request too large", "unexpected status 413 Payload Too Large", 413,
+     "longer than the model's context window"),
+    (429, "requests", "rate_limit_exceeded", "Rate limit reached", "exceeded retry limit, last status: 429", 429,
+     "Wait for the provider's rate limit"),
+    (429, "insufficient_quota", "insufficient_quota", "You exceeded your current quota", "Quota exceeded", 429,
+     "The account's quota is used up"),
+    (502, None, None, "bad gateway", "unexpected status 502 Bad Gateway", 502, "The model API's server failed"),
+]
+
+
+@pytest.mark.parametrize("status, etype, code, message, words, read, todo", CODEX_ERRORS,
+                         ids=[f"{c[0]}-{c[2] or 'plain'}" for c in CODEX_ERRORS])
+def test_each_model_api_error_is_read_as_its_status_and_says_what_to_do(script, make_agent, project, status, etype,
+                                                                       code, message, words, read, todo):
+    script.coding_agent(*[api_error(status, message, etype, code=code)] * 6)  # (Codex retries a 429, a 5xx)
+    turn = make_agent().run_turn("hi", project, session_id=f"s-kind-{status}-{code}", resume=False)
+    assert turn.is_error is True and turn.terminal_reason == "api_error"
+    assert turn.api_error_status == read
+    said = f" (HTTP {read})" if read is not None else ""
+    assert (turn.error or "").startswith(f"Codex could not get an answer from the model{said}: "), turn.error
+    assert words in (turn.error or "") and todo in (turn.error or ""), turn.error
+
+
 def test_a_missing_cli_is_a_coding_agent_error_with_the_install_command(project, tmp_path):
     agent = CodexAgent(CodexOptions(cli_path=str(tmp_path / "no-codex")), env={"PATH": str(tmp_path)})
     with pytest.raises(CodingAgentError, match="npm install -g @openai/codex@0.171.0"):

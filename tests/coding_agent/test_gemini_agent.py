@@ -125,6 +125,34 @@ def test_an_api_error_is_a_failed_turn_with_a_sentence(gemini, project):
     assert "The fake model is down" in turn.error
 
 
+# What the Gemini CLI prints for each status its fake (Gemini's error shape) answers, the status
+# middle reads (the CLI words a 404, 429 and 503 without it) and what the user is told to do
+# (orchestrator/coding_agent/api_errors.py; the table in docs/coding-agent.md).
+GEMINI_ERRORS = [
+    (401, "bad key", '"code":401', 401, "Check the API key (GEMINI_API_KEY"),
+    (403, "forbidden", '"code":403', 403, "Check the API key"),
+    (404, "The model `nope` does not exist", "[API Error: The model `nope` does not exist]", 404,
+     "The model was not found: set `[coding_agent.options] model`"),
+    (400, "This model's maximum context length is 8192 tokens", '"code":400', 400,
+     "longer than the model's context window"),
+    (413, "request too large", '"code":413', 413, "longer than the model's context window"),
+    (429, "Rate limit reached", "Please wait and try again later", 429, "Wait for the provider's rate limit"),
+    (500, "boom", '"code":500', 500, "The model API's server failed"),
+    (503, "The model is overloaded.", "[API Error: The model is overloaded.]", None, "The model API's server failed"),
+]
+
+
+@pytest.mark.parametrize("status, message, words, read, todo", GEMINI_ERRORS, ids=[str(c[0]) for c in GEMINI_ERRORS])
+def test_each_model_api_error_is_read_as_its_status_and_says_what_to_do(gemini, project, status, message, words,
+                                                                       read, todo):
+    gemini.script.coding_agent(*[api_error(status, message)] * 12)  # (the CLI may retry)
+    turn = gemini.agent().run_turn("Say hello.", project, session_id=str(uuid.uuid4()), resume=False)
+    assert turn.is_error is True and turn.api_error_status == read, turn.error
+    said = f" (HTTP {read})" if read is not None else ""
+    assert (turn.error or "").startswith(f"The Gemini CLI could not get an answer from the model{said}: "), turn.error
+    assert words in (turn.error or "") and todo in (turn.error or ""), turn.error
+
+
 def test_resuming_a_session_it_does_not_have_starts_over_as_the_graph_expects(gemini, project):
     turn = gemini.agent().run_turn("Go on.", project, session_id=str(uuid.uuid4()), resume=True)
     assert turn.is_error is True and session_lost(turn), turn.error

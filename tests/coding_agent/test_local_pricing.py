@@ -35,7 +35,74 @@ def test_loopback_and_private_addresses_are_local(url):
 @pytest.mark.parametrize("url", [None, "", "https://api.openai.com/v1", "http://172.32.0.1/v1", "http://8.8.8.8",
                                  "http://11.0.0.1", "http://my-gpu-box:8000/v1", "not a url", "http://[::2]/v1"])
 def test_public_addresses_and_unresolved_names_are_not(url):
-    assert not is_local(url)
+    assert not is_local(url, resolve=lambda host: [])
+
+
+RESOLVES = {"gpu-box": ["192.168.1.20"], "both": ["10.0.0.7", "fe80::1"], "mixed": ["10.0.0.7", "8.8.8.8"],
+            "public": ["93.184.216.34"], "nowhere": []}
+
+
+def _resolve(asked: list[str]):
+    def resolve(host: str) -> list[str]:
+        asked.append(host)
+        return RESOLVES[host]
+    return resolve
+
+
+@pytest.mark.parametrize("url", ["http://gpu-box:8000/v1", "http://both:11434", "http://GPU-BOX./v1"])
+def test_a_host_name_every_address_of_which_is_local_is_local(url):
+    """A local server named by its host name (`http://gpu-box:8000/v1`): resolved, it is local when
+    all its addresses are loopback, private or link-local."""
+    asked: list[str] = []
+    assert is_local(url, resolve=_resolve(asked))
+    assert asked and asked[0] in RESOLVES
+
+
+def test_the_hosts_file_resolver_reads_names_and_aliases(tmp_path):
+    from orchestrator.coding_agent.local_host import hosts_file_resolver
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost box\n# 10.0.0.9 gone\n192.168.1.20 gpu-box gpu-box.lan  # ours\n"
+                     "fe80::1 gpu-box\n")
+    assert hosts_file_resolver("gpu-box", str(hosts)) == ["192.168.1.20", "fe80::1"]
+    assert hosts_file_resolver("box", str(hosts)) == ["127.0.0.1"] and hosts_file_resolver("gone", str(hosts)) == []
+    assert hosts_file_resolver("x", str(tmp_path / "none")) == []
+
+
+@pytest.mark.parametrize("url", ["http://mixed/v1", "http://public:8000", "http://nowhere:11434"])
+def test_a_host_name_with_a_public_address_or_none_is_not(url):
+    assert not is_local(url, resolve=_resolve([]))
+
+
+@pytest.mark.parametrize("url", ["http://ollama.lan:11434", "http://host.docker.internal:11434/v1",
+                                 "http://gpu.local:8000/v1", "http://box.home.arpa/v1", "http://[fe80::1]:8000",
+                                 "http://169.254.3.4:8000"])
+def test_home_network_suffixes_count_without_a_lookup_and_link_local_addresses_count(url):
+    assert is_local(url, resolve=lambda host: pytest.fail(f"{host} looked up"))
+
+
+def test_a_name_is_looked_up_once_per_process_and_what_it_resolved_to_is_said(monkeypatch):
+    """The real resolver (the system's: /etc/hosts here, no network) is asked once per name; the
+    note says what the name resolved to, so the user sees why it counts as local."""
+    import socket
+
+    from orchestrator.coding_agent import local_host
+
+    asked: list[str] = []
+    real = socket.getaddrinfo
+
+    def counting(host, *args, **kwargs):  # the system's answer, counted
+        asked.append(host)
+        return real("localhost", *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", counting)
+    monkeypatch.setattr(local_host, "_cache", {})
+    monkeypatch.setattr(local_host, "default_resolver", local_host.resolve_host)  # (the suite's: the hosts file)
+    for _ in range(3):
+        price, why = price_for("llama3.1", CODEX_PRICES, base_url="http://gpu-box-7:8000/v1")
+    assert asked == ["gpu-box-7"]
+    assert "; served at a local address (http://gpu-box-7:8000/v1; gpu-box-7 is " in why, why
+    assert "127.0.0.1" in why and why.endswith("): if it costs nothing, set price = {input = 0, output = 0}"), why
 
 
 def test_a_model_at_a_local_address_is_priced_as_unknown_and_told_how_to_count_it_at_0():

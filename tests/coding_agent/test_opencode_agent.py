@@ -141,6 +141,37 @@ def test_an_api_error_is_a_failed_turn_with_a_sentence(oc, project):
     assert turn.error.startswith("OpenCode could not get an answer from the model (HTTP 401): Incorrect API key")
 
 
+# What OpenCode prints for each status its fake (OpenAI's Chat Completions shape) answers, the status
+# middle reads (a context too long is its ContextOverflowError, without one) and what the user is
+# told to do (orchestrator/coding_agent/api_errors.py; the table in docs/coding-agent.md). It
+# retries a 429 and a 5xx, after the server's retry-after (sent short here: seconds, not minutes).
+# (A 403 takes the 401's path, a 413 the 400's ContextOverflowError: probed by hand, not run here.)
+OPENCODE_ERRORS = [
+    (401, "Incorrect API key provided.", "Incorrect API key", 401, "Check the API key"),
+    (404, "The model `nope` does not exist", "The model `nope` does not exist", 404,
+     "The model was not found: set `[coding_agent.options] model`"),
+    (400, "This model's maximum context length is 8192 tokens", "ContextOverflowError", None,
+     "longer than the model's context window"),
+    (429, "Rate limit reached", "Rate limit reached", 429, "Wait for the provider's rate limit"),
+    (503, "overloaded", "overloaded", 503, "The model API's server failed"),
+]
+
+
+@pytest.mark.parametrize("status, message, words, read, todo", OPENCODE_ERRORS,
+                         ids=[str(c[0]) for c in OPENCODE_ERRORS])
+def test_each_model_api_error_is_read_as_its_status_and_says_what_to_do(oc, project, status, message, words, read,
+                                                                       todo):
+    quick = {"retry-after-ms": "10", "retry-after": "0"}
+    oc.script.coding_agent(*[api_error(status, message, "context_length_exceeded" if status == 400 else None,
+                                       headers=quick)] * 12)
+    turn = oc.agent().run_turn("Hello.", project, session_id=f"s-kind-{status}", resume=False)
+    oc.script.clear()
+    assert turn.is_error and turn.api_error_status == read, turn.error
+    said = f" (HTTP {read})" if read is not None else ""
+    assert (turn.error or "").startswith(f"OpenCode could not get an answer from the model{said}: "), turn.error
+    assert words in (turn.error or "") and todo in (turn.error or ""), turn.error
+
+
 def test_a_missing_cli_is_an_error_naming_the_install_command(project):
     agent = OpenCodeAgent(OpenCodeOptions(cli_path="/nonexistent/opencode"))
     with pytest.raises(CodingAgentError, match="npm install -g opencode-ai@1.18.33"):
