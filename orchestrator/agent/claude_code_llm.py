@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import time
 from typing import Any
 
 from pydantic import BaseModel
@@ -159,19 +160,29 @@ def call_cli(args: list[str], prompt: str, cwd: str, env: dict[str, str], timeou
              who: str) -> tuple[str, str, int]:
     """One headless CLI call (a provider's model call through Claude Code or Codex): the prompt
     on stdin, (stdout, stderr, exit code). Its own process group, so a timeout or an interruption
-    kills the CLI and anything it started; a timeout is an AgentReplyError naming `who`."""
+    kills the CLI and anything it started; a timeout is an AgentReplyError naming `who`, a CLI that
+    says it cannot connect (Codex waits for the network for ever) a ModelAccessError at once."""
     proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=cwd, env=env, start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    given: str | None = prompt
     try:
-        out, err = proc.communicate(prompt, timeout=timeout_s)
+        while True:
+            try:
+                out, err = proc.communicate(given, timeout=max(0.01, min(1.0, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired as exc:
+                given = None  # (sent: communicate goes on where it was, losing no output)
+                said = last_words(_text(exc.output), "")
+                if any(w in said.lower() for w in UNREACHABLE):
+                    raise ModelAccessError(f"{who} cannot reach its model's server ({said}): check the network, "
+                                           "or [agent] base_url") from None
+                if time.monotonic() >= deadline:
+                    raise
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         last = last_words(out, err)
-        if any(w in last.lower() for w in UNREACHABLE):
-            # (Codex waits for the network forever on a refused connection: the timeout ends it)
-            raise ModelAccessError(f"{who} cannot reach its model's server ({last}; gave up after {timeout_s:g} s): "
-                                   "check the network, or [agent] base_url") from None
         said = f" ({last})" if last else ""
         raise AgentReplyError(f"{who} did not answer within {timeout_s:g} s{said}: try again with `middle resume`, "
                               "or raise [agent] timeout_s for a slow model") from None
@@ -180,3 +191,10 @@ def call_cli(args: list[str], prompt: str, cwd: str, env: dict[str, str], timeou
         proc.wait()
         raise
     return out, err, proc.returncode
+
+
+def _text(output: str | bytes | None) -> str:
+    """A TimeoutExpired's output so far (bytes, even for a text-mode process)."""
+    if isinstance(output, bytes):
+        return output.decode("utf-8", "replace")
+    return output or ""
