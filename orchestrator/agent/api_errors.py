@@ -95,8 +95,8 @@ def gave_up(who: str, status: int, message: str, retries: int, headers: Any = No
     if wait is not None and wait > MAX_WAIT_S:
         return AgentReplyError(f"{who} answered {status} ({message}) and asks to wait {wait:.0f} s: try again "
                                "after that with `middle resume`")
-    return AgentReplyError(f"{who} answered {status} after {retries} retries ({message}); try again later with "
-                           "`middle resume`")
+    tried = f" after {retries} retries" if retries else ""  # (`middle doctor` asks once)
+    return AgentReplyError(f"{who} answered {status}{tried} ({message}); try again later with `middle resume`")
 
 
 def timed_out(who: str, timeout_s: float, retries: int) -> AgentReplyError:
