@@ -98,6 +98,17 @@ def test_a_refusal_is_one_error_naming_the_provider_and_is_not_retried(setup, st
     assert setup.calls() == 1  # a refusal is final: asked once
 
 
+def test_another_bad_request_says_what_to_check_and_is_not_retried(setup):
+    setup.fake.script.agent(*[api_error(400, "max_tokens: 99999 > 8192, the maximum for this model")] * 2)
+    with pytest.raises(AgentReplyError, match=r"refused the request \(400: max_tokens: 99999 > 8192.*\); check "
+                                              r"\[agent\] model and (max_tokens|json_schema)") as raised:
+        setup.build().plan(TICKET, "")
+    assert NAMES[setup.provider] in str(raised.value) and not isinstance(raised.value, ModelAccessError)
+    # openai-compatible with json_schema = "auto" takes a 400 for a server without structured
+    # output, and asks once more without it (docs/providers.md): then it is said
+    assert setup.calls() == (2 if setup.provider == "openai-compatible" else 1)
+
+
 # -- transient answers: retried within the cap, waiting what retry-after says --------------------------
 @pytest.mark.parametrize("status", [408, 429, 500, 503, 529])
 def test_a_transient_answer_is_retried_and_the_next_answer_used(setup, status):
