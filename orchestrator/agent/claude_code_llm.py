@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from typing import Any
 
 from pydantic import BaseModel
@@ -88,6 +89,8 @@ class ClaudeCodeLLM:
 
 
     def _raise(self, result: dict[str, Any]) -> None:
+        from orchestrator.agent.api_errors import too_long
+
         text = str(result.get("result") or result.get("subtype") or "").replace("\n", " ")[:300]
         status = result.get("api_error_status")
         if status in (401, 403) or any(w in text.lower() for w in _AUTH_WORDS):
@@ -95,6 +98,13 @@ class ClaudeCodeLLM:
         if status == 404 or "model" in text.lower() and "not found" in text.lower():
             raise ModelAccessError(f"provider claude-code: model {self.model!r} was not found ({text}): set "
                                    "[agent] model (e.g. \"sonnet\")")
+        if any(w in text.lower() for w in UNREACHABLE):
+            raise ModelAccessError(f"provider claude-code: Claude Code cannot reach its API ({text}): check the "
+                                   "network, or ANTHROPIC_BASE_URL when it is set")
+        if too_long(text):  # (retrying the same context would be refused the same way)
+            raise AgentReplyError(f"provider claude-code: the ticket's context is too long for model {self.model!r} "
+                                  f"({text}): set [agent] model to one with a longer context window, then "
+                                  "`middle resume`")
         raise AgentReplyError(f"provider claude-code: Claude Code's call failed ({text}); try again later "
                               "with `middle resume`")
 
@@ -127,6 +137,26 @@ def transcript(messages: list[dict[str, str]]) -> str:
     return f"The conversation so far:\n\n{earlier}\n\n[user]\n{messages[-1]['content']}"
 
 
+# Words of a CLI that cannot connect at all (Claude Code: "Connection refused ... (ECONNREFUSED)";
+# Codex: "Reconnecting... waiting for network (Connection failed: ...)").
+UNREACHABLE = ("econnrefused", "connection refused", "waiting for network", "connection failed", "unable to connect",
+               "enotfound")
+
+
+def last_words(out: str, err: str) -> str:
+    """What a CLI said last before it was stopped: the message of its last JSON event that has
+    one (Codex's "Reconnecting..." notices), else its last line of stderr."""
+    for line in reversed(out.splitlines()):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and isinstance(event.get("message"), str):
+            return event["message"][:200]
+    lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else ""
+
+
 def call_cli(args: list[str], prompt: str, cwd: str, env: dict[str, str], timeout_s: float,
              who: str) -> tuple[str, str, int]:
     """One headless CLI call (a provider's model call through Claude Code or Codex): the prompt
@@ -134,21 +164,53 @@ def call_cli(args: list[str], prompt: str, cwd: str, env: dict[str, str], timeou
     it and everything it starts (Codex's native binary under its Node launcher) end with the call,
     with a timeout or an interruption, and with `middle` even by kill -9; its orphan marker names
     the run it works for, so the `middle` that takes a dead run over stops any leftover. A timeout
-    is an AgentReplyError naming `who`."""
+    is an AgentReplyError naming `who`, a CLI that says it cannot connect (Codex waits for the
+    network for ever) a ModelAccessError at once."""
     guarded = Guarded.start(args, mark=one_call(model_mark(current_run())), env=env, cwd=cwd, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = guarded.proc
+    deadline = time.monotonic() + timeout_s
+    given: str | None = prompt
     answered = False
     try:
-        out, err = guarded.proc.communicate(prompt, timeout=timeout_s)
-        answered = True
+        while True:
+            try:
+                out, err = proc.communicate(given, timeout=max(0.01, min(1.0, deadline - time.monotonic())))
+                answered = True
+                break
+            except subprocess.TimeoutExpired as exc:
+                given = None  # (sent: communicate goes on where it was, losing no output)
+                said = last_words(_text(exc.output), "")
+                if any(w in said.lower() for w in UNREACHABLE):
+                    raise ModelAccessError(f"{who} cannot reach its model's server ({said}): check the network, "
+                                           "or [agent] base_url") from None
+                if time.monotonic() >= deadline:
+                    raise
     except subprocess.TimeoutExpired:
-        raise AgentReplyError(f"{who} did not answer within {timeout_s:.0f} s; try again with "
-                              "`middle resume`") from None
+        guarded.end()
+        out, err = _drain(proc)
+        last = last_words(out, err)
+        said = f" ({last})" if last else ""
+        raise AgentReplyError(f"{who} did not answer within {timeout_s:g} s{said}: try again with `middle resume`, "
+                              "or raise [agent] timeout_s for a slow model") from None
     finally:  # (a Ctrl-C or a stop too: the call does not outlive its run)
         guarded.end()
         if not answered:  # read its pipes to their end (and close them): nothing holds them now
-            try:
-                guarded.proc.communicate(timeout=5)
-            except (subprocess.TimeoutExpired, OSError, ValueError):
-                pass
-    return out, err, guarded.proc.returncode
+            _drain(proc)
+    return out, err, proc.returncode
+
+
+def _drain(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """What is left in a stopped call's pipes (its group killed: they close)."""
+    try:
+        out, err = proc.communicate(timeout=5)
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        return "", ""
+    return out or "", err or ""
+
+
+def _text(output: str | bytes | None) -> str:
+    """A TimeoutExpired's output so far (bytes, even for a text-mode process)."""
+    if isinstance(output, bytes):
+        return output.decode("utf-8", "replace")
+    return output or ""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -29,6 +30,8 @@ INSTALL = f"npm install -g @openai/codex@{CODEX_VERSION}"
 SIGN_IN = "run `codex login` (a ChatGPT plan) or set [agent] base_url and api_key_env"
 # Words of Codex's failure when it has no usable login or key.
 _AUTH_WORDS = ("401", "unauthorized", "not logged in", "login", "api key", "authentication")
+# Codex names the HTTP status it got: "unexpected status 404 Not Found", "last status: 429 ...".
+_STATUS = re.compile(r"status:? (\d{3})\b")
 # Claude's model names are the config's default; Codex is then left to choose its own.
 _CLAUDE_DEFAULT = "claude-"
 
@@ -103,13 +106,31 @@ class CodexLLM:
         self.usage["input_tokens"] += int(usage.get("input_tokens") or 0)
         self.usage["output_tokens"] += int(usage.get("output_tokens") or 0)
         if failure is not None or (code != 0 and not text):
-            detail = (failure or err or out or f"exit code {code}").strip().replace("\n", " ")[-300:]
-            if any(w in detail.lower() for w in _AUTH_WORDS):
-                raise ModelAccessError(f"provider codex: Codex cannot use a model ({detail}): {SIGN_IN}")
-            raise AgentReplyError(f"provider codex: Codex's call failed ({detail}); check `codex exec hello` "
-                                  "works, then `middle resume`")
+            raise self._failure((failure or err or out or f"exit code {code}").strip().replace("\n", " ")[-300:])
         return text
 
+
+
+    def _failure(self, detail: str) -> AgentReplyError:
+        """Codex's failure as one line: a refusal said as what to set, anything else to retry later."""
+        from orchestrator.agent.api_errors import too_long
+
+        match = _STATUS.search(detail)
+        status = int(match[1]) if match else None
+        if status in (401, 403) or any(w in detail.lower() for w in _AUTH_WORDS):
+            return ModelAccessError(f"provider codex: Codex cannot use a model ({detail}): {SIGN_IN}")
+        if status == 404:
+            return ModelAccessError(f"provider codex: model {self.model!r} was not found ({detail}): set [agent] "
+                                    "model to one the server serves")
+        if too_long(detail):
+            return AgentReplyError(f"provider codex: the ticket's context is too long for model {self.model!r} "
+                                   f"({detail}): set [agent] model to one with a longer context window, then "
+                                   "`middle resume`")
+        if status == 429 or (status or 0) >= 500 or "stream disconnected" in detail or "retry limit" in detail:
+            return AgentReplyError(f"provider codex: Codex's call failed ({detail}); try again later with "
+                                   "`middle resume`")
+        return AgentReplyError(f"provider codex: Codex's call failed ({detail}); check `codex exec hello` works, "
+                               "then `middle resume`")
 
 
 class CodexTextLLM:
@@ -138,8 +159,12 @@ def _read(out: str) -> tuple[str, dict[str, Any], str | None]:
         item: dict[str, Any] = raw_item if isinstance(raw_item, dict) else {}
         if kind == "item.completed" and item.get("type") == "agent_message":
             text = str(item.get("text") or "")
-        elif kind == "turn.completed" and isinstance(event.get("usage"), dict):
-            usage = event["usage"]
+        elif kind == "turn.completed":
+            # The turn ended well: an earlier "error" event was a notice of a retry that worked
+            # ("Reconnecting... 1/5 (... 429 Too Many Requests)"), not the turn's failure.
+            failure = None
+            if isinstance(event.get("usage"), dict):
+                usage = event["usage"]
         elif kind in ("turn.failed", "error"):
             error = event.get("error")
             failure = str(error.get("message") if isinstance(error, dict) else event.get("message") or kind)

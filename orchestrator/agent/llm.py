@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from orchestrator.errors import AgentReplyError, ConfigError, ModelAccessError
+from orchestrator.errors import ConfigError, ModelAccessError
 
 log = logging.getLogger("middle.agent")
 
@@ -66,6 +66,7 @@ class AnthropicLLM:
         import anthropic
 
         self.access = access or Access()
+        self.timeout_s = timeout_s  # for the line a timeout gives (a given client has its own, the same)
         self.structured = True  # output_config sent; False once the API refused it (see complete)
         self.model = model
         self.max_tokens = max_tokens
@@ -76,17 +77,24 @@ class AnthropicLLM:
                 "ANTHROPIC_API_KEY is not set: export it to use Claude as the middle agent, "
                 "or run `middle demo` / `middle run --fake` to use the built-in offline fake model"
             )
+        from orchestrator.agent.api_errors import http_client
+
         self.client = client or anthropic.Anthropic(
-            api_key=key,
+            api_key=key, http_client=http_client(anthropic),
             base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
             max_retries=max_retries,
             timeout=timeout_s,
         )
 
     def _create(self, **kwargs: Any):
+        import json
+
         import anthropic
 
+        from orchestrator.agent import api_errors
+
         a = self.access
+        retries = self.client.max_retries
         try:
             return self.client.messages.create(model=self.model, **kwargs)
         except (anthropic.AuthenticationError, anthropic.PermissionDeniedError) as exc:
@@ -94,21 +102,28 @@ class AnthropicLLM:
                 f"{a.api} rejected the {a.credential} ({exc.status_code}): {a.credential_hint}") from None
         except anthropic.NotFoundError as exc:
             raise ModelAccessError(
-                f"model {self.model!r} was not found ({exc.message}): set [agent] model in middle.toml"
-            ) from None
+                f"{a.api}: model {self.model!r} was not found ({api_errors.said(exc)}): set [agent] model in "
+                "middle.toml") from None
         except anthropic.BadRequestError as exc:
             if "output_config" in kwargs and "output_config" in str(exc.message):
                 raise _StructuredRefused() from None
-            raise AgentReplyError(f"{a.api} refused the request (400: {exc.message}); check [agent] model") from None
+            raise api_errors.refused(a.api, 400, api_errors.said(exc), self.model,
+                                     "check [agent] model and max_tokens") from None
+        except anthropic.APITimeoutError:
+            # (before APIConnectionError, its base: the API was reached but did not answer in time)
+            raise api_errors.timed_out(a.api, self.timeout_s, retries) from None
         except anthropic.APIConnectionError as exc:
+            cut = api_errors.cut_off(a.api, exc.__cause__, retries)
+            if cut is not None:
+                raise cut from None
             raise ModelAccessError(
                 f"cannot reach {a.api} at {self.client.base_url} ({exc}): check the network or {a.endpoint_hint}"
             ) from None
         except anthropic.APIStatusError as exc:
-            raise AgentReplyError(
-                f"{a.api} answered {exc.status_code} after retries ({exc.message}); "
-                "try again later with `middle resume`"
-            ) from None
+            raise api_errors.gave_up(a.api, exc.status_code, api_errors.said(exc), retries,
+                                     exc.response.headers) from None
+        except json.JSONDecodeError as exc:
+            raise api_errors.unreadable(a.api, exc, a.endpoint_hint) from None
         except a.errors as exc:
             # The cloud clients resolve credentials when a request is signed (boto3's chain,
             # Google's ADC) and raise their own errors when they find none or it is refused.

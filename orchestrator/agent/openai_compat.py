@@ -13,6 +13,7 @@ import json
 import logging
 import os
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
@@ -38,11 +39,14 @@ class OpenAICompatibleLLM:
 
         self.model, self.base_url, self.key_env = model, base_url, key_env
         self.max_tokens, self.json_schema, self.parse_retries = max_tokens, json_schema, parse_retries
+        self.timeout_s = timeout_s
         self.use_schema = json_schema != "never"
         self.tokens_param = "max_tokens"  # what the server takes: learnt from its first refusal
         self.usage = {"input_tokens": 0, "output_tokens": 0, "requests": 0}
+        from orchestrator.agent.api_errors import http_client
+
         self.client = openai.OpenAI(api_key=api_key or NO_KEY, base_url=base_url, max_retries=max_retries,
-                                    timeout=timeout_s)
+                                    timeout=timeout_s, http_client=http_client(openai))
 
     @classmethod
     def from_config(cls, cfg: Any, *, max_retries: int = 3) -> "OpenAICompatibleLLM":
@@ -53,7 +57,8 @@ class OpenAICompatibleLLM:
                                    f"server's API key (or remove [agent] api_key_env for a server that needs none)")
         assert cfg.base_url  # AgentConfig requires it for this provider
         return cls(cfg.model, cfg.base_url, api_key=key, key_env=key_env, max_tokens=cfg.max_tokens,
-                   json_schema=cfg.json_schema, parse_retries=cfg.parse_retries, max_retries=max_retries)
+                   json_schema=cfg.json_schema, parse_retries=cfg.parse_retries, max_retries=max_retries,
+                   timeout_s=cfg.timeout_s)
 
     # -- AgentLLM ------------------------------------------------------------------------------
     def complete(self, system: str, messages: list[dict[str, str]], schema: type[BaseModel]) -> str:
@@ -116,29 +121,45 @@ class OpenAICompatibleLLM:
     def _create(self, **kwargs: Any) -> Any:
         import openai
 
+        from orchestrator.agent import api_errors
+
         where = f"provider openai-compatible: the server at {self.base_url}"
+        retries = self.client.max_retries
         try:
             return self.client.chat.completions.create(**kwargs)
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
             raise ModelAccessError(f"{where} rejected the API key ({exc.status_code}): set {self.key_env} "
                                    "(or [agent] api_key_env to the variable that holds it)") from None
         except openai.NotFoundError as exc:
-            raise ModelAccessError(f"{where} does not know model {kwargs['model']!r} ({exc.status_code}): set "
-                                   "[agent] model to one it serves") from None
+            if urlsplit(self.base_url).path.rstrip("/") == "":
+                # Ollama, vLLM, LM Studio and OpenAI serve the API under /v1: a bare host 404s
+                raise ModelAccessError(f"{where} has no {self.base_url.rstrip('/')}/chat/completions (404): set "
+                                       f"[agent] base_url = \"{self.base_url.rstrip('/')}/v1\" (the API's address, "
+                                       "with its /v1)") from None
+            raise ModelAccessError(f"{where}: model {kwargs['model']!r} was not found ({exc.status_code}: "
+                                   f"{_message(exc)}): set [agent] model to one it serves (and [agent] base_url "
+                                   "to the API's address, often ending in /v1)") from None
+        except openai.APITimeoutError:
+            raise api_errors.timed_out(where, self.timeout_s, retries) from None
         except openai.APIConnectionError as exc:
+            cut = api_errors.cut_off(where, exc.__cause__, retries)
+            if cut is not None:
+                raise cut from None
             raise ModelAccessError(f"cannot reach {where} ({exc}): check [agent] base_url and that the "
                                    "server is running") from None
         except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
             said = _message(exc)
             if "max_tokens" in kwargs and "max_completion_tokens" in said:
                 raise _TokensParamRefused() from None
-            if "response_format" in kwargs and self.json_schema == "auto":
+            # (a context too long is refused with or without the schema: said as it is)
+            if "response_format" in kwargs and self.json_schema == "auto" and not api_errors.too_long(said):
                 raise _SchemaRefused() from None
-            raise AgentReplyError(f"{where} refused the request ({exc.status_code}: {said}); check "
-                                  "[agent] model and json_schema") from None
+            raise api_errors.refused(where, exc.status_code, said, str(kwargs["model"]),
+                                     "check [agent] model and json_schema") from None
         except openai.APIStatusError as exc:
-            raise AgentReplyError(f"{where} answered {exc.status_code} after retries ({_message(exc)}); try "
-                                  "again later with `middle resume`") from None
+            raise api_errors.gave_up(where, exc.status_code, _message(exc), retries, exc.response.headers) from None
+        except json.JSONDecodeError as exc:
+            raise api_errors.unreadable(where, exc, "[agent] base_url") from None
 
     def _count(self, resp: Any) -> None:
         self.usage["requests"] += 1
@@ -172,9 +193,6 @@ def schema_text(schema: type[BaseModel]) -> str:
 
 
 def _message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:200]
-    return str(getattr(exc, "message", exc))[:200]
+    from orchestrator.agent.api_errors import said
+
+    return said(exc)

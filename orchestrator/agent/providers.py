@@ -49,7 +49,8 @@ def build_agent_llm(cfg: AgentConfig, *, max_retries: int = 3) -> ProviderLLM:
     if cfg.provider == "anthropic":
         from orchestrator.agent.llm import AnthropicLLM
 
-        return AnthropicLLM(cfg.model, cfg.max_tokens, base_url=cfg.base_url, max_retries=max_retries)
+        return AnthropicLLM(cfg.model, cfg.max_tokens, base_url=cfg.base_url, max_retries=max_retries,
+                            timeout_s=cfg.timeout_s)
     if cfg.provider == "bedrock":
         return bedrock_llm(cfg, max_retries=max_retries)
     if cfg.provider == "vertex":
@@ -61,10 +62,11 @@ def build_agent_llm(cfg: AgentConfig, *, max_retries: int = 3) -> ProviderLLM:
     if cfg.provider == "codex":
         from orchestrator.agent.codex_llm import CodexLLM
 
-        return CodexLLM(cfg.model, cli_path=cfg.cli_path, base_url=cfg.base_url, api_key_env=cfg.api_key_env)
+        return CodexLLM(cfg.model, cli_path=cfg.cli_path, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
+                        timeout_s=cfg.timeout_s)
     from orchestrator.agent.claude_code_llm import ClaudeCodeLLM
 
-    return ClaudeCodeLLM(cfg.model, cli_path=cfg.cli_path)
+    return ClaudeCodeLLM(cfg.model, cli_path=cfg.cli_path, timeout_s=cfg.timeout_s)
 
 
 def bedrock_region(cfg: AgentConfig) -> str | None:
@@ -92,6 +94,7 @@ def bedrock_llm(cfg: AgentConfig, *, max_retries: int = 3) -> ProviderLLM:
     import anthropic
     import botocore.exceptions
 
+    from orchestrator.agent.api_errors import http_client
     from orchestrator.agent.llm import Access, AnthropicLLM
 
     region = bedrock_region(cfg)
@@ -104,11 +107,12 @@ def bedrock_llm(cfg: AgentConfig, *, max_retries: int = 3) -> ProviderLLM:
     # boto3 names where it found them: "env", "shared-credentials-file", "sso", "iam-role", ...
     source = "AWS_BEARER_TOKEN_BEDROCK" if bearer else f"AWS credentials: {getattr(credentials, 'method', '?')}"
     client = anthropic.AnthropicBedrock(aws_region=region, aws_profile=cfg.aws_profile, base_url=cfg.base_url,
-                                        max_retries=max_retries, timeout=300.0)
+                                        max_retries=max_retries, timeout=cfg.timeout_s,
+                                        http_client=http_client(anthropic))
     access = Access(api="Amazon Bedrock", credential="AWS credentials", credential_hint=BEDROCK_CREDENTIALS,
                     endpoint_hint="[agent] base_url / region",
                     errors=(RuntimeError, botocore.exceptions.BotoCoreError), source=f"{region}, {source}")
-    return AnthropicLLM(cfg.model, cfg.max_tokens, client=client, access=access)
+    return AnthropicLLM(cfg.model, cfg.max_tokens, client=client, access=access, timeout_s=cfg.timeout_s)
 
 
 def vertex_project(cfg: AgentConfig) -> str | None:
@@ -120,6 +124,7 @@ def vertex_llm(cfg: AgentConfig, *, max_retries: int = 3) -> ProviderLLM:
     import google.auth
     import google.auth.exceptions
 
+    from orchestrator.agent.api_errors import http_client
     from orchestrator.agent.llm import Access, AnthropicLLM
 
     region = cfg.region or os.environ.get("CLOUD_ML_REGION")
@@ -135,12 +140,13 @@ def vertex_llm(cfg: AgentConfig, *, max_retries: int = 3) -> ProviderLLM:
         raise ModelAccessError("Google Vertex AI needs a project: set [agent] project_id (or "
                                "ANTHROPIC_VERTEX_PROJECT_ID)")
     client = anthropic.AnthropicVertex(region=region, project_id=project, credentials=credentials,
-                                       base_url=cfg.base_url, max_retries=max_retries, timeout=300.0)
+                                       base_url=cfg.base_url, max_retries=max_retries, timeout=cfg.timeout_s,
+                                       http_client=http_client(anthropic))
     access = Access(api="Google Vertex AI", credential="Google credentials", credential_hint=VERTEX_CREDENTIALS,
                     endpoint_hint="[agent] base_url / region",
                     errors=(RuntimeError, google.auth.exceptions.GoogleAuthError),
                     source=f"project {project}, {region}, {_google_kind(credentials)} credentials")
-    return AnthropicLLM(cfg.model, cfg.max_tokens, client=client, access=access)
+    return AnthropicLLM(cfg.model, cfg.max_tokens, client=client, access=access, timeout_s=cfg.timeout_s)
 
 
 def _google_kind(credentials: Any) -> str:

@@ -74,6 +74,9 @@ class AgentConfig(_Strict):
     json_schema: Literal["auto", "always", "never"] = "auto"
     parse_retries: int = Field(2, ge=0, le=5)  # openai-compatible: re-asks when a reply is not the JSON asked for
     cli_path: str | None = None  # claude-code: default PATH, then the copy bundled in claude-agent-sdk
+    # Seconds one call to the model may take, each retry again (a CLI provider: the whole call,
+    # its own retries included); past it the call is given up with one line naming the provider.
+    timeout_s: float = Field(300.0, gt=0)
 
     @field_validator("api_key_env")
     @classmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import sys
 import threading
 from dataclasses import dataclass
@@ -73,10 +74,52 @@ class FakeHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+    def _send_raw(self, status: int, raw: str, cut: bool, headers: dict[str, str] | None = None) -> None:
+        """A broken answer (replies.broken_reply): `raw` as is; with `cut`, the connection closed
+        before the Content-Length promised is reached, as when a proxy or the server dies mid-reply."""
+        data = raw.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", self.json_type)
+        self.send_header("Content-Length", str(len(data) + (1000 if cut else 0)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+        if cut:
+            self.wfile.flush()
+            self.close_connection = True
+
+
 class _Server(ThreadingHTTPServer):
     """A client that hangs up mid-request (a coding agent killed at its turn's timeout, an SDK
     giving up on a retry) is the client's business: the stdlib prints its traceback to stderr,
     where it reads as the fake's failure in the user's terminal. Any other error still prints."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.open_connections: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self.open_connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self.open_connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_open_connections(self) -> None:
+        """Hang up on every client still connected (a keep-alive connection, a reply in progress),
+        as a server that goes away does: its handler threads would otherwise go on answering."""
+        with self._open_lock:
+            sockets = list(self.open_connections)
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], ConnectionError):  # reset, broken pipe, aborted
@@ -96,7 +139,7 @@ class LocalServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0):
         self._address = (host, port)
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
@@ -118,6 +161,7 @@ class LocalServer:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+            self._server.close_open_connections()
             self._server = None
             self._thread = None
 

@@ -48,8 +48,11 @@ class FakeChatCompletionsAPI(RecordingFake[ChatRequest]):
     _name = "fake-chat-completions-api"
 
     def __init__(self, responder: Responder | None = None, *, supports_json_schema: bool = True,
-                 max_completion_tokens_only: bool = False, host: str = "127.0.0.1", port: int = 0):
+                 max_completion_tokens_only: bool = False, v1_only: bool = False, host: str = "127.0.0.1",
+                 port: int = 0):
         super().__init__(responder, host, port)
+        # As Ollama, vLLM and LM Studio: only /v1/chat/completions; a base_url without /v1 gets a 404.
+        self.v1_only = v1_only
         self.supports_json_schema = supports_json_schema
         # As OpenAI's reasoning models: `max_tokens` refused with a 400 naming max_completion_tokens.
         self.max_completion_tokens_only = max_completion_tokens_only
@@ -74,7 +77,8 @@ class _Handler(FakeHandler):
         parts = urlsplit(self.path)
         _, body = self._read_body()
         route = parts.path.rstrip("/")
-        ok = self.command == "POST" and route in ROUTES and isinstance(body, dict)
+        routes = ROUTES[:1] if self.fake.v1_only else ROUTES
+        ok = self.command == "POST" and route in routes and isinstance(body, dict)
         canonical = as_messages_body(body) if ok else {}
         record = ChatRequest(method=self.command, path=parts.path, query=dict(parse_qsl(parts.query)),
                              headers={k.lower(): v for k, v in self.headers.items()}, body=body,
@@ -105,6 +109,9 @@ class _Handler(FakeHandler):
         except Exception as exc:  # a broken script must fail visibly, not hang the client
             return self._error(record, 500, f"The fake responder raised {type(exc).__name__}: {exc}", "server_error")
         if isinstance(result, ApiError):
+            if result.raw is not None:
+                record.reply = {"status": result.status, "error": result.message}
+                return self._send_raw(result.status, result.raw, result.cut, result.headers)
             return self._error(record, result.status, result.message, result.error_code, error_type=result.type,
                                headers=result.headers)
         self._send_completion(record, result)

@@ -378,6 +378,8 @@ class _Handler(FakeHandler):
 
     def _error(self, record: ResponsesRequest, error: ApiError) -> None:
         record.reply = {"status": error.status, "error": error.message}
+        if error.raw is not None:
+            return self._send_raw(error.status, error.raw, error.cut, error.headers)
         payload = {"error": {"message": error.message, "type": error.type, "code": error.error_code, "param": None}}
         data = json.dumps(payload).encode()
         self.send_response(error.status)

@@ -39,6 +39,10 @@ class ApiError:
     message: str = "Internal server error (scripted by the fake Messages API)."
     error_type: str | None = None  # None: the type the real API uses for `status`
     headers: dict[str, str] = field(default_factory=dict)
+    # A broken answer instead of the error JSON (see broken_reply): this text sent as the body,
+    # and with `cut` a Content-Length promising more than is sent before the connection closes.
+    raw: str | None = None
+    cut: bool = False
     # OpenAI's shape has a code beside the type (404 "invalid_request_error" / "model_not_found",
     # 429 "insufficient_quota"), which CLIs read: None, the type (the OpenAI-shaped fakes only).
     code: str | None = None
@@ -94,6 +98,12 @@ def api_error(status: int = 500, message: str | None = None, error_type: str | N
     e.g. api_error(404, "The model `x` does not exist", "invalid_request_error", code="model_not_found")."""
     return ApiError(status=status, message=message or ApiError.message, error_type=error_type,
                     headers=dict(headers or {}), code=code)
+
+
+def broken_reply(raw: str = '{"id": "msg_cut', *, status: int = 200, cut: bool = False) -> ApiError:
+    """An answer a client cannot read: `raw` as the body (JSON cut short by default, or any text
+    such as a proxy's HTML page), with `cut` the connection closed before the promised length."""
+    return ApiError(status=status, message=f"a broken reply (scripted): {raw[:40]!r}", raw=raw, cut=cut)
 
 
 def resolve(item: ReplyLike, body: dict[str, Any]) -> Reply | ApiError:

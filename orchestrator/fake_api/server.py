@@ -208,6 +208,8 @@ class _Handler(FakeHandler):
 
     def _error(self, record: RecordedRequest, error: ApiError) -> None:
         record.reply = summarize(error)
+        if error.raw is not None:
+            return self._send_raw(error.status, error.raw, error.cut, error.headers)
         self._send_json(error.status, error.body(), error.headers)
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
