@@ -40,7 +40,8 @@ def diagnose(config: Config, *, offline: bool = False, registry: Any = None) -> 
     """A check per coding agent a run will use (the configured kind, then each other kind a ticket
     names in its `coding_agent:`), then the middle agent's model's."""
     kinds = [config.coding_agent.kind] + [k for k in ticket_kinds(config) if k != config.coding_agent.kind]
-    return [coding_agent_check(config, registry, kind) for kind in kinds] + [model_check(config, offline=offline)]
+    return ([coding_agent_check(config, registry, kind, offline=offline) for kind in kinds]
+            + [model_check(config, offline=offline)])
 
 
 def ticket_kinds(config: Config) -> list[str]:
@@ -64,7 +65,8 @@ def ticket_kinds(config: Config) -> list[str]:
     return sorted(kinds)
 
 
-def coding_agent_check(config: Config, registry: Any = None, kind: str | None = None) -> Check:
+def coding_agent_check(config: Config, registry: Any = None, kind: str | None = None, *,
+                       offline: bool = False) -> Check:
     from orchestrator.plugins.manager import registry as default_registry
     from orchestrator.services import coding_agent_options
 
@@ -100,7 +102,33 @@ def coding_agent_check(config: Config, registry: Any = None, kind: str | None = 
     except CodingAgentError as exc:
         return Check("coding agent", uses, "-", "not installed", str(exc))
     version, problem = cli_version(cli)
+    if problem is None and not offline:  # a base URL the user gave with nothing behind it, as a run says it
+        from orchestrator.coding_agent.reachable import model_base_url, unreachable
+
+        try:
+            url = model_base_url(cls, *_followed(config, reg, kind))
+        except MiddleError:  # (options valid alone, not with [agent] provider's defaults: a run says so)
+            url = None
+        why = unreachable(url) if url else None
+        if why:
+            return Check("coding agent", uses, cli, "model API unreachable",
+                         f"nothing answers at {url} ({why}): start that server, or correct the base URL")
     return Check("coding agent", uses, cli, version or "does not run", problem)
+
+
+def _followed(config: Config, registry: Any, kind: str) -> tuple[Any, dict[str, str]]:
+    """Coding agent `kind`'s validated options and environment with `[agent] provider` followed,
+    as a run follows it (a run's services do the same: services.py)."""
+    from orchestrator.services import coding_agent_options
+
+    cls = registry.coding_agent_class(kind)
+    raw = coding_agent_options(config, kind)
+    environ = dict(os.environ)
+    follow = getattr(cls, "follow_provider", None)
+    if follow is not None:
+        defaults, env = follow(raw, config.agent, environ)
+        raw, environ = {**defaults, **raw}, {**environ, **env}
+    return registry.coding_agent_options(kind, raw), environ
 
 
 def agent_pricing(config: Config, registry: Any, kind: str) -> str | None:
@@ -109,19 +137,11 @@ def agent_pricing(config: Config, registry: Any, kind: str) -> str | None:
     follows it (a local server's base URL is what makes its turns free); None: it does not say."""
     import inspect
 
-    from orchestrator.services import coding_agent_options
-
     cls = registry.coding_agent_class(kind)
     pricing = getattr(cls, "pricing", None)
     if pricing is None:
         return None
-    raw = coding_agent_options(config, kind)
-    environ = dict(os.environ)
-    follow = getattr(cls, "follow_provider", None)
-    if follow is not None:
-        defaults, env = follow(raw, config.agent, environ)
-        raw, environ = {**defaults, **raw}, {**environ, **env}
-    options = registry.coding_agent_options(kind, raw)
+    options, environ = _followed(config, registry, kind)
     try:
         takes_environ = "environ" in inspect.signature(pricing).parameters
     except (TypeError, ValueError):  # (no signature to read)

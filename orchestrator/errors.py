@@ -12,6 +12,7 @@ __all__ = [
     "MiddleError", "ConfigError", "TicketError", "StoreError", "StoreUnavailable", "ClaimLost",
     "MemoryStoreError", "CodingAgentError", "AgentReplyError", "ModelAccessError", "GitError",
     "RunInterrupted", "BatchStopper", "CheckCannotStart", "CheckFailed", "CodingAgentMissing",
+    "CodingAgentUnreachable",
 ]
 
 
@@ -40,6 +41,11 @@ class ModelAccessError(AgentReplyError, BatchStopper):
 class CodingAgentMissing(CodingAgentError, BatchStopper):
     """The coding agent's CLI is not installed (or not where `cli_path` says): every ticket on it
     would fail the same way, so this is said once, before any ticket is claimed."""
+
+
+class CodingAgentUnreachable(CodingAgentMissing):
+    """Nothing answers at the base URL the coding agent was given for its model (a local server not
+    started): as a missing CLI, said once before any ticket on that agent is claimed."""
 
 
 class CheckCannotStart(ConfigError):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.settings import Config
-from orchestrator.errors import CodingAgentError, CodingAgentMissing, ConfigError
+from orchestrator.errors import CodingAgentError, CodingAgentMissing, CodingAgentUnreachable, ConfigError
 from orchestrator.plugins.manager import PluginRegistry, registry
 from orchestrator.plugins.memory_backend import TextLLM
 
@@ -310,6 +310,17 @@ class Services:
                 find_cli(validated, **table_argument(find_cli, where))
             except CodingAgentError as exc:
                 raise CodingAgentMissing(str(exc)) from None
+        if not self.fake:  # a base URL the user gave with nothing behind it: said once, here (reachable.py)
+            from orchestrator.coding_agent.base import title_of
+            from orchestrator.coding_agent.reachable import model_base_url, unreachable
+
+            url = model_base_url(cls, validated, {**os.environ, **env})
+            why = unreachable(url) if url else None
+            if why:
+                title = title_of(cls, kind)
+                raise CodingAgentUnreachable(
+                    f"nothing answers at {title}'s model API {url} ({why}): start that server, or correct "
+                    f"the base URL {title} is given; no ticket was started")
         return cls(validated, env=env, **table_argument(cls, where))  # type: ignore[no-any-return]
 
     def coding_agent_of(self, ticket: Any) -> CodingAgent:

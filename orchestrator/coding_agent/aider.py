@@ -158,6 +158,12 @@ class AiderAgent:
         return find_aider((options or AiderOptions()).cli_path, os.environ.get("PATH"), table)
 
     @classmethod
+    def model_base_url(cls, options: AiderOptions, environ: Mapping[str, str]) -> str | None:
+        """Where aider sends the model's requests when the user said (openai_api_base, an Ollama
+        model's server), asked before the first turn (reachable.py): said once, not per ticket."""
+        return aider_base_url(options.model, options, environ)
+
+    @classmethod
     def pricing(cls, options: AiderOptions, environ: Mapping[str, str] | None = None) -> str:
         """What its turns count at (`middle doctor`): aider prices only the models it knows."""
         return reported_or_priced("aider", options.model, options.price,

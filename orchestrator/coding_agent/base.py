@@ -88,6 +88,9 @@ class CodingAgent(Protocol):
     #   agent's `[agent]` (`agent`) says, so one config line serves both (Claude Code on Bedrock or
     #   Vertex; aider and OpenCode on an openai-compatible server). The user's options win over
     #   the defaults it returns; it returns ({}, {}) when it does not apply.
+    # - `model_base_url(cls, options, environ) -> str | None`, a classmethod: the model API address
+    #   the user gave the agent (None: its own default service); middle asks it with a TCP
+    #   connection before the agent's first turn and says once when nothing answers (reachable.py).
 
     def run_turn(
         self,

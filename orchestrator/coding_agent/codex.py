@@ -224,6 +224,12 @@ class CodexAgent:
             return self._run_once(cli, prompt, cwd, env, session_id, thread_id, tmp, sessions, emit)
 
     @classmethod
+    def model_base_url(cls, options: CodexOptions, environ: Mapping[str, str]) -> str | None:
+        """The base URL of the user's own model provider (or OPENAI_BASE_URL), asked before the
+        first turn (reachable.py): said once, not as each ticket's failed turn."""
+        return codex_base_url(options, environ)
+
+    @classmethod
     def pricing(cls, options: CodexOptions, environ: Mapping[str, str] | None = None) -> str:
         """What its turns are priced at (`middle doctor`): the CLI reports tokens, not money."""
         return "turns priced at " + price_for(options.model, CODEX_PRICES, options.price,

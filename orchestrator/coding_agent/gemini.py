@@ -146,6 +146,12 @@ class GeminiAgent:
                           requests=lambda: api.canonical("coding_agent"))
 
     @classmethod
+    def model_base_url(cls, options: GeminiOptions, environ: Mapping[str, str]) -> str | None:
+        """The model API address the user gave Gemini CLI (GOOGLE_GEMINI_BASE_URL), asked before
+        the first turn (reachable.py): Gemini CLI retries one nothing answers at until the turn times out."""
+        return environ.get("GOOGLE_GEMINI_BASE_URL") or None
+
+    @classmethod
     def pricing(cls, options: GeminiOptions, environ: Mapping[str, str] | None = None) -> str:
         """What its turns are priced at (`middle doctor`): the CLI reports tokens, not money."""
         base_url = (environ or os.environ).get("GOOGLE_GEMINI_BASE_URL")

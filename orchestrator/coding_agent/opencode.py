@@ -197,6 +197,12 @@ class OpenCodeAgent:
         return {"model": f"middle/{agent.model}"}, {"OPENCODE_CONFIG_CONTENT": json.dumps(content)}
 
     @classmethod
+    def model_base_url(cls, options: OpenCodeOptions, environ: Mapping[str, str]) -> str | None:
+        """The baseURL OpenCode's config declares for the model's provider, asked before the first
+        turn (reachable.py): OpenCode retries one nothing answers at until the turn times out."""
+        return opencode_base_url(options.model, environ)
+
+    @classmethod
     def pricing(cls, options: OpenCodeOptions, environ: Mapping[str, str] | None = None) -> str:
         """What its turns count at (`middle doctor`): OpenCode prices only the models it has prices for."""
         return reported_or_priced("OpenCode", options.model, options.price,

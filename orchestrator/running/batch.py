@@ -22,6 +22,7 @@ from orchestrator.errors import (
     BatchStopper,
     CheckCannotStart,
     CodingAgentMissing,
+    CodingAgentUnreachable,
     ConfigError,
     MiddleError,
     RunInterrupted,
@@ -44,6 +45,7 @@ POLL_S = 0.2  # the main thread wakes this often, so a signal is handled at once
 STOP_GRACE_S = 15.0  # after a stop, how long running tickets get to record their interruption
 NOT_STARTED = "not run: the model cannot be used (see the error below)"
 MISSING_CLI = "not run: its coding agent's CLI is not here (see the error below)"
+UNREACHABLE = "not run: nothing answers at its coding agent's model API (see the error below)"
 
 
 class BatchView(Protocol):
@@ -278,7 +280,8 @@ def _collect(slot: _Slot, result: BatchResult, view: BatchView, started_runs: li
     if isinstance(exc, CodingAgentMissing) and per_kind:
         # Only the tickets on that agent meet it (a ticket's `coding_agent:` names its own): each
         # stays pending, unclaimed, the error said once, and the tickets on other agents go on.
-        outcome = RunOutcome(slot.ticket_id, "", "pending", MISSING_CLI)
+        outcome = RunOutcome(slot.ticket_id, "", "pending",
+                             UNREACHABLE if isinstance(exc, CodingAgentUnreachable) else MISSING_CLI)
         if all(str(e) != str(exc) for e in result.errors):
             result.errors.append(exc)
     elif isinstance(exc, BatchStopper):

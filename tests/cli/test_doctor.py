@@ -169,19 +169,27 @@ def test_each_agent_a_ticket_names_gets_its_own_row_and_an_agent_following_the_p
 def test_run_says_once_at_its_start_how_to_count_a_local_model_free(project_dir, monkeypatch):
     """A model at a local address is priced as unknown (it may be a gateway to a paid API), so
     max_cost_usd may stop a free one early: `middle run` says once how to count it at 0, and a
-    `price` of the user's silences it."""
+    `price` of the user's silences it. (The server listens: one that does not is an error before
+    any ticket, test_doctor_says_nothing_answers_at_a_coding_agent_s_base_url.)"""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/v1"
     config = ('[project]\npath = "repo"\n[agent]\nprovider = "openai-compatible"\n'
-              'base_url = "http://127.0.0.1:11434/v1"\nmodel = "llama"\n[coding_agent]\nkind = "aider"\n')
+              f'base_url = "{url}"\nmodel = "llama"\n[coding_agent]\nkind = "aider"\n')
     (project_dir / "middle.toml").write_text(config)
     for name in [p.name for p in (project_dir / "tickets").iterdir()]:
         (project_dir / "tickets" / name).unlink()  # nothing to run: only the start is looked at
-    out = " ".join(CliRunner().invoke(main, ["run"]).output.split())
-    assert out.count("served at a local address (http://127.0.0.1:11434/v1): if it costs nothing, set price = "
-                     "{input = 0, output = 0}") == 1, out
-    assert "aider: turns at aider's own cost" in out, out
-    (project_dir / "middle.toml").write_text(config + '[coding_agent.options]\nprice = {input = 1, output = 1}\n')
-    out = " ".join(CliRunner().invoke(main, ["run"]).output.split())
-    assert "local address" not in out and "no pending tickets" in out, out
+    with server:
+        out = " ".join(CliRunner().invoke(main, ["run"]).output.split())
+        assert out.count(f"served at a local address ({url}): if it costs nothing, set price = "
+                         "{input = 0, output = 0}") == 1, out
+        assert "aider: turns at aider's own cost" in out, out
+        (project_dir / "middle.toml").write_text(config + '[coding_agent.options]\nprice = {input = 1, output = 1}\n')
+        out = " ".join(CliRunner().invoke(main, ["run"]).output.split())
+        assert "local address" not in out and "no pending tickets" in out, out
 
 
 def test_doctor_leaves_nothing_in_the_gemini_cli_s_home(project_dir, tmp_path, monkeypatch):
@@ -213,3 +221,23 @@ def test_doctor_says_a_local_server_named_by_host_name_is_local(project_dir):
     out = " ".join(CliRunner().invoke(main, ["doctor", "--offline"]).output.split())
     assert "served at a local address (http://ollama.lan:11434/v1): if it costs nothing, set price = " \
            "{input = 0, output = 0}" in out, out
+
+
+def test_doctor_says_nothing_answers_at_a_coding_agent_s_base_url(project_dir):
+    """A base URL the user gave a coding agent with nothing listening behind it (a local model
+    server not started) is a problem of its row, as `middle run` says it before any ticket; with
+    --offline (a `--fake` run, which never calls it) it is not asked."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    (project_dir / "middle.toml").write_text(
+        f'[project]\npath = "repo"\n[coding_agent]\nkind = "codex"\n[coding_agent.options]\n'
+        f'provider = {{base_url = "http://127.0.0.1:{port}/v1", env_key = "K"}}\n')
+    out = " ".join(CliRunner().invoke(main, ["doctor"]).output.split())
+    assert "model API unreachable" in out, out
+    assert f"nothing answers at http://127.0.0.1:{port}/v1 (connection refused at 127.0.0.1 port {port}): " \
+           "start that server, or correct the base URL" in out, out
+    offline = " ".join(CliRunner().invoke(main, ["doctor", "--offline"]).output.split())
+    assert "unreachable" not in offline and "nothing answers" not in offline, offline

@@ -2,13 +2,19 @@
 `resume`, `feedback`, `worker` as they open, and a run the server (or the Python API) starts, in
 its log. One owner (Services.local_note_once): said once per process, whichever starts first.
 
-The coding agent is aider following `[agent] provider = "openai-compatible"` to 127.0.0.1:9 (a
-port nothing answers): nothing is paid, and what a turn would do is not what is looked at."""
+The coding agent is aider following `[agent] provider = "openai-compatible"` to a local port
+that accepts a connection and closes it (a server that is up, as a run asks before its first
+turn: reachable.py, and fails every request): nothing is paid, and what a turn would do is not
+what is looked at."""
 
 from __future__ import annotations
 
 import logging
+import socket
+import sys
+import threading
 
+import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli.main import main
@@ -20,6 +26,35 @@ from tickets.store import TicketStore
 CONFIG = ('[project]\npath = "repo"\n[agent]\nprovider = "openai-compatible"\n'
           'base_url = "http://127.0.0.1:9/v1"\nmodel = "llama"\n[coding_agent]\nkind = "aider"\n')
 NOTE = "served at a local address (http://127.0.0.1:9/v1): if it costs nothing, set price = {input = 0, output = 0}"
+
+
+@pytest.fixture(autouse=True)
+def _server(monkeypatch):
+    """A server at CONFIG's base URL that closes each connection it accepts."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            conn.close()
+
+    serving = threading.Thread(target=serve, daemon=True)
+    serving.start()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/v1"
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "CONFIG", CONFIG.replace("http://127.0.0.1:9/v1", url))
+    monkeypatch.setattr(module, "NOTE", NOTE.replace("http://127.0.0.1:9/v1", url))
+    yield
+    stop.set()
+    serving.join()
+    server.close()
 
 
 def _project(project_dir, extra: str = "") -> None:

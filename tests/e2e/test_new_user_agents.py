@@ -30,16 +30,18 @@ UNREACHABLE_OPENCODE = ('{"provider":{"local":{"npm":"@ai-sdk/openai-compatible"
 # kind -> (what is wrong, [coding_agent.options] lines, environment, words the error line must hold)
 MISTAKES = [
     ("codex", "no CLI", 'cli_path = "/nonexistent/codex"\n', {}, "npm install -g @openai/codex@"),
-    ("codex", "no key", 'provider = {name = "local", base_url = "http://127.0.0.1:9/v1", env_key = "MY_KEY"}\n',
+    ("codex", "no key", 'provider = {name = "local", base_url = "LIVE/v1", env_key = "MY_KEY"}\n',
      {}, "Missing environment variable: `MY_KEY`. Check the API key"),
     ("codex", "bad base URL", 'provider = {name = "local", base_url = "http://127.0.0.1:9/v1", env_key = "MY_KEY"}\n',
-     {"MY_KEY": "k"}, "Nothing answered at the model API's address: check the provider's base URL"),
+     {"MY_KEY": "k"}, "nothing answers at Codex's model API http://127.0.0.1:9/v1 (connection refused"),
     ("gemini", "no key", "", {"GEMINI_API_KEY": ""}, "The Gemini CLI is not signed in: set GEMINI_API_KEY"),
+    ("gemini", "bad base URL", "", {"GEMINI_API_KEY": "k", "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:9"},
+     "nothing answers at Gemini CLI's model API http://127.0.0.1:9 (connection refused"),
     ("opencode", "unknown model", 'model = "nope/gpt-x"\n', {}, "OpenCode has no model nope/gpt-x"),
     ("opencode", "bad base URL", 'model = "local/qwen"\nturn_timeout_s = 20\n',
-     {"OPENCODE_CONFIG_CONTENT": UNREACHABLE_OPENCODE}, "could not reach the model API"),
+     {"OPENCODE_CONFIG_CONTENT": UNREACHABLE_OPENCODE}, "nothing answers at OpenCode's model API"),
     ("aider", "bad base URL", 'model = "openai/gpt-4.1"\nretry_timeout_s = 0\n',
-     {"OPENAI_API_BASE": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "k"}, "Nothing answered at the model API"),
+     {"OPENAI_API_BASE": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "k"}, "nothing answers at aider's model API"),
 ]
 
 
@@ -65,6 +67,7 @@ def test_each_mistake_of_a_new_user_is_one_error_line(tmp_path, fake_api, kind, 
     assert middle("init").returncode == 0
     toml = (tmp_path / "middle.toml").read_text()
     toml = toml.replace('kind = "claude-code"', f'kind = "{kind}"').replace('permission_mode = "acceptEdits"\n', "")
+    options = options.replace("LIVE", fake_api.base_url)  # (a server that answers: the fake's)
     toml = re.sub(r"(\[coding_agent\.options\][^\n]*\n)", lambda m: m.group(1) + options, toml, count=1)
     (tmp_path / "middle.toml").write_text(toml)
     fake_api.script.agent(plan("Create hello.py with a hello() function."))
