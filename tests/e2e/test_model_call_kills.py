@@ -64,9 +64,12 @@ def kill_mid_call(tmp_path: Path, env: dict[str, str], in_flight: threading.Even
                             stderr=subprocess.STDOUT, start_new_session=True)
     found: set[tuple[int, int]] = set()
     try:
-        assert in_flight.wait(WAIT_S), proc.stdout.read().decode() if proc.poll() is not None else "stuck"
+        assert in_flight.wait(WAIT_S), (proc.stdout.read().decode() if proc.stdout and proc.poll() is not None
+                                         else "stuck")
         with TicketStore(tmp_path / "state" / "middle.sqlite3") as store:
-            run_id = store.latest_run("t1")["id"]
+            run = store.latest_run("t1")
+            assert run is not None
+            run_id = run["id"]
         found = turn_processes(proc.pid, model_mark(run_id))
         marked = turn_processes(None, model_mark(run_id))
         names = sorted(name(pid) for pid, _ in found)
