@@ -262,7 +262,7 @@ class CodexAgent:
         outcome = self._processes.run(
             self.command(cli, cwd, thread_id=thread_id, tmp=tmp), cwd=cwd, env=env, stdin=prompt,
             timeout_s=self.options.turn_timeout_s, mark=session_id or uuid.uuid4().hex, on_line=on_line,
-            answered=lambda: stream.completed or stream.failure is not None, emit=emit,
+            answered=lambda: stream.answered, emit=emit,
             start_event={"session_id": session_id, "resume": thread_id is not None, "cwd": str(cwd)},
             install_hint=install_hint(self.table))
         result = self._result(stream, outcome, session_id)

@@ -53,8 +53,16 @@ class CodexStream:
     completed: bool = False  # turn.completed came
     failure: str | None = None  # turn.failed's or the last error line's message
     failure_status: int | None = None  # the HTTP status the failure's raw body shows (400), if any
+    ended: bool = False  # turn.failed came, or an error that is not a notice of a retry Codex makes
     tool_calls: int = 0
     non_json: list[str] = field(default_factory=list)
+
+    @property
+    def answered(self) -> bool:
+        """Whether the turn is over as far as Codex's stream says: completed, failed, or an error
+        that is not a retry Codex is making ("Reconnecting... 2/5 (429 ...)": it may still
+        complete, so it is not ended 5 s after the notice, as a lingering process is)."""
+        return self.completed or self.ended
 
     def feed(self, line: str | bytes) -> list[dict[str, Any]]:
         """Take one stdout line; return the progress events it produced."""
@@ -79,10 +87,13 @@ class CodexStream:
             self.failure, status = _readable(error.get("message") if isinstance(error, dict) else
                                              error or "the turn failed")
             self.failure_status = status or self.failure_status
+            self.ended = True
             return [{"type": "log", "line": _short(self.failure, 500)}]
         if kind == "error":
-            self.failure, status = _readable(obj.get("message") or "error")
+            message = str(obj.get("message") or "error")
+            self.failure, status = _readable(message)
             self.failure_status = status or self.failure_status
+            self.ended = self.ended or not _retrying(message)
             return [{"type": "log", "line": _short(self.failure, 500)}]
         item = obj.get("item")
         if kind in ("item.started", "item.completed") and isinstance(item, dict):
@@ -123,3 +134,11 @@ class CodexStream:
                 "session_id": self.session_id, "thread_id": self.thread_id, "cost_usd": cost_usd,
                 "num_turns": 1, "duration_ms": duration_ms, "text": _short(self.last_text),
                 "usage": self.usage, "permission_denials": []}
+
+
+def _retrying(message: str) -> bool:
+    """Whether an `error` event is Codex's notice of a retry it is making ("Reconnecting... 1/5
+    (...)"), after which the turn may still complete; not "Reconnecting... waiting for network",
+    where Codex waits for ever (nothing answers at its base URL): that one ends the turn."""
+    said = message.strip().lower()
+    return said.startswith("reconnecting") and "waiting for network" not in said

@@ -66,3 +66,21 @@ def test_a_raw_error_body_is_a_400():
     other = CodexStream()
     feed(other, [{"type": "turn.failed", "error": {"message": "stream disconnected before completion"}}])
     assert other.failure_status is None
+
+
+def test_a_notice_of_a_retry_does_not_end_the_turn_and_waiting_for_the_network_does():
+    """Codex says each retry it makes as an `error` ("Reconnecting... 1/5 (429 ...)") and may then
+    complete: the turn is not over (the process runner ends an agent 5 s after its answer), so a
+    retry that works is not cut off. "waiting for network" (it waits for ever), a 401, turn.failed:
+    over."""
+    stream = CodexStream()
+    feed(stream, [{"type": "error", "message": "Reconnecting... 1/5 (unexpected status 429 Too Many Requests)"}])
+    assert not stream.answered
+    feed(stream, RECORDED[1:])
+    assert stream.answered and stream.completed
+    for last in ({"type": "error", "message": "Reconnecting... waiting for network (Connection failed: refused)"},
+                 {"type": "error", "message": "unexpected status 401 Unauthorized"},
+                 {"type": "turn.failed", "error": {"message": "exceeded retry limit, last status: 429"}}):
+        other = CodexStream()
+        feed(other, [{"type": "error", "message": "Reconnecting... 2/5"}, last])
+        assert other.answered and not other.completed, last
