@@ -14,14 +14,8 @@ import json
 import time
 from typing import Any
 
+from orchestrator.api_words import too_long
 from orchestrator.errors import AgentReplyError
-
-# Words of a 400 that says the request is longer than the model's context window (Anthropic:
-# "prompt is too long: N tokens > M maximum"; OpenAI: "maximum context length is N tokens";
-# vLLM / llama.cpp / Ollama: "context length", "exceeds the context size").
-_TOO_LONG = ("prompt is too long", "context length", "context window", "context size", "too many tokens",
-             "maximum context")
-
 
 # The longest `retry-after` waited for. The anthropic SDK waits whatever the header says (a rate
 # limit answering "retry-after: 3600" held a run silent for an hour, per retry); OpenAI's waits
@@ -73,10 +67,6 @@ def said(exc: Any) -> str:
         if isinstance(error, str):
             return error[:200]
     return str(getattr(exc, "message", exc))[:200]
-
-
-def too_long(message: str) -> bool:
-    return any(w in message.lower() for w in _TOO_LONG)
 
 
 def refused(who: str, status: int, message: str, model: str, hint: str) -> AgentReplyError:

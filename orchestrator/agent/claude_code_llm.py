@@ -89,7 +89,7 @@ class ClaudeCodeLLM:
 
 
     def _raise(self, result: dict[str, Any]) -> None:
-        from orchestrator.agent.api_errors import too_long
+        from orchestrator.api_words import too_long
 
         text = str(result.get("result") or result.get("subtype") or "").replace("\n", " ")[:300]
         status = result.get("api_error_status")

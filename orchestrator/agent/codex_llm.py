@@ -113,7 +113,7 @@ class CodexLLM:
 
     def _failure(self, detail: str) -> AgentReplyError:
         """Codex's failure as one line: a refusal said as what to set, anything else to retry later."""
-        from orchestrator.agent.api_errors import too_long
+        from orchestrator.api_words import too_long
 
         match = _STATUS.search(detail)
         status = int(match[1]) if match else None

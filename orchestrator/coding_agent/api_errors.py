@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from orchestrator.api_words import too_long
+
 __all__ = ["CONNECT", "CONTEXT", "KEY", "MODEL", "OTHER", "QUOTA", "RATE", "SERVER", "STOPS_BATCH", "advice",
            "kind_of", "status_of"]
 
@@ -31,9 +33,6 @@ _CONNECT_RE = re.compile(r"error sending request|failed to lookup address|name d
                          r"|could not connect|cannot connect|ECONNREFUSED|APIConnectionError|fetch failed"
                          r"|Unable to connect|Connection error", re.IGNORECASE)
 
-_CONTEXT_RE = re.compile(r"context window|context[ _]length|maximum context|too many tokens|prompt is too long"
-                         r"|input (?:is )?too long|context_length_exceeded|ContextOverflow|ContextWindowExceeded",
-                         re.IGNORECASE)
 # (not Gemini's "Please wait and try again later. To increase your limits, request a quota increase":
 # a rate limit)
 _QUOTA_RE = re.compile(r"quota exceeded|exceeded your current quota|insufficient_quota|plan and billing"
@@ -55,7 +54,7 @@ def kind_of(status: int | None, message: str | None = None) -> str | None:
         return KEY
     if status == 404 or (status is None and _MODEL_RE.search(text)):
         return MODEL
-    if status == 413 or (status in (400, None) and _CONTEXT_RE.search(text)):
+    if status == 413 or (status in (400, None) and too_long(text)):
         return CONTEXT
     if status in (402, 429, None) and _QUOTA_RE.search(text):
         return QUOTA
