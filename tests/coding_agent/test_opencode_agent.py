@@ -179,8 +179,9 @@ def test_each_model_api_error_is_read_as_its_status_and_says_what_to_do(oc, proj
 
 def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachable(tmp_path, project):
     # The fake answers the first call (a Write) and goes away during the second, as a server that
-    # stops does. OpenCode would retry it until turn_timeout_s (900 s here); its log's "Cannot connect
-    # to API" ends the turn after a short grace, read as CONNECT (graph.nodes stops the batch).
+    # stops does. OpenCode would retry it until turn_timeout_s (and fail here, as a timeout); its
+    # log's "Cannot connect to API" ends the turn after a short grace, read as CONNECT (graph.nodes
+    # stops the batch).
     require_cli("opencode", INSTALL)
     script = ScriptedResponder()
     api = FakeChatCompletionsAPI(script).start()
@@ -197,7 +198,7 @@ def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachabl
     env = offline_home(tmp_path / "home", api.base_url, FAKE_API_KEY)
     events: list[dict[str, Any]] = []
     try:
-        turn = OpenCodeAgent(OpenCodeOptions(model=f"{PROVIDER}/{MODEL}", turn_timeout_s=900), env=env).run_turn(
+        turn = OpenCodeAgent(OpenCodeOptions(model=f"{PROVIDER}/{MODEL}", turn_timeout_s=60), env=env).run_turn(
             "Write wip.txt, then say done.", project, session_id="s-gone", resume=False, on_event=events.append)
     finally:
         api.stop()
