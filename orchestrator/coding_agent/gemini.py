@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from ..errors import CodingAgentError
 from ..executables import find_executable
-from .api_errors import advice, kind_of, status_of
+from .api_errors import CONNECT, advice, kind_of, status_of
 from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .gemini_stream import GeminiStream, api_status, as_dict, usage_of
 from .pricing import GEMINI_PRICES, TokenPrice, price_for, turn_cost
@@ -45,6 +45,10 @@ def install_hint(table: str = OPTIONS_TABLE) -> str:
             "in middle.toml to the `gemini` executable.")
 _NAME = "Gemini CLI"
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+# Its log line (stderr) for each retry of a model call (0.61: "Attempt 1 failed. Retrying with
+# backoff... Error: exception TypeError: fetch failed sending request" for a server that is gone); it
+# retries up to its `general.maxAttempts` (10) with growing waits, minutes in all.
+_RETRYING = "Retrying with backoff"
 
 
 class GeminiOptions(BaseModel):
@@ -218,17 +222,32 @@ class GeminiAgent:
     def _run_once(self, cli: str, prompt: str, cwd: Path, env: dict[str, str], session_id: str | None,
                   resume: bool, emit: EventCallback) -> TurnResult:
         stream = GeminiStream(session_id=session_id)
+        # A model API it cannot reach (a server gone mid-turn) is retried for minutes; its log
+        # says each retry: seen here, the turn ends after a short grace (process.STUCK_GRACE_S).
+        unreachable: list[str] = []
 
         def on_line(line: bytes) -> None:
-            for event in stream.feed(line):
+            events = stream.feed(line)
+            for event in events:
                 if event.get("type") == "result":  # priced as the turn's result is
                     event["cost_usd"] = event["session_cost_usd"] = self._cost(stream, event.get("usage") or {})
                 emit(event)
+            if events:
+                unreachable.clear()  # it got through after all (the server came back)
+
+        def on_stderr(line: bytes) -> None:
+            said = line.decode("utf-8", "replace").strip()
+            if _RETRYING in said and kind_of(None, said) == CONNECT:
+                unreachable[:] = [said[:300]]
+
+        def stuck() -> str | None:
+            said = list(unreachable)
+            return f"its log says {said[0]!r}" if said and stream.result is None else None
 
         outcome = self._processes.run(
             self.command(cli, cwd, session_id=session_id, resume=resume), cwd=cwd, env=env, stdin=prompt,
             timeout_s=self.options.turn_timeout_s, mark=session_id or uuid.uuid4().hex, on_line=on_line,
-            answered=lambda: stream.result is not None, emit=emit,
+            answered=lambda: stream.result is not None, stuck=stuck, on_stderr=on_stderr, emit=emit,
             start_event={"session_id": session_id, "resume": resume, "cwd": str(cwd)},
             install_hint=install_hint(self.table))
         for event in stream.finish():
@@ -260,7 +279,7 @@ class GeminiAgent:
             duration_ms=int(stats.get("duration_ms") or outcome.elapsed_ms),
             exit_code=outcome.exit_code,
             # (an API error it words without a status: a server it could not reach, "fetch failed")
-            terminal_reason="timeout" if outcome.timed_out else (
+            terminal_reason="api_error" if outcome.stuck else "timeout" if outcome.timed_out else (
                 "api_error" if status or (r.get("status") == "error" and kind_of(None, stream.error_message))
                 else None),
             api_error_status=status,
@@ -277,6 +296,10 @@ class GeminiAgent:
         """One or two sentences: what happened, and what to do about it."""
         err = tail(outcome.stderr, 600)
         message = stream.error_message
+        if outcome.stuck:  # (the retry log line ends with the error it retries)
+            retried = outcome.stuck.split("Error: ", 1)[-1].rstrip("'\"")
+            return (f"The Gemini CLI could not reach the model API ({retried}) and kept retrying, so the turn "
+                    f"was ended. {advice(CONNECT, self.table, '')}, then retry the ticket.")
         if outcome.timed_out:
             return (f"The Gemini CLI did not finish the turn within {self.options.turn_timeout_s:g} s, so its "
                     f"process group was killed. Raise `{self.table} turn_timeout_s` or give it a "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,7 +31,7 @@ from .api_errors import CONNECT, advice, kind_of, status_of
 from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .opencode_events import OpenCodeStream
 from .pricing import ANY_PRICES, TokenPrice, counted_cost, price_for, reported_or_priced
-from .process import TurnProcesses, safe_callback, tail
+from .process import ProcessOutcome, TurnProcesses, safe_callback, tail
 from .turn_tmp import turn_tmpdir
 
 __all__ = ["INSTALL", "OpenCodeAgent", "OpenCodeOptions"]
@@ -313,17 +314,31 @@ class OpenCodeAgent:
         title = TITLE_PREFIX + session_id if session_id and not their else None
         cmd = self.command(cli, cwd, their_session=their, title=title)
         stream = OpenCodeStream()
+        # Its log says each failed attempt to reach the model API, and it retries until the turn's
+        # timeout (a server that went away mid-turn): seen here, the turn ends after a short grace.
+        unreachable = threading.Event()
 
         def on_line(line: bytes) -> None:
-            for event in stream.feed(line):
+            events = stream.feed(line)
+            for event in events:
                 emit(event)
+            if events:
+                unreachable.clear()  # it got through after all (the server came back)
             if session_id and stream.session_id:
                 self._sessions.setdefault(session_id, stream.session_id)
+
+        def on_stderr(line: bytes) -> None:
+            if _UNREACHABLE.encode() in line:
+                unreachable.set()
+
+        def stuck() -> str | None:
+            return f"its log says {_UNREACHABLE!r}" if unreachable.is_set() and not stream.answered else None
 
         outcome = self._processes.run(
             cmd, cwd=cwd, env=env, stdin=prompt, timeout_s=self.options.turn_timeout_s,
             mark=session_id or uuid.uuid4().hex, on_line=on_line, answered=lambda: stream.answered,
-            emit=emit, start_event={"session_id": session_id, "resume": their is not None, "cwd": str(cwd)},
+            stuck=stuck, on_stderr=on_stderr, emit=emit,
+            start_event={"session_id": session_id, "resume": their is not None, "cwd": str(cwd)},
             install_hint=f"Install it with `{INSTALL}`.")
         failed = outcome.timed_out or outcome.exit_code != 0 or stream.error is not None or not stream.finished
         turn = TurnResult(
@@ -331,13 +346,13 @@ class OpenCodeAgent:
             cost_usd=self._cost(stream), usage=dict(stream.tokens), num_turns=stream.steps,
             duration_ms=outcome.elapsed_ms, exit_code=outcome.exit_code,
             # (a model it does not have: the model API's kind of error, graph.nodes stops the batch)
-            terminal_reason="api_error" if outcome.timed_out and _UNREACHABLE in outcome.stderr
+            terminal_reason="api_error" if _gone(outcome)
             else "timeout" if outcome.timed_out else (
                 "api_error" if failed and _NO_MODEL.search(outcome.stderr) else "error" if failed else "completed"),
             api_error_status=status_of(stream.api_error_status, stream.error_message()) if stream.error is not None
             else None, permission_denials=list(stream.permission_denials))
         if failed:
-            turn.error = self._explain(stream, outcome.exit_code, outcome.stderr, outcome.timed_out, session_id)
+            turn.error = self._explain(stream, outcome, session_id)
         emit({"type": "result", "is_error": turn.is_error, "session_id": turn.session_id,
               "cost_usd": turn.cost_usd, "num_turns": turn.num_turns, "duration_ms": turn.duration_ms,
               "terminal_reason": turn.terminal_reason, "text": turn.text[:2000],
@@ -351,15 +366,14 @@ class OpenCodeAgent:
         price = price_for(self.options.model, ANY_PRICES, self.options.price, base_url=base_url)[0]
         return counted_cost(stream.cost_usd, stream.priced_usage(), price, configured=self.options.price is not None)
 
-    def _explain(self, stream: OpenCodeStream, exit_code: int | None, stderr: str, timed_out: bool,
-                 session_id: str | None) -> str:
+    def _explain(self, stream: OpenCodeStream, outcome: ProcessOutcome, session_id: str | None) -> str:
         """One or two sentences: what happened, and what to do about it."""
-        stderr = _ANSI.sub("", stderr)
+        exit_code, timed_out = outcome.exit_code, outcome.timed_out
+        stderr = _ANSI.sub("", outcome.stderr)
         err = tail(stderr, 500)
-        if timed_out and _UNREACHABLE in stderr:  # it retries a server it cannot reach until killed
-            return (f"OpenCode did not finish the turn within {self.options.turn_timeout_s:g} s: it could not "
-                    f"reach the model API ({_UNREACHABLE}), and retried until its process group was killed. "
-                    f"{advice(CONNECT, self.table, '')}, then retry the ticket.")
+        if _gone(outcome):  # it retries a server it cannot reach until killed
+            return (f"OpenCode could not reach the model API ({_UNREACHABLE}) and kept retrying, so the turn "
+                    f"was ended. {advice(CONNECT, self.table, '')}, then retry the ticket.")
         if timed_out:
             return (f"OpenCode did not finish the turn within {self.options.turn_timeout_s:g} s, so its process "
                     f"group was killed. Raise `{self.table} turn_timeout_s` or give it a smaller task.")
@@ -391,3 +405,9 @@ class OpenCodeAgent:
                     f"`{self.table}` (model, extra_args) and that `opencode --version` runs.")
         return (f"OpenCode ended the turn without an answer{f' (stderr: {err})' if err else ''}. Check "
                 "that its model is configured (`opencode models`).")
+
+
+def _gone(outcome: ProcessOutcome) -> bool:
+    """The model API could not be reached: the turn was ended as stuck on it, or (a log line the
+    grace did not see through) timed out with its log saying so."""
+    return outcome.stuck is not None or (outcome.timed_out and _UNREACHABLE in outcome.stderr)

@@ -8,9 +8,11 @@ What every agent gets from `TurnProcesses.run`:
 - the orphan marker (`orphans.MARK_VAR`) in its environment, inherited by everything it starts,
   so a later `middle` can find and end a dead run's leftovers (`orphans.stop_marked`);
 - its stdout handed over line by line as it comes (the agent parses its own event format), its
-  stderr drained so the pipe never fills (the tail kept for error messages);
+  stderr drained so the pipe never fills (the tail kept for error messages), each stderr line
+  handed over too when the agent asks (`on_stderr`: a CLI that logs what it cannot do there);
 - the turn timeout, and an agent that has answered but lingers (a background task it started)
-  ended rather than waited for;
+  ended rather than waited for; so is one the agent says cannot finish (`stuck`: retrying a model
+  API that went away), after a short grace, rather than at the timeout;
 - `stop_all` (Ctrl-C, SIGTERM of a batch) ending every running turn, each of which then raises
   RunInterrupted.
 
@@ -41,6 +43,7 @@ __all__ = ["ProcessOutcome", "TurnProcesses", "kill_group", "safe_callback", "ta
 log = logging.getLogger(__name__)
 
 DRAIN_S = 5.0  # how long to keep reading stdout after the process is gone (or has answered)
+STUCK_GRACE_S = 5.0  # how long a turn its agent says cannot finish is left to recover
 _STDERR_KEEP = 64 * 1024
 
 
@@ -53,6 +56,7 @@ class ProcessOutcome:
     timed_out: bool
     elapsed_ms: int
     lingered: bool = False  # it answered, then stayed on and was ended by us (exit_code is then 0)
+    stuck: str | None = None  # why it was ended as unable to finish (the agent's `stuck()` reason)
 
 
 class TurnProcesses:
@@ -87,6 +91,8 @@ class TurnProcesses:
         mark: str,
         on_line: Callable[[bytes], None],
         answered: Callable[[], bool] = lambda: False,
+        stuck: Callable[[], str | None] = lambda: None,
+        on_stderr: Callable[[bytes], None] | None = None,
         emit: EventCallback,
         start_event: dict[str, Any] | None = None,
         install_hint: str = "",
@@ -95,7 +101,10 @@ class TurnProcesses:
         line as it comes. `mark` names the turn in the orphan marker (the session id the caller
         stored before launch, so a later `middle` can find these processes). `stdin` is written
         and closed (None: stdin is /dev/null). `answered()` says whether the agent's final answer
-        has come: then a process that stays on is ended after a short drain. Raises
+        has come: then a process that stays on is ended after a short drain. `stuck()` says why the
+        turn cannot finish (None: it can): a reason said for STUCK_GRACE_S ends the process then
+        (OpenCode logs each retry of a server that is gone; it would retry until the timeout).
+        `on_stderr` gets each stderr line as it comes (from another thread). Raises
         CodingAgentError when the CLI cannot be started, RunInterrupted when stopped."""
         started = time.monotonic()
         try:
@@ -112,7 +121,7 @@ class TurnProcesses:
         stderr_tail: deque[bytes] = deque()
         lines: queue.Queue[bytes | None] = queue.Queue()
         threads = [threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True),
-                   threading.Thread(target=_drain, args=(proc.stderr, stderr_tail), daemon=True)]
+                   threading.Thread(target=_drain, args=(proc.stderr, stderr_tail, on_stderr), daemon=True)]
         if stdin is not None:
             threads.append(threading.Thread(target=_feed_stdin, args=(proc, stdin), daemon=True))
         for t in threads:
@@ -121,6 +130,8 @@ class TurnProcesses:
         deadline = started + timeout_s
         gone_at: float | None = None  # when the process was first seen gone (or killed)
         answered_at: float | None = None
+        stuck_at: float | None = None  # since when `stuck()` has said a reason
+        gave_up: str | None = None
         try:
             while True:
                 now = time.monotonic()
@@ -136,6 +147,16 @@ class TurnProcesses:
                     emit({"type": "log", "line": f"{self.agent_name} answered but did not exit (a "
                                                  "background task?): ending it and what it started."})
                     lingered = True
+                    kill_group(proc)
+                    gone_at = now
+                reason = stuck() if gone_at is None else None
+                stuck_at = None if reason is None else stuck_at if stuck_at is not None else now
+                if reason is not None and stuck_at is not None and now - stuck_at > STUCK_GRACE_S:
+                    # It cannot finish (e.g. it retries a model API that is gone): end it now, not at
+                    # the turn's timeout; the grace lets a server that comes straight back be seen.
+                    emit({"type": "log", "line": f"{self.agent_name} cannot finish the turn ({reason}): "
+                                                 "ending it and what it started."})
+                    gave_up = reason
                     kill_group(proc)
                     gone_at = now
                 if gone_at is None and proc.poll() is not None:
@@ -173,7 +194,7 @@ class TurnProcesses:
             raise RunInterrupted(stopped)
         threads[1].join(timeout=1.0)
         return ProcessOutcome(exit_code=exit_code, stderr=b"".join(stderr_tail).decode("utf-8", "replace"),
-                              timed_out=timed_out, lingered=lingered,
+                              timed_out=timed_out, lingered=lingered, stuck=gave_up,
                               elapsed_ms=int((time.monotonic() - started) * 1000))
 
 
@@ -216,14 +237,32 @@ def _pump(stream: Any, lines: "queue.Queue[bytes | None]") -> None:
         lines.put(None)
 
 
-def _drain(stream: Any, kept: deque[bytes]) -> None:
-    """Read stderr to the end so the pipe never fills and blocks the child; keep only the tail."""
+def _drain(stream: Any, kept: deque[bytes], on_line: Callable[[bytes], None] | None = None) -> None:
+    """Read stderr to the end so the pipe never fills and blocks the child; keep only the tail, and
+    hand each whole line to `on_line` (a line longer than _STDERR_KEEP is handed over cut)."""
     size = 0
+    partial = b""
     try:
         for chunk in iter(lambda: stream.read1(4096), b""):
             kept.append(chunk)
             size += len(chunk)
             while size > _STDERR_KEEP and len(kept) > 1:
                 size -= len(kept.popleft())
+            if on_line is not None:
+                *whole, partial = (partial + chunk).split(b"\n")
+                for line in whole:
+                    _safely(on_line, line)
+                if len(partial) > _STDERR_KEEP:
+                    _safely(on_line, partial)
+                    partial = b""
     except (OSError, ValueError):
         pass
+    if on_line is not None and partial:
+        _safely(on_line, partial)
+
+
+def _safely(on_line: Callable[[bytes], None], line: bytes) -> None:
+    try:
+        on_line(line)
+    except Exception:  # a reader's bug must not stop the draining (the pipe would fill)
+        log.exception("reading a stderr line failed; continuing the turn")

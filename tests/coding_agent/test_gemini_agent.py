@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,9 +13,12 @@ from typing import Any
 
 import pytest
 
+from orchestrator.coding_agent.api_errors import CONNECT, kind_of
 from orchestrator.coding_agent.gemini import INSTALL_COMMAND, GeminiAgent
 from orchestrator.errors import CodingAgentError
 from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use
+from orchestrator.fake_api.gemini import FakeGeminiAPI
+from orchestrator.fake_api.gemini_env import OFFLINE_MODEL, gemini_env, offline_home
 from orchestrator.fake_api.messages import content_text, working_directory
 from orchestrator.graph.rounds import session_lost
 from orchestrator.procs.orphans import MARK_VAR
@@ -151,6 +156,54 @@ def test_each_model_api_error_is_read_as_its_status_and_says_what_to_do(gemini, 
     said = f" (HTTP {read})" if read is not None else ""
     assert (turn.error or "").startswith(f"The Gemini CLI could not get an answer from the model{said}: "), turn.error
     assert words in (turn.error or "") and todo in (turn.error or ""), turn.error
+
+
+# Its own retries: none (offline_home's maxAttempts 1: its "fetch failed" result at once), or its
+# default 10 (minutes of backoff, each retry logged on stderr: the turn is ended after a short grace).
+GONE = [(1, "The Gemini CLI could not get an answer from the model: [API Error: exception TypeError: fetch failed"),
+        (10, "The Gemini CLI could not reach the model API (exception TypeError: fetch failed sending request) "
+             "and kept retrying, so the turn was ended.")]
+
+
+@pytest.mark.parametrize("attempts, says", GONE, ids=["no-retries", "its-retries"])
+def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachable(gemini_cli, tmp_path, project,
+                                                                                   attempts, says):
+    # The fake answers the first call (a write) and goes away during the second, as a server that
+    # stops does: the CLI's next attempts meet a closed port. (turn_timeout_s: a turn left to its
+    # retries would time out, and fail here, rather than end as unreachable.)
+    script = ScriptedResponder()
+    api = FakeGeminiAPI(script).start()
+
+    def goes_away(body: dict[str, Any]) -> Any:
+        stopping = threading.Thread(target=api.stop)  # (not the handler's own thread: stop() joins)
+        stopping.start()
+        stopping.join()
+        return reply(text("Never sent."))
+
+    script.coding_agent(
+        lambda body: reply(tool_use("Write", {"file_path": f"{working_directory(body)}/wip.txt", "content": "wip\n"})),
+        goes_away)
+    home = offline_home(tmp_path / "gemini-home")
+    settings = home / ".gemini" / "settings.json"
+    settings.write_text(json.dumps(_with_attempts(json.loads(settings.read_text()), attempts)))
+    events: list[dict[str, Any]] = []
+    try:
+        agent = GeminiAgent(GeminiAgent.Options(home_dir=str(home), model=OFFLINE_MODEL, turn_timeout_s=60),
+                            env=gemini_env(api.base_url, tmp_path))
+        turn = agent.run_turn("Write wip.txt, then say done.", project, session_id=str(uuid.uuid4()), resume=False,
+                              on_event=events.append)
+    finally:
+        api.stop()
+    assert turn.is_error and turn.terminal_reason == "api_error", turn.error
+    assert (turn.error or "").startswith(says), turn.error
+    assert kind_of(turn.api_error_status, turn.error) == CONNECT, turn.error
+    assert "Nothing answered at the model API's address" in (turn.error or "")
+    assert not any(e.get("type") == "timeout" for e in events)
+    assert (project / "wip.txt").read_text() == "wip\n"  # the work in progress is left in the project
+
+
+def _with_attempts(settings: dict[str, Any], attempts: int) -> dict[str, Any]:
+    return {**settings, "general": {**settings.get("general", {}), "maxAttempts": attempts}}
 
 
 def test_resuming_a_session_it_does_not_have_starts_over_as_the_graph_expects(gemini, project):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +16,14 @@ from typing import Any
 
 import pytest
 
+from orchestrator.coding_agent.api_errors import CONNECT, kind_of
 from orchestrator.coding_agent.opencode import INSTALL, OpenCodeAgent, OpenCodeOptions
+from orchestrator.coding_agent.opencode_offline import MODEL, PROVIDER, offline_home
+from orchestrator.config.offline import FAKE_API_KEY
 from orchestrator.errors import CodingAgentError
 from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use, working_directory
 from orchestrator.fake_api.messages import content_text
+from orchestrator.fake_api.openai_chat import FakeChatCompletionsAPI
 from orchestrator.graph.rounds import session_lost
 from orchestrator.testing import make_repo
 from orchestrator.testing.clis import require_cli
@@ -170,6 +175,39 @@ def test_each_model_api_error_is_read_as_its_status_and_says_what_to_do(oc, proj
     said = f" (HTTP {read})" if read is not None else ""
     assert (turn.error or "").startswith(f"OpenCode could not get an answer from the model{said}: "), turn.error
     assert words in (turn.error or "") and todo in (turn.error or ""), turn.error
+
+
+def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachable(tmp_path, project):
+    # The fake answers the first call (a Write) and goes away during the second, as a server that
+    # stops does. OpenCode would retry it until turn_timeout_s (and fail here, as a timeout); its
+    # log's "Cannot connect to API" ends the turn after a short grace, read as CONNECT (graph.nodes
+    # stops the batch).
+    require_cli("opencode", INSTALL)
+    script = ScriptedResponder()
+    api = FakeChatCompletionsAPI(script).start()
+
+    def goes_away(body: dict[str, Any]) -> Any:
+        stopping = threading.Thread(target=api.stop)  # (not the handler's own thread: stop() joins)
+        stopping.start()
+        stopping.join()
+        return reply(text("Never sent."))
+
+    script.coding_agent(
+        lambda body: reply(tool_use("Write", {"file_path": f"{working_directory(body)}/wip.txt", "content": "wip\n"})),
+        goes_away)
+    env = offline_home(tmp_path / "home", api.base_url, FAKE_API_KEY)
+    events: list[dict[str, Any]] = []
+    try:
+        turn = OpenCodeAgent(OpenCodeOptions(model=f"{PROVIDER}/{MODEL}", turn_timeout_s=60), env=env).run_turn(
+            "Write wip.txt, then say done.", project, session_id="s-gone", resume=False, on_event=events.append)
+    finally:
+        api.stop()
+    assert turn.is_error and turn.terminal_reason == "api_error", turn.error
+    assert (turn.error or "").startswith("OpenCode could not reach the model API (Cannot connect to API)"), turn.error
+    assert kind_of(turn.api_error_status, turn.error) == CONNECT
+    assert "Nothing answered at the model API's address" in (turn.error or "")
+    assert not any(e.get("type") == "timeout" for e in events)
+    assert (project / "wip.txt").read_text() == "wip\n"  # the work in progress is left in the project
 
 
 def test_a_missing_cli_is_an_error_naming_the_install_command(project):
