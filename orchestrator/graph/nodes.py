@@ -262,6 +262,8 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
     # agent says was the model API's: its words, a missing key or an unreachable server)
     api_failed = result.is_error and (status is not None or getattr(result, "terminal_reason", None) == "api_error")
     failed_as = api_errors.kind_of(status, result.error) if api_failed else None
+    if result.is_error:
+        save_work_in_progress(ctx, ticket, turn_no)  # what the failed turn changed is kept, whatever stops it
     if failed_as == api_errors.KEY and status is not None:
         # Every other ticket would fail the same way: a batch stops here (see the runner).
         raise ModelAccessError(
@@ -272,7 +274,6 @@ def _run_turn(ctx: TicketContext, state: TicketState, ticket: dict[str, Any], tu
         raise ModelAccessError(f"{name} turn {turn_no} of ticket {ticket['id']!r} failed: "
                                f"{(result.error or 'no detail').rstrip('.')}.")
     if result.is_error:
-        save_work_in_progress(ctx, ticket, turn_no)  # what the failed turn changed is kept too
         raise CodingAgentError(
             f"{name} turn {turn_no} of ticket {ticket['id']!r} failed: "
             f"{(result.error or 'no detail').rstrip('.')}. "

@@ -271,6 +271,14 @@ class TicketDriver:
             return RunOutcome(ticket_id, "", "stored", feedback.stored_message(self.store, ticket_id))
         return self._drive(self._held(ClaimedRun(ticket_id, delivered.run_id)), overrides)
 
+    def _work_left(self, ticket_id: str) -> bool:
+        """Whether the ticket's worktree holds work (never raises: asked while a run ends)."""
+        try:
+            return bool(self._leftover(self.store.get_ticket(ticket_id)))
+        except Exception as exc:  # (the run's own error is what the user must see)
+            log.warning("could not tell whether ticket %s's worktree holds work: %s", ticket_id, exc)
+            return True  # (kept as work: never sent back to pending over work it may hold)
+
     def _drop_untouched(self, ticket_id: str) -> None:
         """A ticket sent back to pending before any work (the model cannot be used, its check
         cannot start) keeps no worktree or branch: nothing of the user's is in them (only what
@@ -328,7 +336,8 @@ class TicketDriver:
                 self._checkpointed(lambda: self._stream(graph_input, cfg, run, overrides))
         except BaseException as exc:  # every way out ends the run as the one policy says
             ending = end_on_exception(exc, run, fake=self.services.fake, stop=self.stop,
-                                      auto_resume=self.project_override is not None)  # a worker's
+                                      auto_resume=self.project_override is not None,  # a worker's
+                                      work_left=lambda: self._work_left(ticket_id))
             run.close()
             if ending.propagate:
                 self._drop_untouched(ticket_id)

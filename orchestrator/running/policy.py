@@ -5,10 +5,10 @@ The runner (`middle run`, `middle serve`, the Python API) and the LangGraph Serv
 ends (`RunLifecycle`), so the ticket's status never depends on which driver ran it:
 
 - StoreUnavailable: interrupted, and any worker resumes it once the store is back (a retry);
-- BatchStopper (the model cannot be used): failed; the ticket goes
-  back to `pending` when no turn finished in a run that started from its input, else stays failed
-  and resumable; the driver raises it on (a batch stops and says it once), and removes the
-  worktree and branch of a ticket put back to pending when no work is in them;
+- BatchStopper (the model cannot be used): failed; the ticket goes back to `pending` when no turn
+  finished in a run that started from its input and its worktree holds no work (a turn that
+  wrote, then failed so), else stays failed and resumable; the driver raises it on (a batch stops
+  and says it once), and removes the worktree and branch of a ticket put back to pending;
 - CheckCannotStart before any turn of a ticket's first round (its check command is not found or
   cannot run on the base commit: a mistake in the user's config, not a failed ticket): the ticket
   goes back to `pending` (nothing was done, so nothing is lost) and the driver raises it on, so
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from orchestrator.errors import (
@@ -64,11 +65,12 @@ class Ending:
 
 
 def end_on_exception(exc: BaseException, run: Run, *, fake: bool = False, auto_resume: bool = False,
-                     stop: threading.Event | None = None) -> Ending:
+                     stop: threading.Event | None = None, work_left: Callable[[], bool] = lambda: False) -> Ending:
     """End the run that `exc` stopped, as the policy above says.
 
     `auto_resume`: an interruption was no person's doing (a stopped `middle worker`). `stop`:
-    while the store is out of reach, give up marking the run interrupted once it is set. The
+    while the store is out of reach, give up marking the run interrupted once it is set.
+    `work_left()`: whether the ticket's worktree holds work (a turn that failed after writing). The
     run's events that wait for the store are written before its end is recorded.
     """
     if run.outage and run.lost.is_set():
@@ -87,13 +89,13 @@ def end_on_exception(exc: BaseException, run: Run, *, fake: bool = False, auto_r
         why = run.lost_reason(str(exc))
         return Ending("lost", why, True, propagate=isinstance(exc, KeyboardInterrupt))
     try:
-        return _end(exc, run, fake=fake, auto_resume=auto_resume, stop=stop)
+        return _end(exc, run, fake=fake, auto_resume=auto_resume, stop=stop, work_left=work_left)
     except ClaimLost as lost:  # taken over while this runner was ending it
         return Ending("lost", run.lost_reason(str(lost)), True, propagate=False)
 
 
 def _end(exc: BaseException, run: Run, *, fake: bool, auto_resume: bool,
-         stop: threading.Event | None) -> Ending:
+         stop: threading.Event | None, work_left: Callable[[], bool]) -> Ending:
     store, ticket_id = run.store, run.ticket_id
     if not isinstance(exc, StoreUnavailable):
         run.events.flush(wait=True)  # (the outage case flushes once the store is back, in _interrupt_when_reachable)
@@ -110,7 +112,10 @@ def _end(exc: BaseException, run: Run, *, fake: bool, auto_resume: bool,
     if isinstance(exc, BatchStopper):
         # Nothing this run did can be kept when no turn finished: back to the backlog, so one
         # `middle run` picks it up once the key or network is fixed.
-        untouched = run.fresh and not any(t["status"] == "done" for t in store.list_turns(run_id=run.run_id))
+        # (a turn that wrote, then met it, left work: failed and resumable, so `middle resume`
+        # continues it where a new run would refuse to delete it)
+        untouched = (run.fresh and not any(t["status"] == "done" for t in store.list_turns(run_id=run.run_id))
+                     and not work_left())
         run.fail(str(exc), resumable=not untouched, ticket_status="pending" if untouched else None)
         return Ending("failed", str(exc), not untouched, propagate=True)
     if isinstance(exc, CheckCannotStart) and not auto_resume and _before_any_work(run):

@@ -1,7 +1,9 @@
 """What `middle run` does when the coding agent's model API goes away mid-turn (the real OpenCode
 CLI on the fake Chat Completions API, stopped during its second call): the turn ends seconds later,
 not at turn_timeout_s, and the batch stops with one `error:` line saying nothing answered at the
-model API's address; what the turn wrote stays in the ticket's worktree. (The Gemini CLI's case,
+model API's address; what the turn wrote is kept, the ticket failed and resumable (not back to
+pending, where `middle run` would refuse to drop the work and `middle resume` find nothing to
+resume), and once the server is back `middle resume` completes it with that work committed. (The Gemini CLI's case,
 and the agent-level details: test_<agent>_agent.py's
 test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachable.)"""
 
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_helpers import fresh_project, plan
+from e2e_helpers import decide, fresh_project, plan
 from test_codex_e2e import toml_table
 
 from orchestrator.coding_agent.opencode import INSTALL
@@ -68,6 +70,27 @@ def test_opencode_on_a_model_api_gone_mid_turn_stops_the_batch_with_one_error_li
     assert "OpenCode could not reach the model API (Cannot connect to API)" in said, output
     assert "Nothing answered at the model API's address" in said, output
     with TicketStore(tmp_path / "state" / "middle.sqlite3") as store:
-        assert store.get_ticket("t1").status.value == "pending"  # no turn finished (policy.py, BatchStopper)
-    # What the turn wrote is kept: its worktree is not removed as unused (driver._drop_untouched)
+        # no turn finished, but the failed one wrote: failed and resumable, not back to pending
+        # (policy.py, BatchStopper), where `middle run` would refuse to delete the work and
+        # `middle resume` would find nothing to resume
+        assert store.get_ticket("t1").status.value == "failed"
     assert (tmp_path / "state" / "worktrees" / "t1" / "wip.txt").read_text() == "wip\n", output
+    # The server back: a new run refuses to drop the work and names resume, which continues it.
+    chat = FakeChatCompletionsAPI(fake_api.script).start()
+    try:
+        env = {**env, **offline_home(tmp_path / "opencode-home", chat.base_url, FAKE_API_KEY)}
+        again = subprocess.run([MIDDLE, "run", "t1"], cwd=tmp_path, env=env, text=True, capture_output=True,
+                               timeout=120)
+        assert again.returncode != 0 and "`middle resume t1`" in " ".join(again.stderr.split()), again.stderr
+        fake_api.script.agent(decide(True, "wip.txt is there"))
+        fake_api.script.coding_agent(reply("Done: wip.txt holds wip."))
+        resumed = subprocess.run([MIDDLE, "resume", "t1"], cwd=tmp_path, env=env, text=True, capture_output=True,
+                                 timeout=120)
+    finally:
+        chat.stop()
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    with TicketStore(tmp_path / "state" / "middle.sqlite3") as store:
+        assert store.get_ticket("t1").status.value == "complete"
+    shown = subprocess.run(["git", "show", "--stat", "middle/t1"], cwd=tmp_path / "repo", text=True,
+                           capture_output=True)
+    assert "wip.txt" in shown.stdout, shown.stdout  # the failed turn's work, committed
