@@ -34,7 +34,7 @@ from .api_errors import CONNECT, advice, kind_of, status_of
 from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .gemini_stream import GeminiStream, api_status, as_dict, usage_of
 from .pricing import GEMINI_PRICES, TokenPrice, price_for, turn_cost
-from .process import ProcessOutcome, TurnProcesses, safe_callback, tail
+from .process import LogWatch, ProcessOutcome, TurnProcesses, safe_callback, tail
 
 __all__ = ["GeminiOptions", "GeminiAgent", "INSTALL_COMMAND", "cli_session_id", "find_gemini_cli"]
 
@@ -224,7 +224,8 @@ class GeminiAgent:
         stream = GeminiStream(session_id=session_id)
         # A model API it cannot reach (a server gone mid-turn) is retried for minutes; its log
         # says each retry: seen here, the turn ends after a short grace (process.STUCK_GRACE_S).
-        unreachable: list[str] = []
+        unreachable = LogWatch(lambda said: said[:300] if _RETRYING in said and kind_of(None, said) == CONNECT
+                               else None)
 
         def on_line(line: bytes) -> None:
             events = stream.feed(line)
@@ -233,21 +234,13 @@ class GeminiAgent:
                     event["cost_usd"] = event["session_cost_usd"] = self._cost(stream, event.get("usage") or {})
                 emit(event)
             if events:
-                unreachable.clear()  # it got through after all (the server came back)
-
-        def on_stderr(line: bytes) -> None:
-            said = line.decode("utf-8", "replace").strip()
-            if _RETRYING in said and kind_of(None, said) == CONNECT:
-                unreachable[:] = [said[:300]]
-
-        def stuck() -> str | None:
-            said = list(unreachable)
-            return f"its log says {said[0]!r}" if said and stream.result is None else None
+                unreachable.progressed()  # it got through after all (the server came back)
 
         outcome = self._processes.run(
             self.command(cli, cwd, session_id=session_id, resume=resume), cwd=cwd, env=env, stdin=prompt,
             timeout_s=self.options.turn_timeout_s, mark=session_id or uuid.uuid4().hex, on_line=on_line,
-            answered=lambda: stream.result is not None, stuck=stuck, on_stderr=on_stderr, emit=emit,
+            answered=lambda: stream.result is not None, stuck=lambda: unreachable.stuck(stream.result is not None),
+            on_stderr=unreachable.on_stderr, emit=emit,
             start_event={"session_id": session_id, "resume": resume, "cwd": str(cwd)},
             install_hint=install_hint(self.table))
         for event in stream.finish():

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,7 +30,7 @@ from .api_errors import CONNECT, advice, kind_of, status_of
 from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .opencode_events import OpenCodeStream
 from .pricing import ANY_PRICES, TokenPrice, counted_cost, price_for, reported_or_priced
-from .process import ProcessOutcome, TurnProcesses, safe_callback, tail
+from .process import LogWatch, ProcessOutcome, TurnProcesses, safe_callback, tail
 from .turn_tmp import turn_tmpdir
 
 __all__ = ["INSTALL", "OpenCodeAgent", "OpenCodeOptions"]
@@ -316,28 +315,21 @@ class OpenCodeAgent:
         stream = OpenCodeStream()
         # Its log says each failed attempt to reach the model API, and it retries until the turn's
         # timeout (a server that went away mid-turn): seen here, the turn ends after a short grace.
-        unreachable = threading.Event()
+        unreachable = LogWatch(lambda said: _UNREACHABLE if _UNREACHABLE in said else None)
 
         def on_line(line: bytes) -> None:
             events = stream.feed(line)
             for event in events:
                 emit(event)
             if events:
-                unreachable.clear()  # it got through after all (the server came back)
+                unreachable.progressed()  # it got through after all (the server came back)
             if session_id and stream.session_id:
                 self._sessions.setdefault(session_id, stream.session_id)
-
-        def on_stderr(line: bytes) -> None:
-            if _UNREACHABLE.encode() in line:
-                unreachable.set()
-
-        def stuck() -> str | None:
-            return f"its log says {_UNREACHABLE!r}" if unreachable.is_set() and not stream.answered else None
 
         outcome = self._processes.run(
             cmd, cwd=cwd, env=env, stdin=prompt, timeout_s=self.options.turn_timeout_s,
             mark=session_id or uuid.uuid4().hex, on_line=on_line, answered=lambda: stream.answered,
-            stuck=stuck, on_stderr=on_stderr, emit=emit,
+            stuck=lambda: unreachable.stuck(stream.answered), on_stderr=unreachable.on_stderr, emit=emit,
             start_event={"session_id": session_id, "resume": their is not None, "cwd": str(cwd)},
             install_hint=f"Install it with `{INSTALL}`.")
         failed = outcome.timed_out or outcome.exit_code != 0 or stream.error is not None or not stream.finished

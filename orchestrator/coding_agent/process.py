@@ -38,7 +38,7 @@ from ..errors import CodingAgentError, RunInterrupted
 from ..procs.guarded import Guarded, kill_group
 from .base import EventCallback
 
-__all__ = ["ProcessOutcome", "TurnProcesses", "kill_group", "safe_callback", "tail"]
+__all__ = ["LogWatch", "ProcessOutcome", "TurnProcesses", "kill_group", "safe_callback", "tail"]
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +196,30 @@ class TurnProcesses:
         return ProcessOutcome(exit_code=exit_code, stderr=b"".join(stderr_tail).decode("utf-8", "replace"),
                               timed_out=timed_out, lingered=lingered, stuck=gave_up,
                               elapsed_ms=int((time.monotonic() - started) * 1000))
+
+
+class LogWatch:
+    """What a CLI's log (stderr) says that keeps its turn from finishing (OpenCode and the Gemini
+    CLI retry a model API that went away, for minutes): `TurnProcesses.run`'s `on_stderr` and, with
+    the agent's own "answered", its `stuck`. `words(line)` picks what to say of a line (None: the
+    line says nothing of it); a later event on stdout (`progressed`) clears it: it got through.
+    (One attribute written by the stderr thread and read by the waiting one: no lock needed.)"""
+
+    def __init__(self, words: Callable[[str], str | None]) -> None:
+        self._words = words
+        self._said: str | None = None
+
+    def on_stderr(self, line: bytes) -> None:
+        said = self._words(line.decode("utf-8", "replace").strip())
+        if said is not None:
+            self._said = said
+
+    def progressed(self) -> None:
+        self._said = None
+
+    def stuck(self, answered: bool) -> str | None:
+        said = self._said
+        return f"its log says {said!r}" if said is not None and not answered else None
 
 
 def safe_callback(on_event: EventCallback | None) -> EventCallback:
