@@ -67,8 +67,8 @@ def ticket_kinds(config: Config) -> list[str]:
 
 def coding_agent_check(config: Config, registry: Any = None, kind: str | None = None, *,
                        offline: bool = False) -> Check:
+    from orchestrator.following import coding_agent_options
     from orchestrator.plugins.manager import registry as default_registry
-    from orchestrator.services import coding_agent_options
 
     kind = kind or config.coding_agent.kind
     try:
@@ -77,7 +77,7 @@ def coding_agent_check(config: Config, registry: Any = None, kind: str | None = 
         options = reg.coding_agent_options(kind, coding_agent_options(config, kind))
     except MiddleError as exc:
         return Check("coding agent", kind, "-", "not usable", str(exc))
-    uses = kind + _following(cls, options, config)
+    uses = kind + _following(cls, config, kind)
     try:
         priced = agent_pricing(config, reg, kind)
     except MiddleError:  # (options valid alone, not with [agent] provider's defaults: a run says so)
@@ -89,49 +89,53 @@ def coding_agent_check(config: Config, registry: Any = None, kind: str | None = 
     probe = getattr(cls, "doctor", None)
     if probe is not None:
         where, problem = probe(options)
-        return Check("coding agent", uses, where, "not usable" if problem else "ok", problem)
-    find_cli = getattr(cls, "find_cli", None)
-    if find_cli is None:
-        return Check("coding agent", uses, "-", "registered (no check for this kind)")
-    from orchestrator.coding_agent.base import table_argument
-    from orchestrator.errors import CodingAgentError
-    from orchestrator.services import options_table
+        status = "not usable" if problem else "ok"
+    else:
+        find_cli = getattr(cls, "find_cli", None)
+        if find_cli is None:
+            return Check("coding agent", uses, "-", "registered (no check for this kind)")
+        from orchestrator.coding_agent.base import table_argument
+        from orchestrator.errors import CodingAgentError
+        from orchestrator.services import options_table
 
-    try:  # (its message names the table this kind's options are set in)
-        cli = find_cli(options, **table_argument(find_cli, options_table(config, kind)))
-    except CodingAgentError as exc:
-        return Check("coding agent", uses, "-", "not installed", str(exc))
-    version, problem = cli_version(cli)
+        try:  # (its message names the table this kind's options are set in)
+            where = find_cli(options, **table_argument(find_cli, options_table(config, kind)))
+        except CodingAgentError as exc:
+            return Check("coding agent", uses, "-", "not installed", str(exc))
+        version, problem = cli_version(where)
+        status = version or "does not run"
     if problem is None and not offline:  # a base URL the user gave with nothing behind it, as a run says it
-        from orchestrator.coding_agent.reachable import model_base_url, unreachable
-
-        try:
-            url = model_base_url(cls, *_followed(config, reg, kind))
-        except MiddleError:  # (options valid alone, not with [agent] provider's defaults: a run says so)
-            url = None
-        why = unreachable(url) if url else None
-        if why:
-            return Check("coding agent", uses, cli, "model API unreachable",
-                         f"nothing answers at {url} ({why}): start that server, or correct the base URL")
-    return Check("coding agent", uses, cli, version or "does not run", problem)
+        url_problem = _unreachable(config, reg, kind)
+        if url_problem:
+            return Check("coding agent", uses, where, "model API unreachable", url_problem)
+    return Check("coding agent", uses, where, status, problem)
 
 
-def _followed(config: Config, registry: Any, kind: str) -> tuple[Any, dict[str, str]]:
-    """Coding agent `kind`'s validated options and environment with `[agent] provider` followed,
-    as a run follows it (a run's services do the same: services.py)."""
-    from orchestrator.services import coding_agent_options
+def _unreachable(config: Config, registry: Any, kind: str) -> str | None:
+    """What to do when nothing answers at the base URL a run would give coding agent `kind`, as
+    `middle run` follows `[agent] provider` to it (services.ready_coding_agent asks the same)."""
+    from orchestrator.coding_agent.reachable import model_base_url, unreachable
 
-    cls = registry.coding_agent_class(kind)
-    raw = coding_agent_options(config, kind)
-    environ = dict(os.environ)
-    follow = getattr(cls, "follow_provider", None)
-    if follow is not None:
-        defaults, env = follow(raw, config.agent, environ)
-        raw, environ = {**defaults, **raw}, {**environ, **env}
-    return registry.coding_agent_options(kind, raw), environ
+    try:
+        url = model_base_url(registry.coding_agent_class(kind), *_followed(config, registry, kind))
+    except MiddleError:  # (options valid alone, not with [agent] provider's defaults: a run says so)
+        return None
+    why = unreachable(url) if url else None
+    return f"nothing answers at {url} ({why}): start that server, or correct the base URL" if why else None
 
 
-def agent_pricing(config: Config, registry: Any, kind: str) -> str | None:
+def _followed(config: Config, registry: Any, kind: str,
+              env: dict[str, str] | None = None) -> tuple[Any, dict[str, str]]:
+    """Coding agent `kind`'s validated options and whole environment with `[agent] provider`
+    followed, by the function a run builds the agent with (following.py); `env`: the variables a
+    run's services give the agent (Services' coding_agent_env; none from the CLI)."""
+    from orchestrator.following import followed
+
+    follows = followed(config, registry.coding_agent_class(kind), kind, env)
+    return registry.coding_agent_options(kind, follows.options), follows.environ()
+
+
+def agent_pricing(config: Config, registry: Any, kind: str, env: dict[str, str] | None = None) -> str | None:
     """What coding agent `kind`'s turns count at, as its class says (`pricing(options[, environ])`:
     an agent whose CLI reports tokens, not money), with `[agent] provider` followed as a run
     follows it (a local server's base URL is what makes its turns free); None: it does not say."""
@@ -141,7 +145,7 @@ def agent_pricing(config: Config, registry: Any, kind: str) -> str | None:
     pricing = getattr(cls, "pricing", None)
     if pricing is None:
         return None
-    options, environ = _followed(config, registry, kind)
+    options, environ = _followed(config, registry, kind, env)
     try:
         takes_environ = "environ" in inspect.signature(pricing).parameters
     except (TypeError, ValueError):  # (no signature to read)
@@ -149,16 +153,16 @@ def agent_pricing(config: Config, registry: Any, kind: str) -> str | None:
     return str(pricing(options, environ=environ) if takes_environ else pricing(options))
 
 
-def local_model_note(config: Config, registry: Any = None) -> str | None:
+def local_model_note(config: Config, registry: Any = None, env: dict[str, str] | None = None) -> str | None:
     """The line `middle run` starts with when the configured coding agent's model is served from a
     local address: priced as any unknown model for max_cost_usd, which a free one can be told not to
-    be (pricing.py); None otherwise."""
+    be (pricing.py); None otherwise. `env`: the variables the run gives the agent (Services')."""
     from orchestrator.coding_agent.pricing import local_pricing
     from orchestrator.plugins.manager import registry as default_registry
 
     kind = config.coding_agent.kind
     try:
-        priced = agent_pricing(config, registry or default_registry(), kind)
+        priced = agent_pricing(config, registry or default_registry(), kind, env)
     except MiddleError:
         return None  # (`middle run` says what is wrong with the options when it builds the agent)
     return f"{kind}: {priced}" if priced and local_pricing(priced) else None
@@ -171,17 +175,15 @@ def local_note_once(services: Any) -> str | None:
     whichever starts first. None offline: the fake costs nothing."""
     if not services.first_to_note_local() or services.fake:
         return None
-    return local_model_note(services.config, services.registry)
+    # (with the variables the services give the agent: the note prices what the run will call)
+    return local_model_note(services.config, services.registry, services.coding_agent_env)
 
 
-def _following(cls: Any, options: Any, config: Config) -> str:
+def _following(cls: Any, config: Config, kind: str) -> str:
     """" (following [agent] provider X)" when the agent takes its way to the model from [agent]."""
-    follow = getattr(cls, "follow_provider", None)
-    if follow is None:
-        return ""
-    raw = options.model_dump() if hasattr(options, "model_dump") else {}
-    defaults, env = follow(raw, config.agent, dict(os.environ))
-    return f" (following [agent] provider {config.agent.provider})" if defaults or env else ""
+    from orchestrator.following import followed
+
+    return f" (following [agent] provider {config.agent.provider})" if followed(config, cls, kind).following else ""
 
 
 def cli_version(cli: str) -> tuple[str | None, str | None]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.config.settings import Config
 from orchestrator.errors import CodingAgentError, CodingAgentMissing, CodingAgentUnreachable, ConfigError
+from orchestrator.following import coding_agent_options, followed
 from orchestrator.plugins.manager import PluginRegistry, registry
 from orchestrator.plugins.memory_backend import TextLLM
 
@@ -52,15 +53,6 @@ class LazyTextLLM:
 # Coding agents that speak the Messages API, so offline mode points them at the one fake the middle
 # agent asks too (its record then holds both); any other kind starts its own fake (`offline`).
 _SHARES_THE_FAKE = frozenset({"claude-code"})
-
-
-def coding_agent_options(config: Config, kind: str) -> dict[str, Any]:
-    """The options table of coding agent `kind`: `[coding_agents.<kind>]`, under `[coding_agent.options]`
-    when `kind` is the configured one (those win); {} (its defaults) when neither names it."""
-    options = dict(config.coding_agents.get(kind) or {})
-    if kind == config.coding_agent.kind:
-        options.update(config.coding_agent.options)
-    return options
 
 
 def options_table(config: Config, kind: str | None) -> str:
@@ -115,6 +107,9 @@ class Services:
         self._agents: dict[str, CodingAgent] = {}
         self._agents_lock = threading.Lock()
         self._local_noted = False  # first_to_note_local: said at the first start of turns only
+        # Kinds built with a base URL not yet asked (ready_coding_agent): kind -> (its title, the URL)
+        self._to_reach: dict[str, tuple[str, str]] = {}
+        self._reach_lock = threading.Lock()
 
     def first_to_note_local(self) -> bool:
         """True the first time it is asked, False after: the local-model note (doctor.local_note_once)
@@ -293,11 +288,11 @@ class Services:
             workdir.mkdir(parents=True, exist_ok=True)
             off = self._stack.enter_context(offline(self.fake_api.responder, workdir))
             options, env = {**options, **off.options}, {**off.env, **self._coding_agent_env}
-        elif not self.fake and getattr(cls, "follow_provider", None) is not None:
+        elif not self.fake:
             # The middle agent's provider, followed (Claude Code to Bedrock, aider to a local
-            # server...): its defaults under the user's own options and environment.
-            defaults, extra = cls.follow_provider(options, self.config.agent, {**os.environ, **env})
-            options, env = {**defaults, **options}, {**extra, **env}
+            # server...), as `middle doctor` follows it: following.py owns the order.
+            follows = followed(self.config, cls, kind, env)
+            options, env = follows.options, follows.env
         where = options_table(self.config, kind)
         validated = self.registry.coding_agent_options(kind, options, where)
         from orchestrator.coding_agent.base import table_argument
@@ -310,18 +305,39 @@ class Services:
                 find_cli(validated, **table_argument(find_cli, where))
             except CodingAgentError as exc:
                 raise CodingAgentMissing(str(exc)) from None
-        if not self.fake:  # a base URL the user gave with nothing behind it: said once, here (reachable.py)
+        if not self.fake:  # the base URL the user gave, asked before its first turn (ready_coding_agent)
             from orchestrator.coding_agent.base import title_of
-            from orchestrator.coding_agent.reachable import model_base_url, unreachable
+            from orchestrator.coding_agent.reachable import model_base_url
 
             url = model_base_url(cls, validated, {**os.environ, **env})
-            why = unreachable(url) if url else None
+            if url:
+                with self._reach_lock:
+                    self._to_reach[kind] = (title_of(cls, kind), url)
+        return cls(validated, env=env, **table_argument(cls, where))  # type: ignore[no-any-return]
+
+    def ready_coding_agent(self, ticket: Any = None) -> CodingAgent:
+        """The coding agent `ticket` runs on (None: the configured one), with the base URL the user
+        gave it asked (a TCP connection, reachable.py) the first time a run is about to start a
+        turn on it: before a ticket is claimed, so nothing answering there is one error
+        (CodingAgentUnreachable) and no run, claim or worktree. Only there: a command that builds
+        the agent and starts no turn (`middle run` with nothing to run) asks nothing. A server
+        that answered is not asked again (one gone later is the turn's error); one that did not
+        is asked again at the next ticket, and the batch says the same error once."""
+        agent = self.coding_agent_of(ticket) if ticket is not None else self.coding_agent
+        kind = (ticket_agent_kind(ticket) if ticket is not None else None) or self.config.coding_agent.kind
+        with self._reach_lock:  # (parallel tickets: one probe per kind at a time)
+            if kind not in self._to_reach:
+                return agent
+            title, url = self._to_reach[kind]
+            from orchestrator.coding_agent.reachable import unreachable
+
+            why = unreachable(url)
             if why:
-                title = title_of(cls, kind)
                 raise CodingAgentUnreachable(
                     f"nothing answers at {title}'s model API {url} ({why}): start that server, or correct "
                     f"the base URL {title} is given; no ticket was started")
-        return cls(validated, env=env, **table_argument(cls, where))  # type: ignore[no-any-return]
+            del self._to_reach[kind]
+        return agent
 
     def coding_agent_of(self, ticket: Any) -> CodingAgent:
         """The coding agent a ticket runs on: its `coding_agent:` front matter, else the configured one."""

@@ -63,6 +63,9 @@ def worker(ctx: click.Context, parallel: int | None, once: bool, fake: bool) -> 
     svc = services(ctx, config, fake=fake, remote=REMOTE)
     orch = Orchestrator(config, services=svc, project_override=str(clone))
     ctx.call_on_close(orch.close)
+    # A worker is there to start turns, claiming before it looks at a ticket: its configured
+    # agent's model API is asked now (services.ready_coding_agent), not after its first claim.
+    svc.ready_coding_agent()
     say_local_note(svc)
     n = parallel or config.run.parallel
     svc.store.size_pool(n)  # PostgreSQL: one pooled connection per ticket at once (plus one listening)

@@ -166,7 +166,9 @@ class TicketDriver:
         Work an earlier run left is never dropped silently: refused (WorkLeft), or, `fresh`, dropped
         and said."""
         _ = self.agent  # a missing API key is an error before the ticket is claimed, not a failed run
-        self.services.coding_agent_of(ticket)  # so is an unknown `coding_agent:` (and its options)
+        # so is an unknown `coding_agent:` (and its options), and a model API nothing answers at:
+        # asked here, before the first turn, not when the agent is built (a run with nothing to run asks nothing)
+        self.services.ready_coding_agent(ticket)
         project = Path(self.project_override or ticket.project_path)
         if self.worktrees is not None and project.is_dir():
             from orchestrator.workspace.git import toplevel
@@ -223,7 +225,7 @@ class TicketDriver:
                               f"{advise(self.store, ticket_id, 'resume')}")
         _ = self.agent  # as in run_ticket: a model that cannot be built fails before the claim
         overrides = resumed_checks(self.config, self.store, ticket_id)  # a bad ticket file: before the claim
-        self.services.coding_agent_of(current_ticket(self.store, ticket_id))  # so is an unknown agent
+        self.services.ready_coding_agent(current_ticket(self.store, ticket_id))  # so is an unknown agent
         token = self.store.claim_for_resume(ticket_id, run["id"], lease_s=self.lease_s)
         held = self._held(ClaimedRun(ticket_id, run["id"], fresh=False), token)
         self._stop_leftovers(run["id"])
@@ -265,7 +267,7 @@ class TicketDriver:
         # the round's checks as [check] and the ticket's file say now (a person may have edited
         # `check:` or `allow_removed_tests:` to say what this round may do); a bad file: before the claim
         overrides = resumed_checks(self.config, self.store, ticket_id)
-        self.services.coding_agent_of(current_ticket(self.store, ticket_id))  # an unknown agent: before too
+        self.services.ready_coding_agent(current_ticket(self.store, ticket_id))  # an unknown agent: before too
         delivered = feedback.deliver(self.store, ticket_id, text, lease_s=self.lease_s, by=by, asks=asks)
         if delivered.kind == feedback.STORED:  # another process started a round (or a run) meanwhile
             return RunOutcome(ticket_id, "", "stored", feedback.stored_message(self.store, ticket_id))
@@ -437,7 +439,8 @@ def ticket_context(services: Any, config: Any, agent: Any, run: Run, *,
         if say is not None:
             say(msg)
 
-    coding_agent = services.coding_agent_of(ticket or services.store.get_ticket(run.ticket_id))
+    # (asked before the claim where there is one: a worker's claim_next comes first, so here)
+    coding_agent = services.ready_coding_agent(ticket or services.store.get_ticket(run.ticket_id))
     # Each progress event names its agent, so a log of tickets on different agents reads right.
     agent_title = title_of(coding_agent)
 
