@@ -33,10 +33,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..errors import CodingAgentError, GitError
 from .aider_launch import CANNOT_IMPORT, INSTALL_HINT, find_aider, interpreter_of, launcher_argv
 from .aider_output import API_ERROR_STATUS, AiderOutput, replies_since
-from .api_errors import CONTEXT, advice, kind_of
+from .api_errors import CONNECT, CONTEXT, advice, kind_of
 from .base import OPTIONS_TABLE, EventCallback, Offline, TurnResult
 from .pricing import ANY_PRICES, TokenPrice, counted_cost, price_for, reported_or_priced
-from .process import TurnProcesses, safe_callback, tail
+from .process import LogWatch, TurnProcesses, safe_callback, tail
 
 __all__ = ["UNPRICED_MODEL", "AiderAgent", "AiderOptions"]
 
@@ -46,6 +46,9 @@ _IDENTITY = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "user.name", "GIT_CONF
              "GIT_CONFIG_KEY_1": "user.email", "GIT_CONFIG_VALUE_1": "aider@middle.invalid"}
 # With `project_dir_header`: the project directory, for the offline fake (fake_api.aider_chat reads it).
 PROJECT_DIR_HEADER = "X-Middle-Project-Dir"
+# A model API gone mid-turn, in aider's stdout: litellm's "Connection error." (or APIConnectionError) on a
+# "litellm.<Name>: ..." line, each attempt of its retries (what the model writes is never such a line).
+_LITELLM_LINE = "litellm."
 # A model the offline fake answers as any other, with no price in aider's metadata (see offline()).
 UNPRICED_MODEL = "openai/fake-aider-unpriced"
 
@@ -86,8 +89,9 @@ class AiderOptions(BaseModel):
     turn_timeout_s: float = Field(900, gt=0, description=(
         "Seconds one turn may take; then aider's whole process group is killed."))
     retry_timeout_s: float = Field(60, ge=0, description=(
-        "How long aider keeps retrying a temporary model API error (5xx, 429, a lost connection) "
-        "with its doubling backoff; 0: not at all."))
+        "How long aider keeps retrying a temporary model API error (5xx, 429) with its doubling "
+        "backoff; 0: not at all. A server it cannot reach (\"Connection error\") ends the turn 5 s "
+        "after aider first says so, as CONNECT (the batch stops)."))
     sessions_dir: str | None = Field(None, description=(
         "Where each session's chat history lives (a directory per session id). Default: inside the "
         "worktree's git directory, so it is removed with the worktree."))
@@ -282,13 +286,23 @@ class AiderAgent:
                      "BROWSER": "true", "COLUMNS": "10000", "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8",
                      **({} if "GIT_CONFIG_COUNT" in env else _IDENTITY)}
 
+        # A server gone mid-turn: aider retries "Connection error." with doubling backoff for
+        # retry_timeout_s (over two minutes at its 60 s, with litellm's own retries in each): ended
+        # 5 s after aider first says it (process.LogWatch, as OpenCode's and the Gemini CLI's
+        # retries are), as CONNECT; a later exchange (its Tokens line) clears it: it got through.
+        unreachable = LogWatch(_connection_lost)
+
         def on_line(line: bytes) -> None:
+            exchanges = out.exchanges
             for event in out.feed(line):
                 emit(event)
+            if out.exchanges > exchanges:
+                unreachable.progressed()
+            unreachable.on_stderr(line)  # (aider says it on stdout)
 
         outcome = self._processes.run(
             cmd, cwd=cwd, env=child_env, stdin=None, timeout_s=self.options.turn_timeout_s, mark=session_id,
-            on_line=on_line, emit=emit, install_hint=INSTALL_HINT,
+            on_line=on_line, emit=emit, install_hint=INSTALL_HINT, stuck=lambda: unreachable.stuck(False),
             start_event={"session_id": session_id, "resume": resume, "cwd": str(cwd)})
         for event in out.finish():
             emit(event)
@@ -307,7 +321,12 @@ class AiderAgent:
             api_error_status=status,
             permission_denials=[{"tool": "Edit", "target": os.path.normpath(cwd / p)} for p in out.refused],
             is_error=outcome.timed_out or outcome.exit_code != 0 or out.api_error is not None or not replies)
-        if result.is_error:
+        if outcome.stuck is not None:  # ended while retrying a server it could not reach
+            result.terminal_reason = "api_error"
+            result.error = (f"aider could not reach the model API ({(out.api_error or ('', 'Connection error'))[1]}) "
+                            f"and kept retrying, so the turn was ended. {advice(CONNECT, self.table, '')}, then "
+                            "retry the ticket.")
+        elif result.is_error:
             result.error = self._explain(out, outcome.exit_code, outcome.stderr, outcome.timed_out)
         emit({"type": "result", "is_error": result.is_error, "session_id": session_id, "cost_usd": result.cost_usd,
               "num_turns": result.num_turns, "duration_ms": result.duration_ms,
@@ -347,6 +366,13 @@ class AiderAgent:
                     f"{advice(CONTEXT, self.table, '')}, then retry the ticket.")
         return (f"aider ended without a reply from the model{f' ({where})' if where else ''}. Check the model "
                 "settings, then retry the ticket.")
+
+
+def _connection_lost(line: str) -> str | None:
+    """What a line of aider's stdout says of a model API it cannot reach (LogWatch's words), or None."""
+    if line.startswith(_LITELLM_LINE) and kind_of(None, line) == CONNECT:
+        return line[:300]
+    return None
 
 
 def _git_dir(cwd: Path) -> Path | None:

@@ -13,13 +13,16 @@ from pydantic import ValidationError
 
 from orchestrator.coding_agent.aider import AiderAgent, AiderOptions
 from orchestrator.coding_agent.aider_launch import INSTALL_HINT
+from orchestrator.coding_agent.api_errors import CONNECT, kind_of
 from orchestrator.errors import CodingAgentError
 from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use
+from orchestrator.fake_api.aider_chat import FakeAiderAPI
 from orchestrator.fake_api.messages import last_user_text
 from orchestrator.graph.rounds import session_lost
 from orchestrator.plugins.manager import PluginRegistry
 from orchestrator.testing import CodingAgentContract, builtin_harness, make_repo
 from orchestrator.testing.clis import require_cli
+from orchestrator.testing.gone import going_away
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +112,32 @@ def test_a_prompt_that_looks_like_an_aider_command_is_sent_as_a_message(project,
 def test_resuming_a_session_this_machine_does_not_have_is_a_lost_session(project, aider_cli):
     turn = AiderAgent().run_turn("Go on.", project, session_id="never-started", resume=True)
     assert turn.is_error and session_lost(turn), turn.error
+
+
+@pytest.mark.slow
+def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_as_unreachable_with_its_edit_kept(project, offline):
+    """aider's second call of a turn (its fix of the lint error its first edit made) meets a server
+    gone away: it would retry "Connection error." for retry_timeout_s (60 s, over two minutes with
+    litellm's own retries); the turn ends soon after aider first says it, as CONNECT, the edit kept.
+    (turn_timeout_s: a turn left to aider's retries would end with its own words, and fail here.)"""
+    make, _, off = offline
+    broken = "def half(:\n"  # aider lints what it wrote and asks the model again to fix it
+    api = going_away(FakeAiderAPI, name="wip.py", content=broken, then=("Wrote wip.py.",),
+                     directory=lambda body: str(project))
+    events: list[dict] = []
+    try:
+        turn = make(openai_api_base=api.base_url, retry_timeout_s=60, turn_timeout_s=300).run_turn(
+            "Write wip.py, then say done.", project, session_id=str(uuid.uuid4()), resume=False,
+            on_event=events.append)
+    finally:
+        api.stop()
+    assert len(api.requests) == 2 and turn.is_error and turn.terminal_reason == "api_error", turn.error
+    assert (turn.error or "").startswith("aider could not reach the model API (InternalServerError: OpenAIException "
+                                         "- Connection error.) and kept retrying, so the turn was ended."), turn.error
+    assert kind_of(turn.api_error_status, turn.error) == CONNECT, turn.error
+    assert "Nothing answered at the model API's address" in (turn.error or "")
+    assert not any(e.get("type") == "timeout" for e in events)
+    assert (project / "wip.py").read_text() == broken  # the work in progress is left in the project
 
 
 def test_a_missing_aider_is_an_error_with_the_install_command(project, tmp_path):

@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from orchestrator.coding_agent.api_errors import CONNECT, kind_of
 from orchestrator.coding_agent.codex import INSTALL, CodexAgent, CodexOptions, SessionMap
 from orchestrator.errors import CodingAgentError
 from orchestrator.fake_api import ScriptedResponder, api_error, reply, text, tool_use, working_directory
+from orchestrator.fake_api.openai_responses import FakeResponsesAPI
 from orchestrator.procs.orphans import MARK_VAR, stop_marked
 from orchestrator.testing.clis import require_cli
+from orchestrator.testing.gone import WIP, going_away
 from orchestrator.testing.turn_processes import group_running
 from tickets.procs import is_running
 
@@ -292,6 +295,33 @@ def test_each_model_api_error_is_read_as_its_status_and_says_what_to_do(script, 
     said = f" (HTTP {read})" if read is not None else ""
     assert (turn.error or "").startswith(f"Codex could not get an answer from the model{said}: "), turn.error
     assert words in (turn.error or "") and todo in (turn.error or ""), turn.error
+
+
+# Its own retries (the provider's default request and stream retries: "Reconnecting... waiting for
+# network", where it would wait for ever, ends the turn), or none (offline()'s: the stream's failure at once).
+GONE = [(None, "Reconnecting... waiting for network"), (0, "stream disconnected before completion")]
+
+
+@pytest.mark.parametrize("retries, says", GONE, ids=["its-retries", "no-retries"])
+def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachable(offline, make_agent, project,
+                                                                                   retries, says):
+    # The fake answers the first call (a write) and goes away during the second, as a server that
+    # stops does. (turn_timeout_s: a turn left to wait would time out, and fail here.)
+    api = going_away(FakeResponsesAPI)
+    provider = {**offline.options["provider"], "base_url": api.base_url,
+                "request_max_retries": retries, "stream_max_retries": retries}
+    events: list[dict] = []
+    try:
+        turn = make_agent(provider=provider, turn_timeout_s=120).run_turn(
+            "Write wip.txt, then say done.", project, session_id="s-gone", resume=False, on_event=events.append)
+    finally:
+        api.stop()
+    assert turn.is_error and turn.terminal_reason == "api_error", turn.error
+    assert (turn.error or "").startswith(f"Codex could not get an answer from the model: {says}"), turn.error
+    assert kind_of(turn.api_error_status, turn.error) == CONNECT, turn.error
+    assert "Nothing answered at the model API's address" in (turn.error or "")
+    assert not any(e.get("type") == "timeout" for e in events)
+    assert (project / "wip.txt").read_text() == WIP  # the work in progress is left in the project
 
 
 def test_a_missing_cli_is_a_coding_agent_error_with_the_install_command(project, tmp_path):

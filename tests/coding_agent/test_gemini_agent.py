@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from orchestrator.graph.rounds import session_lost
 from orchestrator.procs.orphans import MARK_VAR
 from orchestrator.testing import make_repo
 from orchestrator.testing.clis import require_cli
+from orchestrator.testing.gone import WIP, going_away
 
 pytestmark = pytest.mark.slow  # the real Gemini CLI: seconds a turn
 
@@ -171,18 +171,7 @@ def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachabl
     # The fake answers the first call (a write) and goes away during the second, as a server that
     # stops does: the CLI's next attempts meet a closed port. (turn_timeout_s: a turn left to its
     # retries would time out, and fail here, rather than end as unreachable.)
-    script = ScriptedResponder()
-    api = FakeGeminiAPI(script).start()
-
-    def goes_away(body: dict[str, Any]) -> Any:
-        stopping = threading.Thread(target=api.stop)  # (not the handler's own thread: stop() joins)
-        stopping.start()
-        stopping.join()
-        return reply(text("Never sent."))
-
-    script.coding_agent(
-        lambda body: reply(tool_use("Write", {"file_path": f"{working_directory(body)}/wip.txt", "content": "wip\n"})),
-        goes_away)
+    api = going_away(FakeGeminiAPI)
     home = offline_home(tmp_path / "gemini-home")
     settings = home / ".gemini" / "settings.json"
     settings.write_text(json.dumps(_with_attempts(json.loads(settings.read_text()), attempts)))
@@ -199,7 +188,7 @@ def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachabl
     assert kind_of(turn.api_error_status, turn.error) == CONNECT, turn.error
     assert "Nothing answered at the model API's address" in (turn.error or "")
     assert not any(e.get("type") == "timeout" for e in events)
-    assert (project / "wip.txt").read_text() == "wip\n"  # the work in progress is left in the project
+    assert (project / "wip.txt").read_text() == WIP  # the work in progress is left in the project
 
 
 def _with_attempts(settings: dict[str, Any], attempts: int) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from orchestrator.fake_api.openai_chat import FakeChatCompletionsAPI
 from orchestrator.graph.rounds import session_lost
 from orchestrator.testing import make_repo
 from orchestrator.testing.clis import require_cli
+from orchestrator.testing.gone import WIP, going_away
 
 
 @dataclass
@@ -183,18 +183,7 @@ def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachabl
     # log's "Cannot connect to API" ends the turn after a short grace, read as CONNECT (graph.nodes
     # stops the batch).
     require_cli("opencode", INSTALL)
-    script = ScriptedResponder()
-    api = FakeChatCompletionsAPI(script).start()
-
-    def goes_away(body: dict[str, Any]) -> Any:
-        stopping = threading.Thread(target=api.stop)  # (not the handler's own thread: stop() joins)
-        stopping.start()
-        stopping.join()
-        return reply(text("Never sent."))
-
-    script.coding_agent(
-        lambda body: reply(tool_use("Write", {"file_path": f"{working_directory(body)}/wip.txt", "content": "wip\n"})),
-        goes_away)
+    api = going_away(FakeChatCompletionsAPI)
     env = offline_home(tmp_path / "home", api.base_url, FAKE_API_KEY)
     events: list[dict[str, Any]] = []
     try:
@@ -207,7 +196,7 @@ def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachabl
     assert kind_of(turn.api_error_status, turn.error) == CONNECT
     assert "Nothing answered at the model API's address" in (turn.error or "")
     assert not any(e.get("type") == "timeout" for e in events)
-    assert (project / "wip.txt").read_text() == "wip\n"  # the work in progress is left in the project
+    assert (project / "wip.txt").read_text() == WIP  # the work in progress is left in the project
 
 
 def test_a_missing_cli_is_an_error_naming_the_install_command(project):
