@@ -87,10 +87,14 @@ class CodingAgent(Protocol):
     #   option defaults and environment that make the agent reach its model the way the middle
     #   agent's `[agent]` (`agent`) says, so one config line serves both (Claude Code on Bedrock or
     #   Vertex; aider and OpenCode on an openai-compatible server). The user's options win over
-    #   the defaults it returns; it returns ({}, {}) when it does not apply.
+    #   the defaults it returns; its variables go over os.environ (which `environ` holds: it yields
+    #   to what the user chose there) and under those given for the agent alone (orchestrator/
+    #   following.py, the one place both `middle run` and `middle doctor` apply it); it returns
+    #   ({}, {}) when it does not apply.
     # - `model_base_url(cls, options, environ) -> str | None`, a classmethod: the model API address
     #   the user gave the agent (None: its own default service); middle asks it with a TCP
-    #   connection before the agent's first turn and says once when nothing answers (reachable.py).
+    #   connection before a run claims its first ticket on the agent and says once when nothing
+    #   answers (reachable.py, Services.ready_coding_agent).
 
     def run_turn(
         self,

@@ -1,7 +1,9 @@
 """Whether anything answers at a coding agent's model API address, asked once before its first
 turn: Gemini CLI and OpenCode retry a server that is not there until the turn's timeout (15 min by
 default) and aider and Codex fail each ticket in turn, so a base URL with nothing behind it (a
-local model server not started, a typo in its port) is said once, before any ticket is claimed.
+local model server not started, a typo in its port) is said once, before any ticket is claimed
+(Services.ready_coding_agent asks when a run is about to claim one, so a command that starts no
+turn, `middle run` with nothing to run, asks nothing).
 
 Only a base URL the user gave is asked (an agent's `model_base_url`: its options, its environment
 variables, its own config file): an agent's own default service is not, and no model call is

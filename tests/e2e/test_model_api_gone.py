@@ -12,20 +12,25 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 from e2e_helpers import decide, fresh_project, plan
 from test_codex_e2e import toml_table
 
+from orchestrator.coding_agent.aider import AiderAgent
+from orchestrator.coding_agent.aider_launch import INSTALL_HINT as AIDER_INSTALL
+from orchestrator.coding_agent.codex import INSTALL as CODEX_INSTALL
+from orchestrator.coding_agent.codex import CodexAgent
 from orchestrator.coding_agent.opencode import INSTALL
 from orchestrator.coding_agent.opencode_offline import MODEL, PROVIDER, offline_home
 from orchestrator.config.offline import FAKE_API_KEY
-from orchestrator.fake_api import claude_code_env, reply, tool_use, working_directory
+from orchestrator.fake_api import ScriptedResponder, claude_code_env, reply
+from orchestrator.fake_api.aider_chat import FakeAiderAPI
 from orchestrator.fake_api.openai_chat import FakeChatCompletionsAPI
+from orchestrator.fake_api.openai_responses import FakeResponsesAPI
 from orchestrator.testing.clis import require_cli
+from orchestrator.testing.gone import WIP, going_away
 from tickets.store import TicketStore
 
 pytestmark = [pytest.mark.cli, pytest.mark.slow]
@@ -37,18 +42,8 @@ TICKET = "---\ntitle: One file\nproject: calc\nid: t1\n---\nCreate wip.txt.\n"
 def test_opencode_on_a_model_api_gone_mid_turn_stops_the_batch_with_one_error_line(tmp_path, fake_api):
     require_cli("opencode", INSTALL)
     fresh_project(tmp_path, {"t1.md": TICKET})
-    chat = FakeChatCompletionsAPI(fake_api.script).start()
-
-    def goes_away(body: dict[str, Any]) -> Any:
-        stopping = threading.Thread(target=chat.stop)  # (not the handler's own thread: stop() joins)
-        stopping.start()
-        stopping.join()
-        return reply(tool_use("Write", {"file_path": f"{working_directory(body)}/never.txt", "content": "x\n"}))
-
     fake_api.script.agent(plan("Create wip.txt containing wip."))
-    fake_api.script.coding_agent(
-        lambda body: reply(tool_use("Write", {"file_path": f"{working_directory(body)}/wip.txt", "content": "wip\n"})),
-        goes_away)
+    chat = going_away(FakeChatCompletionsAPI, script=fake_api.script)
     try:
         # (turn_timeout_s 120: a turn left to OpenCode's retries would time out, said otherwise)
         (tmp_path / "middle.toml").write_text(
@@ -74,7 +69,7 @@ def test_opencode_on_a_model_api_gone_mid_turn_stops_the_batch_with_one_error_li
         # (policy.py, BatchStopper), where `middle run` would refuse to delete the work and
         # `middle resume` would find nothing to resume
         assert store.get_ticket("t1").status.value == "failed"
-    assert (tmp_path / "state" / "worktrees" / "t1" / "wip.txt").read_text() == "wip\n", output
+    assert (tmp_path / "state" / "worktrees" / "t1" / "wip.txt").read_text() == WIP, output
     # The server back: a new run refuses to drop the work and names resume, which continues it.
     chat = FakeChatCompletionsAPI(fake_api.script).start()
     try:
@@ -94,3 +89,54 @@ def test_opencode_on_a_model_api_gone_mid_turn_stops_the_batch_with_one_error_li
     shown = subprocess.run(["git", "show", "--stat", "middle/t1"], cwd=tmp_path / "repo", text=True,
                            capture_output=True)
     assert "wip.txt" in shown.stdout, shown.stdout  # the failed turn's work, committed
+
+
+# kind -> (its CLI's install line, its fake, what the first call writes, replies before it goes away)
+OTHERS = {
+    "codex": (CODEX_INSTALL, FakeResponsesAPI, ("wip.txt", WIP), (), "Codex could not get an answer from the model"),
+    # (aider's second call of the turn: its fix of the lint error its first edit made)
+    "aider": (AIDER_INSTALL, FakeAiderAPI, ("wip.py", "def half(:\n"), ("Wrote wip.py.",),
+              "aider could not reach the model API (InternalServerError: OpenAIException - Connection error.)"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(OTHERS))
+def test_codex_and_aider_on_a_model_api_gone_mid_turn_leave_the_ticket_failed_with_its_work(tmp_path, fake_api, kind):
+    """As OpenCode above, through `middle run` with the real CLI at its users' retry settings
+    (Codex's own retries, aider's retry_timeout_s of 60 s): one `error:` line saying nothing
+    answered, the ticket failed and resumable, the turn's write kept in its worktree."""
+    install, fake, (name, content), then, words = OTHERS[kind]
+    require_cli(kind, install)
+    fresh_project(tmp_path, {"t1.md": TICKET})
+    worktree = (tmp_path / "state" / "worktrees" / "t1").resolve()
+    fake_api.script.agent(plan(f"Create {name}."))
+    gone = going_away(fake, name=name, content=content, then=then, script=fake_api.script,
+                      directory=lambda body: str(worktree))
+    agent_class = CodexAgent if kind == "codex" else AiderAgent
+    try:
+        with agent_class.offline(ScriptedResponder(), tmp_path / f"{kind}-offline") as off:
+            if kind == "codex":  # (its own retries: the provider's defaults)
+                options = {**off.options, "provider": {"base_url": gone.base_url,
+                                                       "env_key": off.options["provider"]["env_key"]}}
+            else:
+                options = {**off.options, "openai_api_base": gone.base_url, "retry_timeout_s": 60}
+            (tmp_path / "middle.toml").write_text(
+                'state_dir = "state"\n[project]\npath = "repo"\n[agent]\nmax_turns = 4\n'
+                f'[coding_agent]\nkind = "{kind}"\n'
+                + toml_table("coding_agent.options", {**options, "turn_timeout_s": 300}))
+            clean = {k: v for k, v in os.environ.items()
+                     if not k.startswith(("ANTHROPIC_", "MIDDLE_", "CLAUDE_", "OPENAI_"))}
+            env = {**clean, **claude_code_env(fake_api.base_url, tmp_path / "claude-config"), **off.env}
+            result = subprocess.run([MIDDLE, "run"], cwd=tmp_path, env=env, text=True, capture_output=True,
+                                    timeout=600)
+    finally:
+        gone.stop()
+    output = result.stdout + result.stderr
+    said = " ".join(output.split())
+    assert result.returncode != 0 and "Traceback" not in output, output
+    assert len([line for line in output.splitlines() if line.startswith("error:")]) == 1, output
+    assert words in said and "Nothing answered at the model API's address" in said, output
+    assert "did not finish the turn within" not in said, output  # (not turn_timeout_s)
+    with TicketStore(tmp_path / "state" / "middle.sqlite3") as store:
+        assert store.get_ticket("t1").status.value == "failed"  # resumable, not back to pending
+    assert (worktree / name).read_text() == content, output
