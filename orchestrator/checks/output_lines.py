@@ -3,13 +3,13 @@ exit code (`baseline = "exit-code"`, docs/checks.md): the same failure prints th
 base and on the ticket once what changes on every run is left out.
 
 `normalise` leaves out, line by line: terminal colours; durations and timings (`0.12s`, `in 35 ms`,
-`(0.00s)`, `finished in 0.00s`); dates and clock times; memory addresses (`0x7f3a...`) and build
-hashes (`calc-c6626fb655a8d231`); process and thread ids (`pid 4242`, Rust's `thread 'x' (19329)
-panicked`); temporary paths (`/tmp/...`) and the folder the check ran in (the base runs in another
-worktree); blank lines and surrounding spaces. Ordering is noise too (parallel runners print as
-tests finish): the lines are compared as a multiset, so `new_lines` is what the ticket's run
-printed more often than the base's did. Counts (`Ran 3 tests`, `2 failed`) are kept: a changed
-count is a changed outcome.
+`(0.00s)`, `finished in 0.00s`) and pytest's `--durations` rows; dates and clock times; memory
+addresses (`0x7f3a...`) and build hashes (`calc-c6626fb655a8d231`); process and thread ids (`pid
+4242`, Rust's `thread 'x' (19329) panicked`); temporary paths (`/tmp/...`) and the folder the check
+ran in (the base runs in another worktree); blank lines and surrounding spaces. Ordering is noise
+too (parallel runners print as tests finish): the lines are compared as a multiset, so `new_lines`
+is what the ticket's run printed more often than the base's did. Counts (`Ran 3 tests`, `2 failed`)
+are kept: a changed count is a changed outcome.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ _RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(thread '[^']*') \(\d+\)"), r"\1"),
     (re.compile(r"\b\d+(?:[.,]\d+)?\s*(?:ns|µs|us|ms|s|sec|secs|seconds?|m|min|minutes?)\b"), "<time>"),
 ]
+# pytest's `--durations=N` report: which tests it lists, and how many it hides as too fast, depend on
+# how fast each ran (a loaded machine lists one more), so its rows are timing, not outcome
+_TIMING_ROWS = re.compile(r"^(?:<time> (?:setup|call|teardown) |\(\d+ durations? < <time> hidden)")
 
 
 def normalise(text: str, cwd: str = "") -> list[str] | None:
@@ -49,6 +52,8 @@ def normalise(text: str, cwd: str = "") -> list[str] | None:
             continue
         for pattern, repl in _RULES:
             line = pattern.sub(repl, line)
+        if _TIMING_ROWS.match(line):
+            continue
         lines.append(" ".join(line.split())[:MAX_CHARS])
     return lines if len(lines) <= MAX_LINES and sum(map(len, lines)) <= MAX_TOTAL else None
 

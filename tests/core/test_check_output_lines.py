@@ -84,6 +84,18 @@ def test_what_changes_on_every_run_is_left_out_and_counts_are_kept():
     assert new_lines(None, ["a"]) is None and normalise("x\n" * 6000) is None
 
 
+def test_pytest_durations_rows_are_timing_not_outcome():
+    # a loaded machine lists a test the quiet base run hid as too fast: no new line either way
+    quiet = normalise("===== slowest 3 durations =====\n\n(3 durations < 0.005s hidden.  Use -vv to show these "
+                      "durations.)\n===== 1 failed, 1 passed in 0.02s =====\n")
+    loaded = normalise("===== slowest 3 durations =====\n0.01s call     test_calc.py::test_adds\n\n"
+                       "(2 durations < 0.005s hidden.  Use -vv to show these durations.)\n"
+                       "===== 1 failed, 1 passed in 0.31s =====\n")
+    assert new_lines(loaded, quiet) == [] and new_lines(quiet, loaded) == []
+    # the outcome line's counts are still kept
+    assert new_lines(normalise("===== 2 failed in 0.3s =====\n"), quiet) == ["===== 2 failed in <time> ====="]
+
+
 @pytest.mark.parametrize("path, counts", [
     ("tests/test_api.py", True), ("test_calc.py", True), ("pkg/calc_test.go", True), ("src/a.spec.ts", True),
     ("test/calc.test.js", True), ("spec/calc_spec.rb", True), ("t/basic.t", True), ("conftest.py", True),
