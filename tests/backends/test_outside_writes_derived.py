@@ -1,8 +1,11 @@
 """hipporag, hindsight and sliding_window derive structures from their docs (a graph, facts, a
-summary) only in their own writes, and do not catch up on a doc another program writes. Each
-write of middle's records the count of the docs' writes it leaves (storage.CountedWrites), so a
-count it did not leave shows on the next open: one warning naming `middle memory reindex --from
-NAME`, kept after middle's later writes (which would hide it) until the store is rebuilt."""
+summary) in their own writes, and catch up on the doc rows another program writes, which their
+stores' triggers log (backends.rederive.CatchesUp: tests/backends/test_derived_catch_up.py).
+A write the log did not see (made before this middle-agent laid the log's triggers, stood for
+here by dropping them) still shows: each write of middle's records the count of the docs'
+writes it leaves (storage.CountedWrites), so a count it did not leave shows on the next open:
+one warning naming `middle memory reindex --from NAME`, kept after middle's later writes (which
+would hide it) until the store is rebuilt."""
 
 from __future__ import annotations
 
@@ -31,10 +34,14 @@ BACKENDS: dict[str, tuple[Callable[[Path], Any], str, str]] = {
     "sliding_window": (lambda d: SlidingWindowBackend(d, {}), "messages", "conversation_id = ':project:'"),
 }
 
+# Another program writing the store as an older middle-agent's store was written: without the
+# triggers that log its rows (laid again by the next open)
 _TOOL = """
 import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1])
 with conn:
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_logged'").fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
     conn.execute(sys.argv[2])
 """
 
@@ -98,7 +105,8 @@ def test_on_postgresql_the_warning_names_the_way_to_rebuild_there(tmp_path, pg_u
     backend.index(DOCS)
     schema = backend.bank.schema
     backend.close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as before the log's trigger was laid
+        conn.execute(f"DROP TRIGGER documents_writes_logged ON {schema}.documents")
         conn.execute(f"UPDATE {schema}.documents SET text = text || ' (edited by hand)'")
     caplog.clear()
     with caplog.at_level(logging.WARNING):
