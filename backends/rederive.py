@@ -96,6 +96,9 @@ class CatchesUp:
         what those rows hold now (a key whose row is gone: its derived rows removed)."""
         raise NotImplementedError
 
+    def catch_up(self) -> None:  # MemoryBackend.catch_up: the facade's call before each one
+        self._catch_up()
+
     def _catch_up(self) -> None:
         store = self._rebuilt_store()
         if not store.logs_outside:

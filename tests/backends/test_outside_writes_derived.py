@@ -40,7 +40,8 @@ _TOOL = """
 import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1])
 with conn:
-    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_logged'").fetchall():
+    logged = "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_logged'"
+    for (name,) in conn.execute(logged).fetchall():
         conn.execute(f"DROP TRIGGER {name}")
     conn.execute(sys.argv[2])
 """
