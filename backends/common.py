@@ -176,8 +176,9 @@ class DocumentListing:
         return self._doc_table.texts()
 
     def list_records(self) -> list[tuple[str, float]]:
-        """Every document with the time it is dated by, oldest first."""
-        self._catch_up()
+        """Every document with the time it is dated by, oldest first: the docs' own rows, as
+        they are (no catch-up first: `middle memory reindex` reads them from a store whose
+        derived rows cannot be made)."""
         return self._doc_table.records()
 
     def has_doc(self, doc: str) -> bool:

@@ -289,6 +289,10 @@ class Store(MetaValues):
         for start in range(0, len(seqs), CHUNK):  # exactly these: one committed meanwhile waits
             chunk = seqs[start:start + CHUNK]
             conn.execute(f"DELETE FROM {OUTSIDE_LOG} WHERE seq IN {in_clause(chunk)}", chunk)
+        bad = [r[1] for r in rows if not isinstance(r[1], int)]
+        if bad:  # the triggers log row ids: another value was written there by hand
+            raise self.damaged(f"its table {OUTSIDE_LOG} (the docs other programs wrote, to catch "
+                               f"up on) holds {bad[0]!r}, not a row id")
         return list(dict.fromkeys(int(r[1]) for r in rows))
 
     #: The SQL condition of log entries not made by the current transaction (SQLite: the

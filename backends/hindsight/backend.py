@@ -77,11 +77,6 @@ class HindsightBackend(SharesDatabase, CatchesUp, DocumentListing, DocumentTable
             raise
         self.cache = retrieval.shared_cache() if self.options.embedding_cache and self.embedder.cacheable else None
         self.query_vector = QueryVectors(self.embedder)
-        try:
-            self._catch_up()  # documents other programs wrote while it was closed
-        except BaseException:
-            self.bank.close()
-            raise
 
     @classmethod
     def _coerce(cls, options: BackendOptions | dict[str, Any] | None) -> HindsightOptions:

@@ -93,11 +93,6 @@ class HippoRAGBackend(SharesDatabase, CatchesUp, DocumentListing, DocumentTableR
         self._entities = retrieval.IndexMirror(VECTOR_TABLES["e"], "e")
         self._graph = GraphMirror()
         self._query_vector = QueryVectors(self.embedder)
-        try:
-            self._catch_up()  # passages other programs wrote while it was closed
-        except BaseException:
-            self._store.close()
-            raise
 
     @classmethod
     def _coerce(cls, options: BackendOptions | dict[str, Any] | None) -> BackendOptions:

@@ -87,11 +87,6 @@ class SlidingWindowBackend(SharesDatabase, CatchesUp, RebuildsInPlace, MemoryBac
         self._threads_lock = threading.Lock()
         self._clock = time.time  # wall clock: processing rows may come from another process
         self._rekeyed = False  # set by _rederive: a summary is due once its write commits
-        try:
-            self._catch_up()  # project docs other programs wrote while it was closed
-        except BaseException:
-            self._store.close()
-            raise
 
     # --- ticket conversation -------------------------------------------------------------
 
@@ -152,8 +147,7 @@ class SlidingWindowBackend(SharesDatabase, CatchesUp, RebuildsInPlace, MemoryBac
         if added:
             self._maybe_summarize(PROJECT_CONVERSATION)
 
-    def list_records(self) -> list[tuple[str, float | None]]:
-        self._catch_up()
+    def list_records(self) -> list[tuple[str, float | None]]:  # as they are: see DocumentListing
         with self._store.read() as conn:
             return list(q.records(conn, PROJECT_CONVERSATION))
 

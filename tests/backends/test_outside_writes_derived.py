@@ -23,6 +23,7 @@ from backends.hipporag.backend import HippoRAGBackend
 from backends.sliding_window.backend import SlidingWindowBackend
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.memory.stores import reindex
+from orchestrator.plugin_api import MemoryStoreError
 from orchestrator.plugins.manager import PluginRegistry
 
 DOCS = ["Deploys run on Tuesday after the release freeze.", "Exports write CSV files with a header row."]
@@ -137,3 +138,26 @@ def test_a_rebuild_in_place_that_fails_changes_nothing(name, tmp_path, monkeypat
     assert again.list_records() == before and again.has_doc(DOCS[1])
     assert again.rebuild_in_place() == 2 and sorted(again.list_docs()) == sorted(DOCS)
     again.close()
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_a_damaged_log_of_other_programs_writes_names_the_file_and_the_reindex(name, tmp_path):
+    # the log holds row ids (its triggers write them); anything else was written by hand, and
+    # the catch-up cannot know which doc changed: one error naming the file and the way back,
+    # which the reindex takes (it reads the docs' own rows, not the log)
+    facade = MemoryFacade(tmp_path / "mem", name, {} if name == "sliding_window" else {"embedder": "hashing"},
+                          PluginRegistry(load_entry_points=False))
+    facade.index("p", DOCS)
+    store = facade.store_dir("p") / f"{name}.sqlite3"
+    done = subprocess.run([sys.executable, "-c", "import sqlite3, sys\nwith sqlite3.connect(sys.argv[1]) as c:\n"
+                           "    c.execute(\"INSERT INTO outside_log (doc) VALUES ('garbage')\")", str(store)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(MemoryStoreError) as caught:
+        facade.retrieve("p", ["deploys"])
+    said = str(caught.value)
+    assert str(store) in said and "'garbage', not a row id" in said and f"middle memory reindex --from {name}" in said
+    reindex(facade, "p", name)
+    assert sorted(facade.list_docs("p")) == sorted(DOCS)
+    assert facade.retrieve("p", ["deploys"], 5)[0]["docs"]
+    facade.close()
