@@ -168,23 +168,33 @@ class DocumentListing:
 
     _doc_table: "DocumentTable"
 
+    def _catch_up(self) -> None:
+        """Docs other programs wrote, caught up first (rederive.CatchesUp overrides it)."""
+
     def list_docs(self) -> list[str]:
+        self._catch_up()
         return self._doc_table.texts()
 
     def list_records(self) -> list[tuple[str, float]]:
-        """Every document with the time it is dated by, oldest first."""
+        """Every document with the time it is dated by, oldest first: the docs' own rows, as
+        they are (no catch-up first: `middle memory reindex` reads them from a store whose
+        derived rows cannot be made)."""
         return self._doc_table.records()
 
     def has_doc(self, doc: str) -> bool:
+        self._catch_up()
         return self._doc_table.has(self._doc_table.hash_text(doc))
 
     def docs_by_id(self, prefix: str) -> list[str]:
+        self._catch_up()
         return self._doc_table.with_hash_prefix(prefix)
 
     def fingerprint(self) -> str | None:
+        self._catch_up()
         return self._doc_table.fingerprint()
 
     def doc_time(self, doc: str) -> float | None:
+        self._catch_up()
         return self._doc_table.time_of(doc)
 
 

@@ -76,3 +76,42 @@ class DocumentTableRebuild(RebuildsInPlace):
 
     def _drop_leftovers(self, conn: Any) -> None:
         conn.execute(f"DELETE FROM {self._doc_table.table}")
+
+
+class CatchesUp:
+    """For a backend whose derived structures only its own writes keep, and whose store logs
+    the doc rows any program writes (storage.CountedWrites.key): before each call that reads
+    or writes them, the docs another program added, rewrote or deleted since (the sqlite3
+    shell, psql, a script) are caught up, each alone: its derived rows removed and, when its
+    row is still there, the doc added again at its own time, in one write transaction of the
+    store. How it knows what changed: the store's triggers log the key of every row written,
+    middle's own writes delete their entries before they commit, so what is left is exactly
+    the rows others wrote; a call with nothing to catch up costs one indexed read."""
+
+    def _rebuilt_store(self) -> Store:
+        raise NotImplementedError
+
+    def _rederive(self, conn: Any, keys: list[int]) -> None:
+        """Inside the store's write: make the derived structures of the doc rows `keys` match
+        what those rows hold now (a key whose row is gone: its derived rows removed)."""
+        raise NotImplementedError
+
+    def catch_up(self) -> None:  # MemoryBackend.catch_up: the facade's call before each one
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        store = self._rebuilt_store()
+        if not store.logs_outside:
+            return
+        with store.lock:
+            if store._current is not None:  # inside this thread's own transaction: caught up at its start
+                return
+            with store.read() as conn:
+                if not store.outside_pending(conn):
+                    return
+            with store.write() as conn:
+                keys = store.take_outside(conn)
+                if keys:
+                    self._rederive(conn, keys)
+                # the note of other programs' writes (storage.warn_outside_writes): caught up now
+                conn.execute("DELETE FROM meta WHERE key = ?", (OUTSIDE_WRITES,))

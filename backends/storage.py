@@ -35,6 +35,10 @@ WRITES_TABLE = "doc_writes"
 # and how many writes the store found that none of middle's made.
 OWN_WRITES = "own_doc_writes"
 OUTSIDE_WRITES = "outside_doc_writes"
+# The table where a store with CountedWrites.key logs the key of every doc row written (by
+# triggers, for any program); middle's own writes delete their rows before they commit, so what
+# is left was written by another program, and the backend catches up on it (rederive.CatchesUp).
+OUTSIDE_LOG = "outside_log"
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,10 @@ class CountedWrites:
     table: str
     columns: tuple[str, ...]
     only: tuple[str, str] | None = None
+    #: The column naming a doc's row (its id): set, the store also logs every written row's key
+    #: in OUTSIDE_LOG, so a backend that derives structures from its docs catches up on the
+    #: rows another program wrote (backends.rederive.CatchesUp) instead of needing a reindex.
+    key: str | None = None
 
     def where(self, row: str) -> str:
         """The SQL condition on a row (NEW or OLD) that counts; '' for every row."""
@@ -75,6 +83,22 @@ class CountedWrites:
                 f"INSERT INTO {WRITES_TABLE} SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM {WRITES_TABLE})",
                 *(f"CREATE TRIGGER IF NOT EXISTS {self.table}_{name}_counted AFTER {event} ON "
                   f"{self.table} FOR EACH ROW {f'WHEN {when} ' if when else ''}{bump}"
+                  for name, (event, when) in events.items()),
+                *self._sqlite_log(events)]
+
+    def _sqlite_log(self, events: dict[str, tuple[str, str]]) -> list[str]:
+        """The log of written rows' keys (OUTSIDE_LOG), when `key` is set: an insert logs the new
+        row, a delete the old one, a rewrite both (the same key, but a row may leave or enter
+        the counted ones)."""
+        if self.key is None:
+            return []
+        log = f"INSERT INTO {OUTSIDE_LOG} (doc) VALUES"
+        rows = {"inserted": f"{log} (NEW.{self.key});", "deleted": f"{log} (OLD.{self.key});",
+                "updated": f"{log} (OLD.{self.key}); {log} (NEW.{self.key});"}
+        return [f"CREATE TABLE IF NOT EXISTS {OUTSIDE_LOG} (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+                "doc INTEGER NOT NULL, tx INTEGER)",
+                *(f"CREATE TRIGGER IF NOT EXISTS {self.table}_{name}_logged AFTER {event} ON "
+                  f"{self.table} FOR EACH ROW {f'WHEN {when} ' if when else ''}BEGIN {rows[name]} END"
                   for name, (event, when) in events.items())]
 
 
@@ -83,8 +107,8 @@ def warn_outside_writes(store: Store, backend: str, what: str, log: Any, in_plac
     (derived from them by its own writes) then no longer matches, naming the way to rebuild
     (`in_place`: the backend rebuilds a store in PostgreSQL where it is, backends.rederive)."""
     store.watch_outside_writes = True
-    if not (count := store.outside_writes()):
-        return
+    if not (count := store.outside_writes()) or count <= store.logged_outside():
+        return  # none, or each one logged: the backend catches up on it (rederive.CatchesUp)
     fix = (f"run `middle memory reindex --from {backend}` to rebuild them from the docs"
            if isinstance(store, SqliteStore) or in_place else
            "`middle memory export` its docs, delete them and add them again to rebuild them")
@@ -219,11 +243,61 @@ class Store(MetaValues):
                     watched = kind == "write" and self.watch_outside_writes
                     if watched:
                         self._note_outside_writes(conn)
+                    logged = self._log_start(conn) if kind == "write" and self.logs_outside else None
                     yield conn
+                    if logged is not None:
+                        self._log_own(conn, logged)
                     if watched:
                         self._own_writes_done(conn)
                 finally:
                     self._current = None
+
+    # --- the log of rows other programs wrote (CountedWrites.key) ----------------------------
+
+    @property
+    def logs_outside(self) -> bool:
+        counted = getattr(self, "_counted", None)
+        return counted is not None and counted.key is not None
+
+    def _log_start(self, conn: Any) -> int:
+        """At a write's start: the log's last entry. The write holds the file's write lock
+        (BEGIN IMMEDIATE) from here, so every entry after it is one of this write's own."""
+        row = conn.execute(f"SELECT MAX(seq) FROM {OUTSIDE_LOG}").fetchone()
+        return int(row[0]) if row is not None and row[0] is not None else 0
+
+    def _log_own(self, conn: Any, start: int) -> None:
+        """Before a write of middle's commits: its own entries out of the log (it kept the
+        derived structures itself)."""
+        conn.execute(f"DELETE FROM {OUTSIDE_LOG} WHERE seq > ?", (start,))
+
+    def outside_pending(self, conn: Any) -> bool:
+        """Whether the log holds rows another program wrote (one indexed read)."""
+        return conn.execute(f"SELECT 1 FROM {OUTSIDE_LOG} LIMIT 1").fetchone() is not None
+
+    def logged_outside(self) -> int:
+        """How many writes of other programs the log holds (0 without a log)."""
+        if not self.logs_outside:
+            return 0
+        with self.read() as conn:
+            return int(conn.execute(f"SELECT COUNT(*) FROM {OUTSIDE_LOG}").fetchone()[0])
+
+    def take_outside(self, conn: Any) -> list[int]:
+        """Inside a write: the keys of the rows other programs wrote, oldest write first, each
+        once, taken out of the log (the caller catches up on them in this transaction)."""
+        rows = conn.execute(f"SELECT seq, doc FROM {OUTSIDE_LOG} WHERE {self._not_own} ORDER BY seq").fetchall()
+        seqs = [int(r[0]) for r in rows]
+        for start in range(0, len(seqs), CHUNK):  # exactly these: one committed meanwhile waits
+            chunk = seqs[start:start + CHUNK]
+            conn.execute(f"DELETE FROM {OUTSIDE_LOG} WHERE seq IN {in_clause(chunk)}", chunk)
+        bad = [r[1] for r in rows if not isinstance(r[1], int)]
+        if bad:  # the triggers log row ids: another value was written there by hand
+            raise self.damaged(f"its table {OUTSIDE_LOG} (the docs other programs wrote, to catch "
+                               f"up on) holds {bad[0]!r}, not a row id")
+        return list(dict.fromkeys(int(r[1]) for r in rows))
+
+    #: The SQL condition of log entries not made by the current transaction (SQLite: the
+    #: write lock excludes every other writer, and the catch-up runs before the write's own).
+    _not_own = "1 = 1"
 
     # --- writes that bypassed the backend (watch_outside_writes) -----------------------------
 

@@ -19,7 +19,7 @@ from backends.common import (
     claim_vector_kind,
     coerce_options,
 )
-from backends.rederive import DocumentTableRebuild
+from backends.rederive import CatchesUp, DocumentTableRebuild
 from backends.storage import in_clause, salvage_rows, warn_outside_writes
 from orchestrator.plugin_api import (
     BackendOptions,
@@ -43,7 +43,7 @@ log = logging.getLogger("middle.hindsight")
 SECOND_FACT_WEIGHT = 0.3  # a document with two matching facts beats one with a single match
 
 
-class HindsightBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, MemoryBackend):
+class HindsightBackend(SharesDatabase, CatchesUp, DocumentListing, DocumentTableRebuild, MemoryBackend):
     """Typed facts with entities, links and observations in one bank per project (a SQLite file,
     or the project's schema in PostgreSQL with `[memory] url`)."""
 
@@ -98,12 +98,14 @@ class HindsightBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Me
         """Retain one document; re-retaining a document id replaces its facts. Returns the
         document's row id (None when the same text was already retained under that id)."""
         (text,) = check_texts([text], "text")
+        self._catch_up()
         written = self._retain([RetainItem(text, _check_time(timestamp), check_tags(tags),
                                            None if document_id is None else str(document_id), "retain")])
         return written[0] if written else None
 
     def index_records(self, records: Sequence[Any]) -> None:
         """Docs with their event times (`MemoryRecord`s, as `middle bench memory` passes)."""
+        self._catch_up()
         items = []
         for record in records:
             (text,) = check_texts([getattr(record, "text", None)], "docs")
@@ -150,6 +152,7 @@ class HindsightBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Me
                      tags_match: str = "any") -> recall_mod.Recalled:
         """Hindsight's recall: at most `budget` facts within `max_tokens`, filtered by kind and tags."""
         (query,) = check_texts([query], "query")
+        self._catch_up()
         bad = set(types or ()) - set(recall_mod.KINDS)
         if bad:
             raise ValueError(f"unknown fact type(s) {sorted(bad)}: use {', '.join(recall_mod.KINDS)}")
@@ -160,6 +163,7 @@ class HindsightBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Me
 
     def reflect(self, question: str) -> reflect_mod.Reflection:
         (question,) = check_texts([question], "question")
+        self._catch_up()
         return reflect_mod.reflect(self, question)
 
     def delete_fact(self, fact_id: int) -> bool:
@@ -199,10 +203,12 @@ class HindsightBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Me
 
     def index(self, docs: list[str]) -> None:
         docs = check_texts(docs, "docs")
+        self._catch_up()
         self._retain([RetainItem(d) for d in docs])
 
     def retrieve(self, queries: list[str], num_to_retrieve: int) -> list[RetrieveResult]:
         queries = check_texts(queries, "queries")
+        self._catch_up()
         return [self._retrieve_one(q, num_to_retrieve) for q in queries]
 
     def _retrieve_one(self, query: str, k: int) -> RetrieveResult:
@@ -278,6 +284,7 @@ class HindsightBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Me
         keyword, graph, temporal) that found its best facts, with their ranks, those facts
         (sentences of the doc), the date they carry and, for the best one, its cosine to the
         query. Read from one recall as retrieve runs it, so it names what really ranked."""
+        self._catch_up()
         wanted = max(5 * len(docs), self.options.candidate_pool)
         hits = recall_mod.recall(self, query, wanted).hits
         hashes = {text_hash(d): d for d in docs}
@@ -313,11 +320,44 @@ class HindsightBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Me
             out.append(signals)
         return out
 
-    def _rebuilt_store(self) -> Any:  # rebuild_in_place (backends.rederive)
+    def _rebuilt_store(self) -> Any:  # rebuild_in_place and CatchesUp (backends.rederive)
         return self.bank
+
+    def _rederive(self, conn: Any, keys: list[int]) -> None:
+        """CatchesUp: each document another program wrote removed with its facts (their
+        entities, links, observations, vectors and keyword rows) and, when its row is there,
+        retained again at its event time, with its tags and source (its key too, unless the
+        key was its old text's hash: then its text now names it)."""
+        rows: dict[int, tuple[Any, ...]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            rows.update((int(r[0]), tuple(r[1:])) for r in conn.execute(
+                "SELECT id, text, event_time, key, text_hash, source, tags FROM documents WHERE id "
+                f"IN {in_clause(chunk)}", chunk))
+        touched: list[int] = []
+        for doc_id in keys:
+            facts = [r[0] for r in conn.execute("SELECT id FROM facts WHERE doc_id = ?", (doc_id,))]
+            remove_facts(self, conn, facts, touched)
+            conn.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+        if touched:
+            self.bank.bump(conn, touched)
+        items = []
+        for doc_id in keys:
+            if doc_id not in rows:
+                continue
+            text, when, key, held_hash, source, tags = rows[doc_id]
+            try:
+                tag_list = check_tags(json.loads(tags))
+            except (TypeError, ValueError):
+                tag_list = []
+            items.append(RetainItem(str(text), float(when), tag_list,
+                                    None if key == held_hash else str(key), str(source)))
+        log.info("caught up on %d document(s) another program wrote in %s", len(keys), self.bank.path)
+        self._retain(items)
 
     def delete(self, docs: list[str]) -> int:
         docs = check_texts(docs, "docs")
+        self._catch_up()
         hashes = list(dict.fromkeys(text_hash(d) for d in docs))
         if not hashes:
             return 0
@@ -338,6 +378,7 @@ class HindsightBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Me
         lifecycle.observe_round(self, conversation_id, prompt, response)
 
     def agent_context(self) -> str:
+        self._catch_up()
         self._refresh_if_due()
         return reflect_mod.agent_context(self)
 

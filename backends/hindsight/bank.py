@@ -23,8 +23,9 @@ __all__ = ["Bank", "PgBank", "open_bank"]
 # version 1 bank's facts were embedded alone, and stay valid.
 FORMAT_VERSION = 2
 FILE_NAME = "hindsight.sqlite3"
-# Every write of a document's text or time counts (fingerprint: a document rewritten in place)
-COUNTED = CountedWrites("documents", ("text_hash", "text", "event_time"))
+# Every write of a document's text or time counts (fingerprint: a document rewritten in place),
+# and is logged by its id, so a document another program wrote is caught up (rederive.CatchesUp)
+COUNTED = CountedWrites("documents", ("text_hash", "text", "event_time"), key="id")
 
 
 SCHEMA = f"""

@@ -23,7 +23,7 @@ from backends.common import (
     claim_vector_kind,
     coerce_options,
 )
-from backends.rederive import DocumentTableRebuild
+from backends.rederive import CatchesUp, DocumentTableRebuild
 from backends.storage import CHUNK, salvage_rows, warn_outside_writes
 from orchestrator.plugin_api import (
     BackendOptions,
@@ -51,7 +51,7 @@ MAX_QUERY_CHARS = 2000  # entities are looked for in a query's head (per-turn qu
 GRAPH_SPEC_KEYS = ("synonymy_threshold", "synonymy_max_neighbours", "synonymy_min_chars")
 
 
-class HippoRAGBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, MemoryBackend):
+class HippoRAGBackend(SharesDatabase, CatchesUp, DocumentListing, DocumentTableRebuild, MemoryBackend):
     """Passages and entity phrases in one graph; queries seed PageRank through matching facts."""
 
     name = "hipporag"
@@ -160,7 +160,9 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Mem
     # --- index ----------------------------------------------------------------------------
 
     def index(self, docs: list[str]) -> None:
-        self._add(check_texts(docs, "docs"), {})
+        docs = check_texts(docs, "docs")
+        self._catch_up()
+        self._add(docs, {})
 
     def _add(self, docs: list[str], when: dict[str, float | None]) -> None:
         opts: HippoRAGOptions = self.options  # type: ignore[assignment]
@@ -229,6 +231,7 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Mem
         text is the passage, its time what recency counts from; importance is not used."""
         texts = check_texts([getattr(r, "text", None) for r in records], "docs")
         times = [getattr(r, "timestamp", None) for r in records]
+        self._catch_up()
         self._add(texts, {t: w for t, w in reversed(list(zip(texts, times)))})  # first one wins
 
     def _unknown(self, docs: list[str]) -> list[str]:
@@ -291,8 +294,26 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Mem
         self._entities.gen = gen
         return result
 
-    def _rebuilt_store(self) -> Any:  # rebuild_in_place (backends.rederive)
+    def _rebuilt_store(self) -> Any:  # rebuild_in_place and CatchesUp (backends.rederive)
         return self._store
+
+    def _rederive(self, conn: Any, keys: list[int]) -> None:
+        """CatchesUp: each passage another program wrote removed with its graph (entities,
+        facts, edges, vectors) and, when its row is there, added again at its time, as any
+        passage is added (a text already stored is kept once)."""
+        rows: dict[int, tuple[str, float]] = {}
+        for start in range(0, len(keys), CHUNK):
+            chunk = keys[start:start + CHUNK]
+            rows.update((int(r[0]), (r[1], r[2])) for r in conn.execute(
+                f"SELECT id, text, created_at FROM passages WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        self._write(lambda writer: writer.remove(keys))
+        texts = [rows[k][0] for k in keys if k in rows]
+        when: dict[str, float | None] = {}
+        for k in reversed(keys):
+            if k in rows:
+                when[rows[k][0]] = rows[k][1]
+        log.info("caught up on %d passage(s) another program wrote in %s", len(keys), self._store.path)
+        self._add(texts, when)
 
     # --- delete / list --------------------------------------------------------------------
 
@@ -300,6 +321,7 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Mem
         docs = check_texts(docs, "docs")
         if not docs:
             return 0
+        self._catch_up()
         with self._store.lock:
             with self._store.read() as conn:
                 ids = [r[0] for d in dict.fromkeys(docs) if (r := conn.execute(
@@ -338,6 +360,7 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Mem
     def retrieve(self, queries: list[str], num_to_retrieve: int) -> list[RetrieveResult]:
         queries = check_texts(queries, "queries")
         self._refuse_stale()
+        self._catch_up()
         results: list[RetrieveResult] = []
         with self._store.lock:
             graph = self._sync() if queries else None
@@ -457,6 +480,7 @@ class HippoRAGBackend(SharesDatabase, DocumentListing, DocumentTableRebuild, Mem
         facts of the query it states (as the passage's own sentence that states each: the
         offline extractor's triples read as fragments), its date, and its best chunk's cosine
         to the query."""
+        self._catch_up()
         with self._store.lock:
             graph = self._sync()
             named = set(openie.extract_offline(query[:MAX_QUERY_CHARS]).entities)

@@ -61,8 +61,9 @@ CREATE INDEX IF NOT EXISTS changes_by_gen ON changes (gen);
 """
 
 VECTOR_TABLES = {"p": "passage_chunks", "e": "entity_vectors", "f": "fact_vectors"}
-# Every write of a passage's text or time counts (fingerprint: a passage rewritten in place)
-COUNTED = CountedWrites("passages", ("hash", "text", "created_at"))
+# Every write of a passage's text or time counts (fingerprint: a passage rewritten in place),
+# and is logged by its id, so a passage another program wrote is caught up (rederive.CatchesUp)
+COUNTED = CountedWrites("passages", ("hash", "text", "created_at"), key="id")
 
 
 def text_hash(text: str) -> str:

@@ -259,7 +259,7 @@ class GraphWriter:
         facts: set[int] = set()
         entities: set[int] = set()
         for pid in pids:
-            if self.conn.execute("SELECT 1 FROM passages WHERE id = ?", (pid,)).fetchone() is None:
+            if not self._held(pid):
                 continue
             for fid, count, s, o in self.conn.execute(
                     "SELECT pf.fact, pf.count, f.subject, f.object FROM passage_facts pf JOIN facts f "
@@ -289,6 +289,15 @@ class GraphWriter:
         self._detach(orphans, drop=True)
         if owners is not None:
             self._read_again(*owners, set(pids))
+
+    def _held(self, pid: int) -> bool:
+        """Whether a passage or any of its derived rows is there (another program may have
+        deleted the passage's row alone: its derived rows are removed all the same)."""
+        return self.conn.execute(
+            "SELECT 1 FROM passages WHERE id = ? UNION ALL SELECT 1 FROM passage_entities WHERE "
+            "passage = ? UNION ALL SELECT 1 FROM passage_facts WHERE passage = ? UNION ALL "
+            "SELECT 1 FROM passage_chunks WHERE id >= ? AND id < ? LIMIT 1",
+            (pid, pid, pid, pid * CHUNK_SLOTS, (pid + 1) * CHUNK_SLOTS)).fetchone() is not None
 
     # --- readings after a delete -------------------------------------------------------------
 

@@ -304,6 +304,9 @@ class RetrievalBackend(SharesDatabase, MemoryBackend):
         self._store.catch_up()
         return self._store.texts_by_hash_prefixes(prefixes)
 
+    def catch_up(self) -> None:  # MemoryBackend.catch_up: docs other programs wrote (outside.py)
+        self._store.catch_up()
+
     def fingerprint(self) -> str | None:
         return self._store.fingerprint()
 

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 from pydantic import Field, ValidationError
 
 from backends.common import SharesDatabase
-from backends.rederive import RebuildsInPlace
+from backends.rederive import CatchesUp, RebuildsInPlace
 from backends.storage import salvage_rows, warn_outside_writes
 from orchestrator.plugin_api import (
     BackendOptions,
@@ -49,7 +49,7 @@ class SlidingWindowOptions(BackendOptions):
     background: bool = Field(True, description="summarise in a background thread")
 
 
-class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
+class SlidingWindowBackend(SharesDatabase, CatchesUp, RebuildsInPlace, MemoryBackend):
     """Rolling summaries of the ticket conversation and of the project's completed-ticket docs."""
 
     name = "sliding_window"
@@ -86,6 +86,7 @@ class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
         self._threads: set[threading.Thread] = set()
         self._threads_lock = threading.Lock()
         self._clock = time.time  # wall clock: processing rows may come from another process
+        self._rekeyed = False  # set by _rederive: a summary is due once its write commits
 
     # --- ticket conversation -------------------------------------------------------------
 
@@ -123,12 +124,14 @@ class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
 
     def index(self, docs: list[str]) -> None:
         """Append new docs to the project conversation (exact duplicates are skipped)."""
+        self._catch_up()
         check_texts(docs)
         self._add([(doc, None) for doc in docs])
 
     def index_records(self, records: Sequence[MemoryRecord]) -> None:
         """Add docs at their own times (an edit, an undo, a reindex): each takes its place in
         the window by time, not at the newest end."""
+        self._catch_up()
         check_texts([r.text for r in records])
         self._add([(r.text, r.timestamp) for r in records])
 
@@ -144,7 +147,7 @@ class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
         if added:
             self._maybe_summarize(PROJECT_CONVERSATION)
 
-    def list_records(self) -> list[tuple[str, float | None]]:
+    def list_records(self) -> list[tuple[str, float | None]]:  # as they are: see DocumentListing
         with self._store.read() as conn:
             return list(q.records(conn, PROJECT_CONVERSATION))
 
@@ -157,6 +160,7 @@ class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
         cuts the list short (the agent's block) cuts the oldest work. Scores are all 1.0
         because nothing is ranked.
         """
+        self._catch_up()
         if not queries:
             return []
         with self._store.read() as conn:
@@ -177,6 +181,7 @@ class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
         """People's marks (superseded, expired, pinned) as the project summary shows them:
         when they changed, every project summary is rebuilt with them (a superseded doc's
         line says by which, an expired doc has none), so a fix reaches the next ticket."""
+        self._catch_up()
         wanted = {q.doc_hash(doc): note for doc, note in sorted(notes.items())}
         with self._store.tx() as conn:
             if self._store.meta_json(conn, CURATION_META, {}) == wanted:
@@ -189,6 +194,7 @@ class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
     def derived_texts(self) -> list[tuple[str, str]]:
         """The project summaries `retrieve` can show (every completed one, newest first: a
         block shown before the latest was built names an older one), each with its docs."""
+        self._catch_up()
         out = []
         with self._store.read() as conn:
             rows = q.memory_rows(conn, PROJECT_CONVERSATION, status="completed")
@@ -202,6 +208,7 @@ class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
 
     def explain(self, query: str, docs: Sequence[str]) -> list[dict[str, Any]]:
         """Each doc's date; the summary says it is one, and of how many docs."""
+        self._catch_up()
         derived = dict(self.derived_texts())
         with self._store.read() as conn:
             times = dict(q.records(conn, PROJECT_CONVERSATION))
@@ -218,6 +225,22 @@ class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
     def _rebuilt_store(self) -> Any:
         return self._store
 
+    def _rederive(self, conn: Any, keys: list[int]) -> None:
+        """CatchesUp: the project docs another program wrote get their keys from their text
+        now, and every summary that covered them (or was built on one that did) is made stale,
+        so the next summary is made from the docs as they are (rebuilt once this write commits:
+        _catch_up)."""
+        stale = q.rekey(conn, PROJECT_CONVERSATION, keys)
+        log.info("caught up on %d project doc(s) another program wrote in %s; summaries %s rebuilt",
+                 len(keys), self._store.path, stale)
+        self._rekeyed = True
+
+    def _catch_up(self) -> None:
+        super()._catch_up()
+        if self._rekeyed:
+            self._rekeyed = False
+            self._maybe_summarize(PROJECT_CONVERSATION)
+
     def _repair_keys(self, conn: Any) -> None:
         """The docs' keys from the project's messages again: a message written by hand has
         none (the first of a text written twice gets it)."""
@@ -233,6 +256,7 @@ class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
 
     def delete(self, docs: list[str]) -> int:
         """Remove docs by exact text and invalidate every summary that could still quote them."""
+        self._catch_up()
         check_texts(docs)
         removed: list[int] = []
         with self._store.tx() as conn:
@@ -248,18 +272,22 @@ class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
         return len(removed)
 
     def list_docs(self) -> list[str]:
+        self._catch_up()
         with self._store.read() as conn:
             return [m["text"] for m in q.messages(conn, PROJECT_CONVERSATION)]
 
     def has_doc(self, doc: str) -> bool:
+        self._catch_up()
         with self._store.read() as conn:
             return q.has_doc(conn, doc)
 
     def docs_by_id(self, prefix: str) -> list[str]:
+        self._catch_up()
         with self._store.read() as conn:
             return q.docs_with_hash_prefix(conn, PROJECT_CONVERSATION, prefix)
 
     def doc_time(self, doc: str) -> float | None:
+        self._catch_up()
         with self._store.read() as conn:
             return q.doc_time(conn, PROJECT_CONVERSATION, doc)
 
@@ -269,6 +297,7 @@ class SlidingWindowBackend(SharesDatabase, RebuildsInPlace, MemoryBackend):
         too) and how many writes of their text or time the store counted (q.COUNTED: by
         triggers, so a doc rewritten in place by any tool moves it too): summaries and
         watched rounds do not change it."""
+        self._catch_up()
         with self._store.read() as conn:
             count, newest, total = conn.execute(
                 "SELECT COUNT(*), COALESCE(MAX(seq), 0), COALESCE(SUM(seq), 0) FROM docs").fetchone()

@@ -17,8 +17,10 @@ FORMAT_VERSION = 1
 # colliding with a ticket id (conversation ids of tickets are never allowed to use it).
 PROJECT_CONVERSATION = ":project:"
 # Every write of a project doc's text or time counts, not the watched rounds of tickets
-# (see SlidingWindowBackend.fingerprint)
-COUNTED = CountedWrites("messages", ("text", "created_at"), only=("conversation_id", PROJECT_CONVERSATION))
+# (see SlidingWindowBackend.fingerprint), each logged by its seq: a project doc another program
+# wrote is caught up (SlidingWindowBackend._rederive)
+COUNTED = CountedWrites("messages", ("text", "created_at"), only=("conversation_id", PROJECT_CONVERSATION),
+                         key="seq")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS conversations (
@@ -333,3 +335,30 @@ def records(conn: sqlite3.Connection, cid: str) -> list[tuple[str, float]]:
     """cid's messages as (text, time), in order."""
     return [(r[0], float(r[1])) for r in conn.execute(
         "SELECT text, created_at FROM messages WHERE conversation_id = ? ORDER BY seq", (cid,))]
+
+
+def rekey(conn: Any, cid: str, seqs: list[int]) -> list[int]:
+    """Project docs another program wrote (the messages at `seqs`: added, rewritten or
+    deleted) made whole again: their keys from their text now (a text already stored is kept
+    once: the later message goes), the summaries that cover them or were built on those made
+    stale, the next seq past every message, and the messages in time order. Returns the
+    summaries made stale."""
+    for start in range(0, len(seqs), 500):
+        chunk = seqs[start:start + 500]
+        conn.execute(f"DELETE FROM docs WHERE seq IN ({','.join('?' * len(chunk))})", chunk)
+    stale = invalidate_covering(conn, cid, seqs)
+    for seq in seqs:
+        row = conn.execute("SELECT text FROM messages WHERE conversation_id = ? AND seq = ?",
+                           (cid, seq)).fetchone()
+        if row is None:
+            continue
+        key = doc_hash(row[0])
+        if conn.execute("SELECT 1 FROM docs WHERE doc_hash = ?", (key,)).fetchone():
+            conn.execute("DELETE FROM messages WHERE conversation_id = ? AND seq = ?", (cid, seq))
+        else:
+            conn.execute("INSERT INTO docs (doc_hash, seq) VALUES (?, ?)", (key, seq))
+    conn.execute("INSERT INTO conversations (conversation_id) VALUES (?) ON CONFLICT DO NOTHING", (cid,))
+    conn.execute("UPDATE conversations SET next_seq = (SELECT COALESCE(MAX(seq), -1) + 1 FROM messages "
+                 "WHERE conversation_id = ?) WHERE conversation_id = ? AND next_seq <= (SELECT "
+                 "COALESCE(MAX(seq), -1) FROM messages WHERE conversation_id = ?)", (cid, cid, cid))
+    return sorted(set(stale) | set(renumber_by_time(conn, cid)))

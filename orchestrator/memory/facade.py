@@ -374,7 +374,10 @@ class MemoryFacade:
     def _locked(self, project_id: str, op: str) -> Iterator[MemoryBackend]:
         """The project's configured backend, under the project's thread and file locks."""
         with self._project_locks(project_id, op) as store:
-            yield self._backend(project_id, store)
+            backend = self._backend(project_id, store)
+            # what another process or program wrote since: caught up before this call reads it
+            backend.catch_up()
+            yield backend
 
     @contextmanager
     def other_backend(self, project_id: str, name: str, op: str, options: Any = None,

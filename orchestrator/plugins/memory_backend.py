@@ -371,6 +371,19 @@ class MemoryBackend(ABC):
         adds the shared keywords, pins and supersede links; the default adds nothing."""
         return [{} for _ in docs]
 
+    def catch_up(self) -> None:
+        """Bring what the backend derives from its docs (an index, a graph, a summary) up to
+        the docs another process or another program wrote since this instance last looked:
+        the facade calls it under the project's locks before every call of a project, so a
+        process that holds the store open (`middle run` between turns) recalls what a person
+        changed elsewhere without `middle memory reindex`. Catch up only what changed (the
+        built-in stores log the key of each doc row any program writes, by triggers, and drop
+        their own writes' entries: backends.rederive.CatchesUp), and keep it cheap when nothing
+        did (one indexed read). The default does nothing: a backend that derives nothing, or
+        re-reads its whole store under each call, has nothing to catch up on. The contract
+        suite's `test_an_open_instance_catches_up_on_what_another_program_wrote` checks it with
+        your `outside_writer` fixture."""
+
     def apply_curation(self, notes: Mapping[str, str]) -> None:
         """What people said of the docs (doc text -> "superseded by [id]", "expired" or
         "pinned"; a doc not named has nothing said of it), given before a retrieve whenever it

@@ -15,7 +15,9 @@ two instances on one store (as two processes have). Capability flags below let a
 out of what it cannot do; each opted-out test is skipped with the reason. The tests for other
 instances, failed writes, bad input and real processes are in `robustness.py`; set
 `process_factory` to run the process test. `curation_contract.py` checks that a person's
-supersede, edit, pin and undo reach the next ticket's memories block through the memory facade.
+supersede, edit, pin and undo reach the next ticket's memories block through the memory facade;
+`outside_contract.py`, with your `outside_writer` fixture, that an open instance catches up on
+docs another program wrote (`MemoryBackend.catch_up`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pytest
 from orchestrator.plugins.backend_options import BackendOptions
 from orchestrator.plugins.memory_backend import MemoryBackend, RetrieveResult
 from orchestrator.testing.curation_contract import CurationContract
+from orchestrator.testing.outside_contract import OutsideWritesContract
 from orchestrator.testing.robustness import SharedStoreContract
 from orchestrator.testing.samples import UNICODE_DOCS, huge_doc, sample_doc
 
@@ -51,7 +54,7 @@ class _Opener:
         backend.close()
 
 
-class MemoryBackendContract(CurationContract, SharedStoreContract):
+class MemoryBackendContract(CurationContract, SharedStoreContract, OutsideWritesContract):
     """Subclass as `Test...` and provide a `backend_factory` fixture; see the module docstring.
 
     More flags (`writes_to_disk`, `process_factory`, `leftover_temp_file`) and the

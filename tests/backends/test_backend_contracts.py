@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import outside_sql  # tests/outside_sql.py
 import pytest
 
 from backends.bm25 import Bm25Backend
@@ -13,9 +14,21 @@ from backends.sliding_window import SlidingWindowBackend
 from orchestrator.testing import InMemoryBackend, MemoryBackendContract
 
 
+def sqlite_writer(backend: str):
+    """The contract's `outside_writer` for a derived backend's SQLite file: the sqlite3 shell's
+    write, in a process of its own (outside_sql)."""
+    def write(store_dir, op, old, new):
+        outside_sql.write(str(store_dir / f"{backend}.sqlite3"), backend, op, old, new)
+    return write
+
+
 class TestSlidingWindowContract(MemoryBackendContract):
     relevance_ranked = False  # it returns the newest summary and docs, whatever the query
     process_factory = "backends.sliding_window:SlidingWindowBackend"
+
+    @pytest.fixture
+    def outside_writer(self):
+        return sqlite_writer("sliding_window")
 
     @pytest.fixture
     def backend_factory(self):
@@ -116,6 +129,10 @@ class TestHippoRAGContract(MemoryBackendContract):
     process_docs_per_thread = 6
 
     @pytest.fixture
+    def outside_writer(self):
+        return sqlite_writer("hipporag")
+
+    @pytest.fixture
     def backend_factory(self):
         return hashing_hipporag
 
@@ -126,6 +143,10 @@ class TestHindsightContract(MemoryBackendContract):
 
     process_factory = "backends.hindsight:HindsightBackend"
     process_docs_per_thread = 6
+
+    @pytest.fixture
+    def outside_writer(self):
+        return sqlite_writer("hindsight")
 
     @pytest.fixture
     def backend_factory(self):

@@ -1,8 +1,11 @@
 """hipporag, hindsight and sliding_window derive structures from their docs (a graph, facts, a
-summary) only in their own writes, and do not catch up on a doc another program writes. Each
-write of middle's records the count of the docs' writes it leaves (storage.CountedWrites), so a
-count it did not leave shows on the next open: one warning naming `middle memory reindex --from
-NAME`, kept after middle's later writes (which would hide it) until the store is rebuilt."""
+summary) in their own writes, and catch up on the doc rows another program writes, which their
+stores' triggers log (backends.rederive.CatchesUp: tests/backends/test_derived_catch_up.py).
+A write the log did not see (made before this middle-agent laid the log's triggers, stood for
+here by dropping them) still shows: each write of middle's records the count of the docs'
+writes it leaves (storage.CountedWrites), so a count it did not leave shows on the next open:
+one warning naming `middle memory reindex --from NAME`, kept after middle's later writes (which
+would hide it) until the store is rebuilt."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from backends.hipporag.backend import HippoRAGBackend
 from backends.sliding_window.backend import SlidingWindowBackend
 from orchestrator.memory.facade import MemoryFacade
 from orchestrator.memory.stores import reindex
+from orchestrator.plugin_api import MemoryStoreError
 from orchestrator.plugins.manager import PluginRegistry
 
 DOCS = ["Deploys run on Tuesday after the release freeze.", "Exports write CSV files with a header row."]
@@ -31,10 +35,15 @@ BACKENDS: dict[str, tuple[Callable[[Path], Any], str, str]] = {
     "sliding_window": (lambda d: SlidingWindowBackend(d, {}), "messages", "conversation_id = ':project:'"),
 }
 
+# Another program writing the store as an older middle-agent's store was written: without the
+# triggers that log its rows (laid again by the next open)
 _TOOL = """
 import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1])
 with conn:
+    logged = "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%_logged'"
+    for (name,) in conn.execute(logged).fetchall():
+        conn.execute(f"DROP TRIGGER {name}")
     conn.execute(sys.argv[2])
 """
 
@@ -98,7 +107,8 @@ def test_on_postgresql_the_warning_names_the_way_to_rebuild_there(tmp_path, pg_u
     backend.index(DOCS)
     schema = backend.bank.schema
     backend.close()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as before the log's trigger was laid
+        conn.execute(f"DROP TRIGGER documents_writes_logged ON {schema}.documents")
         conn.execute(f"UPDATE {schema}.documents SET text = text || ' (edited by hand)'")
     caplog.clear()
     with caplog.at_level(logging.WARNING):
@@ -128,3 +138,26 @@ def test_a_rebuild_in_place_that_fails_changes_nothing(name, tmp_path, monkeypat
     assert again.list_records() == before and again.has_doc(DOCS[1])
     assert again.rebuild_in_place() == 2 and sorted(again.list_docs()) == sorted(DOCS)
     again.close()
+
+
+@pytest.mark.parametrize("name", list(BACKENDS))
+def test_a_damaged_log_of_other_programs_writes_names_the_file_and_the_reindex(name, tmp_path):
+    # the log holds row ids (its triggers write them); anything else was written by hand, and
+    # the catch-up cannot know which doc changed: one error naming the file and the way back,
+    # which the reindex takes (it reads the docs' own rows, not the log)
+    facade = MemoryFacade(tmp_path / "mem", name, {} if name == "sliding_window" else {"embedder": "hashing"},
+                          PluginRegistry(load_entry_points=False))
+    facade.index("p", DOCS)
+    store = facade.store_dir("p") / f"{name}.sqlite3"
+    done = subprocess.run([sys.executable, "-c", "import sqlite3, sys\nwith sqlite3.connect(sys.argv[1]) as c:\n"
+                           "    c.execute(\"INSERT INTO outside_log (doc) VALUES ('garbage')\")", str(store)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(MemoryStoreError) as caught:
+        facade.retrieve("p", ["deploys"])
+    said = str(caught.value)
+    assert str(store) in said and "'garbage', not a row id" in said and f"middle memory reindex --from {name}" in said
+    reindex(facade, "p", name)
+    assert sorted(facade.list_docs("p")) == sorted(DOCS)
+    assert facade.retrieve("p", ["deploys"], 5)[0]["docs"]
+    facade.close()

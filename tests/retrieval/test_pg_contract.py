@@ -8,6 +8,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
+import outside_sql  # tests/outside_sql.py
 import pg_factories
 import psycopg
 import pytest
@@ -94,7 +95,16 @@ class TestBm25PostgresContract(PostgresContract):
 
 class SchemaStoreContract(PostgresContract):
     """A backend whose store is a schema of its own (backends.pg_storage): a failed write is a
-    trigger refusing every write to any of the schema's tables."""
+    trigger refusing every write to any of the schema's tables; another program's write is
+    psql's (outside_sql), which the backend catches up on."""
+
+    backend_name = ""
+
+    @pytest.fixture
+    def outside_writer(self, pg_url):
+        def write(store_dir, op, old, new):
+            outside_sql.write(pg_url, self.backend_name, op, old, new, store_dir.name)
+        return write
 
     @pytest.fixture
     def fail_writes(self, pg_url):
@@ -119,6 +129,7 @@ class SchemaStoreContract(PostgresContract):
 
 
 class TestHippoRAGPostgresContract(SchemaStoreContract):
+    backend_name = "hipporag"
     process_factory = "pg_factories:hipporag"
     process_docs_per_thread = 6
 
@@ -128,6 +139,7 @@ class TestHippoRAGPostgresContract(SchemaStoreContract):
 
 
 class TestHindsightPostgresContract(SchemaStoreContract):
+    backend_name = "hindsight"
     process_factory = "pg_factories:hindsight"
     process_docs_per_thread = 6
 
@@ -137,6 +149,7 @@ class TestHindsightPostgresContract(SchemaStoreContract):
 
 
 class TestSlidingWindowPostgresContract(SchemaStoreContract):
+    backend_name = "sliding_window"
     relevance_ranked = False  # it returns the newest summary and docs, whatever the query
     process_factory = "pg_factories:sliding_window"
 
