@@ -134,6 +134,22 @@ def uvu(script: str, test_file: str) -> tuple[dict[str, str], dict[str, Any]]:
     edits["skips"] = {test_file: UVU_TEST.replace(UVU_KNOWN, UVU_KNOWN.replace("test(", "test.skip("))}
     return files, edits
 
+
+# The same in TypeScript, loaded through tsm (`uvu -r tsm test`): tsm's require hook compiles each .ts
+# file as uvu's runner requires it, and `uvu` itself comes from Node's module cache (uvu_preload.cjs)
+UVU_TS_TEST = UVU_TEST.replace("test('adds', () => { assert.is(calc.add(1, 2), 3); });",
+                               "const sum = (a: number, b: number): number => calc.add(a, b);\n"
+                               "test('adds', () => { assert.is(sum(1, 2), 3); });")
+
+
+def uvu_ts(script: str) -> tuple[dict[str, str], dict[str, Any]]:
+    files, edits = uvu(script, "test/calc.ts")
+    files["test/calc.ts"] = UVU_TS_TEST
+    files["package.json"] = files["package.json"].replace('"esm": "3.2.25"', '"tsm": "2.3.0"')
+    edits["removes"] = {"test/calc.ts": UVU_TS_TEST.replace(UVU_KNOWN, "")}
+    edits["skips"] = {"test/calc.ts": UVU_TS_TEST.replace(UVU_KNOWN, UVU_KNOWN.replace("test(", "test.skip("))}
+    return files, edits
+
 # -- Ruby: rspec ---------------------------------------------------------------------------------
 
 RB_CALC = "module Calc\n  VALUE = 1\n  def self.add(a, b) = a + b\nend\n"
@@ -335,6 +351,10 @@ ROWS: list[Row] = [
     Row("npm test>uvu -r esm", "npm test", *uvu("uvu -r esm test", "test/calc.js"), tools=("uvu", "npm"),
         packages=("uvu", "esm"), behind=("uvu",)),
     Row("uvu", "uvu test", *uvu("uvu test", "test/calc.test.mjs"), tools=("uvu",), packages=("uvu",), behind=("uvu",)),
+    Row("npm test>uvu -r tsm", "npm test", *uvu_ts("uvu -r tsm test"), tools=("uvu", "npm"), packages=("uvu", "tsm"),
+        behind=("uvu",)),
+    Row("uvu -r tsm", "uvu -r tsm test", *uvu_ts("uvu -r tsm test"), tools=("uvu",), packages=("uvu", "tsm"),
+        behind=("uvu",)),
     Row("rspec", "rspec", RB_FILES, RB_EDITS, ("rspec",)),
     Row("rake spec", "rake spec", {**RB_FILES, "Rakefile": "require 'rspec/core/rake_task'\n"
                                    "RSpec::Core::RakeTask.new(:spec)\n"}, RB_EDITS, ("rake", "rspec")),
