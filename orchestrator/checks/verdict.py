@@ -19,6 +19,10 @@ failures it did not cause, and no ticket gets through by making things worse.
   inside a source file (a Rust `#[test]`'s body, a doctest's expected output: from its diff read
   against the base file; touched_tests.py), it is
   **undecided**, naming them; with none touched it is a fix, **passed**.
+- A test file run by plain `node` (node_script.py) is one test judged by its exit code: failing on
+  the base and again on the ticket, with nothing new failing elsewhere, it is **undecided** (its
+  assertions after the first failing one ran in neither run); passing now after failing on the
+  base, it is a fix only when the ticket touched no test (as above).
 - **Undecided** never completes the ticket: it stops with its work kept, saying why and the ways
   out (orchestrator/graph/checking.py); no correction is asked of the middle agent, which could not
   tell either.
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.checks import output_lines, touched_tests
 from orchestrator.checks.runner import JUNIT, CheckResult
+from orchestrator.checks.runners import node_script
 from orchestrator.checks.runners.wrapper import MAKE_STEP
 from orchestrator.config.settings import CheckCommand
 
@@ -106,8 +111,10 @@ def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | No
     if result.passed:
         if removed:
             return Verdict(FAILED, removed_tests=removed, reason="tests the base ran did not run")
+        # a file run by plain node that failed on the base passes now: fixed, or its failing
+        # assertion taken out (node_script.py: nothing inside a file is named)
         if (base is not None and not base.passed and base.problem is None and not allow_removed_tests
-                and (result.ran is None or base.ran is None)):
+                and (result.ran is None or base.ran is None or node_script.whole_files(base.failing or []))):
             return _passes_unlisted(result, changed, added or [], diff, bases)
         return Verdict(PASSED)
     if base is None:
@@ -117,6 +124,14 @@ def judge(result: CheckResult, base: CheckResult | None, spec: CheckCommand | No
     if base.kind and result.kind == base.kind and base.failing is not None and result.failing is not None:
         new = sorted((Counter(result.failing) - Counter(base.failing)).elements())
         already = sorted(set(result.failing) & set(base.failing))
+        whole = node_script.whole_files(already)
+        if whole and not new and not removed:
+            # a file run by plain node stops at its first failing assertion, on the base and on the
+            # ticket: what follows it ran in neither, so "no worse" cannot be said of it
+            return Verdict(UNDECIDED, already, reason=(
+                "it already failed on the base in " + _shown([w.removesuffix(node_script.SUFFIX) for w in whole])
+                + ", a test file run by plain node, judged by its exit code as a whole: it stops at its first "
+                  "failing assertion, on the base as now, so whether this ticket broke one after it cannot be told"))
         return Verdict(FAILED if new or removed else NO_WORSE, already, new, removed)
     if base.kind and result.kind != base.kind:
         return Verdict(FAILED, new_failures=list(result.failing or []), removed_tests=removed,

@@ -134,6 +134,64 @@ def uvu(script: str, test_file: str) -> tuple[dict[str, str], dict[str, Any]]:
     edits["skips"] = {test_file: UVU_TEST.replace(UVU_KNOWN, UVU_KNOWN.replace("test(", "test.skip("))}
     return files, edits
 
+
+# The same in TypeScript, loaded through tsm (`uvu -r tsm test`): tsm's require hook compiles each .ts
+# file as uvu's runner requires it, and `uvu` itself comes from Node's module cache (uvu_preload.cjs)
+UVU_TS_TEST = UVU_TEST.replace("test('adds', () => { assert.is(calc.add(1, 2), 3); });",
+                               "const sum = (a: number, b: number): number => calc.add(a, b);\n"
+                               "test('adds', () => { assert.is(sum(1, 2), 3); });")
+
+
+def uvu_ts(script: str) -> tuple[dict[str, str], dict[str, Any]]:
+    files, edits = uvu(script, "test/calc.ts")
+    files["test/calc.ts"] = UVU_TS_TEST
+    files["package.json"] = files["package.json"].replace('"esm": "3.2.25"', '"tsm": "2.3.0"')
+    edits["removes"] = {"test/calc.ts": UVU_TS_TEST.replace(UVU_KNOWN, "")}
+    edits["skips"] = {"test/calc.ts": UVU_TS_TEST.replace(UVU_KNOWN, UVU_KNOWN.replace("test(", "test.skip("))}
+    return files, edits
+
+# Test files run by plain node, with assert: each stops at its first failing assertion, so each file
+# is one test read by its exit code (node_script.py). The base's known bug in its own file:
+NODE_ASSERT = "const assert = require('node:assert');\nconst calc = require('../calc.js');\n\n"
+NODE_KNOWN = "assert.strictEqual(calc.VALUE, 2);\n"
+NODE_FILES = {"calc.js": JS_CALC, "test/known.js": NODE_ASSERT + NODE_KNOWN,
+              "test/adds.js": NODE_ASSERT + "assert.strictEqual(calc.add(1, 2), 3);\n"}
+NODE_EDITS: dict[str, dict[str, str | None]] = {
+    "harmless": {"NOTES.md": "notes\n"},
+    "breaks": {"calc.js": JS_CALC.replace("a + b", "a * b")},
+    "removes": {"test/known.js": None},
+    "skips": {"test/known.js": NODE_ASSERT + "// " + NODE_KNOWN},  # no skip in plain node: commented out
+    "fixes": {"calc.js": JS_CALC.replace("VALUE = 1", "VALUE = 2")},
+    "crashes": {"calc.js": "exports.add = (a, b => a + b;\n"},
+}
+# One file holding both: a base failing at its first assertion never runs the second
+NODE_ONE = {"calc.js": JS_CALC, "test.js": (NODE_ASSERT + NODE_KNOWN).replace("../calc.js", "./calc.js")
+            + "assert.strictEqual(calc.add(1, 2), 3);\n"}
+NODE_ONE_EDITS: dict[str, dict[str, str | None]] = {
+    **{k: v for k, v in NODE_EDITS.items() if k not in ("removes", "skips")},
+    "removes": {"test.js": NODE_ONE["test.js"].replace(NODE_KNOWN, "")},
+    "skips": {"test.js": NODE_ONE["test.js"].replace(NODE_KNOWN, "// " + NODE_KNOWN)},
+}
+# console.assert (flatted's tests): it prints "Assertion failed" and goes on, exit code 0; each call is
+# recorded by its message, so the file's assertions are tests of their own. No skip there: commented out,
+# an assertion is removed
+CONSOLE_KNOWN = "console.assert(calc.VALUE === 2, 'known bug');\n"
+CONSOLE_TEST = ("const calc = require('../calc.js');\n\n" + CONSOLE_KNOWN
+                + "console.assert(calc.add(1, 2) === 3, 'adds');\n")
+CONSOLE_FILES = {"calc.js": JS_CALC, "test/index.js": CONSOLE_TEST,
+                 "package.json": '{"name": "calc", "private": true, "scripts": {"test": "node test/index.js"}}\n'}
+CONSOLE_EDITS: dict[str, dict[str, str | None]] = {
+    **{k: v for k, v in NODE_EDITS.items() if k not in ("removes", "skips")},
+    "removes": {"test/index.js": CONSOLE_TEST.replace(CONSOLE_KNOWN, "")},
+    "skips": {"test/index.js": CONSOLE_TEST.replace(CONSOLE_KNOWN, "// " + CONSOLE_KNOWN)},
+}
+# the file that fails on the base fails again: its later assertions ran in neither run (undecided);
+# it passes after the ticket changed it: a fix cannot be told from the assertion taken out (undecided)
+NODE_FILE_UNKNOWN = {"harmless": UNDECIDED, "skips": UNDECIDED}
+NODE_ONE_UNKNOWN = {"harmless": UNDECIDED, "breaks": UNDECIDED, "removes": UNDECIDED, "skips": UNDECIDED,
+                    "crashes": UNDECIDED}
+
+
 # -- Ruby: rspec ---------------------------------------------------------------------------------
 
 RB_CALC = "module Calc\n  VALUE = 1\n  def self.add(a, b) = a + b\nend\n"
@@ -279,6 +337,25 @@ NOXFILE = textwrap.dedent(f"""\
     def tests(session):
         session.run(*{PYTEST.split()!r}, external=True)
 """)
+# hatch running the system's pytest, offline: no install of the project (`skip-install`), no
+# dependency (its `hatch test` env's own list, pytest's plugins, emptied), the system's packages seen
+# from its virtualenv; each env at one path beside the row's folders (`../`), so the base's is reused
+HATCH_TOML = textwrap.dedent(f"""\
+    [envs.default]
+    skip-install = true
+    system-packages = true
+    path = "../.hatch-default"
+
+    [envs.default.scripts]
+    test = "{PYTEST}"
+
+    [envs.hatch-test]
+    skip-install = true
+    system-packages = true
+    dependencies = []
+    path = "../.hatch-test"
+""")
+
 # pytest with format = "exit-code", or "diagnostics" (`--tb=line` names a file and line, no code: no
 # diagnostic), on a base that already fails: read by its exit code and output. Its output names the
 # new failure or the crash, so those fail; the same output is undecided; a pass is a fix only where
@@ -335,6 +412,23 @@ ROWS: list[Row] = [
     Row("npm test>uvu -r esm", "npm test", *uvu("uvu -r esm test", "test/calc.js"), tools=("uvu", "npm"),
         packages=("uvu", "esm"), behind=("uvu",)),
     Row("uvu", "uvu test", *uvu("uvu test", "test/calc.test.mjs"), tools=("uvu",), packages=("uvu",), behind=("uvu",)),
+    Row("npm test>uvu -r tsm", "npm test", *uvu_ts("uvu -r tsm test"), tools=("uvu", "npm"), packages=("uvu", "tsm"),
+        behind=("uvu",)),
+    Row("uvu -r tsm", "uvu -r tsm test", *uvu_ts("uvu -r tsm test"), tools=("uvu",), packages=("uvu", "tsm"),
+        behind=("uvu",)),
+    # test files run by plain node: each file one test, by its exit code (node_script.cjs)
+    Row("node test.js", "node test.js", NODE_ONE, NODE_ONE_EDITS, ("node",), leaks=NODE_ONE_UNKNOWN,
+        behind=("node-script",)),
+    Row("npm test>node files", "npm test",
+        {**NODE_FILES, "package.json": '{"name": "calc", "private": true, "scripts": '
+                                      '{"test": "node test/known.js; node test/adds.js"}}\n'},
+        NODE_EDITS, ("npm", "node"), leaks=NODE_FILE_UNKNOWN, behind=("node-script",)),
+    Row("make>node files", "make test",
+        {**NODE_FILES, "Makefile": ".PHONY: test\ntest:\n\t-node test/known.js\n\tnode test/adds.js\n"},
+        NODE_EDITS, ("make", "node"), leaks=NODE_FILE_UNKNOWN, behind=("node-script",)),
+    # console.assert never fails the run: each call read by its message (the sweep's flatted)
+    Row("npm test>node console.assert", "npm test", CONSOLE_FILES, CONSOLE_EDITS, ("npm", "node"),
+        leaks={"skips": FAILED}, behind=("node-script",)),
     Row("rspec", "rspec", RB_FILES, RB_EDITS, ("rspec",)),
     Row("rake spec", "rake spec", {**RB_FILES, "Rakefile": "require 'rspec/core/rake_task'\n"
                                    "RSpec::Core::RakeTask.new(:spec)\n"}, RB_EDITS, ("rake", "rspec")),
@@ -357,6 +451,10 @@ ROWS: list[Row] = [
     Row("tox>pytest", "tox -q", {**PY_FILES, "tox.ini": TOX_INI}, PY_EDITS, ("tox",), behind=("pytest",)),
     Row("nox>pytest", "nox -s tests", {**PY_FILES, "noxfile.py": NOXFILE}, PY_EDITS, ("nox",), behind=("pytest",)),
     Row("just>pytest", "just test", {**PY_FILES, "justfile": f"test:\n    {PYTEST}\n"}, PY_EDITS, ("just",),
+        behind=("pytest",)),
+    Row("hatch run>pytest", "hatch run test", {**PY_FILES, "hatch.toml": HATCH_TOML}, PY_EDITS, ("hatch",),
+        behind=("pytest",)),
+    Row("hatch test>pytest", "hatch test test_calc.py", {**PY_FILES, "hatch.toml": HATCH_TOML}, PY_EDITS, ("hatch",),
         behind=("pytest",)),
     # pnpm and yarn running the package's test script: its runner asked for its report after the name
     Row("pnpm test>jest", "pnpm test", *js(JEST_TEST, script="jest --ci"), tools=("pnpm", "jest")),
@@ -387,7 +485,8 @@ JS_RUBY_ROWS = [n for n in ROW if any(w in n for w in _JS_RUBY)]
 OTHER_ROWS = [n for n in ROW if n not in JS_RUBY_ROWS]
 
 
-CI_TOOLS = {"make", "node", "npm", "jest", "vitest", "mocha", "uvu", "rspec", "rake", "cargo", "go", "gcc", "bats"}
+CI_TOOLS = {"make", "node", "npm", "jest", "vitest", "mocha", "uvu", "rspec", "rake", "cargo", "go", "gcc", "bats",
+            "hatch"}
 
 
 def _missing(row: Row) -> str | None:
@@ -431,7 +530,9 @@ class Matrix:
 
     def env(self, row: Row) -> dict[str, str]:
         # one cargo target folder per row: the tickets' builds reuse the base's
-        return {**row.env, "CARGO_TARGET_DIR": str(self.root / "target" / row.name.replace(" ", "_"))}
+        # hatch's own data (its Python installs, its cache) in the matrix's folder, not the user's
+        return {**row.env, "CARGO_TARGET_DIR": str(self.root / "target" / row.name.replace(" ", "_")),
+                "HATCH_DATA_DIR": str(self.root / "hatch-data")}
 
     def folder(self, row: Row, scenario: str) -> Path:
         return self.root / row.name.replace(" ", "_").replace(">", "_") / scenario
@@ -508,10 +609,7 @@ def check_cell(matrix: Matrix, name: str, scenario: str) -> None:
 # -- the enumeration: every reader middle registers has its rows, or an exemption saying why ------
 
 # A reader with no row in the table, and why (docs/checks.md, "The gate enumerated", says the same)
-EXEMPT: dict[str, str] = {
-    "wrapper:hatch": "hatch is neither in the test extra nor installed by .ci/run, and `hatch test` builds its "
-                     "own environments (a download); checked by hand on python-fwt (docs/checks.md's table)",
-}
+EXEMPT: dict[str, str] = {}
 
 
 def registered() -> set[str]:

@@ -21,6 +21,10 @@ read.
   import, through a module resolve hook, and its require, through Node's module cache) middle's
   wrapper of uvu's public API, which records each test's outcome into one report per process, in
   jest's JSON shape (uvu_core.cjs); uvu's own `--bail` is taken out of its argv there;
+- **a test file run by plain `node`** (`node test.js`, `node test/a.js; node test/b.js`):
+  `NODE_OPTIONS` also gains `--require node_script.cjs`, which records, in each node process whose
+  main file is the project's own (not in node_modules), that file and its exit code: each file one
+  test (node_script.py; a file failing on the base and on the ticket is undecided, verdict.py);
 - **tox** filters the environment (its default `pass_env` has none of these), so `TOX_OVERRIDE`
   (tox 4's `--override` from the environment) adds them to `pass_env` of `[testenv]` (tox.ini) and
   `[env_run_base]` (tox.toml), and of each `[testenv:NAME]` of the project's tox.ini (an env's own
@@ -75,7 +79,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.checks import junit
-from orchestrator.checks.runners import cargo, go, jest, mocha, node, pyunit, rspec
+from orchestrator.checks.runners import cargo, go, jest, mocha, node, node_script, pyunit, rspec
 
 RUNNER = "wrapper"
 MAKE_STEP = "(make) "  # how a recipe make says failed is named among the failures
@@ -95,7 +99,7 @@ _KEPT_NUMBER = re.compile(r"^\d{4}-")
 # GOFLAGS: go test's -v (go.py); PATH, which carries middle's cargo, tox passes on unasked
 TOX_PASS = ("PYTEST_ADDOPTS", "SPEC_OPTS", "MIDDLE_RSPEC_JSON", "NODE_OPTIONS", "MIDDLE_JEST_JSON",
             "MIDDLE_VITEST_JSON", "MIDDLE_MOCHA_JUNIT", "MIDDLE_MOCHA_REPORTER", "MIDDLE_UVU_JSON", "GOFLAGS",
-            *pyunit.ENV)
+            "MIDDLE_NODE_SCRIPT_JSON", "MIDDLE_NODE_SCRIPT_ROOT", *pyunit.ENV)
 NODE_MIN = 20
 # Each run's closing summary line: pytest (`1 failed, 3 passed in 0.12s`, `no tests ran in 0.01s`,
 # between `=` rules or not), rspec (`3 examples, 1 failure`), the spec reporter middle gives
@@ -142,7 +146,7 @@ _MAKE_ERROR = re.compile(r"^make(?:\[\d+\])?: (?:\*\*\* )?\[(?:[^\]]*?:\d+: )?(?
 class Runs:
     """The report files of one kind and how many runs of that runner the output shows."""
 
-    kind: str  # "pytest" | "rspec" | "node-test" | "unittest" | "jest" | "vitest" | "mocha" | "uvu"
+    kind: str  # "pytest" | "rspec" | "node-test" | "unittest" | "jest" | "vitest" | "mocha" | "uvu" | "node-script"
     files: list[Path]
     runs: int
 
@@ -167,11 +171,14 @@ def prepare(line: str, tmp: Path, environ: dict[str, str], cwd: Path | None = No
         node_env["NODE_OPTIONS"] += f" --require={node.quote(str(JEST_ARGV))}"
         # uvu: its test API wrapped in uvu's own process, recording each test (uvu_preload.cjs)
         node_env["NODE_OPTIONS"] += f" --require={node.quote(str(UVU_PRELOAD))}"
+        # a test file run by plain node (`node test.js`): one record per file, its exit code (node_script.py)
+        node_env["NODE_OPTIONS"] += f" --require={node.quote(str(node_script.PRELOAD))}"
+        node_env |= node_script.env(tmp, cwd)
         env |= node_env | {"MIDDLE_JEST_JSON": str(tmp / JEST_REPORT), "MIDDLE_VITEST_JSON": str(tmp / VITEST_REPORT),
                            "MIDDLE_MOCHA_JUNIT": str(tmp / MOCHA_REPORT), "MIDDLE_MOCHA_REPORTER": str(mocha.REPORTER),
                            "MIDDLE_UVU_JSON": str(tmp / UVU_REPORT)}
         reports += [str(tmp / "jest-*.json"), str(tmp / "vitest-*.json"), str(tmp / "mocha-*.xml"),
-                    str(tmp / "uvu-*.json")]
+                    str(tmp / "uvu-*.json"), str(tmp / "node-script-*.json")]
     # go test lists every test with -v, which GOFLAGS carries (go build and go vet take it too and
     # name the packages they compile, on stderr; nothing else changes); cargo test gets
     # --no-fail-fast from middle's cargo first on PATH (cargo.py): both then read from the output
@@ -265,7 +272,9 @@ def runs(files: list[Path], output: str) -> list[Runs]:
             Runs("jest", of("jest-"), len(_JEST_RUN.findall(output))),
             Runs("vitest", of("vitest-"), len(_VITEST_RUN.findall(output))),
             Runs("mocha", of("mocha-"), len(_MOCHA_RUN.findall(output))),
-            Runs("uvu", of("uvu-"), len(_UVU_RUN.findall(output)))]
+            Runs("uvu", of("uvu-"), len(_UVU_RUN.findall(output))),
+            # a node script prints no summary: its record is written at its exit, one per process
+            Runs(node_script.KIND, of("node-script-"), len(of("node-script-")))]
 
 
 def incomplete(found: list[Runs]) -> str | None:
@@ -284,7 +293,8 @@ def read(found: list[Runs], cwd: Path) -> junit.JUnitReport:
     report = junit.JUnitReport()
     for r in found:
         for path in r.files:
-            one = (rspec.read([path]) if r.kind == rspec.RUNNER else jest.read([path], cwd, by_location=True)
+            one = (rspec.read([path]) if r.kind == rspec.RUNNER else node_script.read([path])
+                   if r.kind == node_script.KIND else jest.read([path], cwd, by_location=True)
                    if r.kind == "jest" else jest.read([path], cwd) if r.kind in ("vitest", "uvu")
                    else junit.read([path]))
             for case in one.cases.values():
