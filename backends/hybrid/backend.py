@@ -89,15 +89,40 @@ class HybridBackend(retrieval.RetrievalBackend):
         # The dense half reads the query's prose, BM25 all of it (paths too): see without_paths.
         dense = self._dense(retrieval.bm25.without_paths(query), pool)
         sparse = self._store.bm25(query, pool)
+        # More lexical lists (thread_expansion's, thread_docs'): each takes an equal share of
+        # the lexical half, no evidence weighing one over another (plan7.md, plan8.md).
+        more: list[list[tuple[int, float]]] = []
         if opts.thread_expansion:
             wider = self._store.bm25(self._expansion(query).query(), pool)
-            if wider:  # nothing learned, or nothing found: hybrid's own fusion, unchanged
-                lexical = 1 - opts.dense_weight
-                share = retrieval.expansion.ORIGINAL_WEIGHT
-                return retrieval.fusion.fuse_many(
-                    opts.fusion, [(opts.dense_weight, dense), (lexical * share, sparse),
-                                  (lexical * (1 - share), wider)], opts.rrf_k)[:pool]
+            if wider:  # nothing learned, or nothing found: no list
+                more.append(wider)
+        if opts.thread_docs:
+            own = retrieval.fusion.fuse(opts.fusion, dense, sparse, opts.dense_weight, opts.rrf_k)
+            listed = self._thread_list(query, pool, dict(own)).ranked
+            if listed:  # no thread matched: no list
+                more.append(listed)
+        if more:
+            share = (1 - opts.dense_weight) / (1 + len(more))
+            return retrieval.fusion.fuse_many(
+                opts.fusion, [(opts.dense_weight, dense), (share, sparse)]
+                + [(share, ranked) for ranked in more], opts.rrf_k)[:pool]
         return retrieval.fusion.fuse(opts.fusion, dense, sparse, opts.dense_weight, opts.rrf_k)[:pool]
+
+    _threads: retrieval.thread_docs.ThreadIndex | None = None
+
+    def _thread_list(self, query: str, pool: int,
+                     own: dict[int, float]) -> retrieval.thread_docs.ThreadList:
+        """The members of the issue threads best matching the query as whole documents
+        (retrieval.thread_docs); the threads follow the store's docs (rewritten when they
+        change)."""
+        if self._threads is None:
+            self._threads = retrieval.thread_docs.ThreadIndex()
+        key = self._store.fingerprint()
+        if key != self._threads.key:
+            with self._store.read() as conn:
+                texts = self._store.doc_texts(conn)
+            self._threads.update(key, texts, self._store.code_terms)
+        return self._threads.thread_list(query, pool, own)
 
     _associations: retrieval.expansion.Associations | None = None
 
@@ -166,6 +191,8 @@ class HybridBackend(retrieval.RetrievalBackend):
                 found = retrieval.expansion.matched(expansion, doc)
                 if found:
                     signals["thread_words"] = retrieval.expansion.explain_line(found, expansion)
+        if opts.thread_docs and docs:
+            self._explain_threads(query, docs, out, opts)
         if opts.burst_weight > 0 and docs:
             self._explain_burst(query, docs, out, opts)
         if opts.thread_weight <= 0 or not docs:
@@ -209,6 +236,28 @@ class HybridBackend(retrieval.RetrievalBackend):
                 head = heads.get(lender, "")[:60]
                 signals["issue"] = (f"issue: names #{issue}, as does the match ranked "
                                     f"{place[lender] + 1} (\"{head}\")")
+
+    def _explain_threads(self, query: str, docs: Sequence[str], out: list[dict[str, Any]],
+                         opts: HybridOptions) -> None:
+        """A doc's thread signal: the issue thread that scored it in the thread list, the
+        query's words that thread holds and its size (the list redone for as many docs as
+        `docs`)."""
+        pool = max(len(docs), 1) * opts.candidate_multiplier
+        with self._store.lock:
+            self._store.sync()
+            dense = self._dense(retrieval.bm25.without_paths(query), pool)
+            own = retrieval.fusion.fuse(opts.fusion, dense, self._store.bm25(query, pool),
+                                        opts.dense_weight, opts.rrf_k)
+            listed = self._thread_list(query, pool, dict(own))
+            with self._store.read() as conn:
+                ids = self._store.ids_by_text(conn, list(docs))
+            index = self._threads
+        assert index is not None  # _thread_list made it
+        for doc, signals in zip(docs, out):
+            issue = listed.thread_of.get(ids.get(doc, -1))
+            if issue is not None:
+                signals["thread_docs"] = retrieval.thread_docs.explain_line(
+                    issue, index.matched_words(issue, query), len(index.members(issue)))
 
     def _explain_burst(self, query: str, docs: Sequence[str], out: list[dict[str, Any]],
                        opts: HybridOptions) -> None:

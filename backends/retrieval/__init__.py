@@ -11,6 +11,7 @@ from . import (  # noqa: F401 - `retrieval.supersession`
     pipeline,
     supersession,
     thread,
+    thread_docs,
 )
 from .backend import RetrievalBackend
 from .cache import EmbeddingCache, cache_dir, embed_documents, shared_cache

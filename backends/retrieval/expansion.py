@@ -36,9 +36,9 @@ from .issues import issues_of, without_issues
 
 TERMS = 10  # expansion words: Anserini's RM3 fbTerms default (Abdul-Jaleel et al., TREC 2004)
 MIN_SUPPORT = 2  # pairs of docs a word pair must be seen in: one pair is one coincidence
-# The share of the lexical half kept by the query itself: RM3's originalQueryWeight (Anserini's
-# default 0.5); the other half goes to the expansion's list.
-ORIGINAL_WEIGHT = 0.5
+# The query itself keeps half the lexical weight, RM3's originalQueryWeight (Anserini's default
+# 0.5), the expansion's list the other half: hybrid splits its lexical half equally over its
+# lexical lists, which with this one list is that 0.5.
 
 PMI_FLOOR = 1e-9  # rounding, not a threshold: PMI is kept when it is above 0
 
