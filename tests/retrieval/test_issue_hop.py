@@ -24,6 +24,18 @@ def test_issues_of_reads_the_issues_a_doc_names():
     assert issues.issues_of("Refs #12, #40 and (#7).") == {12, 40, 7}
     # an HTML entity, a URL fragment, a word's tail and a bare number are no issue
     assert issues.issues_of("&#123; page#2 abc#3 see 5 and x/#9") == frozenset()
+    # at the text's start and after a line break; `##5` and a tail of ten digits are no issue
+    assert issues.issues_of("#1 x\n#14 ##5 #1234567890 é#7 _#8 #10,#11") == {1, 14, 10, 11}
+
+
+def test_issues_of_finds_what_the_look_behind_pattern_finds():
+    # issues_of starts from each `#` for speed; it must read exactly as the look-behind does
+    import random
+
+    rng = random.Random(7)
+    texts = ["".join(rng.choice("ab#1&/_ é9\n(.") for _ in range(60)) for _ in range(3000)]
+    for text in texts:
+        assert issues.issues_of(text) == {int(m.group(1)) for m in issues._ISSUE.finditer(text)}, text
 
 
 def test_the_hop_list_joins_the_fused_one_by_reciprocal_rank():
@@ -67,8 +79,8 @@ def _check(on: HybridBackend, off: HybridBackend) -> None:
 
 
 def test_hybrid_recalls_the_thread_mate_of_a_strong_match(tmp_path):
-    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "issue_hop": True})
-    off = HybridBackend(tmp_path / "off", {"embedder": "hashing"})  # the default: off
+    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "issue_hop": True, "thread_docs": False})
+    off = HybridBackend(tmp_path / "off", {"embedder": "hashing", "thread_docs": False})  # the try alone
     try:
         for backend in (on, off):
             _history(backend, _docs())
@@ -81,8 +93,8 @@ def test_hybrid_recalls_the_thread_mate_of_a_strong_match(tmp_path):
 def test_a_mate_another_process_wrote_counts_at_the_next_query(tmp_path):
     """Nothing is derived and kept: a second backend on the same store (standing for another
     process) writes the mate, and the first one's next retrieve finds it."""
-    reader = HybridBackend(tmp_path / "s", {"embedder": "hashing", "issue_hop": True})
-    writer = HybridBackend(tmp_path / "s", {"embedder": "hashing", "issue_hop": True})
+    reader = HybridBackend(tmp_path / "s", {"embedder": "hashing", "issue_hop": True, "thread_docs": False})
+    writer = HybridBackend(tmp_path / "s", {"embedder": "hashing", "issue_hop": True, "thread_docs": False})
     try:
         _history(reader, [d for d in _docs() if d != MATE])
         assert MATE not in reader.retrieve([QUERY], 2)[0]["docs"]
@@ -101,9 +113,9 @@ def test_issue_hop_is_a_strict_option(tmp_path):
 
 @pytest.mark.postgres
 def test_hybrid_recalls_the_thread_mate_on_the_postgresql_store(tmp_path, pg_url):
-    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "issue_hop": True},
+    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "issue_hop": True, "thread_docs": False},
                        database=MemoryDatabase(pg_url, "demo"))
-    off = HybridBackend(tmp_path / "off", {"embedder": "hashing"},
+    off = HybridBackend(tmp_path / "off", {"embedder": "hashing", "thread_docs": False},
                         database=MemoryDatabase(pg_url, "other"))
     try:
         for backend in (on, off):

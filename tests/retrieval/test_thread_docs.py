@@ -126,8 +126,8 @@ def _check(on: HybridBackend, off: HybridBackend) -> None:
 
 
 def test_hybrid_recalls_a_thread_mate_sharing_no_word_with_the_query(tmp_path):
-    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "thread_docs": True})
-    off = HybridBackend(tmp_path / "off", {"embedder": "hashing"})  # the default: off
+    on = HybridBackend(tmp_path / "on", {"embedder": "hashing"})  # the default: on
+    off = HybridBackend(tmp_path / "off", {"embedder": "hashing", "thread_docs": False})
     try:
         for backend in (on, off):
             _history(backend, DOCS)
@@ -155,6 +155,25 @@ def test_a_thread_mate_another_process_wrote_counts_at_the_next_query(tmp_path):
         writer.close()
 
 
+def test_a_store_whose_docs_name_no_issue_ranks_as_without_threads(tmp_path):
+    """On by default costs nothing in ranking where nothing names an issue (LoCoMo, MuSiQue, a
+    project whose tickets cite none): the same docs, the same order, the same explain signals."""
+    plain = [d.replace(" Issues: #10.", "").replace("#", "") for d in DOCS]
+    assert all("#" not in d for d in plain)
+    on = HybridBackend(tmp_path / "on", {"embedder": "hashing"})
+    off = HybridBackend(tmp_path / "off", {"embedder": "hashing", "thread_docs": False})
+    try:
+        for backend in (on, off):
+            _history(backend, plain)
+        for query in (QUERY, "chore", "rows foreign keys"):
+            got, want = on.retrieve([query], 8)[0]["docs"], off.retrieve([query], 8)[0]["docs"]
+            assert got == want and got
+            assert on.explain(query, got) == off.explain(query, got)
+    finally:
+        on.close()
+        off.close()
+
+
 def test_thread_docs_is_a_strict_option(tmp_path):
     with pytest.raises(Exception, match="thread_docs"):
         HybridBackend(tmp_path / "x", {"embedder": "hashing", "thread_docs": "sometimes"})
@@ -164,7 +183,7 @@ def test_thread_docs_is_a_strict_option(tmp_path):
 def test_hybrid_recalls_it_on_the_postgresql_store(tmp_path, pg_url):
     on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "thread_docs": True},
                        database=MemoryDatabase(pg_url, "demo"))
-    off = HybridBackend(tmp_path / "off", {"embedder": "hashing"},
+    off = HybridBackend(tmp_path / "off", {"embedder": "hashing", "thread_docs": False},
                         database=MemoryDatabase(pg_url, "other"))
     try:
         for backend in (on, off):

@@ -115,8 +115,8 @@ def _check(on: HybridBackend, off: HybridBackend) -> None:
 
 
 def test_hybrid_recalls_a_doc_sharing_no_word_with_the_query(tmp_path):
-    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "thread_expansion": True})
-    off = HybridBackend(tmp_path / "off", {"embedder": "hashing"})  # the default: off
+    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "thread_expansion": True, "thread_docs": False})
+    off = HybridBackend(tmp_path / "off", {"embedder": "hashing", "thread_docs": False})  # the try alone
     try:
         for backend in (on, off):
             _history(backend, DOCS)
@@ -129,7 +129,7 @@ def test_hybrid_recalls_a_doc_sharing_no_word_with_the_query(tmp_path):
 def test_only_stored_docs_teach_a_later_thread_mate_is_not_read(tmp_path):
     """What the table learns comes from the docs stored when the query runs: the second pair
     of a thread, stored after the query, is not known to it."""
-    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "thread_expansion": True})
+    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "thread_expansion": True, "thread_docs": False})
     try:
         _history(on, TAUGHT[:2] + _chores(30) + [TARGET])
         assert TARGET not in on.retrieve([QUERY], 5)[0]["docs"]  # one pair: nothing learned
@@ -143,8 +143,8 @@ def test_a_thread_another_process_wrote_counts_at_the_next_query(tmp_path):
     """The table follows the store, not this backend's own writes: a second backend on the same
     store (standing for another process) writes the second pair, and the first one's next
     retrieve has learned from it."""
-    reader = HybridBackend(tmp_path / "s", {"embedder": "hashing", "thread_expansion": True})
-    writer = HybridBackend(tmp_path / "s", {"embedder": "hashing", "thread_expansion": True})
+    reader = HybridBackend(tmp_path / "s", {"embedder": "hashing", "thread_expansion": True, "thread_docs": False})
+    writer = HybridBackend(tmp_path / "s", {"embedder": "hashing", "thread_expansion": True, "thread_docs": False})
     try:
         _history(reader, TAUGHT[:2] + _chores(30) + [TARGET])
         assert TARGET not in reader.retrieve([QUERY], 5)[0]["docs"]
@@ -163,9 +163,9 @@ def test_thread_expansion_is_a_strict_option(tmp_path):
 
 @pytest.mark.postgres
 def test_hybrid_recalls_it_on_the_postgresql_store(tmp_path, pg_url):
-    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "thread_expansion": True},
+    on = HybridBackend(tmp_path / "on", {"embedder": "hashing", "thread_expansion": True, "thread_docs": False},
                        database=MemoryDatabase(pg_url, "demo"))
-    off = HybridBackend(tmp_path / "off", {"embedder": "hashing"},
+    off = HybridBackend(tmp_path / "off", {"embedder": "hashing", "thread_docs": False},
                         database=MemoryDatabase(pg_url, "other"))
     try:
         for backend in (on, off):
