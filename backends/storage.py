@@ -244,6 +244,7 @@ class Store(MetaValues):
                     if watched:
                         self._note_outside_writes(conn)
                     logged = self._log_start(conn) if kind == "write" and self.logs_outside else None
+                    # (None: a store laid before the log existed, opened now: this write lays it)
                     yield conn
                     if logged is not None:
                         self._log_own(conn, logged)
@@ -259,9 +260,15 @@ class Store(MetaValues):
         counted = getattr(self, "_counted", None)
         return counted is not None and counted.key is not None
 
-    def _log_start(self, conn: Any) -> int:
+    def _log_start(self, conn: Any) -> int | None:
         """At a write's start: the log's last entry. The write holds the file's write lock
-        (BEGIN IMMEDIATE) from here, so every entry after it is one of this write's own."""
+        (BEGIN IMMEDIATE) from here, so every entry after it is one of this write's own. None
+        when the store has no log yet (made by a version before it: the open's first write lays
+        it, and its own entries are none)."""
+        if not getattr(self, "_log_laid", False):
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (OUTSIDE_LOG,)).fetchone() is None:
+                return None
+            self._log_laid = True
         row = conn.execute(f"SELECT MAX(seq) FROM {OUTSIDE_LOG}").fetchone()
         return int(row[0]) if row is not None and row[0] is not None else 0
 

@@ -149,6 +149,12 @@ class HippoRAGBackend(SharesDatabase, CatchesUp, DocumentListing, DocumentTableR
         return dict(zip(texts, retrieval.chunking.embed_chunked(
             embedder, texts, lambda chunks: retrieval.embed_documents(embedder, chunks, self._cache))))
 
+    def catch_up(self) -> None:
+        """The facade's catch-up before each call: an old store's hint (`middle memory reindex`)
+        comes first, as a catch-up would write into a store whose passages cannot be read."""
+        self._refuse_stale()
+        super().catch_up()
+
     def _refuse_stale(self) -> None:
         """A store whose passage vectors were made another way answers nothing until reindexed."""
         if self._stale is not None:  # asked again: another process may have rebuilt it
@@ -161,6 +167,7 @@ class HippoRAGBackend(SharesDatabase, CatchesUp, DocumentListing, DocumentTableR
 
     def index(self, docs: list[str]) -> None:
         docs = check_texts(docs, "docs")
+        self._refuse_stale()  # an old store's hint first: a catch-up would write into it
         self._catch_up()
         self._add(docs, {})
 
@@ -231,6 +238,7 @@ class HippoRAGBackend(SharesDatabase, CatchesUp, DocumentListing, DocumentTableR
         text is the passage, its time what recency counts from; importance is not used."""
         texts = check_texts([getattr(r, "text", None) for r in records], "docs")
         times = [getattr(r, "timestamp", None) for r in records]
+        self._refuse_stale()
         self._catch_up()
         self._add(texts, {t: w for t, w in reversed(list(zip(texts, times)))})  # first one wins
 

@@ -15,7 +15,7 @@ def test_search_explain_says_a_doc_came_through_an_issue(tmp_path):
     make_repo(tmp_path / "repo")
     (tmp_path / "middle.toml").write_text(
         '[project]\nid = "demo"\npath = "repo"\n[memory]\nsave_dir = ".middle/memory"\n'
-        'backend = "hybrid"\n[memory.options]\nembedder = "hashing"\nissue_hop = true\n')
+        'backend = "hybrid"\n[memory.options]\nembedder = "hashing"\nissue_hop = true\nthread_docs = false\n')
     for doc in (MATE, "Ticket: Bump the widget pin. Changed: requirements.txt", MATCH,
                 "Ticket: Sortable widgets get a border. Changed: app/widgets.css. Issues: #4180."):
         middle(tmp_path, "add", doc)

@@ -21,7 +21,7 @@ def _config(tmp_path, value: str) -> None:
     (tmp_path / "middle.toml").write_text(
         '[project]\nid = "demo"\npath = "repo"\n[memory]\nsave_dir = ".middle/memory"\n'
         'backend = "hybrid"\n[memory.options]\nembedder = "hashing"\n'
-        f"thread_expansion = {value}\n")
+        f"thread_expansion = {value}\nthread_docs = false\n")
 
 
 def test_search_explain_says_a_doc_came_by_the_words_threads_teach(tmp_path):
