@@ -32,8 +32,10 @@ def test_readme_starts_with_demo_and_test_commands():
     # below); the built-in coding agents' CLIs come from npm, each pinned to one version.
     npm = [line for line in ci.splitlines() if "npm install" in line]
     assert all(re.match(r"npm install -g (@[\w.-]+/)?[\w.-]+@\d+\.\d+\.\d+ ", line) for line in npm), npm
-    # (aider, a coding agent's CLI, goes into a venv of its own, by that venv's pip: not the project's)
-    own = [line for line in ci.splitlines() if "pip install" in line and "/opt/middle-aider/bin/pip" not in line]
+    # (aider, a coding agent's CLI, and hatch, a runner the gate's tests run, each go into a venv of
+    # their own under /opt/middle-*, by that venv's pip: not the project's)
+    own = [line for line in ci.splitlines() if "pip install" in line
+           and not re.search(r"/opt/middle-[\w-]+/bin/pip install", line)]
     assert sum(line.count("pip install") for line in own) == tests.count("pip install")
     # Each `pip install` stands alone: a fresh venv's pip (23.2 with Python 3.11) cannot resolve
     # the example plugin's `middle-agent` requirement from an `-e .` in the same command.
