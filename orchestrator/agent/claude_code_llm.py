@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -27,6 +28,8 @@ SIGN_IN = ("run `claude` once and sign in (/login) with your Claude subscription
 # Words of Claude Code's own result when it has no usable login (2.1.330: "Not logged in · Please
 # run /login", "Invalid API key · Fix external API key").
 _AUTH_WORDS = ("/login", "not logged in", "invalid api key", "authentication", "oauth", "api key")
+# URLs in a failure are no words of it: a path may read "/login".
+_URL = re.compile(r"\bhttps?://\S+")
 
 
 class ClaudeCodeLLM:
@@ -78,7 +81,7 @@ class ClaudeCodeLLM:
             result = {}
         if not isinstance(result, dict) or not result:
             detail = (err or out).strip().replace("\n", " ")[:300] or f"exit code {code}"
-            if any(w in detail.lower() for w in _AUTH_WORDS):
+            if any(w in _URL.sub("", detail).lower() for w in _AUTH_WORDS):
                 raise ModelAccessError(f"provider claude-code: Claude Code cannot use a model ({detail}): {SIGN_IN}")
             raise AgentReplyError(f"provider claude-code: Claude Code gave no result ({detail}); check "
                                   "`claude -p hello` works, then `middle resume`")
@@ -93,7 +96,7 @@ class ClaudeCodeLLM:
 
         text = str(result.get("result") or result.get("subtype") or "").replace("\n", " ")[:300]
         status = result.get("api_error_status")
-        if status in (401, 403) or any(w in text.lower() for w in _AUTH_WORDS):
+        if status in (401, 403) or any(w in _URL.sub("", text).lower() for w in _AUTH_WORDS):
             raise ModelAccessError(f"provider claude-code: Claude Code cannot use a model ({text}): {SIGN_IN}")
         if status == 404 or "model" in text.lower() and "not found" in text.lower():
             raise ModelAccessError(f"provider claude-code: model {self.model!r} was not found ({text}): set "

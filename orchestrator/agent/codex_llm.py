@@ -28,8 +28,11 @@ from orchestrator.errors import AgentReplyError, ModelAccessError
 CODEX_VERSION = "0.171.0"  # the version the coding agent pins (orchestrator/coding_agent/codex.py)
 INSTALL = f"npm install -g @openai/codex@{CODEX_VERSION}"
 SIGN_IN = "run `codex login` (a ChatGPT plan) or set [agent] base_url and api_key_env"
-# Words of Codex's failure when it has no usable login or key.
-_AUTH_WORDS = ("401", "unauthorized", "not logged in", "login", "api key", "authentication")
+# Words of Codex's failure when it has no usable login or key (a 401 is read as its status: as a
+# word, "401" was found in a URL's port, and a 503 from port 40127 was taken for a refusal).
+_AUTH_WORDS = ("unauthorized", "not logged in", "login", "api key", "authentication")
+# URLs in a failure are no words of it: a host or path may read "login".
+_URL = re.compile(r"\bhttps?://\S+")
 # Codex names the HTTP status it got: "unexpected status 404 Not Found", "last status: 429 ...".
 _STATUS = re.compile(r"status:? (\d{3})\b")
 # Claude's model names are the config's default; Codex is then left to choose its own.
@@ -117,7 +120,8 @@ class CodexLLM:
 
         match = _STATUS.search(detail)
         status = int(match[1]) if match else None
-        if status in (401, 403) or any(w in detail.lower() for w in _AUTH_WORDS):
+        words = _URL.sub("", detail).lower()
+        if status in (401, 403) or any(w in words for w in _AUTH_WORDS):
             return ModelAccessError(f"provider codex: Codex cannot use a model ({detail}): {SIGN_IN}")
         if status == 404:
             return ModelAccessError(f"provider codex: model {self.model!r} was not found ({detail}): set [agent] "

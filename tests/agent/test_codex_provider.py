@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from orchestrator.agent.codex_llm import CodexLLM
 from orchestrator.agent.decision import Decision
 from orchestrator.agent.middle_agent import MiddleAgent
 from orchestrator.agent.providers import build_agent_llm
@@ -70,3 +71,21 @@ def test_a_missing_cli_is_one_error_with_the_install_command(tmp_path):
 def test_options_of_other_providers_are_refused():
     with pytest.raises(ValueError, match="region is an option of provider"):
         AgentConfig(provider="codex", region="us-east-1")
+
+
+@pytest.mark.parametrize("detail, refusal", [
+    # A 503 from a server whose port reads 401... is an overload to retry, not a refusal (it was).
+    ("unexpected status 503 Service Unavailable: scripted overload, url: http://127.0.0.1:40127/v1/responses",
+     False),
+    ("unexpected status 429 Too Many Requests, url: https://login.example.com/v1/responses", False),
+    ("unexpected status 401 Unauthorized: invalid key, url: http://127.0.0.1:5000/v1/responses", True),
+    ("Not logged in: run codex login", True),
+])
+def test_a_failure_is_read_by_its_status_and_words_never_by_its_url(tmp_path, detail, refusal):
+    cli = tmp_path / "codex"
+    cli.write_text("#!/bin/sh\n")
+    cli.chmod(0o755)
+    failure = CodexLLM("gpt-5.5", cli_path=str(cli))._failure(detail)
+    assert isinstance(failure, ModelAccessError) is refusal, failure
+    if not refusal:
+        assert "try again later with `middle resume`" in str(failure)
