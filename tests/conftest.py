@@ -19,6 +19,16 @@ from orchestrator.testing.plugins import installed_plugins, use_installed_plugin
 # tests do): set before any registry is built, and inherited by the processes tests start.
 os.environ[LOAD_PLUGINS_VARIABLE] = ""
 
+# The Python processes the tests start (`middle`, the runners of the check gate's projects, aider)
+# keep their compiled bytecode, in one folder of their own: a machine with PYTHONDONTWRITEBYTECODE
+# set (CI images often do) recompiled every module in each of them, half a second of each
+# `middle` command. The prefix keeps __pycache__ folders out of the tests' projects, whose
+# untracked and ignored files the tests compare.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None or "PYTHONPYCACHEPREFIX" not in os.environ:
+    import tempfile
+
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), f"middle-tests-pyc-{os.getuid()}"))
+
 # Ctrl-C reaches the processes the tests start (the tests of what `middle` does on Ctrl-C send
 # it SIGINT): a suite started as a background job of a shell without job control (`pytest &` in
 # a script, a CI step run that way) inherits SIGINT ignored, and Python keeps an ignored SIGINT

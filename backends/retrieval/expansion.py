@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 import numpy as np
-from scipy import sparse
 
 from .bm25 import STOP_WORDS
 from .issues import issues_of, without_issues
@@ -69,6 +68,10 @@ class Associations:
     they change; each doc's words are read once per text."""
 
     def __init__(self) -> None:
+        # scipy loads here, not with the module: a quarter second of every `middle` command that
+        # opens a store, for a table only thread_expansion builds
+        from scipy import sparse
+
         self._docs: dict[int, tuple[str, frozenset[str], frozenset[int]]] = {}
         self._key: str | None = None
         self._vocab: dict[str, int] = {}
@@ -99,6 +102,8 @@ class Associations:
         self._key = key
 
     def _build(self) -> None:
+        from scipy import sparse
+
         threads: dict[int, list[int]] = {}
         for i, (_, _, refs) in self._docs.items():
             for issue in refs:
