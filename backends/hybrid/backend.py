@@ -117,11 +117,8 @@ class HybridBackend(retrieval.RetrievalBackend):
         change)."""
         if self._threads is None:
             self._threads = retrieval.thread_docs.ThreadIndex()
-        key = self._store.fingerprint()
-        if key != self._threads.key:
-            with self._store.read() as conn:
-                texts = self._store.doc_texts(conn)
-            self._threads.update(key, texts, self._store.code_terms)
+        if (changed := self._texts_since(self._threads.key)) is not None:
+            self._threads.update(*changed, self._store.code_terms)
         return self._threads.thread_list(query, pool, own)
 
     _associations: retrieval.expansion.Associations | None = None
@@ -131,12 +128,18 @@ class HybridBackend(retrieval.RetrievalBackend):
         (retrieval.expansion); the table follows the store's docs (rebuilt when they change)."""
         if self._associations is None:
             self._associations = retrieval.expansion.Associations()
-        key = self._store.fingerprint()
-        if key != self._associations.key:
-            with self._store.read() as conn:
-                texts = self._store.doc_texts(conn)
-            self._associations.update(key, texts)
+        if (changed := self._texts_since(self._associations.key)) is not None:
+            self._associations.update(*changed)
         return self._associations.expand(query)
+
+    def _texts_since(self, key: str | None) -> tuple[str, dict[int, str]] | None:
+        """The store's fingerprint and its docs' texts when the docs changed since `key` (what a
+        table built from them was built at); None when they did not."""
+        now = self._store.fingerprint()
+        if now == key:
+            return None
+        with self._store.read() as conn:
+            return now, self._store.doc_texts(conn)
 
     def _hop(self, fused: list[tuple[int, float]], k: int, pool: int
              ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]:
