@@ -19,15 +19,11 @@ from orchestrator.testing.plugins import installed_plugins, use_installed_plugin
 # tests do): set before any registry is built, and inherited by the processes tests start.
 os.environ[LOAD_PLUGINS_VARIABLE] = ""
 
-# The Python processes the tests start (`middle`, the runners of the check gate's projects, aider)
-# keep their compiled bytecode, in one folder of their own: a machine with PYTHONDONTWRITEBYTECODE
-# set (CI images often do) recompiled every module in each of them, half a second of each
-# `middle` command. The prefix keeps __pycache__ folders out of the tests' projects, whose
-# untracked and ignored files the tests compare.
-if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None or "PYTHONPYCACHEPREFIX" not in os.environ:
-    import tempfile
-
-    os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), f"middle-tests-pyc-{os.getuid()}"))
+# The Python processes the tests start write no bytecode, on every machine (as on CI images, which
+# set this): a test's project is laid out, checked and edited within one second, and a .pyc keyed
+# by the source's whole-second mtime and size then hides an edit of the same length (the gate read
+# a ticket's fix as the base's failure). Set here, so a developer's `pytest` runs as CI's does.
+os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 
 # Ctrl-C reaches the processes the tests start (the tests of what `middle` does on Ctrl-C send
 # it SIGINT): a suite started as a background job of a shell without job control (`pytest &` in
