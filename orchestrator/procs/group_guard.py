@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-__all__ = ["guard_group", "stop_guard"]
+__all__ = ["guard_first", "stop_guard", "tell_group"]
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def marked():
             pass
     return found - {os.getpgid(0)}
 def end(*_):
-    groups = {group}
+    groups = {group} if group else marked()
     for _ in range(3):  # again: a marked process may have started another while we killed
         for pgid in groups:
             try:
@@ -64,25 +64,39 @@ signal.signal(signal.SIGTERM, end)
 ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
 if os.getppid() != parent:
     end()
+if group == 0:  # started before the process it guards: its group comes on stdin (none: EOF)
+    line = sys.stdin.readline().strip()
+    group = int(line) if line.isdigit() else 0
 while True:
     signal.pause()
 """
 
 
-def guard_group(pgid: int, mark: str = "") -> subprocess.Popen[bytes] | None:
-    """Start the guard of process group `pgid` (call it from the thread that waits for the turn:
-    the kernel's signal comes when that thread ends), which also ends the processes whose
-    environment holds `mark` ("VAR=value", this process's own marker item); None where it cannot
-    run (not Linux, or the group already gone)."""
+def guard_first(mark: str) -> subprocess.Popen[bytes] | None:
+    """Start a guard before the process it guards exists (`tell_group` gives it the group once
+    started): a `middle` killed between starting a child and starting the child's guard left
+    that child's own-session processes running (seen on a loaded machine). Until told, the guard
+    ends the processes carrying `mark`."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return subprocess.Popen([sys.executable, "-I", "-S", "-c", _GUARD, mark, str(pgid), str(os.getpid())],
-                                start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        return subprocess.Popen([sys.executable, "-I", "-S", "-c", _GUARD, mark, "0", str(os.getpid())],
+                                start_new_session=True, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
-    except OSError as exc:  # no interpreter to start (a broken install): the CLI still dies with middle
-        log.warning("no guard for the turn's process group %s: %s", pgid, exc)
+    except OSError as exc:  # no interpreter to start (a broken install): the child still dies with middle
+        log.warning("no guard for the process about to start: %s", exc)
         return None
+
+
+def tell_group(guard: subprocess.Popen[bytes] | None, pgid: int) -> None:
+    """Give a guard started by `guard_first` the group it guards (a guard already gone: nothing)."""
+    if guard is None or guard.stdin is None:
+        return
+    try:
+        guard.stdin.write(f"{pgid}\n".encode())
+        guard.stdin.close()
+    except OSError:  # the guard ended (it ends the marked processes itself)
+        pass
 
 
 def stop_guard(guard: subprocess.Popen[bytes] | None) -> None:

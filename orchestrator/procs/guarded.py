@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .group_guard import guard_group, stop_guard
+from .group_guard import guard_first, stop_guard, tell_group
 from .orphans import MARK_VAR, die_with_parent, own_mark, stop_marked
 
 __all__ = ["KILL_GRACE_S", "Guarded", "kill_group"]
@@ -45,9 +45,16 @@ class Guarded:
     def start(cls, cmd: list[str], *, mark: str, env: dict[str, str], **popen: Any) -> "Guarded":
         """Start `cmd` (Popen's other arguments in `popen`); OSError when it cannot be started."""
         value = own_mark(mark)
-        proc = subprocess.Popen(cmd, env={**env, MARK_VAR: value}, start_new_session=True,
-                                preexec_fn=die_with_parent(), **popen)
-        return cls(proc, guard_group(proc.pid, f"{MARK_VAR}={value}"), mark)
+        # The guard first, then the process: killed in between, `middle` leaves nothing unguarded.
+        guard = guard_first(f"{MARK_VAR}={value}")
+        try:
+            proc = subprocess.Popen(cmd, env={**env, MARK_VAR: value}, start_new_session=True,
+                                    preexec_fn=die_with_parent(), **popen)
+        except BaseException:
+            stop_guard(guard)
+            raise
+        tell_group(guard, proc.pid)
+        return cls(proc, guard, mark)
 
     def end(self) -> None:
         """Kill its group and the processes carrying its marker (a no-op once they are gone), and

@@ -75,3 +75,30 @@ def test_a_turn_that_ends_leaves_no_guard_running():
     guards = [pid for pid in running("signal.pause()")
               if Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").endswith(f"\0{proc.pid}".encode())]
     assert guards == []
+
+
+def test_a_middle_killed_after_starting_a_child_before_naming_its_group_takes_the_child_with_it():
+    """The window between starting a child and telling its guard the group (Guarded.start): the
+    guard, started first, ends the processes carrying the child's marker (here a server in a
+    session of its own, as a check command's `setsid` leaves one)."""
+    server = f"sleep 5{os.getpid():07d}"
+    script = textwrap.dedent(f"""
+        import os, subprocess, sys
+        from orchestrator.procs.group_guard import guard_first
+        from orchestrator.procs.orphans import MARK_VAR
+        guard = guard_first(MARK_VAR + "=s-window")
+        subprocess.Popen(["setsid", "sh", "-c", {server!r}], env={{**os.environ, MARK_VAR: "s-window"}})
+        print("started", flush=True)
+        sys.stdin.readline()  # killed here: the guard never learns the group
+        """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None and b"started" in proc.stdout.readline()
+        assert wait_until(lambda: bool(running(server)))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert wait_until(lambda: not running(server)), "the marked child outlived middle"
+    finally:
+        for pid in running(server):
+            os.kill(pid, signal.SIGKILL)
