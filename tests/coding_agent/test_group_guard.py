@@ -53,18 +53,23 @@ def driver(cmd: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, start_new_session=True)
 
 
-def test_a_killed_middle_takes_the_clis_children_with_it():
-    proc = driver(f"{WORKER} & echo started; wait")
+def kill_once_started(proc: subprocess.Popen[bytes], needle: str, what: str) -> None:
+    """kill -9 the `middle` once it says "started" and `needle` runs; `needle` must then end."""
     try:
         assert proc.stdout is not None and b"started" in proc.stdout.readline()
-        assert wait_until(lambda: bool(running(WORKER)))
+        assert wait_until(lambda: bool(running(needle)))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        # No takeover here (no stop_marked): the guard alone ends the group.
-        assert wait_until(lambda: not running(WORKER)), "the CLI's child outlived middle"
+        assert wait_until(lambda: not running(needle)), what
     finally:
-        for pid in running(WORKER):
+        for pid in running(needle):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_killed_middle_takes_the_clis_children_with_it():
+    proc = driver(f"{WORKER} & echo started; wait")
+    # No takeover here (no stop_marked): the guard alone ends the group.
+    kill_once_started(proc, WORKER, "the CLI's child outlived middle")
 
 
 def test_a_turn_that_ends_leaves_no_guard_running():
@@ -93,12 +98,4 @@ def test_a_middle_killed_after_starting_a_child_before_naming_its_group_takes_th
         """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             start_new_session=True)
-    try:
-        assert proc.stdout is not None and b"started" in proc.stdout.readline()
-        assert wait_until(lambda: bool(running(server)))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        assert wait_until(lambda: not running(server)), "the marked child outlived middle"
-    finally:
-        for pid in running(server):
-            os.kill(pid, signal.SIGKILL)
+    kill_once_started(proc, server, "the marked child outlived middle")
