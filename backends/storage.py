@@ -116,13 +116,24 @@ def warn_outside_writes(store: Store, backend: str, what: str, log: Any, in_plac
                 "not make): its %s may not match its docs; %s", backend, store.path, count, what, fix)
 
 
+def end_interrupted(conn: sqlite3.Connection) -> None:
+    """Roll back a transaction an interrupt left open. Ctrl-C raises between any two bytecodes,
+    so it can land after a BEGIN and before the handler that would end it (seen in CI: an
+    import stopped mid-batch, then closing the store failed with "cannot start a transaction
+    within a transaction"). Such a transaction never committed; the store's one connection runs
+    one transaction at a time under its lock, so an open one here is always such a leftover."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 @contextmanager
 def write_tx(conn: sqlite3.Connection, error: ErrorFactory) -> Iterator[sqlite3.Connection]:
     """BEGIN IMMEDIATE ... COMMIT (another process waits rather than races); rolled back on any
     error, COMMIT's own included, so a failed write changes nothing. The caller holds its lock."""
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        end_interrupted(conn)
         try:
+            conn.execute("BEGIN IMMEDIATE")
             yield conn
             conn.execute("COMMIT")
         except BaseException:
@@ -137,6 +148,7 @@ def write_tx(conn: sqlite3.Connection, error: ErrorFactory) -> Iterator[sqlite3.
 def read_tx(conn: sqlite3.Connection, error: ErrorFactory) -> Iterator[sqlite3.Connection]:
     """One deferred transaction: every SELECT in it sees the same committed state."""
     try:
+        end_interrupted(conn)
         conn.execute("BEGIN")
         try:
             yield conn
