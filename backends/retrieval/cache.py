@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from backends.storage import end_interrupted
 from orchestrator.plugin_api import cache_dir  # noqa: F401 - re-exported as retrieval.cache_dir
 
 from .embedders import Embedder
@@ -76,6 +77,7 @@ class EmbeddingCache:
             return
         try:
             with self._lock:
+                end_interrupted(self._conn)  # one Ctrl-C cut between BEGIN and COMMIT
                 self._conn.execute("BEGIN")
                 try:
                     self._conn.executemany(

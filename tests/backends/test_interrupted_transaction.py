@@ -56,3 +56,22 @@ def test_a_transaction_an_interrupt_left_open_is_rolled_back_by_the_next(kind, t
             other.close()
     finally:
         store.close()
+
+
+def test_the_embedding_cache_writes_again_after_an_interrupted_write(tmp_path):
+    import numpy as np
+
+    from backends.retrieval.cache import EmbeddingCache
+
+    cache = EmbeddingCache(tmp_path / "cache.sqlite3")
+    try:
+        conn = cache._conn
+        assert conn is not None
+        conn.execute("BEGIN")  # an interrupt between a put's BEGIN and its COMMIT
+        conn.execute("INSERT INTO vectors VALUES ('m', x'00', x'00000000')")
+        vec = np.ones(4, dtype=np.float32)
+        cache.put("m", [(b"\x01", vec)])
+        assert set(cache.get("m", [b"\x00", b"\x01"], 4)) == {b"\x01"}  # the cut write is not kept
+        assert not conn.in_transaction
+    finally:
+        cache.close()
