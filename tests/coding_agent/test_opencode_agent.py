@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.coding_agent import process
 from orchestrator.coding_agent.api_errors import CONNECT, kind_of
 from orchestrator.coding_agent.opencode import INSTALL, OpenCodeAgent, OpenCodeOptions
 from orchestrator.coding_agent.opencode_offline import MODEL, PROVIDER, offline_home
@@ -196,11 +197,14 @@ def test_each_model_api_error_is_read_as_its_status_and_says_what_to_do(oc, proj
     assert words in (turn.error or "") and todo in (turn.error or ""), turn.error
 
 
-def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachable(tmp_path, project):
+def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachable(tmp_path, project, monkeypatch):
     # The fake answers the first call (a Write) and goes away during the second, as a server that
     # stops does. OpenCode would retry it until turn_timeout_s (and fail here, as a timeout); its
     # log's "Cannot connect to API" ends the turn after a short grace, read as CONNECT (graph.nodes
     # stops the batch).
+    # The grace (process.STUCK_GRACE_S, 5 s) is for a server that comes straight back; this one
+    # never does, so 1 s ends the turn as surely (the grace itself: test_turn_stuck.py).
+    monkeypatch.setattr(process, "STUCK_GRACE_S", 1.0)
     require_cli("opencode", INSTALL)
     api = going_away(FakeChatCompletionsAPI)
     env = offline_home(tmp_path / "home", api.base_url, FAKE_API_KEY)
