@@ -3,7 +3,10 @@
 Nothing of the machine is read or written: HOME and the XDG config/data/cache/state dirs are under
 `workdir`. Nothing is fetched (OpenCode 1.18.33 would otherwise reach the network at run time):
 - the provider is `@ai-sdk/openai-compatible`, which OpenCode bundles (no npm install of it);
-- OPENCODE_DISABLE_MODELS_FETCH: no models.dev catalogue download;
+- OPENCODE_DISABLE_MODELS_FETCH: no models.dev catalogue download; OPENCODE_MODELS_PATH names an
+  empty catalogue written here, so OpenCode does not parse the one it bundles (every provider's
+  models, of which the fake needs none: its provider and prices are in the config): about a third
+  of the CPU a turn's start-up takes (12 -> 8.5 CPU-seconds a turn, measured on 1.18.33);
 - each config dir gets a background `npm install @opencode-ai/plugin` (for local plugins) unless it
   already has node_modules and a package.json / package-lock.json naming that package: those are
   written here, empty of code (no plugin is used), so the install is found done and skipped;
@@ -35,6 +38,8 @@ def offline_home(home: Path, base_url: str, api_key: str) -> dict[str, str]:
     (config / "node_modules").mkdir(parents=True, exist_ok=True)
     for name in ("data", "cache", "state"):
         (home / name).mkdir(parents=True, exist_ok=True)
+    models = home / "models.json"  # the empty catalogue (see the module docstring)
+    models.write_text("{}")
     # Found "installed" by OpenCode's dependency check (see the module docstring).
     (config / "package.json").write_text(json.dumps({"dependencies": {_PLUGIN: "*"}}))
     (config / "package-lock.json").write_text(json.dumps({"packages": {"": {"dependencies": {_PLUGIN: "*"}}}}))
@@ -56,7 +61,8 @@ def offline_home(home: Path, base_url: str, api_key: str) -> dict[str, str]:
     return {
         "HOME": str(home), "XDG_CONFIG_HOME": str(home / "config"), "XDG_DATA_HOME": str(home / "data"),
         "XDG_CACHE_HOME": str(home / "cache"), "XDG_STATE_HOME": str(home / "state"),
-        "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_MODELS_PATH": str(models),
+        "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_SHARE": "1",
         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_CLAUDE_CODE": "1",
         "OPENCODE_PURE": "1", "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1", "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
         "OPENCODE_DISABLE_CLAUDE_CODE_SKILLS": "1", "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1",

@@ -264,7 +264,10 @@ class CodingAgentContract:
 
     def test_an_api_error_is_a_failed_turn_with_a_sentence(self, harness: AgentHarness, project: Path):
         # A 500 (which a CLI may retry), then 401s (which none should): the turn fails either way.
-        harness.script.coding_agent(api_error(500, "The fake model is down."),
+        # The 500 asks for its retry at once (retry-after): a CLI that honours it (OpenCode, Claude
+        # Code) does not wait out its own backoff (OpenCode's: 2 s) before the 401.
+        soon = {"retry-after-ms": "10", "retry-after": "0"}
+        harness.script.coding_agent(api_error(500, "The fake model is down.", headers=soon),
                                     *[api_error(401, "invalid x-api-key")] * 5)
         turn = harness.make_agent().run_turn("Say hello.", project, session_id=self.new_session(), resume=False)
         harness.script.clear()

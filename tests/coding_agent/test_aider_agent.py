@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from orchestrator.coding_agent import process
 from orchestrator.coding_agent.aider import AiderAgent, AiderOptions
 from orchestrator.coding_agent.aider_launch import INSTALL_HINT
 from orchestrator.coding_agent.api_errors import CONNECT, kind_of
@@ -115,11 +116,15 @@ def test_resuming_a_session_this_machine_does_not_have_is_a_lost_session(project
 
 
 @pytest.mark.slow
-def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_as_unreachable_with_its_edit_kept(project, offline):
+def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_as_unreachable_with_its_edit_kept(project, offline,
+                                                                                              monkeypatch):
     """aider's second call of a turn (its fix of the lint error its first edit made) meets a server
     gone away: it would retry "Connection error." for retry_timeout_s (60 s, over two minutes with
     litellm's own retries); the turn ends soon after aider first says it, as CONNECT, the edit kept.
     (turn_timeout_s: a turn left to aider's retries would end with its own words, and fail here.)"""
+    # The grace (process.STUCK_GRACE_S, 5 s) is for a server that comes straight back; this one
+    # never does, so 1 s ends the turn as surely (the grace itself: test_turn_stuck.py).
+    monkeypatch.setattr(process, "STUCK_GRACE_S", 1.0)
     make, _, off = offline
     broken = "def half(:\n"  # aider lints what it wrote and asks the model again to fix it
     api = going_away(FakeAiderAPI, name="wip.py", content=broken, then=("Wrote wip.py.",),

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.coding_agent import process
 from orchestrator.coding_agent.api_errors import CONNECT, kind_of
 from orchestrator.coding_agent.gemini import INSTALL_COMMAND, GeminiAgent
 from orchestrator.errors import CodingAgentError
@@ -167,10 +168,13 @@ GONE = [(1, "The Gemini CLI could not get an answer from the model: [API Error: 
 
 @pytest.mark.parametrize("attempts, says", GONE, ids=["no-retries", "its-retries"])
 def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachable(gemini_cli, tmp_path, project,
-                                                                                   attempts, says):
+                                                                                   attempts, says, monkeypatch):
     # The fake answers the first call (a write) and goes away during the second, as a server that
     # stops does: the CLI's next attempts meet a closed port. (turn_timeout_s: a turn left to its
     # retries would time out, and fail here, rather than end as unreachable.)
+    # The grace (process.STUCK_GRACE_S, 5 s) is for a server that comes straight back; this one
+    # never does, so 1 s ends the turn as surely (the grace itself: test_turn_stuck.py).
+    monkeypatch.setattr(process, "STUCK_GRACE_S", 1.0)
     api = going_away(FakeGeminiAPI)
     home = offline_home(tmp_path / "gemini-home")
     settings = home / ".gemini" / "settings.json"

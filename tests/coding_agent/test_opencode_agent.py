@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.coding_agent import process
 from orchestrator.coding_agent.api_errors import CONNECT, kind_of
 from orchestrator.coding_agent.opencode import INSTALL, OpenCodeAgent, OpenCodeOptions
 from orchestrator.coding_agent.opencode_offline import MODEL, PROVIDER, offline_home
@@ -78,48 +79,67 @@ def test_a_turn_writes_in_the_project_and_streams_its_tool_call_with_tokens(oc, 
     assert second["messages"][-1]["content"][0]["content"] == "Wrote file successfully."
 
 
-def test_a_turn_leaves_nothing_in_the_temporary_directory(oc, project, tmp_path):
-    """OpenCode unpacks a 5.5 MB native library (.<hash>-00000000.so) into $TMPDIR on every start
-    and never removes it: a turn (and its resume's session lookup) leaves $TMPDIR as it was."""
-    tmp = tmp_path / "user-tmp"
+@dataclass
+class Resumed:
+    """One first turn and its resume by a new agent (a `middle` restarted after a crash), both with
+    the user's TMPDIR, which holds what a killed `middle`'s turn left and a running one's dir."""
+
+    first: Any
+    second: Any
+    requests: list[dict[str, Any]]
+    tmp_after: list[str]
+    running: str
+    gone: str
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory) -> Iterator[Resumed]:
+    # One run serves three tests (a resume from a new process, and what the turns leave in and
+    # take from TMPDIR): each OpenCode turn costs several CPU-seconds of its start-up.
+    require_cli("opencode", INSTALL)
+    base = tmp_path_factory.mktemp("opencode-resumed")
+    project = make_repo(base / "project", {"README.md": "# p\n"}).resolve()
+    tmp = base / "user-tmp"
     tmp.mkdir()
-    oc.script.coding_agent("Nothing to do.", "Still nothing.")
-    agent = OpenCodeAgent(OpenCodeOptions(**oc.off.options), env={**oc.off.env, "TMPDIR": str(tmp)})
-    first = agent.run_turn("Say hi.", project, session_id="s-t", resume=False)
-    assert first.is_error is False, first.error
-    again = OpenCodeAgent(OpenCodeOptions(**oc.off.options), env={**oc.off.env, "TMPDIR": str(tmp)})
-    second = again.run_turn("Again.", project, session_id="s-t", resume=True)  # looks the session up
-    assert second.is_error is False, second.error
-    assert sorted(p.name for p in tmp.iterdir()) == []
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    gone = tmp / f"middle-opencode-tmp-{ended.pid}-abc"  # its `middle` was killed with -9
+    gone.mkdir()
+    (gone / ".bcfddddeb6b5b7be-00000000.so").write_bytes(b"x")
+    running = tmp / f"middle-opencode-tmp-{os.getpid()}-def"  # its `middle` still runs
+    running.mkdir()
+    script = ScriptedResponder()
+    with OpenCodeAgent.offline(script, base / "offline") as off:
+        script.coding_agent("Noted: PAPAYA-7.", "The word was PAPAYA-7.")
+        env = {**off.env, "TMPDIR": str(tmp)}
+        first = OpenCodeAgent(OpenCodeOptions(**off.options), env=env).run_turn(
+            "Remember PAPAYA-7.", project, session_id="s-2", resume=False)
+        # A new agent: the session is found by its title (a `session list` run, with TMPDIR too).
+        second = OpenCodeAgent(OpenCodeOptions(**off.options), env=env).run_turn(
+            "Which word?", project, session_id="s-2", resume=True)
+        yield Resumed(first, second, off.requests(), sorted(p.name for p in tmp.iterdir()), running.name, gone.name)
 
 
-def test_a_turn_removes_the_temporary_directory_a_killed_middle_left(oc, project, tmp_path):
+def test_a_turn_leaves_nothing_in_the_temporary_directory(resumed):
+    """OpenCode unpacks a 5.5 MB native library (.<hash>-00000000.so) into $TMPDIR on every start
+    and never removes it: a turn (and its resume's session lookup) leaves nothing of its own there."""
+    assert resumed.first.is_error is False, resumed.first.error
+    assert resumed.second.is_error is False, resumed.second.error
+    assert resumed.tmp_after == [resumed.running]
+
+
+def test_a_turn_removes_the_temporary_directory_a_killed_middle_left(resumed):
     """A `middle` killed with -9 never removes its turn's TMPDIR (the library in it too): the next
     turn removes the ones whose `middle` no longer runs, and keeps those of one that does."""
-    tmp = tmp_path / "user-tmp"
-    tmp.mkdir()
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    left = tmp / f"middle-opencode-tmp-{gone.pid}-abc"
-    left.mkdir()
-    (left / ".bcfddddeb6b5b7be-00000000.so").write_bytes(b"x")
-    running = tmp / f"middle-opencode-tmp-{os.getpid()}-def"
-    running.mkdir()
-    oc.script.coding_agent("Nothing to do.")
-    agent = OpenCodeAgent(OpenCodeOptions(**oc.off.options), env={**oc.off.env, "TMPDIR": str(tmp)})
-    assert agent.run_turn("Say hi.", project, session_id="s-k", resume=False).is_error is False
-    assert sorted(p.name for p in tmp.iterdir()) == [running.name]
+    assert resumed.first.is_error is False, resumed.first.error
+    assert resumed.gone not in resumed.tmp_after and resumed.running in resumed.tmp_after
 
 
-def test_a_resume_from_a_new_process_finds_the_session_and_carries_the_first_turn(oc, project):
-    oc.script.coding_agent("Noted: PAPAYA-7.", "The word was PAPAYA-7.")
-    first = oc.agent().run_turn("Remember PAPAYA-7.", project, session_id="s-2", resume=False)
-    assert first.is_error is False, first.error
-    # A new agent (a `middle` restarted after a crash): the session is found by its title.
-    second = oc.agent().run_turn("Which word?", project, session_id="s-2", resume=True)
-    assert second.is_error is False, second.error
-    assert second.text == "The word was PAPAYA-7."
-    last = said(oc.off.requests()[-1])
+def test_a_resume_from_a_new_process_finds_the_session_and_carries_the_first_turn(resumed):
+    assert resumed.first.is_error is False, resumed.first.error
+    assert resumed.second.is_error is False, resumed.second.error
+    assert resumed.second.text == "The word was PAPAYA-7."
+    last = said(resumed.requests[-1])
     assert "Remember PAPAYA-7." in last and "Noted: PAPAYA-7." in last and "Which word?" in last
 
 
@@ -177,11 +197,14 @@ def test_each_model_api_error_is_read_as_its_status_and_says_what_to_do(oc, proj
     assert words in (turn.error or "") and todo in (turn.error or ""), turn.error
 
 
-def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachable(tmp_path, project):
+def test_a_model_api_that_goes_away_mid_turn_ends_the_turn_at_once_as_unreachable(tmp_path, project, monkeypatch):
     # The fake answers the first call (a Write) and goes away during the second, as a server that
     # stops does. OpenCode would retry it until turn_timeout_s (and fail here, as a timeout); its
     # log's "Cannot connect to API" ends the turn after a short grace, read as CONNECT (graph.nodes
     # stops the batch).
+    # The grace (process.STUCK_GRACE_S, 5 s) is for a server that comes straight back; this one
+    # never does, so 1 s ends the turn as surely (the grace itself: test_turn_stuck.py).
+    monkeypatch.setattr(process, "STUCK_GRACE_S", 1.0)
     require_cli("opencode", INSTALL)
     api = going_away(FakeChatCompletionsAPI)
     env = offline_home(tmp_path / "home", api.base_url, FAKE_API_KEY)
