@@ -83,7 +83,9 @@ RETURNING term"""
 # The idf of each query term from its document frequency as retrieval_df keeps it, with the deltas
 # other writers left not folded into it yet (exact: middle's writes add their counts before they
 # commit, see fold_df and pg_database), so only the scoring reads postings. A count above the
-# store's docs (a table changed by hand) gets the floor rather than failing every search.
+# store's docs (a table changed by hand) gets the floor rather than failing every search. Each
+# doc's terms are summed in term order: in the plan's order, two docs of equal score (terms at
+# the idf floor) could differ in the last bit, and their order flip from one search to the next.
 BM25 = f"""
 WITH terms AS (SELECT DISTINCT lexeme FROM unnest(to_tsvector('{TS_CONFIG}', %(words)s))),
 st AS (SELECT n_docs::float8 AS n_docs,
@@ -98,7 +100,8 @@ idf AS (SELECT df.term, GREATEST(ln(GREATEST((st.n_docs - df.n + 0.5) / (df.n + 
         FROM df CROSS JOIN st)
 SELECT p.doc_id,
        sum(idf.idf * p.tf * {K1 + 1}::float8
-           / (p.tf + {K1}::float8 * ({1 - B}::float8 + {B}::float8 * p.doc_len / st.avgdl))) AS score
+           / (p.tf + {K1}::float8 * ({1 - B}::float8 + {B}::float8 * p.doc_len / st.avgdl))
+           ORDER BY idf.term) AS score
 FROM idf JOIN retrieval_postings p ON p.store_id = %(store)s AND p.term = idf.term CROSS JOIN st
 GROUP BY p.doc_id ORDER BY score DESC, p.doc_id LIMIT %(k)s"""
 
