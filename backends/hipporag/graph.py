@@ -7,12 +7,15 @@ import bisect
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import sparse
 
 from backends.storage import CHUNK
 from orchestrator.plugin_api import MemoryStoreError
+
+if TYPE_CHECKING:
+    from scipy import sparse
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -194,6 +197,10 @@ class GraphMirror:
             raise MemoryStoreError("the hipporag graph names entities or passages that do not "
                                    "exist: the store is corrupt; move it away and re-index")
         weights = np.concatenate([np.ones(len(pe_p)), self._fe[:, 2].astype(np.float64), sw])
+        # scipy loads here, not with the module: the registry imports every built-in backend, so
+        # a module-level import cost each `middle memory` command a third of a second
+        from scipy import sparse
+
         coo = sparse.coo_matrix((np.concatenate([weights, weights]),
                                  (np.concatenate([rows, cols]), np.concatenate([cols, rows]))),
                                 shape=(n, n))

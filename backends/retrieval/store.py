@@ -230,7 +230,9 @@ class RetrievalStore(outside.CatchUp, SqliteStore):
         with self.lock:
             if self.seen_damage:  # already reported; a snapshot would only fail the same way
                 return None
-            index = self._sync_index() if self.use_vectors else None
+            if not self.use_vectors or self._too_few_for_a_snapshot():
+                return None
+            index = self._sync_index()
             gen = self._mirror.gen
             if index is None or len(index) < SNAPSHOT_MIN_DOCS or gen is None:
                 return None
@@ -241,6 +243,16 @@ class RetrievalStore(outside.CatchUp, SqliteStore):
                 if snap_gen < gen:
                     path.unlink(missing_ok=True)
             return target
+
+    def _too_few_for_a_snapshot(self) -> bool:
+        """Fewer vector rows than a snapshot is worth, counted without building the mirror: a
+        command that never searched (`memory list`, `show`, `delete`) closes without loading
+        FAISS and every vector only to find the store too small to save."""
+        if self._mirror.gen is not None:
+            return False  # loaded already: its size is checked below, after catching up
+        with self.read() as conn:
+            rows = conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return rows < SNAPSHOT_MIN_DOCS
 
     def _clean_temp_files(self) -> None:
         cutoff = time.time() - STALE_TMP_S

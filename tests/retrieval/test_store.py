@@ -124,6 +124,28 @@ def test_snapshot_speeds_up_open_and_catches_up_on_later_changes(tmp_path, monke
     assert [p.name for p in tmp_path.glob("hybrid.g*.faiss")] == ["hybrid.g3.faiss"]
 
 
+def test_a_command_that_never_searched_builds_no_vector_index_on_close_below_the_snapshot_floor(
+        tmp_path, monkeypatch):
+    # `middle memory list` used to load FAISS and every vector at its close, to find the store
+    # too small for a snapshot; the same store at the floor is still built and saved.
+    first = hashing(tmp_path)
+    first.index([f"listed doc {i}" for i in range(3)])
+    first.close()
+    built = []
+    original = store_module.VectorIndex.__init__
+    monkeypatch.setattr(store_module.VectorIndex, "__init__",
+                        lambda self, *args: built.append(args) or original(self, *args))
+    lister = hashing(tmp_path)
+    assert lister.list_docs() == [f"listed doc {i}" for i in range(3)]
+    lister.close()
+    assert built == [] and not list(tmp_path.glob("hybrid.g*.faiss"))
+    monkeypatch.setattr(store_module, "SNAPSHOT_MIN_DOCS", 3)
+    lister = hashing(tmp_path)
+    assert lister.list_docs()[0] == "listed doc 0"
+    lister.close()
+    assert len(built) == 1 and [p.name for p in tmp_path.glob("hybrid.g*.faiss")] == ["hybrid.g1.faiss"]
+
+
 def test_corrupt_snapshot_and_leftover_temp_files_are_harmless(tmp_path, monkeypatch):
     monkeypatch.setattr(store_module, "SNAPSHOT_MIN_DOCS", 1)
     backend = hashing(tmp_path)
