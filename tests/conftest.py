@@ -62,21 +62,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if not item.get_closest_marker("killsweep")]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Compile middle's own sources once, before any worker starts (the controller, or a run
-    without xdist): the thousands of `middle` processes the tests start then read that bytecode
-    instead of each compiling the same modules again (PYTHONDONTWRITEBYTECODE, above, stops
-    them writing it). The sources do not change during a run, so this bytecode cannot go stale
-    as a test project's can."""
-    if hasattr(config, "workerinput"):
-        return
-    import compileall
-
-    root = Path(__file__).resolve().parent.parent
-    for folder in ("orchestrator", "backends", "tickets"):
-        compileall.compile_dir(root / folder, quiet=1, workers=1)
-
-
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: one worker more than the cores. A quarter of the suite's wall time is spent
     waiting on the real processes the tests start (Claude Code, the other agents' CLIs, git,
