@@ -127,11 +127,23 @@ def test_a_store_outage_past_the_retry_but_within_the_lease_is_ridden_out_by_eve
     tickets = {i: [] for i in range(3)}
     remote, desk = fleet(tmp_path, claude_cli, pg_url, tickets, store_extra="reconnect_s = 2\n")
     worker = start_worker(tmp_path, desk, "w0", "--once", "--parallel", "3")
+    lines: list[str] = []
+    assert worker.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(worker.stdout.readline, "")), daemon=True)
+    reader.start()
     try:
         wait_inside_a_turn(pg_url)
         with pg_server.down():
             time.sleep(8)  # four retry windows
-        output = worker.communicate(timeout=600)[0]
+            # ...and on until a run met it: on a loaded machine a turn may write no event for
+            # those 8 s (Claude Code still starting). Up at the latest after 60 s: half the lease.
+            deadline = time.monotonic() + 52
+            while not any("the store is out of reach" in line for line in list(lines)) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.2)
+        worker.wait(timeout=600)
+        reader.join(timeout=30)
+        output = "".join(lines)
     finally:
         kill_group(worker)
     print(output)
